@@ -1,0 +1,34 @@
+"""The write side of threadlog: event models, the SQLite log, streams, forks, integrity."""
+
+from .errors import (
+    ConcurrencyError,
+    ForkRefused,
+    IntegrityError,
+    InvalidEvent,
+    SchemaError,
+    StoreError,
+    ThreadNotFound,
+)
+from .events import CATALOGUE, Event, EventData, Meta
+from .integrity import VerifyReport
+from .recorded import RecordedEvent, ThreadInfo
+from .store import DEFAULT_PLACEHOLDER, Store
+
+__all__ = [
+    "CATALOGUE",
+    "DEFAULT_PLACEHOLDER",
+    "ConcurrencyError",
+    "Event",
+    "EventData",
+    "ForkRefused",
+    "IntegrityError",
+    "InvalidEvent",
+    "Meta",
+    "RecordedEvent",
+    "SchemaError",
+    "Store",
+    "StoreError",
+    "ThreadInfo",
+    "ThreadNotFound",
+    "VerifyReport",
+]

@@ -1,0 +1,123 @@
+"""Message content blocks, validated against the anthropic SDK's own `*BlockParam` types.
+
+The SDK describes request blocks as TypedDicts. We dispatch on a block's `type` to the SDK
+type for it (the stable types first, then beta-only ones such as `compaction`), so an
+unknown type is named as such instead of drowning in one error per union member.
+
+Gotcha: the SDK's TypedDicts declare lists as `Iterable[...]`, which pydantic validates
+lazily — it returns a `ValidatorIterator` and only checks items when someone iterates it.
+A bad nested block (a tool_result's content, a citation) would then pass at append time and
+fail much later. `_drain` walks the validated value and consumes every such iterator, so
+validation is eager. The stored block is the caller's JSON, not pydantic's output, because
+TypedDict validation drops keys the SDK does not know yet (for example `caller`).
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import is_typeddict
+
+from .errors import InvalidEvent
+
+
+def _block_type(typed_dict: Any) -> str | None:
+    try:
+        hints = typing.get_type_hints(typed_dict, include_extras=True)
+    except TypeError:  # not a TypedDict (the beta union also lists response models)
+        return None
+    literal = hints.get("type")
+    while literal is not None and typing.get_origin(literal) is not typing.Literal:
+        args = typing.get_args(literal)
+        literal = args[0] if args else None
+    return typing.get_args(literal)[0] if literal is not None else None
+
+
+@functools.cache
+def _adapters() -> dict[str, TypeAdapter[Any]]:
+    from anthropic.types import ContentBlockParam
+    from anthropic.types.beta import BetaContentBlockParam
+
+    adapters: dict[str, TypeAdapter[Any]] = {}
+    for union in (ContentBlockParam, BetaContentBlockParam):
+        for member in typing.get_args(union):
+            name = _block_type(member) if is_typeddict(member) else None
+            if name and name not in adapters:
+                adapters[name] = TypeAdapter(member)
+    return adapters
+
+
+def block_types() -> list[str]:
+    """Every content block `type` threadlog accepts, sorted."""
+    return sorted(_adapters())
+
+
+def _drain(value: Any, path: str) -> None:
+    """Consume every lazy `ValidatorIterator` inside a validated value (see module doc).
+
+    Errors found while draining are raised as `InvalidEvent` naming the full path.
+    """
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in list(items):
+        where = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
+        if isinstance(item, Iterator):
+            try:
+                item = list(item)
+            except ValidationError as error:
+                raise _first_error(error, where) from None
+            value[key] = item
+        _drain(item, where)
+
+
+def _first_error(error: ValidationError, field: str) -> InvalidEvent:
+    """The first error, its path without the union member names pydantic puts in it."""
+    first = error.errors()[0]
+    loc = "".join(
+        f"[{part}]" if isinstance(part, int) else f".{part}"
+        for part in first["loc"]
+        if not (isinstance(part, str) and part.endswith("Param"))
+    )
+    return InvalidEvent(f"{field}{loc}", first["msg"])
+
+
+def validate_block(block: Any, field: str) -> None:
+    """Raise `InvalidEvent` naming `field` (and the path inside it) unless `block` is valid."""
+    if not isinstance(block, dict):
+        raise InvalidEvent(field, f"a content block must be an object, not {type(block).__name__}")
+    kind = block.get("type")
+    adapter = _adapters().get(kind) if isinstance(kind, str) else None
+    if adapter is None:
+        raise InvalidEvent(
+            f"{field}.type",
+            f"unknown content block type {kind!r}; expected one of {', '.join(block_types())}",
+        )
+    try:
+        validated = adapter.validate_python(block)
+    except ValidationError as error:
+        raise _first_error(error, field) from None
+    _drain(validated, field)
+
+
+def normalize_content(content: Any, field: str = "content") -> list[dict[str, Any]]:
+    """A plain string becomes one text block; a list is validated block by block."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not content:
+        raise InvalidEvent(field, "must be a non-empty string or a non-empty list of content blocks")
+    for index, block in enumerate(content):
+        validate_block(block, f"{field}[{index}]")
+    return content
+
+
+def tool_use_ids(content: list[dict[str, Any]]) -> list[str]:
+    """The ids of the client-side `tool_use` blocks in a message, in order."""
+    return [block["id"] for block in content if block.get("type") == "tool_use"]
+
+
+def tool_result_ids(content: list[dict[str, Any]]) -> list[str]:
+    """The `tool_use_id`s answered by the `tool_result` blocks in a message, in order."""
+    return [block["tool_use_id"] for block in content if block.get("type") == "tool_result"]

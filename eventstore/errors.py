@@ -1,0 +1,77 @@
+"""The one exception family of threadlog.
+
+Every refusal raises a subclass of `StoreError` before anything is written, so a refused
+operation leaves the database exactly as it was. Messages say what was wrong and, where
+there is one, what the caller can do about it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class StoreError(Exception):
+    """Base class of every error threadlog raises on purpose."""
+
+
+class ThreadNotFound(StoreError):
+    def __init__(self, thread: str) -> None:
+        self.thread = thread
+        super().__init__(f"thread {thread!r} not found")
+
+
+class ConcurrencyError(StoreError):
+    """Another writer moved the thread since the caller last looked: re-read and retry."""
+
+    def __init__(self, thread: str, expected: Any, actual: int | None) -> None:
+        self.thread = thread
+        self.expected = expected
+        self.actual = actual
+        have = "does not exist" if actual is None else f"has head {actual}"
+        super().__init__(
+            f"thread {thread!r}: expected {expected!r} but it {have}; re-read and retry"
+        )
+
+
+FORK_REASONS = (
+    "empty",
+    "offset_out_of_range",
+    "busy",
+    "unanswered_tool_calls",
+    "recursion",
+    "no_directives",
+    "no_pending_tool_use",
+)
+
+
+class ForkRefused(StoreError):
+    """A fork or fan-out was refused; `reason` is one of `FORK_REASONS`."""
+
+    def __init__(self, reason: str, message: str, tool_use_ids: list[str] | None = None) -> None:
+        assert reason in FORK_REASONS, reason
+        self.reason = reason
+        self.tool_use_ids = list(tool_use_ids or [])
+        super().__init__(message)
+
+
+class InvalidEvent(StoreError):
+    """An event (or an argument standing for one) failed validation; `field` names where."""
+
+    def __init__(self, field: str, why: str) -> None:
+        self.field = field
+        self.why = why
+        super().__init__(f"{field}: {why}" if field else why)
+
+
+class IntegrityError(StoreError):
+    """`verify` found a broken chain; `position` is the first bad event's global position."""
+
+    def __init__(self, position: int | None, why: str) -> None:
+        self.position = position
+        self.why = why
+        where = f"position {position}" if position is not None else "database"
+        super().__init__(f"integrity check failed at {where}: {why}")
+
+
+class SchemaError(StoreError):
+    """The file is not a threadlog database this release can open."""

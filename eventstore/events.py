@@ -1,0 +1,249 @@
+"""The event catalogue: one pydantic model per event type, with its schema version.
+
+`type` strings and field names are part of the contract (ARCHITECTURE.md). Validation
+happens once, at append time; readers get plain dicts back, upcast to the current version
+by the chain in `UPCASTERS`, and never pay for model validation again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .content import normalize_content
+from .errors import InvalidEvent
+
+Json = dict[str, Any]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EventData(_Model):
+    """Base of every event's `data` model."""
+
+    type: ClassVar[str]
+    schema_version: ClassVar[int] = 1
+
+
+class Meta(_Model):
+    """Who and why: carried beside `data`, covered by the hash chain like the data."""
+
+    event_id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    actor: str | None = None
+    origin: Literal["live", "primed", "imported"] | None = None
+    causation_id: str | None = None
+    correlation_id: str | None = None
+    occurred_at: str | None = Field(
+        default=None, description="when it happened at the source, for imported events"
+    )
+
+
+class Todo(_Model):
+    content: str
+    status: Literal["pending", "in_progress", "completed"] | None = None
+    id: str | None = None
+
+
+class ThreadCreated(EventData):
+    type: ClassVar[str] = "thread.created"
+    title: str | None = None
+    system: str | list[Json] | None = None
+    model: str | None = None
+    tools: list[Json] | None = None
+    metadata: Json | None = None
+
+
+class MessageAppended(EventData):
+    type: ClassVar[str] = "message.appended"
+    role: Literal["user", "assistant"]
+    content: list[Json] = Field(description="Anthropic content blocks; a string becomes one text block")
+    message_id: str | None = None
+    model: str | None = None
+    stop_reason: str | None = None
+    usage: Json | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _content(cls, value: Any) -> list[Json]:
+        return normalize_content(value)
+
+
+class RunStarted(EventData):
+    type: ClassVar[str] = "run.started"
+    run_id: str
+
+
+class RunFinished(EventData):
+    type: ClassVar[str] = "run.finished"
+    run_id: str
+    status: Literal["ok", "error", "cancelled"]
+    error: str | None = None
+
+
+class InterruptRaised(EventData):
+    type: ClassVar[str] = "interrupt.raised"
+    interrupt_id: str
+    tool_use_id: str | None = None
+    question: str | None = None
+    payload: Any = None
+
+
+class InterruptResolved(EventData):
+    type: ClassVar[str] = "interrupt.resolved"
+    interrupt_id: str
+    answer: Any = None
+
+
+class InterruptCancelled(EventData):
+    type: ClassVar[str] = "interrupt.cancelled"
+    interrupt_id: str
+    reason: str
+
+
+class KeepKeys(_Model):
+    keep: list[str]
+
+
+class ForkOptions(_Model):
+    todos: Literal["blank", "inherit"] | list[Todo] = "blank"
+    metadata: Literal["blank", "inherit"] | KeepKeys | Json = "blank"
+    context: Literal["full", "note"] = "full"
+    retrieval: Literal["per_turn", "first_turn", "off"] = "off"
+    unanswered: Literal["refuse", "drop"] = "refuse"
+    kind: Literal["fork", "subagent"] = "fork"
+    directive: str | None = None
+    transcript: str | None = Field(
+        default=None, description="where the parent's transcript lives, named by the fork note"
+    )
+
+
+class ThreadForked(EventData):
+    type: ClassVar[str] = "thread.forked"
+    parent_id: str
+    parent_offset: int = Field(ge=1)
+    options: ForkOptions
+    dropped_tool_use_ids: list[str] | None = None
+    demoted_interrupt_ids: list[str] | None = None
+
+
+class CompactionRecorded(EventData):
+    type: ClassVar[str] = "compaction.recorded"
+    summary: str
+    through_offset: int = Field(ge=0)
+    model: str | None = None
+    prompt_digest: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class MetadataSet(EventData):
+    type: ClassVar[str] = "metadata.set"
+    patch: Json = Field(description="keys to set; a null value deletes the key")
+
+
+class TodosSet(EventData):
+    type: ClassVar[str] = "todos.set"
+    todos: list[Todo]
+
+
+class TitleSet(EventData):
+    type: ClassVar[str] = "title.set"
+    title: str
+
+
+class EventRedacted(EventData):
+    type: ClassVar[str] = "event.redacted"
+    position: int = Field(ge=1)
+    reason: str = Field(min_length=1)
+    actor: str = Field(min_length=1)
+
+
+CATALOGUE: dict[str, type[EventData]] = {
+    model.type: model
+    for model in (
+        ThreadCreated,
+        MessageAppended,
+        RunStarted,
+        RunFinished,
+        InterruptRaised,
+        InterruptResolved,
+        InterruptCancelled,
+        ThreadForked,
+        CompactionRecorded,
+        MetadataSet,
+        TodosSet,
+        TitleSet,
+        EventRedacted,
+    )
+}
+
+# Upcasters: (type, version) -> a function turning data of that version into version + 1.
+# A database written by an older release stores older versions; `upcast` walks the chain
+# on read, so projections only ever see the current shape. Add an entry here (and bump the
+# model's `schema_version`) whenever a model changes shape.
+UPCASTERS: dict[tuple[str, int], Callable[[Json], Json]] = {}
+
+
+def upcast(type_: str, version: int, data: Json) -> Json:
+    model = CATALOGUE.get(type_)
+    current = model.schema_version if model else version
+    while version < current:
+        data = UPCASTERS[(type_, version)](data)
+        version += 1
+    return data
+
+
+class Event(_Model):
+    """An event to append: its `type`, its `data` and its `meta`."""
+
+    type: str
+    data: Json = Field(default_factory=dict)
+    meta: Meta = Field(default_factory=Meta)
+
+    @classmethod
+    def of(cls, data: EventData, **meta: Any) -> Event:
+        return cls(type=data.type, data=data.model_dump(mode="json", exclude_none=True), meta=Meta(**meta))
+
+
+def _error_field(error: ValidationError, prefix: str) -> InvalidEvent:
+    first = error.errors()[0]
+    loc = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"])
+    return InvalidEvent(f"{prefix}{loc}", first["msg"])
+
+
+def parse(event: Any, field: str = "event") -> tuple[str, Json, Json]:
+    """Validate one event (a model, an `Event` or a plain dict) into (type, data, meta).
+
+    The returned data and meta are JSON-ready dicts with unset optional fields left out.
+    """
+    if isinstance(event, EventData):
+        return event.type, event.model_dump(mode="json", exclude_none=True), {}
+    if isinstance(event, Event):
+        type_, data, meta_in = event.type, event.data, event.meta
+    elif isinstance(event, dict):
+        unknown = set(event) - {"type", "data", "meta"}
+        if unknown:
+            raise InvalidEvent(f"{field}.{sorted(unknown)[0]}", "unknown key; an event has type, data and meta")
+        type_, data, meta_in = event.get("type"), event.get("data", {}), event.get("meta") or {}
+    else:
+        raise InvalidEvent(field, f"expected an event model or a dict, not {type(event).__name__}")
+    model = CATALOGUE.get(type_) if isinstance(type_, str) else None
+    if model is None:
+        raise InvalidEvent(f"{field}.type", f"unknown event type {type_!r}; expected one of {', '.join(CATALOGUE)}")
+    if not isinstance(data, dict):
+        raise InvalidEvent(f"{field}.data", f"must be an object, not {type(data).__name__}")
+    try:
+        validated = model.model_validate(data)
+    except ValidationError as error:
+        raise _error_field(error, f"{field}.data") from None
+    except InvalidEvent as error:  # raised by a field validator (content blocks)
+        raise InvalidEvent(f"{field}.data.{error.field}", error.why) from None
+    try:
+        meta = meta_in if isinstance(meta_in, Meta) else Meta.model_validate(meta_in)
+    except ValidationError as error:
+        raise _error_field(error, f"{field}.meta") from None
+    return type_, validated.model_dump(mode="json", exclude_none=True), meta.model_dump(exclude_none=True)

@@ -1,0 +1,88 @@
+"""What is pending after an event: open runs, unanswered tool calls, unresolved interrupts.
+
+Forks must stay O(1), so their safety checks cannot fold the parent's history. Instead
+every append folds these few facts forward from the previous event's and stores them on
+the new row (`events.pending`, NULL when nothing is pending) and on the stream's head. A
+fork at any offset k reads the facts of the one event at k - 1. The same fold is what
+refuses a `tool_result` for a `tool_use` that is not waiting, or a resolution of an
+interrupt that is not pending.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .content import tool_result_ids, tool_use_ids
+from .errors import InvalidEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    runs: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+    interrupts: tuple[str, ...] = ()
+
+    def dump(self) -> str | None:
+        if not (self.runs or self.tools or self.interrupts):
+            return None
+        parts = {"runs": self.runs, "tools": self.tools, "interrupts": self.interrupts}
+        return json.dumps({k: list(v) for k, v in parts.items() if v}, separators=(",", ":"))
+
+    @classmethod
+    def load(cls, text: str | None) -> Facts:
+        if not text:
+            return NONE
+        raw = json.loads(text)
+        return cls(tuple(raw.get("runs", ())), tuple(raw.get("tools", ())), tuple(raw.get("interrupts", ())))
+
+
+NONE = Facts()
+
+
+def _without(items: tuple[str, ...], gone: list[str], what: str, field: str) -> tuple[str, ...]:
+    missing = [item for item in gone if item not in items]
+    if missing:
+        raise InvalidEvent(field, f"{what} {missing[0]!r} is not pending in this thread")
+    return tuple(item for item in items if item not in gone)
+
+
+def advance(facts: Facts, type_: str, data: dict[str, Any], field: str = "data") -> Facts:
+    """The facts after appending one event; raises `InvalidEvent` if the event contradicts them."""
+    if type_ == "message.appended":
+        content = data["content"]
+        uses, results = tool_use_ids(content), tool_result_ids(content)
+        role = data["role"]
+        if uses and role != "assistant":
+            raise InvalidEvent(f"{field}.content", "tool_use blocks belong in an assistant message")
+        if results and role != "user":
+            raise InvalidEvent(f"{field}.content", "tool_result blocks belong in a user message")
+        if not (uses or results):
+            return facts
+        tools = _without(facts.tools, results, "tool_use", f"{field}.content")
+        return Facts(facts.runs, tools + tuple(uses), facts.interrupts)
+    if type_ == "run.started":
+        return Facts(facts.runs + (data["run_id"],), facts.tools, facts.interrupts)
+    if type_ == "run.finished":
+        runs = _without(facts.runs, [data["run_id"]], "run", f"{field}.run_id")
+        return Facts(runs, facts.tools, facts.interrupts)
+    if type_ == "interrupt.raised":
+        if data["interrupt_id"] in facts.interrupts:
+            raise InvalidEvent(f"{field}.interrupt_id", f"interrupt {data['interrupt_id']!r} is already pending")
+        return Facts(facts.runs, facts.tools, facts.interrupts + (data["interrupt_id"],))
+    if type_ in ("interrupt.resolved", "interrupt.cancelled"):
+        interrupts = _without(facts.interrupts, [data["interrupt_id"]], "interrupt", f"{field}.interrupt_id")
+        return Facts(facts.runs, facts.tools, interrupts)
+    return facts
+
+
+def after_fork(parent: Facts, forked: dict[str, Any]) -> Facts:
+    """The facts after a `thread.forked` event, given the parent's at the fork point.
+
+    A fork starts idle: no run (busy forks are refused) and every interrupt demoted. The
+    parent's unanswered tool calls stay pending only in a full-context fork that did not
+    drop them, which is the fan-out case: its next event answers them.
+    """
+    carries = forked["options"].get("context", "full") == "full" and not forked.get("dropped_tool_use_ids")
+    return Facts((), parent.tools if carries else (), ())

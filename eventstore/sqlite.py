@@ -1,0 +1,310 @@
+"""The SQLite backend: every SQL statement and pragma threadlog runs lives in this module.
+
+`Store` speaks to storage only through `SQLiteBackend`'s methods, so a second backend
+(PostgreSQL is planned) implements the same methods and passes the same contract suite.
+
+Ordering (subtle, and the reason for `BEGIN IMMEDIATE`): an append reads the thread's head,
+checks the caller's expectation and inserts, all under SQLite's single write lock, taken
+at `BEGIN`. Because nobody else can commit in between, `position` (AUTOINCREMENT, never
+reused) is assigned in commit order, and a reader tailing `read_all(after=p)` can never
+see a position appear below one it already saw. A deferred `BEGIN` (what sqlite-utils'
+`atomic()` issues) would take the lock only at the first write and let two writers read
+the same head.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from .errors import SchemaError, StoreError
+
+# Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
+# else's database. The bytes spell "TLOG".
+APPLICATION_ID = 0x544C4F47
+
+# Schema versions, recorded in PRAGMA user_version. Each migration takes the database
+# from version n - 1 to n inside the caller's transaction.
+SCHEMA_VERSION = 1
+
+EVENT_COLUMNS = (
+    'position, stream_id, "offset", event_id, type, schema_version, data, meta, '
+    "recorded_at, data_digest, hash, pending, redacted_by"
+)
+INSERT_EVENT = (
+    'INSERT INTO events (position, stream_id, "offset", event_id, type, schema_version, data, '
+    "meta, recorded_at, data_digest, hash, pending) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+STREAM_COLUMNS = (
+    "id, parent_id, parent_offset, root_id, depth, head, created_position, kind, "
+    "head_hash, facts, first_message_offset"
+)
+
+EVENTS_DDL = """
+CREATE TABLE events (
+    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    stream_id TEXT NOT NULL REFERENCES streams(id),
+    "offset" INTEGER NOT NULL,
+    event_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    schema_version INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    data_digest TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    pending TEXT,
+    redacted_by INTEGER
+)
+"""
+
+
+def _migrate_1(db: sqlite_utils.Database) -> None:
+    """Version 1: streams and the append-only events log."""
+    db["streams"].create(
+        {
+            "id": str,
+            "parent_id": str,
+            "parent_offset": int,
+            "root_id": str,
+            "depth": int,
+            "head": int,
+            "created_position": int,
+            "kind": str,
+            "head_hash": str,
+            "facts": str,
+            "first_message_offset": int,
+        },
+        pk="id",
+        not_null=["root_id", "depth", "head", "kind", "head_hash"],
+    )
+    db["streams"].create_index(["parent_id"], index_name="streams_parent")
+    # sqlite-utils cannot declare AUTOINCREMENT, which `position` needs (never reused).
+    db.execute(EVENTS_DDL)
+    db["events"].create_index(["stream_id", "offset"], index_name="events_stream_offset", unique=True)
+    db["events"].create_index(["event_id"], index_name="events_event_id", unique=True)
+
+
+MIGRATIONS = {1: _migrate_1}
+
+
+def _translate(error: sqlite3.Error) -> StoreError:
+    text = str(error)
+    if "readonly" in text or "read-only" in text:
+        return StoreError(f"the database is read-only ({text}); open a writable copy to change it")
+    if "full" in text:
+        return StoreError(f"the database or disk is full ({text}); nothing was written")
+    if "locked" in text or "busy" in text:
+        return StoreError(f"the database stayed locked by another writer ({text}); retry")
+    return StoreError(f"database error: {text}")
+
+
+class SQLiteBackend:
+    """One connection to one threadlog file (or `:memory:`). Not shared between threads."""
+
+    def __init__(self, path: str | Path, synchronous: str = "NORMAL", timeout: float = 30.0) -> None:
+        synchronous = synchronous.upper()
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise StoreError(f"synchronous must be NORMAL, FULL, EXTRA or OFF, not {synchronous!r}")
+        self.path = str(path)
+        self.synchronous = synchronous
+        try:
+            self.conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+            self.conn.execute("PRAGMA foreign_keys=OFF")
+            self._check_file()
+            self.journal_mode = self._set_journal_mode()
+            self.conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._migrate()
+        except sqlite3.DatabaseError as error:
+            if getattr(self, "conn", None) is not None:
+                self.conn.close()
+            if "file is not a database" in str(error) or "not a database" in str(error):
+                raise SchemaError(f"{self.path} is not a SQLite database") from None
+            raise _translate(error) from None
+        except StoreError:
+            self.conn.close()
+            raise
+
+    # -- schema -------------------------------------------------------------------------
+
+    def _check_file(self) -> None:
+        app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = [r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        if app_id == 0 and tables:
+            raise SchemaError(
+                f"{self.path} is a SQLite database but not a threadlog one "
+                f"(it holds {', '.join(sorted(tables)[:5])}); pass another --db path"
+            )
+        if app_id not in (0, APPLICATION_ID):
+            raise SchemaError(f"{self.path} belongs to another application (application_id {app_id})")
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"{self.path} was written by a newer threadlog (schema version {version}; "
+                f"this release reads up to {SCHEMA_VERSION}); upgrade threadlog to open it"
+            )
+
+    def _set_journal_mode(self) -> str:
+        if self.path == ":memory:" or self.path.startswith("file::memory:"):
+            return str(self.conn.execute("PRAGMA journal_mode").fetchone()[0])
+        try:
+            return str(self.conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+        except sqlite3.OperationalError:  # a read-only file keeps the mode it has
+            return str(self.conn.execute("PRAGMA journal_mode").fetchone()[0])
+
+    def _migrate(self) -> None:
+        if self.schema_version() == SCHEMA_VERSION:
+            return
+        with self.transaction():
+            self._check_file()  # another process may have migrated while we waited
+            version = self.schema_version()
+            db = sqlite_utils.Database(self.conn)
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[target](db)
+            self.conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def schema_version(self) -> int:
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def ddl(self) -> str:
+        """The schema's SQL, in a stable order (what `schema/schema.sql` holds)."""
+        rows = self.conn.execute(
+            "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY type DESC, name"
+        )
+        return ";\n\n".join(r[0].strip() for r in rows) + ";\n"
+
+    # -- transactions ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """`BEGIN IMMEDIATE` … `COMMIT`; any error rolls back and leaves the file as it was."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            raise _translate(error) from None
+        try:
+            yield
+            self.conn.execute("COMMIT")
+        except BaseException as error:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            if isinstance(error, sqlite3.Error):
+                raise _translate(error) from None
+            raise
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- streams ----------------------------------------------------------------------------
+
+    def stream(self, stream_id: str) -> tuple[Any, ...] | None:
+        row = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams WHERE id = ?", (stream_id,)).fetchone()
+        return tuple(row) if row else None
+
+    def ancestry(self, stream_id: str) -> list[tuple[Any, ...]]:
+        """The stream's row, then its parent's, up to the root: one recursive query."""
+        rows = self.conn.execute(
+            f"""WITH RECURSIVE chain(id, n) AS (
+                    SELECT ?, 0
+                    UNION ALL
+                    SELECT s.parent_id, chain.n + 1 FROM streams s JOIN chain ON s.id = chain.id
+                    WHERE s.parent_id IS NOT NULL)
+                SELECT {', '.join('s.' + c.strip() for c in STREAM_COLUMNS.split(','))}
+                FROM chain JOIN streams s ON s.id = chain.id ORDER BY chain.n""",
+            (stream_id,),
+        ).fetchall()
+        return [tuple(r) for r in rows]
+
+    def streams(self) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY created_position, id")]
+
+    def children(self, stream_id: str) -> list[tuple[Any, ...]]:
+        return [
+            tuple(r)
+            for r in self.conn.execute(
+                f"SELECT {STREAM_COLUMNS} FROM streams WHERE parent_id = ? ORDER BY created_position", (stream_id,)
+            )
+        ]
+
+    def insert_stream(self, row: Sequence[Any]) -> None:
+        self.conn.execute(f"INSERT INTO streams ({STREAM_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", row)
+
+    def update_head(self, stream_id: str, head: int, head_hash: str, facts: str | None, first_message: int | None) -> None:
+        self.conn.execute(
+            "UPDATE streams SET head = ?, head_hash = ?, facts = ?, first_message_offset = ? WHERE id = ?",
+            (head, head_hash, facts, first_message, stream_id),
+        )
+
+    # -- events ------------------------------------------------------------------------------
+
+    def next_position(self) -> int:
+        """The position the next insert will get (valid only inside a write transaction)."""
+        row = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+        return (row[0] if row else 0) + 1
+
+    def insert_events(self, rows: Sequence[Sequence[Any]]) -> None:
+        if len(rows) == 1:
+            self.conn.execute(INSERT_EVENT, rows[0])
+        else:
+            self.conn.executemany(INSERT_EVENT, rows)
+
+    def events_by_id(self, event_ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        if len(event_ids) == 1:
+            rows = self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = ?", (event_ids[0],)).fetchall()
+        else:
+            rows = self.conn.execute(
+                f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(event_ids)),),
+            ).fetchall()
+        return [tuple(r) for r in rows]
+
+    def event_at(self, stream_id: str, offset: int) -> tuple[Any, ...] | None:
+        row = self.conn.execute(
+            f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" = ?', (stream_id, offset)
+        ).fetchone()
+        return tuple(row) if row else None
+
+    def event_at_position(self, position: int) -> tuple[Any, ...] | None:
+        row = self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE position = ?", (position,)).fetchone()
+        return tuple(row) if row else None
+
+    def range(self, stream_id: str, lo: int, hi: int | None) -> Iterator[tuple[Any, ...]]:
+        """A stream's own events with lo <= offset < hi, in offset order: one index range scan."""
+        if hi is None:
+            return self.conn.execute(
+                f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" >= ? ORDER BY "offset"',
+                (stream_id, lo),
+            )
+        return self.conn.execute(
+            f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? '
+            'ORDER BY "offset"',
+            (stream_id, lo, hi),
+        )
+
+    def all_events(self, after: int, limit: int | None) -> Iterator[tuple[Any, ...]]:
+        return self.conn.execute(
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
+            (after, -1 if limit is None else limit),
+        )
+
+    def redact(self, position: int, data: str, redacted_by: int) -> None:
+        self.conn.execute("UPDATE events SET data = ?, redacted_by = ? WHERE position = ?", (data, redacted_by, position))
+
+    def counts(self) -> tuple[int, int]:
+        """(streams, events)."""
+        streams = self.conn.execute("SELECT count(*) FROM streams").fetchone()[0]
+        events = self.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        return int(streams), int(events)
+
+    def orphan_position(self) -> int | None:
+        """The lowest position of an event whose stream does not exist, if any."""
+        row = self.conn.execute("SELECT min(position) FROM events WHERE stream_id NOT IN (SELECT id FROM streams)")
+        return row.fetchone()[0]  # type: ignore[no-any-return]

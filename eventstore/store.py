@@ -1,0 +1,518 @@
+"""`Store`: append, read, fork, fan out, verify and redact, over one SQLite file.
+
+Validation, canonical JSON and digests are computed before the write lock is taken;
+only the head check, the position, the hashes and the inserts happen inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import integrity
+from .errors import ConcurrencyError, ForkRefused, InvalidEvent, StoreError, ThreadNotFound
+from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, parse
+from .facts import Facts, advance, after_fork
+from .recorded import RecordedEvent, ThreadInfo, from_row
+from .sqlite import SQLiteBackend
+
+DEFAULT_PLACEHOLDER = "Fork started — processing in background"
+
+# Events only the store itself writes, through the operation named.
+_RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()"}
+
+Expect = str | int
+
+
+def new_id() -> str:
+    return secrets.token_hex(8)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """One validated event, serialized, waiting for its position and hash."""
+
+    type: str
+    schema_version: int
+    data: dict[str, Any]
+    data_json: str
+    data_digest: str
+    meta: dict[str, Any]
+    meta_json: str
+    event_id: str
+    explicit_id: bool
+
+
+def _prepare(event: Any, field: str) -> _Pending:
+    type_, data, meta = parse(event, field)
+    try:
+        data_json = integrity.canonical(data)
+        meta_json = integrity.canonical(meta)
+        data_digest = integrity.digest(data_json)
+        meta_json.encode("utf-8")
+    except (ValueError, TypeError) as error:  # NaN, lone surrogates, non-JSON values
+        raise InvalidEvent(f"{field}.data", f"not storable as UTF-8 JSON ({error})") from None
+    explicit = "event_id" in meta
+    event_id = meta["event_id"] if explicit else secrets.token_hex(16)
+    return _Pending(type_, CATALOGUE[type_].schema_version, data, data_json, data_digest, meta, meta_json, event_id, explicit)
+
+
+def _check_expect(expect: Any) -> None:
+    if isinstance(expect, bool) or not (
+        expect in ("any", "no_stream", "stream_exists") or (isinstance(expect, int) and expect >= 0)
+    ):
+        raise InvalidEvent("expect", f"must be 'any', 'no_stream', 'stream_exists' or a head >= 0, not {expect!r}")
+
+
+def segments(ancestry: Sequence[ThreadInfo]) -> list[tuple[str, int, int | None]]:
+    """The logical history as (stream, lo, hi) ranges of own offsets, oldest first.
+
+    `ancestry` runs from the thread up to its root. Each ancestor contributes its own
+    events below the lowest fork point on the way down to the thread.
+    """
+    out: list[tuple[str, int, int | None]] = []
+    upper: int | None = None
+    for info in ancestry:
+        if upper is None or info.base < upper:
+            out.append((info.id, info.base, upper))
+        upper = info.base if upper is None else min(upper, info.base)
+        if upper == 0:
+            break
+    out.reverse()
+    return out
+
+
+class Store:
+    """An event-sourced conversation store in one SQLite file (or `":memory:"`).
+
+    A `Store` holds one connection and is meant for one thread at a time; open one per
+    thread or process. Every write runs in `BEGIN IMMEDIATE`, so several processes can
+    share a file safely (writers queue on SQLite's lock for up to `timeout` seconds).
+    `synchronous="FULL"` makes each commit durable across power loss; the default
+    `"NORMAL"` (in WAL mode) is durable across a process crash but may lose the last
+    commits on power loss.
+    """
+
+    def __init__(self, path: str | Path = "threadlog.db", synchronous: str = "NORMAL", timeout: float = 30.0) -> None:
+        self.backend = SQLiteBackend(path, synchronous=synchronous, timeout=timeout)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self.backend.path
+
+    @property
+    def synchronous(self) -> str:
+        return self.backend.synchronous
+
+    @property
+    def journal_mode(self) -> str:
+        return self.backend.journal_mode
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- threads ------------------------------------------------------------------------------
+
+    def thread(self, thread: str) -> ThreadInfo:
+        row = self.backend.stream(thread)
+        if row is None:
+            raise ThreadNotFound(thread)
+        return ThreadInfo.from_row(row)
+
+    def threads(self) -> list[ThreadInfo]:
+        """Every stream, in creation order."""
+        return [ThreadInfo.from_row(row) for row in self.backend.streams()]
+
+    def children(self, thread: str) -> list[ThreadInfo]:
+        return [ThreadInfo.from_row(row) for row in self.backend.children(thread)]
+
+    def ancestry(self, thread: str) -> list[ThreadInfo]:
+        """The thread, its parent, … up to its root."""
+        rows = self.backend.ancestry(thread)
+        if not rows:
+            raise ThreadNotFound(thread)
+        return [ThreadInfo.from_row(row) for row in rows]
+
+    def head(self, thread: str) -> int:
+        """The thread's logical length: the offset its next event will get."""
+        return self.thread(thread).head
+
+    def create_thread(
+        self,
+        title: str | None = None,
+        system: str | list[dict[str, Any]] | None = None,
+        model: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        metadata: dict[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        **meta: Any,
+    ) -> str:
+        """Start a root thread with its `thread.created` event; returns the thread id."""
+        thread_id = thread_id or new_id()
+        data = {"title": title, "system": system, "model": model, "tools": tools, "metadata": metadata}
+        event = {"type": ThreadCreated.type, "data": {k: v for k, v in data.items() if v is not None}, "meta": meta}
+        self.append(thread_id, [event], expect="no_stream")
+        return thread_id
+
+    # -- append -------------------------------------------------------------------------------
+
+    def append(self, thread: str, events: Iterable[Any], expect: Expect = "any") -> list[RecordedEvent]:
+        """Append a batch atomically; returns the recorded events.
+
+        `expect` is `"any"`, `"no_stream"` (the batch creates the thread and must start with
+        `thread.created`), `"stream_exists"`, or the exact head the caller last saw; a
+        mismatch raises `ConcurrencyError` and writes nothing. Re-appending events whose
+        `meta.event_id`s are all already stored in this thread returns the original
+        records and writes nothing, whatever `expect` says: retries are safe.
+        """
+        _check_expect(expect)
+        if isinstance(events, (dict, str, bytes)):
+            raise InvalidEvent("events", "must be a list of events")
+        batch = [_prepare(event, f"events[{i}]") for i, event in enumerate(events)]
+        if not batch:
+            raise InvalidEvent("events", "the batch is empty")
+        if not isinstance(thread, str) or not thread:
+            raise InvalidEvent("thread", "must be a non-empty string")
+        for i, item in enumerate(batch):
+            if item.type in _RESERVED:
+                raise InvalidEvent(f"events[{i}].type", f"{item.type} is written by {_RESERVED[item.type]} only")
+            if item.type == ThreadCreated.type and not (i == 0 and expect == "no_stream"):
+                raise InvalidEvent(f"events[{i}].type", "thread.created only starts a thread (expect='no_stream')")
+        ids = [item.event_id for item in batch]
+        if len(set(ids)) != len(ids):
+            raise InvalidEvent("meta.event_id", "the batch repeats an event_id")
+        with self.backend.transaction():
+            if any(item.explicit_id for item in batch):
+                stored = self._already_stored(thread, batch)
+                if stored is not None:
+                    return stored
+            row = self.backend.stream(thread)
+            if row is None:
+                if expect != "no_stream":
+                    raise ThreadNotFound(thread)
+                if batch[0].type != ThreadCreated.type:
+                    raise InvalidEvent("events[0].type", "a new thread must start with thread.created")
+                return self._write(thread, None, batch)
+            info = ThreadInfo.from_row(row)
+            if expect == "no_stream" or (isinstance(expect, int) and expect != info.head):
+                raise ConcurrencyError(thread, expect, info.head)
+            return self._write(thread, row, batch)
+
+    def append_message(self, thread: str, role: str, content: str | list[dict[str, Any]], expect: Expect = "any", **fields: Any) -> RecordedEvent:
+        """Append one `message.appended`. `content` is text or a list of content blocks.
+
+        Keyword arguments go to the event's data (`message_id`, `model`, `stop_reason`,
+        `usage`) or, for `event_id`, `actor`, `origin`, `causation_id`, `correlation_id`
+        and `occurred_at`, to its meta.
+        """
+        meta_keys = {"event_id", "actor", "origin", "causation_id", "correlation_id", "occurred_at"}
+        meta = {k: v for k, v in fields.items() if k in meta_keys}
+        data = {"role": role, "content": content, **{k: v for k, v in fields.items() if k not in meta_keys}}
+        return self.append(thread, [{"type": MessageAppended.type, "data": data, "meta": meta}], expect=expect)[0]
+
+    def _already_stored(self, thread: str, batch: list[_Pending]) -> list[RecordedEvent] | None:
+        rows = self.backend.events_by_id([item.event_id for item in batch])
+        if not rows:
+            return None
+        if len(rows) != len(batch):
+            raise InvalidEvent("meta.event_id", f"{len(rows)} of the batch's {len(batch)} event ids are already stored; "
+                               "a retry must resend the same batch")
+        by_id = {row[3]: row for row in rows}
+        for item in batch:
+            row = by_id[item.event_id]
+            if row[1] != thread:
+                raise InvalidEvent("meta.event_id", f"event id {item.event_id!r} is already used in thread {row[1]!r}")
+        return [from_row(by_id[item.event_id]) for item in batch]
+
+    def _write(
+        self,
+        thread: str,
+        row: tuple[Any, ...] | None,
+        batch: Sequence[_Pending],
+        start: tuple[int, str, Facts, int | None] | None = None,
+        fork_of: ThreadInfo | None = None,
+    ) -> list[RecordedEvent]:
+        """Number, chain and insert a batch (inside the caller's transaction).
+
+        `row` is the stream's row, or None for a new stream; a new fork passes `start`
+        (its base offset, the parent's hash at base - 1, the parent's facts there and its
+        first message offset) and `fork_of`, the parent.
+        """
+        if row is not None:
+            head, prev, facts, first_message = row[5], row[8], Facts.load(row[9]), row[10]
+        elif start is not None:
+            head, prev, facts, first_message = start
+        else:
+            head, prev, facts, first_message = 0, integrity.GENESIS, Facts(), None
+        position = self.backend.next_position()
+        first_position = position
+        recorded_at = _now()
+        inserts, recorded = [], []
+        for i, item in enumerate(batch):
+            offset = head + i
+            if item.type == "thread.forked":
+                facts = after_fork(facts, item.data)
+            else:
+                facts = advance(facts, item.type, item.data, f"events[{i}].data")
+                if item.type == "compaction.recorded" and item.data["through_offset"] > offset:
+                    raise InvalidEvent(f"events[{i}].data.through_offset", f"{item.data['through_offset']} is past the compaction's own offset {offset}")
+            if item.type == "message.appended" and first_message is None:
+                first_message = offset
+            hash_ = integrity.chain_hash(prev, position, thread, offset, item.event_id, item.type, item.schema_version, recorded_at, item.meta_json, item.data_digest)
+            pending = facts.dump()
+            inserts.append((position, thread, offset, item.event_id, item.type, item.schema_version, item.data_json, item.meta_json, recorded_at, item.data_digest, hash_, pending))
+            recorded.append(RecordedEvent(position, thread, offset, item.event_id, item.type, item.data, item.meta, recorded_at, hash_, item.schema_version, item.data_digest))
+            prev = hash_
+            position += 1
+        new_head = head + len(batch)
+        if row is None:
+            parent = fork_of
+            self.backend.insert_stream((
+                thread,
+                parent.id if parent else None,
+                head if parent else None,
+                parent.root_id if parent else thread,
+                parent.depth + 1 if parent else 0,
+                new_head,
+                first_position,
+                batch[0].data["options"]["kind"] if parent else "thread",
+                prev,
+                facts.dump(),
+                first_message,
+            ))
+            self.backend.insert_events(inserts)
+        else:
+            self.backend.insert_events(inserts)
+            self.backend.update_head(thread, new_head, prev, facts.dump(), first_message)
+        return recorded
+
+    # -- read ---------------------------------------------------------------------------------
+
+    def read(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[RecordedEvent]:
+        """The thread's logical history (ancestor segments first), offsets start..stop-1.
+
+        One indexed range scan per ancestor segment; nothing is copied. The thread's
+        existence is checked when called, the rows are streamed as you iterate.
+        """
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            raise InvalidEvent("start", f"must be an offset >= 0, not {start!r}")
+        if stop is not None and (not isinstance(stop, int) or isinstance(stop, bool) or stop < 0):
+            raise InvalidEvent("stop", f"must be an offset >= 0, not {stop!r}")
+        ranges = segments(self.ancestry(thread))
+        return self._read_segments(ranges, start, stop)
+
+    def _read_segments(self, ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Iterator[RecordedEvent]:
+        for stream_id, lo, hi in ranges:
+            lo = max(lo, start)
+            if stop is not None:
+                hi = stop if hi is None else min(hi, stop)
+            if hi is not None and lo >= hi:
+                continue
+            for row in self.backend.range(stream_id, lo, hi):
+                yield from_row(row)
+
+    def read_all(self, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]:
+        """Every event with position > `after`, in global (commit) order."""
+        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+            raise InvalidEvent("after", f"must be a position >= 0, not {after!r}")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise InvalidEvent("limit", f"must be a count >= 0, not {limit!r}")
+        return (from_row(row) for row in self.backend.all_events(after, limit))
+
+    def event_at(self, thread: str, offset: int) -> RecordedEvent:
+        """The event at one logical offset of a thread."""
+        info = self.thread(thread)
+        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset < info.head:
+            raise InvalidEvent("offset", f"{offset!r} is outside thread {thread!r} (0..{info.head - 1})")
+        row = self._row_at(self.ancestry(thread), offset)
+        return from_row(row)
+
+    def _row_at(self, ancestry: list[ThreadInfo], offset: int) -> tuple[Any, ...]:
+        for stream_id, lo, hi in segments(ancestry):
+            if lo <= offset and (hi is None or offset < hi):
+                row = self.backend.event_at(stream_id, offset)
+                if row is None:
+                    raise StoreError(f"event at offset {offset} of {stream_id!r} is missing; run verify")
+                return row
+        raise StoreError(f"offset {offset} is in no segment of {ancestry[0].id!r}; run verify")
+
+    # -- fork ---------------------------------------------------------------------------------
+
+    def fork(
+        self,
+        thread: str,
+        at: int | None = None,
+        *,
+        todos: Any = "blank",
+        metadata: Any = "blank",
+        context: str = "full",
+        retrieval: str = "off",
+        unanswered: str = "refuse",
+        transcript: str | None = None,
+        fork_id: str | None = None,
+        **meta: Any,
+    ) -> str:
+        """Fork `thread` at `at` (default: its head): one `streams` row, one event, O(1).
+
+        Refuses (`ForkRefused.reason`) an offset outside 1..head, a history with no message
+        below `at` (`empty`), a run in progress at `at` (`busy`), and tool calls without
+        results (`unanswered_tool_calls`, with `tool_use_ids`) unless `unanswered="drop"`
+        records them for the projections to filter. `metadata={"keep": [keys]}` keeps
+        those keys; any other dict is the fork's metadata. Pending interrupts are demoted.
+        """
+        options = _options(todos=todos, metadata=metadata, context=context, retrieval=retrieval, unanswered=unanswered, transcript=transcript)
+        with self.backend.transaction():
+            return self._fork(thread, at, options, fork_id or new_id(), meta, [])
+
+    def _fork(self, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any], then: list[_Pending], fan_out: bool = False) -> str:
+        rows = self.backend.ancestry(thread)
+        if not rows:
+            raise ThreadNotFound(thread)
+        ancestry = [ThreadInfo.from_row(row) for row in rows]
+        parent, parent_facts, first_message = ancestry[0], rows[0][9], rows[0][10]
+        if at is None:
+            at = parent.head
+        if not isinstance(at, int) or isinstance(at, bool) or not 1 <= at <= parent.head:
+            raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {at!r}: it holds offsets 0..{parent.head - 1}, so at must be 1..{parent.head}")
+        if first_message is None or first_message >= at:
+            raise ForkRefused("empty", f"cannot fork {thread!r} at {at}: there is no message before that offset")
+        if at == parent.head:
+            prev_hash, facts = parent.head_hash, Facts.load(parent_facts)
+        else:
+            row = self._row_at(ancestry, at - 1)
+            prev_hash, facts = row[10], Facts.load(row[11])
+        if facts.runs and not fan_out:
+            raise ForkRefused("busy", f"cannot fork {thread!r} at {at}: run {facts.runs[-1]!r} is in progress there; fork after it finishes or at an earlier offset")
+        dropped: list[str] = []
+        if facts.tools and options.context == "full" and not fan_out:
+            if options.unanswered == "refuse":
+                raise ForkRefused(
+                    "unanswered_tool_calls",
+                    f"cannot fork {thread!r} at {at}: tool calls without results: {', '.join(facts.tools)}; "
+                    "fork at an earlier offset or pass unanswered='drop'",
+                    list(facts.tools),
+                )
+            dropped = list(facts.tools)
+        if self.backend.stream(fork_id) is not None:
+            raise InvalidEvent("fork_id", f"thread {fork_id!r} already exists")
+        data: dict[str, Any] = {"parent_id": thread, "parent_offset": at, "options": options.model_dump(mode="json", exclude_none=True)}
+        if dropped:
+            data["dropped_tool_use_ids"] = dropped
+        if facts.interrupts:
+            data["demoted_interrupt_ids"] = list(facts.interrupts)
+        forked = _prepare({"type": "thread.forked", "data": data, "meta": meta}, "fork")
+        self._write(fork_id, None, [forked, *then], (at, prev_hash, facts, first_message), parent)
+        return fork_id
+
+    def fan_out(
+        self,
+        thread: str,
+        directives: Sequence[str],
+        placeholder: str = DEFAULT_PLACEHOLDER,
+        *,
+        todos: Any = "blank",
+        metadata: Any = "blank",
+        **meta: Any,
+    ) -> list[str]:
+        """Launch one sub-agent fork per directive from a parent in mid-turn, atomically.
+
+        The parent's head must be waiting on `tool_use` results. Each fork gets the parent's
+        full history and one primed user message: a `tool_result` with the same
+        `placeholder` text for every pending `tool_use`, then its own directive, so the
+        forks' requests are byte-identical up to the directive (prompt-cache hits). A
+        sub-agent fork, or any fork below one, cannot fan out again (`recursion`).
+        """
+        if isinstance(directives, str) or not isinstance(directives, Sequence):
+            raise InvalidEvent("directives", "must be a list of strings")
+        if not directives:
+            raise ForkRefused("no_directives", "fan_out needs at least one directive")
+        if not all(isinstance(d, str) and d.strip() for d in directives):
+            raise InvalidEvent("directives", "every directive must be non-empty text")
+        if not isinstance(placeholder, str) or not placeholder:
+            raise InvalidEvent("placeholder", "must be non-empty text")
+        ids = [new_id() for _ in directives]
+        with self.backend.transaction():
+            ancestry = self.ancestry(thread)
+            nested = next((a.id for a in ancestry if a.kind == "subagent"), None)
+            if nested:
+                where = "a sub-agent fork" if nested == thread else f"inside sub-agent fork {nested!r}"
+                raise ForkRefused("recursion", f"{thread!r} is {where}; sub-agents cannot fan out again")
+            pending = Facts.load(self.backend.stream(thread)[9]).tools  # type: ignore[index]
+            if not pending:
+                raise ForkRefused("no_pending_tool_use", f"{thread!r} has no tool_use waiting for a result at its head; fan_out launches sub-agents from an assistant tool call")
+            for fork_id, directive in zip(ids, directives):
+                options = _options(todos=todos, metadata=metadata, kind="subagent", directive=directive)
+                content = [{"type": "tool_result", "tool_use_id": tid, "content": placeholder} for tid in pending]
+                content.append({"type": "text", "text": directive})
+                primed = _prepare({"type": "message.appended", "data": {"role": "user", "content": content}, "meta": {**meta, "origin": "primed"}}, "fan_out")
+                self._fork(thread, None, options, fork_id, meta, [primed], fan_out=True)
+        return ids
+
+    # -- integrity ------------------------------------------------------------------------------
+
+    def verify(self) -> integrity.VerifyReport:
+        """Recompute every hash chain; raises `IntegrityError` naming the first bad position."""
+        with self.backend.transaction():  # a consistent view while other writers wait
+            return integrity.verify(self.backend)
+
+    def redact(self, position: int, reason: str, actor: str) -> RecordedEvent:
+        """Erase one event's payload in place, recording who and why in an `event.redacted`.
+
+        Hashes, offsets and fork references stay valid, because the chain covers the
+        data's digest; `verify` checks the redaction record instead of the digest.
+        """
+        if not isinstance(position, int) or isinstance(position, bool) or position < 1:
+            raise InvalidEvent("position", f"must be a position >= 1, not {position!r}")
+        event = _prepare({"type": EventRedacted.type, "data": {"position": position, "reason": reason, "actor": actor}, "meta": {"actor": actor}}, "redact")
+        with self.backend.transaction():
+            row = self.backend.event_at_position(position)
+            if row is None:
+                raise InvalidEvent("position", f"no event at position {position}")
+            if row[4] in ("thread.forked", "event.redacted"):
+                raise InvalidEvent("position", f"a {row[4]} event is structural and cannot be redacted")
+            if row[12] is not None:
+                raise InvalidEvent("position", f"position {position} is already redacted (by position {row[12]})")
+            stream_row = self.backend.stream(row[1])
+            recorded = self._write(row[1], stream_row, [event])[0]
+            self.backend.redact(position, integrity.canonical(_skeleton(row[4], row[6])), recorded.position)
+        return recorded
+
+
+def _skeleton(type_: str, data_json: str) -> dict[str, Any]:
+    """What stays of a redacted payload: only what keeps the history well-formed."""
+    if type_ == "message.appended":
+        role = json.loads(data_json).get("role", "user")
+        return {"role": role, "content": [{"type": "text", "text": "[redacted]"}], "redacted": True}
+    return {"redacted": True}
+
+
+def _options(**fields: Any) -> ForkOptions:
+    retrieval = fields.get("retrieval")
+    if isinstance(retrieval, str):
+        fields["retrieval"] = retrieval.replace("-", "_")
+    try:
+        return ForkOptions.model_validate(fields)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "options"
+        raise InvalidEvent(field, f"{first['msg']} (got {fields.get(field)!r})") from None
