@@ -1,0 +1,39 @@
+-- threadlog schema version 1
+CREATE TABLE events (
+    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    stream_id TEXT NOT NULL REFERENCES streams(id),
+    "offset" INTEGER NOT NULL,
+    event_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    schema_version INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    data_digest TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    pending TEXT,
+    redacted_by INTEGER
+);
+
+CREATE TABLE "streams" (
+   "id" TEXT PRIMARY KEY,
+   "parent_id" TEXT,
+   "parent_offset" INTEGER,
+   "root_id" TEXT NOT NULL,
+   "depth" INTEGER NOT NULL,
+   "head" INTEGER NOT NULL,
+   "created_position" INTEGER,
+   "kind" TEXT NOT NULL,
+   "head_hash" TEXT NOT NULL,
+   "facts" TEXT,
+   "first_message_offset" INTEGER
+);
+
+CREATE UNIQUE INDEX "events_event_id"
+    ON "events" ("event_id");
+
+CREATE UNIQUE INDEX "events_stream_offset"
+    ON "events" ("stream_id", "offset");
+
+CREATE INDEX "streams_parent"
+    ON "streams" ("parent_id");
