@@ -206,7 +206,7 @@ class Event(_Model):
 
     @classmethod
     def of(cls, data: EventData, **meta: Any) -> Event:
-        return cls(type=data.type, data=data.model_dump(mode="json", exclude_none=True), meta=Meta(**meta))
+        return cls(type=data.type, data=data.model_dump(exclude_none=True), meta=Meta(**meta))
 
 
 def _error_field(error: ValidationError, prefix: str) -> InvalidEvent:
@@ -221,7 +221,7 @@ def parse(event: Any, field: str = "event") -> tuple[str, Json, Json]:
     The returned data and meta are JSON-ready dicts with unset optional fields left out.
     """
     if isinstance(event, EventData):
-        return event.type, event.model_dump(mode="json", exclude_none=True), {}
+        return event.type, event.model_dump(exclude_none=True), {}
     if isinstance(event, Event):
         type_, data, meta_in = event.type, event.data, event.meta
     elif isinstance(event, dict):
@@ -246,4 +246,4 @@ def parse(event: Any, field: str = "event") -> tuple[str, Json, Json]:
         meta = meta_in if isinstance(meta_in, Meta) else Meta.model_validate(meta_in)
     except ValidationError as error:
         raise _error_field(error, f"{field}.meta") from None
-    return type_, validated.model_dump(mode="json", exclude_none=True), meta.model_dump(exclude_none=True)
+    return type_, validated.model_dump(exclude_none=True), meta.model_dump(exclude_none=True)

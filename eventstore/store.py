@@ -415,7 +415,7 @@ class Store:
             dropped = list(facts.tools)
         if self.backend.stream(fork_id) is not None:
             raise InvalidEvent("fork_id", f"thread {fork_id!r} already exists")
-        data: dict[str, Any] = {"parent_id": thread, "parent_offset": at, "options": options.model_dump(mode="json", exclude_none=True)}
+        data: dict[str, Any] = {"parent_id": thread, "parent_offset": at, "options": options.model_dump(exclude_none=True)}
         if dropped:
             data["dropped_tool_use_ids"] = dropped
         if facts.interrupts:

@@ -1,0 +1,172 @@
+"""The store's contract, run against a file database and `:memory:`.
+
+Atomic batches, expected-version conflicts, idempotent retries, contiguous offsets per
+thread, increasing global positions: what every backend must guarantee.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from eventstore import ConcurrencyError, InvalidEvent, Store, ThreadNotFound
+from tests.conftest import dump
+
+
+def msg(text: str, **meta: str) -> dict[str, object]:
+    return {"type": "message.appended", "data": {"role": "user", "content": text}, "meta": meta}
+
+
+def test_create_thread_starts_with_thread_created(store: Store) -> None:
+    t = store.create_thread(title="Trip", system="You plan trips.", metadata={"user": "ana"})
+    [event] = store.read(t)
+    assert (event.offset, event.type, event.stream_id) == (0, "thread.created", t)
+    assert event.data == {"title": "Trip", "system": "You plan trips.", "metadata": {"user": "ana"}}
+    assert store.head(t) == 1
+
+
+def test_offsets_contiguous_and_positions_increasing(store: Store) -> None:
+    a, b = store.create_thread(), store.create_thread()
+    for i in range(5):
+        store.append(a, [msg(f"a{i}")])
+        store.append(b, [msg(f"b{i}"), msg(f"b{i}'")])
+    for thread, n in ((a, 6), (b, 11)):
+        assert [e.offset for e in store.read(thread)] == list(range(n))
+    positions = [e.position for e in store.read_all()]
+    assert positions == sorted(positions) and len(set(positions)) == 17
+
+
+def test_batch_is_atomic(store: Store) -> None:
+    t = store.create_thread()
+    before = dump(store)
+    with pytest.raises(InvalidEvent) as info:
+        store.append(t, [msg("fine"), {"type": "message.appended", "data": {"role": "user", "content": []}}])
+    assert info.value.field == "events[1].data.content"
+    assert dump(store) == before
+    assert store.head(t) == 1
+
+
+def test_batch_returns_recorded_events_in_order(store: Store) -> None:
+    t = store.create_thread()
+    recorded = store.append(t, [msg("one"), msg("two")])
+    assert [(e.offset, e.data["content"][0]["text"]) for e in recorded] == [(1, "one"), (2, "two")]
+    assert [e.to_json() for e in recorded] == [e.to_json() for e in store.read(t, 1)]
+
+
+@pytest.mark.parametrize("expect", [0, 1, 3, 50], ids=["zero", "behind", "ahead", "far-ahead"])
+def test_wrong_expected_head_is_refused(store: Store, expect: int) -> None:
+    t = store.create_thread()
+    store.append(t, [msg("x")])
+    before = dump(store)
+    with pytest.raises(ConcurrencyError) as info:
+        store.append(t, [msg("y")], expect=expect)
+    assert (info.value.expected, info.value.actual) == (expect, 2)
+    assert dump(store) == before
+
+
+def test_exact_expected_head_appends(store: Store) -> None:
+    t = store.create_thread()
+    [event] = store.append(t, [msg("x")], expect=1)
+    assert event.offset == 1
+    assert store.append(t, [msg("y")], expect="stream_exists")[0].offset == 2
+
+
+def test_no_stream_refuses_existing_thread(store: Store) -> None:
+    t = store.create_thread()
+    with pytest.raises(ConcurrencyError) as info:
+        store.append(t, [{"type": "thread.created", "data": {}}], expect="no_stream")
+    assert info.value.actual == 1
+
+
+def test_no_stream_creates_a_thread_with_a_chosen_id(store: Store) -> None:
+    [event] = store.append("session-42", [{"type": "thread.created", "data": {"title": "x"}}], expect="no_stream")
+    assert (event.stream_id, event.offset) == ("session-42", 0)
+    assert store.create_thread(thread_id="other") == "other"
+
+
+@pytest.mark.parametrize("expect", ["any", "stream_exists", 0], ids=str)
+def test_unknown_thread(store: Store, expect: object) -> None:
+    with pytest.raises(ThreadNotFound):
+        store.append("nope", [msg("x")], expect=expect)  # type: ignore[arg-type]
+    with pytest.raises(ThreadNotFound):
+        store.read("nope")
+    assert store.backend.counts() == (0, 0)
+
+
+def test_idempotent_retry_returns_the_original(store: Store) -> None:
+    t = store.create_thread()
+    first = store.append(t, [msg("x", event_id="e-1"), msg("y", event_id="e-2")], expect=1)
+    before = dump(store)
+    # The retry states the head it saw before the first attempt: still no conflict.
+    again = store.append(t, [msg("x", event_id="e-1"), msg("y", event_id="e-2")], expect=1)
+    assert [e.to_json() for e in again] == [e.to_json() for e in first]
+    assert dump(store) == before
+
+
+def test_partial_retry_and_foreign_event_ids_are_refused(store: Store) -> None:
+    t, u = store.create_thread(), store.create_thread()
+    store.append(t, [msg("x", event_id="e-1")])
+    before = dump(store)
+    with pytest.raises(InvalidEvent, match="1 of the batch's 2"):
+        store.append(t, [msg("x", event_id="e-1"), msg("new", event_id="e-9")])
+    with pytest.raises(InvalidEvent, match="already used in thread"):
+        store.append(u, [msg("x", event_id="e-1")])
+    with pytest.raises(InvalidEvent, match="repeats"):
+        store.append(u, [msg("x", event_id="e-5"), msg("y", event_id="e-5")])
+    assert dump(store) == before
+
+
+def test_read_ranges(store: Store) -> None:
+    t = store.create_thread()
+    store.append(t, [msg(str(i)) for i in range(9)])
+    assert [e.offset for e in store.read(t, 3, 6)] == [3, 4, 5]
+    assert [e.offset for e in store.read(t, 8)] == [8, 9]
+    assert list(store.read(t, 20)) == []
+
+
+def test_read_all_after_and_limit(store: Store) -> None:
+    t = store.create_thread()
+    store.append(t, [msg(str(i)) for i in range(5)])
+    everything = [e.position for e in store.read_all()]
+    assert [e.position for e in store.read_all(after=everything[1], limit=2)] == everything[2:4]
+    assert list(store.read_all(limit=0)) == []
+
+
+def test_append_message_text_and_blocks(store: Store) -> None:
+    t = store.create_thread()
+    text = store.append_message(t, "user", "hi", actor="ana", event_id="m1")
+    assert text.data["content"] == [{"type": "text", "text": "hi"}]
+    assert text.meta == {"actor": "ana", "event_id": "m1"} and text.event_id == "m1"
+    blocks = store.append_message(t, "assistant", [{"type": "text", "text": "yo"}], model="claude-x", stop_reason="end_turn")
+    assert blocks.data == {"role": "assistant", "content": [{"type": "text", "text": "yo"}], "model": "claude-x", "stop_reason": "end_turn"}
+
+
+def test_event_models_are_accepted(store: Store) -> None:
+    from threadlog import Event, MessageAppended, TitleSet
+
+    t = store.create_thread()
+    out = store.append(t, [TitleSet(title="New"), Event.of(MessageAppended(role="user", content="hi"), actor="bot")])
+    assert out[0].data == {"title": "New"}
+    assert out[1].meta == {"actor": "bot"} and out[1].data["content"][0]["text"] == "hi"
+
+
+def test_reserved_types_cannot_be_appended(store: Store) -> None:
+    t = store.create_thread()
+    for type_, data in (
+        ("thread.forked", {"parent_id": t, "parent_offset": 1, "options": {}}),
+        ("event.redacted", {"position": 1, "reason": "x", "actor": "y"}),
+        ("thread.created", {}),
+    ):
+        with pytest.raises(InvalidEvent):
+            store.append(t, [{"type": type_, "data": data}])
+    assert store.head(t) == 1
+
+
+def test_reopening_a_file_keeps_everything(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with Store(tmp_path / "x.db") as s:
+        t = s.create_thread(title="kept")
+        s.append_message(t, "user", "hello")
+        before = [e.to_json() for e in s.read(t)]
+    with Store(tmp_path / "x.db", synchronous="FULL") as s:
+        assert [e.to_json() for e in s.read(t)] == before
+        assert (s.journal_mode, s.synchronous) == ("wal", "FULL")
+        s.verify()

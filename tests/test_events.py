@@ -1,0 +1,102 @@
+"""Event models: validation names the bad field, content blocks are checked eagerly against
+the anthropic SDK's types, old schema versions are upcast, schema/ matches the models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import threadlog
+from eventstore import CATALOGUE, InvalidEvent, Store
+from eventstore import events as events_module
+from eventstore.content import block_types
+from eventstore.schema_files import render
+from tests.conftest import dump
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def message(content: object, role: str = "user") -> dict[str, object]:
+    return {"type": "message.appended", "data": {"role": role, "content": content}}
+
+
+BAD = [
+    ({"type": "nope"}, "events[0].type", "unknown event type"),
+    ({"type": "message.appended", "data": {"role": "bot", "content": "x"}}, "events[0].data.role", "user"),
+    (message([]), "events[0].data.content", "non-empty"),
+    (message([{"type": "text"}]), "events[0].data.content[0].text", "required"),
+    (message([{"type": "bogus", "x": 1}]), "events[0].data.content[0].type", "unknown content block type"),
+    (message(["plain"]), "events[0].data.content[0]", "must be an object"),
+    (message([{"type": "image", "source": {"type": "base64", "media_type": "image/png"}}]), "events[0].data.content[0].source.data", "required"),
+    # Nested lists the SDK types as Iterable: checked at append time, not lazily.
+    (message([{"type": "text", "text": "x", "citations": [{"type": "char_location"}]}]), "events[0].data.content[0].citations[0]", ""),
+    (message([{"type": "tool_use", "id": "t", "name": "n", "input": {}}], role="user"), "events[0].data.content", "assistant"),
+    (message([{"type": "tool_result", "tool_use_id": "zz", "content": "x"}]), "events[0].data.content", "not pending"),
+    ({"type": "message.appended", "data": {"role": "user", "content": "x", "colour": 1}}, "events[0].data.colour", "Extra"),
+    ({"type": "run.finished", "data": {"run_id": "r", "status": "meh"}}, "events[0].data.status", ""),
+    ({"type": "todos.set", "data": {"todos": [{"status": "pending"}]}}, "events[0].data.todos[0].content", "required"),
+    ({"type": "message.appended", "data": {"role": "user", "content": "x"}, "meta": {"origin": "elsewhere"}}, "events[0].meta.origin", ""),
+    ({"type": "message.appended", "data": {"role": "user", "content": "x"}, "extra": 1}, "events[0].extra", "unknown key"),
+    ({"type": "message.appended", "data": ["x"]}, "events[0].data", "object"),
+    ({"type": "metadata.set", "data": {"patch": {"x": float("nan")}}}, "events[0].data", "JSON"),
+    ({"type": "title.set", "data": {"title": "\ud800"}}, "events[0].data", "UTF-8"),
+    ({"type": "compaction.recorded", "data": {"summary": "s", "through_offset": 99}}, "events[0].data.through_offset", "past"),
+]
+
+
+@pytest.mark.parametrize("event, field, words", BAD, ids=[b[1] + ":" + (b[2] or "x") for b in BAD])
+def test_invalid_event_names_the_field(store: Store, event: dict[str, object], field: str, words: str) -> None:
+    t = store.create_thread()
+    before = dump(store)
+    with pytest.raises(InvalidEvent) as info:
+        store.append(t, [event])
+    assert info.value.field.startswith(field), info.value.field
+    assert words.lower() in str(info.value).lower()
+    assert dump(store) == before
+
+
+def test_every_sdk_block_type_is_known() -> None:
+    assert {"text", "image", "document", "thinking", "redacted_thinking", "tool_use", "tool_result", "compaction"} <= set(block_types())
+
+
+def test_blocks_keep_fields_the_sdk_type_does_not_list(store: Store) -> None:
+    t = store.create_thread()
+    block = {"type": "tool_use", "id": "toolu_1", "name": "x", "input": {}, "caller": {"type": "direct"}}
+    assert store.append_message(t, "assistant", [block]).data["content"] == [block]
+
+
+def test_upcaster_chain_runs_on_read(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row stored at an older schema version is upcast through every step to the current one."""
+    t = store.create_thread()
+    store.append(t, [{"type": "title.set", "data": {"title": "old"}}])
+
+    class TitleSetV3(events_module.TitleSet):
+        schema_version = 3
+
+    monkeypatch.setitem(CATALOGUE, "title.set", TitleSetV3)
+    monkeypatch.setitem(events_module.UPCASTERS, ("title.set", 1), lambda d: {"title": d["title"], "v2": True})
+    monkeypatch.setitem(events_module.UPCASTERS, ("title.set", 2), lambda d: {**d, "title": d["title"].upper()})
+    event = store.event_at(t, 1)
+    assert (event.data, event.schema_version) == ({"title": "OLD", "v2": True}, 3)
+
+
+def test_schema_dir_matches_the_models() -> None:
+    """Regenerate with `python -m eventstore.schema_files` when this fails."""
+    files = render()
+    assert {f"events/{t}.json" for t in CATALOGUE} <= set(files)
+    for name, content in files.items():
+        assert (ROOT / "schema" / name).read_text(encoding="utf-8") == content, f"schema/{name} is stale"
+    on_disk = {p.relative_to(ROOT / "schema").as_posix() for p in (ROOT / "schema").rglob("*") if p.is_file()}
+    assert on_disk == set(files)
+
+
+def test_public_names_are_pinned() -> None:
+    expected = {
+        "Store", "StoreError", "ThreadNotFound", "ConcurrencyError", "ForkRefused", "InvalidEvent",
+        "IntegrityError", "SchemaError", "Event", "RecordedEvent", "ThreadInfo",
+        "CompactionRecorded", "InterruptCancelled", "InterruptRaised", "InterruptResolved",
+        "MessageAppended", "MetadataSet", "RunFinished", "RunStarted", "TitleSet", "TodosSet",
+    }
+    assert expected <= set(threadlog.__all__)
+    assert all(hasattr(threadlog, name) for name in threadlog.__all__)

@@ -1,0 +1,263 @@
+"""Forks and fan-outs: O(1) writes, every option, every refusal (and refusals change nothing)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventstore import DEFAULT_PLACEHOLDER, ForkRefused, InvalidEvent, Store, ThreadNotFound
+from tests.conftest import dump
+
+
+def tool_call(store: Store, t: str, *ids: str) -> None:
+    store.append_message(t, "assistant", [{"type": "tool_use", "id": i, "name": "search", "input": {}} for i in ids])
+
+
+def answer(store: Store, t: str, *ids: str) -> None:
+    store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in ids])
+
+
+@pytest.fixture
+def convo(store: Store) -> str:
+    t = store.create_thread(title="Trip", metadata={"user": "ana", "title_done": True})
+    store.append_message(t, "user", "hi")
+    store.append_message(t, "assistant", "hello")
+    store.append_message(t, "user", "more")
+    return t
+
+
+def test_fork_writes_one_stream_row_and_one_event(store: Store, convo: str) -> None:
+    before_streams, before_events = store.backend.counts()
+    parent_rows = [e.to_json() for e in store.read(convo)]
+    f = store.fork(convo, at=2)
+    assert store.backend.counts() == (before_streams + 1, before_events + 1)
+    assert [e.to_json() for e in store.read(convo)] == parent_rows  # never the parent
+    own = list(store.read(f, 2))
+    assert [(e.type, e.stream_id, e.offset) for e in own] == [("thread.forked", f, 2)]
+    assert own[0].data == {
+        "parent_id": convo,
+        "parent_offset": 2,
+        "options": {"todos": "blank", "metadata": "blank", "context": "full", "retrieval": "off", "unanswered": "refuse", "kind": "fork"},
+    }
+    info = store.thread(f)
+    assert (info.parent_id, info.parent_offset, info.root_id, info.depth, info.head, info.kind) == (convo, 2, convo, 1, 3, "fork")
+
+
+def test_fork_reads_as_parent_prefix_plus_own(store: Store, convo: str) -> None:
+    f = store.fork(convo, at=3)
+    store.append_message(f, "user", "branch")
+    store.append_message(convo, "user", "main")
+    assert [e.to_json() for e in store.read(f, 0, 3)] == [e.to_json() for e in store.read(convo, 0, 3)]
+    assert [e.data.get("content", [{}])[0].get("text") for e in store.read(f, 3)] == [None, "branch"]
+
+
+def test_default_fork_is_at_head(store: Store, convo: str) -> None:
+    f = store.fork(convo)
+    assert store.thread(f).parent_offset == store.head(convo) == 4
+
+
+def test_fork_of_fork_below_its_base(store: Store, convo: str) -> None:
+    f = store.fork(convo, at=3)
+    store.append_message(f, "assistant", "f")
+    g = store.fork(f, at=2)  # entirely inside the root's part of f's history
+    assert [e.stream_id for e in store.read(g)] == [convo, convo, g]
+    h = store.fork(f, at=5)
+    assert [e.stream_id for e in store.read(h)] == [convo] * 3 + [f, f, h]
+
+
+def test_fork_options_are_recorded(store: Store, convo: str) -> None:
+    f = store.fork(convo, todos="inherit", metadata={"keep": ["user"]}, context="note", retrieval="first-turn", transcript="/tmp/p.md", actor="ana")
+    event = store.event_at(f, 4)
+    assert event.data["options"] == {
+        "todos": "inherit", "metadata": {"keep": ["user"]}, "context": "note", "retrieval": "first_turn",
+        "unanswered": "refuse", "kind": "fork", "transcript": "/tmp/p.md",
+    }
+    assert event.meta == {"actor": "ana"}
+    g = store.fork(convo, todos=[{"content": "book", "status": "pending"}], metadata={"tenant": "t1"})
+    assert store.event_at(g, 4).data["options"]["metadata"] == {"tenant": "t1"}
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"todos": "some"}, "todos"),
+        ({"metadata": 3}, "metadata"),
+        ({"context": "half"}, "context"),
+        ({"retrieval": "always"}, "retrieval"),
+        ({"unanswered": "ignore"}, "unanswered"),
+    ],
+    ids=["todos", "metadata", "context", "retrieval", "unanswered"],
+)
+def test_bad_fork_options(store: Store, convo: str, kwargs: dict[str, object], field: str) -> None:
+    before = dump(store)
+    with pytest.raises(InvalidEvent) as info:
+        store.fork(convo, **kwargs)  # type: ignore[arg-type]
+    assert info.value.field == field
+    assert dump(store) == before
+
+
+def refuse(store: Store, reason: str, call, *args, **kwargs) -> ForkRefused:  # type: ignore[no-untyped-def]
+    before = dump(store)
+    with pytest.raises(ForkRefused) as info:
+        call(*args, **kwargs)
+    assert info.value.reason == reason
+    assert dump(store) == before
+    return info.value
+
+
+@pytest.mark.parametrize("at", [0, -1, 5, 99, "2", True], ids=["zero", "negative", "past-head", "far", "string", "bool"])
+def test_offset_out_of_range(store: Store, convo: str, at: object) -> None:
+    refuse(store, "offset_out_of_range", store.fork, convo, at)
+
+
+def test_empty_thread_and_prefix_without_message(store: Store, convo: str) -> None:
+    t = store.create_thread()
+    refuse(store, "empty", store.fork, t)
+    refuse(store, "empty", store.fork, convo, 1)
+
+
+def test_busy_at_fork_point_but_not_before(store: Store, convo: str) -> None:
+    store.append(convo, [{"type": "run.started", "data": {"run_id": "r"}}])
+    store.append_message(convo, "assistant", "thinking")
+    refuse(store, "busy", store.fork, convo)
+    refuse(store, "busy", store.fork, convo, 5)
+    assert store.fork(convo, at=4)  # before the run: a safe point
+    store.append(convo, [{"type": "run.finished", "data": {"run_id": "r", "status": "ok"}}])
+    assert store.fork(convo)
+
+
+def test_unanswered_tool_calls_refused_with_ids_or_dropped(store: Store, convo: str) -> None:
+    tool_call(store, convo, "toolu_a", "toolu_b")
+    error = refuse(store, "unanswered_tool_calls", store.fork, convo)
+    assert error.tool_use_ids == ["toolu_a", "toolu_b"]
+    f = store.fork(convo, unanswered="drop")
+    assert store.event_at(f, 5).data["dropped_tool_use_ids"] == ["toolu_a", "toolu_b"]
+    with pytest.raises(InvalidEvent, match="not pending"):  # the fork no longer waits on them
+        answer(store, f, "toolu_a")
+    answer(store, convo, "toolu_a", "toolu_b")
+    assert store.fork(convo)  # answered: a safe point again
+    assert store.fork(convo, at=4)  # before the call
+
+
+def test_unanswered_at_a_past_offset(store: Store, convo: str) -> None:
+    tool_call(store, convo, "toolu_a")
+    answer(store, convo, "toolu_a")
+    error = refuse(store, "unanswered_tool_calls", store.fork, convo, 5)
+    assert error.tool_use_ids == ["toolu_a"]
+
+
+def test_note_fork_does_not_carry_unanswered_calls(store: Store, convo: str) -> None:
+    tool_call(store, convo, "toolu_a")
+    f = store.fork(convo, context="note")
+    assert "dropped_tool_use_ids" not in store.event_at(f, 5).data
+
+
+def test_pending_interrupts_are_demoted_in_the_fork_only(store: Store, convo: str) -> None:
+    store.append(convo, [{"type": "interrupt.raised", "data": {"interrupt_id": "q1", "question": "which?"}}])
+    f = store.fork(convo)
+    assert store.event_at(f, 5).data["demoted_interrupt_ids"] == ["q1"]
+    with pytest.raises(InvalidEvent, match="not pending"):
+        store.append(f, [{"type": "interrupt.resolved", "data": {"interrupt_id": "q1"}}])
+    store.append(convo, [{"type": "interrupt.resolved", "data": {"interrupt_id": "q1", "answer": "a"}}])
+
+
+def test_unknown_parent(store: Store) -> None:
+    with pytest.raises(ThreadNotFound):
+        store.fork("nope")
+
+
+def test_fork_id_must_be_new(store: Store, convo: str) -> None:
+    f = store.fork(convo)
+    before = dump(store)
+    with pytest.raises(InvalidEvent):
+        store.fork(convo, fork_id=f)
+    assert dump(store) == before
+
+
+# -- fan-out ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mid_turn(store: Store, convo: str) -> str:
+    store.append(convo, [{"type": "run.started", "data": {"run_id": "r"}}])
+    tool_call(store, convo, "toolu_1", "toolu_2")
+    return convo
+
+
+def test_fan_out_from_mid_turn(store: Store, mid_turn: str) -> None:
+    before = store.backend.counts()
+    kids = store.fan_out(mid_turn, ["check prices", "check times"])
+    assert store.backend.counts() == (before[0] + 2, before[1] + 4)
+    primed = [list(store.read(k, 6)) for k in kids]
+    for kid, (forked, message) in zip(kids, primed):
+        assert store.thread(kid).kind == "subagent"
+        assert forked.type == "thread.forked" and message.meta == {"origin": "primed"}
+    first, second = (m.data["content"] for _, m in primed)
+    # Byte-identical up to the directive: same placeholder results, only the last block differs.
+    assert first[:-1] == second[:-1] == [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": DEFAULT_PLACEHOLDER},
+        {"type": "tool_result", "tool_use_id": "toolu_2", "content": DEFAULT_PLACEHOLDER},
+    ]
+    assert (first[-1], second[-1]) == ({"type": "text", "text": "check prices"}, {"type": "text", "text": "check times"})
+    assert [p[0].data["options"]["directive"] for p in primed] == ["check prices", "check times"]
+    # The parent is untouched and still waits for its own results.
+    answer(store, mid_turn, "toolu_1", "toolu_2")
+
+
+def test_fan_out_refusals(store: Store, mid_turn: str, convo: str) -> None:
+    refuse(store, "no_directives", store.fan_out, mid_turn, [])
+    [kid] = store.fan_out(mid_turn, ["go"], placeholder="started")
+    tool_call(store, kid, "toolu_9")
+    refuse(store, "recursion", store.fan_out, kid, ["again"])
+    answer(store, kid, "toolu_9")
+    grandchild = store.fork(kid)
+    tool_call(store, grandchild, "toolu_8")
+    refuse(store, "recursion", store.fan_out, grandchild, ["again"])
+    idle = store.create_thread()
+    store.append_message(idle, "user", "x")
+    refuse(store, "no_pending_tool_use", store.fan_out, idle, ["go"])
+    before = dump(store)
+    with pytest.raises(InvalidEvent):
+        store.fan_out(mid_turn, ["ok", ""])
+    assert dump(store) == before
+
+
+# -- the invariant ------------------------------------------------------------------------------
+
+ops = st.lists(
+    st.tuples(st.sampled_from(["append", "fork"]), st.integers(0, 10_000), st.integers(1, 3)),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops)
+def test_fork_is_parent_prefix_plus_own_events(script: list[tuple[str, int, int]]) -> None:
+    """Over random appends and forks at random offsets: read(fork) == read(parent)[:k] + own,
+    and nothing a fork or a child does ever changes the parent's history."""
+    store = Store(":memory:")
+    root = store.create_thread()
+    store.append_message(root, "user", "start")
+    threads, snapshots = [root], {}
+    for op, pick, n in script:
+        target = threads[pick % len(threads)]
+        snapshots = {t: [e.to_json() for e in store.read(t)] for t in threads}
+        if op == "append":
+            store.append(target, [{"type": "message.appended", "data": {"role": "user", "content": f"m{i}"}} for i in range(n)])
+        else:
+            head = store.head(target)
+            at = 2 + pick % (head - 1)  # 2..head: there is a message at offset 1
+            child = store.fork(target, at=at)
+            assert [e.to_json() for e in store.read(child, 0, at)] == snapshots[target][:at]
+            threads.append(child)
+        for t in threads:
+            if (t != target or op == "fork") and t in snapshots:
+                assert [e.to_json() for e in store.read(t)] == snapshots[t]
+    for t in threads[1:]:
+        info = store.thread(t)
+        own = [e.to_json() for e in store.read(t, info.parent_offset)]  # type: ignore[arg-type]
+        assert [e.to_json() for e in store.read(t)] == [e.to_json() for e in store.read(info.parent_id, 0, info.parent_offset)] + own  # type: ignore[arg-type]
+        assert own[0]["type"] == "thread.forked" and all(e["stream_id"] == t for e in own)
+    store.verify()
