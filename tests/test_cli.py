@@ -1,0 +1,125 @@
+"""The CLI: every command through click's runner, the console script through real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from eventstore import Store
+from threadlog.cli import cli
+
+
+@pytest.fixture
+def run(tmp_path: Path):  # type: ignore[no-untyped-def]
+    db = str(tmp_path / "cli.db")
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | bytes | None = None, code: int = 0) -> str:
+        result = runner.invoke(cli, [*args, "--db", db], input=input)
+        assert result.exit_code == code, (result.output, result.stderr)
+        if code == 1:
+            assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+            assert "Traceback" not in result.output + result.stderr
+        return result.stdout
+
+    invoke.db = db  # type: ignore[attr-defined]
+    return invoke
+
+
+def commands(group: click.Group = cli) -> list[str]:
+    return sorted(group.commands)
+
+
+@pytest.mark.parametrize("name", commands())
+def test_every_command_has_help(name: str) -> None:
+    command = cli.commands[name]
+    assert command.help and len(command.help.strip()) > 20, f"{name} needs help text"
+    result = CliRunner().invoke(cli, [name, "--help"])
+    assert result.exit_code == 0 and "--db" in result.output
+
+
+def test_the_documented_commands_exist() -> None:
+    assert {"init", "new", "append", "emit", "fork", "log", "tree", "verify", "demo"} <= set(commands())
+
+
+def test_new_append_fork_log(run) -> None:  # type: ignore[no-untyped-def]
+    assert "schema" in run("init")
+    t = run("new", "--title", "Trip", "--system", "You plan.", "--meta", "user=ana", "--meta", "tier=gold").strip()
+    assert len(t) == 16 and "\n" not in t
+    assert run("append", t, "--role", "user", "--text", "Find a train") == "offset 1 position 2\n"
+    blocks = json.dumps([{"type": "text", "text": "Searching"}, {"type": "tool_use", "id": "toolu_1", "name": "s", "input": {}}])
+    run("append", t, "--role", "assistant", "--content", "-", input=blocks)
+    run("append", t, "--role", "user", "--content", "-", "--expect", "3", input=json.dumps([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]))
+    run("emit", t, "title.set", "--data", '{"title": "Lyon"}', "--expect", "4")
+    f = run("fork", t, "--at", "2", "--metadata", "keep:user", "--retrieval", "per-turn").strip()
+    lines = run("log", f, "--json").splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [(e["offset"], e["type"]) for e in events] == [(0, "thread.created"), (1, "message.appended"), (2, "thread.forked")]
+    assert events[0]["data"]["metadata"] == {"user": "ana", "tier": "gold"}
+    assert events[2]["data"]["options"]["metadata"] == {"keep": ["user"]}
+    assert events[2]["data"]["options"]["retrieval"] == "per_turn"
+    human = run("log", t)
+    assert "message.appended" in human and "user: Find a train" in human and "{" not in human
+    tree = run("tree", t)
+    assert f"⑃ {f}" in tree and "forked at 2" in tree
+    assert [x["id"] for x in json.loads(run("tree", "--json"))] == [t, f]
+    assert json.loads(run("verify", "--json")) == {"ok": True, "streams": 2, "events": 6, "redacted": 0}
+
+
+def test_domain_errors_exit_1_with_one_line(run) -> None:  # type: ignore[no-untyped-def]
+    t = run("new").strip()
+    run("append", "nope", "--role", "user", "--text", "x", code=1)
+    run("append", t, "--role", "user", "--text", "x", "--expect", "7", code=1)
+    run("emit", t, "no.such", "--data", "{}", code=1)
+    run("emit", t, "title.set", "--data", "{not json", code=1)
+    run("append", t, "--role", "user", "--content", "-", input=b"\xff\xfe", code=1)
+    run("fork", t, code=1)  # empty
+    run("fork", t, "--at", "9", code=1)
+
+
+def test_usage_errors_exit_2(run) -> None:  # type: ignore[no-untyped-def]
+    t = run("new").strip()
+    run("append", t, "--role", "robot", "--text", "x", code=2)
+    run("append", t, "--role", "user", code=2)
+    run("append", t, "--role", "user", "--text", "x", "--content", "f", code=2)
+    run("fork", t, "--metadata", "sometimes", code=2)
+    run("new", "--meta", "novalue", code=2)
+
+
+def test_demo_builds_forks_and_fan_out(run) -> None:  # type: ignore[no-untyped-def]
+    ids = json.loads(run("demo", "--json"))
+    with Store(run.db) as store:
+        kinds = {info.id: info.kind for info in store.threads()}
+        assert kinds[ids["thread"]] == "thread" and kinds[ids["fork"]] == "fork"
+        assert [kinds[s] for s in ids["subagents"]] == ["subagent", "subagent"]
+        types = [e.type for e in store.read(ids["thread"])]
+        assert {"interrupt.raised", "run.started", "run.finished"} <= set(types)
+        assert store.thread(ids["fork"]).parent_offset < store.thread(ids["subagents"][0]).parent_offset
+        store.verify()
+
+
+def script(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("threadlog")
+    return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=60)
+
+
+def test_console_script_demo_uses_the_current_directory(tmp_path: Path) -> None:
+    done = script("demo", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "subagent" in done.stdout and (tmp_path / "threadlog.db").exists()
+    assert script("verify", cwd=tmp_path).returncode == 0
+
+
+def test_console_script_honours_threadlog_db_and_fails_cleanly(tmp_path: Path) -> None:
+    env = {"THREADLOG_DB": str(tmp_path / "env.db")}
+    t = script("new", "--title", "x", cwd=tmp_path, env=env).stdout.strip()
+    assert (tmp_path / "env.db").exists() and not (tmp_path / "threadlog.db").exists()
+    bad = script("fork", t, cwd=tmp_path, env=env)
+    assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
