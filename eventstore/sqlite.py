@@ -31,7 +31,7 @@ APPLICATION_ID = 0x544C4F47
 
 # Schema versions, recorded in PRAGMA user_version. Each migration takes the database
 # from version n - 1 to n inside the caller's transaction.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 EVENT_COLUMNS = (
     'position, stream_id, "offset", event_id, type, schema_version, data, meta, '
@@ -91,7 +91,20 @@ def _migrate_1(db: sqlite_utils.Database) -> None:
     db["events"].create_index(["event_id"], index_name="events_event_id", unique=True)
 
 
-MIGRATIONS = {1: _migrate_1}
+def _migrate_2(db: sqlite_utils.Database) -> None:
+    """Version 2: `snapshots`, a cache of projection states (never truth; safe to empty).
+
+    A row is one projection's state after the first `offset` events of `stream_id`'s
+    logical history, as computed by that projection's code `version`.
+    """
+    db["snapshots"].create(
+        {"projection": str, "version": int, "stream_id": str, "offset": int, "state": str},
+        pk=("projection", "version", "stream_id", "offset"),
+        not_null=["state"],
+    )
+
+
+MIGRATIONS = {1: _migrate_1, 2: _migrate_2}
 
 
 def _translate(error: sqlite3.Error) -> StoreError:
@@ -200,6 +213,17 @@ class SQLiteBackend:
                 raise _translate(error) from None
             raise
 
+    @contextlib.contextmanager
+    def read_transaction(self) -> Iterator[None]:
+        """A consistent view for several reads; in WAL mode writers are not blocked meanwhile."""
+        self.conn.execute("BEGIN")
+        try:
+            self.conn.execute("SELECT 1 FROM streams LIMIT 1").fetchall()  # takes the read snapshot
+            yield
+        finally:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+
     def close(self) -> None:
         self.conn.close()
 
@@ -289,6 +313,20 @@ class SQLiteBackend:
             (stream_id, lo, hi),
         )
 
+    def range_data(self, stream_id: str, lo: int, hi: int | None) -> Iterator[tuple[Any, ...]]:
+        """Like `range`, but only (offset, type, schema_version, data): what a fold needs."""
+        if hi is None:
+            return self.conn.execute(
+                'SELECT "offset", type, schema_version, data FROM events WHERE stream_id = ? AND "offset" >= ? '
+                'ORDER BY "offset"',
+                (stream_id, lo),
+            )
+        return self.conn.execute(
+            'SELECT "offset", type, schema_version, data FROM events WHERE stream_id = ? AND "offset" >= ? '
+            'AND "offset" < ? ORDER BY "offset"',
+            (stream_id, lo, hi),
+        )
+
     def all_events(self, after: int, limit: int | None) -> Iterator[tuple[Any, ...]]:
         return self.conn.execute(
             f"SELECT {EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
@@ -308,3 +346,29 @@ class SQLiteBackend:
         """The lowest position of an event whose stream does not exist, if any."""
         row = self.conn.execute("SELECT min(position) FROM events WHERE stream_id NOT IN (SELECT id FROM streams)")
         return row.fetchone()[0]  # type: ignore[no-any-return]
+
+    # -- snapshots (a cache) -------------------------------------------------------------------
+
+    def save_snapshot(self, projection: str, version: int, stream_id: str, offset: int, state: str) -> None:
+        self.conn.execute(
+            'INSERT OR REPLACE INTO snapshots (projection, version, stream_id, "offset", state) VALUES (?,?,?,?,?)',
+            (projection, version, stream_id, offset, state),
+        )
+
+    def nearest_snapshot(self, projection: str, version: int, stream_id: str, lo: int, hi: int) -> tuple[int, str] | None:
+        """The snapshot of `stream_id` with the highest offset in lo..hi, as (offset, state)."""
+        row = self.conn.execute(
+            'SELECT "offset", state FROM snapshots WHERE projection = ? AND version = ? AND stream_id = ? '
+            'AND "offset" >= ? AND "offset" <= ? ORDER BY "offset" DESC LIMIT 1',
+            (projection, version, stream_id, lo, hi),
+        ).fetchone()
+        return (int(row[0]), str(row[1])) if row else None
+
+    def drop_snapshots(self, projection: str | None = None) -> int:
+        """Delete every snapshot (of one projection, if named); returns how many."""
+        if projection is None:
+            return self.conn.execute("DELETE FROM snapshots").rowcount
+        return self.conn.execute("DELETE FROM snapshots WHERE projection = ?", (projection,)).rowcount
+
+    def count_snapshots(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM snapshots").fetchone()[0])

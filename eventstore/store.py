@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from . import integrity
 from .errors import ConcurrencyError, ForkRefused, InvalidEvent, StoreError, ThreadNotFound
-from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, parse
+from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, parse, upcast
 from .facts import Facts, advance, after_fork
 from .recorded import RecordedEvent, ThreadInfo, from_row
 from .sqlite import SQLiteBackend
@@ -339,6 +339,67 @@ class Store:
             raise InvalidEvent("limit", f"must be a count >= 0, not {limit!r}")
         return (from_row(row) for row in self.backend.all_events(after, limit))
 
+    def read_data(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """The logical history as lean (offset, type, data) tuples, for projections that fold.
+
+        Same range as `read`, but skips meta, hashes and `RecordedEvent` construction: the
+        events were validated when appended (and `verify` checks their digests), so a fold
+        needs only the data, upcast to the current version.
+        """
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            raise InvalidEvent("start", f"must be an offset >= 0, not {start!r}")
+        if stop is not None and (not isinstance(stop, int) or isinstance(stop, bool) or stop < 0):
+            raise InvalidEvent("stop", f"must be an offset >= 0, not {stop!r}")
+        return self._read_data(segments(self.ancestry(thread)), start, stop)
+
+    def _read_data(self, ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        loads = json.loads
+        for stream_id, lo, hi in ranges:
+            lo = max(lo, start)
+            if stop is not None:
+                hi = stop if hi is None else min(hi, stop)
+            if hi is not None and lo >= hi:
+                continue
+            for offset, type_, version, data in self.backend.range_data(stream_id, lo, hi):
+                parsed = loads(data)
+                model = CATALOGUE.get(type_)
+                if model is not None and version != model.schema_version:
+                    parsed = upcast(type_, version, parsed)
+                yield offset, type_, parsed
+
+    # -- snapshots (a cache, never truth) -------------------------------------------------------
+
+    def save_snapshot(self, projection: str, version: int, thread: str, offset: int, state: dict[str, Any]) -> None:
+        """Cache `projection`'s state after the first `offset` events of `thread`'s history.
+
+        Projections decide what a state is; the store only keeps it. Dropping every snapshot
+        must change no answer, and `redact` drops them all (a cached state may hold the
+        erased payload).
+        """
+        info = self.thread(thread)
+        if not isinstance(offset, int) or isinstance(offset, bool) or not 1 <= offset <= info.head:
+            raise InvalidEvent("offset", f"{offset!r} is outside thread {thread!r} (1..{info.head})")
+        text = json.dumps(state, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        with self.backend.transaction():
+            self.backend.save_snapshot(projection, version, thread, offset, text)
+
+    def nearest_snapshot(self, projection: str, version: int, thread: str, at: int) -> tuple[int, dict[str, Any]] | None:
+        """The cached state with the highest offset <= `at` that covers a prefix of `thread`'s
+        history, as (offset, state): the thread's own snapshots, or an ancestor's taken at or
+        below the fork point (the histories agree there). None when there is none."""
+        best: tuple[int, str] | None = None
+        for stream_id, _, hi in segments(self.ancestry(thread)):
+            limit = at if hi is None else min(hi, at)
+            found = self.backend.nearest_snapshot(projection, version, stream_id, 1, limit)
+            if found is not None and (best is None or found[0] > best[0]):
+                best = found
+        return (best[0], json.loads(best[1])) if best else None
+
+    def drop_snapshots(self, projection: str | None = None) -> int:
+        """Delete every cached snapshot (of one projection, if named); returns how many."""
+        with self.backend.transaction():
+            return self.backend.drop_snapshots(projection)
+
     def event_at(self, thread: str, offset: int) -> RecordedEvent:
         """The event at one logical offset of a thread."""
         info = self.thread(thread)
@@ -472,7 +533,7 @@ class Store:
 
     def verify(self) -> integrity.VerifyReport:
         """Recompute every hash chain; raises `IntegrityError` naming the first bad position."""
-        with self.backend.transaction():  # a consistent view while other writers wait
+        with self.backend.read_transaction():  # one consistent view; writers carry on meanwhile
             return integrity.verify(self.backend)
 
     def redact(self, position: int, reason: str, actor: str) -> RecordedEvent:
@@ -495,6 +556,7 @@ class Store:
             stream_row = self.backend.stream(row[1])
             recorded = self._write(row[1], stream_row, [event])[0]
             self.backend.redact(position, integrity.canonical(_skeleton(row[4], row[6])), recorded.position)
+            self.backend.drop_snapshots()  # a cached state may hold the erased payload
         return recorded
 
 

@@ -1,4 +1,4 @@
--- threadlog schema version 1
+-- threadlog schema version 2
 CREATE TABLE events (
     position INTEGER PRIMARY KEY AUTOINCREMENT,
     stream_id TEXT NOT NULL REFERENCES streams(id),
@@ -13,6 +13,15 @@ CREATE TABLE events (
     hash TEXT NOT NULL,
     pending TEXT,
     redacted_by INTEGER
+);
+
+CREATE TABLE "snapshots" (
+   "projection" TEXT,
+   "version" INTEGER,
+   "stream_id" TEXT,
+   "offset" INTEGER,
+   "state" TEXT NOT NULL,
+   PRIMARY KEY ("projection", "version", "stream_id", "offset")
 );
 
 CREATE TABLE "streams" (
