@@ -123,3 +123,14 @@ def test_console_script_honours_threadlog_db_and_fails_cleanly(tmp_path: Path) -
     assert (tmp_path / "env.db").exists() and not (tmp_path / "threadlog.db").exists()
     bad = script("fork", t, cwd=tmp_path, env=env)
     assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
+
+
+def test_db_before_the_command_and_precedence(tmp_path: Path) -> None:
+    runner = CliRunner()
+    group_db, command_db, env_db = (str(tmp_path / n) for n in ("group.db", "command.db", "env.db"))
+    t = runner.invoke(cli, ["--db", group_db, "new"], env={"THREADLOG_DB": env_db}).stdout.strip()
+    assert Path(group_db).exists() and not Path(env_db).exists()
+    runner.invoke(cli, ["--db", group_db, "new", "--db", command_db])
+    assert Path(command_db).exists()
+    result = runner.invoke(cli, ["tree", "--json"], env={"THREADLOG_DB": group_db})
+    assert [x["id"] for x in json.loads(result.stdout)] == [t]

@@ -41,15 +41,17 @@ def _fail(message: str) -> None:
     sys.exit(1)
 
 
+DEFAULT_DB = "threadlog.db"
+
+
 def db_option(func: F) -> F:
+    """`--db`, accepted after any command (and before it, on the group)."""
     return click.option(
         "--db",
         "db",
-        envvar="THREADLOG_DB",
-        default="threadlog.db",
-        show_default=True,
+        default=None,
         type=click.Path(dir_okay=False),
-        help="Database file (or $THREADLOG_DB).",
+        help=f"Database file [default: $THREADLOG_DB, else ./{DEFAULT_DB}].",
     )(func)
 
 
@@ -61,8 +63,9 @@ def with_store(func: Callable[..., Any]) -> Callable[..., Any]:
     """Open the store named by --db for the command, and close it afterwards."""
 
     @functools.wraps(func)
-    def wrapper(db: str, **kwargs: Any) -> Any:
-        with Store(db) as store:
+    def wrapper(db: str | None, **kwargs: Any) -> Any:
+        group_db = click.get_current_context().find_root().params.get("db")
+        with Store(db or group_db or DEFAULT_DB) as store:
             return func(store, **kwargs)
 
     return db_option(wrapper)
@@ -86,8 +89,9 @@ def _emit_json(value: Any) -> None:
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", "db", envvar="THREADLOG_DB", type=click.Path(dir_okay=False), help=f"Database file for every command (or $THREADLOG_DB) [default: ./{DEFAULT_DB}].")
 @click.version_option(package_name="threadlog")
-def cli() -> None:
+def cli(db: str | None) -> None:
     """threadlog: an event-sourced conversation store for LLM agents.
 
     Every message, run, interrupt, compaction and fork is an immutable event in one
