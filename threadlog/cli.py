@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -34,6 +35,8 @@ class _Group(click.Group):
             _fail(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
         except UnicodeDecodeError as error:
             _fail(f"input is not UTF-8 text ({error.reason} at byte {error.start})")
+        except sqlite3.Error as error:  # e.g. a damaged file met while reading
+            _fail(f"database error: {error}")
 
 
 def _fail(message: str) -> None:
