@@ -1,0 +1,86 @@
+"""Starting and reading the worker processes of `tests/workers.py`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+WORKERS = str(Path(__file__).resolve().parent / "workers.py")
+
+
+class Worker:
+    """A child process whose stdout lines (JSON) are collected by a background thread."""
+
+    def __init__(self, mode: str, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, WORKERS, mode, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+        self.lines: list[dict[str, Any]] = []
+        self.torn = ""  # a last line cut short by a kill: never an acknowledgement
+        self.ready = threading.Event()
+        self.changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if not line.endswith("\n"):
+                self.torn = line
+                break
+            record = json.loads(line)
+            with self.changed:
+                self.lines.append(record)
+                self.changed.notify_all()
+            if record.get("op") == "ready":
+                self.ready.set()
+        self.ready.set()
+        with self.changed:
+            self.changed.notify_all()
+
+    def wait_for(self, count: int, op: str = "ack", timeout: float = 30.0) -> None:
+        """Block until `count` lines of kind `op` have arrived (or the child has exited)."""
+        with self.changed:
+            self.changed.wait_for(
+                lambda: sum(1 for r in self.lines if r.get("op") == op) >= count or not self._reader.is_alive(),
+                timeout=timeout,
+            )
+
+    def kill(self) -> str:
+        """SIGKILL the child; returns what it wrote on stderr."""
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self._reader.join(timeout=30)
+        return self._close()
+
+    def _close(self) -> str:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        err = self.proc.stderr.read()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return err
+
+    def finish(self, timeout: float = 120.0) -> str:
+        """Wait for a normal exit; returns stderr. Fails on a non-zero exit."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError("worker did not finish in time")
+        self._reader.join(timeout=30)
+        err = self._close()
+        assert self.proc.returncode == 0, f"worker exited {self.proc.returncode}: {self.lines[-3:]} {err[-2000:]}"
+        return err
+
+    def of(self, op: str) -> list[dict[str, Any]]:
+        return [r for r in self.lines if r.get("op") == op]
