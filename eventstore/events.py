@@ -220,6 +220,9 @@ def parse(event: Any, field: str = "event") -> tuple[str, Json, Json]:
 
     The returned data and meta are JSON-ready dicts with unset optional fields left out.
     """
+    type_: Any
+    data: Any
+    meta_in: Any
     if isinstance(event, EventData):
         return event.type, event.model_dump(exclude_none=True), {}
     if isinstance(event, Event):

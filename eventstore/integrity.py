@@ -105,24 +105,24 @@ def _verify_stream(
         position, _, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, pending, redacted_by = row
         count += 1
         if offset != expected:
-            why = "an event before it is missing" if offset > expected else "offset out of sequence"
-            return count, redacted, (position, f"{info.id} offset {offset}: expected offset {expected} ({why})")
+            gap = "an event before it is missing" if offset > expected else "offset out of sequence"
+            return count, redacted, (position, f"{info.id} offset {offset}: expected offset {expected} ({gap})")
         if position <= last_position:
             return count, redacted, (position, f"{info.id} offset {offset}: positions out of order")
         if redacted_by is not None:
             redacted += 1
-            why = _check_redaction(backend, redacted_by, position)
-            if why:
-                return count, redacted, (position, why)
+            bad_redaction = _check_redaction(backend, redacted_by, position)
+            if bad_redaction:
+                return count, redacted, (position, bad_redaction)
         elif hashlib.sha256(data.encode("utf-8")).hexdigest() != data_digest:
             return count, redacted, (position, f"{info.id} offset {offset}: data does not match its digest")
         if chain_hash(prev, position, info.id, offset, event_id, type_, version, recorded_at, meta, data_digest) != hash_:
             return count, redacted, (position, f"{info.id} offset {offset}: hash does not match its header and chain")
         parsed = json.loads(data) if redacted_by is None else None
         if offset == info.base:
-            why = _check_first(info, type_, parsed)
-            if why:
-                return count, redacted, (position, why)
+            bad_start = _check_first(info, type_, parsed)
+            if bad_start:
+                return count, redacted, (position, bad_start)
             facts = after_fork(facts, parsed) if info.parent_id and parsed else Facts()
         elif parsed is None:  # redacted: its payload is gone, so trust the facts stored with it
             facts = Facts.load(pending)

@@ -67,7 +67,7 @@ CREATE TABLE events (
 
 def _migrate_1(db: sqlite_utils.Database) -> None:
     """Version 1: streams and the append-only events log."""
-    db["streams"].create(
+    db.table("streams").create(
         {
             "id": str,
             "parent_id": str,
@@ -84,11 +84,11 @@ def _migrate_1(db: sqlite_utils.Database) -> None:
         pk="id",
         not_null=["root_id", "depth", "head", "kind", "head_hash"],
     )
-    db["streams"].create_index(["parent_id"], index_name="streams_parent")
+    db.table("streams").create_index(["parent_id"], index_name="streams_parent")
     # sqlite-utils cannot declare AUTOINCREMENT, which `position` needs (never reused).
     db.execute(EVENTS_DDL)
-    db["events"].create_index(["stream_id", "offset"], index_name="events_stream_offset", unique=True)
-    db["events"].create_index(["event_id"], index_name="events_event_id", unique=True)
+    db.table("events").create_index(["stream_id", "offset"], index_name="events_stream_offset", unique=True)
+    db.table("events").create_index(["event_id"], index_name="events_event_id", unique=True)
 
 
 def _migrate_2(db: sqlite_utils.Database) -> None:
@@ -97,7 +97,7 @@ def _migrate_2(db: sqlite_utils.Database) -> None:
     A row is one projection's state after the first `offset` events of `stream_id`'s
     logical history, as computed by that projection's code `version`.
     """
-    db["snapshots"].create(
+    db.table("snapshots").create(
         {"projection": str, "version": int, "stream_id": str, "offset": int, "state": str},
         pk=("projection", "version", "stream_id", "offset"),
         not_null=["state"],
