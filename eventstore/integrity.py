@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,18 +61,23 @@ class VerifyReport:
         return {"ok": True, "streams": self.streams, "events": self.events, "redacted": self.redacted}
 
 
-def verify(backend: Any) -> VerifyReport:
-    """Recompute every chain; raise `IntegrityError` naming the lowest bad position."""
+def verify(backend: Any, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+    """Recompute every chain; raise `IntegrityError` naming the lowest bad position.
+
+    `progress(done, total)` is called after each stream with the events checked so far.
+    """
     streams = {row[0]: (ThreadInfo.from_row(row), row[9]) for row in backend.streams()}
     problems: list[tuple[int, str]] = []
     checked = redacted = 0
+    _, total = backend.counts()
     for info, stored_facts in streams.values():
         found = _verify_stream(backend, streams, info, stored_facts)
         checked += found[0]
         redacted += found[1]
         if found[2]:
             problems.append(found[2])
-    _, total = backend.counts()
+        if progress is not None:
+            progress(checked, total)
     if total != checked:
         orphan = backend.orphan_position()
         if orphan is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -531,10 +531,13 @@ class Store:
 
     # -- integrity ------------------------------------------------------------------------------
 
-    def verify(self) -> integrity.VerifyReport:
-        """Recompute every hash chain; raises `IntegrityError` naming the first bad position."""
+    def verify(self, progress: Callable[[int, int], None] | None = None) -> integrity.VerifyReport:
+        """Recompute every hash chain; raises `IntegrityError` naming the first bad position.
+
+        `progress(done, total)`, if given, is called as streams are checked (events so far).
+        """
         with self.backend.read_transaction():  # one consistent view; writers carry on meanwhile
-            return integrity.verify(self.backend)
+            return integrity.verify(self.backend, progress)
 
     def redact(self, position: int, reason: str, actor: str) -> RecordedEvent:
         """Erase one event's payload in place, recording who and why in an `event.redacted`.

@@ -58,3 +58,12 @@ def test_erasing_data_without_a_redaction_record_is_caught(file_store: Store) ->
     with pytest.raises(IntegrityError) as info:
         file_store.verify()
     assert info.value.position == m.position
+
+
+def test_verify_reports_progress_up_to_the_total(store: Store) -> None:
+    for _ in range(3):
+        t = store.create_thread()
+        store.append_message(t, "user", "x")
+    seen: list[tuple[int, int]] = []
+    store.verify(progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(2, 6), (4, 6), (6, 6)]

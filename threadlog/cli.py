@@ -229,7 +229,11 @@ def tree(store: Store, thread: str | None, as_json: bool) -> None:
 @with_store
 def verify(store: Store, as_json: bool) -> None:
     """Recompute every hash chain; exit 0 when every chain holds, 1 naming the first bad position."""
-    report = store.verify()
+    if sys.stderr.isatty():
+        with click.progressbar(length=store.backend.counts()[1], label="verifying", file=sys.stderr) as bar:
+            report = store.verify(progress=lambda done, total: bar.update(done - bar.pos))
+    else:
+        report = store.verify()
     if as_json:
         _emit_json(report.to_json())
     else:
