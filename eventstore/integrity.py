@@ -113,6 +113,8 @@ def _verify_stream(
         if offset != expected:
             gap = "an event before it is missing" if offset > expected else "offset out of sequence"
             return count, redacted, (position, f"{info.id} offset {offset}: expected offset {expected} ({gap})")
+        if offset >= info.head:  # name the extra event itself, not the position after the last one
+            return count, redacted, (position, f"{info.id} offset {offset}: beyond the stream's head {info.head} (an event was added or the head lowered)")
         if position <= last_position:
             return count, redacted, (position, f"{info.id} offset {offset}: positions out of order")
         if redacted_by is not None:
@@ -140,10 +142,15 @@ def _verify_stream(
         if redacted_by is None and Facts.load(pending) != facts:
             return count, redacted, (position, f"{info.id} offset {offset}: stored pending facts were altered")
         prev, last_position, expected = hash_, position, offset + 1
-    if expected != info.head or prev != info.head_hash or Facts.load(stored_facts) != facts:
+    if expected != info.head:
         return count, redacted, (
             last_position + 1 if last_position else info.created_position,
             f"{info.id}: head says {info.head} events but the log ends at {expected} (events missing after position {last_position})",
+        )
+    if prev != info.head_hash or Facts.load(stored_facts) != facts:
+        return count, redacted, (
+            last_position or info.created_position,
+            f"{info.id}: the stream's head hash or pending facts disagree with its last event (offset {expected - 1})",
         )
     return count, redacted, None
 

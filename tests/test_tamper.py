@@ -1,0 +1,241 @@
+"""Tampering with raw SQL is caught by `verify`, which names the first bad position.
+
+The database (positions in brackets):
+
+    R (root)   0 created [1], 1 u1 [2], 2 a1 [3], 3 u2 [4], 4 a2 [5], 5 u3 [9], 6 a3 [10]
+    F = fork(R, at=3)           3 forked [6], 4 fu [7], 5 fa [8]
+    G = fork(F, at=5)                                   5 forked [11], 6 gu [12]
+
+so positions 2 and 3 are R's events that F and G inherit, 6 and 7 are F's that G inherits,
+and 4, 5, 9, 10 belong to R alone. "The first bad position" is the position of the first
+event, in its thread's logical order, that fails a check; over several threads, the lowest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eventstore.integrity import chain_hash, digest
+from threadlog import IntegrityError, Store
+from threadlog.cli import cli
+
+THREADLOG = str(Path(sys.executable).parent / "threadlog")
+
+Tamper = Callable[[sqlite3.Connection], None]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("tamper") / "template.db"
+    with Store(db) as s:
+        r = s.create_thread(title="root", thread_id="R")
+        for role, text in [("user", "u1"), ("assistant", "a1"), ("user", "u2"), ("assistant", "a2")]:
+            s.append_message(r, role, text)
+        f = s.fork(r, 3, fork_id="F")
+        s.append_message(f, "user", "fu")
+        s.append_message(f, "assistant", "fa")
+        s.append_message(r, "user", "u3")
+        s.append_message(r, "assistant", "a3")
+        g = s.fork(f, 5, fork_id="G")
+        s.append_message(g, "user", "gu")
+        layout = [(e.position, e.stream_id, e.offset) for e in s.read_all()]
+        s.verify()
+    assert layout == [(1, "R", 0), (2, "R", 1), (3, "R", 2), (4, "R", 3), (5, "R", 4), (6, "F", 3), (7, "F", 4),
+                      (8, "F", 5), (9, "R", 5), (10, "R", 6), (11, "G", 5), (12, "G", 6)]
+    return db
+
+
+def sql(*statements: str) -> Tamper:
+    def run(conn: sqlite3.Connection) -> None:
+        for statement in statements:
+            conn.execute(statement)
+
+    return run
+
+
+def swap_rows(a: int, b: int) -> Tamper:
+    """Exchange every column of two rows except their position."""
+
+    def run(conn: sqlite3.Connection) -> None:
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(events)") if r[1] != "position"]
+        quoted = ", ".join(f'"{c}"' for c in cols)
+        ra = conn.execute(f"SELECT {quoted} FROM events WHERE position = ?", (a,)).fetchone()
+        rb = conn.execute(f"SELECT {quoted} FROM events WHERE position = ?", (b,)).fetchone()
+        conn.execute("DROP INDEX events_stream_offset")  # the swap passes through a duplicate
+        conn.execute("DROP INDEX events_event_id")
+        sets = ", ".join(f'"{c}" = ?' for c in cols)
+        conn.execute(f"UPDATE events SET {sets} WHERE position = ?", (*rb, a))
+        conn.execute(f"UPDATE events SET {sets} WHERE position = ?", (*ra, b))
+        conn.execute('CREATE UNIQUE INDEX events_stream_offset ON events (stream_id, "offset")')
+        conn.execute("CREATE UNIQUE INDEX events_event_id ON events (event_id)")
+
+    return run
+
+
+def swap_column(column: str, a: int, b: int) -> Tamper:
+    """Exchange one column's values between two rows: offsets or positions, a reorder."""
+
+    def run(conn: sqlite3.Connection) -> None:
+        if column == "position":
+            conn.execute("UPDATE events SET position = -1 WHERE position = ?", (a,))
+            conn.execute("UPDATE events SET position = ? WHERE position = ?", (a, b))
+            conn.execute("UPDATE events SET position = ? WHERE position = -1", (b,))
+            return
+        va = conn.execute(f'SELECT "{column}" FROM events WHERE position = ?', (a,)).fetchone()[0]
+        vb = conn.execute(f'SELECT "{column}" FROM events WHERE position = ?', (b,)).fetchone()[0]
+        conn.execute(f'UPDATE events SET "{column}" = -1 WHERE position = ?', (a,))
+        conn.execute(f'UPDATE events SET "{column}" = ? WHERE position = ?', (va, b))
+        conn.execute(f'UPDATE events SET "{column}" = ? WHERE position = ?', (vb, a))
+
+    return run
+
+
+def edit_data_and_digest(position: int) -> Tamper:
+    """Change a payload and recompute its digest, so only the chain can notice."""
+
+    def run(conn: sqlite3.Connection) -> None:
+        data = conn.execute("SELECT data FROM events WHERE position = ?", (position,)).fetchone()[0]
+        forged = data.replace('"text":"', '"text":"forged ')
+        conn.execute("UPDATE events SET data = ?, data_digest = ? WHERE position = ?", (forged, digest(forged), position))
+
+    return run
+
+
+def insert_at_tail(valid_hash: bool) -> Tamper:
+    """Append a forged event to R's log without moving R's head."""
+
+    def run(conn: sqlite3.Connection) -> None:
+        prev = conn.execute("SELECT hash FROM events WHERE position = 10").fetchone()[0]
+        recorded_at = conn.execute("SELECT recorded_at FROM events WHERE position = 10").fetchone()[0]
+        data = '{"content":[{"text":"forged","type":"text"}],"role":"user"}'
+        h = chain_hash(prev, 13, "R", 7, "evil", "message.appended", 1, recorded_at, "{}", digest(data)) if valid_hash else "0" * 64
+        conn.execute(
+            'INSERT INTO events (position, stream_id, "offset", event_id, type, schema_version, data, meta, '
+            "recorded_at, data_digest, hash) VALUES (13, 'R', 7, 'evil', 'message.appended', 1, ?, '{}', ?, ?, ?)",
+            (data, recorded_at, digest(data), h),
+        )
+
+    return run
+
+
+def insert_in_middle(conn: sqlite3.Connection) -> None:
+    """Shift R's offsets from 3 up by one and slip a copy of an event in at offset 3."""
+    conn.execute("""UPDATE events SET "offset" = "offset" + 1000 WHERE stream_id = 'R' AND "offset" >= 3""")
+    conn.execute("""UPDATE events SET "offset" = "offset" - 999 WHERE stream_id = 'R' AND "offset" >= 1000""")
+    conn.execute(
+        'INSERT INTO events (position, stream_id, "offset", event_id, type, schema_version, data, meta, recorded_at, '
+        "data_digest, hash) SELECT 13, 'R', 3, 'evil', type, schema_version, data, meta, recorded_at, data_digest, hash "
+        "FROM events WHERE position = 4"
+    )
+
+
+CASES: list[tuple[str, Tamper, int]] = [
+    # R's own events
+    ("root-edit-data", sql("UPDATE events SET data = replace(data, 'u2', 'evil') WHERE position = 4"), 4),
+    ("root-edit-data-and-digest", edit_data_and_digest(4), 4),
+    ("root-edit-meta", sql("""UPDATE events SET meta = '{"actor":"mallory"}' WHERE position = 4"""), 4),
+    ("root-edit-hash", sql("UPDATE events SET hash = '00' || substr(hash, 3) WHERE position = 9"), 9),
+    ("root-edit-recorded-at", sql("UPDATE events SET recorded_at = '2001-01-01T00:00:00.000000Z' WHERE position = 5"), 5),
+    ("root-edit-event-id", sql("UPDATE events SET event_id = 'other' WHERE position = 5"), 5),
+    ("root-edit-type", sql("UPDATE events SET type = 'title.set' WHERE position = 5"), 5),
+    ("root-delete-middle", sql("DELETE FROM events WHERE position = 4"), 5),
+    ("root-delete-tail", sql("DELETE FROM events WHERE position = 10"), 10),
+    ("root-insert-tail-forged-hash", insert_at_tail(valid_hash=False), 13),
+    ("root-insert-tail-recomputed-hash", insert_at_tail(valid_hash=True), 13),
+    ("root-insert-middle", insert_in_middle, 13),
+    ("root-swap-two-rows", swap_rows(4, 5), 5),  # offset 3 now holds position 5
+    ("root-reorder-offsets", swap_column("offset", 4, 5), 5),  # the row at offset 3 is now position 5
+    ("root-reorder-positions", swap_column("position", 9, 10), 10),  # offset 5 now holds position 10
+    ("root-head-lowered", sql("UPDATE streams SET head = 6 WHERE id = 'R'"), 10),
+    ("root-head-hash-edited", sql("UPDATE streams SET head_hash = '00' || substr(head_hash, 3) WHERE id = 'R'"), 10),
+    ("root-forged-redaction", sql("""UPDATE events SET data = '{"redacted":true}', redacted_by = 10 WHERE position = 4"""), 4),
+    # R's events that F and G inherit (a fork's ancestor)
+    ("ancestor-edit-data", sql("UPDATE events SET data = replace(data, 'u1', 'evil') WHERE position = 2"), 2),
+    ("ancestor-edit-data-and-digest", edit_data_and_digest(2), 2),
+    ("ancestor-edit-fork-point-hash", sql("UPDATE events SET hash = '00' || substr(hash, 3) WHERE position = 3"), 3),
+    ("ancestor-delete-fork-point", sql("DELETE FROM events WHERE position = 3"), 4),
+    ("ancestor-swap-two-rows", swap_rows(2, 3), 3),
+    ("ancestor-reorder-offsets", swap_column("offset", 2, 3), 3),
+    # F's events that G inherits (a fork that is itself an ancestor)
+    ("mid-fork-edit-data", sql("UPDATE events SET data = replace(data, 'fu', 'evil') WHERE position = 7"), 7),
+    ("mid-fork-edit-forked-event", sql("UPDATE events SET data = replace(data, '\"full\"', '\"note\"') WHERE position = 6"), 6),
+    ("mid-fork-delete-inherited", sql("DELETE FROM events WHERE position = 7"), 8),
+    ("mid-fork-delete-tail", sql("DELETE FROM events WHERE position = 8"), 8),
+    ("mid-fork-parent-offset-edited", sql("UPDATE streams SET parent_offset = 2 WHERE id = 'F'"), 6),
+    ("mid-fork-stream-row-deleted", sql("DELETE FROM streams WHERE id = 'F'"), 6),
+    ("leaf-fork-edit-data", sql("UPDATE events SET data = replace(data, 'gu', 'evil') WHERE position = 12"), 12),
+]
+
+
+def tampered_copy(template: Path, tmp_path: Path, tamper: Tamper) -> Path:
+    db = tmp_path / "t.db"
+    shutil.copy(template, db)
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("BEGIN")
+    tamper(conn)
+    conn.execute("COMMIT")
+    conn.close()
+    return db
+
+
+@pytest.mark.parametrize(("tamper", "position"), [(t, p) for _, t, p in CASES], ids=[c[0] for c in CASES])
+def test_verify_names_the_first_tampered_position(template: Path, tmp_path: Path, tamper: Tamper, position: int) -> None:
+    db = tampered_copy(template, tmp_path, tamper)
+    with Store(db) as store, pytest.raises(IntegrityError) as caught:
+        store.verify()
+    print(f"\ntampered with raw SQL; verify: {caught.value}")
+    assert caught.value.position == position, str(caught.value)
+
+    result = CliRunner().invoke(cli, ["verify", "--db", str(db)])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [f"error: {caught.value}"]
+    assert f"position {position}" in result.stderr
+
+
+@pytest.mark.parametrize("case", ["root-edit-data", "ancestor-delete-fork-point", "root-insert-tail-recomputed-hash"])
+def test_threadlog_verify_command_exits_non_zero(template: Path, tmp_path: Path, case: str) -> None:
+    _, tamper, position = next(c for c in CASES if c[0] == case)
+    db = tampered_copy(template, tmp_path, tamper)
+    run = subprocess.run([THREADLOG, "verify", "--db", str(db)], capture_output=True, text=True, timeout=60)
+    print(f"\n$ threadlog verify ({case}) -> exit {run.returncode}: {run.stderr.strip()}")
+    assert run.returncode == 1
+    assert len(run.stderr.splitlines()) == 1 and run.stderr.startswith("error: ")
+    assert f"position {position}" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_untouched_template_verifies(template: Path, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    shutil.copy(template, db)
+    run = subprocess.run([THREADLOG, "verify", "--db", str(db)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+
+
+def test_redacted_event_still_verifies_but_dropping_its_record_does_not(template: Path, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    shutil.copy(template, db)
+    before = hashlib.sha256(b"".join(e.hash.encode() for e in Store(db).read("G"))).hexdigest()
+    with Store(db) as store:
+        record = store.redact(2, reason="leaked secret", actor="dpo")  # inherited by F and G
+        report = store.verify()
+        assert report.redacted == 1
+        assert "u1" not in store.event_at("G", 1).data["content"][0]["text"]
+        after = hashlib.sha256(b"".join(e.hash.encode() for e in store.read("G"))).hexdigest()
+    assert after == before, "redaction changed a hash"
+    assert CliRunner().invoke(cli, ["verify", "--db", str(db)]).exit_code == 0
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE events SET redacted_by = NULL WHERE position = 2")
+    conn.commit()
+    conn.close()
+    with Store(db) as store, pytest.raises(IntegrityError) as caught:
+        store.verify()
+    print(f"\nredacted position 2 (record at {record.position}): verify ok; cleared the pointer: {caught.value}")
+    assert caught.value.position == 2
