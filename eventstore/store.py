@@ -25,6 +25,10 @@ from .sqlite import SQLiteBackend
 
 DEFAULT_PLACEHOLDER = "Fork started — processing in background"
 
+# The largest event payload (canonical JSON, in bytes) an append accepts. Nothing bigger
+# could be sent to the model in one request anyway.
+MAX_EVENT_BYTES = 32 * 1024 * 1024
+
 # Events only the store itself writes, through the operation named.
 _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()"}
 
@@ -63,6 +67,9 @@ def _prepare(event: Any, field: str) -> _Pending:
         meta_json.encode("utf-8")
     except (ValueError, TypeError) as error:  # NaN, lone surrogates, non-JSON values
         raise InvalidEvent(f"{field}.data", f"not storable as UTF-8 JSON ({error})") from None
+    if len(data_json) > MAX_EVENT_BYTES // 4 and (size := len(data_json.encode("utf-8"))) > MAX_EVENT_BYTES:
+        raise InvalidEvent(f"{field}.data", f"is {size} bytes of JSON; an event holds at most {MAX_EVENT_BYTES} "
+                           "(32 MiB, the Messages API's request limit); keep large files outside and refer to them")
     explicit = "event_id" in meta
     event_id = meta["event_id"] if explicit else secrets.token_hex(16)
     return _Pending(type_, CATALOGUE[type_].schema_version, data, data_json, data_digest, meta, meta_json, event_id, explicit)

@@ -76,8 +76,10 @@ def with_store(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _read_text(path: str) -> str:
     """A file's text, or standard input's for `-`; refuses bytes that are not UTF-8."""
-    raw = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
-    return raw.decode("utf-8")
+    if path == "-":
+        return sys.stdin.buffer.read().decode("utf-8")
+    with open(path, "rb") as file:
+        return file.read().decode("utf-8")
 
 
 def _parse_json(text: str, what: str) -> Any:

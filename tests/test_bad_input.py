@@ -1,0 +1,375 @@
+"""Bad input, through the library and the CLI: a clear error, and the database untouched.
+
+Every case runs on a fresh copy of one seeded database and compares the file's bytes and
+its SQL dump before and after. The CLI cases also check that exactly one `error:` line
+reaches stderr (exit 1) or click's usage message (exit 2), never a traceback.
+
+Read-only files: the tests run as root, for whom file modes do not stop writes, so the
+file is made immutable with `chattr +i` (root cannot write an immutable file either); as
+any other user a plain `chmod 0444` does it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from threadlog import ConcurrencyError, ForkRefused, InvalidEvent, SchemaError, Store, StoreError, ThreadNotFound
+from threadlog.cli import cli
+
+THREADLOG = str(Path(sys.executable).parent / "threadlog")
+FIFTY_MB = 50 * 1024 * 1024
+
+
+# -- the seeded database and its fingerprint ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    db = tmp_path_factory.mktemp("bad") / "seed.db"
+    with Store(db) as s:
+        t = s.create_thread(title="ok", thread_id="t")
+        s.append_message(t, "user", "hello", event_id="ev-hello")
+        s.append_message(t, "assistant", "hi")
+        other = s.create_thread(thread_id="other")
+        s.append_message(other, "user", "elsewhere", event_id="ev-other")
+        empty = s.create_thread(thread_id="empty")
+        busy = s.create_thread(thread_id="busy")
+        s.append_message(busy, "user", "go")
+        s.append(busy, [{"type": "run.started", "data": {"run_id": "r1"}}])
+        pending = s.create_thread(thread_id="pending")
+        s.append_message(pending, "user", "search")
+        s.append_message(pending, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "search", "input": {}}])
+        sub = s.fan_out(pending, ["look"])[0]
+        s.append_message(sub, "assistant", [{"type": "tool_use", "id": "toolu_2", "name": "search", "input": {}}])
+        fork = s.fork(t, 2, fork_id="fork")
+        s.verify()
+    return db, {"t": t, "empty": empty, "busy": busy, "pending": pending, "sub": sub, "fork": fork, "other": other}
+
+
+def fingerprint(db: Path) -> tuple[str, list[str] | None]:
+    """(sha256 of the file, its SQL dump or None if it is not a database)."""
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    conn = sqlite3.connect(db)
+    try:
+        dump = list(conn.iterdump())
+    except sqlite3.DatabaseError:
+        dump = None
+    finally:
+        conn.close()
+    return digest, dump
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """Make `path` really read-only, for root too, for the duration."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        try:
+            yield
+        finally:
+            path.chmod(0o644)
+        return
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("cannot make a file immutable here (chattr +i needs CAP_LINUX_IMMUTABLE and ext4/xfs/btrfs)")
+    try:
+        yield
+    finally:
+        subprocess.run([chattr, "-i", str(path)], check=True)
+
+
+def fresh(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> Path:
+    db = tmp_path / "t.db"
+    shutil.copy(seeded[0], db)
+    return db
+
+
+# -- library cases --------------------------------------------------------------------------
+
+Call = Callable[[Store, dict[str, str]], Any]
+
+MSG = "message.appended"
+
+
+def msg(role: str, content: Any, **meta: Any) -> dict[str, Any]:
+    return {"type": MSG, "data": {"role": role, "content": content}, "meta": meta}
+
+
+def full_disk(s: Store, ids: dict[str, str]) -> Any:
+    pages = s.backend.conn.execute("PRAGMA page_count").fetchone()[0]
+    s.backend.conn.execute(f"PRAGMA max_page_count = {pages}")
+    return s.append_message(ids["t"], "user", "x" * 200_000)
+
+
+LIB: list[tuple[str, Call, type[Exception], str]] = [
+    ("append-unknown-thread", lambda s, i: s.append_message("nope", "user", "hi"), ThreadNotFound, "nope"),
+    ("read-unknown-thread", lambda s, i: list(s.read("nope")), ThreadNotFound, "nope"),
+    ("fork-unknown-thread", lambda s, i: s.fork("nope"), ThreadNotFound, "nope"),
+    ("unknown-event-type", lambda s, i: s.append(i["t"], [{"type": "message.deleted", "data": {}}]), InvalidEvent, "events[0].type"),
+    ("unknown-event-key", lambda s, i: s.append(i["t"], [{"type": MSG, "payload": {}}]), InvalidEvent, "events[0].payload"),
+    ("data-not-an-object", lambda s, i: s.append(i["t"], [{"type": MSG, "data": [1, 2]}]), InvalidEvent, "events[0].data"),
+    ("invalid-content-block-type", lambda s, i: s.append_message(i["t"], "user", [{"type": "bogus"}]), InvalidEvent, "content"),
+    ("content-block-missing-field", lambda s, i: s.append_message(i["t"], "user", [{"type": "text"}]), InvalidEvent, "content"),
+    ("nested-bad-block-in-tool-result", lambda s, i: s.append_message(i["pending"], "user", [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text"}]}]), InvalidEvent, "content"),
+    ("wrong-role-system", lambda s, i: s.append_message(i["t"], "system", "hi"), InvalidEvent, "role"),
+    ("tool-use-in-user-message", lambda s, i: s.append_message(i["t"], "user", [
+        {"type": "tool_use", "id": "x", "name": "n", "input": {}}]), InvalidEvent, "content"),
+    ("tool-result-for-unknown-tool-use", lambda s, i: s.append_message(i["t"], "user", [
+        {"type": "tool_result", "tool_use_id": "toolu_nope", "content": "r"}]), InvalidEvent, "toolu_nope"),
+    ("run-finished-unknown-run", lambda s, i: s.append(i["t"], [{"type": "run.finished", "data": {"run_id": "r9", "status": "ok"}}]), InvalidEvent, "run_id"),
+    ("interrupt-resolved-not-pending", lambda s, i: s.append(i["t"], [{"type": "interrupt.resolved", "data": {"interrupt_id": "q"}}]), InvalidEvent, "interrupt_id"),
+    ("compaction-through-the-future", lambda s, i: s.append(i["t"], [{"type": "compaction.recorded", "data": {"summary": "s", "through_offset": 99}}]), InvalidEvent, "through_offset"),
+    ("reserved-thread-forked", lambda s, i: s.append(i["t"], [{"type": "thread.forked", "data": {"parent_id": "t", "parent_offset": 1, "options": {}}}]), InvalidEvent, "fork()"),
+    ("second-thread-created", lambda s, i: s.append(i["t"], [{"type": "thread.created", "data": {}}]), InvalidEvent, "thread.created"),
+    ("empty-batch", lambda s, i: s.append(i["t"], []), InvalidEvent, "empty"),
+    ("batch-repeats-event-id", lambda s, i: s.append(i["t"], [msg("user", "a", event_id="e1"), msg("user", "b", event_id="e1")]), InvalidEvent, "event_id"),
+    ("retry-of-a-different-batch", lambda s, i: s.append(i["t"], [msg("user", "hello", event_id="ev-hello"), msg("user", "new", event_id="ev-new")]), InvalidEvent, "event_id"),
+    ("event-id-of-another-thread", lambda s, i: s.append(i["t"], [msg("user", "elsewhere", event_id="ev-other")]), InvalidEvent, "other"),
+    ("bad-meta-origin", lambda s, i: s.append(i["t"], [msg("user", "a", origin="forged")]), InvalidEvent, "meta.origin"),
+    ("lone-surrogate-not-utf8", lambda s, i: s.append_message(i["t"], "user", "bad \ud800 text"), InvalidEvent, "UTF-8"),
+    ("nan-in-data", lambda s, i: s.append(i["t"], [{"type": "metadata.set", "data": {"patch": {"x": float("nan")}}}]), InvalidEvent, "data"),
+    ("fifty-megabyte-message", lambda s, i: s.append_message(i["t"], "user", "x" * FIFTY_MB), InvalidEvent, "bytes"),
+    ("fork-past-head", lambda s, i: s.fork(i["t"], 99), ForkRefused, "offset_out_of_range"),
+    ("fork-at-zero", lambda s, i: s.fork(i["t"], 0), ForkRefused, "offset_out_of_range"),
+    ("fork-at-negative", lambda s, i: s.fork(i["t"], -1), ForkRefused, "offset_out_of_range"),
+    ("fork-empty", lambda s, i: s.fork(i["empty"]), ForkRefused, "empty"),
+    ("fork-busy", lambda s, i: s.fork(i["busy"]), ForkRefused, "busy"),
+    ("fork-unanswered-tool-calls", lambda s, i: s.fork(i["pending"]), ForkRefused, "unanswered_tool_calls"),
+    ("fork-bad-option", lambda s, i: s.fork(i["t"], context="summary"), InvalidEvent, "context"),
+    ("fork-id-taken", lambda s, i: s.fork(i["t"], fork_id="other"), InvalidEvent, "fork_id"),
+    ("fan-out-recursion", lambda s, i: s.fan_out(i["sub"], ["again"]), ForkRefused, "recursion"),
+    ("fan-out-no-directives", lambda s, i: s.fan_out(i["pending"], []), ForkRefused, "no_directives"),
+    ("fan-out-no-pending-tool-use", lambda s, i: s.fan_out(i["t"], ["go"]), ForkRefused, "no_pending_tool_use"),
+    ("stale-expected-head", lambda s, i: s.append_message(i["t"], "user", "late", expect=1), ConcurrencyError, "expected 1"),
+    ("expect-no-stream-of-existing", lambda s, i: s.append(i["t"], [{"type": "thread.created", "data": {}}], expect="no_stream"), ConcurrencyError, "no_stream"),
+    ("expect-nonsense", lambda s, i: s.append_message(i["t"], "user", "x", expect="latest"), InvalidEvent, "expect"),
+    ("expect-negative", lambda s, i: s.append_message(i["t"], "user", "x", expect=-1), InvalidEvent, "expect"),
+    ("read-all-negative-limit", lambda s, i: list(s.read_all(limit=-1)), InvalidEvent, "limit"),
+    ("read-all-negative-after", lambda s, i: list(s.read_all(after=-5)), InvalidEvent, "after"),
+    ("read-negative-start", lambda s, i: list(s.read(i["t"], start=-1)), InvalidEvent, "start"),
+    ("event-at-out-of-range", lambda s, i: s.event_at(i["t"], 42), InvalidEvent, "offset"),
+    ("redact-unknown-position", lambda s, i: s.redact(999, "r", "a"), InvalidEvent, "position"),
+    ("redact-a-fork-event", lambda s, i: s.redact(next(e.position for e in s.read_all() if e.type == "thread.forked"), "r", "a"), InvalidEvent, "structural"),
+    ("full-disk-max-page-count", full_disk, StoreError, "full"),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "says"), [c[1:] for c in LIB], ids=[c[0] for c in LIB])
+def test_library_refuses_and_changes_nothing(
+    seeded: tuple[Path, dict[str, str]], tmp_path: Path, call: Call, error: type[Exception], says: str
+) -> None:
+    db = fresh(seeded, tmp_path)
+    before = fingerprint(db)
+    with Store(db) as store, pytest.raises(StoreError) as caught:
+        call(store, seeded[1])
+    print(f"\n{type(caught.value).__name__}: {str(caught.value)[:200]}")
+    assert type(caught.value) is error
+    assert says in str(caught.value) + getattr(caught.value, "reason", "") + getattr(caught.value, "field", "")
+    assert fingerprint(db) == before, "a refused call changed the database"
+
+
+def test_refusals_carry_their_details(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    with Store(fresh(seeded, tmp_path)) as s:
+        with pytest.raises(ForkRefused) as fork:
+            s.fork("pending")
+        assert (fork.value.reason, fork.value.tool_use_ids) == ("unanswered_tool_calls", ["toolu_1"])
+        with pytest.raises(ConcurrencyError) as race:
+            s.append_message("t", "user", "late", expect=1)
+        assert (race.value.expected, race.value.actual) == (1, 3)
+        with pytest.raises(InvalidEvent) as bad:
+            s.append_message("t", "user", [{"type": "bogus"}])
+        assert bad.value.field.startswith("events[0].data.content")
+
+
+def test_read_only_file_refuses_writes_and_still_reads(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    db = fresh(seeded, tmp_path)
+    before = fingerprint(db)
+    with read_only(db):
+        with Store(db) as s:
+            with pytest.raises(StoreError, match="read-only") as caught:
+                s.append_message("t", "user", "hi")
+            assert [e.offset for e in s.read("t")] == [0, 1, 2]
+            s.verify()
+        print(f"\nappend to an immutable file: {caught.value}")
+    assert fingerprint(db) == before
+
+
+@pytest.mark.parametrize("kind", ["not-sqlite", "sqlite-but-not-threadlog", "newer-schema"])
+def test_files_that_cannot_be_opened(seeded: tuple[Path, dict[str, str]], tmp_path: Path, kind: str) -> None:
+    db = make_unopenable(seeded, tmp_path, kind)
+    before = fingerprint(db)
+    with pytest.raises(SchemaError) as caught:
+        Store(db)
+    print(f"\n{kind}: {caught.value}")
+    assert str(db) in str(caught.value)
+    assert fingerprint(db) == before
+
+
+def make_unopenable(seeded: tuple[Path, dict[str, str]], tmp_path: Path, kind: str) -> Path:
+    db = tmp_path / f"{kind}.db"
+    if kind == "not-sqlite":
+        db.write_bytes(b"# notes\nthis is a text file, not a database\n" * 100)
+    elif kind == "sqlite-but-not-threadlog":
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY, path TEXT)")
+        conn.commit()
+        conn.close()
+    else:
+        shutil.copy(seeded[0], db)
+        conn = sqlite3.connect(db)
+        conn.execute("PRAGMA user_version = 999")
+        conn.close()
+    return db
+
+
+# -- CLI cases --------------------------------------------------------------------------------
+
+# (id, args, stdin bytes, files to create {name: bytes}, expected exit code, text in the error)
+CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
+    ("append-unknown-thread", ["append", "nope", "--role", "user", "--text", "hi"], None, {}, 1, "not found"),
+    ("emit-unknown-type", ["emit", "t", "message.deleted", "--data", "{}"], None, {}, 1, "unknown event type"),
+    ("emit-malformed-json", ["emit", "t", MSG, "--data", '{"role": "user",'], None, {}, 1, "not valid JSON"),
+    ("emit-data-not-object", ["emit", "t", MSG, "--data", "[1, 2]"], None, {}, 1, "object"),
+    ("emit-meta-malformed-json", ["emit", "t", "title.set", "--data", '{"title": "x"}', "--meta", "{"], None, {}, 1, "--meta"),
+    ("emit-meta-bad-origin", ["emit", "t", "title.set", "--data", '{"title": "x"}', "--meta", '{"origin": "forged"}'], None, {}, 1, "origin"),
+    ("emit-wrong-role", ["emit", "t", MSG, "--data", '{"role": "system", "content": "x"}'], None, {}, 1, "role"),
+    ("emit-tool-result-unknown", ["emit", "t", MSG, "--data", json.dumps({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_nope", "content": "r"}]})], None, {}, 1, "toolu_nope"),
+    ("emit-run-finished-unknown", ["emit", "t", "run.finished", "--data", '{"run_id": "r9", "status": "ok"}'], None, {}, 1, "r9"),
+    ("emit-reserved-type", ["emit", "t", "thread.forked", "--data", '{"parent_id": "t", "parent_offset": 1, "options": {}}'], None, {}, 1, "fork()"),
+    ("append-invalid-block", ["append", "t", "--role", "user", "--content", "{dir}/c.json"], None, {"c.json": b'[{"type": "bogus"}]'}, 1, "bogus"),
+    ("append-content-not-utf8", ["append", "t", "--role", "user", "--content", "{dir}/c.json"], None, {"c.json": b'"caf\xe9"'}, 1, "UTF-8"),
+    ("emit-stdin-not-utf8", ["emit", "t", "title.set", "--data-file", "-"], b'{"title": "\xff\xfe"}', {}, 1, "UTF-8"),
+    ("append-content-missing-file", ["append", "t", "--role", "user", "--content", "{dir}/none.json"], None, {}, 1, "none.json"),
+    ("fork-past-head", ["fork", "t", "--at", "99"], None, {}, 1, "at must be"),
+    ("fork-at-zero", ["fork", "t", "--at", "0"], None, {}, 1, "at must be"),
+    ("fork-at-negative", ["fork", "t", "--at", "-2"], None, {}, 1, "at must be"),
+    ("fork-empty", ["fork", "empty"], None, {}, 1, "no message"),
+    ("fork-busy", ["fork", "busy"], None, {}, 1, "in progress"),
+    ("fork-unanswered", ["fork", "pending"], None, {}, 1, "toolu_1"),
+    ("append-stale-expect", ["append", "t", "--role", "user", "--text", "late", "--expect", "1"], None, {}, 1, "expected 1"),
+    ("log-unknown-thread", ["log", "nope"], None, {}, 1, "not found"),
+    ("tree-unknown-thread", ["tree", "nope"], None, {}, 1, "not found"),
+    # usage errors: click's message, exit 2
+    ("usage-log-negative-start", ["log", "t", "--start", "-1"], None, {}, 2, "--start"),
+    ("usage-append-wrong-role", ["append", "t", "--role", "system", "--text", "x"], None, {}, 2, "--role"),
+    ("usage-append-negative-expect", ["append", "t", "--role", "user", "--text", "x", "--expect", "-1"], None, {}, 2, "--expect"),
+    ("usage-append-no-text", ["append", "t", "--role", "user"], None, {}, 2, "--text"),
+]
+
+
+def check_cli_failure(code: int, stdout: str, stderr: str, expected_code: int, says: str) -> None:
+    assert code == expected_code, (code, stdout, stderr)
+    assert "Traceback" not in stdout + stderr
+    assert stdout == ""
+    lines = stderr.splitlines()
+    if expected_code == 1:
+        assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    else:
+        assert [line for line in lines if line.startswith("Error: ")], stderr
+    assert says in stderr, stderr
+
+
+@pytest.mark.parametrize(("args", "stdin", "files", "code", "says"), [c[1:] for c in CLI], ids=[c[0] for c in CLI])
+def test_cli_refuses_with_one_error_line(
+    seeded: tuple[Path, dict[str, str]], tmp_path: Path,
+    args: list[str], stdin: bytes | None, files: dict[str, bytes], code: int, says: str,
+) -> None:
+    db = fresh(seeded, tmp_path)
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    before = fingerprint(db)
+    argv = [a.replace("{dir}", str(tmp_path)) for a in args] + ["--db", str(db)]
+    result = CliRunner().invoke(cli, argv, input=stdin)
+    print(f"\n$ threadlog {' '.join(args)} -> exit {result.exit_code}: {result.stderr.strip().splitlines()[-1:]}")
+    assert isinstance(result.exception, SystemExit), result.exception
+    check_cli_failure(result.exit_code, result.stdout, result.stderr, code, says)
+    assert fingerprint(db) == before, "a refused command changed the database"
+
+
+# -- the console script, in real processes ----------------------------------------------------
+
+
+def run_threadlog(args: list[str], stdin: bytes | None = None, wrapper: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed `threadlog` script; `wrapper` is Python run first that then execs it."""
+    argv = [THREADLOG, *args]
+    if wrapper is not None:
+        argv = [sys.executable, "-c", f"import os, sys\n{wrapper}\nos.execv(sys.argv[1], sys.argv[1:])", *argv]
+    done = subprocess.run(argv, input=stdin, capture_output=True, timeout=120)
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
+
+
+def test_console_script_fifty_megabyte_message(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    db = fresh(seeded, tmp_path)
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps("x" * FIFTY_MB))
+    before = fingerprint(db)
+    run = run_threadlog(["append", "t", "--role", "user", "--content", str(big), "--db", str(db)])
+    print(f"\n$ threadlog append t --content <50 MB> -> exit {run.returncode}: {run.stderr.strip()}")
+    check_cli_failure(run.returncode, run.stdout, run.stderr, 1, "at most")
+    assert fingerprint(db) == before
+
+
+def test_console_script_read_only_database(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    db = fresh(seeded, tmp_path)
+    before = fingerprint(db)
+    with read_only(db):
+        run = run_threadlog(["append", "t", "--role", "user", "--text", "hi", "--db", str(db)])
+        log = run_threadlog(["log", "t", "--db", str(db)])
+    print(f"\n$ threadlog append (immutable file) -> exit {run.returncode}: {run.stderr.strip()}")
+    check_cli_failure(run.returncode, run.stdout, run.stderr, 1, "read-only")
+    assert log.returncode == 0 and len(log.stdout.splitlines()) == 3
+    assert fingerprint(db) == before
+
+
+@pytest.mark.parametrize("kind", ["not-sqlite", "sqlite-but-not-threadlog", "newer-schema"])
+def test_console_script_unopenable_database(seeded: tuple[Path, dict[str, str]], tmp_path: Path, kind: str) -> None:
+    db = make_unopenable(seeded, tmp_path, kind)
+    before = fingerprint(db)
+    run = run_threadlog(["verify", "--db", str(db)])
+    print(f"\n$ threadlog verify ({kind}) -> exit {run.returncode}: {run.stderr.strip()}")
+    check_cli_failure(run.returncode, run.stdout, run.stderr, 1, str(db))
+    assert fingerprint(db) == before
+
+
+def test_console_script_non_utf8_stdin(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    db = fresh(seeded, tmp_path)
+    before = fingerprint(db)
+    run = run_threadlog(["append", "t", "--role", "user", "--content", "-", "--db", str(db)], stdin=b'"\xc3\x28 bad"')
+    print(f"\n$ threadlog append --content - <non-UTF-8> -> exit {run.returncode}: {run.stderr.strip()}")
+    check_cli_failure(run.returncode, run.stdout, run.stderr, 1, "UTF-8")
+    assert fingerprint(db) == before
+
+
+def test_console_script_full_disk(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """A file-size limit (RLIMIT_FSIZE) stands in for a full disk: the WAL cannot grow."""
+    db = fresh(seeded, tmp_path)
+    before = fingerprint(db)
+    limit = db.stat().st_size
+    wrapper = (
+        "import resource, signal\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))"
+    )
+    big = json.dumps("x" * 300_000).encode()
+    run = run_threadlog(["append", "t", "--role", "user", "--content", "-", "--db", str(db)], stdin=big, wrapper=wrapper)
+    print(f"\n$ threadlog append <300 KB> with the files capped at {limit} bytes -> exit {run.returncode}: {run.stderr.strip()}")
+    check_cli_failure(run.returncode, run.stdout, run.stderr, 1, "error")
+    assert fingerprint(db) == before
+    with Store(db) as s:
+        s.verify()
+        assert s.head("t") == 3
