@@ -124,29 +124,34 @@ def test_sigkill_during_write_transcript_leaves_old_or_new_file(tmp_path: Path) 
         t = store.create_thread(title="transcript crash")
         store.append_message(t, "user", "hello")
     rng = random.Random(7)
-    whole = {"absent"}
-    in_flight = 0
+    current = "absent"  # the whole version the file holds between rounds
+    in_flight = replaced_mid_kill = 0
+    leftovers: set[str] = set()
     for round_ in range(KILLS):
         worker = Worker("transcripts", str(db), t, str(out), f"w{round_}")
         worker.ready.wait(timeout=30)
-        worker.wait_for(rng.randint(0, 8))
-        time.sleep(rng.uniform(0, 0.01))
+        # Kill soon after a write was announced: before, inside or just after it.
+        worker.wait_for(rng.randint(1, 3), op="intent")
+        time.sleep(rng.uniform(0, 0.03))
         err = worker.kill()
         assert worker.proc.returncode == -9, f"the worker died on its own: {err[-2000:]}"
         intents, acks = worker.of("intent"), worker.of("ack")
-        whole.update(a["sha"] for a in acks)
-        allowed = set(whole)
+        if acks:
+            current = acks[-1]["sha"]
+        allowed = {current}
         if len(intents) > len(acks):
             in_flight += 1
             allowed.add(intents[-1]["sha"])
         state = hashlib.sha256(out.read_bytes()).hexdigest() if out.exists() else "absent"
         assert state in allowed, f"round {round_}: the transcript file is torn (neither the old nor the new one)"
-        if acks and len(intents) == len(acks):
-            assert state == acks[-1]["sha"], "an acknowledged transcript write was lost"
-        whole.add(state)
+        replaced_mid_kill += state != current
+        current = state
+        # A temp file left beside the target means the kill landed between its creation
+        # and the rename: the case this test is about.
+        leftovers |= {p.name for p in out.parent.iterdir() if p != out}
         with Store(db) as store:
             store.verify()
-    leftovers = sorted(p.name for p in out.parent.iterdir() if p != out)
-    print(f"\n{KILLS} SIGKILLs during write_transcript: the file was always a whole version "
-          f"({in_flight} kills during a write); files left beside it: {leftovers}")
+    print(f"\n{KILLS} SIGKILLs during write_transcript: the file was always the old or the new whole version "
+          f"({in_flight} kills during a write, {len(leftovers)} of them after the temp file was created, "
+          f"{replaced_mid_kill} after the rename but before the acknowledgement)")
     assert in_flight >= 3

@@ -115,13 +115,15 @@ def transcripts(db: str, thread: str, path: str, seed: str) -> None:
 
     rng = random.Random(seed)
     store = Store(db, synchronous="NORMAL")
+    # Large bounds make large files, so that kills often land inside the write itself.
+    bounds = {"max_bytes": 8 * 1024 * 1024, "max_message_bytes": 1024 * 1024}
     say(op="ready")
     while True:
-        store.append_message(thread, rng.choice(["user", "assistant"]), text(rng, rng.randint(200, 3000)))
-        expected = transcript(store, thread).encode("utf-8")
+        store.append_message(thread, rng.choice(["user", "assistant"]), text(rng, rng.randint(2_000, 20_000)))
+        expected = transcript(store, thread, **bounds).encode("utf-8")
         digest = hashlib.sha256(expected).hexdigest()
         say(op="intent", sha=digest, size=len(expected))
-        write_transcript(store, thread, path)
+        write_transcript(store, thread, path, **bounds)
         say(op="ack", sha=digest)
 
 
