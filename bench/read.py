@@ -1,0 +1,94 @@
+"""Reading and rebuilding: `read` and `thread_state` of a long thread, and a deep fork chain.
+
+The baseline is what any code reading the same rows must at least do: `SELECT data FROM
+events` for the thread's rows plus `json.loads` of each. A fork chain of depth 1,000 with
+10 events per segment is read against a flat thread of as many events: one indexed range
+scan per ancestor must not cost much more than one scan over a flat thread.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from threadlog import Store
+
+from . import threads
+from .timing import Measure, compare, interleave
+
+GROUP = "read"
+
+# (long thread's events, rounds, chain depth, chain rounds) per mode
+SIZES = {"smoke": (2_000, 3, 20, 3), "quick": (100_000, 9, 1_000, 11), "full": (100_000, 15, 1_000, 21)}
+
+
+def _thread_state() -> Callable[..., Any] | None:
+    try:
+        from threadlog import thread_state  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return thread_state  # type: ignore[no-any-return]
+
+
+def raw_read(store: Store, thread: str) -> int:
+    """The baseline: the thread's own rows, `SELECT data` and `json.loads` each."""
+    rows = store.backend.conn.execute('SELECT data FROM events WHERE stream_id = ? ORDER BY "offset"', (thread,))
+    loads = json.loads
+    return len([loads(row[0]) for row in rows])
+
+
+def chain(store: Store, depth: int, per_segment: int = 10) -> str:
+    """A root of `per_segment` events and `depth` forks at the head, each with `per_segment` events."""
+    thread, _ = threads.build(store, per_segment, title="chain")
+    for _ in range(depth):
+        thread = store.fork(thread)
+        threads.extend(store, thread, per_segment - 1)
+    return thread
+
+
+def _timer(fn: Callable[[], Any]) -> Callable[[], float]:
+    def sample() -> float:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+
+    return sample
+
+
+def run(mode: str, workdir: Path) -> list[Measure]:
+    events, rounds, depth, chain_rounds = SIZES[mode]
+    store = Store(workdir / "read.db")
+    thread, built = threads.build(store, events)
+    thread_state = _thread_state()
+    variants = {
+        "read": _timer(lambda: sum(1 for _ in store.read(thread))),
+        "raw": _timer(lambda: raw_read(store, thread)),
+    }
+    if thread_state is not None:
+        variants["thread_state"] = _timer(lambda: thread_state(store, thread))
+    samples = interleave(variants, rounds)
+    out = [compare(GROUP, f"read {events:,} events", samples, "read", "raw", label="SELECT + json.loads",
+                   events=events, setup={"build (s)": round(built, 2)})]
+    if thread_state is not None:
+        out.append(compare(GROUP, f"thread_state of {events:,} events", samples, "thread_state", "raw",
+                           label="SELECT + json.loads", target="thread_state"))
+    else:
+        out.append(Measure(GROUP, f"thread_state of {events:,} events", 0.0, "s", extra={"skipped": "projections not available"}))
+
+    start = time.perf_counter()
+    deep = chain(store, depth)
+    deep_built = time.perf_counter() - start
+    count = store.head(deep)
+    flat, _ = threads.build(store, count, title="flat")
+    chain_samples = interleave({
+        "chain": _timer(lambda: sum(1 for _ in store.read(deep))),
+        "flat": _timer(lambda: sum(1 for _ in store.read(flat))),
+    }, chain_rounds)
+    out.append(compare(GROUP, f"read fork chain of depth {depth:,} ({count:,} events)", chain_samples, "chain", "flat",
+                       label=f"read flat thread of {count:,} events", kind="cost", target="chain_read",
+                       setup={"build chain (s)": round(deep_built, 2)}))
+    store.close()
+    return out

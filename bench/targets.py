@@ -1,0 +1,54 @@
+"""The performance targets of the issues, as ratios, and how a run is judged against them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .timing import Measure
+
+
+@dataclass(frozen=True)
+class Target:
+    id: str
+    what: str
+    threshold: float
+    at_least: bool  # True: the ratio must be >= threshold; False: <= threshold
+
+    def judge(self, ratio: float) -> bool:
+        return ratio >= self.threshold if self.at_least else ratio <= self.threshold
+
+    @property
+    def wanted(self) -> str:
+        return f"{'>=' if self.at_least else '<='} {self.threshold:g}x"
+
+
+TARGETS = [
+    Target("append_full", "single append vs raw sqlite3, synchronous=FULL (speed)", 0.7, True),
+    Target("append_normal", "single append vs raw sqlite3, synchronous=NORMAL (speed)", 0.4, True),
+    Target("batch", "batch append of 1,000 vs raw executemany (speed)", 0.5, True),
+    Target("fork_growth", "fork of the largest thread vs fork of 10 events (cost)", 1.5, False),
+    Target("thread_state", "thread_state of 100k events vs SELECT + json.loads (speed)", 0.5, True),
+    Target("chain_read", "read at fork depth 1,000 vs flat read of the same events (cost)", 2.0, False),
+    Target("transcript", "transcript of ~4 MB of text vs reading its events (cost)", 2.0, False),
+    Target("fork_agents", "fork vs Agents SDK create_branch_from_turn at 1,000 messages (times faster)", 10.0, True),
+    Target("size_langgraph", "database size after 1,000 messages vs LangGraph SqliteSaver (times smaller)", 100.0, True),
+]
+
+
+def judge(measures: list[Measure], mode: str) -> list[dict[str, Any]]:
+    """One verdict per target: the worst ratio among the measures that carry its id.
+
+    Smoke mode's sizes are too small to say anything, so it reports ratios without verdicts.
+    """
+    verdicts = []
+    for target in TARGETS:
+        ratios = [(m.ratio, m.name) for m in measures if m.extra.get("target") == target.id and m.ratio is not None]
+        if not ratios:
+            verdicts.append({"target": target.id, "what": target.what, "wanted": target.wanted, "ratio": None,
+                             "pass": None, "measured_by": []})
+            continue
+        worst = min(ratios) if target.at_least else max(ratios)
+        verdicts.append({"target": target.id, "what": target.what, "wanted": target.wanted, "ratio": worst[0],
+                         "pass": target.judge(worst[0]) if mode != "smoke" else None, "measured_by": [name for _, name in ratios]})
+    return verdicts
