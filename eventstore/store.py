@@ -7,10 +7,11 @@ only the head check, the position, the hashes and the inserts happen inside it.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,9 @@ DEFAULT_PLACEHOLDER = "Fork started — processing in background"
 # could be sent to the model in one request anyway.
 MAX_EVENT_BYTES = 32 * 1024 * 1024
 
+# type -> current schema version, for the read path's upcast check.
+_CURRENT = {type_: model.schema_version for type_, model in CATALOGUE.items()}
+
 # Events only the store itself writes, through the operation named.
 _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()"}
 
@@ -39,8 +43,16 @@ def new_id() -> str:
     return secrets.token_hex(8)
 
 
+_second: list[Any] = [None, ""]  # the last whole second formatted, and its text
+
+
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """UTC now as `2026-01-31T12:00:00.123456Z` (the date part is formatted once a second)."""
+    ns = time.time_ns()
+    second, micros = divmod(ns // 1000, 1_000_000)
+    if second != _second[0]:
+        _second[0], _second[1] = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+    return f"{_second[1]}.{micros:06d}Z"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +70,29 @@ class _Pending:
     explicit_id: bool
 
 
-def _prepare(event: Any, field: str) -> _Pending:
-    type_, data, meta = parse(event, field)
+def _text_message(event: Any) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+    """What `parse` returns for the commonest event, without building pydantic models.
+
+    Only a plain dict `{"type": "message.appended", "data": {"role": "user" | "assistant",
+    "content": "<text>"}}` with no (or an empty) `meta` qualifies: for it the model's
+    validation amounts to checking the role and wrapping the text in one text block, which
+    is exactly what this does. Anything else (blocks, optional fields, meta, subclasses of
+    dict or str) returns None and takes the full validation.
+    """
+    if type(event) is not dict or event.get("type") != "message.appended" or event.get("meta"):
+        return None
+    data = event.get("data")
+    if type(data) is not dict or len(data) != 2 or not event.keys() <= {"type", "data", "meta"}:
+        return None
+    role, content = data.get("role"), data.get("content")
+    if type(role) is not str or role not in ("user", "assistant") or type(content) is not str:
+        return None
+    return "message.appended", {"role": role, "content": [{"type": "text", "text": content}]}, {}
+
+
+def _prepare(event: Any, field: str, event_id: str | None = None) -> _Pending:
+    """Validate and serialize one event; `event_id` is used unless its meta names one."""
+    type_, data, meta = _text_message(event) or parse(event, field)
     try:
         data_json = integrity.canonical(data)
         meta_json = integrity.canonical(meta)
@@ -71,7 +104,7 @@ def _prepare(event: Any, field: str) -> _Pending:
         raise InvalidEvent(f"{field}.data", f"is {size} bytes of JSON; an event holds at most {MAX_EVENT_BYTES} "
                            "(32 MiB, the Messages API's request limit); keep large files outside and refer to them")
     explicit = "event_id" in meta
-    event_id = meta["event_id"] if explicit else secrets.token_hex(16)
+    event_id = meta["event_id"] if explicit else event_id or secrets.token_hex(16)
     return _Pending(type_, CATALOGUE[type_].schema_version, data, data_json, data_digest, meta, meta_json, event_id, explicit)
 
 
@@ -195,7 +228,9 @@ class Store:
         _check_expect(expect)
         if isinstance(events, (dict, str, bytes)):
             raise InvalidEvent("events", "must be a list of events")
-        batch = [_prepare(event, f"events[{i}]") for i, event in enumerate(events)]
+        events = list(events)
+        fresh = os.urandom(16 * len(events)).hex()  # one call instead of one per event
+        batch = [_prepare(event, f"events[{i}]", fresh[32 * i:32 * i + 32]) for i, event in enumerate(events)]
         if not batch:
             raise InvalidEvent("events", "the batch is empty")
         if not isinstance(thread, str) or not thread:
@@ -213,17 +248,17 @@ class Store:
                 stored = self._already_stored(thread, batch)
                 if stored is not None:
                     return stored
-            row = self.backend.stream(thread)
+            row, position = self.backend.stream_for_append(thread)
             if row is None:
                 if expect != "no_stream":
                     raise ThreadNotFound(thread)
                 if batch[0].type != ThreadCreated.type:
                     raise InvalidEvent("events[0].type", "a new thread must start with thread.created")
-                return self._write(thread, None, batch)
-            info = ThreadInfo.from_row(row)
-            if expect == "no_stream" or (isinstance(expect, int) and expect != info.head):
-                raise ConcurrencyError(thread, expect, info.head)
-            return self._write(thread, row, batch)
+                return self._write(thread, None, batch, position=position)
+            head = row[5]
+            if expect == "no_stream" or (isinstance(expect, int) and expect != head):
+                raise ConcurrencyError(thread, expect, head)
+            return self._write(thread, row, batch, position=position)
 
     def append_message(self, thread: str, role: str, content: str | list[dict[str, Any]], expect: Expect = "any", **fields: Any) -> RecordedEvent:
         """Append one `message.appended`. `content` is text or a list of content blocks.
@@ -258,12 +293,14 @@ class Store:
         batch: Sequence[_Pending],
         start: tuple[int, str, Facts, int | None] | None = None,
         fork_of: ThreadInfo | None = None,
+        position: int | None = None,
     ) -> list[RecordedEvent]:
         """Number, chain and insert a batch (inside the caller's transaction).
 
         `row` is the stream's row, or None for a new stream; a new fork passes `start`
         (its base offset, the parent's hash at base - 1, the parent's facts there and its
-        first message offset) and `fork_of`, the parent.
+        first message offset) and `fork_of`, the parent. `position` is the next position
+        when the caller already read it in this transaction.
         """
         if row is not None:
             head, prev, facts, first_message = row[5], row[8], Facts.load(row[9]), row[10]
@@ -271,22 +308,27 @@ class Store:
             head, prev, facts, first_message = start
         else:
             head, prev, facts, first_message = 0, integrity.GENESIS, Facts(), None
-        position = self.backend.next_position()
+        if position is None:
+            position = self.backend.next_position()
         first_position = position
         recorded_at = _now()
         inserts, recorded = [], []
+        chain_hash = integrity.chain_hash
+        pending = facts.dump()
         for i, item in enumerate(batch):
             offset = head + i
             if item.type == "thread.forked":
                 facts = after_fork(facts, item.data)
+                pending = facts.dump()
             else:
-                facts = advance(facts, item.type, item.data, f"events[{i}].data")
+                after = advance(facts, item.type, item.data, f"events[{i}].data")
+                if after is not facts:  # `advance` returns the same object when nothing changes
+                    facts, pending = after, after.dump()
                 if item.type == "compaction.recorded" and item.data["through_offset"] > offset:
                     raise InvalidEvent(f"events[{i}].data.through_offset", f"{item.data['through_offset']} is past the compaction's own offset {offset}")
             if item.type == "message.appended" and first_message is None:
                 first_message = offset
-            hash_ = integrity.chain_hash(prev, position, thread, offset, item.event_id, item.type, item.schema_version, recorded_at, item.meta_json, item.data_digest)
-            pending = facts.dump()
+            hash_ = chain_hash(prev, position, thread, offset, item.event_id, item.type, item.schema_version, recorded_at, item.meta_json, item.data_digest)
             inserts.append((position, thread, offset, item.event_id, item.type, item.schema_version, item.data_json, item.meta_json, recorded_at, item.data_digest, hash_, pending))
             recorded.append(RecordedEvent(position, thread, offset, item.event_id, item.type, item.data, item.meta, recorded_at, hash_, item.schema_version, item.data_digest))
             prev = hash_
@@ -353,26 +395,27 @@ class Store:
         events were validated when appended (and `verify` checks their digests), so a fold
         needs only the data, upcast to the current version.
         """
+        return _parsed(self.read_raw(thread, start, stop))
+
+    def read_raw(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, int, str]]:
+        """(offset, type, schema_version, data as JSON text): `read_data` before parsing.
+
+        For folds that need only some events' data: they parse (and `upcast`) those alone.
+        """
         if not isinstance(start, int) or isinstance(start, bool) or start < 0:
             raise InvalidEvent("start", f"must be an offset >= 0, not {start!r}")
         if stop is not None and (not isinstance(stop, int) or isinstance(stop, bool) or stop < 0):
             raise InvalidEvent("stop", f"must be an offset >= 0, not {stop!r}")
-        return self._read_data(segments(self.ancestry(thread)), start, stop)
+        return self._read_raw(segments(self.ancestry(thread)), start, stop)
 
-    def _read_data(self, ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Iterator[tuple[int, str, dict[str, Any]]]:
-        loads = json.loads
+    def _read_raw(self, ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Iterator[tuple[int, str, int, str]]:
         for stream_id, lo, hi in ranges:
             lo = max(lo, start)
             if stop is not None:
                 hi = stop if hi is None else min(hi, stop)
             if hi is not None and lo >= hi:
                 continue
-            for offset, type_, version, data in self.backend.range_data(stream_id, lo, hi):
-                parsed = loads(data)
-                model = CATALOGUE.get(type_)
-                if model is not None and version != model.schema_version:
-                    parsed = upcast(type_, version, parsed)
-                yield offset, type_, parsed
+            yield from self.backend.range_data(stream_id, lo, hi)
 
     # -- snapshots (a cache, never truth) -------------------------------------------------------
 
@@ -568,6 +611,15 @@ class Store:
             self.backend.redact(position, integrity.canonical(_skeleton(row[4], row[6])), recorded.position)
             self.backend.drop_snapshots()  # a cached state may hold the erased payload
         return recorded
+
+
+def _parsed(rows: Iterator[tuple[int, str, int, str]]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    loads = json.loads
+    for offset, type_, version, text in rows:
+        if version == _CURRENT.get(type_, version):
+            yield offset, type_, loads(text)
+        else:
+            yield offset, type_, upcast(type_, version, loads(text))
 
 
 def _skeleton(type_: str, data_json: str) -> dict[str, Any]:

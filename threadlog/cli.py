@@ -11,14 +11,26 @@ import json
 import sqlite3
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from eventstore import Store, StoreError
 
+from projections import (
+    blame,
+    diff,
+    display_rows,
+    drop_snapshots,
+    save_snapshot,
+    thread_state,
+    transcript,
+    write_transcript,
+)
+
 from .demo import build_demo
-from .render import event_line, tree_lines
+from .render import blame_line, diff_lines, event_line, row_line, state_lines, tree_lines
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -227,6 +239,98 @@ def tree(store: Store, thread: str | None, as_json: bool) -> None:
 
 
 @cli.command()
+@click.argument("thread")
+@click.option("--at", type=click.IntRange(min=0), help="Replay: the state after the first N events (default: all).")
+@json_option
+@with_store
+def show(store: Store, thread: str, at: int | None, as_json: bool) -> None:
+    """THREAD's state: status, metadata, todos, interrupts and the model's view of its messages."""
+    state = thread_state(store, thread, at)
+    if as_json:
+        _emit_json(state.to_json())
+    else:
+        for line in state_lines(state):
+            click.echo(line)
+
+
+@cli.command()
+@click.argument("thread")
+@click.option("--at", type=click.IntRange(min=0), help="The rows after the first N events (default: all).")
+@json_option
+@with_store
+def rows(store: Store, thread: str, at: int | None, as_json: bool) -> None:
+    """The rows a chat UI shows for THREAD, each with a stable id to upsert."""
+    result = display_rows(store, thread, at)
+    if as_json:
+        _emit_json([row.to_json() for row in result])
+    else:
+        for row in result:
+            click.echo(row_line(row))
+
+
+@cli.command("transcript")
+@click.argument("thread")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write it to FILE atomically instead of printing it.")
+@click.option("--max-bytes", type=click.IntRange(min=2048), default=512 * 1024, show_default=True, help="Bound on the whole transcript, in UTF-8 bytes.")
+@click.option("--max-message-bytes", type=click.IntRange(min=256), default=16 * 1024, show_default=True, help="Bound on each message (head and tail are kept).")
+@click.option("--last", type=click.IntRange(min=1), help="Keep only the N most recent messages.")
+@click.option("--start", type=click.IntRange(min=0), default=0, help="First offset.")
+@click.option("--stop", type=click.IntRange(min=0), help="Offset to stop before (e.g. a fork point).")
+@with_store
+def transcript_command(store: Store, thread: str, output: str | None, max_bytes: int, max_message_bytes: int, last: int | None, start: int, stop: int | None) -> None:
+    """THREAD as bounded Markdown: ## user / ## assistant, one line per tool call, no tool output."""
+    options: dict[str, Any] = {"max_bytes": max_bytes, "max_message_bytes": max_message_bytes, "last": last, "start": start, "stop": stop}
+    if output:
+        write_transcript(store, thread, output, **options)
+        click.echo(output)
+    else:
+        click.echo(transcript(store, thread, **options), nl=False)
+
+
+@cli.command("blame")
+@click.argument("thread")
+@json_option
+@with_store
+def blame_command(store: Store, thread: str, as_json: bool) -> None:
+    """Where each message of THREAD's model view came from: stream, offset, position, time, actor, origin."""
+    entries = blame(store, thread)
+    if as_json:
+        _emit_json([entry.to_json() for entry in entries])
+    else:
+        for entry in entries:
+            click.echo(blame_line(entry))
+
+
+@cli.command("diff")
+@click.argument("a")
+@click.argument("b")
+@json_option
+@with_store
+def diff_command(store: Store, a: str, b: str, as_json: bool) -> None:
+    """Compare threads A and B: their common history, then each side's own messages."""
+    result = diff(store, a, b)
+    if as_json:
+        _emit_json(result.to_json())
+    else:
+        for line in diff_lines(result):
+            click.echo(line)
+
+
+@cli.command()
+@click.argument("thread", required=False)
+@click.option("--drop", is_flag=True, help="Forget every cached snapshot instead (answers do not change).")
+@with_store
+def snapshot(store: Store, thread: str | None, drop: bool) -> None:
+    """Cache THREAD's state so later reads of it and its forks resume there (a cache, never truth)."""
+    if drop:
+        click.echo(f"dropped {drop_snapshots(store)} snapshot(s)")
+        return
+    if thread is None:
+        raise click.UsageError("give a THREAD, or --drop")
+    click.echo(f"snapshot of {thread} at offset {save_snapshot(store, thread)}")
+
+
+@cli.command()
 @json_option
 @with_store
 def verify(store: Store, as_json: bool) -> None:
@@ -254,6 +358,15 @@ def demo(store: Store, as_json: bool) -> None:
     click.echo(f"Built a sample conversation in {store.path}:")
     for line in tree_lines([t for t in store.threads() if t.root_id == ids["thread"]]):
         click.echo(f"  {line}")
+    fork_id = str(ids["fork"])
+    click.echo(f"\nThe fork's state (threadlog show {fork_id}):")
+    for line in state_lines(thread_state(store, fork_id)):
+        click.echo(f"  {line}")
+    if store.path != ":memory:":
+        parent = str(ids["thread"])
+        path = Path(store.path).resolve().with_name(f"{parent}.transcript.md")
+        write_transcript(store, parent, path)
+        click.echo(f"\nThe parent's transcript: {path}")
     click.echo(f"\nTry: threadlog --help, or threadlog log {ids['thread']} --db {store.path}")
 
 

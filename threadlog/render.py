@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import json
+from typing import Any
+
 from eventstore import RecordedEvent, ThreadInfo
+from projections import BlameEntry, Diff, Row, ThreadState
 
 
 def event_line(event: RecordedEvent) -> str:
@@ -63,3 +67,68 @@ def tree_lines(threads: Sequence[ThreadInfo]) -> Iterator[str]:
 
     for root in kids.get(None, []):
         yield from walk(root, "", True, True)
+
+
+def row_line(row: Row) -> str:
+    """One human-readable line for a row (what `threadlog rows` prints)."""
+    if row.kind == "text":
+        body = f"{row.role}: {row.text}"
+    elif row.kind == "tool_call":
+        args = json.dumps(row.input, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        body = f"→ {row.name}({args}) [{row.status}]"
+    elif row.kind == "tool_result":
+        body = f"← result for {row.tool_use_id}: {row.status}"
+    elif row.kind == "thinking":
+        body = "… thinking (collapsed)"
+    elif row.kind == "interrupt":
+        body = f"? {row.text or row.interrupt_id} [{row.status}]"
+    else:
+        body = row.text or f"[{row.kind}]"
+    body = " ".join(body.split())
+    if len(body) > 100:
+        body = body[:99] + "…"
+    return f"{row.offset:>6}  {row.kind:<11} {body}"
+
+
+def _text_of(content: list[dict[str, Any]]) -> str:
+    parts = []
+    for block in content:
+        kind = block.get("type")
+        parts.append(block.get("text", "") if kind == "text" else f"[{kind} {block.get('name', '')}]".replace(" ]", "]"))
+    return " ".join(parts)
+
+
+def state_lines(state: ThreadState) -> Iterator[str]:
+    """`threadlog show`: the state's fields, then its model view one message a line."""
+    origin = f"fork of {state.parent_id} at {state.parent_offset} ({state.kind})" if state.parent_id else "root thread"
+    yield f"thread      {state.id}  {origin}"
+    yield f"title       {state.title or '-'}"
+    yield f"status      {state.status}   length {state.length}   head {(state.head_hash or '-')[:12]}"
+    yield f"context     {state.context}   retrieval {state.retrieval}"
+    yield f"metadata    {json.dumps(state.metadata, ensure_ascii=False, sort_keys=True)}"
+    yield f"todos       {', '.join(t.get('content', '') for t in state.todos) or '-'}"
+    pending = ", ".join(f"{i['interrupt_id']} ({i.get('question') or '-'})" for i in state.pending_interrupts)
+    yield f"interrupts  {pending or '-'}" + (f"   demoted: {', '.join(state.demoted_interrupts)}" if state.demoted_interrupts else "")
+    if state.compaction:
+        yield f"compaction  at {state.compaction['offset']}, summarises offsets below {state.compaction['through_offset']}"
+    yield f"messages    {len(state.messages)} in the model view"
+    for message in state.messages:
+        label = message.role if message.kind == "message" else f"{message.role}/{message.kind}"
+        yield f"  {message.offset:>6}  {label:<15} {_short(_text_of(message.content), 70)}"
+
+
+def blame_line(entry: BlameEntry) -> str:
+    where = "inherited" if entry.inherited else "own"
+    return (f"{entry.index:>4}  {entry.role:<9} {entry.kind:<9} {entry.stream_id:<16} offset {entry.offset:<6} "
+            f"position {entry.position:<8} {entry.time}  {entry.actor or '-'}  {entry.origin}  {where}")
+
+
+def diff_lines(result: Diff) -> Iterator[str]:
+    if result.common_ancestor is None:
+        yield "no common history"
+    else:
+        yield f"common history: offsets 0..{result.fork_offset - 1} (last shared event in {result.common_ancestor})"
+    for side, label in ((result.a, "a"), (result.b, "b")):
+        yield f"{label}: {side.thread}, {len(side.messages)} message(s) of its own"
+        for message in side.messages:
+            yield f"  {message['offset']:>6}  {message['role']:<9} {_short(_text_of(message['content'] or []), 70)}"

@@ -1,0 +1,148 @@
+"""Provenance: `lineage` (the fork tree around a thread), `blame` (where each message the
+model sees came from) and `diff` (two threads from their common ancestor).
+
+Offsets are logical: a fork at k shares offsets 0..k-1 with its parent, so two threads
+agree up to the first offset where their segments come from different streams. `diff`
+finds that point from the two ancestries alone (O(depth)), without reading events below it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from eventstore import Store, ThreadInfo
+from eventstore.store import segments
+
+from .state import thread_state
+
+
+@dataclass(frozen=True, slots=True)
+class LineageEntry:
+    """One thread of the tree: `relation` is `ancestor`, `self` or `descendant`."""
+
+    id: str
+    relation: str
+    parent_id: str | None
+    parent_offset: int | None
+    depth: int
+    kind: str
+    head: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _entry(info: ThreadInfo, relation: str) -> LineageEntry:
+    return LineageEntry(info.id, relation, info.parent_id, info.parent_offset, info.depth, info.kind, info.head)
+
+
+def lineage(store: Store, thread: str) -> list[LineageEntry]:
+    """The root down to `thread` (each with the offset it was forked at), then every
+    descendant of `thread`, depth first in creation order."""
+    chain = store.ancestry(thread)
+    out = [_entry(info, "ancestor") for info in reversed(chain[1:])]
+    out.append(_entry(chain[0], "self"))
+    kids: dict[str | None, list[ThreadInfo]] = {}
+    for info in store.threads():
+        if info.root_id == chain[0].root_id:
+            kids.setdefault(info.parent_id, []).append(info)
+    stack = list(reversed(kids.get(thread, [])))
+    while stack:
+        info = stack.pop()
+        out.append(_entry(info, "descendant"))
+        stack.extend(reversed(kids.get(info.id, [])))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class BlameEntry:
+    """Where one message of the model view came from. `kind` is `message`, `summary` (from
+    a compaction event) or `fork_note` (from a thread.forked event)."""
+
+    index: int
+    kind: str
+    role: str
+    stream_id: str
+    offset: int
+    position: int
+    time: str
+    actor: str | None
+    origin: str
+    inherited: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def blame(store: Store, thread: str, at: int | None = None) -> list[BlameEntry]:
+    """For each message `thread_state(...).messages` holds: its event's stream, offset,
+    global position, time, actor and origin; `inherited` when a parent's stream holds it."""
+    state = thread_state(store, thread, at)
+    wanted = {m.offset for m in state.messages}
+    events = {}
+    if wanted:
+        lo, hi = min(wanted), max(wanted) + 1
+        events = {e.offset: e for e in store.read(thread, lo, hi) if e.offset in wanted}
+    out = []
+    for index, message in enumerate(state.messages):
+        event = events[message.offset]
+        actor = event.meta.get("actor")
+        out.append(BlameEntry(index, message.kind, message.role, event.stream_id, event.offset, event.position,
+                              event.time, actor, event.origin, event.stream_id != thread))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class DiffSide:
+    thread: str
+    head: int
+    messages: list[dict[str, Any]]  # {offset, stream_id, role, content} of messages past the fork point
+
+
+@dataclass(frozen=True, slots=True)
+class Diff:
+    """`common_ancestor` holds the last event both threads share (None when they share
+    none); both histories agree on offsets 0..`fork_offset`-1."""
+
+    common_ancestor: str | None
+    fork_offset: int
+    a: DiffSide
+    b: DiffSide
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def common_prefix(a: list[ThreadInfo], b: list[ThreadInfo]) -> tuple[str | None, int]:
+    """(the stream holding the last shared event, how many leading events are shared)."""
+    seg_a, seg_b = segments(a), segments(b)
+    owner, shared = None, 0
+    for (sa, lo_a, hi_a), (sb, _, hi_b) in zip(seg_a, seg_b):
+        if sa != sb:
+            break
+        end_a = a[0].head if hi_a is None else hi_a
+        end_b = b[0].head if hi_b is None else hi_b
+        end = min(end_a, end_b)
+        if end > lo_a:
+            owner, shared = sa, end
+        if end_a != end_b:
+            break
+    return owner, shared
+
+
+def _side(store: Store, thread: str, head: int, start: int) -> DiffSide:
+    messages = [
+        {"offset": e.offset, "stream_id": e.stream_id, "role": e.data.get("role"), "content": e.data.get("content")}
+        for e in store.read(thread, start)
+        if e.type == "message.appended"
+    ]
+    return DiffSide(thread, head, messages)
+
+
+def diff(store: Store, a: str, b: str) -> Diff:
+    """Compare two threads: their common ancestor and fork point, then each side's own
+    messages (the events at or after the fork point)."""
+    chain_a, chain_b = store.ancestry(a), store.ancestry(b)
+    owner, shared = common_prefix(chain_a, chain_b)
+    return Diff(owner, shared, _side(store, a, chain_a[0].head, shared), _side(store, b, chain_b[0].head, shared))

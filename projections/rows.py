@@ -1,0 +1,109 @@
+"""`display_rows`: one row per thing a chat UI shows, with ids stable enough to upsert.
+
+A row's id is derived from the event that made it (`event_id`, plus `:i` for the i-th
+content block), so re-rendering after more events keeps every old row's id; a row whose
+status changes later (a tool call answered, an interrupt resolved or demoted by a fork)
+keeps its id and changes in place. Rows of a `context="note"` fork start over at the fork
+card: the fork's screen shows the ⑃ card and what happened after it, not the parent.
+
+Gotcha: messages with `origin="primed"` (placed into a fork before any run, as `fan_out`
+does) make no row, and do not answer the parent's tool-call rows either; imported and
+live messages do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from eventstore import InvalidEvent, RecordedEvent, Store
+
+
+@dataclass(slots=True)
+class Row:
+    """One UI row. `kind` is one of text, tool_call, tool_result, thinking, interrupt, fork,
+    compaction, or a content block type (image, document, …) shown as a placeholder."""
+
+    id: str
+    kind: str
+    stream_id: str
+    offset: int
+    time: str
+    role: str | None = None
+    text: str | None = None
+    name: str | None = None
+    input: Any = None
+    tool_use_id: str | None = None
+    interrupt_id: str | None = None
+    status: str | None = None
+    collapsed: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+def _base(event: RecordedEvent, suffix: str = "") -> dict[str, Any]:
+    return {"id": event.event_id + suffix, "stream_id": event.stream_id, "offset": event.offset, "time": event.time}
+
+
+def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, str]) -> None:
+    role = event.data.get("role")
+    for i, block in enumerate(event.data.get("content") or []):
+        kind = block.get("type")
+        base = _base(event, f":{i}")
+        if kind == "text":
+            rows[base["id"]] = Row(kind="text", role=role, text=block.get("text", ""), **base)
+        elif kind == "tool_use":
+            rows[base["id"]] = Row(kind="tool_call", role=role, name=block.get("name"), input=block.get("input"),
+                                   tool_use_id=block.get("id"), status="pending", **base)
+            calls[block.get("id", "")] = base["id"]
+        elif kind == "tool_result":
+            status = "error" if block.get("is_error") else "ok"
+            rows[base["id"]] = Row(kind="tool_result", role=role, tool_use_id=block.get("tool_use_id"), status=status, **base)
+            call = rows.get(calls.get(block.get("tool_use_id", ""), ""))
+            if call is not None:
+                call.status = status
+        elif kind in ("thinking", "redacted_thinking"):
+            rows[base["id"]] = Row(kind="thinking", role=role, text=block.get("thinking"), collapsed=True, **base)
+        else:
+            rows[base["id"]] = Row(kind=str(kind), role=role, text=f"[{kind}]", **base)
+
+
+def display_rows(store: Store, thread: str, at: int | None = None) -> list[Row]:
+    """The rows a UI shows for `thread` after its first `at` events (default: all)."""
+    head = store.head(thread)
+    if at is not None and (not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= head):
+        raise InvalidEvent("at", f"{at!r} is outside thread {thread!r}: at must be 0..{head}")
+    rows: dict[str, Row] = {}
+    calls: dict[str, str] = {}  # tool_use id -> row id
+    interrupts: dict[str, str] = {}  # interrupt id -> row id
+    for event in store.read(thread, 0, at):
+        data = event.data
+        if event.type == "message.appended":
+            if event.origin != "primed":
+                _message_rows(event, rows, calls)
+        elif event.type == "interrupt.raised" and "interrupt_id" in data:
+            base = _base(event)
+            rows[base["id"]] = Row(kind="interrupt", text=data.get("question"), interrupt_id=data["interrupt_id"], status="pending", **base)
+            interrupts[data["interrupt_id"]] = base["id"]
+        elif event.type in ("interrupt.resolved", "interrupt.cancelled"):
+            row = rows.get(interrupts.pop(data.get("interrupt_id", ""), ""))
+            if row is not None:
+                row.status = "resolved" if event.type == "interrupt.resolved" else "cancelled"
+        elif event.type == "compaction.recorded" and "through_offset" in data:
+            text = f"Compacted: messages before offset {data['through_offset']} are summarised for the model"
+            rows[event.event_id] = Row(kind="compaction", text=text, **_base(event))
+        elif event.type == "thread.forked":
+            options = data.get("options", {})
+            if options.get("context") == "note":
+                rows, calls, interrupts = {}, {}, {}
+            for interrupt_id in list(interrupts):
+                row = rows.get(interrupts.pop(interrupt_id))
+                if row is not None:
+                    row.status = "cancelled"
+            for tool_use_id in data.get("dropped_tool_use_ids") or []:
+                rows.pop(calls.pop(tool_use_id, ""), None)
+            text = f"⑃ Forked from {data['parent_id']} at {data['parent_offset']}"
+            rows[event.event_id] = Row(kind="fork", text=text, **_base(event))
+    return list(rows.values())
+
