@@ -46,6 +46,13 @@ STREAM_COLUMNS = (
     "head_hash, facts, first_message_offset"
 )
 
+# One row whatever happens: the events sequence, then the stream's columns (NULLs if absent).
+STREAM_FOR_APPEND = (
+    "SELECT (SELECT seq FROM sqlite_sequence WHERE name = 'events'), "
+    + ", ".join(f"s.{c.strip()}" for c in STREAM_COLUMNS.split(","))
+    + " FROM (SELECT 1) LEFT JOIN streams s ON s.id = ?"
+)
+
 EVENTS_DDL = """
 CREATE TABLE events (
     position INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -232,6 +239,14 @@ class SQLiteBackend:
     def stream(self, stream_id: str) -> tuple[Any, ...] | None:
         row = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams WHERE id = ?", (stream_id,)).fetchone()
         return tuple(row) if row else None
+
+    def stream_for_append(self, stream_id: str) -> tuple[tuple[Any, ...] | None, int]:
+        """The stream's row (None if it does not exist) and the next position, in one query.
+
+        Valid only inside a write transaction, like `next_position`.
+        """
+        row = self.conn.execute(STREAM_FOR_APPEND, (stream_id,)).fetchone()
+        return (row[1:] if row[1] is not None else None), (row[0] or 0) + 1
 
     def ancestry(self, stream_id: str) -> list[tuple[Any, ...]]:
         """The stream's row, then its parent's, up to the root: one recursive query."""
