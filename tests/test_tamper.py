@@ -239,3 +239,23 @@ def test_redacted_event_still_verifies_but_dropping_its_record_does_not(template
         store.verify()
     print(f"\nredacted position 2 (record at {record.position}): verify ok; cleared the pointer: {caught.value}")
     assert caught.value.position == 2
+
+
+def test_what_verify_cannot_see_a_consistent_rewrite_of_the_tail(template: Path, tmp_path: Path) -> None:
+    """There is no secret in the chain: whoever can write the file and knows the algorithm
+    can cut a thread's tail and move its head row to match, and `verify` passes. Comparing
+    the head hash with a copy kept elsewhere catches it."""
+    db = tmp_path / "t.db"
+    shutil.copy(template, db)
+    with Store(db) as store:
+        kept_elsewhere = store.thread("R").head_hash
+    conn = sqlite3.connect(db)
+    new_head_hash = conn.execute("SELECT hash FROM events WHERE position = 9").fetchone()[0]
+    conn.execute("DELETE FROM events WHERE position = 10")
+    conn.execute("UPDATE streams SET head = 6, head_hash = ? WHERE id = 'R'", (new_head_hash,))
+    conn.commit()
+    conn.close()
+    with Store(db) as store:
+        store.verify()  # passes: the log is consistent with itself
+        assert store.thread("R").head_hash != kept_elsewhere
+    print("\ncut R's last event and rewound its head row: verify passes; the head hash kept elsewhere differs")
