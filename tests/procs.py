@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 WORKERS = str(Path(__file__).resolve().parent / "workers.py")
@@ -56,6 +57,13 @@ class Worker:
                 timeout=timeout,
             )
 
+    def wait_until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> bool:
+        """Block until a line satisfying `predicate` has arrived (False if the child exited first)."""
+        with self.changed:
+            return self.changed.wait_for(
+                lambda: any(predicate(r) for r in self.lines) or not self._reader.is_alive(), timeout=timeout
+            ) and any(predicate(r) for r in self.lines)
+
     def kill(self) -> str:
         """SIGKILL the child; returns what it wrote on stderr."""
         os.kill(self.proc.pid, signal.SIGKILL)
@@ -70,15 +78,19 @@ class Worker:
         self.proc.stderr.close()
         return err
 
-    def finish(self, timeout: float = 120.0) -> str:
-        """Wait for a normal exit; returns stderr. Fails on a non-zero exit."""
+    def wait(self, timeout: float = 120.0) -> str:
+        """Wait for the child to exit by itself; returns its stderr."""
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError("worker did not finish in time")
+            raise AssertionError("worker did not finish in time") from None
         self._reader.join(timeout=30)
-        err = self._close()
+        return self._close()
+
+    def finish(self, timeout: float = 120.0) -> str:
+        """Wait for a normal exit; returns stderr. Fails on a non-zero exit."""
+        err = self.wait(timeout)
         assert self.proc.returncode == 0, f"worker exited {self.proc.returncode}: {self.lines[-3:]} {err[-2000:]}"
         return err
 

@@ -11,9 +11,12 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
-from procs import Worker
-
 from threadlog import Store
+
+try:
+    from .procs import Worker
+except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+    from procs import Worker  # type: ignore[no-redef]
 
 
 def offsets_by_stream(db: Path) -> dict[str, list[int]]:
@@ -125,3 +128,25 @@ def test_eight_processes_mixing_appends_forks_and_reads_with_a_tailing_reader(tm
           f"read_all(after=last) in {tailer.of('done')[0]['polls']} polls saw all {len(seen)} positions in order; "
           f"verify: {report.events} events")
     assert conflicts > 0, "no conflict happened, so the retry path was not exercised"
+
+
+def test_the_tailing_reader_catches_a_position_committed_after_a_higher_one(tmp_path: Path) -> None:
+    """The check above can fail: forge the broken order with raw SQL (threadlog cannot
+    produce it) and the tailing reader reports the late position."""
+    db = tmp_path / "forged.db"
+    with Store(db) as store:
+        store.create_thread(title="x")
+    stop = tmp_path / "stop"
+    tailer = Worker("tail", str(db), str(stop))
+    row = "INSERT INTO events (position, stream_id, \"offset\", event_id, type, schema_version, data, meta, recorded_at, data_digest, hash) VALUES (?, 'z', ?, ?, 'title.set', 1, '{}', '{}', '', '', '')"
+    conn = sqlite3.connect(db)
+    conn.execute(row, (100, 1, "high"))
+    conn.commit()
+    assert tailer.wait_until(lambda r: r.get("op") == "saw" and r["last"] >= 100)
+    conn.execute(row, (90, 0, "late"))  # committed after 100, below it
+    conn.commit()
+    conn.close()
+    stop.touch()
+    err = tailer.wait()
+    print(f"\nforged a commit of position 90 after 100: the tailing reader reported {tailer.lines[-1]}")
+    assert tailer.proc.returncode == 3 and tailer.lines[-1] == {"op": "late", "positions": [90], "last": 100}, err

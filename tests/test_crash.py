@@ -15,10 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from procs import Worker
 
 from eventstore.integrity import canonical
 from threadlog import Store
+
+try:
+    from .procs import Worker
+except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+    from procs import Worker  # type: ignore[no-redef]
 
 KILLS = 24
 

@@ -237,6 +237,7 @@ def tail(db: str, stop_file: str) -> None:
         known.update(new)
         if new:
             last = new[-1]
+            say(op="saw", last=last)
         polls += 1
         if stopping:
             break
