@@ -1,0 +1,66 @@
+"""lineage, blame and diff: where a thread came from and how two threads differ."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from eventstore import Store
+from threadlog import blame, diff, lineage
+
+
+@pytest.fixture
+def mem() -> Iterator[Store]:
+    s = Store(":memory:")
+    yield s
+    s.close()
+
+
+def _tree(store: Store) -> tuple[str, str, str, str]:
+    t = store.create_thread()
+    store.append_message(t, "user", "a", actor="ana")
+    store.append_message(t, "assistant", "b", actor="model")
+    f = store.fork(t, at=2)
+    store.append_message(f, "user", "f1")
+    g = store.fork(f)
+    store.append_message(g, "user", "g1", origin="imported", occurred_at="2024-01-01T00:00:00Z")
+    h = store.fork(t)
+    store.append_message(t, "user", "t3")
+    return t, f, g, h
+
+
+def test_lineage_lists_ancestors_with_fork_offsets_then_descendants(mem: Store) -> None:
+    t, f, g, h = _tree(mem)
+    out = lineage(mem, f)
+    assert [(e.id, e.relation, e.parent_offset) for e in out] == [(t, "ancestor", None), (f, "self", 2), (g, "descendant", 4)]
+    assert [e.id for e in lineage(mem, t)] == [t, f, g, h]
+
+
+def test_blame_names_stream_offset_position_time_actor_origin(mem: Store) -> None:
+    t, f, g, _ = _tree(mem)
+    entries = blame(mem, g)
+    assert [(e.stream_id, e.offset, e.inherited) for e in entries] == [(t, 1, True), (f, 3, True), (g, 5, False)]
+    assert entries[0].actor == "ana" and entries[0].position == mem.event_at(g, 1).position
+    assert (entries[2].origin, entries[2].time) == ("imported", "2024-01-01T00:00:00Z")
+
+
+def test_blame_of_a_note_fork_points_at_the_fork_event(mem: Store) -> None:
+    t, *_ = _tree(mem)
+    n = mem.fork(t, context="note")
+    [entry] = blame(mem, n)
+    assert (entry.kind, entry.stream_id, entry.offset) == ("fork_note", n, mem.thread(n).parent_offset)
+
+
+def test_diff_finds_the_common_ancestor_and_each_side(mem: Store) -> None:
+    t, f, g, h = _tree(mem)
+    d = diff(mem, g, h)
+    assert (d.common_ancestor, d.fork_offset) == (t, 2)
+    assert [m["content"][0]["text"] for m in d.a.messages] == ["f1", "g1"]
+    assert [m["content"][0]["text"] for m in d.b.messages] == ["b"]
+    d = diff(mem, t, f)
+    assert (d.common_ancestor, d.fork_offset) == (t, 2) and [m["offset"] for m in d.b.messages] == [3]
+    assert diff(mem, f, g).common_ancestor == f and diff(mem, f, g).fork_offset == 4
+    other = mem.create_thread()
+    assert diff(mem, t, other).common_ancestor is None and diff(mem, t, other).fork_offset == 0
+    assert diff(mem, t, t).a.messages == []

@@ -1,0 +1,95 @@
+"""The projection commands: show, rows, transcript, blame, diff, snapshot, and the demo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eventstore import Store
+from threadlog import thread_state, transcript
+from threadlog.cli import cli
+
+COMMANDS = ["show", "rows", "transcript", "blame", "diff", "snapshot"]
+
+
+def _run(db: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["--db", str(db), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> tuple[Path, dict[str, object]]:
+    db = tmp_path / "t.db"
+    code, out, _ = _run(db, "demo", "--json")
+    assert code == 0
+    return db, json.loads(out)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_projection_command_has_help(command: str) -> None:
+    result = CliRunner().invoke(cli, [command, "--help"])
+    assert result.exit_code == 0
+    assert len(cli.commands[command].help or "") > 20
+
+
+def test_show_text_json_and_replay(demo: tuple[Path, dict[str, object]]) -> None:
+    db, ids = demo
+    fork = str(ids["fork"])
+    code, out, _ = _run(db, "show", fork)
+    assert code == 0 and "status      idle" in out and '{"user": "ana"}' in out
+    code, out, _ = _run(db, "show", str(ids["thread"]), "--at", "3", "--json")
+    data = json.loads(out)
+    with Store(db) as store:
+        assert data == thread_state(store, str(ids["thread"]), at=3).to_json()
+    assert data["status"] == "running" and data["length"] == 3
+
+
+def test_rows_blame_diff(demo: tuple[Path, dict[str, object]]) -> None:
+    db, ids = demo
+    t, fork = str(ids["thread"]), str(ids["fork"])
+    code, out, _ = _run(db, "rows", t, "--json")
+    assert code == 0 and {r["kind"] for r in json.loads(out)} >= {"text", "tool_call", "tool_result", "interrupt"}
+    code, out, _ = _run(db, "rows", fork)
+    assert "⑃ Forked from" in out
+    code, out, _ = _run(db, "blame", fork, "--json")
+    assert [e["stream_id"] for e in json.loads(out)] == [t, fork]
+    code, out, _ = _run(db, "diff", t, fork, "--json")
+    assert json.loads(out)["fork_offset"] == 2
+    code, out, _ = _run(db, "diff", t, fork)
+    assert code == 0 and "common history: offsets 0..1" in out
+
+
+def test_transcript_prints_or_writes_with_bounds(demo: tuple[Path, dict[str, object]], tmp_path: Path) -> None:
+    db, ids = demo
+    t = str(ids["thread"])
+    code, out, _ = _run(db, "transcript", t)
+    with Store(db) as store:
+        assert code == 0 and out == transcript(store, t)
+    target = tmp_path / "out.md"
+    code, out, _ = _run(db, "transcript", t, "-o", str(target), "--max-bytes", "2048", "--max-message-bytes", "256", "--last", "2", "--stop", "8")
+    assert code == 0 and len(target.read_bytes()) <= 2048 and "- messages: 4 (offsets 0..7)" in target.read_text()
+    code, _, err = _run(db, "transcript", t, "--max-bytes", "10")
+    assert code == 2
+
+
+def test_snapshot_command_and_errors(demo: tuple[Path, dict[str, object]]) -> None:
+    db, ids = demo
+    code, out, _ = _run(db, "snapshot", str(ids["thread"]))
+    assert code == 0 and "offset 12" in out
+    code, out, _ = _run(db, "snapshot", "--drop")
+    assert code == 0 and "dropped 1" in out
+    code, _, err = _run(db, "show", "nope")
+    assert code == 1 and err.startswith("error: thread 'nope' not found") and "Traceback" not in err
+    code, _, err = _run(db, "show", str(ids["thread"]), "--at", "999")
+    assert code == 1 and err.startswith("error: at:")
+
+
+def test_demo_prints_the_forks_state_and_writes_the_parents_transcript(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    code, out, _ = _run(db, "demo")
+    assert code == 0 and "The fork's state" in out and "status      idle" in out
+    path = Path(out.split("The parent's transcript: ")[1].split("\n")[0])
+    assert path.parent == tmp_path and path.read_text().startswith("# Transcript of thread ")

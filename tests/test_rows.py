@@ -1,0 +1,90 @@
+"""display_rows: one row per thing a UI shows, stable ids, primed messages invisible."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from eventstore import Store
+from threadlog import display_rows
+
+
+@pytest.fixture
+def mem() -> Iterator[Store]:
+    s = Store(":memory:")
+    yield s
+    s.close()
+
+
+def _thread(store: Store) -> str:
+    t = store.create_thread()
+    store.append_message(t, "user", "Find a train")
+    store.append_message(t, "assistant", [
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+        {"type": "text", "text": "Searching."},
+        {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"to": "Lyon"}},
+    ])
+    store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "08:00", "is_error": True}])
+    store.append(t, [{"type": "interrupt.raised", "data": {"interrupt_id": "ask", "question": "Which?"}}])
+    return t
+
+
+def test_one_row_per_visible_thing(mem: Store) -> None:
+    t = _thread(mem)
+    rows = display_rows(mem, t)
+    assert [r.kind for r in rows] == ["text", "thinking", "text", "tool_call", "tool_result", "interrupt"]
+    thinking, call, result, card = rows[1], rows[3], rows[4], rows[5]
+    assert thinking.collapsed is True
+    assert (call.name, call.input, call.status) == ("search", {"to": "Lyon"}, "error")
+    assert (result.tool_use_id, result.status) == ("toolu_1", "error")
+    assert (card.text, card.status) == ("Which?", "pending")
+    event = mem.event_at(t, 2)
+    assert call.id == f"{event.event_id}:2" and (call.stream_id, call.offset, call.time) == (t, 2, event.recorded_at)
+
+
+def test_ids_are_stable_and_status_changes_in_place(mem: Store) -> None:
+    t = _thread(mem)
+    before = {r.id: r for r in display_rows(mem, t)}
+    mem.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": "ask", "answer": "08:00"}}])
+    mem.append_message(t, "user", "thanks")
+    after = display_rows(mem, t)
+    assert [r.id for r in after][: len(before)] == list(before)
+    assert after[5].status == "resolved" and after[-1].text == "thanks"
+    assert display_rows(mem, t) == after  # deterministic
+
+
+def test_primed_messages_make_no_rows_imported_ones_do(mem: Store) -> None:
+    t = mem.create_thread()
+    mem.append_message(t, "user", "go")
+    mem.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_9", "name": "Agent", "input": {}}])
+    kids = mem.fan_out(t, ["one", "two"])
+    rows = display_rows(mem, kids[0])
+    assert not any(r.text == "one" for r in rows)
+    assert rows[-1].kind == "fork" and rows[-1].text == f"⑃ Forked from {t} at 3"
+    mem.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"}])
+    mem.append_message(t, "user", "from an import", origin="imported")
+    assert display_rows(mem, t)[-1].text == "from an import"
+
+
+def test_fork_card_demoted_interrupt_and_note_reset(mem: Store) -> None:
+    t = _thread(mem)
+    full = mem.fork(t)
+    rows = display_rows(mem, full)
+    assert rows[-1].kind == "fork" and rows[-1].text == f"⑃ Forked from {t} at 5"
+    assert rows[-2].kind == "interrupt" and rows[-2].status == "cancelled"
+    assert display_rows(mem, t)[-1].status == "pending"  # the parent still waits
+    note = mem.fork(t, context="note")
+    mem.append_message(note, "user", "fresh")
+    assert [r.kind for r in display_rows(mem, note)] == ["fork", "text"]
+
+
+def test_dropped_tool_call_row_vanishes_and_compaction_card(mem: Store) -> None:
+    t = mem.create_thread()
+    mem.append_message(t, "user", "go")
+    mem.append_message(t, "assistant", [{"type": "text", "text": "a"}, {"type": "tool_use", "id": "toolu_x", "name": "s", "input": {}}])
+    f = mem.fork(t, unanswered="drop")
+    assert "tool_call" not in [r.kind for r in display_rows(mem, f)]
+    mem.append(f, [{"type": "compaction.recorded", "data": {"summary": "s", "through_offset": 2}}])
+    assert display_rows(mem, f)[-1].kind == "compaction"
+    assert display_rows(mem, f, at=3)[-1].kind == "tool_call"  # before the fork event, the call is there

@@ -1,0 +1,128 @@
+"""Snapshots: a cache that makes thread_state faster and never changes an answer."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventstore import Store
+from projections import state as state_module
+from threadlog import drop_snapshots, save_snapshot, thread_state
+
+FIXTURE = Path(__file__).parent / "fixtures" / "v1.db"
+
+
+@pytest.fixture
+def mem() -> Iterator[Store]:
+    s = Store(":memory:")
+    yield s
+    s.close()
+
+
+def _reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record the start offset of every fold's raw read."""
+    starts: list[int] = []
+    real = store.read_raw
+
+    def spy(thread: str, start: int = 0, stop: int | None = None) -> Any:
+        starts.append(start)
+        return real(thread, start, stop)
+
+    monkeypatch.setattr(store, "read_raw", spy)
+    return starts
+
+
+def _busy_thread(store: Store) -> str:
+    t = store.create_thread(title="x", metadata={"k": 1})
+    for i in range(40):
+        store.append_message(t, "user" if i % 2 == 0 else "assistant", f"m{i}")
+        if i == 10:
+            store.append(t, [{"type": "todos.set", "data": {"todos": [{"content": "a"}]}}])
+        if i == 20:
+            store.append(t, [{"type": "compaction.recorded", "data": {"summary": "s", "through_offset": 15}}])
+    return t
+
+
+def test_snapshot_changes_no_answer_and_dropping_changes_none(mem: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _busy_thread(mem)
+    expected = {k: thread_state(mem, t, at=k, use_snapshots=False).to_json() for k in range(0, 43)}
+    for at in (5, 12, 25, 42):
+        save_snapshot(mem, t, at)
+    starts = _reads(mem, monkeypatch)
+    for k, value in expected.items():
+        assert thread_state(mem, t, at=k).to_json() == value, k
+    assert max(starts) == 25  # resumed from a snapshot, not from offset 0
+    assert drop_snapshots(mem) == 4
+    for k, value in expected.items():
+        assert thread_state(mem, t, at=k).to_json() == value, k
+
+
+def test_a_parents_snapshot_below_the_fork_point_serves_the_fork(mem: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _busy_thread(mem)
+    save_snapshot(mem, t, 30)
+    save_snapshot(mem, t, 40)  # above the fork point: not valid for the fork
+    f = mem.fork(t, at=35, todos="inherit")
+    mem.append_message(f, "user", "fork")
+    starts = _reads(mem, monkeypatch)
+    state = thread_state(mem, f)
+    assert starts == [30]
+    assert state.to_json() == thread_state(mem, f, use_snapshots=False).to_json()
+    assert state.todos == [{"content": "a"}]
+
+
+def test_a_note_forks_snapshot_and_a_fork_of_it(mem: Store) -> None:
+    t = _busy_thread(mem)
+    f = mem.fork(t, context="note", metadata="inherit")
+    mem.append_message(f, "user", "x")
+    save_snapshot(mem, f)
+    g = mem.fork(f, unanswered="drop")
+    mem.append_message(g, "assistant", "y")
+    assert thread_state(mem, g).to_json() == thread_state(mem, g, use_snapshots=False).to_json()
+
+
+def test_bumping_the_code_version_ignores_old_snapshots(mem: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = _busy_thread(mem)
+    save_snapshot(mem, t, 30)
+    monkeypatch.setattr(state_module, "VERSION", state_module.VERSION + 1)
+    starts = _reads(mem, monkeypatch)
+    thread_state(mem, t)
+    assert starts == [0]
+
+
+def test_redact_drops_snapshots_so_no_cached_state_keeps_the_secret(mem: Store) -> None:
+    t = mem.create_thread()
+    secret = mem.append_message(t, "user", "password hunter2")
+    mem.append_message(t, "assistant", "noted")
+    save_snapshot(mem, t)
+    mem.redact(secret.position, "leak", "ops")
+    assert mem.backend.count_snapshots() == 0
+    assert "hunter2" not in str(thread_state(mem, t).to_json())
+
+
+def test_snapshot_messages_are_read_back_lazily(mem: Store) -> None:
+    t = _busy_thread(mem)
+    save_snapshot(mem, t)
+    mem.append_message(t, "user", "one more")
+    state = thread_state(mem, t)
+    assert [m.offset for m in state.messages] == [m.offset for m in thread_state(mem, t, use_snapshots=False).messages]
+
+
+def test_a_schema_1_database_migrates_and_gains_the_snapshots_table(tmp_path: Path) -> None:
+    db = tmp_path / "v1.db"
+    shutil.copy(FIXTURE, db)
+    with Store(db) as store:
+        assert store.backend.schema_version() == 2
+        threads = store.threads()
+        save_snapshot(store, threads[0].id)
+        for info in threads:
+            assert thread_state(store, info.id).to_json() == thread_state(store, info.id, use_snapshots=False).to_json()
+        store.verify()
+    conn = sqlite3.connect(db)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    conn.close()
+    assert "snapshots" in tables
