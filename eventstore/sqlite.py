@@ -122,6 +122,8 @@ def _translate(error: sqlite3.Error) -> StoreError:
         return StoreError(f"the database or disk is full ({text}); nothing was written")
     if "locked" in text or "busy" in text:
         return StoreError(f"the database stayed locked by another writer ({text}); retry")
+    if "disk I/O error" in text:  # e.g. a write past a file-size limit, or a failing disk
+        return StoreError(f"the disk refused a write ({text}): it may be full, capped or failing; nothing was written")
     return StoreError(f"database error: {text}")
 
 

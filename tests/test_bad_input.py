@@ -368,7 +368,7 @@ def test_console_script_full_disk(seeded: tuple[Path, dict[str, str]], tmp_path:
     big = json.dumps("x" * 300_000).encode()
     run = run_threadlog(["append", "t", "--role", "user", "--content", "-", "--db", str(db)], stdin=big, wrapper=wrapper)
     print(f"\n$ threadlog append <300 KB> with the files capped at {limit} bytes -> exit {run.returncode}: {run.stderr.strip()}")
-    check_cli_failure(run.returncode, run.stdout, run.stderr, 1, "error")
+    check_cli_failure(run.returncode, run.stdout, run.stderr, 1, "nothing was written")
     assert fingerprint(db) == before
     with Store(db) as s:
         s.verify()
