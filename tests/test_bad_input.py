@@ -193,6 +193,8 @@ def test_refusals_carry_their_details(seeded: tuple[Path, dict[str, str]], tmp_p
         with pytest.raises(InvalidEvent) as bad:
             s.append_message("t", "user", [{"type": "bogus"}])
         assert bad.value.field.startswith("events[0].data.content")
+    print(f"\nForkRefused.tool_use_ids={fork.value.tool_use_ids}, ConcurrencyError expected/actual="
+          f"{race.value.expected}/{race.value.actual}, InvalidEvent.field={bad.value.field}")
 
 
 def test_read_only_file_refuses_writes_and_still_reads(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:

@@ -216,6 +216,7 @@ def test_untouched_template_verifies(template: Path, tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     shutil.copy(template, db)
     run = subprocess.run([THREADLOG, "verify", "--db", str(db)], capture_output=True, text=True, timeout=60)
+    print(f"\n$ threadlog verify (untouched) -> exit {run.returncode}: {run.stdout.strip()}")
     assert run.returncode == 0, run.stderr
 
 
