@@ -104,7 +104,8 @@ def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[
 def _scope(store: Store, thread: str, stop: int) -> tuple[int, frozenset[str], str | None]:
     """From the fork events in the ancestry (O(depth)): where the scope starts (the last note
     fork below `stop`), the tool calls dropped by forks, and that note's text."""
-    start, dropped, note = 0, set(), None
+    start, note = 0, None
+    dropped: set[str] = set()
     for info in reversed(store.ancestry(thread)):
         if info.parent_id is None or info.base >= stop:
             continue
