@@ -26,9 +26,13 @@ from .recorded import ThreadInfo
 GENESIS = ""
 
 
+# One encoder for every call: `json.dumps` with these options builds a new one each time.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
 def canonical(value: Any) -> str:
     """The one JSON spelling of a value: sorted keys, no spaces, UTF-8, no NaN."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _CANONICAL(value)
 
 
 def digest(text: str) -> str:

@@ -12,6 +12,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring  # what the canonical encoder writes for a str
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from . import integrity
 from .errors import ConcurrencyError, ForkRefused, InvalidEvent, StoreError, ThreadNotFound
 from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, parse, upcast
 from .facts import Facts, advance, after_fork
-from .recorded import RecordedEvent, ThreadInfo, from_row
+from .recorded import RecordedEvent, ThreadInfo, appended, from_row
 from .sqlite import SQLiteBackend
 
 DEFAULT_PLACEHOLDER = "Fork started — processing in background"
@@ -55,7 +56,7 @@ def _now() -> str:
     return f"{_second[1]}.{micros:06d}Z"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~1 µs per event
 class _Pending:
     """One validated event, serialized, waiting for its position and hash."""
 
@@ -68,6 +69,11 @@ class _Pending:
     meta_json: str
     event_id: str
     explicit_id: bool
+    plain: bool = False  # a text-only message: it changes no pending facts
+
+
+_EVENT_KEYS = frozenset(("type", "data", "meta"))
+_MESSAGE_VERSION = MessageAppended.schema_version
 
 
 def _text_message(event: Any) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
@@ -78,11 +84,12 @@ def _text_message(event: Any) -> tuple[str, dict[str, Any], dict[str, Any]] | No
     validation amounts to checking the role and wrapping the text in one text block, which
     is exactly what this does. Anything else (blocks, optional fields, meta, subclasses of
     dict or str) returns None and takes the full validation.
+    tests/test_append_fast_path.py holds this equal to `parse` and `integrity.canonical`.
     """
     if type(event) is not dict or event.get("type") != "message.appended" or event.get("meta"):
         return None
     data = event.get("data")
-    if type(data) is not dict or len(data) != 2 or not event.keys() <= {"type", "data", "meta"}:
+    if type(data) is not dict or len(data) != 2 or not event.keys() <= _EVENT_KEYS:
         return None
     role, content = data.get("role"), data.get("content")
     if type(role) is not str or role not in ("user", "assistant") or type(content) is not str:
@@ -90,9 +97,31 @@ def _text_message(event: Any) -> tuple[str, dict[str, Any], dict[str, Any]] | No
     return "message.appended", {"role": role, "content": [{"type": "text", "text": content}]}, {}
 
 
+def _text_json(role: str, text: str) -> str:
+    """`integrity.canonical` of a text message's data, spelled out (keys in sorted order)."""
+    return '{"content":[{"text":' + encode_basestring(text) + ',"type":"text"}],"role":"' + role + '"}'
+
+
+def _check_size(data_json: str, field: str) -> None:
+    if len(data_json) > MAX_EVENT_BYTES // 4 and (size := len(data_json.encode("utf-8"))) > MAX_EVENT_BYTES:
+        raise InvalidEvent(f"{field}.data", f"is {size} bytes of JSON; an event holds at most {MAX_EVENT_BYTES} "
+                           "(32 MiB, the Messages API's request limit); keep large files outside and refer to them")
+
+
 def _prepare(event: Any, field: str, event_id: str | None = None) -> _Pending:
     """Validate and serialize one event; `event_id` is used unless its meta names one."""
-    type_, data, meta = _text_message(event) or parse(event, field)
+    plain = _text_message(event)
+    if plain is not None:  # the same steps as below, knowing the shape
+        _, data, meta = plain
+        data_json = _text_json(data["role"], data["content"][0]["text"])
+        try:
+            data_digest = integrity.digest(data_json)
+        except ValueError as error:  # lone surrogates
+            raise InvalidEvent(f"{field}.data", f"not storable as UTF-8 JSON ({error})") from None
+        _check_size(data_json, field)
+        return _Pending(MessageAppended.type, _MESSAGE_VERSION, data, data_json, data_digest, meta, "{}",
+                        event_id or secrets.token_hex(16), False, True)
+    type_, data, meta = parse(event, field)
     try:
         data_json = integrity.canonical(data)
         meta_json = integrity.canonical(meta)
@@ -100,9 +129,7 @@ def _prepare(event: Any, field: str, event_id: str | None = None) -> _Pending:
         meta_json.encode("utf-8")
     except (ValueError, TypeError) as error:  # NaN, lone surrogates, non-JSON values
         raise InvalidEvent(f"{field}.data", f"not storable as UTF-8 JSON ({error})") from None
-    if len(data_json) > MAX_EVENT_BYTES // 4 and (size := len(data_json.encode("utf-8"))) > MAX_EVENT_BYTES:
-        raise InvalidEvent(f"{field}.data", f"is {size} bytes of JSON; an event holds at most {MAX_EVENT_BYTES} "
-                           "(32 MiB, the Messages API's request limit); keep large files outside and refer to them")
+    _check_size(data_json, field)
     explicit = "event_id" in meta
     event_id = meta["event_id"] if explicit else event_id or secrets.token_hex(16)
     return _Pending(type_, CATALOGUE[type_].schema_version, data, data_json, data_digest, meta, meta_json, event_id, explicit)
@@ -236,6 +263,8 @@ class Store:
         if not isinstance(thread, str) or not thread:
             raise InvalidEvent("thread", "must be a non-empty string")
         for i, item in enumerate(batch):
+            if item.plain:
+                continue  # a message: neither reserved nor thread.created
             if item.type in _RESERVED:
                 raise InvalidEvent(f"events[{i}].type", f"{item.type} is written by {_RESERVED[item.type]} only")
             if item.type == ThreadCreated.type and not (i == 0 and expect == "no_stream"):
@@ -317,7 +346,9 @@ class Store:
         pending = facts.dump()
         for i, item in enumerate(batch):
             offset = head + i
-            if item.type == "thread.forked":
+            if item.plain:
+                pass  # text only: no tool call, result, run or interrupt to track
+            elif item.type == "thread.forked":
                 facts = after_fork(facts, item.data)
                 pending = facts.dump()
             else:
@@ -330,7 +361,7 @@ class Store:
                 first_message = offset
             hash_ = chain_hash(prev, position, thread, offset, item.event_id, item.type, item.schema_version, recorded_at, item.meta_json, item.data_digest)
             inserts.append((position, thread, offset, item.event_id, item.type, item.schema_version, item.data_json, item.meta_json, recorded_at, item.data_digest, hash_, pending))
-            recorded.append(RecordedEvent(position, thread, offset, item.event_id, item.type, item.data, item.meta, recorded_at, hash_, item.schema_version, item.data_digest))
+            recorded.append(appended(position, thread, offset, item.event_id, item.type, item.data, item.meta, recorded_at, hash_, item.schema_version, item.data_digest))
             prev = hash_
             position += 1
         new_head = head + len(batch)
