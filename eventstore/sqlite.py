@@ -127,6 +127,39 @@ def _translate(error: sqlite3.Error) -> StoreError:
     return StoreError(f"database error: {text}")
 
 
+class _Transaction:
+    """The context manager behind `SQLiteBackend.transaction` (a class: it is on every append's path).
+
+    On the way out it commits; if the body or the commit raised, it rolls back and
+    re-raises, translating `sqlite3` errors into `StoreError`.
+    """
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            raise _translate(error) from None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
+        if error is None:
+            try:
+                self.conn.execute("COMMIT")
+                return
+            except BaseException as failed:
+                error = failed
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+        if isinstance(error, sqlite3.Error):
+            raise _translate(error) from None
+        if kind is None:  # the commit itself was interrupted
+            raise error
+
+
 class SQLiteBackend:
     """One connection to one threadlog file (or `:memory:`). Not shared between threads."""
 
@@ -205,22 +238,9 @@ class SQLiteBackend:
 
     # -- transactions ---------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> _Transaction:
         """`BEGIN IMMEDIATE` … `COMMIT`; any error rolls back and leaves the file as it was."""
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as error:
-            raise _translate(error) from None
-        try:
-            yield
-            self.conn.execute("COMMIT")
-        except BaseException as error:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            if isinstance(error, sqlite3.Error):
-                raise _translate(error) from None
-            raise
+        return _Transaction(self.conn)
 
     @contextlib.contextmanager
     def read_transaction(self) -> Iterator[None]:

@@ -73,6 +73,7 @@ class _Pending:
 
 
 _EVENT_KEYS = frozenset(("type", "data", "meta"))
+_META_KEYS = frozenset(("event_id", "actor", "origin", "causation_id", "correlation_id", "occurred_at"))
 _MESSAGE_VERSION = MessageAppended.schema_version
 
 
@@ -296,9 +297,8 @@ class Store:
         `usage`) or, for `event_id`, `actor`, `origin`, `causation_id`, `correlation_id`
         and `occurred_at`, to its meta.
         """
-        meta_keys = {"event_id", "actor", "origin", "causation_id", "correlation_id", "occurred_at"}
-        meta = {k: v for k, v in fields.items() if k in meta_keys}
-        data = {"role": role, "content": content, **{k: v for k, v in fields.items() if k not in meta_keys}}
+        meta = {k: v for k, v in fields.items() if k in _META_KEYS} if fields else {}
+        data = {"role": role, "content": content, **{k: v for k, v in fields.items() if k not in _META_KEYS}} if fields else {"role": role, "content": content}
         return self.append(thread, [{"type": MessageAppended.type, "data": data, "meta": meta}], expect=expect)[0]
 
     def _already_stored(self, thread: str, batch: list[_Pending]) -> list[RecordedEvent] | None:
