@@ -41,7 +41,7 @@ def table(measures: list[Measure], verdicts: list[dict[str, Any]]) -> str:
         if "skipped" in m.extra:
             rows.append((m.name, "skipped", m.extra["skipped"], "", "", ""))
             continue
-        ratio = f"{m.ratio:.2f}x" if m.ratio is not None else ""
+        ratio = f"{m.ratio:.3g}x" if m.ratio is not None else ""
         base = _value(m.baseline_value, m.unit) if m.baseline_value is not None else ""
         target = m.extra.get("target")
         if target and m.ratio is not None:
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         print("smoke mode: sizes too small to judge the targets")
     for v in verdicts:
         state = "n/a " if v["pass"] is None else "pass" if v["pass"] else "FAIL"
-        ratio = f"{v['ratio']:.2f}x" if v["ratio"] is not None else "not measured"
+        ratio = f"{v['ratio']:.3g}x" if v["ratio"] is not None else "not measured"
         print(f"{state}  {v['what']}: {ratio} (target {v['wanted']})")
     elapsed = round(time.perf_counter() - began, 1)
     print(f"\n{mode} mode, {elapsed} s; {env['python']}, SQLite {env['sqlite']}, journal_mode={env['journal_mode']}, "

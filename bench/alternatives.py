@@ -30,7 +30,7 @@ from .timing import Measure, compare, interleave
 GROUP = "alternatives"
 
 # (messages, chunk, fork rounds) per mode
-SIZES = {"smoke": (40, 10, 3), "quick": (1_000, 100, 9), "full": (1_000, 100, 15)}
+SIZES = {"smoke": (40, 10, 3), "quick": (1_000, 100, 15), "full": (1_000, 100, 25)}
 
 
 def available() -> dict[str, str]:
@@ -47,9 +47,16 @@ def available() -> dict[str, str]:
 
 
 def size_on_disk(path: Path, conn: sqlite3.Connection) -> int:
-    """The file's bytes after folding its WAL in (so every system is measured the same way)."""
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return sum(os.path.getsize(p) for p in (path, Path(f"{path}-wal")) if p.exists())
+    """The database's bytes once its WAL is folded in (so every system is measured the same way).
+
+    The WAL is checkpointed but not truncated: a truncated WAL grows again on the next
+    commits, and at `synchronous=FULL` every commit that grows a file pays for a journal
+    commit of the file system too, which would burden whichever system writes next.
+    """
+    conn.execute("PRAGMA wal_checkpoint(FULL)")
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    return int(pages * size)
 
 
 class ThreadlogSide:
@@ -140,56 +147,66 @@ class AgentsSide:
         self.loop.close()
 
 
-def run(mode: str, workdir: Path) -> list[Measure]:
-    count, chunk, fork_rounds = SIZES[mode]
-    versions = available()
-    sides: dict[str, Any] = {"threadlog": ThreadlogSide(workdir / "alt-threadlog.db")}
-    if "langgraph-checkpoint-sqlite" in versions:
-        sides["langgraph"] = LangGraphSide(workdir / "alt-langgraph.db")
-    if "openai-agents" in versions:
-        sides["agents"] = AgentsSide(workdir / "alt-agents.db")
-    script = [("user" if i % 2 == 0 else "assistant", text_of(80, i)) for i in range(count)]
-    written = {name: 0 for name in sides}
+LABELS = {"agents": "Agents SDK AdvancedSQLiteSession", "langgraph": "LangGraph SqliteSaver"}
+MAKERS = {"agents": AgentsSide, "langgraph": LangGraphSide}
+NEEDS = {"agents": "openai-agents", "langgraph": "langgraph-checkpoint-sqlite"}
 
-    def chunk_writer(name: str) -> Callable[[], float]:
+
+def _pair(name: str, workdir: Path, count: int, chunk: int, fork_rounds: int) -> list[Measure]:
+    """threadlog and one alternative, side by side: appends, size, fork at the last user message.
+
+    Each pair has its own threadlog file and runs after the previous pair is done and
+    flushed (`os.sync`), so one system's large writes (LangGraph stores the whole state in
+    every checkpoint) do not land in another pair's fsyncs.
+    """
+    os.sync()
+    sides: dict[str, Any] = {"threadlog": ThreadlogSide(workdir / f"{name}-threadlog.db"),
+                             name: MAKERS[name](workdir / f"{name}.db")}
+    script = [("user" if i % 2 == 0 else "assistant", text_of(80, i)) for i in range(count)]
+    written = {side: 0 for side in sides}
+
+    def chunk_writer(side_name: str) -> Callable[[], float]:
         def sample() -> float:
-            side, begin = sides[name], written[name]
+            side, begin = sides[side_name], written[side_name]
             start = time.perf_counter()
             for role, text in script[begin:begin + chunk]:
                 side.add(role, text)
-            written[name] = begin + chunk
+            written[side_name] = begin + chunk
             return time.perf_counter() - start
         return sample
 
-    appends = interleave({name: chunk_writer(name) for name in sides}, count // chunk, warmup=0)
-    per_message = {name: sum(seconds) / count for name, seconds in appends.items()}
-    sizes = {name: side.size() for name, side in sides.items()}
-    context = {"messages": count, "versions": versions, "synchronous": "FULL", "journal_mode": "wal"}
-
+    appends = interleave({side: chunk_writer(side) for side in sides}, count // chunk, warmup=0)
+    per_message = {side: sum(seconds) / count for side, seconds in appends.items()}
+    sizes = {side: sides[side].size() for side in sides}
     # The same fork point everywhere: just before the last user message.
     last_user = max(i for i, (role, _) in enumerate(script) if role == "user")
-    # Pairwise, so one system's large writes (LangGraph copies the whole state per
-    # checkpoint) do not land in the other pair's fsyncs.
-    ours = sides["threadlog"].fork_sample(1 + last_user)
-    fork_points = {"agents": last_user // 2 + 1, "langgraph": last_user}
-    fork_samples = {name: interleave({"threadlog": ours, name: sides[name].fork_sample(fork_points[name])}, fork_rounds)
-                    for name in ("agents", "langgraph") if name in sides}
-
-    out = [Measure(GROUP, f"threadlog: append, per message ({count:,} messages)", per_message["threadlog"], "s",
-                   samples=count // chunk, extra=context),
-           Measure(GROUP, "threadlog: database size", sizes["threadlog"], "bytes")]
-    labels = {"langgraph": "LangGraph SqliteSaver", "agents": "Agents SDK AdvancedSQLiteSession"}
-    for name in ("agents", "langgraph"):
-        if name not in sides:
-            out.append(Measure(GROUP, f"{labels[name]}", 0.0, "s", extra={"skipped": "not installed (pip install -e '.[bench]')"}))
-            continue
-        out.append(Measure(GROUP, f"append per message vs {labels[name]}", per_message["threadlog"], "s", labels[name],
-                           per_message[name], "faster", count // chunk))
-        out.append(Measure(GROUP, f"database size vs {labels[name]}", sizes["threadlog"], "bytes", labels[name], sizes[name],
-                           "smaller", extra={"target": "size_langgraph"} if name == "langgraph" else {}))
-        out.append(compare(GROUP, f"fork at message {last_user:,} vs {labels[name]}", fork_samples[name], "threadlog", name,
-                           label=labels[name], kind="faster", **({"target": "fork_agents"} if name == "agents" else {})))
+    point = {"agents": last_user // 2 + 1, "langgraph": last_user}[name]  # the SDK counts user turns from 1
+    forks = interleave({"threadlog": sides["threadlog"].fork_sample(1 + last_user), name: sides[name].fork_sample(point)},
+                       fork_rounds)
     for side in sides.values():
         if hasattr(side, "close"):
             side.close()
+    label = LABELS[name]
+    context = {"messages": count, "synchronous": "FULL", "journal_mode": "wal",
+               "threadlog_db_bytes": sizes["threadlog"], f"{name}_db_bytes": sizes[name]}
+    return [
+        Measure(GROUP, f"append per message vs {label}", per_message["threadlog"], "s", label, per_message[name], "faster",
+                count // chunk, context),
+        Measure(GROUP, f"database size after {count:,} messages vs {label}", sizes["threadlog"], "bytes", label, sizes[name],
+                "smaller", extra={"target": "size_langgraph"} if name == "langgraph" else {}),
+        compare(GROUP, f"fork at message {last_user:,} vs {label}", forks, "threadlog", name, label=label, kind="faster",
+                **({"target": "fork_agents"} if name == "agents" else {})),
+    ]
+
+
+def run(mode: str, workdir: Path) -> list[Measure]:
+    count, chunk, fork_rounds = SIZES[mode]
+    versions = available()
+    out = []
+    for name in ("agents", "langgraph"):
+        if NEEDS[name] in versions:
+            out.extend(_pair(name, workdir, count, chunk, fork_rounds))
+            out[-3].extra["versions"] = versions
+        else:
+            out.append(Measure(GROUP, LABELS[name], 0.0, "s", extra={"skipped": "not installed (pip install -e '.[bench]')"}))
     return out

@@ -25,12 +25,12 @@ GROUP = "read"
 SIZES = {"smoke": (2_000, 3, 20, 3), "quick": (100_000, 9, 1_000, 11), "full": (100_000, 15, 1_000, 21)}
 
 
-def _thread_state() -> Callable[..., Any] | None:
+def _projections() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     try:
-        from threadlog import thread_state  # type: ignore[attr-defined]
+        from threadlog import save_snapshot, thread_state  # type: ignore[attr-defined]
     except ImportError:
         return None
-    return thread_state  # type: ignore[no-any-return]
+    return thread_state, save_snapshot
 
 
 def raw_read(store: Store, thread: str) -> int:
@@ -58,25 +58,44 @@ def _timer(fn: Callable[[], Any]) -> Callable[[], float]:
     return sample
 
 
+def _snapshot(store: Store, thread: str, thread_state: Callable[..., Any], save_snapshot: Callable[..., Any],
+              rounds: int, events: int) -> Measure:
+    """The state one event past a snapshot, against the full rebuild of the same state."""
+    save_snapshot(store, thread)
+    store.append_message(thread, "user", "one more")
+    samples = interleave({
+        "snapshot": _timer(lambda: thread_state(store, thread)),
+        "rebuild": _timer(lambda: thread_state(store, thread, use_snapshots=False)),
+    }, rounds)
+    return compare(GROUP, f"thread_state one event past a snapshot ({events:,} events)", samples, "snapshot", "rebuild",
+                   label="full rebuild (messages not viewed)", kind="cost", target="snapshot")
+
+
 def run(mode: str, workdir: Path) -> list[Measure]:
     events, rounds, depth, chain_rounds = SIZES[mode]
     store = Store(workdir / "read.db")
     thread, built = threads.build(store, events)
-    thread_state = _thread_state()
+    projections = _projections()
     variants = {
         "read": _timer(lambda: sum(1 for _ in store.read(thread))),
         "raw": _timer(lambda: raw_read(store, thread)),
     }
-    if thread_state is not None:
-        variants["thread_state"] = _timer(lambda: thread_state(store, thread))
+    if projections is not None:
+        thread_state, save_snapshot = projections
+        # The state with its messages viewed (parsed), and as returned (messages parsed on demand).
+        variants["thread_state"] = _timer(lambda: len(thread_state(store, thread, use_snapshots=False).messages))
+        variants["thread_state lazy"] = _timer(lambda: thread_state(store, thread, use_snapshots=False))
     samples = interleave(variants, rounds)
     out = [compare(GROUP, f"read {events:,} events", samples, "read", "raw", label="SELECT + json.loads",
                    events=events, setup={"build (s)": round(built, 2)})]
-    if thread_state is not None:
-        out.append(compare(GROUP, f"thread_state of {events:,} events", samples, "thread_state", "raw",
-                           label="SELECT + json.loads", target="thread_state"))
-    else:
+    if projections is None:
         out.append(Measure(GROUP, f"thread_state of {events:,} events", 0.0, "s", extra={"skipped": "projections not available"}))
+    else:
+        out.append(compare(GROUP, f"thread_state of {events:,} events, messages viewed", samples, "thread_state", "raw",
+                           label="SELECT + json.loads", target="thread_state"))
+        out.append(compare(GROUP, f"thread_state of {events:,} events, messages not viewed", samples, "thread_state lazy",
+                           "raw", label="SELECT + json.loads"))
+        out.append(_snapshot(store, thread, thread_state, save_snapshot, rounds, events))
 
     start = time.perf_counter()
     deep = chain(store, depth)
