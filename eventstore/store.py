@@ -103,14 +103,22 @@ def _text_json(role: str, text: str) -> str:
     return '{"content":[{"text":' + encode_basestring(text) + ',"type":"text"}],"role":"' + role + '"}'
 
 
+def _name(field: str | int) -> str:
+    return f"events[{field}]" if isinstance(field, int) else field
+
+
 def _check_size(data_json: str, field: str) -> None:
     if len(data_json) > MAX_EVENT_BYTES // 4 and (size := len(data_json.encode("utf-8"))) > MAX_EVENT_BYTES:
         raise InvalidEvent(f"{field}.data", f"is {size} bytes of JSON; an event holds at most {MAX_EVENT_BYTES} "
                            "(32 MiB, the Messages API's request limit); keep large files outside and refer to them")
 
 
-def _prepare(event: Any, field: str, event_id: str | None = None) -> _Pending:
-    """Validate and serialize one event; `event_id` is used unless its meta names one."""
+def _prepare(event: Any, field: str | int, event_id: str | None = None) -> _Pending:
+    """Validate and serialize one event; `event_id` is used unless its meta names one.
+
+    `field` names the event in error messages; an int i stands for `events[i]` (the
+    string is only built when there is an error to report).
+    """
     plain = _text_message(event)
     if plain is not None:  # the same steps as below, knowing the shape
         _, data, meta = plain
@@ -118,10 +126,12 @@ def _prepare(event: Any, field: str, event_id: str | None = None) -> _Pending:
         try:
             data_digest = integrity.digest(data_json)
         except ValueError as error:  # lone surrogates
-            raise InvalidEvent(f"{field}.data", f"not storable as UTF-8 JSON ({error})") from None
-        _check_size(data_json, field)
+            raise InvalidEvent(f"{_name(field)}.data", f"not storable as UTF-8 JSON ({error})") from None
+        if len(data_json) > MAX_EVENT_BYTES // 4:
+            _check_size(data_json, _name(field))
         return _Pending(MessageAppended.type, _MESSAGE_VERSION, data, data_json, data_digest, meta, "{}",
                         event_id or secrets.token_hex(16), False, True)
+    field = _name(field)
     type_, data, meta = parse(event, field)
     try:
         data_json = integrity.canonical(data)
@@ -258,23 +268,25 @@ class Store:
             raise InvalidEvent("events", "must be a list of events")
         events = list(events)
         fresh = os.urandom(16 * len(events)).hex()  # one call instead of one per event
-        batch = [_prepare(event, f"events[{i}]", fresh[32 * i:32 * i + 32]) for i, event in enumerate(events)]
+        batch = [_prepare(event, i, fresh[32 * i:32 * i + 32]) for i, event in enumerate(events)]
         if not batch:
             raise InvalidEvent("events", "the batch is empty")
         if not isinstance(thread, str) or not thread:
             raise InvalidEvent("thread", "must be a non-empty string")
+        explicit = False
         for i, item in enumerate(batch):
             if item.plain:
-                continue  # a message: neither reserved nor thread.created
+                continue  # a text message: no meta, neither reserved nor thread.created
+            explicit = explicit or item.explicit_id
             if item.type in _RESERVED:
                 raise InvalidEvent(f"events[{i}].type", f"{item.type} is written by {_RESERVED[item.type]} only")
             if item.type == ThreadCreated.type and not (i == 0 and expect == "no_stream"):
                 raise InvalidEvent(f"events[{i}].type", "thread.created only starts a thread (expect='no_stream')")
-        ids = [item.event_id for item in batch]
-        if len(set(ids)) != len(ids):
+        # Only ids the caller chose can repeat (generated ones are 128 random bits).
+        if explicit and len({item.event_id for item in batch}) != len(batch):
             raise InvalidEvent("meta.event_id", "the batch repeats an event_id")
         with self.backend.transaction():
-            if any(item.explicit_id for item in batch):
+            if explicit:
                 stored = self._already_stored(thread, batch)
                 if stored is not None:
                     return stored
