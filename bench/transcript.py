@@ -13,6 +13,7 @@ import resource
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,15 +42,19 @@ def _peak_rss_kib() -> int:
 
 
 def measure_memory(db: str, thread: str) -> dict[str, Any]:
-    """In this process: the resident-set high-water mark before and after one transcript."""
+    """In this process: the peak of the Python heap while one transcript is built
+    (tracemalloc), and the resident-set high-water mark before and after it."""
     transcript = _transcript()
     assert transcript is not None
     store = Store(db)
     before = _peak_rss_kib()
+    tracemalloc.start()
     text = transcript(store, thread)
+    _, heap_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
     after = _peak_rss_kib()
-    return {"rss_before_kib": before, "rss_peak_kib": after, "rss_growth_kib": after - before,
-            "transcript_bytes": len(text.encode("utf-8"))}
+    return {"heap_peak_bytes": heap_peak, "rss_before_kib": before, "rss_peak_kib": after,
+            "rss_growth_kib": after - before, "transcript_bytes": len(text.encode("utf-8"))}
 
 
 def _memory_in_fresh_process(db: Path, thread: str) -> dict[str, Any]:
@@ -86,7 +91,9 @@ def run(mode: str, workdir: Path) -> list[Measure]:
         store.close()
         memory = _memory_in_fresh_process(db, thread)
         out.append(compare(GROUP, name, samples, "transcript", "read", label="read of the same events", kind="cost",
-                           target="transcript", setup={"build (s)": round(built, 2)}, **memory))
+                           target="transcript", setup={"build (s)": round(built, 2)}, text_bytes=total, **memory))
+        out.append(Measure(GROUP, f"  peak Python heap while building it ({total / 1e6:g} MB thread)", memory["heap_peak_bytes"],
+                           "bytes", extra={"rss_growth_kib": memory["rss_growth_kib"]}))
     return out
 
 
