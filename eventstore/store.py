@@ -77,15 +77,15 @@ _META_KEYS = frozenset(("event_id", "actor", "origin", "causation_id", "correlat
 _MESSAGE_VERSION = MessageAppended.schema_version
 
 
-def _text_message(event: Any) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
-    """What `parse` returns for the commonest event, without building pydantic models.
+def _text_message(event: Any) -> tuple[str, str] | None:
+    """(role, text) when `event` is the commonest kind, validated without pydantic models.
 
     Only a plain dict `{"type": "message.appended", "data": {"role": "user" | "assistant",
     "content": "<text>"}}` with no (or an empty) `meta` qualifies: for it the model's
-    validation amounts to checking the role and wrapping the text in one text block, which
-    is exactly what this does. Anything else (blocks, optional fields, meta, subclasses of
-    dict or str) returns None and takes the full validation.
-    tests/test_append_fast_path.py holds this equal to `parse` and `integrity.canonical`.
+    validation amounts to checking the role and wrapping the text in one text block
+    (`_text_data`). Anything else (blocks, optional fields, meta, subclasses of dict or
+    str) returns None and takes the full validation. tests/test_append_fast_path.py holds
+    `_text_data` equal to what `parse` returns, and `_text_json` to `integrity.canonical`.
     """
     if type(event) is not dict or event.get("type") != "message.appended" or event.get("meta"):
         return None
@@ -95,7 +95,11 @@ def _text_message(event: Any) -> tuple[str, dict[str, Any], dict[str, Any]] | No
     role, content = data.get("role"), data.get("content")
     if type(role) is not str or role not in ("user", "assistant") or type(content) is not str:
         return None
-    return "message.appended", {"role": role, "content": [{"type": "text", "text": content}]}, {}
+    return role, content
+
+
+def _text_data(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "content": [{"type": "text", "text": text}]}
 
 
 def _text_json(role: str, text: str) -> str:
@@ -121,15 +125,14 @@ def _prepare(event: Any, field: str | int, event_id: str | None = None) -> _Pend
     """
     plain = _text_message(event)
     if plain is not None:  # the same steps as below, knowing the shape
-        _, data, meta = plain
-        data_json = _text_json(data["role"], data["content"][0]["text"])
+        data_json = _text_json(*plain)
         try:
             data_digest = integrity.digest(data_json)
         except ValueError as error:  # lone surrogates
             raise InvalidEvent(f"{_name(field)}.data", f"not storable as UTF-8 JSON ({error})") from None
         if len(data_json) > MAX_EVENT_BYTES // 4:
             _check_size(data_json, _name(field))
-        return _Pending(MessageAppended.type, _MESSAGE_VERSION, data, data_json, data_digest, meta, "{}",
+        return _Pending(MessageAppended.type, _MESSAGE_VERSION, _text_data(*plain), data_json, data_digest, {}, "{}",
                         event_id or secrets.token_hex(16), False, True)
     field = _name(field)
     type_, data, meta = parse(event, field)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from eventstore.errors import InvalidEvent
 from eventstore.events import parse
-from eventstore.store import _prepare, _text_message
+from eventstore.store import _prepare, _text_data, _text_message
 
 
 @given(role=st.sampled_from(["user", "assistant"]), text=st.text(), meta=st.sampled_from([None, {}]))
@@ -18,7 +18,9 @@ def test_text_message_shortcut_equals_parse(role: str, text: str, meta: dict[str
     event: dict[str, Any] = {"type": "message.appended", "data": {"role": role, "content": text}}
     if meta is not None:
         event["meta"] = meta
-    assert _text_message(event) == parse(event, "e")
+    plain = _text_message(event)
+    assert plain is not None
+    assert ("message.appended", _text_data(*plain), {}) == parse(event, "e")
 
 
 @pytest.mark.parametrize(
