@@ -34,7 +34,7 @@ def _value(value: float, unit: str) -> str:
     return f"{value * 1e9:.0f} ns"
 
 
-def table(measures: list[Measure], verdicts: list[dict[str, Any]]) -> str:
+def table(measures: list[Measure], verdicts: list[dict[str, Any]], markdown: bool = False) -> str:
     judged = {v["target"]: v for v in verdicts}
     rows = [("scenario", "threadlog", "baseline", "baseline value", "ratio", "target")]
     for m in measures:
@@ -49,6 +49,10 @@ def table(measures: list[Measure], verdicts: list[dict[str, Any]]) -> str:
             verdict = "" if judged[target]["pass"] is None else " pass" if rule.judge(m.ratio) else " FAIL"
             target = f"{rule.wanted}{verdict}"
         rows.append((m.name, _value(m.value, m.unit), m.baseline_name or "", base, ratio, target or ""))
+    if markdown:
+        lines = ["| " + " | ".join(cell.strip().replace("|", "\\|") for cell in row) + " |" for row in rows]
+        lines.insert(1, "|" + "---|" * len(rows[0]))
+        return "\n".join(lines)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "-+-".join("-" * w for w in widths))
@@ -62,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that every scenario runs")
     parser.add_argument("--json", type=Path, help="where to write the results (default bench/results-MODE.json)")
     parser.add_argument("--only", help=f"comma-separated groups to run, of: {', '.join(GROUPS)}")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (as in the README)")
     parser.add_argument("--workdir", type=Path, help="keep the databases here instead of a temporary directory")
     args = parser.parse_args(argv)
     mode = "full" if args.full else "smoke" if args.smoke else "quick"
@@ -88,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
     verdicts = targets.judge(measures, mode)
-    print(table(measures, verdicts))
+    print(table(measures, verdicts, args.markdown))
     print()
     if mode == "smoke":
         print("smoke mode: sizes too small to judge the targets")
