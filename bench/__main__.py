@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"running {name} ...", file=sys.stderr, flush=True)
             group_dir = workdir / name
             group_dir.mkdir(exist_ok=True)
-            measures.extend(GROUPS[name].run(mode, group_dir))  # type: ignore[attr-defined]
+            measures.extend(GROUPS[name].run(mode, group_dir))
             timings[name] = round(time.perf_counter() - start, 1)
     finally:
         if args.workdir is None:

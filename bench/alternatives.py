@@ -86,7 +86,7 @@ class LangGraphSide:
         from langgraph.graph.message import add_messages
 
         # Functional form: the annotations must be objects, not strings, for LangGraph to read them.
-        State = TypedDict("State", {"messages": Annotated[list[Any], add_messages], "incoming": dict[str, str]})  # type: ignore[misc]
+        State = TypedDict("State", {"messages": Annotated[list[Any], add_messages], "incoming": dict[str, str]})  # type: ignore[misc, unused-ignore]
 
         def append(state: Any) -> dict[str, Any]:
             return {"messages": [state["incoming"]]}
@@ -127,7 +127,7 @@ class AgentsSide:
         self.session = AdvancedSQLiteSession(session_id="bench", db_path=path, create_tables=True)
 
     def add(self, role: str, text: str) -> None:
-        self.loop.run_until_complete(self.session.add_items([{"role": role, "content": text}]))  # type: ignore[list-item]
+        self.loop.run_until_complete(self.session.add_items([{"role": role, "content": text}]))  # type: ignore[list-item, unused-ignore]
 
     def fork_sample(self, turn: int) -> Callable[[], float]:
         def sample() -> float:

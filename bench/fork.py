@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,7 @@ def run(mode: str, workdir: Path) -> list[Measure]:
         setup[f"build {size:,} events (s)"] = round(seconds, 2)
     store.backend.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def forker(size: int, where: str):
+    def forker(size: int, where: str) -> Callable[[], float]:
         thread = parents[size]
         at = None if where == "head" else size // 2
 

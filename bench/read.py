@@ -27,7 +27,7 @@ SIZES = {"smoke": (2_000, 3, 20, 3), "quick": (100_000, 9, 1_000, 11), "full": (
 
 def _projections() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     try:
-        from threadlog import save_snapshot, thread_state  # type: ignore[attr-defined]
+        from threadlog import save_snapshot, thread_state
     except ImportError:
         return None
     return thread_state, save_snapshot

@@ -42,7 +42,7 @@ def judge(measures: list[Measure], mode: str) -> list[dict[str, Any]]:
 
     Smoke mode's sizes are too small to say anything, so it reports ratios without verdicts.
     """
-    verdicts = []
+    verdicts: list[dict[str, Any]] = []
     for target in TARGETS:
         ratios = [(m.ratio, m.name) for m in measures if m.extra.get("target") == target.id and m.ratio is not None]
         if not ratios:

@@ -31,10 +31,10 @@ SIZES = {"smoke": ((200_000,), 2_000, 3), "quick": ((4_000_000,), 2_000, 9), "fu
 
 def _transcript() -> Callable[..., Any] | None:
     try:
-        from threadlog import transcript  # type: ignore[attr-defined]
+        from threadlog import transcript
     except ImportError:
         return None
-    return transcript  # type: ignore[no-any-return]
+    return transcript
 
 
 def _peak_rss_kib() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +51,7 @@ class RecordedEvent:
         }
 
 
-def _setter() -> Any:
+def _setter() -> Callable[..., RecordedEvent]:
     """A constructor equal to `RecordedEvent(...)` at half the cost, for the append and read paths.
 
     A frozen dataclass's `__init__` sets each field through `object.__setattr__`; this
