@@ -44,16 +44,19 @@ def new_id() -> str:
     return secrets.token_hex(8)
 
 
-_second: list[Any] = [None, ""]  # the last whole second formatted, and its text
+# The last whole second formatted, and its text: one tuple, replaced whole, so a thread
+# never pairs one second with another's text.
+_second: tuple[int, str] = (-1, "")
 
 
 def _now() -> str:
     """UTC now as `2026-01-31T12:00:00.123456Z` (the date part is formatted once a second)."""
-    ns = time.time_ns()
-    second, micros = divmod(ns // 1000, 1_000_000)
-    if second != _second[0]:
-        _second[0], _second[1] = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-    return f"{_second[1]}.{micros:06d}Z"
+    global _second
+    second, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    cached = _second
+    if cached[0] != second:
+        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{micros:06d}Z"
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~1 µs per event
