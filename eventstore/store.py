@@ -1,18 +1,14 @@
 """`Store`: append, read, fork, fan out, verify and redact, over one SQLite file.
 
-Validation, canonical JSON and digests are computed before the write lock is taken;
-only the head check, the position, the hashes and the inserts happen inside it.
+Validation, canonical JSON and digests are computed before the write lock is taken
+(`prepare`); only the head check, the position, the hashes and the inserts happen inside it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from json.encoder import encode_basestring  # what the canonical encoder writes for a str
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +16,13 @@ from pydantic import ValidationError
 
 from . import integrity
 from .errors import ConcurrencyError, ForkRefused, InvalidEvent, StoreError, ThreadNotFound
-from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, parse, upcast
+from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, upcast
 from .facts import Facts, advance, after_fork
+from .prepare import META_KEYS, Pending, new_id, now, prepare
 from .recorded import RecordedEvent, ThreadInfo, appended, from_row
 from .sqlite import SQLiteBackend
 
 DEFAULT_PLACEHOLDER = "Fork started — processing in background"
-
-# The largest event payload (canonical JSON, in bytes) an append accepts. Nothing bigger
-# could be sent to the model in one request anyway.
-MAX_EVENT_BYTES = 32 * 1024 * 1024
 
 # type -> current schema version, for the read path's upcast check.
 _CURRENT = {type_: model.schema_version for type_, model in CATALOGUE.items()}
@@ -40,123 +33,29 @@ _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()
 Expect = str | int
 
 
-def new_id() -> str:
-    return secrets.token_hex(8)
-
-
-# The last whole second formatted, and its text: one tuple, replaced whole, so a thread
-# never pairs one second with another's text.
-_second: tuple[int, str] = (-1, "")
-
-
-def _now() -> str:
-    """UTC now as `2026-01-31T12:00:00.123456Z` (the date part is formatted once a second)."""
-    global _second
-    second, micros = divmod(time.time_ns() // 1000, 1_000_000)
-    cached = _second
-    if cached[0] != second:
-        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
-    return f"{cached[1]}.{micros:06d}Z"
-
-
-@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~1 µs per event
-class _Pending:
-    """One validated event, serialized, waiting for its position and hash."""
-
-    type: str
-    schema_version: int
-    data: dict[str, Any]
-    data_json: str
-    data_digest: str
-    meta: dict[str, Any]
-    meta_json: str
-    event_id: str
-    explicit_id: bool
-    plain: bool = False  # a text-only message: it changes no pending facts
-
-
-_EVENT_KEYS = frozenset(("type", "data", "meta"))
-_META_KEYS = frozenset(("event_id", "actor", "origin", "causation_id", "correlation_id", "occurred_at"))
-_MESSAGE_VERSION = MessageAppended.schema_version
-
-
-def _text_message(event: Any) -> tuple[str, str] | None:
-    """(role, text) when `event` is the commonest kind, validated without pydantic models.
-
-    Only a plain dict `{"type": "message.appended", "data": {"role": "user" | "assistant",
-    "content": "<text>"}}` with no (or an empty) `meta` qualifies: for it the model's
-    validation amounts to checking the role and wrapping the text in one text block
-    (`_text_data`). Anything else (blocks, optional fields, meta, subclasses of dict or
-    str) returns None and takes the full validation. tests/test_append_fast_path.py holds
-    `_text_data` equal to what `parse` returns, and `_text_json` to `integrity.canonical`.
-    """
-    if type(event) is not dict or event.get("type") != "message.appended" or event.get("meta"):
-        return None
-    data = event.get("data")
-    if type(data) is not dict or len(data) != 2 or not event.keys() <= _EVENT_KEYS:
-        return None
-    role, content = data.get("role"), data.get("content")
-    if type(role) is not str or role not in ("user", "assistant") or type(content) is not str:
-        return None
-    return role, content
-
-
-def _text_data(role: str, text: str) -> dict[str, Any]:
-    return {"role": role, "content": [{"type": "text", "text": text}]}
-
-
-def _text_json(role: str, text: str) -> str:
-    """`integrity.canonical` of a text message's data, spelled out (keys in sorted order)."""
-    return '{"content":[{"text":' + encode_basestring(text) + ',"type":"text"}],"role":"' + role + '"}'
-
-
-def _name(field: str | int) -> str:
-    return f"events[{field}]" if isinstance(field, int) else field
-
-
-def _check_size(data_json: str, field: str) -> None:
-    if len(data_json) > MAX_EVENT_BYTES // 4 and (size := len(data_json.encode("utf-8"))) > MAX_EVENT_BYTES:
-        raise InvalidEvent(f"{field}.data", f"is {size} bytes of JSON; an event holds at most {MAX_EVENT_BYTES} "
-                           "(32 MiB, the Messages API's request limit); keep large files outside and refer to them")
-
-
-def _prepare(event: Any, field: str | int, event_id: str | None = None) -> _Pending:
-    """Validate and serialize one event; `event_id` is used unless its meta names one.
-
-    `field` names the event in error messages; an int i stands for `events[i]` (the
-    string is only built when there is an error to report).
-    """
-    plain = _text_message(event)
-    if plain is not None:  # the same steps as below, knowing the shape
-        data_json = _text_json(*plain)
-        try:
-            data_digest = integrity.digest(data_json)
-        except ValueError as error:  # lone surrogates
-            raise InvalidEvent(f"{_name(field)}.data", f"not storable as UTF-8 JSON ({error})") from None
-        if len(data_json) > MAX_EVENT_BYTES // 4:
-            _check_size(data_json, _name(field))
-        return _Pending(MessageAppended.type, _MESSAGE_VERSION, _text_data(*plain), data_json, data_digest, {}, "{}",
-                        event_id or secrets.token_hex(16), False, True)
-    field = _name(field)
-    type_, data, meta = parse(event, field)
-    try:
-        data_json = integrity.canonical(data)
-        meta_json = integrity.canonical(meta)
-        data_digest = integrity.digest(data_json)
-        meta_json.encode("utf-8")
-    except (ValueError, TypeError) as error:  # NaN, lone surrogates, non-JSON values
-        raise InvalidEvent(f"{field}.data", f"not storable as UTF-8 JSON ({error})") from None
-    _check_size(data_json, field)
-    explicit = "event_id" in meta
-    event_id = meta["event_id"] if explicit else event_id or secrets.token_hex(16)
-    return _Pending(type_, CATALOGUE[type_].schema_version, data, data_json, data_digest, meta, meta_json, event_id, explicit)
-
-
 def _check_expect(expect: Any) -> None:
     if isinstance(expect, bool) or not (
         expect in ("any", "no_stream", "stream_exists") or (isinstance(expect, int) and expect >= 0)
     ):
         raise InvalidEvent("expect", f"must be 'any', 'no_stream', 'stream_exists' or a head >= 0, not {expect!r}")
+
+
+def _check_index(name: str, value: Any, what: str, optional: bool = False) -> None:
+    """Refuse anything but an int >= 0 (or None, when `optional`) for a range argument."""
+    if optional and value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidEvent(name, f"must be {what} >= 0, not {value!r}")
+
+
+def _clip(ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Iterator[tuple[str, int, int | None]]:
+    """The segments' ranges narrowed to start..stop-1, empty ones skipped."""
+    for stream_id, lo, hi in ranges:
+        lo = max(lo, start)
+        if stop is not None:
+            hi = stop if hi is None else min(hi, stop)
+        if hi is None or lo < hi:
+            yield stream_id, lo, hi
 
 
 def segments(ancestry: Sequence[ThreadInfo]) -> list[tuple[str, int, int | None]]:
@@ -274,7 +173,7 @@ class Store:
             raise InvalidEvent("events", "must be a list of events")
         events = list(events)
         fresh = os.urandom(16 * len(events)).hex()  # one call instead of one per event
-        batch = [_prepare(event, i, fresh[32 * i:32 * i + 32]) for i, event in enumerate(events)]
+        batch = [prepare(event, i, fresh[32 * i:32 * i + 32]) for i, event in enumerate(events)]
         if not batch:
             raise InvalidEvent("events", "the batch is empty")
         if not isinstance(thread, str) or not thread:
@@ -315,11 +214,11 @@ class Store:
         `usage`) or, for `event_id`, `actor`, `origin`, `causation_id`, `correlation_id`
         and `occurred_at`, to its meta.
         """
-        meta = {k: v for k, v in fields.items() if k in _META_KEYS} if fields else {}
-        data = {"role": role, "content": content, **{k: v for k, v in fields.items() if k not in _META_KEYS}} if fields else {"role": role, "content": content}
+        meta = {k: v for k, v in fields.items() if k in META_KEYS} if fields else {}
+        data = {"role": role, "content": content, **{k: v for k, v in fields.items() if k not in META_KEYS}} if fields else {"role": role, "content": content}
         return self.append(thread, [{"type": MessageAppended.type, "data": data, "meta": meta}], expect=expect)[0]
 
-    def _already_stored(self, thread: str, batch: list[_Pending]) -> list[RecordedEvent] | None:
+    def _already_stored(self, thread: str, batch: list[Pending]) -> list[RecordedEvent] | None:
         rows = self.backend.events_by_id([item.event_id for item in batch])
         if not rows:
             return None
@@ -337,7 +236,7 @@ class Store:
         self,
         thread: str,
         row: tuple[Any, ...] | None,
-        batch: Sequence[_Pending],
+        batch: Sequence[Pending],
         start: tuple[int, str, Facts, int | None] | None = None,
         fork_of: ThreadInfo | None = None,
         position: int | None = None,
@@ -358,7 +257,7 @@ class Store:
         if position is None:
             position = self.backend.next_position()
         first_position = position
-        recorded_at = _now()
+        recorded_at = now()
         inserts, recorded = [], []
         chain_hash = integrity.chain_hash
         pending = facts.dump()
@@ -412,29 +311,20 @@ class Store:
         One indexed range scan per ancestor segment; nothing is copied. The thread's
         existence is checked when called, the rows are streamed as you iterate.
         """
-        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
-            raise InvalidEvent("start", f"must be an offset >= 0, not {start!r}")
-        if stop is not None and (not isinstance(stop, int) or isinstance(stop, bool) or stop < 0):
-            raise InvalidEvent("stop", f"must be an offset >= 0, not {stop!r}")
+        _check_index("start", start, "an offset")
+        _check_index("stop", stop, "an offset", optional=True)
         ranges = segments(self.ancestry(thread))
         return self._read_segments(ranges, start, stop)
 
     def _read_segments(self, ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Iterator[RecordedEvent]:
-        for stream_id, lo, hi in ranges:
-            lo = max(lo, start)
-            if stop is not None:
-                hi = stop if hi is None else min(hi, stop)
-            if hi is not None and lo >= hi:
-                continue
+        for stream_id, lo, hi in _clip(ranges, start, stop):
             for row in self.backend.range(stream_id, lo, hi):
                 yield from_row(row)
 
     def read_all(self, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]:
         """Every event with position > `after`, in global (commit) order."""
-        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-            raise InvalidEvent("after", f"must be a position >= 0, not {after!r}")
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-            raise InvalidEvent("limit", f"must be a count >= 0, not {limit!r}")
+        _check_index("after", after, "a position")
+        _check_index("limit", limit, "a count", optional=True)
         return (from_row(row) for row in self.backend.all_events(after, limit))
 
     def read_data(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, dict[str, Any]]]:
@@ -451,19 +341,12 @@ class Store:
 
         For folds that need only some events' data: they parse (and `upcast`) those alone.
         """
-        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
-            raise InvalidEvent("start", f"must be an offset >= 0, not {start!r}")
-        if stop is not None and (not isinstance(stop, int) or isinstance(stop, bool) or stop < 0):
-            raise InvalidEvent("stop", f"must be an offset >= 0, not {stop!r}")
+        _check_index("start", start, "an offset")
+        _check_index("stop", stop, "an offset", optional=True)
         return self._read_raw(segments(self.ancestry(thread)), start, stop)
 
     def _read_raw(self, ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Iterator[tuple[int, str, int, str]]:
-        for stream_id, lo, hi in ranges:
-            lo = max(lo, start)
-            if stop is not None:
-                hi = stop if hi is None else min(hi, stop)
-            if hi is not None and lo >= hi:
-                continue
+        for stream_id, lo, hi in _clip(ranges, start, stop):
             yield from self.backend.range_data(stream_id, lo, hi)
 
     # -- snapshots (a cache, never truth) -------------------------------------------------------
@@ -544,7 +427,7 @@ class Store:
         with self.backend.transaction():
             return self._fork(thread, at, options, fork_id or new_id(), meta, [])
 
-    def _fork(self, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any], then: list[_Pending], fan_out: bool = False) -> str:
+    def _fork(self, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any], then: list[Pending], fan_out: bool = False) -> str:
         rows = self.backend.ancestry(thread)
         if not rows:
             raise ThreadNotFound(thread)
@@ -580,7 +463,7 @@ class Store:
             data["dropped_tool_use_ids"] = dropped
         if facts.interrupts:
             data["demoted_interrupt_ids"] = list(facts.interrupts)
-        forked = _prepare({"type": "thread.forked", "data": data, "meta": meta}, "fork")
+        forked = prepare({"type": "thread.forked", "data": data, "meta": meta}, "fork")
         self._write(fork_id, None, [forked, *then], (at, prev_hash, facts, first_message), parent)
         return fork_id
 
@@ -624,7 +507,7 @@ class Store:
                 options = _options(todos=todos, metadata=metadata, kind="subagent", directive=directive)
                 content = [{"type": "tool_result", "tool_use_id": tid, "content": placeholder} for tid in pending]
                 content.append({"type": "text", "text": directive})
-                primed = _prepare({"type": "message.appended", "data": {"role": "user", "content": content}, "meta": {**meta, "origin": "primed"}}, "fan_out")
+                primed = prepare({"type": "message.appended", "data": {"role": "user", "content": content}, "meta": {**meta, "origin": "primed"}}, "fan_out")
                 self._fork(thread, None, options, fork_id, meta, [primed], fan_out=True)
         return ids
 
@@ -646,7 +529,7 @@ class Store:
         """
         if not isinstance(position, int) or isinstance(position, bool) or position < 1:
             raise InvalidEvent("position", f"must be a position >= 1, not {position!r}")
-        event = _prepare({"type": EventRedacted.type, "data": {"position": position, "reason": reason, "actor": actor}, "meta": {"actor": actor}}, "redact")
+        event = prepare({"type": EventRedacted.type, "data": {"position": position, "reason": reason, "actor": actor}, "meta": {"actor": actor}}, "redact")
         with self.backend.transaction():
             row = self.backend.event_at_position(position)
             if row is None:

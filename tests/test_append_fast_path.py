@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from eventstore.errors import InvalidEvent
 from eventstore.events import parse
-from eventstore.store import _prepare, _text_data, _text_message
+from eventstore.prepare import _text_data, _text_message, prepare
 
 
 @given(role=st.sampled_from(["user", "assistant"]), text=st.text(), meta=st.sampled_from([None, {}]))
@@ -44,13 +44,13 @@ def test_unstorable_text_is_refused_the_same_way() -> None:
     event = {"type": "message.appended", "data": {"role": "user", "content": "\ud800"}}
     assert _text_message(event) is not None
     with pytest.raises(InvalidEvent) as shortcut:
-        _prepare(event, "events[0]")
+        prepare(event, "events[0]")
     assert shortcut.value.field == "events[0].data"
 
 
 @given(role=st.sampled_from(["user", "assistant"]), text=st.text() | st.sampled_from(["\ud800", "\x00\n\"\\", "é😀"]))
 def test_text_message_json_equals_canonical(role: str, text: str) -> None:
     from eventstore.integrity import canonical
-    from eventstore.store import _text_json
+    from eventstore.prepare import _text_json
 
     assert _text_json(role, text) == canonical({"role": role, "content": [{"type": "text", "text": text}]})

@@ -1,0 +1,135 @@
+"""Turning what callers pass into rows waiting to be numbered: validation, canonical JSON,
+digests, event ids and timestamps, all done before the write lock is taken.
+
+The commonest event, a plain text message, is validated without building pydantic models
+(`_text_message`); everything else goes through the event models (`events.parse`).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from json.encoder import encode_basestring  # what the canonical encoder writes for a str
+from typing import Any
+
+from . import integrity
+from .errors import InvalidEvent
+from .events import CATALOGUE, MessageAppended, parse
+
+# The largest event payload (canonical JSON, in bytes) an append accepts. Nothing bigger
+# could be sent to the model in one request anyway.
+MAX_EVENT_BYTES = 32 * 1024 * 1024
+
+
+def new_id() -> str:
+    """A new thread id: 16 hex characters (64 random bits)."""
+    return secrets.token_hex(8)
+
+
+# The last whole second formatted, and its text: one tuple, replaced whole, so a thread
+# never pairs one second with another's text.
+_second: tuple[int, str] = (-1, "")
+
+
+def now() -> str:
+    """UTC now as `2026-01-31T12:00:00.123456Z` (the date part is formatted once a second)."""
+    global _second
+    second, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    cached = _second
+    if cached[0] != second:
+        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{micros:06d}Z"
+
+
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~1 µs per event
+class Pending:
+    """One validated event, serialized, waiting for its position and hash."""
+
+    type: str
+    schema_version: int
+    data: dict[str, Any]
+    data_json: str
+    data_digest: str
+    meta: dict[str, Any]
+    meta_json: str
+    event_id: str
+    explicit_id: bool
+    plain: bool = False  # a text-only message: it changes no pending facts
+
+
+_EVENT_KEYS = frozenset(("type", "data", "meta"))
+META_KEYS = frozenset(("event_id", "actor", "origin", "causation_id", "correlation_id", "occurred_at"))
+_MESSAGE_VERSION = MessageAppended.schema_version
+
+
+def _text_message(event: Any) -> tuple[str, str] | None:
+    """(role, text) when `event` is the commonest kind, validated without pydantic models.
+
+    Only a plain dict `{"type": "message.appended", "data": {"role": "user" | "assistant",
+    "content": "<text>"}}` with no (or an empty) `meta` qualifies: for it the model's
+    validation amounts to checking the role and wrapping the text in one text block
+    (`_text_data`). Anything else (blocks, optional fields, meta, subclasses of dict or
+    str) returns None and takes the full validation. tests/test_append_fast_path.py holds
+    `_text_data` equal to what `parse` returns, and `_text_json` to `integrity.canonical`.
+    """
+    if type(event) is not dict or event.get("type") != "message.appended" or event.get("meta"):
+        return None
+    data = event.get("data")
+    if type(data) is not dict or len(data) != 2 or not event.keys() <= _EVENT_KEYS:
+        return None
+    role, content = data.get("role"), data.get("content")
+    if type(role) is not str or role not in ("user", "assistant") or type(content) is not str:
+        return None
+    return role, content
+
+
+def _text_data(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "content": [{"type": "text", "text": text}]}
+
+
+def _text_json(role: str, text: str) -> str:
+    """`integrity.canonical` of a text message's data, spelled out (keys in sorted order)."""
+    return '{"content":[{"text":' + encode_basestring(text) + ',"type":"text"}],"role":"' + role + '"}'
+
+
+def _name(field: str | int) -> str:
+    return f"events[{field}]" if isinstance(field, int) else field
+
+
+def _check_size(data_json: str, field: str) -> None:
+    if len(data_json) > MAX_EVENT_BYTES // 4 and (size := len(data_json.encode("utf-8"))) > MAX_EVENT_BYTES:
+        raise InvalidEvent(f"{field}.data", f"is {size} bytes of JSON; an event holds at most {MAX_EVENT_BYTES} "
+                           "(32 MiB, the Messages API's request limit); keep large files outside and refer to them")
+
+
+def prepare(event: Any, field: str | int, event_id: str | None = None) -> Pending:
+    """Validate and serialize one event; `event_id` is used unless its meta names one.
+
+    `field` names the event in error messages; an int i stands for `events[i]` (the
+    string is only built when there is an error to report).
+    """
+    plain = _text_message(event)
+    if plain is not None:  # the same steps as below, knowing the shape
+        data_json = _text_json(*plain)
+        try:
+            data_digest = integrity.digest(data_json)
+        except ValueError as error:  # lone surrogates
+            raise InvalidEvent(f"{_name(field)}.data", f"not storable as UTF-8 JSON ({error})") from None
+        if len(data_json) > MAX_EVENT_BYTES // 4:
+            _check_size(data_json, _name(field))
+        return Pending(MessageAppended.type, _MESSAGE_VERSION, _text_data(*plain), data_json, data_digest, {}, "{}",
+                        event_id or secrets.token_hex(16), False, True)
+    field = _name(field)
+    type_, data, meta = parse(event, field)
+    try:
+        data_json = integrity.canonical(data)
+        meta_json = integrity.canonical(meta)
+        data_digest = integrity.digest(data_json)
+        meta_json.encode("utf-8")
+    except (ValueError, TypeError) as error:  # NaN, lone surrogates, non-JSON values
+        raise InvalidEvent(f"{field}.data", f"not storable as UTF-8 JSON ({error})") from None
+    _check_size(data_json, field)
+    explicit = "event_id" in meta
+    event_id = meta["event_id"] if explicit else event_id or secrets.token_hex(16)
+    return Pending(type_, CATALOGUE[type_].schema_version, data, data_json, data_digest, meta, meta_json, event_id, explicit)
