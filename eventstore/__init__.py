@@ -12,7 +12,7 @@ from .errors import (
 from .events import CATALOGUE, Event, EventData, Meta
 from .integrity import VerifyReport
 from .recorded import RecordedEvent, ThreadInfo
-from .store import DEFAULT_PLACEHOLDER, Store
+from .store import DEFAULT_PLACEHOLDER, Store, segments
 
 __all__ = [
     "CATALOGUE",
@@ -31,4 +31,5 @@ __all__ = [
     "ThreadInfo",
     "ThreadNotFound",
     "VerifyReport",
+    "segments",
 ]

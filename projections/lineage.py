@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from eventstore import Store, ThreadInfo
-from eventstore.store import segments
+from eventstore import Store, ThreadInfo, segments
 
 from .state import thread_state
 

@@ -31,6 +31,7 @@ from eventstore.events import (
 from projections import (
     BlameEntry,
     Diff,
+    DiffSide,
     LineageEntry,
     Message,
     Row,
@@ -51,6 +52,7 @@ __all__ = [
     "CompactionRecorded",
     "ConcurrencyError",
     "Diff",
+    "DiffSide",
     "Event",
     "ForkRefused",
     "IntegrityError",
