@@ -14,7 +14,7 @@ from typing import Any
 
 from eventstore import Store
 
-DATA = Path("/work/shared/data/claude-code/claude-code-log-fork/test/test_data/real_projects")
+DATA = Path(__file__).resolve().parent / "fixtures" / "claude-code"  # copied, with licence: see its README
 
 SESSIONS = [
     "-Users-dain-workspace-claude-code-log-sample/0d3a8e6f-290f-4105-a327-a2496e5e2a83.jsonl",
