@@ -222,6 +222,11 @@ def write_transcript(store: Store, thread: str, path: str | os.PathLike[str], **
     directory = target.parent if str(target.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        try:  # keep the mode of the file being replaced; a new one is readable like any file
+            mode = os.stat(target).st_mode & 0o777
+        except FileNotFoundError:
+            mode = 0o644
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

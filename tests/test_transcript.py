@@ -178,6 +178,18 @@ def test_write_transcript_replaces_the_file(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
+def test_written_transcript_is_readable_and_keeps_the_mode_it_replaces(tmp_path: Path) -> None:
+    out = tmp_path / "p.transcript.md"
+    with Store(":memory:") as store:
+        t = store.create_thread()
+        store.append_message(t, "user", "first")
+        write_transcript(store, t, out)
+        assert out.stat().st_mode & 0o777 == 0o644  # not the 0600 of a temporary file
+        out.chmod(0o640)
+        write_transcript(store, t, out)
+        assert out.stat().st_mode & 0o777 == 0o640
+
+
 def test_sigkill_mid_write_leaves_the_old_file_intact(tmp_path: Path) -> None:
     db, out = tmp_path / "t.db", tmp_path / "p.transcript.md"
     with Store(db) as store:
