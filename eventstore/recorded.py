@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .events import CATALOGUE, upcast
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedEvent:
+class RecordedEvent(NamedTuple):
+    """One stored event, as `read`, `read_all` and `append` return it (an immutable named tuple)."""
+
     position: int
     stream_id: str
     offset: int
@@ -51,43 +51,6 @@ class RecordedEvent:
         }
 
 
-def _setter() -> Callable[..., RecordedEvent]:
-    """A constructor equal to `RecordedEvent(...)` at half the cost, for the append and read paths.
-
-    A frozen dataclass's `__init__` sets each field through `object.__setattr__`; this
-    sets the same slots through their descriptors, on an instance made by `object.__new__`.
-    """
-    new = object.__new__
-    (position, stream_id, offset, event_id, type_, data, meta, recorded_at, hash_, version, digest, redacted) = (
-        getattr(RecordedEvent, name).__set__
-        for name in ("position", "stream_id", "offset", "event_id", "type", "data", "meta", "recorded_at", "hash",
-                     "schema_version", "data_digest", "redacted")
-    )
-
-    def make(p: int, s: str, o: int, e: str, t: str, d: dict[str, Any], m: dict[str, Any], r: str, h: str, v: int,
-             g: str, x: bool = False) -> RecordedEvent:
-        event = new(RecordedEvent)
-        position(event, p)
-        stream_id(event, s)
-        offset(event, o)
-        event_id(event, e)
-        type_(event, t)
-        data(event, d)
-        meta(event, m)
-        recorded_at(event, r)
-        hash_(event, h)
-        version(event, v)
-        digest(event, g)
-        redacted(event, x)
-        return event
-
-    return make
-
-
-# `appended(...)` == `RecordedEvent(...)` for a freshly appended (never redacted) event.
-appended = _setter()
-
-
 def from_row(row: tuple[Any, ...]) -> RecordedEvent:
     """Build from a row in `sqlite.EVENT_COLUMNS` order, upcasting old schema versions."""
     position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, _, redacted_by = row
@@ -96,7 +59,7 @@ def from_row(row: tuple[Any, ...]) -> RecordedEvent:
     if model is not None and version != model.schema_version:
         parsed = upcast(type_, version, parsed)
         version = model.schema_version
-    return appended(
+    return RecordedEvent(
         position, stream_id, offset, event_id, type_, parsed, {} if meta == "{}" else json.loads(meta), recorded_at,
         hash_, version, digest, redacted_by is not None,
     )

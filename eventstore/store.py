@@ -19,7 +19,7 @@ from .errors import ConcurrencyError, ForkRefused, InvalidEvent, StoreError, Thr
 from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, upcast
 from .facts import Facts, advance, after_fork
 from .prepare import META_KEYS, Pending, new_id, now, prepare
-from .recorded import RecordedEvent, ThreadInfo, appended, from_row
+from .recorded import RecordedEvent, ThreadInfo, from_row
 from .sqlite import SQLiteBackend
 
 DEFAULT_PLACEHOLDER = "Fork started — processing in background"
@@ -261,26 +261,27 @@ class Store:
         inserts, recorded = [], []
         chain_hash = integrity.chain_hash
         pending = facts.dump()
-        for i, item in enumerate(batch):
-            offset = head + i
-            if item.plain:
+        offset = head
+        for type_, version, data, data_json, digest, meta, meta_json, event_id, _, plain in batch:
+            if plain:
                 pass  # text only: no tool call, result, run or interrupt to track
-            elif item.type == "thread.forked":
-                facts = after_fork(facts, item.data)
+            elif type_ == "thread.forked":
+                facts = after_fork(facts, data)
                 pending = facts.dump()
             else:
-                after = advance(facts, item.type, item.data, f"events[{i}].data")
+                after = advance(facts, type_, data, f"events[{offset - head}].data")
                 if after is not facts:  # `advance` returns the same object when nothing changes
                     facts, pending = after, after.dump()
-                if item.type == "compaction.recorded" and item.data["through_offset"] > offset:
-                    raise InvalidEvent(f"events[{i}].data.through_offset", f"{item.data['through_offset']} is past the compaction's own offset {offset}")
-            if item.type == "message.appended" and first_message is None:
+                if type_ == "compaction.recorded" and data["through_offset"] > offset:
+                    raise InvalidEvent(f"events[{offset - head}].data.through_offset", f"{data['through_offset']} is past the compaction's own offset {offset}")
+            if first_message is None and type_ == "message.appended":
                 first_message = offset
-            hash_ = chain_hash(prev, position, thread, offset, item.event_id, item.type, item.schema_version, recorded_at, item.meta_json, item.data_digest)
-            inserts.append((position, thread, offset, item.event_id, item.type, item.schema_version, item.data_json, item.meta_json, recorded_at, item.data_digest, hash_, pending))
-            recorded.append(appended(position, thread, offset, item.event_id, item.type, item.data, item.meta, recorded_at, hash_, item.schema_version, item.data_digest))
+            hash_ = chain_hash(prev, position, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
+            inserts.append((position, thread, offset, event_id, type_, version, data_json, meta_json, recorded_at, digest, hash_, pending))
+            recorded.append(RecordedEvent(position, thread, offset, event_id, type_, data, meta, recorded_at, hash_, version, digest))
             prev = hash_
             position += 1
+            offset += 1
         new_head = head + len(batch)
         if row is None:
             parent = fork_of
