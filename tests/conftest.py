@@ -19,6 +19,14 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 
 @pytest.fixture
+def mem() -> Iterator[Store]:
+    """A store in memory, for tests of what is computed rather than what is stored."""
+    s = Store(":memory:")
+    yield s
+    s.close()
+
+
+@pytest.fixture
 def file_store(tmp_path: Path) -> Iterator[Store]:
     s = Store(tmp_path / "t.db")
     yield s

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
-import pytest
 
 from eventstore import Store
 from threadlog import blame, diff, lineage
 
-
-@pytest.fixture
-def mem() -> Iterator[Store]:
-    s = Store(":memory:")
-    yield s
-    s.close()
 
 
 def _tree(store: Store) -> tuple[str, str, str, str]:

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
-import pytest
 
 from eventstore import Store
 from threadlog import display_rows
 
-
-@pytest.fixture
-def mem() -> Iterator[Store]:
-    s = Store(":memory:")
-    yield s
-    s.close()
 
 
 def _thread(store: Store) -> str:

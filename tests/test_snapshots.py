@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,6 @@ from threadlog import drop_snapshots, save_snapshot, thread_state
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v1.db"
 
-
-@pytest.fixture
-def mem() -> Iterator[Store]:
-    s = Store(":memory:")
-    yield s
-    s.close()
 
 
 def _reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,12 +11,6 @@ from hypothesis import strategies as st
 from eventstore import ForkRefused, InvalidEvent, Store
 from threadlog import thread_state
 
-
-@pytest.fixture
-def mem() -> Iterator[Store]:
-    s = Store(":memory:")
-    yield s
-    s.close()
 
 
 def _tool_call(store: Store, t: str, tid: str = "toolu_1") -> None:

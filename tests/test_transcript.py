@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,12 +20,6 @@ from claude_code import DATA, SESSIONS, import_session
 
 KIB = 1024
 
-
-@pytest.fixture
-def mem() -> Iterator[Store]:
-    s = Store(":memory:")
-    yield s
-    s.close()
 
 
 def _size(text: str) -> int:
