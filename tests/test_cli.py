@@ -134,3 +134,15 @@ def test_db_before_the_command_and_precedence(tmp_path: Path) -> None:
     assert Path(command_db).exists()
     result = runner.invoke(cli, ["tree", "--json"], env={"THREADLOG_DB": group_db})
     assert [x["id"] for x in json.loads(result.stdout)] == [t]
+
+
+def test_output_cut_short_by_the_reader_is_not_an_error(tmp_path: Path) -> None:
+    """`threadlog log T | head -c 10`: no `error:` line and no traceback when the pipe closes."""
+    exe = Path(sys.executable).with_name("threadlog")
+    db = str(tmp_path / "pipe.db")
+    with Store(db) as store:  # far more output than a pipe buffers
+        t = store.create_thread()
+        store.append(t, [{"type": "message.appended", "data": {"role": "user", "content": "y" * 20_000}}] * 50)
+    done = subprocess.run(f"'{exe}' log {t} --json --db '{db}' | head -c 10", shell=True, capture_output=True, text=True, timeout=60)
+    assert len(done.stdout) == 10
+    assert "error" not in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -43,6 +44,9 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except StoreError as error:
             _fail(str(error))
+        except BrokenPipeError:  # `threadlog log T | head`: the reader left; stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         except OSError as error:
             _fail(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
         except UnicodeDecodeError as error:
