@@ -181,6 +181,8 @@ class SQLiteBackend:
                 self.conn.close()
             if "file is not a database" in str(error) or "not a database" in str(error):
                 raise SchemaError(f"{self.path} is not a SQLite database") from None
+            if "unable to open" in str(error):
+                raise StoreError(f"cannot open {self.path} ({error}); check that its directory exists and is writable") from None
             raise _translate(error) from None
         except StoreError:
             self.conn.close()

@@ -22,6 +22,7 @@ in the parent's transcript, which the note names); tool calls a fork dropped are
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -220,6 +221,8 @@ def write_transcript(store: Store, thread: str, path: str | os.PathLike[str], **
     data = transcript(store, thread, **options).encode("utf-8")
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such directory to write the transcript in", str(directory))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
     try:
         try:  # keep the mode of the file being replaced; a new one is readable like any file

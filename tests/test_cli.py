@@ -146,3 +146,14 @@ def test_output_cut_short_by_the_reader_is_not_an_error(tmp_path: Path) -> None:
     done = subprocess.run(f"'{exe}' log {t} --json --db '{db}' | head -c 10", shell=True, capture_output=True, text=True, timeout=60)
     assert len(done.stdout) == 10
     assert "error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_missing_directories_are_named(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    missing = tmp_path / "no" / "such"
+    result = CliRunner().invoke(cli, ["--db", str(missing / "x.db"), "init"])
+    assert result.exit_code == 1 and str(missing / "x.db") in result.stderr and "directory" in result.stderr
+    assert not missing.exists()
+    t = run("new").strip()
+    run("append", t, "--role", "user", "--text", "hi")
+    result = CliRunner().invoke(cli, ["transcript", t, "-o", str(missing / "t.md"), "--db", run.db])
+    assert result.exit_code == 1 and result.stderr == f"error: no such directory to write the transcript in: {missing}\n"
