@@ -297,6 +297,18 @@ class SQLiteBackend:
             )
         ]
 
+    def subtree(self, stream_id: str) -> list[tuple[Any, ...]]:
+        """The stream and every stream forked from it, directly or not, in creation order
+        (a recursive walk down the `parent_id` index, not a scan of every stream)."""
+        columns = ", ".join("s." + c.strip() for c in STREAM_COLUMNS.split(","))
+        rows = self.conn.execute(
+            f"""WITH RECURSIVE tree(id) AS (
+                    SELECT ? UNION ALL SELECT s.id FROM streams s JOIN tree ON s.parent_id = tree.id)
+                SELECT {columns} FROM tree JOIN streams s ON s.id = tree.id ORDER BY s.created_position, s.id""",
+            (stream_id,),
+        )
+        return [tuple(r) for r in rows]
+
     def insert_stream(self, row: Sequence[Any]) -> None:
         self.conn.execute(f"INSERT INTO streams ({STREAM_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", row)
 

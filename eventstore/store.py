@@ -128,6 +128,13 @@ class Store:
     def children(self, thread: str) -> list[ThreadInfo]:
         return [ThreadInfo.from_row(row) for row in self.backend.children(thread)]
 
+    def subtree(self, thread: str) -> list[ThreadInfo]:
+        """The thread and every fork below it, at any depth, in creation order."""
+        rows = self.backend.subtree(thread)
+        if not rows:
+            raise ThreadNotFound(thread)
+        return [ThreadInfo.from_row(row) for row in rows]
+
     def ancestry(self, thread: str) -> list[ThreadInfo]:
         """The thread, its parent, … up to its root."""
         rows = self.backend.ancestry(thread)

@@ -43,9 +43,8 @@ def lineage(store: Store, thread: str) -> list[LineageEntry]:
     out = [_entry(info, "ancestor") for info in reversed(chain[1:])]
     out.append(_entry(chain[0], "self"))
     kids: dict[str | None, list[ThreadInfo]] = {}
-    for info in store.threads():
-        if info.root_id == chain[0].root_id:
-            kids.setdefault(info.parent_id, []).append(info)
+    for info in store.subtree(thread)[1:]:
+        kids.setdefault(info.parent_id, []).append(info)
     stack = list(reversed(kids.get(thread, [])))
     while stack:
         info = stack.pop()

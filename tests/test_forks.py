@@ -261,3 +261,17 @@ def test_fork_is_parent_prefix_plus_own_events(script: list[tuple[str, int, int]
         assert [e.to_json() for e in store.read(t)] == [e.to_json() for e in store.read(info.parent_id, 0, info.parent_offset)] + own  # type: ignore[arg-type]
         assert own[0]["type"] == "thread.forked" and all(e["stream_id"] == t for e in own)
     store.verify()
+
+
+def test_subtree_walks_forks_of_forks_only_below_the_thread(store: Store, convo: str) -> None:
+    other = store.create_thread()
+    store.append_message(other, "user", "elsewhere")
+    store.fork(other)
+    a = store.fork(convo, at=2)
+    b = store.fork(convo)
+    store.append_message(a, "user", "a")
+    a1 = store.fork(a)
+    assert [t.id for t in store.subtree(convo)] == [convo, a, b, a1]
+    assert [t.id for t in store.subtree(a)] == [a, a1]
+    with pytest.raises(ThreadNotFound):
+        store.subtree("nope")

@@ -231,10 +231,7 @@ def log(store: Store, thread: str, start: int, stop: int | None, as_json: bool) 
 @with_store
 def tree(store: Store, thread: str | None, as_json: bool) -> None:
     """The fork tree, with fork offsets: every root, or the tree holding THREAD."""
-    threads = store.threads()
-    if thread is not None:
-        root = store.thread(thread).root_id
-        threads = [t for t in threads if t.root_id == root]
+    threads = store.threads() if thread is None else store.subtree(store.thread(thread).root_id)
     if as_json:
         _emit_json([t.to_json() for t in threads])
     else:
@@ -360,7 +357,7 @@ def demo(store: Store, as_json: bool) -> None:
         _emit_json(ids)
         return
     click.echo(f"Built a sample conversation in {store.path}:")
-    for line in tree_lines([t for t in store.threads() if t.root_id == ids["thread"]]):
+    for line in tree_lines(store.subtree(str(ids["thread"]))):
         click.echo(f"  {line}")
     fork_id = str(ids["fork"])
     click.echo(f"\nThe fork's state (threadlog show {fork_id}):")
