@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 
-
 from eventstore import Store
 from threadlog import blame, diff, lineage
-
 
 
 def _tree(store: Store) -> tuple[str, str, str, str]:

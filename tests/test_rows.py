@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 
-
 from eventstore import Store
 from threadlog import display_rows
-
 
 
 def _thread(store: Store) -> str:

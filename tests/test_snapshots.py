@@ -16,7 +16,6 @@ from threadlog import drop_snapshots, save_snapshot, thread_state
 FIXTURE = Path(__file__).parent / "fixtures" / "v1.db"
 
 
-
 def _reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Record the start offset of every fold's raw read."""
     starts: list[int] = []

@@ -12,7 +12,6 @@ from eventstore import ForkRefused, InvalidEvent, Store
 from threadlog import thread_state
 
 
-
 def _tool_call(store: Store, t: str, tid: str = "toolu_1") -> None:
     store.append_message(t, "assistant", [{"type": "text", "text": "Looking."}, {"type": "tool_use", "id": tid, "name": "search", "input": {"q": "x"}}])
 

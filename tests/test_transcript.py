@@ -21,7 +21,6 @@ from claude_code import DATA, SESSIONS, import_session
 KIB = 1024
 
 
-
 def _size(text: str) -> int:
     return len(text.encode("utf-8"))
 
