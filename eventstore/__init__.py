@@ -6,6 +6,7 @@ from .errors import (
     IntegrityError,
     InvalidEvent,
     SchemaError,
+    StaleSnapshot,
     StoreError,
     ThreadNotFound,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "Meta",
     "RecordedEvent",
     "SchemaError",
+    "StaleSnapshot",
     "Store",
     "StoreError",
     "ThreadInfo",

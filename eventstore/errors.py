@@ -73,5 +73,9 @@ class IntegrityError(StoreError):
         super().__init__(f"integrity check failed at {where}: {why}")
 
 
+class StaleSnapshot(StoreError):
+    """A snapshot was refused: an event it covers was redacted after its fold began."""
+
+
 class SchemaError(StoreError):
     """The file is not a threadlog database this release can open."""

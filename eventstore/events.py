@@ -160,6 +160,9 @@ class EventRedacted(EventData):
     position: int = Field(ge=1)
     reason: str = Field(min_length=1)
     actor: str = Field(min_length=1)
+    skeleton_digest: str | None = Field(
+        default=None, description="SHA-256 of what the redaction left in the row (absent in early redactions)"
+    )
 
 
 CATALOGUE: dict[str, type[EventData]] = {

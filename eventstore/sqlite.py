@@ -172,6 +172,9 @@ class SQLiteBackend:
         try:
             self.conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
             self.conn.execute("PRAGMA foreign_keys=OFF")
+            # Zero the space a deleted or rewritten row leaves, so a redacted payload (or a
+            # dropped snapshot) is not left readable in a free page.
+            self.conn.execute("PRAGMA secure_delete=ON")
             self._check_file()
             self.journal_mode = self._set_journal_mode()
             self.conn.execute(f"PRAGMA synchronous={synchronous}")
@@ -386,6 +389,49 @@ class SQLiteBackend:
 
     def redact(self, position: int, data: str, redacted_by: int) -> None:
         self.conn.execute("UPDATE events SET data = ?, redacted_by = ? WHERE position = ?", (data, redacted_by, position))
+
+    def redacted_since(self, stream_id: str, lo: int, hi: int | None, after: int) -> tuple[int, int] | None:
+        """(position, redacted_by) of an event of `stream_id` with lo <= offset < hi that was
+        redacted by an `event.redacted` at a position > `after`, or None.
+
+        With `after` > 0 only the redactions recorded since then are read (usually none);
+        with 0, the stream's range is scanned.
+        """
+        bounds = (stream_id, lo, 2**62 if hi is None else hi)
+        if after > 0:
+            row = self.conn.execute(
+                'SELECT t.position, r.position FROM events r JOIN events t ON t.position = json_extract(r.data, \'$.position\') '
+                "WHERE r.position > ? AND r.type = 'event.redacted' "
+                'AND t.stream_id = ? AND t."offset" >= ? AND t."offset" < ? LIMIT 1',
+                (after, *bounds),
+            ).fetchone()
+        else:
+            row = self.conn.execute(
+                'SELECT position, redacted_by FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? '
+                "AND redacted_by IS NOT NULL LIMIT 1",
+                bounds,
+            ).fetchone()
+        return (int(row[0]), int(row[1])) if row else None
+
+    def last_position(self) -> int:
+        """The highest position ever given (0 for an empty log)."""
+        row = self.conn.execute("SELECT max(position) FROM events").fetchone()
+        return int(row[0] or 0)
+
+    def hashes(self, upto: int) -> Iterator[tuple[int, str]]:
+        """(position, hash) of every event with position <= `upto`, in position order."""
+        return self.conn.execute("SELECT position, hash FROM events WHERE position <= ? ORDER BY position", (upto,))
+
+    def truncate_wal(self) -> None:
+        """Checkpoint the WAL into the database file and truncate it to zero bytes."""
+        if self.journal_mode.lower() != "wal":
+            return
+        busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise StoreError(
+                f"{self.path}: another connection is reading, so the write-ahead log still holds old pages; "
+                "the change is committed; call purge() (threadlog redact does) once the readers are done"
+            )
 
     def counts(self) -> tuple[int, int]:
         """(streams, events)."""

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import integrity
-from .errors import ConcurrencyError, ForkRefused, InvalidEvent, StoreError, ThreadNotFound
+from .errors import ConcurrencyError, ForkRefused, IntegrityError, InvalidEvent, StaleSnapshot, StoreError, ThreadNotFound
 from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, upcast
 from .facts import Facts, advance, after_fork
 from .prepare import META_KEYS, Pending, new_id, now, prepare
@@ -237,6 +237,12 @@ class Store:
             row = by_id[item.event_id]
             if row[1] != thread:
                 raise InvalidEvent("meta.event_id", f"event id {item.event_id!r} is already used in thread {row[1]!r}")
+            if (row[4], row[9], row[7]) != (item.type, item.data_digest, item.meta_json):
+                raise InvalidEvent(
+                    "meta.event_id",
+                    f"event id {item.event_id!r} is already stored at position {row[0]} with different content; "
+                    "a retry must resend the same event, and a new event needs a new id",
+                )
         return [from_row(by_id[item.event_id]) for item in batch]
 
     def _write(
@@ -283,7 +289,7 @@ class Store:
                     raise InvalidEvent(f"events[{offset - head}].data.through_offset", f"{data['through_offset']} is past the compaction's own offset {offset}")
             if first_message is None and type_ == "message.appended":
                 first_message = offset
-            hash_ = chain_hash(prev, position, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
+            hash_ = chain_hash(prev, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
             inserts.append((position, thread, offset, event_id, type_, version, data_json, meta_json, recorded_at, digest, hash_, pending))
             recorded.append(RecordedEvent(position, thread, offset, event_id, type_, data, meta, recorded_at, hash_, version, digest))
             prev = hash_
@@ -359,19 +365,41 @@ class Store:
 
     # -- snapshots (a cache, never truth) -------------------------------------------------------
 
-    def save_snapshot(self, projection: str, version: int, thread: str, offset: int, state: dict[str, Any]) -> None:
+    def save_snapshot(
+        self, projection: str, version: int, thread: str, offset: int, state: dict[str, Any], as_of: int | None = None
+    ) -> None:
         """Cache `projection`'s state after the first `offset` events of `thread`'s history.
 
         Projections decide what a state is; the store only keeps it. Dropping every snapshot
         must change no answer, and `redact` drops them all (a cached state may hold the
-        erased payload).
+        erased payload). `as_of` is the log's `last_position()` read before the fold began:
+        if an event the state covers was redacted after that, the state may hold the erased
+        payload and the save is refused (`StaleSnapshot`); fold again and retry. Without
+        `as_of`, a state covering any redacted event is refused.
         """
-        info = self.thread(thread)
-        if not isinstance(offset, int) or isinstance(offset, bool) or not 1 <= offset <= info.head:
-            raise InvalidEvent("offset", f"{offset!r} is outside thread {thread!r} (1..{info.head})")
-        text = json.dumps(state, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        _check_index("as_of", as_of, "a position", optional=True)
+        try:
+            text = integrity.canonical(state)
+            text.encode("utf-8")
+        except (ValueError, TypeError, RecursionError) as error:
+            raise InvalidEvent("state", f"a snapshot must be JSON without NaN or infinities ({error})") from None
         with self.backend.transaction():
+            ancestry = self.ancestry(thread)
+            head = ancestry[0].head
+            if not isinstance(offset, int) or isinstance(offset, bool) or not 1 <= offset <= head:
+                raise InvalidEvent("offset", f"{offset!r} is outside thread {thread!r} (1..{head})")
+            for stream_id, lo, hi in _clip(segments(ancestry), 0, offset):
+                redaction = self.backend.redacted_since(stream_id, lo, hi, as_of or 0)
+                if redaction is not None:
+                    raise StaleSnapshot(
+                        f"snapshot of {thread!r} at offset {offset} not saved: position {redaction[0]} in its range was "
+                        f"redacted at position {redaction[1]}, after the fold began; fold again and save that"
+                    )
             self.backend.save_snapshot(projection, version, thread, offset, text)
+
+    def last_position(self) -> int:
+        """The highest position in the log (0 when empty): a mark to pass as `as_of`."""
+        return self.backend.last_position()
 
     def nearest_snapshot(self, projection: str, version: int, thread: str, at: int) -> tuple[int, dict[str, Any]] | None:
         """The cached state with the highest offset <= `at` that covers a prefix of `thread`'s
@@ -521,23 +549,58 @@ class Store:
 
     # -- integrity ------------------------------------------------------------------------------
 
-    def verify(self, progress: Callable[[int, int], None] | None = None) -> integrity.VerifyReport:
-        """Recompute every hash chain; raises `IntegrityError` naming the first bad position.
+    def verify(self, progress: Callable[[int, int], None] | None = None, checkpoint: str | None = None) -> integrity.VerifyReport:
+        """Recompute every hash chain and every stored column that changes behaviour;
+        raises `IntegrityError` naming the first bad position.
 
+        With `checkpoint` (a string `checkpoint()` returned earlier), also prove that the log
+        still holds every event the checkpoint covered, unchanged, at the same positions: a
+        deleted thread, a cut-and-re-chained tail or a rewritten event then fails too.
         `progress(done, total)`, if given, is called as streams are checked (events so far).
         """
+        wanted = integrity.parse_checkpoint(checkpoint) if checkpoint is not None else None
         with self.backend.read_transaction():  # one consistent view; writers carry on meanwhile
-            return integrity.verify(self.backend, progress)
+            report = integrity.verify(self.backend, progress)
+            if wanted is None:
+                return report
+            upto, value = wanted
+            last = self.backend.last_position()
+            if last < upto:
+                raise IntegrityError(last + 1 if last else None, f"the log ends at position {last}, before checkpoint position {upto}: events were removed")
+            if integrity.log_digest(self.backend.hashes(upto), upto) != value:
+                raise IntegrityError(None, f"the log no longer matches checkpoint {checkpoint}: an event at or below position {upto} was removed, added or rewritten")
+        return integrity.VerifyReport(report.streams, report.events, report.redacted, checkpoint)
+
+    def checkpoint(self) -> str:
+        """One short string covering every event in the log now (position and hash).
+
+        Keep it somewhere the file's writers cannot reach; `verify(checkpoint=C)` later
+        proves that nothing it covers was removed, added or changed. Reads every event's hash
+        once (one sequential scan).
+        """
+        with self.backend.read_transaction():
+            last = self.backend.last_position()
+            return integrity.format_checkpoint(last, integrity.log_digest(self.backend.hashes(last), last))
 
     def redact(self, position: int, reason: str, actor: str) -> RecordedEvent:
         """Erase one event's payload in place, recording who and why in an `event.redacted`.
 
-        Hashes, offsets and fork references stay valid, because the chain covers the
-        data's digest; `verify` checks the redaction record instead of the digest.
+        What stays is a skeleton with only the ids that keep the history well-formed: a
+        message keeps its role, its `tool_use` blocks' `id` and `name` (input emptied) and its
+        `tool_result` blocks' `tool_use_id` (content replaced), so a model request built from
+        the history stays valid; its text becomes `[redacted]`. Runs and interrupts keep
+        their ids. The `event.redacted` records the skeleton's digest, so the skeleton is
+        chained too. Hashes, offsets and fork references stay valid, because the chain
+        covers the data's digest.
+
+        No copy of the payload stays in the file: snapshots are dropped, freed space is
+        zeroed (`secure_delete`) and the write-ahead log is checkpointed and truncated before
+        this returns. If another connection is reading at that moment, the WAL cannot be
+        truncated and `StoreError` says so (the redaction itself is committed; `purge()`
+        retries the truncation).
         """
         if not isinstance(position, int) or isinstance(position, bool) or position < 1:
             raise InvalidEvent("position", f"must be a position >= 1, not {position!r}")
-        event = prepare({"type": EventRedacted.type, "data": {"position": position, "reason": reason, "actor": actor}, "meta": {"actor": actor}}, "redact")
         with self.backend.transaction():
             row = self.backend.event_at_position(position)
             if row is None:
@@ -546,11 +609,23 @@ class Store:
                 raise InvalidEvent("position", f"a {row[4]} event is structural and cannot be redacted")
             if row[12] is not None:
                 raise InvalidEvent("position", f"position {position} is already redacted (by position {row[12]})")
+            skeleton = integrity.canonical(_skeleton(row[4], json.loads(row[6])))
+            data = {"position": position, "reason": reason, "actor": actor, "skeleton_digest": integrity.digest(skeleton)}
+            event = prepare({"type": EventRedacted.type, "data": data, "meta": {"actor": actor}}, "redact")
             stream_row = self.backend.stream(row[1])
             recorded = self._write(row[1], stream_row, [event])[0]
-            self.backend.redact(position, integrity.canonical(_skeleton(row[4], row[6])), recorded.position)
+            self.backend.redact(position, skeleton, recorded.position)
             self.backend.drop_snapshots()  # a cached state may hold the erased payload
+        self.purge()
         return recorded
+
+    def purge(self) -> None:
+        """Copy the write-ahead log into the database file and truncate it, so that no old
+        page (an erased payload's among them) stays in the WAL; `redact` does this itself.
+
+        Raises `StoreError` when another connection's open read keeps the WAL in use.
+        """
+        self.backend.truncate_wal()
 
 
 def _parsed(rows: Iterator[tuple[int, str, int, str]]) -> Iterator[tuple[int, str, dict[str, Any]]]:
@@ -562,12 +637,39 @@ def _parsed(rows: Iterator[tuple[int, str, int, str]]) -> Iterator[tuple[int, st
             yield offset, type_, upcast(type_, version, loads(text))
 
 
-def _skeleton(type_: str, data_json: str) -> dict[str, Any]:
-    """What stays of a redacted payload: only what keeps the history well-formed."""
+def _skeleton(type_: str, data: dict[str, Any]) -> dict[str, Any]:
+    """What stays of a redacted payload: only what keeps the history well-formed.
+
+    A message keeps its role and the ids its tool calls and results pair up by (so the
+    pending facts and a model request built from it stay the same shape); runs and
+    interrupts keep the ids their pairing needs. Everything else is gone.
+    """
     if type_ == "message.appended":
-        role = json.loads(data_json).get("role", "user")
-        return {"role": role, "content": [{"type": "text", "text": "[redacted]"}], "redacted": True}
-    return {"redacted": True}
+        role = data.get("role", "user")
+        results, calls = [], []
+        for block in data.get("content") or ():
+            if block.get("type") == "tool_use":
+                calls.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}})
+            elif block.get("type") == "tool_result":
+                result = {"type": "tool_result", "tool_use_id": block["tool_use_id"], "content": "[redacted]"}
+                if block.get("is_error"):
+                    result["is_error"] = True
+                results.append(result)
+        # A user turn answers its calls first, as the Messages API wants; a call ends its turn.
+        content = [*results, {"type": "text", "text": "[redacted]"}, *calls]
+        return {"role": role, "content": content, "redacted": True}
+    keep = _STRUCTURAL.get(type_, ())
+    return {**{key: data[key] for key in keep if key in data}, "redacted": True}
+
+
+# The fields of each non-message event that its pairing (and the pending facts) rest on.
+_STRUCTURAL = {
+    "run.started": ("run_id",),
+    "run.finished": ("run_id", "status"),
+    "interrupt.raised": ("interrupt_id", "tool_use_id"),
+    "interrupt.resolved": ("interrupt_id",),
+    "interrupt.cancelled": ("interrupt_id", "reason"),
+}
 
 
 def _options(**fields: Any) -> ForkOptions:

@@ -23,13 +23,15 @@ def nearest(store: Store, projection: str, version: int, thread: str, at: int) -
     return store.nearest_snapshot(projection, version, thread, at)
 
 
-def save(store: Store, projection: str, version: int, thread: str, offset: int, state: dict[str, Any]) -> None:
-    """Cache `state` as `projection`'s state after the first `offset` events of `thread`.
+def save(store: Store, projection: str, version: int, thread: str, offset: int, state: dict[str, Any], as_of: int) -> None:
+    """Cache `state` as `projection`'s state after the first `offset` events of `thread`,
+    folded from the log as of position `as_of` (`StaleSnapshot` if a redaction since then
+    touched what it covers).
 
     This is the only write any projection makes, and it writes no event: only the
     `snapshots` cache table.
     """
-    store.save_snapshot(projection, version, thread, offset, state)
+    store.save_snapshot(projection, version, thread, offset, state, as_of=as_of)
 
 
 def drop(store: Store, projection: str | None = None) -> int:

@@ -34,7 +34,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from eventstore import CATALOGUE, InvalidEvent, Store, ThreadInfo
+from eventstore import CATALOGUE, InvalidEvent, StaleSnapshot, Store, ThreadInfo
 from eventstore.events import MessageAppended, upcast
 
 from . import snapshots
@@ -376,8 +376,15 @@ def save_snapshot(store: Store, thread: str, at: int | None = None) -> int:
     Later calls of `thread_state` on this thread (at or above that offset) and on its forks
     made at or above it resume from here instead of folding from the first event.
     """
-    _, fold, at = fold_state(store, thread, at)
-    if at == 0:
-        raise InvalidEvent("at", "a snapshot needs at least one event")
-    snapshots.save(store, PROJECTION, VERSION, thread, at, fold.dump())
-    return at
+    for attempt in range(3):
+        as_of = store.last_position()  # a redaction after this makes the fold stale
+        _, fold, offset = fold_state(store, thread, at)
+        if offset == 0:
+            raise InvalidEvent("at", "a snapshot needs at least one event")
+        try:
+            snapshots.save(store, PROJECTION, VERSION, thread, offset, fold.dump(), as_of=as_of)
+            return offset
+        except StaleSnapshot:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")

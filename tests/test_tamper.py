@@ -117,7 +117,7 @@ def insert_at_tail(valid_hash: bool) -> Tamper:
         prev = conn.execute("SELECT hash FROM events WHERE position = 10").fetchone()[0]
         recorded_at = conn.execute("SELECT recorded_at FROM events WHERE position = 10").fetchone()[0]
         data = '{"content":[{"text":"forged","type":"text"}],"role":"user"}'
-        h = chain_hash(prev, 13, "R", 7, "evil", "message.appended", 1, recorded_at, "{}", digest(data)) if valid_hash else "0" * 64
+        h = chain_hash(prev, "R", 7, "evil", "message.appended", 1, recorded_at, "{}", digest(data)) if valid_hash else "0" * 64
         conn.execute(
             'INSERT INTO events (position, stream_id, "offset", event_id, type, schema_version, data, meta, '
             "recorded_at, data_digest, hash) VALUES (13, 'R', 7, 'evil', 'message.appended', 1, ?, '{}', ?, ?, ?)",
@@ -152,9 +152,9 @@ CASES: list[tuple[str, Tamper, int]] = [
     ("root-insert-tail-forged-hash", insert_at_tail(valid_hash=False), 13),
     ("root-insert-tail-recomputed-hash", insert_at_tail(valid_hash=True), 13),
     ("root-insert-middle", insert_in_middle, 13),
-    ("root-swap-two-rows", swap_rows(4, 5), 5),  # offset 3 now holds position 5
+    ("root-swap-two-rows", swap_rows(4, 5), 4),  # offset 4 now sits at position 4, before offset 3
     ("root-reorder-offsets", swap_column("offset", 4, 5), 5),  # the row at offset 3 is now position 5
-    ("root-reorder-positions", swap_column("position", 9, 10), 10),  # offset 5 now holds position 10
+    ("root-reorder-positions", swap_column("position", 9, 10), 9),  # offset 6 now holds position 9, below offset 5
     ("root-head-lowered", sql("UPDATE streams SET head = 6 WHERE id = 'R'"), 10),
     ("root-head-hash-edited", sql("UPDATE streams SET head_hash = '00' || substr(head_hash, 3) WHERE id = 'R'"), 10),
     ("root-forged-redaction", sql("""UPDATE events SET data = '{"redacted":true}', redacted_by = 10 WHERE position = 4"""), 4),
@@ -163,7 +163,7 @@ CASES: list[tuple[str, Tamper, int]] = [
     ("ancestor-edit-data-and-digest", edit_data_and_digest(2), 2),
     ("ancestor-edit-fork-point-hash", sql("UPDATE events SET hash = '00' || substr(hash, 3) WHERE position = 3"), 3),
     ("ancestor-delete-fork-point", sql("DELETE FROM events WHERE position = 3"), 4),
-    ("ancestor-swap-two-rows", swap_rows(2, 3), 3),
+    ("ancestor-swap-two-rows", swap_rows(2, 3), 2),
     ("ancestor-reorder-offsets", swap_column("offset", 2, 3), 3),
     # F's events that G inherits (a fork that is itself an ancestor)
     ("mid-fork-edit-data", sql("UPDATE events SET data = replace(data, 'fu', 'evil') WHERE position = 7"), 7),
