@@ -7,6 +7,7 @@ The commonest event, a plain text message, is validated without building pydanti
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from json.encoder import encode_basestring  # what the canonical encoder writes for a str
@@ -19,6 +20,23 @@ from .events import CATALOGUE, MessageAppended, parse
 # The largest event payload (canonical JSON, in bytes) an append accepts. Nothing bigger
 # could be sent to the model in one request anyway.
 MAX_EVENT_BYTES = 32 * 1024 * 1024
+
+
+# Control characters (C0, DEL, C1) and lone surrogates: never in an id, which is printed,
+# hashed and used as a file name by other tools.
+_BAD_ID_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+MAX_ID_CHARS = 200
+
+
+def check_id(field: str, value: Any) -> str:
+    """Refuse an id that is not 1..200 printable characters; returns it."""
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
+        shown = repr(value) if len(repr(value)) < 80 else f"{repr(value)[:60]}… ({len(value) if isinstance(value, str) else '?'} characters)"
+        raise InvalidEvent(field, f"must be a string of 1 to {MAX_ID_CHARS} characters, not {shown}")
+    bad = _BAD_ID_CHAR.search(value)
+    if bad is not None:
+        raise InvalidEvent(field, f"holds the control character {bad.group()!r} at index {bad.start()}; ids must be printable text")
+    return value
 
 
 def new_id() -> str:
@@ -130,5 +148,5 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Pendin
         raise InvalidEvent(f"{field}.data", f"not storable as UTF-8 JSON ({error})") from None
     _check_size(data_json, field)
     explicit = "event_id" in meta
-    event_id = meta["event_id"] if explicit else event_id or secrets.token_hex(16)
+    event_id = check_id(f"{field}.meta.event_id", meta["event_id"]) if explicit else event_id or secrets.token_hex(16)
     return Pending(type_, CATALOGUE[type_].schema_version, data, data_json, data_digest, meta, meta_json, event_id, explicit)

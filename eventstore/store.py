@@ -18,7 +18,7 @@ from . import integrity
 from .errors import ConcurrencyError, ForkRefused, IntegrityError, InvalidEvent, StaleSnapshot, StoreError, ThreadNotFound
 from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, upcast
 from .facts import Facts, advance, after_fork
-from .prepare import META_KEYS, Pending, new_id, now, prepare
+from .prepare import META_KEYS, Pending, check_id, new_id, now, prepare
 from .recorded import RecordedEvent, ThreadInfo, from_row
 from .sqlite import SQLiteBackend
 
@@ -158,7 +158,7 @@ class Store:
         **meta: Any,
     ) -> str:
         """Start a root thread with its `thread.created` event; returns the thread id."""
-        thread_id = thread_id or new_id()
+        thread_id = new_id() if thread_id is None else check_id("thread_id", thread_id)
         data = {"title": title, "system": system, "model": model, "tools": tools, "metadata": metadata}
         event = {"type": ThreadCreated.type, "data": {k: v for k, v in data.items() if v is not None}, "meta": meta}
         self.append(thread_id, [event], expect="no_stream")
@@ -183,7 +183,9 @@ class Store:
         batch = [prepare(event, i, fresh[32 * i:32 * i + 32]) for i, event in enumerate(events)]
         if not batch:
             raise InvalidEvent("events", "the batch is empty")
-        if not isinstance(thread, str) or not thread:
+        if expect == "no_stream":
+            check_id("thread", thread)
+        elif not isinstance(thread, str) or not thread:
             raise InvalidEvent("thread", "must be a non-empty string")
         explicit = False
         for i, item in enumerate(batch):
@@ -460,8 +462,9 @@ class Store:
         those keys; any other dict is the fork's metadata. Pending interrupts are demoted.
         """
         options = _options(todos=todos, metadata=metadata, context=context, retrieval=retrieval, unanswered=unanswered, transcript=transcript)
+        fork_id = new_id() if fork_id is None else check_id("fork_id", fork_id)
         with self.backend.transaction():
-            return self._fork(thread, at, options, fork_id or new_id(), meta, [])
+            return self._fork(thread, at, options, fork_id, meta, [])
 
     def _fork(self, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any], then: list[Pending], fan_out: bool = False) -> str:
         rows = self.backend.ancestry(thread)
@@ -566,9 +569,11 @@ class Store:
             upto, value = wanted
             last = self.backend.last_position()
             if last < upto:
-                raise IntegrityError(last + 1 if last else None, f"the log ends at position {last}, before checkpoint position {upto}: events were removed")
+                raise IntegrityError(last + 1, f"the log no longer matches checkpoint {checkpoint}: it ends at position {last}, "
+                                     f"below the checkpoint's {upto} (events were removed)")
             if integrity.log_digest(self.backend.hashes(upto), upto) != value:
-                raise IntegrityError(None, f"the log no longer matches checkpoint {checkpoint}: an event at or below position {upto} was removed, added or rewritten")
+                raise IntegrityError(None, f"the log no longer matches checkpoint {checkpoint}: an event at or below "
+                                     f"position {upto} was removed, added or rewritten")
         return integrity.VerifyReport(report.streams, report.events, report.redacted, checkpoint)
 
     def checkpoint(self) -> str:

@@ -173,6 +173,21 @@ CASES: list[tuple[str, Tamper, int]] = [
     ("mid-fork-parent-offset-edited", sql("UPDATE streams SET parent_offset = 2 WHERE id = 'F'"), 6),
     ("mid-fork-stream-row-deleted", sql("DELETE FROM streams WHERE id = 'F'"), 6),
     ("leaf-fork-edit-data", sql("UPDATE events SET data = replace(data, 'gu', 'evil') WHERE position = 12"), 12),
+    # Stream columns that change behaviour, each recomputed from the events (named at the
+    # stream's first event)
+    ("root-kind-edited", sql("UPDATE streams SET kind = 'fork' WHERE id = 'R'"), 1),
+    ("root-depth-edited", sql("UPDATE streams SET depth = 1 WHERE id = 'R'"), 1),
+    ("root-root-id-edited", sql("UPDATE streams SET root_id = 'F' WHERE id = 'R'"), 1),
+    ("root-created-position-edited", sql("UPDATE streams SET created_position = 4 WHERE id = 'R'"), 1),
+    ("root-first-message-edited", sql("UPDATE streams SET first_message_offset = 3 WHERE id = 'R'"), 1),
+    ("root-first-message-cleared", sql("UPDATE streams SET first_message_offset = NULL WHERE id = 'R'"), 1),
+    ("mid-fork-kind-edited", sql("UPDATE streams SET kind = 'subagent' WHERE id = 'F'"), 6),
+    ("mid-fork-depth-edited", sql("UPDATE streams SET depth = 7 WHERE id = 'F'"), 6),
+    ("mid-fork-first-message-edited", sql("UPDATE streams SET first_message_offset = 4 WHERE id = 'F'"), 6),
+    ("leaf-fork-root-id-edited", sql("UPDATE streams SET root_id = 'F' WHERE id = 'G'"), 11),
+    ("leaf-fork-created-position-edited", sql("UPDATE streams SET created_position = 12 WHERE id = 'G'"), 11),
+    ("leaf-fork-pending-facts-edited", sql("""UPDATE streams SET facts = '{"runs":["r"]}' WHERE id = 'G'"""), 12),
+    ("leaf-fork-row-facts-edited", sql("""UPDATE events SET pending = '{"tools":["t"]}' WHERE position = 12"""), 12),
 ]
 
 
@@ -242,14 +257,14 @@ def test_redacted_event_still_verifies_but_dropping_its_record_does_not(template
     assert caught.value.position == 2
 
 
-def test_what_verify_cannot_see_a_consistent_rewrite_of_the_tail(template: Path, tmp_path: Path) -> None:
+def test_a_consistent_rewrite_of_the_tail_passes_verify_but_not_the_checkpoint(template: Path, tmp_path: Path) -> None:
     """There is no secret in the chain: whoever can write the file and knows the algorithm
-    can cut a thread's tail and move its head row to match, and `verify` passes. Comparing
-    the head hash with a copy kept elsewhere catches it."""
+    can cut a thread's tail and move its head row to match, and plain `verify` passes. A
+    checkpoint kept elsewhere catches it."""
     db = tmp_path / "t.db"
     shutil.copy(template, db)
     with Store(db) as store:
-        kept_elsewhere = store.thread("R").head_hash
+        kept_elsewhere = store.checkpoint()
     conn = sqlite3.connect(db)
     new_head_hash = conn.execute("SELECT hash FROM events WHERE position = 9").fetchone()[0]
     conn.execute("DELETE FROM events WHERE position = 10")
@@ -258,5 +273,35 @@ def test_what_verify_cannot_see_a_consistent_rewrite_of_the_tail(template: Path,
     conn.close()
     with Store(db) as store:
         store.verify()  # passes: the log is consistent with itself
-        assert store.thread("R").head_hash != kept_elsewhere
-    print("\ncut R's last event and rewound its head row: verify passes; the head hash kept elsewhere differs")
+        with pytest.raises(IntegrityError, match="no longer matches checkpoint"):
+            store.verify(checkpoint=kept_elsewhere)
+    run = subprocess.run([THREADLOG, "verify", "--db", str(db), "--checkpoint", kept_elsewhere], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "no longer matches checkpoint" in run.stderr and "Traceback" not in run.stderr
+    print(f"\ncut R's last event and rewound its head row: verify passes; verify --checkpoint: {run.stderr.strip()}")
+
+
+def test_a_deleted_fork_passes_verify_but_not_the_checkpoint(template: Path, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    shutil.copy(template, db)
+    kept_elsewhere = subprocess.run([THREADLOG, "checkpoint", "--db", str(db)], capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    assert subprocess.run([THREADLOG, "verify", "--db", str(db), "--checkpoint", kept_elsewhere], timeout=60).returncode == 0
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM events WHERE stream_id = 'G'")
+    conn.execute("DELETE FROM streams WHERE id = 'G'")
+    conn.commit()
+    conn.close()
+    with Store(db) as store:
+        assert store.verify().streams == 2  # the rest is consistent: only the checkpoint can tell
+        with pytest.raises(IntegrityError, match="no longer matches checkpoint"):
+            store.verify(checkpoint=kept_elsewhere)
+
+
+@pytest.mark.parametrize("case", ["root-edit-data", "root-delete-tail", "mid-fork-stream-row-deleted"])
+def test_checkpoint_fails_for_tampering_verify_also_names(template: Path, tmp_path: Path, case: str) -> None:
+    with Store(template) as store:
+        kept_elsewhere = store.checkpoint()
+    _, tamper, position = next(c for c in CASES if c[0] == case)
+    db = tampered_copy(template, tmp_path, tamper)
+    with Store(db) as store, pytest.raises(IntegrityError) as caught:
+        store.verify(checkpoint=kept_elsewhere)
+    assert caught.value.position == position  # the chain's finding comes first: it names where

@@ -332,19 +332,61 @@ def snapshot(store: Store, thread: str | None, drop: bool) -> None:
 
 
 @cli.command()
+@click.option("--checkpoint", "checkpoint", metavar="C",
+              help="Also prove the log still holds, unchanged, everything checkpoint C (from `threadlog checkpoint`) covered.")
 @json_option
 @with_store
-def verify(store: Store, as_json: bool) -> None:
-    """Recompute every hash chain; exit 0 when every chain holds, 1 naming the first bad position."""
+def verify(store: Store, checkpoint: str | None, as_json: bool) -> None:
+    """Recompute every hash chain and stored column; exit 0 when all hold, 1 naming the first bad position.
+
+    With --checkpoint, a deleted thread, a cut tail or any rewritten event the checkpoint
+    covered fails too, however consistently it was re-chained.
+    """
     if sys.stderr.isatty():
         with click.progressbar(length=store.backend.counts()[1], label="verifying", file=sys.stderr) as bar:
-            report = store.verify(progress=lambda done, total: bar.update(done - bar.pos))
+            report = store.verify(progress=lambda done, total: bar.update(done - bar.pos), checkpoint=checkpoint)
     else:
-        report = store.verify()
+        report = store.verify(checkpoint=checkpoint)
     if as_json:
         _emit_json(report.to_json())
+        return
+    click.echo(f"ok: {report.events} events in {report.streams} threads verified ({report.redacted} redacted)")
+    if checkpoint is not None:
+        click.echo(f"ok: the log still holds everything checkpoint {checkpoint} covered")
+
+
+@cli.command("checkpoint")
+@json_option
+@with_store
+def checkpoint_command(store: Store, as_json: bool) -> None:
+    """Print one string covering every event in the log now; keep it elsewhere.
+
+    `threadlog verify --checkpoint C` later proves nothing it covers was removed, added or
+    changed: the one check a writer of the file cannot forge.
+    """
+    value = store.checkpoint()
+    if as_json:
+        _emit_json({"checkpoint": value})
     else:
-        click.echo(f"ok: {report.events} events in {report.streams} threads verified ({report.redacted} redacted)")
+        click.echo(value)
+
+
+@cli.command()
+@click.argument("position", type=int)
+@click.option("--reason", required=True, help="Why the payload is erased (recorded in the log).")
+@click.option("--actor", required=True, help="Who erases it (recorded in the log).")
+@json_option
+@with_store
+def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) -> None:
+    """Erase the payload of the event at POSITION, keeping the chain and recording who and why.
+
+    No copy stays in the file: snapshots are dropped, freed pages zeroed, the WAL truncated.
+    """
+    record = store.redact(position, reason=reason, actor=actor)
+    if as_json:
+        _emit_json(record.to_json())
+    else:
+        click.echo(f"redacted position {position}; recorded at position {record.position}")
 
 
 @cli.command()
