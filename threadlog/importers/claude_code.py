@@ -571,9 +571,13 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
         stream = writer.plan.attach(parent.fork(stable_id(TOOL, file.key), "subagent", meta, at, metadata=metadata))
         writer.summary.subagents += 1
     writer.branch(stream, main_root)
-    for root in roots:
+    for root in roots:  # a second conversation in one file (its first line's parent is unknown)
         if root is not main_root:
-            writer.summary.skipped["unlinked root"] += 1
+            meta = {"event_id": f"cc:{file.key}:{root.first.uuid}:created", "origin": "imported", "source": source}
+            other = writer.plan.root(stable_id(TOOL, file.key, root.first.uuid), {"metadata": {"source": TOOL, **info}}, meta)
+            writer.summary.threads += 1
+            writer.summary.thread_ids.append(other.id)
+            writer.branch(other, root)
     for number, leaf, title in file.titles:
         writer.summary.skipped["summary"] -= 1
         stream.add("title.set", {"title": title}, {"event_id": f"cc:{file.key}:title:{leaf}", "origin": "imported",
