@@ -29,7 +29,7 @@ from eventstore.events import (
     TodosSet,
 )
 from .export import export_all, export_events, export_markdown
-from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code
+from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code, import_pi
 
 from projections import (
     BlameEntry,
@@ -90,6 +90,7 @@ __all__ = [
     "export_events",
     "export_markdown",
     "import_claude_code",
+    "import_pi",
     "lineage",
     "save_snapshot",
     "thread_state",

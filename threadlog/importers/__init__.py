@@ -2,7 +2,8 @@
 
 from .claude_code import import_claude_code
 from .lines import BadLine
+from .pi import import_pi
 from .plan import ImportConflict
 from .summary import ImportSummary
 
-__all__ = ["BadLine", "ImportConflict", "ImportSummary", "import_claude_code"]
+__all__ = ["BadLine", "ImportConflict", "ImportSummary", "import_claude_code", "import_pi"]

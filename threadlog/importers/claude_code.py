@@ -194,6 +194,15 @@ def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial
         if entry.kind == "user" and entry.parent in boundary_by_uuid and entry.line.record.get("isCompactSummary"):
             boundaries[entry.uuid] = boundary_by_uuid[entry.parent]
     parsed.units = _units(order, entries, boundaries)
+    if partial_tail and parsed.units:
+        # A tool still writing may add lines to the last response (or its results): leave it
+        # for a later read, when a line of another unit shows it is complete.
+        last = max(parsed.units, key=lambda u: u.entries[-1].line.number)
+        held = {last.key, ("a", last.key[1]), ("r", last.key[1])} if last.kind in ("assistant", "results") else {last.key}
+        kept = [e for e in order if e.unit is None or e.unit.key not in held]
+        for entry in kept:
+            entry.unit = None
+        parsed.units = _units(kept, {e.uuid: e for e in kept}, boundaries)
     titles[:] = [t for t in titles if t[1] in entries]
     return parsed
 
@@ -477,6 +486,9 @@ def discover(paths: Iterable[str | Path]) -> list[_Session]:
             files.extend(sorted(p for p in path.rglob("*.jsonl") if p.is_file()))
         elif path.exists():
             files.append(path)
+            subagents = path.with_suffix("") / "subagents"  # 2.1.x: the session's sub-agents
+            if not _is_agent(path) and subagents.is_dir():
+                files.extend(sorted(p for p in subagents.rglob("agent-*.jsonl") if p.is_file()))
         else:
             raise FileNotFoundError(2, "No such file or directory", str(path))
     sessions: dict[Path, _Session] = {}
