@@ -484,3 +484,7 @@ def export_command(store: Store, thread: str | None, format_: str, everything: b
 
 def main() -> None:
     cli(prog_name="threadlog")
+
+
+if __name__ == "__main__":
+    main()
