@@ -411,8 +411,11 @@ def _print_summary(summary: ImportSummary, as_json: bool) -> None:
 
 
 @cli.group("import")
-def import_group() -> None:
+@db_option
+def import_group(db: str | None) -> None:
     """Import other tools' session histories (Claude Code, pi)."""
+    if db:  # `threadlog import --db X claude-code …`: the subcommands read the root's --db
+        click.get_current_context().find_root().params["db"] = db
 
 
 @import_group.command("claude-code")
