@@ -29,6 +29,31 @@ class EventData(_Model):
     schema_version: ClassVar[int] = 1
 
 
+class Source(_Model):
+    """Where an imported event came from: the other tool's own identity for it.
+
+    One event may stand for several source lines (an API response Claude Code wrote one
+    content block per line): `uuid`, `parentUuid` and `timestamp` are the first line's,
+    `uuids` the others'. Field names follow the source format's spelling.
+    """
+
+    tool: Literal["claude-code", "pi"]
+    file: str = Field(description="the session file, as named when it was imported")
+    line: int | None = Field(default=None, ge=1, description="1-based line number of the first line")
+    uuid: str | None = None
+    parentUuid: str | None = None  # noqa: N815 - the source format's name
+    timestamp: str | None = None
+    uuids: list[str] | None = Field(default=None, description="the other lines merged into this event")
+    flags: dict[str, Any] | None = Field(
+        default=None,
+        description="the lines' own flags (isMeta, isCompactSummary, isSidechain, agentId, …) and "
+        "`injected`: text the tool put in the user's turn, not typed by the user",
+    )
+    tool_use_results: dict[str, Any] | None = Field(
+        default=None, description="the tool-specific result the source kept beside each tool_result, by tool_use_id"
+    )
+
+
 class Meta(_Model):
     """Who and why: carried beside `data`, covered by the hash chain like the data."""
 
@@ -40,6 +65,7 @@ class Meta(_Model):
     occurred_at: str | None = Field(
         default=None, description="when it happened at the source, for imported events"
     )
+    source: Source | None = Field(default=None, description="the source line(s) of an imported event")
 
 
 class Todo(_Model):

@@ -76,7 +76,7 @@ class Pending(NamedTuple):
 
 
 _EVENT_KEYS = frozenset(("type", "data", "meta"))
-META_KEYS = frozenset(("event_id", "actor", "origin", "causation_id", "correlation_id", "occurred_at"))
+META_KEYS = frozenset(("event_id", "actor", "origin", "causation_id", "correlation_id", "occurred_at", "source"))
 _MESSAGE_VERSION = MessageAppended.schema_version
 
 

@@ -451,6 +451,8 @@ class Store:
         unanswered: str = "refuse",
         transcript: str | None = None,
         fork_id: str | None = None,
+        kind: str = "fork",
+        busy: str = "refuse",
         **meta: Any,
     ) -> str:
         """Fork `thread` at `at` (default: its head): one `streams` row, one event, O(1).
@@ -460,13 +462,18 @@ class Store:
         results (`unanswered_tool_calls`, with `tool_use_ids`) unless `unanswered="drop"`
         records them for the projections to filter. `metadata={"keep": [keys]}` keeps
         those keys; any other dict is the fork's metadata. Pending interrupts are demoted.
+        `kind="subagent"` marks a sub-agent's fork; `busy="allow"` forks where a run is in
+        progress (the fork starts idle): for histories imported as they happened, where a
+        sub-agent or a retried answer branched mid-turn.
         """
-        options = _options(todos=todos, metadata=metadata, context=context, retrieval=retrieval, unanswered=unanswered, transcript=transcript)
+        if busy not in ("refuse", "allow"):
+            raise InvalidEvent("busy", f"must be 'refuse' or 'allow', not {busy!r}")
+        options = _options(todos=todos, metadata=metadata, context=context, retrieval=retrieval, unanswered=unanswered, transcript=transcript, kind=kind)
         fork_id = new_id() if fork_id is None else check_id("fork_id", fork_id)
         with self.backend.transaction():
-            return self._fork(thread, at, options, fork_id, meta, [])
+            return self._fork(thread, at, options, fork_id, meta, [], allow_busy=busy == "allow")
 
-    def _fork(self, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any], then: list[Pending], fan_out: bool = False) -> str:
+    def _fork(self, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any], then: list[Pending], fan_out: bool = False, allow_busy: bool = False) -> str:
         rows = self.backend.ancestry(thread)
         if not rows:
             raise ThreadNotFound(thread)
@@ -483,7 +490,7 @@ class Store:
         else:
             row = self._row_at(ancestry, at - 1)
             prev_hash, facts = row[10], Facts.load(row[11])
-        if facts.runs and not fan_out:
+        if facts.runs and not (fan_out or allow_busy):
             raise ForkRefused("busy", f"cannot fork {thread!r} at {at}: run {facts.runs[-1]!r} is in progress there; fork after it finishes or at an earlier offset")
         dropped: list[str] = []
         if facts.tools and options.context == "full" and not fan_out:

@@ -28,6 +28,9 @@ from eventstore.events import (
     TitleSet,
     TodosSet,
 )
+from .export import export_all, export_events, export_markdown
+from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code, import_pi
+
 from projections import (
     BlameEntry,
     Diff,
@@ -48,6 +51,9 @@ from projections import (
 )
 
 __all__ = [
+    "BadLine",
+    "ImportConflict",
+    "ImportSummary",
     "BlameEntry",
     "CompactionRecorded",
     "ConcurrencyError",
@@ -80,6 +86,11 @@ __all__ = [
     "diff",
     "display_rows",
     "drop_snapshots",
+    "export_all",
+    "export_events",
+    "export_markdown",
+    "import_claude_code",
+    "import_pi",
     "lineage",
     "save_snapshot",
     "thread_state",

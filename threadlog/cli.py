@@ -31,6 +31,9 @@ from projections import (
 )
 
 from .demo import build_demo
+from .export import dump_lines, export_all, export_events, export_markdown
+from .importers import ImportSummary, import_claude_code, import_pi
+from .importers.follow import follow_claude_code
 from .render import blame_line, diff_lines, event_line, row_line, state_lines, tree_lines
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -413,5 +416,120 @@ def demo(store: Store, as_json: bool) -> None:
     click.echo(f"\nTry: threadlog --help, or threadlog log {ids['thread']} --db {store.path}")
 
 
+# -- import and export: other tools' histories in, backups out --------------------------------
+
+def _progress(total_label: str) -> Any:
+    """A progress bar on stderr when it is a terminal, else nothing."""
+    if not sys.stderr.isatty():
+        return None, None
+    bar = click.progressbar(length=1, label=total_label, file=sys.stderr)
+
+    def update(done: int, total: int) -> None:
+        bar.length = total
+        bar.update(done - bar.pos)
+
+    return bar, update
+
+
+def _summary_lines(summary: ImportSummary) -> list[str]:
+    lines = [
+        f"{summary.files} file(s): {summary.threads} thread(s), {summary.forks} fork(s), {summary.subagents} sub-agent fork(s)",
+        f"{summary.prompts} prompt(s), {summary.assistant_messages} assistant message(s), {summary.tool_calls} tool call(s), "
+        f"{summary.compactions} compaction(s)",
+        f"{summary.added} event(s) added of {summary.events}",
+    ]
+    if summary.skipped:
+        lines.append("lines without conversation: " + ", ".join(f"{kind} {n}" for kind, n in sorted(summary.skipped.items())))
+    lines.extend(f"skipped {file}:{line}: {why}" for file, line, why in summary.bad)
+    return lines
+
+
+def _print_summary(summary: ImportSummary, as_json: bool) -> None:
+    if as_json:
+        _emit_json(summary.to_json())
+    else:
+        for line in _summary_lines(summary):
+            click.echo(line)
+
+
+@cli.group("import")
+@db_option
+def import_group(db: str | None) -> None:
+    """Import other tools' session histories (Claude Code, pi)."""
+    if db:  # `threadlog import --db X claude-code …`: the subcommands read the root's --db
+        click.get_current_context().find_root().params["db"] = db
+
+
+@import_group.command("claude-code")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing their session.")
+@click.option("--follow", is_flag=True, help="Keep running and mirror the sessions as Claude Code writes them (Ctrl-C stops).")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=0.5, show_default=True, help="With --follow: seconds between polls.")
+@json_option
+@with_store
+def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: bool, follow: bool, interval: float, as_json: bool) -> None:
+    """Import Claude Code sessions from PATHS (files, or directories searched recursively;
+    default ~/.claude/projects). Re-importing adds nothing; a grown file adds its new lines."""
+    sources = list(paths) or [str(Path.home() / ".claude" / "projects")]
+    if follow:
+        def report(summary: ImportSummary) -> None:
+            click.echo(json.dumps(summary.to_json()) if as_json else f"+{summary.added} event(s) ({summary.files} file(s))")
+
+        try:
+            total = follow_claude_code(store, sources, interval=interval, skip_bad=skip_bad, on_import=report)
+        except KeyboardInterrupt:
+            click.echo("stopped", err=True)
+            return
+        _print_summary(total, as_json)
+        return
+    bar, update = _progress("importing")
+    if bar is None:
+        summary = import_claude_code(store, sources, skip_bad=skip_bad)
+    else:
+        with bar:
+            summary = import_claude_code(store, sources, skip_bad=skip_bad, progress=update)
+    _print_summary(summary, as_json)
+
+
+@import_group.command("pi")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing their file.")
+@json_option
+@with_store
+def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_json: bool) -> None:
+    """Import pi coding agent session files from PATHS (files, or directories searched recursively)."""
+    _print_summary(import_pi(store, list(paths), skip_bad=skip_bad), as_json)
+
+
+@cli.command("export")
+@click.argument("thread", required=False)
+@click.option("--format", "format_", type=click.Choice(["events", "markdown"]), default="events", show_default=True,
+              help="events: JSON lines that restore with identical hashes; markdown: the full, unbounded transcript.")
+@click.option("--all", "everything", is_flag=True, help="Every thread and event in the file (a backup), as events.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@with_store
+def export_command(store: Store, thread: str | None, format_: str, everything: bool, output: str | None) -> None:
+    """Write THREAD (with its ancestors' history) or, with --all, the whole log."""
+    if everything == (thread is not None):
+        raise click.UsageError("give a THREAD or --all, not both")
+    if everything and format_ != "events":
+        raise click.UsageError("--all writes events only")
+    if format_ == "markdown":
+        chunks: Any = [export_markdown(store, str(thread))]
+    else:
+        chunks = dump_lines(export_all(store) if everything else export_events(store, str(thread)))
+    if output is None:
+        for chunk in chunks:
+            click.echo(chunk, nl=False)
+        return
+    with open(output, "w", encoding="utf-8") as handle:
+        handle.writelines(chunks)
+    click.echo(output)
+
+
 def main() -> None:
     cli(prog_name="threadlog")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,284 @@
+"""Importing Claude Code and pi sessions, following a live one, and exporting.
+
+Counts are made here from the raw JSONL, independently of the importer's own grouping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from threadlog import (
+    BadLine,
+    Store,
+    export_all,
+    export_events,
+    export_markdown,
+    import_claude_code,
+    import_pi,
+    thread_state,
+)
+from threadlog.cli import cli
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CC = FIXTURES / "claude-code"
+SESSIONS = sorted(p for p in CC.rglob("*.jsonl") if not p.name.startswith("agent-"))
+SUBAGENT_SESSION = CC / "-src-experiments-claude_p" / "29ccd257-68b1-427f-ae5f-6524b7cb6f20.jsonl"
+COMPACTED = CC / "dag" / "dag_compact_after_rewind.jsonl"
+PI = FIXTURES / "pi" / "large-session-head.jsonl"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _raw(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _raw_counts(path: Path) -> tuple[int, int]:
+    """(API responses, tool calls) in the file's main-chain lines, from the raw JSONL."""
+    responses, calls = set(), set()
+    for record in _raw(path):
+        if record.get("type") != "assistant" or record.get("isSidechain"):
+            continue
+        message = record["message"]
+        if any(b.get("type") != "text" or b.get("text") for b in message["content"]):
+            responses.add(message.get("id") or record["uuid"])
+        calls.update(b["id"] for b in message["content"] if b.get("type") == "tool_use")
+    return len(responses), len(calls)
+
+
+def _own_events(store: Store, thread: str) -> list[Any]:
+    return list(store.read(thread, start=store.thread(thread).base))
+
+
+def _session_streams(store: Store, root: str, kind: str | None = None) -> list[str]:
+    return [info.id for info in store.subtree(root) if kind is None or info.kind == kind]
+
+
+@pytest.mark.parametrize("session", SESSIONS, ids=[p.stem[:12] for p in SESSIONS])
+def test_session_counts_match_the_raw_file(mem: Store, session: Path) -> None:
+    summary = import_claude_code(mem, [session])
+    assert summary.threads >= 1
+    thread = summary.thread_ids[0]
+    responses, calls = set(), set()
+    for stream in _session_streams(mem, thread):
+        if mem.thread(stream).kind == "subagent":
+            continue
+        for event in _own_events(mem, stream):
+            if event.type == "message.appended" and event.data["role"] == "assistant":
+                responses.add(event.data.get("message_id") or event.meta["source"]["uuid"])
+                calls.update(b["id"] for b in event.data["content"] if b["type"] == "tool_use")
+    assert (len(responses), len(calls)) == _raw_counts(session)
+    mem.verify()
+
+
+def test_reimport_adds_nothing(mem: Store) -> None:
+    first = import_claude_code(mem, [CC])
+    before = mem.backend.counts()
+    again = import_claude_code(mem, [CC])
+    assert first.added > 0 and again.added == 0
+    assert mem.backend.counts() == before
+
+
+def test_grown_file_adds_only_its_new_lines(mem: Store, tmp_path: Path) -> None:
+    lines = SUBAGENT_SESSION.read_bytes().splitlines(keepends=True)
+    grown = tmp_path / SUBAGENT_SESSION.name
+    grown.write_bytes(b"".join(lines[: len(lines) // 2]))
+    import_claude_code(mem, [grown])
+    before = mem.backend.counts()[1]
+    grown.write_bytes(b"".join(lines))
+    second = import_claude_code(mem, [grown])
+    assert second.added == mem.backend.counts()[1] - before > 0
+    whole = Store(":memory:")
+    import_claude_code(whole, [grown])
+    thread = second.thread_ids[0]
+    assert [e.event_id for e in mem.read(thread)] == [e.event_id for e in whole.read(thread)]
+
+
+def test_subagent_is_a_fork_at_its_task_call(mem: Store) -> None:
+    summary = import_claude_code(mem, [SUBAGENT_SESSION])
+    assert summary.subagents == 1
+    thread = summary.thread_ids[0]
+    (agent,) = [info for info in mem.subtree(thread) if info.kind == "subagent"]
+    assert agent.parent_id == thread
+    raw = _raw(SUBAGENT_SESSION)
+    agent_id = _raw(next(CC.rglob("agent-a2271d1.jsonl")))[0]["agentId"]
+    (call,) = [b["tool_use_id"] for r in raw if isinstance(r.get("toolUseResult"), dict) and r["toolUseResult"].get("agentId") == agent_id
+               for b in r["message"]["content"] if b.get("type") == "tool_result"]
+    holder = mem.event_at(thread, agent.parent_offset - 1)
+    assert call in [b.get("id") for b in holder.data["content"]]
+
+
+def test_compaction_view_equals_what_was_sent(mem: Store) -> None:
+    summary = import_claude_code(mem, [COMPACTED])
+    assert summary.compactions == 1
+    raw = _raw(COMPACTED)
+    (kept_summary,) = [r for r in raw if r.get("isCompactSummary")]
+    after = [r for r in raw[raw.index(kept_summary) + 1:] if r["type"] in ("user", "assistant")]
+    state = thread_state(mem, summary.thread_ids[0])
+    texts = [[b.get("text") for b in m.content] for m in state.messages]
+    content = kept_summary["message"]["content"]
+    summary_text = content if isinstance(content, str) else "".join(b["text"] for b in content)
+    assert texts == [[summary_text], *[[b["text"] for b in r["message"]["content"]] for r in after]]
+    assert summary.forks == 1  # the rewound first attempt
+
+
+def test_malformed_line_names_it_and_writes_nothing(mem: Store, tmp_path: Path) -> None:
+    lines = SUBAGENT_SESSION.read_text(encoding="utf-8").splitlines(keepends=True)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(lines[:5]) + '{"type": "user", "uuid": 5}\n' + "".join(lines[5:]), encoding="utf-8")
+    with pytest.raises(BadLine, match=r"bad.jsonl:6: "):
+        import_claude_code(mem, [bad])
+    assert mem.backend.counts() == (0, 0)
+    summary = import_claude_code(mem, [bad], skip_bad=True)
+    assert summary.skipped["malformed"] == 1 and summary.bad[0][1] == 6
+
+
+_CORRUPTIONS = ["truncate", "retype", "drop", "utf8"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(index=st.integers(min_value=0), how=st.sampled_from(_CORRUPTIONS), cut=st.floats(0.05, 0.95), field=st.integers(0))
+def test_corrupted_lines_never_raise_a_traceback(tmp_path: Path, index: int, how: str, cut: float, field: int) -> None:
+    lines = (CC / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl").read_bytes().splitlines()
+    i = index % len(lines)
+    line = lines[i]
+    record = json.loads(line)
+    if how == "truncate":
+        lines[i] = line[: int(len(line) * cut)]
+    elif how == "utf8":
+        lines[i] = line[: int(len(line) * cut)] + b"\xff\xfe" + line[int(len(line) * cut):]
+    else:
+        keys = sorted(record) + sorted(record.get("message") or {})
+        key = keys[field % len(keys)]
+        target = record if key in record else record["message"]
+        if how == "drop":
+            del target[key]
+        else:
+            target[key] = [1] if isinstance(target[key], str) else "x"
+        lines[i] = json.dumps(record).encode()
+    path = tmp_path / "fuzz.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    store = Store(tmp_path / "fuzz.db")
+    try:
+        import_claude_code(store, [path])
+    except BadLine as error:
+        assert error.file == str(path) and error.line >= 1
+        assert store.backend.counts()[1] == 0
+    summary = import_claude_code(Store(":memory:"), [path], skip_bad=True)
+    assert summary.files == 1
+    store.close()
+    path.unlink()
+    (tmp_path / "fuzz.db").unlink()
+
+
+def test_pi_counts_match_the_raw_file(mem: Store) -> None:
+    summary = import_pi(mem, [PI])
+    raw = [r for r in _raw(PI) if r.get("type") == "message"]
+    assistant = [r for r in raw if r["message"]["role"] == "assistant" and r["message"]["content"]]
+    calls = sum(1 for r in assistant for b in r["message"]["content"] if b["type"] == "toolCall")
+    events = [e for e in mem.read(summary.thread_ids[0]) if e.type == "message.appended"]
+    assert sum(1 for e in events if e.data["role"] == "assistant") == len(assistant)
+    assert sum(1 for e in events for b in e.data["content"] if b["type"] == "tool_use") == calls
+    assert import_pi(mem, [PI]).added == 0
+    mem.verify()
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the gathered data folder is not beside this checkout")
+def test_every_gathered_file_imports(mem: Store) -> None:
+    summary = import_claude_code(mem, [SHARED / "claude-code"], skip_bad=True)
+    assert {f for f, _, _ in summary.bad} <= {str(p) for p in (SHARED / "claude-code").rglob("edge_cases.jsonl")}
+    pi = import_pi(mem, sorted((SHARED / "pi-mono").glob("*.jsonl")))
+    assert pi.compactions == 2
+    mem.verify()
+
+
+def test_export_events_carry_every_field_and_stream_row(mem: Store) -> None:
+    summary = import_claude_code(mem, [SUBAGENT_SESSION])
+    agent = next(i for i in mem.subtree(summary.thread_ids[0]) if i.kind == "subagent")
+    lines = list(export_events(mem, agent.id))
+    assert lines[0] == {"format": "threadlog-events", "version": 1}
+    streams = [line["stream"] for line in lines if "stream" in line]
+    assert [s["id"] for s in streams] == [agent.parent_id, agent.id]
+    events = [line["event"] for line in lines if "event" in line]
+    assert [e["event_id"] for e in events] == [e.event_id for e in mem.read(agent.id)]
+    assert events[0] == next(mem.read(agent.parent_id)).to_json()
+    everything = list(export_all(mem))
+    assert sum(1 for line in everything if "event" in line) == mem.backend.counts()[1]
+    markdown = export_markdown(mem, summary.thread_ids[0])
+    assert "elided" not in markdown
+
+
+def test_cli_import_and_export(tmp_path: Path) -> None:
+    db = str(tmp_path / "t.db")
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--db", db, "import", "claude-code", str(SUBAGENT_SESSION), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["subagents"] == 1 and report["added"] > 0
+    thread = report["thread_ids"][0]
+    out = tmp_path / "t.jsonl"
+    result = runner.invoke(cli, ["--db", db, "export", thread, "--format", "events", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text().splitlines()[0])["format"] == "threadlog-events"
+    result = runner.invoke(cli, ["--db", db, "import", "pi", str(PI)])
+    assert result.exit_code == 0 and "1 thread(s)" in result.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    result = runner.invoke(cli, ["--db", db, "import", "claude-code", str(bad)])
+    assert result.exit_code == 1 and "bad.jsonl:1: not JSON" in result.output
+    for command in (["import", "--help"], ["import", "claude-code", "--help"], ["import", "pi", "--help"], ["export", "--help"]):
+        assert runner.invoke(cli, command).exit_code == 0
+
+
+def test_follow_mirrors_lines_another_process_appends(tmp_path: Path) -> None:
+    lines = SUBAGENT_SESSION.read_bytes().splitlines(keepends=True)
+    live = tmp_path / "projects" / SUBAGENT_SESSION.name
+    live.parent.mkdir()
+    live.write_bytes(b"".join(lines[:10]))
+    db = tmp_path / "f.db"
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "threadlog.cli", "--db", str(db), "import", "claude-code", "--follow", "--interval", "0.1", str(live.parent)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+    )
+    try:
+        writer = subprocess.run([sys.executable, "-c", (
+            "import sys, time\n"
+            "lines = open(sys.argv[1], 'rb').read().splitlines(keepends=True)[10:]\n"
+            "with open(sys.argv[2], 'ab') as out:\n"
+            "    for i, line in enumerate(lines):\n"
+            "        if i == 3:\n"
+            "            out.write(line[:40]); out.flush(); time.sleep(0.5); out.write(line[40:])\n"
+            "        else:\n"
+            "            out.write(line)\n"
+            "        out.flush(); time.sleep(0.02)\n"
+        ), str(SUBAGENT_SESSION), str(live)], check=True)
+        assert writer.returncode == 0
+        expected = Store(":memory:")
+        whole = import_claude_code(expected, [live])
+        target = whole.events
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if db.exists():
+                with Store(db) as store:
+                    if store.backend.counts()[1] >= target:
+                        break
+            time.sleep(0.2)
+    finally:
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=20)
+    assert b"Traceback" not in err
+    with Store(db) as store:
+        thread = whole.thread_ids[0]
+        assert [e.event_id for e in store.read(thread)] == [e.event_id for e in expected.read(thread)]

@@ -1,0 +1,630 @@
+"""Claude Code session files (`~/.claude/projects/<project>/<session>.jsonl`) into threads.
+
+How a file becomes streams (field meanings: FORMATS.md in the project's data notes):
+
+- Lines with a `uuid` form a tree through `parentUuid`; `progress`, `attachment` and
+  `system` lines are links in it that carry no conversation (a `compact_boundary` links
+  through `logicalParentUuid`). A line whose parent is not in the file continues from the
+  previous conversation line, so one file is one thread.
+- Conversation lines group into *units*, one event each: an assistant API response is
+  every line sharing its `message.id`; the `tool_result` lines answering one response are
+  one user message; any other user line is its own unit. Claude Code chains parallel tool
+  calls as siblings (response line → {next block's line, a tool result}); grouping by unit
+  makes those siblings one turn, so only a unit with two different next units is a real
+  branch (the user edited or rewound, or an answer was retried).
+- The main thread follows, from the root, the child whose subtree ends latest in the
+  file: the branch the file ends on. Every other child of a unit on it becomes a fork at
+  the offset after that unit, recursively.
+- Sub-agents (`agent-*.jsonl` beside the session, or under `<session>/subagents/`) become
+  `subagent` forks after the assistant message holding the `Task`/`Agent` call whose
+  result names their `agentId`; the compaction summariser's file (`agent-acompact-*`)
+  forks where its prompt starts (the boundary's `logicalParentUuid`).
+- Runs: a typed prompt starts one; an assistant message without tool calls ends it
+  (`ok`); `[Request interrupted by user…]` ends it `cancelled`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eventstore import InvalidEvent, Store
+from eventstore.content import validate_block
+
+from .lines import BadLine, Line, read_lines
+from .plan import Plan, PlannedStream, stable_id, write_plan
+from .summary import ImportSummary
+
+TOOL = "claude-code"
+_CONVERSATION = ("user", "assistant")
+_FLAGS = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "isSidechain", "agentId", "isApiErrorMessage",
+          "permissionMode", "promptId", "requestId", "sourceToolAssistantUUID")
+_INJECTED_PREFIXES = ("<command-name>", "<command-message>", "<local-command-stdout>", "<local-command-stderr>",
+                      "<local-command-caveat>", "Caveat: The messages below were generated", "<bash-input>",
+                      "<bash-stdout>", "<bash-stderr>", "<system-reminder>", "<user-memory-input>")
+_INTERRUPT = "[Request interrupted by user"
+
+
+@dataclass
+class _Entry:
+    """One line with a uuid."""
+
+    line: Line
+    uuid: str
+    parent: str | None
+    kind: str  # user | assistant | link
+    unit: _Unit | None = None
+
+
+@dataclass
+class _Unit:
+    key: tuple[str, str]
+    kind: str  # assistant | results | user | compact
+    entries: list[_Entry] = field(default_factory=list)
+    parent: _Unit | None = None
+    children: list[_Unit] = field(default_factory=list)
+    latest: int = 0  # the last line number in this unit's subtree
+
+    @property
+    def first(self) -> _Entry:
+        return self.entries[0]
+
+
+@dataclass
+class _File:
+    """One parsed session or sub-agent file."""
+
+    path: Path
+    key: str  # the event-id namespace: the session's stem, or session/agent
+    units: list[_Unit]
+    entries: dict[str, _Entry]
+    boundaries: dict[str, dict[str, Any]]  # summary-line uuid -> its compact_boundary record
+    titles: list[tuple[int, str, str]]  # (line, leafUuid, summary)
+    agent_results: dict[str, str]  # agentId -> the tool_use id of the Task/Agent call it answers
+    records: dict[str, Any] = field(default_factory=dict)  # sessionId, cwd, version, …
+    first_parent: str | None = None  # the raw parentUuid of the first conversation line
+    agent_id: str | None = None
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def _check(record: dict[str, Any]) -> str | None:
+    """Why a conversation line cannot be imported, or None."""
+    if not isinstance(record.get("uuid"), str) or not record["uuid"]:
+        return "a user or assistant line needs a string uuid"
+    if record.get("parentUuid") is not None and not isinstance(record["parentUuid"], str):
+        return "parentUuid must be a string or null"
+    if record.get("timestamp") is not None and not isinstance(record["timestamp"], str):
+        return "timestamp must be a string"
+    message = record.get("message")
+    if not isinstance(message, dict):
+        return "message must be an object"
+    content = message.get("content")
+    if not isinstance(content, (str, list)):
+        return "message.content must be a string or a list of blocks"
+    if record["type"] == "assistant" and message.get("id") is not None and not isinstance(message["id"], str):
+        return "message.id must be a string"
+    if isinstance(content, list):
+        for index, block in enumerate(content):
+            try:
+                validate_block(block, f"message.content[{index}]")
+            except InvalidEvent as error:
+                return str(error)
+    for name in ("model", "stop_reason"):
+        if message.get(name) is not None and not isinstance(message[name], str):
+            return f"message.{name} must be a string"
+    if message.get("usage") is not None and not isinstance(message["usage"], dict):
+        return "message.usage must be an object"
+    return None
+
+
+def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial_tail: bool) -> _File:
+    def on_bad(error: BadLine) -> None:
+        if not skip_bad:
+            raise error
+        summary.skipped["malformed"] += 1
+        summary.bad.append((error.file, error.line, error.why))
+
+    lines, _ = read_lines(path, on_bad, partial_tail)
+    entries: dict[str, _Entry] = {}
+    order: list[_Entry] = []
+    boundaries: dict[str, dict[str, Any]] = {}
+    boundary_by_uuid: dict[str, dict[str, Any]] = {}
+    titles: list[tuple[int, str, str]] = []
+    agent_results: dict[str, str] = {}
+    parsed = _File(path, key, [], entries, boundaries, titles, agent_results)
+    for line in lines:
+        record = line.record
+        type_ = record.get("type")
+        if not isinstance(type_, str):
+            on_bad(BadLine(str(path), line.number, "a line needs a string type"))
+            continue
+        if type_ in _CONVERSATION:
+            why = _check(record)
+            if why is not None:
+                on_bad(BadLine(str(path), line.number, why))
+                continue
+            if record.get("isSidechain") and not key.count("/"):
+                summary.skipped["sidechain (inline)"] += 1
+                continue
+            entry = _Entry(line, record["uuid"], record.get("parentUuid"), type_)
+            if parsed.first_parent is None and not order:
+                parsed.first_parent = entry.parent
+            if parsed.agent_id is None and isinstance(record.get("agentId"), str):
+                parsed.agent_id = record["agentId"]
+            result = record.get("toolUseResult")
+            if isinstance(result, dict) and isinstance(result.get("agentId"), str):
+                ids = [b.get("tool_use_id") for b in record["message"]["content"] if isinstance(b, dict) and b.get("type") == "tool_result"] \
+                    if isinstance(record["message"]["content"], list) else []
+                if ids:
+                    agent_results[result["agentId"]] = ids[0]
+            for name in ("sessionId", "cwd", "gitBranch", "version", "slug"):
+                if name not in parsed.records and isinstance(record.get(name), str):
+                    parsed.records[name] = record[name]
+        elif isinstance(record.get("uuid"), str):
+            parent = record.get("parentUuid")
+            if type_ == "system" and record.get("subtype") == "compact_boundary":
+                parent = record.get("logicalParentUuid") or parent
+                boundary_by_uuid[record["uuid"]] = record
+            entry = _Entry(line, record["uuid"], parent if isinstance(parent, str) else None, "link")
+            subtype = record.get("subtype")
+            summary.skipped[f"{type_}/{subtype}" if isinstance(subtype, str) else type_] += 1
+        else:
+            if type_ == "summary" and isinstance(record.get("leafUuid"), str) and isinstance(record.get("summary"), str):
+                titles.append((line.number, record["leafUuid"], record["summary"]))
+            summary.skipped[type_] += 1
+            continue
+        if entry.uuid in entries:
+            summary.skipped["duplicate uuid"] += 1
+            continue
+        entries[entry.uuid] = entry
+        order.append(entry)
+    # Boundaries by the summary line that follows them.
+    for entry in order:
+        if entry.kind == "user" and entry.parent in boundary_by_uuid and entry.line.record.get("isCompactSummary"):
+            boundaries[entry.uuid] = boundary_by_uuid[entry.parent]
+    parsed.units = _units(order, entries, boundaries)
+    if partial_tail and parsed.units:
+        # A tool still writing may add lines to the last response (or its results): leave it
+        # for a later read, when a line of another unit shows it is complete.
+        last = max(parsed.units, key=lambda u: u.entries[-1].line.number)
+        held = {last.key, ("a", last.key[1]), ("r", last.key[1])} if last.kind in ("assistant", "results") else {last.key}
+        kept = [e for e in order if e.unit is None or e.unit.key not in held]
+        for entry in kept:
+            entry.unit = None
+        parsed.units = _units(kept, {e.uuid: e for e in kept}, boundaries)
+    titles[:] = [t for t in titles if t[1] in entries]
+    return parsed
+
+
+def _units(order: list[_Entry], entries: dict[str, _Entry], boundaries: dict[str, dict[str, Any]]) -> list[_Unit]:
+    """Group conversation lines into units and link the units into a tree (see module doc)."""
+    tool_owner: dict[str, _Unit] = {}
+    units: dict[tuple[str, str], _Unit] = {}
+    ordered: list[_Unit] = []
+    effective: dict[str, _Entry | None] = {}
+
+    def conversation_parent(entry: _Entry) -> _Entry | None:
+        seen: list[str] = []
+        uuid = entry.parent
+        found: _Entry | None = None
+        while uuid is not None and uuid in entries:
+            if uuid in effective:
+                found = effective[uuid]
+                break
+            seen.append(uuid)
+            candidate = entries[uuid]
+            if candidate.kind != "link":
+                found = candidate
+                break
+            if len(seen) > len(entries):
+                break  # a cycle of link lines
+            uuid = candidate.parent
+        for item in seen:
+            effective[item] = found
+        return found
+
+    previous: _Entry | None = None
+    for entry in order:
+        if entry.kind == "link":
+            continue
+        record = entry.line.record
+        message = record["message"]
+        content = message["content"]
+        if entry.kind == "assistant":
+            key = ("a", message.get("id") or entry.uuid)
+            kind = "assistant"
+        elif entry.uuid in boundaries:
+            key, kind = ("c", entry.uuid), "compact"
+        else:
+            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] if isinstance(content, list) else []
+            owner = tool_owner.get(results[0].get("tool_use_id", "")) if results else None
+            key, kind = (("r", owner.key[1]), "results") if owner else (("u", entry.uuid), "user")
+        unit = units.get(key)
+        if unit is None:
+            unit = units[key] = _Unit(key, kind)
+            parent_entry = conversation_parent(entry) if entry.parent in entries else previous
+            parent = parent_entry.unit if parent_entry is not None else None
+            if parent is not None and parent is not unit:
+                unit.parent = parent
+                parent.children.append(unit)
+            ordered.append(unit)
+        unit.entries.append(entry)
+        entry.unit = unit
+        if kind == "assistant" and isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                    tool_owner[block["id"]] = unit
+        previous = entry
+    for unit in reversed(ordered):
+        unit.latest = max([unit.entries[-1].line.number, *(c.latest for c in unit.children)])
+    return ordered
+
+
+# -- from units to events ---------------------------------------------------------------------
+
+
+@dataclass
+class _Writer:
+    """Turns one file's units into planned streams."""
+
+    plan: Plan
+    file: _File
+    summary: ImportSummary
+    name: str  # the file as the source meta names it
+    compaction_causes: dict[str, str]  # logicalParentUuid -> the summariser's fork id
+    # where each tool call and each unit (by its first uuid) landed: (stream, offset after it)
+    placed: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)
+
+    def _id(self, suffix: str) -> str:
+        return f"cc:{self.file.key}:{suffix}"
+
+    def _where(self, entry: _Entry) -> Callable[[str], BadLine]:
+        return lambda why: BadLine(str(self.file.path), entry.line.number, why)
+
+    def _meta(self, unit: _Unit, suffix: str = "", **extra: Any) -> dict[str, Any]:
+        first = unit.first
+        record = first.line.record
+        source: dict[str, Any] = {"tool": TOOL, "file": self.name, "line": first.line.number, "uuid": first.uuid}
+        if first.parent is not None:
+            source["parentUuid"] = first.parent
+        if isinstance(record.get("timestamp"), str):
+            source["timestamp"] = record["timestamp"]
+        if len(unit.entries) > 1:
+            source["uuids"] = [e.uuid for e in unit.entries[1:]]
+        flags: dict[str, Any] = {}
+        for entry in unit.entries:
+            for name in _FLAGS:
+                value = entry.line.record.get(name)
+                if value not in (None, False, "") and name not in flags:
+                    flags[name] = value
+        flags.update(extra)
+        if flags:
+            source["flags"] = flags
+        meta: dict[str, Any] = {"event_id": self._id(first.uuid + suffix), "origin": "imported", "source": source}
+        if isinstance(record.get("timestamp"), str):
+            meta["occurred_at"] = record["timestamp"]
+        return meta
+
+    def _run_meta(self, unit: _Unit, suffix: str) -> dict[str, Any]:
+        meta = self._meta(unit, suffix)
+        meta["source"].pop("uuids", None)
+        return meta
+
+    def _close_run(self, stream: PlannedStream, unit: _Unit, status: str) -> None:
+        if stream.open_run is not None:
+            stream.add("run.finished", {"run_id": stream.open_run, "status": status}, self._run_meta(unit, ":end"), self._where(unit.first))
+
+    def _open_run(self, stream: PlannedStream, unit: _Unit) -> None:
+        stream.add("run.started", {"run_id": unit.first.uuid}, self._run_meta(unit, ":run"), self._where(unit.first))
+
+    def emit(self, stream: PlannedStream, unit: _Unit) -> None:
+        self._emit(stream, unit)
+        self.placed["unit:" + unit.first.uuid] = (stream, stream.offset)
+
+    def _emit(self, stream: PlannedStream, unit: _Unit) -> None:
+        where = self._where(unit.first)
+        if unit.kind == "assistant":
+            self._assistant(stream, unit)
+        elif unit.kind == "compact":
+            record = unit.first.line.record
+            boundary = self.file.boundaries[unit.first.uuid]
+            meta = self._meta(unit, compactMetadata=boundary.get("compactMetadata"), boundaryUuid=boundary.get("uuid"))
+            cause = self.compaction_causes.get(str(boundary.get("logicalParentUuid")))
+            if cause:
+                meta["causation_id"] = cause
+            text = _text_of(record["message"]["content"])
+            stream.add("compaction.recorded", {"summary": text, "through_offset": stream.offset}, meta, where)
+            self.summary.compactions += 1
+        else:
+            self._user(stream, unit)
+
+    def _assistant(self, stream: PlannedStream, unit: _Unit) -> None:
+        blocks: list[dict[str, Any]] = []
+        model = stop = None
+        usage: dict[str, Any] | None = None
+        for entry in unit.entries:
+            message = entry.line.record["message"]
+            content = message["content"]
+            blocks.extend([{"type": "text", "text": content}] if isinstance(content, str) else content)
+            model = message.get("model") or model
+            stop = message.get("stop_reason") or stop
+            usage = message.get("usage") or usage
+        blocks = [b for b in blocks if not (b.get("type") == "text" and not b.get("text"))] or blocks
+        if not blocks:
+            self.summary.skipped["empty message"] += 1
+            return
+        if stream.open_run is None:
+            self._open_run(stream, unit)
+        data: dict[str, Any] = {"role": "assistant", "content": blocks}
+        message_id = unit.first.line.record["message"].get("id")
+        for name, value in (("message_id", message_id), ("model", model), ("stop_reason", stop), ("usage", usage)):
+            if value is not None:
+                data[name] = value
+        stream.add("message.appended", data, self._meta(unit), self._where(unit.first))
+        self.summary.assistant_messages += 1
+        calls = [b for b in blocks if b.get("type") == "tool_use"]
+        self.summary.tool_calls += len(calls)
+        for call in calls:
+            self.placed[str(call.get("id"))] = (stream, stream.offset)
+        if not calls:
+            self._close_run(stream, unit, "ok")
+
+    def _user(self, stream: PlannedStream, unit: _Unit) -> None:
+        blocks: list[dict[str, Any]] = []
+        results: dict[str, Any] = {}
+        pending = set(stream.facts.tools)
+        for entry in unit.entries:
+            record = entry.line.record
+            content = record["message"]["content"]
+            line_blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            for block in line_blocks:
+                if block.get("type") == "tool_result":
+                    tool_use_id = block.get("tool_use_id")
+                    if tool_use_id not in pending:
+                        self.summary.skipped["tool_result without its call"] += 1
+                        continue
+                    pending.discard(tool_use_id)
+                    if "toolUseResult" in record:
+                        results[str(tool_use_id)] = record["toolUseResult"]
+                blocks.append(block)
+        blocks = [b for b in blocks if not (b.get("type") == "text" and not b.get("text"))]
+        if not blocks:
+            self.summary.skipped["empty message"] += 1
+            return
+        record = unit.first.line.record
+        text = _text_of(blocks)
+        interrupted = any(b.get("type") == "text" and str(b.get("text", "")).startswith(_INTERRUPT) for b in blocks)
+        answers = any(b.get("type") == "tool_result" for b in blocks)
+        injected = bool(record.get("isMeta")) or text.lstrip().startswith(_INJECTED_PREFIXES)
+        extra: dict[str, Any] = {}
+        if injected:
+            extra["injected"] = True
+        if interrupted:
+            extra["interrupted"] = True
+        meta = self._meta(unit, **extra)
+        if results:
+            meta["source"]["tool_use_results"] = results
+        typed = not (answers or injected or interrupted)
+        if typed:
+            self._close_run(stream, unit, "cancelled")
+            self._open_run(stream, unit)
+            self.summary.prompts += 1
+        stream.add("message.appended", {"role": "user", "content": blocks}, meta, self._where(unit.first))
+        if interrupted:
+            self._close_run(stream, unit, "cancelled")
+
+    def branch(self, stream: PlannedStream, start: _Unit) -> None:
+        """Emit `start` and the latest path below it into `stream`; other children become forks."""
+        forks: list[tuple[PlannedStream, int, _Unit, _Unit]] = []  # (stream, at, after unit, child)
+        unit: _Unit | None = start
+        while unit is not None:
+            self.emit(stream, unit)
+            following = max(unit.children, key=lambda c: c.latest) if unit.children else None
+            results = next((c for c in unit.children if c.kind == "results"), None) if unit.kind == "assistant" else None
+            after = stream.offset
+            marks: list[tuple[int, _Unit]] = [(after, c) for c in unit.children if c is not following and c is not results]
+            if results is not None and results is not following:
+                self.emit(stream, results)
+                marks.extend((stream.offset, c) for c in results.children)
+            for at, child in marks:
+                forks.append((stream, at, unit, child))
+            unit = following
+        for parent, at, after, child in forks:
+            fork = self._fork_at(parent, at, child)
+            self.branch(fork, child)
+
+    def _fork_at(self, parent: PlannedStream, at: int, child: _Unit) -> PlannedStream:
+        stream_id = stable_id(TOOL, self.file.key, child.first.uuid)
+        fork = self.plan.attach(parent.fork(stream_id, "fork", self._meta(child, ":fork"), at))
+        self.summary.forks += 1
+        return fork
+
+
+# -- sessions -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Session:
+    main: Path | None
+    agents: list[Path] = field(default_factory=list)
+
+
+def _is_agent(path: Path) -> bool:
+    return path.name.startswith("agent-")
+
+
+def _first_record(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            for raw in handle:
+                if raw.strip():
+                    record = json.loads(raw)
+                    return record if isinstance(record, dict) else {}
+    except (OSError, ValueError):
+        pass
+    return {}
+
+
+def discover(paths: Iterable[str | Path]) -> list[_Session]:
+    """Session files under `paths` (files, or directories searched recursively), with the
+    sub-agent files that belong to each."""
+    files: list[Path] = []
+    for item in paths:
+        path = Path(item)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*.jsonl") if p.is_file()))
+        elif path.exists():
+            files.append(path)
+            subagents = path.with_suffix("") / "subagents"  # 2.1.x: the session's sub-agents
+            if not _is_agent(path) and subagents.is_dir():
+                files.extend(sorted(p for p in subagents.rglob("agent-*.jsonl") if p.is_file()))
+        else:
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+    sessions: dict[Path, _Session] = {}
+    loose: list[Path] = []
+    for path in dict.fromkeys(files):
+        if not _is_agent(path):
+            sessions.setdefault(path, _Session(path)).main = path
+    for path in dict.fromkeys(files):
+        if not _is_agent(path):
+            continue
+        owner = None
+        for ancestor in path.parents:  # 2.1.x: <session>/subagents/…/agent-*.jsonl
+            candidate = ancestor.with_suffix(".jsonl") if ancestor.name else None
+            if candidate is not None and candidate in sessions:
+                owner = candidate
+                break
+        if owner is None:  # ≤ 2.0.x: beside the session, named by the lines' sessionId
+            session_id = _first_record(path).get("sessionId")
+            candidate = path.with_name(f"{session_id}.jsonl") if isinstance(session_id, str) else None
+            owner = candidate if candidate in sessions else None
+        if owner is None:
+            loose.append(path)
+        else:
+            sessions[owner].agents.append(path)
+    return [*sessions.values(), *(_Session(None, [path]) for path in loose)]
+
+
+def _plan_session(session: _Session, summary: ImportSummary, skip_bad: bool, partial_tail: bool) -> Plan:
+    plan = Plan()
+    main_file = None
+    if session.main is not None:
+        main_file = _parse(session.main, session.main.stem, summary, skip_bad, partial_tail)
+        summary.files += 1
+    prefix = session.main.stem if session.main is not None else ""
+    agents = []
+    for path in session.agents:
+        key = f"{prefix}/{path.stem}" if prefix else path.stem
+        agents.append(_parse(path, key, summary, skip_bad, partial_tail))
+        summary.files += 1
+    causes: dict[str, str] = {}
+    for agent in agents:
+        if agent.agent_id and agent.agent_id.startswith("acompact") and agent.first_parent:
+            causes[agent.first_parent] = stable_id(TOOL, agent.key)
+    writer: _Writer | None = None
+    if main_file is not None:
+        writer = _Writer(plan, main_file, summary, str(main_file.path), causes)
+        _plan_file(writer, main_file, None)
+    for agent in agents:
+        link: tuple[PlannedStream, int] | None = None
+        if writer is not None and agent.agent_id:
+            call = main_file.agent_results.get(agent.agent_id) if main_file else None
+            if call is not None:
+                link = writer.placed.get(call)
+            elif agent.agent_id.startswith("acompact") and agent.first_parent in main_file.entries:  # type: ignore[union-attr]
+                link = _after_entry(writer, main_file, agent.first_parent)  # type: ignore[arg-type]
+        _plan_file(_Writer(plan, agent, summary, str(agent.path), {}), agent, link)
+    return plan
+
+
+def _after_entry(writer: _Writer, file: _File, uuid: str) -> tuple[PlannedStream, int] | None:
+    entry = file.entries.get(uuid)
+    while entry is not None and entry.unit is None:
+        entry = file.entries.get(entry.parent) if entry.parent else None
+    if entry is None or entry.unit is None:
+        return None
+    return writer.placed.get("unit:" + entry.unit.first.uuid)
+
+
+def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | None) -> None:
+    """Plan one file's streams: a root thread, or a sub-agent fork at `link`."""
+    if not file.units:
+        return
+    roots = [u for u in file.units if u.parent is None]
+    main_root = max(roots, key=lambda u: u.latest)
+    info = {k: v for k, v in file.records.items()}
+    source = {"tool": TOOL, "file": writer.name}
+    if link is None:
+        stream_id = stable_id(TOOL, file.key)
+        created: dict[str, Any] = {"metadata": {"source": TOOL, **info, "file": writer.name}}
+        models = [u.first.line.record["message"].get("model") for u in file.units if u.kind == "assistant"]
+        model = next((m for m in models if m and not m.startswith("<")), None)
+        if model:
+            created["model"] = model
+        meta = {"event_id": f"cc:{file.key}:created", "origin": "imported", "source": source}
+        stream = writer.plan.root(stream_id, created, meta)
+        writer.summary.threads += 1
+        writer.summary.thread_ids.append(stream_id)
+    else:
+        parent, at = link
+        meta = {"event_id": f"cc:{file.key}:fork", "origin": "imported", "source": {**source, "flags": {"agentId": file.agent_id}}}
+        metadata = {"agentId": file.agent_id, "file": writer.name}
+        stream = writer.plan.attach(parent.fork(stable_id(TOOL, file.key), "subagent", meta, at, metadata=metadata))
+        writer.summary.subagents += 1
+    writer.branch(stream, main_root)
+    for root in roots:  # a second conversation in one file (its first line's parent is unknown)
+        if root is not main_root:
+            meta = {"event_id": f"cc:{file.key}:{root.first.uuid}:created", "origin": "imported", "source": source}
+            other = writer.plan.root(stable_id(TOOL, file.key, root.first.uuid), {"metadata": {"source": TOOL, **info}}, meta)
+            writer.summary.threads += 1
+            writer.summary.thread_ids.append(other.id)
+            writer.branch(other, root)
+    for number, leaf, title in file.titles:
+        writer.summary.skipped["summary"] -= 1
+        stream.add("title.set", {"title": title}, {"event_id": f"cc:{file.key}:title:{leaf}", "origin": "imported",
+                                                   "source": {**source, "line": number, "uuid": leaf}},
+                   lambda why, n=number: BadLine(writer.name, n, why))
+
+
+def import_claude_code(
+    store: Store,
+    paths: Sequence[str | Path],
+    *,
+    skip_bad: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    partial_tail: bool = False,
+) -> ImportSummary:
+    """Import Claude Code session files (or directories of them, searched recursively).
+
+    One thread per session, forks where the conversation branched, sub-agent forks where
+    a `Task`/`Agent` call started one. Idempotent: importing again adds nothing; a file
+    that has grown adds only its new lines. A malformed line raises `BadLine` naming the
+    file and line, leaving that session unwritten (sessions before it stay imported), or
+    with `skip_bad=True` is skipped and reported in the summary. `progress(done, total)`
+    is called after each session, in bytes of JSONL.
+    """
+    sessions = discover(paths)
+    total = sum(p.stat().st_size for s in sessions for p in ([s.main] if s.main else []) + s.agents)
+    done = 0
+    summary = ImportSummary()
+    for session in sessions:
+        part = ImportSummary()
+        plan = _plan_session(session, part, skip_bad, partial_tail)
+        part.events = sum(len(s.events) + 1 for s in plan.streams)
+        part.added = write_plan(store, plan)
+        summary.merge(part)
+        done += sum(p.stat().st_size for p in ([session.main] if session.main else []) + session.agents)
+        if progress is not None:
+            progress(done, total)
+    return summary

@@ -1,0 +1,65 @@
+"""Reading another tool's JSONL session file: one JSON object per line, numbered.
+
+A malformed line (bad UTF-8, not JSON, not an object) is an error naming the file and the
+line, or, when the caller skips bad lines, a reported skip. A last line without its
+newline may be half-written by a tool still running: `partial_tail=True` leaves it
+unread (and unreported) so a later read picks it up whole.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eventstore import StoreError
+
+
+class BadLine(StoreError):
+    """A session file line that cannot be imported."""
+
+    def __init__(self, file: str, line: int, why: str) -> None:
+        self.file, self.line, self.why = file, line, why
+        super().__init__(f"{file}:{line}: {why}; fix or delete that line, or skip bad lines (--skip-bad)")
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    number: int  # 1-based
+    record: dict[str, Any]
+
+
+def read_lines(
+    path: Path,
+    on_bad: Callable[[BadLine], None],
+    partial_tail: bool = False,
+) -> tuple[list[Line], int]:
+    """The file's records, and the byte offset just past the last line read.
+
+    `on_bad` gets each malformed line (it raises to refuse the file, or records a skip).
+    """
+    raw = path.read_bytes()
+    name = str(path)
+    lines: list[Line] = []
+    end = len(raw)
+    if partial_tail and raw and not raw.endswith(b"\n"):
+        end = raw.rfind(b"\n") + 1  # leave the half-written tail for the next read
+    loads = json.loads
+    for number, chunk in enumerate(raw[:end].split(b"\n"), 1):
+        if not chunk.strip():
+            continue
+        try:
+            record = loads(chunk)
+        except UnicodeDecodeError as error:
+            on_bad(BadLine(name, number, f"not UTF-8 text ({error.reason} at byte {error.start})"))
+            continue
+        except ValueError as error:
+            on_bad(BadLine(name, number, f"not JSON ({error})"))
+            continue
+        if not isinstance(record, dict):
+            on_bad(BadLine(name, number, f"a line must hold a JSON object, not {type(record).__name__}"))
+            continue
+        lines.append(Line(number, record))
+    return lines, end

@@ -1,0 +1,291 @@
+"""pi coding agent session files into threads.
+
+Version 1 files are linear: every entry follows the one before (pi itself migrates them
+the same way, giving each entry the previous one as parent). Later versions carry an
+`id`/`parentId` tree: the main thread follows the branch the file ends on and every other
+branch becomes a fork at its branch point. Messages map onto Anthropic blocks as pi's own
+Anthropic converter does: `toolCall` → `tool_use`, consecutive `toolResult` messages →
+one user message of `tool_result` blocks, `thinking` with its `thinkingSignature`. A
+`compaction` entry becomes `compaction.recorded` whose `through_offset` is where its first
+kept entry landed. A user `!` command (`bashExecution`) becomes a user message marked
+`injected`. Model and thinking-level changes become `metadata.set`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eventstore import Store
+
+from .lines import BadLine, Line, read_lines
+from .plan import Plan, PlannedStream, stable_id, write_plan
+from .summary import ImportSummary
+
+TOOL = "pi"
+
+
+@dataclass
+class _Node:
+    index: int  # entry index (the header is not an entry)
+    line: Line
+    id: str
+    parent: str | None
+    children: list[_Node] = field(default_factory=list)
+    latest: int = 0
+
+
+def _check(record: dict[str, Any]) -> str | None:
+    if record.get("type") == "message":
+        message = record.get("message")
+        if not isinstance(message, dict):
+            return "message must be an object"
+        role = message.get("role")
+        if role not in ("user", "assistant", "toolResult", "bashExecution", "hookMessage", "custom"):
+            return f"unknown message role {role!r}"
+        content = message.get("content")
+        if role in ("user", "assistant", "toolResult") and not isinstance(content, (str, list)):
+            return "message.content must be a string or a list"
+        if isinstance(content, list) and not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in content):
+            return "every content block must be an object with a string type"
+        if role == "toolResult" and not isinstance(message.get("toolCallId"), str):
+            return "a toolResult needs a string toolCallId"
+    elif record.get("type") == "compaction":
+        if not isinstance(record.get("summary"), str):
+            return "a compaction needs a string summary"
+    if record.get("timestamp") is not None and not isinstance(record["timestamp"], str):
+        return "timestamp must be a string"
+    return None
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    out: list[dict[str, Any]] = []
+    for block in content:
+        kind = block["type"]
+        if kind == "text":
+            out.append({"type": "text", "text": str(block.get("text", ""))})
+        elif kind == "thinking":
+            out.append({"type": "thinking", "thinking": str(block.get("thinking", "")), "signature": str(block.get("thinkingSignature") or "")})
+        elif kind == "toolCall":
+            arguments = block.get("arguments")
+            out.append({"type": "tool_use", "id": str(block.get("id", "")), "name": str(block.get("name", "")),
+                        "input": arguments if isinstance(arguments, dict) else {}})
+        elif kind == "image":
+            out.append({"type": "image", "source": {"type": "base64", "media_type": str(block.get("mimeType", "image/png")),
+                                                    "data": str(block.get("data", ""))}})
+    return out
+
+
+@dataclass
+class _Writer:
+    plan: Plan
+    path: Path
+    session: str
+    summary: ImportSummary
+    placed: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)  # entry id -> where its event landed
+
+    def where(self, node: _Node) -> Callable[[str], BadLine]:
+        return lambda why: BadLine(str(self.path), node.line.number, why)
+
+    def meta(self, node: _Node, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        record = node.line.record
+        source: dict[str, Any] = {"tool": TOOL, "file": str(self.path), "line": node.line.number, "uuid": node.id}
+        if node.parent is not None:
+            source["parentUuid"] = node.parent
+        if isinstance(record.get("timestamp"), str):
+            source["timestamp"] = record["timestamp"]
+        if extra:
+            source["flags"] = extra
+        meta: dict[str, Any] = {"event_id": f"pi:{self.session}:{node.id}", "origin": "imported", "source": source}
+        if isinstance(record.get("timestamp"), str):
+            meta["occurred_at"] = record["timestamp"]
+        return meta
+
+    def emit(self, stream: PlannedStream, nodes: list[_Node]) -> None:
+        """Events for a run of entries on one branch (consecutive tool results merge)."""
+        i = 0
+        while i < len(nodes):
+            node = nodes[i]
+            record = node.line.record
+            type_ = record.get("type")
+            if type_ == "message":
+                message = record["message"]
+                role = message["role"]
+                if role == "toolResult":
+                    group = [node]
+                    while i + 1 < len(nodes) and nodes[i + 1].line.record.get("type") == "message" \
+                            and nodes[i + 1].line.record["message"].get("role") == "toolResult":
+                        i += 1
+                        group.append(nodes[i])
+                    self._results(stream, group)
+                elif role == "assistant":
+                    self._assistant(stream, node, message)
+                elif role == "user":
+                    blocks = _blocks(message["content"])
+                    if blocks:
+                        stream.add("message.appended", {"role": "user", "content": blocks}, self.meta(node), self.where(node))
+                        self.summary.prompts += 1
+                    else:
+                        self.summary.skipped["empty message"] += 1
+                elif role == "bashExecution":
+                    text = f"!{message.get('command', '')}\n{message.get('output', '')}"
+                    stream.add("message.appended", {"role": "user", "content": [{"type": "text", "text": text}]},
+                               self.meta(node, {"injected": True, "role": role}), self.where(node))
+                else:
+                    self.summary.skipped[f"message/{role}"] += 1
+            elif type_ == "compaction":
+                kept = record.get("firstKeptEntryId", record.get("firstKeptEntryIndex"))
+                landed = self.placed.get(str(kept))
+                through = landed[1] - 1 if landed and landed[0] is stream else stream.offset
+                stream.add("compaction.recorded", {"summary": record["summary"], "through_offset": min(through, stream.offset)},
+                           self.meta(node, {"tokensBefore": record.get("tokensBefore")}), self.where(node))
+                self.summary.compactions += 1
+            elif type_ in ("model_change", "thinking_level_change"):
+                patch = {k: record[k] for k in ("provider", "modelId", "thinkingLevel") if k in record}
+                stream.add("metadata.set", {"patch": patch}, self.meta(node), self.where(node))
+            else:
+                self.summary.skipped[str(type_)] += 1
+            self.placed[node.id] = (stream, stream.offset)
+            i += 1
+
+    def _assistant(self, stream: PlannedStream, node: _Node, message: dict[str, Any]) -> None:
+        blocks = _blocks(message["content"])
+        extra = {k: message[k] for k in ("api", "provider", "errorMessage") if k in message}
+        if not blocks:
+            self.summary.skipped["empty message"] += 1
+            return
+        data: dict[str, Any] = {"role": "assistant", "content": blocks}
+        if isinstance(message.get("model"), str):
+            data["model"] = message["model"]
+        if isinstance(message.get("stopReason"), str):
+            data["stop_reason"] = message["stopReason"]
+        if isinstance(message.get("usage"), dict):
+            data["usage"] = message["usage"]
+        stream.add("message.appended", data, self.meta(node, extra or None), self.where(node))
+        self.summary.assistant_messages += 1
+        self.summary.tool_calls += sum(1 for b in blocks if b["type"] == "tool_use")
+
+    def _results(self, stream: PlannedStream, group: list[_Node]) -> None:
+        pending = set(stream.facts.tools)
+        blocks = []
+        details: dict[str, Any] = {}
+        for node in group:
+            message = node.line.record["message"]
+            call = message["toolCallId"]
+            if call not in pending:
+                self.summary.skipped["tool_result without its call"] += 1
+                continue
+            pending.discard(call)
+            content = [b for b in _blocks(message.get("content") or []) if b["type"] in ("text", "image")]
+            blocks.append({"type": "tool_result", "tool_use_id": call, "content": content, "is_error": bool(message.get("isError"))})
+            if "details" in message:
+                details[call] = message["details"]
+        if not blocks:
+            return
+        meta = self.meta(group[0])
+        if len(group) > 1:
+            meta["source"]["uuids"] = [n.id for n in group[1:]]
+        if details:
+            meta["source"]["tool_use_results"] = details
+        stream.add("message.appended", {"role": "user", "content": blocks}, meta, self.where(group[0]))
+
+    def branch(self, stream: PlannedStream, start: _Node) -> None:
+        path: list[_Node] = []
+        node: _Node | None = start
+        forks: list[tuple[_Node, _Node]] = []
+        while node is not None:
+            path.append(node)
+            following = max(node.children, key=lambda c: c.latest) if node.children else None
+            forks.extend((node, c) for c in node.children if c is not following)
+            node = following
+        self.emit(stream, path)
+        for after, child in forks:
+            parent, at = self.placed[after.id]
+            fork = self.plan.attach(parent.fork(stable_id(TOOL, self.session, child.id), "fork", {**self.meta(child), "event_id": f"pi:{self.session}:{child.id}:fork"}, at))
+            self.summary.forks += 1
+            self.branch(fork, child)
+
+
+def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool) -> Plan:
+    def on_bad(error: BadLine) -> None:
+        if not skip_bad:
+            raise error
+        summary.skipped["malformed"] += 1
+        summary.bad.append((error.file, error.line, error.why))
+
+    lines, _ = read_lines(path, on_bad)
+    plan = Plan()
+    if not lines or lines[0].record.get("type") != "session" or not isinstance(lines[0].record.get("id"), str):
+        raise BadLine(str(path), lines[0].number if lines else 1, "a pi session file starts with a session header line holding a string id")
+    header = lines[0].record
+    session = header["id"]
+    nodes: dict[str, _Node] = {}
+    order: list[_Node] = []
+    previous: str | None = None
+    for index, line in enumerate(lines[1:]):
+        why = _check(line.record)
+        if why is not None:
+            on_bad(BadLine(str(path), line.number, why))
+            continue
+        record = line.record
+        node_id = record.get("id") if isinstance(record.get("id"), str) else str(index + 1)  # v1: the line index
+        parent = record.get("parentId") if "id" in record else previous
+        node = _Node(index, line, node_id, parent if isinstance(parent, str) and parent in nodes else previous)
+        if node_id in nodes:
+            on_bad(BadLine(str(path), line.number, f"entry id {node_id!r} repeats"))
+            continue
+        nodes[node_id] = node
+        order.append(node)
+        if node.parent is not None:
+            nodes[node.parent].children.append(node)
+        previous = node_id
+    for node in reversed(order):
+        node.latest = max([node.line.number, *(c.latest for c in node.children)])
+    summary.files += 1
+    info = {k: header[k] for k in ("cwd", "provider", "modelId", "thinkingLevel", "branchedFrom", "version") if k in header}
+    created: dict[str, Any] = {"metadata": {"source": TOOL, "sessionId": session, "file": str(path), **info}}
+    if isinstance(header.get("modelId"), str):
+        created["model"] = header["modelId"]
+    meta = {"event_id": f"pi:{session}:created", "origin": "imported", "source": {"tool": TOOL, "file": str(path), "line": lines[0].number}}
+    if isinstance(header.get("timestamp"), str):
+        meta["occurred_at"] = header["timestamp"]
+    stream = plan.root(stable_id(TOOL, session), created, meta)
+    summary.threads += 1
+    summary.thread_ids.append(stream.id)
+    writer = _Writer(plan, path, session, summary)
+    roots = [n for n in order if n.parent is None]
+    if roots:
+        writer.branch(stream, roots[0])
+    return plan
+
+
+def import_pi(
+    store: Store,
+    paths: Sequence[str | Path],
+    *,
+    skip_bad: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ImportSummary:
+    """Import pi session files (or directories of them, searched recursively); idempotent,
+    as `import_claude_code`. A malformed line raises `BadLine` (nothing of that file is
+    written) or, with `skip_bad=True`, is skipped and reported."""
+    files: list[Path] = []
+    for item in paths:
+        path = Path(item)
+        files.extend(sorted(path.rglob("*.jsonl")) if path.is_dir() else [path])
+    summary = ImportSummary()
+    total, done = sum(p.stat().st_size for p in files), 0
+    for path in files:
+        part = ImportSummary()
+        plan = _plan_file(path, part, skip_bad)
+        part.events = sum(len(s.events) + 1 for s in plan.streams)
+        part.added = write_plan(store, plan)
+        summary.merge(part)
+        done += path.stat().st_size
+        if progress is not None:
+            progress(done, total)
+    return summary

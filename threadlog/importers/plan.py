@@ -1,0 +1,148 @@
+"""An import's plan: the streams one source file (or session) becomes, checked before any write.
+
+Importers build a `Plan` in memory: each `PlannedStream` is a root thread or a fork of an
+earlier stream after a named event, with its events in order. `add` validates each event
+(`prepare`) and folds the same pending facts the store folds (`facts.advance`), so a file
+the store would refuse is refused here, before anything is written: a refused file leaves
+the database exactly as it was.
+
+Ids are deterministic (derived from the source's own ids), which makes writing
+idempotent: `write_plan` skips the events a stream already holds, so re-importing adds
+nothing and a file that has grown adds only its new events. If a write fails half-way
+(the process is killed), importing again completes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
+from eventstore.facts import Facts, advance, after_fork
+from eventstore.prepare import prepare
+
+BATCH = 1000
+
+
+def stable_id(*parts: str) -> str:
+    """A thread id (16 hex characters, like `new_id`) derived from the source's ids."""
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+class ImportConflict(StoreError):
+    """The database holds a stream under the same id whose events the file no longer has."""
+
+
+@dataclass
+class PlannedStream:
+    id: str
+    kind: str  # thread | fork | subagent
+    first: dict[str, Any]  # thread.created data and meta, or the fork's options and meta
+    parent: PlannedStream | None = None
+    at: int = 0  # the offset of the stream's first own event (a fork's parent offset)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    facts: Facts = field(default_factory=Facts)
+    open_run: str | None = None
+    history: list[Facts] = field(default_factory=list)  # facts after each own event, the first included
+
+    def __post_init__(self) -> None:
+        self.history.append(self.facts)
+
+    @property
+    def offset(self) -> int:
+        """The logical offset the next event gets."""
+        return self.at + len(self.history)
+
+    def add(self, type_: str, data: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> None:
+        """Validate one event and fold its facts; `where(why)` names the source line in errors."""
+        event = {"type": type_, "data": data, "meta": meta}
+        try:
+            prepared = prepare(event, "event")
+            self.facts = advance(self.facts, prepared.type, prepared.data, "event.data")
+        except InvalidEvent as error:
+            raise where(str(error)) from None
+        if type_ == "run.started":
+            self.open_run = data["run_id"]
+        elif type_ == "run.finished":
+            self.open_run = None
+        self.events.append(event)
+        self.history.append(self.facts)
+
+    def fork(self, stream_id: str, kind: str, meta: dict[str, Any], at: int | None = None, **options: Any) -> PlannedStream:
+        """A planned fork inheriting this stream's first `at` events (default: all so far).
+
+        Tool calls still waiting at `at` are dropped from the fork's view (`unanswered="drop"`)
+        and a run in progress there is not inherited, as `write_plan` asks the store.
+        """
+        at = self.offset if at is None else at
+        facts = self.history[at - self.at - 1]
+        forked: dict[str, Any] = {"options": options}
+        if facts.tools:
+            forked["dropped_tool_use_ids"] = list(facts.tools)
+        return PlannedStream(stream_id, kind, {"meta": meta, "options": options}, self, at, facts=after_fork(facts, forked))
+
+
+@dataclass
+class Plan:
+    streams: list[PlannedStream] = field(default_factory=list)
+
+    def root(self, stream_id: str, created: dict[str, Any], meta: dict[str, Any]) -> PlannedStream:
+        stream = PlannedStream(stream_id, "thread", {"data": created, "meta": meta})
+        self.streams.append(stream)
+        return stream
+
+    def attach(self, stream: PlannedStream) -> PlannedStream:
+        self.streams.append(stream)
+        return stream
+
+
+def _first_event_id(stream: PlannedStream) -> str:
+    return str(stream.first["meta"]["event_id"])
+
+
+def _stored(store: Store, stream: PlannedStream) -> int | None:
+    """How many of the stream's planned events the store holds (None: not the stream itself)."""
+    try:
+        info = store.thread(stream.id)
+    except ThreadNotFound:
+        return None
+    ids = [event.event_id for event in store.read(stream.id, start=info.base)]
+    if not ids or ids[0] != _first_event_id(stream):
+        raise ImportConflict(f"thread {stream.id!r} exists but was not imported from this source; "
+                             "import into another database")
+    stored = len(ids) - 1
+    if ids[1:] != [event["meta"]["event_id"] for event in stream.events[:stored]]:
+        raise ImportConflict(f"thread {stream.id!r} holds events the source no longer has in that order "
+                             "(was the session file rewritten?); import it into another database")
+    return stored
+
+
+def write_plan(store: Store, plan: Plan) -> int:
+    """Write the events that the store does not hold yet; returns how many were added.
+
+    Every stream is checked against the store before the first write, so a conflict
+    refuses the whole plan with nothing written.
+    """
+    stored = [_stored(store, stream) for stream in plan.streams]
+    added = 0
+    for stream, held in zip(plan.streams, stored):
+        if held is None:
+            if stream.parent is None:
+                store.create_thread(**stream.first["data"], thread_id=stream.id, **stream.first["meta"])
+            else:
+                store.fork(
+                    stream.parent.id, stream.at, fork_id=stream.id, kind=stream.kind, busy="allow",
+                    unanswered="drop", **stream.first["options"], **stream.first["meta"],
+                )
+            added += 1
+            held = 0
+        todo = stream.events[held:]
+        head = store.head(stream.id)
+        for start in range(0, len(todo), BATCH):
+            batch = todo[start:start + BATCH]
+            store.append(stream.id, batch, expect=head)
+            head += len(batch)
+            added += len(batch)
+    return added

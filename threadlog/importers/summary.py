@@ -1,0 +1,57 @@
+"""What an import did: the counts the command prints and `--json` returns."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ImportSummary:
+    """Counts over every file an import read.
+
+    `threads`, `forks` and `subagents` count the streams the files hold (created now or
+    by an earlier import); `added` counts events written now, so a re-import reports 0.
+    `skipped` counts lines that became no event, by line type (`progress`, `system/…`,
+    `file-history-snapshot`, …), plus `malformed` lines skipped on request; `bad` names
+    each of those (file, line, why).
+    """
+
+    files: int = 0
+    threads: int = 0
+    forks: int = 0
+    subagents: int = 0
+    prompts: int = 0
+    assistant_messages: int = 0
+    tool_calls: int = 0
+    compactions: int = 0
+    events: int = 0
+    added: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    bad: list[tuple[str, int, str]] = field(default_factory=list)
+    thread_ids: list[str] = field(default_factory=list)
+
+    def merge(self, other: ImportSummary) -> None:
+        for name in ("files", "threads", "forks", "subagents", "prompts", "assistant_messages", "tool_calls", "compactions", "events", "added"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.skipped.update(other.skipped)
+        self.bad.extend(other.bad)
+        self.thread_ids.extend(other.thread_ids)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "threads": self.threads,
+            "forks": self.forks,
+            "subagents": self.subagents,
+            "prompts": self.prompts,
+            "assistant_messages": self.assistant_messages,
+            "tool_calls": self.tool_calls,
+            "compactions": self.compactions,
+            "events": self.events,
+            "added": self.added,
+            "skipped": dict(sorted(self.skipped.items())),
+            "bad": [{"file": f, "line": n, "why": why} for f, n, why in self.bad],
+            "thread_ids": self.thread_ids,
+        }
