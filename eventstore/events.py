@@ -17,6 +17,12 @@ from .errors import InvalidEvent
 
 Json = dict[str, Any]
 
+# The deepest JSON an event may hold, counted in containers: `data` itself is level 1,
+# `{"patch": {"a": [1]}}` is 3 levels deep. Anthropic content with tool inputs and JSON
+# Schemas stays far below it; far above it (about 1,000) Python's json module and every
+# recursive walk over the data raise RecursionError, so deeper events are refused.
+MAX_DEPTH = 100
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -209,6 +215,29 @@ class Event(_Model):
         return cls(type=data.type, data=data.model_dump(exclude_none=True), meta=Meta(**meta))
 
 
+def check_depth(value: Any, field: str) -> None:
+    """Refuse JSON nested more than `MAX_DEPTH` containers deep (a cycle counts as too deep).
+
+    The walk uses its own stack, not Python's, so it cannot itself raise RecursionError;
+    it stops at the first container past the limit. `field` is where `value` sits; the
+    error names the key of `value` that holds the deep part.
+    """
+    containers = (dict, list, tuple)
+    todo: list[tuple[Any, int, str]] = []
+    top = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, containers) else ()
+    for key, child in top:
+        if isinstance(child, containers):
+            todo.append((child, 2, f"{field}[{key}]" if isinstance(key, int) else f"{field}.{key}" if field else str(key)))
+    while todo:
+        node, depth, where = todo.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidEvent(where, f"JSON nested more than {MAX_DEPTH} levels deep; an event holds at most {MAX_DEPTH} "
+                               "(store deeper structures as text, or flatten them)")
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, containers):
+                todo.append((child, depth + 1, where))
+
+
 def _error_field(error: ValidationError, prefix: str) -> InvalidEvent:
     first = error.errors()[0]
     loc = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"])
@@ -224,7 +253,9 @@ def parse(event: Any, field: str = "event") -> tuple[str, Json, Json]:
     data: Any
     meta_in: Any
     if isinstance(event, EventData):
-        return event.type, event.model_dump(exclude_none=True), {}
+        data = event.model_dump(exclude_none=True)
+        check_depth(data, f"{field}.data")
+        return event.type, data, {}
     if isinstance(event, Event):
         type_, data, meta_in = event.type, event.data, event.meta
     elif isinstance(event, dict):
@@ -239,6 +270,9 @@ def parse(event: Any, field: str = "event") -> tuple[str, Json, Json]:
         raise InvalidEvent(f"{field}.type", f"unknown event type {type_!r}; expected one of {', '.join(CATALOGUE)}")
     if not isinstance(data, dict):
         raise InvalidEvent(f"{field}.data", f"must be an object, not {type(data).__name__}")
+    check_depth(data, f"{field}.data")  # before any recursive walk: content validation is one
+    if not isinstance(meta_in, Meta):
+        check_depth(meta_in, f"{field}.meta")
     try:
         validated = model.model_validate(data)
     except ValidationError as error:

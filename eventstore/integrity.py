@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import IntegrityError, InvalidEvent
+from .events import MAX_DEPTH
 from .facts import Facts, advance, after_fork
 from .recorded import ThreadInfo
 
@@ -130,7 +131,11 @@ def _verify_stream(
             return count, redacted, (position, f"{info.id} offset {offset}: data does not match its digest")
         if chain_hash(prev, position, info.id, offset, event_id, type_, version, recorded_at, meta, data_digest) != hash_:
             return count, redacted, (position, f"{info.id} offset {offset}: hash does not match its header and chain")
-        parsed = json.loads(data) if redacted_by is None else None
+        try:
+            parsed = json.loads(data) if redacted_by is None else None
+        except RecursionError:  # appends refuse it; an older release or a hand edit stored it
+            return count, redacted, (position, f"{info.id} offset {offset}: data nested too deeply to parse "
+                                     f"(appends refuse more than {MAX_DEPTH} levels); redact it")
         if offset == info.base:
             bad_start = _check_first(info, type_, parsed)
             if bad_start:

@@ -109,7 +109,7 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Pendin
     string is only built when there is an error to report).
     """
     plain = _text_message(event)
-    if plain is not None:  # the same steps as below, knowing the shape
+    if plain is not None:  # the same steps as below, knowing the shape (two levels deep: no depth check)
         data_json = _text_json(*plain)
         try:
             data_digest = integrity.digest(data_json)

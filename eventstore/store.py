@@ -16,10 +16,10 @@ from pydantic import ValidationError
 
 from . import integrity
 from .errors import ConcurrencyError, ForkRefused, InvalidEvent, StoreError, ThreadNotFound
-from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, upcast
+from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, check_depth, upcast
 from .facts import Facts, advance, after_fork
 from .prepare import META_KEYS, Pending, new_id, now, prepare
-from .recorded import RecordedEvent, ThreadInfo, from_row
+from .recorded import RecordedEvent, ThreadInfo, from_row, too_deep
 from .sqlite import SQLiteBackend
 
 DEFAULT_PLACEHOLDER = "Fork started — processing in background"
@@ -342,7 +342,8 @@ class Store:
         events were validated when appended (and `verify` checks their digests), so a fold
         needs only the data, upcast to the current version.
         """
-        return _parsed(self.read_raw(thread, start, stop))
+        rows = self.read_raw(thread, start, stop)
+        return _parsed(rows, lambda offset: self.unreadable(thread, offset))
 
     def read_raw(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, int, str]]:
         """(offset, type, schema_version, data as JSON text): `read_data` before parsing.
@@ -390,13 +391,20 @@ class Store:
         with self.backend.transaction():
             return self.backend.drop_snapshots(projection)
 
+    def unreadable(self, thread: str, offset: int) -> StoreError:
+        """The error a reader raises when the event at `offset` of `thread` holds JSON nested too
+        deeply to parse (RecursionError): it names the event's position, found without its data."""
+        return too_deep(int(self._row_of(thread, offset)[0]))
+
     def event_at(self, thread: str, offset: int) -> RecordedEvent:
         """The event at one logical offset of a thread."""
+        return from_row(self._row_of(thread, offset))
+
+    def _row_of(self, thread: str, offset: int) -> tuple[Any, ...]:
         info = self.thread(thread)
         if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset < info.head:
             raise InvalidEvent("offset", f"{offset!r} is outside thread {thread!r} (0..{info.head - 1})")
-        row = self._row_at(self.ancestry(thread), offset)
-        return from_row(row)
+        return self._row_at(self.ancestry(thread), offset)
 
     def _row_at(self, ancestry: list[ThreadInfo], offset: int) -> tuple[Any, ...]:
         for stream_id, lo, hi in segments(ancestry):
@@ -553,13 +561,18 @@ class Store:
         return recorded
 
 
-def _parsed(rows: Iterator[tuple[int, str, int, str]]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+def _parsed(rows: Iterator[tuple[int, str, int, str]], unreadable: Callable[[int], StoreError]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """Parse (and upcast) raw rows; an event nested too deeply to parse raises `unreadable(offset)`."""
     loads = json.loads
-    for offset, type_, version, text in rows:
-        if version == _CURRENT.get(type_, version):
-            yield offset, type_, loads(text)
-        else:
-            yield offset, type_, upcast(type_, version, loads(text))
+    offset = -1
+    try:
+        for offset, type_, version, text in rows:
+            if version == _CURRENT.get(type_, version):
+                yield offset, type_, loads(text)
+            else:
+                yield offset, type_, upcast(type_, version, loads(text))
+    except RecursionError:
+        raise unreadable(offset) from None
 
 
 def _skeleton(type_: str, data_json: str) -> dict[str, Any]:
@@ -571,6 +584,7 @@ def _skeleton(type_: str, data_json: str) -> dict[str, Any]:
 
 
 def _options(**fields: Any) -> ForkOptions:
+    check_depth(fields, "")  # names the option: `metadata`, `todos`
     retrieval = fields.get("retrieval")
     if isinstance(retrieval, str):
         fields["retrieval"] = retrieval.replace("-", "_")
