@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -345,16 +345,18 @@ class Store:
         rows = self.read_raw(thread, start, stop)
         return _parsed(rows, lambda offset: self.unreadable(thread, offset))
 
-    def read_raw(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, int, str]]:
+    def read_raw(self, thread: str, start: int = 0, stop: int | None = None) -> Generator[tuple[int, str, int, str], None, None]:
         """(offset, type, schema_version, data as JSON text): `read_data` before parsing.
 
         For folds that need only some events' data: they parse (and `upcast`) those alone.
+        A fold that stops early should `close()` it (`contextlib.closing`) while the store
+        is open; left to the garbage collector it may close after the store did.
         """
         _check_index("start", start, "an offset")
         _check_index("stop", stop, "an offset", optional=True)
         return self._read_raw(segments(self.ancestry(thread)), start, stop)
 
-    def _read_raw(self, ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Iterator[tuple[int, str, int, str]]:
+    def _read_raw(self, ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Generator[tuple[int, str, int, str], None, None]:
         for stream_id, lo, hi in _clip(ranges, start, stop):
             yield from self.backend.range_data(stream_id, lo, hi)
 

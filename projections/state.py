@@ -29,6 +29,7 @@ folded before the snapshot are read from the store on the first access to
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 from collections.abc import Callable, Iterable
@@ -125,9 +126,6 @@ class _Fold:
                         data = upcast(type_, version, data)
                     self._other(offset, type_, data)
         except RecursionError:
-            close = getattr(rows, "close", None)
-            if close is not None:  # now, while the store is open, not when the error is collected
-                close()
             raise unreadable(offset) from None
         self.length = offset + 1
 
@@ -358,7 +356,8 @@ def fold_state(store: Store, thread: str, at: int | None = None, *, use_snapshot
         paused = gc.isenabled()
         gc.disable()
         try:
-            fold.fold(store.read_raw(thread, fold.length, at), lambda offset: store.unreadable(thread, offset))
+            with contextlib.closing(store.read_raw(thread, fold.length, at)) as rows:  # closed while the store is open
+                fold.fold(rows, lambda offset: store.unreadable(thread, offset))
         finally:
             if paused:
                 gc.enable()

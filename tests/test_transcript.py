@@ -41,8 +41,8 @@ def test_sections_tool_calls_one_line_and_no_tool_output(mem: Store) -> None:
     mem.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "HUGE TOOL OUTPUT " * 100}])
     mem.append_message(t, "assistant", "The 08:00.")
     md = transcript(mem, t)
-    assert "## user\n\nFind a train" in md and "## assistant\n\n" in md
-    assert '- tool call `search_trains` {"day":"Friday","to":"Lyon"}' in md
+    assert "## user\n\n    Find a train" in md and "## assistant\n\n" in md
+    assert '\ntool call `search_trains` `{"day":"Friday","to":"Lyon"}`\n' in md
     assert "HUGE TOOL OUTPUT" not in md and "SECRET REASONING" not in md and "_(thinking omitted)_" in md
     assert _header_count(md) == 4 and f"thread {t}" in md and mem.thread(t).head_hash in md
 
@@ -57,7 +57,10 @@ def test_one_10_mb_message_is_clipped_head_and_tail(mem: Store) -> None:
     assert _size(section) <= 16 * KIB
     assert "HEAD" in section and "TAIL" in section and " bytes elided …" in section
     elided = int(section.split("… ")[1].split(" bytes")[0])
-    assert elided == _size(f"## user\n\n{body}\n\n") - (_size(section) - _size(f"\n\n… {elided} bytes elided …\n\n"))
+    # the tail starts mid-line, so it is indented again: four bytes the body does not hold
+    kept = _size(section) - _size(f"\n\n… {elided} bytes elided …\n\n") - 4
+    assert elided == _size(f"## user\n\n    {body}\n\n") - kept
+    assert "\n\n    xxx" in section.split(" bytes elided …")[1]
 
 
 def test_200_000_short_messages_keep_the_most_recent_and_count_them_all(tmp_path: Path) -> None:
@@ -113,10 +116,10 @@ def test_range_and_last(mem: Store) -> None:
     for i in range(10):
         mem.append_message(t, "user", f"m{i}")
     md = transcript(mem, t, start=3, stop=6)
-    assert [line for line in md.splitlines() if line.startswith("m")] == ["m2", "m3", "m4"]
+    assert [line for line in md.splitlines() if line.startswith("    m")] == ["    m2", "    m3", "    m4"]
     assert _header_count(md) == 3
     md = transcript(mem, t, last=2)
-    assert [line for line in md.splitlines() if line.startswith("m")] == ["m8", "m9"]
+    assert [line for line in md.splitlines() if line.startswith("    m")] == ["    m8", "    m9"]
     assert "… 8 earlier messages elided (offsets 1..8)" in md
 
 
