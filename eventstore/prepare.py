@@ -123,11 +123,14 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Pendin
     type_, data, meta = parse(event, field)
     try:
         data_json = integrity.canonical(data)
-        meta_json = integrity.canonical(meta)
         data_digest = integrity.digest(data_json)
-        meta_json.encode("utf-8")
     except (ValueError, TypeError) as error:  # NaN, lone surrogates, non-JSON values
         raise InvalidEvent(f"{field}.data", f"not storable as UTF-8 JSON ({error})") from None
+    try:
+        meta_json = integrity.canonical(meta)
+        meta_json.encode("utf-8")  # the hash and the insert need UTF-8: a lone surrogate cannot be
+    except (ValueError, TypeError) as error:
+        raise InvalidEvent(f"{field}.meta", f"not storable as UTF-8 JSON ({error})") from None
     _check_size(data_json, field)
     explicit = "event_id" in meta
     event_id = meta["event_id"] if explicit else event_id or secrets.token_hex(16)
