@@ -52,7 +52,7 @@ MAX_BYTES = 512 * 1024
 MAX_MESSAGE_BYTES = 16 * 1024
 MIN_MAX_BYTES = 2048
 MIN_MESSAGE_BYTES = 256
-_HEADER_FIELD = 120  # bytes of any one header value, so the header itself stays small
+_HEADER_FIELD = 120  # bytes of any one value on a projection's line (header, tool name), so those lines stay short
 _ARGS = 100  # characters of a tool call's argument summary
 
 
@@ -74,16 +74,18 @@ def _clip_bytes(raw: bytes, limit: int) -> bytes:
     return raw[:cut]
 
 
-def clip_middle(raw: bytes, limit: int, resume: bytes = b"") -> bytes:
+def clip_middle(raw: bytes, limit: int, indent: bytes = b"") -> bytes:
     """`raw` if it fits in `limit` bytes, else its head and tail around `… N bytes elided …`.
 
     N is exact (the bytes actually left out) and both cuts fall on character boundaries,
-    so the result is valid UTF-8 whenever `raw` is. `resume` goes before a tail that starts
-    in the middle of a line (the transcript indents it, so no cut moves text to column 0).
+    so the result is valid UTF-8 whenever `raw` is. With `indent` (the transcript's text
+    indent) no cut changes what a line is: a tail that starts mid-line is indented, and a
+    head that would end inside a line not indented (the projection's own: a tool call)
+    ends before that line instead, so the line is elided whole rather than left open.
     """
     if len(raw) <= limit:
         return raw
-    reserve = len(f"\n\n… {len(raw)} bytes elided …\n\n".encode()) + len(resume)  # digits of N <= digits of len(raw)
+    reserve = len(f"\n\n… {len(raw)} bytes elided …\n\n".encode()) + len(indent)  # digits of N <= digits of len(raw)
     keep = max(limit - reserve, 0)
     head = keep // 2
     while head > 0 and (raw[head] & 0xC0) == 0x80:
@@ -91,9 +93,15 @@ def clip_middle(raw: bytes, limit: int, resume: bytes = b"") -> bytes:
     start = len(raw) - (keep - keep // 2)
     while start < len(raw) and (raw[start] & 0xC0) == 0x80:
         start += 1
+    resume = b""
+    if indent:
+        line = raw.rfind(b"\n", 0, head) + 1
+        if line < head and not raw.startswith(indent, line):
+            head = line
+        if start < len(raw) and raw[start - 1:start] != b"\n":
+            resume = indent
     marker = f"\n\n… {start - head} bytes elided …\n\n".encode()
-    mid_line = start < len(raw) and raw[start - 1:start] != b"\n"
-    return raw[:head] + marker + (resume if mid_line else b"") + raw[start:]
+    return raw[:head] + marker + resume + raw[start:]
 
 
 def _one_line(value: object) -> str:
@@ -113,9 +121,14 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def _value(value: object) -> str:
+    """`value` for a projection's line: one line, at most `_HEADER_FIELD` bytes (never a split character)."""
+    return _clip_bytes(_one_line(value).encode("utf-8"), _HEADER_FIELD).decode("utf-8")
+
+
 def _inline(value: object) -> str:
-    """A value for a projection's line: as it is if it is a plain id, else a code span."""
-    text = _one_line(value)
+    """`_value(value)` as it is if it is a plain id, else as a code span."""
+    text = _value(value)
     return text if _PLAIN.fullmatch(text) else _code(text)
 
 
@@ -139,13 +152,13 @@ def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[
             parts.append(_text(str(block.get("text", ""))))
         elif kind == "tool_use":
             if block.get("id") not in dropped:
-                parts.append(f"tool call {_code(_one_line(block.get('name')))} {_code(_one_line(_summary(block.get('input', {}))))}")
+                parts.append(f"tool call {_code(_value(block.get('name')))} {_code(_one_line(_summary(block.get('input', {}))))}")
         elif kind in ("thinking", "redacted_thinking"):
             parts.append("_(thinking omitted)_")
         elif kind == "tool_result":
             continue
         elif kind == "document":
-            parts.append(f"[document{': ' + _code(_one_line(block['title'])) if block.get('title') else ''}]")
+            parts.append(f"[document{': ' + _code(_value(block['title'])) if block.get('title') else ''}]")
         else:
             parts.append(f"[{_inline(kind)}]")
     if not parts:
@@ -244,18 +257,13 @@ def transcript(
     return _clip_bytes(prefix + b"".join(raw for _, _, raw in window), max_bytes).decode("utf-8")
 
 
-def _field(value: object) -> str:
-    """A header value: one line, at most `_HEADER_FIELD` bytes before quoting, never a split character."""
-    return _inline(_clip_bytes(_one_line(value).encode("utf-8"), _HEADER_FIELD).decode("utf-8"))
-
-
 def _header(thread: str, parent: str | None, parent_offset: int | None, total: int, lo: int, stop: int, head_hash: str) -> str:
-    origin = f"fork of {_field(parent)} at offset {parent_offset}" if parent else "root thread"
+    origin = f"fork of {_inline(parent)} at offset {parent_offset}" if parent else "root thread"
     return (
-        f"# Transcript of thread {_field(thread)}\n\n"
+        f"# Transcript of thread {_inline(thread)}\n\n"
         f"- parent: {origin}\n"
         f"- messages: {total} (offsets {lo}..{max(stop - 1, lo)})\n"
-        f"- built from: head {_field(head_hash)} ({stop} events)\n"
+        f"- built from: head {_inline(head_hash)} ({stop} events)\n"
         "- tool calls are one line each; tool output is not written; message text is indented four spaces\n\n"
     )
 
