@@ -215,6 +215,9 @@ class Event(_Model):
         return cls(type=data.type, data=data.model_dump(exclude_none=True), meta=Meta(**meta))
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
 def check_depth(value: Any, field: str) -> None:
     """Refuse JSON nested more than `MAX_DEPTH` containers deep (a cycle counts as too deep).
 
@@ -228,14 +231,25 @@ def check_depth(value: Any, field: str) -> None:
     for key, child in top:
         if isinstance(child, containers):
             todo.append((child, 2, f"{field}[{key}]" if isinstance(key, int) else f"{field}.{key}" if field else str(key)))
+    scalars = _SCALARS
     while todo:
         node, depth, where = todo.pop()
         if depth > MAX_DEPTH:
             raise InvalidEvent(where, f"JSON nested more than {MAX_DEPTH} levels deep; an event holds at most {MAX_DEPTH} "
                                "(store deeper structures as text, or flatten them)")
+        depth += 1
         for child in node.values() if isinstance(node, dict) else node:
-            if isinstance(child, containers):
-                todo.append((child, depth + 1, where))
+            if type(child) not in scalars and isinstance(child, containers):
+                todo.append((child, depth, where))
+
+
+def too_deep(value: Any, field: str) -> InvalidEvent:
+    """The error for `value`, known to be nested too deeply (a RecursionError met it)."""
+    try:
+        check_depth(value, field)
+    except InvalidEvent as error:
+        return error
+    return InvalidEvent(field, f"JSON nested too deeply; an event holds at most {MAX_DEPTH} levels")
 
 
 def _error_field(error: ValidationError, prefix: str) -> InvalidEvent:
@@ -253,9 +267,7 @@ def parse(event: Any, field: str = "event") -> tuple[str, Json, Json]:
     data: Any
     meta_in: Any
     if isinstance(event, EventData):
-        data = event.model_dump(exclude_none=True)
-        check_depth(data, f"{field}.data")
-        return event.type, data, {}
+        return event.type, event.model_dump(exclude_none=True), {}
     if isinstance(event, Event):
         type_, data, meta_in = event.type, event.data, event.meta
     elif isinstance(event, dict):
@@ -270,13 +282,14 @@ def parse(event: Any, field: str = "event") -> tuple[str, Json, Json]:
         raise InvalidEvent(f"{field}.type", f"unknown event type {type_!r}; expected one of {', '.join(CATALOGUE)}")
     if not isinstance(data, dict):
         raise InvalidEvent(f"{field}.data", f"must be an object, not {type(data).__name__}")
-    check_depth(data, f"{field}.data")  # before any recursive walk: content validation is one
-    if not isinstance(meta_in, Meta):
+    if not isinstance(meta_in, Meta):  # small: checked here; data's depth is checked once serialized
         check_depth(meta_in, f"{field}.meta")
     try:
         validated = model.model_validate(data)
     except ValidationError as error:
         raise _error_field(error, f"{field}.data") from None
+    except RecursionError:  # content validation walks the blocks recursively
+        raise too_deep(data, f"{field}.data") from None
     except InvalidEvent as error:  # raised by a field validator (content blocks)
         raise InvalidEvent(f"{field}.data.{error.field}", error.why) from None
     try:

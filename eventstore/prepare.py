@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from . import integrity
 from .errors import InvalidEvent
-from .events import CATALOGUE, MessageAppended, parse
+from .events import CATALOGUE, MAX_DEPTH, MessageAppended, check_depth, parse, too_deep
 
 # The largest event payload (canonical JSON, in bytes) an append accepts. Nothing bigger
 # could be sent to the model in one request anyway.
@@ -126,6 +126,12 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Pendin
         data_digest = integrity.digest(data_json)
     except (ValueError, TypeError) as error:  # NaN, lone surrogates, non-JSON values
         raise InvalidEvent(f"{field}.data", f"not storable as UTF-8 JSON ({error})") from None
+    except RecursionError:
+        raise too_deep(data, f"{field}.data") from None
+    # Nesting: JSON n levels deep holds at least n brackets, so counting them (in C) spares
+    # nearly every event the walk; strings' brackets only make the count safely high.
+    if data_json.count("{") + data_json.count("[") > MAX_DEPTH:
+        check_depth(data, f"{field}.data")
     try:
         meta_json = integrity.canonical(meta)
         meta_json.encode("utf-8")  # the hash and the insert need UTF-8: a lone surrogate cannot be

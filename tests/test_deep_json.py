@@ -64,9 +64,8 @@ Call = Callable[[Store, str], Any]
 REFUSED: list[tuple[str, Call, str]] = [
     ("emit-metadata-patch", lambda s, t: s.append(t, [{"type": "metadata.set", "data": {"patch": TOO_DEEP}}]), "events[0].data.patch"),
     ("message-tool-input", lambda s, t: s.append_message(t, "assistant", [tool_use("toolu_d", TOO_DEEP)]), "events[0].data.content"),
-    ("message-content-as-dict", lambda s, t: s.append(t, [{"type": "message.appended", "data": {"role": "user", "content": [[[TOO_DEEP]]]}}]), "events[0].data.content"),
+    ("message-usage", lambda s, t: s.append_message(t, "assistant", "hi", usage=TOO_DEEP), "events[0].data.usage"),
     ("meta-actor", lambda s, t: s.append_message(t, "user", "hi", actor=TOO_DEEP), "events[0].meta.actor"),
-    ("cycle", lambda s, t: s.append(t, [{"type": "metadata.set", "data": {"patch": _cycle()}}]), "events[0].data.patch"),
     ("event-model", lambda s, t: s.append(t, [Event(type="metadata.set", data={"patch": TOO_DEEP})]), "events[0].data.patch"),
     ("event-data-model", lambda s, t: s.append(t, [MetadataSet(patch=TOO_DEEP)]), "events[0].data.patch"),
     ("second-of-a-batch", lambda s, t: s.append(t, [{"type": "title.set", "data": {"title": "ok"}},
@@ -78,6 +77,8 @@ REFUSED: list[tuple[str, Call, str]] = [
     ("fork-meta", lambda s, t: s.fork(t, correlation_id=TOO_DEEP), "fork.meta.correlation_id"),
     ("fan-out-metadata", lambda s, t: s.fan_out("waiting", ["look"], metadata=TOO_DEEP), "metadata"),
     ("fan-out-meta", lambda s, t: s.fan_out("waiting", ["look"], actor=TOO_DEEP), "meta.actor"),
+    ("python-stack-depth-tool-input", lambda s, t: s.append_message(t, "assistant", [tool_use("toolu_d", nested(100_000))]), "events[0].data.content"),
+    ("python-stack-depth-model", lambda s, t: s.append(t, [MetadataSet(patch=nested(100_000))]), "events[0].data.patch"),
     ("python-stack-depth", lambda s, t: s.append(t, [{"type": "metadata.set", "data": {"patch": nested(100_000)}}]), "events[0].data.patch"),
 ]
 
@@ -106,6 +107,16 @@ def test_every_append_path_refuses_too_deep_json(seeded: Path, tmp_path: Path, c
     assert caught.value.field.endswith(field), caught.value.field
     assert f"more than {MAX_DEPTH} levels" in str(caught.value)
     assert fingerprint(db) == before, "a refused append changed the database"
+
+
+def test_a_cycle_is_refused(mem: Store) -> None:
+    t = mem.create_thread()
+    with pytest.raises(InvalidEvent, match="Circular reference") as caught:
+        mem.append(t, [{"type": "metadata.set", "data": {"patch": _cycle()}}])
+    assert caught.value.field == "events[0].data"
+    with pytest.raises(InvalidEvent, match="more than 100 levels"):
+        mem.fork(t, metadata=_cycle())  # fork options are walked before validation
+    assert mem.head(t) == 1
 
 
 def test_depth_at_the_limit_is_stored_and_read_back(mem: Store) -> None:
