@@ -80,8 +80,8 @@ def clip_middle(raw: bytes, limit: int, indent: bytes = b"") -> bytes:
     N is exact (the bytes actually left out) and both cuts fall on character boundaries,
     so the result is valid UTF-8 whenever `raw` is. With `indent` (the transcript's text
     indent) no cut changes what a line is: a tail that starts mid-line is indented, and a
-    head that would end inside a line not indented (the projection's own: a tool call)
-    ends before that line instead, so the line is elided whole rather than left open.
+    head that would end inside a line not indented (the projection's own: a tool call), or
+    inside a line's indent, ends before that line instead, so it is elided whole.
     """
     if len(raw) <= limit:
         return raw
@@ -96,8 +96,8 @@ def clip_middle(raw: bytes, limit: int, indent: bytes = b"") -> bytes:
     resume = b""
     if indent:
         line = raw.rfind(b"\n", 0, head) + 1
-        if line < head and not raw.startswith(indent, line):
-            head = line
+        if line < head and (head - line <= len(indent) or not raw.startswith(indent, line)):
+            head = line  # nothing of the line, or the projection's own line: elide it whole
         if start < len(raw) and raw[start - 1:start] != b"\n":
             resume = indent
     marker = f"\n\n… {start - head} bytes elided …\n\n".encode()
