@@ -17,6 +17,12 @@ from .errors import InvalidEvent
 
 Json = dict[str, Any]
 
+# The deepest JSON an event may hold, counted in containers: `data` itself is level 1,
+# `{"patch": {"a": [1]}}` is 3 levels deep. Anthropic content with tool inputs and JSON
+# Schemas stays far below it; far above it (about 1,000) Python's json module and every
+# recursive walk over the data raise RecursionError, so deeper events are refused.
+MAX_DEPTH = 100
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -238,6 +244,43 @@ class Event(_Model):
         return cls(type=data.type, data=data.model_dump(exclude_none=True), meta=Meta(**meta))
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def check_depth(value: Any, field: str) -> None:
+    """Refuse JSON nested more than `MAX_DEPTH` containers deep (a cycle counts as too deep).
+
+    The walk uses its own stack, not Python's, so it cannot itself raise RecursionError;
+    it stops at the first container past the limit. `field` is where `value` sits; the
+    error names the key of `value` that holds the deep part.
+    """
+    containers = (dict, list, tuple)
+    todo: list[tuple[Any, int, str]] = []
+    top = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, containers) else ()
+    for key, child in top:
+        if isinstance(child, containers):
+            todo.append((child, 2, f"{field}[{key}]" if isinstance(key, int) else f"{field}.{key}" if field else str(key)))
+    scalars = _SCALARS
+    while todo:
+        node, depth, where = todo.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidEvent(where, f"JSON nested more than {MAX_DEPTH} levels deep; an event holds at most {MAX_DEPTH} "
+                               "(store deeper structures as text, or flatten them)")
+        depth += 1
+        for child in node.values() if isinstance(node, dict) else node:
+            if type(child) not in scalars and isinstance(child, containers):
+                todo.append((child, depth, where))
+
+
+def too_deep(value: Any, field: str) -> InvalidEvent:
+    """The error for `value`, known to be nested too deeply (a RecursionError met it)."""
+    try:
+        check_depth(value, field)
+    except InvalidEvent as error:
+        return error
+    return InvalidEvent(field, f"JSON nested too deeply; an event holds at most {MAX_DEPTH} levels")
+
+
 def _error_field(error: ValidationError, prefix: str) -> InvalidEvent:
     first = error.errors()[0]
     loc = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"])
@@ -268,10 +311,14 @@ def parse(event: Any, field: str = "event") -> tuple[str, Json, Json]:
         raise InvalidEvent(f"{field}.type", f"unknown event type {type_!r}; expected one of {', '.join(CATALOGUE)}")
     if not isinstance(data, dict):
         raise InvalidEvent(f"{field}.data", f"must be an object, not {type(data).__name__}")
+    if not isinstance(meta_in, Meta):  # small: checked here; data's depth is checked once serialized
+        check_depth(meta_in, f"{field}.meta")
     try:
         validated = model.model_validate(data)
     except ValidationError as error:
         raise _error_field(error, f"{field}.data") from None
+    except RecursionError:  # content validation walks the blocks recursively
+        raise too_deep(data, f"{field}.data") from None
     except InvalidEvent as error:  # raised by a field validator (content blocks)
         raise InvalidEvent(f"{field}.data.{error.field}", error.why) from None
     try:

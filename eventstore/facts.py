@@ -6,6 +6,12 @@ the new row (`events.pending`, NULL when nothing is pending) and on the stream's
 fork at any offset k reads the facts of the one event at k - 1. The same fold is what
 refuses a `tool_result` for a `tool_use` that is not waiting, or a resolution of an
 interrupt that is not pending.
+
+A `tool_use` id names one pending call: an id repeated within one message, or sent again
+while a call with that id still waits for its result, is refused (one result would answer
+both). Once its result has come back the id is no longer pending and may be used again:
+the facts know only what is pending, and looking further back would make every append
+read the thread's history. (The Messages API may refuse a request that repeats an id.)
 """
 
 from __future__ import annotations
@@ -48,6 +54,16 @@ def _without(items: tuple[str, ...], gone: list[str], what: str, field: str) -> 
     return tuple(item for item in items if item not in gone)
 
 
+def _check_new_calls(pending: tuple[str, ...], uses: list[str], field: str) -> None:
+    """Refuse a `tool_use` id that is already pending, or that the message repeats."""
+    seen = set(pending)
+    for tool_use_id in uses:
+        if tool_use_id in seen:
+            why = "is already waiting for its result" if tool_use_id in pending else "appears twice in this message"
+            raise InvalidEvent(field, f"tool_use id {tool_use_id!r} {why}; every pending tool call needs its own id")
+        seen.add(tool_use_id)
+
+
 def advance(facts: Facts, type_: str, data: dict[str, Any], field: str = "data") -> Facts:
     """The facts after appending one event; raises `InvalidEvent` if the event contradicts them."""
     if type_ == "message.appended":
@@ -61,6 +77,8 @@ def advance(facts: Facts, type_: str, data: dict[str, Any], field: str = "data")
         if not (uses or results):
             return facts
         tools = _without(facts.tools, results, "tool_use", f"{field}.content")
+        if uses:
+            _check_new_calls(tools, uses, f"{field}.content")
         return Facts(facts.runs, tools + tuple(uses), facts.interrupts)
     if type_ == "run.started":
         return Facts(facts.runs + (data["run_id"],), facts.tools, facts.interrupts)

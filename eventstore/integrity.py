@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import IntegrityError, InvalidEvent
+from .events import MAX_DEPTH
 from .facts import Facts, advance, after_fork
 from .recorded import ThreadInfo
 
@@ -207,7 +208,10 @@ def _verify_stream(backend: Any, streams: dict[str, _Stream], stream: _Stream) -
             return count, redacted, (position, f"{where}: hash does not match its header and chain")
         try:
             parsed = json.loads(data)
-        except (ValueError, RecursionError):
+        except RecursionError:  # appends refuse it; an older release or a hand edit stored it
+            return count, redacted, (position, f"{where}: data nested too deeply to parse "
+                                     f"(appends refuse more than {MAX_DEPTH} levels); redact it")
+        except ValueError:
             return count, redacted, (position, f"{where}: data is not readable JSON")
         if not isinstance(parsed, dict):
             return count, redacted, (position, f"{where}: data is not a JSON object")

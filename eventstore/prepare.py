@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from . import integrity
 from .errors import InvalidEvent
-from .events import CATALOGUE, MessageAppended, parse
+from .events import CATALOGUE, MAX_DEPTH, MessageAppended, check_depth, parse, too_deep
 
 # The largest event payload (canonical JSON, in bytes) an append accepts. Nothing bigger
 # could be sent to the model in one request anyway.
@@ -127,7 +127,7 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Pendin
     string is only built when there is an error to report).
     """
     plain = _text_message(event)
-    if plain is not None:  # the same steps as below, knowing the shape
+    if plain is not None:  # the same steps as below, knowing the shape (two levels deep: no depth check)
         data_json = _text_json(*plain)
         try:
             data_digest = integrity.digest(data_json)
@@ -141,11 +141,20 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Pendin
     type_, data, meta = parse(event, field)
     try:
         data_json = integrity.canonical(data)
-        meta_json = integrity.canonical(meta)
         data_digest = integrity.digest(data_json)
-        meta_json.encode("utf-8")
     except (ValueError, TypeError) as error:  # NaN, lone surrogates, non-JSON values
         raise InvalidEvent(f"{field}.data", f"not storable as UTF-8 JSON ({error})") from None
+    except RecursionError:
+        raise too_deep(data, f"{field}.data") from None
+    # Nesting: JSON n levels deep holds at least n brackets, so counting them (in C) spares
+    # nearly every event the walk; strings' brackets only make the count safely high.
+    if data_json.count("{") + data_json.count("[") > MAX_DEPTH:
+        check_depth(data, f"{field}.data")
+    try:
+        meta_json = integrity.canonical(meta)
+        meta_json.encode("utf-8")  # the hash and the insert need UTF-8: a lone surrogate cannot be
+    except (ValueError, TypeError) as error:
+        raise InvalidEvent(f"{field}.meta", f"not storable as UTF-8 JSON ({error})") from None
     _check_size(data_json, field)
     explicit = "event_id" in meta
     event_id = check_id(f"{field}.meta.event_id", meta["event_id"]) if explicit else event_id or secrets.token_hex(16)

@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .events import CATALOGUE, upcast
+from .errors import StoreError
+from .events import CATALOGUE, MAX_DEPTH, upcast
 
 
 class RecordedEvent(NamedTuple):
@@ -54,14 +55,31 @@ class RecordedEvent(NamedTuple):
 def from_row(row: tuple[Any, ...]) -> RecordedEvent:
     """Build from a row in `sqlite.EVENT_COLUMNS` order, upcasting old schema versions."""
     position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, _, redacted_by = row
-    parsed = json.loads(data)
+    try:
+        parsed = json.loads(data)
+        meta_parsed = {} if meta == "{}" else json.loads(meta)
+    except RecursionError:
+        raise too_deep(position) from None
     model = CATALOGUE.get(type_)
     if model is not None and version != model.schema_version:
         parsed = upcast(type_, version, parsed)
         version = model.schema_version
     return RecordedEvent(
-        position, stream_id, offset, event_id, type_, parsed, {} if meta == "{}" else json.loads(meta), recorded_at,
+        position, stream_id, offset, event_id, type_, parsed, meta_parsed, recorded_at,
         hash_, version, digest, redacted_by is not None,
+    )
+
+
+def too_deep(position: int) -> StoreError:
+    """What a reader raises for an event whose JSON is nested too deeply for Python to handle.
+
+    Appends refuse JSON nested more than `MAX_DEPTH` levels, so only an older release or a
+    hand edit of the file can have stored one; near 1,000 levels `json` and every recursive
+    walk raise RecursionError, which readers turn into this error naming the event.
+    """
+    return StoreError(
+        f"the event at position {position} holds JSON nested too deeply to read (appends refuse more than "
+        f"{MAX_DEPTH} levels; an older release or a hand edit stored it); redact that position to read past it"
     )
 
 

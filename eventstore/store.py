@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,10 @@ from pydantic import ValidationError
 
 from . import integrity
 from .errors import ConcurrencyError, ForkRefused, IntegrityError, InvalidEvent, StaleSnapshot, StoreError, ThreadNotFound
-from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, upcast
+from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, check_depth, upcast
 from .facts import Facts, advance, after_fork
 from .prepare import META_KEYS, Pending, check_id, new_id, now, prepare
-from .recorded import RecordedEvent, ThreadInfo, from_row
+from .recorded import RecordedEvent, ThreadInfo, from_row, too_deep
 from .sqlite import SQLiteBackend
 
 DEFAULT_PLACEHOLDER = "Fork started — processing in background"
@@ -350,18 +350,21 @@ class Store:
         events were validated when appended (and `verify` checks their digests), so a fold
         needs only the data, upcast to the current version.
         """
-        return _parsed(self.read_raw(thread, start, stop))
+        rows = self.read_raw(thread, start, stop)
+        return _parsed(rows, lambda offset: self.unreadable(thread, offset))
 
-    def read_raw(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, int, str]]:
+    def read_raw(self, thread: str, start: int = 0, stop: int | None = None) -> Generator[tuple[int, str, int, str], None, None]:
         """(offset, type, schema_version, data as JSON text): `read_data` before parsing.
 
         For folds that need only some events' data: they parse (and `upcast`) those alone.
+        A fold that stops early should `close()` it (`contextlib.closing`) while the store
+        is open; left to the garbage collector it may close after the store did.
         """
         _check_index("start", start, "an offset")
         _check_index("stop", stop, "an offset", optional=True)
         return self._read_raw(segments(self.ancestry(thread)), start, stop)
 
-    def _read_raw(self, ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Iterator[tuple[int, str, int, str]]:
+    def _read_raw(self, ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Generator[tuple[int, str, int, str], None, None]:
         for stream_id, lo, hi in _clip(ranges, start, stop):
             yield from self.backend.range_data(stream_id, lo, hi)
 
@@ -420,13 +423,20 @@ class Store:
         with self.backend.transaction():
             return self.backend.drop_snapshots(projection)
 
+    def unreadable(self, thread: str, offset: int) -> StoreError:
+        """The error a reader raises when the event at `offset` of `thread` holds JSON nested too
+        deeply to parse (RecursionError): it names the event's position, found without its data."""
+        return too_deep(int(self._row_of(thread, offset)[0]))
+
     def event_at(self, thread: str, offset: int) -> RecordedEvent:
         """The event at one logical offset of a thread."""
+        return from_row(self._row_of(thread, offset))
+
+    def _row_of(self, thread: str, offset: int) -> tuple[Any, ...]:
         info = self.thread(thread)
         if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset < info.head:
             raise InvalidEvent("offset", f"{offset!r} is outside thread {thread!r} (0..{info.head - 1})")
-        row = self._row_at(self.ancestry(thread), offset)
-        return from_row(row)
+        return self._row_at(self.ancestry(thread), offset)
 
     def _row_at(self, ancestry: list[ThreadInfo], offset: int) -> tuple[Any, ...]:
         for stream_id, lo, hi in segments(ancestry):
@@ -621,8 +631,16 @@ class Store:
                 raise InvalidEvent("position", f"a {row[4]} event is structural and cannot be redacted")
             if row[12] is not None:
                 raise InvalidEvent("position", f"position {position} is already redacted (by position {row[12]})")
-            skeleton = integrity.canonical(_skeleton(row[4], json.loads(row[6])))
-            data = {"position": position, "reason": reason, "actor": actor, "skeleton_digest": integrity.digest(skeleton)}
+            data = {"position": position, "reason": reason, "actor": actor}
+            try:
+                skeleton = integrity.canonical(_skeleton(row[4], json.loads(row[6])))
+                data["skeleton_digest"] = integrity.digest(skeleton)
+            except RecursionError:
+                # Too deep to parse (an older release stored it): keep only the role. Its
+                # tool ids are unknowable, so verify trusts the row's stored facts, as for
+                # an early redaction, and no skeleton digest is recorded.
+                role = "assistant" if row[6].rfind('"role":"assistant"') > row[6].rfind('"role":"user"') else "user"
+                skeleton = integrity.canonical(_skeleton(row[4], {"role": role}))
             event = prepare({"type": EventRedacted.type, "data": data, "meta": {"actor": actor}}, "redact")
             stream_row = self.backend.stream(row[1])
             recorded = self._write(row[1], stream_row, [event])[0]
@@ -640,13 +658,18 @@ class Store:
         self.backend.truncate_wal()
 
 
-def _parsed(rows: Iterator[tuple[int, str, int, str]]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+def _parsed(rows: Iterator[tuple[int, str, int, str]], unreadable: Callable[[int], StoreError]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """Parse (and upcast) raw rows; an event nested too deeply to parse raises `unreadable(offset)`."""
     loads = json.loads
-    for offset, type_, version, text in rows:
-        if version == _CURRENT.get(type_, version):
-            yield offset, type_, loads(text)
-        else:
-            yield offset, type_, upcast(type_, version, loads(text))
+    offset = -1
+    try:
+        for offset, type_, version, text in rows:
+            if version == _CURRENT.get(type_, version):
+                yield offset, type_, loads(text)
+            else:
+                yield offset, type_, upcast(type_, version, loads(text))
+    except RecursionError:
+        raise unreadable(offset) from None
 
 
 def _skeleton(type_: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -685,6 +708,7 @@ _STRUCTURAL = {
 
 
 def _options(**fields: Any) -> ForkOptions:
+    check_depth(fields, "")  # names the option: `metadata`, `todos`
     retrieval = fields.get("retrieval")
     if isinstance(retrieval, str):
         fields["retrieval"] = retrieval.replace("-", "_")

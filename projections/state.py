@@ -29,12 +29,13 @@ folded before the snapshot are read from the store on the first access to
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from eventstore import CATALOGUE, InvalidEvent, StaleSnapshot, Store, ThreadInfo
+from eventstore import CATALOGUE, InvalidEvent, StaleSnapshot, Store, StoreError, ThreadInfo
 from eventstore.events import MessageAppended, upcast
 
 from . import snapshots
@@ -108,18 +109,24 @@ class _Fold:
 
     # -- folding -------------------------------------------------------------------------
 
-    def fold(self, rows: Iterable[tuple[int, str, int, str]]) -> None:
-        """Fold raw rows (`Store.read_raw`): message bodies stay JSON text until viewed."""
+    def fold(self, rows: Iterable[tuple[int, str, int, str]], unreadable: Callable[[int], StoreError]) -> None:
+        """Fold raw rows (`Store.read_raw`): message bodies stay JSON text until viewed.
+
+        An event nested too deeply to parse raises `unreadable(offset)`.
+        """
         append = self.msgs.append
         offset = self.length - 1
-        for offset, type_, version, text in rows:
-            if type_ == "message.appended":
-                append((offset, version, text))
-            else:
-                data = json.loads(text)
-                if version != CATALOGUE[type_].schema_version:
-                    data = upcast(type_, version, data)
-                self._other(offset, type_, data)
+        try:
+            for offset, type_, version, text in rows:
+                if type_ == "message.appended":
+                    append((offset, version, text))
+                else:
+                    data = json.loads(text)
+                    if version != CATALOGUE[type_].schema_version:
+                        data = upcast(type_, version, data)
+                    self._other(offset, type_, data)
+        except RecursionError:
+            raise unreadable(offset) from None
         self.length = offset + 1
 
     def _other(self, offset: int, type_: str, data: dict[str, Any]) -> None:
@@ -300,7 +307,10 @@ def _view(store: Store, thread: str, fold: _Fold) -> list[Message]:
     version = MessageAppended.schema_version
     for offset, stored, text in fold.msgs:
         if offset >= through:
-            data = json.loads(text) if stored == version else upcast("message.appended", stored, json.loads(text))
+            try:
+                data = json.loads(text) if stored == version else upcast("message.appended", stored, json.loads(text))
+            except RecursionError:
+                raise store.unreadable(thread, offset) from None
             body.append(Message(data["role"], data["content"], offset))
     if fold.dropped:
         body = _drop_tool_uses(body, set(fold.dropped))
@@ -346,7 +356,8 @@ def fold_state(store: Store, thread: str, at: int | None = None, *, use_snapshot
         paused = gc.isenabled()
         gc.disable()
         try:
-            fold.fold(store.read_raw(thread, fold.length, at))
+            with contextlib.closing(store.read_raw(thread, fold.length, at)) as rows:  # closed while the store is open
+                fold.fold(rows, lambda offset: store.unreadable(thread, offset))
         finally:
             if paused:
                 gc.enable()

@@ -12,6 +12,17 @@ No cut ever splits a multi-byte character. The header states the thread, its par
 fork offset, the true number of messages in scope (elided ones included) and the hash of
 the last event it was built from, so a reader can tell which history it describes.
 
+Content cannot forge structure (a note fork tells the model to read this file, so it is a
+prompt-injection path). Every line of message text is indented by four spaces: in the raw
+file a line that starts at column 0 was written by the projection (`## user`, a header
+line, a tool-call line, a marker), and rendered as CommonMark the text is an indented code
+block, so headings, lists and HTML in it stay literal text. Line breaks in text are
+written as `\n` (`\r\n`, `\r`, U+2028 and the other breaks `str.splitlines` knows included).
+Values that sit on a projection's line (thread ids, tool names, tool input, document
+titles) have control characters escaped (`\n`, `\u2028`) and, unless they are plain ids,
+are written as code spans, so they cannot end the line or carry HTML. A clipped message's
+tail that starts mid-line is indented too.
+
 Memory stays within about `max_bytes` plus one message whatever the thread's size: message
 bodies are rendered one at a time into a window that drops the oldest as it fills.
 
@@ -25,7 +36,9 @@ import contextlib
 import errno
 import json
 import os
-import tempfile
+import re
+import secrets
+import stat
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -39,8 +52,16 @@ MAX_BYTES = 512 * 1024
 MAX_MESSAGE_BYTES = 16 * 1024
 MIN_MAX_BYTES = 2048
 MIN_MESSAGE_BYTES = 256
-_HEADER_FIELD = 120  # bytes of any one header value, so the header itself stays small
+_HEADER_FIELD = 120  # bytes of any one value on a projection's line (header, tool name), so those lines stay short
 _ARGS = 100  # characters of a tool call's argument summary
+
+
+INDENT = "    "  # before every line of message text: CommonMark's indented code block
+_INDENT_BYTES = INDENT.encode()
+_PLAIN = re.compile(r"[A-Za-z0-9.:/+=-]+")  # a value written as it is: no markup, no HTML
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # line breaks and other controls
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_BACKTICKS = re.compile(r"`+")
 
 
 def _clip_bytes(raw: bytes, limit: int) -> bytes:
@@ -53,15 +74,18 @@ def _clip_bytes(raw: bytes, limit: int) -> bytes:
     return raw[:cut]
 
 
-def clip_middle(raw: bytes, limit: int) -> bytes:
+def clip_middle(raw: bytes, limit: int, indent: bytes = b"") -> bytes:
     """`raw` if it fits in `limit` bytes, else its head and tail around `… N bytes elided …`.
 
     N is exact (the bytes actually left out) and both cuts fall on character boundaries,
-    so the result is valid UTF-8 whenever `raw` is.
+    so the result is valid UTF-8 whenever `raw` is. With `indent` (the transcript's text
+    indent) no cut changes what a line is: a tail that starts mid-line is indented, and a
+    head that would end inside a line not indented (the projection's own: a tool call), or
+    inside a line's indent, ends before that line instead, so it is elided whole.
     """
     if len(raw) <= limit:
         return raw
-    reserve = len(f"\n\n… {len(raw)} bytes elided …\n\n".encode())  # digits of N <= digits of len(raw)
+    reserve = len(f"\n\n… {len(raw)} bytes elided …\n\n".encode()) + len(indent)  # digits of N <= digits of len(raw)
     keep = max(limit - reserve, 0)
     head = keep // 2
     while head > 0 and (raw[head] & 0xC0) == 0x80:
@@ -69,8 +93,48 @@ def clip_middle(raw: bytes, limit: int) -> bytes:
     start = len(raw) - (keep - keep // 2)
     while start < len(raw) and (raw[start] & 0xC0) == 0x80:
         start += 1
+    resume = b""
+    if indent:
+        line = raw.rfind(b"\n", 0, head) + 1
+        if line < head and (head - line <= len(indent) or not raw.startswith(indent, line)):
+            head = line  # nothing of the line, or the projection's own line: elide it whole
+        if start < len(raw) and raw[start - 1:start] != b"\n":
+            resume = indent
     marker = f"\n\n… {start - head} bytes elided …\n\n".encode()
-    return raw[:head] + marker + raw[start:]
+    return raw[:head] + marker + resume + raw[start:]
+
+
+def _one_line(value: object) -> str:
+    """`value` as text with its control characters (line breaks included) escaped."""
+    text = str(value)
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m[0]) or f"\\u{ord(m[0]):04x}", text)
+
+
+def _code(text: str) -> str:
+    """`text` (one line) as a CommonMark code span: literal, whatever backticks or HTML it holds."""
+    if not text:
+        return "` `"
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    pad = " " if text[0] in "` " or text[-1] in "` " else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _value(value: object) -> str:
+    """`value` for a projection's line: one line, at most `_HEADER_FIELD` bytes (never a split character)."""
+    return _clip_bytes(_one_line(value).encode("utf-8"), _HEADER_FIELD).decode("utf-8")
+
+
+def _inline(value: object) -> str:
+    """`_value(value)` as it is if it is a plain id, else as a code span."""
+    text = _value(value)
+    return text if _PLAIN.fullmatch(text) else _code(text)
+
+
+def _text(text: str) -> str:
+    """Message text, every line indented (see module doc); blank lines stay empty."""
+    return "\n".join(INDENT + line if line else "" for line in text.splitlines())
 
 
 def _summary(value: Any) -> str:
@@ -85,21 +149,22 @@ def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[
     for block in content:
         kind = block.get("type")
         if kind == "text":
-            parts.append(block.get("text", ""))
+            parts.append(_text(str(block.get("text", ""))))
         elif kind == "tool_use":
             if block.get("id") not in dropped:
-                parts.append(f"- tool call `{block.get('name')}` {_summary(block.get('input', {}))}")
+                parts.append(f"tool call {_code(_value(block.get('name')))} {_code(_one_line(_summary(block.get('input', {}))))}")
         elif kind in ("thinking", "redacted_thinking"):
             parts.append("_(thinking omitted)_")
         elif kind == "tool_result":
             continue
         elif kind == "document":
-            parts.append(f"[document{': ' + block['title'] if block.get('title') else ''}]")
+            parts.append(f"[document{': ' + _code(_value(block['title'])) if block.get('title') else ''}]")
         else:
-            parts.append(f"[{kind}]")
+            parts.append(f"[{_inline(kind)}]")
     if not parts:
         return None
-    return f"## {role}\n\n" + "\n\n".join(parts) + "\n\n"
+    heading = role if role in ("user", "assistant") else _inline(role)
+    return f"## {heading}\n\n" + "\n\n".join(part for part in parts if part) + "\n\n"
 
 
 def _scope(store: Store, thread: str, stop: int) -> tuple[int, frozenset[str], str | None]:
@@ -157,25 +222,29 @@ def transcript(
     first: int | None = None
     version = MessageAppended.schema_version
     if note is not None and lo == scope_start and lo < stop:
-        raw = clip_middle(f"## user\n\n{note}\n\n".encode(), cap)
+        raw = clip_middle(f"## user\n\n{_text(note)}\n\n".encode(), cap, _INDENT_BYTES)
         window.append((0, scope_start, raw))
         size, total, first = len(raw), 1, scope_start
-    for offset, type_, stored, text in store.read_raw(thread, lo, stop):
-        if type_ != "message.appended":
-            continue
-        data = json.loads(text)
-        if stored != version:
-            data = upcast(type_, stored, data)
-        total += 1
-        first = offset if first is None else first
-        section = render_message(data.get("role", "user"), data.get("content") or [], dropped)
-        if section is None:
-            continue
-        raw = clip_middle(section.encode("utf-8"), cap)
-        window.append((total - 1, offset, raw))
-        size += len(raw)
-        while size > max_bytes or (last is not None and len(window) > last):
-            size -= len(window.popleft()[2])
+    with contextlib.closing(store.read_raw(thread, lo, stop)) as rows:  # closed while the store is open
+        for offset, type_, stored, text in rows:
+            if type_ != "message.appended":
+                continue
+            try:
+                data = json.loads(text)
+                if stored != version:
+                    data = upcast(type_, stored, data)
+                section = render_message(data.get("role", "user"), data.get("content") or [], dropped)
+            except RecursionError:  # stored by an older release or by hand: appends refuse it
+                raise store.unreadable(thread, offset) from None
+            total += 1
+            first = offset if first is None else first
+            if section is None:
+                continue
+            raw = clip_middle(section.encode("utf-8"), cap, _INDENT_BYTES)
+            window.append((total - 1, offset, raw))
+            size += len(raw)
+            while size > max_bytes or (last is not None and len(window) > last):
+                size -= len(window.popleft()[2])
     head_hash = info.head_hash if stop == info.head else store.event_at(thread, stop - 1).hash if stop else "-"
     header = _header(info.id, info.parent_id, info.parent_offset, total, lo, stop, head_hash)
     while True:
@@ -188,18 +257,14 @@ def transcript(
     return _clip_bytes(prefix + b"".join(raw for _, _, raw in window), max_bytes).decode("utf-8")
 
 
-def _field(value: object) -> str:
-    return _clip_bytes(str(value).encode("utf-8"), _HEADER_FIELD).decode("utf-8")
-
-
 def _header(thread: str, parent: str | None, parent_offset: int | None, total: int, lo: int, stop: int, head_hash: str) -> str:
-    origin = f"fork of {_field(parent)} at offset {parent_offset}" if parent else "root thread"
+    origin = f"fork of {_inline(parent)} at offset {parent_offset}" if parent else "root thread"
     return (
-        f"# Transcript of thread {_field(thread)}\n\n"
+        f"# Transcript of thread {_inline(thread)}\n\n"
         f"- parent: {origin}\n"
         f"- messages: {total} (offsets {lo}..{max(stop - 1, lo)})\n"
-        f"- built from: head {_field(head_hash)} ({stop} events)\n"
-        "- tool calls are one line each; tool output is not written\n\n"
+        f"- built from: head {_inline(head_hash)} ({stop} events)\n"
+        "- tool calls are one line each; tool output is not written; message text is indented four spaces\n\n"
     )
 
 
@@ -217,19 +282,23 @@ def write_transcript(store: Store, thread: str, path: str | os.PathLike[str], **
     The text goes to a temporary file in the same directory, is fsynced, then renamed over
     `path`: a crash at any point leaves either the old file or the new one, never a
     truncated mix. The temporary file is removed if anything fails before the rename.
+
+    Modes: a file that replaces a regular file keeps that file's mode; a new file gets the
+    mode the umask allows (0644 under umask 022, 0600 under 077), as `open` would give it.
+    A symlink at `path` is replaced by the new file: it is not followed, and the file it
+    pointed to is left as it was.
     """
     data = transcript(store, thread, **options).encode("utf-8")
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise FileNotFoundError(errno.ENOENT, "no such directory to write the transcript in", str(directory))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = _create_temporary(directory, target.name)
     try:
-        try:  # keep the mode of the file being replaced; a new one is readable like any file
-            mode = os.stat(target).st_mode & 0o777
-        except FileNotFoundError:
-            mode = 0o644
-        os.fchmod(fd, mode)
+        with contextlib.suppress(FileNotFoundError):
+            replaced = os.lstat(target)
+            if stat.S_ISREG(replaced.st_mode):
+                os.fchmod(fd, stat.S_IMODE(replaced.st_mode))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -247,3 +316,13 @@ def write_transcript(store: Store, thread: str, path: str | os.PathLike[str], **
             os.close(dir_fd)
     return target
 
+
+def _create_temporary(directory: Path, name: str) -> tuple[int, str]:
+    """A new, empty file beside the target, created with mode 0666 less the umask (the mode a
+    new file should get; `tempfile.mkstemp` would force 0600), never an existing path."""
+    while True:
+        tmp = str(directory / f".{name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
+        except FileExistsError:
+            continue

@@ -141,6 +141,14 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
     ("event-id-of-another-thread", lambda s, i: s.append(i["t"], [msg("user", "elsewhere", event_id="ev-other")]), InvalidEvent, "other"),
     ("bad-meta-origin", lambda s, i: s.append(i["t"], [msg("user", "a", origin="forged")]), InvalidEvent, "meta.origin"),
     ("lone-surrogate-not-utf8", lambda s, i: s.append_message(i["t"], "user", "bad \ud800 text"), InvalidEvent, "UTF-8"),
+    ("lone-surrogate-in-meta", lambda s, i: s.append_message(i["t"], "user", "fine", actor="ops \udc80"), InvalidEvent, "events[0].meta"),
+    ("tool-use-id-already-pending", lambda s, i: s.append_message(i["pending"], "assistant", [
+        {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {}}]), InvalidEvent, "'toolu_1' is already waiting"),
+    ("tool-use-id-twice-in-one-message", lambda s, i: s.append_message(i["t"], "assistant", [
+        {"type": "tool_use", "id": "toolu_d", "name": "a", "input": {}},
+        {"type": "tool_use", "id": "toolu_d", "name": "b", "input": {}}]), InvalidEvent, "'toolu_d' appears twice"),
+    ("tool-use-id-pending-in-sub-agent", lambda s, i: s.append_message(i["sub"], "assistant", [
+        {"type": "tool_use", "id": "toolu_2", "name": "search", "input": {}}]), InvalidEvent, "toolu_2"),
     ("nan-in-data", lambda s, i: s.append(i["t"], [{"type": "metadata.set", "data": {"patch": {"x": float("nan")}}}]), InvalidEvent, "data"),
     ("fifty-megabyte-message", lambda s, i: s.append_message(i["t"], "user", "x" * FIFTY_MB), InvalidEvent, "bytes"),
     ("fork-past-head", lambda s, i: s.fork(i["t"], 99), ForkRefused, "offset_out_of_range"),

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from eventstore import Store, StoreError
+from eventstore.events import MAX_DEPTH
 
 from projections import (
     blame,
@@ -56,6 +57,8 @@ class _Group(click.Group):
             _fail(f"input is not UTF-8 text ({error.reason} at byte {error.start})")
         except sqlite3.Error as error:  # e.g. a damaged file met while reading
             _fail(f"database error: {error}")
+        except RecursionError:  # an event nested too deeply, stored by an older release or by hand
+            _fail("an event is nested too deeply to show; `threadlog verify` names its position")
 
 
 def _fail(message: str) -> None:
@@ -106,6 +109,8 @@ def _parse_json(text: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise StoreError(f"{what} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+    except RecursionError:
+        raise StoreError(f"{what} is JSON nested too deeply; an event holds at most {MAX_DEPTH} levels") from None
 
 
 def _emit_json(value: Any) -> None:
