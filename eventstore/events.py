@@ -29,6 +29,21 @@ class EventData(_Model):
     schema_version: ClassVar[int] = 1
 
 
+class SentRequest(_Model):
+    """The Messages API request a live turn sent for the assistant message it is attached to.
+
+    `digest` is `sha256:<hex>` of the exact HTTP body; `model`, `max_tokens` and `stream` are
+    the settings the thread does not hold, so `anthropic_request(store, thread, at=offset,
+    model=..., max_tokens=...)` can rebuild that body from the log and prove it unchanged.
+    """
+
+    id: str | None = Field(default=None, description="the API's request id (`request-id` header)")
+    digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+    model: str
+    max_tokens: int = Field(ge=1)
+    stream: bool = False
+
+
 class Meta(_Model):
     """Who and why: carried beside `data`, covered by the hash chain like the data."""
 
@@ -39,6 +54,9 @@ class Meta(_Model):
     correlation_id: str | None = None
     occurred_at: str | None = Field(
         default=None, description="when it happened at the source, for imported events"
+    )
+    request: SentRequest | None = Field(
+        default=None, description="on an assistant message from a live turn: the request it answered"
     )
 
 

@@ -101,5 +101,7 @@ def test_public_names_are_pinned() -> None:
         "thread_state", "ThreadState", "Message", "save_snapshot", "drop_snapshots",
         "display_rows", "Row", "transcript", "write_transcript",
         "lineage", "blame", "diff", "LineageEntry", "BlameEntry", "Diff", "DiffSide",
+        "anthropic_request", "check_request", "usage", "Usage",
+        "run_turn", "rerun", "resolve_interrupt", "Interrupt", "Turn",
     ])
     assert all(hasattr(threadlog, name) for name in threadlog.__all__)
