@@ -114,10 +114,11 @@ class MessagesAPI:
                     self.send_header("request-id", f"req_test_{server.counter:03d}")
                     for key, value in reply.headers.items():
                         self.send_header(key, value)
-                    if reply.drop_after is not None:
-                        self.send_header("connection", "close")
+                    if reply.drop_after is not None:  # one chunk, then the socket closes mid-body
+                        self.send_header("transfer-encoding", "chunked")
                         self.end_headers()
-                        self.wfile.write(reply.body[:reply.drop_after])
+                        part = reply.body[:reply.drop_after]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
                         self.wfile.flush()
                         self.close_connection = True
                         return

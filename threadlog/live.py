@@ -179,6 +179,9 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
                 if on_text is not None:
                     on_text(text)
             reply = events.get_final_message()
+            if reply.stop_reason is None:  # the events ended before `message_stop`
+                raise anthropic.APIConnectionError(message="the stream ended before the message was complete",
+                                                   request=events.response.request)
             request_id, body = events.request_id, events.response.request.content
     else:
         raw = client.messages.with_raw_response.create(**kwargs)
