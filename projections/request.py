@@ -35,6 +35,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from eventstore import InvalidEvent, Store
+from eventstore.content import _drain as drain  # the one walker of lazily validated lists
 
 from .state import Message, thread_state
 
@@ -229,25 +230,31 @@ def body_digest(body: bytes) -> str:
 
 
 @functools.cache
-def _params_adapter() -> TypeAdapter[Any]:
+def _params_adapter(beta: bool) -> TypeAdapter[Any]:
+    if beta:
+        from anthropic.types.beta.message_create_params import MessageCreateParamsNonStreaming as BetaParams
+
+        return TypeAdapter(BetaParams)
     from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 
     return TypeAdapter(MessageCreateParamsNonStreaming)
 
 
-def validate_request(kwargs: Json) -> None:
-    """Raise `InvalidEvent` unless `kwargs` validates against the SDK's `MessageCreateParams`.
+def validate_request(kwargs: Json, beta: bool = False) -> None:
+    """Raise `InvalidEvent` unless `kwargs` validates against the SDK's `MessageCreateParams`
+    (`beta=True`: the beta one, for `client.beta.messages.create`, which knows beta-only
+    blocks such as `compaction`).
 
-    The SDK's TypedDicts declare lists as `Iterable`, which pydantic checks lazily; dumping
-    the validated value iterates every one of them, so nested blocks are checked too.
+    The SDK's TypedDicts declare lists as `Iterable`, which pydantic checks lazily; the
+    content validator's drain consumes every such iterator, so nested blocks are checked too.
     """
-    adapter = _params_adapter()
     try:
-        adapter.dump_python(adapter.validate_python(kwargs), mode="json")
+        validated = _params_adapter(beta).validate_python(kwargs)
     except ValidationError as error:
         first = error.errors()[0]
         loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"] if not str(p).endswith("Param"))
         raise InvalidEvent(f"request{loc}", first["msg"]) from None
+    drain(validated, "request")
 
 
 @dataclass(frozen=True, slots=True)

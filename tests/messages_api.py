@@ -163,5 +163,10 @@ class MessagesAPI:
         cut = len(encode_sse(events[: len(events) // 2])) + 5
         self.replies.append(Reply(200, data, "text/event-stream", drop_after=cut))
 
+    def end_early(self, body: dict[str, Any]) -> None:
+        """Stream half of `body`'s events as a complete HTTP response: no `message_stop`."""
+        events = sse_events(body)
+        self.replies.append(Reply(200, encode_sse(events[: len(events) // 2]), "text/event-stream"))
+
     def stall(self, seconds: float, body: dict[str, Any]) -> None:
         self.replies.append(Reply(200, json.dumps(body).encode(), delay=seconds))

@@ -151,9 +151,11 @@ def test_a_400_ends_the_run_with_its_text_and_keeps_the_question(file_store: Sto
     assert api.requests[0].json["messages"] == api.requests[1].json["messages"]
 
 
-def test_a_connection_dropped_mid_stream_ends_the_run(mem: Store, api: MessagesAPI) -> None:
+@pytest.mark.parametrize("cut", ["dropped", "ended_early"])
+def test_a_connection_dropped_mid_stream_ends_the_run(mem: Store, api: MessagesAPI, cut: str) -> None:
     t = thread(mem)
-    api.drop_mid_stream(message(text("A long answer that never arrives whole.")))
+    reply = message(text("A long answer that never arrives whole."))
+    api.drop_mid_stream(reply) if cut == "dropped" else api.end_early(reply)
     turn = run_turn(mem, t, "Hello", client(api), stream=True)
     assert turn.status == "error" and turn.error
     assert types(mem, t)[-1] == "run.finished"
