@@ -26,10 +26,10 @@ recomputed from the log (`check_request`); tests/test_live.py holds the two equa
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -72,10 +72,16 @@ def anthropic_request(
         raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=... (or create the thread with one)")
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
         raise InvalidEvent("max_tokens", f"must be a whole number >= 1, not {max_tokens!r}")
-    tagged = _api_view(state.messages)
-    if not tagged:
+    view = state.messages
+    paused = gc.isenabled()  # the view makes thousands of small containers and no cycles (see fold_state)
+    gc.disable()
+    try:
+        messages = _api_view(view)
+    finally:
+        if paused:
+            gc.enable()
+    if not messages:
         raise InvalidEvent("at", f"thread {thread!r} has no message to send as of offset {state.length}")
-    messages = [{"role": role, "content": [block for _, block in blocks]} for role, blocks in tagged]
     system = _system(state.system)
     tools = [_uncached(tool) for tool in state.tools] if state.tools else None
     if cache:
@@ -83,12 +89,14 @@ def anthropic_request(
             system[-1] = _mark(system[-1])
         elif tools:
             tools[-1] = _mark(tools[-1])
-        fork_offset = state.parent_offset if _forked(state.messages, state.parent_offset) else None
-        shared = _last_cacheable(tagged, _shared_test(fork_offset, state.kind == "subagent")) if fork_offset is not None else None
-        tail = _last_cacheable(tagged, _any)
-        for where in dict.fromkeys(w for w in (shared, tail) if w is not None):
+        marks = [_last_cacheable(messages, None)]
+        if _forked(view, state.parent_offset):
+            marks.insert(0, _last_cacheable(messages, _shared_blocks(view, state.parent_offset or 0, state.kind == "subagent")))
+        for where in dict.fromkeys(w for w in marks if w is not None):
             index, block = where
-            messages[index]["content"][block] = _mark(messages[index]["content"][block])
+            content = list(messages[index]["content"])  # the view's own list may be shared: copy, then mark
+            content[block] = _mark(content[block])
+            messages[index] = {"role": messages[index]["role"], "content": content}
     # Key order: as the SDK's `create` writes its body (max_tokens, messages, model, system, tools).
     kwargs: Json = {"max_tokens": max_tokens or DEFAULT_MAX_TOKENS, "messages": messages, "model": chosen}
     if system:
@@ -98,26 +106,35 @@ def anthropic_request(
     return kwargs
 
 
-# A block of the request, tagged with the offset of the event it came from.
-Tagged = tuple[int, Json]
-
-
 def api_messages(view: list[Message]) -> list[Json]:
     """The model view as Messages API `messages`: cleaned, merged and paired (module doc)."""
-    return [{"role": role, "content": [block for _, block in blocks]} for role, blocks in _api_view(view)]
+    return _api_view(view)
 
 
-def _api_view(view: list[Message]) -> list[tuple[str, list[Tagged]]]:
-    messages = _merged([(m.role, [(m.offset, _uncached(b)) for b in m.content if not _blank(b)]) for m in view])
+def _api_view(view: list[Message]) -> list[Json]:
+    messages = _merged([(m.role, _cleaned(m.content)) for m in view])
     while True:
-        paired = _paired(messages)
-        if len(paired) == len(messages) and all(len(a[1]) == len(b[1]) for a, b in zip(paired, messages)):
+        paired, changed = _paired(messages)
+        if not changed:
             return paired
-        messages = _merged(paired)
+        messages = _merged([(m["role"], m["content"]) for m in paired])
+
+
+def _cleaned(content: list[Json]) -> list[Json]:
+    """The blocks without blank texts and without stored cache_control; the same list when
+    nothing goes (the common case: no copy)."""
+    for block in content:
+        if "cache_control" in block or (block.get("type") == "text" and _blank(block)):
+            return [_uncached(b) for b in content if not _blank(b)]
+    return content
 
 
 def _blank(block: Json) -> bool:
-    return block.get("type") == "text" and not str(block.get("text", "")).strip()
+    if block.get("type") != "text":
+        return False
+    text = block.get("text")
+    # Only a text that starts with whitespace can be all whitespace: strip() copies the text.
+    return not text or not isinstance(text, str) or (text[0].isspace() and not text.strip())
 
 
 def _uncached(block: Json) -> Json:
@@ -130,46 +147,59 @@ def _mark(block: Json) -> Json:
     return {**block, "cache_control": EPHEMERAL}
 
 
-def _merged(messages: list[tuple[str, list[Tagged]]]) -> list[tuple[str, list[Tagged]]]:
-    out: list[tuple[str, list[Tagged]]] = []
+def _merged(messages: list[tuple[str, list[Json]]]) -> list[Json]:
+    out: list[Json] = []
+    previous: Json | None = None
     for role, content in messages:
         if not content:
             continue
-        if out and out[-1][0] == role:
-            out[-1] = (role, out[-1][1] + content)
+        if previous is not None and previous["role"] == role:
+            previous["content"] = previous["content"] + content
         else:
-            out.append((role, content))
+            previous = {"role": role, "content": content}
+            out.append(previous)
     return out
 
 
-def _uses(content: list[Tagged]) -> set[str]:
-    return {b["id"] for _, b in content if b.get("type") == "tool_use"}
+def _uses(content: list[Json]) -> set[str]:
+    return {b["id"] for b in content if b.get("type") == "tool_use"}
 
 
-def _results(content: list[Tagged]) -> set[str]:
-    return {b["tool_use_id"] for _, b in content if b.get("type") == "tool_result"}
+def _results(content: list[Json]) -> set[str]:
+    return {b["tool_use_id"] for b in content if b.get("type") == "tool_result"}
 
 
-def _paired(messages: list[tuple[str, list[Tagged]]]) -> list[tuple[str, list[Tagged]]]:
+_TOOL_BLOCKS = frozenset(("tool_use", "tool_result"))
+
+
+def _paired(messages: list[Json]) -> tuple[list[Json], bool]:
     """Drop unanswered tool_use and orphan tool_result blocks; tool_results first in a user
-    message; an assistant message left with nothing but thinking is dropped too."""
-    out: list[tuple[str, list[Tagged]]] = []
+    message; an assistant message left with nothing but thinking is dropped too. Returns the
+    messages and whether any block was dropped (then merging may be due again)."""
+    out: list[Json] = []
+    changed = False
     last = len(messages) - 1
-    for i, (role, content) in enumerate(messages):
-        if role == "assistant":
-            following = messages[i + 1][1] if i < last and messages[i + 1][0] == "user" else []
-            unanswered = _uses(content) - _results(following)
-            if unanswered:
-                content = [t for t in content if not (t[1].get("type") == "tool_use" and t[1]["id"] in unanswered)]
-            if all(b.get("type") in _UNCACHEABLE for _, b in content):
+    tools = [any(b.get("type") in _TOOL_BLOCKS for b in m["content"]) for m in messages]
+    for i, message in enumerate(messages):
+        content = message["content"]
+        if message["role"] == "assistant":
+            if tools[i]:
+                following = messages[i + 1]["content"] if i < last and tools[i + 1] and messages[i + 1]["role"] == "user" else []
+                unanswered = _uses(content) - _results(following)
+                if unanswered:
+                    content = [b for b in content if not (b.get("type") == "tool_use" and b["id"] in unanswered)]
+            if content and content[-1].get("type") in _UNCACHEABLE and all(b.get("type") in _UNCACHEABLE for b in content):
                 content = []
-        elif any(b.get("type") == "tool_result" for _, b in content):
-            asked = _uses(messages[i - 1][1]) if i > 0 and messages[i - 1][0] == "assistant" else set()
-            kept = [t for t in content if t[1].get("type") == "tool_result" and t[1]["tool_use_id"] in asked]
-            content = kept + [t for t in content if t[1].get("type") != "tool_result"]
+        elif tools[i]:
+            asked = _uses(messages[i - 1]["content"]) if i > 0 and messages[i - 1]["role"] == "assistant" else set()
+            kept = [b for b in content if b.get("type") == "tool_result" and b["tool_use_id"] in asked]
+            content = kept + [b for b in content if b.get("type") != "tool_result"]
+        if content is not message["content"]:
+            changed = changed or len(content) != len(message["content"])
+            message = {"role": message["role"], "content": content}
         if content:
-            out.append((role, content))
-    return out
+            out.append(message)
+    return out, changed
 
 
 def _system(system: Any) -> list[Json] | None:
@@ -186,30 +216,26 @@ def _forked(view: list[Message], parent_offset: int | None) -> bool:
     return parent_offset is not None and bool(view) and view[-1].offset >= parent_offset
 
 
-def _any(offset: int, block: Json) -> bool:
-    return True
-
-
-def _shared_test(fork_offset: int, subagent: bool) -> Callable[[int, Json], bool]:
-    """Which blocks sibling forks share: the inherited history (offsets below the fork point)
-    and the fork note (at it); for sub-agents also the placeholder results that open their
-    primed message (right after the fork event), not the directive after them."""
-
-    def shared(offset: int, block: Json) -> bool:
-        if offset <= fork_offset:
-            return True
-        return subagent and offset == fork_offset + 1 and block.get("type") == "tool_result"
-
+def _shared_blocks(view: list[Message], fork_offset: int, subagent: bool) -> set[int]:
+    """The ids of the blocks sibling forks share: the inherited history (offsets below the
+    fork point) and the fork note (at it); for sub-agents also the placeholder results that
+    open their primed message (right after the fork event), not the directive after them."""
+    shared: set[int] = set()
+    for message in view:
+        if message.offset <= fork_offset:
+            shared.update(id(b) for b in message.content)
+        elif subagent and message.offset == fork_offset + 1:
+            shared.update(id(b) for b in message.content if b.get("type") == "tool_result")
     return shared
 
 
-def _last_cacheable(messages: list[tuple[str, list[Tagged]]], wanted: Callable[[int, Json], bool]) -> tuple[int, int] | None:
-    """(message, block) of the last block that `wanted` accepts and that can carry a breakpoint."""
+def _last_cacheable(messages: list[Json], among: set[int] | None) -> tuple[int, int] | None:
+    """(message, block) of the last block that can carry a breakpoint (and is `among` these ids)."""
     for index in range(len(messages) - 1, -1, -1):
-        content = messages[index][1]
+        content = messages[index]["content"]
         for block in range(len(content) - 1, -1, -1):
-            offset, value = content[block]
-            if value.get("type") not in _UNCACHEABLE and wanted(offset, value):
+            value = content[block]
+            if value.get("type") not in _UNCACHEABLE and (among is None or id(value) in among):
                 return index, block
     return None
 

@@ -173,6 +173,7 @@ class _Sent:
 
 def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Callable[[str], None] | None) -> tuple[Any, _Sent]:
     """One API call; returns the message and what was sent (digest of the exact body)."""
+    reply: Any
     if stream:
         with client.messages.stream(**kwargs) as events:
             for text in events.text_stream:
