@@ -40,7 +40,6 @@ from eventstore.content import _drain as drain  # the one walker of lazily valid
 from .state import Message, thread_state
 
 DEFAULT_MAX_TOKENS = 4096
-MAX_BREAKPOINTS = 4  # the Messages API's limit on cache_control blocks per request
 EPHEMERAL = {"type": "ephemeral"}
 DIGEST_PREFIX = "sha256:"
 
@@ -299,13 +298,6 @@ class RequestCheck:
 
     def to_json(self) -> Json:
         return asdict(self)
-
-
-def recorded_request(store: Store, thread: str, offset: int) -> Json | None:
-    """The `meta.request` a live turn stored on the event at `offset`, or None."""
-    event = store.event_at(thread, offset)
-    request = event.meta.get("request") if event.type == "message.appended" else None
-    return request if isinstance(request, dict) else None
 
 
 def check_request(store: Store, thread: str, offset: int) -> RequestCheck:

@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -92,6 +92,8 @@ class MessagesAPI:
         self.replies: deque[Reply] = deque()
         self.requests: list[Captured] = []
         self.counter = 0
+        self.on_request: Callable[[], None] | None = None  # runs while the client waits
+        self.clients: list[Any] = []  # closed with the server, so no socket outlives a test
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -106,6 +108,8 @@ class MessagesAPI:
                 server.requests.append(Captured(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                 reply = server.replies.popleft() if server.replies else Reply(500, b'{"type":"error","error":{"type":"api_error","message":"no reply queued"}}')
                 server.counter += 1
+                if server.on_request is not None:
+                    server.on_request()
                 if reply.delay:
                     time.sleep(reply.delay)
                 try:
@@ -141,7 +145,17 @@ class MessagesAPI:
         self.thread.start()
         return self
 
+    def client(self, retries: int = 0, timeout: float = 10.0) -> Any:
+        """A real `anthropic.Anthropic` client for this server."""
+        import anthropic
+
+        made = anthropic.Anthropic(base_url=self.url, api_key="test", max_retries=retries, timeout=timeout)
+        self.clients.append(made)
+        return made
+
     def __exit__(self, *exc: object) -> None:
+        for made in self.clients:
+            made.close()
         self.httpd.shutdown()
         self.httpd.server_close()
 

@@ -33,7 +33,8 @@ def api() -> Iterator[MessagesAPI]:
 
 
 def client(api: MessagesAPI, retries: int = 0, timeout: float = 10.0) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=api.url, api_key="test", max_retries=retries, timeout=timeout)
+    made: anthropic.Anthropic = api.client(retries, timeout)
+    return made
 
 
 def thread(store: Store) -> str:
@@ -217,6 +218,23 @@ def test_an_interrupt_answered_later_resumes_the_turn(file_store: Store, api: Me
     assert answers == {"tu_1": "Lyon: sunny", "tu_2": "Tuesday", "tu_3": "Nice: sunny"}
     assert thread_state(file_store, t).status == "idle"
     assert_provenance(file_store, t, api)
+
+
+def test_a_write_during_the_call_keeps_the_answer_and_the_check_says_so(file_store: Store, api: MessagesAPI) -> None:
+    t = thread(file_store)
+
+    def meanwhile() -> None:
+        with Store(file_store.path) as other:
+            other.append_message(t, "user", "Also: I have a dog.")
+
+    api.on_request = meanwhile
+    api.reply_json(message(text("Here.")))
+    turn = run_turn(file_store, t, "Hello", client(api))
+    assert turn.status == "ok" and turn.messages[0].offset == 4
+    assert types(file_store, t)[3:] == ["message.appended", "message.appended", "run.finished"]
+    assert file_store.event_at(t, 4).data["content"] == text("Here.")
+    assert not check_request(file_store, t, 4).ok  # the model never saw the message at 3
+    assert thread_state(file_store, t).status == "idle"
 
 
 def test_refusals_write_nothing(mem: Store, api: MessagesAPI) -> None:

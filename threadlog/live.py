@@ -10,7 +10,9 @@ text; the thread is idle again and `run_turn` can be called again.
 
 Each request is `anthropic_request(store, thread)` at the thread's head, and the assistant
 message is appended with `expect=` that head, so its offset is exactly the `at` that
-rebuilds the request: `check_request` proves, from the log alone, what the model saw.
+rebuilds the request: `check_request` proves, from the log alone, what the model saw. (If
+another writer appended meanwhile, the answer is kept after their events and its check says
+the history differs.)
 
 Writes per turn: one append before the call ([run.started, user message]) and one after
 ([assistant message, run.finished]) for a turn without tools; a tool round adds one append
@@ -28,7 +30,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from eventstore import InvalidEvent, RecordedEvent, Store, StoreError
+from eventstore import ConcurrencyError, InvalidEvent, RecordedEvent, Store, StoreError
 from projections import Message, anthropic_request, body_digest, thread_state
 
 Json = dict[str, Any]
@@ -137,12 +139,12 @@ def run_turn(
         except BaseException as error:  # Ctrl-C or a bug: close the run, then let it go on
             _finish(store, turn, "cancelled" if isinstance(error, KeyboardInterrupt) else "error", _describe(error))
             raise
-        recorded = store.append(thread, [_assistant(reply, sent)], expect=head)[0]
+        recorded = _append_answer(store, thread, _assistant(reply, sent), head)
         turn.messages.append(recorded)
-        head += 1
+        head = recorded.offset + 1
         uses = [b for b in recorded.data["content"] if b.get("type") == "tool_use"]
         if reply.stop_reason != "tool_use" or not uses:
-            store.append(thread, [_finished(turn.run_id, "ok")], expect=head)
+            store.append(thread, [_finished(turn.run_id, "ok")])
             return turn
         results, failure, interrupt = _run_tools(uses, tools, {})
         head = _record_results(store, thread, results, head)
@@ -256,11 +258,20 @@ def _result(tool_use_id: str, output: Any, is_error: bool = False) -> Json:
     return block
 
 
+def _append_answer(store: Store, thread: str, answer: Json, head: int) -> RecordedEvent:
+    """Append the assistant message at `head`, the offset its request was built at. If
+    another writer got there first the answer is still kept, after their events; its
+    request check will then say the history differs from what the model saw."""
+    try:
+        return store.append(thread, [answer], expect=head)[0]
+    except ConcurrencyError:
+        return store.append(thread, [answer])[0]
+
+
 def _record_results(store: Store, thread: str, results: list[Json], head: int) -> int:
     if not results:
         return head
-    store.append(thread, [{"type": "message.appended", "data": {"role": "user", "content": results}}], expect=head)
-    return head + 1
+    return store.append(thread, [{"type": "message.appended", "data": {"role": "user", "content": results}}])[0].offset + 1
 
 
 def _answers(store: Store, thread: str, since: int) -> dict[str, Any]:
