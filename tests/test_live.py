@@ -191,6 +191,20 @@ def test_a_tool_that_raises_becomes_an_error_result_and_ends_the_run(mem: Store,
     validate_request(anthropic_request(mem, t))  # every tool_use has its result
 
 
+def test_ctrl_c_in_a_tool_cancels_the_run_and_propagates(mem: Store, api: MessagesAPI) -> None:
+    t = thread(mem)
+    api.reply_json(message([use("tu_1", city="Lyon")], "tool_use"))
+
+    def weather(city: str) -> str:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_turn(mem, t, "Weather?", client(api), tools={"weather": weather})
+    finished = list(mem.read(t))[-1]
+    assert finished.type == "run.finished" and finished.data["status"] == "cancelled"
+    assert thread_state(mem, t).status == "idle"
+
+
 def test_an_interrupt_answered_later_resumes_the_turn(file_store: Store, api: MessagesAPI) -> None:
     t = thread(file_store)
     api.reply_json(message([use("tu_1", city="Lyon"), use("tu_2", "ask_human", question="Which day?"), use("tu_3", city="Nice")], "tool_use"))

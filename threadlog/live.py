@@ -62,6 +62,7 @@ class Turn:
     error: str | None = None
     messages: list[RecordedEvent] = field(default_factory=list)
     interrupt_id: str | None = None
+    closed: bool = field(default=False, repr=False)  # run.finished is recorded
 
     @property
     def text(self) -> str:
@@ -124,27 +125,39 @@ def run_turn(
         head = store.append(thread, [started, {"type": "message.appended", "data": {"role": "user", "content": user_content}}])[-1].offset + 1
     else:
         head = store.append(thread, [started])[-1].offset + 1
-        if waiting:
-            answers = _answers(store, thread, asked)
-            results, failure, interrupt = _run_tools(waiting, tools, answers)
-            head = _record_results(store, thread, results, head)
-            if failure or interrupt:
-                return _stop(store, turn, failure, interrupt)
+    try:
+        return _run(store, turn, head, client, model, tools, stream, max_tokens, on_text, max_rounds,
+                    _answers(store, thread, asked) if waiting else {}, waiting)
+    except BaseException as error:  # Ctrl-C, or a bug: close the run, then let it go on
+        if not turn.closed:
+            _finish(store, turn, "cancelled" if isinstance(error, KeyboardInterrupt) else "error", _describe(error))
+        raise
+
+
+def _run(
+    store: Store, turn: Turn, head: int, client: anthropic.Anthropic, model: str | None, tools: Mapping[str, Tool] | None,
+    stream: bool, max_tokens: int | None, on_text: Callable[[str], None] | None, max_rounds: int,
+    answers: dict[str, Any], waiting: list[Json],
+) -> Turn:
+    """The turn's loop, once its run is open: answer waiting calls, then ask and run tools."""
+    thread = turn.thread
+    if waiting:
+        results, failure, interrupt = _run_tools(waiting, tools, answers)
+        head = _record_results(store, thread, results, head)
+        if failure or interrupt:
+            return _stop(store, turn, failure, interrupt)
     for _ in range(max_rounds):
         try:
             kwargs = anthropic_request(store, thread, head, model=model, max_tokens=max_tokens)
             reply, sent = _call(client, kwargs, stream, on_text)
         except (*_FAILURES, StoreError) as error:
             return _stop(store, turn, _describe(error), None)
-        except BaseException as error:  # Ctrl-C or a bug: close the run, then let it go on
-            _finish(store, turn, "cancelled" if isinstance(error, KeyboardInterrupt) else "error", _describe(error))
-            raise
         recorded = _append_answer(store, thread, _assistant(reply, sent), head)
         turn.messages.append(recorded)
         head = recorded.offset + 1
         uses = [b for b in recorded.data["content"] if b.get("type") == "tool_use"]
         if reply.stop_reason != "tool_use" or not uses:
-            store.append(thread, [_finished(turn.run_id, "ok")])
+            _finish(store, turn, "ok", None)
             return turn
         results, failure, interrupt = _run_tools(uses, tools, {})
         head = _record_results(store, thread, results, head)
@@ -293,8 +306,9 @@ def _finished(run_id: str, status: str, error: str | None = None) -> Json:
     return {"type": "run.finished", "data": data}
 
 
-def _finish(store: Store, turn: Turn, status: str, error: str | None) -> None:
-    store.append(turn.thread, [_finished(turn.run_id, status, error)])
+def _finish(store: Store, turn: Turn, status: str, error: str | None, *before: Json) -> None:
+    store.append(turn.thread, [*before, _finished(turn.run_id, status, error)])
+    turn.closed = True
 
 
 def _stop(store: Store, turn: Turn, failure: str | None, interrupt: tuple[str, Interrupt] | None) -> Turn:
@@ -308,7 +322,7 @@ def _stop(store: Store, turn: Turn, failure: str | None, interrupt: tuple[str, I
             data["question"] = raised.question
         if raised.payload is not None:
             data["payload"] = raised.payload
-        store.append(turn.thread, [{"type": "interrupt.raised", "data": data}, _finished(turn.run_id, "ok")])
+        _finish(store, turn, "ok", None, {"type": "interrupt.raised", "data": data})
         turn.status = "interrupted"
         return turn
     turn.status, turn.error = "error", failure
