@@ -55,7 +55,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 def long_thread(store: Store, messages: int) -> str:
     """A thread of `messages` messages: user questions, assistant tool calls, results, answers."""
-    tools = [{"name": "timetable", "description": "Train times", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    tools = [{"name": "timetable", "description": "Train times", "input_schema": schema}]
     thread = store.create_thread(system="You plan train trips. " * 20, model="claude-bench", tools=tools)
     batch: list[dict[str, Any]] = []
     for i in range(messages):
@@ -63,10 +64,11 @@ def long_thread(store: Store, messages: int) -> str:
         if step == 0:
             data: dict[str, Any] = {"role": "user", "content": f"[{i}] Which train reaches Lyon before ten? " * 3}
         elif step == 1:
-            data = {"role": "assistant", "content": [{"type": "text", "text": "Let me look."},
-                                                     {"type": "tool_use", "id": f"tu_{i}", "name": "timetable", "input": {"city": "Lyon"}}]}
+            call = {"type": "tool_use", "id": f"tu_{i}", "name": "timetable", "input": {"city": "Lyon"}}
+            data = {"role": "assistant", "content": [{"type": "text", "text": "Let me look."}, call]}
         elif step == 2:
-            data = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"tu_{i - 1}", "content": "08:04, 08:58, 09:30 " * 5}]}
+            answer = {"type": "tool_result", "tool_use_id": f"tu_{i - 1}", "content": "08:04, 08:58, 09:30 " * 5}
+            data = {"role": "user", "content": [answer]}
         else:
             data = {"role": "assistant", "content": f"[{i}] The 08:04 reaches Lyon Part-Dieu at 10:02. " * 3}
         batch.append({"type": "message.appended", "data": data})
@@ -113,10 +115,9 @@ def run(mode: str, workdir: Path) -> list[Measure]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        host, port = server.server_address[:2]
-        client = anthropic.Anthropic(base_url=f"http://{host}:{port}", api_key="bench", max_retries=0)
+        client = anthropic.Anthropic(base_url=f"http://127.0.0.1:{server.server_port}", api_key="bench", max_retries=0)
         turn = store.create_thread(model="claude-bench")
-        kwargs = {"max_tokens": 64, "model": "claude-bench", "messages": [{"role": "user", "content": "Train to Lyon?"}]}
+        kwargs: dict[str, Any] = {"max_tokens": 64, "model": "claude-bench", "messages": [{"role": "user", "content": "Train to Lyon?"}]}
         samples = interleave({
             "record": _timer(lambda: _record(store, turn), turns),
             "round trip": _timer(lambda: client.messages.with_raw_response.create(**kwargs).parse(), turns),

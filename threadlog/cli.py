@@ -392,7 +392,8 @@ def _client() -> Any:
 @cli.command("request")
 @click.argument("thread")
 @click.option("--at", type=click.IntRange(min=0), help="The request as of the first N events (default: all).")
-@click.option("--check", is_flag=True, help="Prove the recorded request digest(s): of the message at offset N with --at, else of every live message.")
+@click.option("--check", is_flag=True,
+              help="Prove the recorded request digest(s): of the message at offset N with --at, else of every live message.")
 @click.option("--model", help="The model to name (default: the thread's).")
 @click.option("--no-cache", is_flag=True, help="Leave out the cache_control breakpoints.")
 @json_option

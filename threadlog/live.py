@@ -122,7 +122,8 @@ def run_turn(
     turn = Turn(thread, _id())
     started = {"type": "run.started", "data": {"run_id": turn.run_id}}
     if user_content is not None:
-        head = store.append(thread, [started, {"type": "message.appended", "data": {"role": "user", "content": user_content}}])[-1].offset + 1
+        asking = {"type": "message.appended", "data": {"role": "user", "content": user_content}}
+        head = store.append(thread, [started, asking])[-1].offset + 1
     else:
         head = store.append(thread, [started])[-1].offset + 1
     try:
@@ -225,7 +226,9 @@ def _assistant(reply: Any, sent: _Sent) -> Json:
     return {"type": "message.appended", "data": {k: v for k, v in data.items() if v is not None}, "meta": {"request": request}}
 
 
-def _run_tools(uses: list[Json], tools: Mapping[str, Tool] | None, answers: Mapping[str, Any]) -> tuple[list[Json], str | None, tuple[str, Interrupt] | None]:
+def _run_tools(
+    uses: list[Json], tools: Mapping[str, Tool] | None, answers: Mapping[str, Any],
+) -> tuple[list[Json], str | None, tuple[str, Interrupt] | None]:
     """Run the tool calls in order: (results, first failure text, interrupt as (tool_use_id, it)).
 
     A call answered by a resolved interrupt gets that answer. An exception becomes an
