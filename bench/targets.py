@@ -32,6 +32,8 @@ TARGETS = [
     Target("snapshot", "thread_state one event past a snapshot vs full rebuild (cost; 'well under 1%')", 0.01, False),
     Target("chain_read", "read at fork depth 1,000 vs flat read of the same events (cost)", 2.0, False),
     Target("transcript", "transcript of ~4 MB of text vs reading its events (cost)", 2.0, False),
+    Target("request", "anthropic_request of 1,000 messages vs thread_state with messages viewed (cost)", 2.0, False),
+    Target("turn_record", "recording a turn's events vs its 1 ms budget (cost)", 1.0, False),
     Target("fork_agents", "fork vs Agents SDK create_branch_from_turn at 1,000 messages (times faster)", 10.0, True),
     Target("size_langgraph", "database size after 1,000 messages vs LangGraph SqliteSaver (times smaller)", 100.0, True),
 ]

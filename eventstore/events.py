@@ -58,6 +58,19 @@ class Source(_Model):
     tool_use_results: dict[str, Any] | None = Field(
         default=None, description="the tool-specific result the source kept beside each tool_result, by tool_use_id"
     )
+class SentRequest(_Model):
+    """The Messages API request a live turn sent for the assistant message it is attached to.
+
+    `digest` is `sha256:<hex>` of the exact HTTP body; `model`, `max_tokens` and `stream` are
+    the settings the thread does not hold, so `anthropic_request(store, thread, at=offset,
+    model=..., max_tokens=...)` can rebuild that body from the log and prove it unchanged.
+    """
+
+    id: str | None = Field(default=None, description="the API's request id (`request-id` header)")
+    digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+    model: str
+    max_tokens: int = Field(ge=1)
+    stream: bool = False
 
 
 class Meta(_Model):
@@ -72,6 +85,9 @@ class Meta(_Model):
         default=None, description="when it happened at the source, for imported events"
     )
     source: Source | None = Field(default=None, description="the source line(s) of an imported event")
+    request: SentRequest | None = Field(
+        default=None, description="on an assistant message from a live turn: the request it answered"
+    )
 
 
 class Todo(_Model):

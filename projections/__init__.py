@@ -5,10 +5,12 @@ Projections read the store and never write events; the only thing they may write
 """
 
 from .lineage import BlameEntry, Diff, DiffSide, LineageEntry, blame, diff, lineage
+from .request import RequestCheck, anthropic_request, body_digest, check_request, request_body, validate_request
 from .rows import Row, display_rows
 from .snapshots import drop as drop_snapshots
 from .state import Message, ThreadState, save_snapshot, thread_state
 from .transcript import transcript, write_transcript
+from .usage import Usage, usage
 
 __all__ = [
     "BlameEntry",
@@ -16,15 +18,23 @@ __all__ = [
     "DiffSide",
     "LineageEntry",
     "Message",
+    "RequestCheck",
     "Row",
     "ThreadState",
+    "Usage",
+    "anthropic_request",
     "blame",
+    "body_digest",
+    "check_request",
     "diff",
     "display_rows",
     "drop_snapshots",
     "lineage",
+    "request_body",
     "save_snapshot",
     "thread_state",
     "transcript",
+    "usage",
+    "validate_request",
     "write_transcript",
 ]

@@ -103,5 +103,7 @@ def test_public_names_are_pinned() -> None:
         "lineage", "blame", "diff", "LineageEntry", "BlameEntry", "Diff", "DiffSide",
         "import_claude_code", "import_pi", "ImportSummary", "BadLine", "ImportConflict",
         "export_events", "export_all", "export_markdown",
+        "anthropic_request", "check_request", "usage", "Usage",
+        "run_turn", "rerun", "resolve_interrupt", "Interrupt", "Turn",
     ])
     assert all(hasattr(threadlog, name) for name in threadlog.__all__)

@@ -1,7 +1,13 @@
 """threadlog: an event-sourced conversation store for LLM agents.
 
 Import everything from here: `from threadlog import Store, ...`.
+
+The live-turn names (`run_turn`, `rerun`, `resolve_interrupt`, `Interrupt`, `Turn`) are
+loaded on first use: they import the `anthropic` SDK, which takes seconds to import and
+which nothing else (the CLI's other commands included) needs.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from eventstore import (
     ConcurrencyError,
@@ -39,7 +45,10 @@ from projections import (
     Message,
     Row,
     ThreadState,
+    Usage,
+    anthropic_request,
     blame,
+    check_request,
     diff,
     display_rows,
     drop_snapshots,
@@ -47,8 +56,23 @@ from projections import (
     save_snapshot,
     thread_state,
     transcript,
+    usage,
     write_transcript,
 )
+
+if TYPE_CHECKING:
+    from .live import Interrupt, Turn, rerun, resolve_interrupt, run_turn
+
+_LIVE = ("Interrupt", "Turn", "rerun", "resolve_interrupt", "run_turn")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LIVE:
+        from . import live
+
+        return getattr(live, name)
+    raise AttributeError(f"module 'threadlog' has no attribute {name!r}")
+
 
 __all__ = [
     "BadLine",
@@ -62,6 +86,7 @@ __all__ = [
     "Event",
     "ForkRefused",
     "IntegrityError",
+    "Interrupt",
     "InterruptCancelled",
     "InterruptRaised",
     "InterruptResolved",
@@ -82,7 +107,11 @@ __all__ = [
     "ThreadState",
     "TitleSet",
     "TodosSet",
+    "Turn",
+    "Usage",
+    "anthropic_request",
     "blame",
+    "check_request",
     "diff",
     "display_rows",
     "drop_snapshots",
@@ -92,8 +121,12 @@ __all__ = [
     "import_claude_code",
     "import_pi",
     "lineage",
+    "rerun",
+    "resolve_interrupt",
+    "run_turn",
     "save_snapshot",
     "thread_state",
     "transcript",
+    "usage",
     "write_transcript",
 ]

@@ -21,21 +21,26 @@ from eventstore import Store, StoreError
 from eventstore.events import MAX_DEPTH
 
 from projections import (
+    anthropic_request,
     blame,
+    check_request,
     diff,
     display_rows,
     drop_snapshots,
     save_snapshot,
     thread_state,
     transcript,
+    usage,
     write_transcript,
 )
+from projections.request import checkable_offsets
+from projections.usage import total as usage_total
 
 from .demo import build_demo
 from .export import dump_lines, export_all, export_events, export_markdown
 from .importers import ImportSummary, import_claude_code, import_pi
 from .importers.follow import follow_claude_code
-from .render import blame_line, diff_lines, event_line, row_line, state_lines, tree_lines
+from .render import blame_line, check_line, diff_lines, event_line, row_line, state_lines, tree_lines, usage_lines
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -530,6 +535,101 @@ def export_command(store: Store, thread: str | None, format_: str, everything: b
     with open(output, "w", encoding="utf-8") as handle:
         handle.writelines(chunks)
     click.echo(output)
+
+
+# -- the Anthropic API: requests, live turns, re-runs, usage ------------------------------------
+
+
+def _client() -> Any:
+    """An `anthropic.Anthropic` client from ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL when set)."""
+    key = os.environ.get("ANTHROPIC_API_KEY")
+    if not key:
+        _fail("ANTHROPIC_API_KEY is not set; export your API key (https://console.anthropic.com) and try again")
+    import anthropic  # seconds to import: only the commands that talk to the API pay for it
+
+    return anthropic.Anthropic(api_key=key, base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)
+
+
+@cli.command("request")
+@click.argument("thread")
+@click.option("--at", type=click.IntRange(min=0), help="The request as of the first N events (default: all).")
+@click.option("--check", is_flag=True,
+              help="Prove the recorded request digest(s): of the message at offset N with --at, else of every live message.")
+@click.option("--model", help="The model to name (default: the thread's).")
+@click.option("--no-cache", is_flag=True, help="Leave out the cache_control breakpoints.")
+@json_option
+@with_store
+def request_command(store: Store, thread: str, at: int | None, check: bool, model: str | None, no_cache: bool, as_json: bool) -> None:
+    """THREAD as the keyword arguments of client.messages.create, as JSON; --check says whether
+    each recorded request still rebuilds byte for byte (exit 1 when one does not)."""
+    if not check:
+        kwargs = anthropic_request(store, thread, at, cache=not no_cache, model=model)
+        click.echo(json.dumps(kwargs, ensure_ascii=False, indent=None if as_json else 2))
+        return
+    offsets = [at] if at is not None else checkable_offsets(store, thread)
+    if not offsets:
+        _fail(f"no message of {thread} was recorded by a live turn; there is no request digest to check")
+    checks = [check_request(store, thread, offset) for offset in offsets]
+    if as_json:
+        _emit_json([c.to_json() for c in checks])
+    else:
+        for c in checks:
+            click.echo(check_line(c))
+    if not all(c.ok for c in checks):
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("thread")
+@click.argument("text")
+@click.option("--model", help="The model to ask (default: the thread's).")
+@click.option("--stream", is_flag=True, help="Stream the answer as it is written.")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="The answer's token limit [default: 4096].")
+@json_option
+@with_store
+def ask(store: Store, thread: str, text: str, model: str | None, stream: bool, max_tokens: int | None, as_json: bool) -> None:
+    """Send TEXT on THREAD to the Anthropic API and record the turn (ANTHROPIC_API_KEY)."""
+    from .live import run_turn
+
+    client = _client()
+    echo = (lambda piece: click.echo(piece, nl=False)) if stream and not as_json else None
+    turn = run_turn(store, thread, text, client, model=model, stream=stream, max_tokens=max_tokens, on_text=echo)
+    if as_json:
+        _emit_json(turn.to_json())
+    elif echo is None and turn.text:
+        click.echo(turn.text)
+    elif echo is not None:
+        click.echo()
+    if turn.status == "error":
+        _fail(turn.error or "the turn failed")
+
+
+@cli.command()
+@click.argument("thread")
+@click.option("--at", type=click.IntRange(min=1), required=True, help="Fork point: the first N events are kept.")
+@click.option("--model", required=True, help="The model to replay the later user messages with.")
+@click.option("--stream", is_flag=True, help="Use the streaming API.")
+@with_store
+def rerun(store: Store, thread: str, at: int, model: str, stream: bool) -> None:
+    """Fork THREAD at N and replay its later user messages with MODEL; prints the fork's id,
+    alone (then: threadlog diff THREAD FORK)."""
+    from .live import rerun as replay
+
+    click.echo(replay(store, thread, at, _client(), model=model, stream=stream))
+
+
+@cli.command("usage")
+@click.argument("thread")
+@json_option
+@with_store
+def usage_command(store: Store, thread: str, as_json: bool) -> None:
+    """Tokens spent by THREAD and by each fork below it, and the input read from the prompt cache."""
+    rows = usage(store, thread)
+    if as_json:
+        _emit_json({"threads": [r.to_json() for r in rows], "total": usage_total(rows, thread).to_json()})
+    else:
+        for line in usage_lines(rows, usage_total(rows, thread)):
+            click.echo(line)
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from eventstore import RecordedEvent, ThreadInfo
-from projections import BlameEntry, Diff, Row, ThreadState
+from projections import BlameEntry, Diff, RequestCheck, Row, ThreadState, Usage
 
 
 def event_line(event: RecordedEvent) -> str:
@@ -132,3 +132,25 @@ def diff_lines(result: Diff) -> Iterator[str]:
         yield f"{label}: {side.thread}, {len(side.messages)} message(s) of its own"
         for message in side.messages:
             yield f"  {message['offset']:>6}  {message['role']:<9} {_short(_text_of(message['content'] or []), 70)}"
+
+
+def check_line(check: RequestCheck) -> str:
+    """`threadlog request --check`: one line per recorded request."""
+    state = "ok" if check.ok else "MISMATCH"
+    digest = (check.recorded or "-")[:19]
+    return f"{state:<8}  offset {check.offset:<6} {digest}  {check.request_id or '-'}  {check.reason}"
+
+
+def usage_lines(rows: Sequence[Usage], total: Usage) -> Iterator[str]:
+    """`threadlog usage`: one aligned row per thread of the subtree (indented by depth), then the total."""
+    top = rows[0].depth if rows else 0
+    header = ("thread", "kind", "msgs", "input", "output", "cache read", "cache write", "cached")
+    table = [header]
+    for row in [*rows, total]:
+        label = ("  " * (row.depth - top) + row.thread) if row is not total else "total"
+        table.append((label, row.kind, str(row.messages), f"{row.input_tokens:,}", f"{row.output_tokens:,}",
+                      f"{row.cache_read_input_tokens:,}", f"{row.cache_creation_input_tokens:,}", f"{row.cached_share:.0%}"))
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for r in table:
+        cells = [r[0].ljust(widths[0]), r[1].ljust(widths[1])] + [c.rjust(w) for c, w in zip(r[2:], widths[2:])]
+        yield "  ".join(cells).rstrip()

@@ -1,0 +1,327 @@
+"""`anthropic_request`: a thread, as of any offset, as `client.messages.create` keyword arguments.
+
+The log keeps what the model produced; the request is the API-valid view of it, built from
+`thread_state`'s model view (compaction and fork rules already applied):
+
+- empty or whitespace-only text blocks are dropped, and so is a message left empty;
+- consecutive messages of one role are merged into one;
+- a `tool_use` without a `tool_result` in the next message is left out, and so is a
+  `tool_result` whose `tool_use` is not in the message before it (a redaction or a dropped
+  call can leave either); `tool_result` blocks come first in their user message;
+- `cache_control` set in the stored blocks is removed: the request places its own.
+
+With `cache=True` there are at most three breakpoints (the API allows 4): the end of the
+system prompt (tools and system are the head of every request of the thread), the last block
+sibling forks share (a fork's inherited history; for a `fan_out` sub-agent, the placeholder
+results just before its directive), and the last block of the request, which the next turn
+reads back.
+
+Same thread and offset, same bytes: blocks keep the key order they are stored in, and
+`request_body` encodes the arguments the way the SDK does (`openapi_dumps`: compact
+separators, UTF-8, keys in insertion order). The top-level keys follow the order in which
+the SDK's `create` and `stream` write them, so the digest of a body a live turn sent can be
+recomputed from the log (`check_request`); tests/test_live.py holds the two equal on the wire.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from eventstore import InvalidEvent, Store
+from eventstore.content import _drain as drain  # the one walker of lazily validated lists
+
+from .state import Message, thread_state
+
+DEFAULT_MAX_TOKENS = 4096
+EPHEMERAL = {"type": "ephemeral"}
+DIGEST_PREFIX = "sha256:"
+
+# Blocks that cannot carry cache_control, so a breakpoint moves to the block before them.
+_UNCACHEABLE = frozenset(("thinking", "redacted_thinking"))
+
+Json = dict[str, Any]
+
+
+def anthropic_request(
+    store: Store,
+    thread: str,
+    at: int | None = None,
+    cache: bool = True,
+    *,
+    model: str | None = None,
+    max_tokens: int | None = None,
+) -> Json:
+    """The keyword arguments for `client.messages.create(**kwargs)` of `thread` after its
+    first `at` events (default: all): `max_tokens`, `messages`, `model`, `system`, `tools`.
+
+    `model` defaults to the thread's model and `max_tokens` to 4096; a thread without a
+    model needs `model=`. The result is fresh on every call: changing it changes nothing in
+    the store. See the module doc for what is left out and where breakpoints go.
+    """
+    state = thread_state(store, thread, at)
+    chosen = model or state.model
+    if not chosen:
+        raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=... (or create the thread with one)")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
+        raise InvalidEvent("max_tokens", f"must be a whole number >= 1, not {max_tokens!r}")
+    view = state.messages
+    paused = gc.isenabled()  # the view makes thousands of small containers and no cycles (see fold_state)
+    gc.disable()
+    try:
+        messages = _api_view(view)
+    finally:
+        if paused:
+            gc.enable()
+    if not messages:
+        raise InvalidEvent("at", f"thread {thread!r} has no message to send as of offset {state.length}")
+    system = _system(state.system)
+    tools = [_uncached(tool) for tool in state.tools] if state.tools else None
+    if cache:
+        if system:
+            system[-1] = _mark(system[-1])
+        elif tools:
+            tools[-1] = _mark(tools[-1])
+        marks = [_last_cacheable(messages, None)]
+        if _forked(view, state.parent_offset):
+            marks.insert(0, _last_cacheable(messages, _shared_blocks(view, state.parent_offset or 0, state.kind == "subagent")))
+        for where in dict.fromkeys(w for w in marks if w is not None):
+            index, block = where
+            content = list(messages[index]["content"])  # the view's own list may be shared: copy, then mark
+            content[block] = _mark(content[block])
+            messages[index] = {"role": messages[index]["role"], "content": content}
+    # Key order: as the SDK's `create` writes its body (max_tokens, messages, model, system, tools).
+    kwargs: Json = {"max_tokens": max_tokens or DEFAULT_MAX_TOKENS, "messages": messages, "model": chosen}
+    if system:
+        kwargs["system"] = system
+    if tools:
+        kwargs["tools"] = tools
+    return kwargs
+
+
+def api_messages(view: list[Message]) -> list[Json]:
+    """The model view as Messages API `messages`: cleaned, merged and paired (module doc)."""
+    return _api_view(view)
+
+
+def _api_view(view: list[Message]) -> list[Json]:
+    messages = _merged([(m.role, _cleaned(m.content)) for m in view])
+    while True:
+        paired, changed = _paired(messages)
+        if not changed:
+            return paired
+        messages = _merged([(m["role"], m["content"]) for m in paired])
+
+
+def _cleaned(content: list[Json]) -> list[Json]:
+    """The blocks without blank texts and without stored cache_control; the same list when
+    nothing goes (the common case: no copy)."""
+    for block in content:
+        if "cache_control" in block or (block.get("type") == "text" and _blank(block)):
+            return [_uncached(b) for b in content if not _blank(b)]
+    return content
+
+
+def _blank(block: Json) -> bool:
+    if block.get("type") != "text":
+        return False
+    text = block.get("text")
+    # Only a text that starts with whitespace can be all whitespace: strip() copies the text.
+    return not text or not isinstance(text, str) or (text[0].isspace() and not text.strip())
+
+
+def _uncached(block: Json) -> Json:
+    if "cache_control" not in block:
+        return block
+    return {k: v for k, v in block.items() if k != "cache_control"}
+
+
+def _mark(block: Json) -> Json:
+    return {**block, "cache_control": EPHEMERAL}
+
+
+def _merged(messages: list[tuple[str, list[Json]]]) -> list[Json]:
+    out: list[Json] = []
+    previous: Json | None = None
+    for role, content in messages:
+        if not content:
+            continue
+        if previous is not None and previous["role"] == role:
+            previous["content"] = previous["content"] + content
+        else:
+            previous = {"role": role, "content": content}
+            out.append(previous)
+    return out
+
+
+def _uses(content: list[Json]) -> set[str]:
+    return {b["id"] for b in content if b.get("type") == "tool_use"}
+
+
+def _results(content: list[Json]) -> set[str]:
+    return {b["tool_use_id"] for b in content if b.get("type") == "tool_result"}
+
+
+_TOOL_BLOCKS = frozenset(("tool_use", "tool_result"))
+
+
+def _paired(messages: list[Json]) -> tuple[list[Json], bool]:
+    """Drop unanswered tool_use and orphan tool_result blocks; tool_results first in a user
+    message; an assistant message left with nothing but thinking is dropped too. Returns the
+    messages and whether any block was dropped (then merging may be due again)."""
+    out: list[Json] = []
+    changed = False
+    last = len(messages) - 1
+    tools = [any(b.get("type") in _TOOL_BLOCKS for b in m["content"]) for m in messages]
+    for i, message in enumerate(messages):
+        content = message["content"]
+        if message["role"] == "assistant":
+            if tools[i]:
+                following = messages[i + 1]["content"] if i < last and tools[i + 1] and messages[i + 1]["role"] == "user" else []
+                unanswered = _uses(content) - _results(following)
+                if unanswered:
+                    content = [b for b in content if not (b.get("type") == "tool_use" and b["id"] in unanswered)]
+            if content and content[-1].get("type") in _UNCACHEABLE and all(b.get("type") in _UNCACHEABLE for b in content):
+                content = []
+        elif tools[i]:
+            asked = _uses(messages[i - 1]["content"]) if i > 0 and messages[i - 1]["role"] == "assistant" else set()
+            kept = [b for b in content if b.get("type") == "tool_result" and b["tool_use_id"] in asked]
+            content = kept + [b for b in content if b.get("type") != "tool_result"]
+        if content is not message["content"]:
+            changed = changed or len(content) != len(message["content"])
+            message = {"role": message["role"], "content": content}
+        if content:
+            out.append(message)
+    return out, changed
+
+
+def _system(system: Any) -> list[Json] | None:
+    """The system prompt as text blocks (so a breakpoint can sit on it), blanks dropped."""
+    if not system:
+        return None
+    blocks = [{"type": "text", "text": system}] if isinstance(system, str) else [_uncached(b) for b in system]
+    blocks = [b for b in blocks if not _blank(b)]
+    return blocks or None
+
+
+def _forked(view: list[Message], parent_offset: int | None) -> bool:
+    """Whether the view reaches the thread's own fork point (not only its parent's history)."""
+    return parent_offset is not None and bool(view) and view[-1].offset >= parent_offset
+
+
+def _shared_blocks(view: list[Message], fork_offset: int, subagent: bool) -> set[int]:
+    """The ids of the blocks sibling forks share: the inherited history (offsets below the
+    fork point) and the fork note (at it); for sub-agents also the placeholder results that
+    open their primed message (right after the fork event), not the directive after them."""
+    shared: set[int] = set()
+    for message in view:
+        if message.offset <= fork_offset:
+            shared.update(id(b) for b in message.content)
+        elif subagent and message.offset == fork_offset + 1:
+            shared.update(id(b) for b in message.content if b.get("type") == "tool_result")
+    return shared
+
+
+def _last_cacheable(messages: list[Json], among: set[int] | None) -> tuple[int, int] | None:
+    """(message, block) of the last block that can carry a breakpoint (and is `among` these ids)."""
+    for index in range(len(messages) - 1, -1, -1):
+        content = messages[index]["content"]
+        for block in range(len(content) - 1, -1, -1):
+            value = content[block]
+            if value.get("type") not in _UNCACHEABLE and (among is None or id(value) in among):
+                return index, block
+    return None
+
+
+# -- bytes and digests -------------------------------------------------------------------------
+
+
+def request_body(kwargs: Json, stream: bool = False) -> bytes:
+    """The HTTP body the SDK sends for `kwargs`: `create` for `stream=False`, the `stream`
+    helper (which appends `"stream": true`) for `stream=True`."""
+    body = {**kwargs, "stream": True} if stream else kwargs
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def body_digest(body: bytes) -> str:
+    """`sha256:<hex>` of a request body (the prefix names the hash, so it can change later)."""
+    return DIGEST_PREFIX + hashlib.sha256(body).hexdigest()
+
+
+@functools.cache
+def _params_adapter(beta: bool) -> TypeAdapter[Any]:
+    if beta:
+        from anthropic.types.beta.message_create_params import MessageCreateParamsNonStreaming as BetaParams
+
+        return TypeAdapter(BetaParams)
+    from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+
+    return TypeAdapter(MessageCreateParamsNonStreaming)
+
+
+def validate_request(kwargs: Json, beta: bool = False) -> None:
+    """Raise `InvalidEvent` unless `kwargs` validates against the SDK's `MessageCreateParams`
+    (`beta=True`: the beta one, for `client.beta.messages.create`, which knows beta-only
+    blocks such as `compaction`).
+
+    The SDK's TypedDicts declare lists as `Iterable`, which pydantic checks lazily; the
+    content validator's drain consumes every such iterator, so nested blocks are checked too.
+    """
+    try:
+        validated = _params_adapter(beta).validate_python(kwargs)
+    except ValidationError as error:
+        first = error.errors()[0]
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"] if not str(p).endswith("Param"))
+        raise InvalidEvent(f"request{loc}", first["msg"]) from None
+    drain(validated, "request")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCheck:
+    """Whether the request rebuilt for the assistant message at `offset` hashes to the digest
+    its live turn recorded. `redacted` lists the offsets of earlier redacted events, the
+    usual reason for a mismatch."""
+
+    offset: int
+    ok: bool
+    recorded: str | None
+    rebuilt: str | None
+    request_id: str | None
+    redacted: list[int]
+    reason: str
+
+    def to_json(self) -> Json:
+        return asdict(self)
+
+
+def check_request(store: Store, thread: str, offset: int) -> RequestCheck:
+    """Rebuild the request the assistant message at `offset` answered and compare digests."""
+    event = store.event_at(thread, offset)
+    request = event.meta.get("request") if event.type == "message.appended" else None
+    if not isinstance(request, dict):
+        return RequestCheck(offset, False, None, None, None, [], f"offset {offset} holds no message recorded by a live turn")
+    redacted = [e.offset for e in store.read(thread, 0, offset) if e.redacted]
+    try:
+        kwargs = anthropic_request(store, thread, offset, model=request.get("model"), max_tokens=request.get("max_tokens"))
+        rebuilt = body_digest(request_body(kwargs, bool(request.get("stream"))))
+    except InvalidEvent as error:
+        return RequestCheck(offset, False, request.get("digest"), None, request.get("id"), redacted, str(error))
+    ok = rebuilt == request.get("digest")
+    if ok:
+        reason = "the rebuilt request is byte-identical to the one sent"
+    elif redacted:
+        reason = f"the history changed since it was sent: redacted event(s) at offset {', '.join(map(str, redacted))}"
+    else:
+        reason = "the rebuilt request differs from the one sent"
+    return RequestCheck(offset, ok, request.get("digest"), rebuilt, request.get("id"), redacted, reason)
+
+
+def checkable_offsets(store: Store, thread: str) -> list[int]:
+    """The offsets of the thread's messages that carry a recorded request digest."""
+    return [e.offset for e in store.read(thread) if e.type == "message.appended" and isinstance(e.meta.get("request"), dict)]

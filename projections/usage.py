@@ -1,0 +1,66 @@
+"""`usage`: the tokens a thread and each fork below it spent, and what the prompt cache saved.
+
+Each assistant message recorded from the API carries the response's `usage`. A thread is
+charged for its own messages only (a fork does not re-count what it inherited), so the rows
+of a subtree add up to what the whole tree cost. `cache_read_input_tokens` are the input
+tokens served from the prompt cache: sibling forks that share a request prefix read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from eventstore import Store
+
+FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token totals of one thread's own assistant messages (`messages` counts those with usage)."""
+
+    thread: str
+    parent_id: str | None
+    depth: int
+    kind: str
+    messages: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    @property
+    def cached_share(self) -> float:
+        """The share of input tokens read from the cache (0 when there was no input)."""
+        total = self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
+        return self.cache_read_input_tokens / total if total else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "cached_share": round(self.cached_share, 4)}
+
+
+def usage(store: Store, thread: str) -> list[Usage]:
+    """One row per thread of `thread`'s subtree (itself first, then its forks in creation
+    order), each summing its own messages' usage."""
+    out = []
+    for info in store.subtree(thread):
+        sums = dict.fromkeys(FIELDS, 0)
+        count = 0
+        for _, type_, data in store.read_data(info.id, info.base):
+            spent = data.get("usage") if type_ == "message.appended" else None
+            if isinstance(spent, dict):
+                count += 1
+                for key in FIELDS:
+                    value = spent.get(key)
+                    if isinstance(value, int):
+                        sums[key] += value
+        out.append(Usage(info.id, info.parent_id, info.depth, info.kind, count, **sums))
+    return out
+
+
+def total(rows: list[Usage], thread: str) -> Usage:
+    """The rows added up, as one row for the subtree's root."""
+    sums = {key: sum(getattr(r, key) for r in rows) for key in FIELDS}
+    first = rows[0]
+    return Usage(thread, first.parent_id, first.depth, "total", sum(r.messages for r in rows), **sums)

@@ -1,0 +1,105 @@
+"""`threadlog request / ask / rerun / usage` as real processes against a local Messages API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eventstore import Store
+from projections import validate_request
+
+from messages_api import MessagesAPI, message
+
+
+@pytest.fixture
+def api() -> Iterator[MessagesAPI]:
+    with MessagesAPI() as server:
+        yield server
+
+
+def threadlog(*args: str, db: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("threadlog")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    return subprocess.run([str(exe), "--db", str(db), *args], capture_output=True, text=True, env={**clean, **(env or {})}, timeout=120)
+
+
+def test_ask_records_a_turn_and_request_check_proves_it(tmp_path: Path, api: MessagesAPI) -> None:
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--system", "You plan trips.", "--model", "claude-test-1", db=db).stdout.strip()
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    api.reply_sse(message([{"type": "text", "text": "Take the 9:04 TGV."}]))
+    done = threadlog("ask", t, "Train to Lyon?", "--stream", db=db, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Take the 9:04 TGV.\n"
+    headers = api.requests[0].headers
+    assert "test" in (headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer "))
+
+    api.reply_json(message([{"type": "text", "text": "Hotel Carlton."}]))
+    done = threadlog("ask", t, "And a hotel?", db=db, env=env)
+    assert done.stdout == "Hotel Carlton.\n"
+
+    check = threadlog("request", t, "--check", db=db)
+    assert check.returncode == 0, check.stderr
+    assert [line.split()[0] for line in check.stdout.splitlines()] == ["ok", "ok"]
+    at_second = threadlog("request", t, "--at", "7", "--check", "--json", db=db)
+    assert json.loads(at_second.stdout)[0]["ok"] is True
+
+    shown = threadlog("request", t, db=db)
+    kwargs = json.loads(shown.stdout)
+    validate_request(kwargs)
+    assert [m["role"] for m in kwargs["messages"]] == ["user", "assistant", "user", "assistant"]
+
+    with Store(db) as store:
+        first_question = next(e for e in store.read(t) if e.type == "message.appended")
+        store.redact(first_question.position, reason="personal data", actor="ops")
+    broken = threadlog("request", t, "--check", db=db)
+    assert broken.returncode == 1
+    lines = broken.stdout.splitlines()
+    assert all(line.startswith("MISMATCH") for line in lines)
+    assert all(f"offset {first_question.offset}" in line.split("redacted")[-1] for line in lines)
+
+    usage = json.loads(threadlog("usage", t, "--json", db=db).stdout)
+    assert usage["total"]["messages"] == 2 and usage["total"]["input_tokens"] == 20
+    table = threadlog("usage", t, db=db).stdout
+    assert "cache read" in table and "total" in table
+
+
+def test_ask_without_a_key_is_one_error_line(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    done = threadlog("ask", t, "hello", db=db)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ANTHROPIC_API_KEY is not set")
+    with Store(db) as store:
+        assert store.head(t) == 1
+
+
+def test_ask_reports_an_api_error_and_exits_1(tmp_path: Path, api: MessagesAPI) -> None:
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    api.reply_error(400, "invalid_request_error", "prompt is too long")
+    done = threadlog("ask", t, "hello", db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
+    assert done.returncode == 1 and done.stderr.startswith("error: ") and "prompt is too long" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_rerun_prints_the_fork_and_diff_shows_both_answers(tmp_path: Path, api: MessagesAPI) -> None:
+    db = tmp_path / "t.db"
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    for question, answer in (("One?", "first answer"), ("Two?", "second answer")):
+        api.reply_json(message([{"type": "text", "text": answer}]))
+        assert threadlog("ask", t, question, db=db, env=env).returncode == 0
+    api.reply_json(message([{"type": "text", "text": "another second answer"}], model="claude-other"))
+    done = threadlog("rerun", t, "--at", "5", "--model", "claude-other", db=db, env=env)
+    assert done.returncode == 0, done.stderr
+    fork = done.stdout.strip()
+    assert api.requests[-1].json["model"] == "claude-other"
+    shown = threadlog("diff", t, fork, db=db).stdout
+    assert "second answer" in shown and "another second answer" in shown

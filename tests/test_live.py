@@ -1,0 +1,331 @@
+"""Live turns against a local Messages API server, driven by the real `anthropic` client.
+
+The server (tests/messages_api.py) answers with canned JSON or SSE replies and keeps the
+exact bytes of every request, so these tests see what went over the wire.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import pytest
+
+from eventstore import InvalidEvent, Store
+from projections import anthropic_request, body_digest, check_request, diff, request_body, thread_state, usage, validate_request
+from threadlog.live import Interrupt, rerun, resolve_interrupt, run_turn
+
+from messages_api import MessagesAPI, message
+
+MODEL = "claude-test-1"
+TOOLS = [
+    {"name": "weather", "description": "Weather in a city", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
+    {"name": "ask_human", "description": "Ask the user", "input_schema": {"type": "object", "properties": {"question": {"type": "string"}}}},
+]
+
+
+@pytest.fixture
+def api() -> Iterator[MessagesAPI]:
+    with MessagesAPI() as server:
+        yield server
+
+
+def client(api: MessagesAPI, retries: int = 0, timeout: float = 10.0) -> anthropic.Anthropic:
+    made: anthropic.Anthropic = api.client(retries, timeout)
+    return made
+
+
+def thread(store: Store) -> str:
+    return store.create_thread(title="trip", system="You plan trips.", model=MODEL, tools=TOOLS)
+
+
+def text(value: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": value}]
+
+
+def use(id: str, name: str = "weather", **arguments: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": id, "name": name, "input": arguments}
+
+
+def types(store: Store, t: str) -> list[str]:
+    return [e.type for e in store.read(t)]
+
+
+def assert_provenance(store: Store, t: str, api: MessagesAPI) -> None:
+    """Every recorded assistant message's request is rebuilt byte for byte from the log."""
+    offsets = [e.offset for e in store.read(t) if e.type == "message.appended" and "request" in e.meta]
+    assert len(offsets) == len(api.requests)
+    for offset, sent in zip(offsets, api.requests):
+        check = check_request(store, t, offset)
+        assert check.ok, check.reason
+        assert check.recorded == body_digest(sent.body)
+        meta = store.event_at(t, offset).meta["request"]
+        assert request_body(anthropic_request(store, t, offset), meta["stream"]) == sent.body
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_plain_turn_records_the_message_as_returned(file_store: Store, api: MessagesAPI, stream: bool) -> None:
+    t = thread(file_store)
+    usage_in = {"input_tokens": 20, "output_tokens": 7, "cache_read_input_tokens": 1500, "cache_creation_input_tokens": 30}
+    reply = message(text("Take the 9:04 TGV."), usage=usage_in, id="msg_1")
+    api.reply_sse(reply) if stream else api.reply_json(reply)
+    seen: list[str] = []
+    turn = run_turn(file_store, t, "Train to Lyon?", client(api), stream=stream, on_text=seen.append)
+    assert (turn.status, turn.text) == ("ok", "Take the 9:04 TGV.")
+    assert "".join(seen) == "Take the 9:04 TGV."
+    assert types(file_store, t) == ["thread.created", "run.started", "message.appended", "message.appended", "run.finished"]
+    answer = file_store.event_at(t, 3)
+    assert answer.data["content"] == text("Take the 9:04 TGV.")
+    assert (answer.data["message_id"], answer.data["model"], answer.data["stop_reason"]) == ("msg_1", MODEL, "end_turn")
+    assert answer.data["usage"]["cache_read_input_tokens"] == 1500
+    assert answer.data["usage"]["cache_creation_input_tokens"] == 30
+    assert answer.meta["request"]["id"] == "req_test_001"
+    assert answer.meta["request"]["stream"] is stream
+    body = api.requests[0].json
+    assert body["messages"] == [{"role": "user", "content": [{"text": "Train to Lyon?", "type": "text", "cache_control": {"type": "ephemeral"}}]}]
+    assert body.get("stream") is (True if stream else None)
+    assert thread_state(file_store, t).status == "idle"
+    assert_provenance(file_store, t, api)
+
+
+def test_two_parallel_tool_calls_answered_in_one_message(mem: Store, api: MessagesAPI) -> None:
+    t = thread(mem)
+    api.reply_json(message([*text("Checking both."), use("tu_1", city="Lyon"), use("tu_2", city="Paris")], "tool_use"))
+    api.reply_json(message(text("Lyon 20°C, Paris 18°C.")))
+    calls: list[str] = []
+
+    def weather(city: str) -> str:
+        calls.append(city)
+        return f"{city}: {20 if city == 'Lyon' else 18}°C"
+
+    turn = run_turn(mem, t, "Weather?", client(api), tools={"weather": weather})
+    assert turn.status == "ok" and calls == ["Lyon", "Paris"]
+    assert [m.offset for m in turn.messages] == [3, 5]
+    results = mem.event_at(t, 4).data
+    assert results["role"] == "user"
+    assert [b["tool_use_id"] for b in results["content"]] == ["tu_1", "tu_2"]
+    second = api.requests[1].json["messages"]
+    assert [m["role"] for m in second] == ["user", "assistant", "user"]
+    assert [b["content"] for b in second[2]["content"]] == ["Lyon: 20°C", "Paris: 18°C"]
+    assert_provenance(mem, t, api)
+
+
+def test_thinking_blocks_go_back_with_their_signatures(mem: Store, api: MessagesAPI) -> None:
+    t = thread(mem)
+    thinking = {"type": "thinking", "thinking": "Need the weather first.", "signature": "EqQBCkYIBRgCKkD+sig=="}
+    api.reply_sse(message([thinking, use("tu_1", city="Lyon")], "tool_use"))
+    api.reply_sse(message(text("Sunny.")))
+    run_turn(mem, t, "Weather in Lyon?", client(api), tools={"weather": lambda city: "sunny"}, stream=True)
+    assert mem.event_at(t, 3).data["content"][0] == thinking
+    sent_back = api.requests[1].json["messages"][1]["content"]
+    assert sent_back[0] == thinking
+    assert_provenance(mem, t, api)
+
+
+def test_a_500_then_success_is_retried_by_the_sdk(mem: Store, api: MessagesAPI) -> None:
+    t = thread(mem)
+    api.reply_error(500, "api_error", "overloaded", **{"retry-after-ms": "10"})
+    api.reply_json(message(text("Here.")))
+    turn = run_turn(mem, t, "Hello", client(api, retries=2))
+    assert turn.status == "ok"
+    assert len(api.requests) == 2 and api.requests[0].body == api.requests[1].body
+    answer = mem.event_at(t, 3)
+    assert answer.meta["request"]["id"] == "req_test_002"
+    assert check_request(mem, t, 3).ok
+
+
+def test_a_400_ends_the_run_with_its_text_and_keeps_the_question(file_store: Store, api: MessagesAPI) -> None:
+    t = thread(file_store)
+    api.reply_error(400, "invalid_request_error", "messages.0: bad thing")
+    turn = run_turn(file_store, t, "Hello", client(api))
+    assert turn.status == "error" and "bad thing" in (turn.error or "")
+    events = list(file_store.read(t))
+    assert [e.type for e in events] == ["thread.created", "run.started", "message.appended", "run.finished"]
+    assert events[-1].data["status"] == "error" and "bad thing" in events[-1].data["error"]
+    assert thread_state(file_store, t).status == "idle"
+    # The thread can be retried: continuing sends the same question again.
+    api.reply_json(message(text("Hi.")))
+    again = run_turn(file_store, t, None, client(api))
+    assert again.status == "ok"
+    assert api.requests[0].json["messages"] == api.requests[1].json["messages"]
+
+
+@pytest.mark.parametrize("cut", ["dropped", "ended_early"])
+def test_a_connection_dropped_mid_stream_ends_the_run(mem: Store, api: MessagesAPI, cut: str) -> None:
+    t = thread(mem)
+    reply = message(text("A long answer that never arrives whole."))
+    api.drop_mid_stream(reply) if cut == "dropped" else api.end_early(reply)
+    turn = run_turn(mem, t, "Hello", client(api), stream=True)
+    assert turn.status == "error" and turn.error
+    assert types(mem, t)[-1] == "run.finished"
+    assert [m.role for m in thread_state(mem, t).messages] == ["user"]
+    assert thread_state(mem, t).status == "idle"
+
+
+def test_a_timeout_ends_the_run(mem: Store, api: MessagesAPI) -> None:
+    t = thread(mem)
+    api.stall(2.0, message(text("late")))
+    turn = run_turn(mem, t, "Hello", client(api, timeout=0.3))
+    assert turn.status == "error" and "Timeout" in (turn.error or "")
+    assert thread_state(mem, t).status == "idle"
+
+
+def test_a_tool_that_raises_becomes_an_error_result_and_ends_the_run(mem: Store, api: MessagesAPI) -> None:
+    t = thread(mem)
+    api.reply_json(message([use("tu_1", city="Lyon"), use("tu_2", city="Nowhere")], "tool_use"))
+
+    def weather(city: str) -> str:
+        if city == "Nowhere":
+            raise LookupError("no such city")
+        return "sunny"
+
+    turn = run_turn(mem, t, "Weather?", client(api), tools={"weather": weather})
+    assert turn.status == "error" and "no such city" in (turn.error or "")
+    results = mem.event_at(t, 4).data["content"]
+    assert results[0] == {"type": "tool_result", "tool_use_id": "tu_1", "content": "sunny"}
+    assert results[1]["is_error"] is True and "no such city" in results[1]["content"]
+    assert mem.event_at(t, 5).data["status"] == "error"
+    assert len(api.requests) == 1
+    validate_request(anthropic_request(mem, t))  # every tool_use has its result
+
+
+def test_ctrl_c_in_a_tool_cancels_the_run_and_propagates(mem: Store, api: MessagesAPI) -> None:
+    t = thread(mem)
+    api.reply_json(message([use("tu_1", city="Lyon")], "tool_use"))
+
+    def weather(city: str) -> str:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_turn(mem, t, "Weather?", client(api), tools={"weather": weather})
+    finished = list(mem.read(t))[-1]
+    assert finished.type == "run.finished" and finished.data["status"] == "cancelled"
+    assert thread_state(mem, t).status == "idle"
+
+
+def test_an_interrupt_answered_later_resumes_the_turn(file_store: Store, api: MessagesAPI) -> None:
+    t = thread(file_store)
+    api.reply_json(message([use("tu_1", city="Lyon"), use("tu_2", "ask_human", question="Which day?"), use("tu_3", city="Nice")], "tool_use"))
+
+    def ask_human(question: str) -> str:
+        raise Interrupt(question, payload={"choices": ["Mon", "Tue"]})
+
+    tools = {"weather": lambda city: f"{city}: sunny", "ask_human": ask_human}
+    turn = run_turn(file_store, t, "Plan it", client(api), tools=tools)
+    assert turn.status == "interrupted" and turn.interrupt_id
+    state = thread_state(file_store, t)
+    assert state.status == "interrupted"
+    assert state.pending_interrupts[0]["question"] == "Which day?"
+    assert state.pending_interrupts[0]["tool_use_id"] == "tu_2"
+    with pytest.raises(InvalidEvent, match="resolve_interrupt"):
+        run_turn(file_store, t, None, client(api), tools=tools)
+
+    resolve_interrupt(file_store, t, turn.interrupt_id, "Tuesday")
+    api.reply_json(message(text("Tuesday in Lyon and Nice: sunny.")))
+    resumed = run_turn(file_store, t, None, client(api), tools=tools)
+    assert resumed.status == "ok" and resumed.text.startswith("Tuesday")
+    sent = api.requests[1].json["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    answers = {b["tool_use_id"]: b["content"] for b in sent[2]["content"]}
+    assert answers == {"tu_1": "Lyon: sunny", "tu_2": "Tuesday", "tu_3": "Nice: sunny"}
+    assert thread_state(file_store, t).status == "idle"
+    assert_provenance(file_store, t, api)
+
+
+def test_a_write_during_the_call_keeps_the_answer_and_the_check_says_so(file_store: Store, api: MessagesAPI) -> None:
+    t = thread(file_store)
+
+    def meanwhile() -> None:
+        with Store(file_store.path) as other:
+            other.append_message(t, "user", "Also: I have a dog.")
+
+    api.on_request = meanwhile
+    api.reply_json(message(text("Here.")))
+    turn = run_turn(file_store, t, "Hello", client(api))
+    assert turn.status == "ok" and turn.messages[0].offset == 4
+    assert types(file_store, t)[3:] == ["message.appended", "message.appended", "run.finished"]
+    assert file_store.event_at(t, 4).data["content"] == text("Here.")
+    assert not check_request(file_store, t, 4).ok  # the model never saw the message at 3
+    assert thread_state(file_store, t).status == "idle"
+
+
+def test_refusals_write_nothing(mem: Store, api: MessagesAPI) -> None:
+    bare = mem.create_thread()
+    mem.append_message(bare, "user", "hi")
+    before = mem.head(bare)
+    with pytest.raises(InvalidEvent, match="model"):
+        run_turn(mem, bare, "Hello", client(api))
+    t = thread(mem)
+    with pytest.raises(InvalidEvent, match="nothing to continue"):
+        run_turn(mem, t, None, client(api))
+    assert mem.head(bare) == before and mem.head(t) == 1 and not api.requests
+
+
+def test_provenance_holds_over_a_ten_turn_tool_loop_and_names_a_redaction(file_store: Store, api: MessagesAPI) -> None:
+    t = thread(file_store)
+    for i in range(10):
+        api.reply_json(message([use(f"tu_{i}", city=f"City{i}")], "tool_use", id=f"msg_{i}"))
+    api.reply_json(message(text("Done."), id="msg_end"))
+    turn = run_turn(file_store, t, "Tour ten cities", client(api), tools={"weather": lambda city: f"{city} ok"})
+    assert turn.status == "ok" and len(turn.messages) == 11
+    assert_provenance(file_store, t, api)
+    # Redact an early tool result: every request sent after it no longer rebuilds.
+    result = next(e for e in file_store.read(t) if e.type == "message.appended" and e.data["role"] == "user" and e.offset > 3)
+    file_store.redact(result.position, reason="leak", actor="ops")
+    checks = [check_request(file_store, t, m.offset) for m in turn.messages]
+    assert [c.ok for c in checks] == [m.offset < result.offset for m in turn.messages]
+    failed = [c for c in checks if not c.ok]
+    assert all(c.redacted == [result.offset] and str(result.offset) in c.reason for c in failed)
+
+
+def test_fan_out_siblings_share_their_bytes_up_to_the_directive(mem: Store, api: MessagesAPI) -> None:
+    t = thread(mem)
+    mem.append_message(t, "user", "Research three destinations.")
+    mem.append_message(t, "assistant", [{"type": "text", "text": "Splitting up."},
+                                        {"type": "tool_use", "id": "tu_agent", "name": "Agent", "input": {"prompt": "..."}}])
+    directives = ["Research Lyon in depth.", "Research Nice.", "Research Bordeaux, then rank it."]
+    kids = mem.fan_out(t, directives)
+    for kid in kids:
+        api.reply_json(message(text("Report.")))
+        assert run_turn(mem, kid, None, client(api)).status == "ok"
+    bodies = [r.body for r in api.requests]
+    starts = [body.index(json.dumps(d).encode()) for body, d in zip(bodies, directives)]
+    assert len(set(starts)) == 1, "the directive starts at the same byte in every sibling"
+    assert len({body[:starts[0]] for body in bodies}) == 1
+    outside = {body.replace(json.dumps(d).encode(), b"") for body, d in zip(bodies, directives)}
+    assert len(outside) == 1, "model, system, tools and history are the same"
+    breakpoints = []
+    for body, directive in zip(bodies, directives):
+        sent = json.loads(body)
+        marked = [(i, j, b["type"]) for i, m in enumerate(sent["messages"]) for j, b in enumerate(m["content"]) if "cache_control" in b]
+        assert 1 + len(marked) <= 4  # the system prompt's breakpoint and these
+        assert "cache_control" in sent["system"][-1]
+        shared = [(i, j, kind) for i, j, kind in marked if sent["messages"][i]["content"][j].get("text") != directive]
+        breakpoints.append(shared)
+    assert breakpoints[0] == breakpoints[1] == breakpoints[2] == [(2, 0, "tool_result")]
+    usage_rows = usage(mem, t)
+    assert [row.thread for row in usage_rows] == [t, *kids] and all(row.messages == 1 for row in usage_rows[1:])
+
+
+def test_rerun_replays_the_user_messages_with_another_model(file_store: Store, api: MessagesAPI) -> None:
+    t = thread(file_store)
+    for prompt, answer in (("Train to Lyon?", "Lyon by TGV."), ("And a hotel?", "Hotel Carlton."), ("Dinner?", "Bouchon.")):
+        api.reply_json(message(text(answer)))
+        run_turn(file_store, t, prompt, client(api))
+    api.reply_json(message(text("Hotel Lumière."), model="claude-other"))
+    api.reply_json(message(text("Brasserie."), model="claude-other"))
+    fork = rerun(file_store, t, 5, client(api), model="claude-other")
+    assert [r.json["model"] for r in api.requests[3:]] == ["claude-other", "claude-other"]
+    assert [m["content"][0]["text"] for m in api.requests[4].json["messages"][::2]] == ["Train to Lyon?", "And a hotel?", "Dinner?"]
+    result = diff(file_store, t, fork)
+    assert result.fork_offset == 5
+
+    def said(side: Any) -> list[str]:
+        return [m["content"][0]["text"] for m in side.messages if m["role"] == "assistant"]
+
+    assert said(result.a) == ["Hotel Carlton.", "Bouchon."]
+    assert said(result.b) == ["Hotel Lumière.", "Brasserie."]
+    own = [e.offset for e in file_store.read(fork, 5) if "request" in e.meta]
+    assert len(own) == 2 and all(check_request(file_store, fork, o).ok for o in own)

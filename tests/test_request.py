@@ -1,0 +1,249 @@
+"""`anthropic_request`: the API-valid view of a thread, deterministic, with cache breakpoints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eventstore import InvalidEvent, Store
+from projections import anthropic_request, request_body, validate_request
+
+EXCHANGES = sorted((Path(__file__).parent / "fixtures" / "anthropic-exchanges").glob("*.json"))
+MODEL = "claude-test-1"
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def use(id: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": id, "name": "weather", "input": {"city": id}}
+
+
+def result(id: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": id, "content": f"result {id}"}
+
+
+def plain(kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's messages without the breakpoints."""
+    return [{"role": m["role"], "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]}
+            for m in kwargs["messages"]]
+
+
+def breakpoints(kwargs: dict[str, Any]) -> int:
+    blocks = [*kwargs.get("system", []), *kwargs.get("tools", []), *(b for m in kwargs["messages"] for b in m["content"])]
+    return sum("cache_control" in b for b in blocks)
+
+
+def test_a_thread_becomes_create_kwargs_that_the_sdk_accepts(mem: Store) -> None:
+    t = mem.create_thread(system="You plan trips.", model=MODEL, tools=[{"name": "weather", "input_schema": {"type": "object"}}])
+    mem.append_message(t, "user", "Weather in Lyon?")
+    kwargs = anthropic_request(mem, t)
+    assert list(kwargs) == ["max_tokens", "messages", "model", "system", "tools"]
+    assert kwargs["model"] == MODEL and kwargs["max_tokens"] == 4096
+    assert kwargs["system"] == [{"type": "text", "text": "You plan trips.", "cache_control": {"type": "ephemeral"}}]
+    validate_request(kwargs)
+    assert anthropic_request(mem, t, model="other", max_tokens=10)["model"] == "other"
+    assert "cache_control" not in json.dumps(anthropic_request(mem, t, cache=False))
+
+
+def test_validation_is_the_sdks_and_checks_nested_blocks() -> None:
+    good = {"max_tokens": 5, "model": MODEL, "messages": [{"role": "user", "content": [text("hi")]}]}
+    validate_request(good)
+    with pytest.raises(InvalidEvent, match="max_tokens"):
+        validate_request({**good, "max_tokens": "many"})
+    nested = {**good, "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": [{"type": "text"}]}]}]}
+    with pytest.raises(InvalidEvent, match="text"):
+        validate_request(nested)
+
+
+def test_the_view_is_made_api_valid(mem: Store) -> None:
+    t = mem.create_thread(model=MODEL)
+    mem.append_message(t, "user", "one")
+    mem.append_message(t, "user", [text("  "), text("two")])          # merged; the blank block dropped
+    mem.append_message(t, "assistant", [text("calling"), use("a"), use("b")])
+    mem.append_message(t, "user", [result("a")])                        # b never answered
+    mem.append_message(t, "assistant", [text("")])                      # an empty answer
+    mem.append_message(t, "user", "three")
+    kwargs = anthropic_request(mem, t)
+    assert plain(kwargs) == [
+        {"role": "user", "content": [text("one"), text("two")]},
+        {"role": "assistant", "content": [text("calling"), use("a")]},
+        {"role": "user", "content": [result("a"), text("three")]},
+    ]
+    validate_request(kwargs)
+
+
+def test_a_trailing_tool_call_without_result_is_left_out(mem: Store) -> None:
+    t = mem.create_thread(model=MODEL)
+    mem.append_message(t, "user", "go")
+    mem.append_message(t, "assistant", [use("a")])
+    assert plain(anthropic_request(mem, t)) == [{"role": "user", "content": [text("go")]}]
+
+
+@pytest.mark.parametrize("which", ["assistant", "user"])
+def test_a_redacted_tool_exchange_stays_valid(mem: Store, which: str) -> None:
+    t = mem.create_thread(model=MODEL)
+    mem.append_message(t, "user", "go")
+    asked = mem.append_message(t, "assistant", [text("secret plan"), use("a")])
+    answered = mem.append_message(t, "user", [result("a")])
+    mem.append_message(t, "assistant", "done")
+    mem.redact((asked if which == "assistant" else answered).position, reason="leak", actor="ops")
+    kwargs = anthropic_request(mem, t)
+    validate_request(kwargs)
+    sent = plain(kwargs)
+    uses = [b["id"] for m in sent for b in m["content"] if b["type"] == "tool_use"]
+    results = [b["tool_use_id"] for m in sent for b in m["content"] if b["type"] == "tool_result"]
+    assert uses == results  # never an orphan result, never a call without its result
+    assert ("secret plan" if which == "assistant" else "result a") not in json.dumps(kwargs)
+
+
+def test_same_thread_and_offset_give_the_same_bytes(file_store: Store) -> None:
+    t = file_store.create_thread(system="s", model=MODEL)
+    for i in range(5):
+        file_store.append_message(t, "user", f"q{i}")
+        file_store.append_message(t, "assistant", [text(f"a{i}"), use(f"t{i}")])
+        file_store.append_message(t, "user", [result(f"t{i}")])
+    at = file_store.head(t) - 3
+    first = request_body(anthropic_request(file_store, t, at))
+    file_store.append_message(t, "user", "later")
+    with Store(file_store.path) as again:
+        assert request_body(anthropic_request(again, t, at)) == first
+
+
+def test_compaction_and_a_note_fork_shape_the_request(mem: Store) -> None:
+    t = mem.create_thread(system="s", model=MODEL)
+    for i in range(4):
+        mem.append_message(t, "user", f"q{i}")
+        mem.append_message(t, "assistant", f"a{i}")
+    mem.append(t, [{"type": "compaction.recorded", "data": {"summary": "Earlier: four questions.", "through_offset": 7}}])
+    kwargs = anthropic_request(mem, t)
+    assert plain(kwargs)[0] == {"role": "user", "content": [text("Earlier: four questions."), text("q3")]}
+    note = mem.fork(t, context="note", transcript="/tmp/t.md")
+    mem.append_message(note, "user", "go on")
+    sent = plain(anthropic_request(mem, note))
+    assert len(sent) == 1 and "/tmp/t.md" in sent[0]["content"][0]["text"] and sent[0]["content"][1] == text("go on")
+
+
+def test_a_fork_marks_where_its_inherited_history_ends(mem: Store) -> None:
+    t = mem.create_thread(system="s", model=MODEL)
+    for i in range(3):
+        mem.append_message(t, "user", f"q{i}")
+        mem.append_message(t, "assistant", f"a{i}")
+    forks = [mem.fork(t) for _ in range(2)]
+    for i, f in enumerate(forks):
+        mem.append_message(f, "user", f"branch {i}")
+    sent = [anthropic_request(mem, f) for f in forks]
+    for kwargs in sent:
+        marked = [(i, j) for i, m in enumerate(kwargs["messages"]) for j, b in enumerate(m["content"]) if "cache_control" in b]
+        assert marked == [(5, 0), (6, 0)]  # the parent's last block, and the tail
+        assert breakpoints(kwargs) == 3
+    first, second = (request_body(k) for k in sent)
+    cut = first.index(b"branch 0")
+    assert second[:cut] == first[:cut]
+
+
+def test_stored_breakpoints_never_push_past_the_limit(mem: Store) -> None:
+    marked = {"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}
+    t = mem.create_thread(system=[marked, marked], model=MODEL, tools=[{"name": "w", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}])
+    for _ in range(6):
+        mem.append_message(t, "user", [marked])
+        mem.append_message(t, "assistant", [marked])
+    assert breakpoints(anthropic_request(mem, t)) == 2
+    assert breakpoints(anthropic_request(mem, t, cache=False)) == 0
+
+
+def test_a_thread_without_a_model_or_messages_is_refused(mem: Store) -> None:
+    t = mem.create_thread()
+    with pytest.raises(InvalidEvent, match="model"):
+        anthropic_request(mem, t)
+    with pytest.raises(InvalidEvent, match="no message"):
+        anthropic_request(mem, t, model=MODEL)
+
+
+# Random histories: whatever the log holds, the request is valid and within the limit.
+_blocks = st.lists(st.sampled_from(["text", "blank", "use", "result", "thinking"]), min_size=1, max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), _blocks), min_size=1, max_size=12))
+def test_any_history_gives_a_valid_request(history: list[tuple[str, list[str]]]) -> None:
+    with Store(":memory:") as store:
+        t = store.create_thread(system="s", model=MODEL)
+        waiting: list[str] = []
+        count = 0
+        for role, kinds in history:
+            content: list[dict[str, Any]] = []
+            for kind in kinds:
+                if kind == "text" or (kind == "use" and role == "user") or (kind == "result" and (role == "assistant" or not waiting)):
+                    content.append(text("t"))
+                elif kind == "blank":
+                    content.append(text(" "))
+                elif kind == "thinking":
+                    content.append({"type": "thinking", "thinking": "hm", "signature": "sig"} if role == "assistant" else text("t"))
+                elif kind == "use":
+                    count += 1
+                    waiting.append(f"u{count}")
+                    content.append(use(f"u{count}"))
+                else:
+                    content.append(result(waiting.pop(0)))
+            store.append_message(t, role, content)
+        try:
+            kwargs = anthropic_request(store, t)
+        except InvalidEvent:
+            return  # nothing but blanks: no message to send
+        validate_request(kwargs)
+        sent = kwargs["messages"]
+        assert all(a["role"] != b["role"] for a, b in zip(sent, sent[1:]))
+        for i, message in enumerate(sent):
+            uses = {b["id"] for b in message["content"] if b["type"] == "tool_use"}
+            answered = {b["tool_use_id"] for b in sent[i + 1]["content"] if b["type"] == "tool_result"} if i + 1 < len(sent) else set()
+            assert uses <= answered
+            asked = {b["id"] for b in sent[i - 1]["content"] if b["type"] == "tool_use"} if i else set()
+            assert {b["tool_use_id"] for b in message["content"] if b["type"] == "tool_result"} <= asked
+        assert breakpoints(kwargs) <= 4
+
+
+# -- recorded exchanges with the real API ------------------------------------------------------
+
+
+def _body(exchange: dict[str, Any]) -> dict[str, Any] | None:
+    body = exchange["request"].get("body")
+    body = json.loads(body) if isinstance(body, str) else body
+    return body if isinstance(body, dict) and "messages" in body else None
+
+
+def _as_blocks(content: Any) -> list[dict[str, Any]]:
+    return [text(content)] if isinstance(content, str) else [{k: v for k, v in b.items() if k != "cache_control"} for b in content]
+
+
+@pytest.mark.parametrize("path", EXCHANGES, ids=[p.stem for p in EXCHANGES])
+def test_recorded_requests_rebuild_and_validate(mem: Store, path: Path) -> None:
+    """Each recorded request, loaded into a thread, comes back as the messages the API got,
+    and with the response appended as the next request, validates against the SDK's types."""
+    for exchange in json.loads(path.read_text(encoding="utf-8")):
+        body = _body(exchange)
+        if body is None:
+            continue
+        t = mem.create_thread(system=body.get("system"), model=body["model"], tools=body.get("tools"))
+        try:
+            for message in body["messages"]:
+                mem.append_message(t, message["role"], message["content"])
+        except InvalidEvent as error:
+            # The one the API refused (an orphan tool_result) is refused at append time too.
+            assert exchange["response"].get("status_code", exchange["response"].get("status")) == 400
+            assert "not pending" in str(error)
+            continue
+        beta = "context_management" in body  # a beta feature: its blocks are in the beta types only
+        kwargs = anthropic_request(mem, t, max_tokens=body.get("max_tokens"))
+        validate_request(kwargs, beta)
+        assert plain(kwargs) == [{"role": m["role"], "content": _as_blocks(m["content"])} for m in body["messages"]]
+        reply = exchange["response"].get("body")
+        if isinstance(reply, dict) and reply.get("type") == "message":
+            mem.append_message(t, "assistant", reply["content"] or "")
+            validate_request(anthropic_request(mem, t), beta)

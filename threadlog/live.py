@@ -1,0 +1,373 @@
+"""Live turns with the `anthropic` SDK: `run_turn`, `resolve_interrupt`, `rerun`.
+
+A turn is recorded as it happens, so a failure loses nothing: `run.started` and the user
+message are committed before the API is called; each assistant message is committed as
+soon as it arrives (every block, thinking with its signature, model, stop_reason, usage,
+and in `meta.request` the request id and the SHA-256 of the exact body sent); the tools'
+results follow in one user message; `run.finished` closes the run. An API error, a timeout,
+a dropped connection or a tool that raises closes the run with status `error` and the error
+text; the thread is idle again and `run_turn` can be called again.
+
+Each request is `anthropic_request(store, thread)` at the thread's head, and the assistant
+message is appended with `expect=` that head, so its offset is exactly the `at` that
+rebuilds the request: `check_request` proves, from the log alone, what the model saw. (If
+another writer appended meanwhile, the answer is kept after their events and its check says
+the history differs.)
+
+Writes per turn: one append before the call ([run.started, user message]) and one after
+([assistant message, run.finished]) for a turn without tools; a tool round adds one append
+for the assistant message and one for the results.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import httpx2
+
+from eventstore import ConcurrencyError, InvalidEvent, RecordedEvent, Store, StoreError
+from projections import Message, anthropic_request, body_digest, thread_state
+
+Json = dict[str, Any]
+Tool = Callable[..., Any]
+
+# The SDK raises `APIError` subclasses for what the API or the network did; a connection
+# dropped while a stream is being read surfaces as the HTTP client's own error.
+_FAILURES = (anthropic.APIError, httpx2.HTTPError)
+
+
+class Interrupt(Exception):
+    """Raised by a tool to ask the human: the turn stops, `interrupt.raised` is recorded and
+    the thread is `interrupted` until `resolve_interrupt`; the answer becomes the tool's result."""
+
+    def __init__(self, question: str | None = None, payload: Any = None) -> None:
+        super().__init__(question or "interrupt")
+        self.question = question
+        self.payload = payload
+
+
+@dataclass
+class Turn:
+    """What `run_turn` did: `status` is `ok`, `error` or `interrupted`; `messages` are the
+    assistant messages recorded, in order; `text` is the last one's text."""
+
+    thread: str
+    run_id: str
+    status: str = "ok"
+    error: str | None = None
+    messages: list[RecordedEvent] = field(default_factory=list)
+    interrupt_id: str | None = None
+    closed: bool = field(default=False, repr=False)  # run.finished is recorded
+
+    @property
+    def text(self) -> str:
+        if not self.messages:
+            return ""
+        content = self.messages[-1].data.get("content", [])
+        return "".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+    def to_json(self) -> Json:
+        return {"thread": self.thread, "run_id": self.run_id, "status": self.status, "error": self.error,
+                "interrupt_id": self.interrupt_id, "text": self.text, "offsets": [m.offset for m in self.messages]}
+
+
+def _id() -> str:
+    return secrets.token_hex(8)
+
+
+def run_turn(
+    store: Store,
+    thread: str,
+    user_content: str | list[Json] | None,
+    client: anthropic.Anthropic,
+    model: str | None = None,
+    tools: Mapping[str, Tool] | None = None,
+    stream: bool = False,
+    *,
+    max_tokens: int | None = None,
+    on_text: Callable[[str], None] | None = None,
+    max_rounds: int = 50,
+) -> Turn:
+    """Send `user_content` on `thread`, record everything, run `tools` until the model stops.
+
+    `user_content=None` continues the thread instead: after `resolve_interrupt` it answers
+    the waiting tool calls (the interrupted one with the human's answer, the others by
+    running them) and calls the model; after a failed turn whose last message is the
+    user's, it calls the model again. `tools` maps tool names to callables taking the
+    tool's input as keyword arguments; their definitions are the thread's `tools`. With
+    `stream=True` the SDK's stream helper is used and `on_text` gets each text delta.
+    API and tool failures do not raise: they are recorded, and `Turn.status` says so.
+    """
+    state = thread_state(store, thread)
+    if state.status == "running":
+        raise InvalidEvent("thread", f"thread {thread!r} has run {state.open_runs[-1]!r} in progress; "
+                           "wait for it, or close it with a run.finished event (threadlog emit)")
+    if state.pending_interrupts:
+        raise InvalidEvent("thread", f"thread {thread!r} waits on interrupt {state.pending_interrupts[0]['interrupt_id']!r}; "
+                           "answer it with resolve_interrupt first")
+    if not (model or state.model):
+        raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=...")
+    last = state.messages[-1] if state.messages else None
+    asked, waiting = _waiting(state.messages)
+    if user_content is not None and waiting:
+        raise InvalidEvent("user_content", f"thread {thread!r} has tool calls waiting for results; "
+                           "continue it with user_content=None first")
+    if user_content is None and not waiting and (last is None or last.role == "assistant"):
+        raise InvalidEvent("user_content", f"thread {thread!r} has nothing to continue; pass the user's message")
+    turn = Turn(thread, _id())
+    started = {"type": "run.started", "data": {"run_id": turn.run_id}}
+    if user_content is not None:
+        asking = {"type": "message.appended", "data": {"role": "user", "content": user_content}}
+        head = store.append(thread, [started, asking])[-1].offset + 1
+    else:
+        head = store.append(thread, [started])[-1].offset + 1
+    try:
+        return _run(store, turn, head, client, model, tools, stream, max_tokens, on_text, max_rounds,
+                    _answers(store, thread, asked) if waiting else {}, waiting)
+    except BaseException as error:  # Ctrl-C, or a bug: close the run, then let it go on
+        if not turn.closed:
+            _finish(store, turn, "cancelled" if isinstance(error, KeyboardInterrupt) else "error", _describe(error))
+        raise
+
+
+def _run(
+    store: Store, turn: Turn, head: int, client: anthropic.Anthropic, model: str | None, tools: Mapping[str, Tool] | None,
+    stream: bool, max_tokens: int | None, on_text: Callable[[str], None] | None, max_rounds: int,
+    answers: dict[str, Any], waiting: list[Json],
+) -> Turn:
+    """The turn's loop, once its run is open: answer waiting calls, then ask and run tools."""
+    thread = turn.thread
+    if waiting:
+        results, failure, interrupt = _run_tools(waiting, tools, answers)
+        head = _record_results(store, thread, results, head)
+        if failure or interrupt:
+            return _stop(store, turn, failure, interrupt)
+    for _ in range(max_rounds):
+        try:
+            kwargs = anthropic_request(store, thread, head, model=model, max_tokens=max_tokens)
+            reply, sent = _call(client, kwargs, stream, on_text)
+        except (*_FAILURES, StoreError) as error:
+            return _stop(store, turn, _describe(error), None)
+        recorded = _append_answer(store, thread, _assistant(reply, sent), head)
+        turn.messages.append(recorded)
+        head = recorded.offset + 1
+        uses = [b for b in recorded.data["content"] if b.get("type") == "tool_use"]
+        if reply.stop_reason != "tool_use" or not uses:
+            _finish(store, turn, "ok", None)
+            return turn
+        results, failure, interrupt = _run_tools(uses, tools, {})
+        head = _record_results(store, thread, results, head)
+        if failure or interrupt:
+            return _stop(store, turn, failure, interrupt)
+    return _stop(store, turn, f"the model was still calling tools after {max_rounds} rounds", None)
+
+
+def _waiting(view: list[Message]) -> tuple[int, list[Json]]:
+    """(offset of the last assistant message, its tool_use blocks that have no result yet)."""
+    answered: set[str] = set()
+    for message in reversed(view):
+        if message.role == "assistant":
+            uses = [b for b in message.content if b.get("type") == "tool_use" and b.get("id") not in answered]
+            return message.offset, uses
+        answered.update(b.get("tool_use_id", "") for b in message.content if b.get("type") == "tool_result")
+    return 0, []
+
+
+@dataclass
+class _Sent:
+    request_id: str | None
+    digest: str
+    model: str
+    max_tokens: int
+    stream: bool
+
+
+def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Callable[[str], None] | None) -> tuple[Any, _Sent]:
+    """One API call; returns the message and what was sent (digest of the exact body)."""
+    reply: Any
+    if stream:
+        with client.messages.stream(**kwargs) as events:
+            for text in events.text_stream:
+                if on_text is not None:
+                    on_text(text)
+            reply = events.get_final_message()
+            if reply.stop_reason is None:  # the events ended before `message_stop`
+                raise anthropic.APIConnectionError(message="the stream ended before the message was complete",
+                                                   request=events.response.request)
+            request_id, body = events.request_id, events.response.request.content
+    else:
+        raw = client.messages.with_raw_response.create(**kwargs)
+        reply = raw.parse()
+        request_id, body = raw.request_id, raw.http_request.content
+        if on_text is not None:
+            on_text("".join(b.text for b in reply.content if b.type == "text"))
+    return reply, _Sent(request_id, body_digest(body), kwargs["model"], kwargs["max_tokens"], stream)
+
+
+def _assistant(reply: Any, sent: _Sent) -> Json:
+    """The assistant message event for an SDK `Message`, as returned (nulls left out)."""
+    content = [block.to_dict(mode="json", exclude_none=True) for block in reply.content]
+    data: Json = {
+        "role": "assistant",
+        # The API may answer with no block at all; an empty text block keeps the message
+        # (the request drops it again).
+        "content": content or [{"type": "text", "text": ""}],
+        "message_id": reply.id,
+        "model": reply.model,
+        "stop_reason": reply.stop_reason,
+        "usage": reply.usage.to_dict(mode="json", exclude_none=True) if reply.usage else None,
+    }
+    request = {"id": sent.request_id, "digest": sent.digest, "model": sent.model, "max_tokens": sent.max_tokens, "stream": sent.stream}
+    return {"type": "message.appended", "data": {k: v for k, v in data.items() if v is not None}, "meta": {"request": request}}
+
+
+def _run_tools(
+    uses: list[Json], tools: Mapping[str, Tool] | None, answers: Mapping[str, Any],
+) -> tuple[list[Json], str | None, tuple[str, Interrupt] | None]:
+    """Run the tool calls in order: (results, first failure text, interrupt as (tool_use_id, it)).
+
+    A call answered by a resolved interrupt gets that answer. An exception becomes an
+    `is_error` result; an `Interrupt` stops the batch (calls after it stay waiting).
+    """
+    results: list[Json] = []
+    failure: str | None = None
+    for use in uses:
+        tool_use_id, name = use["id"], use.get("name", "")
+        if tool_use_id in answers:
+            results.append(_result(tool_use_id, answers[tool_use_id]))
+            continue
+        fn = (tools or {}).get(name)
+        if fn is None:
+            text = f"no callable for tool {name!r}; pass tools={{{name!r}: fn}} to run_turn"
+            results.append(_result(tool_use_id, text, True))
+            failure = failure or text
+            continue
+        try:
+            arguments = use.get("input") or {}
+            output = fn(**arguments) if isinstance(arguments, dict) else fn(arguments)
+        except Interrupt as interrupt:
+            return results, failure, (tool_use_id, interrupt)
+        except Exception as error:
+            text = f"tool {name!r} raised {_describe(error)}"
+            results.append(_result(tool_use_id, text, True))
+            failure = failure or text
+            continue
+        results.append(_result(tool_use_id, output))
+    return results, failure, None
+
+
+def _result(tool_use_id: str, output: Any, is_error: bool = False) -> Json:
+    if isinstance(output, str):
+        content: Any = output
+    elif isinstance(output, list) and all(isinstance(b, dict) and "type" in b for b in output):
+        content = output  # content blocks, as a tool may return them
+    else:
+        content = json.dumps(output, ensure_ascii=False, default=str)
+    block: Json = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def _append_answer(store: Store, thread: str, answer: Json, head: int) -> RecordedEvent:
+    """Append the assistant message at `head`, the offset its request was built at. If
+    another writer got there first the answer is still kept, after their events; its
+    request check will then say the history differs from what the model saw."""
+    try:
+        return store.append(thread, [answer], expect=head)[0]
+    except ConcurrencyError:
+        return store.append(thread, [answer])[0]
+
+
+def _record_results(store: Store, thread: str, results: list[Json], head: int) -> int:
+    if not results:
+        return head
+    return store.append(thread, [{"type": "message.appended", "data": {"role": "user", "content": results}}])[0].offset + 1
+
+
+def _answers(store: Store, thread: str, since: int) -> dict[str, Any]:
+    """tool_use id -> the human's answer, from interrupts raised and resolved after `since`."""
+    asked: dict[str, str] = {}
+    answers: dict[str, Any] = {}
+    for offset, type_, data in store.read_data(thread, since):
+        if type_ == "interrupt.raised" and data.get("tool_use_id"):
+            asked[data["interrupt_id"]] = data["tool_use_id"]
+        elif type_ == "interrupt.resolved" and data.get("interrupt_id") in asked:
+            answers[asked[data["interrupt_id"]]] = data.get("answer")
+    return answers
+
+
+def _finished(run_id: str, status: str, error: str | None = None) -> Json:
+    data: Json = {"run_id": run_id, "status": status}
+    if error:
+        data["error"] = error
+    return {"type": "run.finished", "data": data}
+
+
+def _finish(store: Store, turn: Turn, status: str, error: str | None, *before: Json) -> None:
+    store.append(turn.thread, [*before, _finished(turn.run_id, status, error)])
+    turn.closed = True
+
+
+def _stop(store: Store, turn: Turn, failure: str | None, interrupt: tuple[str, Interrupt] | None) -> Turn:
+    """Close the run: `error` with the failure's text, or, for an interrupt, record it and
+    finish `ok` (the run ended as asked; the thread waits for the human)."""
+    if interrupt is not None:
+        tool_use_id, raised = interrupt
+        turn.interrupt_id = _id()
+        data: Json = {"interrupt_id": turn.interrupt_id, "tool_use_id": tool_use_id}
+        if raised.question is not None:
+            data["question"] = raised.question
+        if raised.payload is not None:
+            data["payload"] = raised.payload
+        _finish(store, turn, "ok", None, {"type": "interrupt.raised", "data": data})
+        turn.status = "interrupted"
+        return turn
+    turn.status, turn.error = "error", failure
+    _finish(store, turn, "error", failure)
+    return turn
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    return f"{type(error).__name__}: {text}" if not text.startswith(type(error).__name__) else text
+
+
+def resolve_interrupt(store: Store, thread: str, interrupt_id: str, answer: Any) -> RecordedEvent:
+    """Record the human's answer to a pending interrupt; `run_turn(store, thread, None, ...)`
+    then resumes, giving the answer to the tool call that asked."""
+    return store.append(thread, [{"type": "interrupt.resolved", "data": {"interrupt_id": interrupt_id, "answer": answer}}])[0]
+
+
+def rerun(
+    store: Store,
+    thread: str,
+    at: int,
+    client: anthropic.Anthropic,
+    model: str | None = None,
+    tools: Mapping[str, Tool] | None = None,
+    *,
+    stream: bool = False,
+    max_tokens: int | None = None,
+) -> str:
+    """Fork `thread` at `at` and replay, through `run_turn` with `model`, the user messages
+    that followed in the original (tool results are not replayed: the tools run again).
+    Returns the fork; `diff(store, thread, fork)` shows both answers side by side.
+    A replayed turn that fails or is interrupted stops the replay (the fork keeps it)."""
+    prompts = [
+        data["content"]
+        for _, type_, data in store.read_data(thread, at)
+        if type_ == "message.appended" and data.get("role") == "user"
+        and not any(b.get("type") == "tool_result" for b in data.get("content", []))
+    ]
+    fork = store.fork(thread, at, metadata="inherit")
+    for content in prompts:
+        turn = run_turn(store, fork, content, client, model, tools, stream, max_tokens=max_tokens)
+        if turn.status != "ok":
+            break
+    return fork
