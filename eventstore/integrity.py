@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .backend import Backend
 from .errors import IntegrityError, InvalidEvent
 from .facts import Facts, advance, after_fork
 from .recorded import ThreadInfo
@@ -65,12 +66,12 @@ class VerifyReport:
         return {"ok": True, "streams": self.streams, "events": self.events, "redacted": self.redacted}
 
 
-def verify(backend: Any, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+def verify(backend: Backend, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """Recompute every chain; raise `IntegrityError` naming the lowest bad position.
 
     `progress(done, total)` is called after each stream with the events checked so far.
     """
-    streams = {row[0]: (ThreadInfo.from_row(row), row[9]) for row in backend.streams()}
+    streams = {row.id: (ThreadInfo.from_row(row), row.facts) for row in backend.streams()}
     problems: list[tuple[int, str]] = []
     checked = redacted = 0
     _, total = backend.counts()
@@ -100,7 +101,7 @@ def _owner(streams: dict[str, tuple[ThreadInfo, Any]], stream_id: str, offset: i
 
 
 def _verify_stream(
-    backend: Any, streams: dict[str, tuple[ThreadInfo, Any]], info: ThreadInfo, stored_facts: str | None
+    backend: Backend, streams: dict[str, tuple[ThreadInfo, Any]], info: ThreadInfo, stored_facts: str | None
 ) -> tuple[int, int, tuple[int, str] | None]:
     """(events checked, redacted, first problem) for one stream's own events."""
     prev, facts = GENESIS, Facts()
@@ -109,16 +110,17 @@ def _verify_stream(
         parent_row = backend.event_at(owner, info.base - 1) if owner else None
         if parent_row is None:
             return 0, 0, (info.created_position, f"fork {info.id} points at a missing parent event")
-        prev, facts = parent_row[10], Facts.load(parent_row[11])
+        prev, facts = parent_row.hash, Facts.load(parent_row.facts)
     expected, last_position, count, redacted = info.base, 0, 0, 0
     for row in backend.range(info.id, -(2**62), None):
-        position, _, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, pending, redacted_by = row
+        position, _, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, row_facts, redacted_by = row
         count += 1
         if offset != expected:
             gap = "an event before it is missing" if offset > expected else "offset out of sequence"
             return count, redacted, (position, f"{info.id} offset {offset}: expected offset {expected} ({gap})")
         if offset >= info.head:  # name the extra event itself, not the position after the last one
-            return count, redacted, (position, f"{info.id} offset {offset}: beyond the stream's head {info.head} (an event was added or the head lowered)")
+            return count, redacted, (position, f"{info.id} offset {offset}: beyond the stream's head {info.head} "
+                                               "(an event was added or the head lowered)")
         if position <= last_position:
             return count, redacted, (position, f"{info.id} offset {offset}: positions out of order")
         if redacted_by is not None:
@@ -137,13 +139,13 @@ def _verify_stream(
                 return count, redacted, (position, bad_start)
             facts = after_fork(facts, parsed) if info.parent_id and parsed else Facts()
         elif parsed is None:  # redacted: its payload is gone, so trust the facts stored with it
-            facts = Facts.load(pending)
+            facts = Facts.load(row_facts)
         else:
             try:
                 facts = advance(facts, type_, parsed)
             except (InvalidEvent, KeyError):
                 return count, redacted, (position, f"{info.id} offset {offset}: event contradicts the history before it")
-        if redacted_by is None and Facts.load(pending) != facts:
+        if redacted_by is None and Facts.load(row_facts) != facts:
             return count, redacted, (position, f"{info.id} offset {offset}: stored pending facts were altered")
         prev, last_position, expected = hash_, position, offset + 1
     if expected != info.head:
@@ -169,8 +171,8 @@ def _check_first(info: ThreadInfo, type_: str, data: dict[str, Any] | None) -> s
     return None
 
 
-def _check_redaction(backend: Any, redacted_by: int, position: int) -> str | None:
+def _check_redaction(backend: Backend, redacted_by: int, position: int) -> str | None:
     row = backend.event_at_position(redacted_by)
-    if row is None or row[4] != "event.redacted" or json.loads(row[6]).get("position") != position:
+    if row is None or row.type != "event.redacted" or json.loads(row.data).get("position") != position:
         return f"payload erased without a matching event.redacted (claimed position {redacted_by})"
     return None

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .backend import EventRow, StreamRow
 from .events import CATALOGUE, upcast
 
 
@@ -51,17 +52,24 @@ class RecordedEvent(NamedTuple):
         }
 
 
-def from_row(row: tuple[Any, ...]) -> RecordedEvent:
-    """Build from a row in `sqlite.EVENT_COLUMNS` order, upcasting old schema versions."""
-    position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, _, redacted_by = row
-    parsed = json.loads(data)
+def decode(type_: str, version: int, text: str) -> dict[str, Any]:
+    """An event's data from its stored JSON, upcast to the current version if it is older.
+
+    The one place the read path parses data: `read`, `read_data` and every fold use it.
+    """
+    data: dict[str, Any] = json.loads(text)
     model = CATALOGUE.get(type_)
-    if model is not None and version != model.schema_version:
-        parsed = upcast(type_, version, parsed)
-        version = model.schema_version
+    return data if model is None or version == model.schema_version else upcast(type_, version, data)
+
+
+def from_row(row: EventRow) -> RecordedEvent:
+    """Build from a stored row, upcasting old schema versions."""
+    type_ = row.type
+    model = CATALOGUE.get(type_)
     return RecordedEvent(
-        position, stream_id, offset, event_id, type_, parsed, {} if meta == "{}" else json.loads(meta), recorded_at,
-        hash_, version, digest, redacted_by is not None,
+        row.position, row.stream_id, row.offset, row.event_id, type_, decode(type_, row.schema_version, row.data),
+        {} if row.meta == "{}" else json.loads(row.meta), row.recorded_at, row.hash,
+        model.schema_version if model is not None else row.schema_version, row.data_digest, row.redacted_by is not None,
     )
 
 
@@ -80,8 +88,9 @@ class ThreadInfo:
     head_hash: str
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> ThreadInfo:
-        return cls(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8])
+    def from_row(cls, row: StreamRow) -> ThreadInfo:
+        return cls(row.id, row.parent_id, row.parent_offset, row.root_id, row.depth, row.head, row.created_position,
+                   row.kind, row.head_hash)
 
     @property
     def base(self) -> int:

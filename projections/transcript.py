@@ -30,8 +30,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from eventstore import InvalidEvent, Store
-from eventstore.events import MessageAppended, upcast
+from eventstore import Store
+from eventstore.ranges import check_index
+from eventstore.recorded import decode
 
 from .state import fork_note
 
@@ -119,8 +120,7 @@ def _scope(store: Store, thread: str, stop: int) -> tuple[int, frozenset[str], s
 
 
 def _check(name: str, value: Any, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InvalidEvent(name, f"must be an integer >= {minimum}, not {value!r}")
+    check_index(name, value, minimum, what="an integer")
 
 
 def transcript(
@@ -155,7 +155,6 @@ def transcript(
     window: deque[tuple[int, int, bytes]] = deque()  # (message index, offset, section)
     size = total = 0
     first: int | None = None
-    version = MessageAppended.schema_version
     if note is not None and lo == scope_start and lo < stop:
         raw = clip_middle(f"## user\n\n{note}\n\n".encode(), cap)
         window.append((0, scope_start, raw))
@@ -163,9 +162,7 @@ def transcript(
     for offset, type_, stored, text in store.read_raw(thread, lo, stop):
         if type_ != "message.appended":
             continue
-        data = json.loads(text)
-        if stored != version:
-            data = upcast(type_, stored, data)
+        data = decode(type_, stored, text)
         total += 1
         first = offset if first is None else first
         section = render_message(data.get("role", "user"), data.get("content") or [], dropped)

@@ -92,7 +92,7 @@ def test_redact_drops_snapshots_so_no_cached_state_keeps_the_secret(mem: Store) 
     mem.append_message(t, "assistant", "noted")
     save_snapshot(mem, t)
     mem.redact(secret.position, "leak", "ops")
-    assert mem.backend.count_snapshots() == 0
+    assert mem.count_snapshots() == 0
     assert "hunter2" not in str(thread_state(mem, t).to_json())
 
 
@@ -108,7 +108,7 @@ def test_a_schema_1_database_migrates_and_gains_the_snapshots_table(tmp_path: Pa
     db = tmp_path / "v1.db"
     shutil.copy(FIXTURE, db)
     with Store(db) as store:
-        assert store.backend.schema_version() == 2
+        assert store.schema_version() == 2
         threads = store.threads()
         save_snapshot(store, threads[0].id)
         for info in threads:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -51,8 +50,6 @@ class _Group(click.Group):
             _fail(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
         except UnicodeDecodeError as error:
             _fail(f"input is not UTF-8 text ({error.reason} at byte {error.start})")
-        except sqlite3.Error as error:  # e.g. a damaged file met while reading
-            _fail(f"database error: {error}")
 
 
 def _fail(message: str) -> None:
@@ -124,8 +121,8 @@ def cli(db: str | None) -> None:
 @with_store
 def init(store: Store) -> None:
     """Create the database, or migrate it to this release's schema."""
-    streams, events = store.backend.counts()
-    click.echo(f"{store.path}: schema {store.backend.schema_version()}, {streams} threads, {events} events")
+    streams, events = store.counts()
+    click.echo(f"{store.path}: schema {store.schema_version()}, {streams} threads, {events} events")
 
 
 def _meta_pairs(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -337,7 +334,7 @@ def snapshot(store: Store, thread: str | None, drop: bool) -> None:
 def verify(store: Store, as_json: bool) -> None:
     """Recompute every hash chain; exit 0 when every chain holds, 1 naming the first bad position."""
     if sys.stderr.isatty():
-        with click.progressbar(length=store.backend.counts()[1], label="verifying", file=sys.stderr) as bar:
+        with click.progressbar(length=store.counts().events, label="verifying", file=sys.stderr) as bar:
             report = store.verify(progress=lambda done, total: bar.update(done - bar.pos))
     else:
         report = store.verify()
