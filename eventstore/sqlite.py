@@ -133,8 +133,7 @@ _MESSAGES = {
     sqlite3.SQLITE_LOCKED: _BUSY,
     sqlite3.SQLITE_IOERR: "the disk refused an operation on {path} ({error}): it may be full, capped or failing; "
     "nothing was written",
-    sqlite3.SQLITE_CORRUPT: "{path} is damaged ({error}); run `threadlog verify`, and restore it from a backup "
-    "or copy out what still reads (`threadlog export`)",
+    sqlite3.SQLITE_CORRUPT: "{path} is damaged ({error}): SQLite met a corrupt page; restore the file from a backup",
     sqlite3.SQLITE_CANTOPEN: "cannot open {path} ({error}); check that its directory exists and is writable",
     sqlite3.SQLITE_PERM: "cannot open {path} ({error}); check that its directory exists and is writable",
     sqlite3.SQLITE_NOTADB: "{path} is not a SQLite database",
