@@ -103,7 +103,8 @@ def run(mode: str, workdir: Path) -> list[Measure]:
             if size == largest:
                 extra["target"] = "fork_growth"
                 extra["setup"] = setup
-            written = f"{footprint['rows_per_fork']:g} rows, {footprint['bytes_per_fork']} B, {footprint['wal_bytes_per_fork'] / 1e3:.0f} kB WAL"
+            written = (f"{footprint['rows_per_fork']:g} rows, {footprint['bytes_per_fork']} B, "
+                       f"{footprint['wal_bytes_per_fork'] / 1e3:.0f} kB WAL")
             out.append(compare(GROUP, f"fork at {where} of {size:,} events ({written})", samples, f"{where} {size}", f"{where} 10",
                                label=f"fork at {where} of 10 events", kind="cost", **extra))
     out[0].extra["db_bytes"] = os.path.getsize(path)

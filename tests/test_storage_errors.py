@@ -8,7 +8,6 @@ exception; the CLI turns it into one `error:` line and exit status 1.
 from __future__ import annotations
 
 import gc
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -158,12 +157,3 @@ def test_a_postgresql_url_is_refused_clearly(tmp_path: Path) -> None:
     assert "secret" not in str(caught.value)
     assert not any(tmp_path.iterdir())
 
-
-def test_no_driver_exception_type_escapes_the_public_modules() -> None:
-    """The CLI and the projections never name the driver: its errors cannot reach them."""
-    root = Path(__file__).resolve().parent.parent
-    for folder in ("threadlog", "projections"):
-        for path in (root / folder).rglob("*.py"):
-            text = path.read_text(encoding="utf-8")
-            assert "import sqlite3" not in text and "sqlite3." not in text, path
-    assert sqlite3.sqlite_version  # the driver is still there, behind eventstore/

@@ -107,7 +107,8 @@ def _emit_json(value: Any) -> None:
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", "db", envvar="THREADLOG_DB", type=click.Path(dir_okay=False), help=f"Database file for every command (or $THREADLOG_DB) [default: ./{DEFAULT_DB}].")
+@click.option("--db", "db", envvar="THREADLOG_DB", type=click.Path(dir_okay=False),
+              help=f"Database file for every command (or $THREADLOG_DB) [default: ./{DEFAULT_DB}].")
 @click.version_option(package_name="threadlog")
 def cli(db: str | None) -> None:
     """threadlog: an event-sourced conversation store for LLM agents.
@@ -172,7 +173,8 @@ def append(store: Store, thread: str, role: str, text: str | None, content_file:
 @click.option("--meta", "meta_text", metavar="JSON", help="The event's meta as JSON (event_id, actor, origin, …).")
 @click.option("--expect", type=click.IntRange(min=0), help="Refuse unless the thread holds exactly N events.")
 @with_store
-def emit(store: Store, thread: str, type_: str, data_text: str | None, data_file: str | None, meta_text: str | None, expect: int | None) -> None:
+def emit(store: Store, thread: str, type_: str, data_text: str | None, data_file: str | None, meta_text: str | None,
+         expect: int | None) -> None:
     """Append one event of any TYPE to THREAD; prints its offset and position."""
     if (data_text is None) == (data_file is None):
         raise click.UsageError("give exactly one of --data or --data-file")
@@ -196,12 +198,15 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
 @click.option("--at", type=int, help="How many of the parent's events the fork inherits (default: all).")
 @click.option("--todos", type=click.Choice(["blank", "inherit"]), default="blank", show_default=True)
 @click.option("--metadata", default="blank", show_default=True, callback=_metadata_choice, metavar="blank|inherit|keep:K1,K2")
-@click.option("--context", type=click.Choice(["full", "note"]), default="full", show_default=True, help="full: the parent's messages; note: one fork note pointing at the transcript.")
+@click.option("--context", type=click.Choice(["full", "note"]), default="full", show_default=True,
+              help="full: the parent's messages; note: one fork note pointing at the transcript.")
 @click.option("--retrieval", type=click.Choice(["per-turn", "first-turn", "off"]), default="off", show_default=True)
-@click.option("--unanswered", type=click.Choice(["refuse", "drop"]), default="refuse", show_default=True, help="What to do with tool calls that have no result.")
+@click.option("--unanswered", type=click.Choice(["refuse", "drop"]), default="refuse", show_default=True,
+              help="What to do with tool calls that have no result.")
 @click.option("--transcript", "transcript_path", metavar="PATH", help="Where the parent's transcript lives (named in the fork note).")
 @with_store
-def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, context: str, retrieval: str, unanswered: str, transcript_path: str | None) -> None:
+def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, context: str, retrieval: str, unanswered: str,
+         transcript_path: str | None) -> None:
     """Fork THREAD in O(1); prints the fork's id, alone."""
     fork_id = store.fork(
         thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
@@ -269,13 +274,16 @@ def rows(store: Store, thread: str, at: int | None, as_json: bool) -> None:
 @cli.command("transcript")
 @click.argument("thread")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write it to FILE atomically instead of printing it.")
-@click.option("--max-bytes", type=click.IntRange(min=2048), default=512 * 1024, show_default=True, help="Bound on the whole transcript, in UTF-8 bytes.")
-@click.option("--max-message-bytes", type=click.IntRange(min=256), default=16 * 1024, show_default=True, help="Bound on each message (head and tail are kept).")
+@click.option("--max-bytes", type=click.IntRange(min=2048), default=512 * 1024, show_default=True,
+              help="Bound on the whole transcript, in UTF-8 bytes.")
+@click.option("--max-message-bytes", type=click.IntRange(min=256), default=16 * 1024, show_default=True,
+              help="Bound on each message (head and tail are kept).")
 @click.option("--last", type=click.IntRange(min=1), help="Keep only the N most recent messages.")
 @click.option("--start", type=click.IntRange(min=0), default=0, help="First offset.")
 @click.option("--stop", type=click.IntRange(min=0), help="Offset to stop before (e.g. a fork point).")
 @with_store
-def transcript_command(store: Store, thread: str, output: str | None, max_bytes: int, max_message_bytes: int, last: int | None, start: int, stop: int | None) -> None:
+def transcript_command(store: Store, thread: str, output: str | None, max_bytes: int, max_message_bytes: int, last: int | None,
+                       start: int, stop: int | None) -> None:
     """THREAD as bounded Markdown: ## user / ## assistant, one line per tool call, no tool output."""
     options: dict[str, Any] = {"max_bytes": max_bytes, "max_message_bytes": max_message_bytes, "last": last, "start": start, "stop": stop}
     if output:
