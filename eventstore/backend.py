@@ -58,6 +58,13 @@ class EventRow(NamedTuple):
     redacted_by: int | None = None  # the position of the `event.redacted` that erased `data`
 
 
+class SnapshotRow(NamedTuple):
+    """A cached projection state: after the first `offset` events, as JSON text."""
+
+    offset: int
+    state: str
+
+
 # What a fold reads of an event: (offset, type, schema_version, data as JSON text).
 DataRow = tuple[int, str, int, str]
 
@@ -150,7 +157,7 @@ class Backend(Protocol):
 
     def save_snapshot(self, projection: str, version: int, stream_id: str, offset: int, state: str) -> None: ...
 
-    def nearest_snapshot(self, projection: str, version: int, stream_id: str, lo: int, hi: int) -> tuple[int, str] | None:
+    def nearest_snapshot(self, projection: str, version: int, stream_id: str, lo: int, hi: int) -> SnapshotRow | None:
         """The stream's snapshot with the highest offset in lo..hi, as (offset, state)."""
         ...
 

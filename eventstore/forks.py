@@ -57,14 +57,14 @@ def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: s
         if nested:
             where = "a sub-agent fork" if nested == thread else f"inside sub-agent fork {nested!r}"
             raise ForkRefused("recursion", f"{thread!r} is {where}; sub-agents cannot fan out again")
-        pending = Facts.load(rows[0].facts).tools  # what the parent's head waits on
-        if not pending:
+        waiting = Facts.load(rows[0].facts).tools  # the tool calls the parent's head waits on
+        if not waiting:
             raise ForkRefused("no_pending_tool_use", f"{thread!r} has no tool_use waiting for a result at its head; "
                               "fan_out launches sub-agents from an assistant tool call")
         for fork_id, directive in zip(ids, directives):
             options = _options(todos=todos, metadata=metadata, kind="subagent", directive=directive)
             content: list[dict[str, Any]] = [
-                {"type": "tool_result", "tool_use_id": tid, "content": placeholder} for tid in pending
+                {"type": "tool_result", "tool_use_id": tid, "content": placeholder} for tid in waiting
             ]
             content.append({"type": "text", "text": directive})
             primed = prepare({"type": "message.appended", "data": {"role": "user", "content": content},

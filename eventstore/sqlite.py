@@ -27,7 +27,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import sqlite_utils
 
-from .backend import DataRow, EventRow, StreamRow
+from .backend import DataRow, EventRow, SnapshotRow, StreamRow
 from .errors import SchemaError, StoreError
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
@@ -474,14 +474,14 @@ class SQLiteBackend:
         )
 
     @_translated
-    def nearest_snapshot(self, projection: str, version: int, stream_id: str, lo: int, hi: int) -> tuple[int, str] | None:
+    def nearest_snapshot(self, projection: str, version: int, stream_id: str, lo: int, hi: int) -> SnapshotRow | None:
         """The snapshot of `stream_id` with the highest offset in lo..hi, as (offset, state)."""
         row = self.conn.execute(
             'SELECT "offset", state FROM snapshots WHERE projection = ? AND version = ? AND stream_id = ? '
             'AND "offset" >= ? AND "offset" <= ? ORDER BY "offset" DESC LIMIT 1',
             (projection, version, stream_id, lo, hi),
         ).fetchone()
-        return (int(row[0]), str(row[1])) if row else None
+        return SnapshotRow(int(row[0]), str(row[1])) if row else None
 
     @_translated
     def drop_snapshots(self, projection: str | None = None) -> int:

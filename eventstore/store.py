@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from . import forks, integrity
-from .backend import Backend, DataRow, EventRow, StreamRow
+from .backend import Backend, DataRow, EventRow, SnapshotRow, StreamRow
 from .errors import ConcurrencyError, InvalidEvent, StoreError, ThreadNotFound
 from .events import EventRedacted, MessageAppended, ThreadCreated
 from .facts import advance, after_fork
@@ -409,13 +409,13 @@ class Store:
         """The cached state with the highest offset <= `at` that covers a prefix of `thread`'s
         history, as (offset, state): the thread's own snapshots, or an ancestor's taken at or
         below the fork point (the histories agree there). None when there is none."""
-        best: tuple[int, str] | None = None
+        best: SnapshotRow | None = None
         for stream_id, _, hi in segments(self.ancestry(thread)):
             limit = at if hi is None else min(hi, at)
             found = self.backend.nearest_snapshot(projection, version, stream_id, 1, limit)
-            if found is not None and (best is None or found[0] > best[0]):
+            if found is not None and (best is None or found.offset > best.offset):
                 best = found
-        return (best[0], json.loads(best[1])) if best else None
+        return (best.offset, json.loads(best.state)) if best else None
 
     def drop_snapshots(self, projection: str | None = None) -> int:
         """Delete every cached snapshot (of one projection, if named); returns how many."""

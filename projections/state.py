@@ -337,7 +337,8 @@ def fold_state(store: Store, thread: str, at: int | None = None, *, use_snapshot
     fold = _Fold()
     found = snapshots.nearest(store, PROJECTION, VERSION, thread, at) if use_snapshots else None
     if found is not None:
-        fold = _Fold.load(found[1])
+        _, cached = found
+        fold = _Fold.load(cached)
     if fold.length < at:
         with collector.paused():  # the fold keeps what it parses and makes no cycles
             fold.fold(store.read_raw(thread, fold.length, at))
