@@ -392,10 +392,12 @@ class SQLiteBackend:
 
     @_translated
     def insert_events(self, rows: Sequence[EventRow]) -> None:
+        # Plain tuples: the driver binds a tuple subclass through the generic sequence
+        # protocol, ~1 µs slower per row (measured), and copying is cheaper than that.
         if len(rows) == 1:
-            self.conn.execute(INSERT_EVENT, rows[0])
+            self.conn.execute(INSERT_EVENT, tuple(rows[0]))
         else:
-            self.conn.executemany(INSERT_EVENT, rows)
+            self.conn.executemany(INSERT_EVENT, map(tuple, rows))
 
     @_translated
     def events_by_id(self, event_ids: Sequence[str]) -> list[EventRow]:

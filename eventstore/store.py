@@ -34,8 +34,8 @@ _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()
 Expect = str | int
 
 _Row = TypeVar("_Row")
-# Builds the write loop's `EventRow`s in C; `EventRow(...)` would run a Python-level `__new__`
-# per event, about twice the cost, on the path batch appends are measured on.
+# Builds the write loop's named tuples in C; `EventRow(...)` would run a Python-level
+# `__new__` per event, about twice the cost, on the path batch appends are measured on.
 _new: Callable[..., Any] = tuple.__new__
 
 
@@ -309,7 +309,8 @@ class Store:
             hash_ = chain_hash(prev, position, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
             inserts.append(_new(EventRow, (position, thread, offset, event_id, type_, version, data_json, meta_json,
                                            recorded_at, digest, hash_, facts_json, None)))
-            recorded.append(RecordedEvent(position, thread, offset, event_id, type_, data, meta, recorded_at, hash_, version, digest))
+            recorded.append(_new(RecordedEvent, (position, thread, offset, event_id, type_, data, meta, recorded_at, hash_,
+                                                 version, digest, False)))
             prev = hash_
             position += 1
             offset += 1
