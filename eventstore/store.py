@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from . import forks, integrity
-from .backend import Backend, DataRow, EventRow, SnapshotRow, StreamRow
+from .backend import Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import ConcurrencyError, InvalidEvent, StoreError, ThreadNotFound
 from .events import EventRedacted, MessageAppended, ThreadCreated
 from .facts import advance, after_fork
@@ -34,8 +34,8 @@ _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()
 Expect = str | int
 
 _Row = TypeVar("_Row")
-# Builds the write loop's named tuples in C; `EventRow(...)` would run a Python-level
-# `__new__` per event, about twice the cost, on the path batch appends are measured on.
+# Builds the write loop's `RecordedEvent`s in C; `RecordedEvent(...)` would run a
+# Python-level `__new__` per event, about twice the cost, on the batch append's path.
 _new: Callable[..., Any] = tuple.__new__
 
 
@@ -286,7 +286,7 @@ class Store:
             position = self.backend.next_position()
         first_position = position
         recorded_at = now()
-        inserts: list[EventRow] = []
+        inserts: list[EventValues] = []
         recorded: list[RecordedEvent] = []
         chain_hash = integrity.chain_hash
         facts_json = facts.dump()
@@ -307,8 +307,8 @@ class Store:
             if first_message is None and type_ == "message.appended":
                 first_message = offset
             hash_ = chain_hash(prev, position, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
-            inserts.append(_new(EventRow, (position, thread, offset, event_id, type_, version, data_json, meta_json,
-                                           recorded_at, digest, hash_, facts_json, None)))
+            inserts.append((position, thread, offset, event_id, type_, version, data_json, meta_json, recorded_at, digest,
+                            hash_, facts_json, None))
             recorded.append(_new(RecordedEvent, (position, thread, offset, event_id, type_, data, meta, recorded_at, hash_,
                                                  version, digest, False)))
             prev = hash_
