@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .backend import EventRow, StreamRow
 from .events import CATALOGUE, upcast
+
+
+# `make_tuple(RecordedEvent, values)` builds a named tuple in C, without the Python-level
+# `__new__` that `RecordedEvent(...)` runs: about half the cost, on the path of every event
+# read and appended.
+make_tuple: Callable[..., Any] = tuple.__new__
 
 
 class RecordedEvent(NamedTuple):
@@ -63,14 +70,15 @@ def decode(type_: str, version: int, text: str) -> dict[str, Any]:
 
 
 def from_row(row: EventRow) -> RecordedEvent:
-    """Build from a stored row, upcasting old schema versions."""
-    type_ = row.type
+    """Build from a stored row, upcasting old schema versions (on the path of every `read`)."""
+    position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, _, redacted_by = row
     model = CATALOGUE.get(type_)
-    return RecordedEvent(
-        row.position, row.stream_id, row.offset, row.event_id, type_, decode(type_, row.schema_version, row.data),
-        {} if row.meta == "{}" else json.loads(row.meta), row.recorded_at, row.hash,
-        model.schema_version if model is not None else row.schema_version, row.data_digest, row.redacted_by is not None,
-    )
+    recorded: RecordedEvent = make_tuple(RecordedEvent, (
+        position, stream_id, offset, event_id, type_, decode(type_, version, data),
+        {} if meta == "{}" else json.loads(meta), recorded_at, hash_,
+        version if model is None else model.schema_version, digest, redacted_by is not None,
+    ))
+    return recorded
 
 
 @dataclass(frozen=True, slots=True)

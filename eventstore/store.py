@@ -23,7 +23,7 @@ from .facts import advance, after_fork
 from .head import Head
 from .prepare import META_KEYS, PreparedEvent, new_id, now, prepare
 from .ranges import Segment, check_index, clip, segments
-from .recorded import RecordedEvent, ThreadInfo, decode, from_row
+from .recorded import RecordedEvent, ThreadInfo, decode, from_row, make_tuple
 from .sqlite import SQLiteBackend
 
 DEFAULT_PLACEHOLDER = forks.DEFAULT_PLACEHOLDER
@@ -34,9 +34,6 @@ _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()
 Expect = str | int
 
 _Row = TypeVar("_Row")
-# Builds the write loop's `RecordedEvent`s in C; `RecordedEvent(...)` would run a
-# Python-level `__new__` per event, about twice the cost, on the batch append's path.
-_new: Callable[..., Any] = tuple.__new__
 
 
 class Counts(NamedTuple):
@@ -309,8 +306,8 @@ class Store:
             hash_ = chain_hash(prev, position, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
             inserts.append((position, thread, offset, event_id, type_, version, data_json, meta_json, recorded_at, digest,
                             hash_, facts_json, None))
-            recorded.append(_new(RecordedEvent, (position, thread, offset, event_id, type_, data, meta, recorded_at, hash_,
-                                                 version, digest, False)))
+            recorded.append(make_tuple(RecordedEvent, (position, thread, offset, event_id, type_, data, meta, recorded_at,
+                                                       hash_, version, digest, False)))
             prev = hash_
             position += 1
             offset += 1
