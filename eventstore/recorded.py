@@ -64,19 +64,35 @@ def decode(type_: str, version: int, text: str) -> dict[str, Any]:
 
     The one place the read path parses data: `read`, `read_data` and every fold use it.
     """
-    data: dict[str, Any] = json.loads(text)
+    data: dict[str, Any] = _loads(text)
+    return data if version == current_version(type_, version) else upcast(type_, version, data)
+
+
+# `json.loads` without its argument checks: what it calls for a str and no options.
+_loads = json.JSONDecoder().decode
+
+
+_VERSIONS: dict[Any, int] = {}  # model class -> its schema_version (a pydantic class attribute is slow to read)
+
+
+def current_version(type_: str, default: int) -> int:
+    """The schema version `type_`'s model is at now (`default` for a type not in the catalogue)."""
     model = CATALOGUE.get(type_)
-    return data if model is None or version == model.schema_version else upcast(type_, version, data)
+    if model is None:
+        return default
+    version = _VERSIONS.get(model)
+    if version is None:
+        version = _VERSIONS[model] = model.schema_version
+    return version
 
 
 def from_row(row: EventRow) -> RecordedEvent:
     """Build from a stored row, upcasting old schema versions (on the path of every `read`)."""
     position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, _, redacted_by = row
-    model = CATALOGUE.get(type_)
     recorded: RecordedEvent = make_tuple(RecordedEvent, (
         position, stream_id, offset, event_id, type_, decode(type_, version, data),
         {} if meta == "{}" else json.loads(meta), recorded_at, hash_,
-        version if model is None else model.schema_version, digest, redacted_by is not None,
+        current_version(type_, version), digest, redacted_by is not None,
     ))
     return recorded
 
