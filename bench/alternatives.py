@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+from eventstore.sqlite import SQLiteBackend
 from threadlog import Store
 
 from .threads import text_of
@@ -62,7 +63,8 @@ def size_on_disk(path: Path, conn: sqlite3.Connection) -> int:
 class ThreadlogSide:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.store = Store(path, synchronous="FULL")
+        self.backend = SQLiteBackend(path, synchronous="FULL")  # kept: its size is read from its connection
+        self.store = Store(self.backend)
         self.thread = self.store.create_thread(title="bench")
 
     def add(self, role: str, text: str) -> None:
@@ -76,7 +78,7 @@ class ThreadlogSide:
         return sample
 
     def size(self) -> int:
-        return size_on_disk(self.path, self.store.backend.conn)
+        return size_on_disk(self.path, self.backend.conn)
 
 
 class LangGraphSide:

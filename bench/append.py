@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eventstore.sqlite import INSERT_EVENT
+from eventstore.sqlite import INSERT_EVENT, SQLiteBackend
 from threadlog import Store
 
 from .timing import Measure, compare, interleave
@@ -34,10 +34,11 @@ class RawLog:
     """A raw connection to a file with the store's schema, inserting rows shaped like the store's."""
 
     def __init__(self, path: Path, synchronous: str) -> None:
-        store = Store(path, synchronous=synchronous)  # creates the identical schema
+        backend = SQLiteBackend(path, synchronous=synchronous)  # creates the identical schema
+        store = Store(backend)
         self.thread = store.create_thread(title="raw")
         store.append_message(self.thread, "user", TEXT)
-        self.template = store.backend.conn.execute(
+        self.template = backend.conn.execute(
             "SELECT position, stream_id, \"offset\", event_id, type, schema_version, data, meta, recorded_at, "
             "data_digest, hash, pending FROM events ORDER BY position DESC LIMIT 1"
         ).fetchone()
@@ -52,7 +53,8 @@ class RawLog:
         out = []
         for _ in range(count):
             t = self.template
-            out.append((None, t[1], self.offset, secrets.token_hex(16), t[4], t[5], t[6], t[7], t[8], t[9], secrets.token_hex(32), None))
+            out.append((None, t[1], self.offset, secrets.token_hex(16), t[4], t[5], t[6], t[7], t[8], t[9],
+                        secrets.token_hex(32), None, None))
             self.offset += 1
         return out
 

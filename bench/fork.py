@@ -11,11 +11,13 @@ from the lengths of the values written, and WAL bytes from the log after one for
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from eventstore.sqlite import SQLiteBackend
 from threadlog import Store
 
 from . import threads
@@ -38,27 +40,28 @@ ROW_BYTES = {
 }
 
 
-def _written(store: Store, since_position: int, since_streams: int) -> tuple[int, int]:
+def _written(conn: sqlite3.Connection, since_position: int, since_streams: int) -> tuple[int, int]:
     """(rows, logical bytes) added since a position and a streams row count."""
-    conn = store.backend.conn
-    events, ev_bytes = conn.execute(f"SELECT count(*), coalesce(sum({ROW_BYTES['events']}),0) FROM events WHERE position > ?", (since_position,)).fetchone()
-    streams, st_bytes = conn.execute(f"SELECT count(*), coalesce(sum({ROW_BYTES['streams']}),0) FROM streams WHERE rowid > ?", (since_streams,)).fetchone()
+    events, ev_bytes = conn.execute(f"SELECT count(*), coalesce(sum({ROW_BYTES['events']}),0) FROM events "
+                                    "WHERE position > ?", (since_position,)).fetchone()
+    streams, st_bytes = conn.execute(f"SELECT count(*), coalesce(sum({ROW_BYTES['streams']}),0) FROM streams "
+                                     "WHERE rowid > ?", (since_streams,)).fetchone()
     return events + streams, ev_bytes + st_bytes
 
 
-def _footprint(store: Store, path: Path, thread: str, at: int | None, forks: int = 10) -> dict[str, Any]:
+def _footprint(store: Store, conn: sqlite3.Connection, path: Path, thread: str, at: int | None,
+               forks: int = 10) -> dict[str, Any]:
     """Rows, logical bytes and WAL bytes written per fork, averaged over `forks` forks.
 
     WAL bytes are whole pages (each with its 24-byte frame header): every B-tree page a
     commit touches, so they vary with where the rows land, never with the parent's size.
     """
-    conn = store.backend.conn
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     position = conn.execute("SELECT coalesce(max(position),0) FROM events").fetchone()[0]
     streams_rowid = conn.execute("SELECT coalesce(max(rowid),0) FROM streams").fetchone()[0]
     for _ in range(forks):
         store.fork(thread, at=at)
-    rows, logical = _written(store, position, streams_rowid)
+    rows, logical = _written(conn, position, streams_rowid)
     wal = Path(f"{path}-wal")
     wal_bytes = wal.stat().st_size - 32 if wal.exists() else 0  # less the WAL's own header
     return {"rows_per_fork": rows / forks, "bytes_per_fork": round(logical / forks),
@@ -68,13 +71,14 @@ def _footprint(store: Store, path: Path, thread: str, at: int | None, forks: int
 def run(mode: str, workdir: Path) -> list[Measure]:
     sizes, per_sample, rounds = SIZES[mode]
     path = workdir / "fork.db"
-    store = Store(path)
+    backend = SQLiteBackend(path)  # kept: the footprint is read from its connection
+    store = Store(backend)
     parents: dict[int, str] = {}
     setup: dict[str, float] = {}
     for size in sizes:
         parents[size], seconds = threads.build(store, size)
         setup[f"build {size:,} events (s)"] = round(seconds, 2)
-    store.backend.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    backend.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def forker(size: int, where: str) -> Callable[[], float]:
         thread = parents[size]
@@ -94,12 +98,13 @@ def run(mode: str, workdir: Path) -> list[Measure]:
     largest = max(sizes)
     for size in sizes:
         for where in ("head", "middle"):
-            footprint = _footprint(store, path, parents[size], None if where == "head" else size // 2)
+            footprint = _footprint(store, backend.conn, path, parents[size], None if where == "head" else size // 2)
             extra: dict[str, Any] = {**footprint, "parent_events": size}
             if size == largest:
                 extra["target"] = "fork_growth"
                 extra["setup"] = setup
-            written = f"{footprint['rows_per_fork']:g} rows, {footprint['bytes_per_fork']} B, {footprint['wal_bytes_per_fork'] / 1e3:.0f} kB WAL"
+            written = (f"{footprint['rows_per_fork']:g} rows, {footprint['bytes_per_fork']} B, "
+                       f"{footprint['wal_bytes_per_fork'] / 1e3:.0f} kB WAL")
             out.append(compare(GROUP, f"fork at {where} of {size:,} events ({written})", samples, f"{where} {size}", f"{where} 10",
                                label=f"fork at {where} of 10 events", kind="cost", **extra))
     out[0].extra["db_bytes"] = os.path.getsize(path)

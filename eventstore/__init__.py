@@ -13,7 +13,9 @@ from .errors import (
 from .events import CATALOGUE, Event, EventData, Meta
 from .integrity import VerifyReport
 from .recorded import RecordedEvent, ThreadInfo
-from .store import DEFAULT_PLACEHOLDER, Store, segments
+from .forks import DEFAULT_PLACEHOLDER
+from .ranges import segments
+from .store import Store
 
 __all__ = [
     "CATALOGUE",

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .backend import Backend
 from .errors import IntegrityError, InvalidEvent
 from .events import MAX_DEPTH
 from .facts import Facts, advance, after_fork
@@ -123,14 +124,14 @@ class _Stream:
     first_message: int | None
 
 
-def verify(backend: Any, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+def verify(backend: Backend, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """Recompute every chain and every stored column that changes behaviour; raise
     `IntegrityError` naming the lowest bad position.
 
     `progress(done, total)` is called after each stream with the events checked so far.
     Streams are visited in creation order, so a fork's parent is checked before it.
     """
-    streams = {row[0]: _Stream(ThreadInfo.from_row(row), row[9], row[10]) for row in backend.streams()}
+    streams = {row.id: _Stream(ThreadInfo.from_row(row), row.facts, row.first_message_offset) for row in backend.streams()}
     problems: list[tuple[int, str]] = []
     checked = redacted = 0
     _, total = backend.counts()
@@ -161,7 +162,7 @@ def _owner(streams: dict[str, _Stream], stream_id: str, offset: int) -> str | No
     return info.id if info is not None else None
 
 
-def _verify_stream(backend: Any, streams: dict[str, _Stream], stream: _Stream) -> tuple[int, int, tuple[int, str] | None]:
+def _verify_stream(backend: Backend, streams: dict[str, _Stream], stream: _Stream) -> tuple[int, int, tuple[int, str] | None]:
     """(events checked, redacted, first problem) for one stream's own events."""
     info = stream.info
     prev, facts = GENESIS, Facts()
@@ -170,20 +171,21 @@ def _verify_stream(backend: Any, streams: dict[str, _Stream], stream: _Stream) -
         parent_row = backend.event_at(owner, info.base - 1) if owner else None
         if parent_row is None:
             return 0, 0, (info.created_position, f"fork {info.id} points at a missing parent event")
-        prev, facts = parent_row[10], Facts.load(parent_row[11])
+        prev, facts = parent_row.hash, Facts.load(parent_row.facts)
     expected, last_position, count, redacted = info.base, 0, 0, 0
     first_position: int | None = None
     first_message: int | None = None
     kind = "thread"
     for row in backend.range(info.id, -(2**62), None):
-        position, _, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, pending, redacted_by = row
+        position, _, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, row_facts, redacted_by = row
         count += 1
         where = f"{info.id} offset {offset}"
         if offset != expected:
             gap = "an event before it is missing" if offset > expected else "offset out of sequence"
             return count, redacted, (position, f"{where}: expected offset {expected} ({gap})")
         if offset >= info.head:  # name the extra event itself, not the position after the last one
-            return count, redacted, (position, f"{where}: beyond the stream's head {info.head} (an event was added or the head lowered)")
+            return count, redacted, (position, f"{where}: beyond the stream's head {info.head} "
+                                               "(an event was added or the head lowered)")
         if position <= last_position:
             return count, redacted, (position, f"{where}: positions out of order")
         trust_facts = False
@@ -226,13 +228,13 @@ def _verify_stream(backend: Any, streams: dict[str, _Stream], stream: _Stream) -
             else:
                 facts = Facts()
         elif trust_facts:  # its payload is gone and nothing chained says what it held
-            facts = Facts.load(pending)
+            facts = Facts.load(row_facts)
         else:
             try:
                 facts = advance(facts, type_, parsed)
             except (InvalidEvent, KeyError, TypeError, AttributeError):
                 return count, redacted, (position, f"{where}: event contradicts the history before it")
-        if Facts.load(pending) != facts:
+        if Facts.load(row_facts) != facts:
             return count, redacted, (position, f"{where}: stored pending facts were altered")
         if first_message is None and type_ == "message.appended":
             first_message = offset
@@ -286,11 +288,11 @@ def _check_first(info: ThreadInfo, type_: str, data: dict[str, Any]) -> str | No
     return None
 
 
-def _check_redaction(backend: Any, redacted_by: int, position: int) -> tuple[str | None, str | None]:
+def _check_redaction(backend: Backend, redacted_by: int, position: int) -> tuple[str | None, str | None]:
     """(the skeleton digest the redaction recorded, or None for an early one; a problem, or None)."""
     row = backend.event_at_position(redacted_by)
     try:
-        data = json.loads(row[6]) if row is not None and row[4] == "event.redacted" else None
+        data = json.loads(row.data) if row is not None and row.type == "event.redacted" else None
     except (ValueError, RecursionError):
         data = None
     if not isinstance(data, dict) or data.get("position") != position:
@@ -332,5 +334,7 @@ def parse_checkpoint(text: Any) -> tuple[int, str]:
         or any(c not in "0123456789abcdef" for c in parts[2])
     ):
         shown = text if isinstance(text, str) and len(text) < 200 else type(text).__name__
-        raise InvalidEvent("checkpoint", f"{shown!r} is not a checkpoint (expected {CHECKPOINT_TAG}:<position>:<64 hex digits>, as `checkpoint` prints)")
+        raise InvalidEvent(
+            "checkpoint", f"{shown!r} is not a checkpoint (expected {CHECKPOINT_TAG}:<position>:<64 hex digits>, as `checkpoint` prints)"
+        )
     return int(parts[1]), parts[2]

@@ -31,7 +31,9 @@ MAX_ID_CHARS = 200
 def check_id(field: str, value: Any) -> str:
     """Refuse an id that is not 1..200 printable characters; returns it."""
     if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
-        shown = repr(value) if len(repr(value)) < 80 else f"{repr(value)[:60]}… ({len(value) if isinstance(value, str) else '?'} characters)"
+        shown = repr(value)
+        if len(shown) >= 80:
+            shown = f"{shown[:60]}… ({len(value) if isinstance(value, str) else '?'} characters)"
         raise InvalidEvent(field, f"must be a string of 1 to {MAX_ID_CHARS} characters, not {shown}")
     bad = _BAD_ID_CHAR.search(value)
     if bad is not None:
@@ -59,7 +61,7 @@ def now() -> str:
     return f"{cached[1]}.{micros:06d}Z"
 
 
-class Pending(NamedTuple):
+class PreparedEvent(NamedTuple):
     """One validated event, serialized, waiting for its position and hash (a named tuple:
     the write loop unpacks it once instead of reading a dozen attributes)."""
 
@@ -72,7 +74,7 @@ class Pending(NamedTuple):
     meta_json: str
     event_id: str
     explicit_id: bool
-    plain: bool = False  # a text-only message: it changes no pending facts
+    plain: bool = False  # a text-only message: it changes no facts (runs, tool calls, interrupts)
 
 
 _EVENT_KEYS = frozenset(("type", "data", "meta"))
@@ -120,7 +122,7 @@ def _check_size(data_json: str, field: str) -> None:
                            "(32 MiB, the Messages API's request limit); keep large files outside and refer to them")
 
 
-def prepare(event: Any, field: str | int, event_id: str | None = None) -> Pending:
+def prepare(event: Any, field: str | int, event_id: str | None = None) -> PreparedEvent:
     """Validate and serialize one event; `event_id` is used unless its meta names one.
 
     `field` names the event in error messages; an int i stands for `events[i]` (the
@@ -135,7 +137,7 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Pendin
             raise InvalidEvent(f"{_name(field)}.data", f"not storable as UTF-8 JSON ({error})") from None
         if len(data_json) > MAX_EVENT_BYTES // 4:
             _check_size(data_json, _name(field))
-        return Pending(MessageAppended.type, _MESSAGE_VERSION, _text_data(*plain), data_json, data_digest, {}, "{}",
+        return PreparedEvent(MessageAppended.type, _MESSAGE_VERSION, _text_data(*plain), data_json, data_digest, {}, "{}",
                         event_id or secrets.token_hex(16), False, True)
     field = _name(field)
     type_, data, meta = parse(event, field)
@@ -158,4 +160,4 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Pendin
     _check_size(data_json, field)
     explicit = "event_id" in meta
     event_id = check_id(f"{field}.meta.event_id", meta["event_id"]) if explicit else event_id or secrets.token_hex(16)
-    return Pending(type_, CATALOGUE[type_].schema_version, data, data_json, data_digest, meta, meta_json, event_id, explicit)
+    return PreparedEvent(type_, CATALOGUE[type_].schema_version, data, data_json, data_digest, meta, meta_json, event_id, explicit)

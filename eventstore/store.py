@@ -1,36 +1,50 @@
-"""`Store`: append, read, fork, fan out, verify and redact, over one SQLite file.
+"""`Store`: append, read, fork, fan out, verify and redact, over one storage backend.
 
 Validation, canonical JSON and digests are computed before the write lock is taken
 (`prepare`); only the head check, the position, the hashes and the inserts happen inside it.
+The store speaks to storage only through `backend.Backend`; `Store(path)` opens SQLite.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Protocol, TypeVar
 
-from pydantic import ValidationError
-
-from . import integrity
-from .errors import ConcurrencyError, ForkRefused, IntegrityError, InvalidEvent, StaleSnapshot, StoreError, ThreadNotFound
-from .events import CATALOGUE, EventRedacted, ForkOptions, MessageAppended, ThreadCreated, check_depth, upcast
-from .facts import Facts, advance, after_fork
-from .prepare import META_KEYS, Pending, check_id, new_id, now, prepare
-from .recorded import RecordedEvent, ThreadInfo, from_row, too_deep
+from . import forks, integrity
+from .backend import Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
+from .errors import ConcurrencyError, IntegrityError, InvalidEvent, StaleSnapshot, StoreError, ThreadNotFound
+from .events import EventRedacted, MessageAppended, ThreadCreated
+from .facts import advance, after_fork
+from .head import Head
+from .prepare import META_KEYS, PreparedEvent, check_id, new_id, now, prepare
+from .ranges import check_index, clip, segments
+from .recorded import RecordedEvent, ThreadInfo, decode, from_row, make_tuple, too_deep
 from .sqlite import SQLiteBackend
 
-DEFAULT_PLACEHOLDER = "Fork started — processing in background"
-
-# type -> current schema version, for the read path's upcast check.
-_CURRENT = {type_: model.schema_version for type_, model in CATALOGUE.items()}
+DEFAULT_PLACEHOLDER = forks.DEFAULT_PLACEHOLDER
 
 # Events only the store itself writes, through the operation named.
 _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()"}
 
 Expect = str | int
+
+_Row = TypeVar("_Row")
+
+
+class Counts(NamedTuple):
+    threads: int  # streams: root threads and forks
+    events: int
+
+
+class ClosingReader(Protocol):
+    """Something that reads from a store lazily and must finish before the store closes."""
+
+    def store_closing(self) -> None: ...
 
 
 def _check_expect(expect: Any) -> None:
@@ -40,71 +54,87 @@ def _check_expect(expect: Any) -> None:
         raise InvalidEvent("expect", f"must be 'any', 'no_stream', 'stream_exists' or a head >= 0, not {expect!r}")
 
 
-def _check_index(name: str, value: Any, what: str, optional: bool = False) -> None:
-    """Refuse anything but an int >= 0 (or None, when `optional`) for a range argument."""
-    if optional and value is None:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidEvent(name, f"must be {what} >= 0, not {value!r}")
-
-
-def _clip(ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Iterator[tuple[str, int, int | None]]:
-    """The segments' ranges narrowed to start..stop-1, empty ones skipped."""
-    for stream_id, lo, hi in ranges:
-        lo = max(lo, start)
-        if stop is not None:
-            hi = stop if hi is None else min(hi, stop)
-        if hi is None or lo < hi:
-            yield stream_id, lo, hi
-
-
-def segments(ancestry: Sequence[ThreadInfo]) -> list[tuple[str, int, int | None]]:
-    """The logical history as (stream, lo, hi) ranges of own offsets, oldest first.
-
-    `ancestry` runs from the thread up to its root. Each ancestor contributes its own
-    events below the lowest fork point on the way down to the thread.
-    """
-    out: list[tuple[str, int, int | None]] = []
-    upper: int | None = None
-    for info in ancestry:
-        if upper is None or info.base < upper:
-            out.append((info.id, info.base, upper))
-        upper = info.base if upper is None else min(upper, info.base)
-        if upper == 0:
-            break
-    out.reverse()
-    return out
+def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: float | None) -> Backend:
+    """The backend for a path or URL: a SQLite file (or `:memory:`)."""
+    text = os.fspath(target)
+    if text.split("://", 1)[0] in ("postgresql", "postgres"):
+        raise StoreError(f"no PostgreSQL backend in this release; cannot open {text.split('@')[-1]!r}: pass a file path")
+    return SQLiteBackend(text, synchronous="NORMAL" if synchronous is None else synchronous,
+                         timeout=30.0 if timeout is None else timeout)
 
 
 class Store:
-    """An event-sourced conversation store in one SQLite file (or `":memory:"`).
+    """An event-sourced conversation store over one backend: a SQLite file (or `":memory:"`).
 
-    A `Store` holds one connection and is meant for one thread at a time; open one per
-    thread or process. Every write runs in `BEGIN IMMEDIATE`, so several processes can
-    share a file safely (writers queue on SQLite's lock for up to `timeout` seconds).
-    `synchronous="FULL"` makes each commit durable across power loss; the default
-    `"NORMAL"` (in WAL mode) is durable across a process crash but may lose the last
-    commits on power loss.
+    `Store(path)` opens (creating or migrating) a SQLite file; `Store(backend)` runs on any
+    object that keeps the `backend.Backend` contract. A `Store` holds one connection and is
+    meant for one thread at a time; open one per thread or process. Every write runs in a
+    write transaction, so several processes can share a file safely (writers queue on
+    SQLite's lock for up to `timeout` seconds). `synchronous="FULL"` makes each commit
+    durable across power loss; the default `"NORMAL"` (in WAL mode) is durable across a
+    process crash but may lose the last commits on power loss. Both are SQLite settings:
+    with a backend object, set them on the `SQLiteBackend`.
     """
 
-    def __init__(self, path: str | Path = "threadlog.db", synchronous: str = "NORMAL", timeout: float = 30.0) -> None:
-        self.backend = SQLiteBackend(path, synchronous=synchronous, timeout=timeout)
+    def __init__(self, path: str | Path | Backend = "threadlog.db", synchronous: str | None = None,
+                 timeout: float | None = None) -> None:
+        if isinstance(path, (str, os.PathLike)):
+            self.backend: Backend = _open(path, synchronous, timeout)
+        elif synchronous is not None or timeout is not None:
+            raise StoreError("synchronous and timeout are settings of the SQLite backend: "
+                             "pass them to SQLiteBackend(path, ...), not to Store(backend)")
+        else:
+            self.backend = path
+        self._readers: weakref.WeakValueDictionary[int, ClosingReader] = weakref.WeakValueDictionary()
+        self._reader_ids = itertools.count()
 
     # -- plumbing ---------------------------------------------------------------------------
 
     @property
     def path(self) -> str:
+        """The database's name: a file path, `:memory:` or a URL."""
         return self.backend.path
+
+    def _sqlite(self) -> SQLiteBackend:
+        if not isinstance(self.backend, SQLiteBackend):
+            raise StoreError(f"{self.path} is not a SQLite database: it has no SQLite settings")
+        return self.backend
 
     @property
     def synchronous(self) -> str:
-        return self.backend.synchronous
+        """SQLite's `synchronous` setting for this connection."""
+        return self._sqlite().synchronous
 
     @property
     def journal_mode(self) -> str:
-        return self.backend.journal_mode
+        """SQLite's journal mode (`wal` for files, `memory` for `:memory:`)."""
+        return self._sqlite().journal_mode
+
+    def schema_version(self) -> int:
+        """The version of the database's schema (this release's, once opened)."""
+        return self.backend.schema_version()
+
+    def counts(self) -> Counts:
+        """How many threads (forks included) and events the database holds."""
+        return Counts(*self.backend.counts())
+
+    def count_snapshots(self) -> int:
+        """How many projection states are cached (see `save_snapshot`)."""
+        return self.backend.count_snapshots()
+
+    def finish_before_close(self, reader: ClosingReader) -> None:
+        """Call `reader.store_closing()` just before this store closes, while it can still read.
+
+        For results that read lazily (a thread state resumed from a snapshot reads its older
+        message bodies on first use): they read what they still need then, so closing the
+        store never changes an answer. Held weakly: a reader that is gone costs nothing.
+        """
+        self._readers[next(self._reader_ids)] = reader
 
     def close(self) -> None:
+        for reader in list(self._readers.values()):
+            reader.store_closing()
+        self._readers.clear()
         self.backend.close()
 
     def __enter__(self) -> Store:
@@ -115,18 +145,18 @@ class Store:
 
     # -- threads ------------------------------------------------------------------------------
 
-    def thread(self, thread: str) -> ThreadInfo:
+    def _stream(self, thread: str) -> StreamRow:
         row = self.backend.stream(thread)
         if row is None:
             raise ThreadNotFound(thread)
-        return ThreadInfo.from_row(row)
+        return row
+
+    def thread(self, thread: str) -> ThreadInfo:
+        return ThreadInfo.from_row(self._stream(thread))
 
     def threads(self) -> list[ThreadInfo]:
         """Every stream, in creation order."""
         return [ThreadInfo.from_row(row) for row in self.backend.streams()]
-
-    def children(self, thread: str) -> list[ThreadInfo]:
-        return [ThreadInfo.from_row(row) for row in self.backend.children(thread)]
 
     def subtree(self, thread: str) -> list[ThreadInfo]:
         """The thread and every fork below it, at any depth, in creation order."""
@@ -210,103 +240,94 @@ class Store:
                     raise ThreadNotFound(thread)
                 if batch[0].type != ThreadCreated.type:
                     raise InvalidEvent("events[0].type", "a new thread must start with thread.created")
-                return self._write(thread, None, batch, position=position)
-            head = row[5]
-            if expect == "no_stream" or (isinstance(expect, int) and expect != head):
-                raise ConcurrencyError(thread, expect, head)
-            return self._write(thread, row, batch, position=position)
+                return self._write(thread, Head.new_thread(), batch, position)
+            if expect == "no_stream" or (isinstance(expect, int) and expect != row.head):
+                raise ConcurrencyError(thread, expect, row.head)
+            return self._write(thread, Head.of(row), batch, position)
 
-    def append_message(self, thread: str, role: str, content: str | list[dict[str, Any]], expect: Expect = "any", **fields: Any) -> RecordedEvent:
+    def append_message(self, thread: str, role: str, content: str | list[dict[str, Any]], expect: Expect = "any",
+                       **fields: Any) -> RecordedEvent:
         """Append one `message.appended`. `content` is text or a list of content blocks.
 
         Keyword arguments go to the event's data (`message_id`, `model`, `stop_reason`,
         `usage`) or, for `event_id`, `actor`, `origin`, `causation_id`, `correlation_id`
         and `occurred_at`, to its meta.
         """
-        meta = {k: v for k, v in fields.items() if k in META_KEYS} if fields else {}
-        data = {"role": role, "content": content, **{k: v for k, v in fields.items() if k not in META_KEYS}} if fields else {"role": role, "content": content}
+        if not fields:
+            data: dict[str, Any] = {"role": role, "content": content}
+            meta: dict[str, Any] = {}
+        else:
+            meta = {k: v for k, v in fields.items() if k in META_KEYS}
+            data = {"role": role, "content": content, **{k: v for k, v in fields.items() if k not in META_KEYS}}
         return self.append(thread, [{"type": MessageAppended.type, "data": data, "meta": meta}], expect=expect)[0]
 
-    def _already_stored(self, thread: str, batch: list[Pending]) -> list[RecordedEvent] | None:
+    def _already_stored(self, thread: str, batch: list[PreparedEvent]) -> list[RecordedEvent] | None:
         rows = self.backend.events_by_id([item.event_id for item in batch])
         if not rows:
             return None
         if len(rows) != len(batch):
             raise InvalidEvent("meta.event_id", f"{len(rows)} of the batch's {len(batch)} event ids are already stored; "
                                "a retry must resend the same batch")
-        by_id = {row[3]: row for row in rows}
+        by_id = {row.event_id: row for row in rows}
         for item in batch:
             row = by_id[item.event_id]
-            if row[1] != thread:
-                raise InvalidEvent("meta.event_id", f"event id {item.event_id!r} is already used in thread {row[1]!r}")
-            if (row[4], row[9], row[7]) != (item.type, item.data_digest, item.meta_json):
+            if row.stream_id != thread:
+                raise InvalidEvent("meta.event_id", f"event id {item.event_id!r} is already used in thread {row.stream_id!r}")
+            if (row.type, row.data_digest, row.meta) != (item.type, item.data_digest, item.meta_json):
                 raise InvalidEvent(
                     "meta.event_id",
-                    f"event id {item.event_id!r} is already stored at position {row[0]} with different content; "
+                    f"event id {item.event_id!r} is already stored at position {row.position} with different content; "
                     "a retry must resend the same event, and a new event needs a new id",
                 )
         return [from_row(by_id[item.event_id]) for item in batch]
 
-    def _write(
-        self,
-        thread: str,
-        row: tuple[Any, ...] | None,
-        batch: Sequence[Pending],
-        start: tuple[int, str, Facts, int | None] | None = None,
-        fork_of: ThreadInfo | None = None,
-        position: int | None = None,
-    ) -> list[RecordedEvent]:
-        """Number, chain and insert a batch (inside the caller's transaction).
+    def _write(self, thread: str, head: Head, batch: Sequence[PreparedEvent], position: int | None = None) -> list[RecordedEvent]:
+        """Number, chain and insert a batch at `head` (inside the caller's transaction).
 
-        `row` is the stream's row, or None for a new stream; a new fork passes `start`
-        (its base offset, the parent's hash at base - 1, the parent's facts there and its
-        first message offset) and `fork_of`, the parent. `position` is the next position
-        when the caller already read it in this transaction.
+        `position` is the next position when the caller already read it in this transaction.
         """
-        if row is not None:
-            head, prev, facts, first_message = row[5], row[8], Facts.load(row[9]), row[10]
-        elif start is not None:
-            head, prev, facts, first_message = start
-        else:
-            head, prev, facts, first_message = 0, integrity.GENESIS, Facts(), None
+        start, prev, facts, first_message = head.offset, head.hash, head.facts, head.first_message
         if position is None:
             position = self.backend.next_position()
         first_position = position
         recorded_at = now()
-        inserts, recorded = [], []
+        inserts: list[EventValues] = []
+        recorded: list[RecordedEvent] = []
         chain_hash = integrity.chain_hash
-        pending = facts.dump()
-        offset = head
+        facts_json = facts.dump()
+        offset = start
         for type_, version, data, data_json, digest, meta, meta_json, event_id, _, plain in batch:
             if plain:
                 pass  # text only: no tool call, result, run or interrupt to track
             elif type_ == "thread.forked":
                 facts = after_fork(facts, data)
-                pending = facts.dump()
+                facts_json = facts.dump()
             else:
-                after = advance(facts, type_, data, f"events[{offset - head}].data")
+                after = advance(facts, type_, data, f"events[{offset - start}].data")
                 if after is not facts:  # `advance` returns the same object when nothing changes
-                    facts, pending = after, after.dump()
+                    facts, facts_json = after, after.dump()
                 if type_ == "compaction.recorded" and data["through_offset"] > offset:
-                    raise InvalidEvent(f"events[{offset - head}].data.through_offset", f"{data['through_offset']} is past the compaction's own offset {offset}")
+                    raise InvalidEvent(f"events[{offset - start}].data.through_offset",
+                                       f"{data['through_offset']} is past the compaction's own offset {offset}")
             if first_message is None and type_ == "message.appended":
                 first_message = offset
             hash_ = chain_hash(prev, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
-            inserts.append((position, thread, offset, event_id, type_, version, data_json, meta_json, recorded_at, digest, hash_, pending))
-            recorded.append(RecordedEvent(position, thread, offset, event_id, type_, data, meta, recorded_at, hash_, version, digest))
+            inserts.append((position, thread, offset, event_id, type_, version, data_json, meta_json, recorded_at, digest,
+                            hash_, facts_json, None))
+            recorded.append(make_tuple(RecordedEvent, (position, thread, offset, event_id, type_, data, meta, recorded_at,
+                                                       hash_, version, digest, False)))
             prev = hash_
             position += 1
             offset += 1
-        new_head = head + len(batch)
-        if row is None:
-            parent = fork_of
-            self.backend.insert_stream((
+        if head.stream is None:
+            parent = head.parent
+            self.backend.insert_stream(StreamRow(
                 thread,
                 parent.id if parent else None,
-                head if parent else None,
+                start if parent else None,
                 parent.root_id if parent else thread,
                 parent.depth + 1 if parent else 0,
-                new_head,
+                offset,
                 first_position,
                 batch[0].data["options"]["kind"] if parent else "thread",
                 prev,
@@ -316,7 +337,7 @@ class Store:
             self.backend.insert_events(inserts)
         else:
             self.backend.insert_events(inserts)
-            self.backend.update_head(thread, new_head, prev, facts.dump(), first_message)
+            self.backend.update_head(thread, offset, prev, facts.dump(), first_message)
         return recorded
 
     # -- read ---------------------------------------------------------------------------------
@@ -327,21 +348,13 @@ class Store:
         One indexed range scan per ancestor segment; nothing is copied. The thread's
         existence is checked when called, the rows are streamed as you iterate.
         """
-        _check_index("start", start, "an offset")
-        _check_index("stop", stop, "an offset", optional=True)
-        ranges = segments(self.ancestry(thread))
-        return self._read_segments(ranges, start, stop)
-
-    def _read_segments(self, ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Iterator[RecordedEvent]:
-        for stream_id, lo, hi in _clip(ranges, start, stop):
-            for row in self.backend.range(stream_id, lo, hi):
-                yield from_row(row)
+        return map(from_row, self._history(thread, start, stop, self.backend.range))
 
     def read_all(self, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]:
         """Every event with position > `after`, in global (commit) order."""
-        _check_index("after", after, "a position")
-        _check_index("limit", limit, "a count", optional=True)
-        return (from_row(row) for row in self.backend.all_events(after, limit))
+        check_index("after", after, what="a position")
+        check_index("limit", limit, what="a count", optional=True)
+        return map(from_row, self.backend.all_events(after, limit))
 
     def read_data(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, dict[str, Any]]]:
         """The logical history as lean (offset, type, data) tuples, for projections that fold.
@@ -351,22 +364,49 @@ class Store:
         needs only the data, upcast to the current version.
         """
         rows = self.read_raw(thread, start, stop)
-        return _parsed(rows, lambda offset: self.unreadable(thread, offset))
+        return _decoded(rows, lambda offset: self.unreadable(thread, offset))
 
-    def read_raw(self, thread: str, start: int = 0, stop: int | None = None) -> Generator[tuple[int, str, int, str], None, None]:
+    def read_raw(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[DataRow]:
         """(offset, type, schema_version, data as JSON text): `read_data` before parsing.
 
-        For folds that need only some events' data: they parse (and `upcast`) those alone.
-        A fold that stops early should `close()` it (`contextlib.closing`) while the store
-        is open; left to the garbage collector it may close after the store did.
+        For folds that need only some events' data: they `decode` those alone.
         """
-        _check_index("start", start, "an offset")
-        _check_index("stop", stop, "an offset", optional=True)
-        return self._read_raw(segments(self.ancestry(thread)), start, stop)
+        return self._history(thread, start, stop, self.backend.range_data)
 
-    def _read_raw(self, ranges: list[tuple[str, int, int | None]], start: int, stop: int | None) -> Generator[tuple[int, str, int, str], None, None]:
-        for stream_id, lo, hi in _clip(ranges, start, stop):
-            yield from self.backend.range_data(stream_id, lo, hi)
+    def _history(self, thread: str, start: int, stop: int | None,
+                 fetch: Callable[[str, int, int | None], Iterator[_Row]]) -> Iterator[_Row]:
+        """The rows `fetch` gives for each segment of the logical history, start..stop-1.
+
+        The arguments and the thread are checked now; the rows are read as they are iterated.
+        """
+        check_index("start", start)
+        check_index("stop", stop, optional=True)
+        ranges = clip(segments(self.ancestry(thread)), start, stop)
+        # Each segment's query runs when the reader reaches it; `chain` adds no Python frame per row.
+        return itertools.chain.from_iterable(fetch(stream_id, lo, hi) for stream_id, lo, hi in ranges)
+
+    def unreadable(self, thread: str, offset: int) -> StoreError:
+        """The error a reader raises when the event at `offset` of `thread` holds JSON nested too
+        deeply to parse (RecursionError): it names the event's position, found without its data."""
+        return too_deep(self._row_of(thread, offset).position)
+
+    def event_at(self, thread: str, offset: int) -> RecordedEvent:
+        """The event at one logical offset of a thread."""
+        return from_row(self._row_of(thread, offset))
+
+    def _row_of(self, thread: str, offset: int) -> EventRow:
+        info = self.thread(thread)
+        check_index("offset", offset, 0, info.head - 1, where=f"thread {thread!r}")
+        return self._row_at(self.ancestry(thread), offset)
+
+    def _row_at(self, ancestry: list[ThreadInfo], offset: int) -> EventRow:
+        for stream_id, lo, hi in segments(ancestry):
+            if lo <= offset and (hi is None or offset < hi):
+                row = self.backend.event_at(stream_id, offset)
+                if row is None:
+                    raise StoreError(f"event at offset {offset} of {stream_id!r} is missing; run verify")
+                return row
+        raise StoreError(f"offset {offset} is in no segment of {ancestry[0].id!r}; run verify")
 
     # -- snapshots (a cache, never truth) -------------------------------------------------------
 
@@ -382,7 +422,7 @@ class Store:
         payload and the save is refused (`StaleSnapshot`); fold again and retry. Without
         `as_of`, a state covering any redacted event is refused.
         """
-        _check_index("as_of", as_of, "a position", optional=True)
+        check_index("as_of", as_of, what="a position", optional=True)
         try:
             text = integrity.canonical(state)
             text.encode("utf-8")
@@ -391,9 +431,8 @@ class Store:
         with self.backend.transaction():
             ancestry = self.ancestry(thread)
             head = ancestry[0].head
-            if not isinstance(offset, int) or isinstance(offset, bool) or not 1 <= offset <= head:
-                raise InvalidEvent("offset", f"{offset!r} is outside thread {thread!r} (1..{head})")
-            for stream_id, lo, hi in _clip(segments(ancestry), 0, offset):
+            check_index("offset", offset, 1, head, where=f"thread {thread!r}")
+            for stream_id, lo, hi in clip(segments(ancestry), 0, offset):
                 redaction = self.backend.redacted_since(stream_id, lo, hi, as_of or 0)
                 if redaction is not None:
                     raise StaleSnapshot(
@@ -410,44 +449,20 @@ class Store:
         """The cached state with the highest offset <= `at` that covers a prefix of `thread`'s
         history, as (offset, state): the thread's own snapshots, or an ancestor's taken at or
         below the fork point (the histories agree there). None when there is none."""
-        best: tuple[int, str] | None = None
+        best: SnapshotRow | None = None
         for stream_id, _, hi in segments(self.ancestry(thread)):
             limit = at if hi is None else min(hi, at)
             found = self.backend.nearest_snapshot(projection, version, stream_id, 1, limit)
-            if found is not None and (best is None or found[0] > best[0]):
+            if found is not None and (best is None or found.offset > best.offset):
                 best = found
-        return (best[0], json.loads(best[1])) if best else None
+        return (best.offset, json.loads(best.state)) if best else None
 
     def drop_snapshots(self, projection: str | None = None) -> int:
         """Delete every cached snapshot (of one projection, if named); returns how many."""
         with self.backend.transaction():
             return self.backend.drop_snapshots(projection)
 
-    def unreadable(self, thread: str, offset: int) -> StoreError:
-        """The error a reader raises when the event at `offset` of `thread` holds JSON nested too
-        deeply to parse (RecursionError): it names the event's position, found without its data."""
-        return too_deep(int(self._row_of(thread, offset)[0]))
-
-    def event_at(self, thread: str, offset: int) -> RecordedEvent:
-        """The event at one logical offset of a thread."""
-        return from_row(self._row_of(thread, offset))
-
-    def _row_of(self, thread: str, offset: int) -> tuple[Any, ...]:
-        info = self.thread(thread)
-        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset < info.head:
-            raise InvalidEvent("offset", f"{offset!r} is outside thread {thread!r} (0..{info.head - 1})")
-        return self._row_at(self.ancestry(thread), offset)
-
-    def _row_at(self, ancestry: list[ThreadInfo], offset: int) -> tuple[Any, ...]:
-        for stream_id, lo, hi in segments(ancestry):
-            if lo <= offset and (hi is None or offset < hi):
-                row = self.backend.event_at(stream_id, offset)
-                if row is None:
-                    raise StoreError(f"event at offset {offset} of {stream_id!r} is missing; run verify")
-                return row
-        raise StoreError(f"offset {offset} is in no segment of {ancestry[0].id!r}; run verify")
-
-    # -- fork ---------------------------------------------------------------------------------
+    # -- fork (eventstore/forks.py) ---------------------------------------------------------
 
     def fork(
         self,
@@ -476,52 +491,8 @@ class Store:
         progress (the fork starts idle): for histories imported as they happened, where a
         sub-agent or a retried answer branched mid-turn.
         """
-        if busy not in ("refuse", "allow"):
-            raise InvalidEvent("busy", f"must be 'refuse' or 'allow', not {busy!r}")
-        options = _options(todos=todos, metadata=metadata, context=context, retrieval=retrieval, unanswered=unanswered, transcript=transcript, kind=kind)
-        fork_id = new_id() if fork_id is None else check_id("fork_id", fork_id)
-        with self.backend.transaction():
-            return self._fork(thread, at, options, fork_id, meta, [], allow_busy=busy == "allow")
-
-    def _fork(self, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any], then: list[Pending], fan_out: bool = False, allow_busy: bool = False) -> str:
-        rows = self.backend.ancestry(thread)
-        if not rows:
-            raise ThreadNotFound(thread)
-        ancestry = [ThreadInfo.from_row(row) for row in rows]
-        parent, parent_facts, first_message = ancestry[0], rows[0][9], rows[0][10]
-        if at is None:
-            at = parent.head
-        if not isinstance(at, int) or isinstance(at, bool) or not 1 <= at <= parent.head:
-            raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {at!r}: it holds offsets 0..{parent.head - 1}, so at must be 1..{parent.head}")
-        if first_message is None or first_message >= at:
-            raise ForkRefused("empty", f"cannot fork {thread!r} at {at}: there is no message before that offset")
-        if at == parent.head:
-            prev_hash, facts = parent.head_hash, Facts.load(parent_facts)
-        else:
-            row = self._row_at(ancestry, at - 1)
-            prev_hash, facts = row[10], Facts.load(row[11])
-        if facts.runs and not (fan_out or allow_busy):
-            raise ForkRefused("busy", f"cannot fork {thread!r} at {at}: run {facts.runs[-1]!r} is in progress there; fork after it finishes or at an earlier offset")
-        dropped: list[str] = []
-        if facts.tools and options.context == "full" and not fan_out:
-            if options.unanswered == "refuse":
-                raise ForkRefused(
-                    "unanswered_tool_calls",
-                    f"cannot fork {thread!r} at {at}: tool calls without results: {', '.join(facts.tools)}; "
-                    "fork at an earlier offset or pass unanswered='drop'",
-                    list(facts.tools),
-                )
-            dropped = list(facts.tools)
-        if self.backend.stream(fork_id) is not None:
-            raise InvalidEvent("fork_id", f"thread {fork_id!r} already exists")
-        data: dict[str, Any] = {"parent_id": thread, "parent_offset": at, "options": options.model_dump(exclude_none=True)}
-        if dropped:
-            data["dropped_tool_use_ids"] = dropped
-        if facts.interrupts:
-            data["demoted_interrupt_ids"] = list(facts.interrupts)
-        forked = prepare({"type": "thread.forked", "data": data, "meta": meta}, "fork")
-        self._write(fork_id, None, [forked, *then], (at, prev_hash, facts, first_message), parent)
-        return fork_id
+        return forks.fork(self, thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
+                          unanswered=unanswered, transcript=transcript, fork_id=fork_id, kind=kind, busy=busy, meta=meta)
 
     def fan_out(
         self,
@@ -541,31 +512,7 @@ class Store:
         forks' requests are byte-identical up to the directive (prompt-cache hits). A
         sub-agent fork, or any fork below one, cannot fan out again (`recursion`).
         """
-        if isinstance(directives, str) or not isinstance(directives, Sequence):
-            raise InvalidEvent("directives", "must be a list of strings")
-        if not directives:
-            raise ForkRefused("no_directives", "fan_out needs at least one directive")
-        if not all(isinstance(d, str) and d.strip() for d in directives):
-            raise InvalidEvent("directives", "every directive must be non-empty text")
-        if not isinstance(placeholder, str) or not placeholder:
-            raise InvalidEvent("placeholder", "must be non-empty text")
-        ids = [new_id() for _ in directives]
-        with self.backend.transaction():
-            ancestry = self.ancestry(thread)
-            nested = next((a.id for a in ancestry if a.kind == "subagent"), None)
-            if nested:
-                where = "a sub-agent fork" if nested == thread else f"inside sub-agent fork {nested!r}"
-                raise ForkRefused("recursion", f"{thread!r} is {where}; sub-agents cannot fan out again")
-            pending = Facts.load(self.backend.stream(thread)[9]).tools  # type: ignore[index]
-            if not pending:
-                raise ForkRefused("no_pending_tool_use", f"{thread!r} has no tool_use waiting for a result at its head; fan_out launches sub-agents from an assistant tool call")
-            for fork_id, directive in zip(ids, directives):
-                options = _options(todos=todos, metadata=metadata, kind="subagent", directive=directive)
-                content = [{"type": "tool_result", "tool_use_id": tid, "content": placeholder} for tid in pending]
-                content.append({"type": "text", "text": directive})
-                primed = prepare({"type": "message.appended", "data": {"role": "user", "content": content}, "meta": {**meta, "origin": "primed"}}, "fan_out")
-                self._fork(thread, None, options, fork_id, meta, [primed], fan_out=True)
-        return ids
+        return forks.fan_out(self, thread, directives, placeholder, todos=todos, metadata=metadata, meta=meta)
 
     # -- integrity ------------------------------------------------------------------------------
 
@@ -621,29 +568,28 @@ class Store:
         truncated and `StoreError` says so (the redaction itself is committed; `purge()`
         retries the truncation).
         """
-        if not isinstance(position, int) or isinstance(position, bool) or position < 1:
-            raise InvalidEvent("position", f"must be a position >= 1, not {position!r}")
+        check_index("position", position, 1, what="a position")
         with self.backend.transaction():
             row = self.backend.event_at_position(position)
             if row is None:
                 raise InvalidEvent("position", f"no event at position {position}")
-            if row[4] in ("thread.forked", "event.redacted"):
-                raise InvalidEvent("position", f"a {row[4]} event is structural and cannot be redacted")
-            if row[12] is not None:
-                raise InvalidEvent("position", f"position {position} is already redacted (by position {row[12]})")
-            data = {"position": position, "reason": reason, "actor": actor}
+            if row.type in ("thread.forked", "event.redacted"):
+                raise InvalidEvent("position", f"a {row.type} event is structural and cannot be redacted")
+            if row.redacted_by is not None:
+                raise InvalidEvent("position", f"position {position} is already redacted (by position {row.redacted_by})")
+            data: dict[str, Any] = {"position": position, "reason": reason, "actor": actor}
             try:
-                skeleton = integrity.canonical(_skeleton(row[4], json.loads(row[6])))
+                skeleton = integrity.canonical(_skeleton(row.type, json.loads(row.data)))
                 data["skeleton_digest"] = integrity.digest(skeleton)
             except RecursionError:
                 # Too deep to parse (an older release stored it): keep only the role. Its
                 # tool ids are unknowable, so verify trusts the row's stored facts, as for
                 # an early redaction, and no skeleton digest is recorded.
-                role = "assistant" if row[6].rfind('"role":"assistant"') > row[6].rfind('"role":"user"') else "user"
-                skeleton = integrity.canonical(_skeleton(row[4], {"role": role}))
+                role = "assistant" if row.data.rfind('"role":"assistant"') > row.data.rfind('"role":"user"') else "user"
+                skeleton = integrity.canonical(_skeleton(row.type, {"role": role}))
             event = prepare({"type": EventRedacted.type, "data": data, "meta": {"actor": actor}}, "redact")
-            stream_row = self.backend.stream(row[1])
-            recorded = self._write(row[1], stream_row, [event])[0]
+            stream_row = self._stream(row.stream_id)
+            recorded = self._write(row.stream_id, Head.of(stream_row), [event])[0]
             self.backend.redact(position, skeleton, recorded.position)
             self.backend.drop_snapshots()  # a cached state may hold the erased payload
         self.purge()
@@ -658,16 +604,12 @@ class Store:
         self.backend.truncate_wal()
 
 
-def _parsed(rows: Iterator[tuple[int, str, int, str]], unreadable: Callable[[int], StoreError]) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    """Parse (and upcast) raw rows; an event nested too deeply to parse raises `unreadable(offset)`."""
-    loads = json.loads
+def _decoded(rows: Iterator[DataRow], unreadable: Callable[[int], StoreError]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """Decode raw rows; an event nested too deeply to parse raises `unreadable(offset)`."""
     offset = -1
     try:
         for offset, type_, version, text in rows:
-            if version == _CURRENT.get(type_, version):
-                yield offset, type_, loads(text)
-            else:
-                yield offset, type_, upcast(type_, version, loads(text))
+            yield offset, type_, decode(type_, version, text)
     except RecursionError:
         raise unreadable(offset) from None
 
@@ -705,16 +647,3 @@ _STRUCTURAL = {
     "interrupt.resolved": ("interrupt_id",),
     "interrupt.cancelled": ("interrupt_id", "reason"),
 }
-
-
-def _options(**fields: Any) -> ForkOptions:
-    check_depth(fields, "")  # names the option: `metadata`, `todos`
-    retrieval = fields.get("retrieval")
-    if isinstance(retrieval, str):
-        fields["retrieval"] = retrieval.replace("-", "_")
-    try:
-        return ForkOptions.model_validate(fields)
-    except ValidationError as error:
-        first = error.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else "options"
-        raise InvalidEvent(field, f"{first['msg']} (got {fields.get(field)!r})") from None

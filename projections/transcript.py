@@ -43,8 +43,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from eventstore import InvalidEvent, Store
-from eventstore.events import MessageAppended, upcast
+from eventstore import Store
+from eventstore.ranges import check_index
+from eventstore.recorded import decode
 
 from .state import fork_note
 
@@ -184,8 +185,7 @@ def _scope(store: Store, thread: str, stop: int) -> tuple[int, frozenset[str], s
 
 
 def _check(name: str, value: Any, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InvalidEvent(name, f"must be an integer >= {minimum}, not {value!r}")
+    check_index(name, value, minimum, what="an integer")
 
 
 def transcript(
@@ -220,31 +220,27 @@ def transcript(
     window: deque[tuple[int, int, bytes]] = deque()  # (message index, offset, section)
     size = total = 0
     first: int | None = None
-    version = MessageAppended.schema_version
     if note is not None and lo == scope_start and lo < stop:
         raw = clip_middle(f"## user\n\n{_text(note)}\n\n".encode(), cap, _INDENT_BYTES)
         window.append((0, scope_start, raw))
         size, total, first = len(raw), 1, scope_start
-    with contextlib.closing(store.read_raw(thread, lo, stop)) as rows:  # closed while the store is open
-        for offset, type_, stored, text in rows:
-            if type_ != "message.appended":
-                continue
-            try:
-                data = json.loads(text)
-                if stored != version:
-                    data = upcast(type_, stored, data)
-                section = render_message(data.get("role", "user"), data.get("content") or [], dropped)
-            except RecursionError:  # stored by an older release or by hand: appends refuse it
-                raise store.unreadable(thread, offset) from None
-            total += 1
-            first = offset if first is None else first
-            if section is None:
-                continue
-            raw = clip_middle(section.encode("utf-8"), cap, _INDENT_BYTES)
-            window.append((total - 1, offset, raw))
-            size += len(raw)
-            while size > max_bytes or (last is not None and len(window) > last):
-                size -= len(window.popleft()[2])
+    for offset, type_, stored, text in store.read_raw(thread, lo, stop):
+        if type_ != "message.appended":
+            continue
+        try:
+            data = decode(type_, stored, text)
+            section = render_message(data.get("role", "user"), data.get("content") or [], dropped)
+        except RecursionError:  # stored by an older release or by hand: appends refuse it
+            raise store.unreadable(thread, offset) from None
+        total += 1
+        first = offset if first is None else first
+        if section is None:
+            continue
+        raw = clip_middle(section.encode("utf-8"), cap, _INDENT_BYTES)
+        window.append((total - 1, offset, raw))
+        size += len(raw)
+        while size > max_bytes or (last is not None and len(window) > last):
+            size -= len(window.popleft()[2])
     head_hash = info.head_hash if stop == info.head else store.event_at(thread, stop - 1).hash if stop else "-"
     header = _header(info.id, info.parent_id, info.parent_offset, total, lo, stop, head_hash)
     while True:

@@ -1,19 +1,20 @@
-"""Shared fixtures: a store on a real file and on `:memory:` (the contract runs on both)."""
+"""Shared fixtures: the contract's `store` runs on every backend in `tests/backends.py`."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from eventstore import Store
+from tests.backends import BACKENDS, BackendCase, open_store
 
 
-@pytest.fixture(params=["file", "memory"])
+@pytest.fixture(params=BACKENDS, ids=[case.id for case in BACKENDS])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "t.db" if request.param == "file" else ":memory:")
+    case: BackendCase = request.param
+    s = open_store(case, tmp_path)
     yield s
     s.close()
 
@@ -31,9 +32,3 @@ def file_store(tmp_path: Path) -> Iterator[Store]:
     s = Store(tmp_path / "t.db")
     yield s
     s.close()
-
-
-def dump(store: Store) -> list[str]:
-    """Every row of every table, as SQL: equal dumps mean an unchanged database."""
-    conn: sqlite3.Connection = store.backend.conn
-    return list(conn.iterdump())

@@ -23,7 +23,7 @@ from eventstore.integrity import HASH_TAG, chain_hash, digest, legacy_chain_hash
 from projections.state import PROJECTION, VERSION, fold_state
 from threadlog import IntegrityError, InvalidEvent, Store, thread_state
 from threadlog.cli import cli
-from tests.conftest import dump
+from tests.backends import dump
 
 THREADLOG = str(Path(sys.executable).parent / "threadlog")
 
@@ -64,14 +64,14 @@ def test_a_snapshot_folded_before_a_redaction_is_refused(tmp_path: Path) -> None
     s2.close()
 
 
-def test_a_snapshot_of_non_json_state_is_refused(mem: Store) -> None:
-    t = mem.create_thread()
-    mem.append_message(t, "user", "hi")
-    before = dump(mem)
+def test_a_snapshot_of_non_json_state_is_refused(store: Store) -> None:
+    t = store.create_thread()
+    store.append_message(t, "user", "hi")
+    before = dump(store)
     for state in ({"x": math.nan}, {"x": math.inf}, {"x": object()}, {"x": {1, 2}}):
         with pytest.raises(InvalidEvent, match="state"):
-            mem.save_snapshot(PROJECTION, VERSION, t, 2, state)
-    assert dump(mem) == before
+            store.save_snapshot(PROJECTION, VERSION, t, 2, state)
+    assert dump(store) == before
 
 
 # -- 2. no copy of a redacted payload anywhere in the files -----------------------------------

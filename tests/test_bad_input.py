@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from eventstore.sqlite import SQLiteBackend
 from threadlog import ConcurrencyError, ForkRefused, InvalidEvent, SchemaError, Store, StoreError, ThreadNotFound
 from threadlog.cli import cli
 
@@ -108,12 +109,6 @@ def msg(role: str, content: Any, **meta: Any) -> dict[str, Any]:
     return {"type": MSG, "data": {"role": role, "content": content}, "meta": meta}
 
 
-def full_disk(s: Store, ids: dict[str, str]) -> Any:
-    pages = s.backend.conn.execute("PRAGMA page_count").fetchone()[0]
-    s.backend.conn.execute(f"PRAGMA max_page_count = {pages}")
-    return s.append_message(ids["t"], "user", "x" * 200_000)
-
-
 LIB: list[tuple[str, Call, type[Exception], str]] = [
     ("append-unknown-thread", lambda s, i: s.append_message("nope", "user", "hi"), ThreadNotFound, "nope"),
     ("read-unknown-thread", lambda s, i: list(s.read("nope")), ThreadNotFound, "nope"),
@@ -172,7 +167,6 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
     ("event-at-out-of-range", lambda s, i: s.event_at(i["t"], 42), InvalidEvent, "offset"),
     ("redact-unknown-position", lambda s, i: s.redact(999, "r", "a"), InvalidEvent, "position"),
     ("redact-a-fork-event", lambda s, i: s.redact(next(e.position for e in s.read_all() if e.type == "thread.forked"), "r", "a"), InvalidEvent, "structural"),
-    ("full-disk-max-page-count", full_disk, StoreError, "full"),
 ]
 
 
@@ -187,6 +181,19 @@ def test_library_refuses_and_changes_nothing(
     print(f"\n{type(caught.value).__name__}: {str(caught.value)[:200]}")
     assert type(caught.value) is error
     assert says in str(caught.value) + getattr(caught.value, "reason", "") + getattr(caught.value, "field", "")
+    assert fingerprint(db) == before, "a refused call changed the database"
+
+
+def test_a_full_disk_refuses_the_append_and_changes_nothing(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """SQLITE_FULL (here: the file may not grow past its current pages) is a StoreError saying so."""
+    db = fresh(seeded, tmp_path)
+    before = fingerprint(db)
+    backend = SQLiteBackend(db)
+    pages = backend.conn.execute("PRAGMA page_count").fetchone()[0]
+    backend.conn.execute(f"PRAGMA max_page_count = {pages}")
+    with Store(backend) as store, pytest.raises(StoreError, match="full") as caught:
+        store.append_message("t", "user", "x" * 200_000)
+    assert type(caught.value) is StoreError
     assert fingerprint(db) == before, "a refused call changed the database"
 
 

@@ -1,4 +1,4 @@
-"""The store's contract, run against a file database and `:memory:`.
+"""The store's contract, run against every backend in `conftest.BACKENDS`.
 
 Atomic batches, expected-version conflicts, idempotent retries, contiguous offsets per
 thread, increasing global positions: what every backend must guarantee.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from eventstore import ConcurrencyError, InvalidEvent, Store, ThreadNotFound
-from tests.conftest import dump
+from tests.backends import dump
 
 
 def msg(text: str, **meta: str) -> dict[str, object]:
@@ -89,7 +89,7 @@ def test_unknown_thread(store: Store, expect: object) -> None:
         store.append("nope", [msg("x")], expect=expect)  # type: ignore[arg-type]
     with pytest.raises(ThreadNotFound):
         store.read("nope")
-    assert store.backend.counts() == (0, 0)
+    assert store.counts() == (0, 0)
 
 
 def test_idempotent_retry_returns_the_original(store: Store) -> None:

@@ -12,7 +12,7 @@ from eventstore import CATALOGUE, InvalidEvent, Store
 from eventstore import events as events_module
 from eventstore.content import block_types
 from eventstore.schema_files import render
-from tests.conftest import dump
+from tests.backends import dump
 
 ROOT = Path(__file__).resolve().parent.parent
 

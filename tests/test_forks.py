@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventstore import DEFAULT_PLACEHOLDER, ForkRefused, InvalidEvent, Store, ThreadNotFound
-from tests.conftest import dump
+from tests.backends import dump
 
 
 def tool_call(store: Store, t: str, *ids: str) -> None:
@@ -28,10 +28,10 @@ def convo(store: Store) -> str:
 
 
 def test_fork_writes_one_stream_row_and_one_event(store: Store, convo: str) -> None:
-    before_streams, before_events = store.backend.counts()
+    before_streams, before_events = store.counts()
     parent_rows = [e.to_json() for e in store.read(convo)]
     f = store.fork(convo, at=2)
-    assert store.backend.counts() == (before_streams + 1, before_events + 1)
+    assert store.counts() == (before_streams + 1, before_events + 1)
     assert [e.to_json() for e in store.read(convo)] == parent_rows  # never the parent
     own = list(store.read(f, 2))
     assert [(e.type, e.stream_id, e.offset) for e in own] == [("thread.forked", f, 2)]
@@ -186,9 +186,9 @@ def mid_turn(store: Store, convo: str) -> str:
 
 
 def test_fan_out_from_mid_turn(store: Store, mid_turn: str) -> None:
-    before = store.backend.counts()
+    before = store.counts()
     kids = store.fan_out(mid_turn, ["check prices", "check times"])
-    assert store.backend.counts() == (before[0] + 2, before[1] + 4)
+    assert store.counts() == (before.threads + 2, before.events + 4)
     primed = [list(store.read(k, 6)) for k in kids]
     for kid, (forked, message) in zip(kids, primed):
         assert store.thread(kid).kind == "subagent"

@@ -85,10 +85,10 @@ def test_session_counts_match_the_raw_file(mem: Store, session: Path) -> None:
 
 def test_reimport_adds_nothing(mem: Store) -> None:
     first = import_claude_code(mem, [CC])
-    before = mem.backend.counts()
+    before = tuple(mem.counts())
     again = import_claude_code(mem, [CC])
     assert first.added > 0 and again.added == 0
-    assert mem.backend.counts() == before
+    assert tuple(mem.counts()) == before
 
 
 def test_grown_file_adds_only_its_new_lines(mem: Store, tmp_path: Path) -> None:
@@ -96,10 +96,10 @@ def test_grown_file_adds_only_its_new_lines(mem: Store, tmp_path: Path) -> None:
     grown = tmp_path / SUBAGENT_SESSION.name
     grown.write_bytes(b"".join(lines[: len(lines) // 2]))
     import_claude_code(mem, [grown])
-    before = mem.backend.counts()[1]
+    before = mem.counts().events
     grown.write_bytes(b"".join(lines))
     second = import_claude_code(mem, [grown])
-    assert second.added == mem.backend.counts()[1] - before > 0
+    assert second.added == mem.counts().events - before > 0
     whole = Store(":memory:")
     import_claude_code(whole, [grown])
     thread = second.thread_ids[0]
@@ -140,7 +140,7 @@ def test_malformed_line_names_it_and_writes_nothing(mem: Store, tmp_path: Path) 
     bad.write_text("".join(lines[:5]) + '{"type": "user", "uuid": 5}\n' + "".join(lines[5:]), encoding="utf-8")
     with pytest.raises(BadLine, match=r"bad.jsonl:6: "):
         import_claude_code(mem, [bad])
-    assert mem.backend.counts() == (0, 0)
+    assert tuple(mem.counts()) == (0, 0)
     summary = import_claude_code(mem, [bad], skip_bad=True)
     assert summary.skipped["malformed"] == 1 and summary.bad[0][1] == 6
 
@@ -175,7 +175,7 @@ def test_corrupted_lines_never_raise_a_traceback(tmp_path: Path, index: int, how
         import_claude_code(store, [path])
     except BadLine as error:
         assert error.file == str(path) and error.line >= 1
-        assert store.backend.counts()[1] == 0
+        assert store.counts().events == 0
     summary = import_claude_code(Store(":memory:"), [path], skip_bad=True)
     assert summary.files == 1
     store.close()
@@ -215,7 +215,7 @@ def test_export_events_carry_every_field_and_stream_row(mem: Store) -> None:
     assert [e["event_id"] for e in events] == [e.event_id for e in mem.read(agent.id)]
     assert events[0] == next(mem.read(agent.parent_id)).to_json()
     everything = list(export_all(mem))
-    assert sum(1 for line in everything if "event" in line) == mem.backend.counts()[1]
+    assert sum(1 for line in everything if "event" in line) == mem.counts().events
     markdown = export_markdown(mem, summary.thread_ids[0])
     assert "elided" not in markdown
 
@@ -272,7 +272,7 @@ def test_follow_mirrors_lines_another_process_appends(tmp_path: Path) -> None:
         while time.monotonic() < deadline:
             if db.exists():
                 with Store(db) as store:
-                    if store.backend.counts()[1] >= target:
+                    if store.counts().events >= target:
                         break
             time.sleep(0.2)
     finally:

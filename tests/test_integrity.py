@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
+
 import pytest
 
 from eventstore import IntegrityError, InvalidEvent, Store
-from tests.conftest import dump
+from tests.backends import dump
 
 
 def test_fork_chains_to_the_parent_event_before_the_fork_point(store: Store) -> None:
@@ -55,7 +58,8 @@ def test_redact_refusals_change_nothing(store: Store) -> None:
 def test_erasing_data_without_a_redaction_record_is_caught(file_store: Store) -> None:
     t = file_store.create_thread()
     m = file_store.append_message(t, "user", "x")
-    file_store.backend.conn.execute("UPDATE events SET data = '{}', redacted_by = 1 WHERE position = ?", (m.position,))
+    with contextlib.closing(sqlite3.connect(file_store.path)) as conn, conn:
+        conn.execute("UPDATE events SET data = '{}', redacted_by = 1 WHERE position = ?", (m.position,))
     with pytest.raises(IntegrityError) as info:
         file_store.verify()
     assert info.value.position == m.position

@@ -92,7 +92,7 @@ def test_redact_drops_snapshots_so_no_cached_state_keeps_the_secret(mem: Store) 
     mem.append_message(t, "assistant", "noted")
     save_snapshot(mem, t)
     mem.redact(secret.position, "leak", "ops")
-    assert mem.backend.count_snapshots() == 0
+    assert mem.count_snapshots() == 0
     assert "hunter2" not in str(thread_state(mem, t).to_json())
 
 
@@ -108,7 +108,7 @@ def test_a_schema_1_database_migrates_and_gains_the_snapshots_table(tmp_path: Pa
     db = tmp_path / "v1.db"
     shutil.copy(FIXTURE, db)
     with Store(db) as store:
-        assert store.backend.schema_version() == 2
+        assert store.schema_version() == 2
         threads = store.threads()
         save_snapshot(store, threads[0].id)
         for info in threads:
@@ -118,3 +118,29 @@ def test_a_schema_1_database_migrates_and_gains_the_snapshots_table(tmp_path: Pa
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     conn.close()
     assert "snapshots" in tables
+
+
+@pytest.mark.parametrize("snapshot", [False, True], ids=["rebuilt", "from-snapshot"])
+def test_state_messages_work_after_the_store_is_closed(tmp_path: Path, snapshot: bool) -> None:
+    """A snapshot changes speed, never behaviour: a state resumed from one answers
+    `messages` after `close()` exactly as a rebuilt one does (it used to fail)."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = _busy_thread(store)
+        expected = [m.to_json() for m in thread_state(store, t, use_snapshots=False).messages]
+        if snapshot:
+            save_snapshot(store, t)
+            store.append_message(t, "user", "one more")
+            expected = [m.to_json() for m in thread_state(store, t, use_snapshots=False).messages]
+        state = thread_state(store, t)
+        assert bool(state._fold.base) is snapshot  # resumed from the snapshot, bodies still in the store
+    assert [m.to_json() for m in state.messages] == expected
+    assert len(expected) > 20
+
+
+def test_states_dropped_before_close_cost_nothing_at_close(mem: Store) -> None:
+    t = _busy_thread(mem)
+    save_snapshot(mem, t)
+    for _ in range(50):
+        thread_state(mem, t)  # never viewed, then gone
+    assert len(mem._readers) <= 1  # held weakly: at most the last one may linger until collected

@@ -59,7 +59,7 @@ def test_v1_database_migrates_verifies_and_reads(v1: Path) -> None:
     fixture_digest = hashlib.sha256(FIXTURE.read_bytes()).hexdigest()
     before = history(v1)
     with Store(v1) as store:
-        assert store.backend.schema_version() == SCHEMA_VERSION
+        assert store.schema_version() == SCHEMA_VERSION
         report = store.verify()
         threads = store.threads()
         lengths = {t.id: len(list(store.read(t.id))) for t in threads}
@@ -87,7 +87,7 @@ def test_migrated_database_takes_appends_and_forks(v1: Path) -> None:
         assert store.head(root.id) == root.head
         store.verify()
     with Store(v1) as store:  # reopening a migrated file migrates nothing
-        assert store.backend.schema_version() == SCHEMA_VERSION
+        assert store.schema_version() == SCHEMA_VERSION
         store.verify()
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -60,8 +59,6 @@ class _Group(click.Group):
             _fail(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
         except UnicodeDecodeError as error:
             _fail(f"input is not UTF-8 text ({error.reason} at byte {error.start})")
-        except sqlite3.Error as error:  # e.g. a damaged file met while reading
-            _fail(f"database error: {error}")
         except RecursionError:  # an event nested too deeply, stored by an older release or by hand
             _fail("an event is nested too deeply to show; `threadlog verify` names its position")
 
@@ -123,7 +120,8 @@ def _emit_json(value: Any) -> None:
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", "db", envvar="THREADLOG_DB", type=click.Path(dir_okay=False), help=f"Database file for every command (or $THREADLOG_DB) [default: ./{DEFAULT_DB}].")
+@click.option("--db", "db", envvar="THREADLOG_DB", type=click.Path(dir_okay=False),
+              help=f"Database file for every command (or $THREADLOG_DB) [default: ./{DEFAULT_DB}].")
 @click.version_option(package_name="threadlog")
 def cli(db: str | None) -> None:
     """threadlog: an event-sourced conversation store for LLM agents.
@@ -137,8 +135,8 @@ def cli(db: str | None) -> None:
 @with_store
 def init(store: Store) -> None:
     """Create the database, or migrate it to this release's schema."""
-    streams, events = store.backend.counts()
-    click.echo(f"{store.path}: schema {store.backend.schema_version()}, {streams} threads, {events} events")
+    streams, events = store.counts()
+    click.echo(f"{store.path}: schema {store.schema_version()}, {streams} threads, {events} events")
 
 
 def _meta_pairs(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -188,7 +186,8 @@ def append(store: Store, thread: str, role: str, text: str | None, content_file:
 @click.option("--meta", "meta_text", metavar="JSON", help="The event's meta as JSON (event_id, actor, origin, …).")
 @click.option("--expect", type=click.IntRange(min=0), help="Refuse unless the thread holds exactly N events.")
 @with_store
-def emit(store: Store, thread: str, type_: str, data_text: str | None, data_file: str | None, meta_text: str | None, expect: int | None) -> None:
+def emit(store: Store, thread: str, type_: str, data_text: str | None, data_file: str | None, meta_text: str | None,
+         expect: int | None) -> None:
     """Append one event of any TYPE to THREAD; prints its offset and position."""
     if (data_text is None) == (data_file is None):
         raise click.UsageError("give exactly one of --data or --data-file")
@@ -212,12 +211,15 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
 @click.option("--at", type=int, help="How many of the parent's events the fork inherits (default: all).")
 @click.option("--todos", type=click.Choice(["blank", "inherit"]), default="blank", show_default=True)
 @click.option("--metadata", default="blank", show_default=True, callback=_metadata_choice, metavar="blank|inherit|keep:K1,K2")
-@click.option("--context", type=click.Choice(["full", "note"]), default="full", show_default=True, help="full: the parent's messages; note: one fork note pointing at the transcript.")
+@click.option("--context", type=click.Choice(["full", "note"]), default="full", show_default=True,
+              help="full: the parent's messages; note: one fork note pointing at the transcript.")
 @click.option("--retrieval", type=click.Choice(["per-turn", "first-turn", "off"]), default="off", show_default=True)
-@click.option("--unanswered", type=click.Choice(["refuse", "drop"]), default="refuse", show_default=True, help="What to do with tool calls that have no result.")
+@click.option("--unanswered", type=click.Choice(["refuse", "drop"]), default="refuse", show_default=True,
+              help="What to do with tool calls that have no result.")
 @click.option("--transcript", "transcript_path", metavar="PATH", help="Where the parent's transcript lives (named in the fork note).")
 @with_store
-def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, context: str, retrieval: str, unanswered: str, transcript_path: str | None) -> None:
+def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, context: str, retrieval: str, unanswered: str,
+         transcript_path: str | None) -> None:
     """Fork THREAD in O(1); prints the fork's id, alone."""
     fork_id = store.fork(
         thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
@@ -285,13 +287,16 @@ def rows(store: Store, thread: str, at: int | None, as_json: bool) -> None:
 @cli.command("transcript")
 @click.argument("thread")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write it to FILE atomically instead of printing it.")
-@click.option("--max-bytes", type=click.IntRange(min=2048), default=512 * 1024, show_default=True, help="Bound on the whole transcript, in UTF-8 bytes.")
-@click.option("--max-message-bytes", type=click.IntRange(min=256), default=16 * 1024, show_default=True, help="Bound on each message (head and tail are kept).")
+@click.option("--max-bytes", type=click.IntRange(min=2048), default=512 * 1024, show_default=True,
+              help="Bound on the whole transcript, in UTF-8 bytes.")
+@click.option("--max-message-bytes", type=click.IntRange(min=256), default=16 * 1024, show_default=True,
+              help="Bound on each message (head and tail are kept).")
 @click.option("--last", type=click.IntRange(min=1), help="Keep only the N most recent messages.")
 @click.option("--start", type=click.IntRange(min=0), default=0, help="First offset.")
 @click.option("--stop", type=click.IntRange(min=0), help="Offset to stop before (e.g. a fork point).")
 @with_store
-def transcript_command(store: Store, thread: str, output: str | None, max_bytes: int, max_message_bytes: int, last: int | None, start: int, stop: int | None) -> None:
+def transcript_command(store: Store, thread: str, output: str | None, max_bytes: int, max_message_bytes: int, last: int | None,
+                       start: int, stop: int | None) -> None:
     """THREAD as bounded Markdown: ## user / ## assistant, one line per tool call, no tool output."""
     options: dict[str, Any] = {"max_bytes": max_bytes, "max_message_bytes": max_message_bytes, "last": last, "start": start, "stop": stop}
     if output:
@@ -356,7 +361,7 @@ def verify(store: Store, checkpoint: str | None, as_json: bool) -> None:
     covered fails too, however consistently it was re-chained.
     """
     if sys.stderr.isatty():
-        with click.progressbar(length=store.backend.counts()[1], label="verifying", file=sys.stderr) as bar:
+        with click.progressbar(length=store.counts().events, label="verifying", file=sys.stderr) as bar:
             report = store.verify(progress=lambda done, total: bar.update(done - bar.pos), checkpoint=checkpoint)
     else:
         report = store.verify(checkpoint=checkpoint)

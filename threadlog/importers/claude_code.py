@@ -25,6 +25,7 @@ How a file becomes streams (field meanings: FORMATS.md in the project's data not
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -164,8 +165,9 @@ def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial
                 parsed.agent_id = record["agentId"]
             result = record.get("toolUseResult")
             if isinstance(result, dict) and isinstance(result.get("agentId"), str):
-                ids = [b.get("tool_use_id") for b in record["message"]["content"] if isinstance(b, dict) and b.get("type") == "tool_result"] \
-                    if isinstance(record["message"]["content"], list) else []
+                content = record["message"]["content"]
+                ids: list[str] = [b["tool_use_id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
+                                  and isinstance(b.get("tool_use_id"), str)] if isinstance(content, list) else []
                 if ids:
                     agent_results[result["agentId"]] = ids[0]
             for name in ("sessionId", "cwd", "gitBranch", "version", "slug"):
@@ -440,8 +442,8 @@ class _Writer:
             for at, child in marks:
                 forks.append((stream, at, unit, child))
             unit = following
-        for parent, at, after, child in forks:
-            fork = self._fork_at(parent, at, child)
+        for parent, fork_at, _, child in forks:
+            fork = self._fork_at(parent, fork_at, child)
             self.branch(fork, child)
 
     def _fork_at(self, parent: PlannedStream, at: int, child: _Unit) -> PlannedStream:
@@ -594,7 +596,7 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
         writer.summary.skipped["summary"] -= 1
         stream.add("title.set", {"title": title}, {"event_id": f"cc:{file.key}:title:{leaf}", "origin": "imported",
                                                    "source": {**source, "line": number, "uuid": leaf}},
-                   lambda why, n=number: BadLine(writer.name, n, why))
+                   functools.partial(BadLine, writer.name, number))
 
 
 def import_claude_code(

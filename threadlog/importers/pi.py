@@ -69,7 +69,8 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
         if kind == "text":
             out.append({"type": "text", "text": str(block.get("text", ""))})
         elif kind == "thinking":
-            out.append({"type": "thinking", "thinking": str(block.get("thinking", "")), "signature": str(block.get("thinkingSignature") or "")})
+            out.append({"type": "thinking", "thinking": str(block.get("thinking", "")),
+                        "signature": str(block.get("thinkingSignature") or "")})
         elif kind == "toolCall":
             arguments = block.get("arguments")
             out.append({"type": "tool_use", "id": str(block.get("id", "")), "name": str(block.get("name", "")),
@@ -154,7 +155,7 @@ class _Writer:
 
     def _assistant(self, stream: PlannedStream, node: _Node, message: dict[str, Any]) -> None:
         blocks = _blocks(message["content"])
-        extra = {k: message[k] for k in ("api", "provider", "errorMessage") if k in message}
+        extra: dict[str, Any] = {k: message[k] for k in ("api", "provider", "errorMessage") if k in message}
         if not blocks:
             self.summary.skipped["empty message"] += 1
             return
@@ -205,7 +206,8 @@ class _Writer:
         self.emit(stream, path)
         for after, child in forks:
             parent, at = self.placed[after.id]
-            fork = self.plan.attach(parent.fork(stable_id(TOOL, self.session, child.id), "fork", {**self.meta(child), "event_id": f"pi:{self.session}:{child.id}:fork"}, at))
+            meta = {**self.meta(child), "event_id": f"pi:{self.session}:{child.id}:fork"}
+            fork = self.plan.attach(parent.fork(stable_id(TOOL, self.session, child.id), "fork", meta, at))
             self.summary.forks += 1
             self.branch(fork, child)
 
@@ -232,7 +234,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool) -> Plan:
             on_bad(BadLine(str(path), line.number, why))
             continue
         record = line.record
-        node_id = record.get("id") if isinstance(record.get("id"), str) else str(index + 1)  # v1: the line index
+        node_id: str = record["id"] if isinstance(record.get("id"), str) else str(index + 1)  # v1: the line index
         parent = record.get("parentId") if "id" in record else previous
         node = _Node(index, line, node_id, parent if isinstance(parent, str) and parent in nodes else previous)
         if node_id in nodes:

@@ -33,7 +33,8 @@ class ImportSummary:
     thread_ids: list[str] = field(default_factory=list)
 
     def merge(self, other: ImportSummary) -> None:
-        for name in ("files", "threads", "forks", "subagents", "prompts", "assistant_messages", "tool_calls", "compactions", "events", "added"):
+        for name in ("files", "threads", "forks", "subagents", "prompts", "assistant_messages", "tool_calls", "compactions",
+                     "events", "added"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
         self.bad.extend(other.bad)

@@ -1,0 +1,134 @@
+"""Forks and fan-out: a new stream that points at its parent and an offset, in O(1).
+
+A fork writes one `streams` row and one `thread.forked` event, never a copy of the
+parent's history. Its safety checks must not scan that history either: they read the
+facts stored with the parent's event at offset k - 1 (or on the parent's head), which
+every append keeps current (`facts.py`). `Store.fork` and `Store.fan_out` are the public
+entry points; they document the options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from .errors import ForkRefused, InvalidEvent, ThreadNotFound
+from .events import ForkOptions, check_depth
+from .facts import Facts
+from .head import Head
+from .prepare import PreparedEvent, check_id, new_id, prepare
+from .ranges import is_index
+from .recorded import ThreadInfo
+
+if TYPE_CHECKING:
+    from .store import Store
+
+DEFAULT_PLACEHOLDER = "Fork started — processing in background"
+
+
+def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any, context: str, retrieval: str,
+         unanswered: str, transcript: str | None, fork_id: str | None, kind: str, busy: str, meta: dict[str, Any]) -> str:
+    """`Store.fork`: one fork of `thread` at `at` (default: its head), in one transaction."""
+    if busy not in ("refuse", "allow"):
+        raise InvalidEvent("busy", f"must be 'refuse' or 'allow', not {busy!r}")
+    options = _options(todos=todos, metadata=metadata, context=context, retrieval=retrieval, unanswered=unanswered,
+                       transcript=transcript, kind=kind)
+    fork_id = new_id() if fork_id is None else check_id("fork_id", fork_id)
+    with store.backend.transaction():
+        return _fork(store, thread, at, options, fork_id, meta, [], allow_busy=busy == "allow")
+
+
+def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: str, *, todos: Any, metadata: Any,
+            meta: dict[str, Any]) -> list[str]:
+    """`Store.fan_out`: one sub-agent fork per directive at the parent's head, in one transaction."""
+    if isinstance(directives, str) or not isinstance(directives, Sequence):
+        raise InvalidEvent("directives", "must be a list of strings")
+    if not directives:
+        raise ForkRefused("no_directives", "fan_out needs at least one directive")
+    if not all(isinstance(d, str) and d.strip() for d in directives):
+        raise InvalidEvent("directives", "every directive must be non-empty text")
+    if not isinstance(placeholder, str) or not placeholder:
+        raise InvalidEvent("placeholder", "must be non-empty text")
+    ids = [new_id() for _ in directives]
+    with store.backend.transaction():
+        rows = store.backend.ancestry(thread)
+        if not rows:
+            raise ThreadNotFound(thread)
+        nested = next((row.id for row in rows if row.kind == "subagent"), None)
+        if nested:
+            where = "a sub-agent fork" if nested == thread else f"inside sub-agent fork {nested!r}"
+            raise ForkRefused("recursion", f"{thread!r} is {where}; sub-agents cannot fan out again")
+        waiting = Facts.load(rows[0].facts).tools  # the tool calls the parent's head waits on
+        if not waiting:
+            raise ForkRefused("no_pending_tool_use", f"{thread!r} has no tool_use waiting for a result at its head; "
+                              "fan_out launches sub-agents from an assistant tool call")
+        for fork_id, directive in zip(ids, directives):
+            options = _options(todos=todos, metadata=metadata, kind="subagent", directive=directive)
+            content: list[dict[str, Any]] = [
+                {"type": "tool_result", "tool_use_id": tid, "content": placeholder} for tid in waiting
+            ]
+            content.append({"type": "text", "text": directive})
+            primed = prepare({"type": "message.appended", "data": {"role": "user", "content": content},
+                              "meta": {**meta, "origin": "primed"}}, "fan_out")
+            _fork(store, thread, None, options, fork_id, meta, [primed], fan_out=True)
+    return ids
+
+
+def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any],
+          then: list[PreparedEvent], fan_out: bool = False, allow_busy: bool = False) -> str:
+    """Check and write one fork (inside the caller's transaction); `then` follows its event."""
+    rows = store.backend.ancestry(thread)
+    if not rows:
+        raise ThreadNotFound(thread)
+    ancestry = [ThreadInfo.from_row(row) for row in rows]
+    parent, first_message = ancestry[0], rows[0].first_message_offset
+    if at is None:
+        at = parent.head
+    if not is_index(at, 1, parent.head):
+        raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {at!r}: it holds offsets "
+                          f"0..{parent.head - 1}, so at must be 1..{parent.head}")
+    if first_message is None or first_message >= at:
+        raise ForkRefused("empty", f"cannot fork {thread!r} at {at}: there is no message before that offset")
+    if at == parent.head:
+        prev_hash, facts = parent.head_hash, Facts.load(rows[0].facts)
+    else:
+        before = store._row_at(ancestry, at - 1)
+        prev_hash, facts = before.hash, Facts.load(before.facts)
+    if facts.runs and not (fan_out or allow_busy):
+        raise ForkRefused("busy", f"cannot fork {thread!r} at {at}: run {facts.runs[-1]!r} is in progress there; "
+                          "fork after it finishes or at an earlier offset")
+    dropped: list[str] = []
+    if facts.tools and options.context == "full" and not fan_out:
+        if options.unanswered == "refuse":
+            raise ForkRefused(
+                "unanswered_tool_calls",
+                f"cannot fork {thread!r} at {at}: tool calls without results: {', '.join(facts.tools)}; "
+                "fork at an earlier offset or pass unanswered='drop'",
+                list(facts.tools),
+            )
+        dropped = list(facts.tools)
+    if store.backend.stream(fork_id) is not None:
+        raise InvalidEvent("fork_id", f"thread {fork_id!r} already exists")
+    data: dict[str, Any] = {"parent_id": thread, "parent_offset": at, "options": options.model_dump(exclude_none=True)}
+    if dropped:
+        data["dropped_tool_use_ids"] = dropped
+    if facts.interrupts:
+        data["demoted_interrupt_ids"] = list(facts.interrupts)
+    forked = prepare({"type": "thread.forked", "data": data, "meta": meta}, "fork")
+    store._write(fork_id, Head.fork(parent, at, prev_hash, facts, first_message), [forked, *then])
+    return fork_id
+
+
+def _options(**fields: Any) -> ForkOptions:
+    check_depth(fields, "")  # names the option: `metadata`, `todos`
+    retrieval = fields.get("retrieval")
+    if isinstance(retrieval, str):
+        fields["retrieval"] = retrieval.replace("-", "_")
+    try:
+        return ForkOptions.model_validate(fields)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "options"
+        raise InvalidEvent(field, f"{first['msg']} (got {fields.get(field)!r})") from None

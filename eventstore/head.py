@@ -1,0 +1,36 @@
+"""`Head`: where a batch of events starts in its thread, the one input of the write path.
+
+A batch goes to one of three places, and the caller, which knows which, builds the head:
+a new thread (`Head.new_thread()`), the end of an existing stream (`Head.of(row)`), or a
+new fork of `parent` at offset k (`Head.fork(...)`, chaining to the parent's event at k - 1).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .backend import StreamRow
+from .facts import Facts
+from .integrity import GENESIS
+from .recorded import ThreadInfo
+
+
+class Head(NamedTuple):
+    offset: int  # the offset the batch's first event gets
+    hash: str  # the hash that event chains to
+    facts: Facts  # what is pending before the batch
+    first_message: int | None  # the offset of the thread's first message so far, if any
+    stream: StreamRow | None = None  # the stream's row when it exists; None creates it
+    parent: ThreadInfo | None = None  # the stream forked from, when the batch creates a fork
+
+    @classmethod
+    def new_thread(cls) -> Head:
+        return cls(0, GENESIS, Facts(), None)
+
+    @classmethod
+    def of(cls, row: StreamRow) -> Head:
+        return cls(row.head, row.head_hash, Facts.load(row.facts), row.first_message_offset, row)
+
+    @classmethod
+    def fork(cls, parent: ThreadInfo, at: int, prev_hash: str, facts: Facts, first_message: int | None) -> Head:
+        return cls(at, prev_hash, facts, first_message, None, parent)

@@ -1,0 +1,159 @@
+"""Only `StoreError` leaves the store: damaged files, closed stores and the backend seam.
+
+A driver error met anywhere (opening, a query, or while iterating over rows already
+returned) reaches the caller as a `StoreError` that names the file, never as a `sqlite3`
+exception; the CLI turns it into one `error:` line and exit status 1.
+"""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventstore import SchemaError, Store, StoreError
+from eventstore.sqlite import SQLiteBackend
+from projections import display_rows, thread_state, transcript
+
+THREADLOG = str(Path(sys.executable).parent / "threadlog")
+PAGE = 4096
+
+
+def damaged(tmp_path: Path) -> tuple[Path, str]:
+    """A file whose header, schema and streams read fine but whose later pages (the events'
+    rows) are overwritten with garbage, as a failing disk or a torn copy leaves them."""
+    db = tmp_path / "damaged.db"
+    with Store(db) as store:
+        thread = store.create_thread(title="kept")
+        store.append(thread, [{"type": "message.appended", "data": {"role": "user", "content": "x" * 200}}] * 300)
+    assert not Path(f"{db}-wal").exists()  # closing checkpointed everything into the file
+    pages = db.stat().st_size // PAGE
+    with open(db, "r+b") as file:
+        for page in range(pages // 2, pages):
+            file.seek(page * PAGE)
+            file.write(b"\xa5" * PAGE)
+    return db, thread
+
+
+@pytest.mark.parametrize("read", [
+    lambda s, t: list(s.read(t)),
+    lambda s, t: list(s.read_data(t)),
+    lambda s, t: list(s.read_all()),
+    lambda s, t: thread_state(s, t).messages,
+    lambda s, t: display_rows(s, t),
+    lambda s, t: transcript(s, t),
+    lambda s, t: s.verify(),
+], ids=["read", "read_data", "read_all", "thread_state", "display_rows", "transcript", "verify"])
+def test_a_corrupt_page_met_while_reading_is_a_store_error_naming_the_file(tmp_path: Path, read: Any) -> None:
+    db, thread = damaged(tmp_path)
+    with Store(db) as store:
+        assert store.head(thread) == 301  # it opens, and its streams still read
+        with pytest.raises(StoreError) as caught:
+            read(store, thread)
+    assert type(caught.value) is StoreError
+    assert str(db) in str(caught.value) and "damaged" in str(caught.value)
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__  # no sqlite3 error shown
+
+
+def test_iterating_rows_already_returned_translates_errors_too(tmp_path: Path) -> None:
+    """The error surfaces from `next()`, after `read` returned: the iterator translates it."""
+    db, thread = damaged(tmp_path)
+    with Store(db) as store:
+        rows = store.read(thread)  # checks the thread, reads nothing yet
+        with pytest.raises(StoreError, match="damaged"):
+            for _ in rows:
+                pass
+
+
+def test_the_cli_on_a_file_that_opens_but_is_corrupt_further_in(tmp_path: Path) -> None:
+    db, thread = damaged(tmp_path)
+    for args in (["log", thread], ["show", thread], ["transcript", thread], ["verify"]):
+        done = subprocess.run([THREADLOG, *args, "--db", str(db)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr and "sqlite3" not in done.stderr, done.stderr
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and str(db) in lines[0], done.stderr
+
+
+def test_a_file_that_is_not_a_database_is_refused_by_code(tmp_path: Path) -> None:
+    db = tmp_path / "notes.db"
+    db.write_bytes(b"just some notes, not a database\n" * 200)
+    with pytest.raises(SchemaError, match="not a SQLite database"):
+        Store(db)
+
+
+# -- a closed store ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def unraisable(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """What Python would print as `Exception ignored in ...` (errors in finalizers)."""
+    seen: list[str] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: seen.append(f"{info.object!r}: {info.exc_value!r}"))
+    yield seen
+
+
+@pytest.mark.parametrize("reader", ["read", "read_data", "read_raw", "read_all"])
+def test_an_open_read_then_a_closed_store_prints_nothing(tmp_path: Path, unraisable: list[str], reader: str) -> None:
+    """An exception escapes a loop over a read, the store is closed while the exception (and
+    so the suspended generator) is alive; finalizing the generator must not touch the
+    closed connection (it printed `Cannot operate on a closed database`)."""
+    store = Store(tmp_path / "t.db")
+    thread = store.create_thread()
+    for i in range(300):
+        store.append_message(thread, "user", f"message {i}")
+    rows = store.read_all() if reader == "read_all" else getattr(store, reader)(thread)
+    caught: list[BaseException] = []
+    try:
+        for _ in rows:
+            raise ValueError("the caller's own error")
+    except ValueError as error:
+        caught.append(error)  # keeps the traceback, and the generator, alive
+    store.close()
+    del rows
+    caught.clear()
+    gc.collect()
+    assert unraisable == []
+
+
+def test_reading_after_close_is_a_store_error(tmp_path: Path) -> None:
+    store = Store(tmp_path / "t.db")
+    thread = store.create_thread()
+    store.append_message(thread, "user", "hi")
+    rows = store.read(thread)
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        list(rows)
+    with pytest.raises(StoreError, match="closed"):
+        store.head(thread)
+
+
+# -- the seam ---------------------------------------------------------------------------------
+
+
+def test_a_store_runs_on_a_backend_object_with_its_own_settings(tmp_path: Path) -> None:
+    backend = SQLiteBackend(tmp_path / "t.db", synchronous="FULL")
+    with Store(backend) as store:
+        thread = store.create_thread()
+        assert (store.synchronous, store.journal_mode, store.path) == ("FULL", "wal", str(tmp_path / "t.db"))
+        assert store.counts() == (1, 1) and store.head(thread) == 1
+
+
+def test_sqlite_settings_belong_to_the_sqlite_backend(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="SQLiteBackend"):
+        Store(SQLiteBackend(tmp_path / "t.db"), synchronous="FULL")
+    with pytest.raises(StoreError, match="synchronous must be"):
+        Store(tmp_path / "u.db", synchronous="sometimes")
+
+
+def test_a_postgresql_url_is_refused_clearly(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="PostgreSQL") as caught:
+        Store("postgresql://ana:secret@db.example/threads")
+    assert "secret" not in str(caught.value)
+    assert not any(tmp_path.iterdir())
+
