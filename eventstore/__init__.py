@@ -13,6 +13,7 @@ from .errors import (
 from .events import CATALOGUE, Event, EventData, Meta
 from .integrity import VerifyReport
 from .recorded import RecordedEvent, ThreadInfo
+from .restore import RestoreReport
 from .forks import DEFAULT_PLACEHOLDER
 from .ranges import segments
 from .store import Store
@@ -28,6 +29,7 @@ __all__ = [
     "InvalidEvent",
     "Meta",
     "RecordedEvent",
+    "RestoreReport",
     "SchemaError",
     "StaleSnapshot",
     "Store",

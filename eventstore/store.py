@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from . import forks, integrity
+from . import forks, integrity, restore
 from .backend import Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import ConcurrencyError, IntegrityError, InvalidEvent, StaleSnapshot, StoreError, ThreadNotFound
 from .events import EventRedacted, MessageAppended, ThreadCreated
@@ -24,6 +24,7 @@ from .head import Head
 from .prepare import META_KEYS, PreparedEvent, check_id, new_id, now, prepare
 from .ranges import check_index, clip, segments
 from .recorded import RecordedEvent, ThreadInfo, decode, from_row, make_tuple, too_deep
+from .restore import RestoreReport
 from .sqlite import SQLiteBackend
 
 DEFAULT_PLACEHOLDER = forks.DEFAULT_PLACEHOLDER
@@ -281,10 +282,13 @@ class Store:
                 )
         return [from_row(by_id[item.event_id]) for item in batch]
 
-    def _write(self, thread: str, head: Head, batch: Sequence[PreparedEvent], position: int | None = None) -> list[RecordedEvent]:
+    def _write(self, thread: str, head: Head, batch: Sequence[PreparedEvent], position: int | None = None,
+               stamps: Sequence[str] | None = None) -> list[RecordedEvent]:
         """Number, chain and insert a batch at `head` (inside the caller's transaction).
 
-        `position` is the next position when the caller already read it in this transaction.
+        `position` is the next position when the caller already read it in this transaction
+        (or, for a restore, the position the batch had where it came from); `stamps` are the
+        events' `recorded_at` times when they are restored rather than recorded now.
         """
         start, prev, facts, first_message = head.offset, head.hash, head.facts, head.first_message
         if position is None:
@@ -311,6 +315,8 @@ class Store:
                                        f"{data['through_offset']} is past the compaction's own offset {offset}")
             if first_message is None and type_ == "message.appended":
                 first_message = offset
+            if stamps is not None:
+                recorded_at = stamps[offset - start]
             hash_ = chain_hash(prev, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
             inserts.append((position, thread, offset, event_id, type_, version, data_json, meta_json, recorded_at, digest,
                             hash_, facts_json, None))
@@ -594,6 +600,16 @@ class Store:
             self.backend.drop_snapshots()  # a cached state may hold the erased payload
         self.purge()
         return recorded
+
+    def restore(self, lines: Iterable[tuple[int, Any]]) -> RestoreReport:
+        """Write the events of an export (`threadlog export`), given as (line number, parsed
+        JSON line), with their ids, times and hashes, in one transaction.
+
+        Refused whole unless every recomputed hash equals the exported one. Positions are
+        kept when the log ends before the export's first event (a new database); events
+        already stored are skipped, so restoring twice adds nothing. See `eventstore/restore.py`.
+        """
+        return restore.restore(self, lines)
 
     def purge(self) -> None:
         """Copy the write-ahead log into the database file and truncate it, so that no old

@@ -101,7 +101,7 @@ def test_public_names_are_pinned() -> None:
         "thread_state", "ThreadState", "Message", "save_snapshot", "drop_snapshots",
         "display_rows", "Row", "transcript", "write_transcript",
         "lineage", "blame", "diff", "LineageEntry", "BlameEntry", "Diff", "DiffSide",
-        "import_claude_code", "import_pi", "ImportSummary", "BadLine", "ImportConflict",
+        "import_claude_code", "import_events", "import_pi", "ImportSummary", "BadLine", "ImportConflict",
         "export_events", "export_all", "export_markdown",
         "anthropic_request", "check_request", "usage", "Usage",
         "run_turn", "rerun", "resolve_interrupt", "Interrupt", "Turn",

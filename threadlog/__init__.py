@@ -35,7 +35,7 @@ from eventstore.events import (
     TodosSet,
 )
 from .export import export_all, export_events, export_markdown
-from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code, import_pi
+from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code, import_events, import_pi
 
 from projections import (
     BlameEntry,
@@ -119,6 +119,7 @@ __all__ = [
     "export_events",
     "export_markdown",
     "import_claude_code",
+    "import_events",
     "import_pi",
     "lineage",
     "rerun",

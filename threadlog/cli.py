@@ -37,7 +37,7 @@ from projections.usage import total as usage_total
 
 from .demo import build_demo
 from .export import dump_lines, export_all, export_events, export_markdown
-from .importers import ImportSummary, import_claude_code, import_pi
+from .importers import ImportSummary, import_claude_code, import_events, import_pi
 from .importers.follow import follow_claude_code
 from .render import blame_line, check_line, diff_lines, event_line, row_line, state_lines, tree_lines, usage_lines
 
@@ -504,6 +504,24 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
         with bar:
             summary = import_claude_code(store, sources, skip_bad=skip_bad, progress=update)
     _print_summary(summary, as_json)
+
+
+@import_group.command("events")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@json_option
+@with_store
+def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -> None:
+    """Restore files written by `threadlog export --format events` (or `export --all`), with
+    identical ids, times and hashes; each file is refused whole if any hash differs.
+    Restoring twice adds nothing."""
+    reports = [(path, import_events(store, path)) for path in paths]
+    if as_json:
+        _emit_json([{"file": path, **report.to_json()} for path, report in reports])
+        return
+    for path, report in reports:
+        kept = "positions kept" if report.positions_kept else "positions renumbered"
+        click.echo(f"{path}: {report.added} event(s) added, {report.present} already present, "
+                   f"{report.streams} thread(s) created ({kept})")
 
 
 @import_group.command("pi")

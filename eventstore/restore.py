@@ -1,0 +1,232 @@
+"""Restoring exported events into a store, with the same ids, times and hashes.
+
+An export (`threadlog export`) is a format line, the stream rows, then events as
+`RecordedEvent.to_json()` gives them. `restore` writes each event through the same write
+path as an append, with its own `recorded_at`, and refuses the whole restore unless every
+recomputed hash equals the exported one: what is restored is exactly what was exported, and
+`verify` holds on it.
+
+Positions are kept when the export's events all come after the target's last position (a
+fresh database, for one): then even redactions (an `event.redacted` names the position it
+erased) and checkpoints carry over. Into a log that already goes further, events are
+renumbered; hashes do not cover positions, so they still match, but an export holding
+redactions is refused there. Events already stored (same id, stream, offset and hash) are
+skipped, so restoring twice adds nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidEvent
+from .facts import Facts
+from .head import Head
+from . import integrity
+from .integrity import HASH_TAG
+from .prepare import PreparedEvent, prepare
+from .recorded import ThreadInfo
+
+if TYPE_CHECKING:
+    from .store import Store
+
+FORMAT = "threadlog-events"
+VERSION = 1
+
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "position": int, "stream_id": str, "offset": int, "event_id": str, "type": str, "schema_version": int,
+    "data": dict, "meta": dict, "recorded_at": str, "data_digest": str, "hash": str, "redacted": bool,
+}
+
+
+@dataclass
+class RestoreReport:
+    """What a restore did: streams created, events added and already present."""
+
+    streams: int = 0
+    added: int = 0
+    present: int = 0
+    positions_kept: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"streams": self.streams, "added": self.added, "present": self.present, "positions_kept": self.positions_kept}
+
+
+@dataclass
+class _Run:
+    """Consecutive events of one stream, written as one batch."""
+
+    stream_id: str
+    head: Head
+    events: list[PreparedEvent] = field(default_factory=list)
+    stamps: list[str] = field(default_factory=list)
+    lines: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (line number, exported event)
+
+
+class _Restore:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.backend = store.backend
+        self.report = RestoreReport()
+        self.streams: dict[str, dict[str, Any]] = {}
+        self.keep: bool | None = None  # decided at the first new event
+        self.last_position = 0
+        self.run: _Run | None = None
+        self.unlinked: dict[int, int] = {}  # restored redacted position -> its line, until its event.redacted comes
+
+    def line(self, number: int, item: Any) -> None:
+        if not isinstance(item, dict) or len(item) != 1:
+            raise InvalidEvent(f"line {number}", "expected one of {\"stream\": …} or {\"event\": …}")
+        if "stream" in item:
+            stream = item["stream"]
+            if not isinstance(stream, dict) or not isinstance(stream.get("id"), str):
+                raise InvalidEvent(f"line {number}.stream", "must be an object with an id")
+            self.streams[stream["id"]] = stream
+        elif "event" in item:
+            self.event(number, item["event"])
+        else:
+            raise InvalidEvent(f"line {number}", f"unknown line {next(iter(item))!r}; expected stream or event")
+
+    def event(self, number: int, event: Any) -> None:
+        where = f"line {number}.event"
+        if not isinstance(event, dict):
+            raise InvalidEvent(where, "must be an object")
+        for name, kind in _FIELDS.items():
+            value = event.get(name)
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise InvalidEvent(f"{where}.{name}", f"missing or not a {getattr(kind, '__name__', kind)}")
+        stored = self.backend.events_by_id([event["event_id"]])
+        if stored:
+            row = stored[0]
+            if (row.stream_id, row.offset, row.hash) != (event["stream_id"], event["offset"], event["hash"]):
+                raise InvalidEvent(f"{where}.event_id", f"{event['event_id']!r} is already stored at position {row.position} "
+                                   "as another event; this export does not belong in this database")
+            self.report.present += 1
+            return
+        if not event["hash"].startswith(HASH_TAG):
+            raise InvalidEvent(f"{where}.hash", "was written by the first hash layout, which covers the position; "
+                               "only events hashed as tl2 can be restored")
+        if self.keep is None:
+            self.keep = event["position"] > self.backend.last_position()
+            self.report.positions_kept = self.keep
+        if self.keep and event["position"] <= self.last_position:
+            raise InvalidEvent(f"{where}.position", f"{event['position']} is not after the previous event's "
+                               f"{self.last_position}; an export lists events in commit order")
+        if not self.keep and (event["redacted"] or event["type"] == "event.redacted"):
+            raise InvalidEvent(where, "holds a redaction, which names positions: restore it into a database whose log "
+                               f"ends before position {event['position']} (a new one, for example)")
+        prepared = self.prepare(where, event)
+        run = self.run
+        if run is None or run.stream_id != event["stream_id"] or (
+            self.keep and event["position"] != self.last_position + 1
+        ):
+            self.flush()
+            run = self.run = _Run(event["stream_id"], self.head(where, event))
+        run.events.append(prepared)
+        run.stamps.append(event["recorded_at"])
+        run.lines.append((number, event))
+        self.last_position = event["position"]
+
+    def prepare(self, where: str, event: dict[str, Any]) -> PreparedEvent:
+        if event["redacted"]:
+            # What a redaction left is no valid event (the payload is gone), so only its meta is
+            # validated; its digest is the original payload's, and the hash check below binds it.
+            stub = prepare({"type": "thread.created", "data": {}, "meta": event["meta"]}, where, event["event_id"])
+            skeleton = event["data"]
+            return stub._replace(type=event["type"], schema_version=event["schema_version"], data=skeleton,
+                                 data_json=integrity.canonical(skeleton), data_digest=event["data_digest"])
+        prepared = prepare({"type": event["type"], "data": event["data"], "meta": event["meta"]}, where, event["event_id"])
+        if event["schema_version"] != prepared.schema_version:
+            raise InvalidEvent(f"{where}.schema_version", f"{event['schema_version']} is not the current version "
+                               f"{prepared.schema_version} of {event['type']}")
+        if prepared.data_digest != event["data_digest"]:
+            raise InvalidEvent(f"{where}.data", "does not match its data_digest: the export was altered")
+        return prepared
+
+    def head(self, where: str, event: dict[str, Any]) -> Head:
+        """Where `event`, the first of a run, goes: the end of its stream, or a new stream."""
+        stream_id, offset = event["stream_id"], event["offset"]
+        row = self.backend.stream(stream_id)
+        if row is not None:
+            if row.head != offset:
+                raise InvalidEvent(f"{where}.offset", f"{stream_id!r} holds {row.head} events here, so the next is "
+                                   f"offset {row.head}, not {offset}: the export misses events or belongs elsewhere")
+            return Head.of(row)
+        declared = self.streams.get(stream_id)
+        if declared is None:
+            raise InvalidEvent(f"{where}.stream_id", f"stream {stream_id!r} has no stream line before its events")
+        parent_id = declared.get("parent_id")
+        if parent_id is None:
+            if offset != 0:
+                raise InvalidEvent(f"{where}.offset", f"thread {stream_id!r} starts at offset 0, not {offset}")
+            self.report.streams += 1
+            return Head.new_thread()
+        at = declared.get("parent_offset")
+        rows = self.backend.ancestry(parent_id) if isinstance(parent_id, str) else []
+        if not rows or not isinstance(at, int) or not 1 <= at <= rows[0].head or offset != at:
+            raise InvalidEvent(f"{where}.stream_id", f"fork {stream_id!r} needs its parent {parent_id!r} with at least "
+                               f"{at} events restored before it, and starts at that offset")
+        ancestry = [ThreadInfo.from_row(r) for r in rows]
+        if at == rows[0].head:
+            prev, facts = rows[0].head_hash, Facts.load(rows[0].facts)
+        else:
+            before = self.store._row_at(ancestry, at - 1)
+            prev, facts = before.hash, Facts.load(before.facts)
+        first = rows[0].first_message_offset
+        self.report.streams += 1
+        return Head.fork(ancestry[0], at, prev, facts, first if first is not None and first < at else None)
+
+    def flush(self) -> None:
+        run, self.run = self.run, None
+        if run is None:
+            return
+        position = run.lines[0][1]["position"] if self.keep else None
+        recorded = self.store._write(run.stream_id, run.head, run.events, position, run.stamps)
+        for (number, event), written in zip(run.lines, recorded):
+            if written.hash != event["hash"]:
+                raise InvalidEvent(f"line {number}.event.hash", f"restored as {written.hash}, exported as {event['hash']}: "
+                                   "the export was altered, or its history differs from this database's")
+            if event["redacted"]:
+                self.unlinked[written.position] = number
+            if event["type"] == "event.redacted":
+                self.link(number, written.position, event["data"]["position"])
+        self.report.added += len(recorded)
+
+    def link(self, number: int, redaction: int, target: int) -> None:
+        """Point the restored row at `target` to the `event.redacted` just restored at `redaction`."""
+        if self.unlinked.pop(target, None) is not None:
+            row = self.backend.event_at_position(target)
+            assert row is not None
+            self.backend.redact(target, row.data, redaction)
+            return
+        row = self.backend.event_at_position(target)
+        if row is None or row.redacted_by is None:
+            raise InvalidEvent(f"line {number}.event.data.position", f"the redaction names position {target}, "
+                               "which this restore did not write as redacted")
+
+    def finish(self) -> RestoreReport:
+        self.flush()
+        if self.unlinked:
+            position, number = next(iter(self.unlinked.items()))
+            raise InvalidEvent(f"line {number}.event", f"position {position} is redacted by an event.redacted outside "
+                               "this export (a later part of a parent's history); export the whole file (--all) instead")
+        return self.report
+
+
+def restore(store: Store, lines: Iterable[tuple[int, Any]]) -> RestoreReport:
+    """Restore an export's lines, given as (line number, parsed JSON), in one transaction."""
+    it = iter(lines)
+    first = next(it, None)
+    if first is None:
+        raise InvalidEvent("line 1", "the export is empty")
+    number, header = first
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise InvalidEvent(f"line {number}", f"not a threadlog export (expected {{\"format\": \"{FORMAT}\", …}} first)")
+    if header.get("version") != VERSION:
+        raise InvalidEvent(f"line {number}.version", f"{header.get('version')!r}; this release restores version {VERSION}")
+    with store.backend.transaction():
+        job = _Restore(store)
+        for number, item in it:
+            job.line(number, item)
+        return job.finish()

@@ -1,0 +1,192 @@
+"""Export then restore: identical ids, times and hashes; verify holds; restoring twice adds
+nothing; anything altered is refused whole, leaving the target as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from threadlog import InvalidEvent, Store, export_all, export_events, import_events
+from threadlog.cli import cli
+from threadlog.export import dump_lines
+
+THREADLOG = str(Path(sys.executable).parent / "threadlog")
+
+
+def build(store: Store) -> dict[str, str]:
+    """A root with a tool call, a fork, a fork of the fork, fan-out sub-agents and a redaction."""
+    t = store.create_thread(title="trip", system="You plan trips.", metadata={"user": "ana"})
+    store.append_message(t, "user", "Find me a train")
+    store.append_message(t, "assistant", [{"type": "text", "text": "Searching."},
+                                          {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"to": "Lyon"}}])
+    store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "08:00"}])
+    f = store.fork(t, at=2, unanswered="drop")
+    store.append_message(f, "user", "and a hotel?")
+    leak = store.append_message(t, "user", "my card is 4111")
+    store.redact(leak.position, reason="card", actor="ops")
+    g = store.fork(f)
+    store.append_message(g, "assistant", "Hotel Lyon")
+    store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_2", "name": "Agent", "input": {}}])
+    kids = store.fan_out(t, ["prices", "times"])
+    return {"t": t, "f": f, "g": g, "kid": kids[0]}
+
+
+def write(path: Path, lines: Any) -> Path:
+    path.write_text("".join(dump_lines(lines)), encoding="utf-8")
+    return path
+
+
+def events_of(store: Store) -> list[tuple[Any, ...]]:
+    return [(e.position, e.stream_id, e.offset, e.event_id, e.type, e.data, e.meta, e.recorded_at, e.data_digest, e.hash,
+             e.redacted) for e in store.read_all()]
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_whole_backup_restores_identically_and_keeps_the_checkpoint(tmp_path: Path) -> None:
+    with Store(tmp_path / "a.db") as a:
+        build(a)
+        kept = a.checkpoint()
+        backup = write(tmp_path / "all.jsonl", export_all(a))
+        original = events_of(a)
+        threads = [(i.id, i.parent_id, i.parent_offset, i.root_id, i.depth, i.head, i.kind, i.head_hash) for i in a.threads()]
+    with Store(tmp_path / "b.db") as b:
+        report = import_events(b, backup)
+        assert (report.added, report.present, report.positions_kept) == (len(original), 0, True)
+        assert events_of(b) == original  # positions, times, hashes, redaction marks: all of it
+        assert [(i.id, i.parent_id, i.parent_offset, i.root_id, i.depth, i.head, i.kind, i.head_hash) for i in b.threads()] == threads
+        assert b.verify(checkpoint=kept).redacted == 1
+        again = import_events(b, backup)
+        assert (again.added, again.present) == (0, len(original))
+        assert events_of(b) == original
+
+
+def test_a_thread_restores_into_a_database_that_holds_other_threads(tmp_path: Path) -> None:
+    with Store(tmp_path / "a.db") as a:
+        ids = build(a)
+        export = write(tmp_path / "g.jsonl", export_events(a, ids["g"]))
+        history = [(e.event_id, e.hash, e.recorded_at, e.data) for e in a.read(ids["g"])]
+    with Store(tmp_path / "b.db") as b:
+        other = b.create_thread(title="already here")
+        for _ in range(30):  # the target's log goes past the export's positions
+            b.append_message(other, "user", "x")
+        report = import_events(b, export)
+        assert not report.positions_kept
+        assert [(e.event_id, e.hash, e.recorded_at, e.data) for e in b.read(ids["g"])] == history
+        b.verify()
+
+
+def test_an_export_with_an_inherited_redaction_needs_the_whole_file(tmp_path: Path) -> None:
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        leak = a.append_message(t, "user", "secret")
+        a.append_message(t, "assistant", "ok")
+        f = a.fork(t)
+        a.redact(leak.position, reason="pii", actor="ops")  # its record lands in t after f's fork point
+        export = write(tmp_path / "f.jsonl", export_events(a, f))
+    db = tmp_path / "b.db"
+    Store(db).close()
+    before = sha(db)
+    with Store(db) as b, pytest.raises(InvalidEvent, match=r"redacted by an event.redacted outside this export.*--all"):
+        import_events(b, export)
+    assert sha(db) == before
+
+
+def tampered(tmp_path: Path, change: Any) -> Path:
+    with Store(tmp_path / "a.db") as a:
+        build(a)
+        lines = list(export_all(a))
+    change(lines)
+    return write(tmp_path / "bad.jsonl", lines)
+
+
+def _event(lines: list[dict[str, Any]], n: int) -> dict[str, Any]:
+    return [line["event"] for line in lines if "event" in line][n]
+
+
+CHANGES = {
+    "text-edited": lambda lines: _event(lines, 1)["data"]["content"][0].update(text="Find me a plane"),
+    "text-and-digest-edited": lambda lines: _event(lines, 1).update(
+        data={"role": "user", "content": [{"type": "text", "text": "forged"}]},
+        data_digest=hashlib.sha256(b'{"content":[{"text":"forged","type":"text"}],"role":"user"}').hexdigest()),
+    "meta-edited": lambda lines: _event(lines, 2)["meta"].update(actor="mallory"),
+    "time-edited": lambda lines: _event(lines, 2).update(recorded_at="2001-01-01T00:00:00.000000Z"),
+    "event-dropped": lambda lines: lines.remove({"event": _event(lines, 2)}),
+    "hash-edited": lambda lines: _event(lines, 3).update(hash="tl2:" + "0" * 64),
+    "first-layout-hash": lambda lines: _event(lines, 0).update(hash="0" * 64),
+    "field-missing": lambda lines: _event(lines, 0).pop("recorded_at"),
+    "stream-line-missing": lambda lines: lines.pop(1),
+    "header-missing": lambda lines: lines.pop(0),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES.values()), ids=list(CHANGES))
+def test_an_altered_export_is_refused_whole(tmp_path: Path, change: Any) -> None:
+    bad = tampered(tmp_path, change)
+    db = tmp_path / "b.db"
+    Store(db).close()
+    before = sha(db)
+    with Store(db) as b, pytest.raises(InvalidEvent) as caught:
+        import_events(b, bad)
+    assert str(bad) in str(caught.value) and "line " in str(caught.value)
+    assert sha(db) == before
+
+
+@pytest.mark.parametrize("raw", [b"{not json\n", b'{"format": "threadlog-events", "version": 1}\n\xff\xfe\n',
+                                 b'{"format": "threadlog-events", "version": 9}\n', b"", b"[" * 100_000 + b"\n"])
+def test_a_malformed_file_is_a_clear_error(tmp_path: Path, raw: bytes) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(raw)
+    db = tmp_path / "b.db"
+    Store(db).close()
+    before = sha(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(bad)])
+    assert result.exit_code == 1 and result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
+    assert "Traceback" not in result.output
+    assert sha(db) == before
+
+
+def test_the_cli_round_trip_in_real_processes(tmp_path: Path) -> None:
+    a, b, out = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "all.jsonl"
+    subprocess.run([THREADLOG, "--db", str(a), "demo", "--json"], check=True, capture_output=True, timeout=120)
+    subprocess.run([THREADLOG, "--db", str(a), "export", "--all", "-o", str(out)], check=True, capture_output=True, timeout=60)
+    kept = subprocess.run([THREADLOG, "--db", str(a), "checkpoint"], check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    run = subprocess.run([THREADLOG, "--db", str(b), "import", "events", str(out), "--json"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)[0]["positions_kept"] is True
+    check = subprocess.run([THREADLOG, "--db", str(b), "verify", "--checkpoint", kept], capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stderr
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(["user", "assistant", "fork", "title"]), min_size=1, max_size=12))
+def test_any_history_restores_with_identical_hashes(tmp_path_factory: pytest.TempPathFactory, steps: list[str]) -> None:
+    tmp = tmp_path_factory.mktemp("h")
+    with Store(tmp / "a.db") as a:
+        threads = [a.create_thread(title="t")]
+        for i, step in enumerate(steps):
+            t = threads[i % len(threads)]
+            if step == "fork":
+                if a.thread(t).head > 1 and any(e.type == "message.appended" for e in a.read(t)):
+                    threads.append(a.fork(t, at=a.thread(t).head, unanswered="drop"))
+            elif step == "title":
+                a.append(t, [{"type": "title.set", "data": {"title": f"t{i}"}}])
+            else:
+                a.append_message(t, step, f"m{i}")
+        original = events_of(a)
+        backup = write(tmp / "all.jsonl", export_all(a))
+    with Store(tmp / "b.db") as b:
+        import_events(b, backup)
+        assert events_of(b) == original
+        b.verify()

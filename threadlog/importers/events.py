@@ -1,0 +1,36 @@
+"""threadlog's own export (`threadlog export --format events`) back in, with identical hashes.
+
+The file is read as it goes (a backup can be larger than memory); `Store.restore` writes it
+in one transaction and refuses it whole if any line is malformed or any hash differs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from eventstore import InvalidEvent, RestoreReport, Store
+
+
+def _lines(path: Path) -> Iterator[tuple[int, Any]]:
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                yield number, json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as error:
+                raise InvalidEvent(f"line {number}", f"is not UTF-8 ({error.reason} at byte {error.start})") from None
+            except (ValueError, RecursionError) as error:
+                raise InvalidEvent(f"line {number}", f"is not JSON ({error})") from None
+
+
+def import_events(store: Store, path: str | Path) -> RestoreReport:
+    """Restore one export file into `store`; errors name the file and line."""
+    path = Path(path)
+    try:
+        return store.restore(_lines(path))
+    except InvalidEvent as error:
+        raise InvalidEvent(f"{path}: {error.field}", error.why) from None
