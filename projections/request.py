@@ -26,7 +26,6 @@ recomputed from the log (`check_request`); tests/test_live.py holds the two equa
 from __future__ import annotations
 
 import functools
-import gc
 import hashlib
 import json
 from dataclasses import asdict, dataclass
@@ -37,6 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 from eventstore import InvalidEvent, Store
 from eventstore.content import _drain as drain  # the one walker of lazily validated lists
 
+from . import collector
 from .state import Message, thread_state
 
 DEFAULT_MAX_TOKENS = 4096
@@ -72,13 +72,8 @@ def anthropic_request(
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
         raise InvalidEvent("max_tokens", f"must be a whole number >= 1, not {max_tokens!r}")
     view = state.messages
-    paused = gc.isenabled()  # the view makes thousands of small containers and no cycles (see fold_state)
-    gc.disable()
-    try:
+    with collector.paused():  # the view makes thousands of small containers and no cycles
         messages = _api_view(view)
-    finally:
-        if paused:
-            gc.enable()
     if not messages:
         raise InvalidEvent("at", f"thread {thread!r} has no message to send as of offset {state.length}")
     system = _system(state.system)

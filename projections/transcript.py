@@ -32,13 +32,9 @@ in the parent's transcript, which the note names); tool calls a fork dropped are
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
 import re
-import secrets
-import stat
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -47,6 +43,7 @@ from eventstore import Store
 from eventstore.ranges import check_index
 from eventstore.recorded import decode
 
+from .atomic import write_atomically
 from .state import fork_note
 
 MAX_BYTES = 512 * 1024
@@ -275,50 +272,8 @@ def _marker(elided: int, first: int | None, until: int) -> str:
 def write_transcript(store: Store, thread: str, path: str | os.PathLike[str], **options: Any) -> Path:
     """Write `transcript(store, thread, **options)` to `path` atomically; returns the path.
 
-    The text goes to a temporary file in the same directory, is fsynced, then renamed over
-    `path`: a crash at any point leaves either the old file or the new one, never a
-    truncated mix. The temporary file is removed if anything fails before the rename.
-
-    Modes: a file that replaces a regular file keeps that file's mode; a new file gets the
-    mode the umask allows (0644 under umask 022, 0600 under 077), as `open` would give it.
-    A symlink at `path` is replaced by the new file: it is not followed, and the file it
-    pointed to is left as it was.
+    See `atomic.write_atomically`: a crash leaves the old file or the new one; a replaced
+    file keeps its mode, a new one gets what the umask allows; a symlink at `path` is
+    replaced, not followed.
     """
-    data = transcript(store, thread, **options).encode("utf-8")
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise FileNotFoundError(errno.ENOENT, "no such directory to write the transcript in", str(directory))
-    fd, tmp = _create_temporary(directory, target.name)
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            replaced = os.lstat(target)
-            if stat.S_ISREG(replaced.st_mode):
-                os.fchmod(fd, stat.S_IMODE(replaced.st_mode))
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # make the rename itself durable; not every platform can open a directory
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    return target
-
-
-def _create_temporary(directory: Path, name: str) -> tuple[int, str]:
-    """A new, empty file beside the target, created with mode 0666 less the umask (the mode a
-    new file should get; `tempfile.mkstemp` would force 0600), never an existing path."""
-    while True:
-        tmp = str(directory / f".{name}.{secrets.token_hex(6)}.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
-        except FileExistsError:
-            continue
+    return write_atomically(path, [transcript(store, thread, **options).encode("utf-8")], "the transcript")

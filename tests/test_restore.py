@@ -24,7 +24,7 @@ THREADLOG = str(Path(sys.executable).parent / "threadlog")
 
 def build(store: Store) -> dict[str, str]:
     """A root with a tool call, a fork, a fork of the fork, fan-out sub-agents and a redaction."""
-    t = store.create_thread(title="trip", system="You plan trips.", metadata={"user": "ana"})
+    t = store.create_thread(title="trip", system="You plan trips.", model="claude-sonnet-4-5", metadata={"user": "ana"})
     store.append_message(t, "user", "Find me a train")
     store.append_message(t, "assistant", [{"type": "text", "text": "Searching."},
                                           {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"to": "Lyon"}}])
@@ -190,3 +190,21 @@ def test_any_history_restores_with_identical_hashes(tmp_path_factory: pytest.Tem
         import_events(b, backup)
         assert events_of(b) == original
         b.verify()
+
+
+def test_export_anthropic_is_the_request_and_a_failed_export_keeps_the_old_file(tmp_path: Path) -> None:
+    from threadlog import anthropic_request
+
+    db = tmp_path / "a.db"
+    with Store(db) as a:
+        ids = build(a)
+        expected = anthropic_request(a, ids["g"])
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--db", str(db), "export", ids["g"], "--format", "anthropic"])
+    assert result.exit_code == 0 and json.loads(result.stdout) == expected
+    out = tmp_path / "backup.jsonl"
+    out.write_text("the previous backup\n")
+    result = runner.invoke(cli, ["--db", str(db), "export", "nosuchthread", "-o", str(out)])
+    assert result.exit_code == 1 and "nosuchthread" in result.stderr
+    assert out.read_text() == "the previous backup\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".backup")] == []

@@ -10,7 +10,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +32,7 @@ from projections import (
     usage,
     write_transcript,
 )
+from projections.atomic import write_atomically
 from projections.request import checkable_offsets
 from projections.usage import total as usage_total
 
@@ -536,27 +537,32 @@ def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_j
 
 @cli.command("export")
 @click.argument("thread", required=False)
-@click.option("--format", "format_", type=click.Choice(["events", "markdown"]), default="events", show_default=True,
-              help="events: JSON lines that restore with identical hashes; markdown: the full, unbounded transcript.")
+@click.option("--format", "format_", type=click.Choice(["events", "markdown", "anthropic"]), default="events", show_default=True,
+              help="events: JSON lines that `import events` restores with identical hashes; markdown: the full, "
+                   "unbounded transcript; anthropic: the Messages API request (as `request` prints it).")
 @click.option("--all", "everything", is_flag=True, help="Every thread and event in the file (a backup), as events.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@click.option("--model", help="With --format anthropic: the model to name (default: the thread's).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write to FILE (atomically: a failed export leaves the old file) instead of stdout.")
 @with_store
-def export_command(store: Store, thread: str | None, format_: str, everything: bool, output: str | None) -> None:
+def export_command(store: Store, thread: str | None, format_: str, everything: bool, model: str | None, output: str | None) -> None:
     """Write THREAD (with its ancestors' history) or, with --all, the whole log."""
     if everything == (thread is not None):
         raise click.UsageError("give a THREAD or --all, not both")
     if everything and format_ != "events":
         raise click.UsageError("--all writes events only")
+    chunks: Iterable[str]
     if format_ == "markdown":
-        chunks: Any = [export_markdown(store, str(thread))]
+        chunks = [export_markdown(store, str(thread))]
+    elif format_ == "anthropic":
+        chunks = [json.dumps(anthropic_request(store, str(thread), model=model), ensure_ascii=False, indent=2) + "\n"]
     else:
         chunks = dump_lines(export_all(store) if everything else export_events(store, str(thread)))
     if output is None:
         for chunk in chunks:
             click.echo(chunk, nl=False)
         return
-    with open(output, "w", encoding="utf-8") as handle:
-        handle.writelines(chunks)
+    write_atomically(output, (chunk.encode("utf-8") for chunk in chunks), "the export")
     click.echo(output)
 
 
