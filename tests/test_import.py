@@ -30,6 +30,7 @@ from threadlog import (
     import_pi,
     thread_state,
 )
+from eventstore import integrity
 from threadlog.cli import cli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -282,3 +283,19 @@ def test_follow_mirrors_lines_another_process_appends(tmp_path: Path) -> None:
     with Store(db) as store:
         thread = whole.thread_ids[0]
         assert [e.event_id for e in store.read(thread)] == [e.event_id for e in expected.read(thread)]
+
+
+def test_import_serializes_each_event_once(mem: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan's pre-write check prepares every event; the store must not do it again."""
+    calls = 0
+    canonical = integrity.canonical
+
+    def counted(value: Any) -> str:
+        nonlocal calls
+        calls += 1
+        return canonical(value)
+
+    monkeypatch.setattr(integrity, "canonical", counted)
+    summary = import_claude_code(mem, [SUBAGENT_SESSION])
+    assert summary.added == mem.counts().events
+    assert calls <= 2 * summary.added  # data and meta, once per event
