@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from threadlog import (
     BadLine,
+    display_rows,
     Store,
     export_all,
     export_events,
@@ -299,3 +300,24 @@ def test_import_serializes_each_event_once(mem: Store, monkeypatch: pytest.Monke
     summary = import_claude_code(mem, [SUBAGENT_SESSION])
     assert summary.added == mem.counts().events
     assert calls <= 2 * summary.added  # data and meta, once per event
+
+
+def test_injected_text_is_not_presented_as_typed(mem: Store) -> None:
+    """isMeta lines and command output: the model view keeps them, rows and transcript say who wrote them."""
+    session = CC / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
+    thread = import_claude_code(mem, [session]).thread_ids[0]
+    injected = [e for e in mem.read(thread) if e.type == "message.appended" and e.meta["source"].get("flags", {}).get("injected")]
+    assert injected
+    texts = {b["text"] for e in injected for b in e.data["content"] if b["type"] == "text"}
+    model_view = {b["text"] for m in thread_state(mem, thread).messages for b in m.content if b["type"] == "text"}
+    assert texts <= model_view  # the model saw them
+    rows = [r for r in display_rows(mem, thread) if r.kind == "text" and r.text in texts]
+    assert rows and all(r.injected_by == "claude-code" for r in rows)
+    typed = [r for r in display_rows(mem, thread) if r.kind == "text" and r.role == "user" and r.text not in texts]
+    assert typed and all(r.injected_by is None for r in typed)
+    markdown = export_markdown(mem, thread)
+    assert markdown.count("## user (injected by claude-code)") == sum(1 for e in injected if any(b["type"] == "text" for b in e.data["content"]))
+    for text in texts:
+        first = text.splitlines()[0]
+        section = markdown[: markdown.index("    " + first)].rsplit("## ", 1)[1]
+        assert section.startswith("user (injected by claude-code)")
