@@ -32,6 +32,7 @@ from threadlog import (
     thread_state,
 )
 from eventstore import integrity
+from projections.usage import total, usage
 from threadlog.cli import cli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -321,3 +322,42 @@ def test_injected_text_is_not_presented_as_typed(mem: Store) -> None:
         first = text.splitlines()[0]
         section = markdown[: markdown.index("    " + first)].rsplit("## ", 1)[1]
         assert section.startswith("user (injected by claude-code)")
+
+
+def _raw_output_tokens(paths: list[Path]) -> int:
+    """Output tokens of every distinct API response in the files (the last line of a response holds its final usage)."""
+    final: dict[str, int] = {}
+    for path in paths:
+        for record in _raw(path):
+            message = record.get("message") if record.get("type") == "assistant" else None
+            if isinstance(message, dict) and isinstance(message.get("usage"), dict) and message.get("id"):
+                final[message["id"]] = message["usage"].get("output_tokens", 0)
+    return sum(final.values())
+
+
+@pytest.mark.parametrize("session", SESSIONS, ids=[p.stem[:12] for p in SESSIONS])
+def test_usage_counts_each_response_once(mem: Store, session: Path) -> None:
+    summary = import_claude_code(mem, [session])
+    thread = summary.thread_ids[0]
+    rows = usage(mem, thread)
+    files = [session, *sorted(session.with_suffix("").rglob("agent-*.jsonl"))]
+    assert total(rows, thread).output_tokens == _raw_output_tokens(files)
+
+
+def test_inline_sidechain_is_a_subagent_fork_at_its_task_call(mem: Store) -> None:
+    """Claude Code 1.0.x wrote a sub-agent's lines into the main file (isSidechain): they become a sub-agent fork."""
+    session = CC / "inline" / "sidechain.jsonl"
+    summary = import_claude_code(mem, [session])
+    thread = summary.thread_ids[0]
+    (agent,) = [info for info in mem.subtree(thread) if info.kind == "subagent"]
+    assert summary.subagents == 1 and "sidechain (inline)" not in summary.skipped
+    raw = _raw(session)
+    (task,) = [b for r in raw if not r.get("isSidechain") for b in r["message"]["content"] if b.get("name") == "Task"]
+    holder = mem.event_at(thread, agent.parent_offset - 1)
+    assert task["id"] in [b.get("id") for b in holder.data["content"]]
+    own = [e for e in _own_events(mem, agent.id) if e.type == "message.appended"]
+    side = [r for r in raw if r.get("isSidechain")]
+    assert own[0].data["content"][0]["text"] == task["input"]["prompt"] == side[0]["message"]["content"]
+    assert {e.meta["source"]["uuid"] for e in own} | {u for e in own for u in e.meta["source"].get("uuids", [])} == {r["uuid"] for r in side}
+    assert import_claude_code(mem, [session]).added == 0
+    mem.verify()

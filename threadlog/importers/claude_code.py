@@ -89,6 +89,8 @@ class _File:
     records: dict[str, Any] = field(default_factory=dict)  # sessionId, cwd, version, …
     first_parent: str | None = None  # the raw parentUuid of the first conversation line
     agent_id: str | None = None
+    sidechain: list[Line] = field(default_factory=list)  # a main file's inline sub-agent lines (1.0.x)
+    task_call: str | None = None  # for an inline sub-agent: the tool_use id of the Task call it answers
 
 
 def _text_of(content: Any) -> str:
@@ -137,6 +139,11 @@ def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial
         summary.bad.append((error.file, error.line, error.why))
 
     lines, _ = read_lines(path, on_bad, partial_tail)
+    return _from_lines(path, key, lines, summary, on_bad, partial_tail)
+
+
+def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary, on_bad: Callable[[BadLine], None],
+                partial_tail: bool) -> _File:
     entries: dict[str, _Entry] = {}
     order: list[_Entry] = []
     boundaries: dict[str, dict[str, Any]] = {}
@@ -156,7 +163,7 @@ def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial
                 on_bad(BadLine(str(path), line.number, why))
                 continue
             if record.get("isSidechain") and not key.count("/"):
-                summary.skipped["sidechain (inline)"] += 1
+                parsed.sidechain.append(line)  # planned as sub-agent forks (`_inline_agents`)
                 continue
             entry = _Entry(line, record["uuid"], record.get("parentUuid"), type_)
             if parsed.first_parent is None and not order:
@@ -530,6 +537,8 @@ def _plan_session(session: _Session, summary: ImportSummary, skip_bad: bool, par
         key = f"{prefix}/{path.stem}" if prefix else path.stem
         agents.append(_parse(path, key, summary, skip_bad, partial_tail))
         summary.files += 1
+    if main_file is not None and main_file.sidechain:
+        agents.extend(_inline_agents(main_file, summary, skip_bad, partial_tail))
     causes: dict[str, str] = {}
     for agent in agents:
         if agent.agent_id and agent.agent_id.startswith("acompact") and agent.first_parent:
@@ -540,7 +549,9 @@ def _plan_session(session: _Session, summary: ImportSummary, skip_bad: bool, par
         _plan_file(writer, main_file, None)
     for agent in agents:
         link: tuple[PlannedStream, int] | None = None
-        if writer is not None and agent.agent_id:
+        if writer is not None and agent.task_call is not None:
+            link = writer.placed.get(agent.task_call)
+        elif writer is not None and agent.agent_id:
             call = main_file.agent_results.get(agent.agent_id) if main_file else None
             if call is not None:
                 link = writer.placed.get(call)
@@ -548,6 +559,51 @@ def _plan_session(session: _Session, summary: ImportSummary, skip_bad: bool, par
                 link = _after_entry(writer, main_file, agent.first_parent)  # type: ignore[arg-type]
         _plan_file(_Writer(plan, agent, summary, str(agent.path), {}), agent, link)
     return plan
+
+
+def _inline_agents(main: _File, summary: ImportSummary, skip_bad: bool, partial_tail: bool) -> list[_File]:
+    """A main file's inline sidechain lines (Claude Code 1.0.x) as one sub-agent file per run.
+
+    A line starting a run (no parent, or a parent outside the sidechain lines) opens one, a
+    line whose parent is in a run joins it, and a line whose parent is unknown continues the
+    run of the line before it. Each run answers the latest `Task`/`Agent` call above its
+    first line whose prompt is that first line's text (else the latest such call not yet
+    taken), and is keyed by its first line's uuid.
+    """
+    def on_bad(error: BadLine) -> None:
+        if not skip_bad:
+            raise error
+        summary.skipped["malformed"] += 1
+        summary.bad.append((error.file, error.line, error.why))
+
+    runs: list[list[Line]] = []
+    run_of: dict[str, list[Line]] = {}
+    for line in main.sidechain:
+        parent = line.record.get("parentUuid")
+        run = run_of.get(parent) if isinstance(parent, str) else None
+        if run is None:
+            run = runs[-1] if runs and isinstance(parent, str) and parent not in main.entries else []
+            if not run:
+                runs.append(run)
+        run.append(line)
+        run_of[line.record["uuid"]] = run
+    calls = [(entry.line.number, block["id"], (block.get("input") or {}).get("prompt"))
+             for entry in main.entries.values() if entry.kind == "assistant"
+             for block in entry.line.record["message"]["content"] if isinstance(entry.line.record["message"]["content"], list)
+             and isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in ("Task", "Agent")]
+    taken: set[str] = set()
+    out = []
+    for run in runs:
+        first = run[0]
+        text = _text_of(first.record["message"]["content"])
+        above = [c for c in calls if c[0] < first.number and c[1] not in taken]
+        call = next((c for c in reversed(above) if c[2] == text), above[-1] if above else None)
+        agent = _from_lines(main.path, f"{main.key}/sidechain-{first.record['uuid']}", run, summary, on_bad, partial_tail)
+        if call is not None:
+            taken.add(call[1])
+            agent.task_call = call[1]
+        out.append(agent)
+    return out
 
 
 def _after_entry(writer: _Writer, file: _File, uuid: str) -> tuple[PlannedStream, int] | None:
