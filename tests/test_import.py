@@ -361,3 +361,22 @@ def test_inline_sidechain_is_a_subagent_fork_at_its_task_call(mem: Store) -> Non
     assert {e.meta["source"]["uuid"] for e in own} | {u for e in own for u in e.meta["source"].get("uuids", [])} == {r["uuid"] for r in side}
     assert import_claude_code(mem, [session]).added == 0
     mem.verify()
+
+
+def test_rewind_after_import_becomes_a_fork(mem: Store, tmp_path: Path) -> None:
+    """A session rewound after it was imported: the stored branch stays, the new one forks at the branch point."""
+    lines = COMPACTED.read_bytes().splitlines(keepends=True)
+    live = tmp_path / COMPACTED.name
+    live.write_bytes(b"".join(lines[:4]))  # Start, Ready, First attempt, First answer
+    thread = import_claude_code(mem, [live]).thread_ids[0]
+    before = [e.event_id for e in mem.read(thread)]
+    live.write_bytes(b"".join(lines))  # the user rewound to "Ready" and went on from there
+    summary = import_claude_code(mem, [live])
+    assert [e.event_id for e in mem.read(thread)] == before
+    (fork,) = [info for info in mem.subtree(thread) if info.kind == "fork"]
+    inherited = [e for e in mem.read(thread, 0, fork.parent_offset) if e.type == "message.appended"]
+    assert inherited[-1].data["content"][0]["text"] == "Ready"  # the branch point
+    texts = [b.get("text") for m in thread_state(mem, fork.id).messages for b in m.content]
+    assert texts[-2:] == ["After compaction", "Final answer"] and summary.compactions == 1
+    assert import_claude_code(mem, [live]).added == 0
+    mem.verify()

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventstore import InvalidEvent, Store
+from eventstore import InvalidEvent, Store, ThreadNotFound
 from eventstore.content import validate_block
 
 from .lines import BadLine, Line, read_lines
@@ -292,6 +292,7 @@ class _Writer:
     summary: ImportSummary
     name: str  # the file as the source meta names it
     compaction_causes: dict[str, str]  # logicalParentUuid -> the summariser's fork id
+    stored: dict[str, str] = field(default_factory=dict)  # source uuid -> the stream an earlier import put it in
     # where each tool call and each unit (by its first uuid) landed: (stream, offset after it)
     placed: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)
 
@@ -439,7 +440,7 @@ class _Writer:
         unit: _Unit | None = start
         while unit is not None:
             self.emit(stream, unit)
-            following = max(unit.children, key=lambda c: c.latest) if unit.children else None
+            following = self._following(stream, unit.children)
             results = next((c for c in unit.children if c.kind == "results"), None) if unit.kind == "assistant" else None
             after = stream.offset
             marks: list[tuple[int, _Unit]] = [(after, c) for c in unit.children if c is not following and c is not results]
@@ -452,6 +453,15 @@ class _Writer:
         for parent, fork_at, _, child in forks:
             fork = self._fork_at(parent, fork_at, child)
             self.branch(fork, child)
+
+    def _following(self, stream: PlannedStream, children: list[_Unit]) -> _Unit | None:
+        """The child a stream goes on with: the one an earlier import already wrote into it (so a
+        session rewound after it was imported keeps its stored events, and the new branch
+        becomes a fork), else the one whose subtree ends latest in the file."""
+        kept = [c for c in children if self.stored.get(c.first.uuid) == stream.id]
+        if kept:
+            return kept[0]
+        return max(children, key=lambda c: c.latest) if children else None
 
     def _fork_at(self, parent: PlannedStream, at: int, child: _Unit) -> PlannedStream:
         stream_id = stable_id(TOOL, self.file.key, child.first.uuid)
@@ -525,7 +535,25 @@ def discover(paths: Iterable[str | Path]) -> list[_Session]:
     return [*sessions.values(), *(_Session(None, [path]) for path in loose)]
 
 
-def _plan_session(session: _Session, summary: ImportSummary, skip_bad: bool, partial_tail: bool) -> Plan:
+def _stored_sources(store: Store, session: _Session) -> dict[str, str]:
+    """Source uuid -> stream, over what earlier imports of this session wrote (empty if none)."""
+    if session.main is None:
+        return {}
+    try:
+        streams = store.subtree(stable_id(TOOL, session.main.stem))
+    except ThreadNotFound:
+        return {}
+    out: dict[str, str] = {}
+    for info in streams:
+        for event in store.read(info.id, start=info.base):
+            source = event.meta.get("source")
+            if isinstance(source, dict) and isinstance(source.get("uuid"), str):
+                out.setdefault(source["uuid"], info.id)
+    return out
+
+
+def _plan_session(session: _Session, summary: ImportSummary, skip_bad: bool, partial_tail: bool,
+                  stored: dict[str, str] | None = None) -> Plan:
     plan = Plan()
     main_file = None
     if session.main is not None:
@@ -545,7 +573,7 @@ def _plan_session(session: _Session, summary: ImportSummary, skip_bad: bool, par
             causes[agent.first_parent] = stable_id(TOOL, agent.key)
     writer: _Writer | None = None
     if main_file is not None:
-        writer = _Writer(plan, main_file, summary, str(main_file.path), causes)
+        writer = _Writer(plan, main_file, summary, str(main_file.path), causes, stored=stored or {})
         _plan_file(writer, main_file, None)
     for agent in agents:
         link: tuple[PlannedStream, int] | None = None
@@ -678,7 +706,7 @@ def import_claude_code(
     summary = ImportSummary()
     for session in sessions:
         part = ImportSummary()
-        plan = _plan_session(session, part, skip_bad, partial_tail)
+        plan = _plan_session(session, part, skip_bad, partial_tail, _stored_sources(store, session))
         part.events = sum(len(s.events) + 1 for s in plan.streams)
         part.added = write_plan(store, plan)
         summary.merge(part)
