@@ -380,3 +380,15 @@ def test_rewind_after_import_becomes_a_fork(mem: Store, tmp_path: Path) -> None:
     assert texts[-2:] == ["After compaction", "Final answer"] and summary.compactions == 1
     assert import_claude_code(mem, [live]).added == 0
     mem.verify()
+
+
+def test_compaction_keeps_its_preserved_segment(mem: Store) -> None:
+    """compactMetadata.preservedSegment: the messages from headUuid on stay in the model view after the summary."""
+    session = CC / "dag" / "dag_compact_after_rewind_preserved.jsonl"
+    summary = import_claude_code(mem, [session])
+    assert (summary.threads, summary.forks, summary.compactions) == (1, 1, 1)
+    messages = thread_state(mem, summary.thread_ids[0]).messages
+    texts = [b["text"] for m in messages for b in m.content]
+    assert texts[0].startswith("This session is being continued")
+    assert texts[1:] == ["Second answer", "Keep going", "Kept going", "After compaction", "Final answer"]
+    mem.verify()

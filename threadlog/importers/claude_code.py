@@ -183,7 +183,7 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
         elif isinstance(record.get("uuid"), str):
             parent = record.get("parentUuid")
             if type_ == "system" and record.get("subtype") == "compact_boundary":
-                parent = record.get("logicalParentUuid") or parent
+                parent = _boundary_parent(record, entries) or parent
                 boundary_by_uuid[record["uuid"]] = record
             entry = _Entry(line, record["uuid"], parent if isinstance(parent, str) else None, "link")
             subtype = record.get("subtype")
@@ -214,6 +214,32 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
         parsed.units = _units(kept, {e.uuid: e for e in kept}, boundaries)
     titles[:] = [t for t in titles if t[1] in entries]
     return parsed
+
+
+def _preserved(boundary: dict[str, Any]) -> dict[str, Any]:
+    """A boundary's `compactMetadata.preservedSegment` ({headUuid, anchorUuid, tailUuid}), or {}."""
+    metadata = boundary.get("compactMetadata")
+    segment = metadata.get("preservedSegment") if isinstance(metadata, dict) else None
+    return segment if isinstance(segment, dict) else {}
+
+
+def _boundary_parent(boundary: dict[str, Any], seen: dict[str, _Entry]) -> str | None:
+    """Where a compaction continues from: its `logicalParentUuid` when that line came before it.
+
+    With a preserved segment (messages kept verbatim after the summary) the logical parent
+    may be the segment's tail, written again after the summary: then the compaction follows
+    the last line of the segment already in the file (`preservedMessages.uuids`, else its head).
+    """
+    logical = boundary.get("logicalParentUuid")
+    if not isinstance(logical, str) or logical in seen or not _preserved(boundary):
+        return logical if isinstance(logical, str) else None
+    metadata = boundary["compactMetadata"]
+    kept = metadata.get("preservedMessages")
+    uuids = kept.get("uuids") if isinstance(kept, dict) else None
+    candidates = [str(_preserved(boundary).get("headUuid"))]
+    if isinstance(uuids, list):
+        candidates.extend(u for u in uuids if isinstance(u, str))
+    return next((u for u in reversed(candidates) if u in seen), logical)
 
 
 def _units(order: list[_Entry], entries: dict[str, _Entry], boundaries: dict[str, dict[str, Any]]) -> list[_Unit]:
@@ -295,6 +321,7 @@ class _Writer:
     stored: dict[str, str] = field(default_factory=dict)  # source uuid -> the stream an earlier import put it in
     # where each tool call and each unit (by its first uuid) landed: (stream, offset after it)
     placed: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)
+    started: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)  # unit's first uuid -> (stream, its first offset)
 
     def _id(self, suffix: str) -> str:
         return f"cc:{self.file.key}:{suffix}"
@@ -339,6 +366,7 @@ class _Writer:
         stream.add("run.started", {"run_id": unit.first.uuid}, self._run_meta(unit, ":run"), self._where(unit.first))
 
     def emit(self, stream: PlannedStream, unit: _Unit) -> None:
+        self.started[unit.first.uuid] = (stream, stream.offset)
         self._emit(stream, unit)
         self.placed["unit:" + unit.first.uuid] = (stream, stream.offset)
 
@@ -354,7 +382,12 @@ class _Writer:
             if cause:
                 meta["causation_id"] = cause
             text = _text_of(record["message"]["content"])
-            stream.add("compaction.recorded", {"summary": text, "through_offset": stream.offset}, meta, where)
+            through = stream.offset
+            head = self.file.entries.get(str(_preserved(boundary).get("headUuid")))
+            start = self.started.get(head.unit.first.uuid) if head is not None and head.unit is not None else None
+            if start is not None and start[0] is stream:
+                through = start[1]  # the preserved segment stays in the model view after the summary
+            stream.add("compaction.recorded", {"summary": text, "through_offset": through}, meta, where)
             self.summary.compactions += 1
         else:
             self._user(stream, unit)
