@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from threadlog import (
 from eventstore import integrity
 from projections.usage import total, usage
 from threadlog.cli import cli
+from threadlog.importers.follow import follow_claude_code
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CC = FIXTURES / "claude-code"
@@ -245,6 +247,9 @@ def test_cli_import_and_export(tmp_path: Path) -> None:
         assert runner.invoke(cli, command).exit_code == 0
 
 
+_TURN_OVER = {"type": "system", "subtype": "turn_duration", "durationMs": 1000, "uuid": "turn-over", "parentUuid": None}
+
+
 def test_follow_mirrors_lines_another_process_appends(tmp_path: Path) -> None:
     lines = SUBAGENT_SESSION.read_bytes().splitlines(keepends=True)
     live = tmp_path / "projects" / SUBAGENT_SESSION.name
@@ -266,7 +271,8 @@ def test_follow_mirrors_lines_another_process_appends(tmp_path: Path) -> None:
             "        else:\n"
             "            out.write(line)\n"
             "        out.flush(); time.sleep(0.02)\n"
-        ), str(SUBAGENT_SESSION), str(live)], check=True)
+            "    out.write(sys.argv[3].encode() + b'\\n')\n"  # the turn is over: its last response is complete
+        ), str(SUBAGENT_SESSION), str(live), json.dumps(_TURN_OVER)], check=True)
         assert writer.returncode == 0
         expected = Store(":memory:")
         whole = import_claude_code(expected, [live])
@@ -392,3 +398,85 @@ def test_compaction_keeps_its_preserved_segment(mem: Store) -> None:
     assert texts[0].startswith("This session is being continued")
     assert texts[1:] == ["Second answer", "Keep going", "Kept going", "After compaction", "Final answer"]
     mem.verify()
+
+
+def _follow_in_background(store_path: Path, directory: Path, **options: Any) -> tuple[threading.Thread, threading.Event, list[BaseException]]:
+    stop, errors = threading.Event(), []
+
+    def run() -> None:
+        try:
+            with Store(store_path) as store:
+                follow_claude_code(store, [directory], interval=0.05, stop=stop.is_set, **options)
+        except BaseException as error:  # reported by the test
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, stop, errors
+
+
+def _wait_for(db: Path, events: int) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if db.exists():
+            with Store(db) as store:
+                if store.counts().events >= events:
+                    return
+        time.sleep(0.1)
+
+
+def test_follow_never_imports_a_slow_response_in_part(tmp_path: Path) -> None:
+    """The lines of one response arriving further apart than the quiet period: imported once, whole."""
+    source = CC / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
+    lines = source.read_bytes().splitlines(keepends=True)
+    ids = [(json.loads(line).get("message") or {}).get("id") for line in lines]
+    split = next(i for i in range(1, len(lines)) if ids[i] and ids[i] in ids[:i])  # a response's second line
+    live = tmp_path / "projects" / source.name
+    live.parent.mkdir()
+    live.write_bytes(b"".join(lines[:split]))
+    db = tmp_path / "f.db"
+    thread, stop, errors = _follow_in_background(db, live.parent, settle=0.2)
+    try:
+        time.sleep(1.0)  # quiet for five times the settle period, the response half written
+        with live.open("ab") as out:
+            out.write(b"".join(lines[split:]) + json.dumps(_TURN_OVER).encode() + b"\n")
+        expected = Store(":memory:")
+        whole = import_claude_code(expected, [live])
+        _wait_for(db, whole.events)
+    finally:
+        stop.set()
+        thread.join(20)
+    assert not errors
+    with Store(db) as store:
+        main = whole.thread_ids[0]
+        # (thread.created is written by the first poll, from the lines there were then)
+        assert [(e.event_id, e.data) for e in store.read(main, 1)] == [(e.event_id, e.data) for e in expected.read(main, 1)]
+
+
+def test_follow_finds_agents_beside_the_session(tmp_path: Path) -> None:
+    """The ≤ 2.0.x layout: agent-*.jsonl beside the session file, linked by its lines' sessionId."""
+    project = tmp_path / "projects"
+    project.mkdir()
+    session = project / SUBAGENT_SESSION.name
+    shutil.copyfile(SUBAGENT_SESSION, session)
+    agent = next(SUBAGENT_SESSION.with_suffix("").rglob("agent-*.jsonl"))
+    beside = project / agent.name
+    agent_lines = agent.read_bytes().splitlines(keepends=True)
+    beside.write_bytes(b"".join(agent_lines[:5]))
+    db = tmp_path / "f.db"
+    thread, stop, errors = _follow_in_background(db, project)
+    try:
+        time.sleep(0.5)
+        with beside.open("ab") as out:
+            out.write(b"".join(agent_lines[5:]))
+        expected = Store(":memory:")
+        whole = import_claude_code(expected, [session])  # an explicit session file brings its agents too
+        assert whole.subagents == 1
+        _wait_for(db, whole.events)
+    finally:
+        stop.set()
+        thread.join(20)
+    assert not errors
+    with Store(db) as store:
+        (info,) = [i for i in store.subtree(whole.thread_ids[0]) if i.kind == "subagent"]
+        assert [e.event_id for e in store.read(info.id)] == [e.event_id for e in expected.read(info.id)]

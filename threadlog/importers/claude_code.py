@@ -204,16 +204,51 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             boundaries[entry.uuid] = boundary_by_uuid[entry.parent]
     parsed.units = _units(order, entries, boundaries)
     if partial_tail and parsed.units:
-        # A tool still writing may add lines to the last response (or its results): leave it
-        # for a later read, when a line of another unit shows it is complete.
-        last = max(parsed.units, key=lambda u: u.entries[-1].line.number)
-        held = {last.key, ("a", last.key[1]), ("r", last.key[1])} if last.kind in ("assistant", "results") else {last.key}
-        kept = [e for e in order if e.unit is None or e.unit.key not in held]
-        for entry in kept:
-            entry.unit = None
-        parsed.units = _units(kept, {e.uuid: e for e in kept}, boundaries)
+        held = _unfinished(parsed.units, lines)
+        if held:  # leave them for a later read; their event ids are the same then
+            kept = [e for e in order if e.unit is None or e.unit.key not in held]
+            for entry in kept:
+                entry.unit = None
+            parsed.units = _units(kept, {e.uuid: e for e in kept}, boundaries)
     titles[:] = [t for t in titles if t[1] in entries]
     return parsed
+
+
+_TURN_ENDS = ("turn_duration", "stop_hook_summary")  # system lines Claude Code writes once a turn is over
+
+
+def _unfinished(units: list[_Unit], lines: list[Line]) -> set[tuple[str, str]]:
+    """The keys of the units a tool still writing may add lines to: the last response and
+    its tool results, until the file shows them complete.
+
+    A response is complete once one of its lines carries a `stop_reason` (the last one
+    does) or a line ending the turn follows it; its results, once every call of it has its
+    result. A unit written before a line of another unit is complete whatever the time
+    between its lines, so a slow response is imported once, whole: its event id comes from
+    its first line, and an event, once written, is never rewritten.
+    """
+    last = max(units, key=lambda u: u.entries[-1].line.number)
+    if last.kind not in ("assistant", "results"):
+        return set()
+    key = last.key[1]
+    response = next((u for u in units if u.key == ("a", key)), None)
+    results = next((u for u in units if u.key == ("r", key)), None)
+    if response is None:
+        return set()
+    end = max(u.entries[-1].line.number for u in (response, results) if u is not None)
+    turn_over = any(line.number > end and line.record.get("type") == "system" and line.record.get("subtype") in _TURN_ENDS
+                    for line in lines)
+    stopped = turn_over or any(e.line.record["message"].get("stop_reason") for e in response.entries)
+    if not stopped:
+        return {("a", key), ("r", key)}
+    calls = {b.get("id") for e in response.entries for b in _blocks_of(e) if b.get("type") == "tool_use"}
+    answered = {b.get("tool_use_id") for e in (results.entries if results else []) for b in _blocks_of(e) if b.get("type") == "tool_result"}
+    return set() if turn_over or calls <= answered else {("r", key)}
+
+
+def _blocks_of(entry: _Entry) -> list[dict[str, Any]]:
+    content = entry.line.record["message"]["content"]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
 def _preserved(boundary: dict[str, Any]) -> dict[str, Any]:
@@ -507,7 +542,9 @@ class _Writer:
 
 
 @dataclass
-class _Session:
+class Session:
+    """A main session file (None for sub-agent files whose session is not found) and its sub-agents' files."""
+
     main: Path | None
     agents: list[Path] = field(default_factory=list)
 
@@ -528,7 +565,7 @@ def _first_record(path: Path) -> dict[str, Any]:
     return {}
 
 
-def discover(paths: Iterable[str | Path]) -> list[_Session]:
+def discover(paths: Iterable[str | Path]) -> list[Session]:
     """Session files under `paths` (files, or directories searched recursively), with the
     sub-agent files that belong to each."""
     files: list[Path] = []
@@ -541,13 +578,16 @@ def discover(paths: Iterable[str | Path]) -> list[_Session]:
             subagents = path.with_suffix("") / "subagents"  # 2.1.x: the session's sub-agents
             if not _is_agent(path) and subagents.is_dir():
                 files.extend(sorted(p for p in subagents.rglob("agent-*.jsonl") if p.is_file()))
+            if not _is_agent(path):  # ≤ 2.0.x: beside it, naming it by the lines' sessionId
+                files.extend(sorted(p for p in path.parent.glob("agent-*.jsonl")
+                                    if p.is_file() and _first_record(p).get("sessionId") == path.stem))
         else:
             raise FileNotFoundError(2, "No such file or directory", str(path))
-    sessions: dict[Path, _Session] = {}
+    sessions: dict[Path, Session] = {}
     loose: list[Path] = []
     for path in dict.fromkeys(files):
         if not _is_agent(path):
-            sessions.setdefault(path, _Session(path)).main = path
+            sessions.setdefault(path, Session(path)).main = path
     for path in dict.fromkeys(files):
         if not _is_agent(path):
             continue
@@ -565,10 +605,10 @@ def discover(paths: Iterable[str | Path]) -> list[_Session]:
             loose.append(path)
         else:
             sessions[owner].agents.append(path)
-    return [*sessions.values(), *(_Session(None, [path]) for path in loose)]
+    return [*sessions.values(), *(Session(None, [path]) for path in loose)]
 
 
-def _stored_sources(store: Store, session: _Session) -> dict[str, str]:
+def _stored_sources(store: Store, session: Session) -> dict[str, str]:
     """Source uuid -> stream, over what earlier imports of this session wrote (empty if none)."""
     if session.main is None:
         return {}
@@ -585,7 +625,7 @@ def _stored_sources(store: Store, session: _Session) -> dict[str, str]:
     return out
 
 
-def _plan_session(session: _Session, summary: ImportSummary, skip_bad: bool, partial_tail: bool,
+def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, partial_tail: bool,
                   stored: dict[str, str] | None = None) -> Plan:
     plan = Plan()
     main_file = None
@@ -596,7 +636,9 @@ def _plan_session(session: _Session, summary: ImportSummary, skip_bad: bool, par
     agents = []
     for path in session.agents:
         key = f"{prefix}/{path.stem}" if prefix else path.stem
-        agents.append(_parse(path, key, summary, skip_bad, partial_tail))
+        # A sub-agent whose result the session holds has written its last line.
+        done = main_file is not None and _first_record(path).get("agentId") in main_file.agent_results
+        agents.append(_parse(path, key, summary, skip_bad, partial_tail and not done))
         summary.files += 1
     if main_file is not None and main_file.sidechain:
         agents.extend(_inline_agents(main_file, summary, skip_bad, partial_tail))
@@ -733,7 +775,20 @@ def import_claude_code(
     with `skip_bad=True` is skipped and reported in the summary. `progress(done, total)`
     is called after each session, in bytes of JSONL.
     """
-    sessions = discover(paths)
+    return import_sessions(store, discover(paths), skip_bad=skip_bad, progress=progress, partial_tail=partial_tail)
+
+
+def import_sessions(
+    store: Store,
+    sessions: Sequence[Session],
+    *,
+    skip_bad: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    partial_tail: bool = False,
+) -> ImportSummary:
+    """`import_claude_code` of sessions already found (`discover`); `partial_tail=True`
+    leaves a half-written last line, and a last response the file does not show complete
+    yet, for a later import (what following a live session needs)."""
     total = sum(p.stat().st_size for s in sessions for p in ([s.main] if s.main else []) + s.agents)
     done = 0
     summary = ImportSummary()
