@@ -34,6 +34,8 @@ TARGETS = [
     Target("transcript", "transcript of ~4 MB of text vs reading its events (cost)", 2.0, False),
     Target("request", "anthropic_request of 1,000 messages vs thread_state with messages viewed (cost)", 2.0, False),
     Target("turn_record", "recording a turn's events vs its 1 ms budget (cost)", 1.0, False),
+    Target("import_speed", "import of the largest Claude Code session vs json.loads of its lines (speed; 20 MB/s)", 0.07, True),
+    Target("import_memory", "peak memory importing ~200 MB of sessions vs the bytes imported (cost; < 200 MB)", 1.0, False),
     Target("fork_agents", "fork vs Agents SDK create_branch_from_turn at 1,000 messages (times faster)", 10.0, True),
     Target("size_langgraph", "database size after 1,000 messages vs LangGraph SqliteSaver (times smaller)", 100.0, True),
 ]

@@ -211,7 +211,24 @@ class Store:
             raise InvalidEvent("events", "must be a list of events")
         events = list(events)
         fresh = os.urandom(16 * len(events)).hex()  # one call instead of one per event
-        batch = [prepare(event, i, fresh[32 * i:32 * i + 32]) for i, event in enumerate(events)]
+        return self._append(thread, [prepare(event, i, fresh[32 * i:32 * i + 32]) for i, event in enumerate(events)], expect)
+
+    def append_prepared(self, thread: str, batch: Sequence[PreparedEvent], expect: Expect = "any") -> list[RecordedEvent]:
+        """`append` for events already validated and serialized by `eventstore.prepare.prepare`.
+
+        For writers that check a whole source before writing any of it (the importers):
+        they call `prepare` once per event to refuse a bad one early, and this spares the
+        store doing it again. Everything else `append` does still happens here: the
+        reserved-type, `thread.created` and repeated-id checks, retries, the facts (a
+        `tool_result` for a call that is not waiting is refused) and the head check. Pass
+        only what `prepare` returned, unchanged: the digests are not recomputed.
+        """
+        _check_expect(expect)
+        if not all(type(item) is PreparedEvent for item in batch):
+            raise InvalidEvent("events", "append_prepared takes the PreparedEvents prepare() returns; pass dicts to append()")
+        return self._append(thread, list(batch), expect)
+
+    def _append(self, thread: str, batch: list[PreparedEvent], expect: Expect) -> list[RecordedEvent]:
         if not batch:
             raise InvalidEvent("events", "the batch is empty")
         if expect == "no_stream":

@@ -18,11 +18,16 @@ from typing import Any
 
 from eventstore import InvalidEvent, RecordedEvent, Store
 
+from .injected import injected_by
+
 
 @dataclass(slots=True)
 class Row:
     """One UI row. `kind` is one of text, tool_call, tool_result, thinking, interrupt, fork,
-    compaction, or a content block type (image, document, …) shown as a placeholder."""
+    compaction, or a content block type (image, document, …) shown as a placeholder.
+
+    `injected_by` names the tool that wrote a user message's text into the conversation
+    (`projections.injected`): a UI shows it as the harness's, not as typed by the user."""
 
     id: str
     kind: str
@@ -37,6 +42,7 @@ class Row:
     interrupt_id: str | None = None
     status: str | None = None
     collapsed: bool | None = None
+    injected_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
@@ -48,9 +54,12 @@ def _base(event: RecordedEvent, suffix: str = "") -> dict[str, Any]:
 
 def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, str]) -> None:
     role = event.data.get("role")
+    injected = injected_by(event.meta) if event.meta else None
     for i, block in enumerate(event.data.get("content") or []):
         kind = block.get("type")
         base = _base(event, f":{i}")
+        if injected is not None:
+            base["injected_by"] = injected
         if kind == "text":
             rows[base["id"]] = Row(kind="text", role=role, text=block.get("text", ""), **base)
         elif kind == "tool_use":

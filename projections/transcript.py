@@ -1,6 +1,7 @@
 """`transcript`: a bounded, human-readable Markdown export of a thread (agentty's format).
 
-`## user` / `## assistant` sections; each tool call collapsed to one line (its name and a
+`## user` / `## assistant` sections (`## user (injected by TOOL)` for text a harness wrote
+into the conversation, such as an imported session's command output); each tool call collapsed to one line (its name and a
 short argument summary); tool output is not written (a message holding only tool results
 is counted but makes no section); thinking is one line. Bounds, all in UTF-8 bytes:
 
@@ -41,9 +42,9 @@ from typing import Any
 
 from eventstore import Store
 from eventstore.ranges import check_index
-from eventstore.recorded import decode
 
 from .atomic import write_atomically
+from .injected import injected_by
 from .state import fork_note
 
 MAX_BYTES = 512 * 1024
@@ -141,8 +142,13 @@ def _summary(value: Any) -> str:
     return text if len(text) <= _ARGS else text[: _ARGS - 1] + "…"
 
 
-def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[str] = frozenset()) -> str | None:
-    """A message's section, or None when nothing of it is written (only tool results)."""
+def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[str] = frozenset(),
+                   injected: str | None = None) -> str | None:
+    """A message's section, or None when nothing of it is written (only tool results).
+
+    `injected` names the tool that wrote a user message's text (`injected_by`): its heading
+    says so, `## user (injected by claude-code)`, so it is not read as typed by the user.
+    """
     parts: list[str] = []
     for block in content:
         kind = block.get("type")
@@ -162,6 +168,8 @@ def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[
     if not parts:
         return None
     heading = role if role in ("user", "assistant") else _inline(role)
+    if injected is not None:
+        heading += f" (injected by {_inline(injected)})"
     return f"## {heading}\n\n" + "\n\n".join(part for part in parts if part) + "\n\n"
 
 
@@ -221,12 +229,12 @@ def transcript(
         raw = clip_middle(f"## user\n\n{_text(note)}\n\n".encode(), cap, _INDENT_BYTES)
         window.append((0, scope_start, raw))
         size, total, first = len(raw), 1, scope_start
-    for offset, type_, stored, text in store.read_raw(thread, lo, stop):
-        if type_ != "message.appended":
+    for event in store.read(thread, lo, stop):
+        if event.type != "message.appended":
             continue
+        offset, data = event.offset, event.data
         try:
-            data = decode(type_, stored, text)
-            section = render_message(data.get("role", "user"), data.get("content") or [], dropped)
+            section = render_message(data.get("role", "user"), data.get("content") or [], dropped, injected_by(event.meta))
         except RecursionError:  # stored by an older release or by hand: appends refuse it
             raise store.unreadable(thread, offset) from None
         total += 1

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 
 from threadlog import (
     BadLine,
+    display_rows,
     Store,
     export_all,
     export_events,
@@ -30,7 +32,10 @@ from threadlog import (
     import_pi,
     thread_state,
 )
+from eventstore import integrity
+from projections.usage import total, usage
 from threadlog.cli import cli
+from threadlog.importers.follow import follow_claude_code
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CC = FIXTURES / "claude-code"
@@ -242,6 +247,9 @@ def test_cli_import_and_export(tmp_path: Path) -> None:
         assert runner.invoke(cli, command).exit_code == 0
 
 
+_TURN_OVER = {"type": "system", "subtype": "turn_duration", "durationMs": 1000, "uuid": "turn-over", "parentUuid": None}
+
+
 def test_follow_mirrors_lines_another_process_appends(tmp_path: Path) -> None:
     lines = SUBAGENT_SESSION.read_bytes().splitlines(keepends=True)
     live = tmp_path / "projects" / SUBAGENT_SESSION.name
@@ -263,7 +271,8 @@ def test_follow_mirrors_lines_another_process_appends(tmp_path: Path) -> None:
             "        else:\n"
             "            out.write(line)\n"
             "        out.flush(); time.sleep(0.02)\n"
-        ), str(SUBAGENT_SESSION), str(live)], check=True)
+            "    out.write(sys.argv[3].encode() + b'\\n')\n"  # the turn is over: its last response is complete
+        ), str(SUBAGENT_SESSION), str(live), json.dumps(_TURN_OVER)], check=True)
         assert writer.returncode == 0
         expected = Store(":memory:")
         whole = import_claude_code(expected, [live])
@@ -282,3 +291,192 @@ def test_follow_mirrors_lines_another_process_appends(tmp_path: Path) -> None:
     with Store(db) as store:
         thread = whole.thread_ids[0]
         assert [e.event_id for e in store.read(thread)] == [e.event_id for e in expected.read(thread)]
+
+
+def test_import_serializes_each_event_once(mem: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan's pre-write check prepares every event; the store must not do it again."""
+    calls = 0
+    canonical = integrity.canonical
+
+    def counted(value: Any) -> str:
+        nonlocal calls
+        calls += 1
+        return canonical(value)
+
+    monkeypatch.setattr(integrity, "canonical", counted)
+    summary = import_claude_code(mem, [SUBAGENT_SESSION])
+    assert summary.added == mem.counts().events
+    assert calls <= 2 * summary.added  # data and meta, once per event
+
+
+def test_injected_text_is_not_presented_as_typed(mem: Store) -> None:
+    """isMeta lines and command output: the model view keeps them, rows and transcript say who wrote them."""
+    session = CC / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
+    thread = import_claude_code(mem, [session]).thread_ids[0]
+    injected = [e for e in mem.read(thread) if e.type == "message.appended" and e.meta["source"].get("flags", {}).get("injected")]
+    assert injected
+    texts = {b["text"] for e in injected for b in e.data["content"] if b["type"] == "text"}
+    model_view = {b["text"] for m in thread_state(mem, thread).messages for b in m.content if b["type"] == "text"}
+    assert texts <= model_view  # the model saw them
+    rows = [r for r in display_rows(mem, thread) if r.kind == "text" and r.text in texts]
+    assert rows and all(r.injected_by == "claude-code" for r in rows)
+    typed = [r for r in display_rows(mem, thread) if r.kind == "text" and r.role == "user" and r.text not in texts]
+    assert typed and all(r.injected_by is None for r in typed)
+    markdown = export_markdown(mem, thread)
+    assert markdown.count("## user (injected by claude-code)") == sum(1 for e in injected if any(b["type"] == "text" for b in e.data["content"]))
+    for text in texts:
+        first = text.splitlines()[0]
+        section = markdown[: markdown.index("    " + first)].rsplit("## ", 1)[1]
+        assert section.startswith("user (injected by claude-code)")
+
+
+def _raw_output_tokens(paths: list[Path]) -> int:
+    """Output tokens of every distinct API response in the files (the last line of a response holds its final usage)."""
+    final: dict[str, int] = {}
+    for path in paths:
+        for record in _raw(path):
+            message = record.get("message") if record.get("type") == "assistant" else None
+            if isinstance(message, dict) and isinstance(message.get("usage"), dict) and message.get("id"):
+                final[message["id"]] = message["usage"].get("output_tokens", 0)
+    return sum(final.values())
+
+
+@pytest.mark.parametrize("session", SESSIONS, ids=[p.stem[:12] for p in SESSIONS])
+def test_usage_counts_each_response_once(mem: Store, session: Path) -> None:
+    summary = import_claude_code(mem, [session])
+    thread = summary.thread_ids[0]
+    rows = usage(mem, thread)
+    files = [session, *sorted(session.with_suffix("").rglob("agent-*.jsonl"))]
+    assert total(rows, thread).output_tokens == _raw_output_tokens(files)
+
+
+def test_inline_sidechain_is_a_subagent_fork_at_its_task_call(mem: Store) -> None:
+    """Claude Code 1.0.x wrote a sub-agent's lines into the main file (isSidechain): they become a sub-agent fork."""
+    session = CC / "inline" / "sidechain.jsonl"
+    summary = import_claude_code(mem, [session])
+    thread = summary.thread_ids[0]
+    (agent,) = [info for info in mem.subtree(thread) if info.kind == "subagent"]
+    assert summary.subagents == 1 and "sidechain (inline)" not in summary.skipped
+    raw = _raw(session)
+    (task,) = [b for r in raw if not r.get("isSidechain") for b in r["message"]["content"] if b.get("name") == "Task"]
+    holder = mem.event_at(thread, agent.parent_offset - 1)
+    assert task["id"] in [b.get("id") for b in holder.data["content"]]
+    own = [e for e in _own_events(mem, agent.id) if e.type == "message.appended"]
+    side = [r for r in raw if r.get("isSidechain")]
+    assert own[0].data["content"][0]["text"] == task["input"]["prompt"] == side[0]["message"]["content"]
+    assert {e.meta["source"]["uuid"] for e in own} | {u for e in own for u in e.meta["source"].get("uuids", [])} == {r["uuid"] for r in side}
+    assert import_claude_code(mem, [session]).added == 0
+    mem.verify()
+
+
+def test_rewind_after_import_becomes_a_fork(mem: Store, tmp_path: Path) -> None:
+    """A session rewound after it was imported: the stored branch stays, the new one forks at the branch point."""
+    lines = COMPACTED.read_bytes().splitlines(keepends=True)
+    live = tmp_path / COMPACTED.name
+    live.write_bytes(b"".join(lines[:4]))  # Start, Ready, First attempt, First answer
+    thread = import_claude_code(mem, [live]).thread_ids[0]
+    before = [e.event_id for e in mem.read(thread)]
+    live.write_bytes(b"".join(lines))  # the user rewound to "Ready" and went on from there
+    summary = import_claude_code(mem, [live])
+    assert [e.event_id for e in mem.read(thread)] == before
+    (fork,) = [info for info in mem.subtree(thread) if info.kind == "fork"]
+    inherited = [e for e in mem.read(thread, 0, fork.parent_offset) if e.type == "message.appended"]
+    assert inherited[-1].data["content"][0]["text"] == "Ready"  # the branch point
+    texts = [b.get("text") for m in thread_state(mem, fork.id).messages for b in m.content]
+    assert texts[-2:] == ["After compaction", "Final answer"] and summary.compactions == 1
+    assert import_claude_code(mem, [live]).added == 0
+    mem.verify()
+
+
+def test_compaction_keeps_its_preserved_segment(mem: Store) -> None:
+    """compactMetadata.preservedSegment: the messages from headUuid on stay in the model view after the summary."""
+    session = CC / "dag" / "dag_compact_after_rewind_preserved.jsonl"
+    summary = import_claude_code(mem, [session])
+    assert (summary.threads, summary.forks, summary.compactions) == (1, 1, 1)
+    messages = thread_state(mem, summary.thread_ids[0]).messages
+    texts = [b["text"] for m in messages for b in m.content]
+    assert texts[0].startswith("This session is being continued")
+    assert texts[1:] == ["Second answer", "Keep going", "Kept going", "After compaction", "Final answer"]
+    mem.verify()
+
+
+def _follow_in_background(store_path: Path, directory: Path, **options: Any) -> tuple[threading.Thread, threading.Event, list[BaseException]]:
+    stop, errors = threading.Event(), []
+
+    def run() -> None:
+        try:
+            with Store(store_path) as store:
+                follow_claude_code(store, [directory], interval=0.05, stop=stop.is_set, **options)
+        except BaseException as error:  # reported by the test
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, stop, errors
+
+
+def _wait_for(db: Path, events: int) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if db.exists():
+            with Store(db) as store:
+                if store.counts().events >= events:
+                    return
+        time.sleep(0.1)
+
+
+def test_follow_never_imports_a_slow_response_in_part(tmp_path: Path) -> None:
+    """The lines of one response arriving further apart than the quiet period: imported once, whole."""
+    source = CC / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
+    lines = source.read_bytes().splitlines(keepends=True)
+    ids = [(json.loads(line).get("message") or {}).get("id") for line in lines]
+    split = next(i for i in range(1, len(lines)) if ids[i] and ids[i] in ids[:i])  # a response's second line
+    live = tmp_path / "projects" / source.name
+    live.parent.mkdir()
+    live.write_bytes(b"".join(lines[:split]))
+    db = tmp_path / "f.db"
+    thread, stop, errors = _follow_in_background(db, live.parent, settle=0.2)
+    try:
+        time.sleep(1.0)  # quiet for five times the settle period, the response half written
+        with live.open("ab") as out:
+            out.write(b"".join(lines[split:]) + json.dumps(_TURN_OVER).encode() + b"\n")
+        expected = Store(":memory:")
+        whole = import_claude_code(expected, [live])
+        _wait_for(db, whole.events)
+    finally:
+        stop.set()
+        thread.join(20)
+    assert not errors
+    with Store(db) as store:
+        main = whole.thread_ids[0]
+        # (thread.created is written by the first poll, from the lines there were then)
+        assert [(e.event_id, e.data) for e in store.read(main, 1)] == [(e.event_id, e.data) for e in expected.read(main, 1)]
+
+
+def test_follow_finds_agents_beside_the_session(tmp_path: Path) -> None:
+    """The ≤ 2.0.x layout: agent-*.jsonl beside the session file, linked by its lines' sessionId."""
+    project = tmp_path / "projects"
+    project.mkdir()
+    session = project / SUBAGENT_SESSION.name
+    shutil.copyfile(SUBAGENT_SESSION, session)
+    agent = next(SUBAGENT_SESSION.with_suffix("").rglob("agent-*.jsonl"))
+    beside = project / agent.name
+    agent_lines = agent.read_bytes().splitlines(keepends=True)
+    beside.write_bytes(b"".join(agent_lines[:5]))
+    db = tmp_path / "f.db"
+    thread, stop, errors = _follow_in_background(db, project)
+    try:
+        time.sleep(0.5)
+        with beside.open("ab") as out:
+            out.write(b"".join(agent_lines[5:]))
+        expected = Store(":memory:")
+        whole = import_claude_code(expected, [session])  # an explicit session file brings its agents too
+        assert whole.subagents == 1
+        _wait_for(db, whole.events)
+    finally:
+        stop.set()
+        thread.join(20)
+    assert not errors
+    with Store(db) as store:
+        (info,) = [i for i in store.subtree(whole.thread_ids[0]) if i.kind == "subagent"]
+        assert [e.event_id for e in store.read(info.id)] == [e.event_id for e in expected.read(info.id)]

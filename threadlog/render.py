@@ -72,7 +72,7 @@ def tree_lines(threads: Sequence[ThreadInfo]) -> Iterator[str]:
 def row_line(row: Row) -> str:
     """One human-readable line for a row (what `threadlog rows` prints)."""
     if row.kind == "text":
-        body = f"{row.role}: {row.text}"
+        body = f"{row.role} (injected by {row.injected_by}): {row.text}" if row.injected_by else f"{row.role}: {row.text}"
     elif row.kind == "tool_call":
         args = json.dumps(row.input, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         body = f"→ {row.name}({args}) [{row.status}]"

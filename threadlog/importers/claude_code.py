@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import functools
 import json
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventstore import InvalidEvent, Store
+from eventstore import InvalidEvent, Store, ThreadNotFound
 from eventstore.content import validate_block
 
 from .lines import BadLine, Line, read_lines
@@ -89,6 +88,8 @@ class _File:
     records: dict[str, Any] = field(default_factory=dict)  # sessionId, cwd, version, …
     first_parent: str | None = None  # the raw parentUuid of the first conversation line
     agent_id: str | None = None
+    sidechain: list[Line] = field(default_factory=list)  # a main file's inline sub-agent lines (1.0.x)
+    task_call: str | None = None  # for an inline sub-agent: the tool_use id of the Task call it answers
 
 
 def _text_of(content: Any) -> str:
@@ -137,6 +138,11 @@ def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial
         summary.bad.append((error.file, error.line, error.why))
 
     lines, _ = read_lines(path, on_bad, partial_tail)
+    return _from_lines(path, key, lines, summary, on_bad, partial_tail)
+
+
+def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary, on_bad: Callable[[BadLine], None],
+                partial_tail: bool) -> _File:
     entries: dict[str, _Entry] = {}
     order: list[_Entry] = []
     boundaries: dict[str, dict[str, Any]] = {}
@@ -156,7 +162,7 @@ def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial
                 on_bad(BadLine(str(path), line.number, why))
                 continue
             if record.get("isSidechain") and not key.count("/"):
-                summary.skipped["sidechain (inline)"] += 1
+                parsed.sidechain.append(line)  # planned as sub-agent forks (`_inline_agents`)
                 continue
             entry = _Entry(line, record["uuid"], record.get("parentUuid"), type_)
             if parsed.first_parent is None and not order:
@@ -176,7 +182,7 @@ def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial
         elif isinstance(record.get("uuid"), str):
             parent = record.get("parentUuid")
             if type_ == "system" and record.get("subtype") == "compact_boundary":
-                parent = record.get("logicalParentUuid") or parent
+                parent = _boundary_parent(record, entries) or parent
                 boundary_by_uuid[record["uuid"]] = record
             entry = _Entry(line, record["uuid"], parent if isinstance(parent, str) else None, "link")
             subtype = record.get("subtype")
@@ -197,16 +203,77 @@ def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial
             boundaries[entry.uuid] = boundary_by_uuid[entry.parent]
     parsed.units = _units(order, entries, boundaries)
     if partial_tail and parsed.units:
-        # A tool still writing may add lines to the last response (or its results): leave it
-        # for a later read, when a line of another unit shows it is complete.
-        last = max(parsed.units, key=lambda u: u.entries[-1].line.number)
-        held = {last.key, ("a", last.key[1]), ("r", last.key[1])} if last.kind in ("assistant", "results") else {last.key}
-        kept = [e for e in order if e.unit is None or e.unit.key not in held]
-        for entry in kept:
-            entry.unit = None
-        parsed.units = _units(kept, {e.uuid: e for e in kept}, boundaries)
+        held = _unfinished(parsed.units, lines)
+        if held:  # leave them for a later read; their event ids are the same then
+            kept = [e for e in order if e.unit is None or e.unit.key not in held]
+            for entry in kept:
+                entry.unit = None
+            parsed.units = _units(kept, {e.uuid: e for e in kept}, boundaries)
     titles[:] = [t for t in titles if t[1] in entries]
     return parsed
+
+
+_TURN_ENDS = ("turn_duration", "stop_hook_summary")  # system lines Claude Code writes once a turn is over
+
+
+def _unfinished(units: list[_Unit], lines: list[Line]) -> set[tuple[str, str]]:
+    """The keys of the units a tool still writing may add lines to: the last response and
+    its tool results, until the file shows them complete.
+
+    A response is complete once one of its lines carries a `stop_reason` (the last one
+    does) or a line ending the turn follows it; its results, once every call of it has its
+    result. A unit written before a line of another unit is complete whatever the time
+    between its lines, so a slow response is imported once, whole: its event id comes from
+    its first line, and an event, once written, is never rewritten.
+    """
+    last = max(units, key=lambda u: u.entries[-1].line.number)
+    if last.kind not in ("assistant", "results"):
+        return set()
+    key = last.key[1]
+    response = next((u for u in units if u.key == ("a", key)), None)
+    results = next((u for u in units if u.key == ("r", key)), None)
+    if response is None:
+        return set()
+    end = max(u.entries[-1].line.number for u in (response, results) if u is not None)
+    turn_over = any(line.number > end and line.record.get("type") == "system" and line.record.get("subtype") in _TURN_ENDS
+                    for line in lines)
+    stopped = turn_over or any(e.line.record["message"].get("stop_reason") for e in response.entries)
+    if not stopped:
+        return {("a", key), ("r", key)}
+    calls = {b.get("id") for e in response.entries for b in _blocks_of(e) if b.get("type") == "tool_use"}
+    answered = {b.get("tool_use_id") for e in (results.entries if results else []) for b in _blocks_of(e) if b.get("type") == "tool_result"}
+    return set() if turn_over or calls <= answered else {("r", key)}
+
+
+def _blocks_of(entry: _Entry) -> list[dict[str, Any]]:
+    content = entry.line.record["message"]["content"]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _preserved(boundary: dict[str, Any]) -> dict[str, Any]:
+    """A boundary's `compactMetadata.preservedSegment` ({headUuid, anchorUuid, tailUuid}), or {}."""
+    metadata = boundary.get("compactMetadata")
+    segment = metadata.get("preservedSegment") if isinstance(metadata, dict) else None
+    return segment if isinstance(segment, dict) else {}
+
+
+def _boundary_parent(boundary: dict[str, Any], seen: dict[str, _Entry]) -> str | None:
+    """Where a compaction continues from: its `logicalParentUuid` when that line came before it.
+
+    With a preserved segment (messages kept verbatim after the summary) the logical parent
+    may be the segment's tail, written again after the summary: then the compaction follows
+    the last line of the segment already in the file (`preservedMessages.uuids`, else its head).
+    """
+    logical = boundary.get("logicalParentUuid")
+    if not isinstance(logical, str) or logical in seen or not _preserved(boundary):
+        return logical if isinstance(logical, str) else None
+    metadata = boundary["compactMetadata"]
+    kept = metadata.get("preservedMessages")
+    uuids = kept.get("uuids") if isinstance(kept, dict) else None
+    candidates = [str(_preserved(boundary).get("headUuid"))]
+    if isinstance(uuids, list):
+        candidates.extend(u for u in uuids if isinstance(u, str))
+    return next((u for u in reversed(candidates) if u in seen), logical)
 
 
 def _units(order: list[_Entry], entries: dict[str, _Entry], boundaries: dict[str, dict[str, Any]]) -> list[_Unit]:
@@ -285,8 +352,10 @@ class _Writer:
     summary: ImportSummary
     name: str  # the file as the source meta names it
     compaction_causes: dict[str, str]  # logicalParentUuid -> the summariser's fork id
+    stored: dict[str, str] = field(default_factory=dict)  # source uuid -> the stream an earlier import put it in
     # where each tool call and each unit (by its first uuid) landed: (stream, offset after it)
     placed: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)
+    started: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)  # unit's first uuid -> (stream, its first offset)
 
     def _id(self, suffix: str) -> str:
         return f"cc:{self.file.key}:{suffix}"
@@ -331,6 +400,7 @@ class _Writer:
         stream.add("run.started", {"run_id": unit.first.uuid}, self._run_meta(unit, ":run"), self._where(unit.first))
 
     def emit(self, stream: PlannedStream, unit: _Unit) -> None:
+        self.started[unit.first.uuid] = (stream, stream.offset)
         self._emit(stream, unit)
         self.placed["unit:" + unit.first.uuid] = (stream, stream.offset)
 
@@ -346,7 +416,12 @@ class _Writer:
             if cause:
                 meta["causation_id"] = cause
             text = _text_of(record["message"]["content"])
-            stream.add("compaction.recorded", {"summary": text, "through_offset": stream.offset}, meta, where)
+            through = stream.offset
+            head = self.file.entries.get(str(_preserved(boundary).get("headUuid")))
+            start = self.started.get(head.unit.first.uuid) if head is not None and head.unit is not None else None
+            if start is not None and start[0] is stream:
+                through = start[1]  # the preserved segment stays in the model view after the summary
+            stream.add("compaction.recorded", {"summary": text, "through_offset": through}, meta, where)
             self.summary.compactions += 1
         else:
             self._user(stream, unit)
@@ -432,7 +507,7 @@ class _Writer:
         unit: _Unit | None = start
         while unit is not None:
             self.emit(stream, unit)
-            following = max(unit.children, key=lambda c: c.latest) if unit.children else None
+            following = self._following(stream, unit.children)
             results = next((c for c in unit.children if c.kind == "results"), None) if unit.kind == "assistant" else None
             after = stream.offset
             marks: list[tuple[int, _Unit]] = [(after, c) for c in unit.children if c is not following and c is not results]
@@ -446,6 +521,15 @@ class _Writer:
             fork = self._fork_at(parent, fork_at, child)
             self.branch(fork, child)
 
+    def _following(self, stream: PlannedStream, children: list[_Unit]) -> _Unit | None:
+        """The child a stream goes on with: the one an earlier import already wrote into it (so a
+        session rewound after it was imported keeps its stored events, and the new branch
+        becomes a fork), else the one whose subtree ends latest in the file."""
+        kept = [c for c in children if self.stored.get(c.first.uuid) == stream.id]
+        if kept:
+            return kept[0]
+        return max(children, key=lambda c: c.latest) if children else None
+
     def _fork_at(self, parent: PlannedStream, at: int, child: _Unit) -> PlannedStream:
         stream_id = stable_id(TOOL, self.file.key, child.first.uuid)
         fork = self.plan.attach(parent.fork(stream_id, "fork", self._meta(child, ":fork"), at))
@@ -457,7 +541,9 @@ class _Writer:
 
 
 @dataclass
-class _Session:
+class Session:
+    """A main session file (None for sub-agent files whose session is not found) and its sub-agents' files."""
+
     main: Path | None
     agents: list[Path] = field(default_factory=list)
 
@@ -478,7 +564,7 @@ def _first_record(path: Path) -> dict[str, Any]:
     return {}
 
 
-def discover(paths: Iterable[str | Path]) -> list[_Session]:
+def discover(paths: Iterable[str | Path]) -> list[Session]:
     """Session files under `paths` (files, or directories searched recursively), with the
     sub-agent files that belong to each."""
     files: list[Path] = []
@@ -491,13 +577,16 @@ def discover(paths: Iterable[str | Path]) -> list[_Session]:
             subagents = path.with_suffix("") / "subagents"  # 2.1.x: the session's sub-agents
             if not _is_agent(path) and subagents.is_dir():
                 files.extend(sorted(p for p in subagents.rglob("agent-*.jsonl") if p.is_file()))
+            if not _is_agent(path):  # ≤ 2.0.x: beside it, naming it by the lines' sessionId
+                files.extend(sorted(p for p in path.parent.glob("agent-*.jsonl")
+                                    if p.is_file() and _first_record(p).get("sessionId") == path.stem))
         else:
             raise FileNotFoundError(2, "No such file or directory", str(path))
-    sessions: dict[Path, _Session] = {}
+    sessions: dict[Path, Session] = {}
     loose: list[Path] = []
     for path in dict.fromkeys(files):
         if not _is_agent(path):
-            sessions.setdefault(path, _Session(path)).main = path
+            sessions.setdefault(path, Session(path)).main = path
     for path in dict.fromkeys(files):
         if not _is_agent(path):
             continue
@@ -515,10 +604,28 @@ def discover(paths: Iterable[str | Path]) -> list[_Session]:
             loose.append(path)
         else:
             sessions[owner].agents.append(path)
-    return [*sessions.values(), *(_Session(None, [path]) for path in loose)]
+    return [*sessions.values(), *(Session(None, [path]) for path in loose)]
 
 
-def _plan_session(session: _Session, summary: ImportSummary, skip_bad: bool, partial_tail: bool) -> Plan:
+def _stored_sources(store: Store, session: Session) -> dict[str, str]:
+    """Source uuid -> stream, over what earlier imports of this session wrote (empty if none)."""
+    if session.main is None:
+        return {}
+    try:
+        streams = store.subtree(stable_id(TOOL, session.main.stem))
+    except ThreadNotFound:
+        return {}
+    out: dict[str, str] = {}
+    for info in streams:
+        for event in store.read(info.id, start=info.base):
+            source = event.meta.get("source")
+            if isinstance(source, dict) and isinstance(source.get("uuid"), str):
+                out.setdefault(source["uuid"], info.id)
+    return out
+
+
+def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, partial_tail: bool,
+                  stored: dict[str, str] | None = None) -> Plan:
     plan = Plan()
     main_file = None
     if session.main is not None:
@@ -528,19 +635,25 @@ def _plan_session(session: _Session, summary: ImportSummary, skip_bad: bool, par
     agents = []
     for path in session.agents:
         key = f"{prefix}/{path.stem}" if prefix else path.stem
-        agents.append(_parse(path, key, summary, skip_bad, partial_tail))
+        # A sub-agent whose result the session holds has written its last line.
+        done = main_file is not None and _first_record(path).get("agentId") in main_file.agent_results
+        agents.append(_parse(path, key, summary, skip_bad, partial_tail and not done))
         summary.files += 1
+    if main_file is not None and main_file.sidechain:
+        agents.extend(_inline_agents(main_file, summary, skip_bad, partial_tail))
     causes: dict[str, str] = {}
     for agent in agents:
         if agent.agent_id and agent.agent_id.startswith("acompact") and agent.first_parent:
             causes[agent.first_parent] = stable_id(TOOL, agent.key)
     writer: _Writer | None = None
     if main_file is not None:
-        writer = _Writer(plan, main_file, summary, str(main_file.path), causes)
+        writer = _Writer(plan, main_file, summary, str(main_file.path), causes, stored=stored or {})
         _plan_file(writer, main_file, None)
     for agent in agents:
         link: tuple[PlannedStream, int] | None = None
-        if writer is not None and agent.agent_id:
+        if writer is not None and agent.task_call is not None:
+            link = writer.placed.get(agent.task_call)
+        elif writer is not None and agent.agent_id:
             call = main_file.agent_results.get(agent.agent_id) if main_file else None
             if call is not None:
                 link = writer.placed.get(call)
@@ -548,6 +661,51 @@ def _plan_session(session: _Session, summary: ImportSummary, skip_bad: bool, par
                 link = _after_entry(writer, main_file, agent.first_parent)  # type: ignore[arg-type]
         _plan_file(_Writer(plan, agent, summary, str(agent.path), {}), agent, link)
     return plan
+
+
+def _inline_agents(main: _File, summary: ImportSummary, skip_bad: bool, partial_tail: bool) -> list[_File]:
+    """A main file's inline sidechain lines (Claude Code 1.0.x) as one sub-agent file per run.
+
+    A line starting a run (no parent, or a parent outside the sidechain lines) opens one, a
+    line whose parent is in a run joins it, and a line whose parent is unknown continues the
+    run of the line before it. Each run answers the latest `Task`/`Agent` call above its
+    first line whose prompt is that first line's text (else the latest such call not yet
+    taken), and is keyed by its first line's uuid.
+    """
+    def on_bad(error: BadLine) -> None:
+        if not skip_bad:
+            raise error
+        summary.skipped["malformed"] += 1
+        summary.bad.append((error.file, error.line, error.why))
+
+    runs: list[list[Line]] = []
+    run_of: dict[str, list[Line]] = {}
+    for line in main.sidechain:
+        parent = line.record.get("parentUuid")
+        run = run_of.get(parent) if isinstance(parent, str) else None
+        if run is None:
+            run = runs[-1] if runs and isinstance(parent, str) and parent not in main.entries else []
+            if not run:
+                runs.append(run)
+        run.append(line)
+        run_of[line.record["uuid"]] = run
+    calls = [(entry.line.number, block["id"], (block.get("input") or {}).get("prompt"))
+             for entry in main.entries.values() if entry.kind == "assistant"
+             for block in entry.line.record["message"]["content"] if isinstance(entry.line.record["message"]["content"], list)
+             and isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in ("Task", "Agent")]
+    taken: set[str] = set()
+    out = []
+    for run in runs:
+        first = run[0]
+        text = _text_of(first.record["message"]["content"])
+        above = [c for c in calls if c[0] < first.number and c[1] not in taken]
+        call = next((c for c in reversed(above) if c[2] == text), above[-1] if above else None)
+        agent = _from_lines(main.path, f"{main.key}/sidechain-{first.record['uuid']}", run, summary, on_bad, partial_tail)
+        if call is not None:
+            taken.add(call[1])
+            agent.task_call = call[1]
+        out.append(agent)
+    return out
 
 
 def _after_entry(writer: _Writer, file: _File, uuid: str) -> tuple[PlannedStream, int] | None:
@@ -616,13 +774,26 @@ def import_claude_code(
     with `skip_bad=True` is skipped and reported in the summary. `progress(done, total)`
     is called after each session, in bytes of JSONL.
     """
-    sessions = discover(paths)
+    return import_sessions(store, discover(paths), skip_bad=skip_bad, progress=progress, partial_tail=partial_tail)
+
+
+def import_sessions(
+    store: Store,
+    sessions: Sequence[Session],
+    *,
+    skip_bad: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    partial_tail: bool = False,
+) -> ImportSummary:
+    """`import_claude_code` of sessions already found (`discover`); `partial_tail=True`
+    leaves a half-written last line, and a last response the file does not show complete
+    yet, for a later import (what following a live session needs)."""
     total = sum(p.stat().st_size for s in sessions for p in ([s.main] if s.main else []) + s.agents)
     done = 0
     summary = ImportSummary()
     for session in sessions:
         part = ImportSummary()
-        plan = _plan_session(session, part, skip_bad, partial_tail)
+        plan = _plan_session(session, part, skip_bad, partial_tail, _stored_sources(store, session))
         part.events = sum(len(s.events) + 1 for s in plan.streams)
         part.added = write_plan(store, plan)
         summary.merge(part)

@@ -1,11 +1,13 @@
 """Following session files while another tool writes them: poll, import what is new, repeat.
 
-Polling (stdlib only): a file's size and modification time are checked every `interval`
-seconds and a changed session is imported again. Importing is idempotent, so a re-read
+Polling (stdlib only): the size and modification time of each session's files (the main
+file and its sub-agents', in either layout) are checked every `interval` seconds and a
+changed session is imported again; a session quiet for `settle` seconds is read once more,
+in case a write left both unchanged (a coarse clock). Importing is idempotent, so a re-read
 adds only the new lines, and restarting the follower resumes from what the database
-already holds. A half-written last line is left for the next poll, and so is the last
-response until a line of another unit shows it complete, or until the file has been
-quiet for `settle` seconds.
+already holds. A half-written last line is left for the next poll, and so is a response
+(and its tool results) until the file shows it complete, however long its lines take to
+arrive (`claude_code._unfinished`): an event is written once, whole, never in part.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 from eventstore import Store
 
-from .claude_code import import_claude_code
+from .claude_code import Session, discover, import_sessions
 from .summary import ImportSummary
 
 
@@ -35,43 +37,31 @@ def follow_claude_code(
     `on_import` gets the summary of each poll that added events. Returns the total.
     """
     total = ImportSummary()
-    seen: dict[Path, tuple[int, int]] = {}
+    seen: dict[Path, tuple[tuple[int, int], ...]] = {}
     quiet_since: dict[Path, float] = {}
     settled: set[Path] = set()
     while not stop():
-        changed: list[Path] = []
+        due: list[Session] = []
         now = time.monotonic()
-        for path in _files(paths):
+        for session in discover([p for p in paths if Path(p).exists()]):
+            files = ([session.main] if session.main else []) + session.agents
             try:
-                stat = path.stat()
+                signature = tuple((s.st_size, s.st_mtime_ns) for s in (f.stat() for f in files))
             except FileNotFoundError:
                 continue
-            signature = (stat.st_size, stat.st_mtime_ns)
-            if seen.get(path) != signature:
-                seen[path] = signature
-                quiet_since[path] = now
-                settled.discard(path)
-                changed.append(path)
-            elif path not in settled and now - quiet_since[path] >= settle:
-                settled.add(path)
-                summary = import_claude_code(store, [path], skip_bad=skip_bad)
-                _report(total, summary, on_import)
-        if changed:
-            summary = import_claude_code(store, changed, skip_bad=skip_bad, partial_tail=True)
-            _report(total, summary, on_import)
+            key = files[0]
+            if seen.get(key) != signature:
+                seen[key] = signature
+                quiet_since[key] = now
+                settled.discard(key)
+                due.append(session)
+            elif key not in settled and now - quiet_since[key] >= settle:
+                settled.add(key)
+                due.append(session)
+        if due:
+            _report(total, import_sessions(store, due, skip_bad=skip_bad, partial_tail=True), on_import)
         time.sleep(interval)
     return total
-
-
-def _files(paths: Sequence[str | Path]) -> list[Path]:
-    out: list[Path] = []
-    for item in paths:
-        path = Path(item)
-        if path.is_dir():
-            out.extend(p for p in sorted(path.rglob("*.jsonl")) if not p.name.startswith("agent-"))
-        elif path.exists():
-            out.append(path)
-    return out
 
 
 def _report(total: ImportSummary, summary: ImportSummary, on_import: Callable[[ImportSummary], None] | None) -> None:

@@ -4,7 +4,9 @@ Importers build a `Plan` in memory: each `PlannedStream` is a root thread or a f
 earlier stream after a named event, with its events in order. `add` validates each event
 (`prepare`) and folds the same pending facts the store folds (`facts.advance`), so a file
 the store would refuse is refused here, before anything is written: a refused file leaves
-the database exactly as it was.
+the database exactly as it was. The prepared events go to `Store.append_prepared`, so the
+canonical JSON and digests are computed once per event, not once here and again in the
+store.
 
 Ids are deterministic (derived from the source's own ids), which makes writing
 idempotent: `write_plan` skips the events a stream already holds, so re-importing adds
@@ -21,7 +23,7 @@ from typing import Any
 
 from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.facts import Facts, advance, after_fork
-from eventstore.prepare import prepare
+from eventstore.prepare import PreparedEvent, prepare
 
 BATCH = 1000
 
@@ -42,7 +44,7 @@ class PlannedStream:
     first: dict[str, Any]  # thread.created data and meta, or the fork's options and meta
     parent: PlannedStream | None = None
     at: int = 0  # the offset of the stream's first own event (a fork's parent offset)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[PreparedEvent] = field(default_factory=list)
     facts: Facts = field(default_factory=Facts)
     open_run: str | None = None
     history: list[Facts] = field(default_factory=list)  # facts after each own event, the first included
@@ -57,9 +59,8 @@ class PlannedStream:
 
     def add(self, type_: str, data: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> None:
         """Validate one event and fold its facts; `where(why)` names the source line in errors."""
-        event = {"type": type_, "data": data, "meta": meta}
         try:
-            prepared = prepare(event, "event")
+            prepared = prepare({"type": type_, "data": data, "meta": meta}, "event")
             self.facts = advance(self.facts, prepared.type, prepared.data, "event.data")
         except InvalidEvent as error:
             raise where(str(error)) from None
@@ -67,7 +68,7 @@ class PlannedStream:
             self.open_run = data["run_id"]
         elif type_ == "run.finished":
             self.open_run = None
-        self.events.append(event)
+        self.events.append(prepared)
         self.history.append(self.facts)
 
     def fork(self, stream_id: str, kind: str, meta: dict[str, Any], at: int | None = None, **options: Any) -> PlannedStream:
@@ -113,7 +114,7 @@ def _stored(store: Store, stream: PlannedStream) -> int | None:
         raise ImportConflict(f"thread {stream.id!r} exists but was not imported from this source; "
                              "import into another database")
     stored = len(ids) - 1
-    if ids[1:] != [event["meta"]["event_id"] for event in stream.events[:stored]]:
+    if ids[1:] != [event.event_id for event in stream.events[:stored]]:
         raise ImportConflict(f"thread {stream.id!r} holds events the source no longer has in that order "
                              "(was the session file rewritten?); import it into another database")
     return stored
@@ -142,7 +143,7 @@ def write_plan(store: Store, plan: Plan) -> int:
         head = store.head(stream.id)
         for start in range(0, len(todo), BATCH):
             batch = todo[start:start + BATCH]
-            store.append(stream.id, batch, expect=head)
+            store.append_prepared(stream.id, batch, expect=head)
             head += len(batch)
             added += len(batch)
     return added
