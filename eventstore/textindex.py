@@ -85,7 +85,7 @@ def scope_of(store: Store, thread: str, ancestors: bool = True, stop: int | None
     """The ranges a search of `thread` reads: its logical history (every ancestor below each
     fork point), or only its own events with `ancestors=False`; below offset `stop` if given."""
     ancestry = store.ancestry(thread)
-    ranges = segments(ancestry) if ancestors else [(thread, ancestry[0].base, None)]
+    ranges: list[Scope] = segments(ancestry) if ancestors else [(thread, ancestry[0].base, None)]
     return list(clip(ranges, 0, stop))
 
 
