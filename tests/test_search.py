@@ -352,3 +352,29 @@ def test_cli_search_and_index(tmp_path: Path) -> None:
     assert missing.returncode == 1 and missing.stderr.startswith("error: ")
     rebuilt = _cli(db, "index", "--rebuild", "--json")
     assert rebuilt.returncode == 0 and json.loads(rebuilt.stdout)["rebuilt"] is True
+
+
+# -- a live turn on a note fork -------------------------------------------------------------------
+
+
+def test_run_turn_sends_retrieval_and_the_transcript_tools_and_records_them(file_store: Store) -> None:
+    from messages_api import MessagesAPI, message
+
+    from threadlog import check_request, run_turn
+
+    _, fork = _note_fork(file_store, "first_turn")
+    call = {"type": "tool_use", "id": "tu_1", "name": "grep_transcript", "input": {"pattern": "ferry"}}
+    with MessagesAPI() as api:
+        api.reply_json(message([call], "tool_use", id="msg_1"))
+        api.reply_json(message([{"type": "text", "text": "It leaves at nine."}], id="msg_2"))
+        turn = run_turn(file_store, fork, "Why did we drop the Redis cache, and the ferry?", api.client(0, 10.0),
+                        tools=transcript_tools(file_store, fork))
+        assert turn.status == "ok", turn.error
+        first, second = (r.json for r in api.requests)
+    assert [t["name"] for t in first["tools"]] == ["grep_transcript", "read_transcript"]
+    assert any(b.get("text", "").startswith(BEGIN) for m in first["messages"] for b in m["content"])
+    result = second["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result" and "The ferry leaves at nine." in result["content"]
+    for message_offset in [e.offset for e in file_store.read(fork) if "request" in e.meta]:
+        check = check_request(file_store, fork, message_offset)
+        assert check.ok, check.reason

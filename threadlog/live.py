@@ -157,9 +157,11 @@ class _Options:
 
 
 def _extra_tools(defined: list[Json] | None, tools: Mapping[str, Tool] | None) -> list[Json] | None:
-    """The definitions carried by `tools`' callables whose names the thread does not define."""
+    """The definitions carried by `tools`' callables whose names the thread does not define,
+    with their keys sorted as the log stores JSON, so the request rebuilt from meta.request
+    has the same bytes as the one sent."""
     names = {t.get("name") for t in defined or ()}
-    extra = [getattr(fn, "definition") for name, fn in sorted((tools or {}).items())
+    extra = [json.loads(json.dumps(getattr(fn, "definition"), sort_keys=True)) for name, fn in sorted((tools or {}).items())
              if name not in names and isinstance(getattr(fn, "definition", None), dict)]
     return extra or None
 
