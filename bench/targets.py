@@ -34,6 +34,9 @@ TARGETS = [
     Target("transcript", "transcript of ~4 MB of text vs reading its events (cost)", 2.0, False),
     Target("request", "anthropic_request of 1,000 messages vs thread_state with messages viewed (cost)", 2.0, False),
     Target("turn_record", "recording a turn's events vs its 1 ms budget (cost)", 1.0, False),
+    Target("search_like", "search of 1,000,000 indexed messages vs a LIKE '%…%' scan of them (times faster)", 100.0, True),
+    Target("search_append", "single append with the search index in use vs without (cost)", 1.1, False),
+    Target("search_catch_up", "catching up 100,000 new events vs 20,000 events/s (cost)", 1.0, False),
     Target("fork_agents", "fork vs Agents SDK create_branch_from_turn at 1,000 messages (times faster)", 10.0, True),
     Target("size_langgraph", "database size after 1,000 messages vs LangGraph SqliteSaver (times smaller)", 100.0, True),
 ]
