@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from threadlog import Store, search, update_index
@@ -94,17 +95,21 @@ def _appends(workdir: Path, rounds: int) -> Measure:
     update_index(stores["indexed"][0])
     per_sample = 200
 
-    def appender(name: str) -> float:
+    def appender(name: str) -> Callable[[], float]:
         store, thread = stores[name]
-        start = time.perf_counter()
-        for i in range(per_sample):
-            store.append_message(thread, "user", f"message {i} about {RARE}")
-        seconds = (time.perf_counter() - start) / per_sample
-        if name == "indexed":
-            search(store, RARE, limit=1)  # the index in use: caught up after every sample
-        return seconds
 
-    samples = interleave({name: (lambda name=name: appender(name)) for name in stores}, rounds * 3)
+        def sample() -> float:
+            start = time.perf_counter()
+            for i in range(per_sample):
+                store.append_message(thread, "user", f"message {i} about {RARE}")
+            seconds = (time.perf_counter() - start) / per_sample
+            if name == "indexed":
+                search(store, RARE, limit=1)  # the index in use: caught up after every sample
+            return seconds
+
+        return sample
+
+    samples = interleave({name: appender(name) for name in stores}, rounds * 3)
     for store, _ in stores.values():
         store.close()
     return compare(GROUP, "single append, index in use", samples, "indexed", "plain",
