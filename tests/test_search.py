@@ -178,6 +178,19 @@ def test_bad_arguments_are_refused_clearly(mem: Store) -> None:
         search(mem, None)  # type: ignore[arg-type]
 
 
+def test_an_older_database_is_indexed_on_its_first_search(tmp_path: Path) -> None:
+    db = tmp_path / "v1.db"
+    db.write_bytes((Path(__file__).parent / "fixtures" / "v1.db").read_bytes())
+    with Store(db) as store:
+        assert store.index_position() == 0
+        expected = sum(1 for e in store.read_all() if e.type == "message.appended" and not e.redacted
+                       and any(_token("the").search(b.get("text", "")) for b in e.data["content"]))
+        assert expected > 0
+        hits = search(store, "the", role=None, limit=1000)
+        assert len({h.position for h in hits if h.kind == "text"}) == expected
+        assert store.index_position() == store.last_position()
+
+
 # -- redaction ----------------------------------------------------------------------------------
 
 
