@@ -36,6 +36,9 @@ TARGETS = [
     Target("turn_record", "recording a turn's events vs its 1 ms budget (cost)", 1.0, False),
     Target("import_speed", "import of the largest Claude Code session vs json.loads of its lines (speed; 20 MB/s)", 0.07, True),
     Target("import_memory", "peak memory importing ~200 MB of sessions vs the bytes imported (cost; < 200 MB)", 1.0, False),
+    Target("search_like", "search of 1,000,000 indexed messages vs a LIKE '%…%' scan of them (times faster)", 100.0, True),
+    Target("search_append", "single append with the search index in use vs without (cost)", 1.1, False),
+    Target("search_catch_up", "catching up 100,000 new events vs 20,000 events/s (cost)", 1.0, False),
     Target("fork_agents", "fork vs Agents SDK create_branch_from_turn at 1,000 messages (times faster)", 10.0, True),
     Target("size_langgraph", "database size after 1,000 messages vs LangGraph SqliteSaver (times smaller)", 100.0, True),
 ]

@@ -72,6 +72,31 @@ class SnapshotRow(NamedTuple):
     state: str
 
 
+# A document of the search index, as inserted: (docid, position, stream_id, offset, kind, role,
+# tool, text). `docid` is the event's position times `DOC_PARTS`, plus the part's number, so
+# the parts of one event are one docid range, found without an index on position.
+DOC_PARTS = 1 << 16
+DocValues = tuple[int, int, str, int, str, str | None, str | None, str]
+
+# A scope for a search: (stream, lo, hi), the stream's own offsets lo..hi-1 (no bound if None).
+Scope = tuple[str, int, int | None]
+
+
+class HitRow(NamedTuple):
+    """One document a search found, best first."""
+
+    position: int
+    stream_id: str
+    offset: int
+    kind: str  # text, tool_use, tool_result, summary, title
+    role: str | None
+    tool: str | None
+    time: str  # when the event happened (an import's source time) or was recorded
+    text: str  # the document's whole text
+    snippet: str  # the text around the matches, matches between `**`
+    score: float  # BM25: lower is better
+
+
 # What a fold reads of an event: (offset, type, schema_version, data as JSON text).
 DataRow = tuple[int, str, int, str]
 
@@ -178,6 +203,37 @@ class Backend(Protocol):
 
     def orphan_position(self) -> int | None:
         """The lowest position of an event whose stream does not exist, if any."""
+        ...
+
+    # -- the search index (derived from the log; never truth)
+
+    def index_position(self) -> int:
+        """The last position the search index covers (0: none)."""
+        ...
+
+    def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:
+        """Add documents (in docid order, above every docid stored) and record that the index
+        covers every position <= `upto`; inside a write transaction."""
+        ...
+
+    def unindex(self, position: int) -> int:
+        """Remove an event's documents from the index leaving no copy of their text in the
+        index's storage; returns how many were removed. Inside a write transaction."""
+        ...
+
+    def clear_index(self) -> None:
+        """Empty the index (it then covers no position); inside a write transaction."""
+        ...
+
+    def search(self, query: str, match: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None,
+               limit: int) -> list[HitRow]:
+        """Documents matching `query`, best first. `match="query"`: the backend's query syntax,
+        taken as plain words (all of them) when it is not valid; `"words"`: plain words, all of
+        them; `"any"`: any of the words. `scope`: only events in these ranges."""
+        ...
+
+    def index_title(self, stream_id: str, lo: int, hi: int | None) -> str | None:
+        """The title document with the highest offset in the stream's range lo..hi-1, if any."""
         ...
 
     # -- snapshots (a cache of projection states, never truth)

@@ -71,6 +71,12 @@ class SentRequest(_Model):
     model: str
     max_tokens: int = Field(ge=1)
     stream: bool = False
+    retrieval: Literal["per_turn", "first_turn", "off"] | None = Field(
+        default=None, description="a note fork's retrieval mode, when the turn overrode the recorded one"
+    )
+    extra_tools: list[dict[str, Any]] | None = Field(
+        default=None, description="tool definitions sent after the thread's own (e.g. the transcript tools)"
+    )
 
 
 class Meta(_Model):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
@@ -27,7 +28,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import sqlite_utils
 
-from .backend import DataRow, EventRow, EventValues, SnapshotRow, StreamRow
+from .backend import DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StreamRow
 from .errors import SchemaError, StoreError
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
@@ -36,7 +37,7 @@ APPLICATION_ID = 0x544C4F47
 
 # Schema versions, recorded in PRAGMA user_version. Each migration takes the database
 # from version n - 1 to n inside the caller's transaction.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 EVENT_COLUMNS = (
     'position, stream_id, "offset", event_id, type, schema_version, data, meta, '
@@ -72,6 +73,15 @@ CREATE TABLE events (
     redacted_by INTEGER
 )
 """
+
+
+# The index of `search_docs.text`. External content: FTS5 keeps only its inverted index and
+# reads a row's text from `search_docs` when it needs it (snippets, and a delete, which must
+# be given the exact text that was indexed; both tables are written together, so it is).
+SEARCH_FTS_DDL = (
+    "CREATE VIRTUAL TABLE search_fts USING fts5(text, content='search_docs', content_rowid='docid', "
+    "tokenize='unicode61 remove_diacritics 2')"
+)
 
 
 def _migrate_1(db: sqlite_utils.Database) -> None:
@@ -113,7 +123,27 @@ def _migrate_2(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS = {1: _migrate_1, 2: _migrate_2}
+def _migrate_3(db: sqlite_utils.Database) -> None:
+    """Version 3: the full-text search index (FTS5), kept apart from the log and off its
+    append path: `search_docs` holds the text each event contributes (one row per part: a
+    message's text, each tool call, each tool result, a summary, a title), `search_fts`
+    indexes it as external content, and `search_progress` the last position covered.
+    Everything in these tables is derived from `events`; `rebuild_index` recreates it.
+    """
+    db.table("search_docs").create(
+        {"docid": int, "position": int, "stream_id": str, "offset": int, "kind": str, "role": str, "tool": str,
+         "text": str},
+        pk="docid",
+        not_null=["position", "stream_id", "offset", "kind", "text"],
+    )
+    db.table("search_progress").create({"name": str, "position": int}, pk="name", not_null=["position"])
+    db.table("search_progress").insert({"name": "index", "position": 0})
+    # sqlite-utils creates neither virtual tables nor partial indexes.
+    db.execute(SEARCH_FTS_DDL)
+    db.execute("CREATE INDEX search_titles ON search_docs (stream_id, \"offset\") WHERE kind = 'title'")
+
+
+MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3}
 
 
 _P = ParamSpec("_P")
@@ -515,6 +545,107 @@ class SQLiteBackend:
         row = self.conn.execute("SELECT min(position) FROM events WHERE stream_id NOT IN (SELECT id FROM streams)")
         return row.fetchone()[0]  # type: ignore[no-any-return]
 
+    # -- the search index (FTS5) -------------------------------------------------------------------
+    #
+    # Redaction must leave no copy of an event's text in the file. Deleting an FTS5 row only
+    # records a delete marker (in SQLite before 3.42, which has no 'secure-delete' option): the
+    # old segment keeps the terms, and the marker repeats them, until segments merge. So
+    # `unindex` deletes the documents and then runs FTS5's 'optimize', which merges every
+    # segment into one and drops deleted entries; `secure_delete` zeroes the pages that frees,
+    # and the store's purge truncates the WAL. Its cost is a rewrite of the index (seconds at a
+    # million documents), paid only by a redaction of an indexed event. A contentless table would
+    # not help: it needs the original text to delete, and leaves the same markers.
+
+    @_translated
+    def index_position(self) -> int:
+        row = self.conn.execute("SELECT position FROM search_progress WHERE name = 'index'").fetchone()
+        return int(row[0]) if row else 0
+
+    @_translated
+    def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:
+        if docs:
+            self.conn.executemany(
+                'INSERT INTO search_docs (docid, position, stream_id, "offset", kind, role, tool, text) '
+                "VALUES (?,?,?,?,?,?,?,?)",
+                docs,
+            )
+            self.conn.execute("INSERT INTO search_fts (rowid, text) SELECT docid, text FROM search_docs WHERE docid >= ?",
+                              (docs[0][0],))
+        self.conn.execute("UPDATE search_progress SET position = ? WHERE name = 'index'", (upto,))
+
+    @_translated
+    def unindex(self, position: int) -> int:
+        bounds = (position * DOC_PARTS, (position + 1) * DOC_PARTS)
+        self.conn.execute(
+            "INSERT INTO search_fts (search_fts, rowid, text) "
+            "SELECT 'delete', docid, text FROM search_docs WHERE docid >= ? AND docid < ?",
+            bounds,
+        )
+        removed = self.conn.execute("DELETE FROM search_docs WHERE docid >= ? AND docid < ?", bounds).rowcount
+        if removed:
+            self.conn.execute("INSERT INTO search_fts (search_fts) VALUES ('optimize')")
+        return removed
+
+    @_translated
+    def clear_index(self) -> None:
+        self.conn.execute("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
+        self.conn.execute("DELETE FROM search_docs")
+        self.conn.execute("UPDATE search_progress SET position = 0 WHERE name = 'index'")
+
+    def search(self, query: str, match: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None,
+               limit: int) -> list[HitRow]:
+        """See `Backend.search`. FTS5 reports a bad query (`"unbalanced`, `AND AND`, an unknown
+        `column:`) as a plain SQL error (SQLITE_ERROR); such a query is run again as plain words."""
+        if match == "query":
+            try:
+                return self._search(query, scope, role, tool, limit)
+            except sqlite3.OperationalError as error:
+                if getattr(error, "sqlite_errorcode", None) != sqlite3.SQLITE_ERROR:
+                    raise translate(error, self.path) from None
+            match = "words"
+        words = _fts_words(query, " OR " if match == "any" else " ")
+        if not words:
+            return []
+        try:
+            return self._search(words, scope, role, tool, limit)
+        except sqlite3.Error as error:
+            raise translate(error, self.path) from None
+
+    def _search(self, fts_query: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None,
+                limit: int) -> list[HitRow]:
+        where = ["search_fts MATCH ?"]
+        args: list[Any] = [fts_query]
+        if scope is not None:
+            if not scope:
+                return []
+            where.append("(" + " OR ".join('(d.stream_id = ? AND d."offset" >= ? AND d."offset" < ?)' for _ in scope) + ")")
+            for stream_id, lo, hi in scope:
+                args += (stream_id, lo, _NO_BOUND if hi is None else hi)
+        if role is not None:
+            where.append("d.role = ?")
+            args.append(role)
+        if tool is not None:
+            where.append("d.tool = ?")
+            args.append(tool)
+        rows = self.conn.execute(
+            'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
+            "coalesce(json_extract(e.meta, '$.occurred_at'), e.recorded_at), d.text, "
+            "snippet(search_fts, 0, '**', '**', '…', 16), bm25(search_fts) "
+            "FROM search_fts JOIN search_docs d ON d.docid = search_fts.rowid JOIN events e ON e.position = d.position "
+            f"WHERE {' AND '.join(where)} ORDER BY bm25(search_fts), d.docid LIMIT ?",
+            (*args, limit),
+        ).fetchall()
+        return [_new(HitRow, r) for r in rows]
+
+    @_translated
+    def index_title(self, stream_id: str, lo: int, hi: int | None) -> str | None:
+        row = self.conn.execute(
+            'SELECT text FROM search_docs WHERE kind = \'title\' AND stream_id = ? AND "offset" >= ? AND "offset" < ? '
+            'ORDER BY "offset" DESC, docid DESC LIMIT 1',
+            (stream_id, lo, _NO_BOUND if hi is None else hi),
+        ).fetchone()
+        return str(row[0]) if row else None
+
     # -- snapshots (a cache) -------------------------------------------------------------------
 
     @_translated
@@ -548,3 +679,13 @@ class SQLiteBackend:
 
 # An upper bound no offset reaches: one query shape whether or not a range is bounded.
 _NO_BOUND = 2**62
+
+
+_WORD = re.compile(r"\w")
+
+
+def _fts_words(text: str, joiner: str) -> str:
+    """`text` as an FTS5 query of plain words: each whitespace-separated chunk holding a word
+    character becomes a quoted phrase (so no operator or column name is read in it), at most 64."""
+    chunks = [chunk for chunk in dict.fromkeys(text.split()) if _WORD.search(chunk)][:64]
+    return joiner.join('"' + chunk.replace('"', '""') + '"' for chunk in chunks)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from . import forks, integrity, restore
+from . import forks, integrity, restore, textindex
 from .backend import Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import ConcurrencyError, IntegrityError, InvalidEvent, StaleSnapshot, StoreError, ThreadNotFound
 from .events import EventRedacted, MessageAppended, ThreadCreated
@@ -485,6 +485,22 @@ class Store:
         with self.backend.transaction():
             return self.backend.drop_snapshots(projection)
 
+    # -- the search index (eventstore/textindex.py) -----------------------------------------------
+
+    def update_index(self, extractor: Callable[[], textindex.Extractor]) -> int:
+        """Bring the search index up to the log's last position, in one write transaction;
+        returns how many events it read. `extractor()` makes the function that says what
+        text an event contributes (`projections.search` has it)."""
+        return textindex.catch_up(self, extractor)
+
+    def rebuild_index(self, extractor: Callable[[], textindex.Extractor]) -> int:
+        """Rebuild the search index from the whole log, in one write transaction."""
+        return textindex.rebuild(self, extractor)
+
+    def index_position(self) -> int:
+        """The last position the search index covers (0: none)."""
+        return self.backend.index_position()
+
     # -- fork (eventstore/forks.py) ---------------------------------------------------------
 
     def fork(
@@ -585,7 +601,8 @@ class Store:
         chained too. Hashes, offsets and fork references stay valid, because the chain
         covers the data's digest.
 
-        No copy of the payload stays in the file: snapshots are dropped, freed space is
+        No copy of the payload stays in the file: snapshots are dropped, its search documents
+        removed (the index rewritten without them), freed space is
         zeroed (`secure_delete`) and the write-ahead log is checkpointed and truncated before
         this returns. If another connection is reading at that moment, the WAL cannot be
         truncated and `StoreError` says so (the redaction itself is committed; `purge()`
@@ -615,6 +632,7 @@ class Store:
             recorded = self._write(row.stream_id, Head.of(stream_row), [event])[0]
             self.backend.redact(position, skeleton, recorded.position)
             self.backend.drop_snapshots()  # a cached state may hold the erased payload
+            self.backend.unindex(position)  # and the search index its text
         self.purge()
         return recorded
 

@@ -7,6 +7,7 @@ Projections read the store and never write events; the only thing they may write
 from .lineage import BlameEntry, Diff, DiffSide, LineageEntry, blame, diff, lineage
 from .request import RequestCheck, anthropic_request, body_digest, check_request, request_body, validate_request
 from .rows import Row, display_rows
+from .search import SearchHit, rebuild_index, search, update_index
 from .snapshots import drop as drop_snapshots
 from .state import Message, ThreadState, save_snapshot, thread_state
 from .transcript import transcript, write_transcript
@@ -20,6 +21,7 @@ __all__ = [
     "Message",
     "RequestCheck",
     "Row",
+    "SearchHit",
     "ThreadState",
     "Usage",
     "anthropic_request",
@@ -30,10 +32,13 @@ __all__ = [
     "display_rows",
     "drop_snapshots",
     "lineage",
+    "rebuild_index",
     "request_body",
     "save_snapshot",
+    "search",
     "thread_state",
     "transcript",
+    "update_index",
     "usage",
     "validate_request",
     "write_transcript",

@@ -37,6 +37,7 @@ from eventstore import InvalidEvent, Store
 from eventstore.content import _drain as drain  # the one walker of lazily validated lists
 
 from . import collector
+from .retrieval import check_mode, with_retrieval
 from .state import Message, thread_state
 
 DEFAULT_MAX_TOKENS = 4096
@@ -57,6 +58,8 @@ def anthropic_request(
     *,
     model: str | None = None,
     max_tokens: int | None = None,
+    retrieval: str | None = None,
+    extra_tools: list[Json] | None = None,
 ) -> Json:
     """The keyword arguments for `client.messages.create(**kwargs)` of `thread` after its
     first `at` events (default: all): `max_tokens`, `messages`, `model`, `system`, `tools`.
@@ -64,6 +67,11 @@ def anthropic_request(
     `model` defaults to the thread's model and `max_tokens` to 4096; a thread without a
     model needs `model=`. The result is fresh on every call: changing it changes nothing in
     the store. See the module doc for what is left out and where breakpoints go.
+
+    `retrieval` (`per_turn`, `first_turn`, `off`; default: what a note fork recorded) adds
+    the fork's retrieval blocks (projections/retrieval.py); it may catch the search index
+    up, which writes to the index's tables. `extra_tools` are tool definitions sent after
+    the thread's own (e.g. `transcript_tools`).
     """
     state = thread_state(store, thread, at)
     chosen = model or state.model
@@ -72,12 +80,19 @@ def anthropic_request(
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
         raise InvalidEvent("max_tokens", f"must be a whole number >= 1, not {max_tokens!r}")
     view = state.messages
+    if retrieval is not None:
+        check_mode(retrieval)
+    mode = retrieval or state.retrieval
+    if mode != "off" and state.context == "note" and state.parent_offset is not None:
+        view = with_retrieval(store, thread, view, mode, state.parent_offset)
+    elif retrieval not in (None, "off"):
+        raise InvalidEvent("retrieval", f"thread {thread!r} is not a context='note' fork: it has no parent history to retrieve")
     with collector.paused():  # the view makes thousands of small containers and no cycles
         messages = _api_view(view)
     if not messages:
         raise InvalidEvent("at", f"thread {thread!r} has no message to send as of offset {state.length}")
     system = _system(state.system)
-    tools = [_uncached(tool) for tool in state.tools] if state.tools else None
+    tools = [_uncached(tool) for tool in [*(state.tools or ()), *(extra_tools or ())]] or None
     if cache:
         if system:
             system[-1] = _mark(system[-1])
@@ -303,7 +318,8 @@ def check_request(store: Store, thread: str, offset: int) -> RequestCheck:
         return RequestCheck(offset, False, None, None, None, [], f"offset {offset} holds no message recorded by a live turn")
     redacted = [e.offset for e in store.read(thread, 0, offset) if e.redacted]
     try:
-        kwargs = anthropic_request(store, thread, offset, model=request.get("model"), max_tokens=request.get("max_tokens"))
+        kwargs = anthropic_request(store, thread, offset, model=request.get("model"), max_tokens=request.get("max_tokens"),
+                                   retrieval=request.get("retrieval"), extra_tools=request.get("extra_tools"))
         rebuilt = body_digest(request_body(kwargs, bool(request.get("stream"))))
     except InvalidEvent as error:
         return RequestCheck(offset, False, request.get("digest"), None, request.get("id"), redacted, str(error))

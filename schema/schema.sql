@@ -1,4 +1,4 @@
--- threadlog schema version 2
+-- threadlog schema version 3
 CREATE TABLE events (
     position INTEGER PRIMARY KEY AUTOINCREMENT,
     stream_id TEXT NOT NULL REFERENCES streams(id),
@@ -13,6 +13,32 @@ CREATE TABLE events (
     hash TEXT NOT NULL,
     pending TEXT,
     redacted_by INTEGER
+);
+
+CREATE TABLE "search_docs" (
+   "docid" INTEGER PRIMARY KEY,
+   "position" INTEGER NOT NULL,
+   "stream_id" TEXT NOT NULL,
+   "offset" INTEGER NOT NULL,
+   "kind" TEXT NOT NULL,
+   "role" TEXT,
+   "tool" TEXT,
+   "text" TEXT NOT NULL
+);
+
+CREATE VIRTUAL TABLE search_fts USING fts5(text, content='search_docs', content_rowid='docid', tokenize='unicode61 remove_diacritics 2');
+
+CREATE TABLE 'search_fts_config'(k PRIMARY KEY, v) WITHOUT ROWID;
+
+CREATE TABLE 'search_fts_data'(id INTEGER PRIMARY KEY, block BLOB);
+
+CREATE TABLE 'search_fts_docsize'(id INTEGER PRIMARY KEY, sz BLOB);
+
+CREATE TABLE 'search_fts_idx'(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID;
+
+CREATE TABLE "search_progress" (
+   "name" TEXT PRIMARY KEY,
+   "position" INTEGER NOT NULL
 );
 
 CREATE TABLE "snapshots" (
@@ -43,6 +69,8 @@ CREATE UNIQUE INDEX "events_event_id"
 
 CREATE UNIQUE INDEX "events_stream_offset"
     ON "events" ("stream_id", "offset");
+
+CREATE INDEX search_titles ON search_docs (stream_id, "offset") WHERE kind = 'title';
 
 CREATE INDEX "streams_parent"
     ON "streams" ("parent_id");

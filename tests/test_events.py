@@ -105,5 +105,6 @@ def test_public_names_are_pinned() -> None:
         "export_events", "export_all", "export_markdown",
         "anthropic_request", "check_request", "usage", "Usage",
         "run_turn", "rerun", "resolve_interrupt", "Interrupt", "Turn",
+        "search", "SearchHit", "update_index", "rebuild_index", "transcript_tools",
     ])
     assert all(hasattr(threadlog, name) for name in threadlog.__all__)

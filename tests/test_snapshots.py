@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from eventstore.sqlite import SCHEMA_VERSION
 from eventstore import Store
 from projections import state as state_module
 from threadlog import drop_snapshots, save_snapshot, thread_state
@@ -108,7 +109,7 @@ def test_a_schema_1_database_migrates_and_gains_the_snapshots_table(tmp_path: Pa
     db = tmp_path / "v1.db"
     shutil.copy(FIXTURE, db)
     with Store(db) as store:
-        assert store.schema_version() == 2
+        assert store.schema_version() == SCHEMA_VERSION
         threads = store.threads()
         save_snapshot(store, threads[0].id)
         for info in threads:

@@ -36,6 +36,7 @@ from eventstore.events import (
 )
 from .export import export_all, export_events, export_markdown
 from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code, import_events, import_pi
+from .transcript_tools import transcript_tools
 
 from projections import (
     BlameEntry,
@@ -44,6 +45,7 @@ from projections import (
     LineageEntry,
     Message,
     Row,
+    SearchHit,
     ThreadState,
     Usage,
     anthropic_request,
@@ -53,9 +55,12 @@ from projections import (
     display_rows,
     drop_snapshots,
     lineage,
+    rebuild_index,
     save_snapshot,
+    search,
     thread_state,
     transcript,
+    update_index,
     usage,
     write_transcript,
 )
@@ -97,6 +102,7 @@ __all__ = [
     "MetadataSet",
     "RecordedEvent",
     "Row",
+    "SearchHit",
     "RunFinished",
     "RunStarted",
     "SchemaError",
@@ -122,12 +128,16 @@ __all__ = [
     "import_events",
     "import_pi",
     "lineage",
+    "rebuild_index",
     "rerun",
     "resolve_interrupt",
     "run_turn",
     "save_snapshot",
+    "search",
     "thread_state",
     "transcript",
+    "transcript_tools",
+    "update_index",
     "usage",
     "write_transcript",
 ]

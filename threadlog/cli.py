@@ -34,13 +34,14 @@ from projections import (
 )
 from projections.atomic import write_atomically
 from projections.request import checkable_offsets
+from projections.search import rebuild_index, search, update_index
 from projections.usage import total as usage_total
 
 from .demo import build_demo
 from .export import dump_lines, export_all, export_events, export_markdown
 from .importers import ImportSummary, import_claude_code, import_events, import_pi
 from .importers.follow import follow_claude_code
-from .render import blame_line, check_line, diff_lines, event_line, row_line, state_lines, tree_lines, usage_lines
+from .render import blame_line, check_line, diff_lines, event_line, hit_line, row_line, state_lines, tree_lines, usage_lines
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -659,6 +660,44 @@ def usage_command(store: Store, thread: str, as_json: bool) -> None:
     else:
         for line in usage_lines(rows, usage_total(rows, thread)):
             click.echo(line)
+
+
+# -- search (threadlog search, threadlog index) ----------------------------------------------------
+
+
+@cli.command("search")
+@click.argument("query")
+@click.option("--thread", help="Search only this thread's history (its own events and its ancestors' below each fork point).")
+@click.option("--role", type=click.Choice(["user", "assistant"]), help="Only this role's messages.")
+@click.option("--tool", "tool_name", metavar="NAME", help="Only calls of this tool and their results.")
+@click.option("-n", "limit", type=click.IntRange(min=1), default=10, show_default=True, help="How many hits.")
+@json_option
+@with_store
+def search_command(store: Store, query: str, thread: str | None, role: str | None, tool_name: str | None, limit: int,
+                   as_json: bool) -> None:
+    """Full-text search (SQLite FTS5 syntax; an invalid query is taken as plain words), best first."""
+    hits = search(store, query, thread=thread, role=role, tool=tool_name, limit=limit)
+    if as_json:
+        _emit_json({"query": query, "thread": thread, "hits": [hit.to_json() for hit in hits]})
+        return
+    for hit in hits:
+        click.echo(hit_line(hit))
+    if not hits:
+        click.echo("no match", err=True)
+
+
+@cli.command("index")
+@click.option("--rebuild", is_flag=True, help="Empty the index and rebuild it from the whole log.")
+@json_option
+@with_store
+def index_command(store: Store, rebuild: bool, as_json: bool) -> None:
+    """Bring the search index up to date (searches do this themselves), or rebuild it."""
+    read = rebuild_index(store) if rebuild else update_index(store)
+    position = store.index_position()
+    if as_json:
+        _emit_json({"rebuilt": rebuild, "events_read": read, "position": position})
+    else:
+        click.echo(f"{'rebuilt' if rebuild else 'updated'}: {read} events read; the index covers positions up to {position}")
 
 
 def main() -> None:

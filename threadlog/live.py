@@ -92,6 +92,7 @@ def run_turn(
     max_tokens: int | None = None,
     on_text: Callable[[str], None] | None = None,
     max_rounds: int = 50,
+    retrieval: str | None = None,
 ) -> Turn:
     """Send `user_content` on `thread`, record everything, run `tools` until the model stops.
 
@@ -102,6 +103,11 @@ def run_turn(
     tool's input as keyword arguments; their definitions are the thread's `tools`. With
     `stream=True` the SDK's stream helper is used and `on_text` gets each text delta.
     API and tool failures do not raise: they are recorded, and `Turn.status` says so.
+
+    A callable in `tools` with a `definition` (an Anthropic tool definition, as the handlers
+    of `transcript_tools` have) whose name the thread's tools lack is offered to the model
+    too, and recorded with the request so `check_request` rebuilds it. `retrieval`
+    overrides a note fork's recorded retrieval mode for this turn's requests.
     """
     state = thread_state(store, thread)
     if state.status == "running":
@@ -127,7 +133,8 @@ def run_turn(
     else:
         head = store.append(thread, [started])[-1].offset + 1
     try:
-        return _run(store, turn, head, client, model, tools, stream, max_tokens, on_text, max_rounds,
+        options = _Options(model, max_tokens, retrieval, _extra_tools(state.tools, tools))
+        return _run(store, turn, head, client, options, tools, stream, on_text, max_rounds,
                     _answers(store, thread, asked) if waiting else {}, waiting)
     except BaseException as error:  # Ctrl-C, or a bug: close the run, then let it go on
         if not turn.closed:
@@ -135,10 +142,33 @@ def run_turn(
         raise
 
 
+@dataclass(frozen=True)
+class _Options:
+    """How each request of a turn is built (what `anthropic_request` takes besides the log)."""
+
+    model: str | None
+    max_tokens: int | None
+    retrieval: str | None
+    extra_tools: list[Json] | None
+
+    def recorded(self) -> Json:
+        """What `check_request` needs besides model and max_tokens, for meta.request."""
+        return {k: v for k, v in (("retrieval", self.retrieval), ("extra_tools", self.extra_tools)) if v is not None}
+
+
+def _extra_tools(defined: list[Json] | None, tools: Mapping[str, Tool] | None) -> list[Json] | None:
+    """The definitions carried by `tools`' callables whose names the thread does not define,
+    with their keys sorted as the log stores JSON, so the request rebuilt from meta.request
+    has the same bytes as the one sent."""
+    names = {t.get("name") for t in defined or ()}
+    extra = [json.loads(json.dumps(getattr(fn, "definition"), sort_keys=True)) for name, fn in sorted((tools or {}).items())
+             if name not in names and isinstance(getattr(fn, "definition", None), dict)]
+    return extra or None
+
+
 def _run(
-    store: Store, turn: Turn, head: int, client: anthropic.Anthropic, model: str | None, tools: Mapping[str, Tool] | None,
-    stream: bool, max_tokens: int | None, on_text: Callable[[str], None] | None, max_rounds: int,
-    answers: dict[str, Any], waiting: list[Json],
+    store: Store, turn: Turn, head: int, client: anthropic.Anthropic, options: _Options, tools: Mapping[str, Tool] | None,
+    stream: bool, on_text: Callable[[str], None] | None, max_rounds: int, answers: dict[str, Any], waiting: list[Json],
 ) -> Turn:
     """The turn's loop, once its run is open: answer waiting calls, then ask and run tools."""
     thread = turn.thread
@@ -149,8 +179,10 @@ def _run(
             return _stop(store, turn, failure, interrupt)
     for _ in range(max_rounds):
         try:
-            kwargs = anthropic_request(store, thread, head, model=model, max_tokens=max_tokens)
+            kwargs = anthropic_request(store, thread, head, model=options.model, max_tokens=options.max_tokens,
+                                       retrieval=options.retrieval, extra_tools=options.extra_tools)
             reply, sent = _call(client, kwargs, stream, on_text)
+            sent.options = options.recorded()
         except (*_FAILURES, StoreError) as error:
             return _stop(store, turn, _describe(error), None)
         recorded = _append_answer(store, thread, _assistant(reply, sent), head)
@@ -185,6 +217,7 @@ class _Sent:
     model: str
     max_tokens: int
     stream: bool
+    options: Json = field(default_factory=dict)
 
 
 def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Callable[[str], None] | None) -> tuple[Any, _Sent]:
@@ -222,7 +255,8 @@ def _assistant(reply: Any, sent: _Sent) -> Json:
         "stop_reason": reply.stop_reason,
         "usage": reply.usage.to_dict(mode="json", exclude_none=True) if reply.usage else None,
     }
-    request = {"id": sent.request_id, "digest": sent.digest, "model": sent.model, "max_tokens": sent.max_tokens, "stream": sent.stream}
+    request = {"id": sent.request_id, "digest": sent.digest, "model": sent.model, "max_tokens": sent.max_tokens,
+               "stream": sent.stream, **sent.options}
     return {"type": "message.appended", "data": {k: v for k, v in data.items() if v is not None}, "meta": {"request": request}}
 
 

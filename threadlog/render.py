@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import json
+import re
 from typing import Any
 
 from eventstore import RecordedEvent, ThreadInfo
-from projections import BlameEntry, Diff, RequestCheck, Row, ThreadState, Usage
+from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadState, Usage
 
 
 def event_line(event: RecordedEvent) -> str:
@@ -154,3 +155,18 @@ def usage_lines(rows: Sequence[Usage], total: Usage) -> Iterator[str]:
     for r in table:
         cells = [r[0].ljust(widths[0]), r[1].ljust(widths[1])] + [c.rjust(w) for c, w in zip(r[2:], widths[2:])]
         yield "  ".join(cells).rstrip()
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def hit_line(hit: SearchHit) -> str:
+    """One search hit: thread, offset, who or what, tool, then the snippet on the same line
+    (line breaks and control characters made spaces, so no text can move the cursor)."""
+    who = hit.role or hit.kind
+    what = hit.kind if hit.kind != "text" else ""
+    if hit.tool:
+        what = f"{what} {hit.tool}".strip()
+    snippet = " ".join(_UNPRINTABLE.sub(" ", hit.snippet).split())
+    title = f" ({' '.join(_UNPRINTABLE.sub(' ', hit.title).split())[:40]})" if hit.title else ""
+    return f"{hit.thread[:12]}{title} @{hit.offset} {who}{' ' + what if what else ''}: {snippet}"

@@ -1,0 +1,110 @@
+"""The full-text index's upkeep: catch up by position, rebuild, query within segments.
+
+The index is derived from the log and kept off its append path: no append writes to it.
+It records the last position it covers; `catch_up` indexes every event after that in one
+write transaction, so a search that catches up first sees every committed event, and a
+crash mid-way leaves the index where it was. What text an event contributes is not decided
+here but by the caller's `Extractor` (the projections own that); this module numbers the
+parts and hands them to the backend. Redacted events contribute nothing, and `Store.redact`
+removes an indexed event's documents (the backend erases them; see `sqlite.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .backend import DOC_PARTS, DocValues, HitRow, Scope
+from .errors import InvalidEvent
+from .ranges import check_index, clip, segments
+from .recorded import decode
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+class Doc(NamedTuple):
+    """One searchable part of an event: `kind` is text, tool_use, tool_result, summary or title."""
+
+    kind: str
+    role: str | None
+    tool: str | None
+    text: str
+
+
+# (stream_id, offset, type, data) -> the event's documents. One extractor serves one catch-up,
+# in position order, so it may remember what it saw (a tool call's name, for its result).
+Extractor = Callable[[str, int, str, dict[str, Any]], Iterable[Doc]]
+
+MATCHES = ("query", "words", "any")
+_BATCH = 2000
+
+
+def catch_up(store: Store, extractor: Callable[[], Extractor]) -> int:
+    """Index every event after the index's position, in one write transaction; returns how many
+    events were read. Costs one read when the index is current (no transaction then)."""
+    backend = store.backend
+    if backend.index_position() >= backend.last_position():
+        return 0
+    with backend.transaction():
+        return _index_from(store, backend.index_position(), extractor())
+
+
+def rebuild(store: Store, extractor: Callable[[], Extractor]) -> int:
+    """Empty the index and index the whole log again, in one write transaction."""
+    with store.backend.transaction():
+        store.backend.clear_index()
+        return _index_from(store, 0, extractor())
+
+
+def _index_from(store: Store, after: int, extract: Extractor) -> int:
+    backend = store.backend
+    seen = 0
+    while True:
+        rows = list(backend.all_events(after, _BATCH))
+        if not rows:
+            return seen
+        docs: list[DocValues] = []
+        for row in rows:
+            if row.redacted_by is not None:
+                continue
+            try:
+                data = decode(row.type, row.schema_version, row.data)
+            except RecursionError:  # nested too deeply to read: nothing to index (redact it to read past it)
+                continue
+            base = row.position * DOC_PARTS
+            for part, doc in enumerate(extract(row.stream_id, row.offset, row.type, data)):
+                if part < DOC_PARTS:
+                    docs.append((base + part, row.position, row.stream_id, row.offset, *doc))
+        seen += len(rows)
+        after = rows[-1].position
+        backend.index_docs(docs, after)
+
+
+def scope_of(store: Store, thread: str, ancestors: bool = True, stop: int | None = None) -> list[Scope]:
+    """The ranges a search of `thread` reads: its logical history (every ancestor below each
+    fork point), or only its own events with `ancestors=False`; below offset `stop` if given."""
+    ancestry = store.ancestry(thread)
+    ranges: list[Scope] = segments(ancestry) if ancestors else [(thread, ancestry[0].base, None)]
+    return list(clip(ranges, 0, stop))
+
+
+def search(store: Store, query: str, match: str = "query", scope: Sequence[Scope] | None = None,
+           role: str | None = None, tool: str | None = None, limit: int = 10) -> list[HitRow]:
+    """The index's best documents for `query` (see `Backend.search` for `match`), without
+    catching up first."""
+    if not isinstance(query, str):
+        raise InvalidEvent("query", f"must be text, not {type(query).__name__}")
+    if match not in MATCHES:
+        raise InvalidEvent("match", f"must be one of {', '.join(MATCHES)}, not {match!r}")
+    check_index("limit", limit, 1, what="a count")
+    return store.backend.search(query, match, scope, role, tool, limit)
+
+
+def title(store: Store, thread: str) -> str | None:
+    """The thread's title as the index knows it: the latest title in its logical history."""
+    for stream_id, lo, hi in reversed(segments(store.ancestry(thread))):
+        found = store.backend.index_title(stream_id, lo, hi)
+        if found is not None:
+            return found
+    return None

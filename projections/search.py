@@ -1,0 +1,172 @@
+"""`search`: full-text search over every thread, or over one thread's logical history.
+
+What an event contributes to the index is decided here (the store only keeps the index):
+
+- a message: its text blocks (one document), each `tool_use` (the tool's name, then its
+  input as `key: value` lines) and each `tool_result` (its text), with the message's role;
+  a result names the tool of the call it answers. Thinking, images and documents are not
+  indexed;
+- a compaction's summary, and a thread's title (`thread.created`, `title.set`);
+- nothing else (runs, interrupts, metadata, todos, forks), and nothing of a redacted event.
+
+The index catches up before a search answers (in one write transaction, so a search sees
+every committed event), which is also why a search needs a writable store when events were
+appended since the last one. Ranking is BM25 over each document; ties go to the older one.
+A query is SQLite FTS5 syntax (`"exact phrase"`, `a OR b`, `NOT`, `pre*`, `NEAR(a b)`); a
+query that is not valid FTS5 (`"unbalanced`, `AND AND`) is taken as plain words, all
+of which must match.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from eventstore import InvalidEvent, Store
+from eventstore import textindex
+from eventstore.textindex import Doc, Extractor
+
+ROLES = ("user", "assistant")
+_LOOK_BACK = 16  # events read back to find the call a tool result answers, when not seen in this catch-up
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One search result. `thread` is the thread searched (or, searching everything, the thread
+    that holds the event) and `title` its title; `stream` holds the event, at `offset` (its
+    offset in `thread`'s history too) and global `position`. `kind` is text, tool_use,
+    tool_result, summary or title; `snippet` marks the matches with `**`."""
+
+    thread: str
+    title: str | None
+    stream: str
+    offset: int
+    position: int
+    role: str | None
+    kind: str
+    tool: str | None
+    time: str
+    snippet: str
+    score: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def search(
+    store: Store,
+    query: str,
+    thread: str | None = None,
+    ancestors: bool = True,
+    role: str | None = None,
+    tool: str | None = None,
+    limit: int = 10,
+) -> list[SearchHit]:
+    """The best `limit` matches of `query`, best first (see the module doc for the syntax).
+
+    With `thread`, only that thread's logical history: its own events and, with `ancestors`,
+    its parent's events below the fork point (and so on up), never a sibling's nor the
+    parent's after the fork. `role` keeps one role's messages; `tool` keeps the calls of
+    that tool and their results.
+    """
+    if role is not None and role not in ROLES:
+        raise InvalidEvent("role", f"must be 'user' or 'assistant', not {role!r}")
+    if tool is not None and (not isinstance(tool, str) or not tool):
+        raise InvalidEvent("tool", "must be a tool's name")
+    scope = textindex.scope_of(store, thread, ancestors) if thread is not None else None
+    update_index(store)
+    rows = textindex.search(store, query, "query", scope, role, tool, limit)
+    titles: dict[str, str | None] = {}
+    hits = []
+    for row in rows:
+        owner = thread if thread is not None else row.stream_id
+        if owner not in titles:
+            titles[owner] = textindex.title(store, owner)
+        hits.append(SearchHit(owner, titles[owner], row.stream_id, row.offset, row.position, row.role, row.kind,
+                              row.tool, row.time, row.snippet, row.score))
+    return hits
+
+
+def update_index(store: Store) -> int:
+    """Bring the search index up to date (a search does this itself); returns events read."""
+    return store.update_index(extractor(store))
+
+
+def rebuild_index(store: Store) -> int:
+    """Rebuild the search index from the whole log; returns events read."""
+    return store.rebuild_index(extractor(store))
+
+
+def extractor(store: Store) -> Callable[[], Extractor]:
+    """What `Store.update_index` takes: a maker of this module's extractor."""
+    return lambda: _Extractor(store)
+
+
+class _Extractor:
+    """The documents of each event, in position order; remembers tool calls' names."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.calls: dict[str, str] = {}
+
+    def __call__(self, stream_id: str, offset: int, type_: str, data: dict[str, Any]) -> list[Doc]:
+        if type_ == "message.appended":
+            return self._message(stream_id, offset, data)
+        if type_ in ("thread.created", "title.set"):
+            return _doc("title", None, None, data.get("title"))
+        if type_ == "compaction.recorded":
+            return _doc("summary", None, None, data.get("summary"))
+        return []
+
+    def _message(self, stream_id: str, offset: int, data: dict[str, Any]) -> list[Doc]:
+        role = data.get("role")
+        content = data.get("content")
+        if isinstance(content, str):
+            return _doc("text", role, None, content)
+        texts: list[str] = []
+        docs: list[Doc] = []
+        for block in content if isinstance(content, list) else ():
+            kind = block.get("type")
+            if kind == "text" and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            elif kind == "tool_use":
+                name = str(block.get("name", ""))
+                self.calls[str(block.get("id"))] = name
+                docs += _doc("tool_use", role, name, name + "\n" + _arguments(block.get("input")))
+            elif kind == "tool_result":
+                tool = self._tool_of(str(block.get("tool_use_id")), stream_id, offset)
+                docs += _doc("tool_result", role, tool, _result_text(block.get("content")))
+        return _doc("text", role, None, "\n".join(texts)) + docs
+
+    def _tool_of(self, tool_use_id: str, stream_id: str, offset: int) -> str | None:
+        """The name of the call a result answers: seen earlier in this catch-up, or read back."""
+        if tool_use_id in self.calls:
+            return self.calls[tool_use_id]
+        for _, type_, data in self.store.read_data(stream_id, max(0, offset - _LOOK_BACK), offset):
+            if type_ == "message.appended" and isinstance(data.get("content"), list):
+                for block in data["content"]:
+                    if block.get("type") == "tool_use":
+                        self.calls[str(block.get("id"))] = str(block.get("name", ""))
+        return self.calls.get(tool_use_id)
+
+
+def _doc(kind: str, role: str | None, tool: str | None, text: Any) -> list[Doc]:
+    return [Doc(kind, role, tool, text)] if isinstance(text, str) and text.strip() else []
+
+
+def _arguments(value: Any) -> str:
+    """A tool call's input as text: `key: value` lines (strings as they are)."""
+    if not isinstance(value, dict):
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return "\n".join(f"{key}: {item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)}"
+                     for key, item in value.items())
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
