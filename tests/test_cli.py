@@ -96,7 +96,7 @@ def test_usage_errors_exit_2(run) -> None:  # type: ignore[no-untyped-def]
 def test_demo_builds_forks_and_fan_out(run) -> None:  # type: ignore[no-untyped-def]
     ids = json.loads(run("demo", "--json"))
     with Store(run.db) as store:
-        kinds = {info.id: info.kind for info in store.threads()}
+        kinds = {info.id: info.kind for info in store.all_threads()}
         assert kinds[ids["thread"]] == "thread" and kinds[ids["fork"]] == "fork"
         assert [kinds[s] for s in ids["subagents"]] == ["subagent", "subagent"]
         types = [e.type for e in store.read(ids["thread"])]
