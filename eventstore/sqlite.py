@@ -426,6 +426,14 @@ class SQLiteBackend:
         return [_new(StreamRow, r) for r in rows]
 
     @_translated
+    def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """Ids starting with `prefix`, in order, at most `limit`: a range scan of the primary key."""
+        rows = self.conn.execute(
+            "SELECT id FROM streams WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + "\U0010ffff", limit)
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    @_translated
     def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
         """Newest activity first: a walk down `streams_activity` that stops after `limit` rows
         (roots only skips forks as it goes)."""
@@ -631,11 +639,12 @@ class SQLiteBackend:
         return SnapshotRow(int(row[0]), str(row[1])) if row else None
 
     @_translated
-    def drop_snapshots(self, projection: str | None = None) -> int:
-        """Delete every snapshot (of one projection, if named); returns how many."""
-        if projection is None:
-            return self.conn.execute("DELETE FROM snapshots").rowcount
-        return self.conn.execute("DELETE FROM snapshots WHERE projection = ?", (projection,)).rowcount
+    def drop_snapshots(self, projection: str | None = None, stream_id: str | None = None) -> int:
+        """Delete every snapshot (of one projection, of one stream, if named); returns how many."""
+        return self.conn.execute(
+            "DELETE FROM snapshots WHERE (? IS NULL OR projection = ?) AND (? IS NULL OR stream_id = ?)",
+            (projection, projection, stream_id, stream_id),
+        ).rowcount
 
     @_translated
     def count_snapshots(self) -> int:

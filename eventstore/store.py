@@ -174,6 +174,11 @@ class Store:
         kept = [row for row in rows if before is None or row.last_position < before]
         return [ThreadInfo.from_row(row) for row in kept[:limit]]
 
+    def ids_starting(self, prefix: str, limit: int = 20) -> list[str]:
+        """Thread ids (forks included) that start with `prefix`, in order, at most `limit`."""
+        check_index("limit", limit, 1, what="a count")
+        return self.backend.streams_with_prefix(prefix, limit)
+
     def all_threads(self) -> list[ThreadInfo]:
         """Every stream, in creation order (a parent before its forks)."""
         return [ThreadInfo.from_row(row) for row in self.backend.streams()]
@@ -419,6 +424,8 @@ class Store:
         """
         check_index("start", start)
         check_index("stop", stop, optional=True)
+        if stop is not None and stop < start:
+            raise InvalidEvent("stop", f"{stop} is below start {start}: the range start..stop-1 would be empty")
         ranges = clip(segments(self.ancestry(thread)), start, stop)
         # Each segment's query runs when the reader reaches it; `chain` adds no Python frame per row.
         return itertools.chain.from_iterable(fetch(stream_id, lo, hi) for stream_id, lo, hi in ranges)
@@ -495,10 +502,13 @@ class Store:
                 best = found
         return (best.offset, json.loads(best.state)) if best else None
 
-    def drop_snapshots(self, projection: str | None = None) -> int:
-        """Delete every cached snapshot (of one projection, if named); returns how many."""
+    def drop_snapshots(self, projection: str | None = None, thread: str | None = None) -> int:
+        """Delete every cached snapshot (of one projection, of one thread's own, if named);
+        returns how many."""
         with self.backend.transaction():
-            return self.backend.drop_snapshots(projection)
+            if thread is not None:
+                self._stream(thread)
+            return self.backend.drop_snapshots(projection, thread)
 
     # -- fork (eventstore/forks.py) ---------------------------------------------------------
 

@@ -284,8 +284,10 @@ def write_transcript(store: Store, thread: str, path: str | os.PathLike[str], **
     A symlink at `path` is replaced by the new file: it is not followed, and the file it
     pointed to is left as it was.
     """
-    data = transcript(store, thread, **options).encode("utf-8")
     target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory: name a file to write the transcript to", str(target))
+    data = transcript(store, thread, **options).encode("utf-8")
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise FileNotFoundError(errno.ENOENT, "no such directory to write the transcript in", str(directory))
