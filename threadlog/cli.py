@@ -43,7 +43,8 @@ from .importers import ImportSummary, import_claude_code, import_pi
 from .importers.follow import follow_claude_code
 from . import output
 from .names import THREAD, ThreadType, resolve
-from .render import safe, safe_block, blame_line, check_line, diff_lines, event_line, ls_lines, row_line, state_lines, tree_lines, usage_lines
+from .render import (blame_line, check_line, diff_lines, event_line, ls_lines, row_line, safe, safe_block, state_lines, tree_lines,
+                     usage_lines)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
