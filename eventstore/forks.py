@@ -19,7 +19,7 @@ from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
 from .prepare import PreparedEvent, check_id, new_id, prepare
-from .ranges import check_index, is_index
+from .ranges import is_index
 from .recorded import ThreadInfo
 
 if TYPE_CHECKING:
@@ -87,7 +87,8 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
     if at is None:
         at = parent.head
     if not isinstance(at, int) or isinstance(at, bool):
-        check_index("at", at, what="a number of events")  # names the type it got
+        raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {at!r}: at must be a number of events "
+                          f"(an integer), not {type(at).__name__}")
     if not is_index(at, 1, parent.head):
         raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {at!r}: it holds offsets "
                           f"0..{parent.head - 1}, so at must be 1..{parent.head}")

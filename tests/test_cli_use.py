@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import queue
 import select
 import signal
 import sqlite3
@@ -14,6 +15,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +24,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from eventstore import InvalidEvent, Store
+from eventstore import ForkRefused, InvalidEvent, Store
 from threadlog import write_transcript
 from threadlog.cli import cli
 
@@ -263,16 +265,20 @@ def test_a_terminal_gets_a_pager_and_colour_unless_told_otherwise(db: Path, tmp_
 def test_follow_prints_events_as_they_are_committed_and_ctrl_c_exits_130(db: Path) -> None:
     t = ok(db, "new").strip()
     other = ok(db, "new").strip()
-    proc = subprocess.Popen([THREADLOG, "follow", "--thread", t, "--forks", "--json", "--interval", "0.05", "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with Store(db) as store:
+        after = store.last_position()
+    proc = subprocess.Popen([THREADLOG, "follow", "--thread", t, "--forks", "--json", "--interval", "0.05", "--after", str(after),
+                             "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.0)
         with Store(db) as store:
             store.append_message(other, "user", "not followed")
             store.append_message(t, "user", "followed")
             f = store.fork(t)
             store.append_message(f, "user", "in the fork")
-        seen = [json.loads(proc.stdout.readline()) for _ in range(3)]  # type: ignore[union-attr]
+        assert proc.stdout is not None
+        got: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [got.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+        seen = [json.loads(got.get(timeout=60)) for _ in range(3)]
         assert [(e["stream_id"], e["type"]) for e in seen] == [(t, "message.appended"), (f, "thread.forked"), (f, "message.appended")]
     finally:
         proc.send_signal(signal.SIGINT)
@@ -400,9 +406,24 @@ def test_range_and_type_errors_are_consistent(db: Path, tmp_path: Path) -> None:
     assert "outside thread" in fails(db, "log", t, "--start", "1000")
     assert "outside thread" in fails(db, "show", t, "--at", "1000")
     with Store(db) as store:
-        with pytest.raises(InvalidEvent, match="an integer.*str '2'"):
+        with pytest.raises(ForkRefused, match=r"an integer\), not str"):
             store.fork(t, at="2")  # type: ignore[arg-type]
         with pytest.raises(IsADirectoryError) as caught:
             write_transcript(store, t, tmp_path)
     assert caught.value.filename == str(tmp_path) and ".tmp" not in str(caught.value)
     assert stat.S_ISDIR(os.stat(tmp_path).st_mode)
+
+
+# -- 11, 12: transcripts people can read -------------------------------------------------------
+
+
+def test_a_tool_call_line_shows_the_identifying_argument_first(db: Path) -> None:
+    t = ok(db, "new").strip()
+    body = "x" * 500
+    blocks = [{"type": "tool_use", "id": "toolu_1", "name": "Write", "input": {"content": body, "file_path": "/src/app.py"}},
+              {"type": "tool_use", "id": "toolu_2", "name": "Grep", "input": {"-n": True, "glob": "*.py", "pattern": "def main"}}]
+    ok(db, "append", t, "--role", "assistant", "--content", "-", input=json.dumps(blocks))
+    lines = [line for line in ok(db, "transcript", t).splitlines() if line.startswith("tool call")]
+    assert '`{"file_path":"/src/app.py","content":"xxx' in lines[0] and len(lines[0]) < 140
+    assert '`{"pattern":"def main","glob":"*.py","-n":true}`' in lines[1]
+
