@@ -38,6 +38,7 @@ class StreamRow(NamedTuple):
     head_hash: str
     facts: str | None  # what is pending at the head (`facts.Facts` as JSON), None if nothing
     first_message_offset: int | None
+    last_position: int  # the position of the stream's latest own event: its last activity
 
 
 class EventRow(NamedTuple):
@@ -139,13 +140,33 @@ class Backend(Protocol):
         """Every stream, in creation order."""
         ...
 
+    def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """Stream ids that start with `prefix`, in order, at most `limit` (through the id index)."""
+        ...
+
+    def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
+        """Streams by latest activity, newest first (`last_position` descending), only those with
+        `last_position` < `before` when given, roots only unless `forks`; at most `limit`.
+        Reads about `limit` rows through an index, however many streams there are."""
+        ...
+
+    def last_title_event(self, stream_id: str, lo: int, hi: int | None) -> EventRow | None:
+        """The stream's own `thread.created` or `title.set` with the highest offset in lo..hi-1,
+        found through an index (not a scan of the stream)."""
+        ...
+
+    def count_type(self, stream_id: str, lo: int, hi: int | None, type_: str) -> int:
+        """How many of the stream's own events in lo..hi-1 have this type."""
+        ...
+
     def subtree(self, stream_id: str) -> list[StreamRow]:
         """The stream and every stream forked from it at any depth, in creation order."""
         ...
 
     def insert_stream(self, row: StreamRow) -> None: ...
 
-    def update_head(self, stream_id: str, head: int, head_hash: str, facts: str | None, first_message: int | None) -> None: ...
+    def update_head(self, stream_id: str, head: int, head_hash: str, facts: str | None, first_message: int | None,
+                    last_position: int) -> None: ...
 
     # -- events
 
@@ -244,6 +265,6 @@ class Backend(Protocol):
         """The stream's snapshot with the highest offset in lo..hi, as (offset, state)."""
         ...
 
-    def drop_snapshots(self, projection: str | None = None) -> int: ...
+    def drop_snapshots(self, projection: str | None = None, stream_id: str | None = None) -> int: ...
 
     def count_snapshots(self) -> int: ...

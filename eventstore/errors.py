@@ -79,3 +79,7 @@ class StaleSnapshot(StoreError):
 
 class SchemaError(StoreError):
     """The file is not a threadlog database this release can open."""
+
+
+class SchemaTooOld(SchemaError):
+    """A read-only opening met a file an older release wrote; a writable opening migrates it."""

@@ -86,6 +86,9 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
     parent, first_message = ancestry[0], rows[0].first_message_offset
     if at is None:
         at = parent.head
+    if not isinstance(at, int) or isinstance(at, bool):
+        raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {at!r}: at must be a number of events "
+                          f"(an integer), not {type(at).__name__}")
     if not is_index(at, 1, parent.head):
         raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {at!r}: it holds offsets "
                           f"0..{parent.head - 1}, so at must be 1..{parent.head}")

@@ -249,14 +249,15 @@ def _verify_stream(backend: Backend, streams: dict[str, _Stream], stream: _Strea
             last_position or info.created_position,
             f"{info.id}: the stream's head hash or pending facts disagree with its last event (offset {expected - 1})",
         )
-    bad_column = _check_columns(streams, stream, first_position, first_message, kind)
+    bad_column = _check_columns(streams, stream, first_position, first_message, kind, last_position)
     if bad_column:
         return count, redacted, (first_position or info.created_position, f"{info.id}: {bad_column}")
     return count, redacted, None
 
 
 def _check_columns(
-    streams: dict[str, _Stream], stream: _Stream, first_position: int | None, first_message: int | None, kind: str
+    streams: dict[str, _Stream], stream: _Stream, first_position: int | None, first_message: int | None, kind: str,
+    last_position: int,
 ) -> str | None:
     """Compare the stream row's derived columns with what its events (and its parent's row,
     verified on its own) say they must be; the name of the first that differs, or None."""
@@ -269,7 +270,8 @@ def _check_columns(
         expected = {"root_id": parent.info.root_id, "depth": parent.info.depth + 1}
     else:
         expected = {"root_id": info.id, "depth": 0}
-    expected.update(created_position=first_position, kind=kind)
+    # last_position orders `threads()` (what `threadlog ls` and `@last` pick), so it is checked too.
+    expected.update(created_position=first_position, kind=kind, last_position=last_position)
     for column, value in expected.items():
         if getattr(info, column) != value:
             return f"stored {column} {getattr(info, column)!r} disagrees with the events ({value!r})"

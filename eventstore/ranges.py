@@ -10,10 +10,15 @@ from .recorded import ThreadInfo
 
 Segment = tuple[str, int, int | None]  # (stream, lo, hi): the stream's own offsets lo..hi-1
 
+# The largest offset, position or count an argument may name: SQLite stores 64-bit integers,
+# and a larger Python int would fail deep in the driver (OverflowError) instead of here.
+MAX_INDEX = 2**62
+
 
 def is_index(value: Any, lo: int = 0, hi: int | None = None) -> TypeGuard[int]:
     """True for an int (not a bool) with lo <= value, and value <= hi when `hi` is given."""
-    return isinstance(value, int) and not isinstance(value, bool) and lo <= value and (hi is None or value <= hi)
+    return (isinstance(value, int) and not isinstance(value, bool) and lo <= value <= MAX_INDEX
+            and (hi is None or value <= hi))
 
 
 def check_index(name: str, value: Any, lo: int = 0, hi: int | None = None, *, what: str = "an offset",
@@ -24,6 +29,10 @@ def check_index(name: str, value: Any, lo: int = 0, hi: int | None = None, *, wh
     """
     if (optional and value is None) or is_index(value, lo, hi):
         return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidEvent(name, f"must be {what} (an integer), not {type(value).__name__} {value!r}")
+    if hi is None and value > MAX_INDEX:
+        raise InvalidEvent(name, f"{value} is too large: {what} is at most {MAX_INDEX}")
     if hi is None:
         raise InvalidEvent(name, f"must be {what} >= {lo}, not {value!r}")
     raise InvalidEvent(name, f"{value!r} is outside {where or 'the range'} ({lo}..{hi})")

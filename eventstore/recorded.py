@@ -127,11 +127,12 @@ class ThreadInfo:
     created_position: int
     kind: str
     head_hash: str
+    last_position: int = 0  # the position of its latest own event (its last activity)
 
     @classmethod
     def from_row(cls, row: StreamRow) -> ThreadInfo:
         return cls(row.id, row.parent_id, row.parent_offset, row.root_id, row.depth, row.head, row.created_position,
-                   row.kind, row.head_hash)
+                   row.kind, row.head_hash, row.last_position)
 
     @property
     def base(self) -> int:
@@ -149,4 +150,5 @@ class ThreadInfo:
             "kind": self.kind,
             "created_position": self.created_position,
             "head_hash": self.head_hash,
+            "last_position": self.last_position,
         }

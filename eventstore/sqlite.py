@@ -19,17 +19,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import re
 import sqlite3
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import sqlite_utils
 
 from .backend import DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StreamRow
-from .errors import SchemaError, StoreError
+from .errors import SchemaError, SchemaTooOld, StoreError
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
 # else's database. The bytes spell "TLOG".
@@ -37,7 +39,7 @@ APPLICATION_ID = 0x544C4F47
 
 # Schema versions, recorded in PRAGMA user_version. Each migration takes the database
 # from version n - 1 to n inside the caller's transaction.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 EVENT_COLUMNS = (
     'position, stream_id, "offset", event_id, type, schema_version, data, meta, '
@@ -46,7 +48,7 @@ EVENT_COLUMNS = (
 INSERT_EVENT = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 STREAM_COLUMNS = (
     "id, parent_id, parent_offset, root_id, depth, head, created_position, kind, "
-    "head_hash, facts, first_message_offset"
+    "head_hash, facts, first_message_offset, last_position"
 )
 
 # One row whatever happens: the events sequence, then the stream's columns (NULLs if absent).
@@ -142,8 +144,19 @@ def _migrate_3(db: sqlite_utils.Database) -> None:
     db.execute(SEARCH_FTS_DDL)
     db.execute("CREATE INDEX search_titles ON search_docs (stream_id, \"offset\") WHERE kind = 'title'")
 
+def _migrate_4(db: sqlite_utils.Database) -> None:
+    """Version 4: `streams.last_position` (the stream's latest own event), indexed, so that
+    `threads()` lists the most recently active threads by reading one page of an index; and a
+    partial index on the events that name a title, so a thread's title is found without a scan.
+    """
+    db.table("streams").add_column("last_position", int)
+    db.execute("UPDATE streams SET last_position = (SELECT max(position) FROM events WHERE stream_id = streams.id)")
+    db.execute("UPDATE streams SET last_position = created_position WHERE last_position IS NULL")
+    db.table("streams").create_index(["last_position"], index_name="streams_activity")
+    db.execute("CREATE INDEX events_titles ON events(stream_id, \"offset\") WHERE type IN ('thread.created', 'title.set')")
 
-MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3}
+
+MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4}
 
 
 _P = ParamSpec("_P")
@@ -201,20 +214,35 @@ class _Transaction:
     """The context manager behind `SQLiteBackend.transaction` (a class: it is on every append's path).
 
     On the way out it commits; if the body or the commit raised, it rolls back and
-    re-raises, translating `sqlite3` errors into `StoreError`.
+    re-raises, translating `sqlite3` errors into `StoreError`. With a `_Wait`, a writer that
+    finds the lock held calls its `notice` and keeps waiting for the rest of the timeout.
     """
 
-    __slots__ = ("conn", "path")
+    __slots__ = ("conn", "path", "wait")
 
-    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, wait: _Wait | None = None) -> None:
         self.conn = conn
         self.path = path
+        self.wait = wait
 
     def __enter__(self) -> None:
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
+            if self.wait is None or (getattr(error, "sqlite_errorcode", 0) & 0xFF) != sqlite3.SQLITE_BUSY:
+                raise translate(error, self.path) from None
+            self._wait_longer()
+
+    def _wait_longer(self) -> None:
+        assert self.wait is not None
+        self.wait.notice()
+        try:
+            self.conn.execute(f"PRAGMA busy_timeout={int(self.wait.rest * 1000)}")
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
             raise translate(error, self.path) from None
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout={int(self.wait.first * 1000)}")
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
         if error is None:
@@ -235,22 +263,54 @@ class _Transaction:
             raise error
 
 
+class _Wait(NamedTuple):
+    """How a writer waits for the lock: `first` seconds, then `notice()`, then `rest` more."""
+
+    notice: Callable[[], None]
+    first: float
+    rest: float
+
+
+def _connect(path: str, timeout: float, read_only: bool) -> sqlite3.Connection:
+    """A connection; read-only ones never create the file and never write to it.
+
+    A read-only file in a directory nobody may write to (read-only media, a locked-down
+    directory) cannot get the shared-memory file WAL readers need: it is opened `immutable`,
+    which is safe there because no writer can change it either.
+    """
+    if not read_only:
+        return sqlite3.connect(path, timeout=timeout, isolation_level=None)
+    if not os.path.isfile(path):
+        raise StoreError(f"no database at {path}; create one with `threadlog init` (or check the path)")
+    directory = os.path.dirname(os.path.abspath(path))
+    frozen = not os.access(directory, os.W_OK) and not os.path.exists(path + "-shm")
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro" + ("&immutable=1" if frozen else "")
+    return sqlite3.connect(uri, timeout=timeout, isolation_level=None, uri=True)
+
+
 class SQLiteBackend:
     """One connection to one threadlog file (or `:memory:`). Not shared between threads.
 
     `synchronous` is SQLite's durability setting: `NORMAL` (the default, in WAL mode) is
     durable across a process crash but may lose the last commits on power loss; `FULL`
-    syncs every commit. Writers wait up to `timeout` seconds for SQLite's write lock.
+    syncs every commit. Writers wait up to `timeout` seconds for SQLite's write lock; with
+    `on_wait`, a writer still waiting after a second calls it once and waits the rest.
+    `read_only=True` opens an existing file without writing to it (never creating it): a
+    file whose schema is older than this release's must be migrated by a writable opening first.
     """
 
-    def __init__(self, path: str | Path, synchronous: str = "NORMAL", timeout: float = 30.0) -> None:
+    def __init__(self, path: str | Path, synchronous: str = "NORMAL", timeout: float = 30.0, *,
+                 read_only: bool = False, on_wait: Callable[[], None] | None = None) -> None:
         synchronous = synchronous.upper() if isinstance(synchronous, str) else synchronous
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise StoreError(f"synchronous must be NORMAL, FULL, EXTRA or OFF, not {synchronous!r}")
         self.path = str(path)
         self.synchronous = synchronous
+        self.read_only = read_only
+        first = min(1.0, timeout)
+        self._wait = _Wait(on_wait, first, max(timeout - first, 0.0)) if on_wait is not None and timeout > first else None
         try:
-            self.conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+            self.conn = _connect(self.path, first if self._wait else timeout, read_only)
         except sqlite3.Error as error:
             raise translate(error, self.path) from None
         try:
@@ -289,7 +349,7 @@ class SQLiteBackend:
             )
 
     def _set_journal_mode(self) -> str:
-        if self.path == ":memory:" or self.path.startswith("file::memory:"):
+        if self.read_only or self.path == ":memory:" or self.path.startswith("file::memory:"):
             return str(self.conn.execute("PRAGMA journal_mode").fetchone()[0])
         try:
             return str(self.conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
@@ -299,6 +359,9 @@ class SQLiteBackend:
     def _migrate(self) -> None:
         if self.schema_version() == SCHEMA_VERSION:
             return
+        if self.read_only:
+            raise SchemaTooOld(f"{self.path} has schema version {self.schema_version()} and this release reads "
+                               f"version {SCHEMA_VERSION}: open it writable once (`threadlog init`) to migrate it")
         with self.transaction():
             self._check_file()  # another process may have migrated while we waited
             version = self.schema_version()
@@ -325,7 +388,7 @@ class SQLiteBackend:
 
     def transaction(self) -> _Transaction:
         """`BEGIN IMMEDIATE` … `COMMIT`; any error rolls back and leaves the file as it was."""
-        return _Transaction(self.conn, self.path)
+        return _Transaction(self.conn, self.path, self._wait)
 
     @contextlib.contextmanager
     def read_transaction(self) -> Iterator[None]:
@@ -392,6 +455,45 @@ class SQLiteBackend:
         return [_new(StreamRow, r) for r in rows]
 
     @_translated
+    def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """Ids starting with `prefix`, in order, at most `limit`: a range scan of the primary key."""
+        rows = self.conn.execute(
+            "SELECT id FROM streams WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + "\U0010ffff", limit)
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    @_translated
+    def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
+        """Newest activity first: a walk down `streams_activity` that stops after `limit` rows
+        (roots only skips forks as it goes)."""
+        where = "" if forks else " AND parent_id IS NULL"
+        rows = self.conn.execute(
+            f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_activity WHERE last_position < ?{where} "
+            "ORDER BY last_position DESC LIMIT ?",
+            (_NO_BOUND if before is None else before, -1 if limit is None else limit),
+        ).fetchall()
+        return [_new(StreamRow, r) for r in rows]
+
+    @_translated
+    def last_title_event(self, stream_id: str, lo: int, hi: int | None) -> EventRow | None:
+        # The types are written out, not bound: SQLite uses the partial index `events_titles`
+        # only when it can see that the query's condition implies the index's.
+        row = self.conn.execute(
+            f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? '
+            "AND type IN ('thread.created', 'title.set') ORDER BY \"offset\" DESC LIMIT 1",
+            (stream_id, lo, _NO_BOUND if hi is None else hi),
+        ).fetchone()
+        return _new(EventRow, row) if row else None
+
+    @_translated
+    def count_type(self, stream_id: str, lo: int, hi: int | None, type_: str) -> int:
+        row = self.conn.execute(
+            'SELECT count(*) FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? AND type = ?',
+            (stream_id, lo, _NO_BOUND if hi is None else hi, type_),
+        ).fetchone()
+        return int(row[0])
+
+    @_translated
     def subtree(self, stream_id: str) -> list[StreamRow]:
         """The stream and every stream forked from it, directly or not, in creation order
         (a recursive walk down the `parent_id` index, not a scan of every stream)."""
@@ -406,13 +508,14 @@ class SQLiteBackend:
 
     @_translated
     def insert_stream(self, row: StreamRow) -> None:
-        self.conn.execute(f"INSERT INTO streams ({STREAM_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", row)
+        self.conn.execute(f"INSERT INTO streams ({STREAM_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row)
 
     @_translated
-    def update_head(self, stream_id: str, head: int, head_hash: str, facts: str | None, first_message: int | None) -> None:
+    def update_head(self, stream_id: str, head: int, head_hash: str, facts: str | None, first_message: int | None,
+                    last_position: int) -> None:
         self.conn.execute(
-            "UPDATE streams SET head = ?, head_hash = ?, facts = ?, first_message_offset = ? WHERE id = ?",
-            (head, head_hash, facts, first_message, stream_id),
+            "UPDATE streams SET head = ?, head_hash = ?, facts = ?, first_message_offset = ?, last_position = ? WHERE id = ?",
+            (head, head_hash, facts, first_message, last_position, stream_id),
         )
 
     # -- events ------------------------------------------------------------------------------
@@ -666,11 +769,12 @@ class SQLiteBackend:
         return SnapshotRow(int(row[0]), str(row[1])) if row else None
 
     @_translated
-    def drop_snapshots(self, projection: str | None = None) -> int:
-        """Delete every snapshot (of one projection, if named); returns how many."""
-        if projection is None:
-            return self.conn.execute("DELETE FROM snapshots").rowcount
-        return self.conn.execute("DELETE FROM snapshots WHERE projection = ?", (projection,)).rowcount
+    def drop_snapshots(self, projection: str | None = None, stream_id: str | None = None) -> int:
+        """Delete every snapshot (of one projection, of one stream, if named); returns how many."""
+        return self.conn.execute(
+            "DELETE FROM snapshots WHERE (? IS NULL OR projection = ?) AND (? IS NULL OR stream_id = ?)",
+            (projection, projection, stream_id, stream_id),
+        ).rowcount
 
     @_translated
     def count_snapshots(self) -> int:

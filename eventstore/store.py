@@ -55,13 +55,14 @@ def _check_expect(expect: Any) -> None:
         raise InvalidEvent("expect", f"must be 'any', 'no_stream', 'stream_exists' or a head >= 0, not {expect!r}")
 
 
-def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: float | None) -> Backend:
+def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: float | None, read_only: bool,
+          on_wait: Callable[[], None] | None) -> Backend:
     """The backend for a path or URL: a SQLite file (or `:memory:`)."""
     text = os.fspath(target)
     if text.split("://", 1)[0] in ("postgresql", "postgres"):
         raise StoreError(f"no PostgreSQL backend in this release; cannot open {text.split('@')[-1]!r}: pass a file path")
     return SQLiteBackend(text, synchronous="NORMAL" if synchronous is None else synchronous,
-                         timeout=30.0 if timeout is None else timeout)
+                         timeout=30.0 if timeout is None else timeout, read_only=read_only, on_wait=on_wait)
 
 
 class Store:
@@ -74,15 +75,18 @@ class Store:
     SQLite's lock for up to `timeout` seconds). `synchronous="FULL"` makes each commit
     durable across power loss; the default `"NORMAL"` (in WAL mode) is durable across a
     process crash but may lose the last commits on power loss. Both are SQLite settings:
-    with a backend object, set them on the `SQLiteBackend`.
+    with a backend object, set them on the `SQLiteBackend`. `read_only=True` opens an
+    existing file for reading only (never creating it; a read-only file, directory or medium
+    can be read and verified); `on_wait` is called once when a writer has waited a second
+    for another writer's lock (it then waits the rest of `timeout`).
     """
 
     def __init__(self, path: str | Path | Backend = "threadlog.db", synchronous: str | None = None,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, *, read_only: bool = False, on_wait: Callable[[], None] | None = None) -> None:
         if isinstance(path, (str, os.PathLike)):
-            self.backend: Backend = _open(path, synchronous, timeout)
-        elif synchronous is not None or timeout is not None:
-            raise StoreError("synchronous and timeout are settings of the SQLite backend: "
+            self.backend: Backend = _open(path, synchronous, timeout, read_only, on_wait)
+        elif synchronous is not None or timeout is not None or read_only or on_wait is not None:
+            raise StoreError("synchronous, timeout, read_only and on_wait are settings of the SQLite backend: "
                              "pass them to SQLiteBackend(path, ...), not to Store(backend)")
         else:
             self.backend = path
@@ -155,9 +159,47 @@ class Store:
     def thread(self, thread: str) -> ThreadInfo:
         return ThreadInfo.from_row(self._stream(thread))
 
-    def threads(self) -> list[ThreadInfo]:
-        """Every stream, in creation order."""
+    def threads(self, limit: int | None = 20, before: int | None = None, *, forks: bool = True,
+                root: str | None = None) -> list[ThreadInfo]:
+        """Threads by latest activity, newest first (forks too unless `forks=False`), at most `limit`.
+
+        Pages: pass the last one's `last_position` as `before` for the next page. The first
+        page reads about `limit` rows of an index, however many threads the file holds.
+        `root` lists that thread and every fork below it instead (reads that subtree).
+        """
+        check_index("limit", limit, what="a count", optional=True)
+        check_index("before", before, what="a position", optional=True)
+        if root is None:
+            return [ThreadInfo.from_row(row) for row in self.backend.recent_streams(limit, before, forks)]
+        rows = sorted(self.backend.subtree(self._stream(root).id), key=lambda row: row.last_position, reverse=True)
+        kept = [row for row in rows if before is None or row.last_position < before]
+        return [ThreadInfo.from_row(row) for row in kept[:limit]]
+
+    def ids_starting(self, prefix: str, limit: int = 20) -> list[str]:
+        """Thread ids (forks included) that start with `prefix`, in order, at most `limit`."""
+        check_index("limit", limit, 1, what="a count")
+        return self.backend.streams_with_prefix(prefix, limit)
+
+    def all_threads(self) -> list[ThreadInfo]:
+        """Every stream, in creation order (a parent before its forks)."""
         return [ThreadInfo.from_row(row) for row in self.backend.streams()]
+
+    def title(self, thread: str) -> str | None:
+        """The thread's current title: its latest `title.set`, else its `thread.created` title,
+        looked up through an index in each segment of its history (a fork inherits its parent's)."""
+        for stream_id, lo, hi in reversed(segments(self.ancestry(thread))):
+            row = self.backend.last_title_event(stream_id, lo, hi)
+            if row is not None:
+                data = decode(row.type, row.schema_version, row.data)
+                if row.type == "title.set" and "title" not in data:
+                    continue  # a redacted title.set keeps no title: look further back
+                title = data.get("title")
+                return title if isinstance(title, str) else None
+        return None
+
+    def count(self, thread: str, type_: str) -> int:
+        """How many events of `type_` the thread's logical history holds (reads its events)."""
+        return sum(self.backend.count_type(stream_id, lo, hi, type_) for stream_id, lo, hi in segments(self.ancestry(thread)))
 
     def subtree(self, thread: str) -> list[ThreadInfo]:
         """The thread and every fork below it, at any depth, in creation order."""
@@ -356,11 +398,12 @@ class Store:
                 prev,
                 facts.dump(),
                 first_message,
+                position - 1,
             ))
             self.backend.insert_events(inserts)
         else:
             self.backend.insert_events(inserts)
-            self.backend.update_head(thread, offset, prev, facts.dump(), first_message)
+            self.backend.update_head(thread, offset, prev, facts.dump(), first_message, position - 1)
         return recorded
 
     # -- read ---------------------------------------------------------------------------------
@@ -404,6 +447,8 @@ class Store:
         """
         check_index("start", start)
         check_index("stop", stop, optional=True)
+        if stop is not None and stop < start:
+            raise InvalidEvent("stop", f"{stop} is below start {start}: the range start..stop-1 would be empty")
         ranges = clip(segments(self.ancestry(thread)), start, stop)
         # Each segment's query runs when the reader reaches it; `chain` adds no Python frame per row.
         return itertools.chain.from_iterable(fetch(stream_id, lo, hi) for stream_id, lo, hi in ranges)
@@ -480,10 +525,13 @@ class Store:
                 best = found
         return (best.offset, json.loads(best.state)) if best else None
 
-    def drop_snapshots(self, projection: str | None = None) -> int:
-        """Delete every cached snapshot (of one projection, if named); returns how many."""
+    def drop_snapshots(self, projection: str | None = None, thread: str | None = None) -> int:
+        """Delete every cached snapshot (of one projection, of one thread's own, if named);
+        returns how many."""
         with self.backend.transaction():
-            return self.backend.drop_snapshots(projection)
+            if thread is not None:
+                self._stream(thread)
+            return self.backend.drop_snapshots(projection, thread)
 
     # -- the search index (eventstore/textindex.py) -----------------------------------------------
 

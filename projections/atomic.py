@@ -22,6 +22,8 @@ from pathlib import Path
 def write_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "the file") -> Path:
     """Write `chunks` to `path` atomically; returns the path. `what` names it in errors."""
     target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, f"is a directory: name a file to write {what} to", str(target))
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise FileNotFoundError(errno.ENOENT, f"no such directory to write {what} in", str(directory))

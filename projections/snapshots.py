@@ -34,6 +34,7 @@ def save(store: Store, projection: str, version: int, thread: str, offset: int, 
     store.save_snapshot(projection, version, thread, offset, state, as_of=as_of)
 
 
-def drop(store: Store, projection: str | None = None) -> int:
-    """Forget every cached state (of one projection, if named); returns how many were dropped."""
-    return store.drop_snapshots(projection)
+def drop(store: Store, projection: str | None = None, thread: str | None = None) -> int:
+    """Forget every cached state (of one projection, of one thread's own, if named); returns
+    how many were dropped."""
+    return store.drop_snapshots(projection, thread)

@@ -136,8 +136,20 @@ def _text(text: str) -> str:
     return "\n".join(INDENT + line if line else "" for line in text.splitlines())
 
 
+# The arguments that say which call it was (the file, the command, the pattern, the URL, the
+# query): a tool call's summary shows them first, the rest after in key order, so the bound
+# cuts what matters least.
+_IDENTIFYING = ("file_path", "path", "notebook_path", "command", "pattern", "url", "query", "glob", "skill", "subagent_type",
+                "description")
+
+
 def _summary(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    if isinstance(value, dict):
+        first = [key for key in _IDENTIFYING if key in value]
+        value = {**{key: value[key] for key in first}, **{key: value[key] for key in sorted(value) if key not in first}}
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    else:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     text = " ".join(text.split())
     return text if len(text) <= _ARGS else text[: _ARGS - 1] + "…"
 

@@ -1,4 +1,4 @@
--- threadlog schema version 3
+-- threadlog schema version 4
 CREATE TABLE events (
     position INTEGER PRIMARY KEY AUTOINCREMENT,
     stream_id TEXT NOT NULL REFERENCES streams(id),
@@ -62,7 +62,7 @@ CREATE TABLE "streams" (
    "head_hash" TEXT NOT NULL,
    "facts" TEXT,
    "first_message_offset" INTEGER
-);
+, "last_position" INTEGER);
 
 CREATE UNIQUE INDEX "events_event_id"
     ON "events" ("event_id");
@@ -70,7 +70,12 @@ CREATE UNIQUE INDEX "events_event_id"
 CREATE UNIQUE INDEX "events_stream_offset"
     ON "events" ("stream_id", "offset");
 
+CREATE INDEX events_titles ON events(stream_id, "offset") WHERE type IN ('thread.created', 'title.set');
+
 CREATE INDEX search_titles ON search_docs (stream_id, "offset") WHERE kind = 'title';
+
+CREATE INDEX "streams_activity"
+    ON "streams" ("last_position");
 
 CREATE INDEX "streams_parent"
     ON "streams" ("parent_id");

@@ -366,7 +366,7 @@ def test_an_event_id_reused_with_other_content_is_refused(file_store: Store) -> 
     with pytest.raises(InvalidEvent, match="different content"):
         file_store.append(t, [{"type": "title.set", "data": {"title": "x"}, "meta": {"event_id": "ev-1"}}])
     result = CliRunner().invoke(cli, ["--db", file_store.path, "emit", t, "message.appended", "--data",
-                                      '{"role": "user", "content": "other"}', "--meta", '{"event_id": "ev-1"}'])
+                                      '{"role": "user", "content": "other"}', "--event-meta", '{"event_id": "ev-1"}'])
     assert result.exit_code == 1 and "different content" in result.stderr
     assert sha(Path(file_store.path)) == before
 

@@ -51,7 +51,7 @@ def test_the_documented_commands_exist() -> None:
 
 def test_new_append_fork_log(run) -> None:  # type: ignore[no-untyped-def]
     assert "schema" in run("init")
-    t = run("new", "--title", "Trip", "--system", "You plan.", "--meta", "user=ana", "--meta", "tier=gold").strip()
+    t = run("new", "--title", "Trip", "--system", "You plan.", "--metadata", "user=ana", "--metadata", "tier=gold").strip()
     assert len(t) == 16 and "\n" not in t
     assert run("append", t, "--role", "user", "--text", "Find a train") == "offset 1 position 2\n"
     blocks = json.dumps([{"type": "text", "text": "Searching"}, {"type": "tool_use", "id": "toolu_1", "name": "s", "input": {}}])
@@ -90,13 +90,13 @@ def test_usage_errors_exit_2(run) -> None:  # type: ignore[no-untyped-def]
     run("append", t, "--role", "user", code=2)
     run("append", t, "--role", "user", "--text", "x", "--content", "f", code=2)
     run("fork", t, "--metadata", "sometimes", code=2)
-    run("new", "--meta", "novalue", code=2)
+    run("new", "--metadata", "novalue", code=2)
 
 
 def test_demo_builds_forks_and_fan_out(run) -> None:  # type: ignore[no-untyped-def]
     ids = json.loads(run("demo", "--json"))
     with Store(run.db) as store:
-        kinds = {info.id: info.kind for info in store.threads()}
+        kinds = {info.id: info.kind for info in store.all_threads()}
         assert kinds[ids["thread"]] == "thread" and kinds[ids["fork"]] == "fork"
         assert [kinds[s] for s in ids["subagents"]] == ["subagent", "subagent"]
         types = [e.type for e in store.read(ids["thread"])]

@@ -111,7 +111,7 @@ def test_eight_processes_mixing_appends_forks_and_reads_with_a_tailing_reader(tm
     assert len(written_by_workers) == len(acked), "an event was written that no worker acknowledged"
 
     with Store(db) as store:
-        bases = {t.id: t.base for t in store.threads()}
+        bases = {t.id: t.base for t in store.all_threads()}
         for stream, offsets in offsets_by_stream(db).items():
             assert offsets == list(range(bases[stream], bases[stream] + len(offsets))), f"{stream}: offsets not contiguous"
         for f in forks:

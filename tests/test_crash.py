@@ -95,7 +95,7 @@ def test_sigkill_during_appends_loses_nothing_acknowledged(tmp_path: Path) -> No
             report = store.verify()
             assert report.events == len(rows)
             # Appends continue where they stopped: every thread takes a new event.
-            for info in store.threads()[:3]:
+            for info in store.all_threads()[:3]:
                 event = store.append_message(info.id, "user", f"after kill {round_}", event_id=f"parent-{round_}-{info.id}")
                 assert event.offset == info.head
                 acked[event.event_id] = {

@@ -90,6 +90,13 @@ def test_snapshot_command_and_errors(demo: tuple[Path, dict[str, object]]) -> No
 def test_demo_prints_the_forks_state_and_writes_the_parents_transcript(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     code, out, _ = _run(db, "demo")
-    assert code == 0 and "The fork's state" in out and "status      idle" in out
-    path = Path(out.split("The parent's transcript: ")[1].split("\n")[0])
+    assert code == 0 and "Built a sample conversation" in out
+    # it explains what it shows, and shows the tool call, the interrupt and the fork card
+    assert "→ search_trains(" in out and "? Which train should I book?" in out and "⑃ Forked from demo-trip-to-lyon at 2" in out
+    assert "interrupt" in out and "subagent" in out and "directive" in out
+    path = Path(out.split("can be pointed at): ")[1].split("\n")[0])
     assert path.parent == tmp_path and path.read_text().startswith("# Transcript of thread ")
+    events = _run(db, "verify", "--json")[1]
+    code, again, _ = _run(db, "demo")
+    assert code == 0 and "already holds the sample conversation; nothing was added" in again
+    assert _run(db, "verify", "--json")[1] == events  # running it twice adds nothing

@@ -20,5 +20,5 @@ def test_python_examples_run(code: str, tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_documented_commands_exist() -> None:
-    used = set(re.findall(r"^\s*(?:\w+=\$\()?threadlog (\w+)", README, flags=re.M))
+    used = set(re.findall(r"^\s*(?:\w+=\$\()?threadlog ([\w-]+)", README, flags=re.M))
     assert used and used <= set(cli.commands), used - set(cli.commands)

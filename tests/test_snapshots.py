@@ -110,7 +110,7 @@ def test_a_schema_1_database_migrates_and_gains_the_snapshots_table(tmp_path: Pa
     shutil.copy(FIXTURE, db)
     with Store(db) as store:
         assert store.schema_version() == SCHEMA_VERSION
-        threads = store.threads()
+        threads = store.all_threads()
         save_snapshot(store, threads[0].id)
         for info in threads:
             assert thread_state(store, info.id).to_json() == thread_state(store, info.id, use_snapshots=False).to_json()

@@ -181,10 +181,12 @@ CASES: list[tuple[str, Tamper, int]] = [
     ("root-created-position-edited", sql("UPDATE streams SET created_position = 4 WHERE id = 'R'"), 1),
     ("root-first-message-edited", sql("UPDATE streams SET first_message_offset = 3 WHERE id = 'R'"), 1),
     ("root-first-message-cleared", sql("UPDATE streams SET first_message_offset = NULL WHERE id = 'R'"), 1),
+    ("root-last-position-edited", sql("UPDATE streams SET last_position = 99 WHERE id = 'R'"), 1),
     ("mid-fork-kind-edited", sql("UPDATE streams SET kind = 'subagent' WHERE id = 'F'"), 6),
     ("mid-fork-depth-edited", sql("UPDATE streams SET depth = 7 WHERE id = 'F'"), 6),
     ("mid-fork-first-message-edited", sql("UPDATE streams SET first_message_offset = 4 WHERE id = 'F'"), 6),
     ("leaf-fork-root-id-edited", sql("UPDATE streams SET root_id = 'F' WHERE id = 'G'"), 11),
+    ("leaf-fork-last-position-edited", sql("UPDATE streams SET last_position = 1 WHERE id = 'G'"), 11),
     ("leaf-fork-created-position-edited", sql("UPDATE streams SET created_position = 12 WHERE id = 'G'"), 11),
     ("leaf-fork-pending-facts-edited", sql("""UPDATE streams SET facts = '{"runs":["r"]}' WHERE id = 'G'"""), 12),
     ("leaf-fork-row-facts-edited", sql("""UPDATE events SET pending = '{"tools":["t"]}' WHERE position = 12"""), 12),
@@ -268,7 +270,7 @@ def test_a_consistent_rewrite_of_the_tail_passes_verify_but_not_the_checkpoint(t
     conn = sqlite3.connect(db)
     new_head_hash = conn.execute("SELECT hash FROM events WHERE position = 9").fetchone()[0]
     conn.execute("DELETE FROM events WHERE position = 10")
-    conn.execute("UPDATE streams SET head = 6, head_hash = ? WHERE id = 'R'", (new_head_hash,))
+    conn.execute("UPDATE streams SET head = 6, head_hash = ?, last_position = 9 WHERE id = 'R'", (new_head_hash,))
     conn.commit()
     conn.close()
     with Store(db) as store:

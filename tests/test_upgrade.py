@@ -61,7 +61,7 @@ def test_v1_database_migrates_verifies_and_reads(v1: Path) -> None:
     with Store(v1) as store:
         assert store.schema_version() == SCHEMA_VERSION
         report = store.verify()
-        threads = store.threads()
+        threads = store.all_threads()
         lengths = {t.id: len(list(store.read(t.id))) for t in threads}
         kinds = sorted(t.kind for t in threads)
         redacted = [e for e in store.read_all() if e.redacted]
@@ -78,8 +78,8 @@ def test_v1_database_migrates_verifies_and_reads(v1: Path) -> None:
 
 def test_migrated_database_takes_appends_and_forks(v1: Path) -> None:
     with Store(v1) as store:
-        root = next(t for t in store.threads() if t.kind == "thread")
-        subagent = next(t for t in store.threads() if t.kind == "subagent")
+        root = next(t for t in store.all_threads() if t.kind == "thread")
+        subagent = next(t for t in store.all_threads() if t.kind == "subagent")
         event = store.append_message(subagent.id, "assistant", "done")
         assert event.offset == subagent.head
         fork = store.fork(subagent.id)

@@ -57,7 +57,7 @@ def crash(db: str, seed: str) -> None:
     """Append forever (single events, batches, new threads, forks) until killed."""
     rng = random.Random(seed)
     store = Store(db, synchronous="NORMAL")
-    threads = [t.id for t in store.threads()]
+    threads = [t.id for t in store.all_threads()]
     n = 0
 
     def eid() -> str:

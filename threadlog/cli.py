@@ -10,13 +10,15 @@ import functools
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from eventstore import Store, StoreError
+from eventstore import IntegrityError, Store, StoreError
+from eventstore.errors import SchemaTooOld
 from eventstore.events import MAX_DEPTH
 
 from projections import (
@@ -37,11 +39,14 @@ from projections.request import checkable_offsets
 from projections.search import rebuild_index, search, update_index
 from projections.usage import total as usage_total
 
-from .demo import build_demo
+from .demo import build_demo, demo_lines
 from .export import dump_lines, export_all, export_events, export_markdown
 from .importers import ImportSummary, import_claude_code, import_events, import_pi
 from .importers.follow import follow_claude_code
-from .render import blame_line, check_line, diff_lines, event_line, hit_line, row_line, state_lines, tree_lines, usage_lines
+from . import output
+from .names import THREAD, ThreadType, resolve
+from .render import (blame_line, check_line, diff_lines, event_line, hit_line, ls_lines, row_line, safe, safe_block, state_lines,
+                     tree_lines, usage_lines)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,7 +58,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except StoreError as error:
-            _fail(str(error))
+            _fail(_cli_words(str(error)))
         except BrokenPipeError:  # `threadlog log T | head`: the reader left; stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(1)
@@ -66,8 +71,25 @@ class _Group(click.Group):
 
 
 def _fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"{output.style('error:', sys.stderr, fg='red', bold=True)} {safe(message)}", err=True)
     sys.exit(1)
+
+
+# Library wording -> the CLI's: what a CLI user would type instead.
+_CLI_WORDS = {
+    "pass unanswered='drop'": "pass --unanswered drop",
+    "fork() or fan_out()": "`threadlog fork` or `threadlog fan-out`",
+    "redact()": "`threadlog redact`",
+    "(expect='no_stream')": "(`threadlog new`)",
+    "fan_out()": "`threadlog fan-out`",
+    "call purge() (threadlog redact does)": "run `threadlog redact` again",
+}
+
+
+def _cli_words(message: str) -> str:
+    for library, cli_word in _CLI_WORDS.items():
+        message = message.replace(library, cli_word)
+    return message
 
 
 DEFAULT_DB = "threadlog.db"
@@ -88,16 +110,55 @@ def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(func)
 
 
-def with_store(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Open the store named by --db for the command, and close it afterwards."""
+def timeout_option(func: F) -> F:
+    return click.option("--timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
+                        help="Seconds to wait for another writer's lock before giving up.")(func)
 
-    @functools.wraps(func)
-    def wrapper(db: str | None, **kwargs: Any) -> Any:
-        group_db = click.get_current_context().find_root().params.get("db")
-        with Store(db or group_db or DEFAULT_DB) as store:
-            return func(store, **kwargs)
 
-    return db_option(wrapper)
+def _waiting() -> None:
+    click.echo("waiting for another writer… (--timeout sets how long)", err=True)
+
+
+def _open(path: str, mode: str, timeout: float) -> Store:
+    """`read`: an existing file, read-only (never created, never written; a file an older
+    release wrote is migrated first when it is writable). `write`: an existing file.
+    `create`: the file is created if missing (init, new, demo, the importers)."""
+    if mode != "create" and path != ":memory:" and not Path(path).is_file():
+        raise StoreError(f"no database at {path}; create one with `threadlog init` (or check --db / $THREADLOG_DB)")
+    if mode != "read":
+        return Store(path, timeout=timeout, on_wait=_waiting)
+    try:
+        return Store(path, read_only=True)
+    except SchemaTooOld:
+        Store(path, timeout=timeout, on_wait=_waiting).close()  # migrates, or says why it cannot
+        return Store(path, read_only=True)
+
+
+def with_store(mode: str = "read") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Open the store named by --db for the command (see `_open` for `mode`), resolve its
+    THREAD arguments (prefixes, @last), and close the store afterwards."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def wrapper(db: str | None, timeout: float = 30.0, **kwargs: Any) -> Any:
+            ctx = click.get_current_context()
+            group_db = ctx.find_root().params.get("db")
+            with _open(db or group_db or DEFAULT_DB, mode, timeout) as store:
+                for param in ctx.command.params:
+                    if isinstance(param.type, ThreadType) and kwargs.get(str(param.name)) is not None:
+                        value = kwargs[str(param.name)]
+                        kwargs[str(param.name)] = [resolve(store, v) for v in value] if param.multiple else resolve(store, value)
+                return func(store, **kwargs)
+
+        wrapped = db_option(wrapper)
+        return timeout_option(wrapped) if mode != "read" else wrapped
+
+    return decorate
+
+
+def pager_option(func: F) -> F:
+    return click.option("--no-pager", "no_pager", is_flag=True,
+                        help="Print straight to stdout even on a terminal (else long output goes through $PAGER).")(func)
 
 
 def _read_text(path: str) -> str:
@@ -112,7 +173,7 @@ def _parse_json(text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise StoreError(f"{what} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+        raise StoreError(f"{what} is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})") from None
     except RecursionError:
         raise StoreError(f"{what} is JSON nested too deeply; an event holds at most {MAX_DEPTH} levels") from None
 
@@ -134,11 +195,15 @@ def cli(db: str | None) -> None:
 
 
 @cli.command()
-@with_store
-def init(store: Store) -> None:
+@json_option
+@with_store("create")
+def init(store: Store, as_json: bool) -> None:
     """Create the database, or migrate it to this release's schema."""
     streams, events = store.counts()
-    click.echo(f"{store.path}: schema {store.schema_version()}, {streams} threads, {events} events")
+    if as_json:
+        _emit_json({"path": store.path, "schema_version": store.schema_version(), "threads": streams, "events": events})
+    else:
+        output.lines([f"{store.path}: schema {store.schema_version()}, {streams} threads, {events} events"])
 
 
 def _meta_pairs(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -151,53 +216,68 @@ def _meta_pairs(_: click.Context, __: click.Parameter, values: tuple[str, ...]) 
     return pairs
 
 
+def _recorded(event: Any, as_json: bool) -> None:
+    """What append, emit and the interrupt commands print: where the event landed."""
+    if as_json:
+        _emit_json(event.to_json())
+    else:
+        output.lines([f"offset {event.offset} position {event.position}"])
+
+
 @cli.command()
 @click.option("--title", help="The thread's title.")
 @click.option("--system", help="The system prompt.")
 @click.option("--model", help="The model the thread talks to.")
-@click.option("--meta", "metadata", multiple=True, callback=_meta_pairs, metavar="K=V", help="Metadata entry (repeatable).")
-@with_store
-def new(store: Store, title: str | None, system: str | None, model: str | None, metadata: dict[str, str]) -> None:
+@click.option("--metadata", "metadata", multiple=True, callback=_meta_pairs, metavar="K=V",
+              help="A thread metadata entry (repeatable).")
+@json_option
+@with_store("create")
+def new(store: Store, title: str | None, system: str | None, model: str | None, metadata: dict[str, str], as_json: bool) -> None:
     """Start a thread; prints its id, alone."""
-    click.echo(store.create_thread(title=title, system=system, model=model, metadata=metadata or None))
+    thread = store.create_thread(title=title, system=system, model=model, metadata=metadata or None)
+    if as_json:
+        _emit_json(store.thread(thread).to_json())
+    else:
+        click.echo(thread)
 
 
 @cli.command()
-@click.argument("thread")
+@click.argument("thread", type=THREAD)
 @click.option("--role", type=click.Choice(["user", "assistant"]), required=True, help="Who speaks.")
 @click.option("--text", help="The message text.")
 @click.option("--content", "content_file", metavar="FILE|-", help="JSON content blocks (or a JSON string) from a file or stdin.")
 @click.option("--expect", type=click.IntRange(min=0), help="Refuse unless the thread holds exactly N events.")
-@click.option("--actor", help="Who wrote it (recorded in meta).")
-@with_store
-def append(store: Store, thread: str, role: str, text: str | None, content_file: str | None, expect: int | None, actor: str | None) -> None:
+@click.option("--actor", help="Who wrote it (recorded in the event's meta).")
+@json_option
+@with_store("write")
+def append(store: Store, thread: str, role: str, text: str | None, content_file: str | None, expect: int | None, actor: str | None,
+           as_json: bool) -> None:
     """Append a message to THREAD; prints its offset and position."""
     if (text is None) == (content_file is None):
         raise click.UsageError("give exactly one of --text or --content")
     content = text if text is not None else _parse_json(_read_text(content_file or "-"), "--content")
     meta = {"actor": actor} if actor else {}
-    event = store.append_message(thread, role, content, expect="any" if expect is None else expect, **meta)
-    click.echo(f"offset {event.offset} position {event.position}")
+    _recorded(store.append_message(thread, role, content, expect="any" if expect is None else expect, **meta), as_json)
 
 
 @cli.command()
-@click.argument("thread")
+@click.argument("thread", type=THREAD)
 @click.argument("type_", metavar="TYPE")
 @click.option("--data", "data_text", metavar="JSON", help="The event's data as JSON.")
 @click.option("--data-file", metavar="FILE|-", help="The event's data as JSON, from a file or stdin.")
-@click.option("--meta", "meta_text", metavar="JSON", help="The event's meta as JSON (event_id, actor, origin, …).")
+@click.option("--event-meta", "meta_text", metavar="JSON", help="The event's meta as JSON (event_id, actor, origin, …).")
 @click.option("--expect", type=click.IntRange(min=0), help="Refuse unless the thread holds exactly N events.")
-@with_store
+@json_option
+@with_store("write")
 def emit(store: Store, thread: str, type_: str, data_text: str | None, data_file: str | None, meta_text: str | None,
-         expect: int | None) -> None:
+         expect: int | None, as_json: bool) -> None:
     """Append one event of any TYPE to THREAD; prints its offset and position."""
     if (data_text is None) == (data_file is None):
         raise click.UsageError("give exactly one of --data or --data-file")
     data = _parse_json(data_text if data_text is not None else _read_text(data_file or "-"), "--data")
-    meta = _parse_json(meta_text, "--meta") if meta_text else {}
+    meta = _parse_json(meta_text, "--event-meta") if meta_text else {}
     event = {"type": type_, "data": data, "meta": meta}
-    recorded = store.append(thread, [event], expect="any" if expect is None else expect)[0]
-    click.echo(f"offset {recorded.offset} position {recorded.position}")
+    _recorded(store.append(thread, [event], expect="any" if expect is None else expect)[0], as_json)
 
 
 def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
@@ -209,86 +289,214 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
 
 
 @cli.command()
-@click.argument("thread")
+@click.argument("thread", type=THREAD)
 @click.option("--at", type=int, help="How many of the parent's events the fork inherits (default: all).")
-@click.option("--todos", type=click.Choice(["blank", "inherit"]), default="blank", show_default=True)
-@click.option("--metadata", default="blank", show_default=True, callback=_metadata_choice, metavar="blank|inherit|keep:K1,K2")
+@click.option("--todos", type=click.Choice(["blank", "inherit"]), default="blank", show_default=True,
+              help="blank: the fork starts with no todos; inherit: it keeps the parent's.")
+@click.option("--metadata", default="blank", show_default=True, callback=_metadata_choice, metavar="blank|inherit|keep:K1,K2",
+              help="The fork's thread metadata: none, the parent's, or only the keys named.")
 @click.option("--context", type=click.Choice(["full", "note"]), default="full", show_default=True,
               help="full: the parent's messages; note: one fork note pointing at the transcript.")
-@click.option("--retrieval", type=click.Choice(["per-turn", "first-turn", "off"]), default="off", show_default=True)
+@click.option("--retrieval", type=click.Choice(["per-turn", "first-turn", "off"]), default="off", show_default=True,
+              help="With --context note: when the model is told to consult the parent's transcript.")
 @click.option("--unanswered", type=click.Choice(["refuse", "drop"]), default="refuse", show_default=True,
               help="What to do with tool calls that have no result.")
 @click.option("--transcript", "transcript_path", metavar="PATH", help="Where the parent's transcript lives (named in the fork note).")
-@with_store
+@json_option
+@with_store("write")
 def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, context: str, retrieval: str, unanswered: str,
-         transcript_path: str | None) -> None:
+         transcript_path: str | None, as_json: bool) -> None:
     """Fork THREAD in O(1); prints the fork's id, alone."""
     fork_id = store.fork(
         thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
         unanswered=unanswered, transcript=transcript_path,
     )
-    click.echo(fork_id)
+    if as_json:
+        _emit_json(store.thread(fork_id).to_json())
+    else:
+        click.echo(fork_id)
+
+
+@cli.command("fan-out")
+@click.argument("thread", type=THREAD)
+@click.argument("directives", nargs=-1, required=True)
+@click.option("--placeholder", help="The tool_result text every sub-agent fork answers the pending tool calls with.")
+@json_option
+@with_store("write")
+def fan_out(store: Store, thread: str, directives: tuple[str, ...], placeholder: str | None, as_json: bool) -> None:
+    """Launch one sub-agent fork of THREAD per DIRECTIVE, in one transaction; prints their ids.
+
+    THREAD's last message must be an assistant turn whose tool calls await results: each fork
+    answers them with the same placeholder, then adds its own directive.
+    """
+    extra = {} if placeholder is None else {"placeholder": placeholder}
+    ids = store.fan_out(thread, list(directives), **extra)
+    if as_json:
+        _emit_json([store.thread(i).to_json() for i in ids])
+    else:
+        output.lines(ids)
+
+
+def _pass_db(db: str | None) -> None:
+    """`threadlog GROUP --db X SUBCOMMAND …`: the subcommands read the root's --db."""
+    if db:
+        click.get_current_context().find_root().params["db"] = db
+
+
+@cli.group()
+@db_option
+def interrupt(db: str | None) -> None:
+    """Raise, resolve or cancel an interrupt: a question a run puts to a human."""
+    _pass_db(db)
+
+
+@interrupt.command("raise")
+@click.argument("thread", type=THREAD)
+@click.argument("interrupt_id")
+@click.option("--question", help="What the human is asked.")
+@click.option("--tool-use-id", help="The tool call that waits on the answer.")
+@json_option
+@with_store("write")
+def interrupt_raise(store: Store, thread: str, interrupt_id: str, question: str | None, tool_use_id: str | None, as_json: bool) -> None:
+    """Record that THREAD waits on a human for INTERRUPT_ID."""
+    data = {"interrupt_id": interrupt_id, "question": question, "tool_use_id": tool_use_id}
+    event = {"type": "interrupt.raised", "data": {k: v for k, v in data.items() if v is not None}}
+    _recorded(store.append(thread, [event])[0], as_json)
+
+
+@interrupt.command("resolve")
+@click.argument("thread", type=THREAD)
+@click.argument("interrupt_id")
+@click.option("--answer", help="The human's answer (JSON if it parses as JSON, else text).")
+@json_option
+@with_store("write")
+def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: str | None, as_json: bool) -> None:
+    """Record the human's answer to INTERRUPT_ID on THREAD (`threadlog ask` then resumes)."""
+    from .live import resolve_interrupt
+
+    try:
+        value: Any = json.loads(answer) if answer is not None else None
+    except json.JSONDecodeError:
+        value = answer
+    _recorded(resolve_interrupt(store, thread, interrupt_id, value), as_json)
+
+
+@interrupt.command("cancel")
+@click.argument("thread", type=THREAD)
+@click.argument("interrupt_id")
+@click.option("--reason", default="cancelled", show_default=True, help="Why it no longer needs an answer.")
+@json_option
+@with_store("write")
+def interrupt_cancel(store: Store, thread: str, interrupt_id: str, reason: str, as_json: bool) -> None:
+    """Record that INTERRUPT_ID on THREAD no longer needs an answer."""
+    event = {"type": "interrupt.cancelled", "data": {"interrupt_id": interrupt_id, "reason": reason}}
+    _recorded(store.append(thread, [event])[0], as_json)
+
+
+def _listing(store: Store, info: Any) -> dict[str, Any]:
+    """One `ls` entry: the thread's row with its title, message count and last activity."""
+    last = next(store.read_all(after=info.last_position - 1, limit=1), None) if info.last_position else None
+    return {**info.to_json(), "title": store.title(info.id), "messages": store.count(info.id, "message.appended"),
+            "last_activity": last.time if last else ""}
+
+
+@cli.command("ls")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most N threads.")
+@click.option("--all", "everything", is_flag=True, help="Include forks and sub-agent forks (else root threads only).")
+@click.option("--root", type=THREAD, help="Only THREAD and the forks below it (forks included).")
+@click.option("--before", type=click.IntRange(min=1), metavar="POSITION",
+              help="The next page: threads last active before this position (the last row's last_position).")
+@json_option
+@pager_option
+@with_store()
+def ls(store: Store, limit: int, everything: bool, root: str | None, before: int | None, as_json: bool, no_pager: bool) -> None:
+    """Threads, most recently active first: id, kind, fork point, messages, last activity, title."""
+    infos = store.threads(limit, before, forks=everything or root is not None, root=root)
+    entries = [_listing(store, info) for info in infos]
+    if as_json:
+        _emit_json(entries)
+    else:
+        output.lines(ls_lines(entries), pager=not no_pager)
+
+
+def _check_range(store: Store, thread: str, name: str, value: int | None) -> None:
+    """`--start`/`--stop`/`--at` past the thread's head: the same error everywhere."""
+    head = store.head(thread)
+    if value is not None and value > head:
+        raise StoreError(f"{name} {value} is outside thread {thread!r} (0..{head})")
 
 
 @cli.command()
-@click.argument("thread")
+@click.argument("thread", type=THREAD)
 @click.option("--start", type=click.IntRange(min=0), default=0, help="First offset.")
 @click.option("--stop", type=click.IntRange(min=0), help="Offset to stop before.")
+@click.option("-n", "--tail", "tail", type=click.IntRange(min=1), help="Only the last N events.")
 @json_option
-@with_store
-def log(store: Store, thread: str, start: int, stop: int | None, as_json: bool) -> None:
-    """THREAD's events (ancestors included): offset, stream, position, type, hash."""
-    for event in store.read(thread, start, stop):
-        click.echo(json.dumps(event.to_json(), ensure_ascii=False) if as_json else event_line(event))
-
-
-@cli.command()
-@click.argument("thread", required=False)
-@json_option
-@with_store
-def tree(store: Store, thread: str | None, as_json: bool) -> None:
-    """The fork tree, with fork offsets: every root, or the tree holding THREAD."""
-    threads = store.threads() if thread is None else store.subtree(store.thread(thread).root_id)
+@pager_option
+@with_store()
+def log(store: Store, thread: str, start: int, stop: int | None, tail: int | None, as_json: bool, no_pager: bool) -> None:
+    """THREAD's events (ancestors included): offset, stream, position, type, hash. --json: JSON lines."""
+    _check_range(store, thread, "--start", start)
+    _check_range(store, thread, "--stop", stop)
+    if tail is not None:
+        start = max(start, (store.head(thread) if stop is None else stop) - tail)
+    events = store.read(thread, start, stop)
     if as_json:
-        _emit_json([t.to_json() for t in threads])
+        for event in events:
+            click.echo(json.dumps(event.to_json(), ensure_ascii=False))
     else:
-        for line in tree_lines(threads):
-            click.echo(line)
+        output.lines((event_line(event) for event in events), pager=not no_pager)
 
 
 @cli.command()
-@click.argument("thread")
-@click.option("--at", type=click.IntRange(min=0), help="Replay: the state after the first N events (default: all).")
+@click.argument("thread", type=THREAD, required=False)
 @json_option
-@with_store
-def show(store: Store, thread: str, at: int | None, as_json: bool) -> None:
-    """THREAD's state: status, metadata, todos, interrupts and the model's view of its messages."""
+@pager_option
+@with_store()
+def tree(store: Store, thread: str | None, as_json: bool, no_pager: bool) -> None:
+    """The fork tree, with fork offsets and titles: every root, or the tree holding THREAD."""
+    threads = store.all_threads() if thread is None else store.subtree(store.thread(thread).root_id)
+    if as_json:
+        _emit_json([{**t.to_json(), "title": store.title(t.id)} for t in threads])
+    else:
+        output.lines(tree_lines(threads, {t.id: store.title(t.id) for t in threads}), pager=not no_pager)
+
+
+@cli.command()
+@click.argument("thread", type=THREAD)
+@click.option("--at", type=click.IntRange(min=0), help="Replay: the state after the first N events (default: all).")
+@click.option("--last", type=click.IntRange(min=1), help="Show only the last N messages of the model view.")
+@json_option
+@pager_option
+@with_store()
+def show(store: Store, thread: str, at: int | None, last: int | None, as_json: bool, no_pager: bool) -> None:
+    """THREAD's state: model, system prompt, status, metadata, todos, interrupts and the model's view of its messages."""
     state = thread_state(store, thread, at)
     if as_json:
         _emit_json(state.to_json())
     else:
-        for line in state_lines(state):
-            click.echo(line)
+        output.lines(state_lines(state, last), pager=not no_pager)
 
 
 @cli.command()
-@click.argument("thread")
+@click.argument("thread", type=THREAD)
 @click.option("--at", type=click.IntRange(min=0), help="The rows after the first N events (default: all).")
 @json_option
-@with_store
-def rows(store: Store, thread: str, at: int | None, as_json: bool) -> None:
+@pager_option
+@with_store()
+def rows(store: Store, thread: str, at: int | None, as_json: bool, no_pager: bool) -> None:
     """The rows a chat UI shows for THREAD, each with a stable id to upsert."""
     result = display_rows(store, thread, at)
     if as_json:
         _emit_json([row.to_json() for row in result])
     else:
-        for row in result:
-            click.echo(row_line(row))
+        output.lines((row_line(row) for row in result), pager=not no_pager)
 
 
 @cli.command("transcript")
-@click.argument("thread")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write it to FILE atomically instead of printing it.")
+@click.argument("thread", type=THREAD)
+@click.option("-o", "--output", "output_path", type=click.Path(dir_okay=False),
+              help="Write it to FILE atomically instead of printing it.")
 @click.option("--max-bytes", type=click.IntRange(min=2048), default=512 * 1024, show_default=True,
               help="Bound on the whole transcript, in UTF-8 bytes.")
 @click.option("--max-message-bytes", type=click.IntRange(min=256), default=16 * 1024, show_default=True,
@@ -296,88 +504,113 @@ def rows(store: Store, thread: str, at: int | None, as_json: bool) -> None:
 @click.option("--last", type=click.IntRange(min=1), help="Keep only the N most recent messages.")
 @click.option("--start", type=click.IntRange(min=0), default=0, help="First offset.")
 @click.option("--stop", type=click.IntRange(min=0), help="Offset to stop before (e.g. a fork point).")
-@with_store
-def transcript_command(store: Store, thread: str, output: str | None, max_bytes: int, max_message_bytes: int, last: int | None,
-                       start: int, stop: int | None) -> None:
+@json_option
+@pager_option
+@with_store()
+def transcript_command(store: Store, thread: str, output_path: str | None, max_bytes: int, max_message_bytes: int, last: int | None,
+                       start: int, stop: int | None, as_json: bool, no_pager: bool) -> None:
     """THREAD as bounded Markdown: ## user / ## assistant, one line per tool call, no tool output."""
     options: dict[str, Any] = {"max_bytes": max_bytes, "max_message_bytes": max_message_bytes, "last": last, "start": start, "stop": stop}
-    if output:
-        write_transcript(store, thread, output, **options)
-        click.echo(output)
+    if output_path:
+        written = write_transcript(store, thread, output_path, **options)
+        if as_json:
+            _emit_json({"thread": thread, "path": str(written)})
+        else:
+            output.lines([output_path])
+        return
+    text = transcript(store, thread, **options)
+    if as_json:
+        _emit_json({"thread": thread, "transcript": text})
     else:
-        click.echo(transcript(store, thread, **options), nl=False)
+        output.text(text, pager=not no_pager)
 
 
 @cli.command("blame")
-@click.argument("thread")
+@click.argument("thread", type=THREAD)
 @json_option
-@with_store
-def blame_command(store: Store, thread: str, as_json: bool) -> None:
+@pager_option
+@with_store()
+def blame_command(store: Store, thread: str, as_json: bool, no_pager: bool) -> None:
     """Where each message of THREAD's model view came from: stream, offset, position, time, actor, origin."""
     entries = blame(store, thread)
     if as_json:
         _emit_json([entry.to_json() for entry in entries])
     else:
-        for entry in entries:
-            click.echo(blame_line(entry))
+        output.lines((blame_line(entry) for entry in entries), pager=not no_pager)
 
 
 @cli.command("diff")
-@click.argument("a")
-@click.argument("b")
+@click.argument("a", type=THREAD)
+@click.argument("b", type=THREAD)
 @json_option
-@with_store
-def diff_command(store: Store, a: str, b: str, as_json: bool) -> None:
+@pager_option
+@with_store()
+def diff_command(store: Store, a: str, b: str, as_json: bool, no_pager: bool) -> None:
     """Compare threads A and B: their common history, then each side's own messages."""
     result = diff(store, a, b)
     if as_json:
         _emit_json(result.to_json())
     else:
-        for line in diff_lines(result):
-            click.echo(line)
+        output.lines(diff_lines(result), pager=not no_pager)
 
 
 @cli.command()
-@click.argument("thread", required=False)
-@click.option("--drop", is_flag=True, help="Forget every cached snapshot instead (answers do not change).")
-@with_store
-def snapshot(store: Store, thread: str | None, drop: bool) -> None:
+@click.argument("thread", type=THREAD, required=False)
+@click.option("--drop", is_flag=True, help="Forget cached snapshots instead: THREAD's own, or every one (answers do not change).")
+@json_option
+@with_store("write")
+def snapshot(store: Store, thread: str | None, drop: bool, as_json: bool) -> None:
     """Cache THREAD's state so later reads of it and its forks resume there (a cache, never truth)."""
     if drop:
-        click.echo(f"dropped {drop_snapshots(store)} snapshot(s)")
+        dropped = drop_snapshots(store, thread=thread)
+        if as_json:
+            _emit_json({"dropped": dropped, "thread": thread})
+        else:
+            output.lines([f"dropped {dropped} snapshot(s)"])
         return
     if thread is None:
         raise click.UsageError("give a THREAD, or --drop")
-    click.echo(f"snapshot of {thread} at offset {save_snapshot(store, thread)}")
+    offset = save_snapshot(store, thread)
+    if as_json:
+        _emit_json({"thread": thread, "offset": offset})
+    else:
+        output.lines([f"snapshot of {thread} at offset {offset}"])
 
 
 @cli.command()
 @click.option("--checkpoint", "checkpoint", metavar="C",
               help="Also prove the log still holds, unchanged, everything checkpoint C (from `threadlog checkpoint`) covered.")
 @json_option
-@with_store
+@with_store()
 def verify(store: Store, checkpoint: str | None, as_json: bool) -> None:
     """Recompute every hash chain and stored column; exit 0 when all hold, 1 naming the first bad position.
 
     With --checkpoint, a deleted thread, a cut tail or any rewritten event the checkpoint
-    covered fails too, however consistently it was re-chained.
+    covered fails too, however consistently it was re-chained. With --json the report is
+    printed either way: `ok`, and on failure `position` and `error`.
     """
-    if sys.stderr.isatty():
-        with click.progressbar(length=store.counts().events, label="verifying", file=sys.stderr) as bar:
-            report = store.verify(progress=lambda done, total: bar.update(done - bar.pos), checkpoint=checkpoint)
-    else:
-        report = store.verify(checkpoint=checkpoint)
+    try:
+        if sys.stderr.isatty():
+            with click.progressbar(length=store.counts().events, label="verifying", file=sys.stderr) as bar:
+                report = store.verify(progress=lambda done, total: bar.update(done - bar.pos), checkpoint=checkpoint)
+        else:
+            report = store.verify(checkpoint=checkpoint)
+    except IntegrityError as error:
+        if not as_json:
+            raise
+        _emit_json({"ok": False, "position": error.position, "error": error.why, "checkpoint": checkpoint})
+        sys.exit(1)
     if as_json:
         _emit_json(report.to_json())
         return
-    click.echo(f"ok: {report.events} events in {report.streams} threads verified ({report.redacted} redacted)")
+    output.lines([f"ok: {report.events} events in {report.streams} threads verified ({report.redacted} redacted)"])
     if checkpoint is not None:
-        click.echo(f"ok: the log still holds everything checkpoint {checkpoint} covered")
+        output.lines([f"ok: the log still holds everything checkpoint {checkpoint} covered"])
 
 
 @cli.command("checkpoint")
 @json_option
-@with_store
+@with_store()
 def checkpoint_command(store: Store, as_json: bool) -> None:
     """Print one string covering every event in the log now; keep it elsewhere.
 
@@ -392,11 +625,11 @@ def checkpoint_command(store: Store, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("position", type=int)
+@click.argument("position", type=click.IntRange(min=1))
 @click.option("--reason", required=True, help="Why the payload is erased (recorded in the log).")
 @click.option("--actor", required=True, help="Who erases it (recorded in the log).")
 @json_option
-@with_store
+@with_store("write")
 def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) -> None:
     """Erase the payload of the event at POSITION, keeping the chain and recording who and why.
 
@@ -406,31 +639,53 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
     if as_json:
         _emit_json(record.to_json())
     else:
-        click.echo(f"redacted position {position}; recorded at position {record.position}")
+        output.lines([f"redacted position {position}; recorded at position {record.position}"])
+
+
+@cli.command()
+@click.option("--thread", "thread", type=THREAD, help="Only THREAD's events.")
+@click.option("--forks", is_flag=True, help="With --thread: its forks' events too (forks made while following included).")
+@click.option("--after", type=click.IntRange(min=0), help="Start after this position (default: the log's end now).")
+@click.option("--interval", type=click.FloatRange(min=0.01), default=0.25, show_default=True, help="Seconds between polls.")
+@json_option
+@with_store()
+def follow(store: Store, thread: str | None, forks: bool, after: int | None, interval: float, as_json: bool) -> None:
+    """Print events as they are committed, like tail -f (Ctrl-C stops, status 130). --json: JSON lines."""
+    position = store.last_position() if after is None else after
+    wanted = None if thread is None else {thread}
+    try:
+        while True:
+            for event in store.read_all(after=position):
+                position = event.position
+                if wanted is not None and forks and event.type == "thread.forked" and event.data["parent_id"] in wanted:
+                    wanted.add(event.stream_id)
+                if wanted is not None and event.stream_id not in wanted:
+                    continue
+                if as_json:
+                    click.echo(json.dumps(event.to_json(), ensure_ascii=False))
+                else:
+                    output.lines([event_line(event)])
+                sys.stdout.flush()
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the demo's thread ids as JSON.")
-@with_store
+@with_store("create")
 def demo(store: Store, as_json: bool) -> None:
-    """Build a sample conversation (tool call, interrupt, fork, fan-out) and show it."""
-    ids = build_demo(store)
+    """Build a sample conversation (tool call, interrupt, fork, sub-agents) and explain it."""
+    ids, built = build_demo(store)
     if as_json:
-        _emit_json(ids)
+        _emit_json({**ids, "created": built})
         return
-    click.echo(f"Built a sample conversation in {store.path}:")
-    for line in tree_lines(store.subtree(str(ids["thread"]))):
-        click.echo(f"  {line}")
-    fork_id = str(ids["fork"])
-    click.echo(f"\nThe fork's state (threadlog show {fork_id}):")
-    for line in state_lines(thread_state(store, fork_id)):
-        click.echo(f"  {line}")
+    output.lines(demo_lines(store, ids, built))
     if store.path != ":memory:":
         parent = str(ids["thread"])
         path = Path(store.path).resolve().with_name(f"{parent}.transcript.md")
         write_transcript(store, parent, path)
-        click.echo(f"\nThe parent's transcript: {path}")
-    click.echo(f"\nTry: threadlog --help, or threadlog log {ids['thread']} --db {store.path}")
+        output.lines([f"The whole conversation as bounded Markdown (what a model can be pointed at): {path}"])
 
 
 # -- import and export: other tools' histories in, backups out --------------------------------
@@ -465,16 +720,14 @@ def _print_summary(summary: ImportSummary, as_json: bool) -> None:
     if as_json:
         _emit_json(summary.to_json())
     else:
-        for line in _summary_lines(summary):
-            click.echo(line)
+        output.lines(_summary_lines(summary))
 
 
 @cli.group("import")
 @db_option
 def import_group(db: str | None) -> None:
     """Import other tools' session histories (Claude Code, pi)."""
-    if db:  # `threadlog import --db X claude-code …`: the subcommands read the root's --db
-        click.get_current_context().find_root().params["db"] = db
+    _pass_db(db)
 
 
 @import_group.command("claude-code")
@@ -483,7 +736,7 @@ def import_group(db: str | None) -> None:
 @click.option("--follow", is_flag=True, help="Keep running and mirror the sessions as Claude Code writes them (Ctrl-C stops).")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=0.5, show_default=True, help="With --follow: seconds between polls.")
 @json_option
-@with_store
+@with_store("create")
 def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: bool, follow: bool, interval: float, as_json: bool) -> None:
     """Import Claude Code sessions from PATHS (files, or directories searched recursively;
     default ~/.claude/projects). Re-importing adds nothing; a grown file adds its new lines."""
@@ -511,7 +764,7 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
 @import_group.command("events")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @json_option
-@with_store
+@with_store("create")
 def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -> None:
     """Restore files written by `threadlog export --format events` (or `export --all`), with
     identical ids, times and hashes; each file is refused whole if any hash differs.
@@ -520,24 +773,22 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
     if as_json:
         _emit_json([{"file": path, **report.to_json()} for path, report in reports])
         return
-    for path, report in reports:
-        kept = "positions kept" if report.positions_kept else "positions renumbered"
-        click.echo(f"{path}: {report.added} event(s) added, {report.present} already present, "
-                   f"{report.streams} thread(s) created ({kept})")
+    output.lines(f"{path}: {report.added} event(s) added, {report.present} already present, {report.streams} thread(s) "
+                 f"created ({'positions kept' if report.positions_kept else 'positions renumbered'})" for path, report in reports)
 
 
 @import_group.command("pi")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing their file.")
 @json_option
-@with_store
+@with_store("create")
 def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_json: bool) -> None:
     """Import pi coding agent session files from PATHS (files, or directories searched recursively)."""
     _print_summary(import_pi(store, list(paths), skip_bad=skip_bad), as_json)
 
 
 @cli.command("export")
-@click.argument("thread", required=False)
+@click.argument("thread", type=THREAD, required=False)
 @click.option("--format", "format_", type=click.Choice(["events", "markdown", "anthropic"]), default="events", show_default=True,
               help="events: JSON lines that `import events` restores with identical hashes; markdown: the full, "
                    "unbounded transcript; anthropic: the Messages API request (as `request` prints it).")
@@ -545,7 +796,7 @@ def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_j
 @click.option("--model", help="With --format anthropic: the model to name (default: the thread's).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write to FILE (atomically: a failed export leaves the old file) instead of stdout.")
-@with_store
+@with_store()
 def export_command(store: Store, thread: str | None, format_: str, everything: bool, model: str | None, output: str | None) -> None:
     """Write THREAD (with its ancestors' history) or, with --all, the whole log."""
     if everything == (thread is not None):
@@ -581,14 +832,14 @@ def _client() -> Any:
 
 
 @cli.command("request")
-@click.argument("thread")
+@click.argument("thread", type=THREAD)
 @click.option("--at", type=click.IntRange(min=0), help="The request as of the first N events (default: all).")
 @click.option("--check", is_flag=True,
               help="Prove the recorded request digest(s): of the message at offset N with --at, else of every live message.")
 @click.option("--model", help="The model to name (default: the thread's).")
 @click.option("--no-cache", is_flag=True, help="Leave out the cache_control breakpoints.")
 @json_option
-@with_store
+@with_store()
 def request_command(store: Store, thread: str, at: int | None, check: bool, model: str | None, no_cache: bool, as_json: bool) -> None:
     """THREAD as the keyword arguments of client.messages.create, as JSON; --check says whether
     each recorded request still rebuilds byte for byte (exit 1 when one does not)."""
@@ -603,31 +854,30 @@ def request_command(store: Store, thread: str, at: int | None, check: bool, mode
     if as_json:
         _emit_json([c.to_json() for c in checks])
     else:
-        for c in checks:
-            click.echo(check_line(c))
+        output.lines(check_line(c) for c in checks)
     if not all(c.ok for c in checks):
         sys.exit(1)
 
 
 @cli.command()
-@click.argument("thread")
+@click.argument("thread", type=THREAD)
 @click.argument("text")
 @click.option("--model", help="The model to ask (default: the thread's).")
 @click.option("--stream", is_flag=True, help="Stream the answer as it is written.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="The answer's token limit [default: 4096].")
 @json_option
-@with_store
+@with_store("write")
 def ask(store: Store, thread: str, text: str, model: str | None, stream: bool, max_tokens: int | None, as_json: bool) -> None:
     """Send TEXT on THREAD to the Anthropic API and record the turn (ANTHROPIC_API_KEY)."""
     from .live import run_turn
 
     client = _client()
-    echo = (lambda piece: click.echo(piece, nl=False)) if stream and not as_json else None
+    echo = (lambda piece: click.echo(safe_block(piece), nl=False)) if stream and not as_json else None
     turn = run_turn(store, thread, text, client, model=model, stream=stream, max_tokens=max_tokens, on_text=echo)
     if as_json:
         _emit_json(turn.to_json())
     elif echo is None and turn.text:
-        click.echo(turn.text)
+        output.text(turn.text)
     elif echo is not None:
         click.echo()
     if turn.status == "error":
@@ -635,31 +885,35 @@ def ask(store: Store, thread: str, text: str, model: str | None, stream: bool, m
 
 
 @cli.command()
-@click.argument("thread")
+@click.argument("thread", type=THREAD)
 @click.option("--at", type=click.IntRange(min=1), required=True, help="Fork point: the first N events are kept.")
 @click.option("--model", required=True, help="The model to replay the later user messages with.")
 @click.option("--stream", is_flag=True, help="Use the streaming API.")
-@with_store
-def rerun(store: Store, thread: str, at: int, model: str, stream: bool) -> None:
+@json_option
+@with_store("write")
+def rerun(store: Store, thread: str, at: int, model: str, stream: bool, as_json: bool) -> None:
     """Fork THREAD at N and replay its later user messages with MODEL; prints the fork's id,
     alone (then: threadlog diff THREAD FORK)."""
     from .live import rerun as replay
 
-    click.echo(replay(store, thread, at, _client(), model=model, stream=stream))
+    fork_id = replay(store, thread, at, _client(), model=model, stream=stream)
+    if as_json:
+        _emit_json(store.thread(fork_id).to_json())
+    else:
+        click.echo(fork_id)
 
 
 @cli.command("usage")
-@click.argument("thread")
+@click.argument("thread", type=THREAD)
 @json_option
-@with_store
+@with_store()
 def usage_command(store: Store, thread: str, as_json: bool) -> None:
     """Tokens spent by THREAD and by each fork below it, and the input read from the prompt cache."""
     rows = usage(store, thread)
     if as_json:
         _emit_json({"threads": [r.to_json() for r in rows], "total": usage_total(rows, thread).to_json()})
     else:
-        for line in usage_lines(rows, usage_total(rows, thread)):
-            click.echo(line)
+        output.lines(usage_lines(rows, usage_total(rows, thread)))
 
 
 # -- search (threadlog search, threadlog index) ----------------------------------------------------
@@ -667,12 +921,12 @@ def usage_command(store: Store, thread: str, as_json: bool) -> None:
 
 @cli.command("search")
 @click.argument("query")
-@click.option("--thread", help="Search only this thread's history (its own events and its ancestors' below each fork point).")
+@click.option("--thread", type=THREAD, help="Search only this thread's history (its own events and its ancestors' below each fork point).")
 @click.option("--role", type=click.Choice(["user", "assistant"]), help="Only this role's messages.")
 @click.option("--tool", "tool_name", metavar="NAME", help="Only calls of this tool and their results.")
 @click.option("-n", "limit", type=click.IntRange(min=1), default=10, show_default=True, help="How many hits.")
 @json_option
-@with_store
+@with_store("write")
 def search_command(store: Store, query: str, thread: str | None, role: str | None, tool_name: str | None, limit: int,
                    as_json: bool) -> None:
     """Full-text search (SQLite FTS5 syntax; an invalid query is taken as plain words), best first."""
@@ -680,8 +934,7 @@ def search_command(store: Store, query: str, thread: str | None, role: str | Non
     if as_json:
         _emit_json({"query": query, "thread": thread, "hits": [hit.to_json() for hit in hits]})
         return
-    for hit in hits:
-        click.echo(hit_line(hit))
+    output.lines(hit_line(hit) for hit in hits)
     if not hits:
         click.echo("no match", err=True)
 
@@ -689,7 +942,7 @@ def search_command(store: Store, query: str, thread: str | None, role: str | Non
 @cli.command("index")
 @click.option("--rebuild", is_flag=True, help="Empty the index and rebuild it from the whole log.")
 @json_option
-@with_store
+@with_store("write")
 def index_command(store: Store, rebuild: bool, as_json: bool) -> None:
     """Bring the search index up to date (searches do this themselves), or rebuild it."""
     read = rebuild_index(store) if rebuild else update_index(store)

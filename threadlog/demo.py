@@ -1,21 +1,39 @@
-"""`threadlog demo`: a small conversation that exercises every kind of event and fork."""
+"""`threadlog demo`: a small conversation that shows what threadlog keeps, and says so.
+
+Running it again adds nothing: the demo thread has a fixed id, and a file that already
+holds it is shown as it is.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from eventstore import Store
+from projections import display_rows
+
+from .render import row_line, tree_lines
+
+DEMO_THREAD = "demo-trip-to-lyon"
 
 
-def build_demo(store: Store) -> dict[str, object]:
-    """A trip-planning thread with a tool call, an interrupt, a fork and a fan-out.
+def build_demo(store: Store) -> tuple[dict[str, object], bool]:
+    """A trip-planning thread with a tool call, an interrupt, a fork and two sub-agent forks.
 
-    Returns the ids: `thread`, `fork` (at an earlier offset), `subagents` (fan-out).
+    Returns the ids (`thread`, `fork` at an earlier offset, `subagents`) and whether they
+    were built now (False when the file already held the demo).
     """
+    if store.ids_starting(DEMO_THREAD, 1) == [DEMO_THREAD]:
+        below = store.subtree(DEMO_THREAD)[1:]
+        forks = [t.id for t in below if t.kind == "fork"]
+        return {"thread": DEMO_THREAD, "fork": forks[0] if forks else None,
+                "subagents": [t.id for t in below if t.kind == "subagent"]}, False
     t = store.create_thread(
         title="Trip to Lyon",
         system="You plan train trips.",
         model="claude-sonnet-4-5",
         tools=[{"name": "search_trains", "description": "Search trains", "input_schema": {"type": "object"}}],
         metadata={"user": "ana", "locale": "fr"},
+        thread_id=DEMO_THREAD,
     )
     store.append_message(t, "user", "Find me a train from Paris to Lyon on Friday morning.")
     store.append(t, [{"type": "run.started", "data": {"run_id": "run-1"}}])
@@ -49,4 +67,43 @@ def build_demo(store: Store) -> dict[str, object]:
         [{"type": "tool_use", "id": "toolu_02", "name": "Agent", "input": {"prompt": "research in parallel"}}],
     )
     subagents = store.fan_out(t, ["Find a hotel near Lyon Part-Dieu.", "Check Friday's weather in Lyon."])
-    return {"thread": t, "fork": early, "subagents": subagents}
+    return {"thread": t, "fork": early, "subagents": subagents}, True
+
+
+def demo_lines(store: Store, ids: dict[str, object], built: bool) -> Iterator[str]:
+    """What the demo prints: what was built, explained in plain words, and what to try next."""
+    thread, fork = str(ids["thread"]), str(ids["fork"])
+    db = f" --db {store.path}" if store.path != "threadlog.db" else ""
+    if built:
+        yield f"Built a sample conversation in {store.path}."
+    else:
+        yield f"{store.path} already holds the sample conversation; nothing was added. Here it is again."
+    yield ""
+    yield "threadlog keeps every step of an agent's conversation as an event in a log that is never"
+    yield "rewritten: messages, tool calls and their results, runs, questions put to a human, forks."
+    yield "Everything else (the messages to send the model, a chat view, a transcript) is rebuilt from it."
+    yield ""
+    yield f"1. The conversation, as a chat UI would show it (threadlog rows {thread}):"
+    for row in display_rows(store, thread)[:10]:
+        yield "     " + row_line(row)
+    yield "   → is a tool call the model made and ← its result; ? is an interrupt: the run stopped"
+    yield "   to ask the human a question, and the answer was recorded when it came."
+    yield ""
+    yield "2. The fork tree (threadlog tree): a fork is a new thread that shares its parent's first"
+    yield "   N events without copying them, so trying another path costs one event."
+    for line in tree_lines(store.subtree(thread), {t.id: store.title(t.id) for t in store.subtree(thread)}):
+        yield "     " + line
+    yield f"   {fork} went back to offset 2 and asked for Marseille instead; the original is untouched."
+    yield "   The two 'subagent' forks were launched together from the last tool call: each works on"
+    yield "   its own directive (a hotel, the weather) with the parent's history as its context."
+    yield ""
+    yield f"3. The fork as a chat UI shows it (threadlog rows {fork}): the ⑃ card marks where it branched."
+    for row in display_rows(store, fork):
+        if row.kind == "fork":
+            yield "     " + row_line(row)
+    yield ""
+    yield "Try next:"
+    yield f"  threadlog ls --all{db}          every thread, most recently active first"
+    yield f"  threadlog show {thread}{db}     the state and the model's view of the messages"
+    yield f"  threadlog log {thread}{db}      the raw events, with their hash chain"
+    yield f"  threadlog verify{db}            recompute every hash: proof nothing was altered"

@@ -51,7 +51,7 @@ def export_events(store: Store, thread: str) -> Iterator[dict[str, Any]]:
 def export_all(store: Store) -> Iterator[dict[str, Any]]:
     """Every stream, then every event in position order: a backup of the whole log."""
     yield dict(FORMAT)
-    for info in store.threads():
+    for info in store.all_threads():
         yield _stream(info)
     for event in store.read_all():
         yield {"event": event.to_json()}

@@ -1,4 +1,4 @@
-"""Human-readable lines for the CLI: aligned, short, no Python reprs."""
+"""Human-readable lines for the CLI: aligned, short, no Python reprs, and safe to print."""
 
 from __future__ import annotations
 
@@ -10,6 +10,27 @@ from typing import Any
 
 from eventstore import RecordedEvent, ThreadInfo
 from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadState, Usage
+
+
+# What a terminal would obey rather than show: C0 and C1 controls (ESC, CR, BEL, the CSI and
+# OSC introducers, …) but the tab, DEL, bidirectional overrides and the line separators.
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def safe(text: str) -> str:
+    """`text` with every control character shown escaped (`\\x1b`, `\\r`, `\\u202e`), so a stored
+    string cannot recolour the terminal, rewrite a line or set its title. The CLI passes
+    every line of text output through this; `--json` output keeps JSON's own escapes."""
+    return _UNSAFE.sub(_escaped, text)
+
+
+def safe_block(text: str) -> str:
+    """`safe` for text of several lines: the line breaks stay, everything else is escaped."""
+    return "\n".join(safe(line) for line in text.split("\n"))
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
 
 
 def event_line(event: RecordedEvent) -> str:
@@ -47,8 +68,23 @@ def _short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def tree_lines(threads: Sequence[ThreadInfo]) -> Iterator[str]:
-    """The fork tree of the given threads, roots first, children by creation order."""
+def ls_lines(entries: Sequence[dict[str, Any]]) -> Iterator[str]:
+    """`threadlog ls`: one aligned row per thread (entries as `ls --json` prints them)."""
+    header = ("id", "kind", "forked from", "msgs", "last activity", "title")
+    table = [header]
+    for e in entries:
+        parent = f"{e['parent_id']} at {e['parent_offset']}" if e["parent_id"] else "-"
+        table.append((e["id"], e["kind"], parent, str(e["messages"]), e["last_activity"][:19].replace("T", " "),
+                      _short(e["title"] or "-", 50)))
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    for row in table:
+        cells = [c.rjust(w) if i == 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        yield "  ".join([*cells, row[-1]]).rstrip()
+
+
+def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | None = None) -> Iterator[str]:
+    """The fork tree of the given threads, roots first, children by creation order, with
+    each thread's title when `titles` gives it."""
     known = {t.id for t in threads}
     kids: dict[str | None, list[ThreadInfo]] = {}
     for info in threads:
@@ -56,7 +92,8 @@ def tree_lines(threads: Sequence[ThreadInfo]) -> Iterator[str]:
         kids.setdefault(parent, []).append(info)
 
     def walk(info: ThreadInfo, prefix: str, last: bool, root: bool) -> Iterator[str]:
-        label = f"{info.id}  {info.kind}, {info.head} events"
+        title = (titles or {}).get(info.id)
+        label = f"{info.id}  {info.kind}, {info.head} events" + (f"  {_short(title, 50)}" if title else "")
         if root:
             yield label
         else:
@@ -99,11 +136,15 @@ def _text_of(content: list[dict[str, Any]]) -> str:
     return " ".join(parts)
 
 
-def state_lines(state: ThreadState) -> Iterator[str]:
-    """`threadlog show`: the state's fields, then its model view one message a line."""
+def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
+    """`threadlog show`: the state's fields, then its model view one message a line (only the
+    `last` N messages when given)."""
     origin = f"fork of {state.parent_id} at {state.parent_offset} ({state.kind})" if state.parent_id else "root thread"
     yield f"thread      {state.id}  {origin}"
     yield f"title       {state.title or '-'}"
+    yield f"model       {state.model or '-'}"
+    system = state.system if isinstance(state.system, str) or state.system is None else _text_of(state.system)
+    yield f"system      {_short(system, 100) if system else '-'}"
     yield f"status      {state.status}   length {state.length}   head {(state.head_hash or '-')[:12]}"
     yield f"context     {state.context}   retrieval {state.retrieval}"
     yield f"metadata    {json.dumps(state.metadata, ensure_ascii=False, sort_keys=True)}"
@@ -112,8 +153,10 @@ def state_lines(state: ThreadState) -> Iterator[str]:
     yield f"interrupts  {pending or '-'}" + (f"   demoted: {', '.join(state.demoted_interrupts)}" if state.demoted_interrupts else "")
     if state.compaction:
         yield f"compaction  at {state.compaction['offset']}, summarises offsets below {state.compaction['through_offset']}"
-    yield f"messages    {len(state.messages)} in the model view"
-    for message in state.messages:
+    shown = state.messages if last is None else state.messages[-last:]
+    more = f", the last {len(shown)} shown" if len(shown) < len(state.messages) else ""
+    yield f"messages    {len(state.messages)} in the model view{more}"
+    for message in shown:
         label = message.role if message.kind == "message" else f"{message.role}/{message.kind}"
         yield f"  {message.offset:>6}  {label:<15} {_short(_text_of(message.content), 70)}"
 

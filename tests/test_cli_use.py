@@ -1,0 +1,429 @@
+"""The CLI as people use it: finding threads, reading safely, paging, following, one shape of
+output, and the bugs seen in real runs (issue 12). Real processes where a terminal, a signal,
+a lock or file permissions matter; click's runner elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import queue
+import select
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from eventstore import ForkRefused, InvalidEvent, Store
+from threadlog import write_transcript
+from threadlog.cli import cli
+
+THREADLOG = str(Path(sys.executable).with_name("threadlog"))
+NASTY = "Evil\x1b]0;pwned\x07\x1b[31mred\rover\u202e"
+
+
+def invoke(db: Path, *args: str, input: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, [*args, "--db", str(db)], input=input)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def ok(db: Path, *args: str, input: str | None = None) -> str:
+    code, out, err = invoke(db, *args, input=input)
+    assert code == 0, (out, err)
+    return out
+
+
+def fails(db: Path, *args: str, code: int = 1) -> str:
+    got, out, err = invoke(db, *args)
+    assert got == code and "Traceback" not in out + err, (got, out, err)
+    if code == 1:
+        assert err.startswith("error: ") and err.count("\n") == 1, err
+    return err
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "t.db"
+    ok(path, "init")
+    return path
+
+
+# -- 1, 2: find and name threads -------------------------------------------------------------
+
+
+def test_ls_lists_threads_newest_activity_first_with_paging(db: Path) -> None:
+    a = ok(db, "new", "--title", "Alpha").strip()
+    b = ok(db, "new", "--title", "Beta").strip()
+    ok(db, "append", a, "--role", "user", "--text", "hello")  # a is now the most recent
+    f = ok(db, "fork", a).strip()
+    rows = json.loads(ok(db, "ls", "--json"))
+    assert [r["id"] for r in rows] == [a, b]  # roots only, newest activity first
+    assert rows[0]["title"] == "Alpha" and rows[0]["messages"] == 1 and rows[0]["last_activity"]
+    everything = json.loads(ok(db, "ls", "--all", "--json"))
+    assert [r["id"] for r in everything] == [f, a, b]
+    assert everything[0]["parent_id"] == a and everything[0]["parent_offset"] == 2 and everything[0]["title"] == "Alpha"
+    first = json.loads(ok(db, "ls", "--all", "-n", "2", "--json"))
+    rest = json.loads(ok(db, "ls", "--all", "-n", "2", "--before", str(first[-1]["last_position"]), "--json"))
+    assert [r["id"] for r in first + rest] == [f, a, b]
+    assert [r["id"] for r in json.loads(ok(db, "ls", "--root", a, "--json"))] == [f, a]
+    text = ok(db, "ls")
+    assert text.splitlines()[0].split() [:2] == ["id", "kind"] and "Alpha" in text and "Beta" in text
+
+
+def test_the_first_page_reads_an_index_not_every_thread(tmp_path: Path) -> None:
+    """The first page of a big file costs what a page of a small one does."""
+    def first_page_time(path: Path, n: int) -> float:
+        with Store(path) as store:
+            for _ in range(n // 500):
+                store.append_message(store.create_thread(), "user", "x")
+            conn = sqlite3.connect(path)  # bulk: many small threads, written as the store would
+            rows = conn.execute("SELECT * FROM streams").fetchall()
+            conn.close()
+            assert rows
+        with Store(path) as store:
+            start = time.perf_counter()
+            for _ in range(20):
+                store.threads(limit=20)
+            return time.perf_counter() - start
+
+    small = first_page_time(tmp_path / "small.db", 1000)
+    with Store(tmp_path / "big.db") as store:
+        store.append(store.create_thread(), [{"type": "message.appended", "data": {"role": "user", "content": "x"}}])
+        for chunk in range(40):
+            for _ in range(500):
+                store.create_thread()
+    big = first_page_time(tmp_path / "big.db", 0)
+    print(f"\nfirst page x20: 2 threads {small * 1000:.1f} ms, 20,001 threads {big * 1000:.1f} ms")
+    assert big < small * 5 + 0.05
+
+
+def test_thread_arguments_take_prefixes_and_at_last(db: Path) -> None:
+    with Store(db) as store:
+        a = store.create_thread(thread_id="abc123", title="first")
+        store.create_thread(thread_id="abd456", title="second")
+        store.append_message(a, "user", "latest")
+    assert json.loads(ok(db, "show", "abc", "--json"))["id"] == "abc123"
+    assert json.loads(ok(db, "show", "@last", "--json"))["id"] == "abc123"
+    err = fails(db, "show", "ab")
+    assert "ambiguous" in err and "abc123" in err and "abd456" in err
+    assert "not found" in fails(db, "show", "zzz")
+    assert "@last" in fails(tmp_path_db(db), "show", "@last")
+
+
+def tmp_path_db(db: Path) -> Path:
+    empty = db.with_name("empty.db")
+    ok(empty, "init")
+    return empty
+
+
+def test_tree_shows_titles(db: Path) -> None:
+    t = ok(db, "new", "--title", "Trip to Lyon").strip()
+    ok(db, "append", t, "--role", "user", "--text", "hi")
+    ok(db, "fork", t)
+    assert ok(db, "tree", t).count("Trip to Lyon") == 2
+
+
+def test_thread_ids_complete_in_the_shell(db: Path) -> None:
+    with Store(db) as store:
+        store.create_thread(thread_id="abc123")
+        store.create_thread(thread_id="xyz789")
+    env = {**os.environ, "_THREADLOG_COMPLETE": "bash_complete", "COMP_WORDS": "threadlog show ab", "COMP_CWORD": "2",
+           "THREADLOG_DB": str(db)}
+    done = subprocess.run([THREADLOG], env=env, capture_output=True, text=True, timeout=60)
+    assert "abc123" in done.stdout and "xyz789" not in done.stdout, done
+
+
+# -- 3, 4, 5: read safely ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["verify"], ["log", "t"], ["show", "t"], ["tree"], ["ls"], ["checkpoint"], ["append", "t", "--role", "user", "--text", "x"]])
+def test_a_command_on_a_missing_file_says_so_and_creates_nothing(tmp_path: Path, command: list[str]) -> None:
+    typo = tmp_path / "typo.db"
+    assert f"no database at {typo}" in fails(typo, *command)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_only_file_in_a_read_only_directory_can_be_read_and_verified() -> None:
+    """As a user who may not write the file or its directory (root may write anything, so the
+    reader runs as `nobody`)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the reader as another user")
+    probe = subprocess.run(["sh", "-c", f"test -x {sys.executable} && echo yes"], capture_output=True, text=True,
+                           user=65534, group=65534, cwd="/")
+    if probe.stdout.strip() != "yes":  # e.g. an interpreter under /root
+        pytest.skip(f"user nobody cannot run {sys.executable}")
+    home = Path(tempfile.mkdtemp())
+    try:
+        home.chmod(0o755)
+        path = home / "ro.db"
+        with Store(path) as store:
+            t = store.create_thread(title="kept")
+            store.append_message(t, "user", "read me")
+        path.chmod(0o444)
+        home.chmod(0o555)
+        for command in (["verify", "--json"], ["show", t, "--json"], ["log", t]):
+            done = subprocess.run([THREADLOG, *command, "--db", str(path)], capture_output=True, text=True, timeout=60,
+                                  user=65534, group=65534, cwd="/")
+            assert done.returncode == 0, (command, done.stderr)
+        assert "read me" in done.stdout
+        refused = subprocess.run([THREADLOG, "append", t, "--role", "user", "--text", "x", "--db", str(path)], capture_output=True,
+                                 text=True, timeout=60, user=65534, group=65534, cwd="/")
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        assert sorted(p.name for p in home.iterdir()) == ["ro.db"]
+    finally:
+        home.chmod(0o755)
+        for p in home.iterdir():
+            p.unlink()
+        home.rmdir()
+
+
+def test_read_commands_leave_the_file_byte_for_byte_as_it_was(db: Path) -> None:
+    t = ok(db, "new", "--title", "kept").strip()
+    ok(db, "append", t, "--role", "user", "--text", "hi")
+    with Store(db) as store:
+        store.purge()  # everything in the main file, no WAL
+    before = db.read_bytes(), db.stat().st_mtime_ns
+    for command in (["verify"], ["log", t], ["show", t], ["ls"], ["tree"], ["checkpoint"], ["transcript", t]):
+        ok(db, *command)
+    assert (db.read_bytes(), db.stat().st_mtime_ns) == before
+
+
+def test_stored_control_characters_are_printed_escaped(db: Path) -> None:
+    t = ok(db, "new", "--title", NASTY).strip()
+    ok(db, "append", t, "--role", "user", "--text", NASTY)
+    for command in (["ls"], ["tree"], ["show", t], ["log", t], ["rows", t], ["transcript", t], ["blame", t]):
+        out = ok(db, *command)
+        assert not any(c in out for c in "\x1b\x07\r\u202e"), (command, out)
+        assert command == ["blame", t] or "\\x1b" in out, (command, out)
+    as_json = ok(db, "show", t, "--json")
+    assert "\\u001b" in as_json and json.loads(as_json)["title"] == NASTY
+
+
+# -- 6, 7: page, limit, follow ----------------------------------------------------------------
+
+
+def test_log_tail_and_show_last(db: Path) -> None:
+    t = ok(db, "new").strip()
+    for i in range(5):
+        ok(db, "append", t, "--role", "user" if i % 2 == 0 else "assistant", "--text", f"m{i}")
+    lines = ok(db, "log", t, "-n", "2", "--json").splitlines()
+    assert [json.loads(line)["offset"] for line in lines] == [4, 5]
+    shown = ok(db, "show", t, "--last", "2")
+    assert "m4" in shown and "m3" in shown and "m2" not in shown and "the last 2 shown" in shown
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run the console script with stdout and stderr on a pseudo-terminal; (status, output)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([THREADLOG, *args], stdin=follower, stdout=follower, stderr=follower, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([leader], [], [], 30)
+        if not ready:
+            break
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    return proc.wait(timeout=30), b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_a_terminal_gets_a_pager_and_colour_unless_told_otherwise(db: Path, tmp_path: Path) -> None:
+    t = ok(db, "new").strip()
+    paged = tmp_path / "paged.txt"
+    pager = tmp_path / "pager"
+    pager.write_text(f"#!/bin/sh\ncat > {paged}\n")
+    pager.chmod(0o755)
+    env = {**os.environ, "PAGER": str(pager)}
+    env.pop("NO_COLOR", None)
+    code, _ = _on_a_terminal(["log", t, "--db", str(db)], env)
+    assert code == 0 and "thread.created" in paged.read_text()
+    paged.unlink()
+    code, out = _on_a_terminal(["log", t, "--no-pager", "--db", str(db)], env)
+    assert code == 0 and "thread.created" in out and not paged.exists()
+    code, out = _on_a_terminal(["show", "nope", "--db", str(db)], env)
+    assert code == 1 and "\x1b[" in out  # a coloured `error:` on a terminal
+    code, out = _on_a_terminal(["show", "nope", "--db", str(db)], {**env, "NO_COLOR": "1"})
+    assert code == 1 and "\x1b" not in out and "error: " in out
+
+
+def test_follow_prints_events_as_they_are_committed_and_ctrl_c_exits_130(db: Path) -> None:
+    t = ok(db, "new").strip()
+    other = ok(db, "new").strip()
+    with Store(db) as store:
+        after = store.last_position()
+    proc = subprocess.Popen([THREADLOG, "follow", "--thread", t, "--forks", "--json", "--interval", "0.05", "--after", str(after),
+                             "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with Store(db) as store:
+            store.append_message(other, "user", "not followed")
+            store.append_message(t, "user", "followed")
+            f = store.fork(t)
+            store.append_message(f, "user", "in the fork")
+        assert proc.stdout is not None
+        got: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [got.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+        seen = [json.loads(got.get(timeout=60)) for _ in range(3)]
+        assert [(e["stream_id"], e["type"]) for e in seen] == [(t, "message.appended"), (f, "thread.forked"), (f, "message.appended")]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "Traceback" not in err
+
+
+# -- 8, 9, 10: one shape of output -------------------------------------------------------------
+
+
+def _leaves(group: click.Group = cli, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    for name, command in sorted(group.commands.items()):
+        if isinstance(command, click.Group):
+            yield from _leaves(command, (*prefix, name))
+        else:
+            yield (*prefix, name), command
+
+
+def test_every_command_has_json_and_every_option_has_help() -> None:
+    for path, command in _leaves():
+        names = {opt for param in command.params for opt in getattr(param, "opts", [])}
+        if path != ("export",):  # export writes its own formats (events are JSON lines already)
+            assert "--json" in names, path
+        for param in command.params:
+            if isinstance(param, click.Option):
+                assert param.help, (path, param.name)
+
+
+def test_write_commands_print_json_with_the_librarys_field_names(db: Path) -> None:
+    t = json.loads(ok(db, "new", "--title", "T", "--json"))
+    assert t["kind"] == "thread" and t["head"] == 1
+    event = json.loads(ok(db, "append", t["id"], "--role", "user", "--text", "hi", "--json"))
+    assert event["offset"] == 1 and event["type"] == "message.appended" and event["stream_id"] == t["id"]
+    emitted = json.loads(ok(db, "emit", t["id"], "title.set", "--data", '{"title": "U"}', "--json"))
+    assert emitted["data"] == {"title": "U"}
+    assert json.loads(ok(db, "fork", t["id"], "--json"))["parent_id"] == t["id"]
+    assert json.loads(ok(db, "init", "--json"))["threads"] == 2
+    assert json.loads(ok(db, "snapshot", t["id"], "--json"))["offset"] == 3
+
+
+def test_errors_use_the_clis_words(db: Path) -> None:
+    t = ok(db, "new").strip()
+    blocks = json.dumps([{"type": "tool_use", "id": "toolu_1", "name": "s", "input": {}}])
+    ok(db, "append", t, "--role", "assistant", "--content", "-", input=blocks)
+    err = fails(db, "fork", t)
+    assert "--unanswered drop" in err and "unanswered='drop'" not in err
+    err = fails(db, "emit", t, "thread.created", "--data", "{}")
+    assert "expect=" not in err
+    assert "Invalid control character at (line 1" in fails(db, "emit", t, "title.set", "--data", '{"title": "a\x01"}')
+
+
+def test_fan_out_interrupts_and_version(db: Path) -> None:
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "plan")
+    blocks = json.dumps([{"type": "tool_use", "id": "toolu_1", "name": "Agent", "input": {}}])
+    ok(db, "append", t, "--role", "assistant", "--content", "-", input=blocks)
+    kids = ok(db, "fan-out", t, "hotels", "weather").split()
+    assert len(kids) == 2 and all(json.loads(ok(db, "show", k, "--json"))["kind"] == "subagent" for k in kids)
+    ok(db, "interrupt", "raise", kids[0], "q1", "--question", "Which one?")
+    assert json.loads(ok(db, "show", kids[0], "--json"))["pending_interrupts"][0]["interrupt_id"] == "q1"
+    ok(db, "interrupt", "resolve", kids[0], "q1", "--answer", "the first")
+    ok(db, "interrupt", "raise", kids[1], "q2")
+    ok(db, "interrupt", "cancel", kids[1], "q2")
+    assert all(json.loads(ok(db, "show", k, "--json"))["pending_interrupts"] == [] for k in kids)
+    version = CliRunner().invoke(cli, ["--version"])
+    assert version.exit_code == 0 and "version" in version.output
+
+
+# -- 14: waiting on the lock ----------------------------------------------------------------
+
+
+def test_a_writer_says_it_waits_for_the_lock_and_gives_up_after_timeout(db: Path) -> None:
+    t = ok(db, "new").strip()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        start = time.monotonic()
+        done = subprocess.run([THREADLOG, "append", t, "--role", "user", "--text", "x", "--timeout", "2", "--db", str(db)],
+                              capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - start
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert done.returncode == 1 and "waiting for another writer" in done.stderr and "locked" in done.stderr, done
+    assert 1.5 < took < 20
+
+
+# -- 15-18: bugs seen ---------------------------------------------------------------------------
+
+
+def test_huge_offsets_are_refused_not_overflowing(db: Path) -> None:
+    t = ok(db, "new").strip()
+    for option in ("--start", "--stop"):
+        got, out, err = invoke(db, "log", t, option, "9223372036854775808")
+        assert got in (1, 2) and "Traceback" not in out + err and "OverflowError" not in err
+    with Store(db) as store, pytest.raises(InvalidEvent, match="too large"):
+        list(store.read(t, start=2**70))
+
+
+def test_verify_json_reports_a_failure_on_stdout(db: Path) -> None:
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "hello")
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE events SET data = replace(data, 'hello', 'HELLO')")
+    conn.commit()
+    conn.close()
+    code, out, _ = invoke(db, "verify", "--json")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False and report["position"] == 2 and "digest" in report["error"]
+
+
+def test_snapshot_drop_of_one_thread_keeps_the_others(db: Path) -> None:
+    a, b = ok(db, "new").strip(), ok(db, "new").strip()
+    for t in (a, b):
+        ok(db, "append", t, "--role", "user", "--text", "x")
+        ok(db, "snapshot", t)
+    assert "dropped 1 " in ok(db, "snapshot", a, "--drop")
+    assert "dropped 1 " in ok(db, "snapshot", "--drop")
+
+
+def test_range_and_type_errors_are_consistent(db: Path, tmp_path: Path) -> None:
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "x")
+    assert "below start" in fails(db, "log", t, "--start", "2", "--stop", "1")
+    assert "outside thread" in fails(db, "log", t, "--start", "1000")
+    assert "outside thread" in fails(db, "show", t, "--at", "1000")
+    with Store(db) as store:
+        with pytest.raises(ForkRefused, match=r"an integer\), not str"):
+            store.fork(t, at="2")  # type: ignore[arg-type]
+        with pytest.raises(IsADirectoryError) as caught:
+            write_transcript(store, t, tmp_path)
+    assert caught.value.filename == str(tmp_path) and ".tmp" not in str(caught.value)
+    assert stat.S_ISDIR(os.stat(tmp_path).st_mode)
+
+
+# -- 11, 12: transcripts people can read -------------------------------------------------------
+
+
+def test_a_tool_call_line_shows_the_identifying_argument_first(db: Path) -> None:
+    t = ok(db, "new").strip()
+    body = "x" * 500
+    blocks = [{"type": "tool_use", "id": "toolu_1", "name": "Write", "input": {"content": body, "file_path": "/src/app.py"}},
+              {"type": "tool_use", "id": "toolu_2", "name": "Grep", "input": {"-n": True, "glob": "*.py", "pattern": "def main"}}]
+    ok(db, "append", t, "--role", "assistant", "--content", "-", input=json.dumps(blocks))
+    lines = [line for line in ok(db, "transcript", t).splitlines() if line.startswith("tool call")]
+    assert '`{"file_path":"/src/app.py","content":"xxx' in lines[0] and len(lines[0]) < 140
+    assert '`{"pattern":"def main","glob":"*.py","-n":true}`' in lines[1]
+

@@ -1,0 +1,58 @@
+"""THREAD arguments as people type them: a unique id prefix (as git takes), or `@last`.
+
+The CLI resolves every THREAD argument through `resolve` once the store is open, and
+completes thread ids in bash, zsh and fish through click's completion (`ThreadType`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+from click.shell_completion import CompletionItem
+
+from eventstore import Store, StoreError, ThreadNotFound
+
+LAST = "@last"
+_SHOWN = 8  # candidates named in an ambiguity error
+
+
+def resolve(store: Store, name: str) -> str:
+    """The full id `name` stands for: itself, `@last` (the most recently active thread, forks
+    included), or the one id it is a prefix of. Refuses an unknown or ambiguous name."""
+    if name == LAST:
+        latest = store.threads(limit=1)
+        if not latest:
+            raise StoreError(f"{LAST}: {store.path} holds no thread yet; start one with `threadlog new`")
+        return latest[0].id
+    if not name:
+        raise ThreadNotFound(name)
+    matches = store.ids_starting(name, _SHOWN + 1)
+    if name in matches or not matches:
+        if not matches:
+            raise StoreError(f"thread {name!r} not found (no thread id starts with it); `threadlog ls --all` lists them")
+        return name
+    if len(matches) == 1:
+        return matches[0]
+    more = "" if len(matches) <= _SHOWN else ", …"
+    raise StoreError(f"{name!r} is ambiguous: it starts the ids {', '.join(matches[:_SHOWN])}{more}; type more of the id")
+
+
+class ThreadType(click.types.StringParamType):
+    """A THREAD argument: kept as typed (the command resolves it once the store is open) and
+    completed from the database named by --db or $THREADLOG_DB."""
+
+    name = "thread"
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+        path = ctx.params.get("db") or ctx.find_root().params.get("db") or os.environ.get("THREADLOG_DB") or "threadlog.db"
+        items = [CompletionItem(LAST)] if LAST.startswith(incomplete) else []
+        try:
+            with Store(path, read_only=True) as store:
+                items += [CompletionItem(i) for i in store.ids_starting(incomplete, 50)]
+        except StoreError:
+            pass  # no database (yet): nothing to complete
+        return items
+
+
+THREAD = ThreadType()
