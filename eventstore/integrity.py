@@ -166,12 +166,14 @@ def _verify_stream(backend: Backend, streams: dict[str, _Stream], stream: _Strea
     """(events checked, redacted, first problem) for one stream's own events."""
     info = stream.info
     prev, facts = GENESIS, Facts()
+    forked_after = 0  # a fork's first event must come after the parent event it chains to
     if info.parent_id is not None:
         owner = _owner(streams, info.parent_id, info.base - 1)
         parent_row = backend.event_at(owner, info.base - 1) if owner else None
         if parent_row is None:
             return 0, 0, (info.created_position, f"fork {info.id} points at a missing parent event")
         prev, facts = parent_row.hash, Facts.load(parent_row.facts)
+        forked_after = parent_row.position
     expected, last_position, count, redacted = info.base, 0, 0, 0
     first_position: int | None = None
     first_message: int | None = None
@@ -188,6 +190,9 @@ def _verify_stream(backend: Backend, streams: dict[str, _Stream], stream: _Strea
                                                "(an event was added or the head lowered)")
         if position <= last_position:
             return count, redacted, (position, f"{where}: positions out of order")
+        if position <= forked_after:
+            return count, redacted, (position, f"{where}: the fork starts at position {position}, before the parent's "
+                                               f"event at position {forked_after} that it chains to")
         trust_facts = False
         if redacted_by is not None:
             redacted += 1

@@ -305,3 +305,18 @@ def test_checkpoint_fails_for_tampering_verify_also_names(template: Path, tmp_pa
     with Store(db) as store, pytest.raises(IntegrityError) as caught:
         store.verify(checkpoint=kept_elsewhere)
     assert caught.value.position == position  # the chain's finding comes first: it names where
+
+
+def test_a_fork_moved_before_the_parent_event_it_chains_to_fails_verify(template: Path, tmp_path: Path) -> None:
+    """Hashes do not cover positions, so renumbering can keep every thread's own order and
+    every chain: here F's `thread.forked` (chained to R's offset 2, position 3) moves to
+    position 3 and R's offsets 2..4 shift up one. `read_all` would then show a fork of an
+    event that does not exist yet; verify must refuse that order."""
+    moves = [(6, 100), (5, 6), (4, 5), (3, 4), (100, 3)]
+    db = tampered_copy(template, tmp_path, sql(*(f"UPDATE events SET position = {new} WHERE position = {old}" for old, new in moves),
+                                                "UPDATE streams SET created_position = 3 WHERE id = 'F'"))
+    with Store(db) as store:
+        assert [(e.position, e.stream_id) for e in store.read_all()][2:4] == [(3, "F"), (4, "R")]
+        with pytest.raises(IntegrityError, match="before the parent's event") as caught:
+            store.verify()
+    assert caught.value.position == 3
