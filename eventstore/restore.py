@@ -236,8 +236,8 @@ class _Restore:
         try:
             integrity.verify(self.backend, only=self.touched)
         except IntegrityError as error:
-            number = self.skeletons.get(error.position or 0)
-            where = f"line {number}.event.data" if number else f"the event restored at position {error.position}"
+            line = self.skeletons.get(error.position or 0)
+            where = f"line {line}.event.data" if line else f"the event restored at position {error.position}"
             raise InvalidEvent(where, f"{error.why}: the export was altered") from None
         return self.report
 
