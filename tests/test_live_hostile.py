@@ -8,7 +8,11 @@ did), the user's message stays, the thread is idle and can be retried, and `veri
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -149,3 +153,23 @@ def test_a_stream_cut_at_any_point_ends_the_run_and_keeps_the_question(api: Mess
         return
     assert turn.status == "error" and turn.error
     assert_retryable(store, t)
+
+
+THREADLOG = str(Path(sys.executable).parent / "threadlog")
+
+
+@pytest.mark.xfail(strict=True, reason="`threadlog ask` echoes the model's text as it is, control characters included; "
+                   "the CLI's safe printing (threadlog/cli.py, being reworked) has to cover ask, streamed and not")
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_ask_prints_no_control_character_the_api_sent(api: MessagesAPI, tmp_path: Path, stream: bool) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.create_thread(model=MODEL, thread_id="T")
+    hostile = "hi\x1b]0;owned\x07\x00\rdone"
+    (api.reply_sse if stream else api.reply_json)(message([{"type": "text", "text": hostile}]))
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    run = subprocess.run([THREADLOG, "ask", "T", "Hello", "--db", str(db), *(["--stream"] if stream else [])],
+                         capture_output=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert b"hi" in run.stdout and b"done" in run.stdout
+    assert not any(c in run.stdout for c in (b"\x1b", b"\x07", b"\x00", b"\r")), run.stdout
