@@ -72,6 +72,16 @@ class SnapshotRow(NamedTuple):
     state: str
 
 
+class StoredSnapshot(NamedTuple):
+    """One row of the snapshot cache, whole: what `verify` compares with the events."""
+
+    projection: str
+    version: int
+    stream_id: str
+    offset: int
+    state: str
+
+
 # What a fold reads of an event: (offset, type, schema_version, data as JSON text).
 DataRow = tuple[int, str, int, str]
 
@@ -191,3 +201,7 @@ class Backend(Protocol):
     def drop_snapshots(self, projection: str | None = None) -> int: ...
 
     def count_snapshots(self) -> int: ...
+
+    def snapshots(self) -> Iterator[StoredSnapshot]:
+        """Every cached state, by projection, version, stream and offset."""
+        ...

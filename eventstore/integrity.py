@@ -26,8 +26,8 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .backend import Backend
-from .errors import IntegrityError, InvalidEvent
+from .backend import Backend, StoredSnapshot
+from .errors import IntegrityError, InvalidEvent, StoreError
 from .events import MAX_DEPTH
 from .facts import Facts, advance, after_fork
 from .recorded import ThreadInfo
@@ -308,6 +308,42 @@ def _check_redaction(backend: Backend, redacted_by: int, position: int) -> tuple
         return None, f"payload erased without a matching event.redacted (claimed position {redacted_by})"
     skeleton_digest = data.get("skeleton_digest")
     return (skeleton_digest if isinstance(skeleton_digest, str) else None), None
+
+
+# -- snapshots ------------------------------------------------------------------------------
+
+# A snapshot is a cache, but readers resume from it: a forged one changes what `thread_state`
+# and `anthropic_request` say (a system prompt, a title, which messages there are) while every
+# chain holds. Projections register how to fold a state from the events alone, so that
+# `verify` can compare every snapshot it can rebuild. (Registered by the projection that
+# owns it when imported: eventstore imports no projection.)
+Refold = Callable[[Any, str, int], Any]  # (store, stream id, offset) -> the state, JSON-ready
+_REFOLDS: dict[tuple[str, int], Refold] = {}
+
+
+def register_refold(projection: str, version: int, refold: Refold) -> None:
+    """Let `verify` rebuild `projection`'s snapshots of `version` from the events."""
+    _REFOLDS[(projection, version)] = refold
+
+
+def check_snapshot(store: Any, row: StoredSnapshot) -> str | None:
+    """Why the cached state differs from the events' (None when it matches, or when no
+    registered projection can rebuild it: this release never reads such a state)."""
+    refold = _REFOLDS.get((row.projection, row.version))
+    if refold is None:
+        return None
+    where = f"the {row.projection} snapshot of {row.stream_id!r} at offset {row.offset}"
+    try:
+        cached = canonical(json.loads(row.state))
+    except (ValueError, RecursionError):
+        return f"{where} is not readable JSON"
+    try:
+        rebuilt = canonical(refold(store, row.stream_id, row.offset))
+    except StoreError as error:
+        return f"{where} cannot be rebuilt from the events ({error})"
+    if cached != rebuilt:
+        return f"{where} disagrees with the events it caches"
+    return None
 
 
 # -- checkpoints ------------------------------------------------------------------------------

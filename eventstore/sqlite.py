@@ -27,7 +27,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import sqlite_utils
 
-from .backend import DataRow, EventRow, EventValues, SnapshotRow, StreamRow
+from .backend import DataRow, EventRow, EventValues, SnapshotRow, StoredSnapshot, StreamRow
 from .errors import SchemaError, StoreError
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
@@ -544,6 +544,12 @@ class SQLiteBackend:
     @_translated
     def count_snapshots(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM snapshots").fetchone()[0])
+
+    @_translated
+    def snapshots(self) -> Iterator[StoredSnapshot]:
+        rows = self.conn.execute('SELECT projection, version, stream_id, "offset", state FROM snapshots '
+                                 'ORDER BY projection, version, stream_id, "offset"').fetchall()
+        return (StoredSnapshot(*row) for row in rows)
 
 
 # An upper bound no offset reaches: one query shape whether or not a range is bounded.

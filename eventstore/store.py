@@ -529,11 +529,17 @@ class Store:
         With `checkpoint` (a string `checkpoint()` returned earlier), also prove that the log
         still holds every event the checkpoint covered, unchanged, at the same positions: a
         deleted thread, a cut-and-re-chained tail or a rewritten event then fails too.
+        Every snapshot a registered projection can rebuild (`integrity.register_refold`) is
+        folded again from the events and compared: readers resume from snapshots.
         `progress(done, total)`, if given, is called as streams are checked (events so far).
         """
         wanted = integrity.parse_checkpoint(checkpoint) if checkpoint is not None else None
         with self.backend.read_transaction():  # one consistent view; writers carry on meanwhile
             report = integrity.verify(self.backend, progress)
+            for snapshot in self.backend.snapshots():
+                why = integrity.check_snapshot(self, snapshot)
+                if why is not None:
+                    raise IntegrityError(None, f"{why}; drop the snapshots (threadlog snapshot --drop) and verify again")
             if wanted is None:
                 return report
             upto, value = wanted
