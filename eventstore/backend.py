@@ -190,6 +190,11 @@ class Backend(Protocol):
         """The lowest position of an event whose stream does not exist, if any."""
         ...
 
+    def triggers(self) -> list[str]:
+        """The names of code stored in the database that runs on writes (SQLite triggers):
+        threadlog creates none, so any is foreign."""
+        ...
+
     # -- snapshots (a cache of projection states, never truth)
 
     def save_snapshot(self, projection: str, version: int, stream_id: str, offset: int, state: str) -> None: ...

@@ -133,6 +133,9 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
     Streams are visited in creation order, so a fork's parent is checked before it.
     `only` checks those streams' own events and rows (a restore checks what it wrote).
     """
+    foreign = foreign_code(backend)
+    if foreign is not None:
+        raise IntegrityError(None, foreign)
     streams = {row.id: _Stream(ThreadInfo.from_row(row), row.facts, row.first_message_offset) for row in backend.streams()}
     problems: list[tuple[int, str]] = []
     checked = redacted = 0
@@ -155,6 +158,18 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
         position, why = min(problems)
         raise IntegrityError(position, why)
     return VerifyReport(len(streams), checked, redacted)
+
+
+def foreign_code(backend: Backend) -> str | None:
+    """What is wrong when the file holds triggers, or None. Threadlog creates none; one planted
+    in the file runs inside every append and redaction (it could keep a copy of an erased
+    payload, or alter what is written), and no chain can see what it does."""
+    names = backend.triggers()
+    if not names:
+        return None
+    shown = ", ".join(repr(name) for name in names[:3])
+    return (f"the file holds trigger {shown}, which threadlog does not create: it runs inside threadlog's writes "
+            "(and could keep a copy of what redact erases); inspect it, then DROP TRIGGER it")
 
 
 def _owner(streams: dict[str, _Stream], stream_id: str, offset: int) -> str | None:

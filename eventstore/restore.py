@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import IntegrityError, InvalidEvent
+from .errors import IntegrityError, InvalidEvent, StoreError
 from .facts import Facts
 from .head import Head
 from . import integrity
@@ -236,7 +236,9 @@ class _Restore:
         try:
             integrity.verify(self.backend, only=self.touched)
         except IntegrityError as error:
-            line = self.skeletons.get(error.position or 0)
+            if error.position is None:  # the database itself (a planted trigger), not the export
+                raise StoreError(f"not restored: {error.why}") from None
+            line = self.skeletons.get(error.position)
             where = f"line {line}.event.data" if line else f"the event restored at position {error.position}"
             raise InvalidEvent(where, f"{error.why}: the export was altered") from None
         return self.report

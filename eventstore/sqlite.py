@@ -515,6 +515,10 @@ class SQLiteBackend:
         row = self.conn.execute("SELECT min(position) FROM events WHERE stream_id NOT IN (SELECT id FROM streams)")
         return row.fetchone()[0]  # type: ignore[no-any-return]
 
+    @_translated
+    def triggers(self) -> list[str]:
+        return [str(row[0]) for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")]
+
     # -- snapshots (a cache) -------------------------------------------------------------------
 
     @_translated

@@ -582,6 +582,9 @@ class Store:
         """
         check_index("position", position, 1, what="a position")
         with self.backend.transaction():
+            foreign = integrity.foreign_code(self.backend)
+            if foreign is not None:
+                raise StoreError(f"not redacted: {foreign}")
             row = self.backend.event_at_position(position)
             if row is None:
                 raise InvalidEvent("position", f"no event at position {position}")

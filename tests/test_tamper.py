@@ -26,7 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from eventstore.integrity import chain_hash, digest
-from threadlog import IntegrityError, Store, anthropic_request, save_snapshot
+from threadlog import IntegrityError, Store, StoreError, anthropic_request, save_snapshot
 from threadlog.cli import cli
 
 THREADLOG = str(Path(sys.executable).parent / "threadlog")
@@ -346,3 +346,26 @@ def test_a_forged_snapshot_fails_verify(template: Path, tmp_path: Path) -> None:
         store.drop_snapshots()
         store.verify()
         assert "system" not in anthropic_request(store, "F", model="m")
+
+
+def test_a_planted_trigger_fails_verify_and_redact_refuses_to_run_under_it(template: Path, tmp_path: Path) -> None:
+    """A trigger in the file runs inside threadlog's own writes: this one keeps every payload a
+    redaction erases in a table of its own, so `redact` could not keep its promise."""
+    db = tampered_copy(template, tmp_path, sql(
+        "CREATE TABLE kept (data TEXT)",
+        "CREATE TRIGGER keep BEFORE UPDATE OF data ON events BEGIN INSERT INTO kept VALUES (old.data); END",
+    ))
+    with Store(db) as store:
+        with pytest.raises(IntegrityError, match="trigger 'keep'"):
+            store.verify()
+        before = [(e.position, e.data) for e in store.read_all()]
+        with pytest.raises(StoreError, match="trigger 'keep'"):
+            store.redact(2, reason="secret", actor="dpo")
+        assert [(e.position, e.data) for e in store.read_all()] == before  # the refusal wrote nothing
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM kept").fetchone()[0] == 0
+    conn.execute("DROP TRIGGER keep")
+    conn.commit()
+    conn.close()
+    with Store(db) as store:
+        store.verify()  # an extra table alone copies nothing
