@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from eventstore import Store
-from projections import anthropic_request, thread_state, validate_request
+from projections import anthropic_request, thread_state, usage, validate_request
 from threadlog.live import run_turn
 
 from messages_api import MessagesAPI, Reply, encode_sse, message, sse_events
@@ -136,6 +136,17 @@ def test_usage_fields_of_the_wrong_type_are_kept_without_a_warning(api: Messages
     turn = run_turn(store, t, "Hello", api.client())  # filterwarnings=error: a serializer warning fails here
     assert turn.status == "ok"
     assert turn.messages[0].data["usage"] == {"input_tokens": "many"}
+
+
+def test_usage_counts_only_integer_token_fields(api: MessagesAPI) -> None:
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    api.replies.append(answered([{"type": "text", "text": "a"}], usage={"input_tokens": True, "output_tokens": 2.5}))
+    api.reply_json(message([{"type": "text", "text": "b"}], usage={"input_tokens": 3, "output_tokens": 4}))
+    run_turn(store, t, "Hello", api.client())
+    run_turn(store, t, "Again", api.client())
+    row = usage(store, t)[0]
+    assert (row.messages, row.input_tokens, row.output_tokens, row.cache_read_input_tokens) == (2, 3, 4, 0)
 
 
 @pytest.mark.parametrize("cut", range(1, 40))
