@@ -138,13 +138,15 @@ def test_usage_fields_of_the_wrong_type_are_kept_without_a_warning(api: Messages
     assert turn.messages[0].data["usage"] == {"input_tokens": "many"}
 
 
-def test_usage_counts_only_integer_token_fields(api: MessagesAPI) -> None:
+def test_usage_counts_only_integer_token_fields() -> None:
+    """Whatever wrote it (an import, a hand-made event), a token field that is not an integer
+    counts nothing: `true` is not one token."""
     store = Store(":memory:")
     t = store.create_thread(title="t", model=MODEL)
-    api.replies.append(answered([{"type": "text", "text": "a"}], usage={"input_tokens": True, "output_tokens": 2.5}))
-    api.reply_json(message([{"type": "text", "text": "b"}], usage={"input_tokens": 3, "output_tokens": 4}))
-    run_turn(store, t, "Hello", api.client())
-    run_turn(store, t, "Again", api.client())
+    store.append_message(t, "user", "Hello")
+    store.append_message(t, "assistant", "a", usage={"input_tokens": True, "output_tokens": 2.5, "cache_read_input_tokens": "7"})
+    store.append_message(t, "user", "Again")
+    store.append_message(t, "assistant", "b", usage={"input_tokens": 3, "output_tokens": 4})
     row = usage(store, t)[0]
     assert (row.messages, row.input_tokens, row.output_tokens, row.cache_read_input_tokens) == (2, 3, 4, 0)
 
