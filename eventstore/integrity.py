@@ -213,9 +213,10 @@ def _verify_stream(backend: Backend, streams: dict[str, _Stream], stream: _Strea
             return count, redacted, (position, f"{where}: the fork starts at position {position}, before the parent's "
                                                f"event at position {forked_after} that it chains to")
         trust_facts = False
+        recorded_facts: Facts | None = None
         if redacted_by is not None:
             redacted += 1
-            skeleton_digest, why = _check_redaction(backend, redacted_by, position)
+            skeleton_digest, recorded_facts, why = _check_redaction(backend, redacted_by, position)
             if why:
                 return count, redacted, (position, why)
             if skeleton_digest is None:  # an early redaction, recorded without the skeleton's digest
@@ -251,6 +252,8 @@ def _verify_stream(backend: Backend, streams: dict[str, _Stream], stream: _Strea
                 kind = parsed["options"].get("kind", "fork")
             else:
                 facts = Facts()
+        elif recorded_facts is not None:  # too deep to read when redacted: its event.redacted says
+            facts = recorded_facts
         elif trust_facts:  # its payload is gone and nothing chained says what it held
             facts = Facts.load(row_facts)
         else:
@@ -312,17 +315,20 @@ def _check_first(info: ThreadInfo, type_: str, data: dict[str, Any]) -> str | No
     return None
 
 
-def _check_redaction(backend: Backend, redacted_by: int, position: int) -> tuple[str | None, str | None]:
-    """(the skeleton digest the redaction recorded, or None for an early one; a problem, or None)."""
+def _check_redaction(backend: Backend, redacted_by: int, position: int) -> tuple[str | None, Facts | None, str | None]:
+    """(the skeleton digest the redaction recorded, or None for an early one; the pending
+    facts it recorded, for a payload too deep to read, or None; a problem, or None)."""
     row = backend.event_at_position(redacted_by)
     try:
         data = json.loads(row.data) if row is not None and row.type == "event.redacted" else None
     except (ValueError, RecursionError):
         data = None
     if not isinstance(data, dict) or data.get("position") != position:
-        return None, f"payload erased without a matching event.redacted (claimed position {redacted_by})"
+        return None, None, f"payload erased without a matching event.redacted (claimed position {redacted_by})"
     skeleton_digest = data.get("skeleton_digest")
-    return (skeleton_digest if isinstance(skeleton_digest, str) else None), None
+    pending = data.get("pending")
+    facts = Facts.load(canonical(pending)) if isinstance(pending, dict) else None
+    return (skeleton_digest if isinstance(skeleton_digest, str) else None), facts, None
 
 
 # -- snapshots ------------------------------------------------------------------------------

@@ -598,10 +598,13 @@ class Store:
                 data["skeleton_digest"] = integrity.digest(skeleton)
             except RecursionError:
                 # Too deep to parse (an older release stored it): keep only the role. Its
-                # tool ids are unknowable, so verify trusts the row's stored facts, as for
-                # an early redaction, and no skeleton digest is recorded.
+                # tool ids cannot be read back from that skeleton, so what was pending after
+                # it (the row's stored facts) is recorded with the skeleton's digest: both
+                # are then chained, and verify takes the facts from this record.
                 role = "assistant" if row.data.rfind('"role":"assistant"') > row.data.rfind('"role":"user"') else "user"
                 skeleton = integrity.canonical(_skeleton(row.type, {"role": role}))
+                data["skeleton_digest"] = integrity.digest(skeleton)
+                data["pending"] = json.loads(row.facts) if row.facts else {}
             event = prepare({"type": EventRedacted.type, "data": data, "meta": {"actor": actor}}, "redact")
             stream_row = self._stream(row.stream_id)
             recorded = self._write(row.stream_id, Head.of(stream_row), [event])[0]
