@@ -98,6 +98,16 @@ class HitRow(NamedTuple):
     score: float  # BM25: lower is better
 
 
+class StoredSnapshot(NamedTuple):
+    """One row of the snapshot cache, whole: what `verify` compares with the events."""
+
+    projection: str
+    version: int
+    stream_id: str
+    offset: int
+    state: str
+
+
 # What a fold reads of an event: (offset, type, schema_version, data as JSON text).
 DataRow = tuple[int, str, int, str]
 
@@ -257,6 +267,11 @@ class Backend(Protocol):
         """The title document with the highest offset in the stream's range lo..hi-1, if any."""
         ...
 
+    def triggers(self) -> list[str]:
+        """The names of code stored in the database that runs on writes (SQLite triggers):
+        threadlog creates none, so any is foreign."""
+        ...
+
     # -- snapshots (a cache of projection states, never truth)
 
     def save_snapshot(self, projection: str, version: int, stream_id: str, offset: int, state: str) -> None: ...
@@ -268,3 +283,7 @@ class Backend(Protocol):
     def drop_snapshots(self, projection: str | None = None, stream_id: str | None = None) -> int: ...
 
     def count_snapshots(self) -> int: ...
+
+    def snapshots(self) -> Iterator[StoredSnapshot]:
+        """Every cached state, by projection, version, stream and offset."""
+        ...

@@ -217,6 +217,11 @@ class EventRedacted(EventData):
     skeleton_digest: str | None = Field(
         default=None, description="SHA-256 of what the redaction left in the row (absent in early redactions)"
     )
+    pending: dict[str, list[str]] | None = Field(
+        default=None,
+        description="What was pending after the erased event (run, tool_use and interrupt ids), recorded when its "
+        "payload was nested too deeply to read them back from the skeleton",
+    )
 
 
 CATALOGUE: dict[str, type[EventData]] = {

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .backend import Backend
-from .errors import IntegrityError, InvalidEvent
+from .backend import Backend, StoredSnapshot
+from .errors import IntegrityError, InvalidEvent, StoreError
 from .events import MAX_DEPTH
 from .facts import Facts, advance, after_fork
 from .recorded import ThreadInfo
@@ -124,18 +124,25 @@ class _Stream:
     first_message: int | None
 
 
-def verify(backend: Backend, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
+           only: Collection[str] | None = None) -> VerifyReport:
     """Recompute every chain and every stored column that changes behaviour; raise
     `IntegrityError` naming the lowest bad position.
 
     `progress(done, total)` is called after each stream with the events checked so far.
     Streams are visited in creation order, so a fork's parent is checked before it.
+    `only` checks those streams' own events and rows (a restore checks what it wrote).
     """
+    foreign = foreign_code(backend)
+    if foreign is not None:
+        raise IntegrityError(None, foreign)
     streams = {row.id: _Stream(ThreadInfo.from_row(row), row.facts, row.first_message_offset) for row in backend.streams()}
     problems: list[tuple[int, str]] = []
     checked = redacted = 0
     _, total = backend.counts()
     for stream in streams.values():
+        if only is not None and stream.info.id not in only:
+            continue
         found = _verify_stream(backend, streams, stream)
         checked += found[0]
         redacted += found[1]
@@ -143,7 +150,7 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None)
             problems.append(found[2])
         if progress is not None:
             progress(checked, total)
-    if total != checked:
+    if only is None and total != checked:
         orphan = backend.orphan_position()
         if orphan is not None:
             problems.append((orphan, "event belongs to no known stream"))
@@ -151,6 +158,18 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None)
         position, why = min(problems)
         raise IntegrityError(position, why)
     return VerifyReport(len(streams), checked, redacted)
+
+
+def foreign_code(backend: Backend) -> str | None:
+    """What is wrong when the file holds triggers, or None. Threadlog creates none; one planted
+    in the file runs inside every append and redaction (it could keep a copy of an erased
+    payload, or alter what is written), and no chain can see what it does."""
+    names = backend.triggers()
+    if not names:
+        return None
+    shown = ", ".join(repr(name) for name in names[:3])
+    return (f"the file holds trigger {shown}, which threadlog does not create: it runs inside threadlog's writes "
+            "(and could keep a copy of what redact erases); inspect it, then DROP TRIGGER it")
 
 
 def _owner(streams: dict[str, _Stream], stream_id: str, offset: int) -> str | None:
@@ -166,12 +185,14 @@ def _verify_stream(backend: Backend, streams: dict[str, _Stream], stream: _Strea
     """(events checked, redacted, first problem) for one stream's own events."""
     info = stream.info
     prev, facts = GENESIS, Facts()
+    forked_after = 0  # a fork's first event must come after the parent event it chains to
     if info.parent_id is not None:
         owner = _owner(streams, info.parent_id, info.base - 1)
         parent_row = backend.event_at(owner, info.base - 1) if owner else None
         if parent_row is None:
             return 0, 0, (info.created_position, f"fork {info.id} points at a missing parent event")
         prev, facts = parent_row.hash, Facts.load(parent_row.facts)
+        forked_after = parent_row.position
     expected, last_position, count, redacted = info.base, 0, 0, 0
     first_position: int | None = None
     first_message: int | None = None
@@ -188,10 +209,14 @@ def _verify_stream(backend: Backend, streams: dict[str, _Stream], stream: _Strea
                                                "(an event was added or the head lowered)")
         if position <= last_position:
             return count, redacted, (position, f"{where}: positions out of order")
+        if position <= forked_after:
+            return count, redacted, (position, f"{where}: the fork starts at position {position}, before the parent's "
+                                               f"event at position {forked_after} that it chains to")
         trust_facts = False
+        recorded_facts: Facts | None = None
         if redacted_by is not None:
             redacted += 1
-            skeleton_digest, why = _check_redaction(backend, redacted_by, position)
+            skeleton_digest, recorded_facts, why = _check_redaction(backend, redacted_by, position)
             if why:
                 return count, redacted, (position, why)
             if skeleton_digest is None:  # an early redaction, recorded without the skeleton's digest
@@ -227,6 +252,8 @@ def _verify_stream(backend: Backend, streams: dict[str, _Stream], stream: _Strea
                 kind = parsed["options"].get("kind", "fork")
             else:
                 facts = Facts()
+        elif recorded_facts is not None:  # too deep to read when redacted: its event.redacted says
+            facts = recorded_facts
         elif trust_facts:  # its payload is gone and nothing chained says what it held
             facts = Facts.load(row_facts)
         else:
@@ -290,17 +317,56 @@ def _check_first(info: ThreadInfo, type_: str, data: dict[str, Any]) -> str | No
     return None
 
 
-def _check_redaction(backend: Backend, redacted_by: int, position: int) -> tuple[str | None, str | None]:
-    """(the skeleton digest the redaction recorded, or None for an early one; a problem, or None)."""
+def _check_redaction(backend: Backend, redacted_by: int, position: int) -> tuple[str | None, Facts | None, str | None]:
+    """(the skeleton digest the redaction recorded, or None for an early one; the pending
+    facts it recorded, for a payload too deep to read, or None; a problem, or None)."""
     row = backend.event_at_position(redacted_by)
     try:
         data = json.loads(row.data) if row is not None and row.type == "event.redacted" else None
     except (ValueError, RecursionError):
         data = None
     if not isinstance(data, dict) or data.get("position") != position:
-        return None, f"payload erased without a matching event.redacted (claimed position {redacted_by})"
+        return None, None, f"payload erased without a matching event.redacted (claimed position {redacted_by})"
     skeleton_digest = data.get("skeleton_digest")
-    return (skeleton_digest if isinstance(skeleton_digest, str) else None), None
+    pending = data.get("pending")
+    facts = Facts.load(canonical(pending)) if isinstance(pending, dict) else None
+    return (skeleton_digest if isinstance(skeleton_digest, str) else None), facts, None
+
+
+# -- snapshots ------------------------------------------------------------------------------
+
+# A snapshot is a cache, but readers resume from it: a forged one changes what `thread_state`
+# and `anthropic_request` say (a system prompt, a title, which messages there are) while every
+# chain holds. Projections register how to fold a state from the events alone, so that
+# `verify` can compare every snapshot it can rebuild. (Registered by the projection that
+# owns it when imported: eventstore imports no projection.)
+Refold = Callable[[Any, str, int], Any]  # (store, stream id, offset) -> the state, JSON-ready
+_REFOLDS: dict[tuple[str, int], Refold] = {}
+
+
+def register_refold(projection: str, version: int, refold: Refold) -> None:
+    """Let `verify` rebuild `projection`'s snapshots of `version` from the events."""
+    _REFOLDS[(projection, version)] = refold
+
+
+def check_snapshot(store: Any, row: StoredSnapshot) -> str | None:
+    """Why the cached state differs from the events' (None when it matches, or when no
+    registered projection can rebuild it: this release never reads such a state)."""
+    refold = _REFOLDS.get((row.projection, row.version))
+    if refold is None:
+        return None
+    where = f"the {row.projection} snapshot of {row.stream_id!r} at offset {row.offset}"
+    try:
+        cached = canonical(json.loads(row.state))
+    except (ValueError, RecursionError):
+        return f"{where} is not readable JSON"
+    try:
+        rebuilt = canonical(refold(store, row.stream_id, row.offset))
+    except StoreError as error:
+        return f"{where} cannot be rebuilt from the events ({error})"
+    if cached != rebuilt:
+        return f"{where} disagrees with the events it caches"
+    return None
 
 
 # -- checkpoints ------------------------------------------------------------------------------

@@ -16,16 +16,17 @@ skipped, so restoring twice adds nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidEvent
+from .errors import IntegrityError, InvalidEvent, StoreError
 from .facts import Facts
 from .head import Head
 from . import integrity
 from .integrity import HASH_TAG
-from .prepare import PreparedEvent, prepare
+from .prepare import PreparedEvent, check_id, prepare
 from .recorded import ThreadInfo
 
 if TYPE_CHECKING:
@@ -33,6 +34,13 @@ if TYPE_CHECKING:
 
 FORMAT = "threadlog-events"
 VERSION = 1
+
+# What `prepare.now()` writes (older releases wrote the same, with fewer fraction digits at most).
+_RECORDED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z")
+
+# The highest position a restore keeps: SQLite's rowids end at 2**63 - 1, and a log restored
+# near that end could take no more appends.
+MAX_POSITION = 2**62
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "position": int, "stream_id": str, "offset": int, "event_id": str, "type": str, "schema_version": int,
@@ -73,6 +81,8 @@ class _Restore:
         self.keep: bool | None = None  # decided at the first new event
         self.last_position = 0
         self.run: _Run | None = None
+        self.touched: set[str] = set()  # streams this restore wrote events to
+        self.skeletons: dict[int, int] = {}  # restored redacted position -> its line
         self.unlinked: dict[int, int] = {}  # restored redacted position -> its line, until its event.redacted comes
 
     def line(self, number: int, item: Any) -> None:
@@ -96,6 +106,15 @@ class _Restore:
             value = event.get(name)
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 raise InvalidEvent(f"{where}.{name}", f"missing or not a {getattr(kind, '__name__', kind)}")
+        # The hashes prove nothing about a crafted file (anyone can compute them): what an
+        # append would refuse, a restore refuses too.
+        check_id(f"{where}.stream_id", event["stream_id"])
+        check_id(f"{where}.event_id", event["event_id"])
+        if not _RECORDED_AT.fullmatch(event["recorded_at"]):
+            raise InvalidEvent(f"{where}.recorded_at", f"{event['recorded_at'][:40]!r} is not a time as threadlog records "
+                               "them (2026-01-31T12:00:00.123456Z)")
+        if not 1 <= event["position"] <= MAX_POSITION:
+            raise InvalidEvent(f"{where}.position", f"{event['position']} is not a position from 1 to {MAX_POSITION}")
         stored = self.backend.events_by_id([event["event_id"]])
         if stored:
             row = stored[0]
@@ -183,12 +202,13 @@ class _Restore:
             return
         position = run.lines[0][1]["position"] if self.keep else None
         recorded = self.store._write(run.stream_id, run.head, run.events, position, run.stamps)
+        self.touched.add(run.stream_id)
         for (number, event), written in zip(run.lines, recorded):
             if written.hash != event["hash"]:
                 raise InvalidEvent(f"line {number}.event.hash", f"restored as {written.hash}, exported as {event['hash']}: "
                                    "the export was altered, or its history differs from this database's")
             if event["redacted"]:
-                self.unlinked[written.position] = number
+                self.unlinked[written.position] = self.skeletons[written.position] = number
             if event["type"] == "event.redacted":
                 self.link(number, written.position, event["data"]["position"])
         self.report.added += len(recorded)
@@ -211,6 +231,16 @@ class _Restore:
             position, number = next(iter(self.unlinked.items()))
             raise InvalidEvent(f"line {number}.event", f"position {position} is redacted by an event.redacted outside "
                                "this export (a later part of a parent's history); export the whole file (--all) instead")
+        # What the hashes do not cover (a redaction's skeleton, the rows' derived columns) is
+        # checked as verify checks it, on the streams this restore wrote to.
+        try:
+            integrity.verify(self.backend, only=self.touched)
+        except IntegrityError as error:
+            if error.position is None:  # the database itself (a planted trigger), not the export
+                raise StoreError(f"not restored: {error.why}") from None
+            line = self.skeletons.get(error.position)
+            where = f"line {line}.event.data" if line else f"the event restored at position {error.position}"
+            raise InvalidEvent(where, f"{error.why}: the export was altered") from None
         return self.report
 
 

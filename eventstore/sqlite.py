@@ -30,7 +30,8 @@ from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import sqlite_utils
 
-from .backend import DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StreamRow
+from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
+                      StreamRow)
 from .errors import SchemaError, SchemaTooOld, StoreError
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
@@ -749,6 +750,10 @@ class SQLiteBackend:
         ).fetchone()
         return str(row[0]) if row else None
 
+    @_translated
+    def triggers(self) -> list[str]:
+        return [str(row[0]) for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")]
+
     # -- snapshots (a cache) -------------------------------------------------------------------
 
     @_translated
@@ -779,6 +784,12 @@ class SQLiteBackend:
     @_translated
     def count_snapshots(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM snapshots").fetchone()[0])
+
+    @_translated
+    def snapshots(self) -> Iterator[StoredSnapshot]:
+        rows = self.conn.execute('SELECT projection, version, stream_id, "offset", state FROM snapshots '
+                                 'ORDER BY projection, version, stream_id, "offset"').fetchall()
+        return (StoredSnapshot(*row) for row in rows)
 
 
 # An upper bound no offset reaches: one query shape whether or not a range is bounded.

@@ -610,11 +610,17 @@ class Store:
         With `checkpoint` (a string `checkpoint()` returned earlier), also prove that the log
         still holds every event the checkpoint covered, unchanged, at the same positions: a
         deleted thread, a cut-and-re-chained tail or a rewritten event then fails too.
+        Every snapshot a registered projection can rebuild (`integrity.register_refold`) is
+        folded again from the events and compared: readers resume from snapshots.
         `progress(done, total)`, if given, is called as streams are checked (events so far).
         """
         wanted = integrity.parse_checkpoint(checkpoint) if checkpoint is not None else None
         with self.backend.read_transaction():  # one consistent view; writers carry on meanwhile
             report = integrity.verify(self.backend, progress)
+            for snapshot in self.backend.snapshots():
+                why = integrity.check_snapshot(self, snapshot)
+                if why is not None:
+                    raise IntegrityError(None, f"{why}; drop the snapshots (threadlog snapshot --drop) and verify again")
             if wanted is None:
                 return report
             upto, value = wanted
@@ -658,6 +664,9 @@ class Store:
         """
         check_index("position", position, 1, what="a position")
         with self.backend.transaction():
+            foreign = integrity.foreign_code(self.backend)
+            if foreign is not None:
+                raise StoreError(f"not redacted: {foreign}")
             row = self.backend.event_at_position(position)
             if row is None:
                 raise InvalidEvent("position", f"no event at position {position}")
@@ -671,10 +680,13 @@ class Store:
                 data["skeleton_digest"] = integrity.digest(skeleton)
             except RecursionError:
                 # Too deep to parse (an older release stored it): keep only the role. Its
-                # tool ids are unknowable, so verify trusts the row's stored facts, as for
-                # an early redaction, and no skeleton digest is recorded.
+                # tool ids cannot be read back from that skeleton, so what was pending after
+                # it (the row's stored facts) is recorded with the skeleton's digest: both
+                # are then chained, and verify takes the facts from this record.
                 role = "assistant" if row.data.rfind('"role":"assistant"') > row.data.rfind('"role":"user"') else "user"
                 skeleton = integrity.canonical(_skeleton(row.type, {"role": role}))
+                data["skeleton_digest"] = integrity.digest(skeleton)
+                data["pending"] = json.loads(row.facts) if row.facts else {}
             event = prepare({"type": EventRedacted.type, "data": data, "meta": {"actor": actor}}, "redact")
             stream_row = self._stream(row.stream_id)
             recorded = self._write(row.stream_id, Head.of(stream_row), [event])[0]

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from eventstore import InvalidEvent, StaleSnapshot, Store, StoreError, ThreadInfo
+from eventstore.integrity import register_refold
 from eventstore.ranges import is_index
 from eventstore.recorded import decode
 
@@ -389,3 +390,11 @@ def save_snapshot(store: Store, thread: str, at: int | None = None) -> int:
             if attempt == 2:
                 raise
     raise AssertionError("unreachable")
+
+
+def _refold(store: Store, thread: str, offset: int) -> dict[str, Any]:
+    """The state a snapshot at `offset` must hold, folded from the events alone."""
+    return fold_state(store, thread, offset, use_snapshots=False)[1].dump()
+
+
+register_refold(PROJECTION, VERSION, _refold)

@@ -53,7 +53,7 @@ def usage(store: Store, thread: str) -> list[Usage]:
                 count += 1
                 for key in FIELDS:
                     value = spent.get(key)
-                    if isinstance(value, int):
+                    if type(value) is int:  # not a bool, which is an int to Python; not a float or text
                         sums[key] += value
         out.append(Usage(info.id, info.parent_id, info.depth, info.kind, count, **sums))
     return out

@@ -36,9 +36,18 @@ from projections import Message, anthropic_request, body_digest, thread_state
 Json = dict[str, Any]
 Tool = Callable[..., Any]
 
+class BadAnswer(Exception):
+    """The API answered with something that is not a message threadlog can keep (not JSON,
+    not a message, or blocks the store refuses); the run ends with status `error`."""
+
+
 # The SDK raises `APIError` subclasses for what the API or the network did; a connection
 # dropped while a stream is being read surfaces as the HTTP client's own error.
-_FAILURES = (anthropic.APIError, httpx2.HTTPError)
+_FAILURES = (anthropic.APIError, httpx2.HTTPError, BadAnswer)
+
+# What the SDK raises when a response parses as no message: bad JSON (ValueError), a stream
+# without `message_start` (an assert in its accumulator).
+_UNREADABLE = (ValueError, AssertionError)
 
 
 class Interrupt(Exception):
@@ -174,7 +183,8 @@ def _run(
     thread = turn.thread
     if waiting:
         results, failure, interrupt = _run_tools(waiting, tools, answers)
-        head = _record_results(store, thread, results, head)
+        head, unstored = _record_results(store, thread, results, head)
+        failure = failure or unstored
         if failure or interrupt:
             return _stop(store, turn, failure, interrupt)
     for _ in range(max_rounds):
@@ -185,7 +195,10 @@ def _run(
             sent.options = options.recorded()
         except (*_FAILURES, StoreError) as error:
             return _stop(store, turn, _describe(error), None)
-        recorded = _append_answer(store, thread, _assistant(reply, sent), head)
+        try:
+            recorded = _append_answer(store, thread, _assistant(reply, sent), head)
+        except InvalidEvent as error:  # the API's blocks break a rule of the log: say which
+            return _stop(store, turn, f"the API's answer could not be stored: {error}", None)
         turn.messages.append(recorded)
         head = recorded.offset + 1
         uses = [b for b in recorded.data["content"] if b.get("type") == "tool_use"]
@@ -193,7 +206,8 @@ def _run(
             _finish(store, turn, "ok", None)
             return turn
         results, failure, interrupt = _run_tools(uses, tools, {})
-        head = _record_results(store, thread, results, head)
+        head, unstored = _record_results(store, thread, results, head)
+        failure = failure or unstored
         if failure or interrupt:
             return _stop(store, turn, failure, interrupt)
     return _stop(store, turn, f"the model was still calling tools after {max_rounds} rounds", None)
@@ -225,26 +239,37 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
     reply: Any
     if stream:
         with client.messages.stream(**kwargs) as events:
-            for text in events.text_stream:
-                if on_text is not None:
-                    on_text(text)
-            reply = events.get_final_message()
+            try:
+                for text in events.text_stream:
+                    if on_text is not None:
+                        on_text(text)
+                reply = events.get_final_message()
+            except _UNREADABLE as error:
+                raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
             if reply.stop_reason is None:  # the events ended before `message_stop`
                 raise anthropic.APIConnectionError(message="the stream ended before the message was complete",
                                                    request=events.response.request)
             request_id, body = events.request_id, events.response.request.content
     else:
         raw = client.messages.with_raw_response.create(**kwargs)
-        reply = raw.parse()
+        try:
+            reply = raw.parse()
+        except _UNREADABLE as error:
+            raise BadAnswer(f"the API's answer is not JSON: {_describe(error)}") from None
         request_id, body = raw.request_id, raw.http_request.content
-        if on_text is not None:
-            on_text("".join(b.text for b in reply.content if b.type == "text"))
+    if not isinstance(reply, anthropic.types.Message) or not isinstance(reply.content, list):
+        shown = type(reply.content if isinstance(reply, anthropic.types.Message) else reply).__name__
+        raise BadAnswer(f"the API answered with a {shown} where a message with a list of content blocks belongs")
+    if not stream and on_text is not None:
+        on_text("".join(b.text for b in reply.content if isinstance(b, anthropic.types.TextBlock) and isinstance(b.text, str)))
     return reply, _Sent(request_id, body_digest(body), kwargs["model"], kwargs["max_tokens"], stream)
 
 
 def _assistant(reply: Any, sent: _Sent) -> Json:
     """The assistant message event for an SDK `Message`, as returned (nulls left out)."""
-    content = [block.to_dict(mode="json", exclude_none=True) for block in reply.content]
+    # Blocks the SDK could not type (an unknown kind) stay as sent, for the store to judge.
+    content = [block.to_dict(mode="json", exclude_none=True, warnings=False) if isinstance(block, anthropic.BaseModel) else block
+               for block in reply.content]
     data: Json = {
         "role": "assistant",
         # The API may answer with no block at all; an empty text block keeps the message
@@ -253,7 +278,8 @@ def _assistant(reply: Any, sent: _Sent) -> Json:
         "message_id": reply.id,
         "model": reply.model,
         "stop_reason": reply.stop_reason,
-        "usage": reply.usage.to_dict(mode="json", exclude_none=True) if reply.usage else None,
+        # `warnings=False`: a field of the wrong type (a string of tokens) is kept as sent.
+        "usage": reply.usage.to_dict(mode="json", exclude_none=True, warnings=False) if reply.usage else None,
     }
     request = {"id": sent.request_id, "digest": sent.digest, "model": sent.model, "max_tokens": sent.max_tokens,
                "stream": sent.stream, **sent.options}
@@ -301,7 +327,10 @@ def _result(tool_use_id: str, output: Any, is_error: bool = False) -> Json:
     elif isinstance(output, list) and all(isinstance(b, dict) and "type" in b for b in output):
         content = output  # content blocks, as a tool may return them
     else:
-        content = json.dumps(output, ensure_ascii=False, default=str)
+        try:
+            content = json.dumps(output, ensure_ascii=False, default=str)
+        except (TypeError, ValueError, RecursionError):  # keys that are not text, a cycle, …
+            content = repr(output)
     block: Json = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
     if is_error:
         block["is_error"] = True
@@ -318,10 +347,22 @@ def _append_answer(store: Store, thread: str, answer: Json, head: int) -> Record
         return store.append(thread, [answer])[0]
 
 
-def _record_results(store: Store, thread: str, results: list[Json], head: int) -> int:
+def _record_results(store: Store, thread: str, results: list[Json], head: int) -> tuple[int, str | None]:
+    """Append the tools' results as one user message: (the next head, why they could not be
+    stored, or None). Results the store refuses (blocks it does not know, a lone surrogate,
+    nesting too deep, too large) become `is_error` results saying so, so that every call
+    still has its result and the model view stays valid."""
     if not results:
-        return head
-    return store.append(thread, [{"type": "message.appended", "data": {"role": "user", "content": results}}])[0].offset + 1
+        return head, None
+
+    def append(content: list[Json]) -> int:
+        return store.append(thread, [{"type": "message.appended", "data": {"role": "user", "content": content}}])[0].offset + 1
+
+    try:
+        return append(results), None
+    except InvalidEvent as error:
+        why = f"the tools' results could not be stored: {error}"
+        return append([_result(r["tool_use_id"], why, True) for r in results]), why
 
 
 def _answers(store: Store, thread: str, since: int) -> dict[str, Any]:

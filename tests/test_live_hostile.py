@@ -1,0 +1,186 @@
+"""Live turns against a hostile or broken Messages API server and badly behaved tools.
+
+Whatever the server answers and whatever a tool returns, `run_turn` records it or records
+why not: it returns a `Turn` with status `error` (never raises for what the API or a tool
+did), the user's message stays, the thread is idle and can be retried, and `verify` holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventstore import Store
+from projections import anthropic_request, thread_state, usage, validate_request
+from threadlog.live import run_turn
+
+from messages_api import MessagesAPI, Reply, encode_sse, message, sse_events
+
+MODEL = "claude-test-1"
+TOOLS = [{"name": "weather", "description": "Weather in a city", "input_schema": {"type": "object"}}]
+
+
+@pytest.fixture
+def api() -> Iterator[MessagesAPI]:
+    with MessagesAPI() as server:
+        yield server
+
+
+def use(id: str, name: str = "weather", **arguments: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": id, "name": name, "input": arguments}
+
+
+def raw(body: bytes, content_type: str = "application/json") -> Reply:
+    return Reply(200, body, content_type)
+
+
+def answered(blocks: list[dict[str, Any]], **fields: Any) -> Reply:
+    return raw(json.dumps({**message(blocks), **fields}).encode())
+
+
+# What the server answers with: each is queued once; none of them is a message threadlog can keep.
+BROKEN: dict[str, Reply] = {
+    "truncated-json": raw(b'{"id": "msg_1", "type": "message", "content": ['),
+    "html-page": raw(b"<html><body>502 Bad Gateway</body></html>", "text/html"),
+    "json-but-not-a-message": raw(b'["not", "a", "message"]'),
+    "content-not-a-list": answered([], content="just a string"),
+    "unknown-block-type": answered([{"type": "hologram", "data": "x"}]),
+    "tool-use-without-id": answered([{"type": "tool_use", "name": "weather", "input": {}}], stop_reason="tool_use"),
+    "duplicate-tool-use-ids": answered([use("tu_1"), use("tu_1")], stop_reason="tool_use"),
+    "tool-input-not-an-object": answered([{"type": "tool_use", "id": "tu_1", "name": "weather", "input": [1, 2]}],
+                                         stop_reason="tool_use"),
+    "lone-surrogate-in-text": raw(b'{"id":"m","type":"message","role":"assistant","model":"x","stop_reason":"end_turn",'
+                                  b'"content":[{"type":"text","text":"\\ud800"}],"usage":{"input_tokens":1,"output_tokens":1}}'),
+    "nested-too-deep": answered([{"type": "tool_use", "id": "tu_1", "name": "weather",
+                                  "input": json.loads('{"a":' * 150 + "1" + "}" * 150)}], stop_reason="tool_use"),
+}
+
+
+def assert_retryable(store: Store, t: str) -> None:
+    state = thread_state(store, t)
+    assert state.status == "idle"
+    assert [m.role for m in state.messages] == ["user"] and state.messages[0].content[0]["text"] == "Hello"
+    store.verify()
+    validate_request(anthropic_request(store, t))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize("reply", list(BROKEN.values()), ids=list(BROKEN))
+def test_a_broken_answer_ends_the_run_with_its_reason_and_the_thread_can_retry(api: MessagesAPI, reply: Reply, stream: bool) -> None:
+    if stream:
+        reply = streamed(reply)
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=TOOLS)
+    api.replies.append(reply)
+    turn = run_turn(store, t, "Hello", api.client(), tools={"weather": lambda **_: "sunny"}, stream=stream)
+    assert turn.status == "error" and turn.error, turn
+    assert store.read(t, start=store.head(t) - 1).__next__().data["status"] == "error"
+    assert_retryable(store, t)
+    api.reply_json(message([{"type": "text", "text": "Fine now."}]))
+    assert run_turn(store, t, None, api.client()).status == "ok"
+    store.verify()
+
+
+def streamed(reply: Reply) -> Reply:
+    """The same answer as server-sent events, where it can be streamed at all."""
+    try:
+        return Reply(200, encode_sse(sse_events(json.loads(reply.body))), "text/event-stream")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return reply
+
+
+# What a tool returns (or does): none of these may escape run_turn or lose the assistant's call.
+TOOL_OUTPUTS: dict[str, Callable[..., Any]] = {
+    "invalid-content-blocks": lambda **_: [{"type": "evil"}],
+    "lone-surrogate": lambda **_: "x\ud800",
+}
+
+
+@pytest.mark.parametrize("tool", list(TOOL_OUTPUTS.values()), ids=list(TOOL_OUTPUTS))
+def test_a_tool_output_that_cannot_be_stored_becomes_an_error_result(api: MessagesAPI, tool: Callable[..., Any]) -> None:
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=TOOLS)
+    api.reply_json(message([use("tu_1")], "tool_use"))
+    turn = run_turn(store, t, "Weather?", api.client(), tools={"weather": tool})
+    assert turn.status == "error" and "could not be stored" in (turn.error or ""), turn
+    state = thread_state(store, t)
+    assert state.status == "idle"
+    assert [m.role for m in state.messages] == ["user", "assistant", "user"]
+    result = state.messages[-1].content[0]
+    assert result["tool_use_id"] == "tu_1" and result["is_error"] is True
+    store.verify()
+    validate_request(anthropic_request(store, t))  # every tool_use has its result
+
+
+def test_a_tool_output_that_is_not_json_is_kept_as_its_repr(api: MessagesAPI) -> None:
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=TOOLS)
+    api.reply_json(message([use("tu_1")], "tool_use"))
+    api.reply_json(message([{"type": "text", "text": "ok"}]))
+    turn = run_turn(store, t, "Weather?", api.client(), tools={"weather": lambda **_: {1j: "complex key"}})
+    assert turn.status == "ok"
+    assert thread_state(store, t).messages[2].content[0]["content"] == "{1j: 'complex key'}"
+
+
+def test_usage_fields_of_the_wrong_type_are_kept_without_a_warning(api: MessagesAPI) -> None:
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    api.replies.append(answered([{"type": "text", "text": "ok"}], usage={"input_tokens": "many", "output_tokens": None}))
+    turn = run_turn(store, t, "Hello", api.client())  # filterwarnings=error: a serializer warning fails here
+    assert turn.status == "ok"
+    assert turn.messages[0].data["usage"] == {"input_tokens": "many"}
+
+
+def test_usage_counts_only_integer_token_fields() -> None:
+    """Whatever wrote it (an import, a hand-made event), a token field that is not an integer
+    counts nothing: `true` is not one token."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    store.append_message(t, "user", "Hello")
+    store.append_message(t, "assistant", "a", usage={"input_tokens": True, "output_tokens": 2.5, "cache_read_input_tokens": "7"})
+    store.append_message(t, "user", "Again")
+    store.append_message(t, "assistant", "b", usage={"input_tokens": 3, "output_tokens": 4})
+    row = usage(store, t)[0]
+    assert (row.messages, row.input_tokens, row.output_tokens, row.cache_read_input_tokens) == (2, 3, 4, 0)
+
+
+@pytest.mark.parametrize("cut", range(1, 40))
+def test_a_stream_cut_at_any_point_ends_the_run_and_keeps_the_question(api: MessagesAPI, cut: int) -> None:
+    body = encode_sse(sse_events(message([{"type": "text", "text": "An answer in pieces."}, use("tu_1")], "tool_use")))
+    at = len(body) * cut // 40
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=TOOLS)
+    api.replies.append(Reply(200, body[:at], "text/event-stream"))
+    api.reply_sse(message([{"type": "text", "text": "Done."}]))
+    turn = run_turn(store, t, "Hello", api.client(), tools={"weather": lambda **_: "sunny"}, stream=True)
+    if at >= body.index(b"event: message_stop"):  # every block and the stop reason arrived: the answer is whole
+        assert turn.status == "ok" and turn.messages[0].data["content"][1]["id"] == "tu_1"
+        store.verify()
+        return
+    assert turn.status == "error" and turn.error
+    assert_retryable(store, t)
+
+
+THREADLOG = str(Path(sys.executable).parent / "threadlog")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_ask_prints_no_control_character_the_api_sent(api: MessagesAPI, tmp_path: Path, stream: bool) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.create_thread(model=MODEL, thread_id="T")
+    hostile = "hi\x1b]0;owned\x07\x00\rdone"
+    (api.reply_sse if stream else api.reply_json)(message([{"type": "text", "text": hostile}]))
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    run = subprocess.run([THREADLOG, "ask", "T", "Hello", "--db", str(db), *(["--stream"] if stream else [])],
+                         capture_output=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert b"hi" in run.stdout and b"done" in run.stdout
+    assert not any(c in run.stdout for c in (b"\x1b", b"\x07", b"\x00", b"\r")), run.stdout
