@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .backend import DOC_PARTS, DocValues, HitRow, Scope
-from .errors import InvalidEvent
+from .errors import InvalidEvent, StoreError
 from .ranges import check_index, clip, segments
 from .recorded import decode
 
@@ -44,8 +44,13 @@ def catch_up(store: Store, extractor: Callable[[], Extractor]) -> int:
     """Index every event after the index's position, in one write transaction; returns how many
     events were read. Costs one read when the index is current (no transaction then)."""
     backend = store.backend
-    if backend.index_position() >= backend.last_position():
+    covered, last = backend.index_position(), backend.last_position()
+    if covered >= last:
         return 0
+    if getattr(backend, "read_only", False):
+        raise StoreError(f"{backend.path}: the search index covers positions up to {covered} but the log goes to {last}, "
+                         "and this store is open read-only so it cannot catch up; open it writable once "
+                         "(`threadlog index`) and search again")
     with backend.transaction():
         return _index_from(store, backend.index_position(), extractor())
 

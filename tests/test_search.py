@@ -3,6 +3,7 @@ lineage, redaction erases the index's copy, retrieval blocks for note forks, tra
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from threadlog import (
     InvalidEvent,
     Store,
+    StoreError,
     anthropic_request,
     import_claude_code,
     rebuild_index,
@@ -391,3 +393,19 @@ def test_run_turn_sends_retrieval_and_the_transcript_tools_and_records_them(file
     for message_offset in [e.offset for e in file_store.read(fork) if "request" in e.meta]:
         check = check_request(file_store, fork, message_offset)
         assert check.ok, check.reason
+
+
+def test_a_read_only_store_searches_a_current_index_and_says_when_it_lags(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(title="trip")
+        store.append_message(t, "user", "a ferry to Corsica")
+        assert len(search(store, "ferry")) == 1  # brings the index up to date
+    with Store(db, read_only=True) as reader:
+        assert [h.offset for h in search(reader, "ferry")] == [1]
+    with Store(db) as store:
+        store.append_message(t, "user", "another ferry")
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    with Store(db, read_only=True) as reader, pytest.raises(StoreError, match="open it writable once"):
+        search(reader, "ferry")
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
