@@ -46,7 +46,7 @@ def block_type_name(typed_dict: Any) -> str | None:
 
 
 @functools.cache
-def _generated(kind: str) -> SchemaValidator | None:
+def generated_validator(kind: str) -> SchemaValidator | None:
     """The validator for a stable block type, from its generated schema; None for others."""
     from .content_schemas import SCHEMAS
 
@@ -55,26 +55,30 @@ def _generated(kind: str) -> SchemaValidator | None:
 
 
 @functools.cache
-def _adapters() -> dict[str, TypeAdapter[Any]]:
+def _sdk_types() -> dict[str, Any]:
+    """Every block TypedDict of the SDK, by its `type` (stable ones win over beta ones)."""
     from anthropic.types import ContentBlockParam
     from anthropic.types.beta import BetaContentBlockParam
 
-    adapters: dict[str, TypeAdapter[Any]] = {}
+    types: dict[str, Any] = {}
     for union in (ContentBlockParam, BetaContentBlockParam):
         for member in typing.get_args(union):
             name = block_type_name(member) if is_typeddict(member) else None
-            if name and name not in adapters:
-                adapters[name] = TypeAdapter(member)
-    return adapters
+            if name and name not in types:
+                types[name] = member
+    return types
 
 
-def _sdk_validator(kind: str) -> TypeAdapter[Any] | None:
-    return _adapters().get(kind)
+@functools.cache
+def sdk_validator(kind: str) -> TypeAdapter[Any] | None:
+    """The SDK's validator for a block type (imports `anthropic`); None for an unknown type."""
+    member = _sdk_types().get(kind)
+    return TypeAdapter(member) if member is not None else None
 
 
 def block_types() -> list[str]:
     """Every content block `type` threadlog accepts, sorted."""
-    return sorted(_adapters())
+    return sorted(_sdk_types())
 
 
 def _drain(value: Any, path: str) -> None:
@@ -110,12 +114,17 @@ def validate_block(block: Any, field: str) -> None:
     if not isinstance(block, dict):
         raise InvalidEvent(field, f"a content block must be an object, not {type(block).__name__}")
     kind = block.get("type")
-    validator = (_generated(kind) or _sdk_validator(kind)) if isinstance(kind, str) else None
+    validator = (generated_validator(kind) or sdk_validator(kind)) if isinstance(kind, str) else None
     if validator is None:
         raise InvalidEvent(
             f"{field}.type",
             f"unknown content block type {kind!r}; expected one of {', '.join(block_types())}",
         )
+    validate_with(validator, block, field)
+
+
+def validate_with(validator: SchemaValidator | TypeAdapter[Any], block: dict[str, Any], field: str) -> None:
+    """Validate `block` eagerly with one validator (generated or the SDK's), or raise `InvalidEvent`."""
     try:
         validated = validator.validate_python(block)
     except ValidationError as error:

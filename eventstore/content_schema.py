@@ -9,8 +9,10 @@ validator is the one pydantic would build, so it accepts, refuses and locates er
 tests/test_content_schema.py regenerates the file and fails on any drift from the SDK.
 
 What the literal leaves out or names instead of embedding:
-- `metadata`, `serialization` and a typed-dict's `cls`: JSON-schema and serialisation hints,
-  never read while validating;
+- `metadata` and `serialization`: JSON-schema and serialisation hints, never read while
+  validating;
+- a typed-dict's `cls`, the SDK's TypedDict: replaced by a stand-in class of the same name,
+  which is all pydantic-core reads of it (to name a union's member in an error path);
 - the process-specific number in a `ref` (`module.Name:140234...`), so the output is stable;
 - the few classes and functions pydantic puts in (`IO`, `PathLike`, `Sequence`'s validator,
   the path validator): written as names the generated module imports or defines. Any other
@@ -22,6 +24,8 @@ from __future__ import annotations
 import os
 import re
 import typing
+
+import typing_extensions
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +56,11 @@ def path_validator(value: Any) -> Path:
         raise PydanticCustomError("path_type", "Input is not a valid path") from error
 
 
+def named(name: str) -> type:
+    """A stand-in for an SDK TypedDict: pydantic-core reads only its name (the error path of a union)."""
+    return type(name, (dict,), {{}})
+
+
 '''
 
 _REF = re.compile(r"^([\w.]+):\d+$")
@@ -74,7 +83,7 @@ def _name(value: Any) -> str:
 
 def _kept(schema: dict[str, Any]) -> list[tuple[str, Any]]:
     return [(key, item) for key, item in schema.items()
-            if key not in _DROPPED and not (key == "cls" and schema.get("type") == "typed-dict")]
+            if key not in _DROPPED]
 
 
 def _literal(value: Any, indent: int = 0) -> str:
@@ -100,6 +109,8 @@ def _flat(value: Any) -> str:
         return "(" + "".join(f"{_flat(item)}, " for item in value).rstrip(" ") + ")"
     if isinstance(value, str):
         return repr(_REF.sub(r"\1", value))
+    if typing_extensions.is_typeddict(value):
+        return f"named({value.__name__!r})"
     if value is None or isinstance(value, bool | int | float):
         return repr(value)
     return _name(value)
