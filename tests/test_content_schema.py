@@ -97,7 +97,7 @@ def _containers(value: Any, found: list[Any]) -> list[Any]:
 @st.composite
 def broken_blocks(draw: st.DrawFn) -> dict[str, Any]:
     """A valid block with one change somewhere inside: a key dropped, added or given a wrong value."""
-    block = copy.deepcopy(draw(valid_blocks))
+    block: dict[str, Any] = copy.deepcopy(draw(valid_blocks))
     target = draw(st.sampled_from(_containers(block, [])))
     action = draw(st.sampled_from(["drop", "add", "wrong"]))
     if isinstance(target, dict):
@@ -159,6 +159,7 @@ def test_generated_validators_refuse_what_the_sdk_refuses_at_the_same_path(block
 def test_a_lazy_nested_list_is_checked_eagerly_by_both() -> None:
     block = {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": 3}]}
     for validator in (content.generated_validator("tool_result"), content.sdk_validator("tool_result")):
+        assert validator is not None
         with pytest.raises(InvalidEvent, match=r"content\[0\]\.content\[0\]"):
             content.validate_with(validator, block, "content[0]")
 
