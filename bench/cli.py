@@ -1,0 +1,72 @@
+"""Cold CLI appends: `threadlog append --content FILE` against `threadlog append --text`.
+
+A shell loop or a hook appends one event per process, so what it pays is a cold start. Each
+sample is a fresh process appending to the same database; the content files hold a text
+block, a text and a tool_use block, and a tool_result block (every tool call with an id of
+its own, the call a result answers recorded just before, untimed). The baseline is a cold
+`--text` append, measured in the same rounds. Target: content at most 1.5x text.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from threadlog import Store
+
+from .timing import Measure, Sample, compare, interleave
+
+GROUP = "cli"
+SIZES = {"smoke": 2, "quick": 10, "full": 20}  # rounds
+TEXT = "Find me a train from Paris to Lyon tomorrow morning, before nine if there is one."
+CONTENTS: dict[str, list[dict[str, Any]]] = {
+    "text": [{"type": "text", "text": TEXT}],
+    "tool_use": [{"type": "text", "text": "Let me look."},
+                 {"type": "tool_use", "id": "toolu_01", "name": "search_trains",
+                  "input": {"from": "Paris", "to": "Lyon", "before": "09:00"}}],
+    "tool_result": [{"type": "tool_result", "tool_use_id": "toolu_01",
+                     "content": [{"type": "text", "text": "07:04 TGV 6601, 08:04 TGV 6603"}]}],
+}
+
+
+def _cold(args: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "threadlog.cli", *args], check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def run(mode: str, workdir: Path) -> list[Measure]:
+    """Each variant appends to a thread of its own; a tool call's id is fresh every sample, and
+    the tool_result variant's call is recorded (untimed, in process) just before its sample."""
+    db = workdir / "cli.db"
+    store = Store(db)
+    threads = {name: store.create_thread(title=name) for name in ["--text", *CONTENTS]}
+    calls = itertools.count()
+
+    def content(name: str, role: str) -> float:
+        blocks = copy.deepcopy(CONTENTS[name])
+        call_id = f"toolu_{next(calls):04d}"
+        for block in blocks:
+            block.update({"id": call_id} if "id" in block else {"tool_use_id": call_id} if "tool_use_id" in block else {})
+        if name == "tool_result":
+            store.append_message(threads[name], "assistant", [{"type": "tool_use", "id": call_id, "name": "search_trains",
+                                                               "input": {}}])
+        path = workdir / f"{name}.json"
+        path.write_text(json.dumps(blocks))
+        return _cold(["--db", str(db), "append", threads[name], "--role", role, "--content", str(path)])
+
+    variants: dict[str, Sample] = {
+        "--text": lambda: _cold(["--db", str(db), "append", threads["--text"], "--role", "user", "--text", TEXT])}
+    for name in CONTENTS:
+        variants[name] = functools.partial(content, name, "user" if name == "tool_result" else "assistant")
+    samples = interleave(variants, SIZES[mode])
+    store.close()
+    return [compare(GROUP, f"cold CLI append --content ({name} blocks)", samples, name, "--text",
+                    label="cold CLI append --text", kind="cost", target="cli_content") for name in CONTENTS]
