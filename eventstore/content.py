@@ -21,6 +21,7 @@ TypedDict validation drops keys the SDK does not know yet (for example `caller`)
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import typing
 from collections.abc import Iterator
 from typing import Any
@@ -47,11 +48,25 @@ def block_type_name(typed_dict: Any) -> str | None:
 
 @functools.cache
 def generated_validator(kind: str) -> SchemaValidator | None:
-    """The validator for a stable block type, from its generated schema; None for others."""
-    from .content_schemas import SCHEMAS
-
-    schema = SCHEMAS.get(kind)
+    """The validator for a stable block type, from its generated schema; None for others, and
+    for every type when the installed SDK or pydantic is not the release the schemas were
+    generated from (the SDK's own types then decide: they are the source of truth)."""
+    schema = _generated_schemas().get(kind)
     return SchemaValidator(schema) if schema is not None else None
+
+
+@functools.cache
+def _generated_schemas() -> dict[str, Any]:
+    try:  # read from the installed metadata: importing `anthropic` is what this avoids
+        from . import content_schemas
+
+        if (importlib.metadata.version("anthropic"), importlib.metadata.version("pydantic")) != (
+            content_schemas.SDK_VERSION, content_schemas.PYDANTIC_VERSION
+        ):
+            return {}
+    except (ImportError, importlib.metadata.PackageNotFoundError):
+        return {}
+    return content_schemas.SCHEMAS
 
 
 @functools.cache

@@ -47,6 +47,11 @@ from typing import IO, Any, Sequence
 from pydantic._internal._validators import sequence_validator
 from pydantic_core import PydanticCustomError
 
+# The SDK and pydantic releases these schemas were generated from: `content.py` uses them
+# only when the installed ones are the same, and validates through the SDK otherwise.
+SDK_VERSION = "{version}"
+PYDANTIC_VERSION = "{pydantic}"
+
 
 def path_validator(value: Any) -> Path:
     """pydantic's validator for a `PathLike` given as a string."""
@@ -133,9 +138,10 @@ def _stable_block_types() -> dict[str, Any]:
 def render() -> str:
     """The text of `content_schemas.py` for the installed SDK."""
     import anthropic
+    import pydantic
     from pydantic import TypeAdapter
 
-    lines = [HEADER.format(version=anthropic.__version__)]
+    lines = [HEADER.format(version=anthropic.__version__, pydantic=pydantic.VERSION)]
     lines.append("SCHEMAS: dict[str, Any] = {")
     for name, member in _stable_block_types().items():
         lines.append(f"    {name!r}: {_literal(TypeAdapter(member).core_schema, 4)},")

@@ -14,6 +14,11 @@ from typing import IO, Any, Sequence
 from pydantic._internal._validators import sequence_validator
 from pydantic_core import PydanticCustomError
 
+# The SDK and pydantic releases these schemas were generated from: `content.py` uses them
+# only when the installed ones are the same, and validates through the SDK otherwise.
+SDK_VERSION = "2.15.0"
+PYDANTIC_VERSION = "2.14.4"
+
 
 def path_validator(value: Any) -> Path:
     """pydantic's validator for a `PathLike` given as a string."""

@@ -190,3 +190,20 @@ def test_validating_the_common_blocks_does_not_import_the_sdk() -> None:
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_another_sdk_release_falls_back_to_the_sdks_own_types(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generated schemas stand for one SDK release; with any other installed, the SDK decides."""
+    from eventstore import content, content_schemas
+
+    monkeypatch.setattr(content_schemas, "SDK_VERSION", "0.0.0")
+    content._generated_schemas.cache_clear()
+    content.generated_validator.cache_clear()
+    try:
+        assert content.generated_validator("text") is None
+        content.validate_block({"type": "text", "text": "still checked"}, "block")
+        with pytest.raises(InvalidEvent, match=r"block\.text"):
+            content.validate_block({"type": "text", "text": 3}, "block")
+    finally:
+        content._generated_schemas.cache_clear()
+        content.generated_validator.cache_clear()
