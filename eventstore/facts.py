@@ -24,6 +24,10 @@ from .content import tool_result_ids, tool_use_ids
 from .errors import InvalidEvent
 
 
+# `json.dumps(..., separators=(",", ":"))` builds a new encoder on every call; this is the same one, once.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
 @dataclass(frozen=True, slots=True)
 class Facts:
     runs: tuple[str, ...] = ()
@@ -34,7 +38,7 @@ class Facts:
         if not (self.runs or self.tools or self.interrupts):
             return None
         parts = {"runs": self.runs, "tools": self.tools, "interrupts": self.interrupts}
-        return json.dumps({k: list(v) for k, v in parts.items() if v}, separators=(",", ":"))
+        return _encode({k: list(v) for k, v in parts.items() if v})
 
     @classmethod
     def load(cls, text: str | None) -> Facts:

@@ -396,14 +396,14 @@ class Store:
                 first_position,
                 batch[0].data["options"]["kind"] if parent else "thread",
                 prev,
-                facts.dump(),
+                facts_json,  # facts.dump() of the facts after the batch
                 first_message,
                 position - 1,
             ))
             self.backend.insert_events(inserts)
         else:
             self.backend.insert_events(inserts)
-            self.backend.update_head(thread, offset, prev, facts.dump(), first_message, position - 1)
+            self.backend.update_head(thread, offset, prev, facts_json, first_message, position - 1)
         return recorded
 
     # -- read ---------------------------------------------------------------------------------
