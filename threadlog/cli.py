@@ -23,7 +23,6 @@ from eventstore.events import MAX_DEPTH
 
 from projections import (
     anthropic_request,
-    blame,
     check_request,
     diff,
     display_rows,
@@ -35,6 +34,7 @@ from projections import (
     write_transcript,
 )
 from projections.atomic import write_atomically
+from projections.lineage import iter_blame
 from projections.request import checkable_offsets
 from projections.search import rebuild_index, search, update_index
 from projections.usage import total as usage_total
@@ -180,6 +180,16 @@ def _parse_json(text: str, what: str) -> Any:
 
 def _emit_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def _emit_json_array(items: Iterable[Any]) -> None:
+    """`_emit_json(list(items))`, byte for byte, printed as the items come (for long streams)."""
+    opening = "["
+    for item in items:
+        body = json.dumps(item, ensure_ascii=False, indent=2).replace("\n", "\n  ")
+        click.echo(f"{opening}\n  {body}", nl=False)
+        opening = ","
+    click.echo("[]" if opening == "[" else "\n]")
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -532,9 +542,9 @@ def transcript_command(store: Store, thread: str, output_path: str | None, max_b
 @with_store()
 def blame_command(store: Store, thread: str, as_json: bool, no_pager: bool) -> None:
     """Where each message of THREAD's model view came from: stream, offset, position, time, actor, origin."""
-    entries = blame(store, thread)
+    entries = iter_blame(store, thread)  # streamed: a long thread's blame is printed in bounded memory
     if as_json:
-        _emit_json([entry.to_json() for entry in entries])
+        _emit_json_array(entry.to_json() for entry in entries)
     else:
         output.lines((blame_line(entry) for entry in entries), pager=not no_pager)
 
