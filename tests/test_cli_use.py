@@ -437,6 +437,13 @@ def test_range_and_type_errors_are_consistent(db: Path, tmp_path: Path) -> None:
     assert "below start" in fails(db, "log", t, "--start", "2", "--stop", "1")
     assert "outside thread" in fails(db, "log", t, "--start", "1000")
     assert "outside thread" in fails(db, "show", t, "--at", "1000")
+    outside = f"--start 1000 is outside thread {t!r} (0..2)"
+    for command in ("log", "transcript"):  # the same words, exit 1 (fails() checks the status)
+        assert outside in fails(db, command, t, "--start", "1000")
+        assert outside.replace("start", "stop") in fails(db, command, t, "--stop", "1000")
+        assert "stop: 1 is below start 2" in fails(db, command, t, "--start", "2", "--stop", "1")
+    for command in ("show", "rows"):
+        assert outside.replace("start", "at") in fails(db, command, t, "--at", "1000")
     with Store(db) as store:
         with pytest.raises(ForkRefused, match=r"an integer\), not str"):
             store.fork(t, at="2")  # type: ignore[arg-type]

@@ -481,6 +481,7 @@ def tree(store: Store, thread: str | None, as_json: bool, no_pager: bool) -> Non
 @with_store()
 def show(store: Store, thread: str, at: int | None, last: int | None, as_json: bool, no_pager: bool) -> None:
     """THREAD's state: model, system prompt, status, metadata, todos, interrupts and the model's view of its messages."""
+    _check_range(store, thread, "--at", at)
     state = thread_state(store, thread, at)
     if as_json:
         _emit_json(state.to_json())
@@ -496,6 +497,7 @@ def show(store: Store, thread: str, at: int | None, last: int | None, as_json: b
 @with_store()
 def rows(store: Store, thread: str, at: int | None, as_json: bool, no_pager: bool) -> None:
     """The rows a chat UI shows for THREAD, each with a stable id to upsert."""
+    _check_range(store, thread, "--at", at)
     result = display_rows(store, thread, at)
     if as_json:
         _emit_json([row.to_json() for row in result])
@@ -520,6 +522,8 @@ def rows(store: Store, thread: str, at: int | None, as_json: bool, no_pager: boo
 def transcript_command(store: Store, thread: str, output_path: str | None, max_bytes: int, max_message_bytes: int, last: int | None,
                        start: int, stop: int | None, as_json: bool, no_pager: bool) -> None:
     """THREAD as bounded Markdown: ## user / ## assistant, one line per tool call, no tool output."""
+    _check_range(store, thread, "--start", start)
+    _check_range(store, thread, "--stop", stop)
     options: dict[str, Any] = {"max_bytes": max_bytes, "max_message_bytes": max_message_bytes, "last": last, "start": start, "stop": stop}
     if output_path:
         written = write_transcript(store, thread, output_path, **options)
