@@ -319,7 +319,7 @@ def _header(thread: str, parent: str | None, parent_offset: int | None, total: i
         f"# Transcript of thread {_inline(thread)}\n\n"
         f"- parent: {origin}\n"
         f"- messages: {total} (offsets {lo}..{max(stop - 1, lo)}), {shown} shown "
-        "(none for one elided, holding only tool output or only blank text)\n"
+        "(a message of only tool output or blank text has no section)\n"
         f"- built from: head {_inline(head_hash)} ({stop} events)\n"
         "- tool calls are one line each; tool output is not written; message text is indented four spaces\n\n"
     )
