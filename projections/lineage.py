@@ -8,12 +8,13 @@ finds that point from the two ancestries alone (O(depth)), without reading event
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from eventstore import Store, ThreadInfo, segments
+from eventstore import RecordedEvent, Store, ThreadInfo, segments
 
-from .state import thread_state
+from .state import fold_state
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,22 +74,48 @@ class BlameEntry:
         return asdict(self)
 
 
+def iter_blame(store: Store, thread: str, at: int | None = None) -> Iterator[BlameEntry]:
+    """`blame` one entry at a time, in memory that does not grow with the thread.
+
+    The fold runs without message bodies (it gives the fork note, the compaction and the
+    dropped tool calls); the messages of the view are then streamed from the store: those
+    at or after the compaction point (and the fork note), less any whose every block is a
+    tool call a fork dropped, as `thread_state(...).messages` holds them.
+    """
+    _, fold, at = fold_state(store, thread, at, bodies=False)
+    index = 0
+    lo = 0
+    if fold.note is not None:
+        yield _blame_entry(index, "fork_note", "user", _event(store, thread, fold.note.offset), thread)
+        index, lo = index + 1, fold.note.offset
+    if fold.compaction is not None:
+        yield _blame_entry(index, "summary", "user", _event(store, thread, fold.compaction["offset"]), thread)
+        index, lo = index + 1, max(lo, fold.compaction["through_offset"])
+    dropped = set(fold.dropped)
+    for event in store.read(thread, lo, at):
+        if event.type != "message.appended":
+            continue
+        content = event.data.get("content") or []
+        if dropped and content and all(b.get("type") == "tool_use" and b.get("id") in dropped for b in content):
+            continue  # a fork dropped every block of it: not in the view
+        yield _blame_entry(index, "message", event.data.get("role", "user"), event, thread)
+        index += 1
+
+
 def blame(store: Store, thread: str, at: int | None = None) -> list[BlameEntry]:
     """For each message `thread_state(...).messages` holds: its event's stream, offset,
-    global position, time, actor and origin; `inherited` when a parent's stream holds it."""
-    state = thread_state(store, thread, at)
-    wanted = {m.offset for m in state.messages}
-    events = {}
-    if wanted:
-        lo, hi = min(wanted), max(wanted) + 1
-        events = {e.offset: e for e in store.read(thread, lo, hi) if e.offset in wanted}
-    out = []
-    for index, message in enumerate(state.messages):
-        event = events[message.offset]
-        actor = event.meta.get("actor")
-        out.append(BlameEntry(index, message.kind, message.role, event.stream_id, event.offset, event.position,
-                              event.time, actor, event.origin, event.stream_id != thread))
-    return out
+    global position, time, actor and origin; `inherited` when a parent's stream holds it.
+    `iter_blame` gives the same entries without holding them all."""
+    return list(iter_blame(store, thread, at))
+
+
+def _event(store: Store, thread: str, offset: int) -> RecordedEvent:
+    return next(store.read(thread, offset, offset + 1))
+
+
+def _blame_entry(index: int, kind: str, role: str, event: RecordedEvent, thread: str) -> BlameEntry:
+    return BlameEntry(index, kind, role, event.stream_id, event.offset, event.position, event.time,
+                      event.meta.get("actor"), event.origin, event.stream_id != thread)
 
 
 @dataclass(frozen=True, slots=True)

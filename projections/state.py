@@ -108,17 +108,21 @@ class _Fold:
 
     # -- folding -------------------------------------------------------------------------
 
-    def fold(self, rows: Iterable[tuple[int, str, int, str]], unreadable: Callable[[int], StoreError]) -> None:
+    def fold(self, rows: Iterable[tuple[int, str, int, str]], unreadable: Callable[[int], StoreError],
+             bodies: bool = True) -> None:
         """Fold raw rows (`Store.read_raw`): message bodies stay JSON text until viewed.
 
-        An event nested too deeply to parse raises `unreadable(offset)`.
+        With `bodies=False` messages are not kept at all (the fold then holds only the
+        scalar facts, in memory that does not grow with the thread). An event nested too
+        deeply to parse raises `unreadable(offset)`.
         """
         append = self.msgs.append
         offset = self.length - 1
         try:
             for offset, type_, version, text in rows:
                 if type_ == "message.appended":
-                    append((offset, version, text))
+                    if bodies:
+                        append((offset, version, text))
                 else:
                     self._other(offset, type_, decode(type_, version, text))
         except RecursionError:
@@ -340,8 +344,13 @@ def _check_at(info: ThreadInfo, at: int | None) -> int:
     return at
 
 
-def fold_state(store: Store, thread: str, at: int | None = None, *, use_snapshots: bool = True) -> tuple[ThreadInfo, _Fold, int]:
-    """The accumulator after the first `at` events (resuming from the nearest snapshot)."""
+def fold_state(store: Store, thread: str, at: int | None = None, *, use_snapshots: bool = True,
+               bodies: bool = True) -> tuple[ThreadInfo, _Fold, int]:
+    """The accumulator after the first `at` events (resuming from the nearest snapshot).
+
+    `bodies=False`: messages folded here are left out (see `_Fold.fold`), for a caller that
+    streams them from the store itself.
+    """
     info = store.thread(thread)
     at = _check_at(info, at)
     fold = _Fold()
@@ -351,7 +360,7 @@ def fold_state(store: Store, thread: str, at: int | None = None, *, use_snapshot
         fold = _Fold.load(cached)
     if fold.length < at:
         with collector.paused():  # the fold keeps what it parses and makes no cycles
-            fold.fold(store.read_raw(thread, fold.length, at), lambda offset: store.unreadable(thread, offset))
+            fold.fold(store.read_raw(thread, fold.length, at), lambda offset: store.unreadable(thread, offset), bodies)
     return info, fold, at
 
 

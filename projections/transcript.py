@@ -3,14 +3,18 @@
 `## user` / `## assistant` sections (`## user (injected by TOOL)` for text a harness wrote
 into the conversation, such as an imported session's command output); each tool call collapsed to one line (its name and a
 short argument summary); tool output is not written (a message holding only tool results
-is counted but makes no section); thinking is one line. Bounds, all in UTF-8 bytes:
+is counted but makes no section, nor does one whose text is only whitespace), but a failed
+call is one line, `failed tool call NAME`; thinking is one line. A compaction is its own
+section, `## compaction (messages before offset N summarised)`, with the summary the model
+reads from there on. Bounds, all in UTF-8 bytes:
 
 - at most `max_bytes` in total, header and markers included: the most recent messages are
   kept and the oldest replaced by one marker saying how many were elided;
 - at most `max_message_bytes` per message: head and tail kept around `… N bytes elided …`.
 
 No cut ever splits a multi-byte character. The header states the thread, its parent and
-fork offset, the true number of messages in scope (elided ones included) and the hash of
+fork offset, the true number of messages in scope (elided ones included), how many of them
+are shown (exactly the `## user` / `## assistant` sections written) and the hash of
 the last event it was built from, so a reader can tell which history it describes.
 
 Content cannot forge structure (a note fork tells the model to read this file, so it is a
@@ -38,6 +42,7 @@ import os
 import re
 from collections import deque
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from eventstore import Store
@@ -53,6 +58,7 @@ MIN_MAX_BYTES = 2048
 MIN_MESSAGE_BYTES = 256
 _HEADER_FIELD = 120  # bytes of any one value on a projection's line (header, tool name), so those lines stay short
 _ARGS = 100  # characters of a tool call's argument summary
+_NAMES = 1024  # tool calls whose names are remembered, to name a failure that answers one (newest kept)
 
 
 INDENT = "    "  # before every line of message text: CommonMark's indented code block
@@ -155,24 +161,32 @@ def _summary(value: Any) -> str:
 
 
 def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[str] = frozenset(),
-                   injected: str | None = None) -> str | None:
-    """A message's section, or None when nothing of it is written (only tool results).
+                   injected: str | None = None, tool_names: Mapping[str, str] | None = None) -> str | None:
+    """A message's section, or None when nothing of it is written (only tool results that
+    succeeded, text that is only whitespace).
 
     `injected` names the tool that wrote a user message's text (`injected_by`): its heading
     says so, `## user (injected by claude-code)`, so it is not read as typed by the user.
+    A failed tool call (a `tool_result` with `is_error`) is its own line, `failed tool call
+    NAME`, the name found in `tool_names` (tool_use id -> name), else the tool_use id.
     """
     parts: list[str] = []
     for block in content:
         kind = block.get("type")
         if kind == "text":
-            parts.append(_text(str(block.get("text", ""))))
+            text = str(block.get("text", ""))
+            if text.strip():
+                parts.append(_text(text))
         elif kind == "tool_use":
             if block.get("id") not in dropped:
                 parts.append(f"tool call {_code(_value(block.get('name')))} {_code(_one_line(_summary(block.get('input', {}))))}")
         elif kind in ("thinking", "redacted_thinking"):
             parts.append("_(thinking omitted)_")
         elif kind == "tool_result":
-            continue
+            if block.get("is_error"):
+                call_id = str(block.get("tool_use_id", ""))
+                name = (tool_names or {}).get(call_id)
+                parts.append(f"failed tool call {_code(_value(name)) if name is not None else _inline(call_id)}")
         elif kind == "document":
             parts.append(f"[document{': ' + _code(_value(block['title'])) if block.get('title') else ''}]")
         else:
@@ -234,48 +248,78 @@ def transcript(
     scope_start, dropped, note = _scope(store, thread, stop)
     lo = max(start, scope_start)
     cap = min(max_message_bytes, max_bytes - 1024)  # the newest message always fits beside the header
-    window: deque[tuple[int, int, bytes]] = deque()  # (message index, offset, section)
-    size = total = 0
+    # (messages before it, offset, section, whether it is a message's: a compaction's is not)
+    window: deque[tuple[int, int, bytes, bool]] = deque()
+    size = total = shown = 0
+    cut = False  # whether a section was elided (not merely never written)
     first: int | None = None
+    names: dict[str, str] = {}  # the newest tool calls' names, for `failed tool call NAME`
     if note is not None and lo == scope_start and lo < stop:
         raw = clip_middle(f"## user\n\n{_text(note)}\n\n".encode(), cap, _INDENT_BYTES)
-        window.append((0, scope_start, raw))
-        size, total, first = len(raw), 1, scope_start
+        window.append((0, scope_start, raw, True))
+        size, total, shown, first = len(raw), 1, 1, scope_start
     for event in store.read(thread, lo, stop):
-        if event.type != "message.appended":
-            continue
         offset, data = event.offset, event.data
-        try:
-            section = render_message(data.get("role", "user"), data.get("content") or [], dropped, injected_by(event.meta))
-        except RecursionError:  # stored by an older release or by hand: appends refuse it
-            raise store.unreadable(thread, offset) from None
-        total += 1
-        first = offset if first is None else first
+        section: str | None
+        if event.type == "compaction.recorded" and "through_offset" in data:
+            section = _compaction(data["through_offset"], str(data.get("summary", "")))
+        elif event.type == "message.appended":
+            content = data.get("content") or []
+            _remember_names(names, content)
+            try:
+                section = render_message(data.get("role", "user"), content, dropped, injected_by(event.meta), names)
+            except RecursionError:  # stored by an older release or by hand: appends refuse it
+                raise store.unreadable(thread, offset) from None
+            total += 1
+            first = offset if first is None else first
+        else:
+            continue
         if section is None:
             continue
+        is_message = event.type == "message.appended"
         raw = clip_middle(section.encode("utf-8"), cap, _INDENT_BYTES)
-        window.append((total - 1, offset, raw))
-        size += len(raw)
-        while size > max_bytes or (last is not None and len(window) > last):
-            size -= len(window.popleft()[2])
+        window.append((total - is_message, offset, raw, is_message))
+        size, shown = size + len(raw), shown + is_message
+        while size > max_bytes or (last is not None and shown > last):
+            _, _, dropped_raw, was_message = window.popleft()
+            size, shown, cut = size - len(dropped_raw), shown - was_message, True
     head_hash = info.head_hash if stop == info.head else store.event_at(thread, stop - 1).hash if stop else "-"
-    header = _header(info.id, info.parent_id, info.parent_offset, total, lo, stop, head_hash)
     while True:
+        header = _header(info.id, info.parent_id, info.parent_offset, total, shown, lo, stop, head_hash)
         elided = window[0][0] if window else total
-        marker = _marker(elided, first, window[0][1] if window else stop) if elided else ""
+        marker = _marker(elided, first, window[0][1] if window else stop) if cut and elided else ""
         prefix = (header + marker).encode("utf-8")
         if len(prefix) + size <= max_bytes or not window:
             break
-        size -= len(window.popleft()[2])
-    return _clip_bytes(prefix + b"".join(raw for _, _, raw in window), max_bytes).decode("utf-8")
+        _, _, dropped_raw, was_message = window.popleft()
+        size, shown, cut = size - len(dropped_raw), shown - was_message, True
+    return _clip_bytes(prefix + b"".join(raw for _, _, raw, _ in window), max_bytes).decode("utf-8")
 
 
-def _header(thread: str, parent: str | None, parent_offset: int | None, total: int, lo: int, stop: int, head_hash: str) -> str:
+def _remember_names(names: dict[str, str], content: list[dict[str, Any]]) -> None:
+    """Note each tool call's name by its id, keeping only the newest `_NAMES` (bounded memory)."""
+    for block in content:
+        if block.get("type") == "tool_use" and "id" in block:
+            names.pop(str(block["id"]), None)
+            names[str(block["id"])] = str(block.get("name", ""))
+            if len(names) > _NAMES:
+                del names[next(iter(names))]
+
+
+def _compaction(through: object, summary: str) -> str:
+    """A compaction's section: where the model's view restarts, then the summary it reads."""
+    heading = f"## compaction (messages before offset {_inline(through)} summarised)\n\n"
+    return heading + (_text(summary) + "\n\n" if summary.strip() else "")
+
+
+def _header(thread: str, parent: str | None, parent_offset: int | None, total: int, shown: int, lo: int, stop: int,
+            head_hash: str) -> str:
     origin = f"fork of {_inline(parent)} at offset {parent_offset}" if parent else "root thread"
     return (
         f"# Transcript of thread {_inline(thread)}\n\n"
         f"- parent: {origin}\n"
-        f"- messages: {total} (offsets {lo}..{max(stop - 1, lo)})\n"
+        f"- messages: {total} (offsets {lo}..{max(stop - 1, lo)}), {shown} shown "
+        "(a message of only tool output or blank text has no section)\n"
         f"- built from: head {_inline(head_hash)} ({stop} events)\n"
         "- tool calls are one line each; tool output is not written; message text is indented four spaces\n\n"
     )

@@ -222,6 +222,38 @@ def test_log_tail_and_show_last(db: Path) -> None:
     assert "m4" in shown and "m3" in shown and "m2" not in shown and "the last 2 shown" in shown
 
 
+_BLAME_PEAK = """
+import os, sys, tracemalloc
+from threadlog.cli import cli
+sys.stdout = open(os.devnull, "w")
+tracemalloc.start()
+try:
+    cli.main(sys.argv[1:], standalone_mode=False)
+finally:
+    print(tracemalloc.get_traced_memory()[1], file=sys.stderr)
+"""
+
+
+def _blame_peak(tmp_path: Path, n: int, *options: str) -> int:
+    """The peak Python memory of `threadlog blame` (stdout discarded) on an n-message thread."""
+    db = tmp_path / f"{n}.db"
+    with Store(db) as store:
+        t = store.create_thread()
+        body = [{"type": "message.appended", "data": {"role": "user", "content": [{"type": "text", "text": "x" * 200}]}}] * 1000
+        for _ in range(n // 1000):
+            store.append(t, body)
+    done = subprocess.run([sys.executable, "-c", _BLAME_PEAK, "--db", str(db), "blame", t, "--no-pager", *options],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return int(done.stderr.split()[-1])
+
+
+@pytest.mark.parametrize("options", [(), ("--json",)], ids=["text", "json"])
+def test_blame_of_a_long_thread_streams_in_bounded_memory(tmp_path: Path, options: tuple[str, ...]) -> None:
+    small, large = _blame_peak(tmp_path, 2_000, *options), _blame_peak(tmp_path, 20_000, *options)
+    assert large < small * 1.5 + 256 * 1024, (small, large)  # ten times the messages, not ten times the memory
+
+
 def _on_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
     """Run the console script with stdout and stderr on a pseudo-terminal; (status, output)."""
     leader, follower = pty.openpty()
@@ -405,6 +437,13 @@ def test_range_and_type_errors_are_consistent(db: Path, tmp_path: Path) -> None:
     assert "below start" in fails(db, "log", t, "--start", "2", "--stop", "1")
     assert "outside thread" in fails(db, "log", t, "--start", "1000")
     assert "outside thread" in fails(db, "show", t, "--at", "1000")
+    outside = f"--start 1000 is outside thread {t!r} (0..2)"
+    for command in ("log", "transcript"):  # the same words, exit 1 (fails() checks the status)
+        assert outside in fails(db, command, t, "--start", "1000")
+        assert outside.replace("start", "stop") in fails(db, command, t, "--stop", "1000")
+        assert "stop: 1 is below start 2" in fails(db, command, t, "--start", "2", "--stop", "1")
+    for command in ("show", "rows"):
+        assert outside.replace("start", "at") in fails(db, command, t, "--at", "1000")
     with Store(db) as store:
         with pytest.raises(ForkRefused, match=r"an integer\), not str"):
             store.fork(t, at="2")  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from eventstore import Store
-from threadlog import blame, diff, lineage
+from threadlog import blame, diff, lineage, thread_state
 
 
 def _tree(store: Store) -> tuple[str, str, str, str]:
@@ -54,3 +54,25 @@ def test_diff_finds_the_common_ancestor_and_each_side(mem: Store) -> None:
     other = mem.create_thread()
     assert diff(mem, t, other).common_ancestor is None and diff(mem, t, other).fork_offset == 0
     assert diff(mem, t, t).a.messages == []
+
+
+def _messages(n: int) -> list[dict[str, object]]:
+    return [{"type": "message.appended", "data": {"role": ("user", "assistant")[i % 2], "content": [{"type": "text", "text": f"m{i}"}]}}
+            for i in range(n)]
+
+
+def test_blame_follows_the_view_past_compactions_notes_and_dropped_calls(mem: Store) -> None:
+    t = mem.create_thread()
+    mem.append(t, _messages(4))
+    mem.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}}])
+    d = mem.fork(t, unanswered="drop")
+    mem.append(d, _messages(2))
+    mem.append(d, [{"type": "compaction.recorded", "data": {"summary": "s", "through_offset": 3}}])
+    mem.append(d, _messages(1))
+    n = mem.fork(d, context="note")
+    mem.append(n, _messages(2))
+    for thread in (t, d, n):
+        view = thread_state(mem, thread).messages
+        assert [(e.index, e.kind, e.role, e.offset) for e in blame(mem, thread)] == [
+            (i, m.kind, m.role, m.offset) for i, m in enumerate(view)]
+    assert "toolu_1" not in str(thread_state(mem, d).messages)

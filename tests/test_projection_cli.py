@@ -84,7 +84,7 @@ def test_snapshot_command_and_errors(demo: tuple[Path, dict[str, object]]) -> No
     code, _, err = _run(db, "show", "nope")
     assert code == 1 and err.startswith("error: thread 'nope' not found") and "Traceback" not in err
     code, _, err = _run(db, "show", str(ids["thread"]), "--at", "999")
-    assert code == 1 and err.startswith("error: at:")
+    assert code == 1 and err.startswith("error: --at 999 is outside thread")
 
 
 def test_demo_prints_the_forks_state_and_writes_the_parents_transcript(tmp_path: Path) -> None:

@@ -33,6 +33,12 @@ def _header_count(text: str) -> int:
     return int(line.split()[2])
 
 
+def _header_shown(text: str) -> int:
+    """The header's count of message sections written ("- messages: 5 (offsets 0..4), 4 shown")."""
+    line = next(line for line in text.splitlines() if line.startswith("- messages: "))
+    return int(line.split("), ")[1].split()[0])
+
+
 def test_sections_tool_calls_one_line_and_no_tool_output(mem: Store) -> None:
     t = mem.create_thread()
     mem.append_message(t, "user", "Find a train")
@@ -48,6 +54,26 @@ def test_sections_tool_calls_one_line_and_no_tool_output(mem: Store) -> None:
     assert '\ntool call `search_trains` `{"day":"Friday","to":"Lyon"}`\n' in md
     assert "HUGE TOOL OUTPUT" not in md and "SECRET REASONING" not in md and "_(thinking omitted)_" in md
     assert _header_count(md) == 4 and f"thread {t}" in md and mem.thread(t).head_hash in md
+
+
+def test_blank_text_makes_no_section_and_compactions_and_failures_are_marked(mem: Store) -> None:
+    t = mem.create_thread()
+    mem.append_message(t, "user", "Build it")
+    mem.append_message(t, "assistant", [{"type": "text", "text": " \n\t "}, {"type": "text", "text": ""}])
+    mem.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "make"}}])
+    mem.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "boom", "is_error": True}])
+    mem.append(t, [{"type": "compaction.recorded", "data": {"summary": "Ran make; it failed.", "through_offset": 4}}])
+    mem.append_message(t, "assistant", "Fixed.")
+    md = transcript(mem, t)
+    sections = [line for line in md.splitlines() if line.startswith("## ")]
+    assert sections == ["## user", "## assistant", "## user", "## compaction (messages before offset 4 summarised)", "## assistant"]
+    assert "\ntool call `Bash` `{\"command\":\"make\"}`\n\n## user\n\nfailed tool call `Bash`\n" in md
+    assert "summarised)\n\n    Ran make; it failed.\n\n## assistant" in md and "boom" not in md
+    assert (_header_count(md), _header_shown(md)) == (5, 4)
+    for last in (1, 2, 3):
+        md = transcript(mem, t, last=last)
+        shown = [line for line in md.splitlines() if line in ("## user", "## assistant")]
+        assert len(shown) == _header_shown(md) == last and _header_count(md) == 5
 
 
 def test_one_10_mb_message_is_clipped_head_and_tail(mem: Store) -> None:
@@ -249,7 +275,9 @@ def _kinds(md: str) -> list[str]:
     for line in md.splitlines():
         if not line or line.startswith(INDENT):
             continue
-        if line.startswith("## "):
+        if line.startswith("## compaction (messages before offset ") and line.endswith(" summarised)"):
+            kinds.append("compaction")
+        elif line.startswith("## "):
             kinds.append(line if line in ("## user", "## assistant") else "## ?")
         elif line.startswith("# Transcript of thread "):
             kinds.append("title")
@@ -257,6 +285,8 @@ def _kinds(md: str) -> list[str]:
             kinds.append("header")
         elif line.startswith("tool call `"):
             kinds.append("tool")
+        elif line.startswith("failed tool call "):
+            kinds.append("failure")
         elif line.startswith("[document"):
             kinds.append("document")
         elif line == "_(thinking omitted)_":
@@ -271,9 +301,16 @@ def _kinds(md: str) -> list[str]:
 def _expected(thread_blocks: list[list[dict[str, Any]]]) -> list[str]:
     kinds = ["title", "header", "header", "header", "header"]
     for i, blocks in enumerate(thread_blocks):
+        if not _sectioned(blocks):
+            continue
         kinds.append("## user" if i % 2 == 0 else "## assistant")
         kinds += [{"tool_use": "tool", "document": "document", "thinking": "thinking"}[b["type"]] for b in blocks if b["type"] != "text"]
     return kinds
+
+
+def _sectioned(blocks: list[dict[str, Any]]) -> bool:
+    """Whether a message makes a section: blank text alone makes none."""
+    return any(b["type"] != "text" or str(b.get("text", "")).strip() for b in blocks)
 
 
 def _store_thread(thread_id: str, thread_blocks: list[list[dict[str, Any]]]) -> tuple[Store, str]:
@@ -296,7 +333,8 @@ def _store_thread(thread_id: str, thread_blocks: list[list[dict[str, Any]]]) -> 
 
 def _as_sent(thread_blocks: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
     """The blocks as `_store_thread` stores them (user messages hold no tool calls or thinking)."""
-    return [[b if i % 2 or b["type"] not in ("tool_use", "thinking") else {"type": "text"} for b in blocks]
+    return [[b if i % 2 or b["type"] not in ("tool_use", "thinking") else {"type": "text", "text": str(b.get("name", ""))}
+             for b in blocks]
             for i, blocks in enumerate(thread_blocks)]
 
 
@@ -316,8 +354,9 @@ def test_no_content_forges_a_section_header_or_tool_line(thread_id: str, thread_
         md = transcript(store, t)
         assert _kinds(md) == _expected(_as_sent(thread_blocks))
         sections = [line for line in md.splitlines() if line.startswith("## ")]
-        assert len(sections) == len(thread_blocks) == _header_count(md)
-        _check_rendering(md, len(thread_blocks))
+        written = sum(map(_sectioned, _as_sent(thread_blocks)))
+        assert len(sections) == written == _header_shown(md) and _header_count(md) == len(thread_blocks)
+        _check_rendering(md, written)
         assert transcript(store, t) == md  # deterministic
 
 

@@ -23,7 +23,6 @@ from eventstore.events import MAX_DEPTH
 
 from projections import (
     anthropic_request,
-    blame,
     check_request,
     diff,
     display_rows,
@@ -35,6 +34,7 @@ from projections import (
     write_transcript,
 )
 from projections.atomic import write_atomically
+from projections.lineage import iter_blame
 from projections.request import checkable_offsets
 from projections.search import rebuild_index, search, update_index
 from projections.usage import total as usage_total
@@ -180,6 +180,16 @@ def _parse_json(text: str, what: str) -> Any:
 
 def _emit_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def _emit_json_array(items: Iterable[Any]) -> None:
+    """`_emit_json(list(items))`, byte for byte, printed as the items come (for long streams)."""
+    opening = "["
+    for item in items:
+        body = json.dumps(item, ensure_ascii=False, indent=2).replace("\n", "\n  ")
+        click.echo(f"{opening}\n  {body}", nl=False)
+        opening = ","
+    click.echo("[]" if opening == "[" else "\n]")
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -471,6 +481,7 @@ def tree(store: Store, thread: str | None, as_json: bool, no_pager: bool) -> Non
 @with_store()
 def show(store: Store, thread: str, at: int | None, last: int | None, as_json: bool, no_pager: bool) -> None:
     """THREAD's state: model, system prompt, status, metadata, todos, interrupts and the model's view of its messages."""
+    _check_range(store, thread, "--at", at)
     state = thread_state(store, thread, at)
     if as_json:
         _emit_json(state.to_json())
@@ -486,6 +497,7 @@ def show(store: Store, thread: str, at: int | None, last: int | None, as_json: b
 @with_store()
 def rows(store: Store, thread: str, at: int | None, as_json: bool, no_pager: bool) -> None:
     """The rows a chat UI shows for THREAD, each with a stable id to upsert."""
+    _check_range(store, thread, "--at", at)
     result = display_rows(store, thread, at)
     if as_json:
         _emit_json([row.to_json() for row in result])
@@ -510,6 +522,8 @@ def rows(store: Store, thread: str, at: int | None, as_json: bool, no_pager: boo
 def transcript_command(store: Store, thread: str, output_path: str | None, max_bytes: int, max_message_bytes: int, last: int | None,
                        start: int, stop: int | None, as_json: bool, no_pager: bool) -> None:
     """THREAD as bounded Markdown: ## user / ## assistant, one line per tool call, no tool output."""
+    _check_range(store, thread, "--start", start)
+    _check_range(store, thread, "--stop", stop)
     options: dict[str, Any] = {"max_bytes": max_bytes, "max_message_bytes": max_message_bytes, "last": last, "start": start, "stop": stop}
     if output_path:
         written = write_transcript(store, thread, output_path, **options)
@@ -532,9 +546,9 @@ def transcript_command(store: Store, thread: str, output_path: str | None, max_b
 @with_store()
 def blame_command(store: Store, thread: str, as_json: bool, no_pager: bool) -> None:
     """Where each message of THREAD's model view came from: stream, offset, position, time, actor, origin."""
-    entries = blame(store, thread)
+    entries = iter_blame(store, thread)  # streamed: a long thread's blame is printed in bounded memory
     if as_json:
-        _emit_json([entry.to_json() for entry in entries])
+        _emit_json_array(entry.to_json() for entry in entries)
     else:
         output.lines((blame_line(entry) for entry in entries), pager=not no_pager)
 
