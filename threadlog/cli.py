@@ -740,7 +740,7 @@ def _print_summary(summary: ImportSummary, as_json: bool) -> None:
 @cli.group("import")
 @db_option
 def import_group(db: str | None) -> None:
-    """Import other tools' session histories (Claude Code, pi)."""
+    """Import histories: Claude Code and pi sessions, or threadlog's own exports (events)."""
     _pass_db(db)
 
 
