@@ -463,9 +463,9 @@ class Store:
         return from_row(self._row_of(thread, offset))
 
     def _row_of(self, thread: str, offset: int) -> EventRow:
-        info = self.thread(thread)
-        check_index("offset", offset, 0, info.head - 1, where=f"thread {thread!r}")
-        return self._row_at(self.ancestry(thread), offset)
+        ancestry = self.ancestry(thread)  # the thread's own row first: one query, not two
+        check_index("offset", offset, 0, ancestry[0].head - 1, where=f"thread {thread!r}")
+        return self._row_at(ancestry, offset)
 
     def _row_at(self, ancestry: list[ThreadInfo], offset: int) -> EventRow:
         for stream_id, lo, hi in segments(ancestry):

@@ -317,12 +317,18 @@ def test_old_untagged_events_verify_and_new_ones_are_tagged(tmp_path: Path) -> N
         store.verify()
 
 
-def test_an_untagged_hash_after_a_tagged_one_is_a_downgrade(tmp_path: Path) -> None:
+def thread_file(tmp_path: Path, *texts: str) -> Path:
+    """A file holding thread R: its creation, then one user message per text."""
     db = tmp_path / "t.db"
     with Store(db) as s:
         t = s.create_thread(thread_id="R")
-        s.append_message(t, "user", "a")
-        s.append_message(t, "user", "b")
+        for text in texts:
+            s.append_message(t, "user", text)
+    return db
+
+
+def test_an_untagged_hash_after_a_tagged_one_is_a_downgrade(tmp_path: Path) -> None:
+    db = thread_file(tmp_path, "a", "b")
     conn = sqlite3.connect(db)
     prev, = conn.execute("SELECT hash FROM events WHERE position = 2").fetchone()
     row = conn.execute('SELECT position, stream_id, "offset", event_id, type, schema_version, recorded_at, meta, data_digest FROM events WHERE position = 3').fetchone()
@@ -391,11 +397,7 @@ def test_a_lone_surrogate_in_meta_is_refused(file_store: Store) -> None:
 
 
 def test_verify_names_a_gap_even_when_the_later_hashes_are_rechained(tmp_path: Path) -> None:
-    db = tmp_path / "t.db"
-    with Store(db) as s:
-        t = s.create_thread(thread_id="R")
-        for text in ("a", "b", "c", "d"):
-            s.append_message(t, "user", text)
+    db = thread_file(tmp_path, "a", "b", "c", "d")
     conn = sqlite3.connect(db)
     conn.execute("DELETE FROM events WHERE position = 3")  # offset 2
     prev, = conn.execute("SELECT hash FROM events WHERE position = 2").fetchone()
