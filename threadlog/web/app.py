@@ -74,6 +74,10 @@ def _error(status: int) -> Callable[[Request, Exception], Response]:
     return handle
 
 
+def _no_icon(request: Request) -> Response:
+    return Response(status_code=204)
+
+
 def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
     """The viewer of the SQLite file at `path` (opened read-only per request).
 
@@ -89,6 +93,7 @@ def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
             Route("/blame", pages.blame_page),
             Route("/diff", pages.diff_page),
             Route("/live", live.events),
+            Route("/favicon.ico", _no_icon),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         middleware=[

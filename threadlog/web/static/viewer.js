@@ -33,7 +33,10 @@ function liveRows() {
   if (!list || !list.dataset.live || !window.EventSource) return;
   const state = document.getElementById("live-state");
   const source = new EventSource(list.dataset.live);
-  source.addEventListener("open", () => { if (state) state.textContent = "· live"; });
+  source.addEventListener("open", () => {
+    list.dataset.connected = "1";
+    if (state) state.textContent = "· live";
+  });
   source.addEventListener("error", () => { if (state) state.textContent = "· reconnecting…"; });
   source.addEventListener("rows", (message) => {
     const update = JSON.parse(message.data);
