@@ -973,7 +973,8 @@ def serve(store: Store, host: str, port: int, open_browser: bool) -> None:
 
         from .web import create_app
     except ImportError as error:
-        raise StoreError(f"threadlog serve needs the web extra ({error.name} is missing): pip install 'threadlog[web]'") from None
+        missing = (error.name or "a package").split(".")[0]
+        raise StoreError(f"threadlog serve needs the web extra ({missing} is missing): pip install 'threadlog[web]'") from None
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
     hosts = sorted({"127.0.0.1", "localhost", host})
     click.echo(f"serving {store.path} read-only at {url} (Ctrl-C stops)", err=True)
