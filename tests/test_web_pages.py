@@ -133,3 +133,25 @@ def test_serve_without_the_web_extra_says_how_to_install_it(built: tuple[Path, d
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
         "error: threadlog serve needs the web extra (starlette is missing): pip install 'threadlog[web]'"]
+
+
+def test_search_blame_and_diff_pages(client: TestClient, built: tuple[Path, dict[str, str]]) -> None:
+    _, ids = built
+    listing = client.get("/").text
+    assert 'type="search" name="q"' in listing
+    hits = client.get("/?q=bus").text
+    assert 'class="hit"' in hits and f"/thread?id={ids['fork']}" in hits
+    assert "No match." in client.get("/?q=zeppelin").text
+    blame = client.get(f"/blame?id={ids['fork']}").text
+    assert blame.count("<tr class=\"inherited\">") == 1 and blame.count("<tr class=\"own\">") == 1  # the parent's message, the fork's
+    both = client.get(f"/diff?a={ids['fork']}").text  # b: the fork's parent
+    assert "Actually, what about a bus?" in both and "Two trains fit" in both and "Book the first one" in both
+
+
+def test_a_file_without_an_index_has_no_search_box(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        store.create_thread(title="t")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        page = client.get("/").text
+    assert 'name="q"' not in page and "threadlog index" in page

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from threadlog import Store
+from threadlog import Store, update_index
 
 # Each payload sets this global if it ever runs.
 FLAG = "__pwned"
@@ -46,4 +46,5 @@ def build(path: Path) -> dict[str, str]:
         s.redact(secret.position, reason=IMG, actor=SCRIPT)
         s.append_message(bad, "assistant", "after the redaction")
         s.fork(bad, fork_id=HOSTILE_ID + "/fork")
+        update_index(s)  # the list page shows a search box when the file has an index
     return {"trip": trip, "fork": fork, "deeper": deeper, "long": long, "bad": bad}

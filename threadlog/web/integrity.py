@@ -1,8 +1,8 @@
 """The integrity badge: the result of `Store.verify`, kept until the log grows.
 
 `verify` reads every event, so it is not run per page: it runs in a background thread
-when a page asks for the badge and the log has grown (or was never verified), and pages
-show the last finished result meanwhile. A page waits a moment for a run it started, so a
+when a page asks for the badge and the log has grown (or was never verified), at most once
+every `interval` seconds, and pages show the last finished result meanwhile. A page waits a moment for a run it started, so a
 small file's first page already shows the answer. A rewrite that does not add events is
 caught on the next run (after the next append, or a restart of the viewer).
 """
@@ -10,6 +10,7 @@ caught on the next run (after the next append, or a restart of the viewer).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,9 +30,11 @@ class Badge:
 
 
 class Integrity:
-    def __init__(self, open_store: Callable[[], Store], wait: float = 0.25) -> None:
+    def __init__(self, open_store: Callable[[], Store], wait: float = 0.25, interval: float = 10.0) -> None:
         self._open = open_store
         self._wait = wait
+        self._interval = interval
+        self._last_run: float | None = None
         self._lock = threading.Lock()
         self._badge = Badge("verifying")
         self._running: threading.Thread | None = None
@@ -40,8 +43,9 @@ class Integrity:
     def badge(self, last_position: int) -> Badge:
         """The latest result; starts a run when the log has grown past what was verified."""
         with self._lock:
-            if self._running is None and self._started_for != last_position:
-                self._started_for = last_position
+            due = self._last_run is None or time.monotonic() - self._last_run >= self._interval
+            if self._running is None and self._started_for != last_position and due:
+                self._started_for, self._last_run = last_position, time.monotonic()
                 self._running = threading.Thread(target=self._run, name="threadlog-verify", daemon=True)
                 self._running.start()
             running = self._running

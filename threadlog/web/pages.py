@@ -70,6 +70,7 @@ def thread_page(request: Request) -> HTMLResponse:
     thread = _thread(request)
     at, start = _int(request, "at"), _int(request, "start")
     with view.open() as store:
+        after = store.last_position()  # first: an event committed while this page is read is sent live too
         chain = store.ancestry(thread)
         info = chain[0]
         if at is not None and at > info.head:
@@ -79,8 +80,7 @@ def thread_page(request: Request) -> HTMLResponse:
         stop = min(start + PAGE, end)
         items = thread_items(store, thread, start, stop, at)
         title = store.title(thread)
-        badge = view.integrity.badge(store.last_position())
-        after = store.last_position()
+        badge = view.integrity.badge(after)
     pager = {
         "first": 0 if start > 0 else None,
         "earlier": max(0, start - PAGE) if start > 0 else None,
