@@ -965,8 +965,9 @@ def index_command(store: Store, rebuild: bool, as_json: bool) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (keep it local: the viewer has no login).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the viewer in the default web browser.")
+@json_option
 @with_store()
-def serve(store: Store, host: str, port: int, open_browser: bool) -> None:
+def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool) -> None:
     """A local, read-only web viewer: threads, rows, replay, fork tree, blame, diff, live updates."""
     try:
         import uvicorn
@@ -977,6 +978,9 @@ def serve(store: Store, host: str, port: int, open_browser: bool) -> None:
         raise StoreError(f"threadlog serve needs the web extra ({missing} is missing): pip install 'threadlog[web]'") from None
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
     hosts = sorted({"127.0.0.1", "localhost", host})
+    if as_json:
+        _emit_json({"url": url, "db": store.path, "read_only": True})
+        sys.stdout.flush()
     click.echo(f"serving {store.path} read-only at {url} (Ctrl-C stops)", err=True)
     if open_browser:
         import threading
