@@ -2,8 +2,8 @@
 
 `verify` reads every event, so it is not run per page: it runs in a background thread
 when a page asks for the badge and the log has grown (or was never verified), at most once
-every `interval` seconds, and pages show the last finished result meanwhile. A page waits a moment for a run it started, so a
-small file's first page already shows the answer. A rewrite that does not add events is
+every `interval` seconds, and pages show the last finished result meanwhile. The page that starts a run waits a moment for it, so
+a small file's first page already shows the answer; other pages never wait. A rewrite that does not add events is
 caught on the next run (after the next append, or a restart of the viewer).
 """
 
@@ -48,11 +48,20 @@ class Integrity:
                 self._started_for, self._last_run = last_position, time.monotonic()
                 self._running = threading.Thread(target=self._run, name="threadlog-verify", daemon=True)
                 self._running.start()
-            running = self._running
-        if running is not None:
-            running.join(self._wait)
+                started = self._running
+            else:
+                started = None
+        if started is not None:  # only the page that started a run waits for it, and briefly
+            started.join(self._wait)
         with self._lock:
             return self._badge
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for a run in progress to finish (for benchmarks and tests)."""
+        with self._lock:
+            running = self._running
+        if running is not None:
+            running.join(timeout)
 
     def _run(self) -> None:
         try:
