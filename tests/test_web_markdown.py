@@ -16,7 +16,7 @@ from threadlog.web.markdown import _RENDERER, plain_html, render_markdown  # noq
 ALPHABET = "aZ09 ,.;:'\"?/%=+@-[]()!*_#<>&\\`|~\n"
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(st.text(alphabet=ALPHABET, max_size=40))
 @example("[12] The 08:04 from Paris Gare de Lyon reaches Lyon Part-Dieu at 10:02; a second train leaves at 08:58.")
 @example("[a]: b")
