@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
@@ -155,3 +156,16 @@ def test_a_file_without_an_index_has_no_search_box(tmp_path: Path) -> None:
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
         page = client.get("/").text
     assert 'name="q"' not in page and "threadlog index" in page
+
+
+def test_prefixes_and_at_last_redirect_to_the_full_id(client: TestClient, built: tuple[Path, dict[str, str]]) -> None:
+    _, ids = built
+    moved = client.get("/replay?id=tri&at=2", follow_redirects=False)
+    assert moved.status_code == 302 and moved.headers["location"] == "/replay?id=trip&at=2"
+    with Store(built[0], read_only=True) as store:
+        latest = store.threads(limit=1)[0].id
+    last = client.get("/thread?id=@last", follow_redirects=False)
+    assert last.status_code == 302 and last.headers["location"] == "/thread?" + urlencode({"id": latest})
+    assert client.get(f"/diff?a={ids['fork'][:8]}&b=tri").url.query.decode() == urlencode({"a": ids["fork"], "b": "trip"})
+    unknown = client.get("/thread?id=zzz")
+    assert unknown.status_code == 404 and "no thread id starts with it" in unknown.text

@@ -10,15 +10,17 @@ import itertools
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import RedirectResponse, Response
 
-from eventstore import StoreError
+from eventstore import Store, StoreError
 from projections import diff, search, thread_state
 from projections.lineage import iter_blame
 
 from ..listing import listing
+from ..names import resolve
 from .graph import layout
 from .items import thread_items
+from .render import link
 from .viewer import viewer
 
 PAGE = 100  # events per thread page, messages per replay or blame page
@@ -42,7 +44,23 @@ def _thread(request: Request, name: str = "id") -> str:
     return value
 
 
-def threads_page(request: Request) -> HTMLResponse:
+def _canonical(store: Store, request: Request) -> Response | None:
+    """A redirect to the same page with full thread ids, when one was given as a unique
+    prefix or `@last` (as the CLI takes them); None when every id is already full."""
+    params = dict(request.query_params)
+    moved = False
+    for name in ("id", "a", "b"):
+        given = params.get(name)
+        if given:
+            try:
+                params[name] = resolve(store, given)
+            except StoreError as error:
+                raise HTTPException(404, str(error)) from None
+            moved = moved or params[name] != given
+    return RedirectResponse(link(request.url.path, **params), status_code=302) if moved else None
+
+
+def threads_page(request: Request) -> Response:
     """The `ls` list, newest activity first, paged by position; a search box when the index exists."""
     view = viewer(request)
     before = _int(request, "before", 1)
@@ -63,13 +81,15 @@ def threads_page(request: Request) -> HTMLResponse:
                        searchable=searchable, query=query, hits=hits, search_error=search_error, badge=badge)
 
 
-def thread_page(request: Request) -> HTMLResponse:
+def thread_page(request: Request) -> Response:
     """One page of a thread's display rows: the latest events unless `start` says otherwise;
     `at` shows the thread as of its first `at` events."""
     view = viewer(request)
     thread = _thread(request)
     at, start = _int(request, "at"), _int(request, "start")
     with view.open() as store:
+        if (moved := _canonical(store, request)) is not None:
+            return moved
         after = store.last_position()  # first: an event committed while this page is read is sent live too
         chain = store.ancestry(thread)
         info = chain[0]
@@ -91,12 +111,14 @@ def thread_page(request: Request) -> HTMLResponse:
                        end=end, at=at, pager=pager, badge=badge, live=at is None and stop == end, after=after, page=PAGE)
 
 
-def replay_page(request: Request) -> HTMLResponse:
+def replay_page(request: Request) -> Response:
     """`thread_state(at=N)`: the model's view, status, todos and metadata as of N events."""
     view = viewer(request)
     thread = _thread(request)
     at = _int(request, "at")
     with view.open() as store:
+        if (moved := _canonical(store, request)) is not None:
+            return moved
         head = store.head(thread)
         if at is not None and at > head:
             raise HTTPException(400, f"at {at} is past the thread's {head} events: pass 0..{head}")
@@ -109,11 +131,13 @@ def replay_page(request: Request) -> HTMLResponse:
                        messages=shown, hidden=len(messages) - len(shown), badge=badge)
 
 
-def tree_page(request: Request) -> HTMLResponse:
+def tree_page(request: Request) -> Response:
     """The fork tree holding the thread: one node per thread, edges labelled with fork offsets."""
     view = viewer(request)
     thread = _thread(request)
     with view.open() as store:
+        if (moved := _canonical(store, request)) is not None:
+            return moved
         root = store.thread(thread).root_id
         threads = store.subtree(root)
         graph = layout(threads, {info.id: store.title(info.id) for info in threads})
@@ -121,12 +145,14 @@ def tree_page(request: Request) -> HTMLResponse:
     return view.render(request, "tree.html", graph=graph, thread=thread, root=root, badge=badge)
 
 
-def blame_page(request: Request) -> HTMLResponse:
+def blame_page(request: Request) -> Response:
     """Where each message of the model view came from, a page at a time."""
     view = viewer(request)
     thread = _thread(request)
     start = _int(request, "start") or 0
     with view.open() as store:
+        if (moved := _canonical(store, request)) is not None:
+            return moved
         entries = list(itertools.islice(iter_blame(store, thread), start, start + PAGE + 1))
         badge = view.integrity.badge(store.last_position())
     more = start + PAGE if len(entries) > PAGE else None
@@ -134,11 +160,13 @@ def blame_page(request: Request) -> HTMLResponse:
                        earlier=max(0, start - PAGE) if start else None, badge=badge)
 
 
-def diff_page(request: Request) -> HTMLResponse:
+def diff_page(request: Request) -> Response:
     """Two threads side by side from their common ancestor (b defaults to a's parent)."""
     view = viewer(request)
     a = _thread(request, "a")
     with view.open() as store:
+        if (moved := _canonical(store, request)) is not None:
+            return moved
         b = request.query_params.get("b") or store.thread(a).parent_id
         if not b:
             raise HTTPException(400, f"thread {a!r} is a root: pass ?b=THREAD_ID to compare it with")
