@@ -144,6 +144,9 @@ def test_an_appended_event_appears_on_the_open_page_within_two_seconds(served, p
     assert time.monotonic() - appended < 2.0
     assert page.locator("#rows strong", has_text="08:04").count() == 1  # rendered like the rest
     assert page.inner_text("#range-end") == "5"
+    with Store(path) as store:
+        fork = store.fork("trip", at=3)
+    page.locator(".fork-here a.fork-link", has_text=fork).wait_for(timeout=2_000)  # a new fork's card, where it was made
 
 
 def test_hostile_strings_run_nothing_and_show_as_text(served, page, shots: Path) -> None:
@@ -161,6 +164,12 @@ def test_hostile_strings_run_nothing_and_show_as_text(served, page, shots: Path)
     assert page.locator("main script, main iframe, main svg[onload]").count() == 0
     page.locator("details.tool summary").first.click()
     assert IMG in page.inner_text(".tool-name")  # the tool's name, as text
+    assert f"question {SCRIPT}" in page.inner_text(".card.interrupt")
+    assert page.inner_text(".card.interrupt .status") == "resolved"
+    page.locator(".thinking summary").click()
+    assert f"thinking {SCRIPT}" in page.inner_text(".thinking")
+    page.locator(".compaction summary").click()
+    assert f"summary {IMG}" in page.inner_text(".compaction")
     assert "my password" not in text  # the redacted message: erased, who and why shown as text
     assert page.locator(".redacted-note .actor").first.inner_text() == SCRIPT
     assert IMG in page.inner_text(".redaction .reason")
@@ -179,10 +188,12 @@ def test_the_tree_has_one_node_per_thread(served, page, shots: Path) -> None:
     page.goto(url(base, "/tree", id=ids["deeper"]))
     page.screenshot(path=str(shots / "tree.png"), full_page=True)
     with Store(path, read_only=True) as store:
-        threads = {info.id for info in store.subtree("trip")}
+        threads = store.subtree("trip")  # trip, its fork, the fork's fork (and the live test's fork)
     nodes = page.eval_on_selector_all("svg a.node", "nodes => nodes.map(n => n.dataset.thread)")
-    assert sorted(nodes) == sorted(threads) and len(threads) == 3
-    assert page.locator("svg .edge-label").all_text_contents() == ["@2", "@4"]  # trip at 2; the fork at its head (fork card + 1 message)
+    assert sorted(nodes) == sorted(info.id for info in threads) and len(threads) >= 3
+    labels = page.locator("svg .edge-label").all_text_contents()
+    assert sorted(labels) == sorted(f"@{info.parent_offset}" for info in threads if info.parent_id)
+    assert {"@2", "@4"} <= set(labels)  # trip at 2; the fork at its head (fork card + 1 message)
     page.locator(f"svg a.node[data-thread='{ids['fork']}']").click()
     page.wait_for_url(re.compile(rf"/thread\?id={ids['fork']}$"))
 

@@ -169,3 +169,14 @@ def test_prefixes_and_at_last_redirect_to_the_full_id(client: TestClient, built:
     assert client.get(f"/diff?a={ids['fork'][:8]}&b=tri").url.query.decode() == urlencode({"a": ids["fork"], "b": "trip"})
     unknown = client.get("/thread?id=zzz")
     assert unknown.status_code == 404 and "no thread id starts with it" in unknown.text
+
+
+def test_each_row_carries_its_provenance(client: TestClient, built: tuple[Path, dict[str, str]]) -> None:
+    path, ids = built
+    with Store(path, read_only=True) as store:
+        inherited = store.event_at(ids["fork"], 1)  # the parent's message, seen from the fork
+    html = client.get(f"/thread?id={ids['fork']}").text
+    item = html.split(f'id="r-{inherited.event_id}:0"')[1].split("</li>")[0]
+    for name, value in (("stream", inherited.stream_id), ("offset", inherited.offset), ("position", inherited.position),
+                        ("time", inherited.time), ("origin", "live")):
+        assert f"<dt>{name}</dt><dd>" in item and str(value) in item.split(f"<dt>{name}</dt><dd>")[1].split("</dd>")[0]

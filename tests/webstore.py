@@ -42,6 +42,11 @@ def build(path: Path) -> dict[str, str]:
             s.append(bad, [{"type": "message.appended", "data": {"role": "user", "content": text}, "meta": {"actor": SCRIPT}}])
         s.append_message(bad, "assistant", [{"type": "tool_use", "id": "toolu_x", "name": IMG, "input": {"q": SCRIPT}}])
         s.append_message(bad, "user", [{"type": "tool_result", "tool_use_id": "toolu_x", "content": SCRIPT}])
+        s.append_message(bad, "assistant", [{"type": "thinking", "thinking": f"thinking {SCRIPT}", "signature": "sig"},
+                                            {"type": "text", "text": "thought"}])
+        s.append(bad, [{"type": "interrupt.raised", "data": {"interrupt_id": "ask-1", "question": f"question {SCRIPT}"}}])
+        s.append(bad, [{"type": "interrupt.resolved", "data": {"interrupt_id": "ask-1", "answer": IMG}}])
+        s.append(bad, [{"type": "compaction.recorded", "data": {"summary": f"summary {IMG}", "through_offset": s.head(bad)}}])
         secret = s.append_message(bad, "user", "my password is hunter2")
         s.redact(secret.position, reason=IMG, actor=SCRIPT)
         s.append_message(bad, "assistant", "after the redaction")

@@ -3,8 +3,9 @@
 An open thread page (the latest page, not a replay) connects to `/live?id=T&after=P&from=S`.
 The server tails the log with `read_all(after=position)` as `threadlog follow` does, a few
 times a second, each time on a fresh read-only connection; when the thread's own stream
-gains events it sends the rendered items from a little before the first new event to the
-head (so a tool call answered by the new event changes status too). Items carry the ids of
+gains events (or a fork is made from it) it sends the rendered items from a little before
+the first new event to the head (so a tool call answered by the new event changes status
+too, and a new fork's card appears where it was made). Items carry the ids of
 their rows, so the page's script replaces the ones it has and appends the others.
 """
 
@@ -42,6 +43,9 @@ def _poll(view: Viewer, thread: str, position: int, start: int) -> tuple[int, st
             return position, None
         position = new[-1].position
         offsets = [event.offset for event in new if event.stream_id == thread]
+        # A fork made from this thread: its card goes after the event it was forked at.
+        offsets += [event.data["parent_offset"] - 1 for event in new
+                    if event.type == "thread.forked" and event.data.get("parent_id") == thread]
         if not offsets:
             return position, None
         head = store.head(thread)
