@@ -41,6 +41,8 @@ TARGETS = [
     Target("search_catch_up", "catching up 100,000 new events vs 20,000 events/s (cost)", 1.0, False),
     Target("fork_agents", "fork vs Agents SDK create_branch_from_turn at 1,000 messages (times faster)", 10.0, True),
     Target("cli_content", "cold CLI append --content (text, tool_use, tool_result) vs cold append --text (cost)", 1.5, False),
+    Target("web_thread_page", "web viewer: first page of a 200,000-message thread, server time, vs 100 ms (cost)", 1.0, False),
+    Target("web_thread_list", "web viewer: thread list of 200,000 threads, server time, vs 100 ms (cost)", 1.0, False),
     Target("size_langgraph", "database size after 1,000 messages vs LangGraph SqliteSaver (times smaller)", 100.0, True),
 ]
 

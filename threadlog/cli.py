@@ -43,6 +43,7 @@ from .demo import build_demo, demo_lines
 from .export import dump_lines, export_all, export_events, export_markdown
 from .importers import ImportSummary, import_claude_code, import_events, import_pi
 from .importers.follow import follow_claude_code
+from .listing import listing
 from . import output
 from .names import THREAD, ThreadType, resolve
 from .render import (blame_line, check_line, diff_lines, event_line, hit_line, ls_lines, row_line, safe, safe_block, state_lines,
@@ -403,13 +404,6 @@ def interrupt_cancel(store: Store, thread: str, interrupt_id: str, reason: str, 
     _recorded(store.append(thread, [event])[0], as_json)
 
 
-def _listing(store: Store, info: Any) -> dict[str, Any]:
-    """One `ls` entry: the thread's row with its title, message count and last activity."""
-    last = next(store.read_all(after=info.last_position - 1, limit=1), None) if info.last_position else None
-    return {**info.to_json(), "title": store.title(info.id), "messages": store.count(info.id, "message.appended"),
-            "last_activity": last.time if last else ""}
-
-
 @cli.command("ls")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most N threads.")
 @click.option("--all", "everything", is_flag=True, help="Include forks and sub-agent forks (else root threads only).")
@@ -422,7 +416,7 @@ def _listing(store: Store, info: Any) -> dict[str, Any]:
 def ls(store: Store, limit: int, everything: bool, root: str | None, before: int | None, as_json: bool, no_pager: bool) -> None:
     """Threads, most recently active first: id, kind, fork point, messages, last activity, title."""
     infos = store.threads(limit, before, forks=everything or root is not None, root=root)
-    entries = [_listing(store, info) for info in infos]
+    entries = [listing(store, info) for info in infos]
     if as_json:
         _emit_json(entries)
     else:
@@ -965,6 +959,35 @@ def index_command(store: Store, rebuild: bool, as_json: bool) -> None:
         _emit_json({"rebuilt": rebuild, "events_read": read, "position": position})
     else:
         click.echo(f"{'rebuilt' if rebuild else 'updated'}: {read} events read; the index covers positions up to {position}")
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (keep it local: the viewer has no login).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on.")
+@click.option("--open", "open_browser", is_flag=True, help="Open the viewer in the default web browser.")
+@json_option
+@with_store()
+def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool) -> None:
+    """A local, read-only web viewer: threads, rows, replay, fork tree, blame, diff, live updates."""
+    try:
+        import uvicorn
+
+        from .web import create_app
+    except ImportError as error:
+        missing = (error.name or "a package").split(".")[0]
+        raise StoreError(f"threadlog serve needs the web extra ({missing} is missing): pip install 'threadlog[web]'") from None
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
+    hosts = sorted({"127.0.0.1", "localhost", host})
+    if as_json:
+        _emit_json({"url": url, "db": store.path, "read_only": True})
+        sys.stdout.flush()
+    click.echo(f"serving {store.path} read-only at {url} (Ctrl-C stops)", err=True)
+    if open_browser:
+        import threading
+        import webbrowser
+
+        threading.Timer(0.5, webbrowser.open, [url]).start()
+    uvicorn.run(create_app(store.path, hosts), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
 
 
 def main() -> None:
