@@ -7,6 +7,7 @@ A channel value (or a pending write) is stored as one JSON record:
   `message_to_dict` gives it with its default fields left out; with `"after": version`
   the list holds only the messages appended since the channel's value at that version
   (the messages channel only grows, so a conversation is stored once, not once per step);
+- `{"v": version, "dict": {key: record}}` for a dict holding such values (a node's input);
 - `{"v": version, "serde": type, "b64": data}` for anything else, through the saver's
   LangGraph serializer (msgpack), base64-encoded.
 
@@ -17,7 +18,6 @@ threadlog's transcripts, search and viewer show a LangGraph run; `anthropic_mess
 from __future__ import annotations
 
 import base64
-import json
 import math
 from typing import Any
 
@@ -72,14 +72,22 @@ def encode(value: Any, version: Any, serde: SerializerProtocol, previous: Any = 
             return {"v": version, "messages": [message_record(m) for m in value]}
     if _plain(value):
         return {"v": version, "json": value}
+    if type(value) is dict and all(isinstance(key, str) for key in value):  # e.g. a node's input {"messages": [...]}
+        return {"v": version, "dict": {key: _bare(encode(item, None, serde)) for key, item in value.items()}}
     kind, blob = serde.dumps_typed(value)
     return {"v": version, "serde": kind, "b64": base64.b64encode(blob).decode("ascii")}
+
+
+def _bare(record: Json) -> Json:
+    return {key: value for key, value in record.items() if key != "v"}
 
 
 def decode(record: Json, serde: SerializerProtocol) -> Any:
     """The value a record holds (for an `after` record: only the appended messages)."""
     if "json" in record:
         return record["json"]
+    if "dict" in record:
+        return {key: decode(item, serde) for key, item in record["dict"].items()}
     if "messages" in record:
         return messages_from_dict(record["messages"])
     return serde.loads_typed((record["serde"], base64.b64decode(record["b64"])))
@@ -133,7 +141,3 @@ def anthropic_message(message: BaseMessage) -> Json | None:
         data["message_id"] = message.id
     return data
 
-
-def dumps(value: Any) -> str:
-    """Compact JSON (for sizes and digests of records)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
