@@ -157,6 +157,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         line = self._lines.get(key)
         if line is None:
             line = self._lines[key] = _Line(key, str(thread_id), ns)
+        line.thread_id, line.ns = str(thread_id), ns  # a line first met through _peek did not know them
         self._refresh(line)
         return line
 
@@ -389,7 +390,8 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         for root in store.ids_starting(prefix, limit=1_000_000):
             if "." in root:
                 continue
-            created = store.event_at(root, 0).data.get("metadata", {}).get("langgraph", {})
+            first = store.event_at(root, store.thread(root).base).data  # thread.created, or thread.forked for a copy
+            created = (first.get("options", first).get("metadata") or {}).get("langgraph", {})
             if "thread_id" in created:
                 lines.append(self._line(created["thread_id"], created.get("checkpoint_ns", "")))
         return lines
@@ -552,33 +554,40 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             for value in self._values(line, line.records[cid]).values():
                 if is_messages(value):
                     kept_messages.update(m.id for m in value if m.id)
-        erase: list[tuple[int, str, int]] = []
+        erase: list[tuple[int, str, int, str]] = []
         for cid in doomed:
-            erase.extend(line.positions.get(cid, ()))
-            erase.extend(line.write_events.get(cid, ()))
-            erase.extend((pos, sid, off) for pos, sid, off, mid in line.message_events.get("@" + cid, ())
+            erase.extend((*where, cid) for where in line.positions.get(cid, ()))
+            erase.extend((*where, cid) for where in line.write_events.get(cid, ()))
+            erase.extend((pos, sid, off, cid) for pos, sid, off, mid in line.message_events.get("@" + cid, ())
                          if mid is None or mid not in kept_messages)
-        shared = self._shared(line)
+        readers: dict[str, list[tuple[str, int]]] = {}
         store = self._store()
-        for position, physical, offset in sorted(set(erase)):
-            if physical in line.streams and offset >= shared.get(physical, 0):
+        for position, physical, offset, cid in sorted(set(erase)):
+            if physical not in readers:
+                readers[physical] = self._readers(physical)
+            others = {key for key, below in readers[physical] if offset < below and key != line.key}
+            if all(cid in self._peek(key).deleted for key in others):
                 store.redact(position, reason=f"LangGraph {reason}", actor=ACTOR)
         line.mark = -1
         self._refresh(line)
 
-    def _shared(self, line: _Line) -> dict[str, int]:
-        """For each of the line's streams, the offset below which another line's fork still
-        reads its events (those are not erased: the other thread holds them)."""
+    def _readers(self, stream: str) -> list[tuple[str, int]]:
+        """The lines that read a stream's events, each with the offset below which it reads
+        them: the stream's own line (all of them) and the lines of forks below it."""
         store = self._store()
-        shared: dict[str, int] = {}
-        for sid in line.streams:
-            for info in store.subtree(sid)[1:]:
-                if info.id in line.streams:
-                    continue
-                chain = store.ancestry(info.id)
-                child = next(c for c in chain if c.parent_id == sid)
-                shared[sid] = max(shared.get(sid, 0), child.parent_offset or 0)
-        return shared
+        out = [(stream.split(".")[0], 1 << 62)]
+        for info in store.subtree(stream)[1:]:
+            child = next(c for c in store.ancestry(info.id) if c.parent_id == stream)
+            out.append((info.id.split(".")[0], child.parent_offset or 0))
+        return out
+
+    def _peek(self, key: str) -> _Line:
+        """Another line, by its root id (to ask what it has deleted)."""
+        line = self._lines.get(key)
+        if line is None:
+            line = self._lines[key] = _Line(key, "", "")
+        self._refresh(line)
+        return line
 
     # -- async: the same calls, inline ---------------------------------------------------------
 
