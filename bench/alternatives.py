@@ -6,6 +6,9 @@ whose one node appends the incoming message (one `invoke` per message); the Agen
 session gets `add_items` per message. Both alternatives run in WAL mode at
 `synchronous=FULL` (their defaults), so threadlog runs at `FULL` here too.
 
+The LangGraph graph also runs over `ThreadlogSaver` (threadlog.integrations.langgraph),
+beside the same graph over `SqliteSaver`: the drop-in comparison.
+
 Figures: append time per message (the 1,000 messages written in chunks of 100, the
 systems interleaved chunk by chunk), database size after a checkpoint, and the cost of a
 fork (threadlog `fork`, SDK `create_branch_from_turn`, LangGraph `update_state` from the
@@ -82,7 +85,7 @@ class ThreadlogSide:
 
 
 class LangGraphSide:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, saver: str = "sqlite") -> None:
         from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.graph import END, START, StateGraph
         from langgraph.graph.message import add_messages
@@ -98,8 +101,15 @@ class LangGraphSide:
         graph.add_edge(START, "append")
         graph.add_edge("append", END)
         self.path = path
-        self.conn = sqlite3.connect(str(path), check_same_thread=False)
-        self.app = graph.compile(checkpointer=SqliteSaver(self.conn))
+        if saver == "threadlog":  # the same graph over ThreadlogSaver, at the same synchronous=FULL
+            from threadlog.integrations.langgraph import ThreadlogSaver
+
+            backend = SQLiteBackend(path, synchronous="FULL")
+            self.conn = backend.conn
+            self.app = graph.compile(checkpointer=ThreadlogSaver(Store(backend)))
+        else:
+            self.conn = sqlite3.connect(str(path), check_same_thread=False)
+            self.app = graph.compile(checkpointer=SqliteSaver(self.conn))
         self.config: dict[str, Any] = {"configurable": {"thread_id": "bench"}}
 
     def add(self, role: str, text: str) -> None:
@@ -201,6 +211,43 @@ def _pair(name: str, workdir: Path, count: int, chunk: int, fork_rounds: int) ->
     ]
 
 
+def _savers(workdir: Path, count: int, chunk: int, fork_rounds: int) -> list[Measure]:
+    """The same LangGraph graph checkpointed by ThreadlogSaver and by SqliteSaver: appends,
+    size, and a branch (`update_state` from the checkpoint before the last user message)."""
+    os.sync()
+    sides = {"threadlog": LangGraphSide(workdir / "saver-threadlog.db", "threadlog"),
+             "langgraph": LangGraphSide(workdir / "saver-sqlite.db")}
+    script = [("user" if i % 2 == 0 else "assistant", text_of(80, i)) for i in range(count)]
+    written = {side: 0 for side in sides}
+
+    def chunk_writer(name: str) -> Callable[[], float]:
+        def sample() -> float:
+            side, begin = sides[name], written[name]
+            start = time.perf_counter()
+            for role, text in script[begin:begin + chunk]:
+                side.add(role, text)
+            written[name] = begin + chunk
+            return time.perf_counter() - start
+        return sample
+
+    appends = interleave({name: chunk_writer(name) for name in sides}, count // chunk, warmup=0)
+    per_message = {name: sum(seconds) / count for name, seconds in appends.items()}
+    sizes = {name: side.size() for name, side in sides.items()}
+    last_user = max(i for i, (role, _) in enumerate(script) if role == "user")
+    forks = interleave({name: side.fork_sample(last_user) for name, side in sides.items()}, fork_rounds)
+    label = "LangGraph SqliteSaver"
+    context = {"messages": count, "synchronous": "FULL", "journal_mode": "wal",
+               "threadlog_db_bytes": sizes["threadlog"], "langgraph_db_bytes": sizes["langgraph"]}
+    return [
+        Measure(GROUP, "ThreadlogSaver: graph step per message vs SqliteSaver", per_message["threadlog"], "s", label,
+                per_message["langgraph"], "faster", count // chunk, context),
+        Measure(GROUP, f"ThreadlogSaver: database size after {count:,} messages vs SqliteSaver", sizes["threadlog"], "bytes",
+                label, sizes["langgraph"], "smaller", extra={"target": "size_langgraph_saver"}),
+        compare(GROUP, f"ThreadlogSaver: branch at message {last_user:,} vs SqliteSaver", forks, "threadlog", "langgraph",
+                label=label, kind="faster", target="fork_langgraph_saver"),
+    ]
+
+
 def run(mode: str, workdir: Path) -> list[Measure]:
     count, chunk, fork_rounds = SIZES[mode]
     versions = available()
@@ -209,6 +256,8 @@ def run(mode: str, workdir: Path) -> list[Measure]:
         if NEEDS[name] in versions:
             out.extend(_pair(name, workdir, count, chunk, fork_rounds))
             out[-3].extra["versions"] = versions
+            if name == "langgraph":
+                out.extend(_savers(workdir, count, chunk, fork_rounds))
         else:
             out.append(Measure(GROUP, LABELS[name], 0.0, "s", extra={"skipped": "not installed (pip install -e '.[bench]')"}))
     return out

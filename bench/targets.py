@@ -42,6 +42,8 @@ TARGETS = [
     Target("fork_agents", "fork vs Agents SDK create_branch_from_turn at 1,000 messages (times faster)", 10.0, True),
     Target("cli_content", "cold CLI append --content (text, tool_use, tool_result) vs cold append --text (cost)", 1.5, False),
     Target("size_langgraph", "database size after 1,000 messages vs LangGraph SqliteSaver (times smaller)", 100.0, True),
+    Target("size_langgraph_saver", "ThreadlogSaver database size after 1,000 messages vs SqliteSaver (times smaller)", 100.0, True),
+    Target("fork_langgraph_saver", "ThreadlogSaver branch at 1,000 messages vs SqliteSaver (times faster)", 100.0, True),
 ]
 
 
