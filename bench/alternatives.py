@@ -113,11 +113,11 @@ class LangGraphSide:
         self.config: dict[str, Any] = {"configurable": {"thread_id": "bench"}}
 
     def add(self, role: str, text: str) -> None:
-        self.app.invoke({"incoming": {"role": role, "content": text}}, self.config)
+        self.app.invoke({"incoming": {"role": role, "content": text}}, self.config)  # type: ignore[call-overload, unused-ignore]
 
     def fork_sample(self, messages: int) -> Callable[[], float]:
         """Branch from the checkpoint that holds `messages` messages (a new child checkpoint)."""
-        point = next(s.config for s in self.app.get_state_history(self.config, limit=12)
+        point = next(s.config for s in self.app.get_state_history(self.config, limit=12)  # type: ignore[arg-type, unused-ignore]
                      if len(s.values.get("messages", ())) == messages)
 
         def sample() -> float:
@@ -139,7 +139,7 @@ class AgentsSide:
         self.session = AdvancedSQLiteSession(session_id="bench", db_path=path, create_tables=True)
 
     def add(self, role: str, text: str) -> None:
-        self.loop.run_until_complete(self.session.add_items([{"role": role, "content": text}]))  # type: ignore[list-item, unused-ignore]
+        self.loop.run_until_complete(self.session.add_items([{"role": role, "content": text}]))  # type: ignore[list-item, misc, unused-ignore]
 
     def fork_sample(self, turn: int) -> Callable[[], float]:
         def sample() -> float:

@@ -34,6 +34,7 @@ thread that opened it). The async methods run the same short SQLite calls inline
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -340,7 +341,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             data.pop("restated", None)
         return {"type": "langgraph.checkpoint", "data": data}
 
-    def _append(self, line: _Line, stream_id: str, events: list[Json]) -> None:
+    def _append(self, line: _Line, stream_id: str, events: builtins.list[Json]) -> None:
         """Append to a line's stream, creating the line's root on its first checkpoint."""
         store = self._store()
         if stream_id not in line.streams:
@@ -380,7 +381,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             tuples = [self._tuple(line, cid) for cid, line in found[:limit]]
         yield from tuples
 
-    def _lines_for(self, config: RunnableConfig | None) -> list[_Line]:
+    def _lines_for(self, config: RunnableConfig | None) -> builtins.list[_Line]:
         conf = (config or {}).get("configurable", {})
         if "thread_id" in conf and "checkpoint_ns" in conf:
             return [self._line(conf["thread_id"], conf["checkpoint_ns"])]
@@ -418,11 +419,11 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
     def _checkpoint_events(self, line: _Line, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions,
-                           parent: str | None) -> list[Json]:
+                           parent: str | None) -> builtins.list[Json]:
         """The message events for what the checkpoint's message lists gained, then the checkpoint."""
         parent_record = line.records.get(parent) if parent is not None else None
         values: Json = {}
-        messages: list[Json] = []
+        messages: builtins.list[Json] = []
         for channel, version in new_versions.items():
             if channel not in checkpoint["channel_values"]:
                 continue
@@ -501,7 +502,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                         self._copy_events(line, sid, name, created)
 
     def _copy_events(self, line: _Line, sid: str, name: str, created: Json) -> None:
-        events: list[Json] = [created]
+        events: builtins.list[Json] = [created]
         for event in self._store().read(sid):
             if event.type in ("langgraph.checkpoint", "langgraph.writes", "langgraph.deleted") and not event.redacted:
                 events.append({"type": event.type, "data": event.data})
@@ -554,13 +555,13 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             for value in self._values(line, line.records[cid]).values():
                 if is_messages(value):
                     kept_messages.update(m.id for m in value if m.id)
-        erase: list[tuple[int, str, int, str]] = []
+        erase: builtins.list[tuple[int, str, int, str]] = []
         for cid in doomed:
             erase.extend((*where, cid) for where in line.positions.get(cid, ()))
             erase.extend((*where, cid) for where in line.write_events.get(cid, ()))
             erase.extend((pos, sid, off, cid) for pos, sid, off, mid in line.message_events.get("@" + cid, ())
                          if mid is None or mid not in kept_messages)
-        readers: dict[str, list[tuple[str, int]]] = {}
+        readers: dict[str, builtins.list[tuple[str, int]]] = {}
         store = self._store()
         for position, physical, offset, cid in sorted(set(erase)):
             if physical not in readers:
@@ -571,7 +572,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         line.mark = -1
         self._refresh(line)
 
-    def _readers(self, stream: str) -> list[tuple[str, int]]:
+    def _readers(self, stream: str) -> builtins.list[tuple[str, int]]:
         """The lines that read a stream's events, each with the offset below which it reads
         them: the stream's own line (all of them) and the lines of forks below it."""
         store = self._store()

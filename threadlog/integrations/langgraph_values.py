@@ -65,7 +65,7 @@ def encode(value: Any, version: Any, serde: SerializerProtocol, previous: Any = 
     """The stored record of `value` at `version`; a message list that extends `previous`
     (the channel's value at `previous_version`) keeps only what was appended."""
     if is_messages(value):
-        if is_messages(previous) and len(value) > len(previous) and all(
+        if is_messages(previous) and len(value) >= len(previous) and all(
                 a is b or a == b for a, b in zip(previous, value)):
             return {"v": version, "after": previous_version, "messages": [message_record(m) for m in value[len(previous):]]}
         if all(isinstance(m, BaseMessage) for m in value):
