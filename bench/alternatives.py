@@ -9,6 +9,10 @@ session gets `add_items` per message. Both alternatives run in WAL mode at
 The LangGraph graph also runs over `ThreadlogSaver` (threadlog.integrations.langgraph),
 beside the same graph over `SqliteSaver`: the drop-in comparison.
 
+For the savers, a fork is measured twice: `copy_thread` (the whole thread under a new id)
+and `update_state` from a past checkpoint (LangGraph's time travel; LangGraph's own work on
+the 1,000 messages is in both figures).
+
 Figures: append time per message (the 1,000 messages written in chunks of 100, the
 systems interleaved chunk by chunk), database size after a checkpoint, and the cost of a
 fork (threadlog `fork`, SDK `create_branch_from_turn`, LangGraph `update_state` from the
@@ -106,11 +110,13 @@ class LangGraphSide:
 
             backend = SQLiteBackend(path, synchronous="FULL")
             self.conn = backend.conn
-            self.app = graph.compile(checkpointer=ThreadlogSaver(Store(backend)))
+            self.saver: Any = ThreadlogSaver(Store(backend))
         else:
             self.conn = sqlite3.connect(str(path), check_same_thread=False)
-            self.app = graph.compile(checkpointer=SqliteSaver(self.conn))
+            self.saver = SqliteSaver(self.conn)
+        self.app = graph.compile(checkpointer=self.saver)
         self.config: dict[str, Any] = {"configurable": {"thread_id": "bench"}}
+        self.copies = 0
 
     def add(self, role: str, text: str) -> None:
         self.app.invoke({"incoming": {"role": role, "content": text}}, self.config)  # type: ignore[call-overload, unused-ignore]
@@ -125,6 +131,28 @@ class LangGraphSide:
             self.app.update_state(point, {"messages": []})
             return time.perf_counter() - start
         return sample
+
+    def copy_sample(self) -> float:
+        """Copy the whole thread to a new thread id (`copy_thread`). SqliteSaver has no
+        `copy_thread`: its copy is what LangGraph's in-memory and Postgres savers do, every
+        checkpoint and write row copied under the new id (then deleted again, untimed)."""
+        self.copies += 1
+        target = f"copy-{self.copies}"
+        if hasattr(self.saver, "copy_thread") and type(self.saver).__name__ == "ThreadlogSaver":
+            start = time.perf_counter()
+            self.saver.copy_thread("bench", target)
+            return time.perf_counter() - start
+        start = time.perf_counter()
+        with self.conn:
+            for table, columns in (("checkpoints", "checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata"),
+                                   ("writes", "checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value")):
+                self.conn.execute(f"INSERT INTO {table} (thread_id, {columns}) SELECT ?, {columns} FROM {table} WHERE thread_id = ?",
+                                  (target, "bench"))
+        seconds = time.perf_counter() - start
+        with self.conn:
+            for table in ("checkpoints", "writes"):
+                self.conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (target,))
+        return seconds
 
     def size(self) -> int:
         return size_on_disk(self.path, self.conn)
@@ -235,6 +263,7 @@ def _savers(workdir: Path, count: int, chunk: int, fork_rounds: int) -> list[Mea
     sizes = {name: side.size() for name, side in sides.items()}
     last_user = max(i for i, (role, _) in enumerate(script) if role == "user")
     forks = interleave({name: side.fork_sample(last_user) for name, side in sides.items()}, fork_rounds)
+    copies = interleave({name: side.copy_sample for name, side in sides.items()}, 3)
     label = "LangGraph SqliteSaver"
     context = {"messages": count, "synchronous": "FULL", "journal_mode": "wal",
                "threadlog_db_bytes": sizes["threadlog"], "langgraph_db_bytes": sizes["langgraph"]}
@@ -243,8 +272,10 @@ def _savers(workdir: Path, count: int, chunk: int, fork_rounds: int) -> list[Mea
                 per_message["langgraph"], "faster", count // chunk, context),
         Measure(GROUP, f"ThreadlogSaver: database size after {count:,} messages vs SqliteSaver", sizes["threadlog"], "bytes",
                 label, sizes["langgraph"], "smaller", extra={"target": "size_langgraph_saver"}),
-        compare(GROUP, f"ThreadlogSaver: branch at message {last_user:,} vs SqliteSaver", forks, "threadlog", "langgraph",
-                label=label, kind="faster", target="fork_langgraph_saver"),
+        compare(GROUP, f"ThreadlogSaver: copy_thread of {count:,} messages vs SqliteSaver's rows copied", copies, "threadlog",
+                "langgraph", label=label, kind="faster", target="fork_langgraph_saver"),
+        compare(GROUP, f"ThreadlogSaver: update_state at message {last_user:,} (a branch) vs SqliteSaver", forks, "threadlog",
+                "langgraph", label=label, kind="faster"),
     ]
 
 

@@ -43,7 +43,8 @@ TARGETS = [
     Target("cli_content", "cold CLI append --content (text, tool_use, tool_result) vs cold append --text (cost)", 1.5, False),
     Target("size_langgraph", "database size after 1,000 messages vs LangGraph SqliteSaver (times smaller)", 100.0, True),
     Target("size_langgraph_saver", "ThreadlogSaver database size after 1,000 messages vs SqliteSaver (times smaller)", 100.0, True),
-    Target("fork_langgraph_saver", "ThreadlogSaver branch at 1,000 messages vs SqliteSaver (times faster)", 100.0, True),
+    Target("fork_langgraph_saver", "ThreadlogSaver copy_thread at 1,000 messages vs SqliteSaver's rows copied (times faster)",
+           100.0, True),
 ]
 
 

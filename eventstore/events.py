@@ -231,11 +231,18 @@ class LangGraphCheckpoint(EventData):
     type: ClassVar[str] = "langgraph.checkpoint"
     checkpoint_id: str
     parent_id: str | None = None
-    checkpoint: Json = Field(description="v, ts, channel_versions, versions_seen, updated_channels")
+    checkpoint: Json | None = Field(default=None, description="v, ts, channel_versions, versions_seen, updated_channels")
+    changes: Json | None = Field(
+        default=None, description="instead of checkpoint: how it differs from the parent's ({~: changed, -: removed, =: value})"
+    )
     metadata: Json = Field(default_factory=dict)
     values: Json = Field(
         default_factory=dict,
-        description="channel -> {v: version, and json | messages (+ after: the version they extend) | serde + b64}",
+        description="channel -> {v: version, and json | dict | messages (+ after: the version they extend) | serde + b64}",
+    )
+    absent: list[str] | None = Field(default=None, description="channels with a version but no value (emptied)")
+    restated: bool | None = Field(
+        default=None, description="a copy of an earlier checkpoint with all its values, written before what it rested on was erased"
     )
 
 

@@ -224,6 +224,10 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
     def _value(self, line: _Line, record: _Record, channel: str, version: Any, avoid: set[int] | None = None) -> Any:
         """The value `channel` had at `version`, found on `record` or its nearest parent that
         stored that version. Raises LookupError when no record holds it."""
+        if avoid is None and (record.position, channel) in line.memo:
+            return line.memo[(record.position, channel)]
+        if channel in record.data.get("absent", ()):
+            raise LookupError(channel)
         seen: set[str] = set()
         current: _Record | None = record
         while current is not None:
@@ -231,7 +235,10 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 raise _Broken(channel)
             stored = current.data.get("values", {}).get(channel)
             if stored is not None and stored["v"] == version:
-                return self._decoded(line, current, channel, stored, avoid)
+                value = self._decoded(line, current, channel, stored, avoid)
+                if avoid is None:
+                    line.memo[(record.position, channel)] = value
+                return value
             cid = current.data["checkpoint_id"]
             seen.add(cid)
             parent = current.data.get("parent_id")
@@ -251,9 +258,36 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         line.memo[key] = value
         return value
 
+    def _header(self, line: _Line, record: _Record, avoid: set[int] | None = None) -> Json:
+        """The checkpoint's header (all but its id and values): stored whole, or as the changes
+        from its parent's, applied from the nearest ancestor stored whole (memoized)."""
+        chain: builtins.list[_Record] = []
+        current = record
+        while True:
+            if avoid is not None and current.position in avoid:
+                raise _Broken("header")
+            known = line.memo.get((current.position, "#header")) if avoid is None else None
+            if known is not None:
+                header: Json = known
+                break
+            if "checkpoint" in current.data:
+                header = current.data["checkpoint"]
+                break
+            chain.append(current)
+            parent = line.records.get(current.data.get("parent_id") or "")
+            if parent is None or len(chain) > len(line.records):
+                raise StoreError(f"checkpoint {current.data['checkpoint_id']!r} is stored as changes from a parent the log "
+                                 "no longer holds; run verify")
+            current = parent
+        for item in reversed(chain):
+            header = _patch(header, item.data["changes"])
+            if avoid is None:
+                line.memo[(item.position, "#header")] = header
+        return header
+
     def _values(self, line: _Line, record: _Record, avoid: set[int] | None = None) -> dict[str, Any]:
         values = {}
-        for channel, version in record.data["checkpoint"]["channel_versions"].items():
+        for channel, version in self._header(line, record, avoid)["channel_versions"].items():
             try:
                 value = self._value(line, record, channel, version, avoid)
             except LookupError:
@@ -264,7 +298,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
     def _tuple(self, line: _Line, cid: str) -> CheckpointTuple:
         record = line.records[cid]
         data = record.data
-        header = {key: _from_json(value, self.serde) for key, value in data["checkpoint"].items()}
+        header = {key: _from_json(value, self.serde) for key, value in self._header(line, record).items()}
         checkpoint: Any = {**header, "id": cid, "channel_values": self._values(line, record)}
         metadata: Any = {key: _from_json(value, self.serde) for key, value in data.get("metadata", {}).items()}
         parent = data.get("parent_id")
@@ -332,9 +366,10 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
     def _restated(self, line: _Line, record: _Record, restated: bool = True) -> Json:
         """A checkpoint event for `record` holding every one of its values in full."""
-        versions = record.data["checkpoint"]["channel_versions"]
-        values = {ch: encode(value, versions[ch], self.serde) for ch, value in self._values(line, record).items()}
-        data = {**record.data, "values": values}
+        header = self._header(line, record)
+        values = {ch: encode(value, header["channel_versions"][ch], self.serde) for ch, value in self._values(line, record).items()}
+        data = {**record.data, "values": values, "checkpoint": header}
+        data.pop("changes", None)
         if restated:
             data["restated"] = True
         else:
@@ -431,7 +466,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             previous: Any = None
             previous_version = None
             if is_messages(value) and parent_record is not None:
-                previous_version = parent_record.data["checkpoint"]["channel_versions"].get(channel)
+                previous_version = self._header(line, parent_record)["channel_versions"].get(channel)
                 try:
                     previous = self._value(line, parent_record, channel, previous_version)
                 except LookupError:
@@ -443,8 +478,15 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 messages.extend({"type": "message.appended", "data": data}
                                 for data in map(anthropic_message, fresh) if data is not None)
         header = {key: _to_json(value, self.serde) for key, value in checkpoint.items() if key not in ("id", "channel_values")}
-        data: Json = {"checkpoint_id": checkpoint["id"], "checkpoint": header, "values": values,
+        data: Json = {"checkpoint_id": checkpoint["id"], "values": values,
                       "metadata": {key: _to_json(value, self.serde) for key, value in metadata.items()}}
+        if parent_record is not None:  # most of a header repeats its parent's: store what changed
+            data["changes"] = _diff(self._header(line, parent_record), header, 2)
+        else:
+            data["checkpoint"] = header
+        absent = sorted(ch for ch in checkpoint["channel_versions"] if ch not in checkpoint["channel_values"])
+        if absent:
+            data["absent"] = absent
         if parent is not None:
             data["parent_id"] = parent
         return [*messages, {"type": "langgraph.checkpoint", "data": data}]
@@ -461,7 +503,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     idx = WRITES_IDX_MAP.get(channel, idx)
                     if idx >= 0 and (task_id, idx) in known:
                         continue  # a retried write: LangGraph keeps the first
-                    items.append({"idx": idx, "channel": channel, "value": encode(value, None, self.serde)})
+                    items.append({"idx": idx, "channel": channel, "value": _unversioned(encode(value, None, self.serde))})
                 if not items:
                     return
                 event = {"type": "langgraph.writes",
@@ -624,10 +666,43 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 _MISSING = object()
 
 
+def _diff(old: Any, new: Any, depth: int) -> Json:
+    """How `new` differs from `old`, `depth` levels of dicts deep: {"=": value} replaces;
+    {"~": {key: diff}, "-": [keys removed]} changes a dict."""
+    if depth == 0 or not isinstance(old, dict) or not isinstance(new, dict):
+        return {"=": new}
+    changed = {key: _diff(old[key], value, depth - 1) if key in old else {"=": value}
+               for key, value in new.items() if key not in old or old[key] != value}
+    out: Json = {}
+    if changed:
+        out["~"] = changed
+    removed = [key for key in old if key not in new]
+    if removed:
+        out["-"] = removed
+    return out
+
+
+def _patch(old: Any, diff: Json) -> Any:
+    if "=" in diff:
+        return diff["="]
+    out = dict(old)
+    for key in diff.get("-", ()):
+        out.pop(key, None)
+    for key, change in diff.get("~", {}).items():
+        out[key] = _patch(out.get(key), change)
+    return out
+
+
 def _to_json(value: Any, serde: SerializerProtocol) -> Any:
     """A header or metadata field as JSON: as it is when plain, else as a stored record."""
     record = encode(value, None, serde)
-    return value if "json" in record else {"__record__": record}
+    return value if "json" in record else {"__record__": _unversioned(record)}
+
+
+def _unversioned(record: Json) -> Json:
+    """A record of a value that has no channel version (a write, a header field)."""
+    record.pop("v", None)
+    return record
 
 
 def _from_json(value: Any, serde: SerializerProtocol) -> Any:
