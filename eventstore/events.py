@@ -233,7 +233,7 @@ class LangGraphCheckpoint(EventData):
     parent_id: str | None = None
     checkpoint: Json | None = Field(default=None, description="v, ts, channel_versions, versions_seen, updated_channels")
     changes: Json | None = Field(
-        default=None, description="instead of checkpoint: how it differs from the parent's ({~: changed, -: removed, =: value})"
+        default=None, description="instead of checkpoint: how it differs from the parent's (key, key+, key-, -)"
     )
     metadata: Json = Field(default_factory=dict)
     values: Json = Field(

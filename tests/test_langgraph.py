@@ -116,3 +116,32 @@ def test_async_graph_copy_and_delete_keep_the_log_verifiable(tmp_path: Path) -> 
 
     asyncio.run(run())
     assert secret.encode() not in db.read_bytes()  # erased by redaction, no copy left in the file
+
+
+def test_a_copy_holds_every_branch_as_it_was_and_outlives_its_source(tmp_path: Path) -> None:
+    with Store(tmp_path / "copy.db") as store:
+        saver = ThreadlogSaver(store)
+        app = echo_graph(saver)
+        src: Any = {"configurable": {"thread_id": "src"}}
+        for text in ("one", "two", "three"):
+            app.invoke({"messages": [HumanMessage(text)]}, src)
+        past = next(s.config for s in app.get_state_history(src) if len(s.values.get("messages", [])) == 2 and not s.next)
+        app.invoke({"messages": [HumanMessage("branch")]}, past)  # time travel: a second stream in the source
+        before = [t.checkpoint["id"] for t in saver.list({"configurable": {"thread_id": "src", "checkpoint_ns": ""}})]
+        saver.copy_thread("src", "dst")
+        app.invoke({"messages": [HumanMessage("after the copy")]}, src)  # the source goes on; the copy does not see it
+        dst: Any = {"configurable": {"thread_id": "dst", "checkpoint_ns": ""}}
+        assert [t.checkpoint["id"] for t in saver.list(dst)] == before
+        saver.delete_thread("src")
+        assert list(saver.list({"configurable": {"thread_id": "src", "checkpoint_ns": ""}})) == []
+        assert [t.checkpoint["id"] for t in saver.list(dst)] == before
+        contents = [[m.content for m in t.checkpoint["channel_values"].get("messages", [])] for t in saver.list(dst)]
+        assert ["one", "echo: one", "branch", "echo: branch"] in contents and ["one", "echo: one", "two", "echo: two",
+                                                                                 "three", "echo: three"] in contents
+        app.invoke({"messages": [HumanMessage("four")]}, {"configurable": {"thread_id": "dst"}})  # the copy runs on
+        assert app.get_state({"configurable": {"thread_id": "dst"}}).values["messages"][-1].content == "echo: four"
+        store.verify()
+        saver.delete_thread("dst")
+        assert store.verify().redacted > 0
+    assert b"after the copy" not in (tmp_path / "copy.db").read_bytes()
+    assert b"branch" not in (tmp_path / "copy.db").read_bytes()

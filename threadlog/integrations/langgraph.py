@@ -35,6 +35,7 @@ thread that opened it). The async methods run the same short SQLite calls inline
 from __future__ import annotations
 
 import builtins
+import copy
 import hashlib
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -101,6 +102,11 @@ class _Stream:
     head: int
     read_to: int
     checkpoints: list[tuple[int, str, bool]] = field(default_factory=list)  # (offset, id, restated)
+    stop: int | None = None  # a stream another line's copy reads: only its events below this offset
+
+    @property
+    def own(self) -> bool:
+        return self.stop is None
 
 
 @dataclass
@@ -117,6 +123,7 @@ class _Line:
     write_events: dict[str, list[tuple[int, str, int]]] = field(default_factory=dict)
     message_events: dict[str, list[tuple[int, str, int, str | None]]] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
+    copied: dict[str, int] = field(default_factory=dict)  # another line's stream -> the offset this copy reads below
     seen: set[int] = field(default_factory=set)
     mark: int = -1
     memo: dict[tuple[int, str], Any] = field(default_factory=dict)
@@ -181,6 +188,12 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 for event in store.read(info.id, stream.read_to, info.head):
                     redacted |= self._take(line, stream, event)
                 stream.read_to = info.head
+        for sid, stop in line.copied.items():  # a copy's other branches: read in the source, up to the copy
+            if sid not in line.streams:
+                stream = line.streams[sid] = _Stream(sid, None, 0, stop, 0, stop=stop)
+                for event in store.read(sid, 0, stop):
+                    redacted |= self._take(line, stream, event)
+                stream.read_to = stop
         line.mark = last
         if redacted:  # a payload was erased since the index was built: build it again
             line.__dict__.update(_Line(line.key, line.thread_id, line.ns).__dict__)
@@ -197,7 +210,10 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             return line.mark >= 0
         if event.redacted:
             return False
-        if event.type == "message.appended":
+        if event.type == "thread.forked" and event.stream_id == line.key:
+            copied = ((data.get("options") or {}).get("metadata") or {}).get("langgraph", {}).get("copied", {})
+            line.copied.update(copied)
+        elif event.type == "message.appended":
             line.message_events.setdefault(stream.id, []).append((*where, data.get("message_id")))
         elif event.type == "langgraph.checkpoint":
             cid = data["checkpoint_id"]
@@ -292,15 +308,16 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 value = self._value(line, record, channel, version, avoid)
             except LookupError:
                 continue
-            values[channel] = list(value) if isinstance(value, list) else value
+            # LangGraph changes what it is given in place: it gets copies, the index keeps its own.
+            values[channel] = list(value) if is_messages(value) else copy.deepcopy(value)
         return values
 
     def _tuple(self, line: _Line, cid: str) -> CheckpointTuple:
         record = line.records[cid]
         data = record.data
-        header = {key: _from_json(value, self.serde) for key, value in self._header(line, record).items()}
+        header = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(self._header(line, record)).items()}
         checkpoint: Any = {**header, "id": cid, "channel_values": self._values(line, record)}
-        metadata: Any = {key: _from_json(value, self.serde) for key, value in data.get("metadata", {}).items()}
+        metadata: Any = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(data.get("metadata", {})).items()}
         parent = data.get("parent_id")
         writes = sorted(line.writes.get(cid, {}).values(), key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
         return CheckpointTuple(
@@ -308,7 +325,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             checkpoint=checkpoint,
             metadata=metadata,
             parent_config=self._config(line, parent) if parent else None,
-            pending_writes=[(w.task_id, w.channel, decode(w.value, self.serde)) for w in writes],
+            pending_writes=[(w.task_id, w.channel, decode(copy.deepcopy(w.value), self.serde)) for w in writes],
         )
 
     @staticmethod
@@ -330,7 +347,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
     def _stream_for(self, line: _Line, parent: str | None) -> str:
         """The stream a checkpoint whose parent is `parent` is appended to (a new branch if
         the parent is not the last checkpoint of any stream)."""
-        tails = {sid: self._tail(line, sid) for sid in line.streams}
+        tails = {sid: self._tail(line, sid) for sid, stream in line.streams.items() if stream.own}
         if parent is None or parent not in line.records:
             live = [cid for cid in line.live() if not line.records[cid].data.get("restated")]
             parent = max(live) if live else None
@@ -480,8 +497,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         header = {key: _to_json(value, self.serde) for key, value in checkpoint.items() if key not in ("id", "channel_values")}
         data: Json = {"checkpoint_id": checkpoint["id"], "values": values,
                       "metadata": {key: _to_json(value, self.serde) for key, value in metadata.items()}}
-        if parent_record is not None:  # most of a header repeats its parent's: store what changed
-            data["changes"] = _diff(self._header(line, parent_record), header, 2)
+        changes = _diff(self._header(line, parent_record), header) if parent_record is not None else None
+        if changes is not None:  # most of a header repeats its parent's: store what changed
+            data["changes"] = changes
         else:
             data["checkpoint"] = header
         absent = sorted(ch for ch in checkpoint["channel_versions"] if ch not in checkpoint["channel_values"])
@@ -509,8 +527,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 event = {"type": "langgraph.writes",
                          "data": {"checkpoint_id": cid, "task_id": task_id, "task_path": task_path, "writes": items}}
                 record = line.records.get(cid)
-                tails = {sid: self._tail(line, sid) for sid in line.streams}
-                stream = next((sid for sid, tail in tails.items() if tail == cid), record.stream if record else line.key)
+                tails = {sid: self._tail(line, sid) for sid, known in line.streams.items() if known.own}
+                near = record.stream if record and line.streams[record.stream].own else line.key
+                stream = next((sid for sid, tail in tails.items() if tail == cid), near)
                 try:
                     self._append(line, stream, [event])
                 except ConcurrencyError:
@@ -521,9 +540,10 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 return
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Each stream of the source becomes a fork of it under the target's name: O(1) per
-        branch, whatever the history's length. A stream with no message to fork from (so
-        nothing large to share) has its checkpoints and writes written again instead."""
+        """One fork of the source's root at its head, O(1) whatever the history's length; the
+        source's other branches are named in the fork (with how far the copy reads them), not
+        copied. A source with no message to fork from (so nothing large to share) has its
+        checkpoints and writes written again instead."""
         with self._lock:
             for line in self._lines_for({"configurable": {"thread_id": source_thread_id}}):
                 target = self._line(target_thread_id, line.ns)
@@ -531,23 +551,25 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     raise StoreError(f"copy_thread: LangGraph thread {target_thread_id!r} already has checkpoints; "
                                      "delete it first or copy to a new thread id")
                 created = self._created(target)
-                title = {"type": "title.set", "data": {"title": created["data"]["title"]}}
-                for sid, stream in line.streams.items():
-                    name = target.key if sid == line.key else f"{target.key}.{new_id()[:8]}"
-                    try:
-                        self._store().fork(sid, at=stream.head, fork_id=name, unanswered="drop", actor=ACTOR,
-                                           metadata=created["data"]["metadata"])
-                        self._store().append(name, [title])
-                    except ForkRefused as refused:
-                        if refused.reason != "empty":
-                            raise
-                        self._copy_events(line, sid, name, created)
+                copied = {sid: stream.stop if stream.stop is not None else stream.head
+                          for sid, stream in line.streams.items() if sid != line.key}
+                metadata = {"langgraph": {**created["data"]["metadata"]["langgraph"], "copied": copied}}
+                try:
+                    self._store().fork(line.key, at=line.streams[line.key].head, fork_id=target.key, unanswered="drop",
+                                       actor=ACTOR, metadata=metadata)
+                except ForkRefused as refused:
+                    if refused.reason != "empty":
+                        raise
+                    self._copy_events(line, target.key, created)
+                    continue
+                self._store().append(target.key, [{"type": "title.set", "data": {"title": created["data"]["title"]}}])
 
-    def _copy_events(self, line: _Line, sid: str, name: str, created: Json) -> None:
+    def _copy_events(self, line: _Line, name: str, created: Json) -> None:
         events: builtins.list[Json] = [created]
-        for event in self._store().read(sid):
-            if event.type in ("langgraph.checkpoint", "langgraph.writes", "langgraph.deleted") and not event.redacted:
-                events.append({"type": event.type, "data": event.data})
+        for sid, stream in line.streams.items():
+            for event in self._store().read(sid, 0, stream.stop):
+                if event.type in ("langgraph.checkpoint", "langgraph.writes", "langgraph.deleted") and not event.redacted:
+                    events.append({"type": event.type, "data": event.data})
         self._store().append(name, events, expect="no_stream")
 
     # -- deletions: recorded, then erased -----------------------------------------------------
@@ -587,7 +609,8 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             try:
                 self._values(line, record, avoid)
             except _Broken:
-                self._append(line, record.stream, [self._restated(line, record)])
+                own = record.stream if line.streams[record.stream].own else line.key
+                self._append(line, own, [self._restated(line, record)])
                 self._refresh(line)
         self._append(line, line.key, [{"type": "langgraph.deleted", "data": {"checkpoint_ids": sorted(doomed),
                                                                              "reason": reason}}])
@@ -622,6 +645,11 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         for info in store.subtree(stream)[1:]:
             child = next(c for c in store.ancestry(info.id) if c.parent_id == stream)
             out.append((info.id.split(".")[0], child.parent_offset or 0))
+        for root in store.ids_starting(PREFIX, limit=1_000_000):  # copies that name the stream (or a fork of it)
+            if "." not in root and store.thread(root).parent_id is not None:  # a copy's root is a fork
+                other = self._peek(root)
+                out.extend((root, stop) for sid, stop in other.copied.items()
+                           if sid == stream or any(c.id == stream for c in store.ancestry(sid)))
         return out
 
     def _peek(self, key: str) -> _Line:
@@ -666,30 +694,43 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 _MISSING = object()
 
 
-def _diff(old: Any, new: Any, depth: int) -> Json:
-    """How `new` differs from `old`, `depth` levels of dicts deep: {"=": value} replaces;
-    {"~": {key: diff}, "-": [keys removed]} changes a dict."""
-    if depth == 0 or not isinstance(old, dict) or not isinstance(new, dict):
-        return {"=": new}
-    changed = {key: _diff(old[key], value, depth - 1) if key in old else {"=": value}
-               for key, value in new.items() if key not in old or old[key] != value}
+def _diff(old: Json, new: Json) -> Json | None:
+    """How a header differs from its parent's: `key: value` replaced, `key+: {k: v}` entries
+    set in a dict-valued key, `key-: [k]` entries removed from it, `-: [key]` keys removed.
+    None when a key's own name would read as one of these marks (then the header is stored whole)."""
+    if any(key == "-" or key.endswith(("+", "-")) for key in (*old, *new)):
+        return None
     out: Json = {}
-    if changed:
-        out["~"] = changed
+    for key, value in new.items():
+        before = old.get(key, _MISSING)
+        if before == value:
+            continue
+        if isinstance(before, dict) and isinstance(value, dict):
+            changed = {k: v for k, v in value.items() if before.get(k, _MISSING) != v}
+            removed = [k for k in before if k not in value]
+            if changed:
+                out[key + "+"] = changed
+            if removed:
+                out[key + "-"] = removed
+        else:
+            out[key] = value
     removed = [key for key in old if key not in new]
     if removed:
         out["-"] = removed
     return out
 
 
-def _patch(old: Any, diff: Json) -> Any:
-    if "=" in diff:
-        return diff["="]
-    out = dict(old)
-    for key in diff.get("-", ()):
-        out.pop(key, None)
-    for key, change in diff.get("~", {}).items():
-        out[key] = _patch(out.get(key), change)
+def _patch(old: Json, diff: Json) -> Json:
+    out = {key: value for key, value in old.items() if key not in diff.get("-", ())}
+    for key, value in diff.items():
+        if key == "-":
+            continue
+        if key.endswith("+"):
+            out[key[:-1]] = {**out.get(key[:-1], {}), **value}
+        elif key.endswith("-"):
+            out[key[:-1]] = {k: v for k, v in out[key[:-1]].items() if k not in value}
+        else:
+            out[key] = value
     return out
 
 
