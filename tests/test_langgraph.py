@@ -145,3 +145,33 @@ def test_a_copy_holds_every_branch_as_it_was_and_outlives_its_source(tmp_path: P
         assert store.verify().redacted > 0
     assert b"after the copy" not in (tmp_path / "copy.db").read_bytes()
     assert b"branch" not in (tmp_path / "copy.db").read_bytes()
+
+
+def test_an_interrupted_run_resumes_from_another_store_and_two_writers_share_a_thread(tmp_path: Path) -> None:
+    from langgraph.types import Command, interrupt
+
+    def ask(state: MessagesState) -> dict[str, Any]:
+        answer = interrupt("May I book the 08:04?")
+        return {"messages": [AIMessage(f"Booked: {answer}")]}
+
+    def build(store: Store) -> Any:
+        graph = StateGraph(MessagesState)
+        graph.add_node("ask", ask)
+        graph.add_edge(START, "ask")
+        return graph.compile(checkpointer=ThreadlogSaver(store))
+
+    db = tmp_path / "hitl.db"
+    config: Any = {"configurable": {"thread_id": "trip"}}
+    with Store(db) as first:
+        paused = build(first).invoke({"messages": [HumanMessage("Book me a train")]}, config)
+        assert paused["__interrupt__"][0].value == "May I book the 08:04?"
+    with Store(db) as second, Store(db) as third:  # a restart; then two writers on one thread
+        done = build(second).invoke(Command(resume="yes"), config)
+        assert done["messages"][-1].content == "Booked: yes"
+        other = echo_graph(ThreadlogSaver(third))
+        mine = echo_graph(ThreadlogSaver(second))
+        other.invoke({"messages": [HumanMessage("from the other writer")]}, config)
+        mine.invoke({"messages": [HumanMessage("from this one")]}, config)
+        final = [m.content for m in other.get_state(config).values["messages"]]
+        assert final[-4:] == ["from the other writer", "echo: from the other writer", "from this one", "echo: from this one"]
+        second.verify()
