@@ -44,6 +44,9 @@ TARGETS = [
     Target("web_thread_page", "web viewer: first page of a 200,000-message thread, server time, vs 100 ms (cost)", 1.0, False),
     Target("web_thread_list", "web viewer: thread list of 200,000 threads, server time, vs 100 ms (cost)", 1.0, False),
     Target("size_langgraph", "database size after 1,000 messages vs LangGraph SqliteSaver (times smaller)", 100.0, True),
+    Target("size_langgraph_saver", "ThreadlogSaver database size after 1,000 messages vs SqliteSaver (times smaller)", 100.0, True),
+    Target("fork_langgraph_saver", "ThreadlogSaver copy_thread at 1,000 messages vs SqliteSaver's rows copied (times faster)",
+           100.0, True),
 ]
 
 
