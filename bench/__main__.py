@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import alternatives, append, cli, fork, importing, live, machine, read, search, targets, transcript
+from . import alternatives, append, cli, fork, importing, live, machine, read, search, sessions, targets, transcript
 from .timing import Measure
 
 GROUPS = {"append": append, "fork": fork, "read": read, "transcript": transcript, "live": live, "import": importing,
-          "search": search, "alternatives": alternatives, "cli": cli}
+          "search": search, "alternatives": alternatives, "cli": cli, "sessions": sessions}
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
 

@@ -129,7 +129,7 @@ class AgentsSide:
         self.session = AdvancedSQLiteSession(session_id="bench", db_path=path, create_tables=True)
 
     def add(self, role: str, text: str) -> None:
-        self.loop.run_until_complete(self.session.add_items([{"role": role, "content": text}]))  # type: ignore[list-item, unused-ignore]
+        self.loop.run_until_complete(self.session.add_items([{"role": role, "content": text}]))  # type: ignore[list-item, misc, unused-ignore]
 
     def fork_sample(self, turn: int) -> Callable[[], float]:
         def sample() -> float:

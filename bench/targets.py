@@ -42,6 +42,9 @@ TARGETS = [
     Target("fork_agents", "fork vs Agents SDK create_branch_from_turn at 1,000 messages (times faster)", 10.0, True),
     Target("cli_content", "cold CLI append --content (text, tool_use, tool_result) vs cold append --text (cost)", 1.5, False),
     Target("size_langgraph", "database size after 1,000 messages vs LangGraph SqliteSaver (times smaller)", 100.0, True),
+    Target("agents_add_items", "ThreadlogSession.add_items vs the Agents SDK's SQLiteSession (speed)", 1.0, True),
+    Target("agents_branch", "ThreadlogSession branch vs AdvancedSQLiteSession.create_branch_from_turn at 1,000 items (times faster)",
+           10.0, True),
 ]
 
 

@@ -1,0 +1,1 @@
+"""Drop-in storage for agent frameworks, over a threadlog store."""
