@@ -244,8 +244,8 @@ class ThreadlogSession:
             self._branch, self._view = MAIN, None
 
     async def list_branches(self) -> list[dict[str, Any]]:
-        """Every live branch: branch_id, message_count, user_turns, is_current, created_at
-        (the time of its first event), oldest first. Reads each branch's items."""
+        """Every branch holding items: branch_id, message_count, user_turns, is_current,
+        created_at (the time of its first event), oldest first. Reads each branch's items."""
         out = []
         for name, first in self._branches():
             view = self._resolve(name)
@@ -253,6 +253,8 @@ class ThreadlogSession:
                 continue
             items = [item for _, type_, data in self.store.read_data(view.thread)
                      if type_ == _MESSAGE and (item := item_of(data)) is not None]
+            if not items:
+                continue  # as in the SDK, a branch is listed while it holds items
             info = self.store.thread(first)
             out.append({"branch_id": name, "message_count": len(items), "user_turns": sum(map(_is_turn, items)),
                         "is_current": name == self._branch, "created_at": self.store.event_at(first, info.base).recorded_at})
