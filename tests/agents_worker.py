@@ -2,8 +2,8 @@
 
 - `turn DB SESSION TEXT REPLY`: one `Runner` turn with a scripted model answering REPLY;
   prints the input the model was given (JSON), which is the session's history plus TEXT.
-- `add DB SESSION WRITER COUNT`: COUNT `add_items` calls of one user message each,
-  `WRITER-0`, `WRITER-1`, …; prints `done`.
+- `add DB SESSION WRITER COUNT`: prints `ready`, waits for a line on stdin, then makes
+  COUNT `add_items` calls of one user message each, `WRITER-0`, `WRITER-1`, …; prints `done`.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ async def turn(session: ThreadlogSession, text: str, reply: str) -> None:
 
 
 async def add(session: ThreadlogSession, writer: str, count: int) -> None:
+    print("ready", flush=True)
+    sys.stdin.readline()  # the parent starts every writer at once, past their slow imports
     for i in range(count):
         await session.add_items([{"role": "user", "content": f"{writer}-{i}"}])
     print("done", flush=True)

@@ -239,9 +239,15 @@ def test_a_writer_that_missed_a_pop_or_clear_writes_where_the_branch_lives(db: P
 def test_two_processes_writing_one_session_lose_nothing(db: Path) -> None:
     with Store(db) as store:
         run(ThreadlogSession("shared", store).add_items([{"role": "user", "content": "start"}]))
-    count = 25
-    procs = [subprocess.Popen([sys.executable, WORKER, "add", str(db), "shared", writer, str(count)],
+    count = 40
+    procs = [subprocess.Popen([sys.executable, WORKER, "add", str(db), "shared", writer, str(count)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for writer in ("a", "b")]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
     for proc in procs:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0 and out.strip() == "done", err[-3000:]
