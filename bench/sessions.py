@@ -6,7 +6,9 @@ SDK's `SQLiteSession` and its `AdvancedSQLiteSession`, written in chunks of 100,
 sessions interleaved chunk by chunk. The SDK's sessions run at SQLite's default
 `synchronous=FULL` (they set none), so threadlog runs at `FULL` too. No model is called.
 
-Figures: `add_items` per item (target: at least as fast as `SQLiteSession`), and
+Figures: `add_items` per item (target: at least as fast as `SQLiteSession`, both at
+`FULL`; also each at its default, what the one-line switch gives: threadlog's `NORMAL` is
+durable across a process crash, not a power loss), and
 `create_branch_from_turn` at the last user turn (threadlog: a fork; the SDK: a copy of the
 branch's rows; target: 10x faster), each branch followed, untimed, by a switch back to
 `main`. The branch is timed twice for threadlog: by the session object that wrote the items
@@ -71,6 +73,7 @@ def _sides(workdir: Path) -> dict[str, _Side]:
     store = Store(SQLiteBackend(workdir / "threadlog.db", synchronous="FULL"))
     return {
         "threadlog": _Side(ThreadlogSession("bench", store)),
+        "default": _Side(ThreadlogSession("bench", workdir / "threadlog-default.db")),  # synchronous=NORMAL
         "sqlite": _Side(SQLiteSession("bench", workdir / "sqlite-session.db")),
         "advanced": _Side(AdvancedSQLiteSession(session_id="bench", db_path=workdir / "advanced.db", create_tables=True)),
     }
@@ -119,6 +122,8 @@ def run(mode: str, workdir: Path) -> list[Measure]:
     versions = available()
     context = {"items": count, "synchronous": "FULL", "journal_mode": "wal", "versions": versions}
     return [
+        Measure(GROUP, "add_items per item, each at its default synchronous (NORMAL, FULL), vs SQLiteSession",
+                per_item["default"], "s", "Agents SDK SQLiteSession", per_item["sqlite"], "faster", count // chunk),
         Measure(GROUP, "add_items per item vs Agents SDK SQLiteSession", per_item["threadlog"], "s", "Agents SDK SQLiteSession",
                 per_item["sqlite"], "faster", count // chunk, {**context, "target": "agents_add_items"}),
         Measure(GROUP, "add_items per item vs Agents SDK AdvancedSQLiteSession", per_item["threadlog"], "s",

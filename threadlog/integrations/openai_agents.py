@@ -108,6 +108,9 @@ class ThreadlogSession:
     def thread(self) -> str | None:
         """The thread the current branch lives in now (None before its first item)."""
         view = self._current(create=False)
+        if view is not None:
+            self._moved(view)  # another process may have moved the branch on
+            view = self._current(create=False)
         return view.thread if view is not None else None
 
     def close(self) -> None:
@@ -352,7 +355,7 @@ class ThreadlogSession:
         self._view = new if new is None or new.thread != view.thread else _View(view.thread, new.head)
 
     def _window(self, view: _View, count: int | None) -> list[Row] | None:
-        """The view's last events, holding at least `count` messages (all of them when None);
+        """The view's last events, holding at least `count` items (all of them when None);
         None when the thread has been superseded (the view is then re-read)."""
         head = self.store.head(view.thread)
         size = 2 * count + 4 if count is not None else head
@@ -363,7 +366,7 @@ class ThreadlogSession:
                 self._moved(view)
                 return None
             view.head = head
-            if count is None or start == 0 or sum(1 for row in rows if row[1] == _MESSAGE) >= count:
+            if count is None or start == 0 or sum(1 for _, type_, data in rows if type_ == _MESSAGE and item_of(data)) >= count:
                 return rows
             size *= 2
 
