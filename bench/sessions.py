@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,29 +65,11 @@ class _Side:
         self.loop.close()
 
 
-def _sides(workdir: Path) -> dict[str, _Side]:
-    from agents.extensions.memory import AdvancedSQLiteSession
-    from agents.memory.sqlite_session import SQLiteSession
-
-    from threadlog.integrations.openai_agents import ThreadlogSession
-
-    store = Store(SQLiteBackend(workdir / "threadlog.db", synchronous="FULL"))
-    return {
-        "threadlog": _Side(ThreadlogSession("bench", store)),
-        "default": _Side(ThreadlogSession("bench", workdir / "threadlog-default.db")),  # synchronous=NORMAL
-        "sqlite": _Side(SQLiteSession("bench", workdir / "sqlite-session.db")),
-        "advanced": _Side(AdvancedSQLiteSession(session_id="bench", db_path=workdir / "advanced.db", create_tables=True)),
-    }
-
-
-def run(mode: str, workdir: Path) -> list[Measure]:
-    if "openai-agents" not in available():
-        return [Measure(GROUP, "Agents SDK sessions", 0.0, "s", extra={"skipped": "not installed (pip install -e '.[openai-agents]')"})]
-    from threadlog.integrations.openai_agents import ThreadlogSession
-
-    count, chunk, rounds = SIZES[mode]
-    sides = _sides(workdir)
-    script = [{"role": "user" if i % 2 == 0 else "assistant", "content": text_of(80, i)} for i in range(count)]
+def _writes(sides: dict[str, _Side], script: list[dict[str, Any]], chunk: int) -> dict[str, float]:
+    """Every side gets the script, one `add_items` per item, in chunks interleaved side by side;
+    returns the seconds per item. Starts from a flushed page cache (`os.sync`), so one phase's
+    writes (a `NORMAL` writer's dirty pages above all) do not land in another phase's fsyncs."""
+    os.sync()
     written = {name: 0 for name in sides}
 
     def chunk_writer(name: str) -> Callable[[], float]:
@@ -99,8 +82,30 @@ def run(mode: str, workdir: Path) -> list[Measure]:
             return time.perf_counter() - start
         return sample
 
-    appends = interleave({name: chunk_writer(name) for name in sides}, count // chunk, warmup=0)
-    per_item = {name: sum(seconds) / count for name, seconds in appends.items()}
+    appends = interleave({name: chunk_writer(name) for name in sides}, len(script) // chunk, warmup=0)
+    return {name: sum(seconds) / len(script) for name, seconds in appends.items()}
+
+
+def run(mode: str, workdir: Path) -> list[Measure]:
+    if "openai-agents" not in available():
+        return [Measure(GROUP, "Agents SDK sessions", 0.0, "s", extra={"skipped": "not installed (pip install -e '.[openai-agents]')"})]
+    from agents.extensions.memory import AdvancedSQLiteSession
+    from agents.memory.sqlite_session import SQLiteSession
+
+    from threadlog.integrations.openai_agents import ThreadlogSession
+
+    count, chunk, rounds = SIZES[mode]
+    script = [{"role": "user" if i % 2 == 0 else "assistant", "content": text_of(80, i)} for i in range(count)]
+    threadlog = _Side(ThreadlogSession("bench", Store(SQLiteBackend(workdir / "threadlog.db", synchronous="FULL"))))
+    advanced = _Side(AdvancedSQLiteSession(session_id="bench", db_path=workdir / "advanced.db", create_tables=True))
+    # Both at synchronous=FULL: the SDK's sessions set none, and SQLite's default is FULL.
+    full = _writes({"threadlog": threadlog, "sqlite": _Side(SQLiteSession("bench", workdir / "sqlite.db")),
+                    "advanced": advanced}, script, chunk)
+    # Each at its default: what the one-line switch gives (threadlog's NORMAL: durable across
+    # a process crash, not across a power loss).
+    defaults = _writes({"threadlog": _Side(ThreadlogSession("bench", workdir / "threadlog-default.db")),
+                        "sqlite": _Side(SQLiteSession("bench", workdir / "sqlite-default.db"))}, script, chunk)
+    os.sync()
     last_turn = (count + 1) // 2  # the SDK numbers a branch's user turns from 1
     # A second threadlog session object on the same file: what a new process would branch with.
     fresh_store = Store(SQLiteBackend(workdir / "threadlog.db", synchronous="FULL"))
@@ -113,21 +118,20 @@ def run(mode: str, workdir: Path) -> list[Measure]:
         fresh_loop.run_until_complete(session.create_branch_from_turn(last_turn, name))
         return time.perf_counter() - start
 
-    branches = interleave({"threadlog": sides["threadlog"].branch_sample(last_turn), "fresh": fresh_branch,
-                           "advanced": sides["advanced"].branch_sample(last_turn)}, rounds)
-    for side in sides.values():
+    branches = interleave({"threadlog": threadlog.branch_sample(last_turn), "fresh": fresh_branch,
+                           "advanced": advanced.branch_sample(last_turn)}, rounds)
+    for side in (threadlog, advanced):
         side.close()
     fresh_loop.close()
     fresh_store.close()
-    versions = available()
-    context = {"items": count, "synchronous": "FULL", "journal_mode": "wal", "versions": versions}
+    context = {"items": count, "synchronous": "FULL", "journal_mode": "wal", "versions": available()}
     return [
-        Measure(GROUP, "add_items per item, each at its default synchronous (NORMAL, FULL), vs SQLiteSession",
-                per_item["default"], "s", "Agents SDK SQLiteSession", per_item["sqlite"], "faster", count // chunk),
-        Measure(GROUP, "add_items per item vs Agents SDK SQLiteSession", per_item["threadlog"], "s", "Agents SDK SQLiteSession",
-                per_item["sqlite"], "faster", count // chunk, {**context, "target": "agents_add_items"}),
-        Measure(GROUP, "add_items per item vs Agents SDK AdvancedSQLiteSession", per_item["threadlog"], "s",
-                "Agents SDK AdvancedSQLiteSession", per_item["advanced"], "faster", count // chunk),
+        Measure(GROUP, "add_items per item vs Agents SDK SQLiteSession", full["threadlog"], "s", "Agents SDK SQLiteSession",
+                full["sqlite"], "faster", count // chunk, {**context, "target": "agents_add_items"}),
+        Measure(GROUP, "add_items per item vs Agents SDK AdvancedSQLiteSession", full["threadlog"], "s",
+                "Agents SDK AdvancedSQLiteSession", full["advanced"], "faster", count // chunk),
+        Measure(GROUP, "add_items per item, each at its default synchronous (NORMAL vs FULL), vs SQLiteSession",
+                defaults["threadlog"], "s", "Agents SDK SQLiteSession", defaults["sqlite"], "faster", count // chunk),
         compare(GROUP, f"create_branch_from_turn({last_turn}) vs AdvancedSQLiteSession", branches, "threadlog", "advanced",
                 label="Agents SDK AdvancedSQLiteSession", kind="faster", target="agents_branch"),
         compare(GROUP, f"create_branch_from_turn({last_turn}) by a new session object vs AdvancedSQLiteSession", branches,
