@@ -236,6 +236,24 @@ def test_a_writer_that_missed_a_pop_or_clear_writes_where_the_branch_lives(db: P
     theirs.close()
 
 
+def test_a_branch_made_by_a_writer_that_missed_a_pop_starts_from_the_current_items(db: Path) -> None:
+    mine, theirs = Store(db), Store(db)
+    a, b = ThreadlogSession("ana", mine), ThreadlogSession("ana", theirs)
+    u1, a1, u2, a2, u3 = ({"role": role, "content": text} for role, text in
+                          [("user", "u1"), ("assistant", "a1"), ("user", "u2"), ("assistant", "a2"), ("user", "u3")])
+    run(a.add_items([u1, a1, u2, a2]))
+    assert [t["turn"] for t in run(a.get_conversation_turns())] == [1, 2]  # a has read the turns of the old thread
+    assert run(b.pop_item()) == a2
+    run(b.add_items([u3]))
+    run(a.create_branch_from_turn(3, "from-u3"))
+    assert run(a.get_items()) == [u1, a1, u2]
+    run(b.switch_to_branch("from-u3"))
+    assert run(b.get_items()) == [u1, a1, u2]
+    mine.verify()
+    mine.close()
+    theirs.close()
+
+
 def test_two_processes_writing_one_session_lose_nothing(db: Path) -> None:
     with Store(db) as store:
         run(ThreadlogSession("shared", store).add_items([{"role": "user", "content": "start"}]))

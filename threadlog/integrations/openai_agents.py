@@ -197,8 +197,7 @@ class ThreadlogSession:
         """
         if branch_name is not None and not branch_name.strip():
             raise ValueError("Branch name cannot be empty")
-        view = self._current(create=False)
-        offsets = self._turn_offsets(view) if view is not None else []
+        view, offsets = self._turn_offsets()
         if isinstance(turn_number, bool) or not isinstance(turn_number, int) or not 1 <= turn_number <= len(offsets):
             raise ValueError(f"Turn {turn_number} does not contain a user message in branch '{self._branch}' "
                              f"(it has {len(offsets)} user turns)")
@@ -370,23 +369,21 @@ class ThreadlogSession:
                 return rows
             size *= 2
 
-    def _turn_offsets(self, view: _View) -> list[int]:
-        """The offsets of the view's user items, read from where this object last looked."""
-        while True:
+    def _turn_offsets(self) -> tuple[_View | None, list[int]]:
+        """The current view and the offsets of its user items, read from where this object last looked."""
+        while (view := self._current(create=False)) is not None:
             turns = self._turns.setdefault(view.thread, _Turns())
             head = self.store.head(view.thread)
             if head == turns.seen:
-                return turns.offsets
+                return view, turns.offsets
             rows = list(self.store.read_data(view.thread, turns.seen, head))
             if superseded(*rows[-1][1:]) is not None:
                 self._moved(view)
-                if self._view is None:
-                    return []
-                view = self._view
                 continue
             turns.offsets.extend(offset for offset, type_, data in rows
                                  if type_ == _MESSAGE and (item := item_of(data)) is not None and _is_turn(item))
             turns.seen = view.head = head
+        return None, []
 
     def _continue(self, thread: str, nxt: str, at: int | None, branch: str) -> int:
         """Make the thread a branch continues in, unless it exists; returns its head."""
