@@ -108,6 +108,22 @@ def test_runner_turns_with_a_tool_call_are_stored_as_the_sdk_gave_them(db: Path)
     store.close()
 
 
+def test_a_streamed_run_stores_the_same_items(db: Path) -> None:
+    async def streamed(session: Session) -> None:
+        agent = Agent(name="planner", model=three_turns(), tools=[get_weather])
+        result = Runner.run_streamed(agent, "Weather in Lyon?", session=session)
+        async for _ in result.stream_events():
+            pass
+
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(streamed(session))
+        oracle = AdvancedSQLiteSession(session_id="ana", create_tables=True)
+        run(chat(oracle, three_turns(), "Weather in Lyon?"))
+        assert run(session.get_items()) == run(oracle.get_items())
+        oracle.close()
+
+
 def test_a_new_process_resumes_the_session(db: Path) -> None:
     with Store(db) as store:
         run(chat(ThreadlogSession("ana", store), three_turns(), "Weather in Lyon?"))
