@@ -12,7 +12,8 @@ durable across a process crash, not a power loss), and
 `create_branch_from_turn` at the last user turn (threadlog: a fork; the SDK: a copy of the
 branch's rows; target: 10x faster), each branch followed, untimed, by a switch back to
 `main`. The branch is timed twice for threadlog: by the session object that wrote the items
-(it knows their turns) and by a new one, as in a new process, which reads them once first.
+(it knows their turns) and by a new one, as in a new process: it reads the turns from the
+snapshot the first new one (in the dropped warm-up round) saved after reading every item.
 """
 
 from __future__ import annotations

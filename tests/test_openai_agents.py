@@ -188,6 +188,31 @@ def test_a_branch_is_a_fork_holding_what_the_sdk_branch_holds(db: Path) -> None:
     store.close()
 
 
+def test_a_new_session_object_branches_from_the_cached_turns_with_the_same_answer(db: Path) -> None:
+    """A new object (a new process) finds the user turns from a snapshot instead of reading every
+    item; the snapshot is a cache: without it, and with items added after it, the branch is the same."""
+    from threadlog.integrations.openai_agents import SNAPSHOT_AFTER, TURNS
+
+    with Store(db) as store:
+        talk = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(SNAPSHOT_AFTER + 40)]
+        run(ThreadlogSession("ana", store).add_items(talk))
+        first = ThreadlogSession("ana", store)
+        run(first.create_branch_from_turn(3, "b1"))  # reads every item, then caches the turns
+        assert store.count_snapshots() == 1
+        run(ThreadlogSession("ana", store).add_items([{"role": "user", "content": "late"}]))
+        turns = len(talk) // 2 + 1
+        for name, drop in (("b2", False), ("b3", True)):
+            if drop:
+                store.drop_snapshots(TURNS)
+            session = ThreadlogSession("ana", store)
+            run(session.create_branch_from_turn(turns, name))
+            assert run(session.get_items()) == talk
+            run(session.switch_to_branch("main"))
+            run(session.create_branch_from_turn(2, name + "-early"))
+            assert run(session.get_items()) == talk[:2]
+        store.verify()
+
+
 def test_pop_and_clear_change_the_view_and_keep_the_log(db: Path) -> None:
     store = Store(db)
     session = ThreadlogSession("ana", store)

@@ -11,7 +11,10 @@ item with its text.
 
 A session is a set of named branches (`main`, then those `create_branch_from_turn` makes,
 as `AdvancedSQLiteSession` has them); each branch lives in one thread at a time. Branching
-is a fork: O(1), nothing copied. `pop_item` and `clear_session` never delete: the branch's
+is a fork: O(1), nothing copied. Finding the fork point (the offset of user turn n) needs
+the offsets of the user items: this object keeps them as it reads and writes, and caches
+them as a snapshot when finding them took a long read, so a new object or process reads
+only the items added since. `pop_item` and `clear_session` never delete: the branch's
 thread gets a last event, a `metadata.set` of `openai_agents.superseded_by`, naming the
 thread the branch continues in: a fork just below the popped item, or a new empty thread
 after a clear. The log keeps everything, `threadlog tree` shows every step, and the view
@@ -32,6 +35,7 @@ session object starts on `main`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -42,7 +46,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
-from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, Store, ThreadNotFound
+from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadNotFound
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -53,6 +57,9 @@ KEY = "openai_agents"  # the metadata key of a session's threads
 MAIN = "main"
 ACTOR = "openai-agents"
 _MESSAGE = "message.appended"
+# The user turns' offsets are cached as a snapshot (a cache: dropping it changes no answer)
+# once finding them took a read of at least SNAPSHOT_AFTER events.
+TURNS, TURNS_VERSION, SNAPSHOT_AFTER = "openai_agents.turns", 1, 256
 
 Row = tuple[int, str, dict[str, Any]]  # (offset, type, data), as `Store.read_data` gives them
 
@@ -370,12 +377,17 @@ class ThreadlogSession:
             size *= 2
 
     def _turn_offsets(self) -> tuple[_View | None, list[int]]:
-        """The current view and the offsets of its user items, read from where this object last looked."""
+        """The current view and the offsets of its user items: read from where this object last
+        looked, else from the nearest snapshot of them (a new object, a new process), else all."""
         while (view := self._current(create=False)) is not None:
-            turns = self._turns.setdefault(view.thread, _Turns())
             head = self.store.head(view.thread)
+            turns = self._turns.get(view.thread)
+            if turns is None:
+                cached = self.store.nearest_snapshot(TURNS, TURNS_VERSION, view.thread, head)
+                turns = self._turns[view.thread] = _Turns(cached[0], cached[1]["offsets"]) if cached else _Turns()
             if head == turns.seen:
                 return view, turns.offsets
+            as_of = self.store.last_position()
             rows = list(self.store.read_data(view.thread, turns.seen, head))
             if superseded(*rows[-1][1:]) is not None:
                 self._moved(view)
@@ -383,6 +395,9 @@ class ThreadlogSession:
             turns.offsets.extend(offset for offset, type_, data in rows
                                  if type_ == _MESSAGE and (item := item_of(data)) is not None and _is_turn(item))
             turns.seen = view.head = head
+            if len(rows) >= SNAPSHOT_AFTER:  # spare the next reader (another object or process) this read
+                with contextlib.suppress(StaleSnapshot):  # a redaction since `as_of`: the next reader folds again
+                    self.store.save_snapshot(TURNS, TURNS_VERSION, view.thread, head, {"offsets": turns.offsets}, as_of=as_of)
         return None, []
 
     def _continue(self, thread: str, nxt: str, at: int | None, branch: str) -> int:
