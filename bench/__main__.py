@@ -15,12 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import alternatives, append, cli, fork, importing, live, machine, read, search, targets, transcript, web
+from . import alternatives, append, cli, fork, importing, live, machine, read, search, sessions, targets, transcript, web
 from .timing import Measure
 
 GROUPS = {"append": append, "fork": fork, "read": read, "transcript": transcript, "live": live, "import": importing,
-          "search": search, "alternatives": alternatives, "cli": cli,
-          "web": web}
+          "search": search, "alternatives": alternatives, "cli": cli, "sessions": sessions, "web": web}
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
 

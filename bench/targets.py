@@ -47,6 +47,9 @@ TARGETS = [
     Target("size_langgraph_saver", "ThreadlogSaver database size after 1,000 messages vs SqliteSaver (times smaller)", 100.0, True),
     Target("fork_langgraph_saver", "ThreadlogSaver copy_thread at 1,000 messages vs SqliteSaver's rows copied (times faster)",
            100.0, True),
+    Target("agents_add_items", "ThreadlogSession.add_items vs the Agents SDK's SQLiteSession (speed)", 1.0, True),
+    Target("agents_branch", "ThreadlogSession branch vs AdvancedSQLiteSession.create_branch_from_turn at 1,000 items (times faster)",
+           10.0, True),
 ]
 
 

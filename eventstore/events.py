@@ -119,6 +119,11 @@ class MessageAppended(EventData):
     model: str | None = None
     stop_reason: str | None = None
     usage: Json | None = None
+    item: Json | None = Field(
+        default=None,
+        description="the item this message stands for, verbatim, as an agent framework stores it (an OpenAI Agents SDK "
+        "session item); `content` holds its text for transcripts and search. Redaction erases it with the content",
+    )
 
     @field_validator("content", mode="before")
     @classmethod
