@@ -18,15 +18,16 @@ How LangGraph's world maps onto the log:
 - Running from an older checkpoint (time travel, `update_state` on a past config) puts a
   checkpoint whose parent is not the last one of its stream: that becomes a threadlog fork
   at the parent's event, O(1), and `threadlog tree` shows LangGraph's branches.
-  `copy_thread` forks each stream of the source line the same way.
+  `copy_thread` is one fork of the source's root, naming the source's other branches and
+  how far it reads them (the source may go on; the copy does not see it).
 - `delete_thread`, `delete_for_runs` and `prune` append a `langgraph.deleted` event naming
   the checkpoints removed, then `redact` the payloads no remaining checkpoint or other
   thread still needs: the log stays append-only and `verify` passes. A remaining
   checkpoint whose values rested on a removed one is first written again with all its
   values (`restated`).
 
-The saver keeps an index of each line in memory, brought up to date from the log before
-every call (one query tells whether anything was appended since), so several processes
+The saver keeps an index of each line in memory (`langgraph_lines`), brought up to date from
+the log before every call (one query tells whether anything was appended since), so several processes
 can share one file. LangGraph calls a synchronous checkpointer from worker threads: each
 thread gets its own connection to the store's file (a `:memory:` store serves only the
 thread that opened it). The async methods run the same short SQLite calls inline.
