@@ -18,15 +18,16 @@ How LangGraph's world maps onto the log:
 - Running from an older checkpoint (time travel, `update_state` on a past config) puts a
   checkpoint whose parent is not the last one of its stream: that becomes a threadlog fork
   at the parent's event, O(1), and `threadlog tree` shows LangGraph's branches.
-  `copy_thread` forks each stream of the source line the same way.
+  `copy_thread` is one fork of the source's root, naming the source's other branches and
+  how far it reads them (the source may go on; the copy does not see it).
 - `delete_thread`, `delete_for_runs` and `prune` append a `langgraph.deleted` event naming
   the checkpoints removed, then `redact` the payloads no remaining checkpoint or other
   thread still needs: the log stays append-only and `verify` passes. A remaining
   checkpoint whose values rested on a removed one is first written again with all its
   values (`restated`).
 
-The saver keeps an index of each line in memory, brought up to date from the log before
-every call (one query tells whether anything was appended since), so several processes
+The saver keeps an index of each line in memory (`langgraph_lines`), brought up to date from
+the log before every call (one query tells whether anything was appended since), so several processes
 can share one file. LangGraph calls a synchronous checkpointer from worker threads: each
 thread gets its own connection to the store's file (a `:memory:` store serves only the
 thread that opened it). The async methods run the same short SQLite calls inline.
@@ -36,11 +37,9 @@ from __future__ import annotations
 
 import builtins
 import copy
-import hashlib
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -55,85 +54,16 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from eventstore import ConcurrencyError, ForkRefused, RecordedEvent, Store, StoreError
+from eventstore import ConcurrencyError, ForkRefused, Store, StoreError
 from eventstore.prepare import new_id
 
+from .langgraph_lines import PREFIX, Broken, Line, Record, diff, line_id, thread_prefix
 from .langgraph_values import Json, anthropic_message, decode, encode, is_messages
 
-__all__ = ["ThreadlogSaver"]
+__all__ = ["ThreadlogSaver", "line_id"]
 
-PREFIX = "lg-"
 ACTOR = "threadlog.integrations.langgraph"
 _RETRIES = 8
-
-
-def line_id(thread_id: str, ns: str) -> str:
-    """The root stream id of a LangGraph thread and namespace."""
-    return f"{_thread_prefix(thread_id)}{hashlib.sha256(ns.encode()).hexdigest()[:8]}"
-
-
-def _thread_prefix(thread_id: str) -> str:
-    return f"{PREFIX}{hashlib.sha256(str(thread_id).encode()).hexdigest()[:16]}-"
-
-
-class _Record(NamedTuple):
-    """A `langgraph.checkpoint` event as a line reads it."""
-
-    position: int
-    stream: str  # the line's stream it was read through (where a branch from it forks)
-    physical: str  # the stream that holds the event
-    offset: int
-    data: Json
-
-
-class _Write(NamedTuple):
-    task_id: str
-    channel: str
-    value: Json
-    task_path: str
-    idx: int
-
-
-@dataclass
-class _Stream:
-    id: str
-    parent_id: str | None
-    parent_offset: int
-    head: int
-    read_to: int
-    checkpoints: list[tuple[int, str, bool]] = field(default_factory=list)  # (offset, id, restated)
-    stop: int | None = None  # a stream another line's copy reads: only its events below this offset
-
-    @property
-    def own(self) -> bool:
-        return self.stop is None
-
-
-@dataclass
-class _Line:
-    """Everything known about one LangGraph thread and namespace."""
-
-    key: str
-    thread_id: str
-    ns: str
-    streams: dict[str, _Stream] = field(default_factory=dict)
-    records: dict[str, _Record] = field(default_factory=dict)
-    positions: dict[str, list[tuple[int, str, int]]] = field(default_factory=dict)  # id -> (position, physical, offset)
-    writes: dict[str, dict[tuple[str, int], _Write]] = field(default_factory=dict)
-    write_events: dict[str, list[tuple[int, str, int]]] = field(default_factory=dict)
-    message_events: dict[str, list[tuple[int, str, int, str | None]]] = field(default_factory=dict)
-    deleted: set[str] = field(default_factory=set)
-    copied: dict[str, int] = field(default_factory=dict)  # another line's stream -> the offset this copy reads below
-    seen: set[int] = field(default_factory=set)
-    mark: int = -1
-    memo: dict[tuple[int, str], Any] = field(default_factory=dict)
-
-    def live(self) -> list[str]:
-        return [cid for cid in self.records if cid not in self.deleted]
-
-
-class _Broken(Exception):
-    """A value's walk reached a record about to be erased."""
 
 
 class ThreadlogSaver(BaseCheckpointSaver[int]):
@@ -145,7 +75,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         self._owner = threading.get_ident()
         self._local = threading.local()
         self._lock = threading.RLock()
-        self._lines: dict[str, _Line] = {}
+        self._lines: dict[str, Line] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -160,163 +90,20 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             store = self._local.store = Store(self.store.path, synchronous=self.store.synchronous)
         return store
 
-    def _line(self, thread_id: str, ns: str) -> _Line:
+    def _line(self, thread_id: str, ns: str) -> Line:
         key = line_id(thread_id, ns)
         line = self._lines.get(key)
         if line is None:
-            line = self._lines[key] = _Line(key, str(thread_id), ns)
+            line = self._lines[key] = Line(key, str(thread_id), ns)
         line.thread_id, line.ns = str(thread_id), ns  # a line first met through _peek did not know them
-        self._refresh(line)
+        line.refresh(self._store())
         return line
 
-    def _refresh(self, line: _Line) -> None:
-        store = self._store()
-        last = store.last_position()
-        if line.mark == last:
-            return
-        ids = [i for i in store.ids_starting(line.key, limit=1_000_000) if i == line.key or i.startswith(line.key + ".")]
-        infos = sorted((store.thread(i) for i in ids), key=lambda info: info.created_position)
-        redacted = False
-        for info in infos:
-            stream = line.streams.get(info.id)
-            if stream is None:
-                inside = info.parent_id in line.streams
-                base = info.parent_offset or 0
-                stream = line.streams[info.id] = _Stream(info.id, info.parent_id, base, info.head, base if inside else 0)
-            stream.head = info.head
-            if stream.read_to < info.head:
-                for event in store.read(info.id, stream.read_to, info.head):
-                    redacted |= self._take(line, stream, event)
-                stream.read_to = info.head
-        for sid, stop in line.copied.items():  # a copy's other branches: read in the source, up to the copy
-            if sid not in line.streams:
-                stream = line.streams[sid] = _Stream(sid, None, 0, stop, 0, stop=stop)
-                for event in store.read(sid, 0, stop):
-                    redacted |= self._take(line, stream, event)
-                stream.read_to = stop
-        line.mark = last
-        if redacted:  # a payload was erased since the index was built: build it again
-            line.__dict__.update(_Line(line.key, line.thread_id, line.ns).__dict__)
-            self._refresh(line)
-
-    def _take(self, line: _Line, stream: _Stream, event: RecordedEvent) -> bool:
-        """Index one event read through `stream`; True for an `event.redacted` (rebuild)."""
-        if event.position in line.seen:
-            return False
-        line.seen.add(event.position)
-        data = event.data
-        where = (event.position, event.stream_id, event.offset)
-        if event.type == "event.redacted":
-            return line.mark >= 0
-        if event.redacted:
-            return False
-        if event.type == "thread.forked" and event.stream_id == line.key:
-            copied = ((data.get("options") or {}).get("metadata") or {}).get("langgraph", {}).get("copied", {})
-            line.copied.update(copied)
-        elif event.type == "message.appended":
-            line.message_events.setdefault(stream.id, []).append((*where, data.get("message_id")))
-        elif event.type == "langgraph.checkpoint":
-            cid = data["checkpoint_id"]
-            line.records[cid] = _Record(event.position, stream.id, event.stream_id, event.offset, data)
-            line.positions.setdefault(cid, []).append(where)
-            stream.checkpoints.append((event.offset, cid, bool(data.get("restated"))))
-            pending = line.message_events.pop(stream.id, [])
-            line.message_events.setdefault("@" + cid, []).extend(pending)
-        elif event.type == "langgraph.writes":
-            cid = data["checkpoint_id"]
-            line.write_events.setdefault(cid, []).append(where)
-            known = line.writes.setdefault(cid, {})
-            for item in data["writes"]:
-                key = (data["task_id"], item["idx"])
-                if item["idx"] >= 0 and key in known:
-                    continue
-                known[key] = _Write(data["task_id"], item["channel"], item["value"], data.get("task_path", ""), item["idx"])
-        elif event.type == "langgraph.deleted":
-            line.deleted.update(data["checkpoint_ids"])
-        return False
-
-    # -- reading values ---------------------------------------------------------------------
-
-    def _value(self, line: _Line, record: _Record, channel: str, version: Any, avoid: set[int] | None = None) -> Any:
-        """The value `channel` had at `version`, found on `record` or its nearest parent that
-        stored that version. Raises LookupError when no record holds it."""
-        if avoid is None and (record.position, channel) in line.memo:
-            return line.memo[(record.position, channel)]
-        if channel in record.data.get("absent", ()):
-            raise LookupError(channel)
-        seen: set[str] = set()
-        current: _Record | None = record
-        while current is not None:
-            if avoid is not None and current.position in avoid:
-                raise _Broken(channel)
-            stored = current.data.get("values", {}).get(channel)
-            if stored is not None and stored["v"] == version:
-                value = self._decoded(line, current, channel, stored, avoid)
-                if avoid is None:
-                    line.memo[(record.position, channel)] = value
-                return value
-            cid = current.data["checkpoint_id"]
-            seen.add(cid)
-            parent = current.data.get("parent_id")
-            current = line.records.get(parent) if parent is not None and parent not in seen else None
-        raise LookupError(channel)
-
-    def _decoded(self, line: _Line, record: _Record, channel: str, stored: Json, avoid: set[int] | None) -> Any:
-        key = (record.position, channel)
-        if key in line.memo and avoid is None:
-            return line.memo[key]
-        value = decode(stored, self.serde)
-        if "after" in stored:
-            parent = line.records.get(record.data.get("parent_id") or "")
-            if parent is None:
-                raise LookupError(channel)
-            value = [*self._value(line, parent, channel, stored["after"], avoid), *value]
-        line.memo[key] = value
-        return value
-
-    def _header(self, line: _Line, record: _Record, avoid: set[int] | None = None) -> Json:
-        """The checkpoint's header (all but its id and values): stored whole, or as the changes
-        from its parent's, applied from the nearest ancestor stored whole (memoized)."""
-        chain: builtins.list[_Record] = []
-        current = record
-        while True:
-            if avoid is not None and current.position in avoid:
-                raise _Broken("header")
-            known = line.memo.get((current.position, "#header")) if avoid is None else None
-            if known is not None:
-                header: Json = known
-                break
-            if "checkpoint" in current.data:
-                header = current.data["checkpoint"]
-                break
-            chain.append(current)
-            parent = line.records.get(current.data.get("parent_id") or "")
-            if parent is None or len(chain) > len(line.records):
-                raise StoreError(f"checkpoint {current.data['checkpoint_id']!r} is stored as changes from a parent the log "
-                                 "no longer holds; run verify")
-            current = parent
-        for item in reversed(chain):
-            header = _patch(header, item.data["changes"])
-            if avoid is None:
-                line.memo[(item.position, "#header")] = header
-        return header
-
-    def _values(self, line: _Line, record: _Record, avoid: set[int] | None = None) -> dict[str, Any]:
-        values = {}
-        for channel, version in self._header(line, record, avoid)["channel_versions"].items():
-            try:
-                value = self._value(line, record, channel, version, avoid)
-            except LookupError:
-                continue
-            # LangGraph changes what it is given in place: it gets copies, the index keeps its own.
-            values[channel] = list(value) if is_messages(value) else copy.deepcopy(value)
-        return values
-
-    def _tuple(self, line: _Line, cid: str) -> CheckpointTuple:
+    def _tuple(self, line: Line, cid: str) -> CheckpointTuple:
         record = line.records[cid]
         data = record.data
-        header = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(self._header(line, record)).items()}
-        checkpoint: Any = {**header, "id": cid, "channel_values": self._values(line, record)}
+        header = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(line.header(record)).items()}
+        checkpoint: Any = {**header, "id": cid, "channel_values": line.values(record, self.serde)}
         metadata: Any = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(data.get("metadata", {})).items()}
         parent = data.get("parent_id")
         writes = sorted(line.writes.get(cid, {}).values(), key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
@@ -329,25 +116,15 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         )
 
     @staticmethod
-    def _config(line: _Line, cid: str) -> RunnableConfig:
+    def _config(line: Line, cid: str) -> RunnableConfig:
         return {"configurable": {"thread_id": line.thread_id, "checkpoint_ns": line.ns, "checkpoint_id": cid}}
 
     # -- where a checkpoint goes ------------------------------------------------------------
 
-    def _tail(self, line: _Line, stream_id: str, below: int | None = None) -> str | None:
-        """The last checkpoint (not a restatement) in a stream's history, below an offset."""
-        stream = line.streams[stream_id]
-        for offset, cid, restated in reversed(stream.checkpoints):
-            if not restated and (below is None or offset < below):
-                return cid
-        if stream.parent_id in line.streams:
-            return self._tail(line, stream.parent_id, stream.parent_offset)
-        return None
-
-    def _stream_for(self, line: _Line, parent: str | None) -> str:
+    def _stream_for(self, line: Line, parent: str | None) -> str:
         """The stream a checkpoint whose parent is `parent` is appended to (a new branch if
         the parent is not the last checkpoint of any stream)."""
-        tails = {sid: self._tail(line, sid) for sid, stream in line.streams.items() if stream.own}
+        tails = {sid: line.tail(sid) for sid, stream in line.streams.items() if stream.own}
         if parent is None or parent not in line.records:
             live = [cid for cid in line.live() if not line.records[cid].data.get("restated")]
             parent = max(live) if live else None
@@ -361,7 +138,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 return sid
         return self._branch(line, record)
 
-    def _branch(self, line: _Line, record: _Record) -> str:
+    def _branch(self, line: Line, record: Record) -> str:
         """A new stream whose history ends at `record`: a fork right after its event, or, when
         the history holds no message to fork from, a new thread that restates it."""
         store = self._store()
@@ -373,18 +150,18 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 raise
             seed = self._restated(line, record, restated=False)
             store.append(branch, [self._created(line), seed], expect="no_stream")
-        self._refresh(line)
+        line.refresh(self._store())
         return branch
 
-    def _created(self, line: _Line) -> Json:
+    def _created(self, line: Line) -> Json:
         title = line.thread_id if not line.ns else f"{line.thread_id} [{line.ns}]"
         meta = {"langgraph": {"thread_id": line.thread_id, "checkpoint_ns": line.ns}}
         return {"type": "thread.created", "data": {"title": title, "metadata": meta}, "meta": {"actor": ACTOR}}
 
-    def _restated(self, line: _Line, record: _Record, restated: bool = True) -> Json:
+    def _restated(self, line: Line, record: Record, restated: bool = True) -> Json:
         """A checkpoint event for `record` holding every one of its values in full."""
-        header = self._header(line, record)
-        values = {ch: encode(value, header["channel_versions"][ch], self.serde) for ch, value in self._values(line, record).items()}
+        header = line.header(record)
+        values = {ch: encode(value, header["channel_versions"][ch], self.serde) for ch, value in line.values(record, self.serde).items()}
         data = {**record.data, "values": values, "checkpoint": header}
         data.pop("changes", None)
         if restated:
@@ -393,7 +170,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             data.pop("restated", None)
         return {"type": "langgraph.checkpoint", "data": data}
 
-    def _append(self, line: _Line, stream_id: str, events: builtins.list[Json]) -> None:
+    def _append(self, line: Line, stream_id: str, events: builtins.list[Json]) -> None:
         """Append to a line's stream, creating the line's root on its first checkpoint."""
         store = self._store()
         if stream_id not in line.streams:
@@ -433,11 +210,11 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             tuples = [self._tuple(line, cid) for cid, line in found[:limit]]
         yield from tuples
 
-    def _lines_for(self, config: RunnableConfig | None) -> builtins.list[_Line]:
+    def _lines_for(self, config: RunnableConfig | None) -> builtins.list[Line]:
         conf = (config or {}).get("configurable", {})
         if "thread_id" in conf and "checkpoint_ns" in conf:
             return [self._line(conf["thread_id"], conf["checkpoint_ns"])]
-        prefix = _thread_prefix(conf["thread_id"]) if "thread_id" in conf else PREFIX
+        prefix = thread_prefix(conf["thread_id"]) if "thread_id" in conf else PREFIX
         store = self._store()
         lines = []
         for root in store.ids_starting(prefix, limit=1_000_000):
@@ -470,7 +247,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 break
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
-    def _checkpoint_events(self, line: _Line, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions,
+    def _checkpoint_events(self, line: Line, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions,
                            parent: str | None) -> builtins.list[Json]:
         """The message events for what the checkpoint's message lists gained, then the checkpoint."""
         parent_record = line.records.get(parent) if parent is not None else None
@@ -483,9 +260,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             previous: Any = None
             previous_version = None
             if is_messages(value) and parent_record is not None:
-                previous_version = self._header(line, parent_record)["channel_versions"].get(channel)
+                previous_version = line.header(parent_record)["channel_versions"].get(channel)
                 try:
-                    previous = self._value(line, parent_record, channel, previous_version)
+                    previous = line.value(parent_record, channel, previous_version, self.serde)
                 except LookupError:
                     previous = None
             record = values[channel] = encode(value, version, self.serde, previous, previous_version)
@@ -497,7 +274,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         header = {key: _to_json(value, self.serde) for key, value in checkpoint.items() if key not in ("id", "channel_values")}
         data: Json = {"checkpoint_id": checkpoint["id"], "values": values,
                       "metadata": {key: _to_json(value, self.serde) for key, value in metadata.items()}}
-        changes = _diff(self._header(line, parent_record), header) if parent_record is not None else None
+        changes = diff(line.header(parent_record), header) if parent_record is not None else None
         if changes is not None:  # most of a header repeats its parent's: store what changed
             data["changes"] = changes
         else:
@@ -527,7 +304,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 event = {"type": "langgraph.writes",
                          "data": {"checkpoint_id": cid, "task_id": task_id, "task_path": task_path, "writes": items}}
                 record = line.records.get(cid)
-                tails = {sid: self._tail(line, sid) for sid, known in line.streams.items() if known.own}
+                tails = {sid: line.tail(sid) for sid, known in line.streams.items() if known.own}
                 near = record.stream if record and line.streams[record.stream].own else line.key
                 stream = next((sid for sid, tail in tails.items() if tail == cid), near)
                 try:
@@ -564,7 +341,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     continue
                 self._store().append(target.key, [{"type": "title.set", "data": {"title": created["data"]["title"]}}])
 
-    def _copy_events(self, line: _Line, name: str, created: Json) -> None:
+    def _copy_events(self, line: Line, name: str, created: Json) -> None:
         events: builtins.list[Json] = [created]
         for sid, stream in line.streams.items():
             for event in self._store().read(sid, 0, stream.stop):
@@ -598,7 +375,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     keep = {max(live)} if live and strategy == "keep_latest" else set()
                     self._delete(line, set(live) - keep, "prune")
 
-    def _delete(self, line: _Line, doomed: set[str], reason: str) -> None:
+    def _delete(self, line: Line, doomed: set[str], reason: str) -> None:
         """Hide `doomed` checkpoints (one `langgraph.deleted`), then redact their events, their
         writes and their messages, except what a remaining checkpoint or another thread holds."""
         if not doomed:
@@ -607,17 +384,17 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         for cid in sorted(set(line.live()) - doomed):  # oldest first: a restatement serves those after it
             record = line.records[cid]
             try:
-                self._values(line, record, avoid)
-            except _Broken:
+                line.values(record, self.serde, avoid)
+            except Broken:
                 own = record.stream if line.streams[record.stream].own else line.key
                 self._append(line, own, [self._restated(line, record)])
-                self._refresh(line)
+                line.refresh(self._store())
         self._append(line, line.key, [{"type": "langgraph.deleted", "data": {"checkpoint_ids": sorted(doomed),
                                                                              "reason": reason}}])
-        self._refresh(line)
+        line.refresh(self._store())
         kept_messages: set[str] = set()
         for cid in line.live():
-            for value in self._values(line, line.records[cid]).values():
+            for value in line.values(line.records[cid], self.serde).values():
                 if is_messages(value):
                     kept_messages.update(m.id for m in value if m.id)
         erase: builtins.list[tuple[int, str, int, str]] = []
@@ -635,7 +412,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             if all(cid in self._peek(key).deleted for key in others):
                 store.redact(position, reason=f"LangGraph {reason}", actor=ACTOR)
         line.mark = -1
-        self._refresh(line)
+        line.refresh(self._store())
 
     def _readers(self, stream: str) -> builtins.list[tuple[str, int]]:
         """The lines that read a stream's events, each with the offset below which it reads
@@ -652,12 +429,12 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                            if sid == stream or any(c.id == stream for c in store.ancestry(sid)))
         return out
 
-    def _peek(self, key: str) -> _Line:
+    def _peek(self, key: str) -> Line:
         """Another line, by its root id (to ask what it has deleted)."""
         line = self._lines.get(key)
         if line is None:
-            line = self._lines[key] = _Line(key, "", "")
-        self._refresh(line)
+            line = self._lines[key] = Line(key, "", "")
+        line.refresh(self._store())
         return line
 
     # -- async: the same calls, inline ---------------------------------------------------------
@@ -692,46 +469,6 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
 
 _MISSING = object()
-
-
-def _diff(old: Json, new: Json) -> Json | None:
-    """How a header differs from its parent's: `key: value` replaced, `key+: {k: v}` entries
-    set in a dict-valued key, `key-: [k]` entries removed from it, `-: [key]` keys removed.
-    None when a key's own name would read as one of these marks (then the header is stored whole)."""
-    if any(key == "-" or key.endswith(("+", "-")) for key in (*old, *new)):
-        return None
-    out: Json = {}
-    for key, value in new.items():
-        before = old.get(key, _MISSING)
-        if before == value:
-            continue
-        if isinstance(before, dict) and isinstance(value, dict):
-            changed = {k: v for k, v in value.items() if before.get(k, _MISSING) != v}
-            removed = [k for k in before if k not in value]
-            if changed:
-                out[key + "+"] = changed
-            if removed:
-                out[key + "-"] = removed
-        else:
-            out[key] = value
-    removed = [key for key in old if key not in new]
-    if removed:
-        out["-"] = removed
-    return out
-
-
-def _patch(old: Json, diff: Json) -> Json:
-    out = {key: value for key, value in old.items() if key not in diff.get("-", ())}
-    for key, value in diff.items():
-        if key == "-":
-            continue
-        if key.endswith("+"):
-            out[key[:-1]] = {**out.get(key[:-1], {}), **value}
-        elif key.endswith("-"):
-            out[key[:-1]] = {k: v for k, v in out[key[:-1]].items() if k not in value}
-        else:
-            out[key] = value
-    return out
 
 
 def _to_json(value: Any, serde: SerializerProtocol) -> Any:
