@@ -45,8 +45,8 @@ APPLICATION_ID = 0x544C4F47
 SCHEMA_VERSION = 5
 
 # The layout (schema 5) stores an event's text columns compactly where that gives the same
-# text back (`eventstore/packing.py`): ordered ids and hashes as BLOBs, times as integers,
-# types as small integers, no digest that the data gives back. Measured with raw sqlite3 at
+# text back (`eventstore/packing.py`): ordered ids and hashes as BLOBs, types as small
+# integers, no digest that the data gives back. Measured with raw sqlite3 at
 # 1,000,000 events (the rows of 2,000 interleaved threads, 1,000-row batches, 4 KiB pages):
 # the store's text layout made a 1,000-row insert slow down as its random-id index outgrew
 # the cache; time-ordered ids kept inserts near the lean table's; and the compact columns
@@ -61,21 +61,14 @@ INSERT_EVENT = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?
 
 def _decoded_columns() -> str:
     """The SELECT list giving an `EventRow`'s text values back from the stored columns
-    (`packing.unpack_*`, in SQL; `tl_digest` is SHA-256, registered on each connection)."""
+    (`packing.unpack_*`, in SQL). A digest not stored reads as NULL (None): see `EventValues`."""
     return (
         'position, stream_id, "offset", '
         "CASE WHEN typeof(event_id) = 'blob' THEN lower(hex(event_id)) ELSE event_id END, "
-        f"{_type('type')}, schema_version, data, meta, {_time('recorded_at')}, "
-        "CASE WHEN data_digest IS NULL THEN tl_digest(data) WHEN typeof(data_digest) = 'blob' "
-        "THEN lower(hex(data_digest)) ELSE data_digest END, "
+        f"{_type('type')}, schema_version, data, meta, recorded_at, "
+        "CASE WHEN typeof(data_digest) = 'blob' THEN lower(hex(data_digest)) ELSE data_digest END, "
         "CASE WHEN typeof(hash) = 'blob' THEN 'tl2:' || lower(hex(hash)) ELSE hash END, pending, redacted_by"
     )
-
-
-def _time(column: str) -> str:
-    """SQL giving `packing.unpack_time` of a stored `recorded_at`."""
-    return (f"CASE WHEN typeof({column}) = 'integer' THEN strftime('%Y-%m-%dT%H:%M:%S', {column} / 1000000, 'unixepoch') "
-            f"|| printf('.%06dZ', {column} % 1000000) ELSE {column} END")
 
 
 def _type(column: str) -> str:
@@ -127,7 +120,7 @@ CREATE TABLE {name} (
     schema_version INTEGER NOT NULL,
     data TEXT NOT NULL,
     meta TEXT NOT NULL,
-    recorded_at BLOB NOT NULL,
+    recorded_at TEXT NOT NULL,
     data_digest BLOB,
     hash BLOB NOT NULL,
     pending TEXT,
@@ -548,9 +541,9 @@ class SQLiteBackend:
         return [_new(StreamRow, r) for r in rows]
 
     @_translated
-    def streams(self) -> list[StreamRow]:
-        rows = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY created_position, id").fetchall()
-        return [_new(StreamRow, r) for r in rows]
+    def streams(self) -> Iterator[StreamRow]:
+        cursor = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY created_position, id")
+        return self._rows(cursor, StreamRow)
 
     @_translated
     def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:
@@ -834,7 +827,7 @@ class SQLiteBackend:
             args.append(tool)
         rows = self.conn.execute(
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
-            f"coalesce(json_extract(e.meta, '$.occurred_at'), {_time('e.recorded_at')}), d.text, "
+            "coalesce(json_extract(e.meta, '$.occurred_at'), e.recorded_at), d.text, "
             "snippet(search_fts, 0, '**', '**', '…', 16), bm25(search_fts) "
             "FROM search_fts JOIN search_docs d ON d.docid = search_fts.rowid JOIN events e ON e.position = d.position "
             f"WHERE {' AND '.join(where)} ORDER BY bm25(search_fts), d.docid LIMIT ?",

@@ -34,7 +34,7 @@ def _unpacked(row: tuple[Any, ...]) -> tuple[object, ...]:
     position, stream, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, pending, by = row
     digest = hashlib.sha256(data.encode()).hexdigest() if digest is None else packing.unpack_digest(digest)
     return (position, stream, offset, packing.unpack_id(event_id), packing.unpack_type(type_), version, data, meta,
-            packing.unpack_time(recorded_at), digest, packing.unpack_hash(hash_), pending, by)
+            recorded_at, digest, packing.unpack_hash(hash_), pending, by)
 
 
 def history(db: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
@@ -151,7 +151,7 @@ def test_v4_database_migrates_to_the_compact_layout_and_keeps_its_checkpoint(v4:
     try:
         stored = dict(conn.execute("SELECT typeof(event_id), count(*) FROM events GROUP BY 1").fetchall())
         assert stored == {"blob": 14, "text": 2}  # only the two ids that are not 32 lowercase hex digits stay text
-        assert conn.execute("SELECT count(*) FROM events WHERE typeof(hash) != 'blob' OR typeof(recorded_at) != 'integer'"
+        assert conn.execute("SELECT count(*) FROM events WHERE typeof(hash) != 'blob' OR typeof(type) != 'integer'"
                             ).fetchone()[0] == 0
         # Only the redacted row keeps a digest: its data is the skeleton, not what the digest covers.
         assert conn.execute("SELECT position FROM events WHERE data_digest IS NOT NULL").fetchall() == [(5,)]
