@@ -78,6 +78,7 @@ def _type(column: str) -> str:
 
 EVENT_COLUMNS = _decoded_columns()
 _TITLE_TYPES = f"({TYPE_CODES['thread.created']}, {TYPE_CODES['title.set']})"
+_MESSAGE = TYPE_CODES["message.appended"]
 STREAM_COLUMNS = (
     "id, parent_id, parent_offset, root_id, depth, head, created_position, kind, "
     "head_hash, facts, first_message_offset, last_position"
@@ -221,14 +222,20 @@ def _migrate_5(db: sqlite_utils.Database) -> None:
     conn.execute(EVENTS_DDL_5.format(name="events_5"))
     rows = conn.execute(f"SELECT {STORED_COLUMNS} FROM events ORDER BY position")
     conn.executemany(f"INSERT INTO events_5 ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", map(_pack_old, rows))
-    conn.execute("DROP TABLE events")
+    conn.execute("DROP TABLE events")  # and its indexes, events_titles among them
     conn.execute("ALTER TABLE events_5 RENAME TO events")
     conn.execute("DELETE FROM sqlite_sequence WHERE name IN ('events', 'events_5')")
     if sequence is not None:
         conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('events', ?)", (sequence[0],))
     conn.execute('CREATE UNIQUE INDEX events_stream_offset ON events (stream_id, "offset")')
     conn.execute("CREATE UNIQUE INDEX events_event_id ON events (event_id)")
-    conn.execute(f'CREATE INDEX events_titles ON events (stream_id, "offset") WHERE type IN {_TITLE_TYPES}')
+    # Every event but messages (a tenth of a busy file's rows), with its type: a thread's title
+    # is found in it, and its messages are counted as its events (offsets have no gaps) minus
+    # these, without reading the messages (`count_type`; `threadlog ls` shows the count).
+    conn.execute(f'CREATE INDEX events_other ON events (stream_id, "offset", type) WHERE type != {_MESSAGE}')
+    # Root threads by activity: `ls` lists roots, and a file with many recent forks would
+    # otherwise walk past every one of them in `streams_activity` to find a page of roots.
+    conn.execute("CREATE INDEX streams_roots ON streams (last_position) WHERE parent_id IS NULL")
 
 
 def _pack_old(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -555,11 +562,11 @@ class SQLiteBackend:
 
     @_translated
     def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
-        """Newest activity first: a walk down `streams_activity` that stops after `limit` rows
-        (roots only skips forks as it goes)."""
-        where = "" if forks else " AND parent_id IS NULL"
+        """Newest activity first: a walk down `streams_activity` (roots only: `streams_roots`)
+        that stops after `limit` rows."""
+        index, where = ("streams_activity", "") if forks else ("streams_roots", " AND parent_id IS NULL")
         rows = self.conn.execute(
-            f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_activity WHERE last_position < ?{where} "
+            f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY {index} WHERE last_position < ?{where} "
             "ORDER BY last_position DESC LIMIT ?",
             (_NO_BOUND if before is None else before, -1 if limit is None else limit),
         ).fetchall()
@@ -567,22 +574,28 @@ class SQLiteBackend:
 
     @_translated
     def last_title_event(self, stream_id: str, lo: int, hi: int | None) -> EventRow | None:
-        # The types are written out, not bound: SQLite uses the partial index `events_titles`
-        # only when it can see that the query's condition implies the index's.
+        # The types are written out, not bound, and the index's own condition repeated: SQLite
+        # uses the partial index `events_other` only when the query's condition plainly implies it.
         row = self.conn.execute(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? '
-            f'AND type IN {_TITLE_TYPES} ORDER BY "offset" DESC LIMIT 1',
+            f'AND type IN {_TITLE_TYPES} AND type != {_MESSAGE} ORDER BY "offset" DESC LIMIT 1',
             (stream_id, lo, _NO_BOUND if hi is None else hi),
         ).fetchone()
         return _new(EventRow, row) if row else None
 
     @_translated
     def count_type(self, stream_id: str, lo: int, hi: int | None, type_: str) -> int:
+        """Through `events_other` only: messages are the stream's own events in the range (its
+        offsets have no gaps: base..head-1) less the others."""
+        others = (f'SELECT count(*) FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? AND type != {_MESSAGE}')
+        bounds = (stream_id, lo, _NO_BOUND if hi is None else hi)
+        if type_ != "message.appended":
+            return int(self.conn.execute(others + " AND type = ?", (*bounds, pack_type(type_))).fetchone()[0])
         row = self.conn.execute(
-            'SELECT count(*) FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? AND type = ?',
-            (stream_id, lo, _NO_BOUND if hi is None else hi, pack_type(type_)),
+            f"SELECT max(0, min(head, ?) - max(coalesce(parent_offset, 0), ?)) - ({others}) FROM streams WHERE id = ?",
+            (bounds[2], lo, *bounds, stream_id),
         ).fetchone()
-        return int(row[0])
+        return int(row[0]) if row else 0
 
     @_translated
     def subtree(self, stream_id: str) -> list[StreamRow]:

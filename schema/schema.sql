@@ -8,7 +8,7 @@ CREATE TABLE "events" (
     schema_version INTEGER NOT NULL,
     data TEXT NOT NULL,
     meta TEXT NOT NULL,
-    recorded_at BLOB NOT NULL,
+    recorded_at TEXT NOT NULL,
     data_digest BLOB,
     hash BLOB NOT NULL,
     pending TEXT,
@@ -66,9 +66,9 @@ CREATE TABLE "streams" (
 
 CREATE UNIQUE INDEX events_event_id ON events (event_id);
 
-CREATE UNIQUE INDEX events_stream_offset ON events (stream_id, "offset");
+CREATE INDEX events_other ON events (stream_id, "offset", type) WHERE type != 2;
 
-CREATE INDEX events_titles ON events (stream_id, "offset") WHERE type IN (1, 12);
+CREATE UNIQUE INDEX events_stream_offset ON events (stream_id, "offset");
 
 CREATE INDEX search_titles ON search_docs (stream_id, "offset") WHERE kind = 'title';
 
@@ -77,3 +77,5 @@ CREATE INDEX "streams_activity"
 
 CREATE INDEX "streams_parent"
     ON "streams" ("parent_id");
+
+CREATE INDEX streams_roots ON streams (last_position) WHERE parent_id IS NULL;
