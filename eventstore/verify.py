@@ -103,16 +103,15 @@ class _Chain:
             redacted_by = row
         info = self.row
         self.count += 1
-        where = f"{stream_id} offset {offset}"
         if offset != self.expected:
             gap = "an event before it is missing" if offset > self.expected else "offset out of sequence"
-            return position, f"{where}: expected offset {self.expected} ({gap})"
+            return position, f"{stream_id} offset {offset}: expected offset {self.expected} ({gap})"
         if offset >= info.head:  # name the extra event itself, not the position after the last one
-            return position, f"{where}: beyond the stream's head {info.head} (an event was added or the head lowered)"
+            return position, f"{stream_id} offset {offset}: beyond the stream's head {info.head} (an event was added or the head lowered)"
         if position <= self.last_position:
-            return position, f"{where}: positions out of order"
+            return position, f"{stream_id} offset {offset}: positions out of order"
         if position <= self.forked_after:
-            return position, (f"{where}: the fork starts at position {position}, before the parent's event at position "
+            return position, (f"{stream_id} offset {offset}: the fork starts at position {position}, before the parent's event at position "
                               f"{self.forked_after} that it chains to")
         trust_facts = False
         recorded_facts: Facts | None = None
@@ -127,29 +126,29 @@ class _Chain:
             if skeleton_digest is None:  # an early redaction, recorded without the skeleton's digest
                 trust_facts = True
             elif digest(data) != skeleton_digest:
-                return position, f"{where}: the redacted row does not match the skeleton its event.redacted recorded"
+                return position, f"{stream_id} offset {offset}: the redacted row does not match the skeleton its event.redacted recorded"
         elif stored_digest is not None and digest(data) != stored_digest:
-            return position, f"{where}: data does not match its digest"
+            return position, f"{stream_id} offset {offset}: data does not match its digest"
         prev = self.prev
         if hash_.startswith(HASH_TAG):
             computed = chain_hash(prev, stream_id, offset, event_id, type_, version, recorded_at, meta, data_digest)
         elif prev.startswith(HASH_TAG):
-            return position, f"{where}: an untagged (first-layout) hash follows a {HASH_TAG} one"
+            return position, f"{stream_id} offset {offset}: an untagged (first-layout) hash follows a {HASH_TAG} one"
         else:
             computed = legacy_chain_hash(prev, position, stream_id, offset, event_id, type_, version, recorded_at, meta,
                                          data_digest)
         if computed != hash_:
-            return position, (f"{where}: hash does not match its header, its data's digest and its chain "
+            return position, (f"{stream_id} offset {offset}: hash does not match its header, its data's digest and its chain "
                               "(the data, the header or the chain was altered)")
         try:
             parsed = _loads(data)
         except RecursionError:  # appends refuse it; an older release or a hand edit stored it
-            return position, (f"{where}: data nested too deeply to parse (appends refuse more than {MAX_DEPTH} levels); "
+            return position, (f"{stream_id} offset {offset}: data nested too deeply to parse (appends refuse more than {MAX_DEPTH} levels); "
                               "redact it")
         except ValueError:
-            return position, f"{where}: data is not readable JSON"
+            return position, f"{stream_id} offset {offset}: data is not readable JSON"
         if not isinstance(parsed, dict):
-            return position, f"{where}: data is not a JSON object"
+            return position, f"{stream_id} offset {offset}: data is not a JSON object"
         facts = self.facts
         if offset == info.parent_offset or (offset == 0 and info.parent_id is None):
             self.first_position = position
@@ -172,11 +171,11 @@ class _Chain:
             try:
                 facts = advance(facts, type_, parsed)
             except (InvalidEvent, KeyError, TypeError, AttributeError):
-                return position, f"{where}: event contradicts the history before it"
+                return position, f"{stream_id} offset {offset}: event contradicts the history before it"
         if facts is not self.facts:
             self.facts, self.facts_json = facts, facts.dump()
         if row_facts != self.facts_json and Facts.load(row_facts) != facts:
-            return position, f"{where}: stored pending facts were altered"
+            return position, f"{stream_id} offset {offset}: stored pending facts were altered"
         if self.first_message is None and type_ == "message.appended":
             self.first_message = offset
         self.prev, self.last_position, self.expected = hash_, position, offset + 1
