@@ -11,7 +11,7 @@ in another format) is stored as the text it is. So nothing hashed can change in 
 |---|---|---|
 | event_id | 16 bytes | 32 lowercase hex digits (every generated id) |
 | hash | 32 bytes | `tl2:` and 64 lowercase hex digits |
-| data_digest | absent (NULL) | it is the digest of the stored data: recomputed on read |
+| data_digest | absent (NULL) | it is the digest of the stored data: read as None, recomputed by who needs it |
 | data_digest | 32 bytes | a redacted row's (the erased payload's digest) |
 | type | a small integer (`TYPE_CODES`) | a type of the catalogue |
 

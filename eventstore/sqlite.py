@@ -50,8 +50,14 @@ SCHEMA_VERSION = 5
 # 1,000,000 events (the rows of 2,000 interleaved threads, 1,000-row batches, 4 KiB pages):
 # the store's text layout made a 1,000-row insert slow down as its random-id index outgrew
 # the cache; time-ordered ids kept inserts near the lean table's; and the compact columns
-# made the file 406 MB against the lean table's 308 MB (1.32x; 2.26x before).
-# Reads decode in SQL, so rows are still built in C (`EVENT_COLUMNS`).
+# (then with integer times too) made the file 406 MB against the lean table's 308 MB (1.32x;
+# 2.26x before); keeping the digest and text types made it 463 MB (1.50x). Times are text
+# again (see packing.py: decoding them cost more than their 19 bytes). Page size, same probe
+# at 500,000 events: 4 KiB 27.5 ms a batch and 203 MB, 8 KiB 25.5 ms and 200 MB, within this
+# machine's noise, so SQLite's default 4 KiB stays (an existing file's would need a VACUUM).
+# Cache and mmap sizes were not varied: SQLite's defaults.
+# Reads decode in SQL, so rows are still built in C (`EVENT_COLUMNS`); a digest not stored
+# reads as None.
 STORED_COLUMNS = (
     'position, stream_id, "offset", event_id, type, schema_version, data, meta, '
     "recorded_at, data_digest, hash, pending, redacted_by"

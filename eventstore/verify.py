@@ -143,8 +143,8 @@ class _Chain:
         try:
             parsed = _loads(data)
         except RecursionError:  # appends refuse it; an older release or a hand edit stored it
-            return position, (f"{stream_id} offset {offset}: data nested too deeply to parse (appends refuse more than {MAX_DEPTH} levels); "
-                              "redact it")
+            return position, (f"{stream_id} offset {offset}: data nested too deeply to parse (appends refuse more than "
+                              f"{MAX_DEPTH} levels); redact it")
         except ValueError:
             return position, f"{stream_id} offset {offset}: data is not readable JSON"
         if not isinstance(parsed, dict):
