@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import json.scanner
+from sys import intern
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -71,9 +72,10 @@ class _Lineage(NamedTuple):
 
 
 class _Point(NamedTuple):
-    """A stored event a fork chains to: its hash, the facts after it and its position."""
+    """A stored event a fork chains to: its hash (a `tl2:` one as its 32 bytes), the facts
+    after it and its position."""
 
-    hash: str
+    hash: str | bytes
     facts: str | None
     position: int
 
@@ -232,7 +234,10 @@ def _owner(lineages: dict[str, _Lineage], stream_id: str, offset: int) -> str | 
 
 
 def _lineage(row: StreamRow) -> _Lineage:
-    return _Lineage(row.parent_id, row.parent_offset or 0, row.root_id, row.depth, row.first_message_offset)
+    # Ids interned: a file's ids repeat (a parent's in each fork, a root's in every stream of
+    # its tree), and a full verify holds one lineage per stream.
+    parent_id = intern(row.parent_id) if row.parent_id is not None else None
+    return _Lineage(parent_id, row.parent_offset or 0, intern(row.root_id), row.depth, row.first_message_offset)
 
 
 def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
@@ -266,7 +271,7 @@ class _Scan:
         self.lineages: dict[str, _Lineage] = {}
         forks: list[tuple[str, int]] = []
         for row in backend.streams():
-            self.lineages[row.id] = _lineage(row)
+            self.lineages[intern(row.id)] = _lineage(row)
             if row.parent_id is not None and row.parent_offset:
                 forks.append((row.parent_id, row.parent_offset - 1))
         # The events forks chain to, by owner and offset; filled in as the scan meets them.
@@ -307,7 +312,8 @@ class _Scan:
                 continue
             wanted = points.get(stream_id)
             if wanted is not None and row.offset in wanted:
-                wanted[row.offset] = _Point(row.hash, row.facts, position)
+                wanted[row.offset] = _Point(bytes.fromhex(row.hash[4:]) if row.hash.startswith(HASH_TAG) else row.hash,
+                                            row.facts, position)
             if chain.expected == chain.row.head:
                 self.finish(chain)
             if progress is not None and checked % 10_000 == 0:
@@ -337,7 +343,8 @@ class _Scan:
         if point is None:
             self.fail(row.id, (row.created_position, f"fork {row.id} points at a missing parent event"))
             return
-        self.chains[row.id] = _Chain(row, point.hash, Facts.load(point.facts), point.facts, base, point.position)
+        prev = HASH_TAG + point.hash.hex() if isinstance(point.hash, bytes) else point.hash
+        self.chains[row.id] = _Chain(row, prev, Facts.load(point.facts), point.facts, base, point.position)
 
     def orphan(self, row: EventRow) -> None:
         """An event of no stream being checked: one past a finished stream's head, one of a
@@ -383,7 +390,7 @@ class _Scan:
         if problem is not None:
             self.fail(info.id, problem)
         else:
-            self.finished.add(info.id)
+            self.finished.add(intern(info.id))
 
 
 class _Fold:
