@@ -42,7 +42,7 @@ APPLICATION_ID = 0x544C4F47
 
 # Schema versions, recorded in PRAGMA user_version. Each migration takes the database
 # from version n - 1 to n inside the caller's transaction.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # The layout (schema 5) stores an event's text columns compactly where that gives the same
 # text back (`eventstore/packing.py`): ordered ids and hashes as BLOBs, types as small
@@ -71,10 +71,17 @@ def _decoded_columns() -> str:
     return (
         'position, stream_id, "offset", '
         "CASE WHEN typeof(event_id) = 'blob' THEN lower(hex(event_id)) ELSE event_id END, "
-        f"{_type('type')}, schema_version, data, meta, recorded_at, "
+        f"{_type('type')}, schema_version, data, meta, {_time('recorded_at')}, "
         "CASE WHEN typeof(data_digest) = 'blob' THEN lower(hex(data_digest)) ELSE data_digest END, "
         "CASE WHEN typeof(hash) = 'blob' THEN 'tl2:' || lower(hex(hash)) ELSE hash END, pending, redacted_by"
     )
+
+
+def _time(column: str) -> str:
+    """SQL giving `packing.unpack_time` of a stored `recorded_at`: text as it is (every time
+    written since schema 6), integer microseconds (schema 5 wrote them) formatted back."""
+    return (f"CASE WHEN typeof({column}) = 'integer' THEN strftime('%Y-%m-%dT%H:%M:%S', {column} / 1000000, 'unixepoch') "
+            f"|| printf('.%06dZ', {column} % 1000000) ELSE {column} END")
 
 
 def _type(column: str) -> str:
@@ -127,7 +134,7 @@ CREATE TABLE {name} (
     schema_version INTEGER NOT NULL,
     data TEXT NOT NULL,
     meta TEXT NOT NULL,
-    recorded_at TEXT NOT NULL,
+    recorded_at BLOB NOT NULL,
     data_digest BLOB,
     hash BLOB NOT NULL,
     pending TEXT,
@@ -228,20 +235,14 @@ def _migrate_5(db: sqlite_utils.Database) -> None:
     conn.execute(EVENTS_DDL_5.format(name="events_5"))
     rows = conn.execute(f"SELECT {STORED_COLUMNS} FROM events ORDER BY position")
     conn.executemany(f"INSERT INTO events_5 ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", map(_pack_old, rows))
-    conn.execute("DROP TABLE events")  # and its indexes, events_titles among them
+    conn.execute("DROP TABLE events")
     conn.execute("ALTER TABLE events_5 RENAME TO events")
     conn.execute("DELETE FROM sqlite_sequence WHERE name IN ('events', 'events_5')")
     if sequence is not None:
         conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('events', ?)", (sequence[0],))
     conn.execute('CREATE UNIQUE INDEX events_stream_offset ON events (stream_id, "offset")')
     conn.execute("CREATE UNIQUE INDEX events_event_id ON events (event_id)")
-    # Every event but messages (a tenth of a busy file's rows), with its type: a thread's title
-    # is found in it, and its messages are counted as its events (offsets have no gaps) minus
-    # these, without reading the messages (`count_type`; `threadlog ls` shows the count).
-    conn.execute(f'CREATE INDEX events_other ON events (stream_id, "offset", type) WHERE type != {_MESSAGE}')
-    # Root threads by activity: `ls` lists roots, and a file with many recent forks would
-    # otherwise walk past every one of them in `streams_activity` to find a page of roots.
-    conn.execute("CREATE INDEX streams_roots ON streams (last_position) WHERE parent_id IS NULL")
+    conn.execute(f'CREATE INDEX events_titles ON events (stream_id, "offset") WHERE type IN {_TITLE_TYPES}')
 
 
 def _pack_old(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -254,7 +255,24 @@ def _pack_old(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return pack_row((*row[:9], None if recomputed else data_digest, *row[10:]))
 
 
-MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5}
+def _migrate_6(db: sqlite_utils.Database) -> None:
+    """Version 6: listing at scale. Every event but messages (a tenth of a busy file's rows)
+    indexed with its type, `events_other`: a thread's title is found in it, and its messages
+    are counted as its events (offsets have no gaps) minus these, without reading a message
+    (`count_type`; `threadlog ls` shows the count); it replaces `events_titles`. And root
+    threads by activity, `streams_roots`: `ls` lists roots, and with many recent forks it
+    walked past every one of them in `streams_activity` to find a page of roots.
+
+    Times are written as text again from this version (see `packing`); the integers schema 5
+    wrote stay and read back the same.
+    """
+    conn = db.conn
+    conn.execute("DROP INDEX IF EXISTS events_titles")
+    conn.execute(f'CREATE INDEX events_other ON events (stream_id, "offset", type) WHERE type != {_MESSAGE}')
+    conn.execute("CREATE INDEX streams_roots ON streams (last_position) WHERE parent_id IS NULL")
+
+
+MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6}
 
 
 def _digest(data: str | bytes) -> str:
@@ -846,7 +864,7 @@ class SQLiteBackend:
             args.append(tool)
         rows = self.conn.execute(
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
-            "coalesce(json_extract(e.meta, '$.occurred_at'), e.recorded_at), d.text, "
+            f"coalesce(json_extract(e.meta, '$.occurred_at'), {_time('e.recorded_at')}), d.text, "
             "snippet(search_fts, 0, '**', '**', '…', 16), bm25(search_fts) "
             "FROM search_fts JOIN search_docs d ON d.docid = search_fts.rowid JOIN events e ON e.position = d.position "
             f"WHERE {' AND '.join(where)} ORDER BY bm25(search_fts), d.docid LIMIT ?",

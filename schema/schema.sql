@@ -1,4 +1,4 @@
--- threadlog schema version 5
+-- threadlog schema version 6
 CREATE TABLE "events" (
     position INTEGER PRIMARY KEY AUTOINCREMENT,
     stream_id TEXT NOT NULL REFERENCES streams(id),
@@ -8,7 +8,7 @@ CREATE TABLE "events" (
     schema_version INTEGER NOT NULL,
     data TEXT NOT NULL,
     meta TEXT NOT NULL,
-    recorded_at TEXT NOT NULL,
+    recorded_at BLOB NOT NULL,
     data_digest BLOB,
     hash BLOB NOT NULL,
     pending TEXT,

@@ -17,6 +17,7 @@ from eventstore import packing
 _UNPACK = {
     "event_id": packing.unpack_id,
     "type": packing.unpack_type,
+    "recorded_at": packing.unpack_time,
     "hash": packing.unpack_hash,
     "data_digest": packing.unpack_digest,
 }
