@@ -268,8 +268,8 @@ def _migrate_6(db: sqlite_utils.Database) -> None:
     """
     conn = db.conn
     conn.execute("DROP INDEX IF EXISTS events_titles")
-    conn.execute(f'CREATE INDEX events_other ON events (stream_id, "offset", type) WHERE type != {_MESSAGE}')
-    conn.execute("CREATE INDEX streams_roots ON streams (last_position) WHERE parent_id IS NULL")
+    conn.execute(f'CREATE INDEX IF NOT EXISTS events_other ON events (stream_id, "offset", type) WHERE type != {_MESSAGE}')
+    conn.execute("CREATE INDEX IF NOT EXISTS streams_roots ON streams (last_position) WHERE parent_id IS NULL")
 
 
 MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6}
