@@ -50,6 +50,15 @@ TARGETS = [
     Target("agents_add_items", "ThreadlogSession.add_items vs the Agents SDK's SQLiteSession (speed)", 1.0, True),
     Target("agents_branch", "ThreadlogSession branch vs AdvancedSQLiteSession.create_branch_from_turn at 1,000 items (times faster)",
            10.0, True),
+    Target("scale_batch", "at scale: batch append of 1,000 vs the lean raw table at the same size (speed)", 0.5, True),
+    Target("scale_append", "at scale: single append, synchronous=NORMAL, vs the lean raw table (speed)", 0.5, True),
+    Target("scale_size", "at scale: file size vs the lean raw table of the same rows (cost)", 1.5, False),
+    Target("scale_fork", "at scale: fork vs a fork at 10 events in a small file (cost)", 1.5, False),
+    Target("scale_state", "at scale: thread_state of a 100-event thread vs the same in a small file (cost)", 2.0, False),
+    Target("scale_ls", "at scale: first page of threadlog ls vs 50 ms (cost)", 1.0, False),
+    Target("scale_verify_speed", "at scale: full verify vs 200,000 events/s (speed)", 1.0, True),
+    Target("scale_verify_memory", "at scale: peak memory of a full verify vs 200 MB (cost)", 1.0, False),
+    Target("scale_since", "at scale: verify --since after 1,000 new events vs a full verify (cost; under 1%)", 0.01, False),
 ]
 
 

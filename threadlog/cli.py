@@ -454,12 +454,23 @@ def log(store: Store, thread: str, start: int, stop: int | None, tail: int | Non
 
 @cli.command()
 @click.argument("thread", type=THREAD, required=False)
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Without THREAD: the trees of the N most recently active root threads.")
+@click.option("--before", type=click.IntRange(min=1), metavar="POSITION",
+              help="The next page of trees: roots last active before this position (as `ls --before`).")
+@click.option("--all", "everything", is_flag=True, help="Without THREAD: every tree in the file, oldest first.")
 @json_option
 @pager_option
 @with_store()
-def tree(store: Store, thread: str | None, as_json: bool, no_pager: bool) -> None:
-    """The fork tree, with fork offsets and titles: every root, or the tree holding THREAD."""
-    threads = store.all_threads() if thread is None else store.subtree(store.thread(thread).root_id)
+def tree(store: Store, thread: str | None, limit: int, before: int | None, everything: bool, as_json: bool,
+         no_pager: bool) -> None:
+    """The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree holding THREAD."""
+    if thread is not None:
+        threads = store.subtree(store.thread(thread).root_id)
+    elif everything:
+        threads = store.all_threads()
+    else:  # a page of an index, however many threads the file holds
+        threads = [t for root in store.threads(limit, before, forks=False) for t in store.subtree(root.id)]
     if as_json:
         _emit_json([{**t.to_json(), "title": store.title(t.id)} for t in threads])
     else:
@@ -588,28 +599,39 @@ def snapshot(store: Store, thread: str | None, drop: bool, as_json: bool) -> Non
 @cli.command()
 @click.option("--checkpoint", "checkpoint", metavar="C",
               help="Also prove the log still holds, unchanged, everything checkpoint C (from `threadlog checkpoint`) covered.")
+@click.option("--since", "since", metavar="C",
+              help="Check only the events appended after checkpoint C, and print the checkpoint extended over them.")
 @json_option
 @with_store()
-def verify(store: Store, checkpoint: str | None, as_json: bool) -> None:
+def verify(store: Store, checkpoint: str | None, since: str | None, as_json: bool) -> None:
     """Recompute every hash chain and stored column; exit 0 when all hold, 1 naming the first bad position.
 
     With --checkpoint, a deleted thread, a cut tail or any rewritten event the checkpoint
-    covered fails too, however consistently it was re-chained. With --json the report is
-    printed either way: `ok`, and on failure `position` and `error`.
+    covered fails too, however consistently it was re-chained. With --since, only what was
+    appended after checkpoint C is checked (quick on a large file; what C covers is not read
+    again: `verify --checkpoint C` proves it), and the checkpoint covering the whole log now
+    is printed: keep it for next time. With --json the report is printed either way: `ok`,
+    and on failure `position` and `error`.
     """
+    if since is not None and checkpoint is not None:
+        raise click.UsageError("give --checkpoint or --since, not both")
     try:
-        if sys.stderr.isatty():
+        if sys.stderr.isatty() and since is None:
             with click.progressbar(length=store.counts().events, label="verifying", file=sys.stderr) as bar:
                 report = store.verify(progress=lambda done, total: bar.update(done - bar.pos), checkpoint=checkpoint)
         else:
-            report = store.verify(checkpoint=checkpoint)
+            report = store.verify(checkpoint=checkpoint, since=since)
     except IntegrityError as error:
         if not as_json:
             raise
-        _emit_json({"ok": False, "position": error.position, "error": error.why, "checkpoint": checkpoint})
+        _emit_json({"ok": False, "position": error.position, "error": error.why, "checkpoint": checkpoint or since})
         sys.exit(1)
     if as_json:
-        _emit_json(report.to_json())
+        _emit_json({**report.to_json(), **({"since": since} if since is not None else {})})
+        return
+    if since is not None:
+        output.lines([f"ok: {report.events} events appended since the checkpoint verified, in {report.streams} threads",
+                      f"checkpoint: {report.checkpoint}"])
         return
     output.lines([f"ok: {report.events} events in {report.streams} threads verified ({report.redacted} redacted)"])
     if checkpoint is not None:
