@@ -16,23 +16,16 @@ import json
 from collections.abc import AsyncIterator
 
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from .items import thread_items
+from .query import whole_number
 from .viewer import Viewer, viewer
 
 INTERVAL = 0.25  # seconds between looks at the log
 RESTATUS = 20  # events before the first new one that are sent again (their status may have changed)
 KEEPALIVE = 60  # quiet looks between comment lines that keep the connection open
-
-
-def _number(request: Request, name: str) -> int:
-    text = request.query_params.get(name, "0")
-    if not text.isascii() or not text.isdigit():
-        raise HTTPException(400, f"{name} must be a whole number, not {text[:40]!r}")
-    return int(text)
 
 
 def _poll(view: Viewer, thread: str, position: int, start: int) -> tuple[int, str | None]:
@@ -63,7 +56,7 @@ def _exists(view: Viewer, thread: str) -> None:
 async def events(request: Request) -> StreamingResponse:
     view = viewer(request)
     thread = request.query_params.get("id") or ""
-    after, start = _number(request, "after"), _number(request, "from")
+    after, start = whole_number(request, "after") or 0, whole_number(request, "from") or 0
     await run_in_threadpool(_exists, view, thread)  # ThreadNotFound: a 404 page, not an empty stream
 
     async def stream() -> AsyncIterator[str]:

@@ -20,21 +20,12 @@ from ..listing import listing
 from ..names import resolve
 from .graph import layout
 from .items import thread_items
+from .query import whole_number
 from .render import link
 from .viewer import viewer
 
 PAGE = 100  # events per thread page, messages per replay or blame page
 THREADS = 50  # threads per list page
-
-
-def _int(request: Request, name: str, low: int = 0) -> int | None:
-    """An optional integer query parameter, at least `low`."""
-    text = request.query_params.get(name)
-    if text is None or text == "":
-        return None
-    if not text.isascii() or not text.isdigit() or int(text) < low:
-        raise HTTPException(400, f"{name} must be a whole number of at least {low}, not {text[:40]!r}")
-    return int(text)
 
 
 def _thread(request: Request, name: str = "id") -> str:
@@ -63,7 +54,7 @@ def _canonical(store: Store, request: Request) -> Response | None:
 def threads_page(request: Request) -> Response:
     """The `ls` list, newest activity first, paged by position; a search box when the index exists."""
     view = viewer(request)
-    before = _int(request, "before", 1)
+    before = whole_number(request, "before", 1)
     forks = request.query_params.get("all") == "1"
     query = request.query_params.get("q", "").strip()
     with view.open() as store:
@@ -86,7 +77,7 @@ def thread_page(request: Request) -> Response:
     `at` shows the thread as of its first `at` events."""
     view = viewer(request)
     thread = _thread(request)
-    at, start = _int(request, "at"), _int(request, "start")
+    at, start = whole_number(request, "at"), whole_number(request, "start")
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
@@ -115,7 +106,7 @@ def replay_page(request: Request) -> Response:
     """`thread_state(at=N)`: the model's view, status, todos and metadata as of N events."""
     view = viewer(request)
     thread = _thread(request)
-    at = _int(request, "at")
+    at = whole_number(request, "at")
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
@@ -149,7 +140,7 @@ def blame_page(request: Request) -> Response:
     """Where each message of the model view came from, a page at a time."""
     view = viewer(request)
     thread = _thread(request)
-    start = _int(request, "start") or 0
+    start = whole_number(request, "start") or 0
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
