@@ -1,18 +1,22 @@
 """The web viewer under attack: numbers out of range in every query parameter, a file
-altered behind threadlog's back, and `threadlog serve` on an IPv6 address.
+altered behind threadlog's back, `threadlog serve` on an IPv6 address, and a big batch
+appended under an open page (a real server process and Debian's chromium).
 
 Each test here failed before the fix it names: a huge number was a 500 (or a live stream
 that died after its headers), a row of the wrong storage type left the integrity badge at
-"verifying…" for good, and `serve --host ::1` refused every request as a foreign host.
+"verifying…" for good, `serve --host ::1` refused every request as a foreign host, and a
+batch of 30,000 events into an open thread was sent live as one 20 MB update.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +30,8 @@ from starlette.testclient import TestClient  # noqa: E402
 from threadlog import Store  # noqa: E402
 from threadlog.web import create_app  # noqa: E402
 
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 HUGE = "9" * 5000  # longer than int() parses by default
 OVER = str(2**63)  # past SQLite's integers and islice's indexes
 
@@ -86,14 +92,39 @@ def test_a_row_verify_cannot_read_makes_the_badge_fail_not_hang(tmp_path: Path, 
     assert "altered outside threadlog" in page.text
 
 
-def _serve(db: Path, host: str) -> tuple[subprocess.Popen[str], int]:
+def _serve(db: Path, host: str) -> tuple[subprocess.Popen[str], str]:
+    """`threadlog serve` on `host` in a child process, once it answers: (process, base URL)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family) as sock:
         sock.bind((host, 0))
         port = int(sock.getsockname()[1])
     proc = subprocess.Popen([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(db),
                              "--host", host, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    return proc, port
+    base = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(base + "/favicon.ico", timeout=1).close()
+            return proc, base
+        except urllib.error.HTTPError as error:  # it answers, but refuses
+            _stop(proc)
+            raise AssertionError(f"threadlog serve --host {host} answered {error.code}: {error.read()[:200]!r}") from None
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                _stop(proc)
+                raise AssertionError(f"threadlog serve --host {host} did not start") from None
+            time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    assert proc.stderr is not None
+    proc.stderr.close()
 
 
 def _ipv6_loopback() -> bool:
@@ -107,27 +138,70 @@ def _ipv6_loopback() -> bool:
 
 @pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this machine")
 def test_serve_on_an_ipv6_address_answers_its_own_url(db: Path) -> None:
-    proc, port = _serve(db, "::1")
+    proc, base = _serve(db, "::1")
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://[::1]:{port}/thread?id=t", timeout=2) as response:
-                    assert response.status == 200
-                    assert b"second" in response.read()
-                break
-            except urllib.error.HTTPError as error:
-                raise AssertionError(f"threadlog serve --host ::1 answered {error.code}: {error.read()[:200]!r}") from None
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("threadlog serve --host ::1 did not start") from None
-                time.sleep(0.1)
+        with urllib.request.urlopen(f"{base}/thread?id=t", timeout=5) as response:
+            assert response.status == 200
+            assert b"second" in response.read()
     finally:
-        proc.terminate()
+        _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """(base URL, database): a server over a file the live tests append to."""
+    path = tmp_path_factory.mktemp("webattack-live") / "live.db"
+    with Store(path) as store:
+        store.create_thread(title="busy", thread_id="busy")
+        store.append_message("busy", "user", "hello")
+    proc, base = _serve(path, "127.0.0.1")
+    yield base, path
+    _stop(proc)
+
+
+def _batch(path: Path, count: int) -> None:
+    with Store(path) as store:
+        store.append("busy", [{"type": "message.appended", "data": {"role": "user", "content": f"imported {i}"}}
+                              for i in range(count)])
+
+
+def test_a_batch_too_big_for_one_update_sends_a_link_not_the_rows(served: tuple[str, Path]) -> None:
+    base, path = served
+    with Store(path) as store:
+        after, head = store.last_position(), store.head("busy")
+    with urllib.request.urlopen(f"{base}/live?id=busy&after={after}&from=0", timeout=20) as stream:
+        assert stream.readline() == b": connected\n"
+        started = time.monotonic()
+        _batch(path, 5000)  # 30,000 were one 20 MB update, sent 12 s later
+        line = b""
+        while not line.startswith(b"data:"):
+            line = stream.readline()
+        took = time.monotonic() - started
+    update = json.loads(line[5:])
+    assert update["items"] == [] and update["head"] == head + 5000
+    assert update["reload"] == "/thread?id=busy"
+    assert len(line) < 1000 and took < 5, (len(line), took)
+
+
+def test_the_page_offers_the_latest_page_after_a_big_batch(served: tuple[str, Path]) -> None:
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no browser at {CHROMIUM}")
+    base, path = served
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
+            page = browser.new_page()
+            page.goto(f"{base}/thread?id=busy")
+            page.wait_for_selector("#rows[data-connected='1']", state="attached", timeout=10_000)
+            shown = page.locator("#rows li.item").count()
+            _batch(path, 1000)
+            more = page.locator("#live-reload")
+            more.wait_for(timeout=5_000)
+            assert more.get_attribute("href") == "/thread?id=busy"
+            assert page.locator("#rows li.item").count() == shown  # nothing was added in a rush
+            more.click()
+            page.wait_for_selector("#range-end")
+            assert page.locator("#range-end").inner_text() == str(int(page.locator("#range-stop").inner_text()))
+        finally:
+            browser.close()
