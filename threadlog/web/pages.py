@@ -161,6 +161,6 @@ def diff_page(request: Request) -> Response:
         b = request.query_params.get("b") or store.thread(a).parent_id
         if not b:
             raise HTTPException(400, f"thread {a!r} is a root: pass ?b=THREAD_ID to compare it with")
-        result = diff(store, a, b)
+        result = diff(store, a, b, limit=PAGE + 1)  # one more than shown: whether there are more
         badge = view.integrity.badge(store.last_position())
     return view.render(request, "diff.html", result=result, a=a, b=b, limit=PAGE, badge=badge)
