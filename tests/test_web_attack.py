@@ -27,7 +27,7 @@ pytest.importorskip("starlette")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from threadlog import Store, diff  # noqa: E402
+from threadlog import Store, diff, update_index  # noqa: E402
 from threadlog.web import create_app  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -224,3 +224,19 @@ def test_diff_with_the_parent_of_a_long_thread_reads_one_page_of_each_side(tmp_p
     assert "290 events after the fork point" in page
     assert page.count('class="item role-user"') == 1 + 100
     assert 'Later messages not shown: <a href="/thread?id=long&amp;start=111">' in page
+
+
+def test_search_answers_from_the_index_when_the_log_has_moved_on(tmp_path: Path) -> None:
+    # The index is kept off the append path, so in a live store it is nearly always behind;
+    # the read-only viewer answered every search with an error until `threadlog index` ran.
+    path = tmp_path / "search.db"
+    with Store(path) as store:
+        store.create_thread(title="t", thread_id="t")
+        store.append_message("t", "user", "a ferry to Corsica")
+        update_index(store)
+        store.append_message("t", "user", "a ferry back")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/?q=ferry").text
+    assert page.count('class="hit"') == 1
+    assert "The search index is 1 events behind the log" in page
+    assert 'class="error"' not in page

@@ -59,17 +59,19 @@ def threads_page(request: Request) -> Response:
     query = request.query_params.get("q", "").strip()
     with view.open() as store:
         entries = [listing(store, info) for info in store.threads(THREADS, before, forks=forks)]
-        searchable = store.index_position() > 0
+        indexed, last = store.index_position(), store.last_position()
+        searchable = indexed > 0
         hits, search_error = [], None
         if query:
-            try:
-                hits = search(store, query, limit=50)
+            try:  # what the index covers: a read-only viewer cannot bring it up to date
+                hits = search(store, query, limit=50, catch_up=False)
             except StoreError as error:
                 search_error = str(error)
-        badge = view.integrity.badge(store.last_position())
+        badge = view.integrity.badge(last)
     more = entries[-1]["last_position"] if len(entries) == THREADS else None
     return view.render(request, "threads.html", entries=entries, forks=forks, before=before, more=more,
-                       searchable=searchable, query=query, hits=hits, search_error=search_error, badge=badge)
+                       searchable=searchable, query=query, hits=hits, search_error=search_error, badge=badge,
+                       unindexed=last - indexed if searchable else 0)
 
 
 def thread_page(request: Request) -> Response:
