@@ -240,3 +240,18 @@ def test_search_answers_from_the_index_when_the_log_has_moved_on(tmp_path: Path)
     assert page.count('class="hit"') == 1
     assert "The search index is 1 events behind the log" in page
     assert 'class="error"' not in page
+
+
+def test_a_tree_of_many_forks_draws_a_bounded_number_of_nodes_and_the_one_asked_for(tmp_path: Path) -> None:
+    path = tmp_path / "forks.db"
+    with Store(path) as store:
+        store.create_thread(title="root", thread_id="root")
+        store.append_message("root", "user", "hello")
+        forks = [store.fork("root") for _ in range(505)]
+        deep = store.fork(forks[-1], fork_id="deep")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/tree?id=deep").text
+    drawn = page.count('<a class="node')
+    assert drawn == 500 + 2  # the first 500, then the fork holding `deep` and `deep` itself
+    assert 'data-thread="deep"' in page
+    assert "507 threads" in page and "5 threads not drawn" in page

@@ -26,6 +26,7 @@ from .viewer import viewer
 
 PAGE = 100  # events per thread page, messages per replay or blame page
 THREADS = 50  # threads per list page
+TREE_NODES = 500  # threads a fork tree draws
 
 
 def _thread(request: Request, name: str = "id") -> str:
@@ -132,10 +133,15 @@ def tree_page(request: Request) -> Response:
         if (moved := _canonical(store, request)) is not None:
             return moved
         root = store.thread(thread).root_id
-        threads = store.subtree(root)
+        everything = store.subtree(root)
+        # The first TREE_NODES threads in creation order (a parent before its forks), and the
+        # line down to the thread asked for: 10,000 forks took 5 s and 3.8 MB to draw.
+        keep = {info.id for info in everything[:TREE_NODES]} | {info.id for info in store.ancestry(thread)}
+        threads = [info for info in everything if info.id in keep]
         graph = layout(threads, {info.id: store.title(info.id) for info in threads})
         badge = view.integrity.badge(store.last_position())
-    return view.render(request, "tree.html", graph=graph, thread=thread, root=root, badge=badge)
+    return view.render(request, "tree.html", graph=graph, thread=thread, root=root, badge=badge,
+                       total=len(everything), hidden=len(everything) - len(threads))
 
 
 def blame_page(request: Request) -> Response:
