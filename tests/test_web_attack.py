@@ -255,3 +255,21 @@ def test_a_tree_of_many_forks_draws_a_bounded_number_of_nodes_and_the_one_asked_
     assert drawn == 500 + 2  # the first 500, then the fork holding `deep` and `deep` itself
     assert 'data-thread="deep"' in page
     assert "507 threads" in page and "5 threads not drawn" in page
+
+
+def test_a_huge_message_is_shown_clipped_not_whole(tmp_path: Path) -> None:
+    # An event may hold 32 MiB: a 30 MB message made a 30 MB page in 3 s (and as much again
+    # in the browser). Pages show head and tail around a marker, as transcripts do.
+    path = tmp_path / "huge.db"
+    with Store(path) as store:
+        store.create_thread(title="huge", thread_id="huge")
+        store.append_message("huge", "user", "start " + "é" * 1_000_000 + " end")
+        store.append_message("huge", "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "dump", "input": {"x": "y" * 500_000}}])
+        store.append_message("huge", "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "z" * 2_000_000}])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        rows, replay = c.get("/thread?id=huge"), c.get("/replay?id=huge")
+    for page in (rows, replay):
+        assert page.status_code == 200
+        assert len(page.content) < 400_000, len(page.content)
+        assert "start " in page.text and " end" in page.text
+        assert page.text.count("bytes elided") >= 3
