@@ -273,3 +273,16 @@ def test_a_huge_message_is_shown_clipped_not_whole(tmp_path: Path) -> None:
         assert len(page.content) < 400_000, len(page.content)
         assert "start " in page.text and " end" in page.text
         assert page.text.count("bytes elided") >= 3
+
+
+def test_a_fork_card_names_a_bounded_number_of_forks(tmp_path: Path) -> None:
+    path = tmp_path / "card.db"
+    with Store(path) as store:
+        store.create_thread(title="root", thread_id="root")
+        store.append_message("root", "user", "hello")
+        for _ in range(45):
+            store.fork("root")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/thread?id=root").text
+    assert page.count('class="fork-link"') == 20
+    assert "and 25 more (" in page and 'href="/tree?id=root">fork tree</a>' in page
