@@ -8,6 +8,7 @@ finds that point from the two ancestries alone (O(depth)), without reading event
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -156,18 +157,20 @@ def common_prefix(a: list[ThreadInfo], b: list[ThreadInfo]) -> tuple[str | None,
     return owner, shared
 
 
-def _side(store: Store, thread: str, head: int, start: int) -> DiffSide:
-    messages = [
+def _side(store: Store, thread: str, head: int, start: int, limit: int | None) -> DiffSide:
+    messages = (
         {"offset": e.offset, "stream_id": e.stream_id, "role": e.data.get("role"), "content": e.data.get("content")}
         for e in store.read(thread, start)
         if e.type == "message.appended"
-    ]
-    return DiffSide(thread, head, messages)
+    )
+    return DiffSide(thread, head, list(itertools.islice(messages, limit)))
 
 
-def diff(store: Store, a: str, b: str) -> Diff:
+def diff(store: Store, a: str, b: str, limit: int | None = None) -> Diff:
     """Compare two threads: their common ancestor and fork point, then each side's own
-    messages (the events at or after the fork point)."""
+    messages (the events at or after the fork point); with `limit`, only the first `limit`
+    messages of each side are read (a fork of a long thread otherwise reads all of it)."""
     chain_a, chain_b = store.ancestry(a), store.ancestry(b)
     owner, shared = common_prefix(chain_a, chain_b)
-    return Diff(owner, shared, _side(store, a, chain_a[0].head, shared), _side(store, b, chain_b[0].head, shared))
+    return Diff(owner, shared, _side(store, a, chain_a[0].head, shared, limit),
+                _side(store, b, chain_b[0].head, shared, limit))

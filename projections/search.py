@@ -63,8 +63,12 @@ def search(
     role: str | None = None,
     tool: str | None = None,
     limit: int = 10,
+    catch_up: bool = True,
 ) -> list[SearchHit]:
     """The best `limit` matches of `query`, best first (see the module doc for the syntax).
+
+    The index first catches up with the log (a write); `catch_up=False` searches what it
+    already covers (`store.index_position()`), which a read-only store can always do.
 
     With `thread`, only that thread's logical history: its own events and, with `ancestors`,
     its parent's events below the fork point (and so on up), never a sibling's nor the
@@ -76,7 +80,8 @@ def search(
     if tool is not None and (not isinstance(tool, str) or not tool):
         raise InvalidEvent("tool", "must be a tool's name")
     scope = textindex.scope_of(store, thread, ancestors) if thread is not None else None
-    update_index(store)
+    if catch_up:
+        update_index(store)
     rows = textindex.search(store, query, "query", scope, role, tool, limit)
     titles: dict[str, str | None] = {}
     hits = []

@@ -998,8 +998,9 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
     except ImportError as error:
         missing = (error.name or "a package").split(".")[0]
         raise StoreError(f"threadlog serve needs the web extra ({missing} is missing): pip install 'threadlog[web]'") from None
-    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
-    hosts = sorted({"127.0.0.1", "localhost", host})
+    name = f"[{host}]" if ":" in host else host  # an IPv6 address, as URLs and Host headers write it
+    url = f"http://{name}:{port}/"
+    hosts = sorted({"127.0.0.1", "localhost", name})
     if as_json:
         _emit_json({"url": url, "db": store.path, "read_only": True})
         sys.stdout.flush()

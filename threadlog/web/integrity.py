@@ -74,6 +74,10 @@ class Integrity:
                     badge = Badge("failed", position=error.position, error=error.why, upto=upto)
         except StoreError as error:
             badge = Badge("failed", error=str(error))
+        except Exception as error:  # noqa: BLE001 - a row verify cannot even read is a failed check, and the
+            # thread must finish: a run that died would leave the badge at "verifying" and start no other
+            badge = Badge("failed", error=f"verify could not read a stored row ({type(error).__name__}: {error}); "
+                                          "the file was altered outside threadlog")
         with self._lock:
             self._badge = badge
             self._running = None

@@ -18,6 +18,11 @@ from eventstore import RecordedEvent, Store, ThreadInfo
 from projections import Row, display_rows
 
 
+# The forks one card names (the fork tree has them all): a thread forked 10,000 times made a
+# 1.1 MB page of fork cards, 250 forks an offset.
+CARD_FORKS = 20
+
+
 @dataclass(frozen=True, slots=True)
 class Redaction:
     position: int
@@ -52,6 +57,7 @@ class Item:
     block: dict[str, Any] | None = None  # the content block a message row shows (tool results' content)
     data: dict[str, Any] = field(default_factory=dict)  # the event's data (compaction summaries, fork options)
     forks: list[ThreadInfo] = field(default_factory=list)
+    more_forks: int = 0  # forks made at this point that the card does not name
     redaction: Redaction | None = None
 
 
@@ -70,7 +76,8 @@ def thread_items(store: Store, thread: str, start: int, stop: int, at: int | Non
         if info.parent_id == thread and info.parent_offset is not None and start < info.parent_offset <= stop:
             forks.setdefault(info.parent_offset, []).append(info)
     for offset, infos in forks.items():
-        items.append(Item(f"forks-{offset}", "fork_here", offset - 1, forks=infos))
+        items.append(Item(f"forks-{offset}", "fork_here", offset - 1, forks=infos[:CARD_FORKS],
+                          more_forks=max(0, len(infos) - CARD_FORKS)))
     order = {"fork_here": 2, "redaction": 1}
     items.sort(key=lambda item: (item.offset, order.get(item.kind, 0)))
     return items

@@ -20,21 +20,13 @@ from ..listing import listing
 from ..names import resolve
 from .graph import layout
 from .items import thread_items
+from .query import whole_number
 from .render import link
 from .viewer import viewer
 
 PAGE = 100  # events per thread page, messages per replay or blame page
 THREADS = 50  # threads per list page
-
-
-def _int(request: Request, name: str, low: int = 0) -> int | None:
-    """An optional integer query parameter, at least `low`."""
-    text = request.query_params.get(name)
-    if text is None or text == "":
-        return None
-    if not text.isascii() or not text.isdigit() or int(text) < low:
-        raise HTTPException(400, f"{name} must be a whole number of at least {low}, not {text[:40]!r}")
-    return int(text)
+TREE_NODES = 500  # threads a fork tree draws
 
 
 def _thread(request: Request, name: str = "id") -> str:
@@ -63,22 +55,24 @@ def _canonical(store: Store, request: Request) -> Response | None:
 def threads_page(request: Request) -> Response:
     """The `ls` list, newest activity first, paged by position; a search box when the index exists."""
     view = viewer(request)
-    before = _int(request, "before", 1)
+    before = whole_number(request, "before", 1)
     forks = request.query_params.get("all") == "1"
     query = request.query_params.get("q", "").strip()
     with view.open() as store:
         entries = [listing(store, info) for info in store.threads(THREADS, before, forks=forks)]
-        searchable = store.index_position() > 0
+        indexed, last = store.index_position(), store.last_position()
+        searchable = indexed > 0
         hits, search_error = [], None
         if query:
-            try:
-                hits = search(store, query, limit=50)
+            try:  # what the index covers: a read-only viewer cannot bring it up to date
+                hits = search(store, query, limit=50, catch_up=False)
             except StoreError as error:
                 search_error = str(error)
-        badge = view.integrity.badge(store.last_position())
+        badge = view.integrity.badge(last)
     more = entries[-1]["last_position"] if len(entries) == THREADS else None
     return view.render(request, "threads.html", entries=entries, forks=forks, before=before, more=more,
-                       searchable=searchable, query=query, hits=hits, search_error=search_error, badge=badge)
+                       searchable=searchable, query=query, hits=hits, search_error=search_error, badge=badge,
+                       unindexed=last - indexed if searchable else 0)
 
 
 def thread_page(request: Request) -> Response:
@@ -86,7 +80,7 @@ def thread_page(request: Request) -> Response:
     `at` shows the thread as of its first `at` events."""
     view = viewer(request)
     thread = _thread(request)
-    at, start = _int(request, "at"), _int(request, "start")
+    at, start = whole_number(request, "at"), whole_number(request, "start")
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
@@ -115,7 +109,7 @@ def replay_page(request: Request) -> Response:
     """`thread_state(at=N)`: the model's view, status, todos and metadata as of N events."""
     view = viewer(request)
     thread = _thread(request)
-    at = _int(request, "at")
+    at = whole_number(request, "at")
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
@@ -139,17 +133,22 @@ def tree_page(request: Request) -> Response:
         if (moved := _canonical(store, request)) is not None:
             return moved
         root = store.thread(thread).root_id
-        threads = store.subtree(root)
+        everything = store.subtree(root)
+        # The first TREE_NODES threads in creation order (a parent before its forks), and the
+        # line down to the thread asked for: 10,000 forks took 5 s and 3.8 MB to draw.
+        keep = {info.id for info in everything[:TREE_NODES]} | {info.id for info in store.ancestry(thread)}
+        threads = [info for info in everything if info.id in keep]
         graph = layout(threads, {info.id: store.title(info.id) for info in threads})
         badge = view.integrity.badge(store.last_position())
-    return view.render(request, "tree.html", graph=graph, thread=thread, root=root, badge=badge)
+    return view.render(request, "tree.html", graph=graph, thread=thread, root=root, badge=badge,
+                       total=len(everything), hidden=len(everything) - len(threads))
 
 
 def blame_page(request: Request) -> Response:
     """Where each message of the model view came from, a page at a time."""
     view = viewer(request)
     thread = _thread(request)
-    start = _int(request, "start") or 0
+    start = whole_number(request, "start") or 0
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
@@ -170,6 +169,6 @@ def diff_page(request: Request) -> Response:
         b = request.query_params.get("b") or store.thread(a).parent_id
         if not b:
             raise HTTPException(400, f"thread {a!r} is a root: pass ?b=THREAD_ID to compare it with")
-        result = diff(store, a, b)
+        result = diff(store, a, b, limit=PAGE + 1)  # one more than shown: whether there are more
         badge = view.integrity.badge(store.last_position())
     return view.render(request, "diff.html", result=result, a=a, b=b, limit=PAGE, badge=badge)

@@ -13,6 +13,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+
+from projections.transcript import clip_middle
 
 from .markdown import render_markdown
 
@@ -30,14 +33,32 @@ def _short(value: str | None, size: int = 16) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
 
 
+# The most of one stored string a page shows: head and tail around `… N bytes elided …`, as
+# transcripts do. An event may hold 32 MiB; a 30 MB message made a 30 MB page in 3 s.
+SHOWN_BYTES = 64 * 1024
+
+
+def clip(value: Any) -> str:
+    """`value` as text, at most `SHOWN_BYTES` of it."""
+    text = "" if value is None else str(value)
+    if len(text) <= SHOWN_BYTES // 4:  # fits whatever its characters
+        return text
+    return clip_middle(text.encode("utf-8", "surrogatepass"), SHOWN_BYTES).decode("utf-8", "replace")
+
+
+def _markdown(value: Any) -> Markup:
+    return render_markdown(clip(value))
+
+
 def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return clip(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
 def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"], default=True),
                       trim_blocks=True, lstrip_blocks=True)
-    env.filters["markdown"] = render_markdown
+    env.filters["markdown"] = _markdown
+    env.filters["clip"] = clip
     env.filters["short"] = _short
     env.filters["pretty"] = _pretty
     env.globals["link"] = link

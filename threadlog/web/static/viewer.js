@@ -1,6 +1,7 @@
 // Progressive enhancement for the threadlog viewer: every page works without this file.
 // - replay: moving the slider shows the thread at that offset (the form submits itself);
-// - live: an open thread page shows events as they are committed (server-sent events).
+// - live: an open thread page shows events as they are committed (server-sent events), or,
+//   after a batch too big to add, a link to the latest page.
 // Items arrive as HTML the server rendered and sanitised; they are parsed in a <template>,
 // where nothing runs, and the page's Content-Security-Policy forbids inline script anyway.
 "use strict";
@@ -40,6 +41,17 @@ function liveRows() {
   source.addEventListener("error", () => { if (state) state.textContent = "· reconnecting…"; });
   source.addEventListener("rows", (message) => {
     const update = JSON.parse(message.data);
+    if (update.reload) {  // too many new events to add here: offer the latest page instead
+      source.close();
+      if (state) {
+        const more = document.createElement("a");
+        more.id = "live-reload";
+        more.href = update.reload;
+        more.textContent = `${update.head} events now: show the latest`;
+        state.replaceChildren("· ", more);
+      }
+      return;
+    }
     update.items.forEach((entry) => upsert(list, entry));
     for (const id of ["range-stop", "range-end"]) {
       const el = document.getElementById(id);
