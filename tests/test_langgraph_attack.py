@@ -5,8 +5,8 @@ the thread id's SHA-256 and 8 of the namespace's. Eight hex digits are 32 bits, 
 the namespaces of one thread (a subgraph's is "node:<task id>", new for every run) two share
 a stream with even odds among about 77,000 of them, and 1 in 100 threads with 10,000 subgraph runs has such
 a pair; "child:866" and "child:65516" are one. Then each reads the other's checkpoints.
-Expected to fail until a line checks the namespace it holds (or its id has more bits); the
-ids are stored in files, so the fix needs a way to read files written with the short ones.
+The saver reads which thread and namespace a root stream was created for, and gives the
+second one the next free id (`ID~1`), so each keeps its own checkpoints.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ def test_the_two_namespaces_do_collide_in_32_bits() -> None:
     assert hashlib.sha256(A.encode()).hexdigest()[:8] == hashlib.sha256(B.encode()).hexdigest()[:8]
 
 
-@pytest.mark.xfail(strict=True, reason="line_id keeps 32 bits of the namespace's hash: colliding namespaces share a "
-                                       "stream and read each other's checkpoints")
+
 def test_namespaces_whose_hashes_share_32_bits_keep_their_own_checkpoints(tmp_path: Path) -> None:
     with Store(tmp_path / "ns.db") as store:
         saver = ThreadlogSaver(store)

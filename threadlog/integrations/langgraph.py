@@ -54,7 +54,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from eventstore import ConcurrencyError, ForkRefused, Store, StoreError
+from eventstore import ConcurrencyError, ForkRefused, Store, StoreError, ThreadNotFound
 from eventstore.prepare import new_id
 
 from .langgraph_lines import PREFIX, Broken, Line, Record, diff, line_id, thread_prefix
@@ -64,6 +64,7 @@ __all__ = ["ThreadlogSaver", "line_id"]
 
 ACTOR = "threadlog.integrations.langgraph"
 _RETRIES = 8
+_FOREIGN = ("", "\x00")  # the owner of a stream this saver did not create: no thread and namespace
 
 
 class ThreadlogSaver(BaseCheckpointSaver[int]):
@@ -76,6 +77,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         self._local = threading.local()
         self._lock = threading.RLock()
         self._lines: dict[str, Line] = {}
+        self._owners: dict[str, tuple[str, str]] = {}  # root stream id -> (thread id, namespace)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -91,13 +93,44 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         return store
 
     def _line(self, thread_id: str, ns: str) -> Line:
-        key = line_id(thread_id, ns)
+        key = self._key(str(thread_id), ns)
         line = self._lines.get(key)
         if line is None:
             line = self._lines[key] = Line(key, str(thread_id), ns)
         line.thread_id, line.ns = str(thread_id), ns  # a line first met through _peek did not know them
         line.refresh(self._store())
         return line
+
+    def _key(self, thread_id: str, ns: str) -> str:
+        """The root stream id of this thread and namespace: `line_id`, or, when another
+        thread or namespace already holds that id (their hashes share its digits), the
+        first of `ID~1`, `ID~2`, ... that is free or theirs. Which one a root belongs to is
+        read from its first event, once."""
+        base = line_id(thread_id, ns)
+        for n in range(_RETRIES * 100):
+            key = base if n == 0 else f"{base}~{n}"
+            owner = self._owners.get(key)
+            if owner is None:
+                owner = self._root_owner(self._store(), key)
+                if owner is None:
+                    return key  # free: whoever creates it first owns it (a lost race retries here)
+                self._owners[key] = owner
+            if owner == (thread_id, ns):
+                return key
+        raise StoreError(f"LangGraph thread {thread_id!r}, namespace {ns!r}: no free stream id after {base!r}")
+
+    @staticmethod
+    def _root_owner(store: Store, root: str) -> tuple[str, str] | None:
+        """The LangGraph thread and namespace a root stream was created for (None if absent)."""
+        try:
+            info = store.thread(root)
+        except ThreadNotFound:
+            return None
+        first = store.event_at(root, info.base).data  # thread.created, or thread.forked for a copy
+        created = (first.get("options", first).get("metadata") or {}).get("langgraph", {})
+        if "thread_id" not in created:
+            return _FOREIGN
+        return (str(created["thread_id"]), str(created.get("checkpoint_ns", "")))
 
     def _tuple(self, line: Line, cid: str) -> CheckpointTuple:
         record = line.records[cid]
@@ -220,10 +253,10 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         for root in store.ids_starting(prefix, limit=1_000_000):
             if "." in root:
                 continue
-            first = store.event_at(root, store.thread(root).base).data  # thread.created, or thread.forked for a copy
-            created = (first.get("options", first).get("metadata") or {}).get("langgraph", {})
-            if "thread_id" in created:
-                lines.append(self._line(created["thread_id"], created.get("checkpoint_ns", "")))
+            owner = self._owners.get(root) or self._root_owner(store, root)
+            if owner is not None and owner != _FOREIGN:
+                self._owners[root] = owner
+                lines.append(self._line(*owner))
         return lines
 
     # -- BaseCheckpointSaver: writes ----------------------------------------------------------
