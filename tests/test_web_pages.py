@@ -113,6 +113,33 @@ def test_the_badge_names_the_first_bad_position(tmp_path: Path) -> None:
     assert f"integrity check failed at position {second.position}" in page
 
 
+def test_the_badge_checks_only_new_events_between_full_runs(tmp_path: Path) -> None:
+    """After a full run, the badge checks what was appended since its checkpoint: the count
+    grows by the new events, and a new event rewritten by hand fails it."""
+    from threadlog.web.integrity import Integrity
+
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(title="t")
+        store.append_message(thread, "user", "first")
+    badges = Integrity(lambda: Store(path, read_only=True), wait=30, interval=0, full_every=3600)
+    assert badges.badge(2).events == 2
+    with Store(path) as store:
+        store.append_message(thread, "assistant", "one")
+        store.append_message(thread, "user", "two")
+    good = badges.badge(4)
+    assert (good.state, good.events) == ("ok", 4)
+    with Store(path) as store:
+        late = store.append_message(thread, "assistant", "Two trains fit.")
+        store.append_message(thread, "user", "thanks")
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE events SET data = replace(data, 'Two', 'Six') WHERE position = ?", (late.position,))
+    conn.commit()
+    conn.close()
+    failed = badges.badge(6)
+    assert (failed.state, failed.position) == ("failed", late.position)
+
+
 def test_page_rows_are_the_whole_view_sliced(built: tuple[Path, dict[str, str]]) -> None:
     """display_rows(start, stop) == the rows of the whole view whose offsets are in the page,
     statuses included (a tool call answered after the page still shows its answer)."""

@@ -3,8 +3,11 @@
 `verify` reads every event, so it is not run per page: it runs in a background thread
 when a page asks for the badge and the log has grown (or was never verified), at most once
 every `interval` seconds, and pages show the last finished result meanwhile. The page that starts a run waits a moment for it, so
-a small file's first page already shows the answer; other pages never wait. A rewrite that does not add events is
-caught on the next run (after the next append, or a restart of the viewer).
+a small file's first page already shows the answer; other pages never wait.
+
+A full run first takes a checkpoint, so the runs after it check only what was appended
+since (`verify(since=...)`: their cost follows the new events, not the log); a full run
+comes again once `full_every` seconds have passed, and it catches a rewrite of older events.
 """
 
 from __future__ import annotations
@@ -30,8 +33,13 @@ class Badge:
 
 
 class Integrity:
-    def __init__(self, open_store: Callable[[], Store], wait: float = 0.25, interval: float = 10.0) -> None:
+    def __init__(self, open_store: Callable[[], Store], wait: float = 0.25, interval: float = 10.0,
+                 full_every: float = 300.0) -> None:
         self._open = open_store
+        self._full_every = full_every
+        self._since: str | None = None  # the checkpoint the last good run extended to
+        self._full_at = 0.0  # when the last full run started
+        self._counts = (0, 0)  # events and redactions the last good run counted
         self._wait = wait
         self._interval = interval
         self._last_run: float | None = None
@@ -68,16 +76,33 @@ class Integrity:
             with self._open() as store:
                 upto = store.last_position()
                 try:
-                    report = store.verify()
-                    badge = Badge("ok", report.events, report.redacted, upto=upto)
+                    badge = self._verify(store, upto)
                 except IntegrityError as error:
+                    self._since = None
                     badge = Badge("failed", position=error.position, error=error.why, upto=upto)
         except StoreError as error:
+            self._since = None
             badge = Badge("failed", error=str(error))
         except Exception as error:  # noqa: BLE001 - a row verify cannot even read is a failed check, and the
             # thread must finish: a run that died would leave the badge at "verifying" and start no other
+            self._since = None
             badge = Badge("failed", error=f"verify could not read a stored row ({type(error).__name__}: {error}); "
                                           "the file was altered outside threadlog")
         with self._lock:
             self._badge = badge
             self._running = None
+
+    def _verify(self, store: Store, upto: int) -> Badge:
+        """A full verify (from a checkpoint taken first), or only what came since the last."""
+        if self._since is None or time.monotonic() - self._full_at >= self._full_every:
+            self._full_at = time.monotonic()
+            since = store.checkpoint()  # the run below covers at least what this covers
+            report = store.verify()
+            self._counts = (report.events, report.redacted)
+        else:
+            report = store.verify(since=self._since)
+            assert report.checkpoint is not None  # verify(since=...) always extends it
+            since = report.checkpoint
+            self._counts = (self._counts[0] + report.events, self._counts[1] + report.redacted)
+        self._since = since
+        return Badge("ok", *self._counts, upto=upto)
