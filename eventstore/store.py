@@ -57,12 +57,25 @@ def _check_expect(expect: Any) -> None:
 
 def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: float | None, read_only: bool,
           on_wait: Callable[[], None] | None) -> Backend:
-    """The backend for a path or URL: a SQLite file (or `:memory:`)."""
+    """The backend for a path or URL: a SQLite file (or `:memory:`), or a `postgresql://` URL."""
     text = os.fspath(target)
     if text.split("://", 1)[0] in ("postgresql", "postgres"):
-        raise StoreError(f"no PostgreSQL backend in this release; cannot open {text.split('@')[-1]!r}: pass a file path")
+        return _postgres(text, synchronous, timeout, read_only, on_wait)
     return SQLiteBackend(text, synchronous="NORMAL" if synchronous is None else synchronous,
                          timeout=30.0 if timeout is None else timeout, read_only=read_only, on_wait=on_wait)
+
+
+def _postgres(url: str, synchronous: str | None, timeout: float | None, read_only: bool,
+              on_wait: Callable[[], None] | None) -> Backend:
+    """A PostgreSQL backend (psycopg is an optional dependency: the `postgres` extra)."""
+    if synchronous is not None or read_only or on_wait is not None:
+        raise StoreError("synchronous, read_only and on_wait are SQLite settings; on PostgreSQL durability is the "
+                         "server's (synchronous_commit) and read-only access is the database user's")
+    try:
+        from .postgres import PostgresBackend
+    except ImportError:
+        raise StoreError('PostgreSQL needs psycopg: pip install "threadlog[postgres]"') from None
+    return PostgresBackend(url, timeout=30.0 if timeout is None else timeout)
 
 
 class Store:
@@ -294,7 +307,7 @@ class Store:
                 stored = self._already_stored(thread, batch)
                 if stored is not None:
                     return stored
-            row, position = self.backend.stream_for_append(thread)
+            row, position = self.backend.stream_for_append(thread, len(batch))
             if row is None:
                 if expect != "no_stream":
                     raise ThreadNotFound(thread)
@@ -351,7 +364,7 @@ class Store:
         """
         start, prev, facts, first_message = head.offset, head.hash, head.facts, head.first_message
         if position is None:
-            position = self.backend.next_position()
+            position = self.backend.next_position(len(batch))
         first_position = position
         recorded_at = now()
         inserts: list[EventValues] = []
