@@ -1,19 +1,22 @@
 """Appends: one event per call at synchronous FULL and NORMAL, and 1,000 events per call.
 
 The baseline is raw `sqlite3` writing the same rows into an identical `events` table
-(the store's own schema, same indexes, same journal mode and `synchronous`), with no
-validation, hashing or head bookkeeping: `BEGIN; INSERT; COMMIT` per event, and
-`BEGIN; executemany; COMMIT` per batch.
+(the store's own schema, same indexes, same journal mode and `synchronous`, rows packed as
+the store packs them: time-ordered 16-byte ids, 32-byte hashes), with no validation,
+hashing or head bookkeeping: `BEGIN; INSERT; COMMIT` per event, and `BEGIN; executemany;
+COMMIT` per batch.
 """
 
 from __future__ import annotations
 
-import secrets
+import os
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
+from eventstore.ids import event_id
+from eventstore.packing import pack_id
 from eventstore.sqlite import INSERT_EVENT, SQLiteBackend
 from threadlog import Store
 
@@ -53,8 +56,8 @@ class RawLog:
         out = []
         for _ in range(count):
             t = self.template
-            out.append((None, t[1], self.offset, secrets.token_hex(16), t[4], t[5], t[6], t[7], t[8], t[9],
-                        secrets.token_hex(32), None, None))
+            out.append((None, t[1], self.offset, pack_id(event_id()), t[4], t[5], t[6], t[7], t[8], t[9],
+                        os.urandom(32), None, None))
             self.offset += 1
         return out
 

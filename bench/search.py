@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from eventstore.packing import TYPE_CODES
 from threadlog import Store, search, update_index
 
 from .timing import Measure, compare, interleave
@@ -71,8 +72,8 @@ def _search_vs_like(workdir: Path, messages: int, rounds: int) -> Measure:
 
     def like() -> float:
         start = time.perf_counter()
-        found = raw.execute("SELECT position FROM events WHERE type = 'message.appended' AND data LIKE ? LIMIT 10",
-                            (f"%{RARE}%",)).fetchall()
+        found = raw.execute("SELECT position FROM events WHERE type = ? AND data LIKE ? LIMIT 10",
+                            (TYPE_CODES["message.appended"], f"%{RARE}%")).fetchall()
         assert len(found) == 10
         return time.perf_counter() - start
 

@@ -63,7 +63,12 @@ class EventRow(NamedTuple):
 # builds one per event and the SQLite driver binds a plain tuple ~1 µs faster than a named
 # one (measured; a batch of 1,000 runs near its benchmark target), so the write path passes
 # these. Everything read back is an `EventRow`.
-EventValues = tuple[int, str, int, str, str, int, str, str, str, str, str, str | None, int | None]
+#
+# Its `data_digest` is None when it is the digest of the row's `data` (every appended event):
+# a backend may then store no digest and recompute it on read (SQLite does); a str is a digest
+# the data does not give back (a restored redaction's skeleton), which must be kept. Read back,
+# `EventRow.data_digest` is always the digest.
+EventValues = tuple[int, str, int, str, str, int, str, str, str, str | None, str, str | None, int | None]
 
 
 class SnapshotRow(NamedTuple):

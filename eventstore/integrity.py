@@ -232,7 +232,8 @@ def _verify_stream(backend: Backend, streams: dict[str, _Stream], stream: _Strea
         else:
             computed = legacy_chain_hash(prev, position, info.id, offset, event_id, type_, version, recorded_at, meta, data_digest)
         if computed != hash_:
-            return count, redacted, (position, f"{where}: hash does not match its header and chain")
+            return count, redacted, (position, f"{where}: hash does not match its header, its data's digest and its chain "
+                                               "(the data, the header or the chain was altered)")
         try:
             parsed = json.loads(data)
         except RecursionError:  # appends refuse it; an older release or a hand edit stored it

@@ -14,6 +14,7 @@ from json.encoder import encode_basestring  # what the canonical encoder writes 
 from typing import Any, NamedTuple
 
 from . import integrity
+from .ids import event_id as new_event_id
 from .errors import InvalidEvent
 from .events import CATALOGUE, MAX_DEPTH, MessageAppended, check_depth, parse, too_deep
 
@@ -138,7 +139,7 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Prepar
         if len(data_json) > MAX_EVENT_BYTES // 4:
             _check_size(data_json, _name(field))
         return PreparedEvent(MessageAppended.type, _MESSAGE_VERSION, _text_data(*plain), data_json, data_digest, {}, "{}",
-                        event_id or secrets.token_hex(16), False, True)
+                        event_id or new_event_id(), False, True)
     field = _name(field)
     type_, data, meta = parse(event, field)
     try:
@@ -159,5 +160,5 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Prepar
         raise InvalidEvent(f"{field}.meta", f"not storable as UTF-8 JSON ({error})") from None
     _check_size(data_json, field)
     explicit = "event_id" in meta
-    event_id = check_id(f"{field}.meta.event_id", meta["event_id"]) if explicit else event_id or secrets.token_hex(16)
+    event_id = check_id(f"{field}.meta.event_id", meta["event_id"]) if explicit else event_id or new_event_id()
     return PreparedEvent(type_, CATALOGUE[type_].schema_version, data, data_json, data_digest, meta, meta_json, event_id, explicit)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import re
@@ -33,6 +34,7 @@ import sqlite_utils
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
                       StreamRow)
 from .errors import SchemaError, SchemaTooOld, StoreError
+from .packing import TYPE_CODES, pack_id, pack_row, pack_type
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
 # else's database. The bytes spell "TLOG".
@@ -40,13 +42,49 @@ APPLICATION_ID = 0x544C4F47
 
 # Schema versions, recorded in PRAGMA user_version. Each migration takes the database
 # from version n - 1 to n inside the caller's transaction.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
-EVENT_COLUMNS = (
+# The layout (schema 5) stores an event's text columns compactly where that gives the same
+# text back (`eventstore/packing.py`): ordered ids and hashes as BLOBs, times as integers,
+# types as small integers, no digest that the data gives back. Measured with raw sqlite3 at
+# 1,000,000 events (the rows of 2,000 interleaved threads, 1,000-row batches, 4 KiB pages):
+# the store's text layout made a 1,000-row insert slow down as its random-id index outgrew
+# the cache; time-ordered ids kept inserts near the lean table's; and the compact columns
+# made the file 406 MB against the lean table's 308 MB (1.32x; 2.26x before).
+# Reads decode in SQL, so rows are still built in C (`EVENT_COLUMNS`).
+STORED_COLUMNS = (
     'position, stream_id, "offset", event_id, type, schema_version, data, meta, '
     "recorded_at, data_digest, hash, pending, redacted_by"
 )
-INSERT_EVENT = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+INSERT_EVENT = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+
+
+def _decoded_columns() -> str:
+    """The SELECT list giving an `EventRow`'s text values back from the stored columns
+    (`packing.unpack_*`, in SQL; `tl_digest` is SHA-256, registered on each connection)."""
+    return (
+        'position, stream_id, "offset", '
+        "CASE WHEN typeof(event_id) = 'blob' THEN lower(hex(event_id)) ELSE event_id END, "
+        f"{_type('type')}, schema_version, data, meta, {_time('recorded_at')}, "
+        "CASE WHEN data_digest IS NULL THEN tl_digest(data) WHEN typeof(data_digest) = 'blob' "
+        "THEN lower(hex(data_digest)) ELSE data_digest END, "
+        "CASE WHEN typeof(hash) = 'blob' THEN 'tl2:' || lower(hex(hash)) ELSE hash END, pending, redacted_by"
+    )
+
+
+def _time(column: str) -> str:
+    """SQL giving `packing.unpack_time` of a stored `recorded_at`."""
+    return (f"CASE WHEN typeof({column}) = 'integer' THEN strftime('%Y-%m-%dT%H:%M:%S', {column} / 1000000, 'unixepoch') "
+            f"|| printf('.%06dZ', {column} % 1000000) ELSE {column} END")
+
+
+def _type(column: str) -> str:
+    types = " ".join(f"WHEN {code} THEN '{name}'" for name, code in TYPE_CODES.items())
+    return f"CASE {column} {types} ELSE {column} END"
+
+
+EVENT_COLUMNS = _decoded_columns()
+_TITLE_TYPES = f"({TYPE_CODES['thread.created']}, {TYPE_CODES['title.set']})"
 STREAM_COLUMNS = (
     "id, parent_id, parent_offset, root_id, depth, head, created_position, kind, "
     "head_hash, facts, first_message_offset, last_position"
@@ -72,6 +110,26 @@ CREATE TABLE events (
     recorded_at TEXT NOT NULL,
     data_digest TEXT NOT NULL,
     hash TEXT NOT NULL,
+    pending TEXT,
+    redacted_by INTEGER
+)
+"""
+
+# Schema 5: the packed columns are declared BLOB, the one affinity that stores what it is
+# given (a text id stays text, a packed one bytes; NUMERIC would turn the id "12" into 12).
+EVENTS_DDL_5 = """
+CREATE TABLE {name} (
+    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    stream_id TEXT NOT NULL REFERENCES streams(id),
+    "offset" INTEGER NOT NULL,
+    event_id BLOB NOT NULL,
+    type BLOB NOT NULL,
+    schema_version INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    recorded_at BLOB NOT NULL,
+    data_digest BLOB,
+    hash BLOB NOT NULL,
     pending TEXT,
     redacted_by INTEGER
 )
@@ -157,7 +215,45 @@ def _migrate_4(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX events_titles ON events(stream_id, \"offset\") WHERE type IN ('thread.created', 'title.set')")
 
 
-MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4}
+def _migrate_5(db: sqlite_utils.Database) -> None:
+    """Version 5: the compact layout (see `STORED_COLUMNS`, `eventstore/packing.py`).
+
+    The events are copied, in position order, into a table of the new layout, each value
+    packed only where that gives the same text back; a digest is dropped only where it is
+    the digest of the row's data (so a tampered row stays as visible as it was). The events
+    sequence is carried over, so no position is given twice.
+    """
+    conn = db.conn
+    sequence = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+    conn.execute(EVENTS_DDL_5.format(name="events_5"))
+    rows = conn.execute(f"SELECT {STORED_COLUMNS} FROM events ORDER BY position")
+    conn.executemany(f"INSERT INTO events_5 ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", map(_pack_old, rows))
+    conn.execute("DROP TABLE events")
+    conn.execute("ALTER TABLE events_5 RENAME TO events")
+    conn.execute("DELETE FROM sqlite_sequence WHERE name IN ('events', 'events_5')")
+    if sequence is not None:
+        conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('events', ?)", (sequence[0],))
+    conn.execute('CREATE UNIQUE INDEX events_stream_offset ON events (stream_id, "offset")')
+    conn.execute("CREATE UNIQUE INDEX events_event_id ON events (event_id)")
+    conn.execute(f'CREATE INDEX events_titles ON events (stream_id, "offset") WHERE type IN {_TITLE_TYPES}')
+
+
+def _pack_old(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row of the text layout, packed (schema 5)."""
+    data, data_digest = row[6], row[9]
+    try:
+        recomputed = isinstance(data, str) and _digest(data) == data_digest
+    except UnicodeEncodeError:
+        recomputed = False
+    return pack_row((*row[:9], None if recomputed else data_digest, *row[10:]))
+
+
+MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5}
+
+
+def _digest(data: str | bytes) -> str:
+    """`tl_digest(data)`: the SHA-256 of an event's data, hex (what a packed row does not store)."""
+    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
 
 
 _P = ParamSpec("_P")
@@ -315,6 +411,7 @@ class SQLiteBackend:
         except sqlite3.Error as error:
             raise translate(error, self.path) from None
         try:
+            self.conn.create_function("tl_digest", 1, _digest, deterministic=True)
             self.conn.execute("PRAGMA foreign_keys=OFF")
             # Zero the space a deleted or rewritten row leaves, so a redacted payload (or a
             # dropped snapshot) is not left readable in a free page.
@@ -481,7 +578,7 @@ class SQLiteBackend:
         # only when it can see that the query's condition implies the index's.
         row = self.conn.execute(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? '
-            "AND type IN ('thread.created', 'title.set') ORDER BY \"offset\" DESC LIMIT 1",
+            f'AND type IN {_TITLE_TYPES} ORDER BY "offset" DESC LIMIT 1',
             (stream_id, lo, _NO_BOUND if hi is None else hi),
         ).fetchone()
         return _new(EventRow, row) if row else None
@@ -490,7 +587,7 @@ class SQLiteBackend:
     def count_type(self, stream_id: str, lo: int, hi: int | None, type_: str) -> int:
         row = self.conn.execute(
             'SELECT count(*) FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? AND type = ?',
-            (stream_id, lo, _NO_BOUND if hi is None else hi, type_),
+            (stream_id, lo, _NO_BOUND if hi is None else hi, pack_type(type_)),
         ).fetchone()
         return int(row[0])
 
@@ -530,18 +627,17 @@ class SQLiteBackend:
     @_translated
     def insert_events(self, rows: Sequence[EventValues]) -> None:
         if len(rows) == 1:
-            self.conn.execute(INSERT_EVENT, rows[0])
+            self.conn.execute(INSERT_EVENT, pack_row(rows[0]))
         else:
-            self.conn.executemany(INSERT_EVENT, rows)
+            self.conn.executemany(INSERT_EVENT, map(pack_row, rows))
 
     @_translated
     def events_by_id(self, event_ids: Sequence[str]) -> list[EventRow]:
-        if len(event_ids) == 1:
-            query = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = ?"
-            rows = self.conn.execute(query, (event_ids[0],)).fetchall()
-        else:
-            query = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
-            rows = self.conn.execute(query, (json.dumps(list(event_ids)),)).fetchall()
+        rows = []
+        for start in range(0, len(event_ids), 500):  # ids are bound packed, so no json_each
+            chunk = [pack_id(event_id) for event_id in event_ids[start:start + 500]]
+            query = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id IN ({','.join('?' * len(chunk))})"
+            rows += self.conn.execute(query, chunk).fetchall()
         return [_new(EventRow, r) for r in rows]
 
     @_translated
@@ -570,7 +666,7 @@ class SQLiteBackend:
     def range_data(self, stream_id: str, lo: int, hi: int | None) -> Iterator[DataRow]:
         """Like `range`, but only (offset, type, schema_version, data): what a fold needs."""
         cursor = self.conn.execute(
-            'SELECT "offset", type, schema_version, data FROM events WHERE stream_id = ? AND "offset" >= ? '
+            f'SELECT "offset", {_type("type")}, schema_version, data FROM events WHERE stream_id = ? AND "offset" >= ? '
             'AND "offset" < ? ORDER BY "offset"',
             (stream_id, lo, _NO_BOUND if hi is None else hi),
         )
@@ -586,7 +682,9 @@ class SQLiteBackend:
 
     @_translated
     def redact(self, position: int, data: str, redacted_by: int) -> None:
-        self.conn.execute("UPDATE events SET data = ?, redacted_by = ? WHERE position = ?", (data, redacted_by, position))
+        # The digest of what is erased stays (hex text: only redacted rows keep one).
+        self.conn.execute("UPDATE events SET data_digest = coalesce(data_digest, tl_digest(data)), data = ?, redacted_by = ? "
+                          "WHERE position = ?", (data, redacted_by, position))
 
     @_translated
     def redacted_since(self, stream_id: str, lo: int, hi: int | None, after: int) -> tuple[int, int] | None:
@@ -600,7 +698,8 @@ class SQLiteBackend:
         if after > 0:
             row = self.conn.execute(
                 "SELECT t.position, r.position FROM events r "
-                "JOIN events t ON t.position = json_extract(r.data, '$.position') WHERE r.position > ? AND r.type = 'event.redacted' "
+                "JOIN events t ON t.position = json_extract(r.data, '$.position') WHERE r.position > ? "
+                f"AND r.type = {TYPE_CODES['event.redacted']} "
                 'AND t.stream_id = ? AND t."offset" >= ? AND t."offset" < ? LIMIT 1',
                 (after, *bounds),
             ).fetchone()
@@ -621,7 +720,9 @@ class SQLiteBackend:
     @_translated
     def hashes(self, upto: int) -> Iterator[tuple[int, str]]:
         """(position, hash) of every event with position <= `upto`, in position order."""
-        cursor = self.conn.execute("SELECT position, hash FROM events WHERE position <= ? ORDER BY position", (upto,))
+        cursor = self.conn.execute(
+            "SELECT position, CASE WHEN typeof(hash) = 'blob' THEN 'tl2:' || lower(hex(hash)) ELSE hash END FROM events "
+            "WHERE position <= ? ORDER BY position", (upto,))
         return self._rows(cursor, tuple)
 
     @_translated
@@ -733,7 +834,7 @@ class SQLiteBackend:
             args.append(tool)
         rows = self.conn.execute(
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
-            "coalesce(json_extract(e.meta, '$.occurred_at'), e.recorded_at), d.text, "
+            f"coalesce(json_extract(e.meta, '$.occurred_at'), {_time('e.recorded_at')}), d.text, "
             "snippet(search_fts, 0, '**', '**', '…', 16), bm25(search_fts) "
             "FROM search_fts JOIN search_docs d ON d.docid = search_fts.rowid JOIN events e ON e.position = d.position "
             f"WHERE {' AND '.join(where)} ORDER BY bm25(search_fts), d.docid LIMIT ?",

@@ -21,6 +21,7 @@ from .errors import ConcurrencyError, IntegrityError, InvalidEvent, StaleSnapsho
 from .events import EventRedacted, MessageAppended, ThreadCreated
 from .facts import advance, after_fork
 from .head import Head
+from .ids import event_ids
 from .prepare import META_KEYS, PreparedEvent, check_id, new_id, now, prepare
 from .ranges import check_index, clip, segments
 from .recorded import RecordedEvent, ThreadInfo, decode, from_row, make_tuple, too_deep
@@ -265,8 +266,8 @@ class Store:
         if isinstance(events, (dict, str, bytes)):
             raise InvalidEvent("events", "must be a list of events")
         events = list(events)
-        fresh = os.urandom(16 * len(events)).hex()  # one call instead of one per event
-        return self._append(thread, [prepare(event, i, fresh[32 * i:32 * i + 32]) for i, event in enumerate(events)], expect)
+        fresh = event_ids(len(events))  # time-ordered: see eventstore/ids.py
+        return self._append(thread, [prepare(event, i, fresh[i]) for i, event in enumerate(events)], expect)
 
     def append_prepared(self, thread: str, batch: Sequence[PreparedEvent], expect: Expect = "any") -> list[RecordedEvent]:
         """`append` for events already validated and serialized by `eventstore.prepare.prepare`.
@@ -299,7 +300,7 @@ class Store:
                 raise InvalidEvent(f"events[{i}].type", f"{item.type} is written by {_RESERVED[item.type]} only")
             if item.type == ThreadCreated.type and not (i == 0 and expect == "no_stream"):
                 raise InvalidEvent(f"events[{i}].type", "thread.created only starts a thread (expect='no_stream')")
-        # Only ids the caller chose can repeat (generated ones are 128 random bits).
+        # Only ids the caller chose can repeat (generated ones hold 62 random bits under the time).
         if explicit and len({item.event_id for item in batch}) != len(batch):
             raise InvalidEvent("meta.event_id", "the batch repeats an event_id")
         with self.backend.transaction():
@@ -390,8 +391,10 @@ class Store:
             if stamps is not None:
                 recorded_at = stamps[offset - start]
             hash_ = chain_hash(prev, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
-            inserts.append((position, thread, offset, event_id, type_, version, data_json, meta_json, recorded_at, digest,
-                            hash_, facts_json, None))
+            # The digest goes with the row only when restored: a restored skeleton's data is not
+            # what its digest covers (see `EventValues`).
+            inserts.append((position, thread, offset, event_id, type_, version, data_json, meta_json, recorded_at,
+                            None if stamps is None else digest, hash_, facts_json, None))
             recorded.append(make_tuple(RecordedEvent, (position, thread, offset, event_id, type_, data, meta, recorded_at,
                                                        hash_, version, digest, False)))
             prev = hash_

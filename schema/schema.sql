@@ -1,16 +1,16 @@
--- threadlog schema version 4
-CREATE TABLE events (
+-- threadlog schema version 5
+CREATE TABLE "events" (
     position INTEGER PRIMARY KEY AUTOINCREMENT,
     stream_id TEXT NOT NULL REFERENCES streams(id),
     "offset" INTEGER NOT NULL,
-    event_id TEXT NOT NULL,
-    type TEXT NOT NULL,
+    event_id BLOB NOT NULL,
+    type BLOB NOT NULL,
     schema_version INTEGER NOT NULL,
     data TEXT NOT NULL,
     meta TEXT NOT NULL,
-    recorded_at TEXT NOT NULL,
-    data_digest TEXT NOT NULL,
-    hash TEXT NOT NULL,
+    recorded_at BLOB NOT NULL,
+    data_digest BLOB,
+    hash BLOB NOT NULL,
     pending TEXT,
     redacted_by INTEGER
 );
@@ -64,13 +64,11 @@ CREATE TABLE "streams" (
    "first_message_offset" INTEGER
 , "last_position" INTEGER);
 
-CREATE UNIQUE INDEX "events_event_id"
-    ON "events" ("event_id");
+CREATE UNIQUE INDEX events_event_id ON events (event_id);
 
-CREATE UNIQUE INDEX "events_stream_offset"
-    ON "events" ("stream_id", "offset");
+CREATE UNIQUE INDEX events_stream_offset ON events (stream_id, "offset");
 
-CREATE INDEX events_titles ON events(stream_id, "offset") WHERE type IN ('thread.created', 'title.set');
+CREATE INDEX events_titles ON events (stream_id, "offset") WHERE type IN (1, 12);
 
 CREATE INDEX search_titles ON search_docs (stream_id, "offset") WHERE kind = 'title';
 

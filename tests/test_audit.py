@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from eventstore import StaleSnapshot
 from eventstore.integrity import HASH_TAG, chain_hash, digest, legacy_chain_hash
 from projections.state import PROJECTION, VERSION, fold_state
+from tests import stored
 from threadlog import IntegrityError, InvalidEvent, Store, thread_state
 from threadlog.cli import cli
 from tests.backends import dump
@@ -330,8 +331,9 @@ def thread_file(tmp_path: Path, *texts: str) -> Path:
 def test_an_untagged_hash_after_a_tagged_one_is_a_downgrade(tmp_path: Path) -> None:
     db = thread_file(tmp_path, "a", "b")
     conn = sqlite3.connect(db)
-    prev, = conn.execute("SELECT hash FROM events WHERE position = 2").fetchone()
-    row = conn.execute('SELECT position, stream_id, "offset", event_id, type, schema_version, recorded_at, meta, data_digest FROM events WHERE position = 3').fetchone()
+    (prev,), = stored.events(conn, ["hash"], "WHERE position = 2")
+    row, = stored.events(conn, ["position", "stream_id", "offset", "event_id", "type", "schema_version", "recorded_at", "meta",
+                                "data_digest"], "WHERE position = 3")
     forged = legacy_chain_hash(prev, *row)
     conn.execute("UPDATE events SET hash = ? WHERE position = 3", (forged,))
     conn.execute("UPDATE streams SET head_hash = ?", (forged,))
@@ -400,8 +402,9 @@ def test_verify_names_a_gap_even_when_the_later_hashes_are_rechained(tmp_path: P
     db = thread_file(tmp_path, "a", "b", "c", "d")
     conn = sqlite3.connect(db)
     conn.execute("DELETE FROM events WHERE position = 3")  # offset 2
-    prev, = conn.execute("SELECT hash FROM events WHERE position = 2").fetchone()
-    rows = conn.execute('SELECT position, stream_id, "offset", event_id, type, schema_version, recorded_at, meta, data_digest FROM events WHERE position > 3 ORDER BY position').fetchall()
+    (prev,), = stored.events(conn, ["hash"], "WHERE position = 2")
+    rows = stored.events(conn, ["position", "stream_id", "offset", "event_id", "type", "schema_version", "recorded_at", "meta",
+                                "data_digest"], "WHERE position > 3 ORDER BY position")
     for position, stream_id, offset, event_id, type_, version, recorded_at, meta, data_digest in rows:
         prev = chain_hash(prev, stream_id, offset, event_id, type_, version, recorded_at, meta, data_digest)
         conn.execute("UPDATE events SET hash = ? WHERE position = ?", (prev, position))

@@ -11,6 +11,7 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+from tests import stored
 from threadlog import Store
 
 try:
@@ -100,7 +101,7 @@ def test_eight_processes_mixing_appends_forks_and_reads_with_a_tailing_reader(tm
     conflicts = sum(w.of("done")[0]["conflicts"] for w in writers)
 
     conn = sqlite3.connect(db)
-    rows = {r[0]: (r[1], r[2], r[3]) for r in conn.execute('SELECT event_id, stream_id, "offset", position FROM events')}
+    rows = {r[0]: (r[1], r[2], r[3]) for r in stored.events(conn, ["event_id", "stream_id", "offset", "position"])}
     positions = [r[0] for r in conn.execute("SELECT position FROM events ORDER BY position")]
     conn.close()
     lost = [i for i in acked if i not in rows]

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from eventstore.integrity import canonical
+from tests import stored
 from threadlog import Store
 
 try:
@@ -34,7 +35,7 @@ def stored_rows(db: Path) -> dict[str, dict[str, Any]]:
     conn = sqlite3.connect(db)
     try:
         keys = ["position", "stream_id", "offset", "event_id", "type", "data", "meta", "recorded_at", "hash"]
-        return {row[3]: dict(zip(keys, row)) for row in conn.execute(f"SELECT {COLUMNS} FROM events")}
+        return {row[3]: dict(zip(keys, row)) for row in stored.events(conn, keys)}
     finally:
         conn.close()
 

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 from eventstore import integrity
 from eventstore.events import MAX_DEPTH, Event, MetadataSet
+from tests import stored
 from threadlog import IntegrityError, InvalidEvent, Store, StoreError, display_rows, export_all, import_events, thread_state, transcript
 from threadlog.cli import cli
 from threadlog.export import dump_lines
@@ -164,10 +165,10 @@ def plant(db: Path, thread: str, data: str) -> int:
     the stream's head hash are made to match, so only the nesting is wrong. Returns its position."""
     conn = sqlite3.connect(db)
     try:
-        position, offset, event_id, type_, version, meta, recorded_at = conn.execute(
-            'SELECT position, "offset", event_id, type, schema_version, meta, recorded_at FROM events '
-            'WHERE stream_id = ? ORDER BY "offset" DESC LIMIT 1', (thread,)).fetchone()
-        prev = conn.execute('SELECT hash FROM events WHERE stream_id = ? AND "offset" = ?', (thread, offset - 1)).fetchone()[0]
+        (position, offset, event_id, type_, version, meta, recorded_at), = stored.events(
+            conn, ["position", "offset", "event_id", "type", "schema_version", "meta", "recorded_at"],
+            'WHERE stream_id = ? ORDER BY "offset" DESC LIMIT 1', (thread,))
+        (prev,), = stored.events(conn, ["hash"], 'WHERE stream_id = ? AND "offset" = ?', (thread, offset - 1))
         digest = hashlib.sha256(data.encode()).hexdigest()
         hash_ = integrity.chain_hash(prev, thread, offset, event_id, type_, version, recorded_at, meta, digest)
         conn.execute("UPDATE events SET data = ?, data_digest = ?, hash = ? WHERE position = ?", (data, digest, hash_, position))

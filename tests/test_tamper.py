@@ -26,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from eventstore.integrity import chain_hash, digest
+from tests import stored
 from threadlog import IntegrityError, Store, StoreError, anthropic_request, save_snapshot
 from threadlog.cli import cli
 
@@ -100,6 +101,12 @@ def swap_column(column: str, a: int, b: int) -> Tamper:
     return run
 
 
+# The first byte of a stored hash set to zero (a packed hash is 32 bytes; `||` makes text, the
+# cast gives the bytes back).
+EDIT_HASH = ("UPDATE events SET hash = CASE typeof(hash) WHEN 'blob' THEN CAST(x'00' || substr(hash, 2) AS BLOB) "
+             "ELSE '00' || substr(hash, 3) END WHERE position = {position}")
+
+
 def edit_data_and_digest(position: int) -> Tamper:
     """Change a payload and recompute its digest, so only the chain can notice."""
 
@@ -115,8 +122,7 @@ def insert_at_tail(valid_hash: bool) -> Tamper:
     """Append a forged event to R's log without moving R's head."""
 
     def run(conn: sqlite3.Connection) -> None:
-        prev = conn.execute("SELECT hash FROM events WHERE position = 10").fetchone()[0]
-        recorded_at = conn.execute("SELECT recorded_at FROM events WHERE position = 10").fetchone()[0]
+        (prev, recorded_at), = stored.events(conn, ["hash", "recorded_at"], "WHERE position = 10")
         data = '{"content":[{"text":"forged","type":"text"}],"role":"user"}'
         h = chain_hash(prev, "R", 7, "evil", "message.appended", 1, recorded_at, "{}", digest(data)) if valid_hash else "0" * 64
         conn.execute(
@@ -144,7 +150,7 @@ CASES: list[tuple[str, Tamper, int]] = [
     ("root-edit-data", sql("UPDATE events SET data = replace(data, 'u2', 'evil') WHERE position = 4"), 4),
     ("root-edit-data-and-digest", edit_data_and_digest(4), 4),
     ("root-edit-meta", sql("""UPDATE events SET meta = '{"actor":"mallory"}' WHERE position = 4"""), 4),
-    ("root-edit-hash", sql("UPDATE events SET hash = '00' || substr(hash, 3) WHERE position = 9"), 9),
+    ("root-edit-hash", sql(EDIT_HASH.format(position=9)), 9),
     ("root-edit-recorded-at", sql("UPDATE events SET recorded_at = '2001-01-01T00:00:00.000000Z' WHERE position = 5"), 5),
     ("root-edit-event-id", sql("UPDATE events SET event_id = 'other' WHERE position = 5"), 5),
     ("root-edit-type", sql("UPDATE events SET type = 'title.set' WHERE position = 5"), 5),
@@ -162,7 +168,7 @@ CASES: list[tuple[str, Tamper, int]] = [
     # R's events that F and G inherit (a fork's ancestor)
     ("ancestor-edit-data", sql("UPDATE events SET data = replace(data, 'u1', 'evil') WHERE position = 2"), 2),
     ("ancestor-edit-data-and-digest", edit_data_and_digest(2), 2),
-    ("ancestor-edit-fork-point-hash", sql("UPDATE events SET hash = '00' || substr(hash, 3) WHERE position = 3"), 3),
+    ("ancestor-edit-fork-point-hash", sql(EDIT_HASH.format(position=3)), 3),
     ("ancestor-delete-fork-point", sql("DELETE FROM events WHERE position = 3"), 4),
     ("ancestor-swap-two-rows", swap_rows(2, 3), 2),
     ("ancestor-reorder-offsets", swap_column("offset", 2, 3), 3),
@@ -269,7 +275,7 @@ def test_a_consistent_rewrite_of_the_tail_passes_verify_but_not_the_checkpoint(t
     with Store(db) as store:
         kept_elsewhere = store.checkpoint()
     conn = sqlite3.connect(db)
-    new_head_hash = conn.execute("SELECT hash FROM events WHERE position = 9").fetchone()[0]
+    (new_head_hash,), = stored.events(conn, ["hash"], "WHERE position = 9")
     conn.execute("DELETE FROM events WHERE position = 10")
     conn.execute("UPDATE streams SET head = 6, head_hash = ?, last_position = 9 WHERE id = 'R'", (new_head_hash,))
     conn.commit()

@@ -1,8 +1,9 @@
-"""Every release opens a database written by the first released schema (tests/fixtures/v1.db).
+"""Every release opens a database written by the first released schema (tests/fixtures/v1.db)
+and one written by schema 4, the last text layout (tests/fixtures/v4.db).
 
-The fixture is copied first and never modified. Opening migrates it to the current schema
-version, whatever that is; the history (every `events` and `streams` row) must come through
-the migration unchanged, verify, and read as it did.
+The fixtures are copied first and never modified. Opening migrates them to the current schema
+version, whatever that is; the history (every `events` and `streams` row, read back as the
+text it stands for) must come through the migration unchanged, verify, and read as it did.
 """
 
 from __future__ import annotations
@@ -11,25 +12,39 @@ import hashlib
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from eventstore import packing
 from eventstore.sqlite import SCHEMA_VERSION
 from threadlog import Store
 from threadlog.cli import cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v1.db"
+FIXTURE_V4 = Path(__file__).parent / "fixtures" / "v4.db"
+# What `checkpoint()` printed when tests/fixtures/make_v4.py wrote v4.db.
+V4_CHECKPOINT = "tlc1:16:e58d97da4567a8b532879240f21de92688ad7716a8b880496f21e713c631598c"
+
+
+def _unpacked(row: tuple[Any, ...]) -> tuple[object, ...]:
+    """A stored events row as the text it stands for, decoded in Python (`eventstore.packing`),
+    apart from the SQL the backend decodes with: a row of any layout reads the same."""
+    position, stream, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, pending, by = row
+    digest = hashlib.sha256(data.encode()).hexdigest() if digest is None else packing.unpack_digest(digest)
+    return (position, stream, offset, packing.unpack_id(event_id), packing.unpack_type(type_), version, data, meta,
+            packing.unpack_time(recorded_at), digest, packing.unpack_hash(hash_), pending, by)
 
 
 def history(db: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
     """Every events and streams row, read with raw sqlite3."""
     conn = sqlite3.connect(db)
     try:
-        events = conn.execute(
+        events = [_unpacked(row) for row in conn.execute(
             'SELECT position, stream_id, "offset", event_id, type, schema_version, data, meta, recorded_at, '
             "data_digest, hash, pending, redacted_by FROM events ORDER BY position"
-        ).fetchall()
+        )]
         streams = conn.execute(
             "SELECT id, parent_id, parent_offset, root_id, depth, head, created_position, kind, head_hash, facts, "
             "first_message_offset FROM streams ORDER BY id"
@@ -101,3 +116,63 @@ def test_cli_opens_v1_database(v1: Path) -> None:
     tree = runner.invoke(cli, ["tree", "--db", str(v1)])
     assert tree.exit_code == 0 and len(tree.stdout.splitlines()) >= 4
     print(f"\n$ threadlog init: {init.stdout.strip()}\n$ threadlog verify: {verify.stdout.strip()}")
+
+
+@pytest.fixture
+def v4(tmp_path: Path) -> Path:
+    db = tmp_path / "v4.db"
+    shutil.copy(FIXTURE_V4, db)
+    return db
+
+
+def test_v4_fixture_is_the_text_layout_and_untouched() -> None:
+    conn = sqlite3.connect(f"file:{FIXTURE_V4}?mode=ro", uri=True)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        kinds = conn.execute("SELECT DISTINCT typeof(event_id), typeof(hash), typeof(recorded_at) FROM events").fetchall()
+        assert kinds == [("text", "text", "text")]
+    finally:
+        conn.close()
+
+
+def test_v4_database_migrates_to_the_compact_layout_and_keeps_its_checkpoint(v4: Path) -> None:
+    before = history(v4)
+    with Store(v4) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        report = store.verify(checkpoint=V4_CHECKPOINT)  # every position and hash as they were
+        events = list(store.read_all())
+    assert (report.events, report.streams, report.redacted) == (16, 4, 1)
+    assert history(v4) == before, "the migration changed the history"
+    by_id = {e.event_id: e for e in events}
+    # Caller-chosen ids read back exactly as given, whether or not they look like generated ones.
+    assert {"caller-chosen-1", "0123456789abcdef0123456789abcdef", "ABCDEF0123456789ABCDEF0123456789"} <= set(by_id)
+    assert by_id["ABCDEF0123456789ABCDEF0123456789"].time == "2025-03-01T10:00:00Z"
+    conn = sqlite3.connect(v4)
+    try:
+        stored = dict(conn.execute("SELECT typeof(event_id), count(*) FROM events GROUP BY 1").fetchall())
+        assert stored == {"blob": 14, "text": 2}  # only the two ids that are not 32 lowercase hex digits stay text
+        assert conn.execute("SELECT count(*) FROM events WHERE typeof(hash) != 'blob' OR typeof(recorded_at) != 'integer'"
+                            ).fetchone()[0] == 0
+        # Only the redacted row keeps a digest: its data is the skeleton, not what the digest covers.
+        assert conn.execute("SELECT position FROM events WHERE data_digest IS NOT NULL").fetchall() == [(5,)]
+        # The events sequence came through: the next position is the one after the last.
+        assert conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()[0] == 16
+    finally:
+        conn.close()
+
+
+def test_migrated_v4_database_takes_appends_redactions_and_searches(v4: Path) -> None:
+    from threadlog import search
+
+    with Store(v4) as store:
+        root = next(t for t in store.all_threads() if t.kind == "thread")
+        assert [hit.position for hit in search(store, "TGV")]  # the index built before still answers
+        event = store.append_message(root.id, "user", "one more")
+        assert event.position == 17
+        retry = {"type": "message.appended", "data": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_01", "content": "08:04 TGV 6601; 09:00 TGV 6603"}]},
+            "meta": {"event_id": "0123456789abcdef0123456789abcdef"}}
+        assert store.append(root.id, [retry])[0].position == 4  # an id stored before the migration: a no-op retry
+        store.redact(2, reason="test", actor="t")
+        assert store.event_at(root.id, 1).redacted
+        store.verify(checkpoint=V4_CHECKPOINT)

@@ -1,0 +1,83 @@
+"""The storage layout (schema 5): what is stored compactly reads back as exactly the text
+that was hashed, whatever the text; generated event ids are time-ordered UUIDv7s."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eventstore import packing
+from eventstore.ids import event_ids
+from eventstore.sqlite import SQLiteBackend
+from threadlog import Store
+
+HEX = "0123456789abcdef"
+
+ids = st.one_of(st.text(HEX, min_size=32, max_size=32), st.text("0123456789abcdefABCDEF -", min_size=31, max_size=33),
+                st.text(min_size=1, max_size=40))
+times = st.one_of(
+    st.integers(0, 253402300799_999999).map(lambda us: packing.unpack_time(us)),  # every time `now()` can write
+    st.sampled_from(["2025-03-01T10:00:00Z", "2026-01-31T12:00:00.123Z", "1969-12-31T23:59:59.000000Z",
+                     "2026-02-30T00:00:00.000000Z", "2026-01-31T12:00:60.000000Z", "2026-01-31T12:00:00.12345٣Z",
+                     "2026-01-31 12:00:00.123456Z"]),
+    st.text(max_size=30),
+)
+hashes = st.one_of(st.text(HEX, min_size=64, max_size=64).map(lambda h: "tl2:" + h),
+                   st.text(HEX, min_size=64, max_size=64), st.text("tl2:ABCDEFabcdef0123", min_size=60, max_size=70))
+types = st.one_of(st.sampled_from(sorted(packing.TYPE_CODES)), st.text(min_size=1, max_size=20))
+
+
+@settings(max_examples=150, deadline=None)
+@given(event_id=ids, recorded_at=times, hash_=hashes, type_=types, digest=st.one_of(st.none(), hashes.map(lambda h: h[-64:])))
+def test_every_value_reads_back_as_the_text_it_was(event_id: str, recorded_at: str, hash_: str,
+                                                   type_: str, digest: str | None) -> None:
+    backend = SQLiteBackend(":memory:")
+    data = '{"a":1}'
+    backend.insert_events([(1, "s", 0, event_id, type_, 1, data, "{}", recorded_at, digest, hash_, None, None)])
+    row = backend.event_at_position(1)
+    assert row is not None
+    assert (row.event_id, row.type, row.recorded_at, row.hash) == (event_id, type_, recorded_at, hash_)
+    assert row.data_digest == (packing.unpack_digest(digest) if digest is not None else
+                               "015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862")
+    assert [r.event_id for r in backend.events_by_id([event_id])] == [event_id]
+    # And the Python decoders (other backends', the tests') agree with the SQL.
+    stored = backend.conn.execute("SELECT event_id, type, recorded_at, hash FROM events").fetchone()
+    assert (packing.unpack_id(stored[0]), packing.unpack_type(stored[1]), packing.unpack_time(stored[2]),
+            packing.unpack_hash(stored[3])) == (event_id, type_, recorded_at, hash_)
+    backend.close()
+
+
+def test_generated_event_ids_are_uuid7_in_time_order() -> None:
+    first = event_ids(50)
+    time.sleep(0.002)
+    second = event_ids(50)
+    assert first == sorted(first) and second == sorted(second) and first[-1] < second[0]
+    assert len(set(first + second)) == 100
+    for value in first + second:
+        parsed = uuid.UUID(hex=value)
+        assert parsed.version == 7 and parsed.variant == uuid.RFC_4122 and parsed.hex == value
+    assert abs(int(first[0][:12], 16) - time.time() * 1000) < 60_000  # the prefix is the time in ms
+
+
+def test_a_file_stores_the_compact_forms(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(title="x")
+        for i in range(20):
+            store.append_message(t, "user", f"message {i}")
+        store.append(t, [{"type": "title.set", "data": {"title": "y"}, "meta": {"event_id": "mine"}}])
+        events = list(store.read(t))
+        store.verify()
+    assert [e.event_id for e in events] == sorted(e.event_id for e in events[:-1]) + ["mine"]
+    conn = sqlite3.connect(db)
+    try:
+        kinds = conn.execute("SELECT typeof(event_id), typeof(type), typeof(recorded_at), typeof(hash), "
+                             "typeof(data_digest), count(*) FROM events GROUP BY 1 ORDER BY 1").fetchall()
+    finally:
+        conn.close()
+    assert kinds == [("blob", "integer", "integer", "blob", "null", 21), ("text", "integer", "integer", "blob", "null", 1)]
