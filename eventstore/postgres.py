@@ -52,6 +52,7 @@ from psycopg import sql
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
                       StreamRow)
 from .errors import SchemaError, SchemaTooOld, StoreError
+from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_time
 
 SCHEMA_VERSION = 1
 
@@ -61,10 +62,63 @@ _MIGRATE = 0x544C4F47_0001
 _ORDER = 0x544C4F47_0002
 _RESERVE = 0x544C4F47_0003
 
-EVENT_COLUMNS = (
-    'position, stream_id, "offset", event_id, type, schema_version, data, meta, '
-    "recorded_at, data_digest, hash, pending, redacted_by"
+# The stored columns (schema 5's compact layout, as on SQLite: eventstore/packing.py): ids and
+# hashes as bytes, a type as its code, a time as microseconds since 1970, and no digest where
+# the data gives it back. A value the compact form cannot give back exactly is kept as text
+# (`type_name`, `recorded_text`), or as its UTF-8 bytes in a bytea column, told apart by length:
+# a packed id is 16 bytes, a packed hash or digest 32; a caller's id whose UTF-8 is 16 bytes
+# long gets a 0xFF byte appended (a byte UTF-8 never holds).
+STORED_COLUMNS = (
+    'root_id, position, stream_id, "offset", event_id, type, type_name, schema_version, data, meta, '
+    "recorded_at, recorded_text, data_digest, hash, pending, redacted_by"
 )
+INSERT_EVENT = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (%s{', %s' * 15})"
+
+
+def _decoded_columns(alias: str = "") -> str:
+    """The SELECT list giving an `EventRow`'s text values back from the stored columns."""
+    a = alias
+    types = " ".join(f"WHEN {code} THEN '{name}'" for name, code in TYPE_CODES.items())
+    return (
+        f'{a}position, {a}stream_id, {a}"offset", '
+        f"CASE WHEN length({a}event_id) = 16 THEN encode({a}event_id, 'hex') "
+        f"WHEN get_byte({a}event_id, length({a}event_id) - 1) = 255 "
+        f"THEN convert_from(substring({a}event_id FROM 1 FOR length({a}event_id) - 1), 'UTF8') "
+        f"ELSE convert_from({a}event_id, 'UTF8') END, "
+        f"coalesce({a}type_name, CASE {a}type {types} END), {a}schema_version, {a}data, {a}meta, "
+        f"coalesce({a}recorded_text, to_char(to_timestamp(({a}recorded_at / 1000000)::float8) AT TIME ZONE 'UTC', "
+        f"'YYYY-MM-DD\"T\"HH24:MI:SS') || '.' || lpad(mod({a}recorded_at, 1000000)::text, 6, '0') || 'Z'), "
+        f"CASE WHEN {a}data_digest IS NULL THEN encode(sha256(convert_to({a}data, 'UTF8')), 'hex') "
+        f"WHEN length({a}data_digest) = 32 THEN encode({a}data_digest, 'hex') ELSE convert_from({a}data_digest, 'UTF8') END, "
+        f"CASE WHEN length({a}hash) = 32 THEN 'tl2:' || encode({a}hash, 'hex') ELSE convert_from({a}hash, 'UTF8') END, "
+        f"{a}pending, {a}redacted_by"
+    )
+
+
+EVENT_COLUMNS = _decoded_columns()
+_TITLE_TYPES = f"({TYPE_CODES['thread.created']}, {TYPE_CODES['title.set']})"
+
+
+def _bytes(value: str | bytes, packed: int) -> bytes:
+    """A packed value as it is, or text as UTF-8 (marked when its length would read as packed)."""
+    if isinstance(value, bytes):
+        return value
+    raw = value.encode("utf-8")
+    return raw + b"\xff" if len(raw) == packed else raw
+
+
+def stored_id(event_id: str) -> bytes:
+    return _bytes(pack_id(event_id), 16)
+
+
+def _stored(root: str, row: EventValues) -> tuple[Any, ...]:
+    """An event row as inserted (see `STORED_COLUMNS`)."""
+    position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, facts, redacted_by = row
+    code = TYPE_CODES.get(type_)
+    when = pack_time(recorded_at)
+    return (root, position, stream_id, offset, stored_id(event_id), code, None if code else type_, version, data, meta,
+            when if isinstance(when, int) else None, when if isinstance(when, str) else None,
+            None if digest is None else _bytes(pack_digest(digest), 32), _bytes(pack_hash(hash_), 32), facts, redacted_by)
 STREAM_COLUMNS = (
     "id, parent_id, parent_offset, root_id, depth, head, created_position, kind, "
     "head_hash, facts, first_message_offset, last_position"
@@ -88,8 +142,8 @@ def _schema_1(partitions: int) -> list[str]:
     events = (
         "CREATE TABLE events (position bigint NOT NULL, txid xid8 NOT NULL DEFAULT pg_current_xact_id(), "
         'root_id text COLLATE "C" NOT NULL, stream_id text COLLATE "C" NOT NULL, "offset" bigint NOT NULL, '
-        'event_id text COLLATE "C" NOT NULL, type text NOT NULL, schema_version integer NOT NULL, data text NOT NULL, '
-        "meta text NOT NULL, recorded_at text NOT NULL, data_digest text NOT NULL, hash text NOT NULL, pending text, "
+        "event_id bytea NOT NULL, type smallint, type_name text, schema_version integer NOT NULL, data text NOT NULL, "
+        "meta text NOT NULL, recorded_at bigint, recorded_text text, data_digest bytea, hash bytea NOT NULL, pending text, "
         f'redacted_by bigint, PRIMARY KEY ({key}position), UNIQUE ({key}stream_id, "offset"), UNIQUE ({key}event_id))'
         + (" PARTITION BY HASH (root_id)" if partitions else "")
     )
@@ -105,7 +159,7 @@ def _schema_1(partitions: int) -> list[str]:
         events,
         *(f"CREATE TABLE events_p{i} PARTITION OF events FOR VALUES WITH (MODULUS {partitions}, REMAINDER {i})"
           for i in range(partitions)),
-        "CREATE INDEX events_titles ON events (stream_id, \"offset\") WHERE type IN ('thread.created', 'title.set')",
+        f'CREATE INDEX events_titles ON events (stream_id, "offset") WHERE type IN {_TITLE_TYPES}',
         'CREATE TABLE snapshots (projection text NOT NULL, version integer NOT NULL, stream_id text COLLATE "C" NOT NULL, '
         '"offset" bigint NOT NULL, state text NOT NULL, PRIMARY KEY (projection, version, stream_id, "offset"))',
         'CREATE TABLE search_docs (docid bigint PRIMARY KEY, position bigint NOT NULL, stream_id text COLLATE "C" NOT NULL, '
@@ -398,7 +452,7 @@ class PostgresBackend:
     def last_title_event(self, stream_id: str, lo: int, hi: int | None) -> EventRow | None:
         row = self.conn.execute(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = %s AND "offset" >= %s AND "offset" < %s '
-            "AND type IN ('thread.created', 'title.set') ORDER BY \"offset\" DESC LIMIT 1",
+            f'AND type IN {_TITLE_TYPES} ORDER BY "offset" DESC LIMIT 1',
             (stream_id, lo, _NO_BOUND if hi is None else hi),
         ).fetchone()
         return _new(EventRow, row) if row else None
@@ -406,8 +460,9 @@ class PostgresBackend:
     @_translated
     def count_type(self, stream_id: str, lo: int, hi: int | None, type_: str) -> int:
         row = self.conn.execute(
-            'SELECT count(*) FROM events WHERE stream_id = %s AND "offset" >= %s AND "offset" < %s AND type = %s',
-            (stream_id, lo, _NO_BOUND if hi is None else hi, type_),
+            'SELECT count(*) FROM events WHERE stream_id = %s AND "offset" >= %s AND "offset" < %s '
+            + ("AND type = %s" if type_ in TYPE_CODES else "AND type_name = %s"),
+            (stream_id, lo, _NO_BOUND if hi is None else hi, TYPE_CODES.get(type_, type_)),
         ).fetchone()
         return int(row[0]) if row else 0
 
@@ -457,15 +512,15 @@ class PostgresBackend:
                 (max(row[0] for row in rows),),
             )
         if len(rows) == 1:
-            self.conn.execute(f"INSERT INTO events (root_id, {EVENT_COLUMNS}) VALUES (%s{', %s' * 13})", (root, *rows[0]))
+            self.conn.execute(INSERT_EVENT, _stored(root, rows[0]))
             return
-        with self.conn.cursor() as cursor, cursor.copy(f"COPY events (root_id, {EVENT_COLUMNS}) FROM STDIN") as copy:
+        with self.conn.cursor() as cursor, cursor.copy(f"COPY events ({STORED_COLUMNS}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row((root, *row))
+                copy.write_row(_stored(root, row))
 
     @_translated
     def events_by_id(self, event_ids: Sequence[str]) -> list[EventRow]:
-        rows = self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = ANY(%s)", (list(event_ids),)).fetchall()
+        rows = self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = ANY(%s)", ([stored_id(i) for i in event_ids],)).fetchall()
         return [_new(EventRow, r) for r in rows]
 
     @_translated
@@ -504,7 +559,9 @@ class PostgresBackend:
 
     @_translated
     def redact(self, position: int, data: str, redacted_by: int) -> None:
-        self.conn.execute("UPDATE events SET data = %s, redacted_by = %s WHERE position = %s", (data, redacted_by, position))
+        # The digest of what is erased stays (only redacted rows keep one).
+        self.conn.execute("UPDATE events SET data_digest = coalesce(data_digest, sha256(convert_to(data, 'UTF8'))), "
+                          "data = %s, redacted_by = %s WHERE position = %s", (data, redacted_by, position))
 
     @_translated
     def redacted_since(self, stream_id: str, lo: int, hi: int | None, after: int) -> tuple[int, int] | None:
@@ -512,7 +569,7 @@ class PostgresBackend:
         if after > 0:
             row = self.conn.execute(
                 "SELECT t.position, r.position FROM events r JOIN events t ON t.position = (r.data::jsonb->>'position')::bigint "
-                "WHERE r.position > %s AND r.type = 'event.redacted' AND t.stream_id = %s AND t.\"offset\" >= %s "
+                f"WHERE r.position > %s AND r.type = {TYPE_CODES['event.redacted']} AND t.stream_id = %s AND t.\"offset\" >= %s "
                 'AND t."offset" < %s LIMIT 1',
                 (after, *bounds),
             ).fetchone()
@@ -532,7 +589,8 @@ class PostgresBackend:
 
     def hashes(self, upto: int) -> Iterator[tuple[int, str]]:
         return self._paged(
-            f"SELECT position, hash FROM events WHERE {_VISIBLE} AND position <= %s AND position > %s "
+            "SELECT position, CASE WHEN length(hash) = 32 THEN 'tl2:' || encode(hash, 'hex') ELSE convert_from(hash, 'UTF8') END "
+            f"FROM events WHERE {_VISIBLE} AND position <= %s AND position > %s "
             "ORDER BY position LIMIT %s",
             (upto, 0, None), tuple, 0,
         )
