@@ -56,11 +56,16 @@ def _check_expect(expect: Any) -> None:
         raise InvalidEvent("expect", f"must be 'any', 'no_stream', 'stream_exists' or a head >= 0, not {expect!r}")
 
 
+def is_url(target: str | os.PathLike[str]) -> bool:
+    """Whether `target` names a PostgreSQL database (`postgresql://…`) rather than a SQLite file."""
+    return os.fspath(target).split("://", 1)[0] in ("postgresql", "postgres")
+
+
 def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: float | None, read_only: bool,
           on_wait: Callable[[], None] | None) -> Backend:
     """The backend for a path or URL: a SQLite file (or `:memory:`), or a `postgresql://` URL."""
     text = os.fspath(target)
-    if text.split("://", 1)[0] in ("postgresql", "postgres"):
+    if is_url(text):
         return _postgres(text, synchronous, timeout, read_only, on_wait)
     return SQLiteBackend(text, synchronous="NORMAL" if synchronous is None else synchronous,
                          timeout=30.0 if timeout is None else timeout, read_only=read_only, on_wait=on_wait)
