@@ -520,7 +520,8 @@ class PostgresBackend:
 
     @_translated
     def events_by_id(self, event_ids: Sequence[str]) -> list[EventRow]:
-        rows = self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = ANY(%s)", ([stored_id(i) for i in event_ids],)).fetchall()
+        ids = [stored_id(event_id) for event_id in event_ids]
+        rows = self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = ANY(%s)", (ids,)).fetchall()
         return [_new(EventRow, r) for r in rows]
 
     @_translated
@@ -684,7 +685,7 @@ class PostgresBackend:
             f"WHERE {' AND '.join(where)} ORDER BY score, d.docid LIMIT %s",
             (*params, limit),
         ).fetchall()
-        return [HitRow(*row[:9], float(row[9])) for row in rows]
+        return [_new(HitRow, (*row[:9], float(row[9]))) for row in rows]
 
     @_translated
     def index_title(self, stream_id: str, lo: int, hi: int | None) -> str | None:

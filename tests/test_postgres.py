@@ -198,12 +198,15 @@ def test_sigkill_of_the_postmaster_during_appends_loses_nothing_acknowledged() -
 def test_a_refused_append_leaves_the_database_as_it_was_even_with_a_writer_waiting(tmp_path: Path) -> None:
     """A write waiting on another transaction's stream lock sees that transaction's commit."""
     url = postgres_url()
-    with Store(url) as a, Store(url) as b:
+    from eventstore.postgres import PostgresBackend
+
+    locker = PostgresBackend(url)
+    with Store(locker) as a, Store(url) as b:
         t = a.create_thread(title="locks")
         code = ("import sys, time; from threadlog import Store; s = Store(sys.argv[1]); "
                 "print(s.append_message(sys.argv[2], 'user', 'second', expect=1).offset)")
-        with a.backend.transaction():
-            a.backend.stream_for_append(t, 1)  # holds the stream's lock, as an append does
+        with locker.transaction():
+            locker.stream_for_append(t, 1)  # holds the stream's lock, as an append does
             waiting = subprocess.Popen([sys.executable, "-c", code, url, t], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
             time.sleep(0.5)
