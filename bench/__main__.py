@@ -15,11 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import alternatives, append, cli, fork, importing, live, machine, read, search, targets, transcript
+from . import alternatives, append, cli, fork, importing, live, machine, postgresql, read, search, targets, transcript
 from .timing import Measure
 
 GROUPS = {"append": append, "fork": fork, "read": read, "transcript": transcript, "live": live, "import": importing,
-          "search": search, "alternatives": alternatives, "cli": cli}
+          "search": search, "alternatives": alternatives, "cli": cli, "postgresql": postgresql}
+# Groups a plain run leaves out: they need more than this checkout (a PostgreSQL server's binaries).
+OPT_IN = {"postgresql"}
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
 
@@ -67,11 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that every scenario runs")
     parser.add_argument("--json", type=Path, help="where to write the results (default bench/results-MODE.json)")
     parser.add_argument("--only", help=f"comma-separated groups to run, of: {', '.join(GROUPS)}")
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite",
+                        help="postgresql: run the PostgreSQL group (a throwaway cluster, raw psycopg baselines)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (as in the README)")
     parser.add_argument("--workdir", type=Path, help="keep the databases here instead of a temporary directory")
     args = parser.parse_args(argv)
     mode = "full" if args.full else "smoke" if args.smoke else "quick"
-    chosen = args.only.split(",") if args.only else list(GROUPS)
+    chosen = args.only.split(",") if args.only else [g for g in GROUPS if g not in OPT_IN]
+    if args.backend == "postgresql" and not args.only:
+        chosen = ["postgresql"]
     unknown = [g for g in chosen if g not in GROUPS]
     if unknown:
         parser.error(f"unknown group {unknown[0]!r}; choose from {', '.join(GROUPS)}")
