@@ -226,6 +226,22 @@ def _translated(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Calla
 
     def run(self: PostgresBackend, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
+            if self._queued:
+                self._flush()  # a read sees the writes queued before it
+            return method(self, *args, **kwargs)
+        except psycopg.Error as error:
+            raise translate(error, self.path) from None
+
+    functools.update_wrapper(run, method)
+    return run
+
+
+def _queueing(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Callable[Concatenate[PostgresBackend, _P], _R]:
+    """`_translated` for the write methods that queue their statements instead of flushing
+    the queue first (see `PostgresBackend._queued`)."""
+
+    def run(self: PostgresBackend, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
             return method(self, *args, **kwargs)
         except psycopg.Error as error:
             raise translate(error, self.path) from None
@@ -252,6 +268,13 @@ class PostgresBackend:
         self.read_only = False
         self._in_transaction = False
         self._reserved = 0  # reservations made in the current write transaction
+        # Statements of the write transaction not sent yet: its BEGIN, then its writes, sent
+        # with the next read or with the COMMIT in one round trip (a pipeline). An append is
+        # then two round trips: BEGIN with the lock, reservation and head read; the inserts with
+        # the COMMIT. Round trips are what many writers on few cores wait for (measured: with 8
+        # writer processes on 2 busy cores, a BEGIN alone took 4 ms to come back).
+        self._queued: list[tuple[Any, Any]] = []
+        self._begun = False
         self._roots: dict[str, str] = {}  # stream id -> root id, for the events' partition key
         try:
             self.conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)))
@@ -318,22 +341,36 @@ class PostgresBackend:
         Writers serialise per stream (`stream_for_append`), not globally: see the module doc."""
         if self._in_transaction:
             raise StoreError("a write transaction is already open on this store")
-        try:
-            self.conn.execute(b"BEGIN")
-        except psycopg.Error as error:
-            raise translate(error, self.path) from None
-        self._in_transaction, self._reserved = True, 0
+        self._in_transaction, self._reserved, self._begun = True, 0, False
+        self._queued = [(b"BEGIN", None)]
         try:
             yield
-            self.conn.execute(b"COMMIT")
+            if self._begun or len(self._queued) > 1:
+                with self.conn.pipeline():
+                    self._send()
+                    self.conn.execute(b"COMMIT")
         except BaseException as error:
-            self._rollback()
+            if self._begun:
+                self._rollback()
             if isinstance(error, psycopg.Error):
                 raise translate(error, self.path) from None
             raise
         finally:
             self._in_transaction = False
+            self._queued = []
             self._roots.clear()
+
+    def _send(self) -> None:
+        """Send the queued statements (inside the caller's pipeline)."""
+        queued, self._queued = self._queued, []
+        if queued and queued[0][0] == b"BEGIN":
+            self._begun = True
+        for query, params in queued:
+            self.conn.execute(query, params)
+
+    def _flush(self) -> None:
+        with self.conn.pipeline():
+            self._send()
 
     def _rollback(self) -> None:
         with contextlib.suppress(psycopg.Error):  # a lost connection has nothing to roll back
@@ -368,6 +405,8 @@ class PostgresBackend:
         *fixed, after, limit = args
         left = limit
         try:
+            if self._queued:
+                self._flush()
             while left is None or left > 0:
                 page = min(_PAGE, left) if left is not None else _PAGE
                 rows = self.conn.execute(query, (*fixed, after, page)).fetchall()
@@ -396,12 +435,13 @@ class PostgresBackend:
         self._reserved += 1
         return int(last[3]) - count + 1
 
-    @_translated
+    @_queueing
     def stream_for_append(self, stream_id: str, count: int = 1) -> tuple[StreamRow | None, int]:
         """Lock the stream (for this transaction), take `count` positions and read the stream's
         row: one round trip. The row is read by a statement that starts after the lock is held,
         so it is the latest committed one."""
         with self.conn.pipeline():
+            self._send()
             self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (stream_id,))
             query = _RESERVE_SQL if self._reserved == 0 else _RESERVE_AGAIN_SQL
             reserved = self.conn.execute(query, (count,))
@@ -477,19 +517,19 @@ class PostgresBackend:
         ).fetchall()
         return [_new(StreamRow, r) for r in rows]
 
-    @_translated
+    @_queueing
     def insert_stream(self, row: StreamRow) -> None:
-        self.conn.execute(f"INSERT INTO streams ({STREAM_COLUMNS}) VALUES ({', '.join(['%s'] * 12)})", row)
+        self._queued.append((f"INSERT INTO streams ({STREAM_COLUMNS}) VALUES ({', '.join(['%s'] * 12)})", row))
         self._roots[row.id] = row.root_id
 
-    @_translated
+    @_queueing
     def update_head(self, stream_id: str, head: int, head_hash: str, facts: str | None, first_message: int | None,
                     last_position: int) -> None:
-        self.conn.execute(
+        self._queued.append((
             "UPDATE streams SET head = %s, head_hash = %s, facts = %s, first_message_offset = %s, last_position = %s "
             "WHERE id = %s",
             (head, head_hash, facts, first_message, last_position, stream_id),
-        )
+        ))
 
     # -- events ------------------------------------------------------------------------------
 
@@ -498,22 +538,25 @@ class PostgresBackend:
         """Take `count` positions for this transaction (see the module doc); the first of them."""
         return self._reserve(count)
 
-    @_translated
+    @_queueing
     def insert_events(self, rows: Sequence[EventValues]) -> None:
         stream_id = rows[0][1]
         root = self._roots.get(stream_id)
         if root is None:
+            self._flush()
             found = self.conn.execute("SELECT root_id FROM streams WHERE id = %s", (stream_id,)).fetchone()
             root = str(found[0]) if found else stream_id
         if self._reserved == 0:  # positions chosen by the caller (a restore keeps an export's)
+            self._flush()
             self.conn.execute(
                 f"SELECT pg_advisory_xact_lock({_ORDER}), pg_current_xact_id(), "
                 "setval('event_positions', greatest(%s, (SELECT last_value FROM event_positions)))",
                 (max(row[0] for row in rows),),
             )
-        if len(rows) == 1:
-            self.conn.execute(INSERT_EVENT, _stored(root, rows[0]))
+        if len(rows) == 1 and self._in_transaction:
+            self._queued.append((INSERT_EVENT, _stored(root, rows[0])))
             return
+        self._flush()
         with self.conn.cursor() as cursor, cursor.copy(f"COPY events ({STORED_COLUMNS}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(_stored(root, row))
