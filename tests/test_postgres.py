@@ -215,3 +215,83 @@ def test_a_refused_append_leaves_the_database_as_it_was_even_with_a_writer_waiti
         assert waiting.returncode == 0 and out.strip() == "1", err
         assert [e.offset for e in b.read(t)] == [0, 1]
         assert b.event_at(t, 1).data["content"][0]["text"] == "second"
+
+
+# -- refusals and tampering, as tests/test_bad_input.py and tests/test_tamper.py check on SQLite --
+
+from tests.backends import BACKENDS, dump, open_store  # noqa: E402
+from tests.test_bad_input import LIB, Call, seeded  # noqa: E402,F401 (the module's seeded file, restored here)
+
+POSTGRES = next(case for case in BACKENDS if case.id == "postgresql")
+
+
+def _seeded_on_postgresql(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> Store:
+    with Store(seeded[0]) as lite:
+        backup = write(tmp_path / "seed.jsonl", export_all(lite))
+    store = open_store(POSTGRES, tmp_path)
+    import_events(store, backup)
+    return store
+
+
+@pytest.mark.parametrize(("call", "error", "says"), [c[1:] for c in LIB], ids=[c[0] for c in LIB])
+def test_library_refuses_and_changes_nothing_on_postgresql(
+    seeded: tuple[Path, dict[str, str]], tmp_path: Path, call: Call, error: type[Exception], says: str
+) -> None:
+    from threadlog import StoreError
+
+    store = _seeded_on_postgresql(seeded, tmp_path)
+    before = dump(store)
+    with pytest.raises(StoreError) as caught:
+        call(store, seeded[1])
+    assert type(caught.value) is error
+    assert says in str(caught.value) + getattr(caught.value, "reason", "") + getattr(caught.value, "field", "")
+    assert dump(store) == before, "a refused call changed the database"
+    store.close()
+
+
+@pytest.mark.parametrize("change", [
+    "UPDATE events SET data = replace(data, 'hello', 'HELLO') WHERE data LIKE '%hello%'",
+    "UPDATE events SET meta = '{\"actor\":\"mallory\"}' WHERE position = 3",
+    "UPDATE events SET hash = sha256('x') WHERE position = 3",
+    "UPDATE events SET recorded_at = recorded_at + 1 WHERE position = 3",
+    "DELETE FROM events WHERE position = 3",
+    "UPDATE streams SET head = head + 1 WHERE id = 't'",
+], ids=["data", "meta", "hash", "time", "deleted", "head"])
+def test_tampering_with_rows_fails_verify_naming_the_place(seeded: tuple[Path, dict[str, str]], tmp_path: Path,
+                                                            change: str) -> None:
+    import psycopg
+
+    from threadlog import IntegrityError
+
+    url = postgres_url()
+    with Store(seeded[0]) as lite:
+        backup = write(tmp_path / "seed.jsonl", export_all(lite))
+        checkpoint = lite.checkpoint()
+    with Store(url) as store:
+        import_events(store, backup)
+        store.verify(checkpoint=checkpoint)
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(change.encode()).rowcount >= 1
+    with Store(url) as store, pytest.raises(IntegrityError) as caught:
+        store.verify(checkpoint=checkpoint)
+    assert "position" in str(caught.value) or "head" in str(caught.value) or "checkpoint" in str(caught.value)
+
+
+def test_a_planted_trigger_stops_redaction(tmp_path: Path) -> None:
+    import psycopg
+
+    from threadlog import StoreError
+
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="x")
+        secret = store.append_message(t, "user", "my key is sk-1")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(b"CREATE TABLE copies (data text)")
+        conn.execute(b"CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS "
+                     b"$$ BEGIN INSERT INTO copies VALUES (OLD.data); RETURN NEW; END $$")
+        conn.execute(b"CREATE TRIGGER keep_copy BEFORE UPDATE ON events FOR EACH ROW EXECUTE FUNCTION keep()")
+    with Store(url) as store, pytest.raises(StoreError, match="keep_copy"):
+        store.redact(secret.position, reason="leak", actor="ops")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(b"SELECT count(*) FROM copies").fetchone() == (0,)
