@@ -78,14 +78,13 @@ INSERT_EVENT = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (%s{', %s' * 15})"
 def _decoded_columns(alias: str = "") -> str:
     """The SELECT list giving an `EventRow`'s text values back from the stored columns."""
     a = alias
-    types = " ".join(f"WHEN {code} THEN '{name}'" for name, code in TYPE_CODES.items())
     return (
         f'{a}position, {a}stream_id, {a}"offset", '
         f"CASE WHEN length({a}event_id) = 16 THEN encode({a}event_id, 'hex') "
         f"WHEN get_byte({a}event_id, length({a}event_id) - 1) = 255 "
         f"THEN convert_from(substring({a}event_id FROM 1 FOR length({a}event_id) - 1), 'UTF8') "
         f"ELSE convert_from({a}event_id, 'UTF8') END, "
-        f"coalesce({a}type_name, CASE {a}type {types} END), {a}schema_version, {a}data, {a}meta, "
+        f"{_type(a)}, {a}schema_version, {a}data, {a}meta, "
         f"coalesce({a}recorded_text, to_char(to_timestamp(({a}recorded_at / 1000000)::float8) AT TIME ZONE 'UTC', "
         f"'YYYY-MM-DD\"T\"HH24:MI:SS') || '.' || lpad(mod({a}recorded_at, 1000000)::text, 6, '0') || 'Z'), "
         f"CASE WHEN {a}data_digest IS NULL THEN encode(sha256(convert_to({a}data, 'UTF8')), 'hex') "
@@ -95,7 +94,14 @@ def _decoded_columns(alias: str = "") -> str:
     )
 
 
+def _type(alias: str = "") -> str:
+    """SQL giving an event's type name back from its code (or its `type_name`)."""
+    types = " ".join(f"WHEN {code} THEN '{name}'" for name, code in TYPE_CODES.items())
+    return f"coalesce({alias}type_name, CASE {alias}type {types} END)"
+
+
 EVENT_COLUMNS = _decoded_columns()
+_TYPE = _type()
 _TITLE_TYPES = f"({TYPE_CODES['thread.created']}, {TYPE_CODES['title.set']})"
 
 
@@ -588,7 +594,7 @@ class PostgresBackend:
 
     def range_data(self, stream_id: str, lo: int, hi: int | None) -> Iterator[DataRow]:
         return self._paged(
-            'SELECT "offset", type, schema_version, data FROM events WHERE stream_id = %s AND "offset" < %s '
+            f'SELECT "offset", {_TYPE}, schema_version, data FROM events WHERE stream_id = %s AND "offset" < %s '
             'AND "offset" > %s ORDER BY "offset" LIMIT %s',
             (stream_id, _NO_BOUND if hi is None else hi, lo - 1, None), tuple, 0,
         )

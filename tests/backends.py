@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import urllib.parse
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -118,3 +118,13 @@ def open_store(case: BackendCase, tmp_path: Path) -> Store:
 def dump(store: Store) -> list[str]:
     """Every row of every table of a store `open_store` made: equal dumps mean an unchanged database."""
     return _DUMPS[store]()
+
+
+@pytest.fixture(name="mem", params=["sqlite-memory", "postgresql"])
+def mem_on_every_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """`mem` for the modules that test projections (what is computed, not how it is stored):
+    a module imports this to run its `mem` tests on SQLite in memory and on PostgreSQL."""
+    case = next(c for c in BACKENDS if c.id == request.param)
+    store = open_store(case, tmp_path)
+    yield store
+    store.close()
