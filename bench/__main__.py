@@ -69,14 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that every scenario runs")
     parser.add_argument("--json", type=Path, help="where to write the results (default bench/results-MODE.json)")
     parser.add_argument("--only", help=f"comma-separated groups to run, of: {', '.join(GROUPS)}")
-    parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite",
+    parser.add_argument("--backend", dest="engine", choices=["sqlite", "postgresql"], default="sqlite",
                         help="postgresql: run the PostgreSQL group (a throwaway cluster, raw psycopg baselines)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (as in the README)")
     parser.add_argument("--workdir", type=Path, help="keep the databases here instead of a temporary directory")
     args = parser.parse_args(argv)
     mode = "full" if args.full else "smoke" if args.smoke else "quick"
     chosen = args.only.split(",") if args.only else [g for g in GROUPS if g not in OPT_IN]
-    if args.backend == "postgresql" and not args.only:
+    if args.engine == "postgresql" and not args.only:
         chosen = ["postgresql"]
     unknown = [g for g in chosen if g not in GROUPS]
     if unknown:

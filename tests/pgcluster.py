@@ -57,7 +57,10 @@ class Cluster:
                   "--no-instructions", "--no-sync")
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write(f"\nlisten_addresses = ''\nunix_socket_directories = '{self.socket}'\nmax_connections = 60\n"
-                       "shared_buffers = 64MB\n")
+                       "shared_buffers = 64MB\n"
+                       # After a crash, one syncfs() of the data directory instead of an fsync() of
+                       # every file before recovery: seconds less per restart of the crash test.
+                       "recovery_init_sync_method = syncfs\n")
         self.start()
 
     def _run(self, tool: str, *args: str) -> str:
@@ -112,9 +115,10 @@ class Cluster:
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` exists. A killed server process counts until it is reaped: until then the
+    server's lock file still names a live-looking process and a restart refuses to start."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # A zombie child of this process would stay "alive": the server is not our child, so none is.
     return True
