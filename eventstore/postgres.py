@@ -24,7 +24,9 @@ an event that commits late with a lower position:
   A transaction that takes positions twice (`fan_out`, a restore) would break that order if
   another writer took positions in between, so its second reservation takes the order lock
   exclusively (`_ORDER`, held shared by every reservation until commit): it waits until
-  every transaction that reserved before it has finished.
+  every transaction that reserved before it has finished. Two such transactions at once wait
+  for each other; the server cancels one (a deadlock, reported as a `StoreError` that says
+  nothing was written and to retry).
 
   Measured with raw psycopg on the machine this was written on (2 cores, fdatasync ~0.8 ms),
   one-event INSERT + COMMIT transactions on distinct streams: A 155-173/s with 1 writer and

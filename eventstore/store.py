@@ -2,7 +2,8 @@
 
 Validation, canonical JSON and digests are computed before the write lock is taken
 (`prepare`); only the head check, the position, the hashes and the inserts happen inside it.
-The store speaks to storage only through `backend.Backend`; `Store(path)` opens SQLite.
+The store speaks to storage only through `backend.Backend`; `Store(path)` opens SQLite,
+`Store("postgresql://…")` PostgreSQL.
 """
 
 from __future__ import annotations
@@ -85,9 +86,12 @@ def _postgres(url: str, synchronous: str | None, timeout: float | None, read_onl
 
 
 class Store:
-    """An event-sourced conversation store over one backend: a SQLite file (or `":memory:"`).
+    """An event-sourced conversation store over one backend: a SQLite file (or `":memory:"`),
+    or a PostgreSQL database.
 
-    `Store(path)` opens (creating or migrating) a SQLite file; `Store(backend)` runs on any
+    `Store(path)` opens (creating or migrating) a SQLite file, `Store("postgresql://…")` a
+    PostgreSQL database (`eventstore/postgres.py`; `timeout` applies there too, the other
+    settings are SQLite's and are refused); `Store(backend)` runs on any
     object that keeps the `backend.Backend` contract. A `Store` holds one connection and is
     meant for one thread at a time; open one per thread or process. Every write runs in a
     write transaction, so several processes can share a file safely (writers queue on

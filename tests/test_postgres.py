@@ -147,7 +147,7 @@ def test_eight_writer_processes_and_a_tailing_reader_skip_nothing(tmp_path: Path
             shared.append(t)
     stop = tmp_path / "stop"
     tailer = Worker("tail", url, str(stop))
-    writers = [Worker("mixed", url, "3", f"p{i}", *shared) for i in range(8)]
+    writers = [Worker("mixed", url, "2", f"p{i}", *shared) for i in range(8)]
     for w in writers:
         w.finish()
     stop.touch()
@@ -295,3 +295,26 @@ def test_a_planted_trigger_stops_redaction(tmp_path: Path) -> None:
         store.redact(secret.position, reason="leak", actor="ops")
     with psycopg.connect(url, autocommit=True) as conn:
         assert conn.execute(b"SELECT count(*) FROM copies").fetchone() == (0,)
+
+
+def test_an_event_committed_while_an_earlier_writer_is_open_waits_for_it() -> None:
+    """The rule behind the tailing reader: a writer that took its positions first (and is still
+    open) holds back every later commit from readers, so its lower position cannot be skipped."""
+    import psycopg
+
+    from eventstore.postgres import _RESERVE_SQL
+
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="order")
+        before = store.last_position()
+        with psycopg.connect(url) as early:  # a writer between its reservation and its commit
+            reserved = early.execute(_RESERVE_SQL.encode(), (1,)).fetchone()
+            assert reserved is not None and reserved[3] == before + 1
+            late = store.append_message(t, "user", "committed after the open writer took a lower position")
+            assert late.position == before + 2
+            assert [e.position for e in store.read_all(after=before)] == []
+            assert store.last_position() == before
+            early.rollback()  # the early writer gives up: its position stays unused
+        assert [e.position for e in store.read_all(after=before)] == [late.position]
+        assert store.last_position() == late.position
