@@ -69,10 +69,11 @@ class _Raw:
                     copy.write_row(self.row())
 
 
-def _writer(url: str, seconds: float, start: Any, counts: Any) -> None:
+def _writer(url: str, seconds: float, ready: Any, start: Any, counts: Any) -> None:
     store = Store(url)
     thread = store.create_thread(title="writer")
     n = 0
+    ready.put(True)
     start.wait()
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
@@ -106,14 +107,16 @@ def _tailer(url: str, stop: Any, out: Any) -> None:
 
 def _writers(url: str, k: int, seconds: float, tail: bool) -> tuple[float, dict[str, Any]]:
     ctx = multiprocessing.get_context("spawn")
-    start, stop, counts, out = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(url, seconds, start, counts)) for _ in range(k)]
+    start, stop, ready, counts, out = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(url, seconds, ready, start, counts)) for _ in range(k)]
     reader = ctx.Process(target=_tailer, args=(url, stop, out)) if tail else None
     for p in procs:
         p.start()
     if reader:
         reader.start()
-    time.sleep(1.0)  # every writer connected and created its thread
+    for _ in procs:  # every writer has started, connected and created its thread: they run together
+        ready.get(timeout=120)
+    time.sleep(0.5)  # and the reader has read what is already there
     start.set()
     total = sum(counts.get(timeout=seconds + 120) for _ in procs)
     for p in procs:
