@@ -308,6 +308,7 @@ class PostgresBackend:
         if self._version() == SCHEMA_VERSION:
             return
         with self.transaction():
+            self._flush()  # BEGIN now: every statement below runs inside this transaction
             # One process migrates; another waits here, then finds the work done.
             self.conn.execute(f"SELECT pg_advisory_xact_lock({_MIGRATE})".encode())
             version = self._version()
