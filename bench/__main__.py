@@ -15,11 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import alternatives, append, cli, fork, importing, live, machine, postgresql, read, search, targets, transcript
+from . import (alternatives, append, cli, fork, importing, live, machine, postgresql, read, scale, search, sessions, targets,
+               transcript, web)
 from .timing import Measure
 
 GROUPS = {"append": append, "fork": fork, "read": read, "transcript": transcript, "live": live, "import": importing,
-          "search": search, "alternatives": alternatives, "cli": cli, "postgresql": postgresql}
+          "search": search, "alternatives": alternatives, "cli": cli, "sessions": sessions, "web": web, "scale": scale,
+          "postgresql": postgresql}
 # Groups a plain run leaves out: they need more than this checkout (a PostgreSQL server's binaries).
 OPT_IN = {"postgresql"}
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -73,9 +75,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="postgresql: run the PostgreSQL group (a throwaway cluster, raw psycopg baselines)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (as in the README)")
     parser.add_argument("--workdir", type=Path, help="keep the databases here instead of a temporary directory")
+    parser.add_argument("--scale", type=int, nargs="?", const=2_000_000, metavar="N",
+                        help="only the scale scenario: N messages in N/1,000 threads, then N/10 forks (default 2,000,000)")
     args = parser.parse_args(argv)
     mode = "full" if args.full else "smoke" if args.smoke else "quick"
-    chosen = args.only.split(",") if args.only else [g for g in GROUPS if g not in OPT_IN]
+    if args.scale is not None:
+        mode = f"scale-{args.scale}"
+    # The scale group builds a file of its own (minutes): run by --scale or --only scale, and
+    # in smoke mode (a toy size), which runs every scenario.
+    everything = [g for g in GROUPS if (g != "scale" or mode == "smoke") and g not in OPT_IN]
+    chosen = ["scale"] if args.scale is not None else args.only.split(",") if args.only else everything
     if args.engine == "postgresql" and not args.only:
         chosen = ["postgresql"]
     unknown = [g for g in chosen if g not in GROUPS]
@@ -94,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"running {name} ...", file=sys.stderr, flush=True)
             group_dir = workdir / name
             group_dir.mkdir(exist_ok=True)
-            measures.extend(GROUPS[name].run(mode, group_dir))
+            if args.scale is not None:
+                measures.extend(scale.run_scale(args.scale, group_dir))
+            else:
+                measures.extend(GROUPS[name].run(mode, group_dir))
             timings[name] = round(time.perf_counter() - start, 1)
     finally:
         if args.workdir is None:
@@ -105,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     if mode == "smoke":
         print("smoke mode: sizes too small to judge the targets")
     for v in verdicts:
+        if args.scale is not None and v["ratio"] is None:
+            continue
         state = "n/a " if v["pass"] is None else "pass" if v["pass"] else "FAIL"
         ratio = f"{v['ratio']:.3g}x" if v["ratio"] is not None else "not measured"
         print(f"{state}  {v['what']}: {ratio} (target {v['wanted']})")

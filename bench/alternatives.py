@@ -6,6 +6,13 @@ whose one node appends the incoming message (one `invoke` per message); the Agen
 session gets `add_items` per message. Both alternatives run in WAL mode at
 `synchronous=FULL` (their defaults), so threadlog runs at `FULL` here too.
 
+The LangGraph graph also runs over `ThreadlogSaver` (threadlog.integrations.langgraph),
+beside the same graph over `SqliteSaver`: the drop-in comparison.
+
+For the savers, a fork is measured twice: `copy_thread` (the whole thread under a new id)
+and `update_state` from a past checkpoint (LangGraph's time travel; LangGraph's own work on
+the 1,000 messages is in both figures).
+
 Figures: append time per message (the 1,000 messages written in chunks of 100, the
 systems interleaved chunk by chunk), database size after a checkpoint, and the cost of a
 fork (threadlog `fork`, SDK `create_branch_from_turn`, LangGraph `update_state` from the
@@ -82,7 +89,7 @@ class ThreadlogSide:
 
 
 class LangGraphSide:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, saver: str = "sqlite") -> None:
         from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.graph import END, START, StateGraph
         from langgraph.graph.message import add_messages
@@ -98,16 +105,25 @@ class LangGraphSide:
         graph.add_edge(START, "append")
         graph.add_edge("append", END)
         self.path = path
-        self.conn = sqlite3.connect(str(path), check_same_thread=False)
-        self.app = graph.compile(checkpointer=SqliteSaver(self.conn))
+        if saver == "threadlog":  # the same graph over ThreadlogSaver, at the same synchronous=FULL
+            from threadlog.integrations.langgraph import ThreadlogSaver
+
+            backend = SQLiteBackend(path, synchronous="FULL")
+            self.conn = backend.conn
+            self.saver: Any = ThreadlogSaver(Store(backend))
+        else:
+            self.conn = sqlite3.connect(str(path), check_same_thread=False)
+            self.saver = SqliteSaver(self.conn)
+        self.app = graph.compile(checkpointer=self.saver)
         self.config: dict[str, Any] = {"configurable": {"thread_id": "bench"}}
+        self.copies = 0
 
     def add(self, role: str, text: str) -> None:
-        self.app.invoke({"incoming": {"role": role, "content": text}}, self.config)
+        self.app.invoke({"incoming": {"role": role, "content": text}}, self.config)  # type: ignore[call-overload, unused-ignore]
 
     def fork_sample(self, messages: int) -> Callable[[], float]:
         """Branch from the checkpoint that holds `messages` messages (a new child checkpoint)."""
-        point = next(s.config for s in self.app.get_state_history(self.config, limit=12)
+        point = next(s.config for s in self.app.get_state_history(self.config, limit=12)  # type: ignore[arg-type, unused-ignore]
                      if len(s.values.get("messages", ())) == messages)
 
         def sample() -> float:
@@ -115,6 +131,28 @@ class LangGraphSide:
             self.app.update_state(point, {"messages": []})
             return time.perf_counter() - start
         return sample
+
+    def copy_sample(self) -> float:
+        """Copy the whole thread to a new thread id (`copy_thread`). SqliteSaver has no
+        `copy_thread`: its copy is what LangGraph's in-memory and Postgres savers do, every
+        checkpoint and write row copied under the new id (then deleted again, untimed)."""
+        self.copies += 1
+        target = f"copy-{self.copies}"
+        if hasattr(self.saver, "copy_thread") and type(self.saver).__name__ == "ThreadlogSaver":
+            start = time.perf_counter()
+            self.saver.copy_thread("bench", target)
+            return time.perf_counter() - start
+        start = time.perf_counter()
+        with self.conn:
+            for table, columns in (("checkpoints", "checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata"),
+                                   ("writes", "checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value")):
+                self.conn.execute(f"INSERT INTO {table} (thread_id, {columns}) SELECT ?, {columns} FROM {table} WHERE thread_id = ?",
+                                  (target, "bench"))
+        seconds = time.perf_counter() - start
+        with self.conn:
+            for table in ("checkpoints", "writes"):
+                self.conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (target,))
+        return seconds
 
     def size(self) -> int:
         return size_on_disk(self.path, self.conn)
@@ -129,7 +167,7 @@ class AgentsSide:
         self.session = AdvancedSQLiteSession(session_id="bench", db_path=path, create_tables=True)
 
     def add(self, role: str, text: str) -> None:
-        self.loop.run_until_complete(self.session.add_items([{"role": role, "content": text}]))  # type: ignore[list-item, unused-ignore]
+        self.loop.run_until_complete(self.session.add_items([{"role": role, "content": text}]))  # type: ignore[list-item, misc, unused-ignore]
 
     def fork_sample(self, turn: int) -> Callable[[], float]:
         def sample() -> float:
@@ -201,6 +239,46 @@ def _pair(name: str, workdir: Path, count: int, chunk: int, fork_rounds: int) ->
     ]
 
 
+def _savers(workdir: Path, count: int, chunk: int, fork_rounds: int) -> list[Measure]:
+    """The same LangGraph graph checkpointed by ThreadlogSaver and by SqliteSaver: appends,
+    size, and a branch (`update_state` from the checkpoint before the last user message)."""
+    os.sync()
+    sides = {"threadlog": LangGraphSide(workdir / "saver-threadlog.db", "threadlog"),
+             "langgraph": LangGraphSide(workdir / "saver-sqlite.db")}
+    script = [("user" if i % 2 == 0 else "assistant", text_of(80, i)) for i in range(count)]
+    written = {side: 0 for side in sides}
+
+    def chunk_writer(name: str) -> Callable[[], float]:
+        def sample() -> float:
+            side, begin = sides[name], written[name]
+            start = time.perf_counter()
+            for role, text in script[begin:begin + chunk]:
+                side.add(role, text)
+            written[name] = begin + chunk
+            return time.perf_counter() - start
+        return sample
+
+    appends = interleave({name: chunk_writer(name) for name in sides}, count // chunk, warmup=0)
+    per_message = {name: sum(seconds) / count for name, seconds in appends.items()}
+    sizes = {name: side.size() for name, side in sides.items()}
+    last_user = max(i for i, (role, _) in enumerate(script) if role == "user")
+    forks = interleave({name: side.fork_sample(last_user) for name, side in sides.items()}, fork_rounds)
+    copies = interleave({name: side.copy_sample for name, side in sides.items()}, 3)
+    label = "LangGraph SqliteSaver"
+    context = {"messages": count, "synchronous": "FULL", "journal_mode": "wal",
+               "threadlog_db_bytes": sizes["threadlog"], "langgraph_db_bytes": sizes["langgraph"]}
+    return [
+        Measure(GROUP, "ThreadlogSaver: graph step per message vs SqliteSaver", per_message["threadlog"], "s", label,
+                per_message["langgraph"], "faster", count // chunk, context),
+        Measure(GROUP, f"ThreadlogSaver: database size after {count:,} messages vs SqliteSaver", sizes["threadlog"], "bytes",
+                label, sizes["langgraph"], "smaller", extra={"target": "size_langgraph_saver"}),
+        compare(GROUP, f"ThreadlogSaver: copy_thread of {count:,} messages vs SqliteSaver's rows copied", copies, "threadlog",
+                "langgraph", label=label, kind="faster", target="fork_langgraph_saver"),
+        compare(GROUP, f"ThreadlogSaver: update_state at message {last_user:,} (a branch) vs SqliteSaver", forks, "threadlog",
+                "langgraph", label=label, kind="faster"),
+    ]
+
+
 def run(mode: str, workdir: Path) -> list[Measure]:
     count, chunk, fork_rounds = SIZES[mode]
     versions = available()
@@ -209,6 +287,8 @@ def run(mode: str, workdir: Path) -> list[Measure]:
         if NEEDS[name] in versions:
             out.extend(_pair(name, workdir, count, chunk, fork_rounds))
             out[-3].extra["versions"] = versions
+            if name == "langgraph":
+                out.extend(_savers(workdir, count, chunk, fork_rounds))
         else:
             out.append(Measure(GROUP, LABELS[name], 0.0, "s", extra={"skipped": "not installed (pip install -e '.[bench]')"}))
     return out

@@ -11,7 +11,7 @@ from .errors import (
     ThreadNotFound,
 )
 from .events import CATALOGUE, Event, EventData, Meta
-from .integrity import VerifyReport
+from .verify import VerifyReport
 from .recorded import RecordedEvent, ThreadInfo
 from .restore import RestoreReport
 from .forks import DEFAULT_PLACEHOLDER

@@ -53,7 +53,7 @@ class EventRow(NamedTuple):
     data: str
     meta: str
     recorded_at: str
-    data_digest: str
+    data_digest: str | None  # None: the digest of `data` (see `EventValues`); `digest_of` gives it either way
     hash: str
     facts: str | None  # what is pending after this event (stored in the column `pending`)
     redacted_by: int | None = None  # the position of the `event.redacted` that erased `data`
@@ -65,9 +65,10 @@ class EventRow(NamedTuple):
 # these. Everything read back is an `EventRow`.
 #
 # Its `data_digest` is None when it is the digest of the row's `data` (every appended event):
-# a backend may then store no digest and recompute it on read (SQLite does); a str is a digest
-# the data does not give back (a restored redaction's skeleton), which must be kept. Read back,
-# `EventRow.data_digest` is always the digest.
+# a backend may then store no digest (SQLite stores none); a str is a digest the data does not
+# give back (a redacted row's, a restored redaction's skeleton's), which must be kept. Read
+# back, `EventRow.data_digest` is None the same way: whoever needs it computes it from `data`
+# (`integrity.digest_of`), and `verify`, which hashes the data anyway, does so only once.
 EventValues = tuple[int, str, int, str, str, int, str, str, str, str | None, str, str | None, int | None]
 
 
@@ -152,8 +153,8 @@ class Backend(Protocol):
         """The stream's row, then its parent's, up to the root ([] if the stream is absent)."""
         ...
 
-    def streams(self) -> list[StreamRow]:
-        """Every stream, in creation order."""
+    def streams(self) -> Iterator[StreamRow]:
+        """Every stream, in creation order, streamed (a full verify reads them in bounded memory)."""
         ...
 
     def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:

@@ -119,6 +119,11 @@ class MessageAppended(EventData):
     model: str | None = None
     stop_reason: str | None = None
     usage: Json | None = None
+    item: Json | None = Field(
+        default=None,
+        description="the item this message stands for, verbatim, as an agent framework stores it (an OpenAI Agents SDK "
+        "session item); `content` holds its text for transcripts and search. Redaction erases it with the content",
+    )
 
     @field_validator("content", mode="before")
     @classmethod
@@ -224,6 +229,47 @@ class EventRedacted(EventData):
     )
 
 
+class LangGraphCheckpoint(EventData):
+    """A LangGraph checkpoint (threadlog.integrations.langgraph): its header, its metadata and
+    the channel values that are new in it (each stored once per version)."""
+
+    type: ClassVar[str] = "langgraph.checkpoint"
+    checkpoint_id: str
+    parent_id: str | None = None
+    checkpoint: Json | None = Field(default=None, description="v, ts, channel_versions, versions_seen, updated_channels")
+    changes: Json | None = Field(
+        default=None, description="instead of checkpoint: how it differs from the parent's (key, key+, key-, -)"
+    )
+    metadata: Json = Field(default_factory=dict)
+    values: Json = Field(
+        default_factory=dict,
+        description="channel -> {v: version, and json | dict | messages (+ after: the version they extend) | serde + b64}",
+    )
+    absent: list[str] | None = Field(default=None, description="channels with a version but no value (emptied)")
+    restated: bool | None = Field(
+        default=None, description="a copy of an earlier checkpoint with all its values, written before what it rested on was erased"
+    )
+
+
+class LangGraphWrites(EventData):
+    """A LangGraph task's pending writes against one checkpoint."""
+
+    type: ClassVar[str] = "langgraph.writes"
+    checkpoint_id: str
+    task_id: str
+    task_path: str = ""
+    writes: list[Json] = Field(description="{idx, channel, value} with value stored as in langgraph.checkpoint")
+
+
+class LangGraphDeleted(EventData):
+    """LangGraph checkpoints removed (delete_thread, delete_for_runs, prune): hidden from
+    then on; their payloads are erased by redaction where no other thread still holds them."""
+
+    type: ClassVar[str] = "langgraph.deleted"
+    checkpoint_ids: list[str]
+    reason: Literal["delete_thread", "delete_for_runs", "prune"]
+
+
 CATALOGUE: dict[str, type[EventData]] = {
     model.type: model
     for model in (
@@ -240,6 +286,9 @@ CATALOGUE: dict[str, type[EventData]] = {
         TodosSet,
         TitleSet,
         EventRedacted,
+        LangGraphCheckpoint,
+        LangGraphWrites,
+        LangGraphDeleted,
     )
 }
 

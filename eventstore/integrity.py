@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .backend import Backend, StoredSnapshot
+from .backend import Backend, EventRow, StoredSnapshot
 from .errors import IntegrityError, InvalidEvent, StoreError
 from .events import MAX_DEPTH
 from .facts import Facts, advance, after_fork
@@ -46,6 +46,11 @@ def canonical(value: Any) -> str:
 
 def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def digest_of(row: EventRow) -> str:
+    """A stored event's data digest: the one its row keeps, else the digest of its data."""
+    return row.data_digest if row.data_digest is not None else digest(row.data)
 
 
 # The tag every hash of the current layout starts with. A hash without a tag was written by
@@ -101,65 +106,6 @@ def legacy_chain_hash(
     return hashlib.sha256(header.encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
-class VerifyReport:
-    streams: int
-    events: int
-    redacted: int
-    checkpoint: str | None = None  # the checkpoint proven, when one was given
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ok": True, "streams": self.streams, "events": self.events, "redacted": self.redacted}
-        if self.checkpoint is not None:
-            out["checkpoint"] = self.checkpoint
-        return out
-
-
-@dataclass
-class _Stream:
-    """A stream's stored row, as verify needs it, and what its events say it should be."""
-
-    info: ThreadInfo
-    facts: str | None
-    first_message: int | None
-
-
-def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
-           only: Collection[str] | None = None) -> VerifyReport:
-    """Recompute every chain and every stored column that changes behaviour; raise
-    `IntegrityError` naming the lowest bad position.
-
-    `progress(done, total)` is called after each stream with the events checked so far.
-    Streams are visited in creation order, so a fork's parent is checked before it.
-    `only` checks those streams' own events and rows (a restore checks what it wrote).
-    """
-    foreign = foreign_code(backend)
-    if foreign is not None:
-        raise IntegrityError(None, foreign)
-    streams = {row.id: _Stream(ThreadInfo.from_row(row), row.facts, row.first_message_offset) for row in backend.streams()}
-    problems: list[tuple[int, str]] = []
-    checked = redacted = 0
-    _, total = backend.counts()
-    for stream in streams.values():
-        if only is not None and stream.info.id not in only:
-            continue
-        found = _verify_stream(backend, streams, stream)
-        checked += found[0]
-        redacted += found[1]
-        if found[2]:
-            problems.append(found[2])
-        if progress is not None:
-            progress(checked, total)
-    if only is None and total != checked:
-        orphan = backend.orphan_position()
-        if orphan is not None:
-            problems.append((orphan, "event belongs to no known stream"))
-    if problems:
-        position, why = min(problems)
-        raise IntegrityError(position, why)
-    return VerifyReport(len(streams), checked, redacted)
-
-
 def foreign_code(backend: Backend) -> str | None:
     """What is wrong when the file holds triggers, or None. Threadlog creates none; one planted
     in the file runs inside every append and redaction (it could keep a copy of an erased
@@ -170,168 +116,6 @@ def foreign_code(backend: Backend) -> str | None:
     shown = ", ".join(repr(name) for name in names[:3])
     return (f"the file holds trigger {shown}, which threadlog does not create: it runs inside threadlog's writes "
             "(and could keep a copy of what redact erases); inspect it, then DROP TRIGGER it")
-
-
-def _owner(streams: dict[str, _Stream], stream_id: str, offset: int) -> str | None:
-    stream = streams.get(stream_id)
-    info = stream.info if stream else None
-    while info is not None and offset < info.base:
-        parent = streams.get(info.parent_id or "")
-        info = parent.info if parent else None
-    return info.id if info is not None else None
-
-
-def _verify_stream(backend: Backend, streams: dict[str, _Stream], stream: _Stream) -> tuple[int, int, tuple[int, str] | None]:
-    """(events checked, redacted, first problem) for one stream's own events."""
-    info = stream.info
-    prev, facts = GENESIS, Facts()
-    forked_after = 0  # a fork's first event must come after the parent event it chains to
-    if info.parent_id is not None:
-        owner = _owner(streams, info.parent_id, info.base - 1)
-        parent_row = backend.event_at(owner, info.base - 1) if owner else None
-        if parent_row is None:
-            return 0, 0, (info.created_position, f"fork {info.id} points at a missing parent event")
-        prev, facts = parent_row.hash, Facts.load(parent_row.facts)
-        forked_after = parent_row.position
-    expected, last_position, count, redacted = info.base, 0, 0, 0
-    first_position: int | None = None
-    first_message: int | None = None
-    kind = "thread"
-    for row in backend.range(info.id, -(2**62), None):
-        position, _, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, row_facts, redacted_by = row
-        count += 1
-        where = f"{info.id} offset {offset}"
-        if offset != expected:
-            gap = "an event before it is missing" if offset > expected else "offset out of sequence"
-            return count, redacted, (position, f"{where}: expected offset {expected} ({gap})")
-        if offset >= info.head:  # name the extra event itself, not the position after the last one
-            return count, redacted, (position, f"{where}: beyond the stream's head {info.head} "
-                                               "(an event was added or the head lowered)")
-        if position <= last_position:
-            return count, redacted, (position, f"{where}: positions out of order")
-        if position <= forked_after:
-            return count, redacted, (position, f"{where}: the fork starts at position {position}, before the parent's "
-                                               f"event at position {forked_after} that it chains to")
-        trust_facts = False
-        recorded_facts: Facts | None = None
-        if redacted_by is not None:
-            redacted += 1
-            skeleton_digest, recorded_facts, why = _check_redaction(backend, redacted_by, position)
-            if why:
-                return count, redacted, (position, why)
-            if skeleton_digest is None:  # an early redaction, recorded without the skeleton's digest
-                trust_facts = True
-            elif digest(data) != skeleton_digest:
-                return count, redacted, (position, f"{where}: the redacted row does not match the skeleton its event.redacted recorded")
-        elif digest(data) != data_digest:
-            return count, redacted, (position, f"{where}: data does not match its digest")
-        if hash_.startswith(HASH_TAG):
-            computed = chain_hash(prev, info.id, offset, event_id, type_, version, recorded_at, meta, data_digest)
-        elif prev.startswith(HASH_TAG):
-            return count, redacted, (position, f"{where}: an untagged (first-layout) hash follows a {HASH_TAG} one")
-        else:
-            computed = legacy_chain_hash(prev, position, info.id, offset, event_id, type_, version, recorded_at, meta, data_digest)
-        if computed != hash_:
-            return count, redacted, (position, f"{where}: hash does not match its header, its data's digest and its chain "
-                                               "(the data, the header or the chain was altered)")
-        try:
-            parsed = json.loads(data)
-        except RecursionError:  # appends refuse it; an older release or a hand edit stored it
-            return count, redacted, (position, f"{where}: data nested too deeply to parse "
-                                     f"(appends refuse more than {MAX_DEPTH} levels); redact it")
-        except ValueError:
-            return count, redacted, (position, f"{where}: data is not readable JSON")
-        if not isinstance(parsed, dict):
-            return count, redacted, (position, f"{where}: data is not a JSON object")
-        if offset == info.base:
-            first_position = position
-            bad_start = _check_first(info, type_, parsed)
-            if bad_start:
-                return count, redacted, (position, bad_start)
-            if info.parent_id:
-                facts = after_fork(facts, parsed)
-                kind = parsed["options"].get("kind", "fork")
-            else:
-                facts = Facts()
-        elif recorded_facts is not None:  # too deep to read when redacted: its event.redacted says
-            facts = recorded_facts
-        elif trust_facts:  # its payload is gone and nothing chained says what it held
-            facts = Facts.load(row_facts)
-        else:
-            try:
-                facts = advance(facts, type_, parsed)
-            except (InvalidEvent, KeyError, TypeError, AttributeError):
-                return count, redacted, (position, f"{where}: event contradicts the history before it")
-        if Facts.load(row_facts) != facts:
-            return count, redacted, (position, f"{where}: stored pending facts were altered")
-        if first_message is None and type_ == "message.appended":
-            first_message = offset
-        prev, last_position, expected = hash_, position, offset + 1
-    if expected != info.head:
-        return count, redacted, (
-            last_position + 1 if last_position else info.created_position,
-            f"{info.id}: head says {info.head} events but the log ends at {expected} (events missing after position {last_position})",
-        )
-    if prev != info.head_hash or Facts.load(stream.facts) != facts:
-        return count, redacted, (
-            last_position or info.created_position,
-            f"{info.id}: the stream's head hash or pending facts disagree with its last event (offset {expected - 1})",
-        )
-    bad_column = _check_columns(streams, stream, first_position, first_message, kind, last_position)
-    if bad_column:
-        return count, redacted, (first_position or info.created_position, f"{info.id}: {bad_column}")
-    return count, redacted, None
-
-
-def _check_columns(
-    streams: dict[str, _Stream], stream: _Stream, first_position: int | None, first_message: int | None, kind: str,
-    last_position: int,
-) -> str | None:
-    """Compare the stream row's derived columns with what its events (and its parent's row,
-    verified on its own) say they must be; the name of the first that differs, or None."""
-    info = stream.info
-    parent = streams.get(info.parent_id or "")
-    if parent is not None:
-        inherited = parent.first_message
-        if inherited is not None and inherited < info.base:
-            first_message = inherited
-        expected = {"root_id": parent.info.root_id, "depth": parent.info.depth + 1}
-    else:
-        expected = {"root_id": info.id, "depth": 0}
-    # last_position orders `threads()` (what `threadlog ls` and `@last` pick), so it is checked too.
-    expected.update(created_position=first_position, kind=kind, last_position=last_position)
-    for column, value in expected.items():
-        if getattr(info, column) != value:
-            return f"stored {column} {getattr(info, column)!r} disagrees with the events ({value!r})"
-    if stream.first_message != first_message:
-        return f"stored first_message_offset {stream.first_message!r} disagrees with the events ({first_message!r})"
-    return None
-
-
-def _check_first(info: ThreadInfo, type_: str, data: dict[str, Any]) -> str | None:
-    if info.parent_id is None:
-        return None if type_ == "thread.created" else f"{info.id} does not start with thread.created"
-    if type_ != "thread.forked":
-        return f"fork {info.id} does not start with thread.forked"
-    if data.get("parent_id") != info.parent_id or data.get("parent_offset") != info.parent_offset:
-        return f"fork {info.id}: the streams table disagrees with its thread.forked event"
-    return None
-
-
-def _check_redaction(backend: Backend, redacted_by: int, position: int) -> tuple[str | None, Facts | None, str | None]:
-    """(the skeleton digest the redaction recorded, or None for an early one; the pending
-    facts it recorded, for a payload too deep to read, or None; a problem, or None)."""
-    row = backend.event_at_position(redacted_by)
-    try:
-        data = json.loads(row.data) if row is not None and row.type == "event.redacted" else None
-    except (ValueError, RecursionError):
-        data = None
-    if not isinstance(data, dict) or data.get("position") != position:
-        return None, None, f"payload erased without a matching event.redacted (claimed position {redacted_by})"
-    skeleton_digest = data.get("skeleton_digest")
-    pending = data.get("pending")
-    facts = Facts.load(canonical(pending)) if isinstance(pending, dict) else None
-    return (skeleton_digest if isinstance(skeleton_digest, str) else None), facts, None
 
 
 # -- snapshots ------------------------------------------------------------------------------
@@ -384,6 +168,15 @@ def log_digest(rows: Iterable[tuple[int, str]], upto: int) -> str:
     for position, hash_ in rows:
         if position > upto:
             break
+        value = sha256(f"{value}|{position}|{hash_}".encode()).hexdigest()
+    return value
+
+
+def extend_log_digest(value: str, rows: Iterable[tuple[int, str]]) -> str:
+    """`log_digest` continued from `value` (a checkpoint's digest) over later rows: the digest
+    a checkpoint taken after them would hold, if the log up to `value`'s position is unchanged."""
+    sha256 = hashlib.sha256
+    for position, hash_ in rows:
         value = sha256(f"{value}|{position}|{hash_}".encode()).hexdigest()
     return value
 

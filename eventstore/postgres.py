@@ -89,7 +89,7 @@ def _decoded_columns(alias: str = "") -> str:
         f"{_type(a)}, {a}schema_version, {a}data, {a}meta, "
         f"coalesce({a}recorded_text, to_char(to_timestamp(({a}recorded_at / 1000000)::float8) AT TIME ZONE 'UTC', "
         f"'YYYY-MM-DD\"T\"HH24:MI:SS') || '.' || lpad(mod({a}recorded_at, 1000000)::text, 6, '0') || 'Z'), "
-        f"CASE WHEN {a}data_digest IS NULL THEN encode(sha256(convert_to({a}data, 'UTF8')), 'hex') "
+        f"CASE WHEN {a}data_digest IS NULL THEN NULL "
         f"WHEN length({a}data_digest) = 32 THEN encode({a}data_digest, 'hex') ELSE convert_from({a}data_digest, 'UTF8') END, "
         f"CASE WHEN length({a}hash) = 32 THEN 'tl2:' || encode({a}hash, 'hex') ELSE convert_from({a}hash, 'UTF8') END, "
         f"{a}pending, {a}redacted_by"
@@ -477,9 +477,10 @@ class PostgresBackend:
         return [_new(StreamRow, r) for r in rows]
 
     @_translated
-    def streams(self) -> list[StreamRow]:
+    def streams(self) -> Iterator[StreamRow]:
+        """Every stream in creation order (read whole, then streamed: not yet in bounded memory)."""
         rows = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY created_position, id").fetchall()
-        return [_new(StreamRow, r) for r in rows]
+        return (_new(StreamRow, r) for r in rows)
 
     @_translated
     def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from hashlib import sha256 as _sha256
 from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -90,6 +91,8 @@ def current_version(type_: str, default: int) -> int:
 def from_row(row: EventRow) -> RecordedEvent:
     """Build from a stored row, upcasting old schema versions (on the path of every `read`)."""
     position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, _, redacted_by = row
+    if digest is None:  # not stored: the digest of the data
+        digest = _sha256(data.encode("utf-8")).hexdigest()
     try:
         parsed, meta_parsed = decode(type_, version, data), {} if meta == "{}" else json.loads(meta)
     except RecursionError:  # appends refuse it; an older release or a hand edit stored it

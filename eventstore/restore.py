@@ -28,6 +28,7 @@ from . import integrity
 from .integrity import HASH_TAG
 from .prepare import PreparedEvent, check_id, prepare
 from .recorded import ThreadInfo
+from .verify import verify
 
 if TYPE_CHECKING:
     from .store import Store
@@ -234,7 +235,7 @@ class _Restore:
         # What the hashes do not cover (a redaction's skeleton, the rows' derived columns) is
         # checked as verify checks it, on the streams this restore wrote to.
         try:
-            integrity.verify(self.backend, only=self.touched)
+            verify(self.backend, only=self.touched)
         except IntegrityError as error:
             if error.position is None:  # the database itself (a planted trigger), not the export
                 raise StoreError(f"not restored: {error.why}") from None

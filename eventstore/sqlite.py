@@ -42,16 +42,22 @@ APPLICATION_ID = 0x544C4F47
 
 # Schema versions, recorded in PRAGMA user_version. Each migration takes the database
 # from version n - 1 to n inside the caller's transaction.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # The layout (schema 5) stores an event's text columns compactly where that gives the same
-# text back (`eventstore/packing.py`): ordered ids and hashes as BLOBs, times as integers,
-# types as small integers, no digest that the data gives back. Measured with raw sqlite3 at
+# text back (`eventstore/packing.py`): ordered ids and hashes as BLOBs, types as small
+# integers, no digest that the data gives back. Measured with raw sqlite3 at
 # 1,000,000 events (the rows of 2,000 interleaved threads, 1,000-row batches, 4 KiB pages):
 # the store's text layout made a 1,000-row insert slow down as its random-id index outgrew
 # the cache; time-ordered ids kept inserts near the lean table's; and the compact columns
-# made the file 406 MB against the lean table's 308 MB (1.32x; 2.26x before).
-# Reads decode in SQL, so rows are still built in C (`EVENT_COLUMNS`).
+# (then with integer times too) made the file 406 MB against the lean table's 308 MB (1.32x;
+# 2.26x before); keeping the digest and text types made it 463 MB (1.50x). Times are text
+# again (see packing.py: decoding them cost more than their 19 bytes). Page size, same probe
+# at 500,000 events: 4 KiB 27.5 ms a batch and 203 MB, 8 KiB 25.5 ms and 200 MB, within this
+# machine's noise, so SQLite's default 4 KiB stays (an existing file's would need a VACUUM).
+# Cache and mmap sizes were not varied: SQLite's defaults.
+# Reads decode in SQL, so rows are still built in C (`EVENT_COLUMNS`); a digest not stored
+# reads as None.
 STORED_COLUMNS = (
     'position, stream_id, "offset", event_id, type, schema_version, data, meta, '
     "recorded_at, data_digest, hash, pending, redacted_by"
@@ -61,19 +67,19 @@ INSERT_EVENT = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?
 
 def _decoded_columns() -> str:
     """The SELECT list giving an `EventRow`'s text values back from the stored columns
-    (`packing.unpack_*`, in SQL; `tl_digest` is SHA-256, registered on each connection)."""
+    (`packing.unpack_*`, in SQL). A digest not stored reads as NULL (None): see `EventValues`."""
     return (
         'position, stream_id, "offset", '
         "CASE WHEN typeof(event_id) = 'blob' THEN lower(hex(event_id)) ELSE event_id END, "
         f"{_type('type')}, schema_version, data, meta, {_time('recorded_at')}, "
-        "CASE WHEN data_digest IS NULL THEN tl_digest(data) WHEN typeof(data_digest) = 'blob' "
-        "THEN lower(hex(data_digest)) ELSE data_digest END, "
+        "CASE WHEN typeof(data_digest) = 'blob' THEN lower(hex(data_digest)) ELSE data_digest END, "
         "CASE WHEN typeof(hash) = 'blob' THEN 'tl2:' || lower(hex(hash)) ELSE hash END, pending, redacted_by"
     )
 
 
 def _time(column: str) -> str:
-    """SQL giving `packing.unpack_time` of a stored `recorded_at`."""
+    """SQL giving `packing.unpack_time` of a stored `recorded_at`: text as it is (every time
+    written since schema 6), integer microseconds (schema 5 wrote them) formatted back."""
     return (f"CASE WHEN typeof({column}) = 'integer' THEN strftime('%Y-%m-%dT%H:%M:%S', {column} / 1000000, 'unixepoch') "
             f"|| printf('.%06dZ', {column} % 1000000) ELSE {column} END")
 
@@ -85,6 +91,7 @@ def _type(column: str) -> str:
 
 EVENT_COLUMNS = _decoded_columns()
 _TITLE_TYPES = f"({TYPE_CODES['thread.created']}, {TYPE_CODES['title.set']})"
+_MESSAGE = TYPE_CODES["message.appended"]
 STREAM_COLUMNS = (
     "id, parent_id, parent_offset, root_id, depth, head, created_position, kind, "
     "head_hash, facts, first_message_offset, last_position"
@@ -248,7 +255,24 @@ def _pack_old(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return pack_row((*row[:9], None if recomputed else data_digest, *row[10:]))
 
 
-MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5}
+def _migrate_6(db: sqlite_utils.Database) -> None:
+    """Version 6: listing at scale. Every event but messages (a tenth of a busy file's rows)
+    indexed with its type, `events_other`: a thread's title is found in it, and its messages
+    are counted as its events (offsets have no gaps) minus these, without reading a message
+    (`count_type`; `threadlog ls` shows the count); it replaces `events_titles`. And root
+    threads by activity, `streams_roots`: `ls` lists roots, and with many recent forks it
+    walked past every one of them in `streams_activity` to find a page of roots.
+
+    Times are written as text again from this version (see `packing`); the integers schema 5
+    wrote stay and read back the same.
+    """
+    conn = db.conn
+    conn.execute("DROP INDEX IF EXISTS events_titles")
+    conn.execute(f'CREATE INDEX IF NOT EXISTS events_other ON events (stream_id, "offset", type) WHERE type != {_MESSAGE}')
+    conn.execute("CREATE INDEX IF NOT EXISTS streams_roots ON streams (last_position) WHERE parent_id IS NULL")
+
+
+MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6}
 
 
 def _digest(data: str | bytes) -> str:
@@ -548,9 +572,9 @@ class SQLiteBackend:
         return [_new(StreamRow, r) for r in rows]
 
     @_translated
-    def streams(self) -> list[StreamRow]:
-        rows = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY created_position, id").fetchall()
-        return [_new(StreamRow, r) for r in rows]
+    def streams(self) -> Iterator[StreamRow]:
+        cursor = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY created_position, id")
+        return self._rows(cursor, StreamRow)
 
     @_translated
     def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:
@@ -562,11 +586,11 @@ class SQLiteBackend:
 
     @_translated
     def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
-        """Newest activity first: a walk down `streams_activity` that stops after `limit` rows
-        (roots only skips forks as it goes)."""
-        where = "" if forks else " AND parent_id IS NULL"
+        """Newest activity first: a walk down `streams_activity` (roots only: `streams_roots`)
+        that stops after `limit` rows."""
+        index, where = ("streams_activity", "") if forks else ("streams_roots", " AND parent_id IS NULL")
         rows = self.conn.execute(
-            f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_activity WHERE last_position < ?{where} "
+            f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY {index} WHERE last_position < ?{where} "
             "ORDER BY last_position DESC LIMIT ?",
             (_NO_BOUND if before is None else before, -1 if limit is None else limit),
         ).fetchall()
@@ -574,22 +598,28 @@ class SQLiteBackend:
 
     @_translated
     def last_title_event(self, stream_id: str, lo: int, hi: int | None) -> EventRow | None:
-        # The types are written out, not bound: SQLite uses the partial index `events_titles`
-        # only when it can see that the query's condition implies the index's.
+        # The types are written out, not bound, and the index's own condition repeated: SQLite
+        # uses the partial index `events_other` only when the query's condition plainly implies it.
         row = self.conn.execute(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? '
-            f'AND type IN {_TITLE_TYPES} ORDER BY "offset" DESC LIMIT 1',
+            f'AND type IN {_TITLE_TYPES} AND type != {_MESSAGE} ORDER BY "offset" DESC LIMIT 1',
             (stream_id, lo, _NO_BOUND if hi is None else hi),
         ).fetchone()
         return _new(EventRow, row) if row else None
 
     @_translated
     def count_type(self, stream_id: str, lo: int, hi: int | None, type_: str) -> int:
+        """Through `events_other` only: messages are the stream's own events in the range (its
+        offsets have no gaps: base..head-1) less the others."""
+        others = (f'SELECT count(*) FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? AND type != {_MESSAGE}')
+        bounds = (stream_id, lo, _NO_BOUND if hi is None else hi)
+        if type_ != "message.appended":
+            return int(self.conn.execute(others + " AND type = ?", (*bounds, pack_type(type_))).fetchone()[0])
         row = self.conn.execute(
-            'SELECT count(*) FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? AND type = ?',
-            (stream_id, lo, _NO_BOUND if hi is None else hi, pack_type(type_)),
+            f"SELECT max(0, min(head, ?) - max(coalesce(parent_offset, 0), ?)) - ({others}) FROM streams WHERE id = ?",
+            (bounds[2], lo, *bounds, stream_id),
         ).fetchone()
-        return int(row[0])
+        return int(row[0]) if row else 0
 
     @_translated
     def subtree(self, stream_id: str) -> list[StreamRow]:

@@ -22,6 +22,7 @@ from .errors import ConcurrencyError, IntegrityError, InvalidEvent, StaleSnapsho
 from .events import EventRedacted, MessageAppended, ThreadCreated
 from .facts import advance, after_fork
 from .head import Head
+from .verify import VerifyReport, verify, verify_since
 from .ids import event_ids
 from .prepare import META_KEYS, PreparedEvent, check_id, new_id, now, prepare
 from .ranges import check_index, clip, segments
@@ -356,7 +357,7 @@ class Store:
             row = by_id[item.event_id]
             if row.stream_id != thread:
                 raise InvalidEvent("meta.event_id", f"event id {item.event_id!r} is already used in thread {row.stream_id!r}")
-            if (row.type, row.data_digest, row.meta) != (item.type, item.data_digest, item.meta_json):
+            if (row.type, integrity.digest_of(row), row.meta) != (item.type, item.data_digest, item.meta_json):
                 raise InvalidEvent(
                     "meta.event_id",
                     f"event id {item.event_id!r} is already stored at position {row.position} with different content; "
@@ -628,35 +629,37 @@ class Store:
 
     # -- integrity ------------------------------------------------------------------------------
 
-    def verify(self, progress: Callable[[int, int], None] | None = None, checkpoint: str | None = None) -> integrity.VerifyReport:
+    def verify(self, progress: Callable[[int, int], None] | None = None, checkpoint: str | None = None,
+               since: str | None = None) -> VerifyReport:
         """Recompute every hash chain and every stored column that changes behaviour;
-        raises `IntegrityError` naming the first bad position.
+        raises `IntegrityError` naming the first bad position. One pass over the log, in
+        position order; memory grows with the number of threads, not of events.
 
         With `checkpoint` (a string `checkpoint()` returned earlier), also prove that the log
         still holds every event the checkpoint covered, unchanged, at the same positions: a
         deleted thread, a cut-and-re-chained tail or a rewritten event then fails too.
         Every snapshot a registered projection can rebuild (`integrity.register_refold`) is
         folded again from the events and compared: readers resume from snapshots.
-        `progress(done, total)`, if given, is called as streams are checked (events so far).
+        `progress(done, total)`, if given, is called as events are checked.
+
+        With `since` (a checkpoint), only the events appended after it are checked, each
+        chained onto the stored event before it, with the rows of the threads they belong
+        to; the cost follows the new events, not the log. What the checkpoint covers is not
+        read again (nor are snapshots): `verify(checkpoint=...)` proves that part. The report's
+        `checkpoint` is then the given one extended over the new events: keep it for next time.
         """
+        if since is not None and checkpoint is not None:
+            raise InvalidEvent("since", "give a checkpoint to verify since, or one to prove, not both")
         wanted = integrity.parse_checkpoint(checkpoint) if checkpoint is not None else None
         with self.backend.read_transaction():  # one consistent view; writers carry on meanwhile
-            report = integrity.verify(self.backend, progress)
+            if since is not None:
+                return verify_since(self.backend, since)
+            report = verify(self.backend, progress, checkpoint=wanted)
             for snapshot in self.backend.snapshots():
                 why = integrity.check_snapshot(self, snapshot)
                 if why is not None:
                     raise IntegrityError(None, f"{why}; drop the snapshots (threadlog snapshot --drop) and verify again")
-            if wanted is None:
-                return report
-            upto, value = wanted
-            last = self.backend.last_position()
-            if last < upto:
-                raise IntegrityError(last + 1, f"the log no longer matches checkpoint {checkpoint}: it ends at position {last}, "
-                                     f"below the checkpoint's {upto} (events were removed)")
-            if integrity.log_digest(self.backend.hashes(upto), upto) != value:
-                raise IntegrityError(None, f"the log no longer matches checkpoint {checkpoint}: an event at or below "
-                                     f"position {upto} was removed, added or rewritten")
-        return integrity.VerifyReport(report.streams, report.events, report.redacted, checkpoint)
+        return VerifyReport(report.streams, report.events, report.redacted, checkpoint)
 
     def checkpoint(self) -> str:
         """One short string covering every event in the log now (position and hash).

@@ -78,41 +78,94 @@ def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, s
             rows[base["id"]] = Row(kind=str(kind), role=role, text=f"[{kind}]", **base)
 
 
-def display_rows(store: Store, thread: str, at: int | None = None) -> list[Row]:
-    """The rows a UI shows for `thread` after its first `at` events (default: all)."""
-    head = store.head(thread)
-    if at is not None and (not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= head):
-        raise InvalidEvent("at", f"{at!r} is outside thread {thread!r}: at must be 0..{head}")
-    rows: dict[str, Row] = {}
-    calls: dict[str, str] = {}  # tool_use id -> row id
-    interrupts: dict[str, str] = {}  # interrupt id -> row id
-    for event in store.read(thread, 0, at):
+class _Fold:
+    """The rows built so far, and what can still change their status."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, Row] = {}
+        self.calls: dict[str, str] = {}  # tool_use id -> row id
+        self.interrupts: dict[str, str] = {}  # interrupt id -> row id
+
+    def add(self, event: RecordedEvent) -> None:
+        """The rows `event` makes, and the statuses it changes."""
         data = event.data
         if event.type == "message.appended":
             if event.origin != "primed":
-                _message_rows(event, rows, calls)
+                _message_rows(event, self.rows, self.calls)
         elif event.type == "interrupt.raised" and "interrupt_id" in data:
             base = _base(event)
-            rows[base["id"]] = Row(kind="interrupt", text=data.get("question"), interrupt_id=data["interrupt_id"], status="pending", **base)
-            interrupts[data["interrupt_id"]] = base["id"]
-        elif event.type in ("interrupt.resolved", "interrupt.cancelled"):
-            row = rows.get(interrupts.pop(data.get("interrupt_id", ""), ""))
-            if row is not None:
-                row.status = "resolved" if event.type == "interrupt.resolved" else "cancelled"
+            self.rows[base["id"]] = Row(kind="interrupt", text=data.get("question"), interrupt_id=data["interrupt_id"],
+                                        status="pending", **base)
+            self.interrupts[data["interrupt_id"]] = base["id"]
         elif event.type == "compaction.recorded" and "through_offset" in data:
             text = f"Compacted: messages before offset {data['through_offset']} are summarised for the model"
-            rows[event.event_id] = Row(kind="compaction", text=text, **_base(event))
+            self.rows[event.event_id] = Row(kind="compaction", text=text, **_base(event))
         elif event.type == "thread.forked":
-            options = data.get("options", {})
-            if options.get("context") == "note":
-                rows, calls, interrupts = {}, {}, {}
-            for interrupt_id in list(interrupts):
-                row = rows.get(interrupts.pop(interrupt_id))
-                if row is not None:
-                    row.status = "cancelled"
-            for tool_use_id in data.get("dropped_tool_use_ids") or []:
-                rows.pop(calls.pop(tool_use_id, ""), None)
+            if data.get("options", {}).get("context") == "note":
+                self.rows, self.calls, self.interrupts = {}, {}, {}
+            self._forked(data)
             text = f"⑃ Forked from {data['parent_id']} at {data['parent_offset']}"
-            rows[event.event_id] = Row(kind="fork", text=text, **_base(event))
-    return list(rows.values())
+            self.rows[event.event_id] = Row(kind="fork", text=text, **_base(event))
+        else:
+            self._resolved(event.type, data)
 
+    def settle(self, event: RecordedEvent) -> None:
+        """Only the statuses `event` changes: for the events past a page."""
+        if event.type == "message.appended":
+            if event.origin != "primed":
+                for block in event.data.get("content") or []:
+                    if block.get("type") == "tool_result":
+                        call = self.rows.get(self.calls.get(block.get("tool_use_id", ""), ""))
+                        if call is not None:
+                            call.status = "error" if block.get("is_error") else "ok"
+        elif event.type == "thread.forked":
+            self._forked(event.data)
+        else:
+            self._resolved(event.type, event.data)
+
+    def unsettled(self) -> bool:
+        """Whether a later event could still change a row's status."""
+        return bool(self.interrupts) or any(self.rows[row].status == "pending" for row in self.calls.values() if row in self.rows)
+
+    def _resolved(self, type_: str, data: dict[str, Any]) -> None:
+        if type_ in ("interrupt.resolved", "interrupt.cancelled"):
+            row = self.rows.get(self.interrupts.pop(data.get("interrupt_id", ""), ""))
+            if row is not None:
+                row.status = "resolved" if type_ == "interrupt.resolved" else "cancelled"
+
+    def _forked(self, data: dict[str, Any]) -> None:
+        for interrupt_id in list(self.interrupts):
+            row = self.rows.get(self.interrupts.pop(interrupt_id))
+            if row is not None:
+                row.status = "cancelled"
+        for tool_use_id in data.get("dropped_tool_use_ids") or []:
+            self.rows.pop(self.calls.pop(tool_use_id, ""), None)
+
+
+def display_rows(store: Store, thread: str, at: int | None = None, *, start: int = 0, stop: int | None = None) -> list[Row]:
+    """The rows a UI shows for `thread` after its first `at` events (default: all).
+
+    `start`/`stop` give one page: the rows of the events at offsets start..stop-1, with the
+    statuses they have as of `at`. Events past the page are read only while a row of the
+    page can still change (a tool call or an interrupt waiting), so the page of a long
+    thread costs about its own events. Gotcha: a page that ends before a `context="note"`
+    fork's card keeps its rows, though the whole view starts over at that card.
+    """
+    head = store.head(thread)
+    if at is not None and (not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= head):
+        raise InvalidEvent("at", f"{at!r} is outside thread {thread!r}: at must be 0..{head}")
+    end = head if at is None else at
+    if not isinstance(start, int) or isinstance(start, bool) or not 0 <= start <= end:
+        raise InvalidEvent("start", f"{start!r} is outside thread {thread!r} as of {end} events: start must be 0..{end}")
+    if stop is not None and (not isinstance(stop, int) or isinstance(stop, bool) or stop < start):
+        raise InvalidEvent("stop", f"{stop!r} must be an offset at or after start {start}")
+    page_stop = end if stop is None else min(stop, end)
+    fold = _Fold()
+    for event in store.read(thread, start, page_stop):
+        fold.add(event)
+    if page_stop < end and fold.unsettled():
+        for event in store.read(thread, page_stop, end):
+            fold.settle(event)
+            if not fold.unsettled():
+                break
+    return list(fold.rows.values())

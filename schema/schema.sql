@@ -1,4 +1,4 @@
--- threadlog schema version 5
+-- threadlog schema version 6
 CREATE TABLE "events" (
     position INTEGER PRIMARY KEY AUTOINCREMENT,
     stream_id TEXT NOT NULL REFERENCES streams(id),
@@ -66,9 +66,9 @@ CREATE TABLE "streams" (
 
 CREATE UNIQUE INDEX events_event_id ON events (event_id);
 
-CREATE UNIQUE INDEX events_stream_offset ON events (stream_id, "offset");
+CREATE INDEX events_other ON events (stream_id, "offset", type) WHERE type != 2;
 
-CREATE INDEX events_titles ON events (stream_id, "offset") WHERE type IN (1, 12);
+CREATE UNIQUE INDEX events_stream_offset ON events (stream_id, "offset");
 
 CREATE INDEX search_titles ON search_docs (stream_id, "offset") WHERE kind = 'title';
 
@@ -77,3 +77,5 @@ CREATE INDEX "streams_activity"
 
 CREATE INDEX "streams_parent"
     ON "streams" ("parent_id");
+
+CREATE INDEX streams_roots ON streams (last_position) WHERE parent_id IS NULL;

@@ -1,7 +1,6 @@
 """The events table read with raw sqlite3, each column as the text it stands for.
 
-The file packs some columns (schema 5: ids and hashes as bytes, times as integers, types as
-numbers, no digest the data gives back; see `eventstore/packing.py`). Tests that read or
+The file packs some columns (schema 5: ids and hashes as bytes, types as numbers, no digest the data gives back; see `eventstore/packing.py`). Tests that read or
 forge rows by hand read them through `events`, which decodes in Python (not with the
 backend's SQL), and may write text values back: a text value is stored as it is.
 """

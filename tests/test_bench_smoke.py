@@ -26,7 +26,8 @@ def test_bench_smoke_writes_json(tmp_path: Path) -> None:
     for key in ("python", "sqlite", "journal_mode", "synchronous", "machine"):
         assert env[key]
     groups = {r["group"] for r in record["results"]}
-    assert groups == {"append", "fork", "read", "transcript", "live", "import", "search", "alternatives", "cli"}
+    assert groups == {"append", "fork", "read", "transcript", "live", "import", "search", "alternatives", "cli", "sessions",
+                      "web", "scale"}
     measured = [r for r in record["results"] if "skipped" not in r.get("extra", {})]
     assert all(r["value"] > 0 for r in measured)
     assert {t["target"] for t in record["targets"]} >= {"append_full", "append_normal", "batch", "fork_growth", "import_speed", "import_memory", "cli_content"}

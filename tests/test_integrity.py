@@ -71,4 +71,4 @@ def test_verify_reports_progress_up_to_the_total(store: Store) -> None:
         store.append_message(t, "user", "x")
     seen: list[tuple[int, int]] = []
     store.verify(progress=lambda done, total: seen.append((done, total)))
-    assert seen == [(2, 6), (4, 6), (6, 6)]
+    assert seen[-1] == (6, 6) and seen == sorted(seen)  # every 10,000 events, and at the end

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from eventstore import packing
 from eventstore.ids import event_ids
+from eventstore.integrity import digest_of
 from eventstore.sqlite import SQLiteBackend
 from threadlog import Store
 
@@ -20,13 +21,7 @@ HEX = "0123456789abcdef"
 
 ids = st.one_of(st.text(HEX, min_size=32, max_size=32), st.text("0123456789abcdefABCDEF -", min_size=31, max_size=33),
                 st.text(min_size=1, max_size=40))
-times = st.one_of(
-    st.integers(0, 253402300799_999999).map(lambda us: packing.unpack_time(us)),  # every time `now()` can write
-    st.sampled_from(["2025-03-01T10:00:00Z", "2026-01-31T12:00:00.123Z", "1969-12-31T23:59:59.000000Z",
-                     "2026-02-30T00:00:00.000000Z", "2026-01-31T12:00:60.000000Z", "2026-01-31T12:00:00.12345٣Z",
-                     "2026-01-31 12:00:00.123456Z"]),
-    st.text(max_size=30),
-)
+times = st.one_of(st.sampled_from(["2025-03-01T10:00:00Z", "2026-01-31T12:00:00.123456Z"]), st.text(max_size=30))
 hashes = st.one_of(st.text(HEX, min_size=64, max_size=64).map(lambda h: "tl2:" + h),
                    st.text(HEX, min_size=64, max_size=64), st.text("tl2:ABCDEFabcdef0123", min_size=60, max_size=70))
 types = st.one_of(st.sampled_from(sorted(packing.TYPE_CODES)), st.text(min_size=1, max_size=20))
@@ -42,12 +37,13 @@ def test_every_value_reads_back_as_the_text_it_was(event_id: str, recorded_at: s
     row = backend.event_at_position(1)
     assert row is not None
     assert (row.event_id, row.type, row.recorded_at, row.hash) == (event_id, type_, recorded_at, hash_)
-    assert row.data_digest == (packing.unpack_digest(digest) if digest is not None else
-                               "015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862")
+    assert row.data_digest == (packing.unpack_digest(digest) if digest is not None else None)
+    assert digest_of(row) == (packing.unpack_digest(digest) if digest is not None else
+                              "015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862")
     assert [r.event_id for r in backend.events_by_id([event_id])] == [event_id]
     # And the Python decoders (other backends', the tests') agree with the SQL.
     stored = backend.conn.execute("SELECT event_id, type, recorded_at, hash FROM events").fetchone()
-    assert (packing.unpack_id(stored[0]), packing.unpack_type(stored[1]), packing.unpack_time(stored[2]),
+    assert (packing.unpack_id(stored[0]), packing.unpack_type(stored[1]), stored[2],
             packing.unpack_hash(stored[3])) == (event_id, type_, recorded_at, hash_)
     backend.close()
 
@@ -80,4 +76,4 @@ def test_a_file_stores_the_compact_forms(tmp_path: Path) -> None:
                              "typeof(data_digest), count(*) FROM events GROUP BY 1 ORDER BY 1").fetchall()
     finally:
         conn.close()
-    assert kinds == [("blob", "integer", "integer", "blob", "null", 21), ("text", "integer", "integer", "blob", "null", 1)]
+    assert kinds == [("blob", "integer", "text", "blob", "null", 21), ("text", "integer", "text", "blob", "null", 1)]

@@ -34,7 +34,7 @@ def _unpacked(row: tuple[Any, ...]) -> tuple[object, ...]:
     position, stream, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, pending, by = row
     digest = hashlib.sha256(data.encode()).hexdigest() if digest is None else packing.unpack_digest(digest)
     return (position, stream, offset, packing.unpack_id(event_id), packing.unpack_type(type_), version, data, meta,
-            packing.unpack_time(recorded_at), digest, packing.unpack_hash(hash_), pending, by)
+            recorded_at, digest, packing.unpack_hash(hash_), pending, by)
 
 
 def history(db: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
@@ -151,7 +151,7 @@ def test_v4_database_migrates_to_the_compact_layout_and_keeps_its_checkpoint(v4:
     try:
         stored = dict(conn.execute("SELECT typeof(event_id), count(*) FROM events GROUP BY 1").fetchall())
         assert stored == {"blob": 14, "text": 2}  # only the two ids that are not 32 lowercase hex digits stay text
-        assert conn.execute("SELECT count(*) FROM events WHERE typeof(hash) != 'blob' OR typeof(recorded_at) != 'integer'"
+        assert conn.execute("SELECT count(*) FROM events WHERE typeof(hash) != 'blob' OR typeof(type) != 'integer'"
                             ).fetchone()[0] == 0
         # Only the redacted row keeps a digest: its data is the skeleton, not what the digest covers.
         assert conn.execute("SELECT position FROM events WHERE data_digest IS NOT NULL").fetchall() == [(5,)]
@@ -176,3 +176,33 @@ def test_migrated_v4_database_takes_appends_redactions_and_searches(v4: Path) ->
         store.redact(2, reason="test", actor="t")
         assert store.event_at(root.id, 1).redacted
         store.verify(checkpoint=V4_CHECKPOINT)
+
+
+def test_a_schema_5_file_with_integer_times_opens_and_verifies(tmp_path: Path) -> None:
+    """Schema 5 (as first released) stored times as integer microseconds and had no listing
+    indexes; such a file migrates to the current schema and reads and verifies as it was."""
+    db = tmp_path / "five.db"
+    with Store(db) as store:
+        t = store.create_thread(title="five")
+        store.append_message(t, "user", "hello")
+        fork = store.fork(t)
+        before = [e.to_json() for e in store.read_all()]
+        kept = store.checkpoint()
+    conn = sqlite3.connect(db)
+    times = conn.execute("SELECT position, recorded_at FROM events").fetchall()
+    conn.executemany("UPDATE events SET recorded_at = ? WHERE position = ?",
+                     [(packing.pack_time(recorded_at), position) for position, recorded_at in times])
+    conn.execute("DROP INDEX events_other")
+    conn.execute("DROP INDEX streams_roots")
+    conn.execute('CREATE INDEX events_titles ON events (stream_id, "offset") WHERE type IN (1, 12)')
+    conn.execute("PRAGMA user_version=5")
+    conn.commit()
+    assert {row[0] for row in conn.execute("SELECT typeof(recorded_at) FROM events")} == {"integer"}
+    conn.close()
+    with Store(db) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        assert [e.to_json() for e in store.read_all()] == before
+        store.verify(checkpoint=kept)
+        assert store.verify(since=kept).events == 0
+        assert [info.id for info in store.threads(forks=False)] == [t]
+        assert store.count(fork, "message.appended") == 1 and store.title(fork) == "five"

@@ -44,6 +44,7 @@ from .demo import build_demo, demo_lines
 from .export import dump_lines, export_all, export_events, export_markdown
 from .importers import ImportSummary, import_claude_code, import_events, import_pi
 from .importers.follow import follow_claude_code
+from .listing import listing
 from . import output
 from .names import THREAD, ThreadType, resolve
 from .render import (blame_line, check_line, diff_lines, event_line, hit_line, ls_lines, row_line, safe, safe_block, state_lines,
@@ -407,13 +408,6 @@ def interrupt_cancel(store: Store, thread: str, interrupt_id: str, reason: str, 
     _recorded(store.append(thread, [event])[0], as_json)
 
 
-def _listing(store: Store, info: Any) -> dict[str, Any]:
-    """One `ls` entry: the thread's row with its title, message count and last activity."""
-    last = next(store.read_all(after=info.last_position - 1, limit=1), None) if info.last_position else None
-    return {**info.to_json(), "title": store.title(info.id), "messages": store.count(info.id, "message.appended"),
-            "last_activity": last.time if last else ""}
-
-
 @cli.command("ls")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most N threads.")
 @click.option("--all", "everything", is_flag=True, help="Include forks and sub-agent forks (else root threads only).")
@@ -426,7 +420,7 @@ def _listing(store: Store, info: Any) -> dict[str, Any]:
 def ls(store: Store, limit: int, everything: bool, root: str | None, before: int | None, as_json: bool, no_pager: bool) -> None:
     """Threads, most recently active first: id, kind, fork point, messages, last activity, title."""
     infos = store.threads(limit, before, forks=everything or root is not None, root=root)
-    entries = [_listing(store, info) for info in infos]
+    entries = [listing(store, info) for info in infos]
     if as_json:
         _emit_json(entries)
     else:
@@ -464,12 +458,23 @@ def log(store: Store, thread: str, start: int, stop: int | None, tail: int | Non
 
 @cli.command()
 @click.argument("thread", type=THREAD, required=False)
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Without THREAD: the trees of the N most recently active root threads.")
+@click.option("--before", type=click.IntRange(min=1), metavar="POSITION",
+              help="The next page of trees: roots last active before this position (as `ls --before`).")
+@click.option("--all", "everything", is_flag=True, help="Without THREAD: every tree in the file, oldest first.")
 @json_option
 @pager_option
 @with_store()
-def tree(store: Store, thread: str | None, as_json: bool, no_pager: bool) -> None:
-    """The fork tree, with fork offsets and titles: every root, or the tree holding THREAD."""
-    threads = store.all_threads() if thread is None else store.subtree(store.thread(thread).root_id)
+def tree(store: Store, thread: str | None, limit: int, before: int | None, everything: bool, as_json: bool,
+         no_pager: bool) -> None:
+    """The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree holding THREAD."""
+    if thread is not None:
+        threads = store.subtree(store.thread(thread).root_id)
+    elif everything:
+        threads = store.all_threads()
+    else:  # a page of an index, however many threads the file holds
+        threads = [t for root in store.threads(limit, before, forks=False) for t in store.subtree(root.id)]
     if as_json:
         _emit_json([{**t.to_json(), "title": store.title(t.id)} for t in threads])
     else:
@@ -598,28 +603,39 @@ def snapshot(store: Store, thread: str | None, drop: bool, as_json: bool) -> Non
 @cli.command()
 @click.option("--checkpoint", "checkpoint", metavar="C",
               help="Also prove the log still holds, unchanged, everything checkpoint C (from `threadlog checkpoint`) covered.")
+@click.option("--since", "since", metavar="C",
+              help="Check only the events appended after checkpoint C, and print the checkpoint extended over them.")
 @json_option
 @with_store()
-def verify(store: Store, checkpoint: str | None, as_json: bool) -> None:
+def verify(store: Store, checkpoint: str | None, since: str | None, as_json: bool) -> None:
     """Recompute every hash chain and stored column; exit 0 when all hold, 1 naming the first bad position.
 
     With --checkpoint, a deleted thread, a cut tail or any rewritten event the checkpoint
-    covered fails too, however consistently it was re-chained. With --json the report is
-    printed either way: `ok`, and on failure `position` and `error`.
+    covered fails too, however consistently it was re-chained. With --since, only what was
+    appended after checkpoint C is checked (quick on a large file; what C covers is not read
+    again: `verify --checkpoint C` proves it), and the checkpoint covering the whole log now
+    is printed: keep it for next time. With --json the report is printed either way: `ok`,
+    and on failure `position` and `error`.
     """
+    if since is not None and checkpoint is not None:
+        raise click.UsageError("give --checkpoint or --since, not both")
     try:
-        if sys.stderr.isatty():
+        if sys.stderr.isatty() and since is None:
             with click.progressbar(length=store.counts().events, label="verifying", file=sys.stderr) as bar:
                 report = store.verify(progress=lambda done, total: bar.update(done - bar.pos), checkpoint=checkpoint)
         else:
-            report = store.verify(checkpoint=checkpoint)
+            report = store.verify(checkpoint=checkpoint, since=since)
     except IntegrityError as error:
         if not as_json:
             raise
-        _emit_json({"ok": False, "position": error.position, "error": error.why, "checkpoint": checkpoint})
+        _emit_json({"ok": False, "position": error.position, "error": error.why, "checkpoint": checkpoint or since})
         sys.exit(1)
     if as_json:
-        _emit_json(report.to_json())
+        _emit_json({**report.to_json(), **({"since": since} if since is not None else {})})
+        return
+    if since is not None:
+        output.lines([f"ok: {report.events} events appended since the checkpoint verified, in {report.streams} threads",
+                      f"checkpoint: {report.checkpoint}"])
         return
     output.lines([f"ok: {report.events} events in {report.streams} threads verified ({report.redacted} redacted)"])
     if checkpoint is not None:
@@ -969,6 +985,35 @@ def index_command(store: Store, rebuild: bool, as_json: bool) -> None:
         _emit_json({"rebuilt": rebuild, "events_read": read, "position": position})
     else:
         click.echo(f"{'rebuilt' if rebuild else 'updated'}: {read} events read; the index covers positions up to {position}")
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (keep it local: the viewer has no login).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on.")
+@click.option("--open", "open_browser", is_flag=True, help="Open the viewer in the default web browser.")
+@json_option
+@with_store()
+def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool) -> None:
+    """A local, read-only web viewer: threads, rows, replay, fork tree, blame, diff, live updates."""
+    try:
+        import uvicorn
+
+        from .web import create_app
+    except ImportError as error:
+        missing = (error.name or "a package").split(".")[0]
+        raise StoreError(f"threadlog serve needs the web extra ({missing} is missing): pip install 'threadlog[web]'") from None
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
+    hosts = sorted({"127.0.0.1", "localhost", host})
+    if as_json:
+        _emit_json({"url": url, "db": store.path, "read_only": True})
+        sys.stdout.flush()
+    click.echo(f"serving {store.path} read-only at {url} (Ctrl-C stops)", err=True)
+    if open_browser:
+        import threading
+        import webbrowser
+
+        threading.Timer(0.5, webbrowser.open, [url]).start()
+    uvicorn.run(create_app(store.path, hosts), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
 
 
 def main() -> None:

@@ -1,0 +1,177 @@
+"""`ThreadlogSaver` under a real LangGraph graph (tests/langgraph_chat.py, a scripted model
+and one tool): turns run in separate processes, resume from the log, time-travel into a
+threadlog fork, and the log verifies; deletions erase payloads and keep the chain."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
+from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
+
+from threadlog import Store, search, thread_state, transcript  # noqa: E402
+from threadlog.integrations.langgraph import ThreadlogSaver, line_id  # noqa: E402
+
+CHAT = str(Path(__file__).resolve().parent / "langgraph_chat.py")
+
+
+def turn(db: Path, text: str, reply: str, *extra: str) -> list[list[str]]:
+    done = subprocess.run([sys.executable, CHAT, str(db), "ana", text, reply, *extra], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    result: list[list[str]] = json.loads(done.stdout)
+    return result
+
+
+def cli(db: Path, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "threadlog.cli", "--db", str(db), *args], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_runs_resume_in_a_new_process_and_time_travel_is_a_fork(tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    first = turn(db, "What is 6 times 7?", "tool:6,7")
+    assert first == [["human", "What is 6 times 7?"], ["ai", ""], ["tool", "42"], ["ai", "The product is 42."]]
+    second = turn(db, "Thanks! And in French?", "Quarante-deux.")  # a new process: the state comes from the log
+    assert second == [*first, ["human", "Thanks! And in French?"], ["ai", "Quarante-deux."]]
+    branch = turn(db, "And 3 times 5?", "tool:3,5", "--from-turn", "1")  # time travel to the end of turn 1
+    assert branch == [*first, ["human", "And 3 times 5?"], ["ai", ""], ["tool", "15"], ["ai", "The product is 15."]]
+
+    root = line_id("ana", "")
+    tree = json.loads(cli(db, "tree", root, "--json"))
+    forks = [entry for entry in tree if entry["parent_id"] is not None]
+    assert len(forks) == 1 and forks[0]["parent_id"] == root  # LangGraph's branch is a threadlog fork
+    assert "ok:" in cli(db, "verify")
+
+    with Store(db) as store:
+        fork = forks[0]["id"]
+        assert forks[0]["kind"] == "fork" and forks[0]["title"] == "ana"
+        texts = [block.get("text") for m in thread_state(store, fork).messages for block in m.content]
+        assert "And 3 times 5?" in texts and "Thanks! And in French?" not in texts
+        assert "Thanks! And in French?" in transcript(store, root) and "3 times 5" in transcript(store, fork)
+        assert [hit.thread for hit in search(store, "French")] == [root]
+        # A fork costs one event, not a copy of the parent's checkpoints.
+        assert store.thread(fork).head - store.thread(fork).parent_offset < len(branch) * 4
+        # The latest state of the LangGraph thread is the branch's (the newest checkpoint).
+        saver = ThreadlogSaver(store)
+        latest = saver.get_tuple({"configurable": {"thread_id": "ana", "checkpoint_ns": ""}})
+        assert latest is not None
+        assert [m.content for m in latest.checkpoint["channel_values"]["messages"]][-1] == "The product is 15."
+
+
+def echo_graph(saver: ThreadlogSaver) -> Any:
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"echo: {state['messages'][-1].content}")]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply")
+    return graph.compile(checkpointer=saver)
+
+
+def test_a_message_list_is_stored_as_what_was_appended(tmp_path: Path) -> None:
+    with Store(tmp_path / "grow.db") as store:
+        app = echo_graph(ThreadlogSaver(store))
+        config: Any = {"configurable": {"thread_id": "t"}}
+        for i in range(30):
+            app.invoke({"messages": [HumanMessage(f"message number {i} " + "x" * 200)]}, config)
+        assert len(app.get_state(config).values["messages"]) == 60
+        first = '"content": "message number 0 '
+        holding = [e for e in store.read(line_id("t", "")) if e.type == "langgraph.checkpoint" and first in json.dumps(e.data)]
+        # The first message is in the input checkpoint and the one that added it, not in the 118 after them.
+        assert len(holding) == 2
+
+
+def test_async_graph_copy_and_delete_keep_the_log_verifiable(tmp_path: Path) -> None:
+    db = tmp_path / "async.db"
+    secret = "my card is 4111 1111 1111 1111"
+
+    async def run() -> None:
+        with Store(db) as store:
+            saver = ThreadlogSaver(store)
+            app = echo_graph(saver)
+            await app.ainvoke({"messages": [HumanMessage(secret)]}, {"configurable": {"thread_id": "src"}})
+            await saver.acopy_thread("src", "dst")
+            copied = await app.aget_state({"configurable": {"thread_id": "dst"}})
+            assert copied.values["messages"][0].content == secret
+            await saver.adelete_thread("src")
+            assert await saver.aget_tuple({"configurable": {"thread_id": "src", "checkpoint_ns": ""}}) is None
+            kept = await app.aget_state({"configurable": {"thread_id": "dst"}})
+            assert kept.values["messages"][0].content == secret  # the copy still holds what it shares
+            await saver.adelete_thread("dst")
+            assert await saver.aget_tuple({"configurable": {"thread_id": "dst", "checkpoint_ns": ""}}) is None
+            report = store.verify()
+            assert report.redacted > 0
+
+    asyncio.run(run())
+    assert secret.encode() not in db.read_bytes()  # erased by redaction, no copy left in the file
+
+
+def test_a_copy_holds_every_branch_as_it_was_and_outlives_its_source(tmp_path: Path) -> None:
+    with Store(tmp_path / "copy.db") as store:
+        saver = ThreadlogSaver(store)
+        app = echo_graph(saver)
+        src: Any = {"configurable": {"thread_id": "src"}}
+        for text in ("one", "two", "three"):
+            app.invoke({"messages": [HumanMessage(text)]}, src)
+        past = next(s.config for s in app.get_state_history(src) if len(s.values.get("messages", [])) == 2 and not s.next)
+        app.invoke({"messages": [HumanMessage("branch")]}, past)  # time travel: a second stream in the source
+        before = [t.checkpoint["id"] for t in saver.list({"configurable": {"thread_id": "src", "checkpoint_ns": ""}})]
+        saver.copy_thread("src", "dst")
+        app.invoke({"messages": [HumanMessage("after the copy")]}, src)  # the source goes on; the copy does not see it
+        dst: Any = {"configurable": {"thread_id": "dst", "checkpoint_ns": ""}}
+        assert [t.checkpoint["id"] for t in saver.list(dst)] == before
+        saver.delete_thread("src")
+        assert list(saver.list({"configurable": {"thread_id": "src", "checkpoint_ns": ""}})) == []
+        assert [t.checkpoint["id"] for t in saver.list(dst)] == before
+        contents = [[m.content for m in t.checkpoint["channel_values"].get("messages", [])] for t in saver.list(dst)]
+        assert ["one", "echo: one", "branch", "echo: branch"] in contents and ["one", "echo: one", "two", "echo: two",
+                                                                                 "three", "echo: three"] in contents
+        app.invoke({"messages": [HumanMessage("four")]}, {"configurable": {"thread_id": "dst"}})  # the copy runs on
+        assert app.get_state({"configurable": {"thread_id": "dst"}}).values["messages"][-1].content == "echo: four"
+        store.verify()
+        saver.delete_thread("dst")
+        assert store.verify().redacted > 0
+    assert b"after the copy" not in (tmp_path / "copy.db").read_bytes()
+    assert b"branch" not in (tmp_path / "copy.db").read_bytes()
+
+
+def test_an_interrupted_run_resumes_from_another_store_and_two_writers_share_a_thread(tmp_path: Path) -> None:
+    from langgraph.types import Command, interrupt
+
+    def ask(state: MessagesState) -> dict[str, Any]:
+        answer = interrupt("May I book the 08:04?")
+        return {"messages": [AIMessage(f"Booked: {answer}")]}
+
+    def build(store: Store) -> Any:
+        graph = StateGraph(MessagesState)
+        graph.add_node("ask", ask)
+        graph.add_edge(START, "ask")
+        return graph.compile(checkpointer=ThreadlogSaver(store))
+
+    db = tmp_path / "hitl.db"
+    config: Any = {"configurable": {"thread_id": "trip"}}
+    with Store(db) as first:
+        paused = build(first).invoke({"messages": [HumanMessage("Book me a train")]}, config)
+        assert paused["__interrupt__"][0].value == "May I book the 08:04?"
+    with Store(db) as second, Store(db) as third:  # a restart; then two writers on one thread
+        done = build(second).invoke(Command(resume="yes"), config)
+        assert done["messages"][-1].content == "Booked: yes"
+        other = echo_graph(ThreadlogSaver(third))
+        mine = echo_graph(ThreadlogSaver(second))
+        other.invoke({"messages": [HumanMessage("from the other writer")]}, config)
+        mine.invoke({"messages": [HumanMessage("from this one")]}, config)
+        final = [m.content for m in other.get_state(config).values["messages"]]
+        assert final[-4:] == ["from the other writer", "echo: from the other writer", "from this one", "echo: from this one"]
+        second.verify()

@@ -1,0 +1,75 @@
+"""Invariant: whatever a LangGraph run puts, `ThreadlogSaver` gives back, for every
+checkpoint, branches and message deltas included (hypothesis drives the runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
+from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
+from langgraph.checkpoint.base.id import uuid6  # noqa: E402
+
+from threadlog import Store  # noqa: E402
+from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
+
+STEP = st.one_of(
+    st.tuples(st.just("say"), st.text(max_size=20)),  # the messages list grows
+    st.tuples(st.just("rewrite"), st.integers(0, 5)),  # ... or is cut (not an append)
+    st.tuples(st.just("edit"), st.text(max_size=5)),  # ... or its last message is replaced (same length)
+    st.tuples(st.just("note"), st.dictionaries(st.text(max_size=5), st.integers() | st.none(), max_size=3)),
+    st.tuples(st.just("drop"), st.just(None)),  # a channel emptied
+    st.tuples(st.just("branch"), st.integers(0, 50)),  # the next step starts from an earlier checkpoint
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(STEP, min_size=1, max_size=14))
+def test_every_checkpoint_reads_back_as_it_was_put(steps: list[tuple[str, Any]]) -> None:
+    with Store(":memory:") as store:
+        saver = ThreadlogSaver(store)
+        put: list[tuple[str, dict[str, Any], dict[str, Any]]] = []  # (id, values, versions)
+        parent: tuple[str, dict[str, Any], dict[str, Any]] | None = None
+        for i, (kind, arg) in enumerate(steps):
+            if kind == "branch" and put:
+                parent = put[arg % len(put)]
+                continue
+            values = dict(parent[1]) if parent else {}
+            versions = dict(parent[2]) if parent else {}
+            changed = {}
+            if kind == "say":
+                message = (HumanMessage if i % 2 else AIMessage)(arg, id=f"m{i}")
+                values["messages"] = [*values.get("messages", []), message]
+                changed["messages"] = True
+            elif kind == "rewrite" and values.get("messages"):
+                values["messages"] = values["messages"][:arg]
+                changed["messages"] = True
+            elif kind == "edit" and values.get("messages"):
+                values["messages"] = [*values["messages"][:-1], HumanMessage(arg, id=f"e{i}")]
+                changed["messages"] = True
+            elif kind == "note":
+                values["note"] = arg
+                changed["note"] = True
+            elif kind == "drop" and "note" in values:
+                del values["note"]
+                changed["note"] = True
+            new_versions = {ch: i + 1 for ch in changed}  # increasing along every chain
+            versions.update(new_versions)
+            checkpoint: Any = {**empty_checkpoint(), "id": str(uuid6(clock_seq=i)), "channel_values": values,
+                               "channel_versions": dict(versions)}
+            config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+            if parent:
+                config["configurable"]["checkpoint_id"] = parent[0]
+            saver.put(config, checkpoint, {"step": i}, new_versions)
+            parent = (checkpoint["id"], values, versions)
+            put.append(parent)
+        for cid, values, versions in put:
+            got = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": cid}})
+            assert got is not None
+            assert got.checkpoint["channel_values"] == values
+            assert got.checkpoint["channel_versions"] == versions
+        store.verify()

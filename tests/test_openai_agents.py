@@ -1,0 +1,373 @@
+"""`ThreadlogSession`: the OpenAI Agents SDK's Session over a threadlog store.
+
+Driven through the SDK's own `Runner` with its own `ScriptedModel` (`agents.testing`), on a
+real SQLite file, with real processes where a second process matters (resuming, two
+writers). The SDK's behaviour is the oracle: items come back exactly as the SDK gave them,
+and a branch holds what `AdvancedSQLiteSession`'s would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+agents = pytest.importorskip("agents")
+
+from agents import Agent, Runner, function_tool, set_tracing_disabled  # noqa: E402
+from agents.extensions.memory import AdvancedSQLiteSession  # noqa: E402
+from agents.memory import Session, SessionSettings  # noqa: E402
+from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
+
+from threadlog import InvalidEvent, Store, lineage, search, transcript  # noqa: E402
+from threadlog.integrations.openai_agents import ThreadlogSession  # noqa: E402
+
+WORKER = str(Path(__file__).resolve().parent / "agents_worker.py")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_tracing() -> Iterator[None]:
+    set_tracing_disabled(True)  # the SDK would otherwise try to export traces to OpenAI
+    yield
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"Sunny in {city}"
+
+
+def three_turns() -> ScriptedModel:
+    """Turn 1 calls the tool then answers; turns 2 and 3 answer."""
+    return ScriptedModel([
+        [function_call("get_weather", {"city": "Lyon"}, call_id="call_1")],
+        [assistant_message("It is sunny in Lyon.", item_id="m1")],
+        [assistant_message("Take a hat.", item_id="m2")],
+        [assistant_message("Goodbye.", item_id="m3")],
+    ])
+
+
+async def chat(session: Session, model: ScriptedModel, *texts: str) -> None:
+    agent = Agent(name="planner", model=model, tools=[get_weather])
+    for text in texts:
+        await Runner.run(agent, text, session=session)
+
+
+def worker(*args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, WORKER, *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "agents.db"
+
+
+def test_runner_turns_with_a_tool_call_are_stored_as_the_sdk_gave_them(db: Path) -> None:
+    store = Store(db)
+    session = ThreadlogSession("ana", store)
+    assert isinstance(session, Session)
+    model = three_turns()
+    run(chat(session, model, "Weather in Lyon?", "Anything to bring?"))
+
+    oracle = AdvancedSQLiteSession(session_id="ana", create_tables=True)  # the SDK's own session, same run
+    run(chat(oracle, three_turns(), "Weather in Lyon?", "Anything to bring?"))
+    items = run(session.get_items())
+    assert items == run(oracle.get_items())
+    assert [item.get("type") for item in items] == [None, "function_call", "function_call_output", "message", None, "message"]
+    # The model's second turn was given the first turn from the session.
+    second_input = model.calls[2].input
+    assert second_input[:4] == items[:4]
+
+    assert run(session.get_items(limit=2)) == items[-2:]
+    limited = ThreadlogSession("ana", store, session_settings=SessionSettings(limit=3))
+    assert run(limited.get_items()) == items[-3:]
+    assert run(limited.get_items(limit=1)) == items[-1:]
+
+    # Their text is visible to threadlog's own readers.
+    assert session.thread is not None
+    md = transcript(store, session.thread)
+    for text in ("Weather in Lyon?", "get_weather", "Sunny in Lyon", "It is sunny in Lyon.", "Take a hat."):
+        assert text in md
+    assert {hit.snippet for hit in search(store, "hat", thread=session.thread)} == {"Take a **hat**."}
+    store.verify()
+    oracle.close()
+    store.close()
+
+
+def test_a_streamed_run_stores_the_same_items(db: Path) -> None:
+    async def streamed(session: Session) -> None:
+        agent = Agent(name="planner", model=three_turns(), tools=[get_weather])
+        result = Runner.run_streamed(agent, "Weather in Lyon?", session=session)
+        async for _ in result.stream_events():
+            pass
+
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(streamed(session))
+        oracle = AdvancedSQLiteSession(session_id="ana", create_tables=True)
+        run(chat(oracle, three_turns(), "Weather in Lyon?"))
+        assert run(session.get_items()) == run(oracle.get_items())
+        oracle.close()
+
+
+def test_a_new_process_resumes_the_session(db: Path) -> None:
+    with Store(db) as store:
+        run(chat(ThreadlogSession("ana", store), three_turns(), "Weather in Lyon?"))
+        before = run(ThreadlogSession("ana", store).get_items())
+
+    given_to_model = json.loads(worker("turn", str(db), "ana", "And tomorrow?", "Rain.").stdout)
+
+    assert given_to_model[:len(before)] == before
+    assert given_to_model[len(before)] == {"role": "user", "content": "And tomorrow?"}
+    with Store(db) as store:
+        after = run(ThreadlogSession("ana", store).get_items())
+        assert after[:len(before) + 1] == given_to_model
+        assert after[-1]["content"][0]["text"] == "Rain."
+        store.verify()
+
+
+def test_a_branch_is_a_fork_holding_what_the_sdk_branch_holds(db: Path) -> None:
+    store = Store(db)
+    session = ThreadlogSession("ana", store)
+    run(chat(session, three_turns(), "Weather in Lyon?", "Anything to bring?", "Bye"))
+    main_items = run(session.get_items())
+    oracle = AdvancedSQLiteSession(session_id="ana", create_tables=True)
+    run(oracle.add_items(main_items))
+
+    events = store.counts().events
+    name = run(session.create_branch_from_turn(2, "retry"))
+    assert name == "retry" == session.current_branch
+    assert store.counts().events == events + 1  # one thread.forked event: nothing copied
+    run(oracle.create_branch_from_turn(2, "retry"))
+    assert run(session.get_items()) == run(oracle.get_items()) == main_items[:4]
+
+    run(chat(session, ScriptedModel([[assistant_message("Then take an umbrella.")]]), "What if it rains?"))
+    branch_items = run(session.get_items())
+    assert branch_items[:4] == main_items[:4] and branch_items[4] == {"role": "user", "content": "What if it rains?"}
+
+    turns = run(session.get_conversation_turns())
+    assert [(t["turn"], t["content"]) for t in turns] == [(1, "Weather in Lyon?"), (2, "What if it rains?")]
+    assert [t["turn"] for t in run(session.find_turns_by_content("RAINS"))] == [2]
+
+    listed = {b["branch_id"]: b for b in run(session.list_branches())}
+    assert set(listed) == {"main", "retry"}
+    assert (listed["main"]["message_count"], listed["main"]["user_turns"], listed["main"]["is_current"]) == (8, 3, False)
+    assert (listed["retry"]["message_count"], listed["retry"]["user_turns"], listed["retry"]["is_current"]) == (6, 2, True)
+
+    run(session.switch_to_branch("main"))
+    assert run(session.get_items()) == main_items
+    # threadlog's fork tree shows the branch below main's thread.
+    assert session.thread is not None
+    forks = [entry for entry in lineage(store, session.thread) if entry.relation == "descendant"]
+    assert [(entry.parent_id, entry.parent_offset) for entry in forks] == [(session.thread, 5)]
+
+    with pytest.raises(ValueError, match="already been used"):
+        run(session.create_branch_from_turn(1, "retry"))
+    with pytest.raises(ValueError, match="Turn 4 does not contain a user message"):
+        run(session.create_branch_from_turn(4))
+    with pytest.raises(ValueError, match="does not exist"):
+        run(session.switch_to_branch("nope"))
+    auto = run(session.create_branch_from_turn(1))
+    assert auto.startswith("branch_from_turn_1_") and run(session.get_items()) == []
+    store.verify()
+    oracle.close()
+    store.close()
+
+
+def test_a_new_session_object_branches_from_the_cached_turns_with_the_same_answer(db: Path) -> None:
+    """A new object (a new process) finds the user turns from a snapshot instead of reading every
+    item; the snapshot is a cache: without it, and with items added after it, the branch is the same."""
+    from threadlog.integrations.openai_agents import SNAPSHOT_AFTER, TURNS
+
+    with Store(db) as store:
+        talk = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(SNAPSHOT_AFTER + 40)]
+        run(ThreadlogSession("ana", store).add_items(talk))
+        first = ThreadlogSession("ana", store)
+        run(first.create_branch_from_turn(3, "b1"))  # reads every item, then caches the turns
+        assert store.count_snapshots() == 1
+        run(ThreadlogSession("ana", store).add_items([{"role": "user", "content": "late"}]))
+        turns = len(talk) // 2 + 1
+        for name, drop in (("b2", False), ("b3", True)):
+            if drop:
+                store.drop_snapshots(TURNS)
+            session = ThreadlogSession("ana", store)
+            run(session.create_branch_from_turn(turns, name))
+            assert run(session.get_items()) == talk
+            run(session.switch_to_branch("main"))
+            run(session.create_branch_from_turn(2, name + "-early"))
+            assert run(session.get_items()) == talk[:2]
+        store.verify()
+
+
+def test_pop_and_clear_change_the_view_and_keep_the_log(db: Path) -> None:
+    store = Store(db)
+    session = ThreadlogSession("ana", store)
+    run(chat(session, three_turns(), "Weather in Lyon?", "Anything to bring?"))
+    items = run(session.get_items())
+    first_thread = session.thread
+    events = store.counts().events
+
+    assert run(session.pop_item()) == items[-1]
+    assert run(session.pop_item()) == items[-2]
+    assert run(session.get_items()) == items[:-2]
+    assert store.counts().events > events  # popping appends; nothing is deleted
+    assert first_thread is not None
+    kept = [e.data["item"] for e in store.read(first_thread) if e.type == "message.appended"]
+    assert kept == items  # the log still holds what was popped
+    assert search(store, "hat", thread=session.thread) == []  # the view's history no longer has it
+    assert len(search(store, "hat")) == 1  # the log does
+
+    run(session.add_items([{"role": "user", "content": "Anything else?"}]))
+    assert run(session.get_items()) == [*items[:-2], {"role": "user", "content": "Anything else?"}]
+    run(session.create_branch_from_turn(1, "other"))
+    run(session.add_items([{"role": "user", "content": "Paris instead?"}]))
+
+    run(session.clear_session())
+    assert session.current_branch == "main"
+    assert run(session.get_items()) == [] and run(session.pop_item()) is None
+    assert run(session.list_branches()) == []
+    with pytest.raises(ValueError, match="does not exist"):
+        run(session.switch_to_branch("other"))
+    run(session.add_items([{"role": "user", "content": "Again"}]))
+    with pytest.raises(ValueError, match="already been used"):  # a name stays used after a clear, as in the SDK
+        run(session.create_branch_from_turn(1, "other"))
+    assert run(session.get_items()) == [{"role": "user", "content": "Again"}]
+    # Another session object (a new process) sees the same view.
+    assert run(ThreadlogSession("ana", store).get_items()) == [{"role": "user", "content": "Again"}]
+    logged = [e.data["item"] for e in store.read_all() if e.type == "message.appended"]
+    assert [item["content"] for item in logged if item.get("role") == "user"] == [
+        "Weather in Lyon?", "Anything to bring?", "Anything else?", "Paris instead?", "Again"]
+    store.verify()
+    store.close()
+
+
+def test_a_writer_that_missed_a_pop_or_clear_writes_where_the_branch_lives(db: Path) -> None:
+    """Two session objects on two connections: one pops and clears behind the other's back."""
+    mine, theirs = Store(db), Store(db)
+    a, b = ThreadlogSession("ana", mine), ThreadlogSession("ana", theirs)
+    run(a.add_items([{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]))
+    assert run(b.get_items()) == run(a.get_items())
+
+    assert run(b.pop_item()) == {"role": "assistant", "content": "two"}
+    run(a.add_items([{"role": "assistant", "content": "three"}]))  # a still knows the old thread
+    expected = [{"role": "user", "content": "one"}, {"role": "assistant", "content": "three"}]
+    assert run(a.get_items()) == run(b.get_items()) == expected
+
+    run(b.clear_session())
+    run(a.add_items([{"role": "user", "content": "four"}]))
+    assert run(b.get_items()) == [{"role": "user", "content": "four"}]
+    assert run(a.pop_item()) == {"role": "user", "content": "four"}
+    assert run(b.get_items()) == []
+    mine.verify()
+    mine.close()
+    theirs.close()
+
+
+def test_a_branch_made_by_a_writer_that_missed_a_pop_starts_from_the_current_items(db: Path) -> None:
+    mine, theirs = Store(db), Store(db)
+    a, b = ThreadlogSession("ana", mine), ThreadlogSession("ana", theirs)
+    u1, a1, u2, a2, u3 = ({"role": role, "content": text} for role, text in
+                          [("user", "u1"), ("assistant", "a1"), ("user", "u2"), ("assistant", "a2"), ("user", "u3")])
+    run(a.add_items([u1, a1, u2, a2]))
+    assert [t["turn"] for t in run(a.get_conversation_turns())] == [1, 2]  # a has read the turns of the old thread
+    assert run(b.pop_item()) == a2
+    run(b.add_items([u3]))
+    run(a.create_branch_from_turn(3, "from-u3"))
+    assert run(a.get_items()) == [u1, a1, u2]
+    run(b.switch_to_branch("from-u3"))
+    assert run(b.get_items()) == [u1, a1, u2]
+    mine.verify()
+    mine.close()
+    theirs.close()
+
+
+def test_two_processes_writing_one_session_lose_nothing(db: Path) -> None:
+    with Store(db) as store:
+        run(ThreadlogSession("shared", store).add_items([{"role": "user", "content": "start"}]))
+    count = 40
+    procs = [subprocess.Popen([sys.executable, WORKER, "add", str(db), "shared", writer, str(count)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for writer in ("a", "b")]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and out.strip() == "done", err[-3000:]
+    with Store(db) as store:
+        contents = [item["content"] for item in run(ThreadlogSession("shared", store).get_items())]
+        assert contents[0] == "start" and len(contents) == 1 + 2 * count
+        for writer in ("a", "b"):
+            assert [c for c in contents if c.startswith(writer)] == [f"{writer}-{i}" for i in range(count)]
+        store.verify()
+
+
+def test_a_bad_item_is_refused_and_nothing_is_written(db: Path) -> None:
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(session.add_items([{"role": "user", "content": "kept"}]))
+        events = store.counts().events
+        with pytest.raises(InvalidEvent, match=r"items\[1\]: must be a dict"):
+            run(session.add_items([{"role": "user", "content": "not kept"}, "text"]))  # type: ignore[list-item]
+        assert store.counts().events == events
+        assert run(session.get_items()) == [{"role": "user", "content": "kept"}]
+
+
+def test_a_redacted_item_leaves_a_placeholder(db: Path) -> None:
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(session.add_items([{"role": "user", "content": "my password is hunter2"}, {"role": "assistant", "content": "Noted."}]))
+        assert session.thread is not None
+        leaked = next(e for e in store.read(session.thread) if e.type == "message.appended")
+        store.redact(leaked.position, reason="secret", actor="ops")
+        assert run(session.get_items()) == [{"role": "user", "content": "[redacted]"}, {"role": "assistant", "content": "Noted."}]
+        store.verify()
+
+
+# Items the SDK may hold: any JSON object (messages, tool calls, reasoning, types to come).
+_scalars = st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+_json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                     max_leaves=8)
+_items = st.fixed_dictionaries(
+    {},
+    optional={"type": st.sampled_from(["message", "function_call", "function_call_output", "reasoning", "web_search_call",
+                                       "computer_call_output", "something_new"]),
+              "role": st.sampled_from(["user", "assistant", "system", "developer"]),
+              "content": st.text() | st.lists(st.fixed_dictionaries({"type": st.sampled_from(["input_text", "output_text",
+                                                                                          "input_image", "refusal"]),
+                                                                     "text": st.text()}), max_size=2),
+              "name": st.text(max_size=10), "arguments": st.text(max_size=20), "output": st.text(max_size=20) | _json,
+              "summary": _json, "extra": _json},
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(_items, min_size=1, max_size=3), min_size=1, max_size=4), limit=st.integers(0, 12))
+def test_items_come_back_exactly_and_pop_returns_them_in_reverse(batches: list[list[dict[str, Any]]], limit: int) -> None:
+    with Store(":memory:") as store:
+        session = ThreadlogSession("any", store)
+        for batch in batches:
+            run(session.add_items(batch))
+        flat = [item for batch in batches for item in batch]
+        got = run(session.get_items())
+        assert got == flat
+        assert json.dumps(got, sort_keys=True) == json.dumps(flat, sort_keys=True)  # 1 stays 1, 1.0 stays 1.0
+        assert run(session.get_items(limit=limit)) == (flat[-limit:] if limit else [])
+        popped = [run(session.pop_item()) for _ in flat]
+        assert popped == flat[::-1] and run(session.pop_item()) is None

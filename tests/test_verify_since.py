@@ -1,0 +1,158 @@
+"""`verify(since=C)`: only what was appended after a checkpoint is checked, and the checkpoint
+comes back extended over it; the full verify's one-pass scan passes any history, and the
+message counts `ls` shows (computed without reading messages) agree with the events."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests import stored
+from threadlog import IntegrityError, InvalidEvent, Store
+from threadlog.cli import cli
+
+
+def busy(store: Store) -> tuple[str, str]:
+    t = store.create_thread(title="a")
+    for i in range(5):
+        store.append_message(t, "user" if i % 2 == 0 else "assistant", f"message {i}")
+    f = store.fork(t, at=3)
+    store.append_message(f, "user", "in the fork")
+    return t, f
+
+
+def test_since_checks_the_new_events_and_extends_the_checkpoint(tmp_path: Path) -> None:
+    with Store(tmp_path / "t.db") as store:
+        t, f = busy(store)
+        before = store.checkpoint()
+        store.append_message(t, "user", "new in t")
+        g = store.fork(f)  # a new fork of a fork
+        store.append_message(g, "assistant", "new in g")
+        u = store.create_thread(title="new thread")
+        store.append_message(u, "user", "hello")
+        old = next(e for e in store.read(t) if e.type == "message.appended")
+        store.redact(old.position, reason="test", actor="t")  # a new event erasing an old one
+        report = store.verify(since=before)
+        assert report.events == 6 and report.streams == 3  # t (a message, the redaction), g (2), u (2)
+        assert report.checkpoint == store.checkpoint()  # extended: what a checkpoint taken now says
+        assert store.verify(checkpoint=report.checkpoint).events == store.counts().events
+        assert store.verify(since=report.checkpoint).events == 0  # nothing new since
+
+
+def test_since_names_a_new_event_that_was_altered(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, _ = busy(store)
+        before = store.checkpoint()
+        new = store.append_message(t, "user", "the original")
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE events SET data = replace(data, 'original', 'forgery') WHERE position = ?", (new.position,))
+    conn.commit()
+    conn.close()
+    with Store(db) as store, pytest.raises(IntegrityError) as caught:
+        store.verify(since=before)
+    assert caught.value.position == new.position
+
+
+def test_since_names_a_stream_row_that_disagrees_with_its_new_events(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, _ = busy(store)
+        before = store.checkpoint()
+        store.append_message(t, "user", "one")
+        last = store.append_message(t, "user", "two")
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE streams SET last_position = 1 WHERE id = ?", (t,))  # would drop t from `ls`'s first page
+    conn.commit()
+    conn.close()
+    with Store(db) as store, pytest.raises(IntegrityError, match="last_position"):
+        store.verify(since=before)
+    assert last.position > 1
+
+
+def test_since_refuses_a_log_that_ends_before_its_checkpoint(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, _ = busy(store)
+        store.append_message(t, "user", "last")
+        after = store.checkpoint()
+    conn = sqlite3.connect(db)
+    (hash_,), = stored.events(conn, ["hash"], "WHERE position = (SELECT max(position) - 1 FROM events)")
+    conn.execute("DELETE FROM events WHERE position = (SELECT max(position) FROM events)")
+    conn.commit()
+    conn.close()
+    with Store(db) as store:
+        with pytest.raises(IntegrityError, match="below checkpoint"):
+            store.verify(since=after)
+        with pytest.raises(InvalidEvent, match="not both"):
+            store.verify(checkpoint=after, since=after)
+    assert hash_
+
+
+def test_cli_verify_since_prints_the_extended_checkpoint(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, _ = busy(store)
+        before = store.checkpoint()
+        store.append_message(t, "user", "new")
+        now = store.checkpoint()
+    runner = CliRunner()
+    text = runner.invoke(cli, ["verify", "--db", str(db), "--since", before])
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines() == ["ok: 1 events appended since the checkpoint verified, in 1 threads", f"checkpoint: {now}"]
+    as_json = runner.invoke(cli, ["verify", "--db", str(db), "--since", before, "--json"])
+    assert json.loads(as_json.stdout)["checkpoint"] == now
+    both = runner.invoke(cli, ["verify", "--db", str(db), "--since", before, "--checkpoint", before])
+    assert both.exit_code == 2
+
+
+def test_tree_pages_roots_by_activity(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        roots = [store.create_thread(title=f"root {i}") for i in range(4)]
+        fork = store.fork(store.append_message(roots[0], "user", "hi").stream_id)
+        store.append_message(roots[2], "user", "latest")
+    runner = CliRunner()
+    first = runner.invoke(cli, ["tree", "--db", str(db), "-n", "2", "--json"])
+    assert [t["id"] for t in json.loads(first.stdout)] == [roots[2], roots[0], fork]  # the two most active roots' trees
+    everything = runner.invoke(cli, ["tree", "--db", str(db), "--all", "--json"])
+    assert len(json.loads(everything.stdout)) == 5
+
+
+# Random histories: threads and forks appended in any interleaving. The one-pass verify passes,
+# and from any checkpoint, `since` checks exactly the later events and extends it to a fresh one.
+steps = st.lists(st.tuples(st.sampled_from(["append", "fork", "thread"]), st.integers(0, 1000)), min_size=1, max_size=30)
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=steps, cut=st.integers(0, 30))
+def test_any_history_verifies_whole_and_since_any_checkpoint(steps: list[tuple[str, int]], cut: int) -> None:
+    with Store(":memory:") as store:
+        streams = [store.create_thread(title="first")]
+        checkpoint, counted = store.checkpoint(), 1
+        for i, (kind, pick) in enumerate(steps):
+            if i == cut:
+                checkpoint, counted = store.checkpoint(), store.counts().events
+            target = streams[pick % len(streams)]
+            if kind == "thread":
+                streams.append(store.create_thread(title=str(i)))
+            elif kind == "fork" and store.count(target, "message.appended"):
+                first = store.thread(target).head - store.count(target, "message.appended")  # messages only follow it
+                streams.append(store.fork(target, at=first + 1 + pick % (store.head(target) - first)))
+            else:
+                store.append_message(target, "user" if pick % 2 else "assistant", f"m{i}")
+        report = store.verify()
+        assert report.events == store.counts().events
+        for stream in streams:  # counted from the index of the other events, offsets having no gaps
+            events = list(store.read(stream))
+            for type_ in ("message.appended", "thread.created", "thread.forked"):
+                assert store.count(stream, type_) == sum(e.type == type_ for e in events)
+        since = store.verify(since=checkpoint)
+        assert since.events == store.counts().events - counted
+        assert since.checkpoint == store.checkpoint()

@@ -1,0 +1,204 @@
+"""The web viewer in a real browser: Debian's chromium driven by Playwright, against
+`threadlog serve` running as its own process on 127.0.0.1 over a store built here.
+
+One server and one browser for the whole module (starting chromium costs seconds). The
+screenshots of the main pages are written to a temporary artifact directory, printed at
+the end; `docs/viewer.png` in the README is one of them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from threadlog import Store
+from tests.webstore import FLAG, HOSTILE_MESSAGES, IMG, SCRIPT, build
+
+playwright = pytest.importorskip("playwright.sync_api")
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no browser at {CHROMIUM} (apt-get install chromium; .ci/run does)", allow_module_level=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, dict[str, str]]]:
+    """(base URL, database path, ids): `threadlog serve` in a child process."""
+    path = tmp_path_factory.mktemp("web") / "web.db"
+    ids = build(path)
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(path),
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(base + "/favicon.ico", timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"threadlog serve did not start: {proc.communicate()[1][-2000:]}") from None
+            time.sleep(0.1)
+    yield base, path, ids
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the screenshots go (printed with -s; kept with pytest's temporary directories)."""
+    return Path(os.environ.get("THREADLOG_WEB_SHOTS") or tmp_path_factory.mktemp("screenshots"))
+
+
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1100, "height": 800})  # type: ignore[attr-defined]
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    yield tab
+    context.close()
+    assert errors == [], f"the page raised: {errors}"
+
+
+def url(base: str, path: str, **params: object) -> str:
+    return f"{base}{path}?{urlencode(params)}" if params else base + path
+
+
+def test_list_to_thread_and_fork_card_to_fork_and_back(served, page, shots: Path) -> None:
+    base, _, ids = served
+    page.goto(base + "/")
+    page.screenshot(path=str(shots / "threads.png"), full_page=True)
+    page.get_by_role("link", name="Trip to Lyon").click()
+    page.wait_for_url(re.compile(r"/thread\?id=trip$"))
+    assert page.inner_text("#thread-title") == "Trip to Lyon"
+    assert "Find me a train to Lyon" in page.inner_text("#rows")  # Markdown rendered: ** gone, <strong> shown
+    assert page.locator("#rows strong").first.inner_text() == "train"
+    page.screenshot(path=str(shots / "thread.png"), full_page=True)
+
+    page.locator(".fork-here a.fork-link", has_text=ids["fork"]).click()  # the ⑃ card at the fork point
+    page.wait_for_url(re.compile(rf"id={ids['fork']}$"))
+    assert "Actually, what about a bus?" in page.inner_text("#rows")
+    assert "Book the first one" not in page.inner_text("#rows")  # the parent's events after the fork point
+    page.locator(".card.fork a.parent-link").click()  # the fork's own card links back to the fork point
+    page.wait_for_url(re.compile(r"id=trip&start=0#o-1$"))
+    assert page.inner_text("#thread-title") == "Trip to Lyon"
+
+
+def test_replay_slider_changes_the_message_count(served, page, shots: Path) -> None:
+    base, _, _ = served
+    page.goto(url(base, "/replay", id="trip"))
+    assert page.inner_text("#message-count") == "3 messages"
+    page.locator("#at-slider").focus()
+    with page.expect_navigation():
+        page.keyboard.press("ArrowLeft")  # 4 events -> 3: the last message goes
+    assert "at=3" in page.url
+    assert page.inner_text("#message-count") == "2 messages"
+    page.screenshot(path=str(shots / "replay.png"), full_page=True)
+    page.goto(url(base, "/replay", id="trip", at=0))
+    assert page.inner_text("#message-count") == "0 messages"
+
+
+def test_an_appended_event_appears_on_the_open_page_within_two_seconds(served, page) -> None:
+    base, path, _ = served
+    page.goto(url(base, "/thread", id="trip"))
+    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    with Store(path) as store:
+        store.append_message("trip", "assistant", "Booked: **08:04**, coach 12, seat 45")
+        appended = time.monotonic()
+    page.get_by_text("coach 12, seat 45").wait_for(timeout=2_000)
+    assert time.monotonic() - appended < 2.0
+    assert page.locator("#rows strong", has_text="08:04").count() == 1  # rendered like the rest
+    assert page.inner_text("#range-end") == "5"
+    with Store(path) as store:
+        fork = store.fork("trip", at=3)
+    page.locator(".fork-here a.fork-link", has_text=fork).wait_for(timeout=2_000)  # a new fork's card, where it was made
+
+
+def test_hostile_strings_run_nothing_and_show_as_text(served, page, shots: Path) -> None:
+    base, _, ids = served
+    page.goto(base + "/?all=1")
+    assert SCRIPT in page.inner_text("#threads")  # a <script> title is text in the list
+    page.goto(url(base, "/thread", id=ids["bad"]))
+    page.screenshot(path=str(shots / "hostile.png"), full_page=True)
+    text = page.inner_text("main")
+    assert page.inner_text("#thread-title") == SCRIPT
+    assert page.inner_text("#thread-id") == ids["bad"]
+    assert f"plain {SCRIPT} and {IMG}" in text
+    assert "javascript:window" not in " ".join(page.eval_on_selector_all("a", "links => links.map(a => a.href)"))
+    assert page.eval_on_selector_all("main *", "els => els.filter(e => [...e.attributes].some(a => a.name.startsWith('on'))).length") == 0
+    assert page.locator("main script, main iframe, main svg[onload]").count() == 0
+    page.locator("details.tool summary").first.click()
+    assert IMG in page.inner_text(".tool-name")  # the tool's name, as text
+    assert f"question {SCRIPT}" in page.inner_text(".card.interrupt")
+    assert page.inner_text(".card.interrupt .status") == "resolved"
+    page.locator(".thinking summary").click()
+    assert f"thinking {SCRIPT}" in page.inner_text(".thinking")
+    page.locator(".compaction summary").click()
+    assert f"summary {IMG}" in page.inner_text(".compaction")
+    assert "my password" not in text  # the redacted message: erased, who and why shown as text
+    assert page.locator(".redacted-note .actor").first.inner_text() == SCRIPT
+    assert IMG in page.inner_text(".redaction .reason")
+    for shown in (f"[click me](javascript:window.{FLAG}=1)", f'<a href="javascript:window.{FLAG}=1">raw link</a>',
+                  f'<svg onload="window.{FLAG}=1"></svg>', f'<iframe src="javascript:window.{FLAG}=1"></iframe>'):
+        assert shown in text  # Markdown that would render to them, and raw HTML: text
+    assert len(HOSTILE_MESSAGES) == 4
+    for path in ("/blame", "/replay", "/tree"):
+        page.goto(url(base, path, id=ids["bad"]))
+    page.goto(url(base, "/diff", a=ids["bad"] + "/fork"))
+    assert page.evaluate(f"typeof window.{FLAG}") == "undefined"
+
+
+def test_the_tree_has_one_node_per_thread(served, page, shots: Path) -> None:
+    base, path, ids = served
+    page.goto(url(base, "/tree", id=ids["deeper"]))
+    page.screenshot(path=str(shots / "tree.png"), full_page=True)
+    with Store(path, read_only=True) as store:
+        threads = store.subtree("trip")  # trip, its fork, the fork's fork (and the live test's fork)
+    nodes = page.eval_on_selector_all("svg a.node", "nodes => nodes.map(n => n.dataset.thread)")
+    assert sorted(nodes) == sorted(info.id for info in threads) and len(threads) >= 3
+    labels = page.locator("svg .edge-label").all_text_contents()
+    assert sorted(labels) == sorted(f"@{info.parent_offset}" for info in threads if info.parent_id)
+    assert {"@2", "@4"} <= set(labels)  # trip at 2; the fork at its head (fork card + 1 message)
+    page.locator(f"svg a.node[data-thread='{ids['fork']}']").click()
+    page.wait_for_url(re.compile(rf"/thread\?id={ids['fork']}$"))
+
+
+def test_screenshots_were_saved(shots: Path) -> None:
+    saved = sorted(p.name for p in shots.glob("*.png"))
+    print(f"\nweb viewer screenshots in {shots}: {', '.join(saved)}")
+    assert {"threads.png", "thread.png", "replay.png", "tree.png", "hostile.png"} <= set(saved)

@@ -1,0 +1,69 @@
+"""Markdown for the web viewer: the plain-prose shortcut equals markdown-it's rendering, and
+what is rendered never keeps a script, an event handler or a javascript: link."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+import pytest
+from hypothesis import example, given, settings, strategies as st
+from markdown_it import MarkdownIt
+
+pytest.importorskip("nh3")
+
+from threadlog.web.markdown import _RENDERER, plain_html, render_markdown  # noqa: E402
+
+ALPHABET = "aZ09 ,.;:'\"?/%=+@-[]()!*_#<>&\\`|~\n"
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(alphabet=ALPHABET, max_size=40))
+@example("[12] The 08:04 from Paris Gare de Lyon reaches Lyon Part-Dieu at 10:02; a second train leaves at 08:58.")
+@example("[a]: b")
+@example("a [b](c)")
+@example("1. one")
+@example("a -")
+def test_the_plain_shortcut_renders_as_markdown_it_does(text: str) -> None:
+    fast = plain_html(text)
+    if fast is not None:
+        assert fast == _RENDERER.render(text)
+
+
+def test_the_shortcut_takes_ordinary_prose() -> None:
+    assert plain_html("[12] The 08:04 from Paris reaches Lyon Part-Dieu at 10:02; ok?") is not None
+    assert plain_html("**bold**") is None
+
+
+@pytest.mark.parametrize("text", [
+    "<script>window.x=1</script>",
+    "<img src=x onerror=alert(1)>",
+    "[a](javascript:alert(1))",
+    "[a](JAVASCRIPT:alert(1))",
+    "![a](javascript:alert(1))",
+    '<a href="javascript:alert(1)">x</a>',
+    "[a](data:text/html,<script>alert(1)</script>)",
+    "<svg onload=alert(1)>",
+], ids=["script", "img-onerror", "js-link", "js-link-upper", "js-image", "raw-anchor", "data-url", "svg"])
+def test_nothing_rendered_can_run(text: str) -> None:
+    tags = _Tags()
+    tags.feed(str(render_markdown(text)))
+    for tag, attrs in tags.seen:
+        assert tag not in ("script", "svg", "iframe", "object", "embed")
+        for name, value in attrs:
+            assert not name.startswith("on"), (tag, name)
+            assert not (value or "").strip().lower().startswith(("javascript:", "data:", "vbscript:")), (tag, name, value)
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.seen.append((tag, attrs))
+
+
+def test_markdown_is_rendered() -> None:
+    assert str(render_markdown("**b** and [site](https://example.org)")) == (
+        '<p><strong>b</strong> and <a href="https://example.org" rel="noopener noreferrer nofollow">site</a></p>\n')
+    assert isinstance(MarkdownIt, type)

@@ -1,0 +1,182 @@
+"""The web viewer's pages over HTTP (Starlette's test client, no browser): the headers that
+keep stored strings from running, read-only serving, paging, the integrity badge, and
+`threadlog serve` without the web extra."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+pytest.importorskip("starlette")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from threadlog import Store, display_rows  # noqa: E402
+from threadlog.web import create_app  # noqa: E402
+from tests.webstore import HOSTILE_ID, LONG, build  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    path = tmp_path_factory.mktemp("webpages") / "web.db"
+    return path, build(path)
+
+
+@pytest.fixture(scope="module")
+def client(built: tuple[Path, dict[str, str]]) -> Iterator[TestClient]:
+    with TestClient(create_app(str(built[0])), base_url="http://127.0.0.1") as c:
+        yield c
+
+
+def _dump(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+PAGES = ["/", "/?all=1", "/thread?id=trip", "/replay?id=trip&at=2", "/tree?id=trip", "/blame?id=trip", "/diff?a=trip&b=trip",
+         "/thread?id=missing", "/static/viewer.js"]
+
+
+@pytest.mark.parametrize("target", PAGES, ids=PAGES)
+def test_every_response_forbids_inline_script(client: TestClient, target: str) -> None:
+    response = client.get(target)
+    csp = response.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "default-src 'none'" in csp
+    assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_nothing_writes_and_only_get_is_served(built: tuple[Path, dict[str, str]], client: TestClient) -> None:
+    path, ids = built
+    before = _dump(path)
+    for target in PAGES + [f"/thread?id={ids['bad']}", "/?q=train", "/thread?id=long&start=3"]:
+        client.get(target)
+    for method in ("post", "put", "delete", "patch"):
+        assert getattr(client, method)("/thread?id=trip").status_code == 405
+    assert _dump(path) == before
+
+
+def test_another_host_name_is_refused(client: TestClient) -> None:
+    """A page elsewhere that rebinds its name to 127.0.0.1 cannot read the store."""
+    assert client.get("/", headers={"host": "evil.example"}).status_code == 400
+    assert client.get("/", headers={"host": "localhost:8765"}).status_code == 200
+
+
+def test_a_long_thread_shows_its_latest_page_and_pages_back(client: TestClient) -> None:
+    latest = client.get("/thread?id=long").text
+    assert f"message {LONG - 1}<" in latest and f"message {LONG - 100}<" in latest
+    assert f"message {LONG - 101}<" not in latest
+    assert 'class="earlier" href="/thread?id=long&amp;start=51"' in latest
+    first = client.get("/thread?id=long&start=0").text
+    assert "message 0<" in first and "message 99<" not in first  # offset 0 is thread.created: 99 messages
+    assert 'class="later" href="/thread?id=long&amp;start=100"' in first
+
+
+def test_query_parameters_are_checked(client: TestClient) -> None:
+    response = client.get("/thread?id=trip&at=-1")
+    assert response.status_code == 400 and "at must be a whole number" in response.text
+    assert client.get("/thread?id=trip&at=99").status_code == 400
+    assert client.get("/thread").status_code == 400
+    missing = client.get("/thread?id=%3Cscript%3E")
+    assert missing.status_code == 404 and "&lt;script&gt;" in missing.text and "<script>" not in missing.text.split("</head>")[1]
+
+
+def test_hostile_ids_are_quoted_in_links(client: TestClient) -> None:
+    html = client.get("/?all=1").text
+    assert HOSTILE_ID not in html  # never raw, in text or attributes
+    assert client.get("/thread", params={"id": HOSTILE_ID}).status_code == 200
+    assert client.get("/thread", params={"id": HOSTILE_ID + "/fork"}).status_code == 200
+
+
+def test_the_badge_names_the_first_bad_position(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(title="t")
+        store.append_message(thread, "user", "first")
+        second = store.append_message(thread, "assistant", "Two trains fit.")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        assert "✓ verified: 3 events" in client.get("/").text
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE events SET data = replace(data, 'Two', 'Six') WHERE position = ?", (second.position,))
+    conn.commit()
+    conn.close()
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        page = client.get(f"/thread?id={thread}").text
+    assert f"integrity check failed at position {second.position}" in page
+
+
+def test_page_rows_are_the_whole_view_sliced(built: tuple[Path, dict[str, str]]) -> None:
+    """display_rows(start, stop) == the rows of the whole view whose offsets are in the page,
+    statuses included (a tool call answered after the page still shows its answer)."""
+    path, ids = built
+    with Store(path, read_only=True) as store:
+        for thread in (ids["bad"], "trip", ids["fork"]):
+            head = store.head(thread)
+            whole = display_rows(store, thread)
+            for start in range(head):
+                for stop in range(start, head + 1):
+                    page = display_rows(store, thread, start=start, stop=stop)
+                    assert page == [row for row in whole if start <= row.offset < stop], (thread, start, stop)
+
+
+def test_serve_without_the_web_extra_says_how_to_install_it(built: tuple[Path, dict[str, str]]) -> None:
+    code = "import sys; sys.modules['starlette'] = None; from threadlog.cli import main; main()"
+    result = subprocess.run([sys.executable, "-c", code, "serve", "--db", str(built[0])], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "error: threadlog serve needs the web extra (starlette is missing): pip install 'threadlog[web]'"]
+
+
+def test_search_blame_and_diff_pages(client: TestClient, built: tuple[Path, dict[str, str]]) -> None:
+    _, ids = built
+    listing = client.get("/").text
+    assert 'type="search" name="q"' in listing
+    hits = client.get("/?q=bus").text
+    assert 'class="hit"' in hits and f"/thread?id={ids['fork']}" in hits
+    assert "No match." in client.get("/?q=zeppelin").text
+    blame = client.get(f"/blame?id={ids['fork']}").text
+    assert blame.count("<tr class=\"inherited\">") == 1 and blame.count("<tr class=\"own\">") == 1  # the parent's message, the fork's
+    both = client.get(f"/diff?a={ids['fork']}").text  # b: the fork's parent
+    assert "Actually, what about a bus?" in both and "Two trains fit" in both and "Book the first one" in both
+
+
+def test_a_file_without_an_index_has_no_search_box(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        store.create_thread(title="t")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        page = client.get("/").text
+    assert 'name="q"' not in page and "threadlog index" in page
+
+
+def test_prefixes_and_at_last_redirect_to_the_full_id(client: TestClient, built: tuple[Path, dict[str, str]]) -> None:
+    _, ids = built
+    moved = client.get("/replay?id=tri&at=2", follow_redirects=False)
+    assert moved.status_code == 302 and moved.headers["location"] == "/replay?id=trip&at=2"
+    with Store(built[0], read_only=True) as store:
+        latest = store.threads(limit=1)[0].id
+    last = client.get("/thread?id=@last", follow_redirects=False)
+    assert last.status_code == 302 and last.headers["location"] == "/thread?" + urlencode({"id": latest})
+    assert client.get(f"/diff?a={ids['fork'][:8]}&b=tri").url.query.decode() == urlencode({"a": ids["fork"], "b": "trip"})
+    unknown = client.get("/thread?id=zzz")
+    assert unknown.status_code == 404 and "no thread id starts with it" in unknown.text
+
+
+def test_each_row_carries_its_provenance(client: TestClient, built: tuple[Path, dict[str, str]]) -> None:
+    path, ids = built
+    with Store(path, read_only=True) as store:
+        inherited = store.event_at(ids["fork"], 1)  # the parent's message, seen from the fork
+    html = client.get(f"/thread?id={ids['fork']}").text
+    item = html.split(f'id="r-{inherited.event_id}:0"')[1].split("</li>")[0]
+    for name, value in (("stream", inherited.stream_id), ("offset", inherited.offset), ("position", inherited.position),
+                        ("time", inherited.time), ("origin", "live")):
+        assert f"<dt>{name}</dt><dd>" in item and str(value) in item.split(f"<dt>{name}</dt><dd>")[1].split("</dd>")[0]

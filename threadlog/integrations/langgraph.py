@@ -1,0 +1,489 @@
+"""`ThreadlogSaver`: a LangGraph checkpointer that keeps its checkpoints in a threadlog store.
+
+    from threadlog import Store
+    from threadlog.integrations.langgraph import ThreadlogSaver
+    graph = builder.compile(checkpointer=ThreadlogSaver(Store("threadlog.db")))
+
+How LangGraph's world maps onto the log:
+
+- A LangGraph thread and checkpoint namespace is a *line*: a root threadlog thread whose id
+  is derived from them (`lg-<thread hash>-<namespace hash>`, titled with the thread id),
+  plus one fork per branch (`<root id>.<suffix>`). Every id that starts with the root's id
+  belongs to the line, so finding a line's streams is one index lookup.
+- `put` appends one `langgraph.checkpoint` event holding only the channel values that are
+  new in that checkpoint (`new_versions`); a value is read back by walking the checkpoint's
+  parents to the one that stored its version. A message list that only grew is stored as
+  what was appended (`langgraph_values`), and each new message is also a `message.appended`
+  event written just before its checkpoint, so transcripts, search and the viewer work.
+- Running from an older checkpoint (time travel, `update_state` on a past config) puts a
+  checkpoint whose parent is not the last one of its stream: that becomes a threadlog fork
+  at the parent's event, O(1), and `threadlog tree` shows LangGraph's branches.
+  `copy_thread` is one fork of the source's root, naming the source's other branches and
+  how far it reads them (the source may go on; the copy does not see it).
+- `delete_thread`, `delete_for_runs` and `prune` append a `langgraph.deleted` event naming
+  the checkpoints removed, then `redact` the payloads no remaining checkpoint or other
+  thread still needs: the log stays append-only and `verify` passes. A remaining
+  checkpoint whose values rested on a removed one is first written again with all its
+  values (`restated`).
+
+The saver keeps an index of each line in memory (`langgraph_lines`), brought up to date from
+the log before every call (one query tells whether anything was appended since), so several processes
+can share one file. LangGraph calls a synchronous checkpointer from worker threads: each
+thread gets its own connection to the store's file (a `:memory:` store serves only the
+thread that opened it). The async methods run the same short SQLite calls inline.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_serializable_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from eventstore import ConcurrencyError, ForkRefused, Store, StoreError
+from eventstore.prepare import new_id
+
+from .langgraph_lines import PREFIX, Broken, Line, Record, diff, line_id, thread_prefix
+from .langgraph_values import Json, anthropic_message, decode, encode, is_messages
+
+__all__ = ["ThreadlogSaver", "line_id"]
+
+ACTOR = "threadlog.integrations.langgraph"
+_RETRIES = 8
+
+
+class ThreadlogSaver(BaseCheckpointSaver[int]):
+    """A LangGraph checkpointer over a threadlog `Store` (see the module's documentation)."""
+
+    def __init__(self, store: Store, *, serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        self.store = store
+        self._owner = threading.get_ident()
+        self._local = threading.local()
+        self._lock = threading.RLock()
+        self._lines: dict[str, Line] = {}
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _store(self) -> Store:
+        if threading.get_ident() == self._owner:
+            return self.store
+        store: Store | None = getattr(self._local, "store", None)
+        if store is None:
+            if self.store.path == ":memory:":
+                raise StoreError("a :memory: store serves only the thread that opened it; LangGraph calls the "
+                                 "checkpointer from worker threads: give ThreadlogSaver a store on a file")
+            store = self._local.store = Store(self.store.path, synchronous=self.store.synchronous)
+        return store
+
+    def _line(self, thread_id: str, ns: str) -> Line:
+        key = line_id(thread_id, ns)
+        line = self._lines.get(key)
+        if line is None:
+            line = self._lines[key] = Line(key, str(thread_id), ns)
+        line.thread_id, line.ns = str(thread_id), ns  # a line first met through _peek did not know them
+        line.refresh(self._store())
+        return line
+
+    def _tuple(self, line: Line, cid: str) -> CheckpointTuple:
+        record = line.records[cid]
+        data = record.data
+        header = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(line.header(record)).items()}
+        checkpoint: Any = {**header, "id": cid, "channel_values": line.values(record, self.serde)}
+        metadata: Any = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(data.get("metadata", {})).items()}
+        parent = data.get("parent_id")
+        writes = sorted(line.writes.get(cid, {}).values(), key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+        return CheckpointTuple(
+            config=self._config(line, cid),
+            checkpoint=checkpoint,
+            metadata=metadata,
+            parent_config=self._config(line, parent) if parent else None,
+            pending_writes=[(w.task_id, w.channel, decode(copy.deepcopy(w.value), self.serde)) for w in writes],
+        )
+
+    @staticmethod
+    def _config(line: Line, cid: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": line.thread_id, "checkpoint_ns": line.ns, "checkpoint_id": cid}}
+
+    # -- where a checkpoint goes ------------------------------------------------------------
+
+    def _stream_for(self, line: Line, parent: str | None) -> str:
+        """The stream a checkpoint whose parent is `parent` is appended to (a new branch if
+        the parent is not the last checkpoint of any stream)."""
+        tails = {sid: line.tail(sid) for sid, stream in line.streams.items() if stream.own}
+        if parent is None or parent not in line.records:
+            live = [cid for cid in line.live() if not line.records[cid].data.get("restated")]
+            parent = max(live) if live else None
+            if parent is None:
+                return line.key
+        record = line.records[parent]
+        if tails.get(record.stream) == parent:
+            return record.stream
+        for sid, tail in tails.items():
+            if tail == parent:
+                return sid
+        return self._branch(line, record)
+
+    def _branch(self, line: Line, record: Record) -> str:
+        """A new stream whose history ends at `record`: a fork right after its event, or, when
+        the history holds no message to fork from, a new thread that restates it."""
+        store = self._store()
+        branch = f"{line.key}.{new_id()[:8]}"
+        try:
+            store.fork(record.stream, at=record.offset + 1, fork_id=branch, unanswered="drop", actor=ACTOR)
+        except ForkRefused as refused:
+            if refused.reason != "empty":
+                raise
+            seed = self._restated(line, record, restated=False)
+            store.append(branch, [self._created(line), seed], expect="no_stream")
+        line.refresh(self._store())
+        return branch
+
+    def _created(self, line: Line) -> Json:
+        title = line.thread_id if not line.ns else f"{line.thread_id} [{line.ns}]"
+        meta = {"langgraph": {"thread_id": line.thread_id, "checkpoint_ns": line.ns}}
+        return {"type": "thread.created", "data": {"title": title, "metadata": meta}, "meta": {"actor": ACTOR}}
+
+    def _restated(self, line: Line, record: Record, restated: bool = True) -> Json:
+        """A checkpoint event for `record` holding every one of its values in full."""
+        header = line.header(record)
+        values = {ch: encode(value, header["channel_versions"][ch], self.serde) for ch, value in line.values(record, self.serde).items()}
+        data = {**record.data, "values": values, "checkpoint": header}
+        data.pop("changes", None)
+        if restated:
+            data["restated"] = True
+        else:
+            data.pop("restated", None)
+        return {"type": "langgraph.checkpoint", "data": data}
+
+    def _append(self, line: Line, stream_id: str, events: builtins.list[Json]) -> None:
+        """Append to a line's stream, creating the line's root on its first checkpoint."""
+        store = self._store()
+        if stream_id not in line.streams:
+            store.append(stream_id, [self._created(line), *events], expect="no_stream")
+        else:
+            store.append(stream_id, events, expect=line.streams[stream_id].head)
+
+    # -- BaseCheckpointSaver: reads -----------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        with self._lock:
+            line = self._line(conf["thread_id"], conf.get("checkpoint_ns", ""))
+            cid = conf.get("checkpoint_id")
+            if cid is None:
+                live = line.live()
+                cid = max(live) if live else None
+            if cid is None or cid not in line.records or cid in line.deleted:
+                return None
+            return self._tuple(line, cid)
+
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+        with self._lock:
+            found = []
+            for line in self._lines_for(config):
+                wanted = (config or {}).get("configurable", {}).get("checkpoint_id")
+                cut = before["configurable"].get("checkpoint_id") if before else None
+                for cid in line.live():
+                    if (wanted is not None and cid != wanted) or (cut is not None and cid >= cut):
+                        continue
+                    metadata = line.records[cid].data.get("metadata", {})
+                    if filter and any(metadata.get(k, _MISSING) != v for k, v in filter.items()):
+                        continue
+                    found.append((cid, line))
+            found.sort(key=lambda item: item[0], reverse=True)
+            tuples = [self._tuple(line, cid) for cid, line in found[:limit]]
+        yield from tuples
+
+    def _lines_for(self, config: RunnableConfig | None) -> builtins.list[Line]:
+        conf = (config or {}).get("configurable", {})
+        if "thread_id" in conf and "checkpoint_ns" in conf:
+            return [self._line(conf["thread_id"], conf["checkpoint_ns"])]
+        prefix = thread_prefix(conf["thread_id"]) if "thread_id" in conf else PREFIX
+        store = self._store()
+        lines = []
+        for root in store.ids_starting(prefix, limit=1_000_000):
+            if "." in root:
+                continue
+            first = store.event_at(root, store.thread(root).base).data  # thread.created, or thread.forked for a copy
+            created = (first.get("options", first).get("metadata") or {}).get("langgraph", {})
+            if "thread_id" in created:
+                lines.append(self._line(created["thread_id"], created.get("checkpoint_ns", "")))
+        return lines
+
+    # -- BaseCheckpointSaver: writes ----------------------------------------------------------
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        conf = config["configurable"]
+        thread_id, ns, parent = conf["thread_id"], conf.get("checkpoint_ns", ""), conf.get("checkpoint_id")
+        md = get_serializable_checkpoint_metadata(config, metadata)
+        with self._lock:
+            for attempt in range(_RETRIES):
+                line = self._line(thread_id, ns)
+                events = self._checkpoint_events(line, checkpoint, md, new_versions, parent)
+                try:
+                    self._append(line, self._stream_for(line, parent), events)
+                except ConcurrencyError:
+                    line.mark = -1  # another writer got there first: read what it wrote and decide again
+                    if attempt == _RETRIES - 1:
+                        raise
+                    continue
+                break
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
+
+    def _checkpoint_events(self, line: Line, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions,
+                           parent: str | None) -> builtins.list[Json]:
+        """The message events for what the checkpoint's message lists gained, then the checkpoint."""
+        parent_record = line.records.get(parent) if parent is not None else None
+        values: Json = {}
+        messages: builtins.list[Json] = []
+        for channel, version in new_versions.items():
+            if channel not in checkpoint["channel_values"]:
+                continue
+            value = checkpoint["channel_values"][channel]
+            previous: Any = None
+            previous_version = None
+            if is_messages(value) and parent_record is not None:
+                previous_version = line.header(parent_record)["channel_versions"].get(channel)
+                try:
+                    previous = line.value(parent_record, channel, previous_version, self.serde)
+                except LookupError:
+                    previous = None
+            record = values[channel] = encode(value, version, self.serde, previous, previous_version)
+            if "messages" in record:
+                known = {m.id for m in previous or () if m.id}
+                fresh = value[len(previous):] if "after" in record else [m for m in value if not m.id or m.id not in known]
+                messages.extend({"type": "message.appended", "data": data}
+                                for data in map(anthropic_message, fresh) if data is not None)
+        header = {key: _to_json(value, self.serde) for key, value in checkpoint.items() if key not in ("id", "channel_values")}
+        data: Json = {"checkpoint_id": checkpoint["id"], "values": values,
+                      "metadata": {key: _to_json(value, self.serde) for key, value in metadata.items()}}
+        changes = diff(line.header(parent_record), header) if parent_record is not None else None
+        if changes is not None:  # most of a header repeats its parent's: store what changed
+            data["changes"] = changes
+        else:
+            data["checkpoint"] = header
+        absent = sorted(ch for ch in checkpoint["channel_versions"] if ch not in checkpoint["channel_values"])
+        if absent:
+            data["absent"] = absent
+        if parent is not None:
+            data["parent_id"] = parent
+        return [*messages, {"type": "langgraph.checkpoint", "data": data}]
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+        conf = config["configurable"]
+        cid = conf["checkpoint_id"]
+        with self._lock:
+            for attempt in range(_RETRIES):
+                line = self._line(conf["thread_id"], conf.get("checkpoint_ns", ""))
+                known = line.writes.get(cid, {})
+                items = []
+                for idx, (channel, value) in enumerate(writes):
+                    idx = WRITES_IDX_MAP.get(channel, idx)
+                    if idx >= 0 and (task_id, idx) in known:
+                        continue  # a retried write: LangGraph keeps the first
+                    items.append({"idx": idx, "channel": channel, "value": _unversioned(encode(value, None, self.serde))})
+                if not items:
+                    return
+                event = {"type": "langgraph.writes",
+                         "data": {"checkpoint_id": cid, "task_id": task_id, "task_path": task_path, "writes": items}}
+                record = line.records.get(cid)
+                tails = {sid: line.tail(sid) for sid, known in line.streams.items() if known.own}
+                near = record.stream if record and line.streams[record.stream].own else line.key
+                stream = next((sid for sid, tail in tails.items() if tail == cid), near)
+                try:
+                    self._append(line, stream, [event])
+                except ConcurrencyError:
+                    line.mark = -1
+                    if attempt == _RETRIES - 1:
+                        raise
+                    continue
+                return
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """One fork of the source's root at its head, O(1) whatever the history's length; the
+        source's other branches are named in the fork (with how far the copy reads them), not
+        copied. A source with no message to fork from (so nothing large to share) has its
+        checkpoints and writes written again instead."""
+        with self._lock:
+            for line in self._lines_for({"configurable": {"thread_id": source_thread_id}}):
+                target = self._line(target_thread_id, line.ns)
+                if target.streams:
+                    raise StoreError(f"copy_thread: LangGraph thread {target_thread_id!r} already has checkpoints; "
+                                     "delete it first or copy to a new thread id")
+                created = self._created(target)
+                copied = {sid: stream.stop if stream.stop is not None else stream.head
+                          for sid, stream in line.streams.items() if sid != line.key}
+                metadata = {"langgraph": {**created["data"]["metadata"]["langgraph"], "copied": copied}}
+                try:
+                    self._store().fork(line.key, at=line.streams[line.key].head, fork_id=target.key, unanswered="drop",
+                                       actor=ACTOR, metadata=metadata)
+                except ForkRefused as refused:
+                    if refused.reason != "empty":
+                        raise
+                    self._copy_events(line, target.key, created)
+                    continue
+                self._store().append(target.key, [{"type": "title.set", "data": {"title": created["data"]["title"]}}])
+
+    def _copy_events(self, line: Line, name: str, created: Json) -> None:
+        events: builtins.list[Json] = [created]
+        for sid, stream in line.streams.items():
+            for event in self._store().read(sid, 0, stream.stop):
+                if event.type in ("langgraph.checkpoint", "langgraph.writes", "langgraph.deleted") and not event.redacted:
+                    events.append({"type": event.type, "data": event.data})
+        self._store().append(name, events, expect="no_stream")
+
+    # -- deletions: recorded, then erased -----------------------------------------------------
+
+    def delete_thread(self, thread_id: str) -> None:
+        with self._lock:
+            for line in self._lines_for({"configurable": {"thread_id": thread_id}}):
+                self._delete(line, set(line.live()), "delete_thread")
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        runs = set(run_ids)
+        if not runs:
+            return
+        with self._lock:
+            for line in self._lines_for(None):
+                doomed = {cid for cid in line.live() if line.records[cid].data.get("metadata", {}).get("run_id") in runs}
+                self._delete(line, doomed, "delete_for_runs")
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        if strategy not in ("keep_latest", "delete"):
+            raise StoreError(f"prune: unknown strategy {strategy!r}; use 'keep_latest' or 'delete'")
+        with self._lock:
+            for thread_id in thread_ids:
+                for line in self._lines_for({"configurable": {"thread_id": thread_id}}):
+                    live = line.live()
+                    keep = {max(live)} if live and strategy == "keep_latest" else set()
+                    self._delete(line, set(live) - keep, "prune")
+
+    def _delete(self, line: Line, doomed: set[str], reason: str) -> None:
+        """Hide `doomed` checkpoints (one `langgraph.deleted`), then redact their events, their
+        writes and their messages, except what a remaining checkpoint or another thread holds."""
+        if not doomed:
+            return
+        avoid = {pos for cid in doomed for pos, _, _ in line.positions.get(cid, ())}
+        for cid in sorted(set(line.live()) - doomed):  # oldest first: a restatement serves those after it
+            record = line.records[cid]
+            try:
+                line.values(record, self.serde, avoid)
+            except Broken:
+                own = record.stream if line.streams[record.stream].own else line.key
+                self._append(line, own, [self._restated(line, record)])
+                line.refresh(self._store())
+        self._append(line, line.key, [{"type": "langgraph.deleted", "data": {"checkpoint_ids": sorted(doomed),
+                                                                             "reason": reason}}])
+        line.refresh(self._store())
+        kept_messages: set[str] = set()
+        for cid in line.live():
+            for value in line.values(line.records[cid], self.serde).values():
+                if is_messages(value):
+                    kept_messages.update(m.id for m in value if m.id)
+        erase: builtins.list[tuple[int, str, int, str]] = []
+        for cid in doomed:
+            erase.extend((*where, cid) for where in line.positions.get(cid, ()))
+            erase.extend((*where, cid) for where in line.write_events.get(cid, ()))
+            erase.extend((pos, sid, off, cid) for pos, sid, off, mid in line.message_events.get("@" + cid, ())
+                         if mid is None or mid not in kept_messages)
+        readers: dict[str, builtins.list[tuple[str, int]]] = {}
+        store = self._store()
+        for position, physical, offset, cid in sorted(set(erase)):
+            if physical not in readers:
+                readers[physical] = self._readers(physical)
+            others = {key for key, below in readers[physical] if offset < below and key != line.key}
+            if all(cid in self._peek(key).deleted for key in others):
+                store.redact(position, reason=f"LangGraph {reason}", actor=ACTOR)
+        line.mark = -1
+        line.refresh(self._store())
+
+    def _readers(self, stream: str) -> builtins.list[tuple[str, int]]:
+        """The lines that read a stream's events, each with the offset below which it reads
+        them: the stream's own line (all of them) and the lines of forks below it."""
+        store = self._store()
+        out = [(stream.split(".")[0], 1 << 62)]
+        for info in store.subtree(stream)[1:]:
+            child = next(c for c in store.ancestry(info.id) if c.parent_id == stream)
+            out.append((info.id.split(".")[0], child.parent_offset or 0))
+        for root in store.ids_starting(PREFIX, limit=1_000_000):  # copies that name the stream (or a fork of it)
+            if "." not in root and store.thread(root).parent_id is not None:  # a copy's root is a fork
+                other = self._peek(root)
+                out.extend((root, stop) for sid, stop in other.copied.items()
+                           if sid == stream or any(c.id == stream for c in store.ancestry(sid)))
+        return out
+
+    def _peek(self, key: str) -> Line:
+        """Another line, by its root id (to ask what it has deleted)."""
+        line = self._lines.get(key)
+        if line is None:
+            line = self._lines[key] = Line(key, "", "")
+        line.refresh(self._store())
+        return line
+
+    # -- async: the same calls, inline ---------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self.get_tuple(config)
+
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+        for item in self.list(config, filter=filter, before=before, limit=limit):
+            yield item
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        return self.put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        self.put_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.delete_thread(thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self.delete_for_runs(run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.copy_thread(source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self.prune(thread_ids, strategy=strategy)
+
+
+_MISSING = object()
+
+
+def _to_json(value: Any, serde: SerializerProtocol) -> Any:
+    """A header or metadata field as JSON: as it is when plain, else as a stored record."""
+    record = encode(value, None, serde)
+    return value if "json" in record else {"__record__": _unversioned(record)}
+
+
+def _unversioned(record: Json) -> Json:
+    """A record of a value that has no channel version (a write, a header field)."""
+    record.pop("v", None)
+    return record
+
+
+def _from_json(value: Any, serde: SerializerProtocol) -> Any:
+    if isinstance(value, dict) and len(value) == 1 and "__record__" in value:
+        return decode(value["__record__"], serde)
+    return value

@@ -1,0 +1,288 @@
+"""What `ThreadlogSaver` knows of a line (a LangGraph thread and namespace): its streams,
+checkpoint records, pending writes, deletions and copies, read from the log as it grows
+(`Line.refresh`), and a checkpoint's header and values resolved through its parents.
+
+Events are immutable except for redaction, so the index only ever reads what is new,
+unless an `event.redacted` shows up: then it is built again from the log.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from eventstore import RecordedEvent, Store, StoreError
+
+from .langgraph_values import Json, decode, is_messages
+
+PREFIX = "lg-"
+
+_MISSING = object()
+
+
+def line_id(thread_id: str, ns: str) -> str:
+    """The root stream id of a LangGraph thread and namespace."""
+    return f"{thread_prefix(thread_id)}{hashlib.sha256(ns.encode()).hexdigest()[:8]}"
+
+
+def thread_prefix(thread_id: str) -> str:
+    return f"{PREFIX}{hashlib.sha256(str(thread_id).encode()).hexdigest()[:16]}-"
+
+
+class Record(NamedTuple):
+    """A `langgraph.checkpoint` event as a line reads it."""
+
+    position: int
+    stream: str  # the line's stream it was read through (where a branch from it forks)
+    physical: str  # the stream that holds the event
+    offset: int
+    data: Json
+
+
+class Write(NamedTuple):
+    task_id: str
+    channel: str
+    value: Json
+    task_path: str
+    idx: int
+
+
+@dataclass
+class Stream:
+    id: str
+    parent_id: str | None
+    parent_offset: int
+    head: int
+    read_to: int
+    checkpoints: list[tuple[int, str, bool]] = field(default_factory=list)  # (offset, id, restated)
+    stop: int | None = None  # a stream another line's copy reads: only its events below this offset
+
+    @property
+    def own(self) -> bool:
+        return self.stop is None
+
+
+@dataclass
+class Line:
+    """Everything known about one LangGraph thread and namespace."""
+
+    key: str
+    thread_id: str
+    ns: str
+    streams: dict[str, Stream] = field(default_factory=dict)
+    records: dict[str, Record] = field(default_factory=dict)
+    positions: dict[str, list[tuple[int, str, int]]] = field(default_factory=dict)  # id -> (position, physical, offset)
+    writes: dict[str, dict[tuple[str, int], Write]] = field(default_factory=dict)
+    write_events: dict[str, list[tuple[int, str, int]]] = field(default_factory=dict)
+    message_events: dict[str, list[tuple[int, str, int, str | None]]] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+    copied: dict[str, int] = field(default_factory=dict)  # another line's stream -> the offset this copy reads below
+    seen: set[int] = field(default_factory=set)
+    mark: int = -1
+    memo: dict[tuple[int, str], Any] = field(default_factory=dict)
+
+    def live(self) -> list[str]:
+        return [cid for cid in self.records if cid not in self.deleted]
+
+    def refresh(self, store: Store) -> None:
+        """Read what the log gained since the last call (one query when nothing did)."""
+        last = store.last_position()
+        if self.mark == last:
+            return
+        ids = [i for i in store.ids_starting(self.key, limit=1_000_000) if i == self.key or i.startswith(self.key + ".")]
+        infos = sorted((store.thread(i) for i in ids), key=lambda info: info.created_position)
+        redacted = False
+        for info in infos:
+            stream = self.streams.get(info.id)
+            if stream is None:
+                inside = info.parent_id in self.streams
+                base = info.parent_offset or 0
+                stream = self.streams[info.id] = Stream(info.id, info.parent_id, base, info.head, base if inside else 0)
+            stream.head = info.head
+            if stream.read_to < info.head:
+                for event in store.read(info.id, stream.read_to, info.head):
+                    redacted |= self._take(stream, event)
+                stream.read_to = info.head
+        for sid, stop in self.copied.items():  # a copy's other branches: read in the source, up to the copy
+            if sid not in self.streams:
+                stream = self.streams[sid] = Stream(sid, None, 0, stop, 0, stop=stop)
+                for event in store.read(sid, 0, stop):
+                    redacted |= self._take(stream, event)
+                stream.read_to = stop
+        self.mark = last
+        if redacted:  # a payload was erased since the index was built: build it again
+            self.__dict__.update(Line(self.key, self.thread_id, self.ns).__dict__)
+            self.refresh(store)
+
+    def _take(self, stream: Stream, event: RecordedEvent) -> bool:
+        """Index one event read through `stream`; True for an `event.redacted` (rebuild)."""
+        if event.position in self.seen:
+            return False
+        self.seen.add(event.position)
+        data = event.data
+        where = (event.position, event.stream_id, event.offset)
+        if event.type == "event.redacted":
+            return self.mark >= 0
+        if event.redacted:
+            return False
+        if event.type == "thread.forked" and event.stream_id == self.key:
+            copied = ((data.get("options") or {}).get("metadata") or {}).get("langgraph", {}).get("copied", {})
+            self.copied.update(copied)
+        elif event.type == "message.appended":
+            self.message_events.setdefault(stream.id, []).append((*where, data.get("message_id")))
+        elif event.type == "langgraph.checkpoint":
+            cid = data["checkpoint_id"]
+            self.records[cid] = Record(event.position, stream.id, event.stream_id, event.offset, data)
+            self.positions.setdefault(cid, []).append(where)
+            stream.checkpoints.append((event.offset, cid, bool(data.get("restated"))))
+            pending = self.message_events.pop(stream.id, [])
+            self.message_events.setdefault("@" + cid, []).extend(pending)
+        elif event.type == "langgraph.writes":
+            cid = data["checkpoint_id"]
+            self.write_events.setdefault(cid, []).append(where)
+            known = self.writes.setdefault(cid, {})
+            for item in data["writes"]:
+                key = (data["task_id"], item["idx"])
+                if item["idx"] >= 0 and key in known:
+                    continue
+                known[key] = Write(data["task_id"], item["channel"], item["value"], data.get("task_path", ""), item["idx"])
+        elif event.type == "langgraph.deleted":
+            self.deleted.update(data["checkpoint_ids"])
+        return False
+
+    # -- reading values ---------------------------------------------------------------------
+
+    def value(self, record: Record, channel: str, version: Any, serde: SerializerProtocol,
+              avoid: set[int] | None = None) -> Any:
+        """The value `channel` had at `version`, found on `record` or its nearest parent that
+        stored that version. Raises LookupError when no record holds it."""
+        if avoid is None and (record.position, channel) in self.memo:
+            return self.memo[(record.position, channel)]
+        if channel in record.data.get("absent", ()):
+            raise LookupError(channel)
+        seen: set[str] = set()
+        current: Record | None = record
+        while current is not None:
+            if avoid is not None and current.position in avoid:
+                raise Broken(channel)
+            stored = current.data.get("values", {}).get(channel)
+            if stored is not None and stored["v"] == version:
+                value = self._decoded(current, channel, stored, serde, avoid)
+                if avoid is None:
+                    self.memo[(record.position, channel)] = value
+                return value
+            cid = current.data["checkpoint_id"]
+            seen.add(cid)
+            parent = current.data.get("parent_id")
+            current = self.records.get(parent) if parent is not None and parent not in seen else None
+        raise LookupError(channel)
+
+    def _decoded(self, record: Record, channel: str, stored: Json, serde: SerializerProtocol,
+                 avoid: set[int] | None) -> Any:
+        key = (record.position, channel)
+        if key in self.memo and avoid is None:
+            return self.memo[key]
+        value = decode(stored, serde)
+        if "after" in stored:
+            parent = self.records.get(record.data.get("parent_id") or "")
+            if parent is None:
+                raise LookupError(channel)
+            value = [*self.value(parent, channel, stored["after"], serde, avoid), *value]
+        self.memo[key] = value
+        return value
+
+    def header(self, record: Record, avoid: set[int] | None = None) -> Json:
+        """The checkpoint's header (all but its id and values): stored whole, or as the changes
+        from its parent's, applied from the nearest ancestor stored whole (memoized)."""
+        chain: list[Record] = []
+        current = record
+        while True:
+            if avoid is not None and current.position in avoid:
+                raise Broken("header")
+            known = self.memo.get((current.position, "#header")) if avoid is None else None
+            if known is not None:
+                header: Json = known
+                break
+            if "checkpoint" in current.data:
+                header = current.data["checkpoint"]
+                break
+            chain.append(current)
+            parent = self.records.get(current.data.get("parent_id") or "")
+            if parent is None or len(chain) > len(self.records):
+                raise StoreError(f"checkpoint {current.data['checkpoint_id']!r} is stored as changes from a parent the log "
+                                 "no longer holds; run verify")
+            current = parent
+        for item in reversed(chain):
+            header = patch(header, item.data["changes"])
+            if avoid is None:
+                self.memo[(item.position, "#header")] = header
+        return header
+
+    def values(self, record: Record, serde: SerializerProtocol, avoid: set[int] | None = None) -> dict[str, Any]:
+        values = {}
+        for channel, version in self.header(record, avoid)["channel_versions"].items():
+            try:
+                value = self.value(record, channel, version, serde, avoid)
+            except LookupError:
+                continue
+            # LangGraph changes what it is given in place: it gets copies, the index keeps its own.
+            values[channel] = list(value) if is_messages(value) else copy.deepcopy(value)
+        return values
+
+    def tail(self, stream_id: str, below: int | None = None) -> str | None:
+        """The last checkpoint (not a restatement) in a stream's history, below an offset."""
+        stream = self.streams[stream_id]
+        for offset, cid, restated in reversed(stream.checkpoints):
+            if not restated and (below is None or offset < below):
+                return cid
+        if stream.parent_id in self.streams:
+            return self.tail(stream.parent_id, stream.parent_offset)
+        return None
+
+
+class Broken(Exception):
+    """A value's walk reached a record about to be erased."""
+
+
+def diff(old: Json, new: Json) -> Json | None:
+    """How a header differs from its parent's: `key: value` replaced, `key+: {k: v}` entries
+    set in a dict-valued key, `key-: [k]` entries removed from it, `-: [key]` keys removed.
+    None when a key's own name would read as one of these marks (then the header is stored whole)."""
+    if any(key == "-" or key.endswith(("+", "-")) for key in (*old, *new)):
+        return None
+    out: Json = {}
+    for key, value in new.items():
+        before = old.get(key, _MISSING)
+        if before == value:
+            continue
+        if isinstance(before, dict) and isinstance(value, dict):
+            changed = {k: v for k, v in value.items() if before.get(k, _MISSING) != v}
+            removed = [k for k in before if k not in value]
+            if changed:
+                out[key + "+"] = changed
+            if removed:
+                out[key + "-"] = removed
+        else:
+            out[key] = value
+    removed = [key for key in old if key not in new]
+    if removed:
+        out["-"] = removed
+    return out
+
+
+def patch(old: Json, diff: Json) -> Json:
+    out = {key: value for key, value in old.items() if key not in diff.get("-", ())}
+    for key, value in diff.items():
+        if key == "-":
+            continue
+        if key.endswith("+"):
+            out[key[:-1]] = {**out.get(key[:-1], {}), **value}
+        elif key.endswith("-"):
+            out[key[:-1]] = {k: v for k, v in out[key[:-1]].items() if k not in value}
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,143 @@
+"""How LangGraph values are written into threadlog events, and read back.
+
+A channel value (or a pending write) is stored as one JSON record:
+
+- `{"v": version, "json": value}` when the value is plain JSON and reads back equal;
+- `{"v": version, "messages": [...]}` for a list of LangChain messages, each as
+  `message_to_dict` gives it with its default fields left out; with `"after": version`
+  the list holds only the messages appended since the channel's value at that version
+  (the messages channel only grows, so a conversation is stored once, not once per step);
+- `{"v": version, "dict": {key: record}}` for a dict holding such values (a node's input);
+- `{"v": version, "serde": type, "b64": data}` for anything else, through the saver's
+  LangGraph serializer (msgpack), base64-encoded.
+
+Messages are also written as `message.appended` events in Anthropic's block format, so
+threadlog's transcripts, search and viewer show a LangGraph run; `anthropic_message` says how.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, message_to_dict, messages_from_dict
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+Json = dict[str, Any]
+
+# Fields `message_to_dict` writes that read back the same when left out (their defaults).
+_DEFAULTS: dict[str, Any] = {"additional_kwargs": {}, "response_metadata": {}, "name": None, "tool_calls": [],
+                             "invalid_tool_calls": [], "usage_metadata": None, "artifact": None, "status": "success"}
+
+
+def is_messages(value: Any) -> bool:
+    """A non-empty list of LangChain messages (what `add_messages` keeps)."""
+    return isinstance(value, list) and bool(value) and all(isinstance(item, BaseMessage) for item in value)
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """JSON that reads back as the same Python value (no tuples, no NaN, string keys only)."""
+    if depth > 60:
+        return False
+    if value is None or isinstance(value, (str, bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if type(value) is list:
+        return all(_plain(item, depth + 1) for item in value)
+    if type(value) is dict:
+        return all(isinstance(key, str) and _plain(item, depth + 1) for key, item in value.items())
+    return False
+
+
+def message_record(message: BaseMessage) -> Json:
+    """One message as a small dict that `messages_from_dict` turns back into an equal message."""
+    full = message_to_dict(message)
+    data = {key: value for key, value in full["data"].items() if key != "type" and _DEFAULTS.get(key, ...) != value}
+    small = {"type": full["type"], "data": data}
+    if messages_from_dict([small]) == [message]:
+        return small
+    return full
+
+
+def encode(value: Any, version: Any, serde: SerializerProtocol, previous: Any = None, previous_version: Any = None) -> Json:
+    """The stored record of `value` at `version`; a message list that extends `previous`
+    (the channel's value at `previous_version`) keeps only what was appended."""
+    if is_messages(value):
+        if is_messages(previous) and len(value) >= len(previous) and all(
+                a is b or a == b for a, b in zip(previous, value)):
+            return {"v": version, "after": previous_version, "messages": [message_record(m) for m in value[len(previous):]]}
+        if all(isinstance(m, BaseMessage) for m in value):
+            return {"v": version, "messages": [message_record(m) for m in value]}
+    if _plain(value):
+        return {"v": version, "json": value}
+    if type(value) is dict and all(isinstance(key, str) for key in value):  # e.g. a node's input {"messages": [...]}
+        return {"v": version, "dict": {key: _bare(encode(item, None, serde)) for key, item in value.items()}}
+    kind, blob = serde.dumps_typed(value)
+    return {"v": version, "serde": kind, "b64": base64.b64encode(blob).decode("ascii")}
+
+
+def _bare(record: Json) -> Json:
+    return {key: value for key, value in record.items() if key != "v"}
+
+
+def decode(record: Json, serde: SerializerProtocol) -> Any:
+    """The value a record holds (for an `after` record: only the appended messages)."""
+    if "json" in record:
+        return record["json"]
+    if "dict" in record:
+        return {key: decode(item, serde) for key, item in record["dict"].items()}
+    if "messages" in record:
+        return messages_from_dict(record["messages"])
+    return serde.loads_typed((record["serde"], base64.b64decode(record["b64"])))
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content if isinstance(content, list) else ():
+        if isinstance(part, str):
+            parts.append(part)
+        elif isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+            parts.append(part["text"])
+    return "\n".join(parts)
+
+
+def anthropic_message(message: BaseMessage) -> Json | None:
+    """The `message.appended` data for a LangChain message, in Anthropic's blocks, or None
+    for a message threadlog's view has no role for (system, function, custom).
+
+    Human text is a user turn; AI text and tool calls an assistant turn (`tool_use`
+    blocks); a tool message a user turn with one `tool_result`. Only text is carried over
+    (images and other parts stay in the checkpoint, exactly as LangGraph wrote them).
+    """
+    text = _text(message.content).strip() and _text(message.content)
+    blocks: list[Json] = []
+    if isinstance(message, HumanMessage):
+        role = "user"
+        if text:
+            blocks.append({"type": "text", "text": text})
+    elif isinstance(message, AIMessage):
+        role = "assistant"
+        if text:
+            blocks.append({"type": "text", "text": text})
+        for call in message.tool_calls:
+            if call.get("id"):
+                blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"], "input": dict(call["args"])})
+    elif isinstance(message, ToolMessage):
+        role = "user"
+        result: Json = {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": text or "(no output)"}
+        if message.status == "error":
+            result["is_error"] = True
+        blocks.append(result)
+    else:
+        return None
+    if not blocks:
+        return None
+    data: Json = {"role": role, "content": blocks}
+    if message.id:
+        data["message_id"] = message.id
+    return data
+

@@ -1,0 +1,111 @@
+"""The web application: its routes, the headers every response carries, and how a request
+reaches the store.
+
+Starlette, because it is small, typed, well kept and runs plain functions in a thread pool
+(the store's calls are synchronous); Jinja2 templates, server-rendered, so every page works
+without JavaScript. Each request opens the file read-only (about a millisecond) and closes
+it when done: a `Store` holds one connection for one thread, and a read-only connection can
+never write, whatever a handler does. Only GET routes exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
+
+from . import live, pages
+from .integrity import Integrity
+from .render import environment
+from .viewer import Viewer, viewer
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+# No inline script or style, nothing from another origin, no plugins, no framing: stored
+# text that slips past escaping and sanitising still cannot run.
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+class SecurityHeaders:
+    """Adds the Content-Security-Policy and its companions to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _error(status: int) -> Callable[[Request, Exception], Response]:
+    def handle(request: Request, error: Exception) -> Response:
+        if isinstance(error, HTTPException):
+            status_code, message = error.status_code, str(error.detail)
+        else:
+            status_code, message = status, str(error)
+        return viewer(request).render(request, "error.html", status=status_code, message=message, status_code=status_code)
+
+    return handle
+
+
+def _no_icon(request: Request) -> Response:
+    return Response(status_code=204)
+
+
+def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
+    """The viewer of the SQLite file at `path` (opened read-only per request).
+
+    `hosts`: the Host header values accepted (default: 127.0.0.1 and localhost), so a web
+    page elsewhere cannot read the store through DNS rebinding.
+    """
+    app = Starlette(
+        routes=[
+            Route("/", pages.threads_page),
+            Route("/thread", pages.thread_page),
+            Route("/replay", pages.replay_page),
+            Route("/tree", pages.tree_page),
+            Route("/blame", pages.blame_page),
+            Route("/diff", pages.diff_page),
+            Route("/live", live.events),
+            Route("/favicon.ico", _no_icon),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ],
+        middleware=[
+            Middleware(SecurityHeaders),
+            Middleware(TrustedHostMiddleware, allowed_hosts=hosts or ["127.0.0.1", "localhost"]),
+        ],
+        exception_handlers={
+            ThreadNotFound: _error(404),
+            InvalidEvent: _error(400),
+            StoreError: _error(500),
+            HTTPException: _error(400),
+        },
+    )
+    app.state.viewer = Viewer(path, environment(), Integrity(lambda: Store(path, read_only=True)))
+    return app

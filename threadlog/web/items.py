@@ -1,0 +1,103 @@
+"""What a thread page shows for a range of offsets: the display rows, each with the
+provenance of its event, and the cards the rows do not hold (a fork made at an offset of
+this page, a redaction record).
+
+A page reads its own events twice (the rows, then their provenance) and nothing else of
+the thread, except to find who redacted an event on it: the `event.redacted` record
+follows it in its own stream, and is looked for only when the page holds a redacted event.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from eventstore import RecordedEvent, Store, ThreadInfo
+
+from projections import Row, display_rows
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    position: int
+    actor: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a row came from: its event's stream, offset, position, time, actor and origin."""
+
+    stream_id: str
+    offset: int
+    position: int
+    time: str
+    actor: str | None
+    origin: str
+    redaction: Redaction | None = None
+    redacted: bool = False
+
+
+@dataclass(slots=True)
+class Item:
+    """One entry of the page: `kind` is a row's kind, `fork_here` (forks made at this point,
+    in `forks`) or `redaction` (an `event.redacted` record, in `redaction`)."""
+
+    id: str
+    kind: str
+    offset: int
+    row: Row | None = None
+    provenance: Provenance | None = None
+    block: dict[str, Any] | None = None  # the content block a message row shows (tool results' content)
+    data: dict[str, Any] = field(default_factory=dict)  # the event's data (compaction summaries, fork options)
+    forks: list[ThreadInfo] = field(default_factory=list)
+    redaction: Redaction | None = None
+
+
+def thread_items(store: Store, thread: str, start: int, stop: int, at: int | None = None) -> list[Item]:
+    """The items of offsets start..stop-1 of `thread` as of its first `at` events."""
+    rows = display_rows(store, thread, at, start=start, stop=stop)
+    events = {event.offset: event for event in store.read(thread, start, stop)}
+    redactions = {event.position: _redaction(store, event) for event in events.values() if event.redacted}
+    items = [_item(row, events.get(row.offset), redactions) for row in rows]
+    for event in events.values():
+        if event.type == "event.redacted":
+            record = Redaction(event.data.get("position", 0), str(event.data.get("actor", "")), str(event.data.get("reason", "")))
+            items.append(Item(f"e-{event.event_id}", "redaction", event.offset, provenance=_provenance(event, None), redaction=record))
+    forks: dict[int, list[ThreadInfo]] = {}
+    for info in store.subtree(thread)[1:]:
+        if info.parent_id == thread and info.parent_offset is not None and start < info.parent_offset <= stop:
+            forks.setdefault(info.parent_offset, []).append(info)
+    for offset, infos in forks.items():
+        items.append(Item(f"forks-{offset}", "fork_here", offset - 1, forks=infos))
+    order = {"fork_here": 2, "redaction": 1}
+    items.sort(key=lambda item: (item.offset, order.get(item.kind, 0)))
+    return items
+
+
+def _item(row: Row, event: RecordedEvent | None, redactions: dict[int, Redaction | None]) -> Item:
+    block = None
+    if event is not None and ":" in row.id and event.type == "message.appended":
+        content = event.data.get("content") or []
+        index = int(row.id.rsplit(":", 1)[1])
+        block = content[index] if index < len(content) else None
+    provenance = _provenance(event, redactions.get(event.position)) if event is not None else None
+    return Item(f"r-{row.id}", row.kind, row.offset, row=row, provenance=provenance, block=block,
+                data=event.data if event is not None and row.kind in ("compaction", "fork") else {})
+
+
+def _provenance(event: RecordedEvent, redaction: Redaction | None) -> Provenance:
+    actor = event.meta.get("actor")
+    return Provenance(event.stream_id, event.offset, event.position, event.time, None if actor is None else str(actor),
+                      event.origin, redaction, event.redacted)
+
+
+def _redaction(store: Store, event: RecordedEvent) -> Redaction | None:
+    """Who erased `event` and why: the `event.redacted` record after it in its own stream."""
+    for _, type_, _, text in store.read_raw(event.stream_id, event.offset + 1):
+        if type_ == "event.redacted":
+            data = json.loads(text)
+            if data.get("position") == event.position:
+                return Redaction(event.position, str(data.get("actor", "")), str(data.get("reason", "")))
+    return None

@@ -1,0 +1,84 @@
+"""Live updates: server-sent events carrying the rows of newly committed events.
+
+An open thread page (the latest page, not a replay) connects to `/live?id=T&after=P&from=S`.
+The server tails the log with `read_all(after=position)` as `threadlog follow` does, a few
+times a second, each time on a fresh read-only connection; when the thread's own stream
+gains events (or a fork is made from it) it sends the rendered items from a little before
+the first new event to the head (so a tool call answered by the new event changes status
+too, and a new fork's card appears where it was made). Items carry the ids of
+their rows, so the page's script replaces the ones it has and appends the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+
+from .items import thread_items
+from .viewer import Viewer, viewer
+
+INTERVAL = 0.25  # seconds between looks at the log
+RESTATUS = 20  # events before the first new one that are sent again (their status may have changed)
+KEEPALIVE = 60  # quiet looks between comment lines that keep the connection open
+
+
+def _number(request: Request, name: str) -> int:
+    text = request.query_params.get(name, "0")
+    if not text.isascii() or not text.isdigit():
+        raise HTTPException(400, f"{name} must be a whole number, not {text[:40]!r}")
+    return int(text)
+
+
+def _poll(view: Viewer, thread: str, position: int, start: int) -> tuple[int, str | None]:
+    """(the last position seen, the JSON to send or None)."""
+    with view.open() as store:
+        new = list(store.read_all(after=position, limit=1000))
+        if not new:
+            return position, None
+        position = new[-1].position
+        offsets = [event.offset for event in new if event.stream_id == thread]
+        # A fork made from this thread: its card goes after the event it was forked at.
+        offsets += [event.data["parent_offset"] - 1 for event in new
+                    if event.type == "thread.forked" and event.data.get("parent_id") == thread]
+        if not offsets:
+            return position, None
+        head = store.head(thread)
+        items = thread_items(store, thread, max(start, min(offsets) - RESTATUS), head)
+    template = view.env.get_template("_item.html")
+    rendered = [{"id": item.id, "html": template.render(item=item, thread=thread)} for item in items]
+    return position, json.dumps({"head": head, "position": position, "items": rendered})
+
+
+def _exists(view: Viewer, thread: str) -> None:
+    with view.open() as store:
+        store.thread(thread)
+
+
+async def events(request: Request) -> StreamingResponse:
+    view = viewer(request)
+    thread = request.query_params.get("id") or ""
+    after, start = _number(request, "after"), _number(request, "from")
+    await run_in_threadpool(_exists, view, thread)  # ThreadNotFound: a 404 page, not an empty stream
+
+    async def stream() -> AsyncIterator[str]:
+        position, quiet = after, 0
+        yield ": connected\n\n"
+        while not await request.is_disconnected():
+            position, payload = await run_in_threadpool(_poll, view, thread, position, start)
+            if payload is not None:
+                yield f"event: rows\ndata: {payload}\n\n"
+                quiet = 0
+            else:
+                quiet += 1
+                if quiet >= KEEPALIVE:
+                    yield ": still here\n\n"
+                    quiet = 0
+            await asyncio.sleep(INTERVAL)
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers={"cache-control": "no-store"})

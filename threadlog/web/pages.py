@@ -1,0 +1,175 @@
+"""The pages: threads, a thread (paged display rows), replay, the fork tree, blame, diff.
+
+Each handler opens the store read-only, makes library calls (no SQL here) and renders one
+template. Query parameters are checked here; a bad one is a 400 page saying what to pass.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from eventstore import Store, StoreError
+from projections import diff, search, thread_state
+from projections.lineage import iter_blame
+
+from ..listing import listing
+from ..names import resolve
+from .graph import layout
+from .items import thread_items
+from .render import link
+from .viewer import viewer
+
+PAGE = 100  # events per thread page, messages per replay or blame page
+THREADS = 50  # threads per list page
+
+
+def _int(request: Request, name: str, low: int = 0) -> int | None:
+    """An optional integer query parameter, at least `low`."""
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return None
+    if not text.isascii() or not text.isdigit() or int(text) < low:
+        raise HTTPException(400, f"{name} must be a whole number of at least {low}, not {text[:40]!r}")
+    return int(text)
+
+
+def _thread(request: Request, name: str = "id") -> str:
+    value = request.query_params.get(name)
+    if not value:
+        raise HTTPException(400, f"no thread given: pass ?{name}=THREAD_ID")
+    return value
+
+
+def _canonical(store: Store, request: Request) -> Response | None:
+    """A redirect to the same page with full thread ids, when one was given as a unique
+    prefix or `@last` (as the CLI takes them); None when every id is already full."""
+    params = dict(request.query_params)
+    moved = False
+    for name in ("id", "a", "b"):
+        given = params.get(name)
+        if given:
+            try:
+                params[name] = resolve(store, given)
+            except StoreError as error:
+                raise HTTPException(404, str(error)) from None
+            moved = moved or params[name] != given
+    return RedirectResponse(link(request.url.path, **params), status_code=302) if moved else None
+
+
+def threads_page(request: Request) -> Response:
+    """The `ls` list, newest activity first, paged by position; a search box when the index exists."""
+    view = viewer(request)
+    before = _int(request, "before", 1)
+    forks = request.query_params.get("all") == "1"
+    query = request.query_params.get("q", "").strip()
+    with view.open() as store:
+        entries = [listing(store, info) for info in store.threads(THREADS, before, forks=forks)]
+        searchable = store.index_position() > 0
+        hits, search_error = [], None
+        if query:
+            try:
+                hits = search(store, query, limit=50)
+            except StoreError as error:
+                search_error = str(error)
+        badge = view.integrity.badge(store.last_position())
+    more = entries[-1]["last_position"] if len(entries) == THREADS else None
+    return view.render(request, "threads.html", entries=entries, forks=forks, before=before, more=more,
+                       searchable=searchable, query=query, hits=hits, search_error=search_error, badge=badge)
+
+
+def thread_page(request: Request) -> Response:
+    """One page of a thread's display rows: the latest events unless `start` says otherwise;
+    `at` shows the thread as of its first `at` events."""
+    view = viewer(request)
+    thread = _thread(request)
+    at, start = _int(request, "at"), _int(request, "start")
+    with view.open() as store:
+        if (moved := _canonical(store, request)) is not None:
+            return moved
+        after = store.last_position()  # first: an event committed while this page is read is sent live too
+        chain = store.ancestry(thread)
+        info = chain[0]
+        if at is not None and at > info.head:
+            raise HTTPException(400, f"at {at} is past the thread's {info.head} events: pass 0..{info.head}")
+        end = info.head if at is None else at
+        start = max(0, end - PAGE) if start is None else min(start, end)
+        stop = min(start + PAGE, end)
+        items = thread_items(store, thread, start, stop, at)
+        title = store.title(thread)
+        badge = view.integrity.badge(after)
+    pager = {
+        "first": 0 if start > 0 else None,
+        "earlier": max(0, start - PAGE) if start > 0 else None,
+        "later": stop if stop < end else None,
+        "latest": stop < end,
+    }
+    return view.render(request, "thread.html", info=info, chain=chain, title=title, items=items, start=start, stop=stop,
+                       end=end, at=at, pager=pager, badge=badge, live=at is None and stop == end, after=after, page=PAGE)
+
+
+def replay_page(request: Request) -> Response:
+    """`thread_state(at=N)`: the model's view, status, todos and metadata as of N events."""
+    view = viewer(request)
+    thread = _thread(request)
+    at = _int(request, "at")
+    with view.open() as store:
+        if (moved := _canonical(store, request)) is not None:
+            return moved
+        head = store.head(thread)
+        if at is not None and at > head:
+            raise HTTPException(400, f"at {at} is past the thread's {head} events: pass 0..{head}")
+        at = head if at is None else at
+        state = thread_state(store, thread, at)
+        messages = state.messages
+        badge = view.integrity.badge(store.last_position())
+    shown = messages[-PAGE:]
+    return view.render(request, "replay.html", state=state, thread=thread, at=at, head=head, count=len(messages),
+                       messages=shown, hidden=len(messages) - len(shown), badge=badge)
+
+
+def tree_page(request: Request) -> Response:
+    """The fork tree holding the thread: one node per thread, edges labelled with fork offsets."""
+    view = viewer(request)
+    thread = _thread(request)
+    with view.open() as store:
+        if (moved := _canonical(store, request)) is not None:
+            return moved
+        root = store.thread(thread).root_id
+        threads = store.subtree(root)
+        graph = layout(threads, {info.id: store.title(info.id) for info in threads})
+        badge = view.integrity.badge(store.last_position())
+    return view.render(request, "tree.html", graph=graph, thread=thread, root=root, badge=badge)
+
+
+def blame_page(request: Request) -> Response:
+    """Where each message of the model view came from, a page at a time."""
+    view = viewer(request)
+    thread = _thread(request)
+    start = _int(request, "start") or 0
+    with view.open() as store:
+        if (moved := _canonical(store, request)) is not None:
+            return moved
+        entries = list(itertools.islice(iter_blame(store, thread), start, start + PAGE + 1))
+        badge = view.integrity.badge(store.last_position())
+    more = start + PAGE if len(entries) > PAGE else None
+    return view.render(request, "blame.html", thread=thread, entries=entries[:PAGE], start=start, more=more,
+                       earlier=max(0, start - PAGE) if start else None, badge=badge)
+
+
+def diff_page(request: Request) -> Response:
+    """Two threads side by side from their common ancestor (b defaults to a's parent)."""
+    view = viewer(request)
+    a = _thread(request, "a")
+    with view.open() as store:
+        if (moved := _canonical(store, request)) is not None:
+            return moved
+        b = request.query_params.get("b") or store.thread(a).parent_id
+        if not b:
+            raise HTTPException(400, f"thread {a!r} is a root: pass ?b=THREAD_ID to compare it with")
+        result = diff(store, a, b)
+        badge = view.integrity.badge(store.last_position())
+    return view.render(request, "diff.html", result=result, a=a, b=b, limit=PAGE, badge=badge)

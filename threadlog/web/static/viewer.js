@@ -1,0 +1,56 @@
+// Progressive enhancement for the threadlog viewer: every page works without this file.
+// - replay: moving the slider shows the thread at that offset (the form submits itself);
+// - live: an open thread page shows events as they are committed (server-sent events).
+// Items arrive as HTML the server rendered and sanitised; they are parsed in a <template>,
+// where nothing runs, and the page's Content-Security-Policy forbids inline script anyway.
+"use strict";
+
+function replaySlider() {
+  const slider = document.getElementById("at-slider");
+  if (!slider) return;
+  const output = document.getElementById("at-value");
+  slider.addEventListener("input", () => { if (output) output.textContent = slider.value; });
+  slider.addEventListener("change", () => slider.form.submit());
+}
+
+function upsert(list, entry) {
+  const holder = document.createElement("template");
+  holder.innerHTML = entry.html.trim();
+  const fresh = holder.content.firstElementChild;
+  if (!fresh) return;
+  const old = document.getElementById(entry.id);
+  if (old) {
+    const open = old.querySelectorAll("details[open]").length > 0;
+    old.replaceWith(fresh);
+    if (open) fresh.querySelectorAll("details").forEach((d) => { d.open = true; });
+  } else {
+    list.appendChild(fresh);
+  }
+}
+
+function liveRows() {
+  const list = document.getElementById("rows");
+  if (!list || !list.dataset.live || !window.EventSource) return;
+  const state = document.getElementById("live-state");
+  const source = new EventSource(list.dataset.live);
+  source.addEventListener("open", () => {
+    list.dataset.connected = "1";
+    if (state) state.textContent = "· live";
+  });
+  source.addEventListener("error", () => { if (state) state.textContent = "· reconnecting…"; });
+  source.addEventListener("rows", (message) => {
+    const update = JSON.parse(message.data);
+    update.items.forEach((entry) => upsert(list, entry));
+    for (const id of ["range-stop", "range-end"]) {
+      const el = document.getElementById(id);
+      if (el) el.textContent = String(update.head);
+    }
+    const empty = document.getElementById("no-rows");
+    if (empty) empty.remove();
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  replaySlider();
+  liveRows();
+});

@@ -1,0 +1,35 @@
+"""What every handler needs: the file, the templates and the integrity badge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2 import Environment
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from eventstore import Store
+
+from .integrity import Integrity
+
+
+@dataclass
+class Viewer:
+    """What every handler needs: the file, the templates, the integrity badge."""
+
+    path: str
+    env: Environment
+    integrity: Integrity
+
+    def open(self) -> Store:
+        return Store(self.path, read_only=True)
+
+    def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = self.env.get_template(template).render(request=request, path=self.path, **context)
+        return HTMLResponse(html, status_code=status)
+
+
+def viewer(request: Request) -> Viewer:
+    found: Viewer = request.app.state.viewer
+    return found
