@@ -15,11 +15,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import alternatives, append, cli, fork, importing, live, machine, read, scale, search, sessions, targets, transcript, web
+from . import (alternatives, append, cli, fork, importing, live, machine, postgresql, read, scale, search, sessions, targets,
+               transcript, web)
 from .timing import Measure
 
 GROUPS = {"append": append, "fork": fork, "read": read, "transcript": transcript, "live": live, "import": importing,
-          "search": search, "alternatives": alternatives, "cli": cli, "sessions": sessions, "web": web, "scale": scale}
+          "search": search, "alternatives": alternatives, "cli": cli, "sessions": sessions, "web": web, "scale": scale,
+          "postgresql": postgresql}
+# Groups a plain run leaves out: they need more than this checkout (a PostgreSQL server's binaries).
+OPT_IN = {"postgresql"}
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
 
@@ -67,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that every scenario runs")
     parser.add_argument("--json", type=Path, help="where to write the results (default bench/results-MODE.json)")
     parser.add_argument("--only", help=f"comma-separated groups to run, of: {', '.join(GROUPS)}")
+    parser.add_argument("--backend", dest="engine", choices=["sqlite", "postgresql"], default="sqlite",
+                        help="postgresql: run the PostgreSQL group (a throwaway cluster, raw psycopg baselines)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (as in the README)")
     parser.add_argument("--workdir", type=Path, help="keep the databases here instead of a temporary directory")
     parser.add_argument("--scale", type=int, nargs="?", const=2_000_000, metavar="N",
@@ -77,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         mode = f"scale-{args.scale}"
     # The scale group builds a file of its own (minutes): run by --scale or --only scale, and
     # in smoke mode (a toy size), which runs every scenario.
-    everything = [g for g in GROUPS if g != "scale" or mode == "smoke"]
+    everything = [g for g in GROUPS if (g != "scale" or mode == "smoke") and g not in OPT_IN]
     chosen = ["scale"] if args.scale is not None else args.only.split(",") if args.only else everything
+    if args.engine == "postgresql" and not args.only:
+        chosen = ["postgresql"]
     unknown = [g for g in chosen if g not in GROUPS]
     if unknown:
         parser.error(f"unknown group {unknown[0]!r}; choose from {', '.join(GROUPS)}")

@@ -8,9 +8,9 @@ The contract every backend keeps (tests/test_contract.py runs it against each on
 
 - Writers are serialised from the start of a write transaction (`transaction()`), not from
   its first write: the head a writer reads inside it cannot change before it commits.
-- Positions are assigned in commit order and never reused, even after a rollback or a
-  deleted row, so a reader tailing `all_events(after=p)` never sees a position appear
-  below one it has already seen.
+- Positions are never reused, even after a rollback or a deleted row, and a reader tailing
+  `all_events(after=p)` never sees a position appear below one it has already seen (SQLite
+  assigns them in commit order; PostgreSQL returns only a prefix no writer can still add to).
 - `data` and `meta` are stored and returned byte-exact (they are hashed as text).
 - Only `StoreError` (and its subclasses) leaves a backend: driver errors are translated
   at the boundary, on reads and while iterating over returned rows too.
@@ -144,8 +144,9 @@ class Backend(Protocol):
 
     def stream(self, stream_id: str) -> StreamRow | None: ...
 
-    def stream_for_append(self, stream_id: str) -> tuple[StreamRow | None, int]:
-        """The stream's row (None if absent) and the next position; inside a write transaction."""
+    def stream_for_append(self, stream_id: str, count: int = 1) -> tuple[StreamRow | None, int]:
+        """The stream's row (None if absent) and the first of the `count` positions the append
+        will take; inside a write transaction."""
         ...
 
     def ancestry(self, stream_id: str) -> list[StreamRow]:
@@ -186,8 +187,8 @@ class Backend(Protocol):
 
     # -- events
 
-    def next_position(self) -> int:
-        """The position the next insert gets; inside a write transaction."""
+    def next_position(self, count: int = 1) -> int:
+        """The first of the `count` positions the next insert takes; inside a write transaction."""
         ...
 
     def insert_events(self, rows: Sequence[EventValues]) -> None: ...

@@ -548,7 +548,7 @@ class SQLiteBackend:
         return _new(StreamRow, row) if row else None
 
     @_translated
-    def stream_for_append(self, stream_id: str) -> tuple[StreamRow | None, int]:
+    def stream_for_append(self, stream_id: str, count: int = 1) -> tuple[StreamRow | None, int]:
         """The stream's row (None if it does not exist) and the next position, in one query.
 
         Valid only inside a write transaction, like `next_position`.
@@ -649,7 +649,7 @@ class SQLiteBackend:
     # -- events ------------------------------------------------------------------------------
 
     @_translated
-    def next_position(self) -> int:
+    def next_position(self, count: int = 1) -> int:
         """The position the next insert will get (valid only inside a write transaction)."""
         row = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
         return (row[0] if row else 0) + 1

@@ -2,7 +2,8 @@
 
 Validation, canonical JSON and digests are computed before the write lock is taken
 (`prepare`); only the head check, the position, the hashes and the inserts happen inside it.
-The store speaks to storage only through `backend.Backend`; `Store(path)` opens SQLite.
+The store speaks to storage only through `backend.Backend`; `Store(path)` opens SQLite,
+`Store("postgresql://…")` PostgreSQL.
 """
 
 from __future__ import annotations
@@ -57,20 +58,41 @@ def _check_expect(expect: Any) -> None:
         raise InvalidEvent("expect", f"must be 'any', 'no_stream', 'stream_exists' or a head >= 0, not {expect!r}")
 
 
+def is_url(target: str | os.PathLike[str]) -> bool:
+    """Whether `target` names a PostgreSQL database (`postgresql://…`) rather than a SQLite file."""
+    return os.fspath(target).split("://", 1)[0] in ("postgresql", "postgres")
+
+
 def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: float | None, read_only: bool,
           on_wait: Callable[[], None] | None) -> Backend:
-    """The backend for a path or URL: a SQLite file (or `:memory:`)."""
+    """The backend for a path or URL: a SQLite file (or `:memory:`), or a `postgresql://` URL."""
     text = os.fspath(target)
-    if text.split("://", 1)[0] in ("postgresql", "postgres"):
-        raise StoreError(f"no PostgreSQL backend in this release; cannot open {text.split('@')[-1]!r}: pass a file path")
+    if is_url(text):
+        return _postgres(text, synchronous, timeout, read_only, on_wait)
     return SQLiteBackend(text, synchronous="NORMAL" if synchronous is None else synchronous,
                          timeout=30.0 if timeout is None else timeout, read_only=read_only, on_wait=on_wait)
 
 
-class Store:
-    """An event-sourced conversation store over one backend: a SQLite file (or `":memory:"`).
+def _postgres(url: str, synchronous: str | None, timeout: float | None, read_only: bool,
+              on_wait: Callable[[], None] | None) -> Backend:
+    """A PostgreSQL backend (psycopg is an optional dependency: the `postgres` extra)."""
+    if synchronous is not None or read_only or on_wait is not None:
+        raise StoreError("synchronous, read_only and on_wait are SQLite settings; on PostgreSQL durability is the "
+                         "server's (synchronous_commit) and read-only access is the database user's")
+    try:
+        from .postgres import PostgresBackend
+    except ImportError:
+        raise StoreError('PostgreSQL needs psycopg: pip install "threadlog[postgres]"') from None
+    return PostgresBackend(url, timeout=30.0 if timeout is None else timeout)
 
-    `Store(path)` opens (creating or migrating) a SQLite file; `Store(backend)` runs on any
+
+class Store:
+    """An event-sourced conversation store over one backend: a SQLite file (or `":memory:"`),
+    or a PostgreSQL database.
+
+    `Store(path)` opens (creating or migrating) a SQLite file, `Store("postgresql://…")` a
+    PostgreSQL database (`eventstore/postgres.py`; `timeout` applies there too, the other
+    settings are SQLite's and are refused); `Store(backend)` runs on any
     object that keeps the `backend.Backend` contract. A `Store` holds one connection and is
     meant for one thread at a time; open one per thread or process. Every write runs in a
     write transaction, so several processes can share a file safely (writers queue on
@@ -296,7 +318,7 @@ class Store:
                 stored = self._already_stored(thread, batch)
                 if stored is not None:
                     return stored
-            row, position = self.backend.stream_for_append(thread)
+            row, position = self.backend.stream_for_append(thread, len(batch))
             if row is None:
                 if expect != "no_stream":
                     raise ThreadNotFound(thread)
@@ -353,7 +375,7 @@ class Store:
         """
         start, prev, facts, first_message = head.offset, head.hash, head.facts, head.first_message
         if position is None:
-            position = self.backend.next_position()
+            position = self.backend.next_position(len(batch))
         first_position = position
         recorded_at = now()
         inserts: list[EventValues] = []

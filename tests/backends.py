@@ -6,10 +6,14 @@ directory, and how to dump its whole content (for tests that prove nothing chang
 
 from __future__ import annotations
 
+import itertools
+import urllib.parse
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
+
+import pytest
 
 from eventstore import Store
 from eventstore.backend import Backend
@@ -27,10 +31,78 @@ def _sqlite_dump(backend: Backend) -> list[str]:
     return list(backend.conn.iterdump())
 
 
+class _Server:
+    """The session's throwaway PostgreSQL cluster (tests/pgcluster.py), started on first use;
+    each test gets a schema of its own in one database (much faster than a database each)."""
+
+    cluster: object = None
+    failed: str | None = None
+    schemas = itertools.count(1)
+
+    @classmethod
+    def url(cls) -> str:
+        """A URL whose connections use a new, empty schema."""
+        from tests.pgcluster import Cluster, ClusterUnavailable
+
+        if cls.failed is not None:
+            pytest.skip(cls.failed)
+        if cls.cluster is None:
+            try:
+                import psycopg  # noqa: F401
+            except ImportError:
+                cls.failed = 'psycopg is not installed: pip install -e ".[test]"'
+                pytest.skip(cls.failed)
+            try:
+                cls.cluster = Cluster()
+            except ClusterUnavailable as error:
+                cls.failed = str(error)
+                pytest.skip(cls.failed)
+        assert isinstance(cls.cluster, Cluster)
+        schema = f"t{next(cls.schemas)}"
+        cls.cluster.execute(f"CREATE SCHEMA {schema}")
+        return cls.cluster.url() + "&options=" + urllib.parse.quote(f"-csearch_path={schema}")
+
+    @classmethod
+    def stop(cls) -> None:
+        from tests.pgcluster import Cluster
+
+        if isinstance(cls.cluster, Cluster):
+            cls.cluster.stop()
+            cls.cluster = None
+
+
+def postgres_url() -> str:
+    """A URL of an empty schema on the session's throwaway PostgreSQL cluster (skips without one)."""
+    return _Server.url()
+
+
+def postgres_cluster() -> "Cluster":  # noqa: F821
+    """The session's cluster itself (started if need be), for tests that stop or kill it."""
+    _Server.url()
+    return _Server.cluster  # type: ignore[return-value]
+
+
+def _postgres(tmp: Path, partitions: int = 0) -> Backend:
+    from eventstore.postgres import PostgresBackend
+
+    return PostgresBackend(postgres_url(), partitions=partitions)
+
+
+def _postgres_dump(backend: Backend) -> list[str]:
+    from eventstore.postgres import PostgresBackend
+
+    assert isinstance(backend, PostgresBackend)
+    return backend.dump()
+
+
 BACKENDS = [
     BackendCase("sqlite-file", lambda tmp: SQLiteBackend(tmp / "t.db"), _sqlite_dump),
     BackendCase("sqlite-memory", lambda tmp: SQLiteBackend(":memory:"), _sqlite_dump),
+    BackendCase("postgresql", _postgres, _postgres_dump),
 ]
+
+# The contract suite again on an events table hash-partitioned by root thread (tests/test_partitioned.py).
+PARTITIONED = BackendCase("postgresql-partitioned", lambda tmp: _postgres(tmp, partitions=4), _postgres_dump)
 
 _DUMPS: weakref.WeakKeyDictionary[Store, Callable[[], list[str]]] = weakref.WeakKeyDictionary()
 
@@ -46,3 +118,13 @@ def open_store(case: BackendCase, tmp_path: Path) -> Store:
 def dump(store: Store) -> list[str]:
     """Every row of every table of a store `open_store` made: equal dumps mean an unchanged database."""
     return _DUMPS[store]()
+
+
+@pytest.fixture(name="mem", params=["sqlite-memory", "postgresql"])
+def mem_on_every_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """`mem` for the modules that test projections (what is computed, not how it is stored):
+    a module imports this to run its `mem` tests on SQLite in memory and on PostgreSQL."""
+    case = next(c for c in BACKENDS if c.id == request.param)
+    store = open_store(case, tmp_path)
+    yield store
+    store.close()

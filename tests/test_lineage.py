@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from eventstore import Store
 from threadlog import blame, diff, lineage, thread_state
+from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 
 def _tree(store: Store) -> tuple[str, str, str, str]:

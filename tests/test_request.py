@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from eventstore import InvalidEvent, Store
 from projections import anthropic_request, request_body, validate_request
+from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 EXCHANGES = sorted((Path(__file__).parent / "fixtures" / "anthropic-exchanges").glob("*.json"))
 MODEL = "claude-test-1"

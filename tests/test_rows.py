@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from eventstore import Store
 from threadlog import display_rows
+from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 
 def _thread(store: Store) -> str:

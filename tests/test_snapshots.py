@@ -13,6 +13,7 @@ from eventstore.sqlite import SCHEMA_VERSION
 from eventstore import Store
 from projections import state as state_module
 from threadlog import drop_snapshots, save_snapshot, thread_state
+from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v1.db"
 

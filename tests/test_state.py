@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from eventstore import ForkRefused, InvalidEvent, Store
 from threadlog import thread_state
+from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 
 def _tool_call(store: Store, t: str, tid: str = "toolu_1") -> None:

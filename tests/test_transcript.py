@@ -18,6 +18,7 @@ from markdown_it import MarkdownIt  # CommonMark, to check what a renderer makes
 from eventstore import InvalidEvent, Store
 from projections.transcript import INDENT, clip_middle
 from threadlog import drop_snapshots, save_snapshot, transcript, write_transcript
+from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 from claude_code import DATA, SESSIONS, import_session
 

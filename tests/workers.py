@@ -25,6 +25,11 @@ from eventstore.integrity import canonical  # noqa: E402
 from threadlog import ConcurrencyError, Store  # noqa: E402
 
 
+def open_store(db: str) -> Store:
+    """The store a worker writes to: a SQLite file (synchronous=NORMAL) or a PostgreSQL URL."""
+    return Store(db) if db.startswith("postgresql://") else Store(db, synchronous="NORMAL")
+
+
 def say(**fields: Any) -> None:
     sys.stdout.write(json.dumps(fields, separators=(",", ":")) + "\n")
     sys.stdout.flush()
@@ -56,7 +61,7 @@ def text(rng: random.Random, n: int) -> str:
 def crash(db: str, seed: str) -> None:
     """Append forever (single events, batches, new threads, forks) until killed."""
     rng = random.Random(seed)
-    store = Store(db, synchronous="NORMAL")
+    store = open_store(db)
     threads = [t.id for t in store.all_threads()]
     n = 0
 
@@ -114,7 +119,7 @@ def transcripts(db: str, thread: str, path: str, seed: str) -> None:
     from threadlog import transcript, write_transcript
 
     rng = random.Random(seed)
-    store = Store(db, synchronous="NORMAL")
+    store = open_store(db)
     # Large bounds make large files, so that kills often land inside the write itself.
     bounds = {"max_bytes": 8 * 1024 * 1024, "max_message_bytes": 1024 * 1024}
     say(op="ready")
@@ -132,7 +137,7 @@ def transcripts(db: str, thread: str, path: str, seed: str) -> None:
 
 def race(db: str, thread: str, count: str, name: str) -> None:
     """Append `count` events to one thread with expect = the last head seen, retrying on conflict."""
-    store = Store(db, synchronous="NORMAL")
+    store = open_store(db)
     head = store.head(thread)
     conflicts = 0
     for i in range(int(count)):
@@ -155,7 +160,7 @@ def race(db: str, thread: str, count: str, name: str) -> None:
 def mixed(db: str, seconds: str, seed: str, *shared: str) -> None:
     """Appends with expect, batches, forks and reads on a few shared threads, for a while."""
     rng = random.Random(seed)
-    store = Store(db, synchronous="NORMAL")
+    store = open_store(db)
     threads = list(shared)
     seen_head = {t: store.head(t) for t in threads}
     deadline = time.monotonic() + float(seconds)
@@ -218,7 +223,7 @@ def tail(db: str, stop_file: str) -> None:
     Each poll also re-reads a window below the last position seen: a position that shows up
     there for the first time appeared after a higher one, which a tailing reader would miss.
     """
-    store = Store(db, synchronous="NORMAL")
+    store = open_store(db)
     seen: list[int] = []
     known: set[int] = set()
     last = polls = 0

@@ -20,6 +20,7 @@ import click
 from eventstore import IntegrityError, Store, StoreError
 from eventstore.errors import SchemaTooOld
 from eventstore.events import MAX_DEPTH
+from eventstore.store import is_url
 
 from projections import (
     anthropic_request,
@@ -123,7 +124,10 @@ def _waiting() -> None:
 def _open(path: str, mode: str, timeout: float) -> Store:
     """`read`: an existing file, read-only (never created, never written; a file an older
     release wrote is migrated first when it is writable). `write`: an existing file.
-    `create`: the file is created if missing (init, new, demo, the importers)."""
+    `create`: the file is created if missing (init, new, demo, the importers). A
+    `postgresql://` URL opens the server's database (its schema is created when missing)."""
+    if is_url(path):
+        return Store(path, timeout=timeout)
     if mode != "create" and path != ":memory:" and not Path(path).is_file():
         raise StoreError(f"no database at {path}; create one with `threadlog init` (or check --db / $THREADLOG_DB)")
     if mode != "read":

@@ -1,0 +1,218 @@
+"""`python -m bench --backend postgresql`: the store on PostgreSQL against raw psycopg, same run.
+
+A throwaway cluster is started for the run (tests/pgcluster.py: initdb and pg_ctl on a Unix
+socket, the server's default durability settings: fsync and synchronous_commit on). Raw
+baselines use psycopg on a table of the same shape (position, stream, offset, data and the
+store's other columns), so the ratios are what threadlog's rules cost on top of the server.
+
+- single append: `append_message` vs one INSERT and COMMIT;
+- batch of 1,000: `append` vs COPY of the same rows in one transaction;
+- 8 writer processes on distinct threads vs 1 (events/s), with a reader tailing
+  `read_all(after=…)` during the 8-writer run, counting positions it skipped or saw out of order;
+- a fork of a large thread vs a fork of a 10-event one.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from threadlog import Store
+
+from . import threads
+from .timing import Measure, compare, interleave
+
+GROUP = "postgresql"
+
+# (single appends per sample, rounds, batch rounds, seconds per writer run, fork parent size)
+SIZES = {
+    "smoke": (5, 2, 1, 1.0, 1_000),
+    "quick": (50, 8, 5, 4.0, 100_000),
+    "full": (100, 15, 10, 8.0, 1_000_000),
+}
+
+RAW_DDL = (
+    "CREATE TABLE raw_events (position bigserial PRIMARY KEY, stream_id text NOT NULL, \"offset\" bigint NOT NULL, "
+    "event_id bytea NOT NULL UNIQUE, type smallint, schema_version integer NOT NULL, data text NOT NULL, meta text NOT NULL, "
+    "recorded_at bigint, hash bytea NOT NULL, pending text, UNIQUE (stream_id, \"offset\"))"
+)
+RAW_COLUMNS = 'stream_id, "offset", event_id, type, schema_version, data, meta, recorded_at, hash, pending'
+DATA = json.dumps({"role": "user", "content": [{"type": "text", "text": threads.text_of(80, 1)}]}, separators=(",", ":"))
+
+
+class _Raw:
+    """Raw psycopg writing the same shape of row: the baseline."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.offset = 0
+        self.stream = os.urandom(8).hex()
+
+    def row(self) -> tuple[Any, ...]:
+        self.offset += 1
+        return (self.stream, self.offset, os.urandom(16), 2, 1, DATA, "{}", time.time_ns() // 1000, os.urandom(32), None)
+
+    def single(self) -> None:
+        with self.conn.transaction():
+            self.conn.execute(f"INSERT INTO raw_events ({RAW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", self.row())
+
+    def batch(self, n: int) -> None:
+        with self.conn.transaction(), self.conn.cursor() as cursor:
+            with cursor.copy(f"COPY raw_events ({RAW_COLUMNS}) FROM STDIN") as copy:
+                for _ in range(n):
+                    copy.write_row(self.row())
+
+
+def _writer(url: str, seconds: float, ready: Any, start: Any, counts: Any) -> None:
+    store = Store(url)
+    thread = store.create_thread(title="writer")
+    n = 0
+    ready.put(True)
+    start.wait()
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        store.append_message(thread, "user", "a short message from one of the writers")
+        n += 1
+    counts.put(n)
+    store.close()
+
+
+def _tailer(url: str, stop: Any, out: Any) -> None:
+    """Tail read_all(after=last) as a follower does (a short sleep when nothing is new); report
+    (positions seen, out-of-order polls, polls). Skips are counted afterwards: every stored
+    position the reader never saw."""
+    store = Store(url)
+    last = polls = unordered = 0
+    seen: list[int] = []
+    while True:
+        stopping = stop.is_set()
+        new = [e.position for e in store.read_all(after=last)]
+        unordered += new != sorted(new)
+        seen += new
+        last = max(new, default=last)
+        polls += 1
+        if stopping:
+            break
+        if not new:
+            time.sleep(0.005)
+    out.put((seen, unordered, polls))
+    store.close()
+
+
+def _writers(url: str, k: int, seconds: float, tail: bool) -> tuple[float, dict[str, Any]]:
+    ctx = multiprocessing.get_context("spawn")
+    start, stop, ready, counts, out = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(url, seconds, ready, start, counts)) for _ in range(k)]
+    reader = ctx.Process(target=_tailer, args=(url, stop, out)) if tail else None
+    for p in procs:
+        p.start()
+    if reader:
+        reader.start()
+    for _ in procs:  # every writer has started, connected and created its thread: they run together
+        ready.get(timeout=120)
+    time.sleep(0.5)  # and the reader has read what is already there
+    start.set()
+    total = sum(counts.get(timeout=seconds + 120) for _ in procs)
+    for p in procs:
+        p.join()
+    extra: dict[str, Any] = {}
+    if reader:
+        stop.set()
+        seen, unordered, polls = out.get(timeout=120)
+        reader.join()
+        with Store(url) as store:
+            stored = [e.position for e in store.read_all()]
+        extra = {"tail_skipped": len(set(stored) - set(seen)), "tail_out_of_order": unordered + (seen != sorted(seen)),
+                 "tail_seen": len(seen), "tail_polls": polls}
+    return total / seconds, extra
+
+
+def run(mode: str, workdir: Path) -> list[Measure]:
+    from tests.pgcluster import Cluster, ClusterUnavailable
+
+    per_sample, rounds, batch_rounds, seconds, fork_size = SIZES[mode]
+    try:
+        cluster = Cluster(workdir / "cluster" if os.geteuid() != 0 else None)
+    except ClusterUnavailable as error:
+        return [Measure(GROUP, "postgresql", 0.0, "s", extra={"skipped": str(error)})]
+    try:
+        return _run(cluster, mode, per_sample, rounds, batch_rounds, seconds, fork_size)
+    finally:
+        cluster.stop()
+
+
+def _run(cluster: Any, mode: str, per_sample: int, rounds: int, batch_rounds: int, seconds: float,
+         fork_size: int) -> list[Measure]:
+    url = cluster.url()
+    cluster.execute(RAW_DDL)
+    store, raw = Store(url), _Raw(url)
+    thread = store.create_thread(title="single")
+    store.append_message(thread, "user", "first")
+    measures: list[Measure] = []
+
+    def ours_single() -> float:
+        begin = time.perf_counter()
+        for _ in range(per_sample):
+            store.append_message(thread, "user", threads.text_of(80, 1))
+        return (time.perf_counter() - begin) / per_sample
+
+    def raw_single() -> float:
+        begin = time.perf_counter()
+        for _ in range(per_sample):
+            raw.single()
+        return (time.perf_counter() - begin) / per_sample
+
+    samples = interleave({"threadlog": ours_single, "raw": raw_single}, rounds)
+    measures.append(compare(GROUP, "single append (PostgreSQL)", samples, "threadlog", "raw",
+                            label="raw psycopg INSERT + COMMIT", target="pg_append"))
+
+    batch_thread = store.create_thread(title="batch")
+    events = threads.messages(0, 1000, 80)
+
+    def ours_batch() -> float:
+        begin = time.perf_counter()
+        store.append(batch_thread, events)
+        return (time.perf_counter() - begin) / 1000
+
+    def raw_batch() -> float:
+        begin = time.perf_counter()
+        raw.batch(1000)
+        return (time.perf_counter() - begin) / 1000
+
+    samples = interleave({"threadlog": ours_batch, "raw": raw_batch}, batch_rounds)
+    measures.append(compare(GROUP, "batch append of 1,000 (PostgreSQL, per event)", samples, "threadlog", "raw",
+                            label="raw psycopg COPY, one transaction", target="pg_batch"))
+
+    one, _ = _writers(url, 1, seconds, tail=False)
+    eight, tail = _writers(url, 8, seconds, tail=True)
+    measures.append(Measure(GROUP, "8 writer processes vs 1, distinct threads (events/s)", 1 / eight, "s",
+                            "1 writer process", 1 / one, "speed", 1,
+                            {"target": "pg_writers", "events_per_s_1": round(one), "events_per_s_8": round(eight), **tail}))
+    # Counted as 1 + problems against 1, so the verdict (<= 1x) reads "none at all".
+    problems = tail["tail_skipped"] + tail["tail_out_of_order"]
+    measures.append(Measure(GROUP, "tailing reader during the 8-writer run: 1 + skipped + out of order", 1.0 + problems,
+                            "count", "none", 1.0, "cost", 1, {**tail, "target": "pg_tail"}))
+
+    small, _ = threads.build(store, 10, title="small")
+    large, built = threads.build(store, fork_size, title="large")
+
+    def fork_of(parent: str) -> Any:
+        def sample() -> float:
+            begin = time.perf_counter()
+            for _ in range(per_sample):
+                store.fork(parent)
+            return (time.perf_counter() - begin) / per_sample
+        return sample
+
+    samples = interleave({"large": fork_of(large), "small": fork_of(small)}, rounds)
+    measures.append(compare(GROUP, f"fork at {fork_size:,} events vs at 10 (PostgreSQL)", samples, "large", "small",
+                            label="fork at 10 events", kind="cost", target="pg_fork", build_seconds=round(built, 1)))
+    store.close()
+    raw.conn.close()
+    return measures

@@ -1,0 +1,320 @@
+"""What only the PostgreSQL backend has to show: the same bytes and hashes as SQLite, opening by
+URL (API, `--db`, `THREADLOG_DB`), a guarded migration, writers in real processes with a tailing
+reader, and a SIGKILLed postmaster. The contract suite itself runs on PostgreSQL through the
+`store` fixture (tests/backends.py); every test here uses the session's throwaway cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventstore.integrity import canonical
+from threadlog import Store, export_all, export_events, import_events
+from threadlog.export import dump_lines
+from tests.backends import postgres_cluster, postgres_url
+
+try:
+    from .procs import Worker
+except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+    from procs import Worker  # type: ignore[no-redef]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build(store: Store) -> dict[str, str]:
+    """A small history with a fork, a fan-out, a tool call and a redaction."""
+    t = store.create_thread(title="Trip", system="You plan trips.", metadata={"user": "ana"}, thread_id="trip")
+    store.append_message(t, "user", "Find me a train to Lyon ☀", event_id="e1")
+    store.append_message(t, "assistant", [{"type": "tool_use", "id": "tu1", "name": "trains", "input": {"to": "Lyon"}}],
+                         event_id="e2")
+    store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu1", "content": "08:00"}], event_id="e3")
+    secret = store.append_message(t, "assistant", "The 08:00 train; my key is sk-123", event_id="e4")
+    f = store.fork(t, 2, fork_id="fork1", event_id="e5")
+    store.append_message(f, "user", "And a hotel?", event_id="e6")
+    store.redact(secret.position, reason="leaked key", actor="ops")
+    return {"t": t, "f": f}
+
+
+def history(store: Store) -> list[tuple[Any, ...]]:
+    return [(e.stream_id, e.offset, e.event_id, e.type, canonical(e.data), canonical(e.meta), e.recorded_at, e.hash)
+            for e in store.read_all()]
+
+
+def write(path: Path, lines: Any) -> Path:
+    path.write_text("".join(dump_lines(lines)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("direction", ["sqlite-to-postgresql", "postgresql-to-sqlite"])
+def test_an_export_restores_into_the_other_backend_with_identical_hashes(tmp_path: Path, direction: str) -> None:
+    lite, pg = Store(tmp_path / "a.db"), Store(postgres_url())
+    source, target = (lite, pg) if direction == "sqlite-to-postgresql" else (pg, lite)
+    build(source)
+    backup = write(tmp_path / "all.jsonl", export_all(source))
+    checkpoint = source.checkpoint()
+    import_events(target, backup)
+    assert history(target) == history(source)
+    target.verify(checkpoint=checkpoint)  # same positions and hashes: the source's checkpoint holds
+    one = write(tmp_path / "fork.jsonl", export_events(source, "fork1"))
+    assert one.read_text() == write(tmp_path / "again.jsonl", export_events(target, "fork1")).read_text()
+    lite.close()
+    pg.close()
+
+
+def test_the_same_operations_store_the_same_bytes_on_both_backends(tmp_path: Path) -> None:
+    """Ids and times differ between runs, so the same appends are replayed with fixed ones
+    (a restore) and the stored rows are compared, digests and hashes included."""
+    with Store(tmp_path / "a.db") as lite, Store(postgres_url()) as pg:
+        build(lite)
+        import_events(pg, write(tmp_path / "all.jsonl", export_all(lite)))
+        assert [(e.position, e.hash) for e in pg.read_all()] == [(e.position, e.hash) for e in lite.read_all()]
+        for a, b in zip(lite.read_all(), pg.read_all()):
+            assert a.to_json() == b.to_json()
+        assert pg.verify().events == lite.verify().events
+
+
+def test_url_opens_postgresql_from_the_api_the_db_option_and_threadlog_db() -> None:
+    url = postgres_url()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = [sys.executable, "-m", "threadlog.cli"]
+    made = subprocess.run([*run, "--db", url, "new", "--title", "by url"], capture_output=True, text=True, env=env)
+    assert made.returncode == 0, made.stderr
+    thread = made.stdout.strip()
+    env["THREADLOG_DB"] = url
+    shown = subprocess.run([*run, "append", thread, "--role", "user", "--text", "hello"], capture_output=True, text=True,
+                           env=env)
+    assert shown.returncode == 0, shown.stderr
+    with Store(url) as store:
+        assert [e.type for e in store.read(thread)] == ["thread.created", "message.appended"]
+        assert store.title(thread) == "by url"
+    bad = subprocess.run([*run, "--db", url.replace("postgres@", "nobody@"), "ls"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
+
+
+def test_sqlite_settings_are_refused_for_a_url() -> None:
+    from threadlog import StoreError
+
+    with pytest.raises(StoreError, match="SQLite settings"):
+        Store(postgres_url(), synchronous="FULL")
+
+
+def test_two_processes_creating_the_schema_at_once_both_succeed_and_create_it_once() -> None:
+    url = postgres_url()
+    code = ("import sys; from threadlog import Store; s = Store(sys.argv[1]); "
+            "s.create_thread(title='x'); print(s.schema_version())")
+    procs = [subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}) for _ in range(4)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    with Store(url) as store:
+        assert store.counts().threads == 4
+        store.verify()
+
+
+def test_four_processes_racing_on_one_thread_with_expect() -> None:
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="race")
+    workers = [Worker("race", url, t, "25", f"w{i}") for i in range(4)]
+    for w in workers:
+        w.finish()
+    with Store(url) as store:
+        history = list(store.read(t))
+        store.verify()
+    assert [e.offset for e in history] == list(range(101))
+    acked = {a["event_id"]: a for w in workers for a in w.of("ack")}
+    assert {e.event_id: (e.offset, e.position) for e in history[1:]} == {i: (a["offset"], a["position"]) for i, a in acked.items()}
+    assert sum(w.of("done")[0]["conflicts"] for w in workers) > 0, "no conflict: the expect path was not exercised"
+
+
+def test_eight_writer_processes_and_a_tailing_reader_skip_nothing(tmp_path: Path) -> None:
+    """Positions come from a sequence, so they are not handed out in commit order: the reader
+    must still see every one, in order, none appearing below one it already saw."""
+    url = postgres_url()
+    with Store(url) as store:
+        shared = []
+        for i in range(3):
+            t = store.create_thread(title=f"shared {i}")
+            store.append_message(t, "user", "hello")
+            shared.append(t)
+    stop = tmp_path / "stop"
+    tailer = Worker("tail", url, str(stop))
+    writers = [Worker("mixed", url, "2", f"p{i}", *shared) for i in range(8)]
+    for w in writers:
+        w.finish()
+    stop.touch()
+    tailer.finish()
+    acked = {event_id: position for w in writers for a in w.of("ack") for event_id, _, position in a["events"]}
+    acked.update({f["event_id"]: f["position"] for w in writers for f in w.of("fork")})
+    with Store(url) as store:
+        stored = {e.event_id: e.position for e in store.read_all()}
+        store.verify()
+    assert all(stored.get(i) == p for i, p in acked.items()), "an acknowledged event is missing or moved"
+    seen = tailer.of("done")[0]["positions"]
+    assert seen == sorted(set(seen)), "the tailing reader saw positions out of order"
+    assert set(seen) == set(stored.values()), "the tailing reader missed a position"
+
+
+def test_sigkill_of_the_postmaster_during_appends_loses_nothing_acknowledged() -> None:
+    url = postgres_url()
+    cluster = postgres_cluster()
+    with Store(url) as store:
+        t = store.create_thread(title="crash")
+        store.append_message(t, "user", "start")
+    acked: dict[str, dict[str, Any]] = {}
+    for round_ in range(2):
+        worker = Worker("crash", url, f"r{round_}")
+        worker.ready.wait(timeout=30)
+        worker.wait_for(40 + 30 * round_)
+        time.sleep(0.005)
+        cluster.kill()
+        worker.wait(timeout=60)  # it fails on its own once the server is gone
+        for ack in worker.of("ack"):
+            for event in ack["events"]:
+                acked[event["event_id"]] = event
+        cluster.start()
+        with Store(url) as store:
+            rows = {e.event_id: {"position": e.position, "stream_id": e.stream_id, "offset": e.offset,
+                                 "event_id": e.event_id, "type": e.type, "data": canonical(e.data),
+                                 "meta": canonical(e.meta), "recorded_at": e.recorded_at, "hash": e.hash}
+                    for e in store.read_all()}
+            missing = [i for i in acked if i not in rows]
+            assert not missing, f"round {round_}: acknowledged events lost: {missing[:5]}"
+            changed = [i for i in acked if rows[i] != acked[i]]
+            assert not changed, f"round {round_}: acknowledged events changed: {changed[:3]}"
+            assert store.verify().events == len(rows)
+            assert store.append_message(t, "user", f"after kill {round_}").offset == store.head(t) - 1
+    assert len(acked) >= 40
+
+
+def test_a_refused_append_leaves_the_database_as_it_was_even_with_a_writer_waiting(tmp_path: Path) -> None:
+    """A write waiting on another transaction's stream lock sees that transaction's commit."""
+    url = postgres_url()
+    from eventstore.postgres import PostgresBackend
+
+    locker = PostgresBackend(url)
+    with Store(locker) as a, Store(url) as b:
+        t = a.create_thread(title="locks")
+        code = ("import sys, time; from threadlog import Store; s = Store(sys.argv[1]); "
+                "print(s.append_message(sys.argv[2], 'user', 'second', expect=1).offset)")
+        with locker.transaction():
+            locker.stream_for_append(t, 1)  # holds the stream's lock, as an append does
+            waiting = subprocess.Popen([sys.executable, "-c", code, url, t], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            time.sleep(0.5)
+            assert waiting.poll() is None, "a writer on the same thread did not wait for the lock"
+        out, err = waiting.communicate(timeout=60)
+        assert waiting.returncode == 0 and out.strip() == "1", err
+        assert [e.offset for e in b.read(t)] == [0, 1]
+        assert b.event_at(t, 1).data["content"][0]["text"] == "second"
+
+
+# -- refusals and tampering, as tests/test_bad_input.py and tests/test_tamper.py check on SQLite --
+
+from tests.backends import BACKENDS, dump, open_store  # noqa: E402
+from tests.test_bad_input import LIB, Call, seeded  # noqa: E402,F401 (the module's seeded file, restored here)
+
+POSTGRES = next(case for case in BACKENDS if case.id == "postgresql")
+
+
+def _seeded_on_postgresql(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> Store:
+    with Store(seeded[0]) as lite:
+        backup = write(tmp_path / "seed.jsonl", export_all(lite))
+    store = open_store(POSTGRES, tmp_path)
+    import_events(store, backup)
+    return store
+
+
+@pytest.mark.parametrize(("call", "error", "says"), [c[1:] for c in LIB], ids=[c[0] for c in LIB])
+def test_library_refuses_and_changes_nothing_on_postgresql(
+    seeded: tuple[Path, dict[str, str]], tmp_path: Path, call: Call, error: type[Exception], says: str
+) -> None:
+    from threadlog import StoreError
+
+    store = _seeded_on_postgresql(seeded, tmp_path)
+    before = dump(store)
+    with pytest.raises(StoreError) as caught:
+        call(store, seeded[1])
+    assert type(caught.value) is error
+    assert says in str(caught.value) + getattr(caught.value, "reason", "") + getattr(caught.value, "field", "")
+    assert dump(store) == before, "a refused call changed the database"
+    store.close()
+
+
+@pytest.mark.parametrize("change", [
+    "UPDATE events SET data = replace(data, 'hello', 'HELLO') WHERE data LIKE '%hello%'",
+    "UPDATE events SET meta = '{\"actor\":\"mallory\"}' WHERE position = 3",
+    "UPDATE events SET hash = sha256('x') WHERE position = 3",
+    "UPDATE events SET recorded_at = recorded_at + 1 WHERE position = 3",
+    "DELETE FROM events WHERE position = 3",
+    "UPDATE streams SET head = head + 1 WHERE id = 't'",
+], ids=["data", "meta", "hash", "time", "deleted", "head"])
+def test_tampering_with_rows_fails_verify_naming_the_place(seeded: tuple[Path, dict[str, str]], tmp_path: Path,
+                                                            change: str) -> None:
+    import psycopg
+
+    from threadlog import IntegrityError
+
+    url = postgres_url()
+    with Store(seeded[0]) as lite:
+        backup = write(tmp_path / "seed.jsonl", export_all(lite))
+        checkpoint = lite.checkpoint()
+    with Store(url) as store:
+        import_events(store, backup)
+        store.verify(checkpoint=checkpoint)
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(change.encode()).rowcount >= 1
+    with Store(url) as store, pytest.raises(IntegrityError) as caught:
+        store.verify(checkpoint=checkpoint)
+    assert "position" in str(caught.value) or "head" in str(caught.value) or "checkpoint" in str(caught.value)
+
+
+def test_a_planted_trigger_stops_redaction(tmp_path: Path) -> None:
+    import psycopg
+
+    from threadlog import StoreError
+
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="x")
+        secret = store.append_message(t, "user", "my key is sk-1")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(b"CREATE TABLE copies (data text)")
+        conn.execute(b"CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS "
+                     b"$$ BEGIN INSERT INTO copies VALUES (OLD.data); RETURN NEW; END $$")
+        conn.execute(b"CREATE TRIGGER keep_copy BEFORE UPDATE ON events FOR EACH ROW EXECUTE FUNCTION keep()")
+    with Store(url) as store, pytest.raises(StoreError, match="keep_copy"):
+        store.redact(secret.position, reason="leak", actor="ops")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(b"SELECT count(*) FROM copies").fetchone() == (0,)
+
+
+def test_an_event_committed_while_an_earlier_writer_is_open_waits_for_it() -> None:
+    """The rule behind the tailing reader: a writer that took its positions first (and is still
+    open) holds back every later commit from readers, so its lower position cannot be skipped."""
+    import psycopg
+
+    from eventstore.postgres import _RESERVE_SQL
+
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="order")
+        before = store.last_position()
+        with psycopg.connect(url) as early:  # a writer between its reservation and its commit
+            reserved = early.execute(_RESERVE_SQL.encode(), (1,)).fetchone()
+            assert reserved is not None and reserved[3] == before + 1
+            late = store.append_message(t, "user", "committed after the open writer took a lower position")
+            assert late.position == before + 2
+            assert [e.position for e in store.read_all(after=before)] == []
+            assert store.last_position() == before
+            early.rollback()  # the early writer gives up: its position stays unused
+        assert [e.position for e in store.read_all(after=before)] == [late.position]
+        assert store.last_position() == late.position
