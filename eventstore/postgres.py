@@ -193,7 +193,7 @@ _MESSAGES = {
     "57014": "the database {path} stayed locked by another writer ({error}); retry",
     "53100": "the server's disk is full ({error}); nothing was written",
     "23505": "another writer stored the same key at the same time on {path} ({error}); nothing was written; retry",
-    "25006": "{path} is read-only here ({error}); connect to the primary server to write",
+    "25006": "{path} is read-only here ({error}): it was opened read-only, or this server is a replica; open it writable (on the primary) to write",
     "42501": "the database user may not do this on {path} ({error}); grant it or connect as the owner",
 }
 _CLASSES = {
@@ -271,9 +271,9 @@ class PostgresBackend:
     between threads. `partitions` > 0 creates the events table hash-partitioned by root thread
     (only when the schema is created). Writers wait up to `timeout` seconds for a lock."""
 
-    def __init__(self, url: str, timeout: float = 30.0, *, partitions: int = 0) -> None:
+    def __init__(self, url: str, timeout: float = 30.0, *, partitions: int = 0, read_only: bool = False) -> None:
         self.path = safe_url(url)
-        self.read_only = False
+        self.read_only = read_only
         self._in_transaction = False
         self._reserved = 0  # reservations made in the current write transaction
         # Statements of the write transaction not sent yet: its BEGIN, then its writes, sent
@@ -290,6 +290,10 @@ class PostgresBackend:
             raise translate(error, self.path) from None
         try:
             self.conn.execute(f"SET lock_timeout = {int(timeout * 1000)}".encode())
+            if read_only:  # the server refuses every write of this session (a viewer, a read command)
+                if self._version() == 0:
+                    raise SchemaError(f"{self.path} holds no threadlog store; a read-only open creates nothing")
+                self.conn.execute(b"SET default_transaction_read_only = on")
             self._migrate(partitions)
         except psycopg.Error as error:
             self.conn.close()

@@ -76,14 +76,14 @@ def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: floa
 def _postgres(url: str, synchronous: str | None, timeout: float | None, read_only: bool,
               on_wait: Callable[[], None] | None) -> Backend:
     """A PostgreSQL backend (psycopg is an optional dependency: the `postgres` extra)."""
-    if synchronous is not None or read_only or on_wait is not None:
-        raise StoreError("synchronous, read_only and on_wait are SQLite settings; on PostgreSQL durability is the "
-                         "server's (synchronous_commit) and read-only access is the database user's")
+    if synchronous is not None or on_wait is not None:
+        raise StoreError("synchronous and on_wait are SQLite settings; on PostgreSQL durability is the "
+                         "server's (synchronous_commit)")
     try:
         from .postgres import PostgresBackend
     except ImportError:
         raise StoreError('PostgreSQL needs psycopg: pip install "threadlog[postgres]"') from None
-    return PostgresBackend(url, timeout=30.0 if timeout is None else timeout)
+    return PostgresBackend(url, timeout=30.0 if timeout is None else timeout, read_only=read_only)
 
 
 class Store:

@@ -106,6 +106,38 @@ def test_sqlite_settings_are_refused_for_a_url() -> None:
         Store(postgres_url(), synchronous="FULL")
 
 
+def test_a_read_only_open_writes_nothing_and_the_viewer_serves_the_database() -> None:
+    """Read commands and the web viewer open PostgreSQL read-only: the server refuses any
+    write of that session, and an empty database is not given a schema by a read."""
+    from threadlog import StoreError
+
+    url = postgres_url()
+    with pytest.raises(StoreError, match="holds no threadlog store"):
+        Store(url, read_only=True)
+    with Store(url) as store:
+        thread = store.create_thread(title="viewed on postgresql")
+        store.append_message(thread, "user", "<script>window.__pwned = 1</script> a train to Lyon")
+    with Store(url, read_only=True) as reader:
+        assert reader.head(thread) == 2
+        with pytest.raises(StoreError, match="read-only"):
+            reader.append_message(thread, "user", "not written")
+    with Store(url) as store:
+        assert store.head(thread) == 2
+    listed = subprocess.run([sys.executable, "-m", "threadlog.cli", "--db", url, "ls", "--json"], capture_output=True,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert listed.returncode == 0, listed.stderr
+    assert thread in listed.stdout
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from threadlog.web import create_app
+
+    with TestClient(create_app(url), base_url="http://127.0.0.1") as client:
+        page = client.get("/thread", params={"id": thread})
+    assert page.status_code == 200
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt; a train to Lyon" in page.text
+
+
 def test_two_processes_creating_the_schema_at_once_both_succeed_and_create_it_once() -> None:
     url = postgres_url()
     code = ("import sys; from threadlog import Store; s = Store(sys.argv[1]); "

@@ -125,18 +125,19 @@ def _open(path: str, mode: str, timeout: float) -> Store:
     """`read`: an existing file, read-only (never created, never written; a file an older
     release wrote is migrated first when it is writable). `write`: an existing file.
     `create`: the file is created if missing (init, new, demo, the importers). A
-    `postgresql://` URL opens the server's database (its schema is created when missing)."""
-    if is_url(path):
-        return Store(path, timeout=timeout)
-    if mode != "create" and path != ":memory:" and not Path(path).is_file():
+    `postgresql://` URL opens the server's database the same way: read-only sessions for
+    `read` (the server refuses their writes), its schema created when missing otherwise."""
+    url = is_url(path)
+    if not url and mode != "create" and path != ":memory:" and not Path(path).is_file():
         raise StoreError(f"no database at {path}; create one with `threadlog init` (or check --db / $THREADLOG_DB)")
+    writable: dict[str, Any] = {"timeout": timeout} if url else {"timeout": timeout, "on_wait": _waiting}
     if mode != "read":
-        return Store(path, timeout=timeout, on_wait=_waiting)
+        return Store(path, **writable)
     try:
-        return Store(path, read_only=True)
+        return Store(path, timeout=timeout, read_only=True)
     except SchemaTooOld:
-        Store(path, timeout=timeout, on_wait=_waiting).close()  # migrates, or says why it cannot
-        return Store(path, read_only=True)
+        Store(path, **writable).close()  # migrates, or says why it cannot
+        return Store(path, timeout=timeout, read_only=True)
 
 
 def with_store(mode: str = "read") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -1002,6 +1003,8 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
     except ImportError as error:
         missing = (error.name or "a package").split(".")[0]
         raise StoreError(f"threadlog serve needs the web extra ({missing} is missing): pip install 'threadlog[web]'") from None
+    ctx = click.get_current_context()
+    target = ctx.params.get("db") or ctx.find_root().params.get("db") or DEFAULT_DB  # store.path hides a URL's password
     name = f"[{host}]" if ":" in host else host  # an IPv6 address, as URLs and Host headers write it
     url = f"http://{name}:{port}/"
     hosts = sorted({"127.0.0.1", "localhost", name})
@@ -1014,7 +1017,7 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
         import webbrowser
 
         threading.Timer(0.5, webbrowser.open, [url]).start()
-    uvicorn.run(create_app(store.path, hosts), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
+    uvicorn.run(create_app(target, hosts), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
 
 
 def main() -> None:

@@ -79,7 +79,7 @@ def _no_icon(request: Request) -> Response:
 
 
 def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
-    """The viewer of the SQLite file at `path` (opened read-only per request).
+    """The viewer of the store at `path`, a SQLite file or a `postgresql://` URL (opened read-only per request).
 
     `hosts`: the Host header values accepted (default: 127.0.0.1 and localhost), so a web
     page elsewhere cannot read the store through DNS rebinding.
