@@ -193,7 +193,8 @@ _MESSAGES = {
     "57014": "the database {path} stayed locked by another writer ({error}); retry",
     "53100": "the server's disk is full ({error}); nothing was written",
     "23505": "another writer stored the same key at the same time on {path} ({error}); nothing was written; retry",
-    "25006": "{path} is read-only here ({error}): it was opened read-only, or this server is a replica; open it writable (on the primary) to write",
+    "25006": "{path} is read-only here ({error}): it was opened read-only, or this server is a replica; "
+             "open it writable (on the primary) to write",
     "42501": "the database user may not do this on {path} ({error}); grant it or connect as the owner",
 }
 _CLASSES = {
