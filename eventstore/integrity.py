@@ -76,13 +76,24 @@ def chain_hash(
     so a thread exported from one database and restored into another keeps its hashes;
     positions are bound by the order checks of `verify` and by `checkpoint`.
     """
+    return chain_hash_in(prev, f"{len(stream_id)}:{stream_id}", offset, event_id, type_, schema_version, recorded_at, meta,
+                         data_digest)
+
+
+def chain_hash_in(prev: str, stream_field: str, offset: int, event_id: str, type_: str, schema_version: int,
+                  recorded_at: str, meta: str, data_digest: str) -> str:
+    """`chain_hash` with the stream's field already written (`<length>:<stream id>`): a verify
+    hashes every event of a stream with the same one."""
     o, v = str(offset), str(schema_version)
-    header = (
-        f"tl2\n{len(prev)}:{prev}{len(stream_id)}:{stream_id}{len(o)}:{o}{len(event_id)}:{event_id}"
-        f"{len(type_)}:{type_}{len(v)}:{v}{len(recorded_at)}:{recorded_at}{len(meta)}:{meta}"
-        f"{len(data_digest)}:{data_digest}"
-    )
-    return HASH_TAG + hashlib.sha256(header.encode("utf-8")).hexdigest()
+    header = "".join((
+        "tl2\n", str(len(prev)), ":", prev, stream_field, str(len(o)), ":", o, str(len(event_id)), ":", event_id,
+        str(len(type_)), ":", type_, str(len(v)), ":", v, str(len(recorded_at)), ":", recorded_at, str(len(meta)), ":", meta,
+        str(len(data_digest)), ":", data_digest,
+    ))
+    return HASH_TAG + _sha256(header.encode("utf-8")).hexdigest()
+
+
+_sha256 = hashlib.sha256
 
 
 def legacy_chain_hash(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import json.scanner
+from hashlib import sha256 as _sha256
 from sys import intern
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from .backend import Backend, EventRow, StreamRow
 from .errors import IntegrityError, InvalidEvent
 from .events import MAX_DEPTH
 from .facts import NONE, Facts, advance, after_fork
-from .integrity import (GENESIS, HASH_TAG, canonical, chain_hash, digest, extend_log_digest, foreign_code,
+from .integrity import (GENESIS, HASH_TAG, canonical, chain_hash_in, digest, extend_log_digest, foreign_code,
                         format_checkpoint, legacy_chain_hash, parse_checkpoint)
 
 # The JSON decoder's C scanner, without `decode`'s whitespace handling (stored data is
@@ -84,7 +85,7 @@ class _Chain:
     """One stream's own events, checked in order: what the next must be, and what they said."""
 
     __slots__ = ("row", "prev", "facts", "facts_json", "expected", "start", "last_position", "forked_after",
-                 "first_position", "first_message", "kind", "count", "redacted", "partial")
+                 "first_position", "first_message", "kind", "count", "redacted", "partial", "stream_field")
 
     def __init__(self, row: StreamRow, prev: str, facts: Facts, facts_json: str | None, expected: int,
                  forked_after: int, partial: bool = False) -> None:
@@ -98,6 +99,7 @@ class _Chain:
         self.kind = "thread"
         self.count = self.redacted = 0
         self.partial = partial  # checking from the middle (since a checkpoint): no first event to see
+        self.stream_field = f"{len(row.id)}:{row.id}"  # the stream's part of every header it hashes
 
     def step(self, backend: Backend, row: EventRow) -> Problem | None:
         """Check one event (the stream's next); the problem, or None."""
@@ -119,7 +121,7 @@ class _Chain:
         recorded_facts: Facts | None = None
         stored_digest = data_digest
         if data_digest is None:  # not stored: the digest of the data, computed once here
-            data_digest = digest(data)
+            data_digest = _sha256(data.encode("utf-8")).hexdigest()
         if redacted_by is not None:
             self.redacted += 1
             skeleton_digest, recorded_facts, why = _check_redaction(backend, redacted_by, position)
@@ -133,7 +135,7 @@ class _Chain:
             return position, f"{stream_id} offset {offset}: data does not match its digest"
         prev = self.prev
         if hash_.startswith(HASH_TAG):
-            computed = chain_hash(prev, stream_id, offset, event_id, type_, version, recorded_at, meta, data_digest)
+            computed = chain_hash_in(prev, self.stream_field, offset, event_id, type_, version, recorded_at, meta, data_digest)
         elif prev.startswith(HASH_TAG):
             return position, f"{stream_id} offset {offset}: an untagged (first-layout) hash follows a {HASH_TAG} one"
         else:
@@ -143,7 +145,11 @@ class _Chain:
             return position, (f"{stream_id} offset {offset}: hash does not match its header, its data's digest and its chain "
                               "(the data, the header or the chain was altered)")
         try:
-            parsed = _loads(data)
+            parsed, end = _scan(data, 0)
+            if end != len(data):
+                raise ValueError("extra data after the JSON value")
+        except StopIteration:
+            return position, f"{stream_id} offset {offset}: data is not readable JSON"
         except RecursionError:  # appends refuse it; an older release or a hand edit stored it
             return position, (f"{stream_id} offset {offset}: data nested too deeply to parse (appends refuse more than "
                               f"{MAX_DEPTH} levels); redact it")
