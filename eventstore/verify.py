@@ -102,7 +102,15 @@ class _Chain:
         self.stream_field = f"{len(row.id)}:{row.id}"  # the stream's part of every header it hashes
 
     def step(self, backend: Backend, row: EventRow) -> Problem | None:
-        """Check one event (the stream's next); the problem, or None."""
+        """Check one event (the stream's next); the problem, or None. A stored value of a
+        kind the checks cannot read (a blob for text, an unknown type code, JSON that does
+        not parse: raw SQL wrote it) is a problem of that event, not an exception."""
+        try:
+            return self._step(backend, row)
+        except _UNREADABLE as error:
+            return row.position, f"{row.stream_id} offset {row.offset}: {_unreadable(error)}"
+
+    def _step(self, backend: Backend, row: EventRow) -> Problem | None:
         position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, row_facts, \
             redacted_by = row
         info = self.row
@@ -191,6 +199,12 @@ class _Chain:
 
     def finish(self, parent: _Lineage | None) -> Problem | None:
         """Compare the stream's row with what its events said; the problem, or None."""
+        try:
+            return self._finish(parent)
+        except _UNREADABLE as error:
+            return self.last_position or self.row.created_position, f"{self.row.id}: the stream's row {_unreadable(error)}"
+
+    def _finish(self, parent: _Lineage | None) -> Problem | None:
         info = self.row
         if self.expected != info.head:
             return (self.last_position + 1 if self.last_position else info.created_position,
@@ -266,6 +280,16 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
         position, why = min(scan.problems)
         raise IntegrityError(position, why)
     return VerifyReport(len(scan.lineages), checked, scan.redacted)
+
+
+# What reading a value of the wrong kind raises (ValueError covers JSON that does not parse
+# and text that does not decode).
+_UNREADABLE = (TypeError, AttributeError, ValueError, KeyError)
+
+
+def _unreadable(error: Exception) -> str:
+    return (f"a stored value cannot be read ({type(error).__name__}: {str(error)[:200]}); "
+            "the row was altered outside threadlog")
 
 
 class _Scan:
