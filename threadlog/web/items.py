@@ -4,7 +4,8 @@ this page, a redaction record).
 
 A page reads its own events twice (the rows, then their provenance) and nothing else of
 the thread, except to find who redacted an event on it: the `event.redacted` record
-follows it in its own stream, and is looked for only when the page holds a redacted event.
+follows it in its own stream, looked for only when the page holds a redacted event, in one
+forward read per stream that holds one, stopping once every record is found.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ class Redaction:
     position: int
     actor: str
     reason: str
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Redaction:
+        """The record an `event.redacted` event's data holds."""
+        return cls(data.get("position", 0), str(data.get("actor", "")), str(data.get("reason", "")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +71,12 @@ def thread_items(store: Store, thread: str, start: int, stop: int, at: int | Non
     """The items of offsets start..stop-1 of `thread` as of its first `at` events."""
     rows = display_rows(store, thread, at, start=start, stop=stop)
     events = {event.offset: event for event in store.read(thread, start, stop)}
-    redactions = {event.position: _redaction(store, event) for event in events.values() if event.redacted}
+    redactions = _redactions(store, [event for event in events.values() if event.redacted])
     items = [_item(row, events.get(row.offset), redactions) for row in rows]
     for event in events.values():
         if event.type == "event.redacted":
-            record = Redaction(event.data.get("position", 0), str(event.data.get("actor", "")), str(event.data.get("reason", "")))
-            items.append(Item(f"e-{event.event_id}", "redaction", event.offset, provenance=_provenance(event, None), redaction=record))
+            items.append(Item(f"e-{event.event_id}", "redaction", event.offset, provenance=_provenance(event, None),
+                              redaction=Redaction.of(event.data)))
     forks: dict[int, list[ThreadInfo]] = {}
     for info in store.subtree(thread)[1:]:
         if info.parent_id == thread and info.parent_offset is not None and start < info.parent_offset <= stop:
@@ -83,7 +89,7 @@ def thread_items(store: Store, thread: str, start: int, stop: int, at: int | Non
     return items
 
 
-def _item(row: Row, event: RecordedEvent | None, redactions: dict[int, Redaction | None]) -> Item:
+def _item(row: Row, event: RecordedEvent | None, redactions: dict[int, Redaction]) -> Item:
     block = None
     if event is not None and ":" in row.id and event.type == "message.appended":
         content = event.data.get("content") or []
@@ -100,11 +106,20 @@ def _provenance(event: RecordedEvent, redaction: Redaction | None) -> Provenance
                       event.origin, redaction, event.redacted)
 
 
-def _redaction(store: Store, event: RecordedEvent) -> Redaction | None:
-    """Who erased `event` and why: the `event.redacted` record after it in its own stream."""
-    for _, type_, _, text in store.read_raw(event.stream_id, event.offset + 1):
-        if type_ == "event.redacted":
-            data = json.loads(text)
-            if data.get("position") == event.position:
-                return Redaction(event.position, str(data.get("actor", "")), str(data.get("reason", "")))
-    return None
+def _redactions(store: Store, redacted: list[RecordedEvent]) -> dict[int, Redaction]:
+    """Who erased each of these events and why, by position: the `event.redacted` records
+    after them, in one forward read of each stream that holds one of them."""
+    wanted = {event.position for event in redacted}
+    first: dict[str, int] = {}
+    for event in redacted:
+        first[event.stream_id] = min(first.get(event.stream_id, event.offset), event.offset)
+    found: dict[int, Redaction] = {}
+    for stream_id, offset in first.items():
+        for _, type_, _, text in store.read_raw(stream_id, offset + 1):
+            if type_ == "event.redacted":
+                data = json.loads(text)
+                if data.get("position") in wanted:
+                    found[data["position"]] = Redaction.of(data)
+                    if len(found) == len(wanted):
+                        return found
+    return found
