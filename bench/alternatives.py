@@ -25,7 +25,7 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -192,6 +192,26 @@ MAKERS = {"agents": AgentsSide, "langgraph": LangGraphSide}
 NEEDS = {"agents": "openai-agents", "langgraph": "langgraph-checkpoint-sqlite"}
 
 
+def _chat(sides: Mapping[str, Any], count: int, chunk: int) -> tuple[list[tuple[str, str]], dict[str, float]]:
+    """The same chat of `count` messages written to every side, `chunk` messages a sample and
+    the sides interleaved: the script, and each side's seconds per message."""
+    script = [("user" if i % 2 == 0 else "assistant", text_of(80, i)) for i in range(count)]
+    written = {name: 0 for name in sides}
+
+    def chunk_writer(name: str) -> Callable[[], float]:
+        def sample() -> float:
+            side, begin = sides[name], written[name]
+            start = time.perf_counter()
+            for role, text in script[begin:begin + chunk]:
+                side.add(role, text)
+            written[name] = begin + chunk
+            return time.perf_counter() - start
+        return sample
+
+    appends = interleave({name: chunk_writer(name) for name in sides}, count // chunk, warmup=0)
+    return script, {name: sum(seconds) / count for name, seconds in appends.items()}
+
+
 def _pair(name: str, workdir: Path, count: int, chunk: int, fork_rounds: int) -> list[Measure]:
     """threadlog and one alternative, side by side: appends, size, fork at the last user message.
 
@@ -202,21 +222,7 @@ def _pair(name: str, workdir: Path, count: int, chunk: int, fork_rounds: int) ->
     os.sync()
     sides: dict[str, Any] = {"threadlog": ThreadlogSide(workdir / f"{name}-threadlog.db"),
                              name: MAKERS[name](workdir / f"{name}.db")}
-    script = [("user" if i % 2 == 0 else "assistant", text_of(80, i)) for i in range(count)]
-    written = {side: 0 for side in sides}
-
-    def chunk_writer(side_name: str) -> Callable[[], float]:
-        def sample() -> float:
-            side, begin = sides[side_name], written[side_name]
-            start = time.perf_counter()
-            for role, text in script[begin:begin + chunk]:
-                side.add(role, text)
-            written[side_name] = begin + chunk
-            return time.perf_counter() - start
-        return sample
-
-    appends = interleave({side: chunk_writer(side) for side in sides}, count // chunk, warmup=0)
-    per_message = {side: sum(seconds) / count for side, seconds in appends.items()}
+    script, per_message = _chat(sides, count, chunk)
     sizes = {side: sides[side].size() for side in sides}
     # The same fork point everywhere: just before the last user message.
     last_user = max(i for i, (role, _) in enumerate(script) if role == "user")
@@ -245,21 +251,7 @@ def _savers(workdir: Path, count: int, chunk: int, fork_rounds: int) -> list[Mea
     os.sync()
     sides = {"threadlog": LangGraphSide(workdir / "saver-threadlog.db", "threadlog"),
              "langgraph": LangGraphSide(workdir / "saver-sqlite.db")}
-    script = [("user" if i % 2 == 0 else "assistant", text_of(80, i)) for i in range(count)]
-    written = {side: 0 for side in sides}
-
-    def chunk_writer(name: str) -> Callable[[], float]:
-        def sample() -> float:
-            side, begin = sides[name], written[name]
-            start = time.perf_counter()
-            for role, text in script[begin:begin + chunk]:
-                side.add(role, text)
-            written[name] = begin + chunk
-            return time.perf_counter() - start
-        return sample
-
-    appends = interleave({name: chunk_writer(name) for name in sides}, count // chunk, warmup=0)
-    per_message = {name: sum(seconds) / count for name, seconds in appends.items()}
+    script, per_message = _chat(sides, count, chunk)
     sizes = {name: side.size() for name, side in sides.items()}
     last_user = max(i for i, (role, _) in enumerate(script) if role == "user")
     forks = interleave({name: side.fork_sample(last_user) for name, side in sides.items()}, fork_rounds)
