@@ -1,6 +1,6 @@
--- threadlog schema version 6
+-- threadlog schema version 7
 CREATE TABLE "events" (
-    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    position INTEGER PRIMARY KEY,
     stream_id TEXT NOT NULL REFERENCES streams(id),
     "offset" INTEGER NOT NULL,
     event_id BLOB NOT NULL,
@@ -72,10 +72,7 @@ CREATE UNIQUE INDEX events_stream_offset ON events (stream_id, "offset");
 
 CREATE INDEX search_titles ON search_docs (stream_id, "offset") WHERE kind = 'title';
 
-CREATE INDEX "streams_activity"
-    ON "streams" ("last_position");
-
 CREATE INDEX "streams_parent"
     ON "streams" ("parent_id");
 
-CREATE INDEX streams_roots ON streams (last_position) WHERE parent_id IS NULL;
+CREATE INDEX streams_recent ON streams (parent_id IS NULL, last_position);

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from eventstore import packing
-from eventstore.sqlite import SCHEMA_VERSION
+from eventstore.sqlite import EVENTS_DDL_5, SCHEMA_VERSION
 from threadlog import Store
 from threadlog.cli import cli
 
@@ -155,8 +155,8 @@ def test_v4_database_migrates_to_the_compact_layout_and_keeps_its_checkpoint(v4:
                             ).fetchone()[0] == 0
         # Only the redacted row keeps a digest: its data is the skeleton, not what the digest covers.
         assert conn.execute("SELECT position FROM events WHERE data_digest IS NOT NULL").fetchall() == [(5,)]
-        # The events sequence came through: the next position is the one after the last.
-        assert conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()[0] == 16
+        # Every position came through: the next one is the one after the last.
+        assert conn.execute("SELECT max(position) FROM events").fetchone()[0] == 16
     finally:
         conn.close()
 
@@ -193,7 +193,8 @@ def test_a_schema_5_file_with_integer_times_opens_and_verifies(tmp_path: Path) -
     conn.executemany("UPDATE events SET recorded_at = ? WHERE position = ?",
                      [(packing.pack_time(recorded_at), position) for position, recorded_at in times])
     conn.execute("DROP INDEX events_other")
-    conn.execute("DROP INDEX streams_roots")
+    conn.execute("DROP INDEX streams_recent")
+    conn.execute("CREATE INDEX streams_activity ON streams (last_position)")
     conn.execute('CREATE INDEX events_titles ON events (stream_id, "offset") WHERE type IN (1, 12)')
     conn.execute("PRAGMA user_version=5")
     conn.commit()
@@ -206,3 +207,52 @@ def test_a_schema_5_file_with_integer_times_opens_and_verifies(tmp_path: Path) -
         assert store.verify(since=kept).events == 0
         assert [info.id for info in store.threads(forks=False)] == [t]
         assert store.count(fork, "message.appended") == 1 and store.title(fork) == "five"
+
+
+def test_a_schema_6_file_migrates_to_fewer_pages_per_append_and_reads_as_it_did(tmp_path: Path) -> None:
+    """Schema 6 numbered events with AUTOINCREMENT and listed streams through two indexes;
+    its file migrates in place: the same rows, the same listing, the same checkpoint, the
+    next position after the last, and the layout a new file gets."""
+    db, fresh = tmp_path / "six.db", tmp_path / "fresh.db"
+    with Store(db) as store:
+        roots = [store.create_thread(title=f"t{i}") for i in range(3)]
+        for i, root in enumerate(roots * 2):
+            store.append_message(root, "user", f"message {i}")
+        forks = [store.fork(roots[0], at=2), store.fork(roots[1])]
+        store.append_message(roots[2], "assistant", "latest")
+        listing = ([t.id for t in store.threads(forks=False)], [t.id for t in store.threads(forks=True)],
+                   [t.id for t in store.threads(forks=True, limit=2)])
+        kept, last = store.checkpoint(), max(e.position for e in store.read_all())
+    before = history(db)
+    conn = sqlite3.connect(db)
+    with conn:  # back to schema 6's layout, rows untouched
+        conn.execute(EVENTS_DDL_5.format(name="events_6"))
+        conn.execute("INSERT INTO events_6 SELECT * FROM events ORDER BY position")
+        conn.execute("DROP TABLE events")
+        conn.execute("ALTER TABLE events_6 RENAME TO events")
+        conn.execute("DELETE FROM sqlite_sequence WHERE name = 'events_6'")
+        conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('events', ?)", (last,))
+        conn.execute('CREATE UNIQUE INDEX events_stream_offset ON events (stream_id, "offset")')
+        conn.execute("CREATE UNIQUE INDEX events_event_id ON events (event_id)")
+        conn.execute('CREATE INDEX events_other ON events (stream_id, "offset", type) WHERE type != 2')
+        conn.execute("DROP INDEX streams_recent")
+        conn.execute("CREATE INDEX streams_activity ON streams (last_position)")
+        conn.execute("CREATE INDEX streams_roots ON streams (last_position) WHERE parent_id IS NULL")
+        conn.execute("PRAGMA user_version = 6")
+    assert "AUTOINCREMENT" in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()[0]
+    conn.close()
+    with Store(db) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 7
+        assert ([t.id for t in store.threads(forks=False)], [t.id for t in store.threads(forks=True)],
+                [t.id for t in store.threads(forks=True, limit=2)]) == listing
+        store.verify(checkpoint=kept)
+        assert store.append_message(forks[0], "user", "after").position == last + 1
+    assert history(db)[0][:len(before[0])] == before[0]
+    Store(fresh).close()
+    layouts = []
+    for path in (db, fresh):
+        conn = sqlite3.connect(path)
+        layouts.append(conn.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' "
+                                    "ORDER BY type, name").fetchall())
+        conn.close()
+    assert layouts[0] == layouts[1]

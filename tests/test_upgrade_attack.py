@@ -50,7 +50,7 @@ def to_v4(path: Path, restamp: dict[str, list[str]] | None = None) -> None:
     conn = sqlite3.connect(path)
     conn.create_function("tl_digest", 1, lambda data: hashlib.sha256(data.encode()).hexdigest())
     with conn:
-        sequence = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()[0]
+        sequence = conn.execute("SELECT max(position) FROM events").fetchone()[0]
         rows = [list(row) for row in conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY position")]
         for row in rows:  # schema 5 stores no digest that the data gives back; v4 stored every one
             if row[9] is None:
@@ -71,6 +71,8 @@ def to_v4(path: Path, restamp: dict[str, list[str]] | None = None) -> None:
         conn.execute('CREATE UNIQUE INDEX events_stream_offset ON events (stream_id, "offset")')
         conn.execute("CREATE UNIQUE INDEX events_event_id ON events (event_id)")
         conn.execute("CREATE INDEX events_titles ON events(stream_id, \"offset\") WHERE type IN ('thread.created', 'title.set')")
+        conn.execute("DROP INDEX streams_recent")
+        conn.execute("CREATE INDEX streams_activity ON streams (last_position)")
         conn.execute("PRAGMA user_version = 4")
     conn.close()
 
