@@ -24,6 +24,7 @@ import os
 import re
 import sqlite3
 import urllib.parse
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 from pathlib import Path
@@ -33,6 +34,7 @@ import sqlite_utils
 
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
                       StreamRow)
+from .checkpoints import BACKSTOP, Checkpointer
 from .errors import SchemaError, SchemaTooOld, StoreError
 from .packing import TYPE_CODES, pack_id, pack_row, pack_type
 
@@ -368,12 +370,14 @@ class _Transaction:
     finds the lock held calls its `notice` and keeps waiting for the rest of the timeout.
     """
 
-    __slots__ = ("conn", "path", "wait")
+    __slots__ = ("conn", "path", "wait", "committed")
 
-    def __init__(self, conn: sqlite3.Connection, path: str, wait: _Wait | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, wait: _Wait | None = None,
+                 committed: Callable[[], None] | None = None) -> None:
         self.conn = conn
         self.path = path
         self.wait = wait
+        self.committed = committed  # told of every commit (`Checkpointer.committed`)
 
     def __enter__(self) -> None:
         try:
@@ -398,9 +402,12 @@ class _Transaction:
         if error is None:
             try:
                 self.conn.execute("COMMIT")
-                return
             except BaseException as failed:
                 error = failed
+            else:
+                if self.committed is not None:
+                    self.committed()
+                return
         try:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
@@ -472,6 +479,7 @@ class SQLiteBackend:
             self._check_file()
             self.journal_mode = self._set_journal_mode()
             self.conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._checkpointer = self._checkpoints()
             self._migrate()
         except sqlite3.Error as error:
             self.conn.close()
@@ -507,6 +515,16 @@ class SQLiteBackend:
         except sqlite3.OperationalError:  # a read-only file keeps the mode it has
             return str(self.conn.execute("PRAGMA journal_mode").fetchone()[0])
 
+    def _checkpoints(self) -> Checkpointer | None:
+        """A writer of a WAL file checkpoints on a thread of its own (`eventstore/checkpoints.py`),
+        keeping its own automatic checkpoint as a backstop; it is stopped with the store."""
+        if self.read_only or self.journal_mode.lower() != "wal":
+            return None
+        checkpointer = Checkpointer(self.path)
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP}")
+        weakref.finalize(self, checkpointer.stop)  # a store dropped unclosed ends its thread too
+        return checkpointer
+
     def _migrate(self) -> None:
         if self.schema_version() == SCHEMA_VERSION:
             return
@@ -539,7 +557,8 @@ class SQLiteBackend:
 
     def transaction(self) -> _Transaction:
         """`BEGIN IMMEDIATE` … `COMMIT`; any error rolls back and leaves the file as it was."""
-        return _Transaction(self.conn, self.path, self._wait)
+        committed = self._checkpointer.committed if self._checkpointer is not None else None
+        return _Transaction(self.conn, self.path, self._wait, committed)
 
     @contextlib.contextmanager
     def read_transaction(self) -> Iterator[None]:
@@ -558,6 +577,8 @@ class SQLiteBackend:
                     conn.execute("ROLLBACK")
 
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         self.conn.close()
 
     def _rows(self, cursor: Iterator[Any], kind: type[_R]) -> Iterator[_R]:
@@ -791,7 +812,8 @@ class SQLiteBackend:
         """Checkpoint the WAL into the database file and truncate it to zero bytes."""
         if self.journal_mode.lower() != "wal":
             return
-        busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        with self._checkpointer.running if self._checkpointer is not None else contextlib.nullcontext():
+            busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if busy:
             raise StoreError(
                 f"{self.path}: another connection is reading, so the write-ahead log still holds old pages; "

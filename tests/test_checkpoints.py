@@ -1,0 +1,118 @@
+"""WAL checkpoints run off the append path (`eventstore/checkpoints.py`): a busy writer's log
+stays small without SQLite checkpointing inside its commits, the thread ends with the store,
+and nothing committed depends on it."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+from pathlib import Path
+
+from eventstore.checkpoints import BACKSTOP, EVERY
+from threadlog import Store
+
+PAGE = 4096 + 24  # a WAL frame: its header and one page
+
+
+def _checkpoint_threads(path: Path) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"threadlog checkpoints {path}" and t.is_alive()]
+
+
+def _wal_frames(path: Path) -> int:
+    wal = Path(f"{path}-wal")
+    return max(0, wal.stat().st_size - 32) // PAGE if wal.exists() else 0
+
+
+def _grows(path: Path, size: int) -> bool:
+    """Whether the database file (not its log) grows past `size` within a few seconds."""
+    deadline = time.monotonic() + 10
+    while path.stat().st_size <= size and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return path.stat().st_size > size
+
+
+def test_a_busy_writer_s_pages_reach_the_database_file_from_the_thread_not_its_commits(tmp_path: Path) -> None:
+    db = tmp_path / "busy.db"
+    with Store(db) as store:
+        thread = store.create_thread(title="busy")
+        store.purge()  # the log copied into the file and emptied
+        size = db.stat().st_size
+        for i in range(2 * EVERY + 1):
+            store.append_message(thread, "user", f"message {i}" * 50)
+        # Far fewer pages than the backstop are in the log: the writer's commits never
+        # checkpointed, yet the database file takes the pages, copied by the thread.
+        assert _wal_frames(db) < BACKSTOP
+        assert _checkpoint_threads(db), "no checkpoint thread after many commits"
+        assert _grows(db, size), "nothing was checkpointed"
+        assert len(list(store.read(thread))) == 2 * EVERY + 2
+        store.verify()
+        for _ in range(5):  # the store's own checkpoints wait for the thread's, never fail on it
+            for i in range(EVERY):
+                store.append_message(thread, "user", "more")
+            store.purge()
+            assert _wal_frames(db) == 0
+    assert not _checkpoint_threads(db), "the thread outlived the store"
+
+
+def test_a_store_that_commits_little_starts_no_thread_and_a_dropped_one_ends_it(tmp_path: Path) -> None:
+    small, dropped = tmp_path / "small.db", tmp_path / "dropped.db"
+    with Store(small) as store:
+        thread = store.create_thread()
+        for i in range(10):
+            store.append_message(thread, "user", f"m{i}")
+        assert not _checkpoint_threads(small)
+    store = Store(dropped)
+    thread = store.create_thread()
+    for i in range(EVERY + 1):
+        store.append_message(thread, "user", f"m{i}")
+    assert _checkpoint_threads(dropped)
+    del store
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while _checkpoint_threads(dropped) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _checkpoint_threads(dropped), "a store dropped unclosed left its thread running"
+
+
+def test_children_forked_while_the_thread_checkpoints_open_the_file_and_write(tmp_path: Path) -> None:
+    """A fork waits until the checkpoint thread is out of SQLite: a child that inherited a
+    mutex held by that thread would hang on its first open. Each child opens its own store
+    (a connection is never used across a fork), writes enough to start its own thread, and exits."""
+    db = tmp_path / "forked.db"
+    children = 12
+    with Store(db) as store:
+        parent = store.create_thread()
+        pids = []
+        for n in range(children):
+            for i in range(EVERY // 4 + 1):  # keeps the parent's thread checkpointing
+                store.append_message(parent, "user", f"parent {n}.{i}")
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    with Store(db) as own:
+                        thread = own.create_thread(title=f"child {n}")
+                        for i in range(EVERY + 1):
+                            own.append_message(thread, "user", f"child {i}")
+                        code = 0 if _checkpoint_threads(db) else 2
+                finally:
+                    os._exit(code)
+            pids.append(pid)
+        deadline = time.monotonic() + 60
+        codes = {}
+        while len(codes) < children and time.monotonic() < deadline:
+            for pid in pids:
+                if pid not in codes:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        codes[pid] = os.waitstatus_to_exitcode(status)
+            time.sleep(0.05)
+        for pid in set(pids) - set(codes):
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        assert len(codes) == children, f"{children - len(codes)} children hung"
+        assert set(codes.values()) == {0}, codes
+        assert len(store.threads()) == children + 1
+        store.verify()
