@@ -2,7 +2,8 @@
 
 An event id the caller does not choose is a UUIDv7 (RFC 9562) written as 32 lowercase hex
 digits: 48 bits of Unix time in milliseconds, the version, 12 bits of the sub-millisecond
-time, the variant, then 62 random bits. Ids generated later sort later (to the microsecond,
+time, the variant, then 62 bits: random for a batch's first id, counting up from it for the
+rest (RFC 9562's counter method). Ids generated later sort later (to the microsecond,
 within one clock), so every insert lands on the rightmost page of the id index instead of a
 random page of a B-tree larger than the cache: at 1,000,000 events a batch of 1,000 inserts
 took 30 ms with random ids and 3.5 ms with ordered ones (issue 14's probe). The random bits
@@ -26,9 +27,8 @@ def event_ids(count: int) -> list[str]:
     micros = time.time_ns() // 1000
     millis, sub = divmod(micros, 1000)
     prefix = f"{millis & 0xFFFF_FFFF_FFFF:012x}7{sub * 4096 // 1000:03x}"
-    random = os.urandom(8 * count)
-    tails = sorted((int.from_bytes(random[8 * i:8 * i + 8], "big") & _RANDOM_BITS) | _VARIANT for i in range(count))
-    return [f"{prefix}{tail:016x}" for tail in tails]
+    first = int.from_bytes(os.urandom(8), "big") % (_RANDOM_BITS + 1 - count) | _VARIANT  # room to count up
+    return [f"{prefix}{tail:016x}" for tail in range(first, first + count)]
 
 
 def event_id() -> str:

@@ -85,11 +85,8 @@ def chain_hash_in(prev: str, stream_field: str, offset: int, event_id: str, type
     """`chain_hash` with the stream's field already written (`<length>:<stream id>`): a verify
     hashes every event of a stream with the same one."""
     o, v = str(offset), str(schema_version)
-    header = "".join((
-        "tl2\n", str(len(prev)), ":", prev, stream_field, str(len(o)), ":", o, str(len(event_id)), ":", event_id,
-        str(len(type_)), ":", type_, str(len(v)), ":", v, str(len(recorded_at)), ":", recorded_at, str(len(meta)), ":", meta,
-        str(len(data_digest)), ":", data_digest,
-    ))
+    header = (f"tl2\n{len(prev)}:{prev}{stream_field}{len(o)}:{o}{len(event_id)}:{event_id}{len(type_)}:{type_}"
+              f"{len(v)}:{v}{len(recorded_at)}:{recorded_at}{len(meta)}:{meta}{len(data_digest)}:{data_digest}")
     return HASH_TAG + _sha256(header.encode("utf-8")).hexdigest()
 
 
