@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import urllib.parse
 
 # Commits between two checkpoint requests: at a turn's ~6-7 pages a commit, a log of about
 # 2.6 MB, under SQLite's own 1,000-page threshold.
@@ -70,7 +71,11 @@ class Checkpointer:
 
     def _run(self) -> None:
         with _IN_SQLITE:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            try:  # never creating the file: one removed under an open store stays removed
+                conn = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=rw", uri=True,
+                                       isolation_level=None, check_same_thread=False)
+            except sqlite3.Error:  # the backstop checkpoints, as SQLite does without a thread
+                return
         try:
             while True:
                 self._wake.wait()

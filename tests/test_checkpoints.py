@@ -116,3 +116,18 @@ def test_children_forked_while_the_thread_checkpoints_open_the_file_and_write(tm
         assert set(codes.values()) == {0}, codes
         assert len(store.threads()) == children + 1
         store.verify()
+
+
+def test_the_thread_never_creates_a_file_removed_under_the_store(tmp_path: Path) -> None:
+    db = tmp_path / "gone.db"
+    store = Store(db)
+    thread = store.create_thread()
+    for name in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        name.unlink(missing_ok=True)
+    for i in range(EVERY + 1):  # the writer's open handles still take the commits
+        store.append_message(thread, "user", f"m{i}")
+    deadline = time.monotonic() + 5
+    while _checkpoint_threads(db) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not db.exists(), "the checkpoint thread created an empty database where the file was removed"
+    store.close()
