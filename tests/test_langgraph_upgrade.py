@@ -1,0 +1,82 @@
+"""A file `ThreadlogSaver` wrote in its first layout (tests/fixtures/langgraph-v1.db, made by
+make_langgraph_v1.py at commit b1502d9: every checkpoint names its parent and stores its
+header's changes whole) reads back as LangGraph read it then, and runs on in today's layout."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
+from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
+
+from threadlog import Store  # noqa: E402
+from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def shown(value: Any) -> Any:
+    if isinstance(value, list):
+        return [shown(v) for v in value]
+    if isinstance(value, dict):
+        return {k: shown(v) for k, v in value.items()}
+    if hasattr(value, "content"):
+        return [type(value).__name__, value.content, value.id]
+    return value
+
+
+def checkpoints(saver: ThreadlogSaver, thread: str) -> list[dict[str, Any]]:
+    """What make_langgraph_v1.py wrote to langgraph-v1.json, read through `saver`."""
+    return [{"id": t.config["configurable"]["checkpoint_id"],
+             "parent": t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None,
+             "metadata": shown(t.metadata), "values": shown(t.checkpoint["channel_values"]),
+             "versions": t.checkpoint["channel_versions"], "ts": t.checkpoint["ts"],
+             "updated": t.checkpoint.get("updated_channels"),
+             "writes": shown([list(w) for w in t.pending_writes or []])}
+            for t in saver.list({"configurable": {"thread_id": thread}})]
+
+
+def echo_app(saver: ThreadlogSaver) -> Any:
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"echo: {state['messages'][-1].content}")]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply")
+    return graph.compile(checkpointer=saver)
+
+
+def test_a_first_layout_file_reads_as_it_was_written_and_runs_on(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "langgraph-v1.db", db)
+    expected = json.loads((FIXTURES / "langgraph-v1.json").read_text())
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        for thread, was in expected.items():
+            assert checkpoints(saver, thread) == was, thread
+
+        app = echo_app(saver)
+        chat: Any = {"configurable": {"thread_id": "chat"}}
+        app.invoke({"messages": [HumanMessage("after the upgrade")]}, chat)
+        state = app.get_state(chat)
+        assert [m.content for m in state.values["messages"]][-2:] == ["after the upgrade", "echo: after the upgrade"]
+        # The new checkpoints rest on the old ones: the old ones still read the same, the new ones
+        # name their parents, and a branch from an old checkpoint works too.
+        now = checkpoints(saver, "chat")
+        assert now[len(now) - len(expected["chat"]):] == expected["chat"]
+        old_point = {"configurable": {"thread_id": "chat", "checkpoint_id": expected["chat"][-3]["id"]}}
+        app.invoke({"messages": [HumanMessage("from an old point")]}, old_point)
+        saver.prune(["chat-copy"])
+        store.verify()
+        final = {thread: checkpoints(saver, thread) for thread in expected}
+    with Store(db) as store:  # a new process: everything read from the log again
+        saver = ThreadlogSaver(store)
+        assert {thread: checkpoints(saver, thread) for thread in expected} == final
+        assert len(final["chat"]) == len(now) + 4 and len(final["chat-copy"]) == 1 and final["plain"] == expected["plain"]
