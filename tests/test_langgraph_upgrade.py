@@ -79,4 +79,4 @@ def test_a_first_layout_file_reads_as_it_was_written_and_runs_on(tmp_path: Path)
     with Store(db) as store:  # a new process: everything read from the log again
         saver = ThreadlogSaver(store)
         assert {thread: checkpoints(saver, thread) for thread in expected} == final
-        assert len(final["chat"]) == len(now) + 4 and len(final["chat-copy"]) == 1 and final["plain"] == expected["plain"]
+        assert len(final["chat"]) == len(now) + 3 and len(final["chat-copy"]) == 1 and final["plain"] == expected["plain"]
