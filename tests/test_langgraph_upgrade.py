@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
 from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 
 from threadlog import Store  # noqa: E402
-from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
+from threadlog.integrations.langgraph import ThreadlogSaver, line_id  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -43,6 +43,15 @@ def checkpoints(saver: ThreadlogSaver, thread: str) -> list[dict[str, Any]]:
             for t in saver.list({"configurable": {"thread_id": thread}})]
 
 
+def counts(store: Store, root: str) -> int:
+    """How many checkpoints the line's streams hold, counted by `Store.count` (and checked by reading them)."""
+    total = 0
+    for stream in store.ids_starting(root, limit=100):
+        total += store.count(stream, "langgraph.checkpoint")
+        assert store.count(stream, "langgraph.checkpoint") == [e.type for e in store.read(stream)].count("langgraph.checkpoint")
+    return total
+
+
 def echo_app(saver: ThreadlogSaver) -> Any:
     def reply(state: MessagesState) -> dict[str, Any]:
         return {"messages": [AIMessage(f"echo: {state['messages'][-1].content}")]}
@@ -59,6 +68,8 @@ def test_a_first_layout_file_reads_as_it_was_written_and_runs_on(tmp_path: Path)
     expected = json.loads((FIXTURES / "langgraph-v1.json").read_text())
     with Store(db) as store:
         saver = ThreadlogSaver(store)
+        root = line_id("chat", "")
+        old_counts = counts(store, root)
         for thread, was in expected.items():
             assert checkpoints(saver, thread) == was, thread
 
@@ -75,6 +86,8 @@ def test_a_first_layout_file_reads_as_it_was_written_and_runs_on(tmp_path: Path)
         app.invoke({"messages": [HumanMessage("from an old point")]}, old_point)
         saver.prune(["chat-copy"])
         store.verify()
+        # The old checkpoints' type is stored as text, the new ones' as a code: a count finds both.
+        assert counts(store, root) > old_counts
         final = {thread: checkpoints(saver, thread) for thread in expected}
     with Store(db) as store:  # a new process: everything read from the log again
         saver = ThreadlogSaver(store)
