@@ -18,6 +18,7 @@ from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 
 from threadlog import Store  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver, line_id  # noqa: E402
+from threadlog.integrations.langgraph_lines import legacy_line_id  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -68,7 +69,7 @@ def test_a_first_layout_file_reads_as_it_was_written_and_runs_on(tmp_path: Path)
     expected = json.loads((FIXTURES / "langgraph-v1.json").read_text())
     with Store(db) as store:
         saver = ThreadlogSaver(store)
-        root = line_id("chat", "")
+        root = legacy_line_id("chat", "")  # the id the first layout gave it
         old_counts = counts(store, root)
         for thread, was in expected.items():
             assert checkpoints(saver, thread) == was, thread
@@ -86,8 +87,11 @@ def test_a_first_layout_file_reads_as_it_was_written_and_runs_on(tmp_path: Path)
         app.invoke({"messages": [HumanMessage("from an old point")]}, old_point)
         saver.prune(["chat-copy"])
         store.verify()
-        # The old checkpoints' type is stored as text, the new ones' as a code: a count finds both.
+        # The old checkpoints' type is stored as text, the new ones' as a code: a count finds both. The
+        # new ones went on under the old line's id; a new thread gets today's shorter one.
         assert counts(store, root) > old_counts
+        app.invoke({"messages": [HumanMessage("a new thread")]}, {"configurable": {"thread_id": "fresh"}})
+        assert store.thread(line_id("fresh", "")).head > 0 and len(line_id("fresh", "")) == 13
         final = {thread: checkpoints(saver, thread) for thread in expected}
     with Store(db) as store:  # a new process: everything read from the log again
         saver = ThreadlogSaver(store)

@@ -7,7 +7,7 @@
 How LangGraph's world maps onto the log:
 
 - A LangGraph thread and checkpoint namespace is a *line*: a root threadlog thread whose id
-  is derived from them (`lg-<thread hash>-<namespace hash>`, titled with the thread id),
+  is derived from them (`lg-<thread hash>[-<namespace hash>]`, titled with the thread id),
   plus one fork per branch (`<root id>.<suffix>`). Every id that starts with the root's id
   belongs to the line, so finding a line's streams is one index lookup.
 - `put` appends one `langgraph.checkpoint` event holding only the channel values that are
@@ -57,7 +57,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from eventstore import ConcurrencyError, ForkRefused, Store, StoreError, ThreadNotFound
 from eventstore.prepare import new_id
 
-from .langgraph_lines import PREFIX, Broken, Line, Record, compact, diff, input_ref, line_id, thread_prefix
+from .langgraph_lines import PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, thread_prefix
 from .langgraph_values import Json, anthropic_message, decode, encode, is_messages
 
 __all__ = ["ThreadlogSaver", "line_id"]
@@ -78,6 +78,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         self._lock = threading.RLock()
         self._lines: dict[str, Line] = {}
         self._owners: dict[str, tuple[str, str]] = {}  # root stream id -> (thread id, namespace)
+        self._legacy_absent: set[str] = set()
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -106,6 +107,15 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         thread or namespace already holds that id (their hashes share its digits), the
         first of `ID~1`, `ID~2`, ... that is free or theirs. Which one a root belongs to is
         read from its first event, once."""
+        legacy = legacy_line_id(thread_id, ns)
+        if legacy not in self._legacy_absent:  # a line an older release started keeps its id
+            owner = self._owners.get(legacy) or self._root_owner(self._store(), legacy)
+            if owner is None:
+                self._legacy_absent.add(legacy)  # this release never creates one
+            else:
+                self._owners[legacy] = owner
+                if owner == (thread_id, ns):
+                    return legacy
         base = line_id(thread_id, ns)
         for n in range(_RETRIES * 100):
             key = base if n == 0 else f"{base}~{n}"

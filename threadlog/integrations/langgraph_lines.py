@@ -27,12 +27,25 @@ _MISSING = object()
 
 
 def line_id(thread_id: str, ns: str) -> str:
-    """The root stream id of a LangGraph thread and namespace."""
-    return f"{thread_prefix(thread_id)}{hashlib.sha256(ns.encode()).hexdigest()[:8]}"
+    """The root stream id of a LangGraph thread and namespace: `lg-` and 10 hex digits of the
+    thread id's SHA-256, then `-` and 8 of the namespace's unless it is the default one ("").
+    The id is in every event's row and two indexes, so it is short; ids that collide are told
+    apart by the thread and namespace the root's first event names (see `ThreadlogSaver._key`)."""
+    return thread_prefix(thread_id) + (f"-{_digits(ns, 8)}" if ns else "")
+
+
+def legacy_line_id(thread_id: str, ns: str) -> str:
+    """The root stream id an older release gave a thread and namespace (16 + 8 hex digits)."""
+    return f"{PREFIX}{_digits(str(thread_id), 16)}-{_digits(ns, 8)}"
 
 
 def thread_prefix(thread_id: str) -> str:
-    return f"{PREFIX}{hashlib.sha256(str(thread_id).encode()).hexdigest()[:16]}-"
+    """What the root id of every namespace of a thread starts with, in either layout."""
+    return f"{PREFIX}{_digits(str(thread_id), 10)}"
+
+
+def _digits(text: str, count: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:count]
 
 
 class Record(NamedTuple):
