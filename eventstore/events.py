@@ -248,7 +248,10 @@ class LangGraphCheckpoint(EventData):
         description="instead of checkpoint: changes less what the values say (their versions, updated_channels) "
         "and ts as microseconds from the id's time",
     )
-    metadata: Json = Field(default_factory=dict)
+    metadata: Json | None = Field(
+        default=None, description="absent: the parent's with step + 1, changed by metadata_delta (key, key+, key-, -)"
+    )
+    metadata_delta: Json | None = None
     values: Json = Field(
         default_factory=dict,
         description="channel -> {v: version, and json | dict | messages (+ after: the version they extend) | serde + b64 "

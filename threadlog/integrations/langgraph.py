@@ -57,7 +57,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from eventstore import ConcurrencyError, ForkRefused, Store, StoreError, ThreadNotFound
 from eventstore.prepare import new_id
 
-from .langgraph_lines import PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, thread_prefix
+from .langgraph_lines import (PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, next_step, patch,
+                              thread_prefix)
 from .langgraph_values import Json, anthropic_message, decode, encode, is_messages
 
 __all__ = ["ThreadlogSaver", "line_id"]
@@ -206,7 +207,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         header = line.header(record)
         values = {ch: encode(value, header["channel_versions"][ch], self.serde) for ch, value in line.values(record, self.serde).items()}
         data = {**record.data, "values": values, "checkpoint": header}
-        for derived in ("changes", "delta", "follows"):  # restated whole, where it rests on nothing before it
+        for derived in ("changes", "delta", "follows", "metadata_delta"):  # restated whole, where it rests on nothing before it
             data.pop(derived, None)
         if restated:
             data["restated"] = True
@@ -337,8 +338,14 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         absent = sorted(ch for ch in checkpoint["channel_versions"] if ch not in checkpoint["channel_values"])
         if absent:
             data["absent"] = absent
-        if parent is not None and parent == line.last_in.get(stream):
+        if parent is not None and parent_record is not None and parent == line.last_in.get(stream):
             data["follows"] = True
+            expected = next_step(parent_record.data.get("metadata", {}))
+            changed = diff(expected, data["metadata"])
+            if changed is not None and patch(expected, changed) == data["metadata"]:
+                del data["metadata"]  # the parent's, one step on, with these changes
+                if changed:
+                    data["metadata_delta"] = changed
         elif parent is not None:
             data["parent_id"] = parent
         return [*messages, {"type": "langgraph.checkpoint", "data": data}]
@@ -408,7 +415,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         """The source's checkpoints, writes and deletions, each written whole: what an event
         leaves to the one before it in its stream does not hold in the copy's one stream."""
         events: builtins.list[Json] = [created]
-        copied: set[str] = set()
+        copied: set[int] = set()
         for sid, stream in line.streams.items():
             for event in self._store().read(sid, 0, stream.stop):
                 if event.redacted or event.position in copied:

@@ -157,6 +157,10 @@ class Line:
             cid = data["checkpoint_id"]
             if data.get("follows"):  # its parent is the checkpoint of the event before it in this stream
                 data = {**data, "parent_id": self.last_in.get(event.stream_id)}
+            if "metadata" not in data:  # the parent's, one step on
+                parent = self.records.get(data.get("parent_id") or "")
+                data = {**data, "metadata": patch(next_step(parent.data.get("metadata", {}) if parent else {}),
+                                                  data.get("metadata_delta", {}))}
             self.last_in[event.stream_id] = cid
             self.records[cid] = Record(event.position, stream.id, event.stream_id, event.offset, data)
             self.positions.setdefault(cid, []).append(where)
@@ -322,6 +326,12 @@ def diff(old: Json, new: Json) -> Json | None:
     if removed:
         out["-"] = removed
     return out
+
+
+def next_step(metadata: Json) -> Json:
+    """A checkpoint's metadata as its child's usually is: the same, one step on."""
+    step = metadata.get("step")
+    return {**metadata, "step": step + 1} if isinstance(step, int) and not isinstance(step, bool) else metadata
 
 
 def patch(old: Json, diff: Json) -> Json:
