@@ -477,11 +477,22 @@ class ThreadlogSession:
 
 
 def message_event(item: Any, index: int = 0) -> dict[str, Any]:
-    """The `message.appended` event that stores one SDK item."""
+    """The `message.appended` event that stores one SDK item. A plain text message
+    (`{"role": "user" | "assistant", "content": "<text>"}`, nothing else) is its text alone:
+    `item_of` gives it back exactly, and the store takes it by its text fast path."""
     if not isinstance(item, dict):
         raise InvalidEvent(f"items[{index}]", f"must be a dict (an Agents SDK input item), not {type(item).__name__}")
+    if _plain_text(item):
+        return {"type": _MESSAGE, "data": {"role": item["role"], "content": item["content"]}}
     role, text = describe(item)
     return {"type": _MESSAGE, "data": {"role": role, "content": text, "item": item}}
+
+
+def _plain_text(item: dict[str, Any]) -> bool:
+    """An item `item_of` rebuilds exactly from a message holding only its text."""
+    content = item.get("content")
+    return (len(item) == 2 and type(item.get("role")) is str and item["role"] in ("user", "assistant")
+            and type(content) is str and content.strip() != "" and type(item) is dict)
 
 
 def describe(item: dict[str, Any]) -> tuple[str, str]:
