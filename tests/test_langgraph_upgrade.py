@@ -97,3 +97,30 @@ def test_a_first_layout_file_reads_as_it_was_written_and_runs_on(tmp_path: Path)
         saver = ThreadlogSaver(store)
         assert {thread: checkpoints(saver, thread) for thread in expected} == final
         assert len(final["chat"]) == len(now) + 3 and len(final["chat-copy"]) == 1 and final["plain"] == expected["plain"]
+
+
+@pytest.mark.parametrize("removal", ["delete_for_runs", "prune"])
+def test_what_a_removal_keeps_reads_back_the_same_though_it_rested_on_what_was_removed(tmp_path: Path, removal: str) -> None:
+    """A compact checkpoint rests on the event before it (its parent, its metadata, its header)
+    and on its parent's writes (its values): when those are removed and erased, what remains
+    is written whole first, so it reads back the same, in this process and the next."""
+    db = tmp_path / "removal.db"
+    runs = [f"00000000-0000-0000-0000-00000000000{i}" for i in range(4)]
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        app = echo_app(saver)
+        config: Any = {"configurable": {"thread_id": "t"}}
+        for i, run_id in enumerate(runs):
+            app.invoke({"messages": [HumanMessage(f"turn {i}")]}, {**config, "metadata": {"run_id": run_id}})
+        before = {c["id"]: c for c in checkpoints(saver, "t")}
+        if removal == "delete_for_runs":
+            saver.delete_for_runs(runs[1:3])  # the middle runs: the last run's checkpoints rested on them
+        else:
+            saver.prune(["t"])  # keeps the latest, whose parent, metadata and values rested on the others
+        kept = checkpoints(saver, "t")
+        assert 0 < len(kept) < len(before)
+        assert all(c == before[c["id"]] for c in kept)
+        assert [m.content for m in app.get_state(config).values["messages"]][-2:] == ["turn 3", "echo: turn 3"]
+        store.verify()
+    with Store(db) as store:  # a new process reads the log again, erased payloads and all
+        assert checkpoints(ThreadlogSaver(store), "t") == kept

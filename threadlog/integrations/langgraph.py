@@ -148,7 +148,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         data = record.data
         header = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(line.header(record)).items()}
         checkpoint: Any = {**header, "id": cid, "channel_values": line.values(record, self.serde)}
-        metadata: Any = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(data.get("metadata", {})).items()}
+        metadata: Any = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(line.metadata(record)).items()}
         parent = data.get("parent_id")
         writes = sorted(line.writes.get(cid, {}).values(), key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
         return CheckpointTuple(
@@ -206,7 +206,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         """A checkpoint event for `record` holding every one of its values in full."""
         header = line.header(record)
         values = {ch: encode(value, header["channel_versions"][ch], self.serde) for ch, value in line.values(record, self.serde).items()}
-        data = {**record.data, "values": values, "checkpoint": header}
+        data = {**record.data, "values": values, "checkpoint": header, "metadata": line.metadata(record)}
         for derived in ("changes", "delta", "follows", "metadata_delta"):  # restated whole, where it rests on nothing before it
             data.pop(derived, None)
         if restated:
@@ -247,7 +247,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 for cid in line.live():
                     if (wanted is not None and cid != wanted) or (cut is not None and cid >= cut):
                         continue
-                    metadata = line.records[cid].data.get("metadata", {})
+                    metadata = line.metadata(line.records[cid])
                     if filter and any(metadata.get(k, _MISSING) != v for k, v in filter.items()):
                         continue
                     found.append((cid, line))
@@ -340,7 +340,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             data["absent"] = absent
         if parent is not None and parent_record is not None and parent == line.last_in.get(stream):
             data["follows"] = True
-            expected = next_step(parent_record.data.get("metadata", {}))
+            expected = next_step(line.metadata(parent_record))
             changed = diff(expected, data["metadata"])
             if changed is not None and patch(expected, changed) == data["metadata"]:
                 del data["metadata"]  # the parent's, one step on, with these changes
@@ -448,7 +448,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             return
         with self._lock:
             for line in self._lines_for(None):
-                doomed = {cid for cid in line.live() if line.records[cid].data.get("metadata", {}).get("run_id") in runs}
+                doomed = {cid for cid in line.live() if line.metadata(line.records[cid]).get("run_id") in runs}
                 self._delete(line, doomed, "delete_for_runs")
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:

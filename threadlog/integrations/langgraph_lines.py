@@ -157,10 +157,6 @@ class Line:
             cid = data["checkpoint_id"]
             if data.get("follows"):  # its parent is the checkpoint of the event before it in this stream
                 data = {**data, "parent_id": self.last_in.get(event.stream_id)}
-            if "metadata" not in data:  # the parent's, one step on
-                parent = self.records.get(data.get("parent_id") or "")
-                data = {**data, "metadata": patch(next_step(parent.data.get("metadata", {}) if parent else {}),
-                                                  data.get("metadata_delta", {}))}
             self.last_in[event.stream_id] = cid
             self.records[cid] = Record(event.position, stream.id, event.stream_id, event.offset, data)
             self.positions.setdefault(cid, []).append(where)
@@ -272,11 +268,40 @@ class Line:
                 self.memo[(item.position, "#header")] = header
         return header
 
+    def metadata(self, record: Record, avoid: set[int] | None = None) -> Json:
+        """The checkpoint's metadata: stored, or its parent's one step on with `metadata_delta`
+        applied, from the nearest ancestor that stores it (resolved when read, not when
+        indexed: an ancestor may be restated after its children were indexed)."""
+        chain: list[Record] = []
+        current = record
+        while True:
+            if avoid is not None and current.position in avoid:
+                raise Broken("metadata")
+            known = self.memo.get((current.position, "#metadata")) if avoid is None else None
+            if known is not None:
+                metadata: Json = known
+                break
+            if "metadata" in current.data:
+                metadata = current.data["metadata"]
+                break
+            chain.append(current)
+            parent = self.records.get(current.data.get("parent_id") or "")
+            if parent is None or len(chain) > len(self.records):
+                raise StoreError(f"checkpoint {current.data['checkpoint_id']!r} takes its metadata from a parent the log "
+                                 "no longer holds; run verify")
+            current = parent
+        for item in reversed(chain):
+            metadata = patch(next_step(metadata), item.data.get("metadata_delta", {}))
+            if avoid is None:
+                self.memo[(item.position, "#metadata")] = metadata
+        return metadata
+
     def values(self, record: Record, serde: SerializerProtocol, avoid: set[int] | None = None) -> dict[str, Any]:
-        if record.data.get("follows") and avoid is not None:  # its parent is named by the event before it
+        if avoid is not None:  # what it rests on besides its values: its parent, its metadata
             parent = self.records.get(record.data.get("parent_id") or "")
-            if parent is not None and parent.position in avoid:
+            if record.data.get("follows") and parent is not None and parent.position in avoid:
                 raise Broken("parent")
+            self.metadata(record, avoid)
         values = {}
         for channel, version in self.header(record, avoid)["channel_versions"].items():
             try:
