@@ -227,9 +227,12 @@ class Line:
 
     def parent_write(self, record: Record, channel: str, index: int, avoid: set[int] | None = None) -> Json:
         """The stored value of the `index`-th write (in log order) to `channel` against the
-        record's parent: a value stored as `{"w": index}` is the one that write gave it."""
+        record's parent: a value stored as `{"w": index}` is the one that write gave it. The
+        writer stores `w` only when that write is the parent's only one to the channel, so
+        any added later comes after it."""
         parent = record.data.get("parent_id")
-        writes = [w for w in self.writes.get(parent or "", {}).values() if w.channel == channel]
+        # In log order (by position): the order this index met them in depends on which streams it read first.
+        writes = sorted((w for w in self.writes.get(parent or "", {}).values() if w.channel == channel), key=lambda w: w.position)
         if index >= len(writes):
             raise StoreError(f"checkpoint {record.data['checkpoint_id']!r}: its value of {channel!r} is its parent's write "
                              f"#{index}, which the log no longer holds; run verify")
