@@ -236,14 +236,26 @@ class LangGraphCheckpoint(EventData):
     type: ClassVar[str] = "langgraph.checkpoint"
     checkpoint_id: str
     parent_id: str | None = None
+    follows: bool | None = Field(
+        default=None, description="instead of parent_id: the parent is the checkpoint of the stream's checkpoint event before"
+    )
     checkpoint: Json | None = Field(default=None, description="v, ts, channel_versions, versions_seen, updated_channels")
     changes: Json | None = Field(
         default=None, description="instead of checkpoint: how it differs from the parent's (key, key+, key-, -)"
     )
-    metadata: Json = Field(default_factory=dict)
+    delta: Json | None = Field(
+        default=None,
+        description="instead of checkpoint: changes less what the values say (their versions, updated_channels) "
+        "and ts as microseconds from the id's time",
+    )
+    metadata: Json | None = Field(
+        default=None, description="absent: the parent's with step + 1, changed by metadata_delta (key, key+, key-, -)"
+    )
+    metadata_delta: Json | None = None
     values: Json = Field(
         default_factory=dict,
-        description="channel -> {v: version, and json | dict | messages (+ after: the version they extend) | serde + b64}",
+        description="channel -> {v: version, and json | dict | messages (+ after: the version they extend) | serde + b64 "
+        "| w: 0, the parent's only pending write to the channel}",
     )
     absent: list[str] | None = Field(default=None, description="channels with a version but no value (emptied)")
     restated: bool | None = Field(
@@ -255,10 +267,15 @@ class LangGraphWrites(EventData):
     """A LangGraph task's pending writes against one checkpoint."""
 
     type: ClassVar[str] = "langgraph.writes"
-    checkpoint_id: str
+    checkpoint_id: str | None = Field(
+        default=None, description="absent: the checkpoint of the stream's checkpoint event before"
+    )
     task_id: str
     task_path: str = ""
-    writes: list[Json] = Field(description="{idx, channel, value} with value stored as in langgraph.checkpoint")
+    writes: list[Json] = Field(
+        description="{idx, channel, value} with value stored as in langgraph.checkpoint, or {input: key}: that key of the "
+        "checkpoint's own __start__ value"
+    )
 
 
 class LangGraphDeleted(EventData):

@@ -50,6 +50,10 @@ TYPE_CODES: dict[str, int] = {
     "todos.set": 11,
     "title.set": 12,
     "event.redacted": 13,
+    # Files written before these had codes store them as text: a query by type matches both.
+    "langgraph.checkpoint": 14,
+    "langgraph.writes": 15,
+    "langgraph.deleted": 16,
 }
 TYPE_NAMES: dict[int, str] = {code: name for name, code in TYPE_CODES.items()}
 

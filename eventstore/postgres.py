@@ -516,8 +516,8 @@ class PostgresBackend:
     def count_type(self, stream_id: str, lo: int, hi: int | None, type_: str) -> int:
         row = self.conn.execute(
             'SELECT count(*) FROM events WHERE stream_id = %s AND "offset" >= %s AND "offset" < %s '
-            + ("AND type = %s" if type_ in TYPE_CODES else "AND type_name = %s"),
-            (stream_id, lo, _NO_BOUND if hi is None else hi, TYPE_CODES.get(type_, type_)),
+            + ("AND (type = %s OR type_name = %s)" if type_ in TYPE_CODES else "AND type_name = %s"),  # see packing.TYPE_CODES
+            (stream_id, lo, _NO_BOUND if hi is None else hi, *((TYPE_CODES[type_], type_) if type_ in TYPE_CODES else (type_,))),
         ).fetchone()
         return int(row[0]) if row else 0
 

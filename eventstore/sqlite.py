@@ -677,7 +677,8 @@ class SQLiteBackend:
         others = (f'SELECT count(*) FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? AND type != {_MESSAGE}')
         bounds = (stream_id, lo, _NO_BOUND if hi is None else hi)
         if type_ != "message.appended":
-            return int(self.conn.execute(others + " AND type = ?", (*bounds, pack_type(type_))).fetchone()[0])
+            # IN: a type given a code after a file stored it as text is held both ways (packing.TYPE_CODES).
+            return int(self.conn.execute(others + " AND type IN (?, ?)", (*bounds, pack_type(type_), type_)).fetchone()[0])
         row = self.conn.execute(
             f"SELECT max(0, min(head, ?) - max(coalesce(parent_offset, 0), ?)) - ({others}) FROM streams WHERE id = ?",
             (bounds[2], lo, *bounds, stream_id),

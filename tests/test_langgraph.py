@@ -88,9 +88,10 @@ def test_a_message_list_is_stored_as_what_was_appended(tmp_path: Path) -> None:
             app.invoke({"messages": [HumanMessage(f"message number {i} " + "x" * 200)]}, config)
         assert len(app.get_state(config).values["messages"]) == 60
         first = '"content": "message number 0 '
-        holding = [e for e in store.read(line_id("t", "")) if e.type == "langgraph.checkpoint" and first in json.dumps(e.data)]
-        # The first message is in the input checkpoint and the one that added it, not in the 118 after them.
-        assert len(holding) == 2
+        holding = [e for e in store.read(line_id("t", "")) if e.type.startswith("langgraph.") and first in json.dumps(e.data)]
+        # The first message is in the input checkpoint (and the input's write, when that gives it an id); the
+        # checkpoint that added it names that write, and the 118 checkpoints after them store what they appended.
+        assert [e.type for e in holding][:1] == ["langgraph.checkpoint"] and len(holding) <= 2
 
 
 def test_async_graph_copy_and_delete_keep_the_log_verifiable(tmp_path: Path) -> None:

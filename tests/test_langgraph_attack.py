@@ -1,6 +1,6 @@
 """ThreadlogSaver with checkpoint namespaces whose stream ids collide.
 
-A LangGraph thread and namespace map to one threadlog stream, `line_id`: 16 hex digits of
+A LangGraph thread and namespace map to one threadlog stream, `line_id`: 10 hex digits of
 the thread id's SHA-256 and 8 of the namespace's. Eight hex digits are 32 bits, so among
 the namespaces of one thread (a subgraph's is "node:<task id>", new for every run) two share
 a stream with even odds among about 77,000 of them, and 1 in 100 threads with 10,000 subgraph runs has such

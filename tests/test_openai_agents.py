@@ -28,7 +28,7 @@ from agents.memory import Session, SessionSettings  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 
 from threadlog import InvalidEvent, Store, lineage, search, transcript  # noqa: E402
-from threadlog.integrations.openai_agents import ThreadlogSession  # noqa: E402
+from threadlog.integrations.openai_agents import ThreadlogSession, item_of  # noqa: E402
 
 WORKER = str(Path(__file__).resolve().parent / "agents_worker.py")
 
@@ -226,7 +226,7 @@ def test_pop_and_clear_change_the_view_and_keep_the_log(db: Path) -> None:
     assert run(session.get_items()) == items[:-2]
     assert store.counts().events > events  # popping appends; nothing is deleted
     assert first_thread is not None
-    kept = [e.data["item"] for e in store.read(first_thread) if e.type == "message.appended"]
+    kept = [item_of(e.data) for e in store.read(first_thread) if e.type == "message.appended"]
     assert kept == items  # the log still holds what was popped
     assert search(store, "hat", thread=session.thread) == []  # the view's history no longer has it
     assert len(search(store, "hat")) == 1  # the log does
@@ -248,7 +248,7 @@ def test_pop_and_clear_change_the_view_and_keep_the_log(db: Path) -> None:
     assert run(session.get_items()) == [{"role": "user", "content": "Again"}]
     # Another session object (a new process) sees the same view.
     assert run(ThreadlogSession("ana", store).get_items()) == [{"role": "user", "content": "Again"}]
-    logged = [e.data["item"] for e in store.read_all() if e.type == "message.appended"]
+    logged = [item_of(e.data) for e in store.read_all() if e.type == "message.appended"]
     assert [item["content"] for item in logged if item.get("role") == "user"] == [
         "Weather in Lyon?", "Anything to bring?", "Anything else?", "Paris instead?", "Again"]
     store.verify()
@@ -371,3 +371,20 @@ def test_items_come_back_exactly_and_pop_returns_them_in_reverse(batches: list[l
         assert run(session.get_items(limit=limit)) == (flat[-limit:] if limit else [])
         popped = [run(session.pop_item()) for _ in flat]
         assert popped == flat[::-1] and run(session.pop_item()) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "system", "developer"]), "content": st.text(max_size=12)},
+    optional={"type": st.just("message"), "id": st.text(max_size=4)}), min_size=1, max_size=6))
+def test_items_read_back_exactly_whether_stored_as_text_or_whole(items: list[dict[str, Any]]) -> None:
+    """A plain text message is stored as its text alone (the store's text fast path); every
+    other item keeps its JSON in the event. Either way `get_items` gives back what was added."""
+    with Store(":memory:") as store:
+        session = ThreadlogSession("h", store)
+        run(session.add_items(items))  # type: ignore[arg-type]
+        assert run(session.get_items()) == items
+        stored = [e.data for e in store.read(session.thread or "") if e.type == "message.appended"]
+        assert ["item" not in data for data in stored] == [
+            set(item) == {"role", "content"} and item["role"] in ("user", "assistant") and item["content"].strip() != ""
+            for item in items]

@@ -7,7 +7,7 @@
 How LangGraph's world maps onto the log:
 
 - A LangGraph thread and checkpoint namespace is a *line*: a root threadlog thread whose id
-  is derived from them (`lg-<thread hash>-<namespace hash>`, titled with the thread id),
+  is derived from them (`lg-<thread hash>[-<namespace hash>]`, titled with the thread id),
   plus one fork per branch (`<root id>.<suffix>`). Every id that starts with the root's id
   belongs to the line, so finding a line's streams is one index lookup.
 - `put` appends one `langgraph.checkpoint` event holding only the channel values that are
@@ -57,7 +57,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from eventstore import ConcurrencyError, ForkRefused, Store, StoreError, ThreadNotFound
 from eventstore.prepare import new_id
 
-from .langgraph_lines import PREFIX, Broken, Line, Record, diff, line_id, thread_prefix
+from .langgraph_lines import (PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, next_step, patch,
+                              thread_prefix)
 from .langgraph_values import Json, anthropic_message, decode, encode, is_messages
 
 __all__ = ["ThreadlogSaver", "line_id"]
@@ -78,6 +79,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         self._lock = threading.RLock()
         self._lines: dict[str, Line] = {}
         self._owners: dict[str, tuple[str, str]] = {}  # root stream id -> (thread id, namespace)
+        self._legacy_absent: set[str] = set()
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -106,6 +108,15 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         thread or namespace already holds that id (their hashes share its digits), the
         first of `ID~1`, `ID~2`, ... that is free or theirs. Which one a root belongs to is
         read from its first event, once."""
+        legacy = legacy_line_id(thread_id, ns)
+        if legacy not in self._legacy_absent:  # a line an older release started keeps its id
+            owner = self._owners.get(legacy) or self._root_owner(self._store(), legacy)
+            if owner is None:
+                self._legacy_absent.add(legacy)  # this release never creates one
+            else:
+                self._owners[legacy] = owner
+                if owner == (thread_id, ns):
+                    return legacy
         base = line_id(thread_id, ns)
         for n in range(_RETRIES * 100):
             key = base if n == 0 else f"{base}~{n}"
@@ -137,7 +148,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         data = record.data
         header = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(line.header(record)).items()}
         checkpoint: Any = {**header, "id": cid, "channel_values": line.values(record, self.serde)}
-        metadata: Any = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(data.get("metadata", {})).items()}
+        metadata: Any = {key: _from_json(value, self.serde) for key, value in copy.deepcopy(line.metadata(record)).items()}
         parent = data.get("parent_id")
         writes = sorted(line.writes.get(cid, {}).values(), key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
         return CheckpointTuple(
@@ -195,8 +206,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         """A checkpoint event for `record` holding every one of its values in full."""
         header = line.header(record)
         values = {ch: encode(value, header["channel_versions"][ch], self.serde) for ch, value in line.values(record, self.serde).items()}
-        data = {**record.data, "values": values, "checkpoint": header}
-        data.pop("changes", None)
+        data = {**record.data, "values": values, "checkpoint": header, "metadata": line.metadata(record)}
+        for derived in ("changes", "delta", "follows", "metadata_delta"):  # restated whole, where it rests on nothing before it
+            data.pop(derived, None)
         if restated:
             data["restated"] = True
         else:
@@ -235,7 +247,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 for cid in line.live():
                     if (wanted is not None and cid != wanted) or (cut is not None and cid >= cut):
                         continue
-                    metadata = line.records[cid].data.get("metadata", {})
+                    metadata = line.metadata(line.records[cid])
                     if filter and any(metadata.get(k, _MISSING) != v for k, v in filter.items()):
                         continue
                     found.append((cid, line))
@@ -269,9 +281,10 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         with self._lock:
             for attempt in range(_RETRIES):
                 line = self._line(thread_id, ns)
-                events = self._checkpoint_events(line, checkpoint, md, new_versions, parent)
+                stream = self._stream_for(line, parent)
+                events = self._checkpoint_events(line, stream, checkpoint, md, new_versions, parent)
                 try:
-                    self._append(line, self._stream_for(line, parent), events)
+                    self._append(line, stream, events)
                 except ConcurrencyError:
                     line.mark = -1  # another writer got there first: read what it wrote and decide again
                     if attempt == _RETRIES - 1:
@@ -280,9 +293,12 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 break
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
-    def _checkpoint_events(self, line: Line, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions,
+    def _checkpoint_events(self, line: Line, stream: str, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions,
                            parent: str | None) -> builtins.list[Json]:
-        """The message events for what the checkpoint's message lists gained, then the checkpoint."""
+        """The message events for what the checkpoint's message lists gained, then the checkpoint
+        (for `stream`). What a reader derives is left out: the parent when it is the checkpoint
+        of the stream's event before (`follows`), a value that is the parent's only pending
+        write to its channel (`w`), and most of the header (`delta`, see `langgraph_lines`)."""
         parent_record = line.records.get(parent) if parent is not None else None
         values: Json = {}
         messages: builtins.list[Json] = []
@@ -299,6 +315,10 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 except LookupError:
                     previous = None
             record = values[channel] = encode(value, version, self.serde, previous, previous_version)
+            if parent is not None:
+                writes = [w.value for w in line.writes.get(parent, {}).values() if w.channel == channel]
+                if len(writes) == 1 and writes[0] == {k: v for k, v in record.items() if k not in ("v", "after")}:
+                    values[channel] = {k: v for k, v in record.items() if k in ("v", "after")} | {"w": 0}
             if "messages" in record:
                 known = {m.id for m in previous or () if m.id}
                 fresh = value[len(previous):] if "after" in record else [m for m in value if not m.id or m.id not in known]
@@ -307,15 +327,26 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         header = {key: _to_json(value, self.serde) for key, value in checkpoint.items() if key not in ("id", "channel_values")}
         data: Json = {"checkpoint_id": checkpoint["id"], "values": values,
                       "metadata": {key: _to_json(value, self.serde) for key, value in metadata.items()}}
-        changes = diff(line.header(parent_record), header) if parent_record is not None else None
-        if changes is not None:  # most of a header repeats its parent's: store what changed
+        delta = compact(line.header(parent_record), header, values, checkpoint["id"]) if parent_record is not None else None
+        changes = diff(line.header(parent_record), header) if parent_record is not None and delta is None else None
+        if delta is not None:  # most of a header repeats its parent's or the event's values
+            data["delta"] = delta
+        elif changes is not None:
             data["changes"] = changes
         else:
             data["checkpoint"] = header
         absent = sorted(ch for ch in checkpoint["channel_versions"] if ch not in checkpoint["channel_values"])
         if absent:
             data["absent"] = absent
-        if parent is not None:
+        if parent is not None and parent_record is not None and parent == line.last_in.get(stream):
+            data["follows"] = True
+            expected = next_step(line.metadata(parent_record))
+            changed = diff(expected, data["metadata"])
+            if changed is not None and patch(expected, changed) == data["metadata"]:
+                del data["metadata"]  # the parent's, one step on, with these changes
+                if changed:
+                    data["metadata_delta"] = changed
+        elif parent is not None:
             data["parent_id"] = parent
         return [*messages, {"type": "langgraph.checkpoint", "data": data}]
 
@@ -326,20 +357,26 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             for attempt in range(_RETRIES):
                 line = self._line(conf["thread_id"], conf.get("checkpoint_ns", ""))
                 known = line.writes.get(cid, {})
+                record = line.records.get(cid)
+                tails = {sid: line.tail(sid) for sid, known_stream in line.streams.items() if known_stream.own}
+                near = record.stream if record and line.streams[record.stream].own else line.key
+                stream = next((sid for sid, tail in tails.items() if tail == cid), near)
+                implicit = line.last_in.get(stream) == cid  # the checkpoint of the stream's event before
                 items = []
                 for idx, (channel, value) in enumerate(writes):
                     idx = WRITES_IDX_MAP.get(channel, idx)
                     if idx >= 0 and (task_id, idx) in known:
                         continue  # a retried write: LangGraph keeps the first
-                    items.append({"idx": idx, "channel": channel, "value": _unversioned(encode(value, None, self.serde))})
+                    stored = _unversioned(encode(value, None, self.serde))
+                    if implicit:  # a graph's input, written to its channels: stored once, in the checkpoint
+                        stored = input_ref(record, channel, stored)
+                    items.append({"idx": idx, "channel": channel, "value": stored})
                 if not items:
                     return
-                event = {"type": "langgraph.writes",
-                         "data": {"checkpoint_id": cid, "task_id": task_id, "task_path": task_path, "writes": items}}
-                record = line.records.get(cid)
-                tails = {sid: line.tail(sid) for sid, known in line.streams.items() if known.own}
-                near = record.stream if record and line.streams[record.stream].own else line.key
-                stream = next((sid for sid, tail in tails.items() if tail == cid), near)
+                data: Json = {"task_id": task_id, "task_path": task_path, "writes": items}
+                if not implicit:
+                    data["checkpoint_id"] = cid
+                event = {"type": "langgraph.writes", "data": data}
                 try:
                     self._append(line, stream, [event])
                 except ConcurrencyError:
@@ -375,10 +412,26 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 self._store().append(target.key, [{"type": "title.set", "data": {"title": created["data"]["title"]}}])
 
     def _copy_events(self, line: Line, name: str, created: Json) -> None:
+        """The source's checkpoints, writes and deletions, each written whole: what an event
+        leaves to the one before it in its stream does not hold in the copy's one stream."""
         events: builtins.list[Json] = [created]
+        copied: set[int] = set()
         for sid, stream in line.streams.items():
             for event in self._store().read(sid, 0, stream.stop):
-                if event.type in ("langgraph.checkpoint", "langgraph.writes", "langgraph.deleted") and not event.redacted:
+                if event.redacted or event.position in copied:
+                    continue
+                copied.add(event.position)
+                if event.type == "langgraph.checkpoint" and event.data["checkpoint_id"] in line.records:
+                    record = line.records[event.data["checkpoint_id"]]
+                    events.append(self._restated(line, record, restated=bool(event.data.get("restated"))))
+                elif event.type == "langgraph.writes":
+                    cid = next((c for c, where in line.write_events.items() if any(w[0] == event.position for w in where)), None)
+                    if cid is None:
+                        continue
+                    items = [{"idx": w.idx, "channel": w.channel, "value": w.value} for w in line.writes[cid].values()
+                             if w.position == event.position]
+                    events.append({"type": event.type, "data": {**event.data, "checkpoint_id": cid, "writes": items}})
+                elif event.type == "langgraph.deleted":
                     events.append({"type": event.type, "data": event.data})
         self._store().append(name, events, expect="no_stream")
 
@@ -395,7 +448,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             return
         with self._lock:
             for line in self._lines_for(None):
-                doomed = {cid for cid in line.live() if line.records[cid].data.get("metadata", {}).get("run_id") in runs}
+                doomed = {cid for cid in line.live() if line.metadata(line.records[cid]).get("run_id") in runs}
                 self._delete(line, doomed, "delete_for_runs")
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:

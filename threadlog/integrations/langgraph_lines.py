@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import uuid
+from datetime import datetime, timedelta, timezone
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -25,12 +27,25 @@ _MISSING = object()
 
 
 def line_id(thread_id: str, ns: str) -> str:
-    """The root stream id of a LangGraph thread and namespace."""
-    return f"{thread_prefix(thread_id)}{hashlib.sha256(ns.encode()).hexdigest()[:8]}"
+    """The root stream id of a LangGraph thread and namespace: `lg-` and 10 hex digits of the
+    thread id's SHA-256, then `-` and 8 of the namespace's unless it is the default one ("").
+    The id is in every event's row and two indexes, so it is short; ids that collide are told
+    apart by the thread and namespace the root's first event names (see `ThreadlogSaver._key`)."""
+    return thread_prefix(thread_id) + (f"-{_digits(ns, 8)}" if ns else "")
+
+
+def legacy_line_id(thread_id: str, ns: str) -> str:
+    """The root stream id an older release gave a thread and namespace (16 + 8 hex digits)."""
+    return f"{PREFIX}{_digits(str(thread_id), 16)}-{_digits(ns, 8)}"
 
 
 def thread_prefix(thread_id: str) -> str:
-    return f"{PREFIX}{hashlib.sha256(str(thread_id).encode()).hexdigest()[:16]}-"
+    """What the root id of every namespace of a thread starts with, in either layout."""
+    return f"{PREFIX}{_digits(str(thread_id), 10)}"
+
+
+def _digits(text: str, count: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:count]
 
 
 class Record(NamedTuple):
@@ -49,6 +64,7 @@ class Write(NamedTuple):
     value: Json
     task_path: str
     idx: int
+    position: int = 0  # of its `langgraph.writes` event
 
 
 @dataclass
@@ -82,6 +98,7 @@ class Line:
     deleted: set[str] = field(default_factory=set)
     copied: dict[str, int] = field(default_factory=dict)  # another line's stream -> the offset this copy reads below
     seen: set[int] = field(default_factory=set)
+    last_in: dict[str, str | None] = field(default_factory=dict)  # physical stream -> its last checkpoint event's id
     mark: int = -1
     memo: dict[tuple[int, str], Any] = field(default_factory=dict)
 
@@ -128,6 +145,8 @@ class Line:
         if event.type == "event.redacted":
             return self.mark >= 0
         if event.redacted:
+            if event.type == "langgraph.checkpoint":
+                self.last_in[event.stream_id] = None  # erased: nothing after it may follow it
             return False
         if event.type == "thread.forked" and event.stream_id == self.key:
             copied = ((data.get("options") or {}).get("metadata") or {}).get("langgraph", {}).get("copied", {})
@@ -136,20 +155,29 @@ class Line:
             self.message_events.setdefault(stream.id, []).append((*where, data.get("message_id")))
         elif event.type == "langgraph.checkpoint":
             cid = data["checkpoint_id"]
+            if data.get("follows"):  # its parent is the checkpoint of the event before it in this stream
+                data = {**data, "parent_id": self.last_in.get(event.stream_id)}
+            self.last_in[event.stream_id] = cid
             self.records[cid] = Record(event.position, stream.id, event.stream_id, event.offset, data)
             self.positions.setdefault(cid, []).append(where)
             stream.checkpoints.append((event.offset, cid, bool(data.get("restated"))))
             pending = self.message_events.pop(stream.id, [])
             self.message_events.setdefault("@" + cid, []).extend(pending)
         elif event.type == "langgraph.writes":
-            cid = data["checkpoint_id"]
+            cid = data.get("checkpoint_id") or self.last_in.get(event.stream_id)
+            if cid is None:
+                return False  # the checkpoint of the event before it was erased: these writes were too
             self.write_events.setdefault(cid, []).append(where)
             known = self.writes.setdefault(cid, {})
             for item in data["writes"]:
                 key = (data["task_id"], item["idx"])
                 if item["idx"] >= 0 and key in known:
                     continue
-                known[key] = Write(data["task_id"], item["channel"], item["value"], data.get("task_path", ""), item["idx"])
+                value = item["value"]
+                if "input" in value:  # one key of the checkpoint's input (its `__start__` value)
+                    value = _input_part(self.records[cid], value["input"])
+                known[key] = Write(data["task_id"], item["channel"], value, data.get("task_path", ""), item["idx"],
+                                   event.position)
         elif event.type == "langgraph.deleted":
             self.deleted.update(data["checkpoint_ids"])
         return False
@@ -186,6 +214,8 @@ class Line:
         key = (record.position, channel)
         if key in self.memo and avoid is None:
             return self.memo[key]
+        if "w" in stored:  # the parent's write (for an `after` record: the messages appended)
+            stored = {**self.parent_write(record, channel, stored["w"], avoid), **({"after": stored["after"]} if "after" in stored else {})}
         value = decode(stored, serde)
         if "after" in stored:
             parent = self.records.get(record.data.get("parent_id") or "")
@@ -194,6 +224,22 @@ class Line:
             value = [*self.value(parent, channel, stored["after"], serde, avoid), *value]
         self.memo[key] = value
         return value
+
+    def parent_write(self, record: Record, channel: str, index: int, avoid: set[int] | None = None) -> Json:
+        """The stored value of the `index`-th write (in log order) to `channel` against the
+        record's parent: a value stored as `{"w": index}` is the one that write gave it. The
+        writer stores `w` only when that write is the parent's only one to the channel, so
+        any added later comes after it."""
+        parent = record.data.get("parent_id")
+        # In log order (by position): the order this index met them in depends on which streams it read first.
+        writes = sorted((w for w in self.writes.get(parent or "", {}).values() if w.channel == channel), key=lambda w: w.position)
+        if index >= len(writes):
+            raise StoreError(f"checkpoint {record.data['checkpoint_id']!r}: its value of {channel!r} is its parent's write "
+                             f"#{index}, which the log no longer holds; run verify")
+        write = writes[index]
+        if avoid is not None and write.position in avoid:
+            raise Broken(channel)
+        return write.value
 
     def header(self, record: Record, avoid: set[int] | None = None) -> Json:
         """The checkpoint's header (all but its id and values): stored whole, or as the changes
@@ -217,12 +263,48 @@ class Line:
                                  "no longer holds; run verify")
             current = parent
         for item in reversed(chain):
-            header = patch(header, item.data["changes"])
+            if "delta" in item.data:
+                header = expand(header, item.data["delta"], item.data.get("values", {}), item.data["checkpoint_id"])
+            else:
+                header = patch(header, item.data["changes"])
             if avoid is None:
                 self.memo[(item.position, "#header")] = header
         return header
 
+    def metadata(self, record: Record, avoid: set[int] | None = None) -> Json:
+        """The checkpoint's metadata: stored, or its parent's one step on with `metadata_delta`
+        applied, from the nearest ancestor that stores it (resolved when read, not when
+        indexed: an ancestor may be restated after its children were indexed)."""
+        chain: list[Record] = []
+        current = record
+        while True:
+            if avoid is not None and current.position in avoid:
+                raise Broken("metadata")
+            known = self.memo.get((current.position, "#metadata")) if avoid is None else None
+            if known is not None:
+                metadata: Json = known
+                break
+            if "metadata" in current.data:
+                metadata = current.data["metadata"]
+                break
+            chain.append(current)
+            parent = self.records.get(current.data.get("parent_id") or "")
+            if parent is None or len(chain) > len(self.records):
+                raise StoreError(f"checkpoint {current.data['checkpoint_id']!r} takes its metadata from a parent the log "
+                                 "no longer holds; run verify")
+            current = parent
+        for item in reversed(chain):
+            metadata = patch(next_step(metadata), item.data.get("metadata_delta", {}))
+            if avoid is None:
+                self.memo[(item.position, "#metadata")] = metadata
+        return metadata
+
     def values(self, record: Record, serde: SerializerProtocol, avoid: set[int] | None = None) -> dict[str, Any]:
+        if avoid is not None:  # what it rests on besides its values: its parent, its metadata
+            parent = self.records.get(record.data.get("parent_id") or "")
+            if record.data.get("follows") and parent is not None and parent.position in avoid:
+                raise Broken("parent")
+            self.metadata(record, avoid)
         values = {}
         for channel, version in self.header(record, avoid)["channel_versions"].items():
             try:
@@ -274,6 +356,12 @@ def diff(old: Json, new: Json) -> Json | None:
     return out
 
 
+def next_step(metadata: Json) -> Json:
+    """A checkpoint's metadata as its child's usually is: the same, one step on."""
+    step = metadata.get("step")
+    return {**metadata, "step": step + 1} if isinstance(step, int) and not isinstance(step, bool) else metadata
+
+
 def patch(old: Json, diff: Json) -> Json:
     out = {key: value for key, value in old.items() if key not in diff.get("-", ())}
     for key, value in diff.items():
@@ -286,3 +374,92 @@ def patch(old: Json, diff: Json) -> Json:
         else:
             out[key] = value
     return out
+
+
+def _input_part(record: Record, key: str) -> Json:
+    """The stored form of `key` in a checkpoint's own `__start__` value (a graph's input)."""
+    stored = record.data.get("values", {}).get("__start__", {})
+    if "json" in stored:
+        return {"json": stored["json"][key]}
+    return dict(stored["dict"][key])
+
+
+def input_ref(record: Record | None, key: str, value: Json) -> Json:
+    """`{"input": key}` when a write's stored value is `key` of the checkpoint's own input."""
+    if record is None:
+        return value
+    stored = record.data.get("values", {}).get("__start__", {})
+    try:
+        same = isinstance(stored.get("json", stored.get("dict")), dict) and _input_part(record, key) == value
+    except KeyError:
+        return value
+    return {"input": key} if same else value
+
+
+# -- a header as a `delta` from its parent's --------------------------------------------------
+#
+# `changes` (see `diff`) repeats what the checkpoint's other fields already say. A `delta` is
+# `changes` less three things a reader derives: the versions of the channels whose values the
+# event stores (each value carries its version), `updated_channels` when it is those
+# channels, sorted (LangGraph's usual case), and `ts` as microseconds from the time in the
+# checkpoint's id (a UUID v6 made just after `ts`), when that gives `ts` back exactly.
+# `compact` only returns a delta that `expand` turns back into the same header.
+
+_UUID_EPOCH = 0x01B21DD213814000  # 1582-10-15 in 100 ns steps before 1970
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _id_micros(cid: str) -> int | None:
+    try:
+        u = uuid.UUID(cid)
+    except ValueError:
+        return None
+    if u.version != 6:
+        return None
+    high = u.int >> 64
+    ticks = ((high >> 32) << 28) | (((high >> 16) & 0xFFFF) << 12) | (high & 0x0FFF)
+    return (ticks - _UUID_EPOCH) // 10
+
+
+def _ts(cid: str, delta: int) -> str | None:
+    base = _id_micros(cid)
+    return None if base is None else (_EPOCH + timedelta(microseconds=base + delta)).isoformat()
+
+
+def compact(old: Json, new: Json, values: Json, cid: str) -> Json | None:
+    """The `delta` form of `new` after `old`, or None when it cannot say it exactly."""
+    changes = diff(old, new)
+    if changes is None:
+        return None
+    out = dict(changes)
+    versions = {ch: v for ch, v in out.pop("channel_versions+", {}).items() if values.get(ch, {}).get("v", _MISSING) != v}
+    if versions:
+        out["channel_versions+"] = versions
+    if new.get("updated_channels") == sorted(values):
+        out.pop("updated_channels", None)
+    elif "updated_channels" in new:
+        out["updated_channels"] = new["updated_channels"]
+    ts = new.get("ts")
+    if isinstance(ts, str) and "ts" in out and (base := _id_micros(cid)) is not None:
+        try:
+            when = datetime.fromisoformat(ts)
+        except ValueError:
+            when = None
+        if when is not None and when.tzinfo is not None:
+            micros = (when - _EPOCH) // timedelta(microseconds=1)
+            if _ts(cid, micros - base) == ts:
+                out["ts"] = micros - base
+    return out if expand(old, out, values, cid) == new else None
+
+
+def expand(old: Json, delta: Json, values: Json, cid: str) -> Json:
+    """The header a `delta` (see `compact`) stands for."""
+    ts = delta.get("ts")
+    header = patch(old, {key: value for key, value in delta.items() if key != "ts" or not isinstance(value, int)})
+    if values:
+        header["channel_versions"] = {**header.get("channel_versions", {}), **{ch: rec["v"] for ch, rec in values.items()}}
+    if "updated_channels" not in delta and "updated_channels" not in delta.get("-", ()):
+        header["updated_channels"] = sorted(values)
+    if isinstance(ts, int):
+        header["ts"] = _ts(cid, ts)
+    return header

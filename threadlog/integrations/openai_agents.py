@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
-from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadNotFound
+from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadInfo, ThreadNotFound
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -103,6 +103,7 @@ class ThreadlogSession:
         self._branch = MAIN
         self._view: _View | None = None
         self._turns: dict[str, _Turns] = {}
+        self._ancestry: dict[str, list[ThreadInfo]] = {}
 
     def __repr__(self) -> str:
         return f"ThreadlogSession({self.session_id!r}, branch={self._branch!r}, store={self.store.path!r})"
@@ -212,12 +213,10 @@ class ThreadlogSession:
         at = offsets[turn_number - 1]
         name = branch_name if branch_name is not None else self._free_name(f"branch_from_turn_{turn_number}_{int(time.time())}")
         first = self._first(name)
-        if self._exists(first):
-            raise ValueError(f"Branch ID '{name}' has already been used. Choose a new branch ID.")
-        try:
+        try:  # a name already used (by anyone, at any time) makes the fork's new id refused: no check first
             head = self._start(view.thread, first, at, name)
         except (InvalidEvent, ConcurrencyError):
-            if self._exists(first):  # another process took the name meanwhile
+            if self._exists(first):
                 raise ValueError(f"Branch ID '{name}' has already been used. Choose a new branch ID.") from None
             raise
         self._branch, self._view = name, _View(first, head)
@@ -433,7 +432,9 @@ class ThreadlogSession:
         return 1
 
     def _shallowest(self, thread: str, at: int) -> str:
-        ancestry = self.store.ancestry(thread)
+        ancestry = self._ancestry.get(thread)
+        if ancestry is None:  # a thread's ancestors never change: read once
+            ancestry = self._ancestry[thread] = self.store.ancestry(thread)
         i = 0
         while i + 1 < len(ancestry) and at <= (ancestry[i].parent_offset or 0):
             i += 1
@@ -477,11 +478,22 @@ class ThreadlogSession:
 
 
 def message_event(item: Any, index: int = 0) -> dict[str, Any]:
-    """The `message.appended` event that stores one SDK item."""
+    """The `message.appended` event that stores one SDK item. A plain text message
+    (`{"role": "user" | "assistant", "content": "<text>"}`, nothing else) is its text alone:
+    `item_of` gives it back exactly, and the store takes it by its text fast path."""
     if not isinstance(item, dict):
         raise InvalidEvent(f"items[{index}]", f"must be a dict (an Agents SDK input item), not {type(item).__name__}")
+    if _plain_text(item):
+        return {"type": _MESSAGE, "data": {"role": item["role"], "content": item["content"]}}
     role, text = describe(item)
     return {"type": _MESSAGE, "data": {"role": role, "content": text, "item": item}}
+
+
+def _plain_text(item: dict[str, Any]) -> bool:
+    """An item `item_of` rebuilds exactly from a message holding only its text."""
+    content = item.get("content")
+    return (len(item) == 2 and type(item.get("role")) is str and item["role"] in ("user", "assistant")
+            and type(content) is str and content.strip() != "" and type(item) is dict)
 
 
 def describe(item: dict[str, Any]) -> tuple[str, str]:
