@@ -27,8 +27,10 @@ import threading
 import urllib.parse
 
 # Commits between two checkpoint requests: at a turn's ~6-7 pages a commit, a log of about
-# 2.6 MB, under SQLite's own 1,000-page threshold.
+# 2.6 MB, under SQLite's own 1,000-page threshold. Large batches ask sooner: every `EVERY_ROWS`
+# events written (a 1,000-message batch is ~150 pages).
 EVERY = 100
+EVERY_ROWS = 2000
 # The writer's `wal_autocheckpoint` while a checkpointer serves it, in pages (16 MiB at 4 KiB).
 BACKSTOP = 4000
 
@@ -41,24 +43,26 @@ if hasattr(os, "register_at_fork"):
 class Checkpointer:
     """Checkpoints one database file on a daemon thread when asked (`committed`)."""
 
-    __slots__ = ("path", "running", "_commits", "_wake", "_thread", "_stopped")
+    __slots__ = ("path", "running", "rows", "_commits", "_wake", "_thread", "_stopped")
 
     def __init__(self, path: str) -> None:
         self.path = path
         # Held during each of the thread's checkpoints: a checkpoint of the store's own (purge's
         # TRUNCATE) holds it too, so it never finds the thread's running and gives up.
         self.running = threading.Lock()
+        self.rows = 0  # events written since the last request (the writer adds them)
         self._commits = 0
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._stopped = False
 
     def committed(self) -> None:
-        """Count a commit; every `EVERY`th wakes the thread (starting it if none is running)."""
+        """Count a commit; every `EVERY`th, or one that takes the events written past
+        `EVERY_ROWS`, wakes the thread (starting it if none is running)."""
         self._commits += 1
-        if self._commits < EVERY or self._stopped:
+        if (self._commits < EVERY and self.rows < EVERY_ROWS) or self._stopped:
             return
-        self._commits = 0
+        self._commits = self.rows = 0
         thread = self._thread
         if thread is None or not thread.is_alive():
             thread = threading.Thread(target=self._run, name=f"threadlog checkpoints {self.path}", daemon=True)

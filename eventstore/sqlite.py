@@ -720,6 +720,8 @@ class SQLiteBackend:
 
     @_translated
     def insert_events(self, rows: Sequence[EventValues]) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.rows += len(rows)
         if len(rows) == 1:
             self.conn.execute(INSERT_EVENT, pack_row(rows[0]))
         else:

@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from eventstore.checkpoints import BACKSTOP, EVERY
+from eventstore.checkpoints import BACKSTOP, EVERY, EVERY_ROWS
 from threadlog import Store
 
 PAGE = 4096 + 24  # a WAL frame: its header and one page
@@ -131,3 +131,15 @@ def test_the_thread_never_creates_a_file_removed_under_the_store(tmp_path: Path)
         time.sleep(0.01)
     assert not db.exists(), "the checkpoint thread created an empty database where the file was removed"
     store.close()
+
+
+def test_large_batches_ask_for_checkpoints_sooner_than_every_hundred_commits(tmp_path: Path) -> None:
+    db = tmp_path / "batches.db"
+    with Store(db) as store:
+        thread = store.create_thread()
+        store.purge()
+        size = db.stat().st_size
+        for n in range(EVERY_ROWS // 500 + 1):  # a few commits, far fewer than EVERY
+            store.append(thread, [{"type": "message.appended", "data": {"role": "user", "content": f"{n}.{i} " * 20}}
+                                  for i in range(500)])
+        assert _checkpoint_threads(db) and _grows(db, size)
