@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import re
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
@@ -298,6 +299,8 @@ _ROWS = psycopg.pq.ExecStatus.TUPLES_OK
 _NO_BOUND = 2**62
 # Rows read per round trip when a read is streamed.
 _PAGE = 2000
+# Names of server-side cursors (several may be open at once on one connection).
+_CURSORS = itertools.count(1)
 
 
 class PostgresBackend:
@@ -538,11 +541,22 @@ class PostgresBackend:
         ).fetchall()
         return [_new(StreamRow, r) for r in rows]
 
-    @_translated
     def streams(self) -> Iterator[StreamRow]:
-        """Every stream in creation order (read whole, then streamed: not yet in bounded memory)."""
-        rows = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY created_position, id").fetchall()
-        return (_new(StreamRow, r) for r in rows)
+        """Every stream in creation order, through a server-side cursor read `_PAGE` rows per
+        round trip: memory stays bounded however many streams there are (a full `verify` reads
+        them all). Outside a transaction the cursor is WITH HOLD: the server keeps the result
+        (in temporary files past `work_mem`) until the last row is read or the iterator closed."""
+        try:
+            if self._queued:
+                self._flush()
+            cursor = self.conn.cursor(f"threadlog_streams_{next(_CURSORS)}", withhold=not self._in_transaction)
+            cursor.itersize = _PAGE
+            with cursor:
+                cursor.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY created_position, id")
+                for row in cursor:
+                    yield _new(StreamRow, row)
+        except psycopg.Error as error:
+            raise translate(error, self.path) from None
 
     @_translated
     def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:

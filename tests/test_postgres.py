@@ -388,3 +388,32 @@ def test_values_bound_on_the_client_are_stored_byte_exact(text: str) -> None:
         assert got == [(e.data, e.meta, e.event_id) for e in lite.read(thread)]
         assert got[1][0]["content"] == [{"type": "text", "text": text}]
         pg.verify()
+
+
+def test_streams_are_read_through_a_server_side_cursor_a_page_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`streams()` (a full verify reads every stream) holds a page in memory, not the table: the
+    rows come from a server-side cursor, in creation order, inside or outside a transaction,
+    with several iterations open at once, and the cursor is gone once they end."""
+    import eventstore.postgres
+
+    monkeypatch.setattr(eventstore.postgres, "_PAGE", 3)
+    with Store(postgres_url()) as store:
+        ids = [store.create_thread(title=f"t{i}") for i in range(8)]
+        store.append_message(ids[1], "user", "hello")
+        ids.append(store.fork(ids[1]))
+        backend = store.backend
+        assert isinstance(backend, eventstore.postgres.PostgresBackend)
+
+        def open_cursors() -> list[str]:
+            return [str(r[0]) for r in backend.conn.execute("SELECT statement FROM pg_cursors").fetchall()]
+
+        outside = backend.streams()
+        assert next(outside).id == ids[0]
+        assert len(open_cursors()) == 1 and "FROM streams" in open_cursors()[0]  # not read whole
+        with backend.read_transaction():
+            inside = iter(backend.streams())
+            assert [row.id for row in inside] == ids
+        assert [row.id for row in outside] == ids[1:]
+        assert open_cursors() == []
+        assert [t.id for t in store.all_threads()] == ids
+        store.verify()
