@@ -162,6 +162,11 @@ _PREPARED = {
     "threadlog_insert_stream": f"INSERT INTO streams ({STREAM_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 13))})",
     "threadlog_update_head": "UPDATE streams SET head = $1, head_hash = $2, facts = $3, first_message_offset = $4, "
                              "last_position = $5 WHERE id = $6",
+    # One event and its stream's new head, in one statement (`update_head` after `insert_events`).
+    "threadlog_append_one": f"WITH event AS (INSERT INTO events ({STORED_COLUMNS}) "
+                            f"VALUES ({', '.join(f'${i}' for i in range(1, 17))})) "
+                            "UPDATE streams SET head = $17, head_hash = $18, facts = $19, first_message_offset = $20, "
+                            "last_position = $21 WHERE id = $22",
 }
 
 
@@ -173,7 +178,7 @@ def _execute(name: str) -> str:
 
 _LOCK, _LOCK_AGAIN, _STREAM = _execute("threadlog_lock"), _execute("threadlog_lock_again"), _execute("threadlog_stream")
 _INSERT_EVENT, _INSERT_STREAM = _execute("threadlog_insert_event"), _execute("threadlog_insert_stream")
-_UPDATE_HEAD = _execute("threadlog_update_head")
+_UPDATE_HEAD, _APPEND_ONE = _execute("threadlog_update_head"), _execute("threadlog_append_one")
 
 
 def _schema_1(partitions: int) -> list[str]:
@@ -611,7 +616,11 @@ class PostgresBackend:
     @_queueing
     def update_head(self, stream_id: str, head: int, head_hash: str, facts: str | None, first_message: int | None,
                     last_position: int) -> None:
-        self._queued.append((_UPDATE_HEAD, (head, head_hash, facts, first_message, last_position, stream_id)))
+        values = (head, head_hash, facts, first_message, last_position, stream_id)
+        if self._queued and self._queued[-1][0] is _INSERT_EVENT and self._queued[-1][1][2] == stream_id:
+            self._queued[-1] = (_APPEND_ONE, self._queued[-1][1] + values)  # one statement, not two
+        else:
+            self._queued.append((_UPDATE_HEAD, values))
 
     # -- events ------------------------------------------------------------------------------
 
