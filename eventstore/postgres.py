@@ -35,6 +35,18 @@ an event that commits late with a lower position:
   writer leaves its positions unused (never reused). A long transaction anywhere in the
   cluster that holds a transaction id holds back what readers see until it ends.
 
+  What 8 writers on distinct threads share, checked while they run (pg_locks, wait events):
+  no heavyweight lock waits (the stream locks are distinct; `_ORDER` is shared; `_RESERVE` is
+  held for one statement's few microseconds); the hot pages (the sequence, the right-most
+  leaves of the position and event id indexes) were waited for in 2 of ~2,500 samples.
+  The backends wait for their clients (Python's CPU) and for the WAL flush they share.
+
+The append is two round trips, each one query string (`_send`): BEGIN, the stream lock with the
+reservation, and the head read; then the event and the new head in one statement, and COMMIT.
+Its statements are prepared once per connection (`_PREPARED`). An append costs ~0.4-0.6 ms of
+client CPU and about as much server CPU on a quiet machine; a lone writer then waits mostly for
+its commit's flush (fdatasync here: 0.3-3 ms, the disk is shared).
+
 Transactions run in READ COMMITTED; each statement after a lock sees the rows committed
 before it. `read_transaction` is REPEATABLE READ, READ ONLY: one snapshot for `verify`.
 """
