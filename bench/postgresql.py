@@ -74,32 +74,38 @@ class _Raw:
                     copy.write_row(self.row())
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a local process (a server backend), if /proc shows it."""
+def _server_cpu(postmaster: int) -> float | None:
+    """User + system CPU seconds of the server's running processes (the postmaster's children:
+    backends, WAL writer, checkpointer), if /proc shows them."""
+    total = 0.0
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:  # exited meanwhile
+                continue
+            if int(fields[1]) == postmaster:
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
-def _writer(url: str, seconds: float, ready: Any, start: Any, counts: Any) -> None:
-    """Append for `seconds` once started; report (appends, seconds, client CPU, server CPU or None):
-    the CPU this process and its server backend spent on them."""
+def _writer(url: str, seconds: float, ready: Any, start: Any, counts: Any, finish: Any) -> None:
+    """Append for `seconds` once started; report (appends, seconds, CPU seconds), then keep the
+    connection (its server process's CPU is counted) until told to finish."""
     store = Store(url)
     thread = store.create_thread(title="writer")
-    backend_pid = int(store.backend.conn.info.backend_pid)  # type: ignore[attr-defined]
     n = 0
     ready.put(True)
     start.wait()
-    server, client, begin = _cpu_seconds(backend_pid), time.process_time(), time.perf_counter()
+    client, begin = time.process_time(), time.perf_counter()
     end = begin + seconds
     while time.perf_counter() < end:
         store.append_message(thread, "user", "a short message from one of the writers")
         n += 1
-    took, client = time.perf_counter() - begin, time.process_time() - client
-    after = _cpu_seconds(backend_pid)
-    counts.put((n, took, client, None if server is None or after is None else after - server))
+    counts.put((n, time.perf_counter() - begin, time.process_time() - client))
+    finish.wait()
     store.close()
 
 
@@ -125,15 +131,15 @@ def _tailer(url: str, stop: Any, out: Any) -> None:
     store.close()
 
 
-def _writers(url: str, k: int, seconds: float, tail: bool) -> dict[str, Any]:
+def _writers(url: str, postmaster: int, k: int, seconds: float, tail: bool) -> dict[str, Any]:
     """`k` writer processes, each on its own thread, started together (and a tailing reader if
-    `tail`): events/s in total and per writer, CPU per event in the writers and in their server
-    backends, WAL bytes per event, and the load average when they started."""
+    `tail`): events/s in total and per writer, CPU per event in the writers and in the server,
+    WAL bytes per event, and the load average when they started."""
     import psycopg
 
     ctx = multiprocessing.get_context("spawn")
-    start, stop, ready, counts, out = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(url, seconds, ready, start, counts)) for _ in range(k)]
+    start, stop, finish, ready, counts, out = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(url, seconds, ready, start, counts, finish)) for _ in range(k)]
     reader = ctx.Process(target=_tailer, args=(url, stop, out)) if tail else None
     for p in procs:
         p.start()
@@ -144,19 +150,20 @@ def _writers(url: str, k: int, seconds: float, tail: bool) -> dict[str, Any]:
     time.sleep(0.5)  # and the reader has read what is already there
     with psycopg.connect(url, autocommit=True) as conn:
         wal = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
-        load = os.getloadavg()[0]
+        load, server = os.getloadavg()[0], _server_cpu(postmaster)
         start.set()
         done = [counts.get(timeout=seconds + 120) for _ in procs]
+        after = _server_cpu(postmaster)
+        finish.set()
         wal_bytes = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", wal).fetchone()
     for p in procs:
         p.join()
     events = sum(n for n, *_ in done)
-    per_writer = [n / took for n, took, *_ in done]
-    server = [cpu for *_, cpu in done]
+    per_writer = [n / took for n, took, _ in done]
     result: dict[str, Any] = {
         "events_per_s": sum(per_writer), "per_writer_min": min(per_writer), "per_writer_max": max(per_writer),
-        "client_cpu_ms": 1000 * sum(cpu for _, _, cpu, _ in done) / max(events, 1),
-        "server_cpu_ms": None if None in server else 1000 * sum(server) / max(events, 1),
+        "client_cpu_ms": 1000 * sum(cpu for _, _, cpu in done) / max(events, 1),
+        "server_cpu_ms": None if server is None or after is None else 1000 * (after - server) / max(events, 1),
         "wal_bytes": float(wal_bytes[0]) / max(events, 1) if wal_bytes else None, "load": load,
     }
     if reader:
@@ -170,15 +177,15 @@ def _writers(url: str, k: int, seconds: float, tail: bool) -> dict[str, Any]:
     return result
 
 
-def _writer_measures(url: str, seconds: float, rounds: int) -> list[Measure]:
+def _writer_measures(url: str, postmaster: int, seconds: float, rounds: int) -> list[Measure]:
     """8 writers vs 1: `rounds` pairs, the two in alternating order, the same server and duration;
     the medians of their rates. Then one more 8-writer run with a reader tailing the log, for
     the reader's own measure (its polls cost the writers CPU, so that run is not in the ratio)."""
     runs: dict[int, list[dict[str, Any]]] = {1: [], 8: []}
     for r in range(rounds):
         for k in ((1, 8) if r % 2 == 0 else (8, 1)):
-            runs[k].append(_writers(url, k, seconds, tail=False))
-    tailed = _writers(url, 8, seconds, tail=True)
+            runs[k].append(_writers(url, postmaster, k, seconds, tail=False))
+    tailed = _writers(url, postmaster, 8, seconds, tail=True)
 
     def med(k: int, key: str) -> Any:
         values = [run[key] for run in runs[k] if run[key] is not None]
@@ -260,7 +267,7 @@ def _run(cluster: Any, mode: str, per_sample: int, rounds: int, batch_rounds: in
     measures.append(compare(GROUP, "batch append of 1,000 (PostgreSQL, per event)", samples, "threadlog", "raw",
                             label="raw psycopg COPY, one transaction", target="pg_batch"))
 
-    measures += _writer_measures(url, seconds, writer_rounds)
+    measures += _writer_measures(url, cluster.postmaster_pid(), seconds, writer_rounds)
 
     small, _ = threads.build(store, 10, title="small")
     large, built = threads.build(store, fork_size, title="large")

@@ -397,16 +397,17 @@ def test_streams_are_read_through_a_server_side_cursor_a_page_at_a_time(monkeypa
     import eventstore.postgres
 
     monkeypatch.setattr(eventstore.postgres, "_PAGE", 3)
-    with Store(postgres_url()) as store:
+    url = postgres_url()
+    with Store(url) as store:
         ids = [store.create_thread(title=f"t{i}") for i in range(8)]
         store.append_message(ids[1], "user", "hello")
         ids.append(store.fork(ids[1]))
-        backend = store.backend
-        assert isinstance(backend, eventstore.postgres.PostgresBackend)
+    backend = eventstore.postgres.PostgresBackend(url)
 
-        def open_cursors() -> list[str]:
-            return [str(r[0]) for r in backend.conn.execute("SELECT statement FROM pg_cursors").fetchall()]
+    def open_cursors() -> list[str]:
+        return [str(r[0]) for r in backend.conn.execute("SELECT statement FROM pg_cursors").fetchall()]
 
+    try:
         outside = backend.streams()
         assert next(outside).id == ids[0]
         assert len(open_cursors()) == 1 and "FROM streams" in open_cursors()[0]  # not read whole
@@ -415,5 +416,8 @@ def test_streams_are_read_through_a_server_side_cursor_a_page_at_a_time(monkeypa
             assert [row.id for row in inside] == ids
         assert [row.id for row in outside] == ids[1:]
         assert open_cursors() == []
+    finally:
+        backend.close()
+    with Store(url) as store:
         assert [t.id for t in store.all_threads()] == ids
         store.verify()
