@@ -7,8 +7,12 @@ store's other columns), so the ratios are what threadlog's rules cost on top of 
 
 - single append: `append_message` vs one INSERT and COMMIT;
 - batch of 1,000: `append` vs COPY of the same rows in one transaction;
-- 8 writer processes on distinct threads vs 1 (events/s), with a reader tailing
-  `read_all(after=…)` during the 8-writer run, counting positions it skipped or saw out of order;
+- 8 writer processes on distinct threads vs 1 (events/s): pairs of runs in alternating order on
+  the same server for the same time, their medians; with the CPU per event of the writers and
+  of their server backends, WAL bytes per event and the load average (the machine is shared:
+  the ratio is only as good as the cores the writers get);
+- a reader tailing `read_all(after=…)` during one more 8-writer run, counting positions it
+  skipped or saw out of order;
 - a fork of a large thread vs a fork of a 10-event one.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -28,11 +33,11 @@ from .timing import Measure, compare, interleave
 
 GROUP = "postgresql"
 
-# (single appends per sample, rounds, batch rounds, seconds per writer run, fork parent size)
+# (single appends per sample, rounds, batch rounds, seconds per writer run, writer rounds, fork parent size)
 SIZES = {
-    "smoke": (5, 2, 1, 1.0, 1_000),
-    "quick": (50, 8, 5, 4.0, 100_000),
-    "full": (100, 15, 10, 8.0, 1_000_000),
+    "smoke": (5, 2, 1, 1.0, 1, 1_000),
+    "quick": (50, 8, 5, 4.0, 3, 100_000),
+    "full": (100, 15, 10, 8.0, 5, 1_000_000),
 }
 
 RAW_DDL = (
@@ -69,17 +74,38 @@ class _Raw:
                     copy.write_row(self.row())
 
 
-def _writer(url: str, seconds: float, ready: Any, start: Any, counts: Any) -> None:
+def _server_cpu(postmaster: int) -> float | None:
+    """User + system CPU seconds of the server's running processes (the postmaster's children:
+    backends, WAL writer, checkpointer), if /proc shows them."""
+    total = 0.0
+    try:
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:  # exited meanwhile
+                continue
+            if int(fields[1]) == postmaster:
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return None
+    return total
+
+
+def _writer(url: str, seconds: float, ready: Any, start: Any, counts: Any, finish: Any) -> None:
+    """Append for `seconds` once started; report (appends, seconds, CPU seconds), then keep the
+    connection (its server process's CPU is counted) until told to finish."""
     store = Store(url)
     thread = store.create_thread(title="writer")
     n = 0
     ready.put(True)
     start.wait()
-    end = time.perf_counter() + seconds
+    client, begin = time.process_time(), time.perf_counter()
+    end = begin + seconds
     while time.perf_counter() < end:
         store.append_message(thread, "user", "a short message from one of the writers")
         n += 1
-    counts.put(n)
+    counts.put((n, time.perf_counter() - begin, time.process_time() - client))
+    finish.wait()
     store.close()
 
 
@@ -105,10 +131,15 @@ def _tailer(url: str, stop: Any, out: Any) -> None:
     store.close()
 
 
-def _writers(url: str, k: int, seconds: float, tail: bool) -> tuple[float, dict[str, Any]]:
+def _writers(url: str, postmaster: int, k: int, seconds: float, tail: bool) -> dict[str, Any]:
+    """`k` writer processes, each on its own thread, started together (and a tailing reader if
+    `tail`): events/s in total and per writer, CPU per event in the writers and in the server,
+    WAL bytes per event, and the load average when they started."""
+    import psycopg
+
     ctx = multiprocessing.get_context("spawn")
-    start, stop, ready, counts, out = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(url, seconds, ready, start, counts)) for _ in range(k)]
+    start, stop, finish, ready, counts, out = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(url, seconds, ready, start, counts, finish)) for _ in range(k)]
     reader = ctx.Process(target=_tailer, args=(url, stop, out)) if tail else None
     for p in procs:
         p.start()
@@ -117,38 +148,85 @@ def _writers(url: str, k: int, seconds: float, tail: bool) -> tuple[float, dict[
     for _ in procs:  # every writer has started, connected and created its thread: they run together
         ready.get(timeout=120)
     time.sleep(0.5)  # and the reader has read what is already there
-    start.set()
-    total = sum(counts.get(timeout=seconds + 120) for _ in procs)
+    with psycopg.connect(url, autocommit=True) as conn:
+        wal = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
+        load, server = os.getloadavg()[0], _server_cpu(postmaster)
+        start.set()
+        done = [counts.get(timeout=seconds + 120) for _ in procs]
+        after = _server_cpu(postmaster)
+        finish.set()
+        wal_bytes = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", wal).fetchone()
     for p in procs:
         p.join()
-    extra: dict[str, Any] = {}
+    events = sum(n for n, *_ in done)
+    per_writer = [n / took for n, took, _ in done]
+    result: dict[str, Any] = {
+        "events_per_s": sum(per_writer), "per_writer_min": min(per_writer), "per_writer_max": max(per_writer),
+        "client_cpu_ms": 1000 * sum(cpu for _, _, cpu in done) / max(events, 1),
+        "server_cpu_ms": None if server is None or after is None else 1000 * (after - server) / max(events, 1),
+        "wal_bytes": float(wal_bytes[0]) / max(events, 1) if wal_bytes else None, "load": load,
+    }
     if reader:
         stop.set()
         seen, unordered, polls = out.get(timeout=120)
         reader.join()
         with Store(url) as store:
             stored = [e.position for e in store.read_all()]
-        extra = {"tail_skipped": len(set(stored) - set(seen)), "tail_out_of_order": unordered + (seen != sorted(seen)),
-                 "tail_seen": len(seen), "tail_polls": polls}
-    return total / seconds, extra
+        result.update(tail_skipped=len(set(stored) - set(seen)), tail_out_of_order=unordered + (seen != sorted(seen)),
+                      tail_seen=len(seen), tail_polls=polls)
+    return result
+
+
+def _writer_measures(url: str, postmaster: int, seconds: float, rounds: int) -> list[Measure]:
+    """8 writers vs 1: `rounds` pairs, the two in alternating order, the same server and duration;
+    the medians of their rates. Then one more 8-writer run with a reader tailing the log, for
+    the reader's own measure (its polls cost the writers CPU, so that run is not in the ratio)."""
+    runs: dict[int, list[dict[str, Any]]] = {1: [], 8: []}
+    for r in range(rounds):
+        for k in ((1, 8) if r % 2 == 0 else (8, 1)):
+            runs[k].append(_writers(url, postmaster, k, seconds, tail=False))
+    tailed = _writers(url, postmaster, 8, seconds, tail=True)
+
+    def med(k: int, key: str) -> Any:
+        values = [run[key] for run in runs[k] if run[key] is not None]
+        return round(statistics.median(values), 3) if values else None
+
+    one, eight = med(1, "events_per_s"), med(8, "events_per_s")
+    pairs = [round(b["events_per_s"] / a["events_per_s"], 2) for a, b in zip(runs[1], runs[8])]
+    figures = {f"{key}_{k}": med(k, key) for k in (1, 8) for key in runs[1][0]}
+    measures = [
+        Measure(GROUP, f"8 writer processes vs 1, distinct threads (events/s, median of {rounds})", 1 / eight, "s",
+                "1 writer process", 1 / one, "speed", rounds,
+                {"target": "pg_writers", "ratios": pairs, "seconds": seconds, **figures}),
+        Measure(GROUP, "one of 8 writer processes vs 1 writer alone (events/s)", 8 / eight, "s", "1 writer process",
+                1 / one, "speed", rounds, {"per_writer_min_8": med(8, "per_writer_min"),
+                                           "per_writer_max_8": med(8, "per_writer_max")}),
+    ]
+    tail = {key: tailed[key] for key in ("tail_skipped", "tail_out_of_order", "tail_seen", "tail_polls")}
+    # Counted as 1 + problems against 1, so the verdict (<= 1x) reads "none at all".
+    problems = tail["tail_skipped"] + tail["tail_out_of_order"]
+    measures.append(Measure(GROUP, "tailing reader during an 8-writer run: 1 + skipped + out of order", 1.0 + problems,
+                            "count", "none", 1.0, "cost", 1,
+                            {**tail, "target": "pg_tail", "events_per_s_8_tailed": round(tailed["events_per_s"])}))
+    return measures
 
 
 def run(mode: str, workdir: Path) -> list[Measure]:
     from tests.pgcluster import Cluster, ClusterUnavailable
 
-    per_sample, rounds, batch_rounds, seconds, fork_size = SIZES[mode]
+    per_sample, rounds, batch_rounds, seconds, writer_rounds, fork_size = SIZES[mode]
     try:
         cluster = Cluster(workdir / "cluster" if os.geteuid() != 0 else None)
     except ClusterUnavailable as error:
         return [Measure(GROUP, "postgresql", 0.0, "s", extra={"skipped": str(error)})]
     try:
-        return _run(cluster, mode, per_sample, rounds, batch_rounds, seconds, fork_size)
+        return _run(cluster, mode, per_sample, rounds, batch_rounds, seconds, writer_rounds, fork_size)
     finally:
         cluster.stop()
 
 
 def _run(cluster: Any, mode: str, per_sample: int, rounds: int, batch_rounds: int, seconds: float,
-         fork_size: int) -> list[Measure]:
+         writer_rounds: int, fork_size: int) -> list[Measure]:
     url = cluster.url()
     cluster.execute(RAW_DDL)
     store, raw = Store(url), _Raw(url)
@@ -189,15 +267,7 @@ def _run(cluster: Any, mode: str, per_sample: int, rounds: int, batch_rounds: in
     measures.append(compare(GROUP, "batch append of 1,000 (PostgreSQL, per event)", samples, "threadlog", "raw",
                             label="raw psycopg COPY, one transaction", target="pg_batch"))
 
-    one, _ = _writers(url, 1, seconds, tail=False)
-    eight, tail = _writers(url, 8, seconds, tail=True)
-    measures.append(Measure(GROUP, "8 writer processes vs 1, distinct threads (events/s)", 1 / eight, "s",
-                            "1 writer process", 1 / one, "speed", 1,
-                            {"target": "pg_writers", "events_per_s_1": round(one), "events_per_s_8": round(eight), **tail}))
-    # Counted as 1 + problems against 1, so the verdict (<= 1x) reads "none at all".
-    problems = tail["tail_skipped"] + tail["tail_out_of_order"]
-    measures.append(Measure(GROUP, "tailing reader during the 8-writer run: 1 + skipped + out of order", 1.0 + problems,
-                            "count", "none", 1.0, "cost", 1, {**tail, "target": "pg_tail"}))
+    measures += _writer_measures(url, cluster.postmaster_pid(), seconds, writer_rounds)
 
     small, _ = threads.build(store, 10, title="small")
     large, built = threads.build(store, fork_size, title="large")

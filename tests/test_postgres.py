@@ -341,7 +341,7 @@ def test_an_event_committed_while_an_earlier_writer_is_open_waits_for_it() -> No
         t = store.create_thread(title="order")
         before = store.last_position()
         with psycopg.connect(url) as early:  # a writer between its reservation and its commit
-            reserved = early.execute(_RESERVE_SQL.encode(), (1,)).fetchone()
+            reserved = early.execute(_RESERVE_SQL.encode(), (1, 1)).fetchone()
             assert reserved is not None and reserved[3] == before + 1
             late = store.append_message(t, "user", "committed after the open writer took a lower position")
             assert late.position == before + 2
@@ -350,3 +350,74 @@ def test_an_event_committed_while_an_earlier_writer_is_open_waits_for_it() -> No
             early.rollback()  # the early writer gives up: its position stays unused
         assert [e.position for e in store.read_all(after=before)] == [late.position]
         assert store.last_position() == late.position
+
+
+def test_appends_keep_working_after_rollbacks_once_the_driver_prepared_statements_of_its_own() -> None:
+    """The append runs statements prepared once per connection; the driver deallocates every
+    prepared statement of the session when it sees a ROLLBACK go by (after it has prepared
+    some of its own), which would leave the next append failing."""
+    from threadlog import ConcurrencyError
+
+    with Store(postgres_url()) as store:
+        t = store.create_thread(title="rollbacks")
+        for _ in range(8):  # the driver prepares a statement run 5 times
+            store.thread(t)
+            store.append_message(t, "user", "hello")
+        with pytest.raises(ConcurrencyError):
+            store.append_message(t, "user", "refused", expect=0)  # rolled back
+        store.verify()  # a read transaction, ended by ROLLBACK
+        for _ in range(3):
+            store.thread(t)
+            store.append_message(t, "user", "still appending")
+        assert store.head(t) == 1 + 8 + 3
+        store.verify()
+
+
+@pytest.mark.parametrize("text", ["50% off, %s and %(name)s", "it's \"quoted\" \\ back\\slash", "tab\tnul\u0000end",
+                                  "☀ \U0001f600 é", "E'\\x00'::bytea; DROP TABLE events; --"],
+                         ids=["percent", "quotes", "control", "unicode", "injection"])
+def test_values_bound_on_the_client_are_stored_byte_exact(text: str) -> None:
+    """The append's statements go as one query string, their values quoted by the driver: any
+    text comes back as it went in, and hashes like on SQLite."""
+    thread = "t" + "".join(c for c in text if c.isprintable())  # ids are printable text
+    with Store(postgres_url()) as pg, Store(":memory:") as lite:
+        for store in (pg, lite):
+            store.create_thread(title=text, thread_id=thread, event_id="c" + thread)
+            store.append_message(thread, "user", text, event_id="m" + thread)
+        got = [(e.data, e.meta, e.event_id) for e in pg.read(thread)]
+        assert got == [(e.data, e.meta, e.event_id) for e in lite.read(thread)]
+        assert got[1][0]["content"] == [{"type": "text", "text": text}]
+        pg.verify()
+
+
+def test_streams_are_read_through_a_server_side_cursor_a_page_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`streams()` (a full verify reads every stream) holds a page in memory, not the table: the
+    rows come from a server-side cursor, in creation order, inside or outside a transaction,
+    with several iterations open at once, and the cursor is gone once they end."""
+    import eventstore.postgres
+
+    monkeypatch.setattr(eventstore.postgres, "_PAGE", 3)
+    url = postgres_url()
+    with Store(url) as store:
+        ids = [store.create_thread(title=f"t{i}") for i in range(8)]
+        store.append_message(ids[1], "user", "hello")
+        ids.append(store.fork(ids[1]))
+    backend = eventstore.postgres.PostgresBackend(url)
+
+    def open_cursors() -> list[str]:
+        return [str(r[0]) for r in backend.conn.execute("SELECT statement FROM pg_cursors").fetchall()]
+
+    try:
+        outside = backend.streams()
+        assert next(outside).id == ids[0]
+        assert len(open_cursors()) == 1 and "FROM streams" in open_cursors()[0]  # not read whole
+        with backend.read_transaction():
+            inside = iter(backend.streams())
+            assert [row.id for row in inside] == ids
+        assert [row.id for row in outside] == ids[1:]
+        assert open_cursors() == []
+    finally:
+        backend.close()
+    with Store(url) as store:
+        assert [t.id for t in store.all_threads()] == ids
+        store.verify()
