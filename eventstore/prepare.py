@@ -17,6 +17,7 @@ from . import integrity
 from .ids import event_id as new_event_id
 from .errors import InvalidEvent
 from .events import CATALOGUE, MAX_DEPTH, MessageAppended, check_depth, parse, too_deep
+from .recorded import make_tuple
 
 # The largest event payload (canonical JSON, in bytes) an append accepts. Nothing bigger
 # could be sent to the model in one request anyway.
@@ -80,7 +81,7 @@ class PreparedEvent(NamedTuple):
 
 _EVENT_KEYS = frozenset(("type", "data", "meta"))
 META_KEYS = frozenset(("event_id", "actor", "origin", "causation_id", "correlation_id", "occurred_at", "source"))
-_MESSAGE_VERSION = MessageAppended.schema_version
+_MESSAGE, _MESSAGE_VERSION = MessageAppended.type, MessageAppended.schema_version
 
 
 def _text_message(event: Any) -> tuple[str, str] | None:
@@ -138,8 +139,8 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Prepar
             raise InvalidEvent(f"{_name(field)}.data", f"not storable as UTF-8 JSON ({error})") from None
         if len(data_json) > MAX_EVENT_BYTES // 4:
             _check_size(data_json, _name(field))
-        return PreparedEvent(MessageAppended.type, _MESSAGE_VERSION, _text_data(*plain), data_json, data_digest, {}, "{}",
-                        event_id or new_event_id(), False, True)
+        return make_tuple(PreparedEvent, (_MESSAGE, _MESSAGE_VERSION, _text_data(*plain), data_json, data_digest, {}, "{}",
+                                           event_id or new_event_id(), False, True))
     field = _name(field)
     type_, data, meta = parse(event, field)
     try:
