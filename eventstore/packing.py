@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import calendar
 import time
+from typing import Any
 
-from .backend import EventValues
+from .backend import EventRow, EventValues
 
 # The last whole second parsed, as (text, seconds since 1970).
 _second: tuple[str, int] = ("", 0)
@@ -151,3 +152,12 @@ def pack_row(row: EventValues) -> StoredValues:
 
 
 _CODES = TYPE_CODES
+
+
+def unpack_row(row: tuple[Any, ...]) -> EventRow:
+    """The `EventRow` of a row as stored (`StoredValues`), decoded as the SQLite backend's SQL
+    decodes it: a value of a kind no packing writes (a hand edit's) is passed on as it is, for
+    the reader's checks to name, never an exception here."""
+    position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, facts, redacted_by = row
+    return EventRow(position, stream_id, offset, unpack_id(event_id), TYPE_NAMES.get(type_, type_), version, data, meta, unpack_time(recorded_at) if type(recorded_at) is int else recorded_at,
+                    None if digest is None else unpack_digest(digest), unpack_hash(hash_), facts, redacted_by)

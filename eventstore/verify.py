@@ -28,6 +28,7 @@ from .backend import Backend, EventRow, StreamRow
 from .errors import IntegrityError, InvalidEvent
 from .events import MAX_DEPTH
 from .facts import NONE, Facts, advance, after_fork
+from .packing import TYPE_CODES, unpack_hash, unpack_row
 from .integrity import (GENESIS, HASH_TAG, canonical, chain_hash_in, digest, extend_log_digest, foreign_code,
                         format_checkpoint, legacy_chain_hash, parse_checkpoint)
 
@@ -46,6 +47,8 @@ def _loads(text: str) -> Any:
     return value
 
 Problem = tuple[int, str]  # (position, what is wrong)
+
+_MESSAGE = TYPE_CODES["message.appended"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,8 @@ class _Chain:
     """One stream's own events, checked in order: what the next must be, and what they said."""
 
     __slots__ = ("row", "prev", "facts", "facts_json", "expected", "start", "last_position", "forked_after",
-                 "first_position", "first_message", "kind", "count", "redacted", "partial", "stream_field")
+                 "first_position", "first_message", "kind", "count", "redacted", "partial", "stream_field", "head",
+                 "fork_offset")
 
     def __init__(self, row: StreamRow, prev: str, facts: Facts, facts_json: str | None, expected: int,
                  forked_after: int, partial: bool = False) -> None:
@@ -100,6 +104,8 @@ class _Chain:
         self.count = self.redacted = 0
         self.partial = partial  # checking from the middle (since a checkpoint): no first event to see
         self.stream_field = f"{len(row.id)}:{row.id}"  # the stream's part of every header it hashes
+        self.head = row.head
+        self.fork_offset = row.parent_offset
 
     def step(self, backend: Backend, row: EventRow) -> Problem | None:
         """Check one event (the stream's next); the problem, or None. A stored value of a
@@ -109,6 +115,45 @@ class _Chain:
             return self._step(backend, row)
         except _UNREADABLE as error:
             return row.position, f"{row.stream_id} offset {row.offset}: {_unreadable(error)}"
+
+    def plain(self, row: tuple[Any, ...]) -> bool:
+        """Check a stored row (`packing.StoredValues`) that looks like a plain message (text
+        blocks only) the way `step` would, without decoding it first; True if it passed and was
+        taken, False to leave it to `step` (anything else, or any doubt, or any problem).
+
+        The shortcut of a full verify (most events of a log are such messages): it accepts only
+        what `step` accepts, with the same effects, which tests/test_verify_plain.py holds on
+        random rows. Every header field is hashed as `chain_hash_in` writes it; the event id's
+        and digest's lengths are written as their packed forms' (32 and 64 hex digits), so a
+        value of another length gives another header, no match, and `step`. A match of the
+        stored hash (bytes) therefore means `step` computes that same hash.
+        """
+        position, _, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, row_facts, redacted_by = row
+        if not (type_ == _MESSAGE and offset == self.expected and data_digest is None and redacted_by is None
+                and offset < self.head and position > self.last_position and position > self.forked_after
+                and offset != self.fork_offset and offset != 0 and row_facts == self.facts_json):
+            return False
+        try:
+            prev, o, v = self.prev, str(offset), str(version)
+            header = "".join((
+                "tl2\n", str(len(prev)), ":", prev, self.stream_field, str(len(o)), ":", o, "32:", event_id.hex(),
+                "16:message.appended", str(len(v)), ":", v, str(len(recorded_at)), ":", recorded_at, str(len(meta)), ":", meta,
+                "64:", _sha256(data.encode("utf-8")).hexdigest(),
+            ))
+            computed = _sha256(header.encode("utf-8")).digest()
+            if computed != hash_ or "tool_" in data or "\\u" in data:
+                return False
+            parsed, end = _scan(data, 0)
+        except (TypeError, AttributeError, ValueError, StopIteration, RecursionError):
+            return False
+        if end != len(data) or parsed.__class__ is not dict or parsed.get("content").__class__ is not list \
+                or parsed.get("role") not in ("user", "assistant"):
+            return False
+        self.count += 1
+        if self.first_message is None:
+            self.first_message = offset
+        self.prev, self.last_position, self.expected = HASH_TAG + computed.hex(), position, offset + 1
+        return True
 
     def _step(self, backend: Backend, row: EventRow) -> Problem | None:
         position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, row_facts, \
@@ -180,9 +225,11 @@ class _Chain:
             facts = recorded_facts
         elif trust_facts:  # its payload is gone and nothing chained says what it held
             facts = Facts.load(row_facts)
-        elif type_ == "message.appended" and "tool_" not in data and isinstance(parsed.get("content"), list) \
-                and parsed.get("role") in ("user", "assistant"):
-            pass  # no tool_use or tool_result block (each names its type): the facts stay
+        elif type_ == "message.appended" and "tool_" not in data and "\\u" not in data \
+                and isinstance(parsed.get("content"), list) and parsed.get("role") in ("user", "assistant"):
+            # No tool_use or tool_result block: each names its type, which the text would spell
+            # out unless written with \u escapes (appends never write them; a hand edit may).
+            pass
         else:
             try:
                 facts = advance(facts, type_, parsed)
@@ -322,29 +369,32 @@ class _Scan:
         _, total = backend.counts()
         waiting = iter(backend.streams())  # in creation order: a stream starts at its created_position
         upcoming = next(waiting, None)
+        due = upcoming.created_position if upcoming is not None else _NEVER
         checked = 0
         folding = fold.value is not None
-        for row in backend.all_events(0, None):
-            position, stream_id = row.position, row.stream_id
+        for values in backend.stored_events():
+            position, stream_id = values[0], values[1]
             if folding:
-                fold.add(position, row.hash)
-            while upcoming is not None and upcoming.created_position <= position:
-                self.start(upcoming)
-                upcoming = next(waiting, None)
+                fold.add(position, unpack_hash(values[10]))
+            if due <= position:
+                while upcoming is not None and upcoming.created_position <= position:
+                    self.start(upcoming)
+                    upcoming = next(waiting, None)
+                due = upcoming.created_position if upcoming is not None else _NEVER
             chain = chains.get(stream_id)
             if chain is None:
-                self.orphan(row)
+                self.orphan(unpack_row(values))
                 continue
             checked += 1
-            problem = chain.step(backend, row)
-            if problem is not None:
-                self.fail(stream_id, problem)
-                continue
+            if not chain.plain(values):
+                problem = chain.step(backend, unpack_row(values))
+                if problem is not None:
+                    self.fail(stream_id, problem)
+                    continue
             wanted = points.get(stream_id)
-            if wanted is not None and row.offset in wanted:
-                wanted[row.offset] = _Point(bytes.fromhex(row.hash[4:]) if row.hash.startswith(HASH_TAG) else row.hash,
-                                            row.facts, position)
-            if chain.expected == chain.row.head:
+            if wanted is not None and values[2] in wanted:
+                wanted[values[2]] = _point(values)
+            if chain.expected == chain.head:
                 self.finish(chain)
             if progress is not None and checked % 10_000 == 0:
                 progress(checked, total)
@@ -421,6 +471,18 @@ class _Scan:
             self.fail(info.id, problem)
         else:
             self.finished.add(intern(info.id))
+
+
+_NEVER = float("inf")
+
+
+def _point(values: tuple[Any, ...]) -> _Point:
+    """The `_Point` of a stored row a fork chains to, its hash kept as 32 bytes when it is a `tl2:` one."""
+    hash_ = values[10]
+    if hash_.__class__ is not bytes:
+        hash_ = unpack_hash(hash_)
+        hash_ = bytes.fromhex(hash_[4:]) if hash_.startswith(HASH_TAG) else hash_
+    return _Point(hash_, values[11], values[0])
 
 
 class _Fold:
