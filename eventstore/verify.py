@@ -89,7 +89,7 @@ class _Chain:
 
     __slots__ = ("row", "prev", "facts", "facts_json", "expected", "start", "last_position", "forked_after",
                  "first_position", "first_message", "kind", "count", "redacted", "partial", "stream_field", "head",
-                 "fork_offset")
+                 "fork_offset", "points")
 
     def __init__(self, row: StreamRow, prev: str, facts: Facts, facts_json: str | None, expected: int,
                  forked_after: int, partial: bool = False) -> None:
@@ -106,6 +106,7 @@ class _Chain:
         self.stream_field = f"{len(row.id)}:{row.id}"  # the stream's part of every header it hashes
         self.head = row.head
         self.fork_offset = row.parent_offset
+        self.points: dict[int, _Point | None] | None = None  # a full verify's: its events that forks chain to
 
     def step(self, backend: Backend, row: EventRow) -> Problem | None:
         """Check one event (the stream's next); the problem, or None. A stored value of a
@@ -115,45 +116,6 @@ class _Chain:
             return self._step(backend, row)
         except _UNREADABLE as error:
             return row.position, f"{row.stream_id} offset {row.offset}: {_unreadable(error)}"
-
-    def plain(self, row: tuple[Any, ...]) -> bool:
-        """Check a stored row (`packing.StoredValues`) that looks like a plain message (text
-        blocks only) the way `step` would, without decoding it first; True if it passed and was
-        taken, False to leave it to `step` (anything else, or any doubt, or any problem).
-
-        The shortcut of a full verify (most events of a log are such messages): it accepts only
-        what `step` accepts, with the same effects, which tests/test_verify_plain.py holds on
-        random rows. Every header field is hashed as `chain_hash_in` writes it; the event id's
-        and digest's lengths are written as their packed forms' (32 and 64 hex digits), so a
-        value of another length gives another header, no match, and `step`. A match of the
-        stored hash (bytes) therefore means `step` computes that same hash.
-        """
-        position, _, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, row_facts, redacted_by = row
-        if not (type_ == _MESSAGE and offset == self.expected and data_digest is None and redacted_by is None
-                and offset < self.head and position > self.last_position and position > self.forked_after
-                and offset != self.fork_offset and offset != 0 and row_facts == self.facts_json):
-            return False
-        try:
-            prev, o, v = self.prev, str(offset), str(version)
-            header = "".join((
-                "tl2\n", str(len(prev)), ":", prev, self.stream_field, str(len(o)), ":", o, "32:", event_id.hex(),
-                "16:message.appended", str(len(v)), ":", v, str(len(recorded_at)), ":", recorded_at, str(len(meta)), ":", meta,
-                "64:", _sha256(data.encode("utf-8")).hexdigest(),
-            ))
-            computed = _sha256(header.encode("utf-8")).digest()
-            if computed != hash_ or "tool_" in data or "\\u" in data:
-                return False
-            parsed, end = _scan(data, 0)
-        except (TypeError, AttributeError, ValueError, StopIteration, RecursionError):
-            return False
-        if end != len(data) or parsed.__class__ is not dict or parsed.get("content").__class__ is not list \
-                or parsed.get("role") not in ("user", "assistant"):
-            return False
-        self.count += 1
-        if self.first_message is None:
-            self.first_message = offset
-        self.prev, self.last_position, self.expected = HASH_TAG + computed.hex(), position, offset + 1
-        return True
 
     def _step(self, backend: Backend, row: EventRow) -> Problem | None:
         position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, row_facts, \
@@ -365,17 +327,31 @@ class _Scan:
         self.redacted = 0
 
     def run(self, fold: _Fold, progress: Callable[[int, int], None] | None) -> int:
-        backend, chains, points = self.backend, self.chains, self.points
+        """Check every event, in position order; the number checked.
+
+        Most events of a log are plain messages (text blocks only), and the loop checks those
+        itself, on the row as stored, without decoding it first: this shortcut is what makes a
+        full verify run at its budget of 5 µs an event. It takes a row only when `_Chain.step`
+        would accept it, with the same effects on the chain, and leaves every other row (any
+        other type, a first event, a redacted row, a value of another kind or length, a hash
+        that does not match, any doubt) to `step`, which names the problem;
+        tests/test_verify_plain.py holds the two equal on random rows. Its header is
+        `chain_hash_in`'s, field for field; the type's field is written out (the row's type
+        code is a message's).
+        """
+        backend, chains = self.backend, self.chains
         _, total = backend.counts()
         waiting = iter(backend.streams())  # in creation order: a stream starts at its created_position
         upcoming = next(waiting, None)
         due = upcoming.created_position if upcoming is not None else _NEVER
         checked = 0
         folding = fold.value is not None
+        sha256, scan, tag, message = _sha256, _scan, HASH_TAG, _MESSAGE
         for values in backend.stored_events():
-            position, stream_id = values[0], values[1]
+            position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, row_facts, \
+                redacted_by = values
             if folding:
-                fold.add(position, unpack_hash(values[10]))
+                fold.add(position, unpack_hash(hash_))
             if due <= position:
                 while upcoming is not None and upcoming.created_position <= position:
                     self.start(upcoming)
@@ -386,14 +362,36 @@ class _Scan:
                 self.orphan(unpack_row(values))
                 continue
             checked += 1
-            if not chain.plain(values):
+            taken = False
+            if (type_ == message and offset == chain.expected and data_digest is None and redacted_by is None
+                    and offset < chain.head and position > chain.last_position and position > chain.forked_after
+                    and offset != chain.fork_offset and offset != 0 and row_facts == chain.facts_json):
+                try:
+                    prev, o, v, e = chain.prev, str(offset), str(version), event_id.hex()
+                    computed = sha256("".join((
+                        "tl2\n", str(len(prev)), ":", prev, chain.stream_field, str(len(o)), ":", o, str(len(e)), ":", e,
+                        "16:message.appended", str(len(v)), ":", v, str(len(recorded_at)), ":", recorded_at,
+                        str(len(meta)), ":", meta, "64:", sha256(data.encode("utf-8")).hexdigest(),
+                    )).encode("utf-8")).digest()
+                    if computed == hash_ and "tool_" not in data and "\\u" not in data:
+                        parsed, end = scan(data, 0)
+                        taken = (end == len(data) and parsed.__class__ is dict and parsed.get("content").__class__ is list
+                                 and parsed.get("role") in ("user", "assistant"))
+                except (TypeError, AttributeError, ValueError, StopIteration, RecursionError):
+                    pass
+                if taken:
+                    chain.count += 1
+                    if chain.first_message is None:
+                        chain.first_message = offset
+                    chain.prev, chain.last_position, chain.expected = tag + computed.hex(), position, offset + 1
+            if not taken:
                 problem = chain.step(backend, unpack_row(values))
                 if problem is not None:
                     self.fail(stream_id, problem)
                     continue
-            wanted = points.get(stream_id)
-            if wanted is not None and values[2] in wanted:
-                wanted[values[2]] = _point(values)
+            wanted = chain.points
+            if wanted is not None and offset in wanted:
+                wanted[offset] = _point(values)
             if chain.expected == chain.head:
                 self.finish(chain)
             if progress is not None and checked % 10_000 == 0:
@@ -415,16 +413,18 @@ class _Scan:
             self.early.discard(row.id)
             return
         if row.parent_id is None:
-            self.chains[row.id] = _Chain(row, GENESIS, NONE, None, 0, 0)
-            return
-        base = row.parent_offset or 0
-        owner = _owner(self.lineages, row.parent_id, base - 1)
-        point = self.points.get(owner or "", {}).get(base - 1)
-        if point is None:
-            self.fail(row.id, (row.created_position, f"fork {row.id} points at a missing parent event"))
-            return
-        prev = HASH_TAG + point.hash.hex() if isinstance(point.hash, bytes) else point.hash
-        self.chains[row.id] = _Chain(row, prev, Facts.load(point.facts), point.facts, base, point.position)
+            chain = _Chain(row, GENESIS, NONE, None, 0, 0)
+        else:
+            base = row.parent_offset or 0
+            owner = _owner(self.lineages, row.parent_id, base - 1)
+            point = self.points.get(owner or "", {}).get(base - 1)
+            if point is None:
+                self.fail(row.id, (row.created_position, f"fork {row.id} points at a missing parent event"))
+                return
+            prev = HASH_TAG + point.hash.hex() if isinstance(point.hash, bytes) else point.hash
+            chain = _Chain(row, prev, Facts.load(point.facts), point.facts, base, point.position)
+        chain.points = self.points.get(row.id)
+        self.chains[row.id] = chain
 
     def orphan(self, row: EventRow) -> None:
         """An event of no stream being checked: one past a finished stream's head, one of a
