@@ -368,11 +368,12 @@ class _Scan:
                     and offset != chain.fork_offset and offset != 0 and row_facts == chain.facts_json):
                 try:
                     prev, o, v, e = chain.prev, str(offset), str(version), event_id.hex()
-                    computed = sha256("".join((
-                        "tl2\n", str(len(prev)), ":", prev, chain.stream_field, str(len(o)), ":", o, str(len(e)), ":", e,
-                        "16:message.appended", str(len(v)), ":", v, str(len(recorded_at)), ":", recorded_at,
-                        str(len(meta)), ":", meta, "64:", sha256(data.encode("utf-8")).hexdigest(),
-                    )).encode("utf-8")).digest()
+                    if meta.__class__ is not str or recorded_at.__class__ is not str:
+                        raise TypeError  # `step` names it (the f-string below would not refuse it)
+                    computed = sha256(
+                        f"tl2\n{len(prev)}:{prev}{chain.stream_field}{len(o)}:{o}{len(e)}:{e}16:message.appended{len(v)}:{v}"
+                        f"{len(recorded_at)}:{recorded_at}{len(meta)}:{meta}64:{sha256(data.encode('utf-8')).hexdigest()}"
+                        .encode("utf-8")).digest()
                     if computed == hash_ and "tool_" not in data and "\\u" not in data:
                         parsed, end = scan(data, 0)
                         taken = (end == len(data) and parsed.__class__ is dict and parsed.get("content").__class__ is list
