@@ -159,5 +159,6 @@ def unpack_row(row: tuple[Any, ...]) -> EventRow:
     decodes it: a value of a kind no packing writes (a hand edit's) is passed on as it is, for
     the reader's checks to name, never an exception here."""
     position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, facts, redacted_by = row
-    return EventRow(position, stream_id, offset, unpack_id(event_id), TYPE_NAMES.get(type_, type_), version, data, meta, unpack_time(recorded_at) if type(recorded_at) is int else recorded_at,
+    time_ = unpack_time(recorded_at) if type(recorded_at) is int else recorded_at
+    return EventRow(position, stream_id, offset, unpack_id(event_id), TYPE_NAMES.get(type_, type_), version, data, meta, time_,
                     None if digest is None else unpack_digest(digest), unpack_hash(hash_), facts, redacted_by)

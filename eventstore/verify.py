@@ -565,8 +565,12 @@ def _chain_from(backend: Backend, ancestry: list[StreamRow], offset: int) -> _Ch
     if before is None:
         return (row.created_position, f"fork {row.id} points at a missing parent event") if offset == base else \
             (row.created_position, f"{row.id}: the event before offset {offset} is missing")
-    chain = _Chain(row, before.hash, Facts.load(before.facts), before.facts, offset,
-                   before.position if offset == base else 0, partial=offset > base)
+    try:
+        facts = Facts.load(before.facts)
+    except _UNREADABLE as error:  # altered by hand: the check of that event names it too
+        return before.position, f"{before.stream_id} offset {before.offset}: {_unreadable(error)}"
+    chain = _Chain(row, before.hash, facts, before.facts, offset, before.position if offset == base else 0,
+                   partial=offset > base)
     if offset > base:
         chain.last_position = before.position
     return chain
