@@ -238,14 +238,14 @@ class _Chain:
             base = info.parent_offset or 0
             if inherited is not None and inherited < base:
                 first_message = inherited
-            expected: dict[str, Any] = {"root_id": parent.root_id, "depth": parent.depth + 1}
+            root_id, depth = parent.root_id, parent.depth + 1
         else:
-            expected = {"root_id": info.id, "depth": 0}
+            root_id, depth = info.id, 0
         # last_position orders `threads()` (what `threadlog ls` and `@last` pick), so it is checked too.
-        expected["last_position"] = self.last_position
+        expected: tuple[tuple[str, Any], ...] = (("root_id", root_id), ("depth", depth), ("last_position", self.last_position))
         if not self.partial:  # set once, by the first event, which a partial check does not see
-            expected.update(created_position=self.first_position, kind=self.kind)
-        for column, value in expected.items():
+            expected += (("created_position", self.first_position), ("kind", self.kind))
+        for column, value in expected:
             if getattr(info, column) != value:
                 return f"stored {column} {getattr(info, column)!r} disagrees with the events ({value!r})"
         if info.first_message_offset != first_message:
@@ -422,7 +422,8 @@ class _Scan:
         else:
             base = row.parent_offset or 0
             owner = _owner(self.lineages, row.parent_id, base - 1)
-            point = self.points.get(owner or "", {}).get(base - 1)
+            points = self.points.get(owner) if owner is not None else None
+            point = points.get(base - 1) if points is not None else None
             if point is None:
                 self.fail(row.id, (row.created_position, f"fork {row.id} points at a missing parent event"))
                 return
