@@ -714,6 +714,8 @@ class SQLiteBackend:
     def stored_events(self) -> Iterator[tuple[Any, ...]]:
         # Undecoded: the SQL decoding of `all_events` costs ~1.5 µs a row, a third of a full
         # verify's budget, and verify decodes in Python only the rows its shortcut cannot take.
+        # A memory map (mmap_size 1 GiB) made this scan no faster (2.3-3.7 µs a row either way,
+        # 220,000 rows, load 3-4) and would count every page read in the reader's memory.
         cursor = self.conn.execute(f"SELECT {STORED_COLUMNS} FROM events ORDER BY position")
         return self._rows(cursor, tuple)
 
