@@ -536,7 +536,7 @@ class SQLiteBackend:
         page is found when it is read). Closing this generator early leaves the cursor to
         be collected: it never touches a connection that may be closed by then."""
         try:
-            yield from cursor if kind is tuple else map(_new, repeat(kind), cursor)
+            yield from map(_new, repeat(kind), cursor)
         except sqlite3.Error as error:
             raise translate(error, self.path) from None
 
