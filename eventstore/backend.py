@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
 class StreamRow(NamedTuple):
@@ -211,6 +211,13 @@ class Backend(Protocol):
 
     def all_events(self, after: int, limit: int | None) -> Iterator[EventRow]:
         """Every event with position > `after`, in position order, at most `limit`."""
+        ...
+
+    def stored_events(self) -> Iterator[tuple[Any, ...]]:
+        """Every event in position order as `packing.StoredValues`: `EventRow`'s fields, but an
+        id, hash, digest, type or time may be in its compact form (`packing.unpack_row` gives
+        the `EventRow`). For a full scan that decodes only what it reads (`verify`); a backend
+        that decodes in SQL anyway may return the text forms."""
         ...
 
     def redact(self, position: int, data: str, redacted_by: int) -> None:

@@ -107,4 +107,4 @@ def after_fork(parent: Facts, forked: dict[str, Any]) -> Facts:
     drop them, which is the fan-out case: its next event answers them.
     """
     carries = forked["options"].get("context", "full") == "full" and not forked.get("dropped_tool_use_ids")
-    return Facts((), parent.tools if carries else (), ())
+    return Facts((), parent.tools, ()) if carries and parent.tools else NONE

@@ -704,6 +704,10 @@ class PostgresBackend:
             (after, limit), EventRow, 0,
         )
 
+    def stored_events(self) -> Iterator[tuple[Any, ...]]:
+        """`all_events` from the start: the text forms (this backend decodes in SQL)."""
+        return self.all_events(0, None)
+
     @_translated
     def redact(self, position: int, data: str, redacted_by: int) -> None:
         # The digest of what is erased stays (only redacted rows keep one).

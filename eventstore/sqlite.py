@@ -777,6 +777,15 @@ class SQLiteBackend:
         return self._rows(cursor, EventRow)
 
     @_translated
+    def stored_events(self) -> Iterator[tuple[Any, ...]]:
+        # Undecoded: the SQL decoding of `all_events` costs ~1.5 µs a row, a third of a full
+        # verify's budget, and verify decodes in Python only the rows its shortcut cannot take.
+        # A memory map (mmap_size 1 GiB) made this scan no faster (2.3-3.7 µs a row either way,
+        # 220,000 rows, load 3-4) and would count every page read in the reader's memory.
+        cursor = self.conn.execute(f"SELECT {STORED_COLUMNS} FROM events ORDER BY position")
+        return self._rows(cursor, tuple)
+
+    @_translated
     def redact(self, position: int, data: str, redacted_by: int) -> None:
         # The digest of what is erased stays (hex text: only redacted rows keep one).
         self.conn.execute("UPDATE events SET data_digest = coalesce(data_digest, tl_digest(data)), data = ?, redacted_by = ? "
