@@ -139,8 +139,8 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Prepar
             raise InvalidEvent(f"{_name(field)}.data", f"not storable as UTF-8 JSON ({error})") from None
         if len(data_json) > MAX_EVENT_BYTES // 4:
             _check_size(data_json, _name(field))
-        values = (_MESSAGE, _MESSAGE_VERSION, _text_data(*plain), data_json, data_digest, {}, "{}",
-                  event_id or new_event_id(), False, True)
+        values: tuple[Any, ...] = (_MESSAGE, _MESSAGE_VERSION, _text_data(*plain), data_json, data_digest, {}, "{}",
+                                  event_id or new_event_id(), False, True)
         prepared: PreparedEvent = make_tuple(PreparedEvent, values)
         return prepared
     field = _name(field)
