@@ -315,6 +315,10 @@ def _migrate_7(db: sqlite_utils.Database) -> None:
 MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6, 7: _migrate_7}
 
 
+def _lenient_text(value: bytes) -> str:
+    return value.decode("utf-8", "replace")
+
+
 def _digest(data: str | bytes) -> str:
     """`tl_digest(data)`: the SHA-256 of an event's data, hex (what a packed row does not store)."""
     return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
@@ -782,8 +786,37 @@ class SQLiteBackend:
         # verify's budget, and verify decodes in Python only the rows its shortcut cannot take.
         # A memory map (mmap_size 1 GiB) made this scan no faster (2.3-3.7 µs a row either way,
         # 220,000 rows, load 3-4) and would count every page read in the reader's memory.
-        cursor = self.conn.execute(f"SELECT {STORED_COLUMNS} FROM events ORDER BY position")
-        return self._rows(cursor, tuple)
+        return self._stored_after(0)
+
+    def _stored_after(self, after: int) -> Iterator[tuple[Any, ...]]:
+        """`stored_events` after a position. A row holding text that is not UTF-8 (only raw SQL
+        writes one) comes with that text decoded with U+FFFD for what is not, so it reaches
+        verify, which names its position (its digest no longer matches), instead of ending
+        the scan with a driver error that names nothing."""
+        query = f"SELECT {STORED_COLUMNS} FROM events WHERE position > ? ORDER BY position"
+        while True:
+            try:
+                for row in self.conn.execute(query, (after,)):
+                    after = row[0]
+                    yield row
+                return
+            except sqlite3.OperationalError as error:
+                if "decode to UTF-8" not in str(error):
+                    raise translate(error, self.path) from None
+            except sqlite3.Error as error:
+                raise translate(error, self.path) from None
+            factory = self.conn.text_factory
+            self.conn.text_factory = _lenient_text
+            try:
+                row = self.conn.execute(query + " LIMIT 1", (after,)).fetchone()
+            except sqlite3.Error as error:
+                raise translate(error, self.path) from None
+            finally:
+                self.conn.text_factory = factory
+            if row is None:
+                return
+            after = row[0]
+            yield row
 
     @_translated
     def redact(self, position: int, data: str, redacted_by: int) -> None:

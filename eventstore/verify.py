@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .backend import Backend, EventRow, StreamRow
-from .errors import IntegrityError, InvalidEvent
+from .errors import IntegrityError, InvalidEvent, StoreError
 from .events import MAX_DEPTH
 from .facts import NONE, Facts, advance, after_fork
 from .packing import TYPE_CODES, unpack_hash, unpack_row
@@ -460,7 +460,10 @@ class _Scan:
         """Record a stream's problem, as a check of that stream alone names it: in offset order,
         which is what "first" means within a thread (the scan met it in position order)."""
         if stream_id in self.lineages:
-            problem = _check_stream(self.backend, stream_id)[1] or problem
+            try:
+                problem = _check_stream(self.backend, stream_id)[1] or problem
+            except StoreError:  # the stream holds a row reads refuse (text that is not UTF-8): the scan's problem names it
+                pass
         self.problems.append(problem)
         chain = self.chains.pop(stream_id, None)
         if chain is not None:

@@ -21,6 +21,10 @@ TAMPERS = {  # the tamper, and the position verify must name
     "data-stored-as-blob": ("UPDATE events SET data = CAST(data AS BLOB) WHERE position = 2", 2),
     "unknown-type-code": ("UPDATE events SET type = 99 WHERE position = 2", 2),
     "facts-not-json": ("UPDATE streams SET facts = '{' WHERE id = 't'", 3),  # the stream's last event
+    # Text that is not UTF-8: the driver refuses to read the row at all.
+    "data-not-utf8": ("UPDATE events SET data = CAST(X'7b22ff227d' AS TEXT) WHERE position = 2", 2),
+    "meta-not-utf8": ("UPDATE events SET meta = CAST(X'7bff7d' AS TEXT) WHERE position = 3", 3),
+    "stream-id-not-utf8": ("UPDATE events SET stream_id = CAST(X'74ff' AS TEXT) WHERE position = 2", 2),
 }
 
 
