@@ -13,6 +13,7 @@ import hashlib
 import uuid
 from datetime import datetime, timedelta, timezone
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -244,60 +245,50 @@ class Line:
     def header(self, record: Record, avoid: set[int] | None = None) -> Json:
         """The checkpoint's header (all but its id and values): stored whole, or as the changes
         from its parent's, applied from the nearest ancestor stored whole (memoized)."""
-        chain: list[Record] = []
-        current = record
-        while True:
-            if avoid is not None and current.position in avoid:
-                raise Broken("header")
-            known = self.memo.get((current.position, "#header")) if avoid is None else None
-            if known is not None:
-                header: Json = known
-                break
-            if "checkpoint" in current.data:
-                header = current.data["checkpoint"]
-                break
-            chain.append(current)
-            parent = self.records.get(current.data.get("parent_id") or "")
-            if parent is None or len(chain) > len(self.records):
-                raise StoreError(f"checkpoint {current.data['checkpoint_id']!r} is stored as changes from a parent the log "
-                                 "no longer holds; run verify")
-            current = parent
-        for item in reversed(chain):
+
+        def step(header: Json, item: Record) -> Json:
             if "delta" in item.data:
-                header = expand(header, item.data["delta"], item.data.get("values", {}), item.data["checkpoint_id"])
-            else:
-                header = patch(header, item.data["changes"])
-            if avoid is None:
-                self.memo[(item.position, "#header")] = header
-        return header
+                return expand(header, item.data["delta"], item.data.get("values", {}), item.data["checkpoint_id"])
+            return patch(header, item.data["changes"])
+
+        return self._resolved(record, "header", "checkpoint", step, avoid,
+                              "is stored as changes from a parent the log no longer holds")
 
     def metadata(self, record: Record, avoid: set[int] | None = None) -> Json:
         """The checkpoint's metadata: stored, or its parent's one step on with `metadata_delta`
         applied, from the nearest ancestor that stores it (resolved when read, not when
         indexed: an ancestor may be restated after its children were indexed)."""
+        return self._resolved(record, "metadata", "metadata",
+                              lambda metadata, item: patch(next_step(metadata), item.data.get("metadata_delta", {})),
+                              avoid, "takes its metadata from a parent the log no longer holds")
+
+    def _resolved(self, record: Record, part: str, stored: str, step: Callable[[Json, Record], Json],
+                  avoid: set[int] | None, missing: str) -> Json:
+        """A part of the checkpoint that may be stored as a step from its parent's: found in the
+        nearest ancestor that stores it whole (`data[stored]`) or has it memoized, then carried
+        down the chain with `step` (each result memoized unless `avoid` is given)."""
         chain: list[Record] = []
         current = record
         while True:
             if avoid is not None and current.position in avoid:
-                raise Broken("metadata")
-            known = self.memo.get((current.position, "#metadata")) if avoid is None else None
+                raise Broken(part)
+            known = self.memo.get((current.position, f"#{part}")) if avoid is None else None
             if known is not None:
-                metadata: Json = known
+                value: Json = known
                 break
-            if "metadata" in current.data:
-                metadata = current.data["metadata"]
+            if stored in current.data:
+                value = current.data[stored]
                 break
             chain.append(current)
             parent = self.records.get(current.data.get("parent_id") or "")
             if parent is None or len(chain) > len(self.records):
-                raise StoreError(f"checkpoint {current.data['checkpoint_id']!r} takes its metadata from a parent the log "
-                                 "no longer holds; run verify")
+                raise StoreError(f"checkpoint {current.data['checkpoint_id']!r} {missing}; run verify")
             current = parent
         for item in reversed(chain):
-            metadata = patch(next_step(metadata), item.data.get("metadata_delta", {}))
+            value = step(value, item)
             if avoid is None:
-                self.memo[(item.position, "#metadata")] = metadata
-        return metadata
+                self.memo[(item.position, f"#{part}")] = value
+        return value
 
     def values(self, record: Record, serde: SerializerProtocol, avoid: set[int] | None = None) -> dict[str, Any]:
         if avoid is not None:  # what it rests on besides its values: its parent, its metadata
