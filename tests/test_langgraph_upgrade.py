@@ -13,12 +13,12 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
-from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
+from langchain_core.messages import HumanMessage  # noqa: E402
 
 from threadlog import Store  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver, line_id  # noqa: E402
 from threadlog.integrations.langgraph_lines import legacy_line_id  # noqa: E402
+from tests.test_langgraph import echo_graph  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -53,16 +53,6 @@ def counts(store: Store, root: str) -> int:
     return total
 
 
-def echo_app(saver: ThreadlogSaver) -> Any:
-    def reply(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage(f"echo: {state['messages'][-1].content}")]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("reply", reply)
-    graph.add_edge(START, "reply")
-    return graph.compile(checkpointer=saver)
-
-
 def test_a_first_layout_file_reads_as_it_was_written_and_runs_on(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
     shutil.copy(FIXTURES / "langgraph-v1.db", db)
@@ -74,7 +64,7 @@ def test_a_first_layout_file_reads_as_it_was_written_and_runs_on(tmp_path: Path)
         for thread, was in expected.items():
             assert checkpoints(saver, thread) == was, thread
 
-        app = echo_app(saver)
+        app = echo_graph(saver)
         chat: Any = {"configurable": {"thread_id": "chat"}}
         app.invoke({"messages": [HumanMessage("after the upgrade")]}, chat)
         state = app.get_state(chat)
@@ -108,7 +98,7 @@ def test_what_a_removal_keeps_reads_back_the_same_though_it_rested_on_what_was_r
     runs = [f"00000000-0000-0000-0000-00000000000{i}" for i in range(4)]
     with Store(db) as store:
         saver = ThreadlogSaver(store)
-        app = echo_app(saver)
+        app = echo_graph(saver)
         config: Any = {"configurable": {"thread_id": "t"}}
         for i, run_id in enumerate(runs):
             app.invoke({"messages": [HumanMessage(f"turn {i}")]}, {**config, "metadata": {"run_id": run_id}})
