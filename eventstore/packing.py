@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import calendar
 import time
-from collections.abc import Callable
 from typing import Any
 
 from .backend import EventRow, EventValues
+from .recorded import make_tuple
 
 # The last whole second parsed, as (text, seconds since 1970).
 _second: tuple[str, int] = ("", 0)
@@ -164,7 +164,7 @@ def unpack_row(row: tuple[Any, ...]) -> EventRow:
     decodes it: a value of a kind no packing writes (a hand edit's) is passed on as it is, for
     the reader's checks to name, never an exception here."""
     position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, facts, redacted_by = row
-    decoded: EventRow = _new(EventRow, (
+    decoded: EventRow = make_tuple(EventRow, (
         position, stream_id, offset, event_id.hex() if event_id.__class__ is bytes else event_id, TYPE_NAMES.get(type_, type_),
         version, data, meta, unpack_time(recorded_at) if recorded_at.__class__ is int else recorded_at,
         digest.hex() if digest.__class__ is bytes else digest, HASH_TAG + hash_.hex() if hash_.__class__ is bytes else hash_,
@@ -172,6 +172,3 @@ def unpack_row(row: tuple[Any, ...]) -> EventRow:
     ))
     return decoded
 
-
-# A named row built in C, with no Python-level `__new__` (as the SQLite backend builds its rows).
-_new: Callable[..., Any] = tuple.__new__

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import json
 import os
 import re
 import sqlite3
@@ -27,6 +26,7 @@ import urllib.parse
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
@@ -656,12 +656,12 @@ class SQLiteBackend:
         query = (f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_recent "
                  "WHERE (parent_id IS NULL) = ? AND last_position < ? ORDER BY last_position DESC LIMIT ?")
         bounds = (_NO_BOUND if before is None else before, -1 if limit is None else limit)
-        rows = self.conn.execute(query, (1, *bounds)).fetchall()
+        rows: list[StreamRow] = [_new(StreamRow, r) for r in self.conn.execute(query, (1, *bounds))]
         if forks:
-            rows += self.conn.execute(query, (0, *bounds)).fetchall()
-            rows.sort(key=lambda row: row[11], reverse=True)  # last_position: unique, one event each
+            rows += [_new(StreamRow, r) for r in self.conn.execute(query, (0, *bounds))]
+            rows.sort(key=attrgetter("last_position"), reverse=True)  # unique: one event each
             del rows[len(rows) if limit is None else limit:]
-        return [_new(StreamRow, r) for r in rows]
+        return rows
 
     @_translated
     def last_title_event(self, stream_id: str, lo: int, hi: int | None) -> EventRow | None:
