@@ -96,3 +96,22 @@ class Worker:
 
     def of(self, op: str) -> list[dict[str, Any]]:
         return [r for r in self.lines if r.get("op") == op]
+
+
+def interruptible(argv: list[str], **popen: Any) -> subprocess.Popen[Any]:
+    """A child that Ctrl-C (SIGINT) stops however this test was started: a background job of a
+    non-interactive shell ignores SIGINT, its children inherit that, and a Python started with
+    SIGINT ignored never raises KeyboardInterrupt."""
+    return subprocess.Popen(argv, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
+
+
+def ctrl_c(proc: subprocess.Popen[Any], timeout: float = 30.0) -> tuple[Any, Any]:
+    """SIGINT `proc` and read what it wrote; a child still running after `timeout` is killed,
+    then the test fails (never leaving it running into the next test)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"{proc.args!r} did not stop within {timeout} s of Ctrl-C") from None

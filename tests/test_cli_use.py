@@ -9,7 +9,6 @@ import os
 import pty
 import queue
 import select
-import signal
 import sqlite3
 import stat
 import subprocess
@@ -25,8 +24,10 @@ import pytest
 from click.testing import CliRunner
 
 from eventstore import ForkRefused, InvalidEvent, Store
+from eventstore.sqlite import SQLiteBackend
 from threadlog import write_transcript
 from threadlog.cli import cli
+from tests.procs import ctrl_c, interruptible
 
 THREADLOG = str(Path(sys.executable).with_name("threadlog"))
 NASTY = "Evil\x1b]0;pwned\x07\x1b[31mred\rover\u202e"
@@ -84,8 +85,9 @@ def test_the_first_page_reads_an_index_not_every_thread(tmp_path: Path) -> None:
     """The first page of a big file costs what a page of a small one does, counted in SQLite's
     virtual machine steps (a wall-clock bound failed on a loaded machine; steps do not vary)."""
     def first_page_steps(path: Path) -> int:
-        with Store(path, read_only=True) as store:
-            conn = store.backend.conn  # type: ignore[attr-defined]
+        backend = SQLiteBackend(path, read_only=True)
+        with Store(backend) as store:
+            conn = backend.conn
             steps = 0
 
             def count() -> int:
@@ -304,8 +306,8 @@ def test_follow_prints_events_as_they_are_committed_and_ctrl_c_exits_130(db: Pat
     other = ok(db, "new").strip()
     with Store(db) as store:
         after = store.last_position()
-    proc = subprocess.Popen([THREADLOG, "follow", "--thread", t, "--forks", "--json", "--interval", "0.05", "--after", str(after),
-                             "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = interruptible([THREADLOG, "follow", "--thread", t, "--forks", "--json", "--interval", "0.05", "--after", str(after),
+                          "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         with Store(db) as store:
             store.append_message(other, "user", "not followed")
@@ -318,8 +320,7 @@ def test_follow_prints_events_as_they_are_committed_and_ctrl_c_exits_130(db: Pat
         seen = [json.loads(got.get(timeout=60)) for _ in range(3)]
         assert [(e["stream_id"], e["type"]) for e in seen] == [(t, "message.appended"), (f, "thread.forked"), (f, "message.appended")]
     finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _, err = ctrl_c(proc)
     assert proc.returncode == 130 and "Traceback" not in err
 
 

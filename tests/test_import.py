@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -36,6 +35,7 @@ from eventstore import integrity
 from projections.usage import total, usage
 from threadlog.cli import cli
 from threadlog.importers.follow import follow_claude_code
+from tests.procs import ctrl_c, interruptible
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CC = FIXTURES / "claude-code"
@@ -256,7 +256,7 @@ def test_follow_mirrors_lines_another_process_appends(tmp_path: Path) -> None:
     live.parent.mkdir()
     live.write_bytes(b"".join(lines[:10]))
     db = tmp_path / "f.db"
-    follower = subprocess.Popen(
+    follower = interruptible(
         [sys.executable, "-m", "threadlog.cli", "--db", str(db), "import", "claude-code", "--follow", "--interval", "0.1", str(live.parent)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
     )
@@ -285,8 +285,7 @@ def test_follow_mirrors_lines_another_process_appends(tmp_path: Path) -> None:
                         break
             time.sleep(0.2)
     finally:
-        follower.send_signal(signal.SIGINT)
-        _, err = follower.communicate(timeout=20)
+        _, err = ctrl_c(follower)
     assert b"Traceback" not in err
     with Store(db) as store:
         thread = whole.thread_ids[0]
