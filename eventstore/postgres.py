@@ -182,15 +182,10 @@ _PREPARED = {
 }
 
 
-def _execute(name: str) -> str:
-    """The statement that runs a prepared one, its parameters as %s."""
-    count = len(set(re.findall(r"\$\d+", _PREPARED[name])))
-    return f"EXECUTE {name}({', '.join(['%s'] * count)})"
-
-
-_LOCK, _LOCK_AGAIN, _STREAM = _execute("threadlog_lock"), _execute("threadlog_lock_again"), _execute("threadlog_stream")
-_INSERT_EVENT, _INSERT_STREAM = _execute("threadlog_insert_event"), _execute("threadlog_insert_stream")
-_UPDATE_HEAD, _APPEND_ONE = _execute("threadlog_update_head"), _execute("threadlog_append_one")
+# The append's statements by name, as `_send` queues them.
+_LOCK, _LOCK_AGAIN, _STREAM = b"threadlog_lock", b"threadlog_lock_again", b"threadlog_stream"
+_INSERT_EVENT, _INSERT_STREAM = b"threadlog_insert_event", b"threadlog_insert_stream"
+_UPDATE_HEAD, _APPEND_ONE = b"threadlog_update_head", b"threadlog_append_one"
 
 
 def _schema_1(partitions: int) -> list[str]:
@@ -310,7 +305,29 @@ def _queueing(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Callabl
 
 
 _new: Callable[..., Any] = tuple.__new__
-_ROWS = psycopg.pq.ExecStatus.TUPLES_OK
+_stream_row: Callable[[Sequence[Any]], StreamRow] = functools.partial(_new, StreamRow)
+_BEGIN, _COMMIT = b"BEGIN", b"COMMIT"
+_SYNC, _FAILED = psycopg.pq.ExecStatus.PIPELINE_SYNC, psycopg.pq.ExecStatus.FATAL_ERROR
+_LOST = psycopg.pq.ConnStatus.BAD
+
+
+def _encoded(values: Sequence[Any]) -> tuple[list[bytes | None], list[int]]:
+    """Parameters as libpq takes them, with their formats: an int as its digits (text: the
+    server reads it as the prepared statement's type says), text as its UTF-8 and bytes as
+    they are (binary: the server checks the UTF-8, and refuses a NUL as psycopg does)."""
+    data: list[bytes | None] = []
+    formats: list[int] = []
+    for value in values:
+        if value is None:
+            data.append(None)
+            formats.append(0)
+        elif isinstance(value, int):
+            data.append(b"%d" % value)
+            formats.append(0)
+        else:
+            data.append(value.encode() if isinstance(value, str) else value)
+            formats.append(1)
+    return data, formats
 
 # An upper bound no offset reaches: one query shape whether or not a range is bounded.
 _NO_BOUND = 2**62
@@ -340,7 +357,7 @@ class PostgresBackend:
         self._roots: dict[str, str] = {}  # stream id -> root id, for the events' partition key
         try:
             self.conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)))
-            self._client = psycopg.ClientCursor(self.conn)  # see `_send`
+            self._loader = psycopg.adapt.Transformer(self.conn)  # reads the rows of `_send`'s results
         except psycopg.Error as error:
             raise translate(error, self.path) from None
         try:
@@ -411,11 +428,11 @@ class PostgresBackend:
         if self._in_transaction:
             raise StoreError("a write transaction is already open on this store")
         self._in_transaction, self._reserved, self._begun = True, 0, False
-        self._queued = [(b"BEGIN", None)]
+        self._queued = [(_BEGIN, None)]
         try:
             yield
             if self._begun or len(self._queued) > 1:
-                self._send((b"COMMIT", None))
+                self._send((_COMMIT, None))
         except BaseException as error:
             if self._begun:
                 self._rollback()
@@ -427,37 +444,56 @@ class PostgresBackend:
             self._queued = []
             self._roots.clear()
 
-    def _send(self, *then: tuple[Any, Any]) -> list[Any]:
-        """Send the queued statements, then `then`, in one round trip; the first row of each of
-        `then` (None when it returns none).
+    def _send(self, *then: tuple[bytes, Any]) -> list[psycopg.pq.abc.PGresult]:
+        """Send the queued statements, then `then`, in one round trip; the result of each of `then`.
 
-        They go as one query string of the simple protocol, their parameters bound on the client
-        (a `ClientCursor`: the driver quotes each value as a literal). Measured against the
-        driver's pipeline mode, which sends each statement's parameters apart (one append, 1
-        writer, 2 busy cores): 158 against 51 µs of client CPU for two statements. Per append,
-        client CPU is what 8 writers on 2 cores run out of first. The server runs the
-        statements in order and stops at the first error: what follows it is not run."""
+        Each statement is a statement prepared once per connection (`_PREPARED`), run by name
+        with its parameters, or BEGIN / COMMIT: libpq's pipeline mode sends them together and
+        the server runs them in order; after the first error it runs none of the rest, and that
+        error is raised. The parameters go as bytes (`_encoded`), the results come back as
+        libpq's (`_row` reads them). The driver's cursors do the same work in Python: measured
+        on one writer, its `ClientCursor` (which quotes each value into one query string) spent
+        more client CPU per append than the rest of the append together (see the module doc).
+        Per append, client CPU is what 8 writers on 2 cores run out of first.
+
+        libpq waits for the server itself here (blocking): a Ctrl-C is seen when the server
+        answers, which the lock timeout and the commit's flush bound."""
         statements = [*self._queued, *then]
-        if self._queued and self._queued[0][0] == b"BEGIN":
+        if self._queued and self._queued[0][0] == _BEGIN:
             self._begun = True
         self._queued = []
         if not statements:
             return []
-        query: list[str] = []
-        params: list[Any] = []
-        for text, values in statements:
-            query.append(text.decode() if isinstance(text, bytes) else text)
-            if values is not None:
-                params += values
-        cursor = self._client
-        cursor.execute(";".join(query), params, prepare=False)
-        if not then:
-            return []
-        cursor.set_result(len(statements) - len(then))
-        rows = [cursor.fetchone() if cursor.pgresult and cursor.pgresult.status == _ROWS else None]
-        while cursor.nextset():
-            rows.append(cursor.fetchone() if cursor.pgresult and cursor.pgresult.status == _ROWS else None)
-        return rows
+        pgconn = self.conn.pgconn
+        pgconn.enter_pipeline_mode()
+        try:
+            for name, values in statements:
+                if values is None:
+                    pgconn.send_query_params(name, None)
+                else:
+                    pgconn.send_query_prepared(name, *_encoded(values))
+            pgconn.pipeline_sync()
+            results: list[psycopg.pq.abc.PGresult] = []
+            error: psycopg.pq.abc.PGresult | None = None
+            while True:
+                result = pgconn.get_result()
+                if result is None:  # the end of one statement's results
+                    if pgconn.status == _LOST:
+                        raise psycopg.OperationalError(pgconn.get_error_message())
+                    continue
+                status = result.status
+                if status == _SYNC:
+                    break
+                if status == _FAILED and error is None:
+                    error = result
+                results.append(result)
+        finally:
+            if pgconn.pipeline_status:
+                with contextlib.suppress(psycopg.Error):
+                    pgconn.exit_pipeline_mode()
+        if error is not None:
+            raise psycopg.errors.error_from_result(error, encoding=self.conn.info.encoding)
+        return results[len(results) - len(then):]
 
     def _flush(self) -> None:
         self._send()
@@ -534,15 +570,17 @@ class PostgresBackend:
         """Lock the stream (for this transaction), take `count` positions and read the stream's
         row: one round trip. The row is read by a statement that starts after the lock is held,
         so it is the latest committed one."""
-        last, row = self._send(
-            (_LOCK if self._reserved == 0 else _LOCK_AGAIN, (stream_id, count)),
-            (_STREAM, (stream_id,)),
-        )
-        assert last is not None
+        reserved, found = self._send((_LOCK if self._reserved == 0 else _LOCK_AGAIN, (stream_id, count)),
+                                     (_STREAM, (stream_id,)))
         self._reserved += 1
-        if row is not None:
-            self._roots[stream_id] = row[3]
-        return (_new(StreamRow, row) if row else None), int(last[-2]) - count + 1
+        last = int(reserved.get_value(0, 4) or 0)  # the reservation's last position (see `_reservation`)
+        if not found.ntuples:
+            return None, last - count + 1
+        loader = self._loader
+        loader.set_pgresult(found)
+        row: StreamRow = loader.load_row(0, _stream_row)
+        self._roots[stream_id] = row.root_id
+        return row, last - count + 1
 
     @_translated
     def ancestry(self, stream_id: str) -> list[StreamRow]:
