@@ -162,8 +162,9 @@ def _reservation(count: str) -> str:
 _RESERVE_SQL = f"SELECT {_reservation('%s')}"
 _RESERVE_AGAIN_SQL = _RESERVE_SQL.replace("pg_advisory_xact_lock_shared", "pg_advisory_xact_lock")
 
-# The statements of an append, prepared once per connection (`PREPARE`) and run by name
-# (`EXECUTE`): the server parses and plans them once, not on every append (see `_send`).
+# The statements of an append, prepared once per connection (libpq's `prepare`) and run by
+# name: the server parses and plans them once, not on every append (see `_send`).
+_TRANSACTION = {"threadlog_begin": "BEGIN", "threadlog_commit": "COMMIT"}
 _PREPARED = {
     # Lock the stream (for the transaction), then take positions: (stream id, count).
     "threadlog_lock": f"SELECT pg_advisory_xact_lock(hashtextextended($1, 0)), {_reservation('$2')}",
@@ -183,6 +184,7 @@ _PREPARED = {
 
 
 # The append's statements by name, as `_send` queues them.
+_BEGIN, _COMMIT = b"threadlog_begin", b"threadlog_commit"
 _LOCK, _LOCK_AGAIN, _STREAM = b"threadlog_lock", b"threadlog_lock_again", b"threadlog_stream"
 _INSERT_EVENT, _INSERT_STREAM = b"threadlog_insert_event", b"threadlog_insert_stream"
 _UPDATE_HEAD, _APPEND_ONE = b"threadlog_update_head", b"threadlog_append_one"
@@ -306,7 +308,6 @@ def _queueing(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Callabl
 
 _new: Callable[..., Any] = tuple.__new__
 _stream_row: Callable[[Sequence[Any]], StreamRow] = functools.partial(_new, StreamRow)
-_BEGIN, _COMMIT = b"BEGIN", b"COMMIT"
 _SYNC, _FAILED = psycopg.pq.ExecStatus.PIPELINE_SYNC, psycopg.pq.ExecStatus.FATAL_ERROR
 _LOST = psycopg.pq.ConnStatus.BAD
 
@@ -328,6 +329,7 @@ def _encoded(values: Sequence[Any]) -> tuple[list[bytes | None], list[int]]:
             data.append(value.encode() if isinstance(value, str) else value)
             formats.append(1)
     return data, formats
+
 
 # An upper bound no offset reaches: one query shape whether or not a range is bounded.
 _NO_BOUND = 2**62
@@ -352,7 +354,7 @@ class PostgresBackend:
         # then two round trips: BEGIN with the lock, reservation and head read; the inserts with
         # the COMMIT. Round trips are what many writers on few cores wait for (measured: with 8
         # writer processes on 2 busy cores, a BEGIN alone took 4 ms to come back).
-        self._queued: list[tuple[Any, Any]] = []
+        self._queued: list[tuple[bytes, Sequence[Any]]] = []
         self._begun = False
         self._roots: dict[str, str] = {}  # stream id -> root id, for the events' partition key
         try:
@@ -366,14 +368,23 @@ class PostgresBackend:
                 if self._version() == 0:
                     raise SchemaError(f"{self.path} holds no threadlog store; a read-only open creates nothing")
                 self.conn.execute(b"SET default_transaction_read_only = on")
+            self._prepare(_TRANSACTION)  # the migration runs in a transaction
             self._migrate(partitions)
-            self.conn.execute(";".join(f"PREPARE {name} AS {text}" for name, text in _PREPARED.items()).encode())
+            self._prepare(_PREPARED)
         except psycopg.Error as error:
             self.conn.close()
             raise translate(error, self.path) from None
         except StoreError:
             self.conn.close()
             raise
+
+    def _prepare(self, statements: dict[str, str]) -> None:
+        """Prepare `statements` on this connection, by name, at the protocol level (which takes
+        BEGIN and COMMIT too, unlike the SQL command PREPARE)."""
+        for name, text in statements.items():
+            prepared = self.conn.pgconn.prepare(name.encode(), text.encode())
+            if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
+                raise psycopg.errors.error_from_result(prepared, encoding=self.conn.info.encoding)
 
     # -- schema -------------------------------------------------------------------------
 
@@ -428,11 +439,11 @@ class PostgresBackend:
         if self._in_transaction:
             raise StoreError("a write transaction is already open on this store")
         self._in_transaction, self._reserved, self._begun = True, 0, False
-        self._queued = [(_BEGIN, None)]
+        self._queued = [(_BEGIN, ())]
         try:
             yield
             if self._begun or len(self._queued) > 1:
-                self._send((_COMMIT, None))
+                self._send((_COMMIT, ()))
         except BaseException as error:
             if self._begun:
                 self._rollback()
@@ -444,7 +455,7 @@ class PostgresBackend:
             self._queued = []
             self._roots.clear()
 
-    def _send(self, *then: tuple[bytes, Any]) -> list[psycopg.pq.abc.PGresult]:
+    def _send(self, *then: tuple[bytes, Sequence[Any]]) -> list[psycopg.pq.abc.PGresult]:
         """Send the queued statements, then `then`, in one round trip; the result of each of `then`.
 
         Each statement is a statement prepared once per connection (`_PREPARED`), run by name
@@ -468,10 +479,7 @@ class PostgresBackend:
         pgconn.enter_pipeline_mode()
         try:
             for name, values in statements:
-                if values is None:
-                    pgconn.send_query_params(name, None)
-                else:
-                    pgconn.send_query_prepared(name, *_encoded(values))
+                pgconn.send_query_prepared(name, *_encoded(values))
             pgconn.pipeline_sync()
             results: list[psycopg.pq.abc.PGresult] = []
             error: psycopg.pq.abc.PGresult | None = None
@@ -668,7 +676,7 @@ class PostgresBackend:
                     last_position: int) -> None:
         values = (head, head_hash, facts, first_message, last_position, stream_id)
         if self._queued and self._queued[-1][0] is _INSERT_EVENT and self._queued[-1][1][2] == stream_id:
-            self._queued[-1] = (_APPEND_ONE, self._queued[-1][1] + values)  # one statement, not two
+            self._queued[-1] = (_APPEND_ONE, (*self._queued[-1][1], *values))  # one statement, not two
         else:
             self._queued.append((_UPDATE_HEAD, values))
 
