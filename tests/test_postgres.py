@@ -346,6 +346,29 @@ def test_an_append_the_server_refuses_in_either_round_trip_leaves_nothing_and_th
         store.verify()
 
 
+def test_a_database_whose_encoding_cannot_hold_a_character_refuses_the_write_and_keeps_the_rest() -> None:
+    """The connection speaks UTF-8 whatever the database's encoding: text the encoding holds
+    round-trips, and a character it cannot hold is refused with a `StoreError` (not a Python
+    UnicodeEncodeError), nothing written."""
+    from threadlog import StoreError
+
+    cluster = postgres_cluster()
+    cluster.execute("CREATE DATABASE latin ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    try:
+        with Store(cluster.url("latin")) as store:
+            t = store.create_thread(title="café")
+            store.append_message(t, "user", "crème brûlée")
+            with pytest.raises(StoreError, match="cannot hold a character"):
+                store.append_message(t, "user", "a smile 😀")
+            with pytest.raises(StoreError, match="cannot hold a character"):
+                store.create_thread(title="😀")
+            assert [e.data["content"][0]["text"] for e in store.read(t, 1)] == ["crème brûlée"]
+            assert store.counts() == (1, 2)
+            store.verify()
+    finally:
+        cluster.execute("DROP DATABASE latin")
+
+
 def test_a_planted_trigger_stops_redaction(tmp_path: Path) -> None:
     import psycopg
 
