@@ -323,6 +323,17 @@ _SYNC, _FAILED = psycopg.pq.ExecStatus.PIPELINE_SYNC, psycopg.pq.ExecStatus.FATA
 _LOST = psycopg.pq.ConnStatus.BAD
 
 
+def _end_pipeline(pgconn: psycopg.pq.abc.PGconn, synced: bool) -> None:
+    """Read what the server still owes a pipeline left midway, up to its end (its sync)."""
+    with contextlib.suppress(psycopg.Error):
+        if not synced:
+            pgconn.pipeline_sync()
+        while pgconn.status != _LOST:
+            result = pgconn.get_result()
+            if result is not None and result.status == _SYNC:
+                return
+
+
 def _encoded(values: Sequence[Any]) -> tuple[list[bytes | None], list[int]]:
     """Parameters as libpq takes them, with their formats: an int as its digits (text: the
     server reads it as the prepared statement's type says; a binary int would have to be as wide
@@ -490,14 +501,17 @@ class PostgresBackend:
         self._queued = []
         if not statements:
             return []
+        messages = [(name, *_encoded(values)) for name, values in statements]  # a bad value: nothing sent
         pgconn = self.conn.pgconn
         pgconn.enter_pipeline_mode()
+        results: list[psycopg.pq.abc.PGresult] = []
+        error: psycopg.pq.abc.PGresult | None = None
+        synced = done = False
         try:
-            for name, values in statements:
-                pgconn.send_query_prepared(name, *_encoded(values))
+            for name, params, formats in messages:
+                pgconn.send_query_prepared(name, params, formats)
             pgconn.pipeline_sync()
-            results: list[psycopg.pq.abc.PGresult] = []
-            error: psycopg.pq.abc.PGresult | None = None
+            synced = True
             while True:
                 result = pgconn.get_result()
                 if result is None:  # the end of one statement's results
@@ -510,10 +524,12 @@ class PostgresBackend:
                 if status == _FAILED and error is None:
                     error = result
                 results.append(result)
+            done = True
         finally:
-            if pgconn.pipeline_status:
-                with contextlib.suppress(psycopg.Error):
-                    pgconn.exit_pipeline_mode()
+            if not done:  # interrupted (a Ctrl-C, a lost server): leave the connection usable, if it still is
+                _end_pipeline(pgconn, synced)
+            with contextlib.suppress(psycopg.Error):
+                pgconn.exit_pipeline_mode()
         if error is not None:
             raise psycopg.errors.error_from_result(error, encoding=self.conn.info.encoding)
         return results[len(results) - len(then):]

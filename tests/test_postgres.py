@@ -346,6 +346,45 @@ def test_an_append_the_server_refuses_in_either_round_trip_leaves_nothing_and_th
         store.verify()
 
 
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_append_interrupted_while_it_waits_for_the_server_leaves_nothing_and_the_store_writes_on() -> None:
+    """A signal whose handler raises (as Ctrl-C does) while an append waits inside its pipeline:
+    what the server still owes is read, the transaction rolled back, and the same connection
+    appends again."""
+    import signal
+    import threading
+
+    import psycopg
+
+    from eventstore.postgres import PostgresBackend
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise _Interrupted()
+
+    url = postgres_url()
+    backend = PostgresBackend(url, timeout=1.0)
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        with Store(backend) as store:
+            t = store.create_thread(title="interrupted")
+            before = backend.dump()
+            with psycopg.connect(url) as other:  # the append waits for this lock (up to 1 s)
+                other.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (t,))
+                timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
+                timer.start()
+                with pytest.raises(_Interrupted):
+                    store.append_message(t, "user", "interrupted")
+                timer.join()
+            assert backend.dump() == before
+            assert store.append_message(t, "user", "after").offset == 1
+            store.verify()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
 def test_a_database_whose_encoding_cannot_hold_a_character_refuses_the_write_and_keeps_the_rest() -> None:
     """The connection speaks UTF-8 whatever the database's encoding: text the encoding holds
     round-trips, and a character it cannot hold is refused with a `StoreError` (not a Python
