@@ -50,10 +50,19 @@ whose values a `ClientCursor` quoted, 272-280k now (a SQLite append, all of it, 
 server's CPU per append, a sample (perf) puts ~23% in the commit's WAL flush (kernel), ~35% in
 running the statements (the inserts into 4 indexes and the non-HOT update of the stream's row,
 whose `last_position` is indexed), the rest in the protocol and transaction bookkeeping; the lock
-and reservation statement alone costs ~40 µs, the head read ~25 µs. A lone writer waits mostly
-for its commit's flush (fdatasync here: 0.3-3 ms, the disk is shared). One round trip would need
-the store to take its positions after the write (or to retry on a stale cached head): the head
-is read, and the positions reserved, before the events are hashed.
+and reservation statement alone costs ~40 µs, the head read ~25 µs.
+
+What that buys 8 writers on 2 cores, measured at load 2.2-4.3 (`_writers` of bench/postgresql.py,
+4 s runs): one writer 1,305-1,406 events/s, 0.23 ms of client and 0.28 ms of server CPU per event
+in 0.71-0.77 ms of wall (before: ~1,115/s, 0.39 + 0.34 ms in 0.90 ms); eight writers 1,280-1,846
+events/s at 0.40-0.49 + 0.38-0.46 ms per event. A lone writer is itself mostly CPU (client then
+server, one after the other; its commit's flush is the other ~0.23 ms), and eight on 2 cores
+spend ~1.7x its CPU per event (more switches between processes, caches shared), so eight can
+at best run 2 x wall / CPU-of-eight = 2 x 0.74 / 0.87 = ~1.7x its rate: cutting CPU per append
+speeds both up alike. The ratio rises only when eight spend less per event relative to one, or
+when the lone writer waits longer for its flush. One round trip per append would halve the
+switches; it needs the store to take its positions after the write (or to retry on a stale
+cached head): the head is read, and the positions reserved, before the events are hashed.
 
 Transactions run in READ COMMITTED; each statement after a lock sees the rows committed
 before it. `read_transaction` is REPEATABLE READ, READ ONLY: one snapshot for `verify`.
