@@ -41,11 +41,28 @@ an event that commits late with a lower position:
   leaves of the position and event id indexes) were waited for in 2 of ~2,500 samples.
   The backends wait for their clients (Python's CPU) and for the WAL flush they share.
 
-The append is two round trips, each one query string (`_send`): BEGIN, the stream lock with the
-reservation, and the head read; then the event and the new head in one statement, and COMMIT.
-Its statements are prepared once per connection (`_PREPARED`). An append costs ~0.4-0.6 ms of
-client CPU and about as much server CPU on a quiet machine; a lone writer then waits mostly for
-its commit's flush (fdatasync here: 0.3-3 ms, the disk is shared).
+The append is two round trips (`_send`): BEGIN, the stream lock with the reservation, and the
+head read; then the event and the new head in one statement, and COMMIT. Each round trip is a
+libpq pipeline of statements prepared once per connection (`_PREPARED`, `_TRANSACTION`), their
+parameters passed as bytes: no query text is built, quoted or parsed per append. Client
+instructions per append (callgrind, one writer): 485k when each round trip was one query string
+whose values a `ClientCursor` quoted, 272-280k now (a SQLite append, all of it, is ~309k). Of the
+server's CPU per append, a sample (perf) puts ~23% in the commit's WAL flush (kernel), ~35% in
+running the statements (the inserts into 4 indexes and the non-HOT update of the stream's row,
+whose `last_position` is indexed), the rest in the protocol and transaction bookkeeping; the lock
+and reservation statement alone costs ~40 µs, the head read ~25 µs.
+
+What that buys 8 writers on 2 cores, measured at load 2.2-4.3 (`_writers` of bench/postgresql.py,
+4 s runs): one writer 1,305-1,406 events/s, 0.23 ms of client and 0.28 ms of server CPU per event
+in 0.71-0.77 ms of wall (before: ~1,115/s, 0.39 + 0.34 ms in 0.90 ms); eight writers 1,280-1,846
+events/s at 0.40-0.49 + 0.38-0.46 ms per event. A lone writer is itself mostly CPU (client then
+server, one after the other; its commit's flush is the other ~0.23 ms), and eight on 2 cores
+spend ~1.7x its CPU per event (more switches between processes, caches shared), so eight can
+at best run 2 x wall / CPU-of-eight = 2 x 0.74 / 0.87 = ~1.7x its rate: cutting CPU per append
+speeds both up alike. The ratio rises only when eight spend less per event relative to one, or
+when the lone writer waits longer for its flush. One round trip per append would halve the
+switches; it needs the store to take its positions after the write (or to retry on a stale
+cached head): the head is read, and the positions reserved, before the events are hashed.
 
 Transactions run in READ COMMITTED; each statement after a lock sees the rows committed
 before it. `read_transaction` is REPEATABLE READ, READ ONLY: one snapshot for `verify`.
@@ -63,6 +80,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import psycopg
 from psycopg import sql
+from psycopg.adapt import Transformer
 
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
                       StreamRow)
@@ -162,8 +180,9 @@ def _reservation(count: str) -> str:
 _RESERVE_SQL = f"SELECT {_reservation('%s')}"
 _RESERVE_AGAIN_SQL = _RESERVE_SQL.replace("pg_advisory_xact_lock_shared", "pg_advisory_xact_lock")
 
-# The statements of an append, prepared once per connection (`PREPARE`) and run by name
-# (`EXECUTE`): the server parses and plans them once, not on every append (see `_send`).
+# The statements of an append, prepared once per connection (libpq's `prepare`) and run by
+# name: the server parses and plans them once, not on every append (see `_send`).
+_TRANSACTION = {"threadlog_begin": "BEGIN", "threadlog_commit": "COMMIT"}
 _PREPARED = {
     # Lock the stream (for the transaction), then take positions: (stream id, count).
     "threadlog_lock": f"SELECT pg_advisory_xact_lock(hashtextextended($1, 0)), {_reservation('$2')}",
@@ -182,15 +201,11 @@ _PREPARED = {
 }
 
 
-def _execute(name: str) -> str:
-    """The statement that runs a prepared one, its parameters as %s."""
-    count = len(set(re.findall(r"\$\d+", _PREPARED[name])))
-    return f"EXECUTE {name}({', '.join(['%s'] * count)})"
-
-
-_LOCK, _LOCK_AGAIN, _STREAM = _execute("threadlog_lock"), _execute("threadlog_lock_again"), _execute("threadlog_stream")
-_INSERT_EVENT, _INSERT_STREAM = _execute("threadlog_insert_event"), _execute("threadlog_insert_stream")
-_UPDATE_HEAD, _APPEND_ONE = _execute("threadlog_update_head"), _execute("threadlog_append_one")
+# The append's statements by name, as `_send` queues them.
+_BEGIN, _COMMIT = b"threadlog_begin", b"threadlog_commit"
+_LOCK, _LOCK_AGAIN, _STREAM = b"threadlog_lock", b"threadlog_lock_again", b"threadlog_stream"
+_INSERT_EVENT, _INSERT_STREAM = b"threadlog_insert_event", b"threadlog_insert_stream"
+_UPDATE_HEAD, _APPEND_ONE = b"threadlog_update_head", b"threadlog_append_one"
 
 
 def _schema_1(partitions: int) -> list[str]:
@@ -242,6 +257,8 @@ _MESSAGES = {
     "55P03": "the database {path} stayed locked by another writer ({error}); retry",
     "57014": "the database {path} stayed locked by another writer ({error}); retry",
     "53100": "the server's disk is full ({error}); nothing was written",
+    "22P05": "the database {path} cannot hold a character of this write in its encoding ({error}); nothing was written; "
+             "keep threadlog in a UTF8 database",
     "23505": "another writer stored the same key at the same time on {path} ({error}); nothing was written; retry",
     "25006": "{path} is read-only here ({error}): it was opened read-only, or this server is a replica; "
              "open it writable (on the primary) to write",
@@ -310,7 +327,42 @@ def _queueing(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Callabl
 
 
 _new: Callable[..., Any] = tuple.__new__
-_ROWS = psycopg.pq.ExecStatus.TUPLES_OK
+_stream_row: Callable[[Sequence[Any]], StreamRow] = functools.partial(_new, StreamRow)
+_SYNC, _FAILED = psycopg.pq.ExecStatus.PIPELINE_SYNC, psycopg.pq.ExecStatus.FATAL_ERROR
+_LOST = psycopg.pq.ConnStatus.BAD
+
+
+def _end_pipeline(pgconn: psycopg.pq.abc.PGconn, synced: bool) -> None:
+    """Read what the server still owes a pipeline left midway, up to its end (its sync)."""
+    with contextlib.suppress(psycopg.Error):
+        if not synced:
+            pgconn.pipeline_sync()
+        while pgconn.status != _LOST:
+            result = pgconn.get_result()
+            if result is not None and result.status == _SYNC:
+                return
+
+
+def _encoded(values: Sequence[Any]) -> tuple[list[bytes | None], list[int]]:
+    """Parameters as libpq takes them, with their formats: an int as its digits (text: the
+    server reads it as the prepared statement's type says; a binary int would have to be as wide
+    as that type), text as UTF-8 (the connection's encoding) and bytes as they are (binary: the
+    server checks the UTF-8, and refuses a NUL as psycopg does). The driver's own adapters
+    (`Transformer.dump_sequence`) cost 14k more instructions per append (callgrind)."""
+    data: list[bytes | None] = []
+    formats: list[int] = []
+    for value in values:
+        if value is None:
+            data.append(None)
+            formats.append(0)
+        elif isinstance(value, int):
+            data.append(b"%d" % value)
+            formats.append(0)
+        else:
+            data.append(value.encode() if isinstance(value, str) else value)
+            formats.append(1)
+    return data, formats
+
 
 # An upper bound no offset reaches: one query shape whether or not a range is bounded.
 _NO_BOUND = 2**62
@@ -335,12 +387,15 @@ class PostgresBackend:
         # then two round trips: BEGIN with the lock, reservation and head read; the inserts with
         # the COMMIT. Round trips are what many writers on few cores wait for (measured: with 8
         # writer processes on 2 busy cores, a BEGIN alone took 4 ms to come back).
-        self._queued: list[tuple[Any, Any]] = []
+        self._queued: list[tuple[bytes, Sequence[Any]]] = []
         self._begun = False
         self._roots: dict[str, str] = {}  # stream id -> root id, for the events' partition key
         try:
-            self.conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)))
-            self._client = psycopg.ClientCursor(self.conn)  # see `_send`
+            # UTF-8 whatever the database's encoding: the server converts, and refuses a character
+            # its encoding cannot hold (22P05) before anything is written.
+            self.conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)),
+                                        client_encoding="UTF8")
+            self._loader = Transformer(self.conn)  # the driver's adapters, without its cursors: `_send`'s rows
         except psycopg.Error as error:
             raise translate(error, self.path) from None
         try:
@@ -349,14 +404,23 @@ class PostgresBackend:
                 if self._version() == 0:
                     raise SchemaError(f"{self.path} holds no threadlog store; a read-only open creates nothing")
                 self.conn.execute(b"SET default_transaction_read_only = on")
+            self._prepare(_TRANSACTION)  # the migration runs in a transaction
             self._migrate(partitions)
-            self.conn.execute(";".join(f"PREPARE {name} AS {text}" for name, text in _PREPARED.items()).encode())
+            self._prepare(_PREPARED)
         except psycopg.Error as error:
             self.conn.close()
             raise translate(error, self.path) from None
         except StoreError:
             self.conn.close()
             raise
+
+    def _prepare(self, statements: dict[str, str]) -> None:
+        """Prepare `statements` on this connection, by name, at the protocol level (which takes
+        BEGIN and COMMIT too, unlike the SQL command PREPARE)."""
+        for name, text in statements.items():
+            prepared = self.conn.pgconn.prepare(name.encode(), text.encode())
+            if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
+                raise psycopg.errors.error_from_result(prepared, encoding=self.conn.info.encoding)
 
     # -- schema -------------------------------------------------------------------------
 
@@ -411,11 +475,11 @@ class PostgresBackend:
         if self._in_transaction:
             raise StoreError("a write transaction is already open on this store")
         self._in_transaction, self._reserved, self._begun = True, 0, False
-        self._queued = [(b"BEGIN", None)]
+        self._queued = [(_BEGIN, ())]
         try:
             yield
             if self._begun or len(self._queued) > 1:
-                self._send((b"COMMIT", None))
+                self._send((_COMMIT, ()))
         except BaseException as error:
             if self._begun:
                 self._rollback()
@@ -427,37 +491,57 @@ class PostgresBackend:
             self._queued = []
             self._roots.clear()
 
-    def _send(self, *then: tuple[Any, Any]) -> list[Any]:
-        """Send the queued statements, then `then`, in one round trip; the first row of each of
-        `then` (None when it returns none).
+    def _send(self, *then: tuple[bytes, Sequence[Any]]) -> list[psycopg.pq.abc.PGresult]:
+        """Send the queued statements, then `then`, in one round trip; the result of each of `then`.
 
-        They go as one query string of the simple protocol, their parameters bound on the client
-        (a `ClientCursor`: the driver quotes each value as a literal). Measured against the
-        driver's pipeline mode, which sends each statement's parameters apart (one append, 1
-        writer, 2 busy cores): 158 against 51 µs of client CPU for two statements. Per append,
-        client CPU is what 8 writers on 2 cores run out of first. The server runs the
-        statements in order and stops at the first error: what follows it is not run."""
+        Each statement is one prepared once per connection (`_PREPARED`, `_TRANSACTION`), run by
+        name with its parameters: libpq's pipeline mode sends them together and the server runs
+        them in order; after the first error it runs none of the rest, and that error is raised.
+        The parameters go as bytes (`_encoded`); the driver's adapters read the rows. The driver's
+        cursors do this work in Python: its `ClientCursor`, which quoted each value into one
+        query string, cost 1.8x the client instructions per append (see the module doc).
+        Per append, client CPU is what 8 writers on 2 cores run out of first.
+
+        libpq waits for the server itself here (blocking): a Ctrl-C is seen when the server
+        answers, which the lock timeout and the commit's flush bound."""
         statements = [*self._queued, *then]
-        if self._queued and self._queued[0][0] == b"BEGIN":
+        if self._queued and self._queued[0][0] == _BEGIN:
             self._begun = True
         self._queued = []
         if not statements:
             return []
-        query: list[str] = []
-        params: list[Any] = []
-        for text, values in statements:
-            query.append(text.decode() if isinstance(text, bytes) else text)
-            if values is not None:
-                params += values
-        cursor = self._client
-        cursor.execute(";".join(query), params, prepare=False)
-        if not then:
-            return []
-        cursor.set_result(len(statements) - len(then))
-        rows = [cursor.fetchone() if cursor.pgresult and cursor.pgresult.status == _ROWS else None]
-        while cursor.nextset():
-            rows.append(cursor.fetchone() if cursor.pgresult and cursor.pgresult.status == _ROWS else None)
-        return rows
+        messages = [(name, *_encoded(values)) for name, values in statements]  # a bad value: nothing sent
+        pgconn = self.conn.pgconn
+        pgconn.enter_pipeline_mode()
+        results: list[psycopg.pq.abc.PGresult] = []
+        error: psycopg.pq.abc.PGresult | None = None
+        synced = done = False
+        try:
+            for name, params, formats in messages:
+                pgconn.send_query_prepared(name, params, formats)
+            pgconn.pipeline_sync()
+            synced = True
+            while True:
+                result = pgconn.get_result()
+                if result is None:  # the end of one statement's results
+                    if pgconn.status == _LOST:
+                        raise psycopg.OperationalError(pgconn.get_error_message())
+                    continue
+                status = result.status
+                if status == _SYNC:
+                    break
+                if status == _FAILED and error is None:
+                    error = result
+                results.append(result)
+            done = True
+        finally:
+            if not done:  # interrupted (a Ctrl-C, a lost server): leave the connection usable, if it still is
+                _end_pipeline(pgconn, synced)
+            with contextlib.suppress(psycopg.Error):
+                pgconn.exit_pipeline_mode()
+        if error is not None:
+            raise psycopg.errors.error_from_result(error, encoding=self.conn.info.encoding)
+        return results[len(results) - len(then):]
 
     def _flush(self) -> None:
         self._send()
@@ -534,15 +618,17 @@ class PostgresBackend:
         """Lock the stream (for this transaction), take `count` positions and read the stream's
         row: one round trip. The row is read by a statement that starts after the lock is held,
         so it is the latest committed one."""
-        last, row = self._send(
-            (_LOCK if self._reserved == 0 else _LOCK_AGAIN, (stream_id, count)),
-            (_STREAM, (stream_id,)),
-        )
-        assert last is not None
+        reserved, found = self._send((_LOCK if self._reserved == 0 else _LOCK_AGAIN, (stream_id, count)),
+                                     (_STREAM, (stream_id,)))
         self._reserved += 1
-        if row is not None:
-            self._roots[stream_id] = row[3]
-        return (_new(StreamRow, row) if row else None), int(last[-2]) - count + 1
+        last = int(reserved.get_value(0, 4) or 0)  # the reservation's last position (see `_reservation`)
+        if not found.ntuples:
+            return None, last - count + 1
+        loader = self._loader
+        loader.set_pgresult(found)
+        row: StreamRow = loader.load_row(0, _stream_row)
+        self._roots[stream_id] = row.root_id
+        return row, last - count + 1
 
     @_translated
     def ancestry(self, stream_id: str) -> list[StreamRow]:
@@ -630,7 +716,7 @@ class PostgresBackend:
                     last_position: int) -> None:
         values = (head, head_hash, facts, first_message, last_position, stream_id)
         if self._queued and self._queued[-1][0] is _INSERT_EVENT and self._queued[-1][1][2] == stream_id:
-            self._queued[-1] = (_APPEND_ONE, self._queued[-1][1] + values)  # one statement, not two
+            self._queued[-1] = (_APPEND_ONE, (*self._queued[-1][1], *values))  # one statement, not two
         else:
             self._queued.append((_UPDATE_HEAD, values))
 

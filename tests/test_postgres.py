@@ -309,6 +309,105 @@ def test_tampering_with_rows_fails_verify_naming_the_place(seeded: tuple[Path, d
     assert "position" in str(caught.value) or "head" in str(caught.value) or "checkpoint" in str(caught.value)
 
 
+def test_an_append_the_server_refuses_in_either_round_trip_leaves_nothing_and_the_store_writes_on() -> None:
+    """An error in the middle of an append's pipeline (the stream lock timing out in the first
+    round trip; a statement of the second refused) rolls back everything: the database is as it
+    was, no lock is left held, and the same store (its connection, its prepared statements)
+    and another one append again."""
+    import psycopg
+
+    from eventstore.postgres import PostgresBackend
+    from threadlog import StoreError
+
+    url = postgres_url()
+    backend = PostgresBackend(url, timeout=0.5)
+    with Store(backend) as store:
+        t = store.create_thread(title="pipeline")
+        store.append_message(t, "user", "first")
+        before = backend.dump()
+        with psycopg.connect(url) as other:  # another writer holds the thread's lock
+            other.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (t,))
+            with pytest.raises(StoreError, match="stayed locked"):
+                store.append_message(t, "user", "waits for the lock")
+        assert backend.dump() == before
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(b"CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                         b"$$ BEGIN IF NEW.data LIKE '%refuse me%' THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$")
+            conn.execute(b"CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse()")
+        with pytest.raises(StoreError, match="refused"):
+            store.append_message(t, "user", "refuse me")
+        assert backend.dump() == before
+        assert store.append_message(t, "user", "second").offset == 2
+        with Store(url, timeout=5) as again:
+            assert again.append_message(t, "user", "third").offset == 3
+        assert [e.data["content"][0]["text"] for e in store.read(t, 1)] == ["first", "second", "third"]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(b"DROP TRIGGER refuse ON events")  # verify refuses a store holding a foreign trigger
+        store.verify()
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_append_interrupted_while_it_waits_for_the_server_leaves_nothing_and_the_store_writes_on() -> None:
+    """A signal whose handler raises (as Ctrl-C does) while an append waits inside its pipeline:
+    what the server still owes is read, the transaction rolled back, and the same connection
+    appends again."""
+    import signal
+    import threading
+
+    import psycopg
+
+    from eventstore.postgres import PostgresBackend
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise _Interrupted()
+
+    url = postgres_url()
+    backend = PostgresBackend(url, timeout=1.0)
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        with Store(backend) as store:
+            t = store.create_thread(title="interrupted")
+            before = backend.dump()
+            with psycopg.connect(url) as other:  # the append waits for this lock (up to 1 s)
+                other.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (t,))
+                timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
+                timer.start()
+                with pytest.raises(_Interrupted):
+                    store.append_message(t, "user", "interrupted")
+                timer.join()
+            assert backend.dump() == before
+            assert store.append_message(t, "user", "after").offset == 1
+            store.verify()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def test_a_database_whose_encoding_cannot_hold_a_character_refuses_the_write_and_keeps_the_rest() -> None:
+    """The connection speaks UTF-8 whatever the database's encoding: text the encoding holds
+    round-trips, and a character it cannot hold is refused with a `StoreError` (not a Python
+    UnicodeEncodeError), nothing written."""
+    from threadlog import StoreError
+
+    cluster = postgres_cluster()
+    cluster.execute("CREATE DATABASE latin ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    try:
+        with Store(cluster.url("latin")) as store:
+            t = store.create_thread(title="café")
+            store.append_message(t, "user", "crème brûlée")
+            with pytest.raises(StoreError, match="cannot hold a character"):
+                store.append_message(t, "user", "a smile 😀")
+            with pytest.raises(StoreError, match="cannot hold a character"):
+                store.create_thread(title="😀")
+            assert [e.data["content"][0]["text"] for e in store.read(t, 1)] == ["crème brûlée"]
+            assert store.counts() == (1, 2)
+            store.verify()
+    finally:
+        cluster.execute("DROP DATABASE latin")
+
+
 def test_a_planted_trigger_stops_redaction(tmp_path: Path) -> None:
     import psycopg
 
@@ -377,8 +476,8 @@ def test_appends_keep_working_after_rollbacks_once_the_driver_prepared_statement
                                   "☀ \U0001f600 é", "E'\\x00'::bytea; DROP TABLE events; --"],
                          ids=["percent", "quotes", "control", "unicode", "injection"])
 def test_values_bound_on_the_client_are_stored_byte_exact(text: str) -> None:
-    """The append's statements go as one query string, their values quoted by the driver: any
-    text comes back as it went in, and hashes like on SQLite."""
+    """The append's statements go as a pipeline of prepared statements, their values as bytes:
+    any text comes back as it went in, and hashes like on SQLite."""
     thread = "t" + "".join(c for c in text if c.isprintable())  # ids are printable text
     with Store(postgres_url()) as pg, Store(":memory:") as lite:
         for store in (pg, lite):
