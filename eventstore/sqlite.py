@@ -532,8 +532,15 @@ class SQLiteBackend:
 
     def _checkpoints(self) -> Checkpointer | None:
         """A writer of a WAL file checkpoints on a thread of its own (`eventstore/checkpoints.py`),
-        keeping its own automatic checkpoint as a backstop; it is stopped with the store."""
-        if self.read_only or self.journal_mode.lower() != "wal":
+        keeping its own automatic checkpoint as a backstop; it is stopped with the store.
+
+        Not at `synchronous` FULL or EXTRA: there every commit syncs the log anyway, and a
+        checkpoint's two syncs on another thread wait on the same disk as the writer's, so
+        SQLite's own checkpoint (every 1,000 pages, inside a commit) costs less. Measured,
+        single appends interleaved with raw BEGIN/INSERT/COMMIT at FULL (load 2-2.5, three
+        runs): 0.507-0.524x of raw's speed with the thread, 0.551-0.578x without it.
+        """
+        if self.read_only or self.journal_mode.lower() != "wal" or self.synchronous in ("FULL", "EXTRA"):
             return None
         checkpointer = Checkpointer(self.path)
         self.conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP}")

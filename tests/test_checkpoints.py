@@ -143,3 +143,19 @@ def test_large_batches_ask_for_checkpoints_sooner_than_every_hundred_commits(tmp
             store.append(thread, [{"type": "message.appended", "data": {"role": "user", "content": f"{n}.{i} " * 20}}
                                   for i in range(500)])
         assert _checkpoint_threads(db) and _grows(db, size)
+
+
+def test_at_synchronous_full_the_writer_checkpoints_inside_its_commits_and_starts_no_thread(tmp_path: Path) -> None:
+    """At FULL every commit syncs the log; a thread's checkpoint syncs would contend with them
+    (measured slower), so SQLite's own checkpoint (every 1,000 pages) keeps the log small."""
+    db = tmp_path / "full.db"
+    with Store(db, synchronous="FULL") as store:
+        thread = store.create_thread(title="full")
+        size = db.stat().st_size
+        for i in range(2 * EVERY + 1):
+            store.append_message(thread, "user", f"message {i}" * 200)
+        assert not _checkpoint_threads(db)
+        assert db.stat().st_size > size, "nothing was checkpointed"
+        assert _wal_frames(db) <= 1000 + 20  # SQLite's threshold, plus the commit that crossed it
+        assert len(list(store.read(thread))) == 2 * EVERY + 2
+        store.verify()
