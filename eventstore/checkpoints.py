@@ -9,6 +9,9 @@ runs them on a thread of its own instead, with a connection of its own: SQLite l
 the driver lets other threads run while SQLite works. Nothing about durability changes: a
 committed transaction is in the log, which survives a crash whether or not it was copied yet.
 
+A store at `synchronous` FULL or EXTRA has no thread (`SQLiteBackend._checkpoints` says
+why: each commit syncs there anyway, and the thread's syncs wait on the same disk).
+
 The thread starts at the first request, so a store that commits little never has one. The
 writer's own automatic checkpoint stays, at a higher threshold (`BACKSTOP`), for when the
 thread falls behind or cannot run (`SQLiteBackend` sets it); after `os.fork` the child's
