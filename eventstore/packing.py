@@ -171,4 +171,3 @@ def unpack_row(row: tuple[Any, ...]) -> EventRow:
         facts, redacted_by,
     ))
     return decoded
-

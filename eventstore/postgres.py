@@ -548,9 +548,9 @@ class PostgresBackend:
 
     def _rollback(self) -> None:
         # A reservation interrupted between its lock and unlock would keep the session lock.
-        self._roll_back(b"ROLLBACK; SELECT pg_advisory_unlock_all()")
+        self._libpq_rollback(b"ROLLBACK; SELECT pg_advisory_unlock_all()")
 
-    def _roll_back(self, statements: bytes) -> None:
+    def _libpq_rollback(self, statements: bytes) -> None:
         """Run a ROLLBACK (and `statements` after it) through libpq itself: the driver, when it
         sees a ROLLBACK go by, deallocates every statement prepared in the session, the append's
         (`_PREPARED`) with its own."""
@@ -572,7 +572,7 @@ class PostgresBackend:
             yield
         finally:
             self._in_transaction = False
-            self._roll_back(b"ROLLBACK")
+            self._libpq_rollback(b"ROLLBACK")
 
     def close(self) -> None:
         self.conn.close()
