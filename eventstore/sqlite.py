@@ -36,7 +36,7 @@ from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitR
                       StreamRow)
 from .checkpoints import BACKSTOP, Checkpointer
 from .errors import SchemaError, SchemaTooOld, StoreError
-from .packing import TYPE_CODES, pack_id, pack_row, pack_type
+from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
 # else's database. The bytes spell "TLOG".
@@ -74,6 +74,13 @@ STORED_COLUMNS = (
     "recorded_at, data_digest, hash, pending, redacted_by"
 )
 INSERT_EVENT = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+# An appended event's row (`packing.pack_appended`): no stored digest and no redaction, written
+# as NULL literals, and `pending` too when nothing is pending after any event of the batch
+# (the driver binds None only after an adapter lookup: see `packing._blob`).
+INSERT_APPENDED = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,NULL,?,?,NULL)"
+INSERT_APPENDED_IDLE = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,NULL,?,NULL,NULL)"
+_UPDATE_HEAD = "UPDATE streams SET head = ?, head_hash = ?, facts = ?, first_message_offset = ?, last_position = ? WHERE id = ?"
+_UPDATE_HEAD_IDLE = "UPDATE streams SET head = ?, head_hash = ?, facts = NULL, first_message_offset = ?, last_position = ? WHERE id = ?"
 
 
 def _decoded_columns() -> str:
@@ -716,10 +723,10 @@ class SQLiteBackend:
     @_translated
     def update_head(self, stream_id: str, head: int, head_hash: str, facts: str | None, first_message: int | None,
                     last_position: int) -> None:
-        self.conn.execute(
-            "UPDATE streams SET head = ?, head_hash = ?, facts = ?, first_message_offset = ?, last_position = ? WHERE id = ?",
-            (head, head_hash, facts, first_message, last_position, stream_id),
-        )
+        if facts is None:
+            self.conn.execute(_UPDATE_HEAD_IDLE, (head, head_hash, first_message, last_position, stream_id))
+        else:
+            self.conn.execute(_UPDATE_HEAD, (head, head_hash, facts, first_message, last_position, stream_id))
 
     # -- events ------------------------------------------------------------------------------
 
@@ -733,10 +740,16 @@ class SQLiteBackend:
     def insert_events(self, rows: Sequence[EventValues]) -> None:
         if self._checkpointer is not None:
             self._checkpointer.rows += len(rows)
-        if len(rows) == 1:
-            self.conn.execute(INSERT_EVENT, pack_row(rows[0]))
-        else:
+        appended = pack_appended(rows)
+        if appended is None:  # a restore's rows, with digests or redactions
             self.conn.executemany(INSERT_EVENT, map(pack_row, rows))
+            return
+        pending, packed = appended
+        statement = INSERT_APPENDED if pending else INSERT_APPENDED_IDLE
+        if len(packed) == 1:
+            self.conn.execute(statement, packed[0])
+        else:
+            self.conn.executemany(statement, packed)
 
     @_translated
     def events_by_id(self, event_ids: Sequence[str]) -> list[EventRow]:
