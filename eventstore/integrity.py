@@ -76,7 +76,7 @@ def chain_hash(
     so a thread exported from one database and restored into another keeps its hashes;
     positions are bound by the order checks of `verify` and by `checkpoint`.
     """
-    return chain_hash_in(prev, _LENGTHS[len(stream_id)] + stream_id, offset, event_id, type_, schema_version, recorded_at,
+    return chain_hash_in(prev, f"{len(stream_id)}:{stream_id}", offset, event_id, type_, schema_version, recorded_at,
                          meta, data_digest)
 
 
@@ -84,21 +84,34 @@ def chain_hash_in(prev: str, stream_field: str, offset: int, event_id: str, type
                   recorded_at: str, meta: str, data_digest: str) -> str:
     """`chain_hash` with the stream's field already written (`<length>:<stream id>`): a verify
     hashes every event of a stream with the same one."""
-    n, o, v = _LENGTHS, str(offset), str(schema_version)
-    header = "".join(("tl2\n", n[len(prev)], prev, stream_field, n[len(o)], o, n[len(event_id)], event_id, n[len(type_)], type_,
-                      n[len(v)], v, n[len(recorded_at)], recorded_at, n[len(meta)], meta, n[len(data_digest)], data_digest))
+    o, v = str(offset), str(schema_version)
+    try:
+        header = _header(_LENGTHS, prev, stream_field, o, event_id, type_, v, recorded_at, meta, data_digest)
+    except IndexError:  # a field of 1,024 characters or more (a long meta)
+        header = _header(_Prefixes(), prev, stream_field, o, event_id, type_, v, recorded_at, meta, data_digest)
     return HASH_TAG + _sha256(header.encode("utf-8")).hexdigest()
 
 
+def _header(n: list[str] | dict[int, str], prev: str, stream_field: str, o: str, event_id: str, type_: str, v: str, recorded_at: str,
+            meta: str, data_digest: str) -> str:
+    """The hashed text; `n[k]` is the prefix `<k>:` of a field of k characters."""
+    return "".join(("tl2\n", n[len(prev)], prev, stream_field, n[len(o)], o, n[len(event_id)], event_id, n[len(type_)],
+                    type_, n[len(v)], v, n[len(recorded_at)], recorded_at, n[len(meta)], meta, n[len(data_digest)],
+                    data_digest))
+
+
 class _Prefixes(dict[int, str]):
-    """`<n>:` for a field of n characters: written once for the lengths fields usually have
-    (formatting each length took a quarter of a chain hash's instructions), else each time."""
+    """`<k>:` for any k."""
 
     def __missing__(self, length: int) -> str:
         return f"{length}:"
 
 
-_LENGTHS = _Prefixes((length, f"{length}:") for length in range(256))
+# `<k>:` for the lengths fields usually have, written once: formatting each length took a
+# quarter of a chain hash's instructions. A list: indexing one is cheaper than a dict.
+_LENGTHS = [f"{length}:" for length in range(1024)]
+
+
 _sha256 = hashlib.sha256
 
 

@@ -97,7 +97,8 @@ def _text_message(event: Any) -> tuple[str, str] | None:
     if type(event) is not dict or event.get("type") != "message.appended" or event.get("meta"):
         return None
     data = event.get("data")
-    if type(data) is not dict or len(data) != 2 or not event.keys() <= _EVENT_KEYS:
+    # Its keys are "type", "data" and at most an empty "meta" (counted: a keys view costs more).
+    if type(data) is not dict or len(data) != 2 or not (len(event) == 2 or (len(event) == 3 and "meta" in event)):
         return None
     role, content = data.get("role"), data.get("content")
     if type(role) is not str or role not in ("user", "assistant") or type(content) is not str:

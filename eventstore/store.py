@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from . import forks, integrity, restore, textindex
+from . import collector, forks, integrity, restore, textindex
 from .backend import Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import ConcurrencyError, IntegrityError, InvalidEvent, StaleSnapshot, StoreError, ThreadNotFound
 from .events import EventRedacted, MessageAppended, ThreadCreated
@@ -38,6 +38,9 @@ _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()
 Expect = str | int
 
 _Row = TypeVar("_Row")
+
+# Batches from this size append with the cyclic garbage collector paused (`collector.py`).
+_PAUSE_FROM = 64
 
 
 class Counts(NamedTuple):
@@ -277,7 +280,10 @@ class Store:
             raise InvalidEvent("events", "must be a list of events")
         events = list(events)
         fresh = event_ids(len(events))  # time-ordered: see eventstore/ids.py
-        return self._append(thread, [prepare(event, i, fresh[i]) for i, event in enumerate(events)], expect)
+        if len(events) < _PAUSE_FROM:
+            return self._append(thread, [prepare(event, i, fresh[i]) for i, event in enumerate(events)], expect)
+        with collector.paused():  # every event's containers live until the append returns: see collector.py
+            return self._append(thread, [prepare(event, i, fresh[i]) for i, event in enumerate(events)], expect)
 
     def append_prepared(self, thread: str, batch: Sequence[PreparedEvent], expect: Expect = "any") -> list[RecordedEvent]:
         """`append` for events already validated and serialized by `eventstore.prepare.prepare`.

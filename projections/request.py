@@ -33,10 +33,9 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from eventstore import InvalidEvent, Store
+from eventstore import InvalidEvent, Store, collector
 from eventstore.content import _drain as drain  # the one walker of lazily validated lists
 
-from . import collector
 from .retrieval import check_mode, with_retrieval
 from .state import Message, thread_state
 

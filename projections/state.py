@@ -32,12 +32,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from eventstore import InvalidEvent, StaleSnapshot, Store, StoreError, ThreadInfo
+from eventstore import InvalidEvent, StaleSnapshot, Store, StoreError, ThreadInfo, collector
 from eventstore.integrity import register_refold
 from eventstore.ranges import is_index
 from eventstore.recorded import decode
 
-from . import collector, snapshots
+from . import snapshots
 
 PROJECTION = "thread_state"
 # Bump whenever the fold's output or its serialized form changes: old snapshots are ignored.
