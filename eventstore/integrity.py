@@ -76,8 +76,15 @@ def chain_hash(
     so a thread exported from one database and restored into another keeps its hashes;
     positions are bound by the order checks of `verify` and by `checkpoint`.
     """
-    return chain_hash_in(prev, f"{len(stream_id)}:{stream_id}", offset, event_id, type_, schema_version, recorded_at,
-                         meta, data_digest)
+    global _stream_field
+    field = _stream_field
+    if field[0] != stream_id:  # a batch hashes every event with the same one
+        field = _stream_field = (stream_id, f"{len(stream_id)}:{stream_id}")
+    return chain_hash_in(prev, field[1], offset, event_id, type_, schema_version, recorded_at, meta, data_digest)
+
+
+# The last stream's id and its field, one tuple, replaced whole (so never mismatched).
+_stream_field = ("", "0:")
 
 
 def chain_hash_in(prev: str, stream_field: str, offset: int, event_id: str, type_: str, schema_version: int,

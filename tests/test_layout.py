@@ -48,6 +48,28 @@ def test_every_value_reads_back_as_the_text_it_was(event_id: str, recorded_at: s
     backend.close()
 
 
+@settings(max_examples=150, deadline=None)
+@given(values=st.lists(st.tuples(st.one_of(st.text(HEX, min_size=32, max_size=32), ids), hashes,
+                                 st.one_of(st.none(), st.just('{"tools":["t1"]}'))), min_size=2, max_size=6),
+       uniform=st.booleans())
+def test_a_batch_reads_back_as_the_text_it_was(values: list[tuple[str, str, str | None]], uniform: bool) -> None:
+    """Batches are packed all at once when every id and hash is packable, else one by one."""
+    if uniform:  # the common case: generated ids and tagged hashes only
+        values = [(event_ids(1)[0], "tl2:" + event_ids(1)[0] * 2, facts) for _, _, facts in values]
+    if len({event_id for event_id, _, _ in values}) != len(values):
+        return
+    backend = SQLiteBackend(":memory:")
+    backend.insert_events([(i + 1, "s", i, event_id, "message.appended", 1, '{"a":1}', "{}", "2026-01-31T12:00:00.123456Z",
+                            None, hash_, facts, None) for i, (event_id, hash_, facts) in enumerate(values)])
+    rows = [backend.event_at_position(i + 1) for i in range(len(values))]
+    assert [(row.event_id, row.hash, row.facts) for row in rows if row is not None] == values
+    assert [r.event_id for r in backend.events_by_id([values[-1][0]])] == [values[-1][0]]
+    if uniform:
+        packed = "SELECT count(*) FROM events WHERE length(event_id) = 16 AND length(hash) = 32 AND typeof(hash) = 'blob'"
+        assert backend.conn.execute(packed).fetchone()[0] == len(values)
+    backend.close()
+
+
 def test_generated_event_ids_are_uuid7_in_time_order() -> None:
     first = event_ids(50)
     time.sleep(0.002)
