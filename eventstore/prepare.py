@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from hashlib import sha256 as _sha256
 from json.encoder import encode_basestring  # what the canonical encoder writes for a str
 from typing import Any, NamedTuple
 
@@ -89,10 +90,10 @@ def _text_message(event: Any) -> tuple[str, str] | None:
 
     Only a plain dict `{"type": "message.appended", "data": {"role": "user" | "assistant",
     "content": "<text>"}}` with no (or an empty) `meta` qualifies: for it the model's
-    validation amounts to checking the role and wrapping the text in one text block
-    (`_text_data`). Anything else (blocks, optional fields, meta, subclasses of dict or
-    str) returns None and takes the full validation. tests/test_append_fast_path.py holds
-    `_text_data` equal to what `parse` returns, and `_text_json` to `integrity.canonical`.
+    validation amounts to checking the role and wrapping the text in one text block.
+    Anything else (blocks, optional fields, meta, subclasses of dict or str) returns None
+    and takes the full validation. tests/test_append_fast_path.py holds what `prepare`
+    makes of it equal to what the full validation makes of the same event.
     """
     if type(event) is not dict or event.get("type") != "message.appended" or event.get("meta"):
         return None
@@ -104,15 +105,6 @@ def _text_message(event: Any) -> tuple[str, str] | None:
     if type(role) is not str or role not in ("user", "assistant") or type(content) is not str:
         return None
     return role, content
-
-
-def _text_data(role: str, text: str) -> dict[str, Any]:
-    return {"role": role, "content": [{"type": "text", "text": text}]}
-
-
-def _text_json(role: str, text: str) -> str:
-    """`integrity.canonical` of a text message's data, spelled out (keys in sorted order)."""
-    return '{"content":[{"text":' + encode_basestring(text) + ',"type":"text"}],"role":"' + role + '"}'
 
 
 def _name(field: str | int) -> str:
@@ -133,15 +125,17 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Prepar
     """
     plain = _text_message(event)
     if plain is not None:  # the same steps as below, knowing the shape (two levels deep: no depth check)
-        data_json = _text_json(*plain)
+        role, text = plain
+        # `integrity.canonical` of the data, spelled out: keys in sorted order.
+        data_json = '{"content":[{"text":' + encode_basestring(text) + ',"type":"text"}],"role":"' + role + '"}'
         try:
-            data_digest = integrity.digest(data_json)
+            data_digest = _sha256(data_json.encode("utf-8")).hexdigest()  # integrity.digest
         except ValueError as error:  # lone surrogates
             raise InvalidEvent(f"{_name(field)}.data", f"not storable as UTF-8 JSON ({error})") from None
         if len(data_json) > MAX_EVENT_BYTES // 4:
             _check_size(data_json, _name(field))
-        values: tuple[Any, ...] = (_MESSAGE, _MESSAGE_VERSION, _text_data(*plain), data_json, data_digest, {}, "{}",
-                                  event_id or new_event_id(), False, True)
+        values: tuple[Any, ...] = (_MESSAGE, _MESSAGE_VERSION, {"role": role, "content": [{"type": "text", "text": text}]},
+                                  data_json, data_digest, {}, "{}", event_id or new_event_id(), False, True)
         prepared: PreparedEvent = make_tuple(PreparedEvent, values)
         return prepared
     field = _name(field)

@@ -10,17 +10,30 @@ from hypothesis import strategies as st
 
 from eventstore.errors import InvalidEvent
 from eventstore.events import parse
-from eventstore.prepare import _text_data, _text_message, prepare
+from eventstore.integrity import canonical, digest
+from eventstore.prepare import _text_message, prepare
 
 
-@given(role=st.sampled_from(["user", "assistant"]), text=st.text(), meta=st.sampled_from([None, {}]))
-def test_text_message_shortcut_equals_parse(role: str, text: str, meta: dict[str, Any] | None) -> None:
+class Full(dict[str, Any]):
+    """A dict the shortcut does not take (a subclass): `prepare` validates it in full."""
+
+
+@given(role=st.sampled_from(["user", "assistant"]), text=st.text() | st.sampled_from(["\x00\n\"\\", "é😀", "\u2028"]),
+       meta=st.sampled_from([None, {}]))
+def test_text_message_shortcut_equals_full_validation(role: str, text: str, meta: dict[str, Any] | None) -> None:
     event: dict[str, Any] = {"type": "message.appended", "data": {"role": role, "content": text}}
     if meta is not None:
         event["meta"] = meta
     plain = _text_message(event)
-    assert plain is not None
-    assert ("message.appended", _text_data(*plain), {}) == parse(event, "e")
+    assert plain is not None and _text_message(Full(event)) is None
+    try:
+        full = prepare(Full(event), 0, "e1")
+    except InvalidEvent:  # lone surrogates: refused the same way (test_unstorable_text_is_refused_the_same_way)
+        return
+    shortcut = prepare(event, 0, "e1")
+    assert shortcut._replace(plain=False) == full
+    assert shortcut.plain and shortcut.data_json == canonical(full.data) and shortcut.data_digest == digest(full.data_json)
+    assert ("message.appended", shortcut.data, {}) == parse(event, "e")
 
 
 @pytest.mark.parametrize(
@@ -44,13 +57,7 @@ def test_unstorable_text_is_refused_the_same_way() -> None:
     event = {"type": "message.appended", "data": {"role": "user", "content": "\ud800"}}
     assert _text_message(event) is not None
     with pytest.raises(InvalidEvent) as shortcut:
-        prepare(event, "events[0]")
-    assert shortcut.value.field == "events[0].data"
-
-
-@given(role=st.sampled_from(["user", "assistant"]), text=st.text() | st.sampled_from(["\ud800", "\x00\n\"\\", "é😀"]))
-def test_text_message_json_equals_canonical(role: str, text: str) -> None:
-    from eventstore.integrity import canonical
-    from eventstore.prepare import _text_json
-
-    assert _text_json(role, text) == canonical({"role": role, "content": [{"type": "text", "text": text}]})
+        prepare(event, 1)
+    with pytest.raises(InvalidEvent) as full:
+        prepare(Full(event), 1)
+    assert shortcut.value.field == full.value.field == "events[1].data"
