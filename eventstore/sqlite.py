@@ -390,18 +390,19 @@ class _Transaction:
     finds the lock held calls its `notice` and keeps waiting for the rest of the timeout.
     """
 
-    __slots__ = ("conn", "path", "wait", "committed")
+    __slots__ = ("conn", "cursor", "path", "wait", "committed")
 
     def __init__(self, conn: sqlite3.Connection, path: str, wait: _Wait | None = None,
-                 committed: Callable[[], None] | None = None) -> None:
+                 committed: Callable[[], None] | None = None, cursor: sqlite3.Cursor | None = None) -> None:
         self.conn = conn
+        self.cursor = conn.cursor() if cursor is None else cursor  # BEGIN and COMMIT run on it
         self.path = path
         self.wait = wait
         self.committed = committed  # told of every commit (`Checkpointer.committed`)
 
     def __enter__(self) -> None:
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
+            self.cursor.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
             if self.wait is None or (getattr(error, "sqlite_errorcode", 0) & 0xFF) != sqlite3.SQLITE_BUSY:
                 raise translate(error, self.path) from None
@@ -421,7 +422,7 @@ class _Transaction:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
         if error is None:
             try:
-                self.conn.execute("COMMIT")
+                self.cursor.execute("COMMIT")
             except BaseException as failed:
                 error = failed
             else:
@@ -490,6 +491,9 @@ class SQLiteBackend:
             self.conn = _connect(self.path, first if self._wait else timeout, read_only)
         except sqlite3.Error as error:
             raise translate(error, self.path) from None
+        # The append path's statements run on this one cursor (each finished before the next
+        # starts): `conn.execute` makes and frees a cursor a statement.
+        self._writes = self.conn.cursor()
         try:
             self.conn.create_function("tl_digest", 1, _digest, deterministic=True)
             self.conn.execute("PRAGMA foreign_keys=OFF")
@@ -587,7 +591,7 @@ class SQLiteBackend:
     def transaction(self) -> _Transaction:
         """`BEGIN IMMEDIATE` … `COMMIT`; any error rolls back and leaves the file as it was."""
         committed = self._checkpointer.committed if self._checkpointer is not None else None
-        return _Transaction(self.conn, self.path, self._wait, committed)
+        return _Transaction(self.conn, self.path, self._wait, committed, self._writes)
 
     @contextlib.contextmanager
     def read_transaction(self) -> Iterator[None]:
@@ -632,7 +636,7 @@ class SQLiteBackend:
 
         Valid only inside a write transaction, like `next_position`.
         """
-        row = self.conn.execute(STREAM_FOR_APPEND, (stream_id,)).fetchone()
+        row = self._writes.execute(STREAM_FOR_APPEND, (stream_id,)).fetchone()
         return (_new(StreamRow, row[1:]) if row[1] is not None else None), (row[0] or 0) + 1
 
     @_translated
@@ -724,9 +728,9 @@ class SQLiteBackend:
     def update_head(self, stream_id: str, head: int, head_hash: str, facts: str | None, first_message: int | None,
                     last_position: int) -> None:
         if facts is None:
-            self.conn.execute(_UPDATE_HEAD_IDLE, (head, head_hash, first_message, last_position, stream_id))
+            self._writes.execute(_UPDATE_HEAD_IDLE, (head, head_hash, first_message, last_position, stream_id))
         else:
-            self.conn.execute(_UPDATE_HEAD, (head, head_hash, facts, first_message, last_position, stream_id))
+            self._writes.execute(_UPDATE_HEAD, (head, head_hash, facts, first_message, last_position, stream_id))
 
     # -- events ------------------------------------------------------------------------------
 
@@ -747,9 +751,9 @@ class SQLiteBackend:
         pending, packed = appended
         statement = INSERT_APPENDED if pending else INSERT_APPENDED_IDLE
         if len(packed) == 1:
-            self.conn.execute(statement, packed[0])
+            self._writes.execute(statement, packed[0])
         else:
-            self.conn.executemany(statement, packed)
+            self._writes.executemany(statement, packed)
 
     @_translated
     def events_by_id(self, event_ids: Sequence[str]) -> list[EventRow]:
