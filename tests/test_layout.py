@@ -8,6 +8,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,6 +68,27 @@ def test_a_batch_reads_back_as_the_text_it_was(values: list[tuple[str, str, str 
     if uniform:
         packed = "SELECT count(*) FROM events WHERE length(event_id) = 16 AND length(hash) = 32 AND typeof(hash) = 'blob'"
         assert backend.conn.execute(packed).fetchone()[0] == len(values)
+    backend.close()
+
+
+GOOD_ID, GOOD_HASH = "0" * 31 + "a", "tl2:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize("odd", [
+    ("A" + GOOD_ID[1:], GOOD_HASH),  # an uppercase digit
+    (" " + GOOD_ID[1:], GOOD_HASH),  # a space, which fromhex skips
+    (GOOD_ID, "ab" + "tl2:" + GOOD_HASH[6:]),  # the tag further on
+    (GOOD_ID, "tl2:tl2:" + GOOD_HASH[8:]),  # the tag twice
+    (GOOD_ID, "tl2:" + "0123456789ABCDEF" * 4),
+    (GOOD_ID, "xl2:" + GOOD_HASH[4:]),
+], ids=["upper-id", "space-id", "tag-inside", "tag-twice", "upper-hash", "other-tag"])
+def test_a_batch_with_one_odd_value_reads_back(odd: tuple[str, str]) -> None:
+    values = [("1" * 32, "tl2:" + "1" * 64), odd, ("2" * 32, "tl2:" + "2" * 64)]
+    backend = SQLiteBackend(":memory:")
+    backend.insert_events([(i + 1, "s", i, event_id, "message.appended", 1, "{}", "{}", "2026-01-31T12:00:00.123456Z",
+                            None, hash_, None, None) for i, (event_id, hash_) in enumerate(values)])
+    rows = [backend.event_at_position(i + 1) for i in range(len(values))]
+    assert [(row.event_id, row.hash) for row in rows if row is not None] == values
     backend.close()
 
 
