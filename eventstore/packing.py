@@ -65,9 +65,12 @@ HASH_TAG = "tl2:"  # integrity.HASH_TAG (not imported: integrity imports the bac
 _Blob = TypeVar("_Blob", bytes, bytearray)
 
 
-
 def pack_id(value: str) -> str | bytes:
-    return _hex(value, bytes) if len(value) == 32 else value
+    return _id(value, bytes)
+
+
+def _id(value: str, kind: type[_Blob]) -> _Blob | str:
+    return _hex(value, kind) if len(value) == 32 else value
 
 
 def _hex(text: str, kind: type[_Blob]) -> _Blob | str:
@@ -84,9 +87,13 @@ def unpack_id(value: str | bytes) -> str:
 
 
 def pack_hash(value: str) -> str | bytes:
+    return _hash(value, bytes)
+
+
+def _hash(value: str, kind: type[_Blob]) -> _Blob | str:
     if len(value) != 68 or not value.startswith(HASH_TAG):
         return value
-    packed = _hex(value[4:], bytes)
+    packed = _hex(value[4:], kind)
     return value if packed.__class__ is str else packed
 
 
@@ -166,7 +173,7 @@ def pack_appended(rows: Sequence[EventValues]) -> tuple[bool, list[tuple[Any, ..
         p, s, o, e, t, v, d, m, r, digest, h, f, redacted = rows[0]
         if digest is not None or redacted is not None:
             return None
-        e_, h_ = _hex(e, bytearray) if len(e) == 32 else e, _hash_blob(h)
+        e_, h_ = _hex(e, bytearray) if len(e) == 32 else e, _hash(h, bytearray)  # `_id`, inline
         if f is None:
             return False, [(p, s, o, e_, codes.get(t, t), v, d, m, r, h_)]
         return True, [(p, s, o, e_, codes.get(t, t), v, d, m, r, h_, f)]
@@ -176,9 +183,8 @@ def pack_appended(rows: Sequence[EventValues]) -> tuple[bool, list[tuple[Any, ..
             return None
         if row[11] is not None:
             pending = True
-    ids = _blobs([row[3] for row in rows], "") or [_hex(e, bytearray) if len(e) == 32 else e for e in
-                                                             (row[3] for row in rows)]
-    hashes = _blobs([row[10] for row in rows], HASH_TAG) or [_hash_blob(row[10]) for row in rows]
+    ids = _blobs([row[3] for row in rows], "") or [_id(row[3], bytearray) for row in rows]
+    hashes = _blobs([row[10] for row in rows], HASH_TAG) or [_hash(row[10], bytearray) for row in rows]
     if pending:
         return True, [(p, s, o, e_, codes.get(t, t), v, d, m, r, h_, f)
                       for (p, s, o, _, t, v, d, m, r, _, _, f, _), e_, h_ in zip(rows, ids, hashes)]
@@ -210,13 +216,6 @@ def _blobs(values: list[str], tag: str) -> list[str | bytearray] | None:
         return None
     size = digits // 2
     return [packed[start:start + size] for start in range(0, len(packed), size)]
-
-
-def _hash_blob(value: str) -> str | bytearray:
-    if len(value) != 68 or not value.startswith(HASH_TAG):
-        return value
-    packed = _hex(value[4:], bytearray)
-    return value if packed.__class__ is str else packed
 
 
 _CODES = TYPE_CODES

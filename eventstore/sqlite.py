@@ -76,7 +76,7 @@ STORED_COLUMNS = (
 INSERT_EVENT = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 # An appended event's row (`packing.pack_appended`): no stored digest and no redaction, written
 # as NULL literals, and `pending` too when nothing is pending after any event of the batch
-# (the driver binds None only after an adapter lookup: see `packing._blob`).
+# (the driver binds None only after an adapter lookup: see `packing.pack_appended`).
 INSERT_APPENDED = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,NULL,?,?,NULL)"
 INSERT_APPENDED_IDLE = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,NULL,?,NULL,NULL)"
 _UPDATE_HEAD = "UPDATE streams SET head = ?, head_hash = ?, facts = ?, first_message_offset = ?, last_position = ? WHERE id = ?"
@@ -392,10 +392,10 @@ class _Transaction:
 
     __slots__ = ("conn", "cursor", "path", "wait", "committed")
 
-    def __init__(self, conn: sqlite3.Connection, path: str, wait: _Wait | None = None,
-                 committed: Callable[[], None] | None = None, cursor: sqlite3.Cursor | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, cursor: sqlite3.Cursor, path: str, wait: _Wait | None = None,
+                 committed: Callable[[], None] | None = None) -> None:
         self.conn = conn
-        self.cursor = conn.cursor() if cursor is None else cursor  # BEGIN and COMMIT run on it
+        self.cursor = cursor  # BEGIN and COMMIT run on the backend's cursor for writes
         self.path = path
         self.wait = wait
         self.committed = committed  # told of every commit (`Checkpointer.committed`)
@@ -591,7 +591,7 @@ class SQLiteBackend:
     def transaction(self) -> _Transaction:
         """`BEGIN IMMEDIATE` … `COMMIT`; any error rolls back and leaves the file as it was."""
         committed = self._checkpointer.committed if self._checkpointer is not None else None
-        return _Transaction(self.conn, self.path, self._wait, committed, self._writes)
+        return _Transaction(self.conn, self._writes, self.path, self._wait, committed)
 
     @contextlib.contextmanager
     def read_transaction(self) -> Iterator[None]:

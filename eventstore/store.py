@@ -282,7 +282,9 @@ class Store:
         fresh = event_ids(len(events))  # time-ordered: see eventstore/ids.py
         if len(events) < _PAUSE_FROM:
             return self._append(thread, [prepare(event, i, fresh[i]) for i, event in enumerate(events)], expect)
-        with collector.paused():  # every event's containers live until the append returns: see collector.py
+        # Every event's containers live until the append returns: the collector's passes would
+        # free nothing (collector.py). Paused while the batch waits for the write lock too.
+        with collector.paused():
             return self._append(thread, [prepare(event, i, fresh[i]) for i, event in enumerate(events)], expect)
 
     def append_prepared(self, thread: str, batch: Sequence[PreparedEvent], expect: Expect = "any") -> list[RecordedEvent]:
