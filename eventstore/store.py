@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from . import collector, forks, integrity, restore, textindex
+from . import forks, integrity, restore, textindex
 from .backend import Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import ConcurrencyError, IntegrityError, InvalidEvent, StaleSnapshot, StoreError, ThreadNotFound
 from .events import EventRedacted, MessageAppended, ThreadCreated
 from .facts import advance, after_fork
 from .head import Head
+from .collector import paused
 from .verify import VerifyReport, verify, verify_since
 from .ids import event_ids
 from .prepare import META_KEYS, PreparedEvent, check_id, new_id, now, prepare
@@ -35,12 +36,12 @@ DEFAULT_PLACEHOLDER = forks.DEFAULT_PLACEHOLDER
 # Events only the store itself writes, through the operation named.
 _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()"}
 
+# Batches from this size append with the cyclic garbage collector paused (`collector.py`).
+_PAUSE_FROM = 64
+
 Expect = str | int
 
 _Row = TypeVar("_Row")
-
-# Batches from this size append with the cyclic garbage collector paused (`collector.py`).
-_PAUSE_FROM = 64
 
 
 class Counts(NamedTuple):
@@ -284,7 +285,7 @@ class Store:
             return self._append(thread, [prepare(event, i, fresh[i]) for i, event in enumerate(events)], expect)
         # Every event's containers live until the append returns: the collector's passes would
         # free nothing (collector.py). Paused while the batch waits for the write lock too.
-        with collector.paused():
+        with paused():
             return self._append(thread, [prepare(event, i, fresh[i]) for i, event in enumerate(events)], expect)
 
     def append_prepared(self, thread: str, batch: Sequence[PreparedEvent], expect: Expect = "any") -> list[RecordedEvent]:
