@@ -198,6 +198,18 @@ _PREPARED = {
                             f"VALUES ({', '.join(f'${i}' for i in range(1, 17))})) "
                             "UPDATE streams SET head = $17, head_hash = $18, facts = $19, first_message_offset = $20, "
                             "last_position = $21 WHERE id = $22",
+    # `append_at`, after BEGIN: the stream's lock; then a position, taken only if the stream's
+    # head is the one given (stream id, head, head hash): the statement starts after the lock
+    # is held, so it reads the latest committed head; then the event at that position (the
+    # session's `currval`) and the new head, again only if the head is the one given.
+    "threadlog_lock_stream": "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+    "threadlog_reserve_at": f"SELECT {_reservation('1')} FROM streams WHERE id = $1 AND head = $2 AND head_hash = $3",
+    "threadlog_append_at": "WITH moved AS (UPDATE streams SET head = $15, head_hash = $16, facts = $17, "
+                           "first_message_offset = $18, last_position = currval('event_positions') "
+                           "WHERE id = $1 AND head = $19 AND head_hash = $20 RETURNING root_id, last_position) "
+                           f"INSERT INTO events ({STORED_COLUMNS}) SELECT root_id, last_position, $1::text, $2::bigint, "
+                           "$3::bytea, $4::smallint, $5::text, $6::integer, $7::text, $8::text, $9::bigint, $10::text, "
+                           "$11::bytea, $12::bytea, $13::text, $14::bigint FROM moved",
 }
 
 
@@ -206,6 +218,7 @@ _BEGIN, _COMMIT = b"threadlog_begin", b"threadlog_commit"
 _LOCK, _LOCK_AGAIN, _STREAM = b"threadlog_lock", b"threadlog_lock_again", b"threadlog_stream"
 _INSERT_EVENT, _INSERT_STREAM = b"threadlog_insert_event", b"threadlog_insert_stream"
 _UPDATE_HEAD, _APPEND_ONE = b"threadlog_update_head", b"threadlog_append_one"
+_LOCK_STREAM, _RESERVE_AT, _APPEND_AT = b"threadlog_lock_stream", b"threadlog_reserve_at", b"threadlog_append_at"
 
 
 def _schema_1(partitions: int) -> list[str]:
@@ -629,6 +642,31 @@ class PostgresBackend:
         row: StreamRow = loader.load_row(0, _stream_row)
         self._roots[stream_id] = row.root_id
         return row, last - count + 1
+
+    def append_at(self, row: EventValues, head: int, head_hash: str, new_head: int, new_hash: str, facts: str | None,
+                  first_message: int | None) -> int | None:
+        """`backend.AppendAtHead.append_at`: BEGIN, the stream's lock, the position (only if the
+        head is `head`), the event and the new head (only then too) and COMMIT, in one round trip.
+        When the head had moved, the transaction took no position and wrote nothing: its COMMIT
+        ends an empty transaction (no transaction id, no WAL to flush)."""
+        if self._in_transaction:
+            raise StoreError("a write transaction is already open on this store")
+        stream_id = row[1]
+        try:
+            _, _, reserved, appended, _ = self._send(
+                (_BEGIN, ()), (_LOCK_STREAM, (stream_id,)), (_RESERVE_AT, (stream_id, head, head_hash)),
+                (_APPEND_AT, (*_stored("", row)[2:], new_head, new_hash, facts, first_message, head, head_hash)),
+                (_COMMIT, ()),
+            )
+        except BaseException as error:
+            self._rollback()  # the pipeline stopped at an error: its transaction is still open
+            if isinstance(error, psycopg.Error):
+                raise translate(error, self.path) from None
+            raise
+        if not reserved.ntuples:
+            return None
+        assert appended.command_tuples == 1
+        return int(reserved.get_value(0, 3) or 0)  # the reservation's last position (see `_reservation`)
 
     @_translated
     def ancestry(self, stream_id: str) -> list[StreamRow]:
