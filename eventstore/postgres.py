@@ -74,6 +74,7 @@ import contextlib
 import functools
 import itertools
 import re
+import select
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -198,18 +199,24 @@ _PREPARED = {
                             f"VALUES ({', '.join(f'${i}' for i in range(1, 17))})) "
                             "UPDATE streams SET head = $17, head_hash = $18, facts = $19, first_message_offset = $20, "
                             "last_position = $21 WHERE id = $22",
-    # `append_at`, after BEGIN: the stream's lock; then a position, taken only if the stream's
-    # head is the one given (stream id, head, head hash): the statement starts after the lock
-    # is held, so it reads the latest committed head; then the event at that position (the
-    # session's `currval`) and the new head, again only if the head is the one given.
-    "threadlog_lock_stream": "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-    "threadlog_reserve_at": f"SELECT {_reservation('1')} FROM streams WHERE id = $1 AND head = $2 AND head_hash = $3",
-    "threadlog_append_at": "WITH moved AS (UPDATE streams SET head = $15, head_hash = $16, facts = $17, "
-                           "first_message_offset = $18, last_position = currval('event_positions') "
+    # `append_at`: one statement, so one implicit transaction (committed at the pipeline's sync).
+    # `reserved` locks the stream and takes a position only if the stream's head is the one
+    # given ($1 the stream, $19 its head, $20 its head hash); `moved` moves the head to the
+    # position taken, again only if the head is the one given, and the event is inserted there.
+    # The statement's snapshot is taken before it waits for the stream's lock: if another writer
+    # moved the head meanwhile, the UPDATE sees it (READ COMMITTED re-checks a row changed by a
+    # transaction that committed since) and writes nothing, leaving the position unused. The
+    # position is taken before any row is written, so the transaction id comes with it, inside
+    # the reservation (see the module doc): the UPDATE joins the position it needs.
+    "threadlog_append_at": "WITH reserved(stream_lock, order_lock, reserve_lock, txid, position, unlock) AS MATERIALIZED "
+                           f"(SELECT pg_advisory_xact_lock(hashtextextended($1, 0)), {_reservation('1')} "
+                           "FROM streams WHERE id = $1 AND head = $19 AND head_hash = $20), "
+                           "moved AS (UPDATE streams SET head = $15, head_hash = $16, facts = $17, "
+                           "first_message_offset = $18, last_position = reserved.position FROM reserved "
                            "WHERE id = $1 AND head = $19 AND head_hash = $20 RETURNING root_id, last_position) "
                            f"INSERT INTO events ({STORED_COLUMNS}) SELECT root_id, last_position, $1::text, $2::bigint, "
                            "$3::bytea, $4::smallint, $5::text, $6::integer, $7::text, $8::text, $9::bigint, $10::text, "
-                           "$11::bytea, $12::bytea, $13::text, $14::bigint FROM moved",
+                           "$11::bytea, $12::bytea, $13::text, $14::bigint FROM moved RETURNING position",
 }
 
 
@@ -218,7 +225,7 @@ _BEGIN, _COMMIT = b"threadlog_begin", b"threadlog_commit"
 _LOCK, _LOCK_AGAIN, _STREAM = b"threadlog_lock", b"threadlog_lock_again", b"threadlog_stream"
 _INSERT_EVENT, _INSERT_STREAM = b"threadlog_insert_event", b"threadlog_insert_stream"
 _UPDATE_HEAD, _APPEND_ONE = b"threadlog_update_head", b"threadlog_append_one"
-_LOCK_STREAM, _RESERVE_AT, _APPEND_AT = b"threadlog_lock_stream", b"threadlog_reserve_at", b"threadlog_append_at"
+_APPEND_AT = b"threadlog_append_at"
 
 
 def _schema_1(partitions: int) -> list[str]:
@@ -515,8 +522,10 @@ class PostgresBackend:
         query string, cost 1.8x the client instructions per append (see the module doc).
         Per append, client CPU is what 8 writers on 2 cores run out of first.
 
-        libpq waits for the server itself here (blocking): a Ctrl-C is seen when the server
-        answers, which the lock timeout and the commit's flush bound."""
+        The wait for the server is a `select` on the connection's socket, not libpq's own
+        blocking read: that one holds the GIL, so every other thread of the process stopped
+        while a store waited (for a stream's lock held by one of those threads: until the lock
+        timeout). A signal's handler runs while it waits (a Ctrl-C is seen at once)."""
         statements = [*self._queued, *then]
         if self._queued and self._queued[0][0] == _BEGIN:
             self._begun = True
@@ -535,6 +544,9 @@ class PostgresBackend:
             pgconn.pipeline_sync()
             synced = True
             while True:
+                while pgconn.is_busy():  # wait for the server outside libpq (see above)
+                    select.select((pgconn.socket,), (), ())
+                    pgconn.consume_input()
                 result = pgconn.get_result()
                 if result is None:  # the end of one statement's results
                     if pgconn.status == _LOST:
@@ -645,28 +657,20 @@ class PostgresBackend:
 
     def append_at(self, row: EventValues, head: int, head_hash: str, new_head: int, new_hash: str, facts: str | None,
                   first_message: int | None) -> int | None:
-        """`backend.AppendAtHead.append_at`: BEGIN, the stream's lock, the position (only if the
-        head is `head`), the event and the new head (only then too) and COMMIT, in one round trip.
-        When the head had moved, the transaction took no position and wrote nothing: its COMMIT
-        ends an empty transaction (no transaction id, no WAL to flush)."""
+        """`backend.AppendAtHead.append_at`: one statement (`_PREPARED["threadlog_append_at"]`),
+        its own transaction, one round trip. When the head had moved it wrote nothing, and took
+        no position unless the head moved while it waited for the stream's lock."""
         if self._in_transaction:
             raise StoreError("a write transaction is already open on this store")
-        stream_id = row[1]
         try:
-            _, _, reserved, appended, _ = self._send(
-                (_BEGIN, ()), (_LOCK_STREAM, (stream_id,)), (_RESERVE_AT, (stream_id, head, head_hash)),
-                (_APPEND_AT, (*_stored("", row)[2:], new_head, new_hash, facts, first_message, head, head_hash)),
-                (_COMMIT, ()),
-            )
+            (appended,) = self._send((_APPEND_AT, (*_stored("", row)[2:], new_head, new_hash, facts, first_message, head,
+                                                   head_hash)))
         except BaseException as error:
-            self._rollback()  # the pipeline stopped at an error: its transaction is still open
+            self._rollback()  # a reservation stopped between its lock and unlock would keep the session lock
             if isinstance(error, psycopg.Error):
                 raise translate(error, self.path) from None
             raise
-        if not reserved.ntuples:
-            return None
-        assert appended.command_tuples == 1
-        return int(reserved.get_value(0, 3) or 0)  # the reservation's last position (see `_reservation`)
+        return int(appended.get_value(0, 0) or 0) if appended.ntuples else None
 
     @_translated
     def ancestry(self, stream_id: str) -> list[StreamRow]:

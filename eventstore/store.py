@@ -443,6 +443,7 @@ class Store:
             prev = hash_
             position += 1
             offset += 1
+        known = self._known
         stream = head.stream
         if stream is None:
             parent = head.parent
@@ -462,7 +463,7 @@ class Store:
             )
             self.backend.insert_stream(stream)
             self.backend.insert_events(inserts)
-        elif head.known:
+        elif known is not None and head.known:  # (SQLite: `known` is None, and this is all it costs)
             assert self._append_at is not None
             taken = self._append_at(inserts[0], start, head.hash, offset, prev, facts_json, first_message)
             if taken is None:
@@ -471,7 +472,7 @@ class Store:
         else:
             self.backend.insert_events(inserts)
             self.backend.update_head(thread, offset, prev, facts_json, first_message, position - 1)
-        if self._known is not None:
+        if known is not None:
             self._remember(thread, Head.left(offset, prev, facts, first_message, stream))
         return recorded
 

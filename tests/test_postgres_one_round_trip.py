@@ -103,6 +103,39 @@ def test_a_head_moved_by_another_writer_falls_back_and_appends_at_the_right_offs
         assert trips.count == 1, "the head the fallback wrote is remembered again"
 
 
+def test_a_head_moved_while_the_append_waits_for_the_streams_lock_is_not_written_over(url: str) -> None:
+    """The one statement reads the head before it waits for the stream's lock; another writer
+    that holds the lock moves the head and commits meanwhile: the append must see that, write
+    nothing in its statement, and land after the other writer's event. The waiting append is
+    in another thread of this process: it must let this thread run meanwhile (libpq's own
+    blocking wait held the GIL, so this thread, holding the lock, stood still until the lock
+    timed out)."""
+    import threading
+
+    from eventstore.head import Head
+    from eventstore.prepare import prepare
+
+    with Store(url) as store, Store(url) as other:
+        t = store.create_thread(title="race")
+        store.append_message(t, "user", "remembered")
+        trips = RoundTrips(store)
+        done: list[Any] = []
+        with other.backend.transaction():
+            row, position = other.backend.stream_for_append(t, 1)  # holds the stream's lock, as an append does
+            waiting = threading.Thread(target=lambda: done.append(store.append_message(t, "user", "waited")))
+            waiting.start()
+            waiting.join(0.5)
+            assert waiting.is_alive(), "the append did not wait for the stream's lock"
+            assert row is not None
+            event = prepare({"type": "message.appended", "data": {"role": "user", "content": "moved it"}}, "x")
+            other._write(t, Head.of(row), [event], position)
+        waiting.join(30)
+        assert [e.offset for e in done] == [3]
+        assert trips.count == 3, "the statement wrote nothing; the head was read again and the event written"
+        assert texts(store, t) == ["remembered", "moved it", "waited"]
+        store.verify()
+
+
 def test_appends_through_remembered_heads_restore_into_sqlite_with_identical_hashes(url: str, tmp_path: Path) -> None:
     """Two PostgreSQL stores take turns (each head remembered, then moved by the other); the
     export restores into SQLite, which recomputes every hash and refuses any that differs."""
