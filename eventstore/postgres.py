@@ -41,28 +41,39 @@ an event that commits late with a lower position:
   leaves of the position and event id indexes) were waited for in 2 of ~2,500 samples.
   The backends wait for their clients (Python's CPU) and for the WAL flush they share.
 
-The append is two round trips (`_send`): BEGIN, the stream lock with the reservation, and the
-head read; then the event and the new head in one statement, and COMMIT. Each round trip is a
-libpq pipeline of statements prepared once per connection (`_PREPARED`, `_TRANSACTION`), their
-parameters passed as bytes: no query text is built, quoted or parsed per append. Client
-instructions per append (callgrind, one writer): 485k when each round trip was one query string
-whose values a `ClientCursor` quoted, 272-280k now (a SQLite append, all of it, is ~309k). Of the
-server's CPU per append, a sample (perf) puts ~23% in the commit's WAL flush (kernel), ~35% in
-running the statements (the inserts into 4 indexes and the non-HOT update of the stream's row,
-whose `last_position` is indexed), the rest in the protocol and transaction bookkeeping; the lock
-and reservation statement alone costs ~40 µs, the head read ~25 µs.
+A single append is one round trip (`append_at`, `backend.AppendAtHead`): the store remembers
+the head its own last write to each stream left, chains the event onto it, and sends one
+prepared statement (`_PREPARED["threadlog_append_at"]`, its own implicit transaction) that
+locks the stream, takes a position only if the stored head is still that one, moves the head
+and inserts the event there. When another writer moved the head it writes nothing, and the
+store appends the usual way, in two round trips (`_send`): BEGIN, the stream lock with the
+reservation, and the head read; then the event and the new head in one statement, and
+COMMIT. A store's first append to a stream it has not written (creating or forking one
+counts as writing it), a batch, and an append with event ids of the caller's go that way
+too. A remembered head decides only how many round trips an append takes: the server
+checks it, and an event refused against it is judged again against the stored head. Each round trip is a libpq pipeline of statements
+prepared once per connection (`_PREPARED`, `_TRANSACTION`), parameters passed as bytes: no
+query text is built, quoted or parsed per append. Client instructions per single append
+(callgrind, one writer): 485k when each round trip was one query string whose values a
+`ClientCursor` quoted, 272-280k with two pipelined round trips, 191k now (a SQLite append,
+all of it, is ~305k). Of the server's CPU per append, a sample (perf, with two round trips)
+put ~23% in the commit's WAL flush (kernel), ~35% in running the statements (the inserts
+into 4 indexes and the non-HOT update of the stream's row, whose `last_position` is
+indexed), the rest in the protocol and transaction bookkeeping, which one statement instead
+of five cuts.
 
-What that buys 8 writers on 2 cores, measured at load 2.2-4.3 (`_writers` of bench/postgresql.py,
-4 s runs): one writer 1,305-1,406 events/s, 0.23 ms of client and 0.28 ms of server CPU per event
-in 0.71-0.77 ms of wall (before: ~1,115/s, 0.39 + 0.34 ms in 0.90 ms); eight writers 1,280-1,846
-events/s at 0.40-0.49 + 0.38-0.46 ms per event. A lone writer is itself mostly CPU (client then
-server, one after the other; its commit's flush is the other ~0.23 ms), and eight on 2 cores
-spend ~1.7x its CPU per event (more switches between processes, caches shared), so eight can
-at best run 2 x wall / CPU-of-eight = 2 x 0.74 / 0.87 = ~1.7x its rate: cutting CPU per append
-speeds both up alike. The ratio rises only when eight spend less per event relative to one, or
-when the lone writer waits longer for its flush. One round trip per append would halve the
-switches; it needs the store to take its positions after the write (or to retry on a stale
-cached head): the head is read, and the positions reserved, before the events are hashed.
+What that buys 8 writers on 2 cores (`_writers` of bench/postgresql.py, 4 s runs, the machine
+shared with other work at load 6-9): one writer at 0.18 ms of client and 0.28 ms of server
+CPU per event when its disk is fast (before: 0.23 + 0.28 ms with two round trips, 0.39 + 0.34
+ms with quoted query strings; 0.37-0.41 + 0.60-0.64 ms when it sleeps on a 3-4 ms fsync
+between appends, its caches cold); eight at 0.35-0.44 + 0.36-0.50 ms. A lone writer is itself mostly
+CPU (client then server, one after the other; its commit's flush is the rest of its wall
+time), and eight on 2 cores spend ~1.6x its CPU per event (more switches between processes,
+caches shared), so eight can at best run 2 x wall / CPU-of-eight its rate: cutting CPU per
+append speeds both up alike, and the ratio rises only when eight spend less per event
+relative to one, or when the lone writer waits longer for its flush (a slow disk, measured
+at 3.8-4.4x). On a machine whose cores other work takes, eight writers get fewer of them
+than they need, and the ratio falls with the load (1.1-1.4x measured at load 5-8).
 
 Transactions run in READ COMMITTED; each statement after a lock sees the rows committed
 before it. `read_transaction` is REPEATABLE READ, READ ONLY: one snapshot for `verify`.
