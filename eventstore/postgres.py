@@ -363,13 +363,24 @@ _SYNC, _FAILED = psycopg.pq.ExecStatus.PIPELINE_SYNC, psycopg.pq.ExecStatus.FATA
 _LOST = psycopg.pq.ConnStatus.BAD
 
 
+def _next_result(pgconn: psycopg.pq.abc.PGconn) -> psycopg.pq.abc.PGresult | None:
+    """libpq's next result, waited for with `select` on the socket rather than inside libpq,
+    whose blocking read holds the GIL: every other thread of the process would stand still
+    (one holding a lock this store waits for, until the lock timed out), and a signal's
+    handler would run only once the server answered."""
+    while pgconn.is_busy():
+        select.select((pgconn.socket,), (), ())
+        pgconn.consume_input()
+    return pgconn.get_result()
+
+
 def _end_pipeline(pgconn: psycopg.pq.abc.PGconn, synced: bool) -> None:
     """Read what the server still owes a pipeline left midway, up to its end (its sync)."""
     with contextlib.suppress(psycopg.Error):
         if not synced:
             pgconn.pipeline_sync()
         while pgconn.status != _LOST:
-            result = pgconn.get_result()
+            result = _next_result(pgconn)
             if result is not None and result.status == _SYNC:
                 return
 
@@ -533,10 +544,8 @@ class PostgresBackend:
         query string, cost 1.8x the client instructions per append (see the module doc).
         Per append, client CPU is what 8 writers on 2 cores run out of first.
 
-        The wait for the server is a `select` on the connection's socket, not libpq's own
-        blocking read: that one holds the GIL, so every other thread of the process stopped
-        while a store waited (for a stream's lock held by one of those threads: until the lock
-        timeout). A signal's handler runs while it waits (a Ctrl-C is seen at once)."""
+        The wait for the server lets the process's other threads run, and a signal's handler
+        (a Ctrl-C) run at once (`_next_result`)."""
         statements = [*self._queued, *then]
         if self._queued and self._queued[0][0] == _BEGIN:
             self._begun = True
@@ -555,10 +564,7 @@ class PostgresBackend:
             pgconn.pipeline_sync()
             synced = True
             while True:
-                while pgconn.is_busy():  # wait for the server outside libpq (see above)
-                    select.select((pgconn.socket,), (), ())
-                    pgconn.consume_input()
-                result = pgconn.get_result()
+                result = _next_result(pgconn)
                 if result is None:  # the end of one statement's results
                     if pgconn.status == _LOST:
                         raise psycopg.OperationalError(pgconn.get_error_message())
