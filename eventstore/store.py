@@ -464,7 +464,7 @@ class Store:
             self.backend.insert_stream(stream)
             self.backend.insert_events(inserts)
         elif known is not None and head.known:  # (SQLite: `known` is None, and this is all it costs)
-            assert self._append_at is not None
+            assert self._append_at is not None and len(inserts) == 1  # one event: see `_append_known`
             taken = self._append_at(inserts[0], start, head.hash, offset, prev, facts_json, first_message)
             if taken is None:
                 return []
