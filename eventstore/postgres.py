@@ -367,9 +367,13 @@ def _next_result(pgconn: psycopg.pq.abc.PGconn) -> psycopg.pq.abc.PGresult | Non
     """libpq's next result, waited for with `select` on the socket rather than inside libpq,
     whose blocking read holds the GIL: every other thread of the process would stand still
     (one holding a lock this store waits for, until the lock timed out), and a signal's
-    handler would run only once the server answered."""
+    handler would run only once the server answered. The connection is non-blocking (the
+    driver's): what the socket did not take yet (a large event) is sent as it drains, while
+    what the server answers meanwhile is read."""
+    socket = pgconn.socket
     while pgconn.is_busy():
-        select.select((pgconn.socket,), (), ())
+        unsent = pgconn.flush()  # 1: output left in libpq's buffer
+        select.select((socket,), (socket,) if unsent else (), ())
         pgconn.consume_input()
     return pgconn.get_result()
 

@@ -237,6 +237,22 @@ def test_a_refusal_in_the_one_round_trip_leaves_the_database_as_it_was(url: str)
         store.verify()
 
 
+def test_an_event_larger_than_the_sockets_buffer_is_sent_whole_in_either_path(url: str) -> None:
+    """The connection is non-blocking: a 10 MB event does not fit the socket at once, and the
+    wait for the answer must keep sending it (it hung, waiting for an answer to a request the
+    server had not received in full)."""
+    body = "x" * 10_000_000
+    store, trips = counted_store(url)
+    with store:
+        t = store.create_thread(title="large")
+        assert store.append_message(t, "user", body).offset == 1  # two round trips: the head read
+        trips.count = 0
+        assert store.append_message(t, "user", body + "y").offset == 2  # one: the remembered head
+        assert trips.count == 1
+        assert [len(text) for text in texts(store, t)] == [10_000_000, 10_000_001]
+        store.verify()
+
+
 def test_a_fork_and_a_new_thread_append_in_one_round_trip_after_their_first_write(url: str) -> None:
     store, trips = counted_store(url)
     with store:
