@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 
 class StreamRow(NamedTuple):
@@ -300,4 +300,22 @@ class Backend(Protocol):
 
     def snapshots(self) -> Iterator[StoredSnapshot]:
         """Every cached state, by projection, version, stream and offset."""
+        ...
+
+
+@runtime_checkable
+class AppendAtHead(Protocol):
+    """A backend that can append one event in one round trip, against a head the store already
+    knows (PostgreSQL, where every round trip is a wait). A `Store` on such a backend remembers,
+    per stream, the head its own last write left, chains the event onto it, and sends it here;
+    the backend writes it only if that is still the stream's stored head. SQLite reads a head
+    in its own process, under its own lock: it has nothing to save and does not offer this."""
+
+    def append_at(self, row: EventValues, head: int, head_hash: str, new_head: int, new_hash: str, facts: str | None,
+                  first_message: int | None) -> int | None:
+        """In a transaction of its own: lock the stream (`row`'s), and if its stored head and
+        head hash are still `head` and `head_hash`, take a position, insert `row` at it (its
+        own position is ignored) and move the head as `update_head` does. The position taken,
+        or None when the head had moved: then nothing was written and no position taken.
+        Refused if a write transaction is open."""
         ...

@@ -3,6 +3,8 @@
 A batch goes to one of three places, and the caller, which knows which, builds the head:
 a new thread (`Head.new_thread()`), the end of an existing stream (`Head.of(row)`), or a
 new fork of `parent` at offset k (`Head.fork(...)`, chaining to the parent's event at k - 1).
+A fourth kind is remembered rather than read: the head a store's own last write to a stream
+left (`Head.left(...)`, `known`), which the backend checks is still the stored one as it writes.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class Head(NamedTuple):
     first_message: int | None  # the offset of the thread's first message so far, if any
     stream: StreamRow | None = None  # the stream's row when it exists; None creates it
     parent: ThreadInfo | None = None  # the stream forked from, when the batch creates a fork
+    known: bool = False  # remembered from this store's last write, not read: checked by the server
 
     @classmethod
     def new_thread(cls) -> Head:
@@ -34,3 +37,8 @@ class Head(NamedTuple):
     @classmethod
     def fork(cls, parent: ThreadInfo, at: int, prev_hash: str, facts: Facts, first_message: int | None) -> Head:
         return cls(at, prev_hash, facts, first_message, None, parent)
+
+    @classmethod
+    def left(cls, offset: int, hash_: str, facts: Facts, first_message: int | None, stream: StreamRow) -> Head:
+        """The head a write left at the end of `stream` (the row it had then: only its identity counts)."""
+        return cls(offset, hash_, facts, first_message, stream, None, True)

@@ -41,28 +41,39 @@ an event that commits late with a lower position:
   leaves of the position and event id indexes) were waited for in 2 of ~2,500 samples.
   The backends wait for their clients (Python's CPU) and for the WAL flush they share.
 
-The append is two round trips (`_send`): BEGIN, the stream lock with the reservation, and the
-head read; then the event and the new head in one statement, and COMMIT. Each round trip is a
-libpq pipeline of statements prepared once per connection (`_PREPARED`, `_TRANSACTION`), their
-parameters passed as bytes: no query text is built, quoted or parsed per append. Client
-instructions per append (callgrind, one writer): 485k when each round trip was one query string
-whose values a `ClientCursor` quoted, 272-280k now (a SQLite append, all of it, is ~309k). Of the
-server's CPU per append, a sample (perf) puts ~23% in the commit's WAL flush (kernel), ~35% in
-running the statements (the inserts into 4 indexes and the non-HOT update of the stream's row,
-whose `last_position` is indexed), the rest in the protocol and transaction bookkeeping; the lock
-and reservation statement alone costs ~40 µs, the head read ~25 µs.
+A single append is one round trip (`append_at`, `backend.AppendAtHead`): the store remembers
+the head its own last write to each stream left, chains the event onto it, and sends one
+prepared statement (`_PREPARED["threadlog_append_at"]`, its own implicit transaction) that
+locks the stream, takes a position only if the stored head is still that one, moves the head
+and inserts the event there. When another writer moved the head it writes nothing, and the
+store appends the usual way, in two round trips (`_send`): BEGIN, the stream lock with the
+reservation, and the head read; then the event and the new head in one statement, and
+COMMIT. A store's first append to a stream it has not written (creating or forking one
+counts as writing it), a batch, and an append with event ids of the caller's go that way
+too. A remembered head decides only how many round trips an append takes: the server
+checks it, and an event refused against it is judged again against the stored head. Each round trip is a libpq pipeline of statements
+prepared once per connection (`_PREPARED`, `_TRANSACTION`), parameters passed as bytes: no
+query text is built, quoted or parsed per append. Client instructions per single append
+(callgrind, one writer): 485k when each round trip was one query string whose values a
+`ClientCursor` quoted, 272-280k with two pipelined round trips, 191k now (a SQLite append,
+all of it, is ~305k). Of the server's CPU per append, a sample (perf, with two round trips)
+put ~23% in the commit's WAL flush (kernel), ~35% in running the statements (the inserts
+into 4 indexes and the non-HOT update of the stream's row, whose `last_position` is
+indexed), the rest in the protocol and transaction bookkeeping, which one statement instead
+of five cuts.
 
-What that buys 8 writers on 2 cores, measured at load 2.2-4.3 (`_writers` of bench/postgresql.py,
-4 s runs): one writer 1,305-1,406 events/s, 0.23 ms of client and 0.28 ms of server CPU per event
-in 0.71-0.77 ms of wall (before: ~1,115/s, 0.39 + 0.34 ms in 0.90 ms); eight writers 1,280-1,846
-events/s at 0.40-0.49 + 0.38-0.46 ms per event. A lone writer is itself mostly CPU (client then
-server, one after the other; its commit's flush is the other ~0.23 ms), and eight on 2 cores
-spend ~1.7x its CPU per event (more switches between processes, caches shared), so eight can
-at best run 2 x wall / CPU-of-eight = 2 x 0.74 / 0.87 = ~1.7x its rate: cutting CPU per append
-speeds both up alike. The ratio rises only when eight spend less per event relative to one, or
-when the lone writer waits longer for its flush. One round trip per append would halve the
-switches; it needs the store to take its positions after the write (or to retry on a stale
-cached head): the head is read, and the positions reserved, before the events are hashed.
+What that buys 8 writers on 2 cores (`_writers` of bench/postgresql.py, 4 s runs, the machine
+shared with other work at load 6-9): one writer at 0.18 ms of client and 0.28 ms of server
+CPU per event when its disk is fast (before: 0.23 + 0.28 ms with two round trips, 0.39 + 0.34
+ms with quoted query strings; 0.37-0.41 + 0.60-0.64 ms when it sleeps on a 3-4 ms fsync
+between appends, its caches cold); eight at 0.35-0.44 + 0.36-0.50 ms. A lone writer is itself mostly
+CPU (client then server, one after the other; its commit's flush is the rest of its wall
+time), and eight on 2 cores spend ~1.6x its CPU per event (more switches between processes,
+caches shared), so eight can at best run 2 x wall / CPU-of-eight its rate: cutting CPU per
+append speeds both up alike, and the ratio rises only when eight spend less per event
+relative to one, or when the lone writer waits longer for its flush (a slow disk, measured
+at 3.8-4.4x). On a machine whose cores other work takes, eight writers get fewer of them
+than they need, and the ratio falls with the load (1.1-1.4x measured at load 5-8).
 
 Transactions run in READ COMMITTED; each statement after a lock sees the rows committed
 before it. `read_transaction` is REPEATABLE READ, READ ONLY: one snapshot for `verify`.
@@ -74,6 +85,7 @@ import contextlib
 import functools
 import itertools
 import re
+import select
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -198,6 +210,24 @@ _PREPARED = {
                             f"VALUES ({', '.join(f'${i}' for i in range(1, 17))})) "
                             "UPDATE streams SET head = $17, head_hash = $18, facts = $19, first_message_offset = $20, "
                             "last_position = $21 WHERE id = $22",
+    # `append_at`: one statement, so one implicit transaction (committed at the pipeline's sync).
+    # `reserved` locks the stream and takes a position only if the stream's head is the one
+    # given ($1 the stream, $19 its head, $20 its head hash); `moved` moves the head to the
+    # position taken, again only if the head is the one given, and the event is inserted there.
+    # The statement's snapshot is taken before it waits for the stream's lock: if another writer
+    # moved the head meanwhile, the UPDATE sees it (READ COMMITTED re-checks a row changed by a
+    # transaction that committed since) and writes nothing, leaving the position unused. The
+    # position is taken before any row is written, so the transaction id comes with it, inside
+    # the reservation (see the module doc): the UPDATE joins the position it needs.
+    "threadlog_append_at": "WITH reserved(stream_lock, order_lock, reserve_lock, txid, position, unlock) AS MATERIALIZED "
+                           f"(SELECT pg_advisory_xact_lock(hashtextextended($1, 0)), {_reservation('1')} "
+                           "FROM streams WHERE id = $1 AND head = $19 AND head_hash = $20), "
+                           "moved AS (UPDATE streams SET head = $15, head_hash = $16, facts = $17, "
+                           "first_message_offset = $18, last_position = reserved.position FROM reserved "
+                           "WHERE id = $1 AND head = $19 AND head_hash = $20 RETURNING root_id, last_position) "
+                           f"INSERT INTO events ({STORED_COLUMNS}) SELECT root_id, last_position, $1::text, $2::bigint, "
+                           "$3::bytea, $4::smallint, $5::text, $6::integer, $7::text, $8::text, $9::bigint, $10::text, "
+                           "$11::bytea, $12::bytea, $13::text, $14::bigint FROM moved RETURNING position",
 }
 
 
@@ -206,6 +236,7 @@ _BEGIN, _COMMIT = b"threadlog_begin", b"threadlog_commit"
 _LOCK, _LOCK_AGAIN, _STREAM = b"threadlog_lock", b"threadlog_lock_again", b"threadlog_stream"
 _INSERT_EVENT, _INSERT_STREAM = b"threadlog_insert_event", b"threadlog_insert_stream"
 _UPDATE_HEAD, _APPEND_ONE = b"threadlog_update_head", b"threadlog_append_one"
+_APPEND_AT = b"threadlog_append_at"
 
 
 def _schema_1(partitions: int) -> list[str]:
@@ -332,13 +363,28 @@ _SYNC, _FAILED = psycopg.pq.ExecStatus.PIPELINE_SYNC, psycopg.pq.ExecStatus.FATA
 _LOST = psycopg.pq.ConnStatus.BAD
 
 
+def _next_result(pgconn: psycopg.pq.abc.PGconn) -> psycopg.pq.abc.PGresult | None:
+    """libpq's next result, waited for with `select` on the socket rather than inside libpq,
+    whose blocking read holds the GIL: every other thread of the process would stand still
+    (one holding a lock this store waits for, until the lock timed out), and a signal's
+    handler would run only once the server answered. The connection is non-blocking (the
+    driver's): what the socket did not take yet (a large event) is sent as it drains, while
+    what the server answers meanwhile is read."""
+    socket = pgconn.socket
+    while pgconn.is_busy():
+        unsent = pgconn.flush()  # 1: output left in libpq's buffer
+        select.select((socket,), (socket,) if unsent else (), ())
+        pgconn.consume_input()
+    return pgconn.get_result()
+
+
 def _end_pipeline(pgconn: psycopg.pq.abc.PGconn, synced: bool) -> None:
     """Read what the server still owes a pipeline left midway, up to its end (its sync)."""
     with contextlib.suppress(psycopg.Error):
         if not synced:
             pgconn.pipeline_sync()
         while pgconn.status != _LOST:
-            result = pgconn.get_result()
+            result = _next_result(pgconn)
             if result is not None and result.status == _SYNC:
                 return
 
@@ -502,8 +548,8 @@ class PostgresBackend:
         query string, cost 1.8x the client instructions per append (see the module doc).
         Per append, client CPU is what 8 writers on 2 cores run out of first.
 
-        libpq waits for the server itself here (blocking): a Ctrl-C is seen when the server
-        answers, which the lock timeout and the commit's flush bound."""
+        The wait for the server lets the process's other threads run, and a signal's handler
+        (a Ctrl-C) run at once (`_next_result`)."""
         statements = [*self._queued, *then]
         if self._queued and self._queued[0][0] == _BEGIN:
             self._begun = True
@@ -522,7 +568,7 @@ class PostgresBackend:
             pgconn.pipeline_sync()
             synced = True
             while True:
-                result = pgconn.get_result()
+                result = _next_result(pgconn)
                 if result is None:  # the end of one statement's results
                     if pgconn.status == _LOST:
                         raise psycopg.OperationalError(pgconn.get_error_message())
@@ -629,6 +675,23 @@ class PostgresBackend:
         row: StreamRow = loader.load_row(0, _stream_row)
         self._roots[stream_id] = row.root_id
         return row, last - count + 1
+
+    def append_at(self, row: EventValues, head: int, head_hash: str, new_head: int, new_hash: str, facts: str | None,
+                  first_message: int | None) -> int | None:
+        """`backend.AppendAtHead.append_at`: one statement (`_PREPARED["threadlog_append_at"]`),
+        its own transaction, one round trip. When the head had moved it wrote nothing, and took
+        no position unless the head moved while it waited for the stream's lock."""
+        if self._in_transaction:
+            raise StoreError("a write transaction is already open on this store")
+        try:
+            (appended,) = self._send((_APPEND_AT, (*_stored("", row)[2:], new_head, new_hash, facts, first_message, head,
+                                                   head_hash)))
+        except BaseException as error:
+            self._rollback()  # a reservation stopped between its lock and unlock would keep the session lock
+            if isinstance(error, psycopg.Error):
+                raise translate(error, self.path) from None
+            raise
+        return int(appended.get_value(0, 0) or 0) if appended.ntuples else None
 
     @_translated
     def ancestry(self, stream_id: str) -> list[StreamRow]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from . import forks, integrity, restore, textindex
-from .backend import Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
+from .backend import AppendAtHead, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import ConcurrencyError, IntegrityError, InvalidEvent, StaleSnapshot, StoreError, ThreadNotFound
 from .events import EventRedacted, MessageAppended, ThreadCreated
 from .facts import advance, after_fork
@@ -42,6 +42,9 @@ _PAUSE_FROM = 64
 Expect = str | int
 
 _Row = TypeVar("_Row")
+
+# How many streams' heads a store remembers (`Store._known`); past that it forgets the oldest.
+_KNOWN_HEADS = 4096
 
 
 class Counts(NamedTuple):
@@ -118,6 +121,10 @@ class Store:
                              "pass them to SQLiteBackend(path, ...), not to Store(backend)")
         else:
             self.backend = path
+        # The head this store's own last write to each stream left, when the backend can check
+        # one on the server (`backend.AppendAtHead`): see `_append_known`.
+        self._append_at = self.backend.append_at if isinstance(self.backend, AppendAtHead) else None
+        self._known: dict[str, Head] | None = {} if self._append_at is not None else None
         self._readers: weakref.WeakValueDictionary[int, ClosingReader] = weakref.WeakValueDictionary()
         self._reader_ids = itertools.count()
 
@@ -322,6 +329,10 @@ class Store:
         # Only ids the caller chose can repeat (generated ones hold 62 random bits under the time).
         if explicit and len({item.event_id for item in batch}) != len(batch):
             raise InvalidEvent("meta.event_id", "the batch repeats an event_id")
+        if self._known is not None and len(batch) == 1 and not explicit:
+            recorded = self._append_known(thread, batch, expect)
+            if recorded:
+                return recorded
         with self.backend.transaction():
             if explicit:
                 stored = self._already_stored(thread, batch)
@@ -337,6 +348,26 @@ class Store:
             if expect == "no_stream" or (isinstance(expect, int) and expect != row.head):
                 raise ConcurrencyError(thread, expect, row.head)
             return self._write(thread, Head.of(row), batch, position)
+
+    def _append_known(self, thread: str, batch: list[PreparedEvent], expect: Expect) -> list[RecordedEvent]:
+        """One event in one round trip: chained onto the head this store's own last write to
+        `thread` left, and sent with it (`backend.AppendAtHead`); the server writes it, under
+        the stream's lock, only if that is still the stored head. The records, or [] when
+        nothing was written: no head is remembered, `expect` does not match it, the event is
+        refused against it, or another writer moved it (forgotten then). The caller then
+        appends as usual, reading the stored head: a remembered head changes what is written
+        only in how many round trips it takes, never an answer or a refusal."""
+        assert self._known is not None
+        head = self._known.get(thread)
+        if head is None or expect == "no_stream" or (isinstance(expect, int) and expect != head.offset):
+            return []
+        try:
+            recorded = self._write(thread, head, batch, 0)
+        except InvalidEvent:
+            return []  # judged against what may be an old head: judged again against the stored one
+        if not recorded:
+            self._known.pop(thread, None)
+        return recorded
 
     def append_message(self, thread: str, role: str, content: str | list[dict[str, Any]], expect: Expect = "any",
                        **fields: Any) -> RecordedEvent:
@@ -380,7 +411,9 @@ class Store:
 
         `position` is the next position when the caller already read it in this transaction
         (or, for a restore, the position the batch had where it came from); `stamps` are the
-        events' `recorded_at` times when they are restored rather than recorded now.
+        events' `recorded_at` times when they are restored rather than recorded now. A `known`
+        head (`_append_known`) is written outside any transaction, in the backend's own, with
+        positions the server takes: [] when that head was no longer the stored one.
         """
         start, prev, facts, first_message = head.offset, head.hash, head.facts, head.first_message
         if position is None:
@@ -419,9 +452,11 @@ class Store:
             prev = hash_
             position += 1
             offset += 1
-        if head.stream is None:
+        known = self._known
+        stream = head.stream
+        if stream is None:
             parent = head.parent
-            self.backend.insert_stream(StreamRow(
+            stream = StreamRow(
                 thread,
                 parent.id if parent else None,
                 start if parent else None,
@@ -434,12 +469,31 @@ class Store:
                 facts_json,  # facts.dump() of the facts after the batch
                 first_message,
                 position - 1,
-            ))
+            )
+            self.backend.insert_stream(stream)
             self.backend.insert_events(inserts)
+        elif known is not None and head.known:  # (SQLite: `known` is None, and this is all it costs)
+            assert self._append_at is not None and len(inserts) == 1  # one event: see `_append_known`
+            taken = self._append_at(inserts[0], start, head.hash, offset, prev, facts_json, first_message)
+            if taken is None:
+                return []
+            recorded = [make_tuple(RecordedEvent, (taken, *recorded[0][1:]))]
         else:
             self.backend.insert_events(inserts)
             self.backend.update_head(thread, offset, prev, facts_json, first_message, position - 1)
+        if known is not None:
+            self._remember(thread, Head.left(offset, prev, facts, first_message, stream))
         return recorded
+
+    def _remember(self, thread: str, head: Head) -> None:
+        """Keep `head` as the one this store's last write to `thread` left (see `_append_known`).
+        Kept even before the write commits: one that never does only fails the server's check."""
+        assert self._known is not None
+        known = self._known
+        known.pop(thread, None)  # re-inserted last: the oldest is first in line to be forgotten
+        known[thread] = head
+        if len(known) > _KNOWN_HEADS:
+            del known[next(iter(known))]
 
     # -- read ---------------------------------------------------------------------------------
 
