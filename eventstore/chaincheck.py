@@ -80,7 +80,7 @@ class Chain:
         self.stream_field = f"{len(row.id)}:{row.id}"  # the stream's part of every header it hashes
         self.head = row.head
         self.fork_offset = row.parent_offset
-        self.points: dict[int, Point | None] | None = None  # a full verify's: its events that forks chain to
+        self.points: dict[int, Point | bytes | None] | None = None  # a full verify's: its events that forks chain to
 
     def step(self, backend: Backend, row: EventRow) -> Problem | None:
         """Check one event (the stream's next); the problem, or None. A stored value of a
