@@ -696,7 +696,8 @@ class Store:
                since: str | None = None) -> VerifyReport:
         """Recompute every hash chain and every stored column that changes behaviour;
         raises `IntegrityError` naming the first bad position. One pass over the log, in
-        position order; memory grows with the number of threads, not of events.
+        position order; memory follows the threads written at once (and the fork points not
+        yet taken), not the number of events or of threads.
 
         With `checkpoint` (a string `checkpoint()` returned earlier), also prove that the log
         still holds every event the checkpoint covered, unchanged, at the same positions: a

@@ -1,0 +1,321 @@
+"""One stream's hash chain, checked event by event (`Chain`): what its next event must be,
+and, when it reaches its head, whether the stream's row agrees with what its events said.
+
+`verify` runs it three ways: over the whole log in one pass (`eventstore.fullscan`), over a
+few named streams (`check_stream`, one range read each), and from the middle of a stream for
+the events after a checkpoint (`chain_from`).
+"""
+
+from __future__ import annotations
+
+import json
+import json.scanner
+from hashlib import sha256 as _sha256
+from sys import intern
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from .backend import Backend, EventRow, StreamRow
+from .errors import InvalidEvent
+from .events import MAX_DEPTH
+from .facts import NONE, Facts, advance, after_fork
+from .integrity import GENESIS, HASH_TAG, canonical, chain_hash_in, digest, legacy_chain_hash
+
+# The JSON decoder's C scanner, without `decode`'s whitespace handling (stored data is
+# canonical: no whitespace around it): (value, end), and `end` must be the text's length.
+_scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def loads(text: str) -> Any:
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if end != len(text):
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
+Problem = tuple[int, str]  # (position, what is wrong)
+
+
+class Lineage(NamedTuple):
+    """What a stream's forks need of it: where it forks from and its derived columns."""
+
+    parent_id: str | None
+    base: int  # the offset of its first own event
+    root_id: str
+    depth: int
+    first_message: int | None  # as stored
+
+
+class Point(NamedTuple):
+    """A stored event a fork chains to: its hash (a `tl2:` one as its 32 bytes), the facts
+    after it and its position."""
+
+    hash: str | bytes
+    facts: str | None
+    position: int
+
+
+class Chain:
+    """One stream's own events, checked in order: what the next must be, and what they said."""
+
+    __slots__ = ("row", "prev", "facts", "facts_json", "expected", "start", "last_position", "forked_after",
+                 "first_position", "first_message", "kind", "count", "redacted", "partial", "stream_field", "head",
+                 "fork_offset", "points")
+
+    def __init__(self, row: StreamRow, prev: str, facts: Facts, facts_json: str | None, expected: int,
+                 forked_after: int, partial: bool = False) -> None:
+        self.row = row
+        self.prev, self.facts, self.facts_json = prev, facts, facts_json
+        self.expected = self.start = expected
+        self.last_position = 0
+        self.forked_after = forked_after  # its first event must come after the parent event it chains to
+        self.first_position: int | None = None
+        self.first_message: int | None = None
+        self.kind = "thread"
+        self.count = self.redacted = 0
+        self.partial = partial  # checking from the middle (since a checkpoint): no first event to see
+        self.stream_field = f"{len(row.id)}:{row.id}"  # the stream's part of every header it hashes
+        self.head = row.head
+        self.fork_offset = row.parent_offset
+        self.points: dict[int, Point | bytes | None] | None = None  # a full verify's: its events that forks chain to
+
+    def step(self, backend: Backend, row: EventRow) -> Problem | None:
+        """Check one event (the stream's next); the problem, or None. A stored value of a
+        kind the checks cannot read (a blob for text, an unknown type code, JSON that does
+        not parse: raw SQL wrote it) is a problem of that event, not an exception."""
+        try:
+            return self._step(backend, row)
+        except UNREADABLE as error:
+            return row.position, f"{row.stream_id} offset {row.offset}: {unreadable(error)}"
+
+    def _step(self, backend: Backend, row: EventRow) -> Problem | None:
+        position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, row_facts, \
+            redacted_by = row
+        info = self.row
+        self.count += 1
+        if offset != self.expected:
+            gap = "an event before it is missing" if offset > self.expected else "offset out of sequence"
+            return position, f"{stream_id} offset {offset}: expected offset {self.expected} ({gap})"
+        if offset >= info.head:  # name the extra event itself, not the position after the last one
+            return position, f"{stream_id} offset {offset}: beyond the stream's head {info.head} (an event was added or the head lowered)"
+        if position <= self.last_position:
+            return position, f"{stream_id} offset {offset}: positions out of order"
+        if position <= self.forked_after:
+            return position, (f"{stream_id} offset {offset}: the fork starts at position {position}, before the parent's event at position "
+                              f"{self.forked_after} that it chains to")
+        trust_facts = False
+        recorded_facts: Facts | None = None
+        stored_digest = data_digest
+        if data_digest is None:  # not stored: the digest of the data, computed once here
+            data_digest = _sha256(data.encode("utf-8")).hexdigest()
+        if redacted_by is not None:
+            self.redacted += 1
+            skeleton_digest, recorded_facts, why = _check_redaction(backend, redacted_by, position)
+            if why:
+                return position, why
+            if skeleton_digest is None:  # an early redaction, recorded without the skeleton's digest
+                trust_facts = True
+            elif digest(data) != skeleton_digest:
+                return position, f"{stream_id} offset {offset}: the redacted row does not match the skeleton its event.redacted recorded"
+        elif stored_digest is not None and digest(data) != stored_digest:
+            return position, f"{stream_id} offset {offset}: data does not match its digest"
+        prev = self.prev
+        if hash_.startswith(HASH_TAG):
+            computed = chain_hash_in(prev, self.stream_field, offset, event_id, type_, version, recorded_at, meta, data_digest)
+        elif prev.startswith(HASH_TAG):
+            return position, f"{stream_id} offset {offset}: an untagged (first-layout) hash follows a {HASH_TAG} one"
+        else:
+            computed = legacy_chain_hash(prev, position, stream_id, offset, event_id, type_, version, recorded_at, meta,
+                                         data_digest)
+        if computed != hash_:
+            return position, (f"{stream_id} offset {offset}: hash does not match its header, its data's digest and its chain "
+                              "(the data, the header or the chain was altered)")
+        try:
+            parsed, end = _scan(data, 0)
+            if end != len(data):
+                raise ValueError("extra data after the JSON value")
+        except StopIteration:
+            return position, f"{stream_id} offset {offset}: data is not readable JSON"
+        except RecursionError:  # appends refuse it; an older release or a hand edit stored it
+            return position, (f"{stream_id} offset {offset}: data nested too deeply to parse (appends refuse more than "
+                              f"{MAX_DEPTH} levels); redact it")
+        except ValueError:
+            return position, f"{stream_id} offset {offset}: data is not readable JSON"
+        if not isinstance(parsed, dict):
+            return position, f"{stream_id} offset {offset}: data is not a JSON object"
+        facts = self.facts
+        if offset == info.parent_offset or (offset == 0 and info.parent_id is None):
+            self.first_position = position
+            bad_start = _check_first(info, type_, parsed)
+            if bad_start:
+                return position, bad_start
+            if info.parent_id:
+                facts = after_fork(facts, parsed)
+                self.kind = parsed["options"].get("kind", "fork")
+            else:
+                facts = NONE
+        elif recorded_facts is not None:  # too deep to read when redacted: its event.redacted says
+            facts = recorded_facts
+        elif trust_facts:  # its payload is gone and nothing chained says what it held
+            facts = Facts.load(row_facts)
+        elif type_ == "message.appended" and "tool_" not in data and "\\u" not in data \
+                and isinstance(parsed.get("content"), list) and parsed.get("role") in ("user", "assistant"):
+            # No tool_use or tool_result block: each names its type, which the text would spell
+            # out unless written with \u escapes (appends never write them; a hand edit may).
+            pass
+        else:
+            try:
+                facts = advance(facts, type_, parsed)
+            except (InvalidEvent, KeyError, TypeError, AttributeError):
+                return position, f"{stream_id} offset {offset}: event contradicts the history before it"
+        if facts is not self.facts:
+            self.facts, self.facts_json = facts, facts.dump()
+        if row_facts != self.facts_json and Facts.load(row_facts) != facts:
+            return position, f"{stream_id} offset {offset}: stored pending facts were altered"
+        if self.first_message is None and type_ == "message.appended":
+            self.first_message = offset
+        self.prev, self.last_position, self.expected = hash_, position, offset + 1
+        return None
+
+    def finish(self, parent: Lineage | None) -> Problem | None:
+        """Compare the stream's row with what its events said; the problem, or None."""
+        try:
+            return self._finish(parent)
+        except UNREADABLE as error:
+            return self.last_position or self.row.created_position, f"{self.row.id}: the stream's row {unreadable(error)}"
+
+    def _finish(self, parent: Lineage | None) -> Problem | None:
+        info = self.row
+        if self.expected != info.head:
+            return (self.last_position + 1 if self.last_position else info.created_position,
+                    f"{info.id}: head says {info.head} events but the log ends at {self.expected} "
+                    f"(events missing after position {self.last_position})")
+        if self.prev != info.head_hash or (info.facts != self.facts_json and Facts.load(info.facts) != self.facts):
+            return (self.last_position or info.created_position,
+                    f"{info.id}: the stream's head hash or pending facts disagree with its last event "
+                    f"(offset {self.expected - 1})")
+        bad = self._columns(parent)
+        return (self.first_position or info.created_position, f"{info.id}: {bad}") if bad else None
+
+    def _columns(self, parent: Lineage | None) -> str | None:
+        """The first derived column of the stream's row that disagrees with its events, or None."""
+        info = self.row
+        first_message = self.first_message
+        stored = info.first_message_offset
+        if self.partial and stored is not None and stored < self.start:  # set before the events checked: it stands
+            first_message = stored
+        if parent is not None:
+            inherited = parent.first_message
+            base = info.parent_offset or 0
+            if inherited is not None and inherited < base:
+                first_message = inherited
+            root_id, depth = parent.root_id, parent.depth + 1
+        else:
+            root_id, depth = info.id, 0
+        # last_position orders `threads()` (what `threadlog ls` and `@last` pick), so it is checked too.
+        expected: tuple[tuple[str, Any], ...] = (("root_id", root_id), ("depth", depth), ("last_position", self.last_position))
+        if not self.partial:  # set once, by the first event, which a partial check does not see
+            expected += (("created_position", self.first_position), ("kind", self.kind))
+        for column, value in expected:
+            if getattr(info, column) != value:
+                return f"stored {column} {getattr(info, column)!r} disagrees with the events ({value!r})"
+        if info.first_message_offset != first_message:
+            return f"stored first_message_offset {info.first_message_offset!r} disagrees with the events ({first_message!r})"
+        return None
+
+
+def owner_of(lineage_of: Callable[[str], Lineage | None], stream_id: str, offset: int) -> str | None:
+    """The stream (of `stream_id`'s ancestry) that holds `offset` as its own event; `lineage_of`
+    gives a stream's lineage by id (None if there is no such stream)."""
+    known = lineage_of(stream_id)
+    while known is not None and offset < known.base:
+        stream_id = known.parent_id or ""
+        known = lineage_of(stream_id)
+    return stream_id if known is not None else None
+
+
+def lineage(row: StreamRow) -> Lineage:
+    # Ids interned: a file's ids repeat (a parent's in each fork, a root's in every stream of
+    # its tree), and a full verify caches many lineages.
+    parent_id = intern(row.parent_id) if row.parent_id is not None else None
+    return Lineage(parent_id, row.parent_offset or 0, intern(row.root_id), row.depth, row.first_message_offset)
+
+
+
+# What reading a value of the wrong kind raises (ValueError covers JSON that does not parse
+# and text that does not decode).
+UNREADABLE = (TypeError, AttributeError, ValueError, KeyError)
+
+
+def unreadable(error: Exception) -> str:
+    return (f"a stored value cannot be read ({type(error).__name__}: {str(error)[:200]}); "
+            "the row was altered outside threadlog")
+
+
+def check_stream(backend: Backend, stream_id: str) -> tuple[Chain | None, Problem | None]:
+    """One stream's own events, read in offset order, and its row: (the chain, its problem)."""
+    rows = backend.ancestry(stream_id)
+    if not rows:
+        return None, None
+    chain = chain_from(backend, rows, rows[0].parent_offset or 0)
+    if isinstance(chain, tuple):
+        return None, chain
+    for row in backend.range(stream_id, -(2**62), None):
+        problem = chain.step(backend, row)
+        if problem is not None:
+            return chain, problem
+    return chain, chain.finish(lineage(rows[1]) if len(rows) > 1 else None)
+
+
+def chain_from(backend: Backend, ancestry: list[StreamRow], offset: int) -> Chain | Problem:
+    """A chain for `ancestry[0]`'s own events from `offset`, starting from the stored event
+    before it (its own, or for a fork's first event its parent's)."""
+    row = ancestry[0]
+    base = row.parent_offset or 0
+    if offset == 0:
+        return Chain(row, GENESIS, NONE, None, 0, 0)
+    lineages = {r.id: lineage(r) for r in ancestry}
+    owner = owner_of(lineages.get, row.id if offset > base else (row.parent_id or ""), offset - 1)
+    before = backend.event_at(owner, offset - 1) if owner is not None else None
+    if before is None:
+        return (row.created_position, f"fork {row.id} points at a missing parent event") if offset == base else \
+            (row.created_position, f"{row.id}: the event before offset {offset} is missing")
+    try:
+        facts = Facts.load(before.facts)
+    except UNREADABLE as error:  # altered by hand: the check of that event names it too
+        return before.position, f"{before.stream_id} offset {before.offset}: {unreadable(error)}"
+    chain = Chain(row, before.hash, facts, before.facts, offset, before.position if offset == base else 0,
+                   partial=offset > base)
+    if offset > base:
+        chain.last_position = before.position
+    return chain
+
+
+
+def _check_first(info: StreamRow, type_: str, data: dict[str, Any]) -> str | None:
+    if info.parent_id is None:
+        return None if type_ == "thread.created" else f"{info.id} does not start with thread.created"
+    if type_ != "thread.forked":
+        return f"fork {info.id} does not start with thread.forked"
+    if data.get("parent_id") != info.parent_id or data.get("parent_offset") != info.parent_offset:
+        return f"fork {info.id}: the streams table disagrees with its thread.forked event"
+    return None
+
+
+def _check_redaction(backend: Backend, redacted_by: int, position: int) -> tuple[str | None, Facts | None, str | None]:
+    """(the skeleton digest the redaction recorded, or None for an early one; the pending
+    facts it recorded, for a payload too deep to read, or None; a problem, or None)."""
+    row = backend.event_at_position(redacted_by)
+    try:
+        data = json.loads(row.data) if row is not None and row.type == "event.redacted" else None
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict) or data.get("position") != position:
+        return None, None, f"payload erased without a matching event.redacted (claimed position {redacted_by})"
+    skeleton_digest = data.get("skeleton_digest")
+    pending = data.get("pending")
+    facts = Facts.load(canonical(pending)) if isinstance(pending, dict) else None
+    return (skeleton_digest if isinstance(skeleton_digest, str) else None), facts, None
