@@ -103,8 +103,11 @@ def swap_column(column: str, a: int, b: int) -> Tamper:
 
 # The first byte of a stored hash set to zero (a packed hash is 32 bytes; `||` makes text, the
 # cast gives the bytes back).
-EDIT_HASH = ("UPDATE events SET hash = CASE typeof(hash) WHEN 'blob' THEN CAST(x'00' || substr(hash, 2) AS BLOB) "
-             "ELSE '00' || substr(hash, 3) END WHERE position = {position}")
+# Flips the hash's first byte between 00 and ff: writing a fixed 00 was a no-op for the one
+# hash in 256 that already began with it, and the tamper then went unnoticed.
+EDIT_HASH = ("UPDATE events SET hash = CASE typeof(hash) "
+             "WHEN 'blob' THEN CAST(iif(substr(hash, 1, 1) = x'00', x'ff', x'00') || substr(hash, 2) AS BLOB) "
+             "ELSE iif(substr(hash, 1, 2) = '00', 'ff', '00') || substr(hash, 3) END WHERE position = {position}")
 
 
 def edit_data_and_digest(position: int) -> Tamper:
@@ -163,7 +166,7 @@ CASES: list[tuple[str, Tamper, int]] = [
     ("root-reorder-offsets", swap_column("offset", 4, 5), 5),  # the row at offset 3 is now position 5
     ("root-reorder-positions", swap_column("position", 9, 10), 9),  # offset 6 now holds position 9, below offset 5
     ("root-head-lowered", sql("UPDATE streams SET head = 6 WHERE id = 'R'"), 10),
-    ("root-head-hash-edited", sql("UPDATE streams SET head_hash = '00' || substr(head_hash, 3) WHERE id = 'R'"), 10),
+    ("root-head-hash-edited", sql("UPDATE streams SET head_hash = iif(substr(head_hash, 1, 2) = '00', 'ff', '00') || substr(head_hash, 3) WHERE id = 'R'"), 10),
     ("root-forged-redaction", sql("""UPDATE events SET data = '{"redacted":true}', redacted_by = 10 WHERE position = 4"""), 4),
     # R's events that F and G inherit (a fork's ancestor)
     ("ancestor-edit-data", sql("UPDATE events SET data = replace(data, 'u1', 'evil') WHERE position = 2"), 2),
@@ -204,9 +207,11 @@ def tampered_copy(template: Path, tmp_path: Path, tamper: Tamper) -> Path:
     db = tmp_path / "t.db"
     shutil.copy(template, db)
     conn = sqlite3.connect(db, isolation_level=None)
+    before = list(conn.iterdump())
     conn.execute("BEGIN")
     tamper(conn)
     conn.execute("COMMIT")
+    assert list(conn.iterdump()) != before, "the tamper left the file as it was"
     conn.close()
     return db
 
@@ -234,6 +239,21 @@ def test_threadlog_verify_command_exits_non_zero(template: Path, tmp_path: Path,
     assert run.returncode == 1
     assert len(run.stderr.splitlines()) == 1 and run.stderr.startswith("error: ")
     assert f"position {position}" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("first", ["00", "ff", "7a"])
+def test_the_hash_tamper_changes_a_hash_whatever_its_first_byte(template: Path, tmp_path: Path, first: str) -> None:
+    """A fixed first byte would leave one stored hash in 256 unchanged and the case would pass by luck."""
+    db = tmp_path / "t.db"
+    shutil.copy(template, db)
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("UPDATE events SET hash = CASE typeof(hash) WHEN 'blob' THEN CAST(x'%s' || substr(hash, 2) AS BLOB) "
+                 "ELSE '%s' || substr(hash, 3) END WHERE position = 3" % (first, first))
+    before = conn.execute("SELECT hex(hash) FROM events WHERE position = 3").fetchone()[0]
+    conn.execute(EDIT_HASH.format(position=3))
+    after = conn.execute("SELECT hex(hash) FROM events WHERE position = 3").fetchone()[0]
+    conn.close()
+    assert before.lower().startswith(first) and after != before and after[2:] == before[2:]
 
 
 def test_untouched_template_verifies(template: Path, tmp_path: Path) -> None:
