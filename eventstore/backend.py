@@ -19,7 +19,7 @@ The contract every backend keeps (tests/test_contract.py runs it against each on
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -191,7 +191,12 @@ class Backend(Protocol):
         """The first of the `count` positions the next insert takes; inside a write transaction."""
         ...
 
-    def insert_events(self, rows: Sequence[EventValues]) -> None: ...
+    def insert_events(self, rows: Iterable[EventValues]) -> None:
+        """Insert rows of one stream, in order. `rows` may be an iterator that makes each row
+        as it is asked for (the store hashes a batch's rows one after another): a backend
+        that sends rows to a server sends the first while the rest are made. Every row is
+        asked for before this returns, or it raises."""
+        ...
 
     def events_by_id(self, event_ids: Sequence[str]) -> list[EventRow]: ...
 

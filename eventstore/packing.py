@@ -183,13 +183,20 @@ def pack_appended(rows: Sequence[EventValues]) -> tuple[bool, list[tuple[Any, ..
             return None
         if row[11] is not None:
             pending = True
-    ids = _blobs([row[3] for row in rows], "") or [_id(row[3], bytearray) for row in rows]
-    hashes = _blobs([row[10] for row in rows], HASH_TAG) or [_hash(row[10], bytearray) for row in rows]
+    ids, hashes = pack_ids_and_hashes(rows)
     if pending:
         return True, [(p, s, o, e_, codes.get(t, t), v, d, m, r, h_, f)
                       for (p, s, o, _, t, v, d, m, r, _, _, f, _), e_, h_ in zip(rows, ids, hashes)]
     return False, [(p, s, o, e_, codes.get(t, t), v, d, m, r, h_)
                    for (p, s, o, _, t, v, d, m, r, _, _, _, _), e_, h_ in zip(rows, ids, hashes)]
+
+
+def pack_ids_and_hashes(rows: Sequence[EventValues]) -> tuple[list[str | bytearray], list[str | bytearray]]:
+    """The rows' event ids (`pack_id`) and hashes (`pack_hash`) as bytearrays where they pack,
+    else as they are: a batch's generated ids and its hashes converted together (`_blobs`)."""
+    ids = _blobs([row[3] for row in rows], "") or [_id(row[3], bytearray) for row in rows]
+    hashes = _blobs([row[10] for row in rows], HASH_TAG) or [_hash(row[10], bytearray) for row in rows]
+    return ids, hashes
 
 
 def _blobs(values: list[str], tag: str) -> list[str | bytearray] | None:

@@ -24,7 +24,7 @@ import re
 import sqlite3
 import urllib.parse
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat
 from operator import attrgetter
 from pathlib import Path
@@ -741,7 +741,8 @@ class SQLiteBackend:
         return (row[0] or 0) + 1
 
     @_translated
-    def insert_events(self, rows: Sequence[EventValues]) -> None:
+    def insert_events(self, rows: Iterable[EventValues]) -> None:
+        rows = rows if isinstance(rows, list) else list(rows)  # nothing to overlap: the file is here
         if self._checkpointer is not None:
             self._checkpointer.rows += len(rows)
         appended = pack_appended(rows)

@@ -416,45 +416,50 @@ class Store:
         positions the server takes: [] when that head was no longer the stored one.
         """
         start, prev, facts, first_message = head.offset, head.hash, head.facts, head.first_message
-        if position is None:
-            position = self.backend.next_position(len(batch))
-        first_position = position
+        first_position = self.backend.next_position(len(batch)) if position is None else position
+        at = first_position
         recorded_at = now()
-        inserts: list[EventValues] = []
         recorded: list[RecordedEvent] = []
         chain_hash = integrity.chain_hash
         facts_json = facts.dump()
         offset = start
-        for type_, version, data, data_json, digest, meta, meta_json, event_id, _, plain in batch:
-            if plain:
-                pass  # text only: no tool call, result, run or interrupt to track
-            elif type_ == "thread.forked":
-                facts = after_fork(facts, data)
-                facts_json = facts.dump()
-            else:
-                after = advance(facts, type_, data, f"events[{offset - start}].data")
-                if after is not facts:  # `advance` returns the same object when nothing changes
-                    facts, facts_json = after, after.dump()
-                if type_ == "compaction.recorded" and data["through_offset"] > offset:
-                    raise InvalidEvent(f"events[{offset - start}].data.through_offset",
-                                       f"{data['through_offset']} is past the compaction's own offset {offset}")
-            if first_message is None and type_ == "message.appended":
-                first_message = offset
-            if stamps is not None:
-                recorded_at = stamps[offset - start]
-            hash_ = chain_hash(prev, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
-            # The digest goes with the row only when restored: a restored skeleton's data is not
-            # what its digest covers (see `EventValues`).
-            inserts.append((position, thread, offset, event_id, type_, version, data_json, meta_json, recorded_at,
-                            None if stamps is None else digest, hash_, facts_json, None))
-            recorded.append(make_tuple(RecordedEvent, (position, thread, offset, event_id, type_, data, meta, recorded_at,
-                                                       hash_, version, digest, False)))
-            prev = hash_
-            position += 1
-            offset += 1
+
+        def chained() -> Iterator[EventValues]:
+            """The batch's rows, numbered and chained as they are asked for: a backend that
+            streams rows to its server sends the first ones while the rest are hashed."""
+            nonlocal prev, facts, facts_json, first_message, at, offset, recorded_at
+            for type_, version, data, data_json, digest, meta, meta_json, event_id, _, plain in batch:
+                if plain:
+                    pass  # text only: no tool call, result, run or interrupt to track
+                elif type_ == "thread.forked":
+                    facts = after_fork(facts, data)
+                    facts_json = facts.dump()
+                else:
+                    after = advance(facts, type_, data, f"events[{offset - start}].data")
+                    if after is not facts:  # `advance` returns the same object when nothing changes
+                        facts, facts_json = after, after.dump()
+                    if type_ == "compaction.recorded" and data["through_offset"] > offset:
+                        raise InvalidEvent(f"events[{offset - start}].data.through_offset",
+                                           f"{data['through_offset']} is past the compaction's own offset {offset}")
+                if first_message is None and type_ == "message.appended":
+                    first_message = offset
+                if stamps is not None:
+                    recorded_at = stamps[offset - start]
+                hash_ = chain_hash(prev, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
+                recorded.append(make_tuple(RecordedEvent, (at, thread, offset, event_id, type_, data, meta, recorded_at,
+                                                           hash_, version, digest, False)))
+                prev = hash_
+                at += 1
+                offset += 1
+                # The digest goes with the row only when restored: a restored skeleton's data is
+                # not what its digest covers (see `EventValues`).
+                yield (at - 1, thread, offset - 1, event_id, type_, version, data_json, meta_json, recorded_at,
+                       None if stamps is None else digest, hash_, facts_json, None)
+
         known = self._known
         stream = head.stream
         if stream is None:
+            inserts = list(chained())
             parent = head.parent
             stream = StreamRow(
                 thread,
@@ -468,19 +473,20 @@ class Store:
                 prev,
                 facts_json,  # facts.dump() of the facts after the batch
                 first_message,
-                position - 1,
+                at - 1,
             )
             self.backend.insert_stream(stream)
             self.backend.insert_events(inserts)
         elif known is not None and head.known:  # (SQLite: `known` is None, and this is all it costs)
-            assert self._append_at is not None and len(inserts) == 1  # one event: see `_append_known`
-            taken = self._append_at(inserts[0], start, head.hash, offset, prev, facts_json, first_message)
+            assert self._append_at is not None and len(batch) == 1  # one event: see `_append_known`
+            (row,) = chained()
+            taken = self._append_at(row, start, head.hash, offset, prev, facts_json, first_message)
             if taken is None:
                 return []
             recorded = [make_tuple(RecordedEvent, (taken, *recorded[0][1:]))]
         else:
-            self.backend.insert_events(inserts)
-            self.backend.update_head(thread, offset, prev, facts_json, first_message, position - 1)
+            self.backend.insert_events(chained())  # every row is made by the time this returns
+            self.backend.update_head(thread, offset, prev, facts_json, first_message, at - 1)
         if known is not None:
             self._remember(thread, Head.left(offset, prev, facts, first_message, stream))
         return recorded
