@@ -47,6 +47,56 @@ _Row = TypeVar("_Row")
 _KNOWN_HEADS = 4096
 
 
+class _Chain:
+    """A batch being numbered and chained onto a head (`Store._write`). `rows` makes each row
+    as it is asked for, so a backend that streams rows to its server sends the first while
+    the rest are hashed; once every row was asked for, the attributes hold what the last one
+    left: the next offset and position, the head hash, the facts and the first message."""
+
+    __slots__ = ("offset", "position", "prev", "facts", "facts_json", "first_message", "recorded")
+
+    def __init__(self, head: Head, position: int) -> None:
+        self.offset, self.position, self.prev, self.facts = head.offset, position, head.hash, head.facts
+        self.facts_json, self.first_message = head.facts.dump(), head.first_message
+        self.recorded: list[RecordedEvent] = []
+
+    def rows(self, thread: str, batch: Sequence[PreparedEvent], recorded_at: str,
+             stamps: Sequence[str] | None) -> Iterator[EventValues]:
+        """The batch's rows; `stamps` are their times when restored, else each is `recorded_at`."""
+        offset, position, prev, facts, facts_json, first_message = (self.offset, self.position, self.prev, self.facts,
+                                                                    self.facts_json, self.first_message)
+        start, recorded, chain_hash = offset, self.recorded, integrity.chain_hash
+        for type_, version, data, data_json, digest, meta, meta_json, event_id, _, plain in batch:
+            if plain:
+                pass  # text only: no tool call, result, run or interrupt to track
+            elif type_ == "thread.forked":
+                facts = after_fork(facts, data)
+                facts_json = facts.dump()
+            else:
+                after = advance(facts, type_, data, f"events[{offset - start}].data")
+                if after is not facts:  # `advance` returns the same object when nothing changes
+                    facts, facts_json = after, after.dump()
+                if type_ == "compaction.recorded" and data["through_offset"] > offset:
+                    raise InvalidEvent(f"events[{offset - start}].data.through_offset",
+                                       f"{data['through_offset']} is past the compaction's own offset {offset}")
+            if first_message is None and type_ == "message.appended":
+                first_message = offset
+            if stamps is not None:
+                recorded_at = stamps[offset - start]
+            hash_ = chain_hash(prev, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
+            recorded.append(make_tuple(RecordedEvent, (position, thread, offset, event_id, type_, data, meta, recorded_at,
+                                                       hash_, version, digest, False)))
+            # The digest goes with the row only when restored: a restored skeleton's data is not
+            # what its digest covers (see `EventValues`).
+            yield (position, thread, offset, event_id, type_, version, data_json, meta_json, recorded_at,
+                   None if stamps is None else digest, hash_, facts_json, None)
+            prev = hash_
+            position += 1
+            offset += 1
+        self.offset, self.position, self.prev, self.facts, self.facts_json, self.first_message = (
+            offset, position, prev, facts, facts_json, first_message)
+
+
 class Counts(NamedTuple):
     threads: int  # streams: root threads and forks
     events: int
@@ -415,51 +465,14 @@ class Store:
         head (`_append_known`) is written outside any transaction, in the backend's own, with
         positions the server takes: [] when that head was no longer the stored one.
         """
-        start, prev, facts, first_message = head.offset, head.hash, head.facts, head.first_message
+        start = head.offset
         first_position = self.backend.next_position(len(batch)) if position is None else position
-        at = first_position
-        recorded_at = now()
-        recorded: list[RecordedEvent] = []
-        chain_hash = integrity.chain_hash
-        facts_json = facts.dump()
-        offset = start
-
-        def chained() -> Iterator[EventValues]:
-            """The batch's rows, numbered and chained as they are asked for: a backend that
-            streams rows to its server sends the first ones while the rest are hashed."""
-            nonlocal prev, facts, facts_json, first_message, at, offset, recorded_at
-            for type_, version, data, data_json, digest, meta, meta_json, event_id, _, plain in batch:
-                if plain:
-                    pass  # text only: no tool call, result, run or interrupt to track
-                elif type_ == "thread.forked":
-                    facts = after_fork(facts, data)
-                    facts_json = facts.dump()
-                else:
-                    after = advance(facts, type_, data, f"events[{offset - start}].data")
-                    if after is not facts:  # `advance` returns the same object when nothing changes
-                        facts, facts_json = after, after.dump()
-                    if type_ == "compaction.recorded" and data["through_offset"] > offset:
-                        raise InvalidEvent(f"events[{offset - start}].data.through_offset",
-                                           f"{data['through_offset']} is past the compaction's own offset {offset}")
-                if first_message is None and type_ == "message.appended":
-                    first_message = offset
-                if stamps is not None:
-                    recorded_at = stamps[offset - start]
-                hash_ = chain_hash(prev, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
-                recorded.append(make_tuple(RecordedEvent, (at, thread, offset, event_id, type_, data, meta, recorded_at,
-                                                           hash_, version, digest, False)))
-                prev = hash_
-                at += 1
-                offset += 1
-                # The digest goes with the row only when restored: a restored skeleton's data is
-                # not what its digest covers (see `EventValues`).
-                yield (at - 1, thread, offset - 1, event_id, type_, version, data_json, meta_json, recorded_at,
-                       None if stamps is None else digest, hash_, facts_json, None)
-
+        chain = _Chain(head, first_position)
+        rows = chain.rows(thread, batch, now(), stamps)
         known = self._known
         stream = head.stream
         if stream is None:
-            inserts = list(chained())
+            inserts = list(rows)
             parent = head.parent
             stream = StreamRow(
                 thread,
@@ -467,29 +480,30 @@ class Store:
                 start if parent else None,
                 parent.root_id if parent else thread,
                 parent.depth + 1 if parent else 0,
-                offset,
+                chain.offset,
                 first_position,
                 batch[0].data["options"]["kind"] if parent else "thread",
-                prev,
-                facts_json,  # facts.dump() of the facts after the batch
-                first_message,
-                at - 1,
+                chain.prev,
+                chain.facts_json,  # facts.dump() of the facts after the batch
+                chain.first_message,
+                chain.position - 1,
             )
             self.backend.insert_stream(stream)
             self.backend.insert_events(inserts)
         elif known is not None and head.known:  # (SQLite: `known` is None, and this is all it costs)
             assert self._append_at is not None and len(batch) == 1  # one event: see `_append_known`
-            (row,) = chained()
-            taken = self._append_at(row, start, head.hash, offset, prev, facts_json, first_message)
+            (row,) = rows
+            taken = self._append_at(row, start, head.hash, chain.offset, chain.prev, chain.facts_json, chain.first_message)
             if taken is None:
                 return []
-            recorded = [make_tuple(RecordedEvent, (taken, *recorded[0][1:]))]
+            chain.recorded = [make_tuple(RecordedEvent, (taken, *chain.recorded[0][1:]))]
         else:
-            self.backend.insert_events(chained())  # every row is made by the time this returns
-            self.backend.update_head(thread, offset, prev, facts_json, first_message, at - 1)
+            self.backend.insert_events(rows)  # every row is made by the time this returns
+            self.backend.update_head(thread, chain.offset, chain.prev, chain.facts_json, chain.first_message,
+                                     chain.position - 1)
         if known is not None:
-            self._remember(thread, Head.left(offset, prev, facts, first_message, stream))
-        return recorded
+            self._remember(thread, Head.left(chain.offset, chain.prev, chain.facts, chain.first_message, stream))
+        return chain.recorded
 
     def _remember(self, thread: str, head: Head) -> None:
         """Keep `head` as the one this store's last write to `thread` left (see `_append_known`).
