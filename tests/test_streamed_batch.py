@@ -8,11 +8,18 @@ same rows as when they are appended one by one.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from eventstore.errors import InvalidEvent
 from eventstore.postgres import _COPY_CHUNK
-from tests.backends import dump
+from tests.backends import dump, postgres_url
+from tests.procs import ctrl_c, interruptible
 from threadlog import Store
 
 
@@ -71,3 +78,35 @@ def test_a_batch_reads_back_as_appended(store: Store, size: int) -> None:
     assert [e.position for e in stored] == list(range(stored[0].position, stored[0].position + size))
     assert store.head(thread) == size + 1
     assert store.verify().events == size + 1
+
+
+CHILD = """
+import json, sys
+from threadlog import Store
+store = Store(sys.argv[1])
+thread = store.create_thread(title="t")
+batch = [{"type": "message.appended", "data": {"role": "user", "content": f"m{i} " * 20}} for i in range(20_000)]
+print("ready", flush=True)
+try:
+    while True:
+        store.append(thread, batch)
+except KeyboardInterrupt:
+    pass
+store.append_message(thread, "user", "after the interrupt")
+print(json.dumps({"head": store.head(thread), "verified": store.verify().events}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_ctrl_c_during_a_batch_keeps_whole_batches_and_the_store_usable(backend: str, tmp_path: Path) -> None:
+    """Ctrl-C lands wherever it lands (mostly while the rows are made and sent): every batch is
+    all there or not at all, and the same store appends and verifies afterwards."""
+    target = postgres_url() if backend == "postgresql" else str(tmp_path / "t.db")
+    proc = interruptible([sys.executable, "-c", CHILD, target], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    time.sleep(0.7)
+    out, err = ctrl_c(proc, timeout=60)
+    assert proc.returncode == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert (report["head"] - 2) % 20_000 == 0, report  # thread.created, whole batches, the last message
+    assert report["verified"] == report["head"]
