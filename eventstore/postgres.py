@@ -164,7 +164,7 @@ def stored_id(event_id: str) -> bytes:
 
 def _stored(root: str, row: EventValues) -> tuple[Any, ...]:
     """An event row as inserted (see `STORED_COLUMNS`)."""
-    return _stored_as(root, row, _bytes(pack_id(row[3]), 16), _bytes(pack_hash(row[10]), 32), pack_time(row[8]))
+    return _stored_as(root, row, stored_id(row[3]), _bytes(pack_hash(row[10]), 32), pack_time(row[8]))
 
 
 def _stored_as(root: str, row: EventValues, event_id: bytes | bytearray, hash_: bytes | bytearray,
@@ -188,6 +188,8 @@ def _stored_rows(root: str, rows: Sequence[EventValues]) -> Iterator[tuple[Any, 
             text, when = row[8], pack_time(row[8])
         yield _stored_as(root, row, id_ if isinstance(id_, bytearray) else _bytes(id_, 16),
                          hash_ if isinstance(hash_, bytearray) else _bytes(hash_, 32), when)
+
+
 STREAM_COLUMNS = (
     "id, parent_id, parent_offset, root_id, depth, head, created_position, kind, "
     "head_hash, facts, first_message_offset, last_position"
