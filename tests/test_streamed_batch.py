@@ -2,8 +2,8 @@
 them by COPY in chunks while the rest are hashed (`PostgresBackend.insert_events`). These
 tests hold what that must not change, on every backend: a refusal far into a batch, after
 rows were already sent, writes nothing; the facts a batch carries (a tool call waiting for
-its result) run across the chunks; and batches of every size around a chunk's store the
-same rows as when they are appended one by one.
+its result) run across the chunks; batches of every size around a chunk's read back exactly
+as appended; and a Ctrl-C during batches leaves whole batches only, and a store that works.
 """
 
 from __future__ import annotations
