@@ -150,9 +150,12 @@ _TYPE = _type()
 _TITLE_TYPES = f"({TYPE_CODES['thread.created']}, {TYPE_CODES['title.set']})"
 
 
-def _bytes(value: str | bytes, packed: int) -> bytes:
+_Blob = TypeVar("_Blob", bytes, bytearray)
+
+
+def _bytes(value: str | _Blob, packed: int) -> _Blob | bytes:
     """A packed value as it is, or text as UTF-8 (marked when its length would read as packed)."""
-    if isinstance(value, bytes):
+    if not isinstance(value, str):
         return value
     raw = value.encode("utf-8")
     return raw + b"\xff" if len(raw) == packed else raw
@@ -186,8 +189,7 @@ def _stored_rows(root: str, rows: Sequence[EventValues]) -> Iterator[tuple[Any, 
     for row, id_, hash_ in zip(rows, ids, hashes):
         if row[8] != text:
             text, when = row[8], pack_time(row[8])
-        yield _stored_as(root, row, id_ if isinstance(id_, bytearray) else _bytes(id_, 16),
-                         hash_ if isinstance(hash_, bytearray) else _bytes(hash_, 32), when)
+        yield _stored_as(root, row, _bytes(id_, 16), _bytes(hash_, 32), when)
 
 
 STREAM_COLUMNS = (

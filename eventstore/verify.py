@@ -75,7 +75,6 @@ def _verify_streams(backend: Backend, only: Collection[str]) -> VerifyReport:
     return VerifyReport(len(only), checked, redacted)
 
 
-
 def verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     """Check every event after the checkpoint's position, chained onto the stored events
     before it, and the rows of the streams they belong to; return the checkpoint extended
