@@ -19,6 +19,8 @@ The contract every backend keeps (tests/test_contract.py runs it against each on
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -279,7 +281,7 @@ class Backend(Protocol):
                limit: int) -> list[HitRow]:
         """Documents matching `query`, best first. `match="query"`: the backend's query syntax,
         taken as plain words (all of them) when it is not valid; `"words"`: plain words, all of
-        them; `"any"`: any of the words. `scope`: only events in these ranges."""
+        them; `"any"`: any of the words (`query_words`). `scope`: only events in these ranges."""
         ...
 
     def index_title(self, stream_id: str, lo: int, hi: int | None) -> str | None:
@@ -324,3 +326,12 @@ class AppendAtHead(Protocol):
         or None when the head had moved: then nothing was written and no position taken.
         Refused if a write transaction is open."""
         ...
+
+
+_WORD = re.compile(r"\w")
+
+
+def query_words(text: str) -> list[str]:
+    """A plain-words query's words, as every backend's `search` takes them: the distinct
+    whitespace-separated chunks holding a word character, in order, at most 64."""
+    return [chunk for chunk in dict.fromkeys(text.split()) if _WORD.search(chunk)][:64]

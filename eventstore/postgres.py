@@ -84,7 +84,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import re
 import select
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -96,7 +95,7 @@ from psycopg.adapt import Transformer
 from psycopg.copy import LibpqWriter
 
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
-                      StreamRow)
+                      StreamRow, query_words)
 from .errors import SchemaError, SchemaTooOld, StoreError
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
 
@@ -999,7 +998,7 @@ class PostgresBackend:
                limit: int) -> list[HitRow]:
         """See `Backend.search`. `"query"` is PostgreSQL's web search syntax (quotes, `or`,
         `-word`), which takes any text; `"words"` all the words; `"any"` any of them."""
-        words = [w for w in dict.fromkeys(query.split()) if _WORD.search(w)][:64]
+        words = query_words(query)
         if match == "query":
             tsquery, args = "websearch_to_tsquery('simple', %s)", [query]
         else:
@@ -1099,5 +1098,3 @@ class PostgresBackend:
             out += [f"{table}: {r[0]}" for r in self.conn.execute(query).fetchall()]
         return out  # not the positions sequence: a refused write may use positions up (never reused)
 
-
-_WORD = re.compile(r"\w")

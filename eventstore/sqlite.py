@@ -20,7 +20,6 @@ import contextlib
 import functools
 import hashlib
 import os
-import re
 import sqlite3
 import urllib.parse
 import weakref
@@ -33,7 +32,7 @@ from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 import sqlite_utils
 
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
-                      StreamRow)
+                      StreamRow, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
 from .errors import SchemaError, SchemaTooOld, StoreError
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
@@ -1061,11 +1060,7 @@ class SQLiteBackend:
 _NO_BOUND = 2**62
 
 
-_WORD = re.compile(r"\w")
-
-
 def _fts_words(text: str, joiner: str) -> str:
-    """`text` as an FTS5 query of plain words: each whitespace-separated chunk holding a word
-    character becomes a quoted phrase (so no operator or column name is read in it), at most 64."""
-    chunks = [chunk for chunk in dict.fromkeys(text.split()) if _WORD.search(chunk)][:64]
-    return joiner.join('"' + chunk.replace('"', '""') + '"' for chunk in chunks)
+    """`text` as an FTS5 query of plain words (`query_words`): each becomes a quoted phrase, so
+    no operator or column name is read in it."""
+    return joiner.join('"' + chunk.replace('"', '""') + '"' for chunk in query_words(text))
