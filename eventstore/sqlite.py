@@ -321,8 +321,14 @@ def _migrate_7(db: sqlite_utils.Database) -> None:
 MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6, 7: _migrate_7}
 
 
-def _lenient_text(value: bytes) -> str:
-    return value.decode("utf-8", "replace")
+def _lenient_text(value: bytes) -> str | bytes:
+    """A text value as str, or as its bytes when they are not UTF-8: a value of another kind,
+    which verify names, never text that could equal what was hashed (decoding with U+FFFD for
+    what is not UTF-8 gave the hashed text back when it held U+FFFD there)."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value
 
 
 def _digest(data: str | bytes) -> str:
@@ -814,9 +820,9 @@ class SQLiteBackend:
 
     def _stored_after(self, after: int) -> Iterator[tuple[Any, ...]]:
         """`stored_events` after a position. A row holding text that is not UTF-8 (only raw SQL
-        writes one) comes with that text decoded with U+FFFD for what is not, so it reaches
-        verify, which names its position (its digest no longer matches), instead of ending
-        the scan with a driver error that names nothing."""
+        writes one) comes with that text as its bytes, so it reaches verify, which names its
+        position (a value of another kind), instead of ending the scan with a driver error
+        that names nothing."""
         query = f"SELECT {STORED_COLUMNS} FROM events WHERE position > ? ORDER BY position"
         while True:
             try:

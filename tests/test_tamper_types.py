@@ -42,3 +42,31 @@ def test_a_value_of_the_wrong_kind_is_an_integrity_error(tmp_path: Path, tamper:
     with Store(path) as store, pytest.raises(IntegrityError) as failed:
         store.verify()
     assert failed.value.position == tamper[1]
+
+
+# Bytes that are not UTF-8 where the text held U+FFFD (the replacement character): a reader
+# that decodes them leniently gets the original text back, so the hash still matches, but the
+# stored bytes changed and every strict reader (`read`, `range`) now fails on the row.
+NOT_UTF8_WHERE_FFFD_WAS = {
+    "data": ("UPDATE events SET data = CAST(replace(CAST(data AS BLOB), X'efbfbd', X'ff') AS TEXT) WHERE position = 2", 2),
+    "stream-id": ("UPDATE events SET stream_id = CAST(X'74ff' AS TEXT) WHERE position = 3", 3),
+}
+
+
+@pytest.mark.parametrize("tamper", list(NOT_UTF8_WHERE_FFFD_WAS.values()), ids=list(NOT_UTF8_WHERE_FFFD_WAS))
+def test_bytes_that_are_not_utf8_fail_verify_even_where_the_text_held_a_replacement_character(
+        tmp_path: Path, tamper: tuple[str, int]) -> None:
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(title="t", thread_id="t\ufffd")
+        store.append_message(thread, "user", "caf\ufffd")
+        store.append_message(thread, "assistant", "second")
+        store.verify()
+    conn = sqlite3.connect(path)
+    conn.execute(tamper[0])
+    assert conn.total_changes == 1
+    conn.commit()
+    conn.close()
+    with Store(path) as store, pytest.raises(IntegrityError) as failed:
+        store.verify()
+    assert failed.value.position == tamper[1]
