@@ -146,6 +146,10 @@ class Chain:
             return position, f"{stream_id} offset {offset}: data is not readable JSON"
         if not isinstance(parsed, dict):
             return position, f"{stream_id} offset {offset}: data is not a JSON object"
+        if type_ == "event.redacted":
+            not_erased = erased_by(backend, position, parsed)
+            if not_erased is not None:
+                return not_erased
         facts = self.facts
         if offset == info.parent_offset or (offset == 0 and info.parent_id is None):
             self.first_position = position
@@ -293,6 +297,19 @@ def chain_from(backend: Backend, ancestry: list[StreamRow], offset: int) -> Chai
         chain.last_position = before.position
     return chain
 
+
+
+def erased_by(backend: Backend, position: int, data: dict[str, Any]) -> Problem | None:
+    """An `event.redacted` (at `position`, with `data`) erased the row it names: that row must
+    point back at it. A row holding its payload again (put back with its original data, which
+    still matches the chain) contradicts the record."""
+    target = data.get("position")
+    if not isinstance(target, int) or isinstance(target, bool):
+        return None  # not one this release wrote; its row's own check names what is wrong there
+    erased = backend.event_at_position(target)
+    if erased is None or erased.redacted_by != position:
+        return position, f"the event.redacted at position {position} names position {target}, which it did not erase"
+    return None
 
 
 def _check_first(info: StreamRow, type_: str, data: dict[str, Any]) -> str | None:
