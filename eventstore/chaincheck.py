@@ -39,6 +39,14 @@ def loads(text: str) -> Any:
 Problem = tuple[int, str]  # (position, what is wrong)
 
 
+def first_problem(problems: list[Problem]) -> tuple[int | None, str]:
+    """The problem at the lowest position, as `IntegrityError` takes it. A position that is no
+    integer (a stream row's own created_position, altered: no event to name) comes last, as
+    None (the database)."""
+    position, why = min(problems, key=lambda p: (0, p[0], p[1]) if p[0].__class__ is int else (1, 0, p[1]))
+    return (position if position.__class__ is int else None), why
+
+
 class Lineage(NamedTuple):
     """What a stream's forks need of it: where it forks from and its derived columns."""
 

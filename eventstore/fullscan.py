@@ -53,7 +53,13 @@ class FullScan:
         self.points: dict[str, dict[int, Point | bytes | None]] = {}
         self.sharing: dict[tuple[str, int], int] = {}
         kept = 0
+        # Streams whose created_position is no position (altered: NULL, text), which cannot
+        # take their turn in the scan: each is failed before it starts, named as a check of
+        # that stream alone names it.
+        self.unplaced: list[StreamRow] = []
         for row in backend.streams():
+            if row.created_position.__class__ is not int:
+                self.unplaced.append(row)
             if row.parent_id is not None and row.parent_offset:
                 offset = row.parent_offset - 1
                 owner = owner_of(self.lineage, row.parent_id, offset)
@@ -97,7 +103,10 @@ class FullScan:
         """
         backend, chains = self.backend, self.chains
         self.streams, total = backend.counts()
-        waiting = iter(backend.streams())  # in creation order: a stream starts at its created_position
+        for row in self.unplaced:
+            self.fail(row.id, (row.created_position, f"{row.id}: stored created_position {row.created_position!r} is not a position"))
+        # In creation order: a stream starts at its created_position.
+        waiting = (row for row in backend.streams() if row.created_position.__class__ is int)
         upcoming = next(waiting, None)
         due = upcoming.created_position if upcoming is not None else _NEVER
         checked = 0

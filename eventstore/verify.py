@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .backend import Backend, EventRow, StreamRow
-from .chaincheck import Chain, Problem, chain_from, check_stream, lineage, loads
+from .chaincheck import Chain, Problem, chain_from, check_stream, first_problem, lineage, loads
 from .errors import IntegrityError
 from .fullscan import Fold, FullScan
 from .integrity import digest, extend_log_digest, foreign_code, format_checkpoint, parse_checkpoint
@@ -53,7 +53,7 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
     scan = FullScan(backend)
     checked = scan.run(Fold(checkpoint), progress)
     if scan.problems:
-        position, why = min(scan.problems)
+        position, why = first_problem(scan.problems)
         raise IntegrityError(position, why)
     return VerifyReport(scan.streams, checked, scan.redacted)
 
@@ -70,7 +70,7 @@ def _verify_streams(backend: Backend, only: Collection[str]) -> VerifyReport:
         if problem is not None:
             problems.append(problem)
     if problems:
-        position, why = min(problems)
+        position, why = first_problem(problems)
         raise IntegrityError(position, why)
     return VerifyReport(len(only), checked, redacted)
 
@@ -129,7 +129,7 @@ def verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
         if problem is not None:
             problems.append(problem)
     if problems:
-        position, why = min(problems)
+        position, why = first_problem(problems)
         raise IntegrityError(position, why)
     extended = format_checkpoint(last, extend_log_digest(value, new))
     return VerifyReport(len(chains), checked, redacted, extended)

@@ -25,6 +25,10 @@ TAMPERS = {  # the tamper, and the position verify must name
     "data-not-utf8": ("UPDATE events SET data = CAST(X'7b22ff227d' AS TEXT) WHERE position = 2", 2),
     "meta-not-utf8": ("UPDATE events SET meta = CAST(X'7bff7d' AS TEXT) WHERE position = 3", 3),
     "stream-id-not-utf8": ("UPDATE events SET stream_id = CAST(X'74ff' AS TEXT) WHERE position = 2", 2),
+    # The stream's created_position, which orders the scan: named at the stream's first event.
+    "created-position-null": ("UPDATE streams SET created_position = NULL WHERE id = 't'", 1),
+    "created-position-text": ("UPDATE streams SET created_position = 'x' WHERE id = 't'", 1),
+    "created-position-real": ("UPDATE streams SET created_position = 1.5 WHERE id = 't'", 1),
 }
 
 
