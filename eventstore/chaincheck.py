@@ -205,6 +205,9 @@ class Chain:
             return (self.last_position + 1 if self.last_position else info.created_position,
                     f"{info.id}: head says {info.head} events but the log ends at {self.expected} "
                     f"(events missing after position {self.last_position})")
+        if self.first_position is None and not self.partial:  # head at its start: no event of its own
+            first = "thread.forked" if info.parent_id is not None else "thread.created"
+            return info.created_position, f"{info.id}: the stream's row has no first event ({first}); it was added outside threadlog"
         if self.prev != info.head_hash or (info.facts != self.facts_json and Facts.load(info.facts) != self.facts):
             return (self.last_position or info.created_position,
                     f"{info.id}: the stream's head hash or pending facts disagree with its last event "

@@ -46,3 +46,31 @@ def test_a_payload_put_back_after_its_redaction_fails_every_verify(tmp_path: Pat
     found = verdicts(db, "t", before)
     assert {position for position, _ in found} == {record.position}, found
     assert all(f"names position {secret.position}, which it did not erase" in why for _, why in found), found
+
+
+@pytest.mark.parametrize("kind", ["thread", "fork"])
+def test_a_stream_row_with_no_events_fails_verify_and_a_check_of_it_alone(tmp_path: Path, kind: str) -> None:
+    """Every stream starts with its own event (thread.created, thread.forked). A row added by
+    hand with none, whose columns say what an empty history would (created_position NULL,
+    head at the fork point, head_hash the parent's event), is listed and read like any other
+    thread, and a checkpoint (which covers events) cannot see it."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(title="t", thread_id="t")
+        store.append_message(t, "user", "hello")
+        store.append_message(t, "assistant", "hi")
+        before = store.checkpoint()
+        at_1 = store.event_at("t", 1).hash
+    conn = sqlite3.connect(db)
+    columns = "id, parent_id, parent_offset, root_id, depth, head, created_position, kind, head_hash, facts, first_message_offset, last_position"
+    row = ("x", None, None, "x", 0, 0, None, "thread", "", None, None, 0) if kind == "thread" else \
+        ("x", "t", 2, "t", 1, 2, None, "thread", at_1, None, 1, 0)
+    conn.execute(f"INSERT INTO streams ({columns}) VALUES ({', '.join('?' * len(row))})", row)
+    conn.commit()
+    conn.close()
+    with Store(db, read_only=True) as store:
+        assert "x" in [info.id for info in store.threads(forks=True)]
+        assert store.checkpoint() == before  # a checkpoint covers events: it cannot tell
+        for check in (store.verify, lambda: verify(store.backend, only=["x"])):
+            with pytest.raises(IntegrityError, match="x: the stream's row has no first event"):
+                check()
