@@ -254,9 +254,11 @@ def owner_of(lineage_of: Callable[[str], Lineage | None], stream_id: str, offset
 
 def lineage(row: StreamRow) -> Lineage:
     # Ids interned: a file's ids repeat (a parent's in each fork, a root's in every stream of
-    # its tree), and a full verify caches many lineages.
-    parent_id = intern(row.parent_id) if row.parent_id is not None else None
-    return Lineage(parent_id, row.parent_offset or 0, intern(row.root_id), row.depth, row.first_message_offset)
+    # its tree), and a full verify caches many lineages. A value of another kind (a blob
+    # written by hand) is kept as it is, for the checks to name.
+    parent_id, root_id = row.parent_id, row.root_id
+    return Lineage(intern(parent_id) if parent_id.__class__ is str else parent_id, row.parent_offset or 0,
+                   intern(root_id) if root_id.__class__ is str else root_id, row.depth, row.first_message_offset)
 
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from eventstore.verify import verify
 from threadlog import IntegrityError, Store
 
 TAMPERS = {  # the tamper, and the position verify must name
@@ -74,3 +75,28 @@ def test_bytes_that_are_not_utf8_fail_verify_even_where_the_text_held_a_replacem
     with Store(path) as store, pytest.raises(IntegrityError) as failed:
         store.verify()
     assert failed.value.position == tamper[1]
+
+
+@pytest.mark.parametrize("column", ["parent_id", "root_id"])
+def test_a_fork_row_holding_a_blob_for_an_id_is_an_integrity_error(tmp_path: Path, column: str) -> None:
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(title="t", thread_id="t")
+        store.append_message(thread, "user", "first")
+        fork = store.fork(thread, fork_id="f")
+        store.append_message(fork, "assistant", "in the fork")
+        store.fork(fork, fork_id="g")
+        forked = store.event_at("f", 2).position
+    conn = sqlite3.connect(path)
+    conn.execute(f"UPDATE streams SET {column} = CAST({column} AS BLOB) WHERE id = 'f'")
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        for check in (store.verify, lambda: verify(store.backend, only=["f"])):
+            with pytest.raises(IntegrityError) as failed:
+                check()
+            assert failed.value.position == forked
+        if column == "root_id":  # g's own root_id is its parent's
+            with pytest.raises(IntegrityError) as failed:
+                verify(store.backend, only=["g"])
+            assert failed.value.position == store.event_at("g", 4).position
