@@ -287,11 +287,17 @@ def check_stream(backend: Backend, stream_id: str) -> tuple[Chain | None, Proble
     return chain, chain.finish(lineage(rows[1]) if len(rows) > 1 else None)
 
 
-def chain_from(backend: Backend, ancestry: list[StreamRow], offset: int) -> Chain | Problem:
+def chain_from(backend: Backend, ancestry: list[StreamRow], offset: int, position: int | None = None) -> Chain | Problem:
     """A chain for `ancestry[0]`'s own events from `offset`, starting from the stored event
-    before it (its own, or for a fork's first event its parent's)."""
+    before it (its own, or for a fork's first event its parent's). `position` is the stored
+    position of the event at `offset`, named when the event before it is missing (as a full
+    verify names the event after a gap); a fork's missing parent event is named at the fork."""
     row = ancestry[0]
     base = row.parent_offset or 0
+    if offset.__class__ is not int:  # altered by hand: no event before it to look up
+        return (position if position is not None else row.created_position,
+                f"{row.id} offset {offset!r}: a stored value cannot be read (an offset that is no integer); "
+                "the row was altered outside threadlog")
     if offset == 0:
         return Chain(row, GENESIS, NONE, None, 0, 0)
     lineages = {r.id: lineage(r) for r in ancestry}
@@ -299,7 +305,7 @@ def chain_from(backend: Backend, ancestry: list[StreamRow], offset: int) -> Chai
     before = backend.event_at(owner, offset - 1) if owner is not None else None
     if before is None:
         return (row.created_position, f"fork {row.id} points at a missing parent event") if offset == base else \
-            (row.created_position, f"{row.id}: the event before offset {offset} is missing")
+            (position if position is not None else row.created_position, f"{row.id}: the event before offset {offset} is missing")
     try:
         facts = Facts.load(before.facts)
     except UNREADABLE as error:  # altered by hand: the check of that event names it too

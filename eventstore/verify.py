@@ -106,7 +106,7 @@ def verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
                 chains[stream_id] = None
                 continue
             ancestries[stream_id] = ancestry
-            start = chain_from(backend, ancestry, row.offset)
+            start = chain_from(backend, ancestry, row.offset, row.position)
             if isinstance(start, tuple):
                 problems.append(start)
                 chains[stream_id] = None

@@ -74,3 +74,40 @@ def test_a_stream_row_with_no_events_fails_verify_and_a_check_of_it_alone(tmp_pa
         for check in (store.verify, lambda: verify(store.backend, only=["x"])):
             with pytest.raises(IntegrityError, match="x: the stream's row has no first event"):
                 check()
+
+
+def _thread_and_checkpoint(db: Path) -> tuple[str, list[int]]:
+    """A thread of five events; a checkpoint after the first three. (checkpoint, positions)"""
+    with Store(db) as store:
+        t = store.create_thread(title="t", thread_id="t")
+        store.append_message(t, "user", "one")
+        store.append_message(t, "assistant", "two")
+        before = store.checkpoint()
+        store.append_message(t, "user", "three")
+        store.append_message(t, "assistant", "four")
+        return before, [e.position for e in store.read(t)]
+
+
+def test_since_names_the_event_after_a_deleted_one_as_the_full_verify_does(tmp_path: Path) -> None:
+    """The first new event of the thread is gone: the next one has no event before it. Both
+    name that next event, not the thread's first (which the checkpoint covers, untouched)."""
+    db = tmp_path / "t.db"
+    before, positions = _thread_and_checkpoint(db)
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM events WHERE position = ?", (positions[3],))
+    conn.commit()
+    conn.close()
+    found = verdicts(db, "t", before)
+    assert [position for position, _ in found] == [positions[4]] * 3, found
+
+
+@pytest.mark.parametrize("offset", ["'x'", "3.5"])
+def test_since_reports_an_offset_of_another_kind_as_an_integrity_error(tmp_path: Path, offset: str) -> None:
+    db = tmp_path / "t.db"
+    before, positions = _thread_and_checkpoint(db)
+    conn = sqlite3.connect(db)
+    conn.execute(f'UPDATE events SET "offset" = {offset} WHERE position = ?', (positions[3],))
+    conn.commit()
+    conn.close()
+    found = verdicts(db, "t", before)
+    assert all(position in positions[3:] for position, _ in found), found
