@@ -275,8 +275,9 @@ def unreadable(error: Exception) -> str:
 def check_stream(backend: Backend, stream_id: str) -> tuple[Chain | None, Problem | None]:
     """One stream's own events, read in offset order, and its row: (the chain, its problem)."""
     rows = backend.ancestry(stream_id)
-    if not rows:
-        return None, None
+    if not rows:  # no such stream: any event naming it belongs to none (the full verify's verdict)
+        orphans = [row.position for row in backend.range(stream_id, -(2**62), None)]
+        return None, (min(orphans), "event belongs to no known stream") if orphans else None
     chain = chain_from(backend, rows, rows[0].parent_offset or 0)
     if isinstance(chain, tuple):
         return None, chain

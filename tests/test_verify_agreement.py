@@ -111,3 +111,17 @@ def test_since_reports_an_offset_of_another_kind_as_an_integrity_error(tmp_path:
     conn.close()
     found = verdicts(db, "t", before)
     assert all(position in positions[3:] for position, _ in found), found
+
+
+def test_a_check_of_a_thread_whose_row_was_deleted_names_its_events(tmp_path: Path) -> None:
+    """The row of a thread is gone and its events are still there: as the full verify, a check
+    of that thread alone names its first event, instead of passing it (0 events checked)."""
+    db = tmp_path / "t.db"
+    before, positions = _thread_and_checkpoint(db)
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM streams WHERE id = 't'")
+    conn.commit()
+    conn.close()
+    found = verdicts(db, "t", before)
+    assert found[0] == found[1] == (positions[0], "event belongs to no known stream"), found
+
