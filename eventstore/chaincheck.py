@@ -272,16 +272,21 @@ def unreadable(error: Exception) -> str:
             "the row was altered outside threadlog")
 
 
+# Every offset a stored row can hold (64-bit integers) but the two extremes: a range reads
+# lo <= offset < hi, and PostgreSQL's compares with lo - 1.
+_LOWEST, _HIGHEST = -(2**63) + 1, 2**63 - 1
+
+
 def check_stream(backend: Backend, stream_id: str) -> tuple[Chain | None, Problem | None]:
     """One stream's own events, read in offset order, and its row: (the chain, its problem)."""
     rows = backend.ancestry(stream_id)
     if not rows:  # no such stream: any event naming it belongs to none (the full verify's verdict)
-        orphans = [row.position for row in backend.range(stream_id, -(2**62), None)]
+        orphans = [row.position for row in backend.range(stream_id, _LOWEST, _HIGHEST)]
         return None, (min(orphans), "event belongs to no known stream") if orphans else None
     chain = chain_from(backend, rows, rows[0].parent_offset or 0)
     if isinstance(chain, tuple):
         return None, chain
-    for row in backend.range(stream_id, -(2**62), None):
+    for row in backend.range(stream_id, _LOWEST, _HIGHEST):
         problem = chain.step(backend, row)
         if problem is not None:
             return chain, problem

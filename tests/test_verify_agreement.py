@@ -125,3 +125,18 @@ def test_a_check_of_a_thread_whose_row_was_deleted_names_its_events(tmp_path: Pa
     found = verdicts(db, "t", before)
     assert found[0] == found[1] == (positions[0], "event belongs to no known stream"), found
 
+
+@pytest.mark.parametrize("offset", [-(2**62) - 1, 2**62, 2**63 - 2])
+def test_a_check_of_a_thread_alone_reads_every_offset(tmp_path: Path, offset: int) -> None:
+    """An event added to the thread at an offset far outside its history (past the head) is
+    named by the full verify and by a check of the thread alone."""
+    db = tmp_path / "t.db"
+    before, positions = _thread_and_checkpoint(db)
+    conn = sqlite3.connect(db)
+    columns = 'stream_id, "offset", event_id, type, schema_version, data, meta, recorded_at, data_digest, hash, pending, redacted_by'
+    conn.execute(f"INSERT INTO events ({columns}) SELECT stream_id, ?, x'00', type, schema_version, data, meta, recorded_at, "
+                 "data_digest, hash, pending, redacted_by FROM events WHERE position = ?", (offset, positions[-1]))
+    conn.commit()
+    conn.close()
+    found = verdicts(db, "t", before)
+    assert [position for position, _ in found] == [positions[-1] + 1] * 3, found
