@@ -278,8 +278,10 @@ def _assistant(reply: Any, sent: _Sent) -> Json:
         "message_id": reply.id,
         "model": reply.model,
         "stop_reason": reply.stop_reason,
-        # `warnings=False`: a field of the wrong type (a string of tokens) is kept as sent.
-        "usage": reply.usage.to_dict(mode="json", exclude_none=True, warnings=False) if reply.usage else None,
+        # `warnings=False`: a field of the wrong type (a string of tokens) is kept as sent; a
+        # usage that is no object at all stays as sent too, for the store to judge.
+        "usage": reply.usage.to_dict(mode="json", exclude_none=True, warnings=False)
+        if isinstance(reply.usage, anthropic.BaseModel) else reply.usage,
     }
     request = {"id": sent.request_id, "digest": sent.digest, "model": sent.model, "max_tokens": sent.max_tokens,
                "stream": sent.stream, **sent.options}
