@@ -169,6 +169,34 @@ def test_a_stream_cut_at_any_point_ends_the_run_and_keeps_the_question(api: Mess
     assert_retryable(store, t)
 
 
+def _out_of_order() -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    events = sse_events(message([{"type": "text", "text": "Hello there"}, use("tu_1", city="Lyon")], "tool_use"))
+    delta = ("content_block_delta", {"type": "content_block_delta", "index": 7, "delta": {"type": "text_delta", "text": "x"}})
+    return {
+        "no-message-start": events[1:],
+        "delta-before-its-block-starts": [events[0], events[2], *events[1:]],
+        "delta-of-a-block-never-started": [events[0], delta, *events[1:]],
+        "stop-of-a-block-never-started": [*events[:-2], ("content_block_stop", {"type": "content_block_stop", "index": 7}), *events[-2:]],
+        "message-delta-without-usage": [*events[:-2], ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
+                                        events[-1]],
+    }
+
+
+OUT_OF_ORDER = _out_of_order()
+
+
+@pytest.mark.parametrize("events", list(OUT_OF_ORDER.values()), ids=list(OUT_OF_ORDER))
+def test_stream_events_out_of_order_end_the_run_with_status_error(api: MessagesAPI, events: list[tuple[str, dict[str, Any]]]) -> None:
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=TOOLS)
+    api.replies.append(Reply(200, encode_sse(events), "text/event-stream"))
+    calls: list[str] = []
+    turn = run_turn(store, t, "Hello", api.client(), tools={"weather": lambda **_: calls.append("run") or "sunny"}, stream=True)
+    assert turn.status == "error" and "stream could not be read" in (turn.error or ""), turn
+    assert not calls and len(api.requests) == 1
+    assert_retryable(store, t)
+
+
 THREADLOG = str(Path(sys.executable).parent / "threadlog")
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,11 @@ _FAILURES = (anthropic.APIError, httpx2.HTTPError, BadAnswer)
 # What the SDK raises when a response parses as no message: bad JSON (ValueError), a stream
 # without `message_start` (an assert in its accumulator).
 _UNREADABLE = (ValueError, AssertionError)
+
+# What the SDK raises for the API or the network while a stream is read; anything else it
+# raises there comes from events it could not fold into a message (out of order, a block
+# that never started, a field missing): an IndexError, AttributeError, TypeError, ...
+_TRANSPORT = (anthropic.APIError, httpx2.HTTPError)
 
 
 class Interrupt(Exception):
@@ -239,10 +244,10 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
     reply: Any
     if stream:
         with client.messages.stream(**kwargs) as events:
+            for text in _texts(events):
+                if on_text is not None:  # outside _texts: what on_text raises is the caller's
+                    on_text(text)
             try:
-                for text in events.text_stream:
-                    if on_text is not None:
-                        on_text(text)
                 reply = events.get_final_message()
             except _UNREADABLE as error:
                 raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
@@ -263,6 +268,23 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
     if not stream and on_text is not None:
         on_text("".join(b.text for b in reply.content if isinstance(b, anthropic.types.TextBlock) and isinstance(b.text, str)))
     return reply, _Sent(request_id, body_digest(body), kwargs["model"], kwargs["max_tokens"], stream)
+
+
+def _texts(events: Any) -> Iterator[str]:
+    """The text deltas of a stream, read to its end; events the SDK cannot fold into a
+    message raise `BadAnswer`, the API's and the network's errors pass as they are."""
+    iterator = iter(events)
+    while True:
+        try:
+            event = next(iterator)
+        except StopIteration:
+            return
+        except _TRANSPORT:
+            raise
+        except Exception as error:
+            raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
+        if event.type == "text":
+            yield event.text
 
 
 def _assistant(reply: Any, sent: _Sent) -> Json:
