@@ -197,6 +197,47 @@ def test_stream_events_out_of_order_end_the_run_with_status_error(api: MessagesA
     assert_retryable(store, t)
 
 
+def _cut_in_a_tool_call() -> bytes:
+    """An answer cut off by max_tokens while the model was writing a tool call's input: the
+    input's JSON stops mid-string and the block never stops (as the SDK's own fixture)."""
+    events = sse_events(message([{"type": "text", "text": "Writing the file."}, use("tu_1", "write", path="a.txt")], "max_tokens"))
+    cut = [e for e in events if not (e[0] == "content_block_stop" and e[1]["index"] == 1)]
+    for name, data in cut:
+        if name == "content_block_delta" and data["delta"]["type"] == "input_json_delta":
+            data["delta"]["partial_json"] = '{"path": "a.txt", "lines": ["# Title", "Fir'
+    return encode_sse(cut)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_tool_call_cut_off_by_max_tokens_is_not_run_and_gets_an_error_result(api: MessagesAPI, stream: bool) -> None:
+    store = Store(":memory:")
+    tools = [*TOOLS, {"name": "write", "description": "Write a file", "input_schema": {"type": "object"}}]
+    t = store.create_thread(title="t", model=MODEL, tools=tools)
+    if stream:
+        api.replies.append(Reply(200, _cut_in_a_tool_call(), "text/event-stream"))
+    else:
+        api.reply_json(message([{"type": "text", "text": "Writing the file."}, use("tu_1", "write", path="a.txt", lines=["# Ti"])],
+                               "max_tokens"))
+    written: list[Any] = []
+    turn = run_turn(store, t, "Hello", api.client(), tools={"write": lambda **kw: written.append(kw) or "written"}, stream=stream)
+    assert not written, "a call whose input was cut off must not run"
+    assert turn.status == "error" and "max_tokens" in (turn.error or "") and "tu_1" in (turn.error or ""), turn
+    state = thread_state(store, t)
+    assert state.status == "idle"
+    assert [m.role for m in state.messages] == ["user", "assistant", "user"]
+    assert state.messages[1].content[0]["text"] == "Writing the file."
+    result = state.messages[2].content[0]
+    assert result["tool_use_id"] == "tu_1" and result["is_error"] is True
+    kwargs = anthropic_request(store, t)
+    validate_request(kwargs)
+    assert [b["type"] for b in kwargs["messages"][1]["content"]] == ["text", "tool_use"]  # answered, so kept
+    store.verify()
+    # The thread takes a new question; the cut-off call is not run on the way.
+    api.reply_json(message([{"type": "text", "text": "Fine now."}]))
+    assert run_turn(store, t, "Shorter, please", api.client(), tools={"write": lambda **kw: written.append(kw)}).status == "ok"
+    assert not written
+
+
 THREADLOG = str(Path(sys.executable).parent / "threadlog")
 
 

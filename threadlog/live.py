@@ -6,7 +6,9 @@ soon as it arrives (every block, thinking with its signature, model, stop_reason
 and in `meta.request` the request id and the SHA-256 of the exact body sent); the tools'
 results follow in one user message; `run.finished` closes the run. An API error, a timeout,
 a dropped connection or a tool that raises closes the run with status `error` and the error
-text; the thread is idle again and `run_turn` can be called again.
+text; the thread is idle again and `run_turn` can be called again. Tool calls in an answer
+that did not stop for them (cut off at `max_tokens`, their input possibly incomplete) are not
+run: each gets an `is_error` result, and the run ends with status `error`.
 
 Each request is `anthropic_request(store, thread)` at the thread's head, and the assistant
 message is appended with `expect=` that head, so its offset is exactly the `at` that
@@ -207,7 +209,9 @@ def _run(
         turn.messages.append(recorded)
         head = recorded.offset + 1
         uses = [b for b in recorded.data["content"] if b.get("type") == "tool_use"]
-        if reply.stop_reason != "tool_use" or not uses:
+        if uses and reply.stop_reason != "tool_use":
+            return _not_run(store, turn, uses, reply.stop_reason, head)
+        if not uses:
             _finish(store, turn, "ok", None)
             return turn
         results, failure, interrupt = _run_tools(uses, tools, {})
@@ -216,6 +220,17 @@ def _run(
         if failure or interrupt:
             return _stop(store, turn, failure, interrupt)
     return _stop(store, turn, f"the model was still calling tools after {max_rounds} rounds", None)
+
+
+def _not_run(store: Store, turn: Turn, uses: list[Json], stop_reason: Any, head: int) -> Turn:
+    """The answer holds tool calls but did not stop to have them run: cut off (`max_tokens`,
+    its last input possibly incomplete) or stopped for another reason. They are not run; each
+    gets an `is_error` result saying why, so the thread takes a new message and its request
+    stays valid, and the run ends with status `error`."""
+    ids = ", ".join(repr(u["id"]) for u in uses)
+    why = f"the answer stopped (stop_reason {stop_reason!r}) with tool call(s) {ids} it did not ask to run; they were not run"
+    _record_results(store, turn.thread, [_result(u["id"], why, True) for u in uses], head)
+    return _stop(store, turn, why, None)
 
 
 def _waiting(view: list[Message]) -> tuple[int, list[Json]]:
