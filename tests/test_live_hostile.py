@@ -197,6 +197,21 @@ def test_stream_events_out_of_order_end_the_run_with_status_error(api: MessagesA
     assert_retryable(store, t)
 
 
+def test_a_tool_input_whose_json_never_completes_is_not_run(api: MessagesAPI) -> None:
+    events = sse_events(message([use("tu_1", city="Lyon")], "tool_use"))
+    for name, data in events:
+        if name == "content_block_delta" and data["delta"]["type"] == "input_json_delta":
+            data["delta"]["partial_json"] = '{"city": "Ly'  # the block stops, the JSON does not
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=TOOLS)
+    api.replies.append(Reply(200, encode_sse(events), "text/event-stream"))
+    calls: list[Any] = []
+    turn = run_turn(store, t, "Hello", api.client(), tools={"weather": lambda **kw: calls.append(kw) or "sunny"}, stream=True)
+    assert not calls, "the tool ran with an input the model never finished"
+    assert turn.status == "error" and "tu_1" in (turn.error or ""), turn
+    assert_retryable(store, t)
+
+
 def _cut_in_a_tool_call() -> bytes:
     """An answer cut off by max_tokens while the model was writing a tool call's input: the
     input's JSON stops mid-string and the block never stops (as the SDK's own fixture)."""

@@ -259,13 +259,15 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
     reply: Any
     if stream:
         with client.messages.stream(**kwargs) as events:
-            for text in _texts(events):
-                if on_text is not None:  # outside _texts: what on_text raises is the caller's
+            read = _Read()
+            for text in read.texts(events):
+                if on_text is not None:  # outside the reading: what on_text raises is the caller's
                     on_text(text)
             try:
                 reply = events.get_final_message()
             except _UNREADABLE as error:
                 raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
+            read.check_inputs(reply)
             if reply.stop_reason is None:  # the events ended before `message_stop`
                 raise anthropic.APIConnectionError(message="the stream ended before the message was complete",
                                                    request=events.response.request)
@@ -285,21 +287,45 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
     return reply, _Sent(request_id, body_digest(body), kwargs["model"], kwargs["max_tokens"], stream)
 
 
-def _texts(events: Any) -> Iterator[str]:
-    """The text deltas of a stream, read to its end; events the SDK cannot fold into a
-    message raise `BadAnswer`, the API's and the network's errors pass as they are."""
-    iterator = iter(events)
-    while True:
-        try:
-            event = next(iterator)
-        except StopIteration:
+class _Read:
+    """What reading a stream saw besides the SDK's message: each tool input's JSON as sent."""
+
+    def __init__(self) -> None:
+        self.inputs: dict[int, str] = {}
+
+    def texts(self, events: Any) -> Iterator[str]:
+        """The text deltas of a stream, read to its end; events the SDK cannot fold into a
+        message raise `BadAnswer`, the API's and the network's errors pass as they are."""
+        iterator = iter(events)
+        while True:
+            try:
+                event = next(iterator)
+            except StopIteration:
+                return
+            except _TRANSPORT:
+                raise
+            except Exception as error:
+                raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
+            if event.type == "text":
+                yield event.text
+            elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
+                self.inputs[event.index] = self.inputs.get(event.index, "") + event.delta.partial_json
+
+    def check_inputs(self, reply: Any) -> None:
+        """The SDK parses a tool input's JSON leniently (a cut-off `{"city": "Ly` reads as
+        `{}`): unless the answer was cut off (`max_tokens`, whose calls are not run), every
+        input must be whole JSON, or the call would run with arguments the model never gave."""
+        if reply.stop_reason == "max_tokens":
             return
-        except _TRANSPORT:
-            raise
-        except Exception as error:
-            raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
-        if event.type == "text":
-            yield event.text
+        for index, text in sorted(self.inputs.items()):
+            if not text:
+                continue
+            try:
+                json.loads(text)
+            except (ValueError, RecursionError):
+                block = reply.content[index] if index < len(reply.content) else None
+                name = repr(getattr(block, "id", None) or f"block {index}")
+                raise BadAnswer(f"the input of tool call {name} did not arrive as whole JSON: {text[:200]!r}") from None
 
 
 def _assistant(reply: Any, sent: _Sent) -> Json:
