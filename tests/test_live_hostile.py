@@ -152,7 +152,7 @@ def test_usage_counts_only_integer_token_fields() -> None:
     assert (row.messages, row.input_tokens, row.output_tokens, row.cache_read_input_tokens) == (2, 3, 4, 0)
 
 
-@pytest.mark.parametrize("cut", range(1, 40))
+@pytest.mark.parametrize("cut", range(1, 41))
 def test_a_stream_cut_at_any_point_ends_the_run_and_keeps_the_question(api: MessagesAPI, cut: int) -> None:
     body = encode_sse(sse_events(message([{"type": "text", "text": "An answer in pieces."}, use("tu_1")], "tool_use")))
     at = len(body) * cut // 40
@@ -161,7 +161,7 @@ def test_a_stream_cut_at_any_point_ends_the_run_and_keeps_the_question(api: Mess
     api.replies.append(Reply(200, body[:at], "text/event-stream"))
     api.reply_sse(message([{"type": "text", "text": "Done."}]))
     turn = run_turn(store, t, "Hello", api.client(), tools={"weather": lambda **_: "sunny"}, stream=True)
-    if at >= body.index(b"event: message_stop"):  # every block and the stop reason arrived: the answer is whole
+    if at == len(body):  # every event arrived, `message_stop` last: the answer is whole (a stop reason alone is not)
         assert turn.status == "ok" and turn.messages[0].data["content"][1]["id"] == "tu_1"
         store.verify()
         return
@@ -177,6 +177,7 @@ def _out_of_order() -> dict[str, list[tuple[str, dict[str, Any]]]]:
         "delta-before-its-block-starts": [events[0], events[2], *events[1:]],
         "delta-of-a-block-never-started": [events[0], delta, *events[1:]],
         "stop-of-a-block-never-started": [*events[:-2], ("content_block_stop", {"type": "content_block_stop", "index": 7}), *events[-2:]],
+        "ends-without-any-block-or-message-stop": [e for e in events if e[0] not in ("content_block_stop", "message_stop")],
         "message-delta-without-usage": [*events[:-2], ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
                                         events[-1]],
     }
@@ -192,7 +193,7 @@ def test_stream_events_out_of_order_end_the_run_with_status_error(api: MessagesA
     api.replies.append(Reply(200, encode_sse(events), "text/event-stream"))
     calls: list[str] = []
     turn = run_turn(store, t, "Hello", api.client(), tools={"weather": lambda **_: calls.append("run") or "sunny"}, stream=True)
-    assert turn.status == "error" and "stream could not be read" in (turn.error or ""), turn
+    assert turn.status == "error" and "stream" in (turn.error or ""), turn
     assert not calls and len(api.requests) == 1
     assert_retryable(store, t)
 

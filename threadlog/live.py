@@ -268,7 +268,7 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
             except _UNREADABLE as error:
                 raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
             read.check_inputs(reply)
-            if reply.stop_reason is None:  # the events ended before `message_stop`
+            if not read.stopped or reply.stop_reason is None:  # the events ended before `message_stop`
                 raise anthropic.APIConnectionError(message="the stream ended before the message was complete",
                                                    request=events.response.request)
             request_id, body = events.request_id, events.response.request.content
@@ -288,10 +288,13 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
 
 
 class _Read:
-    """What reading a stream saw besides the SDK's message: each tool input's JSON as sent."""
+    """What reading a stream saw besides the SDK's message: each tool input's JSON as sent,
+    and whether `message_stop` came (a stop reason alone does not make a message whole: the
+    SDK takes it from `message_delta`, which out-of-order events can send before the end)."""
 
     def __init__(self) -> None:
         self.inputs: dict[int, str] = {}
+        self.stopped = False
 
     def texts(self, events: Any) -> Iterator[str]:
         """The text deltas of a stream, read to its end; events the SDK cannot fold into a
@@ -308,6 +311,8 @@ class _Read:
                 raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
             if event.type == "text":
                 yield event.text
+            elif event.type == "message_stop":
+                self.stopped = True
             elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
                 self.inputs[event.index] = self.inputs.get(event.index, "") + event.delta.partial_json
 
