@@ -1,8 +1,8 @@
 """A small Messages API server for tests: canned replies on 127.0.0.1, every request kept.
 
-Tests queue replies (`reply_json`, `reply_sse`, `reply_error`, `drop_mid_stream`, `stall`)
-and drive it with the real `anthropic.Anthropic(base_url=server.url, ...)`; `requests`
-holds the exact bytes the SDK sent. Nothing of the SDK or of threadlog is replaced.
+Tests queue replies (`reply_json`, `reply_sse`, `reply_error`, `drop_mid_stream`,
+`hold_mid_stream`, `stall`) and drive it with the real `anthropic.Anthropic(base_url=server.url,
+...)`; `requests` holds the exact bytes the SDK sent. Nothing of the SDK or of threadlog is replaced.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class Reply:
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     drop_after: int | None = None  # close the connection after this many bytes of the body
+    hold_after: int | None = None  # send this many bytes of the body, then wait until the server closes
     delay: float = 0.0
 
 
@@ -94,6 +95,7 @@ class MessagesAPI:
         self.counter = 0
         self.on_request: Callable[[], None] | None = None  # runs while the client waits
         self.clients: list[Any] = []  # closed with the server, so no socket outlives a test
+        self.released = threading.Event()  # set when the server closes: held replies give up
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -128,6 +130,12 @@ class MessagesAPI:
                         return
                     self.send_header("content-length", str(len(reply.body)))
                     self.end_headers()
+                    if reply.hold_after is not None:  # part of the body, then nothing more for now
+                        self.wfile.write(reply.body[:reply.hold_after])
+                        self.wfile.flush()
+                        server.released.wait(60)
+                        self.close_connection = True
+                        return
                     self.wfile.write(reply.body)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
                     self.close_connection = True
@@ -154,6 +162,7 @@ class MessagesAPI:
         return made
 
     def __exit__(self, *exc: object) -> None:
+        self.released.set()
         for made in self.clients:
             made.close()
         self.httpd.shutdown()
@@ -181,6 +190,12 @@ class MessagesAPI:
         """Stream half of `body`'s events as a complete HTTP response: no `message_stop`."""
         events = sse_events(body)
         self.replies.append(Reply(200, encode_sse(events[: len(events) // 2]), "text/event-stream"))
+
+    def hold_mid_stream(self, body: dict[str, Any]) -> None:
+        """Stream half of `body`'s events, then send nothing more until the server closes."""
+        events = sse_events(body)
+        data = encode_sse(events)
+        self.replies.append(Reply(200, data, "text/event-stream", hold_after=len(encode_sse(events[: len(events) // 2]))))
 
     def stall(self, seconds: float, body: dict[str, Any]) -> None:
         self.replies.append(Reply(200, json.dumps(body).encode(), delay=seconds))

@@ -22,6 +22,7 @@ from projections import anthropic_request, thread_state, usage, validate_request
 from threadlog.live import run_turn
 
 from messages_api import MessagesAPI, Reply, encode_sse, message, sse_events
+from procs import ctrl_c, interruptible
 
 MODEL = "claude-test-1"
 TOOLS = [{"name": "weather", "description": "Weather in a city", "input_schema": {"type": "object"}}]
@@ -270,3 +271,25 @@ def test_ask_prints_no_control_character_the_api_sent(api: MessagesAPI, tmp_path
     assert run.returncode == 0, run.stderr
     assert b"hi" in run.stdout and b"done" in run.stdout
     assert not any(c in run.stdout for c in (b"\x1b", b"\x07", b"\x00", b"\r")), run.stdout
+
+
+def test_ctrl_c_mid_stream_cancels_the_run_and_records_no_part_of_the_answer(api: MessagesAPI, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.create_thread(model=MODEL, thread_id="T")
+    api.hold_mid_stream(message([{"type": "text", "text": "An answer that is still being written when Ctrl-C comes."}]))
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    proc = interruptible([THREADLOG, "ask", "T", "Hello", "--db", str(db), "--stream"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None
+    assert proc.stdout.read(2) == b"An"  # the first text delta is out: the stream is being read
+    ctrl_c(proc)
+    assert proc.returncode != 0
+    with Store(db) as store:
+        events = list(store.read("T"))
+        assert [e.type for e in events] == ["thread.created", "run.started", "message.appended", "run.finished"]
+        assert events[-1].data["status"] == "cancelled"
+        state = thread_state(store, "T")
+        assert state.status == "idle" and [m.role for m in state.messages] == ["user"]
+        store.verify()
+        validate_request(anthropic_request(store, "T"))
