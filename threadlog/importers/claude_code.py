@@ -559,7 +559,7 @@ def _first_record(path: Path) -> dict[str, Any]:
                 if raw.strip():
                     record = json.loads(raw)
                     return record if isinstance(record, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable: the file's own import names the line
         pass
     return {}
 

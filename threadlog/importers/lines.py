@@ -1,7 +1,7 @@
 """Reading another tool's JSONL session file: one JSON object per line, numbered.
 
-A malformed line (bad UTF-8, not JSON, not an object) is an error naming the file and the
-line, or, when the caller skips bad lines, a reported skip. A last line without its
+A malformed line (bad UTF-8, not JSON, JSON nested deeper than Python can parse, not an
+object) is an error naming the file and the line, or, when the caller skips bad lines, a reported skip. A last line without its
 newline may be half-written by a tool still running: `partial_tail=True` leaves it
 unread (and unreported) so a later read picks it up whole.
 """
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import StoreError
+from eventstore.events import MAX_DEPTH
 
 
 class BadLine(StoreError):
@@ -57,6 +58,9 @@ def read_lines(
             continue
         except ValueError as error:
             on_bad(BadLine(name, number, f"not JSON ({error})"))
+            continue
+        except RecursionError:
+            on_bad(BadLine(name, number, f"JSON nested too deeply to read (an event holds at most {MAX_DEPTH} levels)"))
             continue
         if not isinstance(record, dict):
             on_bad(BadLine(name, number, f"a line must hold a JSON object, not {type(record).__name__}"))

@@ -1,0 +1,103 @@
+"""Importers and the CLI fed hostile files: a refusal is one `error:` line naming the file and
+line, exit status 1, and the database exactly as it was (its SQL dump compared before and after).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from threadlog import Store, import_claude_code
+from threadlog.cli import cli
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SESSION = FIXTURES / "claude-code" / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
+SESSION_ID = "11111111-2222-4333-8444-555555555555"
+DEEP = 100_000  # levels: far past what `json` and any recursive walk can take
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("hostile") / "seed.db"
+    with Store(db) as store:
+        import_claude_code(store, [SESSION])
+    return db
+
+
+def fresh(seeded: Path, tmp_path: Path) -> Path:
+    db = tmp_path / "t.db"
+    shutil.copy(seeded, db)
+    return db
+
+
+def dump(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def user_line(uuid: str, text: str, parent: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {"type": "user", "uuid": uuid, "parentUuid": parent, "sessionId": SESSION_ID, "timestamp": "2025-01-01T00:00:00Z",
+            "message": {"role": "user", "content": text}, **extra}
+
+
+def jsonl(*records: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+def deep(levels: int = DEEP) -> bytes:
+    return b"[" * levels + b"]" * levels
+
+
+def refused(result: Result, says: str) -> None:
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1, (result.exit_code, result.output)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert says in lines[0], lines[0]
+
+
+def import_refused(seeded: Path, tmp_path: Path, args: list[str], says: str) -> None:
+    db = fresh(seeded, tmp_path)
+    before = dump(db)
+    refused(CliRunner().invoke(cli, ["--db", str(db), "import", *args]), says)
+    assert dump(db) == before, "a refused import changed the database"
+
+
+# -- JSON nested deeper than Python can parse ---------------------------------------------------
+
+
+def _pi_header() -> bytes:
+    return jsonl({"type": "session", "id": "pi-session", "timestamp": "2025-01-01T00:00:00Z", "cwd": "/tmp"})
+
+
+@pytest.mark.parametrize(("kind", "content"), [
+    ("claude-code", jsonl(user_line("u1", "hi")) + deep() + b"\n"),
+    ("claude-code", jsonl(user_line("u1", "hi")) + b'{"type": "user", "toolUseResult": ' + deep() + b"}\n"),
+    ("pi", _pi_header() + deep() + b"\n"),
+], ids=["claude-code-line", "claude-code-field", "pi-line"])
+def test_a_line_nested_too_deeply_is_a_bad_line(seeded: Path, tmp_path: Path, kind: str, content: bytes) -> None:
+    path = tmp_path / f"{SESSION_ID}.jsonl"
+    path.write_bytes(content)
+    import_refused(seeded, tmp_path, [kind, str(path)], f"{path}:2: ")
+    db = fresh(seeded, tmp_path)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, "--skip-bad", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert [(bad["file"], bad["line"]) for bad in json.loads(result.stdout)["bad"]] == [(str(path), 2)]
+
+
+def test_a_sub_agent_file_nested_too_deeply_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / f"{SESSION_ID}.jsonl").write_bytes(jsonl(user_line("u1", "hi")))
+    agent = tmp_path / "agent-1234abcd.jsonl"
+    agent.write_bytes(deep() + b"\n")
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", "claude-code", str(tmp_path)])
+    refused(result, f"{agent}:1: ")
