@@ -467,7 +467,8 @@ def _connect(path: str, timeout: float, read_only: bool) -> sqlite3.Connection:
         raise StoreError(f"no database at {path}; create one with `threadlog init` (or check the path)")
     directory = os.path.dirname(os.path.abspath(path))
     frozen = not os.access(directory, os.W_OK) and not os.path.exists(path + "-shm")
-    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro" + ("&immutable=1" if frozen else "")
+    # The name's bytes, quoted: a Linux file name need not be UTF-8 text (quote() of the str would refuse it).
+    uri = f"file:{urllib.parse.quote(os.fsencode(os.path.abspath(path)))}?mode=ro" + ("&immutable=1" if frozen else "")
     return sqlite3.connect(uri, timeout=timeout, isolation_level=None, uri=True)
 
 

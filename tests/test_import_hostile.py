@@ -5,6 +5,7 @@ line, exit status 1, and the database exactly as it was (its SQL dump compared b
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -101,3 +102,18 @@ def test_a_sub_agent_file_nested_too_deeply_is_refused_by_name(tmp_path: Path) -
     agent.write_bytes(deep() + b"\n")
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", "claude-code", str(tmp_path)])
     refused(result, f"{agent}:1: ")
+
+
+# -- names that are not UTF-8 -----------------------------------------------------------------
+
+NOT_UTF8 = b"\xff\xfe"  # bytes a Linux file name may hold that no UTF-8 text decodes to
+
+
+def test_read_commands_open_a_database_whose_name_is_not_utf8(tmp_path: Path) -> None:
+    db = str(tmp_path / os.fsdecode(b"threads" + NOT_UTF8 + b".db"))
+    runner = CliRunner()
+    thread = runner.invoke(cli, ["--db", db, "new", "--title", "kept"]).stdout.strip()
+    for command in (["verify"], ["show", thread], ["ls"], ["log", thread]):
+        result = runner.invoke(cli, ["--db", db, *command])
+        assert result.exit_code == 0, (command, result.output, result.exception)
+    assert "kept" in runner.invoke(cli, ["--db", db, "show", thread]).stdout
