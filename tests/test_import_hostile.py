@@ -117,3 +117,13 @@ def test_read_commands_open_a_database_whose_name_is_not_utf8(tmp_path: Path) ->
         result = runner.invoke(cli, ["--db", db, *command])
         assert result.exit_code == 0, (command, result.output, result.exception)
     assert "kept" in runner.invoke(cli, ["--db", db, "show", thread]).stdout
+
+
+@pytest.mark.parametrize("kind", ["claude-code", "pi"])
+@pytest.mark.parametrize("given", ["file", "directory"])
+def test_a_session_file_whose_name_is_not_utf8_is_refused_by_name(seeded: Path, tmp_path: Path, kind: str, given: str) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    path = folder / os.fsdecode(b"s" + NOT_UTF8 + b".jsonl")
+    path.write_bytes(_pi_header() if kind == "pi" else jsonl(user_line("u1", "hi")))
+    import_refused(seeded, tmp_path, [kind, str(path if given == "file" else folder)], "s\\xff\\xfe.jsonl: its name is not UTF-8")

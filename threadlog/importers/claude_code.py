@@ -35,7 +35,7 @@ from typing import Any
 from eventstore import InvalidEvent, Store, ThreadNotFound
 from eventstore.content import validate_block
 
-from .lines import BadLine, Line, read_lines
+from .lines import BadLine, Line, read_lines, text_name
 from .plan import Plan, PlannedStream, stable_id, write_plan
 from .summary import ImportSummary
 
@@ -582,6 +582,7 @@ def discover(paths: Iterable[str | Path]) -> list[Session]:
                                     if p.is_file() and _first_record(p).get("sessionId") == path.stem))
         else:
             raise FileNotFoundError(2, "No such file or directory", str(path))
+    files = [text_name(path) for path in files]
     sessions: dict[Path, Session] = {}
     loose: list[Path] = []
     for path in dict.fromkeys(files):

@@ -9,6 +9,7 @@ unread (and unreported) so a later read picks it up whole.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,18 @@ class BadLine(StoreError):
     def __init__(self, file: str, line: int, why: str) -> None:
         self.file, self.line, self.why = file, line, why
         super().__init__(f"{file}:{line}: {why}; fix or delete that line, or skip bad lines (--skip-bad)")
+
+
+def text_name(path: Path) -> Path:
+    """`path`, refused unless its name is UTF-8 text: thread ids, event ids and each event's
+    source are made from it, and a Linux file name may hold bytes no text decodes to."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise StoreError(f"{shown}: its name is not UTF-8 text, which the ids made from it must be; "
+                         "rename it to import it") from None
+    return path
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 from eventstore import Store
 
-from .lines import BadLine, Line, read_lines
+from .lines import BadLine, Line, read_lines, text_name
 from .plan import Plan, PlannedStream, stable_id, write_plan
 from .summary import ImportSummary
 
@@ -278,7 +278,7 @@ def import_pi(
     files: list[Path] = []
     for item in paths:
         path = Path(item)
-        files.extend(sorted(path.rglob("*.jsonl")) if path.is_dir() else [path])
+        files.extend(text_name(p) for p in (sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]))
     summary = ImportSummary()
     total, done = sum(p.stat().st_size for p in files), 0
     for path in files:
