@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SESSION = FIXTURES / "claude-code" / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
 SESSION_ID = "11111111-2222-4333-8444-555555555555"
 DEEP = 100_000  # levels: far past what `json` and any recursive walk can take
+THREADLOG = str(Path(sys.executable).parent / "threadlog")
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +130,19 @@ def test_a_session_file_whose_name_is_not_utf8_is_refused_by_name(seeded: Path, 
     path = folder / os.fsdecode(b"s" + NOT_UTF8 + b".jsonl")
     path.write_bytes(_pi_header() if kind == "pi" else jsonl(user_line("u1", "hi")))
     import_refused(seeded, tmp_path, [kind, str(path if given == "file" else folder)], "s\\xff\\xfe.jsonl: its name is not UTF-8")
+
+
+# -- what a directory search finds --------------------------------------------------------------
+
+
+def test_pi_directory_search_takes_only_regular_files(tmp_path: Path) -> None:
+    folder = tmp_path / "sessions"
+    (folder / "old.jsonl").mkdir(parents=True)  # a directory named like a session file
+    os.mkfifo(folder / "pipe.jsonl")  # nothing ever writes to it: reading it would wait forever
+    (folder / "real.jsonl").write_bytes(_pi_header() + jsonl(
+        {"type": "message", "timestamp": "2025-01-01T00:00:01Z", "message": {"role": "user", "content": "hi"}}))
+    done = subprocess.run([THREADLOG, "--db", str(tmp_path / "t.db"), "import", "pi", str(folder), "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["files"], summary["threads"], summary["prompts"]) == (1, 1, 1)

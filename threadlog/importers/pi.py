@@ -278,7 +278,8 @@ def import_pi(
     files: list[Path] = []
     for item in paths:
         path = Path(item)
-        files.extend(text_name(p) for p in (sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]))
+        found = sorted(p for p in path.rglob("*.jsonl") if p.is_file()) if path.is_dir() else [path]  # as claude_code.discover
+        files.extend(text_name(p) for p in found)
     summary = ImportSummary()
     total, done = sum(p.stat().st_size for p in files), 0
     for path in files:
