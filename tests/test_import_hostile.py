@@ -146,3 +146,36 @@ def test_pi_directory_search_takes_only_regular_files(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert (summary["files"], summary["threads"], summary["prompts"]) == (1, 1, 1)
+
+
+# -- values the store refuses in a thread's first event ------------------------------------------
+
+LONE = "\\ud800"  # a lone surrogate, as JSON writes it: Python reads it, UTF-8 cannot hold it
+
+
+@pytest.mark.parametrize(("kind", "content", "line"), [
+    ("claude-code", jsonl(user_line("u1", "hi", cwd="/home/x")).replace(b"/home/x", f"/home/{LONE}".encode()), 1),
+    ("claude-code", jsonl(user_line("u1", "hi"), user_line("u2", "again", "u1", gitBranch="b")).replace(b'"b"', f'"{LONE}"'.encode()), 2),
+    ("pi", _pi_header().replace(b'"/tmp"', f'"/tmp/{LONE}"'.encode()), 1),
+    ("pi", _pi_header().replace(b'"pi-session"', b'"pi-\\u001b[2J"'), 1),
+], ids=["claude-code-cwd", "claude-code-later-line", "pi-header-cwd", "pi-header-id"])
+def test_a_header_value_the_store_refuses_names_its_line(seeded: Path, tmp_path: Path, kind: str, content: bytes, line: int) -> None:
+    path = tmp_path / f"{SESSION_ID}.jsonl"
+    path.write_bytes(content)
+    import_refused(seeded, tmp_path, [kind, str(path)], f"{path}:{line}: ")
+
+
+def test_a_sub_agent_id_the_store_refuses_names_its_line(seeded: Path, tmp_path: Path) -> None:
+    task = {"type": "tool_use", "id": "toolu_1", "name": "Task", "input": {"prompt": "look"}}
+    main = tmp_path / f"{SESSION_ID}.jsonl"
+    main.write_bytes(jsonl(
+        user_line("u1", "go"),
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": SESSION_ID,
+         "message": {"id": "msg_1", "role": "assistant", "content": [task], "stop_reason": "tool_use"}},
+        user_line("u2", "", "a1", toolUseResult={"agentId": "ab\x1bcd"},
+                  message={"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}]}),
+    ))
+    agent = tmp_path / "agent-abcd.jsonl"
+    agent.write_bytes(jsonl(user_line("s1", "look", isSidechain=True, agentId="ab\x1bcd"),
+                            user_line("s2", "more", "s1", isSidechain=True, agentId="ab\x1bcd")).replace(b"\\u001b", LONE.encode()))
+    import_refused(seeded, tmp_path, ["claude-code", str(main)], f"{agent}:1: ")

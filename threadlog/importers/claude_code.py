@@ -35,7 +35,7 @@ from typing import Any
 from eventstore import InvalidEvent, Store, ThreadNotFound
 from eventstore.content import validate_block
 
-from .lines import BadLine, Line, read_lines, text_name
+from .lines import BadLine, Line, is_text, read_lines, text_name
 from .plan import Plan, PlannedStream, stable_id, write_plan
 from .summary import ImportSummary
 
@@ -47,6 +47,7 @@ _INJECTED_PREFIXES = ("<command-name>", "<command-message>", "<local-command-std
                       "<local-command-caveat>", "Caveat: The messages below were generated", "<bash-input>",
                       "<bash-stdout>", "<bash-stderr>", "<system-reminder>", "<user-memory-input>")
 _INTERRUPT = "[Request interrupted by user"
+_RECORDS = ("sessionId", "cwd", "gitBranch", "version", "slug")  # the thread's metadata, from the first line holding each
 
 
 @dataclass
@@ -125,6 +126,11 @@ def _check(record: dict[str, Any]) -> str | None:
     for name in ("model", "stop_reason"):
         if message.get(name) is not None and not isinstance(message[name], str):
             return f"message.{name} must be a string"
+    for name in (*_RECORDS, "agentId"):  # what a thread's first event takes from the line
+        if isinstance(record.get(name), str) and not is_text(record[name]):
+            return f"{name} is not UTF-8 text (it holds a lone surrogate)"
+    if isinstance(message.get("model"), str) and not is_text(message["model"]):
+        return "message.model is not UTF-8 text (it holds a lone surrogate)"
     if message.get("usage") is not None and not isinstance(message["usage"], dict):
         return "message.usage must be an object"
     return None
@@ -176,7 +182,7 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
                                   and isinstance(b.get("tool_use_id"), str)] if isinstance(content, list) else []
                 if ids:
                     agent_results[result["agentId"]] = ids[0]
-            for name in ("sessionId", "cwd", "gitBranch", "version", "slug"):
+            for name in _RECORDS:
                 if name not in parsed.records and isinstance(record.get(name), str):
                     parsed.records[name] = record[name]
         elif isinstance(record.get("uuid"), str):
@@ -734,7 +740,7 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
         if model:
             created["model"] = model
         meta = {"event_id": f"cc:{file.key}:created", "origin": "imported", "source": source}
-        stream = writer.plan.root(stream_id, created, meta)
+        stream = writer.plan.root(stream_id, created, meta, writer._where(main_root.first))
         writer.summary.threads += 1
         writer.summary.thread_ids.append(stream_id)
     else:
@@ -747,7 +753,8 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
     for root in roots:  # a second conversation in one file (its first line's parent is unknown)
         if root is not main_root:
             meta = {"event_id": f"cc:{file.key}:{root.first.uuid}:created", "origin": "imported", "source": source}
-            other = writer.plan.root(stable_id(TOOL, file.key, root.first.uuid), {"metadata": {"source": TOOL, **info}}, meta)
+            other = writer.plan.root(stable_id(TOOL, file.key, root.first.uuid), {"metadata": {"source": TOOL, **info}}, meta,
+                                     writer._where(root.first))
             writer.summary.threads += 1
             writer.summary.thread_ids.append(other.id)
             writer.branch(other, root)

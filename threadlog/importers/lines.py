@@ -27,12 +27,20 @@ class BadLine(StoreError):
         super().__init__(f"{file}:{line}: {why}; fix or delete that line, or skip bad lines (--skip-bad)")
 
 
+def is_text(value: str) -> bool:
+    """Whether UTF-8 can hold `value`: `json` reads a lone surrogate (`"\\ud800"`) into a str
+    that no database can store, and a Linux file name's undecodable bytes become them too."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def text_name(path: Path) -> Path:
     """`path`, refused unless its name is UTF-8 text: thread ids, event ids and each event's
     source are made from it, and a Linux file name may hold bytes no text decodes to."""
-    try:
-        str(path).encode("utf-8")
-    except UnicodeEncodeError:
+    if not is_text(str(path)):
         shown = os.fsencode(path).decode("utf-8", "backslashreplace")
         raise StoreError(f"{shown}: its name is not UTF-8 text, which the ids made from it must be; "
                          "rename it to import it") from None

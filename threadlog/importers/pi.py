@@ -255,7 +255,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool) -> Plan:
     meta = {"event_id": f"pi:{session}:created", "origin": "imported", "source": {"tool": TOOL, "file": str(path), "line": lines[0].number}}
     if isinstance(header.get("timestamp"), str):
         meta["occurred_at"] = header["timestamp"]
-    stream = plan.root(stable_id(TOOL, session), created, meta)
+    stream = plan.root(stable_id(TOOL, session), created, meta, lambda why: BadLine(str(path), lines[0].number, why))
     summary.threads += 1
     summary.thread_ids.append(stream.id)
     writer = _Writer(plan, path, session, summary)

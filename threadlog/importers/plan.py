@@ -41,7 +41,7 @@ class ImportConflict(StoreError):
 class PlannedStream:
     id: str
     kind: str  # thread | fork | subagent
-    first: dict[str, Any]  # thread.created data and meta, or the fork's options and meta
+    first: dict[str, Any]  # the prepared thread.created and its meta, or the fork's options and meta
     parent: PlannedStream | None = None
     at: int = 0  # the offset of the stream's first own event (a fork's parent offset)
     events: list[PreparedEvent] = field(default_factory=list)
@@ -89,8 +89,13 @@ class PlannedStream:
 class Plan:
     streams: list[PlannedStream] = field(default_factory=list)
 
-    def root(self, stream_id: str, created: dict[str, Any], meta: dict[str, Any]) -> PlannedStream:
-        stream = PlannedStream(stream_id, "thread", {"data": created, "meta": meta})
+    def root(self, stream_id: str, created: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> PlannedStream:
+        """A root thread; its `thread.created` event is checked now, as `add` checks the others."""
+        try:
+            prepared = prepare({"type": "thread.created", "data": created, "meta": meta}, "event")
+        except InvalidEvent as error:
+            raise where(str(error)) from None
+        stream = PlannedStream(stream_id, "thread", {"prepared": prepared, "meta": meta})
         self.streams.append(stream)
         return stream
 
@@ -131,7 +136,7 @@ def write_plan(store: Store, plan: Plan) -> int:
     for stream, held in zip(plan.streams, stored):
         if held is None:
             if stream.parent is None:
-                store.create_thread(**stream.first["data"], thread_id=stream.id, **stream.first["meta"])
+                store.append_prepared(stream.id, [stream.first["prepared"]], expect="no_stream")  # create_thread's append
             else:
                 store.fork(
                     stream.parent.id, stream.at, fork_id=stream.id, kind=stream.kind, busy="allow",
