@@ -179,3 +179,27 @@ def test_a_sub_agent_id_the_store_refuses_names_its_line(seeded: Path, tmp_path:
     agent.write_bytes(jsonl(user_line("s1", "look", isSidechain=True, agentId="ab\x1bcd"),
                             user_line("s2", "more", "s1", isSidechain=True, agentId="ab\x1bcd")).replace(b"\\u001b", LONE.encode()))
     import_refused(seeded, tmp_path, ["claude-code", str(main)], f"{agent}:1: ")
+
+
+# -- JSON output is as safe to print as text output ------------------------------------------------
+
+# What JSON leaves raw in a string but a terminal obeys: C1 controls (0x9b is CSI), DEL,
+# bidirectional overrides and isolates, and the Unicode line separators.
+RAW_IN_JSON = "\x9b31m\x85\x7f\u202egnp.exe\u2066\u2028\u2029"
+OBEYED = set("\x9b\x85\x7f\u202e\u2066\u2028\u2029")
+
+
+def test_json_output_escapes_what_a_terminal_would_obey(tmp_path: Path) -> None:
+    db = str(tmp_path / "t.db")
+    runner = CliRunner()
+    thread = runner.invoke(cli, ["--db", db, "new", "--title", "T" + RAW_IN_JSON, "--model", "claude-x"]).stdout.strip()
+    assert runner.invoke(cli, ["--db", db, "append", thread, "--role", "user", "--text", "hi" + RAW_IN_JSON]).exit_code == 0
+    for command in (["show", thread, "--json"], ["log", thread, "--json"], ["rows", thread, "--json"], ["ls", "--json"],
+                    ["tree", "--json"], ["request", thread], ["request", thread, "--json"], ["export", thread],
+                    ["export", thread, "--format", "anthropic"], ["export", "--all"]):
+        result = runner.invoke(cli, ["--db", db, *command])
+        assert result.exit_code == 0, (command, result.output)
+        assert not OBEYED & set(result.stdout), (command, result.stdout)
+        parsed = [json.loads(line) for line in result.stdout.splitlines()] if command[0] in ("log", "export") and \
+            "anthropic" not in command else [json.loads(result.stdout)]
+        assert RAW_IN_JSON in json.dumps(parsed, ensure_ascii=False), command

@@ -47,7 +47,7 @@ from .importers.follow import follow_claude_code
 from .listing import listing
 from . import output
 from .names import THREAD, ThreadType, resolve
-from .render import (blame_line, check_line, diff_lines, event_line, hit_line, ls_lines, row_line, safe, safe_block, state_lines,
+from .render import (blame_line, check_line, diff_lines, event_line, hit_line, ls_lines, row_line, safe, safe_block, safe_json, state_lines,
                      tree_lines, usage_lines)
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -184,15 +184,20 @@ def _parse_json(text: str, what: str) -> Any:
         raise StoreError(f"{what} is JSON nested too deeply; an event holds at most {MAX_DEPTH} levels") from None
 
 
+def _json(value: Any, indent: int | None = None) -> str:
+    """`value` as JSON for stdout: UTF-8 text kept, what a terminal would obey escaped."""
+    return safe_json(json.dumps(value, ensure_ascii=False, indent=indent))
+
+
 def _emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+    click.echo(_json(value, indent=2))
 
 
 def _emit_json_array(items: Iterable[Any]) -> None:
     """`_emit_json(list(items))`, byte for byte, printed as the items come (for long streams)."""
     opening = "["
     for item in items:
-        body = json.dumps(item, ensure_ascii=False, indent=2).replace("\n", "\n  ")
+        body = _json(item, indent=2).replace("\n", "\n  ")
         click.echo(f"{opening}\n  {body}", nl=False)
         opening = ","
     click.echo("[]" if opening == "[" else "\n]")
@@ -452,7 +457,7 @@ def log(store: Store, thread: str, start: int, stop: int | None, tail: int | Non
     events = store.read(thread, start, stop)
     if as_json:
         for event in events:
-            click.echo(json.dumps(event.to_json(), ensure_ascii=False))
+            click.echo(_json(event.to_json()))
     else:
         output.lines((event_line(event) for event in events), pager=not no_pager)
 
@@ -697,7 +702,7 @@ def follow(store: Store, thread: str | None, forks: bool, after: int | None, int
                 if wanted is not None and event.stream_id not in wanted:
                     continue
                 if as_json:
-                    click.echo(json.dumps(event.to_json(), ensure_ascii=False))
+                    click.echo(_json(event.to_json()))
                 else:
                     output.lines([event_line(event)])
                 sys.stdout.flush()
@@ -847,7 +852,7 @@ def export_command(store: Store, thread: str | None, format_: str, everything: b
         chunks = dump_lines(export_all(store) if everything else export_events(store, str(thread)))
     if output is None:
         for chunk in chunks:
-            click.echo(chunk, nl=False)
+            click.echo(chunk if format_ == "markdown" else safe_json(chunk), nl=False)
         return
     write_atomically(output, (chunk.encode("utf-8") for chunk in chunks), "the export")
     click.echo(output)
@@ -880,7 +885,7 @@ def request_command(store: Store, thread: str, at: int | None, check: bool, mode
     each recorded request still rebuilds byte for byte (exit 1 when one does not)."""
     if not check:
         kwargs = anthropic_request(store, thread, at, cache=not no_cache, model=model)
-        click.echo(json.dumps(kwargs, ensure_ascii=False, indent=None if as_json else 2))
+        click.echo(_json(kwargs, indent=None if as_json else 2))
         return
     offsets = [at] if at is not None else checkable_offsets(store, thread)
     if not offsets:

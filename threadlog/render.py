@@ -24,6 +24,17 @@ def safe(text: str) -> str:
     return _UNSAFE.sub(_escaped, text)
 
 
+# What JSON leaves raw inside a string (with ensure_ascii=False) that a terminal would obey;
+# `json.dumps` already escapes the C0 controls, so the newlines left are its own layout.
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def safe_json(text: str) -> str:
+    """JSON text with what `safe` escapes written as JSON escapes (`\\u202e`): the value it
+    parses to is unchanged, and printing it cannot drive the terminal either."""
+    return _UNSAFE_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
 def safe_block(text: str) -> str:
     """`safe` for text of several lines: the line breaks stay, everything else is escaped."""
     return "\n".join(safe(line) for line in text.split("\n"))
