@@ -66,7 +66,10 @@ def decode(type_: str, version: int, text: str) -> dict[str, Any]:
 
     The one place the read path parses data: `read`, `read_data` and every fold use it.
     """
-    data: dict[str, Any] = _loads(text)
+    try:
+        data: dict[str, Any] = _loads(text)
+    except (ValueError, TypeError) as error:  # not JSON, or not text: appends never store that
+        raise altered("an event", error) from None
     return data if version == current_version(type_, version) else upcast(type_, version, data)
 
 
@@ -97,11 +100,20 @@ def from_row(row: EventRow) -> RecordedEvent:
         parsed, meta_parsed = decode(type_, version, data), {} if meta == "{}" else json.loads(meta)
     except RecursionError:  # appends refuse it; an older release or a hand edit stored it
         raise too_deep(position) from None
+    except (ValueError, TypeError) as error:  # the meta is not JSON, or not text
+        raise altered(f"the event at position {position}", error) from None
     recorded: RecordedEvent = make_tuple(RecordedEvent, (
         position, stream_id, offset, event_id, type_, parsed, meta_parsed, recorded_at, hash_,
         current_version(type_, version), digest, redacted_by is not None,
     ))
     return recorded
+
+
+def altered(which: str, error: Exception) -> StoreError:
+    """What a reader raises for an event whose stored data or meta does not parse: only an
+    edit of the file outside threadlog stores one (`verify` names every such row)."""
+    return StoreError(f"{which} cannot be read: its stored data or meta is not JSON text ({type(error).__name__}: "
+                      f"{str(error)[:200]}); the row was altered outside threadlog, and `threadlog verify` names it")
 
 
 def too_deep(position: int) -> StoreError:

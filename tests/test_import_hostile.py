@@ -203,3 +203,29 @@ def test_json_output_escapes_what_a_terminal_would_obey(tmp_path: Path) -> None:
         parsed = [json.loads(line) for line in result.stdout.splitlines()] if command[0] in ("log", "export") and \
             "anthropic" not in command else [json.loads(result.stdout)]
         assert RAW_IN_JSON in json.dumps(parsed, ensure_ascii=False), command
+
+
+# -- a database altered outside threadlog -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("column", "value"), [("data", "{not json"), ("meta", "garbage"), ("meta", b"\xff\x00")],
+                         ids=["data-not-json", "meta-not-json", "meta-not-text"])
+def test_an_event_row_altered_outside_threadlog_is_refused_in_one_line(seeded: Path, tmp_path: Path, column: str,
+                                                                       value: str | bytes) -> None:
+    db = fresh(seeded, tmp_path)
+    conn = sqlite3.connect(db)
+    with conn:
+        position, thread = conn.execute("SELECT position, stream_id FROM events WHERE type = 2 LIMIT 1").fetchone()
+        conn.execute(f"UPDATE events SET {column} = ? WHERE position = ?", (value, position))
+    conn.close()
+    before = dump(db)
+    runner = CliRunner()
+    for command in (["log", thread], ["show", thread], ["transcript", thread], ["rows", thread], ["usage", thread],
+                    ["export", thread], ["import", "claude-code", str(SESSION)]):
+        result = runner.invoke(cli, ["--db", str(db), *command])
+        if result.exit_code == 0 and column == "meta" and command[0] in ("show", "transcript", "rows", "usage"):
+            continue  # these read no meta
+        assert isinstance(result.exception, SystemExit) and result.exit_code == 1, (command, result.exception)
+        lines = result.stderr.splitlines()  # log and export stream: the events before it are printed
+        assert len(lines) == 1 and "altered outside threadlog" in lines[0], (command, result.stderr)
+    assert dump(db) == before
