@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .content import tool_result_ids, tool_use_ids
-from .errors import InvalidEvent
+from .errors import InvalidEvent, StoreError
 
 
 # `json.dumps(..., separators=(",", ":"))` builds a new encoder on every call; this is the same one, once.
@@ -46,6 +46,16 @@ class Facts:
             return NONE
         raw = json.loads(text)
         return cls(tuple(raw.get("runs", ())), tuple(raw.get("tools", ())), tuple(raw.get("interrupts", ())))
+
+    @classmethod
+    def stored(cls, text: str | None, stream_id: str) -> Facts:
+        """`load` for a write: facts it cannot read (only an edit outside threadlog stores them)
+        refuse the write, naming the stream. (`verify` calls `load` and names the position.)"""
+        try:
+            return cls.load(text)
+        except (ValueError, TypeError, AttributeError, RecursionError):
+            raise StoreError(f"the pending facts stored for {stream_id!r} cannot be read: the row was altered outside "
+                             "threadlog (`threadlog verify` names it); nothing was written") from None
 
 
 NONE = Facts()

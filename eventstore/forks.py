@@ -60,7 +60,7 @@ def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: s
         if nested:
             where = "a sub-agent fork" if nested == thread else f"inside sub-agent fork {nested!r}"
             raise ForkRefused("recursion", f"{thread!r} is {where}; sub-agents cannot fan out again")
-        waiting = Facts.load(rows[0].facts).tools  # the tool calls the parent's head waits on
+        waiting = Facts.stored(rows[0].facts, rows[0].id).tools  # the tool calls the parent's head waits on
         if not waiting:
             raise ForkRefused("no_pending_tool_use", f"{thread!r} has no tool_use waiting for a result at its head; "
                               "fan_out launches sub-agents from an assistant tool call")
@@ -95,10 +95,10 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
     if first_message is None or first_message >= at:
         raise ForkRefused("empty", f"cannot fork {thread!r} at {at}: there is no message before that offset")
     if at == parent.head:
-        prev_hash, facts = parent.head_hash, Facts.load(rows[0].facts)
+        prev_hash, facts = parent.head_hash, Facts.stored(rows[0].facts, rows[0].id)
     else:
         before = store._row_at(ancestry, at - 1)
-        prev_hash, facts = before.hash, Facts.load(before.facts)
+        prev_hash, facts = before.hash, Facts.stored(before.facts, before.stream_id)
     if facts.runs and not (fan_out or allow_busy):
         raise ForkRefused("busy", f"cannot fork {thread!r} at {at}: run {facts.runs[-1]!r} is in progress there; "
                           "fork after it finishes or at an earlier offset")

@@ -32,7 +32,7 @@ class Head(NamedTuple):
 
     @classmethod
     def of(cls, row: StreamRow) -> Head:
-        return cls(row.head, row.head_hash, Facts.load(row.facts), row.first_message_offset, row)
+        return cls(row.head, row.head_hash, Facts.stored(row.facts, row.id), row.first_message_offset, row)
 
     @classmethod
     def fork(cls, parent: ThreadInfo, at: int, prev_hash: str, facts: Facts, first_message: int | None) -> Head:

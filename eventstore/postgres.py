@@ -316,7 +316,8 @@ _MESSAGES = {
     "53100": "the server's disk is full ({error}); nothing was written",
     "22P05": "the database {path} cannot hold a character of this write in its encoding ({error}); nothing was written; "
              "keep threadlog in a UTF8 database",
-    "23505": "another writer stored the same key at the same time on {path} ({error}); nothing was written; retry",
+    "23505": "another writer stored the same key at the same time on {path} ({error}), or its rows were altered outside "
+             "threadlog (`threadlog verify` names where); nothing was written; retry",
     "25006": "{path} is read-only here ({error}): it was opened read-only, or this server is a replica; "
              "open it writable (on the primary) to write",
     "42501": "the database user may not do this on {path} ({error}); grant it or connect as the owner",

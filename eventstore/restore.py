@@ -189,10 +189,10 @@ class _Restore:
                                f"{at} events restored before it, and starts at that offset")
         ancestry = [ThreadInfo.from_row(r) for r in rows]
         if at == rows[0].head:
-            prev, facts = rows[0].head_hash, Facts.load(rows[0].facts)
+            prev, facts = rows[0].head_hash, Facts.stored(rows[0].facts, rows[0].id)
         else:
             before = self.store._row_at(ancestry, at - 1)
-            prev, facts = before.hash, Facts.load(before.facts)
+            prev, facts = before.hash, Facts.stored(before.facts, before.stream_id)
         first = rows[0].first_message_offset
         self.report.streams += 1
         return Head.fork(ancestry[0], at, prev, facts, first if first is not None and first < at else None)

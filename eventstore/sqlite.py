@@ -357,6 +357,10 @@ _MESSAGES = {
     sqlite3.SQLITE_CANTOPEN: "cannot open {path} ({error}); check that its directory exists and is writable",
     sqlite3.SQLITE_PERM: "cannot open {path} ({error}); check that its directory exists and is writable",
     sqlite3.SQLITE_NOTADB: "{path} is not a SQLite database",
+    # Every write checks its keys under the write lock first, so only rows altered outside
+    # threadlog (a lowered head, a deleted stream row) can make one collide.
+    sqlite3.SQLITE_CONSTRAINT: "{path} refused a write that would store a second row under one key ({error}): its rows "
+    "were altered outside threadlog (`threadlog verify` names where); nothing was written",
 }
 
 

@@ -1,0 +1,98 @@
+"""Writing to a file whose stream rows were altered outside threadlog: every write that reads
+the altered row is refused in one line that says so and names `threadlog verify`, and the
+file stays exactly as it was (its SQL dump compared before and after).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eventstore import StoreError
+from threadlog import Store
+from threadlog.cli import cli
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("altered") / "template.db"
+    with Store(db) as store:
+        store.create_thread(title="root", thread_id="R")
+        store.append_message("R", "user", "u1")
+        store.append_message("R", "assistant", "a1")
+    return db
+
+
+def altered(template: Path, tmp_path: Path, statement: str) -> Path:
+    db = tmp_path / "t.db"
+    shutil.copy(template, db)
+    conn = sqlite3.connect(db)
+    with conn:
+        assert conn.execute(statement).rowcount == 1
+    conn.close()
+    return db
+
+
+def dump(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+FACTS = [
+    ("not-json", "garbage{"),
+    ("a-list", "[]"),
+    ("a-number-for-runs", '{"runs": 5}'),
+    ("nested-too-deeply", "[" * 100_000 + "]" * 100_000),
+]
+
+WRITES: list[tuple[str, Callable[[Store], object]]] = [
+    ("append", lambda store: store.append_message("R", "user", "more")),
+    ("fork", lambda store: store.fork("R")),
+    ("fan-out", lambda store: store.fan_out("R", ["a", "b"])),
+]
+
+
+@pytest.mark.parametrize("write", [w for _, w in WRITES], ids=[n for n, _ in WRITES])
+@pytest.mark.parametrize("facts", [f for _, f in FACTS], ids=[n for n, _ in FACTS])
+def test_a_write_over_pending_facts_altered_outside_threadlog_is_refused(template: Path, tmp_path: Path, facts: str,
+                                                                        write: Callable[[Store], object]) -> None:
+    db = altered(template, tmp_path, f"UPDATE streams SET facts = '{facts}' WHERE id = 'R'")
+    before = dump(db)
+    with Store(db) as store, pytest.raises(StoreError) as caught:
+        write(store)
+    message = str(caught.value)
+    assert "R" in message and "altered outside threadlog" in message and "threadlog verify" in message, message
+    assert len(message) < 400 and "\n" not in message
+    assert dump(db) == before
+
+
+def test_an_append_after_a_lowered_head_is_refused(template: Path, tmp_path: Path) -> None:
+    db = altered(template, tmp_path, "UPDATE streams SET head = 1 WHERE id = 'R'")
+    before = dump(db)
+    with Store(db) as store, pytest.raises(StoreError) as caught:
+        store.append_message("R", "user", "more")
+    message = str(caught.value)
+    assert "altered outside threadlog" in message and "threadlog verify" in message, message
+    assert dump(db) == before
+
+
+@pytest.mark.parametrize("statement", ["UPDATE streams SET facts = 'garbage{' WHERE id = 'R'",
+                                       "UPDATE streams SET head = 1 WHERE id = 'R'"], ids=["facts", "head"])
+def test_the_cli_refuses_such_an_append_in_one_line(template: Path, tmp_path: Path, statement: str) -> None:
+    db = altered(template, tmp_path, statement)
+    before = dump(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "append", "R", "--role", "user", "--text", "more"])
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "threadlog verify" in lines[0], result.stderr
+    assert dump(db) == before
+    verified = CliRunner().invoke(cli, ["--db", str(db), "verify"])  # and verify names the row
+    assert verified.exit_code == 1 and "R" in verified.stderr, verified.output
