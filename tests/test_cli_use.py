@@ -30,7 +30,7 @@ from threadlog.cli import cli
 from tests.procs import ctrl_c, interruptible
 
 THREADLOG = str(Path(sys.executable).with_name("threadlog"))
-NASTY = "Evil\x1b]0;pwned\x07\x1b[31mred\rover\u202e"
+NASTY = "Evil\x1b]0;pwned\x07\x1b[31mred\rover\u202e\u200fmark"
 
 
 def invoke(db: Path, *args: str, input: str | None = None) -> tuple[int, str, str]:
@@ -208,9 +208,10 @@ def test_read_commands_leave_the_file_byte_for_byte_as_it_was(db: Path) -> None:
 def test_stored_control_characters_are_printed_escaped(db: Path) -> None:
     t = ok(db, "new", "--title", NASTY).strip()
     ok(db, "append", t, "--role", "user", "--text", NASTY)
-    for command in (["ls"], ["tree"], ["show", t], ["log", t], ["rows", t], ["transcript", t], ["blame", t]):
+    for command in (["ls"], ["tree"], ["show", t], ["log", t], ["rows", t], ["transcript", t], ["blame", t],
+                    ["export", t, "--format", "markdown"]):
         out = ok(db, *command)
-        assert not any(c in out for c in "\x1b\x07\r\u202e"), (command, out)
+        assert not any(c in out for c in "\x1b\x07\r\u202e\u200f"), (command, out)
         assert command == ["blame", t] or "\\x1b" in out, (command, out)
     as_json = ok(db, "show", t, "--json")
     assert "\\u001b" in as_json and json.loads(as_json)["title"] == NASTY

@@ -184,9 +184,9 @@ def test_a_sub_agent_id_the_store_refuses_names_its_line(seeded: Path, tmp_path:
 # -- JSON output is as safe to print as text output ------------------------------------------------
 
 # What JSON leaves raw in a string but a terminal obeys: C1 controls (0x9b is CSI), DEL,
-# bidirectional overrides and isolates, and the Unicode line separators.
-RAW_IN_JSON = "\x9b31m\x85\x7f\u202egnp.exe\u2066\u2028\u2029"
-OBEYED = set("\x9b\x85\x7f\u202e\u2066\u2028\u2029")
+# bidirectional overrides, isolates and marks, and the Unicode line separators.
+RAW_IN_JSON = "\x9b31m\x85\x7f\u202egnp.exe\u2066\u200f\u2028\u2029"
+OBEYED = set("\x9b\x85\x7f\u202e\u2066\u200f\u2028\u2029")
 
 
 def test_json_output_escapes_what_a_terminal_would_obey(tmp_path: Path) -> None:

@@ -852,7 +852,7 @@ def export_command(store: Store, thread: str | None, format_: str, everything: b
         chunks = dump_lines(export_all(store) if everything else export_events(store, str(thread)))
     if output is None:
         for chunk in chunks:
-            click.echo(chunk if format_ == "markdown" else safe_json(chunk), nl=False)
+            click.echo(safe_block(chunk) if format_ == "markdown" else safe_json(chunk), nl=False)
         return
     write_atomically(output, (chunk.encode("utf-8") for chunk in chunks), "the export")
     click.echo(output)
