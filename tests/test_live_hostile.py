@@ -283,8 +283,9 @@ def test_ctrl_c_mid_stream_cancels_the_run_and_records_no_part_of_the_answer(api
                          stderr=subprocess.PIPE, env=env)
     assert proc.stdout is not None
     assert proc.stdout.read(2) == b"An"  # the first text delta is out: the stream is being read
-    ctrl_c(proc)
-    assert proc.returncode != 0
+    _, err = ctrl_c(proc)
+    assert proc.returncode == 130, (proc.returncode, err)  # the shell's status for a command Ctrl-C stopped
+    assert err.decode().splitlines() == ["interrupted"], err
     with Store(db) as store:
         events = list(store.read("T"))
         assert [e.type for e in events] == ["thread.created", "run.started", "message.appended", "run.finished"]

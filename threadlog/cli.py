@@ -54,11 +54,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Group(click.Group):
-    """Turns library errors into one `error:` line and exit status 1, never a traceback."""
+    """Turns library errors into one `error:` line and exit status 1, never a traceback, and
+    Ctrl-C into status 130, as a shell reports a command SIGINT stopped (click's own is 1)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
         except StoreError as error:
             _fail(_cli_words(str(error)))
         except BrokenPipeError:  # `threadlog log T | head`: the reader left; stop quietly
