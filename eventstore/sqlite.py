@@ -20,6 +20,7 @@ import contextlib
 import functools
 import hashlib
 import os
+import re
 import sqlite3
 import urllib.parse
 import weakref
@@ -364,12 +365,20 @@ _MESSAGES = {
 }
 
 
+# What Python's `sqlite3` raises for stored text that is not UTF-8 (only raw SQL writes it).
+_UNDECODED = re.compile(r"Could not decode to UTF-8 column '([^']{0,100})'")
+
+
 def translate(error: sqlite3.Error, path: str) -> StoreError:
     """The `StoreError` for a driver error, chosen by SQLite's result code, never by its text."""
     code = getattr(error, "sqlite_errorcode", None)
     if code is None:  # raised by the driver itself: e.g. a cursor used after `close()`
         if isinstance(error, sqlite3.ProgrammingError) and "closed" in str(error):
             return StoreError(f"the store for {path} is closed; open it again to read or write")
+        undecoded = _UNDECODED.match(str(error))
+        if undecoded is not None:  # the driver's message quotes the whole text, which may be megabytes
+            return StoreError(f"{path} holds text that is not UTF-8 (column {undecoded.group(1)!r}): a row was altered "
+                              "outside threadlog (`threadlog verify` names it)")
         return StoreError(f"database error on {path}: {error}")
     template = _MESSAGES.get(code & 0xFF)
     if template is None:

@@ -229,3 +229,34 @@ def test_an_event_row_altered_outside_threadlog_is_refused_in_one_line(seeded: P
         lines = result.stderr.splitlines()  # log and export stream: the events before it are printed
         assert len(lines) == 1 and "altered outside threadlog" in lines[0], (command, result.stderr)
     assert dump(db) == before
+
+
+def test_text_that_is_not_utf8_is_refused_in_one_short_line(seeded: Path, tmp_path: Path) -> None:
+    db = fresh(seeded, tmp_path)
+    conn = sqlite3.connect(db)
+    with conn:  # a long message whose text no longer decodes: the driver's error quotes all of it
+        position, thread = conn.execute("SELECT position, stream_id FROM events WHERE type = 2 LIMIT 1").fetchone()
+        conn.execute("UPDATE events SET data = CAST(? AS TEXT) WHERE position = ?",
+                     (b'{"content":[{"text":"' + b"x" * 100_000 + b'\xff","type":"text"}],"role":"user"}', position))
+    conn.close()
+    before = raw_rows(db)
+    runner = CliRunner()
+    for command in (["log", thread], ["show", thread], ["transcript", thread], ["rows", thread], ["export", thread]):
+        result = runner.invoke(cli, ["--db", str(db), *command])
+        assert isinstance(result.exception, SystemExit) and result.exit_code == 1, (command, result.exception)
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and len(lines[0]) < 400, (command, result.stderr[:500])
+        assert "not UTF-8" in lines[0] and "altered outside threadlog" in lines[0] and "threadlog verify" in lines[0]
+    assert raw_rows(db) == before
+
+
+def raw_rows(db: Path) -> list[tuple[object, ...]]:
+    """Every row of the log's tables as stored (`dump` cannot quote text that is not UTF-8)."""
+    conn = sqlite3.connect(db)
+    conn.text_factory = bytes
+    try:
+        return [row for table in ("events", "streams") for row in conn.execute(f"SELECT * FROM {table} ORDER BY rowid")]
+    finally:
+        conn.close()
+    verified = runner.invoke(cli, ["--db", str(db), "verify"])
+    assert verified.exit_code == 1 and f"position {position}" in verified.stderr, verified.stderr[:500]
