@@ -546,6 +546,9 @@ class SQLiteBackend:
             )
         if app_id not in (0, APPLICATION_ID):
             raise SchemaError(f"{self.path} belongs to another application (application_id {app_id})")
+        if version < 0:
+            raise SchemaError(f"{self.path} says it has schema version {version}, which no threadlog writes: its "
+                              "user_version was changed by hand; set it back, or restore the file from a backup")
         if version > SCHEMA_VERSION:
             raise SchemaError(
                 f"{self.path} was written by a newer threadlog (schema version {version}; "
@@ -588,7 +591,14 @@ class SQLiteBackend:
             version = self.schema_version()
             db = sqlite_utils.Database(self.conn)
             for target in range(version + 1, SCHEMA_VERSION + 1):
-                MIGRATIONS[target](db)
+                try:
+                    MIGRATIONS[target](db)
+                except sqlite3.OperationalError as error:
+                    if (getattr(error, "sqlite_errorcode", 0) or 0) & 0xFF != sqlite3.SQLITE_ERROR:
+                        raise  # the disk, a lock: translated as any other
+                    raise SchemaError(f"{self.path} says it has schema version {version}, but its tables are not that "
+                                      f"version's (migrating to version {target}: {error}); was its user_version "
+                                      "changed by hand? Nothing was changed") from None
             self.conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
             self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 

@@ -8,6 +8,7 @@ exception; the CLI turns it into one `error:` line and exit status 1.
 from __future__ import annotations
 
 import gc
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -85,6 +86,27 @@ def test_a_file_that_is_not_a_database_is_refused_by_code(tmp_path: Path) -> Non
     db.write_bytes(b"just some notes, not a database\n" * 200)
     with pytest.raises(SchemaError, match="not a SQLite database"):
         Store(db)
+
+
+@pytest.mark.parametrize("version", [-1, 0, 1, 5, 6])
+def test_a_schema_version_altered_by_hand_is_refused_and_changes_nothing(tmp_path: Path, version: int) -> None:
+    """A current file whose user_version was set back (or below 0): opening it would migrate
+    tables that are already there. It is refused in one line naming the version."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.create_thread(thread_id="T")
+        store.purge()
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(SchemaError, match=f"schema version {version}\\b"):
+        Store(db)
+    for args in (["ls"], ["new"], ["verify"]):
+        done = subprocess.run([THREADLOG, *args, "--db", str(db)], capture_output=True, text=True, timeout=60)
+        lines = done.stderr.splitlines()
+        assert done.returncode == 1 and len(lines) == 1 and f"schema version {version}" in lines[0], (args, done.stderr)
+    assert db.read_bytes() == before
 
 
 # -- a closed store ---------------------------------------------------------------------------
