@@ -129,13 +129,19 @@ def _decoded_columns(alias: str = "") -> str:
         f"THEN convert_from(substring({a}event_id FROM 1 FOR length({a}event_id) - 1), 'UTF8') "
         f"ELSE convert_from({a}event_id, 'UTF8') END, "
         f"{_type(a)}, {a}schema_version, {a}data, {a}meta, "
-        f"coalesce({a}recorded_text, to_char(to_timestamp(({a}recorded_at / 1000000)::float8) AT TIME ZONE 'UTC', "
-        f"'YYYY-MM-DD\"T\"HH24:MI:SS') || '.' || lpad(mod({a}recorded_at, 1000000)::text, 6, '0') || 'Z'), "
+        f"{_time(a)}, "
         f"CASE WHEN {a}data_digest IS NULL THEN NULL "
         f"WHEN length({a}data_digest) = 32 THEN encode({a}data_digest, 'hex') ELSE convert_from({a}data_digest, 'UTF8') END, "
         f"CASE WHEN length({a}hash) = 32 THEN 'tl2:' || encode({a}hash, 'hex') ELSE convert_from({a}hash, 'UTF8') END, "
         f"{a}pending, {a}redacted_by"
     )
+
+
+def _time(alias: str = "") -> str:
+    """SQL giving an event's `recorded_at` text back from its stored columns (`packing.unpack_time`)."""
+    a = alias
+    return (f"coalesce({a}recorded_text, to_char(to_timestamp(({a}recorded_at / 1000000)::float8) AT TIME ZONE 'UTC', "
+            f"'YYYY-MM-DD\"T\"HH24:MI:SS') || '.' || lpad(mod({a}recorded_at, 1000000)::text, 6, '0') || 'Z')")
 
 
 def _type(alias: str = "") -> str:
@@ -1023,7 +1029,7 @@ class PostgresBackend:
             params.append(tool)
         rows = self.conn.execute(
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
-            "coalesce(e.meta::jsonb->>'occurred_at', e.recorded_at), d.text, "
+            f"coalesce(e.meta::jsonb->>'occurred_at', {_time('e.')}), d.text, "
             "ts_headline('simple', d.text, q.q, 'StartSel=**, StopSel=**, MaxWords=16, MinWords=4, HighlightAll=false'), "
             "-ts_rank(d.tsv, q.q) AS score "
             f"FROM (SELECT {tsquery} AS q) q, search_docs d JOIN events e ON e.position = d.position "
