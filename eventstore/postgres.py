@@ -422,6 +422,15 @@ def _end_pipeline(pgconn: psycopg.pq.abc.PGconn, synced: bool) -> None:
                 return
 
 
+_Text = TypeVar("_Text", str, str | None)
+
+
+def _indexable(text: _Text) -> _Text:
+    """Text as the search index holds it: PostgreSQL text cannot hold U+0000, which an event's
+    JSON can; a space in its place separates words as FTS5 does on SQLite."""
+    return text.replace("\x00", " ") if text is not None and "\x00" in text else text
+
+
 def _encoded(values: Sequence[Any]) -> tuple[list[bytes | None], list[int]]:
     """Parameters as libpq takes them, with their formats: an int as its digits (text: the
     server reads it as the prepared statement's type says; a binary int would have to be as wide
@@ -973,7 +982,8 @@ class PostgresBackend:
     #
     # `search_docs.tsv` is generated from the text with the `simple` configuration (no stemming,
     # no stop words: like FTS5's unicode61, but diacritics are kept). Ranking is `ts_rank`,
-    # returned negated so that lower is better, as BM25 scores are.
+    # returned negated so that lower is better, as BM25 scores are. The index's text, tool
+    # names and queries hold a space where an event holds U+0000 (`_indexable`).
 
     @_translated
     def index_position(self) -> int:
@@ -987,7 +997,7 @@ class PostgresBackend:
                 'COPY search_docs (docid, position, stream_id, "offset", kind, role, tool, text) FROM STDIN'
             ) as copy:
                 for doc in docs:
-                    copy.write_row(doc)
+                    copy.write_row((*doc[:6], _indexable(doc[6]), _indexable(doc[7])))
         self.conn.execute("UPDATE search_progress SET position = %s WHERE name = 'index'", (upto,))
 
     @_translated
@@ -1005,6 +1015,7 @@ class PostgresBackend:
                limit: int) -> list[HitRow]:
         """See `Backend.search`. `"query"` is PostgreSQL's web search syntax (quotes, `or`,
         `-word`), which takes any text; `"words"` all the words; `"any"` any of them."""
+        query, role, tool = _indexable(query), _indexable(role), _indexable(tool)
         words = query_words(query)
         if match == "query":
             tsquery, args = "websearch_to_tsquery('simple', %s)", [query]

@@ -39,3 +39,18 @@ def test_the_same_history_gives_the_same_hits_on_both_backends(tmp_path: Path) -
             found = _hits(pg, query, **scope)
             assert found and found == _hits(lite, query, **scope), (query, scope)
         assert all("**" in hit.snippet for hit in search(pg, "ferry"))
+
+
+def test_text_holding_nul_is_indexed_and_found_on_postgresql() -> None:
+    """PostgreSQL text cannot hold U+0000, which events may (their JSON escapes it): the index
+    takes it as the word separator it is on SQLite, in what it indexes and in what it is asked."""
+    with Store(postgres_url()) as pg:
+        t = pg.create_thread(title="Trip\x00Lyon")
+        pg.append_message(t, "user", "ferry\x00corsica", event_id="e1")
+        pg.append_message(t, "assistant", [{"type": "tool_use", "id": "tu1", "name": "Ba\x00sh", "input": {"cmd": "ls\x00-la"}}],
+                          event_id="e2")
+        assert [h.offset for h in search(pg, "corsica")] == [1]
+        assert [h.offset for h in search(pg, "ferry\x00corsica")] == [1]
+        assert [h.kind for h in search(pg, "la", tool="Ba\x00sh")] == ["tool_use"]
+        assert [h.kind for h in search(pg, "lyon")] == ["title"]
+        assert search(pg, "\x00") == []
