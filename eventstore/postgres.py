@@ -84,6 +84,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import re
 import select
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -336,18 +337,49 @@ _CLASSES = {
 }
 
 
+# A `password` parameter of a URL's query (libpq reads any parameter from there).
+_PASSWORD_PARAMETER = re.compile(r"([?&]password=)([^&#]*)", re.IGNORECASE)
+
+
+def _user_part(url: str) -> tuple[str, str, str] | None:
+    """A URL's text up to its password, the password, and the rest, the user part found as libpq
+    finds it: up to the first `@` before any `/`, whatever urllib would make of the rest (`?`
+    and `#` may be in a password, and a bracket left open stops urllib)."""
+    scheme, separator, rest = url.partition("://")
+    end = next((i for i, c in enumerate(rest) if c in "@/"), len(rest))
+    if not separator or end == len(rest) or rest[end] != "@" or ":" not in rest[:end]:
+        return None
+    colon = rest.index(":")
+    return scheme + separator + rest[:colon + 1], rest[colon + 1:end], rest[end:]
+
+
 def safe_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    """The URL without its password, for messages: the user part's and a `password` parameter's."""
+    found = _user_part(url)
+    if found is not None:
+        url = found[0] + "***" + found[2]
+    return _PASSWORD_PARAMETER.sub(r"\1***", url)
 
 
-def translate(error: psycopg.Error, path: str) -> StoreError:
-    """The `StoreError` for a driver error, chosen by its SQLSTATE, never by its text."""
+def _without_passwords(text: str, url: str) -> str:
+    """`text` (a driver's message about `url`, which may quote the URL or a piece of it) with
+    every password the URL holds, as written and decoded, replaced by `***`."""
+    found = _user_part(url)
+    written = [found[1]] if found is not None else []
+    written += [value for _, value in _PASSWORD_PARAMETER.findall(url)]
+    secrets = {secret for value in written for secret in (value, urllib.parse.unquote(value)) if secret}
+    text = text.replace(url, safe_url(url))
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def translate(error: psycopg.Error, path: str, url: str = "") -> StoreError:
+    """The `StoreError` for a driver error, chosen by its SQLSTATE, never by its text (whose
+    passwords of `url` are hidden: a connection's errors may quote the URL)."""
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if url:
+        text = _without_passwords(text, url)
     state = error.sqlstate
     if state is None:
         if isinstance(error, psycopg.InterfaceError) and "closed" in text:
@@ -485,7 +517,7 @@ class PostgresBackend:
                                         client_encoding="UTF8")
             self._loader = Transformer(self.conn)  # the driver's adapters, without its cursors: `_send`'s rows
         except psycopg.Error as error:
-            raise translate(error, self.path) from None
+            raise translate(error, self.path, url) from None
         try:
             self.conn.execute(f"SET lock_timeout = {int(timeout * 1000)}".encode())
             if read_only:  # the server refuses every write of this session (a viewer, a read command)
