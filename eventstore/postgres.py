@@ -374,9 +374,19 @@ def _without_passwords(text: str, url: str) -> str:
     return text
 
 
-def translate(error: psycopg.Error, path: str, url: str = "") -> StoreError:
+# What leaves the driver for a statement it could not send or the server refused: text that
+# is not UTF-8 (a lone surrogate, as Python reads undecodable bytes of a command line) cannot
+# be sent.
+_FAILED_CALLS = (psycopg.Error, UnicodeEncodeError)
+
+
+def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "") -> StoreError:
     """The `StoreError` for a driver error, chosen by its SQLSTATE, never by its text (whose
     passwords of `url` are hidden: a connection's errors may quote the URL)."""
+    if isinstance(error, UnicodeEncodeError):
+        bad = error.object[error.start:error.end] if isinstance(error.object, str) else ""
+        return StoreError(f"text that is not UTF-8 ({bad[:8]!r} at index {error.start}) cannot be sent to {path}; "
+                          "nothing was read or written")
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if url:
         text = _without_passwords(text, url)
@@ -401,7 +411,7 @@ def _translated(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Calla
             if self._queued:
                 self._flush()  # a read sees the writes queued before it
             return method(self, *args, **kwargs)
-        except psycopg.Error as error:
+        except _FAILED_CALLS as error:
             raise translate(error, self.path) from None
 
     functools.update_wrapper(run, method)
@@ -415,7 +425,7 @@ def _queueing(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Callabl
     def run(self: PostgresBackend, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return method(self, *args, **kwargs)
-        except psycopg.Error as error:
+        except _FAILED_CALLS as error:
             raise translate(error, self.path) from None
 
     functools.update_wrapper(run, method)
@@ -516,7 +526,7 @@ class PostgresBackend:
             self.conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)),
                                         client_encoding="UTF8")
             self._loader = Transformer(self.conn)  # the driver's adapters, without its cursors: `_send`'s rows
-        except psycopg.Error as error:
+        except _FAILED_CALLS as error:
             raise translate(error, self.path, url) from None
         try:
             self.conn.execute(f"SET lock_timeout = {int(timeout * 1000)}".encode())
@@ -527,7 +537,7 @@ class PostgresBackend:
             self._prepare(_TRANSACTION)  # the migration runs in a transaction
             self._migrate(partitions)
             self._prepare(_PREPARED)
-        except psycopg.Error as error:
+        except _FAILED_CALLS as error:
             self.conn.close()
             raise translate(error, self.path) from None
         except StoreError:
@@ -603,7 +613,7 @@ class PostgresBackend:
         except BaseException as error:
             if self._begun:
                 self._rollback()
-            if isinstance(error, psycopg.Error):
+            if isinstance(error, _FAILED_CALLS):
                 raise translate(error, self.path) from None
             raise
         finally:
@@ -685,7 +695,7 @@ class PostgresBackend:
             return
         try:
             self.conn.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        except psycopg.Error as error:
+        except _FAILED_CALLS as error:
             raise translate(error, self.path) from None
         self._in_transaction = True
         try:
@@ -715,7 +725,7 @@ class PostgresBackend:
                 after = rows[-1][key]
                 if left is not None:
                     left -= len(rows)
-        except psycopg.Error as error:
+        except _FAILED_CALLS as error:
             raise translate(error, self.path) from None
 
     # -- streams ----------------------------------------------------------------------------
@@ -762,7 +772,7 @@ class PostgresBackend:
                                                    head_hash)))
         except BaseException as error:
             self._rollback()  # a reservation stopped between its lock and unlock would keep the session lock
-            if isinstance(error, psycopg.Error):
+            if isinstance(error, _FAILED_CALLS):
                 raise translate(error, self.path) from None
             raise
         return int(appended.get_value(0, 0) or 0) if appended.ntuples else None
@@ -795,7 +805,7 @@ class PostgresBackend:
                 cursor.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY created_position, id")
                 for row in cursor:
                     yield _new(StreamRow, row)
-        except psycopg.Error as error:
+        except _FAILED_CALLS as error:
             raise translate(error, self.path) from None
 
     @_translated

@@ -1,0 +1,62 @@
+"""Text that is not UTF-8 (a lone surrogate: how Python reads bytes of a command line that are
+not UTF-8) given to any call on PostgreSQL is one clear `StoreError`, and nothing changes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from threadlog import Store, StoreError, export_events, search, thread_state
+from tests.backends import BACKENDS, dump, open_store
+
+ROOT = Path(__file__).resolve().parent.parent
+BAD = "\udcff"
+
+CALLS: dict[str, Callable[[Store], Any]] = {
+    "read": lambda s: list(s.read(BAD)),
+    "append": lambda s: s.append_message(BAD, "user", "x"),
+    "fork": lambda s: s.fork(BAD),
+    "thread": lambda s: s.thread(BAD),
+    "title": lambda s: s.title(BAD),
+    "subtree": lambda s: s.subtree(BAD),
+    "ids_starting": lambda s: s.ids_starting(BAD),
+    "threads": lambda s: s.threads(root=BAD),
+    "state": lambda s: thread_state(s, BAD),
+    "export": lambda s: list(export_events(s, BAD)),
+    "search thread": lambda s: search(s, "ferry", thread=BAD),
+    "search query": lambda s: search(s, "ferry " + BAD),
+    "search tool": lambda s: search(s, "ferry", tool=BAD),
+}
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_text_that_is_not_utf8_is_one_store_error_and_changes_nothing(tmp_path: Path, call: str) -> None:
+    store = open_store(next(case for case in BACKENDS if case.id == "postgresql"), tmp_path)
+    thread = store.create_thread(title="Trip")
+    store.append_message(thread, "user", "a ferry to Corsica")
+    search(store, "ferry")
+    before = dump(store)
+    with pytest.raises(StoreError, match="not UTF-8"):
+        CALLS[call](store)
+    assert dump(store) == before
+    store.append_message(thread, "user", "the store writes on")
+    store.verify()
+    store.close()
+
+
+def test_the_cli_given_a_thread_or_query_that_is_not_utf8_prints_one_error(tmp_path: Path) -> None:
+    store = open_store(next(case for case in BACKENDS if case.id == "postgresql"), tmp_path)
+    url = store.path
+    store.create_thread(title="Trip")
+    store.close()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for command in (["log", b"\xff"], ["show", b"\xff"], ["search", b"\xff"], ["search", "x", "--tool", b"\xff"]):
+        done = subprocess.run([sys.executable, "-m", "threadlog.cli", "--db", url, *command], capture_output=True, env=env)
+        assert done.returncode == 1, (command, done.stderr)
+        assert done.stderr.startswith(b"error: ") and b"Traceback" not in done.stderr, (command, done.stderr)
