@@ -381,8 +381,9 @@ _FAILED_CALLS = (psycopg.Error, UnicodeEncodeError)
 
 
 def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "") -> StoreError:
-    """The `StoreError` for a driver error, chosen by its SQLSTATE, never by its text (whose
-    passwords of `url` are hidden: a connection's errors may quote the URL)."""
+    """The `StoreError` for a driver error, chosen by its SQLSTATE, never by its text. `url` is
+    given while connecting to it: its passwords are hidden (a connection's errors may quote
+    the URL), and a failure is the server not reached rather than a connection lost."""
     if isinstance(error, UnicodeEncodeError):
         bad = error.object[error.start:error.end] if isinstance(error.object, str) else ""
         return StoreError(f"text that is not UTF-8 ({bad[:8]!r} at index {error.start}) cannot be sent to {path}; "
@@ -394,8 +395,10 @@ def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "
     if state is None:
         if isinstance(error, psycopg.InterfaceError) and "closed" in text:
             return StoreError(f"the store for {path} is closed; open it again to read or write")
-        if isinstance(error, psycopg.OperationalError):
+        if isinstance(error, psycopg.OperationalError) and url:  # connecting
             return StoreError(f"cannot reach the PostgreSQL server for {path} ({text}); check that it runs and the URL")
+        if isinstance(error, psycopg.OperationalError):  # a connection made, since lost
+            return StoreError(_CLASSES["08"].format(path=path, error=text))
         return StoreError(f"database error on {path}: {text}")
     template = _MESSAGES.get(state) or _CLASSES.get(state[:2])
     if template is None:
