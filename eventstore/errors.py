@@ -83,3 +83,11 @@ class SchemaError(StoreError):
 
 class SchemaTooOld(SchemaError):
     """A read-only opening met a file an older release wrote; a writable opening migrates it."""
+
+
+def unsendable(error: UnicodeEncodeError, path: str) -> StoreError:
+    """Text that is not UTF-8 (a lone surrogate: how Python reads bytes of a command line that
+    are not UTF-8) given to a call: no database can be sent it, so nothing was read or written."""
+    bad = error.object[error.start:error.end] if isinstance(error.object, str) else ""
+    return StoreError(f"text that is not UTF-8 ({bad[:8]!r} at index {error.start}) cannot be sent to {path}; "
+                      "nothing was read or written")

@@ -97,7 +97,7 @@ from psycopg.copy import LibpqWriter
 
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
                       StreamRow, query_words)
-from .errors import SchemaError, SchemaTooOld, StoreError
+from .errors import SchemaError, SchemaTooOld, StoreError, unsendable
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
 
 SCHEMA_VERSION = 1
@@ -385,9 +385,7 @@ def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "
     given while connecting to it: its passwords are hidden (a connection's errors may quote
     the URL), and a failure is the server not reached rather than a connection lost."""
     if isinstance(error, UnicodeEncodeError):
-        bad = error.object[error.start:error.end] if isinstance(error.object, str) else ""
-        return StoreError(f"text that is not UTF-8 ({bad[:8]!r} at index {error.start}) cannot be sent to {path}; "
-                          "nothing was read or written")
+        return unsendable(error, path)
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if url:
         text = _without_passwords(text, url)

@@ -35,7 +35,7 @@ import sqlite_utils
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
                       StreamRow, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
-from .errors import SchemaError, SchemaTooOld, StoreError
+from .errors import SchemaError, SchemaTooOld, StoreError, unsendable
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
@@ -369,8 +369,15 @@ _MESSAGES = {
 _UNDECODED = re.compile(r"Could not decode to UTF-8 column '([^']{0,100})'")
 
 
-def translate(error: sqlite3.Error, path: str) -> StoreError:
+# What leaves the driver for a call it could not make: SQLite's errors, and text that is not
+# UTF-8 (a lone surrogate), which cannot be bound.
+_FAILED_CALLS = (sqlite3.Error, UnicodeEncodeError)
+
+
+def translate(error: sqlite3.Error | UnicodeEncodeError, path: str) -> StoreError:
     """The `StoreError` for a driver error, chosen by SQLite's result code, never by its text."""
+    if isinstance(error, UnicodeEncodeError):
+        return unsendable(error, path)
     code = getattr(error, "sqlite_errorcode", None)
     if code is None:  # raised by the driver itself: e.g. a cursor used after `close()`
         if isinstance(error, sqlite3.ProgrammingError) and "closed" in str(error):
@@ -393,7 +400,7 @@ def _translated(method: Callable[Concatenate[SQLiteBackend, _P], _R]) -> Callabl
     def run(self: SQLiteBackend, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return method(self, *args, **kwargs)
-        except sqlite3.Error as error:
+        except _FAILED_CALLS as error:
             raise translate(error, self.path) from None
 
     functools.update_wrapper(run, method)
@@ -990,6 +997,7 @@ class SQLiteBackend:
         self.conn.execute("DELETE FROM search_docs")
         self.conn.execute("UPDATE search_progress SET position = 0 WHERE name = 'index'")
 
+    @_translated
     def search(self, query: str, match: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None,
                limit: int) -> list[HitRow]:
         """See `Backend.search`. FTS5 reports a bad query (`"unbalanced`, `AND AND`, an unknown
@@ -999,15 +1007,12 @@ class SQLiteBackend:
                 return self._search(query, scope, role, tool, limit)
             except sqlite3.OperationalError as error:
                 if getattr(error, "sqlite_errorcode", None) != sqlite3.SQLITE_ERROR:
-                    raise translate(error, self.path) from None
+                    raise
             match = "words"
         words = _fts_words(query, " OR " if match == "any" else " ")
         if not words:
             return []
-        try:
-            return self._search(words, scope, role, tool, limit)
-        except sqlite3.Error as error:
-            raise translate(error, self.path) from None
+        return self._search(words, scope, role, tool, limit)
 
     def _search(self, fts_query: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None,
                 limit: int) -> list[HitRow]:

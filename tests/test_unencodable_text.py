@@ -1,5 +1,5 @@
 """Text that is not UTF-8 (a lone surrogate: how Python reads bytes of a command line that are
-not UTF-8) given to any call on PostgreSQL is one clear `StoreError`, and nothing changes."""
+not UTF-8) given to any call, on either backend, is one clear `StoreError`, and nothing changes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from threadlog import Store, StoreError, export_events, search, thread_state
-from tests.backends import BACKENDS, dump, open_store
+from tests.backends import BACKENDS, BackendCase, dump, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = "\udcff"
@@ -35,9 +35,10 @@ CALLS: dict[str, Callable[[Store], Any]] = {
 }
 
 
+@pytest.mark.parametrize("case", BACKENDS, ids=[case.id for case in BACKENDS])
 @pytest.mark.parametrize("call", CALLS)
-def test_text_that_is_not_utf8_is_one_store_error_and_changes_nothing(tmp_path: Path, call: str) -> None:
-    store = open_store(next(case for case in BACKENDS if case.id == "postgresql"), tmp_path)
+def test_text_that_is_not_utf8_is_one_store_error_and_changes_nothing(tmp_path: Path, call: str, case: BackendCase) -> None:
+    store = open_store(case, tmp_path)
     thread = store.create_thread(title="Trip")
     store.append_message(thread, "user", "a ferry to Corsica")
     search(store, "ferry")
@@ -50,8 +51,9 @@ def test_text_that_is_not_utf8_is_one_store_error_and_changes_nothing(tmp_path: 
     store.close()
 
 
-def test_the_cli_given_a_thread_or_query_that_is_not_utf8_prints_one_error(tmp_path: Path) -> None:
-    store = open_store(next(case for case in BACKENDS if case.id == "postgresql"), tmp_path)
+@pytest.mark.parametrize("case", [case for case in BACKENDS if case.id != "sqlite-memory"], ids=["sqlite-file", "postgresql"])
+def test_the_cli_given_a_thread_or_query_that_is_not_utf8_prints_one_error(tmp_path: Path, case: BackendCase) -> None:
+    store = open_store(case, tmp_path)
     url = store.path
     store.create_thread(title="Trip")
     store.close()
