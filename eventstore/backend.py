@@ -333,5 +333,6 @@ _WORD = re.compile(r"\w")
 
 def query_words(text: str) -> list[str]:
     """A plain-words query's words, as every backend's `search` takes them: the distinct
-    whitespace-separated chunks holding a word character, in order, at most 64."""
-    return [chunk for chunk in dict.fromkeys(text.split()) if _WORD.search(chunk)][:64]
+    chunks holding a word character, separated by whitespace or U+0000 (which no text index
+    holds: PostgreSQL's cannot, SQLite's FTS5 ends a query there), in order, at most 64."""
+    return [chunk for chunk in dict.fromkeys(text.replace("\x00", " ").split()) if _WORD.search(chunk)][:64]

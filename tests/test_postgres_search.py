@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from threadlog import Store, export_all, import_events, search
 from threadlog.export import dump_lines
 from tests.backends import postgres_url
@@ -41,10 +43,11 @@ def test_the_same_history_gives_the_same_hits_on_both_backends(tmp_path: Path) -
         assert all("**" in hit.snippet for hit in search(pg, "ferry"))
 
 
-def test_text_holding_nul_is_indexed_and_found_on_postgresql() -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_text_holding_nul_is_indexed_and_found(tmp_path: Path, backend: str) -> None:
     """PostgreSQL text cannot hold U+0000, which events may (their JSON escapes it): the index
     takes it as the word separator it is on SQLite, in what it indexes and in what it is asked."""
-    with Store(postgres_url()) as pg:
+    with Store(tmp_path / "t.db" if backend == "sqlite" else postgres_url()) as pg:
         t = pg.create_thread(title="Trip\x00Lyon")
         pg.append_message(t, "user", "ferry\x00corsica", event_id="e1")
         pg.append_message(t, "assistant", [{"type": "tool_use", "id": "tu1", "name": "Ba\x00sh", "input": {"cmd": "ls\x00-la"}}],
@@ -54,3 +57,6 @@ def test_text_holding_nul_is_indexed_and_found_on_postgresql() -> None:
         assert [h.kind for h in search(pg, "la", tool="Ba\x00sh")] == ["tool_use"]
         assert [h.kind for h in search(pg, "lyon")] == ["title"]
         assert search(pg, "\x00") == []
+        for match in ("words", "any"):  # plain words: the query's U+0000 separates them too
+            hits = pg.backend.search("ferry\x00corsica", match, None, None, None, 10)
+            assert [h.offset for h in hits] == [1], match
