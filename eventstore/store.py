@@ -20,7 +20,7 @@ from . import forks, integrity, restore, textindex
 from .backend import AppendAtHead, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import ConcurrencyError, IntegrityError, InvalidEvent, StaleSnapshot, StoreError, ThreadNotFound
 from .events import EventRedacted, MessageAppended, ThreadCreated
-from .facts import advance, after_fork
+from .facts import Facts, advance, after_fork
 from .head import Head
 from .collector import paused
 from .verify import VerifyReport, verify, verify_since
@@ -303,6 +303,13 @@ class Store:
     def head(self, thread: str) -> int:
         """The thread's logical length: the offset its next event will get."""
         return self.thread(thread).head
+
+    def pending_tool_uses(self, thread: str) -> tuple[str, ...]:
+        """The ids of the thread's `tool_use` calls still waiting for their `tool_result` at
+        its head, oldest first: a message answering any other id is refused. Kept on the
+        stream's row as it is appended to, so this reads no history."""
+        row = self._stream(thread)
+        return Facts.stored(row.facts, row.id).tools
 
     def create_thread(
         self,

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
 from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 
 from threadlog import Store, search, thread_state, transcript  # noqa: E402
@@ -176,3 +176,40 @@ def test_an_interrupted_run_resumes_from_another_store_and_two_writers_share_a_t
         final = [m.content for m in other.get_state(config).values["messages"]]
         assert final[-4:] == ["from the other writer", "echo: from the other writer", "from this one", "echo: from this one"]
         second.verify()
+
+
+LOOSE_TOOL_CALLS = [
+    [[ToolMessage("from a trimmed history", tool_call_id="gone"), HumanMessage("go on")]],
+    [[AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]), ToolMessage("one", tool_call_id="c1"),
+      ToolMessage("again", tool_call_id="c1")]],
+    [[AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]), HumanMessage("never mind")],
+     [AIMessage("let me retry", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])]],
+    [[AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}, {"name": "g", "args": {}, "id": "c1"}])]],
+]
+
+
+@pytest.mark.parametrize("turns", LOOSE_TOOL_CALLS, ids=["result-without-call", "two-results", "id-reused-while-pending",
+                                                         "id-twice-in-one-message"])
+def test_messages_that_pair_tool_calls_loosely_are_checkpointed_as_the_in_memory_saver_does(
+        tmp_path: Path, turns: list[list[Any]]) -> None:
+    """Models and trimmed histories produce tool messages the Messages API would refuse;
+    LangGraph's own savers checkpoint them, and so must this one (its message events are a
+    view: what cannot pair there is left out of the view, not out of the checkpoint)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    def build(saver: Any) -> Any:
+        graph = StateGraph(MessagesState)
+        graph.add_node("noop", lambda state: {"messages": []})
+        graph.add_edge(START, "noop")
+        return graph.compile(checkpointer=saver)
+
+    config: Any = {"configurable": {"thread_id": "t"}}
+    oracle = build(InMemorySaver())
+    with Store(tmp_path / "loose.db") as store:
+        app = build(ThreadlogSaver(store))
+        for messages in turns:
+            oracle.invoke({"messages": messages}, config)
+            app.invoke({"messages": messages}, config)
+        assert app.get_state(config).values == oracle.get_state(config).values
+        assert len(list(app.get_state_history(config))) == len(list(oracle.get_state_history(config)))
+        store.verify()

@@ -59,7 +59,7 @@ from eventstore.prepare import new_id
 
 from .langgraph_lines import (PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, next_step, patch,
                               thread_prefix)
-from .langgraph_values import Json, anthropic_message, decode, encode, is_messages
+from .langgraph_values import Json, anthropic_message, decode, encode, is_messages, paired
 
 __all__ = ["ThreadlogSaver", "line_id"]
 
@@ -282,7 +282,8 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             for attempt in range(_RETRIES):
                 line = self._line(thread_id, ns)
                 stream = self._stream_for(line, parent)
-                events = self._checkpoint_events(line, stream, checkpoint, md, new_versions, parent)
+                pending = self._store().pending_tool_uses(stream) if stream in line.streams else ()
+                events = self._checkpoint_events(line, stream, checkpoint, md, new_versions, parent, pending)
                 try:
                     self._append(line, stream, events)
                 except ConcurrencyError:
@@ -294,9 +295,10 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
     def _checkpoint_events(self, line: Line, stream: str, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions,
-                           parent: str | None) -> builtins.list[Json]:
-        """The message events for what the checkpoint's message lists gained, then the checkpoint
-        (for `stream`). What a reader derives is left out: the parent when it is the checkpoint
+                           parent: str | None, pending: tuple[str, ...] = ()) -> builtins.list[Json]:
+        """The message events for what the checkpoint's message lists gained (their tool blocks
+        paired after `pending`, the stream's calls awaiting results), then the checkpoint (for
+        `stream`). What a reader derives is left out: the parent when it is the checkpoint
         of the stream's event before (`follows`), a value that is the parent's only pending
         write to its channel (`w`), and most of the header (`delta`, see `langgraph_lines`)."""
         parent_record = line.records.get(parent) if parent is not None else None
@@ -322,8 +324,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             if "messages" in record:
                 known = {m.id for m in previous or () if m.id}
                 fresh = value[len(previous):] if "after" in record else [m for m in value if not m.id or m.id not in known]
-                messages.extend({"type": "message.appended", "data": data}
-                                for data in map(anthropic_message, fresh) if data is not None)
+                messages.extend(data for data in map(anthropic_message, fresh) if data is not None)
         header = {key: _to_json(value, self.serde) for key, value in checkpoint.items() if key not in ("id", "channel_values")}
         data: Json = {"checkpoint_id": checkpoint["id"], "values": values,
                       "metadata": {key: _to_json(value, self.serde) for key, value in metadata.items()}}
@@ -348,7 +349,8 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     data["metadata_delta"] = changed
         elif parent is not None:
             data["parent_id"] = parent
-        return [*messages, {"type": "langgraph.checkpoint", "data": data}]
+        shown = [{"type": "message.appended", "data": message} for message in paired(messages, pending)]
+        return [*shown, {"type": "langgraph.checkpoint", "data": data}]
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
         conf = config["configurable"]

@@ -105,6 +105,34 @@ def _text(content: Any) -> str:
     return "\n".join(parts)
 
 
+def paired(messages: list[Json], pending: tuple[str, ...]) -> list[Json]:
+    """The `message.appended` data in `messages`, less the tool blocks the store would refuse
+    after `pending` (the stream's calls awaiting results): a `tool_result` answering no
+    pending call, and a `tool_use` whose id is already pending or repeats one in its message.
+    LangGraph keeps such messages (a trimmed history, a model reusing ids); the checkpoint
+    holds them as they are, and the view leaves out what cannot pair. A message left with
+    no block is left out."""
+    waiting = list(pending)
+    out = []
+    for data in messages:
+        blocks = []
+        seen: list[str] = []
+        for block in data["content"]:
+            if block["type"] == "tool_result":
+                if block["tool_use_id"] not in waiting:
+                    continue
+                waiting.remove(block["tool_use_id"])
+            elif block["type"] == "tool_use":
+                if block["id"] in waiting or block["id"] in seen:
+                    continue
+                seen.append(block["id"])
+            blocks.append(block)
+        waiting.extend(seen)
+        if blocks:
+            out.append({**data, "content": blocks})
+    return out
+
+
 def anthropic_message(message: BaseMessage) -> Json | None:
     """The `message.appended` data for a LangChain message, in Anthropic's blocks, or None
     for a message threadlog's view has no role for (system, function, custom).
