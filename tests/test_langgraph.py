@@ -213,3 +213,45 @@ def test_messages_that_pair_tool_calls_loosely_are_checkpointed_as_the_in_memory
         assert app.get_state(config).values == oracle.get_state(config).values
         assert len(list(app.get_state_history(config))) == len(list(oracle.get_state_history(config)))
         store.verify()
+
+
+def nested(depth: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+DEEP_STEPS = {
+    "state-value": lambda: {"note": nested(150)},
+    "message-content": lambda: {"messages": [AIMessage([{"type": "text", "text": "hi", "extra": nested(95)}], id="a1")]},
+    "message-kwargs": lambda: {"messages": [AIMessage("hi", additional_kwargs={"x": nested(95)}, id="a1")]},
+    "tool-call-args": lambda: {"messages": [AIMessage("", tool_calls=[{"name": "f", "args": {"q": nested(97)}, "id": "c1"}], id="a1"),
+                                            ToolMessage("done", tool_call_id="c1", id="t1")]},
+}
+
+
+@pytest.mark.parametrize("step", list(DEEP_STEPS.values()), ids=list(DEEP_STEPS))
+def test_deeply_nested_values_are_checkpointed_as_the_in_memory_saver_does(tmp_path: Path, step: Any) -> None:
+    """An event holds JSON nested at most 100 levels; LangGraph's savers (msgpack) hold
+    deeper values, so one that would nest past the limit is stored through the serializer."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    class State(MessagesState):
+        note: Any
+
+    def build(saver: Any) -> Any:
+        graph = StateGraph(State)
+        graph.add_node("step", lambda state: step())
+        graph.add_edge(START, "step")
+        return graph.compile(checkpointer=saver)
+
+    config: Any = {"configurable": {"thread_id": "t"}}
+    oracle = build(InMemorySaver())
+    oracle.invoke({"messages": [HumanMessage("go", id="h1")]}, config)
+    with Store(tmp_path / "deep.db") as store:
+        app = build(ThreadlogSaver(store))
+        app.invoke({"messages": [HumanMessage("go", id="h1")]}, config)
+        assert app.get_state(config).values == oracle.get_state(config).values
+        assert "go" in transcript(store, line_id("t", ""))
+        store.verify()

@@ -24,7 +24,16 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, message_to_dict, messages_from_dict
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from eventstore.events import MAX_DEPTH
+
 Json = dict[str, Any]
+
+# An event holds JSON nested at most MAX_DEPTH levels. A record sits at most four levels into
+# its event (a write's: data, writes, item, value; a header field's: data, metadata, key,
+# `__record__`), so records nested deeper than this go through the serializer. A `tool_use`
+# block's input sits three levels into a message event's data.
+RECORD_DEPTH = MAX_DEPTH - 8
+INPUT_DEPTH = MAX_DEPTH - 3
 
 # Fields `message_to_dict` writes that read back the same when left out (their defaults).
 _DEFAULTS: dict[str, Any] = {"additional_kwargs": {}, "response_metadata": {}, "name": None, "tool_calls": [],
@@ -63,7 +72,28 @@ def message_record(message: BaseMessage) -> Json:
 
 def encode(value: Any, version: Any, serde: SerializerProtocol, previous: Any = None, previous_version: Any = None) -> Json:
     """The stored record of `value` at `version`; a message list that extends `previous`
-    (the channel's value at `previous_version`) keeps only what was appended."""
+    (the channel's value at `previous_version`) keeps only what was appended. A record that
+    would nest deeper than an event holds goes through the serializer instead."""
+    record = _record(value, version, serde, previous, previous_version, 0)
+    if "json" in record or "serde" in record or not _deeper_than(record, RECORD_DEPTH):
+        return record
+    kind, blob = serde.dumps_typed(value)
+    return {"v": version, "serde": kind, "b64": base64.b64encode(blob).decode("ascii")}
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether JSON `value` nests containers more than `limit` levels (`value` is level 1)."""
+    todo = [(value, 1)] if isinstance(value, (dict, list)) else []
+    while todo:
+        node, depth = todo.pop()
+        if depth > limit:
+            return True
+        todo.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node)
+                    if isinstance(child, (dict, list)))
+    return False
+
+
+def _record(value: Any, version: Any, serde: SerializerProtocol, previous: Any, previous_version: Any, level: int) -> Json:
     if is_messages(value):
         if is_messages(previous) and len(value) >= len(previous) and all(
                 a is b or a == b for a, b in zip(previous, value)):
@@ -72,8 +102,9 @@ def encode(value: Any, version: Any, serde: SerializerProtocol, previous: Any = 
             return {"v": version, "messages": [message_record(m) for m in value]}
     if _plain(value):
         return {"v": version, "json": value}
-    if type(value) is dict and all(isinstance(key, str) for key in value):  # e.g. a node's input {"messages": [...]}
-        return {"v": version, "dict": {key: _bare(encode(item, None, serde)) for key, item in value.items()}}
+    if type(value) is dict and all(isinstance(key, str) for key in value) and level < RECORD_DEPTH // 2:
+        # e.g. a node's input {"messages": [...]}; each level nests two (`dict`, its key)
+        return {"v": version, "dict": {key: _bare(_record(item, None, serde, None, None, level + 1)) for key, item in value.items()}}
     kind, blob = serde.dumps_typed(value)
     return {"v": version, "serde": kind, "b64": base64.b64encode(blob).decode("ascii")}
 
@@ -139,7 +170,8 @@ def anthropic_message(message: BaseMessage) -> Json | None:
 
     Human text is a user turn; AI text and tool calls an assistant turn (`tool_use`
     blocks); a tool message a user turn with one `tool_result`. Only text is carried over
-    (images and other parts stay in the checkpoint, exactly as LangGraph wrote them).
+    (images and other parts stay in the checkpoint, exactly as LangGraph wrote them), and
+    a tool call only when its arguments fit in an event.
     """
     text = _text(message.content).strip() and _text(message.content)
     blocks: list[Json] = []
@@ -151,8 +183,8 @@ def anthropic_message(message: BaseMessage) -> Json | None:
         role = "assistant"
         if text:
             blocks.append({"type": "text", "text": text})
-        for call in message.tool_calls:
-            if call.get("id"):
+        for call in message.tool_calls:  # a call whose arguments nest deeper than an event holds is left out
+            if call.get("id") and not _deeper_than(call["args"], INPUT_DEPTH):
                 blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"], "input": dict(call["args"])})
     elif isinstance(message, ToolMessage):
         role = "user"
