@@ -157,3 +157,18 @@ def test_missing_directories_are_named(run, tmp_path: Path) -> None:  # type: ig
     run("append", t, "--role", "user", "--text", "hi")
     result = CliRunner().invoke(cli, ["transcript", t, "-o", str(missing / "t.md"), "--db", run.db])
     assert result.exit_code == 1 and result.stderr == f"error: no such directory to write the transcript in: {missing}\n"
+
+
+def test_a_note_fork_with_a_transcript_path_writes_the_parent_as_of_the_fork_point_there(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    t = run("new", "--title", "Trip").strip()
+    run("append", t, "--role", "user", "--text", "Find me a train to Lyon")
+    run("append", t, "--role", "assistant", "--text", "The 08:04.")
+    run("append", t, "--role", "user", "--text", "Later than that, please")
+    path = tmp_path / "threads" / "trip.transcript.md"
+    path.parent.mkdir()
+    f = run("fork", t, "--at", "3", "--context", "note", "--transcript", str(path)).strip()
+    note = json.loads(run("show", f, "--json"))["messages"][0]["content"][0]["text"]
+    assert f"saved at:\n{path}\n" in note  # the fork note points the model at the file...
+    written = path.read_text(encoding="utf-8")  # ...which holds the parent as the fork inherited it
+    assert "Find me a train to Lyon" in written and "The 08:04." in written and "Later than that" not in written
+    assert written == run("transcript", t, "--stop", "3", "--no-pager")

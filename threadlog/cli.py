@@ -326,12 +326,21 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
               help="With --context note: when the model is told to consult the parent's transcript.")
 @click.option("--unanswered", type=click.Choice(["refuse", "drop"]), default="refuse", show_default=True,
               help="What to do with tool calls that have no result.")
-@click.option("--transcript", "transcript_path", metavar="PATH", help="Where the parent's transcript lives (named in the fork note).")
+@click.option("--transcript", "transcript_path", metavar="PATH",
+              help="With --context note: write the parent's transcript, as of the fork point, to PATH (atomically, "
+                   "before forking) and name it in the fork note.")
 @json_option
 @with_store("write")
 def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, context: str, retrieval: str, unanswered: str,
          transcript_path: str | None, as_json: bool) -> None:
     """Fork THREAD in O(1); prints the fork's id, alone."""
+    if transcript_path and context == "note":
+        # The note tells the model the transcript is saved at PATH: write it first, so the note
+        # never names a file that is missing, and stop at the fork point, so it holds nothing
+        # the fork did not inherit. (A fork refused after this leaves the file, not a fork.)
+        at = store.head(thread) if at is None else at
+        if 0 <= at <= store.head(thread):
+            write_transcript(store, thread, transcript_path, stop=at)
     fork_id = store.fork(
         thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
         unanswered=unanswered, transcript=transcript_path,
