@@ -18,7 +18,7 @@ pytest.importorskip("langgraph")
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
 from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 
-from threadlog import Store, search, thread_state, transcript  # noqa: E402
+from threadlog import InvalidEvent, Store, search, thread_state, transcript  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver, line_id  # noqa: E402
 
 CHAT = str(Path(__file__).resolve().parent / "langgraph_chat.py")
@@ -254,4 +254,30 @@ def test_deeply_nested_values_are_checkpointed_as_the_in_memory_saver_does(tmp_p
         app.invoke({"messages": [HumanMessage("go", id="h1")]}, config)
         assert app.get_state(config).values == oracle.get_state(config).values
         assert "go" in transcript(store, line_id("t", ""))
+        store.verify()
+
+
+def test_a_refused_checkpoint_on_a_new_branch_leaves_no_fork_behind(tmp_path: Path) -> None:
+    """Running from an older checkpoint forks the log before the checkpoint is appended; a
+    checkpoint the store refuses (text that is not UTF-8) must refuse before that fork."""
+    from typing import TypedDict
+
+    class State(TypedDict):
+        note: str
+
+    graph = StateGraph(State)
+    graph.add_node("keep", lambda state: {"note": state["note"]})
+    graph.add_edge(START, "keep")
+    with Store(tmp_path / "refused.db") as store:
+        app = graph.compile(checkpointer=ThreadlogSaver(store))
+        config: Any = {"configurable": {"thread_id": "t"}}
+        app.invoke({"note": "one"}, config)
+        app.invoke({"note": "two"}, config)
+        past = list(app.get_state_history(config))[-2].config
+        before = (store.counts(), [t.id for t in store.all_threads()])
+        with pytest.raises(InvalidEvent, match="UTF-8"):
+            app.invoke({"note": "lone \ud800 surrogate"}, past)
+        assert (store.counts(), [t.id for t in store.all_threads()]) == before
+        app.invoke({"note": "three"}, past)  # the branch is made when a checkpoint can be stored on it
+        assert app.get_state(config).values == {"note": "three"}
         store.verify()

@@ -38,7 +38,7 @@ from __future__ import annotations
 import builtins
 import copy
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -55,7 +55,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from eventstore import ConcurrencyError, ForkRefused, Store, StoreError, ThreadNotFound
-from eventstore.prepare import new_id
+from eventstore.prepare import new_id, prepare
 
 from .langgraph_lines import (PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, next_step, patch,
                               thread_prefix)
@@ -165,9 +165,10 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
     # -- where a checkpoint goes ------------------------------------------------------------
 
-    def _stream_for(self, line: Line, parent: str | None) -> str:
+    def _stream_for(self, line: Line, parent: str | None, vet: Callable[[str], None]) -> str:
         """The stream a checkpoint whose parent is `parent` is appended to (a new branch if
-        the parent is not the last checkpoint of any stream)."""
+        the parent is not the last checkpoint of any stream; `vet(branch)` first raises if
+        the checkpoint's events would be refused there, so a refused put forks nothing)."""
         tails = {sid: line.tail(sid) for sid, stream in line.streams.items() if stream.own}
         if parent is None or parent not in line.records:
             live = [cid for cid in line.live() if not line.records[cid].data.get("restated")]
@@ -180,13 +181,14 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         for sid, tail in tails.items():
             if tail == parent:
                 return sid
-        return self._branch(line, record)
+        branch = f"{line.key}.{new_id()[:8]}"
+        vet(branch)
+        return self._branch(line, record, branch)
 
-    def _branch(self, line: Line, record: Record) -> str:
+    def _branch(self, line: Line, record: Record, branch: str) -> str:
         """A new stream whose history ends at `record`: a fork right after its event, or, when
         the history holds no message to fork from, a new thread that restates it."""
         store = self._store()
-        branch = f"{line.key}.{new_id()[:8]}"
         try:
             store.fork(record.stream, at=record.offset + 1, fork_id=branch, unanswered="drop", actor=ACTOR)
         except ForkRefused as refused:
@@ -278,10 +280,15 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         conf = config["configurable"]
         thread_id, ns, parent = conf["thread_id"], conf.get("checkpoint_ns", ""), conf.get("checkpoint_id")
         md = get_serializable_checkpoint_metadata(config, metadata)
+
+        def vet(branch: str) -> None:  # the events as they would read on a new branch, validated without a write
+            for i, event in enumerate(self._checkpoint_events(line, branch, checkpoint, md, new_versions, parent)):
+                prepare(event, i)
+
         with self._lock:
             for attempt in range(_RETRIES):
                 line = self._line(thread_id, ns)
-                stream = self._stream_for(line, parent)
+                stream = self._stream_for(line, parent, vet)
                 pending = self._store().pending_tool_uses(stream) if stream in line.streams else ()
                 events = self._checkpoint_events(line, stream, checkpoint, md, new_versions, parent, pending)
                 try:
