@@ -188,6 +188,33 @@ def test_a_branch_is_a_fork_holding_what_the_sdk_branch_holds(db: Path) -> None:
     store.close()
 
 
+def test_finding_turns_by_content_answers_as_the_sdk_does(db: Path) -> None:
+    """`find_turns_by_content` gives each match's whole text (not the 100-character preview of
+    `get_conversation_turns`) and searches the text parts only, not the names threadlog
+    gives other parts in its transcripts (`[image]`, `[file …]`)."""
+    long = "Lyon " + "and then further south " * 10
+    items: list[Any] = [
+        {"role": "user", "content": long},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": [{"type": "input_text", "text": "What is in this picture?"},
+                                     {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"}]},
+        {"role": "user", "content": [{"type": "input_file", "filename": "lyon.pdf", "file_data": "data:application/pdf;base64,AA"}]},
+    ]
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        oracle = AdvancedSQLiteSession(session_id="ana", create_tables=True)
+        for s in (session, oracle):
+            run(s.add_items(items))
+
+        def found(s: Any, term: str) -> list[tuple[int, Any, Any]]:  # a list's preview is its JSON (threadlog's keys sorted)
+            return [(t["turn"], t["content"] if isinstance(t["full_content"], str) else None, t["full_content"])
+                    for t in run(s.find_turns_by_content(term))]
+
+        for term in ("lyon", "SOUTH", "picture", "image", "file", "pdf"):
+            assert found(session, term) == found(oracle, term), term
+        oracle.close()
+
+
 def test_a_new_session_object_branches_from_the_cached_turns_with_the_same_answer(db: Path) -> None:
     """A new object (a new process) finds the user turns from a snapshot instead of reading every
     item; the snapshot is a cache: without it, and with items added after it, the branch is the same."""

@@ -284,10 +284,11 @@ class ThreadlogSession:
         return turns
 
     async def find_turns_by_content(self, search_term: str, branch_id: str | None = None) -> list[dict[str, Any]]:
-        """The user turns whose text contains `search_term`, ignoring case."""
+        """The user turns whose text (a string, or its parts' `text`) contains `search_term`,
+        ignoring case; as in the SDK, `content` is the whole text, not a preview."""
         wanted = search_term.lower()
-        return [turn for turn in await self.get_conversation_turns(branch_id)
-                if wanted in _content_text(turn["full_content"]).lower()]
+        return [{**turn, "content": _preview(turn["full_content"], None)} for turn in await self.get_conversation_turns(branch_id)
+                if any(wanted in text.lower() for text in _texts(turn["full_content"]))]
 
     # -- where a branch lives -------------------------------------------------------------------
 
@@ -555,9 +556,17 @@ def _is_turn(item: dict[str, Any]) -> bool:
     return item.get("role") == "user"
 
 
-def _preview(content: Any, limit: int) -> str:
+def _preview(content: Any, limit: int | None) -> str:
     text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    return text[:limit] + "..." if len(text) > limit else text
+    return text[:limit] + "..." if limit is not None and len(text) > limit else text
+
+
+def _texts(content: Any) -> list[str]:
+    """The texts a turn is searched in: its content when a string, else its parts' `text`."""
+    if isinstance(content, str):
+        return [content]
+    parts = content if isinstance(content, list) else []
+    return [part["text"] for part in parts if isinstance(part, dict) and isinstance(part.get("text"), str)]
 
 
 def _mark(type_: str, data: dict[str, Any]) -> dict[str, Any] | None:
