@@ -289,8 +289,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             for attempt in range(_RETRIES):
                 line = self._line(thread_id, ns)
                 stream = self._stream_for(line, parent, vet)
-                pending = self._store().pending_tool_uses(stream) if stream in line.streams else ()
-                events = self._checkpoint_events(line, stream, checkpoint, md, new_versions, parent, pending)
+                events = self._checkpoint_events(line, stream, checkpoint, md, new_versions, parent)
                 try:
                     self._append(line, stream, events)
                 except ConcurrencyError:
@@ -302,12 +301,13 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
     def _checkpoint_events(self, line: Line, stream: str, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions,
-                           parent: str | None, pending: tuple[str, ...] = ()) -> builtins.list[Json]:
+                           parent: str | None) -> builtins.list[Json]:
         """The message events for what the checkpoint's message lists gained (their tool blocks
-        paired after `pending`, the stream's calls awaiting results), then the checkpoint (for
-        `stream`). What a reader derives is left out: the parent when it is the checkpoint
-        of the stream's event before (`follows`), a value that is the parent's only pending
-        write to its channel (`w`), and most of the header (`delta`, see `langgraph_lines`)."""
+        paired after the stream's calls awaiting results, read only when they hold tool
+        blocks), then the checkpoint (for `stream`). What a reader derives is left out: the
+        parent when it is the checkpoint of the stream's event before (`follows`), a value
+        that is the parent's only pending write to its channel (`w`), and most of the header
+        (`delta`, see `langgraph_lines`)."""
         parent_record = line.records.get(parent) if parent is not None else None
         values: Json = {}
         messages: builtins.list[Json] = []
@@ -356,7 +356,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     data["metadata_delta"] = changed
         elif parent is not None:
             data["parent_id"] = parent
-        shown = [{"type": "message.appended", "data": message} for message in paired(messages, pending)]
+        if any(block["type"] in ("tool_use", "tool_result") for message in messages for block in message["content"]):
+            messages = paired(messages, self._store().pending_tool_uses(stream) if stream in line.streams else ())
+        shown = [{"type": "message.appended", "data": message} for message in messages]
         return [*shown, {"type": "langgraph.checkpoint", "data": data}]
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
