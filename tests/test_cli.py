@@ -84,6 +84,11 @@ def test_domain_errors_exit_1_with_one_line(run) -> None:  # type: ignore[no-unt
     run("fork", t, "--at", "9", code=1)
 
 
+def test_new_takes_metadata_as_meta_too(run) -> None:  # type: ignore[no-untyped-def]
+    t = run("new", "--meta", "team=ops", "--metadata", "tier=gold").strip()
+    assert json.loads(run("show", t, "--json"))["metadata"] == {"team": "ops", "tier": "gold"}
+
+
 def test_usage_errors_exit_2(run) -> None:  # type: ignore[no-untyped-def]
     t = run("new").strip()
     run("append", t, "--role", "robot", "--text", "x", code=2)

@@ -253,8 +253,8 @@ def _recorded(event: Any, as_json: bool) -> None:
 @click.option("--title", help="The thread's title.")
 @click.option("--system", help="The system prompt.")
 @click.option("--model", help="The model the thread talks to.")
-@click.option("--metadata", "metadata", multiple=True, callback=_meta_pairs, metavar="K=V",
-              help="A thread metadata entry (repeatable).")
+@click.option("--metadata", "--meta", "metadata", multiple=True, callback=_meta_pairs, metavar="K=V",
+              help="A thread metadata entry (repeatable; --meta is the same).")
 @json_option
 @with_store("create")
 def new(store: Store, title: str | None, system: str | None, model: str | None, metadata: dict[str, str], as_json: bool) -> None:
