@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from eventstore import textindex
 from threadlog import Store, export_all, import_events, search
 from threadlog.export import dump_lines
 from tests.backends import postgres_url
@@ -58,5 +59,5 @@ def test_text_holding_nul_is_indexed_and_found(tmp_path: Path, backend: str) -> 
         assert [h.kind for h in search(pg, "lyon")] == ["title"]
         assert search(pg, "\x00") == []
         for match in ("words", "any"):  # plain words: the query's U+0000 separates them too
-            hits = pg.backend.search("ferry\x00corsica", match, None, None, None, 10)
+            hits = textindex.search(pg, "ferry\x00corsica", match, None, limit=10)
             assert [h.offset for h in hits] == [1], match
