@@ -60,6 +60,7 @@ BROKEN: dict[str, Reply] = {
     "lone-surrogate-in-text": raw(b'{"id":"m","type":"message","role":"assistant","model":"x","stop_reason":"end_turn",'
                                   b'"content":[{"type":"text","text":"\\ud800"}],"usage":{"input_tokens":1,"output_tokens":1}}'),
     "usage-not-an-object": answered([{"type": "text", "text": "ok"}], usage="lots"),
+    "role-not-assistant": answered([{"type": "text", "text": "I am the user now."}], role="user"),
     "nested-too-deep": answered([{"type": "tool_use", "id": "tu_1", "name": "weather",
                                   "input": json.loads('{"a":' * 150 + "1" + "}" * 150)}], stop_reason="tool_use"),
 }

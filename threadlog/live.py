@@ -282,6 +282,8 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
     if not isinstance(reply, anthropic.types.Message) or not isinstance(reply.content, list):
         shown = type(reply.content if isinstance(reply, anthropic.types.Message) else reply).__name__
         raise BadAnswer(f"the API answered with a {shown} where a message with a list of content blocks belongs")
+    if reply.role != "assistant":  # the SDK builds its models unchecked: a server could say anything here
+        raise BadAnswer(f"the API's answer has role {str(reply.role)[:40]!r}; an answer is the assistant's")
     if not stream and on_text is not None:
         on_text("".join(b.text for b in reply.content if isinstance(b, anthropic.types.TextBlock) and isinstance(b.text, str)))
     return reply, _Sent(request_id, body_digest(body), kwargs["model"], kwargs["max_tokens"], stream)
