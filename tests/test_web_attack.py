@@ -264,7 +264,8 @@ def test_a_huge_message_is_shown_clipped_not_whole(tmp_path: Path) -> None:
     with Store(path) as store:
         store.create_thread(title="huge", thread_id="huge")
         store.append_message("huge", "user", "start " + "é" * 1_000_000 + " end")
-        store.append_message("huge", "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "dump", "input": {"x": "y" * 500_000}}])
+        store.append_message("huge", "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "dump" + "n" * 1_000_000,
+                                                       "input": {"x": "y" * 500_000}}])
         store.append_message("huge", "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "z" * 2_000_000}])
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
         rows, replay = c.get("/thread?id=huge"), c.get("/replay?id=huge")
