@@ -7,6 +7,7 @@ directory, and how to dump its whole content (for tests that prove nothing chang
 from __future__ import annotations
 
 import itertools
+import sqlite3
 import urllib.parse
 import weakref
 from collections.abc import Callable, Iterator
@@ -118,6 +119,15 @@ def open_store(case: BackendCase, tmp_path: Path) -> Store:
 def dump(store: Store) -> list[str]:
     """Every row of every table of a store `open_store` made: equal dumps mean an unchanged database."""
     return _DUMPS[store]()
+
+
+def file_dump(path: Path) -> list[str]:
+    """`dump` of a SQLite file no store holds open: its SQL, as `sqlite3`'s `.dump` writes it."""
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
 
 
 @pytest.fixture(name="mem", params=["sqlite-memory", "postgresql"])

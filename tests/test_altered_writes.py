@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from eventstore import StoreError
 from threadlog import Store
 from threadlog.cli import cli
+from tests.backends import file_dump
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +39,6 @@ def altered(template: Path, tmp_path: Path, statement: str) -> Path:
     return db
 
 
-def dump(db: Path) -> list[str]:
-    conn = sqlite3.connect(db)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
-
-
 FACTS = [
     ("not-json", "garbage{"),
     ("a-list", "[]"),
@@ -65,34 +58,34 @@ WRITES: list[tuple[str, Callable[[Store], object]]] = [
 def test_a_write_over_pending_facts_altered_outside_threadlog_is_refused(template: Path, tmp_path: Path, facts: str,
                                                                         write: Callable[[Store], object]) -> None:
     db = altered(template, tmp_path, f"UPDATE streams SET facts = '{facts}' WHERE id = 'R'")
-    before = dump(db)
+    before = file_dump(db)
     with Store(db) as store, pytest.raises(StoreError) as caught:
         write(store)
     message = str(caught.value)
     assert "R" in message and "altered outside threadlog" in message and "threadlog verify" in message, message
     assert len(message) < 400 and "\n" not in message
-    assert dump(db) == before
+    assert file_dump(db) == before
 
 
 def test_an_append_after_a_lowered_head_is_refused(template: Path, tmp_path: Path) -> None:
     db = altered(template, tmp_path, "UPDATE streams SET head = 1 WHERE id = 'R'")
-    before = dump(db)
+    before = file_dump(db)
     with Store(db) as store, pytest.raises(StoreError) as caught:
         store.append_message("R", "user", "more")
     message = str(caught.value)
     assert "altered outside threadlog" in message and "threadlog verify" in message, message
-    assert dump(db) == before
+    assert file_dump(db) == before
 
 
 @pytest.mark.parametrize("statement", ["UPDATE streams SET facts = 'garbage{' WHERE id = 'R'",
                                        "UPDATE streams SET head = 1 WHERE id = 'R'"], ids=["facts", "head"])
 def test_the_cli_refuses_such_an_append_in_one_line(template: Path, tmp_path: Path, statement: str) -> None:
     db = altered(template, tmp_path, statement)
-    before = dump(db)
+    before = file_dump(db)
     result = CliRunner().invoke(cli, ["--db", str(db), "append", "R", "--role", "user", "--text", "more"])
     assert result.exit_code == 1, result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "threadlog verify" in lines[0], result.stderr
-    assert dump(db) == before
+    assert file_dump(db) == before
     verified = CliRunner().invoke(cli, ["--db", str(db), "verify"])  # and verify names the row
     assert verified.exit_code == 1 and "R" in verified.stderr, verified.output

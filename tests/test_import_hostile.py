@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 
 from threadlog import Store, import_claude_code
 from threadlog.cli import cli
+from tests.backends import file_dump
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SESSION = FIXTURES / "claude-code" / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
@@ -38,14 +39,6 @@ def fresh(seeded: Path, tmp_path: Path) -> Path:
     db = tmp_path / "t.db"
     shutil.copy(seeded, db)
     return db
-
-
-def dump(db: Path) -> list[str]:
-    conn = sqlite3.connect(db)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
 
 
 def user_line(uuid: str, text: str, parent: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -72,9 +65,9 @@ def refused(result: Result, says: str) -> None:
 
 def import_refused(seeded: Path, tmp_path: Path, args: list[str], says: str) -> None:
     db = fresh(seeded, tmp_path)
-    before = dump(db)
+    before = file_dump(db)
     refused(CliRunner().invoke(cli, ["--db", str(db), "import", *args]), says)
-    assert dump(db) == before, "a refused import changed the database"
+    assert file_dump(db) == before, "a refused import changed the database"
 
 
 # -- JSON nested deeper than Python can parse ---------------------------------------------------
@@ -218,7 +211,7 @@ def test_an_event_row_altered_outside_threadlog_is_refused_in_one_line(seeded: P
         position, thread = conn.execute("SELECT position, stream_id FROM events WHERE type = 2 LIMIT 1").fetchone()
         conn.execute(f"UPDATE events SET {column} = ? WHERE position = ?", (value, position))
     conn.close()
-    before = dump(db)
+    before = file_dump(db)
     runner = CliRunner()
     for command in (["log", thread], ["show", thread], ["transcript", thread], ["rows", thread], ["usage", thread],
                     ["export", thread], ["import", "claude-code", str(SESSION)]):
@@ -228,7 +221,7 @@ def test_an_event_row_altered_outside_threadlog_is_refused_in_one_line(seeded: P
         assert isinstance(result.exception, SystemExit) and result.exit_code == 1, (command, result.exception)
         lines = result.stderr.splitlines()  # log and export stream: the events before it are printed
         assert len(lines) == 1 and "altered outside threadlog" in lines[0], (command, result.stderr)
-    assert dump(db) == before
+    assert file_dump(db) == before
 
 
 def test_text_that_is_not_utf8_is_refused_in_one_short_line(seeded: Path, tmp_path: Path) -> None:

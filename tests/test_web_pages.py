@@ -20,6 +20,7 @@ from starlette.testclient import TestClient  # noqa: E402
 from threadlog import Store, display_rows  # noqa: E402
 from threadlog.web import create_app  # noqa: E402
 from tests.webstore import HOSTILE_ID, LONG, build  # noqa: E402
+from tests.backends import file_dump  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +33,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str
 def client(built: tuple[Path, dict[str, str]]) -> Iterator[TestClient]:
     with TestClient(create_app(str(built[0])), base_url="http://127.0.0.1") as c:
         yield c
-
-
-def _dump(path: Path) -> list[str]:
-    conn = sqlite3.connect(path)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
 
 
 PAGES = ["/", "/?all=1", "/thread?id=trip", "/replay?id=trip&at=2", "/tree?id=trip", "/blame?id=trip", "/diff?a=trip&b=trip",
@@ -56,12 +49,12 @@ def test_every_response_forbids_inline_script(client: TestClient, target: str) -
 
 def test_nothing_writes_and_only_get_is_served(built: tuple[Path, dict[str, str]], client: TestClient) -> None:
     path, ids = built
-    before = _dump(path)
+    before = file_dump(path)
     for target in PAGES + [f"/thread?id={ids['bad']}", "/?q=train", "/thread?id=long&start=3"]:
         client.get(target)
     for method in ("post", "put", "delete", "patch"):
         assert getattr(client, method)("/thread?id=trip").status_code == 405
-    assert _dump(path) == before
+    assert file_dump(path) == before
 
 
 def test_another_host_name_is_refused(client: TestClient) -> None:
