@@ -338,8 +338,9 @@ def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, c
         # The note tells the model the transcript is saved at PATH: write it first, so the note
         # never names a file that is missing, and stop at the fork point, so it holds nothing
         # the fork did not inherit. (A fork refused after this leaves the file, not a fork.)
-        at = store.head(thread) if at is None else at
-        if 0 <= at <= store.head(thread):
+        head = store.head(thread)
+        at = head if at is None else at
+        if 0 <= at <= head:
             write_transcript(store, thread, transcript_path, stop=at)
     fork_id = store.fork(
         thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
