@@ -159,6 +159,11 @@ class Backend(Protocol):
         """Every stream, in creation order, streamed (a full verify reads them in bounded memory)."""
         ...
 
+    def stream_starts(self) -> list[int]:
+        """Every stream's created_position (those that are integers), ascending: where a full
+        verify cuts a large log in two (`splitscan`)."""
+        ...
+
     def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:
         """Stream ids that start with `prefix`, in order, at most `limit` (through the id index)."""
         ...
@@ -208,6 +213,13 @@ class Backend(Protocol):
 
     def event_at_position(self, position: int) -> EventRow | None: ...
 
+    def fork_points(self, created_after: int, upto: int) -> Iterator[tuple[str, int, int, str | bytes, str | None]]:
+        """For each fork created after position `created_after` whose parent holds the event
+        the fork chains to (at offset `parent_offset - 1`) at a position <= `upto`: (parent id,
+        that offset, the event's position, its stored hash (a `tl2:` one may be its 32 bytes),
+        its stored pending facts). A full verify's later part reads its forks' points at once."""
+        ...
+
     def range(self, stream_id: str, lo: int, hi: int | None) -> Iterator[EventRow]:
         """The stream's own events with lo <= offset < hi (no bound if None), in offset order."""
         ...
@@ -220,11 +232,12 @@ class Backend(Protocol):
         """Every event with position > `after`, in position order, at most `limit`."""
         ...
 
-    def stored_events(self) -> Iterator[tuple[Any, ...]]:
-        """Every event in position order as `packing.StoredValues`: `EventRow`'s fields, but an
-        id, hash, digest, type or time may be in its compact form (`packing.unpack_row` gives
-        the `EventRow`). For a full scan that decodes only what it reads (`verify`); a backend
-        that decodes in SQL anyway may return the text forms."""
+    def stored_events(self, after: int = 0, upto: int | None = None) -> Iterator[tuple[Any, ...]]:
+        """Every event with `after` < position <= `upto` (no bound: None) in position order as
+        `packing.StoredValues`: `EventRow`'s fields, but an id, hash, digest, type or time may
+        be in its compact form (`packing.unpack_row` gives the `EventRow`). For a full scan
+        that decodes only what it reads (`verify`); a backend that decodes in SQL anyway may
+        return the text forms."""
         ...
 
     def redact(self, position: int, data: str, redacted_by: int) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from hashlib import sha256 as _sha256
 from sys import intern
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from .backend import Backend, EventRow, StreamRow
 from .chaincheck import Chain, Lineage, Point, Problem, check_stream, lineage, owner_of
@@ -45,8 +45,9 @@ class FullScan:
     forks). tests/test_verify_fork_points.py holds the two ways to the same verdicts.
     """
 
-    def __init__(self, backend: Backend, kept_points: int = KEPT_POINTS) -> None:
+    def __init__(self, backend: Backend, kept_points: int = KEPT_POINTS, part: Part | None = None) -> None:
         self.backend = backend
+        self.part = part
         self.lineages: dict[str, Lineage] = {}  # a cache: see `lineage`
         # The events forks chain to, by owner and offset; filled in as the scan meets them, and
         # dropped when taken. `sharing` counts the forks beyond the first that chain to one.
@@ -58,6 +59,8 @@ class FullScan:
         # that stream alone names it.
         self.unplaced: list[StreamRow] = []
         for row in backend.streams():
+            if not self.mine(row):
+                continue
             if row.created_position.__class__ is not int:
                 self.unplaced.append(row)
             if row.parent_id is not None and row.parent_offset:
@@ -78,6 +81,20 @@ class FullScan:
         self.early: set[str] = set()  # streams met before their created_position
         self.problems: list[Problem] = []
         self.redacted = 0
+        # A part's streams begun in the part before (`Part`): each stream's state where this
+        # part took it up (`Resumed`), and the chains of those that reached the end of this part.
+        self.resumed: dict[str, Resumed] = {}
+        self.handed_on: dict[str, Chain] = {}
+
+    def mine(self, row: StreamRow) -> bool:
+        """Whether this scan starts the stream (a part starts those created in its range; the
+        first part also those whose created_position is no position)."""
+        part = self.part
+        if part is None:
+            return True
+        if row.created_position.__class__ is not int:
+            return not part.later
+        return (row.created_position > part.mid) == part.later
 
     def run(self, fold: Fold, progress: Callable[[int, int], None] | None) -> int:
         """Check every event, in position order; the number checked.
@@ -106,13 +123,18 @@ class FullScan:
         for row in self.unplaced:
             self.fail(row.id, (row.created_position, f"{row.id}: stored created_position {row.created_position!r} is not a position"))
         # In creation order: a stream starts at its created_position.
-        waiting = (row for row in backend.streams() if row.created_position.__class__ is int)
+        waiting = (row for row in backend.streams() if row.created_position.__class__ is int and self.mine(row))
         upcoming = next(waiting, None)
         due = upcoming.created_position if upcoming is not None else _NEVER
         checked = 0
         folding = fold.value is not None
         sha256, tag, message = _sha256, HASH_TAG, _MESSAGE
-        for values in backend.stored_events():
+        part = self.part
+        if part is not None and part.later:
+            self.take_points(part.mid)
+        events = backend.stored_events() if part is None else (
+            backend.stored_events(part.mid) if part.later else backend.stored_events(0, part.mid))
+        for values in events:
             position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, data_digest, hash_, row_facts, \
                 redacted_by = values
             if folding:
@@ -124,8 +146,9 @@ class FullScan:
                 due = upcoming.created_position if upcoming is not None else _NEVER
             chain = chains.get(stream_id)
             if chain is None:
-                self.orphan(unpack_row(values))
-                continue
+                chain = self.orphan(unpack_row(values))
+                if chain is None:
+                    continue
             checked += 1
             computed = None
             if (type_ == message and offset == chain.expected and data_digest is None and redacted_by is None
@@ -152,7 +175,7 @@ class FullScan:
                     continue
             wanted = chain.points
             if wanted is not None and offset in wanted:
-                wanted[offset] = _point(values)
+                wanted[offset] = _point(position, hash_, row_facts)
             if chain.expected == chain.head:
                 self.finish(chain)
             if progress is not None and checked % 10_000 == 0:
@@ -160,8 +183,9 @@ class FullScan:
         while upcoming is not None:  # streams whose first event never came
             self.start(upcoming)
             upcoming = next(waiting, None)
-        for chain in list(chains.values()):
-            self.finish(chain)
+        if part is None or part.later:  # the first part's chains go on in the next (`splitscan`)
+            for chain in list(chains.values()):
+                self.finish(chain)
         if progress is not None:
             progress(checked, total)
         if not self.problems:
@@ -180,9 +204,9 @@ class FullScan:
             owner = owner_of(self.lineage, row.parent_id, base - 1)
             points = self.points.get(owner) if owner is not None else None
             kept = points is not None and base - 1 in points
-            if points is not None and kept:
+            if points is not None and kept and (points[base - 1] is not None or self.part is None):
                 point = points[base - 1]
-            else:
+            else:  # not kept, or (in a later part) met by the part before
                 point = self.read_point(owner, base - 1, row.created_position) if owner is not None else None
             if point is None:
                 self.fail(row.id, (row.created_position, f"fork {row.id} points at a missing parent event"))
@@ -195,6 +219,14 @@ class FullScan:
             chain = Chain(row, prev, Facts.load(point.facts), point.facts, base, point.position)
         chain.points = self.points.get(row.id)
         self.chains[row.id] = chain
+
+    def take_points(self, mid: int) -> None:
+        """A later part's kept fork points in the part before, read at once (each would be an
+        index lookup when its fork starts: `read_point`). The part before checks those events."""
+        for owner, offset, position, hash_, facts in self.backend.fork_points(mid, mid):
+            wanted = self.points.get(owner)
+            if wanted is not None and offset in wanted and wanted[offset] is None:
+                wanted[offset] = _point(position, hash_, facts)
 
     def taken(self, owner: str, offset: int) -> None:
         """A fork started from `owner`'s event at `offset`: drop the point if no other fork needs it."""
@@ -228,20 +260,25 @@ class FullScan:
             found = self.lineages[intern(stream_id)] = lineage(row)
         return found
 
-    def orphan(self, row: EventRow) -> None:
+    def orphan(self, row: EventRow) -> Chain | None:
         """An event of no stream being checked: one past a finished stream's head, one of a
-        stream already found bad, of no stream at all, or of a stream created later."""
+        stream already found bad, of no stream at all, or of a stream created later. In a
+        later part, one of a stream the part before began: its chain, taken up, to check it."""
         stream_id = row.stream_id
         if stream_id in self.broken:
-            return
+            return None
         stream = self.backend.stream(stream_id)
         if stream is None:
             self.fail(stream_id, (row.position, "event belongs to no known stream"))
-            return
+            return None
+        part = self.part
+        if (part is not None and part.later and stream_id not in self.resumed and not self.mine(stream)
+                and stream.created_position.__class__ is int):
+            return self.resume(stream, row)
         if stream_id in self.early or stream.created_position <= row.position:  # started, and not broken: finished
             self.fail(stream_id, (row.position, f"{stream_id} offset {row.offset}: beyond the stream's head {stream.head} "
                                                 "(an event was added or the head lowered)"))
-            return
+            return None
         self.start(stream)  # its row says it was created later: check it from here
         self.early.add(stream_id)
         chain = self.chains.get(stream_id)
@@ -249,6 +286,7 @@ class FullScan:
             problem = chain.step(self.backend, row)
             if problem is not None:
                 self.fail(stream_id, problem)
+        return None
 
     def fail(self, stream_id: str, problem: Problem) -> None:
         """Record a stream's problem, as a check of that stream alone names it: in offset order,
@@ -263,9 +301,36 @@ class FullScan:
             self.redacted += chain.redacted
         self.broken[stream_id] = chain.expected if chain is not None else 0
 
+    def resume(self, stream: StreamRow, row: EventRow) -> Chain | None:
+        """Take up, in a later part, a stream the part before began, at `row`: from its stored
+        event before `row` (which the part before checks), or from its start if it had none
+        there. The chain, for `row` to be checked next; None if it cannot be taken up."""
+        offset, stream_id = row.offset, stream.id
+        start = (stream.parent_offset or 0) if stream.parent_id is not None else 0
+        if offset == start:
+            self.start(stream)
+            chain = self.chains.get(stream_id)
+            if chain is None:
+                return None  # the start failed
+            self.resumed[stream_id] = Resumed(offset, chain.prev, chain.facts_json, 0)
+            return chain
+        before = self.backend.event_at(stream_id, offset - 1)
+        if before is None or before.position > self.part.mid:  # type: ignore[union-attr]
+            self.fail(stream_id, (row.position, f"{stream_id} offset {offset}: no event before it in the part before"))
+            return None
+        chain = Chain(stream, before.hash, Facts.load(before.facts), before.facts, offset, 0)
+        chain.last_position = before.position
+        chain.points = self.points.get(stream_id)
+        self.chains[stream_id] = chain
+        self.resumed[stream_id] = Resumed(offset, before.hash, before.facts, before.position)
+        return chain
+
     def finish(self, chain: Chain) -> None:
         info = chain.row
         del self.chains[info.id]
+        if info.id in self.resumed:  # the part before saw its start: `splitscan` finishes it
+            self.handed_on[info.id] = chain
+            return
         self.redacted += chain.redacted
         parent = self.lineage(info.parent_id) if info.parent_id is not None else None
         problem = chain.finish(parent)
@@ -276,18 +341,36 @@ class FullScan:
 _NEVER = float("inf")
 
 
-def _point(values: tuple[Any, ...]) -> Point | bytes:
+def _point(position: int, hash_: Any, facts: str | None) -> Point | bytes:
     """What a fork needs of the stored row it chains to: its position and the 32 bytes of its
     `tl2:` hash in one bytes object when nothing is pending after it (most: a third of the
     memory of a `Point`, and a file of forks keeps one per fork), else a `Point`."""
-    hash_ = values[10]
-    if hash_.__class__ is bytes and values[11] is None and -(2**63) <= values[0] < 2**63:
-        packed: bytes = values[0].to_bytes(8, "big", signed=True) + hash_
+    if hash_.__class__ is bytes and facts is None and -(2**63) <= position < 2**63:
+        packed: bytes = position.to_bytes(8, "big", signed=True) + hash_
         return packed
     if hash_.__class__ is not bytes:
         hash_ = unpack_hash(hash_)
         hash_ = bytes.fromhex(hash_[4:]) if hash_.startswith(HASH_TAG) else hash_
-    return Point(hash_, values[11], values[0])
+    return Point(hash_, facts, position)
+
+
+class Part(NamedTuple):
+    """One of two parts of a full verify run in two processes (`eventstore.splitscan`): the
+    events at positions up to `mid` and the streams created there, or (`later`) those after."""
+
+    mid: int
+    later: bool
+
+
+class Resumed(NamedTuple):
+    """Where a later part took up a stream the part before began: the offset of its first event
+    there, and the hash, pending facts and position of the stored event before it (0 if none),
+    which the part before must have checked and ended with."""
+
+    offset: int
+    prev: str
+    facts: str | None
+    position: int
 
 
 class Fold:

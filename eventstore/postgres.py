@@ -810,6 +810,11 @@ class PostgresBackend:
             raise translate(error, self.path) from None
 
     @_translated
+    def stream_starts(self) -> list[int]:
+        rows = self.conn.execute("SELECT created_position FROM streams WHERE created_position IS NOT NULL").fetchall()
+        return sorted(row[0] for row in rows)
+
+    @_translated
     def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:
         rows = self.conn.execute(
             "SELECT id FROM streams WHERE id >= %s AND id < %s ORDER BY id LIMIT %s", (prefix, prefix + "\U0010ffff", limit)
@@ -924,6 +929,15 @@ class PostgresBackend:
         return [_new(EventRow, r) for r in rows]
 
     @_translated
+    def fork_points(self, created_after: int, upto: int) -> Iterator[tuple[str, int, int, str | bytes, str | None]]:
+        return iter(self.conn.execute(
+            'SELECT s.parent_id, e."offset", e.position, '
+            "CASE WHEN length(e.hash) = 32 THEN 'tl2:' || encode(e.hash, 'hex') ELSE convert_from(e.hash, 'UTF8') END, "
+            "e.pending FROM streams s "
+            'JOIN events e ON e.stream_id = s.parent_id AND e."offset" = s.parent_offset - 1 '
+            f"WHERE s.created_position > %s AND e.position <= %s AND e.{_VISIBLE}", (created_after, upto)).fetchall())
+
+    @_translated
     def event_at(self, stream_id: str, offset: int) -> EventRow | None:
         row = self.conn.execute(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = %s AND "offset" = %s', (stream_id, offset)
@@ -957,9 +971,10 @@ class PostgresBackend:
             (after, limit), EventRow, 0,
         )
 
-    def stored_events(self) -> Iterator[tuple[Any, ...]]:
-        """`all_events` from the start: the text forms (this backend decodes in SQL)."""
-        return self.all_events(0, None)
+    def stored_events(self, after: int = 0, upto: int | None = None) -> Iterator[EventRow]:
+        """`all_events`: the text forms (this backend decodes in SQL)."""
+        rows = self.all_events(after, None)
+        return rows if upto is None else itertools.takewhile(lambda row: bool(row.position <= upto), rows)
 
     @_translated
     def redact(self, position: int, data: str, redacted_by: int) -> None:

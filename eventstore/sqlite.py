@@ -696,6 +696,11 @@ class SQLiteBackend:
         return self._rows(cursor, StreamRow)
 
     @_translated
+    def stream_starts(self) -> list[int]:
+        rows = self.conn.execute("SELECT created_position FROM streams WHERE typeof(created_position) = 'integer'").fetchall()
+        return sorted(row[0] for row in rows)
+
+    @_translated
     def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:
         """Ids starting with `prefix`, in order, at most `limit`: a range scan of the primary key."""
         rows = self.conn.execute(
@@ -809,6 +814,15 @@ class SQLiteBackend:
         return _new(EventRow, row) if row else None
 
     @_translated
+    def fork_points(self, created_after: int, upto: int) -> Iterator[tuple[str, int, int, str | bytes, str | None]]:
+        return iter(self.conn.execute(
+            # The streams first, each fork's event looked up by (stream, offset): left to itself
+            # the planner walked the events by position (70 s against 2 s, 135,000 forks).
+            'SELECT s.parent_id, e."offset", e.position, e.hash, e.pending FROM streams s '
+            'CROSS JOIN events e ON e.stream_id = s.parent_id AND e."offset" = s.parent_offset - 1 '
+            "WHERE s.created_position > ? AND +e.position <= ?", (created_after, upto)).fetchall())
+
+    @_translated
     def event_at_position(self, position: int) -> EventRow | None:
         row = self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE position = ?", (position,)).fetchone()
         return _new(EventRow, row) if row else None
@@ -842,22 +856,19 @@ class SQLiteBackend:
         return self._rows(cursor, EventRow)
 
     @_translated
-    def stored_events(self) -> Iterator[tuple[Any, ...]]:
+    def stored_events(self, after: int = 0, upto: int | None = None) -> Iterator[tuple[Any, ...]]:
         # Undecoded: the SQL decoding of `all_events` costs ~1.5 µs a row, a third of a full
         # verify's budget, and verify decodes in Python only the rows its shortcut cannot take.
         # A memory map (mmap_size 1 GiB) made this scan no faster (2.3-3.7 µs a row either way,
         # 220,000 rows, load 3-4) and would count every page read in the reader's memory.
-        return self._stored_after(0)
-
-    def _stored_after(self, after: int) -> Iterator[tuple[Any, ...]]:
-        """`stored_events` after a position. A row holding text that is not UTF-8 (only raw SQL
-        writes one) comes with that text as its bytes, so it reaches verify, which names its
-        position (a value of another kind), instead of ending the scan with a driver error
-        that names nothing."""
-        query = f"SELECT {STORED_COLUMNS} FROM events WHERE position > ? ORDER BY position"
+        # A row holding text that is not UTF-8 (only raw SQL writes one) comes with that text as
+        # its bytes, so it reaches verify, which names its position (a value of another kind),
+        # instead of ending the scan with a driver error that names nothing.
+        query = f"SELECT {STORED_COLUMNS} FROM events WHERE position > ? AND position <= ? ORDER BY position"
+        upto = 2**63 - 1 if upto is None else upto
         while True:
             try:
-                for row in self.conn.execute(query, (after,)):
+                for row in self.conn.execute(query, (after, upto)):
                     after = row[0]
                     yield row
                 return
@@ -869,7 +880,7 @@ class SQLiteBackend:
             factory = self.conn.text_factory
             self.conn.text_factory = _lenient_text
             try:
-                row = self.conn.execute(query + " LIMIT 1", (after,)).fetchone()
+                row = self.conn.execute(query + " LIMIT 1", (after, upto)).fetchone()
             except sqlite3.Error as error:
                 raise translate(error, self.path) from None
             finally:

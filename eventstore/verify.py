@@ -19,6 +19,7 @@ from .backend import Backend, EventRow, StreamRow
 from .chaincheck import Chain, Problem, chain_from, check_stream, first_problem, lineage, loads
 from .errors import IntegrityError
 from .fullscan import Fold, FullScan
+from .splitscan import split_verify, splittable
 from .integrity import digest, extend_log_digest, foreign_code, format_checkpoint, parse_checkpoint
 
 
@@ -50,6 +51,11 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
         raise IntegrityError(None, foreign)
     if only is not None:
         return _verify_streams(backend, only)
+    path = splittable(backend) if checkpoint is None else None
+    if path is not None:  # a large log: two processes, when it passes (`splitscan`)
+        split = split_verify(backend, path, progress)
+        if split is not None:
+            return VerifyReport(*split)
     scan = FullScan(backend)
     checked = scan.run(Fold(checkpoint), progress)
     if scan.problems:

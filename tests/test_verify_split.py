@@ -1,0 +1,177 @@
+"""A full verify of a large log runs in two processes, cut at a position (`eventstore.splitscan`).
+Only a pass is taken from the split: any problem, or two different views of the log, sends the
+verify back to one scan, which names the problem. These tests hold the split to passing
+exactly the files one scan passes, at every cut, with the same report; the last ones run it
+through `Store.verify` with its real child process.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventstore import splitscan
+from eventstore.fullscan import Fold, FullScan, Part
+from eventstore.splitscan import joined, later_part, split_verify, view_of
+from tests.test_verify_fork_points import _opened
+from tests.test_verify_plain import COLUMNS, _changed, _run, template  # noqa: F401  (a fixture)
+from threadlog import IntegrityError, Store
+
+
+def _split(path: Path, mid: int) -> tuple[int, int, int] | None:
+    """The two parts, cut after `mid`, run one after the other in this process, and joined."""
+    with _opened(path) as backend:
+        view = view_of(backend)
+        first = FullScan(backend, part=Part(mid, False))
+        checked = first.run(Fold(None), None)
+        return joined(view, first, checked, later_part(backend, Part(mid, True)))
+
+
+def _one_scan(path: Path) -> tuple[int, int, int] | str:
+    """(streams, events, redacted) of a one-process verify, or its error."""
+    with Store(path, read_only=True) as store:
+        try:
+            report = store.verify()
+        except IntegrityError as error:
+            return str(error)
+    return report.streams, report.events, report.redacted
+
+
+def _last(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("SELECT max(position) FROM events").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_a_sound_log_passes_at_every_cut_with_the_report_of_one_scan(template: Path) -> None:  # noqa: F811
+    """The template's threads, forks of forks and fan-out interleave: most cuts fall inside
+    streams, some between a fork and its point, some inside a pending tool call or run."""
+    expected = _one_scan(template)
+    assert isinstance(expected, tuple)
+    for mid in range(0, _last(template) + 1):
+        assert _split(template, mid) == expected, f"cut after position {mid}"
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(row=st.integers(0, 10_000), column=st.sampled_from(COLUMNS), at=st.integers(0, 10_000), byte=st.integers(1, 255),
+       cut=st.integers(0, 10_000))
+def test_one_changed_byte_never_passes_the_split_unless_one_scan_passes_it(
+        template: Path, tmp_path_factory: pytest.TempPathFactory,  # noqa: F811
+        row: int, column: str, at: int, byte: int, cut: int) -> None:
+    path = tmp_path_factory.mktemp("split") / "t.db"
+    shutil.copy(template, path)
+    conn = sqlite3.connect(path)
+    positions = [p for (p,) in conn.execute("SELECT position FROM events ORDER BY position")]
+    position = positions[row % len(positions)]
+    (value,) = conn.execute(f'SELECT "{column}" FROM events WHERE position = ?', (position,)).fetchone()
+    conn.close()
+    try:
+        _run(path, (f'UPDATE events SET "{column}" = ? WHERE position = ?', (_changed(column, value, at, byte), position)))
+    except sqlite3.IntegrityError:
+        return  # the file refused the change
+    one = _one_scan(path)
+    split = _split(path, cut % (_last(path) + 1))
+    assert split is None or split == one, (column, position, one, split)
+
+
+# Changes a byte flip does not make: rows removed, added, moved or rewritten whole.
+_TAMPERS = {
+    "an event deleted mid-thread": ["DELETE FROM events WHERE stream_id = 'T' AND \"offset\" = 8"],
+    "a thread's last event deleted": ["DELETE FROM events WHERE position = (SELECT max(position) FROM events WHERE stream_id = 'T')"],
+    "a fork's first event deleted": ["DELETE FROM events WHERE stream_id = 'F' AND \"offset\" = 10"],
+    "a stream row deleted": ["DELETE FROM streams WHERE id = 'G'"],
+    "a head lowered": ["UPDATE streams SET head = head - 1 WHERE id = 'T'"],
+    "a head raised": ["UPDATE streams SET head = head + 1 WHERE id = 'F'"],
+    "an event copied past the head": [
+        "INSERT INTO events (stream_id, \"offset\", event_id, type, schema_version, data, meta, recorded_at, data_digest, "
+        "hash, pending, redacted_by) SELECT stream_id, \"offset\" + 1000, randomblob(16), type, schema_version, data, meta, "
+        "recorded_at, data_digest, hash, pending, redacted_by FROM events WHERE stream_id = 'T' AND \"offset\" = 3"],
+    "two events' offsets swapped": [
+        "UPDATE events SET \"offset\" = -1 WHERE stream_id = 'T' AND \"offset\" = 4",
+        "UPDATE events SET \"offset\" = 4 WHERE stream_id = 'T' AND \"offset\" = 5",
+        "UPDATE events SET \"offset\" = 5 WHERE stream_id = 'T' AND \"offset\" = -1"],
+    "a fork moved to another point": ["UPDATE streams SET parent_offset = parent_offset - 1 WHERE id = 'F'"],
+    "a fork's created_position moved earlier": ["UPDATE streams SET created_position = 2 WHERE id = 'F'"],
+    "a fork's created_position moved later": ["UPDATE streams SET created_position = created_position + 3 WHERE id = 'F'"],
+    "a thread's pending facts altered": ["UPDATE streams SET facts = '{\"runs\":[\"r9\"]}' WHERE id = 'T'"],
+    "an event moved to another thread": ["UPDATE events SET stream_id = 'F' WHERE stream_id = 'T' AND \"offset\" = 20"],
+}
+
+
+@pytest.mark.parametrize("tamper", sorted(_TAMPERS))
+def test_a_tampered_log_fails_at_every_cut(template: Path, tmp_path: Path, tamper: str) -> None:  # noqa: F811
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    try:
+        _run(path, *((statement, ()) for statement in _TAMPERS[tamper]))
+    except sqlite3.IntegrityError:
+        pytest.fail(f"{tamper}: the file refused it")
+    assert isinstance(_one_scan(path), str), f"{tamper} passed one scan"
+    for mid in range(0, _last(path) + 1):
+        assert _split(path, mid) is None, f"{tamper}: passed when cut after position {mid}"
+
+
+@pytest.fixture
+def split_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Store.verify` splits every log in a file, however small."""
+    monkeypatch.setattr(splitscan, "SPLIT_FROM", 0)
+
+
+def test_store_verify_runs_the_later_part_in_a_child_process_and_reports_as_one_scan(
+        template: Path, tmp_path: Path, split_always: None, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    calls: list[tuple[int, int, int] | None] = []
+    real = splitscan.split_verify
+    monkeypatch.setattr("eventstore.verify.split_verify", lambda *a, **k: calls.append(real(*a, **k)) or calls[-1])
+    seen: list[tuple[int, int]] = []
+    with Store(path, read_only=True) as store:
+        report = store.verify(progress=lambda done, total: seen.append((done, total)))
+    assert calls and calls[0] == (report.streams, report.events, report.redacted)  # the split's, not one scan's
+    monkeypatch.setattr(splitscan, "SPLIT_FROM", 10**9)
+    assert _one_scan(path) == calls[0]
+    assert seen[-1] == (report.events, report.events)
+
+
+def test_a_tampered_log_is_named_by_one_scan_after_the_split_fails(template: Path, tmp_path: Path,  # noqa: F811
+                                                                     split_always: None,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    _run(path, ("UPDATE streams SET head = head - 1 WHERE id = 'T'", ()))
+    with Store(path, read_only=True) as store:
+        with pytest.raises(IntegrityError) as split:
+            store.verify()
+    monkeypatch.setattr(splitscan, "SPLIT_FROM", 10**9)
+    assert str(split.value) == _one_scan(path)
+    assert "beyond the stream's head" in str(split.value)
+
+
+def test_a_child_that_cannot_start_leaves_the_verify_to_one_scan(template: Path, tmp_path: Path,  # noqa: F811
+                                                                split_always: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    monkeypatch.setattr("sys.executable", str(tmp_path / "no-such-python"))
+    with _opened(path) as backend:
+        assert split_verify(backend, str(path), None) is None
+    with Store(path, read_only=True) as store:
+        assert store.verify().events == _last(path)
+
+
+def test_a_write_between_the_two_views_sends_the_verify_to_one_scan(template: Path, tmp_path: Path) -> None:  # noqa: F811
+    """The child opens its own read transaction after this process took its view: a commit in
+    between gives it another log, and its pass is not taken."""
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    with _opened(path) as backend:
+        with Store(path) as writer:
+            writer.append_message("T", "user", "committed after the first view")
+        assert split_verify(backend, str(path), None, mid=_last(path) // 2) is None
+    assert isinstance(_one_scan(path), tuple)
