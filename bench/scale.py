@@ -150,10 +150,12 @@ def build(workdir: Path, messages: int, log: Any) -> tuple[Store, Lean, list[str
 
 
 def _peak_verify(path: Path) -> tuple[float, int, int]:
-    """(seconds, events, peak RSS in bytes) of a full verify in a child process."""
+    """(seconds, events, peak RSS in bytes) of a full verify in a child process. A large log is
+    verified in two processes (`eventstore.splitscan`): the peak is the larger of the two."""
     code = ("import resource, sys, time; from threadlog import Store\n"
             "s = Store(sys.argv[1], read_only=True); t = time.perf_counter(); r = s.verify(); t = time.perf_counter() - t\n"
-            "print(t, r.events, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)")
+            "peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
+            "print(t, r.events, peak * 1024)")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout.split()
     return float(out[0]), int(out[1]), int(out[2])
 
@@ -272,7 +274,7 @@ def run_scale(messages: int, workdir: Path, rounds: int = 5) -> list[Measure]:
     seconds, verified, peak = _peak_verify(Path(store.path))
     out.append(Measure(GROUP, f"full verify, {verified:,} events ({verified / seconds:,.0f} events/s)", seconds / verified,
                        "s", "200,000 events/s budget", 1 / 200_000, "speed", 1, {"target": "scale_verify_speed"}))
-    out.append(Measure(GROUP, "peak memory of that verify", peak, "bytes", "200 MB budget", 200e6, "cost", 1,
+    out.append(Measure(GROUP, "peak memory of that verify (the larger of its two processes)", peak, "bytes", "200 MB budget", 200e6, "cost", 1,
                        {"target": "scale_verify_memory"}))
 
     def since() -> float:
