@@ -1,6 +1,6 @@
 """A full verify in two processes (`split_verify`), for large logs in a SQLite file.
 
-One process checks a log at some 80,000-90,000 events a second: reading a row and hashing it
+One process checks a log at some 70,000-90,000 events a second: reading a row and hashing it
 twice already costs ~7.7 µs in Python, before any bookkeeping. A large log is therefore cut
 in two at a position: this process checks the events up to it (and the streams created
 there), a child process opened on the same file checks those after it (and the streams
@@ -41,7 +41,7 @@ from .sqlite import SQLiteBackend
 # Measured on a log of 2.7M events and 202,000 streams (200,000 of them one-event forks):
 # 11 µs an event, and some 50 µs more for each stream started.
 _STREAM_COST = 4.5
-SPLIT_FROM = 300_000  # events: below this a verify takes a few seconds, and the child's start (~0.3 s) weighs
+SPLIT_FROM = 300_000  # events: below this a verify takes a few seconds, and the child's start (~0.6 s) weighs
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where `eventstore` is imported from
 
@@ -108,8 +108,9 @@ def joined(view: View, scan: FullScan, checked: int, outcome: Outcome | None) ->
 
 def splittable(backend: Backend) -> str | None:
     """The file a full verify of this log may check in two processes (a large log in a SQLite
-    file, from an interpreter that can start another), else None."""
-    if not isinstance(backend, SQLiteBackend) or not sys.executable or backend.last_position() < SPLIT_FROM:
+    file, on a POSIX system, from an interpreter that can start another), else None."""
+    if (not isinstance(backend, SQLiteBackend) or not sys.executable or os.name != "posix"  # pipes and select as on POSIX
+            or backend.last_position() < SPLIT_FROM):
         return None
     return backend.path if backend.path != ":memory:" and os.path.isfile(backend.path) else None
 
@@ -193,7 +194,7 @@ class _Child:
         try:
             process = subprocess.Popen([sys.executable, "-m", "eventstore.splitscan"], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, pass_fds=(writing,))
-        except OSError:
+        except (OSError, ValueError):
             os.close(reading)
             return None
         finally:
