@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from eventstore import splitscan
 from eventstore.fullscan import Fold, FullScan, Part
 from eventstore.splitscan import joined, later_part, split_verify, view_of
+from tests.backends import BACKENDS, BackendCase
 from tests.test_verify_fork_points import _opened
 from tests.test_verify_plain import COLUMNS, _changed, _run, template  # noqa: F401  (a fixture)
 from threadlog import IntegrityError, Store
@@ -175,3 +176,33 @@ def test_a_write_between_the_two_views_sends_the_verify_to_one_scan(template: Pa
             writer.append_message("T", "user", "committed after the first view")
         assert split_verify(backend, str(path), None, mid=_last(path) // 2) is None
     assert isinstance(_one_scan(path), tuple)
+
+
+@pytest.mark.parametrize("case", BACKENDS, ids=[case.id for case in BACKENDS])
+def test_every_backend_gives_the_stream_starts_and_fork_points_a_later_part_reads(case: BackendCase, tmp_path: Path) -> None:
+    """`stream_starts` and `fork_points` (part of the storage interface) answer alike on every
+    backend: the forks created after a position, with the stored event each chains to when
+    its parent holds it at or below a position."""
+    backend = case.make(tmp_path)
+    with Store(backend) as store:
+        t = store.create_thread(title="t", thread_id="t")
+        for i in range(4):
+            store.append_message(t, "user", f"m{i}")
+        early = store.fork(t, at=2, fork_id="early")
+        store.append_message(early, "user", "in early")
+        store.fork(t, at=4, fork_id="late")  # chains to t's offset 3
+        store.fork(early, at=3, fork_id="deep")  # chains to early's own offset 2
+        store.fork(early, at=2, fork_id="inherited")  # its point (offset 1) is t's, not early's
+        own_first = {"t": 0, "early": 2, "late": 4, "deep": 3, "inherited": 2}
+        assert backend.stream_starts() == sorted(store.event_at(name, at).position for name, at in own_first.items())
+        after = store.event_at("early", 2).position  # forks created later: late, deep, inherited
+
+        def points(upto: int) -> dict[tuple[str, int], tuple[int, str, str | None]]:
+            return {(parent, offset): (position, hash_ if isinstance(hash_, str) else "tl2:" + hash_.hex(), facts)
+                    for parent, offset, position, hash_, facts in backend.fork_points(after, upto)}
+
+        t3, early2 = store.event_at("t", 3), store.event_at("early", 2)
+        assert points(10**9) == {("t", 3): (t3.position, t3.hash, None), ("early", 2): (early2.position, early2.hash, None)}
+        assert points(t3.position) == {("t", 3): (t3.position, t3.hash, None)}
+        assert points(t3.position - 1) == {}
+        assert list(backend.fork_points(10**9, 10**9)) == []
