@@ -274,8 +274,8 @@ def run_scale(messages: int, workdir: Path, rounds: int = 5) -> list[Measure]:
     seconds, verified, peak = _peak_verify(Path(store.path))
     out.append(Measure(GROUP, f"full verify, {verified:,} events ({verified / seconds:,.0f} events/s)", seconds / verified,
                        "s", "200,000 events/s budget", 1 / 200_000, "speed", 1, {"target": "scale_verify_speed"}))
-    out.append(Measure(GROUP, "peak memory of that verify (the larger of its two processes)", peak, "bytes", "200 MB budget", 200e6, "cost", 1,
-                       {"target": "scale_verify_memory"}))
+    out.append(Measure(GROUP, "peak memory of that verify (the larger of its two processes)", peak, "bytes", "200 MB budget",
+                       200e6, "cost", 1, {"target": "scale_verify_memory"}))
 
     def since() -> float:
         start = time.perf_counter()
