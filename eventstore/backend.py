@@ -253,8 +253,8 @@ class Backend(Protocol):
         """The highest position in the log (0 when it is empty)."""
         ...
 
-    def hashes(self, upto: int) -> Iterator[tuple[int, str]]:
-        """(position, hash) of every event with position <= `upto`, in position order."""
+    def hashes(self, upto: int, after: int = 0) -> Iterator[tuple[int, str]]:
+        """(position, hash) of every event with `after` < position <= `upto`, in position order."""
         ...
 
     def truncate_wal(self) -> None:

@@ -188,7 +188,7 @@ class FullScan:
                 self.finish(chain)
         if progress is not None:
             progress(checked, total)
-        if not self.problems:
+        if not self.problems and (part is None or part.later):  # the first part's fold goes on past the cut
             fold.check()
         return checked
 
@@ -387,6 +387,13 @@ class Fold:
         if self.value is not None and position <= self.upto:
             self.value = extend_log_digest(self.value, ((position, hash_),))
             self.last = position
+
+    def add_after(self, backend: Backend, after: int) -> None:
+        """Fold the stored hashes after position `after`, up to the checkpoint's (a split verify's
+        later part: `splitscan`)."""
+        if self.value is not None:
+            for position, hash_ in backend.hashes(self.upto, after):
+                self.add(position, hash_)
 
     def check(self) -> None:
         if self.value is None:

@@ -1006,12 +1006,12 @@ class PostgresBackend:
         row = self.conn.execute(f"SELECT max(position) FROM events WHERE {_VISIBLE}").fetchone()
         return int(row[0] or 0) if row else 0
 
-    def hashes(self, upto: int) -> Iterator[tuple[int, str]]:
+    def hashes(self, upto: int, after: int = 0) -> Iterator[tuple[int, str]]:
         return self._paged(
             "SELECT position, CASE WHEN length(hash) = 32 THEN 'tl2:' || encode(hash, 'hex') ELSE convert_from(hash, 'UTF8') END "
             f"FROM events WHERE {_VISIBLE} AND position <= %s AND position > %s "
             "ORDER BY position LIMIT %s",
-            (upto, 0, None), tuple, 0,
+            (upto, after, None), tuple, 0,
         )
 
     @_translated

@@ -69,11 +69,13 @@ class Outcome(NamedTuple):
     handed_on: dict[str, tuple[Any, ...]]  # `_state` of each stream it took up
 
 
-def split_verify(backend: Backend, path: str, progress: Callable[[int, int], None] | None,
+def split_verify(backend: Backend, path: str, progress: Callable[[int, int], None] | None, fold: Fold,
                  mid: int | None = None) -> tuple[int, int, int] | None:
     """(streams, events checked, events redacted) when the log in the file at `path` (the one
     `backend` reads, inside its read transaction) passed in two parts, cut after position
-    `mid` (by default where the work halves: `_cut`); None when it must be checked in one scan."""
+    `mid` (by default where the work halves: `_cut`); None when it must be checked in one scan.
+    A checkpoint's `fold` is folded over the first part as it is checked, then over the stored
+    hashes after it (while the child checks them), and checked when both parts passed."""
     view = view_of(backend)
     if mid is None:
         mid = _cut(view, backend.stream_starts())
@@ -82,11 +84,16 @@ def split_verify(backend: Backend, path: str, progress: Callable[[int, int], Non
         return None
     try:
         scan = FullScan(backend, part=Part(mid, False))
-        checked = scan.run(Fold(None), None if progress is None else child.adding_to(progress))
+        checked = scan.run(fold, None if progress is None else child.adding_to(progress))
+        if not scan.problems:
+            fold.add_after(backend, mid)
         outcome = child.outcome(None if progress is None else lambda later: progress(checked + later, view.events))
     finally:
         child.stop()
-    return joined(view, scan, checked, outcome)
+    report = joined(view, scan, checked, outcome)
+    if report is not None:
+        fold.check()
+    return report
 
 
 def later_part(backend: Backend, part: Part, progress: Callable[[int, int], None] | None = None) -> Outcome:

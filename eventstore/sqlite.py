@@ -928,11 +928,11 @@ class SQLiteBackend:
         return int(row[0] or 0)
 
     @_translated
-    def hashes(self, upto: int) -> Iterator[tuple[int, str]]:
-        """(position, hash) of every event with position <= `upto`, in position order."""
+    def hashes(self, upto: int, after: int = 0) -> Iterator[tuple[int, str]]:
+        """(position, hash) of every event with `after` < position <= `upto`, in position order."""
         cursor = self.conn.execute(
             "SELECT position, CASE WHEN typeof(hash) = 'blob' THEN 'tl2:' || lower(hex(hash)) ELSE hash END FROM events "
-            "WHERE position <= ? ORDER BY position", (upto,))
+            "WHERE position > ? AND position <= ? ORDER BY position", (after, upto))
         return self._rows(cursor, tuple)
 
     @_translated

@@ -51,9 +51,9 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
         raise IntegrityError(None, foreign)
     if only is not None:
         return _verify_streams(backend, only)
-    path = splittable(backend) if checkpoint is None else None
+    path = splittable(backend)
     if path is not None:  # a large log: two processes, when it passes (`splitscan`)
-        split = split_verify(backend, path, progress)
+        split = split_verify(backend, path, progress, Fold(checkpoint))
         if split is not None:
             return VerifyReport(*split)
     scan = FullScan(backend)

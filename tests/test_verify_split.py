@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -120,18 +121,30 @@ def test_a_tampered_log_fails_at_every_cut(template: Path, tmp_path: Path, tampe
 
 
 @pytest.fixture
-def split_always(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`Store.verify` splits every log in a file, however small."""
+def split_always(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """`Store.verify` splits every log in a file, however small; what each split returned (or
+    the error it raised) is listed."""
     monkeypatch.setattr(splitscan, "SPLIT_FROM", 0)
+    results: list[object] = []
+    real = splitscan.split_verify
+
+    def spied(*args: Any, **kwargs: Any) -> object:
+        try:
+            results.append(real(*args, **kwargs))
+        except IntegrityError as error:
+            results.append(error)
+            raise
+        return results[-1]
+
+    monkeypatch.setattr("eventstore.verify.split_verify", spied)
+    return results
 
 
 def test_store_verify_runs_the_later_part_in_a_child_process_and_reports_as_one_scan(
-        template: Path, tmp_path: Path, split_always: None, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        template: Path, tmp_path: Path, split_always: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     path = tmp_path / "t.db"
     shutil.copy(template, path)
-    calls: list[tuple[int, int, int] | None] = []
-    real = splitscan.split_verify
-    monkeypatch.setattr("eventstore.verify.split_verify", lambda *a, **k: calls.append(real(*a, **k)) or calls[-1])
+    calls = split_always
     seen: list[tuple[int, int]] = []
     with Store(path, read_only=True) as store:
         report = store.verify(progress=lambda done, total: seen.append((done, total)))
@@ -142,7 +155,7 @@ def test_store_verify_runs_the_later_part_in_a_child_process_and_reports_as_one_
 
 
 def test_a_tampered_log_is_named_by_one_scan_after_the_split_fails(template: Path, tmp_path: Path,  # noqa: F811
-                                                                     split_always: None,
+                                                                     split_always: list[object],
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "t.db"
     shutil.copy(template, path)
@@ -150,18 +163,46 @@ def test_a_tampered_log_is_named_by_one_scan_after_the_split_fails(template: Pat
     with Store(path, read_only=True) as store:
         with pytest.raises(IntegrityError) as split:
             store.verify()
+    assert split_always == [None]  # the split ran and declined: one scan named the problem
     monkeypatch.setattr(splitscan, "SPLIT_FROM", 10**9)
     assert str(split.value) == _one_scan(path)
     assert "beyond the stream's head" in str(split.value)
 
 
+def test_a_checkpoint_is_proved_across_the_cut_as_one_scan_proves_it(template: Path, tmp_path: Path,  # noqa: F811
+                                                                     split_always: list[object],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first part folds the checkpoint over what it reads, then over the stored hashes past
+    the cut. A leaf fork deleted whole (its events and its row) passes plain verify, and only
+    the checkpoint sees it."""
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    with Store(path) as store:
+        kept = store.checkpoint()
+        store.append_message("T", "user", "after the checkpoint")
+        proved = store.verify(checkpoint=kept)
+    assert split_always == [(proved.streams, proved.events, proved.redacted)]  # the split passed it
+    assert (proved.streams, proved.events, proved.redacted) == _one_scan(path)
+    _run(path, ("DELETE FROM events WHERE stream_id = 'G'", ()), ("DELETE FROM streams WHERE id = 'G'", ()))
+    with Store(path, read_only=True) as store:
+        store.verify()  # the chains alone still hold
+        with pytest.raises(IntegrityError) as split:
+            store.verify(checkpoint=kept)
+    assert split_always[-1] is split.value  # raised by the split's fold, not by one scan after it
+    monkeypatch.setattr(splitscan, "SPLIT_FROM", 10**9)
+    with Store(path, read_only=True) as store:
+        with pytest.raises(IntegrityError) as one:
+            store.verify(checkpoint=kept)
+    assert str(split.value) == str(one.value) and "no longer matches checkpoint" in str(one.value)
+
+
 def test_a_child_that_cannot_start_leaves_the_verify_to_one_scan(template: Path, tmp_path: Path,  # noqa: F811
-                                                                split_always: None, monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                split_always: list[object], monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "t.db"
     shutil.copy(template, path)
     monkeypatch.setattr("sys.executable", str(tmp_path / "no-such-python"))
     with _opened(path) as backend:
-        assert split_verify(backend, str(path), None) is None
+        assert split_verify(backend, str(path), None, Fold(None)) is None
     with Store(path, read_only=True) as store:
         assert store.verify().events == _last(path)
 
@@ -174,7 +215,7 @@ def test_a_write_between_the_two_views_sends_the_verify_to_one_scan(template: Pa
     with _opened(path) as backend:
         with Store(path) as writer:
             writer.append_message("T", "user", "committed after the first view")
-        assert split_verify(backend, str(path), None, mid=_last(path) // 2) is None
+        assert split_verify(backend, str(path), None, Fold(None), mid=_last(path) // 2) is None
     assert isinstance(_one_scan(path), tuple)
 
 
