@@ -7,8 +7,6 @@ sound file and with one byte changed anywhere.
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +18,7 @@ from hypothesis import strategies as st
 from eventstore.chaincheck import Problem
 from eventstore.fullscan import Fold, FullScan
 from eventstore.sqlite import SQLiteBackend
-from tests.test_verify_plain import COLUMNS, _changed, _run, template  # noqa: F401  (a fixture)
+from tests.test_verify_plain import COLUMNS, _run, changed_copy, template  # noqa: F401  (a fixture)
 from threadlog import Store
 
 KEPT = (10**9, 1, 0)  # every point kept, only the first fork's, none
@@ -50,19 +48,11 @@ def _verdict(path: Path, kept: int) -> tuple[int, list[Problem]]:
 def test_fork_points_read_from_the_file_give_the_verdicts_of_points_kept(
         template: Path, tmp_path_factory: pytest.TempPathFactory, row: int, column: str, at: int,  # noqa: F811
         byte: int) -> None:
-    path = tmp_path_factory.mktemp("points") / "t.db"
-    shutil.copy(template, path)
-    conn = sqlite3.connect(path)
-    positions = [p for (p,) in conn.execute("SELECT position FROM events ORDER BY position")]
-    position = positions[row % len(positions)]
-    (value,) = conn.execute(f'SELECT "{column}" FROM events WHERE position = ?', (position,)).fetchone()
-    conn.close()
-    try:
-        _run(path, (f'UPDATE events SET "{column}" = ? WHERE position = ?', (_changed(column, value, at, byte), position)))
-    except sqlite3.IntegrityError:
+    path = changed_copy(template, tmp_path_factory.mktemp("points"), row, column, at, byte)
+    if path is None:
         return  # the file refuses the change itself
     verdicts = [_verdict(path, kept) for kept in KEPT]
-    assert verdicts[0][1], f"{column} of position {position} was not caught"
+    assert verdicts[0][1], f"{column} of row {row} was not caught"
     assert verdicts[1] == verdicts[0] and verdicts[2] == verdicts[0]
 
 

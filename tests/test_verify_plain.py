@@ -117,6 +117,23 @@ def _changed(column: str, value: object, at: int, byte: int) -> object:
     return value[:i] + new + value[i + 1:]
 
 
+def changed_copy(template: Path, directory: Path, row: int, column: str, at: int, byte: int) -> Path | None:
+    """A copy of the template with one byte of one stored value changed (`_changed`), or None
+    when the file refuses the change itself (a position or event id another row holds)."""
+    path = directory / "t.db"
+    shutil.copy(template, path)
+    conn = sqlite3.connect(path)
+    positions = [p for (p,) in conn.execute("SELECT position FROM events ORDER BY position")]
+    position = positions[row % len(positions)]
+    (value,) = conn.execute(f'SELECT "{column}" FROM events WHERE position = ?', (position,)).fetchone()
+    conn.close()
+    try:
+        _run(path, (f'UPDATE events SET "{column}" = ? WHERE position = ?', (_changed(column, value, at, byte), position)))
+    except sqlite3.IntegrityError:
+        return None
+    return path
+
+
 def test_the_template_verifies_both_ways(template: Path, tmp_path: Path) -> None:
     text = _copy(template, tmp_path, "text.db")
     _run(text, (TYPES_AS_TEXT, ()))

@@ -21,7 +21,7 @@ from eventstore.fullscan import Fold, FullScan, Part
 from eventstore.splitscan import joined, later_part, split_verify, view_of
 from tests.backends import BACKENDS, BackendCase
 from tests.test_verify_fork_points import _opened
-from tests.test_verify_plain import COLUMNS, _changed, _run, template  # noqa: F401  (a fixture)
+from tests.test_verify_plain import COLUMNS, _run, changed_copy, template  # noqa: F401  (a fixture)
 from threadlog import IntegrityError, Store
 
 
@@ -67,20 +67,12 @@ def test_a_sound_log_passes_at_every_cut_with_the_report_of_one_scan(template: P
 def test_one_changed_byte_never_passes_the_split_unless_one_scan_passes_it(
         template: Path, tmp_path_factory: pytest.TempPathFactory,  # noqa: F811
         row: int, column: str, at: int, byte: int, cut: int) -> None:
-    path = tmp_path_factory.mktemp("split") / "t.db"
-    shutil.copy(template, path)
-    conn = sqlite3.connect(path)
-    positions = [p for (p,) in conn.execute("SELECT position FROM events ORDER BY position")]
-    position = positions[row % len(positions)]
-    (value,) = conn.execute(f'SELECT "{column}" FROM events WHERE position = ?', (position,)).fetchone()
-    conn.close()
-    try:
-        _run(path, (f'UPDATE events SET "{column}" = ? WHERE position = ?', (_changed(column, value, at, byte), position)))
-    except sqlite3.IntegrityError:
+    path = changed_copy(template, tmp_path_factory.mktemp("split"), row, column, at, byte)
+    if path is None:
         return  # the file refused the change
     one = _one_scan(path)
     split = _split(path, cut % (_last(path) + 1))
-    assert split is None or split == one, (column, position, one, split)
+    assert split is None or split == one, (column, row, one, split)
 
 
 # Changes a byte flip does not make: rows removed, added, moved or rewritten whole.
