@@ -815,12 +815,13 @@ class SQLiteBackend:
 
     @_translated
     def fork_points(self, created_after: int, upto: int) -> Iterator[tuple[str, int, int, str | bytes, str | None]]:
-        return iter(self.conn.execute(
+        cursor = self.conn.execute(
             # The streams first, each fork's event looked up by (stream, offset): left to itself
             # the planner walked the events by position (70 s against 2 s, 135,000 forks).
             'SELECT s.parent_id, e."offset", e.position, e.hash, e.pending FROM streams s '
             'CROSS JOIN events e ON e.stream_id = s.parent_id AND e."offset" = s.parent_offset - 1 '
-            "WHERE s.created_position > ? AND +e.position <= ?", (created_after, upto)).fetchall())
+            "WHERE s.created_position > ? AND +e.position <= ?", (created_after, upto))
+        return self._rows(cursor, tuple)
 
     @_translated
     def event_at_position(self, position: int) -> EventRow | None:
