@@ -119,10 +119,18 @@ def joined(view: View, scan: FullScan, checked: int, outcome: Outcome | None) ->
 def splittable(backend: Backend) -> str | None:
     """The file a full verify of this log may check in two processes (a large log in a SQLite
     file, on a POSIX system, from an interpreter that can start another), else None."""
-    if (not isinstance(backend, SQLiteBackend) or not sys.executable or os.name != "posix"  # pipes and select as on POSIX
+    if (not isinstance(backend, SQLiteBackend) or not _python(sys.executable) or os.name != "posix"  # pipes and select
             or backend.last_position() < SPLIT_FROM):
         return None
     return backend.path if backend.path != ":memory:" and os.path.isfile(backend.path) else None
+
+
+def _python(executable: str) -> bool:
+    """Whether `executable` is a Python interpreter to start the child with: not a frozen
+    application's binary, nor a server that embeds Python (uWSGI, mod_wsgi), which
+    `sys.executable` names there and which `-m` would not run as Python."""
+    name = os.path.basename(executable).lower()
+    return bool(executable) and not getattr(sys, "frozen", False) and name.startswith(("python", "pypy"))
 
 
 def _cut(view: View, starts: list[int]) -> int:
@@ -211,7 +219,7 @@ class _Child:
         os.set_blocking(reading, False)
         child = cls(process, reading)
         try:
-            process.stdin.write(pickle.dumps((os.path.abspath(path), part, writing)))  # type: ignore[union-attr]
+            process.stdin.write(pickle.dumps((os.path.abspath(path), part, writing, os.getpid())))  # type: ignore[union-attr]
             process.stdin.close()  # type: ignore[union-attr]
         except OSError:  # it died at once
             child.stop()
@@ -276,10 +284,12 @@ class _Child:
 
 def _later_part() -> None:
     """The child: check the later part and send back the `Outcome`."""
-    path, part, progress_fd = pickle.loads(sys.stdin.buffer.read())
+    path, part, progress_fd, parent = pickle.loads(sys.stdin.buffer.read())
     backend = SQLiteBackend(path, read_only=True)
 
     def report(done: int, total: int) -> None:
+        if os.getppid() != parent:  # the verify was stopped (killed): so is this part
+            os._exit(1)
         try:
             os.write(progress_fd, done.to_bytes(8, "big"))
         except OSError:

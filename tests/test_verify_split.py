@@ -7,8 +7,12 @@ through `Store.verify` with its real child process.
 
 from __future__ import annotations
 
+import os
+import pickle
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -239,3 +243,39 @@ def test_every_backend_gives_the_stream_starts_and_fork_points_a_later_part_read
         assert points(t3.position) == {("t", 3): (t3.position, t3.hash, None)}
         assert points(t3.position - 1) == {}
         assert list(backend.fork_points(10**9, 10**9)) == []
+
+
+def _run_child(path: Path, parent: int) -> subprocess.CompletedProcess[bytes]:
+    """The later part's process, started as `split_verify` starts it, told `parent` is its parent."""
+    reading, writing = os.pipe()
+    try:
+        return subprocess.run([sys.executable, "-m", "eventstore.splitscan"], capture_output=True, timeout=60,
+                              input=pickle.dumps((str(path), Part(_last(path) // 2, True), writing, parent)),
+                              pass_fds=(writing,))
+    finally:
+        os.close(reading)
+        os.close(writing)
+
+
+def test_the_later_part_sends_its_outcome_and_stops_when_its_parent_is_gone(template: Path) -> None:  # noqa: F811
+    """Its parent killed (the verify stopped), the later part does not check on alone: it exits
+    at its next progress report (its parent is then another process)."""
+    done = _run_child(template, os.getpid())
+    assert done.returncode == 0, done.stderr
+    outcome = pickle.loads(done.stdout)
+    assert isinstance(outcome, splitscan.Outcome) and outcome.problems == 0 and outcome.checked > 0
+    orphaned = _run_child(template, os.getpid() + 1_000_000)
+    assert orphaned.returncode == 1 and orphaned.stdout == b""
+
+
+@pytest.mark.parametrize(("executable", "frozen", "starts"), [
+    ("/usr/bin/python3", False, True), ("/srv/app/.venv/bin/python", False, True), ("/opt/pypy3.10/bin/pypy3", False, True),
+    ("/usr/bin/uwsgi", False, False), ("/usr/sbin/httpd", False, False), ("", False, False),
+    ("/Applications/Tool.app/Contents/MacOS/python", True, False)])
+def test_the_child_starts_only_from_a_python_interpreter(monkeypatch: pytest.MonkeyPatch, executable: str, frozen: bool,
+                                                          starts: bool) -> None:
+    """Under a server that embeds Python, or in a frozen application, `sys.executable` names
+    that program, which `-m eventstore.splitscan` would start as itself: no split there."""
+    if frozen:
+        monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert splitscan._python(executable) is starts
