@@ -122,7 +122,16 @@ def splittable(backend: Backend) -> str | None:
     if (not isinstance(backend, SQLiteBackend) or not _python(sys.executable) or os.name != "posix"  # pipes and select
             or backend.last_position() < SPLIT_FROM):
         return None
-    return backend.path if backend.path != ":memory:" and os.path.isfile(backend.path) else None
+    path = _opened_file(backend)
+    return path if path is not None and os.path.isfile(path) else None
+
+
+def _opened_file(backend: SQLiteBackend) -> str | None:
+    """The absolute name of the file the backend's connection has open (None in memory). The
+    name it was opened by may be relative, and the working directory changed since: the child
+    must open this file, not one of that name where the process is now."""
+    row = backend.conn.execute("SELECT CAST(file AS BLOB) FROM pragma_database_list WHERE name = 'main'").fetchone()
+    return os.fsdecode(row[0]) if row is not None and row[0] else None
 
 
 def _python(executable: str) -> bool:
@@ -209,7 +218,9 @@ class _Child:
         env["PYTHONPATH"] = os.pathsep.join([_ROOT, *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)])
         reading, writing = os.pipe()
         try:
-            process = subprocess.Popen([sys.executable, "-m", "eventstore.splitscan"], stdin=subprocess.PIPE,
+            # -P: not the working directory first on the path (`-m` puts it there), where another
+            # package named `eventstore` would run as the child.
+            process = subprocess.Popen([sys.executable, "-P", "-m", "eventstore.splitscan"], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, pass_fds=(writing,))
         except (OSError, ValueError):
             os.close(reading)

@@ -1,0 +1,78 @@
+"""The split verify's child process (`eventstore.splitscan`) in the situations a caller may
+put it in: it must check the file this process has open, with this package's code, and any
+failure of it must leave the verify to one scan.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from eventstore import splitscan
+from eventstore.packing import TYPE_CODES
+from tests.test_verify_plain import _run, template  # noqa: F401  (a fixture)
+from tests.test_verify_split import _one_scan, split_always  # noqa: F401  (a fixture)
+from threadlog import IntegrityError, Store
+
+
+@pytest.fixture
+def halved(monkeypatch: pytest.MonkeyPatch, split_always: list[object]) -> list[object]:  # noqa: F811
+    """`split_always`, cut in the middle of the log: the child checks half of it (the cut
+    of a tiny log leaves the child nothing, its start outweighing the events)."""
+    monkeypatch.setattr(splitscan, "_cut", lambda view, starts: view.last_position // 2)
+    return split_always
+
+
+def _later_event(path: Path) -> int:
+    """A position in the later half of the log, that of a plain message of thread T."""
+    conn = sqlite3.connect(path)
+    try:
+        (last,) = conn.execute("SELECT max(position) FROM events").fetchone()
+        (position,) = conn.execute("SELECT min(position) FROM events WHERE stream_id = 'T' AND position > ? AND type = ?",
+                                   (last // 2, TYPE_CODES["message.appended"])).fetchone()
+        return int(position)
+    finally:
+        conn.close()
+
+
+def test_the_child_checks_the_file_open_here_after_the_working_directory_changed(
+        template: Path, tmp_path: Path, halved: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A store opened by a relative name, then the working directory changed to one holding
+    another file of that name (an untouched copy): the child must not check that one."""
+    (tmp_path / "here").mkdir()
+    (tmp_path / "there").mkdir()
+    tampered, copy = tmp_path / "here" / "t.db", tmp_path / "there" / "t.db"
+    shutil.copy(template, tampered)
+    shutil.copy(template, copy)
+    _run(tampered, ("UPDATE events SET meta = '{\"k\":1}' WHERE position = ?", (_later_event(tampered),)))
+    expected = _one_scan(tampered)
+    assert isinstance(expected, str)
+    monkeypatch.chdir(tmp_path / "here")
+    with Store("t.db", read_only=True) as store:
+        monkeypatch.chdir(tmp_path / "there")
+        with pytest.raises(IntegrityError) as error:
+            store.verify()
+    assert str(error.value) == expected
+    assert halved[-1] is None  # the split declined: one scan named the problem
+
+
+def test_the_child_runs_this_package_not_one_in_the_working_directory(
+        template: Path, tmp_path: Path, halved: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """`python -m` puts the working directory first on the path: a directory holding a
+    package named `eventstore` (another checkout, or anything) must not run as the child."""
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    other = tmp_path / "cwd" / "eventstore"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    ran = tmp_path / "ran"
+    (other / "splitscan.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path / "cwd")
+    with Store(path, read_only=True) as store:
+        report = store.verify()
+    assert not ran.exists()
+    assert halved == [(report.streams, report.events, report.redacted)]  # the split passed it
