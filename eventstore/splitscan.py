@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 from .backend import Backend
 from .chaincheck import Chain
+from .errors import StoreError
 from .facts import Facts
 from .fullscan import Fold, FullScan, Part, Resumed
 from .sqlite import SQLiteBackend
@@ -76,7 +77,10 @@ def split_verify(backend: Backend, path: str, progress: Callable[[int, int], Non
     `mid` (by default where the work halves: `_cut`); None when it must be checked in one scan.
     A checkpoint's `fold` is folded over the first part as it is checked, then over the stored
     hashes after it (while the child checks them), and checked when both parts passed."""
-    view = view_of(backend)
+    try:
+        view = view_of(backend)
+    except StoreError:  # the last event holds a value reads refuse (text that is not UTF-8): one scan names it
+        return None
     if mid is None:
         mid = _cut(view, backend.stream_starts())
     child = _Child.start(path, Part(mid, True))
@@ -86,7 +90,10 @@ def split_verify(backend: Backend, path: str, progress: Callable[[int, int], Non
         scan = FullScan(backend, part=Part(mid, False))
         checked = scan.run(fold, None if progress is None else child.adding_to(progress))
         if not scan.problems:
-            fold.add_after(backend, mid)
+            try:
+                fold.add_after(backend, mid)
+            except StoreError:  # a hash past the cut reads refuse (text that is not UTF-8): one scan names it
+                return None
         outcome = child.outcome(None if progress is None else lambda later: progress(checked + later, view.events))
     finally:
         child.stop()

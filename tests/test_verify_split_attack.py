@@ -76,3 +76,46 @@ def test_the_child_runs_this_package_not_one_in_the_working_directory(
         report = store.verify()
     assert not ran.exists()
     assert halved == [(report.streams, report.events, report.redacted)]  # the split passed it
+
+
+@pytest.mark.parametrize("column", ["data", "meta", "recorded_at", "hash", "pending"])
+def test_text_that_is_not_utf8_in_the_last_event_is_named_by_one_scan(
+        template: Path, tmp_path: Path, halved: list[object], monkeypatch: pytest.MonkeyPatch, column: str) -> None:  # noqa: F811
+    """The split reads the last event for its view of the log: a row reads refuse must not end
+    the verify with a read error, but leave it to one scan, which names the row."""
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    with Store(path) as store:
+        store.append_message("T", "user", "the last event")
+    _run(path, (f"UPDATE events SET \"{column}\" = CAST(x'ff41' AS TEXT) WHERE position = (SELECT max(position) FROM events)", ()))
+    monkeypatch.setattr(splitscan, "SPLIT_FROM", 10**9)
+    expected = _one_scan(path)
+    assert isinstance(expected, str)
+    monkeypatch.setattr(splitscan, "SPLIT_FROM", 0)
+    with Store(path, read_only=True) as store:
+        with pytest.raises(IntegrityError) as error:
+            store.verify()
+    assert str(error.value) == expected
+    assert halved == [None]
+
+
+def test_a_hash_that_is_not_utf8_after_the_cut_is_named_by_one_scan_with_a_checkpoint(
+        template: Path, tmp_path: Path, halved: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """With a checkpoint, the first part folds the stored hashes past the cut: one that reads
+    refuse is the later part's problem, named by one scan."""
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    with Store(path) as store:
+        kept = store.checkpoint()
+        store.append_message("T", "user", "after the checkpoint")
+    _run(path, ("UPDATE events SET hash = CAST(x'ff41' AS TEXT) WHERE position = ?", (_later_event(path),)))
+    monkeypatch.setattr(splitscan, "SPLIT_FROM", 10**9)
+    with Store(path, read_only=True) as store:
+        with pytest.raises(IntegrityError) as one:
+            store.verify(checkpoint=kept)
+    monkeypatch.setattr(splitscan, "SPLIT_FROM", 0)
+    with Store(path, read_only=True) as store:
+        with pytest.raises(IntegrityError) as split:
+            store.verify(checkpoint=kept)
+    assert str(split.value) == str(one.value)
+    assert halved == [None]
