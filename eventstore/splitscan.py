@@ -47,6 +47,11 @@ _STREAM_COST = 6.0
 _CHILD_START = 60_000
 SPLIT_FROM = 300_000  # events: below this a verify takes a few seconds, and the child's start (~0.6 s) weighs
 
+# Seconds the child waits for SQLite's lock to read. Outside WAL mode a writer waiting to commit
+# holds off new readers until the parent's read transaction ends, and the parent waits for the
+# child: the child gives up soon (the verify then runs in one scan) instead of waiting that out.
+_CHILD_WAIT = 0.5
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where `eventstore` is imported from
 
 
@@ -303,7 +308,7 @@ class _Child:
 def _later_part() -> None:
     """The child: check the later part and send back the `Outcome`."""
     path, part, progress_fd, parent = pickle.loads(sys.stdin.buffer.read())
-    backend = SQLiteBackend(path, read_only=True)
+    backend = SQLiteBackend(path, read_only=True, timeout=_CHILD_WAIT)
 
     def report(done: int, total: int) -> None:
         if os.getppid() != parent:  # the verify was stopped (killed): so is this part

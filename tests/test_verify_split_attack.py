@@ -8,14 +8,17 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from eventstore import splitscan
 from eventstore.packing import TYPE_CODES
 from tests.test_verify_plain import _run, template  # noqa: F401  (a fixture)
-from tests.test_verify_split import _one_scan, split_always  # noqa: F401  (a fixture)
+from tests.test_verify_split import _last, _one_scan, split_always  # noqa: F401  (a fixture)
 from threadlog import IntegrityError, Store
 
 
@@ -119,3 +122,42 @@ def test_a_hash_that_is_not_utf8_after_the_cut_is_named_by_one_scan_with_a_check
             store.verify(checkpoint=kept)
     assert str(split.value) == str(one.value)
     assert halved == [None]
+
+
+def test_a_writer_waiting_on_a_file_in_rollback_journal_mode_does_not_stall_the_split(
+        template: Path, tmp_path: Path, halved: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Outside WAL mode a writer about to commit holds off new readers until this process's read
+    transaction ends: the child, opened after, cannot read, and must give up at once (the
+    verify then runs in one scan) rather than wait out its lock timeout while the verify waits
+    on it."""
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+    conn.close()
+    writer = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+    committed: list[float] = []
+
+    def commit() -> None:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE streams SET kind = kind WHERE id = 'T'")
+        writer.execute("COMMIT")  # waits for this process's read lock
+        committed.append(time.monotonic())
+
+    started = splitscan._Child.start.__func__  # type: ignore[attr-defined]
+
+    def start(cls: type[splitscan._Child], *args: Any) -> splitscan._Child | None:
+        thread.start()
+        time.sleep(0.5)  # the writer is waiting to commit
+        return started(cls, *args)  # type: ignore[no-any-return]
+
+    thread = threading.Thread(target=commit)
+    monkeypatch.setattr(splitscan._Child, "start", classmethod(start))
+    began = time.monotonic()
+    with Store(path, read_only=True) as store:
+        report = store.verify()
+    took = time.monotonic() - began
+    thread.join()
+    writer.close()
+    assert halved == [None] and report.events == _last(path) and committed
+    assert took < 10, f"the verify took {took:.1f} s"
