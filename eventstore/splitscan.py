@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import os
 import pickle
-import select
+import selectors
 import subprocess
 import sys
 from collections.abc import Callable
@@ -131,7 +131,7 @@ def joined(view: View, scan: FullScan, checked: int, outcome: Outcome | None) ->
 def splittable(backend: Backend) -> str | None:
     """The file a full verify of this log may check in two processes (a large log in a SQLite
     file, on a POSIX system, from an interpreter that can start another), else None."""
-    if (not isinstance(backend, SQLiteBackend) or not _python(sys.executable) or os.name != "posix"  # pipes and select
+    if (not isinstance(backend, SQLiteBackend) or not _python(sys.executable) or os.name != "posix"  # pipes and selectors
             or backend.last_position() < SPLIT_FROM):
         return None
     path = _opened_file(backend)
@@ -274,17 +274,26 @@ class _Child:
         assert stdout is not None
         received = bytearray()
         out = stdout.fileno()
-        while True:
-            ready, _, _ = select.select([out, self.counts] if self.counting else [out], [], [], 1.0)
-            if self.counts in ready or not ready:
-                later = self.read_count()
-                if progress is not None:
-                    progress(later)
-            if out in ready:
-                chunk = os.read(out, 1 << 16)
-                if not chunk:
-                    break
-                received += chunk
+        # A selector, not `select.select`, which refuses a descriptor numbered past 1023 (a
+        # process holding many files open, a server's sockets).
+        with selectors.DefaultSelector() as waiting:
+            waiting.register(out, selectors.EVENT_READ)
+            if self.counting:
+                waiting.register(self.counts, selectors.EVENT_READ)
+            while True:
+                ready = {key.fd for key, _ in waiting.select(1.0)}
+                if self.counts in ready or not ready:
+                    counting = self.counting
+                    later = self.read_count()
+                    if counting and not self.counting:  # it closed its end: nothing more to wait for there
+                        waiting.unregister(self.counts)
+                    if progress is not None:
+                        progress(later)
+                if out in ready:
+                    chunk = os.read(out, 1 << 16)
+                    if not chunk:
+                        break
+                    received += chunk
         if self.process.wait() != 0:
             return None
         try:

@@ -6,6 +6,7 @@ failure of it must leave the verify to one scan.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import sqlite3
 import threading
@@ -161,3 +162,25 @@ def test_a_writer_waiting_on_a_file_in_rollback_journal_mode_does_not_stall_the_
     writer.close()
     assert halved == [None] and report.events == _last(path) and committed
     assert took < 10, f"the verify took {took:.1f} s"
+
+
+def test_a_process_holding_many_files_open_verifies_with_the_split(
+        template: Path, tmp_path: Path, halved: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A server holding more than 1024 descriptors open gets pipes numbered past what
+    `select.select` takes: the split must still wait on them, not end the verify with an error."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open at most {hard} files")
+    if soft != resource.RLIM_INFINITY and soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with Store(path, read_only=True) as store:
+            report = store.verify()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert halved == [(report.streams, report.events, report.redacted)]
