@@ -23,14 +23,6 @@ from tests.test_verify_split import _last, _one_scan, split_always  # noqa: F401
 from threadlog import IntegrityError, Store
 
 
-@pytest.fixture
-def halved(monkeypatch: pytest.MonkeyPatch, split_always: list[object]) -> list[object]:  # noqa: F811
-    """`split_always`, cut in the middle of the log: the child checks half of it (the cut
-    of a tiny log leaves the child nothing, its start outweighing the events)."""
-    monkeypatch.setattr(splitscan, "_cut", lambda view, starts: view.last_position // 2)
-    return split_always
-
-
 def _later_event(path: Path) -> int:
     """A position in the later half of the log, that of a plain message of thread T."""
     conn = sqlite3.connect(path)
@@ -44,7 +36,7 @@ def _later_event(path: Path) -> int:
 
 
 def test_the_child_checks_the_file_open_here_after_the_working_directory_changed(
-        template: Path, tmp_path: Path, halved: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        template: Path, tmp_path: Path, split_always: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """A store opened by a relative name, then the working directory changed to one holding
     another file of that name (an untouched copy): the child must not check that one."""
     (tmp_path / "here").mkdir()
@@ -61,11 +53,11 @@ def test_the_child_checks_the_file_open_here_after_the_working_directory_changed
         with pytest.raises(IntegrityError) as error:
             store.verify()
     assert str(error.value) == expected
-    assert halved[-1] is None  # the split declined: one scan named the problem
+    assert split_always[-1] is None  # the split declined: one scan named the problem
 
 
 def test_the_child_runs_this_package_not_one_in_the_working_directory(
-        template: Path, tmp_path: Path, halved: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        template: Path, tmp_path: Path, split_always: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """`python -m` puts the working directory first on the path: a directory holding a
     package named `eventstore` (another checkout, or anything) must not run as the child."""
     path = tmp_path / "t.db"
@@ -79,12 +71,12 @@ def test_the_child_runs_this_package_not_one_in_the_working_directory(
     with Store(path, read_only=True) as store:
         report = store.verify()
     assert not ran.exists()
-    assert halved == [(report.streams, report.events, report.redacted)]  # the split passed it
+    assert split_always == [(report.streams, report.events, report.redacted)]  # the split passed it
 
 
 @pytest.mark.parametrize("column", ["data", "meta", "recorded_at", "hash", "pending"])
 def test_text_that_is_not_utf8_in_the_last_event_is_named_by_one_scan(
-        template: Path, tmp_path: Path, halved: list[object], monkeypatch: pytest.MonkeyPatch, column: str) -> None:  # noqa: F811
+        template: Path, tmp_path: Path, split_always: list[object], monkeypatch: pytest.MonkeyPatch, column: str) -> None:  # noqa: F811
     """The split reads the last event for its view of the log: a row reads refuse must not end
     the verify with a read error, but leave it to one scan, which names the row."""
     path = tmp_path / "t.db"
@@ -100,11 +92,11 @@ def test_text_that_is_not_utf8_in_the_last_event_is_named_by_one_scan(
         with pytest.raises(IntegrityError) as error:
             store.verify()
     assert str(error.value) == expected
-    assert halved == [None]
+    assert split_always == [None]
 
 
 def test_a_hash_that_is_not_utf8_after_the_cut_is_named_by_one_scan_with_a_checkpoint(
-        template: Path, tmp_path: Path, halved: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        template: Path, tmp_path: Path, split_always: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """With a checkpoint, the first part folds the stored hashes past the cut: one that reads
     refuse is the later part's problem, named by one scan."""
     path = tmp_path / "t.db"
@@ -122,11 +114,11 @@ def test_a_hash_that_is_not_utf8_after_the_cut_is_named_by_one_scan_with_a_check
         with pytest.raises(IntegrityError) as split:
             store.verify(checkpoint=kept)
     assert str(split.value) == str(one.value)
-    assert halved == [None]
+    assert split_always == [None]
 
 
 def test_a_writer_waiting_on_a_file_in_rollback_journal_mode_does_not_stall_the_split(
-        template: Path, tmp_path: Path, halved: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        template: Path, tmp_path: Path, split_always: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """Outside WAL mode a writer about to commit holds off new readers until this process's read
     transaction ends: the child, opened after, cannot read, and must give up at once (the
     verify then runs in one scan) rather than wait out its lock timeout while the verify waits
@@ -160,12 +152,12 @@ def test_a_writer_waiting_on_a_file_in_rollback_journal_mode_does_not_stall_the_
     took = time.monotonic() - began
     thread.join()
     writer.close()
-    assert halved == [None] and report.events == _last(path) and committed
+    assert split_always == [None] and report.events == _last(path) and committed
     assert took < 10, f"the verify took {took:.1f} s"
 
 
 def test_a_process_holding_many_files_open_verifies_with_the_split(
-        template: Path, tmp_path: Path, halved: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        template: Path, tmp_path: Path, split_always: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """A server holding more than 1024 descriptors open gets pipes numbered past what
     `select.select` takes: the split must still wait on them, not end the verify with an error."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -183,4 +175,4 @@ def test_a_process_holding_many_files_open_verifies_with_the_split(
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    assert halved == [(report.streams, report.events, report.redacted)]
+    assert split_always == [(report.streams, report.events, report.redacted)]
