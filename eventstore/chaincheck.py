@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .backend import Backend, EventRow, StreamRow
-from .errors import InvalidEvent
+from .errors import InvalidEvent, StoreError
 from .events import MAX_DEPTH
 from .facts import NONE, Facts, advance, after_fork
 from .integrity import GENESIS, HASH_TAG, canonical, chain_hash_in, digest, legacy_chain_hash
@@ -256,8 +256,9 @@ def lineage(row: StreamRow) -> Lineage:
     # Ids interned: a file's ids repeat (a parent's in each fork, a root's in every stream of
     # its tree), and a full verify caches many lineages. A value of another kind (a blob
     # written by hand) is kept as it is, for the checks to name.
-    parent_id, root_id = row.parent_id, row.root_id
-    return Lineage(intern(parent_id) if parent_id.__class__ is str else parent_id, row.parent_offset or 0,
+    parent_id, root_id, base = row.parent_id, row.root_id, row.parent_offset
+    # A base of another kind (altered) is failed in the stream's own check; 0 keeps its forks' lookups going.
+    return Lineage(intern(parent_id) if parent_id.__class__ is str else parent_id, base if base.__class__ is int else 0,
                    intern(root_id) if root_id.__class__ is str else root_id, row.depth, row.first_message_offset)
 
 
@@ -331,7 +332,10 @@ def erased_by(backend: Backend, position: int, data: dict[str, Any]) -> Problem 
     target = data.get("position")
     if not isinstance(target, int) or isinstance(target, bool):
         return None  # not one this release wrote; its row's own check names what is wrong there
-    erased = backend.event_at_position(target)
+    try:
+        erased = backend.event_at_position(target)
+    except StoreError:  # its text is not UTF-8: that row's own check names it
+        return None
     if erased is None or erased.redacted_by != position:
         return position, f"the event.redacted at position {position} names position {target}, which it did not erase"
     return None
@@ -350,7 +354,10 @@ def _check_first(info: StreamRow, type_: str, data: dict[str, Any]) -> str | Non
 def _check_redaction(backend: Backend, redacted_by: int, position: int) -> tuple[str | None, Facts | None, str | None]:
     """(the skeleton digest the redaction recorded, or None for an early one; the pending
     facts it recorded, for a payload too deep to read, or None; a problem, or None)."""
-    row = backend.event_at_position(redacted_by)
+    try:
+        row = backend.event_at_position(redacted_by)
+    except StoreError:  # its text is not UTF-8: the scan names that row too
+        return None, None, f"payload erased by the event.redacted at position {redacted_by}, whose text is not UTF-8 (altered)"
     try:
         data = json.loads(row.data) if row is not None and row.type == "event.redacted" else None
     except (ValueError, RecursionError):

@@ -61,8 +61,9 @@ class FullScan:
         for row in backend.streams():
             if not self.mine(row):
                 continue
-            if row.created_position.__class__ is not int:
+            if not _placed(row):
                 self.unplaced.append(row)
+                continue
             if row.parent_id is not None and row.parent_offset:
                 offset = row.parent_offset - 1
                 owner = owner_of(self.lineage, row.parent_id, offset)
@@ -121,9 +122,11 @@ class FullScan:
         backend, chains = self.backend, self.chains
         self.streams, total = backend.counts()
         for row in self.unplaced:
-            self.fail(row.id, (row.created_position, f"{row.id}: stored created_position {row.created_position!r} is not a position"))
+            self.fail(row.id, (row.created_position, f"{row.id}: stored created_position {row.created_position!r} is not a position"
+                               if row.created_position.__class__ is not int else
+                               f"{row.id}: stored parent_offset {row.parent_offset!r} is not an offset"))
         # In creation order: a stream starts at its created_position.
-        waiting = (row for row in backend.streams() if row.created_position.__class__ is int and self.mine(row))
+        waiting = (row for row in backend.streams() if _placed(row) and self.mine(row))
         upcoming = next(waiting, None)
         due = upcoming.created_position if upcoming is not None else _NEVER
         checked = 0
@@ -339,6 +342,12 @@ class FullScan:
 
 
 _NEVER = float("inf")
+
+
+def _placed(row: StreamRow) -> bool:
+    """Whether the scan can place the stream: a position to start it at and, for a fork, an
+    offset to chain it at (altered values of another kind are failed before the scan)."""
+    return row.created_position.__class__ is int and (row.parent_offset is None or row.parent_offset.__class__ is int)
 
 
 def _point(position: int, hash_: Any, facts: str | None) -> Point | bytes:

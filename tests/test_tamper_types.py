@@ -100,3 +100,48 @@ def test_a_fork_row_holding_a_blob_for_an_id_is_an_integrity_error(tmp_path: Pat
             with pytest.raises(IntegrityError) as failed:
                 only(path, "g")
             assert failed.value.position == store.event_at("g", 4).position
+
+
+@pytest.mark.parametrize("value", ["x3", 2.5, b"\x03"], ids=["text", "real", "blob"])
+def test_a_fork_row_whose_parent_offset_is_no_integer_is_an_integrity_error(tmp_path: Path, value: object) -> None:
+    """The full verify computed the fork point with it (`parent_offset - 1`) and raised
+    TypeError; a check of the fork alone named it. Both name it now, as does a fork of it."""
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(title="t", thread_id="t")
+        for text in ("one", "two", "three"):
+            store.append_message(thread, "user", text)
+        fork = store.fork(thread, at=3, fork_id="f")
+        store.append_message(fork, "assistant", "in the fork")
+        store.fork(fork, fork_id="g")
+        forked = store.event_at("f", 3).position
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE streams SET parent_offset = ? WHERE id = 'f'", (value,))
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        for check in (store.verify, lambda: only(path, "f")):
+            with pytest.raises(IntegrityError) as failed:
+                check()
+            assert failed.value.position == forked
+
+
+def test_an_event_redacted_holding_text_that_is_not_utf8_is_an_integrity_error(tmp_path: Path) -> None:
+    """The row it erased is checked against it (`_check_redaction` reads it): that read
+    refused the bytes, and verify ended with a StoreError naming no position."""
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(title="t", thread_id="t")
+        secret = store.append_message(thread, "user", "my password is hunter2")
+        store.append_message(thread, "assistant", "noted")
+        record = store.redact(secret.position, reason="leak", actor="dpo")
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE events SET data = CAST(X'7b22ff227d' AS TEXT) WHERE position = ?", (record.position,))
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        for check in (store.verify, lambda: only(path, "t")):
+            with pytest.raises(IntegrityError) as failed:
+                check()
+            assert failed.value.position in (secret.position, record.position)
+            assert f"position {record.position}" in str(failed.value)
