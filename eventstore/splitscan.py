@@ -88,12 +88,15 @@ def split_verify(backend: Backend, path: str, progress: Callable[[int, int], Non
         return None
     if mid is None:
         mid = _cut(view, backend.stream_starts())
-    child = _Child.start(path, Part(mid, True))
+    child = _Child.start(path, Part(mid, True), view)
     if child is None:
         return None
     try:
         scan = FullScan(backend, part=Part(mid, False))
-        checked = scan.run(fold, None if progress is None else child.adding_to(progress))
+        try:
+            checked = scan.run(fold, child.adding_to(progress))
+        except _Declined:  # it saw another log (a commit between the two snapshots): one scan, now
+            return None
         if not scan.problems:
             try:
                 fold.add_after(backend, mid)
@@ -108,9 +111,10 @@ def split_verify(backend: Backend, path: str, progress: Callable[[int, int], Non
     return report
 
 
-def later_part(backend: Backend, part: Part, progress: Callable[[int, int], None] | None = None) -> Outcome:
-    """Check the later part (what the child runs, inside its read transaction)."""
-    view = view_of(backend)
+def later_part(backend: Backend, part: Part, progress: Callable[[int, int], None] | None = None,
+               view: View | None = None) -> Outcome:
+    """Check the later part (what the child runs, inside its read transaction, on `view`)."""
+    view = view_of(backend) if view is None else view
     scan = FullScan(backend, part=part)
     checked = scan.run(Fold(None), progress)
     return Outcome(view, checked, scan.redacted, len(scan.problems), scan.resumed,
@@ -217,6 +221,13 @@ def view_of(backend: Backend) -> View:
     return View(last, streams, events, row.hash if row is not None else None)
 
 
+_DECLINED = 3  # the child's exit status when it saw another log than its parent
+
+
+class _Declined(Exception):
+    """The child declined: the first part stops."""
+
+
 class _Child:
     """The process checking the later part: told its part on stdin, it reports its count
     (8-byte numbers) on a pipe of its own as it goes, and its `Outcome` on stdout at the end."""
@@ -225,7 +236,9 @@ class _Child:
         self.process, self.counts, self.later, self.counting = process, counts, 0, True
 
     @classmethod
-    def start(cls, path: str, part: Part) -> _Child | None:
+    def start(cls, path: str, part: Part, view: View) -> _Child | None:
+        """The child, told its part and the view of the log this process has (it exits at once,
+        declining, when its own differs)."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([_ROOT, *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)])
         reading, writing = os.pipe()
@@ -242,7 +255,7 @@ class _Child:
         os.set_blocking(reading, False)
         child = cls(process, reading)
         try:
-            process.stdin.write(pickle.dumps((os.path.abspath(path), part, writing, os.getpid())))  # type: ignore[union-attr]
+            process.stdin.write(pickle.dumps((os.path.abspath(path), part, view, writing, os.getpid())))  # type: ignore[union-attr]
             process.stdin.close()  # type: ignore[union-attr]
         except OSError:  # it died at once
             child.stop()
@@ -264,9 +277,16 @@ class _Child:
             self.later = int.from_bytes(chunk[whole - 8:whole], "big")
         return self.later
 
-    def adding_to(self, progress: Callable[[int, int], None]) -> Callable[[int, int], None]:
-        """The first part's progress calls, with the later part's count added."""
-        return lambda done, total: progress(done + self.read_count(), total)
+    def adding_to(self, progress: Callable[[int, int], None] | None) -> Callable[[int, int], None]:
+        """The first part's progress calls (every 10,000 events), with the later part's count
+        added; each raises `_Declined` once the child has exited declining (`_DECLINED`)."""
+        def report(done: int, total: int) -> None:
+            if self.process.poll() == _DECLINED:
+                raise _Declined
+            if progress is not None:
+                progress(done + self.read_count(), total)
+
+        return report
 
     def outcome(self, progress: Callable[[int], None] | None) -> Outcome | None:
         """Wait for the later part's `Outcome` (None if it failed), telling `progress` its count."""
@@ -316,7 +336,7 @@ class _Child:
 
 def _later_part() -> None:
     """The child: check the later part and send back the `Outcome`."""
-    path, part, progress_fd, parent = pickle.loads(sys.stdin.buffer.read())
+    path, part, view, progress_fd, parent = pickle.loads(sys.stdin.buffer.read())
     backend = SQLiteBackend(path, read_only=True, timeout=_CHILD_WAIT)
 
     def report(done: int, total: int) -> None:
@@ -328,7 +348,9 @@ def _later_part() -> None:
             pass
 
     with backend.read_transaction():
-        outcome = later_part(backend, part, report)
+        if view_of(backend) != view:  # a commit since the parent's snapshot: its part would not join
+            sys.exit(_DECLINED)
+        outcome = later_part(backend, part, report, view)
     sys.stdout.buffer.write(pickle.dumps(outcome))
     sys.stdout.buffer.flush()
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from eventstore import splitscan
 from eventstore.fullscan import Fold, FullScan, Part
-from eventstore.splitscan import joined, later_part, split_verify, view_of
+from eventstore.splitscan import View, joined, later_part, split_verify, view_of
 from tests.backends import BACKENDS, BackendCase
 from tests.test_verify_fork_points import _opened
 from tests.test_verify_plain import COLUMNS, _run, changed_copy, template  # noqa: F401  (a fixture)
@@ -247,12 +247,16 @@ def test_every_backend_gives_the_stream_starts_and_fork_points_a_later_part_read
         assert list(backend.fork_points(10**9, 10**9)) == []
 
 
-def _run_child(path: Path, parent: int) -> subprocess.CompletedProcess[bytes]:
-    """The later part's process, started as `split_verify` starts it, told `parent` is its parent."""
+def _run_child(path: Path, parent: int, view: View | None = None) -> subprocess.CompletedProcess[bytes]:
+    """The later part's process, started as `split_verify` starts it, told `parent` is its
+    parent and `view` (by default the file's own) is the log its parent sees."""
+    if view is None:
+        with _opened(path) as backend:
+            view = view_of(backend)
     reading, writing = os.pipe()
     try:
         return subprocess.run([sys.executable, "-m", "eventstore.splitscan"], capture_output=True, timeout=60,
-                              input=pickle.dumps((str(path), Part(_last(path) // 2, True), writing, parent)),
+                              input=pickle.dumps((str(path), Part(_last(path) // 2, True), view, writing, parent)),
                               pass_fds=(writing,))
     finally:
         os.close(reading)
@@ -270,6 +274,15 @@ def test_the_later_part_sends_its_outcome_and_stops_when_its_parent_is_gone(temp
     assert orphaned.returncode == 1 and orphaned.stdout == b""
 
 
+def test_the_later_part_declines_at_once_when_it_sees_another_log_than_its_parent(template: Path) -> None:  # noqa: F811
+    """A commit between the two snapshots: the child exits before checking anything, and the
+    first part stops at its next progress report instead of checking its half for nothing."""
+    with _opened(template) as backend:
+        view = view_of(backend)
+    declined = _run_child(template, os.getpid(), view._replace(last_position=view.last_position - 1))
+    assert declined.returncode == splitscan._DECLINED and declined.stdout == b""
+
+
 @pytest.mark.parametrize(("executable", "frozen", "starts"), [
     ("/usr/bin/python3", False, True), ("/srv/app/.venv/bin/python", False, True), ("/opt/pypy3.10/bin/pypy3", False, True),
     ("/usr/bin/uwsgi", False, False), ("/usr/sbin/httpd", False, False), ("", False, False),
@@ -281,3 +294,16 @@ def test_the_child_starts_only_from_a_python_interpreter(monkeypatch: pytest.Mon
     if frozen:
         monkeypatch.setattr(sys, "frozen", True, raising=False)
     assert splitscan._python(executable) is starts
+
+
+def test_the_first_part_stops_at_its_next_report_once_the_child_declined() -> None:
+    process = subprocess.Popen([sys.executable, "-c", f"import sys; sys.exit({splitscan._DECLINED})"])
+    process.wait()
+    reading, writing = os.pipe()
+    os.close(writing)
+    child = splitscan._Child(process, reading)
+    seen: list[tuple[int, int]] = []
+    with pytest.raises(splitscan._Declined):
+        child.adding_to(lambda done, total: seen.append((done, total)))(10_000, 20_000)
+    assert seen == []
+    child.stop()
