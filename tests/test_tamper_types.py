@@ -77,53 +77,55 @@ def test_bytes_that_are_not_utf8_fail_verify_even_where_the_text_held_a_replacem
     assert failed.value.position == tamper[1]
 
 
-@pytest.mark.parametrize("column", ["parent_id", "root_id"])
-def test_a_fork_row_holding_a_blob_for_an_id_is_an_integrity_error(tmp_path: Path, column: str) -> None:
-    path = tmp_path / "t.db"
+def _forks(path: Path) -> int:
+    """A thread t, its fork f and f's fork g; the position of f's first event."""
     with Store(path) as store:
         thread = store.create_thread(title="t", thread_id="t")
         store.append_message(thread, "user", "first")
         fork = store.fork(thread, fork_id="f")
         store.append_message(fork, "assistant", "in the fork")
         store.fork(fork, fork_id="g")
-        forked = store.event_at("f", 2).position
-    conn = sqlite3.connect(path)
-    conn.execute(f"UPDATE streams SET {column} = CAST({column} AS BLOB) WHERE id = 'f'")
-    conn.commit()
-    conn.close()
+        return store.event_at("f", 2).position
+
+
+def _fails_at(path: Path, stream: str, position: int) -> None:
+    """The full verify and a check of `stream` alone both fail, naming `position`."""
     with Store(path) as store:
-        for check in (store.verify, lambda: only(path, "f")):
+        for check in (store.verify, lambda: only(path, stream)):
             with pytest.raises(IntegrityError) as failed:
                 check()
-            assert failed.value.position == forked
-        if column == "root_id":  # g's own root_id is its parent's
-            with pytest.raises(IntegrityError) as failed:
-                only(path, "g")
-            assert failed.value.position == store.event_at("g", 4).position
+            assert failed.value.position == position
+
+
+def _alter(path: Path, statement: str, *params: object) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute(statement, params)
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("column", ["parent_id", "root_id"])
+def test_a_fork_row_holding_a_blob_for_an_id_is_an_integrity_error(tmp_path: Path, column: str) -> None:
+    path = tmp_path / "t.db"
+    forked = _forks(path)
+    _alter(path, f"UPDATE streams SET {column} = CAST({column} AS BLOB) WHERE id = 'f'")
+    _fails_at(path, "f", forked)
+    if column == "root_id":  # g's own root_id is its parent's
+        with Store(path) as store:
+            g_first = store.event_at("g", 4).position
+        with pytest.raises(IntegrityError) as failed:
+            only(path, "g")
+        assert failed.value.position == g_first
 
 
 @pytest.mark.parametrize("value", ["x3", 2.5, b"\x03"], ids=["text", "real", "blob"])
 def test_a_fork_row_whose_parent_offset_is_no_integer_is_an_integrity_error(tmp_path: Path, value: object) -> None:
     """The full verify computed the fork point with it (`parent_offset - 1`) and raised
-    TypeError; a check of the fork alone named it. Both name it now, as does a fork of it."""
+    TypeError; a check of the fork alone named it. Both name it now."""
     path = tmp_path / "t.db"
-    with Store(path) as store:
-        thread = store.create_thread(title="t", thread_id="t")
-        for text in ("one", "two", "three"):
-            store.append_message(thread, "user", text)
-        fork = store.fork(thread, at=3, fork_id="f")
-        store.append_message(fork, "assistant", "in the fork")
-        store.fork(fork, fork_id="g")
-        forked = store.event_at("f", 3).position
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE streams SET parent_offset = ? WHERE id = 'f'", (value,))
-    conn.commit()
-    conn.close()
-    with Store(path) as store:
-        for check in (store.verify, lambda: only(path, "f")):
-            with pytest.raises(IntegrityError) as failed:
-                check()
-            assert failed.value.position == forked
+    forked = _forks(path)
+    _alter(path, "UPDATE streams SET parent_offset = ? WHERE id = 'f'", value)
+    _fails_at(path, "f", forked)
 
 
 def test_an_event_redacted_holding_text_that_is_not_utf8_is_an_integrity_error(tmp_path: Path) -> None:
