@@ -138,16 +138,8 @@ def splittable(backend: Backend) -> str | None:
     if (not isinstance(backend, SQLiteBackend) or not _python(sys.executable) or os.name != "posix"  # pipes and selectors
             or backend.last_position() < SPLIT_FROM):
         return None
-    path = _opened_file(backend)
+    path = backend.opened_file()
     return path if path is not None and os.path.isfile(path) else None
-
-
-def _opened_file(backend: SQLiteBackend) -> str | None:
-    """The absolute name of the file the backend's connection has open (None in memory). The
-    name it was opened by may be relative, and the working directory changed since: the child
-    must open this file, not one of that name where the process is now."""
-    row = backend.conn.execute("SELECT CAST(file AS BLOB) FROM pragma_database_list WHERE name = 'main'").fetchone()
-    return os.fsdecode(row[0]) if row is not None and row[0] else None
 
 
 def _python(executable: str) -> bool:

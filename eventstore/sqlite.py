@@ -695,6 +695,13 @@ class SQLiteBackend:
         cursor = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY created_position, id")
         return self._rows(cursor, StreamRow)
 
+    def opened_file(self) -> str | None:
+        """The absolute name of the file this connection has open (None in memory). The name it
+        was opened by may be relative, and the working directory changed since: another
+        process must open this file, not one of that name where this process is now."""
+        row = self.conn.execute("SELECT CAST(file AS BLOB) FROM pragma_database_list WHERE name = 'main'").fetchone()
+        return os.fsdecode(row[0]) if row is not None and row[0] else None
+
     @_translated
     def stream_starts(self) -> list[int]:
         rows = self.conn.execute("SELECT created_position FROM streams WHERE typeof(created_position) = 'integer'").fetchall()
