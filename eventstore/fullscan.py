@@ -97,8 +97,10 @@ class FullScan:
             return not part.later
         return (row.created_position > part.mid) == part.later
 
-    def run(self, fold: Fold, progress: Callable[[int, int], None] | None) -> int:
-        """Check every event, in position order; the number checked.
+    def run(self, fold: Fold, progress: Callable[[int, int], None] | None, counts: tuple[int, int] | None = None) -> int:
+        """Check every event, in position order; the number checked. `counts` are the log's
+        (streams, events) when the caller read them already in this read transaction (counting
+        2.7M events takes ~0.8 s).
 
         Most events of a log are plain messages (text blocks only), and the loop checks those
         itself, on the row as stored, without decoding it first: this shortcut is what brings a
@@ -120,7 +122,7 @@ class FullScan:
         chain: `verify` passes a consistent rewrite anyway, and a checkpoint catches it.
         """
         backend, chains = self.backend, self.chains
-        self.streams, total = backend.counts()
+        self.streams, total = backend.counts() if counts is None else counts
         for row in self.unplaced:
             self.fail(row.id, (row.created_position, f"{row.id}: stored created_position {row.created_position!r} is not a position"
                                if row.created_position.__class__ is not int else

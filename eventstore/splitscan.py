@@ -94,7 +94,7 @@ def split_verify(backend: Backend, path: str, progress: Callable[[int, int], Non
     try:
         scan = FullScan(backend, part=Part(mid, False))
         try:
-            checked = scan.run(fold, child.adding_to(progress))
+            checked = scan.run(fold, child.adding_to(progress), (view.streams, view.events))
         except _Declined:  # it saw another log (a commit between the two snapshots): one scan, now
             return None
         if not scan.problems:
@@ -116,7 +116,7 @@ def later_part(backend: Backend, part: Part, progress: Callable[[int, int], None
     """Check the later part (what the child runs, inside its read transaction, on `view`)."""
     view = view_of(backend) if view is None else view
     scan = FullScan(backend, part=part)
-    checked = scan.run(Fold(None), progress)
+    checked = scan.run(Fold(None), progress, (view.streams, view.events))
     return Outcome(view, checked, scan.redacted, len(scan.problems), scan.resumed,
                    {stream_id: _state(chain) for stream_id, chain in scan.handed_on.items()})
 
