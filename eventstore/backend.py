@@ -155,8 +155,11 @@ class Backend(Protocol):
         """The stream's row, then its parent's, up to the root ([] if the stream is absent)."""
         ...
 
-    def streams(self) -> Iterator[StreamRow]:
-        """Every stream, in creation order, streamed (a full verify reads them in bounded memory)."""
+    def streams(self, stored: bool = False) -> Iterator[StreamRow]:
+        """Every stream, in creation order, streamed (a full verify reads them in bounded memory).
+        With `stored`, in the order the backend keeps them, read without sorting them, and the
+        same order on every call inside one read transaction (a backend with no such order
+        gives creation order)."""
         ...
 
     def stream_starts(self) -> list[int]:

@@ -792,8 +792,9 @@ class PostgresBackend:
         ).fetchall()
         return [_new(StreamRow, r) for r in rows]
 
-    def streams(self) -> Iterator[StreamRow]:
-        """Every stream in creation order, through a server-side cursor read `_PAGE` rows per
+    def streams(self, stored: bool = False) -> Iterator[StreamRow]:
+        """Every stream in creation order (`stored` too: a table's order on the server is not
+        the same from one scan to the next), through a server-side cursor read `_PAGE` rows per
         round trip: memory stays bounded however many streams there are (a full `verify` reads
         them all). Outside a transaction the cursor is WITH HOLD: the server keeps the result
         (in temporary files past `work_mem`) until the last row is read or the iterator closed."""

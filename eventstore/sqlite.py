@@ -691,8 +691,11 @@ class SQLiteBackend:
         return [_new(StreamRow, r) for r in rows]
 
     @_translated
-    def streams(self) -> Iterator[StreamRow]:
-        cursor = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY created_position, id")
+    def streams(self, stored: bool = False) -> Iterator[StreamRow]:
+        # In creation order SQLite sorts the whole table first (0.45-0.9 s for 202,000 streams);
+        # in rowid order it reads the table as it lies, which inserts keep in creation order.
+        order = "rowid" if stored else "created_position, id"
+        cursor = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY {order}")
         return self._rows(cursor, StreamRow)
 
     def opened_file(self) -> str | None:

@@ -14,9 +14,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from tests.test_verify_agreement import only
 from threadlog import IntegrityError, Store
+from threadlog.cli import cli
 
 TAMPERS = {  # the tamper, and the position verify must name
     "data-stored-as-blob": ("UPDATE events SET data = CAST(data AS BLOB) WHERE position = 2", 2),
@@ -30,6 +32,10 @@ TAMPERS = {  # the tamper, and the position verify must name
     "created-position-null": ("UPDATE streams SET created_position = NULL WHERE id = 't'", 1),
     "created-position-text": ("UPDATE streams SET created_position = 'x' WHERE id = 't'", 1),
     "created-position-real": ("UPDATE streams SET created_position = 1.5 WHERE id = 't'", 1),
+    # The stream's own id (SQLite lets a TEXT PRIMARY KEY hold NULL): verify raised TypeError.
+    "stream-row-id-null": ("UPDATE streams SET id = NULL WHERE id = 't'", 1),
+    "stream-row-id-blob": ("UPDATE streams SET id = CAST(id AS BLOB) WHERE id = 't'", 1),
+    "stream-row-id-integer": ("UPDATE streams SET id = 7 WHERE id = 't'", 1),
 }
 
 
@@ -147,3 +153,21 @@ def test_an_event_redacted_holding_text_that_is_not_utf8_is_an_integrity_error(t
                 check()
             assert failed.value.position in (secret.position, record.position)
             assert f"position {record.position}" in str(failed.value)
+
+
+@pytest.mark.parametrize(("value", "named"), [(None, "a stream row's id is None, not text"),
+                                              (b"t", "b't': head says 2 events but the log ends at 0")], ids=["null", "blob"])
+def test_a_stream_row_whose_id_is_not_text_is_named_by_verify_and_the_cli(tmp_path: Path, value: object, named: str) -> None:
+    """A NULL id made verify raise TypeError (a traceback from `threadlog verify`)."""
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(title="t", thread_id="t")
+        store.append_message(thread, "user", "first")
+        store.fork(thread, fork_id="f")
+    _alter(path, "UPDATE streams SET id = ? WHERE id = 't'", value)
+    with Store(path) as store, pytest.raises(IntegrityError) as failed:
+        store.verify()
+    assert failed.value.position == 1
+    assert named in str(failed.value)
+    result = CliRunner().invoke(cli, ["--db", str(path), "verify"])
+    assert result.exit_code == 1 and named in result.output, result.output
