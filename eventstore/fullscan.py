@@ -40,9 +40,9 @@ class FullScan:
     not every stream of the file: a stream's lineage (what its forks need of its row) is read
     when a fork needs it and kept in a bounded cache (`lineage`), and a fork point is dropped
     once the last fork chaining to it has started. At most `kept_points` points are kept (the
-    first forks read: those created first, in a table that keeps creation order); a fork past those reads its point from the file when it starts
-    (`read_point`, an index lookup: ~20-40 µs against ~1 µs, so only for files of that many
-    forks). tests/test_verify_fork_points.py holds the two ways to the same verdicts.
+    first forks read: those created first, in a table that keeps creation order); a fork past
+    those reads its point from the file when it starts (`read_point`, an index lookup: ~20-40
+    µs against ~1 µs, so only for files of that many forks). tests/test_verify_fork_points.py holds the two ways to the same verdicts.
     """
 
     def __init__(self, backend: Backend, kept_points: int = KEPT_POINTS, part: Part | None = None) -> None:
