@@ -61,16 +61,26 @@ class RecordedEvent(NamedTuple):
         }
 
 
-def decode(type_: str, version: int, text: str) -> dict[str, Any]:
+def decode(type_: str, version: int, text: str, position: int | None = None) -> dict[str, Any]:
     """An event's data from its stored JSON, upcast to the current version if it is older.
 
     The one place the read path parses data: `read`, `read_data` and every fold use it.
+    Data that is not a JSON object, or of a version this release cannot upcast, is refused
+    as altered (appends never store either; raw SQL can, and the folds would then fail as
+    AttributeError or KeyError wherever they first touch it). `position` names the event then.
     """
     try:
         data: dict[str, Any] = _loads(text)
     except (ValueError, TypeError) as error:  # not JSON, or not text: appends never store that
-        raise altered("an event", error) from None
-    return data if version == current_version(type_, version) else upcast(type_, version, data)
+        raise altered(_which(position), error) from None
+    if data.__class__ is not dict:
+        raise altered(_which(position), f"its data is {type(data).__name__} JSON, not an object")
+    current = current_version(type_, version)
+    if version == current:
+        return data
+    if version.__class__ is not int or version < 1:  # a later version (not written by this release) reads as it is
+        raise altered(_which(position), f"its schema_version is {_short(version)}, not a version (an integer >= 1)")
+    return upcast(type_, version, data)
 
 
 # `json.loads` without its argument checks: what it calls for a str and no options.
@@ -94,14 +104,23 @@ def current_version(type_: str, default: int) -> int:
 def from_row(row: EventRow) -> RecordedEvent:
     """Build from a stored row, upcasting old schema versions (on the path of every `read`)."""
     position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, _, redacted_by = row
+    # SQLite keeps a value of any kind in any column: only raw SQL stores one of another kind.
+    if not (position.__class__ is int and stream_id.__class__ is str and offset.__class__ is int
+            and event_id.__class__ is str and type_.__class__ is str and version.__class__ is int
+            and data.__class__ is str and meta.__class__ is str and recorded_at.__class__ is str
+            and hash_.__class__ is str and (digest is None or digest.__class__ is str)
+            and (redacted_by is None or redacted_by.__class__ is int)):
+        raise _altered_event(row)
     if digest is None:  # not stored: the digest of the data
         digest = _sha256(data.encode("utf-8")).hexdigest()
     try:
-        parsed, meta_parsed = decode(type_, version, data), {} if meta == "{}" else json.loads(meta)
+        parsed, meta_parsed = decode(type_, version, data, position), {} if meta == "{}" else json.loads(meta)
     except RecursionError:  # appends refuse it; an older release or a hand edit stored it
         raise too_deep(position) from None
     except (ValueError, TypeError) as error:  # the meta is not JSON, or not text
-        raise altered(f"the event at position {position}", error) from None
+        raise altered(_which(position), error) from None
+    if meta_parsed.__class__ is not dict:
+        raise altered(_which(position), f"its meta is {type(meta_parsed).__name__} JSON, not an object")
     recorded: RecordedEvent = make_tuple(RecordedEvent, (
         position, stream_id, offset, event_id, type_, parsed, meta_parsed, recorded_at, hash_,
         current_version(type_, version), digest, redacted_by is not None,
@@ -109,11 +128,44 @@ def from_row(row: EventRow) -> RecordedEvent:
     return recorded
 
 
-def altered(which: str, error: Exception) -> StoreError:
+# What each column of an event's row holds when threadlog wrote it (as `EVENT_COLUMNS` decodes it).
+_EVENT_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "position": ((int,), "a position"), "stream_id": ((str,), "text"), "offset": ((int,), "an offset"),
+    "event_id": ((str,), "text"), "type": ((str,), "an event type"), "schema_version": ((int,), "a version"),
+    "data": ((str,), "JSON text"), "meta": ((str,), "JSON text"), "recorded_at": ((str,), "a time"),
+    "data_digest": ((str, type(None)), "a digest or NULL"), "hash": ((str,), "a hash"),
+    "redacted_by": ((int, type(None)), "a position or NULL"),
+}
+
+
+def _which(position: Any) -> str:
+    return f"the event at position {position}" if position.__class__ is int else "an event"
+
+
+def _altered_event(row: EventRow) -> StoreError:
+    """What a reader raises for an event row holding a value of another kind, naming it."""
+    which = _which(row.position)
+    for column, (kinds, expected) in _EVENT_KINDS.items():
+        value = getattr(row, column)
+        if value.__class__ not in kinds:
+            return StoreError(f"{which} cannot be read: its {column} is {_short(value)}, not {expected}; the row was "
+                              "altered outside threadlog, and `threadlog verify` names it")
+    return StoreError(f"{which} cannot be read: the row was altered outside threadlog, and `threadlog verify` names it")
+
+
+def _short(value: Any) -> str:
+    """`repr(value)`, cut to 60 characters (an altered value may be megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def altered(which: str, error: Exception | str) -> StoreError:
     """What a reader raises for an event whose stored data or meta does not parse: only an
     edit of the file outside threadlog stores one (`verify` names every such row)."""
-    return StoreError(f"{which} cannot be read: its stored data or meta is not JSON text ({type(error).__name__}: "
-                      f"{str(error)[:200]}); the row was altered outside threadlog, and `threadlog verify` names it")
+    why = error if isinstance(error, str) else (f"its stored data or meta is not JSON text ({type(error).__name__}: "
+                                                f"{str(error)[:200]})")
+    return StoreError(f"{which} cannot be read: {why}; the row was altered outside threadlog, and `threadlog verify` "
+                      "names it")
 
 
 def too_deep(position: int) -> StoreError:

@@ -275,7 +275,7 @@ class Store:
         for stream_id, lo, hi in reversed(segments(self.ancestry(thread))):
             row = self.backend.last_title_event(stream_id, lo, hi)
             if row is not None:
-                data = decode(row.type, row.schema_version, row.data)
+                data = decode(row.type, row.schema_version, row.data, row.position)
                 if row.type == "title.set" and "title" not in data:
                     continue  # a redacted title.set keeps no title: look further back
                 title = data.get("title")
