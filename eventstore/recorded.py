@@ -181,6 +181,52 @@ def too_deep(position: int) -> StoreError:
     )
 
 
+def _count(value: Any, lo: int) -> bool:
+    return value.__class__ is int and value >= lo
+
+
+def _wrong_column(row: StreamRow) -> tuple[str, str] | None:
+    """(the column, what it should hold) of the first value of another kind in a stream row, or None."""
+    if row.id.__class__ is not str:
+        return "id", "text"
+    if row.parent_id is not None and row.parent_id.__class__ is not str:
+        return "parent_id", "text or NULL"
+    if row.parent_offset is not None and not _count(row.parent_offset, 1):  # a fork inherits thread.created
+        return "parent_offset", "a fork point (an offset >= 1) or NULL"
+    if row.root_id.__class__ is not str:
+        return "root_id", "text"
+    if not _count(row.head, 1):
+        return "head", "a length (an integer >= 1)"
+    # A stream at depth d holds the thread.created and d thread.forked events below its head.
+    if not _count(row.depth, 0) or row.depth >= row.head:
+        return "depth", f"a depth below its head {row.head}"
+    if not _count(row.created_position, 1):
+        return "created_position", "a position"
+    if row.kind.__class__ is not str:
+        return "kind", "text"
+    if row.head_hash.__class__ is not str:
+        return "head_hash", "text"
+    if row.facts is not None and row.facts.__class__ is not str:
+        return "facts", "text or NULL"
+    if row.first_message_offset is not None and not _count(row.first_message_offset, 0):
+        return "first_message_offset", "an offset or NULL"
+    if not _count(row.last_position, 1):
+        return "last_position", "a position"
+    return None
+
+
+def altered_stream(row: StreamRow, column: str, expected: str) -> StoreError:
+    """What a reader raises for a stream row holding a value of another kind (`_wrong_column`)."""
+    value = _short(getattr(row, column))
+    if row.id.__class__ is str:
+        which = f"the stream row of {row.id!r}"
+    else:
+        created = row.created_position
+        which = "a stream row" + (f" (created at position {created})" if created.__class__ is int else "")
+    return StoreError(f"{which} was altered outside threadlog: its {column} is {value}, not {expected}; "
+                      "`threadlog verify` names where")
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadInfo:
     """A stream's row: where it forks from and how long its logical history is."""
@@ -198,6 +244,12 @@ class ThreadInfo:
 
     @classmethod
     def from_row(cls, row: StreamRow) -> ThreadInfo:
+        """The row as read; a value of another kind in it (only raw SQL stores one: SQLite keeps
+        what it is given, even NULL in a TEXT PRIMARY KEY) is refused, naming the row and
+        column, instead of failing later as a TypeError in whatever compares or formats it."""
+        wrong = _wrong_column(row)
+        if wrong is not None:
+            raise altered_stream(row, *wrong)
         return cls(row.id, row.parent_id, row.parent_offset, row.root_id, row.depth, row.head, row.created_position,
                    row.kind, row.head_hash, row.last_position)
 

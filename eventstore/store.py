@@ -13,6 +13,7 @@ import json
 import os
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -256,9 +257,9 @@ class Store:
         check_index("before", before, what="a position", optional=True)
         if root is None:
             return [ThreadInfo.from_row(row) for row in self.backend.recent_streams(limit, before, forks)]
-        rows = sorted(self.backend.subtree(self._stream(root).id), key=lambda row: row.last_position, reverse=True)
-        kept = [row for row in rows if before is None or row.last_position < before]
-        return [ThreadInfo.from_row(row) for row in kept[:limit]]
+        infos = sorted(map(ThreadInfo.from_row, self.backend.subtree(self._stream(root).id)),
+                       key=attrgetter("last_position"), reverse=True)
+        return [info for info in infos if before is None or info.last_position < before][:limit]
 
     def ids_starting(self, prefix: str, limit: int = 20) -> list[str]:
         """Thread ids (forks included) that start with `prefix`, in order, at most `limit`."""

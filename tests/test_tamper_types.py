@@ -114,11 +114,11 @@ def _alter(path: Path, statement: str, *params: object) -> None:
 def test_a_fork_row_holding_a_blob_for_an_id_is_an_integrity_error(tmp_path: Path, column: str) -> None:
     path = tmp_path / "t.db"
     forked = _forks(path)
+    with Store(path) as store:  # read before the row is altered: reads of g refuse f's altered row
+        g_first = store.event_at("g", 4).position
     _alter(path, f"UPDATE streams SET {column} = CAST({column} AS BLOB) WHERE id = 'f'")
     _fails_at(path, "f", forked)
     if column == "root_id":  # g's own root_id is its parent's
-        with Store(path) as store:
-            g_first = store.event_at("g", 4).position
         with pytest.raises(IntegrityError) as failed:
             only(path, "g")
         assert failed.value.position == g_first
