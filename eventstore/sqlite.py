@@ -659,11 +659,31 @@ class SQLiteBackend:
         except sqlite3.Error as error:
             raise translate(error, self.path) from None
 
+    def _fetch(self, query: str, params: Sequence[Any] = (), one: bool = False) -> Any:
+        """The query's rows (its first row or None, with `one`), fully read. A stored text that
+        is not UTF-8 (only raw SQL writes one) comes as its bytes, a value of another kind that
+        the reader names (`ThreadInfo.from_row`, `from_row`, verify's checks), instead of a
+        driver error naming no row. Only then, and only while the rows are read, does the
+        connection decode text leniently."""
+        try:
+            cursor = self.conn.execute(query, params)
+            return cursor.fetchone() if one else cursor.fetchall()
+        except sqlite3.OperationalError as error:
+            if _UNDECODED.match(str(error)) is None:
+                raise
+        factory = self.conn.text_factory
+        self.conn.text_factory = _lenient_text
+        try:
+            cursor = self.conn.execute(query, params)
+            return cursor.fetchone() if one else cursor.fetchall()
+        finally:
+            self.conn.text_factory = factory
+
     # -- streams ----------------------------------------------------------------------------
 
     @_translated
     def stream(self, stream_id: str) -> StreamRow | None:
-        row = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams WHERE id = ?", (stream_id,)).fetchone()
+        row = self._fetch(f"SELECT {STREAM_COLUMNS} FROM streams WHERE id = ?", (stream_id,), one=True)
         return _new(StreamRow, row) if row else None
 
     @_translated
@@ -678,7 +698,7 @@ class SQLiteBackend:
     @_translated
     def ancestry(self, stream_id: str) -> list[StreamRow]:
         """The stream's row, then its parent's, up to the root: one recursive query."""
-        rows = self.conn.execute(
+        rows = self._fetch(
             f"""WITH RECURSIVE chain(id, n) AS (
                     SELECT ?, 0
                     UNION ALL
@@ -687,16 +707,36 @@ class SQLiteBackend:
                 SELECT {', '.join('s.' + c.strip() for c in STREAM_COLUMNS.split(','))}
                 FROM chain JOIN streams s ON s.id = chain.id ORDER BY chain.n""",
             (stream_id,),
-        ).fetchall()
+        )
         return [_new(StreamRow, r) for r in rows]
 
-    @_translated
     def streams(self, stored: bool = False) -> Iterator[StreamRow]:
         # In creation order SQLite sorts the whole table first (0.45-0.9 s for 202,000 streams);
         # in rowid order it reads the table as it lies, which inserts keep in creation order.
-        order = "rowid" if stored else "created_position, id"
-        cursor = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY {order}")
-        return self._rows(cursor, StreamRow)
+        # (rowid last: SQLite lets a TEXT PRIMARY KEY hold NULL twice, and the order must be one.)
+        order = "rowid" if stored else "created_position, id, rowid"
+        query = f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY {order}"
+        done = 0
+        try:
+            for row in self.conn.execute(query):
+                yield _new(StreamRow, row)
+                done += 1
+            return
+        except sqlite3.Error as error:
+            if _UNDECODED.match(str(error)) is None:  # the driver's own error: it has no result code
+                raise translate(error, self.path) from None
+        # Text that is not UTF-8 (only raw SQL writes it): the rest read again with such text as
+        # its bytes, a value of another kind that verify names, instead of a driver error naming
+        # no stream. Read whole: the connection's text factory is back before anything else runs.
+        factory = self.conn.text_factory
+        self.conn.text_factory = _lenient_text
+        try:
+            rows = self.conn.execute(query).fetchall()
+        except sqlite3.Error as error:
+            raise translate(error, self.path) from None
+        finally:
+            self.conn.text_factory = factory
+        yield from map(_new, repeat(StreamRow), rows[done:])
 
     def opened_file(self) -> str | None:
         """The absolute name of the file this connection has open (None in memory). The name it
@@ -725,9 +765,9 @@ class SQLiteBackend:
         query = (f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_recent "
                  "WHERE (parent_id IS NULL) = ? AND last_position < ? ORDER BY last_position DESC LIMIT ?")
         bounds = (_NO_BOUND if before is None else before, -1 if limit is None else limit)
-        rows: list[StreamRow] = [_new(StreamRow, r) for r in self.conn.execute(query, (1, *bounds))]
+        rows: list[StreamRow] = [_new(StreamRow, r) for r in self._fetch(query, (1, *bounds))]
         if forks:
-            rows += [_new(StreamRow, r) for r in self.conn.execute(query, (0, *bounds))]
+            rows += [_new(StreamRow, r) for r in self._fetch(query, (0, *bounds))]
             rows.sort(key=attrgetter("last_position"), reverse=True)  # unique: one event each
             del rows[len(rows) if limit is None else limit:]
         return rows
@@ -736,11 +776,11 @@ class SQLiteBackend:
     def last_title_event(self, stream_id: str, lo: int, hi: int | None) -> EventRow | None:
         # The types are written out, not bound, and the index's own condition repeated: SQLite
         # uses the partial index `events_other` only when the query's condition plainly implies it.
-        row = self.conn.execute(
+        row = self._fetch(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? '
             f'AND type IN {_TITLE_TYPES} AND type != {_MESSAGE} ORDER BY "offset" DESC LIMIT 1',
-            (stream_id, lo, _NO_BOUND if hi is None else hi),
-        ).fetchone()
+            (stream_id, lo, _NO_BOUND if hi is None else hi), one=True,
+        )
         return _new(EventRow, row) if row else None
 
     @_translated
@@ -763,12 +803,12 @@ class SQLiteBackend:
         """The stream and every stream forked from it, directly or not, in creation order
         (a recursive walk down the `parent_id` index, not a scan of every stream)."""
         columns = ", ".join("s." + c.strip() for c in STREAM_COLUMNS.split(","))
-        rows = self.conn.execute(
+        rows = self._fetch(
             f"""WITH RECURSIVE tree(id) AS (
                     SELECT ? UNION ALL SELECT s.id FROM streams s JOIN tree ON s.parent_id = tree.id)
                 SELECT {columns} FROM tree JOIN streams s ON s.id = tree.id ORDER BY s.created_position, s.id""",
             (stream_id,),
-        ).fetchall()
+        )
         return [_new(StreamRow, r) for r in rows]
 
     @_translated
@@ -813,14 +853,13 @@ class SQLiteBackend:
         for start in range(0, len(event_ids), 500):  # ids are bound packed, so no json_each
             chunk = [pack_id(event_id) for event_id in event_ids[start:start + 500]]
             query = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id IN ({','.join('?' * len(chunk))})"
-            rows += self.conn.execute(query, chunk).fetchall()
+            rows += self._fetch(query, chunk)
         return [_new(EventRow, r) for r in rows]
 
     @_translated
     def event_at(self, stream_id: str, offset: int) -> EventRow | None:
-        row = self.conn.execute(
-            f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" = ?', (stream_id, offset)
-        ).fetchone()
+        row = self._fetch(f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" = ?', (stream_id, offset),
+                          one=True)
         return _new(EventRow, row) if row else None
 
     @_translated
@@ -835,7 +874,7 @@ class SQLiteBackend:
 
     @_translated
     def event_at_position(self, position: int) -> EventRow | None:
-        row = self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE position = ?", (position,)).fetchone()
+        row = self._fetch(f"SELECT {EVENT_COLUMNS} FROM events WHERE position = ?", (position,), one=True)
         return _new(EventRow, row) if row else None
 
     @_translated
