@@ -39,6 +39,10 @@ Extractor = Callable[[str, int, str, dict[str, Any]], Iterable[Doc]]
 MATCHES = ("query", "words", "any")
 _BATCH = 2000
 
+# The first position whose documents' ids would not fit in SQLite's 64-bit integers (a docid is
+# the position times `DOC_PARTS`): only raw SQL gives an event one.
+_NO_DOCID = 2**63 // DOC_PARTS
+
 
 def catch_up(store: Store, extractor: Callable[[], Extractor]) -> int:
     """Index every event after the index's position, in one write transaction; returns how many
@@ -74,9 +78,12 @@ def _index_from(store: Store, after: int, extract: Extractor) -> int:
             if row.redacted_by is not None:
                 continue
             try:
-                data = decode(row.type, row.schema_version, row.data)
+                data = decode(row.type, row.schema_version, row.data, row.position)
             except RecursionError:  # nested too deeply to read: nothing to index (redact it to read past it)
                 continue
+            if row.position.__class__ is not int or not 0 < row.position < _NO_DOCID:
+                raise StoreError(f"the event at position {row.position!r} cannot be indexed: no event is given that position "
+                                 "(the row was altered outside threadlog; `threadlog verify` names it)")
             base = row.position * DOC_PARTS
             for part, doc in enumerate(extract(row.stream_id, row.offset, row.type, data)):
                 if part < DOC_PARTS:
