@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
-from eventstore import IntegrityError, Store, StoreError
+from eventstore import IntegrityError, Store, StoreError, ThreadNotFound
 from eventstore.errors import SchemaTooOld
 from eventstore.events import MAX_DEPTH
 from eventstore.store import is_url
@@ -490,7 +490,12 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
          no_pager: bool) -> None:
     """The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree holding THREAD."""
     if thread is not None:
-        threads = store.subtree(store.thread(thread).root_id)
+        root = store.thread(thread).root_id
+        try:
+            threads = store.subtree(root)
+        except ThreadNotFound:  # the row names a root that is not in the file
+            raise StoreError(f"thread {thread!r} names {root!r} as its root, which is not in the file: its row was altered "
+                             "outside threadlog (`threadlog verify` names where)") from None
     elif everything:
         threads = store.all_threads()
     else:  # a page of an index, however many threads the file holds
