@@ -1,0 +1,274 @@
+"""Every read path over a file altered with raw SQL: a clear refusal or an answer, never a crash.
+
+One column of one row of `streams` or `events` holds a value of another kind (NULL, a blob,
+a number where text was, text where a number was, text that is not UTF-8, a negative or huge
+number, a very long string). SQLite keeps whatever it is given, even NULL in a TEXT PRIMARY
+KEY, so the readers met these as TypeError, AttributeError or KeyError deep in a projection
+or a renderer: a traceback from the CLI. Now each command either answers or prints one
+`error:` line (exit 1), each library call answers or raises `StoreError`, no reading
+command changes the file, and `verify` names a position.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from projections import blame, diff, display_rows, lineage, thread_state, transcript, usage
+from projections.request import anthropic_request
+from threadlog import IntegrityError, Store, StoreError
+from threadlog.cli import cli
+from threadlog.export import export_all, export_events, export_markdown
+from threadlog.listing import listing
+
+STREAM_COLUMNS = ("id", "parent_id", "parent_offset", "root_id", "depth", "head", "created_position", "kind",
+                  "head_hash", "facts", "first_message_offset", "last_position")
+EVENT_COLUMNS = ("position", "stream_id", "offset", "event_id", "type", "schema_version", "data", "meta", "recorded_at",
+                 "data_digest", "hash", "pending", "redacted_by")
+
+# A value of each kind, as SQL (so that text that is not UTF-8 can be written at all).
+KINDS = {
+    "null": "NULL",
+    "blob": "X'00ff'",
+    "integer": "7",
+    "real": "1.5",
+    "negative": "-3",
+    "huge": str(2**63 - 1),
+    "text": "'zz'",
+    "not-utf8": "CAST(X'74ff' AS TEXT)",
+    "long": "printf('%.*c', 100000, 'x')",
+    "json-list": "'[1]'",
+}
+
+
+class Template(NamedTuple):
+    path: Path
+    checkpoint: str  # of the file as built
+    sub: str  # the sub-agent fork's id
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
+    """Every kind of row: messages, tool calls and results, a run, an interrupt, a title, a
+    fork of a fork, a fan-out and a redaction; and a checkpoint of it."""
+    db = tmp_path_factory.mktemp("tamper") / "template.db"
+    with Store(db) as s:
+        t = s.create_thread(title="plain", system="be brief", thread_id="T")
+        s.append_message(t, "user", 'a "quoted" word')
+        s.append_message(t, "assistant", "déjà vu")
+        s.append(t, [{"type": "run.started", "data": {"run_id": "r1"}}])
+        s.append_message(t, "assistant", [{"type": "text", "text": "let me look"},
+                                          {"type": "tool_use", "id": "tu1", "name": "search", "input": {"q": "x"}}])
+        s.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu1", "content": "found"}])
+        s.append(t, [{"type": "run.finished", "data": {"run_id": "r1", "status": "ok"}}])
+        s.append(t, [{"type": "interrupt.raised", "data": {"interrupt_id": "i1", "question": "go on?"}}])
+        s.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": "i1", "answer": "yes"}}])
+        s.append(t, [{"type": "title.set", "data": {"title": "renamed"}}])
+        secret = s.append_message(t, "user", "my password is hunter2")
+        f = s.fork(t, at=9, fork_id="F")
+        s.append_message(f, "user", "in the fork")
+        g = s.fork(f, fork_id="G")
+        s.append_message(g, "user", "in the fork of the fork")
+        s.append_message(t, "assistant", [{"type": "tool_use", "id": "tu2", "name": "search", "input": {}}])
+        sub = s.fan_out(t, directives=["one"])[0]
+        s.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu2", "content": "done"}])
+        s.redact(secret.position, reason="leak", actor="test")
+        s.verify()
+        checkpoint = s.checkpoint()
+    return Template(db, checkpoint, sub)
+
+
+def _copy(template: Template, directory: Path) -> Path:
+    path = directory / "t.db"
+    shutil.copy(template.path, path)
+    return path
+
+
+def _tamper(path: Path, table: str, column: str, row: int, kind: str) -> bool:
+    """Set `column` of the `row`-th row (in rowid order) of `table` to a value of `kind`;
+    False when SQLite refuses it (a constraint) or it changes nothing."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        rowid = conn.execute(f"SELECT rowid FROM {table} ORDER BY rowid LIMIT 1 OFFSET ?", (row,)).fetchone()
+        if rowid is None:
+            return False
+        stored = f'SELECT typeof("{column}"), CAST("{column}" AS BLOB) FROM {table} WHERE rowid = ?'
+        before = conn.execute(stored, rowid).fetchone()
+        conn.execute(f'UPDATE {table} SET "{column}" = {KINDS[kind]} WHERE rowid = ?', rowid)
+        return bool(before != conn.execute(stored, rowid).fetchone())
+    except sqlite3.IntegrityError:
+        return False
+    finally:
+        conn.close()
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def commands(checkpoint: str, sub: str) -> dict[str, list[str]]:
+    """The reading commands (`search` writes its index, so it is run apart)."""
+    return {
+        "ls": ["ls"], "ls-all-json": ["ls", "--all", "--json"], "ls-root": ["ls", "--root", "T"],
+        "tree": ["tree"], "tree-all": ["tree", "--all"], "tree-G": ["tree", "G", "--json"],
+        "show-G": ["show", "G"], "show-T-json": ["show", "T", "--json"], "show-sub": ["show", sub],
+        "log-G": ["log", "G"], "log-T-json": ["log", "T", "--json"],
+        "rows-G": ["rows", "G"], "rows-T": ["rows", "T", "--json"],
+        "transcript-G": ["transcript", "G"], "transcript-T": ["transcript", "T"],
+        "blame-G": ["blame", "G"], "diff": ["diff", "T", "G"], "usage": ["usage", "T"],
+        "request-G": ["request", "G"], "request-T": ["request", "T", "--json"],
+        "export-G": ["export", "G"], "export-all": ["export", "--all"],
+        "export-markdown": ["export", "T", "--format", "markdown"], "export-anthropic": ["export", "G", "--format", "anthropic"],
+        "verify": ["verify"], "verify-json": ["verify", "--json"], "verify-since": ["verify", "--since", checkpoint],
+        "checkpoint": ["checkpoint"], "last": ["show", "@last"],
+    }
+
+
+def run_command(path: Path, args: list[str]) -> None:
+    """Run one command: it answers (exit 0), or refuses with one `error:` line (exit 1)."""
+    result = CliRunner().invoke(cli, ["--db", str(path), *args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"threadlog {' '.join(args)} crashed") from result.exception
+    assert result.exit_code in (0, 1), (args, result.exit_code, result.output)
+    if result.exit_code == 1 and args[0] != "verify":
+        assert result.output.count("error:") == 1 and "Traceback" not in result.output, result.output
+    if result.exit_code == 1 and args == ["verify"]:
+        assert "error: integrity check failed at position " in result.output, result.output
+    if result.exit_code == 1 and args == ["verify", "--json"]:
+        assert isinstance(json.loads(result.output)["position"], int), result.output
+
+
+LIBRARY: dict[str, Callable[[Store, str], Any]] = {
+    "threads": lambda s, sub: s.threads(None),
+    "threads-root": lambda s, sub: s.threads(root="T"),
+    "all-threads": lambda s, sub: s.all_threads(),
+    "listing": lambda s, sub: [listing(s, info) for info in s.threads(None)],
+    "subtree": lambda s, sub: s.subtree("T"),
+    "ancestry": lambda s, sub: s.ancestry("G"),
+    "title": lambda s, sub: [s.title(t) for t in ("T", "F", "G", sub)],
+    "count": lambda s, sub: s.count("G", "message.appended"),
+    "pending": lambda s, sub: s.pending_tool_uses("T"),
+    "read": lambda s, sub: list(s.read("G")) + list(s.read(sub)),
+    "read-all": lambda s, sub: list(s.read_all()),
+    "read-data": lambda s, sub: list(s.read_data("T")),
+    "event-at": lambda s, sub: [s.event_at("G", n) for n in range(s.head("G"))],
+    "state": lambda s, sub: [thread_state(s, t).to_json() for t in ("T", "G", sub)],
+    "state-at": lambda s, sub: thread_state(s, "G", 5).to_json(),
+    "rows": lambda s, sub: display_rows(s, "G"),
+    "transcript": lambda s, sub: transcript(s, "T"),
+    "request": lambda s, sub: anthropic_request(s, "G"),
+    "usage": lambda s, sub: usage(s, "T"),
+    "lineage": lambda s, sub: (lineage(s, "G"), blame(s, "G"), diff(s, "T", "G")),
+    "export": lambda s, sub: (list(export_events(s, "G")), list(export_all(s)), export_markdown(s, "T")),
+    "checkpoint": lambda s, sub: s.checkpoint(),
+}
+
+
+def run_library(path: Path, name: str, sub: str) -> None:
+    """One library call on a read-only store: it answers or raises `StoreError`."""
+    with Store(path, read_only=True) as store:
+        try:
+            LIBRARY[name](store, sub)
+        except StoreError:
+            pass
+
+
+def check_verify(path: Path) -> None:
+    """`verify` passes (the value changed nothing hashed or checked) or names a position."""
+    with Store(path, read_only=True) as store:
+        try:
+            store.verify()
+        except IntegrityError as error:
+            assert isinstance(error.position, int), error
+
+
+TABLES = st.sampled_from([("streams", c) for c in STREAM_COLUMNS] + [("events", c) for c in EVENT_COLUMNS])
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=TABLES, row=st.integers(0, 22), kind=st.sampled_from(list(KINDS)), which=st.data())
+def test_a_value_of_another_kind_anywhere_is_read_or_refused_clearly(
+        template: Template, tmp_path_factory: pytest.TempPathFactory, where: tuple[str, str], row: int,
+        kind: str, which: st.DataObject) -> None:
+    table, column = where
+    path = _copy(template, tmp_path_factory.mktemp("t"))
+    if table == "streams":
+        row %= 5
+    if not _tamper(path, table, column, row, kind):
+        return
+    before = _digest(path)
+    cli_commands = commands(template.checkpoint, template.sub)
+    name = which.draw(st.sampled_from(sorted(cli_commands) + [f"lib:{n}" for n in sorted(LIBRARY)] + ["verify"]))
+    if name.startswith("lib:"):
+        run_library(path, name[4:], template.sub)
+    elif name == "verify":
+        check_verify(path)
+    else:
+        run_command(path, cli_commands[name])
+    assert _digest(path) == before, f"{name} changed the file"
+
+
+# What each did before, found by the test above: (table, row's key, column, value as SQL, command, what the
+# refusal names). Every one is now a one-line `error:` (exit 1).
+FOUND = {
+    "ls-stream-id-null": ("streams", "T", "id", "NULL", ["ls"], "its id is None, not text"),  # "thread None not found"
+    "tree-parent-offset-text": ("streams", "F", "parent_offset", "'zz'", ["tree"], "its parent_offset is 'zz'"),  # TypeError
+    "show-head-text": ("streams", "T", "head", "'zz'", ["show", "T"], "its head is 'zz'"),  # TypeError
+    "ls-root-last-position-null": ("streams", "F", "last_position", "NULL", ["ls", "--root", "T"],
+                                   "its last_position is None"),  # TypeError
+    "usage-depth-huge": ("streams", "F", "depth", str(2**63 - 1), ["usage", "T"], "its depth is 9223372036854775807"),  # OverflowError
+    "ls-json-kind-blob": ("streams", "F", "kind", "X'00ff'", ["ls", "--all", "--json"], "its kind is b'\\x00\\xff'"),  # TypeError
+    "tree-root-id-unknown": ("streams", "G", "root_id", "'zz'", ["tree", "G"], "names 'zz' as its root"),  # "thread 'zz' not found"
+    "log-data-blob": ("events", 2, "data", "X'00ff'", ["log", "T"], "position 2 cannot be read: its data is b'"),  # AttributeError
+    "show-data-number": ("events", 2, "data", "7", ["show", "T"], "its data is int JSON, not an object"),  # TypeError
+    "show-version-negative": ("events", 2, "schema_version", "-3", ["show", "T"], "its schema_version is -3"),  # KeyError
+    "rows-meta-number": ("events", 2, "meta", "7", ["rows", "T"], "its meta is int JSON"),  # AttributeError
+    "rows-event-id-number": ("events", 2, "event_id", "7", ["rows", "T"], "its event_id is 7, not text"),  # TypeError
+    "export-type-blob": ("events", 2, "type", "X'00ff'", ["export", "--all"], "its type is b'\\x00\\xff'"),  # TypeError
+    "search-position-huge": ("events", 2, "position", str(2**63 - 1), ["search", "found"],
+                             "position 9223372036854775807 cannot be indexed"),  # OverflowError
+}
+
+
+@pytest.mark.parametrize("case", list(FOUND.values()), ids=list(FOUND))
+def test_each_value_found_is_refused_naming_it(template: Template, tmp_path: Path, case: tuple[Any, ...]) -> None:
+    table, key, column, value, args, named = case
+    path = _copy(template, tmp_path)
+    conn = sqlite3.connect(path)
+    conn.execute(f'UPDATE {table} SET "{column}" = {value} WHERE {"id" if table == "streams" else "position"} = ?', (key,))
+    conn.commit()
+    conn.close()
+    result = CliRunner().invoke(cli, ["--db", str(path), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1 and named in result.output, result.output
+
+
+# Text that is not UTF-8 in a stream row: the driver refused to read the row, and verify ended
+# with a StoreError naming no position (`threadlog verify` printed no position either).
+@pytest.mark.parametrize(("key", "column", "position"), [("F", "id", 1), ("T", "parent_id", 1), ("F", "root_id", 1),
+                                                          ("G", "kind", 1), ("T", "head_hash", 1), ("T", "facts", 1)],
+                         ids=["id", "parent_id", "root_id", "kind", "head_hash", "facts"])
+def test_a_stream_row_holding_text_that_is_not_utf8_is_named_by_verify(template: Template, tmp_path: Path, key: str,
+                                                                       column: str, position: int) -> None:
+    path = _copy(template, tmp_path)
+    conn = sqlite3.connect(path)
+    conn.execute(f"UPDATE streams SET {column} = CAST(X'74ff' AS TEXT) WHERE id = ?", (key,))
+    conn.commit()
+    conn.close()
+    with Store(path, read_only=True) as store, pytest.raises(IntegrityError) as failed:
+        store.verify()
+    assert isinstance(failed.value.position, int)
+    result = CliRunner().invoke(cli, ["--db", str(path), "verify"])
+    assert result.exit_code == 1 and "integrity check failed at position " in result.output, result.output
+    with Store(path, read_only=True) as store, pytest.raises(StoreError):  # named, not a driver error
+        store.thread(key if column != "id" else "F")
