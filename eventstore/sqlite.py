@@ -662,8 +662,8 @@ class SQLiteBackend:
     def _fetch(self, query: str, params: Sequence[Any] = (), one: bool = False) -> Any:
         """The query's rows (its first row or None, with `one`), fully read. A stored text that
         is not UTF-8 (only raw SQL writes one) comes as its bytes, a value of another kind that
-        the reader names (`ThreadInfo.from_row`, `from_row`, verify's checks), instead of a
-        driver error naming no row. Only then, and only while the rows are read, does the
+        the reader names (`ThreadInfo.from_row`, verify's checks), instead of a driver error
+        naming no row. Only then, and only while the rows are read, does the
         connection decode text leniently."""
         try:
             cursor = self.conn.execute(query, params)
@@ -776,11 +776,11 @@ class SQLiteBackend:
     def last_title_event(self, stream_id: str, lo: int, hi: int | None) -> EventRow | None:
         # The types are written out, not bound, and the index's own condition repeated: SQLite
         # uses the partial index `events_other` only when the query's condition plainly implies it.
-        row = self._fetch(
+        row = self.conn.execute(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? '
             f'AND type IN {_TITLE_TYPES} AND type != {_MESSAGE} ORDER BY "offset" DESC LIMIT 1',
-            (stream_id, lo, _NO_BOUND if hi is None else hi), one=True,
-        )
+            (stream_id, lo, _NO_BOUND if hi is None else hi),
+        ).fetchone()
         return _new(EventRow, row) if row else None
 
     @_translated
@@ -853,13 +853,14 @@ class SQLiteBackend:
         for start in range(0, len(event_ids), 500):  # ids are bound packed, so no json_each
             chunk = [pack_id(event_id) for event_id in event_ids[start:start + 500]]
             query = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id IN ({','.join('?' * len(chunk))})"
-            rows += self._fetch(query, chunk)
+            rows += self.conn.execute(query, chunk).fetchall()
         return [_new(EventRow, r) for r in rows]
 
     @_translated
     def event_at(self, stream_id: str, offset: int) -> EventRow | None:
-        row = self._fetch(f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" = ?', (stream_id, offset),
-                          one=True)
+        row = self.conn.execute(
+            f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" = ?', (stream_id, offset)
+        ).fetchone()
         return _new(EventRow, row) if row else None
 
     @_translated
@@ -874,7 +875,7 @@ class SQLiteBackend:
 
     @_translated
     def event_at_position(self, position: int) -> EventRow | None:
-        row = self._fetch(f"SELECT {EVENT_COLUMNS} FROM events WHERE position = ?", (position,), one=True)
+        row = self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE position = ?", (position,)).fetchone()
         return _new(EventRow, row) if row else None
 
     @_translated
@@ -897,13 +898,32 @@ class SQLiteBackend:
         )
         return self._rows(cursor, tuple)
 
-    @_translated
     def all_events(self, after: int, limit: int | None) -> Iterator[EventRow]:
-        cursor = self.conn.execute(
-            f"SELECT {EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
-            (after, -1 if limit is None else limit),
-        )
-        return self._rows(cursor, EventRow)
+        # A row holding text that is not UTF-8 (only raw SQL writes one) comes with that text as
+        # its bytes, as in `stored_events`: `from_row` and `verify --since` name its position.
+        query = f"SELECT {EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?"
+        left = -1 if limit is None else limit
+        while left != 0:
+            try:
+                for row in self.conn.execute(query, (after, left)):
+                    after, left = row[0], left - 1 if left > 0 else left
+                    yield _new(EventRow, row)
+                return
+            except sqlite3.Error as error:
+                if _UNDECODED.match(str(error)) is None:
+                    raise translate(error, self.path) from None
+            factory = self.conn.text_factory
+            self.conn.text_factory = _lenient_text
+            try:
+                row = self.conn.execute(query, (after, 1)).fetchone()
+            except sqlite3.Error as error:
+                raise translate(error, self.path) from None
+            finally:
+                self.conn.text_factory = factory
+            if row is None:
+                return
+            after, left = row[0], left - 1 if left > 0 else left
+            yield _new(EventRow, row)
 
     @_translated
     def stored_events(self, after: int = 0, upto: int | None = None) -> Iterator[tuple[Any, ...]]:
