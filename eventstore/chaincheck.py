@@ -305,11 +305,19 @@ def chain_from(backend: Backend, ancestry: list[StreamRow], offset: int, positio
         return (position if position is not None else row.created_position,
                 f"{row.id} offset {offset!r}: a stored value cannot be read (an offset that is no integer); "
                 "the row was altered outside threadlog")
+    if base.__class__ is not int:  # altered by hand (as the full verify's `_unplaced` names it)
+        return (position if position is not None else row.created_position,
+                f"{row.id}: stored parent_offset {base!r} is not an offset")
     if offset == 0:
         return Chain(row, GENESIS, NONE, None, 0, 0)
     lineages = {r.id: lineage(r) for r in ancestry}
     owner = owner_of(lineages.get, row.id if offset > base else (row.parent_id or ""), offset - 1)
-    before = backend.event_at(owner, offset - 1) if owner is not None else None
+    try:
+        before = backend.event_at(owner, offset - 1) if owner is not None else None
+    except StoreError:  # its text is not UTF-8: that row's own check names it (at a lower position)
+        return (position if position is not None else row.created_position,
+                f"{row.id} offset {offset}: the event before it cannot be read (text that is not UTF-8); "
+                "the row was altered outside threadlog")
     if before is None:
         return (row.created_position, f"fork {row.id} points at a missing parent event") if offset == base else \
             (position if position is not None else row.created_position, f"{row.id}: the event before offset {offset} is missing")

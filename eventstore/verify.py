@@ -17,7 +17,7 @@ from typing import Any
 
 from .backend import Backend, EventRow, StreamRow
 from .chaincheck import Chain, Problem, chain_from, check_stream, first_problem, lineage, loads
-from .errors import IntegrityError
+from .errors import IntegrityError, StoreError
 from .fullscan import Fold, FullScan
 from .splitscan import split_verify, splittable
 from .integrity import digest, extend_log_digest, foreign_code, format_checkpoint, parse_checkpoint
@@ -147,15 +147,19 @@ def _check_redacted_target(backend: Backend, row: EventRow) -> Problem | None:
     try:
         data = loads(row.data)
         target = data.get("position") if isinstance(data, dict) else None
-    except (ValueError, RecursionError):
+    except (ValueError, TypeError, RecursionError):  # TypeError: data of another kind (a blob, altered)
         return None  # the chain check reports unreadable data
     if not isinstance(target, int):
         return None
-    erased = backend.event_at_position(target)
+    try:
+        erased = backend.event_at_position(target)
+    except StoreError:  # its text is not UTF-8, and since checks no other event that would name it
+        return target, (f"the row the event.redacted at position {row.position} erased cannot be read (text that is "
+                        "not UTF-8); it was altered outside threadlog")
     if erased is None or erased.redacted_by != row.position:
         return None  # the chain check names it (`chaincheck.erased_by`)
     skeleton = data.get("skeleton_digest")
-    if isinstance(skeleton, str) and digest(erased.data) != skeleton:
+    if isinstance(skeleton, str) and (erased.data.__class__ is not str or digest(erased.data) != skeleton):  # a blob: altered
         return target, "the redacted row does not match the skeleton its event.redacted recorded"
     return None
 
