@@ -53,14 +53,14 @@ KINDS = {
 
 class Template(NamedTuple):
     path: Path
-    checkpoint: str  # of the file as built
+    checkpoint: str  # of the file before its last few events
     sub: str  # the sub-agent fork's id
 
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
     """Every kind of row: messages, tool calls and results, a run, an interrupt, a title, a
-    fork of a fork, a fan-out and a redaction; and a checkpoint of it."""
+    fork of a fork, a fan-out and a redaction; and a checkpoint of all but its last few events."""
     db = tmp_path_factory.mktemp("tamper") / "template.db"
     with Store(db) as s:
         t = s.create_thread(title="plain", system="be brief", thread_id="T")
@@ -79,12 +79,12 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
         s.append_message(f, "user", "in the fork")
         g = s.fork(f, fork_id="G")
         s.append_message(g, "user", "in the fork of the fork")
+        checkpoint = s.checkpoint()  # `verify --since` checks what follows
         s.append_message(t, "assistant", [{"type": "tool_use", "id": "tu2", "name": "search", "input": {}}])
         sub = s.fan_out(t, directives=["one"])[0]
         s.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu2", "content": "done"}])
         s.redact(secret.position, reason="leak", actor="test")
         s.verify()
-        checkpoint = s.checkpoint()
     return Template(db, checkpoint, sub)
 
 
@@ -142,6 +142,8 @@ def run_command(path: Path, args: list[str]) -> None:
     assert result.exit_code in (0, 1), (args, result.exit_code, result.output)
     if result.exit_code == 1 and args[0] != "verify":
         assert result.output.count("error:") == 1 and "Traceback" not in result.output, result.output
+    if result.exit_code == 1 and args[:2] == ["verify", "--since"]:
+        assert "error: integrity check failed at " in result.output, result.output
     if result.exit_code == 1 and args == ["verify"]:
         assert "error: integrity check failed at position " in result.output, result.output
     if result.exit_code == 1 and args == ["verify", "--json"]:
@@ -195,7 +197,7 @@ def check_verify(path: Path) -> None:
 TABLES = st.sampled_from([("streams", c) for c in STREAM_COLUMNS] + [("events", c) for c in EVENT_COLUMNS])
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=TABLES, row=st.integers(0, 22), kind=st.sampled_from(list(KINDS)), which=st.data())
 def test_a_value_of_another_kind_anywhere_is_read_or_refused_clearly(
         template: Template, tmp_path_factory: pytest.TempPathFactory, where: tuple[str, str], row: int,
@@ -272,3 +274,31 @@ def test_a_stream_row_holding_text_that_is_not_utf8_is_named_by_verify(template:
     assert result.exit_code == 1 and "integrity check failed at position " in result.output, result.output
     with Store(path, read_only=True) as store, pytest.raises(StoreError):  # named, not a driver error
         store.thread(key if column != "id" else "F")
+
+
+# `verify --since` over the events after the checkpoint (positions 16..20: a tool call at 16 that
+# the sub-agent fork at 17 forks after, the redaction of position 11 at 20). Each raised a
+# TypeError or AttributeError, or a StoreError naming no position.
+SINCE = {
+    "new-event-not-utf8": ("UPDATE events SET meta = CAST(X'7bff7d' AS TEXT) WHERE position = 18", 18),
+    "fork-point-not-utf8": ("UPDATE events SET data = CAST(X'7b22ff227d' AS TEXT) WHERE position = 16", 16),
+    "root-parent-offset-blob": ("UPDATE streams SET parent_offset = X'00ff' WHERE id = 'T'", 16),
+    "redaction-data-blob": ("UPDATE events SET data = CAST(data AS BLOB) WHERE position = 20", 20),
+    "redacted-row-data-blob": ("UPDATE events SET data = CAST(data AS BLOB) WHERE position = 11", 11),
+    "redacted-row-stream-id-not-utf8": ("UPDATE events SET stream_id = CAST(X'74ff' AS TEXT) WHERE position = 11", 11),
+}
+
+
+@pytest.mark.parametrize("case", list(SINCE.values()), ids=list(SINCE))
+def test_verify_since_names_the_altered_position(template: Template, tmp_path: Path, case: tuple[str, int]) -> None:
+    statement, position = case
+    path = _copy(template, tmp_path)
+    conn = sqlite3.connect(path)
+    conn.execute(statement)
+    conn.commit()
+    conn.close()
+    with Store(path, read_only=True) as store, pytest.raises(IntegrityError) as failed:
+        store.verify(since=template.checkpoint)
+    assert failed.value.position == position, failed.value
+    result = CliRunner().invoke(cli, ["--db", str(path), "verify", "--since", template.checkpoint])
+    assert result.exit_code == 1 and f"integrity check failed at position {position}:" in result.output, result.output
