@@ -12,9 +12,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .backend import StreamRow
+from .errors import StoreError
 from .facts import Facts
 from .integrity import GENESIS
-from .recorded import ThreadInfo
+from .ranges import MAX_INDEX
+from .recorded import ThreadInfo, short
 
 
 class Head(NamedTuple):
@@ -32,7 +34,14 @@ class Head(NamedTuple):
 
     @classmethod
     def of(cls, row: StreamRow) -> Head:
-        return cls(row.head, row.head_hash, Facts.stored(row.facts, row.id), row.first_message_offset, row)
+        head, head_hash = row.head, row.head_hash
+        # A head of another kind (only raw SQL stores one) would fail as a TypeError while the
+        # batch is numbered, or an OverflowError past SQLite's integers as it is inserted.
+        if head.__class__ is not int or not 0 <= head <= MAX_INDEX or head_hash.__class__ is not str:
+            raise StoreError(f"the head stored for {row.id!r} cannot be appended to (head {short(head)}, head_hash "
+                             f"{short(head_hash)}): the row was altered outside threadlog (`threadlog verify` names it); "
+                             "nothing was written")
+        return cls(head, head_hash, Facts.stored(row.facts, row.id), row.first_message_offset, row)
 
     @classmethod
     def fork(cls, parent: ThreadInfo, at: int, prev_hash: str, facts: Facts, first_message: int | None) -> Head:

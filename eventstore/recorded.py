@@ -79,7 +79,7 @@ def decode(type_: str, version: int, text: str, position: int | None = None) -> 
     if version == current:
         return data
     if version.__class__ is not int or version < 1:  # a later version (not written by this release) reads as it is
-        raise altered(_which(position), f"its schema_version is {_short(version)}, not a version (an integer >= 1)")
+        raise altered(_which(position), f"its schema_version is {short(version)}, not a version (an integer >= 1)")
     return upcast(type_, version, data)
 
 
@@ -148,12 +148,12 @@ def _altered_event(row: EventRow) -> StoreError:
     for column, (kinds, expected) in _EVENT_KINDS.items():
         value = getattr(row, column)
         if value.__class__ not in kinds:
-            return StoreError(f"{which} cannot be read: its {column} is {_short(value)}, not {expected}; the row was "
+            return StoreError(f"{which} cannot be read: its {column} is {short(value)}, not {expected}; the row was "
                               "altered outside threadlog, and `threadlog verify` names it")
     return StoreError(f"{which} cannot be read: the row was altered outside threadlog, and `threadlog verify` names it")
 
 
-def _short(value: Any) -> str:
+def short(value: Any) -> str:
     """`repr(value)`, cut to 60 characters (an altered value may be megabytes)."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -219,7 +219,7 @@ def _wrong_column(row: StreamRow) -> tuple[str, str] | None:
 
 def altered_stream(row: StreamRow, column: str, expected: str) -> StoreError:
     """What a reader raises for a stream row holding a value of another kind (`_wrong_column`)."""
-    value = _short(getattr(row, column))
+    value = short(getattr(row, column))
     if row.id.__class__ is str:
         which = f"the stream row of {row.id!r}"
     else:
