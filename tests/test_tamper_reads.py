@@ -302,3 +302,33 @@ def test_verify_since_names_the_altered_position(template: Template, tmp_path: P
     assert failed.value.position == position, failed.value
     result = CliRunner().invoke(cli, ["--db", str(path), "verify", "--since", template.checkpoint])
     assert result.exit_code == 1 and f"integrity check failed at position {position}:" in result.output, result.output
+
+
+def _dump(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+# Writes to a stream whose head or head_hash holds a value of another kind: numbering the batch
+# raised TypeError, inserting a head past SQLite's integers OverflowError, hashing a blob head_hash
+# TypeError. Now each is refused before anything is written.
+@pytest.mark.parametrize(("column", "value"), [("head", "'zz'"), ("head", "X'00ff'"), ("head", str(2**63 - 1)),
+                                               ("head_hash", "X'00ff'")], ids=["head-text", "head-blob", "head-huge", "hash-blob"])
+@pytest.mark.parametrize("args", [["append", "T", "--role", "user", "--text", "hi"], ["emit", "T", "title.set", "--data", '{"title": "x"}'],
+                                  ["redact", "2", "--reason", "r", "--actor", "a"], ["interrupt", "raise", "T", "q1"]],
+                         ids=["append", "emit", "redact", "interrupt"])
+def test_a_write_to_a_stream_whose_head_was_altered_is_refused(template: Template, tmp_path: Path, column: str, value: str,
+                                                               args: list[str]) -> None:
+    path = _copy(template, tmp_path)
+    conn = sqlite3.connect(path)
+    conn.execute(f"UPDATE streams SET {column} = {value} WHERE id = 'T'")
+    conn.commit()
+    conn.close()
+    before = _dump(path)
+    result = CliRunner().invoke(cli, ["--db", str(path), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1 and "error: the head stored for 'T' cannot be appended to" in result.output, result.output
+    assert _dump(path) == before
