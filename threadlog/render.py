@@ -203,7 +203,8 @@ def usage_lines(rows: Sequence[Usage], total: Usage) -> Iterator[str]:
     header = ("thread", "kind", "msgs", "input", "output", "cache read", "cache write", "cached")
     table = [header]
     for row in [*rows, total]:
-        label = ("  " * (row.depth - top) + row.thread) if row is not total else "total"
+        # At most one level a row: a depth altered by hand (verify names it) may be any integer.
+        label = ("  " * min(row.depth - top, len(rows)) + row.thread) if row is not total else "total"
         table.append((label, row.kind, str(row.messages), f"{row.input_tokens:,}", f"{row.output_tokens:,}",
                       f"{row.cache_read_input_tokens:,}", f"{row.cache_creation_input_tokens:,}", f"{row.cached_share:.0%}"))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
