@@ -671,11 +671,19 @@ class SQLiteBackend:
         except sqlite3.OperationalError as error:
             if _UNDECODED.match(str(error)) is None:
                 raise
+        return self._leniently(query, params, one)
+
+    def _leniently(self, query: str, params: Sequence[Any], one: bool) -> Any:
+        """The query's first row (`one`) or rows, a text that is not UTF-8 read as its bytes: for
+        a read the driver refused to decode. The connection decodes strictly again before this
+        returns, so nothing else ever reads leniently."""
         factory = self.conn.text_factory
         self.conn.text_factory = _lenient_text
         try:
             cursor = self.conn.execute(query, params)
             return cursor.fetchone() if one else cursor.fetchall()
+        except sqlite3.Error as error:
+            raise translate(error, self.path) from None
         finally:
             self.conn.text_factory = factory
 
@@ -728,15 +736,7 @@ class SQLiteBackend:
         # Text that is not UTF-8 (only raw SQL writes it): the rest read again with such text as
         # its bytes, a value of another kind that verify names, instead of a driver error naming
         # no stream. Read whole: the connection's text factory is back before anything else runs.
-        factory = self.conn.text_factory
-        self.conn.text_factory = _lenient_text
-        try:
-            rows = self.conn.execute(query).fetchall()
-        except sqlite3.Error as error:
-            raise translate(error, self.path) from None
-        finally:
-            self.conn.text_factory = factory
-        yield from map(_new, repeat(StreamRow), rows[done:])
+        yield from map(_new, repeat(StreamRow), self._leniently(query, (), False)[done:])
 
     def opened_file(self) -> str | None:
         """The absolute name of the file this connection has open (None in memory). The name it
@@ -912,14 +912,7 @@ class SQLiteBackend:
             except sqlite3.Error as error:
                 if _UNDECODED.match(str(error)) is None:
                     raise translate(error, self.path) from None
-            factory = self.conn.text_factory
-            self.conn.text_factory = _lenient_text
-            try:
-                row = self.conn.execute(query, (after, 1)).fetchone()
-            except sqlite3.Error as error:
-                raise translate(error, self.path) from None
-            finally:
-                self.conn.text_factory = factory
+            row = self._leniently(query, (after, 1), True)
             if row is None:
                 return
             after, left = row[0], left - 1 if left > 0 else left
@@ -942,19 +935,10 @@ class SQLiteBackend:
                     after = row[0]
                     yield row
                 return
-            except sqlite3.OperationalError as error:
-                if "decode to UTF-8" not in str(error):
+            except sqlite3.Error as error:
+                if _UNDECODED.match(str(error)) is None:
                     raise translate(error, self.path) from None
-            except sqlite3.Error as error:
-                raise translate(error, self.path) from None
-            factory = self.conn.text_factory
-            self.conn.text_factory = _lenient_text
-            try:
-                row = self.conn.execute(query + " LIMIT 1", (after, upto)).fetchone()
-            except sqlite3.Error as error:
-                raise translate(error, self.path) from None
-            finally:
-                self.conn.text_factory = factory
+            row = self._leniently(query + " LIMIT 1", (after, upto), True)
             if row is None:
                 return
             after = row[0]
