@@ -640,7 +640,13 @@ class Store:
             found = self.backend.nearest_snapshot(projection, version, stream_id, 1, limit)
             if found is not None and (best is None or found.offset > best.offset):
                 best = found
-        return (best.offset, json.loads(best.state)) if best else None
+        if best is None:
+            return None
+        try:
+            state = json.loads(best.state)
+        except (ValueError, TypeError):  # altered outside threadlog (verify names it): a cache, so none
+            return None
+        return (best.offset, state) if isinstance(state, dict) else None
 
     def drop_snapshots(self, projection: str | None = None, thread: str | None = None) -> int:
         """Delete every cached snapshot (of one projection, of one thread's own, if named);

@@ -356,8 +356,15 @@ def fold_state(store: Store, thread: str, at: int | None = None, *, use_snapshot
     fold = _Fold()
     found = snapshots.nearest(store, PROJECTION, VERSION, thread, at) if use_snapshots else None
     if found is not None:
-        _, cached = found
-        fold = _Fold.load(cached)
+        offset, cached = found
+        try:
+            loaded: _Fold | None = _Fold.load(cached)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            loaded = None
+        # A state that does not load, or is not of the events it says it caches, was altered
+        # outside threadlog (`verify` names it): a cache, so the events are folded instead.
+        if loaded is not None and loaded.length == offset:
+            fold = loaded
     if fold.length < at:
         with collector.paused():  # the fold keeps what it parses and makes no cycles
             fold.fold(store.read_raw(thread, fold.length, at), lambda offset: store.unreadable(thread, offset), bodies)

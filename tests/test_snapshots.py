@@ -146,3 +146,43 @@ def test_states_dropped_before_close_cost_nothing_at_close(mem: Store) -> None:
     for _ in range(50):
         thread_state(mem, t)  # never viewed, then gone
     assert len(mem._readers) <= 1  # held weakly: at most the last one may linger until collected
+
+
+ALTERED_STATES = {  # a snapshot's stored state, altered by raw SQL
+    "not-json": "'{'",
+    "a-blob": "X'00ff'",
+    "a-number": "7",
+    "a-list": "'[1]'",
+    "an-empty-object": "'{}'",
+    "another-length": "json_set(state, '$.length', 5)",
+    "a-length-of-another-kind": "json_set(state, '$.length', 'x')",
+}
+
+
+@pytest.mark.parametrize("altered", list(ALTERED_STATES.values()), ids=list(ALTERED_STATES))
+def test_an_altered_snapshot_is_not_used_and_verify_names_it(tmp_path: Path, altered: str) -> None:
+    """The state and `threadlog show` come from the events, as with no snapshot at all (they
+    raised JSONDecodeError, TypeError or KeyError); `verify` names the snapshot."""
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(title="t", thread_id="t")
+        for i in range(30):
+            store.append_message(thread, "user" if i % 2 else "assistant", f"message {i}")
+        save_snapshot(store, thread)
+        store.append_message(thread, "user", "after the snapshot")
+        truth = thread_state(store, thread, use_snapshots=False)
+    conn = sqlite3.connect(path)
+    conn.execute(f"UPDATE snapshots SET state = {altered}")
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        assert thread_state(store, "t") == truth
+        assert thread_state(store, "t", at=31) == thread_state(store, "t", at=31, use_snapshots=False)
+    shown = CliRunner().invoke(cli, ["--db", str(path), "show", "t", "--no-pager"])
+    assert shown.exit_code == 0 and "after the snapshot" in shown.output, shown.output
+    verified = CliRunner().invoke(cli, ["--db", str(path), "verify"])
+    assert verified.exit_code == 1 and "snapshot of 't' at offset 31" in verified.output, verified.output
