@@ -91,3 +91,9 @@ def unsendable(error: UnicodeEncodeError, path: str) -> StoreError:
     bad = error.object[error.start:error.end] if isinstance(error.object, str) else ""
     return StoreError(f"text that is not UTF-8 ({bad[:8]!r} at index {error.start}) cannot be sent to {path}; "
                       "nothing was read or written")
+
+
+def altered_index(why: str) -> StoreError:
+    """The search index was altered outside threadlog (`why`): a cache of the log, rebuilt whole."""
+    return StoreError(f"the search index was altered outside threadlog ({why}); rebuild it from the log with "
+                      "`threadlog index --rebuild`")

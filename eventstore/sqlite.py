@@ -35,7 +35,7 @@ import sqlite_utils
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
                       StreamRow, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
-from .errors import SchemaError, SchemaTooOld, StoreError, unsendable
+from .errors import SchemaError, SchemaTooOld, StoreError, altered_index, unsendable
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
@@ -1029,7 +1029,11 @@ class SQLiteBackend:
     @_translated
     def index_position(self) -> int:
         row = self.conn.execute("SELECT position FROM search_progress WHERE name = 'index'").fetchone()
-        return int(row[0]) if row else 0
+        if row is None:
+            return 0
+        if row[0].__class__ is not int:  # raw SQL stored it: the index cannot say what it covers
+            raise altered_index(f"its progress holds {row[0]!r}, not a position")
+        return int(row[0])
 
     @_translated
     def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .backend import DOC_PARTS, DocValues, HitRow, Scope
-from .errors import InvalidEvent, StoreError
+from .errors import InvalidEvent, StoreError, altered_index
 from .ranges import check_index, clip, segments
 from .recorded import decode
 
@@ -49,7 +49,9 @@ def catch_up(store: Store, extractor: Callable[[], Extractor]) -> int:
     events were read. Costs one read when the index is current (no transaction then)."""
     backend = store.backend
     covered, last = backend.index_position(), backend.last_position()
-    if covered >= last:
+    if not 0 <= covered <= last:  # no log shrinks: raw SQL set it, and searches would miss what follows
+        raise altered_index(f"it says it covers positions up to {covered}, and the log goes to {last}")
+    if covered == last:
         return 0
     if getattr(backend, "read_only", False):
         raise StoreError(f"{backend.path}: the search index covers positions up to {covered} but the log goes to {last}, "
@@ -110,7 +112,13 @@ def search(store: Store, query: str, match: str = "query", scope: Sequence[Scope
     if match not in MATCHES:
         raise InvalidEvent("match", f"must be one of {', '.join(MATCHES)}, not {match!r}")
     check_index("limit", limit, 1, what="a count")
-    return store.backend.search(query, match, scope, role, tool, limit)
+    hits = store.backend.search(query, match, scope, role, tool, limit)
+    for hit in hits:  # values of another kind only raw SQL stores: shown or sent as JSON, they fail later
+        if not (hit.position.__class__ is int and hit.stream_id.__class__ is str and hit.offset.__class__ is int
+                and hit.kind.__class__ is str and (hit.role is None or hit.role.__class__ is str)
+                and (hit.tool is None or hit.tool.__class__ is str) and hit.text.__class__ is str):
+            raise altered_index(f"the document of position {hit.position!r} holds a value of another kind")
+    return hits
 
 
 def title(store: Store, thread: str) -> str | None:

@@ -409,3 +409,47 @@ def test_a_read_only_store_searches_a_current_index_and_says_when_it_lags(tmp_pa
     with Store(db, read_only=True) as reader, pytest.raises(StoreError, match="open it writable once"):
         search(reader, "ferry")
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+INDEX_TAMPERS = {  # the search index's tables altered by raw SQL
+    "progress-as-text": "UPDATE search_progress SET position = 'x'",
+    "progress-past-the-log": "UPDATE search_progress SET position = 9223372036854775807",
+    "progress-negative": "UPDATE search_progress SET position = -5",
+    "role-as-a-blob": "UPDATE search_docs SET role = X'ff' WHERE role IS NOT NULL",
+    "stream-as-a-blob": "UPDATE search_docs SET stream_id = X'ff'",
+}
+
+
+@pytest.mark.parametrize("tamper", list(INDEX_TAMPERS.values()), ids=list(INDEX_TAMPERS))
+def test_an_altered_search_index_is_named_and_rebuilt(tmp_path: Path, tamper: str) -> None:
+    """A search said "invalid literal for int()", failed on bytes in --json, named a thread
+    b'\\xff', or (its progress past the log) silently never indexed another event."""
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(title="trip", thread_id="t")
+        for i in range(5):
+            store.append_message(thread, "user" if i % 2 else "assistant", f"train to lyon {i}")
+        assert search(store, "lyon")
+    conn = sqlite3.connect(path)
+    conn.execute(tamper)
+    conn.commit()
+    conn.close()
+    runner = CliRunner()
+    with Store(path) as store:
+        store.append_message("t", "user", "a bike on the lyon train")
+    for args in (["search", "lyon"], ["search", "lyon", "--json"]):
+        result = runner.invoke(cli, ["--db", str(path), *args])
+        assert result.exit_code == 1, result.output
+        assert "the search index was altered outside threadlog" in result.output
+        assert "threadlog index --rebuild" in result.output and "Traceback" not in result.output
+    rebuilt = runner.invoke(cli, ["--db", str(path), "index", "--rebuild"])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    with Store(path) as store:
+        hits = search(store, "bike")
+        assert [(hit.thread, hit.offset) for hit in hits] == [("t", 6)]
