@@ -242,6 +242,11 @@ class Chain:
         return None
 
 
+def not_an_offset(row: StreamRow) -> str:
+    """What a check names for a fork row whose parent_offset is of another kind (altered by hand)."""
+    return f"{row.id}: stored parent_offset {row.parent_offset!r} is not an offset"
+
+
 def owner_of(lineage_of: Callable[[str], Lineage | None], stream_id: str, offset: int) -> str | None:
     """The stream (of `stream_id`'s ancestry) that holds `offset` as its own event; `lineage_of`
     gives a stream's lineage by id (None if there is no such stream)."""
@@ -305,9 +310,8 @@ def chain_from(backend: Backend, ancestry: list[StreamRow], offset: int, positio
         return (position if position is not None else row.created_position,
                 f"{row.id} offset {offset!r}: a stored value cannot be read (an offset that is no integer); "
                 "the row was altered outside threadlog")
-    if base.__class__ is not int:  # altered by hand (as the full verify's `_unplaced` names it)
-        return (position if position is not None else row.created_position,
-                f"{row.id}: stored parent_offset {base!r} is not an offset")
+    if base.__class__ is not int:  # altered by hand (as the full verify names it)
+        return position if position is not None else row.created_position, not_an_offset(row)
     if offset == 0:
         return Chain(row, GENESIS, NONE, None, 0, 0)
     lineages = {r.id: lineage(r) for r in ancestry}

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .backend import Backend, EventRow, StreamRow
-from .chaincheck import Chain, Lineage, Point, Problem, check_stream, lineage, owner_of
+from .chaincheck import Chain, Lineage, Point, Problem, check_stream, lineage, not_an_offset, owner_of
 from .errors import IntegrityError, StoreError
 from .facts import NONE, Facts
 from .integrity import GENESIS, HASH_TAG, extend_log_digest, format_checkpoint
@@ -369,7 +369,7 @@ def _unplaced(row: StreamRow) -> str:
         return f"a stream row's id is {row.id!r}, not text (the row was altered outside threadlog)"
     if row.created_position.__class__ is not int:
         return f"{row.id}: stored created_position {row.created_position!r} is not a position"
-    return f"{row.id}: stored parent_offset {row.parent_offset!r} is not an offset"
+    return not_an_offset(row)
 
 
 def _point(position: int, hash_: Any, facts: str | None) -> Point | bytes:

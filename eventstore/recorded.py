@@ -105,6 +105,7 @@ def from_row(row: EventRow) -> RecordedEvent:
     """Build from a stored row, upcasting old schema versions (on the path of every `read`)."""
     position, stream_id, offset, event_id, type_, version, data, meta, recorded_at, digest, hash_, _, redacted_by = row
     # SQLite keeps a value of any kind in any column: only raw SQL stores one of another kind.
+    # `_EVENT_KINDS`, spelled out as one expression: its loop would cost more on every read.
     if not (position.__class__ is int and stream_id.__class__ is str and offset.__class__ is int
             and event_id.__class__ is str and type_.__class__ is str and version.__class__ is int
             and data.__class__ is str and meta.__class__ is str and recorded_at.__class__ is str
