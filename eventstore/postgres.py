@@ -1102,7 +1102,7 @@ class PostgresBackend:
             f"coalesce(e.meta::jsonb->>'occurred_at', {_time('e.')}), d.text, "
             "ts_headline('simple', d.text, q.q, 'StartSel=**, StopSel=**, MaxWords=16, MinWords=4, HighlightAll=false'), "
             "-ts_rank(d.tsv, q.q) AS score "
-            f"FROM (SELECT {tsquery} AS q) q, search_docs d JOIN events e ON e.position = d.position "
+            f"FROM (SELECT {tsquery} AS q) q, search_docs d LEFT JOIN events e ON e.position = d.position "
             f"WHERE {' AND '.join(where)} ORDER BY score, d.docid LIMIT %s",
             (*params, limit),
         ).fetchall()

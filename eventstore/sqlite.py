@@ -170,6 +170,10 @@ SEARCH_FTS_DDL = (
 )
 
 
+# FTS5's own tables behind `search_fts` (external content: they hold no copy of the text).
+_FTS_TABLES = ("search_fts_data", "search_fts_idx", "search_fts_docsize", "search_fts_config")
+
+
 def _migrate_1(db: sqlite_utils.Database) -> None:
     """Version 1: streams and the append-only events log."""
     db.table("streams").create(
@@ -387,11 +391,30 @@ def translate(error: sqlite3.Error | UnicodeEncodeError, path: str) -> StoreErro
             return StoreError(f"{path} holds text that is not UTF-8 (column {undecoded.group(1)!r}): a row was altered "
                               "outside threadlog (`threadlog verify` names it)")
         return StoreError(f"database error on {path}: {error}")
+    if code == sqlite3.SQLITE_CORRUPT_VTAB:  # the file's one virtual table is the search index, a cache
+        return altered_index(f"SQLite reports: {error}")
     template = _MESSAGES.get(code & 0xFF)
     if template is None:
         return StoreError(f"database error on {path}: {error} ({error.sqlite_errorname})")
     kind = SchemaError if code & 0xFF == sqlite3.SQLITE_NOTADB else StoreError
     return kind(template.format(path=path, error=error))
+
+
+def _index_call(method: Callable[Concatenate[SQLiteBackend, _P], _R]) -> Callable[Concatenate[SQLiteBackend, _P], _R]:
+    """`_translated`, for the search index's upkeep and queries. Their SQL is fixed, so SQLite
+    refusing it as an error (no such table or column, FTS5's "invalid fts5 file format")
+    means the index's tables were altered outside threadlog: a rebuild makes them again."""
+
+    @functools.wraps(method)
+    def run(self: SQLiteBackend, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.OperationalError as error:
+            if getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_ERROR:
+                raise altered_index(f"SQLite reports: {error}") from None
+            raise
+
+    return _translated(run)
 
 
 def _translated(method: Callable[Concatenate[SQLiteBackend, _P], _R]) -> Callable[Concatenate[SQLiteBackend, _P], _R]:
@@ -1026,7 +1049,7 @@ class SQLiteBackend:
     # million documents), paid only by a redaction of an indexed event. A contentless table would
     # not help: it needs the original text to delete, and leaves the same markers.
 
-    @_translated
+    @_index_call
     def index_position(self) -> int:
         row = self.conn.execute("SELECT position FROM search_progress WHERE name = 'index'").fetchone()
         if row is None:
@@ -1035,7 +1058,7 @@ class SQLiteBackend:
             raise altered_index(f"its progress holds {row[0]!r}, not a position")
         return int(row[0])
 
-    @_translated
+    @_index_call
     def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:
         if docs:
             self.conn.executemany(
@@ -1047,7 +1070,7 @@ class SQLiteBackend:
                               (docs[0][0],))
         self.conn.execute("UPDATE search_progress SET position = ? WHERE name = 'index'", (upto,))
 
-    @_translated
+    @_index_call
     def unindex(self, position: int) -> int:
         bounds = (position * DOC_PARTS, (position + 1) * DOC_PARTS)
         self.conn.execute(
@@ -1062,11 +1085,27 @@ class SQLiteBackend:
 
     @_translated
     def clear_index(self) -> None:
-        self.conn.execute("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
-        self.conn.execute("DELETE FROM search_docs")
-        self.conn.execute("UPDATE search_progress SET position = 0 WHERE name = 'index'")
+        """Empty the index by making its tables again, as version 3 made them (no later version
+        changed them): whatever raw SQL did to them (FTS5's own tables dropped or garbled, a
+        table gone), a rebuild starts from none."""
+        self.conn.execute("SAVEPOINT clear_index")
+        try:
+            self.conn.execute("DROP TABLE IF EXISTS search_fts")
+        except sqlite3.Error:
+            # FTS5 cannot open the table to drop it (one of its own tables dropped or garbled), so
+            # its row in the schema is removed instead: a virtual table has no pages of its own.
+            self.conn.execute("ROLLBACK TO clear_index")
+            self.conn.execute("PRAGMA writable_schema = ON")
+            try:
+                self.conn.execute("DELETE FROM sqlite_master WHERE type = 'table' AND name = 'search_fts'")
+            finally:
+                self.conn.execute("PRAGMA writable_schema = RESET")  # off, and the schema read again
+        self.conn.execute("RELEASE clear_index")
+        for table in (*_FTS_TABLES, "search_docs", "search_progress"):
+            self.conn.execute(f"DROP TABLE IF EXISTS {table}")
+        _migrate_3(sqlite_utils.Database(self.conn))
 
-    @_translated
+    @_index_call
     def search(self, query: str, match: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None,
                limit: int) -> list[HitRow]:
         """See `Backend.search`. FTS5 reports a bad query (`"unbalanced`, `AND AND`, an unknown
@@ -1103,13 +1142,13 @@ class SQLiteBackend:
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
             f"coalesce(json_extract(e.meta, '$.occurred_at'), {_time('e.recorded_at')}), d.text, "
             "snippet(search_fts, 0, '**', '**', '…', 16), bm25(search_fts) "
-            "FROM search_fts JOIN search_docs d ON d.docid = search_fts.rowid JOIN events e ON e.position = d.position "
+            "FROM search_fts JOIN search_docs d ON d.docid = search_fts.rowid LEFT JOIN events e ON e.position = d.position "
             f"WHERE {' AND '.join(where)} ORDER BY bm25(search_fts), d.docid LIMIT ?",
             (*args, limit),
         ).fetchall()
         return [_new(HitRow, r) for r in rows]
 
-    @_translated
+    @_index_call
     def index_title(self, stream_id: str, lo: int, hi: int | None) -> str | None:
         row = self.conn.execute(
             'SELECT text FROM search_docs WHERE kind = \'title\' AND stream_id = ? AND "offset" >= ? AND "offset" < ? '

@@ -114,6 +114,8 @@ def search(store: Store, query: str, match: str = "query", scope: Sequence[Scope
     check_index("limit", limit, 1, what="a count")
     hits = store.backend.search(query, match, scope, role, tool, limit)
     for hit in hits:  # values of another kind only raw SQL stores: shown or sent as JSON, they fail later
+        if hit.time is None:  # no event holds its position (the backend joins them to read the event's time)
+            raise altered_index(f"a document names position {hit.position!r}, where no event is")
         if not (hit.position.__class__ is int and hit.stream_id.__class__ is str and hit.offset.__class__ is int
                 and hit.kind.__class__ is str and (hit.role is None or hit.role.__class__ is str)
                 and (hit.tool is None or hit.tool.__class__ is str) and hit.text.__class__ is str):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from eventstore import textindex
-from threadlog import Store, export_all, import_events, search
+from threadlog import Store, export_all, import_events, rebuild_index, search
 from threadlog.export import dump_lines
 from tests.backends import postgres_url
 
@@ -61,3 +61,32 @@ def test_text_holding_nul_is_indexed_and_found(tmp_path: Path, backend: str) -> 
         for match in ("words", "any"):  # plain words: the query's U+0000 separates them too
             hits = textindex.search(pg, "ferry\x00corsica", match, None, limit=10)
             assert [h.offset for h in hits] == [1], match
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_document_naming_no_event_is_named_not_dropped(tmp_path: Path, backend: str) -> None:
+    """A hit is joined to its event (for its time): a document whose position holds no event,
+    which only raw SQL writes, silently dropped out of every search."""
+    import sqlite3
+
+    import psycopg
+
+    from eventstore.errors import StoreError
+
+    target = str(tmp_path / "t.db") if backend == "sqlite" else postgres_url()
+    with Store(target) as store:
+        t = store.create_thread(title="Trip")
+        store.append_message(t, "user", "a ferry to corsica")
+        assert [h.offset for h in search(store, "corsica")] == [1]
+    alter = "UPDATE search_docs SET position = 99999 WHERE kind = 'text'"
+    if backend == "sqlite":
+        with sqlite3.connect(target) as conn:
+            conn.execute(alter)
+    else:
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute(alter)
+    with Store(target) as store:
+        with pytest.raises(StoreError, match="a document names position 99999, where no event is.*threadlog index --rebuild"):
+            search(store, "corsica")
+        rebuild_index(store)
+        assert [h.offset for h in search(store, "corsica")] == [1]

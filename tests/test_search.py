@@ -417,13 +417,28 @@ INDEX_TAMPERS = {  # the search index's tables altered by raw SQL
     "progress-negative": "UPDATE search_progress SET position = -5",
     "role-as-a-blob": "UPDATE search_docs SET role = X'ff' WHERE role IS NOT NULL",
     "stream-as-a-blob": "UPDATE search_docs SET stream_id = X'ff'",
+    "position-of-no-event": "UPDATE search_docs SET position = 99999",
+    "position-as-text": "UPDATE search_docs SET position = 'x'",
+    # FTS5's own tables: SQLite reported a damaged file (restore from a backup), and a rebuild
+    # could not drop a table FTS5 cannot open
+    "fts-pages-garbled": "UPDATE search_fts_data SET block = X'00ff00ff' WHERE id > 10",
+    "fts-sizes-garbled": "UPDATE search_fts_docsize SET sz = X'ff'",
+    "fts-version": "UPDATE search_fts_config SET v = 99 WHERE k = 'version'",
+    "fts-pages-dropped": "DROP TABLE search_fts_data",
+    "fts-config-dropped": "DROP TABLE search_fts_config",
+    "fts-terms-dropped": "DROP TABLE search_fts_idx",
+    "fts-dropped": "DROP TABLE search_fts",
+    "docs-dropped": "DROP TABLE search_docs",
+    "progress-dropped": "DROP TABLE search_progress",
 }
 
 
 @pytest.mark.parametrize("tamper", list(INDEX_TAMPERS.values()), ids=list(INDEX_TAMPERS))
 def test_an_altered_search_index_is_named_and_rebuilt(tmp_path: Path, tamper: str) -> None:
     """A search said "invalid literal for int()", failed on bytes in --json, named a thread
-    b'\\xff', or (its progress past the log) silently never indexed another event."""
+    b'\\xff', or (its progress past the log) silently never indexed another event; a document
+    naming no event silently dropped out; FTS5's tables altered were "a damaged file, restore
+    it from a backup", and some of them made the rebuild fail too."""
     import sqlite3
 
     from click.testing import CliRunner
