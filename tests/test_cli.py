@@ -122,6 +122,15 @@ def test_console_script_demo_uses_the_current_directory(tmp_path: Path) -> None:
     assert script("verify", cwd=tmp_path).returncode == 0
 
 
+def test_python_dash_m_threadlog_is_the_command(tmp_path: Path) -> None:
+    """`python -m threadlog` said "No module named threadlog.__main__"."""
+    done = subprocess.run([sys.executable, "-m", "threadlog", "--db", str(tmp_path / "m.db"), "new", "--title", "x"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    with Store(tmp_path / "m.db") as store:
+        assert store.title(done.stdout.strip()) == "x"
+
+
 def test_console_script_honours_threadlog_db_and_fails_cleanly(tmp_path: Path) -> None:
     env = {"THREADLOG_DB": str(tmp_path / "env.db")}
     t = script("new", "--title", "x", cwd=tmp_path, env=env).stdout.strip()
