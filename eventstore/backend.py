@@ -26,6 +26,24 @@ from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 
+def chain_order(rows: Iterable[StreamRow], stream_id: str) -> list[StreamRow]:
+    """The rows of `stream_id`'s ancestry, read in any order, each once, from the stream up to its
+    root: each row's parent follows it.
+
+    The recursive query that reads them keeps each stream once (UNION, not UNION ALL): a stream
+    row whose parent_id names a stream forked from it (a cycle; only raw SQL writes one) would
+    otherwise make it read forever. The list ends where its last row's parent is one already in
+    it, for the reader to name (`recorded.cyclic`).
+    """
+    by_id = {row.id: row for row in rows}
+    out: list[StreamRow] = []
+    row = by_id.pop(stream_id, None)
+    while row is not None:
+        out.append(row)
+        row = None if row.parent_id is None else by_id.pop(row.parent_id, None)
+    return out
+
+
 class StreamRow(NamedTuple):
     """One stream (thread or fork) as stored."""
 

@@ -249,9 +249,14 @@ def not_an_offset(row: StreamRow) -> str:
 
 def owner_of(lineage_of: Callable[[str], Lineage | None], stream_id: str, offset: int) -> str | None:
     """The stream (of `stream_id`'s ancestry) that holds `offset` as its own event; `lineage_of`
-    gives a stream's lineage by id (None if there is no such stream)."""
+    gives a stream's lineage by id (None if there is no such stream, or the parents run in a
+    cycle: only raw SQL writes one, and the walk would never end)."""
     known = lineage_of(stream_id)
+    seen: set[str] = set()
     while known is not None and offset < known.base:
+        if stream_id in seen:
+            return None
+        seen.add(stream_id)
         stream_id = known.parent_id or ""
         known = lineage_of(stream_id)
     return stream_id if known is not None else None

@@ -20,7 +20,7 @@ from .facts import Facts
 from .head import Head
 from .prepare import PreparedEvent, check_id, new_id, prepare
 from .ranges import is_index
-from .recorded import ThreadInfo
+from .recorded import ThreadInfo, acyclic
 
 if TYPE_CHECKING:
     from .store import Store
@@ -53,7 +53,7 @@ def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: s
         raise InvalidEvent("placeholder", "must be non-empty text")
     ids = [new_id() for _ in directives]
     with store.backend.transaction():
-        rows = store.backend.ancestry(thread)
+        rows = acyclic(store.backend.ancestry(thread))
         if not rows:
             raise ThreadNotFound(thread)
         nested = next((row.id for row in rows if row.kind == "subagent"), None)
@@ -79,7 +79,7 @@ def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: s
 def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any],
           then: list[PreparedEvent], fan_out: bool = False, allow_busy: bool = False) -> str:
     """Check and write one fork (inside the caller's transaction); `then` follows its event."""
-    rows = store.backend.ancestry(thread)
+    rows = acyclic(store.backend.ancestry(thread))
     if not rows:
         raise ThreadNotFound(thread)
     ancestry = [ThreadInfo.from_row(row) for row in rows]

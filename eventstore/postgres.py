@@ -96,7 +96,7 @@ from psycopg.adapt import Transformer
 from psycopg.copy import LibpqWriter
 
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
-                      StreamRow, query_words)
+                      StreamRow, chain_order, query_words)
 from .errors import SchemaError, SchemaTooOld, StoreError, unsendable
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
 
@@ -781,16 +781,15 @@ class PostgresBackend:
     @_translated
     def ancestry(self, stream_id: str) -> list[StreamRow]:
         rows = self.conn.execute(
-            f"""WITH RECURSIVE chain(id, n) AS (
-                    SELECT %s::text COLLATE "C", 0
-                    UNION ALL
-                    SELECT s.parent_id, chain.n + 1 FROM streams s JOIN chain ON s.id = chain.id
-                    WHERE s.parent_id IS NOT NULL)
+            f"""WITH RECURSIVE chain(id) AS (
+                    SELECT %s::text COLLATE "C"
+                    UNION
+                    SELECT s.parent_id FROM streams s JOIN chain ON s.id = chain.id WHERE s.parent_id IS NOT NULL)
                 SELECT {', '.join('s.' + c.strip() for c in STREAM_COLUMNS.split(','))}
-                FROM chain JOIN streams s ON s.id = chain.id ORDER BY chain.n""",
+                FROM chain JOIN streams s ON s.id = chain.id""",
             (stream_id,),
         ).fetchall()
-        return [_new(StreamRow, r) for r in rows]
+        return chain_order((_new(StreamRow, r) for r in rows), stream_id)  # each stream once: see chain_order
 
     def streams(self, stored: bool = False) -> Iterator[StreamRow]:
         """Every stream in creation order (`stored` too: a table's order on the server is not
@@ -854,7 +853,7 @@ class PostgresBackend:
         columns = ", ".join("s." + c.strip() for c in STREAM_COLUMNS.split(","))
         rows = self.conn.execute(
             f"""WITH RECURSIVE tree(id) AS (
-                    SELECT %s::text COLLATE "C" UNION ALL SELECT s.id FROM streams s JOIN tree ON s.parent_id = tree.id)
+                    SELECT %s::text COLLATE "C" UNION SELECT s.id FROM streams s JOIN tree ON s.parent_id = tree.id)
                 SELECT {columns} FROM tree JOIN streams s ON s.id = tree.id ORDER BY s.created_position, s.id""",
             (stream_id,),
         ).fetchall()

@@ -229,6 +229,17 @@ def altered_stream(row: StreamRow, column: str, expected: str) -> StoreError:
                       "`threadlog verify` names where")
 
 
+def acyclic(rows: list[StreamRow]) -> list[StreamRow]:
+    """An ancestry as `Backend.ancestry` reads it, refused when its last row's parent is a row
+    already in it: a cycle of parents, which only raw SQL writes (`backend.chain_order`)."""
+    last = rows[-1] if rows else None
+    if last is not None and last.parent_id is not None and any(row.id == last.parent_id for row in rows):
+        whose = "itself" if last.parent_id == last.id else f"{short(last.parent_id)}, which is forked from it"
+        raise StoreError(f"the stream row of {short(last.id)} was altered outside threadlog: its parent_id names {whose} "
+                         "(a cycle of forks); `threadlog verify` names where")
+    return rows
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadInfo:
     """A stream's row: where it forks from and how long its logical history is."""

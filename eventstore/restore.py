@@ -27,7 +27,7 @@ from .head import Head
 from . import integrity
 from .integrity import HASH_TAG
 from .prepare import PreparedEvent, check_id, prepare
-from .recorded import ThreadInfo
+from .recorded import ThreadInfo, acyclic
 from .verify import verify
 
 if TYPE_CHECKING:
@@ -183,7 +183,7 @@ class _Restore:
             self.report.streams += 1
             return Head.new_thread()
         at = declared.get("parent_offset")
-        rows = self.backend.ancestry(parent_id) if isinstance(parent_id, str) else []
+        rows = acyclic(self.backend.ancestry(parent_id)) if isinstance(parent_id, str) else []
         if not rows or not isinstance(at, int) or not 1 <= at <= rows[0].head or offset != at:
             raise InvalidEvent(f"{where}.stream_id", f"fork {stream_id!r} needs its parent {parent_id!r} with at least "
                                f"{at} events restored before it, and starts at that offset")

@@ -28,7 +28,7 @@ from .verify import VerifyReport, verify, verify_since
 from .ids import event_ids
 from .prepare import META_KEYS, PreparedEvent, check_id, new_id, now, prepare
 from .ranges import check_index, clip, segments
-from .recorded import RecordedEvent, ThreadInfo, decode, from_row, make_tuple, too_deep
+from .recorded import RecordedEvent, ThreadInfo, acyclic, decode, from_row, make_tuple, too_deep
 from .restore import RestoreReport
 from .sqlite import SQLiteBackend
 
@@ -296,7 +296,7 @@ class Store:
 
     def ancestry(self, thread: str) -> list[ThreadInfo]:
         """The thread, its parent, … up to its root."""
-        rows = self.backend.ancestry(thread)
+        rows = acyclic(self.backend.ancestry(thread))
         if not rows:
             raise ThreadNotFound(thread)
         return [ThreadInfo.from_row(row) for row in rows]

@@ -57,34 +57,41 @@ class Template(NamedTuple):
     sub: str  # the sub-agent fork's id
 
 
+def build(s: Store) -> tuple[str, str]:
+    """Every kind of row: messages, tool calls and results, a run, an interrupt, a title, a
+    fork of a fork, a fan-out and a redaction; (a checkpoint of all but its last few events, the
+    sub-agent fork's id). Positions: T's events 1-11, F's 12-13, G's 14-15, then 16-20."""
+    t = s.create_thread(title="plain", system="be brief", thread_id="T")
+    s.append_message(t, "user", 'a "quoted" word')
+    s.append_message(t, "assistant", "déjà vu")
+    s.append(t, [{"type": "run.started", "data": {"run_id": "r1"}}])
+    s.append_message(t, "assistant", [{"type": "text", "text": "let me look"},
+                                      {"type": "tool_use", "id": "tu1", "name": "search", "input": {"q": "x"}}])
+    s.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu1", "content": "found"}])
+    s.append(t, [{"type": "run.finished", "data": {"run_id": "r1", "status": "ok"}}])
+    s.append(t, [{"type": "interrupt.raised", "data": {"interrupt_id": "i1", "question": "go on?"}}])
+    s.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": "i1", "answer": "yes"}}])
+    s.append(t, [{"type": "title.set", "data": {"title": "renamed"}}])
+    secret = s.append_message(t, "user", "my password is hunter2")
+    f = s.fork(t, at=9, fork_id="F")
+    s.append_message(f, "user", "in the fork")
+    g = s.fork(f, fork_id="G")
+    s.append_message(g, "user", "in the fork of the fork")
+    checkpoint = s.checkpoint()  # `verify --since` checks what follows
+    s.append_message(t, "assistant", [{"type": "tool_use", "id": "tu2", "name": "search", "input": {}}])
+    sub = s.fan_out(t, directives=["one"])[0]
+    s.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu2", "content": "done"}])
+    s.redact(secret.position, reason="leak", actor="test")
+    s.verify()
+    return checkpoint, sub
+
+
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
-    """Every kind of row: messages, tool calls and results, a run, an interrupt, a title, a
-    fork of a fork, a fan-out and a redaction; and a checkpoint of all but its last few events."""
+    """A file `build` filled."""
     db = tmp_path_factory.mktemp("tamper") / "template.db"
     with Store(db) as s:
-        t = s.create_thread(title="plain", system="be brief", thread_id="T")
-        s.append_message(t, "user", 'a "quoted" word')
-        s.append_message(t, "assistant", "déjà vu")
-        s.append(t, [{"type": "run.started", "data": {"run_id": "r1"}}])
-        s.append_message(t, "assistant", [{"type": "text", "text": "let me look"},
-                                          {"type": "tool_use", "id": "tu1", "name": "search", "input": {"q": "x"}}])
-        s.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu1", "content": "found"}])
-        s.append(t, [{"type": "run.finished", "data": {"run_id": "r1", "status": "ok"}}])
-        s.append(t, [{"type": "interrupt.raised", "data": {"interrupt_id": "i1", "question": "go on?"}}])
-        s.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": "i1", "answer": "yes"}}])
-        s.append(t, [{"type": "title.set", "data": {"title": "renamed"}}])
-        secret = s.append_message(t, "user", "my password is hunter2")
-        f = s.fork(t, at=9, fork_id="F")
-        s.append_message(f, "user", "in the fork")
-        g = s.fork(f, fork_id="G")
-        s.append_message(g, "user", "in the fork of the fork")
-        checkpoint = s.checkpoint()  # `verify --since` checks what follows
-        s.append_message(t, "assistant", [{"type": "tool_use", "id": "tu2", "name": "search", "input": {}}])
-        sub = s.fan_out(t, directives=["one"])[0]
-        s.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu2", "content": "done"}])
-        s.redact(secret.position, reason="leak", actor="test")
-        s.verify()
+        checkpoint, sub = build(s)
     return Template(db, checkpoint, sub)
 
 
@@ -134,7 +141,7 @@ def commands(checkpoint: str, sub: str) -> dict[str, list[str]]:
     }
 
 
-def run_command(path: Path, args: list[str]) -> None:
+def run_command(path: Path | str, args: list[str]) -> None:
     """Run one command: it answers (exit 0), or refuses with one `error:` line (exit 1)."""
     result = CliRunner().invoke(cli, ["--db", str(path), *args])
     if result.exception is not None and not isinstance(result.exception, SystemExit):
@@ -176,7 +183,7 @@ LIBRARY: dict[str, Callable[[Store, str], Any]] = {
 }
 
 
-def run_library(path: Path, name: str, sub: str) -> None:
+def run_library(path: Path | str, name: str, sub: str) -> None:
     """One library call on a read-only store: it answers or raises `StoreError`."""
     with Store(path, read_only=True) as store:
         try:
@@ -185,7 +192,7 @@ def run_library(path: Path, name: str, sub: str) -> None:
             pass
 
 
-def check_verify(path: Path) -> None:
+def check_verify(path: Path | str) -> None:
     """`verify` passes (the value changed nothing hashed or checked) or names a position."""
     with Store(path, read_only=True) as store:
         try:

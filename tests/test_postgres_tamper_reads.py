@@ -1,0 +1,164 @@
+"""Every read path over a PostgreSQL database altered with raw SQL: a clear refusal or an answer.
+
+The PostgreSQL side of tests/test_tamper_reads.py. Its columns are typed, so a hand edit cannot
+store a blob where text was, but it can store NULL in every nullable column (an event's type
+code and type name both, its time both ways), text that is not JSON, or JSON that is not an
+object, where JSON was, a negative or huge number in any number, a very long string, an id
+that names no stream, or a parent that is the stream itself or one of its forks. Each CLI
+command answers or prints one `error:` line (exit 1), each library call answers or raises
+`StoreError`, no reading command changes the database, and `verify` names a position.
+
+One database is built once; each case alters one value, runs one command and puts the value
+back (by the row's physical address, so even an altered key finds its row).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.backends import postgres_url
+from tests.test_tamper_reads import LIBRARY, build, check_verify, commands, run_command, run_library
+from threadlog import Store, StoreError
+from threadlog.cli import cli
+
+# A value of each kind, as SQL; PostgreSQL refuses those a column's type or constraints cannot hold.
+KINDS = {
+    "null": "NULL", "negative": "-3", "zero": "0", "huge": str(2**63 - 1), "int-max": str(2**31 - 1), "small-max": "32767",
+    "text": "'zz'", "json-list": "'[1]'", "json-number": "'7'", "long": "repeat('x', 100000)", "empty": "''",
+    "bytes": "'\\x00ff'::bytea", "root": "'T'", "fork-of-fork": "'G'",
+}
+STREAM_COLUMNS = ("id", "parent_id", "parent_offset", "root_id", "depth", "head", "created_position", "kind",
+                  "head_hash", "facts", "first_message_offset", "last_position")
+EVENT_COLUMNS = ("position", "root_id", "stream_id", "offset", "event_id", "type", "type_name", "schema_version", "data",
+                 "meta", "recorded_at", "recorded_text", "data_digest", "hash", "pending", "redacted_by")
+TABLES = ("threadlog_schema", "streams", "events", "snapshots", "search_docs", "search_progress")
+
+
+class Template(NamedTuple):
+    url: str
+    checkpoint: str  # of the database before its last few events
+    sub: str  # the sub-agent fork's id
+    conn: psycopg.Connection[Any]
+
+
+@pytest.fixture(scope="module")
+def template() -> Iterator[Template]:
+    url = postgres_url()
+    with Store(url) as store:
+        checkpoint, sub = build(store)
+    with psycopg.connect(url, autocommit=True) as conn:
+        yield Template(url, checkpoint, sub, conn)
+
+
+def dump(conn: psycopg.Connection[Any]) -> list[str]:
+    """Every row of every table, as text: equal dumps mean an unchanged database."""
+    return [f"{table}: {row[0]}" for table in TABLES
+            for row in conn.execute(f"SELECT t::text FROM {table} t ORDER BY 1").fetchall()]  # type: ignore[call-overload]
+
+
+def _key(table: str) -> str:
+    return "id" if table == "streams" else "position"
+
+
+class Altered(NamedTuple):
+    table: str
+    column: str
+    ctid: str  # where the altered row is now
+    value: Any  # what the column held
+
+
+def alter(conn: psycopg.Connection[Any], table: str, column: str, key: Any, value: str) -> Altered | None:
+    """Set `column` of the row `key` names to `value` (SQL); None when PostgreSQL refuses it or it changes nothing."""
+    found = conn.execute(f'SELECT "{column}" FROM {table} WHERE {_key(table)} = %s', (key,)).fetchone()  # type: ignore[call-overload]
+    if found is None:
+        return None
+    try:
+        done = conn.execute(f'UPDATE {table} SET "{column}" = {value} WHERE {_key(table)} = %s '  # type: ignore[call-overload]
+                            f'AND "{column}" IS DISTINCT FROM {value} RETURNING ctid::text', (key,)).fetchone()
+    except psycopg.Error:  # a type or a constraint refuses it
+        return None
+    return None if done is None else Altered(table, column, done[0], found[0])
+
+
+def restore(conn: psycopg.Connection[Any], altered: Altered) -> None:
+    conn.execute(f'UPDATE {altered.table} SET "{altered.column}" = %s WHERE ctid = %s::tid',  # type: ignore[call-overload]
+                 (altered.value, altered.ctid))
+
+
+def _write_commands(stream: str) -> dict[str, list[str]]:
+    return {"append": ["append", stream, "--role", "user", "--text", "hi"],
+            "emit": ["emit", stream, "title.set", "--data", '{"title": "x"}'], "fork": ["fork", stream]}
+
+
+WHERE = st.sampled_from([("streams", c) for c in STREAM_COLUMNS] + [("events", c) for c in EVENT_COLUMNS])
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=WHERE, row=st.integers(0, 19), kind=st.sampled_from(list(KINDS)), which=st.data())
+def test_a_value_of_another_kind_anywhere_is_read_or_refused_clearly(
+        template: Template, where: tuple[str, str], row: int, kind: str, which: st.DataObject) -> None:
+    table, column = where
+    conn = template.conn
+    key = ["T", "F", "G", template.sub][row % 4] if table == "streams" else row + 1
+    before = dump(conn)
+    altered = alter(conn, table, column, key, KINDS[kind])
+    if altered is None:
+        return
+    try:
+        tampered = dump(conn)
+        cli_commands = {**commands(template.checkpoint, template.sub), "search": ["search", "found"]}
+        names = sorted(cli_commands) + [f"lib:{n}" for n in sorted(LIBRARY)] + ["verify"]
+        name = which.draw(st.sampled_from(names))
+        if name.startswith("lib:"):
+            run_library(template.url, name[4:], template.sub)
+        elif name == "verify":
+            check_verify(template.url)
+        else:
+            run_command(template.url, cli_commands[name])
+        if name == "search":  # the index catches up as it searches: the only write a read makes
+            conn.execute("DELETE FROM search_docs; UPDATE search_progress SET position = 0")
+        assert dump(conn) == tampered, f"{name} changed the database"
+    finally:
+        restore(conn, altered)
+        assert dump(conn) == before
+
+
+def _threadlog(db: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in its own process, stopped after 30 seconds (a hang fails the test rather than the run)."""
+    return subprocess.run([sys.executable, "-c", "from threadlog.cli import cli; cli()", "--db", db, *args],
+                          capture_output=True, text=True, timeout=30)
+
+
+# A cycle of parents: T's row names G (a fork of T's fork F) as its parent. Reading any of the
+# three ran the recursive ancestry query forever (on SQLite in memory, on PostgreSQL filling a
+# temporary file), and `verify` looped in Python looking for the fork point's owner.
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
+def test_a_cycle_of_parents_is_refused_and_named_by_verify(tmp_path: Path, backend: str) -> None:
+    db = postgres_url() if backend == "postgresql" else str(tmp_path / "t.db")
+    with Store(db) as store:
+        build(store)
+    if backend == "postgresql":
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("UPDATE streams SET parent_id = 'G' WHERE id = 'T'")
+    else:
+        with contextlib.closing(sqlite3.connect(db)) as lite, lite:
+            lite.execute("UPDATE streams SET parent_id = 'G' WHERE id = 'T'")
+    for thread in ("T", "F", "G"):
+        shown = _threadlog(db, "show", thread)
+        assert shown.returncode == 1 and "its parent_id names" in shown.stderr and "a cycle of forks" in shown.stderr, shown
+    forked = _threadlog(db, "fork", "G")
+    assert forked.returncode == 1 and "a cycle of forks" in forked.stderr, forked
+    verified = _threadlog(db, "verify")
+    assert verified.returncode == 1 and "integrity check failed at position 1:" in verified.stderr, verified
