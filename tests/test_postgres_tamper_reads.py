@@ -162,3 +162,34 @@ def test_a_cycle_of_parents_is_refused_and_named_by_verify(tmp_path: Path, backe
     assert forked.returncode == 1 and "a cycle of forks" in forked.stderr, forked
     verified = _threadlog(db, "verify")
     assert verified.returncode == 1 and "integrity check failed at position 1:" in verified.stderr, verified
+
+
+# A write onto a stream whose row was altered so that it cannot be written: refused with one
+# `error:` line, nothing written. (A head_hash of the right form but another value, or a head
+# past the events, is written onto: the chain breaks there, and `verify` names where.)
+WRITES_REFUSED = {
+    "head-negative": "head = -3", "head-huge": f"head = {2**63 - 1}", "head-below-events": "head = 3",
+    "facts-not-json": "facts = 'zz'", "facts-a-list": "facts = '[1]'",
+}
+
+
+@pytest.mark.parametrize("command", ["append", "emit", "fork"])
+@pytest.mark.parametrize("change", list(WRITES_REFUSED))
+def test_a_write_onto_an_altered_stream_is_refused_and_writes_nothing(template: Template, change: str,
+                                                                      command: str) -> None:
+    if (change, command) == ("head-below-events", "fork"):
+        pytest.skip("a fork at that head inherits the events below it, which are there")
+    conn = template.conn
+    before = dump(conn)
+    column, value = WRITES_REFUSED[change].split(" = ")
+    altered = alter(conn, "streams", column, "T", value)
+    assert altered is not None
+    try:
+        tampered = dump(conn)
+        result = CliRunner().invoke(cli, ["--db", template.url, *_write_commands("T")[command]])
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        assert result.exit_code == 1 and result.output.count("error:") == 1, result.output
+        assert dump(conn) == tampered
+    finally:
+        restore(conn, altered)
+        assert dump(conn) == before
