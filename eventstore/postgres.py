@@ -120,21 +120,42 @@ STORED_COLUMNS = (
 )
 
 
+# Hex pairs that are UTF-8 without U+0000 (what PostgreSQL's text holds): the tail of a
+# continuation byte, then one to four bytes a character, overlongs and surrogates excluded.
+_TAIL = "[89ab][0-9a-f]"
+_UTF8_HEX = ("^(0[1-9a-f]|[1-7][0-9a-f]|c[2-9a-f]" + _TAIL + "|d[0-9a-f]" + _TAIL + "|e0[ab][0-9a-f]" + _TAIL
+             + "|e[1-9a-cef]" + _TAIL * 2 + "|ed[89][0-9a-f]" + _TAIL + "|f0[9ab][0-9a-f]" + _TAIL * 2
+             + "|f[1-3]" + _TAIL * 3 + "|f48[0-9a-f]" + _TAIL * 2 + ")*$")
+
+
+def _text(value: str) -> str:
+    """SQL giving `value` (bytea) as text, or NULL when it is not UTF-8 text (only raw SQL stores
+    such bytes): `convert_from` would fail the whole query, naming no row, and the reader then
+    names the row and column (`recorded.from_row`), and `verify` its position."""
+    return f"CASE WHEN encode({value}, 'hex') ~ '{_UTF8_HEX}' THEN convert_from({value}, 'UTF8') END"
+
+
+def _hash(alias: str = "") -> str:
+    """SQL giving an event's hash back as text (see `STORED_COLUMNS`)."""
+    return f"CASE WHEN length({alias}hash) = 32 THEN 'tl2:' || encode({alias}hash, 'hex') ELSE {_text(alias + 'hash')} END"
+
+
 def _decoded_columns(alias: str = "") -> str:
-    """The SELECT list giving an `EventRow`'s text values back from the stored columns."""
+    """The SELECT list giving an `EventRow`'s text values back from the stored columns (NULL for
+    bytes that decode to no text: see `_text`)."""
     a = alias
     return (
         f'{a}position, {a}stream_id, {a}"offset", '
         f"CASE WHEN length({a}event_id) = 16 THEN encode({a}event_id, 'hex') "
+        f"WHEN length({a}event_id) = 0 THEN NULL "
         f"WHEN get_byte({a}event_id, length({a}event_id) - 1) = 255 "
-        f"THEN convert_from(substring({a}event_id FROM 1 FOR length({a}event_id) - 1), 'UTF8') "
-        f"ELSE convert_from({a}event_id, 'UTF8') END, "
+        f"THEN {_text(f'substring({a}event_id FROM 1 FOR length({a}event_id) - 1)')} "
+        f"ELSE {_text(f'{a}event_id')} END, "
         f"{_type(a)}, {a}schema_version, {a}data, {a}meta, "
         f"{_time(a)}, "
         f"CASE WHEN {a}data_digest IS NULL THEN NULL "
-        f"WHEN length({a}data_digest) = 32 THEN encode({a}data_digest, 'hex') ELSE convert_from({a}data_digest, 'UTF8') END, "
-        f"CASE WHEN length({a}hash) = 32 THEN 'tl2:' || encode({a}hash, 'hex') ELSE convert_from({a}hash, 'UTF8') END, "
-        f"{a}pending, {a}redacted_by"
+        f"WHEN length({a}data_digest) = 32 THEN encode({a}data_digest, 'hex') ELSE {_text(f'{a}data_digest')} END, "
+        f"{_hash(a)}, {a}pending, {a}redacted_by"
     )
 
 
@@ -932,7 +953,7 @@ class PostgresBackend:
     def fork_points(self, created_after: int, upto: int) -> Iterator[tuple[str, int, int, str | bytes, str | None]]:
         return iter(self.conn.execute(
             'SELECT s.parent_id, e."offset", e.position, '
-            "CASE WHEN length(e.hash) = 32 THEN 'tl2:' || encode(e.hash, 'hex') ELSE convert_from(e.hash, 'UTF8') END, "
+            f"{_hash('e.')}, "
             "e.pending FROM streams s "
             'JOIN events e ON e.stream_id = s.parent_id AND e."offset" = s.parent_offset - 1 '
             f"WHERE s.created_position > %s AND e.position <= %s AND e.{_VISIBLE}", (created_after, upto)).fetchall())
@@ -1008,7 +1029,7 @@ class PostgresBackend:
 
     def hashes(self, upto: int, after: int = 0) -> Iterator[tuple[int, str]]:
         return self._paged(
-            "SELECT position, CASE WHEN length(hash) = 32 THEN 'tl2:' || encode(hash, 'hex') ELSE convert_from(hash, 'UTF8') END "
+            f"SELECT position, {_hash()} "
             f"FROM events WHERE {_VISIBLE} AND position <= %s AND position > %s "
             "ORDER BY position LIMIT %s",
             (upto, after, None), tuple, 0,

@@ -193,3 +193,41 @@ def test_a_write_onto_an_altered_stream_is_refused_and_writes_nothing(template: 
     finally:
         restore(conn, altered)
         assert dump(conn) == before
+
+
+# Bytes that are not UTF-8 text (or none at all) in a bytea column that holds text when it is not
+# a packed id, digest or hash. Decoding them failed the whole query on the server ("invalid byte
+# sequence", "index -1 out of valid range"): every read over the row said "database error",
+# naming no row, `verify` named no position, and `verify --since` added "current transaction is
+# aborted". Now the reader names the position and the column (a digest reads as not stored: the
+# data's is taken), and `verify` names the position.
+UNDECODABLE = {  # (the column, its value, the event: the sub-agent fork's first, or the redacted one)
+    "event-id-bytes": ("event_id", "'\\x00ff'::bytea", 17), "event-id-empty": ("event_id", "''::bytea", 17),
+    "event-id-not-utf8": ("event_id", "'\\x74c3'::bytea", 17), "hash-bytes": ("hash", "'\\x74ff'::bytea", 17),
+    "digest-bytes": ("data_digest", "'\\x00ff'::bytea", 11),  # kept for a redacted event only
+}
+
+
+@pytest.mark.parametrize("change", list(UNDECODABLE.values()), ids=list(UNDECODABLE))
+def test_bytes_that_are_not_text_are_named_by_position(template: Template, change: tuple[str, str, int]) -> None:
+    column, value, position = change
+    conn = template.conn
+    altered = alter(conn, "events", column, position, value)
+    assert altered is not None
+    thread = template.sub if position == 17 else "T"
+    try:
+        with Store(template.url, read_only=True) as store:
+            if column == "data_digest":  # read as not stored: a reader takes the data's
+                assert len(list(store.read(thread))) == store.head(thread)
+            else:
+                with pytest.raises(StoreError, match=f"the event at position {position} cannot be read: its {column} is None"):
+                    list(store.read(thread))
+        since = [] if column == "data_digest" else [["verify", "--since", template.checkpoint]]  # checks new events only
+        for args in (["verify"], *since):
+            result = CliRunner().invoke(cli, ["--db", template.url, *args])
+            assert result.exit_code == 1 and f"integrity check failed at position {position}:" in result.output, result.output
+        if column != "data_digest":
+            shown = CliRunner().invoke(cli, ["--db", template.url, "log", thread])
+            assert shown.exit_code == 1 and f"the event at position {position} cannot be read" in shown.output, shown.output
+    finally:
+        restore(conn, altered)
