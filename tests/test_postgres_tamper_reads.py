@@ -173,12 +173,14 @@ WRITES_REFUSED = {
 }
 
 
-@pytest.mark.parametrize("command", ["append", "emit", "fork"])
-@pytest.mark.parametrize("change", list(WRITES_REFUSED))
+# Not a fork at a head lowered below the events: it inherits the events below it, which are there.
+WRITE_CASES = [(change, command) for change in WRITES_REFUSED for command in ("append", "emit", "fork")
+               if (change, command) != ("head-below-events", "fork")]
+
+
+@pytest.mark.parametrize(("change", "command"), WRITE_CASES, ids=[f"{change}-{command}" for change, command in WRITE_CASES])
 def test_a_write_onto_an_altered_stream_is_refused_and_writes_nothing(template: Template, change: str,
                                                                       command: str) -> None:
-    if (change, command) == ("head-below-events", "fork"):
-        pytest.skip("a fork at that head inherits the events below it, which are there")
     conn = template.conn
     before = dump(conn)
     column, value = WRITES_REFUSED[change].split(" = ")
