@@ -17,7 +17,7 @@ nothing and a file that has grown adds only its new events. If a write fails hal
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,26 +129,45 @@ def write_plan(store: Store, plan: Plan) -> int:
     """Write the events that the store does not hold yet; returns how many were added.
 
     Every stream is checked against the store before the first write, so a conflict
-    refuses the whole plan with nothing written.
+    refuses the whole plan with nothing written. Another import of the same source may
+    write a stream between that check and this write (two `threadlog import` runs at
+    once): a write the store then refuses is checked again, and what the other import
+    wrote is skipped, as a later import would skip it.
     """
     stored = [_stored(store, stream) for stream in plan.streams]
     added = 0
     for stream, held in zip(plan.streams, stored):
-        if held is None:
-            if stream.parent is None:
-                store.append_prepared(stream.id, [stream.first["prepared"]], expect="no_stream")  # create_thread's append
-            else:
-                store.fork(
-                    stream.parent.id, stream.at, fork_id=stream.id, kind=stream.kind, busy="allow",
-                    unanswered="drop", **stream.first["options"], **stream.first["meta"],
-                )
-            added += 1
-            held = 0
-        todo = stream.events[held:]
-        head = store.head(stream.id)
-        for start in range(0, len(todo), BATCH):
-            batch = todo[start:start + BATCH]
-            store.append_prepared(stream.id, batch, expect=head)
-            head += len(batch)
-            added += len(batch)
+        while True:
+            try:
+                for written in _write_stream(store, stream, held):
+                    added += written
+                    held = (held if held is not None else -1) + written
+                break
+            except StoreError:
+                now = _stored(store, stream)
+                if now is None or (held is not None and now <= held):
+                    raise  # no other import of this source moved the stream: the refusal stands
+                held = now
     return added
+
+
+def _write_stream(store: Store, stream: PlannedStream, held: int | None) -> Iterator[int]:
+    """Write `stream` past the `held` events the store holds (None: not even its first);
+    yields how many events each write added."""
+    if held is None:
+        if stream.parent is None:
+            store.append_prepared(stream.id, [stream.first["prepared"]], expect="no_stream")  # create_thread's append
+        else:
+            store.fork(
+                stream.parent.id, stream.at, fork_id=stream.id, kind=stream.kind, busy="allow",
+                unanswered="drop", **stream.first["options"], **stream.first["meta"],
+            )
+        yield 1
+        held = 0
+    todo = stream.events[held:]
+    head = store.head(stream.id)
+    for start in range(0, len(todo), BATCH):
+        batch = todo[start:start + BATCH]
+        store.append_prepared(stream.id, batch, expect=head)
+        head += len(batch)
+        yield len(batch)
