@@ -27,7 +27,7 @@ from .head import Head
 from . import integrity
 from .integrity import HASH_TAG
 from .prepare import PreparedEvent, check_id, prepare
-from .recorded import ThreadInfo, acyclic
+from .recorded import ThreadInfo, acyclic, short
 from .verify import verify
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class _Restore:
         self.store = store
         self.backend = store.backend
         self.report = RestoreReport()
-        self.streams: dict[str, dict[str, Any]] = {}
+        self.streams: dict[str, tuple[int, dict[str, Any]]] = {}  # id -> (its line, the stream line)
         self.keep: bool | None = None  # decided at the first new event
         self.last_position = 0
         self.run: _Run | None = None
@@ -93,7 +93,7 @@ class _Restore:
             stream = item["stream"]
             if not isinstance(stream, dict) or not isinstance(stream.get("id"), str):
                 raise InvalidEvent(f"line {number}.stream", "must be an object with an id")
-            self.streams[stream["id"]] = stream
+            self.streams[stream["id"]] = (number, stream)
         elif "event" in item:
             self.event(number, item["event"])
         else:
@@ -143,6 +143,10 @@ class _Restore:
         ):
             self.flush()
             run = self.run = _Run(event["stream_id"], self.head(where, event))
+        elif event["offset"] != run.head.offset + len(run.events):
+            # Only a run's first offset reaches the store; the rest would be taken as given.
+            raise InvalidEvent(f"{where}.offset", f"{event['offset']} follows offset {run.head.offset + len(run.events) - 1} "
+                               f"of {event['stream_id']!r}: the export misses events or was altered")
         run.events.append(prepared)
         run.stamps.append(event["recorded_at"])
         run.lines.append((number, event))
@@ -173,7 +177,7 @@ class _Restore:
                 raise InvalidEvent(f"{where}.offset", f"{stream_id!r} holds {row.head} events here, so the next is "
                                    f"offset {row.head}, not {offset}: the export misses events or belongs elsewhere")
             return Head.of(row)
-        declared = self.streams.get(stream_id)
+        declared = self.streams.get(stream_id, (0, None))[1]
         if declared is None:
             raise InvalidEvent(f"{where}.stream_id", f"stream {stream_id!r} has no stream line before its events")
         parent_id = declared.get("parent_id")
@@ -196,6 +200,20 @@ class _Restore:
         first = rows[0].first_message_offset
         self.report.streams += 1
         return Head.fork(ancestry[0], at, prev, facts, first if first is not None and first < at else None)
+
+    def check_stream_lines(self) -> None:
+        """Each stream line this restore wrote events under says what its row now says: only
+        its id and fork point were used to write it, so the rest would be taken as given."""
+        for stream_id in self.touched:
+            number, declared = self.streams.get(stream_id, (0, None))
+            if declared is None:
+                continue  # the stream was in the database already, and no line declares it
+            info = self.store.thread(stream_id)
+            for name in ("parent_id", "parent_offset", "root_id", "depth", "kind"):
+                said, value = declared.get(name), getattr(info, name)
+                if type(said) is not type(value) or said != value:
+                    raise InvalidEvent(f"line {number}.stream.{name}", f"is {short(said)}, but its events make it {value!r}: "
+                                       "the export was altered")
 
     def flush(self) -> None:
         run, self.run = self.run, None
@@ -228,6 +246,7 @@ class _Restore:
 
     def finish(self) -> RestoreReport:
         self.flush()
+        self.check_stream_lines()
         if self.unlinked:
             position, number = next(iter(self.unlinked.items()))
             raise InvalidEvent(f"line {number}.event", f"position {position} is redacted by an event.redacted outside "
@@ -254,7 +273,7 @@ def restore(store: Store, lines: Iterable[tuple[int, Any]]) -> RestoreReport:
     number, header = first
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise InvalidEvent(f"line {number}", f"not a threadlog export (expected {{\"format\": \"{FORMAT}\", …}} first)")
-    if header.get("version") != VERSION:
+    if type(header.get("version")) is not int or header["version"] != VERSION:
         raise InvalidEvent(f"line {number}.version", f"{header.get('version')!r}; this release restores version {VERSION}")
     with store.backend.transaction():
         job = _Restore(store)

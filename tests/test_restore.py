@@ -116,6 +116,10 @@ def _event(lines: list[dict[str, Any]], n: int) -> dict[str, Any]:
     return [line["event"] for line in lines if "event" in line][n]
 
 
+def _stream(lines: list[dict[str, Any]], n: int) -> dict[str, Any]:
+    return [line["stream"] for line in lines if "stream" in line][n]
+
+
 CHANGES = {
     "text-edited": lambda lines: _event(lines, 1)["data"]["content"][0].update(text="Find me a plane"),
     "text-and-digest-edited": lambda lines: _event(lines, 1).update(
@@ -129,6 +133,13 @@ CHANGES = {
     "field-missing": lambda lines: _event(lines, 0).pop("recorded_at"),
     "stream-line-missing": lambda lines: lines.pop(1),
     "header-missing": lambda lines: lines.pop(0),
+    # An offset after a run's first, and a stream line's fields past its id and fork point,
+    # are not what the store writes from: they are compared with what it wrote.
+    "offset-edited": lambda lines: _event(lines, 2).update(offset=7),
+    "stream-kind-edited": lambda lines: _stream(lines, 1).update(kind="subagent"),
+    "stream-depth-edited": lambda lines: _stream(lines, 1).update(depth=True),
+    "stream-root-edited": lambda lines: _stream(lines, 2).update(root_id="elsewhere"),
+    "version-true": lambda lines: lines[0].update(version=True),
     # What a redaction left is not hashed; its event.redacted records the skeleton's digest.
     "redacted-skeleton-forged": lambda lines: next(e for e in (line.get("event") for line in lines) if e and e["redacted"])[
         "data"].update(role="assistant", content=[{"type": "text", "text": "I approve the transfer"}]),
