@@ -152,18 +152,44 @@ def with_store(mode: str = "read") -> Callable[[Callable[..., Any]], Callable[..
         @functools.wraps(func)
         def wrapper(db: str | None, timeout: float = 30.0, **kwargs: Any) -> Any:
             ctx = click.get_current_context()
-            group_db = ctx.find_root().params.get("db")
-            with _open(db or group_db or DEFAULT_DB, mode, timeout) as store:
-                for param in ctx.command.params:
-                    if isinstance(param.type, ThreadType) and kwargs.get(str(param.name)) is not None:
-                        value = kwargs[str(param.name)]
-                        kwargs[str(param.name)] = [resolve(store, v) for v in value] if param.multiple else resolve(store, value)
-                return func(store, **kwargs)
+            path = db or ctx.find_root().params.get("db") or DEFAULT_DB
+            created = mode == "create" and not is_url(path) and path != ":memory:" and not os.path.lexists(path)
+            try:
+                with _open(path, mode, timeout) as store:
+                    for param in ctx.command.params:
+                        if isinstance(param.type, ThreadType) and kwargs.get(str(param.name)) is not None:
+                            value = kwargs[str(param.name)]
+                            kwargs[str(param.name)] = [resolve(store, v) for v in value] if param.multiple else resolve(store, value)
+                    return func(store, **kwargs)
+            except BaseException:
+                if created:
+                    _remove_if_empty(path)
+                raise
 
         wrapped = db_option(wrapper)
         return timeout_option(wrapped) if mode != "read" else wrapped
 
     return decorate
+
+
+def _remove_if_empty(path: str) -> None:
+    """A refused command leaves no database behind where there was none (`threadlog new
+    --db typo.db …` refused, an import of a bad file into a new file): the file it created
+    is removed while it holds no thread. One that does (an import that wrote sessions
+    before refusing one) is kept."""
+    if not os.path.isfile(path):
+        return  # the command failed before creating it (opening it again would create it)
+    try:
+        with Store(path, timeout=0) as store:
+            if store.counts() != (0, 0):
+                return
+    except StoreError:
+        return  # not ours to judge: leave it
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.remove(path + suffix)
+        except FileNotFoundError:
+            pass
 
 
 def pager_option(func: F) -> F:

@@ -1,0 +1,63 @@
+"""The CLI fed what a hostile or careless user types: a refusal is one short `error:` line,
+exit status 1, and no file changed or left behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from threadlog import Store
+from threadlog.cli import cli
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+PI = next((FIXTURES / "pi").rglob("*.jsonl"))
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+REFUSED_INTO_A_NEW_FILE = [
+    ("new-text-not-utf8", ["new", "--title", "caf\udce9"], None),
+    ("import-events-not-json", ["import", "events", "{file}"], b"not json\n"),
+    ("import-events-not-an-export", ["import", "events", "{file}"], b'{"format": "other"}\n'),
+    ("import-pi-bad-line", ["import", "pi", "{file}"], b"{\n"),
+    ("import-claude-code-bad-line", ["import", "claude-code", "{file}"], b'{"type": "user"}\n'),
+]
+
+
+@pytest.mark.parametrize(("args", "content"), [c[1:] for c in REFUSED_INTO_A_NEW_FILE], ids=[c[0] for c in REFUSED_INTO_A_NEW_FILE])
+def test_a_command_refused_leaves_no_new_database_behind(tmp_path: Path, args: list[str], content: bytes | None) -> None:
+    source = tmp_path / "session.jsonl"
+    if content is not None:
+        source.write_bytes(content)
+    db = tmp_path / "typo.db"
+    code, out, err = invoke("--db", str(db), *(a.replace("{file}", str(source)) for a in args))
+    assert code == 1 and out == "" and err.startswith("error: ") and len(err.splitlines()) == 1, (code, out, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["session.jsonl"] if content is not None else [])
+
+
+def test_a_command_refused_on_an_existing_empty_database_keeps_it(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    Store(db).close()
+    code, _, _ = invoke("--db", str(db), "new", "--title", "caf\udce9")
+    assert code == 1 and db.is_file()
+    code, out, _ = invoke("--db", str(db), "init", "--json")
+    assert code == 0 and json.loads(out)["threads"] == 0
+
+
+def test_a_refused_import_into_a_new_file_after_good_sessions_keeps_them(tmp_path: Path) -> None:
+    good = tmp_path / "a.jsonl"
+    good.write_bytes(PI.read_bytes())
+    bad = tmp_path / "b.jsonl"
+    bad.write_bytes(b"{\n")
+    db = tmp_path / "new.db"
+    code, _, err = invoke("--db", str(db), "import", "pi", str(good), str(bad))
+    assert code == 1 and str(bad) in err
+    with Store(db) as store:
+        assert store.counts().threads >= 1
+        store.verify()
