@@ -61,3 +61,33 @@ def test_a_refused_import_into_a_new_file_after_good_sessions_keeps_them(tmp_pat
     with Store(db) as store:
         assert store.counts().threads >= 1
         store.verify()
+
+
+def test_an_error_naming_a_huge_value_stays_one_short_line(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    invoke("--db", str(db), "new")
+    code, _, err = invoke("--db", str(db), "log", "Q" * 100_000)
+    assert code == 1 and len(err.splitlines()) == 1 and len(err) < 1200, len(err)
+    assert err.startswith("error: thread 'QQQ") and "characters left out" in err and err.rstrip().endswith("lists them")
+
+
+def pi_with_role(tmp_path: Path, role: str) -> tuple[Path, int]:
+    lines = PI.read_bytes().splitlines()
+    number = next(n for n, line in enumerate(lines, 1) if json.loads(line).get("type") == "message")
+    record = json.loads(lines[number - 1])
+    record["message"]["role"] = role
+    lines[number - 1] = json.dumps(record).encode()
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path, number
+
+
+def test_a_session_line_with_a_huge_value_is_named_in_one_short_line(tmp_path: Path) -> None:
+    path, number = pi_with_role(tmp_path, "x" * 3_000_000)
+    db = tmp_path / "t.db"
+    code, _, err = invoke("--db", str(db), "import", "pi", str(path))
+    assert code == 1 and len(err) < 1200 and f"{path}:{number}: unknown message role 'xxx" in err
+    code, out, _ = invoke("--db", str(db), "import", "pi", "--skip-bad", "--json", str(path))
+    assert code == 0
+    [(file, line, why)] = [(b["file"], b["line"], b["why"]) for b in json.loads(out)["bad"]]
+    assert (file, line) == (str(path), number) and len(why) < 200

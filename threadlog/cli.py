@@ -77,8 +77,21 @@ class _Group(click.Group):
 
 
 def _fail(message: str) -> None:
-    click.echo(f"{output.style('error:', sys.stderr, fg='red', bold=True)} {safe(message)}", err=True)
+    click.echo(f"{output.style('error:', sys.stderr, fg='red', bold=True)} {_bounded(safe(message))}", err=True)
     sys.exit(1)
+
+
+_ERROR_HEAD, _ERROR_TAIL = 600, 300
+
+
+def _bounded(message: str) -> str:
+    """`message` cut in its middle when long: an error names what it refused, and a value
+    typed or read from a file may be megabytes; what was wrong comes first and what to do
+    last, so both ends are kept."""
+    cut = len(message) - _ERROR_HEAD - _ERROR_TAIL
+    if cut <= 100:
+        return message
+    return f"{message[:_ERROR_HEAD]}… ({cut:,} characters left out) …{message[-_ERROR_TAIL:]}"
 
 
 # Library wording -> the CLI's: what a CLI user would type instead.

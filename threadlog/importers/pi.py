@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import Store
+from eventstore.recorded import short
 
 from .lines import BadLine, Line, read_lines, text_name
 from .plan import Plan, PlannedStream, stable_id, write_plan
@@ -44,7 +45,7 @@ def _check(record: dict[str, Any]) -> str | None:
             return "message must be an object"
         role = message.get("role")
         if role not in ("user", "assistant", "toolResult", "bashExecution", "hookMessage", "custom"):
-            return f"unknown message role {role!r}"
+            return f"unknown message role {short(role)}"
         content = message.get("content")
         if role in ("user", "assistant", "toolResult") and not isinstance(content, (str, list)):
             return "message.content must be a string or a list"
@@ -238,7 +239,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool) -> Plan:
         parent = record.get("parentId") if "id" in record else previous
         node = _Node(index, line, node_id, parent if isinstance(parent, str) and parent in nodes else previous)
         if node_id in nodes:
-            on_bad(BadLine(str(path), line.number, f"entry id {node_id!r} repeats"))
+            on_bad(BadLine(str(path), line.number, f"entry id {short(node_id)} repeats"))
             continue
         nodes[node_id] = node
         order.append(node)
