@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from threadlog import Store
+from threadlog import Store, import_claude_code
+from threadlog.importers.lines import BadLine
 from threadlog.cli import cli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -57,10 +58,27 @@ def test_a_refused_import_into_a_new_file_after_good_sessions_keeps_them(tmp_pat
     bad.write_bytes(b"{\n")
     db = tmp_path / "new.db"
     code, _, err = invoke("--db", str(db), "import", "pi", str(good), str(bad))
-    assert code == 1 and str(bad) in err
+    assert code == 1 and len(err.splitlines()) == 1
+    # The refusal says what was wrong, and that what came before it was written.
+    assert err.startswith(f"error: {bad}:1: not JSON")
+    assert err.rstrip().endswith("; the 1 file(s) before it were imported (72 event(s) added); importing again adds only what is missing")
     with Store(db) as store:
-        assert store.counts().threads >= 1
+        assert store.counts().events == 72
         store.verify()
+    code, _, err = invoke("--db", str(db), "import", "pi", str(good), str(bad))
+    assert code == 1 and "before it were imported" not in err  # nothing was added this time
+
+
+def test_a_refused_claude_code_session_notes_the_sessions_imported_before_it(tmp_path: Path) -> None:
+    session = FIXTURES / "claude-code" / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / session.name).write_bytes(session.read_bytes())
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "bad.jsonl").write_bytes(b"[]\n")
+    with Store(tmp_path / "t.db") as store, pytest.raises(BadLine) as caught:
+        import_claude_code(store, [tmp_path / "a", tmp_path / "b"])
+    assert (caught.value.file, caught.value.line) == (str(tmp_path / "b" / "bad.jsonl"), 1)
+    assert caught.value.__notes__ == ["the 1 session(s) before it were imported (37 event(s) added); importing again adds only what is missing"]
 
 
 def test_an_error_naming_a_huge_value_stays_one_short_line(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ class _Group(click.Group):
             click.echo("interrupted", err=True)
             sys.exit(130)
         except StoreError as error:
-            _fail(_cli_words(str(error)))
+            _fail(_cli_words("; ".join([str(error), *getattr(error, "__notes__", ())])))
         except BrokenPipeError:  # `threadlog log T | head`: the reader left; stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(1)

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventstore import Store
+from eventstore import Store, StoreError
 from eventstore.recorded import short
 
 from .lines import BadLine, Line, read_lines, text_name
 from .plan import Plan, PlannedStream, stable_id, write_plan
-from .summary import ImportSummary
+from .summary import ImportSummary, note_written
 
 TOOL = "pi"
 
@@ -275,7 +275,7 @@ def import_pi(
 ) -> ImportSummary:
     """Import pi session files (or directories of them, searched recursively); idempotent,
     as `import_claude_code`. A malformed line raises `BadLine` (nothing of that file is
-    written) or, with `skip_bad=True`, is skipped and reported."""
+    written; the files before it stay imported, as its note says) or, with `skip_bad=True`, is skipped and reported."""
     files: list[Path] = []
     for item in paths:
         path = Path(item)
@@ -283,11 +283,15 @@ def import_pi(
         files.extend(text_name(p) for p in found)
     summary = ImportSummary()
     total, done = sum(p.stat().st_size for p in files), 0
-    for path in files:
+    for number, path in enumerate(files):
         part = ImportSummary()
-        plan = _plan_file(path, part, skip_bad)
-        part.events = sum(len(s.events) + 1 for s in plan.streams)
-        part.added = write_plan(store, plan)
+        try:
+            plan = _plan_file(path, part, skip_bad)
+            part.events = sum(len(s.events) + 1 for s in plan.streams)
+            part.added = write_plan(store, plan)
+        except StoreError as error:
+            note_written(error, summary, f"{number} file(s)")
+            raise
         summary.merge(part)
         done += path.stat().st_size
         if progress is not None:

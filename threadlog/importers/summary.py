@@ -56,3 +56,12 @@ class ImportSummary:
             "bad": [{"file": f, "line": n, "why": why} for f, n, why in self.bad],
             "thread_ids": self.thread_ids,
         }
+
+
+def note_written(error: Exception, before: ImportSummary, sources: str) -> None:
+    """Tell, on `error` (a refused session or file), what the `sources` before it ("3
+    session(s)") wrote: each is written in its own transactions, so that stays, and a
+    refusal naming only the bad line read as if nothing had been imported."""
+    if before.added:
+        error.add_note(f"the {sources} before it were imported ({before.added} event(s) added); "
+                       "importing again adds only what is missing")
