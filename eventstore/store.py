@@ -121,10 +121,18 @@ def is_url(target: str | os.PathLike[str]) -> bool:
     return os.fspath(target).split("://", 1)[0] in ("postgresql", "postgres")
 
 
+# The longest wait for a lock: SQLite's busy timeout (and PostgreSQL's lock_timeout) is a
+# 32-bit count of milliseconds.
+MAX_TIMEOUT = (2**31 - 1) // 1000
+
+
 def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: float | None, read_only: bool,
           on_wait: Callable[[], None] | None) -> Backend:
     """The backend for a path or URL: a SQLite file (or `:memory:`), or a `postgresql://` URL."""
     text = os.fspath(target)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not 0 <= timeout <= MAX_TIMEOUT):  # NaN fails this too
+        raise StoreError(f"timeout must be a number of seconds from 0 to {MAX_TIMEOUT} (about 24 days), not {timeout!r}")
     if is_url(text):
         return _postgres(text, synchronous, timeout, read_only, on_wait)
     return SQLiteBackend(text, synchronous="NORMAL" if synchronous is None else synchronous,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from threadlog import Store, import_claude_code
+from threadlog import Store, StoreError, import_claude_code
 from threadlog.importers.lines import BadLine
 from threadlog.cli import cli
 
@@ -109,3 +109,26 @@ def test_a_session_line_with_a_huge_value_is_named_in_one_short_line(tmp_path: P
     assert code == 0
     [(file, line, why)] = [(b["file"], b["line"], b["why"]) for b in json.loads(out)["bad"]]
     assert (file, line) == (str(path), number) and len(why) < 200
+
+
+SECONDS = [("timeout", ["append", "T", "--role", "user", "--text", "x", "--timeout"]),
+           ("follow-interval", ["follow", "--interval"]),
+           ("import-follow-interval", ["import", "claude-code", "{dir}", "--follow", "--interval"])]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e308", "-1"])
+@pytest.mark.parametrize("args", [c[1] for c in SECONDS], ids=[c[0] for c in SECONDS])
+def test_a_number_of_seconds_that_is_not_finite_is_a_usage_error(tmp_path: Path, args: list[str], value: str) -> None:
+    db = tmp_path / "t.db"
+    _, thread, _ = invoke("--db", str(db), "new")
+    # `inf` and `1e308` overflowed a sleep or SQLite's lock timeout (a traceback); `nan` waited not at all.
+    given = {"T": thread.strip(), "{dir}": str(tmp_path)}
+    code, out, err = invoke("--db", str(db), *(given.get(a, a) for a in args), value)
+    assert code == 2 and out == "" and "Invalid value for '--" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), -1.0, 1e308], ids=["nan", "inf", "negative", "huge"])
+def test_the_library_refuses_a_timeout_it_cannot_wait(tmp_path: Path, timeout: float) -> None:
+    with pytest.raises(StoreError, match="timeout must be a number of seconds from 0 to"):
+        Store(tmp_path / "t.db", timeout=timeout)
+    assert not (tmp_path / "t.db").exists()

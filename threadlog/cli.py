@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
 import time
@@ -20,7 +21,7 @@ import click
 from eventstore import IntegrityError, Store, StoreError, ThreadNotFound
 from eventstore.errors import SchemaTooOld
 from eventstore.events import MAX_DEPTH
-from eventstore.store import is_url
+from eventstore.store import MAX_TIMEOUT, is_url
 
 from projections import (
     anthropic_request,
@@ -129,8 +130,24 @@ def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(func)
 
 
+class Seconds(click.FloatRange):
+    """A number of seconds to wait: finite (`nan` passes a range check and `inf` overflows a
+    sleep or a lock timeout), and at most what SQLite can wait for a lock."""
+
+    name = "seconds"
+
+    def __init__(self, least: float) -> None:
+        super().__init__(min=least, max=MAX_TIMEOUT)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{seconds} is not a number of seconds from {self.min} to {self.max}", param, ctx)
+        return seconds
+
+
 def timeout_option(func: F) -> F:
-    return click.option("--timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
+    return click.option("--timeout", type=Seconds(least=0), default=30.0, show_default=True,
                         help="Seconds to wait for another writer's lock before giving up.")(func)
 
 
@@ -746,7 +763,7 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
 @click.option("--thread", "thread", type=THREAD, help="Only THREAD's events.")
 @click.option("--forks", is_flag=True, help="With --thread: its forks' events too (forks made while following included).")
 @click.option("--after", type=click.IntRange(min=0), help="Start after this position (default: the log's end now).")
-@click.option("--interval", type=click.FloatRange(min=0.01), default=0.25, show_default=True, help="Seconds between polls.")
+@click.option("--interval", type=Seconds(least=0.01), default=0.25, show_default=True, help="Seconds between polls.")
 @json_option
 @with_store()
 def follow(store: Store, thread: str | None, forks: bool, after: int | None, interval: float, as_json: bool) -> None:
@@ -834,7 +851,7 @@ def import_group(db: str | None) -> None:
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
 @click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing their session.")
 @click.option("--follow", is_flag=True, help="Keep running and mirror the sessions as Claude Code writes them (Ctrl-C stops).")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=0.5, show_default=True, help="With --follow: seconds between polls.")
+@click.option("--interval", type=Seconds(least=0.05), default=0.5, show_default=True, help="With --follow: seconds between polls.")
 @json_option
 @with_store("create")
 def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: bool, follow: bool, interval: float, as_json: bool) -> None:
