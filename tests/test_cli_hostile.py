@@ -132,3 +132,21 @@ def test_the_library_refuses_a_timeout_it_cannot_wait(tmp_path: Path, timeout: f
     with pytest.raises(StoreError, match="timeout must be a number of seconds from 0 to"):
         Store(tmp_path / "t.db", timeout=timeout)
     assert not (tmp_path / "t.db").exists()
+
+
+EMPTY_PATH = [("db-before-the-command", ["--db", "", "new"]), ("db-after-the-command", ["new", "--db", ""]),
+              ("db-of-a-group", ["import", "--db", "", "pi", "{file}"]),
+              ("transcript-output", ["transcript", "T", "-o", ""]), ("export-output", ["export", "T", "-o", ""])]
+
+
+@pytest.mark.parametrize("args", [c[1] for c in EMPTY_PATH], ids=[c[0] for c in EMPTY_PATH])
+def test_an_empty_path_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+    # `--db "$DB"` with DB unset: it used ./threadlog.db (and `-o ""` printed to stdout).
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("THREADLOG_DB", raising=False)
+    db = tmp_path / "kept.db"
+    _, thread, _ = invoke("--db", str(db), "new")
+    given = {"T": thread.strip(), "{file}": str(PI)}
+    code, out, err = invoke(*(["--db", str(db)] if "T" in args else []), *(given.get(a, a) for a in args))
+    assert code == 2 and out == "" and "an empty path names no file" in err, (code, out, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.db"]

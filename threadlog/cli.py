@@ -115,13 +115,26 @@ def _cli_words(message: str) -> str:
 DEFAULT_DB = "threadlog.db"
 
 
+class FilePath(click.Path):
+    """A file to open or write: `--db ""` (a shell variable left unset) names none, and was
+    taken as no option at all (./threadlog.db, or stdout for `-o`)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "":
+            self.fail("an empty path names no file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def db_option(func: F) -> F:
     """`--db`, accepted after any command (and before it, on the group)."""
     return click.option(
         "--db",
         "db",
         default=None,
-        type=click.Path(dir_okay=False),
+        type=FilePath(),
         help=f"Database file [default: $THREADLOG_DB, else ./{DEFAULT_DB}].",
     )(func)
 
@@ -264,7 +277,7 @@ def _emit_json_array(items: Iterable[Any]) -> None:
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", "db", envvar="THREADLOG_DB", type=click.Path(dir_okay=False),
+@click.option("--db", "db", envvar="THREADLOG_DB", type=FilePath(),
               help=f"Database file for every command (or $THREADLOG_DB) [default: ./{DEFAULT_DB}].")
 @click.version_option(package_name="threadlog")
 def cli(db: str | None) -> None:
@@ -597,7 +610,7 @@ def rows(store: Store, thread: str, at: int | None, as_json: bool, no_pager: boo
 
 @cli.command("transcript")
 @click.argument("thread", type=THREAD)
-@click.option("-o", "--output", "output_path", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", "output_path", type=FilePath(),
               help="Write it to FILE atomically instead of printing it.")
 @click.option("--max-bytes", type=click.IntRange(min=2048), default=512 * 1024, show_default=True,
               help="Bound on the whole transcript, in UTF-8 bytes.")
@@ -911,7 +924,7 @@ def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_j
                    "unbounded transcript; anthropic: the Messages API request (as `request` prints it).")
 @click.option("--all", "everything", is_flag=True, help="Every thread and event in the file (a backup), as events.")
 @click.option("--model", help="With --format anthropic: the model to name (default: the thread's).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=FilePath(),
               help="Write to FILE (atomically: a failed export leaves the old file) instead of stdout.")
 @with_store()
 def export_command(store: Store, thread: str | None, format_: str, everything: bool, model: str | None, output: str | None) -> None:
