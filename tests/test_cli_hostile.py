@@ -136,11 +136,19 @@ def test_the_library_refuses_a_timeout_it_cannot_wait(tmp_path: Path, timeout: f
 
 EMPTY_PATH = [("db-before-the-command", ["--db", "", "new"]), ("db-after-the-command", ["new", "--db", ""]),
               ("db-of-a-group", ["import", "--db", "", "pi", "{file}"]),
-              ("transcript-output", ["transcript", "T", "-o", ""]), ("export-output", ["export", "T", "-o", ""])]
+              ("transcript-output", ["transcript", "T", "-o", ""]), ("export-output", ["export", "T", "-o", ""]),
+              ("fork-transcript", ["fork", "T", "--context", "note", "--transcript", ""])]
+# A path ending in a slash names a directory: it was written as a file without the slash,
+# while a fork note named the path as typed.
+SLASHED = [("db", ["--db", "new/", "new"]), ("transcript-output", ["transcript", "T", "-o", "notes/"]),
+           ("fork-transcript", ["fork", "T", "--context", "note", "--transcript", "notes/"])]
 
 
-@pytest.mark.parametrize("args", [c[1] for c in EMPTY_PATH], ids=[c[0] for c in EMPTY_PATH])
-def test_an_empty_path_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+@pytest.mark.parametrize(("args", "says"), [(c[1], "an empty path names no file") for c in EMPTY_PATH]
+                         + [(c[1], "ends with a slash, so it names a directory") for c in SLASHED],
+                         ids=[f"empty-{c[0]}" for c in EMPTY_PATH] + [f"slash-{c[0]}" for c in SLASHED])
+def test_a_path_that_names_no_file_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                                    says: str) -> None:
     # `--db "$DB"` with DB unset: it used ./threadlog.db (and `-o ""` printed to stdout).
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("THREADLOG_DB", raising=False)
@@ -148,5 +156,6 @@ def test_an_empty_path_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.Monk
     _, thread, _ = invoke("--db", str(db), "new")
     given = {"T": thread.strip(), "{file}": str(PI)}
     code, out, err = invoke(*(["--db", str(db)] if "T" in args else []), *(given.get(a, a) for a in args))
-    assert code == 2 and out == "" and "an empty path names no file" in err, (code, out, err)
+    assert code == 2 and out == "" and says in err, (code, out, err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.db"]
+    assert json.loads(invoke("--db", str(db), "ls", "--all", "--json")[1])[0]["kind"] == "thread"  # no fork was made

@@ -117,7 +117,8 @@ DEFAULT_DB = "threadlog.db"
 
 class FilePath(click.Path):
     """A file to open or write: `--db ""` (a shell variable left unset) names none, and was
-    taken as no option at all (./threadlog.db, or stdout for `-o`)."""
+    taken as no option at all (./threadlog.db, or stdout for `-o`); `notes/` names a
+    directory, and was written as the file `notes` (while a fork note named `notes/`)."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False)
@@ -125,6 +126,8 @@ class FilePath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if value == "":
             self.fail("an empty path names no file", param, ctx)
+        if isinstance(value, str) and value.endswith(("/", os.sep)):
+            self.fail(f"{value!r} ends with a slash, so it names a directory; name a file", param, ctx)
         return super().convert(value, param, ctx)
 
 
@@ -395,7 +398,7 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
               help="With --context note: when the model is told to consult the parent's transcript.")
 @click.option("--unanswered", type=click.Choice(["refuse", "drop"]), default="refuse", show_default=True,
               help="What to do with tool calls that have no result.")
-@click.option("--transcript", "transcript_path", metavar="PATH",
+@click.option("--transcript", "transcript_path", metavar="PATH", type=FilePath(),
               help="With --context note: write the parent's transcript, as of the fork point, to PATH (atomically, "
                    "before forking) and name it in the fork note.")
 @json_option
