@@ -13,6 +13,7 @@ import json
 import os
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -220,6 +221,14 @@ class Store:
     def count_snapshots(self) -> int:
         """How many projection states are cached (see `save_snapshot`)."""
         return self.backend.count_snapshots()
+
+    def consistent(self) -> AbstractContextManager[None]:
+        """`with store.consistent():` every read inside sees the log as of one moment (one read
+        transaction), however other connections write meanwhile (they are not blocked). What
+        reads the log in several queries and must agree with itself runs in one: an export,
+        whose stream lines must name every stream its events are in. Write through another
+        `Store` meanwhile, not this one."""
+        return self.backend.read_transaction()
 
     def finish_before_close(self, reader: ClosingReader) -> None:
         """Call `reader.store_closing()` just before this store closes, while it can still read.

@@ -261,3 +261,23 @@ def test_export_anthropic_is_the_request_and_a_failed_export_keeps_the_old_file(
     assert result.exit_code == 1 and "nosuchthread" in result.stderr
     assert out.read_text() == "the previous backup\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".backup")] == []
+
+
+@pytest.mark.parametrize("export", [export_all, lambda store: export_events(store, "t")], ids=["all", "thread"])
+def test_an_export_read_while_another_connection_writes_restores(tmp_path: Path, export: Any) -> None:
+    db = tmp_path / "a.db"
+    with Store(db) as store:
+        t = store.create_thread(thread_id="t")
+        store.append_message(t, "user", "hello")
+    with Store(db) as reader, Store(db) as writer:
+        lines = export(reader)
+        head = [next(lines), next(lines)]  # the format line and the first stream line: the export has begun
+        late = writer.create_thread(title="created while the export was read")
+        writer.append_message(late, "user", "hi")
+        writer.fork(late)
+        writer.append_message(t, "assistant", "appended while the export was read")
+        path = write(tmp_path / "export.jsonl", [*head, *lines])
+    with Store(tmp_path / "b.db") as restored:
+        import_events(restored, path)  # refused: "stream … has no stream line before its events"
+        assert [e.type for e in restored.read("t")] == ["thread.created", "message.appended"]  # the log as the export began
+        restored.verify()
