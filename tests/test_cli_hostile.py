@@ -159,3 +159,21 @@ def test_a_path_that_names_no_file_is_a_usage_error(tmp_path: Path, monkeypatch:
     assert code == 2 and out == "" and says in err, (code, out, err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.db"]
     assert json.loads(invoke("--db", str(db), "ls", "--all", "--json")[1])[0]["kind"] == "thread"  # no fork was made
+
+
+def checkpoint(db: Path) -> str:
+    with Store(db, read_only=True) as store:
+        return store.checkpoint()
+
+
+def test_an_interrupt_answer_nested_too_deeply_is_named_as_the_answer(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    thread = invoke("--db", str(db), "new")[1].strip()
+    assert invoke("--db", str(db), "interrupt", "raise", thread, "ask", "--question", "go?")[0] == 0
+    before = checkpoint(db)
+    # It said "an event is nested too deeply to show; `threadlog verify` names its position".
+    code, _, err = invoke("--db", str(db), "interrupt", "resolve", thread, "ask", "--answer", "[" * 20_000 + "]" * 20_000)
+    assert (code, err) == (1, "error: --answer is JSON nested too deeply; an event holds at most 100 levels\n")
+    assert checkpoint(db) == before
+    code, out, _ = invoke("--db", str(db), "interrupt", "resolve", thread, "ask", "--answer", "{not json", "--json")
+    assert code == 0 and json.loads(out)["data"]["answer"] == "{not json"

@@ -251,10 +251,13 @@ def _read_text(path: str) -> str:
         return file.read().decode("utf-8")
 
 
-def _parse_json(text: str, what: str) -> Any:
+def _parse_json(text: str, what: str, or_text: bool = False) -> Any:
+    """`text` parsed as JSON (or, with `or_text`, kept as text when it is not JSON)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
+        if or_text:
+            return text
         raise StoreError(f"{what} is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})") from None
     except RecursionError:
         raise StoreError(f"{what} is JSON nested too deeply; an event holds at most {MAX_DEPTH} levels") from None
@@ -481,10 +484,7 @@ def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: str 
     """Record the human's answer to INTERRUPT_ID on THREAD (`threadlog ask` then resumes)."""
     from .live import resolve_interrupt
 
-    try:
-        value: Any = json.loads(answer) if answer is not None else None
-    except json.JSONDecodeError:
-        value = answer
+    value = _parse_json(answer, "--answer", or_text=True) if answer is not None else None
     _recorded(resolve_interrupt(store, thread, interrupt_id, value), as_json)
 
 
