@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from threadlog import Store, StoreError, import_claude_code
 from threadlog.importers.lines import BadLine
 from threadlog.cli import cli
+from tests.backends import file_dump
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PI = next((FIXTURES / "pi").rglob("*.jsonl"))
@@ -177,3 +178,17 @@ def test_an_interrupt_answer_nested_too_deeply_is_named_as_the_answer(tmp_path: 
     assert checkpoint(db) == before
     code, out, _ = invoke("--db", str(db), "interrupt", "resolve", thread, "ask", "--answer", "{not json", "--json")
     assert code == 0 and json.loads(out)["data"]["answer"] == "{not json"
+
+
+def test_an_older_copy_of_an_imported_session_adds_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    assert invoke("--db", str(db), "import", "pi", str(PI))[0] == 0
+    older = tmp_path / "backup" / PI.name
+    older.parent.mkdir()
+    older.write_bytes(b"".join(PI.read_bytes().splitlines(keepends=True)[:40]))  # the session as it was earlier
+    before = file_dump(db)
+    # It was refused: "holds events the source no longer has in that order (was the session file rewritten?)".
+    code, out, err = invoke("--db", str(db), "import", "pi", "--json", str(older))
+    assert code == 0 and json.loads(out)["added"] == 0, err
+    assert file_dump(db) == before
+

@@ -109,7 +109,9 @@ def _first_event_id(stream: PlannedStream) -> str:
 
 
 def _stored(store: Store, stream: PlannedStream) -> int | None:
-    """How many of the stream's planned events the store holds (None: not the stream itself)."""
+    """How many of the stream's planned events the store holds (None: not the stream itself).
+    A source that is an older copy (the session as it was, a prefix of what is stored) holds
+    nothing new: all of its events are stored."""
     try:
         info = store.thread(stream.id)
     except ThreadNotFound:
@@ -118,8 +120,9 @@ def _stored(store: Store, stream: PlannedStream) -> int | None:
     if not ids or ids[0] != _first_event_id(stream):
         raise ImportConflict(f"thread {stream.id!r} exists but was not imported from this source; "
                              "import into another database")
-    stored = len(ids) - 1
-    if ids[1:] != [event.event_id for event in stream.events[:stored]]:
+    planned = [event.event_id for event in stream.events]
+    stored = min(len(ids) - 1, len(planned))  # an older copy of the source holds fewer: all of them stored, none to add
+    if ids[1:stored + 1] != planned[:stored]:
         raise ImportConflict(f"thread {stream.id!r} holds events the source no longer has in that order "
                              "(was the session file rewritten?); import it into another database")
     return stored
