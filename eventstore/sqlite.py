@@ -654,8 +654,12 @@ class SQLiteBackend:
 
     @contextlib.contextmanager
     def read_transaction(self) -> Iterator[None]:
-        """A consistent view for several reads; in WAL mode writers are not blocked meanwhile."""
+        """A consistent view for several reads; in WAL mode writers are not blocked meanwhile.
+        Inside a transaction already (a read view, or a write), the reads are in that one's view."""
         conn = self.conn
+        if conn.in_transaction:
+            yield
+            return
         try:
             conn.execute("BEGIN")
             conn.execute("SELECT 1 FROM streams LIMIT 1").fetchall()  # takes the read snapshot

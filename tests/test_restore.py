@@ -281,3 +281,17 @@ def test_an_export_read_while_another_connection_writes_restores(tmp_path: Path,
         import_events(restored, path)  # refused: "stream … has no stream line before its events"
         assert [e.type for e in restored.read("t")] == ["thread.created", "message.appended"]  # the log as the export began
         restored.verify()
+
+
+def test_an_export_inside_a_consistent_view_reads_that_view(tmp_path: Path) -> None:
+    """`Store.consistent()` nests: an export (which takes one) inside a caller's raised "cannot
+    start a transaction within a transaction" on SQLite."""
+    db = tmp_path / "a.db"
+    with Store(db) as store, Store(db) as writer:
+        t = store.create_thread(thread_id="t")
+        with store.consistent():
+            assert store.head(t) == 1  # the view is taken by its first read
+            writer.append_message(t, "user", "after the view was taken")
+            events = [line["event"] for line in export_events(store, t) if "event" in line]
+            assert [e["offset"] for e in events] == [0]
+        assert store.head(t) == 2
