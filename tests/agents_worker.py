@@ -4,12 +4,17 @@
   prints the input the model was given (JSON), which is the session's history plus TEXT.
 - `add DB SESSION WRITER COUNT`: prints `ready`, waits for a line on stdin, then makes
   COUNT `add_items` calls of one user message each, `WRITER-0`, `WRITER-1`, …; prints `done`.
+- `mix DB SESSION WRITER COUNT SEED CLEARS`: prints `ready`, waits for a line, then makes COUNT
+  calls chosen by SEED: `add_items` of 1-3 user messages `WRITER-i-k`, `pop_item`, and with
+  CLEARS=1 now and then `clear_session`; prints what it did (JSON), waits for a line and
+  prints what the same session object's `get_items` gives then (JSON).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -38,6 +43,27 @@ async def add(session: ThreadlogSession, writer: str, count: int) -> None:
     print("done", flush=True)
 
 
+async def mix(session: ThreadlogSession, writer: str, count: int, seed: int, clears: bool) -> None:
+    print("ready", flush=True)
+    sys.stdin.readline()
+    rnd, done = random.Random(seed), []
+    for i in range(count):
+        roll = rnd.random()
+        if roll < 0.6:
+            items = [{"role": "user", "content": f"{writer}-{i}-{k}"} for k in range(rnd.randint(1, 3))]
+            await session.add_items(items)  # type: ignore[arg-type]
+            done.append(["add", [item["content"] for item in items]])
+        elif roll < 0.95 or not clears:
+            popped = await session.pop_item()
+            done.append(["pop", popped and popped["content"]])  # type: ignore[index]
+        else:
+            await session.clear_session()
+            done.append(["clear", None])
+    print(json.dumps(done), flush=True)
+    sys.stdin.readline()  # the parent reads every view once every writer is done
+    print(json.dumps([item["content"] for item in await session.get_items()]), flush=True)  # type: ignore[index]
+
+
 def main() -> None:
     set_tracing_disabled(True)
     mode, db, session_id, *args = sys.argv[1:]
@@ -47,6 +73,8 @@ def main() -> None:
             asyncio.run(turn(session, args[0], args[1]))
         elif mode == "add":
             asyncio.run(add(session, args[0], int(args[1])))
+        elif mode == "mix":
+            asyncio.run(mix(session, args[0], int(args[1]), int(args[2]), args[3] == "1"))
         else:
             raise SystemExit(f"unknown mode {mode!r}")
 

@@ -183,7 +183,11 @@ class ThreadlogSession:
             except ConcurrencyError:
                 self._moved(view)
                 continue
-            self._view = _View(nxt, self._continue(view.thread, nxt, offset, self._branch))
+            self._continue(view.thread, nxt, offset, self._branch)
+            # Not the new thread's head as read: another process may already have written
+            # there and popped again, and an append expecting a head past that pop's
+            # superseding event would go where no reader follows. `_follow` checks.
+            self._view = self._follow(nxt)
             return cast("TResponseInputItem", item)
         return None
 
@@ -400,15 +404,14 @@ class ThreadlogSession:
                     self.store.save_snapshot(TURNS, TURNS_VERSION, view.thread, head, {"offsets": turns.offsets}, as_of=as_of)
         return None, []
 
-    def _continue(self, thread: str, nxt: str, at: int | None, branch: str) -> int:
-        """Make the thread a branch continues in, unless it exists; returns its head."""
+    def _continue(self, thread: str, nxt: str, at: int | None, branch: str) -> None:
+        """Make the thread a branch continues in, unless it exists."""
         if not self._exists(nxt):
             try:
-                return self._start(thread, nxt, at, branch)
+                self._start(thread, nxt, at, branch)
             except (InvalidEvent, ConcurrencyError):
                 if not self._exists(nxt):  # not a race with another process making it
                     raise
-        return self.store.head(nxt)
 
     def _start(self, thread: str, new: str, at: int | None, branch: str) -> int:
         """Thread `new` for `branch`: `thread`'s first `at` events (a fork), or empty when

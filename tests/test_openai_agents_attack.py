@@ -1,0 +1,265 @@
+"""`ThreadlogSession` used as its users would misuse it: processes racing on one session,
+items of every shape the Agents SDK makes and some it should not, hostile names.
+
+Real SQLite files and real processes (`tests/agents_worker.py`); the SDK's own
+`AdvancedSQLiteSession` is the oracle for the edges where threadlog claims to behave the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+agents = pytest.importorskip("agents")
+
+from agents.extensions.memory import AdvancedSQLiteSession  # noqa: E402
+
+from threadlog import InvalidEvent, Store  # noqa: E402
+from threadlog.integrations.openai_agents import ThreadlogSession  # noqa: E402
+
+WORKER = str(Path(__file__).resolve().parent / "agents_worker.py")
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "agents.db"
+
+
+# -- several processes on one session -----------------------------------------------------------
+
+
+def race(db: Path, writers: int, count: int, clears: bool) -> tuple[list[list[Any]], list[list[str]]]:
+    """Start `writers` processes mixing add_items/pop_item (and clear_session) on one session at
+    once; returns what each did and what each one's session object reads once all are done."""
+    Store(db).close()
+    procs = [subprocess.Popen([sys.executable, WORKER, "mix", str(db), "shared", f"w{k}", str(count), str(k), "1" if clears else "0"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for k in range(writers)]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        done = []
+        for proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()[-3000:] if proc.stderr else ""
+            done.append(json.loads(line))
+        views = []
+        for proc in procs:
+            out, err = proc.communicate("views\n", timeout=120)
+            assert proc.returncode == 0, err[-3000:]
+            views.append(json.loads(out))
+        return done, views
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_processes_adding_and_popping_one_session_lose_nothing_and_pop_nothing_twice(db: Path) -> None:
+    """A process that popped could be handed the head of the thread the branch moved to as
+    it read it, after another process had written there and popped again: its next
+    `add_items` went after that pop's superseding event, where no reader follows (items
+    lost), and the thread looked current again to some readers (an item popped twice)."""
+    done, views = race(db, writers=3, count=60, clears=False)
+    added = [text for ops in done for op, value in ops if op == "add" for text in value]
+    popped = [value for ops in done for op, value in ops if op == "pop" and value is not None]
+    final = views[0]
+    assert all(view == final for view in views)  # every process ends with the same view
+    assert sorted(popped) == sorted(set(popped))  # nothing popped twice
+    assert sorted(final + popped) == sorted(added)  # nothing lost, nothing duplicated
+    order = {text: i for i, text in enumerate(added)}  # each writer's items keep their order
+    for k in range(3):
+        mine = [text for text in final if text.startswith(f"w{k}-")]
+        assert mine == sorted(mine, key=order.__getitem__)
+    with Store(db) as store:
+        assert [item["content"] for item in run(ThreadlogSession("shared", store).get_items())] == final
+        store.verify()
+
+
+def test_processes_clearing_while_others_add_and_pop_agree_on_the_view(db: Path) -> None:
+    done, views = race(db, writers=3, count=50, clears=True)
+    added = [text for ops in done for op, value in ops if op == "add" for text in value]
+    popped = [value for ops in done for op, value in ops if op == "pop" and value is not None]
+    final = views[0]
+    assert all(view == final for view in views)
+    assert sorted(popped) == sorted(set(popped)) and set(popped) <= set(added)
+    assert len(final) == len(set(final)) and set(final) <= set(added) - set(popped)
+    with Store(db) as store:
+        assert [item["content"] for item in run(ThreadlogSession("shared", store).get_items())] == final
+        store.verify()
+
+
+# -- items ------------------------------------------------------------------------------------------
+
+SDK_ITEMS: list[dict[str, Any]] = [
+    user("plain"),
+    {"role": "user", "content": [{"type": "input_text", "text": "look"},
+                                 {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "high"},
+                                 {"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBE"}]},
+    {"role": "system", "content": "be brief"},
+    {"role": "developer", "content": "use tools"},
+    {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+     "content": [{"type": "output_text", "text": "hi", "annotations": [], "logprobs": []}]},
+    {"type": "message", "role": "assistant", "id": "msg_2", "status": "completed",
+     "content": [{"type": "refusal", "refusal": "no"}]},
+    {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Lyon\"}", "id": "fc_1"},
+    {"type": "function_call_output", "call_id": "c1", "output": "Sunny"},
+    {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_image", "image_url": "https://x/y.png"}]},
+    {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "thinking"}], "encrypted_content": "gAAA"},
+    {"type": "reasoning", "id": "rs_2", "summary": []},
+    {"type": "computer_call", "id": "cu_1", "call_id": "c3", "action": {"type": "click", "x": 1, "y": 2, "button": "left"},
+     "pending_safety_checks": [], "status": "completed"},
+    {"type": "computer_call_output", "call_id": "c3", "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AA"}},
+    {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "trains"}},
+    {"type": "file_search_call", "id": "fs_1", "queries": ["q"], "status": "completed", "results": None},
+    {"type": "image_generation_call", "id": "ig_1", "result": "iVBOR", "status": "completed"},
+    {"type": "local_shell_call", "id": "ls_1", "call_id": "c4", "action": {"type": "exec", "command": ["ls"], "env": {}},
+     "status": "completed"},
+    {"type": "local_shell_call_output", "id": "c4", "output": "a\nb"},
+    {"type": "mcp_call", "id": "mcp_1", "server_label": "s", "name": "t", "arguments": "{}", "output": None, "error": None},
+    {"type": "mcp_approval_request", "id": "ar_1", "server_label": "s", "name": "t", "arguments": "{}"},
+    {"type": "mcp_approval_response", "approval_request_id": "ar_1", "approve": True},
+    {"type": "custom_tool_call", "call_id": "c5", "name": "grammar", "input": "x + 1"},
+    {"type": "custom_tool_call_output", "call_id": "c5", "output": "2"},
+    {"type": "item_reference", "id": "msg_0"},
+    {"type": "compaction", "encrypted_content": "gAAAA"},
+    user("NUL\x00 and controls \x01\x1b[31m\r\u2028\ufeff"),
+    {"type": "function_call", "call_id": "c6", "name": "\x00", "arguments": "\x00\ud7ff\U0010ffff"},
+    {"role": "user", "content": ""},
+    {"role": "assistant", "content": "   "},
+    {},
+    {"role": None, "content": None, "type": None},
+    {"type": "x", "numbers": [0, -0.0, 1.0, 1e308, 2**70, -(2**63), True, False, None], "nested": {"a": {"b": {"c": [[[]]]}}}},
+    {"type": "x", "deep": json.loads("[" * 90 + "]" * 90)},
+    user("x" * 5_000_000),
+]
+
+
+def test_every_item_shape_the_sdk_makes_reads_back_exactly_here_and_in_a_new_process(db: Path) -> None:
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(session.add_items(SDK_ITEMS))  # type: ignore[arg-type]
+        assert run(session.get_items()) == SDK_ITEMS
+        store.verify()
+    read = ("import asyncio, json, sys; from threadlog import Store; from threadlog.integrations.openai_agents import ThreadlogSession;"
+            "print(json.dumps(asyncio.run(ThreadlogSession('ana', Store(sys.argv[1])).get_items())))")
+    other = subprocess.run([sys.executable, "-c", read, str(db)], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(other.stdout) == SDK_ITEMS
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        assert [run(session.pop_item()) for _ in SDK_ITEMS] == SDK_ITEMS[::-1]
+        assert run(session.pop_item()) is None
+        store.verify()
+
+
+def _deep(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(("item", "why"), [
+    ({"role": "user", "content": {1, 2}}, "not storable as UTF-8 JSON"),
+    ({"role": "user", "content": b"bytes"}, "not storable as UTF-8 JSON"),
+    ({"type": "function_call", "arguments": float("nan")}, "not storable as UTF-8 JSON"),
+    ({"type": "x", "v": float("inf")}, "not storable as UTF-8 JSON"),
+    ({"type": "x", "v": object()}, "not storable as UTF-8 JSON"),
+    ({"type": "x", 1: "int key"}, "valid string"),
+    ({"role": "user", "content": "lone \ud800 surrogate"}, "not storable as UTF-8 JSON"),
+    ({"type": "function_call_output", "output": "\udfff"}, "not storable as UTF-8 JSON"),
+    ({"type": "x", "v": _deep(5000)}, "nested more than 100 levels"),
+    ("text", "must be a dict"),
+    (None, "must be a dict"),
+], ids=["set", "bytes", "nan", "inf", "object", "int-key", "surrogate-text", "surrogate-output", "too-deep", "str", "none"])
+def test_an_item_the_store_cannot_hold_exactly_is_refused_and_nothing_is_written(db: Path, item: Any, why: str) -> None:
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(session.add_items([user("kept")]))
+        events = store.counts().events
+        with pytest.raises(InvalidEvent, match=why) as refused:
+            run(session.add_items([user("not kept"), item]))
+        assert refused.value.field.startswith("events[1]") or refused.value.field == "items[1]"
+        assert store.counts().events == events
+        assert run(session.get_items()) == [user("kept")]
+        run(session.add_items([user("after")]))
+        assert run(ThreadlogSession("ana", store).get_items()) == [user("kept"), user("after")]
+        store.verify()
+
+
+# -- names ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("session_id", [" ", "\n", "a\x00b", "x" * 100_000, "a/b", "main", "🙂"],
+                         ids=["blank", "newline", "nul", "huge", "slash", "main", "emoji"])
+def test_any_text_is_a_session_id_and_sessions_stay_apart(db: Path, session_id: str) -> None:
+    with Store(db) as store:
+        mine, other = ThreadlogSession(session_id, store), ThreadlogSession(session_id + "-other", store)
+        run(mine.add_items([user("mine")]))
+        run(other.add_items([user("other")]))
+        assert run(ThreadlogSession(session_id, store).get_items()) == [user("mine")]
+        run(mine.create_branch_from_turn(1, "b" + session_id))
+        assert run(mine.get_items()) == []
+        store.verify()
+
+
+# -- the SDK's edges ----------------------------------------------------------------------------------
+
+
+def _answers(session: Any) -> list[Any]:
+    async def calls() -> list[Any]:
+        out: list[Any] = [await session.pop_item(), await session.get_items()]
+        await session.clear_session()
+        await session.clear_session()
+        await session.add_items([user("a"), {"role": "assistant", "content": "b"}, user("c"), user("100% a_b \\ x")])
+        out += [await session.get_items(limit=limit) for limit in (0, -1, -7, 1, 3, 10**9)]
+        for call in (lambda: session.switch_to_branch("nope"), lambda: session.delete_branch("nope"),
+                     lambda: session.delete_branch("main"), lambda: session.delete_branch(" "),
+                     lambda: session.create_branch_from_turn(0), lambda: session.create_branch_from_turn(-1),
+                     lambda: session.create_branch_from_turn(4), lambda: session.create_branch_from_turn(1, "main"),
+                     lambda: session.create_branch_from_turn(1, ""), lambda: session.create_branch_from_content("zzz"),
+                     lambda: session.create_branch_from_turn(2, "b"), lambda: session.delete_branch("b"),
+                     lambda: session.switch_to_branch("main"), lambda: session.create_branch_from_turn(1, "b"),
+                     lambda: session.switch_to_branch("b"), lambda: session.delete_branch("b", force=True),
+                     lambda: session.switch_to_branch("b"), lambda: session.get_items()):
+            try:
+                out.append(await call())
+            except ValueError as error:
+                out.append(str(error).split(" (it has")[0])  # threadlog's message also says how many turns there are
+        for term in ("%", "_", "\\", "100%", "a_b", "a%b", "", "A_B", "\\\\"):
+            out.append([turn["turn"] for turn in await session.find_turns_by_content(term)])
+        out.append([turn["turn"] for turn in await session.get_conversation_turns("nope")])
+        return out
+
+    return run(calls())
+
+
+def test_the_protocol_and_branch_edges_answer_as_the_sdk_does(tmp_path: Path) -> None:
+    with Store(tmp_path / "threadlog.db") as store:
+        ours = _answers(ThreadlogSession("ana", store))
+        store.verify()
+    oracle = AdvancedSQLiteSession(session_id="ana", db_path=tmp_path / "sdk.db", create_tables=True)
+    try:
+        assert ours == _answers(oracle)
+    finally:
+        oracle.close()
