@@ -223,6 +223,23 @@ def test_any_text_is_a_session_id_and_sessions_stay_apart(db: Path, session_id: 
         store.verify()
 
 
+def test_a_name_utf8_cannot_encode_is_refused_before_anything_is_written(db: Path) -> None:
+    """A lone surrogate in a session id was taken, then every write failed with an error about
+    a thread's event; in a branch name it failed with an error about a fork's data."""
+    with Store(db) as store:
+        with pytest.raises(InvalidEvent, match=r"^session_id: surrogates not allowed at index 1"):
+            ThreadlogSession("a\ud800", store)
+        session = ThreadlogSession("ana", store)
+        run(session.add_items([user("one"), user("two")]))
+        events = store.counts().events
+        with pytest.raises(InvalidEvent, match=r"^branch_name: surrogates not allowed at index 0"):
+            run(session.create_branch_from_turn(2, "\udc80x"))
+        assert store.counts().events == events and session.current_branch == "main"
+        with pytest.raises(ValueError, match="does not exist"):
+            run(session.switch_to_branch("\udc80x"))
+        store.verify()
+
+
 # -- the SDK's edges ----------------------------------------------------------------------------------
 
 

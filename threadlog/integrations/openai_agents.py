@@ -95,6 +95,7 @@ class ThreadlogSession:
                  session_settings: SessionSettings | dict[str, Any] | None = None) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise InvalidEvent("session_id", f"must be a non-empty string, not {session_id!r}")
+        _encodable("session_id", session_id)
         self.session_id = session_id
         self.session_settings = coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         self._owned = not isinstance(store, Store)
@@ -209,6 +210,8 @@ class ThreadlogSession:
         """
         if branch_name is not None and not branch_name.strip():
             raise ValueError("Branch name cannot be empty")
+        if branch_name is not None:
+            _encodable("branch_name", branch_name)
         view, offsets = self._turn_offsets()
         if isinstance(turn_number, bool) or not isinstance(turn_number, int) or not 1 <= turn_number <= len(offsets):
             raise ValueError(f"Turn {turn_number} does not contain a user message in branch '{self._branch}' "
@@ -476,6 +479,16 @@ class ThreadlogSession:
                 suffix += 1
                 candidate = f"{name}_{suffix}"
         return candidate
+
+
+def _encodable(field: str, name: str) -> None:
+    """Refuse a name the store cannot hold (a lone surrogate: not text UTF-8 can encode),
+    before anything is written, naming the argument instead of an event."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidEvent(field, f"{error.reason} at index {error.start} ({name[error.start]!r}): "
+                                  "give a name of text UTF-8 can encode") from None
 
 
 # -- items as messages --------------------------------------------------------------------------
