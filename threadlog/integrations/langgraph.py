@@ -231,7 +231,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         conf = config["configurable"]
         with self._lock:
             line = self._line(conf["thread_id"], conf.get("checkpoint_ns", ""))
-            cid = conf.get("checkpoint_id")
+            cid = conf.get("checkpoint_id") or None  # "" is no checkpoint id: the latest, as SqliteSaver reads it
             if cid is None:
                 live = line.live()
                 cid = max(live) if live else None
@@ -244,17 +244,19 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         with self._lock:
             found = []
             for line in self._lines_for(config):
-                wanted = (config or {}).get("configurable", {}).get("checkpoint_id")
+                wanted = (config or {}).get("configurable", {}).get("checkpoint_id") or None
                 cut = before["configurable"].get("checkpoint_id") if before else None
                 for cid in line.live():
                     if (wanted is not None and cid != wanted) or (cut is not None and cid >= cut):
                         continue
                     metadata = line.metadata(line.records[cid])
-                    if filter and any(metadata.get(k, _MISSING) != v for k, v in filter.items()):
+                    if filter and any(metadata.get(k) != v for k, v in filter.items()):  # None matches a missing key too
                         continue
                     found.append((cid, line))
             found.sort(key=lambda item: item[0], reverse=True)
-            tuples = [self._tuple(line, cid) for cid, line in found[:limit]]
+            if limit is not None and limit >= 0:  # a negative limit is none, as SQLite's LIMIT reads it in SqliteSaver
+                found = found[:limit]
+            tuples = [self._tuple(line, cid) for cid, line in found]
         yield from tuples
 
     def _lines_for(self, config: RunnableConfig | None) -> builtins.list[Line]:
@@ -563,9 +565,6 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self.prune(thread_ids, strategy=strategy)
-
-
-_MISSING = object()
 
 
 def _to_json(value: Any, serde: SerializerProtocol) -> Any:
