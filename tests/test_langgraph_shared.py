@@ -1,10 +1,14 @@
-"""`ThreadlogSaver` used as LangGraph users use a checkpointer: `list`/`get_tuple` at the edges
-of their arguments, where `SqliteSaver` is the reference (the saver is a one-line replacement
-for it). Real SQLite files.
+"""`ThreadlogSaver` used as LangGraph users use a checkpointer: several processes on one thread
+(writers racing, a process deleting and pruning while others write), `put` after a deletion,
+and `list`/`get_tuple` at the edges of their arguments, where `SqliteSaver` is the reference
+(the saver is a one-line replacement for it). Real SQLite files, real processes
+(`tests/langgraph_worker.py`).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +17,81 @@ import pytest
 pytest.importorskip("langgraph")
 
 from langchain_core.messages import AIMessage  # noqa: E402
+from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 
 from threadlog import Store  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
+
+WORKER = str(Path(__file__).resolve().parent / "langgraph_worker.py")
+SHARED: Any = {"configurable": {"thread_id": "shared"}}
+
+
+def start_together(db: Path, *argvs: list[str]) -> None:
+    """Run the workers at once (past their slow imports); each must end with `done`."""
+    Store(db).close()
+    procs = [subprocess.Popen([sys.executable, WORKER, argv[0], str(db), *argv[1:]], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for argv in argvs]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        for proc in procs:
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0 and out.strip() == "done", err[-3000:]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def contents(checkpoint: Any) -> list[str]:
+    return [m.content for m in checkpoint.checkpoint["channel_values"].get("messages", [])]
+
+
+def test_two_processes_running_one_thread_lose_no_turn(tmp_path: Path) -> None:
+    db = tmp_path / "shared.db"
+    start_together(db, ["invoke", "a", "12"], ["invoke", "b", "12"])
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        listed = list(saver.list(SHARED))
+        assert len(listed) == 2 * 12 * 3  # input, loop before the node, loop after it: every put kept
+        by_id = {c.config["configurable"]["checkpoint_id"]: c for c in listed}
+        for c in listed:
+            assert saver.get_tuple(c.config) is not None
+            if c.parent_config:  # a checkpoint's messages are its parent's, plus at most the step's one
+                parent = contents(by_id[c.parent_config["configurable"]["checkpoint_id"]])
+                assert contents(c)[:len(parent)] == parent and len(contents(c)) - len(parent) <= 1
+        answered = {m[-2] for c in listed if (m := contents(c)) and m[-1].startswith("echo")}
+        assert answered == {f"{w}-{i}" for w in "ab" for i in range(12)}
+        store.verify()
+
+
+def test_a_thread_deleted_and_pruned_by_one_process_while_two_write_stays_readable(tmp_path: Path) -> None:
+    """The deleting process appends its `langgraph.deleted` to the thread's root, which does not
+    conflict with a writer appending to a branch, and then erases the deleted checkpoints'
+    payloads. A writer that had not seen the deletion stored its checkpoint as changes from a
+    deleted parent: once erased, every read of the thread failed ("stored as changes from a
+    parent the log no longer holds"), in the writers too. And a deletion racing a writer's
+    append raised ConcurrencyError to its caller."""
+    db = tmp_path / "deleted.db"
+    start_together(db, ["invoke", "a", "30"], ["invoke", "b", "30"], ["delete", "25"])
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        listed = list(saver.list(SHARED))
+        for c in listed:
+            assert saver.get_tuple(c.config) is not None
+        latest = saver.get_tuple(SHARED)
+        assert (latest is None) == (listed == [])
+        store.verify()
+        app = echo(saver)
+        out = app.invoke({"messages": [("user", "after")]}, SHARED)  # the thread goes on
+        assert [m.content for m in out["messages"]][-2:] == ["after", "echo: after"]
+        store.verify()
 
 
 def echo(saver: ThreadlogSaver) -> Any:
@@ -27,6 +102,30 @@ def echo(saver: ThreadlogSaver) -> Any:
     graph.add_node("reply", reply)
     graph.add_edge(START, "reply")
     return graph.compile(checkpointer=saver)
+
+
+def put(saver: ThreadlogSaver, thread: str, parent: str | None, values: dict[str, Any], new: list[str], step: int) -> str:
+    versions = {channel: str(step) for channel in values}
+    checkpoint: Any = {**empty_checkpoint(), "channel_values": values, "channel_versions": versions}
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": "", **({"checkpoint_id": parent} if parent else {})}}
+    done = saver.put(config, checkpoint, {"source": "loop", "step": step}, {channel: versions[channel] for channel in new})
+    return str(done["configurable"]["checkpoint_id"])
+
+
+def test_a_checkpoint_put_on_a_deleted_parent_keeps_every_value(tmp_path: Path) -> None:
+    """A checkpoint stores only the channels new in it and reads the others from its parents;
+    put on a deleted parent (a run resumed from a config read before a delete_thread), the
+    others were gone: `get_tuple` gave only the new channels. SqliteSaver keeps them all."""
+    with Store(tmp_path / "orphan.db") as store:
+        saver = ThreadlogSaver(store)
+        first = put(saver, "t", None, {"a": 1, "b": "two"}, ["a", "b"], 1)
+        saver.delete_thread("t")
+        second = put(saver, "t", first, {"a": 1, "b": "two", "c": [3]}, ["c"], 2)
+        got = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_id": second}})
+        assert got is not None and got.checkpoint["channel_values"] == {"a": 1, "b": "two", "c": [3]}
+        assert got.parent_config is not None and got.parent_config["configurable"]["checkpoint_id"] == first
+        assert [c.checkpoint["id"] for c in saver.list({"configurable": {"thread_id": "t"}})] == [second]
+        store.verify()
 
 
 @pytest.fixture

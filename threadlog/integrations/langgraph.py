@@ -235,7 +235,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             if cid is None:
                 live = line.live()
                 cid = max(live) if live else None
-            if cid is None or cid not in line.records or cid in line.deleted:
+            if cid is None or cid not in line.records or cid in line.deleted or line.stranded(cid):
                 return None
             return self._tuple(line, cid)
 
@@ -300,17 +300,50 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                         raise
                     continue
                 break
+            if parent is not None:
+                self._settle(line, stream, checkpoint, md, parent)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
+    def _settle(self, line: Line, stream: str, checkpoint: Checkpoint, metadata: Any, parent: str) -> None:
+        """Restate a checkpoint just appended if its parent was deleted meanwhile.
+
+        Another process's `delete_thread` or `prune` appends its `langgraph.deleted` to the
+        line's root, which does not conflict with an append to a branch, then erases the
+        deleted checkpoints' payloads. A checkpoint stored as changes from its parent would
+        then read nothing. Whichever of the two appends comes second in the log sees the
+        other: the deleter, if this checkpoint came first (it restates it from the log
+        before erasing anything); this writer otherwise, which restates it here from the
+        checkpoint in hand (the parent's payloads may already be gone)."""
+        line.refresh(self._store())
+        if checkpoint["id"] in line.deleted or not line.stranded(checkpoint["id"]):
+            return
+        event = self._checkpoint_events(line, stream, checkpoint, metadata, {}, parent, whole=True)[-1]
+        event["data"]["restated"] = True
+        for attempt in range(_RETRIES):
+            try:
+                self._store().append(stream, [event], expect=line.streams[stream].head)
+            except ConcurrencyError:
+                line.mark = -1
+                line.refresh(self._store())
+                if attempt == _RETRIES - 1:
+                    raise
+                continue
+            line.refresh(self._store())
+            return
+
     def _checkpoint_events(self, line: Line, stream: str, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions,
-                           parent: str | None) -> builtins.list[Json]:
+                           parent: str | None, whole: bool = False) -> builtins.list[Json]:
         """The message events for what the checkpoint's message lists gained (their tool blocks
         paired after the stream's calls awaiting results, read only when they hold tool
         blocks), then the checkpoint (for `stream`). What a reader derives is left out: the
         parent when it is the checkpoint of the stream's event before (`follows`), a value
         that is the parent's only pending write to its channel (`w`), and most of the header
         (`delta`, see `langgraph_lines`)."""
-        parent_record = line.records.get(parent) if parent is not None else None
+        # A deleted parent's payloads are being erased: nothing may rest on them (the parent id is kept).
+        resting = parent is not None and not whole and parent not in line.deleted and not line.stranded(parent)
+        parent_record = line.records.get(parent) if resting and parent is not None else None
+        if parent is not None and parent_record is None:  # nothing to rest on: every value is stored, as SqliteSaver does
+            new_versions = {ch: v for ch, v in checkpoint["channel_versions"].items() if ch in checkpoint["channel_values"]}
         values: Json = {}
         messages: builtins.list[Json] = []
         for channel, version in new_versions.items():
@@ -326,8 +359,8 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 except LookupError:
                     previous = None
             record = values[channel] = encode(value, version, self.serde, previous, previous_version)
-            if parent is not None:
-                writes = [w.value for w in line.writes.get(parent, {}).values() if w.channel == channel]
+            if parent_record is not None:
+                writes = [w.value for w in line.writes.get(parent or "", {}).values() if w.channel == channel]
                 if len(writes) == 1 and writes[0] == {k: v for k, v in record.items() if k not in ("v", "after")}:
                     values[channel] = {k: v for k, v in record.items() if k in ("v", "after")} | {"w": 0}
             if "messages" in record:
@@ -453,7 +486,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
     def delete_thread(self, thread_id: str) -> None:
         with self._lock:
             for line in self._lines_for({"configurable": {"thread_id": thread_id}}):
-                self._delete(line, set(line.live()), "delete_thread")
+                self._delete(line, lambda line: set(line.live()), "delete_thread")
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         runs = set(run_ids)
@@ -461,36 +494,45 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             return
         with self._lock:
             for line in self._lines_for(None):
-                doomed = {cid for cid in line.live() if line.metadata(line.records[cid]).get("run_id") in runs}
-                self._delete(line, doomed, "delete_for_runs")
+                self._delete(line, lambda line: {cid for cid in line.live() if line.metadata(line.records[cid]).get("run_id") in runs},
+                             "delete_for_runs")
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         if strategy not in ("keep_latest", "delete"):
             raise StoreError(f"prune: unknown strategy {strategy!r}; use 'keep_latest' or 'delete'")
+
+        def doomed(line: Line) -> set[str]:
+            live = line.live()
+            return set(live) - ({max(live)} if live and strategy == "keep_latest" else set())
+
         with self._lock:
             for thread_id in thread_ids:
                 for line in self._lines_for({"configurable": {"thread_id": thread_id}}):
-                    live = line.live()
-                    keep = {max(live)} if live and strategy == "keep_latest" else set()
-                    self._delete(line, set(live) - keep, "prune")
+                    self._delete(line, doomed, "prune")
 
-    def _delete(self, line: Line, doomed: set[str], reason: str) -> None:
-        """Hide `doomed` checkpoints (one `langgraph.deleted`), then redact their events, their
-        writes and their messages, except what a remaining checkpoint or another thread holds."""
-        if not doomed:
-            return
-        avoid = {pos for cid in doomed for pos, _, _ in line.positions.get(cid, ())}
-        for cid in sorted(set(line.live()) - doomed):  # oldest first: a restatement serves those after it
-            record = line.records[cid]
+    def _delete(self, line: Line, choose: Callable[[Line], set[str]], reason: str) -> None:
+        """Hide the checkpoints `choose` names (one `langgraph.deleted`), then redact their
+        events, their writes and their messages, except what a remaining checkpoint or
+        another thread holds. Another process may write to the line meanwhile: what is
+        deleted is chosen again after a refused append, and a checkpoint it appended just
+        before the `langgraph.deleted` is restated before anything is erased (see `_settle`)."""
+        for attempt in range(_RETRIES):
+            doomed = choose(line)
+            if not doomed:
+                return
             try:
-                line.values(record, self.serde, avoid)
-            except Broken:
-                own = record.stream if line.streams[record.stream].own else line.key
-                self._append(line, own, [self._restated(line, record)])
+                self._restate_resting_on(line, doomed)
+                self._append(line, line.key, [{"type": "langgraph.deleted", "data": {"checkpoint_ids": sorted(doomed),
+                                                                                     "reason": reason}}])
+            except ConcurrencyError:
+                line.mark = -1
                 line.refresh(self._store())
-        self._append(line, line.key, [{"type": "langgraph.deleted", "data": {"checkpoint_ids": sorted(doomed),
-                                                                             "reason": reason}}])
+                if attempt == _RETRIES - 1:
+                    raise
+                continue
+            break
         line.refresh(self._store())
+        self._restate_resting_on(line, doomed)
         kept_messages: set[str] = set()
         for cid in line.live():
             for value in line.values(line.records[cid], self.serde).values():
@@ -512,6 +554,28 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 store.redact(position, reason=f"LangGraph {reason}", actor=ACTOR)
         line.mark = -1
         line.refresh(self._store())
+
+    def _restate_resting_on(self, line: Line, doomed: set[str]) -> None:
+        """Write again, whole, every remaining checkpoint whose values rest on a doomed one's
+        events or writes (oldest first: a restatement serves those after it)."""
+        avoid = {pos for cid in doomed for pos, _, _ in (*line.positions.get(cid, ()), *line.write_events.get(cid, ()))}
+        for cid in sorted(set(line.records) - line.deleted - doomed):  # stranded ones too: they are why this runs again
+            record = line.records[cid]
+            try:
+                line.values(record, self.serde, avoid)
+            except Broken:
+                own = record.stream if line.streams[record.stream].own else line.key
+                for attempt in range(_RETRIES):
+                    try:
+                        self._append(line, own, [self._restated(line, record)])
+                    except ConcurrencyError:
+                        line.mark = -1
+                        line.refresh(self._store())
+                        if attempt == _RETRIES - 1:
+                            raise
+                        continue
+                    break
+                line.refresh(self._store())
 
     def _readers(self, stream: str) -> builtins.list[tuple[str, int]]:
         """The lines that read a stream's events, each with the offset below which it reads

@@ -102,9 +102,40 @@ class Line:
     last_in: dict[str, str | None] = field(default_factory=dict)  # physical stream -> its last checkpoint event's id
     mark: int = -1
     memo: dict[tuple[int, str], Any] = field(default_factory=dict)
+    stranded_memo: dict[str, bool] = field(default_factory=dict)
+    deleted_at: dict[str, int] = field(default_factory=dict)  # a deleted checkpoint's id -> the deletion's position
 
     def live(self) -> list[str]:
-        return [cid for cid in self.records if cid not in self.deleted]
+        return [cid for cid in self.records if cid not in self.deleted and not self.stranded(cid)]
+
+    def stranded(self, cid: str) -> bool:
+        """A checkpoint appended after its parent was deleted, by a writer in another process
+        that had not yet seen the deletion, and stored as resting on that parent (or on one so
+        stranded): unreadable, as the parent's payloads are being erased, until that writer
+        restates it whole, as it does before its `put` returns. (One appended before the
+        deletion is restated by the deleter before it erases anything.) Memoized until a
+        checkpoint is restated or one is deleted."""
+        if not self.deleted:
+            return False
+        path: list[str] = []
+        answer = False
+        current: str | None = cid
+        while current is not None and current in self.records:
+            known = self.stranded_memo.get(current)
+            if known is not None:
+                answer = known
+                break
+            path.append(current)
+            record = self.records[current]
+            if _whole(record.data):
+                break
+            current = record.data.get("parent_id")
+            if current in self.deleted:
+                answer = record.position > self.deleted_at.get(current, 0)
+                break
+        for item in reversed(path):  # the top of the path answers for itself; those below it rest on it
+            self.stranded_memo[item] = answer
+        return answer
 
     def refresh(self, store: Store) -> None:
         """Read what the log gained since the last call (one query when nothing did)."""
@@ -156,6 +187,8 @@ class Line:
             self.message_events.setdefault(stream.id, []).append((*where, data.get("message_id")))
         elif event.type == "langgraph.checkpoint":
             cid = data["checkpoint_id"]
+            if cid in self.records:  # a restatement: what rests on it may read again
+                self.stranded_memo.clear()
             if data.get("follows"):  # its parent is the checkpoint of the event before it in this stream
                 data = {**data, "parent_id": self.last_in.get(event.stream_id)}
             self.last_in[event.stream_id] = cid
@@ -180,7 +213,10 @@ class Line:
                 known[key] = Write(data["task_id"], item["channel"], value, data.get("task_path", ""), item["idx"],
                                    event.position)
         elif event.type == "langgraph.deleted":
+            self.stranded_memo.clear()
             self.deleted.update(data["checkpoint_ids"])
+            for deleted in data["checkpoint_ids"]:
+                self.deleted_at.setdefault(deleted, event.position)
         return False
 
     # -- reading values ---------------------------------------------------------------------
@@ -315,6 +351,14 @@ class Line:
         if stream.parent_id in self.streams:
             return self.tail(stream.parent_id, stream.parent_offset)
         return None
+
+
+def _whole(data: Json) -> bool:
+    """A checkpoint event that reads without its parent: header, metadata and every value stored."""
+    header, values = data.get("checkpoint"), data.get("values", {})
+    return (isinstance(header, dict) and "metadata" in data and not data.get("follows")
+            and all("w" not in value and "after" not in value for value in values.values())
+            and (bool(data.get("restated")) or set(header.get("channel_versions", ())) <= set(values) | set(data.get("absent", ()))))
 
 
 class Broken(Exception):
