@@ -107,6 +107,12 @@ SCHEMA_VERSION = 1
 _MIGRATE = 0x544C4F47_0001
 _ORDER = 0x544C4F47_0002
 _RESERVE = 0x544C4F47_0003
+# The search index's writers (a catch-up, a rebuild, a redaction's unindex) hold this one until
+# commit: a catch-up reads events and writes their documents later in its transaction, so a
+# redaction committed in between would find no document to remove and the catch-up would then
+# store the erased text. Taken first, it makes the redaction's delete see the catch-up's rows,
+# or the catch-up read the redacted row.
+_INDEX = 0x544C4F47_0004
 
 # The stored columns (schema 5's compact layout, as on SQLite: eventstore/packing.py): ids and
 # hashes as bytes, a type as its code, a time as microseconds since 1970, and no digest where
@@ -542,6 +548,7 @@ class PostgresBackend:
         self._queued: list[tuple[bytes, Sequence[Any]]] = []
         self._begun = False
         self._roots: dict[str, str] = {}  # stream id -> root id, for the events' partition key
+        self._unindexed = False  # a redaction removed documents: the next purge rewrites the index
         try:
             # UTF-8 whatever the database's encoding: the server converts, and refuses a character
             # its encoding cannot hold (22P05) before anything is written.
@@ -1043,6 +1050,16 @@ class PostgresBackend:
         if self._in_transaction:
             return
         self.conn.execute(b"VACUUM events, snapshots, search_docs")
+        if self._unindexed:
+            # A GIN index never removes a word from its tree once no row holds it (VACUUM only
+            # empties its list of rows), and a vacuumed page keeps a removed row's bytes in
+            # its free space: the erased text would stay in both files. VACUUM FULL writes the
+            # table and its indexes anew, from the live rows only; its cost is a rebuild of
+            # the index, paid only by a redaction of an indexed event (as FTS5's 'optimize'
+            # on SQLite). A transaction open elsewhere since before the redaction keeps the
+            # removed rows alive, and so in the new files too, until it ends: purge() again.
+            self.conn.execute(b"VACUUM FULL search_docs")
+            self._unindexed = False
 
     @_translated
     def counts(self) -> tuple[int, int]:
@@ -1066,6 +1083,10 @@ class PostgresBackend:
 
     @_translated
     def index_position(self) -> int:
+        """Inside a write transaction (a catch-up reads it first) the index's lock is taken before
+        the read, and held until commit: see `_INDEX`."""
+        if self._in_transaction:
+            self.conn.execute(f"SELECT pg_advisory_xact_lock({_INDEX})".encode())
         row = self.conn.execute("SELECT position FROM search_progress WHERE name = 'index'").fetchone()
         return int(row[0]) if row else 0
 
@@ -1082,10 +1103,14 @@ class PostgresBackend:
     @_translated
     def unindex(self, position: int) -> int:
         bounds = (position * DOC_PARTS, (position + 1) * DOC_PARTS)
-        return self.conn.execute("DELETE FROM search_docs WHERE docid >= %s AND docid < %s", bounds).rowcount
+        self.conn.execute(f"SELECT pg_advisory_xact_lock({_INDEX})".encode())
+        removed = self.conn.execute("DELETE FROM search_docs WHERE docid >= %s AND docid < %s", bounds).rowcount
+        self._unindexed = self._unindexed or removed > 0
+        return removed
 
     @_translated
     def clear_index(self) -> None:
+        self.conn.execute(f"SELECT pg_advisory_xact_lock({_INDEX})".encode())
         self.conn.execute(b"DELETE FROM search_docs")
         self.conn.execute(b"UPDATE search_progress SET position = 0 WHERE name = 'index'")
 

@@ -852,6 +852,8 @@ class Store:
     def purge(self) -> None:
         """Copy the write-ahead log into the database file and truncate it, so that no old
         page (an erased payload's among them) stays in the WAL; `redact` does this itself.
+        On PostgreSQL: vacuum the tables a redaction rewrote (and write the search index anew
+        after it removed documents), so that no old row version stays in their files.
 
         Raises `StoreError` when another connection's open read keeps the WAL in use.
         """

@@ -1,0 +1,102 @@
+"""Redaction on PostgreSQL leaves no copy of the erased text in the search index: neither in
+the rows a query can read nor in the index's files, and not when a search catches the index
+up while the redaction runs. (Dead row versions and the server's WAL are the server's to
+recycle: the README says what to run.)"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from projections.search import extractor
+from threadlog import Store, search
+from tests.backends import postgres_cluster, postgres_url
+
+SECRET = "Zq7SecretWordKx"
+
+
+def _rows_holding(url: str, word: str) -> list[str]:
+    """Every row of every threadlog table, as text, that holds `word` (any case)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+        found = []
+        for table in tables:
+            for (text,) in conn.execute(f"SELECT t::text FROM {table} t"):  # noqa: S608 (names from the catalogue)
+                if word.lower() in text.lower():
+                    found.append(f"{table}: {text[:120]}")
+        return found
+
+
+def _files_holding(url: str, word: str) -> list[str]:
+    """The relations of the store's schema (tables, their TOAST, indexes) whose files hold `word`."""
+    data = postgres_cluster().data
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")  # every page on disk
+        files = conn.execute(
+            "SELECT c.relname, pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname IN (current_schema(), 'pg_toast') AND pg_relation_filepath(c.oid) IS NOT NULL"
+        ).fetchall()
+    needle = word.lower().encode()
+    return sorted(name for name, path in files
+                  if any(needle in segment.read_bytes().lower() for segment in (data / path).parent.glob(Path(path).name + "*")))
+
+
+def test_a_redacted_word_leaves_the_search_index_files() -> None:
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="keys")
+        store.append_message(t, "user", "nothing to see")
+        leak = store.append_message(t, "user", f"the password is {SECRET} today")
+        assert [hit.position for hit in search(store, SECRET)] == [leak.position]
+        assert "search_tsv" in _files_holding(url, SECRET), "the test must start with the word in the index"
+        store.redact(leak.position, reason="password", actor="ops")
+        assert search(store, SECRET) == []
+        assert store.verify().redacted == 1
+    assert _rows_holding(url, SECRET) == []
+    assert _files_holding(url, SECRET) == []
+
+
+def test_a_search_catching_up_while_a_redaction_runs_keeps_no_copy() -> None:
+    url = postgres_url()
+    with Store(url) as writer, Store(url) as indexer:
+        t = writer.create_thread(title="keys")
+        leak = writer.append_message(t, "user", f"the password is {SECRET} today")
+        make = extractor(indexer)
+        read, release = threading.Event(), threading.Event()
+
+        def slow() -> Any:
+            extract = make()
+
+            def call(*args: Any) -> Any:
+                read.set()  # the events are read: the index holds the payload in memory now
+                assert release.wait(30)
+                return extract(*args)
+
+            return call
+
+        errors: list[BaseException] = []
+
+        def run(work: Any) -> threading.Thread:
+            def target() -> None:
+                try:
+                    work()
+                except BaseException as error:  # noqa: BLE001 (raised again in the test's thread)
+                    errors.append(error)
+
+            thread = threading.Thread(target=target)
+            thread.start()
+            return thread
+
+        catching_up = run(lambda: indexer.update_index(slow))
+        assert read.wait(30)
+        redacting = run(lambda: writer.redact(leak.position, reason="password", actor="ops"))
+        redacting.join(1)  # it may finish now, or wait for the index to be committed
+        release.set()
+        catching_up.join(30)
+        redacting.join(30)
+        assert not errors, errors
+        assert search(writer, SECRET) == []
+    assert _rows_holding(url, SECRET) == []
