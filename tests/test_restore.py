@@ -295,3 +295,22 @@ def test_an_export_inside_a_consistent_view_reads_that_view(tmp_path: Path) -> N
             events = [line["event"] for line in export_events(store, t) if "event" in line]
             assert [e["offset"] for e in events] == [0]
         assert store.head(t) == 2
+
+
+@pytest.mark.parametrize("kind", ["compaction.recorded", "title.set", "interrupt.raised"])
+def test_an_export_holding_a_redacted_event_of_any_kind_restores(tmp_path: Path, kind: str) -> None:
+    data = {"compaction.recorded": {"summary": "the key is sk-9", "through_offset": 2},
+            "title.set": {"title": "sk-9"}, "interrupt.raised": {"interrupt_id": "i1", "question": "sk-9?"}}[kind]
+    with Store(tmp_path / "a.db") as source:
+        t = source.create_thread(title="keys")
+        source.append_message(t, "user", "one")
+        source.append_message(t, "assistant", "two")
+        leak = source.append(t, [{"type": kind, "data": data}])[0]
+        source.redact(leak.position, reason="leak", actor="dpo")
+        hashes = [e.hash for e in source.read(t)]
+        backup = tmp_path / "all.jsonl"
+        backup.write_text("".join(dump_lines(export_all(source))), encoding="utf-8")
+    with Store(tmp_path / "b.db") as target:
+        import_events(target, backup)
+        assert target.verify().redacted == 1
+        assert [e.hash for e in target.read(t)] == hashes
