@@ -795,7 +795,10 @@ class Store:
         message keeps its role, its `tool_use` blocks' `id` and `name` (input emptied) and its
         `tool_result` blocks' `tool_use_id` (content replaced), so a model request built from
         the history stays valid; its text becomes `[redacted]`. Runs and interrupts keep
-        their ids. The `event.redacted` records the skeleton's digest, so the skeleton is
+        their ids. A fork's `thread.forked` keeps its parent, offset, kind and context and
+        the ids its facts rest on; its directive, explicit metadata and todos and transcript
+        path are erased (the fork's metadata and todos then read as blank). A sub-agent's
+        directive is also in its primed message: redact both. The `event.redacted` records the skeleton's digest, so the skeleton is
         chained too. Hashes, offsets and fork references stay valid, because the chain
         covers the data's digest.
 
@@ -814,8 +817,8 @@ class Store:
             row = self.backend.event_at_position(position)
             if row is None:
                 raise InvalidEvent("position", f"no event at position {position}")
-            if row.type in ("thread.forked", "event.redacted"):
-                raise InvalidEvent("position", f"a {row.type} event is structural and cannot be redacted")
+            if row.type == "event.redacted":
+                raise InvalidEvent("position", "an event.redacted event is structural and cannot be redacted")
             if row.redacted_by is not None:
                 raise InvalidEvent("position", f"position {position} is already redacted (by position {row.redacted_by})")
             data: dict[str, Any] = {"position": position, "reason": reason, "actor": actor}
@@ -892,9 +895,21 @@ def _skeleton(type_: str, data: dict[str, Any]) -> dict[str, Any]:
         # A user turn answers its calls first, as the Messages API wants; a call ends its turn.
         content = [*results, {"type": "text", "text": "[redacted]"}, *calls]
         return {"role": role, "content": content, "redacted": True}
+    if type_ == "thread.forked":
+        # A fork keeps where it starts and what its first event does to the pending facts;
+        # the text a caller gave it (a sub-agent's directive, explicit metadata or todos, the
+        # transcript's path) is erased, and its metadata and todos then read as blank.
+        options = data.get("options") or {}
+        kept = {key: options[key] for key in _FORK_MODES if key in options}
+        kept.update({key: options[key] for key in ("todos", "metadata") if options.get(key) in ("blank", "inherit")})
+        return {**{key: data[key] for key in _FORK_FIELDS if key in data}, "options": kept, "redacted": True}
     keep = _STRUCTURAL.get(type_, ())
     return {**{key: data[key] for key in keep if key in data}, "redacted": True}
 
+
+# What a redacted `thread.forked` keeps: the fork point, what its facts and row rest on.
+_FORK_FIELDS = ("parent_id", "parent_offset", "dropped_tool_use_ids", "demoted_interrupt_ids")
+_FORK_MODES = ("context", "retrieval", "unanswered", "kind")
 
 # The fields of each non-message event that its pairing (and the pending facts) rest on.
 _STRUCTURAL = {

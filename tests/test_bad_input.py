@@ -166,7 +166,8 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
     ("read-negative-start", lambda s, i: list(s.read(i["t"], start=-1)), InvalidEvent, "start"),
     ("event-at-out-of-range", lambda s, i: s.event_at(i["t"], 42), InvalidEvent, "offset"),
     ("redact-unknown-position", lambda s, i: s.redact(999, "r", "a"), InvalidEvent, "position"),
-    ("redact-a-fork-event", lambda s, i: s.redact(next(e.position for e in s.read_all() if e.type == "thread.forked"), "r", "a"), InvalidEvent, "structural"),
+    ("redact-position-zero", lambda s, i: s.redact(0, "r", "a"), InvalidEvent, "position"),
+    ("redact-a-position-of-another-kind", lambda s, i: s.redact("3", "r", "a"), InvalidEvent, "position"),
 ]
 
 

@@ -1,0 +1,136 @@
+"""`redact` erases a payload wherever an event can carry text, and the log still verifies.
+
+A unique secret is planted in every place a caller can put text: a thread's title, system
+prompt, tools and metadata, message text, thinking, tool input and output, titles,
+metadata, todos, compactions, interrupts and their answers, and the options of a fork and
+of a sub-agent fan-out (its directive). Snapshots and the search index are built, forks
+taken; then every event holding a secret is redacted, and the raw bytes of the database,
+its WAL and shared-memory files and an `export --all` must hold none of them, in UTF-8,
+JSON-escaped or UTF-16 form. (`meta` is not redacted: the README says to keep secrets out.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from projections import save_snapshot
+from threadlog import Store, blame, display_rows, import_events, lineage, search, thread_state, transcript
+from threadlog.cli import cli
+
+
+def secret(name: str) -> str:
+    return f"Zq{name}Sécret☃Kx"  # non-ASCII: JSON escapes it, UTF-16 spells it otherwise
+
+
+def forms(text: str) -> list[bytes]:
+    return [text.encode(), json.dumps(text).strip('"').encode(), text.encode("utf-16-le"), text.encode("utf-16-be")]
+
+
+def holding(paths: list[Path], names: list[str]) -> list[str]:
+    found = []
+    for path in paths:
+        if path.exists():
+            raw = path.read_bytes()
+            found += [f"{path.name}: {name}" for name in names if any(form in raw for form in forms(secret(name)))]
+    return found
+
+
+def own(store: Store, thread: str) -> list[Any]:
+    """The events a thread holds itself (not its parent's)."""
+    return [event for event in store.read(thread) if event.stream_id == thread]
+
+
+def plant(store: Store) -> tuple[dict[str, int], dict[str, str]]:
+    """A history with a secret in every place; (secret name -> position, thread names)."""
+    at: dict[str, int] = {}
+    t = store.create_thread(title=secret("title"), system=secret("system"), metadata={"k": secret("meta")},
+                            tools=[{"name": "bash", "description": secret("tool"), "input_schema": {"type": "object"}}])
+    at["title"] = 1
+
+    def put(name: str, thread: str, event: dict[str, Any]) -> None:
+        at[name] = store.append(thread, [event])[0].position
+
+    put("text", t, {"type": "message.appended", "data": {"role": "user", "content": secret("text")}})
+    put("thinking", t, {"type": "message.appended", "data": {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": secret("thinking"), "signature": "sig"},
+        {"type": "tool_use", "id": "tu1", "name": "bash", "input": {"cmd": secret("thinking")}}]}})
+    put("result", t, {"type": "message.appended", "data": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "tu1", "content": secret("result")}]}})
+    put("retitle", t, {"type": "title.set", "data": {"title": secret("retitle")}})
+    put("patch", t, {"type": "metadata.set", "data": {"patch": {"x": secret("patch")}}})
+    put("todo", t, {"type": "todos.set", "data": {"todos": [{"content": secret("todo")}]}})
+    put("summary", t, {"type": "compaction.recorded", "data": {"summary": secret("summary"), "through_offset": 2}})
+    put("question", t, {"type": "interrupt.raised", "data": {"interrupt_id": "i1", "question": secret("question"),
+                                                             "payload": {"p": secret("question")}}})
+    put("answer", t, {"type": "interrupt.resolved", "data": {"interrupt_id": "i1", "answer": secret("answer")}})
+    store.append_message(t, "assistant", "plain")
+    fork = store.fork(t, metadata={"k": secret("forkoptions")}, todos=[{"content": secret("forkoptions")}],
+                      context="note", transcript=f"/tmp/{secret('forkoptions')}.md")
+    at["forkoptions"] = own(store, fork)[0].position
+    store.append_message(fork, "user", "in the fork")
+    put("call", t, {"type": "message.appended", "data": {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "tu2", "name": "task", "input": {"goal": secret("call")}}]}})
+    [agent] = store.fan_out(t, [f"{secret('directive')} {secret('primed')}"])
+    first, primed = own(store, agent)
+    at["directive"], at["primed"] = first.position, primed.position
+    return at, {"t": t, "fork": fork, "agent": agent}
+
+
+def test_no_copy_of_any_redacted_text_stays_in_the_files_or_an_export(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    files = [db, Path(f"{db}-wal"), Path(f"{db}-shm")]
+    with Store(db) as store:
+        at, threads = plant(store)
+        names = list(at)
+        for thread in threads.values():
+            thread_state(store, thread)
+            save_snapshot(store, thread)
+        assert all(search(store, secret(name)) != [] for name in ("title", "text", "summary", "primed"))
+        kept = store.checkpoint()
+        assert set(n.split(": ")[1] for n in holding(files, names)) == set(names), "every secret must start on disk"
+        for position in sorted(at.values()):
+            store.redact(position, reason="leak", actor="dpo")
+        assert store.verify(checkpoint=kept).redacted == len(at)
+        assert store.verify(since=kept).events == len(at)
+        assert all(search(store, secret(name)) == [] for name in at)
+        for thread in threads.values():  # every reader still works on the erased history
+            state = thread_state(store, thread)
+            assert "Sécret" not in json.dumps([state.title, state.metadata, state.todos, state.system], ensure_ascii=False)
+            assert "Sécret" not in transcript(store, thread)
+            display_rows(store, thread), blame(store, thread), lineage(store, thread)
+        assert thread_state(store, threads["agent"]).directive is None
+        assert thread_state(store, threads["fork"]).context == "note"
+    assert holding(files, names) == []
+    backup = tmp_path / "all.jsonl"
+    result = CliRunner().invoke(cli, ["--db", str(db), "export", "--all", "-o", str(backup)])
+    assert result.exit_code == 0, result.output
+    assert holding([backup], names) == []
+    with Store(tmp_path / "restored.db") as restored:  # the erased history restores and verifies
+        import_events(restored, backup)
+        assert restored.verify().redacted == len(at)
+
+
+def test_a_fork_keeps_its_place_and_kind_when_its_first_event_is_redacted(store: Store) -> None:
+    with store:
+        t = store.create_thread(title="plan", metadata={"user": "ana"})
+        store.append_message(t, "user", "hello")
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": "tu1", "name": "task", "input": {}}])
+        [agent] = store.fan_out(t, ["look for " + secret("goal")])
+        forked, primed = own(store, agent)
+        before = thread_state(store, agent)
+        store.redact(forked.position, reason="leak", actor="dpo")
+        after = thread_state(store, agent)
+        assert (after.parent_id, after.parent_offset, after.kind, after.length) == (t, 3, "subagent", before.length + 1)
+        assert [m.role for m in after.messages] == [m.role for m in before.messages]
+        store.verify()
+        with pytest.raises(Exception, match="already redacted"):
+            store.redact(forked.position, reason="again", actor="dpo")
+        redaction = store.redact(primed.position, reason="leak", actor="dpo")
+        with pytest.raises(Exception, match="structural"):
+            store.redact(redaction.position, reason="again", actor="dpo")
+        assert store.verify().redacted == 2
