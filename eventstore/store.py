@@ -817,6 +817,14 @@ class Store:
             row = self.backend.event_at_position(position)
             if row is None:
                 raise InvalidEvent("position", f"no event at position {position}")
+            # The event.redacted is appended to the event's thread: take that thread's write lock
+            # (PostgreSQL locks per thread, not per database) and read the row again under it, so
+            # that another writer's append, or a redaction of the same event, committed before,
+            # is seen here instead of failing the insert as a clash of offsets.
+            stream_row, next_position = self.backend.stream_for_append(row.stream_id)
+            row = self.backend.event_at_position(position)
+            if stream_row is None or row is None:
+                raise StoreError(f"not redacted: the thread of position {position} is gone (altered outside threadlog)")
             if row.type == "event.redacted":
                 raise InvalidEvent("position", "an event.redacted event is structural and cannot be redacted")
             if row.redacted_by is not None:
@@ -835,8 +843,7 @@ class Store:
                 data["skeleton_digest"] = integrity.digest(skeleton)
                 data["pending"] = json.loads(row.facts) if row.facts else {}
             event = prepare({"type": EventRedacted.type, "data": data, "meta": {"actor": actor}}, "redact")
-            stream_row = self._stream(row.stream_id)
-            recorded = self._write(row.stream_id, Head.of(stream_row), [event])[0]
+            recorded = self._write(row.stream_id, Head.of(stream_row), [event], next_position)[0]
             self.backend.redact(position, skeleton, recorded.position)
             self.backend.drop_snapshots()  # a cached state may hold the erased payload
             self.backend.unindex(position)  # and the search index its text

@@ -100,3 +100,42 @@ def test_a_search_catching_up_while_a_redaction_runs_keeps_no_copy() -> None:
         assert not errors, errors
         assert search(writer, SECRET) == []
     assert _rows_holding(url, SECRET) == []
+
+
+def test_a_redaction_racing_appends_and_another_redaction_on_the_same_thread() -> None:
+    """PostgreSQL locks per thread: a redaction must take its thread's lock before it reads the
+    head it appends its event.redacted to, or an append committed in between fails it."""
+    url = postgres_url()
+    with Store(url) as redactor, Store(url) as writer, Store(url) as other:
+        t = writer.create_thread(title="busy")
+        outcomes: list[tuple[str, str]] = []
+        for round_ in range(20):
+            leak = writer.append_message(t, "user", f"{SECRET} {round_}")
+            start = threading.Barrier(3)
+            results: dict[str, str] = {}
+
+            def attempt(name: str, work: Any) -> None:
+                start.wait(10)
+                try:
+                    work()
+                    results[name] = "ok"
+                except Exception as error:  # noqa: BLE001 (the outcome is what the test compares)
+                    results[name] = f"{type(error).__name__}: {error}"
+
+            threads = [threading.Thread(target=attempt, args=args) for args in [
+                ("redact", lambda: redactor.redact(leak.position, reason="leak", actor="ops")),
+                ("again", lambda: other.redact(leak.position, reason="leak", actor="ops")),
+                ("append", lambda: writer.append_message(t, "assistant", "noted")),
+            ]]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            assert results["append"] == "ok", results
+            outcomes.append((results["redact"], results["again"]))
+        for first, second in outcomes:  # exactly one redaction of each event; the other is told why
+            assert sorted([first, second])[1] == "ok", outcomes
+            assert sorted([first, second])[0].startswith("InvalidEvent: position: position "), outcomes
+            assert "is already redacted" in sorted([first, second])[0]
+        assert redactor.verify().redacted == 20
+        assert search(redactor, SECRET) == []
