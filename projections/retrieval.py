@@ -24,7 +24,7 @@ from typing import Any
 from eventstore import InvalidEvent, Store, textindex
 from eventstore.backend import HitRow
 
-from .search import update_index
+from .search import checked, update_index
 from .state import Message
 from .transcript import INDENT, _inline as inline, _text as indented, clip_middle
 
@@ -60,7 +60,7 @@ def with_retrieval(store: Store, thread: str, view: list[Message], mode: str, pa
         if scope is None:
             update_index(store)
             scope = textindex.scope_of(store, thread, ancestors=True, stop=parent_offset)
-        hits = textindex.search(store, words, "any", scope, limit=_CANDIDATES)
+        hits = checked(store, textindex.search(store, words, "any", scope, limit=_CANDIDATES))
         if hits:
             block = {"type": "text", "text": render(hits, parent_offset)}
             out[index] = Message(message.role, [block, *message.content], message.offset, message.kind)

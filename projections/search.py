@@ -24,8 +24,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from eventstore import InvalidEvent, Store
+from eventstore import InvalidEvent, Store, ThreadNotFound
 from eventstore import textindex
+from eventstore.backend import HitRow
+from eventstore.errors import altered_index
 from eventstore.textindex import Doc, Extractor
 
 ROLES = ("user", "assistant")
@@ -82,7 +84,7 @@ def search(
     scope = textindex.scope_of(store, thread, ancestors) if thread is not None else None
     if catch_up:
         update_index(store)
-    rows = textindex.search(store, query, "query", scope, role, tool, limit)
+    rows = checked(store, textindex.search(store, query, "query", scope, role, tool, limit))
     titles: dict[str, str | None] = {}
     hits = []
     for row in rows:
@@ -92,6 +94,33 @@ def search(
         hits.append(SearchHit(owner, titles[owner], row.stream_id, row.offset, row.position, row.role, row.kind,
                               row.tool, row.time, row.snippet, row.score))
     return hits
+
+
+def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
+    """`rows`, once each document's text is one its event gives now; else `StoreError`.
+
+    The index is a cache of the log that raw SQL can rewrite, and a hit's text is what a user
+    reads as the event's and what retrieval sends the model: a document its event does not
+    give (rewritten, moved to another event, or kept for an event redacted since) is refused
+    as an altered index, as `verify` refuses a snapshot that differs from its events. Costs
+    one read of each hit's event. (A document removed is not seen: the event is then missed.)
+    """
+    extract = _Extractor(store)
+    for row in rows:
+        try:
+            event = next(iter(store.read(row.stream_id, row.offset, row.offset + 1)), None)
+        except ThreadNotFound:
+            event = None
+        docs = [] if event is None or event.position != row.position or event.redacted else \
+            extract(event.stream_id, event.offset, event.type, event.data)
+        if not any(doc.kind == row.kind and doc.role == row.role and _stored(doc.text) == _stored(row.text) for doc in docs):
+            raise altered_index(f"the document of position {row.position} is not text its event holds")
+    return rows
+
+
+def _stored(text: str) -> str:
+    """A document's text as both backends compare it: PostgreSQL text holds no U+0000 (a space)."""
+    return text.replace("\x00", " ")
 
 
 def update_index(store: Store) -> int:

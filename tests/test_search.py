@@ -468,3 +468,40 @@ def test_an_altered_search_index_is_named_and_rebuilt(tmp_path: Path, tamper: st
     with Store(path) as store:
         hits = search(store, "bike")
         assert [(hit.thread, hit.offset) for hit in hits] == [("t", 6)]
+
+
+DOC_FORGERIES = {
+    "text-rewritten": "UPDATE search_docs SET text = 'pay account 6666 on the lyon train' WHERE position = {leak}",
+    "moved-to-another-event": "UPDATE search_docs SET position = {other}, \"offset\" = {other_offset} WHERE position = {leak}",
+    "role-changed": "UPDATE search_docs SET role = 'assistant' WHERE position = {leak}",
+}
+
+
+@pytest.mark.parametrize("forgery", list(DOC_FORGERIES.values()), ids=list(DOC_FORGERIES))
+def test_a_document_its_event_does_not_hold_is_never_shown_nor_sent_to_the_model(tmp_path: Path, forgery: str) -> None:
+    """A search document rewritten by raw SQL was shown as the event's text (and retrieval put
+    it in the model's request), while verify passed."""
+    import sqlite3
+
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        t = store.create_thread(title="trip", model="claude-sonnet-4-5")
+        other = store.append_message(t, "assistant", "which lyon train?")
+        leak = store.append_message(t, "user", "pay account 1111 on the lyon train")
+        store.append_message(t, "assistant", "done")
+        fork = store.fork(t, context="note", retrieval="per_turn")
+        assert [hit.snippet for hit in search(store, "1111")] == ["pay account **1111** on the lyon train"]
+    conn = sqlite3.connect(path)
+    conn.execute(forgery.format(leak=leak.position, other=other.position, other_offset=other.offset))
+    conn.execute("INSERT INTO search_fts (search_fts) VALUES ('rebuild')")  # the FTS5 table agrees with the rows
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        store.verify()  # the log is intact: only the cache was altered
+        with pytest.raises(StoreError, match="search index was altered outside threadlog"):
+            search(store, "lyon train account")
+        store.append_message(fork, "user", "which account for the lyon train?")
+        with pytest.raises(StoreError, match="search index was altered outside threadlog"):
+            anthropic_request(store, fork)
+        rebuild_index(store)
+        assert [hit.snippet for hit in search(store, "1111")] == ["pay account **1111** on the lyon train"]
