@@ -798,9 +798,9 @@ class Store:
         their ids. A fork's `thread.forked` keeps its parent, offset, kind and context and
         the ids its facts rest on; its directive, explicit metadata and todos and transcript
         path are erased (the fork's metadata and todos then read as blank). A sub-agent's
-        directive is also in its primed message: redact both. The `event.redacted` records the skeleton's digest, so the skeleton is
-        chained too. Hashes, offsets and fork references stay valid, because the chain
-        covers the data's digest.
+        directive is also in its primed message: redact both. The `event.redacted` records
+        the skeleton's digest, so the skeleton is chained too. Hashes, offsets and fork
+        references stay valid, because the chain covers the data's digest.
 
         No copy of the payload stays in the file: snapshots are dropped, its search documents
         removed (the index rewritten without them), freed space is
