@@ -47,6 +47,9 @@ def start_together(db: Path, *argvs: list[str]) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):  # not closed when an assertion cut `communicate` short
+                if pipe is not None:
+                    pipe.close()
 
 
 def contents(checkpoint: Any) -> list[str]:
