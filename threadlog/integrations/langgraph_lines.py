@@ -192,11 +192,11 @@ class Line:
             if data.get("follows"):  # its parent is the checkpoint of the event before it in this stream
                 data = {**data, "parent_id": self.last_in.get(event.stream_id)}
             self.last_in[event.stream_id] = cid
-            known = self.records.get(cid)
+            taken = self.records.get(cid)
             # The later event of a checkpoint is its restatement. Streams are read one after the
             # other, so a restatement on the line's root is read before the branch event it
             # restates: that older event must not replace it (it may rest on erased payloads).
-            if known is None or known.position < event.position:
+            if taken is None or taken.position < event.position:
                 self.records[cid] = Record(event.position, stream.id, event.stream_id, event.offset, data)
             self.positions.setdefault(cid, []).append(where)
             stream.checkpoints.append((event.offset, cid, bool(data.get("restated"))))
