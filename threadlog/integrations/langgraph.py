@@ -319,17 +319,21 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             return
         event = self._checkpoint_events(line, stream, checkpoint, metadata, {}, parent, whole=True)[-1]
         event["data"]["restated"] = True
+        self._retried(line, lambda: self._store().append(stream, [event], expect=line.streams[stream].head))
+        line.refresh(self._store())
+
+    def _retried(self, line: Line, write: Callable[[], object]) -> None:
+        """`write()`, again after a `ConcurrencyError` (another process wrote to the line first:
+        what it wrote is read before the next try), at most `_RETRIES` times in all."""
         for attempt in range(_RETRIES):
             try:
-                self._store().append(stream, [event], expect=line.streams[stream].head)
+                write()
+                return
             except ConcurrencyError:
                 line.mark = -1
                 line.refresh(self._store())
                 if attempt == _RETRIES - 1:
                     raise
-                continue
-            line.refresh(self._store())
-            return
 
     def _checkpoint_events(self, line: Line, stream: str, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions,
                            parent: str | None, whole: bool = False) -> builtins.list[Json]:
@@ -516,21 +520,19 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         another thread holds. Another process may write to the line meanwhile: what is
         deleted is chosen again after a refused append, and a checkpoint it appended just
         before the `langgraph.deleted` is restated before anything is erased (see `_settle`)."""
-        for attempt in range(_RETRIES):
-            doomed = choose(line)
-            if not doomed:
-                return
-            try:
+        doomed: set[str] = set()
+
+        def hide() -> None:
+            doomed.clear()
+            doomed.update(choose(line))
+            if doomed:
                 self._restate_resting_on(line, doomed)
                 self._append(line, line.key, [{"type": "langgraph.deleted", "data": {"checkpoint_ids": sorted(doomed),
                                                                                      "reason": reason}}])
-            except ConcurrencyError:
-                line.mark = -1
-                line.refresh(self._store())
-                if attempt == _RETRIES - 1:
-                    raise
-                continue
-            break
+
+        self._retried(line, hide)
+        if not doomed:
+            return
         line.refresh(self._store())
         self._restate_resting_on(line, doomed)
         kept_messages: set[str] = set()
@@ -565,16 +567,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 line.values(record, self.serde, avoid)
             except Broken:
                 own = record.stream if line.streams[record.stream].own else line.key
-                for attempt in range(_RETRIES):
-                    try:
-                        self._append(line, own, [self._restated(line, record)])
-                    except ConcurrencyError:
-                        line.mark = -1
-                        line.refresh(self._store())
-                        if attempt == _RETRIES - 1:
-                            raise
-                        continue
-                    break
+                self._retried(line, lambda: self._append(line, own, [self._restated(line, record)]))
                 line.refresh(self._store())
 
     def _readers(self, stream: str) -> builtins.list[tuple[str, int]]:
