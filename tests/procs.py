@@ -1,7 +1,9 @@
-"""Starting and reading the worker processes of `tests/workers.py`."""
+"""Starting and reading worker processes: those of `tests/workers.py`, and workers started
+together past their imports (`started_together`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,7 +11,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 WORKERS = str(Path(__file__).resolve().parent / "workers.py")
@@ -115,3 +117,36 @@ def ctrl_c(proc: subprocess.Popen[Any], timeout: float = 30.0) -> tuple[Any, Any
         proc.kill()
         proc.communicate()
         raise AssertionError(f"{proc.args!r} did not stop within {timeout} s of Ctrl-C") from None
+
+
+@contextlib.contextmanager
+def started_together(argvs: list[list[str]]) -> Iterator[list[subprocess.Popen[str]]]:
+    """`python ARGV…` for each argv, workers that print `ready` once imported and then wait for a
+    line: all are started, then all told to go at once (past their slow imports). On the way
+    out a worker still running is killed, and every pipe is closed (also when an assertion cut
+    the test short)."""
+    procs = [subprocess.Popen([sys.executable, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for argv in argvs]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+
+
+def all_done(procs: list[subprocess.Popen[str]], timeout: float) -> None:
+    """Wait for each worker to exit 0 having printed `done` (its stderr's end shown if not)."""
+    for proc in procs:
+        out, err = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0 and out.strip() == "done", err[-3000:]

@@ -7,8 +7,6 @@ and `list`/`get_tuple` at the edges of their arguments, where `SqliteSaver` is t
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 
 from threadlog import Store  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
+from tests.procs import all_done, started_together  # noqa: E402
 
 WORKER = str(Path(__file__).resolve().parent / "langgraph_worker.py")
 SHARED: Any = {"configurable": {"thread_id": "shared"}}
@@ -30,26 +29,8 @@ SHARED: Any = {"configurable": {"thread_id": "shared"}}
 def start_together(db: Path, *argvs: list[str]) -> None:
     """Run the workers at once (past their slow imports); each must end with `done`."""
     Store(db).close()
-    procs = [subprocess.Popen([sys.executable, WORKER, argv[0], str(db), *argv[1:]], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for argv in argvs]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        for proc in procs:
-            out, err = proc.communicate(timeout=300)
-            assert proc.returncode == 0 and out.strip() == "done", err[-3000:]
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            for pipe in (proc.stdin, proc.stdout, proc.stderr):  # not closed when an assertion cut `communicate` short
-                if pipe is not None:
-                    pipe.close()
+    with started_together([[WORKER, argv[0], str(db), *argv[1:]] for argv in argvs]) as procs:
+        all_done(procs, timeout=300)
 
 
 def contents(checkpoint: Any) -> list[str]:

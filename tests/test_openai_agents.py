@@ -29,6 +29,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call  # no
 
 from threadlog import InvalidEvent, Store, lineage, search, transcript  # noqa: E402
 from threadlog.integrations.openai_agents import ThreadlogSession, item_of  # noqa: E402
+from tests.procs import all_done, started_together  # noqa: E402
 
 WORKER = str(Path(__file__).resolve().parent / "agents_worker.py")
 
@@ -326,17 +327,8 @@ def test_two_processes_writing_one_session_lose_nothing(db: Path) -> None:
     with Store(db) as store:
         run(ThreadlogSession("shared", store).add_items([{"role": "user", "content": "start"}]))
     count = 40
-    procs = [subprocess.Popen([sys.executable, WORKER, "add", str(db), "shared", writer, str(count)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for writer in ("a", "b")]
-    for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0 and out.strip() == "done", err[-3000:]
+    with started_together([[WORKER, "add", str(db), "shared", writer, str(count)] for writer in ("a", "b")]) as procs:
+        all_done(procs, timeout=120)
     with Store(db) as store:
         contents = [item["content"] for item in run(ThreadlogSession("shared", store).get_items())]
         assert contents[0] == "start" and len(contents) == 1 + 2 * count

@@ -22,6 +22,7 @@ from agents.extensions.memory import AdvancedSQLiteSession  # noqa: E402
 
 from threadlog import InvalidEvent, Store  # noqa: E402
 from threadlog.integrations.openai_agents import ThreadlogSession  # noqa: E402
+from tests.procs import started_together  # noqa: E402
 
 WORKER = str(Path(__file__).resolve().parent / "agents_worker.py")
 
@@ -46,16 +47,8 @@ def race(db: Path, writers: int, count: int, clears: bool) -> tuple[list[list[An
     """Start `writers` processes mixing add_items/pop_item (and clear_session) on one session at
     once; returns what each did and what each one's session object reads once all are done."""
     Store(db).close()
-    procs = [subprocess.Popen([sys.executable, WORKER, "mix", str(db), "shared", f"w{k}", str(count), str(k), "1" if clears else "0"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for k in range(writers)]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
+    argvs = [[WORKER, "mix", str(db), "shared", f"w{k}", str(count), str(k), "1" if clears else "0"] for k in range(writers)]
+    with started_together(argvs) as procs:
         done = []
         for proc in procs:
             assert proc.stdout is not None
@@ -68,11 +61,6 @@ def race(db: Path, writers: int, count: int, clears: bool) -> tuple[list[list[An
             assert proc.returncode == 0, err[-3000:]
             views.append(json.loads(out))
         return done, views
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
 
 
 def test_processes_adding_and_popping_one_session_lose_nothing_and_pop_nothing_twice(db: Path) -> None:
