@@ -14,13 +14,12 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from langchain_core.messages import AIMessage  # noqa: E402
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
-from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 
 from threadlog import Store  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
 from tests.procs import all_done, started_together  # noqa: E402
+from tests.test_langgraph import echo_graph  # noqa: E402
 
 WORKER = str(Path(__file__).resolve().parent / "langgraph_worker.py")
 SHARED: Any = {"configurable": {"thread_id": "shared"}}
@@ -72,20 +71,10 @@ def test_a_thread_deleted_and_pruned_by_one_process_while_two_write_stays_readab
         latest = saver.get_tuple(SHARED)
         assert (latest is None) == (listed == [])
         store.verify()
-        app = echo(saver)
+        app = echo_graph(saver)
         out = app.invoke({"messages": [("user", "after")]}, SHARED)  # the thread goes on
         assert [m.content for m in out["messages"]][-2:] == ["after", "echo: after"]
         store.verify()
-
-
-def echo(saver: ThreadlogSaver) -> Any:
-    def reply(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage(f"echo: {state['messages'][-1].content}")]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("reply", reply)
-    graph.add_edge(START, "reply")
-    return graph.compile(checkpointer=saver)
 
 
 def put(saver: ThreadlogSaver, thread: str, parent: str | None, values: dict[str, Any], new: list[str], step: int) -> str:
@@ -116,7 +105,7 @@ def test_a_checkpoint_put_on_a_deleted_parent_keeps_every_value(tmp_path: Path) 
 def chat(tmp_path: Path) -> tuple[Store, ThreadlogSaver, list[str]]:
     store = Store(tmp_path / "edges.db")
     saver = ThreadlogSaver(store)
-    app = echo(saver)
+    app = echo_graph(saver)
     for thread in ("a", "b"):
         for text in ("one", "two", "three"):
             app.invoke({"messages": [("user", text)]}, {"configurable": {"thread_id": thread}})
@@ -143,12 +132,12 @@ def test_list_and_get_tuple_read_their_arguments_as_sqlite_saver_does(chat: tupl
     latest = saver.get_tuple(empty)
     assert latest is not None and latest.checkpoint["id"] == ids[0]
     assert ids_of(saver.list(empty)) == ids
-    out = echo(saver).invoke({"messages": [("user", "four")]}, empty)
+    out = echo_graph(saver).invoke({"messages": [("user", "four")]}, empty)
     assert [m.content for m in out["messages"]] == ["one", "echo: one", "two", "echo: two", "three", "echo: three",
                                                      "four", "echo: four"]
     saver.delete_thread("a")
     assert list(saver.list(a)) == [] and saver.get_tuple(a) is None and len(list(saver.list(None))) == 9
-    out = echo(saver).invoke({"messages": [("user", "again")]}, a)  # a deleted thread id starts afresh
+    out = echo_graph(saver).invoke({"messages": [("user", "again")]}, a)  # a deleted thread id starts afresh
     assert [m.content for m in out["messages"]] == ["again", "echo: again"]
     store.verify()
     store.close()
