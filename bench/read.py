@@ -3,7 +3,8 @@
 The baseline is what any code reading the same rows must at least do: `SELECT data FROM
 events` for the thread's rows plus `json.loads` of each. A fork chain of depth 1,000 with
 10 events per segment is read against a flat thread of as many events: one indexed range
-scan per ancestor must not cost much more than one scan over a flat thread.
+scan per ancestor must not cost much more than one scan over a flat thread; its last events,
+and a fork at its head, must cost about what they cost on the flat thread.
 """
 
 from __future__ import annotations
@@ -112,5 +113,15 @@ def run(mode: str, workdir: Path) -> list[Measure]:
     out.append(compare(GROUP, f"read fork chain of depth {depth:,} ({count:,} events)", chain_samples, "chain", "flat",
                        label=f"read flat thread of {count:,} events", kind="cost", target="chain_read",
                        setup={"build chain (s)": round(deep_built, 2)}))
+    # The last events, and a fork at the head, read only the streams holding them.
+    tail_samples = interleave({
+        "chain": _timer(lambda: sum(1 for _ in store.read(deep, count - 10))),
+        "flat": _timer(lambda: sum(1 for _ in store.read(flat, count - 10))),
+    }, chain_rounds)
+    out.append(compare(GROUP, f"read the last 10 events at fork depth {depth:,}", tail_samples, "chain", "flat",
+                       label="the same of the flat thread", kind="cost", target="chain_tail"))
+    fork_samples = interleave({"chain": _timer(lambda: store.fork(deep)), "flat": _timer(lambda: store.fork(flat))}, chain_rounds)
+    out.append(compare(GROUP, f"fork at the head at fork depth {depth:,}", fork_samples, "chain", "flat",
+                       label="fork of the flat thread", kind="cost", target="chain_fork"))
     store.close()
     return out

@@ -31,6 +31,8 @@ TARGETS = [
     Target("thread_state", "thread_state of 100k events, messages viewed, vs SELECT + json.loads (speed)", 0.5, True),
     Target("snapshot", "thread_state one event past a snapshot vs full rebuild (cost; 'well under 1%')", 0.01, False),
     Target("chain_read", "read at fork depth 1,000 vs flat read of the same events (cost)", 2.0, False),
+    Target("chain_tail", "read of the last 10 events at fork depth 1,000 vs the same of a flat thread (cost)", 1.5, False),
+    Target("chain_fork", "fork at the head at fork depth 1,000 vs a fork of a flat thread (cost)", 1.5, False),
     Target("transcript", "transcript of ~4 MB of text vs reading its events (cost)", 2.0, False),
     Target("request", "anthropic_request of 1,000 messages vs thread_state with messages viewed (cost)", 2.0, False),
     Target("turn_record", "recording a turn's events vs its 1 ms budget (cost)", 1.0, False),

@@ -169,8 +169,10 @@ class Backend(Protocol):
         will take; inside a write transaction."""
         ...
 
-    def ancestry(self, stream_id: str) -> list[StreamRow]:
-        """The stream's row, then its parent's, up to the root ([] if the stream is absent)."""
+    def ancestry(self, stream_id: str, start: int = 0) -> list[StreamRow]:
+        """The stream's row, then its parent's, up to the root ([] if the stream is absent); with
+        `start`, only up to the first stream whose own events begin at or below that offset (the
+        streams holding the thread's offsets from `start` on)."""
         ...
 
     def streams(self, stored: bool = False) -> Iterator[StreamRow]:

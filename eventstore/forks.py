@@ -19,7 +19,7 @@ from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
 from .prepare import PreparedEvent, check_id, new_id, prepare
-from .ranges import is_index
+from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic
 
 if TYPE_CHECKING:
@@ -79,7 +79,9 @@ def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: s
 def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any],
           then: list[PreparedEvent], fan_out: bool = False, allow_busy: bool = False) -> str:
     """Check and write one fork (inside the caller's transaction); `then` follows its event."""
-    rows = acyclic(store.backend.ancestry(thread))
+    # The streams holding the event before the fork point (only the thread's own row when
+    # `at` is none or not an offset: its head's hash and facts are on the row).
+    rows = acyclic(store.backend.ancestry(thread, at - 1 if is_index(at, 1) else MAX_INDEX))
     if not rows:
         raise ThreadNotFound(thread)
     ancestry = [ThreadInfo.from_row(row) for row in rows]

@@ -230,6 +230,16 @@ STREAM_COLUMNS = (
     "head_hash, facts, first_message_offset, last_position"
 )
 
+# A stream's ancestry (`ancestry`; as on SQLite, where eventstore/sqlite.py says why it can stop early).
+_ANCESTRY = """WITH RECURSIVE chain(id) AS (
+        SELECT %s::text COLLATE "C"
+        UNION
+        SELECT s.parent_id FROM streams s JOIN chain ON s.id = chain.id WHERE s.parent_id IS NOT NULL{})
+    SELECT {} FROM chain JOIN streams s ON s.id = chain.id"""
+_PREFIXED_COLUMNS = ", ".join("s." + column.strip() for column in STREAM_COLUMNS.split(","))
+ANCESTRY = _ANCESTRY.format("", _PREFIXED_COLUMNS)
+ANCESTRY_FROM = _ANCESTRY.format(" AND coalesce(s.parent_offset > %s, true)", _PREFIXED_COLUMNS)
+
 # Rows below this transaction id are visible and final (see the module doc).
 _VISIBLE = "txid < pg_snapshot_xmin(pg_current_snapshot())"
 
@@ -807,16 +817,8 @@ class PostgresBackend:
         return int(appended.get_value(0, 0) or 0) if appended.ntuples else None
 
     @_translated
-    def ancestry(self, stream_id: str) -> list[StreamRow]:
-        rows = self.conn.execute(
-            f"""WITH RECURSIVE chain(id) AS (
-                    SELECT %s::text COLLATE "C"
-                    UNION
-                    SELECT s.parent_id FROM streams s JOIN chain ON s.id = chain.id WHERE s.parent_id IS NOT NULL)
-                SELECT {', '.join('s.' + c.strip() for c in STREAM_COLUMNS.split(','))}
-                FROM chain JOIN streams s ON s.id = chain.id""",
-            (stream_id,),
-        ).fetchall()
+    def ancestry(self, stream_id: str, start: int = 0) -> list[StreamRow]:
+        rows = self.conn.execute(ANCESTRY_FROM if start else ANCESTRY, (stream_id, start) if start else (stream_id,)).fetchall()
         return chain_order((_new(StreamRow, r) for r in rows), stream_id)  # each stream once: see chain_order
 
     def streams(self, stored: bool = False) -> Iterator[StreamRow]:

@@ -115,6 +115,20 @@ STREAM_COLUMNS = (
     "head_hash, facts, first_message_offset, last_position"
 )
 
+# A stream's ancestry, from the stream up (`ancestry`). The recursion keeps each stream once
+# (UNION), so a cycle of parents, which only raw SQL writes, ends it. From `start`, it stops
+# at the first stream whose own events begin at or below that offset: the streams above hold
+# only earlier offsets, so reading a thread's last events reads one stream however deep its
+# chain of forks is.
+_ANCESTRY = """WITH RECURSIVE chain(id) AS (
+        SELECT ?
+        UNION
+        SELECT s.parent_id FROM streams s JOIN chain ON s.id = chain.id WHERE s.parent_id IS NOT NULL{})
+    SELECT {} FROM chain JOIN streams s ON s.id = chain.id"""
+_PREFIXED_COLUMNS = ", ".join("s." + column.strip() for column in STREAM_COLUMNS.split(","))
+ANCESTRY = _ANCESTRY.format("", _PREFIXED_COLUMNS)
+ANCESTRY_FROM = _ANCESTRY.format(" AND coalesce(s.parent_offset > ?, 1)", _PREFIXED_COLUMNS)
+
 # One row whatever happens: the last position, then the stream's columns (NULLs if absent).
 STREAM_FOR_APPEND = (
     "SELECT (SELECT max(position) FROM events), "
@@ -731,18 +745,11 @@ class SQLiteBackend:
         return (_new(StreamRow, row[1:]) if row[1] is not None else None), (row[0] or 0) + 1
 
     @_translated
-    def ancestry(self, stream_id: str) -> list[StreamRow]:
-        """The stream's row, then its parent's, up to the root: one recursive query."""
-        rows = self._fetch(
-            f"""WITH RECURSIVE chain(id) AS (
-                    SELECT ?
-                    UNION
-                    SELECT s.parent_id FROM streams s JOIN chain ON s.id = chain.id WHERE s.parent_id IS NOT NULL)
-                SELECT {', '.join('s.' + c.strip() for c in STREAM_COLUMNS.split(','))}
-                FROM chain JOIN streams s ON s.id = chain.id""",
-            (stream_id,),
-        )
-        return chain_order((_new(StreamRow, r) for r in rows), stream_id)  # each stream once: see chain_order
+    def ancestry(self, stream_id: str, start: int = 0) -> list[StreamRow]:
+        """The stream's row, then its parent's, up to the root, or up to the first stream whose
+        own events begin at or below `start`: one recursive query."""
+        query, params = (ANCESTRY, (stream_id,)) if start == 0 else (ANCESTRY_FROM, (stream_id, start))
+        return chain_order((_new(StreamRow, r) for r in self._fetch(query, params)), stream_id)  # each once: see chain_order
 
     def streams(self, stored: bool = False) -> Iterator[StreamRow]:
         # In creation order SQLite sorts the whole table first (0.45-0.9 s for 202,000 streams);

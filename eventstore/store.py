@@ -28,7 +28,7 @@ from .collector import paused
 from .verify import VerifyReport, verify, verify_since
 from .ids import event_ids
 from .prepare import META_KEYS, PreparedEvent, check_id, new_id, now, prepare
-from .ranges import check_index, clip, segments
+from .ranges import check_index, clip, is_index, segments
 from .recorded import RecordedEvent, ThreadInfo, acyclic, decode, from_row, make_tuple, too_deep
 from .restore import RestoreReport
 from .sqlite import SQLiteBackend
@@ -312,9 +312,13 @@ class Store:
             raise ThreadNotFound(thread)
         return [ThreadInfo.from_row(row) for row in rows]
 
-    def ancestry(self, thread: str) -> list[ThreadInfo]:
-        """The thread, its parent, … up to its root."""
-        rows = acyclic(self.backend.ancestry(thread))
+    def ancestry(self, thread: str, start: int = 0) -> list[ThreadInfo]:
+        """The thread, its parent, … up to its root; with `start`, only the streams holding its
+        history from offset `start` on: up to the first whose own events begin at or below
+        `start`. Reads from `start` read only those, so a thread's last events cost the same
+        however deep its chain of forks is."""
+        check_index("start", start)
+        rows = acyclic(self.backend.ancestry(thread, start))
         if not rows:
             raise ThreadNotFound(thread)
         return [ThreadInfo.from_row(row) for row in rows]
@@ -584,7 +588,7 @@ class Store:
         check_index("stop", stop, optional=True)
         if stop is not None and stop < start:
             raise InvalidEvent("stop", f"{stop} is below start {start}: the range start..stop-1 would be empty")
-        ranges = clip(segments(self.ancestry(thread)), start, stop)
+        ranges = clip(segments(self.ancestry(thread, start)), start, stop)
         # Each segment's query runs when the reader reaches it; `chain` adds no Python frame per row.
         return itertools.chain.from_iterable(fetch(stream_id, lo, hi) for stream_id, lo, hi in ranges)
 
@@ -598,7 +602,8 @@ class Store:
         return from_row(self._row_of(thread, offset))
 
     def _row_of(self, thread: str, offset: int) -> EventRow:
-        ancestry = self.ancestry(thread)  # the thread's own row first: one query, not two
+        # The thread's own row first: one query, not two (and all of the chain when `offset` is not one).
+        ancestry = self.ancestry(thread, offset if is_index(offset) else 0)
         check_index("offset", offset, 0, ancestry[0].head - 1, where=f"thread {thread!r}")
         return self._row_at(ancestry, offset)
 
@@ -653,8 +658,10 @@ class Store:
         history, as (offset, state): the thread's own snapshots, or an ancestor's taken at or
         below the fork point (the histories agree there). None when there is none."""
         best: SnapshotRow | None = None
-        for stream_id, _, hi in segments(self.ancestry(thread)):
+        for stream_id, _, hi in reversed(segments(self.ancestry(thread))):  # newest first
             limit = at if hi is None else min(hi, at)
+            if best is not None and best.offset >= limit:
+                break  # the older segments' snapshots are all at or below `limit`
             found = self.backend.nearest_snapshot(projection, version, stream_id, 1, limit)
             if found is not None and (best is None or found.offset > best.offset):
                 best = found

@@ -263,6 +263,58 @@ def test_fork_is_parent_prefix_plus_own_events(script: list[tuple[str, int, int]
     store.verify()
 
 
+chains = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 3)), min_size=1, max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(chains, st.integers(0, 40), st.integers(0, 40))
+def test_a_read_from_an_offset_reads_the_streams_above_it_only(chain: list[tuple[int, int]], start: int, length: int) -> None:
+    """A chain of forks of forks, each at a random offset of the last (an earlier one too:
+    below its parent's own events). `ancestry(t, start)` is the start of `ancestry(t)` down
+    to the stream holding `start`, and a read or an event from there is the full history's."""
+    store = Store(":memory:")
+    thread = store.create_thread()
+    store.append_message(thread, "user", "start")
+    for pick, appended in chain:
+        thread = store.fork(thread, at=2 + pick % (store.head(thread) - 1))
+        for i in range(appended):
+            store.append_message(thread, "user", f"m{i}")
+    full = [e.to_json() for e in store.read(thread)]
+    stop = start + length
+    assert [e.to_json() for e in store.read(thread, start, stop)] == full[start:stop]
+    assert [e.to_json() for e in store.read(thread, start)] == full[start:]
+    everything = [info.id for info in store.ancestry(thread)]
+    some = [info.id for info in store.ancestry(thread, start)]
+    assert some == everything[:len(some)]
+    assert all(store.thread(i).base > start for i in some[:-1]) and (store.thread(some[-1]).base <= start or some == everything)
+    if start < len(full):
+        assert store.event_at(thread, start).to_json() == full[start]
+
+
+def test_reads_from_every_offset_of_a_chain_of_forks(store: Store) -> None:
+    """On each backend: forks of forks, one below its parent's own events; from every offset,
+    `ancestry(t, start)` stops at the stream holding it, and reads and events agree with the
+    whole history."""
+    thread = store.create_thread(thread_id="r")
+    store.append_message(thread, "user", "start")
+    for at, fork_id in ((2, "a"), (3, "b"), (2, "c"), (4, "d")):  # c forks b at 2: below b's own events (3..)
+        thread = store.fork(thread, at=at, fork_id=fork_id)
+        store.append_message(thread, "user", f"in {fork_id}")
+        store.append_message(thread, "assistant", f"in {fork_id} again")
+    full = [e.to_json() for e in store.read(thread)]
+    chain = [info.id for info in store.ancestry(thread)]
+    assert chain == ["d", "c", "b", "a", "r"]
+    for start in range(len(full) + 2):
+        some = [info.id for info in store.ancestry(thread, start)]
+        assert some == ["d"] if start >= 4 else ["d", "c"] if start >= 2 else chain, (start, some)
+        assert [e.to_json() for e in store.read(thread, start)] == full[start:]
+        assert [e.to_json() for e in store.read(thread, start, start + 2)] == full[start:start + 2]
+        if start < len(full):
+            assert store.event_at(thread, start).to_json() == full[start]
+    with pytest.raises(InvalidEvent, match="start"):
+        store.ancestry(thread, -1)
+
+
 def test_subtree_walks_forks_of_forks_only_below_the_thread(store: Store, convo: str) -> None:
     other = store.create_thread()
     store.append_message(other, "user", "elsewhere")

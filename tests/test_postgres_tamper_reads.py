@@ -158,8 +158,14 @@ def test_a_cycle_of_parents_is_refused_and_named_by_verify(tmp_path: Path, backe
     for thread in ("T", "F", "G"):
         shown = _threadlog(db, "show", thread)
         assert shown.returncode == 1 and "its parent_id names" in shown.stderr and "a cycle of forks" in shown.stderr, shown
-    forked = _threadlog(db, "fork", "G")
+    # A fork at an offset the cycle holds reads the cycle: refused. (One at G's head reads G's
+    # row alone, as an append does: it is written, and reading it refuses like the others.)
+    forked = _threadlog(db, "fork", "G", "--at", "3")
     assert forked.returncode == 1 and "a cycle of forks" in forked.stderr, forked
+    at_head = _threadlog(db, "fork", "G")
+    assert at_head.returncode == 0, at_head
+    shown = _threadlog(db, "show", at_head.stdout.strip())
+    assert shown.returncode == 1 and "a cycle of forks" in shown.stderr, shown
     verified = _threadlog(db, "verify")
     assert verified.returncode == 1 and "integrity check failed at position 1:" in verified.stderr, verified
 

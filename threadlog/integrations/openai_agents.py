@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
-from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadInfo, ThreadNotFound
+from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadNotFound
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -104,7 +104,6 @@ class ThreadlogSession:
         self._branch = MAIN
         self._view: _View | None = None
         self._turns: dict[str, _Turns] = {}
-        self._ancestry: dict[str, list[ThreadInfo]] = {}
 
     def __repr__(self) -> str:
         return f"ThreadlogSession({self.session_id!r}, branch={self._branch!r}, store={self.store.path!r})"
@@ -439,13 +438,8 @@ class ThreadlogSession:
         return 1
 
     def _shallowest(self, thread: str, at: int) -> str:
-        ancestry = self._ancestry.get(thread)
-        if ancestry is None:  # a thread's ancestors never change: read once
-            ancestry = self._ancestry[thread] = self.store.ancestry(thread)
-        i = 0
-        while i + 1 < len(ancestry) and at <= (ancestry[i].parent_offset or 0):
-            i += 1
-        return ancestry[i].id
+        """The highest of `thread` and its ancestors that holds its first `at` events."""
+        return self.store.ancestry(thread, at - 1)[-1].id
 
     def _end(self, branch: str, by: str) -> None:
         """Supersede a branch's thread: `main` goes on empty in a new thread, others end."""
