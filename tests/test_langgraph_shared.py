@@ -14,7 +14,8 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
+from langchain_core.messages import HumanMessage  # noqa: E402
+from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint  # noqa: E402
 
 from threadlog import Store  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
@@ -98,6 +99,32 @@ def test_a_checkpoint_put_on_a_deleted_parent_keeps_every_value(tmp_path: Path) 
         assert got is not None and got.checkpoint["channel_values"] == {"a": 1, "b": "two", "c": [3]}
         assert got.parent_config is not None and got.parent_config["configurable"]["checkpoint_id"] == first
         assert [c.checkpoint["id"] for c in saver.list({"configurable": {"thread_id": "t"}})] == [second]
+        store.verify()
+
+
+def test_a_checkpoint_put_on_a_pruned_parent_shows_only_its_new_messages(tmp_path: Path) -> None:
+    """Resting on a pruned parent, a checkpoint stores every value, but the messages its
+    branch's history already shows (kept: the latest checkpoint holds them) are not shown
+    again: the transcript read 'one', 'echo: one', 'one', 'echo: one', 'three'."""
+    with Store(tmp_path / "pruned.db") as store:
+        saver = ThreadlogSaver(store)
+        app = echo_graph(saver)
+        config: Any = {"configurable": {"thread_id": "t"}}
+        app.invoke({"messages": [HumanMessage("one")]}, config)
+        old = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+        assert old is not None
+        app.invoke({"messages": [HumanMessage("two")]}, config)
+        saver.prune(["t"])  # keeps the latest: `old` is deleted, its messages stay shown
+        messages = [*old.checkpoint["channel_values"]["messages"], HumanMessage("three", id="m3")]
+        new = create_checkpoint(old.checkpoint, None, 5)
+        new["channel_values"], new["channel_versions"] = {"messages": messages}, {"messages": "99"}
+        done = saver.put(old.config, new, {"source": "update", "step": 5}, {"messages": "99"})
+        branch = next(t.id for t in store.threads(limit=None) if t.parent_id is not None)
+        texts = [block["text"] for _, type_, data in store.read_data(branch) if type_ == "message.appended"
+                 for block in data["content"]]
+        assert texts == ["one", "echo: one", "three"]
+        got = saver.get_tuple(done)
+        assert got is not None and [m.content for m in got.checkpoint["channel_values"]["messages"]] == ["one", "echo: one", "three"]
         store.verify()
 
 

@@ -350,6 +350,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             new_versions = {ch: v for ch, v in checkpoint["channel_versions"].items() if ch in checkpoint["channel_values"]}
         values: Json = {}
         messages: builtins.list[Json] = []
+        # Resting on nothing, the checkpoint's messages are all new to it, not to the stream: a
+        # deleted parent's are shown in its history already (kept while another checkpoint holds them).
+        shown = self._shown(stream) if parent is not None and parent_record is None and stream in line.streams else set()
         for channel, version in new_versions.items():
             if channel not in checkpoint["channel_values"]:
                 continue
@@ -368,7 +371,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 if len(writes) == 1 and writes[0] == {k: v for k, v in record.items() if k not in ("v", "after")}:
                     values[channel] = {k: v for k, v in record.items() if k in ("v", "after")} | {"w": 0}
             if "messages" in record:
-                known = {m.id for m in previous or () if m.id}
+                known = {m.id for m in previous or () if m.id} | shown
                 fresh = value[len(previous):] if "after" in record else [m for m in value if not m.id or m.id not in known]
                 messages.extend(data for data in map(anthropic_message, fresh) if data is not None)
         header = {key: _to_json(value, self.serde) for key, value in checkpoint.items() if key not in ("id", "channel_values")}
@@ -397,8 +400,12 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             data["parent_id"] = parent
         if any(block["type"] in ("tool_use", "tool_result") for message in messages for block in message["content"]):
             messages = paired(messages, self._store().pending_tool_uses(stream) if stream in line.streams else ())
-        shown = [{"type": "message.appended", "data": message} for message in messages]
-        return [*shown, {"type": "langgraph.checkpoint", "data": data}]
+        return [*({"type": "message.appended", "data": message} for message in messages), {"type": "langgraph.checkpoint", "data": data}]
+
+    def _shown(self, stream: str) -> set[str]:
+        """The ids of the LangChain messages `stream`'s history shows (not those erased)."""
+        return {data["message_id"] for _, type_, data in self._store().read_data(stream)
+                if type_ == "message.appended" and isinstance(data.get("message_id"), str)}
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
         conf = config["configurable"]
