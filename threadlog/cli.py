@@ -512,11 +512,22 @@ def interrupt_cancel(store: Store, thread: str, interrupt_id: str, reason: str, 
 def ls(store: Store, limit: int, everything: bool, root: str | None, before: int | None, as_json: bool, no_pager: bool) -> None:
     """Threads, most recently active first: id, kind, fork point, messages, last activity, title."""
     infos = store.threads(limit, before, forks=everything or root is not None, root=root)
+    if not infos and before is None and root is None:
+        _check_rootless(store)
     entries = [listing(store, info) for info in infos]
     if as_json:
         _emit_json(entries)
     else:
         output.lines(ls_lines(entries), pager=not no_pager)
+
+
+def _check_rootless(store: Store) -> None:
+    """An empty first page of a file that holds threads: every root's row was altered (only raw
+    SQL gives a root a parent), which an empty listing would hide."""
+    held = store.counts().threads
+    if held:
+        raise StoreError(f"the store holds {held} threads but no root thread: their rows were altered outside threadlog "
+                         "(`threadlog verify` names where)")
 
 
 def _check_range(store: Store, thread: str, name: str, value: int | None) -> None:
@@ -572,6 +583,8 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
         threads = store.all_threads()
     else:  # a page of an index, however many threads the file holds
         threads = [t for root in store.threads(limit, before, forks=False) for t in store.subtree(root.id)]
+        if not threads and before is None:
+            _check_rootless(store)
     if as_json:
         _emit_json([{**t.to_json(), "title": store.title(t.id)} for t in threads])
     else:
