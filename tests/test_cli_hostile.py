@@ -52,34 +52,58 @@ def test_a_command_refused_on_an_existing_empty_database_keeps_it(tmp_path: Path
     assert code == 0 and json.loads(out)["threads"] == 0
 
 
-def test_a_refused_import_into_a_new_file_after_good_sessions_keeps_them(tmp_path: Path) -> None:
+def test_an_import_refused_by_its_last_file_writes_none_of_the_files_before_it(tmp_path: Path) -> None:
+    """Every file is checked before the first is written: a bad line in the last one leaves
+    the database exactly as it was (the good files before it were written, and stayed)."""
     good = tmp_path / "a.jsonl"
     good.write_bytes(PI.read_bytes())
     bad = tmp_path / "b.jsonl"
     bad.write_bytes(b"{\n")
-    db = tmp_path / "new.db"
-    code, _, err = invoke("--db", str(db), "import", "pi", str(good), str(bad))
-    assert code == 1 and len(err.splitlines()) == 1
-    # The refusal says what was wrong, and that what came before it was written.
-    assert err.startswith(f"error: {bad}:1: not JSON")
-    assert err.rstrip().endswith("; the 1 file(s) before it were imported (72 event(s) added); importing again adds only what is missing")
+    db = tmp_path / "t.db"
     with Store(db) as store:
-        assert store.counts().events == 72
-        store.verify()
+        store.append_message(store.create_thread(title="kept"), "user", "hello")
+    before = file_dump(db)
     code, _, err = invoke("--db", str(db), "import", "pi", str(good), str(bad))
-    assert code == 1 and "before it were imported" not in err  # nothing was added this time
+    assert code == 1 and len(err.splitlines()) == 1 and err.startswith(f"error: {bad}:1: not JSON"), err
+    assert "before it were imported" not in err
+    assert file_dump(db) == before
+    code, out, _ = invoke("--db", str(db), "import", "pi", "--skip-bad", "--json", str(good), str(bad))
+    assert code == 0 and json.loads(out)["added"] == 72
 
 
-def test_a_refused_claude_code_session_notes_the_sessions_imported_before_it(tmp_path: Path) -> None:
+def _conflicting(store: Store, session: Path) -> None:
+    """A thread under the id the session's import would give its thread, not imported from it."""
+    from threadlog.importers.plan import stable_id
+
+    store.create_thread(thread_id=stable_id("claude-code", session.stem))
+
+
+def test_a_refused_claude_code_session_writes_nothing_or_notes_what_was_written(tmp_path: Path) -> None:
+    """A bad line, or a thread in the way, in the second of two sessions: nothing is written.
+    With --skip-bad the sessions are written as they are read; the one in the way is refused
+    then, and the error notes what the one before it wrote."""
     session = FIXTURES / "claude-code" / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / session.name).write_bytes(session.read_bytes())
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "bad.jsonl").write_bytes(b"[]\n")
-    with Store(tmp_path / "t.db") as store, pytest.raises(BadLine) as caught:
-        import_claude_code(store, [tmp_path / "a", tmp_path / "b"])
-    assert (caught.value.file, caught.value.line) == (str(tmp_path / "b" / "bad.jsonl"), 1)
-    assert caught.value.__notes__ == ["the 1 session(s) before it were imported (37 event(s) added); importing again adds only what is missing"]
+    with Store(tmp_path / "t.db") as store:
+        with pytest.raises(BadLine) as caught:
+            import_claude_code(store, [tmp_path / "a", tmp_path / "b"])
+        assert (caught.value.file, caught.value.line) == (str(tmp_path / "b" / "bad.jsonl"), 1)
+        assert not getattr(caught.value, "__notes__", None) and store.counts().events == 0
+        (tmp_path / "b" / "bad.jsonl").unlink()
+        other = tmp_path / "b" / "2c7ab4e4-0000-4000-8000-000000000000.jsonl"
+        other.write_bytes(session.read_bytes().replace(session.stem.encode(), other.stem.encode()))
+        _conflicting(store, other)
+        held = store.counts().events
+        with pytest.raises(StoreError, match="exists but was not imported from this source") as conflict:
+            import_claude_code(store, [tmp_path / "a", tmp_path / "b"])
+        assert not getattr(conflict.value, "__notes__", None) and store.counts().events == held
+        with pytest.raises(StoreError, match="exists but was not imported from this source") as conflict:
+            import_claude_code(store, [tmp_path / "a", tmp_path / "b"], skip_bad=True)
+        assert conflict.value.__notes__ == ["the 1 session(s) before it were imported (37 event(s) added); "
+                                            "importing again adds only what is missing"]
 
 
 def test_an_error_naming_a_huge_value_stays_one_short_line(tmp_path: Path) -> None:

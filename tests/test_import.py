@@ -479,3 +479,20 @@ def test_follow_finds_agents_beside_the_session(tmp_path: Path) -> None:
     with Store(db) as store:
         (info,) = [i for i in store.subtree(whole.thread_ids[0]) if i.kind == "subagent"]
         assert [e.event_id for e in store.read(info.id)] == [e.event_id for e in expected.read(info.id)]
+
+
+@pytest.mark.parametrize("skip_bad", [False, True])
+def test_import_progress_counts_every_byte_it_reads_up_to_its_total(tmp_path: Path, skip_bad: bool) -> None:
+    """Strict (a bad line refuses the import), every session is read twice, to check it and
+    then to write it, and the total says so; with skip_bad, once. Each call moves forward."""
+    chosen = SESSIONS[:3]
+    for i, path in enumerate(chosen):
+        (tmp_path / "in" / str(i)).mkdir(parents=True)
+        shutil.copy(path, tmp_path / "in" / str(i) / path.name)
+    calls: list[tuple[int, int]] = []
+    with Store(tmp_path / "t.db") as store:
+        import_claude_code(store, [tmp_path / "in"], skip_bad=skip_bad, progress=lambda done, total: calls.append((done, total)))
+    size = sum(path.stat().st_size for path in chosen)
+    assert {total for _, total in calls} == {size if skip_bad else 2 * size}
+    assert [done for done, _ in calls] == sorted({done for done, _ in calls}) and calls[-1][0] == calls[-1][1]
+    assert len(calls) == (3 if skip_bad else 6)

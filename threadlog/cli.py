@@ -878,7 +878,7 @@ def import_group(db: str | None) -> None:
 
 @import_group.command("claude-code")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
-@click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing their session.")
+@click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing the import.")
 @click.option("--follow", is_flag=True, help="Keep running and mirror the sessions as Claude Code writes them (Ctrl-C stops).")
 @click.option("--interval", type=Seconds(least=0.05), default=0.5, show_default=True, help="With --follow: seconds between polls.")
 @json_option
@@ -925,7 +925,7 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
 
 @import_group.command("pi")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing their file.")
+@click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing the import.")
 @json_option
 @with_store("create")
 def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_json: bool) -> None:

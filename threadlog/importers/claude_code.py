@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
+from eventstore import InvalidEvent, Store, ThreadNotFound
 from eventstore.content import validate_block
 
 from .lines import BadLine, Line, is_text, read_lines, text_name
-from .plan import Plan, PlannedStream, stable_id, write_plan
-from .summary import ImportSummary, note_written
+from .plan import Plan, PlannedStream, import_sources, stable_id
+from .summary import ImportSummary
 
 TOOL = "claude-code"
 _CONVERSATION = ("user", "assistant")
@@ -778,9 +778,9 @@ def import_claude_code(
     One thread per session, forks where the conversation branched, sub-agent forks where
     a `Task`/`Agent` call started one. Idempotent: importing again adds nothing; a file
     that has grown adds only its new lines. A malformed line raises `BadLine` naming the
-    file and line, leaving that session unwritten (sessions before it stay imported, as a note on the error says), or
-    with `skip_bad=True` is skipped and reported in the summary. `progress(done, total)`
-    is called after each session, in bytes of JSONL.
+    file and line, with nothing written (every session is checked before the first is
+    written: `plan.import_sources`), or with `skip_bad=True` is skipped and reported in the
+    summary. `progress(done, total)` is called after each session, in bytes of JSONL read.
     """
     return import_sessions(store, discover(paths), skip_bad=skip_bad, progress=progress, partial_tail=partial_tail)
 
@@ -796,20 +796,12 @@ def import_sessions(
     """`import_claude_code` of sessions already found (`discover`); `partial_tail=True`
     leaves a half-written last line, and a last response the file does not show complete
     yet, for a later import (what following a live session needs)."""
-    total = sum(p.stat().st_size for s in sessions for p in ([s.main] if s.main else []) + s.agents)
-    done = 0
-    summary = ImportSummary()
-    for number, session in enumerate(sessions):
-        part = ImportSummary()
-        try:
-            plan = _plan_session(session, part, skip_bad, partial_tail, _stored_sources(store, session))
-            part.events = sum(len(s.events) + 1 for s in plan.streams)
-            part.added = write_plan(store, plan)
-        except StoreError as error:
-            note_written(error, summary, f"{number} session(s)")
-            raise
-        summary.merge(part)
-        done += sum(p.stat().st_size for p in ([session.main] if session.main else []) + session.agents)
-        if progress is not None:
-            progress(done, total)
-    return summary
+    def plan_one(session: Session, summary: ImportSummary) -> Plan:
+        return _plan_session(session, summary, skip_bad, partial_tail, _stored_sources(store, session))
+
+    return import_sources(store, sessions, plan_one, _size, strict=not skip_bad, progress=progress, noun="session")
+
+
+def _size(session: Session) -> int:
+    """The session's bytes of JSONL: its main file and its sub-agents' files."""
+    return sum(p.stat().st_size for p in ([session.main] if session.main else []) + session.agents)

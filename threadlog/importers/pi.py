@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventstore import Store, StoreError
+from eventstore import Store
 from eventstore.recorded import short
 
 from .lines import BadLine, Line, read_lines, text_name
-from .plan import Plan, PlannedStream, stable_id, write_plan
-from .summary import ImportSummary, note_written
+from .plan import Plan, PlannedStream, import_sources, stable_id
+from .summary import ImportSummary
 
 TOOL = "pi"
 
@@ -223,7 +223,8 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool) -> Plan:
     lines, _ = read_lines(path, on_bad)
     plan = Plan()
     if not lines or lines[0].record.get("type") != "session" or not isinstance(lines[0].record.get("id"), str):
-        raise BadLine(str(path), lines[0].number if lines else 1, "a pi session file starts with a session header line holding a string id")
+        on_bad(BadLine(str(path), lines[0].number if lines else 1, "a pi session file starts with a session header line holding a string id"))
+        return plan  # skipped (`skip_bad`): without its header, the file holds no session to import
     header = lines[0].record
     session = header["id"]
     nodes: dict[str, _Node] = {}
@@ -274,26 +275,12 @@ def import_pi(
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportSummary:
     """Import pi session files (or directories of them, searched recursively); idempotent,
-    as `import_claude_code`. A malformed line raises `BadLine` (nothing of that file is
-    written; the files before it stay imported, as its note says) or, with `skip_bad=True`, is skipped and reported."""
+    as `import_claude_code`. A malformed line raises `BadLine` with nothing written (every
+    file is checked before the first is written) or, with `skip_bad=True`, is skipped and reported."""
     files: list[Path] = []
     for item in paths:
         path = Path(item)
         found = sorted(p for p in path.rglob("*.jsonl") if p.is_file()) if path.is_dir() else [path]  # as claude_code.discover
         files.extend(text_name(p) for p in found)
-    summary = ImportSummary()
-    total, done = sum(p.stat().st_size for p in files), 0
-    for number, path in enumerate(files):
-        part = ImportSummary()
-        try:
-            plan = _plan_file(path, part, skip_bad)
-            part.events = sum(len(s.events) + 1 for s in plan.streams)
-            part.added = write_plan(store, plan)
-        except StoreError as error:
-            note_written(error, summary, f"{number} file(s)")
-            raise
-        summary.merge(part)
-        done += path.stat().st_size
-        if progress is not None:
-            progress(done, total)
-    return summary
+    return import_sources(store, files, lambda path, summary: _plan_file(path, summary, skip_bad), lambda path: path.stat().st_size,
+                          strict=not skip_bad, progress=progress, noun="file")

@@ -17,15 +17,19 @@ nothing and a file that has grown adds only its new events. If a write fails hal
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.facts import Facts, advance, after_fork
 from eventstore.prepare import PreparedEvent, prepare
 
+from .summary import ImportSummary, note_written
+
 BATCH = 1000
+
+S = TypeVar("S")  # a source: a session, a file
 
 
 def stable_id(*parts: str) -> str:
@@ -126,6 +130,44 @@ def _stored(store: Store, stream: PlannedStream) -> int | None:
         raise ImportConflict(f"thread {stream.id!r} holds events the source no longer has in that order "
                              "(was the session file rewritten?); import it into another database")
     return stored
+
+
+def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, ImportSummary], Plan], size: Callable[[S], int], *,
+                   strict: bool, progress: Callable[[int, int], None] | None, noun: str) -> ImportSummary:
+    """Plan and write each source (a session, a file) in turn; returns what they hold and added.
+
+    `strict` (a bad line refuses the import) with more than one source: each is first planned
+    and checked against the store with nothing written, so a bad line or a conflict in any of
+    them leaves the database exactly as it was; each is then planned again as it is written
+    (a plan is several times its source's size: keeping them all would hold the whole import
+    in memory). `progress(done, total)` counts bytes of source read, the checking pass too.
+    A write the store refuses afterwards (another process changed a stream meanwhile) stops
+    the import with a note on the error saying what the sources before it wrote.
+    """
+    checked = strict and len(sources) > 1
+    total = sum(map(size, sources)) * (2 if checked else 1)
+    done = 0
+    for source in sources if checked else ():
+        for stream in plan_one(source, ImportSummary()).streams:
+            _stored(store, stream)
+        done += size(source)
+        if progress is not None:
+            progress(done, total)
+    summary = ImportSummary()
+    for number, source in enumerate(sources):
+        part = ImportSummary()
+        try:
+            plan = plan_one(source, part)
+            part.events = sum(len(s.events) + 1 for s in plan.streams)
+            part.added = write_plan(store, plan)
+        except StoreError as error:
+            note_written(error, summary, f"{number} {noun}(s)")
+            raise
+        summary.merge(part)
+        done += size(source)
+        if progress is not None:
+            progress(done, total)
+    return summary
 
 
 def write_plan(store: Store, plan: Plan) -> int:
