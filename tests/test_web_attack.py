@@ -287,3 +287,35 @@ def test_a_fork_card_names_a_bounded_number_of_forks(tmp_path: Path) -> None:
         page = c.get("/thread?id=root").text
     assert page.count('class="fork-link"') == 20
     assert "and 25 more (" in page and 'href="/tree?id=root">fork tree</a>' in page
+
+
+# Stored text that reorders what is around it where a browser shows it ("Trojan Source"):
+# the pages showed `invoice\u202egpj.exe` as "invoiceexe.jpg".
+REORDERING = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"]
+
+
+def test_bidirectional_overrides_are_shown_as_escapes_on_pages_and_live(served: tuple[str, Path], tmp_path: Path) -> None:
+    path = tmp_path / "bidi.db"
+    title = "invoice\u202egpj.exe"
+    with Store(path) as store:
+        store.create_thread(title=title, thread_id="bidi")
+        store.append_message("bidi", "user", "".join(f"{c}x" for c in REORDERING) + " and a mark \u200f kept")
+        store.append_message("bidi", "assistant", [{"type": "tool_use", "id": "t1", "name": "run\u2067", "input": {"a\u202d": 1}}])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        for page in ("/", "/thread?id=bidi", "/replay?id=bidi&at=3", "/tree?id=bidi", "/blame?id=bidi"):
+            html = c.get(page).text
+            assert not any(ch in html for ch in REORDERING), page
+        html = c.get("/thread?id=bidi").text
+        assert "invoice\\u202egpj.exe" in html and "\\u2069x" in html and "\u200f" in html
+    base, live = served
+    with Store(live) as store:
+        after = store.last_position()
+    with urllib.request.urlopen(f"{base}/live?id=busy&after={after}&from=0", timeout=20) as stream:
+        assert stream.readline() == b": connected\n"
+        with Store(live) as store:
+            store.append_message("busy", "user", f"live {title}")
+        line = b""
+        while not line.startswith(b"data:"):
+            line = stream.readline()
+    rows = "".join(item["html"] for item in json.loads(line[5:])["items"])
+    assert "live invoice\\u202egpj.exe" in rows and "\u202e" not in rows

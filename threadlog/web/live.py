@@ -23,7 +23,7 @@ from starlette.responses import StreamingResponse
 
 from .items import thread_items
 from .query import whole_number
-from .render import link
+from .render import link, visible
 from .viewer import Viewer, viewer
 
 INTERVAL = 0.25  # seconds between looks at the log
@@ -53,7 +53,7 @@ def _poll(view: Viewer, thread: str, position: int, start: int) -> tuple[int, st
             return position, json.dumps({"head": head, "position": position, "items": [], "reload": link("/thread", id=thread)})
         items = thread_items(store, thread, low, head)
     template = view.env.get_template("_item.html")
-    rendered = [{"id": item.id, "html": template.render(item=item, thread=thread)} for item in items]
+    rendered = [{"id": item.id, "html": visible(template.render(item=item, thread=thread))} for item in items]
     return position, json.dumps({"head": head, "position": position, "items": rendered})
 
 

@@ -8,6 +8,7 @@ so an id with `/`, `?` or `<` in it is still one id.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -20,6 +21,19 @@ from projections.transcript import clip_middle
 from .markdown import render_markdown
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+# Bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069) reorder the
+# characters around them where a browser shows them: a stored string could show an auditor
+# another text than the one stored (`invoice\u202egpj.exe` reads as `invoiceexe.jpg`). The
+# pages show each as its escape, as the CLI does (`threadlog.render.safe`). The marks
+# (U+200E, U+200F, U+061C), which RTL text uses, only set the direction of what is neutral.
+_REORDERING = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(html: str) -> str:
+    """A page (or a part of one) with every reordering character shown as its escape."""
+    return _REORDERING.sub(lambda found: f"\\u{ord(found.group()):04x}", html)
 
 
 def link(path: str, **params: Any) -> str:

@@ -12,6 +12,7 @@ from starlette.responses import HTMLResponse
 from eventstore import Store
 
 from .integrity import Integrity
+from .render import visible
 
 
 @dataclass
@@ -27,7 +28,7 @@ class Viewer:
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = self.env.get_template(template).render(request=request, path=self.path, **context)
-        return HTMLResponse(html, status_code=status)
+        return HTMLResponse(visible(html), status_code=status)
 
 
 def viewer(request: Request) -> Viewer:
