@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from eventstore import DEFAULT_PLACEHOLDER, ForkRefused, InvalidEvent, Store, ThreadNotFound
 from tests.backends import dump
+from threadlog.render import tree_lines
 
 
 def tool_call(store: Store, t: str, *ids: str) -> None:
@@ -313,6 +314,61 @@ def test_reads_from_every_offset_of_a_chain_of_forks(store: Store) -> None:
             assert store.event_at(thread, start).to_json() == full[start]
     with pytest.raises(InvalidEvent, match="start"):
         store.ancestry(thread, -1)
+
+
+titled = st.lists(st.tuples(st.sampled_from(["fork", "title", "redact", "message"]), st.integers(0, 10_000)), max_size=20)
+
+
+@settings(max_examples=60, deadline=None)
+@given(titled)
+def test_titles_of_a_tree_are_each_threads_title(script: list[tuple[str, int]]) -> None:
+    """`titles` over random forks (at any offset), title.sets and their redactions is `title`
+    of each thread; a redacted title.set shows the title before it."""
+    store = Store(":memory:")
+    threads = [store.create_thread(title="root")]
+    store.append_message(threads[0], "user", "start")
+    sets: list[int] = []
+    for op, pick in script:
+        target = threads[pick % len(threads)]
+        if op == "fork":
+            threads.append(store.fork(target, at=2 + pick % (store.head(target) - 1)))
+        elif op == "title":
+            sets.append(store.append(target, [{"type": "title.set", "data": {"title": f"t{pick}"}}])[0].position)
+        elif op == "redact" and sets:
+            position = sets.pop(pick % len(sets))
+            store.redact(position, reason="r", actor="a")
+        else:
+            store.append_message(target, "user", "m")
+    infos = store.subtree(threads[0])
+    assert store.titles(infos) == {info.id: store.title(info.id) for info in infos}
+    assert store.titles(reversed(infos)) == store.titles(infos)
+    assert store.titles(infos[-1:]) == {infos[-1].id: store.title(infos[-1].id)}
+
+
+def test_a_redacted_title_set_shows_the_title_before_it(store: Store) -> None:
+    """The title read None once the latest title.set was redacted."""
+    thread = store.create_thread(title="first")
+    store.append_message(thread, "user", "x")
+    store.append(thread, [{"type": "title.set", "data": {"title": "second"}}])
+    secret = store.append(thread, [{"type": "title.set", "data": {"title": "my secret"}}])[0]
+    fork = store.fork(thread)
+    store.redact(secret.position, reason="leak", actor="ops")
+    assert store.title(thread) == store.title(fork) == "second"
+    assert store.titles(store.subtree(thread)) == {thread: "second", fork: "second"}
+
+
+def test_the_tree_of_a_chain_of_a_thousand_forks(store: Store) -> None:
+    """`threadlog tree` of forks of forks 1,000 deep: it passed Python's recursion limit (an
+    error saying an event was nested too deeply), after reading each title down the chain."""
+    thread = root = store.create_thread(title="deep", thread_id="root")
+    store.append_message(thread, "user", "start")
+    for _ in range(1000):
+        thread = store.fork(thread)
+    titles = store.titles(store.subtree(root))
+    assert len(titles) == 1001 and set(titles.values()) == {"deep"}
+    lines = list(tree_lines(store.subtree(root), titles))
+    assert len(lines) == 1001 and lines[0].startswith("root  thread, 2 events  deep")
+    assert lines[-1] == f"{'   ' * 999}└─ ⑃ {thread}  fork, 1002 events  deep, forked at 1001"
 
 
 def test_subtree_walks_forks_of_forks_only_below_the_thread(store: Store, convo: str) -> None:

@@ -585,10 +585,11 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
         threads = [t for root in store.threads(limit, before, forks=False) for t in store.subtree(root.id)]
         if not threads and before is None:
             _check_rootless(store)
+    titles = store.titles(threads)
     if as_json:
-        _emit_json([{**t.to_json(), "title": store.title(t.id)} for t in threads])
+        _emit_json([{**t.to_json(), "title": titles[t.id]} for t in threads])
     else:
-        output.lines(tree_lines(threads, {t.id: store.title(t.id) for t in threads}), pager=not no_pager)
+        output.lines(tree_lines(threads, titles), pager=not no_pager)
 
 
 @cli.command()

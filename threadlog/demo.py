@@ -91,7 +91,8 @@ def demo_lines(store: Store, ids: dict[str, object], built: bool) -> Iterator[st
     yield ""
     yield "2. The fork tree (threadlog tree): a fork is a new thread that shares its parent's first"
     yield "   N events without copying them, so trying another path costs one event."
-    for line in tree_lines(store.subtree(thread), {t.id: store.title(t.id) for t in store.subtree(thread)}):
+    tree = store.subtree(thread)
+    for line in tree_lines(tree, store.titles(tree)):
         yield "     " + line
     yield f"   {fork} went back to offset 2 and asked for Marseille instead; the original is untouched."
     yield "   The two 'subagent' forks were launched together from the last tool call: each works on"

@@ -103,7 +103,11 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
         parent = info.parent_id if info.parent_id in known else None
         kids.setdefault(parent, []).append(info)
 
-    def walk(info: ThreadInfo, prefix: str, last: bool, root: bool) -> Iterator[str]:
+    # Depth first with a stack of (thread, prefix, last, root), not recursion: a chain of
+    # 1,000 forks of forks passed Python's recursion limit.
+    stack = [(root, "", True, True) for root in reversed(kids.get(None, []))]
+    while stack:
+        info, prefix, last, root = stack.pop()
         title = (titles or {}).get(info.id)
         label = f"{info.id}  {info.kind}, {info.head} events" + (f"  {_short(title, 50)}" if title else "")
         if root:
@@ -112,11 +116,7 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
             yield f"{prefix}{'└─ ' if last else '├─ '}⑃ {label}, forked at {info.parent_offset}"
         children = kids.get(info.id, [])
         inner = prefix if root else prefix + ("   " if last else "│  ")
-        for i, child in enumerate(children):
-            yield from walk(child, inner, i == len(children) - 1, False)
-
-    for root in kids.get(None, []):
-        yield from walk(root, "", True, True)
+        stack.extend((child, inner, i == len(children) - 1, False) for i, child in reversed(list(enumerate(children))))
 
 
 def row_line(row: Row) -> str:
