@@ -106,6 +106,28 @@ def test_a_refused_claude_code_session_writes_nothing_or_notes_what_was_written(
                                             "importing again adds only what is missing"]
 
 
+def test_two_different_sessions_under_one_name_are_refused_before_either_is_written(tmp_path: Path) -> None:
+    """Two session files of one name (two copies of a project folder, one holding another
+    session) become the same threads: the second conflicts with the first. Both are checked
+    before either is written, so the refusal leaves the database as it was and a new file is
+    not left behind; the first was written and stayed."""
+    session = FIXTURES / "claude-code" / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
+    other = next((FIXTURES / "claude-code" / "-src-deep-manifest").glob("*.jsonl"))
+    for folder, source in (("a", session), ("b", other)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / session.name).write_bytes(source.read_bytes())
+    db = tmp_path / "new.db"
+    code, _, err = invoke("--db", str(db), "import", "claude-code", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert code == 1 and len(err.splitlines()) == 1 and "holds events the source no longer has" in err, err
+    assert "before it were imported" not in err and not db.exists()
+    with Store(db) as store:
+        store.append_message(store.create_thread(title="kept"), "user", "hello")
+    before = file_dump(db)
+    code, _, err = invoke("--db", str(db), "import", "claude-code", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert code == 1 and "holds events the source no longer has" in err and "before it were imported" not in err, err
+    assert file_dump(db) == before
+
+
 def test_an_error_naming_a_huge_value_stays_one_short_line(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     invoke("--db", str(db), "new")

@@ -496,3 +496,21 @@ def test_import_progress_counts_every_byte_it_reads_up_to_its_total(tmp_path: Pa
     assert {total for _, total in calls} == {size if skip_bad else 2 * size}
     assert [done for done, _ in calls] == sorted({done for done, _ in calls}) and calls[-1][0] == calls[-1][1]
     assert len(calls) == (3 if skip_bad else 6)
+
+
+def test_an_older_copy_and_the_session_in_one_import_write_what_two_imports_write(tmp_path: Path) -> None:
+    """An older copy of a session (a backup, before the user went back and branched) and the
+    session itself, in one import: the check before the first write sees each as the other
+    leaves the store, so it writes what importing them one after the other writes."""
+    session = CC / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
+    lines = session.read_bytes().splitlines(keepends=True)
+    for folder, data in (("old", b"".join(lines[:30])), ("now", session.read_bytes())):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / session.name).write_bytes(data)
+    with Store(tmp_path / "one.db") as one, Store(tmp_path / "two.db") as two:
+        import_claude_code(one, [tmp_path / "old", tmp_path / "now"])
+        for folder in ("old", "now"):
+            import_claude_code(two, [tmp_path / folder])
+        assert {t.id: [(e.event_id, e.type, e.data) for e in one.read(t.id)] for t in one.all_threads()} == \
+            {t.id: [(e.event_id, e.type, e.data) for e in two.read(t.id)] for t in two.all_threads()}
+        assert len(one.all_threads()) > 1

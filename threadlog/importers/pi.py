@@ -282,5 +282,5 @@ def import_pi(
         path = Path(item)
         found = sorted(p for p in path.rglob("*.jsonl") if p.is_file()) if path.is_dir() else [path]  # as claude_code.discover
         files.extend(text_name(p) for p in found)
-    return import_sources(store, files, lambda path, summary: _plan_file(path, summary, skip_bad), lambda path: path.stat().st_size,
+    return import_sources(store, files, lambda path, summary, _: _plan_file(path, summary, skip_bad), lambda path: path.stat().st_size,
                           strict=not skip_bad, progress=progress, noun="file")

@@ -120,7 +120,11 @@ def _stored(store: Store, stream: PlannedStream) -> int | None:
         info = store.thread(stream.id)
     except ThreadNotFound:
         return None
-    ids = [event.event_id for event in store.read(stream.id, start=info.base)]
+    return _held(stream, [event.event_id for event in store.read(stream.id, start=info.base)])
+
+
+def _held(stream: PlannedStream, ids: list[str]) -> int:
+    """`_stored`, given the ids of the stream's own events as stored (its first one first)."""
     if not ids or ids[0] != _first_event_id(stream):
         raise ImportConflict(f"thread {stream.id!r} exists but was not imported from this source; "
                              "import into another database")
@@ -132,32 +136,63 @@ def _stored(store: Store, stream: PlannedStream) -> int | None:
     return stored
 
 
-def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, ImportSummary], Plan], size: Callable[[S], int], *,
-                   strict: bool, progress: Callable[[int, int], None] | None, noun: str) -> ImportSummary:
+def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: dict[str, str]) -> None:
+    """Check `plan` against the store as the sources checked before it would leave it: `pending`
+    holds the ids of the events each stream they plan would then hold, and `sources` the
+    stream each of their source lines would be in (both updated with this plan's)."""
+    for stream in plan.streams:
+        ids = pending.get(stream.id)
+        if ids is None:
+            try:
+                info = store.thread(stream.id)
+            except ThreadNotFound:
+                ids = []
+            else:
+                ids = [event.event_id for event in store.read(stream.id, start=info.base)]
+        if ids:
+            _held(stream, ids)
+        planned = [_first_event_id(stream), *(event.event_id for event in stream.events)]
+        pending[stream.id] = planned if len(planned) > len(ids) else ids
+        for meta in (stream.first["meta"], *(event.meta for event in stream.events)):
+            source = meta.get("source")
+            if isinstance(source, dict) and isinstance(source.get("uuid"), str):
+                sources.setdefault(source["uuid"], stream.id)
+
+
+def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, ImportSummary, dict[str, str]], Plan],
+                   size: Callable[[S], int], *, strict: bool, progress: Callable[[int, int], None] | None,
+                   noun: str) -> ImportSummary:
     """Plan and write each source (a session, a file) in turn; returns what they hold and added.
 
     `strict` (a bad line refuses the import) with more than one source: each is first planned
-    and checked against the store with nothing written, so a bad line or a conflict in any of
-    them leaves the database exactly as it was; each is then planned again as it is written
+    and checked against the store with nothing written, as the sources before it would leave
+    it (two copies of one session name the same threads), so a bad line or a conflict in any
+    of them leaves the database exactly as it was; each is then planned again as it is written
     (a plan is several times its source's size: keeping them all would hold the whole import
-    in memory). `progress(done, total)` counts bytes of source read, the checking pass too.
-    A write the store refuses afterwards (another process changed a stream meanwhile) stops
-    the import with a note on the error saying what the sources before it wrote.
+    in memory). `plan_one(source, summary, earlier)` is given, while checking, the stream each
+    source line the sources before it hold would be written to (source uuid -> stream; empty
+    when writing: the store holds them then). `progress(done, total)` counts bytes of source
+    read, the checking pass too. A write the store refuses afterwards (another process changed
+    a stream meanwhile) stops the import with a note on the error saying what the sources
+    before it wrote.
     """
     checked = strict and len(sources) > 1
     total = sum(map(size, sources)) * (2 if checked else 1)
     done = 0
+    pending: dict[str, list[str]] = {}  # what the sources checked so far would leave in each stream they name
+    earlier: dict[str, str] = {}
     for source in sources if checked else ():
-        for stream in plan_one(source, ImportSummary()).streams:
-            _stored(store, stream)
+        _checked(store, plan_one(source, ImportSummary(), earlier), pending, earlier)
         done += size(source)
         if progress is not None:
             progress(done, total)
+    pending.clear()
+    earlier.clear()
     summary = ImportSummary()
     for number, source in enumerate(sources):
         part = ImportSummary()
         try:
-            plan = plan_one(source, part)
+            plan = plan_one(source, part, {})
             part.events = sum(len(s.events) + 1 for s in plan.streams)
             part.added = write_plan(store, plan)
         except StoreError as error:
