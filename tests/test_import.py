@@ -514,3 +514,31 @@ def test_an_older_copy_and_the_session_in_one_import_write_what_two_imports_writ
         assert {t.id: [(e.event_id, e.type, e.data) for e in one.read(t.id)] for t in one.all_threads()} == \
             {t.id: [(e.event_id, e.type, e.data) for e in two.read(t.id)] for t in two.all_threads()}
         assert len(one.all_threads()) > 1
+
+
+@pytest.mark.parametrize("grown", [b'{"type":"message","id":"half-wri', b'{"type":"message"}\n'])
+def test_a_file_that_grows_between_the_check_and_the_write_is_written_as_it_was_checked(tmp_path: Path, grown: bytes) -> None:
+    """pi writes its session file as the conversation goes on. A file that grows after the
+    import checked it (a half-written line, or a line it would refuse) is written as it was
+    checked: the files before it are not left written by a refusal, and the next import reads
+    the rest (and refuses it, with nothing written)."""
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(PI.read_bytes())
+    second.write_bytes(PI.read_bytes().replace(b"d703a1a9-1b7b-4fb1-b512-c9738b1fe617", b"d703a1a9-0000-4000-8000-000000000002", 1))
+    size = first.stat().st_size + second.stat().st_size
+    calls: list[tuple[int, int]] = []
+
+    def progress(done: int, total: int) -> None:
+        calls.append((done, total))
+        if done == size:  # both checked: the session goes on meanwhile
+            with second.open("ab") as handle:
+                handle.write(grown)
+
+    with Store(tmp_path / "t.db") as store:
+        summary = import_pi(store, [first, second], progress=progress)
+        assert summary.added == 2 * 72 and store.counts().events == 2 * 72
+        assert [done for done, _ in calls] == [first.stat().st_size, size, size + first.stat().st_size, 2 * size]
+        assert {total for _, total in calls} == {2 * size}
+        with pytest.raises(BadLine) as caught:
+            import_pi(store, [first, second])
+        assert caught.value.file == str(second) and store.counts().events == 2 * 72

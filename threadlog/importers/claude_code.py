@@ -35,7 +35,7 @@ from typing import Any
 from eventstore import InvalidEvent, Store, ThreadNotFound
 from eventstore.content import validate_block
 
-from .lines import BadLine, Line, is_text, read_lines, text_name
+from .lines import BadLine, Line, Seen, is_text, read_lines, text_name
 from .plan import Plan, PlannedStream, import_sources, stable_id
 from .summary import ImportSummary
 
@@ -136,14 +136,14 @@ def _check(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial_tail: bool) -> _File:
+def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial_tail: bool, seen: Seen | None = None) -> _File:
     def on_bad(error: BadLine) -> None:
         if not skip_bad:
             raise error
         summary.skipped["malformed"] += 1
         summary.bad.append((error.file, error.line, error.why))
 
-    lines, _ = read_lines(path, on_bad, partial_tail)
+    lines, _ = read_lines(path, on_bad, partial_tail, seen)
     return _from_lines(path, key, lines, summary, on_bad, partial_tail)
 
 
@@ -632,11 +632,11 @@ def _stored_sources(store: Store, session: Session) -> dict[str, str]:
 
 
 def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, partial_tail: bool,
-                  stored: dict[str, str] | None = None) -> Plan:
+                  stored: dict[str, str] | None = None, seen: Seen | None = None) -> Plan:
     plan = Plan()
     main_file = None
     if session.main is not None:
-        main_file = _parse(session.main, session.main.stem, summary, skip_bad, partial_tail)
+        main_file = _parse(session.main, session.main.stem, summary, skip_bad, partial_tail, seen)
         summary.files += 1
     prefix = session.main.stem if session.main is not None else ""
     agents = []
@@ -644,7 +644,7 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
         key = f"{prefix}/{path.stem}" if prefix else path.stem
         # A sub-agent whose result the session holds has written its last line.
         done = main_file is not None and _first_record(path).get("agentId") in main_file.agent_results
-        agents.append(_parse(path, key, summary, skip_bad, partial_tail and not done))
+        agents.append(_parse(path, key, summary, skip_bad, partial_tail and not done, seen))
         summary.files += 1
     if main_file is not None and main_file.sidechain:
         agents.extend(_inline_agents(main_file, summary, skip_bad, partial_tail))
@@ -796,9 +796,9 @@ def import_sessions(
     """`import_claude_code` of sessions already found (`discover`); `partial_tail=True`
     leaves a half-written last line, and a last response the file does not show complete
     yet, for a later import (what following a live session needs)."""
-    def plan_one(session: Session, summary: ImportSummary, earlier: dict[str, str]) -> Plan:
+    def plan_one(session: Session, summary: ImportSummary, earlier: dict[str, str], seen: Seen) -> Plan:
         # What the store holds, then what the sessions checked before it would write (two copies of one session).
-        return _plan_session(session, summary, skip_bad, partial_tail, {**earlier, **_stored_sources(store, session)})
+        return _plan_session(session, summary, skip_bad, partial_tail, {**earlier, **_stored_sources(store, session)}, seen)
 
     return import_sources(store, sessions, plan_one, _size, strict=not skip_bad, progress=progress, noun="session")
 

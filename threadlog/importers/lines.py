@@ -53,16 +53,37 @@ class Line:
     record: dict[str, Any]
 
 
+class Seen:
+    """How many bytes each file held when an import first read it: a later read of it in the
+    same import (the writing pass after the check) reads as many, so a file that grows
+    meanwhile (a session still being written) is written as it was checked, and the next
+    import reads the rest."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[Path, int] = {}
+
+    def read(self, path: Path) -> bytes:
+        size = self.sizes.get(path)
+        if size is None:
+            raw = path.read_bytes()
+            self.sizes[path] = len(raw)
+            return raw
+        with path.open("rb") as handle:
+            return handle.read(size)
+
+
 def read_lines(
     path: Path,
     on_bad: Callable[[BadLine], None],
     partial_tail: bool = False,
+    seen: Seen | None = None,
 ) -> tuple[list[Line], int]:
     """The file's records, and the byte offset just past the last line read.
 
     `on_bad` gets each malformed line (it raises to refuse the file, or records a skip).
+    With `seen`, a file read before reads as many bytes as then (`Seen`).
     """
-    raw = path.read_bytes()
+    raw = path.read_bytes() if seen is None else seen.read(path)
     name = str(path)
     lines: list[Line] = []
     end = len(raw)

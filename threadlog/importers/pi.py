@@ -21,7 +21,7 @@ from typing import Any
 from eventstore import Store
 from eventstore.recorded import short
 
-from .lines import BadLine, Line, read_lines, text_name
+from .lines import BadLine, Line, Seen, read_lines, text_name
 from .plan import Plan, PlannedStream, import_sources, stable_id
 from .summary import ImportSummary
 
@@ -213,14 +213,14 @@ class _Writer:
             self.branch(fork, child)
 
 
-def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool) -> Plan:
+def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | None = None) -> Plan:
     def on_bad(error: BadLine) -> None:
         if not skip_bad:
             raise error
         summary.skipped["malformed"] += 1
         summary.bad.append((error.file, error.line, error.why))
 
-    lines, _ = read_lines(path, on_bad)
+    lines, _ = read_lines(path, on_bad, seen=seen)
     plan = Plan()
     if not lines or lines[0].record.get("type") != "session" or not isinstance(lines[0].record.get("id"), str):
         on_bad(BadLine(str(path), lines[0].number if lines else 1, "a pi session file starts with a session header line holding a string id"))
@@ -282,5 +282,5 @@ def import_pi(
         path = Path(item)
         found = sorted(p for p in path.rglob("*.jsonl") if p.is_file()) if path.is_dir() else [path]  # as claude_code.discover
         files.extend(text_name(p) for p in found)
-    return import_sources(store, files, lambda path, summary, _: _plan_file(path, summary, skip_bad), lambda path: path.stat().st_size,
-                          strict=not skip_bad, progress=progress, noun="file")
+    return import_sources(store, files, lambda path, summary, _, seen: _plan_file(path, summary, skip_bad, seen),
+                          lambda path: path.stat().st_size, strict=not skip_bad, progress=progress, noun="file")

@@ -25,6 +25,7 @@ from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.facts import Facts, advance, after_fork
 from eventstore.prepare import PreparedEvent, prepare
 
+from .lines import Seen
 from .summary import ImportSummary, note_written
 
 BATCH = 1000
@@ -159,7 +160,7 @@ def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: d
                 sources.setdefault(source["uuid"], stream.id)
 
 
-def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, ImportSummary, dict[str, str]], Plan],
+def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, ImportSummary, dict[str, str], Seen], Plan],
                    size: Callable[[S], int], *, strict: bool, progress: Callable[[int, int], None] | None,
                    noun: str) -> ImportSummary:
     """Plan and write each source (a session, a file) in turn; returns what they hold and added.
@@ -169,37 +170,41 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
     it (two copies of one session name the same threads), so a bad line or a conflict in any
     of them leaves the database exactly as it was; each is then planned again as it is written
     (a plan is several times its source's size: keeping them all would hold the whole import
-    in memory). `plan_one(source, summary, earlier)` is given, while checking, the stream each
-    source line the sources before it hold would be written to (source uuid -> stream; empty
-    when writing: the store holds them then). `progress(done, total)` counts bytes of source
-    read, the checking pass too. A write the store refuses afterwards (another process changed
-    a stream meanwhile) stops the import with a note on the error saying what the sources
-    before it wrote.
+    in memory). `plan_one(source, summary, earlier, seen)` is given, while checking, the stream
+    each source line the sources before it hold would be written to (source uuid -> stream;
+    empty when writing: the store holds them then), and reads its files through `seen`: the
+    writing pass reads the bytes the check read, however a file grew meanwhile (a session still
+    being written; the next import reads the rest). `progress(done, total)` counts bytes of
+    source (as they were when the import began), the checking pass too. A write the store
+    refuses afterwards (another process changed a stream meanwhile) stops the import with a
+    note on the error saying what the sources before it wrote.
     """
     checked = strict and len(sources) > 1
-    total = sum(map(size, sources)) * (2 if checked else 1)
+    sizes = [size(source) for source in sources]
+    total = sum(sizes) * (2 if checked else 1)
     done = 0
+    seen = Seen()
     pending: dict[str, list[str]] = {}  # what the sources checked so far would leave in each stream they name
     earlier: dict[str, str] = {}
-    for source in sources if checked else ():
-        _checked(store, plan_one(source, ImportSummary(), earlier), pending, earlier)
-        done += size(source)
+    for source, read in zip(sources, sizes) if checked else ():
+        _checked(store, plan_one(source, ImportSummary(), earlier, seen), pending, earlier)
+        done += read
         if progress is not None:
             progress(done, total)
     pending.clear()
     earlier.clear()
     summary = ImportSummary()
-    for number, source in enumerate(sources):
+    for number, (source, read) in enumerate(zip(sources, sizes)):
         part = ImportSummary()
         try:
-            plan = plan_one(source, part, {})
+            plan = plan_one(source, part, {}, seen)
             part.events = sum(len(s.events) + 1 for s in plan.streams)
             part.added = write_plan(store, plan)
         except StoreError as error:
             note_written(error, summary, f"{number} {noun}(s)")
             raise
         summary.merge(part)
-        done += size(source)
+        done += read
         if progress is not None:
             progress(done, total)
     return summary
