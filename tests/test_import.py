@@ -501,15 +501,18 @@ def test_import_progress_counts_every_byte_it_reads_up_to_its_total(tmp_path: Pa
 def test_an_older_copy_and_the_session_in_one_import_write_what_two_imports_write(tmp_path: Path) -> None:
     """An older copy of a session (a backup, before the user went back and branched) and the
     session itself, in one import: the check before the first write sees each as the other
-    leaves the store, so it writes what importing them one after the other writes."""
+    leaves the store, so it writes what importing them one after the other writes. Another
+    session holding the same lines (a resumed one copies them) changes nothing of that."""
     session = CC / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
     lines = session.read_bytes().splitlines(keepends=True)
-    for folder, data in (("old", b"".join(lines[:30])), ("now", session.read_bytes())):
+    folders = (("another", "2c7ab4e4-0000-4000-8000-000000000000.jsonl", session.read_bytes()),
+               ("old", session.name, b"".join(lines[:30])), ("now", session.name, session.read_bytes()))
+    for folder, name, data in folders:
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / session.name).write_bytes(data)
+        (tmp_path / folder / name).write_bytes(data)
     with Store(tmp_path / "one.db") as one, Store(tmp_path / "two.db") as two:
-        import_claude_code(one, [tmp_path / "old", tmp_path / "now"])
-        for folder in ("old", "now"):
+        import_claude_code(one, [tmp_path / folder for folder, _, _ in folders])
+        for folder, _, _ in folders:
             import_claude_code(two, [tmp_path / folder])
         assert {t.id: [(e.event_id, e.type, e.data) for e in one.read(t.id)] for t in one.all_threads()} == \
             {t.id: [(e.event_id, e.type, e.data) for e in two.read(t.id)] for t in two.all_threads()}

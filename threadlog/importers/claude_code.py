@@ -796,9 +796,10 @@ def import_sessions(
     """`import_claude_code` of sessions already found (`discover`); `partial_tail=True`
     leaves a half-written last line, and a last response the file does not show complete
     yet, for a later import (what following a live session needs)."""
-    def plan_one(session: Session, summary: ImportSummary, earlier: dict[str, str], seen: Seen) -> Plan:
+    def plan_one(session: Session, summary: ImportSummary, earlier: dict[str, dict[str, str]], seen: Seen) -> Plan:
         # What the store holds, then what the sessions checked before it would write (two copies of one session).
-        return _plan_session(session, summary, skip_bad, partial_tail, {**earlier, **_stored_sources(store, session)}, seen)
+        before = earlier.get(stable_id(TOOL, session.main.stem), {}) if session.main is not None else {}
+        return _plan_session(session, summary, skip_bad, partial_tail, {**before, **_stored_sources(store, session)}, seen)
 
     return import_sources(store, sessions, plan_one, _size, strict=not skip_bad, progress=progress, noun="session")
 

@@ -137,10 +137,10 @@ def _held(stream: PlannedStream, ids: list[str]) -> int:
     return stored
 
 
-def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: dict[str, str]) -> None:
+def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: dict[str, dict[str, str]]) -> None:
     """Check `plan` against the store as the sources checked before it would leave it: `pending`
-    holds the ids of the events each stream they plan would then hold, and `sources` the
-    stream each of their source lines would be in (both updated with this plan's)."""
+    holds the ids of the events each stream they plan would then hold, and `sources`, by root
+    thread, the stream each of their source lines would be in (both updated with this plan's)."""
     for stream in plan.streams:
         ids = pending.get(stream.id)
         if ids is None:
@@ -154,13 +154,17 @@ def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: d
             _held(stream, ids)
         planned = [_first_event_id(stream), *(event.event_id for event in stream.events)]
         pending[stream.id] = planned if len(planned) > len(ids) else ids
+        root = stream
+        while root.parent is not None:
+            root = root.parent
+        lines = sources.setdefault(root.id, {})
         for meta in (stream.first["meta"], *(event.meta for event in stream.events)):
             source = meta.get("source")
             if isinstance(source, dict) and isinstance(source.get("uuid"), str):
-                sources.setdefault(source["uuid"], stream.id)
+                lines.setdefault(source["uuid"], stream.id)
 
 
-def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, ImportSummary, dict[str, str], Seen], Plan],
+def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, ImportSummary, dict[str, dict[str, str]], Seen], Plan],
                    size: Callable[[S], int], *, strict: bool, progress: Callable[[int, int], None] | None,
                    noun: str) -> ImportSummary:
     """Plan and write each source (a session, a file) in turn; returns what they hold and added.
@@ -171,13 +175,14 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
     of them leaves the database exactly as it was; each is then planned again as it is written
     (a plan is several times its source's size: keeping them all would hold the whole import
     in memory). `plan_one(source, summary, earlier, seen)` is given, while checking, the stream
-    each source line the sources before it hold would be written to (source uuid -> stream;
-    empty when writing: the store holds them then), and reads its files through `seen`: the
-    writing pass reads the bytes the check read, however a file grew meanwhile (a session still
-    being written; the next import reads the rest). `progress(done, total)` counts bytes of
-    source (as they were when the import began), the checking pass too. A write the store
-    refuses afterwards (another process changed a stream meanwhile) stops the import with a
-    note on the error saying what the sources before it wrote.
+    each source line the sources before it hold would be written to (root thread -> source
+    uuid -> stream; empty when writing: the store holds them then), and reads its files
+    through `seen`: the writing pass reads the bytes the check read, however a file grew
+    meanwhile (a session still being written; the next import reads the rest).
+    `progress(done, total)` counts bytes of source (as they were when the import began), the
+    checking pass too. A write the store refuses afterwards (another process changed a stream
+    meanwhile) stops the import with a note on the error saying what the sources before it
+    wrote.
     """
     checked = strict and len(sources) > 1
     sizes = [size(source) for source in sources]
@@ -185,7 +190,7 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
     done = 0
     seen = Seen()
     pending: dict[str, list[str]] = {}  # what the sources checked so far would leave in each stream they name
-    earlier: dict[str, str] = {}
+    earlier: dict[str, dict[str, str]] = {}
     for source, read in zip(sources, sizes) if checked else ():
         _checked(store, plan_one(source, ImportSummary(), earlier, seen), pending, earlier)
         done += read
