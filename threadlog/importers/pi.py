@@ -223,7 +223,8 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     lines, _ = read_lines(path, on_bad, seen=seen)
     plan = Plan()
     if not lines or lines[0].record.get("type") != "session" or not isinstance(lines[0].record.get("id"), str):
-        on_bad(BadLine(str(path), lines[0].number if lines else 1, "a pi session file starts with a session header line holding a string id"))
+        header_why = "a pi session file starts with a session header line holding a string id"
+        on_bad(BadLine(str(path), lines[0].number if lines else 1, header_why))
         return plan  # skipped (`skip_bad`): without its header, the file holds no session to import
     header = lines[0].record
     session = header["id"]
