@@ -128,6 +128,27 @@ def test_a_checkpoint_put_on_a_pruned_parent_shows_only_its_new_messages(tmp_pat
         store.verify()
 
 
+def test_a_checkpoint_put_naming_no_parent_shows_only_its_new_messages(tmp_path: Path) -> None:
+    """A direct caller's put with no checkpoint_id on a line that has checkpoints: the
+    transcript read one, echo: one, then one, echo: one again before three."""
+    with Store(tmp_path / "orphan.db") as store:
+        saver = ThreadlogSaver(store)
+        echo_graph(saver).invoke({"messages": [HumanMessage("one")]}, {"configurable": {"thread_id": "t"}})
+        latest = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+        assert latest is not None
+        messages = [*latest.checkpoint["channel_values"]["messages"], HumanMessage("three", id="m3")]
+        new = create_checkpoint(latest.checkpoint, None, 5)
+        new["channel_values"], new["channel_versions"] = {"messages": messages}, {"messages": "99"}
+        done = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, new, {"source": "update", "step": 5},
+                         {"messages": "99"})
+        texts = [block["text"] for thread in store.threads(limit=None) for _, type_, data in store.read_data(thread.id)
+                 if type_ == "message.appended" for block in data["content"]]
+        assert texts == ["one", "echo: one", "three"]
+        got = saver.get_tuple(done)
+        assert got is not None and [m.content for m in got.checkpoint["channel_values"]["messages"]] == ["one", "echo: one", "three"]
+        store.verify()
+
+
 @pytest.fixture
 def chat(tmp_path: Path) -> tuple[Store, ThreadlogSaver, list[str]]:
     store = Store(tmp_path / "edges.db")

@@ -351,8 +351,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         values: Json = {}
         messages: builtins.list[Json] = []
         # Resting on nothing, the checkpoint's messages are all new to it, not to the stream: a
-        # deleted parent's are shown in its history already (kept while another checkpoint holds them).
-        shown = self._shown(stream) if parent is not None and parent_record is None and stream in line.streams else set()
+        # deleted parent's are shown in its history already (kept while another checkpoint holds
+        # them), and so are the line's when a caller puts a checkpoint naming no parent.
+        shown = self._shown(stream) if parent_record is None and not whole and stream in line.streams else set()
         for channel, version in new_versions.items():
             if channel not in checkpoint["channel_values"]:
                 continue
