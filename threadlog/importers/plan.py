@@ -117,11 +117,17 @@ def _stored(store: Store, stream: PlannedStream) -> int | None:
     """How many of the stream's planned events the store holds (None: not the stream itself).
     A source that is an older copy (the session as it was, a prefix of what is stored) holds
     nothing new: all of its events are stored."""
+    ids = _own_ids(store, stream.id)
+    return None if ids is None else _held(stream, ids)
+
+
+def _own_ids(store: Store, thread: str) -> list[str] | None:
+    """The event ids of the thread's own events, its first one first (None: no such thread)."""
     try:
-        info = store.thread(stream.id)
+        info = store.thread(thread)
     except ThreadNotFound:
         return None
-    return _held(stream, [event.event_id for event in store.read(stream.id, start=info.base)])
+    return [event.event_id for event in store.read(thread, start=info.base)]
 
 
 def _held(stream: PlannedStream, ids: list[str]) -> int:
@@ -144,12 +150,7 @@ def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: d
     for stream in plan.streams:
         ids = pending.get(stream.id)
         if ids is None:
-            try:
-                info = store.thread(stream.id)
-            except ThreadNotFound:
-                ids = []
-            else:
-                ids = [event.event_id for event in store.read(stream.id, start=info.base)]
+            ids = _own_ids(store, stream.id) or []
         if ids:
             _held(stream, ids)
         planned = [_first_event_id(stream), *(event.event_id for event in stream.events)]
