@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from eventstore import Store
-from eventstore.ranges import check_index
+from eventstore.ranges import check_index, segments
 
 from .atomic import write_atomically
 from .injected import injected_by
@@ -204,14 +204,16 @@ def _scope(store: Store, thread: str, stop: int) -> tuple[int, frozenset[str], s
     fork below `stop`), the tool calls dropped by forks, and that note's text."""
     start, note = 0, None
     dropped: set[str] = set()
-    for info in reversed(store.ancestry(thread)):
-        if info.parent_id is None or info.base >= stop:
+    # Each fork the history holds starts its segment with its `thread.forked`, read from the
+    # fork's own stream (one row; read through the thread it took a walk up the chain each).
+    for stream_id, lo, _ in segments(store.ancestry(thread)):
+        if lo == 0 or lo >= stop:
             continue
-        data = store.event_at(thread, info.base).data
+        data = store.event_at(stream_id, lo).data
         options = data.get("options", {})
         dropped.update(data.get("dropped_tool_use_ids") or [])
         if options.get("context") == "note":
-            start, dropped, note = info.base, set(), fork_note(data["parent_id"], data["parent_offset"], options.get("transcript"))
+            start, dropped, note = lo, set(), fork_note(data["parent_id"], data["parent_offset"], options.get("transcript"))
     return start, frozenset(dropped), note
 
 

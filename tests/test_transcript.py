@@ -472,3 +472,55 @@ def test_a_symlink_at_the_target_is_replaced_not_followed(tmp_path: Path) -> Non
     assert not link.is_symlink() and "first" in link.read_text()
     assert elsewhere.read_text() == "keep me"  # the file the link pointed to is untouched
     assert link.stat().st_mode & 0o777 == 0o644  # a new file's mode (umask 022), not the link target's
+
+
+def _scope_through_the_thread(store: Store, thread: str, stop: int) -> tuple[int, frozenset[str], str | None]:
+    """Where a transcript's scope starts, the tool calls forks dropped, and the note: each
+    ancestor's fork event read through the thread (as `_scope` read them before it read each
+    from the fork's own stream)."""
+    from projections.state import fork_note
+
+    start, note, dropped = 0, None, set()
+    for info in reversed(store.ancestry(thread)):
+        if info.parent_id is None or info.base >= stop:
+            continue
+        data = store.event_at(thread, info.base).data
+        options = data.get("options", {})
+        dropped.update(data.get("dropped_tool_use_ids") or [])
+        if options.get("context") == "note":
+            start, dropped, note = info.base, set(), fork_note(data["parent_id"], data["parent_offset"], options.get("transcript"))
+    return start, frozenset(dropped), note
+
+
+forking = st.lists(st.tuples(st.sampled_from(["fork", "note", "call", "answer", "say"]), st.integers(0, 10_000)), max_size=16)
+
+
+@settings(max_examples=60, deadline=None)
+@given(forking)
+def test_the_scope_of_a_transcript_reads_each_fork_from_its_stream(script: list[tuple[str, int]]) -> None:
+    """Forks of forks at any offset (below a parent's own events too), note forks, and forks
+    that drop unanswered tool calls: the scope is the same as read through the thread."""
+    from projections.transcript import _scope
+
+    store = Store(":memory:")
+    threads = [store.create_thread()]
+    store.append_message(threads[0], "user", "start")
+    calls = 0
+    for op, pick in script:
+        target = threads[pick % len(threads)]
+        waiting = store.pending_tool_uses(target)
+        if op in ("fork", "note"):
+            at = 2 + pick % (store.head(target) - 1)
+            options = {"context": "note", "transcript": "/t.md"} if op == "note" else {}
+            threads.append(store.fork(target, at=at, unanswered="drop", busy="allow", **options))
+        elif op == "call" and not waiting:
+            calls += 1
+            store.append_message(target, "assistant", [{"type": "tool_use", "id": f"t{calls}", "name": "x", "input": {}}])
+        elif op == "answer" and waiting:
+            store.append_message(target, "user", [{"type": "tool_result", "tool_use_id": waiting[0], "content": "ok"}])
+        elif not waiting:
+            store.append_message(target, "user", "m")
+    for thread in threads:
+        head = store.head(thread)
+        for stop in {1, head // 2 + 1, head}:
+            assert _scope(store, thread, stop) == _scope_through_the_thread(store, thread, stop)
