@@ -44,6 +44,8 @@ _PAUSE_FROM = 64
 Expect = str | int
 
 _Row = TypeVar("_Row")
+_V = TypeVar("_V")  # what `Store._up_each` reads of one stream
+_R = TypeVar("_R")  # what it gives for a history
 
 # How many streams' heads a store remembers (`Store._known`); past that it forgets the oldest.
 _KNOWN_HEADS = 4096
@@ -301,16 +303,37 @@ class Store:
         """`title` of each thread, each stream's segment looked up once for them all: a fork with
         no title of its own takes its parent's as of the fork point, which its siblings and a
         chain of forks share (`tree` of a chain of 1,000 forks read 500,000 segments)."""
+        def own(stream: ThreadInfo, upper: int) -> tuple[bool, str | None]:
+            return self._title_in(stream.id, stream.base, upper) if stream.base < upper else (False, None)
+
+        return self._up_each(threads, own, lambda mine, above: mine[1] if mine[0] else above, lambda mine: mine[0], None)
+
+    def count_each(self, threads: Iterable[ThreadInfo], type_: str) -> dict[str, int]:
+        """`count` of each thread, each stream's segment counted once for them all (a listing
+        of forks of forks counted each one's whole chain)."""
+        def own(stream: ThreadInfo, upper: int) -> int:
+            return self.backend.count_type(stream.id, stream.base, upper, type_) if stream.base < upper else 0
+
+        return self._up_each(threads, own, lambda mine, above: mine + above, lambda mine: False, 0)
+
+    def _up_each(self, threads: Iterable[ThreadInfo], own: Callable[[ThreadInfo, int], _V], merge: Callable[[_V, _R], _R],
+                 enough: Callable[[_V], bool], top: _R) -> dict[str, _R]:
+        """A fold of each thread's history from its head up its chain of forks: `own(stream,
+        upper)` reads the stream's own offsets below `upper`, `merge(that, what the streams above
+        give)` combines, and the walk stops early where `enough(that)` or at the root (`top`
+        above it). What the history below (stream, offset) gives is kept: siblings and a chain
+        of forks share it, so each segment is read once."""
         known = {info.id: info for info in threads}
-        memo: dict[tuple[str, int], str | None] = {}  # (stream, offset): its title before that offset
-        out: dict[str, str | None] = {}
+        memo: dict[tuple[str, int], _R] = {}
+        out: dict[str, _R] = {}
         for info in list(known.values()):
             stream, upper, walked, ids = info, info.head, [], set()
+            result = top
             while (stream.id, upper) not in memo:
-                walked.append((stream.id, upper))
+                mine = own(stream, upper)
+                walked.append(((stream.id, upper), mine))
                 ids.add(stream.id)
-                found, title = self._title_in(stream.id, stream.base, upper) if stream.base < upper else (False, None)
-                if found or stream.parent_id is None:
+                if enough(mine) or stream.parent_id is None:
                     break
                 if stream.parent_id in ids:
                     acyclic(self.backend.ancestry(info.id))  # a cycle of parents (raw SQL wrote it): refused by name
@@ -322,9 +345,10 @@ class Store:
                     parent = known[stream.parent_id] = self.thread(stream.parent_id)
                 stream = parent
             else:
-                title = memo[(stream.id, upper)]
-            memo.update(dict.fromkeys(walked, title))
-            out[info.id] = title
+                result = memo[(stream.id, upper)]
+            for key, mine in reversed(walked):
+                result = memo[key] = merge(mine, result)
+            out[info.id] = result
         return out
 
     def _title_in(self, stream_id: str, lo: int, hi: int | None) -> tuple[bool, str | None]:

@@ -321,9 +321,10 @@ titled = st.lists(st.tuples(st.sampled_from(["fork", "title", "redact", "message
 
 @settings(max_examples=60, deadline=None)
 @given(titled)
-def test_titles_of_a_tree_are_each_threads_title(script: list[tuple[str, int]]) -> None:
-    """`titles` over random forks (at any offset), title.sets and their redactions is `title`
-    of each thread; a redacted title.set shows the title before it."""
+def test_titles_and_counts_of_a_tree_are_each_threads(script: list[tuple[str, int]]) -> None:
+    """`titles` and `count_each` over random forks (at any offset), messages, title.sets and
+    their redactions are `title` and `count` of each thread; a redacted title.set shows the
+    title before it."""
     store = Store(":memory:")
     threads = [store.create_thread(title="root")]
     store.append_message(threads[0], "user", "start")
@@ -343,6 +344,8 @@ def test_titles_of_a_tree_are_each_threads_title(script: list[tuple[str, int]]) 
     assert store.titles(infos) == {info.id: store.title(info.id) for info in infos}
     assert store.titles(reversed(infos)) == store.titles(infos)
     assert store.titles(infos[-1:]) == {infos[-1].id: store.title(infos[-1].id)}
+    for type_ in ("message.appended", "title.set", "thread.forked"):
+        assert store.count_each(reversed(infos), type_) == {info.id: store.count(info.id, type_) for info in infos}
 
 
 def test_a_redacted_title_set_shows_the_title_before_it(store: Store) -> None:

@@ -161,7 +161,7 @@ LIBRARY: dict[str, Callable[[Store, str], Any]] = {
     "threads": lambda s, sub: s.threads(None),
     "threads-root": lambda s, sub: s.threads(root="T"),
     "all-threads": lambda s, sub: s.all_threads(),
-    "listing": lambda s, sub: [listing(s, info) for info in s.threads(None)],
+    "listing": lambda s, sub: listing(s, s.threads(None)),
     "subtree": lambda s, sub: s.subtree("T"),
     "ancestry": lambda s, sub: s.ancestry("G"),
     "title": lambda s, sub: [s.title(t) for t in ("T", "F", "G", sub)],

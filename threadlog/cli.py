@@ -514,7 +514,7 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: int
     infos = store.threads(limit, before, forks=everything or root is not None, root=root)
     if not infos and before is None and root is None:
         _check_rootless(store)
-    entries = [listing(store, info) for info in infos]
+    entries = listing(store, infos)
     if as_json:
         _emit_json(entries)
     else:

@@ -59,7 +59,7 @@ def threads_page(request: Request) -> Response:
     forks = request.query_params.get("all") == "1"
     query = request.query_params.get("q", "").strip()
     with view.open() as store:
-        entries = [listing(store, info) for info in store.threads(THREADS, before, forks=forks)]
+        entries = listing(store, store.threads(THREADS, before, forks=forks))
         indexed, last = store.index_position(), store.last_position()
         searchable = indexed > 0
         hits, search_error = [], None
