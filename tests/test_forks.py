@@ -369,6 +369,8 @@ def test_the_tree_of_a_chain_of_a_thousand_forks(store: Store) -> None:
         thread = store.fork(thread)
     titles = store.titles(store.subtree(root))
     assert len(titles) == 1001 and set(titles.values()) == {"deep"}
+    assert store.count_each(store.subtree(root), "message.appended") == dict.fromkeys(titles, 1)
+    assert store.count_each(store.subtree(root), "thread.forked")[thread] == 1000
     lines = list(tree_lines(store.subtree(root), titles))
     assert len(lines) == 1001 and lines[0].startswith("root  thread, 2 events  deep")
     assert lines[-1] == f"{'   ' * 999}└─ ⑃ {thread}  fork, 1002 events  deep, forked at 1001"
