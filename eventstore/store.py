@@ -342,7 +342,10 @@ class Store:
                 upper = min(upper, stream.base)
                 parent = known.get(stream.parent_id)
                 if parent is None:
-                    parent = known[stream.parent_id] = self.thread(stream.parent_id)
+                    row = self.backend.stream(stream.parent_id)
+                    if row is None:  # the parent's row was deleted outside threadlog: the history ends here, as in `ancestry`
+                        break
+                    parent = known[stream.parent_id] = ThreadInfo.from_row(row)
                 stream = parent
             else:
                 result = memo[(stream.id, upper)]

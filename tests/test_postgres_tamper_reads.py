@@ -173,6 +173,29 @@ def test_a_cycle_of_parents_is_refused_and_named_by_verify(tmp_path: Path, backe
     assert verified.returncode == 1 and "integrity check failed at position 1:" in verified.stderr, verified
 
 
+# A parent's row deleted: F's. `title` and `count` of G (F's fork) read its history up to the
+# missing row, as `show` does, but `ls` and the web thread list walked up for titles and counts
+# of the whole page at once and failed on every thread: "thread 'F' not found".
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
+def test_a_deleted_parent_row_ends_the_history_for_titles_and_counts_as_for_one_thread(tmp_path: Path, backend: str) -> None:
+    db = postgres_url() if backend == "postgresql" else str(tmp_path / "t.db")
+    with Store(db) as store:
+        build(store)
+    if backend == "postgresql":
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("DELETE FROM streams WHERE id = 'F'")
+    else:
+        with contextlib.closing(sqlite3.connect(db)) as lite, lite:
+            lite.execute("DELETE FROM streams WHERE id = 'F'")
+    with Store(db) as store:
+        infos = store.all_threads()
+        assert "G" in [info.id for info in infos]
+        assert store.titles(infos) == {info.id: store.title(info.id) for info in infos}
+        assert store.count_each(infos, "message.appended") == {info.id: store.count(info.id, "message.appended") for info in infos}
+    listed = _threadlog(db, "ls", "--all", "--json")
+    assert listed.returncode == 0 and '"G"' in listed.stdout, listed
+
+
 # A write onto a stream whose row was altered so that it cannot be written: refused with one
 # `error:` line, nothing written. (A head_hash of the right form but another value, or a head
 # past the events, is written onto: the chain breaks there, and `verify` names where.)
