@@ -276,6 +276,25 @@ def test_a_huge_message_is_shown_clipped_not_whole(tmp_path: Path) -> None:
         assert page.text.count("bytes elided") >= 3
 
 
+def test_a_huge_title_is_shown_clipped_on_the_list_the_thread_and_the_replay(tmp_path: Path) -> None:
+    # A title may be as long as an event holds, and every fork shows its parent's: a 2 MB title
+    # on a thread with 20 forks made the thread list with forks a 42 MB page (the thread page
+    # and the replay 4 MB: the title twice). The list cuts titles short, as `ls` and the tree do.
+    path = tmp_path / "title.db"
+    with Store(path) as store:
+        store.create_thread(title="start " + "T" * 2_000_000 + " end", thread_id="root")
+        store.append_message("root", "user", "hello")
+        for _ in range(20):
+            store.fork("root")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        listed, thread, replay = c.get("/?all=1"), c.get("/thread?id=root"), c.get("/replay?id=root")
+    assert listed.status_code == 200 and len(listed.content) < 100_000, len(listed.content)
+    assert listed.text.count("start TTT") == 21
+    for page in (thread, replay):
+        assert page.status_code == 200 and len(page.content) < 400_000, len(page.content)
+        assert "start TTT" in page.text and " end" in page.text and "bytes elided" in page.text
+
+
 def test_a_fork_card_names_a_bounded_number_of_forks(tmp_path: Path) -> None:
     path = tmp_path / "card.db"
     with Store(path) as store:
