@@ -10,7 +10,9 @@ batch of 30,000 events into an open thread was sent live as one 20 MB update.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import socket
 import sqlite3
 import subprocess
@@ -338,3 +340,20 @@ def test_bidirectional_overrides_are_shown_as_escapes_on_pages_and_live(served: 
             line = stream.readline()
     rows = "".join(item["html"] for item in json.loads(line[5:])["items"])
     assert "live invoice\\u202egpj.exe" in rows and "\u202e" not in rows
+
+
+def test_the_replay_form_sends_back_a_thread_id_holding_a_reordering_character(tmp_path: Path) -> None:
+    # The page showed every reordering character as its escape, the form's hidden id too: moving
+    # the replay slider asked for thread 'inv\u202egpj' (the escape as text), which is not found (404).
+    path = tmp_path / "bidi-id.db"
+    thread = "inv\u202egpj"
+    with Store(path) as store:
+        store.create_thread(title="x", thread_id=thread)
+        store.append_message(thread, "user", "hello")
+        store.append_message(thread, "assistant", "hi")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/replay", params={"id": thread}).text
+        sent = re.search(r'<input type="hidden" name="id" value="([^"]*)">', page)
+        assert sent is not None and "\u202e" not in page
+        again = c.get("/replay", params={"id": html.unescape(sent.group(1)), "at": 1})
+    assert again.status_code == 200 and "as of the first <b id=\"replay-at\">1</b>" in again.text

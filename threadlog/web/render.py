@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from projections.transcript import clip_middle
 
@@ -34,6 +34,13 @@ _REORDERING = re.compile("[\u202a-\u202e\u2066-\u2069]")
 def visible(html: str) -> str:
     """A page (or a part of one) with every reordering character shown as its escape."""
     return _REORDERING.sub(lambda found: f"\\u{ord(found.group()):04x}", html)
+
+
+def sent(value: Any) -> Markup:
+    """`value` for a form field the browser sends back (not one it shows): escaped, with each
+    reordering character as a character reference, which `visible` leaves alone and the
+    browser sends as the character itself (an id holding one came back as its escape text)."""
+    return Markup(_REORDERING.sub(lambda found: f"&#x{ord(found.group()):x};", str(escape(value))))
 
 
 def link(path: str, **params: Any) -> str:
@@ -75,5 +82,6 @@ def environment() -> Environment:
     env.filters["clip"] = clip
     env.filters["short"] = _short
     env.filters["pretty"] = _pretty
+    env.filters["sent"] = sent
     env.globals["link"] = link
     return env
