@@ -357,3 +357,27 @@ def test_the_replay_form_sends_back_a_thread_id_holding_a_reordering_character(t
         assert sent is not None and "\u202e" not in page
         again = c.get("/replay", params={"id": html.unescape(sent.group(1)), "at": 1})
     assert again.status_code == 200 and "as of the first <b id=\"replay-at\">1</b>" in again.text
+
+
+def test_a_live_update_names_each_row_as_the_page_does(tmp_path: Path) -> None:
+    # A row's element id comes from its event id, which a caller may choose; the page shows its
+    # reordering characters as escapes, but the update named the row with the characters, so the
+    # live script did not find the row it restates and added it again on every update.
+    from threadlog.web.live import _poll
+    from threadlog.web.render import environment
+    from threadlog.web.viewer import Viewer
+
+    path = tmp_path / "bidi-event.db"
+    with Store(path) as store:
+        store.create_thread(title="x", thread_id="t")
+        store.append(
+            "t", [{"type": "message.appended", "data": {"role": "user", "content": "hi"}, "meta": {"event_id": "ev\u202eil"}}])
+        store.append_message("t", "assistant", "yo")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        shown = set(re.findall(r'<li class="item[^"]*" id="([^"]*)"', c.get("/thread?id=t").text))
+    _, update = _poll(Viewer(str(path), environment(), None), "t", 0, 0)  # type: ignore[arg-type]
+    assert update is not None
+    items = json.loads(update)["items"]
+    assert any("ev" in item["id"] for item in items)
+    for item in items:
+        assert f'id="{html.escape(item["id"])}"' in item["html"] and html.escape(item["id"]) in shown, item["id"]

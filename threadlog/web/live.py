@@ -53,7 +53,8 @@ def _poll(view: Viewer, thread: str, position: int, start: int) -> tuple[int, st
             return position, json.dumps({"head": head, "position": position, "items": [], "reload": link("/thread", id=thread)})
         items = thread_items(store, thread, low, head)
     template = view.env.get_template("_item.html")
-    rendered = [{"id": item.id, "html": visible(template.render(item=item, thread=thread))} for item in items]
+    # The id as the row's element holds it on the page (`visible`): the live script finds the row by it.
+    rendered = [{"id": visible(item.id), "html": visible(template.render(item=item, thread=thread))} for item in items]
     return position, json.dumps({"head": head, "position": position, "items": rendered})
 
 
