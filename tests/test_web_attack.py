@@ -351,11 +351,16 @@ def test_the_replay_form_sends_back_a_thread_id_holding_a_reordering_character(t
         store.create_thread(title="x", thread_id=thread)
         store.append_message(thread, "user", "hello")
         store.append_message(thread, "assistant", "hi")
+        update_index(store)  # the list page has a search box
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
         page = c.get("/replay", params={"id": thread}).text
         sent = re.search(r'<input type="hidden" name="id" value="([^"]*)">', page)
         assert sent is not None and "\u202e" not in page
         again = c.get("/replay", params={"id": html.unescape(sent.group(1)), "at": 1})
+        # The search box keeps the query the same way: searching again searched for the escape text.
+        searched = c.get("/", params={"q": "hello \u202e"}).text
+        box = re.search(r'<input type="search" name="q" value="([^"]*)"', searched)
+        assert box is not None and html.unescape(box.group(1)) == "hello \u202e" and "\u202e" not in searched
     assert again.status_code == 200 and "as of the first <b id=\"replay-at\">1</b>" in again.text
 
 
