@@ -238,3 +238,36 @@ def test_an_older_copy_of_an_imported_session_adds_nothing(tmp_path: Path) -> No
     assert code == 0 and json.loads(out)["added"] == 0, err
     assert file_dump(db) == before
 
+
+
+# Event data of the wrong shape for its type, written by raw SQL (appends validate every event):
+# the commands that fold a thread ended in a traceback (AttributeError, KeyError, TypeError).
+WRONG_SHAPES = {
+    "fork-options-a-number": ("F", 2, {"options": 5, "parent_id": "T", "parent_offset": 2}),
+    "fork-note-without-parent": ("F", 2, {"options": {"context": "note"}}),
+    "fork-dropped-a-number": ("F", 2, {"options": {}, "parent_id": "T", "parent_offset": 2, "dropped_tool_use_ids": 5}),
+    "message-content-a-number": ("T", 1, {"role": "user", "content": 5}),
+}
+
+
+@pytest.mark.parametrize("thread, offset, data", WRONG_SHAPES.values(), ids=list(WRONG_SHAPES))
+def test_a_stored_event_of_the_wrong_shape_is_one_error_line(tmp_path: Path, thread: str, offset: int, data: dict[str, object]) -> None:
+    import sqlite3
+
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.create_thread(title="x", thread_id="T", model="m")
+        store.append_message("T", "user", "hi")
+        store.fork("T", fork_id="F")
+        store.append_message("F", "user", "more")
+    with sqlite3.connect(db) as conn:
+        conn.execute('UPDATE events SET data = ? WHERE stream_id = ? AND "offset" = ?', (json.dumps(data), thread, offset))
+    conn.close()
+    for command in ("show", "rows", "transcript", "request"):
+        result = CliRunner().invoke(cli, ["--db", str(db), command, "F"])
+        assert isinstance(result.exception, SystemExit) or result.exception is None, (command, result.exception)
+        if result.exit_code:
+            assert result.exit_code == 1 and result.stderr.count("\n") == 1 and "error:" in result.stderr, (command, result.stderr)
+            assert "verify" in result.stderr, (command, result.stderr)
+    verified = CliRunner().invoke(cli, ["--db", str(db), "verify"])
+    assert verified.exit_code == 1 and "integrity check failed" in verified.stderr

@@ -75,6 +75,11 @@ class _Group(click.Group):
             _fail(f"input is not UTF-8 text ({error.reason} at byte {error.start})")
         except RecursionError:  # an event nested too deeply, stored by an older release or by hand
             _fail("an event is nested too deeply to show; `threadlog verify` names its position")
+        except (AttributeError, KeyError, TypeError, IndexError, ValueError) as error:
+            # Appends validate every event, so a stored one of the wrong shape (`{"options": 5}`)
+            # was written by raw SQL; said in one line, as every other refusal is.
+            _fail(f"a stored event does not have the shape its type requires ({type(error).__name__}: {error}): its row was "
+                  "altered outside threadlog, and `threadlog verify` names it (if verify passes, this is a bug in threadlog)")
 
 
 def _fail(message: str) -> None:
