@@ -103,20 +103,28 @@ class Worker:
 def interruptible(argv: list[str], **popen: Any) -> subprocess.Popen[Any]:
     """A child that Ctrl-C (SIGINT) stops however this test was started: a background job of a
     non-interactive shell ignores SIGINT, its children inherit that, and a Python started with
-    SIGINT ignored never raises KeyboardInterrupt."""
-    return subprocess.Popen(argv, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
+    SIGINT ignored never raises KeyboardInterrupt. Its fault handler is on, so a child that
+    does not stop shows where each of its threads was (`ctrl_c`)."""
+    env = {**(popen.pop("env", None) or os.environ), "PYTHONFAULTHANDLER": "1"}
+    return subprocess.Popen(argv, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), env=env, **popen)
 
 
 def ctrl_c(proc: subprocess.Popen[Any], timeout: float = 30.0) -> tuple[Any, Any]:
-    """SIGINT `proc` and read what it wrote; a child still running after `timeout` is killed,
-    then the test fails (never leaving it running into the next test)."""
+    """SIGINT `proc` and read what it wrote; a child still running after `timeout` is stopped
+    with SIGABRT, which makes its fault handler print every thread's stack, and the test fails
+    with them (never leaving the child running into the next test)."""
     proc.send_signal(signal.SIGINT)
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise AssertionError(f"{proc.args!r} did not stop within {timeout} s of Ctrl-C") from None
+        proc.send_signal(signal.SIGABRT)
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        stacks = err.decode("utf-8", "replace") if isinstance(err, bytes) else str(err or "")
+        raise AssertionError(f"{proc.args!r} did not stop within {timeout} s of Ctrl-C; where it was:\n{stacks[-4000:]}") from None
 
 
 @contextlib.contextmanager
