@@ -97,3 +97,16 @@ def altered_index(why: str) -> StoreError:
     """The search index was altered outside threadlog (`why`): a cache of the log, rebuilt whole."""
     return StoreError(f"the search index was altered outside threadlog ({why}); rebuild it from the log with "
                       "`threadlog index --rebuild`")
+
+
+# What a fold meets in a stored event whose data does not have its type's shape (`{"options": 5}`
+# in a thread.forked): appends validate every event, so only raw SQL stores one.
+MISSHAPEN = (AttributeError, KeyError, TypeError, IndexError, ValueError)
+
+
+def misshapen(error: Exception) -> StoreError:
+    """The refusal for `error`, one of `MISSHAPEN`, raised while reading the log: said in one
+    line, pointing at `verify`, which names the altered row."""
+    return StoreError(f"a stored event does not have the shape its type requires ({type(error).__name__}: {error}): its row "
+                      "was altered outside threadlog, and `threadlog verify` names it (if verify passes, this is a bug in "
+                      "threadlog)")

@@ -386,3 +386,23 @@ def test_a_live_update_names_each_row_as_the_page_does(tmp_path: Path) -> None:
     assert any("ev" in item["id"] for item in items)
     for item in items:
         assert f'id="{html.escape(item["id"])}"' in item["html"] and html.escape(item["id"]) in shown, item["id"]
+
+
+def test_a_stored_event_of_the_wrong_shape_is_the_viewers_error_page(tmp_path: Path) -> None:
+    # A thread.forked whose options are a number (raw SQL; appends validate every event): the
+    # thread, replay and blame pages were a bare "Internal Server Error".
+    path = tmp_path / "shape.db"
+    with Store(path) as store:
+        store.create_thread(title="x", thread_id="T")
+        store.append_message("T", "user", "hi")
+        store.fork("T", fork_id="F")
+        store.append_message("F", "user", "more")
+    with sqlite3.connect(path) as conn:
+        conn.execute('UPDATE events SET data = ? WHERE stream_id = ? AND "offset" = ?',
+                     (json.dumps({"options": 5, "parent_id": "T", "parent_offset": 2}), "F", 2))
+    conn.close()
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1", raise_server_exceptions=False) as c:
+        for page in ("/thread?id=F", "/replay?id=F&at=3", "/blame?id=F"):
+            response = c.get(page)
+            assert response.status_code == 500 and 'id="error-message">a stored event does not have the shape' in response.text
+            assert "`threadlog verify` names it" in response.text, page

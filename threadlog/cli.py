@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from eventstore import IntegrityError, Store, StoreError, ThreadNotFound
-from eventstore.errors import SchemaTooOld
+from eventstore.errors import MISSHAPEN, SchemaTooOld, misshapen
 from eventstore.events import MAX_DEPTH
 from eventstore.store import MAX_TIMEOUT, is_url
 
@@ -75,11 +75,8 @@ class _Group(click.Group):
             _fail(f"input is not UTF-8 text ({error.reason} at byte {error.start})")
         except RecursionError:  # an event nested too deeply, stored by an older release or by hand
             _fail("an event is nested too deeply to show; `threadlog verify` names its position")
-        except (AttributeError, KeyError, TypeError, IndexError, ValueError) as error:
-            # Appends validate every event, so a stored one of the wrong shape (`{"options": 5}`)
-            # was written by raw SQL; said in one line, as every other refusal is.
-            _fail(f"a stored event does not have the shape its type requires ({type(error).__name__}: {error}): its row was "
-                  "altered outside threadlog, and `threadlog verify` names it (if verify passes, this is a bug in threadlog)")
+        except MISSHAPEN as error:  # a stored event of the wrong shape (raw SQL wrote it): one line, as every refusal
+            _fail(str(misshapen(error)))
 
 
 def _fail(message: str) -> None:

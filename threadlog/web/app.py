@@ -24,6 +24,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
+from eventstore.errors import MISSHAPEN, misshapen
 
 from . import live, pages
 from .integrity import Integrity
@@ -67,6 +68,8 @@ def _error(status: int) -> Callable[[Request, Exception], Response]:
     def handle(request: Request, error: Exception) -> Response:
         if isinstance(error, HTTPException):
             status_code, message = error.status_code, str(error.detail)
+        elif isinstance(error, MISSHAPEN):  # a stored event of the wrong shape (raw SQL wrote it)
+            status_code, message = status, str(misshapen(error))
         else:
             status_code, message = status, str(error)
         return viewer(request).render(request, "error.html", status=status_code, message=message, status_code=status_code)
@@ -105,6 +108,7 @@ def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
             InvalidEvent: _error(400),
             StoreError: _error(500),
             HTTPException: _error(400),
+            **dict.fromkeys(MISSHAPEN, _error(500)),
         },
     )
     app.state.viewer = Viewer(path, environment(), Integrity(lambda: Store(path, read_only=True)))
