@@ -141,20 +141,26 @@ def _threadlog(db: str, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=30)
 
 
-# A cycle of parents: T's row names G (a fork of T's fork F) as its parent. Reading any of the
-# three ran the recursive ancestry query forever (on SQLite in memory, on PostgreSQL filling a
-# temporary file), and `verify` looped in Python looking for the fork point's owner.
-@pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
-def test_a_cycle_of_parents_is_refused_and_named_by_verify(tmp_path: Path, backend: str) -> None:
+def _built_and_altered(tmp_path: Path, backend: str, sql: str) -> str:
+    """A store on `backend` holding `build`'s rows, then altered by `sql`; its path or URL."""
     db = postgres_url() if backend == "postgresql" else str(tmp_path / "t.db")
     with Store(db) as store:
         build(store)
     if backend == "postgresql":
         with psycopg.connect(db, autocommit=True) as conn:
-            conn.execute("UPDATE streams SET parent_id = 'G' WHERE id = 'T'")
+            conn.execute(sql)
     else:
         with contextlib.closing(sqlite3.connect(db)) as lite, lite:
-            lite.execute("UPDATE streams SET parent_id = 'G' WHERE id = 'T'")
+            lite.execute(sql)
+    return db
+
+
+# A cycle of parents: T's row names G (a fork of T's fork F) as its parent. Reading any of the
+# three ran the recursive ancestry query forever (on SQLite in memory, on PostgreSQL filling a
+# temporary file), and `verify` looped in Python looking for the fork point's owner.
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
+def test_a_cycle_of_parents_is_refused_and_named_by_verify(tmp_path: Path, backend: str) -> None:
+    db = _built_and_altered(tmp_path, backend, "UPDATE streams SET parent_id = 'G' WHERE id = 'T'")
     for thread in ("T", "F", "G"):
         shown = _threadlog(db, "show", thread)
         assert shown.returncode == 1 and "its parent_id names" in shown.stderr and "a cycle of forks" in shown.stderr, shown
@@ -178,15 +184,7 @@ def test_a_cycle_of_parents_is_refused_and_named_by_verify(tmp_path: Path, backe
 # of the whole page at once and failed on every thread: "thread 'F' not found".
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
 def test_a_deleted_parent_row_ends_the_history_for_titles_and_counts_as_for_one_thread(tmp_path: Path, backend: str) -> None:
-    db = postgres_url() if backend == "postgresql" else str(tmp_path / "t.db")
-    with Store(db) as store:
-        build(store)
-    if backend == "postgresql":
-        with psycopg.connect(db, autocommit=True) as conn:
-            conn.execute("DELETE FROM streams WHERE id = 'F'")
-    else:
-        with contextlib.closing(sqlite3.connect(db)) as lite, lite:
-            lite.execute("DELETE FROM streams WHERE id = 'F'")
+    db = _built_and_altered(tmp_path, backend, "DELETE FROM streams WHERE id = 'F'")
     with Store(db) as store:
         infos = store.all_threads()
         assert "G" in [info.id for info in infos]
