@@ -545,3 +545,43 @@ def test_a_file_that_grows_between_the_check_and_the_write_is_written_as_it_was_
         with pytest.raises(BadLine) as caught:
             import_pi(store, [first, second])
         assert caught.value.file == str(second) and store.counts().events == 2 * 72
+
+
+def _events_of(store: Store) -> list[tuple[str, str, str]]:
+    """Every event of the sources' lines, whatever thread holds it: which branch of a rewound
+    session is the thread and which its fork follows what the first import saw. A thread.created
+    holds what that import knew (the model comes from the first response)."""
+    return sorted((e.event_id, e.type, json.dumps({k: v for k, v in e.data.items() if k != "through_offset"}, sort_keys=True))
+                  for e in store.read_all() if e.type not in ("thread.created", "thread.forked"))
+
+
+def _inside_responses(lines: list[bytes]) -> list[int]:
+    """The cuts (a count of lines) that fall between two lines of one response."""
+    ids = []
+    for line in lines:
+        message = json.loads(line).get("message")
+        ids.append(message.get("id") if isinstance(message, dict) and message.get("role") == "assistant" else None)
+    return [cut for cut in range(1, len(lines)) if {i for i in ids[:cut] if i} & set(ids[cut:])]
+
+
+@pytest.mark.parametrize("session", [p for p in SESSIONS if p.parent.name != "-src-experiments-claude_p"],
+                         ids=lambda p: p.stem[:12])
+def test_following_a_session_cut_at_any_line_ends_as_one_import(session: Path, tmp_path: Path) -> None:
+    """A session followed while it grows, polled after any of its lines, then imported once it
+    is over, holds what one import of the whole file holds: Claude Code writes one response as
+    several lines, each with the response's final stop_reason (or none at all), so a poll
+    between two of them must leave the response for later."""
+    lines = session.read_bytes().splitlines(keepends=True)
+    live = tmp_path / session.name  # the file's path is in its events: one path for both imports
+    live.write_bytes(b"".join(lines))
+    whole = Store(":memory:")
+    import_claude_code(whole, [live])
+    expected = _events_of(whole)
+    for cut in _inside_responses(lines)[::4]:  # every fourth: each cut imports the session three times
+        with Store(":memory:") as store:
+            live.write_bytes(b"".join(lines[:cut]))
+            import_claude_code(store, [live], partial_tail=True)
+            live.write_bytes(b"".join(lines))
+            import_claude_code(store, [live], partial_tail=True)  # may still hold a last response it cannot see ended
+            import_claude_code(store, [live])  # the session over: the file as it is
+            assert _events_of(store) == expected, f"cut after line {cut}"

@@ -226,11 +226,17 @@ def _unfinished(units: list[_Unit], lines: list[Line]) -> set[tuple[str, str]]:
     """The keys of the units a tool still writing may add lines to: the last response and
     its tool results, until the file shows them complete.
 
-    A response is complete once one of its lines carries a `stop_reason` (the last one
-    does) or a line ending the turn follows it; its results, once every call of it has its
-    result. A unit written before a line of another unit is complete whatever the time
-    between its lines, so a slow response is imported once, whole: its event id comes from
-    its first line, and an event, once written, is never rewritten.
+    Claude Code writes a response as one line per content block, and every one of them may
+    already carry the response's final `stop_reason` (2.0.x does), so a `stop_reason` alone
+    does not show the last block written. A response is complete once a later message
+    follows it (its tool results, the next prompt: other lines, such as a file-history
+    snapshot, come between a response's blocks), or a line ending the turn, or when its
+    last line ends it: a `stop_reason` other than `tool_use` (whose results always follow)
+    on a block that is neither thinking nor a tool call. Its results are complete once
+    every call of it has its result, or the turn is over. A unit written before a line of
+    another unit is complete whatever the time between its lines, so a slow response is
+    imported once, whole: its event id comes from its first line, and an event, once
+    written, is never rewritten.
     """
     last = max(units, key=lambda u: u.entries[-1].line.number)
     if last.kind not in ("assistant", "results"):
@@ -243,8 +249,12 @@ def _unfinished(units: list[_Unit], lines: list[Line]) -> set[tuple[str, str]]:
     end = max(u.entries[-1].line.number for u in (response, results) if u is not None)
     turn_over = any(line.number > end and line.record.get("type") == "system" and line.record.get("subtype") in _TURN_ENDS
                     for line in lines)
-    stopped = turn_over or any(e.line.record["message"].get("stop_reason") for e in response.entries)
-    if not stopped:
+    final = response.entries[-1]
+    followed = any(line.number > final.line.number and line.record.get("type") in ("user", "assistant") for line in lines)
+    blocks = _blocks_of(final)
+    ends = (final.line.record["message"].get("stop_reason") not in (None, "tool_use") and bool(blocks)
+            and blocks[-1].get("type") not in ("thinking", "redacted_thinking", "tool_use"))
+    if not (turn_over or followed or ends):
         return {("a", key), ("r", key)}
     calls = {b.get("id") for e in response.entries for b in _blocks_of(e) if b.get("type") == "tool_use"}
     answered = {b.get("tool_use_id") for e in (results.entries if results else []) for b in _blocks_of(e) if b.get("type") == "tool_result"}
