@@ -271,3 +271,15 @@ def test_a_stored_event_of_the_wrong_shape_is_one_error_line(tmp_path: Path, thr
             assert "verify" in result.stderr, (command, result.stderr)
     verified = CliRunner().invoke(cli, ["--db", str(db), "verify"])
     assert verified.exit_code == 1 and "integrity check failed" in verified.stderr
+
+
+@pytest.mark.parametrize("args", [["verify"], ["ls"], ["log", "x"], ["checkpoint"], ["search", "x"], ["append", "x", "--role", "user", "--text", "hi"]],
+                         ids=lambda a: a[0])
+def test_a_command_on_an_empty_file_writes_nothing(tmp_path: Path, args: list[str]) -> None:
+    """An empty file (a mistyped --db, a file another tool just created) is not a threadlog
+    file to migrate: a command other than init says so and leaves it empty, with no log beside it."""
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    code, _, err = invoke("--db", str(empty), *args)
+    assert code == 1 and "is empty, not a threadlog database yet" in err, err
+    assert empty.read_bytes() == b"" and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]

@@ -182,6 +182,9 @@ def _open(path: str, mode: str, timeout: float) -> Store:
     url = is_url(path)
     if not url and mode != "create" and path != ":memory:" and not Path(path).is_file():
         raise StoreError(f"no database at {path}; create one with `threadlog init` (or check --db / $THREADLOG_DB)")
+    if not url and mode == "write" and path != ":memory:" and os.path.getsize(path) == 0:  # as a read-only opening says
+        raise StoreError(f"{path} is empty, not a threadlog database yet; create one with `threadlog init` "
+                         "(or check --db / $THREADLOG_DB); nothing was written")
     writable: dict[str, Any] = {"timeout": timeout} if url else {"timeout": timeout, "on_wait": _waiting}
     if mode != "read":
         return Store(path, **writable)
