@@ -131,6 +131,11 @@ def _options(**fields: Any) -> ForkOptions:
     retrieval = fields.get("retrieval")
     if isinstance(retrieval, str):
         fields["retrieval"] = retrieval.replace("-", "_")
+    if fields.get("context", "full") != "note":  # only a note fork's first request reads them
+        for name, unused in (("retrieval", "off"), ("transcript", None)):
+            if fields.get(name, unused) != unused:
+                raise InvalidEvent(name, f"applies to context='note' forks only (this fork has context={fields.get('context')!r}); "
+                                         "nothing was written")
     try:
         return ForkOptions.model_validate(fields)
     except ValidationError as error:

@@ -58,7 +58,7 @@ def test_new_append_fork_log(run) -> None:  # type: ignore[no-untyped-def]
     run("append", t, "--role", "assistant", "--content", "-", input=blocks)
     run("append", t, "--role", "user", "--content", "-", "--expect", "3", input=json.dumps([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]))
     run("emit", t, "title.set", "--data", '{"title": "Lyon"}', "--expect", "4")
-    f = run("fork", t, "--at", "2", "--metadata", "keep:user", "--retrieval", "per-turn").strip()
+    f = run("fork", t, "--at", "2", "--metadata", "keep:user", "--context", "note", "--retrieval", "per-turn").strip()
     lines = run("log", f, "--json").splitlines()
     events = [json.loads(line) for line in lines]
     assert [(e["offset"], e["type"]) for e in events] == [(0, "thread.created"), (1, "message.appended"), (2, "thread.forked")]

@@ -388,3 +388,18 @@ def test_subtree_walks_forks_of_forks_only_below_the_thread(store: Store, convo:
     assert [t.id for t in store.subtree(a)] == [a, a1]
     with pytest.raises(ThreadNotFound):
         store.subtree("nope")
+
+
+@pytest.mark.parametrize("option", [{"retrieval": "per_turn"}, {"retrieval": "first-turn"}, {"transcript": "parent.md"}],
+                         ids=["per_turn", "first_turn", "transcript"])
+def test_a_note_forks_options_are_refused_on_a_full_fork(option: dict[str, str]) -> None:
+    """`retrieval` and `transcript` only shape a context='note' fork's first request: on a full
+    fork they were recorded and then refused by `anthropic_request`, or named a file never written."""
+    store = Store(":memory:")
+    thread = store.create_thread(title="t")
+    store.append_message(thread, "user", "hi")
+    before = store.counts()
+    with pytest.raises(InvalidEvent, match="context='note' forks only"):
+        store.fork(thread, **option)  # type: ignore[arg-type]
+    assert store.counts() == before
+    store.fork(thread, context="note", **option)  # type: ignore[arg-type]
