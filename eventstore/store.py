@@ -722,6 +722,7 @@ class Store:
         """The cached state with the highest offset <= `at` that covers a prefix of `thread`'s
         history, as (offset, state): the thread's own snapshots, or an ancestor's taken at or
         below the fork point (the histories agree there). None when there is none."""
+        check_index("at", at)
         best: SnapshotRow | None = None
         for stream_id, _, hi in reversed(segments(self.ancestry(thread))):  # newest first
             limit = at if hi is None else min(hi, at)

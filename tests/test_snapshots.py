@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from eventstore.sqlite import SCHEMA_VERSION
-from eventstore import Store
+from eventstore import InvalidEvent, Store
 from projections import state as state_module
 from threadlog import drop_snapshots, save_snapshot, thread_state
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
@@ -186,3 +186,15 @@ def test_an_altered_snapshot_is_not_used_and_verify_names_it(tmp_path: Path, alt
     assert shown.exit_code == 0 and "after the snapshot" in shown.output, shown.output
     verified = CliRunner().invoke(cli, ["--db", str(path), "verify"])
     assert verified.exit_code == 1 and "snapshot of 't' at offset 31" in verified.output, verified.output
+
+
+@pytest.mark.parametrize("at", [2**63, -1, True, b"1", 1.5], ids=repr)
+def test_nearest_snapshot_refuses_an_offset_that_is_not_one(store: Store, at: Any) -> None:
+    """As every other offset argument: SQLite raised a bare OverflowError past 64 bits, and each
+    backend answered some of the others as an offset."""
+    thread = store.create_thread(title="t")
+    store.append_message(thread, "user", "hi")
+    store.save_snapshot("p", 1, thread, 1, {"a": 1})
+    with pytest.raises(InvalidEvent, match="^at"):
+        store.nearest_snapshot("p", 1, thread, at)
+    assert store.nearest_snapshot("p", 1, thread, 1) == (1, {"a": 1})
