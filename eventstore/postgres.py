@@ -88,7 +88,7 @@ import re
 import select
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import psycopg
 from psycopg import sql
@@ -456,6 +456,24 @@ def _translated(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Calla
     return run
 
 
+def _absent(answer: Callable[[], Any]) -> Callable[[Callable[Concatenate[PostgresBackend, _P], _R]],
+                                                  Callable[Concatenate[PostgresBackend, _P], _R]]:
+    """For a lookup by stream id (or other key text): `answer()` when the key holds U+0000,
+    which no PostgreSQL text can hold, so nothing stored has it: no such stream, as SQLite
+    answers, instead of the server's (or the driver's) refusal to take the text."""
+
+    def decorate(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Callable[Concatenate[PostgresBackend, _P], _R]:
+        @functools.wraps(method)
+        def run(self: PostgresBackend, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            if any(isinstance(value, str) and "\x00" in value for value in (*args, *kwargs.values())):
+                return cast(_R, answer())
+            return method(self, *args, **kwargs)
+
+        return run
+
+    return decorate
+
+
 def _queueing(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Callable[Concatenate[PostgresBackend, _P], _R]:
     """`_translated` for the write methods that queue their statements instead of flushing
     the queue first (see `PostgresBackend._queued`)."""
@@ -769,6 +787,7 @@ class PostgresBackend:
 
     # -- streams ----------------------------------------------------------------------------
 
+    @_absent(lambda: None)
     @_translated
     def stream(self, stream_id: str) -> StreamRow | None:
         row = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams WHERE id = %s", (stream_id,)).fetchone()
@@ -782,6 +801,7 @@ class PostgresBackend:
         self._reserved += 1
         return int(last[-2]) - count + 1
 
+    @_absent(lambda: (None, 0))
     @_queueing
     def stream_for_append(self, stream_id: str, count: int = 1) -> tuple[StreamRow | None, int]:
         """Lock the stream (for this transaction), take `count` positions and read the stream's
@@ -816,6 +836,7 @@ class PostgresBackend:
             raise
         return int(appended.get_value(0, 0) or 0) if appended.ntuples else None
 
+    @_absent(list)
     @_translated
     def ancestry(self, stream_id: str, start: int = 0) -> list[StreamRow]:
         rows = self.conn.execute(ANCESTRY_FROM if start else ANCESTRY, (stream_id, start) if start else (stream_id,)).fetchall()
@@ -844,6 +865,7 @@ class PostgresBackend:
         rows = self.conn.execute("SELECT created_position FROM streams WHERE created_position IS NOT NULL").fetchall()
         return sorted(row[0] for row in rows)
 
+    @_absent(list)
     @_translated
     def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:
         rows = self.conn.execute(
@@ -860,6 +882,7 @@ class PostgresBackend:
         ).fetchall()
         return [_new(StreamRow, r) for r in rows]
 
+    @_absent(lambda: None)
     @_translated
     def last_title_event(self, stream_id: str, lo: int, hi: int | None) -> EventRow | None:
         row = self.conn.execute(
@@ -869,6 +892,7 @@ class PostgresBackend:
         ).fetchone()
         return _new(EventRow, row) if row else None
 
+    @_absent(lambda: 0)
     @_translated
     def count_type(self, stream_id: str, lo: int, hi: int | None, type_: str) -> int:
         row = self.conn.execute(
@@ -878,6 +902,7 @@ class PostgresBackend:
         ).fetchone()
         return int(row[0]) if row else 0
 
+    @_absent(list)
     @_translated
     def subtree(self, stream_id: str) -> list[StreamRow]:
         columns = ", ".join("s." + c.strip() for c in STREAM_COLUMNS.split(","))
@@ -967,6 +992,7 @@ class PostgresBackend:
             'JOIN events e ON e.stream_id = s.parent_id AND e."offset" = s.parent_offset - 1 '
             f"WHERE s.created_position > %s AND e.position <= %s AND e.{_VISIBLE}", (created_after, upto)).fetchall())
 
+    @_absent(lambda: None)
     @_translated
     def event_at(self, stream_id: str, offset: int) -> EventRow | None:
         row = self.conn.execute(
@@ -979,6 +1005,7 @@ class PostgresBackend:
         row = self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE position = %s", (position,)).fetchone()
         return _new(EventRow, row) if row else None
 
+    @_absent(lambda: iter(()))
     def range(self, stream_id: str, lo: int, hi: int | None) -> Iterator[EventRow]:
         return self._paged(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = %s AND "offset" < %s AND "offset" > %s '
@@ -986,6 +1013,7 @@ class PostgresBackend:
             (stream_id, _NO_BOUND if hi is None else hi, lo - 1, None), EventRow, 2,
         )
 
+    @_absent(lambda: iter(()))
     def range_data(self, stream_id: str, lo: int, hi: int | None) -> Iterator[DataRow]:
         return self._paged(
             f'SELECT "offset", {_TYPE}, schema_version, data FROM events WHERE stream_id = %s AND "offset" < %s '
@@ -1012,6 +1040,7 @@ class PostgresBackend:
         self.conn.execute("UPDATE events SET data_digest = coalesce(data_digest, sha256(convert_to(data, 'UTF8'))), "
                           "data = %s, redacted_by = %s WHERE position = %s", (data, redacted_by, position))
 
+    @_absent(lambda: None)
     @_translated
     def redacted_since(self, stream_id: str, lo: int, hi: int | None, after: int) -> tuple[int, int] | None:
         bounds = (stream_id, lo, _NO_BOUND if hi is None else hi)
@@ -1155,6 +1184,7 @@ class PostgresBackend:
         ).fetchall()
         return [_new(HitRow, (*row[:9], float(row[9]))) for row in rows]
 
+    @_absent(lambda: None)
     @_translated
     def index_title(self, stream_id: str, lo: int, hi: int | None) -> str | None:
         row = self.conn.execute(
@@ -1184,6 +1214,7 @@ class PostgresBackend:
             (projection, version, stream_id, offset, state),
         )
 
+    @_absent(lambda: None)
     @_translated
     def nearest_snapshot(self, projection: str, version: int, stream_id: str, lo: int, hi: int) -> SnapshotRow | None:
         row = self.conn.execute(
@@ -1193,6 +1224,7 @@ class PostgresBackend:
         ).fetchone()
         return SnapshotRow(int(row[0]), str(row[1])) if row else None
 
+    @_absent(lambda: 0)
     @_translated
     def drop_snapshots(self, projection: str | None = None, stream_id: str | None = None) -> int:
         return self.conn.execute(

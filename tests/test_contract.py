@@ -6,6 +6,8 @@ thread, increasing global positions: what every backend must guarantee.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from eventstore import ConcurrencyError, InvalidEvent, Store, ThreadNotFound
@@ -170,3 +172,22 @@ def test_reopening_a_file_keeps_everything(tmp_path) -> None:  # type: ignore[no
         assert [e.to_json() for e in s.read(t)] == before
         assert (s.journal_mode, s.synchronous) == ("wal", "FULL")
         s.verify()
+
+
+@pytest.mark.parametrize("call", [
+    lambda s, bad: s.fork(bad), lambda s, bad: list(s.read(bad)), lambda s, bad: s.event_at(bad, 0),
+    lambda s, bad: s.append_message(bad, "user", "x"), lambda s, bad: s.title(bad), lambda s, bad: s.count(bad, "x"),
+    lambda s, bad: s.subtree(bad), lambda s, bad: s.pending_tool_uses(bad), lambda s, bad: s.threads(root=bad),
+    lambda s, bad: s.drop_snapshots(thread=bad), lambda s, bad: s.nearest_snapshot("p", 1, bad, 1),
+    lambda s, bad: s.append(bad, [{"type": "title.set", "data": {"title": "x"}}], expect="stream_exists"),
+], ids=["fork", "read", "event_at", "append", "title", "count", "subtree", "pending", "threads", "drop_snapshots", "nearest",
+        "stream_exists"])
+def test_a_thread_id_holding_nul_is_no_thread(store: Store, call: Any) -> None:
+    """No id holds U+0000 (ids are printable), so every backend answers 'not found', the error
+    callers catch; PostgreSQL, whose text cannot hold it, answered a generic database error."""
+    thread = store.create_thread(title="t")
+    before = dump(store)
+    with pytest.raises(ThreadNotFound):
+        call(store, thread[:4] + "\x00")
+    assert store.ids_starting("a\x00") == [] and store.count(thread, "a\x00") == 0
+    assert dump(store) == before
