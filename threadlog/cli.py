@@ -1081,7 +1081,8 @@ def usage_command(store: Store, thread: str, as_json: bool) -> None:
 @with_store("write")
 def search_command(store: Store, query: str, thread: str | None, role: str | None, tool_name: str | None, limit: int,
                    as_json: bool) -> None:
-    """Full-text search (SQLite FTS5 syntax; an invalid query is taken as plain words), best first."""
+    """Full-text search, best first: SQLite FTS5 syntax (an invalid query is taken as plain
+    words), or on PostgreSQL its web search syntax (`"a phrase"`, `or`, `-word`)."""
     hits = search(store, query, thread=thread, role=role, tool=tool_name, limit=limit)
     if as_json:
         _emit_json({"query": query, "thread": thread, "hits": [hit.to_json() for hit in hits]})
