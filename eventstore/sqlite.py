@@ -627,7 +627,7 @@ class SQLiteBackend:
     def _migrate(self) -> None:
         if self.schema_version() == SCHEMA_VERSION:
             return
-        if self.read_only and self.schema_version() == 0:  # no tables (`_check_file`): nothing to read or migrate
+        if self.read_only and not self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:  # nothing to read or migrate
             raise SchemaError(f"{self.path} is empty, not a threadlog database yet; create one with `threadlog init` "
                               "(or check --db / $THREADLOG_DB); nothing was written")
         if self.read_only:
