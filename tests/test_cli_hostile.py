@@ -283,3 +283,11 @@ def test_a_command_on_an_empty_file_writes_nothing(tmp_path: Path, args: list[st
     code, _, err = invoke("--db", str(empty), *args)
     assert code == 1 and "is empty, not a threadlog database yet" in err, err
     assert empty.read_bytes() == b"" and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+
+
+def test_follow_forks_without_a_thread_is_a_usage_error(tmp_path: Path) -> None:
+    """`--forks` means a thread's forks: alone it used to follow everything, silently."""
+    db = tmp_path / "t.db"
+    Store(db).close()
+    code, _, err = invoke("--db", str(db), "follow", "--forks")
+    assert code == 2 and "--forks follows a thread's forks" in err, err

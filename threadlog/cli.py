@@ -803,6 +803,8 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
 @with_store()
 def follow(store: Store, thread: str | None, forks: bool, after: int | None, interval: float, as_json: bool) -> None:
     """Print events as they are committed, like tail -f (Ctrl-C stops, status 130). --json: JSON lines."""
+    if forks and thread is None:
+        raise click.UsageError("--forks follows a thread's forks: name the thread with --thread")
     position = store.last_position() if after is None else after
     wanted = None if thread is None else {thread}
     try:
