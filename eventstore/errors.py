@@ -81,6 +81,13 @@ class SchemaError(StoreError):
     """The file is not a threadlog database this release can open."""
 
 
+def empty_file(path: str) -> SchemaError:
+    """The refusal to read, or write into, a file with no tables: it is not a threadlog
+    database yet (a mistyped path, a file another tool just made), and only `init` makes it one."""
+    return SchemaError(f"{path} is empty, not a threadlog database yet; create one with `threadlog init` "
+                       "(or check --db / $THREADLOG_DB); nothing was written")
+
+
 class SchemaTooOld(SchemaError):
     """A read-only opening met a file an older release wrote; a writable opening migrates it."""
 

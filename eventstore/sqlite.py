@@ -35,7 +35,7 @@ import sqlite_utils
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
                       StreamRow, chain_order, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
-from .errors import SchemaError, SchemaTooOld, StoreError, altered_index, unsendable
+from .errors import SchemaError, SchemaTooOld, StoreError, altered_index, empty_file, unsendable
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
@@ -628,8 +628,7 @@ class SQLiteBackend:
         if self.schema_version() == SCHEMA_VERSION:
             return
         if self.read_only and not self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:  # nothing to read or migrate
-            raise SchemaError(f"{self.path} is empty, not a threadlog database yet; create one with `threadlog init` "
-                              "(or check --db / $THREADLOG_DB); nothing was written")
+            raise empty_file(self.path)
         if self.read_only:
             raise SchemaTooOld(f"{self.path} has schema version {self.schema_version()} and this release reads "
                                f"version {SCHEMA_VERSION}: open it writable once (`threadlog init`) to migrate it")

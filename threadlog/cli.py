@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from eventstore import IntegrityError, Store, StoreError, ThreadNotFound
-from eventstore.errors import MISSHAPEN, SchemaTooOld, misshapen
+from eventstore.errors import MISSHAPEN, SchemaTooOld, empty_file, misshapen
 from eventstore.events import MAX_DEPTH
 from eventstore.store import MAX_TIMEOUT, is_url
 
@@ -183,8 +183,7 @@ def _open(path: str, mode: str, timeout: float) -> Store:
     if not url and mode != "create" and path != ":memory:" and not Path(path).is_file():
         raise StoreError(f"no database at {path}; create one with `threadlog init` (or check --db / $THREADLOG_DB)")
     if not url and mode == "write" and path != ":memory:" and os.path.getsize(path) == 0:  # as a read-only opening says
-        raise StoreError(f"{path} is empty, not a threadlog database yet; create one with `threadlog init` "
-                         "(or check --db / $THREADLOG_DB); nothing was written")
+        raise empty_file(path)
     writable: dict[str, Any] = {"timeout": timeout} if url else {"timeout": timeout, "on_wait": _waiting}
     if mode != "read":
         return Store(path, **writable)
