@@ -444,6 +444,20 @@ def _translated(method: Callable[Concatenate[SQLiteBackend, _P], _R]) -> Callabl
     return run
 
 
+def _next_position(last: int | None, count: int) -> int:
+    """The position after `last` (the log's largest, None when empty), if `count` events fit
+    below SQLite's largest integer. Appends and restores never come near it (a restore keeps
+    positions up to 2**62); a position past that was written by raw SQL."""
+    if last is not None and last > _LAST_POSITION - count:
+        events = "1 more event" if count == 1 else f"{count} more events"
+        raise StoreError(f"the log's largest position is {last}, which leaves no room for {events} below SQLite's "
+                         "largest integer: it was altered outside threadlog (`threadlog verify` names the row); nothing was written")
+    return (last or 0) + 1
+
+
+_LAST_POSITION = 2**63 - 1
+
+
 class _Transaction:
     """The context manager behind `SQLiteBackend.transaction` (a class: it is on every append's path).
 
@@ -744,7 +758,7 @@ class SQLiteBackend:
         Valid only inside a write transaction, like `next_position`.
         """
         row = self._writes.execute(STREAM_FOR_APPEND, (stream_id,)).fetchone()
-        return (_new(StreamRow, row[1:]) if row[1] is not None else None), (row[0] or 0) + 1
+        return (_new(StreamRow, row[1:]) if row[1] is not None else None), _next_position(row[0], count)
 
     @_translated
     def ancestry(self, stream_id: str, start: int = 0) -> list[StreamRow]:
@@ -864,7 +878,7 @@ class SQLiteBackend:
     def next_position(self, count: int = 1) -> int:
         """The position the next insert will get (valid only inside a write transaction)."""
         row = self.conn.execute("SELECT max(position) FROM events").fetchone()
-        return (row[0] or 0) + 1
+        return _next_position(row[0], count)
 
     @_translated
     def insert_events(self, rows: Iterable[EventValues]) -> None:

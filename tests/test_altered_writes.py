@@ -89,3 +89,31 @@ def test_the_cli_refuses_such_an_append_in_one_line(template: Path, tmp_path: Pa
     assert file_dump(db) == before
     verified = CliRunner().invoke(cli, ["--db", str(db), "verify"])  # and verify names the row
     assert verified.exit_code == 1 and "R" in verified.stderr, verified.output
+
+
+LAST_POSITION = 2**63 - 1
+
+
+@pytest.mark.parametrize("write", [WRITES[0][1], WRITES[1][1], lambda store: store.create_thread(title="new")],
+                         ids=["append", "fork", "create"])
+def test_a_write_after_the_largest_position_was_moved_to_sqlites_end_is_refused(template: Path, tmp_path: Path,
+                                                                              write: Callable[[Store], object]) -> None:
+    # Appends and restores never come near the end of SQLite's integers: only raw SQL puts a
+    # position there, and a write then has none left to give (it failed deep in the driver).
+    db = altered(template, tmp_path, f"UPDATE events SET position = {LAST_POSITION} WHERE position = 3")
+    before = file_dump(db)
+    with Store(db) as store, pytest.raises(StoreError) as caught:
+        write(store)
+    message = str(caught.value)
+    assert str(LAST_POSITION) in message and "altered outside threadlog" in message and "threadlog verify" in message, message
+    assert file_dump(db) == before
+
+
+def test_the_cli_refuses_an_append_with_no_position_left_in_one_line(template: Path, tmp_path: Path) -> None:
+    db = altered(template, tmp_path, f"UPDATE events SET position = {LAST_POSITION} WHERE position = 3")
+    before = file_dump(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "append", "R", "--role", "user", "--text", "more"])
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "leaves no room for 1 more event below" in lines[0], result.stderr
+    assert file_dump(db) == before
