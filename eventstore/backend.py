@@ -175,11 +175,13 @@ class Backend(Protocol):
         streams holding the thread's offsets from `start` on)."""
         ...
 
-    def streams(self, stored: bool = False) -> Iterator[StreamRow]:
+    def streams(self, stored: bool = False, part: tuple[int, bool] | None = None) -> Iterator[StreamRow]:
         """Every stream, in creation order, streamed (a full verify reads them in bounded memory).
         With `stored`, in the order the backend keeps them, read without sorting them, and the
         same order on every call inside one read transaction (a backend with no such order
-        gives creation order)."""
+        gives creation order). With `part` (mid, later), only the streams one part of a split
+        verify starts: those created after position `mid` when `later`, else the others (those
+        created at or before it, and those whose created_position is no position)."""
         ...
 
     def stream_starts(self) -> list[int]:

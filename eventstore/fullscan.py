@@ -21,13 +21,18 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .backend import Backend, EventRow, StreamRow
-from .chaincheck import Chain, Lineage, Point, Problem, check_stream, lineage, not_an_offset, owner_of
+from .chaincheck import Chain, Lineage, Point, Problem, check_stream, lineage, no_tool_blocks, not_an_offset, owner_of
 from .errors import IntegrityError, StoreError
+from .events import CATALOGUE
 from .facts import NONE, Facts
 from .integrity import GENESIS, HASH_TAG, extend_log_digest, format_checkpoint
 from .packing import TYPE_CODES, unpack_hash, unpack_row
 
 _MESSAGE = TYPE_CODES["message.appended"]
+# The header fields of a message's type and schema version, as `chain_hash_in` writes them: a
+# message of an older version (stored before its model changed) is left to `Chain.step`.
+_MESSAGE_VERSION = CATALOGUE["message.appended"].schema_version
+_MESSAGE_FIELDS = f"16:message.appended{len(str(_MESSAGE_VERSION))}:{_MESSAGE_VERSION}"
 KEPT_POINTS = 250_000  # fork points a full verify keeps in memory (~140 bytes each): see `FullScan`
 _CACHED_LINEAGES = 10_000
 
@@ -63,7 +68,7 @@ class FullScan:
         # creation order, as appends leave it, `run` reads them that way again (`in_order`).
         self.in_order = True
         last: tuple[Any, Any] | None = None
-        for row in backend.streams(stored=True):
+        for row in backend.streams(stored=True, part=part):
             if self.in_order:
                 key = (row.created_position, row.id)
                 try:
@@ -138,12 +143,12 @@ class FullScan:
         for row in self.unplaced:
             self.fail(row.id, (row.created_position, _unplaced(row)))
         # In creation order: a stream starts at its created_position.
-        waiting = (row for row in backend.streams(stored=self.in_order) if _placed(row) and self.mine(row))
+        waiting = (row for row in backend.streams(stored=self.in_order, part=self.part) if _placed(row) and self.mine(row))
         upcoming = next(waiting, None)
         due = upcoming.created_position if upcoming is not None else _NEVER
         checked = 0
         folding = fold.value is not None
-        sha256, tag, message = _sha256, HASH_TAG, _MESSAGE
+        sha256, tag, message, message_version, message_fields = _sha256, HASH_TAG, _MESSAGE, _MESSAGE_VERSION, _MESSAGE_FIELDS
         part = self.part
         if part is not None and part.later:
             self.take_points(part.mid)
@@ -169,16 +174,16 @@ class FullScan:
             if (type_ == message and offset == chain.expected and data_digest is None and redacted_by is None
                     and offset < chain.head and position > chain.last_position and position > chain.forked_after
                     and offset != chain.fork_offset and offset != 0 and row_facts == chain.facts_json
-                    and meta.__class__ is str and recorded_at.__class__ is str):
+                    and meta.__class__ is str and recorded_at.__class__ is str and version == message_version):
                 try:
-                    prev, o, v, e = chain.prev, str(offset), str(version), event_id.hex()
+                    prev, o, e = chain.prev, str(offset), event_id.hex()
                     computed = sha256(
-                        f"tl2\n{len(prev)}:{prev}{chain.stream_field}{len(o)}:{o}{len(e)}:{e}16:message.appended{len(v)}:{v}"
-                        f"{len(recorded_at)}:{recorded_at}{len(meta)}:{meta}64:{sha256(data.encode('utf-8')).hexdigest()}"
-                        .encode("utf-8")).digest()
+                        f"tl2\n{len(prev)}:{prev}{chain.stream_field}{len(o)}:{o}{len(e)}:{e}{message_fields}"
+                        f"{len(recorded_at)}:{recorded_at}{len(meta)}:{meta}64:{sha256(data.encode()).hexdigest()}".encode()
+                    ).digest()
                 except (AttributeError, ValueError):  # an id or data of another kind, text that does not encode
                     pass
-            if computed is not None and computed == hash_ and "tool_" not in data and "\\u" not in data:
+            if computed is not None and computed == hash_ and no_tool_blocks(data):
                 chain.count += 1
                 if chain.first_message is None:
                     chain.first_message = offset
@@ -290,6 +295,8 @@ class FullScan:
         if (part is not None and part.later and stream_id not in self.resumed and not self.mine(stream)
                 and stream.created_position.__class__ is int):
             return self.resume(stream, row)
+        if stream.created_position.__class__ is not int:  # altered: the first part fails the stream (`unplaced`)
+            return None
         if stream_id in self.early or stream.created_position <= row.position:  # started, and not broken: finished
             self.fail(stream_id, (row.position, f"{stream_id} offset {row.offset}: beyond the stream's head {stream.head} "
                                                 "(an event was added or the head lowered)"))

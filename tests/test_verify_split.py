@@ -99,6 +99,11 @@ _TAMPERS = {
     "a fork's created_position moved earlier": ["UPDATE streams SET created_position = 2 WHERE id = 'F'"],
     "a fork's created_position moved later": ["UPDATE streams SET created_position = created_position + 3 WHERE id = 'F'"],
     "a thread's pending facts altered": ["UPDATE streams SET facts = '{\"runs\":[\"r9\"]}' WHERE id = 'T'"],
+    # Each part reads only the streams it starts (`Backend.streams(part=...)`): one whose
+    # created_position is no position must still be read, by the first, and failed there.
+    "a fork's created_position made NULL": ["UPDATE streams SET created_position = NULL WHERE id = 'F'"],
+    "a fork's created_position made text": ["UPDATE streams SET created_position = 'x' WHERE id = 'F'"],
+    "a fork's created_position made a real": ["UPDATE streams SET created_position = created_position + 0.5 WHERE id = 'F'"],
     "an event moved to another thread": ["UPDATE events SET stream_id = 'F' WHERE stream_id = 'T' AND \"offset\" = 20"],
 }
 
@@ -245,6 +250,29 @@ def test_every_backend_gives_the_stream_starts_and_fork_points_a_later_part_read
         assert points(t3.position) == {("t", 3): (t3.position, t3.hash, None)}
         assert points(t3.position - 1) == {}
         assert list(backend.fork_points(10**9, 10**9)) == []
+
+
+@pytest.mark.parametrize("case", BACKENDS, ids=[case.id for case in BACKENDS])
+def test_every_backend_gives_each_part_the_streams_created_on_its_side_of_the_cut(case: BackendCase, tmp_path: Path) -> None:
+    """`streams(part=...)` (part of the storage interface): a part reads only the streams it
+    starts, in creation order, those `FullScan.mine` takes."""
+    backend = case.make(tmp_path)
+    with Store(backend) as store:
+        root = store.create_thread()
+        store.append(root, [{"type": "message.appended", "data": {"role": "user", "content": f"m{i}"}} for i in range(4)])
+        forks = [store.fork(root, at=2), store.fork(root, at=4)]
+        late = store.create_thread()
+        every = {row.id: row.created_position for row in backend.streams()}
+        assert set(every) == {root, late, *forks}
+        in_order = [stream for stream, _ in sorted(every.items(), key=lambda item: (item[1], item[0]))]
+        for mid in sorted({0, *every.values(), max(every.values()) + 1}):
+            for later in (False, True):
+                part = Part(mid, later)
+                chosen = [row.id for row in backend.streams(part=part)]
+                assert chosen == [stream for stream in in_order if (every[stream] > mid) == later], (mid, later)
+                assert [row.id for row in backend.streams(stored=True, part=part)] == chosen  # appends keep creation order
+                scan = FullScan(backend, part=part)
+                assert all(scan.mine(row) for row in backend.streams(part=part))
 
 
 def _run_child(path: Path, parent: int, view: View | None = None) -> subprocess.CompletedProcess[bytes]:
