@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from typing import Any
 
 from threadlog import Store, import_claude_code
 
+from .machine import peak_rss_kib
 from .timing import Measure, compare, interleave
 
 GROUP = "import"
@@ -64,7 +64,7 @@ def speed(path: Path, rounds: int = 3) -> dict[str, Any]:
 def _peak(db: str, directory: str) -> None:
     with Store(db) as store:
         summary = import_claude_code(store, [directory], skip_bad=True)
-    print(json.dumps({"peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "events": summary.added}))
+    print(json.dumps({"peak_rss_kib": peak_rss_kib(), "events": summary.added}))
 
 
 def memory(data: Path, megabytes: int) -> dict[str, Any]:

@@ -152,11 +152,11 @@ def build(workdir: Path, messages: int, log: Any) -> tuple[Store, Lean, list[str
 def _peak_verify(path: Path) -> tuple[float, int, int]:
     """(seconds, events, peak RSS in bytes) of a full verify in a child process. A large log is
     verified in two processes (`eventstore.splitscan`): the peak is the larger of the two."""
-    code = ("import resource, sys, time; from threadlog import Store\n"
+    code = ("import sys, time; from threadlog import Store; from bench.machine import peak_rss_kib\n"
             "s = Store(sys.argv[1], read_only=True); t = time.perf_counter(); r = s.verify(); t = time.perf_counter() - t\n"
-            "peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
-            "print(t, r.events, peak * 1024)")
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout.split()
+            "print(t, r.events, peak_rss_kib(children=True) * 1024)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout.split()
     return float(out[0]), int(out[1]), int(out[2])
 
 

@@ -9,7 +9,6 @@ THREAD` prints it as JSON), from its resident set before and after the call.
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import Any
 from threadlog import Store
 
 from . import threads
+from .machine import peak_rss_kib
 from .timing import Measure, compare, interleave
 
 GROUP = "transcript"
@@ -37,22 +37,18 @@ def _transcript() -> Callable[..., Any] | None:
     return transcript
 
 
-def _peak_rss_kib() -> int:
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-
-
 def measure_memory(db: str, thread: str) -> dict[str, Any]:
     """In this process: the peak of the Python heap while one transcript is built
     (tracemalloc), and the resident-set high-water mark before and after it."""
     transcript = _transcript()
     assert transcript is not None
     store = Store(db)
-    before = _peak_rss_kib()
+    before = peak_rss_kib()
     tracemalloc.start()
     text = transcript(store, thread)
     _, heap_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    after = _peak_rss_kib()
+    after = peak_rss_kib()
     return {"heap_peak_bytes": heap_peak, "rss_before_kib": before, "rss_peak_kib": after,
             "rss_growth_kib": after - before, "transcript_bytes": len(text.encode("utf-8"))}
 
