@@ -76,8 +76,6 @@ class FullScan:
                 except TypeError:  # a value of another kind (altered): `run` has the backend sort them
                     self.in_order = False
                 last = key
-            if not self.mine(row):
-                continue
             if not _placed(row):
                 self.unplaced.append(row)
                 continue
@@ -106,7 +104,8 @@ class FullScan:
 
     def mine(self, row: StreamRow) -> bool:
         """Whether this scan starts the stream (a part starts those created in its range; the
-        first part also those whose created_position is no position)."""
+        first part also those whose created_position is no position): the streams the backend
+        gives it (`Backend.streams(part=...)`), for a stream met otherwise."""
         part = self.part
         if part is None:
             return True
@@ -143,7 +142,7 @@ class FullScan:
         for row in self.unplaced:
             self.fail(row.id, (row.created_position, _unplaced(row)))
         # In creation order: a stream starts at its created_position.
-        waiting = (row for row in backend.streams(stored=self.in_order, part=self.part) if _placed(row) and self.mine(row))
+        waiting = (row for row in backend.streams(stored=self.in_order, part=self.part) if _placed(row))
         upcoming = next(waiting, None)
         due = upcoming.created_position if upcoming is not None else _NEVER
         checked = 0

@@ -444,6 +444,9 @@ def _translated(method: Callable[Concatenate[SQLiteBackend, _P], _R]) -> Callabl
     return run
 
 
+_LAST_POSITION = 2**63 - 1  # SQLite's largest integer
+
+
 def _next_position(last: int | None, count: int) -> int:
     """The position after `last` (the log's largest, None when empty), if `count` events fit
     below SQLite's largest integer. Appends and restores never come near it (a restore keeps
@@ -453,9 +456,6 @@ def _next_position(last: int | None, count: int) -> int:
         raise StoreError(f"the log's largest position is {last}, which leaves no room for {events} below SQLite's "
                          "largest integer: it was altered outside threadlog (`threadlog verify` names the row); nothing was written")
     return (last or 0) + 1
-
-
-_LAST_POSITION = 2**63 - 1
 
 
 class _Transaction:
@@ -985,7 +985,7 @@ class SQLiteBackend:
         # its bytes, so it reaches verify, which names its position (a value of another kind),
         # instead of ending the scan with a driver error that names nothing.
         query = f"SELECT {STORED_COLUMNS} FROM events WHERE position > ? AND position <= ? ORDER BY position"
-        upto = 2**63 - 1 if upto is None else upto
+        upto = _LAST_POSITION if upto is None else upto
         while True:
             try:
                 for row in self.conn.execute(query, (after, upto)):
