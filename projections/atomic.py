@@ -15,12 +15,22 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
 def write_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "the file") -> Path:
     """Write `chunks` to `path` atomically; returns the path. `what` names it in errors."""
+    with staged(path, chunks, what) as target:
+        return target
+
+
+@contextlib.contextmanager
+def staged(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "the file") -> Iterator[Path]:
+    """`write_atomically`, with the rename held back until the `with` block succeeds: the file is
+    written and synced beside `path` first, and left out (removed, `path` untouched) when the
+    block raises. For a file that names something the block makes, e.g. the transcript a
+    note fork points at: neither is left without the other when the block is refused."""
     target = Path(path)
     if target.is_dir():
         raise IsADirectoryError(errno.EISDIR, f"is a directory: name a file to write {what} to", str(target))
@@ -38,6 +48,7 @@ def write_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes], what
                 handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
+        yield target
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -49,7 +60,6 @@ def write_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes], what
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-    return target
 
 
 def _create_temporary(directory: Path, name: str) -> tuple[int, str]:

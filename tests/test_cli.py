@@ -186,3 +186,18 @@ def test_a_note_fork_with_a_transcript_path_writes_the_parent_as_of_the_fork_poi
     written = path.read_text(encoding="utf-8")  # ...which holds the parent as the fork inherited it
     assert "Find me a train to Lyon" in written and "The 08:04." in written and "Later than that" not in written
     assert written == run("transcript", t, "--stop", "3", "--no-pager")
+
+
+def test_a_refused_note_fork_leaves_the_transcript_an_earlier_fork_points_at(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    t = run("new").strip()
+    run("append", t, "--role", "user", "--text", "Find me a train to Lyon")
+    path = tmp_path / "trip.md"
+    first = run("fork", t, "--context", "note", "--transcript", str(path)).strip()
+    before = path.read_bytes()
+    run("append", t, "--role", "user", "--text", "LATER-SECRET")
+    run("emit", t, "run.started", "--data", '{"run_id": "r1"}')
+    run("fork", t, "--context", "note", "--transcript", str(path), code=1)  # busy: a run is in progress
+    assert path.read_bytes() == before and b"LATER-SECRET" not in before  # `first`'s note still tells the truth
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cli.db", "trip.md"]  # no staged copy left beside it
+    with Store(run.db) as store:
+        assert [i.id for i in store.subtree(t)] == [t, first]  # and no second fork

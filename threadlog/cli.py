@@ -6,6 +6,7 @@ errors print `error: …` on stderr and exit 1; usage errors exit 2 (click's con
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -13,6 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,7 +37,7 @@ from projections import (
     usage,
     write_transcript,
 )
-from projections.atomic import write_atomically
+from projections.atomic import staged, write_atomically
 from projections.lineage import iter_blame
 from projections.request import checkable_offsets
 from projections.search import rebuild_index, search, update_index
@@ -413,18 +415,21 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
 def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, context: str, retrieval: str, unanswered: str,
          transcript_path: str | None, as_json: bool) -> None:
     """Fork THREAD in O(1); prints the fork's id, alone."""
+    staging: AbstractContextManager[Any] = contextlib.nullcontext()
     if transcript_path and context == "note":
-        # The note tells the model the transcript is saved at PATH: write it first, so the note
-        # never names a file that is missing, and stop at the fork point, so it holds nothing
-        # the fork did not inherit. (A fork refused after this leaves the file, not a fork.)
+        # The note tells the model the transcript is saved at PATH: it is written (up to the
+        # fork point, so it holds nothing the fork did not inherit) before the fork, and
+        # renamed into place once the fork is made: a refused fork leaves PATH as it was.
         head = store.head(thread)
         at = head if at is None else at
         if 0 <= at <= head:
-            write_transcript(store, thread, transcript_path, stop=at)
-    fork_id = store.fork(
-        thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
-        unanswered=unanswered, transcript=transcript_path,
-    )
+            text = transcript(store, thread, stop=at)
+            staging = staged(transcript_path, [text.encode("utf-8")], "the transcript")
+    with staging:
+        fork_id = store.fork(
+            thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
+            unanswered=unanswered, transcript=transcript_path,
+        )
     if as_json:
         _emit_json(store.thread(fork_id).to_json())
     else:
