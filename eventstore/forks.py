@@ -20,7 +20,7 @@ from .facts import Facts
 from .head import Head
 from .prepare import PreparedEvent, check_id, new_id, prepare
 from .ranges import MAX_INDEX, is_index
-from .recorded import ThreadInfo, acyclic
+from .recorded import ThreadInfo, acyclic, from_row
 
 if TYPE_CHECKING:
     from .store import Store
@@ -35,9 +35,32 @@ def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any
         raise InvalidEvent("busy", f"must be 'refuse' or 'allow', not {busy!r}")
     options = _options(todos=todos, metadata=metadata, context=context, retrieval=retrieval, unanswered=unanswered,
                        transcript=transcript, kind=kind)
-    fork_id = new_id() if fork_id is None else check_id("fork_id", fork_id)
+    chosen = None if fork_id is None else check_id("fork_id", fork_id)
     with store.backend.transaction():
-        return _fork(store, thread, at, options, fork_id, meta, [], allow_busy=busy == "allow")
+        if "event_id" in meta:
+            retried = _made_before(store, thread, at, options, chosen, check_id("meta.event_id", meta["event_id"]))
+            if retried is not None:
+                return retried
+        return _fork(store, thread, at, options, chosen or new_id(), meta, [], allow_busy=busy == "allow")
+
+
+def _made_before(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str | None, event_id: str) -> str | None:
+    """The fork an earlier call with this `event_id` made, when this call is its retry (the same
+    parent, and the same offset, options and fork id where this call names them): a retried
+    fork returns it, as a retried append returns its records. None when the id is unused."""
+    stored = store.backend.events_by_id([event_id])
+    if not stored:
+        return None
+    row = from_row(stored[0])
+    data = row.data
+    same = (row.type == "thread.forked" and row.offset == data.get("parent_offset") and data.get("parent_id") == thread
+            and at in (None, row.offset) and fork_id in (None, row.stream_id)
+            and data.get("options") == options.model_dump(exclude_none=True))
+    if not same:
+        raise InvalidEvent("meta.event_id", f"event id {event_id!r} is already stored at position {row.position} "
+                           f"(thread {row.stream_id!r}, {row.type}) and this is not the fork it made; a retry must resend "
+                           "the same fork, and a new fork needs a new id")
+    return row.stream_id
 
 
 def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: str, *, todos: Any, metadata: Any,
@@ -51,6 +74,9 @@ def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: s
         raise InvalidEvent("directives", "every directive must be non-empty text")
     if not isinstance(placeholder, str) or not placeholder:
         raise InvalidEvent("placeholder", "must be non-empty text")
+    if "event_id" in meta:
+        raise InvalidEvent("meta.event_id", "fan_out writes two events for each fork, and one event id can name only one "
+                           "event; leave event_id out (correlation_id can tie them to a request)")
     ids = [new_id() for _ in directives]
     with store.backend.transaction():
         rows = acyclic(store.backend.ancestry(thread))

@@ -176,6 +176,35 @@ def test_fork_id_must_be_new(store: Store, convo: str) -> None:
     assert dump(store) == before
 
 
+def test_a_retried_fork_with_an_event_id_returns_the_fork_it_made(store: Store, convo: str) -> None:
+    f = store.fork(convo, at=2, event_id="fork-1", actor="ops")
+    before = dump(store)
+    assert store.fork(convo, at=2, event_id="fork-1", actor="ops") == f  # a retry after a lost answer
+    assert store.fork(convo, event_id="fork-1", actor="ops") == f  # at=None: whatever the head was then
+    assert dump(store) == before
+
+
+@pytest.mark.parametrize("changed", [{"at": 3}, {"metadata": "inherit"}, {"fork_id": "another"}, {"thread": "other"}])
+def test_an_event_id_names_one_fork(store: Store, convo: str, changed: dict[str, object]) -> None:
+    other = store.create_thread()
+    store.append_message(other, "user", "x")
+    store.fork(convo, at=2, event_id="fork-1")
+    before = dump(store)
+    call = {"thread": convo, "at": 2, **changed}
+    parent = other if call.pop("thread") == "other" else convo
+    with pytest.raises(InvalidEvent, match="event id 'fork-1' is already stored at position .* a new fork needs a new id"):
+        store.fork(parent, event_id="fork-1", **call)  # type: ignore[arg-type]
+    assert dump(store) == before
+
+
+def test_a_fork_cannot_take_the_event_id_of_a_message(store: Store, convo: str) -> None:
+    store.append_message(convo, "user", "again", event_id="msg-1")
+    before = dump(store)
+    with pytest.raises(InvalidEvent, match="'msg-1' is already stored .*message.appended"):
+        store.fork(convo, event_id="msg-1")
+    assert dump(store) == before
+
+
 # -- fan-out ------------------------------------------------------------------------------------
 
 
@@ -221,6 +250,8 @@ def test_fan_out_refusals(store: Store, mid_turn: str, convo: str) -> None:
     before = dump(store)
     with pytest.raises(InvalidEvent):
         store.fan_out(mid_turn, ["ok", ""])
+    with pytest.raises(InvalidEvent, match="meta.event_id: fan_out writes two events for each fork"):
+        store.fan_out(mid_turn, ["ok"], event_id="one-id")  # one id for 2 x N events
     assert dump(store) == before
 
 
