@@ -15,6 +15,7 @@ from typing import Any
 
 from eventstore import RecordedEvent, Store, ThreadInfo, segments
 
+from .dropped import locate, without_dropped
 from .state import fold_state
 
 
@@ -92,12 +93,12 @@ def iter_blame(store: Store, thread: str, at: int | None = None) -> Iterator[Bla
     if fold.compaction is not None:
         yield _blame_entry(index, "summary", "user", _event(store, thread, fold.compaction["offset"]), thread)
         index, lo = index + 1, max(lo, fold.compaction["through_offset"])
-    dropped = set(fold.dropped)
+    dropped = locate(store, thread, fold.dropped) if fold.dropped else {}
     for event in store.read(thread, lo, at):
         if event.type != "message.appended":
             continue
         content = event.data.get("content") or []
-        if dropped and content and all(b.get("type") == "tool_use" and b.get("id") in dropped for b in content):
+        if event.offset in dropped and content and not without_dropped(content, dropped[event.offset]):
             continue  # a fork dropped every block of it: not in the view
         yield _blame_entry(index, "message", event.data.get("role", "user"), event, thread)
         index += 1

@@ -38,10 +38,11 @@ from eventstore.ranges import is_index
 from eventstore.recorded import decode
 
 from . import snapshots
+from .dropped import Drop, Located, fork_drops, locate, without_dropped
 
 PROJECTION = "thread_state"
 # Bump whenever the fold's output or its serialized form changes: old snapshots are ignored.
-VERSION = 1
+VERSION = 2  # 2: a dropped tool call is kept with its fork's offset (dropped.py)
 
 
 class Message(NamedTuple):
@@ -99,7 +100,7 @@ class _Fold:
         self.runs: list[str] = []
         self.interrupts: dict[str, dict[str, Any]] = {}
         self.demoted: list[str] = []
-        self.dropped: list[str] = []
+        self.dropped: list[Drop] = []  # (tool_use id, fork offset): see dropped.py
         self.note: Message | None = None
         self.compaction: dict[str, Any] | None = None
         self.fork: dict[str, Any] | None = None
@@ -182,7 +183,7 @@ class _Fold:
         self.demoted.extend(self.interrupts)
         self.interrupts = {}
         self.runs = []
-        self.dropped.extend(data.get("dropped_tool_use_ids") or [])
+        self.dropped.extend(fork_drops(data, offset))
         self.fork = {
             "parent_id": data["parent_id"],
             "parent_offset": data["parent_offset"],
@@ -219,6 +220,7 @@ class _Fold:
         fold = cls()
         for key in ("length", "title", "system", "model", "tools", "metadata", "todos", "runs", "demoted", "dropped", "compaction", "fork"):
             setattr(fold, key, raw[key])
+        fold.dropped = [(tool_use_id, offset) for tool_use_id, offset in raw["dropped"]]
         fold.interrupts = {i["interrupt_id"]: i for i in raw["interrupts"]}
         note = raw["note"]
         fold.note = Message(note["role"], note["content"], note["offset"], note["kind"]) if note else None
@@ -249,7 +251,7 @@ class ThreadState:
         self.todos = fold.todos
         self.pending_interrupts = list(fold.interrupts.values())
         self.demoted_interrupts = list(fold.demoted)
-        self.dropped_tool_use_ids = list(fold.dropped)
+        self.dropped_tool_use_ids = [tool_use_id for tool_use_id, _ in fold.dropped]
         self.status = "running" if fold.runs else "interrupted" if fold.interrupts else "idle"
         self.open_runs = list(fold.runs)
         fork = fold.fork or {}
@@ -316,7 +318,7 @@ def _view(store: Store, thread: str, fold: _Fold) -> list[Message]:
                 raise store.unreadable(thread, offset) from None
             body.append(Message(data["role"], data["content"], offset))
     if fold.dropped:
-        body = _drop_tool_uses(body, set(fold.dropped))
+        body = _drop_tool_uses(body, locate(store, thread, fold.dropped))
     head: list[Message] = [fold.note] if fold.note else []
     if fold.compaction:
         summary = [{"type": "text", "text": fold.compaction["summary"]}]
@@ -324,11 +326,12 @@ def _view(store: Store, thread: str, fold: _Fold) -> list[Message]:
     return head + body if head else body
 
 
-def _drop_tool_uses(messages: list[Message], dropped: set[str]) -> list[Message]:
+def _drop_tool_uses(messages: list[Message], located: Located) -> list[Message]:
     out = []
     for message in messages:
-        if any(b.get("type") == "tool_use" and b.get("id") in dropped for b in message.content):
-            content = [b for b in message.content if not (b.get("type") == "tool_use" and b.get("id") in dropped)]
+        ids = located.get(message.offset)
+        if ids:
+            content = without_dropped(message.content, ids)
             if not content:
                 continue
             message = message._replace(content=content)

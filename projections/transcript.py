@@ -49,6 +49,7 @@ from eventstore import Store
 from eventstore.ranges import check_index, segments
 
 from .atomic import write_atomically
+from .dropped import Drop, Located, fork_drops, locate
 from .injected import injected_by
 from .state import fork_note
 
@@ -199,11 +200,12 @@ def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[
     return f"## {heading}\n\n" + "\n\n".join(part for part in parts if part) + "\n\n"
 
 
-def _scope(store: Store, thread: str, stop: int) -> tuple[int, frozenset[str], str | None]:
+def _scope(store: Store, thread: str, stop: int) -> tuple[int, Located, str | None]:
     """From the fork events in the ancestry (O(depth)): where the scope starts (the last note
-    fork below `stop`), the tool calls dropped by forks, and that note's text."""
+    fork below `stop`), the tool calls dropped by forks (where they are: dropped.py), and that
+    note's text."""
     start, note = 0, None
-    dropped: set[str] = set()
+    dropped: list[Drop] = []
     # Each fork the history holds starts its segment with its `thread.forked`, read from the
     # fork's own stream (one row; read through the thread it took a walk up the chain each).
     for stream_id, lo, _ in segments(store.ancestry(thread)):
@@ -211,10 +213,10 @@ def _scope(store: Store, thread: str, stop: int) -> tuple[int, frozenset[str], s
             continue
         data = store.event_at(stream_id, lo).data
         options = data.get("options", {})
-        dropped.update(data.get("dropped_tool_use_ids") or [])
+        dropped += fork_drops(data, lo)
         if options.get("context") == "note":
-            start, dropped, note = lo, set(), fork_note(data["parent_id"], data["parent_offset"], options.get("transcript"))
-    return start, frozenset(dropped), note
+            start, dropped, note = lo, [], fork_note(data["parent_id"], data["parent_offset"], options.get("transcript"))
+    return start, locate(store, thread, dropped) if dropped else {}, note
 
 
 def _check(name: str, value: Any, minimum: int) -> None:
@@ -269,7 +271,8 @@ def transcript(
             content = data.get("content") or []
             _remember_names(names, content)
             try:
-                section = render_message(data.get("role", "user"), content, dropped, injected_by(event.meta), names)
+                section = render_message(data.get("role", "user"), content, dropped.get(offset, frozenset()),
+                                         injected_by(event.meta), names)
             except RecursionError:  # stored by an older release or by hand: appends refuse it
                 raise store.unreadable(thread, offset) from None
             total += 1

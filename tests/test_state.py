@@ -120,6 +120,32 @@ def test_dropped_tool_calls_vanish_from_the_fork(mem: Store) -> None:
     assert parent.messages[-1].content[-1]["id"] == "toolu_a"  # still there in the parent
 
 
+def test_a_fork_drops_the_waiting_call_not_an_answered_one_with_the_same_id(mem: Store) -> None:
+    """An id may be used again once its result is back: only the call waiting at the fork
+    point is dropped, in every view of the fork; the answered one keeps its result."""
+    from threadlog import anthropic_request, blame, transcript
+
+    t = mem.create_thread()
+    mem.append_message(t, "user", "hi")
+    mem.append_message(t, "assistant", [{"type": "tool_use", "id": "tu1", "name": "search", "input": {"q": "first"}}])
+    mem.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu1", "content": "first result"}])
+    mem.append_message(t, "assistant", [{"type": "text", "text": "again"},
+                                        {"type": "tool_use", "id": "tu1", "name": "search", "input": {"q": "second"}}])
+    mem.append(t, [{"type": "title.set", "data": {"title": "x"}}] * 30)  # the waiting call is further back than one read
+    f = mem.fork(t, unanswered="drop")
+    state = thread_state(mem, f)
+    assert [(m.offset, [b.get("id") or b.get("tool_use_id") or b.get("text") for b in m.content]) for m in state.messages] == [
+        (1, ["hi"]), (2, ["tu1"]), (3, ["tu1"]), (4, ["again"])]
+    assert state.dropped_tool_use_ids == ["tu1"]
+    request = anthropic_request(mem, f, model="claude-sonnet-4-5")
+    assert [b["type"] for m in request["messages"] for b in m["content"]] == ["text", "tool_use", "tool_result", "text"]
+    assert [e.offset for e in blame(mem, f)] == [1, 2, 3, 4]
+    text = transcript(mem, f)
+    assert '"first"' in text and '"second"' not in text
+    g = mem.fork(f)  # a fork of the fork inherits the drop
+    assert [m.content for m in thread_state(mem, g).messages] == [m.content for m in state.messages]
+
+
 def test_a_tool_use_only_message_dropped_entirely(mem: Store) -> None:
     t = _base(mem)
     mem.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_b", "name": "s", "input": {}}])

@@ -474,22 +474,28 @@ def test_a_symlink_at_the_target_is_replaced_not_followed(tmp_path: Path) -> Non
     assert link.stat().st_mode & 0o777 == 0o644  # a new file's mode (umask 022), not the link target's
 
 
-def _scope_through_the_thread(store: Store, thread: str, stop: int) -> tuple[int, frozenset[str], str | None]:
+def _scope_through_the_thread(store: Store, thread: str, stop: int) -> tuple[int, dict[int, frozenset[str]], str | None]:
     """Where a transcript's scope starts, the tool calls forks dropped, and the note: each
     ancestor's fork event read through the thread (as `_scope` read them before it read each
-    from the fork's own stream)."""
+    from the fork's own stream), and each dropped call found by reading the whole history
+    below its fork: the last tool_use with its id there."""
     from projections.state import fork_note
 
-    start, note, dropped = 0, None, set()
+    start, note, drops = 0, None, []
     for info in reversed(store.ancestry(thread)):
         if info.parent_id is None or info.base >= stop:
             continue
         data = store.event_at(thread, info.base).data
         options = data.get("options", {})
-        dropped.update(data.get("dropped_tool_use_ids") or [])
+        drops += [(i, info.base) for i in data.get("dropped_tool_use_ids") or []]
         if options.get("context") == "note":
-            start, dropped, note = info.base, set(), fork_note(data["parent_id"], data["parent_offset"], options.get("transcript"))
-    return start, frozenset(dropped), note
+            start, drops, note = info.base, [], fork_note(data["parent_id"], data["parent_offset"], options.get("transcript"))
+    located: dict[int, set[str]] = {}
+    for tool_use_id, fork_offset in drops:
+        calls = [e.offset for e in store.read(thread, 0, fork_offset) if e.type == "message.appended"
+                 and any(b.get("type") == "tool_use" and b.get("id") == tool_use_id for b in e.data["content"])]
+        located.setdefault(calls[-1], set()).add(tool_use_id)
+    return start, {offset: frozenset(ids) for offset, ids in located.items()}, note
 
 
 forking = st.lists(st.tuples(st.sampled_from(["fork", "note", "call", "answer", "say"]), st.integers(0, 10_000)), max_size=16)
@@ -514,8 +520,8 @@ def test_the_scope_of_a_transcript_reads_each_fork_from_its_stream(script: list[
             options = {"context": "note", "transcript": "/t.md"} if op == "note" else {}
             threads.append(store.fork(target, at=at, unanswered="drop", busy="allow", **options))
         elif op == "call" and not waiting:
-            calls += 1
-            store.append_message(target, "assistant", [{"type": "tool_use", "id": f"t{calls}", "name": "x", "input": {}}])
+            calls += 1  # ids used again once answered, as the Messages API's are not, but facts.py allows
+            store.append_message(target, "assistant", [{"type": "tool_use", "id": f"t{calls % 3}", "name": "x", "input": {}}])
         elif op == "answer" and waiting:
             store.append_message(target, "user", [{"type": "tool_result", "tool_use_id": waiting[0], "content": "ok"}])
         elif not waiting:

@@ -1,0 +1,61 @@
+"""The tool calls a fork dropped (`unanswered="drop"`): which blocks of which messages.
+
+A fork at offset f records the ids of the calls still waiting for results there
+(`dropped_tool_use_ids`). The call it drops is, for each id, the last `tool_use` with that id
+below f: an id may be used again once its result is back (eventstore/facts.py), and an
+earlier call with the same id was answered, so it stays in the view with its result. They
+are found by reading back from f, a few events first: the dropped call is nearly always in
+the message just before the fork point, and the thread is never read whole for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eventstore import Store
+
+# (tool_use id, the offset of the fork that dropped it)
+Drop = tuple[str, int]
+# message offset -> the ids of its tool_use blocks that are dropped
+Located = Mapping[int, frozenset[str]]
+
+_FIRST_WINDOW = 8  # events read back from a fork point first; each further read is 8x wider
+
+
+def fork_drops(data: dict[str, Any], offset: int) -> list[Drop]:
+    """The drops a `thread.forked` event at `offset` records."""
+    return [(tool_use_id, offset) for tool_use_id in data.get("dropped_tool_use_ids") or []]
+
+
+def locate(store: Store, thread: str, drops: Iterable[Drop]) -> Located:
+    """Where each drop's call is in `thread`'s history: message offset -> dropped ids."""
+    wanted_at: dict[int, set[str]] = {}
+    for tool_use_id, offset in drops:
+        wanted_at.setdefault(offset, set()).add(tool_use_id)
+    found: dict[int, set[str]] = {}
+    for fork_offset, wanted in wanted_at.items():
+        stop, width = fork_offset, _FIRST_WINDOW
+        while wanted and stop > 0:
+            start = max(0, stop - width)
+            messages = [(offset, data) for offset, type_, data in store.read_data(thread, start, stop) if type_ == "message.appended"]
+            for offset, data in reversed(messages):
+                here = wanted.intersection(_tool_use_ids(data))
+                if here:
+                    found.setdefault(offset, set()).update(here)
+                    wanted -= here
+            stop, width = start, width * 8
+    return {offset: frozenset(ids) for offset, ids in found.items()}
+
+
+def without_dropped(content: list[dict[str, Any]], ids: frozenset[str]) -> list[dict[str, Any]]:
+    """`content` less its tool_use blocks with these ids."""
+    return [b for b in content if not (b.get("type") == "tool_use" and b.get("id") in ids)]
+
+
+def _tool_use_ids(data: dict[str, Any]) -> set[Any]:
+    content = data.get("content")
+    if not isinstance(content, list):
+        return set()
+    return {block.get("id") for block in content if isinstance(block, dict) and block.get("type") == "tool_use"}
