@@ -37,6 +37,11 @@ class Doc(NamedTuple):
 Extractor = Callable[[str, int, str, dict[str, Any]], Iterable[Doc]]
 
 MATCHES = ("query", "words", "any")
+# The longest query in the index's syntax a search takes, in characters and in
+# whitespace-separated terms (a plain-words query keeps its first 64 distinct words:
+# `backend.query_words`).
+MAX_QUERY_CHARS = 2000
+MAX_QUERY_TERMS = 128
 _BATCH = 2000
 
 # The first position whose documents' ids would not fit in SQLite's 64-bit integers (a docid is
@@ -111,6 +116,13 @@ def search(store: Store, query: str, match: str = "query", scope: Sequence[Scope
         raise InvalidEvent("query", f"must be text, not {type(query).__name__}")
     if match not in MATCHES:
         raise InvalidEvent("match", f"must be one of {', '.join(MATCHES)}, not {match!r}")
+    # An index search scores and quotes every matching document once per term, so its cost grows
+    # with terms x matches: 1,000 ORed terms kept one core busy for 25 s on a 22-event file.
+    # (Plain words are cut to their first 64 distinct: a message's text can be a retrieval's query.)
+    if match == "query" and len(query) > MAX_QUERY_CHARS:
+        raise InvalidEvent("query", f"is {len(query):,} characters; a search takes at most {MAX_QUERY_CHARS:,}")
+    if match == "query" and (terms := len(query.split())) > MAX_QUERY_TERMS:
+        raise InvalidEvent("query", f"holds {terms:,} terms; a search takes at most {MAX_QUERY_TERMS} (AND, OR and NOT count)")
     check_index("limit", limit, 1, what="a count")
     hits = store.backend.search(query, match, scope, role, tool, limit)
     for hit in hits:  # values of another kind only raw SQL stores: shown or sent as JSON, they fail later

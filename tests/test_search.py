@@ -180,6 +180,22 @@ def test_bad_arguments_are_refused_clearly(mem: Store) -> None:
         search(mem, None)  # type: ignore[arg-type]
 
 
+def test_a_query_of_too_many_terms_is_refused_and_a_long_message_still_retrieves(mem: Store) -> None:
+    """A query's cost grows with terms x matches (1,000 ORed terms: 25 s on a tiny file), so the
+    index's syntax takes at most 128 terms; a retrieval's query, a message's whole text, is
+    cut to its first 64 distinct words instead."""
+    t = mem.create_thread()
+    mem.append_message(t, "user", "a train to Lyon")
+    assert [h.offset for h in search(mem, " OR ".join(["Lyon"] * 64))] == [1]  # 127 terms
+    with pytest.raises(InvalidEvent, match="query: holds 129 terms; a search takes at most 128"):
+        search(mem, " OR ".join(["Lyon"] * 65))
+    with pytest.raises(InvalidEvent, match="query: is 2,001 characters; a search takes at most 2,000"):
+        search(mem, "L" * 2001)
+    _, fork = _note_fork(mem, "first_turn")
+    mem.append_message(fork, "user", "Why did we drop the Redis cache? " + "Tell me more. " * 500)
+    assert any(text.startswith(BEGIN) for text in _texts(anthropic_request(mem, fork)))
+
+
 def test_an_older_database_is_indexed_on_its_first_search(tmp_path: Path) -> None:
     db = tmp_path / "v1.db"
     db.write_bytes((Path(__file__).parent / "fixtures" / "v1.db").read_bytes())

@@ -67,3 +67,12 @@ def test_markdown_is_rendered() -> None:
     assert str(render_markdown("**b** and [site](https://example.org)")) == (
         '<p><strong>b</strong> and <a href="https://example.org" rel="noopener noreferrer nofollow">site</a></p>\n')
     assert isinstance(MarkdownIt, type)
+
+
+def test_an_image_is_a_link_to_it_never_loaded() -> None:
+    """A page would request every image a message names as it opened, the viewer's own pages
+    too (a costly search, a live stream): images are shown as links."""
+    html = str(render_markdown("![chart <b>](/?q=a%20OR%20b) ![x](https://example.org/x.png)"))
+    assert "<img" not in html
+    assert html == ('<p><a href="/?q=a%20OR%20b" rel="noopener noreferrer nofollow">image: chart &lt;b&gt;</a> '
+                    '<a href="https://example.org/x.png" rel="noopener noreferrer nofollow">image: x</a></p>\n')

@@ -5,6 +5,10 @@ off (a `<script>` in a message is text, escaped) and refuses `javascript:`, `vbs
 `data:` link targets; nh3 (the Rust `ammonia` sanitiser) then keeps only the tags a chat
 message needs, with no attribute that runs code, and only http, https and mailto links.
 The page's Content-Security-Policy is the third: it forbids inline script anyway.
+
+An image is shown as a link to it (`image: ALT`), never loaded: a page would request every
+image a stored message names as it opened, and one naming the viewer's own pages (a search
+of many terms, a live stream) would have it do that work for whoever wrote the message.
 """
 
 from __future__ import annotations
@@ -13,15 +17,28 @@ import re
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
 _RENDERER = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table").enable("strikethrough")
 
+
+def _image_as_link(self: RendererHTML, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    return f'<a href="{escapeHtml(str(token.attrGet("src") or ""))}">image: {escapeHtml(alt)}</a>'
+
+
+_RENDERER.add_render_rule("image", _image_as_link)
+
 _TAGS = {
-    "p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li", "a", "img",
+    "p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li", "a",
     "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td",
 }
-_ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title"}, "ol": {"start"}, "th": {"align"}, "td": {"align"}}
+_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "th": {"align"}, "td": {"align"}}
 _SCHEMES = {"http", "https", "mailto"}
 
 
