@@ -76,6 +76,8 @@ def anthropic_request(
     chosen = model or state.model
     if not chosen:
         raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=... (or create the thread with one)")
+    if model is not None and not (isinstance(model, str) and model.isprintable()):  # no control, no lone surrogate
+        raise InvalidEvent("model", f"must be a model name (printable text), not {model!r}")
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
         raise InvalidEvent("max_tokens", f"must be a whole number >= 1, not {max_tokens!r}")
     view = state.messages

@@ -22,7 +22,9 @@ prompt-injection path). Every line of message text is indented by four spaces: i
 file a line that starts at column 0 was written by the projection (`## user`, a header
 line, a tool-call line, a marker), and rendered as CommonMark the text is an indented code
 block, so headings, lists and HTML in it stay literal text. Line breaks in text are
-written as `\n` (`\r\n`, `\r`, U+2028 and the other breaks `str.splitlines` knows included).
+written as `\n` (`\r\n`, `\r`, U+2028 and the other breaks `str.splitlines` knows included);
+the other control characters in it but the tab (ESC, BEL, NUL, the C1 controls) are written
+as escapes (`\u001b`), so showing the file in a terminal cannot drive it.
 Values that sit on a projection's line (thread ids, tool names, tool input, document
 titles) have control characters escaped (`\n`, `\u2028`) and, unless they are plain ids,
 are written as code spans, so they cannot end the line or carry HTML. A clipped message's
@@ -68,6 +70,9 @@ _PLAIN = re.compile(r"[A-Za-z0-9.:/+=-]+")  # a value written as it is: no marku
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # line breaks and other controls
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _BACKTICKS = re.compile(r"`+")
+# What is left of the controls in a line of message text (`_text`): those `str.splitlines`
+# does not break at, but the tab.
+_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f]")
 
 
 def _clip_bytes(raw: bytes, limit: int) -> bytes:
@@ -140,6 +145,8 @@ def _inline(value: object) -> str:
 
 def _text(text: str) -> str:
     """Message text, every line indented (see module doc); blank lines stay empty."""
+    if _TEXT_CONTROL.search(text):
+        text = _TEXT_CONTROL.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
     return "\n".join(INDENT + line if line else "" for line in text.splitlines())
 
 

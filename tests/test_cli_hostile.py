@@ -291,3 +291,18 @@ def test_follow_forks_without_a_thread_is_a_usage_error(tmp_path: Path) -> None:
     Store(db).close()
     code, _, err = invoke("--db", str(db), "follow", "--forks")
     assert code == 2 and "--forks follows a thread's forks" in err, err
+
+
+def test_what_a_command_prints_back_of_its_own_arguments_is_escaped(tmp_path: Path) -> None:
+    """A path or a model name typed (or pasted) with a terminal escape in it is shown escaped,
+    or refused: never sent to the terminal, nor written into JSON as a byte that is not UTF-8."""
+    db = str(tmp_path / "t.db")
+    code, thread, _ = invoke("--db", db, "new", "--model", "claude-x")
+    invoke("--db", db, "append", thread.strip(), "--role", "user", "--text", "hi")
+    target = tmp_path / "out\x1b]0;PWNED\x07.jsonl"
+    code, out, err = invoke("--db", db, "export", thread.strip(), "-o", str(target))
+    assert code == 0 and out == f"{tmp_path}/out\\x1b]0;PWNED\\x07.jsonl\n" and target.is_file(), (out, err)
+    for command in ("request", "export"):
+        args = [command, thread.strip(), "--model", "\udcff"] + (["--format", "anthropic"] if command == "export" else [])
+        code, out, err = invoke("--db", db, *args)
+        assert (code, out, err) == (1, "", "error: model: must be a model name (printable text), not '\\udcff'\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -358,6 +359,7 @@ def test_no_content_forges_a_section_header_or_tool_line(thread_id: str, thread_
         written = sum(map(_sectioned, _as_sent(thread_blocks)))
         assert len(sections) == written == _header_shown(md) and _header_count(md) == len(thread_blocks)
         _check_rendering(md, written)
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", md)  # nothing a terminal showing the file obeys
         assert transcript(store, t) == md  # deterministic
 
 
@@ -372,6 +374,14 @@ def test_clipping_never_moves_content_to_a_line_of_its_own(thread_id: str, threa
         assert not [k for k in kinds if k.startswith(("forged", "## ?"))], md
         assert kinds[:5] == ["title", "header", "header", "header", "header"] and "title" not in kinds[5:]
         _check_rendering(md, kinds.count("## user") + kinds.count("## assistant"))
+
+
+def test_control_characters_in_text_are_written_as_escapes(mem: Store) -> None:
+    """`cat` of a transcript must not set the clipboard (OSC 52), clear the screen or ring."""
+    t = mem.create_thread()
+    mem.append_message(t, "user", "copy\x1b]52;c;ZXZpbA==\x07 then\x1b[2J\x00\x9b\tend\x85next")
+    md = transcript(mem, t)
+    assert "    copy\\u001b]52;c;ZXZpbA==\\u0007 then\\u001b[2J\\u0000\\u009b\tend\n    next\n" in md
 
 
 def test_the_issue_example_makes_one_section(mem: Store) -> None:

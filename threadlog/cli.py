@@ -973,7 +973,7 @@ def export_command(store: Store, thread: str | None, format_: str, everything: b
             click.echo(safe_block(chunk) if format_ == "markdown" else safe_json(chunk), nl=False)
         return
     write_atomically(output, (chunk.encode("utf-8") for chunk in chunks), "the export")
-    click.echo(output)
+    click.echo(safe(output))
 
 
 # -- the Anthropic API: requests, live turns, re-runs, usage ------------------------------------
@@ -1135,7 +1135,7 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
     if as_json:
         _emit_json({"url": url, "db": store.path, "read_only": True})
         sys.stdout.flush()
-    click.echo(f"serving {store.path} read-only at {url} (Ctrl-C stops)", err=True)
+    click.echo(f"serving {safe(store.path)} read-only at {url} (Ctrl-C stops)", err=True)
     if open_browser:
         import threading
         import webbrowser
