@@ -278,6 +278,11 @@ class Backend(Protocol):
         """The highest position in the log (0 when it is empty)."""
         ...
 
+    def first_position(self) -> int | None:
+        """The lowest position any row holds, visible or not (None when there is none): below 1
+        only when a row was written outside threadlog, where no scan of positions reads it."""
+        ...
+
     def hashes(self, upto: int, after: int = 0) -> Iterator[tuple[int, str]]:
         """(position, hash) of every event with `after` < position <= `upto`, in position order."""
         ...

@@ -365,8 +365,34 @@ def erased_by(backend: Backend, position: int, data: dict[str, Any]) -> Problem 
     return None
 
 
+def check_start(backend: Backend, info: StreamRow) -> Problem | None:
+    """A stream's row against its first event, for a check that began after it (`verify
+    --since`): where it forks from, its kind and where it was created. One event read."""
+    base = info.parent_offset if info.parent_id is not None else 0
+    if base.__class__ is not int:
+        return info.created_position, not_an_offset(info)
+    first = backend.event_at(info.id, base)
+    if first is None:
+        return info.created_position, f"{info.id}: the stream's row names no first event of its own at offset {base}"
+    if first.redacted_by is not None:
+        return None  # its payload is gone: the full verify checks what the redaction recorded
+    try:
+        data = json.loads(first.data)
+        bad = _check_first(info, first.type, data)
+        kind = data["options"].get("kind", "fork") if info.parent_id is not None else "thread"
+    except (*UNREADABLE, RecursionError):
+        return first.position, f"{info.id}: its first event's data cannot be read"
+    if bad is None and info.kind != kind:
+        bad = f"{info.id}: stored kind {info.kind!r} disagrees with the events ({kind!r})"
+    if bad is None and info.created_position != first.position:
+        bad = f"{info.id}: stored created_position {info.created_position!r} disagrees with the events ({first.position})"
+    return (first.position, bad) if bad else None
+
+
 def _check_first(info: StreamRow, type_: str, data: dict[str, Any]) -> str | None:
     if info.parent_id is None:
+        if info.parent_offset is not None:
+            return f"{info.id}: the streams table gives a root thread the fork point {info.parent_offset!r}"
         return None if type_ == "thread.created" else f"{info.id} does not start with thread.created"
     if type_ != "thread.forked":
         return f"fork {info.id} does not start with thread.forked"

@@ -1069,6 +1069,10 @@ class PostgresBackend:
         row = self.conn.execute(f"SELECT max(position) FROM events WHERE {_VISIBLE}").fetchone()
         return int(row[0] or 0) if row else 0
 
+    def first_position(self) -> int | None:
+        row = self.conn.execute("SELECT min(position) FROM events").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
     def hashes(self, upto: int, after: int = 0) -> Iterator[tuple[int, str]]:
         return self._paged(
             f"SELECT position, {_hash()} "

@@ -1039,6 +1039,11 @@ class SQLiteBackend:
         return int(row[0] or 0)
 
     @_translated
+    def first_position(self) -> int | None:
+        row = self.conn.execute("SELECT min(position) FROM events").fetchone()
+        return None if row[0] is None else int(row[0])
+
+    @_translated
     def hashes(self, upto: int, after: int = 0) -> Iterator[tuple[int, str]]:
         """(position, hash) of every event with `after` < position <= `upto`, in position order."""
         cursor = self.conn.execute(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .backend import Backend, EventRow, StreamRow
-from .chaincheck import Chain, Problem, chain_from, check_stream, first_problem, lineage, loads
+from .chaincheck import Chain, Problem, chain_from, check_start, check_stream, first_problem, lineage, loads
 from .errors import IntegrityError, StoreError
 from .fullscan import Fold, FullScan
 from .splitscan import split_verify, splittable
@@ -51,6 +51,7 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
         raise IntegrityError(None, foreign)
     if only is not None:
         return _verify_streams(backend, only)
+    _check_first_position(backend)
     path = splittable(backend)
     if path is not None:  # a large log: two processes, when it passes (`splitscan`)
         split = split_verify(backend, path, progress, Fold(checkpoint))
@@ -62,6 +63,16 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
         position, why = first_problem(scan.problems)
         raise IntegrityError(position, why)
     return VerifyReport(scan.streams, checked, scan.redacted)
+
+
+def _check_first_position(backend: Backend) -> None:
+    """Refuse a row below position 1. Every scan reads positions from 1 up, where readers find
+    a thread's events by offset: a row at position 0 or below (only an edit outside threadlog
+    puts one there) would be read as part of its thread and never checked."""
+    first = backend.first_position()
+    if first is not None and first < 1:
+        raise IntegrityError(first, f"a row holds position {first}: positions start at 1, so no check reads it while "
+                             "readers find it by its offset (a row written outside threadlog)")
 
 
 def _verify_streams(backend: Backend, only: Collection[str]) -> VerifyReport:
@@ -89,6 +100,7 @@ def verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     foreign = foreign_code(backend)
     if foreign is not None:
         raise IntegrityError(None, foreign)
+    _check_first_position(backend)
     last = backend.last_position()
     if last < upto:
         raise IntegrityError(last + 1, f"the log ends at position {last}, below checkpoint {checkpoint}'s {upto} "
@@ -132,6 +144,8 @@ def verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
         redacted += chain.redacted
         ancestry = ancestries[stream_id]
         problem = chain.finish(lineage(ancestry[1]) if len(ancestry) > 1 else None)
+        if problem is None and chain.partial:  # where it forks from and its kind: from its first event
+            problem = check_start(backend, ancestry[0])
         if problem is not None:
             problems.append(problem)
     if problems:

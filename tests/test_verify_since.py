@@ -5,6 +5,7 @@ message counts `ls` shows (computed without reading messages) agree with the eve
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -74,6 +75,67 @@ def test_since_names_a_stream_row_that_disagrees_with_its_new_events(tmp_path: P
     with Store(db) as store, pytest.raises(IntegrityError, match="last_position"):
         store.verify(since=before)
     assert last.position > 1
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ("parent_id = :other, root_id = :other", "the streams table disagrees with its thread.forked event"),
+    ("parent_offset = 2", "the stream's row names no first event of its own at offset 2"),
+    ("kind = 'subagent'", "stored kind 'subagent' disagrees with the events ('fork')"),
+], ids=["reparented", "moved", "kind"])
+def test_since_checks_where_a_fork_it_reads_from_the_middle_forks_from(tmp_path: Path, change: str, named: str) -> None:
+    """A fork row rewritten to hang under another thread shows that thread's system prompt and
+    history as the fork's: the stream's first event says where it forks from, even when every
+    event `--since` reads is after it."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, f = busy(store)
+        other = store.create_thread(system="You are someone else.")
+        store.append_message(other, "user", "elsewhere")
+        store.append_message(other, "user", "and more")
+        before = store.checkpoint()
+        store.append_message(f, "user", "after the checkpoint")
+    conn = sqlite3.connect(db)
+    conn.execute(f"UPDATE streams SET {change} WHERE id = :fork", {"fork": f, "other": other})
+    conn.commit()
+    conn.close()
+    with Store(db) as store:
+        with pytest.raises(IntegrityError, match=re.escape(named)):
+            store.verify(since=before)
+        with pytest.raises(IntegrityError):
+            store.verify()
+
+
+def test_a_row_below_position_one_fails_every_verify(tmp_path: Path) -> None:
+    """No scan reads below position 1, where readers still find a row by its offset: a message
+    slipped in there (offset 1.5, between two real ones) would be shown and sent to the model."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, _ = busy(store)
+        before = store.checkpoint()
+    conn = sqlite3.connect(db)
+    conn.execute('INSERT INTO events (position, stream_id, "offset", event_id, type, schema_version, data, meta, recorded_at, hash) '
+                 "SELECT -1, stream_id, 1.5, x'00112233445566778899aabbccddeeff', type, schema_version, "
+                 """'{"content":[{"text":"INJECTED","type":"text"}],"role":"user"}', meta, recorded_at, hash """
+                 "FROM events WHERE position = 2")
+    conn.commit()
+    conn.close()
+    with Store(db) as store:
+        for check in (lambda: store.verify(), lambda: store.verify(since=before), lambda: store.verify(checkpoint=before)):
+            with pytest.raises(IntegrityError, match="a row holds position -1: positions start at 1") as error:
+                check()
+            assert error.value.position == -1
+
+
+def test_a_root_row_given_a_fork_point_fails_verify(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, _ = busy(store)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE streams SET parent_offset = 0 WHERE id = ?", (t,))
+    conn.commit()
+    conn.close()
+    with Store(db) as store, pytest.raises(IntegrityError, match=f"{t}: the streams table gives a root thread the fork point 0"):
+        store.verify()
 
 
 def test_since_refuses_a_log_that_ends_before_its_checkpoint(tmp_path: Path) -> None:
