@@ -228,11 +228,11 @@ def parse_checkpoint(text: Any) -> tuple[int, str]:
     if (
         len(parts) != 3
         or parts[0] != CHECKPOINT_TAG
-        or not parts[1].isdigit()
+        or not (parts[1].isascii() and parts[1].isdigit())  # "²" is a digit to isdigit, not to int
         or len(parts[2]) != 64
         or any(c not in "0123456789abcdef" for c in parts[2])
     ):
-        shown = text if isinstance(text, str) and len(text) < 200 else type(text).__name__
+        shown = text if isinstance(text, str) and len(text) < 200 else f"{text[:60]}…" if isinstance(text, str) else type(text).__name__
         raise InvalidEvent(
             "checkpoint", f"{shown!r} is not a checkpoint (expected {CHECKPOINT_TAG}:<position>:<64 hex digits>, as `checkpoint` prints)"
         )

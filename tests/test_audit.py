@@ -246,7 +246,8 @@ def test_an_empty_log_has_a_checkpoint_too(store: Store) -> None:
     store.verify(checkpoint=kept)
 
 
-@pytest.mark.parametrize("bad", ["", "tlc1", "tlc1:3:abc", "tlc2:3:" + "0" * 64, "tlc1:-1:" + "0" * 64, "tlc1:3:" + "G" * 64, "x" * 10_000])
+@pytest.mark.parametrize("bad", ["", "tlc1", "tlc1:3:abc", "tlc2:3:" + "0" * 64, "tlc1:-1:" + "0" * 64, "tlc1:3:" + "G" * 64, "x" * 10_000,
+                                 "tlc1:\u00b2:" + "0" * 64, "tlc1:\u0663:" + "0" * 64])  # digits to str.isdigit, not to int
 def test_a_malformed_checkpoint_is_refused_clearly(file_store: Store, bad: str) -> None:
     with pytest.raises(InvalidEvent, match="checkpoint"):
         file_store.verify(checkpoint=bad)
