@@ -4,6 +4,8 @@ Each assistant message recorded from the API carries the response's `usage`. A t
 charged for its own messages only (a fork does not re-count what it inherited), so the rows
 of a subtree add up to what the whole tree cost. `cache_read_input_tokens` are the input
 tokens served from the prompt cache: sibling forks that share a request prefix read it.
+A message imported from a pi session keeps pi's own names for the same counts (`input`,
+`output`, `cacheRead`, `cacheWrite`): they are read where the API's names are missing.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 from eventstore import Store
 
 FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+# The same counts as a pi session records them (threadlog/importers/pi.py stores its usage as it is).
+_PI_NAMES = dict(zip(FIELDS, ("input", "output", "cacheRead", "cacheWrite")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +56,7 @@ def usage(store: Store, thread: str) -> list[Usage]:
             if isinstance(spent, dict):
                 count += 1
                 for key in FIELDS:
-                    value = spent.get(key)
+                    value = spent.get(key, spent.get(_PI_NAMES[key]))
                     if type(value) is int:  # not a bool, which is an int to Python; not a float or text
                         sums[key] += value
         out.append(Usage(info.id, info.parent_id, info.depth, info.kind, count, **sums))

@@ -200,6 +200,21 @@ def test_pi_counts_match_the_raw_file(mem: Store) -> None:
     mem.verify()
 
 
+def test_the_tokens_a_pi_session_spent_are_counted_under_its_own_names(mem: Store) -> None:
+    """pi records `input`, `output`, `cacheRead`, `cacheWrite`; the import keeps them as they are
+    and `usage` adds them up as the API's names."""
+    from threadlog import usage
+
+    summary = import_pi(mem, [PI])
+    spent = [r["message"]["usage"] for r in _raw(PI) if r.get("type") == "message" and r["message"]["role"] == "assistant"
+             and r["message"]["content"] and isinstance(r["message"].get("usage"), dict)]
+    [row] = usage(mem, summary.thread_ids[0])
+    assert row.messages == len(spent) > 0
+    assert (row.input_tokens, row.output_tokens, row.cache_read_input_tokens, row.cache_creation_input_tokens) == tuple(
+        sum(u[name] for u in spent) for name in ("input", "output", "cacheRead", "cacheWrite"))
+    assert row.output_tokens > 0
+
+
 @pytest.mark.skipif(not SHARED.is_dir(), reason="the gathered data folder is not beside this checkout")
 def test_every_gathered_file_imports(mem: Store) -> None:
     summary = import_claude_code(mem, [SHARED / "claude-code"], skip_bad=True)
