@@ -600,3 +600,21 @@ def test_following_a_session_cut_at_any_line_ends_as_one_import(session: Path, t
             import_claude_code(store, [live], partial_tail=True)  # may still hold a last response it cannot see ended
             import_claude_code(store, [live])  # the session over: the file as it is
             assert _events_of(store) == expected, f"cut after line {cut}"
+
+
+def test_a_redacted_imported_tool_result_leaves_no_copy_in_the_file(tmp_path: Path) -> None:
+    """Claude Code writes a tool's output twice on a line: in the tool_result the model saw and
+    in `toolUseResult`. Only the first is imported (into data, which `redact` erases): a copy
+    in meta, chained as it is, would outlive the redaction."""
+    session = CC / "-Users-dain-workspace-coderabbit-review-helper" / "cb2e607c-c758-415a-8b45-c49e4631906a.jsonl"
+    token = b"Uninstalled 1 package in 0.89ms"
+    assert session.read_bytes().count(token) == 2  # the tool_result's content, and toolUseResult.stdout
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        summary = import_claude_code(store, [session])
+        [result] = [e for e in store.read(summary.thread_ids[0]) if e.type == "message.appended" and any(
+            b.get("tool_use_id") == "toolu_01S8c9L4VKpgusGShBxkU3es" for b in e.data["content"])]
+        assert "tool_use_results" not in result.meta.get("source", {})
+        store.redact(result.position, reason="secret", actor="ops")
+        assert store.verify().redacted == 1
+    assert [p.name for p in tmp_path.iterdir() if token in p.read_bytes()] == []

@@ -475,7 +475,6 @@ class _Writer:
 
     def _user(self, stream: PlannedStream, unit: _Unit) -> None:
         blocks: list[dict[str, Any]] = []
-        results: dict[str, Any] = {}
         pending = set(stream.facts.tools)
         for entry in unit.entries:
             record = entry.line.record
@@ -488,8 +487,6 @@ class _Writer:
                         self.summary.skipped["tool_result without its call"] += 1
                         continue
                     pending.discard(tool_use_id)
-                    if "toolUseResult" in record:
-                        results[str(tool_use_id)] = record["toolUseResult"]
                 blocks.append(block)
         blocks = [b for b in blocks if not (b.get("type") == "text" and not b.get("text"))]
         if not blocks:
@@ -505,9 +502,10 @@ class _Writer:
             extra["injected"] = True
         if interrupted:
             extra["interrupted"] = True
+        # Claude Code's `toolUseResult` (the tool's structured output: a command's stdout, a file
+        # read, an edit's original file) is not kept: it would go in meta, which `redact` cannot
+        # erase (it is chained as it is), and the tool_result block holds what the model saw.
         meta = self._meta(unit, **extra)
-        if results:
-            meta["source"]["tool_use_results"] = results
         typed = not (answers or injected or interrupted)
         if typed:
             self._close_run(stream, unit, "cancelled")

@@ -174,7 +174,6 @@ class _Writer:
     def _results(self, stream: PlannedStream, group: list[_Node]) -> None:
         pending = set(stream.facts.tools)
         blocks = []
-        details: dict[str, Any] = {}
         for node in group:
             message = node.line.record["message"]
             call = message["toolCallId"]
@@ -184,15 +183,12 @@ class _Writer:
             pending.discard(call)
             content = [b for b in _blocks(message.get("content") or []) if b["type"] in ("text", "image")]
             blocks.append({"type": "tool_result", "tool_use_id": call, "content": content, "is_error": bool(message.get("isError"))})
-            if "details" in message:
-                details[call] = message["details"]
         if not blocks:
             return
         meta = self.meta(group[0])
         if len(group) > 1:
             meta["source"]["uuids"] = [n.id for n in group[1:]]
-        if details:
-            meta["source"]["tool_use_results"] = details
+        # pi's `details` (diffs, file contents) are not kept: see the Claude Code importer's `_user`.
         stream.add("message.appended", {"role": "user", "content": blocks}, meta, self.where(group[0]))
 
     def branch(self, stream: PlannedStream, start: _Node) -> None:
