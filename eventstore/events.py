@@ -8,9 +8,10 @@ by the chain in `UPCASTERS`, and never pay for model validation again.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from .content import normalize_content
 from .errors import InvalidEvent
@@ -79,6 +80,17 @@ class SentRequest(_Model):
     )
 
 
+def is_time(value: Any) -> bool:
+    """Whether `value` is a time in ISO 8601 (`2026-01-31T12:00:00.123Z`, an offset, or a date alone)."""
+    if not isinstance(value, str) or len(value) > 64:
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
 class Meta(_Model):
     """Who and why: carried beside `data`, covered by the hash chain like the data."""
 
@@ -94,6 +106,16 @@ class Meta(_Model):
     request: SentRequest | None = Field(
         default=None, description="on an assistant message from a live turn: the request it answered"
     )
+
+    @field_validator("occurred_at")
+    @classmethod
+    def _a_time(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # Shown as the event's time (blame, search hits, the viewer): a time, or nothing. An
+        # event restored from an export keeps what an earlier release let it hold.
+        restoring = bool(info.context and info.context.get("restoring"))
+        if value is not None and not restoring and not is_time(value):
+            raise ValueError("must be a time in ISO 8601, e.g. 2026-01-31T12:00:00Z")
+        return value
 
 
 class Todo(_Model):
@@ -380,10 +402,12 @@ def _error_field(error: ValidationError, prefix: str) -> InvalidEvent:
     return InvalidEvent(f"{prefix}{loc}", first["msg"])
 
 
-def parse(event: Any, field: str = "event") -> tuple[str, Json, Json]:
+def parse(event: Any, field: str = "event", restoring: bool = False) -> tuple[str, Json, Json]:
     """Validate one event (a model, an `Event` or a plain dict) into (type, data, meta).
 
     The returned data and meta are JSON-ready dicts with unset optional fields left out.
+    `restoring`: the event was written before (an export read back), so a rule added to meta
+    since (`Meta._a_time`) does not refuse it.
     """
     type_: Any
     data: Any
@@ -415,7 +439,7 @@ def parse(event: Any, field: str = "event") -> tuple[str, Json, Json]:
     except InvalidEvent as error:  # raised by a field validator (content blocks)
         raise InvalidEvent(f"{field}.data.{error.field}", error.why) from None
     try:
-        meta = meta_in if isinstance(meta_in, Meta) else Meta.model_validate(meta_in)
+        meta = meta_in if isinstance(meta_in, Meta) else Meta.model_validate(meta_in, context={"restoring": restoring})
     except ValidationError as error:
         raise _error_field(error, f"{field}.meta") from None
     return type_, validated.model_dump(exclude_none=True), meta.model_dump(exclude_none=True)

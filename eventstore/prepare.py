@@ -117,8 +117,9 @@ def _check_size(data_json: str, field: str) -> None:
                            "(32 MiB, the Messages API's request limit); keep large files outside and refer to them")
 
 
-def prepare(event: Any, field: str | int, event_id: str | None = None) -> PreparedEvent:
-    """Validate and serialize one event; `event_id` is used unless its meta names one.
+def prepare(event: Any, field: str | int, event_id: str | None = None, restoring: bool = False) -> PreparedEvent:
+    """Validate and serialize one event; `event_id` is used unless its meta names one
+    (`restoring`: see `events.parse`).
 
     `field` names the event in error messages; an int i stands for `events[i]` (the
     string is only built when there is an error to report).
@@ -139,7 +140,7 @@ def prepare(event: Any, field: str | int, event_id: str | None = None) -> Prepar
         prepared: PreparedEvent = make_tuple(PreparedEvent, values)
         return prepared
     field = _name(field)
-    type_, data, meta = parse(event, field)
+    type_, data, meta = parse(event, field, restoring)
     try:
         data_json = integrity.canonical(data)
         data_digest = integrity.digest(data_json)

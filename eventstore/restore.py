@@ -156,11 +156,12 @@ class _Restore:
         if event["redacted"]:
             # What a redaction left is no valid event (the payload is gone), so only its meta is
             # validated; its digest is the original payload's, and the hash check below binds it.
-            stub = prepare({"type": "thread.created", "data": {}, "meta": event["meta"]}, where, event["event_id"])
+            stub = prepare({"type": "thread.created", "data": {}, "meta": event["meta"]}, where, event["event_id"], restoring=True)
             skeleton = event["data"]
             return stub._replace(type=event["type"], schema_version=event["schema_version"], data=skeleton,
                                  data_json=integrity.canonical(skeleton), data_digest=event["data_digest"])
-        prepared = prepare({"type": event["type"], "data": event["data"], "meta": event["meta"]}, where, event["event_id"])
+        prepared = prepare({"type": event["type"], "data": event["data"], "meta": event["meta"]}, where, event["event_id"],
+                           restoring=True)
         if event["schema_version"] != prepared.schema_version:
             raise InvalidEvent(f"{where}.schema_version", f"{event['schema_version']} is not the current version "
                                f"{prepared.schema_version} of {event['type']}")

@@ -135,6 +135,8 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
     ("retry-of-a-different-batch", lambda s, i: s.append(i["t"], [msg("user", "hello", event_id="ev-hello"), msg("user", "new", event_id="ev-new")]), InvalidEvent, "event_id"),
     ("event-id-of-another-thread", lambda s, i: s.append(i["t"], [msg("user", "elsewhere", event_id="ev-other")]), InvalidEvent, "other"),
     ("bad-meta-origin", lambda s, i: s.append(i["t"], [msg("user", "a", origin="forged")]), InvalidEvent, "meta.origin"),
+    ("occurred-at-not-a-time", lambda s, i: s.append_message(i["t"], "user", "a", occurred_at="1999-01-01T00:00:00Z (signed by CFO)"),
+     InvalidEvent, "meta.occurred_at"),
     ("lone-surrogate-not-utf8", lambda s, i: s.append_message(i["t"], "user", "bad \ud800 text"), InvalidEvent, "UTF-8"),
     ("lone-surrogate-in-meta", lambda s, i: s.append_message(i["t"], "user", "fine", actor="ops \udc80"), InvalidEvent, "events[0].meta"),
     ("tool-use-id-already-pending", lambda s, i: s.append_message(i["pending"], "assistant", [

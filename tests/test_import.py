@@ -618,3 +618,19 @@ def test_a_redacted_imported_tool_result_leaves_no_copy_in_the_file(tmp_path: Pa
         store.redact(result.position, reason="secret", actor="ops")
         assert store.verify().redacted == 1
     assert [p.name for p in tmp_path.iterdir() if token in p.read_bytes()] == []
+
+
+def test_a_source_time_that_is_not_a_time_is_kept_in_the_source_only(tmp_path: Path) -> None:
+    """`meta.occurred_at` is shown as when an event happened: a Claude Code line whose timestamp
+    is not a time imports without it (its `source.timestamp` keeps the text as written)."""
+    source = CC / "-Users-dain-workspace-claude-code-log-sample" / "0d3a8e6f-290f-4105-a327-a2496e5e2a83.jsonl"
+    records = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
+    first = next(r for r in records if r.get("type") == "user" and isinstance(r["message"]["content"], str))
+    first["timestamp"] = "\x1b[2J<script>"
+    session = tmp_path / source.name
+    session.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with Store(tmp_path / "t.db") as store:
+        summary = import_claude_code(store, [session])
+        [message] = [e for e in store.read(summary.thread_ids[0])
+                     if e.type == "message.appended" and e.meta["source"].get("timestamp") == "\x1b[2J<script>"]
+        assert "occurred_at" not in message.meta

@@ -314,3 +314,21 @@ def test_an_export_holding_a_redacted_event_of_any_kind_restores(tmp_path: Path,
         import_events(target, backup)
         assert target.verify().redacted == 1
         assert [e.hash for e in target.read(t)] == hashes
+
+
+def test_an_export_holding_an_occurred_at_no_longer_accepted_restores(tmp_path: Path) -> None:
+    """`meta.occurred_at` must be a time since this release; an event an earlier one stored with
+    any text there still restores from its export (its hash covers the text as it is)."""
+    from eventstore import Event, Meta
+
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        older = Meta.model_construct(occurred_at="yesterday, around noon", origin="imported")  # as an earlier release let it be
+        a.append(t, [Event(type="message.appended", data={"role": "user", "content": "hi"}, meta=older)])
+        with pytest.raises(InvalidEvent, match="meta.occurred_at"):
+            a.append_message(t, "user", "now", occurred_at="yesterday, around noon")
+        backup = write(tmp_path / "all.jsonl", export_all(a))
+        original = events_of(a)
+    with Store(tmp_path / "b.db") as b:
+        assert import_events(b, backup).added == len(original)
+        assert events_of(b) == original and b.verify().events == len(original)

@@ -34,6 +34,7 @@ from typing import Any
 
 from eventstore import InvalidEvent, Store, ThreadNotFound
 from eventstore.content import validate_block
+from eventstore.events import is_time
 
 from .lines import BadLine, Line, Seen, is_text, read_lines, text_name
 from .plan import Plan, PlannedStream, import_sources, stable_id
@@ -399,7 +400,7 @@ class _Writer:
         if flags:
             source["flags"] = flags
         meta: dict[str, Any] = {"event_id": self._id(first.uuid + suffix), "origin": "imported", "source": source}
-        if isinstance(record.get("timestamp"), str):
+        if is_time(record.get("timestamp")):  # anything else stays unread in the source line
             meta["occurred_at"] = record["timestamp"]
         return meta
 

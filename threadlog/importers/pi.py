@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import Store
+from eventstore.events import is_time
 from eventstore.recorded import short
 
 from .lines import BadLine, Line, Seen, read_lines, text_name
@@ -103,7 +104,7 @@ class _Writer:
         if extra:
             source["flags"] = extra
         meta: dict[str, Any] = {"event_id": f"pi:{self.session}:{node.id}", "origin": "imported", "source": source}
-        if isinstance(record.get("timestamp"), str):
+        if is_time(record.get("timestamp")):  # anything else stays in `source.timestamp`
             meta["occurred_at"] = record["timestamp"]
         return meta
 
@@ -252,7 +253,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     if isinstance(header.get("modelId"), str):
         created["model"] = header["modelId"]
     meta = {"event_id": f"pi:{session}:created", "origin": "imported", "source": {"tool": TOOL, "file": str(path), "line": lines[0].number}}
-    if isinstance(header.get("timestamp"), str):
+    if is_time(header.get("timestamp")):
         meta["occurred_at"] = header["timestamp"]
     stream = plan.root(stable_id(TOOL, session), created, meta, lambda why: BadLine(str(path), lines[0].number, why))
     summary.threads += 1
