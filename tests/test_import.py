@@ -602,6 +602,57 @@ def test_following_a_session_cut_at_any_line_ends_as_one_import(session: Path, t
             assert _events_of(store) == expected, f"cut after line {cut}"
 
 
+def _parallel_calls_session() -> list[bytes]:
+    """A turn as Claude Code 2.1.x writes it: one response (`msg_A`) whose parallel tool calls
+    are each written after the result of the one before, then the next response."""
+    def line(type_: str, uuid: str, parent: str | None, message: dict[str, Any], **more: Any) -> bytes:
+        record = {"type": type_, "uuid": uuid, "parentUuid": parent, "sessionId": "s-1", "isSidechain": False,
+                  "timestamp": f"2026-01-01T00:00:{len(uuid):02d}Z", "message": message, **more}
+        return (json.dumps(record) + "\n").encode()
+
+    def call(i: int) -> dict[str, Any]:
+        return {"role": "assistant", "id": "msg_A", "model": "claude-x", "stop_reason": "tool_use",
+                "content": [{"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": f"ls {i}"}}]}
+
+    def result(i: int) -> dict[str, Any]:
+        return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": f"out {i}"}]}
+
+    lines = [line("user", "u", None, {"role": "user", "content": "list three folders"}),
+             line("assistant", "a0", "u", {"role": "assistant", "id": "msg_A", "model": "claude-x", "stop_reason": "tool_use",
+                                           "content": [{"type": "text", "text": "Listing them."}]})]
+    parent = "a0"
+    for i in range(1, 4):
+        lines += [line("assistant", f"c{i}", parent, call(i)), line("user", f"r{i}", f"c{i}", result(i))]
+        parent = f"r{i}"
+    lines.append(line("assistant", "b", parent, {"role": "assistant", "id": "msg_B", "model": "claude-x", "stop_reason": "end_turn",
+                                                 "content": [{"type": "text", "text": "Three folders."}]}))
+    lines.append((json.dumps({"type": "system", "subtype": "turn_duration", "uuid": "d", "parentUuid": "b", "sessionId": "s-1",
+                              "timestamp": "2026-01-01T00:01:00Z"}) + "\n").encode())
+    return lines
+
+
+def test_following_a_response_whose_parallel_calls_come_between_their_results(tmp_path: Path) -> None:
+    """A poll that reads a 2.1.x response's first tool call and its result must not take the
+    response as complete: its next call comes after that result, under the same message id,
+    and an event once written is never rewritten (the calls after it were lost)."""
+    lines = _parallel_calls_session()
+    live = tmp_path / "s-1.jsonl"
+    live.write_bytes(b"".join(lines))
+    whole = Store(":memory:")
+    import_claude_code(whole, [live])
+    expected = _events_of(whole)
+    [response] = [e for e in whole.read_all() if e.type == "message.appended" and e.data["role"] == "assistant"
+                  and any(b["type"] == "tool_use" for b in e.data["content"])]
+    assert [b.get("id") for b in response.data["content"]] == [None, "t1", "t2", "t3"]
+    for cut in range(1, len(lines)):
+        with Store(":memory:") as store:
+            live.write_bytes(b"".join(lines[:cut]))
+            import_claude_code(store, [live], partial_tail=True)
+            live.write_bytes(b"".join(lines))
+            import_claude_code(store, [live], partial_tail=True)
+            assert _events_of(store) == expected, f"cut after line {cut}"
+
+
 def test_a_redacted_imported_tool_result_leaves_no_copy_in_the_file(tmp_path: Path) -> None:
     """Claude Code writes a tool's output twice on a line: in the tool_result the model saw and
     in `toolUseResult`. Only the first is imported (into data, which `redact` erases): a copy

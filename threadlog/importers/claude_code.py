@@ -230,8 +230,10 @@ def _unfinished(units: list[_Unit], lines: list[Line]) -> set[tuple[str, str]]:
     Claude Code writes a response as one line per content block, and every one of them may
     already carry the response's final `stop_reason` (2.0.x does), so a `stop_reason` alone
     does not show the last block written. A response is complete once a later message
-    follows it (its tool results, the next prompt: other lines, such as a file-history
-    snapshot, come between a response's blocks), or a line ending the turn, or when its
+    follows it (the next response, the next prompt: other lines, such as a file-history
+    snapshot, come between a response's blocks; and its own tool results do not count, since
+    2.1.x writes a response's parallel tool calls each after the result of the one before),
+    or a line ending the turn, or when its
     last line ends it: a `stop_reason` other than `tool_use` (whose results always follow)
     on a block that is neither thinking nor a tool call. Its results are complete once
     every call of it has its result, or the turn is over. A unit written before a line of
@@ -251,7 +253,8 @@ def _unfinished(units: list[_Unit], lines: list[Line]) -> set[tuple[str, str]]:
     turn_over = any(line.number > end and line.record.get("type") == "system" and line.record.get("subtype") in _TURN_ENDS
                     for line in lines)
     final = response.entries[-1]
-    followed = any(line.number > final.line.number and line.record.get("type") in ("user", "assistant") for line in lines)
+    followed = any(line.number > final.line.number and line.record.get("type") in ("user", "assistant")
+                   and not _only_results(line.record) for line in lines)
     blocks = _blocks_of(final)
     ends = (final.line.record["message"].get("stop_reason") not in (None, "tool_use") and bool(blocks)
             and blocks[-1].get("type") not in ("thinking", "redacted_thinking", "tool_use"))
@@ -260,6 +263,14 @@ def _unfinished(units: list[_Unit], lines: list[Line]) -> set[tuple[str, str]]:
     calls = {b.get("id") for e in response.entries for b in _blocks_of(e) if b.get("type") == "tool_use"}
     answered = {b.get("tool_use_id") for e in (results.entries if results else []) for b in _blocks_of(e) if b.get("type") == "tool_result"}
     return set() if turn_over or calls <= answered else {("r", key)}
+
+
+def _only_results(record: dict[str, Any]) -> bool:
+    """Whether a user line holds tool results and nothing else."""
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return (record.get("type") == "user" and isinstance(content, list) and bool(content)
+            and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
 
 
 def _blocks_of(entry: _Entry) -> list[dict[str, Any]]:
