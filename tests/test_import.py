@@ -24,6 +24,7 @@ from threadlog import (
     BadLine,
     display_rows,
     Store,
+    StoreError,
     export_all,
     export_events,
     export_markdown,
@@ -651,6 +652,55 @@ def test_following_a_response_whose_parallel_calls_come_between_their_results(tm
             live.write_bytes(b"".join(lines))
             import_claude_code(store, [live], partial_tail=True)
             assert _events_of(store) == expected, f"cut after line {cut}"
+
+
+def test_following_a_session_while_its_sub_agent_runs_ends_as_one_import(tmp_path: Path) -> None:
+    """A 2.1.x session and its sub-agent's file, grown line by line in the order they were
+    written (each file in its own order, the two interleaved by time) and polled after every
+    line: the sub-agent's file appears as its `Agent` call is made, but the result naming its
+    agentId comes when it is done. Taken as a thread of its own before then, it could never
+    become the fork it is (the next poll was refused); it waits for that result instead."""
+    main = CC / "-src-experiments-claude_p" / "29ccd257-68b1-427f-ae5f-6524b7cb6f20.jsonl"
+    agent = main.with_suffix("") / "subagents" / "agent-a2271d1.jsonl"
+    live = {main: tmp_path / main.name, agent: tmp_path / main.stem / "subagents" / agent.name}
+    live[agent].parent.mkdir(parents=True)
+    queues = {path: [(str(json.loads(raw).get("timestamp") or ""), raw) for raw in path.read_bytes().splitlines(keepends=True)]
+              for path in live}
+    for path in live:
+        live[path].write_bytes(b"".join(raw for _, raw in queues[path]))
+    whole = Store(":memory:")
+    import_claude_code(whole, [tmp_path])
+    expected = _events_of(whole)
+    assert sorted(t.kind for t in whole.all_threads()) == ["subagent", "thread"]
+    for path in live:
+        live[path].write_bytes(b"")
+    with Store(":memory:") as store:
+        while any(queues.values()):
+            path = min((p for p in queues if queues[p]), key=lambda p: queues[p][0][0])
+            with live[path].open("ab") as handle:
+                handle.write(queues[path].pop(0)[1])
+            import_claude_code(store, [tmp_path], partial_tail=True)
+        import_claude_code(store, [tmp_path])
+        assert _events_of(store) == expected
+        assert sorted(t.kind for t in store.all_threads()) == ["subagent", "thread"]
+
+
+def test_a_plain_import_that_took_a_running_sub_agent_as_a_thread_says_so_when_it_cannot_become_a_fork(tmp_path: Path) -> None:
+    main = CC / "-src-experiments-claude_p" / "29ccd257-68b1-427f-ae5f-6524b7cb6f20.jsonl"
+    agent = main.with_suffix("") / "subagents" / "agent-a2271d1.jsonl"
+    lines = main.read_bytes().splitlines(keepends=True)
+    named = next(i for i, raw in enumerate(lines) if b'"agentId":"a2271d1' in raw and b"toolUseResult" in raw)
+    (tmp_path / main.stem / "subagents").mkdir(parents=True)
+    (tmp_path / main.stem / "subagents" / agent.name).write_bytes(agent.read_bytes())
+    (tmp_path / main.name).write_bytes(b"".join(lines[:named]))  # the sub-agent still running
+    with Store(tmp_path / "t.db") as store:
+        assert sorted(t.kind for t in store.all_threads()) == [] and import_claude_code(store, [tmp_path]).threads == 2
+        (tmp_path / main.name).write_bytes(b"".join(lines))
+        before = store.counts()
+        with pytest.raises(StoreError, match="a sub-agent taken as a thread of its own while it ran, before its session "
+                                             "named it.*follow a live session with --follow"):
+            import_claude_code(store, [tmp_path])
+        assert store.counts() == before
 
 
 def test_a_redacted_imported_tool_result_leaves_no_copy_in_the_file(tmp_path: Path) -> None:

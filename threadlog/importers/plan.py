@@ -133,6 +133,11 @@ def _own_ids(store: Store, thread: str) -> list[str] | None:
 def _held(stream: PlannedStream, ids: list[str]) -> int:
     """`_stored`, given the ids of the stream's own events as stored (its first one first)."""
     if not ids or ids[0] != _first_event_id(stream):
+        if ids and ids[0].rsplit(":", 1)[0] == _first_event_id(stream).rsplit(":", 1)[0]:  # cc:KEY:created, cc:KEY:fork
+            raise ImportConflict(f"thread {stream.id!r} was imported from this source as it was then, and is now "
+                                 f"planned to start otherwise ({ids[0]!r}, now {_first_event_id(stream)!r}: a sub-agent "
+                                 "taken as a thread of its own while it ran, before its session named it); import into "
+                                 "another database, and follow a live session with --follow")
         raise ImportConflict(f"thread {stream.id!r} exists but was not imported from this source; "
                              "import into another database")
     planned = [event.event_id for event in stream.events]
