@@ -21,6 +21,7 @@ from .errors import IntegrityError, StoreError
 from .fullscan import Fold, FullScan
 from .splitscan import split_verify, splittable
 from .integrity import digest, extend_log_digest, foreign_code, format_checkpoint, parse_checkpoint
+from .ranges import MAX_INDEX
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
         raise IntegrityError(None, foreign)
     if only is not None:
         return _verify_streams(backend, only)
-    _check_first_position(backend)
+    _check_position_range(backend)
     path = splittable(backend)
     if path is not None:  # a large log: two processes, when it passes (`splitscan`)
         split = split_verify(backend, path, progress, Fold(checkpoint))
@@ -65,14 +66,19 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
     return VerifyReport(scan.streams, checked, scan.redacted)
 
 
-def _check_first_position(backend: Backend) -> None:
-    """Refuse a row below position 1. Every scan reads positions from 1 up, where readers find
-    a thread's events by offset: a row at position 0 or below (only an edit outside threadlog
-    puts one there) would be read as part of its thread and never checked."""
+def _check_position_range(backend: Backend) -> None:
+    """Refuse a row outside positions 1..2^62, which only an edit outside threadlog writes. Every
+    scan reads positions from 1 up, where readers find a thread's events by offset: a row at 0
+    or below would be read as part of its thread and never checked. Above 2^62 (what a restore
+    keeps and any call takes as a position), every later write would be refused."""
     first = backend.first_position()
     if first is not None and first < 1:
         raise IntegrityError(first, f"a row holds position {first}: positions start at 1, so no check reads it while "
                              "readers find it by its offset (a row written outside threadlog)")
+    last = backend.last_position()
+    if last > MAX_INDEX:
+        raise IntegrityError(last, f"a row holds position {last}: positions go up to {MAX_INDEX} (2^62), and every write "
+                             "after it would be refused (a row written outside threadlog)")
 
 
 def _verify_streams(backend: Backend, only: Collection[str]) -> VerifyReport:
@@ -100,7 +106,7 @@ def verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     foreign = foreign_code(backend)
     if foreign is not None:
         raise IntegrityError(None, foreign)
-    _check_first_position(backend)
+    _check_position_range(backend)
     last = backend.last_position()
     if last < upto:
         raise IntegrityError(last + 1, f"the log ends at position {last}, below checkpoint {checkpoint}'s {upto} "

@@ -126,6 +126,22 @@ def test_a_row_below_position_one_fails_every_verify(tmp_path: Path) -> None:
             assert error.value.position == -1
 
 
+def test_a_last_row_moved_past_the_largest_position_fails_verify(tmp_path: Path) -> None:
+    """Moved in order, the chains still hold, but no later write could take a position: verify
+    names the row the writes' refusals send the reader to."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        busy(store)
+        last = store.last_position()
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE events SET position = ? WHERE position = ?", (2**62 + 1, last))
+    conn.execute("UPDATE streams SET last_position = ? WHERE last_position = ?", (2**62 + 1, last))
+    conn.commit()
+    conn.close()
+    with Store(db) as store, pytest.raises(IntegrityError, match="a row holds position 4611686018427387905: positions go up to"):
+        store.verify()
+
+
 def test_a_root_row_given_a_fork_point_fails_verify(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     with Store(db) as store:
