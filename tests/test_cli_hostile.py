@@ -306,3 +306,12 @@ def test_what_a_command_prints_back_of_its_own_arguments_is_escaped(tmp_path: Pa
         args = [command, thread.strip(), "--model", "\udcff"] + (["--format", "anthropic"] if command == "export" else [])
         code, out, err = invoke("--db", db, *args)
         assert (code, out, err) == (1, "", "error: model: must be a model name (printable text), not '\\udcff'\n")
+
+
+def test_a_thread_without_a_model_is_told_to_pass_the_option_not_the_parameter(tmp_path: Path) -> None:
+    db = str(tmp_path / "t.db")
+    _, thread, _ = invoke("--db", db, "new")
+    invoke("--db", db, "append", thread.strip(), "--role", "user", "--text", "hi")
+    code, out, err = invoke("--db", db, "request", thread.strip())
+    assert code == 1 and out == "" and "pass --model (or create the thread with one: `threadlog new --model`)" in err, err
+    assert "model=" not in err

@@ -107,6 +107,7 @@ _CLI_WORDS = {
     "(expect='no_stream')": "(`threadlog new`)",
     "fan_out()": "`threadlog fan-out`",
     "call purge() (threadlog redact does)": "run `threadlog redact` again",
+    "pass model=... (or create the thread with one)": "pass --model (or create the thread with one: `threadlog new --model`)",
 }
 
 
