@@ -232,7 +232,7 @@ def parse_checkpoint(text: Any) -> tuple[int, str]:
         or len(parts[2]) != 64
         or any(c not in "0123456789abcdef" for c in parts[2])
     ):
-        shown = text if isinstance(text, str) and len(text) < 200 else f"{text[:60]}…" if isinstance(text, str) else type(text).__name__
+        shown = (text if len(text) < 200 else f"{text[:60]}…") if isinstance(text, str) else type(text).__name__
         raise InvalidEvent(
             "checkpoint", f"{shown!r} is not a checkpoint (expected {CHECKPOINT_TAG}:<position>:<64 hex digits>, as `checkpoint` prints)"
         )

@@ -14,7 +14,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -416,7 +415,7 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
 def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, context: str, retrieval: str, unanswered: str,
          transcript_path: str | None, as_json: bool) -> None:
     """Fork THREAD in O(1); prints the fork's id, alone."""
-    staging: AbstractContextManager[Any] = contextlib.nullcontext()
+    staging: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if transcript_path and context == "note":
         # The note tells the model the transcript is saved at PATH: it is written (up to the
         # fork point, so it holds nothing the fork did not inherit) before the fork, and
