@@ -382,6 +382,10 @@ def test_control_characters_in_text_are_written_as_escapes(mem: Store) -> None:
     mem.append_message(t, "user", "copy\x1b]52;c;ZXZpbA==\x07 then\x1b[2J\x00\x9b\tend\x85next")
     md = transcript(mem, t)
     assert "    copy\\u001b]52;c;ZXZpbA==\\u0007 then\\u001b[2J\\u0000\\u009b\tend\n    next\n" in md
+    mem.append_message(t, "user", "\x07" * 40_000)  # six times longer escaped: still within both bounds
+    bounded = transcript(mem, t, max_bytes=8192, max_message_bytes=4096)
+    assert len(bounded.encode()) <= 8192 and "\x07" not in bounded and "\\u0007" in bounded
+    assert max(len(section.encode()) for section in bounded.split("## ")[1:]) <= 4096 + len("## ")
 
 
 def test_the_issue_example_makes_one_section(mem: Store) -> None:

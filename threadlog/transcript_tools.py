@@ -18,7 +18,7 @@ from typing import Any
 
 from eventstore import InvalidEvent, Store
 
-from projections.transcript import INDENT, clip_middle, render_message
+from projections.transcript import INDENT, clip_middle, escape_controls, render_message
 
 MAX_BYTES = 16 * 1024
 MESSAGE_BYTES = 4 * 1024  # of one message in read_transcript
@@ -43,7 +43,7 @@ class TranscriptTool:
             text = render_message(str(data.get("role")), content) or ""
             results = "\n".join(_result_lines(content))
             if text or results:
-                yield offset, str(data.get("role")), text + results
+                yield offset, str(data.get("role")), escape_controls(text + results)
 
 
 class ReadTranscript(TranscriptTool):
