@@ -181,7 +181,7 @@ def test_bad_arguments_are_refused_clearly(mem: Store) -> None:
 
 
 def test_a_query_of_too_many_terms_is_refused_and_a_long_message_still_retrieves(mem: Store) -> None:
-    """A query's cost grows with terms x matches (1,000 ORed terms: 25 s on a tiny file), so the
+    """A query's cost grows with the square of its terms (1,000 ORed terms: 5.2 s on a tiny file), so the
     index's syntax takes at most 128 terms; a retrieval's query, a message's whole text, is
     cut to its first 64 distinct words instead."""
     t = mem.create_thread()
