@@ -735,3 +735,23 @@ def test_a_source_time_that_is_not_a_time_is_kept_in_the_source_only(tmp_path: P
         [message] = [e for e in store.read(summary.thread_ids[0])
                      if e.type == "message.appended" and e.meta["source"].get("timestamp") == "\x1b[2J<script>"]
         assert "occurred_at" not in message.meta
+
+
+def test_a_title_from_a_summary_line_takes_the_time_of_the_message_it_names(tmp_path: Path) -> None:
+    """A summary line has no timestamp of its own: its title takes its leaf message's, so `ls`
+    shows when the session was active, not when it was imported."""
+    source = CC / "-Users-dain-workspace-claude-code-log-sample" / "0d3a8e6f-290f-4105-a327-a2496e5e2a83.jsonl"
+    records = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()][:12]
+    leaf = [r for r in records if r.get("type") in ("user", "assistant")][-1]
+    session = tmp_path / source.name
+    session.write_text("".join(json.dumps(r) + "\n" for r in [{"type": "summary", "summary": "Timeline fixes",
+                                                                "leafUuid": leaf["uuid"]}, *records]), encoding="utf-8")
+    with Store(tmp_path / "t.db") as store:
+        summary = import_claude_code(store, [session])
+        info = store.thread(summary.thread_ids[0])
+        [title] = [e for e in store.read(info.id) if e.type == "title.set"]
+        assert title.data == {"title": "Timeline fixes"} and title.meta["occurred_at"] == leaf["timestamp"]
+        from threadlog.listing import listing
+
+        [row] = listing(store, [info])
+        assert row["last_activity"] == title.time == leaf["timestamp"]
