@@ -806,11 +806,12 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
             writer.branch(other, root)
     for number, leaf, title in file.titles:
         writer.summary.skipped["summary"] -= 1
-        meta = {"event_id": f"cc:{file.key}:title:{leaf}", "origin": "imported", "source": {**source, "line": number, "uuid": leaf}}
+        titled: dict[str, Any] = {"event_id": f"cc:{file.key}:title:{leaf}", "origin": "imported",
+                                  "source": {**source, "line": number, "uuid": leaf}}
         when = file.entries[leaf].line.record.get("timestamp")  # the summary line has no time: its message's
         if is_time(when):
-            meta["occurred_at"] = when
-        stream.add("title.set", {"title": title}, meta, functools.partial(BadLine, writer.name, number))
+            titled["occurred_at"] = when
+        stream.add("title.set", {"title": title}, titled, functools.partial(BadLine, writer.name, number))
 
 
 def import_claude_code(
