@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
-from eventstore import IntegrityError, Store, StoreError, ThreadNotFound
+from eventstore import IntegrityError, InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.errors import MISSHAPEN, SchemaTooOld, empty_file, misshapen
 from eventstore.events import MAX_DEPTH
 from eventstore.store import MAX_TIMEOUT, is_url
@@ -917,6 +917,10 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
     else:
         with bar:
             summary = import_claude_code(store, sources, skip_bad=skip_bad, progress=update)
+    if summary.events == 0 and summary.skipped.get("session"):  # pi's first line: {"type": "session", …}
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(summary.skipped.items()) if n)
+        raise InvalidEvent("paths", f"no Claude Code conversation in them, only lines of other kinds ({kinds}): "
+                           "for a pi session, run `threadlog import pi`")
     _print_summary(summary, as_json)
 
 
