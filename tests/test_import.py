@@ -755,3 +755,33 @@ def test_a_title_from_a_summary_line_takes_the_time_of_the_message_it_names(tmp_
 
         [row] = listing(store, [info])
         assert row["last_activity"] == title.time == leaf["timestamp"]
+
+
+def test_a_plain_cli_import_of_a_session_still_being_written_leaves_its_last_response_for_later(tmp_path: Path) -> None:
+    """`threadlog import claude-code` run while Claude Code writes the session (a file changed
+    in the last 10 minutes): a response it cannot see complete waits, so the next import adds
+    it whole. Taken as it was, the session could never be imported again (refused)."""
+    lines = _parallel_calls_session()
+    live = tmp_path / "s-1.jsonl"
+    live.write_bytes(b"".join(lines))
+    whole = Store(":memory:")
+    import_claude_code(whole, [live])
+    expected = _events_of(whole)
+    db = str(tmp_path / "t.db")
+    runner = CliRunner()
+    for cut in range(1, len(lines)):
+        Path(db).unlink(missing_ok=True)
+        live.write_bytes(b"".join(lines[:cut]))
+        first = runner.invoke(cli, ["--db", db, "import", "claude-code", str(live), "--json"])
+        assert first.exit_code == 0, first.output
+        live.write_bytes(b"".join(lines))
+        second = runner.invoke(cli, ["--db", db, "import", "claude-code", str(live), "--json"])
+        assert second.exit_code == 0 and json.loads(second.stdout)["waiting"] == 0, (cut, second.output)
+        with Store(db) as store:
+            assert _events_of(store) == expected, f"cut after line {cut}"
+    live.write_bytes(b"".join(lines[:4]))  # the first call's result: the response may go on
+    shown = runner.invoke(cli, ["--db", str(tmp_path / "u.db"), "import", "claude-code", str(live)])
+    assert "still being written, left for a later import: 1" in shown.stdout, shown.output
+    old = time.time() - 3600  # an hour untouched: the session is over, taken as it is
+    os.utime(live, (old, old))
+    assert import_claude_code(Store(":memory:"), [live], live_within=600).waiting == 0

@@ -872,6 +872,9 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
     if skipped:
         lines.append("lines without conversation: " + ", ".join(f"{kind} {n}" for kind, n in skipped))
     lines.extend(f"skipped {file}:{line}: {why}" for file, line, why in summary.bad)
+    if summary.waiting:
+        lines.append(f"still being written, left for a later import: {summary.waiting} (a last response or a sub-agent's file "
+                     "the session does not show complete yet)")
     return lines
 
 
@@ -889,6 +892,11 @@ def import_group(db: str | None) -> None:
     _pass_db(db)
 
 
+# A session with a file changed this recently is taken as still being written (`import
+# claude-code` without --follow): what it does not show complete waits for a later import.
+LIVE_SECONDS = 600.0
+
+
 @import_group.command("claude-code")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
 @click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing the import.")
@@ -898,7 +906,9 @@ def import_group(db: str | None) -> None:
 @with_store("create")
 def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: bool, follow: bool, interval: float, as_json: bool) -> None:
     """Import Claude Code sessions from PATHS (files, or directories searched recursively;
-    default ~/.claude/projects). Re-importing adds nothing; a grown file adds its new lines."""
+    default ~/.claude/projects). Re-importing adds nothing; a grown file adds its new lines.
+    A session changed in the last 10 minutes may still be written: what it does not show
+    complete yet (a last response, a running sub-agent) is left for a later import."""
     sources = list(paths) or [str(Path.home() / ".claude" / "projects")]
     if follow:
         def report(summary: ImportSummary) -> None:
@@ -913,10 +923,10 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
         return
     bar, update = _progress("importing")
     if bar is None:
-        summary = import_claude_code(store, sources, skip_bad=skip_bad)
+        summary = import_claude_code(store, sources, skip_bad=skip_bad, live_within=LIVE_SECONDS)
     else:
         with bar:
-            summary = import_claude_code(store, sources, skip_bad=skip_bad, progress=update)
+            summary = import_claude_code(store, sources, skip_bad=skip_bad, progress=update, live_within=LIVE_SECONDS)
     if summary.events == 0 and summary.skipped.get("session"):  # pi's first line: {"type": "session", …}
         kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(summary.skipped.items()) if n)
         raise InvalidEvent("paths", f"no Claude Code conversation in them, only lines of other kinds ({kinds}): "

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,6 +213,7 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
     if partial_tail and parsed.units:
         held = _unfinished(parsed.units, lines)
         if held:  # leave them for a later read; their event ids are the same then
+            summary.waiting += 1
             kept = [e for e in order if e.unit is None or e.unit.key not in held]
             for entry in kept:
                 entry.unit = None
@@ -687,6 +689,7 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
             elif agent.agent_id.startswith("acompact") and agent.first_parent in main_file.entries:  # type: ignore[union-attr]
                 link = _after_entry(writer, main_file, agent.first_parent)  # type: ignore[arg-type]
         if link is None and partial_tail and main_file is not None and _not_linked_yet(agent, main_file):
+            summary.waiting += 1
             continue  # a sub-agent still running: a thread of its own now could never become its fork
         _plan_file(_Writer(plan, agent, summary, str(agent.path), {}), agent, link)
     return plan
@@ -821,6 +824,7 @@ def import_claude_code(
     skip_bad: bool = False,
     progress: Callable[[int, int], None] | None = None,
     partial_tail: bool = False,
+    live_within: float | None = None,
 ) -> ImportSummary:
     """Import Claude Code session files (or directories of them, searched recursively).
 
@@ -830,8 +834,15 @@ def import_claude_code(
     file and line, with nothing written (every session is checked before the first is
     written: `plan.import_sources`), or with `skip_bad=True` is skipped and reported in the
     summary. `progress(done, total)` is called after each session, in bytes of JSONL read.
+
+    A file is taken as it is, unless `partial_tail` (see `import_sessions`), or `live_within`
+    seconds says its session is still being written: a file of it changed that recently.
+    Such a session is read as a follower reads it, and what it does not show complete yet
+    (`summary.waiting`) is left for a later import, which adds it whole: taken now, it could
+    never be completed.
     """
-    return import_sessions(store, discover(paths), skip_bad=skip_bad, progress=progress, partial_tail=partial_tail)
+    return import_sessions(store, discover(paths), skip_bad=skip_bad, progress=progress, partial_tail=partial_tail,
+                           live_within=live_within)
 
 
 def import_sessions(
@@ -841,16 +852,25 @@ def import_sessions(
     skip_bad: bool = False,
     progress: Callable[[int, int], None] | None = None,
     partial_tail: bool = False,
+    live_within: float | None = None,
 ) -> ImportSummary:
     """`import_claude_code` of sessions already found (`discover`); `partial_tail=True`
     leaves a half-written last line, and a last response the file does not show complete
-    yet, for a later import (what following a live session needs)."""
+    yet, for a later import (what following a live session needs); `live_within` does so
+    for the sessions with a file changed in the last that many seconds."""
     def plan_one(session: Session, summary: ImportSummary, earlier: dict[str, dict[str, str]], seen: Seen) -> Plan:
         # What the store holds, then what the sessions checked before it would write (two copies of one session).
         before = earlier.get(stable_id(TOOL, session.main.stem), {}) if session.main is not None else {}
-        return _plan_session(session, summary, skip_bad, partial_tail, {**before, **_stored_sources(store, session)}, seen)
+        live = partial_tail or (live_within is not None and _changed_within(session, live_within))
+        return _plan_session(session, summary, skip_bad, live, {**before, **_stored_sources(store, session)}, seen)
 
     return import_sources(store, sessions, plan_one, _size, strict=not skip_bad, progress=progress, noun="session")
+
+
+def _changed_within(session: Session, seconds: float) -> bool:
+    """Whether a file of the session was written in the last `seconds` (by its mtime)."""
+    now = time.time()
+    return any(now - path.stat().st_mtime < seconds for path in ([session.main] if session.main else []) + session.agents)
 
 
 def _size(session: Session) -> int:

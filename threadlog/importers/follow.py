@@ -69,3 +69,4 @@ def _report(total: ImportSummary, summary: ImportSummary, on_import: Callable[[I
         total.merge(summary)
         if on_import is not None:
             on_import(summary)
+    total.waiting = summary.waiting  # what the latest poll left (each poll reads it again: not a sum)

@@ -15,7 +15,8 @@ class ImportSummary:
     by an earlier import); `added` counts events written now, so a re-import reports 0.
     `skipped` counts lines that became no event, by line type (`progress`, `system/…`,
     `file-history-snapshot`, …), plus `malformed` lines skipped on request; `bad` names
-    each of those (file, line, why).
+    each of those (file, line, why). `waiting` counts what a session still being written
+    does not show complete yet (a last response, a sub-agent's file), left for a later import.
     """
 
     files: int = 0
@@ -31,6 +32,7 @@ class ImportSummary:
     skipped: Counter[str] = field(default_factory=Counter)
     bad: list[tuple[str, int, str]] = field(default_factory=list)
     thread_ids: list[str] = field(default_factory=list)
+    waiting: int = 0
 
     def merge(self, other: ImportSummary) -> None:
         for name in ("files", "threads", "forks", "subagents", "prompts", "assistant_messages", "tool_calls", "compactions",
@@ -39,6 +41,7 @@ class ImportSummary:
         self.skipped.update(other.skipped)
         self.bad.extend(other.bad)
         self.thread_ids.extend(other.thread_ids)
+        self.waiting += other.waiting
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +58,7 @@ class ImportSummary:
             "skipped": dict(sorted(self.skipped.items())),
             "bad": [{"file": f, "line": n, "why": why} for f, n, why in self.bad],
             "thread_ids": self.thread_ids,
+            "waiting": self.waiting,
         }
 
 
