@@ -632,19 +632,25 @@ def _parallel_calls_session() -> list[bytes]:
     return lines
 
 
+def _parallel_calls_imported(live: Path) -> tuple[list[bytes], list[tuple[str, str, str]]]:
+    """`_parallel_calls_session` written whole at `live`: its lines, and the events one import
+    of it holds (its response holds all three calls)."""
+    lines = _parallel_calls_session()
+    live.write_bytes(b"".join(lines))
+    whole = Store(":memory:")
+    import_claude_code(whole, [live])
+    [response] = [e for e in whole.read_all() if e.type == "message.appended" and e.data["role"] == "assistant"
+                  and any(b["type"] == "tool_use" for b in e.data["content"])]
+    assert [b.get("id") for b in response.data["content"]] == [None, "t1", "t2", "t3"]
+    return lines, _events_of(whole)
+
+
 def test_following_a_response_whose_parallel_calls_come_between_their_results(tmp_path: Path) -> None:
     """A poll that reads a 2.1.x response's first tool call and its result must not take the
     response as complete: its next call comes after that result, under the same message id,
     and an event once written is never rewritten (the calls after it were lost)."""
-    lines = _parallel_calls_session()
     live = tmp_path / "s-1.jsonl"
-    live.write_bytes(b"".join(lines))
-    whole = Store(":memory:")
-    import_claude_code(whole, [live])
-    expected = _events_of(whole)
-    [response] = [e for e in whole.read_all() if e.type == "message.appended" and e.data["role"] == "assistant"
-                  and any(b["type"] == "tool_use" for b in e.data["content"])]
-    assert [b.get("id") for b in response.data["content"]] == [None, "t1", "t2", "t3"]
+    lines, expected = _parallel_calls_imported(live)
     for cut in range(1, len(lines)):
         with Store(":memory:") as store:
             live.write_bytes(b"".join(lines[:cut]))
@@ -761,12 +767,8 @@ def test_a_plain_cli_import_of_a_session_still_being_written_leaves_its_last_res
     """`threadlog import claude-code` run while Claude Code writes the session (a file changed
     in the last 10 minutes): a response it cannot see complete waits, so the next import adds
     it whole. Taken as it was, the session could never be imported again (refused)."""
-    lines = _parallel_calls_session()
     live = tmp_path / "s-1.jsonl"
-    live.write_bytes(b"".join(lines))
-    whole = Store(":memory:")
-    import_claude_code(whole, [live])
-    expected = _events_of(whole)
+    lines, expected = _parallel_calls_imported(live)
     db = str(tmp_path / "t.db")
     runner = CliRunner()
     for cut in range(1, len(lines)):
