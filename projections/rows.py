@@ -110,12 +110,16 @@ class _Fold:
             self._resolved(event.type, data)
 
     def settle(self, event: RecordedEvent) -> None:
-        """Only the statuses `event` changes: for the events past a page."""
+        """Only the statuses `event` changes: for the events past a page. A call past the page
+        with the id of one on it names a new call (an id may be used again once answered):
+        results after it are not the page's."""
         if event.type == "message.appended":
             if event.origin != "primed":
                 for block in event.data.get("content") or []:
-                    if block.get("type") == "tool_result":
-                        call = self.rows.get(self.calls.get(block.get("tool_use_id", ""), ""))
+                    if block.get("type") == "tool_use":
+                        self.calls.pop(block.get("id", ""), None)
+                    elif block.get("type") == "tool_result":
+                        call = self.rows.get(self.calls.pop(block.get("tool_use_id", ""), ""))
                         if call is not None:
                             call.status = "error" if block.get("is_error") else "ok"
         elif event.type == "thread.forked":
