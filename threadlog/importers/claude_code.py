@@ -858,11 +858,14 @@ def import_sessions(
     leaves a half-written last line, and a last response the file does not show complete
     yet, for a later import (what following a live session needs); `live_within` does so
     for the sessions with a file changed in the last that many seconds."""
+    live: dict[int, bool] = {}  # decided once a session: its check and its write must plan alike
+
     def plan_one(session: Session, summary: ImportSummary, earlier: dict[str, dict[str, str]], seen: Seen) -> Plan:
         # What the store holds, then what the sessions checked before it would write (two copies of one session).
         before = earlier.get(stable_id(TOOL, session.main.stem), {}) if session.main is not None else {}
-        live = partial_tail or (live_within is not None and _changed_within(session, live_within))
-        return _plan_session(session, summary, skip_bad, live, {**before, **_stored_sources(store, session)}, seen)
+        if id(session) not in live:
+            live[id(session)] = partial_tail or (live_within is not None and _changed_within(session, live_within))
+        return _plan_session(session, summary, skip_bad, live[id(session)], {**before, **_stored_sources(store, session)}, seen)
 
     return import_sources(store, sessions, plan_one, _size, strict=not skip_bad, progress=progress, noun="session")
 
