@@ -66,11 +66,12 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
     return VerifyReport(scan.streams, checked, scan.redacted)
 
 
-def _check_position_range(backend: Backend) -> None:
+def _check_position_range(backend: Backend) -> int:
     """Refuse a row outside positions 1..2^62, which only an edit outside threadlog writes. Every
     scan reads positions from 1 up, where readers find a thread's events by offset: a row at 0
     or below would be read as part of its thread and never checked. Above 2^62 (what a restore
-    keeps and any call takes as a position), every later write would be refused."""
+    keeps and any call takes as a position), every later write would be refused. Returns the
+    largest position."""
     first = backend.first_position()
     if first is not None and first < 1:
         raise IntegrityError(first, f"a row holds position {first}: positions start at 1, so no check reads it while "
@@ -79,6 +80,7 @@ def _check_position_range(backend: Backend) -> None:
     if last > MAX_INDEX:
         raise IntegrityError(last, f"a row holds position {last}: positions go up to {MAX_INDEX} (2^62), and every write "
                              "after it would be refused (a row written outside threadlog)")
+    return last
 
 
 def _verify_streams(backend: Backend, only: Collection[str]) -> VerifyReport:
@@ -106,8 +108,7 @@ def verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     foreign = foreign_code(backend)
     if foreign is not None:
         raise IntegrityError(None, foreign)
-    _check_position_range(backend)
-    last = backend.last_position()
+    last = _check_position_range(backend)
     if last < upto:
         raise IntegrityError(last + 1, f"the log ends at position {last}, below checkpoint {checkpoint}'s {upto} "
                              "(events were removed)")

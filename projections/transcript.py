@@ -124,7 +124,12 @@ def _one_line(value: object) -> str:
     text = str(value)
     if not _CONTROL.search(text):
         return text
-    return _CONTROL.sub(lambda m: _ESCAPES.get(m[0]) or f"\\u{ord(m[0]):04x}", text)
+    return _CONTROL.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    """A control character as the transcript writes it: `\\n`, `\\r`, `\\t`, else `\\u001b`."""
+    return _ESCAPES.get(match[0]) or f"\\u{ord(match[0]):04x}"
 
 
 def _code(text: str) -> str:
@@ -155,7 +160,7 @@ def _text(text: str) -> str:
 def escape_controls(text: str) -> str:
     """Rendered text with its control characters but the tab and the line breaks written as
     escapes (`\\u001b`): showing it in a terminal cannot drive the terminal."""
-    return _TEXT_CONTROL.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+    return _TEXT_CONTROL.sub(_escaped, text)
 
 
 def _without_controls(raw: bytes, cap: int) -> bytes:

@@ -670,6 +670,8 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
         summary.files += 1
     if main_file is not None and main_file.sidechain:
         agents.extend(_inline_agents(main_file, summary, skip_bad, partial_tail))
+    # Whether a sub-agent may still be running (once a session, not once an agent file).
+    running = partial_tail and main_file is not None and bool(agents) and _agent_call_waiting(main_file)
     causes: dict[str, str] = {}
     for agent in agents:
         if agent.agent_id and agent.agent_id.startswith("acompact") and agent.first_parent:
@@ -688,30 +690,29 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
                 link = writer.placed.get(call)
             elif agent.agent_id.startswith("acompact") and agent.first_parent in main_file.entries:  # type: ignore[union-attr]
                 link = _after_entry(writer, main_file, agent.first_parent)  # type: ignore[arg-type]
-        if link is None and partial_tail and main_file is not None and _not_linked_yet(agent, main_file):
+        if link is None and partial_tail and main_file is not None and _not_linked_yet(agent, main_file, running):
             summary.waiting += 1
             continue  # a sub-agent still running: a thread of its own now could never become its fork
         _plan_file(_Writer(plan, agent, summary, str(agent.path), {}), agent, link)
     return plan
 
 
-def _not_linked_yet(agent: _File, main: _File) -> bool:
+def _not_linked_yet(agent: _File, main: _File, running: bool) -> bool:
     """Whether a sub-agent file the session cannot place yet may be placed on a later read: the
-    session names it in a result whose call is not written yet, or a `Task`/`Agent` call of it
-    still waits for its result (a sub-agent file starts as its call is made, and the result
-    naming its `agentId` comes when it is done)."""
+    session names it in a result whose call is not written yet, or a sub-agent is `running`
+    (`_agent_call_waiting`: a sub-agent file starts as its call is made, and the result naming
+    its `agentId` comes when it is done)."""
     if not agent.agent_id or agent.agent_id.startswith("acompact") or agent.task_call is not None:
         return False
-    if agent.agent_id in main.agent_results:
-        return True
+    return agent.agent_id in main.agent_results or running
+
+
+def _agent_call_waiting(main: _File) -> bool:
+    """Whether a `Task`/`Agent` call of the session still waits for its result."""
     calls: set[Any] = set()
     answered: set[Any] = set()
     for entry in main.entries.values():
-        message = entry.line.record.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
+        for block in _blocks_of(entry) if entry.kind != "link" else ():  # a link line holds no message
             if block.get("type") == "tool_use" and block.get("name") in ("Task", "Agent"):
                 calls.add(block.get("id"))
             elif block.get("type") == "tool_result":
