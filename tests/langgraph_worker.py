@@ -5,6 +5,8 @@
   `NAME-0`, `NAME-1`, …, each answered `echo NAME: NAME-i`; prints `done`.
 - `python tests/langgraph_worker.py delete DB COUNT`: prints `ready`, waits for a line, then
   COUNT times `delete_thread("shared")`, every third one `prune(["shared"])` instead; prints `done`.
+- `python tests/langgraph_worker.py hammer DB STREAM SECONDS`: prints `ready`, waits for a line,
+  then appends `title.set` events to STREAM one transaction after another for SECONDS; prints `done`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,12 @@ def delete(saver: ThreadlogSaver, count: int) -> None:
             saver.delete_thread("shared")
 
 
+def hammer(store: Store, stream: str, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        store.append(stream, [{"type": "title.set", "data": {"title": "busy"}}])
+
+
 def main() -> None:
     mode, db, *args = sys.argv[1:]
     with Store(db) as store:
@@ -55,6 +63,8 @@ def main() -> None:
             invoke(saver, args[0], int(args[1]))
         elif mode == "delete":
             delete(saver, int(args[0]))
+        elif mode == "hammer":
+            hammer(store, args[0], float(args[1]))
         else:
             raise SystemExit(f"unknown mode {mode!r}")
         print("done", flush=True)

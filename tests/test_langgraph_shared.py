@@ -18,7 +18,7 @@ from langchain_core.messages import HumanMessage  # noqa: E402
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint  # noqa: E402
 
 from threadlog import Store  # noqa: E402
-from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
+from threadlog.integrations.langgraph import ThreadlogSaver, line_id  # noqa: E402
 from tests.procs import all_done, started_together  # noqa: E402
 from tests.test_langgraph import echo_graph  # noqa: E402
 
@@ -75,6 +75,29 @@ def test_a_thread_deleted_and_pruned_by_one_process_while_two_write_stays_readab
         app = echo_graph(saver)
         out = app.invoke({"messages": [("user", "after")]}, SHARED)  # the thread goes on
         assert [m.content for m in out["messages"]][-2:] == ["after", "echo: after"]
+        store.verify()
+
+
+def test_a_put_waits_out_another_process_appending_to_its_stream(tmp_path: Path) -> None:
+    """A put refused because another process appended to its stream first reads what it wrote
+    and tries again. Eight tries in a row, with no wait between them, were all refused while
+    three processes appended steadily (as a deletion does: one `event.redacted` per erased
+    event), and the put raised ConcurrencyError; it now tries again, with waits, for 30 s."""
+    db = tmp_path / "busy.db"
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        parent = put(saver, "t", None, {"n": 0}, ["n"], 0)
+    with started_together([[WORKER, "hammer", str(db), line_id("t", ""), "3"]] * 3) as procs, Store(db) as store:
+        saver = ThreadlogSaver(store)
+        step = 0
+        while procs[0].poll() is None:  # put after put for as long as the other process writes
+            step += 1
+            parent = put(saver, "t", parent, {"n": step}, ["n"], step)
+        all_done(procs, timeout=60)
+        got = saver.get_tuple({"configurable": {"thread_id": "t"}})
+        assert got is not None and got.checkpoint["channel_values"] == {"n": step}
+        titles = [e for e in store.read(line_id("t", "")) if e.type == "title.set"]
+        assert len(titles) > 100  # the others did append all along
         store.verify()
 
 
@@ -189,3 +212,36 @@ def test_list_and_get_tuple_read_their_arguments_as_sqlite_saver_does(chat: tupl
     assert [m.content for m in out["messages"]] == ["again", "echo: again"]
     store.verify()
     store.close()
+
+
+def test_a_checkpoint_following_one_erased_before_its_writer_restated_it_is_not_read(tmp_path: Path) -> None:
+    """The log as a race leaves it: a writer that had not seen a deletion appends a checkpoint
+    stored as the step after the one before it in its stream; the deleter then erases that
+    one, before the writer restates its checkpoint whole. The erased event's id is gone with
+    its payload, so the checkpoint named no parent, was not seen as stranded, and every read
+    of the thread failed ("stored as changes from a parent the log no longer holds"), in the
+    other processes and in the next deletion too."""
+    with Store(tmp_path / "source.db") as source:
+        saver = ThreadlogSaver(source)
+        first = put(saver, "t", None, {"a": 1}, ["a"], 1)
+        second = put(saver, "t", first, {"a": 1, "b": 2}, ["b"], 2)
+        put(saver, "t", second, {"a": 1, "b": 2, "c": 3}, ["c"], 3)
+        events = [{"type": e.type, "data": e.data} for e in source.read(line_id("t", ""))]
+    assert [e["type"] for e in events] == ["thread.created", *["langgraph.checkpoint"] * 3]
+    assert events[3]["data"].get("follows") and "checkpoint" not in events[3]["data"]  # a step from the one before
+    with Store(tmp_path / "raced.db") as store:
+        root = line_id("t", "")
+        written = store.append(root, events[:3], expect="no_stream")
+        store.append(root, [{"type": "langgraph.deleted", "data": {"checkpoint_ids": [first, second], "reason": "delete_thread"}},
+                            events[3]])
+        for event in written[1:]:
+            store.redact(event.position, reason="LangGraph delete_thread", actor="test")
+        reader = ThreadlogSaver(store)
+        assert reader.get_tuple({"configurable": {"thread_id": "t"}}) is None  # its writer has not restated it yet
+        assert list(reader.list({"configurable": {"thread_id": "t"}})) == []
+        later = put(reader, "t", None, {"d": 4}, ["d"], 4)
+        got = reader.get_tuple({"configurable": {"thread_id": "t"}})
+        assert got is not None and got.config["configurable"]["checkpoint_id"] == later
+        reader.delete_thread("t")  # a deleter meeting it leaves it to its writer
+        assert reader.get_tuple({"configurable": {"thread_id": "t"}}) is None
+        store.verify()

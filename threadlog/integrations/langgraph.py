@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import builtins
 import copy
+import random
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
@@ -64,7 +66,8 @@ from .langgraph_values import Json, anthropic_message, decode, encode, is_messag
 __all__ = ["ThreadlogSaver", "line_id"]
 
 ACTOR = "threadlog.integrations.langgraph"
-_RETRIES = 8
+_PATIENCE = 30.0  # seconds a write refused by other processes' appends is tried again before the refusal is raised
+_ID_CANDIDATES = 800
 _FOREIGN = ("", "\x00")  # the owner of a stream this saver did not create: no thread and namespace
 
 
@@ -118,7 +121,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 if owner == (thread_id, ns):
                     return legacy
         base = line_id(thread_id, ns)
-        for n in range(_RETRIES * 100):
+        for n in range(_ID_CANDIDATES):
             key = base if n == 0 else f"{base}~{n}"
             owner = self._owners.get(key)
             if owner is None:
@@ -288,7 +291,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 prepare(event, i)
 
         with self._lock:
-            for attempt in range(_RETRIES):
+            for last in _attempts():
                 line = self._line(thread_id, ns)
                 stream = self._stream_for(line, parent, vet)
                 events = self._checkpoint_events(line, stream, checkpoint, md, new_versions, parent)
@@ -296,7 +299,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     self._append(line, stream, events)
                 except ConcurrencyError:
                     line.mark = -1  # another writer got there first: read what it wrote and decide again
-                    if attempt == _RETRIES - 1:
+                    if last:
                         raise
                     continue
                 break
@@ -324,15 +327,15 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
     def _retried(self, line: Line, write: Callable[[], object]) -> None:
         """`write()`, again after a `ConcurrencyError` (another process wrote to the line first:
-        what it wrote is read before the next try), at most `_RETRIES` times in all."""
-        for attempt in range(_RETRIES):
+        what it wrote is read before the next try), as `_attempts` allows."""
+        for last in _attempts():
             try:
                 write()
                 return
             except ConcurrencyError:
                 line.mark = -1
                 line.refresh(self._store())
-                if attempt == _RETRIES - 1:
+                if last:
                     raise
 
     def _checkpoint_events(self, line: Line, stream: str, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions,
@@ -412,7 +415,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         conf = config["configurable"]
         cid = conf["checkpoint_id"]
         with self._lock:
-            for attempt in range(_RETRIES):
+            for last in _attempts():
                 line = self._line(conf["thread_id"], conf.get("checkpoint_ns", ""))
                 known = line.writes.get(cid, {})
                 record = line.records.get(cid)
@@ -439,7 +442,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     self._append(line, stream, [event])
                 except ConcurrencyError:
                     line.mark = -1
-                    if attempt == _RETRIES - 1:
+                    if last:
                         raise
                     continue
                 return
@@ -573,6 +576,10 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             record = line.records[cid]
             try:
                 line.values(record, self.serde, avoid)
+            except (LookupError, StoreError):
+                if not line.stranded(cid):
+                    raise
+                # Stranded on payloads already erased: its writer restates it from the checkpoint in hand.
             except Broken:
                 own = record.stream if line.streams[record.stream].own else line.key
                 self._retried(line, lambda: self._append(line, own, [self._restated(line, record)]))
@@ -630,6 +637,23 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self.prune(thread_ids, strategy=strategy)
+
+
+def _attempts() -> Iterator[bool]:
+    """The tries of a write that other processes' appends to the same stream may refuse (each
+    try re-reads what they wrote): yields whether this one is the last. Between tries, a random
+    wait of up to 1 ms, doubling to at most 100 ms, for `_PATIENCE` seconds in all. A count of
+    tries was not enough: a deletion appends an `event.redacted` per erased event, and every
+    one of them has a writer that sees it read its whole line again."""
+    deadline = time.monotonic() + _PATIENCE
+    ceiling = 0.001
+    while True:
+        last = time.monotonic() + ceiling >= deadline
+        yield last
+        if last:
+            return
+        time.sleep(random.uniform(0, ceiling))
+        ceiling = min(2 * ceiling, 0.1)
 
 
 def _to_json(value: Any, serde: SerializerProtocol) -> Any:

@@ -114,7 +114,9 @@ class Line:
         stranded): unreadable, as the parent's payloads are being erased, until that writer
         restates it whole, as it does before its `put` returns. (One appended before the
         deletion is restated by the deleter before it erases anything.) Memoized until a
-        checkpoint is restated or one is deleted."""
+        checkpoint is restated or one is deleted. One that follows the event before it in its
+        stream, once that event is erased, rests on a parent no longer known by id: it is
+        stranded too (the deleter restated those that came before its deletion)."""
         if not self.deleted:
             return False
         path: list[str] = []
@@ -130,6 +132,9 @@ class Line:
             if _whole(record.data):
                 break
             current = record.data.get("parent_id")
+            if current is None:  # it follows an erased event
+                answer = True
+                break
             if current in self.deleted:
                 answer = record.position > self.deleted_at.get(current, 0)
                 break
