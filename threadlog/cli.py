@@ -46,6 +46,7 @@ from .demo import build_demo, demo_lines
 from .export import dump_lines, export_all, export_events, export_markdown
 from .importers import ImportSummary, import_claude_code, import_events, import_pi
 from .importers.follow import follow_claude_code
+from .interrupt import waking
 from .listing import listing
 from . import output
 from .names import THREAD, ThreadType, resolve
@@ -1046,7 +1047,8 @@ def ask(store: Store, thread: str, text: str, model: str | None, stream: bool, m
 
     client = _client()
     echo = (lambda piece: click.echo(safe_block(piece), nl=False)) if stream and not as_json else None
-    turn = run_turn(store, thread, text, client, model=model, stream=stream, max_tokens=max_tokens, on_text=echo)
+    with waking():
+        turn = run_turn(store, thread, text, client, model=model, stream=stream, max_tokens=max_tokens, on_text=echo)
     if as_json:
         _emit_json(turn.to_json())
     elif echo is None and turn.text:
@@ -1069,7 +1071,8 @@ def rerun(store: Store, thread: str, at: int, model: str, stream: bool, as_json:
     alone (then: threadlog diff THREAD FORK)."""
     from .live import rerun as replay
 
-    fork_id = replay(store, thread, at, _client(), model=model, stream=stream)
+    with waking():
+        fork_id = replay(store, thread, at, _client(), model=model, stream=stream)
     if as_json:
         _emit_json(store.thread(fork_id).to_json())
     else:
