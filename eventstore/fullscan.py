@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .backend import Backend, EventRow, StreamRow
-from .chaincheck import Chain, Lineage, Point, Problem, check_stream, lineage, no_tool_blocks, not_an_offset, owner_of
+from .chaincheck import (UNREADABLE, Chain, Lineage, Point, Problem, check_stream, lineage, no_tool_blocks, not_an_offset, owner_of,
+                         unreadable)
 from .errors import IntegrityError, StoreError
 from .events import CATALOGUE
 from .facts import NONE, Facts
@@ -235,7 +236,12 @@ class FullScan:
             if isinstance(point, bytes):
                 point = Point(point[8:], None, int.from_bytes(point[:8], "big", signed=True))
             prev = HASH_TAG + point.hash.hex() if isinstance(point.hash, bytes) else point.hash
-            chain = Chain(row, prev, Facts.load(point.facts), point.facts, base, point.position)
+            try:
+                facts = Facts.load(point.facts)
+            except UNREADABLE as error:  # altered by hand: the check of that event names it too
+                self.fail(row.id, (row.created_position, f"fork {row.id}, the event it forks from: {unreadable(error)}"))
+                return
+            chain = Chain(row, prev, facts, point.facts, base, point.position)
         chain.points = self.points.get(row.id)
         self.chains[row.id] = chain
 
@@ -339,7 +345,12 @@ class FullScan:
         if before is None or before.position > self.part.mid:  # type: ignore[union-attr]
             self.fail(stream_id, (row.position, f"{stream_id} offset {offset}: no event before it in the part before"))
             return None
-        chain = Chain(stream, before.hash, Facts.load(before.facts), before.facts, offset, 0)
+        try:
+            facts = Facts.load(before.facts)
+        except UNREADABLE as error:  # altered by hand: the part before checks that event and names it
+            self.fail(stream_id, (before.position, f"{stream_id} offset {before.offset}: {unreadable(error)}"))
+            return None
+        chain = Chain(stream, before.hash, facts, before.facts, offset, 0)
         chain.last_position = before.position
         chain.points = self.points.get(stream_id)
         self.chains[stream_id] = chain

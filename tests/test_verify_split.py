@@ -79,6 +79,24 @@ def test_one_changed_byte_never_passes_the_split_unless_one_scan_passes_it(
     assert split is None or split == one, (column, row, one, split)
 
 
+def test_pending_facts_that_do_not_parse_fail_the_split_at_every_cut(template: Path, tmp_path: Path) -> None:  # noqa: F811
+    """A later part takes up a stream at the event before its first one, and a fork at its
+    parent's event, from their stored pending facts: altered so they no longer parse, the
+    split raised JSONDecodeError out of verify instead of leaving the verdict to one scan."""
+    conn = sqlite3.connect(template)
+    pending = [p for (p,) in conn.execute("SELECT position FROM events WHERE pending IS NOT NULL ORDER BY position")]
+    conn.close()
+    assert len(pending) >= 5
+    for position in pending:
+        path = tmp_path / f"p{position}.db"
+        shutil.copy(template, path)
+        _run(path, ("UPDATE events SET pending = '{' WHERE position = ?", (position,)))
+        one = _one_scan(path)
+        assert isinstance(one, str), position  # one scan names it
+        for mid in range(0, _last(path) + 1):
+            assert _split(path, mid) is None, (position, mid)
+
+
 # Changes a byte flip does not make: rows removed, added, moved or rewritten whole.
 _TAMPERS = {
     "an event deleted mid-thread": ["DELETE FROM events WHERE stream_id = 'T' AND \"offset\" = 8"],
