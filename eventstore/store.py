@@ -861,7 +861,7 @@ class Store:
             last = self.backend.last_position()
             return integrity.format_checkpoint(last, integrity.log_digest(self.backend.hashes(last), last))
 
-    def redact(self, position: int, reason: str, actor: str) -> RecordedEvent:
+    def redact(self, position: int, reason: str, actor: str, *, purge: bool = True) -> RecordedEvent:
         """Erase one event's payload in place, recording who and why in an `event.redacted`.
 
         What stays is a skeleton with only the ids that keep the history well-formed: a
@@ -880,7 +880,8 @@ class Store:
         zeroed (`secure_delete`) and the write-ahead log is checkpointed and truncated before
         this returns. If another connection is reading at that moment, the WAL cannot be
         truncated and `StoreError` says so (the redaction itself is committed; `purge()`
-        retries the truncation).
+        retries the truncation). `purge=False` leaves the truncation to the caller's own
+        `purge()`, once, after a series of redactions.
         """
         check_index("position", position, 1, what="a position")
         with self.backend.transaction():
@@ -920,7 +921,8 @@ class Store:
             self.backend.redact(position, skeleton, recorded.position)
             self.backend.drop_snapshots()  # a cached state may hold the erased payload
             self.backend.unindex(position)  # and the search index its text
-        self.purge()
+        if purge:
+            self.purge()
         return recorded
 
     def restore(self, lines: Iterable[tuple[int, Any]]) -> RestoreReport:

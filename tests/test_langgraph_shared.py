@@ -7,6 +7,7 @@ and `list`/`get_tuple` at the edges of their arguments, where `SqliteSaver` is t
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ pytest.importorskip("langgraph")
 from langchain_core.messages import HumanMessage  # noqa: E402
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint  # noqa: E402
 
-from threadlog import Store  # noqa: E402
+from threadlog import Store, StoreError  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver, line_id  # noqa: E402
 from tests.procs import all_done, started_together  # noqa: E402
 from tests.test_langgraph import echo_graph  # noqa: E402
@@ -245,3 +246,31 @@ def test_a_checkpoint_following_one_erased_before_its_writer_restated_it_is_not_
         reader.delete_thread("t")  # a deleter meeting it leaves it to its writer
         assert reader.get_tuple({"configurable": {"thread_id": "t"}}) is None
         store.verify()
+
+
+def test_a_deletion_a_reader_held_up_is_finished_by_the_next_call(tmp_path: Path) -> None:
+    """Each erasure checkpoints the write-ahead log, which waits for readers: with a read open
+    in another connection, `delete_thread` raised after erasing one event, and the next call
+    found nothing left to delete (the checkpoints were hidden already) and returned: the other
+    payloads stayed in the file. It now erases every event, then checkpoints the log once; a
+    call after a held-up one erases what is left."""
+    db = tmp_path / "held.db"
+    with Store(db, timeout=1.0) as store:
+        saver = ThreadlogSaver(store)
+        parent = None
+        for step in range(4):
+            parent = put(saver, "t", parent, {"secret": f"payload-{step}-" * 8}, ["secret"], step)
+        reader = sqlite3.connect(db)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM events").fetchone()  # a read held open
+        with pytest.raises(StoreError, match="another connection is reading"):
+            saver.delete_thread("t")
+        reader.rollback()
+        reader.close()
+        saver.delete_thread("t")
+        assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is None
+        checkpoints = [e for e in store.read(line_id("t", "")) if e.type == "langgraph.checkpoint"]
+        assert len(checkpoints) == 4 and all(e.redacted for e in checkpoints)
+        store.verify()
+    wal = Path(f"{db}-wal")
+    assert b"payload-" not in db.read_bytes() and (not wal.exists() or b"payload-" not in wal.read_bytes())

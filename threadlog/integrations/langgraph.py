@@ -542,31 +542,44 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                                                                                      "reason": reason}}])
 
         self._retried(line, hide)
-        if not doomed:
-            return
         line.refresh(self._store())
-        self._restate_resting_on(line, doomed)
+        # What an earlier deletion hid but did not erase (a reader held it up, or it was cut short).
+        unerased = {cid for cid in line.deleted - doomed
+                    if any(where[0] not in line.erased for where in (*line.positions.get(cid, ()), *line.write_events.get(cid, ()),
+                                                                    *line.message_events.get("@" + cid, ())))}
+        if not doomed and not unerased:
+            return
+        if doomed:
+            self._restate_resting_on(line, doomed)
         kept_messages: set[str] = set()
         for cid in line.live():
             for value in line.values(line.records[cid], self.serde).values():
                 if is_messages(value):
                     kept_messages.update(m.id for m in value if m.id)
         erase: builtins.list[tuple[int, str, int, str]] = []
-        for cid in doomed:
+        for cid in doomed | unerased:
             erase.extend((*where, cid) for where in line.positions.get(cid, ()))
             erase.extend((*where, cid) for where in line.write_events.get(cid, ()))
             erase.extend((pos, sid, off, cid) for pos, sid, off, mid in line.message_events.get("@" + cid, ())
                          if mid is None or mid not in kept_messages)
         readers: dict[str, builtins.list[tuple[str, int]]] = {}
         store = self._store()
+        erased = False
         for position, physical, offset, cid in sorted(set(erase)):
+            if position in line.erased:
+                continue
             if physical not in readers:
                 readers[physical] = self._readers(physical)
             others = {key for key, below in readers[physical] if offset < below and key != line.key}
             if all(cid in self._peek(key).deleted for key in others):
-                store.redact(position, reason=f"LangGraph {reason}", actor=ACTOR)
+                # The log's copy of old pages is truncated once, at the end: each truncation waits for readers.
+                store.redact(position, reason=f"LangGraph {reason}", actor=ACTOR, purge=False)
+                line.erased.add(position)
+                erased = True
         line.mark = -1
         line.refresh(self._store())
+        if erased:
+            store.purge()  # StoreError if another connection's read holds the log: the erasures are committed
 
     def _restate_resting_on(self, line: Line, doomed: set[str]) -> None:
         """Write again, whole, every remaining checkpoint whose values rest on a doomed one's

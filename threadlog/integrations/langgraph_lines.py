@@ -104,6 +104,7 @@ class Line:
     memo: dict[tuple[int, str], Any] = field(default_factory=dict)
     stranded_memo: dict[str, bool] = field(default_factory=dict)
     deleted_at: dict[str, int] = field(default_factory=dict)  # a deleted checkpoint's id -> the deletion's position
+    erased: set[int] = field(default_factory=set)  # positions this index's own deletions redacted (still indexed)
 
     def live(self) -> list[str]:
         return [cid for cid in self.records if cid not in self.deleted and not self.stranded(cid)]
