@@ -575,6 +575,11 @@ class Session:
     main: Path | None
     agents: list[Path] = field(default_factory=list)
 
+    @property
+    def files(self) -> list[Path]:
+        """The main file (if found), then the sub-agents' files."""
+        return ([self.main] if self.main else []) + self.agents
+
 
 def _is_agent(path: Path) -> bool:
     return path.name.startswith("agent-")
@@ -874,9 +879,9 @@ def import_sessions(
 def _changed_within(session: Session, seconds: float) -> bool:
     """Whether a file of the session was written in the last `seconds` (by its mtime)."""
     now = time.time()
-    return any(now - path.stat().st_mtime < seconds for path in ([session.main] if session.main else []) + session.agents)
+    return any(now - path.stat().st_mtime < seconds for path in session.files)
 
 
 def _size(session: Session) -> int:
     """The session's bytes of JSONL: its main file and its sub-agents' files."""
-    return sum(p.stat().st_size for p in ([session.main] if session.main else []) + session.agents)
+    return sum(p.stat().st_size for p in session.files)

@@ -44,7 +44,7 @@ def follow_claude_code(
         due: list[Session] = []
         now = time.monotonic()
         for session in discover([p for p in paths if Path(p).exists()]):
-            files = ([session.main] if session.main else []) + session.agents
+            files = session.files
             try:
                 signature = tuple((s.st_size, s.st_mtime_ns) for s in (f.stat() for f in files))
             except FileNotFoundError:

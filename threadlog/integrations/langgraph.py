@@ -543,11 +543,10 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
         self._retried(line, hide)
         line.refresh(self._store())
-        # What an earlier deletion hid but did not erase (a reader held it up, or it was cut short).
-        unerased = {cid for cid in line.deleted - doomed
-                    if any(where[0] not in line.erased for where in (*line.positions.get(cid, ()), *line.write_events.get(cid, ()),
-                                                                    *line.message_events.get("@" + cid, ())))}
-        if not doomed and not unerased:
+        # Every deleted checkpoint's events not erased yet: this deletion's (`doomed`, deleted now),
+        # and what an earlier one left (a reader held it up, or it was cut short).
+        left = [(where, cid, message) for cid in line.deleted for where, message in line.events_of(cid) if where[0] not in line.erased]
+        if not left:
             return
         if doomed:
             self._restate_resting_on(line, doomed)
@@ -556,18 +555,11 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             for value in line.values(line.records[cid], self.serde).values():
                 if is_messages(value):
                     kept_messages.update(m.id for m in value if m.id)
-        erase: builtins.list[tuple[int, str, int, str]] = []
-        for cid in doomed | unerased:
-            erase.extend((*where, cid) for where in line.positions.get(cid, ()))
-            erase.extend((*where, cid) for where in line.write_events.get(cid, ()))
-            erase.extend((pos, sid, off, cid) for pos, sid, off, mid in line.message_events.get("@" + cid, ())
-                         if mid is None or mid not in kept_messages)
+        erase = [(*where, cid) for where, cid, message in left if message is None or message not in kept_messages]
         readers: dict[str, builtins.list[tuple[str, int]]] = {}
         store = self._store()
         erased = False
         for position, physical, offset, cid in sorted(set(erase)):
-            if position in line.erased:
-                continue
             if physical not in readers:
                 readers[physical] = self._readers(physical)
             others = {key for key, below in readers[physical] if offset < below and key != line.key}

@@ -13,7 +13,7 @@ import hashlib
 import uuid
 from datetime import datetime, timedelta, timezone
 from dataclasses import dataclass, field
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -105,6 +105,14 @@ class Line:
     stranded_memo: dict[str, bool] = field(default_factory=dict)
     deleted_at: dict[str, int] = field(default_factory=dict)  # a deleted checkpoint's id -> the deletion's position
     erased: set[int] = field(default_factory=set)  # positions this index's own deletions redacted (still indexed)
+
+    def events_of(self, cid: str) -> Iterator[tuple[tuple[int, str, int], str | None]]:
+        """A checkpoint's indexed events, their writes' and the messages appended with it, each
+        as ((position, physical stream, offset), the message's LangChain id or None)."""
+        for where in (*self.positions.get(cid, ()), *self.write_events.get(cid, ())):
+            yield where, None
+        for position, physical, offset, message in self.message_events.get("@" + cid, ()):
+            yield (position, physical, offset), message
 
     def live(self) -> list[str]:
         return [cid for cid in self.records if cid not in self.deleted and not self.stranded(cid)]
