@@ -307,6 +307,10 @@ class LangGraphDeleted(EventData):
     type: ClassVar[str] = "langgraph.deleted"
     checkpoint_ids: list[str]
     reason: Literal["delete_thread", "delete_for_runs", "prune"]
+    at: dict[str, tuple[str, int]] | None = Field(
+        default=None, description="checkpoint id -> the stream and offset of its event, where a checkpoint put on it branches "
+        "(its event is erased: no reader can find it there)"
+    )
 
 
 CATALOGUE: dict[str, type[EventData]] = {

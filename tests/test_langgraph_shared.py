@@ -152,6 +152,80 @@ def test_a_checkpoint_put_on_a_pruned_parent_shows_only_its_new_messages(tmp_pat
         store.verify()
 
 
+@pytest.mark.parametrize("writer", ["the deleter", "a fresh saver", "a saver that read the line before"])
+def test_a_put_on_a_pruned_parent_branches_at_it_whichever_saver_puts_it(tmp_path: Path, writer: str) -> None:
+    """A saver that had not indexed the pruned checkpoint (a fresh process: its event is erased)
+    put the checkpoint on the latest one's stream, whose history showed 'two' and 'echo: two',
+    which the checkpoint does not hold; the deleter, whose index still knew where the pruned
+    one was, forked a branch there. The deletion now records where each checkpoint was, so
+    every saver branches at the same place."""
+    path = tmp_path / "pruned.db"
+    with Store(path) as store:
+        deleter = ThreadlogSaver(store)
+        app = echo_graph(deleter)
+        config: Any = {"configurable": {"thread_id": "t"}}
+        app.invoke({"messages": [HumanMessage("one")]}, config)
+        old = deleter.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+        assert old is not None
+        app.invoke({"messages": [HumanMessage("two")]}, config)
+        with Store(path) as other_store:
+            before = ThreadlogSaver(other_store)
+            assert before.get_tuple(old.config) is not None  # indexed before the prune
+            deleter.prune(["t"])
+            with Store(path) as fresh_store:
+                saver = {"the deleter": deleter, "a fresh saver": ThreadlogSaver(fresh_store), "a saver that read the line before": before}[writer]
+                messages = [*old.checkpoint["channel_values"]["messages"], HumanMessage("three", id="m3")]
+                new = create_checkpoint(old.checkpoint, None, 5)
+                new["channel_values"], new["channel_versions"] = {"messages": messages}, {"messages": "99"}
+                done = saver.put(old.config, new, {"source": "update", "step": 5}, {"messages": "99"})
+                holder = next(t for t in store.threads(limit=None) if t.parent_id is not None)
+                texts = [block["text"] for _, type_, data in store.read_data(holder.id) if type_ == "message.appended"
+                         for block in data["content"]]
+                assert texts == ["one", "echo: one", "three"]
+                for reader in (deleter, before, ThreadlogSaver(fresh_store)):
+                    got = reader.get_tuple(done)
+                    assert got is not None and [m.content for m in got.checkpoint["channel_values"]["messages"]] == ["one", "echo: one", "three"]
+        store.verify()
+
+
+@pytest.mark.parametrize("at", [None, "elsewhere", "far"])
+def test_a_put_on_a_parent_deleted_where_no_record_says_starts_a_thread_showing_only_its_messages(tmp_path: Path, at: Any) -> None:
+    """An older release's deletion did not record where the checkpoint was (and an event
+    appended by hand may name a place outside the line, or past its end): a saver that reads
+    it after the event was erased does not know where to branch, and starts a new thread
+    holding the checkpoint whole (not the latest stream, whose history shows 'two')."""
+    with Store(tmp_path / "legacy.db") as store:
+        saver = ThreadlogSaver(store)
+        app = echo_graph(saver)
+        config: Any = {"configurable": {"thread_id": "t"}}
+        app.invoke({"messages": [HumanMessage("one")]}, config)
+        old = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+        assert old is not None
+        app.invoke({"messages": [HumanMessage("two")]}, config)
+        root = line_id("t", "")
+        cid = old.checkpoint["id"]
+        event = next(e for e in store.read(root) if e.type == "langgraph.checkpoint" and e.data["checkpoint_id"] == cid)
+        store.create_thread(title="elsewhere", thread_id="lg-elsewhere")
+        store.append_message("lg-elsewhere", "user", "not this line's")
+        where = {"far": {cid: [root, 10_000]}, "elsewhere": {cid: ["lg-elsewhere", 1]}}.get(at)
+        store.append(root, [{"type": "langgraph.deleted", "data": {"checkpoint_ids": [cid], "reason": "prune",
+                                                                   **({"at": where} if where else {})}}])
+        store.redact(event.position, reason="an older release's prune", actor="test")
+        fresh = ThreadlogSaver(store)
+        messages = [*old.checkpoint["channel_values"]["messages"], HumanMessage("three", id="m3")]
+        new = create_checkpoint(old.checkpoint, None, 5)
+        new["channel_values"], new["channel_versions"] = {"messages": messages}, {"messages": "99"}
+        done = fresh.put(old.config, new, {"source": "update", "step": 5}, {"messages": "99"})
+        holder = next(t for t in store.threads(limit=None) if t.id.startswith(root + "."))
+        assert holder.parent_id is None
+        texts = [block["text"] for _, type_, data in store.read_data(holder.id) if type_ == "message.appended"
+                 for block in data["content"]]
+        assert texts == ["one", "echo: one", "three"]
+        got = ThreadlogSaver(store).get_tuple(done)
+        assert got is not None and [m.content for m in got.checkpoint["channel_values"]["messages"]] == ["one", "echo: one", "three"]
+        store.verify()
+
+
 def test_a_checkpoint_put_naming_no_parent_shows_only_its_new_messages(tmp_path: Path) -> None:
     """A direct caller's put with no checkpoint_id on a line that has checkpoints: the
     transcript read one, echo: one, then one, echo: one again before three."""

@@ -171,7 +171,15 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
     def _stream_for(self, line: Line, parent: str | None, vet: Callable[[str], None]) -> str:
         """The stream a checkpoint whose parent is `parent` is appended to (a new branch if
         the parent is not the last checkpoint of any stream; `vet(branch)` first raises if
-        the checkpoint's events would be refused there, so a refused put forks nothing)."""
+        the checkpoint's events would be refused there, so a refused put forks nothing).
+
+        On a deleted parent, always a new branch at the parent's erased event, found where
+        its deletion recorded it: every saver decides the same, whether or not it indexed
+        the parent before its event was erased."""
+        if parent is not None and parent in line.deleted:
+            branch = f"{line.key}.{new_id()[:8]}"
+            vet(branch)
+            return self._branch(line, line.where_deleted(parent), branch, lambda: [])
         tails = {sid: line.tail(sid) for sid, stream in line.streams.items() if stream.own}
         if parent is None or parent not in line.records:
             live = [cid for cid in line.live() if not line.records[cid].data.get("restated")]
@@ -186,20 +194,24 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 return sid
         branch = f"{line.key}.{new_id()[:8]}"
         vet(branch)
-        return self._branch(line, record, branch)
+        return self._branch(line, (record.stream, record.offset), branch, lambda: [self._restated(line, record, restated=False)])
 
-    def _branch(self, line: Line, record: Record, branch: str) -> str:
-        """A new stream whose history ends at `record`: a fork right after its event, or, when
-        the history holds no message to fork from, a new thread that restates it."""
+    def _branch(self, line: Line, at: tuple[str, int] | None, branch: str, seed: Callable[[], builtins.list[Json]]) -> str:
+        """A new stream whose history ends at the event at `at` (stream, offset): a fork right
+        after it, or, when that history holds no message to fork from (or `at` is None), a new
+        thread that starts with `seed()`."""
         store = self._store()
-        try:
-            store.fork(record.stream, at=record.offset + 1, fork_id=branch, unanswered="drop", actor=ACTOR)
-        except ForkRefused as refused:
-            if refused.reason != "empty":
-                raise
-            seed = self._restated(line, record, restated=False)
-            store.append(branch, [self._created(line), seed], expect="no_stream")
-        line.refresh(self._store())
+        forked = at is not None
+        if at is not None:
+            try:
+                store.fork(at[0], at=at[1] + 1, fork_id=branch, unanswered="drop", actor=ACTOR)
+            except ForkRefused as refused:
+                if refused.reason != "empty":
+                    raise
+                forked = False
+        if not forked:
+            store.append(branch, [self._created(line), *seed()], expect="no_stream")
+        line.refresh(store)
         return branch
 
     def _created(self, line: Line) -> Json:
@@ -538,8 +550,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             doomed.update(choose(line))
             if doomed:
                 self._restate_resting_on(line, doomed)
+                at = {cid: [line.records[cid].stream, line.records[cid].offset] for cid in sorted(doomed)}
                 self._append(line, line.key, [{"type": "langgraph.deleted", "data": {"checkpoint_ids": sorted(doomed),
-                                                                                     "reason": reason}}])
+                                                                                     "reason": reason, "at": at}}])
 
         self._retried(line, hide)
         line.refresh(self._store())

@@ -104,6 +104,7 @@ class Line:
     memo: dict[tuple[int, str], Any] = field(default_factory=dict)
     stranded_memo: dict[str, bool] = field(default_factory=dict)
     deleted_at: dict[str, int] = field(default_factory=dict)  # a deleted checkpoint's id -> the deletion's position
+    deleted_where: dict[str, tuple[str, int]] = field(default_factory=dict)  # -> (stream, offset) of its event, if recorded
     erased: set[int] = field(default_factory=set)  # positions this index's own deletions redacted (still indexed)
 
     def events_of(self, cid: str) -> Iterator[tuple[tuple[int, str, int], str | None]]:
@@ -113,6 +114,17 @@ class Line:
             yield where, None
         for position, physical, offset, message in self.message_events.get("@" + cid, ()):
             yield (position, physical, offset), message
+
+    def where_deleted(self, cid: str) -> tuple[str, int] | None:
+        """Where a deleted checkpoint's event is (the line's stream it was read through, and its
+        offset): as its deletion recorded it, else as indexed before it was erased, else None
+        (a deletion written before deletions recorded it, read after its event was erased, or
+        one naming a place that is not in this line's history)."""
+        record = self.records.get(cid)
+        where = self.deleted_where.get(cid) or (None if record is None else (record.stream, record.offset))
+        if where is None or where[0] not in self.streams or not 0 <= where[1] < self.streams[where[0]].head:
+            return None
+        return where
 
     def live(self) -> list[str]:
         return [cid for cid in self.records if cid not in self.deleted and not self.stranded(cid)]
@@ -236,6 +248,8 @@ class Line:
             self.deleted.update(data["checkpoint_ids"])
             for deleted in data["checkpoint_ids"]:
                 self.deleted_at.setdefault(deleted, event.position)
+            for deleted, (sid, offset) in (data.get("at") or {}).items():
+                self.deleted_where.setdefault(deleted, (sid, offset))
         return False
 
     # -- reading values ---------------------------------------------------------------------
