@@ -10,7 +10,8 @@ store's other columns), so the ratios are what threadlog's rules cost on top of 
 - 8 writer processes on distinct threads vs 1 (events/s): pairs of runs in alternating order on
   the same server for the same time, their medians; with the CPU per event of the writers and
   of their server backends, WAL bytes per event and the load average (the machine is shared:
-  the ratio is only as good as the cores the writers get);
+  the ratio is only as good as the cores the writers get); and between them the same pairs of
+  raw psycopg writers (one autocommitted INSERT an event), for the scaling the machine gives;
 - a reader tailing `read_all(after=…)` during one more 8-writer run, counting positions it
   skipped or saw out of order;
 - a fork of a large thread vs a fork of a 10-event one.
@@ -67,6 +68,12 @@ class _Raw:
         with self.conn.transaction():
             self.conn.execute(f"INSERT INTO raw_events ({RAW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", self.row())
 
+    def single_autocommitted(self) -> None:
+        """The same INSERT as its own implicit transaction, prepared: one round trip, as the
+        store's own append sends when it knows the stream's head."""
+        self.conn.execute(f"INSERT INTO raw_events ({RAW_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", self.row(),
+                          prepare=True)
+
     def batch(self, n: int) -> None:
         with self.conn.transaction(), self.conn.cursor() as cursor:
             with cursor.copy(f"COPY raw_events ({RAW_COLUMNS}) FROM STDIN") as copy:
@@ -91,22 +98,31 @@ def _server_cpu(postmaster: int) -> float | None:
     return total
 
 
-def _writer(url: str, seconds: float, ready: Any, start: Any, counts: Any, finish: Any) -> None:
+def _writer(url: str, seconds: float, ready: Any, start: Any, counts: Any, finish: Any, raw: bool) -> None:
     """Append for `seconds` once started; report (appends, seconds, CPU seconds), then keep the
-    connection (its server process's CPU is counted) until told to finish."""
-    store = Store(url)
-    thread = store.create_thread(title="writer")
+    connection (its server process's CPU is counted) until told to finish. `raw`: the
+    baseline's INSERT, autocommitted (`_Raw.single_autocommitted`), in place of the store's append."""
+    if raw:
+        baseline = _Raw(url)
+        append, close = baseline.single_autocommitted, baseline.conn.close
+    else:
+        store = Store(url)
+        thread = store.create_thread(title="writer")
+        close = store.close
+
+        def append() -> None:
+            store.append_message(thread, "user", "a short message from one of the writers")
     n = 0
     ready.put(True)
     start.wait()
     client, begin = time.process_time(), time.perf_counter()
     end = begin + seconds
     while time.perf_counter() < end:
-        store.append_message(thread, "user", "a short message from one of the writers")
+        append()
         n += 1
     counts.put((n, time.perf_counter() - begin, time.process_time() - client))
     finish.wait()
-    store.close()
+    close()
 
 
 def _tailer(url: str, stop: Any, out: Any) -> None:
@@ -131,7 +147,7 @@ def _tailer(url: str, stop: Any, out: Any) -> None:
     store.close()
 
 
-def _writers(url: str, postmaster: int, k: int, seconds: float, tail: bool) -> dict[str, Any]:
+def _writers(url: str, postmaster: int, k: int, seconds: float, tail: bool, raw: bool = False) -> dict[str, Any]:
     """`k` writer processes, each on its own thread, started together (and a tailing reader if
     `tail`): events/s in total and per writer, CPU per event in the writers and in the server,
     WAL bytes per event, and the load average when they started."""
@@ -139,7 +155,7 @@ def _writers(url: str, postmaster: int, k: int, seconds: float, tail: bool) -> d
 
     ctx = multiprocessing.get_context("spawn")
     start, stop, finish, ready, counts, out = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(url, seconds, ready, start, counts, finish)) for _ in range(k)]
+    procs = [ctx.Process(target=_writer, args=(url, seconds, ready, start, counts, finish, raw)) for _ in range(k)]
     reader = ctx.Process(target=_tailer, args=(url, stop, out)) if tail else None
     for p in procs:
         p.start()
@@ -179,25 +195,37 @@ def _writers(url: str, postmaster: int, k: int, seconds: float, tail: bool) -> d
 
 def _writer_measures(url: str, postmaster: int, seconds: float, rounds: int) -> list[Measure]:
     """8 writers vs 1: `rounds` pairs, the two in alternating order, the same server and duration;
-    the medians of their rates. Then one more 8-writer run with a reader tailing the log, for
-    the reader's own measure (its polls cost the writers CPU, so that run is not in the ratio)."""
-    runs: dict[int, list[dict[str, Any]]] = {1: [], 8: []}
+    the medians of their rates. The same pairs of raw psycopg writers run between them, each
+    event one autocommitted INSERT (`_Raw.single_autocommitted`, one round trip, as the store's
+    append): the scaling the server and driver give on this machine with no threadlog at all.
+    Then one more 8-writer run with a reader tailing the log, for the reader's own measure (its
+    polls cost the writers CPU, so that run is not in the ratio)."""
+    runs: dict[tuple[int, bool], list[dict[str, Any]]] = {(k, raw): [] for k in (1, 8) for raw in (False, True)}
     for r in range(rounds):
         for k in ((1, 8) if r % 2 == 0 else (8, 1)):
-            runs[k].append(_writers(url, postmaster, k, seconds, tail=False))
+            for raw in ((False, True) if r % 2 == 0 else (True, False)):
+                runs[k, raw].append(_writers(url, postmaster, k, seconds, tail=False, raw=raw))
     tailed = _writers(url, postmaster, 8, seconds, tail=True)
 
-    def med(k: int, key: str) -> Any:
-        values = [run[key] for run in runs[k] if run[key] is not None]
+    def med(k: int, key: str, raw: bool = False) -> Any:
+        values = [run[key] for run in runs[k, raw] if run[key] is not None]
         return round(statistics.median(values), 3) if values else None
 
+    def ratios(raw: bool) -> list[float]:
+        return [round(b["events_per_s"] / a["events_per_s"], 2) for a, b in zip(runs[1, raw], runs[8, raw])]
+
     one, eight = med(1, "events_per_s"), med(8, "events_per_s")
-    pairs = [round(b["events_per_s"] / a["events_per_s"], 2) for a, b in zip(runs[1], runs[8])]
-    figures = {f"{key}_{k}": med(k, key) for k in (1, 8) for key in runs[1][0]}
+    raw_one, raw_eight = med(1, "events_per_s", raw=True), med(8, "events_per_s", raw=True)
+    figures = {f"{key}_{k}": med(k, key) for k in (1, 8) for key in runs[1, False][0]}
+    raw_figures = {f"raw_{key}_{k}": med(k, key, raw=True)
+                   for k in (1, 8) for key in ("events_per_s", "client_cpu_ms", "server_cpu_ms")}
     measures = [
         Measure(GROUP, f"8 writer processes vs 1, distinct threads (events/s, median of {rounds})", 1 / eight, "s",
                 "1 writer process", 1 / one, "speed", rounds,
-                {"target": "pg_writers", "ratios": pairs, "seconds": seconds, **figures}),
+                {"target": "pg_writers", "ratios": ratios(False), "seconds": seconds, **figures,
+                 "raw_ratio": round(raw_eight / raw_one, 3)}),
+        Measure(GROUP, f"raw psycopg: 8 writer processes vs 1 (an autocommitted INSERT each, median of {rounds})", 1 / raw_eight, "s",
+                "1 raw writer process", 1 / raw_one, "speed", rounds, {"ratios": ratios(True), **raw_figures}),
         Measure(GROUP, "one of 8 writer processes vs 1 writer alone (events/s)", 8 / eight, "s", "1 writer process",
                 1 / one, "speed", rounds, {"per_writer_min_8": med(8, "per_writer_min"),
                                            "per_writer_max_8": med(8, "per_writer_max")}),
