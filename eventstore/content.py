@@ -147,6 +147,28 @@ def validate_with(validator: SchemaValidator | TypeAdapter[Any], block: dict[str
     _drain(validated, field)
 
 
+@functools.cache
+def _thinking_types() -> dict[str, TypeAdapter[Any]]:
+    """The SDK's thinking configurations (`ThinkingConfigParam`'s members), by their `type`."""
+    from anthropic.types import ThinkingConfigParam
+
+    return {name: TypeAdapter(member) for member in typing.get_args(ThinkingConfigParam)
+            if (name := block_type_name(member)) is not None}
+
+
+def validate_thinking(value: Any, field: str) -> None:
+    """Raise `InvalidEvent` naming `field` unless `value` is a Messages API `thinking`
+    parameter the SDK knows (e.g. `{"type": "enabled", "budget_tokens": 2048}`). Imports
+    `anthropic`: a thread's configuration is validated once, when the thread is created."""
+    if not isinstance(value, dict):
+        raise InvalidEvent(field, f"must be an object such as {{'type': 'enabled', 'budget_tokens': 2048}}, not {type(value).__name__}")
+    kind = value.get("type")
+    validator = _thinking_types().get(kind) if isinstance(kind, str) else None
+    if validator is None:
+        raise InvalidEvent(f"{field}.type", f"unknown thinking type {kind!r}; expected one of {', '.join(sorted(_thinking_types()))}")
+    validate_with(validator, value, field)
+
+
 def normalize_content(content: Any, field: str = "content") -> list[dict[str, Any]]:
     """A plain string becomes one text block; a list is validated block by block."""
     if isinstance(content, str):

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from .content import normalize_content
+from .content import normalize_content, validate_thinking
 from .errors import InvalidEvent
 
 Json = dict[str, Any]
@@ -131,6 +131,17 @@ class ThreadCreated(EventData):
     model: str | None = None
     tools: list[Json] | None = None
     metadata: Json | None = None
+    thinking: Json | None = Field(
+        default=None, description="the Messages API `thinking` parameter (the SDK's ThinkingConfigParam) every request of the "
+        "thread and of its forks sends, e.g. {type: enabled, budget_tokens: 2048}"
+    )
+
+    @field_validator("thinking")
+    @classmethod
+    def _thinking(cls, value: Json | None) -> Json | None:
+        if value is not None:
+            validate_thinking(value, "thinking")
+        return value
 
 
 class MessageAppended(EventData):

@@ -407,12 +407,16 @@ class Store:
         tools: list[dict[str, Any]] | None = None,
         metadata: dict[str, Any] | None = None,
         *,
+        thinking: dict[str, Any] | None = None,
         thread_id: str | None = None,
         **meta: Any,
     ) -> str:
-        """Start a root thread with its `thread.created` event; returns the thread id."""
+        """Start a root thread with its `thread.created` event; returns the thread id.
+
+        `thinking` is the Messages API parameter (e.g. `{"type": "enabled", "budget_tokens":
+        2048}`) that every request of the thread and of its forks and sub-agents sends."""
         thread_id = new_id() if thread_id is None else check_id("thread_id", thread_id)
-        data = {"title": title, "system": system, "model": model, "tools": tools, "metadata": metadata}
+        data = {"title": title, "system": system, "model": model, "tools": tools, "metadata": metadata, "thinking": thinking}
         event = {"type": ThreadCreated.type, "data": {k: v for k, v in data.items() if v is not None}, "meta": meta}
         self.append(thread_id, [event], expect="no_stream")
         return thread_id

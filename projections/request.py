@@ -61,10 +61,12 @@ def anthropic_request(
     extra_tools: list[Json] | None = None,
 ) -> Json:
     """The keyword arguments for `client.messages.create(**kwargs)` of `thread` after its
-    first `at` events (default: all): `max_tokens`, `messages`, `model`, `system`, `tools`.
+    first `at` events (default: all): `max_tokens`, `messages`, `model`, `system`,
+    `thinking`, `tools`.
 
-    `model` defaults to the thread's model and `max_tokens` to 4096; a thread without a
-    model needs `model=`. The result is fresh on every call: changing it changes nothing in
+    `model` defaults to the thread's model and `max_tokens` to 4096 (more than the thinking
+    budget by 4096 when the thread's `thinking` has one); a thread without a model needs
+    `model=`. The result is fresh on every call: changing it changes nothing in
     the store. See the module doc for what is left out and where breakpoints go.
 
     `retrieval` (`per_turn`, `first_turn`, `off`; default: what a note fork recorded) adds
@@ -107,10 +109,14 @@ def anthropic_request(
             content = list(messages[index]["content"])  # the view's own list may be shared: copy, then mark
             content[block] = _mark(content[block])
             messages[index] = {"role": messages[index]["role"], "content": content}
-    # Key order: as the SDK's `create` writes its body (max_tokens, messages, model, system, tools).
-    kwargs: Json = {"max_tokens": max_tokens or DEFAULT_MAX_TOKENS, "messages": messages, "model": chosen}
+    # Key order: as the SDK's `create` writes its body (max_tokens, messages, model, system, thinking, tools).
+    budget = (state.thinking or {}).get("budget_tokens")
+    default = DEFAULT_MAX_TOKENS + budget if isinstance(budget, int) else DEFAULT_MAX_TOKENS
+    kwargs: Json = {"max_tokens": max_tokens or default, "messages": messages, "model": chosen}
     if system:
         kwargs["system"] = system
+    if state.thinking:
+        kwargs["thinking"] = state.thinking
     if tools:
         kwargs["tools"] = tools
     return kwargs

@@ -9,7 +9,7 @@ Fork rules, applied when the fold meets a `thread.forked` event (the first event
 fork, right after the parent's events below the fork point):
 
 - todos and metadata: `blank` (default), `inherit`, an explicit value, or for metadata
-  `{"keep": [keys]}`. Title, system prompt, model and tools are the thread's configuration
+  `{"keep": [keys]}`. Title, system prompt, model, tools and thinking are the thread's configuration
   and come with the history.
 - every interrupt pending at the fork point is demoted (cancelled, reason `fork`) in the
   fork; the parent still has it pending. No run is open in a fork.
@@ -85,7 +85,7 @@ class _Fold:
     """
 
     __slots__ = (
-        "length", "title", "system", "model", "tools", "metadata", "todos", "runs", "interrupts",
+        "length", "title", "system", "model", "tools", "thinking", "metadata", "todos", "runs", "interrupts",
         "demoted", "dropped", "note", "compaction", "fork", "base", "msgs",
     )
 
@@ -95,6 +95,7 @@ class _Fold:
         self.system: Any = None
         self.model: str | None = None
         self.tools: list[Any] | None = None
+        self.thinking: dict[str, Any] | None = None
         self.metadata: dict[str, Any] = {}
         self.todos: list[Any] = []
         self.runs: list[str] = []
@@ -162,6 +163,7 @@ class _Fold:
             self.system = data.get("system")
             self.model = data.get("model")
             self.tools = data.get("tools")
+            self.thinking = data.get("thinking")
             self.metadata = dict(data.get("metadata") or {})
         elif type_ == "thread.forked":
             self._forked(offset, data)
@@ -209,7 +211,7 @@ class _Fold:
                 ranges.append([offset, offset + 1])
         return {
             "length": self.length, "title": self.title, "system": self.system, "model": self.model,
-            "tools": self.tools, "metadata": self.metadata, "todos": self.todos, "runs": self.runs,
+            "tools": self.tools, "thinking": self.thinking, "metadata": self.metadata, "todos": self.todos, "runs": self.runs,
             "interrupts": list(self.interrupts.values()), "demoted": self.demoted, "dropped": self.dropped,
             "note": self.note.to_json() if self.note else None, "compaction": self.compaction,
             "fork": self.fork, "messages": ranges,
@@ -220,6 +222,7 @@ class _Fold:
         fold = cls()
         for key in ("length", "title", "system", "model", "tools", "metadata", "todos", "runs", "demoted", "dropped", "compaction", "fork"):
             setattr(fold, key, raw[key])
+        fold.thinking = raw.get("thinking")  # absent from snapshots saved before threads had it
         fold.dropped = [(tool_use_id, offset) for tool_use_id, offset in raw["dropped"]]
         fold.interrupts = {i["interrupt_id"]: i for i in raw["interrupts"]}
         note = raw["note"]
@@ -247,6 +250,7 @@ class ThreadState:
         self.system = fold.system
         self.model = fold.model
         self.tools = fold.tools
+        self.thinking = fold.thinking
         self.metadata = fold.metadata
         self.todos = fold.todos
         self.pending_interrupts = list(fold.interrupts.values())
@@ -286,7 +290,7 @@ class ThreadState:
             "metadata": self.metadata, "todos": self.todos, "pending_interrupts": self.pending_interrupts,
             "demoted_interrupts": self.demoted_interrupts, "dropped_tool_use_ids": self.dropped_tool_use_ids,
             "open_runs": self.open_runs, "compaction": self.compaction, "model": self.model,
-            "system": self.system, "tools": self.tools, "messages": [m.to_json() for m in self.messages],
+            "system": self.system, "tools": self.tools, "thinking": self.thinking, "messages": [m.to_json() for m in self.messages],
         }
 
     def __eq__(self, other: object) -> bool:

@@ -89,6 +89,22 @@ def test_new_takes_metadata_as_meta_too(run) -> None:  # type: ignore[no-untyped
     assert json.loads(run("show", t, "--json"))["metadata"] == {"team": "ops", "tier": "gold"}
 
 
+def test_new_with_a_thinking_budget_sends_it_from_the_thread_and_its_forks(run) -> None:  # type: ignore[no-untyped-def]
+    t = run("new", "--model", "claude-test-1", "--thinking-budget", "2048").strip()
+    run("append", t, "--role", "user", "--text", "Plan a trip")
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    assert 'thinking    {"budget_tokens": 2048, "type": "enabled"}' in run("show", t).splitlines()
+    assert json.loads(run("show", t, "--json"))["thinking"] == thinking
+    fork = run("fork", t).strip()
+    request = json.loads(run("request", fork))
+    assert request["thinking"] == thinking and request["max_tokens"] == 4096 + 2048
+    assert "thinking" not in run("show", run("new").strip())
+    before = run("log", t)
+    run("new", "--thinking-budget", "0", code=2)
+    run("new", "--thinking-budget", "lots", code=2)
+    assert run("log", t) == before and len(run("ls").splitlines()) == 3  # the header and the two threads made above
+
+
 def test_usage_errors_exit_2(run) -> None:  # type: ignore[no-untyped-def]
     t = run("new").strip()
     run("append", t, "--role", "robot", "--text", "x", code=2)

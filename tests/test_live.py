@@ -309,6 +309,32 @@ def test_fan_out_siblings_share_their_bytes_up_to_the_directive(mem: Store, api:
     assert [row.thread for row in usage_rows] == [t, *kids] and all(row.messages == 1 for row in usage_rows[1:])
 
 
+def test_a_thinking_thread_and_its_sub_agents_send_its_thinking_on_the_wire(file_store: Store, api: MessagesAPI) -> None:
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    t = file_store.create_thread(title="trip", system="You plan trips.", model=MODEL, tools=TOOLS, thinking=thinking)
+    api.reply_json(message([{"type": "thinking", "thinking": "Split it.", "signature": "sig"},
+                            {"type": "text", "text": "Splitting up."},
+                            {"type": "tool_use", "id": "tu_agent", "name": "Agent", "input": {"prompt": "..."}}],
+                           stop_reason="tool_use"))
+
+    def agent(prompt: str) -> str:
+        raise Interrupt("the sub-agents answer later")
+
+    assert run_turn(file_store, t, "Research two destinations.", client(api), tools={"Agent": agent}).status == "interrupted"
+    kids = file_store.fan_out(t, ["Research Lyon.", "Research Nice."])
+    for kid in kids:
+        api.reply_json(message(text("Report.")))
+        assert run_turn(file_store, kid, None, client(api)).status == "ok"
+    sent = [json.loads(r.body) for r in api.requests]
+    assert [body["thinking"] for body in sent] == [thinking] * 3
+    assert [body["max_tokens"] for body in sent] == [4096 + 2048] * 3
+    assert sent[1]["messages"][1]["content"][0] == {"type": "thinking", "thinking": "Split it.", "signature": "sig"}
+    for kid, request in zip(kids, api.requests[1:]):
+        offset = next(e.offset for e in file_store.read(kid) if e.stream_id == kid and "request" in e.meta)
+        assert check_request(file_store, kid, offset).ok
+        assert request_body(anthropic_request(file_store, kid, offset), False) == request.body
+
+
 def test_rerun_replays_the_user_messages_with_another_model(file_store: Store, api: MessagesAPI) -> None:
     t = thread(file_store)
     for prompt, answer in (("Train to Lyon?", "Lyon by TGV."), ("And a hotel?", "Hotel Carlton."), ("Dinner?", "Bouchon.")):

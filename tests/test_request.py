@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventstore import InvalidEvent, Store
-from projections import anthropic_request, request_body, validate_request
+from projections import anthropic_request, request_body, thread_state, validate_request
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 EXCHANGES = sorted((Path(__file__).parent / "fixtures" / "anthropic-exchanges").glob("*.json"))
@@ -248,3 +248,44 @@ def test_recorded_requests_rebuild_and_validate(mem: Store, path: Path) -> None:
         if isinstance(reply, dict) and reply.get("type") == "message":
             mem.append_message(t, "assistant", reply["content"] or "")
             validate_request(anthropic_request(mem, t), beta)
+
+
+THINKING = {"type": "enabled", "budget_tokens": 2048}
+
+
+def test_a_threads_thinking_goes_in_every_request_of_it_and_its_forks(mem: Store) -> None:
+    """The sub-agent design: a fork child inherits the parent's thinking configuration, so
+    siblings' requests keep one prefix (a thread had no way to hold one)."""
+    t = mem.create_thread(system="You plan trips.", model=MODEL, tools=[{"name": "weather", "input_schema": {"type": "object"}}],
+                          thinking=THINKING)
+    mem.append_message(t, "user", "Weather in Lyon?")
+    kwargs = anthropic_request(mem, t)
+    assert list(kwargs) == ["max_tokens", "messages", "model", "system", "thinking", "tools"]  # the SDK's body order
+    assert kwargs["thinking"] == THINKING and kwargs["max_tokens"] == 4096 + 2048  # the API wants max_tokens above the budget
+    assert anthropic_request(mem, t, max_tokens=3000)["max_tokens"] == 3000
+    validate_request(kwargs)
+    mem.append_message(t, "assistant", [{"type": "text", "text": "Asking."},
+                                        {"type": "tool_use", "id": "tu_1", "name": "Agent", "input": {}}])
+    fork, note = mem.fork(t, at=2), mem.fork(t, at=2, context="note")
+    kids = mem.fan_out(t, ["Look at trains.", "Look at ferries."])
+    for child in (fork, note, *kids):
+        assert anthropic_request(mem, child)["thinking"] == THINKING
+        assert thread_state(mem, child).thinking == THINKING
+    plain = mem.create_thread(model=MODEL)
+    mem.append_message(plain, "user", "hi")
+    assert "thinking" not in anthropic_request(mem, plain) and thread_state(mem, plain).thinking is None
+
+
+@pytest.mark.parametrize(("thinking", "where", "why"), [
+    ({"type": "enabled"}, "thinking.budget_tokens", "Field required"),
+    ({"type": "enabled", "budget_tokens": "lots"}, "thinking.budget_tokens", "valid integer"),
+    ({"type": "sometimes"}, "thinking.type", "unknown thinking type 'sometimes'; expected one of"),
+    ({"budget_tokens": 10}, "thinking.type", "unknown thinking type None"),
+    ([THINKING], "thinking", "valid dictionary"),
+])
+def test_a_thinking_configuration_the_sdk_does_not_know_is_refused(mem: Store, thinking: Any, where: str, why: str) -> None:
+    before = mem.last_position()
+    with pytest.raises(InvalidEvent) as refused:
+        mem.create_thread(model=MODEL, thinking=thinking)
+    assert refused.value.field.endswith(where) and why in str(refused.value)
+    assert mem.last_position() == before

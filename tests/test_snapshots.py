@@ -198,3 +198,23 @@ def test_nearest_snapshot_refuses_an_offset_that_is_not_one(store: Store, at: An
     with pytest.raises(InvalidEvent, match="^at"):
         store.nearest_snapshot("p", 1, thread, at)
     assert store.nearest_snapshot("p", 1, thread, 1) == (1, {"a": 1})
+
+
+def test_a_snapshot_keeps_the_threads_thinking_and_one_saved_before_threads_had_it_still_reads(mem: Store) -> None:
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    for config in (thinking, None):
+        t = mem.create_thread(model="m", thinking=config)
+        for i in range(6):
+            mem.append_message(t, "user" if i % 2 == 0 else "assistant", f"m{i}")
+        expected = thread_state(mem, t, use_snapshots=False)
+        assert expected.thinking == config
+        save_snapshot(mem, t, 4)
+        assert thread_state(mem, t) == expected
+    # A snapshot an earlier release saved has no `thinking`: it is read as none (no thread had one).
+    found = mem.nearest_snapshot(state_module.PROJECTION, state_module.VERSION, t, 4)
+    assert found is not None and "thinking" in found[1]
+    older = {key: value for key, value in found[1].items() if key != "thinking"}
+    mem.drop_snapshots(thread=t)
+    mem.save_snapshot(state_module.PROJECTION, state_module.VERSION, t, 4, older, as_of=mem.last_position())
+    assert mem.nearest_snapshot(state_module.PROJECTION, state_module.VERSION, t, 4) is not None
+    assert thread_state(mem, t) == expected

@@ -337,11 +337,15 @@ def _recorded(event: Any, as_json: bool) -> None:
 @click.option("--model", help="The model the thread talks to.")
 @click.option("--metadata", "--meta", "metadata", multiple=True, callback=_meta_pairs, metavar="K=V",
               help="A thread metadata entry (repeatable; --meta is the same).")
+@click.option("--thinking-budget", type=click.IntRange(min=1), metavar="TOKENS",
+              help="Extended thinking for every request of the thread, its forks and sub-agents, with this budget.")
 @json_option
 @with_store("create")
-def new(store: Store, title: str | None, system: str | None, model: str | None, metadata: dict[str, str], as_json: bool) -> None:
+def new(store: Store, title: str | None, system: str | None, model: str | None, metadata: dict[str, str], thinking_budget: int | None,
+        as_json: bool) -> None:
     """Start a thread; prints its id, alone."""
-    thread = store.create_thread(title=title, system=system, model=model, metadata=metadata or None)
+    thinking = {"type": "enabled", "budget_tokens": thinking_budget} if thinking_budget else None
+    thread = store.create_thread(title=title, system=system, model=model, metadata=metadata or None, thinking=thinking)
     if as_json:
         _emit_json(store.thread(thread).to_json())
     else:

@@ -157,6 +157,8 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     yield f"model       {state.model or '-'}"
     system = state.system if isinstance(state.system, str) or state.system is None else _text_of(state.system)
     yield f"system      {_short(system, 100) if system else '-'}"
+    if state.thinking:
+        yield f"thinking    {json.dumps(state.thinking, sort_keys=True)}"
     yield f"status      {state.status}   length {state.length}   head {(state.head_hash or '-')[:12]}"
     yield f"context     {state.context}   retrieval {state.retrieval}"
     yield f"metadata    {json.dumps(state.metadata, ensure_ascii=False, sort_keys=True)}"
