@@ -99,7 +99,7 @@ def test_public_names_are_pinned() -> None:
         "CompactionRecorded", "InterruptCancelled", "InterruptRaised", "InterruptResolved",
         "MessageAppended", "MetadataSet", "RunFinished", "RunStarted", "TitleSet", "TodosSet",
         "thread_state", "ThreadState", "Message", "save_snapshot", "drop_snapshots",
-        "display_rows", "Row", "transcript", "write_transcript",
+        "display_rows", "Row", "transcript", "write_transcript", "fork_with_transcript",
         "lineage", "blame", "diff", "LineageEntry", "BlameEntry", "Diff", "DiffSide",
         "import_claude_code", "import_events", "import_pi", "ImportSummary", "BadLine", "ImportConflict",
         "export_events", "export_all", "export_markdown",

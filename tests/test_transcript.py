@@ -544,3 +544,28 @@ def test_the_scope_of_a_transcript_reads_each_fork_from_its_stream(script: list[
         head = store.head(thread)
         for stop in {1, head // 2 + 1, head}:
             assert _scope(store, thread, stop) == _scope_through_the_thread(store, thread, stop)
+
+
+def test_fork_with_transcript_writes_the_file_the_note_names_before_the_fork_exists(mem: Store, tmp_path: Path) -> None:
+    """`Store.fork(context="note", transcript=path)` only names `path`: a library caller had to
+    write it and could fork first, pointing a model at nothing. This writes it, then forks."""
+    from threadlog import ForkRefused, fork_with_transcript, thread_state
+
+    t = mem.create_thread(title="Trip")
+    mem.append_message(t, "user", "Find me a train to Lyon")
+    mem.append_message(t, "assistant", "The 08:04.")
+    mem.append_message(t, "user", "LATER, PLEASE")
+    path = tmp_path / "trip.transcript.md"
+    f = fork_with_transcript(mem, t, path, at=3, retrieval="first_turn")
+    state = thread_state(mem, f)
+    assert (state.context, state.retrieval, state.parent_offset) == ("note", "first_turn", 3)
+    assert str(path) in state.messages[0].content[0]["text"]
+    assert path.read_text(encoding="utf-8") == transcript(mem, t, stop=3)
+    assert "LATER, PLEASE" not in path.read_text(encoding="utf-8")
+    mem.append(t, [{"type": "run.started", "data": {"run_id": "r1"}}])
+    before, heads = path.read_bytes(), mem.last_position()
+    for refused_at in (None, 99):  # busy; past the head
+        with pytest.raises((ForkRefused, InvalidEvent)):
+            fork_with_transcript(mem, t, path, at=refused_at)
+        assert path.read_bytes() == before and mem.last_position() == heads
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trip.transcript.md"]  # no staged copy left beside it

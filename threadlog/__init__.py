@@ -36,6 +36,7 @@ from eventstore.events import (
 )
 from .export import export_all, export_events, export_markdown
 from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code, import_events, import_pi
+from .note_fork import fork_with_transcript
 from .transcript_tools import transcript_tools
 
 from projections import (
@@ -89,6 +90,7 @@ __all__ = [
     "Diff",
     "DiffSide",
     "Event",
+    "fork_with_transcript",
     "ForkRefused",
     "IntegrityError",
     "Interrupt",

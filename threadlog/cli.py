@@ -6,7 +6,6 @@ errors print `error: …` on stderr and exit 1; usage errors exit 2 (click's con
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import math
@@ -36,7 +35,7 @@ from projections import (
     usage,
     write_transcript,
 )
-from projections.atomic import staged, write_atomically
+from projections.atomic import write_atomically
 from projections.lineage import iter_blame
 from projections.request import checkable_offsets
 from projections.search import rebuild_index, search, update_index
@@ -48,6 +47,7 @@ from .importers import ImportSummary, import_claude_code, import_events, import_
 from .importers.follow import follow_claude_code
 from .interrupt import waking
 from .listing import listing
+from .note_fork import fork_with_transcript
 from . import output
 from .names import THREAD, ThreadType, resolve
 from .render import (blame_line, check_line, diff_lines, event_line, hit_line, ls_lines, row_line, safe, safe_block, safe_json, state_lines,
@@ -420,21 +420,11 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
 def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, context: str, retrieval: str, unanswered: str,
          transcript_path: str | None, as_json: bool) -> None:
     """Fork THREAD in O(1); prints the fork's id, alone."""
-    staging: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-    if transcript_path and context == "note":
-        # The note tells the model the transcript is saved at PATH: it is written (up to the
-        # fork point, so it holds nothing the fork did not inherit) before the fork, and
-        # renamed into place once the fork is made: a refused fork leaves PATH as it was.
-        head = store.head(thread)
-        at = head if at is None else at
-        if 0 <= at <= head:
-            text = transcript(store, thread, stop=at)
-            staging = staged(transcript_path, [text.encode("utf-8")], "the transcript")
-    with staging:
-        fork_id = store.fork(
-            thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
-            unanswered=unanswered, transcript=transcript_path,
-        )
+    options = {"todos": todos, "metadata": metadata, "retrieval": retrieval, "unanswered": unanswered}
+    if transcript_path and context == "note":  # the note names PATH: it is there when the fork is
+        fork_id = fork_with_transcript(store, thread, transcript_path, at, **options)
+    else:
+        fork_id = store.fork(thread, at, context=context, transcript=transcript_path, **options)
     if as_json:
         _emit_json(store.thread(fork_id).to_json())
     else:
