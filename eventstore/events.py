@@ -11,12 +11,21 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from .content import normalize_content, validate_thinking
 from .errors import InvalidEvent
 
 Json = dict[str, Any]
+
+
+def _thinking(value: Json) -> Json:
+    validate_thinking(value, "thinking")
+    return value
+
+
+# The Messages API `thinking` parameter, as the SDK types it (validated against its members).
+Thinking = Annotated[Json, AfterValidator(_thinking)]
 
 # The deepest JSON an event may hold, counted in containers: `data` itself is level 1,
 # `{"patch": {"a": [1]}}` is 3 levels deep. Anthropic content with tool inputs and JSON
@@ -131,17 +140,10 @@ class ThreadCreated(EventData):
     model: str | None = None
     tools: list[Json] | None = None
     metadata: Json | None = None
-    thinking: Json | None = Field(
+    thinking: Thinking | None = Field(
         default=None, description="the Messages API `thinking` parameter (the SDK's ThinkingConfigParam) every request of the "
         "thread and of its forks sends, e.g. {type: enabled, budget_tokens: 2048}"
     )
-
-    @field_validator("thinking")
-    @classmethod
-    def _thinking(cls, value: Json | None) -> Json | None:
-        if value is not None:
-            validate_thinking(value, "thinking")
-        return value
 
 
 class MessageAppended(EventData):
@@ -200,6 +202,17 @@ class KeepKeys(_Model):
     keep: list[str]
 
 
+class ForkConfig(_Model):
+    """The agent configuration a fork gives itself: each key given replaces the parent's, the
+    others are inherited (or, with `blank`, start empty)."""
+
+    blank: bool | None = Field(default=None, description="start with no system prompt, model, tools or thinking of the parent's")
+    system: str | list[Json] | None = None
+    model: str | None = None
+    tools: list[Json] | None = None
+    thinking: Thinking | None = None
+
+
 class ForkOptions(_Model):
     todos: Literal["blank", "inherit"] | list[Todo] = "blank"
     metadata: Literal["blank", "inherit"] | KeepKeys | Json = "blank"
@@ -211,6 +224,7 @@ class ForkOptions(_Model):
     transcript: str | None = Field(
         default=None, description="where the parent's transcript lives, named by the fork note"
     )
+    config: ForkConfig | None = Field(default=None, description="absent: the parent's system prompt, model, tools and thinking")
 
 
 class ThreadForked(EventData):

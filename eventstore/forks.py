@@ -29,19 +29,24 @@ DEFAULT_PLACEHOLDER = "Fork started — processing in background"
 
 
 def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any, context: str, retrieval: str,
-         unanswered: str, transcript: str | None, fork_id: str | None, kind: str, busy: str, meta: dict[str, Any]) -> str:
+         unanswered: str, transcript: str | None, fork_id: str | None, kind: str, busy: str, meta: dict[str, Any],
+         config: dict[str, Any] | None = None, title: str | None = None) -> str:
     """`Store.fork`: one fork of `thread` at `at` (default: its head), in one transaction."""
     if busy not in ("refuse", "allow"):
         raise InvalidEvent("busy", f"must be 'refuse' or 'allow', not {busy!r}")
     options = _options(todos=todos, metadata=metadata, context=context, retrieval=retrieval, unanswered=unanswered,
-                       transcript=transcript, kind=kind)
+                       transcript=transcript, kind=kind, config=config)
+    if title is not None and not isinstance(title, str):
+        raise InvalidEvent("title", f"must be text, not {type(title).__name__}")
+    own = {key: value for key, value in meta.items() if key != "event_id"}  # the id names the fork's event
+    titled = [] if title is None else [prepare({"type": "title.set", "data": {"title": title}, "meta": own}, "title")]
     chosen = None if fork_id is None else check_id("fork_id", fork_id)
     with store.backend.transaction():
         if "event_id" in meta:
             retried = _made_before(store, thread, at, options, chosen, check_id("meta.event_id", meta["event_id"]))
             if retried is not None:
                 return retried
-        return _fork(store, thread, at, options, chosen or new_id(), meta, [], allow_busy=busy == "allow")
+        return _fork(store, thread, at, options, chosen or new_id(), meta, titled, allow_busy=busy == "allow")
 
 
 def _made_before(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str | None, event_id: str) -> str | None:
@@ -164,7 +169,12 @@ def _options(**fields: Any) -> ForkOptions:
                                          "nothing was written")
     try:
         return ForkOptions.model_validate(fields)
+    except InvalidEvent as error:  # raised inside the config (its thinking): named from the option
+        raise InvalidEvent(f"config.{error.field}", error.why) from None
     except ValidationError as error:
         first = error.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else "options"
+        if field == "config" and len(first["loc"]) > 1:  # one key of it
+            field = f"config.{first['loc'][1]}"
+            raise InvalidEvent(field, f"{first['msg']} (got {first['input']!r})") from None
         raise InvalidEvent(field, f"{first['msg']} (got {fields.get(field)!r})") from None

@@ -783,6 +783,8 @@ class Store:
         fork_id: str | None = None,
         kind: str = "fork",
         busy: str = "refuse",
+        config: dict[str, Any] | None = None,
+        title: str | None = None,
         **meta: Any,
     ) -> str:
         """Fork `thread` at `at` (default: its head): one `streams` row, one event, O(1).
@@ -795,9 +797,16 @@ class Store:
         `kind="subagent"` marks a sub-agent's fork; `busy="allow"` forks where a run is in
         progress (the fork starts idle): for histories imported as they happened, where a
         sub-agent or a retried answer branched mid-turn.
+
+        The fork inherits the parent's system prompt, model, tools and thinking (a sub-agent
+        keeps its parent's request prefix) unless `config` re-frames it: a dict of any of
+        `system`, `model`, `tools`, `thinking` replacing the parent's, and `blank=True` to
+        inherit none of them. `title` gives the fork its own title (a `title.set` after the
+        fork's event, in the same transaction); without it the fork shows the parent's.
         """
         return forks.fork(self, thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
-                          unanswered=unanswered, transcript=transcript, fork_id=fork_id, kind=kind, busy=busy, meta=meta)
+                          unanswered=unanswered, transcript=transcript, fork_id=fork_id, kind=kind, busy=busy, meta=meta,
+                          config=config, title=title)
 
     def fan_out(
         self,

@@ -9,8 +9,9 @@ Fork rules, applied when the fold meets a `thread.forked` event (the first event
 fork, right after the parent's events below the fork point):
 
 - todos and metadata: `blank` (default), `inherit`, an explicit value, or for metadata
-  `{"keep": [keys]}`. Title, system prompt, model, tools and thinking are the thread's configuration
-  and come with the history.
+  `{"keep": [keys]}`. Title, system prompt, model, tools and thinking are the thread's
+  configuration and come with the history, unless the fork's `config` replaces some of them
+  (or, `blank`, all but the title).
 - every interrupt pending at the fork point is demoted (cancelled, reason `fork`) in the
   fork; the parent still has it pending. No run is open in a fork.
 - tool calls the fork dropped (`unanswered="drop"`) vanish from the fork's messages.
@@ -182,6 +183,12 @@ class _Fold:
             self.metadata = {k: v for k, v in self.metadata.items() if k in metadata["keep"]}
         elif metadata != "inherit":
             self.metadata = dict(metadata)
+        config = options.get("config") or {}
+        if config.get("blank"):
+            self.system = self.model = self.tools = self.thinking = None
+        for key in ("system", "model", "tools", "thinking"):
+            if key in config:
+                setattr(self, key, config[key])
         self.demoted.extend(self.interrupts)
         self.interrupts = {}
         self.runs = []

@@ -105,6 +105,18 @@ def test_new_with_a_thinking_budget_sends_it_from_the_thread_and_its_forks(run) 
     assert run("log", t) == before and len(run("ls").splitlines()) == 3  # the header and the two threads made above
 
 
+def test_a_fork_can_take_its_own_title_system_prompt_and_model(run) -> None:  # type: ignore[no-untyped-def]
+    t = run("new", "--title", "Trip", "--system", "You plan whole trips.", "--model", "m-parent", "--thinking-budget", "2048").strip()
+    run("append", t, "--role", "user", "--text", "Find me a hotel")
+    f = run("fork", t, "--title", "Hotels", "--system", "You only rank hotels.", "--blank-config").strip()
+    shown = json.loads(run("show", f, "--json"))
+    assert (shown["title"], shown["system"], shown["model"], shown["thinking"]) == ("Hotels", "You only rank hotels.", None, None)
+    assert "Hotels, forked at 2" in run("tree", t)
+    kept = json.loads(run("show", run("fork", t, "--model", "m-other").strip(), "--json"))
+    assert (kept["title"], kept["system"], kept["model"], kept["thinking"]) == ("Trip", "You plan whole trips.", "m-other",
+                                                                              {"type": "enabled", "budget_tokens": 2048})
+
+
 def test_usage_errors_exit_2(run) -> None:  # type: ignore[no-untyped-def]
     t = run("new").strip()
     run("append", t, "--role", "robot", "--text", "x", code=2)

@@ -434,3 +434,46 @@ def test_a_note_forks_options_are_refused_on_a_full_fork(option: dict[str, str])
         store.fork(thread, **option)  # type: ignore[arg-type]
     assert store.counts() == before
     store.fork(thread, context="note", **option)  # type: ignore[arg-type]
+
+
+def test_a_fork_re_framed_as_a_narrower_agent_keeps_none_of_the_parents_configuration(store: Store) -> None:
+    """Sagents: system prompt, tools and model are not inherited, so a fork can become a
+    narrower agent with no leftover directives. A fork had no way to drop or replace them."""
+    from projections import anthropic_request, thread_state
+
+    tools = [{"name": "book", "input_schema": {"type": "object"}}]
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    t = store.create_thread(title="Trip", system="You plan whole trips.", model="m-parent", tools=tools, thinking=thinking)
+    store.append_message(t, "user", "Find me a hotel and a train")
+    narrow = store.fork(t, config={"blank": True, "system": "You only rank hotels.", "model": "m-small"}, title="Hotels")
+    state = thread_state(store, narrow)
+    assert (state.title, state.system, state.model, state.tools, state.thinking) == ("Hotels", "You only rank hotels.", "m-small",
+                                                                                     None, None)
+    request = anthropic_request(store, narrow)
+    assert "tools" not in request and "thinking" not in request and "whole trips" not in str(request)
+    other = store.fork(t, config={"model": "m-other"})  # one key replaced, the rest inherited
+    state = thread_state(store, other)
+    assert (state.title, state.system, state.model, state.tools, state.thinking) == ("Trip", "You plan whole trips.", "m-other",
+                                                                                     tools, thinking)
+    assert thread_state(store, store.fork(narrow)).system == "You only rank hotels."  # a fork of the fork keeps the new frame
+    parent = thread_state(store, t)
+    assert (parent.title, parent.system, parent.model) == ("Trip", "You plan whole trips.", "m-parent")
+    assert [store.title(fork) for fork in (narrow, other)] == ["Hotels", "Trip"]  # what ls, tree and search show
+
+
+@pytest.mark.parametrize(("config", "title", "field"), [
+    ({"sytem": "x"}, None, "config.sytem"),
+    ({"model": 3}, None, "config.model"),
+    ({"thinking": {"type": "enabled"}}, None, "config.thinking.budget_tokens"),
+    ("blank", None, "config"),
+    (None, 3, "title"),
+])
+def test_a_fork_configuration_or_title_that_is_not_one_is_refused_and_writes_nothing(store: Store, config: object, title: object,
+                                                                                      field: str) -> None:
+    t = store.create_thread(model="m")
+    store.append_message(t, "user", "hi")
+    before = dump(store)
+    with pytest.raises(InvalidEvent) as refused:
+        store.fork(t, config=config, title=title)  # type: ignore[arg-type]
+    assert refused.value.field == field
+    assert dump(store) == before

@@ -415,12 +415,23 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
 @click.option("--transcript", "transcript_path", metavar="PATH", type=FilePath(),
               help="With --context note: write the parent's transcript, as of the fork point, to PATH (atomically, "
                    "before forking) and name it in the fork note.")
+@click.option("--title", help="The fork's own title (default: the parent's).")
+@click.option("--system", help="The fork's own system prompt (default: the parent's).")
+@click.option("--model", help="The fork's own model (default: the parent's).")
+@click.option("--blank-config", is_flag=True,
+              help="Inherit none of the parent's system prompt, model, tools and thinking (--system and --model still apply).")
 @json_option
 @with_store("write")
 def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, context: str, retrieval: str, unanswered: str,
-         transcript_path: str | None, as_json: bool) -> None:
-    """Fork THREAD in O(1); prints the fork's id, alone."""
-    options = {"todos": todos, "metadata": metadata, "retrieval": retrieval, "unanswered": unanswered}
+         transcript_path: str | None, title: str | None, system: str | None, model: str | None, blank_config: bool,
+         as_json: bool) -> None:
+    """Fork THREAD in O(1); prints the fork's id, alone.
+
+    The fork keeps the parent's title, system prompt, model, tools and thinking unless told
+    otherwise: a narrower agent gets its own with --system, --model or --blank-config."""
+    config = {key: value for key, value in (("blank", blank_config or None), ("system", system), ("model", model)) if value is not None}
+    options = {"todos": todos, "metadata": metadata, "retrieval": retrieval, "unanswered": unanswered, "config": config or None,
+               "title": title}
     if transcript_path and context == "note":  # the note names PATH: it is there when the fork is
         fork_id = fork_with_transcript(store, thread, transcript_path, at, **options)
     else:
