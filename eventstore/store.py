@@ -198,6 +198,15 @@ class Store:
         """The database's name: a file path, `:memory:` or a URL."""
         return self.backend.path
 
+    @property
+    def files(self) -> list[str]:
+        """The files the database lives in, which nothing else may write: a SQLite file with
+        its `-wal`, `-shm` and `-journal` (whether they exist now or not); none for a server
+        or an in-memory database."""
+        if not isinstance(self.backend, SQLiteBackend) or self.path == ":memory:" or self.path.startswith("file:"):
+            return []
+        return [self.path + suffix for suffix in ("", "-wal", "-shm", "-journal")]
+
     def _sqlite(self) -> SQLiteBackend:
         if not isinstance(self.backend, SQLiteBackend):
             raise StoreError(f"{self.path} is not a SQLite database: it has no SQLite settings")

@@ -4,8 +4,13 @@ A crash at any point leaves either the old file or the new one, never a truncate
 the temporary file is removed if anything fails before the rename (a crash can still leave a
 hidden `.NAME.*.tmp`). Modes: a file that replaces a regular file keeps that file's mode; a
 new file gets the mode the umask allows (0644 under umask 022, 0600 under 077), as `open`
-would give it. A symlink at the target is replaced by the new file: it is not followed, and
-the file it pointed to is left as it was.
+would give it. A symlink to a regular file (or to nothing) is replaced by the new file: it
+is not followed, and the file it pointed to is left as it was.
+
+What is not a regular file is written to, as a shell's `>` would, never replaced: a device
+(`/dev/null`, a terminal), a pipe, or a symlink to one (`/dev/stdout`). A rename over one
+made it a regular file (as root, `/dev/null` itself). And `keep` names files no write may
+touch, a database's own (`Store.files`): written over, the database was gone.
 """
 
 from __future__ import annotations
@@ -18,22 +23,35 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from eventstore.errors import InvalidEvent
 
-def write_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "the file") -> Path:
-    """Write `chunks` to `path` atomically; returns the path. `what` names it in errors."""
-    with staged(path, chunks, what) as target:
+
+def write_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "the file",
+                     keep: Iterable[str] = ()) -> Path:
+    """Write `chunks` to `path` atomically; returns the path. `what` names it in errors; `path`
+    may not be one of the files `keep` names."""
+    with staged(path, chunks, what, keep) as target:
         return target
 
 
 @contextlib.contextmanager
-def staged(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "the file") -> Iterator[Path]:
+def staged(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "the file",
+           keep: Iterable[str] = ()) -> Iterator[Path]:
     """`write_atomically`, with the rename held back until the `with` block succeeds: the file is
     written and synced beside `path` first, and left out (removed, `path` untouched) when the
     block raises. For a file that names something the block makes, e.g. the transcript a
-    note fork points at: neither is left without the other when the block is refused."""
+    note fork points at: neither is left without the other when the block is refused. A
+    device or a pipe is written once the block succeeds (see the module doc)."""
     target = Path(path)
     if target.is_dir():
         raise IsADirectoryError(errno.EISDIR, f"is a directory: name a file to write {what} to", str(target))
+    _refuse_kept(target, keep, what)
+    if _special(target):
+        yield target
+        with open(target, "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+        return
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise FileNotFoundError(errno.ENOENT, f"no such directory to write {what} in", str(directory))
@@ -60,6 +78,27 @@ def staged(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "t
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _refuse_kept(target: Path, keep: Iterable[str], what: str) -> None:
+    """Refuse a target that is (or links to) one of the files `keep` names."""
+    real = os.path.realpath(target)
+    for kept in keep:
+        same = real == os.path.realpath(kept)
+        with contextlib.suppress(OSError):  # either may not exist: then only the names can agree
+            same = same or os.path.samefile(target, kept)
+        if same:
+            raise InvalidEvent("path", f"{str(target)!r} is the database's own file {kept!r}: {what} written there would "
+                               "destroy the database; name another file (nothing was written)")
+
+
+def _special(target: Path) -> bool:
+    """A device, a pipe or a socket (or a symlink to one): written to, never replaced."""
+    try:
+        mode = os.stat(target).st_mode  # follows a symlink
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 def _create_temporary(directory: Path, name: str) -> tuple[int, str]:

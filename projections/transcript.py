@@ -372,7 +372,8 @@ def write_transcript(store: Store, thread: str, path: str | os.PathLike[str], **
     """Write `transcript(store, thread, **options)` to `path` atomically; returns the path.
 
     See `atomic.write_atomically`: a crash leaves the old file or the new one; a replaced
-    file keeps its mode, a new one gets what the umask allows; a symlink at `path` is
-    replaced, not followed.
+    file keeps its mode, a new one gets what the umask allows; a symlink to a file at `path`
+    is replaced, not followed; a device or a pipe is written to; the store's own files are
+    refused (`InvalidEvent`).
     """
-    return write_atomically(path, [transcript(store, thread, **options).encode("utf-8")], "the transcript")
+    return write_atomically(path, [transcript(store, thread, **options).encode("utf-8")], "the transcript", keep=store.files)

@@ -229,3 +229,40 @@ def test_a_refused_note_fork_leaves_the_transcript_an_earlier_fork_points_at(run
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cli.db", "trip.md"]  # no staged copy left beside it
     with Store(run.db) as store:
         assert [i.id for i in store.subtree(t)] == [t, first]  # and no second fork
+
+
+def test_an_output_file_that_is_the_database_is_refused_and_the_database_kept(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`-o` and `--transcript` renamed their file over whatever the path named: `transcript T -o
+    cli.db` replaced the database with its transcript (exit 0), and a note fork did too."""
+    t = run("new", "--title", "Trip").strip()
+    run("append", t, "--role", "user", "--text", "Find me a train")
+    db = Path(run.db)
+    (tmp_path / "link.db").symlink_to(db)
+    before = db.read_bytes()
+    for args in (["transcript", t, "-o", str(db)], ["export", "--all", "-o", f"{db}-wal"], ["export", t, "-o", str(tmp_path / "link.db")],
+                 ["fork", t, "--context", "note", "--transcript", f"{db}-shm"]):
+        result = CliRunner().invoke(cli, [*args, "--db", run.db])
+        assert result.exit_code == 1 and "is the database's own file" in result.stderr, args
+    assert db.read_bytes() == before
+    for suffix in ("-wal", "-shm"):
+        assert not Path(f"{db}{suffix}").exists() or not Path(f"{db}{suffix}").read_bytes().startswith(b"{")
+    with Store(run.db) as store:
+        assert [i.id for i in store.subtree(t)] == [t]  # no fork was made
+    run("verify")
+
+
+def test_an_output_that_is_a_pipe_is_written_to_and_dash_is_stdout(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A pipe (or a device) named by `-o` became a regular file: the reader got nothing."""
+    t = run("new", "--title", "Trip").strip()
+    run("append", t, "--role", "user", "--text", "Find me a train")
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    (tmp_path / "to-pipe").symlink_to(pipe)
+    expected = run("export", t)
+    for target in (pipe, tmp_path / "to-pipe"):
+        reader = subprocess.Popen(["cat", str(pipe)], stdout=subprocess.PIPE)
+        assert run("export", t, "-o", str(target)).strip() == str(target)
+        assert reader.communicate(timeout=30)[0].decode() == expected
+        assert pipe.is_fifo()
+    assert run("export", t, "-o", "-") == expected and not (tmp_path / "-").exists()
+    assert run("transcript", t, "-o", "-", "--no-pager") == run("transcript", t, "--no-pager")

@@ -569,3 +569,20 @@ def test_fork_with_transcript_writes_the_file_the_note_names_before_the_fork_exi
             fork_with_transcript(mem, t, path, at=refused_at)
         assert path.read_bytes() == before and mem.last_position() == heads
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trip.transcript.md"]  # no staged copy left beside it
+
+
+def test_a_transcript_is_never_written_over_the_database(tmp_path: Path) -> None:
+    from threadlog import fork_with_transcript
+
+    path = tmp_path / "trip.db"
+    with Store(path) as store:
+        t = store.create_thread(title="Trip")
+        store.append_message(t, "user", "Find me a train")
+        for target in (path, f"{path}-wal", f"{path}-journal"):
+            with pytest.raises(InvalidEvent, match="the database's own file"):
+                write_transcript(store, t, target)
+            with pytest.raises(InvalidEvent, match="the database's own file"):
+                fork_with_transcript(store, t, target)
+        assert [info.id for info in store.subtree(t)] == [t]
+        store.verify()
+    assert not Path(f"{path}-journal").exists()

@@ -643,7 +643,7 @@ def rows(store: Store, thread: str, at: int | None, as_json: bool, no_pager: boo
 @cli.command("transcript")
 @click.argument("thread", type=THREAD)
 @click.option("-o", "--output", "output_path", type=FilePath(),
-              help="Write it to FILE atomically instead of printing it.")
+              help="Write it to FILE atomically instead of printing it (-: print it).")
 @click.option("--max-bytes", type=click.IntRange(min=2048), default=512 * 1024, show_default=True,
               help="Bound on the whole transcript, in UTF-8 bytes.")
 @click.option("--max-message-bytes", type=click.IntRange(min=256), default=16 * 1024, show_default=True,
@@ -660,7 +660,7 @@ def transcript_command(store: Store, thread: str, output_path: str | None, max_b
     _check_range(store, thread, "--start", start)
     _check_range(store, thread, "--stop", stop)
     options: dict[str, Any] = {"max_bytes": max_bytes, "max_message_bytes": max_message_bytes, "last": last, "start": start, "stop": stop}
-    if output_path:
+    if output_path and output_path != "-":
         written = write_transcript(store, thread, output_path, **options)
         if as_json:
             _emit_json({"thread": thread, "path": str(written)})
@@ -974,12 +974,12 @@ def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_j
 @click.option("--all", "everything", is_flag=True, help="Every thread and event in the file (a backup), as events.")
 @click.option("--model", help="With --format anthropic: the model to name (default: the thread's).")
 @click.option("-o", "--output", type=FilePath(),
-              help="Write to FILE (atomically: a failed export leaves the old file) instead of stdout.")
+              help="Write to FILE (atomically: a failed export leaves the old file) instead of stdout (-: stdout).")
 @with_store()
 def export_command(store: Store, thread: str | None, format_: str, everything: bool, model: str | None, output: str | None) -> None:
     """Write THREAD (with its ancestors' history) or, with --all, the whole log."""
     if everything == (thread is not None):
-        raise click.UsageError("give a THREAD or --all, not both")
+        raise click.UsageError("give a THREAD or --all (one of them)")
     if everything and format_ != "events":
         raise click.UsageError("--all writes events only")
     chunks: Iterable[str]
@@ -989,11 +989,11 @@ def export_command(store: Store, thread: str | None, format_: str, everything: b
         chunks = [json.dumps(anthropic_request(store, str(thread), model=model), ensure_ascii=False, indent=2) + "\n"]
     else:
         chunks = dump_lines(export_all(store) if everything else export_events(store, str(thread)))
-    if output is None:
+    if output is None or output == "-":
         for chunk in chunks:
             click.echo(safe_block(chunk) if format_ == "markdown" else safe_json(chunk), nl=False)
         return
-    write_atomically(output, (chunk.encode("utf-8") for chunk in chunks), "the export")
+    write_atomically(output, (chunk.encode("utf-8") for chunk in chunks), "the export", keep=store.files)
     click.echo(safe(output))
 
 

@@ -26,5 +26,5 @@ def fork_with_transcript(store: Store, thread: str, path: str | os.PathLike[str]
     if not 0 <= stop <= head:  # the fork refuses it, naming the range: nothing to write before that
         return store.fork(thread, at, context="note", transcript=os.fspath(path), **options)
     text = transcript(store, thread, stop=stop)
-    with staged(path, [text.encode("utf-8")], "the transcript"):
+    with staged(path, [text.encode("utf-8")], "the transcript", keep=store.files):
         return store.fork(thread, at, context="note", transcript=os.fspath(path), **options)
