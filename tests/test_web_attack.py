@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import socket
 import sqlite3
@@ -147,6 +148,39 @@ def test_serve_on_an_ipv6_address_answers_its_own_url(db: Path) -> None:
             assert b"second" in response.read()
     finally:
         _stop(proc)
+
+
+def test_serve_on_a_port_in_use_says_so_and_announces_and_opens_nothing(db: Path, tmp_path: Path) -> None:
+    """It printed "serving … at http://127.0.0.1:PORT/" and, with --open, pointed the browser at
+    whatever else listened there, before it failed to bind with uvicorn's own error."""
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f"#!/bin/sh\necho \"$@\" >> {opened}\n")
+    browser.chmod(0o755)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(db), "--port",
+                               str(port), "--open", "--json"], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "BROWSER": str(browser)})
+    time.sleep(1)  # the browser was opened half a second after the announcement
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == f"error: cannot listen on 127.0.0.1 port {port}: in use by another program; pass another --port (or --host)\n"
+    assert done.stdout == "" and not opened.exists()
+
+
+def test_serve_on_port_0_announces_the_port_it_took(db: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(db), "--port", "0",
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        url = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")["url"]
+        assert not url.endswith(":0/")
+        with urllib.request.urlopen(f"{url}thread?id=t", timeout=10) as response:
+            assert response.status == 200
+    finally:
+        _stop(proc)
+        assert proc.stdout is not None
+        proc.stdout.close()
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ errors print `error: …` on stderr and exit 1; usage errors exit 2 (click's con
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import math
@@ -1150,9 +1151,20 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
     except ImportError as error:
         missing = (error.name or "a package").split(".")[0]
         raise StoreError(f"threadlog serve needs the web extra ({missing} is missing): pip install 'threadlog[web]'") from None
+    import socket
+
     ctx = click.get_current_context()
     target = ctx.params.get("db") or ctx.find_root().params.get("db") or DEFAULT_DB  # store.path hides a URL's password
     name = f"[{host}]" if ":" in host else host  # an IPv6 address, as URLs and Host headers write it
+    # Listening comes first: the viewer is announced (and a browser pointed at it) only once
+    # the port is its own; before, a port in use was announced, and --open showed whatever
+    # else listened there. Port 0 takes a free one, and the announced URL names it.
+    try:
+        listening = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except (OSError, OverflowError) as error:
+        reason = "in use by another program" if isinstance(error, OSError) and error.errno == errno.EADDRINUSE else str(error)
+        raise StoreError(f"cannot listen on {name} port {port}: {reason}; pass another --port (or --host)") from None
+    port = listening.getsockname()[1]
     url = f"http://{name}:{port}/"
     hosts = sorted({"127.0.0.1", "localhost", name})
     if as_json:
@@ -1164,7 +1176,9 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
         import webbrowser
 
         threading.Timer(0.5, webbrowser.open, [url]).start()
-    uvicorn.run(create_app(target, hosts), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
+    config = uvicorn.Config(create_app(target, hosts), log_level="warning", timeout_graceful_shutdown=1)
+    with listening:
+        uvicorn.Server(config).run(sockets=[listening])
 
 
 def main() -> None:
