@@ -151,11 +151,15 @@ def test_two_processes_creating_the_schema_at_once_both_succeed_and_create_it_on
         store.verify()
 
 
-def test_four_processes_racing_on_one_thread_with_expect() -> None:
+def test_four_processes_racing_on_one_thread_with_expect(tmp_path: Path) -> None:
     url = postgres_url()
     with Store(url) as store:
         t = store.create_thread(title="race")
-    workers = [Worker("race", url, t, "25", f"w{i}") for i in range(4)]
+    start = tmp_path / "go"
+    workers = [Worker("race", url, t, "25", f"w{i}", str(start)) for i in range(4)]
+    for w in workers:
+        assert w.ready.wait(60) and w.of("ready"), w.proc.stderr.read() if w.proc.stderr else ""
+    start.touch()  # all four begin together, so their appends race
     for w in workers:
         w.finish()
     with Store(url) as store:

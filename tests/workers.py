@@ -135,9 +135,15 @@ def transcripts(db: str, thread: str, path: str, seed: str) -> None:
 # -- concurrency -------------------------------------------------------------------------------
 
 
-def race(db: str, thread: str, count: str, name: str) -> None:
-    """Append `count` events to one thread with expect = the last head seen, retrying on conflict."""
+def race(db: str, thread: str, count: str, name: str, start: str = "") -> None:
+    """Append `count` events to one thread with expect = the last head seen, retrying on conflict
+    (once the file `start` exists, when named: workers started one after the other, their
+    imports slowed by a busy machine, could otherwise each finish before the next began)."""
     store = open_store(db)
+    if start:
+        say(op="ready")
+        while not os.path.exists(start):
+            time.sleep(0.005)
     head = store.head(thread)
     conflicts = 0
     for i in range(int(count)):
