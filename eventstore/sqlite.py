@@ -1061,7 +1061,7 @@ class SQLiteBackend:
         if busy:
             raise StoreError(
                 f"{self.path}: another connection is reading, so the write-ahead log still holds old pages; "
-                "the change is committed; call purge() (threadlog redact does) once the readers are done"
+                "the change is committed; call purge() once the readers are done"
             )
 
     @_translated

@@ -266,3 +266,24 @@ def test_an_output_that_is_a_pipe_is_written_to_and_dash_is_stdout(run, tmp_path
         assert pipe.is_fifo()
     assert run("export", t, "-o", "-") == expected and not (tmp_path / "-").exists()
     assert run("transcript", t, "-o", "-", "--no-pager") == run("transcript", t, "--no-pager")
+
+
+def test_a_redaction_a_reader_held_up_is_finished_by_purge(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`redact` said to run `threadlog redact` again once the readers were done, which then
+    refused: the position was already redacted. `threadlog purge` finishes it."""
+    import sqlite3
+
+    t = run("new").strip()
+    position = run("append", t, "--role", "user", "--text", "card 4111-1111-1111-1111").split()[-1]
+    db = Path(run.db)
+    reader = sqlite3.connect(db)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM events").fetchone()  # a read held open
+    result = CliRunner().invoke(cli, ["redact", position, "--reason", "pii", "--actor", "ops", "--db", run.db])
+    assert result.exit_code == 1 and "run `threadlog purge` once the readers are done" in result.stderr
+    reader.rollback()
+    reader.close()
+    assert run("purge") == "purged: no old copy of an erased payload is left\n"
+    wal = Path(f"{db}-wal")
+    assert b"4111" not in db.read_bytes() and (not wal.exists() or b"4111" not in wal.read_bytes())
+    assert "[redacted]" in run("log", t)

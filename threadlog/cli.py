@@ -107,7 +107,7 @@ _CLI_WORDS = {
     "redact()": "`threadlog redact`",
     "(expect='no_stream')": "(`threadlog new`)",
     "fan_out()": "`threadlog fan-out`",
-    "call purge() (threadlog redact does)": "run `threadlog redact` again",
+    "call purge()": "run `threadlog purge`",
     "pass model=... (or create the thread with one)": "pass --model (or create the thread with one: `threadlog new --model`)",
 }
 
@@ -803,6 +803,18 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
         _emit_json(record.to_json())
     else:
         output.lines([f"redacted position {position}; recorded at position {record.position}"])
+
+
+@cli.command()
+@with_store("write")
+def purge(store: Store) -> None:
+    """Finish a redaction a reader held up: leave no old page in the write-ahead log.
+
+    `redact` does this itself; when another connection was reading at that moment, the log
+    still held the erased payload's old pages and `redact` said so. Run this once the
+    readers are done (PostgreSQL: vacuums the rewritten tables)."""
+    store.purge()
+    output.lines(["purged: no old copy of an erased payload is left"])
 
 
 @cli.command()
