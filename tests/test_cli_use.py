@@ -25,7 +25,7 @@ from click.testing import CliRunner
 
 from eventstore import ForkRefused, InvalidEvent, Store
 from eventstore.sqlite import SQLiteBackend
-from threadlog import write_transcript
+from threadlog import update_index, write_transcript
 from threadlog.cli import cli
 from tests.procs import ctrl_c, interruptible
 
@@ -192,6 +192,34 @@ def test_a_read_only_file_in_a_read_only_directory_can_be_read_and_verified() ->
         for p in home.iterdir():
             p.unlink()
         home.rmdir()
+
+
+def test_a_search_in_a_file_it_may_not_write_searches_what_the_index_covers(tmp_path: Path) -> None:
+    """`search` brings the index up to date first, a write: in a file this user may not write
+    (here immutable, which binds root too) it refused ("… is read-only; open a writable copy
+    to change it") although the viewer searches the same file. It now searches the index as
+    it is and says how far it reaches."""
+    home = tmp_path / "ro"
+    home.mkdir()
+    path = home / "ro.db"
+    with Store(path) as store:
+        t = store.create_thread(title="kept")
+        store.append_message(t, "user", "read me")
+        update_index(store)
+        store.append_message(t, "user", "searched later")
+    before = path.read_bytes()
+    if subprocess.run(["chattr", "+i", str(path), str(home)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here")
+    try:
+        done = subprocess.run([THREADLOG, "search", "read", "--db", str(path)], capture_output=True, text=True, timeout=60)
+        later = subprocess.run([THREADLOG, "search", "later", "--db", str(path)], capture_output=True, text=True, timeout=60)
+    finally:
+        subprocess.run(["chattr", "-i", str(path), str(home)], check=True)
+    assert done.returncode == 0 and "**read** me" in done.stdout, done.stderr
+    note = f"note: {path} is read-only: its search index covers positions up to 2 of 3; newer events are not searched\n"
+    assert done.stderr == note
+    assert later.returncode == 0 and later.stdout == "" and later.stderr == note + "no match\n"
+    assert path.read_bytes() == before and sorted(p.name for p in home.iterdir()) == ["ro.db"]
 
 
 def test_read_commands_leave_the_file_byte_for_byte_as_it_was(db: Path) -> None:

@@ -189,6 +189,13 @@ def _open(path: str, mode: str, timeout: float) -> Store:
     if not url and mode == "write" and path != ":memory:" and os.path.getsize(path) == 0:  # as a read-only opening says
         raise empty_file(path)
     writable: dict[str, Any] = {"timeout": timeout} if url else {"timeout": timeout, "on_wait": _waiting}
+    if mode == "search":  # writes only to bring the index up to date: a file it may not write is searched as it is
+        try:
+            return Store(path, **writable)
+        except StoreError:
+            if url or _may_write(path):
+                raise
+            return Store(path, timeout=timeout, read_only=True)
     if mode != "read":
         return Store(path, **writable)
     try:
@@ -196,6 +203,11 @@ def _open(path: str, mode: str, timeout: float) -> Store:
     except SchemaTooOld:
         Store(path, **writable).close()  # migrates, or says why it cannot
         return Store(path, timeout=timeout, read_only=True)
+
+
+def _may_write(path: str) -> bool:
+    """Whether this user may write the file and the directory its write-ahead log goes in."""
+    return os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
 
 
 def with_store(mode: str = "read") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -1120,12 +1132,20 @@ def usage_command(store: Store, thread: str, as_json: bool) -> None:
 @click.option("--tool", "tool_name", metavar="NAME", help="Only calls of this tool and their results.")
 @click.option("-n", "limit", type=click.IntRange(min=1), default=10, show_default=True, help="How many hits.")
 @json_option
-@with_store("write")
+@with_store("search")
 def search_command(store: Store, query: str, thread: str | None, role: str | None, tool_name: str | None, limit: int,
                    as_json: bool) -> None:
     """Full-text search, best first: SQLite FTS5 syntax (an invalid query is taken as plain
-    words), or on PostgreSQL its web search syntax (`"a phrase"`, `or`, `-word`)."""
-    hits = search(store, query, thread=thread, role=role, tool=tool_name, limit=limit)
+    words), or on PostgreSQL its web search syntax (`"a phrase"`, `or`, `-word`).
+
+    The index is first brought up to date; in a file this user may not write, what it
+    already covers is searched (a note says when that is not the whole log)."""
+    read_only = getattr(store.backend, "read_only", False)
+    hits = search(store, query, thread=thread, role=role, tool=tool_name, limit=limit, catch_up=not read_only)
+    covered, last = store.index_position(), store.last_position()
+    if read_only and covered < last:
+        click.echo(f"note: {safe(store.path)} is read-only: its search index covers positions up to {covered} of {last}; "
+                   "newer events are not searched", err=True)
     if as_json:
         _emit_json({"query": query, "thread": thread, "hits": [hit.to_json() for hit in hits]})
         return
