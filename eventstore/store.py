@@ -199,6 +199,11 @@ class Store:
         return self.backend.path
 
     @property
+    def read_only(self) -> bool:
+        """Whether this store was opened read-only: it never writes (`Store(..., read_only=True)`)."""
+        return bool(getattr(self.backend, "read_only", False))
+
+    @property
     def files(self) -> list[str]:
         """The files the database lives in, which nothing else may write: a SQLite file with
         its `-wal`, `-shm` and `-journal` (whether they exist now or not); none for a server

@@ -818,15 +818,19 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
 
 
 @cli.command()
+@json_option
 @with_store("write")
-def purge(store: Store) -> None:
+def purge(store: Store, as_json: bool) -> None:
     """Finish a redaction a reader held up: leave no old page in the write-ahead log.
 
     `redact` does this itself; when another connection was reading at that moment, the log
     still held the erased payload's old pages and `redact` said so. Run this once the
     readers are done (PostgreSQL: vacuums the rewritten tables)."""
     store.purge()
-    output.lines(["purged: no old copy of an erased payload is left"])
+    if as_json:
+        _emit_json({"purged": True})
+    else:
+        output.lines(["purged: no old copy of an erased payload is left"])
 
 
 @cli.command()
@@ -1140,10 +1144,9 @@ def search_command(store: Store, query: str, thread: str | None, role: str | Non
 
     The index is first brought up to date; in a file this user may not write, what it
     already covers is searched (a note says when that is not the whole log)."""
-    read_only = getattr(store.backend, "read_only", False)
-    hits = search(store, query, thread=thread, role=role, tool=tool_name, limit=limit, catch_up=not read_only)
+    hits = search(store, query, thread=thread, role=role, tool=tool_name, limit=limit, catch_up=not store.read_only)
     covered, last = store.index_position(), store.last_position()
-    if read_only and covered < last:
+    if store.read_only and covered < last:
         click.echo(f"note: {safe(store.path)} is read-only: its search index covers positions up to {covered} of {last}; "
                    "newer events are not searched", err=True)
     if as_json:
