@@ -20,6 +20,7 @@ from .errors import InvalidEvent, StoreError
 from .events import MAX_DEPTH
 from .facts import NONE, Facts, advance, after_fork
 from .integrity import GENESIS, HASH_TAG, canonical, chain_hash_in, digest, legacy_chain_hash
+from .ranges import MAX_INDEX, is_index
 
 # The JSON decoder's C scanner, without `decode`'s whitespace handling (stored data is
 # canonical: no whitespace around it): (value, end), and `end` must be the text's length.
@@ -297,7 +298,7 @@ _LOWEST, _HIGHEST = -(2**63) + 1, 2**63 - 1
 
 def check_stream(backend: Backend, stream_id: str) -> tuple[Chain | None, Problem | None]:
     """One stream's own events, read in offset order, and its row: (the chain, its problem)."""
-    rows = backend.ancestry(stream_id)
+    rows = fork_point_ancestry(backend, stream_id)
     if not rows:  # no such stream: any event naming it belongs to none (the full verify's verdict)
         orphans = [row.position for row in backend.range(stream_id, _LOWEST, _HIGHEST)]
         return None, (min(orphans), "event belongs to no known stream") if orphans else None
@@ -309,6 +310,19 @@ def check_stream(backend: Backend, stream_id: str) -> tuple[Chain | None, Proble
         if problem is not None:
             return chain, problem
     return chain, chain.finish(lineage(rows[1]) if len(rows) > 1 else None)
+
+
+def fork_point_ancestry(backend: Backend, stream_id: str) -> list[StreamRow]:
+    """The stream's row, then the streams up to the one holding the event its first chains to
+    (for a fork at its parent's head, the parent alone): what `chain_from` and `Chain.finish`
+    read of the ancestry. Two small reads, where the whole ancestry would cost each stream of a
+    chain of forks its depth (a restore checks every stream it wrote). A row whose fork point
+    is no offset (altered) gets the whole ancestry, as before."""
+    rows = backend.ancestry(stream_id, MAX_INDEX)  # its own row alone
+    if not rows or rows[0].parent_id is None:
+        return rows
+    base = rows[0].parent_offset
+    return backend.ancestry(stream_id, base - 1 if is_index(base, 1) else 0)
 
 
 def chain_from(backend: Backend, ancestry: list[StreamRow], offset: int, position: int | None = None) -> Chain | Problem:

@@ -27,6 +27,7 @@ from .head import Head
 from . import integrity
 from .integrity import HASH_TAG
 from .prepare import PreparedEvent, check_id, prepare
+from .ranges import MAX_INDEX
 from .recorded import ThreadInfo, acyclic, short
 from .verify import verify
 
@@ -188,7 +189,12 @@ class _Restore:
             self.report.streams += 1
             return Head.new_thread()
         at = declared.get("parent_offset")
-        rows = acyclic(self.backend.ancestry(parent_id)) if isinstance(parent_id, str) else []
+        # Only the streams holding the parent's event before the fork point, as `Store.fork` reads
+        # them: for a fork at the parent's head (each link of a chain of forks), the parent's row
+        # alone, which holds its head's hash and facts. Its whole ancestry would make a chain of
+        # forks quadratic in its depth to restore.
+        start = at - 1 if isinstance(at, int) and 1 <= at <= MAX_INDEX else MAX_INDEX
+        rows = acyclic(self.backend.ancestry(parent_id, start)) if isinstance(parent_id, str) else []
         if not rows or not isinstance(at, int) or not 1 <= at <= rows[0].head or offset != at:
             raise InvalidEvent(f"{where}.stream_id", f"fork {stream_id!r} needs its parent {parent_id!r} with at least "
                                f"{at} events restored before it, and starts at that offset")

@@ -15,10 +15,12 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eventstore.backend import StreamRow
 from eventstore.integrity import canonical, chain_hash, digest
 from threadlog import InvalidEvent, Store, export_all, export_events, import_events
 from threadlog.cli import cli
 from threadlog.export import dump_lines
+from tests.backends import BACKENDS, BackendCase
 
 THREADLOG = str(Path(sys.executable).parent / "threadlog")
 
@@ -243,6 +245,51 @@ def test_any_history_restores_with_identical_hashes(tmp_path_factory: pytest.Tem
         import_events(b, backup)
         assert events_of(b) == original
         b.verify()
+
+
+def chain_export(tmp_path: Path, depth: int) -> Path:
+    """An export of a chain of `depth` forks, each forked at its parent's head and given one message."""
+    with Store(tmp_path / f"chain{depth}.db") as a:
+        t = a.create_thread(title="chain")
+        a.append_message(t, "user", "hi")
+        for i in range(depth):
+            t = a.fork(t)
+            a.append_message(t, "user", f"m{i}")
+        return write(tmp_path / f"chain{depth}.jsonl", export_all(a))
+
+
+def rows_read_restoring(tmp_path: Path, case: BackendCase, export: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many stream rows `Backend.ancestry` returned while `export` was restored into a new
+    backend of `case` (which then verifies)."""
+    backend = case.make(tmp_path)
+    ancestry = backend.ancestry
+    read = 0
+
+    def counted(stream_id: str, start: int = 0) -> list[StreamRow]:
+        nonlocal read
+        rows = ancestry(stream_id, start)
+        read += len(rows)
+        return rows
+
+    with Store(backend) as store, monkeypatch.context() as patch:
+        patch.setattr(backend, "ancestry", counted)
+        report = import_events(store, export)
+        patch.undo()
+        assert report.streams == store.verify().streams
+    return read
+
+
+@pytest.mark.parametrize("case", [c for c in BACKENDS if c.id != "sqlite-memory"], ids=lambda c: c.id)
+def test_a_chain_of_forks_restores_reading_rows_linear_in_its_depth(tmp_path: Path, case: BackendCase,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each fork's head and each stream's check read the ancestry up to its fork point only. Read
+    to the root, the rows grew with the square of the chain's depth: restoring a chain 5,000
+    forks deep took 4 minutes, where 2,000 forks of one thread took 2 seconds."""
+    read = {}
+    for depth in (20, 40):
+        (tmp_path / str(depth)).mkdir()
+        read[depth] = rows_read_restoring(tmp_path / str(depth), case, chain_export(tmp_path, depth), monkeypatch)
+    assert read[40] <= 2 * read[20], read
 
 
 def test_export_anthropic_is_the_request_and_a_failed_export_keeps_the_old_file(tmp_path: Path) -> None:
