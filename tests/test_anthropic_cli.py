@@ -89,6 +89,23 @@ def test_ask_reports_an_api_error_and_exits_1(tmp_path: Path, api: MessagesAPI) 
     assert "Traceback" not in done.stderr
 
 
+def test_ask_without_text_after_a_failed_turn_asks_again_with_one_copy_of_the_question(tmp_path: Path, api: MessagesAPI) -> None:
+    """A failed `ask` keeps the question; TEXT was required, so a retry sent it twice."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    api.reply_error(400, "invalid_request_error", "not now")  # not retried by the SDK
+    failed = threadlog("ask", t, "Train to Lyon?", db=db, env=env)
+    assert failed.returncode == 1 and f"`threadlog ask {t}` with no TEXT asks again" in failed.stderr
+    api.reply_json(message([{"type": "text", "text": "Take the 9:04 TGV."}]))
+    again = threadlog("ask", t, db=db, env=env)
+    assert again.returncode == 0 and again.stdout == "Take the 9:04 TGV.\n", again.stderr
+    sent = json.loads(api.requests[-1].body)
+    assert [m["role"] for m in sent["messages"]] == ["user"] and len(sent["messages"][0]["content"]) == 1
+    nothing = threadlog("ask", t, db=db, env=env)  # the question is answered: nothing to ask again
+    assert nothing.returncode == 1 and "nothing to continue" in nothing.stderr
+
+
 def test_rerun_prints_the_fork_and_diff_shows_both_answers(tmp_path: Path, api: MessagesAPI) -> None:
     db = tmp_path / "t.db"
     env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}

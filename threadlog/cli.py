@@ -1069,14 +1069,17 @@ def request_command(store: Store, thread: str, at: int | None, check: bool, mode
 
 @cli.command()
 @click.argument("thread", type=THREAD)
-@click.argument("text")
+@click.argument("text", required=False)
 @click.option("--model", help="The model to ask (default: the thread's).")
 @click.option("--stream", is_flag=True, help="Stream the answer as it is written.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="The answer's token limit [default: 4096].")
 @json_option
 @with_store("write")
-def ask(store: Store, thread: str, text: str, model: str | None, stream: bool, max_tokens: int | None, as_json: bool) -> None:
-    """Send TEXT on THREAD to the Anthropic API and record the turn (ANTHROPIC_API_KEY)."""
+def ask(store: Store, thread: str, text: str | None, model: str | None, stream: bool, max_tokens: int | None,
+        as_json: bool) -> None:
+    """Send TEXT on THREAD to the Anthropic API and record the turn (ANTHROPIC_API_KEY).
+
+    Without TEXT, ask again: a failed turn keeps the question, so a retry sends no second copy."""
     from .live import run_turn
 
     client = _client()
@@ -1090,7 +1093,7 @@ def ask(store: Store, thread: str, text: str, model: str | None, stream: bool, m
     elif echo is not None:
         click.echo()
     if turn.status == "error":
-        _fail(turn.error or "the turn failed")
+        _fail(f"{turn.error or 'the turn failed'} (the question is kept: `threadlog ask {thread}` with no TEXT asks again)")
 
 
 @cli.command()
