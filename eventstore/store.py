@@ -8,9 +8,11 @@ The store speaks to storage only through `backend.Backend`; `Store(path)` opens 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
+import stat
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -139,6 +141,9 @@ def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: floa
         raise StoreError(f"timeout must be a number of seconds from 0 to {MAX_TIMEOUT} (about 24 days), not {timeout!r}")
     if is_url(text):
         return _postgres(text, synchronous, timeout, read_only, on_wait)
+    with contextlib.suppress(OSError):  # a device is no database: SQLite failed on it as on a failing disk, and left a journal
+        if stat.S_ISCHR(os.stat(text).st_mode) or stat.S_ISBLK(os.stat(text).st_mode):
+            raise StoreError(f"{text} is a device, not a database file; pass a file path (--db)")
     return SQLiteBackend(text, synchronous="NORMAL" if synchronous is None else synchronous,
                          timeout=30.0 if timeout is None else timeout, read_only=read_only, on_wait=on_wait)
 

@@ -393,3 +393,13 @@ def test_console_script_full_disk(seeded: tuple[Path, dict[str, str]], tmp_path:
     with Store(db) as s:
         s.verify()
         assert s.head("t") == 3
+
+
+def test_a_device_named_as_the_database_is_refused_and_left_alone() -> None:
+    """`--db /dev/null` said the disk refused an operation ("it may be full") and, as root,
+    left /dev/null-journal behind."""
+    journal = Path("/dev/null-journal")
+    existed = journal.exists()
+    with pytest.raises(StoreError, match="/dev/null is a device, not a database file"):
+        Store("/dev/null")
+    assert journal.exists() == existed
