@@ -186,7 +186,7 @@ def _open(path: str, mode: str, timeout: float) -> Store:
     url = is_url(path)
     if not url and mode != "create" and path != ":memory:" and not Path(path).is_file():
         raise StoreError(f"no database at {path}; create one with `threadlog init` (or check --db / $THREADLOG_DB)")
-    if not url and mode == "write" and path != ":memory:" and os.path.getsize(path) == 0:  # as a read-only opening says
+    if not url and mode in ("write", "search") and path != ":memory:" and os.path.getsize(path) == 0:  # as a read-only opening says
         raise empty_file(path)
     writable: dict[str, Any] = {"timeout": timeout} if url else {"timeout": timeout, "on_wait": _waiting}
     if mode == "search":  # writes only to bring the index up to date: a file it may not write is searched as it is
