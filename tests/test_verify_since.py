@@ -234,3 +234,36 @@ def test_any_history_verifies_whole_and_since_any_checkpoint(steps: list[tuple[s
         since = store.verify(since=checkpoint)
         assert since.events == store.counts().events - counted
         assert since.checkpoint == store.checkpoint()
+
+
+def test_since_reads_the_ancestry_of_a_deep_chain_of_forks_only_to_each_fork_point(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each stream with new events read its whole ancestry, up to the root: after a chain of N
+    forks was appended, `verify --since` read about N²/2 stream rows."""
+    from eventstore.backend import StreamRow
+    from eventstore.sqlite import SQLiteBackend
+
+    read = {}
+    for depth in (20, 40):
+        backend = SQLiteBackend(tmp_path / f"chain{depth}.db")
+        with Store(backend) as store:
+            t = store.create_thread(title="root")
+            store.append_message(t, "user", "hi")
+            checkpoint = store.checkpoint()
+            for i in range(depth):
+                t = store.fork(t)
+                store.append_message(t, "user", f"m{i}")
+            ancestry = backend.ancestry
+            count = 0
+
+            def counted(stream_id: str, start: int = 0) -> list[StreamRow]:
+                nonlocal count
+                rows = ancestry(stream_id, start)
+                count += len(rows)
+                return rows
+
+            with monkeypatch.context() as patch:
+                patch.setattr(backend, "ancestry", counted)
+                store.verify(since=checkpoint)
+            read[depth] = count
+    assert read[40] <= 2 * read[20], read
