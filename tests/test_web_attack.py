@@ -293,6 +293,22 @@ def test_a_tree_of_many_forks_draws_a_bounded_number_of_nodes_and_the_one_asked_
     assert "507 threads" in page and "5 threads not drawn" in page
 
 
+def test_a_thread_deep_in_a_chain_of_forks_draws_a_bounded_line(tmp_path: Path) -> None:
+    """The line down to the thread asked for was drawn whole: 5,001 nodes (2 MB) for a thread
+    5,000 forks deep. The first 500 threads made are drawn, and the line's nearest 500."""
+    path = tmp_path / "chain.db"
+    with Store(path) as store:
+        t = store.create_thread(title="root", thread_id="root")
+        store.append_message(t, "user", "hello")
+        for i in range(1200):
+            t = store.fork(t, fork_id=f"f{i}")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get(f"/tree?id={t}").text
+    assert page.count('<a class="node') == 1000
+    assert 'data-thread="f1199"' in page and 'data-thread="root"' in page and 'data-thread="f600"' not in page
+    assert "1201 threads" in page and "201 threads not drawn" in page
+
+
 def test_a_huge_message_is_shown_clipped_not_whole(tmp_path: Path) -> None:
     # An event may hold 32 MiB: a 30 MB message made a 30 MB page in 3 s (and as much again
     # in the browser). Pages show head and tail around a marker, as transcripts do.
