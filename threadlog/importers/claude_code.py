@@ -659,8 +659,8 @@ def _stored_sources(store: Store, session: Session) -> dict[str, str]:
 
 
 def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, partial_tail: bool,
-                  stored: dict[str, str] | None = None, seen: Seen | None = None) -> Plan:
-    plan = Plan()
+                  stored: dict[str, str] | None = None, seen: Seen | None = None, store: Store | None = None) -> Plan:
+    plan = Plan(store=store)
     main_file = None
     if session.main is not None:
         main_file = _parse(session.main, session.main.stem, summary, skip_bad, partial_tail, seen)
@@ -871,7 +871,8 @@ def import_sessions(
         before = earlier.get(stable_id(TOOL, session.main.stem), {}) if session.main is not None else {}
         if id(session) not in live:
             live[id(session)] = partial_tail or (live_within is not None and _changed_within(session, live_within))
-        return _plan_session(session, summary, skip_bad, live[id(session)], {**before, **_stored_sources(store, session)}, seen)
+        return _plan_session(session, summary, skip_bad, live[id(session)], {**before, **_stored_sources(store, session)}, seen,
+                             store)
 
     return import_sources(store, sessions, plan_one, _size, strict=not skip_bad, progress=progress, noun="session")
 

@@ -210,7 +210,7 @@ class _Writer:
             self.branch(fork, child)
 
 
-def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | None = None) -> Plan:
+def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | None = None, store: Store | None = None) -> Plan:
     def on_bad(error: BadLine) -> None:
         if not skip_bad:
             raise error
@@ -218,7 +218,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
         summary.bad.append((error.file, error.line, error.why))
 
     lines, _ = read_lines(path, on_bad, seen=seen)
-    plan = Plan()
+    plan = Plan(store=store)
     if not lines or lines[0].record.get("type") != "session" or not isinstance(lines[0].record.get("id"), str):
         header_why = "a pi session file starts with a session header line holding a string id"
         on_bad(BadLine(str(path), lines[0].number if lines else 1, header_why))
@@ -280,5 +280,5 @@ def import_pi(
         path = Path(item)
         found = sorted(p for p in path.rglob("*.jsonl") if p.is_file()) if path.is_dir() else [path]  # as claude_code.discover
         files.extend(text_name(p) for p in found)
-    return import_sources(store, files, lambda path, summary, _, seen: _plan_file(path, summary, skip_bad, seen),
+    return import_sources(store, files, lambda path, summary, _, seen: _plan_file(path, summary, skip_bad, seen, store),
                           lambda path: path.stat().st_size, strict=not skip_bad, progress=progress, noun="file")

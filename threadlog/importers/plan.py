@@ -12,6 +12,14 @@ Ids are deterministic (derived from the source's own ids), which makes writing
 idempotent: `write_plan` skips the events a stream already holds, so re-importing adds
 nothing and a file that has grown adds only its new events. If a write fails half-way
 (the process is killed), importing again completes it.
+
+A stream may also hold events no source line made: `redact` appends an `event.redacted` to
+the erased event's stream. Such a record is not a source event: stored events are lined up
+with planned ones by event id (which a redaction keeps, with the rest of `meta`) with the
+records left out, and a plan made for a store (`Plan(store=...)`) passes over the offsets
+they take, so what it plans after one (a fork point, a compaction's `through_offset`, the
+head a write expects) is the offset it will have in the store. The erased event itself is
+never written again: it is held, and the store refuses its id with other content.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from .lines import Seen
 from .summary import ImportSummary, note_written
 
 BATCH = 1000
+REDACTION = "event.redacted"  # a stored event no source line made (`Store.redact` appends one)
 
 S = TypeVar("S")  # a source: a session, a file
 
@@ -52,7 +61,9 @@ class PlannedStream:
     events: list[PreparedEvent] = field(default_factory=list)
     facts: Facts = field(default_factory=Facts)
     open_run: str | None = None
-    history: list[Facts] = field(default_factory=list)  # facts after each own event, the first included
+    history: list[Facts] = field(default_factory=list)  # facts after each own offset, the first event's included
+    records: frozenset[int] = frozenset()  # the offsets of the stored stream's redaction records (`Plan.attach`)
+    offsets: list[int] = field(default_factory=list)  # the offset each planned event gets, past the records
 
     def __post_init__(self) -> None:
         self.history.append(self.facts)
@@ -73,6 +84,9 @@ class PlannedStream:
             self.open_run = data["run_id"]
         elif type_ == "run.finished":
             self.open_run = None
+        while self.offset in self.records:  # the store holds a redaction record here: the event comes after it
+            self.history.append(self.facts)  # (an event.redacted changes no facts)
+        self.offsets.append(self.offset)
         self.events.append(prepared)
         self.history.append(self.facts)
 
@@ -92,7 +106,11 @@ class PlannedStream:
 
 @dataclass
 class Plan:
+    """The streams a source becomes; with `store`, planned at the offsets they will have there
+    (past the redaction records its streams hold: module doc)."""
+
     streams: list[PlannedStream] = field(default_factory=list)
+    store: Store | None = None
 
     def root(self, stream_id: str, created: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> PlannedStream:
         """A root thread; its `thread.created` event is checked now, as `add` checks the others."""
@@ -100,11 +118,12 @@ class Plan:
             prepared = prepare({"type": "thread.created", "data": created, "meta": meta}, "event")
         except InvalidEvent as error:
             raise where(str(error)) from None
-        stream = PlannedStream(stream_id, "thread", {"prepared": prepared, "meta": meta})
-        self.streams.append(stream)
-        return stream
+        return self.attach(PlannedStream(stream_id, "thread", {"prepared": prepared, "meta": meta}))
 
     def attach(self, stream: PlannedStream) -> PlannedStream:
+        """Add a stream (before any of its events): it learns where the store holds records in it."""
+        if self.store is not None:
+            stream.records = _records(self.store, stream.id)
         self.streams.append(stream)
         return stream
 
@@ -122,12 +141,22 @@ def _stored(store: Store, stream: PlannedStream) -> int | None:
 
 
 def _own_ids(store: Store, thread: str) -> list[str] | None:
-    """The event ids of the thread's own events, its first one first (None: no such thread)."""
+    """The event ids of the thread's own events, its first one first, redaction records left
+    out: they are no source's (None: no such thread)."""
     try:
         info = store.thread(thread)
     except ThreadNotFound:
         return None
-    return [event.event_id for event in store.read(thread, start=info.base)]
+    return [event.event_id for event in store.read(thread, start=info.base) if event.type != REDACTION]
+
+
+def _records(store: Store, thread: str) -> frozenset[int]:
+    """The offsets of the thread's own redaction records (none: no such thread)."""
+    try:
+        info = store.thread(thread)
+    except ThreadNotFound:
+        return frozenset()
+    return frozenset(offset for offset, type_, _, _ in store.read_raw(thread, start=info.base) if type_ == REDACTION)
 
 
 def _held(stream: PlannedStream, ids: list[str]) -> int:
@@ -261,10 +290,10 @@ def _write_stream(store: Store, stream: PlannedStream, held: int | None) -> Iter
             )
         yield 1
         held = 0
-    todo = stream.events[held:]
-    head = store.head(stream.id)
-    for start in range(0, len(todo), BATCH):
-        batch = todo[start:start + BATCH]
-        store.append_prepared(stream.id, batch, expect=head)
-        head += len(batch)
+    # Each batch expects the offset planned for its first event: a redaction recorded in the
+    # stream since it was planned would shift the offsets the plan wrote into its events
+    # (a compaction's `through_offset`), so the write is refused instead.
+    for start in range(held, len(stream.events), BATCH):
+        batch = stream.events[start:start + BATCH]
+        store.append_prepared(stream.id, batch, expect=stream.offsets[start])
         yield len(batch)
