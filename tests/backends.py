@@ -17,7 +17,7 @@ from typing import NamedTuple
 import pytest
 
 from eventstore import Store
-from eventstore.backend import Backend
+from eventstore.backend import Backend, StreamRow
 from eventstore.sqlite import SQLiteBackend
 
 
@@ -138,3 +138,17 @@ def mem_on_every_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iter
     store = open_store(case, tmp_path)
     yield store
     store.close()
+
+
+def counting_ancestry(backend: Backend, patch: pytest.MonkeyPatch) -> list[int]:
+    """Patch `backend.ancestry` to count the stream rows it returns: the list's one item."""
+    ancestry = backend.ancestry
+    read = [0]
+
+    def counted(stream_id: str, start: int = 0) -> list[StreamRow]:
+        rows = ancestry(stream_id, start)
+        read[0] += len(rows)
+        return rows
+
+    patch.setattr(backend, "ancestry", counted)
+    return read

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,50 +107,39 @@ def _db_bytes(db: Path) -> bytes:
     return b"".join(p.read_bytes() for p in db.parent.iterdir() if p.name.startswith(db.name))
 
 
-@pytest.mark.parametrize("fixture", REWOUND, ids=["compacted", "preserved"])
-@pytest.mark.parametrize("cut", range(1, 12))
-def test_a_grown_claude_code_session_imports_after_a_redaction_as_it_would_have_without(
-        tmp_path: Path, fixture: Path, cut: int) -> None:
-    """Its first `cut` lines imported, the prompt holding the secret redacted, then the whole
-    session: the same events are added as without the redaction, the forks and the compaction
-    point at the same events, the secret is in no file of the database, and it verifies."""
-    lines = _claude_code_lines(fixture)
+def _grows_after_a_redaction(tmp_path: Path, importer: Callable[..., Any], lines: list[bytes], cut: int, redacted_id: str) -> None:
+    """Its first `cut` lines imported, the event `redacted_id` (holding the secret) redacted,
+    then the whole session: the same events are added as without the redaction, forks and
+    compactions point at the same events, the secret is in no file of the database, and it
+    verifies; a third import adds nothing."""
     session = tmp_path / "session" / "s1.jsonl"
     session.parent.mkdir()
     session.write_bytes(b"".join(lines[:cut]))
     with Store(_in(tmp_path / "redacted")) as redacted, Store(_in(tmp_path / "plain")) as plain:
-        root = import_claude_code(redacted, [session]).thread_ids[0]
-        import_claude_code(plain, [session])
-        record = redacted.redact(_position(redacted, root, "cc:s1:u1"), reason="pii", actor="ops")
+        root = importer(redacted, [session]).thread_ids[0]
+        importer(plain, [session])
+        record = redacted.redact(_position(redacted, root, redacted_id), reason="pii", actor="ops")
         session.write_bytes(b"".join(lines))
-        added = import_claude_code(redacted, [session]).added
-        assert added == import_claude_code(plain, [session]).added > 0
-        assert _shape(redacted, root, "cc:s1:u1") == _shape(plain, root, "cc:s1:u1")
+        added = importer(redacted, [session]).added
+        assert added == importer(plain, [session]).added > 0
+        assert _shape(redacted, root, redacted_id) == _shape(plain, root, redacted_id)
         assert [e.position for e in redacted.read_all() if e.type == "event.redacted"] == [record.position]
-        assert import_claude_code(redacted, [session]).added == 0
-        report = redacted.verify()
-        assert report.redacted == 1
+        assert importer(redacted, [session]).added == 0
+        assert redacted.verify().redacted == 1
     assert SECRET.encode() not in _db_bytes(tmp_path / "redacted" / "t.db")
     assert SECRET.encode() in _db_bytes(tmp_path / "plain" / "t.db")
 
 
+@pytest.mark.parametrize("fixture", REWOUND, ids=["compacted", "preserved"])
+@pytest.mark.parametrize("cut", range(1, 12))
+def test_a_grown_claude_code_session_imports_after_a_redaction_as_it_would_have_without(
+        tmp_path: Path, fixture: Path, cut: int) -> None:
+    _grows_after_a_redaction(tmp_path, import_claude_code, _claude_code_lines(fixture), cut, "cc:s1:u1")
+
+
 @pytest.mark.parametrize("cut", [2, 3, 6, 7, 8, 9, 10, 11])  # not inside the first branch: pi follows the latest one
 def test_a_grown_pi_session_imports_after_a_redaction_as_it_would_have_without(tmp_path: Path, cut: int) -> None:
-    lines = _pi_lines()
-    session = tmp_path / "session" / "s1.jsonl"
-    session.parent.mkdir()
-    session.write_bytes(b"".join(lines[:cut]))
-    with Store(_in(tmp_path / "redacted")) as redacted, Store(_in(tmp_path / "plain")) as plain:
-        root = import_pi(redacted, [session]).thread_ids[0]
-        import_pi(plain, [session])
-        redacted.redact(_position(redacted, root, "pi:s1:e1"), reason="pii", actor="ops")
-        session.write_bytes(b"".join(lines))
-        added = import_pi(redacted, [session]).added
-        assert added == import_pi(plain, [session]).added > 0
-        assert _shape(redacted, root, "pi:s1:e1") == _shape(plain, root, "pi:s1:e1")
-        assert import_pi(redacted, [session]).added == 0
-        assert redacted.verify().redacted == 1
-    assert SECRET.encode() not in _db_bytes(tmp_path / "redacted" / "t.db")
+    _grows_after_a_redaction(tmp_path, import_pi, _pi_lines(), cut, "pi:s1:e1")
 
 
 def test_the_cli_imports_a_grown_session_after_a_redaction(tmp_path: Path) -> None:

@@ -126,23 +126,34 @@ def test_a_checkpoint_put_on_a_deleted_parent_keeps_every_value(tmp_path: Path) 
         store.verify()
 
 
+def two_turns(saver: ThreadlogSaver) -> Any:
+    """Two echo turns on thread "t"; the checkpoint after the first (the one a put resumes from)."""
+    app = echo_graph(saver)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    app.invoke({"messages": [HumanMessage("one")]}, config)
+    old = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+    assert old is not None
+    app.invoke({"messages": [HumanMessage("two")]}, config)
+    return old
+
+
+def put_three(saver: ThreadlogSaver, old: Any) -> Any:
+    """Put, on `old`, a checkpoint holding its messages and a new one, "three"; its config."""
+    messages = [*old.checkpoint["channel_values"]["messages"], HumanMessage("three", id="m3")]
+    new = create_checkpoint(old.checkpoint, None, 5)
+    new["channel_values"], new["channel_versions"] = {"messages": messages}, {"messages": "99"}
+    return saver.put(old.config, new, {"source": "update", "step": 5}, {"messages": "99"})
+
+
 def test_a_checkpoint_put_on_a_pruned_parent_shows_only_its_new_messages(tmp_path: Path) -> None:
     """Resting on a pruned parent, a checkpoint stores every value, but the messages its
     branch's history already shows (kept: the latest checkpoint holds them) are not shown
     again: the transcript read 'one', 'echo: one', 'one', 'echo: one', 'three'."""
     with Store(tmp_path / "pruned.db") as store:
         saver = ThreadlogSaver(store)
-        app = echo_graph(saver)
-        config: Any = {"configurable": {"thread_id": "t"}}
-        app.invoke({"messages": [HumanMessage("one")]}, config)
-        old = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
-        assert old is not None
-        app.invoke({"messages": [HumanMessage("two")]}, config)
+        old = two_turns(saver)
         saver.prune(["t"])  # keeps the latest: `old` is deleted, its messages stay shown
-        messages = [*old.checkpoint["channel_values"]["messages"], HumanMessage("three", id="m3")]
-        new = create_checkpoint(old.checkpoint, None, 5)
-        new["channel_values"], new["channel_versions"] = {"messages": messages}, {"messages": "99"}
-        done = saver.put(old.config, new, {"source": "update", "step": 5}, {"messages": "99"})
+        done = put_three(saver, old)
         branch = next(t.id for t in store.threads(limit=None) if t.parent_id is not None)
         texts = [block["text"] for _, type_, data in store.read_data(branch) if type_ == "message.appended"
                  for block in data["content"]]
@@ -162,22 +173,14 @@ def test_a_put_on_a_pruned_parent_branches_at_it_whichever_saver_puts_it(tmp_pat
     path = tmp_path / "pruned.db"
     with Store(path) as store:
         deleter = ThreadlogSaver(store)
-        app = echo_graph(deleter)
-        config: Any = {"configurable": {"thread_id": "t"}}
-        app.invoke({"messages": [HumanMessage("one")]}, config)
-        old = deleter.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
-        assert old is not None
-        app.invoke({"messages": [HumanMessage("two")]}, config)
+        old = two_turns(deleter)
         with Store(path) as other_store:
             before = ThreadlogSaver(other_store)
             assert before.get_tuple(old.config) is not None  # indexed before the prune
             deleter.prune(["t"])
             with Store(path) as fresh_store:
                 saver = {"the deleter": deleter, "a fresh saver": ThreadlogSaver(fresh_store), "a saver that read the line before": before}[writer]
-                messages = [*old.checkpoint["channel_values"]["messages"], HumanMessage("three", id="m3")]
-                new = create_checkpoint(old.checkpoint, None, 5)
-                new["channel_values"], new["channel_versions"] = {"messages": messages}, {"messages": "99"}
-                done = saver.put(old.config, new, {"source": "update", "step": 5}, {"messages": "99"})
+                done = put_three(saver, old)
                 holder = next(t for t in store.threads(limit=None) if t.parent_id is not None)
                 texts = [block["text"] for _, type_, data in store.read_data(holder.id) if type_ == "message.appended"
                          for block in data["content"]]
@@ -196,12 +199,7 @@ def test_a_put_on_a_parent_deleted_where_no_record_says_starts_a_thread_showing_
     holding the checkpoint whole (not the latest stream, whose history shows 'two')."""
     with Store(tmp_path / "legacy.db") as store:
         saver = ThreadlogSaver(store)
-        app = echo_graph(saver)
-        config: Any = {"configurable": {"thread_id": "t"}}
-        app.invoke({"messages": [HumanMessage("one")]}, config)
-        old = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
-        assert old is not None
-        app.invoke({"messages": [HumanMessage("two")]}, config)
+        old = two_turns(saver)
         root = line_id("t", "")
         cid = old.checkpoint["id"]
         event = next(e for e in store.read(root) if e.type == "langgraph.checkpoint" and e.data["checkpoint_id"] == cid)
@@ -212,10 +210,7 @@ def test_a_put_on_a_parent_deleted_where_no_record_says_starts_a_thread_showing_
                                                                    **({"at": where} if where else {})}}])
         store.redact(event.position, reason="an older release's prune", actor="test")
         fresh = ThreadlogSaver(store)
-        messages = [*old.checkpoint["channel_values"]["messages"], HumanMessage("three", id="m3")]
-        new = create_checkpoint(old.checkpoint, None, 5)
-        new["channel_values"], new["channel_versions"] = {"messages": messages}, {"messages": "99"}
-        done = fresh.put(old.config, new, {"source": "update", "step": 5}, {"messages": "99"})
+        done = put_three(fresh, old)
         holder = next(t for t in store.threads(limit=None) if t.id.startswith(root + "."))
         assert holder.parent_id is None
         texts = [block["text"] for _, type_, data in store.read_data(holder.id) if type_ == "message.appended"

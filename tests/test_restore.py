@@ -15,12 +15,11 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventstore.backend import StreamRow
 from eventstore.integrity import canonical, chain_hash, digest
 from threadlog import InvalidEvent, Store, export_all, export_events, import_events
 from threadlog.cli import cli
 from threadlog.export import dump_lines
-from tests.backends import BACKENDS, BackendCase
+from tests.backends import BACKENDS, BackendCase, counting_ancestry
 
 THREADLOG = str(Path(sys.executable).parent / "threadlog")
 
@@ -262,21 +261,12 @@ def rows_read_restoring(tmp_path: Path, case: BackendCase, export: Path, monkeyp
     """How many stream rows `Backend.ancestry` returned while `export` was restored into a new
     backend of `case` (which then verifies)."""
     backend = case.make(tmp_path)
-    ancestry = backend.ancestry
-    read = 0
-
-    def counted(stream_id: str, start: int = 0) -> list[StreamRow]:
-        nonlocal read
-        rows = ancestry(stream_id, start)
-        read += len(rows)
-        return rows
-
     with Store(backend) as store, monkeypatch.context() as patch:
-        patch.setattr(backend, "ancestry", counted)
+        read = counting_ancestry(backend, patch)
         report = import_events(store, export)
         patch.undo()
         assert report.streams == store.verify().streams
-    return read
+    return read[0]
 
 
 @pytest.mark.parametrize("case", [c for c in BACKENDS if c.id != "sqlite-memory"], ids=lambda c: c.id)

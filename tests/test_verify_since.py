@@ -240,8 +240,8 @@ def test_since_reads_the_ancestry_of_a_deep_chain_of_forks_only_to_each_fork_poi
                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Each stream with new events read its whole ancestry, up to the root: after a chain of N
     forks was appended, `verify --since` read about N²/2 stream rows."""
-    from eventstore.backend import StreamRow
     from eventstore.sqlite import SQLiteBackend
+    from tests.backends import counting_ancestry
 
     read = {}
     for depth in (20, 40):
@@ -253,17 +253,8 @@ def test_since_reads_the_ancestry_of_a_deep_chain_of_forks_only_to_each_fork_poi
             for i in range(depth):
                 t = store.fork(t)
                 store.append_message(t, "user", f"m{i}")
-            ancestry = backend.ancestry
-            count = 0
-
-            def counted(stream_id: str, start: int = 0) -> list[StreamRow]:
-                nonlocal count
-                rows = ancestry(stream_id, start)
-                count += len(rows)
-                return rows
-
             with monkeypatch.context() as patch:
-                patch.setattr(backend, "ancestry", counted)
+                counted = counting_ancestry(backend, patch)
                 store.verify(since=checkpoint)
-            read[depth] = count
+            read[depth] = counted[0]
     assert read[40] <= 2 * read[20], read
