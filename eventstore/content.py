@@ -148,25 +148,43 @@ def validate_with(validator: SchemaValidator | TypeAdapter[Any], block: dict[str
 
 
 @functools.cache
-def _thinking_types() -> dict[str, TypeAdapter[Any]]:
-    """The SDK's thinking configurations (`ThinkingConfigParam`'s members), by their `type`."""
+def _thinking_types() -> dict[str, tuple[TypeAdapter[Any], frozenset[str]]]:
+    """The SDK's thinking configurations (`ThinkingConfigParam`'s members) by their `type`: a
+    validator and the keys the member declares."""
     from anthropic.types import ThinkingConfigParam
 
-    return {name: TypeAdapter(member) for member in typing.get_args(ThinkingConfigParam)
-            if (name := block_type_name(member)) is not None}
+    return {name: (TypeAdapter(member), frozenset(typing.get_type_hints(member)))
+            for member in typing.get_args(ThinkingConfigParam) if (name := block_type_name(member)) is not None}
+
+
+# The least budget the SDK's ThinkingConfigEnabledParam allows ("Must be ≥1024").
+MIN_THINKING_BUDGET = 1024
 
 
 def validate_thinking(value: Any, field: str) -> None:
     """Raise `InvalidEvent` naming `field` unless `value` is a Messages API `thinking`
-    parameter the SDK knows (e.g. `{"type": "enabled", "budget_tokens": 2048}`). Imports
-    `anthropic`: a thread's configuration is validated once, when the thread is created."""
+    parameter the SDK knows (e.g. `{"type": "enabled", "budget_tokens": 2048}`), exactly:
+    strictly typed (no "2048", 2048.0 or true for a number), no key its type does not
+    declare, a budget of at least 1,024 tokens. The value is stored and sent as given, so
+    nothing is coerced. Imports `anthropic`: a thread's configuration is validated once,
+    when the thread is created."""
     if not isinstance(value, dict):
         raise InvalidEvent(field, f"must be an object such as {{'type': 'enabled', 'budget_tokens': 2048}}, not {type(value).__name__}")
     kind = value.get("type")
-    validator = _thinking_types().get(kind) if isinstance(kind, str) else None
-    if validator is None:
+    known = _thinking_types().get(kind) if isinstance(kind, str) else None
+    if known is None:
         raise InvalidEvent(f"{field}.type", f"unknown thinking type {kind!r}; expected one of {', '.join(sorted(_thinking_types()))}")
-    validate_with(validator, value, field)
+    validator, keys = known
+    extra = sorted(str(key) for key in value if key not in keys)
+    if extra:
+        raise InvalidEvent(f"{field}.{extra[0]}", f"thinking of type {kind!r} takes only {', '.join(sorted(keys))}")
+    try:
+        validator.validate_python(value, strict=True)
+    except ValidationError as error:
+        raise _first_error(error, field) from None
+    budget = value.get("budget_tokens")
+    if budget is not None and budget < MIN_THINKING_BUDGET:
+        raise InvalidEvent(f"{field}.budget_tokens", f"must be at least {MIN_THINKING_BUDGET:,} (the API's least), not {budget}")
 
 
 def normalize_content(content: Any, field: str = "content") -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ The store speaks to storage only through `backend.Backend`; `Store(path)` opens 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
@@ -132,6 +131,20 @@ def is_url(target: str | os.PathLike[str]) -> bool:
 MAX_TIMEOUT = (2**31 - 1) // 1000
 
 
+def special_file(path: str) -> str | None:
+    """What `path` is when it exists and is neither a file nor a directory ("a device", "a
+    pipe", "a socket"), following symlinks; None otherwise."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a pipe"
+    return "a socket" if stat.S_ISSOCK(mode) else None
+
+
 def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: float | None, read_only: bool,
           on_wait: Callable[[], None] | None) -> Backend:
     """The backend for a path or URL: a SQLite file (or `:memory:`), or a `postgresql://` URL."""
@@ -141,9 +154,9 @@ def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: floa
         raise StoreError(f"timeout must be a number of seconds from 0 to {MAX_TIMEOUT} (about 24 days), not {timeout!r}")
     if is_url(text):
         return _postgres(text, synchronous, timeout, read_only, on_wait)
-    with contextlib.suppress(OSError):  # a device is no database: SQLite failed on it as on a failing disk, and left a journal
-        if stat.S_ISCHR(os.stat(text).st_mode) or stat.S_ISBLK(os.stat(text).st_mode):
-            raise StoreError(f"{text} is a device, not a database file; pass a file path (--db)")
+    special = special_file(text)
+    if special is not None:  # SQLite failed on one as on a failing disk ("it may be full"), and left a journal by it
+        raise StoreError(f"{text} is {special}, not a database file; pass a file path (--db)")
     return SQLiteBackend(text, synchronous="NORMAL" if synchronous is None else synchronous,
                          timeout=30.0 if timeout is None else timeout, read_only=read_only, on_wait=on_wait)
 
@@ -215,7 +228,9 @@ class Store:
         or an in-memory database."""
         if not isinstance(self.backend, SQLiteBackend) or self.path == ":memory:" or self.path.startswith("file:"):
             return []
-        return [self.path + suffix for suffix in ("", "-wal", "-shm", "-journal")]
+        # SQLite follows a symlink and keeps its log beside the file it names: both names count.
+        names = dict.fromkeys((self.path, os.path.realpath(self.path)))
+        return [name + suffix for name in names for suffix in ("", "-wal", "-shm", "-journal")]
 
     def _sqlite(self) -> SQLiteBackend:
         if not isinstance(self.backend, SQLiteBackend):
@@ -1012,10 +1027,14 @@ def _skeleton(type_: str, data: dict[str, Any]) -> dict[str, Any]:
     if type_ == "thread.forked":
         # A fork keeps where it starts and what its first event does to the pending facts;
         # the text a caller gave it (a sub-agent's directive, explicit metadata or todos, the
-        # transcript's path) is erased, and its metadata and todos then read as blank.
+        # transcript's path, its own configuration) is erased, and its metadata and todos then
+        # read as blank. So does a configuration it gave itself: the parent's system prompt and
+        # tools, which the fork was re-framed not to have, do not come back with the erasure.
         options = data.get("options") or {}
         kept = {key: options[key] for key in _FORK_MODES if key in options}
         kept.update({key: options[key] for key in ("todos", "metadata") if options.get(key) in ("blank", "inherit")})
+        if options.get("config") is not None:
+            kept["config"] = {"blank": True}
         return {**{key: data[key] for key in _FORK_FIELDS if key in data}, "options": kept, "redacted": True}
     keep = _STRUCTURAL.get(type_, ())
     return {**{key: data[key] for key in keep if key in data}, "redacted": True}

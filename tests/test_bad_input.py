@@ -403,3 +403,19 @@ def test_a_device_named_as_the_database_is_refused_and_left_alone() -> None:
     with pytest.raises(StoreError, match="/dev/null is a device, not a database file"):
         Store("/dev/null")
     assert journal.exists() == existed
+
+
+def test_a_pipe_named_as_the_database_is_refused_as_one(tmp_path: Path) -> None:
+    """It got the failing-disk message ("it may be full"), and `ls` said there was no database."""
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+
+    pipe = tmp_path / "db.fifo"
+    os.mkfifo(pipe)
+    with pytest.raises(StoreError, match="is a pipe, not a database file"):
+        Store(pipe)
+    for command in (["init"], ["ls"], ["new"]):
+        result = CliRunner().invoke(cli, [*command, "--db", str(pipe)])
+        assert result.exit_code == 1 and f"error: {pipe} is a pipe, not a database file" in result.stderr, command
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["db.fifo"]

@@ -119,6 +119,9 @@ def test_a_fork_can_take_its_own_title_system_prompt_and_model(run) -> None:  # 
 
 def test_usage_errors_exit_2(run) -> None:  # type: ignore[no-untyped-def]
     t = run("new").strip()
+    run("fork", t, "--context", "note", "--transcript", "-", code=2)  # a note names a file, not stdout
+    run("ask", t, "  ", code=2)  # an empty question
+    run("new", "--thinking-budget", "1000", code=2)  # under the API's least
     run("append", t, "--role", "robot", "--text", "x", code=2)
     run("append", t, "--role", "user", code=2)
     run("append", t, "--role", "user", "--text", "x", "--content", "f", code=2)
@@ -244,6 +247,10 @@ def test_an_output_file_that_is_the_database_is_refused_and_the_database_kept(ru
         result = CliRunner().invoke(cli, [*args, "--db", run.db])
         assert result.exit_code == 1 and "is the database's own file" in result.stderr, args
     assert db.read_bytes() == before
+    # Opened through a symlink, SQLite keeps its log beside the file the link names.
+    for target in (f"{db}-wal", f"{db}-shm"):
+        result = CliRunner().invoke(cli, ["export", t, "-o", target, "--db", str(tmp_path / "link.db")])
+        assert result.exit_code == 1 and "is the database's own file" in result.stderr, target
     for suffix in ("-wal", "-shm"):
         assert not Path(f"{db}{suffix}").exists() or not Path(f"{db}{suffix}").read_bytes().startswith(b"{")
     with Store(run.db) as store:

@@ -477,3 +477,21 @@ def test_a_fork_configuration_or_title_that_is_not_one_is_refused_and_writes_not
         store.fork(t, config=config, title=title)  # type: ignore[arg-type]
     assert refused.value.field == field
     assert dump(store) == before
+
+
+def test_redacting_a_re_framed_forks_first_event_gives_it_none_of_the_parents_configuration(store: Store) -> None:
+    """The redaction's skeleton dropped the fork's config: the narrowed fork then read the
+    parent's system prompt and tools, the ones it was re-framed not to have."""
+    from projections import anthropic_request, thread_state
+
+    t = store.create_thread(model="m", system="PARENT SECRET", tools=[{"name": "rm_rf", "input_schema": {"type": "object"}}])
+    store.append_message(t, "user", "x")
+    narrow = store.fork(t, config={"blank": True, "system": "narrow", "model": "m-narrow"})
+    store.append_message(narrow, "user", "task")
+    forked = next(e for e in store.read(narrow) if e.type == "thread.forked")
+    store.redact(forked.position, reason="r", actor="a")
+    state = thread_state(store, narrow)
+    assert (state.system, state.model, state.tools) == (None, None, None)  # its own erased, the parent's not back
+    request = anthropic_request(store, narrow, model="m")
+    assert "PARENT SECRET" not in str(request) and "tools" not in request
+    store.verify()

@@ -282,6 +282,13 @@ def test_a_threads_thinking_goes_in_every_request_of_it_and_its_forks(mem: Store
     ({"type": "sometimes"}, "thinking.type", "unknown thinking type 'sometimes'; expected one of"),
     ({"budget_tokens": 10}, "thinking.type", "unknown thinking type None"),
     ([THINKING], "thinking", "valid dictionary"),
+    # Stored and sent as given, so nothing is coerced: these were taken, and sent as they were.
+    ({"type": "enabled", "budget_tokens": "2048"}, "thinking.budget_tokens", "valid integer"),
+    ({"type": "enabled", "budget_tokens": 2048.0}, "thinking.budget_tokens", "valid integer"),
+    ({"type": "enabled", "budget_tokens": True}, "thinking.budget_tokens", "valid integer"),
+    ({"type": "disabled", "budget_tokens": 50_000}, "thinking.budget_tokens", "takes only type"),
+    ({**THINKING, "bogus": 1}, "thinking.bogus", "takes only budget_tokens, display, type"),
+    ({"type": "enabled", "budget_tokens": 5}, "thinking.budget_tokens", "at least 1,024"),
 ])
 def test_a_thinking_configuration_the_sdk_does_not_know_is_refused(mem: Store, thinking: Any, where: str, why: str) -> None:
     before = mem.last_position()

@@ -569,6 +569,9 @@ def test_fork_with_transcript_writes_the_file_the_note_names_before_the_fork_exi
             fork_with_transcript(mem, t, path, at=refused_at)
         assert path.read_bytes() == before and mem.last_position() == heads
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trip.transcript.md"]  # no staged copy left beside it
+    with pytest.raises(InvalidEvent, match="a fork with a transcript is a note fork"):
+        fork_with_transcript(mem, t, tmp_path / "full.md", at=3, context="full")
+    assert not (tmp_path / "full.md").exists()
 
 
 def test_a_transcript_is_never_written_over_the_database(tmp_path: Path) -> None:

@@ -168,6 +168,13 @@ def test_serve_on_a_port_in_use_says_so_and_announces_and_opens_nothing(db: Path
     assert done.stdout == "" and not opened.exists()
 
 
+def test_serve_with_an_empty_host_is_refused(db: Path) -> None:
+    """`--host ""` listened on every interface and announced http://:PORT/."""
+    done = subprocess.run([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(db), "--host", "",
+                           "--port", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--host" in done.stderr and "names no address" in done.stderr
+
+
 def test_serve_on_port_0_announces_the_port_it_took(db: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(db), "--port", "0",
                              "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

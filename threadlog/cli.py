@@ -22,7 +22,7 @@ import click
 from eventstore import IntegrityError, InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.errors import MISSHAPEN, SchemaTooOld, empty_file, misshapen
 from eventstore.events import MAX_DEPTH
-from eventstore.store import MAX_TIMEOUT, is_url
+from eventstore.store import MAX_TIMEOUT, is_url, special_file
 
 from projections import (
     anthropic_request,
@@ -109,6 +109,9 @@ _CLI_WORDS = {
     "fan_out()": "`threadlog fan-out`",
     "call purge()": "run `threadlog purge`",
     "pass model=... (or create the thread with one)": "pass --model (or create the thread with one: `threadlog new --model`)",
+    "user_content: ": "",
+    "pass the user's message": "give TEXT",
+    "continue it with user_content=None first": "continue it first",
 }
 
 
@@ -184,6 +187,9 @@ def _open(path: str, mode: str, timeout: float) -> Store:
     `postgresql://` URL opens the server's database the same way: read-only sessions for
     `read` (the server refuses their writes), its schema created when missing otherwise."""
     url = is_url(path)
+    special = None if url else special_file(path)
+    if special is not None:
+        raise StoreError(f"{path} is {special}, not a database file; pass a file path (--db)")
     if not url and mode != "create" and path != ":memory:" and not Path(path).is_file():
         raise StoreError(f"no database at {path}; create one with `threadlog init` (or check --db / $THREADLOG_DB)")
     if not url and mode in ("write", "search") and path != ":memory:" and os.path.getsize(path) == 0:  # as a read-only opening says
@@ -350,7 +356,7 @@ def _recorded(event: Any, as_json: bool) -> None:
 @click.option("--model", help="The model the thread talks to.")
 @click.option("--metadata", "--meta", "metadata", multiple=True, callback=_meta_pairs, metavar="K=V",
               help="A thread metadata entry (repeatable; --meta is the same).")
-@click.option("--thinking-budget", type=click.IntRange(min=1), metavar="TOKENS",
+@click.option("--thinking-budget", type=click.IntRange(min=1024), metavar="TOKENS",
               help="Extended thinking for every request of the thread, its forks and sub-agents, with this budget.")
 @json_option
 @with_store("create")
@@ -443,6 +449,8 @@ def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, c
     The fork keeps the parent's title, system prompt, model, tools and thinking unless told
     otherwise: a narrower agent gets its own with --system, --model or --blank-config."""
     config = {key: value for key, value in (("blank", blank_config or None), ("system", system), ("model", model)) if value is not None}
+    if transcript_path == "-":
+        raise click.BadParameter("names the file the fork note points the model at: not stdout (-)", param_hint="--transcript")
     options = {"todos": todos, "metadata": metadata, "retrieval": retrieval, "unanswered": unanswered, "config": config or None,
                "title": title}
     if transcript_path and context == "note":  # the note names PATH: it is there when the fork is
@@ -1082,6 +1090,8 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     Without TEXT, ask again: a failed turn keeps the question, so a retry sends no second copy."""
     from .live import run_turn
 
+    if text is not None and not text.strip():
+        raise click.BadParameter("is empty: give the question, or leave TEXT out to ask again", param_hint="TEXT")
     client = _client()
     echo = (lambda piece: click.echo(safe_block(piece), nl=False)) if stream and not as_json else None
     with waking():
@@ -1191,6 +1201,8 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
         raise StoreError(f"threadlog serve needs the web extra ({missing} is missing): pip install 'threadlog[web]'") from None
     import socket
 
+    if not host.strip():
+        raise click.BadParameter("names no address (127.0.0.1 keeps the viewer on this machine)", param_hint="--host")
     ctx = click.get_current_context()
     target = ctx.params.get("db") or ctx.find_root().params.get("db") or DEFAULT_DB  # store.path hides a URL's password
     name = f"[{host}]" if ":" in host else host  # an IPv6 address, as URLs and Host headers write it

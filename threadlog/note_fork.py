@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from eventstore import Store
+from eventstore import InvalidEvent, Store
 from projections import transcript
 from projections.atomic import staged
 
@@ -21,6 +21,9 @@ def fork_with_transcript(store: Store, thread: str, path: str | os.PathLike[str]
     """Write `thread`'s transcript up to the fork point (`at`, default its head) to `path`
     atomically, and fork it there with `context="note"` naming `path`; returns the fork's id.
     `options` are `Store.fork`'s (`retrieval`, `todos`, `metadata`, `unanswered`, ...)."""
+    if options.get("context", "note") != "note":
+        raise InvalidEvent("context", f"a fork with a transcript is a note fork (context='note'), not {options['context']!r}")
+    options.pop("context", None)
     head = store.head(thread)
     stop = head if at is None else at
     if not 0 <= stop <= head:  # the fork refuses it, naming the range: nothing to write before that
