@@ -268,11 +268,16 @@ def test_an_output_that_is_a_pipe_is_written_to_and_dash_is_stdout(run, tmp_path
     expected = run("export", t)
     for target in (pipe, tmp_path / "to-pipe"):
         reader = subprocess.Popen(["cat", str(pipe)], stdout=subprocess.PIPE)
-        assert run("export", t, "-o", str(target)).strip() == str(target)
+        assert run("export", t, "-o", str(target)) == ""  # no path printed into what may be the same stream
         assert reader.communicate(timeout=30)[0].decode() == expected
         assert pipe.is_fifo()
     assert run("export", t, "-o", "-") == expected and not (tmp_path / "-").exists()
     assert run("transcript", t, "-o", "-", "--no-pager") == run("transcript", t, "--no-pager")
+    exe = str(Path(sys.executable).with_name("threadlog"))
+    for command in (["export", t], ["transcript", t, "--no-pager"]):  # through /dev/stdout: the output alone, no path after it
+        through = subprocess.run([exe, *command, "-o", "/dev/stdout", "--db", run.db], capture_output=True, text=True, timeout=60)
+        printed = subprocess.run([exe, *command, "-o", "-", "--db", run.db], capture_output=True, text=True, timeout=60)
+        assert through.returncode == 0 and printed.stdout and through.stdout == printed.stdout, through.stderr
 
 
 def test_a_redaction_a_reader_held_up_is_finished_by_purge(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

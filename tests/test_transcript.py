@@ -546,7 +546,8 @@ def test_the_scope_of_a_transcript_reads_each_fork_from_its_stream(script: list[
             assert _scope(store, thread, stop) == _scope_through_the_thread(store, thread, stop)
 
 
-def test_fork_with_transcript_writes_the_file_the_note_names_before_the_fork_exists(mem: Store, tmp_path: Path) -> None:
+def test_fork_with_transcript_writes_the_file_the_note_names_before_the_fork_exists(mem: Store, tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """`Store.fork(context="note", transcript=path)` only names `path`: a library caller had to
     write it and could fork first, pointing a model at nothing. This writes it, then forks."""
     from threadlog import ForkRefused, fork_with_transcript, thread_state
@@ -569,6 +570,9 @@ def test_fork_with_transcript_writes_the_file_the_note_names_before_the_fork_exi
             fork_with_transcript(mem, t, path, at=refused_at)
         assert path.read_bytes() == before and mem.last_position() == heads
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trip.transcript.md"]  # no staged copy left beside it
+    monkeypatch.chdir(tmp_path)  # a relative path is named in the note as the absolute path it stood for
+    relative = fork_with_transcript(mem, t, "rel.md", at=2)
+    assert str(tmp_path / "rel.md") in thread_state(mem, relative).messages[0].content[0]["text"]
     with pytest.raises(InvalidEvent, match="a fork with a transcript is a note fork"):
         fork_with_transcript(mem, t, tmp_path / "full.md", at=3, context="full")
     assert not (tmp_path / "full.md").exists()

@@ -685,7 +685,7 @@ def transcript_command(store: Store, thread: str, output_path: str | None, max_b
         written = write_transcript(store, thread, output_path, **options)
         if as_json:
             _emit_json({"thread": thread, "path": str(written)})
-        else:
+        elif special_file(output_path) is None:  # a path printed after `-o /dev/stdout` would end the transcript
             output.lines([output_path])
         return
     text = transcript(store, thread, **options)
@@ -1031,7 +1031,8 @@ def export_command(store: Store, thread: str | None, format_: str, everything: b
             click.echo(safe_block(chunk) if format_ == "markdown" else safe_json(chunk), nl=False)
         return
     write_atomically(output, (chunk.encode("utf-8") for chunk in chunks), "the export", keep=store.files)
-    click.echo(safe(output))
+    if special_file(output) is None:  # a path printed after `-o /dev/stdout` would end the export
+        click.echo(safe(output))
 
 
 # -- the Anthropic API: requests, live turns, re-runs, usage ------------------------------------
