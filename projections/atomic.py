@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from eventstore.errors import InvalidEvent
+from eventstore.store import special_file
 
 
 def write_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "the file",
@@ -46,7 +47,7 @@ def staged(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "t
     if target.is_dir():
         raise IsADirectoryError(errno.EISDIR, f"is a directory: name a file to write {what} to", str(target))
     _refuse_kept(target, keep, what)
-    if _special(target):
+    if special_file(str(target)) is not None:
         yield target
         with open(target, "wb") as handle:
             for chunk in chunks:
@@ -90,15 +91,6 @@ def _refuse_kept(target: Path, keep: Iterable[str], what: str) -> None:
         if same:
             raise InvalidEvent("path", f"{str(target)!r} is the database's own file {kept!r}: {what} written there would "
                                "destroy the database; name another file (nothing was written)")
-
-
-def _special(target: Path) -> bool:
-    """A device, a pipe or a socket (or a symlink to one): written to, never replaced."""
-    try:
-        mode = os.stat(target).st_mode  # follows a symlink
-    except OSError:
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 def _create_temporary(directory: Path, name: str) -> tuple[int, str]:
