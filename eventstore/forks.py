@@ -23,6 +23,7 @@ from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row
 
 if TYPE_CHECKING:
+    from .backend import StreamRow
     from .store import Store
 
 DEFAULT_PLACEHOLDER = "Fork started — processing in background"
@@ -127,11 +128,7 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
                           f"0..{parent.head - 1}, so at must be 1..{parent.head}")
     if first_message is None or first_message >= at:
         raise ForkRefused("empty", f"cannot fork {thread!r} at {at}: there is no message before that offset")
-    if at == parent.head:
-        prev_hash, facts = parent.head_hash, Facts.stored(rows[0].facts, rows[0].id)
-    else:
-        before = store._row_at(ancestry, at - 1)
-        prev_hash, facts = before.hash, Facts.stored(before.facts, before.stream_id)
+    prev_hash, facts = chained_to(store, rows, ancestry, at)
     if facts.runs and not (fan_out or allow_busy):
         raise ForkRefused("busy", f"cannot fork {thread!r} at {at}: run {facts.runs[-1]!r} is in progress there; "
                           "fork after it finishes or at an earlier offset")
@@ -155,6 +152,15 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
     forked = prepare({"type": "thread.forked", "data": data, "meta": meta}, "fork")
     store._write(fork_id, Head.fork(parent, at, prev_hash, facts, first_message), [forked, *then])
     return fork_id
+
+
+def chained_to(store: Store, rows: list[StreamRow], ancestry: list[ThreadInfo], at: int) -> tuple[str, Facts]:
+    """The hash and pending facts of the event a fork at `at` chains to: the parent's head's,
+    kept on its row (`rows[0]`), or those stored with its event at `at - 1`."""
+    if at == rows[0].head:
+        return rows[0].head_hash, Facts.stored(rows[0].facts, rows[0].id)
+    before = store._row_at(ancestry, at - 1)
+    return before.hash, Facts.stored(before.facts, before.stream_id)
 
 
 def _options(**fields: Any) -> ForkOptions:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import IntegrityError, InvalidEvent, StoreError
-from .facts import Facts
+from .forks import chained_to
 from .head import Head
 from . import integrity
 from .integrity import HASH_TAG
@@ -199,11 +199,7 @@ class _Restore:
             raise InvalidEvent(f"{where}.stream_id", f"fork {stream_id!r} needs its parent {parent_id!r} with at least "
                                f"{at} events restored before it, and starts at that offset")
         ancestry = [ThreadInfo.from_row(r) for r in rows]
-        if at == rows[0].head:
-            prev, facts = rows[0].head_hash, Facts.stored(rows[0].facts, rows[0].id)
-        else:
-            before = self.store._row_at(ancestry, at - 1)
-            prev, facts = before.hash, Facts.stored(before.facts, before.stream_id)
+        prev, facts = chained_to(self.store, rows, ancestry, at)
         first = rows[0].first_message_offset
         self.report.streams += 1
         return Head.fork(ancestry[0], at, prev, facts, first if first is not None and first < at else None)

@@ -151,10 +151,13 @@ def _own_ids(store: Store, thread: str) -> list[str] | None:
 
 
 def _records(store: Store, thread: str) -> frozenset[int]:
-    """The offsets of the thread's own redaction records (none: no such thread)."""
+    """The offsets of the thread's own redaction records (none: no such thread). Most threads
+    hold none: counted first (an index lookup), the thread is read only when it holds some."""
     try:
         info = store.thread(thread)
     except ThreadNotFound:
+        return frozenset()
+    if store.count(thread, REDACTION) == 0:
         return frozenset()
     return frozenset(offset for offset, type_, _, _ in store.read_raw(thread, start=info.base) if type_ == REDACTION)
 

@@ -177,9 +177,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         its deletion recorded it: every saver decides the same, whether or not it indexed
         the parent before its event was erased."""
         if parent is not None and parent in line.deleted:
-            branch = f"{line.key}.{new_id()[:8]}"
-            vet(branch)
-            return self._branch(line, line.where_deleted(parent), branch, lambda: [])
+            return self._branch(line, line.where_deleted(parent), vet, lambda: [])
         tails = {sid: line.tail(sid) for sid, stream in line.streams.items() if stream.own}
         if parent is None or parent not in line.records:
             live = [cid for cid in line.live() if not line.records[cid].data.get("restated")]
@@ -192,14 +190,15 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         for sid, tail in tails.items():
             if tail == parent:
                 return sid
+        return self._branch(line, (record.stream, record.offset), vet, lambda: [self._restated(line, record, restated=False)])
+
+    def _branch(self, line: Line, at: tuple[str, int] | None, vet: Callable[[str], None],
+                seed: Callable[[], builtins.list[Json]]) -> str:
+        """A new stream whose history ends at the event at `at` (stream, offset), once `vet`
+        passed it: a fork right after that event, or, when that history holds no message to
+        fork from (or `at` is None), a new thread that starts with `seed()`."""
         branch = f"{line.key}.{new_id()[:8]}"
         vet(branch)
-        return self._branch(line, (record.stream, record.offset), branch, lambda: [self._restated(line, record, restated=False)])
-
-    def _branch(self, line: Line, at: tuple[str, int] | None, branch: str, seed: Callable[[], builtins.list[Json]]) -> str:
-        """A new stream whose history ends at the event at `at` (stream, offset): a fork right
-        after it, or, when that history holds no message to fork from (or `at` is None), a new
-        thread that starts with `seed()`."""
         store = self._store()
         forked = at is not None
         if at is not None:
