@@ -54,6 +54,18 @@ class ForkRefused(StoreError):
         super().__init__(message)
 
 
+REPORT_REASONS = ("not_a_subagent", "no_answer", "parent_waiting")
+
+
+class ReportRefused(StoreError):
+    """A sub-agent's report to its parent was refused; `reason` is one of `REPORT_REASONS`."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        assert reason in REPORT_REASONS, reason
+        self.reason = reason
+        super().__init__(message)
+
+
 class InvalidEvent(StoreError):
     """An event (or an argument standing for one) failed validation; `field` names where."""
 

@@ -704,6 +704,12 @@ class Store:
         """The event at one logical offset of a thread."""
         return from_row(self._row_of(thread, offset))
 
+    def event(self, event_id: str) -> RecordedEvent | None:
+        """The stored event with this `event_id` (an index lookup), or None: where a
+        `causation_id` points, or whether a write with a chosen id already happened."""
+        rows = self.backend.events_by_id([check_id("event_id", event_id)])
+        return from_row(rows[0]) if rows else None
+
     def _row_of(self, thread: str, offset: int) -> EventRow:
         # The thread's own row first: one query, not two (and all of the chain when `offset` is not one).
         ancestry = self.ancestry(thread, offset if is_index(offset) else 0)

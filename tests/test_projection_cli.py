@@ -78,7 +78,7 @@ def test_transcript_prints_or_writes_with_bounds(demo: tuple[Path, dict[str, obj
 def test_snapshot_command_and_errors(demo: tuple[Path, dict[str, object]]) -> None:
     db, ids = demo
     code, out, _ = _run(db, "snapshot", str(ids["thread"]))
-    assert code == 0 and "offset 12" in out
+    assert code == 0 and "offset 13" in out  # the demo thread's head: 14 events
     code, out, _ = _run(db, "snapshot", "--drop")
     assert code == 0 and "dropped 1" in out
     code, _, err = _run(db, "show", "nope")
@@ -94,6 +94,8 @@ def test_demo_prints_the_forks_state_and_writes_the_parents_transcript(tmp_path:
     # it explains what it shows, and shows the tool call, the interrupt and the fork card
     assert "→ search_trains(" in out and "? Which train should I book?" in out and "⑃ Forked from demo-trip-to-lyon at 2" in out
     assert "interrupt" in out and "subagent" in out and "directive" in out
+    # a sub-agent's answer, delivered to the parent
+    assert "<summary>Find a hotel near Lyon Part-Dieu.</summary>" in out and "<result>Hotel Part-Dieu" in out
     path = Path(out.split("can be pointed at): ")[1].split("\n")[0])
     assert path.parent == tmp_path and path.read_text().startswith("# Transcript of thread ")
     events = _run(db, "verify", "--json")[1]

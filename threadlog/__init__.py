@@ -16,6 +16,7 @@ from eventstore import (
     IntegrityError,
     InvalidEvent,
     RecordedEvent,
+    ReportRefused,
     SchemaError,
     Store,
     StoreError,
@@ -37,6 +38,7 @@ from eventstore.events import (
 from .export import export_all, export_events, export_markdown
 from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code, import_events, import_pi
 from .note_fork import fork_with_transcript
+from .report import report
 from .transcript_tools import transcript_tools
 
 from projections import (
@@ -103,6 +105,8 @@ __all__ = [
     "MessageAppended",
     "MetadataSet",
     "RecordedEvent",
+    "report",
+    "ReportRefused",
     "Row",
     "SearchHit",
     "RunFinished",

@@ -49,6 +49,7 @@ from .importers.follow import follow_claude_code
 from .interrupt import waking
 from .listing import listing
 from .note_fork import fork_with_transcript
+from .report import STATUSES, report
 from . import output
 from .names import THREAD, ThreadType, resolve
 from .render import (blame_line, check_line, diff_lines, event_line, hit_line, ls_lines, row_line, safe, safe_block, safe_json, state_lines,
@@ -481,6 +482,25 @@ def fan_out(store: Store, thread: str, directives: tuple[str, ...], placeholder:
         _emit_json([store.thread(i).to_json() for i in ids])
     else:
         output.lines(ids)
+
+
+@cli.command("report")
+@click.argument("subagent", type=THREAD)
+@click.option("--text", help="Deliver this instead of the sub-agent's final answer (e.g. why it failed).")
+@click.option("--status", type=click.Choice(STATUSES), default="completed", show_default=True,
+              help="The notification's status.")
+@json_option
+@with_store("write")
+def report_(store: Store, subagent: str, text: str | None, status: str, as_json: bool) -> None:
+    """Deliver SUBAGENT's final answer to the thread that launched it (fan-out), as one
+    <task-notification> user message; prints its offset and position.
+
+    The first report also answers the parent's tool calls the sub-agent was launched from,
+    with the placeholder the sub-agent saw. Reporting the same answer again writes nothing.
+    """
+    if text is not None and not text.strip():
+        raise click.UsageError("--text is empty; leave it out to deliver the sub-agent's final answer")
+    _recorded(report(store, subagent, text, status=status), as_json)
 
 
 def _pass_db(db: str | None) -> None:

@@ -12,12 +12,14 @@ from eventstore import Store
 from projections import display_rows
 
 from .render import row_line, tree_lines
+from .report import report
 
 DEMO_THREAD = "demo-trip-to-lyon"
 
 
 def build_demo(store: Store) -> tuple[dict[str, object], bool]:
-    """A trip-planning thread with a tool call, an interrupt, a fork and two sub-agent forks.
+    """A trip-planning thread with a tool call, an interrupt, a fork and two sub-agent forks,
+    the first of which has answered and reported back.
 
     Returns the ids (`thread`, `fork` at an earlier offset, `subagents`) and whether they
     were built now (False when the file already held the demo).
@@ -67,6 +69,8 @@ def build_demo(store: Store) -> tuple[dict[str, object], bool]:
         [{"type": "tool_use", "id": "toolu_02", "name": "Agent", "input": {"prompt": "research in parallel"}}],
     )
     subagents = store.fan_out(t, ["Find a hotel near Lyon Part-Dieu.", "Check Friday's weather in Lyon."])
+    store.append_message(subagents[0], "assistant", "Hotel Part-Dieu: 92 EUR a night, 3 minutes from the station.")
+    report(store, subagents[0])
     return {"thread": t, "fork": early, "subagents": subagents}, True
 
 
@@ -84,7 +88,11 @@ def demo_lines(store: Store, ids: dict[str, object], built: bool) -> Iterator[st
     yield "Everything else (the messages to send the model, a chat view, a transcript) is rebuilt from it."
     yield ""
     yield f"1. The conversation, as a chat UI would show it (threadlog rows {thread}):"
-    for row in display_rows(store, thread)[:10]:
+    rows = display_rows(store, thread)
+    # The sub-agent's report, shown in 4. (none in a demo file an older release built)
+    report_rows = [row for row in rows if row.offset == rows[-1].offset and rows[-1].text
+                   and rows[-1].text.startswith("<task-notification>")]
+    for row in rows[:len(rows) - len(report_rows)]:
         yield "     " + row_line(row)
     yield "   → is a tool call the model made and ← its result; ? is an interrupt: the run stopped"
     yield "   to ask the human a question, and the answer was recorded when it came."
@@ -102,6 +110,13 @@ def demo_lines(store: Store, ids: dict[str, object], built: bool) -> Iterator[st
     for row in display_rows(store, fork):
         if row.kind == "fork":
             yield "     " + row_line(row)
+    if report_rows:
+        yield ""
+        yield "4. A sub-agent reported back (threadlog report): its answer reached the parent as one"
+        yield "   <task-notification> message, which also answered the tool call it was launched from:"
+        for row in report_rows[:-1]:
+            yield "     " + row_line(row)
+        yield from ("       " + line for line in (report_rows[-1].text or "").splitlines())
     yield ""
     yield "Try next:"
     yield f"  threadlog ls --all{db}          every thread, most recently active first"

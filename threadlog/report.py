@@ -1,0 +1,107 @@
+"""`report`: a sub-agent's answer delivered to the thread that launched it.
+
+In the fork sub-agent design every sub-agent runs in the background: the parent's tool
+calls are answered at once with the placeholder its children saw ("Fork started —
+processing in background"), and each child's final report reaches the parent later as a
+`<task-notification>` user message. `Store.fan_out` makes the children; `report` is the
+other half. It appends one user message to the parent:
+
+- `tool_result` blocks for those of the child's launch calls (the ones its placeholder
+  results answered) the parent still waits on, with that same placeholder, so the first
+  report also closes the parent's tool turn and the request stays valid;
+- one text block, the notification: the child's id, a status, its directive and its answer
+  (XML-escaped, so an answer cannot close the tags around it).
+
+Its meta names where it came from: `causation_id` is the id of the child's event it reports
+(its final assistant message, or its last event when the caller gives the text), `actor`
+the child. Its `event_id` is derived from the child and that event, so reporting the same
+answer again returns the message already written instead of a second one.
+"""
+
+from __future__ import annotations
+
+from hashlib import sha256
+from typing import Any
+from xml.sax.saxutils import escape
+
+from eventstore import DEFAULT_PLACEHOLDER, InvalidEvent, RecordedEvent, ReportRefused, Store
+from eventstore.content import tool_result_ids
+from projections import thread_state
+
+STATUSES = ("completed", "failed", "killed")
+
+
+def report(store: Store, subagent: str, text: str | None = None, *, status: str = "completed") -> RecordedEvent:
+    """Deliver `subagent`'s answer to its parent as one `<task-notification>` user message;
+    returns the message's record.
+
+    Without `text`, the answer is the text of the sub-agent's final assistant message, and
+    the sub-agent must have finished (idle, no tool call waiting, an answer of its own after
+    its directive). With `text` (a failure, a summary), that is delivered whatever its
+    state. `status` is `completed`, `failed` or `killed`. Refused (`ReportRefused`, nothing
+    written) when `subagent` is not a sub-agent fork, has no answer yet, or when the parent
+    waits on tool calls the sub-agent was not launched from (report after their results).
+    """
+    if status not in STATUSES:
+        raise InvalidEvent("status", f"must be one of {', '.join(STATUSES)}, not {status!r}")
+    if text is not None and (not isinstance(text, str) or not text.strip()):
+        raise InvalidEvent("text", "must be non-empty text (leave it out to report the sub-agent's final answer)")
+    info = store.thread(subagent)
+    if info.kind != "subagent" or info.parent_id is None or info.parent_offset is None:
+        raise ReportRefused("not_a_subagent", f"{subagent!r} is a {info.kind}, not a sub-agent fork (made by fan_out); "
+                            "only a sub-agent reports to the thread that launched it")
+    parent, launched_at = info.parent_id, info.parent_offset
+    # fan_out wrote its fork event (naming the directive), then the placeholder results and the
+    # directive. A sub-agent imported from another tool's session may hold its fork event alone.
+    forked, *primed = store.read(subagent, launched_at, min(launched_at + 2, info.head))
+    directive = str(forked.data.get("options", {}).get("directive", ""))  # a redacted event keeps none
+    content = primed[0].data.get("content", []) if primed else []
+    launch_ids = tool_result_ids(content)
+    placeholder = next((block["content"] for block in content if block.get("type") == "tool_result"), DEFAULT_PLACEHOLDER)
+    if text is None:
+        cause, text = _answer(store, subagent, launched_at + 1)
+    else:
+        cause = store.event_at(subagent, info.head - 1)
+    event_id = "report-" + sha256(f"{subagent}\n{cause.event_id}".encode()).hexdigest()[:32]
+    notification = {"type": "text", "text": (
+        f"<task-notification>\n<task-id>{escape(subagent)}</task-id>\n<status>{status}</status>\n"
+        f"<summary>{escape(directive)}</summary>\n<result>{escape(text)}</result>\n</task-notification>")}
+    delivered = store.event(event_id)
+    if delivered is not None:  # a retry: returned as it was, whatever the parent did since
+        stored = delivered.data.get("content")  # none left when it was redacted
+        if stored and stored[-1] != notification:
+            raise InvalidEvent("text", f"event {cause.event_id!r} of {subagent!r} was already reported, with other text "
+                               f"or status, at position {delivered.position} of {parent!r}")
+        return delivered
+    head = store.head(parent)  # read first: the append expects it, so nothing moves the parent in between
+    waiting = store.pending_tool_uses(parent)
+    other = [tool_use_id for tool_use_id in waiting if tool_use_id not in launch_ids]
+    if other:
+        raise ReportRefused("parent_waiting", f"{parent!r} waits on tool calls {subagent!r} was not launched from "
+                            f"({', '.join(other)}); record their results, then report")
+    answer: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": tool_use_id, "content": placeholder}
+                                     for tool_use_id in waiting]
+    answer.append(notification)
+    meta = {"event_id": event_id, "causation_id": cause.event_id, "actor": f"subagent:{subagent}"}
+    event = {"type": "message.appended", "data": {"role": "user", "content": answer}, "meta": meta}
+    return store.append(parent, [event], expect=head)[0]
+
+
+def _answer(store: Store, subagent: str, directive_offset: int) -> tuple[RecordedEvent, str]:
+    """The sub-agent's final assistant message and its text, or the refusal saying why
+    there is none yet."""
+    state = thread_state(store, subagent)
+    if state.status != "idle":
+        why = f"run {state.open_runs[-1]!r} is in progress" if state.open_runs else "an interrupt is pending"
+        raise ReportRefused("no_answer", f"{subagent!r} has not finished: {why}; report when it is idle, or give the text")
+    pending = store.pending_tool_uses(subagent)
+    if pending:
+        raise ReportRefused("no_answer", f"{subagent!r} has not finished: tool calls {', '.join(pending)} await results")
+    last = state.messages[-1] if state.messages else None
+    if last is None or last.offset <= directive_offset or last.role != "assistant":
+        raise ReportRefused("no_answer", f"{subagent!r} has no answer of its own yet: its last message is not an "
+                            "assistant message after its directive")
+    text = "\n\n".join(block["text"] for block in last.content if block.get("type") == "text" and block["text"].strip())
+    if not text:
+        raise ReportRefused("no_answer", f"{subagent!r}'s last assistant message holds no text to report")
+    return store.event_at(subagent, last.offset), text
