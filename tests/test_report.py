@@ -19,6 +19,8 @@ from eventstore import DEFAULT_PLACEHOLDER, InvalidEvent, ReportRefused, Store
 from projections import anthropic_request, thread_state, validate_request
 from threadlog import report
 from threadlog.cli import cli
+from tests.backends import dump, postgres_url
+from tests.procs import all_done, started_together
 
 
 def _launch(store: Store, directives: list[str], calls: tuple[str, ...] = ("toolu_1",)) -> tuple[str, list[str]]:
@@ -34,8 +36,8 @@ def _notification(event_content: list[dict]) -> ET.Element:
     return ET.fromstring(event_content[-1]["text"])
 
 
-def _unchanged(store: Store) -> tuple[object, ...]:
-    return store.counts(), store.last_position()
+def _unchanged(store: Store) -> list[str]:
+    return dump(store)  # every row of every table
 
 
 def test_first_report_closes_the_launch_calls_and_the_next_only_notifies(store: Store) -> None:
@@ -178,3 +180,45 @@ def test_cli_report(tmp_path: Path) -> None:
     assert again.returncode == 0 and again.stdout.strip() == f"offset {record['offset']} position {record['position']}"
     with Store(db) as s:
         assert s.counts().events == record["position"]
+
+
+def test_lookup_by_event_id(store: Store) -> None:
+    t = store.create_thread()
+    written = store.append_message(t, "user", "hi", event_id="chosen-1")
+    found = store.event("chosen-1")
+    assert found is not None and (found.stream_id, found.offset, found.hash) == (t, written.offset, written.hash)
+    assert store.event("never-written") is None
+    with pytest.raises(InvalidEvent, match="event_id"):
+        store.event("")
+
+
+_REPORTER = """
+import sys
+from eventstore import Store
+from threadlog import report
+store = Store(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()
+report(store, sys.argv[2])
+print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_siblings_reporting_at_once_all_land_and_close_the_launch_once(tmp_path: Path, backend: str) -> None:
+    """Four sub-agents report from four processes at the same moment: every report lands, the
+    launch call is answered once (by whichever came first), and the parent's request is valid."""
+    target = str(tmp_path / "r.db") if backend == "sqlite" else postgres_url()
+    with Store(target) as s:
+        parent, kids = _launch(s, [f"part {i}" for i in range(4)])
+        for i, kid in enumerate(kids):
+            s.append_message(kid, "assistant", f"answer {i}")
+    with started_together([["-c", _REPORTER, target, kid] for kid in kids]) as procs:
+        all_done(procs, timeout=120)
+    with Store(target) as s:
+        delivered = [e for e in s.read(parent, 3)]
+        assert sorted(_notification(e.data["content"]).findtext("task-id") for e in delivered) == sorted(kids)
+        results = [b for e in delivered for b in e.data["content"] if b["type"] == "tool_result"]
+        assert [b["tool_use_id"] for b in results] == ["toolu_1"] and results[0] is delivered[0].data["content"][0]
+        validate_request(anthropic_request(s, parent))
+        s.verify()

@@ -24,7 +24,7 @@ from hashlib import sha256
 from typing import Any
 from xml.sax.saxutils import escape
 
-from eventstore import DEFAULT_PLACEHOLDER, InvalidEvent, RecordedEvent, ReportRefused, Store
+from eventstore import DEFAULT_PLACEHOLDER, ConcurrencyError, InvalidEvent, RecordedEvent, ReportRefused, Store
 from eventstore.content import tool_result_ids
 from projections import thread_state
 
@@ -66,12 +66,30 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     notification = {"type": "text", "text": (
         f"<task-notification>\n<task-id>{escape(subagent)}</task-id>\n<status>{status}</status>\n"
         f"<summary>{escape(directive)}</summary>\n<result>{escape(text)}</result>\n</task-notification>")}
-    delivered = store.event(event_id)
+    meta = {"event_id": event_id, "causation_id": cause.event_id, "actor": f"subagent:{subagent}"}
+    # Siblings reporting at once race for the parent's head: each retry follows a write that
+    # landed (one of theirs), so this ends; the bound only caps a parent appended to nonstop.
+    for _ in range(_ATTEMPTS - 1):
+        try:
+            return _deliver(store, parent, subagent, notification, launch_ids, placeholder, meta)
+        except ConcurrencyError:
+            continue
+    return _deliver(store, parent, subagent, notification, launch_ids, placeholder, meta)
+
+
+_ATTEMPTS = 100
+
+
+def _deliver(store: Store, parent: str, subagent: str, notification: dict[str, str], launch_ids: list[str],
+             placeholder: Any, meta: dict[str, str]) -> RecordedEvent:
+    """One attempt: the message built against the parent's head as read now, appended only
+    if that is still its head (else `ConcurrencyError`)."""
+    delivered = store.event(meta["event_id"])
     if delivered is not None:  # a retry: returned as it was, whatever the parent did since
         stored = delivered.data.get("content")  # none left when it was redacted
         if stored and stored[-1] != notification:
-            raise InvalidEvent("text", f"event {cause.event_id!r} of {subagent!r} was already reported, with other text "
-                               f"or status, at position {delivered.position} of {parent!r}")
+            raise InvalidEvent("text", f"event {meta['causation_id']!r} of {subagent!r} was already reported, with other "
+                               f"text or status, at position {delivered.position} of {parent!r}")
         return delivered
     head = store.head(parent)  # read first: the append expects it, so nothing moves the parent in between
     waiting = store.pending_tool_uses(parent)
@@ -82,7 +100,6 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     answer: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": tool_use_id, "content": placeholder}
                                      for tool_use_id in waiting]
     answer.append(notification)
-    meta = {"event_id": event_id, "causation_id": cause.event_id, "actor": f"subagent:{subagent}"}
     event = {"type": "message.appended", "data": {"role": "user", "content": answer}, "meta": meta}
     return store.append(parent, [event], expect=head)[0]
 
