@@ -433,6 +433,12 @@ class Store:
         row = self._stream(thread)
         return Facts.stored(row.facts, row.id).tools
 
+    def pending_interrupts(self, thread: str) -> tuple[str, ...]:
+        """The ids of the thread's interrupts still waiting for an answer at its head, oldest
+        first (a fork's inherited ones are demoted, not pending). Read from the stream's row."""
+        row = self._stream(thread)
+        return Facts.stored(row.facts, row.id).interrupts
+
     def create_thread(
         self,
         title: str | None = None,

@@ -38,7 +38,7 @@ from eventstore.events import (
 from .export import export_all, export_events, export_markdown
 from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code, import_events, import_pi
 from .note_fork import fork_with_transcript
-from .report import report
+from .subagents import Question, questions, report
 from .transcript_tools import transcript_tools
 
 from projections import (
@@ -104,6 +104,8 @@ __all__ = [
     "Message",
     "MessageAppended",
     "MetadataSet",
+    "Question",
+    "questions",
     "RecordedEvent",
     "report",
     "ReportRefused",

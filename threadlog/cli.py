@@ -49,7 +49,7 @@ from .importers.follow import follow_claude_code
 from .interrupt import waking
 from .listing import listing
 from .note_fork import fork_with_transcript
-from .report import STATUSES, report
+from .subagents import STATUSES, questions, report
 from . import output
 from .names import THREAD, ThreadType, resolve
 from .render import (blame_line, check_line, diff_lines, event_line, hit_line, ls_lines, row_line, safe, safe_block, safe_json, state_lines,
@@ -554,6 +554,21 @@ def interrupt_cancel(store: Store, thread: str, interrupt_id: str, reason: str, 
     """Record that INTERRUPT_ID on THREAD no longer needs an answer."""
     event = {"type": "interrupt.cancelled", "data": {"interrupt_id": interrupt_id, "reason": reason}}
     _recorded(store.append(thread, [event])[0], as_json)
+
+
+@interrupt.command("list")
+@click.argument("thread", type=THREAD)
+@json_option
+@with_store("read")
+def interrupt_list(store: Store, thread: str, as_json: bool) -> None:
+    """The questions waiting for a human on THREAD and on its sub-agent forks, one a line:
+    the thread asking, the interrupt id, the question. Answer one with
+    `threadlog interrupt resolve ASKING_THREAD ID --answer A`."""
+    asked = questions(store, thread)
+    if as_json:
+        _emit_json([question.to_json() for question in asked])
+    else:
+        output.lines(f"{q.thread}  {q.interrupt_id}  {q.question or '-'}" for q in asked)
 
 
 @cli.command("ls")

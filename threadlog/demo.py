@@ -12,7 +12,7 @@ from eventstore import Store
 from projections import display_rows
 
 from .render import row_line, tree_lines
-from .report import report
+from .subagents import report
 
 DEMO_THREAD = "demo-trip-to-lyon"
 

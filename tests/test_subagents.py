@@ -1,6 +1,7 @@
-"""A sub-agent's answer delivered to the thread that launched it (`report`, `threadlog report`):
-the other half of `fan_out` in the fork sub-agent design, where every child runs in the
-background and its result reaches the parent as a `<task-notification>` user message."""
+"""The parent's side of its sub-agents, the other half of `fan_out` in the fork sub-agent
+design: every child runs in the background, its result reaches the parent as a
+`<task-notification>` user message (`report`, `threadlog report`), and its questions to the
+human show from the parent (`questions`, `threadlog interrupt list`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from eventstore import DEFAULT_PLACEHOLDER, InvalidEvent, ReportRefused, Store
 from projections import anthropic_request, thread_state, validate_request
-from threadlog import report
+from threadlog import Question, questions, report
 from threadlog.cli import cli
 from tests.backends import dump, postgres_url
 from tests.procs import all_done, started_together
@@ -195,7 +196,7 @@ def test_lookup_by_event_id(store: Store) -> None:
 _REPORTER = """
 import sys
 from eventstore import Store
-from threadlog import report
+from threadlog import Question, questions, report
 store = Store(sys.argv[1])
 print("ready", flush=True)
 sys.stdin.readline()
@@ -222,3 +223,53 @@ def test_siblings_reporting_at_once_all_land_and_close_the_launch_once(tmp_path:
         assert [b["tool_use_id"] for b in results] == ["toolu_1"] and results[0] is delivered[0].data["content"][0]
         validate_request(anthropic_request(s, parent))
         s.verify()
+
+
+def _raise(store: Store, thread: str, interrupt_id: str, question: str) -> int:
+    event = {"type": "interrupt.raised", "data": {"interrupt_id": interrupt_id, "question": question}}
+    return store.append(thread, [event])[0].offset
+
+
+def test_questions_bubble_up_from_sub_agents(store: Store) -> None:
+    parent, (hotel, weather) = _launch(store, ["Find a hotel", "Check the weather"])
+    assert questions(store, parent) == []
+    other = store.fork(parent, at=2)  # a fork is its own conversation: its questions stay there
+    _raise(store, other, "o1", "Elsewhere?")
+    at = _raise(store, weather, "perm-1", "May I call the weather API?")
+    at2 = _raise(store, hotel, "perm-2", "May I book?")
+    own = _raise(store, parent, "p1", "Budget?")
+    assert questions(store, parent) == [Question(parent, "p1", "Budget?", None, own),
+                                        Question(hotel, "perm-2", "May I book?", None, at2),
+                                        Question(weather, "perm-1", "May I call the weather API?", None, at)]
+    assert questions(store, weather) == [Question(weather, "perm-1", "May I call the weather API?", None, at)]
+    assert [q.interrupt_id for q in questions(store, other)] == ["o1"]
+    store.append(weather, [{"type": "interrupt.resolved", "data": {"interrupt_id": "perm-1", "answer": "yes"}}])
+    store.append(parent, [{"type": "interrupt.cancelled", "data": {"interrupt_id": "p1", "reason": "moot"}}])
+    assert [q.interrupt_id for q in questions(store, parent)] == ["perm-2"]
+
+
+def test_a_question_pending_at_fan_out_is_the_parents_alone(store: Store) -> None:
+    parent = store.create_thread()
+    store.append_message(parent, "user", "Plan it")
+    _raise(store, parent, "ask", "Which city?")
+    store.append_message(parent, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "Agent", "input": {}}])
+    kids = store.fan_out(parent, ["a", "b"])
+    assert [(q.thread, q.interrupt_id) for q in questions(store, parent)] == [(parent, "ask")]
+    assert all(store.pending_interrupts(kid) == () for kid in kids)  # demoted in the forks
+
+
+def test_cli_interrupt_list(tmp_path: Path) -> None:
+    db = str(tmp_path / "q.db")
+    with Store(db) as s:
+        parent, (kid,) = _launch(s, ["Find a hotel"])
+        at = _raise(s, kid, "perm-1", "May I run \x1b[31mrm -rf build\x1b[0m?")
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["--db", db, "interrupt", "list", parent])
+    assert shown.exit_code == 0 and shown.output == f"{kid}  perm-1  May I run \\x1b[31mrm -rf build\\x1b[0m?\n"
+    listed = runner.invoke(cli, ["--db", db, "interrupt", "list", parent[:6], "--json"])
+    assert json.loads(listed.output) == [{"thread": kid, "interrupt_id": "perm-1", "question": "May I run \x1b[31mrm -rf build\x1b[0m?",
+                                          "tool_use_id": None, "offset": at}]
+    answered = runner.invoke(cli, ["--db", db, "interrupt", "resolve", kid, "perm-1", "--answer", "no"])
+    assert answered.exit_code == 0 and runner.invoke(cli, ["--db", db, "interrupt", "list", parent]).output == ""
+    missing = runner.invoke(cli, ["--db", db, "interrupt", "list", "nope"])
+    assert missing.exit_code == 1 and "thread 'nope' not found" in missing.output

@@ -1,4 +1,7 @@
-"""`report`: a sub-agent's answer delivered to the thread that launched it.
+"""The parent's side of its sub-agents: their answers (`report`) and their questions
+(`questions`).
+
+`report` delivers a sub-agent's answer to the thread that launched it.
 
 In the fork sub-agent design every sub-agent runs in the background: the parent's tool
 calls are answered at once with the placeholder its children saw ("Fork started —
@@ -16,12 +19,17 @@ Its meta names where it came from: `causation_id` is the id of the child's event
 (its final assistant message, or its last event when the caller gives the text), `actor`
 the child. Its `event_id` is derived from the child and that event, so reporting the same
 answer again returns the message already written instead of a second one.
+
+`questions` is the design's permission bubbling: a sub-agent's prompts to the human show in
+its parent's terminal. It lists the interrupts pending on a thread and on every sub-agent
+fork below it, each with the thread it waits in, so whoever watches the parent can answer a
+child (`threadlog interrupt resolve KID ID`) without knowing it was asked.
 """
 
 from __future__ import annotations
 
 from hashlib import sha256
-from typing import Any
+from typing import Any, NamedTuple
 from xml.sax.saxutils import escape
 
 from eventstore import DEFAULT_PLACEHOLDER, ConcurrencyError, InvalidEvent, RecordedEvent, ReportRefused, Store
@@ -122,3 +130,31 @@ def _answer(store: Store, subagent: str, directive_offset: int) -> tuple[Recorde
     if not text:
         raise ReportRefused("no_answer", f"{subagent!r}'s last assistant message holds no text to report")
     return store.event_at(subagent, last.offset), text
+
+
+class Question(NamedTuple):
+    """An interrupt waiting for a human: where (`thread`, `offset` of its `interrupt.raised`)
+    and what (`interrupt_id`, `question`, the `tool_use_id` that waits on it)."""
+
+    thread: str
+    interrupt_id: str
+    question: str | None
+    tool_use_id: str | None
+    offset: int
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+def questions(store: Store, thread: str) -> list[Question]:
+    """The interrupts pending on `thread` and on the sub-agent forks below it, thread by thread
+    in creation order (each thread's oldest first). Only a thread whose row says one is pending
+    is folded for its questions."""
+    below = store.subtree(thread)
+    asking = [info.id for info in below if (info.id == thread or info.kind == "subagent") and store.pending_interrupts(info.id)]
+    out = []
+    for asker in asking:
+        for raised in thread_state(store, asker).pending_interrupts:
+            out.append(Question(asker, raised["interrupt_id"], raised.get("question"), raised.get("tool_use_id"),
+                                raised["offset"]))
+    return out
