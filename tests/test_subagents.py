@@ -273,3 +273,30 @@ def test_cli_interrupt_list(tmp_path: Path) -> None:
     assert answered.exit_code == 0 and runner.invoke(cli, ["--db", db, "interrupt", "list", parent]).output == ""
     missing = runner.invoke(cli, ["--db", db, "interrupt", "list", "nope"])
     assert missing.exit_code == 1 and "thread 'nope' not found" in missing.output
+
+
+def test_redactions_around_a_report(store: Store) -> None:
+    """A redacted launch (its directive and placeholder erased) still reports, with the default
+    placeholder; a redacted report is still the one a retry returns."""
+    parent, (kid, sibling) = _launch(store, ["Find a hotel", "Check the weather"])
+    launch = list(store.read(kid, 3, 5))
+    for event in reversed(launch):
+        store.redact(event.position, reason="test", actor="ops")
+    store.append_message(kid, "assistant", "Hotel Lyon Centre")
+    first = report(store, kid)
+    assert first.data["content"][0] == {"type": "tool_result", "tool_use_id": "toolu_1", "content": DEFAULT_PLACEHOLDER}
+    assert _notification(first.data["content"]).findtext("summary") == ""
+    store.append_message(sibling, "assistant", "Sunny")
+    second = report(store, sibling)
+    store.redact(second.position, reason="test", actor="ops")
+    before = _unchanged(store)
+    assert report(store, sibling).position == second.position and _unchanged(store) == before
+
+
+def test_an_answer_too_large_to_deliver_is_refused(file_store: Store) -> None:
+    parent, (kid,) = _launch(file_store, ["Dump it"])
+    file_store.append_message(kid, "assistant", "<" * (9 * 1024 * 1024))  # 36 MiB once escaped
+    before = file_store.counts()
+    with pytest.raises(InvalidEvent, match="an event holds at most"):
+        report(file_store, kid)
+    assert file_store.counts() == before

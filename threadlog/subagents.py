@@ -65,7 +65,9 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     directive = str(forked.data.get("options", {}).get("directive", ""))  # a redacted event keeps none
     content = primed[0].data.get("content", []) if primed else []
     launch_ids = tool_result_ids(content)
-    placeholder = next((block["content"] for block in content if block.get("type") == "tool_result"), DEFAULT_PLACEHOLDER)
+    # A redacted placeholder is not known any more: the default stands in for it.
+    placeholder = next((block["content"] for block in content if block.get("type") == "tool_result"
+                        and not primed[0].redacted), DEFAULT_PLACEHOLDER)
     if text is None:
         cause, text = _answer(store, subagent, launched_at + 1)
     else:
@@ -94,8 +96,7 @@ def _deliver(store: Store, parent: str, subagent: str, notification: dict[str, s
     if that is still its head (else `ConcurrencyError`)."""
     delivered = store.event(meta["event_id"])
     if delivered is not None:  # a retry: returned as it was, whatever the parent did since
-        stored = delivered.data.get("content")  # none left when it was redacted
-        if stored and stored[-1] != notification:
+        if not delivered.redacted and delivered.data["content"][-1] != notification:
             raise InvalidEvent("text", f"event {meta['causation_id']!r} of {subagent!r} was already reported, with other "
                                f"text or status, at position {delivered.position} of {parent!r}")
         return delivered
