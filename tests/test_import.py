@@ -403,6 +403,45 @@ def test_rewind_after_import_becomes_a_fork(mem: Store, tmp_path: Path) -> None:
     mem.verify()
 
 
+def _pi_tree(*entries: tuple[str, str | None, str, str]) -> str:
+    """A pi session file (version 3, a tree) of (id, parentId, role, text) messages."""
+    records: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": "s-tree", "timestamp": "2025-07-01T10:00:00.000Z"}]
+    for id_, parent, role, text in entries:
+        body: dict[str, Any] = {"role": role, "content": [{"type": "text", "text": text}]}
+        if role == "assistant":
+            body.update(model="claude-opus-4-5", stopReason="stop")
+        records.append({"type": "message", "id": id_, "parentId": parent, "timestamp": "2025-07-01T10:00:00.000Z",
+                        "message": body})
+    return "".join(json.dumps(record) + "\n" for record in records)
+
+
+def test_pi_rewind_after_import_becomes_a_fork(mem: Store, tmp_path: Path) -> None:
+    """A pi session rewound after it was imported (a tree whose latest branch leaves the stored
+    one): the stored branch stays, the new one forks at the branch point; it used to be refused
+    as a rewritten file."""
+    first = [("e1", None, "user", "Start"), ("e2", "e1", "assistant", "Ready"), ("e3", "e2", "user", "First attempt"),
+             ("e4", "e3", "assistant", "First answer")]
+    live = tmp_path / "session.jsonl"
+    live.write_text(_pi_tree(*first))
+    thread = import_pi(mem, [live]).thread_ids[0]
+    before = [e.event_id for e in mem.read(thread)]
+    rewound = [*first, ("e5", "e2", "user", "Second attempt"), ("e6", "e5", "assistant", "Second answer")]
+    live.write_text(_pi_tree(*rewound))
+    summary = import_pi(mem, [live])
+    assert (summary.added, summary.forks) == (3, 1)  # the fork's event and its two messages
+    assert [e.event_id for e in mem.read(thread)] == before
+    (fork,) = [info for info in mem.subtree(thread) if info.kind == "fork"]
+    texts = [b["text"] for m in thread_state(mem, fork.id).messages for b in m.content]
+    assert texts == ["Start", "Ready", "Second attempt", "Second answer"]
+    # It goes on from there: the new branch grows in its fork, a later rewind of it forks again.
+    live.write_text(_pi_tree(*rewound, ("e7", "e6", "user", "More"), ("e8", "e2", "user", "Third attempt")))
+    grown = import_pi(mem, [live])
+    assert (grown.added, grown.forks) == (3, 2)
+    assert [b["text"] for b in thread_state(mem, fork.id).messages[-1].content] == ["More"]
+    assert import_pi(mem, [live]).added == 0
+    mem.verify()
+
+
 def test_compaction_keeps_its_preserved_segment(mem: Store) -> None:
     """compactMetadata.preservedSegment: the messages from headUuid on stay in the model view after the summary."""
     session = CC / "dag" / "dag_compact_after_rewind_preserved.jsonl"

@@ -38,7 +38,7 @@ from eventstore.content import validate_block
 from eventstore.events import is_time
 
 from .lines import BadLine, Line, Seen, is_text, read_lines, text_name
-from .plan import Plan, PlannedStream, import_sources, stable_id
+from .plan import Plan, PlannedStream, import_sources, stable_id, stored_sources
 from .summary import ImportSummary
 
 TOOL = "claude-code"
@@ -643,19 +643,7 @@ def discover(paths: Iterable[str | Path]) -> list[Session]:
 
 def _stored_sources(store: Store, session: Session) -> dict[str, str]:
     """Source uuid -> stream, over what earlier imports of this session wrote (empty if none)."""
-    if session.main is None:
-        return {}
-    try:
-        streams = store.subtree(stable_id(TOOL, session.main.stem))
-    except ThreadNotFound:
-        return {}
-    out: dict[str, str] = {}
-    for info in streams:
-        for event in store.read(info.id, start=info.base):
-            source = event.meta.get("source")
-            if isinstance(source, dict) and isinstance(source.get("uuid"), str):
-                out.setdefault(source["uuid"], info.id)
-    return out
+    return {} if session.main is None else stored_sources(store, stable_id(TOOL, session.main.stem))
 
 
 def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, partial_tail: bool,

@@ -23,7 +23,7 @@ from eventstore.events import is_time
 from eventstore.recorded import short
 
 from .lines import BadLine, Line, Seen, read_lines, text_name
-from .plan import Plan, PlannedStream, import_sources, stable_id
+from .plan import Plan, PlannedStream, import_sources, stable_id, stored_sources
 from .summary import ImportSummary
 
 TOOL = "pi"
@@ -37,6 +37,7 @@ class _Node:
     parent: str | None
     children: list[_Node] = field(default_factory=list)
     latest: int = 0
+    held: frozenset[str] = frozenset()  # the streams an earlier import wrote entries of this subtree into
 
 
 def _check(record: dict[str, Any]) -> str | None:
@@ -198,7 +199,7 @@ class _Writer:
         forks: list[tuple[_Node, _Node]] = []
         while node is not None:
             path.append(node)
-            following = max(node.children, key=lambda c: c.latest) if node.children else None
+            following = _following(stream, node.children)
             forks.extend((node, c) for c in node.children if c is not following)
             node = following
         self.emit(stream, path)
@@ -208,6 +209,16 @@ class _Writer:
             fork = self.plan.attach(parent.fork(stable_id(TOOL, self.session, child.id), "fork", meta, at))
             self.summary.forks += 1
             self.branch(fork, child)
+
+
+def _following(stream: PlannedStream, children: list[_Node]) -> _Node | None:
+    """The child a stream goes on with: the one an earlier import wrote into it (so a session
+    rewound after it was imported keeps its stored events, and the new branch becomes a
+    fork), else the one whose subtree ends latest in the file."""
+    kept = [c for c in children if stream.id in c.held]
+    if kept:
+        return kept[0]
+    return max(children, key=lambda c: c.latest) if children else None
 
 
 def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | None = None, store: Store | None = None) -> Plan:
@@ -245,8 +256,13 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
         if node.parent is not None:
             nodes[node.parent].children.append(node)
         previous = node_id
+    # Only a tree can have been rewound since an earlier import: a linear file reads nothing back.
+    stored = stored_sources(store, stable_id(TOOL, session)) if store and any(len(n.children) > 1 for n in order) else {}
     for node in reversed(order):
         node.latest = max([node.line.number, *(c.latest for c in node.children)])
+        if stored:
+            own = frozenset((stored[node.id],)) if node.id in stored else frozenset()
+            node.held = own.union(*(c.held for c in node.children))
     summary.files += 1
     info = {k: header[k] for k in ("cwd", "provider", "modelId", "thinkingLevel", "branchedFrom", "version") if k in header}
     created: dict[str, Any] = {"metadata": {"source": TOOL, "sessionId": session, "file": str(path), **info}}

@@ -128,6 +128,23 @@ class Plan:
         return stream
 
 
+def stored_sources(store: Store, root: str) -> dict[str, str]:
+    """Source entry id (`meta.source.uuid`) -> the stream an earlier import of the source wrote
+    it into, over the thread `root` and its forks (empty when it was never imported): a
+    session rewound after its import goes on along the branch the store holds."""
+    try:
+        streams = store.subtree(root)
+    except ThreadNotFound:
+        return {}
+    out: dict[str, str] = {}
+    for info in streams:
+        for event in store.read(info.id, start=info.base):
+            source = event.meta.get("source")
+            if isinstance(source, dict) and isinstance(source.get("uuid"), str):
+                out.setdefault(source["uuid"], info.id)
+    return out
+
+
 def _first_event_id(stream: PlannedStream) -> str:
     return str(stream.first["meta"]["event_id"])
 
