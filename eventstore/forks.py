@@ -31,7 +31,7 @@ DEFAULT_PLACEHOLDER = "Fork started — processing in background"
 
 def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any, context: str, retrieval: str,
          unanswered: str, transcript: str | None, fork_id: str | None, kind: str, busy: str, meta: dict[str, Any],
-         config: dict[str, Any] | None = None, title: str | None = None) -> str:
+         config: dict[str, Any] | None = None, title: str | None = None, retry: bool = True) -> str:
     """`Store.fork`: one fork of `thread` at `at` (default: its head), in one transaction."""
     if busy not in ("refuse", "allow"):
         raise InvalidEvent("busy", f"must be 'refuse' or 'allow', not {busy!r}")
@@ -45,6 +45,9 @@ def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any
     with store.backend.transaction():
         if "event_id" in meta:
             retried = _made_before(store, thread, at, options, chosen, check_id("meta.event_id", meta["event_id"]))
+            if retried is not None and not retry:
+                raise InvalidEvent("meta.event_id", f"fork {retried!r} was already made with event id {meta['event_id']!r}, "
+                                   "and this fork takes no retry (retry=False)")
             if retried is not None:
                 return retried
         return _fork(store, thread, at, options, chosen or new_id(), meta, titled, allow_busy=busy == "allow")

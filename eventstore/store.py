@@ -484,7 +484,8 @@ class Store:
         with paused():
             return self._append(thread, [prepare(event, i, fresh[i]) for i, event in enumerate(events)], expect)
 
-    def append_prepared(self, thread: str, batch: Sequence[PreparedEvent], expect: Expect = "any") -> list[RecordedEvent]:
+    def append_prepared(self, thread: str, batch: Sequence[PreparedEvent], expect: Expect = "any", *,
+                        retry: bool = True) -> list[RecordedEvent]:
         """`append` for events already validated and serialized by `eventstore.prepare.prepare`.
 
         For writers that check a whole source before writing any of it (the importers):
@@ -493,13 +494,17 @@ class Store:
         reserved-type, `thread.created` and repeated-id checks, retries, the facts (a
         `tool_result` for a call that is not waiting is refused) and the head check. Pass
         only what `prepare` returned, unchanged: the digests are not recomputed.
+
+        `retry=False` refuses a batch whose events are all stored (`InvalidEvent` naming the
+        first) instead of returning the stored records: for a writer that counts what it
+        wrote, when another process may have written the same events first (an importer).
         """
         _check_expect(expect)
         if not all(type(item) is PreparedEvent for item in batch):
             raise InvalidEvent("events", "append_prepared takes the PreparedEvents prepare() returns; pass dicts to append()")
-        return self._append(thread, list(batch), expect)
+        return self._append(thread, list(batch), expect, retry)
 
-    def _append(self, thread: str, batch: list[PreparedEvent], expect: Expect) -> list[RecordedEvent]:
+    def _append(self, thread: str, batch: list[PreparedEvent], expect: Expect, retry: bool = True) -> list[RecordedEvent]:
         if not batch:
             raise InvalidEvent("events", "the batch is empty")
         if expect == "no_stream":
@@ -525,8 +530,11 @@ class Store:
         with self.backend.transaction():
             if explicit:
                 stored = self._already_stored(thread, batch)
-                if stored is not None:
+                if stored is not None and retry:
                     return stored
+                if stored is not None:
+                    raise InvalidEvent("meta.event_id", f"the batch's events are already stored (event id {stored[0].event_id!r} "
+                                       f"at position {stored[0].position}), and this append takes no retry (retry=False)")
             row, position = self.backend.stream_for_append(thread, len(batch))
             if row is None:
                 if expect != "no_stream":
@@ -831,6 +839,7 @@ class Store:
         busy: str = "refuse",
         config: dict[str, Any] | None = None,
         title: str | None = None,
+        retry: bool = True,
         **meta: Any,
     ) -> str:
         """Fork `thread` at `at` (default: its head): one `streams` row, one event, O(1).
@@ -849,10 +858,13 @@ class Store:
         `system`, `model`, `tools`, `thinking` replacing the parent's, and `blank=True` to
         inherit none of them. `title` gives the fork its own title (a `title.set` after the
         fork's event, in the same transaction); without it the fork shows the parent's.
+
+        With an `event_id` in `meta`, a call whose fork that id already made returns its id
+        (a retry); `retry=False` refuses it instead, as `append_prepared(retry=False)` does.
         """
         return forks.fork(self, thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
                           unanswered=unanswered, transcript=transcript, fork_id=fork_id, kind=kind, busy=busy, meta=meta,
-                          config=config, title=title)
+                          config=config, title=title, retry=retry)
 
     def fan_out(
         self,

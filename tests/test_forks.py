@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventstore import DEFAULT_PLACEHOLDER, ForkRefused, InvalidEvent, Store, ThreadNotFound
+from eventstore.prepare import prepare
 from tests.backends import dump
 from threadlog.render import tree_lines
 
@@ -495,3 +496,22 @@ def test_redacting_a_re_framed_forks_first_event_gives_it_none_of_the_parents_co
     request = anthropic_request(store, narrow, model="m")
     assert "PARENT SECRET" not in str(request) and "tools" not in request
     store.verify()
+
+
+def test_a_retry_can_be_refused_instead_of_returned(store: Store) -> None:
+    """`retry=False` (what an importer counting its writes asks for): an append or a fork whose
+    event was already written is refused, naming it, with nothing written; by default it is
+    returned as written."""
+    t = store.create_thread()
+    batch = [prepare({"type": "message.appended", "data": {"role": "user", "content": "hi"}, "meta": {"event_id": "m1"}}, 0)]
+    first = store.append_prepared(t, batch)
+    assert store.append_prepared(t, batch) == first
+    fork = store.fork(t, event_id="f1")
+    assert store.fork(t, event_id="f1") == fork
+    before = dump(store)
+    for expect in ("any", first[0].offset):
+        with pytest.raises(InvalidEvent, match=r"already stored \(event id 'm1' at position \d+\).*retry=False"):
+            store.append_prepared(t, batch, expect=expect, retry=False)
+    with pytest.raises(InvalidEvent, match=f"fork '{fork}' was already made with event id 'f1'.*retry=False"):
+        store.fork(t, event_id="f1", retry=False)
+    assert dump(store) == before

@@ -41,8 +41,11 @@ def test_an_import_racing_another_of_the_same_session_succeeds(tmp_path: Path) -
                                     capture_output=True, text=True, timeout=60))
 
     with Store(db, on_wait=the_other_import_goes_first) as store:
-        import_claude_code(store, [SESSION])
+        summary = import_claude_code(store, [SESSION])
         store.verify()
     holder.close()
     assert other and other[0].returncode == 0, other
     assert heads(db) == heads(alone)
+    # What each import says it added is what it wrote: the other wrote it all.
+    assert summary.added == 0 and summary.events == 37
+    assert "37 event(s) added of 37" in other[0].stdout

@@ -302,11 +302,13 @@ def _write_stream(store: Store, stream: PlannedStream, held: int | None) -> Iter
     yields how many events each write added."""
     if held is None:
         if stream.parent is None:
-            store.append_prepared(stream.id, [stream.first["prepared"]], expect="no_stream")  # create_thread's append
+            # Not as retries: what another import of the source wrote first is refused, and skipped
+            # by `write_plan`, instead of counted as added here.
+            store.append_prepared(stream.id, [stream.first["prepared"]], expect="no_stream", retry=False)  # create_thread's
         else:
             store.fork(
                 stream.parent.id, stream.at, fork_id=stream.id, kind=stream.kind, busy="allow",
-                unanswered="drop", **stream.first["options"], **stream.first["meta"],
+                unanswered="drop", retry=False, **stream.first["options"], **stream.first["meta"],
             )
         yield 1
         held = 0
@@ -315,5 +317,5 @@ def _write_stream(store: Store, stream: PlannedStream, held: int | None) -> Iter
     # (a compaction's `through_offset`), so the write is refused instead.
     for start in range(held, len(stream.events), BATCH):
         batch = stream.events[start:start + BATCH]
-        store.append_prepared(stream.id, batch, expect=stream.offsets[start])
+        store.append_prepared(stream.id, batch, expect=stream.offsets[start], retry=False)
         yield len(batch)
