@@ -120,3 +120,34 @@ def test_rerun_prints_the_fork_and_diff_shows_both_answers(tmp_path: Path, api: 
     assert api.requests[-1].json["model"] == "claude-other"
     shown = threadlog("diff", t, fork, db=db).stdout
     assert "second answer" in shown and "another second answer" in shown
+
+
+def test_sub_agents_run_report_back_and_the_parent_goes_on(tmp_path: Path, api: MessagesAPI) -> None:
+    """The fork sub-agent design from the command line, against the API over HTTP: fan out from a
+    turn's Agent call, run each sub-agent (`ask` without text sends its directive), deliver their
+    answers (`report`), and the parent's next request carries them."""
+    db = tmp_path / "t.db"
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    t = threadlog("new", "--system", "You plan trips.", "--model", "claude-test-1", db=db).stdout.strip()
+    threadlog("append", t, "--role", "user", "--text", "Plan Lyon: a hotel and the weather", db=db)
+    call = [{"type": "tool_use", "id": "toolu_1", "name": "Agent", "input": {"prompt": "research"}}]
+    (tmp_path / "call.json").write_text(json.dumps(call))
+    assert threadlog("append", t, "--role", "assistant", "--content", str(tmp_path / "call.json"), db=db).returncode == 0
+    kids = threadlog("fan-out", t, "Find a hotel.", "Check the weather.", db=db).stdout.split()
+    for kid, answer in zip(kids, ("Hotel Carlton, 90 EUR.", "Sunny, 22 C.")):
+        api.reply_json(message([{"type": "text", "text": answer}]))
+        ran = threadlog("ask", kid, db=db, env=env)
+        assert ran.returncode == 0 and ran.stdout == answer + "\n", ran.stderr
+        assert threadlog("report", kid, db=db).returncode == 0
+    hotel, weather = (request.json for request in api.requests)
+    prefix = json.dumps(hotel["messages"][:-1])
+    assert prefix == json.dumps(weather["messages"][:-1])  # the siblings share all but their directive
+    api.reply_json(message([{"type": "text", "text": "Booked the Carlton; pack light."}]))
+    went_on = threadlog("ask", t, db=db, env=env)
+    assert went_on.returncode == 0 and went_on.stdout == "Booked the Carlton; pack light.\n", went_on.stderr
+    last = api.requests[-1].json["messages"][-1]
+    assert last["role"] == "user" and last["content"][0]["type"] == "tool_result"
+    notes = [block["text"] for block in last["content"][1:]]
+    assert [kids[0] in notes[0], "Hotel Carlton, 90 EUR." in notes[0], kids[1] in notes[1], "Sunny, 22 C." in notes[1]] == [True] * 4
+    check = threadlog("request", t, "--check", db=db)
+    assert check.returncode == 0 and check.stdout.split()[0] == "ok", check.stdout + check.stderr

@@ -474,7 +474,9 @@ def fan_out(store: Store, thread: str, directives: tuple[str, ...], placeholder:
     """Launch one sub-agent fork of THREAD per DIRECTIVE, in one transaction; prints their ids.
 
     THREAD's last message must be an assistant turn whose tool calls await results: each fork
-    answers them with the same placeholder, then adds its own directive.
+    answers them with the same placeholder, then adds its own directive. Run one with
+    `threadlog ask KID` (no text: it answers its directive), deliver its answer to THREAD
+    with `threadlog report KID`, and list its questions with `threadlog interrupt list THREAD`.
     """
     extra = {} if placeholder is None else {"placeholder": placeholder}
     ids = store.fan_out(thread, list(directives), **extra)
