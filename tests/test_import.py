@@ -442,6 +442,29 @@ def test_pi_rewind_after_import_becomes_a_fork(mem: Store, tmp_path: Path) -> No
     mem.verify()
 
 
+def test_pi_branch_after_a_later_result_of_merged_tool_results(mem: Store, tmp_path: Path) -> None:
+    """Consecutive tool results are one message; a branch may leave after any of them, not only
+    the first (the import failed with a KeyError, reported as an altered row)."""
+    def result(id_: str, parent: str, call: str) -> dict[str, Any]:
+        return {"type": "message", "id": id_, "parentId": parent, "timestamp": "2025-07-01T10:00:00.000Z",
+                "message": {"role": "toolResult", "toolCallId": call, "content": [{"type": "text", "text": "ok"}]}}
+    calls = {"type": "message", "id": "a1", "parentId": "u1", "timestamp": "2025-07-01T10:00:00.000Z",
+             "message": {"role": "assistant", "model": "claude-opus-4-5", "stopReason": "toolUse",
+                         "content": [{"type": "toolCall", "id": c, "name": "bash", "arguments": {}} for c in ("t1", "t2")]}}
+    head = _pi_tree(("u1", None, "user", "go")).splitlines(keepends=True)
+    tail = _pi_tree(("a2", "r2", "assistant", "done"), ("u9", "r2", "user", "again")).splitlines(keepends=True)[1:]
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join([*head, *(json.dumps(r) + "\n" for r in (calls, result("r1", "a1", "t1"), result("r2", "r1", "t2"))),
+                             *tail]))
+    summary = import_pi(mem, [path])
+    thread = summary.thread_ids[0]
+    (fork,) = [info for info in mem.subtree(thread) if info.kind == "fork"]
+    merged = mem.event_at(thread, 3)
+    assert [b["tool_use_id"] for b in merged.data["content"]] == ["t1", "t2"] and fork.parent_offset == 4
+    assert [m.content[0]["text"] for m in thread_state(mem, fork.id).messages[-1:]] == ["done"]
+    mem.verify()
+
+
 def test_compaction_keeps_its_preserved_segment(mem: Store) -> None:
     """compactMetadata.preservedSegment: the messages from headUuid on stay in the model view after the summary."""
     session = CC / "dag" / "dag_compact_after_rewind_preserved.jsonl"

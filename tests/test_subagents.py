@@ -300,3 +300,60 @@ def test_an_answer_too_large_to_deliver_is_refused(file_store: Store) -> None:
     with pytest.raises(InvalidEvent, match="an event holds at most"):
         report(file_store, kid)
     assert file_store.counts() == before
+
+
+def test_a_redacted_answer_is_not_reported_but_its_report_is_still_returned(store: Store) -> None:
+    parent, (kid, other) = _launch(store, ["Find a hotel", "Check the weather"])
+    answer = store.append_message(kid, "assistant", "Hotel Lyon Centre, ask for Ana")
+    first = report(store, kid)
+    store.redact(answer.position, reason="a name", actor="ops")
+    assert report(store, kid).position == first.position  # the same call again: the message already written
+    late = store.append_message(other, "assistant", "Sunny, says Ana")
+    store.redact(late.position, reason="a name", actor="ops")
+    before = _unchanged(store)
+    with pytest.raises(ReportRefused, match="was redacted; give the text") as caught:
+        report(store, other)  # "[redacted]" is not its answer
+    assert caught.value.reason == "no_answer" and _unchanged(store) == before
+
+
+def test_a_parent_that_took_another_turn_keeps_its_new_calls(store: Store) -> None:
+    """What the parent waits on after a turn of its own is that turn's, even under an id the
+    launch call had: a report never answers it with the launch placeholder."""
+    parent, (kid, sibling) = _launch(store, ["Find a hotel", "Check the weather"])
+    store.append_message(kid, "assistant", "Hotel Lyon Centre")
+    report(store, kid)
+    store.append_message(parent, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}}])
+    store.append_message(sibling, "assistant", "Sunny")
+    before = _unchanged(store)
+    with pytest.raises(ReportRefused, match=r"waits on tool calls .* \(toolu_1\)") as caught:
+        report(store, sibling)
+    assert caught.value.reason == "parent_waiting" and _unchanged(store) == before
+
+
+def test_only_the_threads_own_sub_agents_are_asked_about(store: Store) -> None:
+    parent, (kid,) = _launch(store, ["Find a hotel"])
+    fork = store.fork(parent, at=2)
+    store.append_message(fork, "assistant", [{"type": "tool_use", "id": "toolu_f", "name": "Agent", "input": {}}])
+    (grandkid,) = store.fan_out(fork, ["Elsewhere"])
+    _raise(store, grandkid, "g", "Their question")
+    _raise(store, kid, "k", "Our question")
+    assert [(q.thread, q.interrupt_id) for q in questions(store, parent)] == [(kid, "k")]
+    assert [(q.thread, q.interrupt_id) for q in questions(store, fork)] == [(grandkid, "g")]
+
+
+def test_sub_agents_not_made_by_fan_out_report_too(store: Store, tmp_path: Path) -> None:
+    """A sub-agent fork made by `fork(kind="subagent")` (no placeholder message), and one the
+    Claude Code importer made at a Task call the parent still waits on."""
+    parent = store.create_thread()
+    store.append_message(parent, "user", "Plan it")
+    made = store.fork(parent, kind="subagent")
+    store.append_message(made, "assistant", "Planned.")
+    assert _notification(report(store, made).data["content"]).findtext("result") == "Planned."
+
+    from threadlog import import_claude_code  # a session whose Task call waits on its sub-agent
+    root = import_claude_code(store, [Path(__file__).parent / "fixtures" / "claude-code" / "inline" / "sidechain.jsonl"]).thread_ids[0]
+    (agent,) = [info for info in store.subtree(root) if info.kind == "subagent"]
+    (waiting,) = store.pending_tool_uses(root)
+    delivered = report(store, agent.id, "Summary of what it found")
+    assert delivered.data["content"][0] == {"type": "tool_result", "tool_use_id": waiting, "content": DEFAULT_PLACEHOLDER}
+    validate_request(anthropic_request(store, root, model="claude-sonnet-4-5"))

@@ -563,7 +563,7 @@ def interrupt_cancel(store: Store, thread: str, interrupt_id: str, reason: str, 
 @json_option
 @with_store("read")
 def interrupt_list(store: Store, thread: str, as_json: bool) -> None:
-    """The questions waiting for a human on THREAD and on its sub-agent forks, one a line:
+    """The questions waiting for a human on THREAD and on the sub-agent forks it launched, one a line:
     the thread asking, the interrupt id, the question. Answer one with
     `threadlog interrupt resolve ASKING_THREAD ID --answer A`."""
     asked = questions(store, thread)

@@ -50,6 +50,7 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     written) when `subagent` is not a sub-agent fork, has no answer yet, or when the parent
     waits on tool calls the sub-agent was not launched from (report after their results).
     """
+    explicit = text is not None
     if status not in STATUSES:
         raise InvalidEvent("status", f"must be one of {', '.join(STATUSES)}, not {status!r}")
     if text is not None and (not isinstance(text, str) or not text.strip()):
@@ -61,47 +62,61 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     parent, launched_at = info.parent_id, info.parent_offset
     # fan_out wrote its fork event (naming the directive), then the placeholder results and the
     # directive. A sub-agent imported from another tool's session may hold its fork event alone.
-    forked, *primed = store.read(subagent, launched_at, min(launched_at + 2, info.head))
+    forked, *after = store.read(subagent, launched_at, min(launched_at + 2, info.head))
     directive = str(forked.data.get("options", {}).get("directive", ""))  # a redacted event keeps none
-    content = primed[0].data.get("content", []) if primed else []
-    launch_ids = tool_result_ids(content)
+    primed = after[0] if after and after[0].meta.get("origin") == "primed" else None
+    content = primed.data.get("content", []) if primed is not None else []
+    # The calls it was launched from: those its placeholders answered, or those its fork left out
+    # as waiting (an imported sub-agent forked at the parent's call).
+    launch_ids = tool_result_ids(content) or list(forked.data.get("dropped_tool_use_ids", []))
     # A redacted placeholder is not known any more: the default stands in for it.
     placeholder = next((block["content"] for block in content if block.get("type") == "tool_result"
-                        and not primed[0].redacted), DEFAULT_PLACEHOLDER)
+                        and primed is not None and not primed.redacted), DEFAULT_PLACEHOLDER)
+    own_from = launched_at + (1 if primed is None else 2)  # the sub-agent's own events start here
     if text is None:
-        cause, text = _answer(store, subagent, launched_at + 1)
+        cause, text = _answer(store, subagent, own_from)
     else:
         cause = store.event_at(subagent, info.head - 1)
     event_id = "report-" + sha256(f"{subagent}\n{cause.event_id}".encode()).hexdigest()[:32]
+    if text is None:  # the answer was redacted: only a report made before that can be returned
+        delivered = store.event(event_id)
+        if delivered is None:
+            raise ReportRefused("no_answer", f"{subagent!r}'s answer (offset {cause.offset}) was redacted; give the text "
+                                "to report")
+        return delivered
     notification = {"type": "text", "text": (
         f"<task-notification>\n<task-id>{escape(subagent)}</task-id>\n<status>{status}</status>\n"
         f"<summary>{escape(directive)}</summary>\n<result>{escape(text)}</result>\n</task-notification>")}
     meta = {"event_id": event_id, "causation_id": cause.event_id, "actor": f"subagent:{subagent}"}
+    compare = explicit or status != "completed"  # else the answer is what the first report read from the same event
     # Siblings reporting at once race for the parent's head: each retry follows a write that
     # landed (one of theirs), so this ends; the bound only caps a parent appended to nonstop.
     for _ in range(_ATTEMPTS - 1):
         try:
-            return _deliver(store, parent, subagent, notification, launch_ids, placeholder, meta)
+            return _deliver(store, parent, launched_at, subagent, notification, launch_ids, placeholder, meta, compare)
         except ConcurrencyError:
             continue
-    return _deliver(store, parent, subagent, notification, launch_ids, placeholder, meta)
+    return _deliver(store, parent, launched_at, subagent, notification, launch_ids, placeholder, meta, compare)
 
 
 _ATTEMPTS = 100
 
 
-def _deliver(store: Store, parent: str, subagent: str, notification: dict[str, str], launch_ids: list[str],
-             placeholder: Any, meta: dict[str, str]) -> RecordedEvent:
+def _deliver(store: Store, parent: str, launched_at: int, subagent: str, notification: dict[str, str], launch_ids: list[str],
+             placeholder: Any, meta: dict[str, str], compare: bool) -> RecordedEvent:
     """One attempt: the message built against the parent's head as read now, appended only
     if that is still its head (else `ConcurrencyError`)."""
     delivered = store.event(meta["event_id"])
     if delivered is not None:  # a retry: returned as it was, whatever the parent did since
-        if not delivered.redacted and delivered.data["content"][-1] != notification:
+        if compare and not delivered.redacted and delivered.data["content"][-1] != notification:
             raise InvalidEvent("text", f"event {meta['causation_id']!r} of {subagent!r} was already reported, with other "
                                f"text or status, at position {delivered.position} of {parent!r}")
         return delivered
     head = store.head(parent)  # read first: the append expects it, so nothing moves the parent in between
     waiting = store.pending_tool_uses(parent)
+    if waiting and any(event.type == "message.appended" and event.data.get("role") == "assistant"
+                       for event in store.read(parent, launched_at, head)):
+        launch_ids = []  # the parent took another turn since: what it waits on now is that turn's, even a reused id
     other = [tool_use_id for tool_use_id in waiting if tool_use_id not in launch_ids]
     if other:
         raise ReportRefused("parent_waiting", f"{parent!r} waits on tool calls {subagent!r} was not launched from "
@@ -113,9 +128,9 @@ def _deliver(store: Store, parent: str, subagent: str, notification: dict[str, s
     return store.append(parent, [event], expect=head)[0]
 
 
-def _answer(store: Store, subagent: str, directive_offset: int) -> tuple[RecordedEvent, str]:
-    """The sub-agent's final assistant message and its text, or the refusal saying why
-    there is none yet."""
+def _answer(store: Store, subagent: str, own_from: int) -> tuple[RecordedEvent, str | None]:
+    """The sub-agent's final assistant message and its text (None when it was redacted), or
+    the refusal saying why there is none yet."""
     state = thread_state(store, subagent)
     if state.status != "idle":
         why = f"run {state.open_runs[-1]!r} is in progress" if state.open_runs else "an interrupt is pending"
@@ -124,13 +139,16 @@ def _answer(store: Store, subagent: str, directive_offset: int) -> tuple[Recorde
     if pending:
         raise ReportRefused("no_answer", f"{subagent!r} has not finished: tool calls {', '.join(pending)} await results")
     last = state.messages[-1] if state.messages else None
-    if last is None or last.offset <= directive_offset or last.role != "assistant":
+    if last is None or last.offset < own_from or last.role != "assistant":
         raise ReportRefused("no_answer", f"{subagent!r} has no answer of its own yet: its last message is not an "
                             "assistant message after its directive")
+    answer = store.event_at(subagent, last.offset)
+    if answer.redacted:
+        return answer, None  # known by its id still: an earlier report of it is returned, else refused
     text = "\n\n".join(block["text"] for block in last.content if block.get("type") == "text" and block["text"].strip())
     if not text:
         raise ReportRefused("no_answer", f"{subagent!r}'s last assistant message holds no text to report")
-    return store.event_at(subagent, last.offset), text
+    return answer, text
 
 
 class Question(NamedTuple):
@@ -148,11 +166,14 @@ class Question(NamedTuple):
 
 
 def questions(store: Store, thread: str) -> list[Question]:
-    """The interrupts pending on `thread` and on the sub-agent forks below it, thread by thread
+    """The interrupts pending on `thread` and on the sub-agent forks it launched, thread by thread
     in creation order (each thread's oldest first). Only a thread whose row says one is pending
     is folded for its questions."""
     below = store.subtree(thread)
-    asking = [info.id for info in below if (info.id == thread or info.kind == "subagent") and store.pending_interrupts(info.id)]
+    # Its own sub-agents only: a plain fork is a conversation of its own, and so are the
+    # sub-agents it launched (a sub-agent launches none: `fan_out`'s recursion guard).
+    asking = [info.id for info in below if (info.id == thread or (info.kind == "subagent" and info.parent_id == thread))
+              and store.pending_interrupts(info.id)]
     out = []
     for asker in asking:
         for raised in thread_state(store, asker).pending_interrupts:

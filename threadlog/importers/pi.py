@@ -116,6 +116,7 @@ class _Writer:
             node = nodes[i]
             record = node.line.record
             type_ = record.get("type")
+            members = [node]  # the entries this event stands for: a merged group of tool results has several
             if type_ == "message":
                 message = record["message"]
                 role = message["role"]
@@ -126,6 +127,7 @@ class _Writer:
                         i += 1
                         group.append(nodes[i])
                     self._results(stream, group)
+                    members = group
                 elif role == "assistant":
                     self._assistant(stream, node, message)
                 elif role == "user":
@@ -153,7 +155,8 @@ class _Writer:
                 stream.add("metadata.set", {"patch": patch}, self.meta(node), self.where(node))
             else:
                 self.summary.skipped[str(type_)] += 1
-            self.placed[node.id] = (stream, stream.offset)
+            for member in members:  # a branch may leave after any of them
+                self.placed[member.id] = (stream, stream.offset)
             i += 1
 
     def _assistant(self, stream: PlannedStream, node: _Node, message: dict[str, Any]) -> None:
