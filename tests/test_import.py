@@ -442,6 +442,21 @@ def test_pi_rewind_after_import_becomes_a_fork(mem: Store, tmp_path: Path) -> No
     mem.verify()
 
 
+def test_pi_older_copy_of_a_rewound_session_adds_nothing(mem: Store, tmp_path: Path) -> None:
+    """The file as it was before a rewind, imported after the rewound one: every entry of it is
+    stored (its later ones in a fork), so it adds nothing; it was refused as rewritten."""
+    before = [("e1", None, "user", "Start"), ("e2", "e1", "assistant", "Ready"), ("e3", "e2", "user", "A"),
+              ("e4", "e3", "assistant", "A!")]
+    path = tmp_path / "session.jsonl"
+    path.write_text(_pi_tree(*before, ("e5", "e2", "user", "B"), ("e6", "e5", "assistant", "B!")))
+    summary = import_pi(mem, [path])
+    shape = [(info.kind, info.head) for info in mem.subtree(summary.thread_ids[0])]
+    path.write_text(_pi_tree(*before))
+    assert import_pi(mem, [path]).added == 0
+    assert [(info.kind, info.head) for info in mem.subtree(summary.thread_ids[0])] == shape
+    mem.verify()
+
+
 def test_pi_branch_after_a_later_result_of_merged_tool_results(mem: Store, tmp_path: Path) -> None:
     """Consecutive tool results are one message; a branch may leave after any of them, not only
     the first (the import failed with a KeyError, reported as an altered row)."""
@@ -463,6 +478,20 @@ def test_pi_branch_after_a_later_result_of_merged_tool_results(mem: Store, tmp_p
     assert [b["tool_use_id"] for b in merged.data["content"]] == ["t1", "t2"] and fork.parent_offset == 4
     assert [m.content[0]["text"] for m in thread_state(mem, fork.id).messages[-1:]] == ["done"]
     mem.verify()
+    # A session that ended on the merged results, imported, then rewound to the first of them:
+    # the thread keeps the merged message (the second result is its too); the new branch forks
+    # after it. It used to go on in the thread, after a result not on its path.
+    other = Store(":memory:")
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:5]))  # the header, u1, a1, r1, r2
+    thread = import_pi(other, [path]).thread_ids[0]
+    stored = [e.event_id for e in other.read(thread)]
+    path.write_text("".join(lines[:5]) + _pi_tree(("u7", "r1", "user", "from r1")).splitlines(keepends=True)[1])
+    assert import_pi(other, [path]).added == 2
+    assert [e.event_id for e in other.read(thread)] == stored
+    (rewound,) = [i for i in other.subtree(thread) if i.kind == "fork"]
+    assert rewound.parent_offset == 4 and thread_state(other, rewound.id).messages[-1].content[0]["text"] == "from r1"
+    other.verify()
 
 
 def test_compaction_keeps_its_preserved_segment(mem: Store) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventstore import Store
+from eventstore import Store, ThreadNotFound
 from eventstore.events import is_time
 from eventstore.recorded import short
 
@@ -221,7 +221,17 @@ def _following(stream: PlannedStream, children: list[_Node]) -> _Node | None:
     kept = [c for c in children if stream.id in c.held]
     if kept:
         return kept[0]
-    return max(children, key=lambda c: c.latest) if children else None
+    # A child an earlier import wrote only into other streams stays there (a fork's): it can
+    # not go on this stream, which holds other events past it (an older copy of a rewound file).
+    free = [c for c in children if not c.held]
+    return max(free, key=lambda c: c.latest) if free else None
+
+
+def _has_forks(store: Store | None, root: str) -> bool:
+    try:
+        return store is not None and len(store.subtree(root)) > 1
+    except ThreadNotFound:
+        return False
 
 
 def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | None = None, store: Store | None = None) -> Plan:
@@ -259,8 +269,11 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
         if node.parent is not None:
             nodes[node.parent].children.append(node)
         previous = node_id
-    # Only a tree can have been rewound since an earlier import: a linear file reads nothing back.
-    stored = stored_sources(store, stable_id(TOOL, session)) if store and any(len(n.children) > 1 for n in order) else {}
+    # What an earlier import wrote where, read back only when it matters: a tree (rewound since),
+    # or a thread whose import made forks (this file may be a copy from before a rewind).
+    root_id = stable_id(TOOL, session)
+    branched = any(len(n.children) > 1 for n in order) or _has_forks(store, root_id)
+    stored = stored_sources(store, root_id) if store and branched else {}
     for node in reversed(order):
         node.latest = max([node.line.number, *(c.latest for c in node.children)])
         if stored:
@@ -274,7 +287,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     meta = {"event_id": f"pi:{session}:created", "origin": "imported", "source": {"tool": TOOL, "file": str(path), "line": lines[0].number}}
     if is_time(header.get("timestamp")):
         meta["occurred_at"] = header["timestamp"]
-    stream = plan.root(stable_id(TOOL, session), created, meta, lambda why: BadLine(str(path), lines[0].number, why))
+    stream = plan.root(root_id, created, meta, lambda why: BadLine(str(path), lines[0].number, why))
     summary.threads += 1
     summary.thread_ids.append(stream.id)
     writer = _Writer(plan, path, session, summary)

@@ -140,8 +140,12 @@ def stored_sources(store: Store, root: str) -> dict[str, str]:
     for info in streams:
         for event in store.read(info.id, start=info.base):
             source = event.meta.get("source")
-            if isinstance(source, dict) and isinstance(source.get("uuid"), str):
-                out.setdefault(source["uuid"], info.id)
+            if not isinstance(source, dict):
+                continue
+            merged = source.get("uuids")  # the other entries one event stands for (merged tool results, a response's lines)
+            for uuid in [source.get("uuid"), *(merged if isinstance(merged, list) else ())]:
+                if isinstance(uuid, str):
+                    out.setdefault(uuid, info.id)
     return out
 
 
