@@ -442,6 +442,34 @@ def test_pi_rewind_after_import_becomes_a_fork(mem: Store, tmp_path: Path) -> No
     mem.verify()
 
 
+def test_pi_rewinds_to_the_start_become_threads_of_their_own(mem: Store, tmp_path: Path) -> None:
+    """A branch that leaves before the first message shares nothing a fork could inherit: a
+    later root (pi's `resetLeaf`, to edit the first prompt) and a rewind to a leading model
+    change each become a thread of their own. The first was read as a continuation of the
+    conversation; the second refused the whole import (a fork with no message)."""
+    path = tmp_path / "session.jsonl"
+    first = [("e1", None, "user", "Start"), ("e2", "e1", "assistant", "Ready")]
+    path.write_text(_pi_tree(*first))
+    main = import_pi(mem, [path]).thread_ids[0]
+    path.write_text(_pi_tree(*first, ("e3", None, "user", "Start, edited"), ("e4", "e3", "assistant", "Ready again")))
+    again = import_pi(mem, [path])
+    assert (again.added, again.threads, again.forks) == (3, 2, 0) and again.thread_ids[0] == main
+    texts = {t: [m.content[0]["text"] for m in thread_state(mem, t).messages] for t in again.thread_ids}
+    assert texts == {main: ["Start", "Ready"], again.thread_ids[1]: ["Start, edited", "Ready again"]}
+    assert import_pi(mem, [path]).added == 0
+
+    changed = tmp_path / "changed.jsonl"
+    model = {"type": "model_change", "id": "m0", "parentId": None, "timestamp": "2025-07-01T10:00:00.000Z",
+             "provider": "anthropic", "modelId": "claude-opus-4-5"}
+    header, *rest = _pi_tree(("u1", "m0", "user", "one"), ("a1", "u1", "assistant", "1"),
+                             ("u2", "m0", "user", "one, edited"), ("a2", "u2", "assistant", "2")).splitlines(keepends=True)
+    changed.write_text(header.replace('"s-tree"', '"s-model"') + json.dumps(model) + "\n" + "".join(rest))
+    summary = import_pi(mem, [changed])
+    assert (summary.threads, summary.forks) == (2, 0)
+    assert sorted(thread_state(mem, t).messages[0].content[0]["text"] for t in summary.thread_ids) == ["one", "one, edited"]
+    mem.verify()
+
+
 def test_pi_older_copy_of_a_rewound_session_adds_nothing(mem: Store, tmp_path: Path) -> None:
     """The file as it was before a rewind, imported after the rewound one: every entry of it is
     stored (its later ones in a fork), so it adds nothing; it was refused as rewritten."""

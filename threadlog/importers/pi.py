@@ -3,7 +3,8 @@
 Version 1 files are linear: every entry follows the one before (pi itself migrates them
 the same way, giving each entry the previous one as parent). Later versions carry an
 `id`/`parentId` tree: the main thread follows the branch the file ends on and every other
-branch becomes a fork at its branch point. Messages map onto Anthropic blocks as pi's own
+branch becomes a fork at its branch point, or a thread of its own when it leaves before the
+first message (pi's `resetLeaf`, to edit the first prompt, starts a new root). Messages map onto Anthropic blocks as pi's own
 Anthropic converter does: `toolCall` → `tool_use`, consecutive `toolResult` messages →
 one user message of `tool_result` blocks, `thinking` with its `thinkingSignature`. A
 `compaction` entry becomes `compaction.recorded` whose `through_offset` is where its first
@@ -90,6 +91,7 @@ class _Writer:
     path: Path
     session: str
     summary: ImportSummary
+    own_thread: Callable[[_Node], PlannedStream]  # a thread of its own for a branch that shares no message
     placed: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)  # entry id -> where its event landed
 
     def where(self, node: _Node) -> Callable[[str], BadLine]:
@@ -208,10 +210,22 @@ class _Writer:
         self.emit(stream, path)
         for after, child in forks:
             parent, at = self.placed[after.id]
+            if not _message_before(parent, at):  # a rewind to before the first message: nothing to fork
+                self.branch(self.own_thread(child), child)
+                continue
             meta = {**self.meta(child), "event_id": f"pi:{self.session}:{child.id}:fork"}
             fork = self.plan.attach(parent.fork(stable_id(TOOL, self.session, child.id), "fork", meta, at))
             self.summary.forks += 1
             self.branch(fork, child)
+
+
+def _message_before(stream: PlannedStream | None, at: int) -> bool:
+    """Whether the first `at` events of `stream`'s history hold a message (a fork needs one)."""
+    while stream is not None:
+        if any(event.type == "message.appended" for event, offset in zip(stream.events, stream.offsets) if offset < at):
+            return True
+        at, stream = stream.at, stream.parent  # a fork's history before its own events is its parent's
+    return False
 
 
 def _following(stream: PlannedStream, children: list[_Node]) -> _Node | None:
@@ -260,7 +274,10 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
         record = line.record
         node_id: str = record["id"] if isinstance(record.get("id"), str) else str(index + 1)  # v1: the line index
         parent = record.get("parentId") if "id" in record else previous
-        node = _Node(index, line, node_id, parent if isinstance(parent, str) and parent in nodes else previous)
+        if parent is None and "id" in record and order:  # a later root: pi's `resetLeaf` (a rewind to the start)
+            node = _Node(index, line, node_id, None)
+        else:
+            node = _Node(index, line, node_id, parent if isinstance(parent, str) and parent in nodes else previous)
         if node_id in nodes:
             on_bad(BadLine(str(path), line.number, f"entry id {short(node_id)} repeats"))
             continue
@@ -272,7 +289,8 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     # What an earlier import wrote where, read back only when it matters: a tree (rewound since),
     # or a thread whose import made forks (this file may be a copy from before a rewind).
     root_id = stable_id(TOOL, session)
-    branched = any(len(n.children) > 1 for n in order) or _has_forks(store, root_id)
+    roots = [n for n in order if n.parent is None]
+    branched = len(roots) > 1 or any(len(n.children) > 1 for n in order) or _has_forks(store, root_id)
     stored = stored_sources(store, root_id) if store and branched else {}
     for node in reversed(order):
         node.latest = max([node.line.number, *(c.latest for c in node.children)])
@@ -284,16 +302,26 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     created: dict[str, Any] = {"metadata": {"source": TOOL, "sessionId": session, "file": str(path), **info}}
     if isinstance(header.get("modelId"), str):
         created["model"] = header["modelId"]
-    meta = {"event_id": f"pi:{session}:created", "origin": "imported", "source": {"tool": TOOL, "file": str(path), "line": lines[0].number}}
-    if is_time(header.get("timestamp")):
-        meta["occurred_at"] = header["timestamp"]
-    stream = plan.root(root_id, created, meta, lambda why: BadLine(str(path), lines[0].number, why))
-    summary.threads += 1
-    summary.thread_ids.append(stream.id)
-    writer = _Writer(plan, path, session, summary)
-    roots = [n for n in order if n.parent is None]
-    if roots:
-        writer.branch(stream, roots[0])
+    def thread(stream_id: str, event_id: str, line: Line) -> PlannedStream:
+        meta = {"event_id": event_id, "origin": "imported", "source": {"tool": TOOL, "file": str(path), "line": line.number}}
+        if is_time(header.get("timestamp")):
+            meta["occurred_at"] = header["timestamp"]
+        stream = plan.root(stream_id, created, meta, lambda why: BadLine(str(path), line.number, why))
+        summary.threads += 1
+        summary.thread_ids.append(stream.id)
+        return stream
+
+    stream = thread(root_id, f"pi:{session}:created", lines[0])
+    # A branch from before the first message (pi's `resetLeaf`, to edit the first prompt, starts
+    # a new root) shares nothing a fork could inherit: it becomes a thread of its own.
+    writer = _Writer(plan, path, session, summary,
+                     lambda start: thread(stable_id(TOOL, session, start.id), f"pi:{session}:{start.id}:created", start.line))
+    main = _following(stream, roots) or max(roots, key=lambda n: n.latest, default=None)
+    if main is not None:
+        writer.branch(stream, main)
+    for other in roots:
+        if other is not main:
+            writer.branch(writer.own_thread(other), other)
     return plan
 
 
