@@ -470,6 +470,49 @@ def test_pi_rewinds_to_the_start_become_threads_of_their_own(mem: Store, tmp_pat
     mem.verify()
 
 
+def test_pi_a_session_imported_between_two_tool_results_keeps_both(mem: Store, tmp_path: Path) -> None:
+    """A live session imported after the first of two results: the second came later and is
+    stored too (it was lost: the grown file's merged message matched the stored one by id)."""
+    call = {"type": "message", "id": "a1", "parentId": "u1", "timestamp": "2025-07-01T10:00:00.000Z",
+            "message": {"role": "assistant", "model": "claude-opus-4-5", "stopReason": "toolUse",
+                        "content": [{"type": "toolCall", "id": c, "name": "bash", "arguments": {}} for c in ("c1", "c2")]}}
+    results = [{"type": "message", "id": f"r{i}", "parentId": parent, "timestamp": "2025-07-01T10:00:00.000Z",
+                "message": {"role": "toolResult", "toolCallId": f"c{i}", "content": [{"type": "text", "text": "ok"}]}}
+               for i, parent in ((1, "a1"), (2, "r1"))]
+    header, first = _pi_tree(("u1", None, "user", "go")).splitlines(keepends=True)
+    done = _pi_tree(("a2", "r2", "assistant", "done")).splitlines(keepends=True)[1]
+    path = tmp_path / "session.jsonl"
+    path.write_text(header + first + json.dumps(call) + "\n" + json.dumps(results[0]) + "\n")
+    thread = import_pi(mem, [path]).thread_ids[0]
+    assert mem.pending_tool_uses(thread) == ("c2",)
+    path.write_text(path.read_text() + json.dumps(results[1]) + "\n" + done)
+    assert import_pi(mem, [path]).added == 2
+    assert mem.pending_tool_uses(thread) == ()
+    answered = [b["tool_use_id"] for e in mem.read(thread) for b in e.data.get("content", []) if b.get("type") == "tool_result"]
+    assert answered == ["c1", "c2"] and import_pi(mem, [path]).added == 0
+    mem.verify()
+
+
+def test_pi_threads_of_their_own_grow_and_older_copies_add_nothing(mem: Store, tmp_path: Path) -> None:
+    """The session's thread follows its first root whatever the file's later roots do; a later
+    root's thread grows and branches like any thread; an older copy adds nothing."""
+    path = tmp_path / "session.jsonl"
+    first = [("u0", None, "user", "Start"), ("a0", "u0", "assistant", "Ready")]
+    path.write_text(_pi_tree(*first))
+    main = import_pi(mem, [path]).thread_ids[0]
+    later = [*first, ("u2", None, "user", "Start over"), ("a3", "u2", "assistant", "Again")]
+    path.write_text(_pi_tree(*later))
+    own = import_pi(mem, [path]).thread_ids[1]
+    path.write_text(_pi_tree(*later, ("a4", "u2", "assistant", "Again, differently")))
+    grown = import_pi(mem, [path])
+    assert (grown.added, grown.thread_ids[:2]) == (2, [main, own])  # a fork of the later root's thread
+    (fork,) = [info for info in mem.subtree(own) if info.kind == "fork"]
+    assert thread_state(mem, fork.id).messages[-1].content[0]["text"] == "Again, differently"
+    path.write_text(_pi_tree(*first))
+    assert import_pi(mem, [path]).added == 0
+    mem.verify()
+
+
 def test_pi_older_copy_of_a_rewound_session_adds_nothing(mem: Store, tmp_path: Path) -> None:
     """The file as it was before a rewind, imported after the rewound one: every entry of it is
     stored (its later ones in a fork), so it adds nothing; it was refused as rewritten."""

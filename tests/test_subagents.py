@@ -357,3 +357,15 @@ def test_sub_agents_not_made_by_fan_out_report_too(store: Store, tmp_path: Path)
     delivered = report(store, agent.id, "Summary of what it found")
     assert delivered.data["content"][0] == {"type": "tool_result", "tool_use_id": waiting, "content": DEFAULT_PLACEHOLDER}
     validate_request(anthropic_request(store, root, model="claude-sonnet-4-5"))
+
+
+def test_a_hand_made_sub_agent_does_not_answer_a_call_it_was_not_launched_from(store: Store) -> None:
+    parent = store.create_thread()
+    store.append_message(parent, "user", "Clean up")
+    store.append_message(parent, "assistant", [{"type": "tool_use", "id": "bash_1", "name": "bash", "input": {}}])
+    kid = store.fork(parent, kind="subagent", unanswered="drop")
+    store.append_message(kid, "assistant", "Done.")
+    before = _unchanged(store)
+    with pytest.raises(ReportRefused, match=r"\(bash_1\)") as caught:
+        report(store, kid)
+    assert caught.value.reason == "parent_waiting" and _unchanged(store) == before

@@ -66,9 +66,10 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     directive = str(forked.data.get("options", {}).get("directive", ""))  # a redacted event keeps none
     primed = after[0] if after and after[0].meta.get("origin") == "primed" else None
     content = primed.data.get("content", []) if primed is not None else []
-    # The calls it was launched from: those its placeholders answered, or those its fork left out
-    # as waiting (an imported sub-agent forked at the parent's call).
-    launch_ids = tool_result_ids(content) or list(forked.data.get("dropped_tool_use_ids", []))
+    # The calls it was launched from: those its placeholders answered, or, for a sub-agent imported
+    # from another tool's session (forked at the parent's Task call), those its fork left out.
+    imported = forked.meta.get("origin") == "imported"
+    launch_ids = tool_result_ids(content) or (list(forked.data.get("dropped_tool_use_ids", [])) if imported else [])
     # A redacted placeholder is not known any more: the default stands in for it.
     placeholder = next((block["content"] for block in content if block.get("type") == "tool_result"
                         and primed is not None and not primed.redacted), DEFAULT_PLACEHOLDER)

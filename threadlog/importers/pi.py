@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventstore import Store, ThreadNotFound
+from eventstore import Store
 from eventstore.events import is_time
 from eventstore.recorded import short
 
@@ -92,6 +92,7 @@ class _Writer:
     session: str
     summary: ImportSummary
     own_thread: Callable[[_Node], PlannedStream]  # a thread of its own for a branch that shares no message
+    stored_in: dict[str, str] = field(default_factory=dict)  # entry id -> the entry naming the stored event holding it
     placed: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)  # entry id -> where its event landed
 
     def where(self, node: _Node) -> Callable[[str], BadLine]:
@@ -124,8 +125,7 @@ class _Writer:
                 role = message["role"]
                 if role == "toolResult":
                     group = [node]
-                    while i + 1 < len(nodes) and nodes[i + 1].line.record.get("type") == "message" \
-                            and nodes[i + 1].line.record["message"].get("role") == "toolResult":
+                    while i + 1 < len(nodes) and self._joins(nodes[i], nodes[i + 1]):
                         i += 1
                         group.append(nodes[i])
                     self._results(stream, group)
@@ -160,6 +160,19 @@ class _Writer:
             for member in members:  # a branch may leave after any of them
                 self.placed[member.id] = (stream, stream.offset)
             i += 1
+
+    def _joins(self, last: _Node, following: _Node) -> bool:
+        """Whether the tool result `following` goes in one message with the results up to `last`:
+        as an earlier import stored them (an entry it stored alone stays alone: the file grew
+        between two results), else unless a branch leaves after `last` (its fork inherits only
+        the results before it)."""
+        record = following.line.record
+        if record.get("type") != "message" or record["message"].get("role") != "toolResult":
+            return False
+        before, after = self.stored_in.get(last.id), self.stored_in.get(following.id)
+        if before is not None or after is not None:
+            return before == after
+        return len(last.children) == 1
 
     def _assistant(self, stream: PlannedStream, node: _Node, message: dict[str, Any]) -> None:
         blocks = _blocks(message["content"])
@@ -219,6 +232,17 @@ class _Writer:
             self.branch(fork, child)
 
 
+def _own_thread_starts(order: list[_Node], roots: list[_Node]) -> list[_Node]:
+    """The entries that may start a thread of their own: the later roots, and the children of
+    entries before the first message of their branch (a rewind there has nothing to fork)."""
+    before_message: set[str] = set()
+    for node in order:  # pi writes an entry after its parent
+        record = node.line.record
+        if record.get("type") != "message" and (node.parent is None or node.parent in before_message):
+            before_message.add(node.id)
+    return [*roots[1:], *(child for node in order if node.id in before_message for child in node.children)]
+
+
 def _message_before(stream: PlannedStream | None, at: int) -> bool:
     """Whether the first `at` events of `stream`'s history hold a message (a fork needs one)."""
     while stream is not None:
@@ -239,13 +263,6 @@ def _following(stream: PlannedStream, children: list[_Node]) -> _Node | None:
     # not go on this stream, which holds other events past it (an older copy of a rewound file).
     free = [c for c in children if not c.held]
     return max(free, key=lambda c: c.latest) if free else None
-
-
-def _has_forks(store: Store | None, root: str) -> bool:
-    try:
-        return store is not None and len(store.subtree(root)) > 1
-    except ThreadNotFound:
-        return False
 
 
 def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | None = None, store: Store | None = None) -> Plan:
@@ -290,8 +307,12 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     # or a thread whose import made forks (this file may be a copy from before a rewind).
     root_id = stable_id(TOOL, session)
     roots = [n for n in order if n.parent is None]
-    branched = len(roots) > 1 or any(len(n.children) > 1 for n in order) or _has_forks(store, root_id)
-    stored = stored_sources(store, root_id) if store and branched else {}
+    stored_in: dict[str, str] = {}
+    stored = stored_sources(store, root_id, stored_in) if store else {}
+    if store is not None:  # and what the threads of their own hold (`_Writer.own_thread`)
+        for start in _own_thread_starts(order, roots):
+            for uuid, stream_id in stored_sources(store, stable_id(TOOL, session, start.id), stored_in).items():
+                stored.setdefault(uuid, stream_id)
     for node in reversed(order):
         node.latest = max([node.line.number, *(c.latest for c in node.children)])
         if stored:
@@ -315,13 +336,13 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     # A branch from before the first message (pi's `resetLeaf`, to edit the first prompt, starts
     # a new root) shares nothing a fork could inherit: it becomes a thread of its own.
     writer = _Writer(plan, path, session, summary,
-                     lambda start: thread(stable_id(TOOL, session, start.id), f"pi:{session}:{start.id}:created", start.line))
-    main = _following(stream, roots) or max(roots, key=lambda n: n.latest, default=None)
-    if main is not None:
-        writer.branch(stream, main)
-    for other in roots:
-        if other is not main:
-            writer.branch(writer.own_thread(other), other)
+                     lambda start: thread(stable_id(TOOL, session, start.id), f"pi:{session}:{start.id}:created", start.line),
+                     stored_in=stored_in)
+    # The session's thread follows its first root, which a growing file never changes.
+    if roots:
+        writer.branch(stream, roots[0])
+    for other in roots[1:]:
+        writer.branch(writer.own_thread(other), other)
     return plan
 
 

@@ -128,10 +128,12 @@ class Plan:
         return stream
 
 
-def stored_sources(store: Store, root: str) -> dict[str, str]:
+def stored_sources(store: Store, root: str, events: dict[str, str] | None = None) -> dict[str, str]:
     """Source entry id (`meta.source.uuid`) -> the stream an earlier import of the source wrote
     it into, over the thread `root` and its forks (empty when it was never imported): a
-    session rewound after its import goes on along the branch the store holds."""
+    session rewound after its import goes on along the branch the store holds. `events`, when
+    given, gets each entry's event, named by the first entry it stands for (merged entries
+    share one)."""
     try:
         streams = store.subtree(root)
     except ThreadNotFound:
@@ -142,10 +144,12 @@ def stored_sources(store: Store, root: str) -> dict[str, str]:
             source = event.meta.get("source")
             if not isinstance(source, dict):
                 continue
-            merged = source.get("uuids")  # the other entries one event stands for (merged tool results, a response's lines)
-            for uuid in [source.get("uuid"), *(merged if isinstance(merged, list) else ())]:
-                if isinstance(uuid, str):
+            first, merged = source.get("uuid"), source.get("uuids")  # the others one event stands for (merged tool
+            for uuid in [first, *(merged if isinstance(merged, list) else ())]:  # results, a response's lines)
+                if isinstance(uuid, str) and isinstance(first, str):
                     out.setdefault(uuid, info.id)
+                    if events is not None:
+                        events.setdefault(uuid, first)
     return out
 
 
