@@ -85,6 +85,11 @@ class IntegrityError(StoreError):
         super().__init__(f"integrity check failed at {where}: {why}")
 
 
+class UnreadableRow(StoreError):
+    """A stored value could not be read as the text it should be (bytes that are not UTF-8):
+    the row was altered outside threadlog; a full `verify` names its position."""
+
+
 class StaleSnapshot(StoreError):
     """A snapshot was refused: an event it covers was redacted after its fold began."""
 

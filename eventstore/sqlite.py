@@ -35,7 +35,7 @@ import sqlite_utils
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
                       StreamRow, chain_order, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
-from .errors import SchemaError, SchemaTooOld, StoreError, altered_index, empty_file, unsendable
+from .errors import SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file, unsendable
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
@@ -402,8 +402,10 @@ def translate(error: sqlite3.Error | UnicodeEncodeError, path: str) -> StoreErro
             return StoreError(f"the store for {path} is closed; open it again to read or write")
         undecoded = _UNDECODED.match(str(error))
         if undecoded is not None:  # the driver's message quotes the whole text, which may be megabytes
-            return StoreError(f"{path} holds text that is not UTF-8 (column {undecoded.group(1)!r}): a row was altered "
-                              "outside threadlog (`threadlog verify` names it)")
+            column = undecoded.group(1)
+            named = re.search(r"typeof\((\w+)\)", column)  # a decoding expression (`_decoded_columns`): its column
+            return UnreadableRow(f"{path} holds text that is not UTF-8 (column {named.group(1) if named else column!r}): "
+                                 "a row was altered outside threadlog (`threadlog verify` names it)")
         return StoreError(f"database error on {path}: {error}")
     if code == sqlite3.SQLITE_CORRUPT_VTAB:  # the file's one virtual table is the search index, a cache
         return altered_index(f"SQLite reports: {error}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from .backend import Backend, EventRow, StreamRow
 from .chaincheck import Chain, Problem, chain_from, check_start, check_stream, first_problem, fork_point_ancestry, lineage, loads
-from .errors import IntegrityError, StoreError
+from .errors import IntegrityError, StoreError, UnreadableRow
 from .fullscan import Fold, FullScan
 from .splitscan import split_verify, splittable
 from .integrity import digest, extend_log_digest, foreign_code, format_checkpoint, parse_checkpoint
@@ -103,7 +103,17 @@ def _verify_streams(backend: Backend, only: Collection[str]) -> VerifyReport:
 def verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     """Check every event after the checkpoint's position, chained onto the stored events
     before it, and the rows of the streams they belong to; return the checkpoint extended
-    over them. Reads only the new events (and one stored event per stream they touch)."""
+    over them. Reads only the new events (and one stored event per stream they touch).
+
+    A row it reads that cannot be decoded was altered: a full verify then names where."""
+    try:
+        return _verify_since(backend, checkpoint)
+    except UnreadableRow as unreadable:
+        verify(backend)  # raises IntegrityError naming the altered row's position
+        raise IntegrityError(None, str(unreadable)) from None
+
+
+def _verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     upto, value = parse_checkpoint(checkpoint)
     foreign = foreign_code(backend)
     if foreign is not None:

@@ -2,14 +2,16 @@
 
 Version 1 files are linear: every entry follows the one before (pi itself migrates them
 the same way, giving each entry the previous one as parent). Later versions carry an
-`id`/`parentId` tree: the main thread follows the branch the file ends on and every other
-branch becomes a fork at its branch point, or a thread of its own when it leaves before the
-first message (pi's `resetLeaf`, to edit the first prompt, starts a new root). Messages map onto Anthropic blocks as pi's own
-Anthropic converter does: `toolCall` → `tool_use`, consecutive `toolResult` messages →
-one user message of `tool_result` blocks, `thinking` with its `thinkingSignature`. A
-`compaction` entry becomes `compaction.recorded` whose `through_offset` is where its first
-kept entry landed. A user `!` command (`bashExecution`) becomes a user message marked
-`injected`. Model and thinking-level changes become `metadata.set`.
+`id`/`parentId` tree: the main thread follows the first root, along the branch that ends
+latest in the file (or the one an earlier import stored), and every other branch becomes a
+fork at its branch point, or a thread of its own when it leaves before the first message
+(pi's `resetLeaf`, to edit the first prompt, starts a new root). Messages map onto
+Anthropic blocks as pi's own Anthropic converter does: `toolCall` → `tool_use`, consecutive
+`toolResult` messages → one user message of `tool_result` blocks (up to a branch point),
+`thinking` with its `thinkingSignature`. A `compaction` entry becomes `compaction.recorded`
+whose `through_offset` is where its first kept entry landed. A user `!` command
+(`bashExecution`) becomes a user message marked `injected`. Model and thinking-level
+changes become `metadata.set`.
 """
 
 from __future__ import annotations
@@ -303,8 +305,8 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
         if node.parent is not None:
             nodes[node.parent].children.append(node)
         previous = node_id
-    # What an earlier import wrote where, read back only when it matters: a tree (rewound since),
-    # or a thread whose import made forks (this file may be a copy from before a rewind).
+    # Where an earlier import wrote each entry: a session rewound since, or an older copy of one,
+    # goes on along what the store holds.
     root_id = stable_id(TOOL, session)
     roots = [n for n in order if n.parent is None]
     stored_in: dict[str, str] = {}
@@ -323,6 +325,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     created: dict[str, Any] = {"metadata": {"source": TOOL, "sessionId": session, "file": str(path), **info}}
     if isinstance(header.get("modelId"), str):
         created["model"] = header["modelId"]
+
     def thread(stream_id: str, event_id: str, line: Line) -> PlannedStream:
         meta = {"event_id": event_id, "origin": "imported", "source": {"tool": TOOL, "file": str(path), "line": line.number}}
         if is_time(header.get("timestamp")):
