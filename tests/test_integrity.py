@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -73,24 +72,3 @@ def test_verify_reports_progress_up_to_the_total(store: Store) -> None:
     seen: list[tuple[int, int]] = []
     store.verify(progress=lambda done, total: seen.append((done, total)))
     assert seen[-1] == (6, 6) and seen == sorted(seen)  # every 10,000 events, and at the end
-
-
-def test_verify_since_names_a_row_it_reads_whose_text_is_not_utf8(tmp_path: Path) -> None:
-    """`verify --since` reads a thread's first event (where it forks from, its kind) when new
-    events touch it; that row's text replaced by bytes that are not UTF-8 is named by its
-    position, as a full verify names it (it said only that the file holds such text)."""
-    path = tmp_path / "t.db"
-    with Store(path) as store:
-        t = store.create_thread()
-        store.append_message(t, "user", "before")
-        kept = store.checkpoint()
-        for i in range(3):
-            store.append_message(t, "user", f"after {i}")
-        first = store.event_at(t, 0)
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE events SET event_id = CAST(X'74ff' AS TEXT) WHERE position = ?", (first.position,))
-    conn.commit()
-    conn.close()
-    with Store(path) as store, pytest.raises(IntegrityError) as caught:
-        store.verify(since=kept)
-    assert caught.value.position == first.position

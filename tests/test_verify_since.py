@@ -46,19 +46,42 @@ def test_since_checks_the_new_events_and_extends_the_checkpoint(tmp_path: Path) 
         assert store.verify(since=report.checkpoint).events == 0  # nothing new since
 
 
-def test_since_names_a_new_event_that_was_altered(tmp_path: Path) -> None:
+def _alter(db: Path, sql: str, position: int) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute(sql, (position,))
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("sql", ["UPDATE events SET data = replace(data, 'original', 'forgery') WHERE position = ?",
+                                 "UPDATE events SET event_id = CAST(X'74ff' AS TEXT) WHERE position = ?"],
+                         ids=["data", "event-id-not-utf8"])
+def test_since_names_a_new_event_that_was_altered(tmp_path: Path, sql: str) -> None:
     db = tmp_path / "t.db"
     with Store(db) as store:
         t, _ = busy(store)
         before = store.checkpoint()
         new = store.append_message(t, "user", "the original")
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE events SET data = replace(data, 'original', 'forgery') WHERE position = ?", (new.position,))
-    conn.commit()
-    conn.close()
+    _alter(db, sql, new.position)
     with Store(db) as store, pytest.raises(IntegrityError) as caught:
         store.verify(since=before)
     assert caught.value.position == new.position
+
+
+def test_since_names_a_row_it_reads_whose_text_is_not_utf8(tmp_path: Path) -> None:
+    """`since` reads a thread's first event (where it forks from, its kind) when new events
+    touch it: that row's text replaced by bytes that are not UTF-8 is named by its position,
+    as a full verify names it (it said only that the file holds such text)."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, _ = busy(store)
+        before = store.checkpoint()
+        store.append_message(t, "user", "new")
+        first = store.event_at(t, 0)
+    _alter(db, "UPDATE events SET event_id = CAST(X'74ff' AS TEXT) WHERE position = ?", first.position)
+    with Store(db) as store, pytest.raises(IntegrityError) as caught:
+        store.verify(since=before)
+    assert caught.value.position == first.position
 
 
 def test_since_names_a_stream_row_that_disagrees_with_its_new_events(tmp_path: Path) -> None:
