@@ -18,7 +18,7 @@ from .errors import ForkRefused, InvalidEvent, ThreadNotFound
 from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
-from .prepare import PreparedEvent, check_id, new_id, prepare
+from .prepare import PreparedEvent, check_id, check_retry, new_id, prepare
 from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row
 
@@ -35,6 +35,7 @@ def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any
     """`Store.fork`: one fork of `thread` at `at` (default: its head), in one transaction."""
     if busy not in ("refuse", "allow"):
         raise InvalidEvent("busy", f"must be 'refuse' or 'allow', not {busy!r}")
+    check_retry(retry)
     options = _options(todos=todos, metadata=metadata, context=context, retrieval=retrieval, unanswered=unanswered,
                        transcript=transcript, kind=kind, config=config)
     if title is not None and not isinstance(title, str):

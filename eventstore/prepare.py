@@ -44,6 +44,12 @@ def check_id(field: str, value: Any) -> str:
     return value
 
 
+def check_retry(retry: Any) -> None:
+    """Refuse a `retry` flag that is not a bool: `retry="no"` would read as true."""
+    if not isinstance(retry, bool):
+        raise InvalidEvent("retry", f"must be True or False, not {retry!r}")
+
+
 def new_id() -> str:
     """A new thread id: 16 hex characters (64 random bits)."""
     return secrets.token_hex(8)

@@ -28,7 +28,7 @@ from .head import Head
 from .collector import paused
 from .verify import VerifyReport, verify, verify_since
 from .ids import event_ids
-from .prepare import META_KEYS, PreparedEvent, check_id, new_id, now, prepare
+from .prepare import META_KEYS, PreparedEvent, check_id, check_retry, new_id, now, prepare
 from .ranges import check_index, clip, is_index, segments
 from .recorded import RecordedEvent, ThreadInfo, acyclic, decode, from_row, make_tuple, too_deep
 from .restore import RestoreReport
@@ -500,6 +500,7 @@ class Store:
         wrote, when another process may have written the same events first (an importer).
         """
         _check_expect(expect)
+        check_retry(retry)
         if not all(type(item) is PreparedEvent for item in batch):
             raise InvalidEvent("events", "append_prepared takes the PreparedEvents prepare() returns; pass dicts to append()")
         return self._append(thread, list(batch), expect, retry)

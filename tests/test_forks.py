@@ -514,4 +514,9 @@ def test_a_retry_can_be_refused_instead_of_returned(store: Store) -> None:
             store.append_prepared(t, batch, expect=expect, retry=False)
     with pytest.raises(InvalidEvent, match=f"fork '{fork}' was already made with event id 'f1'.*retry=False"):
         store.fork(t, event_id="f1", retry=False)
+    for not_a_flag in ("no", 0, None):  # would read as false, or true: refused, not guessed
+        with pytest.raises(InvalidEvent, match=r"retry: must be True or False"):
+            store.append_prepared(t, batch, retry=not_a_flag)  # type: ignore[arg-type]
+        with pytest.raises(InvalidEvent, match=r"retry: must be True or False"):
+            store.fork(t, event_id="f1", retry=not_a_flag)  # type: ignore[arg-type]
     assert dump(store) == before
