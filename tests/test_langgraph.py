@@ -89,9 +89,13 @@ def test_a_message_list_is_stored_as_what_was_appended(tmp_path: Path) -> None:
         assert len(app.get_state(config).values["messages"]) == 60
         first = '"content": "message number 0 '
         holding = [e for e in store.read(line_id("t", "")) if e.type.startswith("langgraph.") and first in json.dumps(e.data)]
-        # The first message is in the input checkpoint (and the input's write, when that gives it an id); the
-        # checkpoint that added it names that write, and the 118 checkpoints after them store what they appended.
-        assert [e.type for e in holding][:1] == ["langgraph.checkpoint"] and len(holding) <= 2
+        # The first message is in the input checkpoint and in the input's write; the checkpoint that added it
+        # names that write, or holds the message when LangGraph's background put of the write came after it
+        # (a busy machine: 1 run in 40 with two cores loaded); the 118 checkpoints after them store only
+        # what they appended.
+        kinds = [e.type for e in holding]
+        assert kinds[:1] == ["langgraph.checkpoint"] and kinds.count("langgraph.checkpoint") <= 2
+        assert kinds.count("langgraph.writes") <= 1 and len(holding) <= 3
 
 
 def test_async_graph_copy_and_delete_keep_the_log_verifiable(tmp_path: Path) -> None:
