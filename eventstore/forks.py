@@ -46,10 +46,10 @@ def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any
     with store.backend.transaction():
         if "event_id" in meta:
             retried = _made_before(store, thread, at, options, chosen, check_id("meta.event_id", meta["event_id"]))
-            if retried is not None and not retry:
-                raise InvalidEvent("meta.event_id", f"fork {retried!r} was already made with event id {meta['event_id']!r}, "
-                                   "and this fork takes no retry (retry=False)")
             if retried is not None:
+                if not retry:
+                    raise InvalidEvent("meta.event_id", f"fork {retried!r} was already made with event id "
+                                       f"{meta['event_id']!r}, and this fork takes no retry (retry=False)")
                 return retried
         return _fork(store, thread, at, options, chosen or new_id(), meta, titled, allow_busy=busy == "allow")
 

@@ -430,14 +430,17 @@ class Store:
         """The ids of the thread's `tool_use` calls still waiting for their `tool_result` at
         its head, oldest first: a message answering any other id is refused. Kept on the
         stream's row as it is appended to, so this reads no history."""
-        row = self._stream(thread)
-        return Facts.stored(row.facts, row.id).tools
+        return self._facts(thread).tools
 
     def pending_interrupts(self, thread: str) -> tuple[str, ...]:
         """The ids of the thread's interrupts still waiting for an answer at its head, oldest
         first (a fork's inherited ones are demoted, not pending). Read from the stream's row."""
+        return self._facts(thread).interrupts
+
+    def _facts(self, thread: str) -> Facts:
+        """The pending facts at the thread's head, kept on its row."""
         row = self._stream(thread)
-        return Facts.stored(row.facts, row.id).interrupts
+        return Facts.stored(row.facts, row.id)
 
     def create_thread(
         self,
@@ -531,11 +534,12 @@ class Store:
         with self.backend.transaction():
             if explicit:
                 stored = self._already_stored(thread, batch)
-                if stored is not None and retry:
-                    return stored
                 if stored is not None:
-                    raise InvalidEvent("meta.event_id", f"the batch's events are already stored (event id {stored[0].event_id!r} "
-                                       f"at position {stored[0].position}), and this append takes no retry (retry=False)")
+                    if not retry:
+                        raise InvalidEvent("meta.event_id", f"the batch's events are already stored (event id "
+                                           f"{stored[0].event_id!r} at position {stored[0].position}), and this append "
+                                           "takes no retry (retry=False)")
+                    return stored
             row, position = self.backend.stream_for_append(thread, len(batch))
             if row is None:
                 if expect != "no_stream":

@@ -89,9 +89,10 @@ def demo_lines(store: Store, ids: dict[str, object], built: bool) -> Iterator[st
     yield ""
     yield f"1. The conversation, as a chat UI would show it (threadlog rows {thread}):"
     rows = display_rows(store, thread)
-    # The sub-agent's report, shown in 4. (none in a demo file an older release built)
-    report_rows = [row for row in rows if row.offset == rows[-1].offset and rows[-1].text
-                   and rows[-1].text.startswith("<task-notification>")]
+    # The sub-agent's report, the last message: shown in 4. (none in a demo file an older release built)
+    last = rows[-1]
+    reported = (last.text or "").startswith("<task-notification>")
+    report_rows = [row for row in rows if row.offset == last.offset] if reported else []
     for row in rows[:len(rows) - len(report_rows)]:
         yield "     " + row_line(row)
     yield "   → is a tool call the model made and ← its result; ? is an interrupt: the run stopped"
