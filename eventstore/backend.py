@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -196,7 +196,8 @@ class Backend(Protocol):
     def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
         """Streams by latest activity, newest first (`last_position` descending), only those with
         `last_position` < `before` when given, roots only unless `forks`; at most `limit`.
-        Reads about `limit` rows through an index, however many streams there are."""
+        Reads about `limit` rows through an index, however many streams there are (SQLite's
+        index holds a coarser key: at most 1,024 rows more, see `sqlite.RECENCY_SHIFT`)."""
         ...
 
     def last_title_event(self, stream_id: str, lo: int, hi: int | None) -> EventRow | None:
@@ -215,7 +216,10 @@ class Backend(Protocol):
     def insert_stream(self, row: StreamRow) -> None: ...
 
     def update_head(self, stream_id: str, head: int, head_hash: str, facts: str | None, first_message: int | None,
-                    last_position: int) -> None: ...
+                    last_position: int, previous_position: Any = None) -> None:
+        """Move the stream's head after an insert; `previous_position` is the `last_position` the
+        stream's row had (as read in this transaction), for a backend that writes what changed."""
+        ...
 
     # -- events
 
@@ -298,6 +302,12 @@ class Backend(Protocol):
 
     def orphan_position(self) -> int | None:
         """The lowest position of an event whose stream does not exist, if any."""
+        ...
+
+    def misfiled_stream(self, ids: Collection[str] | None = None) -> tuple[str, Any, Any] | None:
+        """(id, last_position, key) of a stream (of `ids`, or any) whose stored listing key
+        disagrees with its `last_position`, if the backend lists streams by a key of its own;
+        `threads()` would list such a stream out of order."""
         ...
 
     # -- the search index (derived from the log; never truth)

@@ -24,7 +24,7 @@ import re
 import sqlite3
 import urllib.parse
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import repeat
 from operator import attrgetter
 from pathlib import Path
@@ -46,7 +46,7 @@ WRITER_CACHE_KIB = 65536
 
 # Schema versions, recorded in PRAGMA user_version. Each migration takes the database
 # from version n - 1 to n inside the caller's transaction.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # The layout (schema 5) stores an event's text columns compactly where that gives the same
 # text back (`eventstore/packing.py`): ordered ids and hashes as BLOBs, types as small
@@ -79,8 +79,25 @@ INSERT_EVENT = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?
 # (the driver binds None only after an adapter lookup: see `packing.pack_appended`).
 INSERT_APPENDED = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,NULL,?,?,NULL)"
 INSERT_APPENDED_IDLE = f"INSERT INTO events ({STORED_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,NULL,?,NULL,NULL)"
-_UPDATE_HEAD = "UPDATE streams SET head = ?, head_hash = ?, facts = ?, first_message_offset = ?, last_position = ? WHERE id = ?"
-_UPDATE_HEAD_IDLE = "UPDATE streams SET head = ?, head_hash = ?, facts = NULL, first_message_offset = ?, last_position = ? WHERE id = ?"
+# A stream's listing key, `recency`, is its `last_position` shifted right by `RECENCY_SHIFT`:
+# its last activity to within 1,024 positions. `streams_recency` indexes that, not
+# `last_position`, so an append moves the index entry only when its stream's key changes:
+# once in 1,024 positions for a thread appended to again and again (a conversation's turns),
+# and SQLite writes an index's page for an UPDATE whenever the SET names a column the index
+# holds, even to the value it had. So the head's UPDATE names `recency` only when it moves
+# (`update_head`): one page fewer a commit (5 to 4 for a message, counted in WAL frames).
+RECENCY_SHIFT = 10
+_UPDATE_HEAD = ("UPDATE streams SET head = ?1, head_hash = ?2, facts = ?3, first_message_offset = ?4, last_position = ?5{} "
+                "WHERE id = ?6")
+_UPDATE_HEAD_IDLE = ("UPDATE streams SET head = ?1, head_hash = ?2, facts = NULL, first_message_offset = ?3, "
+                     "last_position = ?4{} WHERE id = ?5")
+# (facts pending, key moved) -> the statement
+_UPDATE_HEADS = {
+    (True, False): _UPDATE_HEAD.format(""),
+    (True, True): _UPDATE_HEAD.format(f", recency = ?5 >> {RECENCY_SHIFT}"),
+    (False, False): _UPDATE_HEAD_IDLE.format(""),
+    (False, True): _UPDATE_HEAD_IDLE.format(f", recency = ?4 >> {RECENCY_SHIFT}"),
+}
 
 
 def _decoded_columns() -> str:
@@ -337,7 +354,19 @@ def _migrate_7(db: sqlite_utils.Database) -> None:
     conn.execute("CREATE INDEX streams_recent ON streams (parent_id IS NULL, last_position)")
 
 
-MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6, 7: _migrate_7}
+def _migrate_8(db: sqlite_utils.Database) -> None:
+    """Version 8: one page fewer an append. Streams are listed by `recency` (`last_position`
+    to within 1,024 positions, see `RECENCY_SHIFT`) through `streams_recency`, which replaces
+    `streams_recent`: an append moves that index only when its stream's key changes."""
+    conn = db.conn
+    conn.execute("ALTER TABLE streams ADD COLUMN recency INTEGER")
+    conn.execute(f"UPDATE streams SET recency = last_position >> {RECENCY_SHIFT}")
+    conn.execute("DROP INDEX IF EXISTS streams_recent")
+    conn.execute("CREATE INDEX streams_recency ON streams (parent_id IS NULL, recency)")
+
+
+MIGRATIONS = {1: _migrate_1, 2: _migrate_2, 3: _migrate_3, 4: _migrate_4, 5: _migrate_5, 6: _migrate_6, 7: _migrate_7,
+              8: _migrate_8}
 
 
 def _lenient_text(value: bytes) -> str | bytes:
@@ -819,11 +848,13 @@ class SQLiteBackend:
 
     @_translated
     def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
-        """Newest activity first: a walk down `streams_recent`'s range of roots that stops after
-        `limit` rows; with forks, its range of forks too, the two merged."""
-        query = (f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_recent "
-                 "WHERE (parent_id IS NULL) = ? AND last_position < ? ORDER BY last_position DESC LIMIT ?")
-        bounds = (_NO_BOUND if before is None else before, -1 if limit is None else limit)
+        """Newest activity first: a walk down `streams_recency`'s range of roots, key by key,
+        each key's streams (at most 1,024: one position each) sorted by `last_position`, that
+        stops once `limit` rows are sorted; with forks, its range of forks too, the two merged."""
+        query = (f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_recency "
+                 "WHERE (parent_id IS NULL) = ?1 AND recency <= (?2 - 1) >> ?4 AND last_position < ?2 "
+                 "ORDER BY recency DESC, last_position DESC LIMIT ?3")
+        bounds = (_NO_BOUND if before is None else before, -1 if limit is None else limit, RECENCY_SHIFT)
         rows: list[StreamRow] = [_new(StreamRow, r) for r in self._fetch(query, (1, *bounds))]
         if forks:
             rows += [_new(StreamRow, r) for r in self._fetch(query, (0, *bounds))]
@@ -872,15 +903,20 @@ class SQLiteBackend:
 
     @_translated
     def insert_stream(self, row: StreamRow) -> None:
-        self.conn.execute(f"INSERT INTO streams ({STREAM_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row)
+        self.conn.execute(f"INSERT INTO streams ({STREAM_COLUMNS}, recency) "
+                          f"VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12, ?12 >> {RECENCY_SHIFT})", row)
 
     @_translated
     def update_head(self, stream_id: str, head: int, head_hash: str, facts: str | None, first_message: int | None,
-                    last_position: int) -> None:
+                    last_position: int, previous_position: Any = None) -> None:
+        # The listing key is written only when it moves (see `RECENCY_SHIFT`); when the stored
+        # last position is not a number (only raw SQL writes one), it is written.
+        moved = (previous_position.__class__ is not int
+                 or previous_position >> RECENCY_SHIFT != last_position >> RECENCY_SHIFT)
         if facts is None:
-            self._writes.execute(_UPDATE_HEAD_IDLE, (head, head_hash, first_message, last_position, stream_id))
+            self._writes.execute(_UPDATE_HEADS[False, moved], (head, head_hash, first_message, last_position, stream_id))
         else:
-            self._writes.execute(_UPDATE_HEAD, (head, head_hash, facts, first_message, last_position, stream_id))
+            self._writes.execute(_UPDATE_HEADS[True, moved], (head, head_hash, facts, first_message, last_position, stream_id))
 
     # -- events ------------------------------------------------------------------------------
 
@@ -1078,6 +1114,18 @@ class SQLiteBackend:
         """The lowest position of an event whose stream does not exist, if any."""
         row = self.conn.execute("SELECT min(position) FROM events WHERE stream_id NOT IN (SELECT id FROM streams)")
         return row.fetchone()[0]  # type: ignore[no-any-return]
+
+    @_translated
+    def misfiled_stream(self, ids: Collection[str] | None = None) -> tuple[str, Any, Any] | None:
+        query = f"SELECT id, last_position, recency FROM streams WHERE recency IS NOT last_position >> {RECENCY_SHIFT}"
+        if ids is None:
+            row = self._fetch(query + " LIMIT 1", (), one=True)
+            return None if row is None else (row[0], row[1], row[2])
+        for stream_id in ids:
+            row = self._fetch(query + " AND id = ?", (stream_id,), one=True)
+            if row is not None:
+                return row[0], row[1], row[2]
+        return None
 
     # -- the search index (FTS5) -------------------------------------------------------------------
     #

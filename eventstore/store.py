@@ -652,7 +652,7 @@ class Store:
         else:
             self.backend.insert_events(rows)  # every row is made by the time this returns
             self.backend.update_head(thread, chain.offset, chain.prev, chain.facts_json, chain.first_message,
-                                     chain.position - 1)
+                                     chain.position - 1, stream.last_position)
         if known is not None:
             self._remember(thread, Head.left(chain.offset, chain.prev, chain.facts, chain.first_message, stream))
         return chain.recorded

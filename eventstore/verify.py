@@ -51,19 +51,35 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
     if foreign is not None:
         raise IntegrityError(None, foreign)
     if only is not None:
-        return _verify_streams(backend, only)
+        report = _verify_streams(backend, only)
+        _check_listing(backend, only)
+        return report
     _check_position_range(backend)
     path = splittable(backend)
     if path is not None:  # a large log: two processes, when it passes (`splitscan`)
         split = split_verify(backend, path, progress, Fold(checkpoint))
         if split is not None:
+            _check_listing(backend)
             return VerifyReport(*split)
     scan = FullScan(backend)
     checked = scan.run(Fold(checkpoint), progress)
     if scan.problems:
         position, why = first_problem(scan.problems)
         raise IntegrityError(position, why)
+    _check_listing(backend)
     return VerifyReport(scan.streams, checked, scan.redacted)
+
+
+def _check_listing(backend: Backend, ids: Collection[str] | None = None) -> None:
+    """Refuse a stream whose listing key disagrees with its last activity (only an edit outside
+    threadlog stores one): `threads()`, `threadlog ls` and `@last` would put it out of order.
+    Checked after the chains, which name a wrong `last_position` itself."""
+    found = backend.misfiled_stream(ids)
+    if found is not None:
+        stream_id, last_position, key = found
+        raise IntegrityError(last_position if isinstance(last_position, int) else None,
+                             f"{stream_id}: its stored listing key {key!r} disagrees with its last_position "
+                             f"{last_position!r}, so thread listings put it out of order")
 
 
 def _check_position_range(backend: Backend) -> int:
@@ -168,6 +184,7 @@ def _verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     if problems:
         position, why = first_problem(problems)
         raise IntegrityError(position, why)
+    _check_listing(backend, chains)
     extended = format_checkpoint(last, extend_log_digest(value, new))
     return VerifyReport(len(chains), checked, redacted, extended)
 

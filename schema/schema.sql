@@ -1,4 +1,4 @@
--- threadlog schema version 7
+-- threadlog schema version 8
 CREATE TABLE "events" (
     position INTEGER PRIMARY KEY,
     stream_id TEXT NOT NULL REFERENCES streams(id),
@@ -62,7 +62,7 @@ CREATE TABLE "streams" (
    "head_hash" TEXT NOT NULL,
    "facts" TEXT,
    "first_message_offset" INTEGER
-, "last_position" INTEGER);
+, "last_position" INTEGER, recency INTEGER);
 
 CREATE UNIQUE INDEX events_event_id ON events (event_id);
 
@@ -75,4 +75,4 @@ CREATE INDEX search_titles ON search_docs (stream_id, "offset") WHERE kind = 'ti
 CREATE INDEX "streams_parent"
     ON "streams" ("parent_id");
 
-CREATE INDEX streams_recent ON streams (parent_id IS NULL, last_position);
+CREATE INDEX streams_recency ON streams (parent_id IS NULL, recency);

@@ -37,3 +37,13 @@ def events(conn: sqlite3.Connection, columns: Sequence[str], tail: str = "", par
             values.append(value)
         out.append(tuple(values))
     return out
+
+
+def back_to_schema_7(conn: sqlite3.Connection) -> None:
+    """Undo schema 8 in a current file (its rows untouched): streams listed through
+    `streams_recent` on `last_position`, with no `recency` column. Tests of older layouts
+    start from here."""
+    conn.execute("DROP INDEX streams_recency")
+    conn.execute("ALTER TABLE streams DROP COLUMN recency")
+    conn.execute("CREATE INDEX streams_recent ON streams (parent_id IS NULL, last_position)")
+    conn.execute("PRAGMA user_version = 7")

@@ -121,3 +121,30 @@ def test_a_file_stores_the_compact_forms(tmp_path: Path) -> None:
     finally:
         conn.close()
     assert kinds == [("blob", "integer", "text", "blob", "null", 21), ("text", "integer", "text", "blob", "null", 1)]
+
+
+def test_an_append_to_a_thread_writes_four_pages_and_moves_its_listing_key_rarely(tmp_path: Path) -> None:
+    """A message appended to a thread commits its event's row, its entries in the two unique
+    indexes, and its stream's row: four pages in the write-ahead log (counted in frames), not
+    five. The stream's listing key (`recency`, its last position to within 1,024) is written
+    only when it moves, so `streams_recency` stays out of the commit; listings stay exact."""
+    db = tmp_path / "pages.db"
+    with Store(db, synchronous="FULL") as store:  # FULL: no checkpoint thread to take frames away
+        thread = store.create_thread(title="pages")
+        other = store.create_thread(title="other")
+        store.append_message(thread, "user", "warm")
+        conn = sqlite3.connect(db, isolation_level=None)
+        assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+        for i in range(100):
+            store.append_message(thread, "user", f"message {i}")
+        frames = (Path(f"{db}-wal").stat().st_size - 32) // (4096 + 24)
+        assert 400 <= frames < 450  # 5 pages an append before schema 8 (> 500); a leaf fills now and then
+        keys = dict(conn.execute("SELECT id, recency FROM streams").fetchall())
+        assert keys == {thread: 103 >> 10, other: 2 >> 10}
+        store.append(other, [{"type": "message.appended", "data": {"role": "user", "content": "x"}}] * 1030)
+        store.append_message(thread, "user", "latest")
+        keys = dict(conn.execute("SELECT id, last_position >> 10 FROM streams WHERE recency = last_position >> 10"))
+        assert keys == {thread: 1134 >> 10, other: 1133 >> 10}
+        assert [info.id for info in store.threads()] == [thread, other]
+        assert [info.id for info in store.threads(before=1134)] == [other]
+        conn.close()

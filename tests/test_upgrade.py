@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from eventstore import packing
 from eventstore.sqlite import EVENTS_DDL_5, SCHEMA_VERSION
+from tests.stored import back_to_schema_7
 from threadlog import Store
 from threadlog.cli import cli
 
@@ -192,6 +193,7 @@ def test_a_schema_5_file_with_integer_times_opens_and_verifies(tmp_path: Path) -
     times = conn.execute("SELECT position, recorded_at FROM events").fetchall()
     conn.executemany("UPDATE events SET recorded_at = ? WHERE position = ?",
                      [(packing.pack_time(recorded_at), position) for position, recorded_at in times])
+    back_to_schema_7(conn)
     conn.execute("DROP INDEX events_other")
     conn.execute("DROP INDEX streams_recent")
     conn.execute("CREATE INDEX streams_activity ON streams (last_position)")
@@ -226,6 +228,7 @@ def test_a_schema_6_file_migrates_to_fewer_pages_per_append_and_reads_as_it_did(
     before = history(db)
     conn = sqlite3.connect(db)
     with conn:  # back to schema 6's layout, rows untouched
+        back_to_schema_7(conn)
         conn.execute(EVENTS_DDL_5.format(name="events_6"))
         conn.execute("INSERT INTO events_6 SELECT * FROM events ORDER BY position")
         conn.execute("DROP TABLE events")
@@ -242,17 +245,52 @@ def test_a_schema_6_file_migrates_to_fewer_pages_per_append_and_reads_as_it_did(
     assert "AUTOINCREMENT" in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()[0]
     conn.close()
     with Store(db) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 7
+        assert store.schema_version() == SCHEMA_VERSION == 8
         assert ([t.id for t in store.threads(forks=False)], [t.id for t in store.threads(forks=True)],
                 [t.id for t in store.threads(forks=True, limit=2)]) == listing
         store.verify(checkpoint=kept)
         assert store.append_message(forks[0], "user", "after").position == last + 1
     assert history(db)[0][:len(before[0])] == before[0]
-    Store(fresh).close()
-    layouts = []
-    for path in (db, fresh):
-        conn = sqlite3.connect(path)
-        layouts.append(conn.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' "
-                                    "ORDER BY type, name").fetchall())
-        conn.close()
-    assert layouts[0] == layouts[1]
+    assert layout(db) == layout(fresh)
+
+
+def test_a_schema_7_file_migrates_to_listing_keys_and_lists_as_it_did(tmp_path: Path) -> None:
+    """Schema 7 listed streams through `streams_recent` on `last_position`; its file migrates
+    in place to the coarse listing key (`recency`), set for every stream, with the same
+    listings, every page of them, the same checkpoint, and the layout a new file gets."""
+    db, fresh = tmp_path / "seven.db", tmp_path / "fresh.db"
+    with Store(db) as store:
+        roots = [store.create_thread(title=f"t{i}") for i in range(5)]
+        for i, root in enumerate(roots * 3):
+            store.append(root, [{"type": "message.appended", "data": {"role": "user", "content": f"m{i}"}}] * (150 + 40 * i))
+        forks = [store.fork(roots[0], at=2), store.fork(roots[3])]
+        store.append_message(forks[0], "user", "latest")
+
+        def listings() -> list[list[str]]:
+            out = [[t.id for t in store.threads(forks=forks_)] for forks_ in (False, True)]
+            return out + [[t.id for t in store.threads(forks=True, limit=2, before=b)] for b in (1024, 2048, 2049, 4000)]
+
+        listing, kept = listings(), store.checkpoint()
+    conn = sqlite3.connect(db)
+    with conn:
+        back_to_schema_7(conn)
+    conn.close()
+    with Store(db) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 8
+        assert listings() == listing
+        store.verify(checkpoint=kept)
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*), sum(recency = last_position >> 10) FROM streams").fetchone() == (7, 7)
+    conn.close()
+    assert layout(db) == layout(fresh)
+
+
+def layout(path: Path) -> list[tuple[str, str, str]]:
+    """The schema of the file at `path`; a new file's when it does not exist yet."""
+    if not path.exists():
+        Store(path).close()
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name")
+    found = rows.fetchall()
+    conn.close()
+    return found

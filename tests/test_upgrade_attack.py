@@ -21,6 +21,7 @@ from pathlib import Path
 
 from eventstore.integrity import chain_hash
 from eventstore.sqlite import EVENT_COLUMNS, EVENTS_DDL, SCHEMA_VERSION
+from tests.stored import back_to_schema_7
 from tests.test_upgrade import history
 from threadlog import Store
 
@@ -50,6 +51,7 @@ def to_v4(path: Path, restamp: dict[str, list[str]] | None = None) -> None:
     conn = sqlite3.connect(path)
     conn.create_function("tl_digest", 1, lambda data: hashlib.sha256(data.encode()).hexdigest())
     with conn:
+        back_to_schema_7(conn)
         sequence = conn.execute("SELECT max(position) FROM events").fetchone()[0]
         rows = [list(row) for row in conn.execute(f"SELECT {EVENT_COLUMNS} FROM events ORDER BY position")]
         for row in rows:  # schema 5 stores no digest that the data gives back; v4 stored every one

@@ -74,9 +74,9 @@ def test_a_stream_row_with_no_events_fails_verify_and_a_check_of_it_alone(tmp_pa
         at_1 = store.event_at("t", 1).hash
     conn = sqlite3.connect(db)
     columns = ("id, parent_id, parent_offset, root_id, depth, head, created_position, kind, head_hash, facts, "
-               "first_message_offset, last_position")
-    row = ("x", None, None, "x", 0, 0, None, "thread", "", None, None, 0) if kind == "thread" else \
-        ("x", "t", 2, "t", 1, 2, None, "thread", at_1, None, 1, 0)
+               "first_message_offset, last_position, recency")
+    row = ("x", None, None, "x", 0, 0, None, "thread", "", None, None, 0, 0) if kind == "thread" else \
+        ("x", "t", 2, "t", 1, 2, None, "thread", at_1, None, 1, 0, 0)
     conn.execute(f"INSERT INTO streams ({columns}) VALUES ({', '.join('?' * len(row))})", row)
     conn.commit()
     conn.close()

@@ -100,6 +100,29 @@ def test_since_names_a_stream_row_that_disagrees_with_its_new_events(tmp_path: P
     assert last.position > 1
 
 
+def test_since_names_a_new_event_s_stream_whose_listing_key_disagrees(tmp_path: Path) -> None:
+    """Its listing key (`recency`) puts a stream in `ls`: an edited one is named, at the
+    stream's last event, whether or not the chains hold; streams with no new event are the
+    full verify's."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, f = busy(store)
+        before = store.checkpoint()
+        last = store.append_message(t, "user", "one")
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE streams SET recency = 5 WHERE id = ?", (f,))
+    conn.commit()
+    with Store(db) as store:
+        assert store.verify(since=before).events == 1
+        with pytest.raises(IntegrityError, match=f"{f}: its stored listing key 5 disagrees with its last_position"):
+            store.verify()
+    conn.execute("UPDATE streams SET recency = 5 WHERE id = ?", (t,))
+    conn.commit()
+    conn.close()
+    with Store(db) as store, pytest.raises(IntegrityError, match=f"at position {last.position}: {t}: its stored listing key 5"):
+        store.verify(since=before)
+
+
 @pytest.mark.parametrize(("change", "named"), [
     ("parent_id = :other, root_id = :other", "the streams table disagrees with its thread.forked event"),
     ("parent_offset = 2", "the stream's row names no first event of its own at offset 2"),
