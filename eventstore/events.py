@@ -218,7 +218,10 @@ class ForkOptions(_Model):
     metadata: Literal["blank", "inherit"] | KeepKeys | Json = "blank"
     context: Literal["full", "note"] = "full"
     retrieval: Literal["per_turn", "first_turn", "off"] = "off"
-    unanswered: Literal["refuse", "drop"] = "refuse"
+    # Tool calls waiting at the fork point: refused, dropped from the fork's view (named in
+    # `dropped_tool_use_ids`), or kept waiting in the fork, whose own events may answer them
+    # (an imported branch that ran the tools again).
+    unanswered: Literal["refuse", "drop", "keep"] = "refuse"
     kind: Literal["fork", "subagent"] = "fork"
     directive: str | None = None
     transcript: str | None = Field(

@@ -114,7 +114,7 @@ def after_fork(parent: Facts, forked: dict[str, Any]) -> Facts:
 
     A fork starts idle: no run (busy forks are refused) and every interrupt demoted. The
     parent's unanswered tool calls stay pending only in a full-context fork that did not
-    drop them, which is the fan-out case: its next event answers them.
+    drop them: a fan-out's, whose next event answers them, or one with `unanswered="keep"`.
     """
     carries = forked["options"].get("context", "full") == "full" and not forked.get("dropped_tool_use_ids")
     return Facts((), parent.tools, ()) if carries and parent.tools else NONE

@@ -137,12 +137,12 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
         raise ForkRefused("busy", f"cannot fork {thread!r} at {at}: run {facts.runs[-1]!r} is in progress there; "
                           "fork after it finishes or at an earlier offset")
     dropped: list[str] = []
-    if facts.tools and options.context == "full" and not fan_out:
+    if facts.tools and options.context == "full" and not fan_out and options.unanswered != "keep":
         if options.unanswered == "refuse":
             raise ForkRefused(
                 "unanswered_tool_calls",
                 f"cannot fork {thread!r} at {at}: tool calls without results: {', '.join(facts.tools)}; "
-                "fork at an earlier offset or pass unanswered='drop'",
+                "fork at an earlier offset or pass unanswered='drop' (or 'keep')",
                 list(facts.tools),
             )
         dropped = list(facts.tools)

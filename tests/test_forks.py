@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from eventstore import DEFAULT_PLACEHOLDER, ForkRefused, InvalidEvent, Store, ThreadNotFound
 from eventstore.prepare import prepare
 from tests.backends import dump
+from projections import anthropic_request
 from threadlog.render import tree_lines
 
 
@@ -140,6 +141,27 @@ def test_unanswered_tool_calls_refused_with_ids_or_dropped(store: Store, convo: 
     answer(store, convo, "toolu_a", "toolu_b")
     assert store.fork(convo)  # answered: a safe point again
     assert store.fork(convo, at=4)  # before the call
+
+
+def test_unanswered_tool_calls_kept_wait_in_the_fork_for_its_own_results(store: Store, convo: str) -> None:
+    """`unanswered="keep"`: the calls waiting at the fork point wait in the fork too (a branch
+    that runs the tools again answers them), at the head or at a past offset; the parent
+    still waits on its own; the fork's request pairs each call with the fork's result."""
+    tool_call(store, convo, "toolu_a", "toolu_b")
+    f = store.fork(convo, unanswered="keep")
+    forked = store.event_at(f, 5).data
+    assert forked["options"]["unanswered"] == "keep" and "dropped_tool_use_ids" not in forked
+    answer(store, f, "toolu_b")
+    answer(store, f, "toolu_a")
+    with pytest.raises(InvalidEvent, match="not pending"):
+        answer(store, f, "toolu_a")
+    messages = anthropic_request(store, f, model="m", max_tokens=10)["messages"]
+    assert [b["id"] for b in messages[-2]["content"]] == ["toolu_a", "toolu_b"]  # the fork's two results, merged
+    assert [b["tool_use_id"] for b in messages[-1]["content"] if b["type"] == "tool_result"] == ["toolu_b", "toolu_a"]
+    answer(store, convo, "toolu_a", "toolu_b")  # the parent still waited on both
+    g = store.fork(convo, at=5, unanswered="keep")  # at the call, past the head
+    answer(store, g, "toolu_a", "toolu_b")
+    store.verify()
 
 
 def test_unanswered_at_a_past_offset(store: Store, convo: str) -> None:

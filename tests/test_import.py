@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from threadlog import (
     BadLine,
+    anthropic_request,
     display_rows,
     Store,
     StoreError,
@@ -528,9 +529,11 @@ def test_pi_older_copy_of_a_rewound_session_adds_nothing(mem: Store, tmp_path: P
     mem.verify()
 
 
-def test_pi_branch_after_a_later_result_of_merged_tool_results(mem: Store, tmp_path: Path) -> None:
-    """Consecutive tool results are one message; a branch may leave after any of them, not only
-    the first (the import failed with a KeyError, reported as an altered row)."""
+def test_pi_branch_after_any_of_a_run_of_tool_results(mem: Store, tmp_path: Path) -> None:
+    """Each tool result is a message of its own, as pi writes it (the request merges them), so a
+    branch may leave after any of them: after the last (the import failed with a KeyError,
+    reported as an altered row), or after the first, also once the run was imported whole
+    (the branch went on after a merged message holding a result not on its path)."""
     def result(id_: str, parent: str, call: str) -> dict[str, Any]:
         return {"type": "message", "id": id_, "parentId": parent, "timestamp": "2025-07-01T10:00:00.000Z",
                 "message": {"role": "toolResult", "toolCallId": call, "content": [{"type": "text", "text": "ok"}]}}
@@ -545,13 +548,14 @@ def test_pi_branch_after_a_later_result_of_merged_tool_results(mem: Store, tmp_p
     summary = import_pi(mem, [path])
     thread = summary.thread_ids[0]
     (fork,) = [info for info in mem.subtree(thread) if info.kind == "fork"]
-    merged = mem.event_at(thread, 3)
-    assert [b["tool_use_id"] for b in merged.data["content"]] == ["t1", "t2"] and fork.parent_offset == 4
+    results = [[b["tool_use_id"] for b in mem.event_at(thread, offset).data["content"]] for offset in (3, 4)]
+    assert results == [["t1"], ["t2"]] and fork.parent_offset == 5
     assert [m.content[0]["text"] for m in thread_state(mem, fork.id).messages[-1:]] == ["done"]
+    request = anthropic_request(mem, thread, model="m", max_tokens=10)["messages"]
+    assert [b.get("tool_use_id") for b in request[2]["content"]] == ["t1", "t2", None]  # one user message for the API, "again" last
     mem.verify()
-    # A session that ended on the merged results, imported, then rewound to the first of them:
-    # the thread keeps the merged message (the second result is its too); the new branch forks
-    # after it. It used to go on in the thread, after a result not on its path.
+    # A session that ended on the results, imported, then rewound to the first of them: the
+    # thread keeps both; the new branch forks after the first, without the call it never answered.
     other = Store(":memory:")
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:5]))  # the header, u1, a1, r1, r2
@@ -561,8 +565,73 @@ def test_pi_branch_after_a_later_result_of_merged_tool_results(mem: Store, tmp_p
     assert import_pi(other, [path]).added == 2
     assert [e.event_id for e in other.read(thread)] == stored
     (rewound,) = [i for i in other.subtree(thread) if i.kind == "fork"]
-    assert rewound.parent_offset == 4 and thread_state(other, rewound.id).messages[-1].content[0]["text"] == "from r1"
+    assert rewound.parent_offset == 4 and other.event_at(rewound.id, 4).data["dropped_tool_use_ids"] == ["t2"]
+    assert [m.content[0].get("text") for m in thread_state(other, rewound.id).messages[-2:]] == [None, "from r1"]
     other.verify()
+
+
+def test_pi_branch_that_runs_the_tools_again_keeps_the_calls_for_its_results(mem: Store, tmp_path: Path) -> None:
+    """pi rewound to a tool call (or to the first of its results) and ran the tools again: the
+    branch's results answer the calls in its fork (`unanswered="keep"`); they were left out as
+    results without their call. A branch that answers nothing still drops them."""
+    def result(id_: str, parent: str, call: str, text: str) -> dict[str, Any]:
+        return {"type": "message", "id": id_, "parentId": parent, "timestamp": "2025-07-01T10:00:00.000Z",
+                "message": {"role": "toolResult", "toolCallId": call, "content": [{"type": "text", "text": text}]}}
+    calls = {"type": "message", "id": "a1", "parentId": "u1", "timestamp": "2025-07-01T10:00:00.000Z",
+             "message": {"role": "assistant", "model": "claude-opus-4-5", "stopReason": "toolUse",
+                         "content": [{"type": "toolCall", "id": c, "name": "bash", "arguments": {}} for c in ("t1", "t2")]}}
+    entries = [calls, result("r1", "a1", "t1", "first"), result("r2", "r1", "t2", "first"),
+               result("s1", "a1", "t1", "again"), result("s2", "s1", "t2", "again"),  # rewound to the call
+               result("q2", "r1", "t2", "once more")]  # rewound to the first result
+    path = tmp_path / "session.jsonl"
+    head = _pi_tree(("u1", None, "user", "go")).splitlines(keepends=True)
+    path.write_text("".join([*head, *(json.dumps(r) + "\n" for r in entries[:3])]))
+    thread = import_pi(mem, [path]).thread_ids[0]
+    path.write_text("".join([*head, *(json.dumps(r) + "\n" for r in entries)]))
+    summary = import_pi(mem, [path])
+    assert summary.added == 5 and summary.skipped.get("tool_result without its call", 0) == 0
+    forks = {mem.event_at(info.id, info.base).meta["source"]["uuid"]: info for info in mem.subtree(thread) if info.kind == "fork"}
+    for entry, texts in (("s1", ["again", "again"]), ("q2", ["first", "once more"])):
+        info = forks[entry]
+        assert mem.event_at(info.id, info.base).data["options"]["unanswered"] == "keep"
+        request = anthropic_request(mem, info.id, model="m", max_tokens=10)["messages"]
+        assert [b["content"][0]["text"] for b in request[-1]["content"]] == texts
+    assert import_pi(mem, [path]).added == 0
+    mem.verify()
+
+
+def test_pi_import_into_a_store_of_the_release_that_merged_results(tmp_path: Path) -> None:
+    """A store written when tool results were merged and a fork dropped the calls waiting at
+    its point: the same session adds nothing, and a grown one goes on as stored (the merged
+    message stays, the old fork still leaves out its branch's results) while a new branch that
+    runs the tools again keeps them."""
+    db = tmp_path / "pi.db"
+    shutil.copy(FIXTURES / "pi-merged.db", db)
+    lines = (FIXTURES / "pi-merged.jsonl").read_text().splitlines(keepends=True)
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(lines))
+    with Store(db) as store:
+        thread = import_pi(store, [path]).thread_ids[0]
+        before = {info.id: [e.hash for e in store.read(info.id)] for info in store.subtree(thread)}
+        assert import_pi(store, [path]).added == 0
+        grown = [
+            {"type": "message", "id": "s2", "parentId": "s1", "timestamp": "2025-07-01T10:00:00.000Z",
+             "message": {"role": "toolResult", "toolCallId": "t2", "content": [{"type": "text", "text": "two again"}]}},
+            {"type": "message", "id": "a3", "parentId": "u3", "timestamp": "2025-07-01T10:00:00.000Z",
+             "message": {"role": "assistant", "content": [{"type": "text", "text": "then this"}], "stopReason": "stop"}},
+            {"type": "message", "id": "w1", "parentId": "a1", "timestamp": "2025-07-01T10:00:00.000Z",
+             "message": {"role": "toolResult", "toolCallId": "t1", "content": [{"type": "text", "text": "third try"}]}},
+        ]
+        path.write_text("".join(lines) + "".join(json.dumps(entry) + "\n" for entry in grown))
+        summary = import_pi(store, [path])
+        assert (summary.added, summary.skipped["tool_result without its call"]) == (3, 2)  # s1, s2: dropped calls
+        after = {info.id: [e.hash for e in store.read(info.id)] for info in store.subtree(thread)}
+        assert all(after[stream][:len(hashes)] == hashes for stream, hashes in before.items())
+        assert [b["tool_use_id"] for b in store.event_at(thread, 3).data["content"]] == ["t1", "t2", "t3"]
+        (new,) = set(after) - set(before)
+        assert store.event_at(new, 3).data["options"]["unanswered"] == "keep"
+        assert store.event_at(new, 4).data["content"][0]["tool_use_id"] == "t1"
+        store.verify()
 
 
 def test_compaction_keeps_its_preserved_segment(mem: Store) -> None:
@@ -717,12 +786,12 @@ def test_a_file_that_grows_between_the_check_and_the_write_is_written_as_it_was_
 
     with Store(tmp_path / "t.db") as store:
         summary = import_pi(store, [first, second], progress=progress)
-        assert summary.added == 2 * 72 and store.counts().events == 2 * 72
+        assert summary.added == 2 * 79 and store.counts().events == 2 * 79
         assert [done for done, _ in calls] == [first.stat().st_size, size, size + first.stat().st_size, 2 * size]
         assert {total for _, total in calls} == {2 * size}
         with pytest.raises(BadLine) as caught:
             import_pi(store, [first, second])
-        assert caught.value.file == str(second) and store.counts().events == 2 * 72
+        assert caught.value.file == str(second) and store.counts().events == 2 * 79
 
 
 def _events_of(store: Store) -> list[tuple[str, str, str]]:

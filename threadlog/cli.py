@@ -103,7 +103,7 @@ def _bounded(message: str) -> str:
 
 # Library wording -> the CLI's: what a CLI user would type instead.
 _CLI_WORDS = {
-    "pass unanswered='drop'": "pass --unanswered drop",
+    "pass unanswered='drop' (or 'keep')": "pass --unanswered drop (or keep)",
     "fork() or fan_out()": "`threadlog fork` or `threadlog fan-out`",
     "redact()": "`threadlog redact`",
     "(expect='no_stream')": "(`threadlog new`)",
@@ -430,8 +430,9 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
               help="full: the parent's messages; note: one fork note pointing at the transcript.")
 @click.option("--retrieval", type=click.Choice(["per-turn", "first-turn", "off"]), default="off", show_default=True,
               help="With --context note: when the model is told to consult the parent's transcript.")
-@click.option("--unanswered", type=click.Choice(["refuse", "drop"]), default="refuse", show_default=True,
-              help="What to do with tool calls that have no result.")
+@click.option("--unanswered", type=click.Choice(["refuse", "drop", "keep"]), default="refuse", show_default=True,
+              help="Tool calls waiting for a result at the fork point: refuse the fork, drop them from its view, "
+                   "or keep them waiting in the fork (its next message may answer them).")
 @click.option("--transcript", "transcript_path", metavar="PATH", type=FilePath(),
               help="With --context note: write the parent's transcript, as of the fork point, to PATH (atomically, "
                    "before forking) and name it in the fork note.")

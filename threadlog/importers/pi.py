@@ -172,9 +172,7 @@ class _Writer:
         if record.get("type") != "message" or record["message"].get("role") != "toolResult":
             return False
         before, after = self.stored_in.get(last.id), self.stored_in.get(following.id)
-        if before is not None or after is not None:
-            return before == after
-        return len(last.children) == 1
+        return before is not None and before == after
 
     def _assistant(self, stream: PlannedStream, node: _Node, message: dict[str, Any]) -> None:
         blocks = _blocks(message["content"])
@@ -229,9 +227,21 @@ class _Writer:
                 self.branch(self.own_thread(child), child)
                 continue
             meta = {**self.meta(child), "event_id": f"pi:{self.session}:{child.id}:fork"}
-            fork = self.plan.attach(parent.fork(stable_id(TOOL, self.session, child.id), "fork", meta, at))
+            fork_id = stable_id(TOOL, self.session, child.id)
+            # A branch that answers calls waiting at its point (pi rewound to the call, or to one
+            # of its results, and ran the tools again) keeps them waiting in its fork.
+            keep = _answers(child, parent.history[at - parent.at - 1].tools) and not self.plan.drops_at_fork(fork_id)
+            options = {"unanswered": "keep"} if keep else {}
+            fork = self.plan.attach(parent.fork(fork_id, "fork", meta, at, **options))
             self.summary.forks += 1
             self.branch(fork, child)
+
+
+def _answers(node: _Node, waiting: tuple[str, ...]) -> bool:
+    """Whether the entry is a tool result for one of the calls `waiting`."""
+    record = node.line.record
+    message = record.get("message") if record.get("type") == "message" else None
+    return isinstance(message, dict) and message.get("role") == "toolResult" and message.get("toolCallId") in waiting
 
 
 def _own_thread_starts(order: list[_Node], roots: list[_Node]) -> list[_Node]:

@@ -93,13 +93,14 @@ class PlannedStream:
     def fork(self, stream_id: str, kind: str, meta: dict[str, Any], at: int | None = None, **options: Any) -> PlannedStream:
         """A planned fork inheriting this stream's first `at` events (default: all so far).
 
-        Tool calls still waiting at `at` are dropped from the fork's view (`unanswered="drop"`)
-        and a run in progress there is not inherited, as `write_plan` asks the store.
+        Tool calls still waiting at `at` are dropped from the fork's view (`unanswered="drop"`),
+        unless `options` keep them waiting (`unanswered="keep"`: the branch answers them), and
+        a run in progress there is not inherited, as `write_plan` asks the store.
         """
         at = self.offset if at is None else at
         facts = self.history[at - self.at - 1]
         forked: dict[str, Any] = {"options": options}
-        if facts.tools:
+        if facts.tools and options.get("unanswered") != "keep":
             forked["dropped_tool_use_ids"] = list(facts.tools)
         return PlannedStream(stream_id, kind, {"meta": meta, "options": options}, self, at, facts=after_fork(facts, forked))
 
@@ -119,6 +120,19 @@ class Plan:
         except InvalidEvent as error:
             raise where(str(error)) from None
         return self.attach(PlannedStream(stream_id, "thread", {"prepared": prepared, "meta": meta}))
+
+    def drops_at_fork(self, stream_id: str) -> bool:
+        """Whether the store holds `stream_id` as a fork that dropped the tool calls waiting at
+        its point (`dropped_tool_use_ids`): an import made before forks could keep them. Its
+        branch goes on as stored: a result for a dropped call stays left out."""
+        if self.store is None:
+            return False
+        try:
+            info = self.store.thread(stream_id)
+        except ThreadNotFound:
+            return False
+        first = next(self.store.read(stream_id, start=info.base, stop=info.base + 1), None)
+        return first is not None and bool(first.data.get("dropped_tool_use_ids"))
 
     def attach(self, stream: PlannedStream) -> PlannedStream:
         """Add a stream (before any of its events): it learns where the store holds records in it."""
@@ -315,8 +329,8 @@ def _write_stream(store: Store, stream: PlannedStream, held: int | None) -> Iter
             store.append_prepared(stream.id, [stream.first["prepared"]], expect="no_stream", retry=False)  # create_thread's
         else:
             store.fork(
-                stream.parent.id, stream.at, fork_id=stream.id, kind=stream.kind, busy="allow",
-                unanswered="drop", retry=False, **stream.first["options"], **stream.first["meta"],
+                stream.parent.id, stream.at, fork_id=stream.id, kind=stream.kind, busy="allow", retry=False,
+                **{"unanswered": "drop", **stream.first["options"]}, **stream.first["meta"],
             )
         yield 1
         held = 0
