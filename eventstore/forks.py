@@ -177,6 +177,9 @@ def _options(**fields: Any) -> ForkOptions:
             if fields.get(name, unused) != unused:
                 raise InvalidEvent(name, f"applies to context='note' forks only (this fork has context={fields.get('context')!r}); "
                                          "nothing was written")
+    elif fields.get("unanswered") == "keep":  # a note fork has no tool call to keep waiting
+        raise InvalidEvent("unanswered", "'keep' applies to context='full' forks only (a note fork starts from one note, "
+                                         "with no tool call waiting); nothing was written")
     try:
         return ForkOptions.model_validate(fields)
     except InvalidEvent as error:  # raised inside the config (its thinking): named from the option

@@ -164,6 +164,16 @@ def test_unanswered_tool_calls_kept_wait_in_the_fork_for_its_own_results(store: 
     store.verify()
 
 
+def test_a_note_fork_refuses_to_keep_calls_it_cannot_hold(store: Store, convo: str) -> None:
+    """A note fork starts from one note: no tool call waits in it, so `unanswered="keep"` is
+    refused (naming the option, nothing written) rather than ignored."""
+    tool_call(store, convo, "toolu_a")
+    before = dump(store)
+    with pytest.raises(InvalidEvent, match="'keep' applies to context='full' forks only") as caught:
+        store.fork(convo, context="note", unanswered="keep")
+    assert caught.value.field == "unanswered" and dump(store) == before
+
+
 def test_unanswered_at_a_past_offset(store: Store, convo: str) -> None:
     tool_call(store, convo, "toolu_a")
     answer(store, convo, "toolu_a")
