@@ -115,13 +115,14 @@ class _Writer:
         return meta
 
     def emit(self, stream: PlannedStream, nodes: list[_Node]) -> None:
-        """Events for a run of entries on one branch (consecutive tool results merge)."""
+        """Events for a run of entries on one branch (a tool result is one message, unless an
+        earlier import stored consecutive results as one: see `_joins`)."""
         i = 0
         while i < len(nodes):
             node = nodes[i]
             record = node.line.record
             type_ = record.get("type")
-            members = [node]  # the entries this event stands for: a merged group of tool results has several
+            members = [node]  # the entries this event stands for: a group of tool results an earlier import merged has several
             if type_ == "message":
                 message = record["message"]
                 role = message["role"]
@@ -165,9 +166,9 @@ class _Writer:
 
     def _joins(self, last: _Node, following: _Node) -> bool:
         """Whether the tool result `following` goes in one message with the results up to `last`:
-        as an earlier import stored them (an entry it stored alone stays alone: the file grew
-        between two results), else unless a branch leaves after `last` (its fork inherits only
-        the results before it)."""
+        only as an earlier import stored them (releases before this one merged a run of results).
+        Each new result is a message of its own, as pi writes it, so a branch may leave after any
+        of them; the model's request merges consecutive user messages."""
         record = following.line.record
         if record.get("type") != "message" or record["message"].get("role") != "toolResult":
             return False
@@ -230,7 +231,7 @@ class _Writer:
             fork_id = stable_id(TOOL, self.session, child.id)
             # A branch that answers calls waiting at its point (pi rewound to the call, or to one
             # of its results, and ran the tools again) keeps them waiting in its fork.
-            keep = _answers(child, parent.history[at - parent.at - 1].tools) and not self.plan.drops_at_fork(fork_id)
+            keep = _answers(child, parent.facts_at(at).tools) and not self.plan.drops_at_fork(fork_id)
             options = {"unanswered": "keep"} if keep else {}
             fork = self.plan.attach(parent.fork(fork_id, "fork", meta, at, **options))
             self.summary.forks += 1

@@ -90,6 +90,10 @@ class PlannedStream:
         self.events.append(prepared)
         self.history.append(self.facts)
 
+    def facts_at(self, at: int) -> Facts:
+        """What is pending after this stream's first `at` events (a fork at `at` starts from it)."""
+        return self.history[at - self.at - 1]
+
     def fork(self, stream_id: str, kind: str, meta: dict[str, Any], at: int | None = None, **options: Any) -> PlannedStream:
         """A planned fork inheriting this stream's first `at` events (default: all so far).
 
@@ -98,7 +102,7 @@ class PlannedStream:
         a run in progress there is not inherited, as `write_plan` asks the store.
         """
         at = self.offset if at is None else at
-        facts = self.history[at - self.at - 1]
+        facts = self.facts_at(at)
         forked: dict[str, Any] = {"options": options}
         if facts.tools and options.get("unanswered") != "keep":
             forked["dropped_tool_use_ids"] = list(facts.tools)
