@@ -44,8 +44,8 @@ def ok(db: Path, *args: str, input: str | None = None) -> str:
     return out
 
 
-def fails(db: Path, *args: str, code: int = 1) -> str:
-    got, out, err = invoke(db, *args)
+def fails(db: Path, *args: str, code: int = 1, input: str | None = None) -> str:
+    got, out, err = invoke(db, *args, input=input)
     assert got == code and "Traceback" not in out + err, (got, out, err)
     if code == 1:
         assert err.startswith("error: ") and err.count("\n") == 1, err
@@ -393,7 +393,24 @@ def test_errors_use_the_clis_words(db: Path) -> None:
     blocks = json.dumps([{"type": "tool_use", "id": "toolu_1", "name": "s", "input": {}}])
     ok(db, "append", t, "--role", "assistant", "--content", "-", input=blocks)
     err = fails(db, "fork", t)
-    assert "--unanswered drop" in err and "unanswered='drop'" not in err
+    assert "--unanswered drop (or keep)" in err and "unanswered='drop'" not in err
+
+
+def test_fork_keeps_waiting_tool_calls_for_its_own_result(db: Path) -> None:
+    """`threadlog fork --unanswered keep`: the call waits in the fork, whose next message
+    answers it; a note fork refuses keep (exit 1, nothing written)."""
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "run it")
+    call = json.dumps([{"type": "tool_use", "id": "toolu_1", "name": "s", "input": {}}])
+    ok(db, "append", t, "--role", "assistant", "--content", "-", input=call)
+    fork = json.loads(ok(db, "fork", t, "--unanswered", "keep", "--json"))
+    result = json.dumps([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "again"}])
+    ok(db, "append", fork["id"], "--role", "user", "--content", "-", input=result)
+    err = fails(db, "append", fork["id"], "--role", "user", "--content", "-", input=result)
+    assert "not pending" in err
+    err = fails(db, "fork", t, "--context", "note", "--unanswered", "keep")
+    assert "'keep' applies to context='full' forks only" in err
+    assert len(json.loads(ok(db, "ls", "--all", "--json"))) == 2
     err = fails(db, "emit", t, "thread.created", "--data", "{}")
     assert "expect=" not in err
     assert "Invalid control character at (line 1" in fails(db, "emit", t, "title.set", "--data", '{"title": "a\x01"}')
