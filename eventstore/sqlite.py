@@ -852,9 +852,9 @@ class SQLiteBackend:
         each key's streams (at most 1,024: one position each) sorted by `last_position`, that
         stops once `limit` rows are sorted; with forks, its range of forks too, the two merged."""
         query = (f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_recency "
-                 "WHERE (parent_id IS NULL) = ?1 AND recency <= (?2 - 1) >> ?4 AND last_position < ?2 "
+                 f"WHERE (parent_id IS NULL) = ?1 AND recency <= (?2 - 1) >> {RECENCY_SHIFT} AND last_position < ?2 "
                  "ORDER BY recency DESC, last_position DESC LIMIT ?3")
-        bounds = (_NO_BOUND if before is None else before, -1 if limit is None else limit, RECENCY_SHIFT)
+        bounds = (_NO_BOUND if before is None else before, -1 if limit is None else limit)
         rows: list[StreamRow] = [_new(StreamRow, r) for r in self._fetch(query, (1, *bounds))]
         if forks:
             rows += [_new(StreamRow, r) for r in self._fetch(query, (0, *bounds))]
@@ -1118,14 +1118,9 @@ class SQLiteBackend:
     @_translated
     def misfiled_stream(self, ids: Collection[str] | None = None) -> tuple[str, Any, Any] | None:
         query = f"SELECT id, last_position, recency FROM streams WHERE recency IS NOT last_position >> {RECENCY_SHIFT}"
-        if ids is None:
-            row = self._fetch(query + " LIMIT 1", (), one=True)
-            return None if row is None else (row[0], row[1], row[2])
-        for stream_id in ids:
-            row = self._fetch(query + " AND id = ?", (stream_id,), one=True)
-            if row is not None:
-                return row[0], row[1], row[2]
-        return None
+        rows = [self._fetch(query + " LIMIT 1", (), one=True)] if ids is None else (
+            self._fetch(query + " AND id = ?", (stream_id,), one=True) for stream_id in ids)
+        return next((tuple(row) for row in rows if row is not None), None)
 
     # -- the search index (FTS5) -------------------------------------------------------------------
     #

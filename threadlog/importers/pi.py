@@ -7,8 +7,10 @@ latest in the file (or the one an earlier import stored), and every other branch
 fork at its branch point, or a thread of its own when it leaves before the first message
 (pi's `resetLeaf`, to edit the first prompt, starts a new root). Messages map onto
 Anthropic blocks as pi's own Anthropic converter does: `toolCall` → `tool_use`, consecutive
-`toolResult` messages → one user message of `tool_result` blocks (up to a branch point),
-`thinking` with its `thinkingSignature`. A `compaction` entry becomes `compaction.recorded`
+`toolResult` message → a user message of one `tool_result` block (the request merges a run
+of them, as pi's converter does; a branch may leave after any), `thinking` with its
+`thinkingSignature`. A branch that answers tool calls waiting at its point forks with
+`unanswered="keep"`. A `compaction` entry becomes `compaction.recorded`
 whose `through_offset` is where its first kept entry landed. A user `!` command
 (`bashExecution`) becomes a user message marked `injected`. Model and thinking-level
 changes become `metadata.set`.
@@ -169,8 +171,7 @@ class _Writer:
         only as an earlier import stored them (releases before this one merged a run of results).
         Each new result is a message of its own, as pi writes it, so a branch may leave after any
         of them; the model's request merges consecutive user messages."""
-        record = following.line.record
-        if record.get("type") != "message" or record["message"].get("role") != "toolResult":
+        if _call_answered(following) is None:
             return False
         before, after = self.stored_in.get(last.id), self.stored_in.get(following.id)
         return before is not None and before == after
@@ -231,18 +232,20 @@ class _Writer:
             fork_id = stable_id(TOOL, self.session, child.id)
             # A branch that answers calls waiting at its point (pi rewound to the call, or to one
             # of its results, and ran the tools again) keeps them waiting in its fork.
-            keep = _answers(child, parent.facts_at(at).tools) and not self.plan.drops_at_fork(fork_id)
+            keep = _call_answered(child) in parent.facts_at(at).tools and not self.plan.drops_at_fork(fork_id)
             options = {"unanswered": "keep"} if keep else {}
             fork = self.plan.attach(parent.fork(fork_id, "fork", meta, at, **options))
             self.summary.forks += 1
             self.branch(fork, child)
 
 
-def _answers(node: _Node, waiting: tuple[str, ...]) -> bool:
-    """Whether the entry is a tool result for one of the calls `waiting`."""
+def _call_answered(node: _Node) -> str | None:
+    """The tool call a `toolResult` entry answers (its `toolCallId`, a string: `_check`); None
+    for any other entry."""
     record = node.line.record
-    message = record.get("message") if record.get("type") == "message" else None
-    return isinstance(message, dict) and message.get("role") == "toolResult" and message.get("toolCallId") in waiting
+    if record.get("type") != "message" or record["message"].get("role") != "toolResult":
+        return None
+    return str(record["message"]["toolCallId"])
 
 
 def _own_thread_starts(order: list[_Node], roots: list[_Node]) -> list[_Node]:
