@@ -355,6 +355,36 @@ def test_follow_prints_events_as_they_are_committed_and_ctrl_c_exits_130(db: Pat
     assert proc.returncode == 130 and "Traceback" not in err
 
 
+
+def test_follow_forks_takes_in_the_forks_made_before_it_started(db: Path) -> None:
+    """`--forks` followed only forks whose `thread.forked` it read: appends to a fork made
+    before it started (and to that fork's own forks) were never printed."""
+    t = ok(db, "new").strip()
+    with Store(db) as store:
+        store.append_message(t, "user", "a question")
+        old = store.fork(t)
+        older = store.fork(old)
+        stranger = store.create_thread(title="not followed")
+        after = store.last_position()  # the forks' thread.forked events are behind this
+    proc = interruptible([THREADLOG, "follow", "--thread", t, "--forks", "--json", "--interval", "0.05", "--after", str(after),
+                          "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with Store(db) as store:
+            store.append_message(stranger, "user", "not followed")
+            store.append_message(old, "user", "in the old fork")
+            store.append_message(older, "user", "in its fork")
+            new = store.fork(older)
+            store.append_message(new, "user", "in a new fork of it")
+        assert proc.stdout is not None
+        got: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [got.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+        seen = [json.loads(got.get(timeout=60)) for _ in range(4)]
+        assert [(e["stream_id"], e["type"]) for e in seen] == [
+            (old, "message.appended"), (older, "message.appended"), (new, "thread.forked"), (new, "message.appended")]
+    finally:
+        _, err = ctrl_c(proc)
+    assert proc.returncode == 130 and "Traceback" not in err
+
 # -- 8, 9, 10: one shape of output -------------------------------------------------------------
 
 
