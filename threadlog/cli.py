@@ -892,8 +892,8 @@ def follow(store: Store, thread: str | None, forks: bool, after: int | None, int
         raise click.UsageError("--forks follows a thread's forks: name the thread with --thread")
     position = store.last_position() if after is None else after
     wanted = None if thread is None else {thread}
-    if wanted is not None and forks:  # the forks there are already (later ones join as their thread.forked goes by)
-        wanted.update(info.id for info in store.subtree(thread))
+    if thread is not None and forks:  # the forks there are already (later ones join as their thread.forked goes by)
+        wanted = {info.id for info in store.subtree(thread)}
     try:
         while True:
             for event in store.read_all(after=position):
