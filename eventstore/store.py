@@ -592,13 +592,15 @@ class Store:
         if not rows:
             return None
         if len(rows) != len(batch):
-            raise InvalidEvent("meta.event_id", f"{len(rows)} of the batch's {len(batch)} event ids are already stored; "
-                               "a retry must resend the same batch")
+            first = min(rows, key=attrgetter("position"))
+            raise InvalidEvent("meta.event_id", f"{len(rows)} of the batch's {len(batch)} event ids are already stored "
+                               f"(event id {first.event_id!r} at position {first.position}); a retry must resend the same batch")
         by_id = {row.event_id: row for row in rows}
         for item in batch:
             row = by_id[item.event_id]
             if row.stream_id != thread:
-                raise InvalidEvent("meta.event_id", f"event id {item.event_id!r} is already used in thread {row.stream_id!r}")
+                raise InvalidEvent("meta.event_id", f"event id {item.event_id!r} is already used in thread {row.stream_id!r} "
+                                   f"(position {row.position})")
             if (row.type, integrity.digest_of(row), row.meta) != (item.type, item.data_digest, item.meta_json):
                 raise InvalidEvent(
                     "meta.event_id",

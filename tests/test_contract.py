@@ -106,11 +106,12 @@ def test_idempotent_retry_returns_the_original(store: Store) -> None:
 
 def test_partial_retry_and_foreign_event_ids_are_refused(store: Store) -> None:
     t, u = store.create_thread(), store.create_thread()
-    store.append(t, [msg("x", event_id="e-1")])
+    (stored,) = store.append(t, [msg("x", event_id="e-1")])
     before = dump(store)
-    with pytest.raises(InvalidEvent, match="1 of the batch's 2"):
-        store.append(t, [msg("x", event_id="e-1"), msg("new", event_id="e-9")])
-    with pytest.raises(InvalidEvent, match="already used in thread"):
+    # Each refusal names the id and the position that holds it.
+    with pytest.raises(InvalidEvent, match=f"1 of the batch's 2 .*'e-1' at position {stored.position}\\)"):
+        store.append(t, [msg("new", event_id="e-9"), msg("x", event_id="e-1")])
+    with pytest.raises(InvalidEvent, match=f"'e-1' is already used in thread '{t}' \\(position {stored.position}\\)"):
         store.append(u, [msg("x", event_id="e-1")])
     with pytest.raises(InvalidEvent, match="repeats"):
         store.append(u, [msg("x", event_id="e-5"), msg("y", event_id="e-5")])
