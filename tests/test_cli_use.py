@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import queue
+import re
 import select
 import sqlite3
 import stat
@@ -79,6 +80,13 @@ def test_ls_lists_threads_newest_activity_first_with_paging(db: Path) -> None:
     assert [r["id"] for r in json.loads(ok(db, "ls", "--root", a, "--json"))] == [f, a]
     text = ok(db, "ls")
     assert text.splitlines()[0].split() [:2] == ["id", "kind"] and "Alpha" in text and "Beta" in text
+    # A full text page says, on stderr, where the next begins; the last page says nothing.
+    code, page, err = invoke(db, "ls", "--all", "-n", "2")
+    assert code == 0 and [line.split()[0] for line in page.splitlines()[1:]] == [f, a]
+    before = re.fullmatch(r"\(next page: the same command with --before (\d+)\)\n", err)
+    assert before is not None, err
+    code, page, err = invoke(db, "ls", "--all", "-n", "2", "--before", before[1])
+    assert code == 0 and [line.split()[0] for line in page.splitlines()[1:]] == [b] and err == ""
 
 
 def test_the_first_page_reads_an_index_not_every_thread(tmp_path: Path) -> None:

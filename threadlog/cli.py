@@ -584,15 +584,20 @@ def interrupt_list(store: Store, thread: str, as_json: bool) -> None:
 @pager_option
 @with_store()
 def ls(store: Store, limit: int, everything: bool, root: str | None, before: int | None, as_json: bool, no_pager: bool) -> None:
-    """Threads, most recently active first: id, kind, fork point, messages, last activity, title."""
+    """Threads, most recently active first: id, kind, fork point, messages, last activity, title.
+
+    A full page ends with where the next begins, on stderr (the rows on stdout stay the table):
+    `--before POSITION`, the last row's last_position (`--json` prints it on every row)."""
     infos = store.threads(limit, before, forks=everything or root is not None, root=root)
     if not infos and before is None and root is None:
         _check_rootless(store)
     entries = listing(store, infos)
     if as_json:
         _emit_json(entries)
-    else:
-        output.lines(ls_lines(entries), pager=not no_pager)
+        return
+    output.lines(ls_lines(entries), pager=not no_pager)
+    if len(infos) == limit:
+        click.echo(f"(next page: the same command with --before {infos[-1].last_position})", err=True)
 
 
 def _check_rootless(store: Store) -> None:
