@@ -4,6 +4,7 @@ a lock or file permissions matter; click's runner elsewhere."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -17,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -340,28 +341,37 @@ def test_a_terminal_gets_a_pager_and_colour_unless_told_otherwise(db: Path, tmp_
     assert code == 1 and "\x1b" not in out and "error: " in out
 
 
+@contextlib.contextmanager
+def _following(db: Path, thread: str, after: int) -> Iterator[Callable[[int], list[tuple[str, str]]]]:
+    """`threadlog follow --thread THREAD --forks --json` from `after`, in a real process; yields
+    a function that waits for the next N events it prints, as (stream, type). Ctrl-C ends it:
+    it must exit 130 with no traceback."""
+    proc = interruptible([THREADLOG, "follow", "--thread", thread, "--forks", "--json", "--interval", "0.05", "--after",
+                          str(after), "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    got: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [got.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+
+    def printed(count: int) -> list[tuple[str, str]]:
+        return [(e["stream_id"], e["type"]) for e in (json.loads(got.get(timeout=60)) for _ in range(count))]
+
+    try:
+        yield printed
+    finally:
+        _, err = ctrl_c(proc)
+    assert proc.returncode == 130 and "Traceback" not in err
+
+
 def test_follow_prints_events_as_they_are_committed_and_ctrl_c_exits_130(db: Path) -> None:
     t = ok(db, "new").strip()
     other = ok(db, "new").strip()
     with Store(db) as store:
         after = store.last_position()
-    proc = interruptible([THREADLOG, "follow", "--thread", t, "--forks", "--json", "--interval", "0.05", "--after", str(after),
-                          "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        with Store(db) as store:
-            store.append_message(other, "user", "not followed")
-            store.append_message(t, "user", "followed")
-            f = store.fork(t)
-            store.append_message(f, "user", "in the fork")
-        assert proc.stdout is not None
-        got: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [got.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-        seen = [json.loads(got.get(timeout=60)) for _ in range(3)]
-        assert [(e["stream_id"], e["type"]) for e in seen] == [(t, "message.appended"), (f, "thread.forked"), (f, "message.appended")]
-    finally:
-        _, err = ctrl_c(proc)
-    assert proc.returncode == 130 and "Traceback" not in err
-
+    with _following(db, t, after) as printed, Store(db) as store:
+        store.append_message(other, "user", "not followed")
+        store.append_message(t, "user", "followed")
+        f = store.fork(t)
+        store.append_message(f, "user", "in the fork")
+        assert printed(3) == [(t, "message.appended"), (f, "thread.forked"), (f, "message.appended")]
 
 
 def test_follow_forks_takes_in_the_forks_made_before_it_started(db: Path) -> None:
@@ -374,24 +384,14 @@ def test_follow_forks_takes_in_the_forks_made_before_it_started(db: Path) -> Non
         older = store.fork(old)
         stranger = store.create_thread(title="not followed")
         after = store.last_position()  # the forks' thread.forked events are behind this
-    proc = interruptible([THREADLOG, "follow", "--thread", t, "--forks", "--json", "--interval", "0.05", "--after", str(after),
-                          "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        with Store(db) as store:
-            store.append_message(stranger, "user", "not followed")
-            store.append_message(old, "user", "in the old fork")
-            store.append_message(older, "user", "in its fork")
-            new = store.fork(older)
-            store.append_message(new, "user", "in a new fork of it")
-        assert proc.stdout is not None
-        got: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [got.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-        seen = [json.loads(got.get(timeout=60)) for _ in range(4)]
-        assert [(e["stream_id"], e["type"]) for e in seen] == [
-            (old, "message.appended"), (older, "message.appended"), (new, "thread.forked"), (new, "message.appended")]
-    finally:
-        _, err = ctrl_c(proc)
-    assert proc.returncode == 130 and "Traceback" not in err
+    with _following(db, t, after) as printed, Store(db) as store:
+        store.append_message(stranger, "user", "not followed")
+        store.append_message(old, "user", "in the old fork")
+        store.append_message(older, "user", "in its fork")
+        new = store.fork(older)
+        store.append_message(new, "user", "in a new fork of it")
+        assert printed(4) == [(old, "message.appended"), (older, "message.appended"), (new, "thread.forked"),
+                              (new, "message.appended")]
 
 # -- 8, 9, 10: one shape of output -------------------------------------------------------------
 
