@@ -896,9 +896,9 @@ def follow(store: Store, thread: str | None, forks: bool, after: int | None, int
     if forks and thread is None:
         raise click.UsageError("--forks follows a thread's forks: name the thread with --thread")
     position = store.last_position() if after is None else after
-    wanted = None if thread is None else {thread}
-    if thread is not None and forks:  # the forks there are already (later ones join as their thread.forked goes by)
-        wanted = {info.id for info in store.subtree(thread)}
+    wanted: set[str] | None = None
+    if thread is not None:  # with --forks, the forks there are already (later ones join as their thread.forked goes by)
+        wanted = {info.id for info in store.subtree(thread)} if forks else {thread}
     try:
         while True:
             for event in store.read_all(after=position):
