@@ -400,9 +400,11 @@ class Store:
             return True, title if isinstance(title, str) else None
         return False, None
 
-    def count(self, thread: str, type_: str) -> int:
-        """How many events of `type_` the thread's logical history holds (reads its events)."""
-        return sum(self.backend.count_type(stream_id, lo, hi, type_) for stream_id, lo, hi in segments(self.ancestry(thread)))
+    def count(self, thread: str, type_: str, start: int = 0) -> int:
+        """How many events of `type_` the thread's logical history holds from offset `start` on
+        (an index count per stream; from its own first offset, only the thread's own stream)."""
+        ranges = clip(segments(self.ancestry(thread, start)), start, None)
+        return sum(self.backend.count_type(stream_id, lo, hi, type_) for stream_id, lo, hi in ranges)
 
     def subtree(self, thread: str) -> list[ThreadInfo]:
         """The thread and every fork below it, at any depth, in creation order."""

@@ -410,6 +410,9 @@ def test_titles_and_counts_of_a_tree_are_each_threads(script: list[tuple[str, in
     assert store.titles(infos[-1:]) == {infos[-1].id: store.title(infos[-1].id)}
     for type_ in ("message.appended", "title.set", "thread.forked"):
         assert store.count_each(reversed(infos), type_) == {info.id: store.count(info.id, type_) for info in infos}
+        for info in infos:  # from an offset: the events `read` gives from there
+            for start in {0, 2, info.base, info.head}:
+                assert store.count(info.id, type_, start) == [e.type for e in store.read(info.id, start)].count(type_)
 
 
 def test_a_redacted_title_set_shows_the_title_before_it(store: Store) -> None:

@@ -253,3 +253,64 @@ def raw_rows(db: Path) -> list[tuple[object, ...]]:
         conn.close()
     verified = runner.invoke(cli, ["--db", str(db), "verify"])
     assert verified.exit_code == 1 and f"position {position}" in verified.stderr, verified.stderr[:500]
+
+
+# -- rewinds nested inside rewinds, deeper than Python's stack ----------------------------------
+
+REWINDS = 1500  # each branch rewound again inside itself: a fork of a fork, this many levels down
+
+
+def _claude_code_rewinds(levels: int) -> bytes:
+    """A session where every branch point's later branch is itself rewound: `levels` nested forks."""
+    def assistant(uuid: str, parent: str, text: str) -> dict[str, Any]:
+        return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "sessionId": SESSION_ID, "requestId": f"r{uuid}",
+                "timestamp": "2025-01-01T00:00:01Z",
+                "message": {"id": f"m{uuid}", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
+                            "content": [{"type": "text", "text": text}], "usage": {"input_tokens": 1, "output_tokens": 1}}}
+    records = [user_line("u0", "start"), assistant("a0", "u0", "reply 0")]
+    parents, previous = [], "a0"
+    for i in range(1, levels + 1):
+        records += [user_line(f"y{i}", f"deeper {i}", previous), assistant(f"ya{i}", f"y{i}", f"answer {i}")]
+        parents.append(previous)
+        previous = f"ya{i}"
+    records += [user_line(f"x{i}", f"leaf {i}", parents[i - 1]) for i in range(levels, 0, -1)]
+    return jsonl(*records)
+
+
+def _pi_rewinds(levels: int) -> bytes:
+    def entry(uuid: str, parent: str | None, role: str, text: str) -> dict[str, Any]:
+        return {"type": "message", "id": uuid, "parentId": parent, "timestamp": "2025-01-01T00:00:00Z",
+                "message": {"role": role, "content": [{"type": "text", "text": text}], "timestamp": 1}}
+    records = [entry("u0", None, "user", "start"), entry("a0", "u0", "assistant", "reply 0")]
+    parents, previous = [], "a0"
+    for i in range(1, levels + 1):
+        records.append(entry(f"y{i}", previous, "user", f"deeper {i}"))
+        parents.append(previous)
+        previous = f"y{i}"
+    records += [entry(f"x{i}", parents[i - 1], "user", f"leaf {i}") for i in range(levels, 0, -1)]
+    return _pi_header() + jsonl(*records)
+
+
+@pytest.mark.parametrize(("kind", "content"), [
+    ("claude-code", _claude_code_rewinds(REWINDS)),
+    ("pi", _pi_rewinds(REWINDS)),
+], ids=["claude-code", "pi"])
+def test_rewinds_nested_deeper_than_pythons_stack_import(tmp_path: Path, kind: str, content: bytes) -> None:
+    """Each branch is written before the next on a stack of the importer's own: a walk that
+    called itself per fork ran out of Python's stack at ~1,000 levels, and the error was
+    reported as a line nested too deeply (a flat one)."""
+    session = tmp_path / "deep.jsonl"
+    session.write_bytes(content)
+    db = tmp_path / "t.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, str(session)])
+    assert result.exit_code == 0, result.output
+    assert f"{REWINDS} fork(s)" in result.output
+    with Store(db) as store:
+        threads, events = store.counts()
+        assert threads == REWINDS + 1
+        assert f"{events} event(s) added of {events}" in result.output
+        store.verify()
+        deepest = max(store.all_threads(), key=lambda t: t.depth)
+        assert deepest.depth == REWINDS
+    again = CliRunner().invoke(cli, ["--db", str(db), "import", kind, str(session)])
+    assert again.exit_code == 0 and f"0 event(s) added of {events}" in again.output, again.output

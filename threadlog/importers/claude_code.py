@@ -38,7 +38,7 @@ from eventstore.content import validate_block
 from eventstore.events import is_time
 
 from .lines import BadLine, Line, Seen, is_text, read_lines, text_name
-from .plan import Plan, PlannedStream, import_sources, stable_id, stored_sources
+from .plan import Plan, PlannedStream, depth_first, import_sources, stable_id, stored_sources
 from .summary import ImportSummary
 
 TOOL = "claude-code"
@@ -530,8 +530,13 @@ class _Writer:
             self._close_run(stream, unit, "cancelled")
 
     def branch(self, stream: PlannedStream, start: _Unit) -> None:
-        """Emit `start` and the latest path below it into `stream`; other children become forks."""
-        forks: list[tuple[PlannedStream, int, _Unit, _Unit]] = []  # (stream, at, after unit, child)
+        """Emit `start` and the latest path below it into `stream`; other children become forks,
+        each written the same way before the next (`depth_first`)."""
+        depth_first(self._path(stream, start), self._fork_branch)
+
+    def _path(self, stream: PlannedStream, start: _Unit) -> list[tuple[PlannedStream, int, _Unit]]:
+        """Emit `start` and the latest path below it; the forks it leaves, as (stream, at, child)."""
+        forks: list[tuple[PlannedStream, int, _Unit]] = []
         unit: _Unit | None = start
         while unit is not None:
             self.emit(stream, unit)
@@ -542,12 +547,13 @@ class _Writer:
             if results is not None and results is not following:
                 self.emit(stream, results)
                 marks.extend((stream.offset, c) for c in results.children)
-            for at, child in marks:
-                forks.append((stream, at, unit, child))
+            forks.extend((stream, at, child) for at, child in marks)
             unit = following
-        for parent, fork_at, _, child in forks:
-            fork = self._fork_at(parent, fork_at, child)
-            self.branch(fork, child)
+        return forks
+
+    def _fork_branch(self, branch: tuple[PlannedStream, int, _Unit]) -> list[tuple[PlannedStream, int, _Unit]]:
+        parent, at, child = branch
+        return self._path(self._fork_at(parent, at, child), child)
 
     def _following(self, stream: PlannedStream, children: list[_Unit]) -> _Unit | None:
         """The child a stream goes on with: the one an earlier import already wrote into it (so a

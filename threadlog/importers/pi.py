@@ -28,7 +28,7 @@ from eventstore.events import is_time
 from eventstore.recorded import short
 
 from .lines import BadLine, Line, Seen, read_lines, text_name
-from .plan import Plan, PlannedStream, import_sources, stable_id, stored_sources
+from .plan import Plan, PlannedStream, depth_first, import_sources, stable_id, stored_sources
 from .summary import ImportSummary
 
 TOOL = "pi"
@@ -214,6 +214,12 @@ class _Writer:
         stream.add("message.appended", {"role": "user", "content": blocks}, meta, self.where(group[0]))
 
     def branch(self, stream: PlannedStream, start: _Node) -> None:
+        """Emit `start` and the path below it into `stream`; other children become forks (or
+        threads of their own), each written the same way before the next (`depth_first`)."""
+        depth_first(self._path(stream, start), self._fork_branch)
+
+    def _path(self, stream: PlannedStream, start: _Node) -> list[tuple[_Node, _Node]]:
+        """Emit `start` and the path below it; the branches it leaves, as (entry, child)."""
         path: list[_Node] = []
         node: _Node | None = start
         forks: list[tuple[_Node, _Node]] = []
@@ -223,20 +229,22 @@ class _Writer:
             forks.extend((node, c) for c in node.children if c is not following)
             node = following
         self.emit(stream, path)
-        for after, child in forks:
-            parent, at = self.placed[after.id]
-            if not _message_before(parent, at):  # a rewind to before the first message: nothing to fork
-                self.branch(self.own_thread(child), child)
-                continue
-            meta = {**self.meta(child), "event_id": f"pi:{self.session}:{child.id}:fork"}
-            fork_id = stable_id(TOOL, self.session, child.id)
-            # A branch that answers calls waiting at its point (pi rewound to the call, or to one
-            # of its results, and ran the tools again) keeps them waiting in its fork.
-            keep = _call_answered(child) in parent.facts_at(at).tools and not self.plan.drops_at_fork(fork_id)
-            options = {"unanswered": "keep"} if keep else {}
-            fork = self.plan.attach(parent.fork(fork_id, "fork", meta, at, **options))
-            self.summary.forks += 1
-            self.branch(fork, child)
+        return forks
+
+    def _fork_branch(self, branch: tuple[_Node, _Node]) -> list[tuple[_Node, _Node]]:
+        after, child = branch
+        parent, at = self.placed[after.id]
+        if not _message_before(parent, at):  # a rewind to before the first message: nothing to fork
+            return self._path(self.own_thread(child), child)
+        meta = {**self.meta(child), "event_id": f"pi:{self.session}:{child.id}:fork"}
+        fork_id = stable_id(TOOL, self.session, child.id)
+        # A branch that answers calls waiting at its point (pi rewound to the call, or to one
+        # of its results, and ran the tools again) keeps them waiting in its fork.
+        keep = _call_answered(child) in parent.facts_at(at).tools and not self.plan.drops_at_fork(fork_id)
+        options = {"unanswered": "keep"} if keep else {}
+        fork = self.plan.attach(parent.fork(fork_id, "fork", meta, at, **options))
+        self.summary.forks += 1
+        return self._path(fork, child)
 
 
 def _call_answered(node: _Node) -> str | None:

@@ -25,7 +25,7 @@ never written again: it is held, and the store refuses its id with other content
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -40,6 +40,20 @@ BATCH = 1000
 REDACTION = "event.redacted"  # a stored event no source line made (`Store.redact` appends one)
 
 S = TypeVar("S")  # a source: a session, a file
+B = TypeVar("B")  # a branch of a source's tree still to write
+
+
+def depth_first(first: Iterable[B], grow: Callable[[B], Iterable[B]]) -> None:
+    """Call `grow` on each of `first`'s branches and, before the next, on each branch it
+    returns, depth first: the order a recursive walk takes, kept on a stack of its own (a
+    session rewound inside its rewinds thousands of times over would exceed Python's)."""
+    stack = [iter(first)]
+    while stack:
+        for branch in stack[-1]:  # the next branch of the innermost walk, then its own
+            stack.append(iter(grow(branch)))
+            break
+        else:
+            stack.pop()
 
 
 def stable_id(*parts: str) -> str:
@@ -200,7 +214,7 @@ def _records(store: Store, thread: str) -> frozenset[int]:
         info = store.thread(thread)
     except ThreadNotFound:
         return frozenset()
-    if store.count(thread, REDACTION) == 0:
+    if store.count(thread, REDACTION, start=info.base) == 0:  # its own events only: a fork's ancestors are not read
         return frozenset()
     return frozenset(offset for offset, type_, _, _ in store.read_raw(thread, start=info.base) if type_ == REDACTION)
 
