@@ -95,8 +95,8 @@ from psycopg import sql
 from psycopg.adapt import Transformer
 from psycopg.copy import LibpqWriter
 
-from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
-                      StreamRow, chain_order, query_words)
+from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
+                      StoredSnapshot, StreamRow, chain_order, query_words)
 from .errors import SchemaError, SchemaTooOld, StoreError, unsendable
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
 
@@ -1190,7 +1190,8 @@ class PostgresBackend:
         rows = self.conn.execute(
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
             f"coalesce(e.meta::jsonb->>'occurred_at', {_time('e.')}), d.text, "
-            "ts_headline('simple', d.text, q.q, 'StartSel=**, StopSel=**, MaxWords=16, MinWords=4, HighlightAll=false'), "
+            f"CASE WHEN length(d.text) <= {ENGINE_SNIPPET_CHARS} THEN "
+            "ts_headline('simple', d.text, q.q, 'StartSel=**, StopSel=**, MaxWords=16, MinWords=4, HighlightAll=false') END, "
             "-ts_rank(d.tsv, q.q) AS score "
             f"FROM (SELECT {tsquery} AS q) q, search_docs d LEFT JOIN events e ON e.position = d.position "
             f"WHERE {' AND '.join(where)} ORDER BY score, d.docid LIMIT %s",

@@ -32,8 +32,8 @@ from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import sqlite_utils
 
-from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow, StoredSnapshot,
-                      StreamRow, chain_order, query_words)
+from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
+                      StoredSnapshot, StreamRow, chain_order, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
 from .errors import SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file, unsendable
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
@@ -1225,7 +1225,8 @@ class SQLiteBackend:
         rows = self.conn.execute(
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
             f"coalesce(json_extract(e.meta, '$.occurred_at'), {_time('e.recorded_at')}), d.text, "
-            "snippet(search_fts, 0, '**', '**', '…', 16), bm25(search_fts) "
+            f"CASE WHEN length(d.text) <= {ENGINE_SNIPPET_CHARS} THEN snippet(search_fts, 0, '**', '**', '…', 16) END, "
+            "bm25(search_fts) "
             "FROM search_fts JOIN search_docs d ON d.docid = search_fts.rowid LEFT JOIN events e ON e.position = d.position "
             f"WHERE {' AND '.join(where)} ORDER BY bm25(search_fts), d.docid LIMIT ?",
             (*args, limit),

@@ -20,6 +20,7 @@ of which must match.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -91,9 +92,59 @@ def search(
         owner = thread if thread is not None else row.stream_id
         if owner not in titles:
             titles[owner] = textindex.title(store, owner)
+        snippet = window(row.text, query) if row.snippet is None else clipped(row.snippet)
         hits.append(SearchHit(owner, titles[owner], row.stream_id, row.offset, row.position, row.role, row.kind,
-                              row.tool, row.time, row.snippet, row.score))
+                              row.tool, row.time, snippet, row.score))
     return hits
+
+
+# A snippet of a document too long for the engine's own (`ENGINE_SNIPPET_CHARS`): about as
+# many words as the engines show, from a few before the first word of the query found.
+SNIPPET_WORDS = 16
+_BEFORE = 3  # words shown before the first match
+LONGEST_RUN = 64  # characters of one word (or run of other text) a snippet shows before "…"
+_TOKEN = re.compile(r"[^\W_]+")  # a word, as the index splits text: letters and digits
+_OPERATORS = frozenset(("AND", "OR", "NOT", "NEAR"))
+_RUN = re.compile(rf"\S{{{LONGEST_RUN + 1},}}")
+
+
+def window(text: str, query: str) -> str:
+    """The snippet of a long document: a few words before the first word of `query` found in
+    it (the text's start when none is found as written: the index also folds diacritics),
+    then the rest of `SNIPPET_WORDS` words, the query's words between `**`. Costs one search
+    up to that word and a fixed window after it, however long the text and however many times
+    the word occurs (the engines' snippets grow with the square of the matches)."""
+    words = [w for w in re.findall(r"[^\W_]+\*?", query) if w not in _OPERATORS]
+    exact = {w.casefold() for w in words if not w.endswith("*")}
+    prefixes = tuple(w[:-1].casefold() for w in words if w.endswith("*"))
+    alternatives = [re.escape(w) + r"(?![^\W_])" for w in exact] + [re.escape(p) for p in prefixes]
+    found = re.compile(r"(?<![^\W_])(?:" + "|".join(alternatives) + ")", re.IGNORECASE).search(text) if alternatives else None
+    start = found.start() if found is not None else 0
+    lo = max(0, start - _BEFORE * LONGEST_RUN)
+    before = [m.start() for m in _TOKEN.finditer(text, lo, start)][-_BEFORE:]
+    begin = before[0] if before else start
+    out, end = ["…"] if begin > 0 else [], begin
+    for count, token in enumerate(_TOKEN.finditer(text, begin)):
+        if count == SNIPPET_WORDS:
+            break
+        out.append(_clip(re.sub(r"\s+", " ", text[end:token.start()])))
+        word = token.group()
+        folded = word.casefold()
+        shown = _clip(word)
+        out.append(f"**{shown}**" if folded in exact or folded.startswith(prefixes) else shown)
+        end = token.end()
+    if end < len(text):
+        out.append("…")
+    return "".join(out).strip()
+
+
+def clipped(snippet: str) -> str:
+    """`snippet` with each run of text longer than `LONGEST_RUN` cut there (its `**` kept)."""
+    return _RUN.sub(lambda run: "**".join(_clip(part) for part in run.group().split("**")), snippet)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= LONGEST_RUN else text[:LONGEST_RUN] + "…"
 
 
 def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:

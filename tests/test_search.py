@@ -26,7 +26,9 @@ from threadlog import (
     transcript_tools,
     update_index,
 )
+from eventstore import textindex
 from projections.retrieval import BEGIN, END
+from projections.search import LONGEST_RUN, clipped, window
 from tests.claude_code import DATA
 
 DEEP = DATA / "-src-deep-manifest"
@@ -521,3 +523,34 @@ def test_a_document_its_event_does_not_hold_is_never_shown_nor_sent_to_the_model
             anthropic_request(store, fork)
         rebuild_index(store)
         assert [hit.snippet for hit in search(store, "1111")] == ["pay account **1111** on the lyon train"]
+
+
+def test_a_long_document_gets_a_bounded_snippet_around_its_first_match(store: Store) -> None:
+    """The engines' snippets grow with the square of one document's matches (FTS5 took 76 s on
+    a tool result of 100,000 matching lines, and a note fork's retrieval waited on it): past
+    ENGINE_SNIPPET_CHARS the engine makes none, and the search cuts one from the text, a few
+    words before the first match on, however long the text or its words."""
+    t = store.create_thread(title="logs")
+    log = "\n".join(f"{i}: error: step failed" for i in range(2_000))
+    store.append_message(t, "user", "boot ok. " * 5 + "the ferry left late, " + "on time " * 1_000)
+    store.append_message(t, "user", "here is the key: " + "deadbeef" * 100_000)
+    store.append_message(t, "user", log)
+    store.append_message(t, "user", "a short error note")
+    update_index(store)
+    rows = {row.text[:9]: row for row in textindex.search(store, "error OR ferry OR key", "query", None, None, None, 10)}
+    assert rows["a short e"].snippet is not None  # a short document: the engine's own
+    assert all(rows[start].snippet is None for start in ("boot ok. ", "here is t", "0: error:"))
+    snippets = {hit.snippet[:20]: hit.snippet for hit in search(store, "error OR ferry OR key")}
+    assert snippets["0: **error**: step f"] == "0: **error**: step failed 1: **error**: step failed 2: **error**: step failed 3: **error**: step failed…"
+    assert snippets["…boot ok. the **ferr"] == "…boot ok. the **ferry** left late, on time on time on time on time on time…"
+    blob = snippets["here is the **key**:"]
+    assert blob == "here is the **key**: " + "deadbeef" * 8 + "…"
+    assert max(len(s) for s in snippets.values()) < 16 * 70
+
+
+def test_a_snippet_cut_keeps_its_marks() -> None:
+    assert clipped("a **" + "b" * 100 + "** c") == "a **" + "b" * LONGEST_RUN + "…** c"
+    assert clipped("short **words** stay") == "short **words** stay"
+    assert window("NOT AND here", "NOT AND") == "NOT AND here"  # operators are no words: the text's start
+    assert window("ran, running and the runner", "run*") == "ran, **running** and the **runner**"  # a prefix query
+    assert window("Café au lait", "cafe") == "Café au lait"  # found by the index's folding only: the text's start
