@@ -18,7 +18,7 @@ from .errors import ForkRefused, InvalidEvent, ThreadNotFound
 from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
-from .prepare import PreparedEvent, check_id, check_retry, new_id, prepare
+from .prepare import PreparedEvent, check_id, check_retry, check_thread_id, new_id, prepare
 from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row
 
@@ -42,7 +42,7 @@ def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any
         raise InvalidEvent("title", f"must be text, not {type(title).__name__}")
     own = {key: value for key, value in meta.items() if key != "event_id"}  # the id names the fork's event
     titled = [] if title is None else [prepare({"type": "title.set", "data": {"title": title}, "meta": own}, "title")]
-    chosen = None if fork_id is None else check_id("fork_id", fork_id)
+    chosen = None if fork_id is None else check_thread_id("fork_id", fork_id)
     with store.backend.transaction():
         if "event_id" in meta:
             retried = _made_before(store, thread, at, options, chosen, check_id("meta.event_id", meta["event_id"]))

@@ -44,6 +44,17 @@ def check_id(field: str, value: Any) -> str:
     return value
 
 
+def check_thread_id(field: str, value: Any) -> str:
+    """`check_id` for a new thread's id, which also may not start with `@`: those are kept for
+    names that stand for a thread (`threadlog`'s `@last`), which a thread so named would
+    shadow for every reader. Returns it."""
+    check_id(field, value)
+    if value.startswith("@"):
+        raise InvalidEvent(field, f"{value!r} starts with '@', which is kept for names that stand for a thread "
+                                  "(such as @last, the latest active thread); choose an id without it")
+    return str(value)
+
+
 def check_retry(retry: Any) -> None:
     """Refuse a `retry` flag that is not a bool: `retry="no"` would read as true."""
     if not isinstance(retry, bool):

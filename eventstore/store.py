@@ -28,7 +28,7 @@ from .head import Head
 from .collector import paused
 from .verify import VerifyReport, verify, verify_since
 from .ids import event_ids
-from .prepare import META_KEYS, PreparedEvent, check_id, check_retry, new_id, now, prepare
+from .prepare import META_KEYS, PreparedEvent, check_id, check_retry, check_thread_id, new_id, now, prepare
 from .ranges import check_index, clip, is_index, segments
 from .recorded import RecordedEvent, ThreadInfo, acyclic, decode, from_row, make_tuple, too_deep
 from .restore import RestoreReport
@@ -460,7 +460,7 @@ class Store:
 
         `thinking` is the Messages API parameter (e.g. `{"type": "enabled", "budget_tokens":
         2048}`) that every request of the thread and of its forks and sub-agents sends."""
-        thread_id = new_id() if thread_id is None else check_id("thread_id", thread_id)
+        thread_id = new_id() if thread_id is None else check_thread_id("thread_id", thread_id)
         data = {"title": title, "system": system, "model": model, "tools": tools, "metadata": metadata, "thinking": thinking}
         event = {"type": ThreadCreated.type, "data": {k: v for k, v in data.items() if v is not None}, "meta": meta}
         self.append(thread_id, [event], expect="no_stream")
@@ -514,7 +514,7 @@ class Store:
         if not batch:
             raise InvalidEvent("events", "the batch is empty")
         if expect == "no_stream":
-            check_id("thread", thread)
+            check_thread_id("thread", thread)
         elif not isinstance(thread, str) or not thread:
             raise InvalidEvent("thread", "must be a non-empty string")
         explicit = False

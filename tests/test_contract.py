@@ -192,3 +192,20 @@ def test_a_thread_id_holding_nul_is_no_thread(store: Store, call: Any) -> None:
         call(store, thread[:4] + "\x00")
     assert store.ids_starting("a\x00") == [] and store.count(thread, "a\x00") == 0
     assert dump(store) == before
+
+
+@pytest.mark.parametrize("name", ["@last", "@mine"])
+def test_a_thread_id_starting_with_at_is_refused_and_nothing_is_written(store: Store, name: str) -> None:
+    """`@last` names the latest active thread for every reader (the CLI, the web viewer, the
+    command a fork's note gives the model): a thread with that id would never be read by it."""
+    t = store.create_thread(title="t")
+    store.append_message(t, "user", "hi")
+    before = dump(store)
+    with pytest.raises(InvalidEvent, match="starts with '@'"):
+        store.create_thread(thread_id=name)
+    with pytest.raises(InvalidEvent, match="starts with '@'"):
+        store.fork(t, fork_id=name)
+    with pytest.raises(InvalidEvent, match="starts with '@'"):
+        store.append(name, [{"type": "thread.created", "data": {}}], expect="no_stream")
+    assert dump(store) == before
+    assert store.fork(t, fork_id="a@b") == "a@b"  # elsewhere in an id, '@' is text
