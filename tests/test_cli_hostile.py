@@ -226,6 +226,27 @@ def test_an_interrupt_answer_nested_too_deeply_is_named_as_the_answer(tmp_path: 
     assert code == 0 and json.loads(out)["data"]["answer"] == "{not json"
 
 
+def test_json_with_a_number_python_will_not_read_is_named_as_the_option_not_as_tampering(tmp_path: Path) -> None:
+    """An integer of over 4,300 digits is valid JSON that Python refuses to read (ValueError):
+    it was reported as a stored event altered outside threadlog."""
+    db = tmp_path / "t.db"
+    thread = invoke("--db", str(db), "new")[1].strip()
+    before = checkpoint(db)
+    huge = "9" * 5_000
+    blocks = tmp_path / "blocks.json"
+    blocks.write_text(f'[{{"type": "tool_use", "id": "t1", "name": "x", "input": {{"n": {huge}}}}}]')
+    for args, option in ((["append", thread, "--role", "assistant", "--content", str(blocks)], "--content"),
+                         (["emit", thread, "run.started", "--data", f'{{"run_id": "r", "n": {huge}}}'], "--data")):
+        code, out, err = invoke("--db", str(db), *args)
+        assert (code, out) == (1, ""), err
+        assert err == (f"error: {option} holds JSON threadlog cannot read: Exceeds the limit (4300 digits) for integer "
+                       "string conversion: value has 5000 digits\n")
+    assert checkpoint(db) == before
+    assert invoke("--db", str(db), "interrupt", "raise", thread, "ask", "--question", "n?")[0] == 0
+    code, out, _ = invoke("--db", str(db), "interrupt", "resolve", thread, "ask", "--answer", huge, "--json")
+    assert code == 0 and json.loads(out)["data"]["answer"] == huge  # an answer that is no JSON stays text
+
+
 def test_an_older_copy_of_an_imported_session_adds_nothing(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     assert invoke("--db", str(db), "import", "pi", str(PI))[0] == 0

@@ -288,6 +288,10 @@ def _parse_json(text: str, what: str, or_text: bool = False) -> Any:
         raise StoreError(f"{what} is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})") from None
     except RecursionError:
         raise StoreError(f"{what} is JSON nested too deeply; an event holds at most {MAX_DEPTH} levels") from None
+    except ValueError as error:  # valid JSON Python will not read: an integer of over 4,300 digits
+        if or_text:
+            return text
+        raise StoreError(f"{what} holds JSON threadlog cannot read: {str(error).split(';')[0]}") from None
 
 
 def _json(value: Any, indent: int | None = None) -> str:
