@@ -18,7 +18,7 @@ from .errors import ForkRefused, InvalidEvent, ThreadNotFound
 from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
-from .prepare import PreparedEvent, check_id, check_retry, check_thread_id, new_id, prepare
+from .prepare import CONTROL_CHARACTER, PreparedEvent, check_id, check_retry, check_thread_id, new_id, prepare
 from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row
 
@@ -177,6 +177,10 @@ def _options(**fields: Any) -> ForkOptions:
             if fields.get(name, unused) != unused:
                 raise InvalidEvent(name, f"applies to context='note' forks only (this fork has context={fields.get('context')!r}); "
                                          "nothing was written")
+    elif isinstance(fields.get("transcript"), str) and (bad := CONTROL_CHARACTER.search(fields["transcript"])) is not None:
+        # The note shows the path on a line of its own: a newline would add lines of the caller's to it.
+        raise InvalidEvent("transcript", f"holds the control character {bad.group()!r} at index {bad.start()}; a path to "
+                                         "show the model must be printable text; nothing was written")
     elif fields.get("unanswered") == "keep":  # a note fork has no tool call to keep waiting
         raise InvalidEvent("unanswered", "'keep' applies to context='full' forks only (a note fork starts from one note, "
                                          "with no tool call waiting); nothing was written")

@@ -26,8 +26,8 @@ MAX_EVENT_BYTES = 32 * 1024 * 1024
 
 
 # Control characters (C0, DEL, C1) and lone surrogates: never in an id, which is printed,
-# hashed and used as a file name by other tools.
-_BAD_ID_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# hashed and used as a file name by other tools (nor in the path a fork's note shows).
+CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 MAX_ID_CHARS = 200
 
 
@@ -38,7 +38,7 @@ def check_id(field: str, value: Any) -> str:
         if len(shown) >= 80:
             shown = f"{shown[:60]}… ({len(value) if isinstance(value, str) else '?'} characters)"
         raise InvalidEvent(field, f"must be a string of 1 to {MAX_ID_CHARS} characters, not {shown}")
-    bad = _BAD_ID_CHAR.search(value)
+    bad = CONTROL_CHARACTER.search(value)
     if bad is not None:
         raise InvalidEvent(field, f"holds the control character {bad.group()!r} at index {bad.start()}; ids must be printable text")
     return value

@@ -30,6 +30,7 @@ when the store closes, whichever comes first): a snapshot changes speed, never a
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
@@ -68,10 +69,13 @@ def fork_note(parent_id: str, parent_offset: int, transcript: str | None) -> str
     if transcript:
         where = f"Its full transcript is saved at:\n{transcript}\nRead it with the `read` tool (or grep it)"
     else:
-        where = (
-            "Its full transcript is not saved to a file; print it with:\n"
-            f"threadlog transcript {parent_id} --stop {parent_offset}\nRun that (or grep its output)"
-        )
+        # The id quoted for a shell, as the model will run it: a caller chooses ids, and one
+        # holding `;` or `$(…)` would otherwise be a command of its own (`--` before one that
+        # starts with `-`, which would read as an option). An id of letters, digits and
+        # `_@%+=:,./-` reads as it did.
+        command = (f"threadlog transcript {shlex.quote(parent_id)} --stop {parent_offset}" if not parent_id.startswith("-")
+                   else f"threadlog transcript --stop {parent_offset} -- {shlex.quote(parent_id)}")
+        where = f"Its full transcript is not saved to a file; print it with:\n{command}\nRun that (or grep its output)"
     return (
         f"This conversation is a fork of an earlier one (thread {parent_id}, forked at offset "
         f"{parent_offset}). {where} ONLY if you need earlier context — don't read it pre-emptively."
