@@ -281,9 +281,10 @@ def lineage(row: StreamRow) -> Lineage:
 
 
 
-# What reading a value of the wrong kind raises (ValueError covers JSON that does not parse
-# and text that does not decode).
-UNREADABLE = (TypeError, AttributeError, ValueError, KeyError)
+# What reading a stored value raises when an edit outside threadlog wrote it: the wrong kind
+# (ValueError covers JSON that does not parse and text that does not decode), or JSON nested
+# past what Python reads (threadlog writes neither).
+UNREADABLE = (TypeError, AttributeError, ValueError, KeyError, RecursionError)
 
 
 def unreadable(error: Exception) -> str:
@@ -394,7 +395,7 @@ def check_start(backend: Backend, info: StreamRow) -> Problem | None:
         data = json.loads(first.data)
         bad = _check_first(info, first.type, data)
         kind = data["options"].get("kind", "fork") if info.parent_id is not None else "thread"
-    except (*UNREADABLE, RecursionError):
+    except UNREADABLE:
         return first.position, f"{info.id}: its first event's data cannot be read"
     if bad is None and info.kind != kind:
         bad = f"{info.id}: stored kind {info.kind!r} disagrees with the events ({kind!r})"

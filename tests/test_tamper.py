@@ -200,6 +200,9 @@ CASES: list[tuple[str, Tamper, int]] = [
     ("leaf-fork-created-position-edited", sql("UPDATE streams SET created_position = 12 WHERE id = 'G'"), 11),
     ("leaf-fork-pending-facts-edited", sql("""UPDATE streams SET facts = '{"runs":["r"]}' WHERE id = 'G'"""), 12),
     ("leaf-fork-row-facts-edited", sql("""UPDATE events SET pending = '{"tools":["t"]}' WHERE position = 12"""), 12),
+    # Pending facts nested past what Python reads: they escaped verify as a RecursionError
+    ("leaf-fork-pending-facts-nested", sql(f"UPDATE streams SET facts = '{'[' * 100_000}{']' * 100_000}' WHERE id = 'G'"), 12),
+    ("leaf-fork-row-facts-nested", sql(f"UPDATE events SET pending = '{'[' * 100_000}{']' * 100_000}' WHERE position = 12"), 12),
     # The listing key (named at the stream's last event): listings would put the stream out of order
     ("root-listing-key-edited", sql("UPDATE streams SET recency = recency + 1 WHERE id = 'R'"), 10),
     ("leaf-fork-listing-key-cleared", sql("UPDATE streams SET recency = NULL WHERE id = 'G'"), 12),
