@@ -354,6 +354,31 @@ def test_a_huge_title_is_shown_clipped_on_the_list_the_thread_and_the_replay(tmp
         assert "start TTT" in page.text and " end" in page.text and "bytes elided" in page.text
 
 
+def test_every_stored_string_a_page_repeats_is_clipped(tmp_path: Path) -> None:
+    """Provenance (actor, redaction actor and reason) is shown on every row of an event,
+    and was not clipped: a 1 MB actor on a message of 100 blocks made a 100 MB page. So were a
+    sub-agent's directive on its fork card, a todo on the replay, and a hit's tool name."""
+    path = tmp_path / "amplify.db"
+    big = 1_000_000
+    with Store(path) as store:
+        t = store.create_thread(title="amp", thread_id="amp")
+        store.append_message(t, "user", [{"type": "text", "text": f"block {i}"} for i in range(100)], actor="A" * big)
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "N" * 500_000, "input": {"q": "findme"}}])
+        kid = store.fan_out(t, ["D" * big])[0]
+        store.append(kid, [{"type": "todos.set", "data": {"todos": [{"content": "T" * big}]}}])
+        secret = store.append_message(kid, "user", "secret")
+        store.redact(secret.position, reason="R" * big, actor="X" * big)
+        update_index(store)
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        pages = {name: c.get(url) for name, url in (("thread", "/thread?id=amp"), ("kid", f"/thread?id={kid}"),
+                                                    ("replay", f"/replay?id={kid}"), ("blame", f"/blame?id={kid}"),
+                                                    ("search", "/?q=findme"))}
+    for name, page in pages.items():
+        assert page.status_code == 200, name
+        assert len(page.content) < 400_000, (name, len(page.content))
+    assert "AAAA" in pages["thread"].text and "RRRR" in pages["kid"].text and "NNNN" in pages["search"].text
+
+
 def test_a_fork_card_names_a_bounded_number_of_forks(tmp_path: Path) -> None:
     path = tmp_path / "card.db"
     with Store(path) as store:
