@@ -158,6 +158,55 @@ def test_a_header_value_the_store_refuses_names_its_line(seeded: Path, tmp_path:
     import_refused(seeded, tmp_path, [kind, str(path)], f"{path}:{line}: ")
 
 
+def _pi_entry(uuid: str, parent: str | None, **message: Any) -> dict[str, Any]:
+    return {"type": "message", "id": uuid, "parentId": parent, "timestamp": "2025-01-01T00:00:00Z", "message": message}
+
+
+_CALL = {"type": "toolCall", "id": "call_1", "name": "read", "arguments": {"path": "/etc"}}
+
+
+@pytest.mark.parametrize(("entries", "says"), [
+    ([_pi_entry("e1", None, role="user", content=[{"type": "text", "text": None}])], "message.content[0].text must be a string"),
+    ([_pi_entry("e1", None, role="user", content=[{"type": "text", "text": "a"}, {"type": "text", "text": {"a": 1}}])],
+     "message.content[1].text must be a string"),
+    ([_pi_entry("e1", None, role="user", content="hi"),
+      _pi_entry("e2", "e1", role="assistant", content=[{**_CALL, "id": None}])], "message.content[0].id must be a non-empty string"),
+    ([_pi_entry("e1", None, role="user", content="hi"),
+      _pi_entry("e2", "e1", role="assistant", content=[{**_CALL, "name": ""}])], "message.content[0].name must be a non-empty string"),
+    ([_pi_entry("e1", None, role="user", content="hi"),
+      _pi_entry("e2", "e1", role="assistant", content=[{**_CALL, "arguments": '{"path": "/etc"}'}])],
+     "message.content[0].arguments must be an object"),
+    ([_pi_entry("e1", None, role="user", content="hi"),
+      _pi_entry("e2", "e1", role="assistant", content=[_CALL]),
+      _pi_entry("e3", "e2", role="toolResult", toolCallId="", content=[{"type": "text", "text": "ok"}])],
+     "a toolResult needs a non-empty string toolCallId"),
+    ([_pi_entry("e1", None, role="user", content="hi"), _pi_entry("e2", "e1", role="bashExecution", command={"x": 1}, output=None)],
+     "a bashExecution needs a string command"),
+], ids=["null-text", "object-text", "call-without-id", "call-without-name", "arguments-as-text", "result-without-call",
+        "bash-command-object"])
+def test_a_pi_field_of_the_wrong_type_is_refused_not_turned_into_text(seeded: Path, tmp_path: Path, entries: list[dict[str, Any]],
+                                                                     says: str) -> None:
+    """They were stored as Python's printed form (`None`, `{'a': 1}`), or as a call with an
+    empty id answered by a result naming none, or with its arguments dropped."""
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(_pi_header() + jsonl(*entries))
+    import_refused(seeded, tmp_path, ["pi", str(path)], f"{path}:{len(entries) + 1}: {says}")
+
+
+def test_a_pi_block_of_a_kind_not_known_is_counted_as_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(_pi_header() + jsonl(
+        _pi_entry("e1", None, role="user", content=[{"type": "text", "text": "hear this"}, {"type": "audio", "data": "x"}]),
+        _pi_entry("e2", "e1", role="bashExecution", command="ls", output=None)))
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", "pi", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["skipped"] == {"block/audio": 1}
+    with Store(tmp_path / "t.db") as store:
+        (thread,) = store.threads()
+        texts = [b["text"] for e in store.read(thread.id) if e.type == "message.appended" for b in e.data["content"]]
+    assert texts == ["hear this", "!ls\n"]  # an output of null is no output, not "None"
+
+
 def test_a_sub_agent_id_the_store_refuses_names_its_line(seeded: Path, tmp_path: Path) -> None:
     task = {"type": "tool_use", "id": "toolu_1", "name": "Task", "input": {"prompt": "look"}}
     main = tmp_path / f"{SESSION_ID}.jsonl"

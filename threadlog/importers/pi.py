@@ -18,6 +18,7 @@ changes become `metadata.set`.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +59,15 @@ def _check(record: dict[str, Any]) -> str | None:
             return "message.content must be a string or a list"
         if isinstance(content, list) and not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in content):
             return "every content block must be an object with a string type"
-        if role == "toolResult" and not isinstance(message.get("toolCallId"), str):
-            return "a toolResult needs a string toolCallId"
+        for i, block in enumerate(content if isinstance(content, list) else ()):
+            problem = _block_problem(block, f"message.content[{i}]")
+            if problem is not None:
+                return problem
+        if role == "toolResult" and not (isinstance(message.get("toolCallId"), str) and message["toolCallId"]):
+            return "a toolResult needs a non-empty string toolCallId"
+        if role == "bashExecution" and not (isinstance(message.get("command"), str)
+                                            and isinstance(message.get("output", ""), (str, type(None)))):
+            return "a bashExecution needs a string command (and a string output, if any)"
     elif record.get("type") == "compaction":
         if not isinstance(record.get("summary"), str):
             return "a compaction needs a string summary"
@@ -68,24 +76,46 @@ def _check(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _blocks(content: Any) -> list[dict[str, Any]]:
+# The text fields of pi's content blocks, and whether each may be null: a value of another
+# type is refused (it was written as Python's printed form of it, `None` or `{'a': 1}`).
+_TEXT_FIELDS = {"text": (("text", False),), "thinking": (("thinking", False), ("thinkingSignature", True)),
+                "image": (("data", False), ("mimeType", True))}
+
+
+def _block_problem(block: dict[str, Any], where: str) -> str | None:
+    """What is wrong with one content block (`_check`), or None."""
+    kind = block["type"]
+    for name, nullable in _TEXT_FIELDS.get(kind, ()):
+        if name in block and not (isinstance(block[name], str) or (nullable and block[name] is None)):
+            return f"{where}.{name} must be a string"
+    if kind == "toolCall":
+        for name in ("id", "name"):
+            if not (isinstance(block.get(name), str) and block[name]):
+                return f"{where}.{name} must be a non-empty string (a toolCall names its call and its tool)"
+        if block.get("arguments") is not None and not isinstance(block["arguments"], dict):
+            return f"{where}.arguments must be an object"
+    return None
+
+
+def _blocks(content: Any, skipped: Counter[str]) -> list[dict[str, Any]]:
+    """pi's content as Messages API blocks (checked by `_check`); a block of a kind it does not
+    know is left out and counted in `skipped`."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     out: list[dict[str, Any]] = []
     for block in content:
         kind = block["type"]
         if kind == "text":
-            out.append({"type": "text", "text": str(block.get("text", ""))})
+            out.append({"type": "text", "text": block.get("text", "")})
         elif kind == "thinking":
-            out.append({"type": "thinking", "thinking": str(block.get("thinking", "")),
-                        "signature": str(block.get("thinkingSignature") or "")})
+            out.append({"type": "thinking", "thinking": block.get("thinking", ""), "signature": block.get("thinkingSignature") or ""})
         elif kind == "toolCall":
-            arguments = block.get("arguments")
-            out.append({"type": "tool_use", "id": str(block.get("id", "")), "name": str(block.get("name", "")),
-                        "input": arguments if isinstance(arguments, dict) else {}})
+            out.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": block.get("arguments") or {}})
         elif kind == "image":
-            out.append({"type": "image", "source": {"type": "base64", "media_type": str(block.get("mimeType", "image/png")),
-                                                    "data": str(block.get("data", ""))}})
+            out.append({"type": "image", "source": {"type": "base64", "media_type": block.get("mimeType") or "image/png",
+                                                    "data": block.get("data", "")}})
+        else:
+            skipped[f"block/{kind}"] += 1
     return out
 
 
@@ -138,14 +168,14 @@ class _Writer:
                 elif role == "assistant":
                     self._assistant(stream, node, message)
                 elif role == "user":
-                    blocks = _blocks(message["content"])
+                    blocks = _blocks(message["content"], self.summary.skipped)
                     if blocks:
                         stream.add("message.appended", {"role": "user", "content": blocks}, self.meta(node), self.where(node))
                         self.summary.prompts += 1
                     else:
                         self.summary.skipped["empty message"] += 1
                 elif role == "bashExecution":
-                    text = f"!{message.get('command', '')}\n{message.get('output', '')}"
+                    text = f"!{message['command']}\n{message.get('output') or ''}"
                     stream.add("message.appended", {"role": "user", "content": [{"type": "text", "text": text}]},
                                self.meta(node, {"injected": True, "role": role}), self.where(node))
                 else:
@@ -177,7 +207,7 @@ class _Writer:
         return before is not None and before == after
 
     def _assistant(self, stream: PlannedStream, node: _Node, message: dict[str, Any]) -> None:
-        blocks = _blocks(message["content"])
+        blocks = _blocks(message["content"], self.summary.skipped)
         extra: dict[str, Any] = {k: message[k] for k in ("api", "provider", "errorMessage") if k in message}
         if not blocks:
             self.summary.skipped["empty message"] += 1
@@ -203,7 +233,7 @@ class _Writer:
                 self.summary.skipped["tool_result without its call"] += 1
                 continue
             pending.discard(call)
-            content = [b for b in _blocks(message.get("content") or []) if b["type"] in ("text", "image")]
+            content = [b for b in _blocks(message.get("content") or [], self.summary.skipped) if b["type"] in ("text", "image")]
             blocks.append({"type": "tool_result", "tool_use_id": call, "content": content, "is_error": bool(message.get("isError"))})
         if not blocks:
             return
