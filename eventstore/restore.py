@@ -63,6 +63,12 @@ class RestoreReport:
         return {"streams": self.streams, "added": self.added, "present": self.present, "positions_kept": self.positions_kept}
 
 
+# The most events one run holds before it is written: an export of one long thread is held a
+# batch at a time, not whole (a 186 MB export of one thread peaked at 1.3 GB). A run goes on
+# from where the last one left its stream (`head` reads it back).
+RUN_EVENTS = 1000
+
+
 @dataclass
 class _Run:
     """Consecutive events of one stream, written as one batch."""
@@ -139,7 +145,7 @@ class _Restore:
                                f"ends before position {event['position']} (a new one, for example)")
         prepared = self.prepare(where, event)
         run = self.run
-        if run is None or run.stream_id != event["stream_id"] or (
+        if run is None or run.stream_id != event["stream_id"] or len(run.events) == RUN_EVENTS or (
             self.keep and event["position"] != self.last_position + 1
         ):
             self.flush()

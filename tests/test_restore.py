@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventstore.integrity import canonical, chain_hash, digest
+from eventstore.restore import RUN_EVENTS
 from threadlog import InvalidEvent, Store, export_all, export_events, import_events
 from threadlog.cli import cli
 from threadlog.export import dump_lines
@@ -369,3 +370,32 @@ def test_an_export_holding_an_occurred_at_no_longer_accepted_restores(tmp_path: 
     with Store(tmp_path / "b.db") as b:
         assert import_events(b, backup).added == len(original)
         assert events_of(b) == original and b.verify().events == len(original)
+
+
+def test_a_long_thread_restores_a_batch_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One thread's events were held until the stream changed: a 186 MB export of one thread
+    peaked at 1.3 GB (123 MB now). Each write now takes at most RUN_EVENTS of them, and what
+    is restored is the same, redactions and a fork across the batches' edges included."""
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread(title="long")
+        written = a.append(t, [{"type": "message.appended", "data": {"role": ("user", "assistant")[i % 2], "content": f"m{i}"}}
+                               for i in range(2_500)])
+        a.redact(written[999].position, reason="r", actor="a")  # the last event of the first batch
+        a.redact(written[1000].position, reason="r", actor="a")  # the first of the next
+        fork = a.fork(t, at=1_500)
+        a.append_message(fork, "user", "branch")
+        original = events_of(a)
+        backup = write(tmp_path / "all.jsonl", export_all(a))
+    batches: list[int] = []
+    write_batch = Store._write
+
+    def counted(store: Store, thread: str, head: Any, batch: Any, *args: Any) -> Any:
+        batches.append(len(batch))
+        return write_batch(store, thread, head, batch, *args)
+
+    monkeypatch.setattr(Store, "_write", counted)
+    with Store(tmp_path / "b.db") as b:
+        report = import_events(b, backup)
+        assert events_of(b) == original
+        assert b.verify().redacted == 2
+    assert max(batches) == RUN_EVENTS and sum(batches) == report.added == len(original)
