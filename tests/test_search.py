@@ -554,3 +554,20 @@ def test_a_snippet_cut_keeps_its_marks() -> None:
     assert window("NOT AND here", "NOT AND") == "NOT AND here"  # operators are no words: the text's start
     assert window("ran, running and the runner", "run*") == "ran, **running** and the **runner**"  # a prefix query
     assert window("Café au lait", "cafe") == "Café au lait"  # found by the index's folding only: the text's start
+
+
+def test_search_prints_whole_thread_ids_which_read_their_threads(tmp_path: Path) -> None:
+    """Hits printed the first 12 characters of an id: two threads sharing them both printed
+    `customer-000`, which no THREAD argument could tell apart."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        for name in ("customer-0001-billing", "customer-0001-support"):
+            store.create_thread(title=name, thread_id=name)
+            store.append_message(name, "user", f"refund please, from {name}")
+    result = _cli(db, "search", "refund")
+    assert result.returncode == 0, result.stderr
+    printed = sorted(line.split(" ", 1)[0] for line in result.stdout.splitlines())
+    assert printed == ["customer-0001-billing", "customer-0001-support"]
+    for name in printed:
+        shown = _cli(db, "show", name)
+        assert shown.returncode == 0 and f"from {name}" in shown.stdout, shown.stderr

@@ -224,7 +224,8 @@ def hit_line(hit: SearchHit) -> str:
     who = hit.role or hit.kind
     what = hit.kind if hit.kind != "text" else ""
     if hit.tool:
-        what = f"{what} {hit.tool}".strip()
+        what = f"{what} {' '.join(_UNPRINTABLE.sub(' ', hit.tool).split())[:80]}".strip()
     snippet = " ".join(_UNPRINTABLE.sub(" ", hit.snippet).split())
     title = f" ({' '.join(_UNPRINTABLE.sub(' ', hit.title).split())[:40]})" if hit.title else ""
-    return f"{hit.thread[:12]}{title} @{hit.offset} {who}{' ' + what if what else ''}: {snippet}"
+    # The whole id, which a THREAD argument takes: ids may share any prefix (a cut one was ambiguous).
+    return f"{hit.thread}{title} @{hit.offset} {who}{' ' + what if what else ''}: {snippet}"
