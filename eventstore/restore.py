@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 FORMAT = "threadlog-events"
-VERSION = 1
+VERSION = 2  # version 2 ends with {"end": {"streams": S, "events": E}}; version 1 files, with no end line, still restore
 
 # What `prepare.now()` writes (older releases wrote the same, with fewer fraction digits at most).
 _RECORDED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z")
@@ -81,8 +81,11 @@ class _Run:
 
 
 class _Restore:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, version: int = VERSION) -> None:
         self.store = store
+        self.version = version
+        self.counted = {"streams": 0, "events": 0}  # the lines read, for the end line to confirm
+        self.ended = False
         self.backend = store.backend
         self.report = RestoreReport()
         self.streams: dict[str, tuple[int, dict[str, Any]]] = {}  # id -> (its line, the stream line)
@@ -96,15 +99,31 @@ class _Restore:
     def line(self, number: int, item: Any) -> None:
         if not isinstance(item, dict) or len(item) != 1:
             raise InvalidEvent(f"line {number}", "expected one of {\"stream\": …} or {\"event\": …}")
-        if "stream" in item:
+        if self.ended:
+            raise InvalidEvent(f"line {number}", "comes after the end line; an export ends there")
+        if "end" in item and self.version >= 2:
+            self.end(number, item["end"])
+        elif "stream" in item:
+            self.counted["streams"] += 1
             stream = item["stream"]
             if not isinstance(stream, dict) or not isinstance(stream.get("id"), str):
                 raise InvalidEvent(f"line {number}.stream", "must be an object with an id")
             self.streams[stream["id"]] = (number, stream)
         elif "event" in item:
+            self.counted["events"] += 1
             self.event(number, item["event"])
         else:
             raise InvalidEvent(f"line {number}", f"unknown line {next(iter(item))!r}; expected stream or event")
+
+    def end(self, number: int, end: Any) -> None:
+        """The end line: it says how many stream and event lines came before it."""
+        if not isinstance(end, dict) or set(end) != set(self.counted) or not all(type(v) is int for v in end.values()):
+            raise InvalidEvent(f"line {number}.end", "must be {\"streams\": S, \"events\": E}, two numbers")
+        for name, count in self.counted.items():
+            if end[name] != count:
+                raise InvalidEvent(f"line {number}.end.{name}", f"says {end[name]} {name} lines, and {count} came before "
+                                   "it: the export was altered (lines removed or added)")
+        self.ended = True
 
     def event(self, number: int, event: Any) -> None:
         where = f"line {number}.event"
@@ -118,6 +137,10 @@ class _Restore:
         # append would refuse, a restore refuses too.
         check_id(f"{where}.stream_id", event["stream_id"])
         check_id(f"{where}.event_id", event["event_id"])
+        named = event["meta"].get("event_id", event["event_id"])
+        if named != event["event_id"]:  # the meta's would be written, and the line's id looked up
+            raise InvalidEvent(f"{where}.meta.event_id", f"{short(named)} is not the event's event_id "
+                               f"{event['event_id']!r}: the export was altered")
         if not _RECORDED_AT.fullmatch(event["recorded_at"]):
             raise InvalidEvent(f"{where}.recorded_at", f"{event['recorded_at'][:40]!r} is not a time as threadlog records "
                                "them (2026-01-31T12:00:00.123456Z)")
@@ -253,7 +276,10 @@ class _Restore:
             raise InvalidEvent(f"line {number}.event.data.position", f"the redaction names position {target}, "
                                "which this restore did not write as redacted")
 
-    def finish(self) -> RestoreReport:
+    def finish(self, last: int) -> RestoreReport:
+        if self.version >= 2 and not self.ended:
+            raise InvalidEvent(f"line {last}", f"the export stops here, before its end line: it was cut short "
+                               f"({self.counted['events']} event lines read); nothing was restored")
         self.flush()
         self.check_stream_lines()
         if self.unlinked:
@@ -282,10 +308,10 @@ def restore(store: Store, lines: Iterable[tuple[int, Any]]) -> RestoreReport:
     number, header = first
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise InvalidEvent(f"line {number}", f"not a threadlog export (expected {{\"format\": \"{FORMAT}\", …}} first)")
-    if type(header.get("version")) is not int or header["version"] != VERSION:
-        raise InvalidEvent(f"line {number}.version", f"{header.get('version')!r}; this release restores version {VERSION}")
+    if type(header.get("version")) is not int or not 1 <= header["version"] <= VERSION:
+        raise InvalidEvent(f"line {number}.version", f"{header.get('version')!r}; this release restores versions 1 to {VERSION}")
     with store.backend.transaction():
-        job = _Restore(store)
+        job = _Restore(store, header["version"])
         for number, item in it:
             job.line(number, item)
-        return job.finish()
+        return job.finish(number)

@@ -230,14 +230,16 @@ def test_export_events_carry_every_field_and_stream_row(mem: Store) -> None:
     summary = import_claude_code(mem, [SUBAGENT_SESSION])
     agent = next(i for i in mem.subtree(summary.thread_ids[0]) if i.kind == "subagent")
     lines = list(export_events(mem, agent.id))
-    assert lines[0] == {"format": "threadlog-events", "version": 1}
+    assert lines[0] == {"format": "threadlog-events", "version": 2}
     streams = [line["stream"] for line in lines if "stream" in line]
     assert [s["id"] for s in streams] == [agent.parent_id, agent.id]
     events = [line["event"] for line in lines if "event" in line]
     assert [e["event_id"] for e in events] == [e.event_id for e in mem.read(agent.id)]
     assert events[0] == next(mem.read(agent.parent_id)).to_json()
+    assert lines[-1] == {"end": {"streams": 2, "events": len(events)}}
     everything = list(export_all(mem))
     assert sum(1 for line in everything if "event" in line) == mem.counts().events
+    assert everything[-1] == {"end": {"streams": mem.counts().threads, "events": mem.counts().events}}
     markdown = export_markdown(mem, summary.thread_ids[0])
     assert "elided" not in markdown
 

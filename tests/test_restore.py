@@ -399,3 +399,52 @@ def test_a_long_thread_restores_a_batch_at_a_time(tmp_path: Path, monkeypatch: p
         assert events_of(b) == original
         assert b.verify().redacted == 2
     assert max(batches) == RUN_EVENTS and sum(batches) == report.added == len(original)
+
+
+def test_an_event_line_whose_id_disagrees_with_its_meta_is_refused(tmp_path: Path) -> None:
+    """An event the caller named keeps its id in its meta too; the restore wrote the meta's and
+    let the line's top-level id say anything (it was looked up, never written)."""
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        a.append_message(t, "user", "named", event_id="chosen-id")
+        lines = list(export_all(a))
+    assert _event(lines, 1)["meta"]["event_id"] == "chosen-id"
+    _event(lines, 1)["event_id"] = "not-the-real-id"
+    bad = write(tmp_path / "bad.jsonl", lines)
+    db = tmp_path / "b.db"
+    Store(db).close()
+    before = sha(db)
+    with Store(db) as b, pytest.raises(InvalidEvent, match=r"line 4.event.meta.event_id: 'chosen-id' is not the event's event_id "
+                                                           r"'not-the-real-id': the export was altered"):
+        import_events(b, bad)
+    assert sha(db) == before
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    (lambda lines: lines.__delitem__(slice(-4, None)), "the export stops here, before its end line: it was cut short"),
+    (lambda lines: lines.pop(), "the export stops here, before its end line"),
+    (lambda lines: lines[-1]["end"].update(events=lines[-1]["end"]["events"] + 1), "end.events: says"),
+    (lambda lines: lines[-1]["end"].update(streams="3"), "end: must be"),
+    (lambda lines: lines.append({"event": _event(lines, 0)}), "comes after the end line"),
+], ids=["cut-at-a-line-end", "end-line-lost", "count-edited", "count-not-a-number", "line-after-the-end"])
+def test_an_export_cut_short_or_with_a_wrong_end_line_is_refused(tmp_path: Path, change: Any, says: str) -> None:
+    """An export cut at a line's end (a copy that stopped) restored as a smaller history."""
+    bad = tampered(tmp_path, change)
+    db = tmp_path / "b.db"
+    Store(db).close()
+    before = sha(db)
+    with Store(db) as b, pytest.raises(InvalidEvent, match=says):
+        import_events(b, bad)
+    assert sha(db) == before
+
+
+def test_an_export_of_version_1_with_no_end_line_restores(tmp_path: Path) -> None:
+    with Store(tmp_path / "a.db") as a:
+        build(a)
+        lines = list(export_all(a))
+        original = events_of(a)
+    assert lines.pop() == {"end": {"streams": 5, "events": len(original)}}  # t, f, g and two sub-agents
+    lines[0]["version"] = 1
+    with Store(tmp_path / "b.db") as b:
+        import_events(b, write(tmp_path / "v1.jsonl", lines))
+        assert events_of(b) == original

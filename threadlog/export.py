@@ -2,14 +2,17 @@
 
 The events format, one JSON object per line:
 
-    {"format": "threadlog-events", "version": 1}
+    {"format": "threadlog-events", "version": 2}
     {"stream": {"id", "parent_id", "parent_offset", "root_id", "depth", "kind"}}   one per stream, parents first
     {"event": RecordedEvent.to_json()}   position, stream_id, offset, event_id, type, schema_version,
                                          data, meta, recorded_at, data_digest, hash, redacted
+    {"end": {"streams": S, "events": E}}   last: how many stream and event lines came before it
 
 Every stream line precedes the events of that stream, and events come in position
 (commit) order, so a restore can rebuild each stream row and re-insert each event with
-its stored hash, then `verify`. A thread's export holds its own events and, for each
+its stored hash, then `verify`. The end line makes a file cut short at a line's end (a copy
+or a download that stopped) a refused restore, not a smaller history; version 1 files, which
+have none, still restore. A thread's export holds its own events and, for each
 ancestor, the events below the fork point its history reads; `export_all` holds every
 stream and every event.
 """
@@ -24,7 +27,7 @@ from eventstore import Store, ThreadInfo, segments
 
 from projections import transcript
 
-FORMAT = {"format": "threadlog-events", "version": 1}
+FORMAT = {"format": "threadlog-events", "version": 2}
 
 
 def _stream(info: ThreadInfo) -> dict[str, Any]:
@@ -41,13 +44,16 @@ def export_events(store: Store, thread: str) -> Iterator[dict[str, Any]]:
         for info in reversed(ancestry):
             yield _stream(info)
         wanted = {stream_id: (lo, hi) for stream_id, lo, hi in segments(ancestry)}
+        events = 0
         for info in reversed(ancestry):
             lo, hi = wanted.get(info.id, (info.base, info.base))
             if hi is not None and hi <= lo:
                 continue
             for event in store.read(info.id, start=lo, stop=hi):
                 if event.stream_id == info.id:
+                    events += 1
                     yield {"event": event.to_json()}
+        yield _end(len(ancestry), events)
 
 
 def export_all(store: Store) -> Iterator[dict[str, Any]]:
@@ -57,10 +63,18 @@ def export_all(store: Store) -> Iterator[dict[str, Any]]:
     not be restored.)"""
     with store.consistent():
         yield dict(FORMAT)
+        streams = events = 0
         for info in store.all_threads():
+            streams += 1
             yield _stream(info)
         for event in store.read_all():
+            events += 1
             yield {"event": event.to_json()}
+        yield _end(streams, events)
+
+
+def _end(streams: int, events: int) -> dict[str, Any]:
+    return {"end": {"streams": streams, "events": events}}
 
 
 def dump_lines(lines: Iterator[dict[str, Any]]) -> Iterator[str]:
