@@ -4,6 +4,7 @@ exit status 1, and no file changed or left behind."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -344,3 +345,20 @@ def test_a_pi_session_given_to_the_claude_code_importer_is_refused_and_leaves_no
     assert (code, out) == (1, "") and err.startswith("error: paths: no Claude Code conversation in them") and \
         "run `threadlog import pi`" in err and len(err.splitlines()) == 1, err
     assert not db.exists()
+
+
+def test_ls_and_usage_align_columns_as_printed_with_escaped_ids(tmp_path: Path) -> None:
+    """Widths were measured before `\\u202e` became six characters: the columns after it slid."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        odd = store.create_thread(title="alpha", thread_id="a\u202ebc\u202c")
+        store.append_message(odd, "user", "hi")
+        store.create_thread(title="beta", thread_id="plain-id")
+        store.fork(odd)
+    code, listed, _ = invoke("--db", str(db), "ls", "--all")
+    assert code == 0 and "a\\u202ebc\\u202c" in listed
+    rows = listed.splitlines()[1:]
+    assert len({row.index(" thread ") if " thread " in row else row.index(" fork ") for row in rows}) == 1, rows
+    assert len({re.search(r"\d{4}-\d\d-\d\d ", row).start() for row in rows}) == 1, rows  # type: ignore[union-attr]
+    code, usage, _ = invoke("--db", str(db), "usage", odd)
+    assert code == 0 and len({len(row) for row in usage.splitlines()}) == 1, usage  # every row ends at one column

@@ -86,8 +86,9 @@ def ls_lines(entries: Sequence[dict[str, Any]]) -> Iterator[str]:
     table = [header]
     for e in entries:
         parent = f"{e['parent_id']} at {e['parent_offset']}" if e["parent_id"] else "-"
-        table.append((e["id"], e["kind"], parent, str(e["messages"]), e["last_activity"][:19].replace("T", " "),
-                      _short(e["title"] or "-", 50)))
+        table.append(tuple(map(safe, (e["id"], e["kind"], parent, str(e["messages"]), e["last_activity"][:19].replace("T", " "),
+                                      _short(e["title"] or "-", 50)))))
+    # Measured as printed: escaped (a `\u202e` in an id is six characters on the screen).
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         cells = [c.rjust(w) if i == 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
@@ -207,9 +208,9 @@ def usage_lines(rows: Sequence[Usage], total: Usage) -> Iterator[str]:
     for row in [*rows, total]:
         # At most one level a row: a depth altered by hand (verify names it) may be any integer.
         label = ("  " * min(row.depth - top, len(rows)) + row.thread) if row is not total else "total"
-        table.append((label, row.kind, str(row.messages), f"{row.input_tokens:,}", f"{row.output_tokens:,}",
+        table.append((safe(label), safe(row.kind), str(row.messages), f"{row.input_tokens:,}", f"{row.output_tokens:,}",
                       f"{row.cache_read_input_tokens:,}", f"{row.cache_creation_input_tokens:,}", f"{row.cached_share:.0%}"))
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]  # measured as printed (escaped)
     for r in table:
         cells = [r[0].ljust(widths[0]), r[1].ljust(widths[1])] + [c.rjust(w) for c, w in zip(r[2:], widths[2:])]
         yield "  ".join(cells).rstrip()
