@@ -83,7 +83,7 @@ def _short(text: str, width: int = 60) -> str:
 def ls_lines(entries: Sequence[dict[str, Any]]) -> Iterator[str]:
     """`threadlog ls`: one aligned row per thread (entries as `ls --json` prints them)."""
     header = ("id", "kind", "forked from", "msgs", "last activity", "title")
-    table = [header]
+    table: list[tuple[str, ...]] = [header]
     for e in entries:
         parent = f"{e['parent_id']} at {e['parent_offset']}" if e["parent_id"] else "-"
         table.append(tuple(map(safe, (e["id"], e["kind"], parent, str(e["messages"]), e["last_activity"][:19].replace("T", " "),
