@@ -224,6 +224,35 @@ def test_every_gathered_file_imports(mem: Store) -> None:
     pi = import_pi(mem, sorted((SHARED / "pi-mono").glob("*.jsonl")))
     assert pi.compactions == 2
     mem.verify()
+    again = import_claude_code(mem, [SHARED / "claude-code"], skip_bad=True)
+    assert (again.added, again.changed) == (0, 0)
+    assert import_pi(mem, sorted((SHARED / "pi-mono").glob("*.jsonl"))).changed == 0
+
+
+def test_a_source_edited_after_its_import_is_reported_changed_and_kept_as_stored(tmp_path: Path) -> None:
+    """A re-import of an edited session reported 0 added and kept the old text, saying nothing."""
+    with Store(tmp_path / "t.db") as store:
+        for sessions in (SESSIONS, SESSIONS):  # real sessions twice: nothing changed
+            summary = import_claude_code(store, sessions)
+            assert summary.changed == 0
+        assert import_pi(store, [PI]).changed == import_pi(store, [PI]).changed == 0
+        session = tmp_path / SESSIONS[0].name
+        records = [json.loads(line) for line in SESSIONS[0].read_text(encoding="utf-8").splitlines()]
+        # The first typed prompt (a list holding one text block): its text edited in the copy.
+        first = next(r for r in records if r.get("type") == "user" and isinstance(r["message"]["content"], list)
+                     and [b.get("type") for b in r["message"]["content"]] == ["text"]
+                     and not r["message"]["content"][0]["text"].startswith("<"))
+        was = first["message"]["content"][0]["text"]
+        first["message"]["content"][0]["text"] = "CHANGED TEXT"
+        session.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        os.utime(session, (0, 0))  # an old file: not one still being written
+        result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", "claude-code", str(session)])
+        assert result.exit_code == 0, result.output
+        assert "0 event(s) added" in result.output
+        assert "changed since imported: 1 event(s) the source now gives otherwise, kept as stored" in result.output
+        texts = [b.get("text") for t in store.all_threads() for e in store.read(t.id, start=t.base) if e.type == "message.appended"
+                 for b in e.data["content"]]
+        assert "CHANGED TEXT" not in texts and was in texts
 
 
 def test_export_events_carry_every_field_and_stream_row(mem: Store) -> None:

@@ -967,6 +967,9 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
     if summary.waiting:
         lines.append(f"still being written, left for a later import: {summary.waiting} (a last response or a sub-agent's file "
                      "the session does not show complete yet)")
+    if summary.changed:
+        lines.append(f"changed since imported: {summary.changed} event(s) the source now gives otherwise, kept as stored "
+                     "(the log is never rewritten; import the file into another database to keep both)")
     return lines
 
 

@@ -300,6 +300,7 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
         try:
             plan = plan_one(source, part, {}, seen)
             part.events = sum(len(s.events) + 1 for s in plan.streams)
+            part.changed = changed(store, plan)
             part.added = write_plan(store, plan)
         except StoreError as error:
             note_written(error, summary, f"{number} {noun}(s)")
@@ -309,6 +310,21 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
         if progress is not None:
             progress(done, total)
     return summary
+
+
+def changed(store: Store, plan: Plan) -> int:
+    """How many of the plan's events the store holds with other content (by event id, their
+    data digests compared): the source was edited after it was imported. They stay as stored."""
+    count = 0
+    for stream in plan.streams:
+        planned = {event.event_id: event.data_digest for event in stream.events}
+        try:
+            info = store.thread(stream.id)
+        except ThreadNotFound:
+            continue
+        count += sum(1 for event in store.read(stream.id, start=info.base)
+                     if planned.get(event.event_id, event.data_digest) != event.data_digest)
+    return count
 
 
 def write_plan(store: Store, plan: Plan) -> int:

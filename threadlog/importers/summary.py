@@ -17,6 +17,8 @@ class ImportSummary:
     `file-history-snapshot`, …), plus `malformed` lines skipped on request; `bad` names
     each of those (file, line, why). `waiting` counts what a session still being written
     does not show complete yet (a last response, a sub-agent's file), left for a later import.
+    `changed` counts events already stored whose content the source now gives otherwise (an
+    edited file): they are kept as stored, since the log is never rewritten.
     """
 
     files: int = 0
@@ -33,10 +35,11 @@ class ImportSummary:
     bad: list[tuple[str, int, str]] = field(default_factory=list)
     thread_ids: list[str] = field(default_factory=list)
     waiting: int = 0
+    changed: int = 0
 
     def merge(self, other: ImportSummary) -> None:
         for name in ("files", "threads", "forks", "subagents", "prompts", "assistant_messages", "tool_calls", "compactions",
-                     "events", "added"):
+                     "events", "added", "changed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
         self.bad.extend(other.bad)
@@ -59,6 +62,7 @@ class ImportSummary:
             "bad": [{"file": f, "line": n, "why": why} for f, n, why in self.bad],
             "thread_ids": self.thread_ids,
             "waiting": self.waiting,
+            "changed": self.changed,
         }
 
 
