@@ -309,13 +309,17 @@ def raw_rows(db: Path) -> list[tuple[object, ...]]:
 REWINDS = 1500  # each branch rewound again inside itself: a fork of a fork, this many levels down
 
 
+def assistant_line(uuid: str, parent: str, text: str, message_id: str | None = None) -> dict[str, Any]:
+    return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "sessionId": SESSION_ID, "requestId": f"r{uuid}",
+            "timestamp": "2025-01-01T00:00:01Z",
+            "message": {"id": message_id or f"m{uuid}", "type": "message", "role": "assistant", "model": "m",
+                        "stop_reason": "end_turn", "content": [{"type": "text", "text": text}],
+                        "usage": {"input_tokens": 1, "output_tokens": 1}}}
+
+
 def _claude_code_rewinds(levels: int) -> bytes:
     """A session where every branch point's later branch is itself rewound: `levels` nested forks."""
-    def assistant(uuid: str, parent: str, text: str) -> dict[str, Any]:
-        return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "sessionId": SESSION_ID, "requestId": f"r{uuid}",
-                "timestamp": "2025-01-01T00:00:01Z",
-                "message": {"id": f"m{uuid}", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
-                            "content": [{"type": "text", "text": text}], "usage": {"input_tokens": 1, "output_tokens": 1}}}
+    assistant = assistant_line
     records = [user_line("u0", "start"), assistant("a0", "u0", "reply 0")]
     parents, previous = [], "a0"
     for i in range(1, levels + 1):
@@ -363,3 +367,19 @@ def test_rewinds_nested_deeper_than_pythons_stack_import(tmp_path: Path, kind: s
         assert deepest.depth == REWINDS
     again = CliRunner().invoke(cli, ["--db", str(db), "import", kind, str(session)])
     assert again.exit_code == 0 and f"0 event(s) added of {events}" in again.output, again.output
+
+
+def test_a_response_id_repeated_in_a_later_turn_is_a_response_of_its_own(tmp_path: Path) -> None:
+    """Lines were grouped into one response by message.id wherever they stood: the second reply
+    was merged into the first, and the user's turn between them moved to a fork."""
+    session = tmp_path / f"{SESSION_ID}.jsonl"
+    session.write_bytes(jsonl(user_line("u1", "Hello"), assistant_line("a1", "u1", "Hi there", "msg_same"),
+                              user_line("u2", "How are you?", "a1"), assistant_line("a2", "u2", "I'm doing well", "msg_same"),
+                              user_line("u3", "Goodbye", "a2")))
+    os.utime(session, (0, 0))
+    with Store(tmp_path / "t.db") as store:
+        summary = import_claude_code(store, [session])
+        assert (summary.forks, summary.assistant_messages) == (0, 2)
+        (thread,) = store.threads()
+        texts = [b["text"] for e in store.read(thread.id) if e.type == "message.appended" for b in e.data["content"]]
+    assert texts == ["Hello", "Hi there", "How are you?", "I'm doing well", "Goodbye"]

@@ -334,6 +334,7 @@ def _units(order: list[_Entry], entries: dict[str, _Entry], boundaries: dict[str
         return found
 
     previous: _Entry | None = None
+    responses: dict[str, tuple[str, str]] = {}  # a response's message.id -> the key of its unit, when not ("a", id)
     for entry in order:
         if entry.kind == "link":
             continue
@@ -341,7 +342,13 @@ def _units(order: list[_Entry], entries: dict[str, _Entry], boundaries: dict[str
         message = record["message"]
         content = message["content"]
         if entry.kind == "assistant":
-            key = ("a", message.get("id") or entry.uuid)
+            response = message.get("id") or entry.uuid
+            key = responses.get(response, ("a", response))
+            joined = units.get(key)
+            if joined is not None and not _continues(joined, conversation_parent(entry) if entry.parent in entries else previous):
+                # Its id again in another turn (an edited file, a response repeated): a response of
+                # its own, which the lines continuing it join.
+                key = responses[response] = ("a", f"{response} {entry.uuid}")
             kind = "assistant"
         elif entry.uuid in boundaries:
             key, kind = ("c", entry.uuid), "compact"
@@ -368,6 +375,13 @@ def _units(order: list[_Entry], entries: dict[str, _Entry], boundaries: dict[str
     for unit in reversed(ordered):
         unit.latest = max([unit.entries[-1].line.number, *(c.latest for c in unit.children)])
     return ordered
+
+
+def _continues(unit: _Unit, parent: _Entry | None) -> bool:
+    """Whether a line whose conversation parent is `parent` goes on with the response `unit`:
+    its parent is one of the response's lines, or of the tool results answering it."""
+    owner = parent.unit if parent is not None else None
+    return owner is unit or (owner is not None and owner.kind == "results" and owner.key == ("r", unit.key[1]))
 
 
 # -- from units to events ---------------------------------------------------------------------
