@@ -222,6 +222,10 @@ def test_the_cli_round_trip_in_real_processes(tmp_path: Path) -> None:
     assert json.loads(run.stdout)[0]["positions_kept"] is True
     check = subprocess.run([THREADLOG, "--db", str(b), "verify", "--checkpoint", kept], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stderr
+    again = subprocess.run([THREADLOG, "--db", str(b), "import", "events", str(out)], capture_output=True, text=True, timeout=120)
+    events = json.loads(run.stdout)[0]["added"]
+    # Nothing written the second time: no positions to call kept (it said "positions kept").
+    assert again.stdout == f"{out}: 0 event(s) added, {events} already present, 0 thread(s) created\n", again.stdout
 
 
 @settings(max_examples=25, deadline=None)

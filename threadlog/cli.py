@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
-from eventstore import IntegrityError, InvalidEvent, Store, StoreError, ThreadNotFound
+from eventstore import IntegrityError, InvalidEvent, RestoreReport, Store, StoreError, ThreadNotFound
 from eventstore.errors import MISSHAPEN, SchemaTooOld, empty_file, misshapen
 from eventstore.events import MAX_DEPTH
 from eventstore.store import MAX_TIMEOUT, is_url, special_file
@@ -1041,8 +1041,13 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
     if as_json:
         _emit_json([{"file": path, **report.to_json()} for path, report in reports])
         return
-    output.lines(f"{path}: {report.added} event(s) added, {report.present} already present, {report.streams} thread(s) "
-                 f"created ({'positions kept' if report.positions_kept else 'positions renumbered'})" for path, report in reports)
+    def line(path: str, report: RestoreReport) -> str:
+        said = f"{path}: {report.added} event(s) added, {report.present} already present, {report.streams} thread(s) created"
+        if not report.added:  # nothing was written: no positions were kept or renumbered
+            return said
+        return f"{said} ({'positions kept' if report.positions_kept else 'positions renumbered'})"
+
+    output.lines(line(path, report) for path, report in reports)
 
 
 @import_group.command("pi")
