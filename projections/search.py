@@ -127,7 +127,7 @@ def window(text: str, query: str) -> str:
     for count, token in enumerate(_TOKEN.finditer(text, begin)):
         if count == SNIPPET_WORDS:
             break
-        out.append(_clip(re.sub(r"\s+", " ", text[end:token.start()])))
+        out.append(_clip(re.sub(r"\s+", " ", text[end:min(token.start(), end + 4 * LONGEST_RUN)])))  # what shows of the gap
         word = token.group()
         folded = word.casefold()
         shown = _clip(word)
