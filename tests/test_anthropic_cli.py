@@ -80,6 +80,18 @@ def test_ask_without_a_key_is_one_error_line(tmp_path: Path) -> None:
         assert store.head(t) == 1
 
 
+@pytest.mark.parametrize("url", ["http://localhost:8080x", "http://[::1"])
+def test_ask_with_a_base_url_that_is_no_url_is_one_error_line(tmp_path: Path, url: str) -> None:
+    """A typo in ANTHROPIC_BASE_URL printed the HTTP client's traceback."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    done = threadlog("ask", t, "hello", db=db, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": url})
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"error: ANTHROPIC_BASE_URL {url!r} is not a URL"), done.stderr
+    with Store(db) as store:
+        assert store.head(t) == 1
+
+
 def test_ask_reports_an_api_error_and_exits_1(tmp_path: Path, api: MessagesAPI) -> None:
     db = tmp_path / "t.db"
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()

@@ -17,7 +17,7 @@ from eventstore import InvalidEvent, Store
 from projections import anthropic_request, body_digest, check_request, diff, request_body, thread_state, usage, validate_request
 from threadlog.live import Interrupt, rerun, resolve_interrupt, run_turn
 
-from messages_api import MessagesAPI, message
+from messages_api import MessagesAPI, Reply, message
 
 MODEL = "claude-test-1"
 TOOLS = [
@@ -355,3 +355,28 @@ def test_rerun_replays_the_user_messages_with_another_model(file_store: Store, a
     assert said(result.b) == ["Hotel Lumière.", "Brasserie."]
     own = [e.offset for e in file_store.read(fork, 5) if "request" in e.meta]
     assert len(own) == 2 and all(check_request(file_store, fork, o).ok for o in own)
+
+
+def test_a_max_tokens_the_sdk_will_not_wait_for_unstreamed_is_streamed(file_store: Store, api: MessagesAPI) -> None:
+    """The SDK refuses, before sending, a call it expects to take over 10 minutes unstreamed (a
+    max_tokens of 32,000, or a thinking budget's): the ValueError ended the turn, and the CLI
+    called it a stored row altered outside threadlog. Such a call is now streamed."""
+    t = thread(file_store)
+    api.reply_sse(message(text("A long plan."), id="msg_long"))
+    default = anthropic.Anthropic(base_url=api.url, api_key="test", max_retries=0)  # its own timeout: as the CLI's
+    api.clients.append(default)
+    turn = run_turn(file_store, t, "Plan my year", default, max_tokens=32_000)
+    assert (turn.status, turn.text) == ("ok", "A long plan.")
+    assert api.requests[0].json["stream"] is True and api.requests[0].json["max_tokens"] == 32_000
+    assert file_store.event_at(t, 3).meta["request"]["stream"] is True
+    check = check_request(file_store, t, 3)  # the request recorded as streamed rebuilds byte for byte
+    assert check.ok and check.recorded == body_digest(api.requests[0].body), check.reason
+
+
+def test_an_answer_nested_past_what_python_reads_ends_the_run_as_an_error(mem: Store, api: MessagesAPI) -> None:
+    """It raised RecursionError out of run_turn, whose API failures are recorded, not raised."""
+    t = thread(mem)
+    api.replies.append(Reply(200, b'{"id": "msg_1", "content": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"))
+    turn = run_turn(mem, t, "Hello", client(api))
+    assert turn.status == "error" and "the API's answer is not JSON" in (turn.error or "")
+    assert types(mem, t)[-1] == "run.finished" and thread_state(mem, t).status == "idle"

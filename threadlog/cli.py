@@ -1101,8 +1101,13 @@ def _client() -> Any:
     if not key:
         _fail("ANTHROPIC_API_KEY is not set; export your API key (https://console.anthropic.com) and try again")
     import anthropic  # seconds to import: only the commands that talk to the API pay for it
+    import httpx2  # the SDK's HTTP client
 
-    return anthropic.Anthropic(api_key=key, base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)
+    base_url = os.environ.get("ANTHROPIC_BASE_URL") or None
+    try:
+        return anthropic.Anthropic(api_key=key, base_url=base_url)
+    except httpx2.InvalidURL as error:
+        _fail(f"ANTHROPIC_BASE_URL {base_url!r} is not a URL the client can use: {error}")
 
 
 @cli.command("request")

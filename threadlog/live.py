@@ -47,9 +47,9 @@ class BadAnswer(Exception):
 # dropped while a stream is being read surfaces as the HTTP client's own error.
 _FAILURES = (anthropic.APIError, httpx2.HTTPError, BadAnswer)
 
-# What the SDK raises when a response parses as no message: bad JSON (ValueError), a stream
-# without `message_start` (an assert in its accumulator).
-_UNREADABLE = (ValueError, AssertionError)
+# What the SDK raises when a response parses as no message: bad JSON (ValueError), JSON nested
+# past what Python reads, a stream without `message_start` (an assert in its accumulator).
+_UNREADABLE = (ValueError, AssertionError, RecursionError)
 
 # What the SDK raises for the API or the network while a stream is read; anything else it
 # raises there comes from events it could not fold into a message (out of order, a block
@@ -257,6 +257,16 @@ class _Sent:
 def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Callable[[str], None] | None) -> tuple[Any, _Sent]:
     """One API call; returns the message and what was sent (digest of the exact body)."""
     reply: Any
+    raw: Any = None
+    if not stream:
+        try:
+            raw = client.messages.with_raw_response.create(**kwargs)
+        except ValueError as error:
+            # The SDK will not wait over 10 minutes for one answer: it refuses a large max_tokens
+            # (a thinking budget) unstreamed, before sending anything. Such a call is streamed.
+            if not str(error).startswith("Streaming is required"):
+                raise
+            stream = True
     if stream:
         with client.messages.stream(**kwargs) as events:
             read = _Read()
@@ -273,7 +283,6 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
                                                    request=events.response.request)
             request_id, body = events.request_id, events.response.request.content
     else:
-        raw = client.messages.with_raw_response.create(**kwargs)
         try:
             reply = raw.parse()
         except _UNREADABLE as error:
