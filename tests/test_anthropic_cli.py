@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 from eventstore import Store
 from projections import validate_request
 
-from messages_api import MessagesAPI, message
+from messages_api import MessagesAPI, Reply, message
 
 
 @pytest.fixture
@@ -163,3 +165,32 @@ def test_sub_agents_run_report_back_and_the_parent_goes_on(tmp_path: Path, api: 
     assert [kids[0] in notes[0], "Hotel Carlton, 90 EUR." in notes[0], kids[1] in notes[1], "Sunny, 22 C." in notes[1]] == [True] * 4
     check = threadlog("request", t, "--check", db=db)
     assert check.returncode == 0 and check.stdout.split()[0] == "ok", check.stdout + check.stderr
+
+
+def test_two_asks_racing_on_one_thread_start_one_run(tmp_path: Path, api: MessagesAPI) -> None:
+    """Both read the thread idle, then both started a run while another writer held the file: two
+    runs at once, the questions and answers interleaved. The run starts against the head the
+    checks read; the second is then judged again and refused."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": api.url}
+    for i in range(2):  # each answer takes 2 s: the other ask is judged again while the first runs
+        api.replies.append(Reply(200, json.dumps(message([{"type": "text", "text": f"answer {i}"}], id=f"msg_{i}")).encode(),
+                                 delay=2))
+    exe = Path(sys.executable).with_name("threadlog")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    lock = sqlite3.connect(db, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")  # another writer: both asks read the thread, then wait to write
+    asks = [subprocess.Popen([str(exe), "--db", str(db), "ask", t, f"question {i}"], env={**clean, **env},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    time.sleep(3)
+    lock.execute("ROLLBACK")
+    lock.close()
+    done = [ask.communicate(timeout=120) + (ask.returncode,) for ask in asks]
+    assert sorted(code for _, _, code in done) == [0, 1], done
+    refused = next(err for _, err, code in done if code == 1)
+    assert refused.splitlines()[-1].startswith("error: thread: thread") and "in progress" in refused
+    with Store(db) as store:
+        assert [e.type for e in store.read(t)] == ["thread.created", "run.started", "message.appended", "message.appended",
+                                                   "run.finished"]
+    assert len(api.requests) == 1

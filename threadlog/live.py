@@ -33,7 +33,7 @@ import anthropic
 import httpx2
 
 from eventstore import ConcurrencyError, InvalidEvent, RecordedEvent, Store, StoreError
-from projections import Message, anthropic_request, body_digest, thread_state
+from projections import Message, ThreadState, anthropic_request, body_digest, thread_state
 
 Json = dict[str, Any]
 Tool = Callable[..., Any]
@@ -125,6 +125,31 @@ def run_turn(
     too, and recorded with the request so `check_request` rebuilds it. `retrieval`
     overrides a note fork's recorded retrieval mode for this turn's requests.
     """
+    turn = Turn(thread, _id())
+    while True:  # the checks and the run's start, against one head: two turns never both start
+        seen = store.head(thread)
+        state, asked, waiting = _startable(store, thread, user_content, model)
+        started = {"type": "run.started", "data": {"run_id": turn.run_id}}
+        asking = [] if user_content is None else [{"type": "message.appended", "data": {"role": "user", "content": user_content}}]
+        try:
+            head = store.append(thread, [started, *asking], expect=seen)[-1].offset + 1
+            break
+        except ConcurrencyError:
+            continue  # another writer moved the thread since it was read (another turn starting?): judged again
+    try:
+        options = _Options(model, max_tokens, retrieval, _extra_tools(state.tools, tools))
+        return _run(store, turn, head, client, options, tools, stream, on_text, max_rounds,
+                    _answers(store, thread, asked) if waiting else {}, waiting)
+    except BaseException as error:  # Ctrl-C, or a bug: close the run, then let it go on
+        if not turn.closed:
+            _finish(store, turn, "cancelled" if isinstance(error, KeyboardInterrupt) else "error", _describe(error))
+        raise
+
+
+def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
+               model: str | None) -> tuple[ThreadState, int, list[Json]]:
+    """The thread's state, if a turn may start on it now (else `InvalidEvent`), with the offset
+    of its last assistant message and that message's tool calls still waiting."""
     state = thread_state(store, thread)
     if state.status == "running":
         raise InvalidEvent("thread", f"thread {thread!r} has run {state.open_runs[-1]!r} in progress; "
@@ -141,21 +166,7 @@ def run_turn(
                            "continue it with user_content=None first")
     if user_content is None and not waiting and (last is None or last.role == "assistant"):
         raise InvalidEvent("user_content", f"thread {thread!r} has nothing to continue; pass the user's message")
-    turn = Turn(thread, _id())
-    started = {"type": "run.started", "data": {"run_id": turn.run_id}}
-    if user_content is not None:
-        asking = {"type": "message.appended", "data": {"role": "user", "content": user_content}}
-        head = store.append(thread, [started, asking])[-1].offset + 1
-    else:
-        head = store.append(thread, [started])[-1].offset + 1
-    try:
-        options = _Options(model, max_tokens, retrieval, _extra_tools(state.tools, tools))
-        return _run(store, turn, head, client, options, tools, stream, on_text, max_rounds,
-                    _answers(store, thread, asked) if waiting else {}, waiting)
-    except BaseException as error:  # Ctrl-C, or a bug: close the run, then let it go on
-        if not turn.closed:
-            _finish(store, turn, "cancelled" if isinstance(error, KeyboardInterrupt) else "error", _describe(error))
-        raise
+    return state, asked, waiting
 
 
 @dataclass(frozen=True)
