@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -194,3 +196,54 @@ def test_two_asks_racing_on_one_thread_start_one_run(tmp_path: Path, api: Messag
         assert [e.type for e in store.read(t)] == ["thread.created", "run.started", "message.appended", "message.appended",
                                                    "run.finished"]
     assert len(api.requests) == 1
+
+
+def _ask(db: Path, api: MessagesAPI, *args: str) -> subprocess.Popen[str]:
+    exe = Path(sys.executable).with_name("threadlog")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    return subprocess.Popen([str(exe), "--db", str(db), "ask", *args], env={**clean, "ANTHROPIC_API_KEY": "k",
+                            "ANTHROPIC_BASE_URL": api.url}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_an_ask_killed_mid_call_closes_its_run_and_the_next_ask_works(tmp_path: Path, api: MessagesAPI, signum: int) -> None:
+    """SIGTERM or SIGHUP killed the process with its run open: every later turn was refused."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    api.replies.append(Reply(200, json.dumps(message([{"type": "text", "text": "slow"}])).encode(), delay=5))
+    api.reply_json(message([{"type": "text", "text": "second answer"}]))
+    ask = _ask(db, api, t, "q1")
+    while not api.requests:
+        time.sleep(0.05)
+    ask.send_signal(signum)
+    _, err = ask.communicate(timeout=60)
+    assert (ask.returncode, err.splitlines()[-1]) == (128 + signum, "interrupted")
+    with Store(db) as store:
+        finished = [e.data for e in store.read(t) if e.type == "run.finished"]
+    assert [f["status"] for f in finished] == ["cancelled"]
+    again = threadlog("ask", t, db=db, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": api.url})
+    assert again.returncode == 0 and again.stdout.strip() == "second answer", again.stderr
+
+
+def test_an_answer_the_locked_file_cannot_take_is_shown_and_the_way_to_close_the_run_said(tmp_path: Path, api: MessagesAPI) -> None:
+    """Another writer held the file past --timeout once the API had answered: the answer was
+    lost unseen, and the run left open with no word of how to close it."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    api.replies.append(Reply(200, json.dumps(message([{"type": "text", "text": "the paid-for answer"}])).encode(), delay=1))
+    ask = _ask(db, api, t, "q1", "--timeout", "1")
+    while not api.requests:
+        time.sleep(0.05)
+    lock = sqlite3.connect(db, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
+    _, err = ask.communicate(timeout=60)
+    lock.execute("ROLLBACK")
+    lock.close()
+    assert ask.returncode == 1
+    assert "its text: the paid-for answer" in err
+    close = re.search(r"close it with: threadlog emit (\S+) run.finished --data '(.+)'$", err.strip())
+    assert close is not None, err
+    closed = threadlog("emit", close.group(1), "run.finished", "--data", close.group(2), db=db)
+    assert closed.returncode == 0, closed.stderr
+    with Store(db) as store:
+        assert [e.data["status"] for e in store.read(t) if e.type == "run.finished"] == ["cancelled"]

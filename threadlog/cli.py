@@ -6,14 +6,17 @@ errors print `error: …` on stderr and exit 1; usage errors exit 2 (click's con
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -64,10 +67,11 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            with _stopped_as_interrupted():
+                return super().invoke(ctx)
+        except KeyboardInterrupt as error:
+            click.echo(safe("; ".join(["interrupted", *getattr(error, "__notes__", ())])), err=True)
+            sys.exit(128 + error.signum if isinstance(error, _Stopped) else 130)
         except StoreError as error:
             _fail(_cli_words("; ".join([str(error), *getattr(error, "__notes__", ())])))
         except BrokenPipeError:  # `threadlog log T | head`: the reader left; stop quietly
@@ -81,6 +85,34 @@ class _Group(click.Group):
             _fail("an event is nested too deeply to show; `threadlog verify` names its position")
         except MISSHAPEN as error:  # a stored event of the wrong shape (raw SQL wrote it): one line, as every refusal
             _fail(str(misshapen(error)))
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a `kill`, a closed terminal), unwound as Ctrl-C is: what the command
+    started is closed on the way out (a live turn's run ends `cancelled`, not left open)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stopped_as_interrupted() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise `_Stopped` while a command runs (in the main thread, where
+    Python runs signal handlers); the handlers before are put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _Stopped(signum)
+
+    before = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def _fail(message: str) -> None:

@@ -23,8 +23,11 @@ for the assistant message and one for the results.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
+import signal
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,8 +145,28 @@ def run_turn(
                     _answers(store, thread, asked) if waiting else {}, waiting)
     except BaseException as error:  # Ctrl-C, or a bug: close the run, then let it go on
         if not turn.closed:
-            _finish(store, turn, "cancelled" if isinstance(error, KeyboardInterrupt) else "error", _describe(error))
+            try:
+                with _held_off():
+                    _finish(store, turn, "cancelled" if isinstance(error, KeyboardInterrupt) else "error", _describe(error))
+            except StoreError as unclosed:  # the file stayed locked, say: the run is left open, and the way to close it said
+                error.add_note(f"run {turn.run_id} of thread {thread} is left open ({unclosed}); close it with: threadlog emit "
+                               f"{thread} run.finished --data '{{\"run_id\": \"{turn.run_id}\", \"status\": \"cancelled\"}}'")
         raise
+
+
+@contextlib.contextmanager
+def _held_off() -> Iterator[None]:
+    """Ctrl-C held off while an interrupted turn closes its run: a second Ctrl-C there (the
+    write waiting on another writer) left the run open, and the thread refused every turn
+    after. In the main thread only, where Python runs signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
@@ -217,6 +240,10 @@ def _run(
             recorded = _append_answer(store, thread, _assistant(reply, sent), head)
         except InvalidEvent as error:  # the API's blocks break a rule of the log: say which
             return _stop(store, turn, f"the API's answer could not be stored: {error}", None)
+        except StoreError as error:  # the file stayed locked, say: the answer is shown with the error, not lost unseen
+            said = "".join(b.text for b in reply.content if isinstance(b, anthropic.types.TextBlock) and isinstance(b.text, str))
+            error.add_note(f"the API's answer (message {reply.id}) was not stored; its text: {said}")
+            raise
         turn.messages.append(recorded)
         head = recorded.offset + 1
         uses = [b for b in recorded.data["content"] if b.get("type") == "tool_use"]
