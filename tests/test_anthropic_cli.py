@@ -138,6 +138,24 @@ def test_rerun_prints_the_fork_and_diff_shows_both_answers(tmp_path: Path, api: 
     assert "second answer" in shown and "another second answer" in shown
 
 
+def test_rerun_whose_replayed_turn_fails_exits_1_and_names_the_fork(tmp_path: Path, api: MessagesAPI) -> None:
+    """Every replayed turn could fail (the API unreachable) and rerun still exited 0."""
+    db = tmp_path / "t.db"
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    for question, answer in (("One?", "first answer"), ("Two?", "second answer")):
+        api.reply_json(message([{"type": "text", "text": answer}]))
+        assert threadlog("ask", t, question, db=db, env=env).returncode == 0
+    api.reply_error(400, "invalid_request_error", "no such model: claude-gone")
+    done = threadlog("rerun", t, "--at", "5", "--model", "claude-gone", db=db, env=env)
+    assert done.returncode == 1
+    fork = done.stdout.strip()
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: the replay stopped: a turn ended error: ")
+    assert "no such model" in done.stderr and f"fork {fork} keeps what was replayed" in done.stderr
+    with Store(db) as store:
+        assert store.thread(fork).parent_id == t
+
+
 def test_sub_agents_run_report_back_and_the_parent_goes_on(tmp_path: Path, api: MessagesAPI) -> None:
     """The fork sub-agent design from the command line, against the API over HTTP: fan out from a
     turn's Agent call, run each sub-agent (`ask` without text sends its directive), deliver their

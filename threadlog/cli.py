@@ -1219,6 +1219,11 @@ def rerun(store: Store, thread: str, at: int, model: str, stream: bool, as_json:
         _emit_json(store.thread(fork_id).to_json())
     else:
         click.echo(fork_id)
+    info = store.thread(fork_id)
+    runs = [e.data for e in store.read(fork_id, start=info.base) if e.type == "run.finished"]
+    if runs and runs[-1].get("status") != "ok":  # a replayed turn failed: the replay stopped there (it said 0 and nothing)
+        _fail(f"the replay stopped: a turn ended {runs[-1].get('status')}: {runs[-1].get('error') or 'no reason given'}; "
+              f"fork {fork_id} keeps what was replayed")
 
 
 @cli.command("usage")
