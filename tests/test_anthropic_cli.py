@@ -122,13 +122,19 @@ def test_ask_without_text_after_a_failed_turn_asks_again_with_one_copy_of_the_qu
     assert nothing.returncode == 1 and "nothing to continue" in nothing.stderr
 
 
-def test_rerun_prints_the_fork_and_diff_shows_both_answers(tmp_path: Path, api: MessagesAPI) -> None:
-    db = tmp_path / "t.db"
+def _two_turns(db: Path, api: MessagesAPI) -> tuple[dict[str, str], str]:
+    """A thread of two asked turns ("One?", "Two?"); (the environment that reaches `api`, the thread)."""
     env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
     for question, answer in (("One?", "first answer"), ("Two?", "second answer")):
         api.reply_json(message([{"type": "text", "text": answer}]))
         assert threadlog("ask", t, question, db=db, env=env).returncode == 0
+    return env, t
+
+
+def test_rerun_prints_the_fork_and_diff_shows_both_answers(tmp_path: Path, api: MessagesAPI) -> None:
+    db = tmp_path / "t.db"
+    env, t = _two_turns(db, api)
     api.reply_json(message([{"type": "text", "text": "another second answer"}], model="claude-other"))
     done = threadlog("rerun", t, "--at", "5", "--model", "claude-other", db=db, env=env)
     assert done.returncode == 0, done.stderr
@@ -141,11 +147,7 @@ def test_rerun_prints_the_fork_and_diff_shows_both_answers(tmp_path: Path, api: 
 def test_rerun_whose_replayed_turn_fails_exits_1_and_names_the_fork(tmp_path: Path, api: MessagesAPI) -> None:
     """Every replayed turn could fail (the API unreachable) and rerun still exited 0."""
     db = tmp_path / "t.db"
-    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
-    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
-    for question, answer in (("One?", "first answer"), ("Two?", "second answer")):
-        api.reply_json(message([{"type": "text", "text": answer}]))
-        assert threadlog("ask", t, question, db=db, env=env).returncode == 0
+    env, t = _two_turns(db, api)
     api.reply_error(400, "invalid_request_error", "no such model: claude-gone")
     done = threadlog("rerun", t, "--at", "5", "--model", "claude-gone", db=db, env=env)
     assert done.returncode == 1
