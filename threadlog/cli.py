@@ -6,7 +6,6 @@ errors print `error: …` on stderr and exit 1; usage errors exit 2 (click's con
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import json
@@ -14,9 +13,8 @@ import math
 import os
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -57,6 +55,7 @@ from . import output
 from .names import THREAD, ThreadType, resolve
 from .render import (blame_line, check_line, diff_lines, event_line, hit_line, ls_lines, row_line, safe, safe_block, safe_json, state_lines,
                      tree_lines, usage_lines)
+from .signals import handled
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -67,7 +66,7 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with _stopped_as_interrupted():
+            with handled((signal.SIGTERM, signal.SIGHUP), _stop):  # unwound as Ctrl-C is
                 return super().invoke(ctx)
         except KeyboardInterrupt as error:
             click.echo(safe("; ".join(["interrupted", *getattr(error, "__notes__", ())])), err=True)
@@ -96,23 +95,8 @@ class _Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
-@contextlib.contextmanager
-def _stopped_as_interrupted() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise `_Stopped` while a command runs (in the main thread, where
-    Python runs signal handlers); the handlers before are put back after."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: Any) -> None:
-        raise _Stopped(signum)
-
-    before = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for signum, handler in before.items():
-            signal.signal(signum, handler)
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stopped(signum)
 
 
 def _fail(message: str) -> None:

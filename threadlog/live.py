@@ -23,11 +23,9 @@ for the assistant message and one for the results.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
 import signal
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +35,8 @@ import httpx2
 
 from eventstore import ConcurrencyError, InvalidEvent, RecordedEvent, Store, StoreError
 from projections import Message, ThreadState, anthropic_request, body_digest, thread_state
+
+from .signals import handled
 
 Json = dict[str, Any]
 Tool = Callable[..., Any]
@@ -146,27 +146,12 @@ def run_turn(
     except BaseException as error:  # Ctrl-C, or a bug: close the run, then let it go on
         if not turn.closed:
             try:
-                with _held_off():
+                with handled((signal.SIGINT,), signal.SIG_IGN):  # a second Ctrl-C there left the run open
                     _finish(store, turn, "cancelled" if isinstance(error, KeyboardInterrupt) else "error", _describe(error))
             except StoreError as unclosed:  # the file stayed locked, say: the run is left open, and the way to close it said
                 error.add_note(f"run {turn.run_id} of thread {thread} is left open ({unclosed}); close it with: threadlog emit "
                                f"{thread} run.finished --data '{{\"run_id\": \"{turn.run_id}\", \"status\": \"cancelled\"}}'")
         raise
-
-
-@contextlib.contextmanager
-def _held_off() -> Iterator[None]:
-    """Ctrl-C held off while an interrupted turn closes its run: a second Ctrl-C there (the
-    write waiting on another writer) left the run open, and the thread refused every turn
-    after. In the main thread only, where Python runs signal handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
 
 
 def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
@@ -241,8 +226,7 @@ def _run(
         except InvalidEvent as error:  # the API's blocks break a rule of the log: say which
             return _stop(store, turn, f"the API's answer could not be stored: {error}", None)
         except StoreError as error:  # the file stayed locked, say: the answer is shown with the error, not lost unseen
-            said = "".join(b.text for b in reply.content if isinstance(b, anthropic.types.TextBlock) and isinstance(b.text, str))
-            error.add_note(f"the API's answer (message {reply.id}) was not stored; its text: {said}")
+            error.add_note(f"the API's answer (message {reply.id}) was not stored; its text: {_text(reply)}")
             raise
         turn.messages.append(recorded)
         head = recorded.offset + 1
@@ -332,8 +316,13 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
     if reply.role != "assistant":  # the SDK builds its models unchecked: a server could say anything here
         raise BadAnswer(f"the API's answer has role {str(reply.role)[:40]!r}; an answer is the assistant's")
     if not stream and on_text is not None:
-        on_text("".join(b.text for b in reply.content if isinstance(b, anthropic.types.TextBlock) and isinstance(b.text, str)))
+        on_text(_text(reply))
     return reply, _Sent(request_id, body_digest(body), kwargs["model"], kwargs["max_tokens"], stream)
+
+
+def _text(reply: anthropic.types.Message) -> str:
+    """The text of a reply's text blocks."""
+    return "".join(b.text for b in reply.content if isinstance(b, anthropic.types.TextBlock) and isinstance(b.text, str))
 
 
 class _Read:
