@@ -130,6 +130,7 @@ class Plan:
 
     streams: list[PlannedStream] = field(default_factory=list)
     store: Store | None = None
+    changed: int = 0  # found by `write_plan`: stored events the source now gives otherwise (kept as stored)
 
     def root(self, stream_id: str, created: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> PlannedStream:
         """A root thread; its `thread.created` event is checked now, as `add` checks the others."""
@@ -200,11 +201,17 @@ def _stored(store: Store, stream: PlannedStream) -> int | None:
 def _own_ids(store: Store, thread: str) -> list[str] | None:
     """The event ids of the thread's own events, its first one first, redaction records left
     out: they are no source's (None: no such thread)."""
+    own = _own_events(store, thread)
+    return None if own is None else list(own)
+
+
+def _own_events(store: Store, thread: str) -> dict[str, str] | None:
+    """`_own_ids`, each with its data digest (in order: a dict keeps it)."""
     try:
         info = store.thread(thread)
     except ThreadNotFound:
         return None
-    return [event.event_id for event in store.read(thread, start=info.base) if event.type != REDACTION]
+    return {event.event_id: event.data_digest for event in store.read(thread, start=info.base) if event.type != REDACTION}
 
 
 def _records(store: Store, thread: str) -> frozenset[int]:
@@ -300,8 +307,8 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
         try:
             plan = plan_one(source, part, {}, seen)
             part.events = sum(len(s.events) + 1 for s in plan.streams)
-            part.changed = changed(store, plan)
             part.added = write_plan(store, plan)
+            part.changed = plan.changed
         except StoreError as error:
             note_written(error, summary, f"{number} {noun}(s)")
             raise
@@ -310,21 +317,6 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
         if progress is not None:
             progress(done, total)
     return summary
-
-
-def changed(store: Store, plan: Plan) -> int:
-    """How many of the plan's events the store holds with other content (by event id, their
-    data digests compared): the source was edited after it was imported. They stay as stored."""
-    count = 0
-    for stream in plan.streams:
-        planned = {event.event_id: event.data_digest for event in stream.events}
-        try:
-            info = store.thread(stream.id)
-        except ThreadNotFound:
-            continue
-        count += sum(1 for event in store.read(stream.id, start=info.base)
-                     if planned.get(event.event_id, event.data_digest) != event.data_digest)
-    return count
 
 
 def write_plan(store: Store, plan: Plan) -> int:
@@ -336,7 +328,12 @@ def write_plan(store: Store, plan: Plan) -> int:
     once): a write the store then refuses is checked again, and what the other import
     wrote is skipped, as a later import would skip it.
     """
-    stored = [_stored(store, stream) for stream in plan.streams]
+    owned = [_own_events(store, stream.id) for stream in plan.streams]
+    stored = [None if own is None else _held(stream, list(own)) for stream, own in zip(plan.streams, owned)]
+    # Events the store holds with other content (by id, their data digests compared): the source
+    # was edited after it was imported. Counted, and kept as stored.
+    plan.changed = sum(1 for stream, own in zip(plan.streams, owned) if own for event in stream.events
+                       if own.get(event.event_id, event.data_digest) != event.data_digest)
     added = 0
     for stream, held in zip(plan.streams, stored):
         while True:
