@@ -124,8 +124,13 @@ def _first_error(error: ValidationError, field: str) -> InvalidEvent:
     return InvalidEvent(f"{field}{loc}", first["msg"])
 
 
-def validate_block(block: Any, field: str) -> None:
-    """Raise `InvalidEvent` naming `field` (and the path inside it) unless `block` is valid."""
+def validate_block(block: Any, field: str, strict: bool = True) -> None:
+    """Raise `InvalidEvent` naming `field` (and the path inside it) unless `block` is valid.
+
+    Strictly typed: the stored block is the caller's JSON, so a value pydantic would only
+    coerce (`"is_error": "false"`, `"start_char_index": "5"`, 1.0 for a count) would be
+    stored, and sent, as it came, and the API refuses it. `strict=False` is for events read
+    back from an export, which older releases checked laxly: what they stored restores."""
     if not isinstance(block, dict):
         raise InvalidEvent(field, f"a content block must be an object, not {type(block).__name__}")
     kind = block.get("type")
@@ -135,13 +140,14 @@ def validate_block(block: Any, field: str) -> None:
             f"{field}.type",
             f"unknown content block type {kind!r}; expected one of {', '.join(block_types())}",
         )
-    validate_with(validator, block, field)
+    validate_with(validator, block, field, strict)
 
 
-def validate_with(validator: SchemaValidator | TypeAdapter[Any], block: dict[str, Any], field: str) -> None:
+def validate_with(validator: SchemaValidator | TypeAdapter[Any], block: dict[str, Any], field: str,
+                  strict: bool = True) -> None:
     """Validate `block` eagerly with one validator (generated or the SDK's), or raise `InvalidEvent`."""
     try:
-        validated = validator.validate_python(block)
+        validated = validator.validate_python(block, strict=strict)
     except ValidationError as error:
         raise _first_error(error, field) from None
     _drain(validated, field)
@@ -187,14 +193,15 @@ def validate_thinking(value: Any, field: str) -> None:
         raise InvalidEvent(f"{field}.budget_tokens", f"must be at least {MIN_THINKING_BUDGET:,} (the API's least), not {budget}")
 
 
-def normalize_content(content: Any, field: str = "content") -> list[dict[str, Any]]:
-    """A plain string becomes one text block; a list is validated block by block."""
+def normalize_content(content: Any, field: str = "content", strict: bool = True) -> list[dict[str, Any]]:
+    """A plain string becomes one text block; a list is validated block by block (`strict`:
+    see `validate_block`)."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if not isinstance(content, list) or not content:
         raise InvalidEvent(field, "must be a non-empty string or a non-empty list of content blocks")
     for index, block in enumerate(content):
-        validate_block(block, f"{field}[{index}]")
+        validate_block(block, f"{field}[{index}]", strict)
     return content
 
 

@@ -121,10 +121,15 @@ class Meta(_Model):
     def _a_time(cls, value: str | None, info: ValidationInfo) -> str | None:
         # Shown as the event's time (blame, search hits, the viewer): a time, or nothing. An
         # event restored from an export keeps what an earlier release let it hold.
-        restoring = bool(info.context and info.context.get("restoring"))
-        if value is not None and not restoring and not is_time(value):
+        if value is not None and not _restoring(info) and not is_time(value):
             raise ValueError("must be a time in ISO 8601, e.g. 2026-01-31T12:00:00Z")
         return value
+
+
+def _restoring(info: ValidationInfo) -> bool:
+    """Whether the event is read back from an export (`parse(restoring=True)`): a rule added
+    since it was written does not refuse it."""
+    return bool(info.context and info.context.get("restoring"))
 
 
 class Todo(_Model):
@@ -162,8 +167,8 @@ class MessageAppended(EventData):
 
     @field_validator("content", mode="before")
     @classmethod
-    def _content(cls, value: Any) -> list[Json]:
-        return normalize_content(value)
+    def _content(cls, value: Any, info: ValidationInfo) -> list[Json]:
+        return normalize_content(value, strict=not _restoring(info))
 
 
 class RunStarted(EventData):
@@ -463,7 +468,7 @@ def parse(event: Any, field: str = "event", restoring: bool = False) -> tuple[st
     if not isinstance(meta_in, Meta):  # small: checked here; data's depth is checked once serialized
         check_depth(meta_in, f"{field}.meta")
     try:
-        validated = model.model_validate(data)
+        validated = model.model_validate(data, context={"restoring": restoring})
     except ValidationError as error:
         raise _error_field(error, f"{field}.data") from None
     except RecursionError:  # content validation walks the blocks recursively

@@ -8,7 +8,10 @@ The log keeps what the model produced; the request is the API-valid view of it, 
 - a `tool_use` without a `tool_result` in the next message is left out, and so is a
   `tool_result` whose `tool_use` is not in the message before it (a redaction or a dropped
   call can leave either); `tool_result` blocks come first in their user message;
-- `cache_control` set in the stored blocks is removed: the request places its own.
+- `cache_control` set in the stored blocks is removed: the request places its own;
+- a tool call id the API would refuse (it takes `^[a-zA-Z0-9_-]+$`: another provider's
+  `functions.bash:0`, an empty id) is sent as `api_tool_id` makes it, in the call and in its
+  result alike, so the pair still matches.
 
 With `cache=True` there are at most three breakpoints (the API allows 4): the end of the
 system prompt (tools and system are the head of every request of the thread), the last block
@@ -28,6 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -137,12 +141,41 @@ def _api_view(view: list[Message]) -> list[Json]:
 
 
 def _cleaned(content: list[Json]) -> list[Json]:
-    """The blocks without blank texts and without stored cache_control; the same list when
-    nothing goes (the common case: no copy)."""
+    """The blocks without blank texts and without stored cache_control, with tool ids the API
+    takes; the same list when nothing changes (the common case: no copy)."""
     for block in content:
-        if "cache_control" in block or (block.get("type") == "text" and _blank(block)):
-            return [_uncached(b) for b in content if not _blank(b)]
+        kind = block.get("type")
+        if "cache_control" in block or (kind == "text" and _blank(block)) or (kind in _TOOL_ID and _foreign(block, kind)):
+            return [_api_ids(_uncached(b)) for b in content if not _blank(b)]
     return content
+
+
+# The key holding a tool call's id in the blocks that carry one, and the ids the API takes.
+_TOOL_ID = {"tool_use": "id", "tool_result": "tool_use_id"}
+_API_ID = re.compile("[a-zA-Z0-9_-]+")
+
+
+def api_tool_id(tool_id: str) -> str:
+    """A tool call's id as the Messages API takes it: unchanged when it matches
+    `^[a-zA-Z0-9_-]+$`, else its first 40 characters with every other character as `_`,
+    then `_` and 16 hex digits of its SHA-256, so different ids stay different."""
+    if _API_ID.fullmatch(tool_id):
+        return tool_id
+    kept = re.sub("[^a-zA-Z0-9_-]", "_", tool_id[:40])
+    return f"{kept}_{hashlib.sha256(tool_id.encode()).hexdigest()[:16]}"
+
+
+def _foreign(block: Json, kind: str) -> bool:
+    tool_id = block.get(_TOOL_ID[kind])
+    return isinstance(tool_id, str) and not _API_ID.fullmatch(tool_id)
+
+
+def _api_ids(block: Json) -> Json:
+    kind = block.get("type")
+    if kind not in _TOOL_ID or not _foreign(block, kind):
+        return block
+    key = _TOOL_ID[kind]
+    return {**block, key: api_tool_id(block[key])}
 
 
 def _blank(block: Json) -> bool:

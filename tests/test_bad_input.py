@@ -120,6 +120,13 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
     ("content-block-missing-field", lambda s, i: s.append_message(i["t"], "user", [{"type": "text"}]), InvalidEvent, "content"),
     ("nested-bad-block-in-tool-result", lambda s, i: s.append_message(i["pending"], "user", [
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text"}]}]), InvalidEvent, "content"),
+    # Block values pydantic would only coerce: stored as given, they would be sent so, and refused by the API.
+    ("is-error-as-text", lambda s, i: s.append_message(i["pending"], "user", [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r", "is_error": "false"}]), InvalidEvent,
+     "content[0].is_error: Input should be a valid boolean"),
+    ("citation-index-as-text", lambda s, i: s.append_message(i["t"], "assistant", [{"type": "text", "text": "x", "citations": [
+        {"type": "char_location", "cited_text": "x", "document_index": "0", "start_char_index": 0, "end_char_index": 1}]}]),
+     InvalidEvent, "citations[0].document_index: Input should be a valid integer"),
     ("wrong-role-system", lambda s, i: s.append_message(i["t"], "system", "hi"), InvalidEvent, "role"),
     ("tool-use-in-user-message", lambda s, i: s.append_message(i["t"], "user", [
         {"type": "tool_use", "id": "x", "name": "n", "input": {}}]), InvalidEvent, "content"),

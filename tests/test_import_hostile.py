@@ -193,6 +193,32 @@ def test_a_pi_field_of_the_wrong_type_is_refused_not_turned_into_text(seeded: Pa
     import_refused(seeded, tmp_path, ["pi", str(path)], f"{path}:{len(entries) + 1}: {says}")
 
 
+def _assistant_line(uuid: str, parent: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "sessionId": SESSION_ID, "timestamp": "2025-01-01T00:00:01Z",
+            "message": {"id": "msg_1", "role": "assistant", "model": "m", "content": content}}
+
+
+_USE = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
+
+
+@pytest.mark.parametrize(("records", "says"), [
+    ([user_line("u1", "hi"), user_line("u2", "more", "u1", isSidechain="no")], "2: isSidechain must be true, false or null, not str"),
+    ([user_line("u1", "hi", isMeta=1)], "1: isMeta must be true, false or null, not int"),
+    ([user_line("u1", "hi"), user_line("u2", "sum", "u1", isCompactSummary="false")], "2: isCompactSummary must be true, false or null"),
+    ([user_line("u1", "hi"), _assistant_line("a1", "u1", [_USE]),
+      {**user_line("u2", "", "a1"), "message": {"role": "user", "content": [
+          {"type": "tool_result", "tool_use_id": "toolu_1", "content": "x", "is_error": "false"}]}}],
+     "3: message.content[0].is_error: Input should be a valid boolean"),
+], ids=["sidechain-as-text", "meta-as-number", "compact-summary-as-text", "is-error-as-text"])
+def test_a_claude_code_flag_of_the_wrong_type_is_refused_not_read_as_true(seeded: Path, tmp_path: Path,
+                                                                         records: list[dict[str, Any]], says: str) -> None:
+    """`"isSidechain": "no"` read as true: the line went to a sub-agent fork, and an empty thread
+    was left behind. `"is_error": "false"` was stored as text, and sent so to the API."""
+    path = tmp_path / f"{SESSION_ID}.jsonl"
+    path.write_bytes(jsonl(*records))
+    import_refused(seeded, tmp_path, ["claude-code", str(path)], f"{path}:{says}")
+
+
 def test_a_pi_block_of_a_kind_not_known_is_counted_as_skipped(tmp_path: Path) -> None:
     path = tmp_path / "session.jsonl"
     path.write_bytes(_pi_header() + jsonl(

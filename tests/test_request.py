@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -208,6 +209,43 @@ def test_any_history_gives_a_valid_request(history: list[tuple[str, list[str]]])
             asked = {b["id"] for b in sent[i - 1]["content"] if b["type"] == "tool_use"} if i else set()
             assert {b["tool_use_id"] for b in message["content"] if b["type"] == "tool_result"} <= asked
         assert breakpoints(kwargs) <= 4
+
+
+API_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")  # what the Messages API takes for a tool_use id
+
+
+def test_tool_ids_the_api_refuses_are_sent_as_ids_it_takes(mem: Store) -> None:
+    # Another provider's ids (Kimi's `functions.bash:0`), an empty one, and two that differ only
+    # where the API's characters end: each is sent as its own valid id, call and result alike.
+    ids = ["functions.bash:0", "", "a.b", "a:b", "toolu_01", "x" * 300]
+    t = mem.create_thread(model=MODEL)
+    mem.append_message(t, "user", "go")
+    mem.append_message(t, "assistant", [use(i) for i in ids])
+    mem.append_message(t, "user", [result(i) for i in ids])
+    sent = anthropic_request(mem, t)["messages"]
+    calls = [b["id"] for b in sent[1]["content"]]
+    assert [b["tool_use_id"] for b in sent[2]["content"]] == calls
+    assert all(API_TOOL_ID.match(i) for i in calls) and len(set(calls)) == len(ids)
+    assert calls[4] == "toolu_01"  # a valid id is sent as it is stored
+    assert all(len(i) <= 57 for i in calls[:4]) and calls[5] == "x" * 300  # mapped ids stay short
+    assert [b["input"] for b in sent[1]["content"]] == [{"city": i} for i in ids]  # only the id changes
+    stored = [b["id"] for b in thread_state(mem, t).messages[1].content]
+    assert stored == ids  # the log keeps what was written
+    validate_request(anthropic_request(mem, t))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=50), min_size=1, max_size=5, unique=True))
+def test_any_tool_ids_pair_up_in_the_request(ids: list[str]) -> None:
+    with Store(":memory:") as store:
+        t = store.create_thread(model=MODEL)
+        store.append_message(t, "user", "go")
+        store.append_message(t, "assistant", [use(i) for i in ids])
+        store.append_message(t, "user", [result(i) for i in reversed(ids)])
+        sent = anthropic_request(store, t)["messages"]
+    calls = [b["id"] for b in sent[1]["content"]]
+    assert len(set(calls)) == len(ids) and all(API_TOOL_ID.match(i) for i in calls)
+    assert [b["tool_use_id"] for b in sent[2]["content"]] == calls[::-1]
 
 
 # -- recorded exchanges with the real API ------------------------------------------------------

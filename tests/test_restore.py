@@ -376,6 +376,27 @@ def test_an_export_holding_an_occurred_at_no_longer_accepted_restores(tmp_path: 
         assert events_of(b) == original and b.verify().events == len(original)
 
 
+def test_an_export_holding_a_block_value_no_longer_accepted_restores(tmp_path: Path) -> None:
+    """Blocks are strictly typed since this release (`"is_error": "false"` is refused); one an
+    earlier release stored laxly still restores from its export, as it was."""
+    from eventstore.prepare import prepare
+
+    lax = [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "r", "is_error": "false"}]
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        a.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "n", "input": {}}])
+        with pytest.raises(InvalidEvent, match="is_error"):
+            a.append_message(t, "user", lax)
+        # As an earlier release checked it: the lax check `restoring` keeps.
+        a.append_prepared(t, [prepare({"type": "message.appended", "data": {"role": "user", "content": lax}}, 0, restoring=True)])
+        backup = write(tmp_path / "all.jsonl", export_all(a))
+        original = events_of(a)
+    with Store(tmp_path / "b.db") as b:
+        assert import_events(b, backup).added == len(original)
+        assert events_of(b) == original and b.verify().events == len(original)
+        assert list(b.read(t))[-1].data["content"] == lax
+
+
 def test_a_long_thread_restores_a_batch_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One thread's events were held until the stream changed: a 186 MB export of one thread
     peaked at 1.3 GB (123 MB now). Each write now takes at most RUN_EVENTS of them, and what

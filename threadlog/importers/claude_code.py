@@ -45,6 +45,9 @@ TOOL = "claude-code"
 _CONVERSATION = ("user", "assistant")
 _FLAGS = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "isSidechain", "agentId", "isApiErrorMessage",
           "permissionMode", "promptId", "requestId", "sourceToolAssistantUUID")
+# The flags that decide where a line goes (a sub-agent's fork, the summary after a compaction,
+# text injected by the tool): "no" would read as true.
+_STEERING = ("isSidechain", "isCompactSummary", "isMeta")
 _INJECTED_PREFIXES = ("<command-name>", "<command-message>", "<local-command-stdout>", "<local-command-stderr>",
                       "<local-command-caveat>", "Caveat: The messages below were generated", "<bash-input>",
                       "<bash-stdout>", "<bash-stderr>", "<system-reminder>", "<user-memory-input>")
@@ -117,6 +120,9 @@ def _check(record: dict[str, Any]) -> str | None:
     content = message.get("content")
     if not isinstance(content, (str, list)):
         return "message.content must be a string or a list of blocks"
+    for name in _STEERING:
+        if record.get(name) is not None and not isinstance(record[name], bool):
+            return f"{name} must be true, false or null, not {type(record[name]).__name__}"
     if record["type"] == "assistant" and message.get("id") is not None and not isinstance(message["id"], str):
         return "message.id must be a string"
     if isinstance(content, list):
