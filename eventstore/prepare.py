@@ -44,6 +44,16 @@ def check_id(field: str, value: Any) -> str:
     return value
 
 
+def check_encodable(field: str, name: str) -> None:
+    """Refuse a name the store cannot hold (a lone surrogate: not text UTF-8 can encode),
+    before anything is written, naming the argument instead of an event."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidEvent(field, f"{error.reason} at index {error.start} ({name[error.start]!r}): "
+                                  "give a name of text UTF-8 can encode") from None
+
+
 def check_thread_id(field: str, value: Any) -> str:
     """`check_id` for a new thread's id, which also may not start with `@`: those are kept for
     names that stand for a thread (`threadlog`'s `@last`), which a thread so named would

@@ -946,8 +946,9 @@ class Store:
 
         What stays is a skeleton with only the ids that keep the history well-formed: a
         message keeps its role, its `tool_use` blocks' `id` and `name` (input emptied) and its
-        `tool_result` blocks' `tool_use_id` (content replaced), so a model request built from
-        the history stays valid; its text becomes `[redacted]`. Runs and interrupts keep
+        `tool_result` blocks' `tool_use_id` (content replaced), and of the agent framework's
+        item it stands for (`item`) the item's type, role, call id and name, so a model request
+        built from the history stays valid; its text becomes `[redacted]`. Runs and interrupts keep
         their ids. A fork's `thread.forked` keeps its parent, offset, kind and context and
         the ids its facts rest on; its directive, explicit metadata and todos and transcript
         path are erased (the fork's metadata and todos then read as blank). A sub-agent's
@@ -1056,7 +1057,11 @@ def _skeleton(type_: str, data: dict[str, Any]) -> dict[str, Any]:
                 results.append(result)
         # A user turn answers its calls first, as the Messages API wants; a call ends its turn.
         content = [*results, {"type": "text", "text": "[redacted]"}, *calls]
-        return {"role": role, "content": content, "redacted": True}
+        skeleton = {"role": role, "content": content, "redacted": True}
+        item = data.get("item")
+        if isinstance(item, dict):  # an agent framework's item: its kind and the ids it pairs by
+            skeleton["item"] = {key: item[key] for key in _ITEM_KIND if isinstance(item.get(key), str) and len(item[key]) <= 200}
+        return skeleton
     if type_ == "thread.forked":
         # A fork keeps where it starts and what its first event does to the pending facts;
         # the text a caller gave it (a sub-agent's directive, explicit metadata or todos, the
@@ -1078,6 +1083,11 @@ _FORK_FIELDS = ("parent_id", "parent_offset", "dropped_tool_use_ids", "demoted_i
 _FORK_MODES = ("context", "retrieval", "unanswered", "kind")
 
 # The fields of each non-message event that its pairing (and the pending facts) rest on.
+# What a redacted message keeps of the item it stands for (`MessageAppended.item`): what kind
+# of item it was (an Agents SDK `function_call_output` must not come back as a user message)
+# and the call it pairs with, as a message keeps its tool blocks' ids and names.
+_ITEM_KIND = ("type", "role", "call_id", "name")
+
 _STRUCTURAL = {
     "run.started": ("run_id",),
     "run.finished": ("run_id", "status"),

@@ -3,6 +3,7 @@ checkpoint, branches and message deltas included (hypothesis drives the runs).""
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import pytest
@@ -10,12 +11,28 @@ import pytest
 pytest.importorskip("langgraph")
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
-from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage  # noqa: E402
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 from langgraph.checkpoint.base.id import uuid6  # noqa: E402
 
 from threadlog import Store  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
+
+class Status(str, enum.Enum):
+    NEW = "new"
+    DONE = "done"
+
+
+def exact(value: Any) -> Any:
+    """`value` with every type and dict key order spelled out (`==` sees neither: a str enum's
+    member equals its str, and dicts in any order are equal). Messages compare as they are:
+    the key order inside a message is not kept (langgraph_values.py)."""
+    if type(value) is dict:
+        return ("dict", [(key, exact(item)) for key, item in value.items()])
+    if type(value) is list and not all(isinstance(item, BaseMessage) for item in value):
+        return ("list", [exact(item) for item in value])
+    return (type(value).__name__, value)
+
 
 STEP = st.one_of(
     st.tuples(st.just("say"), st.text(max_size=20)),  # the messages list grows
@@ -23,6 +40,8 @@ STEP = st.one_of(
     st.tuples(st.just("edit"), st.text(max_size=5)),  # ... or its last message is replaced (same length)
     st.tuples(st.just("note"), st.dictionaries(st.text(max_size=5), st.integers() | st.none(), max_size=3)),
     st.tuples(st.just("drop"), st.just(None)),  # a channel emptied
+    st.tuples(st.just("status"), st.sampled_from(list(Status))),  # a str enum's member: not the str it equals
+    st.tuples(st.just("stamp"), st.datetimes()),  # a message holding what JSON cannot (a datetime, an int key)
     st.tuples(st.just("branch"), st.integers(0, 50)),  # the next step starts from an earlier checkpoint
 )
 
@@ -54,6 +73,13 @@ def test_every_checkpoint_reads_back_as_it_was_put(steps: list[tuple[str, Any]])
             elif kind == "note":
                 values["note"] = arg
                 changed["note"] = True
+            elif kind == "status":
+                values["status"] = arg
+                changed["status"] = True
+            elif kind == "stamp":
+                message = AIMessage("at", id=f"s{i}", additional_kwargs={"at": arg, "by": {7: "int key"}})
+                values["messages"] = [*values.get("messages", []), message]
+                changed["messages"] = True
             elif kind == "drop" and "note" in values:
                 del values["note"]
                 changed["note"] = True
@@ -71,5 +97,7 @@ def test_every_checkpoint_reads_back_as_it_was_put(steps: list[tuple[str, Any]])
             got = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": cid}})
             assert got is not None
             assert got.checkpoint["channel_values"] == values
+            # Each value's types and key order too (the channels' own order is LangGraph's to choose).
+            assert {ch: exact(v) for ch, v in got.checkpoint["channel_values"].items()} == {ch: exact(v) for ch, v in values.items()}
             assert got.checkpoint["channel_versions"] == versions
         store.verify()

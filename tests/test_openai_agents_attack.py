@@ -268,3 +268,67 @@ def test_the_protocol_and_branch_edges_answer_as_the_sdk_does(tmp_path: Path) ->
         assert ours == _answers(oracle)
     finally:
         oracle.close()
+
+
+def test_a_redacted_tool_output_keeps_its_kind_and_turns_keep_their_numbers(db: Path) -> None:
+    """A redacted `function_call_output` came back as a user message saying `[redacted]`: its
+    call was left without an output, and it counted as a new turn, so "turn 2" meant another
+    turn to a session that had counted before the redaction than to a new one."""
+    card = "card 4111-1111-1111-1111"
+    with Store(db) as store:
+        session = ThreadlogSession("s", store)
+        run(session.add_items([user("look up my card"),
+                               {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": json.dumps({"q": card})},
+                               {"type": "function_call_output", "call_id": "c1", "output": card},
+                               {"role": "assistant", "content": "done"}, user("thanks"), {"role": "assistant", "content": "bye"}]))
+        run(session.create_branch_from_turn(1, "warm"))
+        run(session.switch_to_branch("main"))  # the session has counted main's turns
+        assert session.thread is not None
+        for event in list(store.read(session.thread)):
+            if "4111" in json.dumps(event.data):
+                store.redact(event.position, reason="pci", actor="ops")
+        items = run(session.get_items())
+        assert items[1:3] == [{"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"},
+                              {"type": "function_call_output", "call_id": "c1", "output": "[redacted]"}]
+        assert "4111" not in json.dumps(items)
+        fresh = ThreadlogSession("s", Store(db))
+        try:
+            counted = [t["turn"] for t in run(session.get_conversation_turns())]
+            assert counted == [t["turn"] for t in run(fresh.get_conversation_turns())] == [1, 2]
+            run(session.create_branch_from_turn(2, "x"))
+            run(fresh.create_branch_from_turn(2, "y"))
+            assert run(session.get_items()) == run(fresh.get_items()) == items[:4]
+        finally:
+            fresh.store.close()
+        store.verify()
+
+
+def test_a_str_enum_role_is_stored_as_its_text() -> None:
+    """`{"role": Role.USER}` was refused ("Input should be 'user' or 'assistant'": its str()
+    is `Role.USER`), and a system role shown as `[Role.SYSTEM]`. The SDK's own session takes it."""
+    import enum
+
+    class Role(str, enum.Enum):
+        USER = "user"
+        SYSTEM = "system"
+
+    with Store(":memory:") as store:
+        session = ThreadlogSession("s", store)
+        run(session.add_items([{"role": Role.USER, "content": "hi"}, {"role": Role.SYSTEM, "content": "be brief"}]))
+        assert run(session.get_items()) == [{"role": "user", "content": "hi"}, {"role": "system", "content": "be brief"}]
+        assert session.thread is not None
+        texts = [e.data["content"][0]["text"] for e in store.read(session.thread) if e.type == "message.appended"]
+        assert texts == ["hi", "[system] be brief"]
+
+
+def test_items_given_as_a_generator_are_all_counted_as_turns(db: Path) -> None:
+    """The items were read twice, a generator's the second time empty: turn 2 was stored but
+    never counted, and this session could not branch from it."""
+    with Store(db) as store:
+        session = ThreadlogSession("s", store)
+        run(session.add_items([user("q1"), {"role": "assistant", "content": "a1"}]))
+        run(session.create_branch_from_turn(1, "b0"))
+        run(session.switch_to_branch("main"))
+        run(session.add_items(item for item in [user("q2"), {"role": "assistant", "content": "a2"}]))
+        run(session.create_branch_from_turn(2, "b2"))
+        assert [i["content"] for i in run(session.get_items())] == ["q1", "a1"]

@@ -264,7 +264,8 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     if (wanted is not None and cid != wanted) or (cut is not None and cid >= cut):
                         continue
                     metadata = line.metadata(line.records[cid])
-                    if filter and any(metadata.get(k) != v for k, v in filter.items()):  # None matches a missing key too
+                    # Compared as read back (a date is stored as a record); None matches a missing key too.
+                    if filter and any(_from_json(metadata.get(k), self.serde) != v for k, v in filter.items()):
                         continue
                     found.append((cid, line))
             found.sort(key=lambda item: item[0], reverse=True)
@@ -277,7 +278,8 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         conf = (config or {}).get("configurable", {})
         if "thread_id" in conf and "checkpoint_ns" in conf:
             return [self._line(conf["thread_id"], conf["checkpoint_ns"])]
-        prefix = thread_prefix(conf["thread_id"]) if "thread_id" in conf else PREFIX
+        thread_id = str(conf["thread_id"]) if "thread_id" in conf else None
+        prefix = thread_prefix(thread_id) if thread_id is not None else PREFIX
         store = self._store()
         lines = []
         for root in store.ids_starting(prefix, limit=1_000_000):
@@ -286,7 +288,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             owner = self._owners.get(root) or self._root_owner(store, root)
             if owner is not None and owner != _FOREIGN:
                 self._owners[root] = owner
-                lines.append(self._line(*owner))
+                # The prefix is 10 hex digits of the thread id's hash: another thread's roots can share it.
+                if thread_id is None or owner[0] == thread_id:
+                    lines.append(self._line(*owner))
         return lines
 
     # -- BaseCheckpointSaver: writes ----------------------------------------------------------
@@ -304,6 +308,11 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         with self._lock:
             for last in _attempts():
                 line = self._line(thread_id, ns)
+                if parent is not None and parent == checkpoint["id"]:
+                    # Named as its own parent (a retry with the config this put returned): it rests on
+                    # the stored one's parent, as InMemorySaver replaces it, or on none if not stored.
+                    own = line.records.get(parent)
+                    parent = own.data.get("parent_id") if own is not None else None
                 stream = self._stream_for(line, parent, vet)
                 events = self._checkpoint_events(line, stream, checkpoint, md, new_versions, parent)
                 try:
@@ -676,7 +685,15 @@ def _attempts() -> Iterator[bool]:
 def _to_json(value: Any, serde: SerializerProtocol) -> Any:
     """A header or metadata field as JSON: as it is when plain, else as a stored record."""
     record = encode(value, None, serde)
-    return value if "json" in record else {"__record__": _unversioned(record)}
+    if ("json" in record or "text" in record) and not _looks_stored(value):  # plain (its dicts' key order is not kept)
+        return value
+    return {"__record__": _unversioned(record)}
+
+
+def _looks_stored(value: Any) -> bool:
+    """Whether a plain value reads as a stored record (`{"__record__": ...}`): such a value is
+    stored as a record itself, so it reads back as it was put, never decoded."""
+    return isinstance(value, dict) and len(value) == 1 and "__record__" in value
 
 
 def _unversioned(record: Json) -> Json:
@@ -686,6 +703,6 @@ def _unversioned(record: Json) -> Json:
 
 
 def _from_json(value: Any, serde: SerializerProtocol) -> Any:
-    if isinstance(value, dict) and len(value) == 1 and "__record__" in value:
+    if _looks_stored(value):
         return decode(value["__record__"], serde)
     return value

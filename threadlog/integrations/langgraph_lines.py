@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from eventstore import RecordedEvent, Store, StoreError
+from eventstore.prepare import check_encodable
 
 from .langgraph_values import Json, decode, is_messages
 
@@ -32,21 +33,28 @@ def line_id(thread_id: str, ns: str) -> str:
     thread id's SHA-256, then `-` and 8 of the namespace's unless it is the default one ("").
     The id is in every event's row and two indexes, so it is short; ids that collide are told
     apart by the thread and namespace the root's first event names (see `ThreadlogSaver._key`)."""
-    return thread_prefix(thread_id) + (f"-{_digits(ns, 8)}" if ns else "")
+    return thread_prefix(thread_id) + (f"-{_digits(ns, 8, 'checkpoint_ns')}" if ns else "")
 
 
 def legacy_line_id(thread_id: str, ns: str) -> str:
     """The root stream id an older release gave a thread and namespace (16 + 8 hex digits)."""
-    return f"{PREFIX}{_digits(str(thread_id), 16)}-{_digits(ns, 8)}"
+    return f"{PREFIX}{_digits(str(thread_id), 16, 'thread_id')}-{_digits(ns, 8, 'checkpoint_ns')}"
 
 
 def thread_prefix(thread_id: str) -> str:
     """What the root id of every namespace of a thread starts with, in either layout."""
-    return f"{PREFIX}{_digits(str(thread_id), 10)}"
+    return f"{PREFIX}{_digits(str(thread_id), 10, 'thread_id')}"
 
 
-def _digits(text: str, count: int) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:count]
+def _digits(text: str, count: int, field: str) -> str:
+    """The first `count` hex digits of `text`'s SHA-256; a text UTF-8 cannot encode is refused
+    naming `field` (LangGraph's argument it came from)."""
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:
+        check_encodable(field, text)
+        raise
+    return hashlib.sha256(data).hexdigest()[:count]
 
 
 class Record(NamedTuple):

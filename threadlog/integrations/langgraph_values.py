@@ -2,12 +2,20 @@
 
 A channel value (or a pending write) is stored as one JSON record:
 
-- `{"v": version, "json": value}` when the value is plain JSON and reads back equal;
+- `{"v": version, "json": value}` when the value is plain JSON and reads back equal (exact
+  types: a `str` enum's member is not plain) with every dict's keys in sorted order, as an
+  event's canonical JSON writes them;
+- `{"v": version, "text": json}` for plain JSON whose dicts keep another key order: the JSON
+  as text, so the order reads back as it was put;
 - `{"v": version, "messages": [...]}` for a list of LangChain messages, each as
-  `message_to_dict` gives it with its default fields left out; with `"after": version`
-  the list holds only the messages appended since the channel's value at that version
-  (the messages channel only grows, so a conversation is stored once, not once per step);
-- `{"v": version, "dict": {key: record}}` for a dict holding such values (a node's input);
+  `message_to_dict` gives it with its default fields left out (or, for a message holding
+  a value that is not plain JSON, such as a datetime in its `additional_kwargs`, as a
+  `{"serde": type, "b64": data}` item); with `"after": version` the list holds only the
+  messages appended since the channel's value at that version (the messages channel only
+  grows, so a conversation is stored once, not once per step). The key order of the dicts
+  inside a message is not kept;
+- `{"v": version, "dict": {key: record}}` for a dict holding such values (a node's input),
+  with `"order": [key, ...]` when its keys are not in sorted order;
 - `{"v": version, "serde": type, "b64": data}` for anything else, through the saver's
   LangGraph serializer (msgpack), base64-encoded.
 
@@ -18,6 +26,7 @@ threadlog's transcripts, search and viewer show a LangGraph run; `anthropic_mess
 from __future__ import annotations
 
 import base64
+import json
 import math
 from typing import Any
 
@@ -45,29 +54,57 @@ def is_messages(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(item, BaseMessage) for item in value)
 
 
+_SCALARS = (str, bool, int, type(None))
+
+
 def _plain(value: Any, depth: int = 0) -> bool:
-    """JSON that reads back as the same Python value (no tuples, no NaN, string keys only)."""
+    """JSON that reads back as the same Python value: exact types (no tuples, no NaN, no
+    subclass of str or int such as an enum's member), string keys only."""
     if depth > 60:
         return False
-    if value is None or isinstance(value, (str, bool, int)):
+    kind = type(value)
+    if kind in _SCALARS:
         return True
-    if isinstance(value, float):
+    if kind is float:
         return math.isfinite(value)
-    if type(value) is list:
+    if kind is list:
         return all(_plain(item, depth + 1) for item in value)
-    if type(value) is dict:
-        return all(isinstance(key, str) and _plain(item, depth + 1) for key, item in value.items())
+    if kind is dict:
+        return all(type(key) is str and _plain(item, depth + 1) for key, item in value.items())
     return False
 
 
-def message_record(message: BaseMessage) -> Json:
-    """One message as a small dict that `messages_from_dict` turns back into an equal message."""
+def _sorted(value: Any) -> bool:
+    """Whether every dict in plain JSON `value` has its keys in sorted order (the order an
+    event's canonical JSON gives them back in)."""
+    if type(value) is list:
+        return all(_sorted(item) for item in value)
+    if type(value) is dict:
+        keys = list(value)
+        return keys == sorted(keys) and all(_sorted(item) for item in value.values())
+    return True
+
+
+def message_record(message: BaseMessage, serde: SerializerProtocol) -> Json:
+    """One message as a small dict that `messages_from_dict` turns back into an equal message,
+    or, when it holds a value JSON cannot give back (a datetime, bytes, an int key), as
+    `{"serde": type, "b64": data}`."""
     full = message_to_dict(message)
     data = {key: value for key, value in full["data"].items() if key != "type" and _DEFAULTS.get(key, ...) != value}
     small = {"type": full["type"], "data": data}
-    if messages_from_dict([small]) == [message]:
+    if _plain(small) and messages_from_dict([small]) == [message]:
         return small
-    return full
+    if _plain(full):
+        return full
+    kind, blob = serde.dumps_typed(message)
+    return {"serde": kind, "b64": base64.b64encode(blob).decode("ascii")}
+
+
+def _messages(items: list[Json], serde: SerializerProtocol) -> list[BaseMessage]:
+    if all("serde" not in item for item in items):
+        return messages_from_dict(items)
+    return [serde.loads_typed((item["serde"], base64.b64decode(item["b64"]))) if "serde" in item
+            else messages_from_dict([item])[0] for item in items]
 
 
 def encode(value: Any, version: Any, serde: SerializerProtocol, previous: Any = None, previous_version: Any = None) -> Json:
@@ -97,14 +134,21 @@ def _record(value: Any, version: Any, serde: SerializerProtocol, previous: Any, 
     if is_messages(value):
         if is_messages(previous) and len(value) >= len(previous) and all(
                 a is b or a == b for a, b in zip(previous, value)):
-            return {"v": version, "after": previous_version, "messages": [message_record(m) for m in value[len(previous):]]}
+            return {"v": version, "after": previous_version,
+                    "messages": [message_record(m, serde) for m in value[len(previous):]]}
         if all(isinstance(m, BaseMessage) for m in value):
-            return {"v": version, "messages": [message_record(m) for m in value]}
+            return {"v": version, "messages": [message_record(m, serde) for m in value]}
     if _plain(value):
-        return {"v": version, "json": value}
-    if type(value) is dict and all(isinstance(key, str) for key in value) and level < RECORD_DEPTH // 2:
+        if _sorted(value):
+            return {"v": version, "json": value}
+        return {"v": version, "text": json.dumps(value, ensure_ascii=False, separators=(",", ":"))}
+    if type(value) is dict and all(type(key) is str for key in value) and level < RECORD_DEPTH // 2:
         # e.g. a node's input {"messages": [...]}; each level nests two (`dict`, its key)
-        return {"v": version, "dict": {key: _bare(_record(item, None, serde, None, None, level + 1)) for key, item in value.items()}}
+        record: Json = {"v": version, "dict": {key: _bare(_record(item, None, serde, None, None, level + 1))
+                                               for key, item in value.items()}}
+        if list(value) != sorted(value):
+            record["order"] = list(value)
+        return record
     kind, blob = serde.dumps_typed(value)
     return {"v": version, "serde": kind, "b64": base64.b64encode(blob).decode("ascii")}
 
@@ -117,10 +161,14 @@ def decode(record: Json, serde: SerializerProtocol) -> Any:
     """The value a record holds (for an `after` record: only the appended messages)."""
     if "json" in record:
         return record["json"]
+    if "text" in record:
+        return json.loads(record["text"])
     if "dict" in record:
-        return {key: decode(item, serde) for key, item in record["dict"].items()}
+        items: Json = record["dict"]
+        order: list[str] = record.get("order") or list(items)
+        return {key: decode(items[key], serde) for key in order}
     if "messages" in record:
-        return messages_from_dict(record["messages"])
+        return _messages(record["messages"], serde)
     return serde.loads_typed((record["serde"], base64.b64decode(record["b64"])))
 
 
@@ -171,7 +219,7 @@ def anthropic_message(message: BaseMessage) -> Json | None:
     Human text is a user turn; AI text and tool calls an assistant turn (`tool_use`
     blocks); a tool message a user turn with one `tool_result`. Only text is carried over
     (images and other parts stay in the checkpoint, exactly as LangGraph wrote them), and
-    a tool call only when its arguments fit in an event.
+    a tool call only when its arguments are plain JSON that fits in an event.
     """
     text = _text(message.content).strip() and _text(message.content)
     blocks: list[Json] = []
@@ -184,7 +232,7 @@ def anthropic_message(message: BaseMessage) -> Json | None:
         if text:
             blocks.append({"type": "text", "text": text})
         for call in message.tool_calls:  # a call whose arguments nest deeper than an event holds is left out
-            if call.get("id") and not _deeper_than(call["args"], INPUT_DEPTH):
+            if call.get("id") and _plain(call["args"]) and not _deeper_than(call["args"], INPUT_DEPTH):
                 blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"], "input": dict(call["args"])})
     elif isinstance(message, ToolMessage):
         role = "user"

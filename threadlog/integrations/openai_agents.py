@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, cast
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
 from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadNotFound
+from eventstore.prepare import check_encodable
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -95,7 +96,7 @@ class ThreadlogSession:
                  session_settings: SessionSettings | dict[str, Any] | None = None) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise InvalidEvent("session_id", f"must be a non-empty string, not {session_id!r}")
-        _encodable("session_id", session_id)
+        check_encodable("session_id", session_id)
         self.session_id = session_id
         self.session_settings = coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         self._owned = not isinstance(store, Store)
@@ -145,6 +146,7 @@ class ThreadlogSession:
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items to the current branch, atomically (all or none)."""
+        items = list(items)  # any iterable, as the SDK's sessions take: it is read twice below
         if not items:
             return
         events = [message_event(item, i) for i, item in enumerate(cast("list[Any]", items))]
@@ -210,7 +212,7 @@ class ThreadlogSession:
         if branch_name is not None and not branch_name.strip():
             raise ValueError("Branch name cannot be empty")
         if branch_name is not None:
-            _encodable("branch_name", branch_name)
+            check_encodable("branch_name", branch_name)
         view, offsets = self._turn_offsets()
         if isinstance(turn_number, bool) or not isinstance(turn_number, int) or not 1 <= turn_number <= len(offsets):
             raise ValueError(f"Turn {turn_number} does not contain a user message in branch '{self._branch}' "
@@ -475,16 +477,6 @@ class ThreadlogSession:
         return candidate
 
 
-def _encodable(field: str, name: str) -> None:
-    """Refuse a name the store cannot hold (a lone surrogate: not text UTF-8 can encode),
-    before anything is written, naming the argument instead of an event."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise InvalidEvent(field, f"{error.reason} at index {error.start} ({name[error.start]!r}): "
-                                  "give a name of text UTF-8 can encode") from None
-
-
 # -- items as messages --------------------------------------------------------------------------
 
 
@@ -507,6 +499,12 @@ def _plain_text(item: dict[str, Any]) -> bool:
             and type(content) is str and content.strip() != "" and type(item) is dict)
 
 
+def _str(value: Any) -> Any:
+    """A str subclass (a `class Role(str, Enum)` member) as the plain text JSON stores it; its
+    own `str()` is `Role.USER`. Anything else as it is."""
+    return str.__str__(value) if isinstance(value, str) else value
+
+
 def describe(item: dict[str, Any]) -> tuple[str, str]:
     """(role, text) for the message that stands for an item in transcripts and search.
 
@@ -514,7 +512,7 @@ def describe(item: dict[str, Any]) -> tuple[str, str]:
     and their text; a tool call is `→ name(arguments)` from the assistant, its output
     `← output` from the user side; reasoning is its summary; anything else is `[type]`.
     """
-    kind, role = item.get("type"), item.get("role")
+    kind, role = _str(item.get("type")), _str(item.get("role"))
     if role is not None and kind in (None, "message"):
         text = _content_text(item.get("content"))
         if role in ("user", "assistant"):
@@ -553,12 +551,32 @@ def _part_text(part: dict[str, Any]) -> str:
 
 def item_of(data: dict[str, Any]) -> dict[str, Any] | None:
     """The SDK item a message event stands for: its `item`, verbatim; for a message without
-    one (appended by other means, or redacted) a message item with its text, if it has any."""
+    one (appended by other means) a message item with its text, if it has any. A redacted
+    item comes back as a placeholder of its kind (`_placeholder`)."""
     item = data.get("item")
     if isinstance(item, dict):
-        return item
+        return _placeholder(item) if data.get("redacted") is True else item
     text = "\n".join(block["text"] for block in data.get("content") or () if block.get("type") == "text")
     return {"role": data.get("role", "user"), "content": text} if text else None
+
+
+def _placeholder(kept: dict[str, Any]) -> dict[str, Any] | None:
+    """What stands for a redacted item, from what its redaction kept (its type, role, call id
+    and name): a message of its role saying `[redacted]`, a tool call with no arguments, a
+    tool output of `[redacted]` answering its call; so turns keep their numbers and calls their
+    outputs. An item of another kind (reasoning, ...) is left out: nothing of it is left to send."""
+    kind, role, call_id = kept.get("type"), kept.get("role"), kept.get("call_id")
+    if kind in (None, "message") and role is not None:
+        return {**({"type": kind} if kind else {}), "role": role, "content": "[redacted]"}
+    if call_id is None or not isinstance(kind, str):
+        return None
+    if kind.endswith("_output"):
+        return {"type": kind, "call_id": call_id, "output": "[redacted]"}
+    if kind == "function_call":
+        return {"type": kind, "call_id": call_id, "name": kept.get("name", ""), "arguments": "{}"}
+    if kind == "custom_tool_call":
+        return {"type": kind, "call_id": call_id, "name": kept.get("name", ""), "input": ""}
+    return None
 
 
 def _is_turn(item: dict[str, Any]) -> bool:
