@@ -105,6 +105,25 @@ class SnapshotRow(NamedTuple):
 DOC_PARTS = 1 << 16
 DocValues = tuple[int, int, str, int, str, str | None, str | None, str]
 
+# The most characters of one search document a backend may be unable to index whole: a
+# PostgreSQL tsvector holds at most 1 MB (its words, 2 bytes a place they are at, and 4 of
+# bookkeeping each), and 100,000 characters, 400 kB of UTF-8 at most, stay under that
+# whatever the words. That backend indexes a longer text as its `doc_pieces` (one 1.35 MB
+# tool output failed every later search: the index could not catch up past it).
+DOC_PIECE_CHARS = 100_000
+
+
+def doc_pieces(text: str) -> Iterator[str]:
+    """`text` in pieces of at most `DOC_PIECE_CHARS` characters, cut at whitespace where there
+    is some in the second half of a piece; a text that short is one piece."""
+    while len(text) > DOC_PIECE_CHARS:
+        cut = max(text.rfind(space, DOC_PIECE_CHARS // 2, DOC_PIECE_CHARS) for space in " \n\t")
+        cut = cut if cut > 0 else DOC_PIECE_CHARS
+        yield text[:cut]
+        text = text[cut:]
+    yield text
+
+
 # A scope for a search: (stream, lo, hi), the stream's own offsets lo..hi-1 (no bound if None).
 Scope = tuple[str, int, int | None]
 

@@ -90,6 +90,13 @@ class UnreadableRow(StoreError):
     the row was altered outside threadlog; a full `verify` names its position."""
 
 
+class KeyClash(StoreError):
+    """Another writer committed a row with the same unique key (an event id, a thread id) while
+    this write ran: on a backend whose writers are serialised only once they reach the same
+    stream (PostgreSQL). Nothing was written; the store runs such a write again once, which
+    then reads what the other writer stored (a retried append returns its records)."""
+
+
 class StaleSnapshot(StoreError):
     """A snapshot was refused: an event it covers was redacted after its fold began."""
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .errors import ForkRefused, InvalidEvent, ThreadNotFound
+from .errors import ForkRefused, InvalidEvent, KeyClash, ThreadNotFound
 from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
@@ -43,15 +43,23 @@ def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any
     own = {key: value for key, value in meta.items() if key != "event_id"}  # the id names the fork's event
     titled = [] if title is None else [prepare({"type": "title.set", "data": {"title": title}, "meta": own}, "title")]
     chosen = None if fork_id is None else check_thread_id("fork_id", fork_id)
-    with store.backend.transaction():
-        if "event_id" in meta:
-            retried = _made_before(store, thread, at, options, chosen, check_id("meta.event_id", meta["event_id"]))
-            if retried is not None:
-                if not retry:
-                    raise InvalidEvent("meta.event_id", f"fork {retried!r} was already made with event id "
-                                       f"{meta['event_id']!r}, and this fork takes no retry (retry=False)")
-                return retried
-        return _fork(store, thread, at, options, chosen or new_id(), meta, titled, allow_busy=busy == "allow")
+    for last in (False, True):
+        try:
+            with store.backend.transaction():
+                if "event_id" in meta:
+                    retried = _made_before(store, thread, at, options, chosen, check_id("meta.event_id", meta["event_id"]))
+                    if retried is not None:
+                        if not retry:
+                            raise InvalidEvent("meta.event_id", f"fork {retried!r} was already made with event id "
+                                               f"{meta['event_id']!r}, and this fork takes no retry (retry=False)")
+                        return retried
+                return _fork(store, thread, at, options, chosen or new_id(), meta, titled, allow_busy=busy == "allow")
+        except KeyClash:
+            # Another process stored this fork's event id or fork id meanwhile (PostgreSQL, where
+            # writers meet only at the parent's lock): once more, it is read and answered by name.
+            if last or ("event_id" not in meta and chosen is None):
+                raise
+    raise AssertionError("unreachable")
 
 
 def _made_before(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str | None, event_id: str) -> str | None:

@@ -96,8 +96,9 @@ from psycopg.adapt import Transformer
 from psycopg.copy import LibpqWriter
 
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
+                      doc_pieces,
                       StoredSnapshot, StreamRow, chain_order, query_words)
-from .errors import SchemaError, SchemaTooOld, StoreError, unsendable
+from .errors import KeyClash, SchemaError, SchemaTooOld, StoreError, unsendable
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
 
 SCHEMA_VERSION = 1
@@ -239,6 +240,14 @@ _ANCESTRY = """WITH RECURSIVE chain(id) AS (
 _PREFIXED_COLUMNS = ", ".join("s." + column.strip() for column in STREAM_COLUMNS.split(","))
 ANCESTRY = _ANCESTRY.format("", _PREFIXED_COLUMNS)
 ANCESTRY_FROM = _ANCESTRY.format(" AND coalesce(s.parent_offset > %s, true)", _PREFIXED_COLUMNS)
+
+def _jsonb(column: str) -> str:
+    """SQL reading a JSON text column as jsonb. PostgreSQL's jsonb refuses `\\u0000` (its text
+    cannot hold U+0000), which an event's JSON can hold (a reason, an actor): it is read as
+    `\\u0020` instead, JSON still whether the escape was one or followed an escaped backslash.
+    (The cast failed: a search, or a snapshot's save after such a redaction, with it.)"""
+    return f"replace({column}, '\\u0000', '\\u0020')::jsonb"
+
 
 # Rows below this transaction id are visible and final (see the module doc).
 _VISIBLE = "txid < pg_snapshot_xmin(pg_current_snapshot())"
@@ -438,7 +447,7 @@ def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "
     template = _MESSAGES.get(state) or _CLASSES.get(state[:2])
     if template is None:
         return StoreError(f"database error on {path}: {text} (SQLSTATE {state})")
-    return StoreError(template.format(path=path, error=text))
+    return (KeyClash if state == "23505" else StoreError)(template.format(path=path, error=text))
 
 
 def _translated(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Callable[Concatenate[PostgresBackend, _P], _R]:
@@ -523,6 +532,19 @@ def _end_pipeline(pgconn: psycopg.pq.abc.PGconn, synced: bool) -> None:
 _Text = TypeVar("_Text", str, str | None)
 
 
+def _tsvector_sized(docs: Sequence[DocValues]) -> Iterator[DocValues]:
+    """The documents, a text longer than a tsvector holds cut into `doc_pieces`; each event's
+    parts numbered anew from its first docid (the parts past `DOC_PARTS` left out)."""
+    position, part = -1, 0
+    for doc in docs:
+        if doc[1] != position:
+            position, part = doc[1], 0
+        for text in doc_pieces(doc[7]):
+            if part < DOC_PARTS:
+                yield (position * DOC_PARTS + part, *doc[1:7], text)
+            part += 1
+
+
 def _indexable(text: _Text) -> _Text:
     """Text as the search index holds it: PostgreSQL text cannot hold U+0000, which an event's
     JSON can; a space in its place separates words as FTS5 does on SQLite."""
@@ -567,6 +589,7 @@ class PostgresBackend:
         self.path = safe_url(url)
         self.read_only = read_only
         self._in_transaction = False
+        self._snapshot = False  # inside `read_transaction`: one snapshot for every read
         self._reserved = 0  # reservations made in the current write transaction
         # Statements of the write transaction not sent yet: its BEGIN, then its writes, sent
         # with the next read or with the COMMIT in one round trip (`_send`). An append is
@@ -754,11 +777,11 @@ class PostgresBackend:
             self.conn.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         except _FAILED_CALLS as error:
             raise translate(error, self.path) from None
-        self._in_transaction = True
+        self._in_transaction = self._snapshot = True
         try:
             yield
         finally:
-            self._in_transaction = False
+            self._in_transaction = self._snapshot = False
             self._libpq_rollback(b"ROLLBACK")
 
     def close(self) -> None:
@@ -1027,9 +1050,15 @@ class PostgresBackend:
 
     def all_events(self, after: int, limit: int | None) -> Iterator[EventRow]:
         """Every visible event after `after`, in position order: only those below the snapshot's
-        `xmin`, so one committed late with a lower position is never skipped (module doc)."""
+        `xmin`, so one committed late with a lower position is never skipped (module doc).
+
+        Inside `read_transaction` every event its snapshot holds: the one snapshot the streams'
+        rows are read in too (`verify`, a backup). Cut at `xmin` there, the events of every
+        transaction that committed while any other was open (in any database of the server)
+        were missing beside their streams' heads: verify failed, and a backup left them out."""
+        visible = "true" if self._snapshot else _VISIBLE
         return self._paged(
-            f"SELECT {EVENT_COLUMNS} FROM events WHERE {_VISIBLE} AND position > %s ORDER BY position LIMIT %s",
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE {visible} AND position > %s ORDER BY position LIMIT %s",
             (after, limit), EventRow, 0,
         )
 
@@ -1050,7 +1079,7 @@ class PostgresBackend:
         bounds = (stream_id, lo, _NO_BOUND if hi is None else hi)
         if after > 0:
             row = self.conn.execute(
-                "SELECT t.position, r.position FROM events r JOIN events t ON t.position = (r.data::jsonb->>'position')::bigint "
+                f"SELECT t.position, r.position FROM events r JOIN events t ON t.position = ({_jsonb('r.data')}->>'position')::bigint "
                 f"WHERE r.position > %s AND r.type = {TYPE_CODES['event.redacted']} AND t.stream_id = %s AND t.\"offset\" >= %s "
                 'AND t."offset" < %s LIMIT 1',
                 (after, *bounds),
@@ -1141,7 +1170,7 @@ class PostgresBackend:
             with self.conn.cursor() as cursor, cursor.copy(
                 'COPY search_docs (docid, position, stream_id, "offset", kind, role, tool, text) FROM STDIN'
             ) as copy:
-                for doc in docs:
+                for doc in _tsvector_sized(docs):
                     copy.write_row((*doc[:6], _indexable(doc[6]), _indexable(doc[7])))
         self.conn.execute("UPDATE search_progress SET position = %s WHERE name = 'index'", (upto,))
 
@@ -1189,7 +1218,7 @@ class PostgresBackend:
             params.append(tool)
         rows = self.conn.execute(
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
-            f"coalesce(e.meta::jsonb->>'occurred_at', {_time('e.')}), d.text, "
+            f"coalesce({_jsonb('e.meta')}->>'occurred_at', {_time('e.')}), d.text, "
             f"CASE WHEN length(d.text) <= {ENGINE_SNIPPET_CHARS} THEN "
             "ts_headline('simple', d.text, q.q, 'StartSel=**, StopSel=**, MaxWords=16, MinWords=4, HighlightAll=false') END, "
             "-ts_rank(d.tsv, q.q) AS score "

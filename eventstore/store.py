@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from . import forks, integrity, restore, textindex
 from .backend import AppendAtHead, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
-from .errors import ConcurrencyError, IntegrityError, InvalidEvent, StaleSnapshot, StoreError, ThreadNotFound
+from .errors import ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, StaleSnapshot, StoreError, ThreadNotFound
 from .events import EventRedacted, MessageAppended, ThreadCreated
 from .facts import Facts, advance, after_fork
 from .head import Head
@@ -533,6 +533,18 @@ class Store:
             recorded = self._append_known(thread, batch, expect)
             if recorded:
                 return recorded
+        try:
+            return self._append_once(thread, batch, expect, retry, explicit)
+        except KeyClash:
+            if not explicit:
+                raise
+            # Another process stored an event with one of these ids while this append ran: the
+            # same batch (a retry racing its original), answered now from what it stored, or
+            # another, refused by name; as when the two appends come one after the other.
+            return self._append_once(thread, batch, expect, retry, explicit)
+
+    def _append_once(self, thread: str, batch: list[PreparedEvent], expect: Expect, retry: bool,
+                     explicit: bool) -> list[RecordedEvent]:
         with self.backend.transaction():
             if explicit:
                 stored = self._already_stored(thread, batch)
@@ -1003,7 +1015,16 @@ class Store:
             self.backend.drop_snapshots()  # a cached state may hold the erased payload
             self.backend.unindex(position)  # and the search index its text
         if purge:
-            self.purge()
+            try:
+                self.purge()
+            except StoreError as error:
+                if "committed" in str(error):
+                    raise
+                # PostgreSQL's VACUUM waits for the readers' locks; its error alone said to retry
+                # the redaction, which the retry then refused as done.
+                raise StoreError(f"position {position} is redacted (event.redacted at position {recorded.position}; the "
+                                 f"change is committed), but erasing the old copies did not finish ({error}); call purge() "
+                                 "once the readers are done (`threadlog purge`)") from None
         return recorded
 
     def restore(self, lines: Iterable[tuple[int, Any]]) -> RestoreReport:

@@ -27,7 +27,7 @@ from typing import Any
 
 from eventstore import InvalidEvent, Store, ThreadNotFound
 from eventstore import textindex
-from eventstore.backend import HitRow
+from eventstore.backend import DOC_PIECE_CHARS, HitRow, doc_pieces
 from eventstore.errors import altered_index
 from eventstore.textindex import Doc, Extractor
 
@@ -153,6 +153,7 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
     The index is a cache of the log that raw SQL can rewrite, and a hit's text is what a user
     reads as the event's and what retrieval sends the model: a document its event does not
     give (rewritten, moved to another event, or kept for an event redacted since) is refused
+    (a long text may be indexed in its `doc_pieces`: each is one its event gives)
     as an altered index, as `verify` refuses a snapshot that differs from its events. Costs
     one read of each hit's event. (A document removed is not seen: the event is then missed.)
     """
@@ -164,7 +165,9 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
             event = None
         docs = [] if event is None or event.position != row.position or event.redacted else \
             extract(event.stream_id, event.offset, event.type, event.data)
-        if not any(doc.kind == row.kind and doc.role == row.role and _stored(doc.text) == _stored(row.text) for doc in docs):
+        text = _stored(row.text)
+        if not any(doc.kind == row.kind and doc.role == row.role and (_stored(doc.text) == text or (
+                len(doc.text) > DOC_PIECE_CHARS and text in map(_stored, doc_pieces(doc.text)))) for doc in docs):
             raise altered_index(f"the document of position {row.position} is not text its event holds")
     return rows
 

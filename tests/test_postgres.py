@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from eventstore.integrity import canonical
-from threadlog import Store, export_all, export_events, import_events
+from threadlog import Store, StoreError, export_all, export_events, import_events, thread_state
 from threadlog.export import dump_lines
 from tests.backends import postgres_cluster, postgres_url
 
@@ -453,6 +453,97 @@ def test_an_event_committed_while_an_earlier_writer_is_open_waits_for_it() -> No
             early.rollback()  # the early writer gives up: its position stays unused
         assert [e.position for e in store.read_all(after=before)] == [late.position]
         assert store.last_position() == late.position
+
+
+def test_verify_and_a_backup_see_every_committed_event_while_another_transaction_is_open(tmp_path: Path) -> None:
+    """Tailing reads stop below the oldest open transaction (above); `verify` and a backup read
+    one snapshot, and cut there too they missed the events of every transaction that committed
+    while any other was open on the server: verify failed ("events missing"), and `export
+    --all` wrote stream lines without their events, and exited 0."""
+    import psycopg
+
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="before")
+        store.append_message(t, "user", "a")
+        with psycopg.connect(url) as other:
+            other.execute("SELECT pg_current_xact_id()")  # a transaction holding an id, left open
+            later = store.create_thread(title="while it is open")
+            store.append_message(later, "user", "b")
+            store.append_message(t, "user", "c")
+            fork = store.fork(t)
+            report = store.verify()
+            assert (report.streams, report.events) == (3, 6)
+            backup = list(export_all(store))
+            assert backup[-1] == {"end": {"streams": 3, "events": 6}}
+            other.rollback()
+    restored = Store(tmp_path / "restored.db")
+    with restored:
+        assert import_events(restored, write(tmp_path / "all.jsonl", backup)).added == 6
+        assert [m.content[0]["text"] for m in thread_state(restored, fork).messages] == ["a", "c"]
+        assert restored.verify().events == 6
+
+
+def test_a_redaction_held_up_by_a_reader_says_it_is_committed_and_purge_finishes_it() -> None:
+    """The VACUUM after a redaction waits for a reader's lock: its timeout said "stayed locked by
+    another writer ...; retry", and the retry was refused, the redaction being committed."""
+    import psycopg
+
+    from threadlog import search
+
+    url = postgres_url()
+    with Store(url, timeout=1) as store:
+        t = store.create_thread(title="x")
+        secret = store.append_message(t, "user", "card 4111")
+        assert search(store, "card")
+        with psycopg.connect(url) as reader:
+            reader.execute("SELECT count(*) FROM search_docs")  # an open read of the index
+            with pytest.raises(StoreError, match=rf"position {secret.position} is redacted .*the change is committed.*purge"):
+                store.redact(secret.position, reason="pii", actor="ops")
+        assert store.event_at(t, secret.offset).redacted
+        store.purge()  # the reader is gone: it finishes
+        assert search(store, "card") == [] and store.verify().redacted == 1
+
+
+_RETRIER = """
+import json, sys
+from threadlog import InvalidEvent, Store
+url, thread, round_ = sys.argv[1:]
+store = Store(url)
+print("ready", flush=True)
+sys.stdin.readline()
+out = {}
+for name, call in [("append", lambda: store.append_message(thread, "user", "hi", event_id=f"req-{round_}").position),
+                   ("fork", lambda: store.fork(thread, 2, event_id=f"fork-{round_}")),
+                   ("named", lambda: store.fork(thread, 2, fork_id=f"named-{round_}"))]:
+    try:
+        out[name] = call()
+    except InvalidEvent as error:
+        out[name] = "refused: " + str(error)
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_processes_retrying_one_append_or_fork_at_once_get_its_one_result() -> None:
+    """A retried append returns the stored records, and a retried fork its fork, however the
+    retries meet. On PostgreSQL writers meet only at the thread's lock, after the lookup of the
+    ids: the losers got "another writer stored the same key at the same time ... retry" (39 of
+    60 calls), and a fork id taken meanwhile the same instead of "already exists"."""
+    from tests.procs import started_together
+
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="retries")
+        store.append_message(t, "user", "first")
+    for round_ in range(3):
+        with started_together([["-c", _RETRIER, url, t, str(round_)] for _ in range(5)]) as procs:
+            outs = [json.loads(proc.communicate(timeout=120)[0].splitlines()[-1]) for proc in procs]
+        assert len({o["append"] for o in outs}) == 1 and isinstance(outs[0]["append"], int), outs
+        assert len({o["fork"] for o in outs}) == 1 and not outs[0]["fork"].startswith("refused"), outs
+        named = [o["named"] for o in outs]
+        assert named.count(f"named-{round_}") == 1 and sum("already exists" in n for n in named) == 4, named
+    with Store(url) as store:
+        assert store.verify().streams == 1 + 3 * 2
 
 
 def test_appends_keep_working_after_rollbacks_once_the_driver_prepared_statements_of_its_own() -> None:

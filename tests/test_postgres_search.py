@@ -90,3 +90,38 @@ def test_a_document_naming_no_event_is_named_not_dropped(tmp_path: Path, backend
             search(store, "corsica")
         rebuild_index(store)
         assert [h.offset for h in search(store, "corsica")] == [1]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_text_longer_than_a_tsvector_holds_is_indexed_and_search_goes_on(tmp_path: Path, backend: str) -> None:
+    """A 1.35 MB tool output of distinct words made PostgreSQL refuse its tsvector ("string is
+    too long for tsvector"): that search and every later one failed, the index stuck before it.
+    It is indexed in parts now, each word found, and what follows it too."""
+    import random
+    import string
+
+    rng = random.Random(0)
+    words = ["".join(rng.choices(string.ascii_lowercase, k=8)) for _ in range(150_000)]
+    with Store(tmp_path / "a.db" if backend == "sqlite" else postgres_url()) as store:
+        t = store.create_thread(title="big")
+        store.append_message(t, "user", "\n".join(" ".join(words[i:i + 10]) for i in range(0, len(words), 10)))
+        store.append_message(t, "user", "needle")
+        assert [h.offset for h in search(store, "needle")] == [2]
+        for word in (words[0], words[75_000], words[-1]):
+            assert {h.offset for h in search(store, word)} == {1}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_nul_in_an_events_json_fails_neither_search_nor_a_snapshots_save(tmp_path: Path, backend: str) -> None:
+    """PostgreSQL's jsonb refuses `\\u0000`, which an actor or a redaction's reason can hold: the
+    search read the hit's time through it, and a snapshot's save the redaction's position."""
+    with Store(tmp_path / "a.db" if backend == "sqlite" else postgres_url()) as store:
+        t = store.create_thread(title="x")
+        store.append_message(t, "user", "findme", actor="bot\x00", occurred_at="2026-01-02T03:04:05Z")
+        hits = search(store, "findme")
+        assert [(h.offset, h.time) for h in hits] == [(1, "2026-01-02T03:04:05Z")]
+        as_of = store.last_position()
+        secret = store.append_message(t, "user", "secret")
+        store.redact(secret.position, reason="pii\x00", actor="ops\x00")
+        store.save_snapshot("p", 1, t, 1, {"n": 1}, as_of=as_of)  # a redaction since `as_of`, of a later offset
+        assert store.nearest_snapshot("p", 1, t, 3) == (1, {"n": 1})
