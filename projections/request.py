@@ -11,7 +11,9 @@ The log keeps what the model produced; the request is the API-valid view of it, 
 - `cache_control` set in the stored blocks is removed: the request places its own;
 - a tool call id the API would refuse (it takes `^[a-zA-Z0-9_-]+$`: another provider's
   `functions.bash:0`, an empty id) is sent as `api_tool_id` makes it, in the call and in its
-  result alike, so the pair still matches.
+  result alike, so the pair still matches; so is an id a call before it used (the log takes an
+  id again once its result is in, and the API refuses repeated ids);
+- a tool result's own blocks lose their blank texts and stored `cache_control` too.
 
 With `cache=True` there are at most three breakpoints (the API allows 4): the end of the
 system prompt (tools and system are the head of every request of the thread), the last block
@@ -94,8 +96,9 @@ def anthropic_request(
         view = with_retrieval(store, thread, view, mode, state.parent_offset)
     elif retrieval not in (None, "off"):
         raise InvalidEvent("retrieval", f"thread {thread!r} is not a context='note' fork: it has no parent history to retrieve")
+    origins: dict[int, int] = {}  # id of a block the view's cleaning copied -> id of the stored block
     with collector.paused():  # the view makes thousands of small containers and no cycles
-        messages = _api_view(view)
+        messages = _api_view(view, origins)
     if not messages:
         raise InvalidEvent("at", f"thread {thread!r} has no message to send as of offset {state.length}")
     system = _system(state.system)
@@ -107,7 +110,8 @@ def anthropic_request(
             tools[-1] = _mark(tools[-1])
         marks = [_last_cacheable(messages, None)]
         if _forked(view, state.parent_offset):
-            marks.insert(0, _last_cacheable(messages, _shared_blocks(view, state.parent_offset or 0, state.kind == "subagent")))
+            shared = _shared_blocks(view, state.parent_offset or 0, state.kind == "subagent")
+            marks.insert(0, _last_cacheable(messages, shared, origins))
         for where in dict.fromkeys(w for w in marks if w is not None):
             index, block = where
             content = list(messages[index]["content"])  # the view's own list may be shared: copy, then mark
@@ -128,26 +132,86 @@ def anthropic_request(
 
 def api_messages(view: list[Message]) -> list[Json]:
     """The model view as Messages API `messages`: cleaned, merged and paired (module doc)."""
-    return _api_view(view)
+    return _api_view(view, {})
 
 
-def _api_view(view: list[Message]) -> list[Json]:
-    messages = _merged([(m.role, _cleaned(m.content)) for m in view])
+def _api_view(view: list[Message], origins: dict[int, int]) -> list[Json]:
+    messages = _merged([(m.role, _cleaned(m.content, origins)) for m in view])
     while True:
         paired, changed = _paired(messages)
         if not changed:
-            return paired
+            return _unique_ids(paired, origins)
         messages = _merged([(m["role"], m["content"]) for m in paired])
 
 
-def _cleaned(content: list[Json]) -> list[Json]:
-    """The blocks without blank texts and without stored cache_control, with tool ids the API
-    takes; the same list when nothing changes (the common case: no copy)."""
+def _cleaned(content: list[Json], origins: dict[int, int]) -> list[Json]:
+    """The blocks without blank texts and without stored cache_control (a tool result's own
+    blocks' too), with tool ids the API takes; the same list when nothing changes (the common
+    case: no copy). A block copied is noted in `origins` (the breakpoints find blocks by the
+    stored block's identity)."""
     for block in content:
-        kind = block.get("type")
-        if "cache_control" in block or (kind == "text" and _blank(block)) or (kind in _TOOL_ID and _foreign(block, kind)):
-            return [_api_ids(_uncached(b)) for b in content if not _blank(b)]
+        if _to_clean(block):
+            out = []
+            for stored in content:
+                if not _blank(stored):
+                    block = _api_block(stored)
+                    if block is not stored:
+                        origins[id(block)] = id(stored)
+                    out.append(block)
+            return out
     return content
+
+
+def _to_clean(block: Json) -> bool:
+    kind = block.get("type")
+    if "cache_control" in block or (kind == "text" and _blank(block)) or (kind in _TOOL_ID and _foreign(block, kind)):
+        return True
+    inner = block.get("content") if kind == "tool_result" else None
+    return isinstance(inner, list) and any(isinstance(b, dict) and ("cache_control" in b or _blank(b)) for b in inner)
+
+
+def _api_block(block: Json) -> Json:
+    """A stored block as the request sends it (see `_cleaned`)."""
+    block = _api_ids(_uncached(block))
+    inner = block.get("content") if block.get("type") == "tool_result" else None
+    if isinstance(inner, list) and any(isinstance(b, dict) and ("cache_control" in b or _blank(b)) for b in inner):
+        kept = [_uncached(b) for b in inner if not (isinstance(b, dict) and _blank(b))]
+        block = {k: v for k, v in block.items() if k != "content"} | ({"content": kept} if kept else {})
+    return block
+
+
+def _unique_ids(messages: list[Json], origins: dict[int, int]) -> list[Json]:
+    """`messages` with a tool call id that a call before it already used (the log takes an id
+    again once its result is in; another provider's ids, `functions.bash:0`, repeat every turn)
+    sent as `api_tool_id` of `<id>#<n>`, in the call and in the result that answers it, in the
+    next message: the API refuses a request whose tool_use ids repeat."""
+    seen: set[str] = set()
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        renamed: dict[str, str] = {}
+        for block in message["content"]:
+            if block.get("type") == "tool_use":
+                tool_id = block["id"]
+                if tool_id in seen:
+                    n = 2
+                    while (fresh := api_tool_id(f"{tool_id}#{n}")) in seen:
+                        n += 1
+                    renamed[tool_id] = fresh
+                    tool_id = fresh
+                seen.add(tool_id)
+        if renamed:
+            for at, (kind, key) in ((index, ("tool_use", "id")), (index + 1, ("tool_result", "tool_use_id"))):
+                # The next message answers every call of this one (they are paired).
+                content = []
+                for block in messages[at]["content"]:
+                    if block.get("type") == kind and block[key] in renamed:
+                        stored = block
+                        block = {**block, key: renamed[block[key]]}
+                        origins[id(block)] = origins.get(id(stored), id(stored))
+                    content.append(block)
+                messages[at] = {"role": messages[at]["role"], "content": content}
+    return messages
 
 
 # The key holding a tool call's id in the blocks that carry one, and the ids the API takes.
@@ -278,13 +342,15 @@ def _shared_blocks(view: list[Message], fork_offset: int, subagent: bool) -> set
     return shared
 
 
-def _last_cacheable(messages: list[Json], among: set[int] | None) -> tuple[int, int] | None:
-    """(message, block) of the last block that can carry a breakpoint (and is `among` these ids)."""
+def _last_cacheable(messages: list[Json], among: set[int] | None, origins: dict[int, int] | None = None) -> tuple[int, int] | None:
+    """(message, block) of the last block that can carry a breakpoint (and is `among` these ids
+    of stored blocks; a copy's stored block is found through `origins`)."""
     for index in range(len(messages) - 1, -1, -1):
         content = messages[index]["content"]
         for block in range(len(content) - 1, -1, -1):
             value = content[block]
-            if value.get("type") not in _UNCACHEABLE and (among is None or id(value) in among):
+            if value.get("type") not in _UNCACHEABLE and (
+                    among is None or id(value) in among or (origins is not None and origins.get(id(value)) in among)):
                 return index, block
     return None
 

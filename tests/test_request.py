@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from eventstore import InvalidEvent, Store
 from projections import anthropic_request, request_body, thread_state, validate_request
+from projections.request import api_tool_id
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 EXCHANGES = sorted((Path(__file__).parent / "fixtures" / "anthropic-exchanges").glob("*.json"))
@@ -232,6 +233,54 @@ def test_tool_ids_the_api_refuses_are_sent_as_ids_it_takes(mem: Store) -> None:
     stored = [b["id"] for b in thread_state(mem, t).messages[1].content]
     assert stored == ids  # the log keeps what was written
     validate_request(anthropic_request(mem, t))
+
+
+@pytest.mark.parametrize("tool_id", ["toolu_01", "functions.bash:0"])
+def test_a_tool_id_used_again_after_its_result_is_sent_once_per_call(mem: Store, tool_id: str) -> None:
+    """The log takes an id again once its result is in (another provider's `functions.bash:0`
+    repeats every turn); sent twice in one request, the API refuses it: tool_use ids are unique."""
+    t = mem.create_thread(model=MODEL)
+    for question in ("ls", "pwd", "date"):
+        mem.append_message(t, "user", question)
+        mem.append_message(t, "assistant", [{"type": "tool_use", "id": tool_id, "name": "bash", "input": {"cmd": question}}])
+        mem.append_message(t, "user", [{"type": "tool_result", "tool_use_id": tool_id, "content": f"out of {question}"}])
+    sent = anthropic_request(mem, t)["messages"]
+    calls = [(b["id"], b["input"]["cmd"]) for m in sent for b in m["content"] if b["type"] == "tool_use"]
+    results = [(b["tool_use_id"], b["content"]) for m in sent for b in m["content"] if b["type"] == "tool_result"]
+    assert len({i for i, _ in calls}) == 3 and all(API_TOOL_ID.match(i) for i, _ in calls)
+    assert [(i, f"out of {cmd}") for i, cmd in calls] == results  # each result still answers its call
+    assert anthropic_request(mem, t) == anthropic_request(mem, t)
+
+
+def test_a_tool_results_own_blocks_lose_blank_texts_and_breakpoints(mem: Store) -> None:
+    """Only top-level blocks were cleaned: a tool's blocks with `cache_control` pushed the request
+    past the API's 4 breakpoints, and an empty text in a result was sent (the API refuses both)."""
+    t = mem.create_thread(system="sys", model=MODEL, tools=[{"name": "w", "input_schema": {"type": "object"}}])
+    mem.append_message(t, "user", "go")
+    mem.append_message(t, "assistant", [use("tu_1"), use("tu_2")])
+    marked = {"type": "text", "text": "part", "cache_control": {"type": "ephemeral"}}
+    mem.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu_1", "content": [marked, marked, text(""), marked]},
+                                   {"type": "tool_result", "tool_use_id": "tu_2", "content": [text(""), text(" ")]}])
+    kwargs = anthropic_request(mem, t)
+    assert breakpoints(kwargs) == 2  # the system prompt's and the tail's
+    first, second = kwargs["messages"][2]["content"]
+    assert first["content"] == [text("part")] * 3
+    assert "content" not in second and second["tool_use_id"] == "tu_2"
+    validate_request(kwargs)
+
+
+def test_a_sub_agents_shared_breakpoint_is_found_when_its_call_id_is_sent_mapped(mem: Store) -> None:
+    """The siblings' shared breakpoint is on the placeholder result that opens each sub-agent's
+    messages, found by the stored block's identity; a result sent with its id mapped is a copy,
+    and the breakpoint moved to the block before it (the siblings' prefixes then differed)."""
+    t = mem.create_thread(system="s", model=MODEL)
+    mem.append_message(t, "user", "Plan it.")
+    mem.append_message(t, "assistant", [{"type": "tool_use", "id": "functions.Agent:0", "name": "Agent", "input": {}}])
+    kids = mem.fan_out(t, ["Look at trains.", "Look at ferries."])
+    for kid in kids:
+        sent = anthropic_request(mem, kid)["messages"]
+        marked = [(i, j, b["type"]) for i, m in enumerate(sent) for j, b in enumerate(m["content"]) if "cache_control" in b]
+        assert marked[0] == (2, 0, "tool_result") and sent[2]["content"][0]["tool_use_id"] == api_tool_id("functions.Agent:0")
 
 
 @settings(max_examples=60, deadline=None)
