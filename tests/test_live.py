@@ -357,6 +357,24 @@ def test_rerun_replays_the_user_messages_with_another_model(file_store: Store, a
     assert len(own) == 2 and all(check_request(file_store, fork, o).ok for o in own)
 
 
+def test_rerun_asks_first_a_question_its_fork_ends_on(file_store: Store, api: MessagesAPI) -> None:
+    """A turn that failed and was answered by a retry with no new text leaves its question at
+    the fork's end: rerun skipped it, and the next question was sent merged with it."""
+    t = thread(file_store)
+    api.reply_error(529, "overloaded_error", "Overloaded")
+    assert run_turn(file_store, t, "Train to Lyon?", client(api)).status == "error"
+    api.reply_json(message(text("Lyon by TGV.")))
+    assert run_turn(file_store, t, None, client(api)).status == "ok"
+    api.reply_json(message(text("Hotel Carlton.")))
+    run_turn(file_store, t, "And a hotel?", client(api))
+    api.reply_json(message(text("TGV at 8."), model="claude-other"))
+    api.reply_json(message(text("Hotel Lumière."), model="claude-other"))
+    fork = rerun(file_store, t, 4, client(api), model="claude-other")  # after the failed turn's end
+    sent = [[m["content"][0]["text"] for m in r.json["messages"]] for r in api.requests[3:]]
+    assert sent == [["Train to Lyon?"], ["Train to Lyon?", "TGV at 8.", "And a hotel?"]]
+    assert [m.content[0]["text"] for m in thread_state(file_store, fork).messages][-2:] == ["And a hotel?", "Hotel Lumière."]
+
+
 def test_a_max_tokens_the_sdk_will_not_wait_for_unstreamed_is_streamed(file_store: Store, api: MessagesAPI) -> None:
     """The SDK refuses, before sending, a call it expects to take over 10 minutes unstreamed (a
     max_tokens of 32,000, or a thinking budget's): the ValueError ended the turn, and the CLI

@@ -61,6 +61,8 @@ BROKEN: dict[str, Reply] = {
                                   b'"content":[{"type":"text","text":"\\ud800"}],"usage":{"input_tokens":1,"output_tokens":1}}'),
     "usage-not-an-object": answered([{"type": "text", "text": "ok"}], usage="lots"),
     "role-not-assistant": answered([{"type": "text", "text": "I am the user now."}], role="user"),
+    "thinking-with-an-empty-signature": answered([{"type": "thinking", "thinking": "hm", "signature": ""},
+                                                  {"type": "text", "text": "ok"}]),
     "nested-too-deep": answered([{"type": "tool_use", "id": "tu_1", "name": "weather",
                                   "input": json.loads('{"a":' * 150 + "1" + "}" * 150)}], stop_reason="tool_use"),
 }
@@ -174,6 +176,7 @@ def test_a_stream_cut_at_any_point_ends_the_run_and_keeps_the_question(api: Mess
 def _out_of_order() -> dict[str, list[tuple[str, dict[str, Any]]]]:
     events = sse_events(message([{"type": "text", "text": "Hello there"}, use("tu_1", city="Lyon")], "tool_use"))
     delta = ("content_block_delta", {"type": "content_block_delta", "index": 7, "delta": {"type": "text_delta", "text": "x"}})
+    stop = next(i for i, (kind, _) in enumerate(events) if kind == "content_block_stop")  # the text block's
     return {
         "no-message-start": events[1:],
         "delta-before-its-block-starts": [events[0], events[2], *events[1:]],
@@ -182,6 +185,15 @@ def _out_of_order() -> dict[str, list[tuple[str, dict[str, Any]]]]:
         "ends-without-any-block-or-message-stop": [e for e in events if e[0] not in ("content_block_stop", "message_stop")],
         "message-delta-without-usage": [*events[:-2], ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
                                         events[-1]],
+        # Folded into the message by the SDK all the same: "Hello there AFTER" was recorded, status ok.
+        "text-after-message-stop": [*events, ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                                      "delta": {"type": "text_delta", "text": " AFTER"}})],
+        "text-after-its-block-stopped": [*events[:stop + 1], ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                                                       "delta": {"type": "text_delta", "text": " AFTER"}}),
+                                         *events[stop + 1:]],
+        "thinking-without-its-signature": [e for e in sse_events(message(
+            [{"type": "thinking", "thinking": "Need weather.", "signature": "sig"}, use("tu_1", city="Lyon")], "tool_use"))
+            if e[1].get("delta", {}).get("type") != "signature_delta"],
     }
 
 
@@ -195,7 +207,7 @@ def test_stream_events_out_of_order_end_the_run_with_status_error(api: MessagesA
     api.replies.append(Reply(200, encode_sse(events), "text/event-stream"))
     calls: list[str] = []
     turn = run_turn(store, t, "Hello", api.client(), tools={"weather": lambda **_: calls.append("run") or "sunny"}, stream=True)
-    assert turn.status == "error" and "stream" in (turn.error or ""), turn
+    assert turn.status == "error" and ("stream" in (turn.error or "") or "signature" in (turn.error or "")), turn
     assert not calls and len(api.requests) == 1
     assert_retryable(store, t)
 
@@ -295,3 +307,74 @@ def test_ctrl_c_mid_stream_cancels_the_run_and_records_no_part_of_the_answer(api
         assert state.status == "idle" and [m.role for m in state.messages] == ["user"]
         store.verify()
         validate_request(anthropic_request(store, "T"))
+
+
+def test_a_paused_turn_is_sent_back_and_the_model_goes_on(api: MessagesAPI) -> None:
+    """`pause_turn` (a server tool's long turn) ended the run `ok` after one request, and the
+    paused answer could not be continued: the API wants it sent back as it is."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=[{"type": "web_search_20250305", "name": "web_search"}])
+    paused = [{"type": "text", "text": "Searching."},
+              {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "trains"}}]
+    api.reply_json(message(paused, "pause_turn"))
+    api.reply_json(message([{"type": "text", "text": "Found it."}]))
+    turn = run_turn(store, t, "Search trains", api.client())
+    assert turn.status == "ok" and turn.text.endswith("Found it.") and len(api.requests) == 2
+    second = api.requests[1].json["messages"]
+    assert second[-1]["role"] == "assistant" and [b["type"] for b in second[-1]["content"]] == ["text", "server_tool_use"]
+    store.verify()
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n", [{"type": "text", "text": " "}]], ids=["empty", "whitespace", "blank-block"])
+def test_a_blank_prompt_is_refused_before_anything_is_written(api: MessagesAPI, prompt: Any) -> None:
+    """It was recorded, left out of the request, and the request ended on the last answer (a
+    prefill the API refuses with thinking on, and a continuation of that answer without)."""
+    from eventstore import InvalidEvent
+
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    api.reply_json(message([{"type": "text", "text": "Hello!"}]))
+    run_turn(store, t, "hi", api.client())
+    head = store.head(t)
+    with pytest.raises(InvalidEvent, match="user_content: is blank"):
+        run_turn(store, t, prompt, api.client())
+    assert store.head(t) == head and len(api.requests) == 1
+
+
+def test_an_answer_from_where_the_api_redirected_is_recorded(api: MessagesAPI) -> None:
+    """The client follows a redirect, and then keeps no body to read back for the digest:
+    reading it raised out of run_turn, and the answer was lost."""
+    from projections import check_request
+
+    with MessagesAPI() as other:
+        api.replies.append(Reply(307, b"", headers={"location": other.url + "/v1/messages"}))
+        other.reply_json(message([{"type": "text", "text": "from the other host"}]))
+        store = Store(":memory:")
+        t = store.create_thread(title="t", model=MODEL)
+        turn = run_turn(store, t, "Hello", api.client())
+    assert turn.status == "ok" and turn.text == "from the other host"
+    assert check_request(store, t, turn.messages[0].offset).ok
+    store.verify()
+
+
+@pytest.mark.parametrize("failure", ["surrogate", "huge"])
+def test_a_failure_whose_text_the_log_cannot_hold_is_still_recorded(api: MessagesAPI, failure: str) -> None:
+    """A tool's error with a lone surrogate, or an API error of 40 MiB: the run's end was refused
+    with its text, and run_turn raised where a failure is recorded and returned."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=TOOLS)
+    if failure == "surrogate":
+        api.reply_json(message([use("tu_1")], "tool_use"))
+
+        def weather(**_: Any) -> str:
+            raise ValueError("bad \ud800 city")
+
+        turn = run_turn(store, t, "Hello", api.client(), tools={"weather": weather})
+    else:
+        api.reply_error(400, "invalid_request_error", "x" * (40 * 1024 * 1024))
+        turn = run_turn(store, t, "Hello", api.client())
+    assert turn.status == "error"
+    finished = list(store.read(t))[-1]
+    assert finished.type == "run.finished" and finished.data["status"] == "error"
+    assert ("\\ud800" in finished.data["error"]) if failure == "surrogate" else ("(cut: " in finished.data["error"])
+    store.verify()

@@ -34,7 +34,7 @@ import anthropic
 import httpx2
 
 from eventstore import ConcurrencyError, InvalidEvent, RecordedEvent, Store, StoreError
-from projections import Message, ThreadState, anthropic_request, body_digest, thread_state
+from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
 
 from .signals import handled
 
@@ -167,6 +167,8 @@ def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
                            "answer it with resolve_interrupt first")
     if not (model or state.model):
         raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=...")
+    if _blank(user_content):  # the request leaves blank text out: it would end on the last answer (a prefill)
+        raise InvalidEvent("user_content", "is blank: a turn asks something; pass the user's message")
     last = state.messages[-1] if state.messages else None
     asked, waiting = _waiting(state.messages)
     if user_content is not None and waiting:
@@ -175,6 +177,14 @@ def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
     if user_content is None and not waiting and (last is None or last.role == "assistant"):
         raise InvalidEvent("user_content", f"thread {thread!r} has nothing to continue; pass the user's message")
     return state, asked, waiting
+
+
+def _blank(content: str | list[Json] | None) -> bool:
+    """Whether a prompt holds no text but whitespace and no other block."""
+    if isinstance(content, str):
+        return not content.strip()
+    return isinstance(content, list) and all(
+        isinstance(b, dict) and b.get("type") == "text" and not str(b.get("text", "")).strip() for b in content)
 
 
 @dataclass(frozen=True)
@@ -233,6 +243,8 @@ def _run(
         uses = [b for b in recorded.data["content"] if b.get("type") == "tool_use"]
         if uses and reply.stop_reason != "tool_use":
             return _not_run(store, turn, uses, reply.stop_reason, head)
+        if not uses and reply.stop_reason == "pause_turn":
+            continue  # a server tool's long turn, paused: sent back as it is, the model goes on (a round)
         if not uses:
             _finish(store, turn, "ok", None)
             return turn
@@ -303,21 +315,36 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
             if not read.stopped or reply.stop_reason is None:  # the events ended before `message_stop`
                 raise anthropic.APIConnectionError(message="the stream ended before the message was complete",
                                                    request=events.response.request)
-            request_id, body = events.request_id, events.response.request.content
+            request_id, body = events.request_id, _body(events.response.request, kwargs, True)
     else:
         try:
             reply = raw.parse()
         except _UNREADABLE as error:
             raise BadAnswer(f"the API's answer is not JSON: {_describe(error)}") from None
-        request_id, body = raw.request_id, raw.http_request.content
+        request_id, body = raw.request_id, _body(raw.http_request, kwargs, False)
     if not isinstance(reply, anthropic.types.Message) or not isinstance(reply.content, list):
         shown = type(reply.content if isinstance(reply, anthropic.types.Message) else reply).__name__
         raise BadAnswer(f"the API answered with a {shown} where a message with a list of content blocks belongs")
     if reply.role != "assistant":  # the SDK builds its models unchecked: a server could say anything here
         raise BadAnswer(f"the API's answer has role {str(reply.role)[:40]!r}; an answer is the assistant's")
+    for index, block in enumerate(reply.content):
+        # A thinking block goes back to the API with its signature, which the API checks: a
+        # stream that never sent it left "" (and the next request of the turn refused).
+        if getattr(block, "type", None) == "thinking" and not getattr(block, "signature", None):
+            raise BadAnswer(f"the answer's thinking block {index} came without its signature")
     if not stream and on_text is not None:
         on_text(_text(reply))
     return reply, _Sent(request_id, body_digest(body), kwargs["model"], kwargs["max_tokens"], stream)
+
+
+def _body(request: Any, kwargs: Json, stream: bool) -> bytes:
+    """The bytes a request sent, for its digest: as the client kept them, or, for a request the
+    client followed a redirect with (whose body it does not keep to be read again), as
+    `request_body` writes them, the same bytes (tests/test_live.py holds the two equal)."""
+    try:
+        return bytes(request.content)
+    except httpx2.RequestNotRead:
+        return request_body(kwargs, stream)
 
 
 def _text(reply: anthropic.types.Message) -> str:
@@ -333,6 +360,7 @@ class _Read:
     def __init__(self) -> None:
         self.inputs: dict[int, str] = {}
         self.stopped = False
+        self.ended: set[int] = set()  # the blocks `content_block_stop` closed
 
     def texts(self, events: Any) -> Iterator[str]:
         """The text deltas of a stream, read to its end; events the SDK cannot fold into a
@@ -347,6 +375,13 @@ class _Read:
                 raise
             except Exception as error:
                 raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
+            # The SDK folds what comes after the end into the message all the same: not an answer sent whole.
+            if self.stopped:
+                raise BadAnswer(f"the API's stream went on after message_stop (a {event.type} event)")
+            if event.type == "content_block_delta" and event.index in self.ended:
+                raise BadAnswer(f"the API's stream sent more of content block {event.index} after it stopped")
+            if event.type == "content_block_stop":
+                self.ended.add(event.index)
             if event.type == "text":
                 yield event.text
             elif event.type == "message_stop":
@@ -485,11 +520,25 @@ def _answers(store: Store, thread: str, since: int) -> dict[str, Any]:
     return answers
 
 
+# The most of a failure's text a run's end records: an API's error can be megabytes (and an
+# event holds 32 MiB); past this the text is cut, its length said.
+MAX_ERROR_CHARS = 20_000
+
+
 def _finished(run_id: str, status: str, error: str | None = None) -> Json:
     data: Json = {"run_id": run_id, "status": status}
     if error:
-        data["error"] = error
+        data["error"] = _storable(error)
     return {"type": "run.finished", "data": data}
+
+
+def _storable(text: str) -> str:
+    """A failure's text as the log can hold it: a lone surrogate (a tool's error may carry one)
+    written as its escape, and at most `MAX_ERROR_CHARS` characters. (Refused, the run's end
+    was written without the text, and the turn raised where failures are recorded.)"""
+    if len(text) > MAX_ERROR_CHARS:
+        text = f"{text[:MAX_ERROR_CHARS]}… (cut: {len(text):,} characters)"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _finish(store: Store, turn: Turn, status: str, error: str | None, *before: Json) -> None:
@@ -549,7 +598,11 @@ def rerun(
         and not any(b.get("type") == "tool_result" for b in data.get("content", []))
     ]
     fork = store.fork(thread, at, metadata="inherit")
-    for content in prompts:
+    view = thread_state(store, fork).messages
+    # A fork whose history ends on the user's message (a turn that failed there, answered later
+    # by a retry with no new text): that question is asked first, or it would merge with the next.
+    pending: list[str | list[Json] | None] = [None] if view and view[-1].role == "user" else []
+    for content in [*pending, *prompts]:
         turn = run_turn(store, fork, content, client, model, tools, stream, max_tokens=max_tokens)
         if turn.status != "ok":
             break
