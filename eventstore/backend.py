@@ -336,6 +336,12 @@ class Backend(Protocol):
         `threads()` would list such a stream out of order."""
         ...
 
+    def damaged(self) -> str | None:
+        """What the engine's own check of its files' structure finds wrong first (an index whose
+        entries disagree with its table: reads through it miss or misplace rows while every
+        row's hash still holds), or None. A full read of the files."""
+        ...
+
     # -- the search index (derived from the log; never truth)
 
     def index_position(self) -> int:

@@ -1148,6 +1148,11 @@ class PostgresBackend:
         so a coarser key, as SQLite's `recency`, would spare no index write."""
         return None
 
+    def damaged(self) -> str | None:
+        """None: the server checks its own pages (checksums, when the cluster has them); an
+        index's agreement with its table is `amcheck`'s, an extension threadlog does not install."""
+        return None
+
     # -- the search index (tsvector, GIN) ------------------------------------------------------------
     #
     # `search_docs.tsv` is generated from the text with the `simple` configuration (no stemming,

@@ -403,3 +403,29 @@ def test_a_planted_trigger_fails_verify_and_redact_refuses_to_run_under_it(templ
     conn.close()
     with Store(db) as store:
         store.verify()  # an extra table alone copies nothing
+
+
+@pytest.mark.parametrize("index", ["events_stream_offset", "streams_parent"])
+def test_a_damaged_index_fails_verify_though_every_hash_holds(tmp_path: Path, index: str) -> None:
+    """One flipped byte of one key in an index page: every row still verified, and reads through
+    the index missed events (`export T` wrote a shorter thread, with an end line agreeing)."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(thread_id="trip-to-lyon")
+        for i in range(5):
+            store.append_message(t, "user", f"question {i}")
+        store.fork(t, 3)
+        store.purge()
+    conn = sqlite3.connect(db)
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)).fetchone()[0]
+    conn.close()
+    data = bytearray(db.read_bytes())
+    start = (root - 1) * page_size
+    at = data.index(b"trip-to-lyon", start, start + page_size)
+    data[at + 5] ^= 0x20  # 't' of "to" -> 'T': the entry now sorts under another key
+    db.write_bytes(data)
+    with Store(db) as store, pytest.raises(IntegrityError, match="structure is damaged"):
+        store.verify()
+    result = CliRunner().invoke(cli, ["--db", str(db), "verify"])
+    assert result.exit_code == 1 and "structure is damaged" in result.output
