@@ -141,6 +141,33 @@ def test_demo_builds_forks_and_fan_out(run) -> None:  # type: ignore[no-untyped-
         store.verify()
 
 
+def test_a_demo_not_whole_yet_is_said_so_and_left_as_it_is(tmp_path: Path) -> None:
+    """A demo stopped part way (or still being built by another `threadlog demo`) read as built:
+    it printed half its explanation, then "thread 'None' not found"; `--json` said a tampered row."""
+    from tests.backends import file_dump
+    from threadlog.demo import DEMO_THREAD
+
+    db = tmp_path / "d.db"
+    with Store(db) as store:
+        store.create_thread(thread_id=DEMO_THREAD)
+    before = file_dump(db)
+    for args in (["demo"], ["demo", "--json"]):
+        result = CliRunner().invoke(cli, ["--db", str(db), *args])
+        assert result.exit_code == 1 and result.output.startswith("error: ") and "not whole yet" in result.output, result.output
+        assert result.output.count("\n") == 1 and file_dump(db) == before
+
+
+def test_demos_run_at_once_on_one_file_each_show_the_one_demo(tmp_path: Path) -> None:
+    procs = [subprocess.Popen([str(Path(sys.executable).with_name("threadlog")), "--db", "r.db", "demo", "--json"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [(proc.communicate(timeout=120), proc.returncode) for proc in procs]
+    done = [json.loads(out) for (out, _), code in outs if code == 0]
+    assert all(code == 0 or "not whole yet" in err for (_, err), code in outs), outs
+    assert done and sum(d["created"] for d in done) <= 1 and len({d["fork"] for d in done}) == 1
+    with Store(tmp_path / "r.db") as store:
+        assert len(store.all_threads()) == 4 and store.verify().streams == 4
+
+
 def script(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).with_name("threadlog")
     return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=60)

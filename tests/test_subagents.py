@@ -225,6 +225,25 @@ def test_siblings_reporting_at_once_all_land_and_close_the_launch_once(tmp_path:
         s.verify()
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_one_sub_agent_reported_twice_at_once_beside_a_sibling_lands_once(tmp_path: Path, backend: str) -> None:
+    """Two processes reporting one sub-agent while its sibling reports: the later one built its
+    message against the head before the sibling's report (placeholder results and all), met the
+    first one's event id with other content, and exited 1; reporting again writes nothing."""
+    target = str(tmp_path / "r.db") if backend == "sqlite" else postgres_url()
+    for _ in range(6):  # a race: each round meets it about one time in four
+        with Store(target) as s:
+            parent, (first, second) = _launch(s, ["part a", "part b"])
+            for kid in (first, second):
+                s.append_message(kid, "assistant", f"answer of {kid}")
+        with started_together([["-c", _REPORTER, target, kid] for kid in (first, first, second)]) as procs:
+            all_done(procs, timeout=120)
+        with Store(target) as s:
+            delivered = list(s.read(parent, 3))
+            assert sorted(_notification(e.data["content"]).findtext("task-id") for e in delivered) == sorted([first, second])
+            s.verify()
+
+
 def _raise(store: Store, thread: str, interrupt_id: str, question: str) -> int:
     event = {"type": "interrupt.raised", "data": {"interrupt_id": interrupt_id, "question": question}}
     return store.append(thread, [event])[0].offset

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from eventstore import Store
+from eventstore import Store, StoreError
 from projections import display_rows
 
 from .render import row_line, tree_lines
@@ -25,10 +25,31 @@ def build_demo(store: Store) -> tuple[dict[str, object], bool]:
     were built now (False when the file already held the demo).
     """
     if store.ids_starting(DEMO_THREAD, 1) == [DEMO_THREAD]:
-        below = store.subtree(DEMO_THREAD)[1:]
-        forks = [t.id for t in below if t.kind == "fork"]
-        return {"thread": DEMO_THREAD, "fork": forks[0] if forks else None,
-                "subagents": [t.id for t in below if t.kind == "subagent"]}, False
+        return _built(store), False
+    try:
+        ids = _build(store)
+    except StoreError:
+        if store.ids_starting(DEMO_THREAD, 1) == [DEMO_THREAD]:  # another `threadlog demo` started it meanwhile
+            return _built(store), False
+        raise
+    return ids, True
+
+
+def _built(store: Store) -> dict[str, object]:
+    """The ids of the demo a file holds, once it holds it whole; else `StoreError` saying so (a
+    demo is about fifteen writes: another `threadlog demo` may be building it, or one was stopped)."""
+    below = store.subtree(DEMO_THREAD)[1:]
+    forks = [t.id for t in below if t.kind == "fork"]
+    subagents = [t.id for t in below if t.kind == "subagent"]
+    last = list(store.read(DEMO_THREAD, max(store.head(DEMO_THREAD) - 1, 0)))
+    if not forks or len(subagents) != 2 or not last or last[-1].data.get("role") != "user":  # the report is last
+        raise StoreError(f"{store.path} holds a demo conversation that is not whole yet: another `threadlog demo` is "
+                         "building it, or one was stopped part way; run it again in a moment, or on a new file "
+                         "(threadlog --db demo.db demo)")
+    return {"thread": DEMO_THREAD, "fork": forks[0], "subagents": subagents}
+
+
+def _build(store: Store) -> dict[str, object]:
     t = store.create_thread(
         title="Trip to Lyon",
         system="You plan train trips.",
@@ -71,7 +92,7 @@ def build_demo(store: Store) -> tuple[dict[str, object], bool]:
     subagents = store.fan_out(t, ["Find a hotel near Lyon Part-Dieu.", "Check Friday's weather in Lyon."])
     store.append_message(subagents[0], "assistant", "Hotel Part-Dieu: 92 EUR a night, 3 minutes from the station.")
     report(store, subagents[0])
-    return {"thread": t, "fork": early, "subagents": subagents}, True
+    return {"thread": t, "fork": early, "subagents": subagents}
 
 
 def demo_lines(store: Store, ids: dict[str, object], built: bool) -> Iterator[str]:

@@ -109,10 +109,7 @@ def _deliver(store: Store, parent: str, launched_at: int, subagent: str, notific
     if that is still its head (else `ConcurrencyError`)."""
     delivered = store.event(meta["event_id"])
     if delivered is not None:  # a retry: returned as it was, whatever the parent did since
-        if compare and not delivered.redacted and delivered.data["content"][-1] != notification:
-            raise InvalidEvent("text", f"event {meta['causation_id']!r} of {subagent!r} was already reported, with other "
-                               f"text or status, at position {delivered.position} of {parent!r}")
-        return delivered
+        return _reported(delivered, parent, subagent, notification, meta, compare)
     head = store.head(parent)  # read first: the append expects it, so nothing moves the parent in between
     waiting = store.pending_tool_uses(parent)
     if waiting and any(event.type == "message.appended" and event.data.get("role") == "assistant"
@@ -126,7 +123,25 @@ def _deliver(store: Store, parent: str, launched_at: int, subagent: str, notific
                                      for tool_use_id in waiting]
     answer.append(notification)
     event = {"type": "message.appended", "data": {"role": "user", "content": answer}, "meta": meta}
-    return store.append(parent, [event], expect=head)[0]
+    try:
+        return store.append(parent, [event], expect=head)[0]
+    except InvalidEvent:
+        # Another process delivered the same report meanwhile, built against another head (its
+        # placeholder results differ): a retry, returned as it was. (It exited 1 with "already
+        # stored with different content", where reporting again writes nothing.)
+        delivered = store.event(meta["event_id"])
+        if delivered is None:
+            raise
+        return _reported(delivered, parent, subagent, notification, meta, compare)
+
+
+def _reported(delivered: RecordedEvent, parent: str, subagent: str, notification: dict[str, str], meta: dict[str, str],
+              compare: bool) -> RecordedEvent:
+    """A report delivered before, returned; refused when it was given other text or status."""
+    if compare and not delivered.redacted and delivered.data["content"][-1] != notification:
+        raise InvalidEvent("text", f"event {meta['causation_id']!r} of {subagent!r} was already reported, with other "
+                           f"text or status, at position {delivered.position} of {parent!r}")
+    return delivered
 
 
 def _answer(store: Store, subagent: str, own_from: int) -> tuple[RecordedEvent, str | None]:
