@@ -362,3 +362,46 @@ def test_ls_and_usage_align_columns_as_printed_with_escaped_ids(tmp_path: Path) 
     assert len({re.search(r"\d{4}-\d\d-\d\d ", row).start() for row in rows}) == 1, rows  # type: ignore[union-attr]
     code, usage, _ = invoke("--db", str(db), "usage", odd)
     assert code == 0 and len({len(row) for row in usage.splitlines()}) == 1, usage  # every row ends at one column
+
+
+def test_endless_input_is_refused_after_what_an_event_can_hold(tmp_path: Path) -> None:
+    """`yes | threadlog append T --content -` and `threadlog import events /dev/zero` read until
+    memory ran out (a MemoryError traceback, or the kernel's OOM killer)."""
+    import subprocess
+    import sys
+
+    exe = str(Path(sys.executable).with_name("threadlog"))
+    db = tmp_path / "d.db"
+    with Store(db) as store:
+        t = store.create_thread()
+    before = file_dump(db)
+    endless = subprocess.Popen(["yes"], stdout=subprocess.PIPE)
+    try:
+        done = subprocess.run([exe, "--db", str(db), "append", t, "--role", "user", "--content", "-"], stdin=endless.stdout,
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        endless.kill()
+        endless.wait()
+        assert endless.stdout is not None
+        endless.stdout.close()
+    assert done.returncode == 1 and done.stderr == "error: --content: standard input holds more than 64 MiB; an event holds " \
+                                                   "at most 32 MiB of JSON\n"
+    zeros = subprocess.run([exe, "--db", str(db), "import", "events", "/dev/zero"], capture_output=True, text=True, timeout=120)
+    assert zeros.returncode == 1 and "/dev/zero: line 1: is longer than 64 MiB" in zeros.stderr and "Traceback" not in zeros.stderr
+    assert file_dump(db) == before
+
+
+def test_verify_json_reports_a_file_too_damaged_to_open_as_a_failed_check(tmp_path: Path) -> None:
+    """It printed no JSON at all, only the `error:` line, where --json promises the report either way."""
+    db = tmp_path / "d.db"
+    with Store(db) as store:
+        t = store.create_thread()
+        for i in range(200):
+            store.append_message(t, "user", f"message {i} " * 20)
+        store.purge()
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(db.read_bytes()[:50_000])
+    result = CliRunner().invoke(cli, ["--db", str(cut), "verify", "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["position"] is None and "damaged" in report["error"]

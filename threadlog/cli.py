@@ -23,6 +23,7 @@ import click
 from eventstore import IntegrityError, InvalidEvent, RestoreReport, Store, StoreError, ThreadNotFound
 from eventstore.errors import MISSHAPEN, SchemaTooOld, empty_file, misshapen
 from eventstore.events import MAX_DEPTH
+from eventstore.prepare import MAX_EVENT_BYTES
 from eventstore.store import MAX_TIMEOUT, is_url, special_file
 
 from projections import (
@@ -82,6 +83,8 @@ class _Group(click.Group):
             _fail(f"input is not UTF-8 text ({error.reason} at byte {error.start})")
         except RecursionError:  # an event nested too deeply, stored by an older release or by hand
             _fail("an event is nested too deeply to show; `threadlog verify` names its position")
+        except MemoryError:  # an input far larger than memory (a session file of gigabytes, a device)
+            _fail("out of memory: the input is larger than this machine can hold; nothing more was written")
         except MISSHAPEN as error:  # a stored event of the wrong shape (raw SQL wrote it): one line, as every refusal
             _fail(str(misshapen(error)))
 
@@ -261,6 +264,24 @@ def with_store(mode: str = "read") -> Callable[[Callable[..., Any]], Callable[..
     return decorate
 
 
+def _failed_check_as_json(func: Callable[..., Any]) -> Callable[..., Any]:
+    """With --json, a file too damaged to open or read through is reported as a failed check
+    (`{"ok": false, "position": null, ...}`, exit 1), as the command's help promises."""
+
+    @functools.wraps(func)
+    def wrapper(**kwargs: Any) -> Any:
+        try:
+            return func(**kwargs)
+        except StoreError as error:
+            if not kwargs.get("as_json") or isinstance(error, InvalidEvent):  # a malformed checkpoint is the caller's
+                raise
+            _emit_json({"ok": False, "position": None, "error": _cli_words(str(error)),
+                        "checkpoint": kwargs.get("checkpoint") or kwargs.get("since")})
+            sys.exit(1)
+
+    return wrapper
+
+
 def _remove_if_empty(path: str) -> None:
     """A refused command leaves no database behind where there was none (`threadlog new
     --db typo.db …` refused, an import of a bad file into a new file): the file it created
@@ -286,12 +307,24 @@ def pager_option(func: F) -> F:
                         help="Print straight to stdout even on a terminal (else long output goes through $PAGER).")(func)
 
 
-def _read_text(path: str) -> str:
-    """A file's text, or standard input's for `-`; refuses bytes that are not UTF-8."""
+# The most an option's file (or standard input) may hold: twice what an event holds, room for
+# JSON written loosely. (`yes | threadlog append T --content -` read until memory ran out.)
+MAX_INPUT_BYTES = 2 * MAX_EVENT_BYTES
+
+
+def _read_text(path: str, option: str) -> str:
+    """A file's text, or standard input's for `-`; refuses bytes that are not UTF-8, and more
+    than `MAX_INPUT_BYTES`."""
     if path == "-":
-        return sys.stdin.buffer.read().decode("utf-8")
-    with open(path, "rb") as file:
-        return file.read().decode("utf-8")
+        data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+    else:
+        with open(path, "rb") as file:
+            data = file.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        where = "standard input" if path == "-" else path
+        raise StoreError(f"{option}: {where} holds more than {MAX_INPUT_BYTES // 2**20} MiB; an event holds at most "
+                         f"{MAX_EVENT_BYTES // 2**20} MiB of JSON")
+    return data.decode("utf-8")
 
 
 def _parse_json(text: str, what: str, or_text: bool = False) -> Any:
@@ -406,7 +439,7 @@ def append(store: Store, thread: str, role: str, text: str | None, content_file:
     """Append a message to THREAD; prints its offset and position."""
     if (text is None) == (content_file is None):
         raise click.UsageError("give exactly one of --text or --content")
-    content = text if text is not None else _parse_json(_read_text(content_file or "-"), "--content")
+    content = text if text is not None else _parse_json(_read_text(content_file or "-", "--content"), "--content")
     meta = {"actor": actor} if actor else {}
     _recorded(store.append_message(thread, role, content, expect="any" if expect is None else expect, **meta), as_json)
 
@@ -425,7 +458,7 @@ def emit(store: Store, thread: str, type_: str, data_text: str | None, data_file
     """Append one event of any TYPE to THREAD; prints its offset and position."""
     if (data_text is None) == (data_file is None):
         raise click.UsageError("give exactly one of --data or --data-file")
-    data = _parse_json(data_text if data_text is not None else _read_text(data_file or "-"), "--data")
+    data = _parse_json(data_text if data_text is not None else _read_text(data_file or "-", "--data-file"), "--data")
     meta = _parse_json(meta_text, "--event-meta") if meta_text else {}
     event = {"type": type_, "data": data, "meta": meta}
     _recorded(store.append(thread, [event], expect="any" if expect is None else expect)[0], as_json)
@@ -816,6 +849,7 @@ def snapshot(store: Store, thread: str | None, drop: bool, as_json: bool) -> Non
 @click.option("--since", "since", metavar="C",
               help="Check only the events appended after checkpoint C, and print the checkpoint extended over them.")
 @json_option
+@_failed_check_as_json
 @with_store()
 def verify(store: Store, checkpoint: str | None, since: str | None, as_json: bool) -> None:
     """Recompute every hash chain and stored column; exit 0 when all hold, 1 naming the first bad position.

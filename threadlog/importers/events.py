@@ -12,11 +12,20 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import InvalidEvent, RestoreReport, Store
+from eventstore.prepare import MAX_EVENT_BYTES
+
+
+# The longest line an export holds: one event (at most 32 MiB of JSON) with its meta and hashes,
+# with room. A longer one (a device, a file that is no export) is refused, not read whole.
+MAX_LINE_BYTES = 2 * MAX_EVENT_BYTES
 
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(raw) > MAX_LINE_BYTES:
+                raise InvalidEvent(f"line {number}", f"is longer than {MAX_LINE_BYTES // 2**20} MiB; an export line holds "
+                                   f"one event, at most {MAX_EVENT_BYTES // 2**20} MiB of JSON")
             if not raw.strip():
                 continue
             try:
