@@ -74,6 +74,23 @@ def test_ask_records_a_turn_and_request_check_proves_it(tmp_path: Path, api: Mes
     assert "cache read" in table and "total" in table
 
 
+def test_request_check_after_ask_on_a_retrieval_fork_proves_it(tmp_path: Path, api: MessagesAPI) -> None:
+    """`request` opened the file read-only, and the search index, behind by the answer and the
+    run's end written after it caught up, could not catch up: "open it writable once"."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--system", "s", "--model", "claude-test-1", db=db).stdout.strip()
+    for i in range(3):
+        threadlog("append", t, "--role", "user", "--text", f"note {i} about trains", db=db)
+        threadlog("append", t, "--role", "assistant", "--text", f"reply {i} about hotels", db=db)
+    fork = threadlog("fork", t, "--context", "note", "--retrieval", "per-turn", db=db).stdout.split()[0]
+    api.reply_json(message([{"type": "text", "text": "Trains at 8."}]))
+    done = threadlog("ask", fork, "tell me about trains", db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
+    assert done.returncode == 0, done.stderr
+    assert "[retrieval]" in json.dumps(api.requests[0].json)
+    check = threadlog("request", fork, "--check", db=db)
+    assert check.returncode == 0 and check.stdout.startswith("ok"), check.stderr
+
+
 def test_ask_without_a_key_is_one_error_line(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()

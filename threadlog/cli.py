@@ -1168,7 +1168,7 @@ def _client() -> Any:
 @click.option("--model", help="The model to name (default: the thread's).")
 @click.option("--no-cache", is_flag=True, help="Leave out the cache_control breakpoints.")
 @json_option
-@with_store()
+@with_store("search")  # a note fork's retrieval reads the search index, brought up to date when the file may be written
 def request_command(store: Store, thread: str, at: int | None, check: bool, model: str | None, no_cache: bool, as_json: bool) -> None:
     """THREAD as the keyword arguments of client.messages.create, as JSON; --check says whether
     each recorded request still rebuilds byte for byte (exit 1 when one does not)."""
