@@ -283,8 +283,11 @@ class Backend(Protocol):
         """Like `range`, but only what a fold needs."""
         ...
 
-    def all_events(self, after: int, limit: int | None) -> Iterator[EventRow]:
-        """Every event with position > `after`, in position order, at most `limit`."""
+    def all_events(self, after: int, limit: int | None, whole: bool = False) -> Iterator[EventRow]:
+        """Every event with position > `after`, in position order, at most `limit`: those no
+        later commit can come before (what a reader tailing the log may resume after), or,
+        `whole` inside `read_transaction`, every one its snapshot holds (a backup, a verify:
+        read beside the streams' rows of the same snapshot)."""
         ...
 
     def stored_events(self, after: int = 0, upto: int | None = None) -> Iterator[tuple[Any, ...]]:
@@ -339,7 +342,8 @@ class Backend(Protocol):
     def damaged(self) -> str | None:
         """What the engine's own check of its files' structure finds wrong first (an index whose
         entries disagree with its table: reads through it miss or misplace rows while every
-        row's hash still holds), or None. A full read of the files."""
+        row's hash still holds), or None. A full read of the files, safe to run in another
+        thread while this backend reads (it reads through a connection of its own)."""
         ...
 
     # -- the search index (derived from the log; never truth)

@@ -1048,15 +1048,16 @@ class PostgresBackend:
             (stream_id, _NO_BOUND if hi is None else hi, lo - 1, None), tuple, 0,
         )
 
-    def all_events(self, after: int, limit: int | None) -> Iterator[EventRow]:
+    def all_events(self, after: int, limit: int | None, whole: bool = False) -> Iterator[EventRow]:
         """Every visible event after `after`, in position order: only those below the snapshot's
         `xmin`, so one committed late with a lower position is never skipped (module doc).
 
-        Inside `read_transaction` every event its snapshot holds: the one snapshot the streams'
-        rows are read in too (`verify`, a backup). Cut at `xmin` there, the events of every
-        transaction that committed while any other was open (in any database of the server)
-        were missing beside their streams' heads: verify failed, and a backup left them out."""
-        visible = "true" if self._snapshot else _VISIBLE
+        `whole` inside `read_transaction`: every event its snapshot holds, the one snapshot the
+        streams' rows are read in too (`verify`, a backup). Cut at `xmin` there, the events of
+        every transaction that committed while any other was open (in any database of the
+        server) were missing beside their streams' heads: verify failed, and a backup left
+        them out. (Not for a tail: a lower position may still commit after them.)"""
+        visible = "true" if whole and self._snapshot else _VISIBLE
         return self._paged(
             f"SELECT {EVENT_COLUMNS} FROM events WHERE {visible} AND position > %s ORDER BY position LIMIT %s",
             (after, limit), EventRow, 0,
@@ -1064,7 +1065,7 @@ class PostgresBackend:
 
     def stored_events(self, after: int = 0, upto: int | None = None) -> Iterator[EventRow]:
         """`all_events`: the text forms (this backend decodes in SQL)."""
-        rows = self.all_events(after, None)
+        rows = self.all_events(after, None, whole=True)
         return rows if upto is None else itertools.takewhile(lambda row: bool(row.position <= upto), rows)
 
     @_translated

@@ -185,6 +185,9 @@ def prepare(event: Any, field: str | int, event_id: str | None = None, restoring
     except (ValueError, TypeError) as error:
         raise InvalidEvent(f"{field}.meta", f"not storable as UTF-8 JSON ({error})") from None
     _check_size(data_json, field)
+    if len(meta_json) > MAX_EVENT_BYTES // 4 and not restoring and (size := len(meta_json.encode("utf-8"))) > MAX_EVENT_BYTES:
+        # Its export line must stay one an import reads (`importers/events.py`'s line limit).
+        raise InvalidEvent(f"{field}.meta", f"is {size} bytes of JSON; an event's meta holds at most {MAX_EVENT_BYTES} (32 MiB)")
     explicit = "event_id" in meta
     event_id = check_id(f"{field}.meta.event_id", meta["event_id"]) if explicit else event_id or new_event_id()
     return PreparedEvent(type_, CATALOGUE[type_].schema_version, data, data_json, data_digest, meta, meta_json, event_id, explicit)

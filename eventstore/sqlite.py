@@ -993,7 +993,8 @@ class SQLiteBackend:
         )
         return self._rows(cursor, tuple)
 
-    def all_events(self, after: int, limit: int | None) -> Iterator[EventRow]:
+    def all_events(self, after: int, limit: int | None, whole: bool = False) -> Iterator[EventRow]:
+        # Commits take positions in their order here: the two readings of `whole` are one.
         # A row holding text that is not UTF-8 (only raw SQL writes one) comes with that text as
         # its bytes, as in `stored_events`: `from_row` and `verify --since` name its position.
         query = f"SELECT {EVENT_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?"
@@ -1124,9 +1125,18 @@ class SQLiteBackend:
 
     @_translated
     def damaged(self) -> str | None:
+        """On a connection of its own, so `verify` runs it in a thread beside its scan (SQLite
+        runs the check without holding Python's lock): None for an in-memory database, which
+        no byte of a file stands for."""
         # `quick_check` reads the pages but not whether each index matches its table: a flipped
         # byte in an index key passed it, and `log T` and `export T` then left events out.
-        rows = self.conn.execute("PRAGMA integrity_check(1)").fetchall()
+        if self.path == ":memory:":
+            return None
+        conn = _connect(self.path, 30.0, read_only=True)  # a reader: in WAL mode nothing blocks it
+        try:
+            rows = conn.execute("PRAGMA integrity_check(1)").fetchall()
+        finally:
+            conn.close()
         found = str(rows[0][0]) if rows else "ok"
         return None if found == "ok" else found
 

@@ -693,11 +693,16 @@ class Store:
         """
         return map(from_row, self._history(thread, start, stop, self.backend.range))
 
-    def read_all(self, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]:
-        """Every event with position > `after`, in global (commit) order."""
+    def read_all(self, after: int = 0, limit: int | None = None, *, whole: bool = False) -> Iterator[RecordedEvent]:
+        """Every event with position > `after`, in global (commit) order: a reader tailing the
+        log may resume after the last one it read, no event can commit before it later.
+
+        `whole=True` inside `consistent()`: every event of that view, for a reader that must
+        agree with the view's threads (a backup). On PostgreSQL a position below one of these
+        may still commit after the view: not a place to resume a tail from."""
         check_index("after", after, what="a position")
         check_index("limit", limit, what="a count", optional=True)
-        return map(from_row, self.backend.all_events(after, limit))
+        return map(from_row, self.backend.all_events(after, limit, whole))
 
     def read_data(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, dict[str, Any]]]:
         """The logical history as lean (offset, type, data) tuples, for projections that fold.

@@ -13,7 +13,8 @@ The log keeps what the model produced; the request is the API-valid view of it, 
   `functions.bash:0`, an empty id) is sent as `api_tool_id` makes it, in the call and in its
   result alike, so the pair still matches; so is an id a call before it used (the log takes an
   id again once its result is in, and the API refuses repeated ids);
-- a tool result's own blocks lose their blank texts and stored `cache_control` too.
+- a tool result's own blocks lose their blank texts, and their stored `cache_control` when
+  with the request's own breakpoints they would be more than the API allows.
 
 With `cache=True` there are at most three breakpoints (the API allows 4): the end of the
 system prompt (tools and system are the head of every request of the thread), the last block
@@ -117,6 +118,12 @@ def anthropic_request(
             content = list(messages[index]["content"])  # the view's own list may be shared: copy, then mark
             content[block] = _mark(content[block])
             messages[index] = {"role": messages[index]["role"], "content": content}
+        # Stored marks were removed from every top-level block: the request's own are these.
+        placed = bool(system or tools) + len(dict.fromkeys(w for w in marks if w is not None))
+        if placed + _nested_marks(messages) > MAX_BREAKPOINTS:
+            messages = _without_nested_marks(messages)
+    elif _nested_marks(messages):
+        messages = _without_nested_marks(messages)  # no breakpoints asked for: none sent
     # Key order: as the SDK's `create` writes its body (max_tokens, messages, model, system, thinking, tools).
     budget = (state.thinking or {}).get("budget_tokens")
     default = DEFAULT_MAX_TOKENS + budget if isinstance(budget, int) else DEFAULT_MAX_TOKENS
@@ -167,17 +174,37 @@ def _to_clean(block: Json) -> bool:
     if "cache_control" in block or (kind == "text" and _blank(block)) or (kind in _TOOL_ID and _foreign(block, kind)):
         return True
     inner = block.get("content") if kind == "tool_result" else None
-    return isinstance(inner, list) and any(isinstance(b, dict) and ("cache_control" in b or _blank(b)) for b in inner)
+    return isinstance(inner, list) and any(isinstance(b, dict) and _blank(b) for b in inner)
 
 
 def _api_block(block: Json) -> Json:
     """A stored block as the request sends it (see `_cleaned`)."""
     block = _api_ids(_uncached(block))
     inner = block.get("content") if block.get("type") == "tool_result" else None
-    if isinstance(inner, list) and any(isinstance(b, dict) and ("cache_control" in b or _blank(b)) for b in inner):
-        kept = [_uncached(b) for b in inner if not (isinstance(b, dict) and _blank(b))]
+    if isinstance(inner, list) and any(isinstance(b, dict) and _blank(b) for b in inner):
+        kept = [b for b in inner if not (isinstance(b, dict) and _blank(b))]
         block = {k: v for k, v in block.items() if k != "content"} | ({"content": kept} if kept else {})
     return block
+
+
+MAX_BREAKPOINTS = 4  # the API's limit on cache_control blocks in one request
+
+
+def _nested_marks(messages: list[Json]) -> int:
+    return sum(1 for m in messages for b in m["content"] if b.get("type") == "tool_result" and isinstance(b.get("content"), list)
+               for inner in b["content"] if isinstance(inner, dict) and "cache_control" in inner)
+
+
+def _without_nested_marks(messages: list[Json]) -> list[Json]:
+    """The messages with no `cache_control` inside tool results (a tool's own blocks may carry
+    them): kept while the request stays within `MAX_BREAKPOINTS`, as earlier releases sent
+    them (a recorded request still rebuilds), removed, all, when they would push it past."""
+    out = []
+    for message in messages:
+        content = [{**b, "content": [_uncached(i) if isinstance(i, dict) else i for i in b["content"]]}
+                   if b.get("type") == "tool_result" and isinstance(b.get("content"), list) else b for b in message["content"]]
+        out.append({"role": message["role"], "content": content})
+    return out
 
 
 def _unique_ids(messages: list[Json], origins: dict[int, int]) -> list[Json]:
@@ -186,6 +213,7 @@ def _unique_ids(messages: list[Json], origins: dict[int, int]) -> list[Json]:
     sent as `api_tool_id` of `<id>#<n>`, in the call and in the result that answers it, in the
     next message: the API refuses a request whose tool_use ids repeat."""
     seen: set[str] = set()
+    uses: dict[str, int] = {}  # an id -> the last n its renaming took (starting there keeps this linear)
     for index, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
@@ -194,9 +222,10 @@ def _unique_ids(messages: list[Json], origins: dict[int, int]) -> list[Json]:
             if block.get("type") == "tool_use":
                 tool_id = block["id"]
                 if tool_id in seen:
-                    n = 2
+                    n = uses.get(tool_id, 1) + 1
                     while (fresh := api_tool_id(f"{tool_id}#{n}")) in seen:
                         n += 1
+                    uses[tool_id] = n
                     renamed[tool_id] = fresh
                     tool_id = fresh
                 seen.add(tool_id)

@@ -387,7 +387,7 @@ def test_endless_input_is_refused_after_what_an_event_can_hold(tmp_path: Path) -
     assert done.returncode == 1 and done.stderr == "error: --content: standard input holds more than 64 MiB; an event holds " \
                                                    "at most 32 MiB of JSON\n"
     zeros = subprocess.run([exe, "--db", str(db), "import", "events", "/dev/zero"], capture_output=True, text=True, timeout=120)
-    assert zeros.returncode == 1 and "/dev/zero: line 1: is longer than 64 MiB" in zeros.stderr and "Traceback" not in zeros.stderr
+    assert zeros.returncode == 1 and "/dev/zero: line 1: is longer than 65 MiB" in zeros.stderr and "Traceback" not in zeros.stderr
     assert file_dump(db) == before
 
 

@@ -375,6 +375,26 @@ def test_rerun_asks_first_a_question_its_fork_ends_on(file_store: Store, api: Me
     assert [m.content[0]["text"] for m in thread_state(file_store, fork).messages][-2:] == ["And a hotel?", "Hotel Lumière."]
 
 
+def test_rerun_of_a_prompt_an_earlier_release_stored_laxly_is_refused_before_forking(file_store: Store, api: MessagesAPI) -> None:
+    """Blocks are checked strictly since this release (`"enabled": "true"` is refused); a prompt
+    an earlier release took so cannot be sent again as it is: refused by offset, nothing forked."""
+    from eventstore import InvalidEvent
+    from eventstore.prepare import prepare
+
+    t = thread(file_store)
+    api.reply_json(message(text("Hi.")))
+    run_turn(file_store, t, "Hello", client(api))
+    lax = [{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "The sky is blue."},
+            "citations": {"enabled": "true"}}, {"type": "text", "text": "What colour?"}]
+    stored = file_store.append_prepared(t, [prepare({"type": "message.appended", "data": {"role": "user", "content": lax}}, 0,
+                                                    restoring=True)])[0]
+    threads = len(file_store.all_threads())
+    with pytest.raises(InvalidEvent, match=rf"offset {stored.offset}: the user message there cannot be sent again as stored: "
+                                           r".*citations.enabled.*nothing was forked"):
+        rerun(file_store, t, 2, client(api), model="claude-other")
+    assert len(file_store.all_threads()) == threads and len(api.requests) == 1
+
+
 def test_a_max_tokens_the_sdk_will_not_wait_for_unstreamed_is_streamed(file_store: Store, api: MessagesAPI) -> None:
     """The SDK refuses, before sending, a call it expects to take over 10 minutes unstreamed (a
     max_tokens of 32,000, or a thinking budget's): the ValueError ended the turn, and the CLI

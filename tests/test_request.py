@@ -269,6 +269,19 @@ def test_a_tool_results_own_blocks_lose_blank_texts_and_breakpoints(mem: Store) 
     validate_request(kwargs)
 
 
+def test_a_tool_results_own_breakpoint_is_kept_while_the_request_stays_within_four(mem: Store) -> None:
+    """As earlier releases sent it: a request they sent, and the API took, still rebuilds to the
+    same bytes (`check_request` of a turn recorded then)."""
+    t = mem.create_thread(system="sys", model=MODEL, tools=[{"name": "w", "input_schema": {"type": "object"}}])
+    mem.append_message(t, "user", "go")
+    mem.append_message(t, "assistant", [use("tu_1")])
+    marked = {"type": "text", "text": "part", "cache_control": {"type": "ephemeral"}}
+    mem.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu_1", "content": [marked]}])
+    kwargs = anthropic_request(mem, t)
+    assert breakpoints(kwargs) == 2 and kwargs["messages"][2]["content"][0]["content"] == [marked]  # 3 with the nested one
+    assert "cache_control" not in json.dumps(anthropic_request(mem, t, cache=False))
+
+
 def test_a_sub_agents_shared_breakpoint_is_found_when_its_call_id_is_sent_mapped(mem: Store) -> None:
     """The siblings' shared breakpoint is on the placeholder result that opens each sub-agent's
     messages, found by the stored block's identity; a result sent with its id mapped is a copy,

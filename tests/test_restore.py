@@ -397,6 +397,22 @@ def test_an_export_holding_a_block_value_no_longer_accepted_restores(tmp_path: P
         assert list(b.read(t))[-1].data["content"] == lax
 
 
+def test_an_export_of_the_largest_event_an_append_takes_restores(tmp_path: Path) -> None:
+    """Only data was capped (32 MiB): an actor of 35 MiB beside 30 MiB of text was taken, and its
+    68 MB export line was then past the import's line limit. Meta is capped too now, and the
+    largest event an append takes restores from its export."""
+    big = 30 * 2**20
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        with pytest.raises(InvalidEvent, match=r"events\[0\]\.meta: is \d+ bytes of JSON; an event's meta holds at most"):
+            a.append_message(t, "user", "x", actor="a" * (33 * 2**20))
+        a.append_message(t, "user", "x" * big, actor="a" * big)
+        backup = write(tmp_path / "all.jsonl", export_all(a))
+    with Store(tmp_path / "b.db") as b:
+        assert import_events(b, backup).added == 2
+        assert len(next(b.read(t, 1)).meta["actor"]) == big
+
+
 def test_a_long_thread_restores_a_batch_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One thread's events were held until the stream changed: a 186 MB export of one thread
     peaked at 1.3 GB (123 MB now). Each write now takes at most RUN_EVENTS of them, and what

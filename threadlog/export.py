@@ -67,7 +67,7 @@ def export_all(store: Store) -> Iterator[dict[str, Any]]:
         for info in store.all_threads():
             streams += 1
             yield _stream(info)
-        for event in store.read_all():
+        for event in store.read_all(whole=True):  # every event of the view its stream lines come from
             events += 1
             yield {"event": event.to_json()}
         yield _end(streams, events)

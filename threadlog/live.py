@@ -34,6 +34,7 @@ import anthropic
 import httpx2
 
 from eventstore import ConcurrencyError, InvalidEvent, RecordedEvent, Store, StoreError
+from eventstore.prepare import prepare
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
 
 from .signals import handled
@@ -592,17 +593,23 @@ def rerun(
     Returns the fork; `diff(store, thread, fork)` shows both answers side by side.
     A replayed turn that fails or is interrupted stops the replay (the fork keeps it)."""
     prompts = [
-        data["content"]
-        for _, type_, data in store.read_data(thread, at)
+        (offset, data["content"])
+        for offset, type_, data in store.read_data(thread, at)
         if type_ == "message.appended" and data.get("role") == "user"
         and not any(b.get("type") == "tool_result" for b in data.get("content", []))
     ]
+    for offset, content in prompts:  # checked as run_turn will, before the fork is made
+        try:
+            prepare({"type": "message.appended", "data": {"role": "user", "content": content}}, "prompt")
+        except InvalidEvent as error:  # stored by an earlier release, which checked blocks laxly
+            raise InvalidEvent(f"offset {offset}", f"the user message there cannot be sent again as stored: {error}; "
+                               "nothing was forked") from None
     fork = store.fork(thread, at, metadata="inherit")
     view = thread_state(store, fork).messages
     # A fork whose history ends on the user's message (a turn that failed there, answered later
     # by a retry with no new text): that question is asked first, or it would merge with the next.
     pending: list[str | list[Json] | None] = [None] if view and view[-1].role == "user" else []
-    for content in [*pending, *prompts]:
+    for content in [*pending, *(content for _, content in prompts)]:
         turn = run_turn(store, fork, content, client, model, tools, stream, max_tokens=max_tokens)
         if turn.status != "ok":
             break

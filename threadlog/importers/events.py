@@ -15,9 +15,10 @@ from eventstore import InvalidEvent, RestoreReport, Store
 from eventstore.prepare import MAX_EVENT_BYTES
 
 
-# The longest line an export holds: one event (at most 32 MiB of JSON) with its meta and hashes,
-# with room. A longer one (a device, a file that is no export) is refused, not read whole.
-MAX_LINE_BYTES = 2 * MAX_EVENT_BYTES
+# The longest line an export holds: one event, its data and its meta at most 32 MiB of JSON each,
+# with its ids, times and hashes. A longer one (a device, a file that is no export) is refused,
+# not read whole.
+MAX_LINE_BYTES = 2 * MAX_EVENT_BYTES + 2**20
 
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
@@ -25,7 +26,7 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
         for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
             if len(raw) > MAX_LINE_BYTES:
                 raise InvalidEvent(f"line {number}", f"is longer than {MAX_LINE_BYTES // 2**20} MiB; an export line holds "
-                                   f"one event, at most {MAX_EVENT_BYTES // 2**20} MiB of JSON")
+                                   f"one event, its data and its meta at most {MAX_EVENT_BYTES // 2**20} MiB of JSON each")
             if not raw.strip():
                 continue
             try:
