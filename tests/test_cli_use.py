@@ -205,6 +205,25 @@ def test_a_read_only_file_in_a_read_only_directory_can_be_read_and_verified() ->
         home.rmdir()
 
 
+def test_a_search_in_a_file_it_may_not_write_in_a_directory_it_may_searches_what_the_index_covers(tmp_path: Path) -> None:
+    """SQLite opens a file it may not write read-only without a word when the directory is
+    writable: the store took itself for writable, and the catch-up's write was refused (" …
+    is read-only; open a writable copy")."""
+    path = tmp_path / "ro.db"
+    with Store(path) as store:
+        t = store.create_thread(title="kept")
+        store.append_message(t, "user", "read me")
+        update_index(store)
+        store.append_message(t, "user", "searched later")
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here")
+    try:
+        done = subprocess.run([THREADLOG, "search", "read", "--db", str(path)], capture_output=True, text=True, timeout=60)
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    assert done.returncode == 0 and "**read** me" in done.stdout and "newer events are not searched" in done.stderr, done.stderr
+
+
 def test_a_search_in_a_file_it_may_not_write_searches_what_the_index_covers(tmp_path: Path) -> None:
     """`search` brings the index up to date first, a write: in a file this user may not write
     (here immutable, which binds root too) it refused ("… is read-only; open a writable copy

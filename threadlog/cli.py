@@ -216,6 +216,9 @@ def _open(path: str, mode: str, timeout: float) -> Store:
         raise empty_file(path)
     writable: dict[str, Any] = {"timeout": timeout} if url else {"timeout": timeout, "on_wait": _waiting}
     if mode == "search":  # writes only to bring the index up to date: a file it may not write is searched as it is
+        if not url and path != ":memory:" and not os.access(path, os.W_OK):
+            # SQLite opens such a file read-only without a word: the catch-up's write then failed.
+            return Store(path, timeout=timeout, read_only=True)
         try:
             return Store(path, **writable)
         except StoreError:
