@@ -84,9 +84,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import re
 import select
-import urllib.parse
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
@@ -99,6 +97,7 @@ from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, Event
                       doc_pieces,
                       StoredSnapshot, StreamRow, chain_order, query_words)
 from .errors import KeyClash, SchemaError, SchemaTooOld, StoreError, unsendable
+from .urls import safe_url, without_passwords as _without_passwords
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
 
 SCHEMA_VERSION = 1
@@ -381,43 +380,6 @@ _CLASSES = {
     "53": "the server for {path} ran out of resources ({error}); retry later",
     "XX": "the server for {path} reported damage ({error}); check the server's log and restore from a backup",
 }
-
-
-# A `password` parameter of a URL's query (libpq reads any parameter from there).
-_PASSWORD_PARAMETER = re.compile(r"([?&]password=)([^&#]*)", re.IGNORECASE)
-
-
-def _user_part(url: str) -> tuple[str, str, str] | None:
-    """A URL's text up to its password, the password, and the rest, the user part found as libpq
-    finds it: up to the first `@` before any `/`, whatever urllib would make of the rest (`?`
-    and `#` may be in a password, and a bracket left open stops urllib)."""
-    scheme, separator, rest = url.partition("://")
-    end = next((i for i, c in enumerate(rest) if c in "@/"), len(rest))
-    if not separator or end == len(rest) or rest[end] != "@" or ":" not in rest[:end]:
-        return None
-    colon = rest.index(":")
-    return scheme + separator + rest[:colon + 1], rest[colon + 1:end], rest[end:]
-
-
-def safe_url(url: str) -> str:
-    """The URL without its password, for messages: the user part's and a `password` parameter's."""
-    found = _user_part(url)
-    if found is not None:
-        url = found[0] + "***" + found[2]
-    return _PASSWORD_PARAMETER.sub(r"\1***", url)
-
-
-def _without_passwords(text: str, url: str) -> str:
-    """`text` (a driver's message about `url`, which may quote the URL or a piece of it) with
-    every password the URL holds, as written and decoded, replaced by `***`."""
-    found = _user_part(url)
-    written = [found[1]] if found is not None else []
-    written += [value for _, value in _PASSWORD_PARAMETER.findall(url)]
-    secrets = {secret for value in written for secret in (value, urllib.parse.unquote(value)) if secret}
-    text = text.replace(url, safe_url(url))
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
 
 
 # What leaves the driver for a statement it could not send or the server refused: text that

@@ -136,6 +136,13 @@ def test_a_read_only_open_writes_nothing_and_the_viewer_serves_the_database() ->
         page = client.get("/thread", params={"id": thread})
     assert page.status_code == 200
     assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt; a train to Lyon" in page.text
+    # A URL's password (this server does not ask for one, so any opens it) was on every page.
+    secret = url.replace("postgresql://postgres@", "postgresql://postgres:S3cretPW@")
+    assert secret != url
+    with TestClient(create_app(secret), base_url="http://127.0.0.1") as client:
+        pages = [client.get("/"), client.get("/thread", params={"id": thread}), client.get("/thread", params={"id": "nope"})]
+    assert [p.status_code for p in pages] == [200, 200, 404]
+    assert all("S3cretPW" not in p.text and "postgres:***@" in p.text for p in pages)
 
 
 def test_two_processes_creating_the_schema_at_once_both_succeed_and_create_it_once() -> None:

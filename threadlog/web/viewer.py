@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from eventstore import Store
+from eventstore.urls import safe_url
 
 from .integrity import Integrity
 from .render import visible
@@ -27,7 +28,8 @@ class Viewer:
         return Store(self.path, read_only=True)
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        html = self.env.get_template(template).render(request=request, path=self.path, **context)
+        # The database's name as pages show it: a URL's password left out (it was on every page).
+        html = self.env.get_template(template).render(request=request, path=safe_url(self.path), **context)
         return HTMLResponse(visible(html), status_code=status)
 
 
