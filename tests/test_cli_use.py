@@ -205,16 +205,21 @@ def test_a_read_only_file_in_a_read_only_directory_can_be_read_and_verified() ->
         home.rmdir()
 
 
-def test_a_search_in_a_file_it_may_not_write_in_a_directory_it_may_searches_what_the_index_covers(tmp_path: Path) -> None:
-    """SQLite opens a file it may not write read-only without a word when the directory is
-    writable: the store took itself for writable, and the catch-up's write was refused (" …
-    is read-only; open a writable copy")."""
-    path = tmp_path / "ro.db"
+def _half_indexed(path: Path) -> None:
+    """A file whose search index covers its first message and not the one after."""
     with Store(path) as store:
         t = store.create_thread(title="kept")
         store.append_message(t, "user", "read me")
         update_index(store)
         store.append_message(t, "user", "searched later")
+
+
+def test_a_search_in_a_file_it_may_not_write_in_a_directory_it_may_searches_what_the_index_covers(tmp_path: Path) -> None:
+    """SQLite opens a file it may not write read-only without a word when the directory is
+    writable: the store took itself for writable, and the catch-up's write was refused (" …
+    is read-only; open a writable copy")."""
+    path = tmp_path / "ro.db"
+    _half_indexed(path)
     if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
         pytest.skip("chattr +i is not available here")
     try:
@@ -232,11 +237,7 @@ def test_a_search_in_a_file_it_may_not_write_searches_what_the_index_covers(tmp_
     home = tmp_path / "ro"
     home.mkdir()
     path = home / "ro.db"
-    with Store(path) as store:
-        t = store.create_thread(title="kept")
-        store.append_message(t, "user", "read me")
-        update_index(store)
-        store.append_message(t, "user", "searched later")
+    _half_indexed(path)
     before = path.read_bytes()
     if subprocess.run(["chattr", "+i", str(path), str(home)], capture_output=True).returncode != 0:
         pytest.skip("chattr +i is not available here")

@@ -332,7 +332,8 @@ def test_a_huge_message_is_shown_clipped_not_whole(tmp_path: Path) -> None:
         assert page.status_code == 200
         assert len(page.content) < 400_000, len(page.content)
         assert "start " in page.text and " end" in page.text
-        assert page.text.count("bytes elided") >= 3
+        # Text is cut around its middle; JSON (a tool's input) after its head, encoded no further.
+        assert page.text.count("bytes elided") + page.text.count("(cut: the rest is not shown)") >= 3
 
 
 def test_a_huge_title_is_shown_clipped_on_the_list_the_thread_and_the_replay(tmp_path: Path) -> None:
@@ -488,3 +489,88 @@ def test_a_stored_event_of_the_wrong_shape_is_the_viewers_error_page(tmp_path: P
             response = c.get(page)
             assert response.status_code == 500 and 'id="error-message">a stored event does not have the shape' in response.text
             assert "`threadlog verify` names it" in response.text, page
+
+
+def test_a_live_stream_from_past_the_head_is_a_400(client: TestClient) -> None:
+    """It was taken, and the first poll raised inside the stream (a server traceback; the
+    browser saw the connection drop)."""
+    response = client.get("/live", params={"id": "t", "after": 0, "from": 99})
+    assert response.status_code == 400 and "from 99 is past the thread&#39;s 3 events" in response.text
+
+
+def test_a_redaction_reaches_an_open_page_s_row(served: tuple[str, Path]) -> None:
+    """The redaction's record is appended at the head; the update re-sent the rows near it and
+    not the redacted one, far back: an open page kept showing the erased text."""
+    base, path = served
+    with Store(path) as store:
+        t = store.create_thread(thread_id="erased-live")
+        secret = store.append_message(t, "user", "my card 4111")
+        for i in range(30):
+            store.append_message(t, "assistant" if i % 2 == 0 else "user", f"m{i}")
+        after = store.last_position()
+    with urllib.request.urlopen(f"{base}/live?id=erased-live&after={after}&from=0", timeout=20) as stream:
+        assert stream.readline() == b": connected\n"
+        with Store(path) as store:
+            store.redact(secret.position, reason="pci", actor="ops")
+        line = b""
+        while not line.startswith(b"data:"):
+            line = stream.readline()
+    update = json.loads(line[5:])
+    assert any(item["id"].startswith(f"r-{secret.event_id}") for item in update["items"]), [i["id"] for i in update["items"]]
+    assert "4111" not in line.decode()
+
+
+def test_markdown_a_page_renders_is_bounded_and_the_rest_shown_as_text(tmp_path: Path) -> None:
+    """Markdown made of its own markup (`![![…`) costs markdown-it ~13 µs a character: a page of
+    100 such 64 kB messages took 86 s. One string is rendered up to 16 kB, a page up to 128 kB
+    of text that is not plain prose; the rest is shown escaped, preformatted."""
+    path = tmp_path / "md.db"
+    with Store(path) as store:
+        t = store.create_thread(thread_id="md")
+        store.append_message(t, "user", "*short* one")
+        store.append_message(t, "assistant", "![" * 9000)  # 18 kB: over one string's cap
+        for i in range(12):
+            store.append_message(t, "user" if i % 2 else "assistant", f"**m{i}** " + "[a](" * 3000)  # 12 kB each
+        store.append_message(t, "user", "*last* one")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/thread", params={"id": "md"}).text
+    assert "<em>short</em>" in page and "<pre>![![" in page
+    assert page.count("<strong>m") == 10 and page.count("<pre>**m") == 2  # 120 of its 128 kB, then as text
+    assert "<em>last</em> one" in page  # what is left of the budget still renders a short one
+
+
+def test_long_lists_on_pages_are_cut_with_a_count(tmp_path: Path) -> None:
+    """30,000 todos made a 28 MB replay page; a chain of 3,000 forks a 362 kB lineage bar; a tool
+    input of 3 million numbers took 0.9 s to encode whole before it was cut."""
+    path = tmp_path / "long.db"
+    with Store(path) as store:
+        t = store.create_thread(thread_id="root")
+        store.append_message(t, "user", "go")
+        store.append(t, [{"type": "todos.set", "data": {"todos": [{"content": f"task {i}", "status": "pending"} for i in range(300)]}}])
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": "tu_1", "name": "n", "input": {"l": list(range(300_000))}}])
+        store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu_1", "content": "ok"}])
+        chain = t
+        for i in range(30):
+            chain = store.fork(chain, fork_id=f"chain{i:02d}")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        replay = c.get("/replay", params={"id": "root"}).text
+        thread = c.get("/thread", params={"id": "root"}).text
+        deep = c.get("/thread", params={"id": chain}).text
+    assert replay.count("task ") == 100 and "and 200 more" in replay
+    assert "(cut: the rest is not shown)" in thread and "299999" not in thread
+    lineage = deep.split('<nav class="lineage"', 1)[1].split("</nav>", 1)[0]
+    assert lineage.count("<a href") == 10 and "20 more forks" in lineage and "<code>root</code>" in lineage  # root, 9 nearest
+
+
+def test_a_message_of_many_blocks_shows_its_first_rows_and_counts_the_rest(tmp_path: Path) -> None:
+    """A page is 100 events, and each block one row with its provenance: one message of 50,000
+    blocks (a 1.4 MB file) made a 28 MB page."""
+    path = tmp_path / "blocks.db"
+    with Store(path) as store:
+        t = store.create_thread(thread_id="blocks")
+        store.append_message(t, "user", [{"type": "text", "text": f"part {i}"} for i in range(5000)])
+        store.append_message(t, "assistant", "done")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/thread", params={"id": "blocks"})
+    assert page.status_code == 200 and len(page.content) < 400_000
+    assert "part 199<" in page.text and "part 200<" not in page.text and "and 4800 more blocks" in page.text and "done" in page.text

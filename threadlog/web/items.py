@@ -22,6 +22,7 @@ from projections import Row, display_rows
 # The forks one card names (the fork tree has them all): a thread forked 10,000 times made a
 # 1.1 MB page of fork cards, 250 forks an offset.
 CARD_FORKS = 20
+ROWS_PER_EVENT = 200  # rows a page shows of one event (a message's blocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +73,7 @@ def thread_items(store: Store, thread: str, start: int, stop: int, at: int | Non
     rows = display_rows(store, thread, at, start=start, stop=stop)
     events = {event.offset: event for event in store.read(thread, start, stop)}
     redactions = _redactions(store, [event for event in events.values() if event.redacted])
-    items = [_item(row, events.get(row.offset), redactions) for row in rows]
+    items = _capped([_item(row, events.get(row.offset), redactions) for row in rows])
     for event in events.values():
         if event.type == "event.redacted":
             items.append(Item(f"e-{event.event_id}", "redaction", event.offset, provenance=_provenance(event, None),
@@ -87,6 +88,23 @@ def thread_items(store: Store, thread: str, start: int, stop: int, at: int | Non
     order = {"fork_here": 2, "redaction": 1}
     items.sort(key=lambda item: (item.offset, order.get(item.kind, 0)))
     return items
+
+
+def _capped(items: list[Item]) -> list[Item]:
+    """At most `ROWS_PER_EVENT` rows of one event, then one `more_rows` item counting the rest: a
+    page is `PAGE` events, and one message of 50,000 blocks made a 28 MB page."""
+    out: list[Item] = []
+    count: dict[int, int] = {}
+    for item in items:
+        seen = count[item.offset] = count.get(item.offset, 0) + 1
+        if seen <= ROWS_PER_EVENT:
+            out.append(item)
+        elif seen == ROWS_PER_EVENT + 1:
+            out.append(Item(f"more-{item.offset}", "more_rows", item.offset))
+    for item in out:
+        if item.kind == "more_rows":
+            item.data = {"count": count[item.offset] - ROWS_PER_EVENT}
+    return out
 
 
 def _item(row: Row, event: RecordedEvent | None, redactions: dict[int, Redaction]) -> Item:

@@ -18,12 +18,15 @@ import json
 from collections.abc import AsyncIterator
 
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
+from eventstore import StoreError
+
 from .items import thread_items
 from .query import whole_number
-from .render import link, visible
+from .render import link, markdown_budget, visible
 from .viewer import Viewer, viewer
 
 INTERVAL = 0.25  # seconds between looks at the log
@@ -45,35 +48,51 @@ def _poll(view: Viewer, thread: str, position: int, start: int) -> tuple[int, st
         # A fork made from this thread: its card goes after the event it was forked at.
         offsets += [event.data["parent_offset"] - 1 for event in new
                     if event.type == "thread.forked" and event.data.get("parent_id") == thread]
+        # A redaction of an event this thread shows (its own or inherited): that row is sent again,
+        # erased (its record is appended at the head, far from it; the page kept the old text).
+        redacted = [event.data.get("position") for event in new if event.type == "event.redacted"]
+        if redacted:
+            lineage = {info.id for info in store.ancestry(thread)}
+            for target_position in redacted:
+                target = next(store.read_all(after=target_position - 1, limit=1), None) if isinstance(target_position, int) else None
+                if target is not None and target.position == target_position and target.stream_id in lineage:
+                    offsets.append(target.offset)
         if not offsets:
             return position, None
         head = store.head(thread)
-        low = max(start, min(offsets) - RESTATUS)
+        low = min(max(start, min(offsets) - RESTATUS), head)
         if head - low > LIMIT:  # a batch too big to send as rows: the page offers its latest page instead
             return position, json.dumps({"head": head, "position": position, "items": [], "reload": link("/thread", id=thread)})
         items = thread_items(store, thread, low, head)
     template = view.env.get_template("_item.html")
     # The id as the row's element holds it on the page (`visible`): the live script finds the row by it.
-    rendered = [{"id": visible(item.id), "html": visible(template.render(item=item, thread=thread))} for item in items]
+    with markdown_budget():
+        rendered = [{"id": visible(item.id), "html": visible(template.render(item=item, thread=thread))} for item in items]
     return position, json.dumps({"head": head, "position": position, "items": rendered})
 
 
-def _exists(view: Viewer, thread: str) -> None:
+def _exists(view: Viewer, thread: str, start: int) -> None:
     with view.open() as store:
-        store.thread(thread)
+        head = store.head(thread)
+    if start > head:  # the rows from `start` on: none there (a poll then failed mid-stream)
+        raise HTTPException(400, f"from {start} is past the thread's {head} events: pass 0..{head}")
 
 
 async def events(request: Request) -> StreamingResponse:
     view = viewer(request)
     thread = request.query_params.get("id") or ""
     after, start = whole_number(request, "after") or 0, whole_number(request, "from") or 0
-    await run_in_threadpool(_exists, view, thread)  # ThreadNotFound: a 404 page, not an empty stream
+    await run_in_threadpool(_exists, view, thread, start)  # ThreadNotFound: a 404 page, not an empty stream
 
     async def stream() -> AsyncIterator[str]:
         position, quiet = after, 0
         yield ": connected\n\n"
         while not await request.is_disconnected():
-            position, payload = await run_in_threadpool(_poll, view, thread, position, start)
+            try:
+                position, payload = await run_in_threadpool(_poll, view, thread, position, start)
+            except StoreError as error:  # the stream ends with what went wrong, not a server's traceback
+                yield f"event: failed\ndata: {json.dumps({'error': str(error)})}\n\n"
+                return
             if payload is not None:
                 yield f"event: rows\ndata: {payload}\n\n"
                 quiet = 0

@@ -27,6 +27,8 @@ from .viewer import viewer
 PAGE = 100  # events per thread page, messages per replay or blame page
 THREADS = 50  # threads per list page
 TREE_NODES = 500  # threads a fork tree draws
+SHOWN_TODOS = 100  # todos a replay page lists (30,000 of 900 characters made a 28 MB page)
+SHOWN_ANCESTORS = 10  # a thread page's lineage: its root and its nearest ancestors (3,000 made 362 kB)
 
 
 def _thread(request: Request, name: str = "id") -> str:
@@ -102,7 +104,8 @@ def thread_page(request: Request) -> Response:
         "latest": stop < end,
     }
     return view.render(request, "thread.html", info=info, chain=chain, title=title, items=items, start=start, stop=stop,
-                       end=end, at=at, pager=pager, badge=badge, live=at is None and stop == end, after=after, page=PAGE)
+                       end=end, at=at, pager=pager, badge=badge, live=at is None and stop == end, after=after, page=PAGE,
+                       shown_ancestors=SHOWN_ANCESTORS)
 
 
 def replay_page(request: Request) -> Response:
@@ -122,7 +125,7 @@ def replay_page(request: Request) -> Response:
         badge = view.integrity.badge(store.last_position())
     shown = messages[-PAGE:]
     return view.render(request, "replay.html", state=state, thread=thread, at=at, head=head, count=len(messages),
-                       messages=shown, hidden=len(messages) - len(shown), badge=badge)
+                       messages=shown, hidden=len(messages) - len(shown), badge=badge, shown_todos=SHOWN_TODOS)
 
 
 def tree_page(request: Request) -> Response:

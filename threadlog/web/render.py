@@ -7,8 +7,11 @@ so an id with `/`, `?` or `<` in it is still one id.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -18,7 +21,7 @@ from markupsafe import Markup, escape
 
 from projections.transcript import clip_middle
 
-from .markdown import render_markdown
+from .markdown import plain_html, render_markdown
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -67,12 +70,48 @@ def clip(value: Any) -> str:
     return clip_middle(text.encode("utf-8", "surrogatepass"), SHOWN_BYTES).decode("utf-8", "replace")
 
 
+# Markdown costs markdown-it up to ~13 µs a character on text made of its markup (`![![![…`),
+# against a fraction of that on prose: a page of 100 such 64 kB messages took 86 s. So one
+# string is rendered as Markdown up to `MARKDOWN_CHARS`, and one page (or live update) renders
+# at most `MARKDOWN_PAGE` characters that are not plain prose; past either, text is shown as it
+# is, preformatted. Plain prose (`plain_html`) costs next to nothing and is not counted.
+MARKDOWN_CHARS = 16 * 1024
+MARKDOWN_PAGE = 128 * 1024
+_markdown_left: ContextVar[int] = ContextVar("markdown_left", default=MARKDOWN_PAGE)
+
+
+@contextlib.contextmanager
+def markdown_budget() -> Iterator[None]:
+    """Render one page (or one live update) within `MARKDOWN_PAGE` characters of Markdown."""
+    token = _markdown_left.set(MARKDOWN_PAGE)
+    try:
+        yield
+    finally:
+        _markdown_left.reset(token)
+
+
 def _markdown(value: Any) -> Markup:
-    return render_markdown(clip(value))
+    text = clip(value)
+    if plain_html(text) is None:
+        left = _markdown_left.get()
+        if len(text) > MARKDOWN_CHARS or len(text) > left:
+            return Markup(f"<pre>{escape(text)}</pre>")
+        _markdown_left.set(left - len(text))
+    return render_markdown(text)
 
 
 def _pretty(value: Any) -> str:
-    return clip(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    """`value` as indented JSON, at most `SHOWN_BYTES` of it, encoded only that far (a tool
+    input of 3 million numbers took 0.9 s to encode whole before it was cut)."""
+    pieces: list[str] = []
+    size = 0
+    for piece in json.JSONEncoder(indent=2, ensure_ascii=False, default=str).iterencode(value):
+        pieces.append(piece)
+        size += len(piece)
+        if size > SHOWN_BYTES:
+            head = "".join(pieces).encode("utf-8", "surrogatepass")[:SHOWN_BYTES].decode("utf-8", "ignore")
+            return f"{head}\n… (cut: the rest is not shown)"
+    return "".join(pieces)
 
 
 def environment() -> Environment:

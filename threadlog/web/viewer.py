@@ -13,7 +13,7 @@ from eventstore import Store
 from eventstore.urls import safe_url
 
 from .integrity import Integrity
-from .render import visible
+from .render import markdown_budget, visible
 
 
 @dataclass
@@ -29,7 +29,8 @@ class Viewer:
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         # The database's name as pages show it: a URL's password left out (it was on every page).
-        html = self.env.get_template(template).render(request=request, path=safe_url(self.path), **context)
+        with markdown_budget():
+            html = self.env.get_template(template).render(request=request, path=safe_url(self.path), **context)
         return HTMLResponse(visible(html), status_code=status)
 
 

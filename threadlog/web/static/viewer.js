@@ -39,6 +39,10 @@ function liveRows() {
     if (state) state.textContent = "· live";
   });
   source.addEventListener("error", () => { if (state) state.textContent = "· reconnecting…"; });
+  source.addEventListener("failed", (message) => {  // the server could not read the thread: say so, stop
+    source.close();
+    if (state) state.textContent = `· live updates stopped: ${JSON.parse(message.data).error}`;
+  });
   source.addEventListener("rows", (message) => {
     const update = JSON.parse(message.data);
     if (update.reload) {  // too many new events to add here: offer the latest page instead
