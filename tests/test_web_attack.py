@@ -530,13 +530,18 @@ def test_markdown_a_page_renders_is_bounded_and_the_rest_shown_as_text(tmp_path:
         store.append_message(t, "user", "*short* one")
         store.append_message(t, "assistant", "![" * 9000)  # 18 kB: over one string's cap
         for i in range(12):
-            store.append_message(t, "user" if i % 2 else "assistant", f"**m{i}** " + "[a](" * 3000)  # 12 kB each
+            store.append_message(t, "user" if i % 2 else "assistant", f"**m{i}** " + "[a](" * 4000)  # ~12,000 markup each
         store.append_message(t, "user", "*last* one")
+        prose = "Here is what I found:\n\n" + "The deploy finished, and the service is healthy (latency is back).\n\n" * 20
+        for i in range(100):  # ordinary messages: their few markup characters cost next to nothing
+            store.append_message(t, "user" if i % 2 else "assistant", prose + f"Want *more {i}*?")
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
-        page = c.get("/thread", params={"id": "md"}).text
+        page = c.get("/thread", params={"id": "md", "start": 0}).text
+        prose_page = c.get("/thread", params={"id": "md", "start": 16}).text
     assert "<em>short</em>" in page and "<pre>![![" in page
-    assert page.count("<strong>m") == 10 and page.count("<pre>**m") == 2  # 120 of its 128 kB, then as text
+    assert page.count("<strong>m") == 10 and page.count("<pre>**m") == 2  # 120,040 of the page's 131,072, then as text
     assert "<em>last</em> one" in page  # what is left of the budget still renders a short one
+    assert prose_page.count("<em>more ") == 100 and "<pre>Here is" not in prose_page
 
 
 def test_long_lists_on_pages_are_cut_with_a_count(tmp_path: Path) -> None:
@@ -562,6 +567,14 @@ def test_long_lists_on_pages_are_cut_with_a_count(tmp_path: Path) -> None:
     assert lineage.count("<a href") == 10 and "20 more forks" in lineage and "<code>root</code>" in lineage  # root, 9 nearest
 
 
+def test_json_on_a_page_is_cut_by_its_bytes_not_its_characters() -> None:
+    from threadlog.web.render import SHOWN_BYTES, environment
+
+    for char in ("é", "字", "\U0001F600"):
+        shown = environment().filters["pretty"]({"s": char * 60_000})
+        assert "(cut: the rest is not shown)" in shown and len(shown.encode()) < SHOWN_BYTES + 100, (char, len(shown.encode()))
+
+
 def test_a_message_of_many_blocks_shows_its_first_rows_and_counts_the_rest(tmp_path: Path) -> None:
     """A page is 100 events, and each block one row with its provenance: one message of 50,000
     blocks (a 1.4 MB file) made a 28 MB page."""
@@ -574,3 +587,62 @@ def test_a_message_of_many_blocks_shows_its_first_rows_and_counts_the_rest(tmp_p
         page = c.get("/thread", params={"id": "blocks"})
     assert page.status_code == 200 and len(page.content) < 400_000
     assert "part 199<" in page.text and "part 200<" not in page.text and "and 4800 more blocks" in page.text and "done" in page.text
+    with Store(path) as store:
+        t = store.create_thread(thread_id="later")
+        store.append_message(t, "user", "hi")
+        store.append_message(t, "assistant", "hello")
+        store.append_message(t, "user", [{"type": "text", "text": f"part {i}"} for i in range(5000)])
+        other = store.fork(t, at=3, fork_id="other")
+        store.append_message(other, "user", "another question")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        replay, compared = c.get("/replay", params={"id": "blocks"}), c.get("/diff", params={"a": "later", "b": "other"})
+    for shown in (replay, compared):  # 10,000 blocks of 3 kB each made 30 MB of either
+        assert shown.status_code == 200 and len(shown.content) < 400_000 and "and 4800 more blocks" in shown.text
+
+
+def test_a_live_stream_over_an_event_of_the_wrong_shape_ends_with_a_failed_event(tmp_path: Path) -> None:
+    """The poll's AttributeError escaped the stream: the server logged a traceback, the
+    connection dropped, and the browser reconnected to fail again, over and over."""
+    path = tmp_path / "shape.db"
+    with Store(path) as store:
+        t = store.create_thread(thread_id="T")
+        store.append_message(t, "user", "a")
+        store.append_message(t, "assistant", "b")
+        f = store.fork(t, fork_id="F")
+        after = store.last_position()
+    proc, base = _serve(path, "127.0.0.1")
+    try:
+        with urllib.request.urlopen(f"{base}/live?id=F&after={after}&from=0", timeout=20) as stream:
+            assert stream.readline() == b": connected\n"
+            with Store(path) as store:
+                store.append_message(f, "user", "c")
+            conn = sqlite3.connect(path)
+            conn.execute('UPDATE events SET data = ? WHERE stream_id = ? AND "offset" = ?',
+                         (json.dumps({"options": 5, "parent_id": "T", "parent_offset": 3}), "F", 3))
+            conn.commit()
+            conn.close()
+            lines = [stream.readline() for _ in range(3)]
+    finally:
+        _stop(proc)
+    assert lines[1] == b"event: failed\n" and b"altered outside threadlog" in lines[2], lines  # after the comment's blank line
+
+
+def test_a_redaction_re_sends_only_rows_the_open_page_shows(served: tuple[str, Path]) -> None:
+    """A redaction anywhere in the lineage re-sent every row from it to the head: a page from
+    offset 50 got 101 rows for a redaction at offset 1, which it does not show."""
+    base, path = served
+    with Store(path) as store:
+        t = store.create_thread(thread_id="long-live")
+        early = store.append_message(t, "user", "early secret")
+        for i in range(150):
+            store.append_message(t, "assistant" if i % 2 == 0 else "user", f"m{i}")
+        after = store.last_position()
+    with urllib.request.urlopen(f"{base}/live?id=long-live&after={after}&from=50", timeout=20) as stream:
+        assert stream.readline() == b": connected\n"
+        with Store(path) as store:
+            store.redact(early.position, reason="pii", actor="ops")
+        line = b""
+        while not line.startswith(b"data:"):
+            line = stream.readline()
+    update = json.loads(line[5:])
+    assert len(update["items"]) <= 21, len(update["items"])  # the redaction's record and the rows just before it

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from eventstore import StoreError
+from eventstore.errors import MISSHAPEN, misshapen
 
 from .items import thread_items
 from .query import whole_number
@@ -50,16 +51,20 @@ def _poll(view: Viewer, thread: str, position: int, start: int) -> tuple[int, st
                     if event.type == "thread.forked" and event.data.get("parent_id") == thread]
         # A redaction of an event this thread shows (its own or inherited): that row is sent again,
         # erased (its record is appended at the head, far from it; the page kept the old text).
+        head = store.head(thread)
         redacted = [event.data.get("position") for event in new if event.type == "event.redacted"]
         if redacted:
-            lineage = {info.id for info in store.ancestry(thread)}
+            # How far this thread shows each stream of its lineage: its own to its head, an
+            # ancestor's below the offset its child forked at.
+            chain = store.ancestry(thread)
+            shown = {info.id: (chain[i - 1].parent_offset if i else head) for i, info in enumerate(chain)}
             for target_position in redacted:
                 target = next(store.read_all(after=target_position - 1, limit=1), None) if isinstance(target_position, int) else None
-                if target is not None and target.position == target_position and target.stream_id in lineage:
+                if (target is not None and target.position == target_position and target.stream_id in shown
+                        and start <= target.offset < (shown[target.stream_id] or 0)):
                     offsets.append(target.offset)
         if not offsets:
             return position, None
-        head = store.head(thread)
         low = min(max(start, min(offsets) - RESTATUS), head)
         if head - low > LIMIT:  # a batch too big to send as rows: the page offers its latest page instead
             return position, json.dumps({"head": head, "position": position, "items": [], "reload": link("/thread", id=thread)})
@@ -90,8 +95,9 @@ async def events(request: Request) -> StreamingResponse:
         while not await request.is_disconnected():
             try:
                 position, payload = await run_in_threadpool(_poll, view, thread, position, start)
-            except StoreError as error:  # the stream ends with what went wrong, not a server's traceback
-                yield f"event: failed\ndata: {json.dumps({'error': str(error)})}\n\n"
+            except (StoreError, *MISSHAPEN) as error:  # the stream ends with what went wrong, not a server's traceback
+                why = str(error) if isinstance(error, StoreError) else str(misshapen(error))
+                yield f"event: failed\ndata: {json.dumps({'error': why})}\n\n"
                 return
             if payload is not None:
                 yield f"event: rows\ndata: {payload}\n\n"

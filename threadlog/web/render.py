@@ -21,7 +21,7 @@ from markupsafe import Markup, escape
 
 from projections.transcript import clip_middle
 
-from .markdown import plain_html, render_markdown
+from .markdown import render_markdown
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -71,10 +71,12 @@ def clip(value: Any) -> str:
 
 
 # Markdown costs markdown-it up to ~13 µs a character on text made of its markup (`![![![…`),
-# against a fraction of that on prose: a page of 100 such 64 kB messages took 86 s. So one
-# string is rendered as Markdown up to `MARKDOWN_CHARS`, and one page (or live update) renders
-# at most `MARKDOWN_PAGE` characters that are not plain prose; past either, text is shown as it
-# is, preformatted. Plain prose (`plain_html`) costs next to nothing and is not counted.
+# against a fraction of that on prose and code (100 messages of 1.7 kB prose: 33 ms; 20 kB of
+# fenced code: 1 ms): a page of 100 such 64 kB messages took 86 s. What it costs follows the
+# markup characters (`MARKUP`) a text holds, so those are counted: a string holding more than
+# `MARKDOWN_CHARS` of them, or more than a page (or live update) has left of `MARKDOWN_PAGE`,
+# is shown as it is, preformatted.
+MARKUP = "[]()!*_`<"
 MARKDOWN_CHARS = 16 * 1024
 MARKDOWN_PAGE = 128 * 1024
 _markdown_left: ContextVar[int] = ContextVar("markdown_left", default=MARKDOWN_PAGE)
@@ -92,11 +94,12 @@ def markdown_budget() -> Iterator[None]:
 
 def _markdown(value: Any) -> Markup:
     text = clip(value)
-    if plain_html(text) is None:
+    markup = sum(map(text.count, MARKUP))
+    if markup:
         left = _markdown_left.get()
-        if len(text) > MARKDOWN_CHARS or len(text) > left:
+        if markup > MARKDOWN_CHARS or markup > left:
             return Markup(f"<pre>{escape(text)}</pre>")
-        _markdown_left.set(left - len(text))
+        _markdown_left.set(left - markup)
     return render_markdown(text)
 
 
@@ -107,7 +110,7 @@ def _pretty(value: Any) -> str:
     size = 0
     for piece in json.JSONEncoder(indent=2, ensure_ascii=False, default=str).iterencode(value):
         pieces.append(piece)
-        size += len(piece)
+        size += len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
         if size > SHOWN_BYTES:
             head = "".join(pieces).encode("utf-8", "surrogatepass")[:SHOWN_BYTES].decode("utf-8", "ignore")
             return f"{head}\n… (cut: the rest is not shown)"

@@ -13,6 +13,7 @@ from eventstore import Store
 from eventstore.urls import safe_url
 
 from .integrity import Integrity
+from .items import ROWS_PER_EVENT
 from .render import markdown_budget, visible
 
 
@@ -30,7 +31,8 @@ class Viewer:
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         # The database's name as pages show it: a URL's password left out (it was on every page).
         with markdown_budget():
-            html = self.env.get_template(template).render(request=request, path=safe_url(self.path), **context)
+            html = self.env.get_template(template).render(request=request, path=safe_url(self.path),
+                                                          rows_per_event=ROWS_PER_EVENT, **context)
         return HTMLResponse(visible(html), status_code=status)
 
 
