@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -498,23 +499,30 @@ def test_a_live_stream_from_past_the_head_is_a_400(client: TestClient) -> None:
     assert response.status_code == 400 and "from 99 is past the thread&#39;s 3 events" in response.text
 
 
-def test_a_redaction_reaches_an_open_page_s_row(served: tuple[str, Path]) -> None:
-    """The redaction's record is appended at the head; the update re-sent the rows near it and
-    not the redacted one, far back: an open page kept showing the erased text."""
+def _redacted_while_open(served: tuple[str, Path], thread: str, more: int, start: int) -> tuple[Any, bytes]:
+    """A thread whose first message is a secret and `more` after it; a page open on it from
+    `start` (its live stream), then the secret redacted: (the secret's record, the update's line)."""
     base, path = served
     with Store(path) as store:
-        t = store.create_thread(thread_id="erased-live")
+        t = store.create_thread(thread_id=thread)
         secret = store.append_message(t, "user", "my card 4111")
-        for i in range(30):
+        for i in range(more):
             store.append_message(t, "assistant" if i % 2 == 0 else "user", f"m{i}")
         after = store.last_position()
-    with urllib.request.urlopen(f"{base}/live?id=erased-live&after={after}&from=0", timeout=20) as stream:
+    with urllib.request.urlopen(f"{base}/live?id={thread}&after={after}&from={start}", timeout=20) as stream:
         assert stream.readline() == b": connected\n"
         with Store(path) as store:
             store.redact(secret.position, reason="pci", actor="ops")
         line = b""
         while not line.startswith(b"data:"):
             line = stream.readline()
+    return secret, line
+
+
+def test_a_redaction_reaches_an_open_page_s_row(served: tuple[str, Path]) -> None:
+    """The redaction's record is appended at the head; the update re-sent the rows near it and
+    not the redacted one, far back: an open page kept showing the erased text."""
+    secret, line = _redacted_while_open(served, "erased-live", 30, 0)
     update = json.loads(line[5:])
     assert any(item["id"].startswith(f"r-{secret.event_id}") for item in update["items"]), [i["id"] for i in update["items"]]
     assert "4111" not in line.decode()
@@ -630,19 +638,6 @@ def test_a_live_stream_over_an_event_of_the_wrong_shape_ends_with_a_failed_event
 def test_a_redaction_re_sends_only_rows_the_open_page_shows(served: tuple[str, Path]) -> None:
     """A redaction anywhere in the lineage re-sent every row from it to the head: a page from
     offset 50 got 101 rows for a redaction at offset 1, which it does not show."""
-    base, path = served
-    with Store(path) as store:
-        t = store.create_thread(thread_id="long-live")
-        early = store.append_message(t, "user", "early secret")
-        for i in range(150):
-            store.append_message(t, "assistant" if i % 2 == 0 else "user", f"m{i}")
-        after = store.last_position()
-    with urllib.request.urlopen(f"{base}/live?id=long-live&after={after}&from=50", timeout=20) as stream:
-        assert stream.readline() == b": connected\n"
-        with Store(path) as store:
-            store.redact(early.position, reason="pii", actor="ops")
-        line = b""
-        while not line.startswith(b"data:"):
-            line = stream.readline()
+    _, line = _redacted_while_open(served, "long-live", 150, 50)
     update = json.loads(line[5:])
     assert len(update["items"]) <= 21, len(update["items"])  # the redaction's record and the rows just before it
