@@ -162,3 +162,28 @@ def test_a_message_holding_what_json_cannot_runs_and_reads_back(tmp_path: Path, 
         shown = [e.data["content"] for e in store.read(next(iter(store.ids_starting("lg-")))) if e.type == "message.appended"]
         assert [b["text"] for blocks in shown for b in blocks if b["type"] == "text"] == ["hi", "hello"]
         assert store.verify().events > 0
+
+
+def test_a_long_thread_reads_back_in_a_new_process(tmp_path: Path) -> None:
+    """Each checkpoint stores only the messages appended since its parent: reading the value
+    back recursed once per checkpoint, and a saver that had not read the thread step by step
+    (a new process, a `copy_thread`) overflowed Python's stack at ~300 chat turns."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    path = tmp_path / "long.db"
+    config: Any = {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}
+    messages: list[Any] = []
+    with Store(path) as store:
+        saver = ThreadlogSaver(store)
+        for i in range(800):
+            messages = [*messages, (HumanMessage if i % 2 == 0 else AIMessage)(f"turn {i}", id=f"m{i}")]
+            checkpoint: Any = {**empty_checkpoint(), "id": str(uuid6(clock_seq=i)), "channel_values": {"messages": messages},
+                               "channel_versions": {"messages": i + 1}}
+            config = saver.put(config, checkpoint, {"step": i}, {"messages": i + 1})
+    with Store(path) as store:
+        fresh = ThreadlogSaver(store)  # as a new process: nothing read yet
+        got = fresh.get_tuple({"configurable": {"thread_id": "long", "checkpoint_ns": ""}})
+        assert got is not None and [m.content for m in got.checkpoint["channel_values"]["messages"]] == [f"turn {i}" for i in range(800)]
+        fresh.copy_thread("long", "long-copy")
+        copied = fresh.get_tuple({"configurable": {"thread_id": "long-copy", "checkpoint_ns": ""}})
+        assert copied is not None and len(copied.checkpoint["channel_values"]["messages"]) == 800

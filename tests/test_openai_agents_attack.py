@@ -332,3 +332,20 @@ def test_items_given_as_a_generator_are_all_counted_as_turns(db: Path) -> None:
         run(session.add_items(item for item in [user("q2"), {"role": "assistant", "content": "a2"}]))
         run(session.create_branch_from_turn(2, "b2"))
         assert [i["content"] for i in run(session.get_items())] == ["q1", "a1"]
+
+
+def test_items_of_a_branch_by_name_as_the_sdk_gives_them(db: Path) -> None:
+    """`get_items(branch_id=...)`, as `AdvancedSQLiteSession` takes it, was a TypeError."""
+    items = [user("one"), {"role": "assistant", "content": "a"}, user("two")]
+
+    async def both(session: Any) -> list[Any]:
+        await session.add_items(items)
+        await session.create_branch_from_turn(2, "alt")
+        await session.add_items([user("on alt")])
+        return [await session.get_items(branch_id="main"), await session.get_items(branch_id="alt"),
+                await session.get_items(1, branch_id="main"), await session.get_items()]
+
+    with Store(db) as store:
+        ours = run(both(ThreadlogSession("s", store)))
+    theirs = run(both(AdvancedSQLiteSession(session_id="s", db_path=str(db.with_name("sdk.db")), create_tables=True)))
+    assert ours == theirs and ours[0] == items and ours[1] == [*items[:2], user("on alt")]

@@ -265,9 +265,45 @@ class Line:
     def value(self, record: Record, channel: str, version: Any, serde: SerializerProtocol,
               avoid: set[int] | None = None) -> Any:
         """The value `channel` had at `version`, found on `record` or its nearest parent that
-        stored that version. Raises LookupError when no record holds it."""
+        stored that version. Raises LookupError when no record holds it.
+
+        A value stored as what was appended (`after`) rests on its parent's, which may rest on
+        its own: the chain is walked down in a loop to a value stored whole (or already read),
+        then built back up (read recursively, a thread of ~300 chat turns overflowed Python's
+        stack in any saver that had not read it step by step, as a new process)."""
         if avoid is None and (record.position, channel) in self.memo:
             return self.memo[(record.position, channel)]
+        steps: list[tuple[Record, Record, list[Any]]] = []  # (record asked, record holding it, the messages it appended)
+        asked, wanted = record, version
+        while True:
+            holder, stored = self._holding(asked, channel, wanted, avoid)
+            key = (holder.position, channel)
+            if key in self.memo and avoid is None:
+                value = self.memo[key]
+                break
+            if "w" in stored:  # the parent's write (for an `after` record: the messages appended)
+                stored = {**self.parent_write(holder, channel, stored["w"], avoid),
+                          **({"after": stored["after"]} if "after" in stored else {})}
+            decoded = decode(stored, serde)
+            if "after" not in stored:
+                value = self.memo[key] = decoded
+                break
+            parent = self.records.get(holder.data.get("parent_id") or "")
+            if parent is None:
+                raise LookupError(channel)
+            steps.append((asked, holder, decoded))
+            asked, wanted = parent, stored["after"]
+        if avoid is None:
+            self.memo[(asked.position, channel)] = value
+        for asked, holder, appended in reversed(steps):
+            value = self.memo[(holder.position, channel)] = [*value, *appended]
+            if avoid is None:
+                self.memo[(asked.position, channel)] = value
+        return value
+
+    def _holding(self, record: Record, channel: str, version: Any, avoid: set[int] | None) -> tuple[Record, Json]:
+        """(the record, `record` or its nearest parent, that stored `channel` at `version`, what
+        it stored); LookupError when none did."""
         if channel in record.data.get("absent", ()):
             raise LookupError(channel)
         seen: set[str] = set()
@@ -277,31 +313,12 @@ class Line:
                 raise Broken(channel)
             stored = current.data.get("values", {}).get(channel)
             if stored is not None and stored["v"] == version:
-                value = self._decoded(current, channel, stored, serde, avoid)
-                if avoid is None:
-                    self.memo[(record.position, channel)] = value
-                return value
+                return current, stored
             cid = current.data["checkpoint_id"]
             seen.add(cid)
             parent = current.data.get("parent_id")
             current = self.records.get(parent) if parent is not None and parent not in seen else None
         raise LookupError(channel)
-
-    def _decoded(self, record: Record, channel: str, stored: Json, serde: SerializerProtocol,
-                 avoid: set[int] | None) -> Any:
-        key = (record.position, channel)
-        if key in self.memo and avoid is None:
-            return self.memo[key]
-        if "w" in stored:  # the parent's write (for an `after` record: the messages appended)
-            stored = {**self.parent_write(record, channel, stored["w"], avoid), **({"after": stored["after"]} if "after" in stored else {})}
-        value = decode(stored, serde)
-        if "after" in stored:
-            parent = self.records.get(record.data.get("parent_id") or "")
-            if parent is None:
-                raise LookupError(channel)
-            value = [*self.value(parent, channel, stored["after"], serde, avoid), *value]
-        self.memo[key] = value
-        return value
 
     def parent_write(self, record: Record, channel: str, index: int, avoid: set[int] | None = None) -> Json:
         """The stored value of the `index`-th write (in log order) to `channel` against the

@@ -129,14 +129,15 @@ class ThreadlogSession:
 
     # -- the Session protocol ---------------------------------------------------------------
 
-    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The current branch's items, oldest first; with `limit` (or the settings' limit),
+    async def get_items(self, limit: int | None = None, branch_id: str | None = None) -> list[TResponseInputItem]:
+        """The current branch's items (or branch `branch_id`'s, as `AdvancedSQLiteSession` takes
+        it; [] for a branch that has none), oldest first; with `limit` (or the settings' limit),
         the latest `limit` of them. Reads the store every time: another process's writes show."""
         limit = resolve_session_limit(limit, self.session_settings)
         if limit == 0:
             return []
         count = limit if limit is not None and limit > 0 else None
-        while (view := self._current(create=False)) is not None:
+        while (view := self._current(create=False) if branch_id is None else self._resolve(branch_id)) is not None:
             rows = self._window(view, count)
             if rows is None:
                 continue  # the branch moved on: read where it lives now
