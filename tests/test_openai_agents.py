@@ -200,6 +200,7 @@ def test_finding_turns_by_content_answers_as_the_sdk_does(db: Path) -> None:
         {"role": "user", "content": [{"type": "input_text", "text": "What is in this picture?"},
                                      {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"}]},
         {"role": "user", "content": [{"type": "input_file", "filename": "lyon.pdf", "file_data": "data:application/pdf;base64,AA"}]},
+        {"role": "user", "content": "Un élan vers ÉTÉ, à Genève"},  # case folded for ASCII letters only, as SQLite's LIKE
     ]
     with Store(db) as store:
         session = ThreadlogSession("ana", store)
@@ -211,7 +212,7 @@ def test_finding_turns_by_content_answers_as_the_sdk_does(db: Path) -> None:
             return [(t["turn"], t["content"] if isinstance(t["full_content"], str) else None, t["full_content"])
                     for t in run(s.find_turns_by_content(term))]
 
-        for term in ("lyon", "SOUTH", "picture", "image", "file", "pdf"):
+        for term in ("lyon", "SOUTH", "picture", "image", "file", "pdf", "ÉLAN", "été", "GENÈVE", "un"):
             assert found(session, term) == found(oracle, term), term
         oracle.close()
 

@@ -39,6 +39,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -294,10 +295,11 @@ class ThreadlogSession:
 
     async def find_turns_by_content(self, search_term: str, branch_id: str | None = None) -> list[dict[str, Any]]:
         """The user turns whose text (a string, or its parts' `text`) contains `search_term`,
-        ignoring case; as in the SDK, `content` is the whole text, not a preview."""
-        wanted = search_term.lower()
+        ignoring the case of ASCII letters only, as the SDK does (SQLite's LIKE); as in the SDK,
+        `content` is the whole text, not a preview."""
+        wanted = re.compile(re.escape(search_term), re.IGNORECASE | re.ASCII)
         return [{**turn, "content": _preview(turn["full_content"], None)} for turn in await self.get_conversation_turns(branch_id)
-                if any(wanted in text.lower() for text in _texts(turn["full_content"]))]
+                if any(wanted.search(text) for text in _texts(turn["full_content"]))]
 
     # -- where a branch lives -------------------------------------------------------------------
 
