@@ -113,13 +113,13 @@ def anthropic_request(
         if _forked(view, state.parent_offset):
             shared = _shared_blocks(view, state.parent_offset or 0, state.kind == "subagent")
             marks.insert(0, _last_cacheable(messages, shared, origins))
-        for where in dict.fromkeys(w for w in marks if w is not None):
-            index, block = where
+        marked = list(dict.fromkeys(w for w in marks if w is not None))
+        for index, block in marked:
             content = list(messages[index]["content"])  # the view's own list may be shared: copy, then mark
             content[block] = _mark(content[block])
             messages[index] = {"role": messages[index]["role"], "content": content}
         # Stored marks were removed from every top-level block: the request's own are these.
-        placed = bool(system or tools) + len(dict.fromkeys(w for w in marks if w is not None))
+        placed = bool(system or tools) + len(marked)
         if placed + _nested_marks(messages) > MAX_BREAKPOINTS:
             messages = _without_nested_marks(messages)
     elif _nested_marks(messages):
@@ -173,16 +173,20 @@ def _to_clean(block: Json) -> bool:
     kind = block.get("type")
     if "cache_control" in block or (kind == "text" and _blank(block)) or (kind in _TOOL_ID and _foreign(block, kind)):
         return True
-    inner = block.get("content") if kind == "tool_result" else None
+    return _blank_inside(block)
+
+
+def _blank_inside(block: Json) -> bool:
+    """Whether a tool result's own blocks hold a blank text."""
+    inner = block.get("content") if block.get("type") == "tool_result" else None
     return isinstance(inner, list) and any(isinstance(b, dict) and _blank(b) for b in inner)
 
 
 def _api_block(block: Json) -> Json:
     """A stored block as the request sends it (see `_cleaned`)."""
     block = _api_ids(_uncached(block))
-    inner = block.get("content") if block.get("type") == "tool_result" else None
-    if isinstance(inner, list) and any(isinstance(b, dict) and _blank(b) for b in inner):
-        kept = [b for b in inner if not (isinstance(b, dict) and _blank(b))]
+    if _blank_inside(block):
+        kept = [b for b in block["content"] if not (isinstance(b, dict) and _blank(b))]
         block = {k: v for k, v in block.items() if k != "content"} | ({"content": kept} if kept else {})
     return block
 

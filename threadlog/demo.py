@@ -41,8 +41,8 @@ def _built(store: Store) -> dict[str, object]:
     below = store.subtree(DEMO_THREAD)[1:]
     forks = [t.id for t in below if t.kind == "fork"]
     subagents = [t.id for t in below if t.kind == "subagent"]
-    last = list(store.read(DEMO_THREAD, max(store.head(DEMO_THREAD) - 1, 0)))
-    if not forks or len(subagents) != 2 or not last or last[-1].data.get("role") != "user":  # the report is last
+    last = store.event_at(DEMO_THREAD, store.head(DEMO_THREAD) - 1)
+    if not forks or len(subagents) != 2 or last.data.get("role") != "user":  # the sub-agent's report is last
         raise StoreError(f"{store.path} holds a demo conversation that is not whole yet: another `threadlog demo` is "
                          "building it, or one was stopped part way; run it again in a moment, or on a new file "
                          "(threadlog --db demo.db demo)")

@@ -96,14 +96,23 @@ def message_record(message: BaseMessage, serde: SerializerProtocol) -> Json:
         return small
     if _plain(full):
         return full
-    kind, blob = serde.dumps_typed(message)
+    return _serialized(message, serde)
+
+
+def _serialized(value: Any, serde: SerializerProtocol) -> Json:
+    """`{"serde": type, "b64": data}`: `value` through the saver's LangGraph serializer."""
+    kind, blob = serde.dumps_typed(value)
     return {"serde": kind, "b64": base64.b64encode(blob).decode("ascii")}
+
+
+def _deserialized(record: Json, serde: SerializerProtocol) -> Any:
+    return serde.loads_typed((record["serde"], base64.b64decode(record["b64"])))
 
 
 def _messages(items: list[Json], serde: SerializerProtocol) -> list[BaseMessage]:
     if all("serde" not in item for item in items):
         return messages_from_dict(items)
-    return [serde.loads_typed((item["serde"], base64.b64decode(item["b64"]))) if "serde" in item
+    return [_deserialized(item, serde) if "serde" in item
             else messages_from_dict([item])[0] for item in items]
 
 
@@ -114,8 +123,7 @@ def encode(value: Any, version: Any, serde: SerializerProtocol, previous: Any = 
     record = _record(value, version, serde, previous, previous_version, 0)
     if "json" in record or "serde" in record or not _deeper_than(record, RECORD_DEPTH):
         return record
-    kind, blob = serde.dumps_typed(value)
-    return {"v": version, "serde": kind, "b64": base64.b64encode(blob).decode("ascii")}
+    return {"v": version, **_serialized(value, serde)}
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -149,8 +157,7 @@ def _record(value: Any, version: Any, serde: SerializerProtocol, previous: Any, 
         if list(value) != sorted(value):
             record["order"] = list(value)
         return record
-    kind, blob = serde.dumps_typed(value)
-    return {"v": version, "serde": kind, "b64": base64.b64encode(blob).decode("ascii")}
+    return {"v": version, **_serialized(value, serde)}
 
 
 def _bare(record: Json) -> Json:
@@ -169,7 +176,7 @@ def decode(record: Json, serde: SerializerProtocol) -> Any:
         return {key: decode(items[key], serde) for key in order}
     if "messages" in record:
         return _messages(record["messages"], serde)
-    return serde.loads_typed((record["serde"], base64.b64decode(record["b64"])))
+    return _deserialized(record, serde)
 
 
 def _text(content: Any) -> str:
