@@ -339,11 +339,15 @@ class Backend(Protocol):
         `threads()` would list such a stream out of order."""
         ...
 
-    def damaged(self) -> str | None:
+    def damaged(self, *, beside: bool = False) -> str | None:
         """What the engine's own check of its files' structure finds wrong first (an index whose
         entries disagree with its table: reads through it miss or misplace rows while every
-        row's hash still holds), or None. A full read of the files, safe to run in another
-        thread while this backend reads (it reads through a connection of its own)."""
+        row's hash still holds), or None. A full read of the files.
+
+        With `beside`, it reads through a connection of its own, so another thread may run it
+        while this backend reads, and raises `ReadersHeldOff` if that connection cannot begin
+        to read soon (a writer waiting on this backend's own read may hold new readers off):
+        the caller then runs it without `beside`, in its own read."""
         ...
 
     # -- the search index (derived from the log; never truth)

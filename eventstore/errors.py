@@ -97,6 +97,11 @@ class KeyClash(StoreError):
     then reads what the other writer stored (a retried append returns its records)."""
 
 
+class ReadersHeldOff(StoreError):
+    """A second connection could not begin to read: outside WAL mode a writer waiting to commit
+    holds new readers off until every open read ends, this process's own among them."""
+
+
 class StaleSnapshot(StoreError):
     """A snapshot was refused: an event it covers was redacted after its fold began."""
 

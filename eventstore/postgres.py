@@ -1111,7 +1111,7 @@ class PostgresBackend:
         so a coarser key, as SQLite's `recency`, would spare no index write."""
         return None
 
-    def damaged(self) -> str | None:
+    def damaged(self, *, beside: bool = False) -> str | None:
         """None: the server checks its own pages (checksums, when the cluster has them); an
         index's agreement with its table is `amcheck`'s, an extension threadlog does not install."""
         return None

@@ -35,7 +35,7 @@ import sqlite_utils
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       StoredSnapshot, StreamRow, chain_order, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
-from .errors import SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file, unsendable
+from .errors import ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file, unsendable
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
@@ -476,6 +476,8 @@ def _translated(method: Callable[Concatenate[SQLiteBackend, _P], _R]) -> Callabl
 
 
 _LAST_POSITION = 2**63 - 1  # SQLite's largest integer
+# Seconds the structure check's own connection waits to begin reading (`damaged(beside=True)`).
+_BESIDE_WAIT = 0.5
 
 
 def _next_position(last: int | None, count: int) -> int:
@@ -554,6 +556,13 @@ class _Wait(NamedTuple):
     notice: Callable[[], None]
     first: float
     rest: float
+
+
+def _structure_check(conn: sqlite3.Connection) -> str | None:
+    """SQLite's first complaint about the file's structure, or None."""
+    rows = conn.execute("PRAGMA integrity_check(1)").fetchall()
+    found = str(rows[0][0]) if rows else "ok"
+    return None if found == "ok" else found
 
 
 def _connect(path: str, timeout: float, read_only: bool) -> sqlite3.Connection:
@@ -1124,21 +1133,26 @@ class SQLiteBackend:
         return next((tuple(row) for row in rows if row is not None), None)
 
     @_translated
-    def damaged(self) -> str | None:
-        """On a connection of its own, so `verify` runs it in a thread beside its scan (SQLite
-        runs the check without holding Python's lock): None for an in-memory database, which
-        no byte of a file stands for."""
+    def damaged(self, *, beside: bool = False) -> str | None:
+        """None for an in-memory database, which no byte of a file stands for. `beside` waits
+        at most `_BESIDE_WAIT` for its connection to begin reading: outside WAL mode a writer
+        waiting to commit holds new readers off until this connection's read ends, and the
+        verify holding that read waits for the check."""
         # `quick_check` reads the pages but not whether each index matches its table: a flipped
         # byte in an index key passed it, and `log T` and `export T` then left events out.
         if self.path == ":memory:":
             return None
-        conn = _connect(self.path, 30.0, read_only=True)  # a reader: in WAL mode nothing blocks it
+        if not beside:
+            return _structure_check(self.conn)
+        conn = _connect(self.path, _BESIDE_WAIT, read_only=True)
         try:
-            rows = conn.execute("PRAGMA integrity_check(1)").fetchall()
+            return _structure_check(conn)
+        except sqlite3.OperationalError as error:
+            if getattr(error, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            raise ReadersHeldOff(f"{self.path}: a writer waiting to commit holds new readers off") from None
         finally:
             conn.close()
-        found = str(rows[0][0]) if rows else "ok"
-        return None if found == "ok" else found
 
     # -- the search index (FTS5) -------------------------------------------------------------------
     #
