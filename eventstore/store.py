@@ -1119,5 +1119,5 @@ _STRUCTURAL = {
     "run.finished": ("run_id", "status"),
     "interrupt.raised": ("interrupt_id", "tool_use_id"),
     "interrupt.resolved": ("interrupt_id",),
-    "interrupt.cancelled": ("interrupt_id", "reason"),
+    "interrupt.cancelled": ("interrupt_id",),  # its reason is free text
 }

@@ -68,6 +68,8 @@ def plant(store: Store) -> tuple[dict[str, int], dict[str, str]]:
     put("question", t, {"type": "interrupt.raised", "data": {"interrupt_id": "i1", "question": secret("question"),
                                                              "payload": {"p": secret("question")}}})
     put("answer", t, {"type": "interrupt.resolved", "data": {"interrupt_id": "i1", "answer": secret("answer")}})
+    put("raised", t, {"type": "interrupt.raised", "data": {"interrupt_id": "i2", "question": secret("raised")}})
+    put("cancel", t, {"type": "interrupt.cancelled", "data": {"interrupt_id": "i2", "reason": secret("cancel")}})
     store.append_message(t, "assistant", "plain")
     fork = store.fork(t, metadata={"k": secret("forkoptions")}, todos=[{"content": secret("forkoptions")}],
                       context="note", transcript=f"/tmp/{secret('forkoptions')}.md")
