@@ -103,6 +103,8 @@ class SnapshotRow(NamedTuple):
 # tool, text). `docid` is the event's position times `DOC_PARTS`, plus the part's number, so
 # the parts of one event are one docid range, found without an index on position.
 DOC_PARTS = 1 << 16
+# The last position whose documents' ids fit a 64-bit integer: the highest a restore keeps.
+MAX_INDEXED_POSITION = 2**63 // DOC_PARTS - 1
 DocValues = tuple[int, int, str, int, str, str | None, str | None, str]
 
 # The most characters of one search document a backend may be unable to index whole: a

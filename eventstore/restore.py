@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .backend import MAX_INDEXED_POSITION
 from .errors import IntegrityError, InvalidEvent, StoreError
 from .forks import chained_to
 from .head import Head
@@ -40,9 +41,10 @@ VERSION = 2  # version 2 ends with {"end": {"streams": S, "events": E}}; version
 # What `prepare.now()` writes (older releases wrote the same, with fewer fraction digits at most).
 _RECORDED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z")
 
-# The highest position a restore keeps: SQLite's rowids end at 2**63 - 1, and a log restored
-# near that end could take no more appends.
-MAX_POSITION = 2**62
+# The highest position a restore keeps: the search index numbers an event's documents from its
+# position times `DOC_PARTS`, in 64-bit integers (2**47 - 1: far past any log's end, and far
+# below SQLite's last rowid, so a restored log still takes appends).
+MAX_POSITION = MAX_INDEXED_POSITION
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "position": int, "stream_id": str, "offset": int, "event_id": str, "type": str, "schema_version": int,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .backend import DOC_PARTS, DocValues, HitRow, Scope
+from .backend import DOC_PARTS, MAX_INDEXED_POSITION, DocValues, HitRow, Scope
 from .errors import InvalidEvent, StoreError, altered_index
 from .ranges import check_index, clip, segments
 from .recorded import decode
@@ -44,9 +44,6 @@ MAX_QUERY_CHARS = 2000
 MAX_QUERY_TERMS = 128
 _BATCH = 2000
 
-# The first position whose documents' ids would not fit in SQLite's 64-bit integers (a docid is
-# the position times `DOC_PARTS`): only raw SQL gives an event one.
-_NO_DOCID = 2**63 // DOC_PARTS
 
 
 def catch_up(store: Store, extractor: Callable[[], Extractor]) -> int:
@@ -88,9 +85,10 @@ def _index_from(store: Store, after: int, extract: Extractor) -> int:
                 data = decode(row.type, row.schema_version, row.data, row.position)
             except RecursionError:  # nested too deeply to read: nothing to index (redact it to read past it)
                 continue
-            if row.position.__class__ is not int or not 0 < row.position < _NO_DOCID:
-                raise StoreError(f"the event at position {row.position!r} cannot be indexed: no event is given that position "
-                                 "(the row was altered outside threadlog; `threadlog verify` names it)")
+            if row.position.__class__ is not int or not 0 < row.position <= MAX_INDEXED_POSITION:
+                raise StoreError(f"the event at position {row.position!r} cannot be indexed: the index numbers positions from 1 to "
+                                 f"{MAX_INDEXED_POSITION} (the row was restored by an older release, which kept positions up to "
+                                 "2^62, or altered outside threadlog)")
             base = row.position * DOC_PARTS
             for part, doc in enumerate(extract(row.stream_id, row.offset, row.type, data)):
                 if part < DOC_PARTS:

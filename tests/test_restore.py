@@ -489,3 +489,34 @@ def test_an_export_of_version_1_with_no_end_line_restores(tmp_path: Path) -> Non
     with Store(tmp_path / "b.db") as b:
         import_events(b, write(tmp_path / "v1.jsonl", lines))
         assert events_of(b) == original
+
+
+def test_positions_restore_up_to_the_last_one_the_search_index_numbers(tmp_path: Path) -> None:
+    """A docid is the position times 2^16, in 64 bits: a restore that kept a position past
+    2^47 - 1 left a file that verified and could never be searched again."""
+    from eventstore.restore import MAX_POSITION
+    from threadlog import search
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread(title="trip")
+        a.append_message(t, "user", "hello ferry")
+        lines = list(export_all(a))
+    assert MAX_POSITION == 2**47 - 1
+
+    def shifted(last: int) -> list[dict[str, Any]]:
+        moved = json.loads(json.dumps(lines))
+        for line in moved:
+            if "event" in line:
+                line["event"]["position"] += last - 2
+        return moved
+
+    with Store(tmp_path / "b.db") as b:
+        import_events(b, write(tmp_path / "top.jsonl", shifted(MAX_POSITION)))
+        assert [e.position for e in b.read_all()] == [MAX_POSITION - 1, MAX_POSITION]
+        assert b.verify().events == 2
+        assert [hit.position for hit in search(b, "ferry")] == [MAX_POSITION]
+    db = tmp_path / "c.db"
+    Store(db).close()
+    before = sha(db)
+    with Store(db) as c, pytest.raises(InvalidEvent, match=f"is not a position from 1 to {MAX_POSITION}"):
+        import_events(c, write(tmp_path / "past.jsonl", shifted(MAX_POSITION + 1)))
+    assert sha(db) == before
