@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
 import os
 import re
 import sqlite3
@@ -634,9 +635,12 @@ class SQLiteBackend:
     # -- schema -------------------------------------------------------------------------
 
     def _check_file(self) -> None:
-        app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        tables = [r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        # One statement, so one snapshot: read apart, another process's migration of a new file
+        # could commit between them, and its tables were then read with no application id.
+        app_id, version, listed = self.conn.execute(
+            "SELECT (SELECT application_id FROM pragma_application_id), (SELECT user_version FROM pragma_user_version), "
+            "(SELECT json_group_array(name) FROM sqlite_master WHERE type = 'table')").fetchone()
+        tables = json.loads(listed)
         if app_id == 0 and tables:
             raise SchemaError(
                 f"{self.path} is a SQLite database but not a threadlog one "
