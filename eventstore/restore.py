@@ -303,6 +303,26 @@ class _Restore:
 
 def restore(store: Store, lines: Iterable[tuple[int, Any]]) -> RestoreReport:
     """Restore an export's lines, given as (line number, parsed JSON), in one transaction."""
+    return restore_many(store, [("", lines)])[0]
+
+
+def restore_many(store: Store, exports: Iterable[tuple[str, Iterable[tuple[int, Any]]]]) -> list[RestoreReport]:
+    """Restore exports given as (name, lines), in order, in one transaction: every one, or on
+    any refusal none (a later export may continue what an earlier one restored). A refusal's
+    field starts with the name of the export it is in, when it has one."""
+    with store.backend.transaction():
+        reports = []
+        for name, lines in exports:
+            try:
+                reports.append(_restore(store, lines))
+            except InvalidEvent as error:
+                if not name:
+                    raise
+                raise InvalidEvent(f"{name}: {error.field}", error.why) from None
+        return reports
+
+
+def _restore(store: Store, lines: Iterable[tuple[int, Any]]) -> RestoreReport:
     it = iter(lines)
     first = next(it, None)
     if first is None:
@@ -312,8 +332,7 @@ def restore(store: Store, lines: Iterable[tuple[int, Any]]) -> RestoreReport:
         raise InvalidEvent(f"line {number}", f"not a threadlog export (expected {{\"format\": \"{FORMAT}\", …}} first)")
     if type(header.get("version")) is not int or not 1 <= header["version"] <= VERSION:
         raise InvalidEvent(f"line {number}.version", f"{header.get('version')!r}; this release restores versions 1 to {VERSION}")
-    with store.backend.transaction():
-        job = _Restore(store, header["version"])
-        for number, item in it:
-            job.line(number, item)
-        return job.finish(number)
+    job = _Restore(store, header["version"])
+    for number, item in it:
+        job.line(number, item)
+    return job.finish(number)

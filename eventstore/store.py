@@ -1042,6 +1042,11 @@ class Store:
         """
         return restore.restore(self, lines)
 
+    def restore_many(self, exports: Iterable[tuple[str, Iterable[tuple[int, Any]]]]) -> list[RestoreReport]:
+        """`restore` of several exports, each given as (name, lines), in order and in one
+        transaction: all of them, or on any refusal none. A refusal names the export."""
+        return restore.restore_many(self, exports)
+
     def purge(self) -> None:
         """Copy the write-ahead log into the database file and truncate it, so that no old
         page (an erased payload's among them) stays in the WAL; `redact` does this itself.

@@ -520,3 +520,35 @@ def test_positions_restore_up_to_the_last_one_the_search_index_numbers(tmp_path:
     with Store(db) as c, pytest.raises(InvalidEvent, match=f"is not a position from 1 to {MAX_POSITION}"):
         import_events(c, write(tmp_path / "past.jsonl", shifted(MAX_POSITION + 1)))
     assert sha(db) == before
+
+
+def test_several_files_restore_all_or_none(tmp_path: Path) -> None:
+    """`import events GOOD BAD` printed one error and exited 1, and GOOD had been committed
+    (and a file the command created was kept)."""
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread(title="trip")
+        a.append_message(t, "user", "hello")
+        u = a.create_thread(title="other")
+        a.append_message(u, "user", "hi")
+        write(tmp_path / "good.jsonl", export_events(a, t))
+        lines = list(export_events(a, u))
+    lines[2]["event"]["data"]["content"] = "altered"
+    write(tmp_path / "bad.jsonl", lines)
+    db = tmp_path / "b.db"
+    Store(db).close()
+    before = sha(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(tmp_path / "good.jsonl"),
+                                      str(tmp_path / "bad.jsonl")])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"error: {tmp_path / 'bad.jsonl'}: line 3") and result.output.count("\n") == 1
+    assert sha(db) == before  # good.jsonl was not kept either
+    created = tmp_path / "new.db"
+    result = CliRunner().invoke(cli, ["--db", str(created), "import", "events", str(tmp_path / "good.jsonl"),
+                                      str(tmp_path / "bad.jsonl")])
+    assert result.exit_code == 1 and not created.exists()  # a file the refused command made is removed
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(tmp_path / "good.jsonl"),
+                                      str(tmp_path / "good.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1].endswith("0 event(s) added, 2 already present, 0 thread(s) created")
+    with Store(db) as b:
+        assert [b.title(info.id) for info in b.threads()] == ["trip"]

@@ -36,7 +36,7 @@ from eventstore.events import (
     TodosSet,
 )
 from .export import export_all, export_events, export_markdown
-from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code, import_events, import_pi
+from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code, import_event_files, import_events, import_pi
 from .note_fork import fork_with_transcript
 from .subagents import Question, questions, report
 from .transcript_tools import transcript_tools
@@ -133,6 +133,7 @@ __all__ = [
     "export_events",
     "export_markdown",
     "import_claude_code",
+    "import_event_files",
     "import_events",
     "import_pi",
     "lineage",

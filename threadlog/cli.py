@@ -46,7 +46,7 @@ from projections.usage import total as usage_total
 
 from .demo import build_demo, demo_lines
 from .export import dump_lines, export_all, export_events, export_markdown
-from .importers import ImportSummary, import_claude_code, import_events, import_pi
+from .importers import ImportSummary, import_claude_code, import_event_files, import_pi
 from .importers.follow import follow_claude_code
 from .interrupt import waking
 from .listing import listing
@@ -1088,9 +1088,9 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
 @with_store("create")
 def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -> None:
     """Restore files written by `threadlog export --format events` (or `export --all`), with
-    identical ids, times and hashes; each file is refused whole if any hash differs.
-    Restoring twice adds nothing."""
-    reports = [(path, import_events(store, path)) for path in paths]
+    identical ids, times and hashes, in one transaction: if any line of any file is refused
+    (a hash that differs, a malformed line), nothing is written. Restoring twice adds nothing."""
+    reports = list(zip(paths, import_event_files(store, paths)))
     if as_json:
         _emit_json([{"file": path, **report.to_json()} for path, report in reports])
         return

@@ -1,10 +1,10 @@
 """Histories into threadlog: Claude Code and pi sessions (once or followed live), and threadlog's own exports."""
 
 from .claude_code import import_claude_code
-from .events import import_events
+from .events import import_event_files, import_events
 from .lines import BadLine
 from .pi import import_pi
 from .plan import ImportConflict
 from .summary import ImportSummary
 
-__all__ = ["BadLine", "ImportConflict", "ImportSummary", "import_claude_code", "import_events", "import_pi"]
+__all__ = ["BadLine", "ImportConflict", "ImportSummary", "import_claude_code", "import_event_files", "import_events", "import_pi"]

@@ -1,13 +1,14 @@
 """threadlog's own export (`threadlog export --format events`) back in, with identical hashes.
 
 The file is read as it goes (a backup can be larger than memory); `Store.restore` writes it
-in one transaction and refuses it whole if any line is malformed or any hash differs.
+in one transaction and refuses it whole if any line is malformed or any hash differs. Several
+files are written in one transaction too: all, or none.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,10 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
 
 def import_events(store: Store, path: str | Path) -> RestoreReport:
     """Restore one export file into `store`; errors name the file and line."""
-    path = Path(path)
-    try:
-        return store.restore(_lines(path))
-    except InvalidEvent as error:
-        raise InvalidEvent(f"{path}: {error.field}", error.why) from None
+    return import_event_files(store, [path])[0]
+
+
+def import_event_files(store: Store, paths: Iterable[str | Path]) -> list[RestoreReport]:
+    """Restore export files into `store` in order, in one transaction: all of them, or, when
+    any is refused, none (an error names its file and line)."""
+    return store.restore_many((str(path), _lines(Path(path))) for path in paths)
