@@ -11,7 +11,9 @@ fresh database, for one): then even redactions (an `event.redacted` names the po
 erased) and checkpoints carry over. Into a log that already goes further, events are
 renumbered; hashes do not cover positions, so they still match, but an export holding
 redactions is refused there. Events already stored (same id, stream, offset and hash) are
-skipped, so restoring twice adds nothing.
+skipped, so restoring twice adds nothing; one the export holds redacted is erased here too
+(with every copy of its payload, as `Store.redact` does), so a newer backup restored over a
+copy of an older one carries its redactions over.
 """
 
 from __future__ import annotations
@@ -54,15 +56,18 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
 
 @dataclass
 class RestoreReport:
-    """What a restore did: streams created, events added and already present."""
+    """What a restore did: streams created, events added and already present, and of those
+    present, how many the export holds redacted and this restore erased."""
 
     streams: int = 0
     added: int = 0
     present: int = 0
     positions_kept: bool = True
+    erased: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"streams": self.streams, "added": self.added, "present": self.present, "positions_kept": self.positions_kept}
+        return {"streams": self.streams, "added": self.added, "present": self.present, "positions_kept": self.positions_kept,
+                "erased": self.erased}
 
 
 # The most events one run holds before it is written: an export of one long thread is held a
@@ -97,6 +102,7 @@ class _Restore:
         self.touched: set[str] = set()  # streams this restore wrote events to
         self.skeletons: dict[int, int] = {}  # restored redacted position -> its line
         self.unlinked: dict[int, int] = {}  # restored redacted position -> its line, until its event.redacted comes
+        self.erasing: dict[int, str] = {}  # stored position -> the skeleton the export erased it to, until then
 
     def line(self, number: int, item: Any) -> None:
         if not isinstance(item, dict) or len(item) != 1:
@@ -154,6 +160,8 @@ class _Restore:
             if (row.stream_id, row.offset, row.hash) != (event["stream_id"], event["offset"], event["hash"]):
                 raise InvalidEvent(f"{where}.event_id", f"{event['event_id']!r} is already stored at position {row.position} "
                                    "as another event; this export does not belong in this database")
+            if event["redacted"] and row.redacted_by is None:
+                self.erase_stored(where, number, event, row.position, row.stream_id)
             self.report.present += 1
             return
         if not event["hash"].startswith(HASH_TAG):
@@ -266,9 +274,27 @@ class _Restore:
                 self.link(number, written.position, event["data"]["position"])
         self.report.added += len(recorded)
 
+    def erase_stored(self, where: str, number: int, event: dict[str, Any], position: int, stream_id: str) -> None:
+        """An event this database holds, which the export holds redacted: a copy restored from
+        a backup made before the redaction. Its `event.redacted`, later in the export, erases
+        it here too (`link`), and the skeleton is checked as verify checks it."""
+        if event["position"] != position:
+            raise InvalidEvent(f"{where}.position", f"the export holds this event redacted at position {event['position']}, "
+                               f"and this database stores it at position {position}: a redaction names positions, so it "
+                               "can only be carried over where they were kept")
+        self.erasing[position] = integrity.canonical(event["data"])
+        self.unlinked[position] = self.skeletons[position] = number
+        self.touched.add(stream_id)
+
     def link(self, number: int, redaction: int, target: int) -> None:
         """Point the restored row at `target` to the `event.redacted` just restored at `redaction`."""
         if self.unlinked.pop(target, None) is not None:
+            skeleton = self.erasing.pop(target, None)
+            if skeleton is not None:  # stored before: its payload goes, and every copy of it
+                self.backend.redact(target, skeleton, redaction)
+                self.backend.unindex(target)
+                self.report.erased += 1
+                return
             row = self.backend.event_at_position(target)
             assert row is not None
             self.backend.redact(target, row.data, redaction)
@@ -298,6 +324,8 @@ class _Restore:
             line = self.skeletons.get(error.position)
             where = f"line {line}.event.data" if line else f"the event restored at position {error.position}"
             raise InvalidEvent(where, f"{error.why}: the export was altered") from None
+        if self.report.erased:
+            self.backend.drop_snapshots()  # a cached state may hold an erased payload
         return self.report
 
 
@@ -310,19 +338,29 @@ def restore_many(store: Store, exports: Iterable[tuple[str, Iterable[tuple[int, 
     """Restore exports given as (name, lines), in order, in one transaction: every one, or on
     any refusal none (a later export may continue what an earlier one restored). A refusal's
     field starts with the name of the export it is in, when it has one."""
+    erased = 0
     with store.backend.transaction():
         reports = []
         for name, lines in exports:
             try:
-                reports.append(_restore(store, lines))
+                job = _restore(store, lines)
             except InvalidEvent as error:
                 if not name:
                     raise
                 raise InvalidEvent(f"{name}: {error.field}", error.why) from None
-        return reports
+            reports.append(job.report)
+            erased += job.report.erased
+    if erased:  # as `Store.redact`: no old copy of an erased payload stays in the files
+        try:
+            store.purge()
+        except StoreError as error:
+            raise StoreError(f"restored, and {erased} stored payload(s) the export holds redacted were erased (committed), "
+                             f"but erasing their old copies did not finish ({error}); run `threadlog purge` once the "
+                             "readers are done") from None
+    return reports
 
 
-def _restore(store: Store, lines: Iterable[tuple[int, Any]]) -> RestoreReport:
+def _restore(store: Store, lines: Iterable[tuple[int, Any]]) -> _Restore:
     it = iter(lines)
     first = next(it, None)
     if first is None:
@@ -335,4 +373,5 @@ def _restore(store: Store, lines: Iterable[tuple[int, Any]]) -> RestoreReport:
     job = _Restore(store, header["version"])
     for number, item in it:
         job.line(number, item)
-    return job.finish(number)
+    job.finish(number)
+    return job

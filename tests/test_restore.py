@@ -552,3 +552,64 @@ def test_several_files_restore_all_or_none(tmp_path: Path) -> None:
     assert result.output.splitlines()[1].endswith("0 event(s) added, 2 already present, 0 thread(s) created")
     with Store(db) as b:
         assert [b.title(info.id) for info in b.threads()] == ["trip"]
+
+
+def test_a_newer_backup_restored_over_a_copy_of_an_older_one_carries_its_redactions(tmp_path: Path) -> None:
+    """The copy was restored from a backup made before a redaction: the newer backup's
+    redacted row was taken as present (its hash is the same), its event.redacted then refused,
+    and the copy kept the erased text."""
+    from threadlog import save_snapshot, search, thread_state
+    secret = "SECRET-KEY-4111"
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread(title="trip")
+        a.append_message(t, "user", "hello")
+        leak = a.append_message(t, "user", f"my key is {secret}")
+        write(tmp_path / "backup1.jsonl", export_all(a))
+        a.redact(leak.position, reason="leak", actor="ops")
+        a.append_message(t, "user", "later")
+        write(tmp_path / "backup2.jsonl", export_all(a))
+        expected = list(export_all(a))
+    db = tmp_path / "b.db"
+    with Store(db) as b:
+        import_events(b, tmp_path / "backup1.jsonl")
+        assert [hit.position for hit in search(b, secret)] == [leak.position]
+        thread_state(b, t)
+        save_snapshot(b, t)
+    tampered = [json.loads(line) for line in (tmp_path / "backup2.jsonl").read_text().splitlines()]
+    row = next(line["event"] for line in tampered if "event" in line and line["event"]["position"] == leak.position)
+    row["data"]["content"] = [{"type": "text", "text": f"[redacted] {secret}"}]
+    write(tmp_path / "tampered.jsonl", tampered)
+    before = sha(db)
+    with Store(db) as b, pytest.raises(InvalidEvent, match="the export was altered"):
+        import_events(b, tmp_path / "tampered.jsonl")
+    assert sha(db) == before
+    with Store(db) as b:
+        report = import_events(b, tmp_path / "backup2.jsonl")
+        assert (report.added, report.present, report.erased) == (2, 3, 1)
+        assert list(export_all(b)) == expected
+        assert b.verify().redacted == 1
+        assert search(b, secret) == []
+        assert secret not in json.dumps(thread_state(b, t).messages)
+    for path in (db, Path(f"{db}-wal")):
+        assert not path.exists() or secret.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("case", [c for c in BACKENDS if c.id != "sqlite-memory"], ids=lambda c: c.id)
+def test_a_carried_over_redaction_holds_on_every_backend(tmp_path: Path, case: BackendCase) -> None:
+    from threadlog import search
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread(title="trip")
+        leak = a.append_message(t, "user", "my key is zanzibar-4111")
+        write(tmp_path / "backup1.jsonl", export_all(a))
+        a.redact(leak.position, reason="leak", actor="ops")
+        write(tmp_path / "backup2.jsonl", export_all(a))
+        expected = list(export_all(a))
+    backend = case.make(tmp_path)
+    with Store(backend) as b:
+        import_events(b, tmp_path / "backup1.jsonl")
+        assert len(search(b, "zanzibar")) == 1
+        report = import_events(b, tmp_path / "backup2.jsonl")
+        assert (report.added, report.erased) == (1, 1)
+        assert list(export_all(b)) == expected
+        assert b.verify().redacted == 1 and search(b, "zanzibar") == []
+        assert not any("zanzibar" in row for row in case.dump(backend))

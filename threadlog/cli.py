@@ -1096,6 +1096,8 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
         return
     def line(path: str, report: RestoreReport) -> str:
         said = f"{path}: {report.added} event(s) added, {report.present} already present, {report.streams} thread(s) created"
+        if report.erased:
+            said += f", {report.erased} stored event(s) erased as the export holds them redacted"
         if not report.added:  # nothing was written: no positions were kept or renumbered
             return said
         return f"{said} ({'positions kept' if report.positions_kept else 'positions renumbered'})"
