@@ -596,3 +596,36 @@ def test_a_transcript_is_never_written_over_the_database(tmp_path: Path) -> None
         assert [info.id for info in store.subtree(t)] == [t]
         store.verify()
     assert not Path(f"{path}-journal").exists()
+
+
+def test_redact_names_the_note_transcripts_written_with_the_erased_text(tmp_path: Path) -> None:
+    """A note fork's transcript file is outside the store: a redaction does not reach it, and
+    the fork's requests still tell the model to read it. `redact` lists the files written
+    from a history holding the event (forks after it, at any depth), and no others."""
+    from click.testing import CliRunner
+    from threadlog import fork_with_transcript, transcripts_holding
+    from threadlog.cli import cli
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(title="trip")
+        store.append_message(t, "user", "hello")
+        leak = store.append_message(t, "user", "my password is hunter2-SECRET")
+        before = fork_with_transcript(store, t, tmp_path / "before.md", at=2)  # forked before the leak
+        after = fork_with_transcript(store, t, tmp_path / "after me.md")
+        plain = store.fork(t)
+        deeper = fork_with_transcript(store, plain, tmp_path / "deeper.md")
+        store.append_message(before, "user", "elsewhere")
+        unrelated = fork_with_transcript(store, before, tmp_path / "unrelated.md")
+        assert [note.fork for note in transcripts_holding(store, leak.position)] == [after, deeper]
+        assert transcripts_holding(store, 10_000) == []
+    assert all("hunter2" in (tmp_path / name).read_text() for name in ("after me.md", "deeper.md"))
+    result = CliRunner().invoke(cli, ["--db", str(db), "redact", str(leak.position), "--reason", "leak", "--actor", "ops"])
+    assert result.exit_code == 0, result.output
+    said = result.output.splitlines()
+    assert len(said) == 3 and said[0].startswith(f"redacted position {leak.position}")
+    assert said[1] == (f"note fork {after}'s transcript {tmp_path / 'after me.md'} was written with the erased text: rewrite "
+                       f"it (threadlog transcript {t} --stop 3 -o '{tmp_path / 'after me.md'}') or delete it")
+    assert f"note fork {deeper}'s" in said[2] and unrelated not in result.output and before not in result.output
+    rewrite = CliRunner().invoke(cli, ["--db", str(db), "transcript", t, "--stop", "3", "-o", str(tmp_path / "after me.md")])
+    assert rewrite.exit_code == 0, rewrite.output
+    assert "hunter2" not in (tmp_path / "after me.md").read_text() and "[redacted]" in (tmp_path / "after me.md").read_text()

@@ -37,7 +37,7 @@ from eventstore.events import (
 )
 from .export import export_all, export_events, export_markdown
 from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code, import_event_files, import_events, import_pi
-from .note_fork import fork_with_transcript
+from .note_fork import NoteTranscript, fork_with_transcript, transcripts_holding
 from .subagents import Question, questions, report
 from .transcript_tools import transcript_tools
 
@@ -93,6 +93,8 @@ __all__ = [
     "DiffSide",
     "Event",
     "fork_with_transcript",
+    "transcripts_holding",
+    "NoteTranscript",
     "ForkRefused",
     "IntegrityError",
     "Interrupt",

@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import os
+import shlex
 import signal
 import sys
 import time
@@ -50,7 +51,7 @@ from .importers import ImportSummary, import_claude_code, import_event_files, im
 from .importers.follow import follow_claude_code
 from .interrupt import waking
 from .listing import listing
-from .note_fork import fork_with_transcript
+from .note_fork import fork_with_transcript, transcripts_holding
 from .subagents import STATUSES, questions, report
 from . import output
 from .names import THREAD, ThreadType, resolve
@@ -917,12 +918,18 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
     """Erase the payload of the event at POSITION, keeping the chain and recording who and why.
 
     No copy stays in the file: snapshots are dropped, freed pages zeroed, the WAL truncated.
+    Transcript files written for note forks (`fork --context note --transcript`) are outside
+    the file: those written from a history holding the event are listed, to rewrite or delete.
     """
     record = store.redact(position, reason=reason, actor=actor)
+    stale = transcripts_holding(store, position)
     if as_json:
-        _emit_json(record.to_json())
-    else:
-        output.lines([f"redacted position {position}; recorded at position {record.position}"])
+        _emit_json({**record.to_json(), "transcripts_holding": [note._asdict() for note in stale]})
+        return
+    output.lines([f"redacted position {position}; recorded at position {record.position}"])
+    output.lines(f"note fork {note.fork}'s transcript {note.path} was written with the erased text: rewrite it "
+                 f"(threadlog transcript {note.parent} --stop {note.at} -o {shlex.quote(note.path)}) or delete it"
+                 for note in stale)
 
 
 @cli.command()

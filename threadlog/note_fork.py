@@ -5,12 +5,15 @@ the store writes no file. A model told to read the transcript there must find it
 writes the parent's transcript as of the fork point beside `path` (synced), makes the fork,
 then renames the file into place: a refused fork leaves `path` as it was, and a failed write
 forks nothing. `threadlog fork --context note --transcript PATH` is this call.
+
+A redaction does not reach such a file: `transcripts_holding` names the ones written from a
+history that held the erased event (`threadlog redact` lists them), to rewrite or delete.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 from eventstore import InvalidEvent, Store
 from projections import transcript
@@ -33,3 +36,32 @@ def fork_with_transcript(store: Store, thread: str, path: str | os.PathLike[str]
     text = transcript(store, thread, stop=stop)
     with staged(path, [text.encode("utf-8")], "the transcript", keep=store.files):
         return store.fork(thread, at, context="note", transcript=named, **options)
+
+
+class NoteTranscript(NamedTuple):
+    """A note fork's transcript file, and how it was written: `transcript(store, parent, stop=at)`."""
+
+    fork: str
+    path: str
+    parent: str
+    at: int
+
+
+def transcripts_holding(store: Store, position: int) -> list[NoteTranscript]:
+    """The note forks whose transcript file was written from a history holding the event at
+    `position` (forked after it, in its thread or a fork of it), in creation order. After the
+    event is redacted each file still holds its text: rewrite it (`threadlog transcript PARENT
+    --stop AT -o PATH`, which now writes `[redacted]`) or delete it."""
+    event = next(store.read_all(after=position - 1, limit=1), None)
+    if event is None or event.position != position:
+        return []
+    holding = {event.stream_id}  # the streams whose history holds the event
+    found = []
+    for info in store.subtree(event.stream_id)[1:]:  # parents before their forks
+        if info.parent_id not in holding or info.parent_offset is None or info.parent_offset <= event.offset:
+            continue
+        holding.add(info.id)
+        options = store.event_at(info.id, info.parent_offset).data.get("options") or {}
+        if options.get("context") == "note" and isinstance(options.get("transcript"), str):
+            found.append(NoteTranscript(info.id, options["transcript"], info.parent_id, info.parent_offset))
+    return found
