@@ -286,6 +286,30 @@ def test_a_redacted_deep_event_cannot_be_rewritten_unseen(tmp_path: Path) -> Non
             store.verify()
 
 
+def test_a_backup_of_a_file_holding_a_deep_event_restores(planted: tuple[Path, int, int], tmp_path: Path) -> None:
+    """An older release stored events deeper than appends now take; the file verifies, and its
+    `export --all` was refused by every restore ("JSON nested more than 100 levels deep")."""
+    source, position, levels = planted
+    with Store(source) as store:
+        try:
+            lines = list(export_all(store))
+        except StoreError as error:  # past what Python's json reads: export names the position
+            print(f"\n{levels} levels: export: {error}")
+            assert levels > 200 and f"position {position}" in str(error)
+            return
+    export = tmp_path / "b.jsonl"
+    export.write_text("".join(dump_lines(lines)), encoding="utf-8")
+    db = tmp_path / "b.db"
+    try:
+        with Store(db) as restored:
+            import_events(restored, export)
+            assert list(export_all(restored)) == lines
+            assert restored.verify().events == len(lines) - 3  # the format, stream and end lines
+    except StoreError as error:  # past what a line's JSON reads back: refused, naming it
+        print(f"\n{levels} levels: restore: {error}")
+        assert levels > 200 and str(error).startswith(f"{export}: line "), error
+
+
 @pytest.mark.xfail(strict=True, reason="restore writes a redacted row's pending facts from its skeleton, which holds no tool "
                    "ids when the payload was too deep to read; the event.redacted that records them comes later in the export")
 def test_a_history_with_a_redacted_deep_tool_call_restores(tmp_path: Path) -> None:
