@@ -85,6 +85,7 @@ class _Run:
     events: list[PreparedEvent] = field(default_factory=list)
     stamps: list[str] = field(default_factory=list)
     lines: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (line number, exported event)
+    legacy: list[bool] = field(default_factory=list)  # hashed by the first layout, which covers the position
 
 
 class _Restore:
@@ -164,12 +165,14 @@ class _Restore:
                 self.erase_stored(where, number, event, row.position, row.stream_id)
             self.report.present += 1
             return
-        if not event["hash"].startswith(HASH_TAG):
-            raise InvalidEvent(f"{where}.hash", "was written by the first hash layout, which covers the position; "
-                               "only events hashed as tl2 can be restored")
         if self.keep is None:
             self.keep = event["position"] > self.backend.last_position()
             self.report.positions_kept = self.keep
+        legacy = not event["hash"].startswith(HASH_TAG)
+        if legacy and not self.keep:
+            raise InvalidEvent(f"{where}.hash", "was written by the first hash layout, which covers the position: restore "
+                               f"it into a database whose log ends before position {event['position']} (a new one, for "
+                               "example), where positions are kept")
         if self.keep and event["position"] <= self.last_position:
             raise InvalidEvent(f"{where}.position", f"{event['position']} is not after the previous event's "
                                f"{self.last_position}; an export lists events in commit order")
@@ -189,6 +192,7 @@ class _Restore:
                                f"of {event['stream_id']!r}: the export misses events or was altered")
         run.events.append(prepared)
         run.stamps.append(event["recorded_at"])
+        run.legacy.append(legacy)
         run.lines.append((number, event))
         self.last_position = event["position"]
 
@@ -262,7 +266,8 @@ class _Restore:
         if run is None:
             return
         position = run.lines[0][1]["position"] if self.keep else None
-        recorded = self.store._write(run.stream_id, run.head, run.events, position, run.stamps)
+        recorded = self.store._write(run.stream_id, run.head, run.events, position, run.stamps,
+                                     run.legacy if any(run.legacy) else None)
         self.touched.add(run.stream_id)
         for (number, event), written in zip(run.lines, recorded):
             if written.hash != event["hash"]:

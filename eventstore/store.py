@@ -65,9 +65,10 @@ class _Chain:
         self.facts_json, self.first_message = head.facts.dump(), head.first_message
         self.recorded: list[RecordedEvent] = []
 
-    def rows(self, thread: str, batch: Sequence[PreparedEvent], recorded_at: str,
-             stamps: Sequence[str] | None) -> Iterator[EventValues]:
-        """The batch's rows; `stamps` are their times when restored, else each is `recorded_at`."""
+    def rows(self, thread: str, batch: Sequence[PreparedEvent], recorded_at: str, stamps: Sequence[str] | None,
+             legacy: Sequence[bool] | None = None) -> Iterator[EventValues]:
+        """The batch's rows; `stamps` are their times when restored, else each is `recorded_at`;
+        `legacy` marks the restored events the first layout hashed (`legacy_chain_hash`)."""
         offset, position, prev, facts, facts_json, first_message = (self.offset, self.position, self.prev, self.facts,
                                                                     self.facts_json, self.first_message)
         start, recorded, chain_hash = offset, self.recorded, integrity.chain_hash
@@ -89,7 +90,11 @@ class _Chain:
                 first_message = offset
             if stamps is not None:
                 recorded_at = stamps[offset - start]
-            hash_ = chain_hash(prev, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
+            if legacy is not None and legacy[offset - start]:
+                hash_ = integrity.legacy_chain_hash(prev, position, thread, offset, event_id, type_, version, recorded_at,
+                                                    meta_json, digest)
+            else:
+                hash_ = chain_hash(prev, thread, offset, event_id, type_, version, recorded_at, meta_json, digest)
             recorded.append(make_tuple(RecordedEvent, (position, thread, offset, event_id, type_, data, meta, recorded_at,
                                                        hash_, version, digest, False)))
             # The digest goes with the row only when restored: a restored skeleton's data is not
@@ -624,19 +629,20 @@ class Store:
         return [from_row(by_id[item.event_id]) for item in batch]
 
     def _write(self, thread: str, head: Head, batch: Sequence[PreparedEvent], position: int | None = None,
-               stamps: Sequence[str] | None = None) -> list[RecordedEvent]:
+               stamps: Sequence[str] | None = None, legacy: Sequence[bool] | None = None) -> list[RecordedEvent]:
         """Number, chain and insert a batch at `head` (inside the caller's transaction).
 
         `position` is the next position when the caller already read it in this transaction
         (or, for a restore, the position the batch had where it came from); `stamps` are the
-        events' `recorded_at` times when they are restored rather than recorded now. A `known`
+        events' `recorded_at` times when they are restored rather than recorded now, and
+        `legacy` marks those an older release hashed with the first layout. A `known`
         head (`_append_known`) is written outside any transaction, in the backend's own, with
         positions the server takes: [] when that head was no longer the stored one.
         """
         start = head.offset
         first_position = self.backend.next_position(len(batch)) if position is None else position
         chain = _Chain(head, first_position)
-        rows = chain.rows(thread, batch, now(), stamps)
+        rows = chain.rows(thread, batch, now(), stamps, legacy)
         known = self._known
         stream = head.stream
         if stream is None:

@@ -613,3 +613,28 @@ def test_a_carried_over_redaction_holds_on_every_backend(tmp_path: Path, case: B
         assert list(export_all(b)) == expected
         assert b.verify().redacted == 1 and search(b, "zanzibar") == []
         assert not any("zanzibar" in row for row in case.dump(backend))
+
+
+def test_a_backup_of_a_file_from_the_first_release_restores_where_positions_are_kept(tmp_path: Path) -> None:
+    """Its events keep the first hash layout, which covers the position: the file verified and
+    exported, and every restore of the export refused it."""
+    import shutil
+    old = tmp_path / "old.db"
+    shutil.copy(Path(__file__).parent / "fixtures" / "v1.db", old)
+    with Store(old) as store:
+        assert any(not e.hash.startswith("tl2:") for e in store.read_all())
+        lines = list(export_all(store))
+        original = events_of(store)
+    export = write(tmp_path / "backup.jsonl", lines)
+    with Store(tmp_path / "new.db") as new:
+        report = import_events(new, export)
+        assert report.positions_kept and report.added == len(original)
+        assert events_of(new) == original and list(export_all(new)) == lines
+        assert new.verify().events == len(original)
+    other = tmp_path / "other.db"
+    with Store(other) as store:
+        store.create_thread(title="already here")
+    before = sha(other)
+    with Store(other) as store, pytest.raises(InvalidEvent, match="first hash layout, which covers the position"):
+        import_events(store, export)
+    assert sha(other) == before
