@@ -158,6 +158,18 @@ def test_a_header_value_the_store_refuses_names_its_line(seeded: Path, tmp_path:
     import_refused(seeded, tmp_path, [kind, str(path)], f"{path}:{line}: ")
 
 
+def test_a_pi_session_id_that_is_not_text_is_refused_naming_its_line(seeded: Path, tmp_path: Path) -> None:
+    """A lone surrogate in the header's id: it was reported as a stored row altered outside
+    threadlog (the thread id made from it could not be encoded), with --skip-bad too."""
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(_pi_header().replace(b'"pi-session"', f'"pi-{LONE}"'.encode()) + jsonl(_pi_entry("e1", None, role="user", content="hi")))
+    import_refused(seeded, tmp_path, ["pi", str(path)], f"{path}:1: the session id is not UTF-8 text")
+    db = fresh(seeded, tmp_path)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "pi", "--skip-bad", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["bad"] == [{"file": str(path), "line": 1, "why": "the session id is not UTF-8 text"}]
+
+
 def _pi_entry(uuid: str, parent: str | None, **message: Any) -> dict[str, Any]:
     return {"type": "message", "id": uuid, "parentId": parent, "timestamp": "2025-01-01T00:00:00Z", "message": message}
 

@@ -28,7 +28,7 @@ from eventstore import Store
 from eventstore.events import is_time
 from eventstore.recorded import short
 
-from .lines import BadLine, Line, Seen, read_lines, text_name
+from .lines import BadLine, Line, Seen, is_text, read_lines, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, stable_id, stored_sources
 from .summary import ImportSummary
 
@@ -334,6 +334,9 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
         return plan  # skipped (`skip_bad`): without its header, the file holds no session to import
     header = lines[0].record
     session = header["id"]
+    if not is_text(session):  # every thread and event id is made from it
+        on_bad(BadLine(str(path), lines[0].number, "the session id is not UTF-8 text"))
+        return plan
     nodes: dict[str, _Node] = {}
     order: list[_Node] = []
     previous: str | None = None
