@@ -194,8 +194,12 @@ _CALL = {"type": "toolCall", "id": "call_1", "name": "read", "arguments": {"path
      "a toolResult needs a non-empty string toolCallId"),
     ([_pi_entry("e1", None, role="user", content="hi"), _pi_entry("e2", "e1", role="bashExecution", command={"x": 1}, output=None)],
      "a bashExecution needs a string command"),
+    ([_pi_entry("e1", None, role="user", content="hi"),
+      _pi_entry("e2", "e1", role="assistant", content=[_CALL]),
+      _pi_entry("e3", "e2", role="toolResult", toolCallId="call_1", content=[{"type": "text", "text": "ok"}], isError="false")],
+     "isError must be true, false or null, not str"),
 ], ids=["null-text", "object-text", "call-without-id", "call-without-name", "arguments-as-text", "result-without-call",
-        "bash-command-object"])
+        "bash-command-object", "is-error-as-text"])
 def test_a_pi_field_of_the_wrong_type_is_refused_not_turned_into_text(seeded: Path, tmp_path: Path, entries: list[dict[str, Any]],
                                                                      says: str) -> None:
     """They were stored as Python's printed form (`None`, `{'a': 1}`), or as a call with an

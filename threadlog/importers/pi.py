@@ -65,6 +65,8 @@ def _check(record: dict[str, Any]) -> str | None:
                 return problem
         if role == "toolResult" and not (isinstance(message.get("toolCallId"), str) and message["toolCallId"]):
             return "a toolResult needs a non-empty string toolCallId"
+        if role == "toolResult" and not isinstance(message.get("isError"), (bool, type(None))):  # "false" is not false
+            return f"isError must be true, false or null, not {type(message['isError']).__name__}"
         if role == "bashExecution" and not (isinstance(message.get("command"), str)
                                             and isinstance(message.get("output", ""), (str, type(None)))):
             return "a bashExecution needs a string command (and a string output, if any)"
