@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -561,10 +562,10 @@ def test_pi_older_copy_of_a_rewound_session_adds_nothing(mem: Store, tmp_path: P
 
 
 def test_pi_branch_after_any_of_a_run_of_tool_results(mem: Store, tmp_path: Path) -> None:
-    """Each tool result is a message of its own, as pi writes it (the request merges them), so a
-    branch may leave after any of them: after the last (the import failed with a KeyError,
-    reported as an altered row), or after the first, also once the run was imported whole
-    (the branch went on after a merged message holding a result not on its path)."""
+    """A run of tool results is one message, as pi's converter sends it, and a branch may leave
+    after any of them: after the last (the import failed with a KeyError, reported as an
+    altered row), or after the first, also once the run was imported whole (the branch forks
+    before the stored message, keeping its calls, and writes the results up to its point again)."""
     def result(id_: str, parent: str, call: str) -> dict[str, Any]:
         return {"type": "message", "id": id_, "parentId": parent, "timestamp": "2025-07-01T10:00:00.000Z",
                 "message": {"role": "toolResult", "toolCallId": call, "content": [{"type": "text", "text": "ok"}]}}
@@ -579,26 +580,58 @@ def test_pi_branch_after_any_of_a_run_of_tool_results(mem: Store, tmp_path: Path
     summary = import_pi(mem, [path])
     thread = summary.thread_ids[0]
     (fork,) = [info for info in mem.subtree(thread) if info.kind == "fork"]
-    results = [[b["tool_use_id"] for b in mem.event_at(thread, offset).data["content"]] for offset in (3, 4)]
-    assert results == [["t1"], ["t2"]] and fork.parent_offset == 5
+    results = [b["tool_use_id"] for b in mem.event_at(thread, 3).data["content"]]
+    assert results == ["t1", "t2"] and fork.parent_offset == 4
     assert [m.content[0]["text"] for m in thread_state(mem, fork.id).messages[-1:]] == ["done"]
     request = anthropic_request(mem, thread, model="m", max_tokens=10)["messages"]
     assert [b.get("tool_use_id") for b in request[2]["content"]] == ["t1", "t2", None]  # one user message for the API, "again" last
     mem.verify()
     # A session that ended on the results, imported, then rewound to the first of them: the
-    # thread keeps both; the new branch forks after the first, without the call it never answered.
+    # thread keeps both; the new branch forks before them and answers the first again.
     other = Store(":memory:")
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:5]))  # the header, u1, a1, r1, r2
     thread = import_pi(other, [path]).thread_ids[0]
     stored = [e.event_id for e in other.read(thread)]
     path.write_text("".join(lines[:5]) + _pi_tree(("u7", "r1", "user", "from r1")).splitlines(keepends=True)[1])
-    assert import_pi(other, [path]).added == 2
+    assert import_pi(other, [path]).added == 3
     assert [e.event_id for e in other.read(thread)] == stored
     (rewound,) = [i for i in other.subtree(thread) if i.kind == "fork"]
-    assert rewound.parent_offset == 4 and other.event_at(rewound.id, 4).data["dropped_tool_use_ids"] == ["t2"]
+    assert rewound.parent_offset == 3 and other.event_at(rewound.id, 3).data["options"]["unanswered"] == "keep"
+    again = other.event_at(rewound.id, 4)
+    assert [b["tool_use_id"] for b in again.data["content"]] == ["t1"] and again.meta["source"]["uuid"] == "r1"
     assert [m.content[0].get("text") for m in thread_state(other, rewound.id).messages[-2:]] == [None, "from r1"]
+    request = anthropic_request(other, rewound.id, model="m", max_tokens=10)["messages"]
+    assert [b["type"] for b in request[-2]["content"]] == ["tool_use"]  # t2, never answered on this branch, is left out
+    assert import_pi(other, [path]).added == 0
     other.verify()
+
+
+def test_pi_many_tool_results_cost_what_they_hold_not_its_square(tmp_path: Path) -> None:
+    """One message of N tool calls answered by N toolResult entries: each result was an event of
+    its own carrying every call still waiting (the pending facts each stored row keeps), so
+    the rows held N²/2 ids (16,000 calls: 1.1 GB, 29 s). A run of results is one message, and
+    a file that grew in the middle of the run adds its new results as one more."""
+    calls = 400
+    def result(i: int) -> str:
+        return json.dumps({"type": "message", "id": f"r{i}", "parentId": f"r{i - 1}" if i else "a1", "message": {
+            "role": "toolResult", "toolCallId": f"t{i}", "content": [{"type": "text", "text": "ok"}]}}) + "\n"
+    call = {"type": "message", "id": "a1", "parentId": "u1", "message": {"role": "assistant", "stopReason": "toolUse", "content": [
+        {"type": "toolCall", "id": f"t{i}", "name": "bash", "arguments": {}} for i in range(calls)]}}
+    head = _pi_tree(("u1", None, "user", "go")) + json.dumps(call) + "\n"
+    path, db = tmp_path / "session.jsonl", tmp_path / "t.db"
+    path.write_text(head + "".join(result(i) for i in range(calls // 4)))
+    with Store(db) as store:
+        thread = import_pi(store, [path]).thread_ids[0]
+        path.write_text(head + "".join(result(i) for i in range(calls)))
+        assert import_pi(store, [path]).added == 1
+        answered = [[b["tool_use_id"] for b in e.data["content"]] for e in store.read(thread, start=3)]
+        assert answered == [[f"t{i}" for i in range(calls // 4)], [f"t{i}" for i in range(calls // 4, calls)]]
+        assert store.pending_tool_uses(thread) == () and import_pi(store, [path]).added == 0
+        store.verify()
+    with sqlite3.connect(db) as raw:
+        (held,) = raw.execute("SELECT sum(length(pending)) FROM events").fetchone()
+    assert held < 10 * calls * 2  # the calls' message and the first results' message: each id at most twice
 
 
 def test_pi_branch_that_runs_the_tools_again_keeps_the_calls_for_its_results(mem: Store, tmp_path: Path) -> None:
@@ -817,12 +850,12 @@ def test_a_file_that_grows_between_the_check_and_the_write_is_written_as_it_was_
 
     with Store(tmp_path / "t.db") as store:
         summary = import_pi(store, [first, second], progress=progress)
-        assert summary.added == 2 * 79 and store.counts().events == 2 * 79
+        assert summary.added == 2 * 72 and store.counts().events == 2 * 72
         assert [done for done, _ in calls] == [first.stat().st_size, size, size + first.stat().st_size, 2 * size]
         assert {total for _, total in calls} == {2 * size}
         with pytest.raises(BadLine) as caught:
             import_pi(store, [first, second])
-        assert caught.value.file == str(second) and store.counts().events == 2 * 79
+        assert caught.value.file == str(second) and store.counts().events == 2 * 72
 
 
 def _events_of(store: Store) -> list[tuple[str, str, str]]:

@@ -6,10 +6,10 @@ the same way, giving each entry the previous one as parent). Later versions carr
 latest in the file (or the one an earlier import stored), and every other branch becomes a
 fork at its branch point, or a thread of its own when it leaves before the first message
 (pi's `resetLeaf`, to edit the first prompt, starts a new root). Messages map onto
-Anthropic blocks as pi's own Anthropic converter does: `toolCall` → `tool_use`, consecutive
-`toolResult` message → a user message of one `tool_result` block (the request merges a run
-of them, as pi's converter does; a branch may leave after any), `thinking` with its
-`thinkingSignature`. A branch that answers tool calls waiting at its point forks with
+Anthropic blocks as pi's own Anthropic converter does: `toolCall` → `tool_use`, a run of
+`toolResult` messages → one user message of `tool_result` blocks, as pi's converter sends
+them (one event per result made every event carry the calls still waiting: a message of N
+calls cost N²/2 stored ids), `thinking` with its `thinkingSignature`. A branch that answers tool calls waiting at its point forks with
 `unanswered="keep"`. A `compaction` entry becomes `compaction.recorded`
 whose `through_offset` is where its first kept entry landed. A user `!` command
 (`bashExecution`) becomes a user message marked `injected`. Model and thinking-level
@@ -130,6 +130,9 @@ class _Writer:
     own_thread: Callable[[_Node], PlannedStream]  # a thread of its own for a branch that shares no message
     stored_in: dict[str, str] = field(default_factory=dict)  # entry id -> the entry naming the stored event holding it
     placed: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)  # entry id -> where its event landed
+    # A tool result inside a run stored as one event, not its last: the offset of that event,
+    # the run, and how many of its results go up to this one (`_fork_branch`).
+    inside: dict[str, tuple[int, list[_Node], int]] = field(default_factory=dict)
 
     def where(self, node: _Node) -> Callable[[str], BadLine]:
         return lambda why: BadLine(str(self.path), node.line.number, why)
@@ -149,8 +152,8 @@ class _Writer:
         return meta
 
     def emit(self, stream: PlannedStream, nodes: list[_Node]) -> None:
-        """Events for a run of entries on one branch (a tool result is one message, unless an
-        earlier import stored consecutive results as one: see `_joins`)."""
+        """Events for a run of entries on one branch (a run of tool results is one message: see
+        `_joins`)."""
         i = 0
         while i < len(nodes):
             node = nodes[i]
@@ -165,8 +168,11 @@ class _Writer:
                     while i + 1 < len(nodes) and self._joins(nodes[i], nodes[i + 1]):
                         i += 1
                         group.append(nodes[i])
+                    before = len(stream.events)
                     self._results(stream, group)
                     members = group
+                    if len(stream.events) > before:
+                        self.inside.update((member.id, (stream.offsets[-1], group, k + 1)) for k, member in enumerate(group[:-1]))
                 elif role == "assistant":
                     self._assistant(stream, node, message)
                 elif role == "user":
@@ -200,13 +206,17 @@ class _Writer:
 
     def _joins(self, last: _Node, following: _Node) -> bool:
         """Whether the tool result `following` goes in one message with the results up to `last`:
-        only as an earlier import stored them (releases before this one merged a run of results).
-        Each new result is a message of its own, as pi writes it, so a branch may leave after any
-        of them; the model's request merges consecutive user messages."""
+        as an earlier import stored them (one result a message, or a run), and new results until
+        a branch leaves one of them, so a fork starts after a whole message. A result apart
+        from the results before it would be an event carrying every call still waiting (the
+        pending facts each stored row keeps), and a message of N calls would cost N²/2 ids.
+        A branch that leaves a stored run later forks before it (`_fork_branch`)."""
         if _call_answered(following) is None:
             return False
         before, after = self.stored_in.get(last.id), self.stored_in.get(following.id)
-        return before is not None and before == after
+        if before is not None or after is not None:
+            return before == after
+        return len(last.children) == 1
 
     def _assistant(self, stream: PlannedStream, node: _Node, message: dict[str, Any]) -> None:
         blocks = _blocks(message["content"], self.summary.skipped)
@@ -225,7 +235,9 @@ class _Writer:
         self.summary.assistant_messages += 1
         self.summary.tool_calls += sum(1 for b in blocks if b["type"] == "tool_use")
 
-    def _results(self, stream: PlannedStream, group: list[_Node]) -> None:
+    def _results(self, stream: PlannedStream, group: list[_Node], event_id: str | None = None) -> None:
+        """One user message of the `group`'s results (`event_id`: another event's than the
+        first result's, for a copy of them a fork writes)."""
         pending = set(stream.facts.tools)
         blocks = []
         for node in group:
@@ -242,6 +254,8 @@ class _Writer:
         meta = self.meta(group[0])
         if len(group) > 1:
             meta["source"]["uuids"] = [n.id for n in group[1:]]
+        if event_id is not None:
+            meta["event_id"] = event_id
         # pi's `details` (diffs, file contents) are not kept: see the Claude Code importer's `_user`.
         stream.add("message.appended", {"role": "user", "content": blocks}, meta, self.where(group[0]))
 
@@ -270,11 +284,20 @@ class _Writer:
             return self._path(self.own_thread(child), child)
         meta = {**self.meta(child), "event_id": f"pi:{self.session}:{child.id}:fork"}
         fork_id = stable_id(TOOL, self.session, child.id)
+        drops = self.plan.drops_at_fork(fork_id)  # an import made before forks kept calls: go on as stored
+        # A branch leaving a run of results an earlier import stored as one message (pi rewound
+        # to one of them after that import) forks before that message, keeping its calls
+        # waiting, and writes the results up to its point again, as its own first message.
+        copied = None if drops else self.inside.get(after.id)
+        if copied is not None:
+            at = copied[0]
         # A branch that answers calls waiting at its point (pi rewound to the call, or to one
         # of its results, and ran the tools again) keeps them waiting in its fork.
-        keep = _call_answered(child) in parent.facts_at(at).tools and not self.plan.drops_at_fork(fork_id)
+        keep = copied is not None or (_call_answered(child) in parent.facts_at(at).tools and not drops)
         options = {"unanswered": "keep"} if keep else {}
         fork = self.plan.attach(parent.fork(fork_id, "fork", meta, at, **options))
+        if copied is not None:
+            self._results(fork, copied[1][:copied[2]], f"pi:{self.session}:{child.id}:results")
         self.summary.forks += 1
         return self._path(fork, child)
 
