@@ -62,10 +62,14 @@ NONE = Facts()
 
 
 def _without(items: tuple[str, ...], gone: list[str], what: str, field: str) -> tuple[str, ...]:
-    missing = [item for item in gone if item not in items]
+    """`items` less `gone`, in order; looked up in sets: one message of N results answering N
+    calls took N² comparisons (16,000 results: 5 s, twice over in an import)."""
+    held = set(items)
+    missing = [item for item in gone if item not in held]
     if missing:
         raise InvalidEvent(field, f"{what} {missing[0]!r} is not pending in this thread")
-    return tuple(item for item in items if item not in gone)
+    dropped = set(gone)
+    return tuple(item for item in items if item not in dropped)
 
 
 def _check_new_calls(pending: tuple[str, ...], uses: list[str], field: str) -> None:
