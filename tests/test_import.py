@@ -664,6 +664,36 @@ def test_pi_branch_that_runs_the_tools_again_keeps_the_calls_for_its_results(mem
     mem.verify()
 
 
+def test_pi_entries_pi_sends_to_the_model_are_in_its_view_and_those_it_keeps_out_are_not(mem: Store, tmp_path: Path) -> None:
+    """As pi's buildSessionContext and convertToLlm: a `branch_summary` (a branch left with
+    /tree), a `custom_message` and a `custom`-role message are user messages the model sees
+    (they were skipped as lines without conversation); a `!!` command (`excludeFromContext`)
+    is not (it was put in); `session_info.name` is the thread's title (it was dropped)."""
+    def entry(id_: str, parent: str, **fields: Any) -> dict[str, Any]:
+        return {"id": id_, "parentId": parent, "timestamp": "2025-07-01T10:00:01.000Z", **fields}
+    lines = [
+        entry("bs1", "u1", type="branch_summary", fromId="a0", summary="BRANCH-SUMMARY"),
+        entry("cm1", "bs1", type="custom_message", customType="ext", content="CUSTOM-MESSAGE", display=True),
+        entry("cu1", "cm1", type="message", message={"role": "custom", "customType": "ext", "display": False,
+                                                     "content": [{"type": "text", "text": "CUSTOM-ROLE"}]}),
+        entry("b1", "cu1", type="message", message={"role": "bashExecution", "command": "cat secret", "output": "EXCLUDED-OUTPUT",
+                                                    "exitCode": 0, "excludeFromContext": True}),
+        entry("si1", "b1", type="session_info", name="SESSION-NAME"),
+    ]
+    head = _pi_tree(("u1", None, "user", "try B"))
+    tail = _pi_tree(("a2", "si1", "assistant", "B works")).splitlines(keepends=True)[1]
+    path = tmp_path / "session.jsonl"
+    path.write_text(head + "".join(json.dumps(line) + "\n" for line in lines) + tail)
+    summary = import_pi(mem, [path])
+    (thread,) = summary.thread_ids
+    request = json.dumps(anthropic_request(mem, thread, model="m", max_tokens=10))
+    branch = "The following is a summary of a branch that this conversation came back from:\\n\\n<summary>\\nBRANCH-SUMMARY</summary>"
+    assert all(text in request for text in (branch, "CUSTOM-MESSAGE", "CUSTOM-ROLE")) and "EXCLUDED-OUTPUT" not in request
+    assert mem.title(thread) == "SESSION-NAME"
+    assert import_pi(mem, [path]).added == 0
+    mem.verify()
+
+
 def test_pi_import_into_a_store_of_the_release_that_merged_results(tmp_path: Path) -> None:
     """A store written when tool results were merged and a fork dropped the calls waiting at
     its point: the same session adds nothing, and a grown one goes on as stored (the merged

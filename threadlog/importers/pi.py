@@ -11,9 +11,13 @@ Anthropic blocks as pi's own Anthropic converter does: `toolCall` → `tool_use`
 them (one event per result made every event carry the calls still waiting: a message of N
 calls cost N²/2 stored ids), `thinking` with its `thinkingSignature`. A branch that answers tool calls waiting at its point forks with
 `unanswered="keep"`. A `compaction` entry becomes `compaction.recorded`
-whose `through_offset` is where its first kept entry landed. A user `!` command
-(`bashExecution`) becomes a user message marked `injected`. Model and thinking-level
-changes become `metadata.set`.
+whose `through_offset` is where its first kept entry landed. What pi's `buildSessionContext`
+sends the model besides messages becomes a user message marked `injected`, as pi's
+`convertToLlm` turns it into one: a user `!` command (`bashExecution`; not a `!!` one,
+`excludeFromContext`, which pi keeps out), a `branch_summary` (the summary of a branch left
+with /tree, in pi's own wording), and an extension's `custom_message` entry or `custom`
+message. A `session_info` name becomes `title.set`; model and thinking-level changes become
+`metadata.set`.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ from .plan import Plan, PlannedStream, depth_first, import_sources, stable_id, s
 from .summary import ImportSummary
 
 TOOL = "pi"
+# How pi's convertToLlm words a branch summary for the model (pi's messages.ts).
+_BRANCH_SUMMARY_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+_BRANCH_SUMMARY_SUFFIX = "</summary>"
 
 
 @dataclass
@@ -55,12 +62,8 @@ def _check(record: dict[str, Any]) -> str | None:
         if role not in ("user", "assistant", "toolResult", "bashExecution", "hookMessage", "custom"):
             return f"unknown message role {short(role)}"
         content = message.get("content")
-        if role in ("user", "assistant", "toolResult") and not isinstance(content, (str, list)):
-            return "message.content must be a string or a list"
-        if isinstance(content, list) and not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in content):
-            return "every content block must be an object with a string type"
-        for i, block in enumerate(content if isinstance(content, list) else ()):
-            problem = _block_problem(block, f"message.content[{i}]")
+        if role != "bashExecution" or content is not None:
+            problem = _content_problem(content, "message.content")
             if problem is not None:
                 return problem
         if role == "toolResult" and not (isinstance(message.get("toolCallId"), str) and message["toolCallId"]):
@@ -70,9 +73,14 @@ def _check(record: dict[str, Any]) -> str | None:
         if role == "bashExecution" and not (isinstance(message.get("command"), str)
                                             and isinstance(message.get("output", ""), (str, type(None)))):
             return "a bashExecution needs a string command (and a string output, if any)"
-    elif record.get("type") == "compaction":
+    elif record.get("type") in ("compaction", "branch_summary"):
         if not isinstance(record.get("summary"), str):
-            return "a compaction needs a string summary"
+            return f"a {record['type']} needs a string summary"
+    elif record.get("type") == "custom_message":
+        return _content_problem(record.get("content"), "content")
+    elif record.get("type") == "session_info":
+        if not isinstance(record.get("name"), (str, type(None))):
+            return "a session_info name must be a string"
     if record.get("timestamp") is not None and not isinstance(record["timestamp"], str):
         return "timestamp must be a string"
     return None
@@ -82,6 +90,19 @@ def _check(record: dict[str, Any]) -> str | None:
 # type is refused (it was written as Python's printed form of it, `None` or `{'a': 1}`).
 _TEXT_FIELDS = {"text": (("text", False),), "thinking": (("thinking", False), ("thinkingSignature", True)),
                 "image": (("data", False), ("mimeType", True))}
+
+
+def _content_problem(content: Any, where: str) -> str | None:
+    """What is wrong with a message's content (`_check`), or None."""
+    if not isinstance(content, (str, list)):
+        return f"{where} must be a string or a list"
+    if isinstance(content, list) and not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in content):
+        return "every content block must be an object with a string type"
+    for i, block in enumerate(content if isinstance(content, list) else ()):
+        problem = _block_problem(block, f"{where}[{i}]")
+        if problem is not None:
+            return problem
+    return None
 
 
 def _block_problem(block: dict[str, Any], where: str) -> str | None:
@@ -182,12 +203,25 @@ class _Writer:
                         self.summary.prompts += 1
                     else:
                         self.summary.skipped["empty message"] += 1
+                elif role == "bashExecution" and message.get("excludeFromContext") is True:  # pi's `!!`: kept from the model
+                    self.summary.skipped["message/bashExecution excluded from context"] += 1
                 elif role == "bashExecution":
                     text = f"!{message['command']}\n{message.get('output') or ''}"
-                    stream.add("message.appended", {"role": "user", "content": [{"type": "text", "text": text}]},
-                               self.meta(node, {"injected": True, "role": role}), self.where(node))
+                    self._injected(stream, node, [{"type": "text", "text": text}], {"role": role})
+                elif role in ("custom", "hookMessage"):  # hookMessage: its name before version 3
+                    self._injected(stream, node, _blocks(message["content"], self.summary.skipped),
+                                   {"role": "custom", "customType": message.get("customType")})
                 else:
                     self.summary.skipped[f"message/{role}"] += 1
+            elif type_ == "branch_summary":
+                text = f"{_BRANCH_SUMMARY_PREFIX}{record['summary']}{_BRANCH_SUMMARY_SUFFIX}" if record["summary"] else ""
+                self._injected(stream, node, [{"type": "text", "text": text}] if text else [],
+                               {"type": type_, "fromId": record.get("fromId")})
+            elif type_ == "custom_message":
+                self._injected(stream, node, _blocks(record["content"], self.summary.skipped),
+                               {"type": type_, "customType": record.get("customType")})
+            elif type_ == "session_info" and record.get("name"):
+                stream.add("title.set", {"title": record["name"]}, self.meta(node), self.where(node))
             elif type_ == "compaction":
                 kept = record.get("firstKeptEntryId", record.get("firstKeptEntryIndex"))
                 landed = self.placed.get(str(kept))
@@ -203,6 +237,14 @@ class _Writer:
             for member in members:  # a branch may leave after any of them
                 self.placed[member.id] = (stream, stream.offset)
             i += 1
+
+    def _injected(self, stream: PlannedStream, node: _Node, blocks: list[dict[str, Any]], flags: dict[str, Any]) -> None:
+        """A user message pi put in the model's context, not typed by the user."""
+        if not blocks:
+            self.summary.skipped["empty message"] += 1
+            return
+        stream.add("message.appended", {"role": "user", "content": blocks}, self.meta(node, {"injected": True, **flags}),
+                   self.where(node))
 
     def _joins(self, last: _Node, following: _Node) -> bool:
         """Whether the tool result `following` goes in one message with the results up to `last`:
@@ -311,13 +353,16 @@ def _call_answered(node: _Node) -> str | None:
     return str(record["message"]["toolCallId"])
 
 
+_CONTEXT = ("message", "branch_summary", "custom_message")  # the entry types that may become a message
+
+
 def _own_thread_starts(order: list[_Node], roots: list[_Node]) -> list[_Node]:
     """The entries that may start a thread of their own: the later roots, and the children of
     entries before the first message of their branch (a rewind there has nothing to fork)."""
     before_message: set[str] = set()
     for node in order:  # pi writes an entry after its parent
         record = node.line.record
-        if record.get("type") != "message" and (node.parent is None or node.parent in before_message):
+        if record.get("type") not in _CONTEXT and (node.parent is None or node.parent in before_message):
             before_message.add(node.id)
     return [*roots[1:], *(child for node in order if node.id in before_message for child in node.children)]
 
