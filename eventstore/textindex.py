@@ -33,7 +33,9 @@ class Doc(NamedTuple):
 
 
 # (stream_id, offset, type, data) -> the event's documents. One extractor serves one catch-up,
-# in position order, so it may remember what it saw (a tool call's name, for its result).
+# in position order, so it may remember what it saw (a tool call's name, for its result). It is
+# called for a redacted event too, with what the redaction kept (a call keeps its name), and
+# whatever it gives for one is dropped: nothing of a redacted event is indexed.
 Extractor = Callable[[str, int, str, dict[str, Any]], Iterable[Doc]]
 
 MATCHES = ("query", "words", "any")
@@ -79,18 +81,19 @@ def _index_from(store: Store, after: int, extract: Extractor) -> int:
             return seen
         docs: list[DocValues] = []
         for row in rows:
-            if row.redacted_by is not None:
-                continue
             try:
                 data = decode(row.type, row.schema_version, row.data, row.position)
             except RecursionError:  # nested too deeply to read: nothing to index (redact it to read past it)
+                continue
+            found = extract(row.stream_id, row.offset, row.type, data)
+            if row.redacted_by is not None:  # its skeleton was seen (a call's name), none of its documents is kept
                 continue
             if row.position.__class__ is not int or not 0 < row.position <= MAX_INDEXED_POSITION:
                 raise StoreError(f"the event at position {row.position!r} cannot be indexed: the index numbers positions from 1 to "
                                  f"{MAX_INDEXED_POSITION} (the row was restored by an older release, which kept positions up to "
                                  "2^62, or altered outside threadlog)")
             base = row.position * DOC_PARTS
-            for part, doc in enumerate(extract(row.stream_id, row.offset, row.type, data)):
+            for part, doc in enumerate(found):
                 if part < DOC_PARTS:
                     docs.append((base + part, row.position, row.stream_id, row.offset, *doc))
         seen += len(rows)

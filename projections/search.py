@@ -29,10 +29,11 @@ from eventstore import InvalidEvent, Store, ThreadNotFound
 from eventstore import textindex
 from eventstore.backend import DOC_PIECE_CHARS, HitRow, doc_pieces
 from eventstore.errors import altered_index
+from eventstore.recorded import decode
 from eventstore.textindex import Doc, Extractor
 
 ROLES = ("user", "assistant")
-_LOOK_BACK = 16  # events read back to find the call a tool result answers, when not seen in this catch-up
+_FIRST_WINDOW = 16  # events read back first for the call a tool result answers, when not seen in this catch-up
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,14 +158,14 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
     as an altered index, as `verify` refuses a snapshot that differs from its events. Costs
     one read of each hit's event. (A document removed is not seen: the event is then missed.)
     """
-    extract = _Extractor(store)
     for row in rows:
         try:
             event = next(iter(store.read(row.stream_id, row.offset, row.offset + 1)), None)
         except ThreadNotFound:
             event = None
+        # An extractor of its own: one remembers calls as a catch-up meets them, in position order.
         docs = [] if event is None or event.position != row.position or event.redacted else \
-            extract(event.stream_id, event.offset, event.type, event.data)
+            _Extractor(store)(event.stream_id, event.offset, event.type, event.data)
         text = _stored(row.text)
         if not any(doc.kind == row.kind and doc.role == row.role and (_stored(doc.text) == text or (
                 len(doc.text) > DOC_PIECE_CHARS and text in map(_stored, doc_pieces(doc.text)))) for doc in docs):
@@ -193,11 +194,21 @@ def extractor(store: Store) -> Callable[[], Extractor]:
 
 
 class _Extractor:
-    """The documents of each event, in position order; remembers tool calls' names."""
+    """The documents of each event, in position order. A tool result is labelled with the name of
+    the call it answers: the latest `tool_use` with its id in the result's own history (its
+    thread, then each ancestor below the fork point), as `read` gives it. The facts refuse a
+    result for an id that is not pending and a second call with a pending id, so that call is
+    the one it answers, and no later one can come between. Ids repeat: across threads (`call_0`
+    numbers each turn's calls) and within one once answered; so a call is remembered per stream.
+
+    The calls seen in this catch-up answer most results; a result whose call is older (an earlier
+    catch-up's, or the parent's before a fork) reads its history back for it, however far. Either
+    way the label is what the log gives, so a rebuild labels as the catch-ups did."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.calls: dict[str, str] = {}
+        self.calls: dict[tuple[str, str], str] = {}  # (stream, tool_use id) -> the stream's latest call's name
+        self.older: dict[str, _Older] = {}  # thread -> the calls read back in its history
 
     def __call__(self, stream_id: str, offset: int, type_: str, data: dict[str, Any]) -> list[Doc]:
         if type_ == "message.appended":
@@ -221,23 +232,54 @@ class _Extractor:
                 texts.append(block["text"])
             elif kind == "tool_use":
                 name = str(block.get("name", ""))
-                self.calls[str(block.get("id"))] = name
+                self.calls[stream_id, str(block.get("id"))] = name
                 docs += _doc("tool_use", role, name, name + "\n" + _arguments(block.get("input")))
             elif kind == "tool_result":
-                tool = self._tool_of(str(block.get("tool_use_id")), stream_id, offset)
+                tool_use_id = str(block.get("tool_use_id"))
+                tool = self.calls.get((stream_id, tool_use_id))
+                if tool is None:
+                    tool = self._read_back(tool_use_id, stream_id, offset)
                 docs += _doc("tool_result", role, tool, _result_text(block.get("content")))
         return _doc("text", role, None, "\n".join(texts)) + docs
 
-    def _tool_of(self, tool_use_id: str, stream_id: str, offset: int) -> str | None:
-        """The name of the call a result answers: seen earlier in this catch-up, or read back."""
-        if tool_use_id in self.calls:
-            return self.calls[tool_use_id]
-        for _, type_, data in self.store.read_data(stream_id, max(0, offset - _LOOK_BACK), offset):
-            if type_ == "message.appended" and isinstance(data.get("content"), list):
-                for block in data["content"]:
+    def _read_back(self, tool_use_id: str, thread: str, offset: int) -> str | None:
+        """The name of the latest call with this id in the thread's history below `offset`; None
+        when there is none. The history is read back in windows that double, and what a
+        window holds is kept: a later result of the thread that misses too has its call below
+        the first one's (its own events above that one were seen in this catch-up), so each
+        thread's history is read back once, however many calls were pending when it stopped.
+        A redacted call keeps its name (its skeleton); an event too deeply nested to read is
+        passed over, as a catch-up passes over it."""
+        older = self.older.get(thread)
+        if older is None:
+            older = self.older[thread] = _Older(offset)
+        while tool_use_id not in older.calls and older.start > 0:
+            start = max(0, older.start - max(_FIRST_WINDOW, older.top - older.start))  # as much again as was read
+            window: dict[str, str] = {}
+            for _, type_, version, text in self.store.read_raw(thread, start, older.start):
+                if type_ != "message.appended":
+                    continue
+                try:
+                    content = decode(type_, version, text).get("content")
+                except RecursionError:
+                    continue
+                for block in content if isinstance(content, list) else ():
                     if block.get("type") == "tool_use":
-                        self.calls[str(block.get("id"))] = str(block.get("name", ""))
-        return self.calls.get(tool_use_id)
+                        window[str(block.get("id"))] = str(block.get("name", ""))
+            older.calls = window | older.calls  # a later call with the id, read before, stays
+            older.start = start
+        return older.calls.get(tool_use_id)
+
+
+class _Older:
+    """The calls a catch-up read back in one thread's history: the latest with each id at
+    offsets `start` up to `top`, the first of its results whose call it had not seen."""
+
+    __slots__ = ("top", "start", "calls")
+
+    def __init__(self, top: int) -> None:
+        self.top = self.start = top
+        self.calls: dict[str, str] = {}
 
 
 def _doc(kind: str, role: str | None, tool: str | None, text: Any) -> list[Doc]:
