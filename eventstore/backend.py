@@ -379,10 +379,6 @@ class Backend(Protocol):
         them; `"any"`: any of the words (`query_words`). `scope`: only events in these ranges."""
         ...
 
-    def index_title(self, stream_id: str, lo: int, hi: int | None) -> str | None:
-        """The title document with the highest offset in the stream's range lo..hi-1, if any."""
-        ...
-
     def triggers(self) -> list[str]:
         """The names of code stored in the database that runs on writes (SQLite triggers):
         threadlog creates none, so any is foreign."""

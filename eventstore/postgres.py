@@ -1196,16 +1196,6 @@ class PostgresBackend:
         ).fetchall()
         return [_new(HitRow, (*row[:9], float(row[9]))) for row in rows]
 
-    @_absent(lambda: None)
-    @_translated
-    def index_title(self, stream_id: str, lo: int, hi: int | None) -> str | None:
-        row = self.conn.execute(
-            "SELECT text FROM search_docs WHERE kind = 'title' AND stream_id = %s AND \"offset\" >= %s AND \"offset\" < %s "
-            'ORDER BY "offset" DESC, docid DESC LIMIT 1',
-            (stream_id, lo, _NO_BOUND if hi is None else hi),
-        ).fetchone()
-        return str(row[0]) if row else None
-
     @_translated
     def triggers(self) -> list[str]:
         """User triggers and rules on threadlog's tables (threadlog creates none)."""

@@ -1269,15 +1269,6 @@ class SQLiteBackend:
         ).fetchall()
         return [_new(HitRow, r) for r in rows]
 
-    @_index_call
-    def index_title(self, stream_id: str, lo: int, hi: int | None) -> str | None:
-        row = self.conn.execute(
-            'SELECT text FROM search_docs WHERE kind = \'title\' AND stream_id = ? AND "offset" >= ? AND "offset" < ? '
-            'ORDER BY "offset" DESC, docid DESC LIMIT 1',
-            (stream_id, lo, _NO_BOUND if hi is None else hi),
-        ).fetchone()
-        return str(row[0]) if row else None
-
     @_translated
     def triggers(self) -> list[str]:
         return [str(row[0]) for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")]

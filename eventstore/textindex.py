@@ -136,11 +136,3 @@ def search(store: Store, query: str, match: str = "query", scope: Sequence[Scope
             raise altered_index(f"the document of position {hit.position!r} holds a value of another kind")
     return hits
 
-
-def title(store: Store, thread: str) -> str | None:
-    """The thread's title as the index knows it: the latest title in its logical history."""
-    for stream_id, lo, hi in reversed(segments(store.ancestry(thread))):
-        found = store.backend.index_title(stream_id, lo, hi)
-        if found is not None:
-            return found
-    return None

@@ -23,9 +23,9 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from eventstore import InvalidEvent, Store, ThreadNotFound
+from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore import textindex
 from eventstore.backend import DOC_PIECE_CHARS, HitRow, doc_pieces
 from eventstore.errors import altered_index
@@ -92,7 +92,7 @@ def search(
     for row in rows:
         owner = thread if thread is not None else row.stream_id
         if owner not in titles:
-            titles[owner] = textindex.title(store, owner)
+            titles[owner] = store.title(owner)
         snippet = window(row.text, query) if row.snippet is None else clipped(row.snippet)
         hits.append(SearchHit(owner, titles[owner], row.stream_id, row.offset, row.position, row.role, row.kind,
                               row.tool, row.time, snippet, row.score))
@@ -149,14 +149,16 @@ def _clip(text: str) -> str:
 
 
 def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
-    """`rows`, once each document's text is one its event gives now; else `StoreError`.
+    """`rows`, once each document is one its event gives now, its tool label too; else `StoreError`.
 
     The index is a cache of the log that raw SQL can rewrite, and a hit's text is what a user
     reads as the event's and what retrieval sends the model: a document its event does not
     give (rewritten, moved to another event, or kept for an event redacted since) is refused
     (a long text may be indexed in its `doc_pieces`: each is one its event gives)
-    as an altered index, as `verify` refuses a snapshot that differs from its events. Costs
-    one read of each hit's event. (A document removed is not seen: the event is then missed.)
+    as an altered index, as `verify` refuses a snapshot that differs from its events. So is a
+    label that is not the tool the log gives: what `tool=` filters on and a hit shows. Costs
+    one read of each hit's event, and of a tool result's history back to its call (usually
+    a few events). (A document removed is not seen: the event is then missed.)
     """
     for row in rows:
         try:
@@ -167,15 +169,24 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
         docs = [] if event is None or event.position != row.position or event.redacted else \
             _Extractor(store)(event.stream_id, event.offset, event.type, event.data)
         text = _stored(row.text)
-        if not any(doc.kind == row.kind and doc.role == row.role and (_stored(doc.text) == text or (
-                len(doc.text) > DOC_PIECE_CHARS and text in map(_stored, doc_pieces(doc.text)))) for doc in docs):
+        same = [doc for doc in docs if doc.kind == row.kind and doc.role == row.role and (_stored(doc.text) == text or (
+                len(doc.text) > DOC_PIECE_CHARS and text in map(_stored, doc_pieces(doc.text))))]
+        if not same:
             raise altered_index(f"the document of position {row.position} is not text its event holds")
+        if not any(_stored(doc.tool) == _stored(row.tool) for doc in same):
+            raise StoreError(f"the search index labels the {row.kind} at position {row.position} with tool {row.tool!r}, "
+                             f"but the log gives {same[0].tool!r}: an index built by an earlier threadlog could label a "
+                             "result with the call of another thread or none, and raw SQL can alter it; rebuild it from "
+                             "the log with `threadlog index --rebuild`")
     return rows
 
 
-def _stored(text: str) -> str:
-    """A document's text as both backends compare it: PostgreSQL text holds no U+0000 (a space)."""
-    return text.replace("\x00", " ")
+_Text = TypeVar("_Text", str, str | None)
+
+
+def _stored(text: _Text) -> _Text:
+    """A document's text (or tool) as both backends compare it: PostgreSQL text holds no U+0000 (a space)."""
+    return text.replace("\x00", " ") if text is not None else text
 
 
 def update_index(store: Store) -> int:

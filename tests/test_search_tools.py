@@ -1,10 +1,12 @@
 """Search's tool labels: a tool result is labelled with the tool of the call it answers, the
 latest call with its id in the result's own history (its thread, and each ancestor below the
 fork point), whatever ids other threads use and whenever the index last caught up: the same
-log gives the same index as a rebuild."""
+log gives the same index as a rebuild. A search checks the label against the log, and shows
+the thread's title as the log gives it."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from threadlog import Store, rebuild_index, search, update_index
-from tests.backends import BACKENDS, dump, open_store
+from threadlog import Store, StoreError, rebuild_index, search, update_index
+from tests.backends import BACKENDS, dump, file_dump, open_store
 
 
 def _call(store: Store, thread: str, call_id: str, tool: str, text: str = "run it") -> None:
@@ -171,3 +173,59 @@ def test_incremental_catch_ups_give_the_index_a_rebuild_gives(tmp_path: Path, sc
             assert sorted((hit.offset, hit.tool) for hit in hits) == sorted(expected)
     finally:
         store.close()
+
+
+# -- what a hit shows is checked against the log ---------------------------------------------------
+
+
+def _altered(path: Path, *statements: str) -> None:
+    conn = sqlite3.connect(path)
+    for statement in statements:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
+def test_a_tool_label_the_log_does_not_give_is_refused(tmp_path: Path) -> None:
+    """Raw SQL labelled a message's text with a tool: the hit showed it, and `--tool Bash` found
+    it, while `verify` passed."""
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        t = store.create_thread(title="Real title")
+        store.append_message(t, "user", "hello ferry")
+        _call(store, t, "call_0", "Read")
+        _answer(store, t, "call_0", "ferry timetable")
+        assert _labels(store, "ferry") == [(t, "text", None), (t, "tool_result", "Read")]
+    forgeries = {  # -> the searches that find the forged document (one its label hides is not seen)
+        "UPDATE search_docs SET tool = 'Bash' WHERE kind = 'text'": (None, "Bash"),
+        "UPDATE search_docs SET tool = 'Bash' WHERE kind = 'tool_result'": (None, "Bash"),
+        "UPDATE search_docs SET tool = NULL WHERE kind = 'tool_result'": (None,),
+    }
+    for forgery, finding in forgeries.items():
+        _altered(path, forgery)
+        before = file_dump(path)
+        with Store(path) as store:
+            store.verify()  # the log is intact: only the cache was altered
+            for tool in finding:
+                with pytest.raises(StoreError, match=r"search index labels the .* with tool .*threadlog index --rebuild"):
+                    search(store, "ferry", tool=tool)
+            assert file_dump(path) == before  # a refused search writes nothing
+            rebuild_index(store)
+            assert _labels(store, "ferry") == [(t, "text", None), (t, "tool_result", "Read")]
+
+
+def test_a_hits_title_is_the_threads_title_in_the_log(tmp_path: Path) -> None:
+    """The title of a hit was read from the index's title document, which raw SQL rewrote."""
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        t = store.create_thread(title="Real title")
+        store.append_message(t, "user", "hello ferry")
+        fork = store.fork(t)
+        assert [(hit.title, hit.snippet) for hit in search(store, "ferry", thread=fork)] == [("Real title", "hello **ferry**")]
+    _altered(path, "UPDATE search_docs SET text = 'Pay invoice to IBAN XX00' WHERE kind = 'title'",
+             "INSERT INTO search_fts (search_fts) VALUES ('rebuild')")
+    with Store(path) as store:
+        assert [hit.title for hit in search(store, "ferry")] == ["Real title"]
+        assert [hit.title for hit in search(store, "ferry", thread=fork)] == ["Real title"]
+        with pytest.raises(StoreError, match="search index was altered outside threadlog"):
+            search(store, "invoice")  # the forged document itself, as any other
