@@ -358,6 +358,10 @@ class Backend(Protocol):
         """The last position the search index covers (0: none)."""
         ...
 
+    def index_last_docid(self) -> int:
+        """The highest docid the index holds (-1: none); through its primary key."""
+        ...
+
     def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:
         """Add documents (in docid order, above every docid stored) and record that the index
         covers every position <= `upto`; inside a write transaction."""

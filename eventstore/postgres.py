@@ -1133,6 +1133,11 @@ class PostgresBackend:
         return int(row[0]) if row else 0
 
     @_translated
+    def index_last_docid(self) -> int:
+        row = self.conn.execute(b"SELECT max(docid) FROM search_docs").fetchone()
+        return int(row[0]) if row and row[0] is not None else -1
+
+    @_translated
     def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:
         if docs:
             with self.conn.cursor() as cursor, cursor.copy(

@@ -1179,6 +1179,10 @@ class SQLiteBackend:
         return int(row[0])
 
     @_index_call
+    def index_last_docid(self) -> int:
+        return int(self.conn.execute("SELECT coalesce(max(docid), -1) FROM search_docs").fetchone()[0])
+
+    @_index_call
     def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:
         if docs:
             self.conn.executemany(

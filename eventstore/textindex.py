@@ -62,7 +62,12 @@ def catch_up(store: Store, extractor: Callable[[], Extractor]) -> int:
                          "and this store is open read-only so it cannot catch up; open it writable once "
                          "(`threadlog index`) and search again")
     with backend.transaction():
-        return _index_from(store, backend.index_position(), extractor())
+        covered = backend.index_position()
+        # Documents above what it covers (its progress moved back, or a document added, by raw
+        # SQL) would collide with the ones this catch-up writes: SQLite's "UNIQUE constraint failed".
+        if (past := backend.index_last_docid() // DOC_PARTS) > covered:
+            raise altered_index(f"it holds documents of position {past} and says it covers positions up to {covered}")
+        return _index_from(store, covered, extractor())
 
 
 def rebuild(store: Store, extractor: Callable[[], Extractor]) -> int:

@@ -93,6 +93,44 @@ def test_a_document_naming_no_event_is_named_not_dropped(tmp_path: Path, backend
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_an_index_whose_progress_was_moved_back_is_named_and_left_as_it_was(tmp_path: Path, backend: str) -> None:
+    """With its progress moved back, a catch-up wrote documents the index already held: SQLite
+    refused a second row under one key and sent the user to `verify`, which passes (it never
+    reads the index); PostgreSQL said another writer stored the key, and to retry."""
+    import sqlite3
+
+    import psycopg
+
+    from eventstore.errors import StoreError
+
+    target = str(tmp_path / "t.db") if backend == "sqlite" else postgres_url()
+    with Store(target) as store:
+        t = store.create_thread(title="Trip")
+        store.append_message(t, "user", "a ferry to corsica")
+        assert [h.offset for h in search(store, "corsica")] == [1]
+        store.append_message(t, "user", "and back from corsica")
+    def run(statement: str) -> list[tuple[Any, ...]]:
+        if backend == "sqlite":
+            with sqlite3.connect(target) as lite:
+                return lite.execute(statement).fetchall()
+        with psycopg.connect(target, autocommit=True) as pg:
+            cursor = pg.execute(statement)
+            return cursor.fetchall() if cursor.description else []
+
+    run("UPDATE search_progress SET position = 1")
+    index = "SELECT d.docid, d.text, p.position FROM search_docs d, search_progress p ORDER BY d.docid"
+    before = run(index)
+    with Store(target) as store:
+        with pytest.raises(StoreError, match=r"search index was altered outside threadlog \(it holds documents of position 2 "
+                                             r"and says it covers positions up to 1\).*threadlog index --rebuild"):
+            search(store, "corsica")
+        assert run(index) == before  # nothing written
+        store.verify()  # the log is intact: only the cache was altered
+        rebuild_index(store)
+        assert [h.offset for h in search(store, "corsica")] == [1, 2]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_text_longer_than_a_tsvector_holds_is_indexed_and_search_goes_on(tmp_path: Path, backend: str) -> None:
     """A 1.35 MB tool output of distinct words made PostgreSQL refuse its tsvector ("string is
     too long for tsvector"): that search and every later one failed, the index stuck before it.
@@ -125,3 +163,4 @@ def test_a_nul_in_an_events_json_fails_neither_search_nor_a_snapshots_save(tmp_p
         store.redact(secret.position, reason="pii\x00", actor="ops\x00")
         store.save_snapshot("p", 1, t, 1, {"n": 1}, as_of=as_of)  # a redaction since `as_of`, of a later offset
         assert store.nearest_snapshot("p", 1, t, 3) == (1, {"n": 1})
+

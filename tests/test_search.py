@@ -433,6 +433,8 @@ INDEX_TAMPERS = {  # the search index's tables altered by raw SQL
     "progress-as-text": "UPDATE search_progress SET position = 'x'",
     "progress-past-the-log": "UPDATE search_progress SET position = 9223372036854775807",
     "progress-negative": "UPDATE search_progress SET position = -5",
+    # a catch-up then wrote documents already there: SQLite's "UNIQUE constraint failed", sent to `verify`
+    "progress-moved-back": "UPDATE search_progress SET position = 1",
     "role-as-a-blob": "UPDATE search_docs SET role = X'ff' WHERE role IS NOT NULL",
     "stream-as-a-blob": "UPDATE search_docs SET stream_id = X'ff'",
     "position-of-no-event": "UPDATE search_docs SET position = 99999",
