@@ -93,7 +93,8 @@ def search(
         owner = thread if thread is not None else row.stream_id
         if owner not in titles:
             titles[owner] = store.title(owner)
-        snippet = window(row.text, query) if row.snippet is None else clipped(row.snippet)
+        # FTS5's snippet of a text holding U+0000 drops the words around it: the text's own then.
+        snippet = clipped(row.snippet) if row.snippet is not None and "\x00" not in row.text else window(_stored(row.text), query)
         hits.append(SearchHit(owner, titles[owner], row.stream_id, row.offset, row.position, row.role, row.kind,
                               row.tool, row.time, snippet, row.score))
     return hits

@@ -164,3 +164,14 @@ def test_a_nul_in_an_events_json_fails_neither_search_nor_a_snapshots_save(tmp_p
         store.save_snapshot("p", 1, t, 1, {"n": 1}, as_of=as_of)  # a redaction since `as_of`, of a later offset
         assert store.nearest_snapshot("p", 1, t, 3) == (1, {"n": 1})
 
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_snippet_of_text_holding_nul_keeps_the_words_around_it(tmp_path: Path, backend: str) -> None:
+    """FTS5's snippet of "before\\x00 nulsecretword after" cut the text at the U+0000: searched for
+    "after", it read "before**after**"."""
+    with Store(tmp_path / "t.db" if backend == "sqlite" else postgres_url()) as store:
+        t = store.create_thread()
+        store.append_message(t, "user", "before\x00 nulsecretword after")
+        # (PostgreSQL's snippet keeps the space in place of U+0000 and the one after it)
+        assert [" ".join(h.snippet.split()) for h in search(store, "after")] == ["before nulsecretword **after**"]
+        assert [" ".join(h.snippet.split()) for h in search(store, "nulsecretword")] == ["before **nulsecretword** after"]
