@@ -19,6 +19,9 @@ How a file becomes streams (field meanings: FORMATS.md in the project's data not
   `subagent` forks after the assistant message holding the `Task`/`Agent` call whose
   result names their `agentId`; the compaction summariser's file (`agent-acompact-*`)
   forks where its prompt starts (the boundary's `logicalParentUuid`).
+- A `summary` line naming a message of the file titles the file's thread (or sub-agent fork)
+  where the line is: after the units of the stream that start above it, so the lines a
+  growing file adds come after it.
 - Runs: a typed prompt starts one; an assistant message without tool calls ends it
   (`ok`); `[Request interrupted by user…]` ends it `cancelled`.
 """
@@ -80,6 +83,15 @@ class _Unit:
         return self.entries[0]
 
 
+@dataclass(frozen=True)
+class _Title:
+    """A `summary` line naming a message of its file: the file's stream is titled where the line is."""
+
+    line: int
+    leaf: str  # the uuid of the message it names
+    text: str
+
+
 @dataclass
 class _File:
     """One parsed session or sub-agent file."""
@@ -89,7 +101,7 @@ class _File:
     units: list[_Unit]
     entries: dict[str, _Entry]
     boundaries: dict[str, dict[str, Any]]  # summary-line uuid -> its compact_boundary record
-    titles: list[tuple[int, str, str]]  # (line, leafUuid, summary)
+    titles: list[_Title]
     agent_results: dict[str, str]  # agentId -> the tool_use id of the Task/Agent call it answers
     records: dict[str, Any] = field(default_factory=dict)  # sessionId, cwd, version, …
     first_parent: str | None = None  # the raw parentUuid of the first conversation line
@@ -161,7 +173,7 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
     order: list[_Entry] = []
     boundaries: dict[str, dict[str, Any]] = {}
     boundary_by_uuid: dict[str, dict[str, Any]] = {}
-    titles: list[tuple[int, str, str]] = []
+    titles: list[_Title] = []
     agent_results: dict[str, str] = {}
     parsed = _File(path, key, [], entries, boundaries, titles, agent_results)
     for line in lines:
@@ -203,7 +215,7 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             summary.skipped[f"{type_}/{subtype}" if isinstance(subtype, str) else type_] += 1
         else:
             if type_ == "summary" and isinstance(record.get("leafUuid"), str) and isinstance(record.get("summary"), str):
-                titles.append((line.number, record["leafUuid"], record["summary"]))
+                titles.append(_Title(line.number, record["leafUuid"], record["summary"]))
             summary.skipped[type_] += 1
             continue
         if entry.uuid in entries:
@@ -220,11 +232,14 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
         held = _unfinished(parsed.units, lines)
         if held:  # leave them for a later read; their event ids are the same then
             summary.waiting += 1
+            # A title written after a held response's first line comes after that response: it waits too.
+            cut = min((u.first.line.number for u in parsed.units if u.key in held), default=None)
+            titles[:] = [t for t in titles if cut is None or t.line < cut]
             kept = [e for e in order if e.unit is None or e.unit.key not in held]
             for entry in kept:
                 entry.unit = None
             parsed.units = _units(kept, {e.uuid: e for e in kept}, boundaries)
-    titles[:] = [t for t in titles if t[1] in entries]
+    titles[:] = [t for t in titles if t.leaf in entries]
     return parsed
 
 
@@ -406,6 +421,8 @@ class _Writer:
     # where each tool call and each unit (by its first uuid) landed: (stream, offset after it)
     placed: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)
     started: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)  # unit's first uuid -> (stream, its first offset)
+    titled: PlannedStream | None = None  # the stream the file's titles go into (`place_titles`)
+    titles: list[tuple[_Title, int | None]] = field(default_factory=list)  # still to place, with the offset stored at
 
     def _id(self, suffix: str) -> str:
         return f"cc:{self.file.key}:{suffix}"
@@ -450,6 +467,8 @@ class _Writer:
         stream.add("run.started", {"run_id": unit.first.uuid}, self._run_meta(unit, ":run"), self._where(unit.first))
 
     def emit(self, stream: PlannedStream, unit: _Unit) -> None:
+        if self.titles and stream is self.titled:
+            self.flush_titles(stream, unit.first.line.number)
         self.started[unit.first.uuid] = (stream, stream.offset)
         self._emit(stream, unit)
         self.placed["unit:" + unit.first.uuid] = (stream, stream.offset)
@@ -548,6 +567,41 @@ class _Writer:
         stream.add("message.appended", {"role": "user", "content": blocks}, meta, self._where(unit.first))
         if interrupted:
             self._close_run(stream, unit, "cancelled")
+
+    def place_titles(self, stream: PlannedStream, titles: list[_Title]) -> None:
+        """Have `emit` put each title into `stream` where its summary line is among the
+        stream's lines (`branch` then puts those after the last line): the lines written
+        after it, when the file grows, come after it. A title the store holds stays where it
+        is: the release before this one put every title after all of the messages."""
+        self.titled = stream
+        self.titles = [(title, self._stored_offset(stream, self._id(f"title:{title.leaf}"))) for title in titles]
+
+    def _stored_offset(self, stream: PlannedStream, event_id: str) -> int | None:
+        """The offset of `stream`'s stored event `event_id` (an index lookup), or None."""
+        stored = self.plan.store.event(event_id) if self.plan.store is not None else None
+        return stored.offset if stored is not None and stored.stream_id == stream.id else None
+
+    def flush_titles(self, stream: PlannedStream, before: int | None = None) -> None:
+        """Add the titles due before a unit starting at line `before` (None: all of them)."""
+        due = True
+        while due:
+            upcoming = stream.next_offset
+            due = False
+            for index, (title, stored) in enumerate(self.titles):
+                if before is None or (upcoming >= stored if stored is not None else title.line < before):
+                    del self.titles[index]
+                    self._add_title(stream, title)
+                    due = True
+                    break
+
+    def _add_title(self, stream: PlannedStream, title: _Title) -> None:
+        self.summary.skipped["summary"] -= 1
+        meta: dict[str, Any] = {"event_id": self._id(f"title:{title.leaf}"), "origin": "imported",
+                                "source": {"tool": TOOL, "file": self.name, "line": title.line, "uuid": title.leaf}}
+        when = self.file.entries[title.leaf].line.record.get("timestamp")  # the summary line has no time: its message's
+        if is_time(when):
+            meta["occurred_at"] = when
+        stream.add("title.set", {"title": title.text}, meta, functools.partial(BadLine, self.name, title.line))
 
     def branch(self, stream: PlannedStream, start: _Unit) -> None:
         """Emit `start` and the latest path below it into `stream`; other children become forks,
@@ -818,7 +872,9 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
         metadata = {"agentId": file.agent_id, "file": writer.name}
         stream = writer.plan.attach(parent.fork(stable_id(TOOL, file.key), "subagent", meta, at, metadata=metadata))
         writer.summary.subagents += 1
+    writer.place_titles(stream, file.titles)
     writer.branch(stream, main_root)
+    writer.flush_titles(stream)  # the titles after its last line
     for root in roots:  # a second conversation in one file (its first line's parent is unknown)
         if root is not main_root:
             meta = {"event_id": f"cc:{file.key}:{root.first.uuid}:created", "origin": "imported", "source": source}
@@ -827,14 +883,6 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
             writer.summary.threads += 1
             writer.summary.thread_ids.append(other.id)
             writer.branch(other, root)
-    for number, leaf, title in file.titles:
-        writer.summary.skipped["summary"] -= 1
-        titled: dict[str, Any] = {"event_id": f"cc:{file.key}:title:{leaf}", "origin": "imported",
-                                  "source": {**source, "line": number, "uuid": leaf}}
-        when = file.entries[leaf].line.record.get("timestamp")  # the summary line has no time: its message's
-        if is_time(when):
-            titled["occurred_at"] = when
-        stream.add("title.set", {"title": title}, titled, functools.partial(BadLine, writer.name, number))
 
 
 def import_claude_code(

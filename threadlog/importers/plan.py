@@ -87,6 +87,14 @@ class PlannedStream:
         """The logical offset the next event gets."""
         return self.at + len(self.history)
 
+    @property
+    def next_offset(self) -> int:
+        """The offset the next event gets in the store: `offset`, past the redaction records there."""
+        offset = self.offset
+        while offset in self.records:
+            offset += 1
+        return offset
+
     def add(self, type_: str, data: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> None:
         """Validate one event and fold its facts; `where(why)` names the source line in errors."""
         try:
