@@ -425,3 +425,12 @@ def test_a_response_id_repeated_in_a_later_turn_is_a_response_of_its_own(tmp_pat
         (thread,) = store.threads()
         texts = [b["text"] for e in store.read(thread.id) if e.type == "message.appended" for b in e.data["content"]]
     assert texts == ["Hello", "Hi there", "How are you?", "I'm doing well", "Goodbye"]
+
+
+def test_an_event_id_two_lines_would_share_is_refused_by_line_with_nothing_written(seeded: Path, tmp_path: Path) -> None:
+    """A uuid made to look like another line's run id (`u1` starts the run `u1:run`): the store
+    refuses a batch that repeats an id, but only after the thread was created. The plan refuses
+    it first, naming the line, so the database stays as it was."""
+    session = tmp_path / f"{SESSION_ID}.jsonl"
+    session.write_bytes(jsonl(user_line("u1", "hi"), user_line("u1:run", "again", "u1")))
+    import_refused(seeded, tmp_path, ["claude-code", str(session)], f"{session}:2: ")

@@ -94,6 +94,24 @@ def test_a_titled_session_imported_by_the_release_that_put_titles_last_takes_its
         store.verify()
 
 
+def test_a_title_written_again_for_the_same_message_is_the_title(tmp_path: Path) -> None:
+    """Claude Code writes a summary for the same message again when it regenerates the title:
+    each is a title.set of its own (the first keeps the id earlier releases gave it), the later
+    one the thread's title, and the session imports again as it grows."""
+    path = tmp_path / f"{SESSION}.jsonl"
+    records = [*_exchange(1, None), _title("a1", "First try"), _title("a1", "A better title")]
+    _write(path, records)
+    with Store(tmp_path / "t.db") as store:
+        thread = import_claude_code(store, [path]).thread_ids[0]
+        assert [(e.event_id, e.data["title"]) for e in store.read(thread) if e.type == "title.set"] == [
+            ("cc:" + SESSION + ":title:a1", "First try"), ("cc:" + SESSION + ":title:a1:4", "A better title")]
+        assert store.title(thread) == "A better title"
+        _write(path, [*records, *_exchange(2, "a1"), _title("a1", "Third")])
+        assert import_claude_code(store, [path]).added == 5
+        assert store.title(thread) == "Third"
+        assert _ids(store, thread) == _whole(path)
+
+
 def test_a_titled_session_followed_from_any_line_ends_as_one_import(tmp_path: Path) -> None:
     """Polled after any of its lines (a response written over two lines, a title after each
     turn), the session ends with its titles where one import of the whole file puts them."""

@@ -90,6 +90,12 @@ class _Title:
     line: int
     leaf: str  # the uuid of the message it names
     text: str
+    again: bool = False  # an earlier summary line names the same message (Claude Code regenerates titles)
+
+    @property
+    def suffix(self) -> str:
+        """Its event id's: the first title of a message keeps the id earlier releases gave it."""
+        return f"title:{self.leaf}:{self.line}" if self.again else f"title:{self.leaf}"
 
 
 @dataclass
@@ -174,6 +180,7 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
     boundaries: dict[str, dict[str, Any]] = {}
     boundary_by_uuid: dict[str, dict[str, Any]] = {}
     titles: list[_Title] = []
+    titled: set[str] = set()  # the messages a summary line names
     agent_results: dict[str, str] = {}
     parsed = _File(path, key, [], entries, boundaries, titles, agent_results)
     for line in lines:
@@ -215,7 +222,8 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             summary.skipped[f"{type_}/{subtype}" if isinstance(subtype, str) else type_] += 1
         else:
             if type_ == "summary" and isinstance(record.get("leafUuid"), str) and isinstance(record.get("summary"), str):
-                titles.append(_Title(line.number, record["leafUuid"], record["summary"]))
+                titles.append(_Title(line.number, record["leafUuid"], record["summary"], record["leafUuid"] in titled))
+                titled.add(record["leafUuid"])
             summary.skipped[type_] += 1
             continue
         if entry.uuid in entries:
@@ -574,7 +582,7 @@ class _Writer:
         after it, when the file grows, come after it. A title the store holds stays where it
         is: the release before this one put every title after all of the messages."""
         self.titled = stream
-        self.titles = [(title, self._stored_offset(stream, self._id(f"title:{title.leaf}"))) for title in titles]
+        self.titles = [(title, self._stored_offset(stream, self._id(title.suffix))) for title in titles]
 
     def _stored_offset(self, stream: PlannedStream, event_id: str) -> int | None:
         """The offset of `stream`'s stored event `event_id` (an index lookup), or None."""
@@ -596,7 +604,7 @@ class _Writer:
 
     def _add_title(self, stream: PlannedStream, title: _Title) -> None:
         self.summary.skipped["summary"] -= 1
-        meta: dict[str, Any] = {"event_id": self._id(f"title:{title.leaf}"), "origin": "imported",
+        meta: dict[str, Any] = {"event_id": self._id(title.suffix), "origin": "imported",
                                 "source": {"tool": TOOL, "file": self.name, "line": title.line, "uuid": title.leaf}}
         when = self.file.entries[title.leaf].line.record.get("timestamp")  # the summary line has no time: its message's
         if is_time(when):
@@ -640,7 +648,7 @@ class _Writer:
 
     def _fork_at(self, parent: PlannedStream, at: int, child: _Unit) -> PlannedStream:
         stream_id = stable_id(TOOL, self.file.key, child.first.uuid)
-        fork = self.plan.attach(parent.fork(stream_id, "fork", self._meta(child, ":fork"), at))
+        fork = self.plan.attach(parent.fork(stream_id, "fork", self._meta(child, ":fork"), at), self._where(child.first))
         self.summary.forks += 1
         return fork
 
@@ -870,7 +878,8 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
         parent, at = link
         meta = {"event_id": f"cc:{file.key}:fork", "origin": "imported", "source": {**source, "flags": {"agentId": file.agent_id}}}
         metadata = {"agentId": file.agent_id, "file": writer.name}
-        stream = writer.plan.attach(parent.fork(stable_id(TOOL, file.key), "subagent", meta, at, metadata=metadata))
+        stream = writer.plan.attach(parent.fork(stable_id(TOOL, file.key), "subagent", meta, at, metadata=metadata),
+                                    writer._where(main_root.first))
         writer.summary.subagents += 1
     writer.place_titles(stream, file.titles)
     writer.branch(stream, main_root)

@@ -337,7 +337,7 @@ class _Writer:
         # of its results, and ran the tools again) keeps them waiting in its fork.
         keep = copied is not None or (_call_answered(child) in parent.facts_at(at).tools and not drops)
         options = {"unanswered": "keep"} if keep else {}
-        fork = self.plan.attach(parent.fork(fork_id, "fork", meta, at, **options))
+        fork = self.plan.attach(parent.fork(fork_id, "fork", meta, at, **options), self.where(child))
         if copied is not None:
             self._results(fork, copied[1][:copied[2]], f"pi:{self.session}:{child.id}:results")
         self.summary.forks += 1

@@ -78,6 +78,7 @@ class PlannedStream:
     history: list[Facts] = field(default_factory=list)  # facts after each own offset, the first event's included
     records: frozenset[int] = frozenset()  # the offsets of the stored stream's redaction records (`Plan.attach`)
     offsets: list[int] = field(default_factory=list)  # the offset each planned event gets, past the records
+    ids: set[str] = field(default_factory=set)  # the event ids its plan gives, shared by the plan's streams (`Plan.attach`)
 
     def __post_init__(self) -> None:
         self.history.append(self.facts)
@@ -102,6 +103,7 @@ class PlannedStream:
             self.facts = advance(self.facts, prepared.type, prepared.data, "event.data")
         except InvalidEvent as error:
             raise where(str(error)) from None
+        _claim(self.ids, prepared.event_id, where)
         if type_ == "run.started":
             self.open_run = data["run_id"]
         elif type_ == "run.finished":
@@ -138,6 +140,7 @@ class Plan:
 
     streams: list[PlannedStream] = field(default_factory=list)
     store: Store | None = None
+    ids: set[str] = field(default_factory=set)  # every event id planned so far: each one once
     changed: int = 0  # found by `write_plan`: stored events the source now gives otherwise (kept as stored)
 
     def root(self, stream_id: str, created: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> PlannedStream:
@@ -146,7 +149,7 @@ class Plan:
             prepared = prepare({"type": "thread.created", "data": created, "meta": meta}, "event")
         except InvalidEvent as error:
             raise where(str(error)) from None
-        return self.attach(PlannedStream(stream_id, "thread", {"prepared": prepared, "meta": meta}))
+        return self.attach(PlannedStream(stream_id, "thread", {"prepared": prepared, "meta": meta}), where)
 
     def drops_at_fork(self, stream_id: str) -> bool:
         """Whether the store holds `stream_id` as a fork that dropped the tool calls waiting at
@@ -161,12 +164,23 @@ class Plan:
         first = next(self.store.read(stream_id, start=info.base, stop=info.base + 1), None)
         return first is not None and bool(first.data.get("dropped_tool_use_ids"))
 
-    def attach(self, stream: PlannedStream) -> PlannedStream:
-        """Add a stream (before any of its events): it learns where the store holds records in it."""
+    def attach(self, stream: PlannedStream, where: Callable[[str], StoreError]) -> PlannedStream:
+        """Add a stream (before any of its events): it learns where the store holds records in it,
+        and shares the plan's event ids, so that one given twice is refused by `where` (the
+        store would refuse it only after writing what came before it)."""
         if self.store is not None:
             stream.records = _records(self.store, stream.id)
+        stream.ids = self.ids
+        _claim(self.ids, _first_event_id(stream), where)
         self.streams.append(stream)
         return stream
+
+
+def _claim(ids: set[str], event_id: str, where: Callable[[str], StoreError]) -> None:
+    """Add `event_id` to a plan's `ids`, refusing one it gives already."""
+    if event_id in ids:
+        raise where(f"meta.event_id: {event_id!r} is the id of another event of this source")
+    ids.add(event_id)
 
 
 def stored_sources(store: Store, root: str, events: dict[str, str] | None = None) -> dict[str, str]:
