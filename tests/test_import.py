@@ -55,9 +55,14 @@ def _raw(path: Path) -> list[dict[str, Any]]:
 
 def _raw_counts(path: Path) -> tuple[int, int]:
     """(API responses, tool calls) in the file's main-chain lines, from the raw JSONL."""
+    return _raw_counts_of(path, sidechain=False)
+
+
+def _raw_counts_of(path: Path, sidechain: bool = True) -> tuple[int, int]:
+    """`_raw_counts`, of the sidechain lines too unless `sidechain=False`."""
     responses, calls = set(), set()
     for record in _raw(path):
-        if record.get("type") != "assistant" or record.get("isSidechain"):
+        if record.get("type") != "assistant" or (record.get("isSidechain") and not sidechain):
             continue
         message = record["message"]
         if any(b.get("type") != "text" or b.get("text") for b in message["content"]):
@@ -126,6 +131,24 @@ def test_subagent_is_a_fork_at_its_task_call(mem: Store) -> None:
                for b in r["message"]["content"] if b.get("type") == "tool_result"]
     holder = mem.event_at(thread, agent.parent_offset - 1)
     assert call in [b.get("id") for b in holder.data["content"]]
+
+
+@pytest.mark.parametrize("given", ["file", "directory"])
+def test_a_sub_agent_file_without_its_session_is_a_thread_of_its_own(tmp_path: Path, given: str) -> None:
+    """A sub-agent's file whose session is not imported with it (deleted, or not among the
+    paths): every line of it is a sidechain line, which only a session's own file holds as
+    inline sub-agents; it was read as one and nothing was imported, without a word."""
+    agent = SUBAGENT_SESSION.with_suffix("") / "subagents" / "agent-a2271d1.jsonl"
+    loose = tmp_path / "in" / agent.name
+    loose.parent.mkdir()
+    shutil.copy(agent, loose)
+    responses, calls = _raw_counts_of(agent)
+    with Store(tmp_path / "t.db") as store:
+        summary = import_claude_code(store, [loose if given == "file" else loose.parent])
+        assert (summary.threads, summary.assistant_messages, summary.tool_calls) == (1, responses, calls)
+        [thread] = summary.thread_ids
+        assert store.thread(thread).kind == "thread" and store.counts().events == summary.added
+        assert import_claude_code(store, [loose]).added == 0
 
 
 def test_compaction_view_equals_what_was_sent(mem: Store) -> None:

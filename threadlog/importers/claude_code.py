@@ -162,7 +162,8 @@ def _check(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial_tail: bool, seen: Seen | None = None) -> _File:
+def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial_tail: bool, seen: Seen | None = None, *,
+           session: bool = False) -> _File:
     def on_bad(error: BadLine) -> None:
         if not skip_bad:
             raise error
@@ -170,11 +171,13 @@ def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial
         summary.bad.append((error.file, error.line, error.why))
 
     lines, _ = read_lines(path, on_bad, partial_tail, seen)
-    return _from_lines(path, key, lines, summary, on_bad, partial_tail)
+    return _from_lines(path, key, lines, summary, on_bad, partial_tail, session=session)
 
 
 def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary, on_bad: Callable[[BadLine], None],
-                partial_tail: bool) -> _File:
+                partial_tail: bool, *, session: bool = False) -> _File:
+    """Parse a file's lines; a `session` file's sidechain lines are its inline sub-agents (1.0.x),
+    while every line of a sub-agent's own file is one (its file is its own, session or none)."""
     entries: dict[str, _Entry] = {}
     order: list[_Entry] = []
     boundaries: dict[str, dict[str, Any]] = {}
@@ -194,7 +197,7 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             if why is not None:
                 on_bad(BadLine(str(path), line.number, why))
                 continue
-            if record.get("isSidechain") and not key.count("/"):
+            if record.get("isSidechain") and session:
                 parsed.sidechain.append(line)  # planned as sub-agent forks (`_inline_agents`)
                 continue
             entry = _Entry(line, record["uuid"], record.get("parentUuid"), type_)
@@ -739,7 +742,7 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
     plan = Plan(store=store)
     main_file = None
     if session.main is not None:
-        main_file = _parse(session.main, session.main.stem, summary, skip_bad, partial_tail, seen)
+        main_file = _parse(session.main, session.main.stem, summary, skip_bad, partial_tail, seen, session=True)
         summary.files += 1
     prefix = session.main.stem if session.main is not None else ""
     agents = []
