@@ -434,3 +434,66 @@ def test_an_event_id_two_lines_would_share_is_refused_by_line_with_nothing_writt
     session = tmp_path / f"{SESSION_ID}.jsonl"
     session.write_bytes(jsonl(user_line("u1", "hi"), user_line("u1:run", "again", "u1")))
     import_refused(seeded, tmp_path, ["claude-code", str(session)], f"{session}:2: ")
+
+
+def _response(uuid: str, parent: str, block: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "sessionId": SESSION_ID, "timestamp": "2025-01-01T00:00:00Z",
+            "message": {"id": "msg_1", "role": "assistant", "model": "claude-x", "content": [block], "stop_reason": "tool_use"}}
+
+
+def _repeated_call() -> list[dict[str, Any]]:
+    """A response over three lines whose tool_use line is written twice (line 4), then its result and an answer."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
+    return [user_line("u1", "list the files"), _response("c1", "u1", {"type": "thinking", "thinking": "ls", "signature": "s"}),
+            _response("c2", "c1", call), _response("c3", "c2", call),
+            user_line("r1", "", "c3", message={"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                                               "content": "a b"}]}),
+            user_line("u2", "and then?", "r1")]
+
+
+def _huge_result() -> list[dict[str, Any]]:
+    """A tool result (line 3) larger than an event may be (a Read of a 40 MB log)."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/var/log/big.log"}}
+    return [user_line("u1", "read the log"), _response("c1", "u1", call),
+            user_line("r1", "", "c1", message={"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                                               "content": "x" * (33 << 20)}]}),
+            user_line("u2", "and then?", "r1")]
+
+
+@pytest.mark.parametrize(("records", "line", "says"), [
+    (_repeated_call, 4, "tool_use id 'toolu_1' appears twice"),
+    (_huge_result, 3, "bytes of JSON; an event holds at most"),
+], ids=["repeated-tool-use-id", "line-too-large"])
+def test_a_line_refused_for_what_it_holds_is_named_and_skipped_with_skip_bad(seeded: Path, tmp_path: Path,
+                                                                             records: Any, line: int, says: str) -> None:
+    """Refused for what it means, not how it is written: the error names the line that holds
+    it (in a response written over several lines too), and `--skip-bad`, which the error
+    offers, skips that event and reports it; the rest of the session is imported."""
+    session = tmp_path / f"{SESSION_ID}.jsonl"
+    session.write_bytes(jsonl(*records()))
+    import_refused(seeded, tmp_path, ["claude-code", str(session)], f"{session}:{line}: ")
+    import_refused(seeded, tmp_path, ["claude-code", str(session)], says)
+    db = tmp_path / "skip.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "claude-code", "--skip-bad", "--json", str(session)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [(bad["file"], bad["line"]) for bad in report["bad"]] == [(str(session), line)] and says in report["bad"][0]["why"]
+    with Store(db) as store:
+        texts = [json.dumps(e.data) for e in store.read(report["thread_ids"][0]) if e.type == "message.appended"]
+        assert "and then?" in texts[-1] and store.verify()
+
+
+def test_a_pi_line_refused_for_what_it_holds_does_not_offer_skip_bad(seeded: Path, tmp_path: Path) -> None:
+    """pi's importer cannot go on without such an event, so `--skip-bad` does not skip it: the
+    error names the line and does not offer it."""
+    call = {"type": "toolCall", "id": "t1", "name": "bash", "arguments": {}}
+    session = tmp_path / "pi.jsonl"
+    session.write_bytes(_pi_header() + jsonl(
+        {"type": "message", "id": "u1", "parentId": None, "timestamp": "2025-01-01T00:00:00Z",
+         "message": {"role": "user", "content": [{"type": "text", "text": "go"}]}},
+        {"type": "message", "id": "a1", "parentId": "u1", "timestamp": "2025-01-01T00:00:00Z",
+         "message": {"role": "assistant", "content": [call, call], "stopReason": "toolUse"}}))
+    for flags in ([], ["--skip-bad"]):
+        import_refused(seeded, tmp_path, ["pi", *flags, str(session)], f"{session}:3: ")
+        result = CliRunner().invoke(cli, ["--db", str(tmp_path / "x.db"), "import", "pi", *flags, str(session)])
+        assert "appears twice" in result.stderr and "--skip-bad" not in result.stderr, result.stderr

@@ -42,7 +42,7 @@ from eventstore.events import is_time
 
 from .lines import BadLine, Line, Seen, is_text, read_lines, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, stable_id, stored_sources
-from .summary import ImportSummary
+from .summary import ImportSummary, on_bad_line
 
 TOOL = "claude-code"
 _CONVERSATION = ("user", "assistant")
@@ -164,12 +164,7 @@ def _check(record: dict[str, Any]) -> str | None:
 
 def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial_tail: bool, seen: Seen | None = None, *,
            session: bool = False) -> _File:
-    def on_bad(error: BadLine) -> None:
-        if not skip_bad:
-            raise error
-        summary.skipped["malformed"] += 1
-        summary.bad.append((error.file, error.line, error.why))
-
+    on_bad = on_bad_line(summary, skip_bad)
     lines, _ = read_lines(path, on_bad, partial_tail, seen)
     return _from_lines(path, key, lines, summary, on_bad, partial_tail, session=session)
 
@@ -419,6 +414,47 @@ def _continues(unit: _Unit, parent: _Entry | None) -> bool:
 # -- from units to events ---------------------------------------------------------------------
 
 
+def _response(entries: list[_Entry]) -> dict[str, Any] | None:
+    """The `message.appended` data of an API response written over `entries` (None: no block)."""
+    blocks: list[dict[str, Any]] = []
+    model = stop = None
+    usage: dict[str, Any] | None = None
+    for entry in entries:
+        message = entry.line.record["message"]
+        content = message["content"]
+        blocks.extend([{"type": "text", "text": content}] if isinstance(content, str) else content)
+        model = message.get("model") or model
+        stop = message.get("stop_reason") or stop
+        usage = message.get("usage") or usage
+    blocks = [b for b in blocks if not (b.get("type") == "text" and not b.get("text"))] or blocks
+    if not blocks:
+        return None
+    data: dict[str, Any] = {"role": "assistant", "content": blocks}
+    message_id = entries[0].line.record["message"].get("id")
+    for name, value in (("message_id", message_id), ("model", model), ("stop_reason", stop), ("usage", usage)):
+        if value is not None:
+            data[name] = value
+    return data
+
+
+def _user_blocks(entries: list[_Entry], pending: frozenset[str]) -> tuple[list[dict[str, Any]], int]:
+    """A user message's blocks from its lines, with the tool results answering a call `pending`
+    only (each once), and how many results were left out for answering none."""
+    blocks: list[dict[str, Any]] = []
+    waiting = set(pending)
+    left_out = 0
+    for entry in entries:
+        content = entry.line.record["message"]["content"]
+        for block in [{"type": "text", "text": content}] if isinstance(content, str) else content:
+            if block.get("type") == "tool_result":
+                if block.get("tool_use_id") not in waiting:
+                    left_out += 1
+                    continue
+                waiting.discard(block["tool_use_id"])
+            blocks.append(block)
+    return [b for b in blocks if not (b.get("type") == "text" and not b.get("text"))], left_out
+
+
 @dataclass
 class _Writer:
     """Turns one file's units into planned streams."""
@@ -428,6 +464,7 @@ class _Writer:
     summary: ImportSummary
     name: str  # the file as the source meta names it
     compaction_causes: dict[str, str]  # logicalParentUuid -> the summariser's fork id
+    on_bad: Callable[[BadLine], None]  # a line it cannot import: raised, or skipped and reported (`on_bad_line`)
     stored: dict[str, str] = field(default_factory=dict)  # source uuid -> the stream an earlier import put it in
     # where each tool call and each unit (by its first uuid) landed: (stream, offset after it)
     placed: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)
@@ -438,8 +475,8 @@ class _Writer:
     def _id(self, suffix: str) -> str:
         return f"cc:{self.file.key}:{suffix}"
 
-    def _where(self, entry: _Entry) -> Callable[[str], BadLine]:
-        return lambda why: BadLine(str(self.file.path), entry.line.number, why)
+    def _where(self, entry: _Entry, skippable: bool = True) -> Callable[[str], BadLine]:
+        return lambda why: BadLine(str(self.file.path), entry.line.number, why, skippable=skippable)
 
     def _meta(self, unit: _Unit, suffix: str = "", **extra: Any) -> dict[str, Any]:
         first = unit.first
@@ -470,12 +507,41 @@ class _Writer:
         meta["source"].pop("uuids", None)
         return meta
 
+    def _add(self, stream: PlannedStream, type_: str, data: dict[str, Any], meta: dict[str, Any], unit: _Unit,
+             build: Callable[[list[_Entry]], dict[str, Any] | None] | None = None) -> bool:
+        """`stream.add`; an event the store would refuse goes to `on_bad` (raised, or with
+        skip_bad skipped and reported: False), naming the line that makes it so. `build` makes
+        the event's data from some of the unit's lines, to find that line in a unit of several."""
+        try:
+            stream.add(type_, data, meta, self._where(unit.first))
+        except BadLine as error:
+            if build is not None and len(unit.entries) > 1:
+                error = BadLine(error.file, self._refused_line(stream, type_, meta, unit, build), error.why)
+            self.on_bad(error)
+            return False
+        return True
+
+    @staticmethod
+    def _refused_line(stream: PlannedStream, type_: str, meta: dict[str, Any], unit: _Unit,
+                      build: Callable[[list[_Entry]], dict[str, Any] | None]) -> int:
+        """The line of `unit` whose content makes its event refused: the first its lines up to
+        which already make one the store refuses (the unit's first when its data is not why: its id)."""
+        for count in range(1, len(unit.entries) + 1):
+            data = build(unit.entries[:count])
+            if data is None:
+                continue
+            try:
+                stream.check(type_, data, meta)
+            except InvalidEvent:
+                return unit.entries[count - 1].line.number
+        return unit.first.line.number
+
     def _close_run(self, stream: PlannedStream, unit: _Unit, status: str) -> None:
         if stream.open_run is not None:
-            stream.add("run.finished", {"run_id": stream.open_run, "status": status}, self._run_meta(unit, ":end"), self._where(unit.first))
+            self._add(stream, "run.finished", {"run_id": stream.open_run, "status": status}, self._run_meta(unit, ":end"), unit)
 
     def _open_run(self, stream: PlannedStream, unit: _Unit) -> None:
-        stream.add("run.started", {"run_id": unit.first.uuid}, self._run_meta(unit, ":run"), self._where(unit.first))
+        self._add(stream, "run.started", {"run_id": unit.first.uuid}, self._run_meta(unit, ":run"), unit)
 
     def emit(self, stream: PlannedStream, unit: _Unit) -> None:
         if self.titles and stream is self.titled:
@@ -485,7 +551,6 @@ class _Writer:
         self.placed["unit:" + unit.first.uuid] = (stream, stream.offset)
 
     def _emit(self, stream: PlannedStream, unit: _Unit) -> None:
-        where = self._where(unit.first)
         if unit.kind == "assistant":
             self._assistant(stream, unit)
         elif unit.kind == "compact":
@@ -501,36 +566,22 @@ class _Writer:
             start = self.started.get(head.unit.first.uuid) if head is not None and head.unit is not None else None
             if start is not None and start[0] is stream:
                 through = start[1]  # the preserved segment stays in the model view after the summary
-            stream.add("compaction.recorded", {"summary": text, "through_offset": through}, meta, where)
-            self.summary.compactions += 1
+            if self._add(stream, "compaction.recorded", {"summary": text, "through_offset": through}, meta, unit):
+                self.summary.compactions += 1
         else:
             self._user(stream, unit)
 
     def _assistant(self, stream: PlannedStream, unit: _Unit) -> None:
-        blocks: list[dict[str, Any]] = []
-        model = stop = None
-        usage: dict[str, Any] | None = None
-        for entry in unit.entries:
-            message = entry.line.record["message"]
-            content = message["content"]
-            blocks.extend([{"type": "text", "text": content}] if isinstance(content, str) else content)
-            model = message.get("model") or model
-            stop = message.get("stop_reason") or stop
-            usage = message.get("usage") or usage
-        blocks = [b for b in blocks if not (b.get("type") == "text" and not b.get("text"))] or blocks
-        if not blocks:
+        data = _response(unit.entries)
+        if data is None:
             self.summary.skipped["empty message"] += 1
             return
         if stream.open_run is None:
             self._open_run(stream, unit)
-        data: dict[str, Any] = {"role": "assistant", "content": blocks}
-        message_id = unit.first.line.record["message"].get("id")
-        for name, value in (("message_id", message_id), ("model", model), ("stop_reason", stop), ("usage", usage)):
-            if value is not None:
-                data[name] = value
-        stream.add("message.appended", data, self._meta(unit), self._where(unit.first))
+        if not self._add(stream, "message.appended", data, self._meta(unit), unit, _response):
+            return
         self.summary.assistant_messages += 1
-        calls = [b for b in blocks if b.get("type") == "tool_use"]
+        calls = [b for b in data["content"] if b.get("type") == "tool_use"]
         self.summary.tool_calls += len(calls)
         for call in calls:
             self.placed[str(call.get("id"))] = (stream, stream.offset)
@@ -538,21 +589,9 @@ class _Writer:
             self._close_run(stream, unit, "ok")
 
     def _user(self, stream: PlannedStream, unit: _Unit) -> None:
-        blocks: list[dict[str, Any]] = []
-        pending = set(stream.facts.tools)
-        for entry in unit.entries:
-            record = entry.line.record
-            content = record["message"]["content"]
-            line_blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-            for block in line_blocks:
-                if block.get("type") == "tool_result":
-                    tool_use_id = block.get("tool_use_id")
-                    if tool_use_id not in pending:
-                        self.summary.skipped["tool_result without its call"] += 1
-                        continue
-                    pending.discard(tool_use_id)
-                blocks.append(block)
-        blocks = [b for b in blocks if not (b.get("type") == "text" and not b.get("text"))]
+        pending = frozenset(stream.facts.tools)
+        blocks, unanswering = _user_blocks(unit.entries, pending)
+        self.summary.skipped["tool_result without its call"] += unanswering
         if not blocks:
             self.summary.skipped["empty message"] += 1
             return
@@ -575,7 +614,9 @@ class _Writer:
             self._close_run(stream, unit, "cancelled")
             self._open_run(stream, unit)
             self.summary.prompts += 1
-        stream.add("message.appended", {"role": "user", "content": blocks}, meta, self._where(unit.first))
+        if not self._add(stream, "message.appended", {"role": "user", "content": blocks}, meta, unit,
+                         lambda entries: {"role": "user", "content": _user_blocks(entries, pending)[0]}):
+            return
         if interrupted:
             self._close_run(stream, unit, "cancelled")
 
@@ -612,7 +653,10 @@ class _Writer:
         when = self.file.entries[title.leaf].line.record.get("timestamp")  # the summary line has no time: its message's
         if is_time(when):
             meta["occurred_at"] = when
-        stream.add("title.set", {"title": title.text}, meta, functools.partial(BadLine, self.name, title.line))
+        try:
+            stream.add("title.set", {"title": title.text}, meta, functools.partial(BadLine, self.name, title.line))
+        except BadLine as error:
+            self.on_bad(error)
 
     def branch(self, stream: PlannedStream, start: _Unit) -> None:
         """Emit `start` and the latest path below it into `stream`; other children become forks,
@@ -651,7 +695,7 @@ class _Writer:
 
     def _fork_at(self, parent: PlannedStream, at: int, child: _Unit) -> PlannedStream:
         stream_id = stable_id(TOOL, self.file.key, child.first.uuid)
-        fork = self.plan.attach(parent.fork(stream_id, "fork", self._meta(child, ":fork"), at), self._where(child.first))
+        fork = self.plan.attach(parent.fork(stream_id, "fork", self._meta(child, ":fork"), at), self._where(child.first, skippable=False))
         self.summary.forks += 1
         return fork
 
@@ -762,7 +806,7 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
             causes[agent.first_parent] = stable_id(TOOL, agent.key)
     writer: _Writer | None = None
     if main_file is not None:
-        writer = _Writer(plan, main_file, summary, str(main_file.path), causes, stored=stored or {})
+        writer = _Writer(plan, main_file, summary, str(main_file.path), causes, on_bad_line(summary, skip_bad), stored=stored or {})
         _plan_file(writer, main_file, None)
     for agent in agents:
         link: tuple[PlannedStream, int] | None = None
@@ -777,7 +821,7 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
         if link is None and partial_tail and main_file is not None and _not_linked_yet(agent, main_file, running):
             summary.waiting += 1
             continue  # a sub-agent still running: a thread of its own now could never become its fork
-        _plan_file(_Writer(plan, agent, summary, str(agent.path), {}), agent, link)
+        _plan_file(_Writer(plan, agent, summary, str(agent.path), {}, on_bad_line(summary, skip_bad)), agent, link)
     return plan
 
 
@@ -813,12 +857,7 @@ def _inline_agents(main: _File, summary: ImportSummary, skip_bad: bool, partial_
     first line whose prompt is that first line's text (else the latest such call not yet
     taken), and is keyed by its first line's uuid.
     """
-    def on_bad(error: BadLine) -> None:
-        if not skip_bad:
-            raise error
-        summary.skipped["malformed"] += 1
-        summary.bad.append((error.file, error.line, error.why))
-
+    on_bad = on_bad_line(summary, skip_bad)
     runs: list[list[Line]] = []
     run_of: dict[str, list[Line]] = {}
     for line in main.sidechain:
@@ -874,7 +913,7 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
         if model:
             created["model"] = model
         meta = {"event_id": f"cc:{file.key}:created", "origin": "imported", "source": source}
-        stream = writer.plan.root(stream_id, created, meta, writer._where(main_root.first))
+        stream = writer.plan.root(stream_id, created, meta, writer._where(main_root.first, skippable=False))
         writer.summary.threads += 1
         writer.summary.thread_ids.append(stream_id)
     else:
@@ -882,7 +921,7 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
         meta = {"event_id": f"cc:{file.key}:fork", "origin": "imported", "source": {**source, "flags": {"agentId": file.agent_id}}}
         metadata = {"agentId": file.agent_id, "file": writer.name}
         stream = writer.plan.attach(parent.fork(stable_id(TOOL, file.key), "subagent", meta, at, metadata=metadata),
-                                    writer._where(main_root.first))
+                                    writer._where(main_root.first, skippable=False))
         writer.summary.subagents += 1
     writer.place_titles(stream, file.titles)
     writer.branch(stream, main_root)
@@ -891,7 +930,7 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
         if root is not main_root:
             meta = {"event_id": f"cc:{file.key}:{root.first.uuid}:created", "origin": "imported", "source": source}
             other = writer.plan.root(stable_id(TOOL, file.key, root.first.uuid), {"metadata": {"source": TOOL, **info}}, meta,
-                                     writer._where(root.first))
+                                     writer._where(root.first, skippable=False))
             writer.summary.threads += 1
             writer.summary.thread_ids.append(other.id)
             writer.branch(other, root)

@@ -22,9 +22,11 @@ from eventstore.events import MAX_DEPTH
 class BadLine(StoreError):
     """A session file line that cannot be imported."""
 
-    def __init__(self, file: str, line: int, why: str) -> None:
+    def __init__(self, file: str, line: int, why: str, *, skippable: bool = True) -> None:
         self.file, self.line, self.why = file, line, why
-        super().__init__(f"{file}:{line}: {why}; fix or delete that line, or skip bad lines (--skip-bad)")
+        # Not `skippable`: what the line starts (a thread, a fork) cannot be imported without it.
+        advice = "fix or delete that line, or skip bad lines (--skip-bad)" if skippable else "fix or delete that line"
+        super().__init__(f"{file}:{line}: {why}; {advice}")
 
 
 def is_text(value: str) -> bool:

@@ -34,7 +34,7 @@ from eventstore.recorded import short
 
 from .lines import BadLine, Line, Seen, is_text, read_lines, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, stable_id, stored_sources
-from .summary import ImportSummary
+from .summary import ImportSummary, on_bad_line
 
 TOOL = "pi"
 # How pi's convertToLlm words a branch summary for the model (pi's messages.ts).
@@ -156,7 +156,9 @@ class _Writer:
     inside: dict[str, tuple[int, list[_Node], int]] = field(default_factory=dict)
 
     def where(self, node: _Node) -> Callable[[str], BadLine]:
-        return lambda why: BadLine(str(self.path), node.line.number, why)
+        """Names the line of an event the store would refuse: raised, never skipped (pi's plan
+        has no way past it), so its message does not offer --skip-bad."""
+        return lambda why: BadLine(str(self.path), node.line.number, why, skippable=False)
 
     def meta(self, node: _Node, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         record = node.line.record
@@ -390,12 +392,7 @@ def _following(stream: PlannedStream, children: list[_Node]) -> _Node | None:
 
 
 def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | None = None, store: Store | None = None) -> Plan:
-    def on_bad(error: BadLine) -> None:
-        if not skip_bad:
-            raise error
-        summary.skipped["malformed"] += 1
-        summary.bad.append((error.file, error.line, error.why))
-
+    on_bad = on_bad_line(summary, skip_bad)
     lines, _ = read_lines(path, on_bad, seen=seen)
     plan = Plan(store=store)
     if not lines or lines[0].record.get("type") != "session" or not isinstance(lines[0].record.get("id"), str):
@@ -455,7 +452,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
         meta = {"event_id": event_id, "origin": "imported", "source": {"tool": TOOL, "file": str(path), "line": line.number}}
         if is_time(header.get("timestamp")):
             meta["occurred_at"] = header["timestamp"]
-        stream = plan.root(stream_id, created, meta, lambda why: BadLine(str(path), line.number, why))
+        stream = plan.root(stream_id, created, meta, lambda why: BadLine(str(path), line.number, why, skippable=False))
         summary.threads += 1
         summary.thread_ids.append(stream.id)
         return stream

@@ -96,14 +96,20 @@ class PlannedStream:
             offset += 1
         return offset
 
+    def check(self, type_: str, data: dict[str, Any], meta: dict[str, Any]) -> tuple[PreparedEvent, Facts]:
+        """The event `add` would add next, and the facts after it; `InvalidEvent` if the store would refuse it."""
+        prepared = prepare({"type": type_, "data": data, "meta": meta}, "event")
+        return prepared, advance(self.facts, prepared.type, prepared.data, "event.data")
+
     def add(self, type_: str, data: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> None:
-        """Validate one event and fold its facts; `where(why)` names the source line in errors."""
+        """Validate one event and fold its facts; `where(why)` names the source line in errors
+        (raised with nothing added: the stream is as it was)."""
         try:
-            prepared = prepare({"type": type_, "data": data, "meta": meta}, "event")
-            self.facts = advance(self.facts, prepared.type, prepared.data, "event.data")
+            prepared, facts = self.check(type_, data, meta)
         except InvalidEvent as error:
             raise where(str(error)) from None
         _claim(self.ids, prepared.event_id, where)
+        self.facts = facts
         if type_ == "run.started":
             self.open_run = data["run_id"]
         elif type_ == "run.finished":

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from .lines import BadLine
 
 
 @dataclass
@@ -73,3 +76,15 @@ def note_written(error: Exception, before: ImportSummary, sources: str) -> None:
     if before.added:
         error.add_note(f"the {sources} before it were imported ({before.added} event(s) added); "
                        "importing again adds only what is missing")
+
+
+def on_bad_line(summary: ImportSummary, skip_bad: bool) -> Callable[[BadLine], None]:
+    """What an import does with a line it cannot import: raise it (the import is refused), or
+    with `skip_bad` count it as `malformed`, name it in `summary.bad`, and go on without it."""
+    def on_bad(error: BadLine) -> None:
+        if not skip_bad:
+            raise error
+        summary.skipped["malformed"] += 1
+        summary.bad.append((error.file, error.line, error.why))
+
+    return on_bad
