@@ -125,6 +125,25 @@ def test_a_session_file_whose_name_is_not_utf8_is_refused_by_name(seeded: Path, 
     import_refused(seeded, tmp_path, [kind, str(path if given == "file" else folder)], "s\\xff\\xfe.jsonl: its name is not UTF-8")
 
 
+@pytest.mark.parametrize("flags", [[], ["--skip-bad"]], ids=["strict", "skip-bad"])
+@pytest.mark.parametrize("given", ["file", "directory"])
+@pytest.mark.parametrize("whose", ["session", "sub-agent"])
+def test_a_claude_code_file_whose_name_holds_a_control_character_is_refused_by_name(seeded: Path, tmp_path: Path, flags: list[str],
+                                                                                   given: str, whose: str) -> None:
+    """Its ids are made from its name, which no line can change: every line of it would be
+    refused, each offering to delete it or skip it. The name is refused instead, once."""
+    folder = tmp_path / "sessions"
+    (folder / "s1" / "subagents").mkdir(parents=True)
+    session = folder / ("s\x1b[31m1.jsonl" if whose == "session" else "s1.jsonl")
+    session.write_bytes(jsonl(user_line("u1", "hi")))
+    agent = folder / "s1" / "subagents" / "agent-a\x1b[31m1.jsonl"
+    if whose == "sub-agent":
+        agent.write_bytes(jsonl(user_line("u1", "hi", isSidechain=True, agentId="a1")))
+    shown = (session if whose == "session" else agent).name.replace("\x1b", "\\x1b")  # as the error line escapes it
+    import_refused(seeded, tmp_path, ["claude-code", *flags, str(session if given == "file" else folder)],
+                   f"{shown}: its name holds the control character '\\x1b'; rename it to import it")
+
+
 # -- what a directory search finds --------------------------------------------------------------
 
 

@@ -750,7 +750,7 @@ def discover(paths: Iterable[str | Path]) -> list[Session]:
                                     if p.is_file() and _first_record(p).get("sessionId") == path.stem))
         else:
             raise FileNotFoundError(2, "No such file or directory", str(path))
-    files = [text_name(path) for path in files]
+    files = [text_name(path, ids=True) for path in files]
     sessions: dict[Path, Session] = {}
     loose: list[Path] = []
     for path in dict.fromkeys(files):

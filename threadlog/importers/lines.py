@@ -17,6 +17,7 @@ from typing import Any
 
 from eventstore import StoreError
 from eventstore.events import MAX_DEPTH
+from eventstore.prepare import CONTROL_CHARACTER
 
 
 class BadLine(StoreError):
@@ -39,13 +40,19 @@ def is_text(value: str) -> bool:
     return True
 
 
-def text_name(path: Path) -> Path:
+def text_name(path: Path, ids: bool = False) -> Path:
     """`path`, refused unless its name is UTF-8 text: thread ids, event ids and each event's
-    source are made from it, and a Linux file name may hold bytes no text decodes to."""
+    source are made from it, and a Linux file name may hold bytes no text decodes to. With
+    `ids` (the importer makes ids from the file's own name, `path.stem`), a control character
+    there is refused too, once, by name: else every line of the file is refused for its ids."""
     if not is_text(str(path)):
         shown = os.fsencode(path).decode("utf-8", "backslashreplace")
         raise StoreError(f"{shown}: its name is not UTF-8 text, which the ids made from it must be; "
                          "rename it to import it") from None
+    bad = CONTROL_CHARACTER.search(path.stem) if ids else None
+    if bad is not None:
+        raise StoreError(f"{path}: its name holds the control character {bad.group()!r}; rename it to import it "
+                         "(ids are made from it, and must be printable text)")
     return path
 
 
