@@ -1039,6 +1039,70 @@ def test_following_a_session_while_its_sub_agent_runs_ends_as_one_import(tmp_pat
         assert sorted(t.kind for t in store.all_threads()) == ["subagent", "thread"]
 
 
+def _async_agent_session(folder: Path) -> tuple[Path, list[bytes]]:
+    """A 2.1.x session that launched a background sub-agent (`run_in_background`: the Task's
+    result names its agentId at launch, `status: async_launched`), and that sub-agent's lines."""
+    session = "eb000000-0000-4000-8000-0000000000a5"
+
+    def line(uuid: str, parent: str | None, type_: str, message: dict[str, Any], **more: Any) -> bytes:
+        record = {"type": type_, "uuid": uuid, "parentUuid": parent, "sessionId": session, "isSidechain": False,
+                  "timestamp": "2026-04-19T10:03:30.000Z", "message": message, **more}
+        return (json.dumps(record) + "\n").encode()
+
+    def response(id_: str, block: dict[str, Any], stop: str | None) -> dict[str, Any]:
+        return {"id": id_, "role": "assistant", "model": "claude-x", "content": [block], "stop_reason": stop}
+
+    main = folder / f"{session}.jsonl"
+    (folder / session / "subagents").mkdir(parents=True)
+    launch = {"type": "tool_use", "id": "toolu_task", "name": "Task",
+              "input": {"description": "coverage", "prompt": "Analyze coverage", "run_in_background": True}}
+    main.write_bytes(b"".join([
+        line("u1", None, "user", {"role": "user", "content": "Run a coverage agent in the background"}),
+        line("a1", "u1", "assistant", response("msg_1", launch, "tool_use")),
+        line("r1", "a1", "user", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_task",
+                                                               "content": "Async agent launched successfully.\nagentId: cccc333"}]},
+             toolUseResult={"isAsync": True, "status": "async_launched", "agentId": "cccc333"}),
+        line("a2", "r1", "assistant", response("msg_2", {"type": "text", "text": "Launched; waiting."}, "end_turn"))]))
+    agent = [line("g1", None, "user", {"role": "user", "content": "Analyze coverage"}, isSidechain=True, agentId="cccc333"),
+             line("g2", "g1", "assistant", response("msg_g", {"type": "thinking", "thinking": "Let me think", "signature": "s"}, None),
+                  isSidechain=True, agentId="cccc333"),
+             line("g3", "g2", "assistant", response("msg_g", {"type": "text", "text": "COVERAGE IS 96%"}, "end_turn"),
+                  isSidechain=True, agentId="cccc333")]
+    return folder / session / "subagents" / "agent-cccc333.jsonl", agent
+
+
+def test_following_a_background_sub_agent_waits_for_it_as_for_one_still_running(tmp_path: Path) -> None:
+    """A background sub-agent's result names its agentId when it is launched, not when it is
+    done: its file is still being written. Taken as finished, a half-written last line of it
+    refused the import, and a response whose lines were still arriving was stored from its first
+    lines only (the rest then counted as changed, never stored)."""
+    agent, lines = _async_agent_session(tmp_path)
+    agent.write_bytes(b"".join(lines))
+    expected = Store(":memory:")
+    import_claude_code(expected, [tmp_path])
+    with Store(":memory:") as store:
+        agent.write_bytes(b"".join(lines[:2]) + lines[2][:60])  # the response's text block half-written
+        first = import_claude_code(store, [tmp_path], partial_tail=True)
+        assert first.subagents == 1 and first.waiting == 1
+        agent.write_bytes(b"".join(lines))
+        then = import_claude_code(store, [tmp_path], partial_tail=True)
+        assert (then.changed, then.waiting) == (0, 0)
+        assert _events_of(store) == _events_of(expected)
+        [fork] = [t for t in store.all_threads() if t.kind == "subagent"]
+        assert "COVERAGE IS 96%" in json.dumps([e.data for e in store.read(fork.id, start=fork.base)])
+    # Its `<task-notification>` tells it is done: its file is taken as it is then, however it ends.
+    main = next(tmp_path.glob("*.jsonl"))
+    notified = {"type": "user", "uuid": "n1", "parentUuid": "a2", "sessionId": main.stem, "isSidechain": False,
+                "timestamp": "2026-04-19T10:05:00.000Z", "message": {"role": "user", "content": (
+                    "<task-notification>\n<task-id>cccc333</task-id>\n<status>completed</status>\n</task-notification>")}}
+    main.write_bytes(main.read_bytes() + json.dumps(notified).encode() + b"\n")
+    agent.write_bytes(b"".join(lines[:2]))
+    with Store(":memory:") as store:
+        assert import_claude_code(store, [tmp_path], partial_tail=True).waiting == 0  # its response ends in thinking: taken
+        [fork] = [t for t in store.all_threads() if t.kind == "subagent"]
+        assert "Let me think" in json.dumps([e.data for e in store.read(fork.id, start=fork.base)])
+
+
 def test_a_plain_import_that_took_a_running_sub_agent_as_a_thread_says_so_when_it_cannot_become_a_fork(tmp_path: Path) -> None:
     main = CC / "-src-experiments-claude_p" / "29ccd257-68b1-427f-ae5f-6524b7cb6f20.jsonl"
     agent = main.with_suffix("") / "subagents" / "agent-a2271d1.jsonl"

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -109,6 +110,7 @@ class _File:
     boundaries: dict[str, dict[str, Any]]  # summary-line uuid -> its compact_boundary record
     titles: list[_Title]
     agent_results: dict[str, str]  # agentId -> the tool_use id of the Task/Agent call it answers
+    finished: set[str] = field(default_factory=set)  # the agentIds the file shows done (`_finished_agent`)
     records: dict[str, Any] = field(default_factory=dict)  # sessionId, cwd, version, …
     first_parent: str | None = None  # the raw parentUuid of the first conversation line
     agent_id: str | None = None
@@ -207,6 +209,9 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
                                   and isinstance(b.get("tool_use_id"), str)] if isinstance(content, list) else []
                 if ids:
                     agent_results[result["agentId"]] = ids[0]
+            done = _finished_agent(record)
+            if done is not None:
+                parsed.finished.add(done)
             for name in _RECORDS:
                 if name not in parsed.records and isinstance(record.get(name), str):
                     parsed.records[name] = record[name]
@@ -247,6 +252,26 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             parsed.units = _units(kept, {e.uuid: e for e in kept}, boundaries)
     titles[:] = [t for t in titles if t.leaf in entries]
     return parsed
+
+
+_NOTIFIED = re.compile(r"<task-id>([^<]*)</task-id>.*?<status>([^<]*)</status>", re.DOTALL)
+_STILL_RUNNING = ("async_launched", "running", "in_progress", "pending")
+
+
+def _finished_agent(record: dict[str, Any]) -> str | None:
+    """The agentId a session line shows done: a sub-agent's result (`toolUseResult.agentId`),
+    unless it is a background one's launch (`isAsync`, status `async_launched`: its file is
+    still being written), or a background one's `<task-notification>` with a final status."""
+    result = record.get("toolUseResult")
+    if isinstance(result, dict) and isinstance(result.get("agentId"), str):
+        return None if result.get("isAsync") is True or result.get("status") in _STILL_RUNNING else result["agentId"]
+    content = record["message"]["content"] if record["type"] == "user" else None
+    if isinstance(content, list):  # validated blocks: a text block's text is a string
+        content = content[0].get("text") if content and content[0].get("type") == "text" else None
+    if not isinstance(content, str) or not content.lstrip().startswith("<task-notification>"):
+        return None
+    notified = _NOTIFIED.search(content)
+    return notified.group(1).strip() if notified is not None and notified.group(2).strip() not in _STILL_RUNNING else None
 
 
 _TURN_ENDS = ("turn_duration", "stop_hook_summary")  # system lines Claude Code writes once a turn is over
@@ -792,8 +817,8 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
     agents = []
     for path in session.agents:
         key = f"{prefix}/{path.stem}" if prefix else path.stem
-        # A sub-agent whose result the session holds has written its last line.
-        done = main_file is not None and _first_record(path).get("agentId") in main_file.agent_results
+        # A sub-agent the session shows done has written its last line.
+        done = main_file is not None and _first_record(path).get("agentId") in main_file.finished
         agents.append(_parse(path, key, summary, skip_bad, partial_tail and not done, seen))
         summary.files += 1
     if main_file is not None and main_file.sidechain:
@@ -829,7 +854,7 @@ def _not_linked_yet(agent: _File, main: _File, running: bool) -> bool:
     """Whether a sub-agent file the session cannot place yet may be placed on a later read: the
     session names it in a result whose call is not written yet, or a sub-agent is `running`
     (`_agent_call_waiting`: a sub-agent file starts as its call is made, and the result naming
-    its `agentId` comes when it is done)."""
+    its `agentId` comes when it is done, or for a background one as it is launched)."""
     if not agent.agent_id or agent.agent_id.startswith("acompact") or agent.task_call is not None:
         return False
     return agent.agent_id in main.agent_results or running
