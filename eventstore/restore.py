@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .backend import MAX_INDEXED_POSITION
+from .backend import MAX_INDEXED_POSITION, EventRow
 from .errors import IntegrityError, InvalidEvent, StoreError
 from .forks import chained_to
 from .head import Head
@@ -32,6 +32,7 @@ from .integrity import HASH_TAG
 from .prepare import PreparedEvent, check_id, prepare
 from .ranges import MAX_INDEX
 from .recorded import ThreadInfo, acyclic, short
+from .skeleton import skeleton_of
 from .verify import verify
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ _RECORDED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z")
 
 # The highest position a restore keeps: the search index numbers an event's documents from its
 # position times `DOC_PARTS`, in 64-bit integers (2**47 - 1: far past any log's end, and far
-# below SQLite's last rowid, so a restored log still takes appends).
+# below SQLite's last rowid, so a restored log still takes appends). An export starting past it
+# (an older release's restore kept positions up to 2**62) is renumbered.
 MAX_POSITION = MAX_INDEXED_POSITION
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -103,7 +105,7 @@ class _Restore:
         self.touched: set[str] = set()  # streams this restore wrote events to
         self.skeletons: dict[int, int] = {}  # restored redacted position -> its line
         self.unlinked: dict[int, int] = {}  # restored redacted position -> its line, until its event.redacted comes
-        self.erasing: dict[int, str] = {}  # stored position -> the skeleton the export erased it to, until then
+        self.erasing: dict[int, tuple[str, str]] = {}  # stored position -> (its skeleton, its stream), until erased
 
     def line(self, number: int, item: Any) -> None:
         if not isinstance(item, dict) or len(item) != 1:
@@ -153,8 +155,8 @@ class _Restore:
         if not _RECORDED_AT.fullmatch(event["recorded_at"]):
             raise InvalidEvent(f"{where}.recorded_at", f"{event['recorded_at'][:40]!r} is not a time as threadlog records "
                                "them (2026-01-31T12:00:00.123456Z)")
-        if not 1 <= event["position"] <= MAX_POSITION:
-            raise InvalidEvent(f"{where}.position", f"{event['position']} is not a position from 1 to {MAX_POSITION}")
+        if not 1 <= event["position"] <= MAX_INDEX:
+            raise InvalidEvent(f"{where}.position", f"{event['position']} is not a position from 1 to {MAX_INDEX}")
         stored = self.backend.events_by_id([event["event_id"]])
         if stored:
             row = stored[0]
@@ -162,17 +164,22 @@ class _Restore:
                 raise InvalidEvent(f"{where}.event_id", f"{event['event_id']!r} is already stored at position {row.position} "
                                    "as another event; this export does not belong in this database")
             if event["redacted"] and row.redacted_by is None:
-                self.erase_stored(where, number, event, row.position, row.stream_id)
+                self.erase_stored(where, number, event, row)
             self.report.present += 1
             return
         if self.keep is None:
-            self.keep = event["position"] > self.backend.last_position()
+            # Past the last position kept (an older release's restore kept up to 2^62), renumbered.
+            self.keep = self.backend.last_position() < event["position"] <= MAX_POSITION
             self.report.positions_kept = self.keep
         legacy = not event["hash"].startswith(HASH_TAG)
         if legacy and not self.keep:
             raise InvalidEvent(f"{where}.hash", "was written by the first hash layout, which covers the position: restore "
                                f"it into a database whose log ends before position {event['position']} (a new one, for "
                                "example), where positions are kept")
+        if self.keep and event["position"] > MAX_POSITION:
+            raise InvalidEvent(f"{where}.position", f"{event['position']} is past {MAX_POSITION}, the last position the "
+                               "search index numbers, where the export's first event was kept below it: restore it into a "
+                               "database whose log ends after its first position, where events are renumbered")
         if self.keep and event["position"] <= self.last_position:
             raise InvalidEvent(f"{where}.position", f"{event['position']} is not after the previous event's "
                                f"{self.last_position}; an export lists events in commit order")
@@ -276,26 +283,36 @@ class _Restore:
             if event["redacted"]:
                 self.unlinked[written.position] = self.skeletons[written.position] = number
             if event["type"] == "event.redacted":
-                self.link(number, written.position, event["data"]["position"])
+                self.link(number, written.position, written.stream_id, event["data"]["position"])
         self.report.added += len(recorded)
 
-    def erase_stored(self, where: str, number: int, event: dict[str, Any], position: int, stream_id: str) -> None:
+    def erase_stored(self, where: str, number: int, event: dict[str, Any], row: EventRow) -> None:
         """An event this database holds, which the export holds redacted: a copy restored from
-        a backup made before the redaction. Its `event.redacted`, later in the export, erases
-        it here too (`link`), and the skeleton is checked as verify checks it."""
-        if event["position"] != position:
+        a backup made before the redaction. Its `event.redacted`, later in the export and in
+        the event's own thread, erases it here too (`link`). The skeleton must be the one a
+        redaction of the stored payload leaves (`skeleton_of`): any other would rewrite it."""
+        if event["position"] != row.position:
             raise InvalidEvent(f"{where}.position", f"the export holds this event redacted at position {event['position']}, "
-                               f"and this database stores it at position {position}: a redaction names positions, so it "
-                               "can only be carried over where they were kept")
-        self.erasing[position] = integrity.canonical(event["data"])
-        self.unlinked[position] = self.skeletons[position] = number
-        self.touched.add(stream_id)
+                               f"and this database stores it at position {row.position}: a redaction names positions, so "
+                               "it can only be carried over where they were kept")
+        skeleton, _ = skeleton_of(row.type, row.data)
+        if integrity.canonical(event["data"]) != skeleton:
+            raise InvalidEvent(f"{where}.data", "is not what a redaction of the event this database stores leaves of it: "
+                               "the export was altered")
+        self.erasing[row.position] = (skeleton, row.stream_id)
+        self.unlinked[row.position] = self.skeletons[row.position] = number
+        self.touched.add(row.stream_id)
 
-    def link(self, number: int, redaction: int, target: int) -> None:
-        """Point the restored row at `target` to the `event.redacted` just restored at `redaction`."""
+    def link(self, number: int, redaction: int, stream_id: str, target: int) -> None:
+        """Point the restored row at `target` to the `event.redacted` just restored at `redaction`,
+        in `stream_id`."""
         if self.unlinked.pop(target, None) is not None:
-            skeleton = self.erasing.pop(target, None)
-            if skeleton is not None:  # stored before: its payload goes, and every copy of it
+            erasing = self.erasing.pop(target, None)
+            if erasing is not None:  # stored before: its payload goes, and every copy of it
+                skeleton, erased_stream = erasing
+                if stream_id != erased_stream:
+                    raise InvalidEvent(f"line {number}.event.stream_id", f"the redaction of position {target} is recorded in "
+                                       f"{stream_id!r}, not in the event's own thread {erased_stream!r}: the export was altered")
                 self.backend.redact(target, skeleton, redaction)
                 self.backend.unindex(target)
                 self.report.erased += 1

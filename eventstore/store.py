@@ -30,6 +30,7 @@ from .verify import VerifyReport, verify, verify_since
 from .ids import event_ids
 from .prepare import META_KEYS, PreparedEvent, check_id, check_retry, check_thread_id, new_id, now, prepare
 from .ranges import check_index, clip, is_index, segments
+from .skeleton import skeleton_of
 from .recorded import RecordedEvent, ThreadInfo, acyclic, decode, from_row, make_tuple, too_deep
 from .restore import RestoreReport
 from .sqlite import SQLiteBackend
@@ -1008,17 +1009,12 @@ class Store:
             if row.redacted_by is not None:
                 raise InvalidEvent("position", f"position {position} is already redacted (by position {row.redacted_by})")
             data: dict[str, Any] = {"position": position, "reason": reason, "actor": actor}
-            try:
-                skeleton = integrity.canonical(_skeleton(row.type, json.loads(row.data)))
-                data["skeleton_digest"] = integrity.digest(skeleton)
-            except RecursionError:
-                # Too deep to parse (an older release stored it): keep only the role. Its
-                # tool ids cannot be read back from that skeleton, so what was pending after
+            skeleton, deep = skeleton_of(row.type, row.data)
+            data["skeleton_digest"] = integrity.digest(skeleton)
+            if deep:
+                # Its tool ids cannot be read back from that skeleton, so what was pending after
                 # it (the row's stored facts) is recorded with the skeleton's digest: both
                 # are then chained, and verify takes the facts from this record.
-                role = "assistant" if row.data.rfind('"role":"assistant"') > row.data.rfind('"role":"user"') else "user"
-                skeleton = integrity.canonical(_skeleton(row.type, {"role": role}))
-                data["skeleton_digest"] = integrity.digest(skeleton)
                 data["pending"] = json.loads(row.facts) if row.facts else {}
             event = prepare({"type": EventRedacted.type, "data": data, "meta": {"actor": actor}}, "redact")
             recorded = self._write(row.stream_id, Head.of(stream_row), [event], next_position)[0]
@@ -1072,63 +1068,3 @@ def _decoded(rows: Iterator[DataRow], unreadable: Callable[[int], StoreError]) -
             yield offset, type_, decode(type_, version, text)
     except RecursionError:
         raise unreadable(offset) from None
-
-
-def _skeleton(type_: str, data: dict[str, Any]) -> dict[str, Any]:
-    """What stays of a redacted payload: only what keeps the history well-formed.
-
-    A message keeps its role and the ids its tool calls and results pair up by (so the
-    pending facts and a model request built from it stay the same shape); runs and
-    interrupts keep the ids their pairing needs. Everything else is gone.
-    """
-    if type_ == "message.appended":
-        role = data.get("role", "user")
-        results, calls = [], []
-        for block in data.get("content") or ():
-            if block.get("type") == "tool_use":
-                calls.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}})
-            elif block.get("type") == "tool_result":
-                result = {"type": "tool_result", "tool_use_id": block["tool_use_id"], "content": "[redacted]"}
-                if block.get("is_error"):
-                    result["is_error"] = True
-                results.append(result)
-        # A user turn answers its calls first, as the Messages API wants; a call ends its turn.
-        content = [*results, {"type": "text", "text": "[redacted]"}, *calls]
-        skeleton = {"role": role, "content": content, "redacted": True}
-        item = data.get("item")
-        if isinstance(item, dict):  # an agent framework's item: its kind and the ids it pairs by
-            skeleton["item"] = {key: item[key] for key in _ITEM_KIND if isinstance(item.get(key), str) and len(item[key]) <= 200}
-        return skeleton
-    if type_ == "thread.forked":
-        # A fork keeps where it starts and what its first event does to the pending facts;
-        # the text a caller gave it (a sub-agent's directive, explicit metadata or todos, the
-        # transcript's path, its own configuration) is erased, and its metadata and todos then
-        # read as blank. So does a configuration it gave itself: the parent's system prompt and
-        # tools, which the fork was re-framed not to have, do not come back with the erasure.
-        options = data.get("options") or {}
-        kept = {key: options[key] for key in _FORK_MODES if key in options}
-        kept.update({key: options[key] for key in ("todos", "metadata") if options.get(key) in ("blank", "inherit")})
-        if options.get("config") is not None:
-            kept["config"] = {"blank": True}
-        return {**{key: data[key] for key in _FORK_FIELDS if key in data}, "options": kept, "redacted": True}
-    keep = _STRUCTURAL.get(type_, ())
-    return {**{key: data[key] for key in keep if key in data}, "redacted": True}
-
-
-# What a redacted `thread.forked` keeps: the fork point, what its facts and row rest on.
-_FORK_FIELDS = ("parent_id", "parent_offset", "dropped_tool_use_ids", "demoted_interrupt_ids")
-_FORK_MODES = ("context", "retrieval", "unanswered", "kind")
-
-# The fields of each non-message event that its pairing (and the pending facts) rest on.
-# What a redacted message keeps of the item it stands for (`MessageAppended.item`): what kind
-# of item it was (an Agents SDK `function_call_output` must not come back as a user message)
-# and the call it pairs with, as a message keeps its tool blocks' ids and names.
-_ITEM_KIND = ("type", "role", "call_id", "name")
-
-_STRUCTURAL = {
-    "run.started": ("run_id",),
-    "run.finished": ("run_id", "status"),
-    "interrupt.raised": ("interrupt_id", "tool_use_id"),
-    "interrupt.resolved": ("interrupt_id",),
-    "interrupt.cancelled": ("interrupt_id",),  # its reason is free text
-}

@@ -517,9 +517,13 @@ def test_positions_restore_up_to_the_last_one_the_search_index_numbers(tmp_path:
     db = tmp_path / "c.db"
     Store(db).close()
     before = sha(db)
-    with Store(db) as c, pytest.raises(InvalidEvent, match=f"is not a position from 1 to {MAX_POSITION}"):
+    with Store(db) as c, pytest.raises(InvalidEvent, match=f"is past {MAX_POSITION}, the last position the search index"):
         import_events(c, write(tmp_path / "past.jsonl", shifted(MAX_POSITION + 1)))
     assert sha(db) == before
+    with Store(tmp_path / "d.db") as d:  # wholly past it (an older release's restore kept such): renumbered
+        report = import_events(d, write(tmp_path / "far.jsonl", shifted(2**50)))
+        assert not report.positions_kept and [e.position for e in d.read_all()] == [1, 2]
+        assert [hit.position for hit in search(d, "ferry")] == [2]
 
 
 def test_several_files_restore_all_or_none(tmp_path: Path) -> None:
@@ -638,3 +642,64 @@ def test_a_backup_of_a_file_from_the_first_release_restores_where_positions_are_
     with Store(other) as store, pytest.raises(InvalidEvent, match="first hash layout, which covers the position"):
         import_events(store, export)
     assert sha(other) == before
+
+
+def _crafted_redaction(lines: list[dict[str, Any]], target: dict[str, Any], skeleton: dict[str, Any],
+                       stream_id: str) -> list[dict[str, Any]]:
+    """`lines` with `target` marked redacted to `skeleton`, and an `event.redacted` naming it,
+    hashed by hand, appended to `stream_id` (a new thread when no event of it is in `lines`)."""
+    from eventstore.prepare import prepare
+    events = [line["event"] for line in lines if "event" in line]
+    target["redacted"], target["data"] = True, skeleton
+    body = [line for line in lines if "end" not in line]
+    own = [e for e in events if e["stream_id"] == stream_id]
+    position = max(e["position"] for e in events) + 1
+    if own:
+        prev, offset = own[-1]["hash"], own[-1]["offset"] + 1
+    else:
+        body.append({"stream": {"id": stream_id, "parent_id": None, "parent_offset": None, "root_id": stream_id, "depth": 0,
+                                "kind": "thread"}})
+        prev, offset = "", 0
+    made = [("thread.created", {})] if not own else []
+    made.append(("event.redacted", {"position": target["position"], "reason": "x", "actor": "y",
+                                    "skeleton_digest": digest(canonical(skeleton))}))
+    for type_, data in made:
+        event_id = f"crafted-{type_}"
+        p = prepare({"type": type_, "data": data, "meta": {}}, "craft", event_id)
+        stamp = "2026-12-04T04:00:00.000000Z"
+        hash_ = chain_hash(prev, stream_id, offset, event_id, type_, p.schema_version, stamp, p.meta_json, p.data_digest)
+        body.append({"event": {"position": position, "stream_id": stream_id, "offset": offset, "event_id": event_id,
+                               "type": type_, "schema_version": p.schema_version, "data": json.loads(p.data_json),
+                               "meta": p.meta, "recorded_at": stamp, "data_digest": p.data_digest, "hash": hash_,
+                               "redacted": False}})
+        prev, offset, position = hash_, offset + 1, position + 1
+    counts = {"streams": sum("stream" in line for line in body), "events": sum("event" in line for line in body)}
+    return [*body, {"end": counts}]
+
+
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["in-its-thread", "in-a-new-thread"])
+def test_a_crafted_redaction_in_an_export_cannot_rewrite_a_stored_event(tmp_path: Path, elsewhere: bool) -> None:
+    """An export marking a stored event redacted, with a skeleton of its own choosing and a
+    hand-hashed event.redacted naming it, rewrote the stored text ("wire $100 to Alice" became
+    "wire $100000 to Mallory"), and verify passed."""
+    from eventstore.skeleton import skeleton_of
+    db = tmp_path / "b.db"
+    with Store(db) as b:
+        t = b.create_thread(title="payments")
+        order = b.append_message(t, "user", "wire $100 to Alice")
+        lines = list(export_all(b))
+    planted = {"role": "user", "content": [{"type": "text", "text": "wire $100000 to Mallory"}]}
+    honest = json.loads(skeleton_of(order.type, canonical(order.data))[0])
+    before = sha(db)
+    for skeleton, says in ([(planted, "is not what a redaction of the event this database stores leaves")] +
+                           ([(honest, "not in the event's own thread")] if elsewhere else [])):
+        copy = json.loads(json.dumps(lines))
+        crafted = _crafted_redaction(copy, next(line["event"] for line in copy if "event" in line and
+                                                line["event"]["position"] == order.position), skeleton,
+                                     "intruder" if elsewhere else t)
+        with Store(db) as b, pytest.raises(InvalidEvent, match=says):
+            import_events(b, write(tmp_path / "crafted.jsonl", crafted))
+        assert sha(db) == before
+    with Store(db) as b:
+        assert b.verify().redacted == 0
+        assert [e.data for e in b.read(t)][-1]["content"] == [{"type": "text", "text": "wire $100 to Alice"}]
