@@ -175,3 +175,22 @@ def _wait_for_events(db: Path, count: int, follower: subprocess.Popen[bytes]) ->
                 if store.counts().events >= count:
                     return
         time.sleep(0.1)
+
+
+def test_a_summary_line_written_before_the_message_it_names_waits_for_it(tmp_path: Path) -> None:
+    """A summary line at the top naming a later message: an import before that message was
+    written drops the title, and the grown file put it before what that import stored (refused
+    for good: "holds events the source no longer has in that order")."""
+    path = tmp_path / f"{SESSION}.jsonl"
+    records = [_title("a2", "Second"), *_exchange(1, None), *_exchange(2, "a1")]
+    _write(path, records[:3])
+    with Store(tmp_path / "t.db") as store:
+        thread = import_claude_code(store, [path]).thread_ids[0]
+        before = _ids(store, thread)
+        assert store.title(thread) is None
+        _write(path, records)
+        grown = import_claude_code(store, [path])
+        assert (grown.added, grown.changed) == (5, 0)  # run, prompt, answer, run end; the title
+        assert _ids(store, thread)[:len(before)] == before
+        assert _ids(store, thread) == _whole(path)
+        assert store.title(thread) == "Second"

@@ -659,17 +659,26 @@ class _Writer:
         return stored.offset if stored is not None and stored.stream_id == stream.id else None
 
     def flush_titles(self, stream: PlannedStream, before: int | None = None) -> None:
-        """Add the titles due before a unit starting at line `before` (None: all of them)."""
+        """Add the titles due before a unit starting at line `before` (None: all of them). A
+        title comes after the message it names too: a summary line written before that message
+        (its title dropped by an import that did not see the message yet) must not go before
+        what that import stored."""
         due = True
         while due:
             upcoming = stream.next_offset
             due = False
             for index, (title, stored) in enumerate(self.titles):
-                if before is None or (upcoming >= stored if stored is not None else title.line < before):
+                if before is None or (upcoming >= stored if stored is not None else
+                                      title.line < before and self._placed(title.leaf)):
                     del self.titles[index]
                     self._add_title(stream, title)
                     due = True
                     break
+
+    def _placed(self, uuid: str) -> bool:
+        """Whether the unit holding entry `uuid` was written into a stream already."""
+        unit = self.file.entries[uuid].unit
+        return unit is not None and "unit:" + unit.first.uuid in self.placed
 
     def _add_title(self, stream: PlannedStream, title: _Title) -> None:
         self.summary.skipped["summary"] -= 1
