@@ -7,9 +7,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from threadlog import Store, import_claude_code
 from tests.procs import ctrl_c, interruptible
@@ -192,5 +196,48 @@ def test_a_summary_line_written_before_the_message_it_names_waits_for_it(tmp_pat
         grown = import_claude_code(store, [path])
         assert (grown.added, grown.changed) == (5, 0)  # run, prompt, answer, run end; the title
         assert _ids(store, thread)[:len(before)] == before
-        assert _ids(store, thread) == _whole(path)
+        # One import of the whole file has the title where its line is, first; here it follows
+        # what was stored before the message it names was written.
+        assert sorted(_ids(store, thread)) == sorted(_whole(path))
         assert store.title(thread) == "Second"
+        assert import_claude_code(store, [path]).added == 0
+
+
+def test_a_titled_answer_left_by_a_retry_does_not_turn_the_growth_away(tmp_path: Path) -> None:
+    """The title's source names the message it titles: that message, left on a side branch by a
+    regenerated answer, was taken as stored in the main thread, the grown file followed it there,
+    and every later import was refused."""
+    path = tmp_path / f"{SESSION}.jsonl"
+    records = [*_exchange(1, None), _title("a1", "Question one"), _answer("a1b", "u1", "answer 1, regenerated"),
+               *_exchange(2, "a1b")]
+    with Store(tmp_path / "t.db") as store:
+        for cut in (4, len(records)):
+            _write(path, records[:cut])
+            import_claude_code(store, [path])
+        assert import_claude_code(store, [path]).added == 0
+        assert store.verify().events == sum(len(_ids(store, t.id)) - t.base for t in store.all_threads())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_a_titled_session_with_branches_imports_at_any_cuts(rng: Any) -> None:
+    """Prompts answered, rewound to earlier messages, and titled; imported at random points as it
+    was written, then whole: never refused, and nothing is added again."""
+    records: list[dict[str, Any]] = []
+    messages: list[str] = []
+    for n in range(1, 12):
+        if messages and rng.random() < 0.2:
+            records.append(_title(rng.choice(messages[-3:]), f"title {n}"))
+            continue
+        parent = rng.choice(messages) if messages and rng.random() < 0.15 else (messages[-1] if messages else None)
+        records += _exchange(n, parent)
+        messages += [f"u{n}", f"a{n}"]
+    cuts = sorted(set(rng.sample(range(1, len(records)), k=min(3, len(records) - 1)))) + [len(records)]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"{SESSION}.jsonl"
+        with Store(":memory:") as store:
+            for cut in cuts:
+                _write(path, records[:cut])
+                import_claude_code(store, [path])
+            assert import_claude_code(store, [path]).added == 0
+            store.verify()

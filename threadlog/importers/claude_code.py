@@ -496,6 +496,7 @@ class _Writer:
     started: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)  # unit's first uuid -> (stream, its first offset)
     titled: PlannedStream | None = None  # the stream the file's titles go into (`place_titles`)
     titles: list[tuple[_Title, int | None]] = field(default_factory=list)  # still to place, with the offset stored at
+    stored_end: int = 0  # the offset after the titled stream's stored events: no new title goes before it
 
     def _id(self, suffix: str) -> str:
         return f"cc:{self.file.key}:{suffix}"
@@ -652,6 +653,14 @@ class _Writer:
         is: the release before this one put every title after all of the messages."""
         self.titled = stream
         self.titles = [(title, self._stored_offset(stream, self._id(title.suffix))) for title in titles]
+        self.stored_end = self._stored_head(stream)
+
+    def _stored_head(self, stream: PlannedStream) -> int:
+        """The offset after `stream`'s stored events (0: not stored)."""
+        try:
+            return self.plan.store.head(stream.id) if self.plan.store is not None else 0
+        except ThreadNotFound:
+            return 0
 
     def _stored_offset(self, stream: PlannedStream, event_id: str) -> int | None:
         """The offset of `stream`'s stored event `event_id` (an index lookup), or None."""
@@ -659,26 +668,20 @@ class _Writer:
         return stored.offset if stored is not None and stored.stream_id == stream.id else None
 
     def flush_titles(self, stream: PlannedStream, before: int | None = None) -> None:
-        """Add the titles due before a unit starting at line `before` (None: all of them). A
-        title comes after the message it names too: a summary line written before that message
-        (its title dropped by an import that did not see the message yet) must not go before
-        what that import stored."""
+        """Add the titles due before a unit starting at line `before` (None: all of them). One
+        not stored yet never goes before what an earlier import stored (a summary line written
+        before the message it names: an import that did not see the message dropped it)."""
         due = True
         while due:
             upcoming = stream.next_offset
             due = False
             for index, (title, stored) in enumerate(self.titles):
                 if before is None or (upcoming >= stored if stored is not None else
-                                      title.line < before and self._placed(title.leaf)):
+                                      title.line < before and upcoming >= self.stored_end):
                     del self.titles[index]
                     self._add_title(stream, title)
                     due = True
                     break
-
-    def _placed(self, uuid: str) -> bool:
-        """Whether the unit holding entry `uuid` was written into a stream already."""
-        unit = self.file.entries[uuid].unit
-        return unit is not None and "unit:" + unit.first.uuid in self.placed
 
     def _add_title(self, stream: PlannedStream, title: _Title) -> None:
         self.summary.skipped["summary"] -= 1
@@ -812,7 +815,7 @@ def discover(paths: Iterable[str | Path]) -> list[Session]:
 
 def _stored_sources(store: Store, session: Session) -> dict[str, str]:
     """Source uuid -> stream, over what earlier imports of this session wrote (empty if none)."""
-    return {} if session.main is None else stored_sources(store, stable_id(TOOL, session.main.stem))
+    return {} if session.main is None else stored_sources(store, stable_id(TOOL, session.main.stem), titles=False)
 
 
 def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, partial_tail: bool,

@@ -189,12 +189,14 @@ def _claim(ids: set[str], event_id: str, where: Callable[[str], StoreError]) -> 
     ids.add(event_id)
 
 
-def stored_sources(store: Store, root: str, events: dict[str, str] | None = None) -> dict[str, str]:
+def stored_sources(store: Store, root: str, events: dict[str, str] | None = None, *,
+                   titles: bool = True) -> dict[str, str]:
     """Source entry id (`meta.source.uuid`) -> the stream an earlier import of the source wrote
     it into, over the thread `root` and its forks (empty when it was never imported): a
     session rewound after its import goes on along the branch the store holds. `events`, when
     given, gets each entry's event, named by the first entry it stands for (merged entries
-    share one)."""
+    share one). `titles=False` leaves `title.set` events out: a source whose title names the
+    message it titles (Claude Code's `leafUuid`), which may be on another branch."""
     try:
         streams = store.subtree(root)
     except ThreadNotFound:
@@ -203,7 +205,7 @@ def stored_sources(store: Store, root: str, events: dict[str, str] | None = None
     for info in streams:
         for event in store.read(info.id, start=info.base):
             source = event.meta.get("source")
-            if not isinstance(source, dict):
+            if not isinstance(source, dict) or (not titles and event.type == "title.set"):
                 continue
             first, merged = source.get("uuid"), source.get("uuids")  # the others one event stands for (merged tool
             for uuid in [first, *(merged if isinstance(merged, list) else ())]:  # results, a response's lines)
