@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
+from eventstore import InvalidEvent, Store, StoreError, ThreadInfo, ThreadNotFound
 from eventstore import textindex
 from eventstore.backend import DOC_PIECE_CHARS, HitRow, doc_pieces
 from eventstore.errors import altered_index
@@ -150,31 +150,33 @@ def _clip(text: str) -> str:
 
 
 def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
-    """`rows`, once each document is one its event gives now, its tool label too; else `StoreError`.
+    """`rows`, once each document is one its event gives now, a call's tool label too; else
+    `StoreError`.
 
     The index is a cache of the log that raw SQL can rewrite, and a hit's text is what a user
     reads as the event's and what retrieval sends the model: a document its event does not
     give (rewritten, moved to another event, or kept for an event redacted since) is refused
     (a long text may be indexed in its `doc_pieces`: each is one its event gives)
     as an altered index, as `verify` refuses a snapshot that differs from its events. So is a
-    label that is not the tool the log gives: what `tool=` filters on and a hit shows. Costs
-    one read of each hit's event, and of a tool result's history back to its call (usually
-    a few events). (A document removed is not seen: the event is then missed.)
+    call's label that is not the tool the log gives. Costs one read of each hit's event. A
+    result's label is not checked: its call may be any distance back (a catch-up reads back to
+    it once; each search would again). (A document removed is not seen: the event is then missed.)
     """
     for row in rows:
         try:
             event = next(iter(store.read(row.stream_id, row.offset, row.offset + 1)), None)
         except ThreadNotFound:
             event = None
-        # An extractor of its own: one remembers calls as a catch-up meets them, in position order.
+        # An extractor of its own (one remembers calls as a catch-up meets them, in position
+        # order), which does not read a result's history back for its call.
         docs = [] if event is None or event.position != row.position or event.redacted else \
-            _Extractor(store)(event.stream_id, event.offset, event.type, event.data)
+            _Extractor(store, read_back=False)(event.stream_id, event.offset, event.type, event.data)
         text = _stored(row.text)
         same = [doc for doc in docs if doc.kind == row.kind and doc.role == row.role and (_stored(doc.text) == text or (
                 len(doc.text) > DOC_PIECE_CHARS and text in map(_stored, doc_pieces(doc.text))))]
         if not same:
             raise altered_index(f"the document of position {row.position} is not text its event holds")
-        if not any(_stored(doc.tool) == _stored(row.tool) for doc in same):
+        if row.kind != "tool_result" and not any(_stored(doc.tool) == _stored(row.tool) for doc in same):
             raise StoreError(f"the search index labels the {row.kind} at position {row.position} with tool {row.tool!r}, "
                              f"but the log gives {same[0].tool!r}: an index built by an earlier threadlog could label a "
                              "result with the call of another thread or none, and raw SQL can alter it; rebuild it from "
@@ -213,16 +215,22 @@ class _Extractor:
     the one it answers, and no later one can come between. Ids repeat: across threads (`call_0`
     numbers each turn's calls) and within one once answered; so a call is remembered per stream.
 
-    The calls seen in this catch-up answer most results; a result whose call is older (an earlier
-    catch-up's, or the parent's before a fork) reads its history back for it, however far. Either
-    way the label is what the log gives, so a rebuild labels as the catch-ups did."""
+    The calls seen in this catch-up answer most results, in the result's stream or, below each
+    fork point, in an ancestor whose own events this catch-up saw from their first; a result
+    whose call is older (an earlier catch-up's) reads its history back for it, however far.
+    Either way the label is what the log gives, so a rebuild labels as the catch-ups did."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, read_back: bool = True) -> None:
         self.store = store
-        self.calls: dict[tuple[str, str], str] = {}  # (stream, tool_use id) -> the stream's latest call's name
+        self.read_back = read_back  # False: a result whose call was not seen here is labelled None
+        # (stream, tool_use id) -> (offset, name) of the stream's latest call with the id seen here
+        self.calls: dict[tuple[str, str], tuple[int, str]] = {}
+        self.first_seen: dict[str, int] = {}  # stream -> the offset of its first own event seen here
+        self.streams: dict[str, ThreadInfo] = {}  # the streams' rows read here (where each forks from)
         self.older: dict[str, _Older] = {}  # thread -> the calls read back in its history
 
     def __call__(self, stream_id: str, offset: int, type_: str, data: dict[str, Any]) -> list[Doc]:
+        self.first_seen.setdefault(stream_id, offset)
         if type_ == "message.appended":
             return self._message(stream_id, offset, data)
         if type_ in ("thread.created", "title.set"):
@@ -244,15 +252,33 @@ class _Extractor:
                 texts.append(block["text"])
             elif kind == "tool_use":
                 name = str(block.get("name", ""))
-                self.calls[stream_id, str(block.get("id"))] = name
+                self.calls[stream_id, str(block.get("id"))] = (offset, name)
                 docs += _doc("tool_use", role, name, name + "\n" + _arguments(block.get("input")))
             elif kind == "tool_result":
                 tool_use_id = str(block.get("tool_use_id"))
-                tool = self.calls.get((stream_id, tool_use_id))
-                if tool is None:
+                seen, tool = self._seen(tool_use_id, stream_id, offset)
+                if not seen and self.read_back:
                     tool = self._read_back(tool_use_id, stream_id, offset)
                 docs += _doc("tool_result", role, tool, _result_text(block.get("content")))
         return _doc("text", role, None, "\n".join(texts)) + docs
+
+    def _seen(self, tool_use_id: str, stream_id: str, offset: int) -> tuple[bool, str | None]:
+        """(True, its name) for the latest call with this id in the history below `offset` of
+        `stream_id`, when the calls seen here decide it; (False, None) when only a read back
+        can: a stream whose own events were not all seen here may hold it unseen, and a later
+        call with the id in one stream hides an earlier one. Walks up the fork points, each
+        stream's row read once per catch-up (a chain of forks costs a step per link)."""
+        stream, bound = stream_id, offset
+        while True:
+            hit = self.calls.get((stream, tool_use_id))
+            if hit is not None:
+                return (True, hit[1]) if hit[0] < bound else (False, None)
+            info = self.streams.get(stream)
+            if info is None:
+                info = self.streams[stream] = self.store.thread(stream)
+            if self.first_seen.get(stream) != info.base or info.parent_id is None or info.parent_offset is None:
+                return False, None
+            stream, bound = info.parent_id, min(bound, info.parent_offset)  # a fork below the parent's own events
 
     def _read_back(self, tool_use_id: str, thread: str, offset: int) -> str | None:
         """The name of the latest call with this id in the thread's history below `offset`; None

@@ -196,11 +196,9 @@ def test_a_tool_label_the_log_does_not_give_is_refused(tmp_path: Path) -> None:
         _call(store, t, "call_0", "Read")
         _answer(store, t, "call_0", "ferry timetable")
         assert _labels(store, "ferry") == [(t, "text", None), (t, "tool_result", "Read")]
-    forgeries = {  # -> the searches that find the forged document (one its label hides is not seen)
-        "UPDATE search_docs SET tool = 'Bash' WHERE kind = 'text'": (None, "Bash"),
-        "UPDATE search_docs SET tool = 'Bash' WHERE kind = 'tool_result'": (None, "Bash"),
-        "UPDATE search_docs SET tool = NULL WHERE kind = 'tool_result'": (None,),
-    }
+    # -> the searches that find the forged document. A result's label is not checked: its call
+    # may be any distance back, and a search would read back that far for each hit.
+    forgeries = {"UPDATE search_docs SET tool = 'Bash' WHERE kind = 'text'": (None, "Bash")}
     for forgery, finding in forgeries.items():
         _altered(path, forgery)
         before = file_dump(path)
@@ -229,3 +227,21 @@ def test_a_hits_title_is_the_threads_title_in_the_log(tmp_path: Path) -> None:
         assert [hit.title for hit in search(store, "ferry", thread=fork)] == ["Real title"]
         with pytest.raises(StoreError, match="search index was altered outside threadlog"):
             search(store, "invoice")  # the forged document itself, as any other
+
+
+def test_a_fork_below_its_parents_own_events_takes_the_call_below_its_own_fork_point(tmp_path: Path) -> None:
+    """F forks P at 2, below P's own events (P forks the root at 4): F's history below 2 is the
+    root's. The root called `call_0` (Bash) at 1 and again (Read) at 3, after answering it; F
+    answers the first. Walking the fork points up to the root with P's fork point (4) as the bound
+    took the second call, Read."""
+    with Store(tmp_path / "t.db") as store:
+        root = store.create_thread(title="root")
+        _call(store, root, "call_0", "Bash")
+        _answer(store, root, "call_0", "first output")
+        _call(store, root, "call_0", "Read")
+        parent = store.fork(root, at=4, unanswered="keep")
+        store.append_message(parent, "user", "in the parent")
+        fork = store.fork(parent, at=2, unanswered="keep")
+        _answer(store, fork, "call_0", "zebra output")
+        rebuild_index(store)
+        assert _labels(store, "zebra") == [(fork, "tool_result", "Bash")]
