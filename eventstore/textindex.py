@@ -47,7 +47,6 @@ MAX_QUERY_TERMS = 128
 _BATCH = 2000
 
 
-
 def catch_up(store: Store, extractor: Callable[[], Extractor]) -> int:
     """Index every event after the index's position, in one write transaction; returns how many
     events were read. Costs one read when the index is current (no transaction then)."""

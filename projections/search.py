@@ -178,9 +178,8 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
             raise altered_index(f"the document of position {row.position} is not text its event holds")
         if row.kind != "tool_result" and not any(_stored(doc.tool) == _stored(row.tool) for doc in same):
             raise StoreError(f"the search index labels the {row.kind} at position {row.position} with tool {row.tool!r}, "
-                             f"but the log gives {same[0].tool!r}: an index built by an earlier threadlog could label a "
-                             "result with the call of another thread or none, and raw SQL can alter it; rebuild it from "
-                             "the log with `threadlog index --rebuild`")
+                             f"but the log gives {same[0].tool!r}: the index was altered outside threadlog; rebuild it "
+                             "from the log with `threadlog index --rebuild`")
     return rows
 
 
