@@ -202,4 +202,25 @@ def _options(**fields: Any) -> ForkOptions:
         if field == "config" and len(first["loc"]) > 1:  # one key of it
             field = f"config.{first['loc'][1]}"
             raise InvalidEvent(field, f"{first['msg']} (got {first['input']!r})") from None
+        if field in _FORMS:
+            raise _form_error(error, field, fields[field]) from None
         raise InvalidEvent(field, f"{first['msg']} (got {fields.get(field)!r})") from None
+
+
+# The options that take one of several forms. pydantic reports one error per form it tried,
+# the literal words first, so its first error says a list of todos "should be 'blank' or
+# 'inherit'" when one todo lacks its content.
+_FORMS = {
+    "todos": "'blank', 'inherit' or a list of todos ({content, [status], [id]})",
+    "metadata": "'blank', 'inherit', {'keep': [keys]} or a map",
+}
+
+
+def _form_error(error: ValidationError, field: str, value: Any) -> InvalidEvent:
+    """The error of an option with several forms: the one inside the form the value took (a
+    todo of a list: the deepest error, at its path without the form's name), else the forms."""
+    deepest = max(error.errors(), key=lambda each: len(each["loc"]))
+    if len(deepest["loc"]) > 2:  # (field, form, where in it...)
+        path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in deepest["loc"][2:])
+        return InvalidEvent(f"{field}{path}", f"{deepest['msg']}; nothing was written")
+    return InvalidEvent(field, f"must be {_FORMS[field]}, not {value!r:.80}; nothing was written")

@@ -100,6 +100,26 @@ def test_bad_fork_options(store: Store, convo: str, kwargs: dict[str, object], f
     assert dump(store) == before
 
 
+
+@pytest.mark.parametrize(
+    "kwargs, field, why",
+    [
+        ({"todos": [{"content": "book", "status": "done"}]}, "todos[0].status", "'pending', 'in_progress' or 'completed'"),
+        ({"todos": [{"content": "book"}, {"text": "pay"}]}, "todos[1].content", "Field required"),
+        ({"todos": "keep"}, "todos", "'blank', 'inherit' or a list of todos"),
+        ({"metadata": ["user"]}, "metadata", "'blank', 'inherit', {'keep': [keys]} or a map"),
+    ],
+    ids=["todo-status", "todo-content", "todos-word", "metadata-list"],
+)
+def test_bad_todos_or_metadata_named_where_they_are_wrong(store: Store, convo: str, kwargs: dict[str, object], field: str,
+                                                          why: str) -> None:
+    # Not "should be 'blank' or 'inherit'" for a list of todos with one bad todo.
+    before = dump(store)
+    with pytest.raises(InvalidEvent) as info:
+        store.fork(convo, **kwargs)  # type: ignore[arg-type]
+    assert info.value.field == field and why in info.value.why
+    assert dump(store) == before
+
 def refuse(store: Store, reason: str, call, *args, **kwargs) -> ForkRefused:  # type: ignore[no-untyped-def]
     before = dump(store)
     with pytest.raises(ForkRefused) as info:
