@@ -881,7 +881,8 @@ class Store:
         below `at` (`empty`), a run in progress at `at` (`busy`), and tool calls without
         results (`unanswered_tool_calls`, with `tool_use_ids`) unless `unanswered="drop"`
         records them for the projections to filter. `metadata={"keep": [keys]}` keeps
-        those keys; any other dict is the fork's metadata. Pending interrupts are demoted.
+        those keys (a "keep" alone that is no list of keys is refused, not taken for the
+        fork's metadata); any other dict is the fork's metadata. Pending interrupts are demoted.
         `kind="subagent"` marks a sub-agent's fork; `busy="allow"` forks where a run is in
         progress (the fork starts idle): for histories imported as they happened, where a
         sub-agent or a retried answer branched mid-turn.

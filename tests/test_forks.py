@@ -120,6 +120,16 @@ def test_bad_todos_or_metadata_named_where_they_are_wrong(store: Store, convo: s
     assert info.value.field == field and why in info.value.why
     assert dump(store) == before
 
+
+@pytest.mark.parametrize("keep", ["user", ["user", 1], None], ids=["one-name", "not-names", "none"])
+def test_metadata_keep_takes_a_list_of_keys(store: Store, convo: str, keep: object) -> None:
+    # Not the fork's metadata {"keep": "user"}, with "user" lost.
+    before = dump(store)
+    with pytest.raises(InvalidEvent) as info:
+        store.fork(convo, metadata={"keep": keep})
+    assert info.value.field == "metadata.keep" and "list of the parent's metadata keys" in info.value.why
+    assert dump(store) == before
+
 def refuse(store: Store, reason: str, call, *args, **kwargs) -> ForkRefused:  # type: ignore[no-untyped-def]
     before = dump(store)
     with pytest.raises(ForkRefused) as info:
