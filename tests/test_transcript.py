@@ -629,3 +629,30 @@ def test_redact_names_the_note_transcripts_written_with_the_erased_text(tmp_path
     rewrite = CliRunner().invoke(cli, ["--db", str(db), "transcript", t, "--stop", "3", "-o", str(tmp_path / "after me.md")])
     assert rewrite.exit_code == 0, rewrite.output
     assert "hunter2" not in (tmp_path / "after me.md").read_text() and "[redacted]" in (tmp_path / "after me.md").read_text()
+
+
+def test_fork_with_transcript_forks_where_its_file_ends(file_store: Store, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer appended to the parent between the transcript's read and the fork: the
+    fork was made at the new head, so the file its note names lacked what the fork holds."""
+    import threadlog.note_fork as note_fork
+    from threadlog import fork_with_transcript, thread_state
+
+    t = file_store.create_thread(title="Trip")
+    file_store.append_message(t, "user", "Find me a train to Lyon")
+    read = note_fork.transcript
+
+    def read_then_another_writer(store: Store, thread: str, **bounds: Any) -> str:
+        text = read(store, thread, **bounds)
+        with Store(tmp_path / "t.db") as other:
+            other.append_message(thread, "assistant", "MEANWHILE")
+        return text
+
+    monkeypatch.setattr(note_fork, "transcript", read_then_another_writer)
+    path = tmp_path / "trip.md"
+    f = fork_with_transcript(file_store, t, path, event_id="note-1")
+    assert thread_state(file_store, f).parent_offset == 2
+    assert path.read_text(encoding="utf-8") == transcript(file_store, t, stop=2)
+    # A retry after the parent moved on again: the fork it made, and that fork's transcript.
+    assert fork_with_transcript(file_store, t, path, event_id="note-1") == f
+    assert path.read_text(encoding="utf-8") == transcript(file_store, t, stop=2)

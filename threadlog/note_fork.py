@@ -33,9 +33,14 @@ def fork_with_transcript(store: Store, thread: str, path: str | os.PathLike[str]
     stop = head if at is None else at
     if not 0 <= stop <= head:  # the fork refuses it, naming the range: nothing to write before that
         return store.fork(thread, at, context="note", transcript=named, **options)
+    made = store.event(options["event_id"]) if "event_id" in options else None
+    if at is None and made is not None and made.type == "thread.forked" and made.data.get("parent_id") == thread:
+        stop = made.offset  # a retry: the transcript of the fork it made
     text = transcript(store, thread, stop=stop)
     with staged(path, [text.encode("utf-8")], "the transcript", keep=store.files):
-        return store.fork(thread, at, context="note", transcript=named, **options)
+        # At `stop`, not at the head as it is now: another writer may have appended to the
+        # parent since the transcript was read, and the file would lack what the fork holds.
+        return store.fork(thread, stop, context="note", transcript=named, **options)
 
 
 class NoteTranscript(NamedTuple):
