@@ -656,3 +656,18 @@ def test_fork_with_transcript_forks_where_its_file_ends(file_store: Store, tmp_p
     # A retry after the parent moved on again: the fork it made, and that fork's transcript.
     assert fork_with_transcript(file_store, t, path, event_id="note-1") == f
     assert path.read_text(encoding="utf-8") == transcript(file_store, t, stop=2)
+
+
+@pytest.mark.parametrize("at", ["2", True, 2.0], ids=["str", "bool", "float"])
+def test_fork_with_transcript_refuses_an_offset_that_is_no_integer_as_fork_does(mem: Store, tmp_path: Path,
+                                                                               at: object) -> None:
+    from threadlog import ForkRefused, fork_with_transcript
+
+    t = mem.create_thread(title="Trip")
+    mem.append_message(t, "user", "Find me a train to Lyon")
+    mem.append_message(t, "assistant", "The 08:04.")
+    before = mem.last_position()
+    with pytest.raises(ForkRefused, match="at must be a number of events") as info:
+        fork_with_transcript(mem, t, tmp_path / "trip.md", at=at)  # type: ignore[arg-type]
+    assert info.value.reason == "offset_out_of_range"
+    assert mem.last_position() == before and list(tmp_path.iterdir()) == []

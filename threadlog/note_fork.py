@@ -16,6 +16,7 @@ import os
 from typing import Any, NamedTuple
 
 from eventstore import InvalidEvent, Store
+from eventstore.ranges import is_index
 from projections import transcript
 from projections.atomic import staged
 
@@ -31,7 +32,7 @@ def fork_with_transcript(store: Store, thread: str, path: str | os.PathLike[str]
     named = os.path.abspath(path)  # the note is read later, from anywhere: a relative path would name another file
     head = store.head(thread)
     stop = head if at is None else at
-    if not 0 <= stop <= head:  # the fork refuses it, naming the range: nothing to write before that
+    if not is_index(stop, 0, head):  # the fork refuses it, naming the range or type: nothing to write before that
         return store.fork(thread, at, context="note", transcript=named, **options)
     made = store.event(options["event_id"]) if "event_id" in options else None
     if at is None and made is not None and made.type == "thread.forked" and made.data.get("parent_id") == thread:
