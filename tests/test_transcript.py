@@ -656,6 +656,9 @@ def test_fork_with_transcript_forks_where_its_file_ends(file_store: Store, tmp_p
     # A retry after the parent moved on again: the fork it made, and that fork's transcript.
     assert fork_with_transcript(file_store, t, path, event_id="note-1") == f
     assert path.read_text(encoding="utf-8") == transcript(file_store, t, stop=2)
+    with pytest.raises(InvalidEvent) as info:  # named as Store.fork names it
+        fork_with_transcript(file_store, t, path, event_id="note\n2")
+    assert info.value.field == "meta.event_id"
 
 
 @pytest.mark.parametrize("at", ["2", True, 2.0], ids=["str", "bool", "float"])

@@ -16,6 +16,7 @@ import os
 from typing import Any, NamedTuple
 
 from eventstore import InvalidEvent, Store
+from eventstore.prepare import check_id
 from eventstore.ranges import is_index
 from projections import transcript
 from projections.atomic import staged
@@ -34,8 +35,8 @@ def fork_with_transcript(store: Store, thread: str, path: str | os.PathLike[str]
     stop = head if at is None else at
     if not is_index(stop, 0, head):  # the fork refuses it, naming the range or type: nothing to write before that
         return store.fork(thread, at, context="note", transcript=named, **options)
-    made = store.event(options["event_id"]) if "event_id" in options else None
-    if at is None and made is not None and made.type == "thread.forked" and made.data.get("parent_id") == thread:
+    made = store.event(check_id("meta.event_id", options["event_id"])) if at is None and "event_id" in options else None
+    if made is not None and made.type == "thread.forked" and made.data.get("parent_id") == thread:
         stop = made.offset  # a retry: the transcript of the fork it made
     text = transcript(store, thread, stop=stop)
     with staged(path, [text.encode("utf-8")], "the transcript", keep=store.files):
