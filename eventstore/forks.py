@@ -47,7 +47,7 @@ def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any
         try:
             with store.backend.transaction():
                 if "event_id" in meta:
-                    retried = _made_before(store, thread, at, options, chosen, check_id("meta.event_id", meta["event_id"]))
+                    retried = _made_before(store, thread, at, options, chosen, check_id("meta.event_id", meta["event_id"]), title)
                     if retried is not None:
                         if not retry:
                             raise InvalidEvent("meta.event_id", f"fork {retried!r} was already made with event id "
@@ -62,10 +62,11 @@ def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any
     raise AssertionError("unreachable")
 
 
-def _made_before(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str | None, event_id: str) -> str | None:
+def _made_before(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str | None, event_id: str,
+                 title: str | None) -> str | None:
     """The fork an earlier call with this `event_id` made, when this call is its retry (the same
-    parent, and the same offset, options and fork id where this call names them): a retried
-    fork returns it, as a retried append returns its records. None when the id is unused."""
+    parent, and the same offset, options, fork id and title where this call names them): a
+    retried fork returns it, as a retried append returns its records. None when the id is unused."""
     stored = store.backend.events_by_id([event_id])
     if not stored:
         return None
@@ -74,6 +75,9 @@ def _made_before(store: Store, thread: str, at: Any, options: ForkOptions, fork_
     same = (row.type == "thread.forked" and row.offset == data.get("parent_offset") and data.get("parent_id") == thread
             and at in (None, row.offset) and fork_id in (None, row.stream_id)
             and data.get("options") == options.model_dump(exclude_none=True))
+    if same and title is not None:  # the title the fork was made with: the event after its thread.forked
+        titled = next(store.read(row.stream_id, row.offset + 1, row.offset + 2), None)
+        same = titled is not None and titled.type == "title.set" and titled.data.get("title") == title
     if not same:
         raise InvalidEvent("meta.event_id", f"event id {event_id!r} is already stored at position {row.position} "
                            f"(thread {row.stream_id!r}, {row.type}) and this is not the fork it made; a retry must resend "

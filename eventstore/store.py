@@ -893,8 +893,8 @@ class Store:
         inherit none of them. `title` gives the fork its own title (a `title.set` after the
         fork's event, in the same transaction); without it the fork shows the parent's.
 
-        With an `event_id` in `meta`, a call whose fork that id already made returns its id
-        (a retry); `retry=False` refuses it instead, as `append_prepared(retry=False)` does.
+        With an `event_id` in `meta`, a call whose fork that id already made (the same parent,
+        options and title) returns its id (a retry); `retry=False` refuses it instead, as `append_prepared(retry=False)` does.
         """
         return forks.fork(self, thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
                           unanswered=unanswered, transcript=transcript, fork_id=fork_id, kind=kind, busy=busy, meta=meta,

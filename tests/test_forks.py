@@ -260,6 +260,18 @@ def test_an_event_id_names_one_fork(store: Store, convo: str, changed: dict[str,
     assert dump(store) == before
 
 
+@pytest.mark.parametrize("first, again", [("T1", "T2"), (None, "T2")])
+def test_a_retry_with_another_title_is_refused(store: Store, convo: str, first: str | None, again: str) -> None:
+    f = store.fork(convo, at=2, event_id="fork-1", title=first)
+    before = dump(store)
+    with pytest.raises(InvalidEvent, match="event id 'fork-1' is already stored .* a new fork needs a new id"):
+        store.fork(convo, at=2, event_id="fork-1", title=again)  # not the fork that id made: it would lose the title
+    assert dump(store) == before
+    assert store.fork(convo, at=2, event_id="fork-1", title=first) == f
+    store.append(f, [{"type": "title.set", "data": {"title": "renamed"}}])  # a later title is the fork's own: a retry still finds the one it was made with
+    assert store.fork(convo, at=2, event_id="fork-1", title=first) == f
+
+
 def test_a_fork_cannot_take_the_event_id_of_a_message(store: Store, convo: str) -> None:
     store.append_message(convo, "user", "again", event_id="msg-1")
     before = dump(store)
