@@ -44,7 +44,8 @@ from .dropped import Drop, Located, fork_drops, locate, without_dropped
 
 PROJECTION = "thread_state"
 # Bump whenever the fold's output or its serialized form changes: old snapshots are ignored.
-VERSION = 2  # 2: a dropped tool call is kept with its fork's offset (dropped.py)
+VERSION = 3  # 2: a dropped tool call is kept with its fork's offset (dropped.py);
+# 3: saved with the fold's key order (a version 2 state had its keys sorted)
 
 
 class Message(NamedTuple):

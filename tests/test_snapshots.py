@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 from eventstore.sqlite import SCHEMA_VERSION
 from eventstore import InvalidEvent, Store
 from projections import state as state_module
-from threadlog import drop_snapshots, save_snapshot, thread_state
+from projections.request import request_body
+from threadlog import anthropic_request, drop_snapshots, save_snapshot, thread_state
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v1.db"
@@ -77,6 +79,24 @@ def test_a_note_forks_snapshot_and_a_fork_of_it(mem: Store) -> None:
     g = mem.fork(f, unanswered="drop")
     mem.append_message(g, "assistant", "y")
     assert thread_state(mem, g).to_json() == thread_state(mem, g, use_snapshots=False).to_json()
+
+
+def test_a_snapshot_changes_no_byte_of_the_state_or_the_request(mem: Store) -> None:
+    """A key added by `metadata.set` stays last and a fork note's block keeps its key order:
+    a snapshot stored them sorted, so `show --json` and `request` printed other bytes once
+    `threadlog snapshot` had run, and a recorded request digest no longer matched."""
+    t = mem.create_thread(model="m", metadata={"m": 1, "z": 2})
+    mem.append_message(t, "user", "hi")
+    mem.append(t, [{"type": "metadata.set", "data": {"patch": {"a": 3}}}])
+    f = mem.fork(t, context="note", metadata="inherit")
+    mem.append_message(f, "user", "next")
+
+    def printed() -> tuple[str, bytes]:
+        return json.dumps(thread_state(mem, f).to_json()), request_body(anthropic_request(mem, f))
+
+    expected = printed()
+    save_snapshot(mem, f)
+    assert printed() == expected
 
 
 def test_bumping_the_code_version_ignores_old_snapshots(mem: Store, monkeypatch: pytest.MonkeyPatch) -> None:
