@@ -6,6 +6,8 @@ of a subtree add up to what the whole tree cost. `cache_read_input_tokens` are t
 tokens served from the prompt cache: sibling forks that share a request prefix read it.
 A message imported from a pi session keeps pi's own names for the same counts (`input`,
 `output`, `cacheRead`, `cacheWrite`): they are read where the API's names are missing.
+A count is a whole number from 0 to 2**63 - 1: anything else an event's `usage` may hold
+(a bool, a float, text, a negative number, one of 4,000 digits) counts nothing.
 """
 
 from __future__ import annotations
@@ -57,7 +59,9 @@ def usage(store: Store, thread: str) -> list[Usage]:
                 count += 1
                 for key in FIELDS:
                     value = spent.get(key, spent.get(_PI_NAMES[key]))
-                    if type(value) is int:  # not a bool, which is an int to Python; not a float or text
+                    # Not a bool (an int to Python); bounded, or two huge ones add up to a number
+                    # past the digits Python will print.
+                    if type(value) is int and 0 <= value < 2**63:
                         sums[key] += value
         out.append(Usage(info.id, info.parent_id, info.depth, info.kind, count, **sums))
     return out

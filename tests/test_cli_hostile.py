@@ -364,6 +364,25 @@ def test_ls_and_usage_align_columns_as_printed_with_escaped_ids(tmp_path: Path) 
     assert code == 0 and len({len(row) for row in usage.splitlines()}) == 1, usage  # every row ends at one column
 
 
+def test_usage_counts_only_token_counts_a_response_could_hold(tmp_path: Path) -> None:
+    """`usage` holds any JSON: two counts of 4,300 digits added up past what Python prints, and
+    `threadlog usage` failed, calling the file altered; a negative count printed -100% cached."""
+    db = tmp_path / "t.db"
+    huge = 9 * 10**4299
+    with Store(db) as store:
+        t = store.create_thread(thread_id="t")
+        for spent in ({"input_tokens": huge, "output_tokens": 1}, {"input_tokens": huge, "output_tokens": 1},
+                      {"input_tokens": -100, "cache_read_input_tokens": 50}, {"input_tokens": 30, "output_tokens": 2}):
+            store.append_message(t, "user", "q")
+            store.append_message(t, "assistant", "a", usage=spent)
+    code, out, err = invoke("--db", str(db), "usage", "t", "--json")
+    assert code == 0, err
+    total = json.loads(out)["total"]
+    assert (total["messages"], total["input_tokens"], total["output_tokens"], total["cache_read_input_tokens"]) == (4, 30, 4, 50)
+    code, out, err = invoke("--db", str(db), "usage", "t")
+    assert code == 0 and "-" not in out.splitlines()[-1], out + err
+
+
 def test_endless_input_is_refused_after_what_an_event_can_hold(tmp_path: Path) -> None:
     """`yes | threadlog append T --content -` and `threadlog import events /dev/zero` read until
     memory ran out (a MemoryError traceback, or the kernel's OOM killer)."""
