@@ -383,6 +383,18 @@ def test_usage_counts_only_token_counts_a_response_could_hold(tmp_path: Path) ->
     assert code == 0 and "-" not in out.splitlines()[-1], out + err
 
 
+@pytest.mark.parametrize("args", [["rows", "t"], ["show", "t", "--json"]], ids=["rows", "show-json"])
+def test_stdout_that_is_not_utf8_is_named_not_the_file(tmp_path: Path, args: list[str]) -> None:
+    """In a Latin-1 locale a command stopped at the first character it could not print, and
+    said the file held an event altered outside threadlog."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.append_message(store.create_thread(thread_id="t"), "user", "Paris \u2192 Lyon")
+    result = CliRunner(charset="latin-1").invoke(cli, ["--db", str(db), *args])
+    assert result.exit_code == 1, result.output
+    assert "cannot write U+2192" in result.stderr and "UTF-8 locale" in result.stderr and "altered" not in result.stderr
+
+
 def test_endless_input_is_refused_after_what_an_event_can_hold(tmp_path: Path) -> None:
     """`yes | threadlog append T --content -` and `threadlog import events /dev/zero` read until
     memory ran out (a MemoryError traceback, or the kernel's OOM killer)."""

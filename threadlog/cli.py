@@ -82,6 +82,13 @@ class _Group(click.Group):
             _fail(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
         except UnicodeDecodeError as error:
             _fail(f"input is not UTF-8 text ({error.reason} at byte {error.start})")
+        except UnicodeEncodeError as error:
+            if error.encoding.replace("_", "-").lower() in ("utf-8", "utf8"):
+                raise
+            # What threadlog writes itself is UTF-8: this is stdout in a locale that is not (stderr
+            # writes what it cannot encode as escapes), not an event of the wrong shape.
+            _fail(f"stdout's encoding ({sys.stdout.encoding}) cannot write U+{ord(error.object[error.start]):04X}; run "
+                  "threadlog with a UTF-8 locale (LC_ALL=C.UTF-8) or PYTHONIOENCODING=utf-8")
         except RecursionError:  # an event nested too deeply, stored by an older release or by hand
             _fail("an event is nested too deeply to show; `threadlog verify` names its position")
         except MemoryError:  # an input far larger than memory (a session file of gigabytes, a device)
