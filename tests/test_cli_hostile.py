@@ -395,6 +395,22 @@ def test_stdout_that_is_not_utf8_is_named_not_the_file(tmp_path: Path, args: lis
     assert "cannot write U+2192" in result.stderr and "UTF-8 locale" in result.stderr and "altered" not in result.stderr
 
 
+def test_ls_shows_last_activity_in_utc_whatever_zone_an_imported_time_names(tmp_path: Path) -> None:
+    """`ls` cut every time to 19 characters: 12:00 at +05:30 read as 12:00 beside a UTC time,
+    and `20260131T120000-0800` showed as `20260131 120000-080`."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        for thread, when in (("zulu", "2026-01-31T12:00:00Z"), ("kolkata", "2026-01-31T12:00:00+05:30"),
+                             ("basic", "20260131T120000-0800"), ("naive", "2026-01-31T12:00:00.5")):
+            store.append(store.create_thread(thread_id=thread), [{"type": "message.appended", "data": {"role": "user", "content": "hi"},
+                                                                  "meta": {"origin": "imported", "occurred_at": when}}])
+    code, listed, err = invoke("--db", str(db), "ls")
+    assert code == 0, err
+    shown = {row.split()[0]: " ".join(row.split()[4:6]) for row in listed.splitlines()[1:]}
+    assert shown == {"zulu": "2026-01-31 12:00:00", "kolkata": "2026-01-31 06:30:00", "basic": "2026-01-31 20:00:00",
+                     "naive": "2026-01-31 12:00:00"}, listed
+
+
 def test_endless_input_is_refused_after_what_an_event_can_hold(tmp_path: Path) -> None:
     """`yes | threadlog append T --content -` and `threadlog import events /dev/zero` read until
     memory ran out (a MemoryError traceback, or the kernel's OOM killer)."""

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 
 import json
 import re
+from datetime import datetime, timezone
 from typing import Any
 
 from eventstore import RecordedEvent, ThreadInfo
@@ -86,13 +87,25 @@ def ls_lines(entries: Sequence[dict[str, Any]]) -> Iterator[str]:
     table: list[tuple[str, ...]] = [header]
     for e in entries:
         parent = f"{e['parent_id']} at {e['parent_offset']}" if e["parent_id"] else "-"
-        table.append(tuple(map(safe, (e["id"], e["kind"], parent, str(e["messages"]), e["last_activity"][:19].replace("T", " "),
+        table.append(tuple(map(safe, (e["id"], e["kind"], parent, str(e["messages"]), _activity(e["last_activity"]),
                                       _short(e["title"] or "-", 50)))))
     # Measured as printed: escaped (a `\u202e` in an id is six characters on the screen).
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         cells = [c.rjust(w) if i == 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
         yield "  ".join([*cells, row[-1]]).rstrip()
+
+
+def _activity(time: str) -> str:
+    """An event's time as `ls` shows it: in UTC to the second when it names its zone (an imported
+    event's `occurred_at` may name any, `+05:30`, `-0800`), else cut to the second as written."""
+    try:
+        when = datetime.fromisoformat(time)
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        return time[:19].replace("T", " ")
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | None = None) -> Iterator[str]:
