@@ -113,10 +113,9 @@ def scope_of(store: Store, thread: str, ancestors: bool = True, stop: int | None
     return list(clip(ranges, 0, stop))
 
 
-def search(store: Store, query: str, match: str = "query", scope: Sequence[Scope] | None = None,
-           role: str | None = None, tool: str | None = None, limit: int = 10) -> list[HitRow]:
-    """The index's best documents for `query` (see `Backend.search` for `match`), without
-    catching up first."""
+def check_search(query: str, match: str = "query", limit: int = 10) -> None:
+    """Refuse a search's arguments before anything is read or written: a search that
+    catches the index up first, then refused them, left the file changed."""
     if not isinstance(query, str):
         raise InvalidEvent("query", f"must be text, not {type(query).__name__}")
     if match not in MATCHES:
@@ -130,6 +129,13 @@ def search(store: Store, query: str, match: str = "query", scope: Sequence[Scope
         if (terms := len(query.split())) > MAX_QUERY_TERMS:
             raise InvalidEvent("query", f"holds {terms:,} terms; a search takes at most {MAX_QUERY_TERMS} (AND, OR and NOT count)")
     check_index("limit", limit, 1, what="a count")
+
+
+def search(store: Store, query: str, match: str = "query", scope: Sequence[Scope] | None = None,
+           role: str | None = None, tool: str | None = None, limit: int = 10) -> list[HitRow]:
+    """The index's best documents for `query` (see `Backend.search` for `match`), without
+    catching up first."""
+    check_search(query, match, limit)
     hits = store.backend.search(query, match, scope, role, tool, limit)
     for hit in hits:  # values of another kind only raw SQL stores: shown or sent as JSON, they fail later
         if hit.time is None:  # no event holds its position (the backend joins them to read the event's time)

@@ -291,6 +291,9 @@ CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
     ("append-stale-expect", ["append", "t", "--role", "user", "--text", "late", "--expect", "1"], None, {}, 1, "expected 1"),
     ("log-unknown-thread", ["log", "nope"], None, {}, 1, "not found"),
     ("tree-unknown-thread", ["tree", "nope"], None, {}, 1, "not found"),
+    # refused before the search index catches up with the log (that catch-up is a write)
+    ("search-limit-too-large", ["search", "hello", "-n", str(2**63)], None, {}, 1, "limit: 9223372036854775808 is too large"),
+    ("search-query-too-long", ["search", "hello " * 400], None, {}, 1, "a search takes at most 2,000"),
     # usage errors: click's message, exit 2
     ("usage-log-negative-start", ["log", "t", "--start", "-1"], None, {}, 2, "--start"),
     ("usage-append-wrong-role", ["append", "t", "--role", "system", "--text", "x"], None, {}, 2, "--role"),
