@@ -299,6 +299,8 @@ CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
     ("usage-append-wrong-role", ["append", "t", "--role", "system", "--text", "x"], None, {}, 2, "--role"),
     ("usage-append-negative-expect", ["append", "t", "--role", "user", "--text", "x", "--expect", "-1"], None, {}, 2, "--expect"),
     ("usage-append-no-text", ["append", "t", "--role", "user"], None, {}, 2, "--text"),
+    ("usage-export-model-of-events", ["export", "t", "--model", "claude-x"], None, {}, 2, "--model names the model of --format anthropic only"),
+    ("usage-export-all-model", ["export", "--all", "--model", "claude-x"], None, {}, 2, "--model names the model of --format anthropic only"),
 ]
 
 

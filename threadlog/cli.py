@@ -1145,6 +1145,8 @@ def export_command(store: Store, thread: str | None, format_: str, everything: b
         raise click.UsageError("give a THREAD or --all (one of them)")
     if everything and format_ != "events":
         raise click.UsageError("--all writes events only")
+    if model is not None and format_ != "anthropic":
+        raise click.UsageError("--model names the model of --format anthropic only")
     chunks: Iterable[str]
     if format_ == "markdown":
         chunks = [export_markdown(store, str(thread))]
