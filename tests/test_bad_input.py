@@ -132,6 +132,8 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
         {"type": "tool_use", "id": "x", "name": "n", "input": {}}]), InvalidEvent, "content"),
     ("tool-result-for-unknown-tool-use", lambda s, i: s.append_message(i["t"], "user", [
         {"type": "tool_result", "tool_use_id": "toolu_nope", "content": "r"}]), InvalidEvent, "toolu_nope"),
+    ("run-started-while-in-progress", lambda s, i: s.append(i["busy"], [{"type": "run.started", "data": {"run_id": "r1"}}]),
+     InvalidEvent, "run 'r1' is already in progress"),
     ("run-finished-unknown-run", lambda s, i: s.append(i["t"], [{"type": "run.finished", "data": {"run_id": "r9", "status": "ok"}}]), InvalidEvent, "run_id"),
     ("interrupt-resolved-not-pending", lambda s, i: s.append(i["t"], [{"type": "interrupt.resolved", "data": {"interrupt_id": "q"}}]), InvalidEvent, "interrupt_id"),
     ("compaction-through-the-future", lambda s, i: s.append(i["t"], [{"type": "compaction.recorded", "data": {"summary": "s", "through_offset": 99}}]), InvalidEvent, "through_offset"),
@@ -276,6 +278,8 @@ CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
     ("emit-wrong-role", ["emit", "t", MSG, "--data", '{"role": "system", "content": "x"}'], None, {}, 1, "role"),
     ("emit-tool-result-unknown", ["emit", "t", MSG, "--data", json.dumps({"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_nope", "content": "r"}]})], None, {}, 1, "toolu_nope"),
+    ("emit-run-started-while-in-progress", ["emit", "busy", "run.started", "--data", '{"run_id": "r1"}'], None, {}, 1,
+     "run 'r1' is already in progress"),
     ("emit-run-finished-unknown", ["emit", "t", "run.finished", "--data", '{"run_id": "r9", "status": "ok"}'], None, {}, 1, "r9"),
     ("emit-reserved-type", ["emit", "t", "thread.forked", "--data", '{"parent_id": "t", "parent_offset": 1, "options": {}}'], None, {}, 1, "`threadlog fork`"),
     ("append-invalid-block", ["append", "t", "--role", "user", "--content", "{dir}/c.json"], None, {"c.json": b'[{"type": "bogus"}]'}, 1, "bogus"),
