@@ -113,6 +113,18 @@ def test_ask_with_a_base_url_that_is_no_url_is_one_error_line(tmp_path: Path, ur
         assert store.head(t) == 1
 
 
+def test_ask_on_a_thread_waiting_on_an_interrupt_names_the_command_that_answers_it(tmp_path: Path, api: MessagesAPI) -> None:
+    """The refusal told a CLI user to call `resolve_interrupt`, a Python function."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    threadlog("interrupt", "raise", t, "q1", "--question", "Which day?", db=db)
+    done = threadlog("ask", t, "hello", db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == f"error: thread: thread {t!r} waits on interrupt 'q1'; answer it with `threadlog interrupt resolve` first\n"
+    with Store(db) as store:
+        assert store.head(t) == 2
+
+
 def test_ask_reports_an_api_error_and_exits_1(tmp_path: Path, api: MessagesAPI) -> None:
     db = tmp_path / "t.db"
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()

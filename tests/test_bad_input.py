@@ -293,6 +293,8 @@ CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
     ("fork-busy", ["fork", "busy"], None, {}, 1, "in progress"),
     ("fork-unanswered", ["fork", "pending"], None, {}, 1, "toolu_1"),
     ("append-stale-expect", ["append", "t", "--role", "user", "--text", "late", "--expect", "1"], None, {}, 1, "expected 1"),
+    ("fan-out-no-pending-tool-use", ["fan-out", "t", "look"], None, {}, 1, "`threadlog fan-out` launches sub-agents"),
+    ("report-not-a-sub-agent", ["report", "t"], None, {}, 1, "not a sub-agent fork (made by `threadlog fan-out`)"),
     ("log-unknown-thread", ["log", "nope"], None, {}, 1, "not found"),
     ("tree-unknown-thread", ["tree", "nope"], None, {}, 1, "not found"),
     # refused before the search index catches up with the log (that catch-up is a write)
