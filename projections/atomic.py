@@ -56,7 +56,10 @@ def staged(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "t
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise FileNotFoundError(errno.ENOENT, f"no such directory to write {what} in", str(directory))
-    fd, tmp = _create_temporary(directory, target.name)
+    try:
+        fd, tmp = _create_temporary(directory, target.name)
+    except OSError as error:  # named the hidden temporary file, a name the caller never gave
+        raise OSError(error.errno, error.strerror, str(target)) from None
     try:
         with contextlib.suppress(FileNotFoundError):
             replaced = os.lstat(target)

@@ -440,3 +440,22 @@ def test_a_pipe_named_as_the_database_is_refused_as_one(tmp_path: Path) -> None:
         result = CliRunner().invoke(cli, [*command, "--db", str(pipe)])
         assert result.exit_code == 1 and f"error: {pipe} is a pipe, not a database file" in result.stderr, command
     assert sorted(p.name for p in tmp_path.iterdir()) == ["db.fifo"]
+
+
+@pytest.mark.parametrize("command", [["export", "t"], ["export", "--all"], ["transcript", "t"]])
+def test_an_output_file_in_a_directory_that_refuses_it_is_named_as_given(
+    seeded: tuple[Path, dict[str, str]], tmp_path: Path, command: list[str]
+) -> None:
+    """-o into a directory this user may not write named a hidden temporary file the user never
+    typed (`.out.md.3f9a…tmp`), not the file asked for."""
+    db = fresh(seeded, tmp_path)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    target = locked / "out.md"
+    before = fingerprint(db)
+    with read_only(locked):
+        result = CliRunner().invoke(cli, [*command, "-o", str(target), "--db", str(db)])
+    assert result.exit_code == 1 and result.stdout == "", result.output
+    assert result.stderr in (f"error: Permission denied: {target}\n", f"error: Operation not permitted: {target}\n"), result.stderr
+    assert list(locked.iterdir()) == []
+    assert fingerprint(db) == before
