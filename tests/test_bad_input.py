@@ -309,6 +309,7 @@ CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
     ("usage-export-all-model", ["export", "--all", "--model", "claude-x"], None, {}, 2, "--model names the model of --format anthropic only"),
     ("usage-tree-thread-all", ["tree", "t", "--all"], None, {}, 2, "give them without THREAD"),
     ("usage-tree-thread-before", ["tree", "t", "--before", "3"], None, {}, 2, "give them without THREAD"),
+    ("usage-tree-thread-limit", ["tree", "t", "-n", "3"], None, {}, 2, "give them without THREAD"),
     ("usage-tree-all-before", ["tree", "--all", "--before", "3"], None, {}, 2, "give it without --before"),
 ]
 

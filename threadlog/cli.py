@@ -718,8 +718,9 @@ def log(store: Store, thread: str, start: int, stop: int | None, tail: int | Non
 def tree(store: Store, thread: str | None, limit: int, before: int | None, everything: bool, as_json: bool,
          no_pager: bool) -> None:
     """The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree holding THREAD."""
-    if thread is not None and (everything or before is not None):
-        raise click.UsageError("--all and --before choose root threads' trees: give them without THREAD")
+    limited = click.get_current_context().get_parameter_source("limit") != click.core.ParameterSource.DEFAULT
+    if thread is not None and (everything or before is not None or limited):
+        raise click.UsageError("-n, --all and --before choose root threads' trees: give them without THREAD")
     if everything and before is not None:
         raise click.UsageError("--all shows every tree: give it without --before")
     if thread is not None:
