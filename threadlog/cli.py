@@ -334,11 +334,14 @@ def _read_text(path: str, option: str) -> str:
     else:
         with open(path, "rb") as file:
             data = file.read(MAX_INPUT_BYTES + 1)
+    where = "standard input" if path == "-" else path
     if len(data) > MAX_INPUT_BYTES:
-        where = "standard input" if path == "-" else path
         raise StoreError(f"{option}: {where} holds more than {MAX_INPUT_BYTES // 2**20} MiB; an event holds at most "
                          f"{MAX_EVENT_BYTES // 2**20} MiB of JSON")
-    return data.decode("utf-8")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise StoreError(f"{option}: {where} is not UTF-8 text ({error.reason} at byte {error.start})") from None
 
 
 def _parse_json(text: str, what: str, or_text: bool = False) -> Any:
