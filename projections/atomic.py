@@ -49,23 +49,21 @@ def staged(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "t
     _refuse_kept(target, keep, what)
     if special_file(str(target)) is not None:
         yield target
-        with open(target, "wb") as handle:
+        with _naming(target), open(target, "wb") as handle:
             for chunk in chunks:
                 handle.write(chunk)
         return
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise FileNotFoundError(errno.ENOENT, f"no such directory to write {what} in", str(directory))
-    try:
+    with _naming(target):
         fd, tmp = _create_temporary(directory, target.name)
-    except OSError as error:  # named the hidden temporary file, a name the caller never gave
-        raise OSError(error.errno, error.strerror, str(target)) from None
     try:
         with contextlib.suppress(FileNotFoundError):
             replaced = os.lstat(target)
             if stat.S_ISREG(replaced.st_mode):
                 os.fchmod(fd, stat.S_IMODE(replaced.st_mode))
-        with os.fdopen(fd, "wb") as handle:
+        with _naming(target), os.fdopen(fd, "wb") as handle:
             for chunk in chunks:
                 handle.write(chunk)
             handle.flush()
@@ -82,6 +80,17 @@ def staged(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "t
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def _naming(target: Path) -> Iterator[None]:
+    """An `OSError` raised inside names `target`: a failed write named no file (`[Errno 28] No
+    space left on device`), and a failed creation the hidden temporary file, a name the caller
+    never gave."""
+    try:
+        yield
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(target)) from None
 
 
 def _refuse_kept(target: Path, keep: Iterable[str], what: str) -> None:

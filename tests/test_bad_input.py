@@ -467,3 +467,14 @@ def test_an_output_file_in_a_directory_that_refuses_it_is_named_as_given(
     assert result.stderr in (f"error: Permission denied: {target}\n", f"error: Operation not permitted: {target}\n"), result.stderr
     assert list(locked.iterdir()) == []
     assert fingerprint(db) == before
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("command", [["export", "t"], ["transcript", "t"]])
+def test_an_output_file_that_cannot_take_the_bytes_is_named(seeded: tuple[Path, dict[str, str]], tmp_path: Path,
+                                                            command: list[str]) -> None:
+    """A write that failed (here a full device) said `[Errno 28] No space left on device`, no file named."""
+    db = fresh(seeded, tmp_path)
+    result = CliRunner().invoke(cli, [*command, "-o", "/dev/full", "--db", str(db)])
+    assert result.exit_code == 1 and result.stdout == "", result.output
+    assert result.stderr == "error: No space left on device: /dev/full\n", result.stderr
