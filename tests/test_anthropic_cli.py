@@ -296,3 +296,18 @@ def test_an_answer_the_locked_file_cannot_take_is_shown_and_the_way_to_close_the
     assert closed.returncode == 0, closed.stderr
     with Store(db) as store:
         assert [e.data["status"] for e in store.read(t) if e.type == "run.finished"] == ["cancelled"]
+
+
+@pytest.mark.parametrize("command", [["rerun", "{t}", "--at", "2", "--model", ""], ["ask", "{t}", "again?", "--model", " "]])
+def test_an_empty_model_is_refused_before_anything_is_forked_or_sent(tmp_path: Path, api: MessagesAPI, command: list[str]) -> None:
+    """`rerun --model ""` (a variable left unset) forked and replayed with the thread's own model."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    threadlog("append", t, "--role", "user", "--text", "Train to Lyon?", db=db)
+    threadlog("append", t, "--role", "assistant", "--text", "The 9:04.", db=db)
+    threadlog("append", t, "--role", "user", "--text", "And back?", db=db)
+    before = db.read_bytes()
+    done = threadlog(*(a.replace("{t}", t) for a in command), db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert "Invalid value for '--model': is empty: name a model" in done.stderr
+    assert db.read_bytes() == before

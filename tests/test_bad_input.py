@@ -314,6 +314,8 @@ CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
     ("usage-append-no-text", ["append", "t", "--role", "user"], None, {}, 2, "--text"),
     ("usage-export-model-of-events", ["export", "t", "--model", "claude-x"], None, {}, 2, "--model names the model of --format anthropic only"),
     ("usage-export-all-model", ["export", "--all", "--model", "claude-x"], None, {}, 2, "--model names the model of --format anthropic only"),
+    ("usage-new-empty-model", ["new", "--model", ""], None, {}, 2, "Invalid value for '--model': is empty: name a model"),
+    ("usage-fork-empty-model", ["fork", "t", "--model", ""], None, {}, 2, "Invalid value for '--model': is empty: name a model"),
     ("usage-tree-thread-all", ["tree", "t", "--all"], None, {}, 2, "give them without THREAD"),
     ("usage-tree-thread-before", ["tree", "t", "--before", "3"], None, {}, 2, "give them without THREAD"),
     ("usage-tree-thread-limit", ["tree", "t", "-n", "3"], None, {}, 2, "give them without THREAD"),

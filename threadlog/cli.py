@@ -413,6 +413,14 @@ def _meta_pairs(_: click.Context, __: click.Parameter, values: tuple[str, ...]) 
     return pairs
 
 
+def _model_name(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+    """A --model that names no model (`--model "$MODEL"`, the variable unset) was taken as none
+    given: `rerun` replayed with the thread's own model, `new` stored a thread with none."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty: name a model")
+    return value
+
+
 def _recorded(event: Any, as_json: bool) -> None:
     """What append, emit and the interrupt commands print: where the event landed."""
     if as_json:
@@ -424,7 +432,7 @@ def _recorded(event: Any, as_json: bool) -> None:
 @cli.command()
 @click.option("--title", help="The thread's title.")
 @click.option("--system", help="The system prompt.")
-@click.option("--model", help="The model the thread talks to.")
+@click.option("--model", callback=_model_name, help="The model the thread talks to.")
 @click.option("--metadata", "--meta", "metadata", multiple=True, callback=_meta_pairs, metavar="K=V",
               help="A thread metadata entry (repeatable; --meta is the same).")
 @click.option("--thinking-budget", type=click.IntRange(min=1024), metavar="TOKENS",
@@ -509,7 +517,7 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
                    "before forking) and name it in the fork note.")
 @click.option("--title", help="The fork's own title (default: the parent's).")
 @click.option("--system", help="The fork's own system prompt (default: the parent's).")
-@click.option("--model", help="The fork's own model (default: the parent's).")
+@click.option("--model", callback=_model_name, help="The fork's own model (default: the parent's).")
 @click.option("--blank-config", is_flag=True,
               help="Inherit none of the parent's system prompt, model, tools and thinking (--system and --model still apply).")
 @json_option
@@ -1147,7 +1155,7 @@ def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_j
               help="events: JSON lines that `import events` restores with identical hashes; markdown: the full, "
                    "unbounded transcript; anthropic: the Messages API request (as `request` prints it).")
 @click.option("--all", "everything", is_flag=True, help="Every thread and event in the file (a backup), as events.")
-@click.option("--model", help="With --format anthropic: the model to name (default: the thread's).")
+@click.option("--model", callback=_model_name, help="With --format anthropic: the model to name (default: the thread's).")
 @click.option("-o", "--output", type=FilePath(),
               help="Write to FILE (atomically: a failed export leaves the old file) instead of stdout (-: stdout).")
 @with_store()
@@ -1198,7 +1206,7 @@ def _client() -> Any:
 @click.option("--at", type=click.IntRange(min=0), help="The request as of the first N events (default: all).")
 @click.option("--check", is_flag=True,
               help="Prove the recorded request digest(s): of the message at offset N with --at, else of every live message.")
-@click.option("--model", help="The model to name (default: the thread's).")
+@click.option("--model", callback=_model_name, help="The model to name (default: the thread's).")
 @click.option("--no-cache", is_flag=True, help="Leave out the cache_control breakpoints.")
 @json_option
 @with_store("search")  # a note fork's retrieval reads the search index, brought up to date when the file may be written
@@ -1224,7 +1232,7 @@ def request_command(store: Store, thread: str, at: int | None, check: bool, mode
 @cli.command()
 @click.argument("thread", type=THREAD)
 @click.argument("text", required=False)
-@click.option("--model", help="The model to ask (default: the thread's).")
+@click.option("--model", callback=_model_name, help="The model to ask (default: the thread's).")
 @click.option("--stream", is_flag=True, help="Stream the answer as it is written.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="The answer's token limit [default: 4096].")
 @json_option
@@ -1255,7 +1263,7 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
 @cli.command()
 @click.argument("thread", type=THREAD)
 @click.option("--at", type=click.IntRange(min=1), required=True, help="Fork point: the first N events are kept.")
-@click.option("--model", required=True, help="The model to replay the later user messages with.")
+@click.option("--model", callback=_model_name, required=True, help="The model to replay the later user messages with.")
 @click.option("--stream", is_flag=True, help="Use the streaming API.")
 @json_option
 @with_store("write")
