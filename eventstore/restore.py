@@ -31,7 +31,7 @@ from . import integrity
 from .integrity import HASH_TAG
 from .prepare import PreparedEvent, check_id, prepare
 from .ranges import MAX_INDEX
-from .recorded import ThreadInfo, acyclic, short
+from .recorded import ThreadInfo, acyclic, from_row, short
 from .skeleton import skeleton_of
 from .verify import verify
 
@@ -165,6 +165,8 @@ class _Restore:
                                    "as another event; this export does not belong in this database")
             if event["redacted"] and row.redacted_by is None:
                 self.erase_stored(where, number, event, row)
+            else:
+                self.check_present(where, event, row)
             self.report.present += 1
             return
         if self.keep is None:
@@ -285,6 +287,23 @@ class _Restore:
             if event["type"] == "event.redacted":
                 self.link(number, written.position, written.stream_id, event["data"]["position"])
         self.report.added += len(recorded)
+
+    def check_present(self, where: str, event: dict[str, Any], row: EventRow) -> None:
+        """Refuse a line whose event this database holds (the same id, place and hash) when the
+        line says other than the stored event: its hash was kept while what it covers was
+        changed, which a restore into another database refuses by recomputing the hash."""
+        stored = from_row(row)
+        said = (event["type"], event["schema_version"], integrity.canonical(event["meta"]), event["recorded_at"])
+        if said != (stored.type, stored.schema_version, integrity.canonical(stored.meta), stored.recorded_at):
+            raise InvalidEvent(where, f"says other than the event this database stores as {event['event_id']!r} at position "
+                               f"{row.position} (its type, meta or time), under the same hash: the export was altered")
+        if event["redacted"]:
+            same = integrity.canonical(event["data"]) == integrity.canonical(stored.data)
+        else:  # the payload itself; the stored event may be redacted since, keeping its digest
+            same = self.prepare(where, event).data_digest == stored.data_digest
+        if not same or event["data_digest"] != stored.data_digest:
+            raise InvalidEvent(f"{where}.data", f"is not the payload this database stores as {event['event_id']!r} at "
+                               f"position {row.position}, under the same hash: the export was altered")
 
     def erase_stored(self, where: str, number: int, event: dict[str, Any], row: EventRow) -> None:
         """An event this database holds, which the export holds redacted: a copy restored from

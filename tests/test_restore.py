@@ -703,3 +703,32 @@ def test_a_crafted_redaction_in_an_export_cannot_rewrite_a_stored_event(tmp_path
     with Store(db) as b:
         assert b.verify().redacted == 0
         assert [e.data for e in b.read(t)][-1]["content"] == [{"type": "text", "text": "wire $100 to Alice"}]
+
+
+@pytest.mark.parametrize("change", ["text-edited", "text-and-digest-edited", "meta-edited", "time-edited",
+                                    "redacted-skeleton-forged"])
+def test_an_altered_export_is_refused_where_its_events_are_already_stored(tmp_path: Path, change: str) -> None:
+    """The same id, place and hash are not enough to call a line present: what the hash covers
+    is checked against the stored event, as a restore into another database checks it."""
+    bad = tampered(tmp_path, CHANGES[change])
+    db = tmp_path / "a.db"  # the database the export was made from
+    with Store(db) as a:
+        a.purge()
+    before = sha(db)
+    with Store(db) as a, pytest.raises(InvalidEvent, match="the export was altered") as caught:
+        import_events(a, bad)
+    assert str(bad) in str(caught.value) and "line " in str(caught.value)
+    assert sha(db) == before
+
+
+def test_an_export_made_before_a_redaction_is_present_in_the_redacted_database(tmp_path: Path) -> None:
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        leak = a.append_message(t, "user", "my card is 4111")
+        a.append_message(t, "assistant", "noted")
+        backup = write(tmp_path / "before.jsonl", export_all(a))
+        a.redact(leak.position, reason="card", actor="ops")
+        report = import_events(a, backup)
+        assert (report.added, report.present) == (0, 3)
+        assert next(a.read(t, 1, 2)).redacted
+        a.verify()
