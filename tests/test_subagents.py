@@ -335,6 +335,19 @@ def test_a_redacted_answer_is_not_reported_but_its_report_is_still_returned(stor
     assert caught.value.reason == "no_answer" and _unchanged(store) == before
 
 
+def test_a_redaction_in_a_reported_sub_agent_does_not_reopen_its_report(store: Store) -> None:
+    parent, (kid,) = _launch(store, ["Find a hotel"])
+    note = store.append_message(kid, "user", "my card is 4111")
+    store.append_message(kid, "assistant", "Hotel Lyon Centre")
+    first = report(store, kid, "Hotel Lyon Centre")
+    store.redact(note.position, reason="card", actor="ops")  # its record lands at the sub-agent's head
+    before = _unchanged(store)
+    assert report(store, kid, "Hotel Lyon Centre").position == first.position
+    with pytest.raises(InvalidEvent, match="already reported, with other text"):
+        report(store, kid, "something else")
+    assert _unchanged(store) == before
+
+
 def test_a_parent_that_took_another_turn_keeps_its_new_calls(store: Store) -> None:
     """What the parent waits on after a turn of its own is that turn's, even under an id the
     launch call had: a report never answers it with the launch placeholder."""

@@ -76,8 +76,10 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     own_from = launched_at + (1 if primed is None else 2)  # the sub-agent's own events start here
     if text is None:
         cause, text = _answer(store, subagent, own_from)
-    else:
+    else:  # its last event, past the records of redactions, which make no new answer to report
         cause = store.event_at(subagent, info.head - 1)
+        while cause.type == "event.redacted" and cause.offset > own_from:
+            cause = store.event_at(subagent, cause.offset - 1)
     event_id = "report-" + sha256(f"{subagent}\n{cause.event_id}".encode()).hexdigest()[:32]
     if text is None:  # the answer was redacted: only a report made before that can be returned
         delivered = store.event(event_id)
