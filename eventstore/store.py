@@ -794,9 +794,8 @@ class Store:
         """
         check_index("as_of", as_of, what="a position", optional=True)
         try:
-            # Keys in the order the projection built them, not sorted: a state read back must
-            # give the same bytes (`show --json`, a request and its digest) as one folded again.
-            text = json.dumps(state, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            integrity.canonical(state)  # refuses keys JSON cannot tell apart ({1: ..., "1": ...}), as events are
+            text = integrity.snapshot_json(state)
             text.encode("utf-8")
         except (ValueError, TypeError, RecursionError) as error:
             raise InvalidEvent("state", f"a snapshot must be JSON without NaN or infinities ({error})") from None

@@ -208,6 +208,35 @@ def test_an_altered_snapshot_is_not_used_and_verify_names_it(tmp_path: Path, alt
     assert verified.exit_code == 1 and "snapshot of 't' at offset 31" in verified.output, verified.output
 
 
+def test_a_snapshot_whose_keys_were_reordered_fails_verify(tmp_path: Path) -> None:
+    """Key order is printed (`show --json`, a request's bytes): a snapshot is compared with the
+    state folded again byte for byte, not as sorted JSON."""
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(thread_id="t", metadata={"m": 1, "z": 2})
+        store.append_message(thread, "user", "hi")
+        save_snapshot(store, thread)
+        store.verify()
+    conn = sqlite3.connect(path)
+    (state,) = conn.execute("SELECT state FROM snapshots").fetchone()
+    reordered = json.loads(state)
+    reordered["metadata"] = dict(reversed(reordered["metadata"].items()))
+    conn.execute("UPDATE snapshots SET state = ?", (json.dumps(reordered, separators=(",", ":")),))
+    conn.commit()
+    conn.close()
+    with Store(path) as store, pytest.raises(Exception, match="snapshot of 't' at offset 2 disagrees"):
+        store.verify()
+
+
+def test_a_snapshot_of_keys_json_cannot_tell_apart_is_refused(store: Store) -> None:
+    thread = store.create_thread()
+    store.append_message(thread, "user", "hi")
+    for state in ({1: "int", "1": "text"}, {"a": 1, 2: 3}):
+        with pytest.raises(InvalidEvent, match="^state"):
+            store.save_snapshot("p", 1, thread, 1, state)
+    assert store.nearest_snapshot("p", 1, thread, 1) is None
+
+
 @pytest.mark.parametrize("at", [2**63, -1, True, b"1", 1.5], ids=repr)
 def test_nearest_snapshot_refuses_an_offset_that_is_not_one(store: Store, at: Any) -> None:
     """As every other offset argument: SQLite raised a bare OverflowError past 64 bits, and each
