@@ -665,6 +665,9 @@ def interrupt_list(store: Store, thread: str, as_json: bool) -> None:
 def ls(store: Store, limit: int, everything: bool, root: str | None, before: int | None, as_json: bool, no_pager: bool) -> None:
     """Threads, most recently active first: id, kind, fork point, messages, last activity, title.
 
+    Last activity is the time of the thread's last event, to the second: in UTC, as threadlog
+    records times, or as an importer found it when that names no zone (`--json` keeps it whole).
+
     A full page ends with where the next begins, on stderr (the rows on stdout stay the table):
     `--before POSITION`, the last row's last_position (`--json` prints it on every row)."""
     infos = store.threads(limit, before, forks=everything or root is not None, root=root)

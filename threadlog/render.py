@@ -100,12 +100,13 @@ def _activity(time: str) -> str:
     """An event's time as `ls` shows it: in UTC to the second when it names its zone (an imported
     event's `occurred_at` may name any, `+05:30`, `-0800`), else cut to the second as written."""
     try:
-        when = datetime.fromisoformat(time)
-    except ValueError:
+        named = datetime.fromisoformat(time)
+        when = named.astimezone(timezone.utc) if named.tzinfo is not None else None  # naive: not the machine's zone
+    except (ValueError, OverflowError):  # not a time; past the years 1..9999 once in UTC
         when = None
-    if when is None or when.tzinfo is None:
+    if when is None:
         return time[:19].replace("T", " ")
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{when.year:04d}-{when:%m-%d %H:%M:%S}"  # %Y leaves a year below 1000 unpadded
 
 
 def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | None = None) -> Iterator[str]:
