@@ -395,6 +395,24 @@ def test_stdout_that_is_not_utf8_is_named_not_the_file(tmp_path: Path, args: lis
     assert "cannot write U+2192" in result.stderr and "UTF-8 locale" in result.stderr and "altered" not in result.stderr
 
 
+@pytest.mark.parametrize("args", [["show", "t"], ["log", "t"], ["rows", "t"]], ids=["show", "log", "rows"])
+def test_a_stored_lone_surrogate_is_named_as_an_altered_event_not_a_traceback(tmp_path: Path, args: list[str]) -> None:
+    """Text UTF-8 cannot hold, written into the file by raw SQL, cannot be printed either: one
+    line pointing at verify, as every other event of the wrong shape."""
+    import sqlite3
+
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.append_message(store.create_thread(thread_id="t"), "user", "say XX")
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE events SET data = replace(data, 'XX', '\\ud800')")
+    conn.commit()
+    conn.close()
+    result = CliRunner().invoke(cli, ["--db", str(db), *args, "--no-pager"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert "does not have the shape its type requires" in result.stderr and "threadlog verify" in result.stderr
+
+
 def test_ls_shows_last_activity_in_utc_whatever_zone_an_imported_time_names(tmp_path: Path) -> None:
     """`ls` cut every time to 19 characters: 12:00 at +05:30 read as 12:00 beside a UTC time,
     and `20260131T120000-0800` showed as `20260131 120000-080`."""

@@ -83,8 +83,8 @@ class _Group(click.Group):
         except UnicodeDecodeError as error:
             _fail(f"input is not UTF-8 text ({error.reason} at byte {error.start})")
         except UnicodeEncodeError as error:
-            if error.encoding.replace("_", "-").lower() in ("utf-8", "utf8"):
-                raise
+            if error.encoding.replace("_", "-").lower() in ("utf-8", "utf8"):  # a lone surrogate raw SQL stored
+                _fail(str(misshapen(error)))
             # What threadlog writes itself is UTF-8: this is stdout in a locale that is not (stderr
             # writes what it cannot encode as escapes), not an event of the wrong shape.
             _fail(f"stdout's encoding ({sys.stdout.encoding}) cannot write U+{ord(error.object[error.start]):04X}; run "
