@@ -75,9 +75,13 @@ def _made_before(store: Store, thread: str, at: Any, options: ForkOptions, fork_
     same = (row.type == "thread.forked" and row.offset == data.get("parent_offset") and data.get("parent_id") == thread
             and at in (None, row.offset) and fork_id in (None, row.stream_id)
             and data.get("options") == options.model_dump(exclude_none=True))
-    if same and title is not None:  # the title the fork was made with: the event after its thread.forked
-        titled = next(store.read(row.stream_id, row.offset + 1, row.offset + 2), None)
-        same = titled is not None and titled.type == "title.set" and titled.data.get("title") == title
+    if same and title is not None:
+        # The title the fork was made with: the event after its thread.forked, written with it (at
+        # the same time), unless redacted since (then there is nothing left to compare).
+        stored_title = store.backend.event_at(row.stream_id, row.offset + 1)
+        titled = None if stored_title is None else from_row(stored_title)
+        same = titled is not None and titled.type == "title.set" and titled.recorded_at == row.recorded_at and (
+            titled.redacted or titled.data.get("title") == title)
     if not same:
         raise InvalidEvent("meta.event_id", f"event id {event_id!r} is already stored at position {row.position} "
                            f"(thread {row.stream_id!r}, {row.type}) and this is not the fork it made; a retry must resend "

@@ -270,6 +270,17 @@ def test_a_retry_with_another_title_is_refused(store: Store, convo: str, first: 
     assert store.fork(convo, at=2, event_id="fork-1", title=first) == f
     store.append(f, [{"type": "title.set", "data": {"title": "renamed"}}])  # a later title is the fork's own: a retry still finds the one it was made with
     assert store.fork(convo, at=2, event_id="fork-1", title=first) == f
+    if first is None:  # nor is a title set after the fork taken for the one it was made with
+        with pytest.raises(InvalidEvent, match="a new fork needs a new id"):
+            store.fork(convo, at=2, event_id="fork-1", title="renamed")
+
+
+def test_a_retry_of_a_fork_whose_title_was_redacted_returns_it(store: Store, convo: str) -> None:
+    f = store.fork(convo, at=2, event_id="fork-1", title="secret title")
+    titled = store.event_at(f, 3)  # the title.set after the fork's event
+    assert (titled.type, titled.data) == ("title.set", {"title": "secret title"})
+    store.redact(titled.position, reason="pii", actor="ops")
+    assert store.fork(convo, at=2, event_id="fork-1", title="secret title") == f
 
 
 def test_a_fork_cannot_take_the_event_id_of_a_message(store: Store, convo: str) -> None:
