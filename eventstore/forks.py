@@ -191,7 +191,7 @@ def _options(**fields: Any) -> ForkOptions:
     keep = fields.get("metadata")
     if isinstance(keep, dict) and set(keep) == {"keep"}:  # read as keep, never as a map holding one "keep" key
         names = keep["keep"]
-        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        if not isinstance(names, (list, tuple)) or not all(isinstance(name, str) for name in names):
             raise InvalidEvent("metadata.keep", f"must be a list of the parent's metadata keys to keep, not {names!r:.80}; "
                                                 "nothing was written")
     if fields.get("context", "full") != "note":  # only a note fork's first request reads them

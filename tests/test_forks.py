@@ -130,6 +130,12 @@ def test_metadata_keep_takes_a_list_of_keys(store: Store, convo: str, keep: obje
     assert info.value.field == "metadata.keep" and "list of the parent's metadata keys" in info.value.why
     assert dump(store) == before
 
+
+def test_metadata_keep_takes_a_tuple_of_keys_as_a_list(store: Store, convo: str) -> None:
+    f = store.fork(convo, metadata={"keep": ("user",)})
+    assert store.event_at(f, 4).data["options"]["metadata"] == {"keep": ["user"]}
+
+
 def refuse(store: Store, reason: str, call, *args, **kwargs) -> ForkRefused:  # type: ignore[no-untyped-def]
     before = dump(store)
     with pytest.raises(ForkRefused) as info:
