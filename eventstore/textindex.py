@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .backend import DOC_PARTS, MAX_INDEXED_POSITION, DocValues, HitRow, Scope
-from .errors import InvalidEvent, StoreError, altered_index
+from .errors import InvalidEvent, StoreError, altered_index, unsendable
 from .ranges import check_index, clip, segments
 from .recorded import decode
 
@@ -113,7 +113,7 @@ def scope_of(store: Store, thread: str, ancestors: bool = True, stop: int | None
     return list(clip(ranges, 0, stop))
 
 
-def check_search(query: str, match: str = "query", limit: int = 10) -> None:
+def check_search(store: Store, query: str, match: str = "query", limit: int = 10, tool: str | None = None) -> None:
     """Refuse a search's arguments before anything is read or written: a search that
     catches the index up first, then refused them, left the file changed."""
     if not isinstance(query, str):
@@ -129,13 +129,19 @@ def check_search(query: str, match: str = "query", limit: int = 10) -> None:
         if (terms := len(query.split())) > MAX_QUERY_TERMS:
             raise InvalidEvent("query", f"holds {terms:,} terms; a search takes at most {MAX_QUERY_TERMS} (AND, OR and NOT count)")
     check_index("limit", limit, 1, what="a count")
+    try:  # text that is not UTF-8 (a lone surrogate) cannot be sent: refused now, not by the query
+        query.encode("utf-8")
+        if tool is not None:
+            tool.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise unsendable(error, store.path) from None
 
 
 def search(store: Store, query: str, match: str = "query", scope: Sequence[Scope] | None = None,
            role: str | None = None, tool: str | None = None, limit: int = 10) -> list[HitRow]:
     """The index's best documents for `query` (see `Backend.search` for `match`), without
     catching up first."""
-    check_search(query, match, limit)
+    check_search(store, query, match, limit, tool)
     hits = store.backend.search(query, match, scope, role, tool, limit)
     for hit in hits:  # values of another kind only raw SQL stores: shown or sent as JSON, they fail later
         if hit.time is None:  # no event holds its position (the backend joins them to read the event's time)

@@ -83,7 +83,7 @@ def search(
         raise InvalidEvent("role", f"must be 'user' or 'assistant', not {role!r}")
     if tool is not None and (not isinstance(tool, str) or not tool):
         raise InvalidEvent("tool", "must be a tool's name")
-    textindex.check_search(query, "query", limit)
+    textindex.check_search(store, query, "query", limit, tool)
     scope = textindex.scope_of(store, thread, ancestors) if thread is not None else None
     if catch_up:
         update_index(store)

@@ -182,6 +182,18 @@ def test_bad_arguments_are_refused_clearly(mem: Store) -> None:
         search(mem, None)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("arguments", [{"query": "ferry \udcff"}, {"tool": "\udcff"}], ids=["query", "tool"])
+def test_text_that_is_not_utf8_is_refused_before_the_index_catches_up(tmp_path: Path, arguments: dict[str, Any]) -> None:
+    """The catch-up is a write: a search refused after it left the file changed."""
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        store.append_message(store.create_thread(), "user", "a ferry to Corsica")
+    before = path.read_bytes()
+    with Store(path) as store, pytest.raises(StoreError, match="not UTF-8"):
+        search(store, **{"query": "ferry", **arguments})
+    assert path.read_bytes() == before
+
+
 def test_a_query_of_too_many_terms_is_refused_and_a_long_message_still_retrieves(mem: Store) -> None:
     """A query's cost grows with the square of its terms (1,000 ORed terms: 5.2 s on a tiny file), so the
     index's syntax takes at most 128 terms; a retrieval's query, a message's whole text, is
