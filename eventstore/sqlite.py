@@ -731,14 +731,16 @@ class SQLiteBackend:
         """A consistent view for several reads; in WAL mode writers are not blocked meanwhile.
         Inside a transaction already (a read view, or a write), the reads are in that one's view."""
         conn = self.conn
-        if conn.in_transaction:
-            yield
-            return
         try:
-            conn.execute("BEGIN")
-            conn.execute("SELECT 1 FROM streams LIMIT 1").fetchall()  # takes the read snapshot
+            inside = conn.in_transaction  # a closed connection raises here already
+            if not inside:
+                conn.execute("BEGIN")
+                conn.execute("SELECT 1 FROM streams LIMIT 1").fetchall()  # takes the read snapshot
         except sqlite3.Error as error:
             raise translate(error, self.path) from None
+        if inside:
+            yield
+            return
         try:
             yield
         finally:

@@ -20,6 +20,7 @@ import pytest
 from eventstore import SchemaError, Store, StoreError
 from eventstore.sqlite import SQLiteBackend
 from projections import display_rows, thread_state, transcript
+from threadlog import export_all, export_events
 
 THREADLOG = str(Path(sys.executable).parent / "threadlog")
 PAGE = 4096
@@ -153,6 +154,26 @@ def test_reading_after_close_is_a_store_error(tmp_path: Path) -> None:
         list(rows)
     with pytest.raises(StoreError, match="closed"):
         store.head(thread)
+
+
+CLOSED_CALLS = {
+    "verify": lambda s, t: s.verify(),
+    "checkpoint": lambda s, t: s.checkpoint(),
+    "consistent": lambda s, t: s.consistent().__enter__(),
+    "export_events": lambda s, t: list(export_events(s, t)),
+    "export_all": lambda s, t: list(export_all(s)),
+}
+
+
+@pytest.mark.parametrize("call", CLOSED_CALLS)
+def test_a_consistent_read_after_close_is_a_store_error(tmp_path: Path, call: str) -> None:
+    """What reads in one read transaction (verify, checkpoint, exports) raised sqlite3's
+    `ProgrammingError: Cannot operate on a closed database`."""
+    store = Store(tmp_path / "t.db")
+    thread = store.create_thread()
+    store.close()
+    with pytest.raises(StoreError, match="is closed; open it again"):
+        CLOSED_CALLS[call](store, thread)
 
 
 # -- the seam ---------------------------------------------------------------------------------
