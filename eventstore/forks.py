@@ -18,7 +18,7 @@ from .errors import ForkRefused, InvalidEvent, KeyClash, ThreadNotFound
 from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
-from .prepare import CONTROL_CHARACTER, PreparedEvent, check_id, check_retry, check_thread_id, new_id, prepare
+from .prepare import CONTROL_CHARACTER, PreparedEvent, check_id, check_retry, check_thread, check_thread_id, new_id, prepare
 from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row
 
@@ -33,6 +33,7 @@ def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any
          unanswered: str, transcript: str | None, fork_id: str | None, kind: str, busy: str, meta: dict[str, Any],
          config: dict[str, Any] | None = None, title: str | None = None, retry: bool = True) -> str:
     """`Store.fork`: one fork of `thread` at `at` (default: its head), in one transaction."""
+    check_thread("thread", thread)
     if busy not in ("refuse", "allow"):
         raise InvalidEvent("busy", f"must be 'refuse' or 'allow', not {busy!r}")
     check_retry(retry)
@@ -92,6 +93,7 @@ def _made_before(store: Store, thread: str, at: Any, options: ForkOptions, fork_
 def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: str, *, todos: Any, metadata: Any,
             meta: dict[str, Any]) -> list[str]:
     """`Store.fan_out`: one sub-agent fork per directive at the parent's head, in one transaction."""
+    check_thread("thread", thread)
     if isinstance(directives, str) or not isinstance(directives, Sequence):
         raise InvalidEvent("directives", "must be a list of strings")
     if not directives:

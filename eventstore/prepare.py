@@ -54,6 +54,13 @@ def check_encodable(field: str, name: str) -> None:
                                   "give a name of text UTF-8 can encode") from None
 
 
+def check_thread(field: str, value: Any) -> None:
+    """Refuse a thread named by anything but text before it reaches a query, where an int past
+    2**63 failed in the driver (OverflowError) and a dict as a database error naming no argument."""
+    if not isinstance(value, str):
+        raise InvalidEvent(field, f"must be a thread id (text), not {type(value).__name__}")
+
+
 def check_thread_id(field: str, value: Any) -> str:
     """`check_id` for a new thread's id, which also may not start with `@`: those are kept for
     names that stand for a thread (`threadlog`'s `@last`), which a thread so named would

@@ -28,7 +28,7 @@ from .head import Head
 from .collector import paused
 from .verify import VerifyReport, verify, verify_since
 from .ids import event_ids
-from .prepare import META_KEYS, PreparedEvent, check_id, check_retry, check_thread_id, new_id, now, prepare
+from .prepare import META_KEYS, PreparedEvent, check_id, check_retry, check_thread, check_thread_id, new_id, now, prepare
 from .ranges import check_index, clip, is_index, segments
 from .skeleton import skeleton_of
 from .recorded import RecordedEvent, ThreadInfo, acyclic, decode, from_row, make_tuple, too_deep
@@ -302,7 +302,8 @@ class Store:
 
     # -- threads ------------------------------------------------------------------------------
 
-    def _stream(self, thread: str) -> StreamRow:
+    def _stream(self, thread: str, field: str = "thread") -> StreamRow:
+        check_thread(field, thread)
         row = self.backend.stream(thread)
         if row is None:
             raise ThreadNotFound(thread)
@@ -323,7 +324,7 @@ class Store:
         check_index("before", before, what="a position", optional=True)
         if root is None:
             return [ThreadInfo.from_row(row) for row in self.backend.recent_streams(limit, before, forks)]
-        infos = sorted(map(ThreadInfo.from_row, self.backend.subtree(self._stream(root).id)),
+        infos = sorted(map(ThreadInfo.from_row, self.backend.subtree(self._stream(root, "root").id)),
                        key=attrgetter("last_position"), reverse=True)
         return [info for info in infos if before is None or info.last_position < before][:limit]
 
@@ -420,6 +421,7 @@ class Store:
 
     def subtree(self, thread: str) -> list[ThreadInfo]:
         """The thread and every fork below it, at any depth, in creation order."""
+        check_thread("thread", thread)
         rows = self.backend.subtree(thread)
         if not rows:
             raise ThreadNotFound(thread)
@@ -431,6 +433,7 @@ class Store:
         `start`. Reads from `start` read only those, so a thread's last events cost the same
         however deep its chain of forks is."""
         check_index("start", start)
+        check_thread("thread", thread)
         rows = acyclic(self.backend.ancestry(thread, start))
         if not rows:
             raise ThreadNotFound(thread)

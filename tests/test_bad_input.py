@@ -178,6 +178,14 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
     ("event-at-out-of-range", lambda s, i: s.event_at(i["t"], 42), InvalidEvent, "offset"),
     ("redact-unknown-position", lambda s, i: s.redact(999, "r", "a"), InvalidEvent, "position"),
     ("redact-position-zero", lambda s, i: s.redact(0, "r", "a"), InvalidEvent, "position"),
+    # a thread named by something other than text: an int past 2**63 failed in the driver
+    # (OverflowError), a dict as a database error that named no argument
+    ("thread-an-int-past-2**63", lambda s, i: s.head(2**63), InvalidEvent, "thread: must be a thread id (text), not int"),
+    ("read-a-dict-as-thread", lambda s, i: list(s.read({"id": "t"})), InvalidEvent, "thread: must be a thread id (text), not dict"),
+    ("fork-an-int-as-thread", lambda s, i: s.fork(2**64), InvalidEvent, "thread: must be a thread id (text)"),
+    ("fan-out-a-list-as-thread", lambda s, i: s.fan_out(["pending"], ["look"]), InvalidEvent, "thread: must be a thread id (text)"),
+    ("subtree-bytes-as-thread", lambda s, i: s.subtree(b"t"), InvalidEvent, "thread: must be a thread id (text), not bytes"),
+    ("threads-root-an-int", lambda s, i: s.threads(root=-2**63 - 1), InvalidEvent, "root: must be a thread id (text)"),
     ("redact-a-position-of-another-kind", lambda s, i: s.redact("3", "r", "a"), InvalidEvent, "position"),
 ]
 
