@@ -7,7 +7,20 @@ there is one, what the caller can do about it.
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 80, 80
+
+
+def shown(value: Any) -> str:
+    """What a message shows of a value the caller passed: its repr, cut short. A plain repr of
+    a 10 MB string is 10 MB of message, one of a dict nested 1,000 levels raises RecursionError,
+    and one of an int past 4,300 digits ValueError (Python will not write it out)."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"{'a negative' if value < 0 else 'an'} integer of {value.bit_length():,} bits"
+    return _SHOWN.repr(value)
 
 
 class StoreError(Exception):
@@ -29,7 +42,7 @@ class ConcurrencyError(StoreError):
         self.actual = actual
         have = "does not exist" if actual is None else f"has head {actual}"
         super().__init__(
-            f"thread {thread!r}: expected {expected!r} but it {have}; re-read and retry"
+            f"thread {thread!r}: expected {shown(expected)} but it {have}; re-read and retry"
         )
 
 

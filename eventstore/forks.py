@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .errors import ForkRefused, InvalidEvent, KeyClash, ThreadNotFound
+from .errors import ForkRefused, InvalidEvent, KeyClash, ThreadNotFound, shown
 from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
@@ -35,7 +35,7 @@ def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any
     """`Store.fork`: one fork of `thread` at `at` (default: its head), in one transaction."""
     check_thread("thread", thread)
     if busy not in ("refuse", "allow"):
-        raise InvalidEvent("busy", f"must be 'refuse' or 'allow', not {busy!r}")
+        raise InvalidEvent("busy", f"must be 'refuse' or 'allow', not {shown(busy)}")
     check_retry(retry)
     options = _options(todos=todos, metadata=metadata, context=context, retrieval=retrieval, unanswered=unanswered,
                        transcript=transcript, kind=kind, config=config)
@@ -143,10 +143,10 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
     if at is None:
         at = parent.head
     if not isinstance(at, int) or isinstance(at, bool):
-        raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {at!r}: at must be a number of events "
+        raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {shown(at)}: at must be a number of events "
                           f"(an integer), not {type(at).__name__}")
     if not is_index(at, 1, parent.head):
-        raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {at!r}: it holds offsets "
+        raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {shown(at)}: it holds offsets "
                           f"0..{parent.head - 1}, so at must be 1..{parent.head}")
     if first_message is None or first_message >= at:
         raise ForkRefused("empty", f"cannot fork {thread!r} at {at}: there is no message before that offset")

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from . import integrity
 from .ids import event_id as new_event_id
-from .errors import InvalidEvent
+from .errors import InvalidEvent, shown
 from .events import CATALOGUE, MAX_DEPTH, MessageAppended, check_depth, parse, too_deep
 from .recorded import make_tuple
 
@@ -34,10 +34,10 @@ MAX_ID_CHARS = 200
 def check_id(field: str, value: Any) -> str:
     """Refuse an id that is not 1..200 printable characters; returns it."""
     if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
-        shown = repr(value)
-        if len(shown) >= 80:
-            shown = f"{shown[:60]}… ({len(value) if isinstance(value, str) else '?'} characters)"
-        raise InvalidEvent(field, f"must be a string of 1 to {MAX_ID_CHARS} characters, not {shown}")
+        text = repr(value) if isinstance(value, str) else shown(value)
+        if len(text) >= 80:
+            text = f"{text[:60]}… ({len(value) if isinstance(value, str) else '?'} characters)"
+        raise InvalidEvent(field, f"must be a string of 1 to {MAX_ID_CHARS} characters, not {text}")
     bad = CONTROL_CHARACTER.search(value)
     if bad is not None:
         raise InvalidEvent(field, f"holds the control character {bad.group()!r} at index {bad.start()}; ids must be printable text")
@@ -75,7 +75,7 @@ def check_thread_id(field: str, value: Any) -> str:
 def check_retry(retry: Any) -> None:
     """Refuse a `retry` flag that is not a bool: `retry="no"` would read as true."""
     if not isinstance(retry, bool):
-        raise InvalidEvent("retry", f"must be True or False, not {retry!r}")
+        raise InvalidEvent("retry", f"must be True or False, not {shown(retry)}")
 
 
 def new_id() -> str:

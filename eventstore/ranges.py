@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeGuard
 
-from .errors import InvalidEvent
+from .errors import InvalidEvent, shown
 from .recorded import ThreadInfo
 
 Segment = tuple[str, int, int | None]  # (stream, lo, hi): the stream's own offsets lo..hi-1
@@ -30,12 +30,12 @@ def check_index(name: str, value: Any, lo: int = 0, hi: int | None = None, *, wh
     if (optional and value is None) or is_index(value, lo, hi):
         return
     if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidEvent(name, f"must be {what} (an integer), not {type(value).__name__} {value!r}")
+        raise InvalidEvent(name, f"must be {what} (an integer), not {type(value).__name__} {shown(value)}")
     if hi is None and value > MAX_INDEX:
-        raise InvalidEvent(name, f"{value} is too large: {what} is at most {MAX_INDEX}")
+        raise InvalidEvent(name, f"{shown(value)} is too large: {what} is at most {MAX_INDEX}")
     if hi is None:
-        raise InvalidEvent(name, f"must be {what} >= {lo}, not {value!r}")
-    raise InvalidEvent(name, f"{value!r} is outside {where or 'the range'} ({lo}..{hi})")
+        raise InvalidEvent(name, f"must be {what} >= {lo}, not {shown(value)}")
+    raise InvalidEvent(name, f"{shown(value)} is outside {where or 'the range'} ({lo}..{hi})")
 
 
 def segments(ancestry: Sequence[ThreadInfo]) -> list[Segment]:

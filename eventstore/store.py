@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from . import forks, integrity, restore, textindex
 from .backend import AppendAtHead, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
-from .errors import ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, StaleSnapshot, StoreError, ThreadNotFound
+from .errors import ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, StaleSnapshot, StoreError, ThreadNotFound, shown
 from .events import EventRedacted, MessageAppended, ThreadCreated
 from .facts import Facts, advance, after_fork
 from .head import Head
@@ -130,7 +130,7 @@ def _check_expect(expect: Any) -> None:
     if isinstance(expect, bool) or not (
         expect in ("any", "no_stream", "stream_exists") or (isinstance(expect, int) and expect >= 0)
     ):
-        raise InvalidEvent("expect", f"must be 'any', 'no_stream', 'stream_exists' or a head >= 0, not {expect!r}")
+        raise InvalidEvent("expect", f"must be 'any', 'no_stream', 'stream_exists' or a head >= 0, not {shown(expect)}")
 
 
 def is_url(target: str | os.PathLike[str]) -> bool:

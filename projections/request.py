@@ -41,6 +41,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from eventstore import InvalidEvent, Store, collector
+from eventstore.errors import shown
 from eventstore.content import _drain as drain  # the one walker of lazily validated lists
 
 from .retrieval import check_mode, with_retrieval
@@ -86,9 +87,9 @@ def anthropic_request(
     if not chosen:
         raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=... (or create the thread with one)")
     if model is not None and not (isinstance(model, str) and model.isprintable()):  # no control, no lone surrogate
-        raise InvalidEvent("model", f"must be a model name (printable text), not {model!r}")
+        raise InvalidEvent("model", f"must be a model name (printable text), not {shown(model)}")
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
-        raise InvalidEvent("max_tokens", f"must be a whole number >= 1, not {max_tokens!r}")
+        raise InvalidEvent("max_tokens", f"must be a whole number >= 1, not {shown(max_tokens)}")
     view = state.messages
     if retrieval is not None:
         check_mode(retrieval)

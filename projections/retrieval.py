@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from eventstore import InvalidEvent, Store, textindex
+from eventstore.errors import shown
 from eventstore.backend import HitRow
 
 from .search import checked, update_index
@@ -41,7 +42,7 @@ Json = dict[str, Any]
 
 def check_mode(retrieval: Any) -> None:
     if retrieval not in MODES:
-        raise InvalidEvent("retrieval", f"must be one of {', '.join(MODES)}, not {retrieval!r}")
+        raise InvalidEvent("retrieval", f"must be one of {', '.join(MODES)}, not {shown(retrieval)}")
 
 
 def with_retrieval(store: Store, thread: str, view: list[Message], mode: str, parent_offset: int) -> list[Message]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from eventstore import InvalidEvent, RecordedEvent, Store
+from eventstore.errors import shown
 
 from .injected import injected_by
 
@@ -157,12 +158,12 @@ def display_rows(store: Store, thread: str, at: int | None = None, *, start: int
     """
     head = store.head(thread)
     if at is not None and (not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= head):
-        raise InvalidEvent("at", f"{at!r} is outside thread {thread!r}: at must be 0..{head}")
+        raise InvalidEvent("at", f"{shown(at)} is outside thread {thread!r}: at must be 0..{head}")
     end = head if at is None else at
     if not isinstance(start, int) or isinstance(start, bool) or not 0 <= start <= end:
-        raise InvalidEvent("start", f"{start!r} is outside thread {thread!r} as of {end} events: start must be 0..{end}")
+        raise InvalidEvent("start", f"{shown(start)} is outside thread {thread!r} as of {end} events: start must be 0..{end}")
     if stop is not None and (not isinstance(stop, int) or isinstance(stop, bool) or stop < start):
-        raise InvalidEvent("stop", f"{stop!r} must be an offset at or after start {start}")
+        raise InvalidEvent("stop", f"{shown(stop)} must be an offset at or after start {start}")
     page_stop = end if stop is None else min(stop, end)
     fold = _Fold()
     for event in store.read(thread, start, page_stop):

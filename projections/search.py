@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from eventstore import InvalidEvent, Store, StoreError, ThreadInfo, ThreadNotFound
 from eventstore import textindex
 from eventstore.backend import DOC_PIECE_CHARS, HitRow, doc_pieces
-from eventstore.errors import altered_index
+from eventstore.errors import altered_index, shown
 from eventstore.recorded import decode
 from eventstore.textindex import Doc, Extractor
 
@@ -80,7 +80,7 @@ def search(
     that tool and their results.
     """
     if role is not None and role not in ROLES:
-        raise InvalidEvent("role", f"must be 'user' or 'assistant', not {role!r}")
+        raise InvalidEvent("role", f"must be 'user' or 'assistant', not {shown(role)}")
     if tool is not None and (not isinstance(tool, str) or not tool):
         raise InvalidEvent("tool", "must be a tool's name")
     textindex.check_search(store, query, "query", limit, tool)

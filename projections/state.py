@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from eventstore import InvalidEvent, StaleSnapshot, Store, StoreError, ThreadInfo, collector
+from eventstore.errors import shown
 from eventstore.integrity import register_refold
 from eventstore.ranges import is_index
 from eventstore.recorded import decode
@@ -359,7 +360,7 @@ def _check_at(info: ThreadInfo, at: int | None) -> int:
     if at is None:
         return info.head
     if not is_index(at, 0, info.head):
-        raise InvalidEvent("at", f"{at!r} is outside thread {info.id!r}: it holds {info.head} events, so at must be 0..{info.head}")
+        raise InvalidEvent("at", f"{shown(at)} is outside thread {info.id!r}: it holds {info.head} events, so at must be 0..{info.head}")
     return at
 
 

@@ -27,7 +27,20 @@ import pytest
 from click.testing import CliRunner
 
 from eventstore.sqlite import SQLiteBackend
-from threadlog import ConcurrencyError, ForkRefused, InvalidEvent, SchemaError, Store, StoreError, ThreadNotFound
+from threadlog import (
+    ConcurrencyError,
+    ForkRefused,
+    InvalidEvent,
+    SchemaError,
+    Store,
+    StoreError,
+    ThreadNotFound,
+    anthropic_request,
+    display_rows,
+    report,
+    search,
+    thread_state,
+)
 from threadlog.cli import cli
 
 THREADLOG = str(Path(sys.executable).parent / "threadlog")
@@ -215,6 +228,56 @@ def test_a_full_disk_refuses_the_append_and_changes_nothing(seeded: tuple[Path, 
         store.append_message("t", "user", "x" * 200_000)
     assert type(caught.value) is StoreError
     assert fingerprint(db) == before, "a refused call changed the database"
+
+
+def nested(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+# Arguments whose plain repr is no message: 10 MB of text, a RecursionError (1,200 levels of
+# dicts), a ValueError (Python writes out no int past 4,300 digits).
+HUGE = "x" * 10_000_000
+DEEP = nested(1200)
+LONG = 10**5000
+SHOWN: list[tuple[str, Call, type[Exception], str]] = [
+    ("expect-deep", lambda s, i: s.append_message(i["t"], "user", "x", expect=DEEP), InvalidEvent, "expect"),
+    ("expect-huge-text", lambda s, i: s.append_message(i["t"], "user", "x", expect=HUGE), InvalidEvent, "expect"),
+    ("expect-long-int", lambda s, i: s.append_message(i["t"], "user", "x", expect=LONG), ConcurrencyError, "expected an integer of 16,610 bits"),
+    ("read-start-deep", lambda s, i: list(s.read(i["t"], DEEP)), InvalidEvent, "start"),
+    ("read-start-long-int", lambda s, i: list(s.read(i["t"], LONG)), InvalidEvent, "start: an integer of 16,610 bits is too large"),
+    ("read-all-limit-huge-text", lambda s, i: list(s.read_all(limit=HUGE)), InvalidEvent, "limit"),
+    ("fork-at-deep", lambda s, i: s.fork(i["t"], DEEP), ForkRefused, "offset_out_of_range"),
+    ("fork-at-long-int", lambda s, i: s.fork(i["t"], -LONG), ForkRefused, "a negative integer of 16,610 bits"),
+    ("fork-busy-deep", lambda s, i: s.fork(i["t"], busy=DEEP), InvalidEvent, "busy"),
+    ("fork-retry-deep", lambda s, i: s.fork(i["t"], retry=DEEP), InvalidEvent, "retry"),
+    ("fork-id-deep", lambda s, i: s.fork(i["t"], fork_id=DEEP), InvalidEvent, "fork_id"),
+    ("state-at-deep", lambda s, i: thread_state(s, i["t"], DEEP), InvalidEvent, "at"),
+    ("state-at-long-int", lambda s, i: thread_state(s, i["t"], LONG), InvalidEvent, "at"),
+    ("rows-start-deep", lambda s, i: display_rows(s, i["t"], start=DEEP), InvalidEvent, "start"),
+    ("request-model-deep", lambda s, i: anthropic_request(s, i["t"], model=DEEP), InvalidEvent, "model"),
+    ("request-max-tokens-huge-text", lambda s, i: anthropic_request(s, i["t"], model="m", max_tokens=HUGE), InvalidEvent, "max_tokens"),
+    ("search-role-deep", lambda s, i: search(s, "hello", role=DEEP), InvalidEvent, "role"),
+    ("report-status-deep", lambda s, i: report(s, i["sub"], "done", status=DEEP), InvalidEvent, "status"),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "says"), [c[1:] for c in SHOWN], ids=[c[0] for c in SHOWN])
+def test_a_refusal_shows_an_argument_briefly(
+    seeded: tuple[Path, dict[str, str]], tmp_path: Path, call: Call, error: type[Exception], says: str
+) -> None:
+    """A refused argument is shown cut short: a deep or huge value raised RecursionError or
+    ValueError while the message was written, or made the message megabytes long."""
+    db = fresh(seeded, tmp_path)
+    before = fingerprint(db)
+    with Store(db) as store, pytest.raises(StoreError) as caught:
+        call(store, seeded[1])
+    assert type(caught.value) is error
+    assert says in str(caught.value) + getattr(caught.value, "reason", "")
+    assert len(str(caught.value)) < 400, str(caught.value)[:400]
+    assert fingerprint(db) == before
 
 
 def test_refusals_carry_their_details(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 from xml.sax.saxutils import escape
 
 from eventstore import DEFAULT_PLACEHOLDER, ConcurrencyError, InvalidEvent, RecordedEvent, ReportRefused, Store
+from eventstore.errors import shown
 from eventstore.content import tool_result_ids
 from projections import thread_state
 
@@ -52,7 +53,7 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     """
     explicit = text is not None
     if status not in STATUSES:
-        raise InvalidEvent("status", f"must be one of {', '.join(STATUSES)}, not {status!r}")
+        raise InvalidEvent("status", f"must be one of {', '.join(STATUSES)}, not {shown(status)}")
     if text is not None and (not isinstance(text, str) or not text.strip()):
         raise InvalidEvent("text", "must be non-empty text (leave it out to report the sub-agent's final answer)")
     info = store.thread(subagent)
