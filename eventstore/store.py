@@ -493,8 +493,8 @@ class Store:
         records and writes nothing, whatever `expect` says: retries are safe.
         """
         _check_expect(expect)
-        if isinstance(events, (dict, str, bytes)):
-            raise InvalidEvent("events", "must be a list of events")
+        if isinstance(events, (dict, str, bytes)) or not isinstance(events, Iterable):
+            raise InvalidEvent("events", f"must be a list of events, not {type(events).__name__}")
         events = list(events)
         fresh = event_ids(len(events))  # time-ordered: see eventstore/ids.py
         if len(events) < _PAUSE_FROM:  # no `with` at all: ~3.5k instructions a single append
@@ -504,7 +504,7 @@ class Store:
         with paused():
             return self._append(thread, [prepare(event, i, fresh[i]) for i, event in enumerate(events)], expect)
 
-    def append_prepared(self, thread: str, batch: Sequence[PreparedEvent], expect: Expect = "any", *,
+    def append_prepared(self, thread: str, batch: Iterable[PreparedEvent], expect: Expect = "any", *,
                         retry: bool = True) -> list[RecordedEvent]:
         """`append` for events already validated and serialized by `eventstore.prepare.prepare`.
 
@@ -521,9 +521,10 @@ class Store:
         """
         _check_expect(expect)
         check_retry(retry)
-        if not all(type(item) is PreparedEvent for item in batch):
+        items = list(batch) if isinstance(batch, Iterable) else None  # a generator is read once
+        if items is None or not all(type(item) is PreparedEvent for item in items):
             raise InvalidEvent("events", "append_prepared takes the PreparedEvents prepare() returns; pass dicts to append()")
-        return self._append(thread, list(batch), expect, retry)
+        return self._append(thread, items, expect, retry)
 
     def _append(self, thread: str, batch: list[PreparedEvent], expect: Expect, retry: bool = True) -> list[RecordedEvent]:
         if not batch:

@@ -43,3 +43,24 @@ def test_prepared_events_meet_the_same_refusals(store: Store) -> None:
     with pytest.raises(InvalidEvent, match="empty"):
         store.append_prepared(thread, [])
     assert store.counts() == before
+
+
+def test_a_generator_of_prepared_events_is_appended_whole(store: Store) -> None:
+    """The check that every item is a PreparedEvent read a generator to its end, and the
+    append then found it empty ('the batch is empty')."""
+    thread = store.create_thread()
+    events = [_call("g"), _result("g")]
+    written = store.append_prepared(thread, (prepare(e, i) for i, e in enumerate(events)))
+    assert [e.event_id for e in written] == ["call-g", "result-g"]
+
+
+@pytest.mark.parametrize("batch", [None, 3, object()], ids=["none", "int", "object"])
+def test_a_batch_that_is_no_list_is_refused_by_name(store: Store, batch: object) -> None:
+    """`append(thread, None)` raised TypeError: 'NoneType' object is not iterable."""
+    thread = store.create_thread()
+    before = store.counts()
+    with pytest.raises(InvalidEvent, match=f"^events: must be a list of events, not {type(batch).__name__}$"):
+        store.append(thread, batch)  # type: ignore[arg-type]
+    with pytest.raises(InvalidEvent, match="takes the PreparedEvents"):
+        store.append_prepared(thread, batch)  # type: ignore[arg-type]
+    assert store.counts() == before
