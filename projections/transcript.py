@@ -271,12 +271,11 @@ def transcript(
     _check("start", start, 0)
     if last is not None:
         _check("last", last, 1)
+    if stop is not None:
+        _check("stop", stop, 0)
     info = store.thread(thread)
     if stop is None or stop > info.head:
-        if stop is not None:
-            _check("stop", stop, 0)
         stop = info.head
-    _check("stop", stop, 0)
     scope_start, dropped, note = _scope(store, thread, stop)
     lo = max(start, scope_start)
     cap = min(max_message_bytes, max_bytes - 1024)  # the newest message always fits beside the header

@@ -142,6 +142,15 @@ def test_never_over_max_bytes_with_tiny_bounds(mem: Store) -> None:
         transcript(mem, t, max_bytes=100)
 
 
+@pytest.mark.parametrize("stop", ["3", 2.0, None.__class__, [3]], ids=["text", "float", "type", "list"])
+def test_a_stop_that_is_no_offset_is_refused_by_name(mem: Store, stop: Any) -> None:
+    """It was compared with the thread's head first: TypeError ('>' not supported between ...)."""
+    t = mem.create_thread()
+    mem.append_message(t, "user", "hi")
+    with pytest.raises(InvalidEvent, match=f"^stop: must be an integer \\(an integer\\), not {type(stop).__name__} "):
+        transcript(mem, t, stop=stop)
+
+
 def test_range_and_last(mem: Store) -> None:
     t = mem.create_thread()
     for i in range(10):
