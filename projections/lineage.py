@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from eventstore import RecordedEvent, Store, ThreadInfo, segments
+from eventstore.ranges import check_index
 
 from .dropped import locate, without_dropped
 from .state import fold_state
@@ -171,6 +172,7 @@ def diff(store: Store, a: str, b: str, limit: int | None = None) -> Diff:
     """Compare two threads: their common ancestor and fork point, then each side's own
     messages (the events at or after the fork point); with `limit`, only the first `limit`
     messages of each side are read (a fork of a long thread otherwise reads all of it)."""
+    check_index("limit", limit, what="a count", optional=True)
     chain_a, chain_b = store.ancestry(a), store.ancestry(b)
     owner, shared = common_prefix(chain_a, chain_b)
     return Diff(owner, shared, _side(store, a, chain_a[0].head, shared, limit),

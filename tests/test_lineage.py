@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
 
-from eventstore import Store
+import pytest
+
+from eventstore import InvalidEvent, Store
 from threadlog import blame, diff, lineage, thread_state
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
@@ -55,6 +58,14 @@ def test_diff_finds_the_common_ancestor_and_each_side(mem: Store) -> None:
     other = mem.create_thread()
     assert diff(mem, t, other).common_ancestor is None and diff(mem, t, other).fork_offset == 0
     assert diff(mem, t, t).a.messages == []
+
+
+@pytest.mark.parametrize("limit", [-1, 2.0, "3", 2**64], ids=["negative", "float", "text", "past-2**63"])
+def test_a_diff_limit_that_is_no_count_is_refused_by_name(mem: Store, limit: Any) -> None:
+    """It went to itertools.islice unchecked: ValueError ('Stop argument for islice() must be None or an integer')."""
+    t, f, _, _ = _tree(mem)
+    with pytest.raises(InvalidEvent, match="^limit: "):
+        diff(mem, t, f, limit=limit)
 
 
 def _messages(n: int) -> list[dict[str, object]]:
