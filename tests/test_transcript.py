@@ -607,6 +607,15 @@ def test_a_transcript_is_never_written_over_the_database(tmp_path: Path) -> None
     assert not Path(f"{path}-journal").exists()
 
 
+@pytest.mark.parametrize("position", ["3", 2.5, None, 0], ids=["text", "float", "none", "zero"])
+def test_transcripts_holding_something_that_is_no_position_is_refused_by_name(mem: Store, position: Any) -> None:
+    """`position - 1` raised TypeError for text or None; 0 was refused as read_all's `after`."""
+    from threadlog import transcripts_holding
+    mem.append_message(mem.create_thread(), "user", "hi")
+    with pytest.raises(InvalidEvent, match="^position: must be a position"):
+        transcripts_holding(mem, position)
+
+
 def test_redact_names_the_note_transcripts_written_with_the_erased_text(tmp_path: Path) -> None:
     """A note fork's transcript file is outside the store: a redaction does not reach it, and
     the fork's requests still tell the model to read it. `redact` lists the files written

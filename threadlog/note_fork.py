@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from eventstore import InvalidEvent, Store
 from eventstore.prepare import check_id
-from eventstore.ranges import is_index
+from eventstore.ranges import check_index, is_index
 from projections import transcript
 from projections.atomic import staged
 
@@ -59,6 +59,7 @@ def transcripts_holding(store: Store, position: int) -> list[NoteTranscript]:
     `position` (forked after it, in its thread or a fork of it), in creation order. After the
     event is redacted each file still holds its text: rewrite it (`threadlog transcript PARENT
     --stop AT -o PATH`, which now writes `[redacted]`) or delete it."""
+    check_index("position", position, 1, what="a position")
     event = next(store.read_all(after=position - 1, limit=1), None)
     if event is None or event.position != position:
         return []
