@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from threadlog import Store, import_claude_code
+from threadlog import InvalidEvent, Store, import_claude_code, import_event_files, import_pi
 from threadlog.cli import cli
 from tests.backends import file_dump
 
@@ -98,6 +98,22 @@ def test_a_sub_agent_file_nested_too_deeply_is_refused_by_name(tmp_path: Path) -
     agent.write_bytes(deep() + b"\n")
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", "claude-code", str(tmp_path)])
     refused(result, f"{agent}:1: ")
+
+
+@pytest.mark.parametrize("importer", [import_claude_code, import_pi, import_event_files], ids=["claude-code", "pi", "events"])
+def test_one_path_given_as_a_string_is_refused_not_read_a_character_at_a_time(
+    seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, importer: Any
+) -> None:
+    """`import_claude_code(store, "ss")` read the paths "s" and "s": a directory named by the
+    first character was imported (`"/home/me/sessions"` searched the whole file system)."""
+    db = fresh(seeded, tmp_path)
+    (tmp_path / "s").mkdir()
+    shutil.copy(SESSION, tmp_path / "s" / "other.jsonl")
+    monkeypatch.chdir(tmp_path)
+    before = file_dump(db)
+    with Store(db) as store, pytest.raises(InvalidEvent, match=r"^paths: must be a list of paths, not str; pass \[path\] for one$"):
+        importer(store, "ss")
+    assert file_dump(db) == before
 
 
 # -- names that are not UTF-8 -----------------------------------------------------------------

@@ -41,7 +41,7 @@ from eventstore import InvalidEvent, Store, ThreadNotFound
 from eventstore.content import validate_block
 from eventstore.events import is_time
 
-from .lines import BadLine, Line, Seen, is_text, read_lines, text_name
+from .lines import BadLine, Line, Seen, is_text, read_lines, source_paths, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -773,8 +773,7 @@ def discover(paths: Iterable[str | Path]) -> list[Session]:
     """Session files under `paths` (files, or directories searched recursively), with the
     sub-agent files that belong to each."""
     files: list[Path] = []
-    for item in paths:
-        path = Path(item)
+    for path in source_paths(paths):
         if path.is_dir():
             files.extend(sorted(p for p in path.rglob("*.jsonl") if p.is_file()))
         elif path.exists():

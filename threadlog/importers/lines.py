@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eventstore import StoreError
+from eventstore import InvalidEvent, StoreError
 from eventstore.events import MAX_DEPTH
 from eventstore.prepare import CONTROL_CHARACTER
 
@@ -38,6 +38,19 @@ def is_text(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def source_paths(paths: Any) -> list[Path]:
+    """The files or directories an import reads, refused unless `paths` is a list of them: one
+    path given as a string was read a character at a time (`"/home/me/sessions"` began with
+    `/`, and the whole file system was searched for session files)."""
+    if isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Iterable):
+        raise InvalidEvent("paths", f"must be a list of paths, not {type(paths).__name__}; pass [path] for one")
+    items = list(paths)
+    for i, item in enumerate(items):
+        if not isinstance(item, (str, os.PathLike)):
+            raise InvalidEvent(f"paths[{i}]", f"must be a path (text), not {type(item).__name__}")
+    return [Path(item) for item in items]
 
 
 def text_name(path: Path, ids: bool = False) -> Path:
