@@ -169,6 +169,17 @@ def test_a_thread_without_a_model_or_messages_is_refused(mem: Store) -> None:
         anthropic_request(mem, t, model=MODEL)
 
 
+@pytest.mark.parametrize("extra_tools", [5, "search", {"name": "search"}, ["search"], [{"name": "a"}, 3]],
+                         ids=["int", "text", "one-dict", "list-of-text", "list-with-an-int"])
+def test_extra_tools_that_are_no_list_of_definitions_are_refused_by_name(mem: Store, extra_tools: Any) -> None:
+    """They were spread into the tools unchecked: TypeError ('Value after * must be an iterable',
+    "'str' object is not a mapping")."""
+    t = mem.create_thread(model=MODEL)
+    mem.append_message(t, "user", "hi")
+    with pytest.raises(InvalidEvent, match="^extra_tools: must be a list of tool definitions"):
+        anthropic_request(mem, t, extra_tools=extra_tools)
+
+
 # Random histories: whatever the log holds, the request is valid and within the limit.
 _blocks = st.lists(st.sampled_from(["text", "blank", "use", "result", "thinking"]), min_size=1, max_size=4)
 
