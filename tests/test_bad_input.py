@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from eventstore.sqlite import SQLiteBackend
 from threadlog import (
@@ -36,10 +38,12 @@ from threadlog import (
     StoreError,
     ThreadNotFound,
     anthropic_request,
+    diff,
     display_rows,
     report,
     search,
     thread_state,
+    transcript,
 )
 from threadlog.cli import cli
 
@@ -278,6 +282,62 @@ def test_a_refusal_shows_an_argument_briefly(
     assert says in str(caught.value) + getattr(caught.value, "reason", "")
     assert len(str(caught.value)) < 400, str(caught.value)[:400]
     assert fingerprint(db) == before
+
+
+# Values of the wrong kind, or odd ones of the right kind, for any argument.
+ODD = st.one_of(
+    st.none(), st.booleans(), st.floats(), st.integers(-(2**70), 2**70), st.integers(-(10**5000), 10**5000),
+    st.text(max_size=12), st.binary(max_size=6), st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2), st.builds(object), st.just(DEEP),
+)
+ODD_CALLS: dict[str, Callable[[Store, dict[str, str], Any], Any]] = {
+    "read-start": lambda s, i, v: list(s.read(i["fork"], v)),
+    "read-stop": lambda s, i, v: list(s.read(i["fork"], 0, v)),
+    "read-thread": lambda s, i, v: list(s.read(v)),
+    "read-all-after": lambda s, i, v: list(s.read_all(v)),
+    "read-all-limit": lambda s, i, v: list(s.read_all(0, v)),
+    "threads-limit": lambda s, i, v: s.threads(v),
+    "threads-before": lambda s, i, v: s.threads(20, v),
+    "threads-root": lambda s, i, v: s.threads(root=v),
+    "ancestry-start": lambda s, i, v: s.ancestry(i["fork"], v),
+    "event-at-offset": lambda s, i, v: s.event_at(i["t"], v),
+    "head-thread": lambda s, i, v: s.head(v),
+    "subtree-thread": lambda s, i, v: s.subtree(v),
+    "append-expect": lambda s, i, v: s.append_message(i["t"], "user", "x", expect=v),
+    "append-thread": lambda s, i, v: s.append_message(v, "user", "x"),
+    "append-events": lambda s, i, v: s.append(i["t"], v),
+    "fork-at": lambda s, i, v: s.fork(i["t"], v),
+    "fork-thread": lambda s, i, v: s.fork(v),
+    "fan-out-thread": lambda s, i, v: s.fan_out(v, ["look"]),
+    "redact-position": lambda s, i, v: s.redact(v, "r", "a"),
+    "state-at": lambda s, i, v: thread_state(s, i["t"], v),
+    "rows-start": lambda s, i, v: display_rows(s, i["t"], start=v),
+    "transcript-stop": lambda s, i, v: transcript(s, i["t"], stop=v),
+    "diff-limit": lambda s, i, v: diff(s, i["t"], i["fork"], v),
+    "request-extra-tools": lambda s, i, v: anthropic_request(s, i["t"], model="m", extra_tools=v),
+    "search-limit": lambda s, i, v: search(s, "hello", limit=v),
+    "search-thread": lambda s, i, v: search(s, "hello", thread=v),
+}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(call=st.sampled_from(sorted(ODD_CALLS)), value=ODD)
+def test_an_odd_argument_is_answered_or_refused_as_a_store_error_that_changes_nothing(
+    seeded: tuple[Path, dict[str, str]], tmp_path: Path, call: str, value: Any
+) -> None:
+    """Whatever a caller passes, a call answers or raises a `StoreError`, never a TypeError,
+    OverflowError, RecursionError or ValueError from below, and a refused call writes nothing."""
+    db = fresh(seeded, tmp_path)
+    before = fingerprint(db)
+    with Store(db) as store:
+        try:
+            ODD_CALLS[call](store, seeded[1], value)
+        except StoreError:
+            refused = True
+        else:
+            refused = False
+    if refused:
+        assert fingerprint(db) == before, "a refused call changed the database"
 
 
 def test_refusals_carry_their_details(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
