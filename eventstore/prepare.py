@@ -54,11 +54,17 @@ def check_encodable(field: str, name: str) -> None:
                                   "give a name of text UTF-8 can encode") from None
 
 
-def check_thread(field: str, value: Any) -> None:
-    """Refuse a thread named by anything but text before it reaches a query, where an int past
-    2**63 failed in the driver (OverflowError) and a dict as a database error naming no argument."""
+def check_text(field: str, value: Any, what: str) -> None:
+    """Refuse a name looked up (`what`: a thread id, an event type) that is anything but text
+    before it reaches a query, where an int past 2**63 failed in the driver (OverflowError)
+    and a dict as a database error naming no argument."""
     if not isinstance(value, str):
-        raise InvalidEvent(field, f"must be a thread id (text), not {type(value).__name__}")
+        raise InvalidEvent(field, f"must be {what} (text), not {type(value).__name__}")
+
+
+def check_thread(field: str, value: Any) -> None:
+    """`check_text` for a thread's id."""
+    check_text(field, value, "a thread id")
 
 
 def check_thread_id(field: str, value: Any) -> str:

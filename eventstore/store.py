@@ -28,7 +28,7 @@ from .head import Head
 from .collector import paused
 from .verify import VerifyReport, verify, verify_since
 from .ids import event_ids
-from .prepare import META_KEYS, PreparedEvent, check_id, check_retry, check_thread, check_thread_id, new_id, now, prepare
+from .prepare import META_KEYS, PreparedEvent, check_id, check_retry, check_text, check_thread, check_thread_id, new_id, now, prepare
 from .ranges import check_index, clip, is_index, segments
 from .skeleton import skeleton_of
 from .recorded import RecordedEvent, ThreadInfo, acyclic, decode, from_row, make_tuple, too_deep
@@ -331,6 +331,7 @@ class Store:
     def ids_starting(self, prefix: str, limit: int = 20) -> list[str]:
         """Thread ids (forks included) that start with `prefix`, in order, at most `limit`."""
         check_index("limit", limit, 1, what="a count")
+        check_text("prefix", prefix, "the start of a thread id")
         return self.backend.streams_with_prefix(prefix, limit)
 
     def all_threads(self) -> list[ThreadInfo]:
@@ -358,6 +359,8 @@ class Store:
     def count_each(self, threads: Iterable[ThreadInfo], type_: str) -> dict[str, int]:
         """`count` of each thread, each stream's segment counted once for them all (a listing
         of forks of forks counted each one's whole chain)."""
+        check_text("type_", type_, "an event type")
+
         def own(stream: ThreadInfo, upper: int) -> int:
             return self.backend.count_type(stream.id, stream.base, upper, type_) if stream.base < upper else 0
 
@@ -416,6 +419,7 @@ class Store:
     def count(self, thread: str, type_: str, start: int = 0) -> int:
         """How many events of `type_` the thread's logical history holds from offset `start` on
         (an index count per stream; from its own first offset, only the thread's own stream)."""
+        check_text("type_", type_, "an event type")
         ranges = clip(segments(self.ancestry(thread, start)), start, None)
         return sum(self.backend.count_type(stream_id, lo, hi, type_) for stream_id, lo, hi in ranges)
 
@@ -844,6 +848,8 @@ class Store:
     def drop_snapshots(self, projection: str | None = None, thread: str | None = None) -> int:
         """Delete every cached snapshot (of one projection, of one thread's own, if named);
         returns how many."""
+        if projection is not None:
+            check_text("projection", projection, "a projection's name")
         with self.backend.transaction():
             if thread is not None:
                 self._stream(thread)

@@ -203,6 +203,15 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
     ("fan-out-a-list-as-thread", lambda s, i: s.fan_out(["pending"], ["look"]), InvalidEvent, "thread: must be a thread id (text)"),
     ("subtree-bytes-as-thread", lambda s, i: s.subtree(b"t"), InvalidEvent, "thread: must be a thread id (text), not bytes"),
     ("threads-root-an-int", lambda s, i: s.threads(root=-2**63 - 1), InvalidEvent, "root: must be a thread id (text)"),
+    # other names looked up, of another kind: unhashable (TypeError), past 2**63 (OverflowError),
+    # or concatenated with text (TypeError)
+    ("count-a-list-as-type", lambda s, i: s.count(i["t"], ["message.appended"]), InvalidEvent,
+     "type_: must be an event type (text), not list"),
+    ("count-an-int-past-2**63-as-type", lambda s, i: s.count(i["t"], 2**63), InvalidEvent, "type_: must be an event type"),
+    ("count-each-a-dict-as-type", lambda s, i: s.count_each([s.thread(i["t"])], {"a": 1}), InvalidEvent, "type_:"),
+    ("ids-starting-an-int", lambda s, i: s.ids_starting(5), InvalidEvent, "prefix: must be the start of a thread id (text), not int"),
+    ("drop-snapshots-an-int-past-2**63", lambda s, i: s.drop_snapshots(2**63), InvalidEvent,
+     "projection: must be a projection's name (text), not int"),
     ("redact-a-position-of-another-kind", lambda s, i: s.redact("3", "r", "a"), InvalidEvent, "position"),
 ]
 
