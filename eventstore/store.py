@@ -166,6 +166,13 @@ def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: floa
         raise StoreError(f"timeout must be a number of seconds from 0 to {MAX_TIMEOUT} (about 24 days), not {timeout!r}")
     if is_url(text):
         return _postgres(text, synchronous, timeout, read_only, on_wait)
+    try:
+        unnamable = b"\0" in os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate the file system's encoding cannot hold
+        unnamable = True
+    if unnamable:  # the driver raised ValueError or UnicodeEncodeError
+        raise StoreError(f"{shown(text)} cannot name a file: it holds a character no file name can (a NUL, or a lone "
+                         "surrogate); pass a file path (--db)")
     special = special_file(text)
     if special is not None:  # SQLite failed on one as on a failing disk ("it may be full"), and left a journal by it
         raise StoreError(f"{text} is {special}, not a database file; pass a file path (--db)")
@@ -209,6 +216,8 @@ class Store:
                  timeout: float | None = None, *, read_only: bool = False, on_wait: Callable[[], None] | None = None) -> None:
         if isinstance(path, (str, os.PathLike)):
             self.backend: Backend = _open(path, synchronous, timeout, read_only, on_wait)
+        elif not callable(getattr(path, "transaction", None)):  # Store(None) failed only at its first call
+            raise StoreError(f"a store opens a file path, a postgresql:// URL or a storage backend, not {type(path).__name__}")
         elif synchronous is not None or timeout is not None or read_only or on_wait is not None:
             raise StoreError("synchronous, timeout, read_only and on_wait are settings of the SQLite backend: "
                              "pass them to SQLiteBackend(path, ...), not to Store(backend)")

@@ -187,6 +187,21 @@ def test_a_store_runs_on_a_backend_object_with_its_own_settings(tmp_path: Path) 
         assert store.counts() == (1, 1) and store.head(thread) == 1
 
 
+@pytest.mark.parametrize("path", [None, 5, b"t.db", ["t.db"]], ids=["none", "int", "bytes", "list"])
+def test_a_store_of_something_that_is_no_path_nor_backend_is_refused_at_once(path: Any) -> None:
+    """Store(None) was taken for a backend object and failed at its first call (AttributeError)."""
+    with pytest.raises(StoreError, match=f"a store opens a file path, a postgresql:// URL or a storage backend, not {type(path).__name__}$"):
+        Store(path)
+
+
+@pytest.mark.parametrize("name", ["a\x00b.db", "\ud800.db"], ids=["nul", "lone-surrogate"])
+def test_a_path_no_file_can_have_is_refused_by_name(tmp_path: Path, name: str) -> None:
+    """The driver raised ValueError (embedded null byte) or UnicodeEncodeError."""
+    with pytest.raises(StoreError, match="cannot name a file: it holds a character no file name can"):
+        Store(str(tmp_path / name))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_sqlite_settings_belong_to_the_sqlite_backend(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="SQLiteBackend"):
         Store(SQLiteBackend(tmp_path / "t.db"), synchronous="FULL")
