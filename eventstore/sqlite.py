@@ -36,7 +36,7 @@ import sqlite_utils
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       StoredSnapshot, StreamRow, chain_order, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
-from .errors import ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file, unsendable
+from .errors import ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file, shown, unsendable
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
@@ -599,7 +599,7 @@ class SQLiteBackend:
                  read_only: bool = False, on_wait: Callable[[], None] | None = None) -> None:
         synchronous = synchronous.upper() if isinstance(synchronous, str) else synchronous
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
-            raise StoreError(f"synchronous must be NORMAL, FULL, EXTRA or OFF, not {synchronous!r}")
+            raise StoreError(f"synchronous must be NORMAL, FULL, EXTRA or OFF, not {shown(synchronous)}")
         self.path = str(path)
         self.synchronous = synchronous
         self.read_only = read_only

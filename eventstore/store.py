@@ -163,7 +163,7 @@ def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: floa
     text = os.fspath(target)
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not 0 <= timeout <= MAX_TIMEOUT):  # NaN fails this too
-        raise StoreError(f"timeout must be a number of seconds from 0 to {MAX_TIMEOUT} (about 24 days), not {timeout!r}")
+        raise StoreError(f"timeout must be a number of seconds from 0 to {MAX_TIMEOUT} (about 24 days), not {shown(timeout)}")
     if is_url(text):
         return _postgres(text, synchronous, timeout, read_only, on_wait)
     try:

@@ -202,6 +202,16 @@ def test_a_path_no_file_can_have_is_refused_by_name(tmp_path: Path, name: str) -
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("setting", ["synchronous", "timeout"])
+def test_a_setting_nested_too_deeply_to_show_is_refused_briefly(tmp_path: Path, setting: str) -> None:
+    """The refusal wrote the value with repr(), which raised RecursionError."""
+    deep: dict[str, Any] = {}
+    for _ in range(1200):
+        deep = {"a": deep}
+    with pytest.raises(StoreError, match=rf"^{setting} must be .*, not \{{'a': \{{'a': \{{'a': \{{\.\.\.\}}\}}\}}\}}$"):
+        Store(tmp_path / "t.db", **{setting: deep})
+
+
 def test_sqlite_settings_belong_to_the_sqlite_backend(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="SQLiteBackend"):
         Store(SQLiteBackend(tmp_path / "t.db"), synchronous="FULL")
