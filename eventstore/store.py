@@ -133,6 +133,13 @@ def _check_expect(expect: Any) -> None:
         raise InvalidEvent("expect", f"must be 'any', 'no_stream', 'stream_exists' or a head >= 0, not {shown(expect)}")
 
 
+def _check_projection(projection: Any, version: Any) -> None:
+    """Refuse a snapshot's key of another kind: a version given as text was stored as it was, and
+    a dict or an int past 2**63 failed in the driver."""
+    check_text("projection", projection, "a projection's name")
+    check_index("version", version, what="a version")
+
+
 def is_url(target: str | os.PathLike[str]) -> bool:
     """Whether `target` names a PostgreSQL database (`postgresql://…`) rather than a SQLite file."""
     return os.fspath(target).split("://", 1)[0] in ("postgresql", "postgres")
@@ -811,6 +818,7 @@ class Store:
         payload and the save is refused (`StaleSnapshot`); fold again and retry. Without
         `as_of`, a state covering any redacted event is refused.
         """
+        _check_projection(projection, version)
         check_index("as_of", as_of, what="a position", optional=True)
         try:
             integrity.canonical(state)  # refuses keys JSON cannot tell apart ({1: ..., "1": ...}), as events are
@@ -839,6 +847,7 @@ class Store:
         """The cached state with the highest offset <= `at` that covers a prefix of `thread`'s
         history, as (offset, state): the thread's own snapshots, or an ancestor's taken at or
         below the fork point (the histories agree there). None when there is none."""
+        _check_projection(projection, version)
         check_index("at", at)
         best: SnapshotRow | None = None
         for stream_id, _, hi in reversed(segments(self.ancestry(thread))):  # newest first

@@ -212,6 +212,11 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
     ("ids-starting-an-int", lambda s, i: s.ids_starting(5), InvalidEvent, "prefix: must be the start of a thread id (text), not int"),
     ("drop-snapshots-an-int-past-2**63", lambda s, i: s.drop_snapshots(2**63), InvalidEvent,
      "projection: must be a projection's name (text), not int"),
+    ("snapshot-a-version-of-text", lambda s, i: s.save_snapshot("state", "1", i["t"], 1, {}), InvalidEvent,
+     "version: must be a version (an integer), not str"),
+    ("snapshot-a-dict-as-projection", lambda s, i: s.save_snapshot({"p": 1}, 1, i["t"], 1, {}), InvalidEvent,
+     "projection: must be a projection's name (text), not dict"),
+    ("nearest-snapshot-a-version-past-2**63", lambda s, i: s.nearest_snapshot("state", 2**63, i["t"], 1), InvalidEvent, "version"),
     ("redact-a-position-of-another-kind", lambda s, i: s.redact("3", "r", "a"), InvalidEvent, "position"),
 ]
 
