@@ -979,6 +979,8 @@ class Store:
         read again (nor are snapshots): `verify(checkpoint=...)` proves that part. The report's
         `checkpoint` is then the given one extended over the new events: keep it for next time.
         """
+        if progress is not None and not callable(progress):  # it raised TypeError once events were checked
+            raise InvalidEvent("progress", f"must be a function called as progress(done, total), not {type(progress).__name__}")
         if since is not None and checkpoint is not None:
             raise InvalidEvent("since", "give a checkpoint to verify since, or one to prove, not both")
         wanted = integrity.parse_checkpoint(checkpoint) if checkpoint is not None else None

@@ -220,6 +220,15 @@ def test_a_read_only_that_is_no_bool_is_refused(tmp_path: Path, read_only: Any) 
         Store(tmp_path / "t.db", read_only=read_only)
 
 
+@pytest.mark.parametrize("progress", [True, 5, "dots"], ids=["bool", "int", "text"])
+def test_a_verify_progress_that_is_no_function_is_refused_by_name(tmp_path: Path, progress: Any) -> None:
+    """It was called once events were checked: TypeError ('int' object is not callable)."""
+    with Store(tmp_path / "t.db") as store:
+        store.append_message(store.create_thread(), "user", "hi")
+        with pytest.raises(StoreError, match=f"^progress: must be a function called as progress\\(done, total\\), not {type(progress).__name__}$"):
+            store.verify(progress)
+
+
 def test_sqlite_settings_belong_to_the_sqlite_backend(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="SQLiteBackend"):
         Store(SQLiteBackend(tmp_path / "t.db"), synchronous="FULL")
