@@ -150,6 +150,15 @@ def is_url(target: str | os.PathLike[str]) -> bool:
 MAX_TIMEOUT = (2**31 - 1) // 1000
 
 
+def unnamable(path: str | os.PathLike[str]) -> bool:
+    """Whether no file can have the name `path`: it holds a NUL, or a lone surrogate the file
+    system's encoding cannot hold (Python's file functions raise ValueError or UnicodeEncodeError)."""
+    try:
+        return b"\0" in os.fsencode(path)
+    except UnicodeEncodeError:
+        return True
+
+
 def special_file(path: str) -> str | None:
     """What `path` is when it exists and is neither a file nor a directory ("a device", "a
     pipe", "a socket"), following symlinks; None otherwise."""
@@ -173,11 +182,7 @@ def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: floa
         raise StoreError(f"timeout must be a number of seconds from 0 to {MAX_TIMEOUT} (about 24 days), not {shown(timeout)}")
     if is_url(text):
         return _postgres(text, synchronous, timeout, read_only, on_wait)
-    try:
-        unnamable = b"\0" in os.fsencode(text)
-    except UnicodeEncodeError:  # a lone surrogate the file system's encoding cannot hold
-        unnamable = True
-    if unnamable:  # the driver raised ValueError or UnicodeEncodeError
+    if unnamable(text):  # the driver raised ValueError or UnicodeEncodeError
         raise StoreError(f"{shown(text)} cannot name a file: it holds a character no file name can (a NUL, or a lone "
                          "surrogate); pass a file path (--db)")
     special = special_file(text)

@@ -22,9 +22,10 @@ import secrets
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
-from eventstore.errors import InvalidEvent
-from eventstore.store import special_file
+from eventstore.errors import InvalidEvent, shown
+from eventstore.store import special_file, unnamable
 
 
 def write_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "the file",
@@ -35,6 +36,16 @@ def write_atomically(path: str | os.PathLike[str], chunks: Iterable[bytes], what
         return target
 
 
+def check_path(path: Any, what: str) -> None:
+    """Refuse a `path` to write `what` to that is no file path (None: a TypeError from `os`), or
+    that no file can have (a NUL, a lone surrogate: ValueError or UnicodeEncodeError)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidEvent("path", f"must be a file path to write {what} to, not {type(path).__name__}")
+    if unnamable(path):
+        raise InvalidEvent("path", f"{shown(os.fspath(path))} cannot name a file: it holds a character no file name can "
+                                   "(a NUL, or a lone surrogate)")
+
+
 @contextlib.contextmanager
 def staged(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "the file",
            keep: Iterable[str] = ()) -> Iterator[Path]:
@@ -43,6 +54,7 @@ def staged(path: str | os.PathLike[str], chunks: Iterable[bytes], what: str = "t
     block raises. For a file that names something the block makes, e.g. the transcript a
     note fork points at: neither is left without the other when the block is refused. A
     device or a pipe is written once the block succeeds (see the module doc)."""
+    check_path(path, what)
     target = Path(path)
     if target.is_dir():
         raise IsADirectoryError(errno.EISDIR, f"is a directory: name a file to write {what} to", str(target))

@@ -616,6 +616,25 @@ def test_transcripts_holding_something_that_is_no_position_is_refused_by_name(me
         transcripts_holding(mem, position)
 
 
+@pytest.mark.parametrize("path, says", [(None, "must be a file path to write the transcript to, not NoneType"),
+                                         (5, "must be a file path to write the transcript to, not int"),
+                                         ("a\x00b.md", "cannot name a file"), ("\ud800.md", "cannot name a file")],
+                         ids=["none", "int", "nul", "lone-surrogate"])
+def test_a_transcript_path_no_file_can_have_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: Any,
+                                                               says: str) -> None:
+    """os raised TypeError (None), ValueError (embedded null byte) or UnicodeEncodeError."""
+    from threadlog import fork_with_transcript
+    monkeypatch.chdir(tmp_path)
+    with Store(tmp_path / "t.db") as store:
+        t = store.create_thread()
+        store.append_message(t, "user", "hi")
+        for write in (lambda: write_transcript(store, t, path), lambda: fork_with_transcript(store, t, path)):
+            with pytest.raises(InvalidEvent, match=f"^path: .*{re.escape(says)}"):
+                write()
+        assert [i.id for i in store.all_threads()] == [t]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.db"]
+
+
 def test_redact_names_the_note_transcripts_written_with_the_erased_text(tmp_path: Path) -> None:
     """A note fork's transcript file is outside the store: a redaction does not reach it, and
     the fork's requests still tell the model to read it. `redact` lists the files written

@@ -19,7 +19,7 @@ from eventstore import InvalidEvent, Store
 from eventstore.prepare import check_id
 from eventstore.ranges import check_index, is_index
 from projections import transcript
-from projections.atomic import staged
+from projections.atomic import check_path, staged
 
 
 def fork_with_transcript(store: Store, thread: str, path: str | os.PathLike[str], at: int | None = None, **options: Any) -> str:
@@ -30,6 +30,7 @@ def fork_with_transcript(store: Store, thread: str, path: str | os.PathLike[str]
     if options.get("context", "note") != "note":
         raise InvalidEvent("context", f"a fork with a transcript is a note fork (context='note'), not {options['context']!r}")
     options.pop("context", None)
+    check_path(path, "the transcript")
     named = os.path.abspath(path)  # the note is read later, from anywhere: a relative path would name another file
     head = store.head(thread)
     stop = head if at is None else at
