@@ -81,9 +81,10 @@ class _Chain:
                 facts_json = facts.dump()
             else:
                 # A second start of an open run left the thread running after its finish (the
-                # state counts starts, the facts do not). Refused here, not in `advance`: a
-                # file an older release wrote may hold one, and verifying it should not fail.
-                if type_ == "run.started" and data["run_id"] in facts.runs:
+                # state counts starts, the facts do not). Refused here, not in `advance`, and
+                # only in appends (no `stamps`): a file an older release wrote may hold one, and
+                # neither verifying it nor restoring its backup should fail.
+                if type_ == "run.started" and stamps is None and data["run_id"] in facts.runs:
                     raise InvalidEvent(f"events[{offset - start}].data.run_id",
                                        f"run {data['run_id']!r} is already in progress; every open run needs its own id")
                 after = advance(facts, type_, data, f"events[{offset - start}].data")

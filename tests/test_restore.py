@@ -732,3 +732,27 @@ def test_an_export_made_before_a_redaction_is_present_in_the_redacted_database(t
         assert (report.added, report.present) == (0, 3)
         assert next(a.read(t, 1, 2)).redacted
         a.verify()
+
+
+def test_a_backup_holding_a_run_started_twice_restores(tmp_path: Path) -> None:
+    """An older release appended a second run.started for a run in progress; appends refuse it
+    now, and verify passes such a file: its backup must restore too."""
+    events = [("thread.created", {"title": "t"}), ("run.started", {"run_id": "r1"}), ("run.started", {"run_id": "r1"}),
+              ("run.finished", {"run_id": "r1", "status": "ok"})]
+    lines: list[dict[str, Any]] = [{"format": "threadlog-events", "version": 2},
+                                   {"stream": {"id": "S", "parent_id": None, "parent_offset": None, "root_id": "S", "depth": 0,
+                                               "kind": "thread"}}]
+    prev, when = "", "2026-01-01T00:00:00.000000Z"
+    for offset, (type_, data) in enumerate(events):
+        data_digest = digest(canonical(data))
+        prev = chain_hash(prev, "S", offset, f"e{offset}", type_, 1, when, "{}", data_digest)
+        lines.append({"event": {"position": offset + 1, "stream_id": "S", "offset": offset, "event_id": f"e{offset}",
+                                "type": type_, "schema_version": 1, "data": data, "meta": {}, "recorded_at": when,
+                                "data_digest": data_digest, "hash": prev, "redacted": False}})
+    lines.append({"end": {"streams": 1, "events": 4}})
+    backup = write(tmp_path / "old.jsonl", lines)
+    with Store(tmp_path / "b.db") as b:
+        assert import_events(b, backup).added == 4
+        b.verify()
+        with pytest.raises(InvalidEvent, match="run 'r1' is already in progress"):
+            b.append("S", [{"type": "run.started", "data": {"run_id": "r1"}}, {"type": "run.started", "data": {"run_id": "r1"}}])
