@@ -348,6 +348,34 @@ def test_a_redaction_in_a_reported_sub_agent_does_not_reopen_its_report(store: S
     assert _unchanged(store) == before
 
 
+def test_a_redaction_in_a_sub_agent_with_no_events_of_its_own_does_not_reopen_its_report(store: Store) -> None:
+    parent, (kid,) = _launch(store, ["Find a hotel"])
+    first = report(store, kid, "no hotel found")
+    primed = store.event_at(kid, store.head(kid) - 1)
+    assert primed.meta.get("origin") == "primed"
+    store.redact(primed.position, reason="pii", actor="ops")
+    before = _unchanged(store)
+    with pytest.raises(InvalidEvent, match="already reported, with other text"):
+        report(store, kid, "second")
+    assert report(store, kid, "no hotel found").position == first.position
+    assert _unchanged(store) == before
+
+
+def test_a_report_keyed_by_a_redactions_record_is_still_found(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reports given their text were keyed by the sub-agent's last event, a redaction's record
+    included: one made so by an earlier release is the one reporting again returns."""
+    parent, (kid,) = _launch(store, ["Find a hotel"])
+    answer = store.append_message(kid, "assistant", "Hotel Lyon Centre, ask for Ana")
+    store.redact(answer.position, reason="a name", actor="ops")
+    event_at = store.event_at
+    with monkeypatch.context() as patched:  # the earlier key: the record taken as the sub-agent's last event
+        patched.setattr(store, "event_at", lambda thread, offset: event_at(thread, offset)._replace(type="seen as its own"))
+        earlier = report(store, kid, "Hotel Lyon Centre")
+    before = _unchanged(store)
+    assert report(store, kid, "Hotel Lyon Centre").position == earlier.position
+    assert _unchanged(store) == before
+
+
 def test_a_parent_that_took_another_turn_keeps_its_new_calls(store: Store) -> None:
     """What the parent waits on after a turn of its own is that turn's, even under an id the
     launch call had: a report never answers it with the launch placeholder."""

@@ -78,10 +78,12 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     if text is None:
         cause, text = _answer(store, subagent, own_from)
     else:  # its last event, past the records of redactions, which make no new answer to report
-        cause = store.event_at(subagent, info.head - 1)
-        while cause.type == "event.redacted" and cause.offset > own_from:
+        last = cause = store.event_at(subagent, info.head - 1)
+        while cause.type == "event.redacted" and cause.offset > launched_at:
             cause = store.event_at(subagent, cause.offset - 1)
-    event_id = "report-" + sha256(f"{subagent}\n{cause.event_id}".encode()).hexdigest()[:32]
+        if cause is not last and store.event(_report_id(subagent, last)) is not None:
+            cause = last  # reported by a release that keyed a report by the redaction's record
+    event_id = _report_id(subagent, cause)
     if text is None:  # the answer was redacted: only a report made before that can be returned
         delivered = store.event(event_id)
         if delivered is None:
@@ -104,6 +106,11 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
 
 
 _ATTEMPTS = 100
+
+
+def _report_id(subagent: str, cause: RecordedEvent) -> str:
+    """The event id of `subagent`'s report of the event `cause`: reporting it again is a retry."""
+    return "report-" + sha256(f"{subagent}\n{cause.event_id}".encode()).hexdigest()[:32]
 
 
 def _deliver(store: Store, parent: str, launched_at: int, subagent: str, notification: dict[str, str], launch_ids: list[str],
