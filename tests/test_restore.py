@@ -756,3 +756,33 @@ def test_a_backup_holding_a_run_started_twice_restores(tmp_path: Path) -> None:
         b.verify()
         with pytest.raises(InvalidEvent, match="run 'r1' is already in progress"):
             b.append("S", [{"type": "run.started", "data": {"run_id": "r1"}}, {"type": "run.started", "data": {"run_id": "r1"}}])
+
+
+@pytest.mark.parametrize("change", [{"meta": {"actor": "mallory"}}, {"recorded_at": "2001-01-01T00:00:00.000000Z"}],
+                         ids=["meta", "time"])
+def test_an_altered_redacted_line_is_refused_by_the_database_holding_the_event_unredacted(tmp_path: Path,
+                                                                                        change: dict[str, Any]) -> None:
+    import shutil
+
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        leak = a.append_message(t, "user", "my card is 4111")
+        a.append_message(t, "assistant", "noted")
+    shutil.copy(tmp_path / "a.db", tmp_path / "origin.db")  # the database as it was before the redaction
+    with Store(tmp_path / "a.db") as a:
+        a.redact(leak.position, reason="card", actor="ops")
+        lines = list(export_all(a))
+    next(line["event"] for line in lines if "event" in line and line["event"]["redacted"]).update(change)
+    bad = write(tmp_path / "after.jsonl", lines)
+    before = sha(tmp_path / "origin.db")
+    with Store(tmp_path / "origin.db") as origin, pytest.raises(InvalidEvent, match="the export was altered"):
+        import_events(origin, bad)
+    assert sha(tmp_path / "origin.db") == before
+
+
+def test_a_line_whose_meta_a_restore_would_store_the_same_is_present(tmp_path: Path) -> None:
+    with Store(tmp_path / "a.db") as a:
+        a.append_message(a.create_thread(), "user", "hi")
+        lines = list(export_all(a))
+        next(line["event"] for line in lines if "event" in line and line["event"]["type"] == "message.appended")["meta"]["actor"] = None
+        assert import_events(a, write(tmp_path / "x.jsonl", lines)).present == 2
