@@ -194,8 +194,9 @@ def _options(**fields: Any) -> ForkOptions:
     if isinstance(keep, dict) and set(keep) == {"keep"}:  # read as keep, never as a map holding one "keep" key
         names = keep["keep"]
         if not isinstance(names, (list, tuple)) or not all(isinstance(name, str) for name in names):
-            raise InvalidEvent("metadata.keep", f"must be a list of the parent's metadata keys to keep, not {names!r:.80}; "
+            raise InvalidEvent("metadata.keep", f"must be a list of the parent's metadata keys to keep, not {shown(names)}; "
                                                 "nothing was written")
+        fields["metadata"] = {"keep": list(names)}  # as stored: a retry passing a tuple again is the same fork
     if fields.get("context", "full") != "note":  # only a note fork's first request reads them
         for name, unused in (("retrieval", "off"), ("transcript", None)):
             if fields.get(name, unused) != unused:

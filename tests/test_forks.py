@@ -132,8 +132,9 @@ def test_metadata_keep_takes_a_list_of_keys(store: Store, convo: str, keep: obje
 
 
 def test_metadata_keep_takes_a_tuple_of_keys_as_a_list(store: Store, convo: str) -> None:
-    f = store.fork(convo, metadata={"keep": ("user",)})
+    f = store.fork(convo, metadata={"keep": ("user",)}, event_id="k-1")
     assert store.event_at(f, 4).data["options"]["metadata"] == {"keep": ["user"]}
+    assert store.fork(convo, metadata={"keep": ("user",)}, event_id="k-1") == f  # a retry
 
 
 def refuse(store: Store, reason: str, call, *args, **kwargs) -> ForkRefused:  # type: ignore[no-untyped-def]
