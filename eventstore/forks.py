@@ -240,4 +240,4 @@ def _form_error(error: ValidationError, field: str, value: Any) -> InvalidEvent:
     if len(deepest["loc"]) > 2:  # (field, form, where in it...)
         path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in deepest["loc"][2:])
         return InvalidEvent(f"{field}{path}", f"{deepest['msg']}; nothing was written")
-    return InvalidEvent(field, f"must be {_FORMS[field]}, not {value!r:.80}; nothing was written")
+    return InvalidEvent(field, f"must be {_FORMS[field]}, not {shown(value)}; nothing was written")
