@@ -831,7 +831,7 @@ class Store:
             text = integrity.snapshot_json(state)
             text.encode("utf-8")
         except (ValueError, TypeError, RecursionError) as error:
-            raise InvalidEvent("state", f"a snapshot must be JSON without NaN or infinities ({error})") from None
+            raise InvalidEvent("state", f"a snapshot must be JSON: keys of text, no NaN or infinities ({error})") from None
         with self.backend.transaction():
             ancestry = self.ancestry(thread)
             head = ancestry[0].head

@@ -102,8 +102,10 @@ def _activity(time: str) -> str:
     try:
         named = datetime.fromisoformat(time)
         when = named.astimezone(timezone.utc) if named.tzinfo is not None else None  # naive: not the machine's zone
-    except (ValueError, OverflowError):  # not a time; past the years 1..9999 once in UTC
+    except ValueError:  # not a time
         when = None
+    except OverflowError:  # past the years 1..9999 once in UTC: as written, zone and all
+        return time.replace("T", " ", 1)
     if when is None:
         return time[:19].replace("T", " ")
     return f"{when.year:04d}-{when:%m-%d %H:%M:%S}"  # %Y leaves a year below 1000 unpadded
