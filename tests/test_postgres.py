@@ -99,6 +99,17 @@ def test_url_opens_postgresql_from_the_api_the_db_option_and_threadlog_db() -> N
     assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
 
 
+def test_the_demo_on_a_url_writes_its_transcript_in_the_current_directory(tmp_path: Path) -> None:
+    """It wrote the transcript beside the database, read as a file path: into a directory named
+    after the URL, which does not exist."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "threadlog.cli", "--db", postgres_url(), "demo"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (written,) = tmp_path.glob("*.transcript.md")
+    assert f": {written}" in done.stdout and written.read_text(encoding="utf-8").startswith("# Transcript of thread ")
+
+
 def test_sqlite_settings_are_refused_for_a_url() -> None:
     from threadlog import StoreError
 

@@ -1023,7 +1023,8 @@ def demo(store: Store, as_json: bool) -> None:
     output.lines(demo_lines(store, ids, built))
     if store.path != ":memory:":
         parent = str(ids["thread"])
-        path = Path(store.path).resolve().with_name(f"{parent}.transcript.md")
+        name = f"{parent}.transcript.md"  # beside the database file; a server's database: here
+        path = Path.cwd() / name if is_url(store.path) else Path(store.path).resolve().with_name(name)
         write_transcript(store, parent, path)
         output.lines([f"The whole conversation as bounded Markdown (what a model can be pointed at): {path}"])
 
