@@ -483,8 +483,11 @@ def emit(store: Store, thread: str, type_: str, data_text: str | None, data_file
     """Append one event of any TYPE to THREAD; prints its offset and position."""
     if (data_text is None) == (data_file is None):
         raise click.UsageError("give exactly one of --data or --data-file")
-    option = "--data" if data_text is not None else "--data-file"
-    data = _parse_json(data_text if data_text is not None else _read_text(data_file or "-", option), option)
+    if data_text is not None:
+        data = _parse_json(data_text, "--data")
+    else:
+        where = "standard input" if data_file in (None, "-") else data_file
+        data = _parse_json(_read_text(data_file or "-", "--data-file"), f"--data-file ({where})")
     meta = _parse_json(meta_text, "--event-meta") if meta_text else {}
     event = {"type": type_, "data": data, "meta": meta}
     _recorded(store.append(thread, [event], expect="any" if expect is None else expect)[0], as_json)
