@@ -30,7 +30,9 @@ class StoreError(Exception):
 class ThreadNotFound(StoreError):
     def __init__(self, thread: str) -> None:
         self.thread = thread
-        super().__init__(f"thread {thread!r} not found")
+        # No thread id is longer than 200 characters: a longer one is shown cut short.
+        named = repr(thread) if isinstance(thread, str) and len(thread) <= 200 else shown(thread)
+        super().__init__(f"thread {named} not found")
 
 
 class ConcurrencyError(StoreError):

@@ -227,7 +227,7 @@ class Store:
 
     def __init__(self, path: str | Path | Backend = "threadlog.db", synchronous: str | None = None,
                  timeout: float | None = None, *, read_only: bool = False, on_wait: Callable[[], None] | None = None) -> None:
-        if not isinstance(read_only, bool):  # read_only="no" opened the file read-only
+        if not isinstance(read_only, int) or read_only not in (0, 1):  # read_only="no" opened the file read-only
             raise StoreError(f"read_only must be True or False, not {shown(read_only)}")
         if isinstance(path, (str, os.PathLike)):
             self.backend: Backend = _open(path, synchronous, timeout, read_only, on_wait)

@@ -90,7 +90,7 @@ def anthropic_request(
         raise InvalidEvent("model", f"must be a model name (printable text), not {shown(model)}")
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
         raise InvalidEvent("max_tokens", f"must be a whole number >= 1, not {shown(max_tokens)}")
-    if extra_tools is not None and not (isinstance(extra_tools, list) and all(isinstance(tool, dict) for tool in extra_tools)):
+    if extra_tools is not None and not (isinstance(extra_tools, (list, tuple)) and all(isinstance(tool, dict) for tool in extra_tools)):
         raise InvalidEvent("extra_tools", f"must be a list of tool definitions (dicts), not {shown(extra_tools)}")
     view = state.messages
     if retrieval is not None:

@@ -625,3 +625,23 @@ def test_an_output_file_that_cannot_take_the_bytes_is_named(seeded: tuple[Path, 
     result = CliRunner().invoke(cli, [*command, "-o", "/dev/full", "--db", str(db)])
     assert result.exit_code == 1 and result.stdout == "", result.output
     assert result.stderr == "error: No space left on device: /dev/full\n", result.stderr
+
+
+def test_settings_and_lists_of_other_kinds_a_caller_may_mean_are_taken(tmp_path: Path) -> None:
+    """read_only=1 and 0 (ints, not text such as "no"), extra tools as a tuple, and a missing
+    thread named by an id no thread can have, shown cut short."""
+    from eventstore import ThreadNotFound
+    from projections import anthropic_request
+
+    with Store(tmp_path / "t.db") as store:
+        t = store.create_thread(model="m")
+        store.append_message(t, "user", "hi")
+    with Store(tmp_path / "t.db", read_only=1) as store:
+        assert store.read_only and store.head(t) == 2
+        tool = {"name": "search", "description": "d", "input_schema": {"type": "object"}}
+        assert [sent["name"] for sent in anthropic_request(store, t, extra_tools=(tool,))["tools"]] == ["search"]
+        with pytest.raises(ThreadNotFound) as missing:
+            store.head("x" * 1_000_000)
+        assert len(str(missing.value)) < 200
+    with Store(tmp_path / "t.db", read_only=0) as store:
+        assert not store.read_only

@@ -421,7 +421,7 @@ def test_ls_shows_last_activity_in_utc_whatever_zone_an_imported_time_names(tmp_
         for thread, when in (("zulu", "2026-01-31T12:00:00Z"), ("kolkata", "2026-01-31T12:00:00+05:30"),
                              ("basic", "20260131T120000-0800"), ("naive", "2026-01-31T12:00:00.5"),
                              # past year 9999 or before year 1 once in UTC: shown as written, zone and all; year 999 padded
-                             ("late", "9999-12-31T23:00:00-05:00"), ("early", "0001-01-01T00:30:00+01:00"),
+                             ("late", "9999-12-31T23:00:00.5-05:00"), ("early", "0001-01-01T00:30:00+01:00"),
                              ("old", "0999-06-01T00:30:00+01:00")):
             store.append(store.create_thread(thread_id=thread), [{"type": "message.appended", "data": {"role": "user", "content": "hi"},
                                                                   "meta": {"origin": "imported", "occurred_at": when}}])

@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 
 from threadlog import InvalidEvent, Store, import_claude_code, import_event_files, import_pi
 from threadlog.cli import cli
+from threadlog.importers.follow import follow_claude_code
 from tests.backends import file_dump
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -100,7 +101,8 @@ def test_a_sub_agent_file_nested_too_deeply_is_refused_by_name(tmp_path: Path) -
     refused(result, f"{agent}:1: ")
 
 
-@pytest.mark.parametrize("importer", [import_claude_code, import_pi, import_event_files], ids=["claude-code", "pi", "events"])
+@pytest.mark.parametrize("importer", [import_claude_code, import_pi, import_event_files, follow_claude_code],
+                         ids=["claude-code", "pi", "events", "follow"])
 def test_one_path_given_as_a_string_is_refused_not_read_a_character_at_a_time(
     seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, importer: Any
 ) -> None:

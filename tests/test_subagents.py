@@ -374,6 +374,12 @@ def test_a_report_keyed_by_a_redactions_record_is_still_found(store: Store, monk
     before = _unchanged(store)
     assert report(store, kid, "Hotel Lyon Centre").position == earlier.position
     assert _unchanged(store) == before
+    primed = store.event_at(kid, answer.offset - 1)
+    assert primed.meta.get("origin") == "primed"
+    store.redact(primed.position, reason="pii", actor="ops")  # a second record, after the one it was keyed by
+    before = _unchanged(store)
+    assert report(store, kid, "Hotel Lyon Centre").position == earlier.position
+    assert _unchanged(store) == before
 
 
 def test_a_parent_that_took_another_turn_keeps_its_new_calls(store: Store) -> None:

@@ -104,8 +104,8 @@ def _activity(time: str) -> str:
         when = named.astimezone(timezone.utc) if named.tzinfo is not None else None  # naive: not the machine's zone
     except ValueError:  # not a time
         when = None
-    except OverflowError:  # past the years 1..9999 once in UTC: as written, zone and all
-        return time.replace("T", " ", 1)
+    except OverflowError:  # past the years 1..9999 once in UTC: in its own zone, named
+        return named.isoformat(" ", "seconds")
     if when is None:
         return time[:19].replace("T", " ")
     return f"{when.year:04d}-{when:%m-%d %H:%M:%S}"  # %Y leaves a year below 1000 unpadded

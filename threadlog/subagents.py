@@ -78,11 +78,13 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     if text is None:
         cause, text = _answer(store, subagent, own_from)
     else:  # its last event, past the records of redactions, which make no new answer to report
-        last = cause = store.event_at(subagent, info.head - 1)
+        cause = store.event_at(subagent, info.head - 1)
+        passed = []
         while cause.type == "event.redacted" and cause.offset > launched_at:
+            passed.append(cause)
             cause = store.event_at(subagent, cause.offset - 1)
-        if cause is not last and store.event(_report_id(subagent, last)) is not None:
-            cause = last  # reported by a release that keyed a report by the redaction's record
+        # Reported by a release that keyed a report by a redaction's record: that report stands.
+        cause = next((record for record in passed if store.event(_report_id(subagent, record)) is not None), cause)
     event_id = _report_id(subagent, cause)
     if text is None:  # the answer was redacted: only a report made before that can be returned
         delivered = store.event(event_id)

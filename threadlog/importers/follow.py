@@ -19,6 +19,7 @@ from pathlib import Path
 from eventstore import Store
 
 from .claude_code import Session, discover, import_sessions
+from .lines import source_paths
 from .summary import ImportSummary
 
 
@@ -36,6 +37,7 @@ def follow_claude_code(
 
     `on_import` gets the summary of each poll that added events. Returns the total.
     """
+    sources = source_paths(paths)  # one path as a string was read a character at a time: "/" searched everything
     total = ImportSummary()
     seen: dict[Path, tuple[tuple[int, int], ...]] = {}
     quiet_since: dict[Path, float] = {}
@@ -43,7 +45,7 @@ def follow_claude_code(
     while not stop():
         due: list[Session] = []
         now = time.monotonic()
-        for session in discover([p for p in paths if Path(p).exists()]):
+        for session in discover([p for p in sources if p.exists()]):
             files = session.files
             try:
                 signature = tuple((s.st_size, s.st_mtime_ns) for s in (f.stat() for f in files))
