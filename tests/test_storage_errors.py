@@ -212,7 +212,7 @@ def test_a_setting_nested_too_deeply_to_show_is_refused_briefly(tmp_path: Path, 
         Store(tmp_path / "t.db", **{setting: deep})
 
 
-@pytest.mark.parametrize("read_only", ["no", 0, None], ids=["text", "int", "none"])
+@pytest.mark.parametrize("read_only", ["no", 2, None], ids=["text", "int", "none"])
 def test_a_read_only_that_is_no_bool_is_refused(tmp_path: Path, read_only: Any) -> None:
     """read_only="no" opened the file read-only (any value was taken for its truth)."""
     Store(tmp_path / "t.db").close()
