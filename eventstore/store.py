@@ -521,9 +521,10 @@ class Store:
         records and writes nothing, whatever `expect` says: retries are safe.
         """
         _check_expect(expect)
-        if isinstance(events, (dict, str, bytes)) or not isinstance(events, Iterable):
-            raise InvalidEvent("events", f"must be a list of events, not {type(events).__name__}")
-        events = list(events)
+        if type(events) is not list:  # the common case spared the checks (an ABC check costs on every append)
+            if isinstance(events, (dict, str, bytes)) or not isinstance(events, Iterable):
+                raise InvalidEvent("events", f"must be a list of events, not {type(events).__name__}")
+            events = list(events)
         fresh = event_ids(len(events))  # time-ordered: see eventstore/ids.py
         if len(events) < _PAUSE_FROM:  # no `with` at all: ~3.5k instructions a single append
             return self._append(thread, [prepare(event, i, fresh[i]) for i, event in enumerate(events)], expect)
