@@ -334,7 +334,7 @@ def _read_text(path: str, option: str) -> str:
     else:
         with open(path, "rb") as file:
             data = file.read(MAX_INPUT_BYTES + 1)
-    where = "standard input" if path == "-" else path
+    where = _input_name(path)
     if len(data) > MAX_INPUT_BYTES:
         raise StoreError(f"{option}: {where} holds more than {MAX_INPUT_BYTES // 2**20} MiB; an event holds at most "
                          f"{MAX_EVENT_BYTES // 2**20} MiB of JSON")
@@ -342,6 +342,11 @@ def _read_text(path: str, option: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise StoreError(f"{option}: {where} is not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+def _input_name(path: str) -> str:
+    """An input file as messages name it (`-` is standard input)."""
+    return "standard input" if path == "-" else path
 
 
 def _parse_json(text: str, what: str, or_text: bool = False) -> Any:
@@ -486,8 +491,8 @@ def emit(store: Store, thread: str, type_: str, data_text: str | None, data_file
     if data_text is not None:
         data = _parse_json(data_text, "--data")
     else:
-        where = "standard input" if data_file in (None, "-") else data_file
-        data = _parse_json(_read_text(data_file or "-", "--data-file"), f"--data-file ({where})")
+        path = data_file or "-"
+        data = _parse_json(_read_text(path, "--data-file"), f"--data-file ({_input_name(path)})")
     meta = _parse_json(meta_text, "--event-meta") if meta_text else {}
     event = {"type": type_, "data": data, "meta": meta}
     _recorded(store.append(thread, [event], expect="any" if expect is None else expect)[0], as_json)
