@@ -19,18 +19,18 @@ copy of an older one carries its redactions over.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .backend import MAX_INDEXED_POSITION, EventRow
-from .errors import IntegrityError, InvalidEvent, StoreError
+from .errors import IntegrityError, InvalidEvent, StoreError, shown
 from .forks import chained_to
 from .head import Head
 from . import integrity
 from .integrity import HASH_TAG
 from .prepare import PreparedEvent, check_id, prepare
-from .ranges import MAX_INDEX
+from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row, short
 from .skeleton import skeleton_of
 from .verify import verify
@@ -384,6 +384,42 @@ def restore(store: Store, lines: Iterable[tuple[int, Any]]) -> RestoreReport:
     return restore_many(store, [("", lines)])[0]
 
 
+def _many(given: Any, field: str, what: str) -> None:
+    """Refuse `given` unless it is an iterable of items (one string was taken a character at a
+    time, a dict a key at a time, and anything else failed in Python's unpacking)."""
+    if isinstance(given, (str, bytes, dict)) or not isinstance(given, Iterable):
+        raise InvalidEvent(field, f"must be {what}, not {type(given).__name__}")
+
+
+def _exports(exports: Any) -> Iterator[tuple[str, Any]]:
+    """`exports`, each refused unless it is a (name, lines) pair."""
+    _many(exports, "exports", "a list of (name, lines) pairs")
+    for index, export in enumerate(exports):
+        if not isinstance(export, (tuple, list)) or len(export) != 2:
+            raise InvalidEvent(f"exports[{index}]", f"must be a (name, lines) pair, not {shown(export)}")
+        name, lines = export
+        if not isinstance(name, str):
+            raise InvalidEvent(f"exports[{index}]", f"its name must be text (a file name, or \"\" for none), not "
+                                                    f"{type(name).__name__}")
+        yield name, lines
+
+
+def _numbered(lines: Any) -> Iterator[tuple[int, Any]]:
+    """`lines`, each refused unless it is a (line number, parsed JSON) pair: one line given
+    as the text read from a file is refused as such (it was taken for a line of no known kind)."""
+    _many(lines, "lines", "an export's lines, as (line number, parsed JSON line) pairs")
+    for index, line in enumerate(lines):
+        if not isinstance(line, (tuple, list)) or len(line) != 2:
+            raise InvalidEvent(f"lines[{index}]", f"must be a (line number, parsed JSON line) pair, not {shown(line)}")
+        number, item = line
+        if not is_index(number):
+            raise InvalidEvent(f"lines[{index}]", f"its line number must be an integer >= 0, not {shown(number)}")
+        if isinstance(item, (str, bytes, bytearray)):
+            raise InvalidEvent(f"line {number}", f"is {type(item).__name__}, not a JSON object: restore takes each line "
+                                                 "parsed (json.loads(line)), and every line of an export is an object")
+        yield number, item
+
+
 def restore_many(store: Store, exports: Iterable[tuple[str, Iterable[tuple[int, Any]]]]) -> list[RestoreReport]:
     """Restore exports given as (name, lines), in order, in one transaction: every one, or on
     any refusal none (a later export may continue what an earlier one restored). A refusal's
@@ -391,7 +427,7 @@ def restore_many(store: Store, exports: Iterable[tuple[str, Iterable[tuple[int, 
     erased = 0
     with store.backend.transaction():
         reports = []
-        for name, lines in exports:
+        for name, lines in _exports(exports):
             try:
                 job = _restore(store, lines)
             except InvalidEvent as error:
@@ -411,7 +447,7 @@ def restore_many(store: Store, exports: Iterable[tuple[str, Iterable[tuple[int, 
 
 
 def _restore(store: Store, lines: Iterable[tuple[int, Any]]) -> _Restore:
-    it = iter(lines)
+    it = _numbered(lines)
     first = next(it, None)
     if first is None:
         raise InvalidEvent("line 1", "the export is empty")

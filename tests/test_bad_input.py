@@ -40,6 +40,7 @@ from threadlog import (
     anthropic_request,
     diff,
     display_rows,
+    export_all,
     report,
     search,
     thread_state,
@@ -120,6 +121,9 @@ def fresh(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> Path:
 Call = Callable[[Store, dict[str, str]], Any]
 
 MSG = "message.appended"
+
+
+HEADER = {"format": "threadlog-events", "version": 2}
 
 
 def msg(role: str, content: Any, **meta: Any) -> dict[str, Any]:
@@ -218,6 +222,30 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
      "projection: must be a projection's name (text), not dict"),
     ("nearest-snapshot-a-version-past-2**63", lambda s, i: s.nearest_snapshot("state", 2**63, i["t"], 1), InvalidEvent, "version"),
     ("redact-a-position-of-another-kind", lambda s, i: s.redact("3", "r", "a"), InvalidEvent, "position"),
+    # an export's lines not shaped (line number, parsed JSON): unpacking them raised ValueError or
+    # TypeError, and a line number of None or text was taken and shown as "line None"
+    ("restore-a-string", lambda s, i: s.restore("abc"), InvalidEvent,
+     "lines: must be an export's lines, as (line number, parsed JSON line) pairs, not str"),
+    ("restore-none", lambda s, i: s.restore(None), InvalidEvent, "lines: must be an export's lines"),
+    ("restore-a-line-an-int", lambda s, i: s.restore([5]), InvalidEvent,
+     "lines[0]: must be a (line number, parsed JSON line) pair, not 5"),
+    ("restore-a-line-of-three", lambda s, i: s.restore([(1, HEADER, 3)]), InvalidEvent, "lines[0]: must be a (line number"),
+    ("restore-a-line-of-one", lambda s, i: s.restore([(1, HEADER), (2,)]), InvalidEvent, "lines[1]: must be a (line number"),
+    ("restore-a-line-none", lambda s, i: s.restore([None]), InvalidEvent, "lines[0]: must be a (line number"),
+    ("restore-a-line-number-none", lambda s, i: s.restore([(None, HEADER)]), InvalidEvent,
+     "lines[0]: its line number must be an integer >= 0, not None"),
+    ("restore-a-line-number-text", lambda s, i: s.restore([(1, HEADER), ("2", {"end": {}})]), InvalidEvent,
+     "lines[1]: its line number must be an integer >= 0, not '2'"),
+    ("restore-a-line-unparsed", lambda s, i: s.restore([(1, json.dumps(HEADER))]), InvalidEvent,
+     "line 1: is str, not a JSON object: restore takes each line parsed (json.loads(line))"),
+    ("restore-a-line-of-bytes", lambda s, i: s.restore([(1, HEADER), (2, b"{}")]), InvalidEvent, "line 2: is bytes, not a JSON object"),
+    ("restore-many-a-string", lambda s, i: s.restore_many("ab"), InvalidEvent,
+     "exports: must be a list of (name, lines) pairs, not str"),
+    ("restore-many-an-export-of-three", lambda s, i: s.restore_many([("a", [(1, HEADER)], 3)]), InvalidEvent,
+     "exports[0]: must be a (name, lines) pair"),
+    ("restore-many-a-name-an-int", lambda s, i: s.restore_many([(5, [(1, HEADER)])]), InvalidEvent,
+     "exports[0]: its name must be text (a file name, or \"\" for none), not int"),
+    ("restore-many-lines-an-int", lambda s, i: s.restore_many([("a.jsonl", 5)]), InvalidEvent, "a.jsonl: lines: must be an export's lines"),
 ]
 
 
@@ -233,6 +261,53 @@ def test_library_refuses_and_changes_nothing(
     assert type(caught.value) is error
     assert says in str(caught.value) + getattr(caught.value, "reason", "") + getattr(caught.value, "field", "")
     assert fingerprint(db) == before, "a refused call changed the database"
+
+
+def export_of_two_threads(tmp_path: Path) -> list[tuple[int, Any]]:
+    """An export of another file's two threads, as (line number, parsed line) pairs: restoring
+    it writes the first thread's events before it reads the second's."""
+    with Store(tmp_path / "other.db") as other:
+        for title in ("first", "second"):
+            t = other.create_thread(title=title)
+            other.append_message(t, "user", f"hello from {title}")
+        return list(enumerate(export_all(other), 1))
+
+
+PAIR = "lines[7]: must be a (line number, parsed JSON line) pair"
+MISSHAPEN_LINES = [
+    ("none", None, PAIR),
+    ("int", 5, PAIR),
+    ("string", "line", PAIR),
+    ("three-items", (7, {"end": {}}, 3), PAIR),
+    ("number-text", ("7", {"end": {}}), "lines[7]: its line number must be an integer >= 0, not '7'"),
+    ("unparsed", (7, '{"end": {}}'), "line 7: is str, not a JSON object"),
+]
+
+
+@pytest.mark.parametrize(("bad", "says"), [c[1:] for c in MISSHAPEN_LINES], ids=[c[0] for c in MISSHAPEN_LINES])
+def test_a_restore_refused_at_a_misshapen_line_after_writing_leaves_nothing(
+    seeded: tuple[Path, dict[str, str]], tmp_path: Path, bad: Any, says: str
+) -> None:
+    """The lines before the misshapen one were written (a thread's run is written when the next
+    thread's events begin), in the restore's one transaction: the refusal undoes them, and in
+    `restore_many` the exports restored before it too."""
+    db = fresh(seeded, tmp_path)
+    lines = export_of_two_threads(tmp_path)
+    with Store(db) as store:
+        exported = list(export_all(store))
+    before = fingerprint(db)
+    with Store(db) as store:
+        with pytest.raises(InvalidEvent) as one:
+            store.restore([*lines[:-1], bad, lines[-1]])
+        with pytest.raises(InvalidEvent) as many:
+            store.restore_many([("a.jsonl", lines), ("b.jsonl", [*lines[:-1], bad, lines[-1]])])
+        print(f"\n{one.value}\n{many.value}")
+        assert str(one.value).startswith(says)
+        assert str(many.value).startswith(f"b.jsonl: {says}")
+        assert list(export_all(store)) == exported
+    assert fingerprint(db) == before, "a refused restore changed the database"
+    with Store(db) as store:  # the same lines, well shaped, restore
+        assert store.restore(lines).added == 4
 
 
 def test_a_full_disk_refuses_the_append_and_changes_nothing(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
