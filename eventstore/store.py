@@ -134,6 +134,19 @@ def _check_expect(expect: Any) -> None:
         raise InvalidEvent("expect", f"must be 'any', 'no_stream', 'stream_exists' or a head >= 0, not {shown(expect)}")
 
 
+def _infos(threads: Any) -> list[ThreadInfo]:
+    """`threads`, refused unless each is a `ThreadInfo` (an id or a dict failed on its missing
+    attributes, deep in the walk)."""
+    if isinstance(threads, (str, bytes, dict)) or not isinstance(threads, Iterable):
+        raise InvalidEvent("threads", f"must be a list of ThreadInfo (as threads() gives it), not {type(threads).__name__}")
+    infos = list(threads)
+    for index, info in enumerate(infos):
+        if not isinstance(info, ThreadInfo):
+            raise InvalidEvent(f"threads[{index}]", "must be a ThreadInfo (as thread() and threads() give them), not "
+                                                    f"{type(info).__name__}")
+    return infos
+
+
 def _check_projection(projection: Any, version: Any) -> None:
     """Refuse a snapshot's key of another kind: a version given as text was stored as it was, and
     a dict or an int past 2**63 failed in the driver."""
@@ -397,7 +410,7 @@ class Store:
         give)` combines, and the walk stops early where `enough(that)` or at the root (`top`
         above it). What the history below (stream, offset) gives is kept: siblings and a chain
         of forks share it, so each segment is read once."""
-        known = {info.id: info for info in threads}
+        known = {info.id: info for info in _infos(threads)}
         memo: dict[tuple[str, int], _R] = {}
         out: dict[str, _R] = {}
         for info in list(known.values()):

@@ -245,6 +245,18 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
      "exports[0]: must be a (name, lines) pair"),
     ("restore-many-a-name-an-int", lambda s, i: s.restore_many([(5, [(1, HEADER)])]), InvalidEvent,
      "exports[0]: its name must be text (a file name, or \"\" for none), not int"),
+    # threads of another kind than ThreadInfo: AttributeError ('str' object has no attribute 'id')
+    ("titles-of-ids", lambda s, i: s.titles(["t"]), InvalidEvent,
+     "threads[0]: must be a ThreadInfo (as thread() and threads() give them), not str"),
+    ("titles-of-dicts", lambda s, i: s.titles([s.thread("t"), {"id": "t"}]), InvalidEvent, "threads[1]: must be a ThreadInfo"),
+    ("titles-of-none", lambda s, i: s.titles(None), InvalidEvent,
+     "threads: must be a list of ThreadInfo (as threads() gives it), not NoneType"),
+    ("titles-a-string", lambda s, i: s.titles("t"), InvalidEvent, "threads: must be a list of ThreadInfo"),
+    ("count-each-of-ids", lambda s, i: s.count_each(["t"], MSG), InvalidEvent, "threads[0]: must be a ThreadInfo"),
+    ("count-each-none-in-list", lambda s, i: s.count_each([s.thread("t"), None], MSG), InvalidEvent,
+     "threads[1]: must be a ThreadInfo (as thread() and threads() give them), not NoneType"),
+    ("count-each-an-int-as-type", lambda s, i: s.count_each([s.thread("t")], 5), InvalidEvent,
+     "type_: must be an event type (text), not int"),
     ("restore-many-lines-an-int", lambda s, i: s.restore_many([("a.jsonl", 5)]), InvalidEvent, "a.jsonl: lines: must be an export's lines"),
 ]
 
@@ -406,6 +418,14 @@ ODD_CALLS: dict[str, Callable[[Store, dict[str, str], Any], Any]] = {
     "request-extra-tools": lambda s, i, v: anthropic_request(s, i["t"], model="m", extra_tools=v),
     "search-limit": lambda s, i, v: search(s, "hello", limit=v),
     "search-thread": lambda s, i, v: search(s, "hello", thread=v),
+    "restore-lines": lambda s, i, v: s.restore(v),
+    "restore-line": lambda s, i, v: s.restore([(1, HEADER), v]),
+    "restore-many-exports": lambda s, i, v: s.restore_many(v),
+    "restore-many-export": lambda s, i, v: s.restore_many([v]),
+    "titles-threads": lambda s, i, v: s.titles(v),
+    "titles-thread": lambda s, i, v: s.titles([v]),
+    "count-each-thread": lambda s, i, v: s.count_each([s.thread(i["fork"]), v], MSG),
+    "count-each-type": lambda s, i, v: s.count_each([s.thread(i["fork"])], v),
 }
 
 
