@@ -47,9 +47,28 @@ MAX_QUERY_TERMS = 128
 _BATCH = 2000
 
 
+def check_extractor(extractor: Any) -> None:
+    """Refuse an extractor maker that is no function: it failed only once the catch-up ran
+    (TypeError: 'int' object is not callable), and not at all while the index was current."""
+    if not callable(extractor):
+        raise InvalidEvent("extractor", "must be a function that makes an extractor (projections.search.extractor(store) "
+                                        f"gives one), not {type(extractor).__name__}")
+
+
+def _made(extractor: Callable[[], Extractor]) -> Extractor:
+    """`extractor()`, refused unless it made a function (inside the caller's transaction, before
+    anything is written)."""
+    extract = extractor()
+    if not callable(extract):
+        raise InvalidEvent("extractor", f"returned {type(extract).__name__}, not an extractor (a function of (stream_id, "
+                                        "offset, type, data) giving an event's documents)")
+    return extract
+
+
 def catch_up(store: Store, extractor: Callable[[], Extractor]) -> int:
     """Index every event after the index's position, in one write transaction; returns how many
     events were read. Costs one read when the index is current (no transaction then)."""
+    check_extractor(extractor)
     backend = store.backend
     covered, last = backend.index_position(), backend.last_position()
     if not 0 <= covered <= last:  # no log shrinks: raw SQL set it, and searches would miss what follows
@@ -66,14 +85,16 @@ def catch_up(store: Store, extractor: Callable[[], Extractor]) -> int:
         # SQL) would collide with the ones this catch-up writes: SQLite's "UNIQUE constraint failed".
         if (past := backend.index_last_docid() // DOC_PARTS) > covered:
             raise altered_index(f"it holds documents of position {past} and says it covers positions up to {covered}")
-        return _index_from(store, covered, extractor())
+        return _index_from(store, covered, _made(extractor))
 
 
 def rebuild(store: Store, extractor: Callable[[], Extractor]) -> int:
     """Empty the index and index the whole log again, in one write transaction."""
+    check_extractor(extractor)
     with store.backend.transaction():
+        extract = _made(extractor)
         store.backend.clear_index()
-        return _index_from(store, 0, extractor())
+        return _index_from(store, 0, extract)
 
 
 def _index_from(store: Store, after: int, extract: Extractor) -> int:

@@ -257,6 +257,13 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
      "threads[1]: must be a ThreadInfo (as thread() and threads() give them), not NoneType"),
     ("count-each-an-int-as-type", lambda s, i: s.count_each([s.thread("t")], 5), InvalidEvent,
      "type_: must be an event type (text), not int"),
+    # an extractor that is no function: TypeError ('int' object is not callable) inside the catch-up
+    ("update-index-an-int", lambda s, i: s.update_index(5), InvalidEvent,
+     "extractor: must be a function that makes an extractor (projections.search.extractor(store) gives one), not int"),
+    ("update-index-a-maker-of-an-int", lambda s, i: s.update_index(lambda: 5), InvalidEvent,
+     "extractor: returned int, not an extractor (a function of (stream_id, offset, type, data)"),
+    ("rebuild-index-none", lambda s, i: s.rebuild_index(None), InvalidEvent, "extractor: must be a function"),
+    ("rebuild-index-a-maker-of-none", lambda s, i: s.rebuild_index(lambda: None), InvalidEvent, "extractor: returned NoneType"),
     ("restore-many-lines-an-int", lambda s, i: s.restore_many([("a.jsonl", 5)]), InvalidEvent, "a.jsonl: lines: must be an export's lines"),
 ]
 
@@ -426,6 +433,8 @@ ODD_CALLS: dict[str, Callable[[Store, dict[str, str], Any], Any]] = {
     "titles-thread": lambda s, i, v: s.titles([v]),
     "count-each-thread": lambda s, i, v: s.count_each([s.thread(i["fork"]), v], MSG),
     "count-each-type": lambda s, i, v: s.count_each([s.thread(i["fork"])], v),
+    "update-index": lambda s, i, v: s.update_index(v),
+    "rebuild-index": lambda s, i, v: s.rebuild_index(v),
 }
 
 
