@@ -323,7 +323,14 @@ class Store:
         message bodies on first use): they read what they still need then, so closing the
         store never changes an answer. Held weakly: a reader that is gone costs nothing.
         """
-        self._readers[next(self._reader_ids)] = reader
+        if not callable(getattr(reader, "store_closing", None)):  # it raised AttributeError from close()
+            raise InvalidEvent("reader", "must have a store_closing() method, which the store calls before it closes; "
+                                         f"{type(reader).__name__} has none")
+        try:
+            self._readers[next(self._reader_ids)] = reader
+        except TypeError:  # no weak reference to it: a class with __slots__ and no __weakref__ among them
+            raise InvalidEvent("reader", f"is held weakly, and {type(reader).__name__} objects cannot be: give the class a "
+                                         "__weakref__ slot") from None
 
     def close(self) -> None:
         for reader in list(self._readers.values()):

@@ -126,6 +126,15 @@ MSG = "message.appended"
 HEADER = {"format": "threadlog-events", "version": 2}
 
 
+class Unweakable:
+    """A reader that has `store_closing` but no weak reference (slots without `__weakref__`)."""
+
+    __slots__ = ()
+
+    def store_closing(self) -> None:
+        pass
+
+
 def msg(role: str, content: Any, **meta: Any) -> dict[str, Any]:
     return {"type": MSG, "data": {"role": role, "content": content}, "meta": meta}
 
@@ -264,6 +273,15 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
      "extractor: returned int, not an extractor (a function of (stream_id, offset, type, data)"),
     ("rebuild-index-none", lambda s, i: s.rebuild_index(None), InvalidEvent, "extractor: must be a function"),
     ("rebuild-index-a-maker-of-none", lambda s, i: s.rebuild_index(lambda: None), InvalidEvent, "extractor: returned NoneType"),
+    # a reader without store_closing: TypeError (cannot create weak reference), or AttributeError at close
+    ("finish-before-close-an-object", lambda s, i: s.finish_before_close(object()), InvalidEvent,
+     "reader: must have a store_closing() method, which the store calls before it closes; object has none"),
+    ("finish-before-close-a-function", lambda s, i: s.finish_before_close(lambda: None), InvalidEvent,
+     "reader: must have a store_closing() method, which the store calls before it closes; function has none"),
+    ("finish-before-close-a-dict", lambda s, i: s.finish_before_close({"store_closing": print}), InvalidEvent,
+     "reader: must have a store_closing() method"),
+    ("finish-before-close-unweakable", lambda s, i: s.finish_before_close(Unweakable()), InvalidEvent,
+     "reader: is held weakly, and Unweakable objects cannot be: give the class a __weakref__ slot"),
     ("restore-many-lines-an-int", lambda s, i: s.restore_many([("a.jsonl", 5)]), InvalidEvent, "a.jsonl: lines: must be an export's lines"),
 ]
 
@@ -435,6 +453,7 @@ ODD_CALLS: dict[str, Callable[[Store, dict[str, str], Any], Any]] = {
     "count-each-type": lambda s, i, v: s.count_each([s.thread(i["fork"])], v),
     "update-index": lambda s, i, v: s.update_index(v),
     "rebuild-index": lambda s, i, v: s.rebuild_index(v),
+    "finish-before-close": lambda s, i, v: s.finish_before_close(v),
 }
 
 
