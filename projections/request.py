@@ -394,15 +394,32 @@ def _last_cacheable(messages: list[Json], among: set[int] | None, origins: dict[
 # -- bytes and digests -------------------------------------------------------------------------
 
 
+def _check_flag(name: str, value: Any) -> None:
+    """Refuse a flag that is not a bool: `stream="no"` would read as true."""
+    if not isinstance(value, bool):
+        raise InvalidEvent(name, f"must be True or False, not {shown(value)}")
+
+
 def request_body(kwargs: Json, stream: bool = False) -> bytes:
     """The HTTP body the SDK sends for `kwargs`: `create` for `stream=False`, the `stream`
     helper (which appends `"stream": true`) for `stream=True`."""
+    if not isinstance(kwargs, dict):  # request_body(5) gave b"5"
+        raise InvalidEvent("kwargs", f"must be a request's arguments (a dict, as anthropic_request gives them), not "
+                                     f"{type(kwargs).__name__}")
+    _check_flag("stream", stream)
     body = {**kwargs, "stream": True} if stream else kwargs
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as error:  # a set, NaN, a lone surrogate
+        raise InvalidEvent("kwargs", f"not a body JSON can hold ({error})") from None
+    except RecursionError:
+        raise InvalidEvent("kwargs", "nested too deeply to be JSON") from None
 
 
 def body_digest(body: bytes) -> str:
     """`sha256:<hex>` of a request body (the prefix names the hash, so it can change later)."""
+    if not isinstance(body, (bytes, bytearray, memoryview)):
+        raise InvalidEvent("body", f"must be a request body as bytes (request_body gives it), not {type(body).__name__}")
     return DIGEST_PREFIX + hashlib.sha256(body).hexdigest()
 
 
@@ -425,6 +442,7 @@ def validate_request(kwargs: Json, beta: bool = False) -> None:
     The SDK's TypedDicts declare lists as `Iterable`, which pydantic checks lazily; the
     content validator's drain consumes every such iterator, so nested blocks are checked too.
     """
+    _check_flag("beta", beta)  # a list was no key of the adapters' cache (TypeError), and "no" chose the beta one
     try:
         validated = _params_adapter(beta).validate_python(kwargs)
     except ValidationError as error:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventstore import InvalidEvent, Store
-from projections import anthropic_request, request_body, thread_state, validate_request
+from projections import anthropic_request, body_digest, request_body, thread_state, validate_request
 from projections.request import api_tool_id
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
@@ -63,6 +63,46 @@ def test_validation_is_the_sdks_and_checks_nested_blocks() -> None:
     nested = {**good, "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": [{"type": "text"}]}]}]}
     with pytest.raises(InvalidEvent, match="text"):
         validate_request(nested)
+
+
+GOOD = {"max_tokens": 5, "model": MODEL, "messages": [{"role": "user", "content": [text("hi")]}]}
+DEEP: dict[str, Any] = {}
+for _ in range(1200):
+    DEEP = {"a": DEEP}
+WRONG_KINDS: list[tuple[str, Any, str]] = [
+    # taken: request_body(5) gave b"5", and stream="no" streamed
+    ("body-of-an-int", lambda: request_body(5), "kwargs: must be a request's arguments (a dict, as anthropic_request gives them), not int"),
+    ("body-of-a-list", lambda: request_body([GOOD]), "kwargs: must be a request's arguments"),
+    ("body-stream-as-text", lambda: request_body(GOOD, "no"), "stream: must be True or False, not 'no'"),
+    # TypeError, ValueError, RecursionError from json
+    ("body-holding-a-set", lambda: request_body({**GOOD, "metadata": {"tags": {"a"}}}),
+     "kwargs: not a body JSON can hold (Object of type set is not JSON serializable)"),
+    ("body-holding-nan", lambda: request_body({**GOOD, "temperature": float("nan")}), "kwargs: not a body JSON can hold (Out of range float"),
+    ("body-holding-a-lone-surrogate", lambda: request_body({**GOOD, "model": "m\ud800"}), "kwargs: not a body JSON can hold"),
+    ("body-nested-too-deeply", lambda: request_body({**GOOD, "metadata": DEEP}), "kwargs: nested too deeply to be JSON"),
+    # TypeError from hashlib
+    ("digest-of-text", lambda: body_digest('{"a":1}'), "body: must be a request body as bytes (request_body gives it), not str"),
+    ("digest-of-none", lambda: body_digest(None), "body: must be a request body as bytes"),
+    # TypeError from the adapter's cache (unhashable), or taken as true
+    ("validate-beta-a-list", lambda: validate_request(GOOD, [[1]]), "beta: must be True or False, not [[1]]"),
+    ("validate-beta-a-dict", lambda: validate_request(GOOD, {}), "beta: must be True or False, not {}"),
+    ("validate-beta-as-text", lambda: validate_request(GOOD, "no"), "beta: must be True or False, not 'no'"),
+]
+
+
+@pytest.mark.parametrize(("call", "says"), [c[1:] for c in WRONG_KINDS], ids=[c[0] for c in WRONG_KINDS])
+def test_the_pure_functions_refuse_arguments_of_the_wrong_kind_by_name(call: Any, says: str) -> None:
+    with pytest.raises(InvalidEvent) as caught:
+        call()
+    assert str(caught.value).startswith(says), str(caught.value)
+    assert len(str(caught.value)) < 300
+
+
+def test_the_pure_functions_take_what_they_document() -> None:
+    body = request_body(GOOD)
+    assert json.loads(request_body(GOOD, True)) == {**GOOD, "stream": True}
+    assert body_digest(body) == body_digest(bytearray(body)) and body_digest(body).startswith("sha256:")
+    validate_request(GOOD, True)
 
 
 def test_the_view_is_made_api_valid(mem: Store) -> None:
