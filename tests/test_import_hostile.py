@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from threadlog import InvalidEvent, Store, import_claude_code, import_event_files, import_pi
+from threadlog import InvalidEvent, Store, export_all, import_claude_code, import_event_files, import_pi
 from threadlog.cli import cli
+from threadlog.export import dump_lines
 from threadlog.importers.follow import follow_claude_code
 from tests.backends import file_dump
 
@@ -115,6 +116,80 @@ def test_one_path_given_as_a_string_is_refused_not_read_a_character_at_a_time(
     before = file_dump(db)
     with Store(db) as store, pytest.raises(InvalidEvent, match=r"^paths: must be a list of paths, not str; pass \[path\] for one$"):
         importer(store, "ss")
+    assert file_dump(db) == before
+
+
+# -- paths that name no file, or a directory where a file belongs -----------------------------
+
+PI_SESSION = FIXTURES / "pi" / "large-session-head.jsonl"
+
+
+def an_export(tmp_path: Path) -> Path:
+    """An export of a thread the seeded database does not hold: restoring it writes."""
+    with Store(tmp_path / "other.db") as other:
+        other.append_message(other.create_thread(title="other"), "user", "hello")
+        path = tmp_path / "other.jsonl"
+        path.write_text("".join(dump_lines(export_all(other))), encoding="utf-8")
+    return path
+
+
+def follow_once(store: Store, paths: Any) -> Any:
+    polls = iter([False])
+    return follow_claude_code(store, paths, interval=0, settle=0, stop=lambda: next(polls, True))
+
+
+IMPORTERS: dict[str, tuple[Any, Any, str]] = {  # importer, a file it reads, what the refusal asks for
+    "claude-code": (import_claude_code, lambda tmp: SESSION, "name Claude Code session files (.jsonl) or directories of them"),
+    "pi": (import_pi, lambda tmp: PI_SESSION, "name pi session files (.jsonl) or directories of them"),
+    "events": (import_event_files, an_export, "name files `threadlog export` wrote"),
+    "follow": (follow_once, lambda tmp: SESSION, "name Claude Code session files (.jsonl) or directories of them"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(IMPORTERS))
+@pytest.mark.parametrize("missing", ["nope.jsonl", "gone/nope.jsonl", "file.jsonl/nope.jsonl"])
+def test_a_path_that_names_nothing_is_refused_by_name(seeded: Path, tmp_path: Path, kind: str, missing: str) -> None:
+    """A missing path raised FileNotFoundError (claude-code, pi, events), NotADirectoryError (a
+    path through a file, events), or was waited for without a word (follow): after the files
+    before it were read, and for events written, in the transaction the error undid."""
+    importer, readable, asks = IMPORTERS[kind]
+    db = fresh(seeded, tmp_path)
+    (tmp_path / "file.jsonl").write_bytes(b"")
+    path = tmp_path / missing
+    before = file_dump(db)
+    with Store(db) as store, pytest.raises(InvalidEvent) as caught:
+        importer(store, [readable(tmp_path), path])
+    print(f"\n{kind}: {caught.value}")
+    assert str(caught.value) == f"paths[1]: no such file or directory: {path}; {asks}"
+    assert file_dump(db) == before, "a refused import changed the database"
+
+
+def test_a_directory_given_for_an_export_is_refused_by_name(seeded: Path, tmp_path: Path) -> None:
+    """It raised IsADirectoryError, after the exports before it were restored (and undone)."""
+    db = fresh(seeded, tmp_path)
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    before = file_dump(db)
+    with Store(db) as store, pytest.raises(InvalidEvent) as caught:
+        import_event_files(store, [an_export(tmp_path), folder])
+    assert str(caught.value) == f"paths[1]: {folder} is a directory; name files `threadlog export` wrote"
+    assert file_dump(db) == before, "a refused import changed the database"
+
+
+def test_the_cli_names_a_missing_default_folder_as_a_usage_error(seeded: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`import claude-code` with no PATHS reads ~/.claude/projects; where there is none it said
+    `error: No such file or directory` (and --follow waited for it without a word)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    db = fresh(seeded, tmp_path)
+    before = file_dump(db)
+    for follow in ([], ["--follow"]):
+        result = CliRunner().invoke(cli, ["--db", str(db), "import", "claude-code", *follow])
+        assert result.exit_code == 2 and result.stdout == "", result.output
+        assert "Traceback" not in result.stderr
+        assert [line for line in result.stderr.splitlines() if line.startswith("Error: ")] == [
+            f"Error: no PATHS given, and {tmp_path}/.claude/projects, where Claude Code keeps its sessions, does not "
+            "exist: name the session files or directories to import"], result.stderr
     assert file_dump(db) == before
 
 

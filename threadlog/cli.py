@@ -1104,6 +1104,9 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
     A session changed in the last 10 minutes may still be written: what it does not show
     complete yet (a last response, a running sub-agent) is left for a later import."""
     sources = list(paths) or [str(Path.home() / ".claude" / "projects")]
+    if not paths and not os.path.exists(sources[0]):  # (PATHS given are checked by click)
+        raise click.UsageError(f"no PATHS given, and {sources[0]}, where Claude Code keeps its sessions, does not exist: "
+                               "name the session files or directories to import")
     if follow:
         def report(summary: ImportSummary) -> None:
             click.echo(json.dumps(summary.to_json()) if as_json else f"+{summary.added} event(s) ({summary.files} file(s))")

@@ -41,7 +41,7 @@ from eventstore import InvalidEvent, Store, ThreadNotFound
 from eventstore.content import validate_block
 from eventstore.events import is_time
 
-from .lines import BadLine, Line, Seen, is_text, read_lines, source_paths, text_name
+from .lines import BadLine, Line, Seen, existing_paths, is_text, read_lines, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -769,14 +769,18 @@ def _first_record(path: Path) -> dict[str, Any]:
     return {}
 
 
+# What a refusal of a path that names nothing asks for instead.
+ASKS = "name Claude Code session files (.jsonl) or directories of them"
+
+
 def discover(paths: Iterable[str | Path]) -> list[Session]:
     """Session files under `paths` (files, or directories searched recursively), with the
     sub-agent files that belong to each."""
     files: list[Path] = []
-    for path in source_paths(paths):
+    for path in existing_paths(paths, ASKS):
         if path.is_dir():
             files.extend(sorted(p for p in path.rglob("*.jsonl") if p.is_file()))
-        elif path.exists():
+        else:
             files.append(path)
             subagents = path.with_suffix("") / "subagents"  # 2.1.x: the session's sub-agents
             if not _is_agent(path) and subagents.is_dir():
@@ -784,8 +788,6 @@ def discover(paths: Iterable[str | Path]) -> list[Session]:
             if not _is_agent(path):  # ≤ 2.0.x: beside it, naming it by the lines' sessionId
                 files.extend(sorted(p for p in path.parent.glob("agent-*.jsonl")
                                     if p.is_file() and _first_record(p).get("sessionId") == path.stem))
-        else:
-            raise FileNotFoundError(2, "No such file or directory", str(path))
     files = [text_name(path, ids=True) for path in files]
     sessions: dict[Path, Session] = {}
     loose: list[Path] = []

@@ -15,7 +15,7 @@ from typing import Any
 from eventstore import InvalidEvent, RestoreReport, Store
 from eventstore.prepare import MAX_EVENT_BYTES
 
-from .lines import source_paths
+from .lines import existing_paths
 
 
 # The longest line an export holds: one event, its data and its meta at most 32 MiB of JSON each,
@@ -48,4 +48,5 @@ def import_events(store: Store, path: str | Path) -> RestoreReport:
 def import_event_files(store: Store, paths: Iterable[str | Path]) -> list[RestoreReport]:
     """Restore export files into `store` in order, in one transaction: all of them, or, when
     any is refused, none (an error names its file and line)."""
-    return store.restore_many((str(path), _lines(path)) for path in source_paths(paths))
+    files = existing_paths(paths, "name files `threadlog export` wrote", directories=False)  # all, before any is read
+    return store.restore_many((str(path), _lines(path)) for path in files)

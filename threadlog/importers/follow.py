@@ -18,8 +18,8 @@ from pathlib import Path
 
 from eventstore import Store
 
-from .claude_code import Session, discover, import_sessions
-from .lines import source_paths
+from .claude_code import ASKS, Session, discover, import_sessions
+from .lines import existing_paths
 from .summary import ImportSummary
 
 
@@ -37,7 +37,9 @@ def follow_claude_code(
 
     `on_import` gets the summary of each poll that added events. Returns the total.
     """
-    sources = source_paths(paths)  # one path as a string was read a character at a time: "/" searched everything
+    # One path as a string was read a character at a time ("/" searched everything), and one that
+    # names nothing was waited for without a word; a path that goes away later is skipped until it is back.
+    sources = existing_paths(paths, ASKS)
     total = ImportSummary()
     seen: dict[Path, tuple[tuple[int, int], ...]] = {}
     quiet_since: dict[Path, float] = {}

@@ -53,6 +53,19 @@ def source_paths(paths: Any) -> list[Path]:
     return [Path(item) for item in items]
 
 
+def existing_paths(paths: Any, asks: str, *, directories: bool = True) -> list[Path]:
+    """`source_paths`, each refused unless it names a file or (with `directories`) a directory:
+    a missing one raised FileNotFoundError or NotADirectoryError, and a directory where a file
+    belongs IsADirectoryError, from deep in the import. `asks` says what to name instead."""
+    sources = source_paths(paths)
+    for index, path in enumerate(sources):
+        if not path.exists():
+            raise InvalidEvent(f"paths[{index}]", f"no such file or directory: {path}; {asks}")
+        if not directories and path.is_dir():
+            raise InvalidEvent(f"paths[{index}]", f"{path} is a directory; {asks}")
+    return sources
+
+
 def text_name(path: Path, ids: bool = False) -> Path:
     """`path`, refused unless its name is UTF-8 text: thread ids, event ids and each event's
     source are made from it, and a Linux file name may hold bytes no text decodes to. With
