@@ -30,7 +30,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator
 from typing_extensions import is_typeddict
 
-from .errors import InvalidEvent
+from .errors import InvalidEvent, key_not_text
 
 
 def block_type_name(typed_dict: Any) -> str | None:
@@ -108,20 +108,21 @@ def _drain(value: Any, path: str) -> None:
             try:
                 item = list(item)
             except ValidationError as error:
-                raise _first_error(error, where) from None
+                raise first_error(error, where) from None
             value[key] = item
         _drain(item, where)
 
 
-def _first_error(error: ValidationError, field: str) -> InvalidEvent:
-    """The first error, its path without the union member names pydantic puts in it."""
+def first_error(error: ValidationError, field: str) -> InvalidEvent:
+    """The first error, its path without the union member names pydantic puts in it; a key that
+    is not text names the object holding it (pydantic's path goes on to the key)."""
     first = error.errors()[0]
-    loc = "".join(
-        f"[{part}]" if isinstance(part, int) else f".{part}"
-        for part in first["loc"]
-        if not (isinstance(part, str) and part.endswith("Param"))
-    )
-    return InvalidEvent(f"{field}{loc}", first["msg"])
+    parts = [part for part in first["loc"] if not (isinstance(part, str) and part.endswith("Param"))]
+    keyed = first["type"] == "invalid_key" or (parts[-1:] == ["[key]"] and first["type"] == "string_type")
+    if keyed:
+        del parts[-1 if first["type"] == "invalid_key" else -2:]
+    loc = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts)
+    return key_not_text(f"{field}{loc}", first["input"]) if keyed else InvalidEvent(f"{field}{loc}", first["msg"])
 
 
 def validate_block(block: Any, field: str, strict: bool = True) -> None:
@@ -149,7 +150,7 @@ def validate_with(validator: SchemaValidator | TypeAdapter[Any], block: dict[str
     try:
         validated = validator.validate_python(block, strict=strict)
     except ValidationError as error:
-        raise _first_error(error, field) from None
+        raise first_error(error, field) from None
     _drain(validated, field)
 
 
@@ -187,7 +188,7 @@ def validate_thinking(value: Any, field: str) -> None:
     try:
         validator.validate_python(value, strict=True)
     except ValidationError as error:
-        raise _first_error(error, field) from None
+        raise first_error(error, field) from None
     budget = value.get("budget_tokens")
     if budget is not None and budget < MIN_THINKING_BUDGET:
         raise InvalidEvent(f"{field}.budget_tokens", f"must be at least {MIN_THINKING_BUDGET:,} (the API's least), not {budget}")

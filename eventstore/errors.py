@@ -23,6 +23,13 @@ def shown(value: Any) -> str:
     return _SHOWN.repr(value)
 
 
+def key_not_text(field: str, key: Any) -> InvalidEvent:
+    """The refusal of an object (at `field`) holding a key that is not text (canonical JSON
+    sorts keys, and Python's own words for 2 beside "a" were "'<' not supported between
+    instances of 'int' and 'str'")."""
+    return InvalidEvent(field, f"the key {shown(key)} is {type(key).__name__}, not text: JSON object keys must be text")
+
+
 class StoreError(Exception):
     """Base class of every error threadlog raises on purpose."""
 

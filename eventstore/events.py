@@ -13,8 +13,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from .content import normalize_content, validate_thinking
-from .errors import InvalidEvent
+from .content import first_error, normalize_content, validate_thinking
+from .errors import InvalidEvent, key_not_text
 
 Json = dict[str, Any]
 
@@ -433,10 +433,51 @@ def too_deep(value: Any, field: str) -> InvalidEvent:
     return InvalidEvent(field, f"JSON nested too deeply; an event holds at most {MAX_DEPTH} levels")
 
 
-def _error_field(error: ValidationError, prefix: str) -> InvalidEvent:
-    first = error.errors()[0]
-    loc = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"])
-    return InvalidEvent(f"{prefix}{loc}", first["msg"])
+def _path(field: str, key: Any) -> str:
+    """Where the value at `key` of the container at `field` sits (check_depth's spelling)."""
+    return f"{field}[{key}]" if isinstance(key, int) else f"{field}.{key}" if field else str(key)
+
+
+_NO_KEY = object()
+
+
+def _unwritable_key(node: dict[Any, Any]) -> Any:
+    """A key of `node` canonical JSON cannot write (`_NO_KEY` if none): one of a kind JSON has no
+    key for, or one that cannot be sorted with the others (2 beside "a")."""
+    for key in node:
+        if key is not None and not isinstance(key, (str, int, float)):
+            return key
+    try:
+        sorted(node)
+    except TypeError:
+        return next(key for key in node if not isinstance(key, str))
+    return _NO_KEY
+
+
+def unwritable_key(value: Any, field: str) -> InvalidEvent | None:
+    """The refusal of the first object in `value` (at `field`) whose keys canonical JSON cannot
+    write, named by its path; None if there is none. Walked only once encoding already failed
+    with a TypeError: the path costs nothing on the way of an event that encodes."""
+    todo: list[tuple[Any, str]] = [(value, field)]
+    seen: set[int] = set()
+    while todo:
+        node, where = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict):
+            key = _unwritable_key(node)
+            if key is not _NO_KEY:
+                return key_not_text(where, key)
+            children: list[tuple[Any, Any]] = list(node.items())
+        elif isinstance(node, (list, tuple)):
+            children = list(enumerate(node))
+        else:
+            continue
+        for key, child in reversed(children):  # the first in order is taken first
+            if isinstance(child, (dict, list, tuple)):
+                todo.append((child, _path(where, key)))
+    return None
 
 
 def parse(event: Any, field: str = "event", restoring: bool = False) -> tuple[str, Json, Json]:
@@ -470,7 +511,7 @@ def parse(event: Any, field: str = "event", restoring: bool = False) -> tuple[st
     try:
         validated = model.model_validate(data, context={"restoring": restoring})
     except ValidationError as error:
-        raise _error_field(error, f"{field}.data") from None
+        raise first_error(error, f"{field}.data") from None
     except RecursionError:  # content validation walks the blocks recursively
         raise too_deep(data, f"{field}.data") from None
     except InvalidEvent as error:  # raised by a field validator (content blocks)
@@ -478,5 +519,5 @@ def parse(event: Any, field: str = "event", restoring: bool = False) -> tuple[st
     try:
         meta = meta_in if isinstance(meta_in, Meta) else Meta.model_validate(meta_in, context={"restoring": restoring})
     except ValidationError as error:
-        raise _error_field(error, f"{field}.meta") from None
+        raise first_error(error, f"{field}.meta") from None
     return type_, validated.model_dump(exclude_none=True), meta.model_dump(exclude_none=True)

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from . import integrity
 from .ids import event_id as new_event_id
 from .errors import InvalidEvent, shown
-from .events import CATALOGUE, MAX_DEPTH, MessageAppended, check_depth, parse, too_deep
+from .events import CATALOGUE, MAX_DEPTH, MessageAppended, check_depth, parse, too_deep, unwritable_key
 from .recorded import make_tuple
 
 # The largest event payload (canonical JSON, in bytes) an append accepts. Nothing bigger
@@ -42,6 +42,14 @@ def check_id(field: str, value: Any) -> str:
     if bad is not None:
         raise InvalidEvent(field, f"holds the control character {bad.group()!r} at index {bad.start()}; ids must be printable text")
     return value
+
+
+def not_json(value: Any, field: str, error: ValueError | TypeError) -> InvalidEvent:
+    """The refusal of `value` (at `field`), which canonical JSON could not encode (`error`): a
+    key that is not text is named by its path (Python's own words were "'<' not supported
+    between instances of 'int' and 'str'", canonical JSON sorting the keys)."""
+    keyed = unwritable_key(value, field) if isinstance(error, TypeError) else None
+    return keyed or InvalidEvent(field, f"not storable as UTF-8 JSON ({error})")
 
 
 def check_encodable(field: str, name: str) -> None:
@@ -185,7 +193,7 @@ def prepare(event: Any, field: str | int, event_id: str | None = None, restoring
         data_json = integrity.canonical(data)
         data_digest = integrity.digest(data_json)
     except (ValueError, TypeError) as error:  # NaN, lone surrogates, non-JSON values
-        raise InvalidEvent(f"{field}.data", f"not storable as UTF-8 JSON ({error})") from None
+        raise not_json(data, f"{field}.data", error) from None
     except RecursionError:
         raise too_deep(data, f"{field}.data") from None
     # Nesting: JSON n levels deep holds at least n brackets, so counting them (in C) spares
@@ -197,7 +205,7 @@ def prepare(event: Any, field: str | int, event_id: str | None = None, restoring
         meta_json = integrity.canonical(meta)
         meta_json.encode("utf-8")  # the hash and the insert need UTF-8: a lone surrogate cannot be
     except (ValueError, TypeError) as error:
-        raise InvalidEvent(f"{field}.meta", f"not storable as UTF-8 JSON ({error})") from None
+        raise not_json(meta, f"{field}.meta", error) from None
     _check_size(data_json, field)
     if len(meta_json) > MAX_EVENT_BYTES // 4 and not restoring and (size := len(meta_json.encode("utf-8"))) > MAX_EVENT_BYTES:
         # Its export line must stay one an import reads (`importers/events.py`'s line limit).

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from . import forks, integrity, restore, textindex
 from .backend import AppendAtHead, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, StaleSnapshot, StoreError, ThreadNotFound, shown
-from .events import EventRedacted, MessageAppended, ThreadCreated
+from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
 from .facts import Facts, advance, after_fork
 from .head import Head
 from .collector import paused
@@ -852,7 +852,8 @@ class Store:
             text = integrity.snapshot_json(state)
             text.encode("utf-8")
         except (ValueError, TypeError, RecursionError) as error:
-            raise InvalidEvent("state", f"a snapshot must be JSON: keys of text, no NaN or infinities ({error})") from None
+            keyed = unwritable_key(state, "state") if isinstance(error, TypeError) else None
+            raise keyed or InvalidEvent("state", f"a snapshot must be JSON: keys of text, no NaN or infinities ({error})") from None
         with self.backend.transaction():
             ancestry = self.ancestry(thread)
             head = ancestry[0].head

@@ -282,6 +282,25 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
      "reader: must have a store_closing() method"),
     ("finish-before-close-unweakable", lambda s, i: s.finish_before_close(Unweakable()), InvalidEvent,
      "reader: is held weakly, and Unweakable objects cannot be: give the class a __weakref__ slot"),
+    # keys of several kinds in one object: Python's "'<' not supported between instances of 'int'
+    # and 'str'" (canonical JSON sorts keys) as the reason, naming no place below the data
+    ("mixed-keys-in-message-data", lambda s, i: s.append(i["t"], [{"type": MSG, "data": {"role": "user", "content": "hi", 1: "x"}}]),
+     InvalidEvent, "events[0].data: the key 1 is int, not text: JSON object keys must be text"),
+    ("mixed-keys-in-a-tool-input", lambda s, i: s.append_message(i["t"], "assistant", [
+        {"type": "tool_use", "id": "toolu_k", "name": "n", "input": {"a": [{"b": 1}, {"b": 1, 2: 3}]}}]), InvalidEvent,
+     "events[0].data.content[0].input.a[1]: the key 2 is int, not text: JSON object keys must be text"),
+    ("a-key-of-another-kind-in-a-tool-input", lambda s, i: s.append_message(i["t"], "assistant", [
+        {"type": "tool_use", "id": "toolu_k", "name": "n", "input": {1: "a", "b": 2}}]), InvalidEvent,
+     "events[0].data.content[0].input: the key 1 is int, not text: JSON object keys must be text"),
+    ("mixed-keys-in-a-patch", lambda s, i: s.append(i["t"], [{"type": "metadata.set", "data": {"patch": {"x": 1, 2: 3}}}]),
+     InvalidEvent, "events[0].data.patch: the key 2 is int, not text"),
+    ("mixed-keys-in-a-payload", lambda s, i: s.append(i["t"], [{"type": "interrupt.raised", "data": {
+        "interrupt_id": "q", "payload": {"x": 1, None: 2}}}]), InvalidEvent, "events[0].data.payload: the key None is NoneType, not text"),
+    ("mixed-keys-in-meta", lambda s, i: s.append(i["t"], [{"type": "title.set", "data": {"title": "x"}, "meta": {
+        "source": {"tool": "pi", "file": "f", "flags": {"a": {"b": 1, (1, 2): 3}}}}}]), InvalidEvent,
+     "events[0].meta.source.flags.a: the key (1, 2) is tuple, not text"),
+    ("mixed-keys-in-a-snapshot", lambda s, i: s.save_snapshot("state", 1, i["t"], 1, {"a": {"b": 1, 2: 3}}), InvalidEvent,
+     "state.a: the key 2 is int, not text: JSON object keys must be text"),
     ("restore-many-lines-an-int", lambda s, i: s.restore_many([("a.jsonl", 5)]), InvalidEvent, "a.jsonl: lines: must be an export's lines"),
 ]
 
