@@ -29,7 +29,8 @@ from .forks import chained_to
 from .head import Head
 from . import integrity
 from .integrity import HASH_TAG
-from .prepare import PreparedEvent, check_id, prepare
+from .events import too_deep
+from .prepare import PreparedEvent, check_id, not_json, prepare
 from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row, short
 from .skeleton import skeleton_of
@@ -88,6 +89,17 @@ class _Run:
     stamps: list[str] = field(default_factory=list)
     lines: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (line number, exported event)
     legacy: list[bool] = field(default_factory=list)  # hashed by the first layout, which covers the position
+
+
+def _json(where: str, value: Any) -> str:
+    """Canonical JSON of what a line holds, refused by line where it is none: NaN (which a JSON
+    file may spell, and `json` reads), a key that is not text (lines given parsed), too deep."""
+    try:
+        return integrity.canonical(value)
+    except (ValueError, TypeError) as error:
+        raise not_json(value, where, error) from None
+    except RecursionError:
+        raise too_deep(value, where) from None
 
 
 class _Restore:
@@ -211,7 +223,7 @@ class _Restore:
             stub = self.stub(where, event)
             skeleton = event["data"]
             return stub._replace(type=event["type"], schema_version=event["schema_version"], data=skeleton,
-                                 data_json=integrity.canonical(skeleton), data_digest=event["data_digest"])
+                                 data_json=_json(f"{where}.data", skeleton), data_digest=event["data_digest"])
         prepared = prepare({"type": event["type"], "data": event["data"], "meta": event["meta"]}, where, event["event_id"],
                            restoring=True)
         if event["schema_version"] != prepared.schema_version:
@@ -296,7 +308,7 @@ class _Restore:
         line says other than the stored event: its hash was kept while what it covers was
         changed, which a restore into another database refuses by recomputing the hash."""
         stored = from_row(row)
-        meta_json, stored_meta = integrity.canonical(event["meta"]), integrity.canonical(stored.meta)
+        meta_json, stored_meta = _json(f"{where}.meta", event["meta"]), integrity.canonical(stored.meta)
         if meta_json != stored_meta:  # as a restore elsewhere stores it (a null actor is dropped)
             meta_json = self.stub(where, event).meta_json
         said = (event["type"], event["schema_version"], meta_json, event["recorded_at"])
@@ -309,7 +321,7 @@ class _Restore:
             except (ValueError, TypeError, RecursionError):
                 same = False
         else:  # a skeleton: the stored one's, or the one `erase_stored` checks a redaction leaves
-            same = not stored.redacted or integrity.canonical(event["data"]) == integrity.canonical(stored.data)
+            same = not stored.redacted or _json(f"{where}.data", event["data"]) == integrity.canonical(stored.data)
         if not same or event["data_digest"] != stored.data_digest:
             raise InvalidEvent(f"{where}.data", f"is not the payload this database stores as {event['event_id']!r} at "
                                f"position {row.position}, under the same hash: the export was altered")
@@ -324,7 +336,7 @@ class _Restore:
                                f"and this database stores it at position {row.position}: a redaction names positions, so "
                                "it can only be carried over where they were kept")
         skeleton, _ = skeleton_of(row.type, row.data)
-        if integrity.canonical(event["data"]) != skeleton:
+        if _json(f"{where}.data", event["data"]) != skeleton:
             raise InvalidEvent(f"{where}.data", "is not what a redaction of the event this database stores leaves of it: "
                                "the export was altered")
         self.erasing[row.position] = (skeleton, row.stream_id)

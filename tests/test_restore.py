@@ -23,6 +23,7 @@ from threadlog.export import dump_lines
 from tests.backends import BACKENDS, BackendCase, counting_ancestry
 
 THREADLOG = str(Path(sys.executable).parent / "threadlog")
+MSG = "message.appended"
 
 
 def build(store: Store) -> dict[str, str]:
@@ -786,3 +787,53 @@ def test_a_line_whose_meta_a_restore_would_store_the_same_is_present(tmp_path: P
         lines = list(export_all(a))
         next(line["event"] for line in lines if "event" in line and line["event"]["type"] == "message.appended")["meta"]["actor"] = None
         assert import_events(a, write(tmp_path / "x.jsonl", lines)).present == 2
+
+
+@pytest.mark.parametrize("where", ["new-database", "holding-it-unredacted"])
+@pytest.mark.parametrize("skeleton", ["nan", "mixed-keys"])
+def test_a_redacted_line_whose_skeleton_is_no_json_is_refused_by_line(tmp_path: Path, where: str, skeleton: str) -> None:
+    """A skeleton holding NaN (which a JSON file may spell, and `json` reads) raised ValueError
+    ("Out of range float values are not JSON compliant"), and one holding keys of several kinds
+    (given to `restore` as parsed lines) TypeError, from canonical JSON: where the event is new,
+    and where it is stored unredacted (the redaction carried over)."""
+    import shutil
+
+    with Store(tmp_path / "a.db") as a:
+        leak = a.append_message(a.create_thread(), "user", "my card is 4111")
+    shutil.copy(tmp_path / "a.db", tmp_path / "origin.db")
+    with Store(tmp_path / "a.db") as a:
+        a.redact(leak.position, reason="card", actor="ops")
+        lines = list(export_all(a))
+    number, line = next((n, line["event"]) for n, line in enumerate(lines, 1) if "event" in line and line["event"]["redacted"])
+    if skeleton == "nan":
+        line["data"]["content"][0]["text"] = float("nan")
+        says = f"line {number}.event.data: not storable as UTF-8 JSON (Out of range float values are not JSON compliant"
+    else:
+        line["data"]["content"][0][1] = "x"
+        says = f"line {number}.event.data.content[0]: the key 1 is int, not text: JSON object keys must be text"
+    db = tmp_path / ("b.db" if where == "new-database" else "origin.db")
+    Store(db).close()
+    before = sha(db)
+    with Store(db) as b, pytest.raises(InvalidEvent) as caught:
+        b.restore(enumerate(lines, 1))
+    assert str(caught.value).startswith(says), str(caught.value)
+    assert sha(db) == before
+    if skeleton == "nan":  # the same, read from a file
+        with Store(db) as b, pytest.raises(InvalidEvent) as caught:
+            import_events(b, write(tmp_path / "nan.jsonl", lines))
+        assert str(caught.value).startswith(f"{tmp_path / 'nan.jsonl'}: {says}"), str(caught.value)
+        assert sha(db) == before
+
+
+def test_a_line_of_a_stored_event_whose_meta_is_no_json_is_refused_by_line(tmp_path: Path) -> None:
+    """Its meta, compared with the stored event's, raised ValueError from canonical JSON (NaN)."""
+    with Store(tmp_path / "a.db") as a:
+        a.append_message(a.create_thread(), "user", "hi")
+        lines = list(export_all(a))
+    number, line = next((n, line["event"]) for n, line in enumerate(lines, 1) if "event" in line and line["event"]["type"] == MSG)
+    line["meta"]["actor"] = float("nan")
+    before = sha(tmp_path / "a.db")
+    with Store(tmp_path / "a.db") as a, pytest.raises(InvalidEvent) as caught:
+        import_events(a, write(tmp_path / "x.jsonl", lines))
+    assert f"line {number}.event.meta: not storable as UTF-8 JSON (Out of range float" in str(caught.value)
+    assert sha(tmp_path / "a.db") == before
