@@ -11,12 +11,15 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, ValidationInfo, field_validator
 
 from .content import first_error, normalize_content, validate_thinking
 from .errors import InvalidEvent, key_not_text
 
-Json = dict[str, Any]
+# Text in events is `str` and nothing else: pydantic's lax mode decoded bytes given for it (a
+# title of b"x" was stored as "x"), where any other value of the wrong kind is refused.
+Text = Annotated[str, Strict()]
+Json = dict[Text, Any]
 
 
 def _thinking(value: Json) -> Json:
@@ -54,18 +57,18 @@ class Source(_Model):
     """
 
     tool: Literal["claude-code", "pi"]
-    file: str = Field(description="the session file, as named when it was imported")
+    file: Text = Field(description="the session file, as named when it was imported")
     line: int | None = Field(default=None, ge=1, description="1-based line number of the first line")
-    uuid: str | None = None
-    parentUuid: str | None = None  # noqa: N815 - the source format's name
-    timestamp: str | None = None
-    uuids: list[str] | None = Field(default=None, description="the other lines merged into this event")
-    flags: dict[str, Any] | None = Field(
+    uuid: Text | None = None
+    parentUuid: Text | None = None  # noqa: N815 - the source format's name
+    timestamp: Text | None = None
+    uuids: list[Text] | None = Field(default=None, description="the other lines merged into this event")
+    flags: dict[Text, Any] | None = Field(
         default=None,
         description="the lines' own flags (isMeta, isCompactSummary, isSidechain, agentId, …) and "
         "`injected`: text the tool put in the user's turn, not typed by the user",
     )
-    tool_use_results: dict[str, Any] | None = Field(
+    tool_use_results: dict[Text, Any] | None = Field(
         default=None, description="the tool-specific result the source kept beside each tool_result, by tool_use_id"
     )
 class SentRequest(_Model):
@@ -76,15 +79,15 @@ class SentRequest(_Model):
     model=..., max_tokens=...)` can rebuild that body from the log and prove it unchanged.
     """
 
-    id: str | None = Field(default=None, description="the API's request id (`request-id` header)")
-    digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
-    model: str
+    id: Text | None = Field(default=None, description="the API's request id (`request-id` header)")
+    digest: Annotated[Text, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+    model: Text
     max_tokens: int = Field(ge=1)
     stream: bool = False
     retrieval: Literal["per_turn", "first_turn", "off"] | None = Field(
         default=None, description="a note fork's retrieval mode, when the turn overrode the recorded one"
     )
-    extra_tools: list[dict[str, Any]] | None = Field(
+    extra_tools: list[dict[Text, Any]] | None = Field(
         default=None, description="tool definitions sent after the thread's own (e.g. the transcript tools)"
     )
 
@@ -103,12 +106,12 @@ def is_time(value: Any) -> bool:
 class Meta(_Model):
     """Who and why: carried beside `data`, covered by the hash chain like the data."""
 
-    event_id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    actor: str | None = None
+    event_id: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+    actor: Text | None = None
     origin: Literal["live", "primed", "imported"] | None = None
-    causation_id: str | None = None
-    correlation_id: str | None = None
-    occurred_at: str | None = Field(
+    causation_id: Text | None = None
+    correlation_id: Text | None = None
+    occurred_at: Text | None = Field(
         default=None, description="when it happened at the source, for imported events"
     )
     source: Source | None = Field(default=None, description="the source line(s) of an imported event")
@@ -133,16 +136,16 @@ def _restoring(info: ValidationInfo) -> bool:
 
 
 class Todo(_Model):
-    content: str
+    content: Text
     status: Literal["pending", "in_progress", "completed"] | None = None
-    id: str | None = None
+    id: Text | None = None
 
 
 class ThreadCreated(EventData):
     type: ClassVar[str] = "thread.created"
-    title: str | None = None
-    system: str | list[Json] | None = None
-    model: str | None = None
+    title: Text | None = None
+    system: Text | list[Json] | None = None
+    model: Text | None = None
     tools: list[Json] | None = None
     metadata: Json | None = None
     thinking: Thinking | None = Field(
@@ -155,9 +158,9 @@ class MessageAppended(EventData):
     type: ClassVar[str] = "message.appended"
     role: Literal["user", "assistant"]
     content: list[Json] = Field(description="Anthropic content blocks; a string becomes one text block")
-    message_id: str | None = None
-    model: str | None = None
-    stop_reason: str | None = None
+    message_id: Text | None = None
+    model: Text | None = None
+    stop_reason: Text | None = None
     usage: Json | None = None
     item: Json | None = Field(
         default=None,
@@ -173,38 +176,38 @@ class MessageAppended(EventData):
 
 class RunStarted(EventData):
     type: ClassVar[str] = "run.started"
-    run_id: str
+    run_id: Text
 
 
 class RunFinished(EventData):
     type: ClassVar[str] = "run.finished"
-    run_id: str
+    run_id: Text
     status: Literal["ok", "error", "cancelled"]
-    error: str | None = None
+    error: Text | None = None
 
 
 class InterruptRaised(EventData):
     type: ClassVar[str] = "interrupt.raised"
-    interrupt_id: str
-    tool_use_id: str | None = None
-    question: str | None = None
+    interrupt_id: Text
+    tool_use_id: Text | None = None
+    question: Text | None = None
     payload: Any = None
 
 
 class InterruptResolved(EventData):
     type: ClassVar[str] = "interrupt.resolved"
-    interrupt_id: str
+    interrupt_id: Text
     answer: Any = None
 
 
 class InterruptCancelled(EventData):
     type: ClassVar[str] = "interrupt.cancelled"
-    interrupt_id: str
-    reason: str
+    interrupt_id: Text
+    reason: Text
 
 
 class KeepKeys(_Model):
-    keep: list[str]
+    keep: list[Text]
 
 
 class ForkConfig(_Model):
@@ -212,8 +215,8 @@ class ForkConfig(_Model):
     others are inherited (or, with `blank`, start empty)."""
 
     blank: bool | None = Field(default=None, description="start with no system prompt, model, tools or thinking of the parent's")
-    system: str | list[Json] | None = None
-    model: str | None = None
+    system: Text | list[Json] | None = None
+    model: Text | None = None
     tools: list[Json] | None = None
     thinking: Thinking | None = None
 
@@ -228,8 +231,8 @@ class ForkOptions(_Model):
     # (an imported branch that ran the tools again).
     unanswered: Literal["refuse", "drop", "keep"] = "refuse"
     kind: Literal["fork", "subagent"] = "fork"
-    directive: str | None = None
-    transcript: str | None = Field(
+    directive: Text | None = None
+    transcript: Text | None = Field(
         default=None, description="where the parent's transcript lives, named by the fork note"
     )
     config: ForkConfig | None = Field(default=None, description="absent: the parent's system prompt, model, tools and thinking")
@@ -237,19 +240,19 @@ class ForkOptions(_Model):
 
 class ThreadForked(EventData):
     type: ClassVar[str] = "thread.forked"
-    parent_id: str
+    parent_id: Text
     parent_offset: int = Field(ge=1)
     options: ForkOptions
-    dropped_tool_use_ids: list[str] | None = None
-    demoted_interrupt_ids: list[str] | None = None
+    dropped_tool_use_ids: list[Text] | None = None
+    demoted_interrupt_ids: list[Text] | None = None
 
 
 class CompactionRecorded(EventData):
     type: ClassVar[str] = "compaction.recorded"
-    summary: str
+    summary: Text
     through_offset: int = Field(ge=0)
-    model: str | None = None
-    prompt_digest: str | None = None
+    model: Text | None = None
+    prompt_digest: Text | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
 
@@ -266,18 +269,18 @@ class TodosSet(EventData):
 
 class TitleSet(EventData):
     type: ClassVar[str] = "title.set"
-    title: str
+    title: Text
 
 
 class EventRedacted(EventData):
     type: ClassVar[str] = "event.redacted"
     position: int = Field(ge=1)
-    reason: str = Field(min_length=1)
-    actor: str = Field(min_length=1)
-    skeleton_digest: str | None = Field(
+    reason: Text = Field(min_length=1)
+    actor: Text = Field(min_length=1)
+    skeleton_digest: Text | None = Field(
         default=None, description="SHA-256 of what the redaction left in the row (absent in early redactions)"
     )
-    pending: dict[str, list[str]] | None = Field(
+    pending: dict[Text, list[Text]] | None = Field(
         default=None,
         description="What was pending after the erased event (run, tool_use and interrupt ids), recorded when its "
         "payload was nested too deeply to read them back from the skeleton",
@@ -289,8 +292,8 @@ class LangGraphCheckpoint(EventData):
     the channel values that are new in it (each stored once per version)."""
 
     type: ClassVar[str] = "langgraph.checkpoint"
-    checkpoint_id: str
-    parent_id: str | None = None
+    checkpoint_id: Text
+    parent_id: Text | None = None
     follows: bool | None = Field(
         default=None, description="instead of parent_id: the parent is the checkpoint of the stream's checkpoint event before"
     )
@@ -312,7 +315,7 @@ class LangGraphCheckpoint(EventData):
         description="channel -> {v: version, and json | dict | messages (+ after: the version they extend) | serde + b64 "
         "| w: 0, the parent's only pending write to the channel}",
     )
-    absent: list[str] | None = Field(default=None, description="channels with a version but no value (emptied)")
+    absent: list[Text] | None = Field(default=None, description="channels with a version but no value (emptied)")
     restated: bool | None = Field(
         default=None, description="a copy of an earlier checkpoint with all its values, written before what it rested on was erased"
     )
@@ -322,11 +325,11 @@ class LangGraphWrites(EventData):
     """A LangGraph task's pending writes against one checkpoint."""
 
     type: ClassVar[str] = "langgraph.writes"
-    checkpoint_id: str | None = Field(
+    checkpoint_id: Text | None = Field(
         default=None, description="absent: the checkpoint of the stream's checkpoint event before"
     )
-    task_id: str
-    task_path: str = ""
+    task_id: Text
+    task_path: Text = ""
     writes: list[Json] = Field(
         description="{idx, channel, value} with value stored as in langgraph.checkpoint, or {input: key}: that key of the "
         "checkpoint's own __start__ value"
@@ -338,9 +341,9 @@ class LangGraphDeleted(EventData):
     then on; their payloads are erased by redaction where no other thread still holds them."""
 
     type: ClassVar[str] = "langgraph.deleted"
-    checkpoint_ids: list[str]
+    checkpoint_ids: list[Text]
     reason: Literal["delete_thread", "delete_for_runs", "prune"]
-    at: dict[str, tuple[str, int]] | None = Field(
+    at: dict[Text, tuple[Text, int]] | None = Field(
         default=None, description="checkpoint id -> the stream and offset of its event, where a checkpoint put on it branches "
         "(its event is erased: no reader can find it there)"
     )
@@ -387,7 +390,7 @@ def upcast(type_: str, version: int, data: Json) -> Json:
 class Event(_Model):
     """An event to append: its `type`, its `data` and its `meta`."""
 
-    type: str
+    type: Text
     data: Json = Field(default_factory=dict)
     meta: Meta = Field(default_factory=Meta)
 
