@@ -601,6 +601,9 @@ class SQLiteBackend:
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise StoreError(f"synchronous must be NORMAL, FULL, EXTRA or OFF, not {shown(synchronous)}")
         self.path = str(path)
+        if not self.path:  # SQLite's private temporary database: what was written to it went when it closed
+            raise StoreError("an empty path names no database file (SQLite would open a temporary one, gone when it closes); "
+                             "pass a file path, or ':memory:' for a database in memory")
         self.synchronous = synchronous
         self.read_only = read_only
         first = min(1.0, timeout)

@@ -741,6 +741,22 @@ def test_a_device_named_as_the_database_is_refused_and_left_alone() -> None:
     assert journal.exists() == existed
 
 
+def test_an_empty_path_is_refused_not_opened_as_a_temporary_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Store("")` opened SQLite's private temporary database without a word: what was written
+    to it was gone when it closed. `:memory:`, which says so, still opens one in memory."""
+    monkeypatch.chdir(tmp_path)
+    for opening in (lambda: Store(""), lambda: SQLiteBackend("")):
+        with pytest.raises(StoreError) as caught:
+            opening()
+        assert type(caught.value) is StoreError
+        assert str(caught.value) == ("an empty path names no database file (SQLite would open a temporary one, gone when it "
+                                     "closes); pass a file path, or ':memory:' for a database in memory")
+    assert list(tmp_path.iterdir()) == []
+    with Store(":memory:") as store:
+        store.create_thread()
+        assert store.counts() == (1, 1) and store.path == ":memory:"
+
+
 def test_a_pipe_named_as_the_database_is_refused_as_one(tmp_path: Path) -> None:
     """It got the failing-disk message ("it may be full"), and `ls` said there was no database."""
     from click.testing import CliRunner
