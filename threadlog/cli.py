@@ -1133,6 +1133,23 @@ def import_group(db: str | None) -> None:
     _pass_db(db)
 
 
+def _check_sessions_found(paths: list[str], tool: str, given: bool) -> None:
+    """Refuse an import from directories that hold no session file at all (no `*.jsonl` in or
+    below them), when no file is named: it imported `0 file(s)` and exited 0, so a mistyped
+    directory looked like success. Directories whose sessions were all imported before still
+    import (adding nothing); `--follow` waits for sessions to come and is not refused."""
+    if not paths or not all(os.path.isdir(path) for path in paths):
+        return  # a file named is imported (or refused) itself; a missing path is refused when read
+    if any(found.is_file() for path in paths for found in Path(path).rglob("*.jsonl")):  # as the importers search
+        return
+    holds = "holds" if len(set(paths)) == 1 else "hold"
+    message = (f"{', '.join(dict.fromkeys(paths))} {holds} no {tool} session file (*.jsonl, searched recursively): nothing to import; "
+               "name the directory (or files) holding them")
+    if given:
+        raise click.BadParameter(message, param_hint="PATHS")
+    raise click.UsageError(message + " as PATHS")
+
+
 # A session with a file changed this recently is taken as still being written (`import
 # claude-code` without --follow): what it does not show complete waits for a later import.
 LIVE_SECONDS = 600.0
@@ -1149,8 +1166,12 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
     """Import Claude Code sessions from PATHS (files, or directories searched recursively;
     default ~/.claude/projects). Re-importing adds nothing; a grown file adds its new lines.
     A session changed in the last 10 minutes may still be written: what it does not show
-    complete yet (a last response, a running sub-agent) is left for a later import."""
+    complete yet (a last response, a running sub-agent) is left for a later import.
+    Directories holding no session file (*.jsonl) at all are refused (exit 2), except with
+    --follow, which waits for sessions to come."""
     sources = list(paths) or [str(Path.home() / ".claude" / "projects")]
+    if not follow:
+        _check_sessions_found(sources, "Claude Code", given=bool(paths))
     if follow:
         def report(summary: ImportSummary) -> None:
             if summary.added:
@@ -1209,7 +1230,10 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
 @json_option
 @with_store("create")
 def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_json: bool) -> None:
-    """Import pi coding agent session files from PATHS (files, or directories searched recursively)."""
+    """Import pi coding agent session files from PATHS (files, or directories searched recursively).
+
+    Directories holding no session file (*.jsonl) at all are refused (exit 2)."""
+    _check_sessions_found(list(paths), "pi", given=True)
     _print_summary(import_pi(store, list(paths), skip_bad=skip_bad), as_json)
 
 
