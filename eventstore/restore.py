@@ -29,7 +29,8 @@ from .forks import chained_to
 from .head import Head
 from . import integrity
 from .integrity import HASH_TAG
-from .prepare import PreparedEvent, check_id, prepare
+from .ids import check_id
+from .prepare import PreparedEvent, prepare
 from .ranges import MAX_INDEX
 from .recorded import ThreadInfo, acyclic, from_row, short
 from .skeleton import skeleton_of
