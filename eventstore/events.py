@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from .content import normalize_content, validate_thinking
 from .errors import InvalidEvent
+from .ids import check_id
 
 Json = dict[str, Any]
 
@@ -132,6 +133,18 @@ def _restoring(info: ValidationInfo) -> bool:
     return bool(info.context and info.context.get("restoring"))
 
 
+def _new_id(value: str, info: ValidationInfo) -> str:
+    """An id an event mints (an interrupt's): 1 to 200 printable characters, as every id
+    (`check_id`), since it is printed and shown. One restored from an export keeps what an
+    earlier release let it hold."""
+    if not _restoring(info):
+        check_id(str(info.field_name), value)
+    return value
+
+
+NewId = Annotated[str, AfterValidator(_new_id)]
+
+
 class Todo(_Model):
     content: str
     status: Literal["pending", "in_progress", "completed"] | None = None
@@ -185,7 +198,7 @@ class RunFinished(EventData):
 
 class InterruptRaised(EventData):
     type: ClassVar[str] = "interrupt.raised"
-    interrupt_id: str
+    interrupt_id: NewId
     tool_use_id: str | None = None
     question: str | None = None
     payload: Any = None
@@ -193,13 +206,15 @@ class InterruptRaised(EventData):
 
 class InterruptResolved(EventData):
     type: ClassVar[str] = "interrupt.resolved"
+    # A pending interrupt's (the facts refuse any other): not checked as a `NewId`, so one an
+    # earlier release raised with an id now refused can still be answered or cancelled.
     interrupt_id: str
     answer: Any = None
 
 
 class InterruptCancelled(EventData):
     type: ClassVar[str] = "interrupt.cancelled"
-    interrupt_id: str
+    interrupt_id: str  # a pending interrupt's, as `InterruptResolved`'s
     reason: str
 
 

@@ -86,6 +86,20 @@ def test_domain_errors_exit_1_with_one_line(run) -> None:  # type: ignore[no-unt
     run("fork", t, "--at", "9", code=1)
 
 
+def test_an_interrupt_id_that_is_no_id_is_refused_naming_it(run) -> None:  # type: ignore[no-untyped-def]
+    """`threadlog interrupt raise T ""` (or an id holding a terminal escape, or of megabytes)
+    was stored, then printed by `interrupt list` and shown by `show`."""
+    t = run("new").strip()
+    for bad, says in (("", "must be a string of 1 to 200 characters"), ("ask\x1b[2J", "holds the control character"),
+                      ("x" * 5000, "(5000 characters)")):
+        result = CliRunner().invoke(cli, ["interrupt", "raise", t, bad, "--question", "which?", "--db", run.db])
+        assert result.exit_code == 1 and result.stderr.startswith("error: events[0].data.interrupt_id: "), result.stderr
+        assert says in result.stderr and result.stderr.count("\n") == 1 and "\x1b[" not in result.stderr
+    assert run("interrupt", "list", t) == ""
+    run("interrupt", "raise", t, "ask-1", "--question", "which?")
+    assert run("interrupt", "list", t) == f"{t}  ask-1  which?\n"
+
+
 def test_new_takes_metadata_as_meta_too(run) -> None:  # type: ignore[no-untyped-def]
     t = run("new", "--meta", "team=ops", "--metadata", "tier=gold").strip()
     assert json.loads(run("show", t, "--json"))["metadata"] == {"team": "ops", "tier": "gold"}
