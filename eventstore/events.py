@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, Valid
 
 from .content import first_error, normalize_content, validate_thinking
 from .errors import InvalidEvent, key_not_text
+from .ids import check_id
 
 # Text in events is `str` and nothing else: pydantic's lax mode decoded bytes given for it (a
 # title of b"x" was stored as "x"), where any other value of the wrong kind is refused.
@@ -135,6 +136,18 @@ def _restoring(info: ValidationInfo) -> bool:
     return bool(info.context and info.context.get("restoring"))
 
 
+def _new_id(value: str, info: ValidationInfo) -> str:
+    """An id an event mints (an interrupt's): 1 to 200 printable characters, as every id
+    (`check_id`), since it is printed and shown. One restored from an export keeps what an
+    earlier release let it hold."""
+    if not _restoring(info):
+        check_id(str(info.field_name), value)
+    return value
+
+
+NewId = Annotated[Text, AfterValidator(_new_id)]
+
+
 class Todo(_Model):
     content: Text
     status: Literal["pending", "in_progress", "completed"] | None = None
@@ -188,7 +201,7 @@ class RunFinished(EventData):
 
 class InterruptRaised(EventData):
     type: ClassVar[str] = "interrupt.raised"
-    interrupt_id: Text
+    interrupt_id: NewId
     tool_use_id: Text | None = None
     question: Text | None = None
     payload: Any = None
@@ -196,13 +209,15 @@ class InterruptRaised(EventData):
 
 class InterruptResolved(EventData):
     type: ClassVar[str] = "interrupt.resolved"
+    # A pending interrupt's (the facts refuse any other): not checked as a `NewId`, so one an
+    # earlier release raised with an id now refused can still be answered or cancelled.
     interrupt_id: Text
     answer: Any = None
 
 
 class InterruptCancelled(EventData):
     type: ClassVar[str] = "interrupt.cancelled"
-    interrupt_id: Text
+    interrupt_id: Text  # a pending interrupt's, as `InterruptResolved`'s
     reason: Text
 
 

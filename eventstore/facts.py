@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .content import tool_result_ids, tool_use_ids
-from .errors import InvalidEvent, StoreError
+from .errors import InvalidEvent, StoreError, shown
 
 
 # `json.dumps(..., separators=(",", ":"))` builds a new encoder on every call; this is the same one, once.
@@ -67,7 +67,7 @@ def _without(items: tuple[str, ...], gone: list[str], what: str, field: str) -> 
     held = set(items)
     missing = [item for item in gone if item not in held]
     if missing:
-        raise InvalidEvent(field, f"{what} {missing[0]!r} is not pending in this thread")
+        raise InvalidEvent(field, f"{what} {shown(missing[0])} is not pending in this thread")
     dropped = set(gone)
     return tuple(item for item in items if item not in dropped)
 

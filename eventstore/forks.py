@@ -18,7 +18,8 @@ from .errors import ForkRefused, InvalidEvent, KeyClash, ThreadNotFound, shown
 from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
-from .prepare import CONTROL_CHARACTER, PreparedEvent, check_id, check_retry, check_thread, check_thread_id, new_id, prepare
+from .ids import CONTROL_CHARACTER, check_id
+from .prepare import PreparedEvent, check_retry, check_thread, check_thread_id, new_id, prepare
 from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row
 

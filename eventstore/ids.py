@@ -1,4 +1,5 @@
-"""Generated event ids: time-ordered, so the unique index on event ids is appended to.
+"""Ids: the check every id a caller gives passes (`check_id`), and generated event ids,
+time-ordered, so the unique index on event ids is appended to.
 
 An event id the caller does not choose is a UUIDv7 (RFC 9562) written as 32 lowercase hex
 digits: 48 bits of Unix time in milliseconds, the version, 12 bits of the sub-millisecond
@@ -15,7 +16,30 @@ Ids are made here, above the storage interface, so every backend gets the same o
 from __future__ import annotations
 
 import os
+import re
 import time
+from typing import Any
+
+from .errors import InvalidEvent, shown
+
+# Control characters (C0, DEL, C1) and lone surrogates: never in an id, which is printed,
+# hashed and used as a file name by other tools (nor in the path a fork's note shows).
+CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+MAX_ID_CHARS = 200
+
+
+def check_id(field: str, value: Any) -> str:
+    """Refuse an id that is not 1..200 printable characters; returns it."""
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
+        text = repr(value) if isinstance(value, str) else shown(value)
+        if len(text) >= 80:
+            text = f"{text[:60]}… ({len(value) if isinstance(value, str) else '?'} characters)"
+        raise InvalidEvent(field, f"must be a string of 1 to {MAX_ID_CHARS} characters, not {text}")
+    bad = CONTROL_CHARACTER.search(value)
+    if bad is not None:
+        raise InvalidEvent(field, f"holds the control character {bad.group()!r} at index {bad.start()}; ids must be printable text")
+    return value
+
 
 # The variant bits (0b10) on the top of the 64-bit random half.
 _VARIANT = 0x8000_0000_0000_0000

@@ -7,7 +7,6 @@ The commonest event, a plain text message, is validated without building pydanti
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from hashlib import sha256 as _sha256
@@ -15,7 +14,7 @@ from json.encoder import encode_basestring  # what the canonical encoder writes 
 from typing import Any, NamedTuple
 
 from . import integrity
-from .ids import event_id as new_event_id
+from .ids import check_id, event_id as new_event_id
 from .errors import InvalidEvent, shown
 from .events import CATALOGUE, MAX_DEPTH, MessageAppended, check_depth, parse, too_deep, unwritable_key
 from .recorded import make_tuple
@@ -23,25 +22,6 @@ from .recorded import make_tuple
 # The largest event payload (canonical JSON, in bytes) an append accepts. Nothing bigger
 # could be sent to the model in one request anyway.
 MAX_EVENT_BYTES = 32 * 1024 * 1024
-
-
-# Control characters (C0, DEL, C1) and lone surrogates: never in an id, which is printed,
-# hashed and used as a file name by other tools (nor in the path a fork's note shows).
-CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-MAX_ID_CHARS = 200
-
-
-def check_id(field: str, value: Any) -> str:
-    """Refuse an id that is not 1..200 printable characters; returns it."""
-    if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
-        text = repr(value) if isinstance(value, str) else shown(value)
-        if len(text) >= 80:
-            text = f"{text[:60]}… ({len(value) if isinstance(value, str) else '?'} characters)"
-        raise InvalidEvent(field, f"must be a string of 1 to {MAX_ID_CHARS} characters, not {text}")
-    bad = CONTROL_CHARACTER.search(value)
-    if bad is not None:
-        raise InvalidEvent(field, f"holds the control character {bad.group()!r} at index {bad.start()}; ids must be printable text")
-    return value
 
 
 def not_json(value: Any, field: str, error: ValueError | TypeError) -> InvalidEvent:

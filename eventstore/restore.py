@@ -30,7 +30,8 @@ from .head import Head
 from . import integrity
 from .integrity import HASH_TAG
 from .events import too_deep
-from .prepare import PreparedEvent, check_id, not_json, prepare
+from .ids import check_id
+from .prepare import PreparedEvent, not_json, prepare
 from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row, short
 from .skeleton import skeleton_of

@@ -27,8 +27,8 @@ from .facts import Facts, advance, after_fork
 from .head import Head
 from .collector import paused
 from .verify import VerifyReport, verify, verify_since
-from .ids import event_ids
-from .prepare import META_KEYS, PreparedEvent, check_id, check_retry, check_text, check_thread, check_thread_id, new_id, now, prepare
+from .ids import check_id, event_ids
+from .prepare import META_KEYS, PreparedEvent, check_retry, check_text, check_thread, check_thread_id, new_id, now, prepare
 from .ranges import check_index, clip, is_index, segments
 from .skeleton import skeleton_of
 from .recorded import RecordedEvent, ThreadInfo, acyclic, decode, from_row, make_tuple, too_deep

@@ -74,6 +74,28 @@ def test_ask_records_a_turn_and_request_check_proves_it(tmp_path: Path, api: Mes
     assert "cache read" in table and "total" in table
 
 
+def test_ask_whose_stdout_is_closed_records_the_whole_turn_and_says_so(tmp_path: Path, api: MessagesAPI) -> None:
+    """`ask --stream` into a pipe whose reader left stopped the turn at its first words: the run
+    ended `error`, the answer (paid for) was lost, and the command exited 1 saying nothing. The
+    turn is recorded whole; the status is 3 (committed, not printed), and the error says so."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    api.reply_sse(message([{"type": "text", "text": "Take the 9:04 TGV."}]))
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    done = subprocess.run([sys.executable, "-m", "threadlog", "--db", str(db), "ask", t, "Train to Lyon?", "--stream"],
+                          stdout=write_end, stderr=subprocess.PIPE, text=True, env={**clean, **env}, timeout=120)
+    os.close(write_end)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.startswith("error: committed: the turn on thread") and done.stderr.count("\n") == 1, done.stderr
+    with Store(db) as store:
+        events = [(e.type, e.data) for e in store.read(t)]
+    assert events[-2][0] == "message.appended" and events[-2][1]["content"] == [{"type": "text", "text": "Take the 9:04 TGV."}]
+    assert events[-1][0] == "run.finished" and events[-1][1]["status"] == "ok"
+
+
 def test_request_check_after_ask_on_a_retrieval_fork_proves_it(tmp_path: Path, api: MessagesAPI) -> None:
     """`request` opened the file read-only, and the search index, behind by the answer and the
     run's end written after it caught up, could not catch up: "open it writable once"."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -82,6 +84,20 @@ def test_domain_errors_exit_1_with_one_line(run) -> None:  # type: ignore[no-unt
     run("append", t, "--role", "user", "--content", "-", input=b"\xff\xfe", code=1)
     run("fork", t, code=1)  # empty
     run("fork", t, "--at", "9", code=1)
+
+
+def test_an_interrupt_id_that_is_no_id_is_refused_naming_it(run) -> None:  # type: ignore[no-untyped-def]
+    """`threadlog interrupt raise T ""` (or an id holding a terminal escape, or of megabytes)
+    was stored, then printed by `interrupt list` and shown by `show`."""
+    t = run("new").strip()
+    for bad, says in (("", "must be a string of 1 to 200 characters"), ("ask\x1b[2J", "holds the control character"),
+                      ("x" * 5000, "(5000 characters)")):
+        result = CliRunner().invoke(cli, ["interrupt", "raise", t, bad, "--question", "which?", "--db", run.db])
+        assert result.exit_code == 1 and result.stderr.startswith("error: events[0].data.interrupt_id: "), result.stderr
+        assert says in result.stderr and result.stderr.count("\n") == 1 and "\x1b[" not in result.stderr
+    assert run("interrupt", "list", t) == ""
+    run("interrupt", "raise", t, "ask-1", "--question", "which?")
+    assert run("interrupt", "list", t) == f"{t}  ask-1  which?\n"
 
 
 def test_new_takes_metadata_as_meta_too(run) -> None:  # type: ignore[no-untyped-def]
@@ -218,6 +234,54 @@ def test_output_cut_short_by_the_reader_is_not_an_error(tmp_path: Path) -> None:
     done = subprocess.run(f"'{exe}' log {t} --json --db '{db}' | head -c 10", shell=True, capture_output=True, text=True, timeout=60)
     assert len(done.stdout) == 10
     assert "error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@contextlib.contextmanager
+def broken_stdout(kind: str) -> Iterator[int]:
+    """A file descriptor that refuses what is written to it: a full device, or a pipe whose reader left."""
+    if kind == "full":
+        if not Path("/dev/full").exists():
+            pytest.skip("needs /dev/full")
+        fd = os.open("/dev/full", os.O_WRONLY)
+    else:
+        read_end, fd = os.pipe()
+        os.close(read_end)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("kind", ["full", "closed pipe"])
+def test_a_write_whose_result_cannot_be_printed_says_it_was_committed(tmp_path: Path, kind: str) -> None:
+    """`threadlog new > /dev/full` created the thread, then said `error: [Errno 28] No space left
+    on device` and exited 1 (a closed pipe: exit 1 and nothing said), as a refusal does: a
+    retry created a second thread. The write is named, said to be committed, and the status
+    is 3, which no refusal uses."""
+    db = str(tmp_path / "out.db")
+
+    def broken(*args: str) -> subprocess.CompletedProcess[str]:
+        with broken_stdout(kind) as fd:
+            return subprocess.run([sys.executable, "-m", "threadlog", *args, "--db", db], stdout=fd, stderr=subprocess.PIPE,
+                                  text=True, timeout=60)
+
+    done = broken("new", "--title", "Trip")
+    with Store(db) as store:
+        [thread] = store.all_threads()
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert f"created thread {thread.id}" in done.stderr and "committed" in done.stderr, done.stderr
+    assert "only printing the result failed" in done.stderr, done.stderr
+
+    done = broken("append", thread.id, "--role", "user", "--text", "Find me a train")
+    assert done.returncode == 3 and done.stderr.count("\n") == 1, done.stderr
+    assert f"message.appended recorded on thread {thread.id} at offset 1" in done.stderr and "committed" in done.stderr
+    done = broken("fork", thread.id)
+    assert done.returncode == 3 and done.stderr.count("\n") == 1, done.stderr
+    with Store(db) as store:
+        assert [e.type for e in store.read(thread.id)] == ["thread.created", "message.appended"]
+        [fork] = [t for t in store.all_threads() if t.id != thread.id]
+        assert len(store.all_threads()) == 2 and f"created fork {fork.id} of thread {thread.id}" in done.stderr, done.stderr
 
 
 def test_missing_directories_are_named(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -42,6 +42,13 @@ BAD = [
     ({"type": "metadata.set", "data": {"patch": {"x": float("nan")}}}, "events[0].data", "JSON"),
     ({"type": "title.set", "data": {"title": "\ud800"}}, "events[0].data", "UTF-8"),
     ({"type": "compaction.recorded", "data": {"summary": "s", "through_offset": 99}}, "events[0].data.through_offset", "past"),
+    # An interrupt id is printed (`threadlog interrupt list`) and shown: an id, as every other.
+    ({"type": "interrupt.raised", "data": {"interrupt_id": ""}}, "events[0].data.interrupt_id", "1 to 200 characters"),
+    ({"type": "interrupt.raised", "data": {"interrupt_id": "ask\x1b]0;pwned\x07"}}, "events[0].data.interrupt_id", "control character"),
+    ({"type": "interrupt.raised", "data": {"interrupt_id": "x" * 100_000}}, "events[0].data.interrupt_id", "(100000 characters)"),
+    ({"type": "interrupt.raised", "data": {"interrupt_id": 7}}, "events[0].data.interrupt_id", "string"),
+    ({"type": "interrupt.resolved", "data": {"interrupt_id": "x" * 100_000}}, "events[0].data.interrupt_id", "not pending"),
+    ({"type": "interrupt.cancelled", "data": {"interrupt_id": "", "reason": "r"}}, "events[0].data.interrupt_id", "not pending"),
 ]
 
 
@@ -53,6 +60,7 @@ def test_invalid_event_names_the_field(store: Store, event: dict[str, object], f
         store.append(t, [event])
     assert info.value.field.startswith(field), info.value.field
     assert words.lower() in str(info.value).lower()
+    assert "x" * 100 not in str(info.value)  # a huge value is shown cut short
     assert dump(store) == before
 
 

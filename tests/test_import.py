@@ -319,6 +319,66 @@ def test_cli_import_and_export(tmp_path: Path) -> None:
         assert runner.invoke(cli, command).exit_code == 0
 
 
+@pytest.mark.parametrize("tool", ["pi", "claude-code"])
+def test_an_import_from_directories_without_a_session_file_is_refused(tmp_path: Path, tool: str) -> None:
+    """`import pi DIR` of a directory holding no session file said `0 file(s)` and exited 0: a
+    mistyped directory looked like success. It is refused (exit 2, as a path that does not
+    exist), naming the directory and what was looked for; one whose sessions were all
+    imported before still succeeds, adding nothing."""
+    sessions = tmp_path / "sessions"
+    (sessions / "project").mkdir(parents=True)
+    (sessions / "project" / "notes.txt").write_text("not a session\n")
+    db = tmp_path / "t.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", tool, str(sessions)])
+    assert result.exit_code == 2, result.output
+    assert f"{sessions} holds no" in result.stderr and "session file (*.jsonl, searched recursively)" in result.stderr
+    assert not db.exists()  # nothing left behind
+    done = subprocess.run([sys.executable, "-m", "threadlog", "--db", str(db), "import", tool, str(sessions), str(sessions / "project")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and f"{sessions}, {sessions / 'project'} hold no" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == "" and not db.exists()
+    if tool == "claude-code":  # its default directory, ~/.claude/projects, empty
+        (tmp_path / "home" / ".claude" / "projects").mkdir(parents=True)
+        result = CliRunner().invoke(cli, ["--db", str(db), "import", tool], env={"HOME": str(tmp_path / "home")})
+        assert result.exit_code == 2 and f"{tmp_path / 'home' / '.claude' / 'projects'} holds no" in result.stderr, result.output
+        assert "as PATHS" in result.stderr and not db.exists()
+
+    source = PI if tool == "pi" else SUBAGENT_SESSION
+    shutil.copy2(source, sessions / "project" / source.name)
+    first = CliRunner().invoke(cli, ["--db", str(db), "import", tool, str(sessions), "--json"])
+    assert first.exit_code == 0 and json.loads(first.stdout)["added"] > 0, first.output
+    again = CliRunner().invoke(cli, ["--db", str(db), "import", tool, str(sessions), "--json"])
+    assert again.exit_code == 0 and json.loads(again.stdout)["added"] == 0 and json.loads(again.stdout)["files"] == 1, again.output
+
+
+def test_following_a_directory_that_holds_no_session_yet_imports_what_comes(tmp_path: Path) -> None:
+    """`import claude-code --follow` watches a directory that may be empty when it starts."""
+    projects = tmp_path / "projects"
+    projects.mkdir()
+    db = tmp_path / "f.db"
+    follower = interruptible(
+        [sys.executable, "-m", "threadlog", "--db", str(db), "import", "claude-code", "--follow", "--interval", "0.1", str(projects)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+    )
+    try:
+        time.sleep(1)  # its first polls find nothing
+        (projects / "p").mkdir()
+        shutil.copy2(SUBAGENT_SESSION, projects / "p" / SUBAGENT_SESSION.name)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and follower.poll() is None:
+            if db.exists():
+                with Store(db) as store:
+                    if store.counts().events:
+                        break
+            time.sleep(0.2)
+    finally:
+        out, err = ctrl_c(follower)
+    assert follower.returncode == 0 and b"Traceback" not in err, err
+    assert b"event(s)" in out
+    with Store(db) as store:
+        assert store.counts().events > 0
+
+
 _TURN_OVER = {"type": "system", "subtype": "turn_duration", "durationMs": 1000, "uuid": "turn-over", "parentUuid": None}
 
 

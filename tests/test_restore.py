@@ -398,6 +398,31 @@ def test_an_export_holding_a_block_value_no_longer_accepted_restores(tmp_path: P
         assert list(b.read(t))[-1].data["content"] == lax
 
 
+def test_an_export_holding_an_interrupt_id_no_longer_accepted_restores_and_can_be_answered(tmp_path: Path) -> None:
+    """Interrupt ids are checked as ids since this release (1 to 200 printable characters); an
+    interrupt an earlier release raised with another id still restores from its export, and
+    can still be answered or cancelled, or the thread would wait on it for good."""
+    from eventstore.prepare import prepare
+
+    old_ids = ["", "ask\x1b[2J", "x" * 300]
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        for old in old_ids:
+            with pytest.raises(InvalidEvent, match="interrupt_id"):
+                a.append(t, [{"type": "interrupt.raised", "data": {"interrupt_id": old}}])
+            # As an earlier release checked it: `restoring` keeps what it let through.
+            a.append_prepared(t, [prepare({"type": "interrupt.raised", "data": {"interrupt_id": old}}, 0, restoring=True)])
+        backup = write(tmp_path / "all.jsonl", export_all(a))
+        original = events_of(a)
+    with Store(tmp_path / "b.db") as b:
+        assert import_events(b, backup).added == len(original)
+        assert events_of(b) == original and b.verify().events == len(original)
+        b.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": old_ids[0], "answer": "yes"}}])
+        b.append(t, [{"type": "interrupt.cancelled", "data": {"interrupt_id": old_ids[1], "reason": "moot"}}])
+        b.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": old_ids[2]}}])
+        assert b.verify().events == len(original) + 3
+
+
 def test_an_export_of_the_largest_event_an_append_takes_restores(tmp_path: Path) -> None:
     """Only data was capped (32 MiB): an actor of 35 MiB beside 30 MiB of text was taken, and its
     68 MB export line was then past the import's line limit. Meta is capped too now, and the

@@ -641,3 +641,38 @@ def test_a_redaction_re_sends_only_rows_the_open_page_shows(served: tuple[str, P
     _, line = _redacted_while_open(served, "long-live", 150, 50)
     update = json.loads(line[5:])
     assert len(update["items"]) <= 21, len(update["items"])  # the redaction's record and the rows just before it
+
+
+def test_the_thread_list_shows_last_activity_as_ls_does(tmp_path: Path) -> None:
+    """The list showed an imported time as written: `2026-01-31T12:00:00+05:30` beside UTC
+    times read as noon, where `threadlog ls` shows it in UTC, `2026-01-31 06:30:00`. A time
+    an earlier release stored as any text is still shown escaped."""
+    from click.testing import CliRunner
+
+    from eventstore import Event, Meta
+    from threadlog.cli import cli
+
+    db = tmp_path / "zones.db"
+    with Store(db) as store:
+        for thread, when in (("kolkata", "2026-01-31T12:00:00+05:30"), ("zulu", "2026-01-31T12:00:00Z"),
+                             ("basic", "20260131T120000-0800")):
+            store.append(store.create_thread(thread_id=thread), [{"type": "message.appended", "data": {"role": "user", "content": "hi"},
+                                                                  "meta": {"origin": "imported", "occurred_at": when}}])
+        older = Meta.model_construct(occurred_at="<b>noon</b>", origin="imported")  # as an earlier release let it be
+        store.append(store.create_thread(thread_id="old"), [Event(type="message.appended", data={"role": "user", "content": "hi"},
+                                                                  meta=older)])
+    listed = CliRunner().invoke(cli, ["--db", str(db), "ls"]).stdout
+    shown_by_ls = {row.split()[0]: " ".join(row.split()[4:6]) for row in listed.splitlines()[1:] if not row.startswith("old")}
+    proc, base = _serve(db, "127.0.0.1")
+    try:
+        with urllib.request.urlopen(f"{base}/", timeout=10) as response:
+            page = response.read().decode()
+    finally:
+        _stop(proc)
+    rows = {}
+    for row in re.findall(r'<tr class="thread-row">(.*?)</tr>', page, flags=re.S):
+        thread = html.unescape(re.search(r'<code title="([^"]*)">', row).group(1))  # type: ignore[union-attr]
+        rows[thread] = re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)[-1]
+    assert {t: html.unescape(cell) for t, cell in rows.items() if t != "old"} == shown_by_ls == {
+        "kolkata": "2026-01-31 06:30:00", "zulu": "2026-01-31 12:00:00", "basic": "2026-01-31 20:00:00"}
+    assert rows["old"] == "&lt;b&gt;noon&lt;/b&gt;" and "<b>noon" not in page

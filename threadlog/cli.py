@@ -1,7 +1,8 @@
 """The `threadlog` command: a thin shell over the library.
 
 Each command opens the store, calls one library function and formats the result. Domain
-errors print `error: …` on stderr and exit 1; usage errors exit 2 (click's convention).
+errors print `error: …` on stderr and exit 1; usage errors exit 2 (click's convention); a
+write committed whose result could not be printed (stdout full or closed) exits 3.
 """
 
 from __future__ import annotations
@@ -62,9 +63,17 @@ from .signals import handled
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# The exit status of a write command whose write was committed but whose result could not be
+# printed (stdout a full disk, a pipe whose reader left): not 1, which says nothing was
+# written, so that a script does not run the write again (a second thread, a message twice).
+EXIT_UNPRINTED = 3
+_COMMITTED = "threadlog.committed"
+
+
 class _Group(click.Group):
     """Turns library errors into one `error:` line and exit status 1, never a traceback, and
-    Ctrl-C into status 130, as a shell reports a command SIGINT stopped (click's own is 1)."""
+    Ctrl-C into status 130, as a shell reports a command SIGINT stopped (click's own is 1).
+    A write command's output failing after its write was committed (`_committed`) exits 3."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -77,8 +86,10 @@ class _Group(click.Group):
             _fail(_cli_words("; ".join([str(error), *getattr(error, "__notes__", ())])))
         except BrokenPipeError:  # `threadlog log T | head`: the reader left; stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            _unprinted(ctx, "stdout was closed")
             sys.exit(1)
         except OSError as error:
+            _unprinted(ctx, str(error.strerror or error), error.filename)
             _fail(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
         except UnicodeDecodeError as error:
             _fail(f"input is not UTF-8 text ({error.reason} at byte {error.start})")
@@ -110,9 +121,27 @@ def _stop(signum: int, frame: Any) -> None:
     raise _Stopped(signum)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, status: int = 1) -> None:
     click.echo(f"{output.style('error:', sys.stderr, fg='red', bold=True)} {_bounded(safe(message))}", err=True)
-    sys.exit(1)
+    sys.exit(status)
+
+
+def _committed(what: str, see: str | None = None) -> None:
+    """Note, once a write command's write is committed and before it prints the result, what
+    it wrote (`what`) and the command that shows it (`see`, none for a write that running
+    again repeats harmlessly): if printing then fails, the error says the write is kept, and
+    the exit status is 3, not 1 (`_unprinted`)."""
+    click.get_current_context().meta[_COMMITTED] = (what, see)
+
+
+def _unprinted(ctx: click.Context, reason: str, filename: str | None = None) -> None:
+    """Exit 3, naming what was committed, when an output failed after a write (`_committed`)."""
+    if _COMMITTED not in ctx.meta:
+        return
+    what, see = ctx.meta[_COMMITTED]
+    failed = f"writing {filename} failed" if filename else "printing the result failed"
+    shown = f": `{see}` shows it, rather than running the command again" if see else ""
+    _fail(f"committed: {what}; only {failed} ({reason}); the write is kept{shown}", EXIT_UNPRINTED)
 
 
 _ERROR_HEAD, _ERROR_TAIL = 600, 300
@@ -393,6 +422,10 @@ def cli(db: str | None) -> None:
 
     Every message, run, interrupt, compaction and fork is an immutable event in one
     SQLite file. Forks cost O(1): a fork points at its parent and an offset.
+
+    Exit status: 1 an error (one `error:` line on stderr), 2 a usage error, 3 a write
+    committed whose result could not be printed (stdout full or closed: the write is kept,
+    do not run the command again), 130 Ctrl-C.
     """
 
 
@@ -428,6 +461,8 @@ def _model_name(_: click.Context, __: click.Parameter, value: str | None) -> str
 
 def _recorded(event: Any, as_json: bool) -> None:
     """What append, emit and the interrupt commands print: where the event landed."""
+    _committed(f"{event.type} recorded on thread {event.stream_id} at offset {event.offset} (position {event.position})",
+               f"threadlog log {event.stream_id} --start {event.offset}")
     if as_json:
         _emit_json(event.to_json())
     else:
@@ -449,6 +484,7 @@ def new(store: Store, title: str | None, system: str | None, model: str | None, 
     """Start a thread; prints its id, alone."""
     thinking = {"type": "enabled", "budget_tokens": thinking_budget} if thinking_budget else None
     thread = store.create_thread(title=title, system=system, model=model, metadata=metadata or None, thinking=thinking)
+    _committed(f"created thread {thread}", f"threadlog show {thread}")
     if as_json:
         _emit_json(store.thread(thread).to_json())
     else:
@@ -546,6 +582,7 @@ def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, c
         fork_id = fork_with_transcript(store, thread, transcript_path, at, **options)
     else:
         fork_id = store.fork(thread, at, context=context, transcript=transcript_path, **options)
+    _committed(f"created fork {fork_id} of thread {thread}", f"threadlog tree {fork_id}")
     if as_json:
         _emit_json(store.thread(fork_id).to_json())
     else:
@@ -568,6 +605,7 @@ def fan_out(store: Store, thread: str, directives: tuple[str, ...], placeholder:
     """
     extra = {} if placeholder is None else {"placeholder": placeholder}
     ids = store.fan_out(thread, list(directives), **extra)
+    _committed(f"created {len(ids)} sub-agent fork(s) of thread {thread}: {', '.join(ids)}", f"threadlog tree {thread}")
     if as_json:
         _emit_json([store.thread(i).to_json() for i in ids])
     else:
@@ -871,6 +909,7 @@ def snapshot(store: Store, thread: str | None, drop: bool, as_json: bool) -> Non
     """Cache THREAD's state so later reads of it and its forks resume there (a cache, never truth)."""
     if drop:
         dropped = drop_snapshots(store, thread=thread)
+        _committed(f"dropped {dropped} snapshot(s)")
         if as_json:
             _emit_json({"dropped": dropped, "thread": thread})
         else:
@@ -879,6 +918,7 @@ def snapshot(store: Store, thread: str | None, drop: bool, as_json: bool) -> Non
     if thread is None:
         raise click.UsageError("give a THREAD, or --drop")
     offset = save_snapshot(store, thread)
+    _committed(f"snapshot of {thread} at offset {offset}")
     if as_json:
         _emit_json({"thread": thread, "offset": offset})
     else:
@@ -960,6 +1000,8 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
     the file: those written from a history holding the event are listed, to rewrite or delete.
     """
     record = store.redact(position, reason=reason, actor=actor)
+    _committed(f"redacted position {position}, recorded at position {record.position}",
+               f"threadlog log {record.stream_id} --start {record.offset}")
     stale = transcripts_holding(store, position)
     if as_json:
         _emit_json({**record.to_json(), "transcripts_holding": [note._asdict() for note in stale]})
@@ -980,6 +1022,7 @@ def purge(store: Store, as_json: bool) -> None:
     still held the erased payload's old pages and `redact` said so. Run this once the
     readers are done (PostgreSQL: vacuums the rewritten tables)."""
     store.purge()
+    _committed("purged the old copies of erased payloads")
     if as_json:
         _emit_json({"purged": True})
     else:
@@ -1025,6 +1068,8 @@ def follow(store: Store, thread: str | None, forks: bool, after: int | None, int
 def demo(store: Store, as_json: bool) -> None:
     """Build a sample conversation (tool call, interrupt, fork, sub-agents) and explain it."""
     ids, built = build_demo(store)
+    if built:
+        _committed(f"built the demo: thread {ids['thread']} and its forks", f"threadlog tree {ids['thread']}")
     if as_json:
         _emit_json({**ids, "created": built})
         return
@@ -1073,6 +1118,8 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
 
 
 def _print_summary(summary: ImportSummary, as_json: bool) -> None:
+    if summary.added:
+        _committed(f"imported {summary.added} event(s) from {summary.files} file(s)", "threadlog ls")
     if as_json:
         _emit_json(summary.to_json())
     else:
@@ -1084,6 +1131,23 @@ def _print_summary(summary: ImportSummary, as_json: bool) -> None:
 def import_group(db: str | None) -> None:
     """Import histories: Claude Code and pi sessions, or threadlog's own exports (events)."""
     _pass_db(db)
+
+
+def _check_sessions_found(paths: list[str], tool: str, given: bool) -> None:
+    """Refuse an import from directories that hold no session file at all (no `*.jsonl` in or
+    below them), when no file is named: it imported `0 file(s)` and exited 0, so a mistyped
+    directory looked like success. Directories whose sessions were all imported before still
+    import (adding nothing); `--follow` waits for sessions to come and is not refused."""
+    if not paths or not all(os.path.isdir(path) for path in paths):
+        return  # a file named is imported (or refused) itself; a missing path is refused when read
+    if any(found.is_file() for path in paths for found in Path(path).rglob("*.jsonl")):  # as the importers search
+        return
+    holds = "holds" if len(set(paths)) == 1 else "hold"
+    message = (f"{', '.join(dict.fromkeys(paths))} {holds} no {tool} session file (*.jsonl, searched recursively): nothing to import; "
+               "name the directory (or files) holding them")
+    if given:
+        raise click.BadParameter(message, param_hint="PATHS")
+    raise click.UsageError(message + " as PATHS")
 
 
 # A session with a file changed this recently is taken as still being written (`import
@@ -1102,13 +1166,20 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
     """Import Claude Code sessions from PATHS (files, or directories searched recursively;
     default ~/.claude/projects). Re-importing adds nothing; a grown file adds its new lines.
     A session changed in the last 10 minutes may still be written: what it does not show
-    complete yet (a last response, a running sub-agent) is left for a later import."""
+    complete yet (a last response, a running sub-agent) is left for a later import.
+    Directories holding no session file (*.jsonl) at all are refused (exit 2), except with
+    --follow, which waits for sessions to come."""
     sources = list(paths) or [str(Path.home() / ".claude" / "projects")]
     if not paths and not os.path.exists(sources[0]):  # (PATHS given are checked by click)
         raise click.UsageError(f"no PATHS given, and {sources[0]}, where Claude Code keeps its sessions, does not exist: "
                                "name the session files or directories to import")
+    if not follow:
+        _check_sessions_found(sources, "Claude Code", given=bool(paths))
     if follow:
         def report(summary: ImportSummary) -> None:
+            if summary.added:
+                _committed("the sessions imported so far (the last import added "
+                           f"{summary.added} event(s) from {summary.files} file(s))", "threadlog ls")
             click.echo(json.dumps(summary.to_json()) if as_json else f"+{summary.added} event(s) ({summary.files} file(s))")
 
         try:
@@ -1140,6 +1211,8 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
     identical ids, times and hashes, in one transaction: if any line of any file is refused
     (a hash that differs, a malformed line), nothing is written. Restoring twice adds nothing."""
     reports = list(zip(paths, import_event_files(store, paths)))
+    if any(report.added or report.erased for _, report in reports):
+        _committed(f"restored {sum(report.added for _, report in reports)} event(s) from {len(reports)} file(s)", "threadlog ls")
     if as_json:
         _emit_json([{"file": path, **report.to_json()} for path, report in reports])
         return
@@ -1160,7 +1233,10 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
 @json_option
 @with_store("create")
 def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_json: bool) -> None:
-    """Import pi coding agent session files from PATHS (files, or directories searched recursively)."""
+    """Import pi coding agent session files from PATHS (files, or directories searched recursively).
+
+    Directories holding no session file (*.jsonl) at all are refused (exit 2)."""
+    _check_sessions_found(list(paths), "pi", given=True)
     _print_summary(import_pi(store, list(paths), skip_bad=skip_bad), as_json)
 
 
@@ -1244,6 +1320,21 @@ def request_command(store: Store, thread: str, at: int | None, check: bool, mode
         sys.exit(1)
 
 
+class _Echo:
+    """`ask --stream`'s printer: a stdout that fails mid-answer (a full disk, a closed pipe)
+    stops the printing, not the turn, whose answer is recorded; the failure is raised then."""
+
+    def __init__(self) -> None:
+        self.failed: OSError | None = None
+
+    def __call__(self, piece: str) -> None:
+        if self.failed is None:
+            try:
+                click.echo(safe_block(piece), nl=False)
+            except OSError as error:
+                self.failed = error
+
+
 @cli.command()
 @click.argument("thread", type=THREAD)
 @click.argument("text", required=False)
@@ -1262,9 +1353,12 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     if text is not None and not text.strip():
         raise click.BadParameter("is empty: give the question, or leave TEXT out to ask again", param_hint="TEXT")
     client = _client()
-    echo = (lambda piece: click.echo(safe_block(piece), nl=False)) if stream and not as_json else None
+    echo = _Echo() if stream and not as_json else None
     with waking():
         turn = run_turn(store, thread, text, client, model=model, stream=stream, max_tokens=max_tokens, on_text=echo)
+    _committed(f"the turn on thread {thread} (run {turn.run_id}, {turn.status})", f"threadlog show {thread} --last 2")
+    if echo is not None and echo.failed is not None:
+        raise echo.failed
     if as_json:
         _emit_json(turn.to_json())
     elif echo is None and turn.text:
@@ -1289,6 +1383,7 @@ def rerun(store: Store, thread: str, at: int, model: str, stream: bool, as_json:
 
     with waking():
         fork_id = replay(store, thread, at, _client(), model=model, stream=stream)
+    _committed(f"created fork {fork_id} of thread {thread}, replayed with {model}", f"threadlog diff {thread} {fork_id}")
     if as_json:
         _emit_json(store.thread(fork_id).to_json())
     else:
@@ -1351,6 +1446,7 @@ def search_command(store: Store, query: str, thread: str | None, role: str | Non
 def index_command(store: Store, rebuild: bool, as_json: bool) -> None:
     """Bring the search index up to date (searches do this themselves), or rebuild it."""
     read = rebuild_index(store) if rebuild else update_index(store)
+    _committed(f"{'rebuilt' if rebuild else 'updated'} the search index")
     position = store.index_position()
     if as_json:
         _emit_json({"rebuilt": rebuild, "events_read": read, "position": position})

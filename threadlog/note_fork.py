@@ -16,7 +16,7 @@ import os
 from typing import Any, NamedTuple
 
 from eventstore import InvalidEvent, Store
-from eventstore.prepare import check_id
+from eventstore.ids import check_id
 from eventstore.ranges import check_index, is_index
 from projections import transcript
 from projections.atomic import check_path, staged

@@ -87,7 +87,7 @@ def ls_lines(entries: Sequence[dict[str, Any]]) -> Iterator[str]:
     table: list[tuple[str, ...]] = [header]
     for e in entries:
         parent = f"{e['parent_id']} at {e['parent_offset']}" if e["parent_id"] else "-"
-        table.append(tuple(map(safe, (e["id"], e["kind"], parent, str(e["messages"]), _activity(e["last_activity"]),
+        table.append(tuple(map(safe, (e["id"], e["kind"], parent, str(e["messages"]), activity_time(e["last_activity"]),
                                       _short(e["title"] or "-", 50)))))
     # Measured as printed: escaped (a `\u202e` in an id is six characters on the screen).
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
@@ -96,9 +96,10 @@ def ls_lines(entries: Sequence[dict[str, Any]]) -> Iterator[str]:
         yield "  ".join([*cells, row[-1]]).rstrip()
 
 
-def _activity(time: str) -> str:
-    """An event's time as `ls` shows it: in UTC to the second when it names its zone (an imported
-    event's `occurred_at` may name any, `+05:30`, `-0800`), else cut to the second as written."""
+def activity_time(time: str) -> str:
+    """An event's time as `ls` (and the web viewer's thread list) shows it: in UTC to the second
+    when it names its zone (an imported event's `occurred_at` may name any, `+05:30`, `-0800`),
+    else cut to the second as written. Not escaped: each caller escapes for where it shows it."""
     try:
         named = datetime.fromisoformat(time)
         when = named.astimezone(timezone.utc) if named.tzinfo is not None else None  # naive: not the machine's zone

@@ -17,7 +17,7 @@ from typing import Any
 
 from eventstore import InvalidEvent, StoreError
 from eventstore.events import MAX_DEPTH
-from eventstore.prepare import CONTROL_CHARACTER
+from eventstore.ids import CONTROL_CHARACTER
 
 
 class BadLine(StoreError):

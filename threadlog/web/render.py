@@ -21,6 +21,7 @@ from markupsafe import Markup, escape
 
 from projections.transcript import clip_middle
 
+from ..render import activity_time
 from .markdown import render_markdown
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -125,5 +126,6 @@ def environment() -> Environment:
     env.filters["short"] = _short
     env.filters["pretty"] = _pretty
     env.filters["sent"] = sent
+    env.filters["activity"] = activity_time  # as `threadlog ls` shows it: one function for both
     env.globals["link"] = link
     return env
