@@ -823,7 +823,7 @@ def show(store: Store, thread: str, at: int | None, last: int | None, as_json: b
 
 @cli.command()
 @click.argument("thread", type=THREAD)
-@click.option("--at", type=click.IntRange(min=0), help="The rows after the first N events (default: all).")
+@click.option("--at", type=click.IntRange(min=0), help="The rows as of the first N events (default: all).")
 @json_option
 @pager_option
 @with_store()
