@@ -173,7 +173,7 @@ def _deep(levels: int) -> list[Any]:
     ({"type": "function_call", "arguments": float("nan")}, "not storable as UTF-8 JSON"),
     ({"type": "x", "v": float("inf")}, "not storable as UTF-8 JSON"),
     ({"type": "x", "v": object()}, "not storable as UTF-8 JSON"),
-    ({"type": "x", 1: "int key"}, "valid string"),
+    ({"type": "x", 1: "int key"}, "JSON object keys must be text"),
     ({"role": "user", "content": "lone \ud800 surrogate"}, "not storable as UTF-8 JSON"),
     ({"type": "function_call_output", "output": "\udfff"}, "not storable as UTF-8 JSON"),
     ({"type": "x", "v": _deep(5000)}, "nested more than 100 levels"),
