@@ -429,7 +429,7 @@ def check_depth(value: Any, field: str) -> None:
     top = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, containers) else ()
     for key, child in top:
         if isinstance(child, containers):
-            todo.append((child, 2, f"{field}[{key}]" if isinstance(key, int) else f"{field}.{key}" if field else str(key)))
+            todo.append((child, 2, _path(field, key)))
     scalars = _SCALARS
     while todo:
         node, depth, where = todo.pop()

@@ -19,7 +19,7 @@ from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
 from .ids import CONTROL_CHARACTER, check_id
-from .prepare import PreparedEvent, check_retry, check_thread, check_thread_id, new_id, prepare
+from .prepare import PreparedEvent, check_flag, check_thread, check_thread_id, new_id, prepare
 from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row
 
@@ -37,7 +37,7 @@ def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any
     check_thread("thread", thread)
     if busy not in ("refuse", "allow"):
         raise InvalidEvent("busy", f"must be 'refuse' or 'allow', not {shown(busy)}")
-    check_retry(retry)
+    check_flag("retry", retry)
     options = _options(todos=todos, metadata=metadata, context=context, retrieval=retrieval, unanswered=unanswered,
                        transcript=transcript, kind=kind, config=config)
     if title is not None and not isinstance(title, str):

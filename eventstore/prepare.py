@@ -8,6 +8,7 @@ The commonest event, a plain text message, is validated without building pydanti
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable
 import time
 from hashlib import sha256 as _sha256
 from json.encoder import encode_basestring  # what the canonical encoder writes for a str
@@ -66,10 +67,17 @@ def check_thread_id(field: str, value: Any) -> str:
     return str(value)
 
 
-def check_retry(retry: Any) -> None:
-    """Refuse a `retry` flag that is not a bool: `retry="no"` would read as true."""
-    if not isinstance(retry, bool):
-        raise InvalidEvent("retry", f"must be True or False, not {shown(retry)}")
+def check_flag(field: str, value: Any) -> None:
+    """Refuse a flag (`retry`, `stream`, `beta`) that is not a bool: `"no"` would read as true."""
+    if not isinstance(value, bool):
+        raise InvalidEvent(field, f"must be True or False, not {shown(value)}")
+
+
+def check_items(field: str, given: Any, what: str) -> None:
+    """Refuse `given` unless it is an iterable of items (`what` names them): one string was
+    taken a character at a time, a dict a key at a time, and anything else failed in Python."""
+    if isinstance(given, (str, bytes, dict)) or not isinstance(given, Iterable):
+        raise InvalidEvent(field, f"must be {what}, not {type(given).__name__}")
 
 
 def new_id() -> str:

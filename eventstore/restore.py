@@ -31,7 +31,7 @@ from . import integrity
 from .integrity import HASH_TAG
 from .events import too_deep
 from .ids import check_id
-from .prepare import PreparedEvent, not_json, prepare
+from .prepare import PreparedEvent, check_items, not_json, prepare
 from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row, short
 from .skeleton import skeleton_of
@@ -397,16 +397,9 @@ def restore(store: Store, lines: Iterable[tuple[int, Any]]) -> RestoreReport:
     return restore_many(store, [("", lines)])[0]
 
 
-def _many(given: Any, field: str, what: str) -> None:
-    """Refuse `given` unless it is an iterable of items (one string was taken a character at a
-    time, a dict a key at a time, and anything else failed in Python's unpacking)."""
-    if isinstance(given, (str, bytes, dict)) or not isinstance(given, Iterable):
-        raise InvalidEvent(field, f"must be {what}, not {type(given).__name__}")
-
-
 def _exports(exports: Any) -> Iterator[tuple[str, Any]]:
     """`exports`, each refused unless it is a (name, lines) pair."""
-    _many(exports, "exports", "a list of (name, lines) pairs")
+    check_items("exports", exports, "a list of (name, lines) pairs")
     for index, export in enumerate(exports):
         if not isinstance(export, (tuple, list)) or len(export) != 2:
             raise InvalidEvent(f"exports[{index}]", f"must be a (name, lines) pair, not {shown(export)}")
@@ -420,7 +413,7 @@ def _exports(exports: Any) -> Iterator[tuple[str, Any]]:
 def _numbered(lines: Any) -> Iterator[tuple[int, Any]]:
     """`lines`, each refused unless it is a (line number, parsed JSON) pair: one line given
     as the text read from a file is refused as such (it was taken for a line of no known kind)."""
-    _many(lines, "lines", "an export's lines, as (line number, parsed JSON line) pairs")
+    check_items("lines", lines, "an export's lines, as (line number, parsed JSON line) pairs")
     for index, line in enumerate(lines):
         if not isinstance(line, (tuple, list)) or len(line) != 2:
             raise InvalidEvent(f"lines[{index}]", f"must be a (line number, parsed JSON line) pair, not {shown(line)}")

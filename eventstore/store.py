@@ -28,7 +28,7 @@ from .head import Head
 from .collector import paused
 from .verify import VerifyReport, verify, verify_since
 from .ids import check_id, event_ids
-from .prepare import META_KEYS, PreparedEvent, check_retry, check_text, check_thread, check_thread_id, new_id, now, prepare
+from .prepare import META_KEYS, PreparedEvent, check_flag, check_items, check_text, check_thread, check_thread_id, new_id, now, prepare
 from .ranges import check_index, clip, is_index, segments
 from .skeleton import skeleton_of
 from .recorded import RecordedEvent, ThreadInfo, acyclic, decode, from_row, make_tuple, too_deep
@@ -137,8 +137,7 @@ def _check_expect(expect: Any) -> None:
 def _infos(threads: Any) -> list[ThreadInfo]:
     """`threads`, refused unless each is a `ThreadInfo` (an id or a dict failed on its missing
     attributes, deep in the walk)."""
-    if isinstance(threads, (str, bytes, dict)) or not isinstance(threads, Iterable):
-        raise InvalidEvent("threads", f"must be a list of ThreadInfo (as threads() gives it), not {type(threads).__name__}")
+    check_items("threads", threads, "a list of ThreadInfo (as threads() gives it)")
     infos = list(threads)
     for index, info in enumerate(infos):
         if not isinstance(info, ThreadInfo):
@@ -542,8 +541,7 @@ class Store:
         """
         _check_expect(expect)
         if type(events) is not list:  # the common case spared the checks (an ABC check costs on every append)
-            if isinstance(events, (dict, str, bytes)) or not isinstance(events, Iterable):
-                raise InvalidEvent("events", f"must be a list of events, not {type(events).__name__}")
+            check_items("events", events, "a list of events")
             events = list(events)
         fresh = event_ids(len(events))  # time-ordered: see eventstore/ids.py
         if len(events) < _PAUSE_FROM:  # no `with` at all: ~3.5k instructions a single append
@@ -569,7 +567,7 @@ class Store:
         wrote, when another process may have written the same events first (an importer).
         """
         _check_expect(expect)
-        check_retry(retry)
+        check_flag("retry", retry)
         items = list(batch) if isinstance(batch, Iterable) else None  # a generator is read once
         if items is None or not all(type(item) is PreparedEvent for item in items):
             raise InvalidEvent("events", "append_prepared takes the PreparedEvents prepare() returns; pass dicts to append()")

@@ -42,6 +42,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from eventstore import InvalidEvent, Store, collector
 from eventstore.errors import shown
+from eventstore.prepare import check_flag
 from eventstore.content import _drain as drain  # the one walker of lazily validated lists
 
 from .retrieval import check_mode, with_retrieval
@@ -394,19 +395,13 @@ def _last_cacheable(messages: list[Json], among: set[int] | None, origins: dict[
 # -- bytes and digests -------------------------------------------------------------------------
 
 
-def _check_flag(name: str, value: Any) -> None:
-    """Refuse a flag that is not a bool: `stream="no"` would read as true."""
-    if not isinstance(value, bool):
-        raise InvalidEvent(name, f"must be True or False, not {shown(value)}")
-
-
 def request_body(kwargs: Json, stream: bool = False) -> bytes:
     """The HTTP body the SDK sends for `kwargs`: `create` for `stream=False`, the `stream`
     helper (which appends `"stream": true`) for `stream=True`."""
     if not isinstance(kwargs, dict):  # request_body(5) gave b"5"
         raise InvalidEvent("kwargs", f"must be a request's arguments (a dict, as anthropic_request gives them), not "
                                      f"{type(kwargs).__name__}")
-    _check_flag("stream", stream)
+    check_flag("stream", stream)
     body = {**kwargs, "stream": True} if stream else kwargs
     try:
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
@@ -442,7 +437,7 @@ def validate_request(kwargs: Json, beta: bool = False) -> None:
     The SDK's TypedDicts declare lists as `Iterable`, which pydantic checks lazily; the
     content validator's drain consumes every such iterator, so nested blocks are checked too.
     """
-    _check_flag("beta", beta)  # a list was no key of the adapters' cache (TypeError), and "no" chose the beta one
+    check_flag("beta", beta)  # a list was no key of the adapters' cache (TypeError), and "no" chose the beta one
     try:
         validated = _params_adapter(beta).validate_python(kwargs)
     except ValidationError as error:
