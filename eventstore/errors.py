@@ -35,6 +35,8 @@ class StoreError(Exception):
 
 
 class ThreadNotFound(StoreError):
+    """No thread has this id in the store (`thread` holds the id asked for)."""
+
     def __init__(self, thread: str) -> None:
         self.thread = thread
         # No thread id is longer than 200 characters: a longer one is shown cut short.

@@ -168,6 +168,9 @@ class ThreadCreated(EventData):
 
 
 class MessageAppended(EventData):
+    """A user's or the assistant's message: its Anthropic content blocks, and for an answer
+    the model, stop reason and usage the API returned."""
+
     type: ClassVar[str] = "message.appended"
     role: Literal["user", "assistant"]
     content: list[Json] = Field(description="Anthropic content blocks; a string becomes one text block")
@@ -188,11 +191,15 @@ class MessageAppended(EventData):
 
 
 class RunStarted(EventData):
+    """A turn began: the thread shows running until the `run.finished` with the same `run_id`."""
+
     type: ClassVar[str] = "run.started"
     run_id: Text
 
 
 class RunFinished(EventData):
+    """The turn `run_id` ended: `ok`, `error` (with the reason) or `cancelled`."""
+
     type: ClassVar[str] = "run.finished"
     run_id: Text
     status: Literal["ok", "error", "cancelled"]
@@ -200,6 +207,9 @@ class RunFinished(EventData):
 
 
 class InterruptRaised(EventData):
+    """The run waits for a person: a question (and for a tool call, its `tool_use_id`) stays
+    pending until an `interrupt.resolved` answers it or an `interrupt.cancelled` withdraws it."""
+
     type: ClassVar[str] = "interrupt.raised"
     interrupt_id: NewId
     tool_use_id: Text | None = None
@@ -208,6 +218,8 @@ class InterruptRaised(EventData):
 
 
 class InterruptResolved(EventData):
+    """The answer to a pending interrupt."""
+
     type: ClassVar[str] = "interrupt.resolved"
     # A pending interrupt's (the facts refuse any other): not checked as a `NewId`, so one an
     # earlier release raised with an id now refused can still be answered or cancelled.
@@ -216,6 +228,8 @@ class InterruptResolved(EventData):
 
 
 class InterruptCancelled(EventData):
+    """A pending interrupt withdrawn, with the reason."""
+
     type: ClassVar[str] = "interrupt.cancelled"
     interrupt_id: Text  # a pending interrupt's, as `InterruptResolved`'s
     reason: Text
@@ -263,6 +277,9 @@ class ThreadForked(EventData):
 
 
 class CompactionRecorded(EventData):
+    """A summary that stands, in the model's view, for the messages before `through_offset`;
+    the messages themselves stay in the log. `prompt_digest` and the token counts say how it was made."""
+
     type: ClassVar[str] = "compaction.recorded"
     summary: Text
     through_offset: int = Field(ge=0)
@@ -273,16 +290,22 @@ class CompactionRecorded(EventData):
 
 
 class MetadataSet(EventData):
+    """Keys merged into the thread's metadata (a null value deletes its key)."""
+
     type: ClassVar[str] = "metadata.set"
     patch: Json = Field(description="keys to set; a null value deletes the key")
 
 
 class TodosSet(EventData):
+    """The thread's todo list, whole: it replaces the one before."""
+
     type: ClassVar[str] = "todos.set"
     todos: list[Todo]
 
 
 class TitleSet(EventData):
+    """The thread's new title."""
+
     type: ClassVar[str] = "title.set"
     title: Text
 

@@ -37,6 +37,7 @@ class RecordedEvent(NamedTuple):
 
     @property
     def origin(self) -> str:
+        """Where it came from: `live` (the default), `primed` (placed before any run) or `imported`."""
         return str(self.meta.get("origin") or "live")
 
     @property
@@ -45,6 +46,7 @@ class RecordedEvent(NamedTuple):
         return str(self.meta.get("occurred_at") or self.recorded_at)
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return {
             "position": self.position,
             "stream_id": self.stream_id,
@@ -272,6 +274,7 @@ class ThreadInfo:
         return self.parent_offset or 0
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return {
             "id": self.id,
             "parent_id": self.parent_id,

@@ -70,6 +70,7 @@ class RestoreReport:
     erased: int = 0
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return {"streams": self.streams, "added": self.added, "present": self.present, "positions_kept": self.positions_kept,
                 "erased": self.erased}
 

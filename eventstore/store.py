@@ -332,6 +332,8 @@ class Store:
                                          "__weakref__ slot") from None
 
     def close(self) -> None:
+        """Let the readers still waiting on the store (`finish_before_close`) read what they need,
+        then close the connection. `with Store(...)` calls it."""
         for reader in list(self._readers.values()):
             reader.store_closing()
         self._readers.clear()
@@ -353,6 +355,8 @@ class Store:
         return row
 
     def thread(self, thread: str) -> ThreadInfo:
+        """The stream `thread`: its parent and fork point, root, depth, head and kind; raises
+        `ThreadNotFound` when there is none."""
         return ThreadInfo.from_row(self._stream(thread))
 
     def threads(self, limit: int | None = 20, before: int | None = None, *, forks: bool = True,

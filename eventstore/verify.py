@@ -27,12 +27,16 @@ from .ranges import MAX_INDEX
 
 @dataclass(frozen=True)
 class VerifyReport:
+    """What a `verify` that passed checked: how many streams and events, how many of them
+    redacted, and the checkpoint proven or extended."""
+
     streams: int
     events: int
     redacted: int
     checkpoint: str | None = None  # the checkpoint proven, or (with `since`) the one extended to the log's end
 
     def to_json(self) -> dict[str, Any]:
+        """The report as `threadlog verify --json` prints it."""
         out: dict[str, Any] = {"ok": True, "streams": self.streams, "events": self.events, "redacted": self.redacted}
         if self.checkpoint is not None:
             out["checkpoint"] = self.checkpoint

@@ -33,6 +33,7 @@ class LineageEntry:
     head: int
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return asdict(self)
 
 
@@ -74,6 +75,7 @@ class BlameEntry:
     inherited: bool
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return asdict(self)
 
 
@@ -123,6 +125,8 @@ def _blame_entry(index: int, kind: str, role: str, event: RecordedEvent, thread:
 
 @dataclass(frozen=True, slots=True)
 class DiffSide:
+    """One thread of a `Diff`: its id, its length, and its messages past the fork point."""
+
     thread: str
     head: int
     messages: list[dict[str, Any]]  # {offset, stream_id, role, content} of messages past the fork point
@@ -139,6 +143,7 @@ class Diff:
     b: DiffSide
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return asdict(self)
 
 

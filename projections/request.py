@@ -462,6 +462,7 @@ class RequestCheck:
     reason: str
 
     def to_json(self) -> Json:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return asdict(self)
 
 

@@ -46,6 +46,7 @@ class Row:
     injected_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict, those that are None left out (as `--json` prints it)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 

@@ -56,6 +56,7 @@ class SearchHit:
     score: float
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return asdict(self)
 
 

@@ -63,6 +63,7 @@ class Message(NamedTuple):
         return {"role": self.role, "content": self.content}
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return {"role": self.role, "content": self.content, "offset": self.offset, "kind": self.kind}
 
 
@@ -283,6 +284,8 @@ class ThreadState:
 
     @property
     def messages(self) -> list[Message]:
+        """The model view: the fork note, the compaction summary, then the messages from the
+        compaction point on; read from the store when first asked."""
         if self._messages is None:
             with collector.paused():  # see fold_state
                 self._messages = _view(self._store, self._thread, self._fold)
@@ -296,6 +299,7 @@ class ThreadState:
             pass
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return {
             "id": self.id, "parent_id": self.parent_id, "parent_offset": self.parent_offset, "kind": self.kind,
             "status": self.status, "title": self.title, "length": self.length, "head_hash": self.head_hash,

@@ -43,6 +43,7 @@ class Usage:
         return self.cache_read_input_tokens / total if total else 0.0
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict, with `cached_share` (as `--json` prints it)."""
         return {**asdict(self), "cached_share": round(self.cached_share, 4)}
 
 

@@ -1371,7 +1371,9 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
 
 @cli.command()
 @click.argument("thread", type=THREAD)
-@click.option("--at", type=click.IntRange(min=1), required=True, help="Fork point: the first N events are kept.")
+@click.option("--at", type=click.IntRange(min=1), required=True,
+              help="Fork point: the first N events are kept (they must hold a message; thread.created is event 1); "
+                   "the user messages after them are replayed.")
 @click.option("--model", callback=_model_name, required=True, help="The model to replay the later user messages with.")
 @click.option("--stream", is_flag=True, help="Use the streaming API.")
 @json_option

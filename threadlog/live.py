@@ -86,12 +86,14 @@ class Turn:
 
     @property
     def text(self) -> str:
+        """The text blocks of the last assistant message, joined (empty when none was recorded)."""
         if not self.messages:
             return ""
         content = self.messages[-1].data.get("content", [])
         return "".join(b.get("text", "") for b in content if b.get("type") == "text")
 
     def to_json(self) -> Json:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return {"thread": self.thread, "run_id": self.run_id, "status": self.status, "error": self.error,
                 "interrupt_id": self.interrupt_id, "text": self.text, "offsets": [m.offset for m in self.messages]}
 

@@ -190,6 +190,7 @@ class Question(NamedTuple):
     offset: int
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return self._asdict()
 
 

@@ -41,6 +41,7 @@ class ImportSummary:
     changed: int = 0
 
     def merge(self, other: ImportSummary) -> None:
+        """Add `other`'s counts, skipped and bad lines and thread ids to this summary's."""
         for name in ("files", "threads", "forks", "subagents", "prompts", "assistant_messages", "tool_calls", "compactions",
                      "events", "added", "changed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -50,6 +51,7 @@ class ImportSummary:
         self.waiting += other.waiting
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return {
             "files": self.files,
             "threads": self.threads,
