@@ -5,6 +5,7 @@ and an event id names one event only."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import shutil
 import sqlite3
@@ -419,3 +420,53 @@ def test_verify_names_a_gap_even_when_the_later_hashes_are_rechained(tmp_path: P
 
 def test_digest_is_sha256_of_the_utf8_json() -> None:
     assert digest('{"a":"é"}') == hashlib.sha256('{"a":"é"}'.encode()).hexdigest()
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _field(value: object) -> str:
+    return f"{len(str(value))}:{value}"  # the length in characters, not UTF-8 bytes
+
+
+def test_an_export_is_checkable_with_hashlib_and_json_alone(tmp_path: Path) -> None:
+    """The README's recipe, followed by someone without threadlog: every hash of a backup with
+    a fork, a redaction and text outside ASCII recomputes from the exported lines."""
+    db = tmp_path / "t.db"
+    with Store(str(db)) as store:
+        root = store.create_thread(title="café ☕")
+        store.append(root, [{"type": "message.appended", "data": {"role": "user", "content": "naïve — 日本語 𝄞"},
+                             "meta": {"actor": "zoë"}},
+                            {"type": "message.appended", "data": {"role": "assistant", "content": "ok"}}])
+        fork = store.fork(root, 2)
+        store.append(fork, [{"type": "message.appended", "data": {"role": "user", "content": "ünïcode"}}])
+        store.redact(list(store.read(root))[1].position, "pii", "zoë")
+    exported = CliRunner().invoke(cli, ["export", "--all", "--db", str(db)])
+    assert exported.exit_code == 0, exported.output
+    lines = [json.loads(line) for line in exported.output.splitlines()]
+    parents = {line["stream"]["id"]: line["stream"] for line in lines if "stream" in line}
+    events = [line["event"] for line in lines if "event" in line]
+    by_place = {(e["stream_id"], e["offset"]): e for e in events}
+
+    def previous(stream: str, offset: int) -> str:
+        """The hash the event at `offset` of `stream` chains onto: the one before it in the
+        stream, or, for a fork's first own event, the parent's event before the fork point."""
+        if offset == 0:
+            return ""
+        if (stream, offset - 1) in by_place:
+            return str(by_place[(stream, offset - 1)]["hash"])
+        return previous(parents[stream]["parent_id"], offset)
+
+    checked = redacted = 0
+    for event in events:
+        if event["redacted"]:
+            redacted += 1  # its payload is erased; its digest is the erased payload's
+        else:
+            assert hashlib.sha256(_canonical(event["data"]).encode()).hexdigest() == event["data_digest"]
+        fields = (previous(event["stream_id"], event["offset"]), event["stream_id"], event["offset"], event["event_id"],
+                  event["type"], event["schema_version"], event["recorded_at"], _canonical(event["meta"]), event["data_digest"])
+        header = "tl2\n" + "".join(_field(value) for value in fields)
+        assert HASH_TAG + hashlib.sha256(header.encode("utf-8")).hexdigest() == event["hash"], event
+        checked += 1
+    assert (checked, redacted) == (len(events), 1) and len(events) == 6  # 3 + the redaction; the fork point and 1
