@@ -23,6 +23,13 @@ def shown(value: Any) -> str:
     return _SHOWN.repr(value)
 
 
+def named(value: Any) -> str:
+    """An id as a message names it: whole up to 200 characters (the longest id threadlog
+    makes or accepts for a thread, event or interrupt), cut short past that; tool call and
+    run ids are any text, and a message once echoed a 1 MB one whole."""
+    return repr(value) if isinstance(value, str) and len(value) <= 200 else shown(value)
+
+
 def key_not_text(field: str, key: Any) -> InvalidEvent:
     """The refusal of an object (at `field`) holding a key that is not text (canonical JSON
     sorts keys, and Python's own words for 2 beside "a" were "'<' not supported between
@@ -39,9 +46,7 @@ class ThreadNotFound(StoreError):
 
     def __init__(self, thread: str) -> None:
         self.thread = thread
-        # No thread id is longer than 200 characters: a longer one is shown cut short.
-        named = repr(thread) if isinstance(thread, str) and len(thread) <= 200 else shown(thread)
-        super().__init__(f"thread {named} not found")
+        super().__init__(f"thread {named(thread)} not found")
 
 
 class ConcurrencyError(StoreError):

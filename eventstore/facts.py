@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .content import tool_result_ids, tool_use_ids
-from .errors import InvalidEvent, StoreError, shown
+from .errors import InvalidEvent, StoreError, named, shown
 
 
 # `json.dumps(..., separators=(",", ":"))` builds a new encoder on every call; this is the same one, once.
@@ -67,7 +67,7 @@ def _without(items: tuple[str, ...], gone: list[str], what: str, field: str) -> 
     held = set(items)
     missing = [item for item in gone if item not in held]
     if missing:
-        raise InvalidEvent(field, f"{what} {shown(missing[0])} is not pending in this thread")
+        raise InvalidEvent(field, f"{what} {named(missing[0])} is not pending in this thread")
     dropped = set(gone)
     return tuple(item for item in items if item not in dropped)
 
@@ -78,7 +78,7 @@ def _check_new_calls(pending: tuple[str, ...], uses: list[str], field: str) -> N
     for tool_use_id in uses:
         if tool_use_id in seen:
             why = "is already waiting for its result" if tool_use_id in pending else "appears twice in this message"
-            raise InvalidEvent(field, f"tool_use id {tool_use_id!r} {why}; every pending tool call needs its own id")
+            raise InvalidEvent(field, f"tool_use id {named(tool_use_id)} {why}; every pending tool call needs its own id")
         seen.add(tool_use_id)
 
 
@@ -105,7 +105,7 @@ def advance(facts: Facts, type_: str, data: dict[str, Any], field: str = "data")
         return Facts(runs, facts.tools, facts.interrupts)
     if type_ == "interrupt.raised":
         if data["interrupt_id"] in facts.interrupts:
-            raise InvalidEvent(f"{field}.interrupt_id", f"interrupt {data['interrupt_id']!r} is already pending")
+            raise InvalidEvent(f"{field}.interrupt_id", f"interrupt {named(data['interrupt_id'])} is already pending")
         return Facts(facts.runs, facts.tools, facts.interrupts + (data["interrupt_id"],))
     if type_ in ("interrupt.resolved", "interrupt.cancelled"):
         interrupts = _without(facts.interrupts, [data["interrupt_id"]], "interrupt", f"{field}.interrupt_id")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .errors import ForkRefused, InvalidEvent, KeyClash, ThreadNotFound, shown
+from .errors import ForkRefused, InvalidEvent, KeyClash, ThreadNotFound, named, shown
 from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
@@ -153,7 +153,7 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
         raise ForkRefused("empty", f"cannot fork {thread!r} at {at}: there is no message before that offset")
     prev_hash, facts = chained_to(store, rows, ancestry, at)
     if facts.runs and not (fan_out or allow_busy):
-        raise ForkRefused("busy", f"cannot fork {thread!r} at {at}: run {facts.runs[-1]!r} is in progress there; "
+        raise ForkRefused("busy", f"cannot fork {thread!r} at {at}: run {named(facts.runs[-1])} is in progress there; "
                           "fork after it finishes or at an earlier offset")
     dropped: list[str] = []
     if facts.tools and options.context == "full" and not fan_out and options.unanswered != "keep":

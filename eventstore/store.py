@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from . import forks, integrity, restore, textindex
 from .backend import AppendAtHead, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
-from .errors import ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, StaleSnapshot, StoreError, ThreadNotFound, shown
+from .errors import ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, StaleSnapshot, StoreError, ThreadNotFound, named, shown
 from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
 from .facts import Facts, advance, after_fork
 from .head import Head
@@ -86,7 +86,7 @@ class _Chain:
                 # neither verifying it nor restoring its backup should fail.
                 if type_ == "run.started" and stamps is None and data["run_id"] in facts.runs:
                     raise InvalidEvent(f"events[{offset - start}].data.run_id",
-                                       f"run {data['run_id']!r} is already in progress; every open run needs its own id")
+                                       f"run {named(data['run_id'])} is already in progress; every open run needs its own id")
                 after = advance(facts, type_, data, f"events[{offset - start}].data")
                 if after is not facts:  # `advance` returns the same object when nothing changes
                     facts, facts_json = after, after.dump()

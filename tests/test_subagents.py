@@ -112,7 +112,7 @@ def test_refusals_name_why_and_write_nothing(store: Store) -> None:
     store.append_message(kid, "assistant", [{"type": "tool_use", "id": "toolu_k", "name": "search", "input": {}}])
     store.append(kid, [{"type": "run.finished", "data": {"run_id": "r1", "status": "ok"}}])
     before = _unchanged(store)
-    assert "toolu_k await results" in refused("no_answer", kid)
+    assert "'toolu_k' await results" in refused("no_answer", kid)
     store.append_message(kid, "user", [{"type": "tool_result", "tool_use_id": "toolu_k", "content": "found"}])
     store.append(kid, [{"type": "interrupt.raised", "data": {"interrupt_id": "q", "question": "Which area?"}}])
     before = _unchanged(store)

@@ -70,3 +70,28 @@ def test_fan_out_answers_each_pending_call_once(file_store: Store) -> None:
     with pytest.raises(InvalidEvent, match="'A' is not pending"):
         file_store.append_message(sub, "user", [result("A")])
     file_store.verify()
+
+
+def test_refusals_name_a_huge_id_cut_short(file_store: Store) -> None:
+    """Tool call and run ids are any text: a refusal echoed a 1 MB one whole."""
+    huge = "x" * 1_000_000
+    t = file_store.create_thread()
+    file_store.append_message(t, "user", "go")
+    file_store.append_message(t, "assistant", [call(huge)])
+    refusals = []
+    with pytest.raises(InvalidEvent) as repeated:
+        file_store.append_message(t, "assistant", [call(huge)])
+    refusals.append(repeated.value)
+    with pytest.raises(InvalidEvent) as unknown:
+        file_store.append_message(t, "user", [result(huge + "y")])
+    refusals.append(unknown.value)
+    file_store.append_message(t, "user", [result(huge)])
+    file_store.append(t, [{"type": "run.started", "data": {"run_id": huge}}])
+    with pytest.raises(InvalidEvent) as started:
+        file_store.append(t, [{"type": "run.started", "data": {"run_id": huge}}])
+    refusals.append(started.value)
+    with pytest.raises(ForkRefused) as busy:
+        file_store.fork(t)
+    refusals.append(busy.value)
+    for refusal in refusals:
+        assert len(str(refusal)) < 500 and "'xxxx" in str(refusal), str(refusal)[:300]

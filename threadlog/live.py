@@ -34,6 +34,7 @@ import anthropic
 import httpx2
 
 from eventstore import ConcurrencyError, InvalidEvent, RecordedEvent, Store, StoreError
+from eventstore.errors import named
 from eventstore.prepare import prepare
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
 
@@ -163,7 +164,7 @@ def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
     of its last assistant message and that message's tool calls still waiting."""
     state = thread_state(store, thread)
     if state.status == "running":
-        raise InvalidEvent("thread", f"thread {thread!r} has run {state.open_runs[-1]!r} in progress; "
+        raise InvalidEvent("thread", f"thread {thread!r} has run {named(state.open_runs[-1])} in progress; "
                            "wait for it, or close it with a run.finished event (threadlog emit)")
     if state.pending_interrupts:
         raise InvalidEvent("thread", f"thread {thread!r} waits on interrupt {state.pending_interrupts[0]['interrupt_id']!r}; "
@@ -264,7 +265,7 @@ def _not_run(store: Store, turn: Turn, uses: list[Json], stop_reason: Any, head:
     its last input possibly incomplete) or stopped for another reason. They are not run; each
     gets an `is_error` result saying why, so the thread takes a new message and its request
     stays valid, and the run ends with status `error`."""
-    ids = ", ".join(repr(u["id"]) for u in uses)
+    ids = ", ".join(named(u["id"]) for u in uses)
     why = f"the answer stopped (stop_reason {stop_reason!r}) with tool call(s) {ids} it did not ask to run; they were not run"
     _record_results(store, turn.thread, [_result(u["id"], why, True) for u in uses], head)
     return _stop(store, turn, why, None)

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 from xml.sax.saxutils import escape
 
 from eventstore import DEFAULT_PLACEHOLDER, ConcurrencyError, InvalidEvent, RecordedEvent, ReportRefused, Store
-from eventstore.errors import shown
+from eventstore.errors import named, shown
 from eventstore.content import tool_result_ids
 from projections import thread_state
 
@@ -161,11 +161,11 @@ def _answer(store: Store, subagent: str, own_from: int) -> tuple[RecordedEvent, 
     the refusal saying why there is none yet."""
     state = thread_state(store, subagent)
     if state.status != "idle":
-        why = f"run {state.open_runs[-1]!r} is in progress" if state.open_runs else "an interrupt is pending"
+        why = f"run {named(state.open_runs[-1])} is in progress" if state.open_runs else "an interrupt is pending"
         raise ReportRefused("no_answer", f"{subagent!r} has not finished: {why}; report when it is idle, or give the text")
     pending = store.pending_tool_uses(subagent)
     if pending:
-        raise ReportRefused("no_answer", f"{subagent!r} has not finished: tool calls {', '.join(pending)} await results")
+        raise ReportRefused("no_answer", f"{subagent!r} has not finished: tool calls {', '.join(map(named, pending))} await results")
     last = state.messages[-1] if state.messages else None
     if last is None or last.offset < own_from or last.role != "assistant":
         raise ReportRefused("no_answer", f"{subagent!r} has no answer of its own yet: its last message is not an "
