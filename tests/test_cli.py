@@ -284,6 +284,21 @@ def test_a_write_whose_result_cannot_be_printed_says_it_was_committed(tmp_path: 
         assert len(store.all_threads()) == 2 and f"created fork {fork.id} of thread {thread.id}" in done.stderr, done.stderr
 
 
+def test_a_read_whose_output_cannot_be_printed_says_so(tmp_path: Path) -> None:
+    """`threadlog ls > /dev/full` said only `error: [Errno 28] No space left on device`, as
+    if the database had no room; it says the output could not be printed (exit 1: nothing
+    was written, so running it again is safe)."""
+    db = str(tmp_path / "out.db")
+    with Store(db) as store:
+        store.create_thread(title="Trip")
+    for args in (["ls"], ["ls", "--json"], ["export", "--all"]):
+        with broken_stdout("full") as fd:
+            done = subprocess.run([sys.executable, "-m", "threadlog", *args, "--db", db], stdout=fd, stderr=subprocess.PIPE,
+                                  text=True, timeout=60)
+        assert done.returncode == 1, done.stderr
+        assert done.stderr == "error: printing the output failed: No space left on device\n", (args, done.stderr)
+
+
 def test_missing_directories_are_named(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     missing = tmp_path / "no" / "such"
     result = CliRunner().invoke(cli, ["--db", str(missing / "x.db"), "init"])

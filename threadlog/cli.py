@@ -16,6 +16,7 @@ import shlex
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -90,6 +91,8 @@ class _Group(click.Group):
             sys.exit(1)
         except OSError as error:
             _unprinted(ctx, str(error.strerror or error), error.filename)
+            if error.filename is None and _printing(error):
+                _fail(f"printing the output failed: {error.strerror or error}")
             _fail(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
         except UnicodeDecodeError as error:
             _fail(f"input is not UTF-8 text ({error.reason} at byte {error.start})")
@@ -119,6 +122,13 @@ class _Stopped(KeyboardInterrupt):
 
 def _stop(signum: int, frame: Any) -> None:
     raise _Stopped(signum)
+
+
+def _printing(error: OSError) -> bool:
+    """Whether `error` rose from printing the command's output (every print goes through
+    `click.echo`): it names no file, and `ls > /dev/full` said only "[Errno 28] No space left
+    on device"."""
+    return any(frame.f_code is click.echo.__code__ for frame, _ in traceback.walk_tb(error.__traceback__))
 
 
 def _fail(message: str, status: int = 1) -> None:
