@@ -345,6 +345,11 @@ def test_an_import_from_directories_without_a_session_file_is_refused(tmp_path: 
 
     source = PI if tool == "pi" else SUBAGENT_SESSION
     shutil.copy2(source, sessions / "project" / source.name)
+    typo = tmp_path / "sesions"  # beside a directory that holds sessions, an empty one went unnoticed
+    typo.mkdir()
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", tool, str(sessions), str(typo)])
+    assert result.exit_code == 2 and f"{typo} holds no" in result.stderr and f"{sessions}," not in result.stderr, result.output
+    assert not db.exists()
     first = CliRunner().invoke(cli, ["--db", str(db), "import", tool, str(sessions), "--json"])
     assert first.exit_code == 0 and json.loads(first.stdout)["added"] > 0, first.output
     again = CliRunner().invoke(cli, ["--db", str(db), "import", tool, str(sessions), "--json"])

@@ -1144,17 +1144,18 @@ def import_group(db: str | None) -> None:
 
 
 def _check_sessions_found(paths: list[str], tool: str, given: bool) -> None:
-    """Refuse an import from directories that hold no session file at all (no `*.jsonl` in or
-    below them), when no file is named: it imported `0 file(s)` and exited 0, so a mistyped
-    directory looked like success. Directories whose sessions were all imported before still
-    import (adding nothing); `--follow` waits for sessions to come and is not refused."""
-    if not paths or not all(os.path.isdir(path) for path in paths):
-        return  # a file named is imported (or refused) itself; a missing path is refused when read
-    if any(found.is_file() for path in paths for found in Path(path).rglob("*.jsonl")):  # as the importers search
+    """Refuse an import from a directory that holds no session file at all (no `*.jsonl` in or
+    below it): it imported `0 file(s)` and exited 0, so a mistyped directory looked like
+    success, and beside another directory it went unnoticed. Directories whose sessions were
+    all imported before still import (adding nothing); `--follow` waits for sessions to come
+    and is not refused."""
+    empty = [path for path in dict.fromkeys(paths)  # a file named is imported (or refused) itself
+             if os.path.isdir(path) and not any(found.is_file() for found in Path(path).rglob("*.jsonl"))]  # as the importers search
+    if not empty:
         return
-    holds = "holds" if len(set(paths)) == 1 else "hold"
-    message = (f"{', '.join(dict.fromkeys(paths))} {holds} no {tool} session file (*.jsonl, searched recursively): nothing to import; "
-               "name the directory (or files) holding them")
+    holds = "holds" if len(empty) == 1 else "hold"
+    message = (f"{', '.join(empty)} {holds} no {tool} session file (*.jsonl, searched recursively): nothing to import from "
+               f"{'it' if len(empty) == 1 else 'them'}; name the directory (or files) holding them")
     if given:
         raise click.BadParameter(message, param_hint="PATHS")
     raise click.UsageError(message + " as PATHS")
@@ -1177,7 +1178,7 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
     default ~/.claude/projects). Re-importing adds nothing; a grown file adds its new lines.
     A session changed in the last 10 minutes may still be written: what it does not show
     complete yet (a last response, a running sub-agent) is left for a later import.
-    Directories holding no session file (*.jsonl) at all are refused (exit 2), except with
+    A directory holding no session file (*.jsonl) at all is refused (exit 2), except with
     --follow, which waits for sessions to come."""
     sources = list(paths) or [str(Path.home() / ".claude" / "projects")]
     if not paths and not os.path.exists(sources[0]):  # (PATHS given are checked by click)
@@ -1245,7 +1246,7 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
 def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_json: bool) -> None:
     """Import pi coding agent session files from PATHS (files, or directories searched recursively).
 
-    Directories holding no session file (*.jsonl) at all are refused (exit 2)."""
+    A directory holding no session file (*.jsonl) at all is refused (exit 2)."""
     _check_sessions_found(list(paths), "pi", given=True)
     _print_summary(import_pi(store, list(paths), skip_bad=skip_bad), as_json)
 
