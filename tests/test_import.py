@@ -1264,3 +1264,52 @@ def test_a_plain_cli_import_of_a_session_still_being_written_leaves_its_last_res
     old = time.time() - 3600  # an hour untouched: the session is over, taken as it is
     os.utime(live, (old, old))
     assert import_claude_code(Store(":memory:"), [live], live_within=600).waiting == 0
+
+
+def _chat_lines(turns: int) -> list[dict[str, Any]]:
+    """A Claude Code chat of `turns` questions and answers, each line naming the one before."""
+    lines: list[dict[str, Any]] = []
+    parent = None
+    for i in range(turns):
+        for role, uuid in (("user", f"u{i}"), ("assistant", f"a{i}")):
+            message: dict[str, Any] = {"role": role, "content": f"{role} {i}"}
+            if role == "assistant":
+                message.update(id=f"msg_{i}", model="claude-x", stop_reason="end_turn", content=[{"type": "text", "text": f"answer {i}"}])
+            lines.append({"type": role, "uuid": uuid, "parentUuid": parent, "sessionId": "s-1", "isSidechain": False,
+                          "timestamp": f"2026-01-01T00:00:{len(lines):02d}Z", "message": message})
+            parent = uuid
+    return lines
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.permutations(range(6)))
+def test_lines_written_before_their_parent_still_make_one_thread(tmp_path: Path, order: list[int]) -> None:
+    """A line whose parent comes later in the file (lines swapped by an edit or a merge) began
+    a root of its own: one chat came in as two threads, the second starting with an answer.
+    Whatever the order of its lines, a chat is one thread, its messages in the order the
+    parents give."""
+    chat = _chat_lines(3)
+    path = tmp_path / f"s-{'-'.join(map(str, order))}.jsonl"
+    path.write_text("".join(json.dumps(chat[i]) + "\n" for i in order), encoding="utf-8")
+    store = Store(":memory:")
+    import_claude_code(store, [path])
+    [thread] = store.all_threads()
+    texts = [e.data["content"][0]["text"] for e in store.read(thread.id) if e.type == "message.appended"]
+    assert texts == ["user 0", "answer 0", "user 1", "answer 1", "user 2", "answer 2"]
+
+
+def test_a_uuid_used_again_for_other_content_is_a_bad_line(tmp_path: Path) -> None:
+    """A second line with a uuid already used was dropped as a repeat, whatever it said, and
+    the import counted it as a line without conversation. A repeat saying the same is still
+    skipped; one saying something else is refused, naming both lines."""
+    chat = _chat_lines(2)
+    same, other = tmp_path / "same.jsonl", tmp_path / "other.jsonl"
+    same.write_text("".join(json.dumps(r) + "\n" for r in [*chat, chat[1]]), encoding="utf-8")
+    changed = dict(chat[2], message={"role": "user", "content": "A DIFFERENT question"})
+    other.write_text("".join(json.dumps(r) + "\n" for r in [*chat, changed]), encoding="utf-8")
+    store = Store(":memory:")
+    assert import_claude_code(store, [same]).skipped["duplicate uuid"] == 1
+    with pytest.raises(BadLine, match=r"other.jsonl:5: uuid 'u1' is line 3's, which says something else"):
+        import_claude_code(store, [other])
+    skipped = import_claude_code(Store(":memory:"), [other], skip_bad=True)
+    assert [(b[1], b[2]) for b in skipped.bad] == [(5, "uuid 'u1' is line 3's, which says something else")]

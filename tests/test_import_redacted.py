@@ -199,7 +199,7 @@ def _rewritten(lines: list[bytes], how: str) -> list[bytes]:
     return [lines[1], lines[0], *lines[2:]]  # reordered
 
 
-@pytest.mark.parametrize("how", ["renamed", "dropped", "reordered"])
+@pytest.mark.parametrize("how", ["renamed", "dropped"])
 def test_a_rewritten_claude_code_session_is_still_refused_after_a_redaction(tmp_path: Path, how: str) -> None:
     lines = _claude_code_lines(REWOUND[0])
     session = tmp_path / "session" / "s1.jsonl"
@@ -213,6 +213,26 @@ def test_a_rewritten_claude_code_session_is_still_refused_after_a_redaction(tmp_
         with pytest.raises(ImportConflict, match="holds events the source no longer has in that order"):
             import_claude_code(store, [session])
         assert store.counts() == before
+
+
+def test_a_claude_code_session_whose_lines_were_swapped_imports_on_after_a_redaction(tmp_path: Path) -> None:
+    """Lines are taken in the order their parents give, not the file's: a response written
+    before the prompt it answers is the same conversation, so the import goes on, keeping
+    the redaction and adding what is new."""
+    lines = _claude_code_lines(REWOUND[0])
+    session = tmp_path / "session" / "s1.jsonl"
+    session.parent.mkdir()
+    session.write_bytes(b"".join(lines[:2]))
+    with Store(tmp_path / "t.db") as store:
+        root = import_claude_code(store, [session]).thread_ids[0]
+        before = [e.event_id for e in store.read(root)]
+        store.redact(_position(store, root, "cc:s1:u1"), reason="pii", actor="ops")
+        session.write_bytes(b"".join(_rewritten(lines, "reordered")))
+        assert import_claude_code(store, [session]).added > 0
+        after = [e.event_id for e in store.read(root) if e.type != "event.redacted"]
+        assert after[:len(before)] == before and len(after) > len(before)
+        assert store.verify().redacted == 1
+    assert SECRET.encode() not in _db_bytes(tmp_path / "t.db")
 
 
 @pytest.mark.parametrize("how", ["renamed", "dropped", "reordered"])

@@ -5,7 +5,8 @@ How a file becomes streams (field meanings: FORMATS.md in the project's data not
 - Lines with a `uuid` form a tree through `parentUuid`; `progress`, `attachment` and
   `system` lines are links in it that carry no conversation (a `compact_boundary` links
   through `logicalParentUuid`). A line whose parent is not in the file continues from the
-  previous conversation line, so one file is one thread.
+  previous conversation line, so one file is one thread; a line written before its parent
+  is taken after it. A uuid repeated by a line that says something else is a bad line.
 - Conversation lines group into *units*, one event each: an assistant API response is
   every line sharing its `message.id`; the `tool_result` lines answering one response are
   one user message; any other user line is its own unit. Claude Code chains parallel tool
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import InvalidEvent, Store, ThreadNotFound
+from eventstore.recorded import short
 from eventstore.content import validate_block
 from eventstore.events import is_time
 
@@ -230,7 +232,12 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             summary.skipped[type_] += 1
             continue
         if entry.uuid in entries:
-            summary.skipped["duplicate uuid"] += 1
+            earlier = entries[entry.uuid].line
+            if earlier.record != record:  # dropped as a repeat, it lost what only this line said
+                on_bad(BadLine(str(path), line.number, f"uuid {short(entry.uuid)} is line {earlier.number}'s, "
+                                                       "which says something else"))
+            else:
+                summary.skipped["duplicate uuid"] += 1
             continue
         entries[entry.uuid] = entry
         order.append(entry)
@@ -387,7 +394,7 @@ def _units(order: list[_Entry], entries: dict[str, _Entry], boundaries: dict[str
 
     previous: _Entry | None = None
     responses: dict[str, tuple[str, str]] = {}  # a response's message.id -> the key of its unit, when not ("a", id)
-    for entry in order:
+    for entry in _parents_first(order, entries):
         if entry.kind == "link":
             continue
         record = entry.line.record
@@ -426,6 +433,27 @@ def _units(order: list[_Entry], entries: dict[str, _Entry], boundaries: dict[str
         previous = entry
     for unit in reversed(ordered):
         unit.latest = max([unit.entries[-1].line.number, *(c.latest for c in unit.children)])
+    return ordered
+
+
+def _parents_first(order: list[_Entry], entries: dict[str, _Entry]) -> list[_Entry]:
+    """`order` (the file's) with every line after the line it names as its parent. A line
+    written before its parent (lines swapped in an edited or merged file) began a root of its
+    own: the file's one conversation came in as two threads, the second starting mid-way. A
+    file in order comes back as it is; a cycle of parents is cut where it is entered."""
+    placed: set[str] = set()
+    ordered: list[_Entry] = []
+    for entry in order:
+        chain: list[_Entry] = []
+        walked: set[str] = set()
+        current: _Entry | None = entry
+        while current is not None and current.uuid not in placed and current.uuid not in walked:
+            walked.add(current.uuid)
+            chain.append(current)
+            current = entries.get(current.parent) if current.parent is not None else None
+        for item in reversed(chain):
+            placed.add(item.uuid)
+            ordered.append(item)
     return ordered
 
 
