@@ -1313,3 +1313,32 @@ def test_a_uuid_used_again_for_other_content_is_a_bad_line(tmp_path: Path) -> No
         import_claude_code(store, [other])
     skipped = import_claude_code(Store(":memory:"), [other], skip_bad=True)
     assert [(b[1], b[2]) for b in skipped.bad] == [(5, "uuid 'u1' is line 3's, which says something else")]
+
+
+@pytest.mark.parametrize("tool", ["pi", "claude-code"])
+def test_a_directory_that_cannot_be_read_is_refused_not_skipped(tmp_path: Path, tool: str) -> None:
+    """`Path.rglob` searched past a directory it could not read: the sessions in it were left
+    out, and the import said `1 file(s)` and exited 0. It is refused, naming the directory,
+    with no database left behind. (Root reads any directory: as root the import runs
+    without the capabilities that let it.)"""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("needs setpriv to run the import as root without reading every directory")
+        prefix = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--"]
+    source = PI if tool == "pi" else SUBAGENT_SESSION
+    for folder in ("open", "locked"):
+        (tmp_path / "sessions" / folder).mkdir(parents=True)
+        shutil.copy2(source, tmp_path / "sessions" / folder / source.name)
+    locked = tmp_path / "sessions" / "locked"
+    locked.chmod(0)
+    db = tmp_path / "t.db"
+    try:
+        done = subprocess.run([*prefix, sys.executable, "-m", "threadlog", "--db", str(db), "import", tool, str(tmp_path / "sessions")],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        locked.chmod(0o755)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.startswith(f"error: cannot read the directory {locked} (Permission denied)"), done.stderr
+    assert not db.exists() and "Traceback" not in done.stderr

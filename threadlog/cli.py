@@ -51,6 +51,7 @@ from .demo import build_demo, demo_lines
 from .export import dump_lines, export_all, export_events, export_markdown
 from .importers import ImportSummary, import_claude_code, import_event_files, import_pi
 from .importers.follow import follow_claude_code
+from .importers.lines import files_below
 from .interrupt import waking
 from .listing import listing
 from .note_fork import fork_with_transcript, transcripts_holding
@@ -1150,7 +1151,7 @@ def _check_sessions_found(paths: list[str], tool: str, given: bool) -> None:
     all imported before still import (adding nothing); `--follow` waits for sessions to come
     and is not refused."""
     empty = [path for path in dict.fromkeys(paths)  # a file named is imported (or refused) itself
-             if os.path.isdir(path) and not any(found.is_file() for found in Path(path).rglob("*.jsonl"))]  # as the importers search
+             if os.path.isdir(path) and not files_below(Path(path), "*.jsonl")]  # as the importers search
     if not empty:
         return
     holds = "holds" if len(empty) == 1 else "hold"

@@ -43,7 +43,7 @@ from eventstore.recorded import short
 from eventstore.content import validate_block
 from eventstore.events import is_time
 
-from .lines import BadLine, Line, Seen, existing_paths, is_text, read_lines, text_name
+from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -807,12 +807,12 @@ def discover(paths: Iterable[str | Path]) -> list[Session]:
     files: list[Path] = []
     for path in existing_paths(paths, ASKS):
         if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*.jsonl") if p.is_file()))
+            files.extend(files_below(path, "*.jsonl"))
         else:
             files.append(path)
             subagents = path.with_suffix("") / "subagents"  # 2.1.x: the session's sub-agents
             if not _is_agent(path) and subagents.is_dir():
-                files.extend(sorted(p for p in subagents.rglob("agent-*.jsonl") if p.is_file()))
+                files.extend(files_below(subagents, "agent-*.jsonl"))
             if not _is_agent(path):  # ≤ 2.0.x: beside it, naming it by the lines' sessionId
                 files.extend(sorted(p for p in path.parent.glob("agent-*.jsonl")
                                     if p.is_file() and _first_record(p).get("sessionId") == path.stem))

@@ -66,6 +66,19 @@ def existing_paths(paths: Any, asks: str, *, directories: bool = True) -> list[P
     return sources
 
 
+def files_below(directory: Path, pattern: str) -> list[Path]:
+    """The files matching `pattern` in or below `directory`, sorted. A directory there that
+    cannot be read is refused by name: `Path.rglob` searched past it, and the sessions in it
+    were left out of an import that reported success."""
+    def refuse(error: OSError) -> None:
+        raise StoreError(f"cannot read the directory {error.filename} ({error.strerror}): the sessions in it would be "
+                         "left out; make it readable, or name the directories and files to import")
+
+    for _ in os.walk(directory, onerror=refuse):
+        pass
+    return sorted(path for path in directory.rglob(pattern) if path.is_file())
+
+
 def text_name(path: Path, ids: bool = False) -> Path:
     """`path`, refused unless its name is UTF-8 text: thread ids, event ids and each event's
     source are made from it, and a Linux file name may hold bytes no text decodes to. With

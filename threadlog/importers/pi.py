@@ -32,7 +32,7 @@ from eventstore import Store
 from eventstore.events import is_time
 from eventstore.recorded import short
 
-from .lines import BadLine, Line, Seen, existing_paths, is_text, read_lines, text_name
+from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -483,7 +483,7 @@ def import_pi(
     file is checked before the first is written) or, with `skip_bad=True`, is skipped and reported."""
     files: list[Path] = []
     for path in existing_paths(paths, "name pi session files (.jsonl) or directories of them"):
-        found = sorted(p for p in path.rglob("*.jsonl") if p.is_file()) if path.is_dir() else [path]  # as claude_code.discover
+        found = files_below(path, "*.jsonl") if path.is_dir() else [path]  # as claude_code.discover
         files.extend(text_name(p) for p in found)
     return import_sources(store, files, lambda path, summary, _, seen: _plan_file(path, summary, skip_bad, seen, store),
                           lambda path: path.stat().st_size, strict=not skip_bad, progress=progress, noun="file")
