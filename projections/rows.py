@@ -1,7 +1,9 @@
 """`display_rows`: one row per thing a chat UI shows, with ids stable enough to upsert.
 
 A row's id is derived from the event that made it (`event_id`, plus `:i` for the i-th
-content block), so re-rendering after more events keeps every old row's id; a row whose
+content block; an event of one row whose id already ends in `:<number>` gets `:0`, or the
+interrupt `E:0` took the row id of message `E`'s first block and hid it), so re-rendering
+after more events keeps every old row's id; a row whose
 status changes later (a tool call answered, an interrupt resolved or demoted by a fork)
 keeps its id and changes in place. Rows of a `context="note"` fork start over at the fork
 card: the fork's screen shows the ⑃ card and what happened after it, not the parent.
@@ -13,6 +15,7 @@ live messages do.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -50,7 +53,14 @@ class Row:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
-def _base(event: RecordedEvent, suffix: str = "") -> dict[str, Any]:
+# The end of a message's row id (`:<block>`); an event of one row whose own id ends so is told apart.
+_BLOCK_SUFFIX = re.compile(r":[0-9]+\Z")
+
+
+def _base(event: RecordedEvent, suffix: str | None = None) -> dict[str, Any]:
+    """The fields every row has; `suffix` names a message's block (`:i`)."""
+    if suffix is None:
+        suffix = ":0" if _BLOCK_SUFFIX.search(event.event_id) else ""
     return {"id": event.event_id + suffix, "stream_id": event.stream_id, "offset": event.offset, "time": event.time}
 
 
@@ -101,13 +111,15 @@ class _Fold:
             self.interrupts[data["interrupt_id"]] = base["id"]
         elif event.type == "compaction.recorded" and "through_offset" in data:
             text = f"Compacted: messages before offset {data['through_offset']} are summarised for the model"
-            self.rows[event.event_id] = Row(kind="compaction", text=text, **_base(event))
+            base = _base(event)
+            self.rows[base["id"]] = Row(kind="compaction", text=text, **base)
         elif event.type == "thread.forked":
             if data.get("options", {}).get("context") == "note":
                 self.rows, self.calls, self.interrupts = {}, {}, {}
             self._forked(data)
             text = f"⑃ Forked from {data['parent_id']} at {data['parent_offset']}"
-            self.rows[event.event_id] = Row(kind="fork", text=text, **_base(event))
+            base = _base(event)
+            self.rows[base["id"]] = Row(kind="fork", text=text, **base)
         else:
             self._resolved(event.type, data)
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from eventstore import Store
 from threadlog import display_rows
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
@@ -79,3 +82,28 @@ def test_dropped_tool_call_row_vanishes_and_compaction_card(mem: Store) -> None:
     mem.append(f, [{"type": "compaction.recorded", "data": {"summary": "s", "through_offset": 2}}])
     assert display_rows(mem, f)[-1].kind == "compaction"
     assert display_rows(mem, f, at=3)[-1].kind == "tool_call"  # before the fork event, the call is there
+
+
+_ID = st.text(alphabet="E:01x", min_size=1, max_size=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["message", "interrupt", "compaction"]), _ID), min_size=1, max_size=6,
+                unique_by=lambda event: event[1]))
+def test_every_event_keeps_its_rows_whatever_the_event_ids(events: list[tuple[str, str]]) -> None:
+    """Rows are keyed by id: a message `E` made the row `E:0`, and an interrupt with the event
+    id `E:0` took that id, so its row replaced the message's and the viewer and `rows` showed
+    no trace of it (the transcript and the model still did)."""
+    store = Store(":memory:")
+    t = store.create_thread()
+    for i, (kind, event_id) in enumerate(events):
+        data: dict[str, object] = {
+            "message": {"role": "user", "content": [{"type": "text", "text": f"m{i}"}, {"type": "text", "text": f"n{i}"}]},
+            "interrupt": {"interrupt_id": f"q{i}", "question": f"q{i}?"},
+            "compaction": {"summary": f"s{i}", "through_offset": 1},
+        }[kind]
+        store.append(t, [{"type": f"{kind}.{'appended' if kind == 'message' else 'raised' if kind == 'interrupt' else 'recorded'}",
+                          "data": data, "meta": {"event_id": event_id}}])
+    rows = display_rows(store, t)
+    assert len({row.id for row in rows}) == len(rows)
+    assert len(rows) == sum(2 if kind == "message" else 1 for kind, _ in events)
