@@ -28,7 +28,8 @@ from .ranges import MAX_INDEX
 @dataclass(frozen=True)
 class VerifyReport:
     """What a `verify` that passed checked: how many streams and events, how many of them
-    redacted, and the checkpoint proven or extended."""
+    redacted (with `since`: those among the new events, and the older ones the new
+    redactions erased), and the checkpoint proven or extended."""
 
     streams: int
     events: int
@@ -192,8 +193,10 @@ def _verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
         new.append((row.position, row.hash))
         if row.type == "event.redacted":
             erased = _check_redacted_target(backend, row)
-            if erased is not None:
+            if isinstance(erased, tuple):
                 problems.append(erased)
+            elif erased is not None and erased <= upto:  # counted as whole by the run that proved the checkpoint
+                redacted += 1
         stream_id = row.stream_id
         if stream_id not in chains:
             ancestry = fork_point_ancestry(backend, stream_id)  # not to the root: a deep chain of forks made it quadratic
@@ -234,9 +237,10 @@ def _verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     return VerifyReport(len(chains), checked, redacted, extended)
 
 
-def _check_redacted_target(backend: Backend, row: EventRow) -> Problem | None:
+def _check_redacted_target(backend: Backend, row: EventRow) -> Problem | int | None:
     """A new `event.redacted` erased an older event, which `since` does not check: its row must
-    match the skeleton the record names (that it points back is the chain check's)."""
+    match the skeleton the record names (that it points back is the chain check's). Returns
+    the problem, or the position erased once it checks out (None when there is nothing to say)."""
     try:
         data = loads(row.data)
         target = data.get("position") if isinstance(data, dict) else None
@@ -254,5 +258,5 @@ def _check_redacted_target(backend: Backend, row: EventRow) -> Problem | None:
     skeleton = data.get("skeleton_digest")
     if isinstance(skeleton, str) and (erased.data.__class__ is not str or digest(erased.data) != skeleton):  # a blob: altered
         return target, "the redacted row does not match the skeleton its event.redacted recorded"
-    return None
+    return target
 

@@ -304,3 +304,18 @@ def test_since_reads_the_ancestry_of_a_deep_chain_of_forks_only_to_each_fork_poi
                 store.verify(since=checkpoint)
             read[depth] = counted[0]
     assert read[40] <= 2 * read[20], read
+
+
+def test_since_counts_the_older_events_the_new_redactions_erased(tmp_path: Path) -> None:
+    """`redacted` counted only the new events that were redacted: a redaction since the
+    checkpoint of an event it covers said 0, so the viewer's badge, which adds the counts of
+    each run, never showed it."""
+    with Store(tmp_path / "t.db") as store:
+        t = store.create_thread()
+        old = store.append_message(t, "user", "my card is 4111")
+        checkpoint = store.checkpoint()
+        new = store.append_message(t, "user", "and my pin is 1234")
+        store.redact(old.position, "pii", "ops")
+        store.redact(new.position, "pii", "ops")
+        assert store.verify(since=checkpoint).redacted == 2
+        assert store.verify().redacted == 2

@@ -140,6 +140,33 @@ def test_the_badge_checks_only_new_events_between_full_runs(tmp_path: Path) -> N
     assert (failed.state, failed.position) == ("failed", late.position)
 
 
+def test_the_badge_runs_the_full_check_again_though_the_log_did_not_grow(tmp_path: Path) -> None:
+    """A run started only when the log grew: an old event rewritten in place (the log as long
+    as before) kept the badge at "verified" until the server restarted, and redactions made
+    while serving were not counted (a redaction erases an older event)."""
+    from threadlog.web.integrity import Integrity
+
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(title="t")
+        paid = store.append_message(thread, "user", "Pay 10 EUR")
+        secret = store.append_message(thread, "user", "my card is 4111")
+    badges = Integrity(lambda: Store(path, read_only=True), wait=30, interval=0, full_every=3600)
+    assert (badges.badge(3).state, badges.badge(3).redacted) == ("ok", 0)
+    with Store(path) as store:
+        store.redact(secret.position, "pii", "ops")
+    grown = badges.badge(4)  # the run since the checkpoint
+    assert (grown.state, grown.events, grown.redacted) == ("ok", 4, 1)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE events SET data = replace(data, '10', '99') WHERE position = ?", (paid.position,))
+    conn.commit()
+    conn.close()
+    assert badges.badge(4).state == "ok"  # the full check is not due yet
+    badges._full_every = 0  # it is now
+    failed = badges.badge(4)
+    assert (failed.state, failed.position) == ("failed", paid.position)
+
+
 def test_page_rows_are_the_whole_view_sliced(built: tuple[Path, dict[str, str]]) -> None:
     """display_rows(start, stop) == the rows of the whole view whose offsets are in the page,
     statuses included (a tool call answered after the page still shows its answer)."""

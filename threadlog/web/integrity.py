@@ -49,11 +49,15 @@ class Integrity:
         self._started_for = -1
 
     def badge(self, last_position: int) -> Badge:
-        """The latest result; starts a run when the log has grown past what was verified."""
+        """The latest result; starts a run when the log has grown past what was verified, or
+        when the full re-check is due (an event rewritten in place leaves the log as long as
+        it was: the badge said verified until the server restarted)."""
         with self._lock:
-            due = self._last_run is None or time.monotonic() - self._last_run >= self._interval
-            if self._running is None and self._started_for != last_position and due:
-                self._started_for, self._last_run = last_position, time.monotonic()
+            now = time.monotonic()
+            due = self._last_run is None or now - self._last_run >= self._interval
+            changed = self._started_for != last_position or now - self._full_at >= self._full_every
+            if self._running is None and changed and due:
+                self._started_for, self._last_run = last_position, now
                 self._running = threading.Thread(target=self._run, name="threadlog-verify", daemon=True)
                 self._running.start()
                 started = self._running
