@@ -241,6 +241,11 @@ class Backend(Protocol):
         """The stream and every stream forked from it at any depth, in creation order."""
         ...
 
+    def forks_at(self, stream_id: str, lo: int, hi: int, limit: int) -> list[tuple[StreamRow, int]]:
+        """The streams forked from `stream_id` itself at fork points lo < offset <= hi, at most
+        `limit` at each point in creation order, each with how many were forked at its point."""
+        ...
+
     def insert_stream(self, row: StreamRow) -> None: ...
 
     def update_head(self, stream_id: str, head: int, head_hash: str, facts: str | None, first_message: int | None,

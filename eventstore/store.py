@@ -470,6 +470,18 @@ class Store:
         ranges = clip(segments(self.ancestry(thread, start)), start, None)
         return sum(self.backend.count_type(stream_id, lo, hi, type_) for stream_id, lo, hi in ranges)
 
+    def forks_at(self, thread: str, start: int, stop: int, limit: int = 10) -> list[tuple[ThreadInfo, int]]:
+        """The forks made from `thread` itself at fork points `start` < offset <= `stop` (the
+        forks after each of the events `start..stop-1`), at most `limit` at each point in
+        creation order, each with how many were made at its point: one page's fork cards,
+        however many forks the thread has (`subtree` reads every one, at any depth)."""
+        check_thread("thread", thread)
+        check_index("start", start)
+        check_index("stop", stop)
+        check_index("limit", limit, what="a number of forks")
+        self._stream(thread)
+        return [(ThreadInfo.from_row(row), total) for row, total in self.backend.forks_at(thread, start, stop, limit)]
+
     def subtree(self, thread: str) -> list[ThreadInfo]:
         """The thread and every fork below it, at any depth, in creation order."""
         check_thread("thread", thread)

@@ -517,6 +517,22 @@ def test_subtree_walks_forks_of_forks_only_below_the_thread(store: Store, convo:
         store.subtree("nope")
 
 
+def test_forks_at_lists_one_pages_fork_points_with_their_counts(store: Store, convo: str) -> None:
+    """A page's fork cards, from the forks made at its points only: the viewer read the whole
+    subtree for them, 2 s a page of a thread with 100,000 forks."""
+    at2 = [store.fork(convo, at=2) for _ in range(4)]
+    at4 = store.fork(convo)
+    store.fork(at2[0])  # a fork of a fork: not the thread's own
+    assert [(t.id, n) for t, n in store.forks_at(convo, 0, 4, limit=3)] == [(at2[0], 4), (at2[1], 4), (at2[2], 4), (at4, 1)]
+    assert [(t.id, n) for t, n in store.forks_at(convo, 2, 4)] == [(at4, 1)]  # points 3 and 4: after offsets 2 and 3
+    assert [t.id for t, _ in store.forks_at(convo, 0, 1)] == []
+    assert all(t.parent_id == convo for t, _ in store.forks_at(convo, 0, 99))
+    with pytest.raises(ThreadNotFound):
+        store.forks_at("nope", 0, 4)
+    with pytest.raises(InvalidEvent, match="limit"):
+        store.forks_at(convo, 0, 4, limit=-1)
+
+
 @pytest.mark.parametrize("option", [{"retrieval": "per_turn"}, {"retrieval": "first-turn"}, {"transcript": "parent.md"}],
                          ids=["per_turn", "first_turn", "transcript"])
 def test_a_note_forks_options_are_refused_on_a_full_fork(option: dict[str, str]) -> None:

@@ -622,13 +622,13 @@ def test_a_live_stream_over_an_event_of_the_wrong_shape_ends_with_a_failed_event
     try:
         with urllib.request.urlopen(f"{base}/live?id=F&after={after}&from=0", timeout=20) as stream:
             assert stream.readline() == b": connected\n"
-            with Store(path) as store:
-                store.append_message(f, "user", "c")
-            conn = sqlite3.connect(path)
+            conn = sqlite3.connect(path)  # altered first: a poll between an append and the alteration sent rows
             conn.execute('UPDATE events SET data = ? WHERE stream_id = ? AND "offset" = ?',
                          (json.dumps({"options": 5, "parent_id": "T", "parent_offset": 3}), "F", 3))
             conn.commit()
             conn.close()
+            with Store(path) as store:
+                store.append_message(f, "user", "c")
             lines = [stream.readline() for _ in range(3)]
     finally:
         _stop(proc)

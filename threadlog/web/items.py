@@ -78,13 +78,11 @@ def thread_items(store: Store, thread: str, start: int, stop: int, at: int | Non
         if event.type == "event.redacted":
             items.append(Item(f"e-{event.event_id}", "redaction", event.offset, provenance=_provenance(event, None),
                               redaction=Redaction.of(event.data)))
-    forks: dict[int, list[ThreadInfo]] = {}
-    for info in store.subtree(thread)[1:]:
-        if info.parent_id == thread and info.parent_offset is not None and start < info.parent_offset <= stop:
-            forks.setdefault(info.parent_offset, []).append(info)
-    for offset, infos in forks.items():
-        items.append(Item(f"forks-{offset}", "fork_here", offset - 1, forks=infos[:CARD_FORKS],
-                          more_forks=max(0, len(infos) - CARD_FORKS)))
+    forks: dict[int, tuple[list[ThreadInfo], int]] = {}
+    for info, total in store.forks_at(thread, start, stop, CARD_FORKS):  # the thread's subtree made a page of a
+        forks.setdefault(info.parent_offset or 0, ([], total))[0].append(info)  # thread of 100,000 forks take 2 s
+    for offset, (infos, total) in forks.items():
+        items.append(Item(f"forks-{offset}", "fork_here", offset - 1, forks=infos, more_forks=total - len(infos)))
     order = {"fork_here": 2, "redaction": 1}
     items.sort(key=lambda item: (item.offset, order.get(item.kind, 0)))
     return items
