@@ -1342,3 +1342,34 @@ def test_a_directory_that_cannot_be_read_is_refused_not_skipped(tmp_path: Path, 
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.startswith(f"error: cannot read the directory {locked} (Permission denied)"), done.stderr
     assert not db.exists() and "Traceback" not in done.stderr
+
+
+def _pi_chat(turns: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A pi (version 3) session of `turns` questions and answers: its header and entries."""
+    header = {"type": "session", "version": 3, "id": "s-pi", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp"}
+    entries: list[dict[str, Any]] = []
+    for i in range(turns):
+        for role in ("user", "assistant"):
+            text = f"{'question' if role == 'user' else 'answer'} {i}"
+            message: dict[str, Any] = {"role": role, "content": [{"type": "text", "text": text}], "timestamp": 1767225600000}
+            if role == "assistant":
+                message.update(provider="anthropic", model="claude-x", stopReason="stop")
+            entries.append({"type": "message", "id": f"e{len(entries)}", "parentId": entries[-1]["id"] if entries else None,
+                            "timestamp": "2026-01-01T00:00:01.000Z", "message": message})
+    return header, entries
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.permutations(range(6)))
+def test_pi_entries_written_before_their_parent_keep_their_branch(tmp_path: Path, order: list[int]) -> None:
+    """An entry whose parent comes later in the file was hung on the entry before it: its
+    branch left out what led to it. Whatever the order of its entries, a linear session is
+    one thread, its messages in the order the parents give."""
+    header, entries = _pi_chat(3)
+    path = tmp_path / f"p-{'-'.join(map(str, order))}.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in [header, *(entries[i] for i in order)]), encoding="utf-8")
+    store = Store(":memory:")
+    import_pi(store, [path])
+    [thread] = store.all_threads()
+    texts = [e.data["content"][0]["text"] for e in store.read(thread.id) if e.type == "message.appended"]
+    assert texts == ["question 0", "answer 0", "question 1", "answer 1", "question 2", "answer 2"]

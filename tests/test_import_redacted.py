@@ -235,7 +235,7 @@ def test_a_claude_code_session_whose_lines_were_swapped_imports_on_after_a_redac
     assert SECRET.encode() not in _db_bytes(tmp_path / "t.db")
 
 
-@pytest.mark.parametrize("how", ["renamed", "dropped", "reordered"])
+@pytest.mark.parametrize("how", ["renamed", "dropped", "reparented"])
 def test_a_rewritten_pi_session_is_still_refused_after_a_redaction(tmp_path: Path, how: str) -> None:
     header, *entries = _pi_lines()
     session = tmp_path / "session" / "s1.jsonl"
@@ -246,12 +246,31 @@ def test_a_rewritten_pi_session_is_still_refused_after_a_redaction(tmp_path: Pat
         store.redact(_position(store, root, "pi:s1:e1"), reason="pii", actor="ops")
         renamed = [line.replace(b'"e2"', b'"e2-again"') for line in entries]
         rewritten = {"renamed": renamed, "dropped": [entries[0], *entries[2:]],
-                     "reordered": [entries[0], entries[2], entries[1], *entries[3:]]}[how]
+                     "reparented": [entries[0], entries[1], entries[2].replace(b'"parentId": "e2"', b'"parentId": "e1"'),
+                                    *entries[3:]]}[how]
         session.write_bytes(b"".join([header, *rewritten]))
         before = store.counts()
         with pytest.raises(ImportConflict, match="holds events the source no longer has in that order"):
             import_pi(store, [session])
         assert store.counts() == before
+
+
+def test_a_pi_session_whose_entries_were_swapped_imports_on_after_a_redaction(tmp_path: Path) -> None:
+    """Entries are taken in the order their parents give, not the file's: an entry written
+    before its parent is the same session, so the import goes on, keeping the redaction."""
+    header, *entries = _pi_lines()
+    session = tmp_path / "session" / "s1.jsonl"
+    session.parent.mkdir()
+    session.write_bytes(b"".join([header, *entries[:3]]))
+    with Store(tmp_path / "t.db") as store:
+        root = import_pi(store, [session]).thread_ids[0]
+        before = [e.event_id for e in store.read(root)]
+        store.redact(_position(store, root, "pi:s1:e1"), reason="pii", actor="ops")
+        session.write_bytes(b"".join([header, entries[0], entries[2], entries[1], *entries[3:]]))
+        assert import_pi(store, [session]).added > 0
+        after = [e.event_id for e in store.read(root) if e.type != "event.redacted"]
+        assert after[:len(before)] == before and len(after) > len(before)
+        assert store.verify().redacted == 1
 
 
 def test_a_redaction_between_planning_and_writing_refuses_the_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,7 +2,8 @@
 
 Version 1 files are linear: every entry follows the one before (pi itself migrates them
 the same way, giving each entry the previous one as parent). Later versions carry an
-`id`/`parentId` tree: the main thread follows the first root, along the branch that ends
+`id`/`parentId` tree (an entry written before its parent is taken after it): the main
+thread follows the first root, along the branch that ends
 latest in the file (or the one an earlier import stored), and every other branch becomes a
 fork at its branch point, or a thread of its own when it leaves before the first message
 (pi's `resetLeaf`, to edit the first prompt, starts a new root). Messages map onto
@@ -358,6 +359,45 @@ def _call_answered(node: _Node) -> str | None:
 _CONTEXT = ("message", "branch_summary", "custom_message")  # the entry types that may become a message
 
 
+# The parent of a version 1 entry: the entry before it.
+_FOLLOWS = object()
+
+
+def _parents_first(written: list[tuple[int, Line, str, Any]]) -> list[_Node]:
+    """The entries as nodes, each after its parent. A parent not in the file (or the entry
+    itself) is taken as the entry before, as a version 1 file's; a null one starts a root (a
+    later root is pi's `resetLeaf`). An entry written before its parent was hung on the entry
+    before it, leaving out of its branch what led to it; it is placed after its parent now.
+    A cycle of parents is cut where it is entered: that entry starts a root."""
+    ids = {node_id for _, _, node_id, _ in written}
+    parents: dict[str, str | None] = {}
+    previous: str | None = None
+    for _, _, node_id, parent in written:
+        if parent is None:
+            parents[node_id] = None
+        else:
+            parents[node_id] = parent if isinstance(parent, str) and parent in ids and parent != node_id else previous
+        previous = node_id
+    by_id = {entry[2]: entry for entry in written}
+    placed: set[str] = set()
+    order: list[_Node] = []
+    for _, _, node_id, _ in written:
+        chain: list[str] = []
+        walked: set[str] = set()
+        current: str | None = node_id
+        while current is not None and current not in placed and current not in walked:
+            chain.append(current)
+            walked.add(current)
+            current = parents[current]
+        if current is not None and current in walked:
+            parents[chain[-1]] = None
+        for entry_id in reversed(chain):
+            placed.add(entry_id)
+            index, line, _, _ = by_id[entry_id]
+            order.append(_Node(index, line, entry_id, parents[entry_id]))
+    return order
+
+
 def _own_thread_starts(order: list[_Node], roots: list[_Node]) -> list[_Node]:
     """The entries that may start a thread of their own: the later roots, and the children of
     entries before the first message of their branch (a rewind there has nothing to fork)."""
@@ -404,9 +444,8 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     if not is_text(session):  # every thread and event id is made from it
         on_bad(BadLine(str(path), lines[0].number, "the session id is not UTF-8 text"))
         return plan
-    nodes: dict[str, _Node] = {}
-    order: list[_Node] = []
-    previous: str | None = None
+    written: list[tuple[int, Line, str, Any]] = []  # each entry's index, line, id and parent as written
+    taken: set[str] = set()
     for index, line in enumerate(lines[1:]):
         why = _check(line.record)
         if why is not None:
@@ -414,23 +453,23 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
             continue
         record = line.record
         node_id: str = record["id"] if isinstance(record.get("id"), str) else str(index + 1)  # v1: the line index
-        parent = record.get("parentId") if "id" in record else previous
-        if parent is None and "id" in record and order:  # a later root: pi's `resetLeaf` (a rewind to the start)
-            node = _Node(index, line, node_id, None)
-        else:
-            node = _Node(index, line, node_id, parent if isinstance(parent, str) and parent in nodes else previous)
-        if node_id in nodes:
+        if node_id in taken:
             on_bad(BadLine(str(path), line.number, f"entry id {short(node_id)} repeats"))
             continue
-        nodes[node_id] = node
-        order.append(node)
+        taken.add(node_id)
+        written.append((index, line, node_id, record.get("parentId") if "id" in record else _FOLLOWS))
+    order = _parents_first(written)
+    nodes: dict[str, _Node] = {}
+    for node in order:
+        nodes[node.id] = node
         if node.parent is not None:
             nodes[node.parent].children.append(node)
-        previous = node_id
+    for node in order:  # in the file's order, as pi lists a node's branches
+        node.children.sort(key=lambda child: child.index)
     # Where an earlier import wrote each entry: a session rewound since, or an older copy of one,
     # goes on along what the store holds.
     root_id = stable_id(TOOL, session)
-    roots = [n for n in order if n.parent is None]
+    roots = sorted((n for n in order if n.parent is None), key=lambda root: root.index)
     stored_in: dict[str, str] = {}
     stored = stored_sources(store, root_id, stored_in) if store else {}
     if store is not None:  # and what the threads of their own hold (`_Writer.own_thread`)
