@@ -1373,3 +1373,19 @@ def test_pi_entries_written_before_their_parent_keep_their_branch(tmp_path: Path
     [thread] = store.all_threads()
     texts = [e.data["content"][0]["text"] for e in store.read(thread.id) if e.type == "message.appended"]
     assert texts == ["question 0", "answer 0", "question 1", "answer 1", "question 2", "answer 2"]
+
+
+def test_a_second_pi_session_header_is_a_bad_line(tmp_path: Path) -> None:
+    """A `session` line after the first (two files joined) was taken as an entry: an empty
+    thread of its own, which `request` could not send."""
+    header, entries = _pi_chat(2)
+    path = tmp_path / "joined.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [header, *entries[:2], dict(header, id="s-other"), *entries[2:]]),
+                    encoding="utf-8")
+    with pytest.raises(BadLine, match=r"joined.jsonl:4: a session header belongs on the file's first line only"):
+        import_pi(Store(":memory:"), [path])
+    store = Store(":memory:")
+    summary = import_pi(store, [path], skip_bad=True)
+    assert [(b[1], b[2].split(" (")[0]) for b in summary.bad] == [(4, "a session header belongs on the file's first line only")]
+    [thread] = store.all_threads()
+    assert sum(e.type == "message.appended" for e in store.read(thread.id)) == 4

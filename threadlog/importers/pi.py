@@ -55,6 +55,8 @@ class _Node:
 
 
 def _check(record: dict[str, Any]) -> str | None:
+    if record.get("type") == "session":  # as an entry it made an empty thread of its own
+        return "a session header belongs on the file's first line only (two files joined?)"
     if record.get("type") == "message":
         message = record.get("message")
         if not isinstance(message, dict):
