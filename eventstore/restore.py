@@ -117,6 +117,7 @@ class _Restore:
         self.last_position = 0
         self.run: _Run | None = None
         self.touched: set[str] = set()  # streams this restore wrote events to
+        self.held: set[str] = set()  # streams of the events the database held already
         self.skeletons: dict[int, int] = {}  # restored redacted position -> its line
         self.unlinked: dict[int, int] = {}  # restored redacted position -> its line, until its event.redacted comes
         self.erasing: dict[int, tuple[str, str]] = {}  # stored position -> (its skeleton, its stream), until erased
@@ -174,10 +175,15 @@ class _Restore:
         stored = self.backend.events_by_id([event["event_id"]])
         if stored:
             row = stored[0]
+            if (row.stream_id, row.offset) == (event["stream_id"], event["offset"]) and row.hash != event["hash"]:
+                raise InvalidEvent(f"{where}.hash", f"{short(event['hash'])} is not the hash this database stores for "
+                                   f"{event['event_id']!r} at position {row.position}: the export was altered, or it "
+                                   "comes from a database that holds another history under the same ids")
             if (row.stream_id, row.offset, row.hash) != (event["stream_id"], event["offset"], event["hash"]):
                 raise InvalidEvent(f"{where}.event_id", f"{event['event_id']!r} is already stored at position {row.position} "
                                    "as another event; this export does not belong in this database")
             self.check_present(where, event, row)
+            self.held.add(row.stream_id)
             if event["redacted"] and row.redacted_by is None:
                 self.erase_stored(where, number, event, row)
             self.report.present += 1
@@ -275,8 +281,10 @@ class _Restore:
 
     def check_stream_lines(self) -> None:
         """Each stream line this restore wrote events under says what its row now says: only
-        its id and fork point were used to write it, so the rest would be taken as given."""
-        for stream_id in self.touched:
+        its id and fork point were used to write it, so the rest would be taken as given. So
+        does the line of a stream whose events the database held already: one saying another
+        fork point was accepted, and the tampered file reported as restored."""
+        for stream_id in sorted(self.touched | self.held):
             number, declared = self.streams.get(stream_id, (0, None))
             if declared is None:
                 continue  # the stream was in the database already, and no line declares it
@@ -284,8 +292,8 @@ class _Restore:
             for name in ("parent_id", "parent_offset", "root_id", "depth", "kind"):
                 said, value = declared.get(name), getattr(info, name)
                 if type(said) is not type(value) or said != value:
-                    raise InvalidEvent(f"line {number}.stream.{name}", f"is {short(said)}, but its events make it {value!r}: "
-                                       "the export was altered")
+                    raise InvalidEvent(f"line {number}.stream.{name}", f"is {short(said)}, but the database holds the stream "
+                                       f"with {value!r}: the export was altered")
 
     def flush(self) -> None:
         run, self.run = self.run, None
@@ -316,7 +324,7 @@ class _Restore:
         said = (event["type"], event["schema_version"], meta_json, event["recorded_at"])
         if said != (stored.type, stored.schema_version, stored_meta, stored.recorded_at):
             raise InvalidEvent(where, f"says other than the event this database stores as {event['event_id']!r} at position "
-                               f"{row.position} (its type, meta or time), under the same hash: the export was altered")
+                               f"{row.position} (its type, schema version, meta or time), under the same hash: the export was altered")
         if not event["redacted"]:  # the payload itself (validated when stored); the stored one may be redacted since
             try:
                 same = integrity.digest(integrity.canonical(event["data"])) == stored.data_digest

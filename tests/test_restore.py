@@ -161,6 +161,29 @@ def test_an_altered_export_is_refused_whole(tmp_path: Path, change: Any) -> None
     assert sha(db) == before
 
 
+ONTO_ITS_SOURCE = {
+    "stream-fork-point-edited": (lambda lines: _stream(lines, 1).update(parent_offset=5000), "stream.parent_offset"),
+    "hash-edited": (lambda lines: _event(lines, 3).update(hash="tl2:" + "0" * 64), "is not the hash this database stores"),
+    "schema-version-edited": (lambda lines: _event(lines, 2).update(schema_version=7), "(its type, schema version, meta or time)"),
+    "text-edited": (CHANGES["text-edited"], "is not the payload this database stores"),
+    "meta-edited": (CHANGES["meta-edited"], "under the same hash"),
+}
+
+
+@pytest.mark.parametrize("change", list(ONTO_ITS_SOURCE.values()), ids=list(ONTO_ITS_SOURCE))
+def test_an_altered_export_restored_onto_its_own_database_is_refused(tmp_path: Path, change: Any) -> None:
+    """Every event of the file already present: a stream line saying another fork point was
+    accepted ("0 added, 54 already present", which a user takes for a backup that checks out),
+    and a tampered hash or schema version was refused for the wrong reason."""
+    alter, says = change
+    bad = tampered(tmp_path, alter)
+    before = sha(tmp_path / "a.db")
+    with Store(tmp_path / "a.db") as a, pytest.raises(InvalidEvent) as caught:
+        import_events(a, bad)
+    assert says in str(caught.value) and "the export was altered" in str(caught.value), str(caught.value)
+    assert sha(tmp_path / "a.db") == before
+
+
 @pytest.mark.parametrize("raw", [b"{not json\n", b'{"format": "threadlog-events", "version": 1}\n\xff\xfe\n',
                                  b'{"format": "threadlog-events", "version": 9}\n', b"", b"[" * 100_000 + b"\n"])
 def test_a_malformed_file_is_a_clear_error(tmp_path: Path, raw: bytes) -> None:
