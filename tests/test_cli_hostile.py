@@ -100,11 +100,11 @@ def test_a_refused_claude_code_session_writes_nothing_or_notes_what_was_written(
         held = store.counts().events
         with pytest.raises(StoreError, match="exists but was not imported from this source") as conflict:
             import_claude_code(store, [tmp_path / "a", tmp_path / "b"])
-        assert not getattr(conflict.value, "__notes__", None) and store.counts().events == held
+        assert conflict.value.__notes__ == [f"the session is {other}"] and store.counts().events == held  # nothing written
         with pytest.raises(StoreError, match="exists but was not imported from this source") as conflict:
             import_claude_code(store, [tmp_path / "a", tmp_path / "b"], skip_bad=True)
-        assert conflict.value.__notes__ == ["the 1 session(s) before it were imported (37 event(s) added); "
-                                            "importing again adds only what is missing"]
+        assert conflict.value.__notes__ == [f"the session is {other}", "the 1 session(s) before it were imported (37 event(s) "
+                                            "added); importing again adds only what is missing"]
 
 
 def test_two_different_sessions_under_one_name_are_refused_before_either_is_written(tmp_path: Path) -> None:

@@ -210,8 +210,9 @@ def test_a_rewritten_claude_code_session_is_still_refused_after_a_redaction(tmp_
         store.redact(_position(store, root, "cc:s1:u1"), reason="pii", actor="ops")
         session.write_bytes(b"".join(_rewritten(lines, how)))
         before = store.counts()
-        with pytest.raises(ImportConflict, match="holds events the source no longer has in that order"):
+        with pytest.raises(ImportConflict, match="holds events the source no longer has in that order") as refused:
             import_claude_code(store, [session])
+        assert refused.value.__notes__ == [f"the session is {session}"]  # the thread's id alone named no file
         assert store.counts() == before
 
 
@@ -250,8 +251,9 @@ def test_a_rewritten_pi_session_is_still_refused_after_a_redaction(tmp_path: Pat
                                     *entries[3:]]}[how]
         session.write_bytes(b"".join([header, *rewritten]))
         before = store.counts()
-        with pytest.raises(ImportConflict, match="holds events the source no longer has in that order"):
+        with pytest.raises(ImportConflict, match="holds events the source no longer has in that order") as refused:
             import_pi(store, [session])
+        assert refused.value.__notes__ == [f"the file is {session}"]
         assert store.counts() == before
 
 

@@ -1053,7 +1053,8 @@ def import_sessions(
         return _plan_session(session, summary, skip_bad, live[id(session)], {**before, **_stored_sources(store, session)}, seen,
                              store)
 
-    return import_sources(store, sessions, plan_one, _size, strict=not skip_bad, progress=progress, noun="session")
+    return import_sources(store, sessions, plan_one, _size, strict=not skip_bad, progress=progress, noun="session",
+                          name=lambda session: ", ".join(map(str, session.files)))
 
 
 def _changed_within(session: Session, seconds: float) -> bool:

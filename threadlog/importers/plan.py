@@ -299,7 +299,7 @@ def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: d
 
 def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, ImportSummary, dict[str, dict[str, str]], Seen], Plan],
                    size: Callable[[S], int], *, strict: bool, progress: Callable[[int, int], None] | None,
-                   noun: str) -> ImportSummary:
+                   noun: str, name: Callable[[S], str] = str) -> ImportSummary:
     """Plan and write each source (a session, a file) in turn; returns what they hold and added.
 
     `strict` (a bad line refuses the import) with more than one source: each is first planned
@@ -312,7 +312,8 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
     uuid -> stream; empty when writing: the store holds them then), and reads its files
     through `seen`: the writing pass reads the bytes the check read, however a file grew
     meanwhile (a session still being written; the next import reads the rest).
-    `progress(done, total)` counts bytes of source (as they were when the import began), the
+    A conflict with what the store holds names the source (`name(source)`): the thread's id
+    alone did not say which file was rewritten. `progress(done, total)` counts bytes of source (as they were when the import began), the
     checking pass too. A write the store refuses afterwards (another process changed a stream
     meanwhile) stops the import with a note on the error saying what the sources before it
     wrote.
@@ -325,7 +326,11 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
     pending: dict[str, list[str]] = {}  # what the sources checked so far would leave in each stream they name
     earlier: dict[str, dict[str, str]] = {}
     for source, read in zip(sources, sizes) if checked else ():
-        _checked(store, plan_one(source, ImportSummary(), earlier, seen), pending, earlier)
+        try:
+            _checked(store, plan_one(source, ImportSummary(), earlier, seen), pending, earlier)
+        except ImportConflict as error:
+            error.add_note(f"the {noun} is {name(source)}")
+            raise
         done += read
         if progress is not None:
             progress(done, total)
@@ -340,6 +345,8 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
             part.added = write_plan(store, plan)
             part.changed = plan.changed
         except StoreError as error:
+            if isinstance(error, ImportConflict):
+                error.add_note(f"the {noun} is {name(source)}")
             note_written(error, summary, f"{number} {noun}(s)")
             raise
         summary.merge(part)
