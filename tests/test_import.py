@@ -273,7 +273,11 @@ def test_a_source_edited_after_its_import_is_reported_changed_and_kept_as_stored
         result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", "claude-code", str(session)])
         assert result.exit_code == 0, result.output
         assert "0 event(s) added" in result.output
-        assert "changed since imported: 1 event(s) the source now gives otherwise, kept as stored" in result.output
+        line = records.index(first) + 1  # it said how many, and not where: a user could not find the edited line
+        assert (f"changed since imported: 1 event(s) the source now gives otherwise, first at {session}:{line}, kept as "
+                "stored") in result.output
+        again = import_claude_code(store, [session])
+        assert (again.changed, again.changed_lines) == (1, [(str(session), line)])
         texts = [b.get("text") for t in store.all_threads() for e in store.read(t.id, start=t.base) if e.type == "message.appended"
                  for b in e.data["content"]]
         assert "CHANGED TEXT" not in texts and was in texts

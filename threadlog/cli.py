@@ -1123,8 +1123,10 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
         lines.append(f"still being written, left for a later import: {summary.waiting} (a last response or a sub-agent's file "
                      "the session does not show complete yet)")
     if summary.changed:
-        lines.append(f"changed since imported: {summary.changed} event(s) the source now gives otherwise, kept as stored "
-                     "(the log is never rewritten; import the file into another database to keep both)")
+        file, line = summary.changed_lines[0]
+        lines.append(f"changed since imported: {summary.changed} event(s) the source now gives otherwise, first at "
+                     f"{file}:{line}, kept as stored (the log is never rewritten; import the file into another database "
+                     "to keep both)")
     return lines
 
 

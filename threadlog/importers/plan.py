@@ -147,7 +147,8 @@ class Plan:
     streams: list[PlannedStream] = field(default_factory=list)
     store: Store | None = None
     ids: set[str] = field(default_factory=set)  # every event id planned so far: each one once
-    changed: int = 0  # found by `write_plan`: stored events the source now gives otherwise (kept as stored)
+    changed: list[tuple[str, int]] = field(default_factory=list)  # found by `write_plan`: the source lines (file, line)
+    # of stored events the source now gives otherwise (kept as stored)
 
     def root(self, stream_id: str, created: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> PlannedStream:
         """A root thread; its `thread.created` event is checked now, as `add` checks the others."""
@@ -343,7 +344,7 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
             plan = plan_one(source, part, {}, seen)
             part.events = sum(len(s.events) + 1 for s in plan.streams)
             part.added = write_plan(store, plan)
-            part.changed = plan.changed
+            part.changed, part.changed_lines = len(plan.changed), plan.changed
         except StoreError as error:
             if isinstance(error, ImportConflict):
                 error.add_note(f"the {noun} is {name(source)}")
@@ -354,6 +355,12 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
         if progress is not None:
             progress(done, total)
     return summary
+
+
+def _source_line(event: PreparedEvent) -> tuple[str, int]:
+    """The file and line an imported event came from (its meta's `source`)."""
+    source = event.meta.get("source") or {}
+    return str(source.get("file", "")), int(source.get("line", 0))
 
 
 def write_plan(store: Store, plan: Plan) -> int:
@@ -369,8 +376,8 @@ def write_plan(store: Store, plan: Plan) -> int:
     stored = [None if own is None else _held(stream, list(own)) for stream, own in zip(plan.streams, owned)]
     # Events the store holds with other content (by id, their data digests compared): the source
     # was edited after it was imported. Counted, and kept as stored.
-    plan.changed = sum(1 for stream, own in zip(plan.streams, owned) if own for event in stream.events
-                       if own.get(event.event_id, event.data_digest) != event.data_digest)
+    plan.changed = [_source_line(event) for stream, own in zip(plan.streams, owned) if own for event in stream.events
+                    if own.get(event.event_id, event.data_digest) != event.data_digest]
     added = 0
     for stream, held in zip(plan.streams, stored):
         while True:

@@ -21,7 +21,8 @@ class ImportSummary:
     each of those (file, line, why). `waiting` counts what a session still being written
     does not show complete yet (a last response, a sub-agent's file), left for a later import.
     `changed` counts events already stored whose content the source now gives otherwise (an
-    edited file): they are kept as stored, since the log is never rewritten.
+    edited file), and `changed_lines` names their source lines (file, line): they are kept
+    as stored, since the log is never rewritten.
     """
 
     files: int = 0
@@ -39,6 +40,7 @@ class ImportSummary:
     thread_ids: list[str] = field(default_factory=list)
     waiting: int = 0
     changed: int = 0
+    changed_lines: list[tuple[str, int]] = field(default_factory=list)
 
     def merge(self, other: ImportSummary) -> None:
         """Add `other`'s counts, skipped and bad lines and thread ids to this summary's."""
@@ -49,6 +51,7 @@ class ImportSummary:
         self.bad.extend(other.bad)
         self.thread_ids.extend(other.thread_ids)
         self.waiting += other.waiting
+        self.changed_lines.extend(other.changed_lines)
 
     def to_json(self) -> dict[str, Any]:
         """Its fields as a JSON-ready dict (as `--json` prints it)."""
@@ -68,6 +71,7 @@ class ImportSummary:
             "thread_ids": self.thread_ids,
             "waiting": self.waiting,
             "changed": self.changed,
+            "changed_lines": [{"file": f, "line": n} for f, n in self.changed_lines],
         }
 
 
