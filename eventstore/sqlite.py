@@ -571,7 +571,9 @@ def _connect(path: str, timeout: float, read_only: bool) -> sqlite3.Connection:
 
     A read-only file in a directory nobody may write to (read-only media, a locked-down
     directory) cannot get the shared-memory file WAL readers need: it is opened `immutable`,
-    which is safe there because no writer can change it either.
+    which is safe there because no writer can change it either, unless a WAL file beside it
+    holds commits (a writer killed before its checkpoint, files copied without the -shm):
+    those an immutable opening would leave out, so it is refused.
     """
     if not read_only:
         return sqlite3.connect(path, timeout=timeout, isolation_level=None)
@@ -579,6 +581,12 @@ def _connect(path: str, timeout: float, read_only: bool) -> sqlite3.Connection:
         raise StoreError(f"no database at {path}; create one with `threadlog init` (or check the path)")
     directory = os.path.dirname(os.path.abspath(path))
     frozen = not os.access(directory, os.W_OK) and not os.path.exists(path + "-shm")
+    if frozen and os.path.isfile(path + "-wal") and os.path.getsize(path + "-wal") > 0:
+        # `immutable` reads the main file alone: the commits still in the WAL were left out,
+        # and verify said "ok" of the older log.
+        raise StoreError(f"{path}-wal holds changes not yet in {path}, and they cannot be read here: the directory is "
+                         f"read-only and {path}-shm, which a reader of the WAL needs, is missing: copy the files to a "
+                         "writable directory to read them (or copy the -shm file with them)")
     # The name's bytes, quoted: a Linux file name need not be UTF-8 text (quote() of the str would refuse it).
     uri = f"file:{urllib.parse.quote(os.fsencode(os.path.abspath(path)))}?mode=ro" + ("&immutable=1" if frozen else "")
     return sqlite3.connect(uri, timeout=timeout, isolation_level=None, uri=True)

@@ -578,3 +578,41 @@ def test_a_tool_call_line_shows_the_identifying_argument_first(db: Path) -> None
     assert '`{"file_path":"/src/app.py","content":"xxx' in lines[0] and len(lines[0]) < 140
     assert '`{"pattern":"def main","glob":"*.py","-n":true}`' in lines[1]
 
+
+
+def test_a_read_only_copy_whose_wal_holds_commits_is_refused_not_read_stale(tmp_path: Path) -> None:
+    """A writer killed before its checkpoint leaves its last commits in the -wal file; copied
+    without the -shm into a directory no one may write, the file was opened `immutable`, which
+    reads the main file alone: `verify` said "ok: 11 events" of a log of 21, and `ls` and
+    `checkpoint` answered from it. It is refused, naming the WAL. (Root writes any directory:
+    as root the reader runs without the capability that lets it.)"""
+    import shutil
+
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("needs setpriv to read as root without writing every directory")
+        prefix = [setpriv, "--bounding-set", "-dac_override", "--"]
+    source = tmp_path / "src"
+    source.mkdir()
+    script = ("import os, signal\nfrom threadlog import Store\n"
+              f"s = Store({str(source / 'r.db')!r})\nt = s.create_thread(title='ro')\n"
+              "for i in range(10): s.append_message(t, 'user', f'early {i}')\ns.purge()\n"
+              "for i in range(10): s.append_message(t, 'user', f'late {i}')\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    subprocess.run([sys.executable, "-c", script], timeout=60)
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    for name in ("r.db", "r.db-wal"):  # a backup that skipped the -shm file
+        shutil.copy(source / name, shelf / name)
+    assert (shelf / "r.db-wal").stat().st_size > 0
+    shelf.chmod(0o555)
+    try:
+        done = subprocess.run([*prefix, THREADLOG, "verify", "--db", str(shelf / "r.db")], capture_output=True, text=True,
+                              timeout=60)
+    finally:
+        shelf.chmod(0o755)
+    assert done.returncode == 1 and done.stdout == "", done.stdout + done.stderr
+    assert done.stderr.startswith(f"error: {shelf / 'r.db'}-wal holds changes not yet in {shelf / 'r.db'}"), done.stderr
+    ok = subprocess.run([THREADLOG, "verify", "--db", str(shelf / "r.db")], capture_output=True, text=True, timeout=60)
+    assert "21 events" in ok.stdout, ok.stdout + ok.stderr  # in a directory it may write, all of it is read
