@@ -1393,3 +1393,30 @@ def test_a_second_pi_session_header_is_a_bad_line(tmp_path: Path) -> None:
     assert [(b[1], b[2].split(" (")[0]) for b in summary.bad] == [(4, "a session header belongs on the file's first line only")]
     [thread] = store.all_threads()
     assert sum(e.type == "message.appended" for e in store.read(thread.id)) == 4
+
+
+def test_following_a_finished_session_imports_its_last_answer(tmp_path: Path) -> None:
+    """Claude Code 2.1.x writes `stop_reason: null` on every line, so a finished session's
+    last answer looked unfinished: a follower held it back forever (5 events where a plain
+    import gives 7), however long the file had been quiet. A session quiet for `live_within`
+    seconds is taken as it is, when found so and when it has been quiet that long."""
+    project = tmp_path / "p"
+    project.mkdir()
+    main = project / SUBAGENT_SESSION.name
+    main.write_bytes(SUBAGENT_SESSION.read_bytes())
+    expected = Store(":memory:")
+    import_claude_code(expected, [main])
+
+    def followed(live_within: float, polls: int) -> Store:
+        store = Store(":memory:")
+        left = iter(range(polls))
+        follow_claude_code(store, [project], interval=0.3, settle=3600, live_within=live_within,
+                           stop=lambda: next(left, None) is None)
+        return store
+
+    os.utime(main, (time.time() - 7200, time.time() - 7200))  # finished two hours ago
+    assert _events_of(followed(600, 2)) == _events_of(expected)
+    os.utime(main, None)  # written just now: its last answer waits while it may still be written...
+    fresh = followed(1.0, 1)
+    assert len(_events_of(fresh)) < len(_events_of(expected))
+    assert _events_of(followed(1.0, 6)) == _events_of(expected)  # ...and is taken once quiet for live_within

@@ -50,6 +50,7 @@ from projections.usage import total as usage_total
 from .demo import build_demo, demo_lines
 from .export import dump_lines, export_all, export_events, export_markdown
 from .importers import ImportSummary, import_claude_code, import_event_files, import_pi
+from .importers.claude_code import LIVE_SECONDS
 from .importers.follow import follow_claude_code
 from .importers.lines import files_below
 from .interrupt import waking
@@ -1162,11 +1163,6 @@ def _check_sessions_found(paths: list[str], tool: str, given: bool) -> None:
     if given:
         raise click.BadParameter(message, param_hint="PATHS")
     raise click.UsageError(message + " as PATHS")
-
-
-# A session with a file changed this recently is taken as still being written (`import
-# claude-code` without --follow): what it does not show complete waits for a later import.
-LIVE_SECONDS = 600.0
 
 
 @import_group.command("claude-code")

@@ -1002,6 +1002,12 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
             writer.branch(other, root)
 
 
+# A session with a file changed this recently is taken as still being written: what it does
+# not show complete waits for a later import (`import_claude_code`'s `live_within`, and
+# `follow_claude_code`, which reads a session again once it has been quiet this long).
+LIVE_SECONDS = 600.0
+
+
 def import_claude_code(
     store: Store,
     paths: Sequence[str | Path],

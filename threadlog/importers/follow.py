@@ -18,7 +18,7 @@ from pathlib import Path
 
 from eventstore import Store
 
-from .claude_code import ASKS, Session, discover, import_sessions
+from .claude_code import ASKS, LIVE_SECONDS, Session, discover, import_sessions
 from .lines import existing_paths
 from .summary import ImportSummary
 
@@ -29,13 +29,19 @@ def follow_claude_code(
     *,
     interval: float = 0.5,
     settle: float = 5.0,
+    live_within: float = LIVE_SECONDS,
     skip_bad: bool = False,
     on_import: Callable[[ImportSummary], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
 ) -> ImportSummary:
     """Mirror the sessions under `paths` into `store` until `stop()` returns true.
 
-    `on_import` gets the summary of each poll that added events. Returns the total.
+    A session with a file changed in the last `live_within` seconds is read as still being
+    written (what it does not show complete waits); one quiet longer is taken as it is, and
+    read once more when it has been quiet that long: Claude Code 2.1.x writes a null
+    `stop_reason` on every line, so a finished session's last answer looked unfinished
+    forever, and the mirror never held it. `on_import` gets the summary of each poll that
+    added events. Returns the total.
     """
     # One path as a string was read a character at a time ("/" searched everything), and one that
     # names nothing was waited for without a word; a path that goes away later is skipped until it is back.
@@ -44,6 +50,7 @@ def follow_claude_code(
     seen: dict[Path, tuple[tuple[int, int], ...]] = {}
     quiet_since: dict[Path, float] = {}
     settled: set[Path] = set()
+    finished: set[Path] = set()  # read once more after `live_within` quiet seconds
     while not stop():
         due: list[Session] = []
         now = time.monotonic()
@@ -58,12 +65,16 @@ def follow_claude_code(
                 seen[key] = signature
                 quiet_since[key] = now
                 settled.discard(key)
+                finished.discard(key)
                 due.append(session)
             elif key not in settled and now - quiet_since[key] >= settle:
                 settled.add(key)
                 due.append(session)
+            elif key not in finished and now - quiet_since[key] >= live_within:
+                finished.add(key)
+                due.append(session)
         if due:
-            _report(total, import_sessions(store, due, skip_bad=skip_bad, partial_tail=True), on_import)
+            _report(total, import_sessions(store, due, skip_bad=skip_bad, live_within=live_within), on_import)
         time.sleep(interval)
     return total
 
