@@ -131,6 +131,12 @@ class ReadersHeldOff(StoreError):
     holds new readers off until every open read ends, this process's own among them."""
 
 
+class OldPagesKept(StoreError):
+    """The write is committed, but another connection's read kept the write-ahead log from
+    being truncated: old pages (a redacted payload's among them) stay in it until `purge()`
+    runs with no reader. Not a refusal: running the write again would find it done."""
+
+
 class StaleSnapshot(StoreError):
     """A snapshot was refused: an event it covers was redacted after its fold began."""
 

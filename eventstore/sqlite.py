@@ -36,7 +36,8 @@ import sqlite_utils
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       StoredSnapshot, StreamRow, chain_order, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
-from .errors import ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file, shown, unsendable
+from .errors import (OldPagesKept, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
+                     shown, unsendable)
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
@@ -1138,7 +1139,7 @@ class SQLiteBackend:
         with self._checkpointer.running if self._checkpointer is not None else contextlib.nullcontext():
             busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if busy:
-            raise StoreError(
+            raise OldPagesKept(
                 f"{self.path}: another connection is reading, so the write-ahead log still holds old pages; "
                 "the change is committed; call purge() once the readers are done"
             )

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import click
 
-from eventstore import IntegrityError, InvalidEvent, RestoreReport, Store, StoreError, ThreadNotFound
+from eventstore import IntegrityError, InvalidEvent, OldPagesKept, RestoreReport, Store, StoreError, ThreadNotFound
 from eventstore.errors import MISSHAPEN, SchemaTooOld, empty_file, misshapen
 from eventstore.events import MAX_DEPTH
 from eventstore.prepare import MAX_EVENT_BYTES
@@ -436,8 +436,9 @@ def cli(db: str | None) -> None:
     SQLite file. Forks cost O(1): a fork points at its parent and an offset.
 
     Exit status: 1 an error (one `error:` line on stderr), 2 a usage error, 3 a write
-    committed whose result could not be printed (stdout full or closed: the write is kept,
-    do not run the command again), 130 Ctrl-C.
+    committed that could not finish (its result not printed, stdout full or closed; or a
+    redaction whose old pages a reader kept in the write-ahead log: the write is kept, do
+    not run the command again), 130 Ctrl-C.
     """
 
 
@@ -1011,7 +1012,10 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
     Transcript files written for note forks (`fork --context note --transcript`) are outside
     the file: those written from a history holding the event are listed, to rewrite or delete.
     """
-    record = store.redact(position, reason=reason, actor=actor)
+    try:
+        record = store.redact(position, reason=reason, actor=actor)
+    except OldPagesKept as error:  # exit 1 said nothing was written, and a retry was refused as already redacted
+        _fail(f"committed: redacted position {position}; {_cli_words(str(error))}", EXIT_UNPRINTED)
     _committed(f"redacted position {position}, recorded at position {record.position}",
                f"threadlog log {record.stream_id} --start {record.offset}")
     stale = transcripts_holding(store, position)
