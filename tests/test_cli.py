@@ -408,3 +408,14 @@ def test_a_redaction_a_reader_held_up_is_finished_by_purge(run, tmp_path: Path) 
     wal = Path(f"{db}-wal")
     assert b"4111" not in db.read_bytes() and (not wal.exists() or b"4111" not in wal.read_bytes())
     assert "[redacted]" in run("log", t)
+
+
+@pytest.mark.parametrize("command", [["new"], ["demo"], ["ls"], ["import", "pi", "."]])
+def test_a_database_in_memory_is_refused_by_the_cli(command: list[str]) -> None:
+    """`threadlog --db :memory: new` printed a thread id and exited 0, the thread gone with the
+    process; `demo` then told the user to run `threadlog ls --db :memory:`."""
+    for args in ([*command, "--db", ":memory:"], ["--db", ":memory:", *command]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2 and "--db :memory: names a database that is gone when the command exits" in result.stderr, (
+            args, result.output)
+        assert result.stdout == ""

@@ -262,13 +262,13 @@ def _open(path: str, mode: str, timeout: float) -> Store:
     special = None if url else special_file(path)
     if special is not None:
         raise StoreError(f"{path} is {special}, not a database file; pass a file path (--db)")
-    if not url and mode != "create" and path != ":memory:" and not Path(path).is_file():
+    if not url and mode != "create" and not Path(path).is_file():
         raise StoreError(f"no database at {path}; create one with `threadlog init` (or check --db / $THREADLOG_DB)")
-    if not url and mode in ("write", "search") and path != ":memory:" and os.path.getsize(path) == 0:  # as a read-only opening says
+    if not url and mode in ("write", "search") and os.path.getsize(path) == 0:  # as a read-only opening says
         raise empty_file(path)
     writable: dict[str, Any] = {"timeout": timeout} if url else {"timeout": timeout, "on_wait": _waiting}
     if mode == "search":  # writes only to bring the index up to date: a file it may not write is searched as it is
-        if not url and path != ":memory:" and not os.access(path, os.W_OK):
+        if not url and not os.access(path, os.W_OK):
             # SQLite opens such a file read-only without a word: the catch-up's write then failed.
             return Store(path, timeout=timeout, read_only=True)
         try:
@@ -300,7 +300,10 @@ def with_store(mode: str = "read") -> Callable[[Callable[..., Any]], Callable[..
         def wrapper(db: str | None, timeout: float = 30.0, **kwargs: Any) -> Any:
             ctx = click.get_current_context()
             path = db or ctx.find_root().params.get("db") or DEFAULT_DB
-            created = mode == "create" and not is_url(path) and path != ":memory:" and not os.path.lexists(path)
+            if path == ":memory:":  # `new --db :memory:` printed the id of a thread gone when it exited
+                raise click.UsageError("--db :memory: names a database that is gone when the command exits; name a file "
+                                       "(or a postgresql:// URL)")
+            created = mode == "create" and not is_url(path) and not os.path.lexists(path)
             try:
                 with _open(path, mode, timeout) as store:
                     for param in ctx.command.params:
@@ -1090,12 +1093,11 @@ def demo(store: Store, as_json: bool) -> None:
         _emit_json({**ids, "created": built})
         return
     output.lines(demo_lines(store, ids, built))
-    if store.path != ":memory:":
-        parent = str(ids["thread"])
-        name = f"{parent}.transcript.md"  # beside the database file; a server's database: here
-        path = Path.cwd() / name if is_url(store.path) else Path(store.path).resolve().with_name(name)
-        write_transcript(store, parent, path)
-        output.lines([f"The whole conversation as bounded Markdown (what a model can be pointed at): {path}"])
+    parent = str(ids["thread"])
+    name = f"{parent}.transcript.md"  # beside the database file; a server's database: here
+    path = Path.cwd() / name if is_url(store.path) else Path(store.path).resolve().with_name(name)
+    write_transcript(store, parent, path)
+    output.lines([f"The whole conversation as bounded Markdown (what a model can be pointed at): {path}"])
 
 
 # -- import and export: other tools' histories in, backups out --------------------------------
