@@ -1420,3 +1420,36 @@ def test_following_a_finished_session_imports_its_last_answer(tmp_path: Path) ->
     fresh = followed(1.0, 1)
     assert len(_events_of(fresh)) < len(_events_of(expected))
     assert _events_of(followed(1.0, 6)) == _events_of(expected)  # ...and is taken once quiet for live_within
+
+
+def test_a_refused_session_does_not_stop_the_mirror_of_the_others(tmp_path: Path) -> None:
+    """A followed session file rewritten under the same name (a rotation) refused the import,
+    and `--follow` exited: every other session stopped being mirrored. It is reported, and the
+    others go on."""
+    project = tmp_path / "p"
+    project.mkdir()
+    rotated, growing = project / "aaaaaaaa-0000-4000-8000-000000000001.jsonl", project / "bbbbbbbb-0000-4000-8000-000000000002.jsonl"
+    chat = _chat_lines(3)
+    for path in (rotated, growing):
+        path.write_text("".join(json.dumps(r) + "\n" for r in chat[:4]), encoding="utf-8")
+        os.utime(path, (time.time() - 7200, time.time() - 7200))
+    store = Store(":memory:")
+    refused: list[tuple[list[Path], str]] = []
+    polls = iter(range(12))
+
+    def stop() -> bool:
+        n = next(polls, None)
+        if n == 2:  # after the first import of both: one rewritten, the other grown
+            rotated.write_text("".join(json.dumps(dict(r, uuid=r["uuid"] + "x", parentUuid=r["parentUuid"] and r["parentUuid"] + "x"))
+                                       + "\n" for r in chat[:2]), encoding="utf-8")
+            growing.write_text("".join(json.dumps(r) + "\n" for r in chat), encoding="utf-8")
+            for path in (rotated, growing):
+                os.utime(path, (time.time() - 7200, time.time() - 7200 + n))
+        return n is None
+
+    follow_claude_code(store, [project], interval=0.05, settle=3600, stop=stop,
+                       on_refused=lambda session, error: refused.append((session.files, str(error))))
+    assert [(files, "no longer has" in why) for files, why in refused] == [([rotated], True)]
+    texts = [e.data["content"][0]["text"] for t in store.all_threads() for e in store.read(t.id, start=t.base)
+             if e.type == "message.appended" and e.stream_id == t.id]
+    assert texts.count("answer 2") == 1 and texts.count("user 2") == 1  # the grown session's new turn came in

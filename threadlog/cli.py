@@ -1171,6 +1171,12 @@ def _check_sessions_found(paths: list[str], tool: str, given: bool) -> None:
     raise click.UsageError(message + " as PATHS")
 
 
+def _refused_while_following(session: Any, error: StoreError) -> None:
+    reason = _cli_words("; ".join([str(error), *getattr(error, "__notes__", ())]))
+    click.echo(safe(f"refused: {reason}; the other sessions are still followed, and this one is read again when it changes"),
+               err=True)
+
+
 @import_group.command("claude-code")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
 @click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing the import.")
@@ -1199,7 +1205,8 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
             click.echo(json.dumps(summary.to_json()) if as_json else f"+{summary.added} event(s) ({summary.files} file(s))")
 
         try:
-            total = follow_claude_code(store, sources, interval=interval, skip_bad=skip_bad, on_import=report)
+            total = follow_claude_code(store, sources, interval=interval, skip_bad=skip_bad, on_import=report,
+                                       on_refused=_refused_while_following)
         except KeyboardInterrupt:
             click.echo("stopped", err=True)
             return

@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from eventstore import Store
+from eventstore import InvalidEvent, Store
 
 from .claude_code import ASKS, LIVE_SECONDS, Session, discover, import_sessions
-from .lines import existing_paths
+from .lines import BadLine, existing_paths
+from .plan import ImportConflict
 from .summary import ImportSummary
 
 
@@ -32,6 +33,7 @@ def follow_claude_code(
     live_within: float = LIVE_SECONDS,
     skip_bad: bool = False,
     on_import: Callable[[ImportSummary], None] | None = None,
+    on_refused: Callable[[Session, InvalidEvent | BadLine | ImportConflict], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
 ) -> ImportSummary:
     """Mirror the sessions under `paths` into `store` until `stop()` returns true.
@@ -41,7 +43,10 @@ def follow_claude_code(
     read once more when it has been quiet that long: Claude Code 2.1.x writes a null
     `stop_reason` on every line, so a finished session's last answer looked unfinished
     forever, and the mirror never held it. `on_import` gets the summary of each poll that
-    added events. Returns the total.
+    added events. A session refused for what it holds (a bad line, an event the store
+    refuses, a file rewritten since it was imported) raises, or with `on_refused` is passed to it with the error, and the others
+    go on being mirrored: one rotated file stopped the mirror of every session. A refused
+    session is tried again when its files change. Returns the total.
     """
     # One path as a string was read a character at a time ("/" searched everything), and one that
     # names nothing was waited for without a word; a path that goes away later is skipped until it is back.
@@ -74,7 +79,15 @@ def follow_claude_code(
                 finished.add(key)
                 due.append(session)
         if due:
-            _report(total, import_sessions(store, due, skip_bad=skip_bad, live_within=live_within), on_import)
+            polled = ImportSummary()
+            for session in due:
+                try:
+                    polled.merge(import_sessions(store, [session], skip_bad=skip_bad, live_within=live_within))
+                except (InvalidEvent, BadLine, ImportConflict) as error:  # the session's own: not a full disk
+                    if on_refused is None:
+                        raise
+                    on_refused(session, error)
+            _report(total, polled, on_import)
         time.sleep(interval)
     return total
 
