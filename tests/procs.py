@@ -158,3 +158,19 @@ def all_done(procs: list[subprocess.Popen[str]], timeout: float) -> None:
     for proc in procs:
         out, err = proc.communicate(timeout=timeout)
         assert proc.returncode == 0 and out.strip() == "done", err[-3000:]
+
+
+def bound_by_file_modes(*capabilities: str) -> list[str]:
+    """The command prefix that runs a process held to file modes as any user is (nothing as
+    an ordinary user; as root, `setpriv` without `capabilities`, e.g. "dac_override", which
+    let root write or read past them), or skips the test where that cannot be done."""
+    import shutil
+
+    import pytest
+
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("needs setpriv to run a process as root held to file modes")
+    return [setpriv, "--bounding-set", ",".join(f"-{name}" for name in capabilities), "--"]

@@ -588,12 +588,9 @@ def test_a_read_only_copy_whose_wal_holds_commits_is_refused_not_read_stale(tmp_
     as root the reader runs without the capability that lets it.)"""
     import shutil
 
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("needs setpriv to read as root without writing every directory")
-        prefix = [setpriv, "--bounding-set", "-dac_override", "--"]
+    from tests.procs import bound_by_file_modes
+
+    prefix = bound_by_file_modes("dac_override")
     source = tmp_path / "src"
     source.mkdir()
     script = ("import os, signal\nfrom threadlog import Store\n"

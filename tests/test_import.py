@@ -38,7 +38,7 @@ from eventstore import integrity
 from projections.usage import total, usage
 from threadlog.cli import cli
 from threadlog.importers.follow import follow_claude_code
-from tests.procs import ctrl_c, interruptible
+from tests.procs import bound_by_file_modes, ctrl_c, interruptible
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CC = FIXTURES / "claude-code"
@@ -1325,12 +1325,7 @@ def test_a_directory_that_cannot_be_read_is_refused_not_skipped(tmp_path: Path, 
     out, and the import said `1 file(s)` and exited 0. It is refused, naming the directory,
     with no database left behind. (Root reads any directory: as root the import runs
     without the capabilities that let it.)"""
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("needs setpriv to run the import as root without reading every directory")
-        prefix = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--"]
+    prefix = bound_by_file_modes("dac_override", "dac_read_search")
     source = PI if tool == "pi" else SUBAGENT_SESSION
     for folder in ("open", "locked"):
         (tmp_path / "sessions" / folder).mkdir(parents=True)

@@ -44,7 +44,7 @@ from eventstore.content import validate_block
 from eventstore.events import is_time
 
 from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, text_name
-from .plan import Plan, PlannedStream, depth_first, import_sources, stable_id, stored_sources
+from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
 TOOL = "claude-code"
@@ -437,24 +437,12 @@ def _units(order: list[_Entry], entries: dict[str, _Entry], boundaries: dict[str
 
 
 def _parents_first(order: list[_Entry], entries: dict[str, _Entry]) -> list[_Entry]:
-    """`order` (the file's) with every line after the line it names as its parent. A line
+    """`order` (the file's) with every line after the line it names as its parent: a line
     written before its parent (lines swapped in an edited or merged file) began a root of its
-    own: the file's one conversation came in as two threads, the second starting mid-way. A
-    file in order comes back as it is; a cycle of parents is cut where it is entered."""
-    placed: set[str] = set()
-    ordered: list[_Entry] = []
-    for entry in order:
-        chain: list[_Entry] = []
-        walked: set[str] = set()
-        current: _Entry | None = entry
-        while current is not None and current.uuid not in placed and current.uuid not in walked:
-            walked.add(current.uuid)
-            chain.append(current)
-            current = entries.get(current.parent) if current.parent is not None else None
-        for item in reversed(chain):
-            placed.add(item.uuid)
-            ordered.append(item)
-    return ordered
+    own, and the file's one conversation came in as two threads, the second starting mid-way.
+    A cycle of parents is cut where it is entered (`_units` takes that line as a root)."""
+    keys, _ = parents_first([entry.uuid for entry in order], {entry.uuid: entry.parent for entry in order})
+    return [entries[key] for key in keys]
 
 
 def _continues(unit: _Unit, parent: _Entry | None) -> bool:

@@ -34,7 +34,7 @@ from eventstore.events import is_time
 from eventstore.recorded import short
 
 from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, text_name
-from .plan import Plan, PlannedStream, depth_first, import_sources, stable_id, stored_sources
+from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
 TOOL = "pi"
@@ -380,24 +380,11 @@ def _parents_first(written: list[tuple[int, Line, str, Any]]) -> list[_Node]:
         else:
             parents[node_id] = parent if isinstance(parent, str) and parent in ids and parent != node_id else previous
         previous = node_id
+    keys, cut = parents_first([node_id for _, _, node_id, _ in written], parents)
+    for key in cut:
+        parents[key] = None
     by_id = {entry[2]: entry for entry in written}
-    placed: set[str] = set()
-    order: list[_Node] = []
-    for _, _, node_id, _ in written:
-        chain: list[str] = []
-        walked: set[str] = set()
-        current: str | None = node_id
-        while current is not None and current not in placed and current not in walked:
-            chain.append(current)
-            walked.add(current)
-            current = parents[current]
-        if current is not None and current in walked:
-            parents[chain[-1]] = None
-        for entry_id in reversed(chain):
-            placed.add(entry_id)
-            index, line, _, _ = by_id[entry_id]
-            order.append(_Node(index, line, entry_id, parents[entry_id]))
-    return order
+    return [_Node(by_id[key][0], by_id[key][1], key, parents[key]) for key in keys]
 
 
 def _own_thread_starts(order: list[_Node], roots: list[_Node]) -> list[_Node]:

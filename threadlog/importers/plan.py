@@ -25,7 +25,7 @@ never written again: it is held, and the store refuses its id with other content
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -296,6 +296,30 @@ def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: d
             source = meta.get("source")
             if isinstance(source, dict) and isinstance(source.get("uuid"), str):
                 lines.setdefault(source["uuid"], stream.id)
+
+
+def parents_first(keys: Sequence[str], parents: Mapping[str, str | None]) -> tuple[list[str], list[str]]:
+    """`keys` (a file's lines, in its order) with each after its parent (`parents`: a key's,
+    None for a root or a parent not among `keys`), and the keys where a cycle of parents was
+    cut (each taken before the parent that closes the cycle). A file in order comes back as
+    it is. A line written before its parent was placed by the file's order: the importers
+    took it for a root of its own, or hung it on the line before it."""
+    placed: set[str] = set()
+    ordered: list[str] = []
+    cut: list[str] = []
+    for key in keys:
+        chain: list[str] = []
+        walked: set[str] = set()
+        current: str | None = key  # None, or a key not among `keys`: no parent to place first
+        while current is not None and current in parents and current not in placed and current not in walked:
+            chain.append(current)
+            walked.add(current)
+            current = parents.get(current)
+        if current in walked:
+            cut.append(chain[-1])
+        placed.update(chain)
+        ordered.extend(reversed(chain))
+    return ordered, cut
 
 
 def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, ImportSummary, dict[str, dict[str, str]], Seen], Plan],
