@@ -1448,3 +1448,34 @@ def test_a_refused_session_does_not_stop_the_mirror_of_the_others(tmp_path: Path
     texts = [e.data["content"][0]["text"] for t in store.all_threads() for e in store.read(t.id, start=t.base)
              if e.type == "message.appended" and e.stream_id == t.id]
     assert texts.count("answer 2") == 1 and texts.count("user 2") == 1  # the grown session's new turn came in
+
+
+def test_a_cycle_of_parents_starts_at_the_line_first_in_the_file(tmp_path: Path) -> None:
+    """Lines naming each other as parents: the cycle is cut at the line the file writes first,
+    which starts the thread (cut elsewhere, the thread began with the answer)."""
+    chat = _chat_lines(2)
+    cc = tmp_path / "cc.jsonl"
+    cc.write_text("".join(json.dumps(r) + "\n" for r in [dict(chat[0], parentUuid="a1"), *chat[1:]]), encoding="utf-8")
+    header, entries = _pi_chat(2)
+    pi = tmp_path / "pi.jsonl"
+    pi.write_text("".join(json.dumps(r) + "\n" for r in [header, dict(entries[0], parentId="e3"), *entries[1:]]), encoding="utf-8")
+    for path, importer in ((cc, import_claude_code), (pi, import_pi)):
+        store = Store(":memory:")
+        importer(store, [path])
+        [thread] = store.all_threads()
+        texts = [e.data["content"][0]["text"] for e in store.read(thread.id) if e.type == "message.appended"]
+        assert texts[:2] in (["user 0", "answer 0"], ["question 0", "answer 0"]) and len(texts) == 4, (path.name, texts)
+
+
+def test_repeated_link_lines_with_other_content_are_skipped(tmp_path: Path) -> None:
+    """Claude Code 2.1.27 writes a hook's attachment lines under one uuid, each with its own
+    time: they carry nothing imported, so a repeat is skipped, not refused as a conversation
+    line's would be."""
+    chat = _chat_lines(2)
+    hooks = [{"type": "attachment", "uuid": "hook-1", "parentUuid": "a0", "sessionId": "s-1", "timestamp": f"2026-01-01T00:01:0{i}Z",
+              "attachment": {"type": "hook_additional_context", "content": ["x"]}} for i in range(3)]
+    path = tmp_path / "hooks.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*chat[:2], *hooks, dict(chat[2], parentUuid="hook-1"), chat[3]]),
+                    encoding="utf-8")
+    summary = import_claude_code(Store(":memory:"), [path])
+    assert summary.skipped["duplicate uuid"] == 2 and summary.prompts == 2 and summary.bad == []

@@ -233,7 +233,9 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             continue
         if entry.uuid in entries:
             earlier = entries[entry.uuid].line
-            if earlier.record != record:  # dropped as a repeat, it lost what only this line said
+            # A conversation line dropped as a repeat lost what only it said; a link line carries
+            # nothing imported (Claude Code 2.1.27 writes a hook's attachment lines under one uuid).
+            if earlier.record != record and entry.kind != "link" and entries[entry.uuid].kind != "link":
                 on_bad(BadLine(str(path), line.number, f"uuid {short(entry.uuid)} is line {earlier.number}'s, "
                                                        "which says something else"))
             else:

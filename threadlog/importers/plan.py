@@ -301,22 +301,26 @@ def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: d
 def parents_first(keys: Sequence[str], parents: Mapping[str, str | None]) -> tuple[list[str], list[str]]:
     """`keys` (a file's lines, in its order) with each after its parent (`parents`: a key's,
     None for a root or a parent not among `keys`), and the keys where a cycle of parents was
-    cut (each taken before the parent that closes the cycle). A file in order comes back as
-    it is. A line written before its parent was placed by the file's order: the importers
-    took it for a root of its own, or hung it on the line before it."""
+    cut: of each cycle, the line first in the file, which is then taken as a root. A file in
+    order comes back as it is. A line written before its parent was placed by the file's
+    order: the importers took it for a root of its own, or hung it on the line before it."""
+    position = {key: index for index, key in enumerate(keys)}
     placed: set[str] = set()
     ordered: list[str] = []
     cut: list[str] = []
     for key in keys:
-        chain: list[str] = []
-        walked: set[str] = set()
-        current: str | None = key  # None, or a key not among `keys`: no parent to place first
-        while current is not None and current in parents and current not in placed and current not in walked:
-            chain.append(current)
-            walked.add(current)
-            current = parents.get(current)
-        if current in walked:
-            cut.append(chain[-1])
+        while True:
+            chain: list[str] = []
+            walked: set[str] = set()
+            current: str | None = key  # None, or a key not among `keys`: no parent to place first
+            while current is not None and current in parents and current not in placed and current not in walked:
+                chain.append(current)
+                walked.add(current)
+                current = None if current in cut else parents[current]
+            if current is None or current not in walked:
+                break
+            cycle = chain[chain.index(current):]
+            cut.append(min(cycle, key=position.__getitem__))  # and walk again, it a root
         placed.update(chain)
         ordered.extend(reversed(chain))
     return ordered, cut
