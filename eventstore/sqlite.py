@@ -567,6 +567,39 @@ def _structure_check(conn: sqlite3.Connection) -> str | None:
     return None if found == "ok" else found
 
 
+def _wal_holds_news(path: str) -> bool:
+    """Whether the WAL beside `path` holds a committed page the main file does not: the last
+    frame of each page, up to the last commit, compared with the file's page. A checkpointed
+    WAL keeps its frames (and its size) until the last connection closes, and the same pages
+    are in the file then: a copy of a live database has one."""
+    try:
+        with open(path + "-wal", "rb") as wal:
+            header = wal.read(32)
+            if len(header) < 32 or header[:4] not in (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83"):
+                return False  # no frame, or not a WAL: SQLite reads none either
+            size, salts = int.from_bytes(header[8:12], "big"), header[16:24]
+            latest: dict[int, int] = {}  # page number -> where its last frame's page starts
+            pending: dict[int, int] = {}  # the frames after the last commit seen
+            while len(frame := wal.read(24)) == 24 and frame[8:16] == salts:
+                pending[int.from_bytes(frame[:4], "big")] = wal.tell()
+                if len(wal.read(size)) < size:
+                    break  # a frame cut short: never committed
+                if frame[4:8] != b"\0\0\0\0":  # a commit frame: the database's size after it
+                    latest.update(pending)
+                    pending.clear()
+            with open(path, "rb") as main:
+                for page, at in latest.items():
+                    wal.seek(at)
+                    main.seek((page - 1) * size)
+                    if wal.read(size) != main.read(size):
+                        return True
+    except FileNotFoundError:
+        return False
+    except OSError:  # one it may not read: what it holds is unknown, and an immutable opening would leave it out
+        return True
+    return False
+
+
 def _connect(path: str, timeout: float, read_only: bool) -> sqlite3.Connection:
     """A connection; read-only ones never create the file and never write to it.
 
@@ -582,7 +615,7 @@ def _connect(path: str, timeout: float, read_only: bool) -> sqlite3.Connection:
         raise StoreError(f"no database at {path}; create one with `threadlog init` (or check the path)")
     directory = os.path.dirname(os.path.abspath(path))
     frozen = not os.access(directory, os.W_OK) and not os.path.exists(path + "-shm")
-    if frozen and os.path.isfile(path + "-wal") and os.path.getsize(path + "-wal") > 0:
+    if frozen and _wal_holds_news(path):
         # `immutable` reads the main file alone: the commits still in the WAL were left out,
         # and verify said "ok" of the older log.
         raise StoreError(f"{path}-wal holds changes not yet in {path}, and they cannot be read here: the directory is "

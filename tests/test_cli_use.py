@@ -580,12 +580,14 @@ def test_a_tool_call_line_shows_the_identifying_argument_first(db: Path) -> None
 
 
 
-def test_a_read_only_copy_whose_wal_holds_commits_is_refused_not_read_stale(tmp_path: Path) -> None:
+@pytest.mark.parametrize("checkpointed", [False, True], ids=["commits-in-wal", "wal-checkpointed"])
+def test_a_read_only_copy_whose_wal_holds_commits_is_refused_not_read_stale(tmp_path: Path, checkpointed: bool) -> None:
     """A writer killed before its checkpoint leaves its last commits in the -wal file; copied
     without the -shm into a directory no one may write, the file was opened `immutable`, which
     reads the main file alone: `verify` said "ok: 11 events" of a log of 21, and `ls` and
-    `checkpoint` answered from it. It is refused, naming the WAL. (Root writes any directory:
-    as root the reader runs without the capability that lets it.)"""
+    `checkpoint` answered from it. It is refused, naming the WAL. A WAL whose pages were all
+    checkpointed into the file (a copy of a live database) is read. (Root writes any
+    directory: as root the reader runs without the capability that lets it.)"""
     import shutil
 
     from tests.procs import bound_by_file_modes
@@ -596,7 +598,9 @@ def test_a_read_only_copy_whose_wal_holds_commits_is_refused_not_read_stale(tmp_
     script = ("import os, signal\nfrom threadlog import Store\n"
               f"s = Store({str(source / 'r.db')!r})\nt = s.create_thread(title='ro')\n"
               "for i in range(10): s.append_message(t, 'user', f'early {i}')\ns.purge()\n"
-              "for i in range(10): s.append_message(t, 'user', f'late {i}')\nos.kill(os.getpid(), signal.SIGKILL)\n")
+              "for i in range(10): s.append_message(t, 'user', f'late {i}')\n"
+              + ("import sqlite3\nsqlite3.connect(s.path).execute('PRAGMA wal_checkpoint(FULL)')\n" if checkpointed else "")
+              + "os.kill(os.getpid(), signal.SIGKILL)\n")
     subprocess.run([sys.executable, "-c", script], timeout=60)
     shelf = tmp_path / "shelf"
     shelf.mkdir()
@@ -609,6 +613,9 @@ def test_a_read_only_copy_whose_wal_holds_commits_is_refused_not_read_stale(tmp_
                               timeout=60)
     finally:
         shelf.chmod(0o755)
+    if checkpointed:
+        assert done.returncode == 0 and "21 events" in done.stdout, done.stdout + done.stderr
+        return
     assert done.returncode == 1 and done.stdout == "", done.stdout + done.stderr
     assert done.stderr.startswith(f"error: {shelf / 'r.db'}-wal holds changes not yet in {shelf / 'r.db'}"), done.stderr
     ok = subprocess.run([THREADLOG, "verify", "--db", str(shelf / "r.db")], capture_output=True, text=True, timeout=60)
