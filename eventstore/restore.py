@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .backend import MAX_INDEXED_POSITION, EventRow
-from .errors import IntegrityError, InvalidEvent, StoreError, shown
+from .errors import IntegrityError, InvalidEvent, OldPagesKept, StoreError, shown
 from .forks import chained_to
 from .head import Head
 from . import integrity
@@ -455,9 +455,9 @@ def restore_many(store: Store, exports: Iterable[tuple[str, Iterable[tuple[int, 
         try:
             store.purge()
         except StoreError as error:
-            raise StoreError(f"restored, and {erased} stored payload(s) the export holds redacted were erased (committed), "
-                             f"but erasing their old copies did not finish ({error}); run `threadlog purge` once the "
-                             "readers are done") from None
+            raise OldPagesKept(f"restored, and {erased} stored payload(s) the export holds redacted were erased (committed), "
+                               f"but erasing their old copies did not finish ({error}); run `threadlog purge` once the "
+                               "readers are done") from None
     return reports
 
 

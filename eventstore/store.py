@@ -21,7 +21,8 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from . import forks, integrity, restore, textindex
 from .backend import AppendAtHead, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
-from .errors import ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, StaleSnapshot, StoreError, ThreadNotFound, named, shown
+from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, OldPagesKept, StaleSnapshot, StoreError,
+                     ThreadNotFound, named, shown)
 from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
 from .facts import Facts, advance, after_fork
 from .head import Head
@@ -1107,13 +1108,14 @@ class Store:
             try:
                 self.purge()
             except StoreError as error:
-                if "committed" in str(error):
-                    raise
+                if isinstance(error, OldPagesKept):
+                    raise OldPagesKept(f"position {position} is redacted (event.redacted at position {recorded.position}): "
+                                       f"{error}") from None
                 # PostgreSQL's VACUUM waits for the readers' locks; its error alone said to retry
                 # the redaction, which the retry then refused as done.
-                raise StoreError(f"position {position} is redacted (event.redacted at position {recorded.position}; the "
-                                 f"change is committed), but erasing the old copies did not finish ({error}); call purge() "
-                                 "once the readers are done (`threadlog purge`)") from None
+                raise OldPagesKept(f"position {position} is redacted (event.redacted at position {recorded.position}; the "
+                                   f"change is committed), but erasing the old copies did not finish ({error}); call purge() "
+                                   "once the readers are done (`threadlog purge`)") from None
         return recorded
 
     def restore(self, lines: Iterable[tuple[int, Any]]) -> RestoreReport:

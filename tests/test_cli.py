@@ -394,14 +394,17 @@ def test_a_redaction_a_reader_held_up_is_finished_by_purge(run, tmp_path: Path) 
     t = run("new").strip()
     position = run("append", t, "--role", "user", "--text", "card 4111-1111-1111-1111").split()[-1]
     db = Path(run.db)
+    noted = tmp_path / "note.md"
+    run("fork", t, "--context", "note", "--transcript", str(noted))  # written with the card in it
     reader = sqlite3.connect(db)
     reader.execute("BEGIN")
     reader.execute("SELECT count(*) FROM events").fetchone()  # a read held open
     result = CliRunner().invoke(cli, ["redact", position, "--reason", "pii", "--actor", "ops", "--db", run.db])
     # Committed: exit 3, as a write whose result could not be printed (1 said nothing was
     # written, and a script retrying was told the position was already redacted).
-    assert result.exit_code == 3 and result.stderr.startswith(f"error: committed: redacted position {position}; ")
+    assert result.exit_code == 3 and result.stderr.startswith(f"error: committed: position {position} is redacted ")
     assert "run `threadlog purge` once the readers are done" in result.stderr
+    assert f"transcript {noted} was written with the erased text" in result.stderr  # named though the purge did not finish
     reader.rollback()
     reader.close()
     assert run("purge") == "purged: no old copy of an erased payload is left\n"

@@ -85,6 +85,8 @@ class _Group(click.Group):
         except KeyboardInterrupt as error:
             click.echo(safe("; ".join(["interrupted", *getattr(error, "__notes__", ())])), err=True)
             sys.exit(128 + error.signum if isinstance(error, _Stopped) else 130)
+        except OldPagesKept as error:  # committed: exit 1 said nothing was written, and a retry was refused as done
+            _fail("committed: " + _cli_words("; ".join([str(error), *getattr(error, "__notes__", ())])), EXIT_UNPRINTED)
         except StoreError as error:
             _fail(_cli_words("; ".join([str(error), *getattr(error, "__notes__", ())])))
         except BrokenPipeError:  # `threadlog log T | head`: the reader left; stop quietly
@@ -1017,8 +1019,11 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
     """
     try:
         record = store.redact(position, reason=reason, actor=actor)
-    except OldPagesKept as error:  # exit 1 said nothing was written, and a retry was refused as already redacted
-        _fail(f"committed: redacted position {position}; {_cli_words(str(error))}", EXIT_UNPRINTED)
+    except OldPagesKept as error:  # committed (exit 3): the transcripts to rewrite are named all the same
+        for note in transcripts_holding(store, position):
+            error.add_note(f"note fork {note.fork}'s transcript {note.path} was written with the erased text: rewrite or "
+                           "delete it")
+        raise
     _committed(f"redacted position {position}, recorded at position {record.position}",
                f"threadlog log {record.stream_id} --start {record.offset}")
     stale = transcripts_holding(store, position)
@@ -1040,7 +1045,11 @@ def purge(store: Store, as_json: bool) -> None:
     `redact` does this itself; when another connection was reading at that moment, the log
     still held the erased payload's old pages and `redact` said so. Run this once the
     readers are done (PostgreSQL: vacuums the rewritten tables)."""
-    store.purge()
+    try:
+        store.purge()
+    except OldPagesKept:  # its own job, not a write kept: nothing is committed by a purge
+        _fail("another connection is reading, so the write-ahead log still holds old pages; run `threadlog purge` again "
+              "once the readers are done")
     _committed("purged the old copies of erased payloads")
     if as_json:
         _emit_json({"purged": True})
