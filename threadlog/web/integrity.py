@@ -3,8 +3,9 @@ full check is due.
 
 `verify` reads every event, so it is not run per page: it runs in a background thread
 when a page asks for the badge and the log has grown (or was never verified, or a full
-check is due), at most once every `interval` seconds, and pages show the last finished result meanwhile. The page that starts a run waits a moment for it, so
-a small file's first page already shows the answer; other pages never wait.
+check is due), at most once every `interval` seconds, and pages show the last finished
+result meanwhile. The page that starts a run waits a moment for it, so a small file's
+first page already shows the answer; other pages never wait.
 
 A full run first takes a checkpoint, so the runs after it check only what was appended
 since (`verify(since=...)`: their cost follows the new events, not the log); a full run
