@@ -55,9 +55,10 @@ def sse_events(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
     for index, block in enumerate(body["content"]):
         kind = block["type"]
-        if kind == "text":
-            empty: dict[str, Any] = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
+        if kind == "text":  # its citations first, each in a delta of its own, as the API streams them
+            empty: dict[str, Any] = {"type": "text", "text": "", **({"citations": []} if "citations" in block else {})}
+            deltas = [*({"type": "citations_delta", "citation": c} for c in block.get("citations") or []),
+                      *({"type": "text_delta", "text": piece} for piece in _pieces(block["text"]))]
         elif kind == "thinking":
             empty = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [{"type": "thinking_delta", "thinking": block["thinking"]},

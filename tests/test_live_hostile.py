@@ -378,3 +378,22 @@ def test_a_failure_whose_text_the_log_cannot_hold_is_still_recorded(api: Message
     assert finished.type == "run.finished" and finished.data["status"] == "error"
     assert ("\\ud800" in finished.data["error"]) if failure == "surrogate" else ("(cut: " in finished.data["error"])
     store.verify()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_an_answer_citing_untitled_sources_is_stored_with_its_nulls(api: MessagesAPI, stream: bool) -> None:
+    """The API sends `document_title: null` (and a web result's `title: null`) for an untitled
+    source, and the request types require the field: the answer's nulls were left out, the
+    store refused it ("document_title: Field required"), and every retry got the same."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    citations = [{"type": "char_location", "cited_text": "c", "document_index": 0, "document_title": None,
+                  "start_char_index": 0, "end_char_index": 1},
+                 {"type": "web_search_result_location", "cited_text": "c", "encrypted_index": "e", "title": None, "url": "https://x"}]
+    reply = Reply(200, json.dumps(message([{"type": "text", "text": "per the sources", "citations": citations}])).encode())
+    api.replies.append(streamed(reply) if stream else reply)
+    turn = run_turn(store, t, "Hello", api.client(), stream=stream)
+    assert turn.status == "ok", turn.error
+    [block] = thread_state(store, t).messages[-1].content
+    assert block["citations"] == citations
+    validate_request(anthropic_request(store, t))

@@ -411,9 +411,11 @@ class _Read:
 
 
 def _assistant(reply: Any, sent: _Sent) -> Json:
-    """The assistant message event for an SDK `Message`, as returned (nulls left out)."""
+    """The assistant message event for an SDK `Message`, its blocks as returned: the fields
+    the API sent, nulls included (`document_title: null` in a citation is required; left out
+    with every null, no answer citing an untitled document could be stored)."""
     # Blocks the SDK could not type (an unknown kind) stay as sent, for the store to judge.
-    content = [block.to_dict(mode="json", exclude_none=True, warnings=False) if isinstance(block, anthropic.BaseModel) else block
+    content = [block.to_dict(mode="json", exclude_unset=True, warnings=False) if isinstance(block, anthropic.BaseModel) else block
                for block in reply.content]
     data: Json = {
         "role": "assistant",
