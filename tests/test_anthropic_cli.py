@@ -333,3 +333,16 @@ def test_an_empty_model_is_refused_before_anything_is_forked_or_sent(tmp_path: P
     assert done.returncode == 2 and done.stdout == "", done.stderr
     assert "Invalid value for '--model': is empty: name a model" in done.stderr
     assert db.read_bytes() == before
+
+
+def test_a_streamed_answer_holding_a_lone_surrogate_is_shown_escaped_and_refused_clearly(tmp_path: Path, api: MessagesAPI) -> None:
+    """Printing the piece raised UnicodeEncodeError, which ended the turn and was reported as a
+    stored event of the wrong shape ("its row was altered outside threadlog"). It is shown as
+    its escape, and the answer refused as one that cannot be stored, the question kept."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    api.reply_sse(message([{"type": "text", "text": "a\ud800b"}]))
+    done = threadlog("ask", t, "hello", "--stream", db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
+    assert done.returncode == 1 and done.stdout == "a\\ud800b\n", done.stdout
+    assert done.stderr.startswith("error: the API's answer could not be stored: ") and "the question is kept" in done.stderr
+    assert "altered outside threadlog" not in done.stderr and done.stderr.count("\n") == 1, done.stderr

@@ -1362,7 +1362,9 @@ class _Echo:
     def __call__(self, piece: str) -> None:
         if self.failed is None:
             try:
-                click.echo(safe_block(piece), nl=False)
+                # A lone surrogate (no UTF-8 can write it) shown as its escape: its UnicodeEncodeError
+                # ended the turn, reported as a stored event of the wrong shape.
+                click.echo(safe_block(piece).encode("utf-8", "backslashreplace").decode("utf-8"), nl=False)
             except OSError as error:
                 self.failed = error
 
