@@ -95,7 +95,7 @@ from psycopg.copy import LibpqWriter
 
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       doc_pieces,
-                      StoredSnapshot, StreamRow, chain_order, query_words)
+                      StoredSnapshot, StreamRow, chain_order, forks_at_query, query_words)
 from .errors import KeyClash, SchemaError, SchemaTooOld, StoreError, unsendable
 from .urls import safe_url, without_passwords as _without_passwords
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
@@ -904,17 +904,8 @@ class PostgresBackend:
         return [_new(StreamRow, r) for r in rows]
 
     def forks_at(self, stream_id: str, lo: int, hi: int, limit: int) -> list[tuple[StreamRow, int]]:
-        # Numbered by their ids alone, then joined for the rows kept: numbering whole rows
-        # sorted every column of 100,000 forks (0.31 s, against 0.18).
         columns = ", ".join("s." + c.strip() for c in STREAM_COLUMNS.split(","))
-        rows = self.conn.execute(
-            f"""SELECT {columns}, point.total FROM (
-                    SELECT id, ROW_NUMBER() OVER (PARTITION BY parent_offset ORDER BY created_position, id) AS n,
-                        COUNT(*) OVER (PARTITION BY parent_offset) AS total
-                    FROM streams WHERE parent_id = %s AND parent_offset > %s AND parent_offset <= %s) AS point
-                JOIN streams s ON s.id = point.id WHERE point.n <= %s ORDER BY s.parent_offset, s.created_position, s.id""",
-            (stream_id, lo, hi, limit),
-        ).fetchall()
+        rows = self.conn.execute(forks_at_query(columns, "%s"), (stream_id, lo, hi, limit)).fetchall()
         return [(_new(StreamRow, r[:-1]), r[-1]) for r in rows]
 
     @_queueing

@@ -34,7 +34,7 @@ from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 import sqlite_utils
 
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
-                      StoredSnapshot, StreamRow, chain_order, query_words)
+                      StoredSnapshot, StreamRow, chain_order, forks_at_query, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
 from .errors import (OldPagesKept, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
                      shown, unsendable)
@@ -962,17 +962,8 @@ class SQLiteBackend:
         return [_new(StreamRow, r) for r in rows]
 
     def forks_at(self, stream_id: str, lo: int, hi: int, limit: int) -> list[tuple[StreamRow, int]]:
-        # Numbered by their ids alone, then joined for the rows kept: numbering whole rows
-        # sorted every column of 100,000 forks (0.31 s, against 0.18).
         columns = ", ".join("s." + c.strip() for c in STREAM_COLUMNS.split(","))
-        rows = self._fetch(
-            f"""SELECT {columns}, point.total FROM (
-                    SELECT id, ROW_NUMBER() OVER (PARTITION BY parent_offset ORDER BY created_position, id) AS n,
-                        COUNT(*) OVER (PARTITION BY parent_offset) AS total
-                    FROM streams WHERE parent_id = ? AND parent_offset > ? AND parent_offset <= ?) AS point
-                JOIN streams s ON s.id = point.id WHERE point.n <= ? ORDER BY s.parent_offset, s.created_position, s.id""",
-            (stream_id, lo, hi, limit),
-        )
+        rows = self._fetch(forks_at_query(columns, "?"), (stream_id, lo, hi, limit))
         return [(_new(StreamRow, r[:-1]), r[-1]) for r in rows]
 
     @_translated

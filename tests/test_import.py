@@ -1285,6 +1285,14 @@ def _chat_lines(turns: int) -> list[dict[str, Any]]:
     return lines
 
 
+def _one_thread_texts(importer: Any, path: Path) -> list[str]:
+    """The first block's text of each message of the one thread `importer` makes of `path`."""
+    store = Store(":memory:")
+    importer(store, [path])
+    [thread] = store.all_threads()
+    return [e.data["content"][0]["text"] for e in store.read(thread.id) if e.type == "message.appended"]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.permutations(range(6)))
 def test_lines_written_before_their_parent_still_make_one_thread(tmp_path: Path, order: list[int]) -> None:
@@ -1295,11 +1303,7 @@ def test_lines_written_before_their_parent_still_make_one_thread(tmp_path: Path,
     chat = _chat_lines(3)
     path = tmp_path / f"s-{'-'.join(map(str, order))}.jsonl"
     path.write_text("".join(json.dumps(chat[i]) + "\n" for i in order), encoding="utf-8")
-    store = Store(":memory:")
-    import_claude_code(store, [path])
-    [thread] = store.all_threads()
-    texts = [e.data["content"][0]["text"] for e in store.read(thread.id) if e.type == "message.appended"]
-    assert texts == ["user 0", "answer 0", "user 1", "answer 1", "user 2", "answer 2"]
+    assert _one_thread_texts(import_claude_code, path) == ["user 0", "answer 0", "user 1", "answer 1", "user 2", "answer 2"]
 
 
 def test_a_uuid_used_again_for_other_content_is_a_bad_line(tmp_path: Path) -> None:
@@ -1367,11 +1371,7 @@ def test_pi_entries_written_before_their_parent_keep_their_branch(tmp_path: Path
     header, entries = _pi_chat(3)
     path = tmp_path / f"p-{'-'.join(map(str, order))}.jsonl"
     path.write_text("".join(json.dumps(record) + "\n" for record in [header, *(entries[i] for i in order)]), encoding="utf-8")
-    store = Store(":memory:")
-    import_pi(store, [path])
-    [thread] = store.all_threads()
-    texts = [e.data["content"][0]["text"] for e in store.read(thread.id) if e.type == "message.appended"]
-    assert texts == ["question 0", "answer 0", "question 1", "answer 1", "question 2", "answer 2"]
+    assert _one_thread_texts(import_pi, path) == ["question 0", "answer 0", "question 1", "answer 1", "question 2", "answer 2"]
 
 
 def test_a_second_pi_session_header_is_a_bad_line(tmp_path: Path) -> None:
@@ -1460,10 +1460,7 @@ def test_a_cycle_of_parents_starts_at_the_line_first_in_the_file(tmp_path: Path)
     pi = tmp_path / "pi.jsonl"
     pi.write_text("".join(json.dumps(r) + "\n" for r in [header, dict(entries[0], parentId="e3"), *entries[1:]]), encoding="utf-8")
     for path, importer in ((cc, import_claude_code), (pi, import_pi)):
-        store = Store(":memory:")
-        importer(store, [path])
-        [thread] = store.all_threads()
-        texts = [e.data["content"][0]["text"] for e in store.read(thread.id) if e.type == "message.appended"]
+        texts = _one_thread_texts(importer, path)
         assert texts[:2] in (["user 0", "answer 0"], ["question 0", "answer 0"]) and len(texts) == 4, (path.name, texts)
 
 

@@ -216,23 +216,29 @@ def test_a_rewritten_claude_code_session_is_still_refused_after_a_redaction(tmp_
         assert store.counts() == before
 
 
+def _imports_on_after_a_redaction(tmp_path: Path, importer: Any, first: list[bytes], rewritten: list[bytes], redacted: str) -> None:
+    """Import `first`, redact the event `redacted`, import `rewritten`: the stored events stay
+    as they were, new ones come after them, and the redaction holds."""
+    session = tmp_path / "session" / "s1.jsonl"
+    session.parent.mkdir()
+    session.write_bytes(b"".join(first))
+    with Store(tmp_path / "t.db") as store:
+        root = importer(store, [session]).thread_ids[0]
+        before = [e.event_id for e in store.read(root)]
+        store.redact(_position(store, root, redacted), reason="pii", actor="ops")
+        session.write_bytes(b"".join(rewritten))
+        assert importer(store, [session]).added > 0
+        after = [e.event_id for e in store.read(root) if e.type != "event.redacted"]
+        assert after[:len(before)] == before and len(after) > len(before)
+        assert store.verify().redacted == 1
+
+
 def test_a_claude_code_session_whose_lines_were_swapped_imports_on_after_a_redaction(tmp_path: Path) -> None:
     """Lines are taken in the order their parents give, not the file's: a response written
     before the prompt it answers is the same conversation, so the import goes on, keeping
     the redaction and adding what is new."""
     lines = _claude_code_lines(REWOUND[0])
-    session = tmp_path / "session" / "s1.jsonl"
-    session.parent.mkdir()
-    session.write_bytes(b"".join(lines[:2]))
-    with Store(tmp_path / "t.db") as store:
-        root = import_claude_code(store, [session]).thread_ids[0]
-        before = [e.event_id for e in store.read(root)]
-        store.redact(_position(store, root, "cc:s1:u1"), reason="pii", actor="ops")
-        session.write_bytes(b"".join(_rewritten(lines, "reordered")))
-        assert import_claude_code(store, [session]).added > 0
-        after = [e.event_id for e in store.read(root) if e.type != "event.redacted"]
-        assert after[:len(before)] == before and len(after) > len(before)
-        assert store.verify().redacted == 1
+    _imports_on_after_a_redaction(tmp_path, import_claude_code, lines[:2], _rewritten(lines, "reordered"), "cc:s1:u1")
     assert SECRET.encode() not in _db_bytes(tmp_path / "t.db")
 
 
@@ -261,18 +267,8 @@ def test_a_pi_session_whose_entries_were_swapped_imports_on_after_a_redaction(tm
     """Entries are taken in the order their parents give, not the file's: an entry written
     before its parent is the same session, so the import goes on, keeping the redaction."""
     header, *entries = _pi_lines()
-    session = tmp_path / "session" / "s1.jsonl"
-    session.parent.mkdir()
-    session.write_bytes(b"".join([header, *entries[:3]]))
-    with Store(tmp_path / "t.db") as store:
-        root = import_pi(store, [session]).thread_ids[0]
-        before = [e.event_id for e in store.read(root)]
-        store.redact(_position(store, root, "pi:s1:e1"), reason="pii", actor="ops")
-        session.write_bytes(b"".join([header, entries[0], entries[2], entries[1], *entries[3:]]))
-        assert import_pi(store, [session]).added > 0
-        after = [e.event_id for e in store.read(root) if e.type != "event.redacted"]
-        assert after[:len(before)] == before and len(after) > len(before)
-        assert store.verify().redacted == 1
+    _imports_on_after_a_redaction(tmp_path, import_pi, [header, *entries[:3]],
+                                  [header, entries[0], entries[2], entries[1], *entries[3:]], "pi:s1:e1")
 
 
 def test_a_redaction_between_planning_and_writing_refuses_the_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

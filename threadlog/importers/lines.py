@@ -8,6 +8,7 @@ unread (and unreported) so a later read picks it up whole.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -74,9 +75,10 @@ def files_below(directory: Path, pattern: str) -> list[Path]:
         raise StoreError(f"cannot read the directory {error.filename} ({error.strerror}): the sessions in it would be "
                          "left out; make it readable, or name the directories and files to import")
 
-    for _ in os.walk(directory, onerror=refuse):
-        pass
-    return sorted(path for path in directory.rglob(pattern) if path.is_file())
+    # One walk, not linked directories (as `rglob`, which searched past what it could not read).
+    found = [Path(folder) / name for folder, _, names in os.walk(directory, onerror=refuse) for name in names
+             if fnmatch.fnmatchcase(name, pattern)]
+    return sorted(path for path in found if path.is_file())
 
 
 def text_name(path: Path, ids: bool = False) -> Path:
