@@ -1450,6 +1450,109 @@ def test_a_refused_session_does_not_stop_the_mirror_of_the_others(tmp_path: Path
     assert texts.count("answer 2") == 1 and texts.count("user 2") == 1  # the grown session's new turn came in
 
 
+def _write_chat(path: Path, lines: list[dict[str, Any]], age: float = 7200) -> None:
+    """`lines` as a Claude Code session file last written `age` seconds ago."""
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    os.utime(path, (time.time() - age, time.time() - age))
+
+
+def test_a_refused_session_is_reported_once_while_it_stays_as_it_is(tmp_path: Path) -> None:
+    """A followed session refused for a bad line was reported when found, again once it had
+    been quiet for `settle` seconds, and again after `live_within`: the same words up to three
+    times. It is reported once, and again only when it changes and is refused anew."""
+    project = tmp_path / "p"
+    project.mkdir()
+    bad = project / "aaaaaaaa-0000-4000-8000-000000000001.jsonl"
+    chat = [json.dumps(r) for r in _chat_lines(2)]
+    bad.write_text("\n".join([chat[0], "{not json", *chat[1:]]) + "\n", encoding="utf-8")
+    refused: list[str] = []
+    polls = iter(range(40))
+
+    def stop() -> bool:
+        n = next(polls, None)
+        if n == 20:  # changed, and still bad: a new refusal
+            bad.write_text("\n".join([chat[0], "{not json", *chat[1:], "{still not json"]) + "\n", encoding="utf-8")
+        return n is None
+
+    follow_claude_code(Store(":memory:"), [project], interval=0.02, settle=0.1, live_within=0.3, stop=stop,
+                       on_refused=lambda session, error: refused.append(str(error)))
+    assert [why.split(": ", 1)[0] for why in refused] == [f"{bad}:2", f"{bad}:2"], refused
+
+
+def test_follow_goes_on_past_files_it_cannot_read_or_name_and_files_removed_meanwhile(tmp_path: Path) -> None:
+    """A session file `--follow` may not read, a directory it may not search, a file whose name
+    makes no id: each stopped the mirror of every session (`error: Permission denied`, exit 1).
+    Each is reported once on stderr, and the sessions beside them are mirrored. (As root the
+    follower runs without the capabilities that read past file modes.)"""
+    prefix = bound_by_file_modes("dac_override", "dac_read_search")
+    project = tmp_path / "p"
+    (project / "locked").mkdir(parents=True)
+    chat = _chat_lines(2)
+    readable, unreadable = project / "aaaaaaaa-0000-4000-8000-000000000001.jsonl", project / "bbbbbbbb-0000-4000-8000-000000000002.jsonl"
+    for path in (readable, unreadable, project / "locked" / "cccccccc-0000-4000-8000-000000000003.jsonl", project / "bad\nname.jsonl"):
+        _write_chat(path, chat)
+    unreadable.chmod(0)
+    (project / "locked").chmod(0)
+    db = tmp_path / "t.db"
+    try:
+        proc = interruptible([*prefix, sys.executable, "-m", "threadlog", "--db", str(db), "import", "claude-code", "--follow",
+                              "--interval", "0.1", str(project)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (db.exists() and _threads_in(db)):
+            time.sleep(0.2)
+        time.sleep(1.0)  # ten polls more: nothing is reported twice
+        out, err = ctrl_c(proc)
+    finally:
+        unreadable.chmod(0o644)
+        (project / "locked").chmod(0o755)
+    assert proc.returncode == 0, err
+    refusals = [line for line in err.splitlines() if line.startswith("refused: ")]
+    assert len(refusals) == 3, err
+    assert refusals[0].startswith(f"refused: cannot read the directory {project / 'locked'} (Permission denied)")
+    assert refusals[1].startswith(f"refused: {project}/bad\\nname.jsonl: its name holds the control character")
+    assert refusals[2].startswith(f"refused: cannot read {unreadable} (Permission denied); make it readable")
+    expected = import_claude_code(Store(":memory:"), [readable]).added
+    assert "Traceback" not in err and out.startswith(f"+{expected} event(s) (1 file(s))")
+    assert _threads_in(db) == 1
+
+
+def _threads_in(db: Path) -> int:
+    """How many threads `db` holds (0 while the follower has yet to make it a database)."""
+    try:
+        with Store(db, read_only=True) as store:
+            return len(store.all_threads())
+    except StoreError:
+        return 0
+
+
+def test_a_session_removed_while_the_follower_reads_it_does_not_stop_the_mirror(tmp_path: Path) -> None:
+    """A session file deleted between the follower finding it and reading it (Claude Code
+    removes old sessions) raised FileNotFoundError, and the mirror of every session stopped.
+    It is passed over, and imported if it comes back."""
+    project = tmp_path / "p"
+    project.mkdir()
+    bad, removed = project / "aaaaaaaa-0000-4000-8000-000000000001.jsonl", project / "bbbbbbbb-0000-4000-8000-000000000002.jsonl"
+    chat = _chat_lines(2)
+    bad.write_text("{not json\n", encoding="utf-8")
+    _write_chat(removed, chat)
+    store = Store(":memory:")
+    polls = iter(range(10))
+
+    def refused(session: Any, error: Any) -> None:  # read first (its name sorts first): the other goes meanwhile
+        removed.unlink()
+
+    def stop() -> bool:
+        n = next(polls, None)
+        if n == 5:
+            _write_chat(removed, chat)  # back
+        return n is None
+
+    follow_claude_code(store, [project], interval=0.02, settle=3600, stop=stop, on_refused=refused)
+    expected = Store(":memory:")
+    import_claude_code(expected, [removed])
+    assert _events_of(store) == _events_of(expected)
+
+
 def test_a_cycle_of_parents_starts_at_the_line_first_in_the_file(tmp_path: Path) -> None:
     """Lines naming each other as parents: the cycle is cut at the line the file writes first,
     which starts the thread (cut elsewhere, the thread began with the answer)."""

@@ -1182,8 +1182,8 @@ def _check_sessions_found(paths: list[str], tool: str, given: bool) -> None:
 
 def _refused_while_following(session: Any, error: StoreError) -> None:
     reason = _cli_words("; ".join([str(error), *getattr(error, "__notes__", ())]))
-    click.echo(safe(f"refused: {reason}; the other sessions are still followed, and this one is read again when it changes"),
-               err=True)
+    again = "this one is read again when it changes" if session is not None else "it is searched again at each poll"
+    click.echo(safe(f"refused: {reason}; the other sessions are still followed, and {again}"), err=True)
 
 
 @import_group.command("claude-code")

@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventstore import InvalidEvent, Store, ThreadNotFound
+from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.recorded import short
 from eventstore.content import validate_block
 from eventstore.events import is_time
 
-from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, text_name
+from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, source_paths, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -787,26 +787,43 @@ def _first_record(path: Path) -> dict[str, Any]:
     return {}
 
 
+def _named(path: Path, unusable: Callable[[StoreError], None] | None) -> bool:
+    """Whether `path`'s name makes ids (`text_name`); refused, or passed to `unusable`."""
+    try:
+        text_name(path, ids=True)
+    except StoreError as refusal:
+        if unusable is None:
+            raise
+        unusable(refusal)
+        return False
+    return True
+
+
 # What a refusal of a path that names nothing asks for instead.
 ASKS = "name Claude Code session files (.jsonl) or directories of them"
 
 
-def discover(paths: Iterable[str | Path]) -> list[Session]:
+def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None] | None = None) -> list[Session]:
     """Session files under `paths` (files, or directories searched recursively), with the
-    sub-agent files that belong to each."""
+    sub-agent files that belong to each.
+
+    A path that names nothing, a directory that cannot be read and a file whose name makes
+    no id are refused; with `unusable` (a follower, which must go on), each refusal is
+    passed to it instead and what it names is left out, and a path gone meanwhile is passed over."""
     files: list[Path] = []
-    for path in existing_paths(paths, ASKS):
+    given = source_paths(paths) if unusable is not None else existing_paths(paths, ASKS)
+    for path in given:
         if path.is_dir():
-            files.extend(files_below(path, "*.jsonl"))
-        else:
+            files.extend(files_below(path, "*.jsonl", unusable))
+        elif path.exists():
             files.append(path)
             subagents = path.with_suffix("") / "subagents"  # 2.1.x: the session's sub-agents
             if not _is_agent(path) and subagents.is_dir():
-                files.extend(files_below(subagents, "agent-*.jsonl"))
+                files.extend(files_below(subagents, "agent-*.jsonl", unusable))
             if not _is_agent(path):  # ≤ 2.0.x: beside it, naming it by the lines' sessionId
                 files.extend(sorted(p for p in path.parent.glob("agent-*.jsonl")
                                     if p.is_file() and _first_record(p).get("sessionId") == path.stem))
-    files = [text_name(path, ids=True) for path in files]
+    files = [path for path in files if _named(path, unusable)]
     sessions: dict[Path, Session] = {}
     loose: list[Path] = []
     for path in dict.fromkeys(files):

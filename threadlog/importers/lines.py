@@ -67,13 +67,20 @@ def existing_paths(paths: Any, asks: str, *, directories: bool = True) -> list[P
     return sources
 
 
-def files_below(directory: Path, pattern: str) -> list[Path]:
+def files_below(directory: Path, pattern: str, unreadable: Callable[[StoreError], None] | None = None) -> list[Path]:
     """The files matching `pattern` in or below `directory`, sorted. A directory there that
     cannot be read is refused by name: `Path.rglob` searched past it, and the sessions in it
-    were left out of an import that reported success."""
+    were left out of an import that reported success. With `unreadable`, the refusal is
+    passed to it and the walk goes on past that directory. One removed while it is walked
+    (another tool cleaning up) held nothing to import, and is passed over."""
     def refuse(error: OSError) -> None:
-        raise StoreError(f"cannot read the directory {error.filename} ({error.strerror}): the sessions in it would be "
-                         "left out; make it readable, or name the directories and files to import")
+        if isinstance(error, FileNotFoundError):
+            return
+        refusal = StoreError(f"cannot read the directory {error.filename} ({error.strerror}): the sessions in it would be "
+                             "left out; make it readable, or name the directories and files to import")
+        if unreadable is None:
+            raise refusal
+        unreadable(refusal)
 
     # One walk, not linked directories (as `rglob`, which searched past what it could not read).
     found = [Path(folder) / name for folder, _, names in os.walk(directory, onerror=refuse) for name in names
