@@ -311,7 +311,9 @@ def test_ctrl_c_mid_stream_cancels_the_run_and_records_no_part_of_the_answer(api
 
 def test_a_paused_turn_is_sent_back_and_the_model_goes_on(api: MessagesAPI) -> None:
     """`pause_turn` (a server tool's long turn) ended the run `ok` after one request, and the
-    paused answer could not be continued: the API wants it sent back as it is."""
+    paused answer could not be continued: the API wants it sent back as it is. The turn's
+    text is the whole answer (it was the last message's alone, so `ask` printed "Found it."
+    where `ask --stream` showed the search's text too)."""
     store = Store(":memory:")
     t = store.create_thread(title="t", model=MODEL, tools=[{"type": "web_search_20250305", "name": "web_search"}])
     paused = [{"type": "text", "text": "Searching."},
@@ -319,7 +321,7 @@ def test_a_paused_turn_is_sent_back_and_the_model_goes_on(api: MessagesAPI) -> N
     api.reply_json(message(paused, "pause_turn"))
     api.reply_json(message([{"type": "text", "text": "Found it."}]))
     turn = run_turn(store, t, "Search trains", api.client())
-    assert turn.status == "ok" and turn.text.endswith("Found it.") and len(api.requests) == 2
+    assert turn.status == "ok" and turn.text == "Searching.Found it." and len(api.requests) == 2
     second = api.requests[1].json["messages"]
     assert second[-1]["role"] == "assistant" and [b["type"] for b in second[-1]["content"]] == ["text", "server_tool_use"]
     store.verify()

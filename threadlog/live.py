@@ -75,7 +75,7 @@ class Interrupt(Exception):
 @dataclass
 class Turn:
     """What `run_turn` did: `status` is `ok`, `error` or `interrupted`; `messages` are the
-    assistant messages recorded, in order; `text` is the last one's text."""
+    assistant messages recorded, in order; `text` is the answer's text."""
 
     thread: str
     run_id: str
@@ -87,11 +87,16 @@ class Turn:
 
     @property
     def text(self) -> str:
-        """The text blocks of the last assistant message, joined (empty when none was recorded)."""
-        if not self.messages:
-            return ""
-        content = self.messages[-1].data.get("content", [])
-        return "".join(b.get("text", "") for b in content if b.get("type") == "text")
+        """The text blocks of the last assistant message and of those it continues (each
+        paused, `stop_reason: pause_turn`, a server tool's long turn), joined as `on_text` got
+        them (empty when none was recorded): the last message alone left out what the model
+        said before the pause."""
+        answer = self.messages[-1:]
+        for message in reversed(self.messages[:-1]):
+            if message.data.get("stop_reason") != "pause_turn":
+                break
+            answer.insert(0, message)
+        return "".join(b.get("text", "") for m in answer for b in m.data.get("content", []) if b.get("type") == "text")
 
     def to_json(self) -> Json:
         """Its fields as a JSON-ready dict (as `--json` prints it)."""
