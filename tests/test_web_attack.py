@@ -426,6 +426,26 @@ def test_bidirectional_overrides_are_shown_as_escapes_on_pages_and_live(served: 
     assert "live invoice\\u202egpj.exe" in rows and "\u202e" not in rows
 
 
+def test_control_characters_are_shown_as_escapes_on_every_page(tmp_path: Path) -> None:
+    """A stored NUL showed as U+FFFD, and ESC, BEL or a C1 control as nothing at all: an auditor
+    could not see that `\x1b[31m` or `\x00` was there. Each is shown as its escape, as the CLI
+    shows it; the tab and the line breaks stay."""
+    path = tmp_path / "controls.db"
+    controls = ["\x00", "\x07", "\x1b", "\x7f", "\x85", "\x9b"]
+    with Store(path) as store:
+        store.create_thread(title="paid\x1b[8m hidden", thread_id="c")
+        store.append_message("c", "user", "".join(f"{c}x" for c in controls) + "\tand a tab")
+        store.append_message("c", "assistant", [{"type": "tool_use", "id": "t1", "name": "run\x07", "input": {"a\x00": "\x1b]0;t"}}])
+        update_index(store)
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        for page in ("/", "/thread?id=c", "/replay?id=c&at=3", "/tree?id=c", "/blame?id=c", "/?q=and"):
+            html = c.get(page).text
+            assert not any(ch in html for ch in controls), (page, [ch for ch in controls if ch in html])
+        html = c.get("/thread?id=c").text
+        assert "paid\\x1b[8m hidden" in html and "\\x00x\\x07x\\x1bx\\x7fx\\x85x\\x9bx\tand a tab" in html
+        assert "run\\x07" in html
+
+
 def test_the_replay_form_sends_back_a_thread_id_holding_a_reordering_character(tmp_path: Path) -> None:
     # The page showed every reordering character as its escape, the form's hidden id too: moving
     # the replay slider asked for thread 'inv\u202egpj' (the escape as text), which is not found (404).

@@ -196,6 +196,8 @@ def test_search_blame_and_diff_pages(client: TestClient, built: tuple[Path, dict
     assert 'type="search" name="q"' in listing
     hits = client.get("/?q=bus").text
     assert 'class="hit"' in hits and f"/thread?id={ids['fork']}" in hits
+    # The match marked, not between the asterisks the snippet marks it with (the page showed them).
+    assert "what about a <mark>bus</mark>?" in hits and "**" not in hits
     assert "No match." in client.get("/?q=zeppelin").text
     blame = client.get(f"/blame?id={ids['fork']}").text
     assert blame.count("<tr class=\"inherited\">") == 1 and blame.count("<tr class=\"own\">") == 1  # the parent's message, the fork's
@@ -223,6 +225,23 @@ def test_prefixes_and_at_last_redirect_to_the_full_id(client: TestClient, built:
     assert client.get(f"/diff?a={ids['fork'][:8]}&b=tri").url.query.decode() == urlencode({"a": ids["fork"], "b": "trip"})
     unknown = client.get("/thread?id=zzz")
     assert unknown.status_code == 404 and "no thread id starts with it" in unknown.text
+
+
+def test_an_ambiguous_prefix_offers_the_threads_it_starts(tmp_path: Path) -> None:
+    """A prefix of several ids gave a page headed "Not found" (404), though each thread exists.
+    The page asks which, and links each one, on the page asked for."""
+    path = tmp_path / "twins.db"
+    with Store(path) as store:
+        for thread in ("abc1", "abc2", "abd"):
+            store.create_thread(thread_id=thread)
+            store.append_message(thread, "user", "hi")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/replay?id=ab&at=1")
+        assert page.status_code == 300 and "<h1>Which thread?</h1>" in page.text
+        assert "&#39;ab&#39; is ambiguous: it starts the ids abc1, abc2, abd" in page.text
+        links = [f'<a href="/replay?id={t}&amp;at=1"><code>{t}</code></a>' for t in ("abc1", "abc2", "abd")]
+        assert all(link in page.text for link in links), page.text
+        assert c.get("/replay?id=abc1&at=1").status_code == 200
 
 
 def test_each_row_carries_its_provenance(client: TestClient, built: tuple[Path, dict[str, str]]) -> None:

@@ -17,6 +17,14 @@ LAST = "@last"
 _SHOWN = 8  # candidates named in an ambiguity error
 
 
+class AmbiguousName(StoreError):
+    """A THREAD name that starts several ids: `matches` holds the first of them (at most 8)."""
+
+    def __init__(self, name: str, matches: list[str], more: bool) -> None:
+        self.name, self.matches = name, matches
+        super().__init__(f"{name!r} is ambiguous: it starts the ids {', '.join(matches)}{', …' if more else ''}; type more of the id")
+
+
 def resolve(store: Store, name: str) -> str:
     """The full id `name` stands for: itself, `@last` (the most recently active thread, forks
     included), or the one id it is a prefix of. Refuses an unknown or ambiguous name."""
@@ -34,8 +42,7 @@ def resolve(store: Store, name: str) -> str:
         return name
     if len(matches) == 1:
         return matches[0]
-    more = "" if len(matches) <= _SHOWN else ", …"
-    raise StoreError(f"{name!r} is ambiguous: it starts the ids {', '.join(matches[:_SHOWN])}{more}; type more of the id")
+    raise AmbiguousName(name, matches[:_SHOWN], len(matches) > _SHOWN)
 
 
 class ThreadType(click.types.StringParamType):

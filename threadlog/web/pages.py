@@ -17,7 +17,7 @@ from projections import diff, search, thread_state
 from projections.lineage import iter_blame
 
 from ..listing import listing
-from ..names import resolve
+from ..names import AmbiguousName, resolve
 from .graph import layout
 from .items import thread_items
 from .query import whole_number
@@ -48,6 +48,10 @@ def _canonical(store: Store, request: Request) -> Response | None:
         if given:
             try:
                 params[name] = resolve(store, given)
+            except AmbiguousName as error:  # headed "Not found": each match offered instead
+                choices = [(link(request.url.path, **{**params, name: match}), match) for match in error.matches]
+                return viewer(request).render(request, "error.html", status=300, message=str(error), status_code=300,
+                                              choices=choices)
             except StoreError as error:
                 raise HTTPException(404, str(error)) from None
             moved = moved or params[name] != given

@@ -30,21 +30,24 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 # Bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069) reorder the
 # characters around them where a browser shows them: a stored string could show an auditor
 # another text than the one stored (`invoice\u202egpj.exe` reads as `invoiceexe.jpg`). The
-# pages show each as its escape, as the CLI does (`threadlog.render.safe`). The marks
-# (U+200E, U+200F, U+061C), which RTL text uses, only set the direction of what is neutral.
-_REORDERING = re.compile("[\u202a-\u202e\u2066-\u2069]")
+# control characters but the tab and the line breaks (C0, DEL, C1) show as nothing, or NUL as
+# U+FFFD, so a stored `\x1b[31m` or `\x00` was not seen at all. The pages show each as its
+# escape, as the CLI does (`threadlog.render.safe`). The marks (U+200E, U+200F, U+061C), which
+# RTL text uses, only set the direction of what is neutral.
+_UNSHOWN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def visible(html: str) -> str:
-    """A page (or a part of one) with every reordering character shown as its escape."""
-    return _REORDERING.sub(lambda found: f"\\u{ord(found.group()):04x}", html)
+    """A page (or a part of one) with every reordering or control character shown as its escape."""
+    return _UNSHOWN.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), html)
 
 
 def sent(value: Any) -> Markup:
     """`value` for a form field the browser sends back (not one it shows): escaped, with each
-    reordering character as a character reference, which `visible` leaves alone and the
-    browser sends as the character itself (an id holding one came back as its escape text)."""
-    return Markup(_REORDERING.sub(lambda found: f"&#x{ord(found.group()):x};", str(escape(value))))
+    reordering or control character as a character reference, which `visible` leaves alone
+    and the browser sends as the character itself (an id holding one came back as its escape
+    text)."""
+    return Markup(_UNSHOWN.sub(lambda found: f"&#x{ord(found.group()):x};", str(escape(value))))
 
 
 def link(path: str, **params: Any) -> str:
@@ -94,7 +97,7 @@ def markdown_budget() -> Iterator[None]:
 
 
 def _markdown(value: Any) -> Markup:
-    text = clip(value)
+    text = visible(clip(value))  # before the renderer, which makes NUL U+FFFD
     markup = sum(map(text.count, MARKUP))
     if markup:
         left = _markdown_left.get()
@@ -102,6 +105,15 @@ def _markdown(value: Any) -> Markup:
             return Markup(f"<pre>{escape(text)}</pre>")
         _markdown_left.set(left - markup)
     return render_markdown(text)
+
+
+_MATCH = re.compile(r"\*\*(.+?)\*\*", re.DOTALL)
+
+
+def _marked(snippet: Any) -> Markup:
+    """A search hit's snippet with its matches (between `**`, as `SearchHit.snippet` marks
+    them) as `<mark>`: the page showed the asterisks."""
+    return Markup(_MATCH.sub(r"<mark>\1</mark>", str(escape(clip(snippet)))))
 
 
 def _pretty(value: Any) -> str:
@@ -123,6 +135,7 @@ def environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["markdown"] = _markdown
     env.filters["clip"] = clip
+    env.filters["marked"] = _marked
     env.filters["short"] = _short
     env.filters["pretty"] = _pretty
     env.filters["sent"] = sent
