@@ -128,10 +128,10 @@ def demo_lines(store: Store, ids: dict[str, object], built: bool) -> Iterator[st
     yield "   The two 'subagent' forks were launched together from the last tool call: each works on"
     yield "   its own directive (a hotel, the weather) with the parent's history as its context."
     yield ""
-    yield f"3. The fork as a chat UI shows it (threadlog rows {fork}): the ⑃ card marks where it branched."
+    yield f"3. The fork as a chat UI shows it (threadlog rows {fork}): the parent's first message, read"
+    yield "   from the parent's events (not a copy), the ⑃ card where it branched, then its own message."
     for row in display_rows(store, fork):
-        if row.kind == "fork":
-            yield "     " + row_line(row)
+        yield "     " + row_line(row)
     if report_rows:
         yield ""
         yield "4. A sub-agent reported back (threadlog report): its answer reached the parent as one"
