@@ -147,12 +147,14 @@ def test_ask_on_a_thread_waiting_on_an_interrupt_names_the_command_that_answers_
         assert store.head(t) == 2
 
 
-def test_ask_reports_an_api_error_and_exits_1(tmp_path: Path, api: MessagesAPI) -> None:
+def test_ask_reports_an_api_error_and_exits_3_the_question_kept(tmp_path: Path, api: MessagesAPI) -> None:
+    """A failed turn keeps its question and closes its run: a write committed. It exited 1,
+    the status of a refusal that wrote nothing, so a script that retried on 1 asked twice."""
     db = tmp_path / "t.db"
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
     api.reply_error(400, "invalid_request_error", "prompt is too long")
     done = threadlog("ask", t, "hello", db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
-    assert done.returncode == 1 and done.stderr.startswith("error: ") and "prompt is too long" in done.stderr
+    assert done.returncode == 3 and done.stderr.startswith("error: ") and "prompt is too long" in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -163,7 +165,7 @@ def test_ask_without_text_after_a_failed_turn_asks_again_with_one_copy_of_the_qu
     env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
     api.reply_error(400, "invalid_request_error", "not now")  # not retried by the SDK
     failed = threadlog("ask", t, "Train to Lyon?", db=db, env=env)
-    assert failed.returncode == 1 and f"`threadlog ask {t}` with no TEXT asks again" in failed.stderr
+    assert failed.returncode == 3 and f"`threadlog ask {t}` with no TEXT asks again" in failed.stderr
     api.reply_json(message([{"type": "text", "text": "Take the 9:04 TGV."}]))
     again = threadlog("ask", t, db=db, env=env)
     assert again.returncode == 0 and again.stdout == "Take the 9:04 TGV.\n", again.stderr
@@ -195,13 +197,14 @@ def test_rerun_prints_the_fork_and_diff_shows_both_answers(tmp_path: Path, api: 
     assert "second answer" in shown and "another second answer" in shown
 
 
-def test_rerun_whose_replayed_turn_fails_exits_1_and_names_the_fork(tmp_path: Path, api: MessagesAPI) -> None:
-    """Every replayed turn could fail (the API unreachable) and rerun still exited 0."""
+def test_rerun_whose_replayed_turn_fails_exits_3_and_names_the_fork(tmp_path: Path, api: MessagesAPI) -> None:
+    """Every replayed turn could fail (the API unreachable) and rerun still exited 0; then 1,
+    the status of a refusal that wrote nothing, though the fork is kept (a retry forked again)."""
     db = tmp_path / "t.db"
     env, t = _two_turns(db, api)
     api.reply_error(400, "invalid_request_error", "no such model: claude-gone")
     done = threadlog("rerun", t, "--at", "5", "--model", "claude-gone", db=db, env=env)
-    assert done.returncode == 1
+    assert done.returncode == 3
     fork = done.stdout.strip()
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: the replay stopped: a turn ended error: ")
     assert "no such model" in done.stderr and f"fork {fork} keeps what was replayed" in done.stderr
@@ -343,6 +346,6 @@ def test_a_streamed_answer_holding_a_lone_surrogate_is_shown_escaped_and_refused
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
     api.reply_sse(message([{"type": "text", "text": "a\ud800b"}]))
     done = threadlog("ask", t, "hello", "--stream", db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
-    assert done.returncode == 1 and done.stdout == "a\\ud800b\n", done.stdout
+    assert done.returncode == 3 and done.stdout == "a\\ud800b\n", done.stdout
     assert done.stderr.startswith("error: the API's answer could not be stored: ") and "the question is kept" in done.stderr
     assert "altered outside threadlog" not in done.stderr and done.stderr.count("\n") == 1, done.stderr

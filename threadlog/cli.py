@@ -441,9 +441,10 @@ def cli(db: str | None) -> None:
     SQLite file. Forks cost O(1): a fork points at its parent and an offset.
 
     Exit status: 1 an error (one `error:` line on stderr), 2 a usage error, 3 a write
-    committed that could not finish (its result not printed, stdout full or closed; or a
-    redaction whose old pages a reader kept in the write-ahead log: the write is kept, do
-    not run the command again), 130 Ctrl-C.
+    committed that could not finish (its result not printed, stdout full or closed; a
+    redaction whose old pages a reader kept in the write-ahead log; an `ask` or `rerun`
+    whose turn failed once its question or fork was recorded: the write is kept, do not run
+    the command again), 130 Ctrl-C.
     """
 
 
@@ -1381,7 +1382,8 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
         as_json: bool) -> None:
     """Send TEXT on THREAD to the Anthropic API and record the turn (ANTHROPIC_API_KEY).
 
-    Without TEXT, ask again: a failed turn keeps the question, so a retry sends no second copy."""
+    Without TEXT, ask again: a failed turn keeps the question (exit 3), so a retry sends no
+    second copy."""
     from .live import run_turn
 
     if text is not None and not text.strip():
@@ -1399,8 +1401,9 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
         output.text(turn.text)
     elif echo is not None:
         click.echo()
-    if turn.status == "error":
-        _fail(f"{turn.error or 'the turn failed'} (the question is kept: `threadlog ask {thread}` with no TEXT asks again)")
+    if turn.status == "error":  # committed (the question, the run): exit 3, not 1, or a script's retry asks twice
+        _fail(f"{turn.error or 'the turn failed'} (the question is kept: `threadlog ask {thread}` with no TEXT asks again)",
+              EXIT_UNPRINTED)
 
 
 @cli.command()
@@ -1428,7 +1431,7 @@ def rerun(store: Store, thread: str, at: int, model: str, stream: bool, as_json:
     runs = [e.data for e in store.read(fork_id, start=info.base) if e.type == "run.finished"]
     if runs and runs[-1].get("status") != "ok":  # a replayed turn failed: the replay stopped there (it said 0 and nothing)
         _fail(f"the replay stopped: a turn ended {runs[-1].get('status')}: {runs[-1].get('error') or 'no reason given'}; "
-              f"fork {fork_id} keeps what was replayed")
+              f"fork {fork_id} keeps what was replayed", EXIT_UNPRINTED)  # committed: a retry would fork again
 
 
 @cli.command("usage")
