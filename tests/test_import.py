@@ -1553,6 +1553,63 @@ def test_a_session_removed_while_the_follower_reads_it_does_not_stop_the_mirror(
     assert _events_of(store) == _events_of(expected)
 
 
+def _paused_response_lines() -> list[dict[str, Any]]:
+    """A Claude Code 2.1.x turn: one response (null `stop_reason` on every line) whose thinking
+    and two parallel calls are each a line, each call followed by its result, then the answer."""
+    def line(uuid: str, parent: str | None, role: str, content: Any, message_id: str | None = None) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": role, "content": content}
+        if message_id is not None:
+            message.update(id=message_id, model="claude-x", stop_reason=None)
+        return {"type": role, "uuid": uuid, "parentUuid": parent, "sessionId": "s-1", "isSidechain": False,
+                "timestamp": f"2026-01-01T00:00:{int(uuid[1:]):02d}Z", "message": message}
+
+    call = {"type": "tool_use", "name": "Read", "input": {"file_path": "/a"}}
+    return [line("l1", None, "user", "Read both files"),
+            line("l2", "l1", "assistant", [{"type": "thinking", "thinking": "Both.", "signature": "sig"}], "msg_1"),
+            line("l3", "l2", "assistant", [{**call, "id": "toolu_1"}], "msg_1"),
+            line("l4", "l3", "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "one"}]),
+            line("l5", "l4", "assistant", [{**call, "id": "toolu_2"}], "msg_1"),
+            line("l6", "l5", "user", [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "two"}]),
+            line("l7", "l6", "assistant", [{"type": "text", "text": "Both read."}], "msg_2")]
+
+
+@pytest.mark.parametrize("cut", [2, 3], ids=["thinking-last", "call-waiting"])
+def test_a_session_paused_mid_response_for_long_is_imported_whole_once_it_goes_on(tmp_path: Path, cut: int) -> None:
+    """Claude Code waiting at a permission prompt leaves its file quiet mid-response (a call with
+    no result yet). An import then took the response as it was: when the session went on, the
+    response's later calls could never be added (`changed since imported`, exit 0), and their
+    results were refused ("not pending"), stopping the import of every session after it. Such a
+    response waits for a later import, however long the file has been quiet."""
+    lines = _paused_response_lines()
+    path = tmp_path / "aaaaaaaa-0000-4000-8000-000000000001.jsonl"
+    whole = Store(":memory:")
+    _write_chat(path, lines)
+    import_claude_code(whole, [path], live_within=600)
+    store = Store(":memory:")
+    _write_chat(path, lines[:cut])
+    first = import_claude_code(store, [path], live_within=600)
+    assert first.waiting == 1
+    _write_chat(path, lines)
+    again = import_claude_code(store, [path], live_within=600)
+    assert again.changed == 0 and _events_of(store) == _events_of(whole)
+    store.verify()
+
+
+def test_an_event_the_store_refuses_on_import_names_the_session(tmp_path: Path) -> None:
+    """A response taken before its calls ran (a session imported as it was), then grown: the
+    store refuses a later call's result as not pending. The error named the tool call alone,
+    not the file, which a directory of sessions left to be searched."""
+    lines = _paused_response_lines()
+    path = tmp_path / "aaaaaaaa-0000-4000-8000-000000000001.jsonl"
+    store = Store(":memory:")
+    _write_chat(path, lines[:3])
+    import_claude_code(store, [path])  # taken as it is
+    _write_chat(path, lines)
+    with pytest.raises(StoreError) as refused:
+        import_claude_code(store, [path])
+    assert f"the session is {path}" in getattr(refused.value, "__notes__", []), refused.value
+
+
 def test_a_cycle_of_parents_starts_at_the_line_first_in_the_file(tmp_path: Path) -> None:
     """Lines naming each other as parents: the cycle is cut at the line the file writes first,
     which starts the thread (cut elsewhere, the thread began with the answer)."""

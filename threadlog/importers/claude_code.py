@@ -167,16 +167,18 @@ def _check(record: dict[str, Any]) -> str | None:
 
 
 def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial_tail: bool, seen: Seen | None = None, *,
-           session: bool = False) -> _File:
+           session: bool = False, paused: bool = False) -> _File:
     on_bad = on_bad_line(summary, skip_bad)
     lines, _ = read_lines(path, on_bad, partial_tail, seen)
-    return _from_lines(path, key, lines, summary, on_bad, partial_tail, session=session)
+    return _from_lines(path, key, lines, summary, on_bad, partial_tail, session=session, paused=paused)
 
 
 def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary, on_bad: Callable[[BadLine], None],
-                partial_tail: bool, *, session: bool = False) -> _File:
+                partial_tail: bool, *, session: bool = False, paused: bool = False) -> _File:
     """Parse a file's lines; a `session` file's sidechain lines are its inline sub-agents (1.0.x),
-    while every line of a sub-agent's own file is one (its file is its own, session or none)."""
+    while every line of a sub-agent's own file is one (its file is its own, session or none).
+    With `partial_tail`, what the file does not show complete is left for a later read
+    (`_unfinished`); with `paused`, only a last response still waiting on a tool call."""
     entries: dict[str, _Entry] = {}
     order: list[_Entry] = []
     boundaries: dict[str, dict[str, Any]] = {}
@@ -248,8 +250,8 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
         if entry.kind == "user" and entry.parent in boundary_by_uuid and entry.line.record.get("isCompactSummary"):
             boundaries[entry.uuid] = boundary_by_uuid[entry.parent]
     parsed.units = _units(order, entries, boundaries)
-    if partial_tail and parsed.units:
-        held = _unfinished(parsed.units, lines)
+    if (partial_tail or paused) and parsed.units:
+        held = _unfinished(parsed.units, lines, paused_only=not partial_tail)
         if held:  # leave them for a later read; their event ids are the same then
             summary.waiting += 1
             # A title written after a held response's first line comes after that response: it waits too.
@@ -286,9 +288,16 @@ def _finished_agent(record: dict[str, Any]) -> str | None:
 _TURN_ENDS = ("turn_duration", "stop_hook_summary")  # system lines Claude Code writes once a turn is over
 
 
-def _unfinished(units: list[_Unit], lines: list[Line]) -> set[tuple[str, str]]:
+def _unfinished(units: list[_Unit], lines: list[Line], paused_only: bool = False) -> set[tuple[str, str]]:
     """The keys of the units a tool still writing may add lines to: the last response and
     its tool results, until the file shows them complete.
+
+    `paused_only` (a file quiet for long): only a last response no line after it ends or
+    follows (the turn's end, the next message) that is surely not whole: a tool call of it
+    has no result, its last block is thinking, or it says `stop_reason: tool_use` with no call
+    yet. Claude Code waiting at a permission prompt leaves its file so, however long: the
+    response it then goes on writing (2.1.x writes parallel calls each after the result of the
+    one before) would differ from the one taken now, which an event, once written, cannot follow.
 
     Claude Code writes a response as one line per content block, and every one of them may
     already carry the response's final `stop_reason` (2.0.x does), so a `stop_reason` alone
@@ -321,10 +330,15 @@ def _unfinished(units: list[_Unit], lines: list[Line]) -> set[tuple[str, str]]:
     blocks = _blocks_of(final)
     ends = (final.line.record["message"].get("stop_reason") not in (None, "tool_use") and bool(blocks)
             and blocks[-1].get("type") not in ("thinking", "redacted_thinking", "tool_use"))
-    if not (turn_over or followed or ends):
-        return {("a", key), ("r", key)}
     calls = {b.get("id") for e in response.entries for b in _blocks_of(e) if b.get("type") == "tool_use"}
     answered = {b.get("tool_use_id") for e in (results.entries if results else []) for b in _blocks_of(e) if b.get("type") == "tool_result"}
+    if paused_only:
+        stop_reason = final.line.record["message"].get("stop_reason")
+        cut = (not calls <= answered or (bool(blocks) and blocks[-1].get("type") in ("thinking", "redacted_thinking"))
+               or (stop_reason == "tool_use" and not calls))  # no response ends so
+        return set() if turn_over or followed or not cut else {("a", key), ("r", key)}
+    if not (turn_over or followed or ends):
+        return {("a", key), ("r", key)}
     return set() if turn_over or calls <= answered else {("r", key)}
 
 
@@ -855,11 +869,12 @@ def _stored_sources(store: Store, session: Session) -> dict[str, str]:
 
 
 def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, partial_tail: bool,
-                  stored: dict[str, str] | None = None, seen: Seen | None = None, store: Store | None = None) -> Plan:
+                  stored: dict[str, str] | None = None, seen: Seen | None = None, store: Store | None = None,
+                  paused: bool = False) -> Plan:
     plan = Plan(store=store)
     main_file = None
     if session.main is not None:
-        main_file = _parse(session.main, session.main.stem, summary, skip_bad, partial_tail, seen, session=True)
+        main_file = _parse(session.main, session.main.stem, summary, skip_bad, partial_tail, seen, session=True, paused=paused)
         summary.files += 1
     prefix = session.main.stem if session.main is not None else ""
     agents = []
@@ -867,7 +882,7 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
         key = f"{prefix}/{path.stem}" if prefix else path.stem
         # A sub-agent the session shows done has written its last line.
         done = main_file is not None and _first_record(path).get("agentId") in main_file.finished
-        agents.append(_parse(path, key, summary, skip_bad, partial_tail and not done, seen))
+        agents.append(_parse(path, key, summary, skip_bad, partial_tail and not done, seen, paused=paused and not done))
         summary.files += 1
     if main_file is not None and main_file.sidechain:
         agents.extend(_inline_agents(main_file, summary, skip_bad, partial_tail))
@@ -1037,7 +1052,9 @@ def import_claude_code(
     seconds says its session is still being written: a file of it changed that recently.
     Such a session is read as a follower reads it, and what it does not show complete yet
     (`summary.waiting`) is left for a later import, which adds it whole: taken now, it could
-    never be completed.
+    never be completed. With `live_within`, a session quiet longer still leaves a last
+    response waiting on a tool call (a permission prompt) for a later import: taken before
+    its calls ran, it lost the calls written after them (and the import of them was refused).
     """
     return import_sessions(store, discover(paths), skip_bad=skip_bad, progress=progress, partial_tail=partial_tail,
                            live_within=live_within)
@@ -1064,7 +1081,7 @@ def import_sessions(
         if id(session) not in live:
             live[id(session)] = partial_tail or (live_within is not None and _changed_within(session, live_within))
         return _plan_session(session, summary, skip_bad, live[id(session)], {**before, **_stored_sources(store, session)}, seen,
-                             store)
+                             store, paused=live_within is not None)
 
     return import_sources(store, sessions, plan_one, _size, strict=not skip_bad, progress=progress, noun="session",
                           name=lambda session: ", ".join(map(str, session.files)))

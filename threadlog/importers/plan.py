@@ -341,8 +341,9 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
     uuid -> stream; empty when writing: the store holds them then), and reads its files
     through `seen`: the writing pass reads the bytes the check read, however a file grew
     meanwhile (a session still being written; the next import reads the rest).
-    A conflict with what the store holds names the source (`name(source)`): the thread's id
-    alone did not say which file was rewritten. `progress(done, total)` counts bytes of source (as they were when the import began), the
+    A conflict with what the store holds, or an event it refuses, names the source
+    (`name(source)`): the thread's id alone did not say which file was rewritten.
+    `progress(done, total)` counts bytes of source (as they were when the import began), the
     checking pass too. A write the store refuses afterwards (another process changed a stream
     meanwhile) stops the import with a note on the error saying what the sources before it
     wrote.
@@ -373,9 +374,8 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
             part.events = sum(len(s.events) + 1 for s in plan.streams)
             part.added = write_plan(store, plan)
             part.changed, part.changed_lines = len(plan.changed), plan.changed
-        except StoreError as error:
-            if isinstance(error, ImportConflict):
-                error.add_note(f"the {noun} is {name(source)}")
+        except StoreError as error:  # named: an event the store refused ("not pending") said not which file gave it
+            error.add_note(f"the {noun} is {name(source)}")
             note_written(error, summary, f"{number} {noun}(s)")
             raise
         summary.merge(part)
