@@ -505,6 +505,29 @@ def test_verify_and_a_backup_see_every_committed_event_while_another_transaction
         assert restored.verify().events == 6
 
 
+def test_verify_since_while_another_transaction_is_open_gives_a_checkpoint_that_holds() -> None:
+    """`verify --since` checks every event its snapshot holds, but its checkpoint named the last
+    position no later commit can come below while its digest covered the events past it too:
+    checked later, the checkpoint failed ("an event at or below position N was removed, added
+    or rewritten", nothing having changed), and each checkpoint chained on it counted them twice."""
+    import psycopg
+
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="t")
+        store.append_message(t, "user", "a")
+        first = store.checkpoint()
+        with psycopg.connect(url) as other:
+            other.execute("SELECT pg_current_xact_id()")  # a transaction holding an id, left open
+            store.append_message(t, "user", "b")
+            during = store.verify(since=first).checkpoint
+            other.rollback()
+        store.verify(checkpoint=during)
+        after = store.verify(since=during).checkpoint
+        assert after == store.checkpoint()
+        store.verify(checkpoint=after)
+
+
 def test_a_redaction_held_up_by_a_reader_says_it_is_committed_and_purge_finishes_it() -> None:
     """The VACUUM after a redaction waits for a reader's lock: its timeout said "stayed locked by
     another writer ...; retry", and the retry was refused, the redaction being committed."""
