@@ -1194,14 +1194,18 @@ class PostgresBackend:
         if tool is not None:
             where.append("d.tool = %s")
             params.append(tool)
+        # One hit an event: a text indexed in `doc_pieces` matched once a piece, and a long
+        # event filled the hits with copies of itself (its best piece is kept).
         rows = self.conn.execute(
+            f"WITH q AS (SELECT {tsquery} AS q), best AS (SELECT DISTINCT ON (d.position) d.docid, -ts_rank(d.tsv, q.q) AS score "
+            f"FROM q, search_docs d WHERE {' AND '.join(where)} ORDER BY d.position, score, d.docid) "
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
             f"coalesce({_jsonb('e.meta')}->>'occurred_at', {_time('e.')}), d.text, "
             f"CASE WHEN length(d.text) <= {ENGINE_SNIPPET_CHARS} THEN "
             "ts_headline('simple', d.text, q.q, 'StartSel=**, StopSel=**, MaxWords=16, MinWords=4, HighlightAll=false') END, "
-            "-ts_rank(d.tsv, q.q) AS score "
-            f"FROM (SELECT {tsquery} AS q) q, search_docs d LEFT JOIN events e ON e.position = d.position "
-            f"WHERE {' AND '.join(where)} ORDER BY score, d.docid LIMIT %s",
+            "b.score "
+            "FROM best b JOIN search_docs d ON d.docid = b.docid CROSS JOIN q LEFT JOIN events e ON e.position = d.position "
+            "ORDER BY b.score, d.docid LIMIT %s",
             (*params, limit),
         ).fetchall()
         return [_new(HitRow, (*row[:9], float(row[9]))) for row in rows]

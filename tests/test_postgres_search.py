@@ -150,6 +150,19 @@ def test_a_text_longer_than_a_tsvector_holds_is_indexed_and_search_goes_on(tmp_p
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_long_event_matching_in_every_piece_is_one_hit(tmp_path: Path, backend: str) -> None:
+    """On PostgreSQL a text indexed in pieces matched once a piece: `ferry` 120,000 times came
+    back as five hits of one event, and the other thread that says it was left out of `-n 5`."""
+    with Store(tmp_path / "a.db" if backend == "sqlite" else postgres_url()) as store:
+        big = store.create_thread(title="big")
+        store.append_message(big, "user", "ferry " * 120_000)
+        small = store.create_thread(title="small")
+        store.append_message(small, "user", "one ferry to Corsica")
+        hits = search(store, "ferry", limit=5)
+        assert sorted((h.stream, h.offset) for h in hits) == sorted([(big, 1), (small, 1)])
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_nul_in_an_events_json_fails_neither_search_nor_a_snapshots_save(tmp_path: Path, backend: str) -> None:
     """PostgreSQL's jsonb refuses `\\u0000`, which an actor or a redaction's reason can hold: the
     search read the hit's time through it, and a snapshot's save the redaction's position."""
