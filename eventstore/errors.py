@@ -145,6 +145,14 @@ class SchemaError(StoreError):
     """The file is not a threadlog database this release can open."""
 
 
+class NoStore(SchemaError):
+    """A PostgreSQL database (or schema) that holds no threadlog store yet, opened read-only."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        super().__init__(f"{where} holds no threadlog store; a read-only open creates nothing")
+
+
 def empty_file(path: str) -> SchemaError:
     """The refusal to read, or write into, a file with no tables: it is not a threadlog
     database yet (a mistyped path, a file another tool just made), and only `init` makes it one."""

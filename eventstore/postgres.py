@@ -96,7 +96,7 @@ from psycopg.copy import LibpqWriter
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       doc_pieces,
                       StoredSnapshot, StreamRow, chain_order, forks_at_query, query_words)
-from .errors import KeyClash, SchemaError, SchemaTooOld, StoreError, unsendable
+from .errors import KeyClash, NoStore, SchemaError, SchemaTooOld, StoreError, unsendable
 from .urls import safe_url, without_passwords as _without_passwords
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
 
@@ -574,7 +574,7 @@ class PostgresBackend:
             self.conn.execute(f"SET lock_timeout = {int(timeout * 1000)}".encode())
             if read_only:  # the server refuses every write of this session (a viewer, a read command)
                 if self._version() == 0:
-                    raise SchemaError(f"{self.path} holds no threadlog store; a read-only open creates nothing")
+                    raise NoStore(self.path)
                 self.conn.execute(b"SET default_transaction_read_only = on")
             self._prepare(_TRANSACTION)  # the migration runs in a transaction
             self._migrate(partitions)

@@ -117,6 +117,21 @@ def test_sqlite_settings_are_refused_for_a_url() -> None:
         Store(postgres_url(), synchronous="FULL")
 
 
+@pytest.mark.parametrize("command", [["search", "x"], ["index"], ["purge"], ["snapshot", "--drop"], ["fork", "t"]])
+def test_a_command_on_a_database_with_no_store_is_refused_and_creates_nothing(command: list[str]) -> None:
+    """Only init, new, demo and the importers make a store, as they alone make a file: on an
+    empty PostgreSQL database, `search`, `index`, `purge` and `snapshot --drop` made its tables
+    and said all was well, where SQLite refuses a missing or empty file."""
+    import psycopg
+
+    url = postgres_url()
+    done = subprocess.run([sys.executable, "-m", "threadlog.cli", "--db", url, *command], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 1 and "holds no threadlog store yet; create one with `threadlog init`" in done.stderr, done.stderr
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()").fetchone() == (0,)
+
+
 def test_a_read_only_open_writes_nothing_and_the_viewer_serves_the_database() -> None:
     """Read commands and the web viewer open PostgreSQL read-only: the server refuses any
     write of that session, and an empty database is not given a schema by a read."""

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import click
 
 from eventstore import IntegrityError, InvalidEvent, OldPagesKept, RestoreReport, Store, StoreError, ThreadNotFound
-from eventstore.errors import MISSHAPEN, SchemaTooOld, empty_file, misshapen
+from eventstore.errors import MISSHAPEN, NoStore, SchemaTooOld, empty_file, misshapen
 from eventstore.events import MAX_DEPTH
 from eventstore.prepare import MAX_EVENT_BYTES
 from eventstore.store import MAX_TIMEOUT, is_url, special_file
@@ -269,6 +269,14 @@ def _open(path: str, mode: str, timeout: float) -> Store:
     if not url and mode in ("write", "search") and os.path.getsize(path) == 0:  # as a read-only opening says
         raise empty_file(path)
     writable: dict[str, Any] = {"timeout": timeout} if url else {"timeout": timeout, "on_wait": _waiting}
+    if url and mode in ("write", "search"):  # as a missing file is: opened writable, the schema was made
+        try:
+            Store(path, timeout=timeout, read_only=True).close()
+        except NoStore as error:
+            raise StoreError(f"{error.where} holds no threadlog store yet; create one with `threadlog init` "
+                             "(or check --db / $THREADLOG_DB); nothing was written") from None
+        except StoreError:
+            pass  # an older schema (migrated by the writable open) or a refusal it gives again
     if mode == "search":  # writes only to bring the index up to date: a file it may not write is searched as it is
         if not url and not os.access(path, os.W_OK):
             # SQLite opens such a file read-only without a word: the catch-up's write then failed.
