@@ -539,7 +539,11 @@ def parse(event: Any, field: str = "event", restoring: bool = False) -> tuple[st
         unknown = set(event) - {"type", "data", "meta"}
         if unknown:
             raise InvalidEvent(f"{field}.{sorted(unknown)[0]}", "unknown key; an event has type, data and meta")
-        type_, data, meta_in = event.get("type"), event.get("data", {}), event.get("meta") or {}
+        type_, data, meta_in = event.get("type"), event.get("data", {}), event.get("meta")
+        if meta_in is None:
+            meta_in = {}
+        elif not isinstance(meta_in, (dict, Meta)):  # `[]`, `0` or `""` was taken as no meta (`or {}`)
+            raise InvalidEvent(f"{field}.meta", f"must be an object, not {type(meta_in).__name__}")
     else:
         raise InvalidEvent(field, f"expected an event model or a dict, not {type(event).__name__}")
     model = CATALOGUE.get(type_) if isinstance(type_, str) else None

@@ -131,7 +131,7 @@ def _text_message(event: Any) -> tuple[str, str] | None:
     and takes the full validation. tests/test_append_fast_path.py holds what `prepare`
     makes of it equal to what the full validation makes of the same event.
     """
-    if type(event) is not dict or event.get("type") != "message.appended" or event.get("meta"):
+    if type(event) is not dict or event.get("type") != "message.appended" or event.get("meta") not in (None, {}):
         return None
     data = event.get("data")
     # Its keys are "type", "data" and at most an empty "meta" (counted: a keys view costs more).

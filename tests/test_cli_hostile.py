@@ -227,6 +227,31 @@ def test_an_interrupt_answer_nested_too_deeply_is_named_as_the_answer(tmp_path: 
     assert code == 0 and json.loads(out)["data"]["answer"] == "{not json"
 
 
+@pytest.mark.parametrize("answer", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_an_answer_python_reads_as_a_number_json_has_not_is_kept_as_text(tmp_path: Path, answer: str) -> None:
+    """`--answer` is JSON when it parses as JSON, else text: Python parses `NaN`, `Infinity` and
+    `1e999` into numbers no event stores, and the answer was refused ("events[0].data: not
+    storable as UTF-8 JSON"), naming neither the answer nor the option."""
+    db = tmp_path / "t.db"
+    thread = invoke("--db", str(db), "new")[1].strip()
+    assert invoke("--db", str(db), "interrupt", "raise", thread, "ask", "--question", "how many?")[0] == 0
+    code, out, err = invoke("--db", str(db), "interrupt", "resolve", thread, "ask", "--answer", answer, "--json")
+    assert code == 0 and json.loads(out)["data"]["answer"] == answer, err
+
+
+@pytest.mark.parametrize("meta", ["[]", "0", "false", '""', "[1]"])
+def test_event_meta_that_is_no_object_is_refused_whatever_its_truth(tmp_path: Path, meta: str) -> None:
+    """`--event-meta '[1]'` was refused, but `[]`, `0`, `false` and `""` were taken as no meta."""
+    db = tmp_path / "t.db"
+    thread = invoke("--db", str(db), "new")[1].strip()
+    before = checkpoint(db)
+    for args in (["emit", thread, "title.set", "--data", '{"title": "x"}'],
+                 ["emit", thread, "message.appended", "--data", '{"role": "user", "content": "hi"}']):
+        code, _, err = invoke("--db", str(db), *args, "--event-meta", meta)
+        assert code == 1 and "meta" in err and ("must be an object" in err or "valid dictionary" in err), err
+    assert checkpoint(db) == before
+
+
 def test_json_with_a_number_python_will_not_read_is_named_as_the_option_not_as_tampering(tmp_path: Path) -> None:
     """An integer of over 4,300 digits is valid JSON that Python refuses to read (ValueError):
     it was reported as a stored event altered outside threadlog."""
