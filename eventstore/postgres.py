@@ -96,7 +96,7 @@ from psycopg.copy import LibpqWriter
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       doc_pieces,
                       StoredSnapshot, StreamRow, chain_order, forks_at_query, query_words)
-from .errors import KeyClash, NoStore, SchemaError, SchemaTooOld, StoreError, unsendable
+from .errors import KeyClash, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, unsendable
 from .urls import safe_url, without_passwords as _without_passwords
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
 
@@ -1096,6 +1096,17 @@ class PostgresBackend:
             # removed rows alive, and so in the new files too, until it ends: purge() again.
             self.conn.execute(b"VACUUM FULL search_docs")
             self._unindexed = False
+        # Events are only ever updated by a redaction: a row version VACUUM found dead but could
+        # not remove is an erased payload a snapshot open elsewhere still sees (it said "purged"
+        # with the payload still in the table's file).
+        kept = self.conn.execute(
+            b"SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables "
+            b"WHERE schemaname = current_schema() AND relname = 'events'"
+        ).fetchone()
+        if kept is not None and kept[0]:
+            raise OldPagesKept(f"{self.path}: a transaction open elsewhere since before the redaction still sees "
+                               f"{kept[0]} old row version(s) of the events, so they stay in the table's file; the change "
+                               "is committed; call purge() once that transaction ends")
 
     @_translated
     def counts(self) -> tuple[int, int]:

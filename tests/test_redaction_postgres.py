@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from projections.search import extractor
-from threadlog import Store, search
+from threadlog import OldPagesKept, Store, search
 from tests.backends import postgres_cluster, postgres_url
 
 SECRET = "Zq7SecretWordKx"
@@ -55,6 +56,29 @@ def test_a_redacted_word_leaves_the_search_index_files() -> None:
         store.redact(leak.position, reason="password", actor="ops")
         assert search(store, SECRET) == []
         assert store.verify().redacted == 1
+    assert _rows_holding(url, SECRET) == []
+    assert _files_holding(url, SECRET) == []
+
+
+def test_a_redaction_a_snapshot_open_elsewhere_holds_up_says_so_and_purge_finishes_it() -> None:
+    """A reader's snapshot open since before the redaction keeps the old row version, and VACUUM
+    cannot remove it: redact and purge said all was done while the erased payload stayed in the
+    table's file. Both say the old version is kept (`OldPagesKept`, as SQLite's readers of the
+    WAL), and purge, once the reader is done, leaves no copy."""
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="keys")
+        leak = store.append_message(t, "user", f"the password is {SECRET} today")
+        with psycopg.connect(url) as reader:
+            reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            reader.execute("SELECT count(*) FROM events").fetchone()  # its snapshot, held open
+            with pytest.raises(OldPagesKept, match="old row version"):
+                store.redact(leak.position, reason="password", actor="ops")
+            with pytest.raises(OldPagesKept, match="old row version"):
+                store.purge()
+            reader.rollback()
+        assert store.verify().redacted == 1
+        store.purge()
     assert _rows_holding(url, SECRET) == []
     assert _files_holding(url, SECRET) == []
 
@@ -119,6 +143,8 @@ def test_a_redaction_racing_appends_and_another_redaction_on_the_same_thread() -
                 try:
                     work()
                     results[name] = "ok"
+                except OldPagesKept:  # committed; the racing redaction's snapshot saw the old version
+                    results[name] = "ok"
                 except Exception as error:  # noqa: BLE001 (the outcome is what the test compares)
                     results[name] = f"{type(error).__name__}: {error}"
 
@@ -138,4 +164,5 @@ def test_a_redaction_racing_appends_and_another_redaction_on_the_same_thread() -
             assert sorted([first, second])[0].startswith("InvalidEvent: position: position "), outcomes
             assert "is already redacted" in sorted([first, second])[0]
         assert redactor.verify().redacted == 20
+        redactor.purge()
         assert search(redactor, SECRET) == []
