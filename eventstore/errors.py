@@ -145,6 +145,11 @@ class SchemaError(StoreError):
     """The file is not a threadlog database this release can open."""
 
 
+class Deadlocked(StoreError):
+    """Two transactions waited for each other and the server cancelled this one, before it wrote
+    anything (PostgreSQL; two `fan_out`s at once): running it again is safe."""
+
+
 class NoStore(SchemaError):
     """A PostgreSQL database (or schema) that holds no threadlog store yet, opened read-only."""
 

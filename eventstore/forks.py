@@ -9,12 +9,14 @@ entry points; they document the options.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .errors import ForkRefused, InvalidEvent, KeyClash, ThreadNotFound, named, shown
+from .errors import Deadlocked, ForkRefused, InvalidEvent, KeyClash, ThreadNotFound, named, shown
 from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
@@ -107,6 +109,24 @@ def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: s
         raise InvalidEvent("meta.event_id", "fan_out writes two events for each fork, and one event id can name only one "
                            "event; leave event_id out (correlation_id can tie them to a request)")
     ids = [new_id() for _ in directives]
+    for attempt in range(_FAN_OUT_ATTEMPTS):
+        try:
+            _fan_out_once(store, thread, directives, ids, placeholder, todos, metadata, meta)
+            return ids
+        except Deadlocked:  # another fan_out took positions twice at once (PostgreSQL): nothing written
+            if attempt == _FAN_OUT_ATTEMPTS - 1:
+                raise
+            time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
+    return ids
+
+
+# How many times a fan_out the server cancelled in a deadlock with another is run (PostgreSQL:
+# each takes positions once a fork, and two such transactions at once wait for each other).
+_FAN_OUT_ATTEMPTS = 8
+
+
+def _fan_out_once(store: Store, thread: str, directives: Sequence[str], ids: list[str], placeholder: str, todos: Any,
+                  metadata: Any, meta: dict[str, Any]) -> None:
     with store.backend.transaction():
         rows = acyclic(store.backend.ancestry(thread))
         if not rows:
@@ -128,7 +148,6 @@ def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: s
             primed = prepare({"type": "message.appended", "data": {"role": "user", "content": content},
                               "meta": {**meta, "origin": "primed"}}, "fan_out")
             _fork(store, thread, None, options, fork_id, meta, [primed], fan_out=True)
-    return ids
 
 
 def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any],

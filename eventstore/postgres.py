@@ -25,8 +25,8 @@ an event that commits late with a lower position:
   another writer took positions in between, so its second reservation takes the order lock
   exclusively (`_ORDER`, held shared by every reservation until commit): it waits until
   every transaction that reserved before it has finished. Two such transactions at once wait
-  for each other; the server cancels one (a deadlock, reported as a `StoreError` that says
-  nothing was written and to retry).
+  for each other; the server cancels one (a deadlock, `errors.Deadlocked`: nothing was
+  written), which `fan_out` runs again (a restore reports it, saying to retry).
 
   Measured with raw psycopg on the machine this was written on (2 cores, fdatasync ~0.8 ms),
   one-event INSERT + COMMIT transactions on distinct streams: A 155-173/s with 1 writer and
@@ -96,7 +96,7 @@ from psycopg.copy import LibpqWriter
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       doc_pieces,
                       StoredSnapshot, StreamRow, chain_order, forks_at_query, query_words)
-from .errors import KeyClash, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, unsendable
+from .errors import Deadlocked, KeyClash, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, unsendable
 from .urls import safe_url, without_passwords as _without_passwords
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
 
@@ -409,7 +409,8 @@ def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "
     template = _MESSAGES.get(state) or _CLASSES.get(state[:2])
     if template is None:
         return StoreError(f"database error on {path}: {text} (SQLSTATE {state})")
-    return (KeyClash if state == "23505" else StoreError)(template.format(path=path, error=text))
+    kind = KeyClash if state == "23505" else Deadlocked if state == "40P01" else StoreError
+    return kind(template.format(path=path, error=text))
 
 
 def _translated(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Callable[Concatenate[PostgresBackend, _P], _R]:

@@ -520,6 +520,37 @@ def test_verify_and_a_backup_see_every_committed_event_while_another_transaction
         assert restored.verify().events == 6
 
 
+_FAN_OUT_WORKER = """
+import sys
+from threadlog import Store
+url, rounds = sys.argv[1], int(sys.argv[2])
+store = Store(url)
+for _ in range(rounds):
+    t = store.create_thread(title="parent")
+    store.append_message(t, "user", "go")
+    store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_a", "name": "Agent", "input": {}}])
+    store.fan_out(t, ["a", "b", "c"])
+print("done")
+"""
+
+
+def test_fan_outs_in_several_processes_at_once_all_succeed() -> None:
+    """Each fan_out takes positions once a fork, and two such transactions at once wait for each
+    other: the server cancelled one, and over a third of the fan_outs of six processes (each on
+    threads of its own) failed with "two writers waited for each other … retry". One cancelled
+    wrote nothing, and is run again."""
+    url = postgres_url()
+    Store(url).close()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", _FAN_OUT_WORKER, url, "10"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(4)]
+    outcomes = [proc.communicate(timeout=300) for proc in procs]
+    assert [(proc.returncode, out) for proc, (out, _) in zip(procs, outcomes)] == [(0, "done\n")] * 4, outcomes
+    with Store(url) as store:
+        report = store.verify()
+        assert report.streams == 4 * 10 * (1 + 3)
+
+
 def test_verify_since_while_another_transaction_is_open_gives_a_checkpoint_that_holds() -> None:
     """`verify --since` checks every event its snapshot holds, but its checkpoint named the last
     position no later commit can come below while its digest covered the events past it too:
