@@ -157,6 +157,22 @@ def test_demo_builds_forks_and_fan_out(run) -> None:  # type: ignore[no-untyped-
         store.verify()
 
 
+def test_the_demo_again_after_a_redaction_of_it_adds_nothing(tmp_path: Path) -> None:
+    """A redaction appends its record to the thread, after the sub-agent's report: the demo run
+    again said the file held a demo "not whole yet", being built or stopped part way."""
+    db = tmp_path / "t.db"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--db", str(db), "demo"]).exit_code == 0
+    redacted = runner.invoke(cli, ["--db", str(db), "redact", "2", "--reason", "test", "--actor", "me"])
+    assert redacted.exit_code == 0, redacted.output
+    with Store(db) as store:
+        before = store.last_position()
+    again = runner.invoke(cli, ["--db", str(db), "demo"])
+    assert again.exit_code == 0, again.output
+    with Store(db) as store:
+        assert store.last_position() == before
+
+
 def test_a_demo_not_whole_yet_is_said_so_and_left_as_it_is(tmp_path: Path) -> None:
     """A demo stopped part way (or still being built by another `threadlog demo`) read as built:
     it printed half its explanation, then "thread 'None' not found"; `--json` said a tampered row."""

@@ -41,8 +41,9 @@ def _built(store: Store) -> dict[str, object]:
     below = store.subtree(DEMO_THREAD)[1:]
     forks = [t.id for t in below if t.kind == "fork"]
     subagents = [t.id for t in below if t.kind == "subagent"]
-    last = store.event_at(DEMO_THREAD, store.head(DEMO_THREAD) - 1)
-    if not forks or len(subagents) != 2 or last.data.get("role") != "user":  # the sub-agent's report is last
+    # The sub-agent's report is the last message (a redaction since appends its record after it).
+    last = next((e for e in reversed(list(store.read(DEMO_THREAD))) if e.type == "message.appended"), None)
+    if not forks or len(subagents) != 2 or last is None or last.data.get("role") != "user":
         raise StoreError(f"{store.path} holds a demo conversation that is not whole yet: another `threadlog demo` is "
                          "building it, or one was stopped part way; run it again in a moment, or on a new file "
                          "(threadlog --db demo.db demo)")
