@@ -162,13 +162,21 @@ def short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def altered(which: str, error: Exception | str) -> StoreError:
+class Altered(StoreError):
+    """An event whose stored data or meta does not parse (`altered`); `why` says how."""
+
+    def __init__(self, which: str, why: str) -> None:
+        self.why = why
+        super().__init__(f"{which} cannot be read: {why}; the row was altered outside threadlog, and `threadlog verify` "
+                         "names it")
+
+
+def altered(which: str, error: Exception | str) -> Altered:
     """What a reader raises for an event whose stored data or meta does not parse: only an
     edit of the file outside threadlog stores one (`verify` names every such row)."""
     why = error if isinstance(error, str) else (f"its stored data or meta is not JSON text ({type(error).__name__}: "
                                                 f"{str(error)[:200]})")
-    return StoreError(f"{which} cannot be read: {why}; the row was altered outside threadlog, and `threadlog verify` "
-                      "names it")
+    return Altered(which, why)
 
 
 def too_deep(position: int) -> StoreError:

@@ -32,7 +32,7 @@ from .ids import check_id, event_ids
 from .prepare import META_KEYS, PreparedEvent, check_flag, check_items, check_text, check_thread, check_thread_id, new_id, now, prepare
 from .ranges import check_index, clip, is_index, segments
 from .skeleton import skeleton_of
-from .recorded import RecordedEvent, ThreadInfo, acyclic, decode, from_row, make_tuple, too_deep
+from .recorded import Altered, RecordedEvent, ThreadInfo, acyclic, altered, decode, from_row, make_tuple, too_deep
 from .restore import RestoreReport
 from .sqlite import SQLiteBackend
 
@@ -793,7 +793,7 @@ class Store:
         needs only the data, upcast to the current version.
         """
         rows = self.read_raw(thread, start, stop)
-        return _decoded(rows, lambda offset: self.unreadable(thread, offset))
+        return _decoded(rows, lambda offset, error=None: self.unreadable(thread, offset, error))
 
     def read_raw(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[DataRow]:
         """(offset, type, schema_version, data as JSON text): `read_data` before parsing.
@@ -816,10 +816,13 @@ class Store:
         # Each segment's query runs when the reader reaches it; `chain` adds no Python frame per row.
         return itertools.chain.from_iterable(fetch(stream_id, lo, hi) for stream_id, lo, hi in ranges)
 
-    def unreadable(self, thread: str, offset: int) -> StoreError:
+    def unreadable(self, thread: str, offset: int, error: StoreError | None = None) -> StoreError:
         """The error a reader raises when the event at `offset` of `thread` holds JSON nested too
-        deeply to parse (RecursionError): it names the event's position, found without its data."""
-        return too_deep(self._row_of(thread, offset).position)
+        deeply to parse (RecursionError), or, given the `Altered` error its data raised read
+        without its position, data that does not parse: it names the event's position, found
+        without its data."""
+        position = self._row_of(thread, offset).position
+        return altered(f"the event at position {position}", error.why) if isinstance(error, Altered) else too_deep(position)
 
     def event_at(self, thread: str, offset: int) -> RecordedEvent:
         """The event at one logical offset of a thread."""
@@ -1144,11 +1147,14 @@ class Store:
         self.backend.truncate_wal()
 
 
-def _decoded(rows: Iterator[DataRow], unreadable: Callable[[int], StoreError]) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    """Decode raw rows; an event nested too deeply to parse raises `unreadable(offset)`."""
+def _decoded(rows: Iterator[DataRow], unreadable: Callable[..., StoreError]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """Decode raw rows; an event nested too deeply to parse raises `unreadable(offset)`, one
+    whose data does not parse `unreadable(offset, error)`."""
     offset = -1
     try:
         for offset, type_, version, text in rows:
             yield offset, type_, decode(type_, version, text)
     except RecursionError:
         raise unreadable(offset) from None
+    except Altered as error:
+        raise unreadable(offset, error) from None

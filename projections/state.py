@@ -38,7 +38,7 @@ from eventstore import InvalidEvent, StaleSnapshot, Store, StoreError, ThreadInf
 from eventstore.errors import shown
 from eventstore.integrity import register_refold
 from eventstore.ranges import is_index
-from eventstore.recorded import decode
+from eventstore.recorded import Altered, decode
 
 from . import snapshots
 from .dropped import Drop, Located, fork_drops, locate, without_dropped
@@ -118,7 +118,7 @@ class _Fold:
 
     # -- folding -------------------------------------------------------------------------
 
-    def fold(self, rows: Iterable[tuple[int, str, int, str]], unreadable: Callable[[int], StoreError],
+    def fold(self, rows: Iterable[tuple[int, str, int, str]], unreadable: Callable[..., StoreError],
              bodies: bool = True) -> None:
         """Fold raw rows (`Store.read_raw`): message bodies stay JSON text until viewed.
 
@@ -137,6 +137,8 @@ class _Fold:
                     self._other(offset, type_, decode(type_, version, text))
         except RecursionError:
             raise unreadable(offset) from None
+        except Altered as error:  # not JSON (raw SQL rewrote it)
+            raise unreadable(offset, error) from None
         self.length = offset + 1
 
     def _other(self, offset: int, type_: str, data: dict[str, Any]) -> None:
@@ -337,6 +339,8 @@ def _view(store: Store, thread: str, fold: _Fold) -> list[Message]:
                 data = decode("message.appended", stored, text)
             except RecursionError:
                 raise store.unreadable(thread, offset) from None
+            except Altered as error:  # not JSON (raw SQL rewrote it): named by its position, as the readers name it
+                raise store.unreadable(thread, offset, error) from None
             body.append(Message(data["role"], data["content"], offset))
     if fold.dropped:
         body = _drop_tool_uses(body, locate(store, thread, fold.dropped))
@@ -391,7 +395,8 @@ def fold_state(store: Store, thread: str, at: int | None = None, *, use_snapshot
             fold = loaded
     if fold.length < at:
         with collector.paused():  # the fold keeps what it parses and makes no cycles
-            fold.fold(store.read_raw(thread, fold.length, at), lambda offset: store.unreadable(thread, offset), bodies)
+            fold.fold(store.read_raw(thread, fold.length, at), lambda offset, error=None: store.unreadable(thread, offset, error),
+                      bodies)
     return info, fold, at
 
 

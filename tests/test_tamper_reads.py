@@ -351,3 +351,20 @@ def test_a_write_to_a_stream_whose_head_was_altered_is_refused(template: Templat
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 1 and "error: the head stored for 'T' cannot be appended to" in result.output, result.output
     assert _dump(path) == before
+
+
+@pytest.mark.parametrize("position", [1, 6], ids=["thread.created", "a message"])
+def test_data_that_is_not_json_is_named_by_its_position_and_show_prints_nothing_first(tmp_path: Path, position: int) -> None:
+    """`thread_state` (and `show`) said "an event cannot be read" where every other reader
+    names the position, and `show` printed half the state before its error."""
+    db = tmp_path / "t.db"
+    assert CliRunner().invoke(cli, ["--db", str(db), "demo"]).exit_code == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE events SET data = '{bad json' WHERE position = ?", (position,))
+    conn.close()
+    with Store(db) as store:
+        with pytest.raises(StoreError, match=rf"^the event at position {position} cannot be read: its stored data"):
+            thread_state(store, "demo-trip-to-lyon").messages
+    shown = CliRunner().invoke(cli, ["--db", str(db), "show", "demo-trip-to-lyon"])
+    assert shown.exit_code == 1 and shown.stdout == "", shown.stdout
+    assert shown.stderr.startswith(f"error: the event at position {position} cannot be read"), shown.stderr

@@ -858,7 +858,8 @@ def show(store: Store, thread: str, at: int | None, last: int | None, as_json: b
     if as_json:
         _emit_json(state.to_json())
     else:
-        output.lines(state_lines(state, last), pager=not no_pager)
+        lines = list(state_lines(state, last))  # every message read first: one unreadable printed half the state
+        output.lines(lines, pager=not no_pager)
 
 
 @cli.command()
