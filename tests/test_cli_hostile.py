@@ -499,3 +499,17 @@ def test_verify_json_reports_a_file_too_damaged_to_open_as_a_failed_check(tmp_pa
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert report["ok"] is False and report["position"] is None and "damaged" in report["error"]
+
+
+@pytest.mark.parametrize("option", ["--content", "--data-file"])
+def test_an_input_file_that_cannot_be_read_is_a_usage_error(tmp_path: Path, option: str) -> None:
+    """A missing --content file exited 1 ("error: No such file or directory"), where every other
+    path that names nothing is a usage error (exit 2) naming the option."""
+    db = tmp_path / "t.db"
+    thread = invoke("--db", str(db), "new")[1].strip()
+    before = checkpoint(db)
+    args = ["append", thread, "--role", "user"] if option == "--content" else ["emit", thread, "title.set"]
+    for path in (tmp_path / "missing.json", tmp_path):
+        code, _, err = invoke("--db", str(db), *args, option, str(path))
+        assert code == 2 and f"Invalid value for '{option}': cannot read {path} (" in err, err
+    assert checkpoint(db) == before

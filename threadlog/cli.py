@@ -386,8 +386,11 @@ def _read_text(path: str, option: str) -> str:
     if path == "-":
         data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
     else:
-        with open(path, "rb") as file:
-            data = file.read(MAX_INPUT_BYTES + 1)
+        try:
+            with open(path, "rb") as file:
+                data = file.read(MAX_INPUT_BYTES + 1)
+        except OSError as error:  # a usage error (exit 2), as every other path that names nothing readable
+            raise click.BadParameter(f"cannot read {path} ({error.strerror})", param_hint=f"'{option}'") from None
     where = _input_name(path)
     if len(data) > MAX_INPUT_BYTES:
         raise StoreError(f"{option}: {where} holds more than {MAX_INPUT_BYTES // 2**20} MiB; an event holds at most "
