@@ -3,7 +3,8 @@
 The log keeps what the model produced; the request is the API-valid view of it, built from
 `thread_state`'s model view (compaction and fork rules already applied):
 
-- empty or whitespace-only text blocks are dropped, and so is a message left empty;
+- empty or whitespace-only text blocks are dropped, and so is a thinking block without a
+  signature (the API checks every one's), and a message left empty;
 - consecutive messages of one role are merged into one;
 - a `tool_use` without a `tool_result` in the next message is left out, and so is a
   `tool_result` whose `tool_use` is not in the message before it (a redaction or a dropped
@@ -175,7 +176,7 @@ def _cleaned(content: list[Json], origins: dict[int, int]) -> list[Json]:
 
 def _to_clean(block: Json) -> bool:
     kind = block.get("type")
-    if "cache_control" in block or (kind == "text" and _blank(block)) or (kind in _TOOL_ID and _foreign(block, kind)):
+    if "cache_control" in block or (kind in ("text", "thinking") and _blank(block)) or (kind in _TOOL_ID and _foreign(block, kind)):
         return True
     return _blank_inside(block)
 
@@ -280,7 +281,11 @@ def _api_ids(block: Json) -> Json:
 
 
 def _blank(block: Json) -> bool:
-    if block.get("type") != "text":
+    kind = block.get("type")
+    if kind == "thinking":  # unsigned (pi keeps another provider's thinking so): the API refuses it
+        signature = block.get("signature")
+        return not signature or not isinstance(signature, str)
+    if kind != "text":
         return False
     text = block.get("text")
     # Only a text that starts with whitespace can be all whitespace: strip() copies the text.

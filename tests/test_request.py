@@ -447,3 +447,22 @@ def test_a_thinking_configuration_the_sdk_does_not_know_is_refused(mem: Store, t
         mem.create_thread(model=MODEL, thinking=thinking)
     assert refused.value.field.endswith(where) and why in str(refused.value)
     assert mem.last_position() == before
+
+
+def test_a_thinking_block_without_a_signature_is_left_out_of_the_request(mem: Store) -> None:
+    """pi keeps another provider's thinking, and thinking it could not sign, with an empty
+    signature: the request sent it, and the API, which checks every thinking block's
+    signature, refused every request of the thread. It is left out; a signed one stays."""
+    t = mem.create_thread(model="claude-x")
+    mem.append_message(t, "user", "first")
+    mem.append_message(t, "assistant", [{"type": "thinking", "thinking": "unsigned", "signature": ""},
+                                        {"type": "text", "text": "one"}])
+    mem.append_message(t, "user", "second")
+    mem.append_message(t, "assistant", [{"type": "thinking", "thinking": "signed", "signature": "c2ln"},
+                                        {"type": "text", "text": "two"}])
+    mem.append_message(t, "user", "third")
+    kwargs = anthropic_request(mem, t, cache=False)
+    validate_request(kwargs)
+    assert [m["content"] for m in kwargs["messages"] if m["role"] == "assistant"] == [
+        [{"type": "text", "text": "one"}],
+        [{"type": "thinking", "thinking": "signed", "signature": "c2ln"}, {"type": "text", "text": "two"}]]
