@@ -513,3 +513,16 @@ def test_an_input_file_that_cannot_be_read_is_a_usage_error(tmp_path: Path, opti
         code, _, err = invoke("--db", str(db), *args, option, str(path))
         assert code == 2 and f"Invalid value for '{option}': cannot read {path} (" in err, err
     assert checkpoint(db) == before
+
+
+def test_ids_that_differ_by_a_character_that_shows_as_nothing_are_told_apart(tmp_path: Path) -> None:
+    """A zero-width space, a word joiner or a byte order mark printed raw: `ls` and an ambiguous
+    prefix's error showed `abc` twice for two ids. Each is shown as its escape."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        for thread in ("abc", "ab\u200bc", "ab\u2060c", "ab\ufeffc"):
+            store.create_thread(thread_id=thread)
+    code, listed, _ = invoke("--db", str(db), "ls")
+    assert code == 0 and all(shown in listed for shown in ("ab\\u200bc", "ab\\u2060c", "ab\\ufeffc")), listed
+    code, _, err = invoke("--db", str(db), "show", "ab")
+    assert code == 1 and "ab\\u200bc" in err and "\u200b" not in err, err

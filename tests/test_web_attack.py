@@ -431,7 +431,7 @@ def test_control_characters_are_shown_as_escapes_on_every_page(tmp_path: Path) -
     could not see that `\x1b[31m` or `\x00` was there. Each is shown as its escape, as the CLI
     shows it; the tab and the line breaks stay."""
     path = tmp_path / "controls.db"
-    controls = ["\x00", "\x07", "\x1b", "\x7f", "\x85", "\x9b"]
+    controls = ["\x00", "\x07", "\x1b", "\x7f", "\x85", "\x9b", "\u200b", "\ufeff"]
     with Store(path) as store:
         store.create_thread(title="paid\x1b[8m hidden", thread_id="c")
         store.append_message("c", "user", "".join(f"{c}x" for c in controls) + "\tand a tab")
@@ -442,7 +442,7 @@ def test_control_characters_are_shown_as_escapes_on_every_page(tmp_path: Path) -
             html = c.get(page).text
             assert not any(ch in html for ch in controls), (page, [ch for ch in controls if ch in html])
         html = c.get("/thread?id=c").text
-        assert "paid\\x1b[8m hidden" in html and "\\x00x\\x07x\\x1bx\\x7fx\\x85x\\x9bx\tand a tab" in html
+        assert "paid\\x1b[8m hidden" in html and "\\x00x\\x07x\\x1bx\\x7fx\\x85x\\x9bx\\u200bx\\ufeffx\tand a tab" in html
         assert "run\\x07" in html
 
 

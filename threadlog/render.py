@@ -15,8 +15,11 @@ from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadSt
 
 # What a terminal would obey rather than show: C0 and C1 controls (ESC, CR, BEL, the CSI and
 # OSC introducers, …) but the tab, DEL, bidirectional overrides, isolates and marks (which
-# reorder what a line shows) and the line separators.
-_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# reorder what a line shows) and the line separators; and what shows as nothing at all (a
+# zero-width space, a word joiner, a byte order mark), which made `abc` and `ab\u200bc`
+# look like one id.
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060"
+                     "\u2066-\u2069\ufeff]")
 
 
 def safe(text: str) -> str:
@@ -28,7 +31,7 @@ def safe(text: str) -> str:
 
 # What JSON leaves raw inside a string (with ensure_ascii=False) that a terminal would obey;
 # `json.dumps` already escapes the C0 controls, so the newlines left are its own layout.
-_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
 
 
 def safe_json(text: str) -> str:

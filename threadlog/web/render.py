@@ -31,10 +31,11 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 # characters around them where a browser shows them: a stored string could show an auditor
 # another text than the one stored (`invoice\u202egpj.exe` reads as `invoiceexe.jpg`). The
 # control characters but the tab and the line breaks (C0, DEL, C1) show as nothing, or NUL as
-# U+FFFD, so a stored `\x1b[31m` or `\x00` was not seen at all. The pages show each as its
+# U+FFFD, so a stored `\x1b[31m` or `\x00` was not seen at all; nor a zero-width space, a word
+# joiner or a byte order mark (`abc` and `ab\u200bc` looked like one id). The pages show each as its
 # escape, as the CLI does (`threadlog.render.safe`). The marks (U+200E, U+200F, U+061C), which
 # RTL text uses, only set the direction of what is neutral.
-_UNSHOWN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_UNSHOWN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
 
 
 def visible(html: str) -> str:
