@@ -1323,8 +1323,9 @@ def test_a_uuid_used_again_for_other_content_is_a_bad_line(tmp_path: Path) -> No
     assert [(b[1], b[2]) for b in skipped.bad] == [(5, "uuid 'u1' is line 3's, which says something else")]
 
 
+@pytest.mark.parametrize("mode", [0, 0o644], ids=["unlisted", "not-entered"])
 @pytest.mark.parametrize("tool", ["pi", "claude-code"])
-def test_a_directory_that_cannot_be_read_is_refused_not_skipped(tmp_path: Path, tool: str) -> None:
+def test_a_directory_that_cannot_be_read_is_refused_not_skipped(tmp_path: Path, tool: str, mode: int) -> None:
     """`Path.rglob` searched past a directory it could not read: the sessions in it were left
     out, and the import said `1 file(s)` and exited 0. It is refused, naming the directory,
     with no database left behind. (Root reads any directory: as root the import runs
@@ -1335,7 +1336,7 @@ def test_a_directory_that_cannot_be_read_is_refused_not_skipped(tmp_path: Path, 
         (tmp_path / "sessions" / folder).mkdir(parents=True)
         shutil.copy2(source, tmp_path / "sessions" / folder / source.name)
     locked = tmp_path / "sessions" / "locked"
-    locked.chmod(0)
+    locked.chmod(mode)
     db = tmp_path / "t.db"
     try:
         done = subprocess.run([*prefix, sys.executable, "-m", "threadlog", "--db", str(db), "import", tool, str(tmp_path / "sessions")],
@@ -1492,7 +1493,7 @@ def test_follow_goes_on_past_files_it_cannot_read_or_name_and_files_removed_mean
     for path in (readable, unreadable, project / "locked" / "cccccccc-0000-4000-8000-000000000003.jsonl", project / "bad\nname.jsonl"):
         _write_chat(path, chat)
     unreadable.chmod(0)
-    (project / "locked").chmod(0)
+    (project / "locked").chmod(0o644)  # listed, not entered: its files' stat failed (PermissionError, exit 1)
     db = tmp_path / "t.db"
     try:
         proc = interruptible([*prefix, sys.executable, "-m", "threadlog", "--db", str(db), "import", "claude-code", "--follow",

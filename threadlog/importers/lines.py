@@ -83,9 +83,14 @@ def files_below(directory: Path, pattern: str, unreadable: Callable[[StoreError]
         unreadable(refusal)
 
     # One walk, not linked directories (as `rglob`, which searched past what it could not read).
-    found = [Path(folder) / name for folder, _, names in os.walk(directory, onerror=refuse) for name in names
-             if fnmatch.fnmatchcase(name, pattern)]
-    return sorted(path for path in found if path.is_file())
+    found: list[Path] = []
+    for folder, _, names in os.walk(directory, onerror=refuse):
+        try:
+            found.extend(path for path in (Path(folder) / name for name in names if fnmatch.fnmatchcase(name, pattern))
+                         if path.is_file())
+        except OSError as error:  # listed but not entered (no search permission): its files cannot be read
+            refuse(OSError(error.errno, error.strerror, folder))
+    return sorted(found)
 
 
 def text_name(path: Path, ids: bool = False) -> Path:
