@@ -1210,11 +1210,13 @@ class PostgresBackend:
         if tool is not None:
             where.append("d.tool = %s")
             params.append(tool)
-        # One hit an event: a text indexed in `doc_pieces` matched once a piece, and a long
-        # event filled the hits with copies of itself (its best piece is kept).
+        # One hit a document: a text indexed in `doc_pieces` matched once a piece, and a long
+        # event filled the hits with copies of itself (its best piece is kept). The pieces name
+        # no document of their own: those of an event alike in kind, role and tool are one hit.
         rows = self.conn.execute(
-            f"WITH q AS (SELECT {tsquery} AS q), best AS (SELECT DISTINCT ON (d.position) d.docid, -ts_rank(d.tsv, q.q) AS score "
-            f"FROM q, search_docs d WHERE {' AND '.join(where)} ORDER BY d.position, score, d.docid) "
+            f"WITH q AS (SELECT {tsquery} AS q), best AS (SELECT DISTINCT ON (d.position, d.kind, d.role, d.tool) d.docid, "
+            f"-ts_rank(d.tsv, q.q) AS score FROM q, search_docs d WHERE {' AND '.join(where)} "
+            "ORDER BY d.position, d.kind, d.role, d.tool, score, d.docid) "
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
             f"coalesce({_jsonb('e.meta')}->>'occurred_at', {_time('e.')}), d.text, "
             f"CASE WHEN length(d.text) <= {ENGINE_SNIPPET_CHARS} THEN "

@@ -160,6 +160,10 @@ def test_a_long_event_matching_in_every_piece_is_one_hit(tmp_path: Path, backend
         store.append_message(small, "user", "one ferry to Corsica")
         hits = search(store, "ferry", limit=5)
         assert sorted((h.stream, h.offset) for h in hits) == sorted([(big, 1), (small, 1)])
+        # The documents of one event stay hits of their own: its text and its call.
+        store.append_message(small, "assistant", [{"type": "text", "text": "I will grep for the ferry"},
+                                                  {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "grep ferry a"}}])
+        assert sorted((h.kind, h.tool) for h in search(store, "grep", limit=5)) == [("text", None), ("tool_use", "Bash")]
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
