@@ -1596,6 +1596,46 @@ def test_a_session_paused_mid_response_for_long_is_imported_whole_once_it_goes_o
     store.verify()
 
 
+def test_a_session_paused_for_over_a_week_is_taken_as_it_is(tmp_path: Path) -> None:
+    """A response waiting on a call in a session quiet for a week was left so (Claude Code closed
+    at the prompt): waited for however long, it was never imported."""
+    lines = _paused_response_lines()
+    path = tmp_path / "aaaaaaaa-0000-4000-8000-000000000001.jsonl"
+    _write_chat(path, lines[:3], age=8 * 24 * 3600)
+    store, expected = Store(":memory:"), Store(":memory:")
+    summary = import_claude_code(store, [path], live_within=600)
+    import_claude_code(expected, [path])
+    assert summary.waiting == 0 and _events_of(store) == _events_of(expected)
+
+
+def test_a_sub_agent_whose_task_was_interrupted_is_imported_whole(tmp_path: Path) -> None:
+    """The user interrupted the Task: its sub-agent's file ends on calls that never get a
+    result, and the session shows the interruption. The sub-agent's last response waited for
+    them, in every import, however long; it is taken as it is once the session's own calls
+    are all answered."""
+    project = tmp_path / "p"
+    shutil.copytree(SUBAGENT_SESSION.parent, project)
+    main = project / SUBAGENT_SESSION.name
+    agent = next((project / SUBAGENT_SESSION.stem / "subagents").glob("agent-*.jsonl"))
+    lines = [json.loads(line) for line in main.read_text(encoding="utf-8").splitlines()]
+    result = lines[4]
+    call = result["message"]["content"][0]["tool_use_id"]
+    result["message"]["content"] = [{"type": "tool_result", "tool_use_id": call, "is_error": True,
+                                     "content": "[Request interrupted by user for tool use]"}]
+    result["toolUseResult"] = "Error: [Request interrupted by user for tool use]"
+    interrupted = {**json.loads(json.dumps(result)), "uuid": "int-1", "parentUuid": result["uuid"],
+                   "message": {"role": "user", "content": [{"type": "text", "text": "[Request interrupted by user for tool use]"}]}}
+    interrupted.pop("toolUseResult")
+    _write_chat(main, [*lines[:5], interrupted], age=24 * 3600)
+    agent_lines = [json.loads(line) for line in agent.read_text(encoding="utf-8").splitlines()[:55]]
+    assert any(b.get("type") == "tool_use" for b in agent_lines[-1]["message"]["content"]), "the agent must end on a call"
+    _write_chat(agent, agent_lines, age=24 * 3600)
+    store, expected = Store(":memory:"), Store(":memory:")
+    summary = import_claude_code(store, [main], live_within=600)
+    import_claude_code(expected, [main])
+    assert summary.waiting == 0 and _events_of(store) == _events_of(expected)
+
+
 def test_an_event_the_store_refuses_on_import_names_the_session(tmp_path: Path) -> None:
     """A response taken before its calls ran (a session imported as it was), then grown: the
     store refuses a later call's result as not pending. The error named the tool call alone,

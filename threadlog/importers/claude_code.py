@@ -118,6 +118,7 @@ class _File:
     agent_id: str | None = None
     sidechain: list[Line] = field(default_factory=list)  # a main file's inline sub-agent lines (1.0.x)
     task_call: str | None = None  # for an inline sub-agent: the tool_use id of the Task call it answers
+    held: bool = False  # a last response left for a later import (`_unfinished`)
 
 
 def _text_of(content: Any) -> str:
@@ -254,6 +255,7 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
         held = _unfinished(parsed.units, lines, paused_only=not partial_tail)
         if held:  # leave them for a later read; their event ids are the same then
             summary.waiting += 1
+            parsed.held = True
             # A title written after a held response's first line comes after that response: it waits too.
             cut = min((u.first.line.number for u in parsed.units if u.key in held), default=None)
             titles[:] = [t for t in titles if cut is None or t.line < cut]
@@ -882,7 +884,10 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
         key = f"{prefix}/{path.stem}" if prefix else path.stem
         # A sub-agent the session shows done has written its last line.
         done = main_file is not None and _first_record(path).get("agentId") in main_file.finished
-        agents.append(_parse(path, key, summary, skip_bad, partial_tail and not done, seen, paused=paused and not done))
+        # Paused with the session (its Task call waiting too): an agent whose Task call was
+        # interrupted ends on calls that never get a result, and would wait forever.
+        waiting = paused and not done and main_file is not None and main_file.held
+        agents.append(_parse(path, key, summary, skip_bad, partial_tail and not done, seen, paused=waiting))
         summary.files += 1
     if main_file is not None and main_file.sidechain:
         agents.extend(_inline_agents(main_file, summary, skip_bad, partial_tail))
@@ -1028,6 +1033,9 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
 # not show complete waits for a later import (`import_claude_code`'s `live_within`, and
 # `follow_claude_code`, which reads a session again once it has been quiet this long).
 LIVE_SECONDS = 600.0
+# How long a session whose last response waits on a tool call (Claude Code at a permission
+# prompt) may have been quiet and still be waited for: one quiet for longer was left so.
+PAUSED_SECONDS = 7 * 24 * 3600.0
 
 
 def import_claude_code(
@@ -1052,9 +1060,11 @@ def import_claude_code(
     seconds says its session is still being written: a file of it changed that recently.
     Such a session is read as a follower reads it, and what it does not show complete yet
     (`summary.waiting`) is left for a later import, which adds it whole: taken now, it could
-    never be completed. With `live_within`, a session quiet longer still leaves a last
-    response waiting on a tool call (a permission prompt) for a later import: taken before
-    its calls ran, it lost the calls written after them (and the import of them was refused).
+    never be completed. With `live_within`, a session quiet longer, but for less than
+    `PAUSED_SECONDS` (a week), still leaves a last response waiting on a tool call (a
+    permission prompt) for a later import: taken before its calls ran, it lost the calls
+    written after them (and the import of them was refused). One quiet for longer was left
+    so (Claude Code closed at the prompt), and is taken as it is.
     """
     return import_sessions(store, discover(paths), skip_bad=skip_bad, progress=progress, partial_tail=partial_tail,
                            live_within=live_within)
@@ -1080,8 +1090,9 @@ def import_sessions(
         before = earlier.get(stable_id(TOOL, session.main.stem), {}) if session.main is not None else {}
         if id(session) not in live:
             live[id(session)] = partial_tail or (live_within is not None and _changed_within(session, live_within))
+        paused = live_within is not None and _changed_within(session, PAUSED_SECONDS)
         return _plan_session(session, summary, skip_bad, live[id(session)], {**before, **_stored_sources(store, session)}, seen,
-                             store, paused=live_within is not None)
+                             store, paused=paused)
 
     return import_sources(store, sessions, plan_one, _size, strict=not skip_bad, progress=progress, noun="session",
                           name=lambda session: ", ".join(map(str, session.files)))
