@@ -205,6 +205,21 @@ def test_search_blame_and_diff_pages(client: TestClient, built: tuple[Path, dict
     assert "Actually, what about a bus?" in both and "Two trains fit" in both and "Book the first one" in both
 
 
+def test_a_texts_own_bold_is_not_taken_for_a_match(tmp_path: Path) -> None:
+    """The snippet marks matches with `**`, as Markdown marks bold: a text's `**Note**` was
+    shown as a match of every search that found the text."""
+    from threadlog import update_index
+
+    path = tmp_path / "bold.db"
+    with Store(path) as store:
+        t = store.create_thread(title="t")
+        store.append_message(t, "user", "**Note**: the hotel is booked")
+        update_index(store)
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/?q=hotel").text
+    assert "**Note**: the <mark>hotel</mark> is booked" in page, page
+
+
 def test_a_file_without_an_index_has_no_search_box(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
     with Store(path) as store:

@@ -111,10 +111,17 @@ def _markdown(value: Any) -> Markup:
 _MATCH = re.compile(r"\*\*(.+?)\*\*", re.DOTALL)
 
 
-def _marked(snippet: Any) -> Markup:
+def _marked(snippet: Any, query: str = "") -> Markup:
     """A search hit's snippet with its matches (between `**`, as `SearchHit.snippet` marks
-    them) as `<mark>`: the page showed the asterisks."""
-    return Markup(_MATCH.sub(r"<mark>\1</mark>", str(escape(clip(snippet)))))
+    them) as `<mark>`: the page showed the asterisks. A text's own `**bold**` reads the same,
+    so only what holds a word of `query` is marked; the rest keeps its asterisks."""
+    words = [word.casefold() for word in re.findall(r"[^\W_]+", query)]
+
+    def mark(found: re.Match[str]) -> str:
+        inner = found.group(1)
+        return f"<mark>{inner}</mark>" if any(word in inner.casefold() for word in words) else found.group()
+
+    return Markup(_MATCH.sub(mark, str(escape(clip(snippet)))))
 
 
 def _pretty(value: Any) -> str:
