@@ -597,7 +597,7 @@ CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
     ("emit-stdin-not-utf8-named", ["emit", "t", "title.set", "--data-file", "-"], b'{"title": "\xff"}', {}, 1,
      "--data-file: standard input is not UTF-8 text (invalid start byte at byte 11)"),
     ("emit-stdin-not-utf8", ["emit", "t", "title.set", "--data-file", "-"], b'{"title": "\xff\xfe"}', {}, 1, "UTF-8"),
-    ("append-content-missing-file", ["append", "t", "--role", "user", "--content", "{dir}/none.json"], None, {}, 1, "none.json"),
+    ("append-content-missing-file", ["append", "t", "--role", "user", "--content", "{dir}/none.json"], None, {}, 2, "none.json"),
     ("fork-past-head", ["fork", "t", "--at", "99"], None, {}, 1, "at must be"),
     ("fork-at-zero", ["fork", "t", "--at", "0"], None, {}, 1, "at must be"),
     ("fork-at-negative", ["fork", "t", "--at", "-2"], None, {}, 1, "at must be"),
