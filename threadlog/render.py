@@ -13,13 +13,17 @@ from eventstore import RecordedEvent, ThreadInfo
 from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadState, Usage
 
 
+# Characters that reorder the text around them where it is shown (bidirectional embeddings,
+# overrides and isolates), and characters that show as nothing at all (a zero-width space, a
+# word joiner, a byte order mark: `abc` and `ab\u200bc` looked like one id). Both are shown as
+# their escapes here and by the web viewer (`threadlog.web.render.visible`).
+REORDERING = "\u202a-\u202e\u2066-\u2069"
+INVISIBLE = "\u200b\u2060\ufeff"
+
 # What a terminal would obey rather than show: C0 and C1 controls (ESC, CR, BEL, the CSI and
-# OSC introducers, …) but the tab, DEL, bidirectional overrides, isolates and marks (which
-# reorder what a line shows) and the line separators; and what shows as nothing at all (a
-# zero-width space, a word joiner, a byte order mark), which made `abc` and `ab\u200bc`
-# look like one id.
-_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060"
-                     "\u2066-\u2069\ufeff]")
+# OSC introducers, …) but the tab, DEL, the reordering characters and the marks (which reorder
+# what a line shows), the line separators, and the invisible characters.
+_UNSAFE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029{REORDERING}{INVISIBLE}]")
 
 
 def safe(text: str) -> str:
@@ -31,7 +35,7 @@ def safe(text: str) -> str:
 
 # What JSON leaves raw inside a string (with ensure_ascii=False) that a terminal would obey;
 # `json.dumps` already escapes the C0 controls, so the newlines left are its own layout.
-_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
+_UNSAFE_IN_JSON = re.compile(f"[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029{REORDERING}{INVISIBLE}]")
 
 
 def safe_json(text: str) -> str:

@@ -330,12 +330,12 @@ def _unfinished(units: list[_Unit], lines: list[Line], paused_only: bool = False
     followed = any(line.number > final.line.number and line.record.get("type") in ("user", "assistant")
                    and not _only_results(line.record) for line in lines)
     blocks = _blocks_of(final)
-    ends = (final.line.record["message"].get("stop_reason") not in (None, "tool_use") and bool(blocks)
+    stop_reason = final.line.record["message"].get("stop_reason")
+    ends = (stop_reason not in (None, "tool_use") and bool(blocks)
             and blocks[-1].get("type") not in ("thinking", "redacted_thinking", "tool_use"))
     calls = {b.get("id") for e in response.entries for b in _blocks_of(e) if b.get("type") == "tool_use"}
     answered = {b.get("tool_use_id") for e in (results.entries if results else []) for b in _blocks_of(e) if b.get("type") == "tool_result"}
     if paused_only:
-        stop_reason = final.line.record["message"].get("stop_reason")
         cut = (not calls <= answered or (bool(blocks) and blocks[-1].get("type") in ("thinking", "redacted_thinking"))
                or (stop_reason == "tool_use" and not calls))  # no response ends so
         return set() if turn_over or followed or not cut else {("a", key), ("r", key)}
@@ -1083,25 +1083,27 @@ def import_sessions(
     leaves a half-written last line, and a last response the file does not show complete
     yet, for a later import (what following a live session needs); `live_within` does so
     for the sessions with a file changed in the last that many seconds."""
-    live: dict[int, bool] = {}  # decided once a session: its check and its write must plan alike
+    # (live, paused), decided once a session: its check and its write must plan alike.
+    modes: dict[int, tuple[bool, bool]] = {}
 
     def plan_one(session: Session, summary: ImportSummary, earlier: dict[str, dict[str, str]], seen: Seen) -> Plan:
         # What the store holds, then what the sessions checked before it would write (two copies of one session).
         before = earlier.get(stable_id(TOOL, session.main.stem), {}) if session.main is not None else {}
-        if id(session) not in live:
-            live[id(session)] = partial_tail or (live_within is not None and _changed_within(session, live_within))
-        paused = live_within is not None and _changed_within(session, PAUSED_SECONDS)
-        return _plan_session(session, summary, skip_bad, live[id(session)], {**before, **_stored_sources(store, session)}, seen,
+        if id(session) not in modes:
+            quiet = _quiet_for(session) if live_within is not None else 0.0
+            modes[id(session)] = (partial_tail or (live_within is not None and quiet < live_within),
+                                  live_within is not None and quiet < PAUSED_SECONDS)
+        live, paused = modes[id(session)]
+        return _plan_session(session, summary, skip_bad, live, {**before, **_stored_sources(store, session)}, seen,
                              store, paused=paused)
 
     return import_sources(store, sessions, plan_one, _size, strict=not skip_bad, progress=progress, noun="session",
                           name=lambda session: ", ".join(map(str, session.files)))
 
 
-def _changed_within(session: Session, seconds: float) -> bool:
-    """Whether a file of the session was written in the last `seconds` (by its mtime)."""
-    now = time.time()
-    return any(now - path.stat().st_mtime < seconds for path in session.files)
+def _quiet_for(session: Session) -> float:
+    """Seconds since a file of the session was last written (by its mtime)."""
+    return time.time() - max(path.stat().st_mtime for path in session.files)
 
 
 def _size(session: Session) -> int:

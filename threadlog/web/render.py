@@ -21,7 +21,7 @@ from markupsafe import Markup, escape
 
 from projections.transcript import clip_middle
 
-from ..render import activity_time
+from ..render import INVISIBLE, REORDERING, activity_time
 from .markdown import render_markdown
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -35,7 +35,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 # joiner or a byte order mark (`abc` and `ab\u200bc` looked like one id). The pages show each as its
 # escape, as the CLI does (`threadlog.render.safe`). The marks (U+200E, U+200F, U+061C), which
 # RTL text uses, only set the direction of what is neutral.
-_UNSHOWN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
+_UNSHOWN = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{REORDERING}{INVISIBLE}]")
 
 
 def visible(html: str) -> str:
