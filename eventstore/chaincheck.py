@@ -196,7 +196,7 @@ class Chain:
         try:
             return self._finish(parent)
         except UNREADABLE as error:
-            return self.last_position or self.row.created_position, f"{self.row.id}: the stream's row {unreadable(error)}"
+            return self.last_position or self.row.created_position, f"{self.row.id}: the stream's row: {unreadable(error)}"
 
     def _finish(self, parent: Lineage | None) -> Problem | None:
         info = self.row
@@ -288,8 +288,17 @@ UNREADABLE = (TypeError, AttributeError, ValueError, KeyError, RecursionError)
 
 
 def unreadable(error: Exception) -> str:
-    return (f"a stored value cannot be read ({type(error).__name__}: {str(error)[:200]}); "
-            "the row was altered outside threadlog")
+    """What an `UNREADABLE` error met, in the user's words, not Python's (an exception's
+    name and text said which line of threadlog read it, not what the file holds)."""
+    if isinstance(error, json.JSONDecodeError):
+        what = f"text that is not JSON: {error.msg.lower()} at character {error.pos}"
+    elif isinstance(error, UnicodeDecodeError):
+        what = "text that is not UTF-8"
+    elif isinstance(error, RecursionError):
+        what = "JSON nested deeper than can be read"
+    else:
+        what = "a value of another kind than threadlog writes there"
+    return f"a stored value cannot be read ({what}); the row was altered outside threadlog"
 
 
 # Every offset a stored row can hold (64-bit integers) but the two extremes: a range reads

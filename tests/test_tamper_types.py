@@ -10,6 +10,7 @@ row) that holds it, named by position like any other.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -53,6 +54,9 @@ def test_a_value_of_the_wrong_kind_is_an_integrity_error(tmp_path: Path, tamper:
     with Store(path) as store, pytest.raises(IntegrityError) as failed:
         store.verify()
     assert failed.value.position == tamper[1]
+    # Said in the user's words: it named the Python exception that read it
+    # ("JSONDecodeError: Expecting property name…", "AttributeError: 'bytes' object…").
+    assert not re.search(r"[A-Z][a-z]+(Decode)?Error|object has no attribute", str(failed.value)), str(failed.value)
 
 
 # Bytes that are not UTF-8 where the text held U+FFFD (the replacement character): a reader
