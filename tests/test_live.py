@@ -375,6 +375,35 @@ def test_rerun_asks_first_a_question_its_fork_ends_on(file_store: Store, api: Me
     assert [m.content[0]["text"] for m in thread_state(file_store, fork).messages][-2:] == ["And a hotel?", "Hotel Lumière."]
 
 
+def test_rerun_does_not_replay_a_sub_agents_report_as_the_users_prompt(file_store: Store, api: MessagesAPI) -> None:
+    """A report is a user message from a sub-agent: the second sibling's (the first closed the
+    launch calls, so it holds no tool_result) was sent to the model as if the user typed it."""
+    from threadlog import report
+
+    t = thread(file_store)
+    file_store.append_message(t, "user", "Plan Lyon and Nice.")
+    file_store.append_message(t, "assistant", [use("toolu_1", "Agent"), use("toolu_2", "Agent")])
+    a, b = file_store.fan_out(t, ["Plan Lyon.", "Plan Nice."])
+    for kid, answer in ((a, "Lyon planned."), (b, "Nice planned.")):
+        file_store.append_message(kid, "assistant", answer)
+        report(file_store, kid)
+    file_store.append_message(t, "assistant", "Both planned.")
+    later = file_store.head(t)
+    file_store.append_message(t, "user", "Book them.")
+    file_store.append_message(t, "assistant", "Booked.")
+    api.reply_json(message(text("Booked again."), model="claude-other"))
+    fork = rerun(file_store, t, later, client(api), model="claude-other")
+    assert len(api.requests) == 1
+    assert [block["text"] for block in api.requests[0].json["messages"][-1]["content"]] == ["Book them."]
+    api.reply_json(message(text("Planning."), model="claude-other"))
+    api.reply_json(message(text("Booking."), model="claude-other"))
+    early = rerun(file_store, t, 2, client(api), model="claude-other")  # before the launch: the reports are not asked
+    assert [[block["text"] for block in m.content] for m in thread_state(file_store, early).messages] == [
+        ["Plan Lyon and Nice."], ["Planning."], ["Book them."], ["Booking."]]
+    assert "task-notification" not in json.dumps([r.json for r in api.requests[1:]])
+    assert thread_state(file_store, fork).messages[-1].content == text("Booked again.")
+
+
 def test_rerun_of_a_prompt_an_earlier_release_stored_laxly_is_refused_before_forking(file_store: Store, api: MessagesAPI) -> None:
     """Blocks are checked strictly since this release (`"enabled": "true"` is refused); a prompt
     an earlier release took so cannot be sent again as it is: refused by offset, nothing forked."""

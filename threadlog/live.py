@@ -599,14 +599,16 @@ def rerun(
     max_tokens: int | None = None,
 ) -> str:
     """Fork `thread` at `at` and replay, through `run_turn` with `model`, the user messages
-    that followed in the original (tool results are not replayed: the tools run again).
+    that followed in the original (tool results are not replayed: the tools run again; nor
+    are sub-agents' reports, which answer launches the fork has not made).
     Returns the fork; `diff(store, thread, fork)` shows both answers side by side.
     A replayed turn that fails or is interrupted stops the replay (the fork keeps it)."""
-    prompts = [
-        (offset, data["content"])
-        for offset, type_, data in store.read_data(thread, at)
-        if type_ == "message.appended" and data.get("role") == "user"
-        and not any(b.get("type") == "tool_result" for b in data.get("content", []))
+    prompts = [  # not a sub-agent's report either: the fork launched no sub-agent
+        (event.offset, event.data["content"])
+        for event in store.read(thread, at)
+        if event.type == "message.appended" and event.data.get("role") == "user"
+        and not any(b.get("type") == "tool_result" for b in event.data.get("content", []))
+        and not str(event.meta.get("actor", "")).startswith("subagent:")
     ]
     for offset, content in prompts:  # checked as run_turn will, before the fork is made
         try:
