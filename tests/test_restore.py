@@ -3,6 +3,7 @@ nothing; anything altered is refused whole, leaving the target as it was."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import subprocess
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from eventstore.integrity import canonical, chain_hash, digest
 from eventstore.restore import RUN_EVENTS
-from threadlog import InvalidEvent, Store, export_all, export_events, import_events
+from threadlog import ForkRefused, InvalidEvent, Store, export_all, export_events, import_events
 from threadlog.cli import cli
 from threadlog.export import dump_lines
 from tests.backends import BACKENDS, BackendCase, counting_ancestry
@@ -273,6 +274,31 @@ def test_any_history_restores_with_identical_hashes(tmp_path_factory: pytest.Tem
         import_events(b, backup)
         assert events_of(b) == original
         b.verify()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "fork"]), st.integers(0, 10**6)), min_size=1, max_size=14))
+def test_every_threads_own_export_restores_wherever_its_forks_were_taken(
+        tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int]]) -> None:
+    """A fork of a fork taken at or below the middle fork's own fork point reads none of the
+    middle fork's events: its export named that parent but held none of its events, and the
+    restore refused it ("needs its parent … with at least N events restored before it")."""
+    tmp = tmp_path_factory.mktemp("f")
+    with Store(tmp / "a.db") as a:
+        threads = [a.create_thread(title="t")]
+        for step, pick in steps:
+            t = threads[pick % len(threads)]
+            if step == "fork":
+                with contextlib.suppress(ForkRefused):  # no message before that offset
+                    threads.append(a.fork(t, at=1 + pick % a.thread(t).head))
+            else:
+                a.append_message(t, step, f"m{pick}")
+        for i, t in enumerate(threads):
+            one = write(tmp / f"{i}.jsonl", export_events(a, t))
+            with Store(tmp / f"{i}.db") as b:
+                import_events(b, one)
+                b.verify()
+                assert list(b.read(t)) == list(a.read(t))
 
 
 def chain_export(tmp_path: Path, depth: int) -> Path:

@@ -13,8 +13,10 @@ Every stream line precedes the events of that stream, and events come in positio
 its stored hash, then `verify`. The end line makes a file cut short at a line's end (a copy
 or a download that stopped) a refused restore, not a smaller history; version 1 files, which
 have none, still restore. A thread's export holds its own events and, for each
-ancestor, the events below the fork point its history reads; `export_all` holds every
-stream and every event.
+ancestor, the events below its child's fork point: those the thread's history reads, and,
+where a fork was taken at or below its parent's own fork point, the parent's first event and
+the history that chains to (so every stream the file names restores); `export_all` holds
+every stream and every event.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from eventstore import Store, ThreadInfo, segments
+from eventstore import Store, ThreadInfo
 
 from projections import transcript
 
@@ -43,17 +45,28 @@ def export_events(store: Store, thread: str) -> Iterator[dict[str, Any]]:
         yield dict(FORMAT)
         for info in reversed(ancestry):
             yield _stream(info)
-        wanted = {stream_id: (lo, hi) for stream_id, lo, hi in segments(ancestry)}
         events = 0
-        for info in reversed(ancestry):
-            lo, hi = wanted.get(info.id, (info.base, info.base))
-            if hi is not None and hi <= lo:
-                continue
-            for event in store.read(info.id, start=lo, stop=hi):
+        for info, hi in reversed(_restorable(ancestry)):
+            for event in store.read(info.id, start=info.base, stop=hi):
                 if event.stream_id == info.id:
                     events += 1
                     yield {"event": event.to_json()}
         yield _end(len(ancestry), events)
+
+
+def _restorable(ancestry: list[ThreadInfo]) -> list[tuple[ThreadInfo, int | None]]:
+    """Each stream of `ancestry` (the thread first) with the end of its own offsets the export
+    holds (from its fork point): the thread's all; an ancestor's those below its child's fork
+    point, and at least its first event. The history reads no more (`segments`), but a fork
+    taken at or below its parent's own fork point reads none of the parent's events, and a
+    restore makes the parent's row from its first event, which chains to the history it forked
+    from: without them, the file named a parent it could not restore."""
+    out: list[tuple[ThreadInfo, int | None]] = []
+    child: ThreadInfo | None = None
+    for info in ancestry:
+        out.append((info, None if child is None else max(child.base, info.base + 1)))
+        child = info
+    return out
 
 
 def export_all(store: Store) -> Iterator[dict[str, Any]]:
