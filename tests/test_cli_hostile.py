@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from threadlog import Store, StoreError, import_claude_code
+from threadlog import Store, StoreError, export_events, import_claude_code
+from threadlog.export import dump_lines
 from threadlog.importers.lines import BadLine
 from threadlog.cli import cli
 from tests.backends import file_dump
@@ -421,9 +422,10 @@ def test_stdout_that_is_not_utf8_is_named_not_the_file(tmp_path: Path, args: lis
 
 
 @pytest.mark.parametrize("args", [["show", "t"], ["log", "t"], ["rows", "t"]], ids=["show", "log", "rows"])
-def test_a_stored_lone_surrogate_is_named_as_an_altered_event_not_a_traceback(tmp_path: Path, args: list[str]) -> None:
-    """Text UTF-8 cannot hold, written into the file by raw SQL, cannot be printed either: one
-    line pointing at verify, as every other event of the wrong shape."""
+def test_a_stored_lone_surrogate_is_shown_as_its_escape_and_verify_names_it(tmp_path: Path, args: list[str]) -> None:
+    """Text UTF-8 cannot hold, written into the file by raw SQL, cannot be printed raw: it is
+    shown as its escape, as a control character is (it failed the command with a traceback,
+    then with an error line), and `verify` names the event."""
     import sqlite3
 
     db = tmp_path / "t.db"
@@ -434,8 +436,40 @@ def test_a_stored_lone_surrogate_is_named_as_an_altered_event_not_a_traceback(tm
     conn.commit()
     conn.close()
     result = CliRunner().invoke(cli, ["--db", str(db), *args, "--no-pager"])
-    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
-    assert "does not have the shape its type requires" in result.stderr and "threadlog verify" in result.stderr
+    assert result.exit_code == 0 and "say \\ud800" in result.stdout, result.output
+    verified = CliRunner().invoke(cli, ["--db", str(db), "verify"])
+    assert verified.exit_code == 1 and "position 2" in verified.stderr, verified.output
+
+
+@pytest.mark.parametrize("args", [["export", "t", "-o", "NAME"], ["import", "events", "NAME", "--json"],
+                                  ["transcript", "t", "-o", "NAME", "--json"], ["init", "--json"]],
+                         ids=["export", "import-json", "transcript-json", "init-json"])
+def test_a_file_name_that_is_not_utf8_is_printed_escaped_by_a_real_process(tmp_path: Path, args: list[str]) -> None:
+    """Linux file names may hold any bytes; Python holds one that is not UTF-8 as a lone
+    surrogate. Echoed raw, it made `--json` output no UTF-8 reader takes or, with a strict
+    stdout, exit 1 after the write committed, blaming "a stored event" of the database."""
+    import os
+    import subprocess
+    import sys
+
+    source = tmp_path / "source.db"
+    with Store(source) as store:
+        store.append_message(store.create_thread(thread_id="t"), "user", "hi")
+    name = os.fsdecode(b"n\xff.out")  # 'n\udcff.out'
+    if args[0] == "import":
+        with open(tmp_path / name, "w") as out:
+            out.writelines(line + "\n" for line in dump_lines(export_events(Store(source, read_only=True), "t")))
+    db = name if args[0] == "init" else str(source)
+    argv = [a.replace("NAME", name) for a in args]
+    run = subprocess.run([sys.executable, "-m", "threadlog", "--db", db, *argv], cwd=tmp_path, capture_output=True,
+                         env={**os.environ, "PYTHONIOENCODING": "utf-8"}, timeout=60)
+    assert run.returncode == 0, run.stderr
+    printed = run.stdout.decode("utf-8")  # strict: a raw 0xff byte failed here
+    assert "n\\udcff.out" in printed  # the byte shown as its escape
+    if "--json" in args:  # which JSON reads back as the name
+        values = json.loads(printed)
+        assert (values[0]["file"] if isinstance(values, list) else values["path"]).endswith(name)
+
 
 
 def test_ls_shows_last_activity_in_utc_whatever_zone_an_imported_time_names(tmp_path: Path) -> None:

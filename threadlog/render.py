@@ -20,10 +20,15 @@ from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadSt
 REORDERING = "\u202a-\u202e\u2066-\u2069"
 INVISIBLE = "\u200b\u2060\ufeff"
 
+# A lone surrogate: how Python holds a byte that is not UTF-8 in a file name or an argument
+# (`bad\xff.jsonl`). Printed raw it wrote that byte (output no UTF-8 reader takes) or, with a
+# strict stdout, failed the command after its write had committed.
+SURROGATES = "\ud800-\udfff"
+
 # What a terminal would obey rather than show: C0 and C1 controls (ESC, CR, BEL, the CSI and
 # OSC introducers, …) but the tab, DEL, the reordering characters and the marks (which reorder
-# what a line shows), the line separators, and the invisible characters.
-_UNSAFE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029{REORDERING}{INVISIBLE}]")
+# what a line shows), the line separators, and the invisible characters; and lone surrogates.
+_UNSAFE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029{REORDERING}{INVISIBLE}{SURROGATES}]")
 
 
 def safe(text: str) -> str:
@@ -35,7 +40,7 @@ def safe(text: str) -> str:
 
 # What JSON leaves raw inside a string (with ensure_ascii=False) that a terminal would obey;
 # `json.dumps` already escapes the C0 controls, so the newlines left are its own layout.
-_UNSAFE_IN_JSON = re.compile(f"[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029{REORDERING}{INVISIBLE}]")
+_UNSAFE_IN_JSON = re.compile(f"[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029{REORDERING}{INVISIBLE}{SURROGATES}]")
 
 
 def safe_json(text: str) -> str:
