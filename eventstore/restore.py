@@ -46,11 +46,13 @@ VERSION = 2  # version 2 ends with {"end": {"streams": S, "events": E}}; version
 # What `prepare.now()` writes (older releases wrote the same, with fewer fraction digits at most).
 _RECORDED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z")
 
-# The highest position a restore keeps: the search index numbers an event's documents from its
-# position times `DOC_PARTS`, in 64-bit integers (2**47 - 1: far past any log's end, and far
-# below SQLite's last rowid, so a restored log still takes appends). An export starting past it
-# (an older release's restore kept positions up to 2**62) is renumbered.
-MAX_POSITION = MAX_INDEXED_POSITION
+# The highest position a restore keeps: half the last one the search index numbers (it numbers
+# an event's documents from its position times `DOC_PARTS`, in 64-bit integers), so the log
+# takes appends after it that the index numbers too (kept up to the last, the next append made
+# a file that verified and could never be searched again). 2**46 - 1 is far past any log's end.
+# An export starting past it (an edited file; an older release's restore kept positions up to
+# 2**62) is renumbered.
+MAX_POSITION = MAX_INDEXED_POSITION // 2
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "position": int, "stream_id": str, "offset": int, "event_id": str, "type": str, "schema_version": int,
@@ -198,9 +200,10 @@ class _Restore:
                                f"it into a database whose log ends before position {event['position']} (a new one, for "
                                "example), where positions are kept")
         if self.keep and event["position"] > MAX_POSITION:
-            raise InvalidEvent(f"{where}.position", f"{event['position']} is past {MAX_POSITION}, the last position the "
-                               "search index numbers, where the export's first event was kept below it: restore it into a "
-                               "database whose log ends after its first position, where events are renumbered")
+            raise InvalidEvent(f"{where}.position", f"{event['position']} is past {MAX_POSITION}, the last position a "
+                               "restore keeps (half what the search index numbers, so appends after it are numbered too), "
+                               "where the export's first event was kept below it: restore it into a database whose log "
+                               "ends after its first position, where events are renumbered")
         if self.keep and event["position"] <= self.last_position:
             raise InvalidEvent(f"{where}.position", f"{event['position']} is not after the previous event's "
                                f"{self.last_position}; an export lists events in commit order")

@@ -568,14 +568,15 @@ def test_an_export_of_version_1_with_no_end_line_restores(tmp_path: Path) -> Non
 
 def test_positions_restore_up_to_the_last_one_the_search_index_numbers(tmp_path: Path) -> None:
     """A docid is the position times 2^16, in 64 bits: a restore that kept a position past
-    2^47 - 1 left a file that verified and could never be searched again."""
+    2^47 - 1 left a file that verified and could never be searched again; one that kept it up
+    to 2^47 - 1 left the next append past it, with the same result. Kept up to 2^46 - 1."""
     from eventstore.restore import MAX_POSITION
     from threadlog import search
     with Store(tmp_path / "a.db") as a:
         t = a.create_thread(title="trip")
         a.append_message(t, "user", "hello ferry")
         lines = list(export_all(a))
-    assert MAX_POSITION == 2**47 - 1
+    assert MAX_POSITION == 2**46 - 1
 
     def shifted(last: int) -> list[dict[str, Any]]:
         moved = json.loads(json.dumps(lines))
@@ -589,10 +590,12 @@ def test_positions_restore_up_to_the_last_one_the_search_index_numbers(tmp_path:
         assert [e.position for e in b.read_all()] == [MAX_POSITION - 1, MAX_POSITION]
         assert b.verify().events == 2
         assert [hit.position for hit in search(b, "ferry")] == [MAX_POSITION]
+        b.append_message(t, "assistant", "the ferry leaves at noon")
+        assert sorted(hit.position for hit in search(b, "ferry")) == [MAX_POSITION, MAX_POSITION + 1]
     db = tmp_path / "c.db"
     Store(db).close()
     before = sha(db)
-    with Store(db) as c, pytest.raises(InvalidEvent, match=f"is past {MAX_POSITION}, the last position the search index"):
+    with Store(db) as c, pytest.raises(InvalidEvent, match=f"is past {MAX_POSITION}, the last position a restore keeps"):
         import_events(c, write(tmp_path / "past.jsonl", shifted(MAX_POSITION + 1)))
     assert sha(db) == before
     with Store(tmp_path / "d.db") as d:  # wholly past it (an older release's restore kept such): renumbered
