@@ -92,6 +92,7 @@ class _Run:
     events: list[PreparedEvent] = field(default_factory=list)
     stamps: list[str] = field(default_factory=list)
     lines: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (line number, exported event)
+    ids: dict[str, int] = field(default_factory=dict)  # each event id, to the line number holding it
     legacy: list[bool] = field(default_factory=list)  # hashed by the first layout, which covers the position
 
 
@@ -175,6 +176,9 @@ class _Restore:
         if not 1 <= event["position"] <= MAX_INDEX:
             raise InvalidEvent(f"{where}.position", f"{event['position']} is not a position from 1 to {MAX_INDEX}")
         stored = self.backend.events_by_id([event["event_id"]])
+        if not stored and self.run is not None and event["event_id"] in self.run.ids:  # held, not yet written
+            raise InvalidEvent(f"{where}.event_id", f"{event['event_id']!r} is the id of line {self.run.ids[event['event_id']]}'s "
+                               "event too; an event id names one event: the export was altered")
         if stored:
             row = stored[0]
             if (row.stream_id, row.offset) == (event["stream_id"], event["offset"]) and row.hash != event["hash"]:
@@ -225,6 +229,7 @@ class _Restore:
         run.stamps.append(event["recorded_at"])
         run.legacy.append(legacy)
         run.lines.append((number, event))
+        run.ids[event["event_id"]] = number
         self.last_position = event["position"]
 
     def prepare(self, where: str, event: dict[str, Any]) -> PreparedEvent:

@@ -237,6 +237,37 @@ def test_a_crafted_export_with_right_hashes_is_refused_where_an_append_would_be(
         b.verify()
 
 
+@pytest.mark.parametrize("streams", [["A", "B"], ["A", "A"]], ids=["two-streams", "one-stream"])
+def test_an_export_holding_one_event_id_twice_is_refused_by_its_lines(tmp_path: Path, streams: list[str]) -> None:
+    """The second was written with the first still held in the unwritten batch: the database's
+    unique key refused it, and the message blamed the database ("its rows were altered outside
+    threadlog"), not the file."""
+    lines: list[dict[str, Any]] = [{"format": "threadlog-events", "version": 2}]
+    lines += [{"stream": {"id": s, "parent_id": None, "parent_offset": None, "root_id": s, "depth": 0, "kind": "thread"}}
+              for s in dict.fromkeys(streams)]
+    prev = ""
+    for position, stream in enumerate(streams, 1):
+        offset = 0 if position == 1 or stream != streams[0] else position - 1
+        kind, data = ("thread.created", {"title": "t"}) if offset == 0 else (
+            "message.appended", {"role": "user", "content": [{"type": "text", "text": "hi"}]})
+        at = "2026-01-01T00:00:00.000000Z"
+        data_digest = digest(canonical(data))
+        hash_ = chain_hash(prev if offset else "", stream, offset, "X", kind, 1, at, "{}", data_digest)
+        prev = hash_
+        lines.append({"event": {"position": position, "stream_id": stream, "offset": offset, "event_id": "X", "type": kind,
+                                "schema_version": 1, "data": data, "meta": {}, "recorded_at": at,
+                                "data_digest": data_digest, "hash": hash_, "redacted": False}})
+    lines.append({"end": {"streams": len(set(streams)), "events": len(streams)}})
+    db = tmp_path / "b.db"
+    Store(db).close()
+    before = sha(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(write(tmp_path / "dup.jsonl", lines))])
+    last = len(lines) - 1
+    assert result.exit_code == 1 and f"line {last}.event.event_id: 'X' is the id of line {last - 1}'s event too" in result.stderr, \
+        result.output
+    assert sha(db) == before
+
+
 def test_the_cli_round_trip_in_real_processes(tmp_path: Path) -> None:
     a, b, out = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "all.jsonl"
     subprocess.run([THREADLOG, "--db", str(a), "demo", "--json"], check=True, capture_output=True, timeout=120)
