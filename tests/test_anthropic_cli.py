@@ -74,6 +74,28 @@ def test_ask_records_a_turn_and_request_check_proves_it(tmp_path: Path, api: Mes
     assert "cache read" in table and "total" in table
 
 
+def test_ask_on_a_note_fork_offers_the_tools_that_read_the_parents_transcript(tmp_path: Path, api: MessagesAPI) -> None:
+    """A note fork's model is told to read its parent's transcript; `ask` sent no tool, so it
+    could not, and could only guess at the earlier context."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    threadlog("append", t, "--role", "user", "--text", "The code word is heliotrope.", db=db)
+    threadlog("append", t, "--role", "assistant", "--text", "Noted.", db=db)
+    fork = threadlog("fork", t, "--context", "note", "--transcript", str(tmp_path / "t.md"), db=db).stdout.strip()
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    api.reply_json(message([{"type": "tool_use", "id": "toolu_1", "name": "grep_transcript", "input": {"pattern": "code word"}}],
+                           stop_reason="tool_use"))
+    api.reply_json(message([{"type": "text", "text": "Heliotrope."}]))
+    done = threadlog("ask", fork, "What was the code word?", db=db, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Heliotrope.\n"
+    assert sorted(tool["name"] for tool in api.requests[0].json["tools"]) == ["grep_transcript", "read_transcript"]
+    answered = api.requests[1].json["messages"][-1]["content"][0]
+    assert answered["type"] == "tool_result" and "heliotrope" in json.dumps(answered["content"])
+    plain = threadlog("ask", t, "And now?", db=db, env=env)  # not a note fork: no tool offered
+    assert "tools" not in api.requests[2].json, plain.stderr
+
+
 def test_ask_whose_stdout_is_closed_records_the_whole_turn_and_says_so(tmp_path: Path, api: MessagesAPI) -> None:
     """`ask --stream` into a pipe whose reader left stopped the turn at its first words: the run
     ended `error`, the answer (paid for) was lost, and the command exited 1 saying nothing. The

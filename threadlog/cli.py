@@ -1408,15 +1408,20 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     """Send TEXT on THREAD to the Anthropic API and record the turn (ANTHROPIC_API_KEY).
 
     Without TEXT, ask again: a failed turn keeps the question (exit 3), so a retry sends no
-    second copy."""
+    second copy. On a note fork the model is offered `read_transcript` and `grep_transcript`,
+    which read the parent's history below the fork point, as its note tells it to."""
     from .live import run_turn
+    from .transcript_tools import transcript_tools
 
     if text is not None and not text.strip():
         raise click.BadParameter("is empty: give the question, or leave TEXT out to ask again", param_hint="TEXT")
     client = _client()
     echo = _Echo() if stream and not as_json else None
+    # A note fork's model is told to read its parent's transcript: with no tool it could not.
+    tools = transcript_tools(store, thread) if thread_state(store, thread).context == "note" else None
     with waking():
-        turn = run_turn(store, thread, text, client, model=model, stream=stream, max_tokens=max_tokens, on_text=echo)
+        turn = run_turn(store, thread, text, client, model=model, tools=tools, stream=stream, max_tokens=max_tokens,
+                        on_text=echo)
     _committed(f"the turn on thread {thread} (run {turn.run_id}, {turn.status})", f"threadlog show {thread} --last 2")
     if echo is not None and echo.failed is not None:
         raise echo.failed
