@@ -13,7 +13,7 @@ for ever (Python's `re` has no time limit); its cost is linear in the history's 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from eventstore import InvalidEvent, Store
@@ -29,6 +29,8 @@ Json = dict[str, Any]
 
 class TranscriptTool:
     """A handler `run_turn` can call with the tool's input as keyword arguments."""
+
+    __call__: Callable[..., str]  # each tool's own, with its input's names
 
     def __init__(self, definition: Json, store: Store, fork: str, stop: int, max_bytes: int) -> None:
         self.definition = definition
