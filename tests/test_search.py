@@ -373,6 +373,30 @@ def test_transcript_tools_say_when_they_cut(mem: Store) -> None:
     assert tools["grep_transcript"](pattern="(a+)+$").endswith("[end: 0 matching line(s) below offset 201]")
 
 
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(1, 9000), min_size=1, max_size=6), max_bytes=st.integers(1024, 6000))
+def test_following_read_transcripts_cut_lines_reads_every_message(sizes: list[int], max_bytes: int) -> None:
+    """A message wider than an answer was never shown: the cut line named the same call again,
+    and a model that followed it went round for ever."""
+    mem = Store(":memory:")
+    t = mem.create_thread()
+    for i, size in enumerate(sizes):
+        mem.append_message(t, "user", f"m{i} " + "x" * size)
+    fork = mem.fork(t, context="note")
+    read = transcript_tools(mem, fork, max_bytes=max_bytes)["read_transcript"]
+    start, seen = 0, []
+    for _ in range(len(sizes) + 1):
+        answer = read(start=start)
+        assert len(answer.encode()) <= max_bytes
+        seen += re.findall(r"^## offset (\d+)$", answer, re.M)
+        cut = re.search(r"call read_transcript\(start=(\d+)", answer)
+        if cut is None:
+            break
+        assert int(cut.group(1)) > start  # each answer moves on
+        start = int(cut.group(1))
+    assert answer.endswith(f"of {len(sizes) + 1}]") and seen == [str(offset) for offset in range(1, len(sizes) + 1)]
+
+
 # -- command line -------------------------------------------------------------------------------
 
 

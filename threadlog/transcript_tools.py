@@ -22,6 +22,7 @@ from projections.transcript import INDENT, clip_middle, escape_controls, render_
 
 MAX_BYTES = 16 * 1024
 MESSAGE_BYTES = 4 * 1024  # of one message in read_transcript
+_ROOM = 400  # of an answer, kept for a message's heading and the line saying where it was cut
 LINE_BYTES = 300  # of one matching line in grep_transcript
 
 Json = dict[str, Any]
@@ -55,8 +56,11 @@ class ReadTranscript(TranscriptTool):
             return f"error: need 0 <= start < stop <= {self.stop} (the fork point), not start={start!r}, stop={stop!r}"
         out: list[str] = []
         used = 0
+        # A message clipped to fit one answer whole (with its heading and the cut line): one
+        # wider than the answer was never shown, and the cut line named the same call again.
+        limit = min(MESSAGE_BYTES, self.max_bytes - _ROOM)
         for offset, _, text in self.lines(start, stop):
-            part = f"## offset {offset}\n" + clip_middle(text.encode(), MESSAGE_BYTES, INDENT.encode()).decode() + "\n"
+            part = f"## offset {offset}\n" + clip_middle(text.encode(), limit, INDENT.encode()).decode() + "\n"
             size = len(part.encode())
             if used + size > self.max_bytes - 200:
                 out.append(f"[cut: answer limited to {self.max_bytes} bytes; call read_transcript(start={offset}, stop={stop}) "
