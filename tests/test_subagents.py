@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from eventstore import DEFAULT_PLACEHOLDER, InvalidEvent, ReportRefused, Store
 from projections import anthropic_request, thread_state, validate_request
 from threadlog import Question, questions, report
+from threadlog.subagents import SUMMARY_CHARS
 from threadlog.cli import cli
 from tests.backends import dump, postgres_url
 from tests.procs import all_done, started_together
@@ -157,7 +158,20 @@ def test_an_answer_cannot_break_out_of_its_notification(mem: Store, answer: str,
     delivered = report(mem, kid)
     note = _notification(delivered.data["content"])
     assert [child.tag for child in note] == ["task-id", "status", "summary", "result"]
-    assert note.findtext("result") == answer and note.findtext("summary") == directive
+    assert note.findtext("result") == answer
+    assert note.findtext("summary") == (directive if len(directive) <= SUMMARY_CHARS else directive[:SUMMARY_CHARS] + "…")
+
+
+def test_a_sub_agent_launched_with_a_directive_too_long_to_repeat_whole_still_reports(file_store: Store) -> None:
+    """The notification repeated the directive whole, escaped (`<` is four characters): one of
+    9 million `<` made every report, even a failure's, larger than an event holds, so the
+    parent's launch call was never closed."""
+    directive = "<" * 9_000_000
+    parent, (kid,) = _launch(file_store, [directive])
+    file_store.append_message(kid, "assistant", "Done.")
+    note = _notification(report(file_store, kid).data["content"])
+    assert note.findtext("summary") == directive[:SUMMARY_CHARS] + "…" and note.findtext("result") == "Done."
+    assert not file_store.pending_tool_uses(parent)
 
 
 def test_cli_report(tmp_path: Path) -> None:

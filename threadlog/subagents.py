@@ -12,8 +12,9 @@ other half. It appends one user message to the parent:
 - `tool_result` blocks for those of the child's launch calls (the ones its placeholder
   results answered) the parent still waits on, with that same placeholder, so the first
   report also closes the parent's tool turn and the request stays valid;
-- one text block, the notification: the child's id, a status, its directive and its answer
-  (XML-escaped, so an answer cannot close the tags around it).
+- one text block, the notification: the child's id, a status, its directive (its first
+  `SUMMARY_CHARS` characters) and its answer (XML-escaped, so an answer cannot close the tags
+  around it).
 
 Its meta names where it came from: `causation_id` is the id of the child's event it reports
 (its final assistant message, or its last event when the caller gives the text), `actor`
@@ -94,7 +95,7 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
         return delivered
     notification = {"type": "text", "text": (
         f"<task-notification>\n<task-id>{escape(subagent)}</task-id>\n<status>{status}</status>\n"
-        f"<summary>{escape(directive)}</summary>\n<result>{escape(text)}</result>\n</task-notification>")}
+        f"<summary>{escape(_summary(directive))}</summary>\n<result>{escape(text)}</result>\n</task-notification>")}
     meta = {"event_id": event_id, "causation_id": cause.event_id, "actor": f"subagent:{subagent}"}
     compare = explicit or status != "completed"  # else the answer is what the first report read from the same event
     # Siblings reporting at once race for the parent's head: each retry follows a write that
@@ -108,6 +109,15 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
 
 
 _ATTEMPTS = 100
+
+# The most characters of the directive a notification's summary repeats. The directive is the
+# parent's own (in its launch call); repeated whole, escaped (`<` is four characters), a long
+# one made a report larger than an event holds, and the sub-agent could never report.
+SUMMARY_CHARS = 2000
+
+
+def _summary(directive: str) -> str:
+    return directive if len(directive) <= SUMMARY_CHARS else directive[:SUMMARY_CHARS] + "…"
 
 
 def _report_id(subagent: str, cause: RecordedEvent) -> str:
