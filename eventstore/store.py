@@ -999,7 +999,8 @@ class Store:
         full history and one primed user message: a `tool_result` with the same
         `placeholder` text for every pending `tool_use`, then its own directive, so the
         forks' requests are byte-identical up to the directive (prompt-cache hits). A
-        sub-agent fork, or any fork below one, cannot fan out again (`recursion`).
+        sub-agent fork, or any fork below one whose history holds its events, cannot fan out
+        again (`recursion`).
         """
         return forks.fan_out(self, thread, directives, placeholder, todos=todos, metadata=metadata, meta=meta)
 

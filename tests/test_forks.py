@@ -337,6 +337,11 @@ def test_fan_out_refusals(store: Store, mid_turn: str, convo: str) -> None:
     grandchild = store.fork(kid)
     tool_call(store, grandchild, "toolu_8")
     refuse(store, "recursion", store.fan_out, grandchild, ["again"])
+    # A fork of the sub-agent taken at its fork point holds none of its events (no directive):
+    # it is the parent's history, which fans out (it was refused as "inside sub-agent fork").
+    before_launch = store.fork(kid, at=store.thread(kid).parent_offset, unanswered="keep", busy="allow")
+    assert [e.stream_id for e in store.read(before_launch)][:-1] == [mid_turn] * store.thread(kid).parent_offset
+    assert len(store.fan_out(before_launch, ["once more"])) == 1
     idle = store.create_thread()
     store.append_message(idle, "user", "x")
     refuse(store, "no_pending_tool_use", store.fan_out, idle, ["go"])
