@@ -375,6 +375,28 @@ def test_rerun_asks_first_a_question_its_fork_ends_on(file_store: Store, api: Me
     assert [m.content[0]["text"] for m in thread_state(file_store, fork).messages][-2:] == ["And a hotel?", "Hotel Lumière."]
 
 
+def test_a_sub_agent_turn_may_call_tools_for_200_rounds_and_a_threads_for_50(file_store: Store, api: MessagesAPI) -> None:
+    """The fork sub-agent design gives its fork agent `maxTurns: 200`: a sub-agent working
+    alone was stopped at a thread's 50."""
+    from threadlog.live import ROUNDS, SUBAGENT_ROUNDS
+
+    assert (ROUNDS, SUBAGENT_ROUNDS) == (50, 200)
+    weather = {"weather": lambda city: f"Sunny in {city}."}
+    t = thread(file_store)
+    for i in range(ROUNDS):
+        api.reply_json(message([use(f"toolu_{i}", city="Lyon")], "tool_use"))
+    stopped = run_turn(file_store, t, "Weather, again and again?", client(api), tools=weather)
+    assert stopped.status == "error" and f"after {ROUNDS} rounds" in (stopped.error or "") and len(api.requests) == ROUNDS
+    file_store.append_message(t, "user", "Now split it.")
+    file_store.append_message(t, "assistant", [use("toolu_agent", "Agent")])
+    [kid] = file_store.fan_out(t, ["Check the weather until it rains."])
+    for i in range(ROUNDS + 10):
+        api.reply_json(message([use(f"toolu_k{i}", city="Lyon")], "tool_use"))
+    api.reply_json(message(text("It never rains.")))
+    done = run_turn(file_store, kid, None, client(api), tools=weather)
+    assert done.status == "ok" and done.text == "It never rains." and len(api.requests) == 2 * ROUNDS + 11
+
+
 def test_rerun_does_not_replay_a_sub_agents_report_as_the_users_prompt(file_store: Store, api: MessagesAPI) -> None:
     """A report is a user message from a sub-agent: the second sibling's (the first closed the
     launch calls, so it holds no tool_result) was sent to the model as if the user typed it."""

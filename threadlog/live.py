@@ -108,6 +108,12 @@ def _id() -> str:
     return secrets.token_hex(8)
 
 
+# The model calls one turn makes at most, by default: a sub-agent works alone, so it gets
+# more (the fork sub-agent design gives its fork agent `maxTurns: 200`).
+ROUNDS = 50
+SUBAGENT_ROUNDS = 200
+
+
 def run_turn(
     store: Store,
     thread: str,
@@ -119,7 +125,7 @@ def run_turn(
     *,
     max_tokens: int | None = None,
     on_text: Callable[[str], None] | None = None,
-    max_rounds: int = 50,
+    max_rounds: int | None = None,
     retrieval: str | None = None,
 ) -> Turn:
     """Send `user_content` on `thread`, record everything, run `tools` until the model stops.
@@ -136,7 +142,12 @@ def run_turn(
     of `transcript_tools` have) whose name the thread's tools lack is offered to the model
     too, and recorded with the request so `check_request` rebuilds it. `retrieval`
     overrides a note fork's recorded retrieval mode for this turn's requests.
+
+    `max_rounds` bounds the model calls of one turn: by default 200 on a sub-agent fork (the
+    fork sub-agent design's `maxTurns`), 50 elsewhere.
     """
+    if max_rounds is None:
+        max_rounds = SUBAGENT_ROUNDS if store.thread(thread).kind == "subagent" else ROUNDS
     turn = Turn(thread, _id())
     while True:  # the checks and the run's start, against one head: two turns never both start
         seen = store.head(thread)
