@@ -285,3 +285,30 @@ def test_a_refused_checkpoint_on_a_new_branch_leaves_no_fork_behind(tmp_path: Pa
         app.invoke({"note": "three"}, past)  # the branch is made when a checkpoint can be stored on it
         assert app.get_state(config).values == {"note": "three"}
         store.verify()
+
+
+@pytest.mark.parametrize("before", ["draft", 3, None], ids=["text", "int", "none"])
+def test_a_channel_that_becomes_a_message_list_is_checkpointed_as_the_in_memory_saver_does(tmp_path: Path, before: Any) -> None:
+    """A channel held a value that is not a message list, then a list of messages: `put` read
+    the parent's value as messages and failed ('str' object has no attribute 'id')."""
+    from typing import TypedDict
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    class State(TypedDict):
+        out: Any
+
+    graph = StateGraph(State)
+    graph.add_node("draft", lambda state: {"out": before})
+    graph.add_node("final", lambda state: {"out": [AIMessage("final answer", id="a1")]})
+    graph.add_edge(START, "draft")
+    graph.add_edge("draft", "final")
+    config: Any = {"configurable": {"thread_id": "t"}}
+    oracle = graph.compile(checkpointer=InMemorySaver())
+    oracle.invoke({"out": None}, config)
+    with Store(tmp_path / "becomes.db") as store:
+        app = graph.compile(checkpointer=ThreadlogSaver(store))
+        app.invoke({"out": None}, config)
+        assert [s.values for s in app.get_state_history(config)] == [s.values for s in oracle.get_state_history(config)]
+        assert "final answer" in transcript(store, line_id("t", ""))
+        store.verify()

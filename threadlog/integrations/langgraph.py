@@ -381,22 +381,17 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             if channel not in checkpoint["channel_values"]:
                 continue
             value = checkpoint["channel_values"][channel]
-            previous: Any = None
-            previous_version = None
-            if is_messages(value) and parent_record is not None:
-                previous_version = line.header(parent_record)["channel_versions"].get(channel)
-                try:
-                    previous = line.value(parent_record, channel, previous_version, self.serde)
-                except LookupError:
-                    previous = None
+            previous, previous_version = (self._parent_messages(line, parent_record, channel)
+                                          if is_messages(value) and parent_record is not None else (None, None))
             record = values[channel] = encode(value, version, self.serde, previous, previous_version)
             if parent_record is not None:
                 writes = [w.value for w in line.writes.get(parent or "", {}).values() if w.channel == channel]
                 if len(writes) == 1 and writes[0] == {k: v for k, v in record.items() if k not in ("v", "after")}:
                     values[channel] = {k: v for k, v in record.items() if k in ("v", "after")} | {"w": 0}
             if "messages" in record:
-                known = {m.id for m in previous or () if m.id} | shown
-                fresh = value[len(previous):] if "after" in record else [m for m in value if not m.id or m.id not in known]
+                before = previous or []
+                known = {m.id for m in before if m.id} | shown
+                fresh = value[len(before):] if "after" in record else [m for m in value if not m.id or m.id not in known]
                 messages.extend(data for data in map(anthropic_message, fresh) if data is not None)
         header = {key: _to_json(value, self.serde) for key, value in checkpoint.items() if key not in ("id", "channel_values")}
         data: Json = {"checkpoint_id": checkpoint["id"], "values": values,
@@ -425,6 +420,17 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         if any(block["type"] in ("tool_use", "tool_result") for message in messages for block in message["content"]):
             messages = paired(messages, self._store().pending_tool_uses(stream) if stream in line.streams else ())
         return [*({"type": "message.appended", "data": message} for message in messages), {"type": "langgraph.checkpoint", "data": data}]
+
+    def _parent_messages(self, line: Line, parent: Record, channel: str) -> tuple[builtins.list[Any] | None, Any]:
+        """(the parent's value of `channel` when it is a list of messages, else None; its version).
+        A channel may hold other values before messages (a node sets it to a draft, then to
+        the answer): those are no list a message list extends."""
+        version = line.header(parent)["channel_versions"].get(channel)
+        try:
+            value = line.value(parent, channel, version, self.serde)
+        except LookupError:
+            return None, version
+        return (value if is_messages(value) else None), version
 
     def _shown(self, stream: str) -> set[str]:
         """The ids of the LangChain messages `stream`'s history shows (not those erased)."""
