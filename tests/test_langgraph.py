@@ -312,3 +312,33 @@ def test_a_channel_that_becomes_a_message_list_is_checkpointed_as_the_in_memory_
         assert [s.values for s in app.get_state_history(config)] == [s.values for s in oracle.get_state_history(config)]
         assert "final answer" in transcript(store, line_id("t", ""))
         store.verify()
+
+
+COPY_THEN_DELETE = {
+    "copy-first": lambda saver: (saver.delete_thread("dst"), saver.delete_thread("src")),
+    "source-first": lambda saver: (saver.delete_thread("src"), saver.delete_thread("dst")),
+    "runs-in-both": lambda saver: saver.delete_for_runs([RUN]),
+}
+RUN = "00000000-0000-0000-0000-000000000001"
+
+
+@pytest.mark.parametrize("remove", list(COPY_THEN_DELETE.values()), ids=list(COPY_THEN_DELETE))
+def test_deletions_after_a_copy_and_its_source_are_deleted_skip_what_is_erased(tmp_path: Path, remove: Any) -> None:
+    """Once a copy and its source were both deleted, the events they shared were erased by
+    whichever came second, and the other's index still listed them: every later deletion
+    on that saver tried to erase them again ('position 2 is already redacted')."""
+    db = tmp_path / "erased.db"
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        app = echo_graph(saver)
+        app.invoke({"messages": [HumanMessage("shared secret")]}, {"configurable": {"thread_id": "src", "run_id": RUN}})
+        saver.copy_thread("src", "dst")
+        app.invoke({"messages": [HumanMessage("other")]}, {"configurable": {"thread_id": "other"}})
+        remove(saver)
+        saver.delete_for_runs(["no such run"])
+        saver.prune(["src", "dst"])
+        saver.delete_thread("dst")
+        saver.delete_thread("other")
+        assert list(saver.list(None)) == []
+        assert store.verify().redacted > 0
+    assert b"shared secret" not in db.read_bytes()

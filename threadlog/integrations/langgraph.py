@@ -572,7 +572,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         line.refresh(self._store())
         # Every deleted checkpoint's events not erased yet: this deletion's (`doomed`, deleted now),
         # and what an earlier one left (a reader held it up, or it was cut short).
-        left = [(where, cid, message) for cid in line.deleted for where, message in line.events_of(cid) if where[0] not in line.erased]
+        left = [(where, cid, message) for cid in line.deleted for where, message in line.events_of(cid) if not self._erased(line, where)]
         if not left:
             return
         if doomed:
@@ -599,6 +599,19 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         line.refresh(self._store())
         if erased:
             store.purge()  # StoreError if another connection's read holds the log: the erasures are committed
+
+    def _erased(self, line: Line, where: tuple[int, str, int]) -> bool:
+        """Whether an indexed event (position, physical stream, offset) is erased: by this
+        index's deletions, or, as the store says, by another line's. A copy reads its source's
+        root through a fork, below the fork's offset, so the `event.redacted` appended when the
+        source's deletion erased what both deleted is not in the copy's streams: the copy's
+        index never rebuilt and still listed those events."""
+        if where[0] in line.erased:
+            return True
+        if self._store().event_at(where[1], where[2]).redacted:
+            line.erased.add(where[0])
+            return True
+        return False
 
     def _restate_resting_on(self, line: Line, doomed: set[str]) -> None:
         """Write again, whole, every remaining checkpoint whose values rest on a doomed one's

@@ -113,7 +113,7 @@ class Line:
     stranded_memo: dict[str, bool] = field(default_factory=dict)
     deleted_at: dict[str, int] = field(default_factory=dict)  # a deleted checkpoint's id -> the deletion's position
     deleted_where: dict[str, tuple[str, int]] = field(default_factory=dict)  # -> (stream, offset) of its event, if recorded
-    erased: set[int] = field(default_factory=set)  # positions this index's own deletions redacted (still indexed)
+    erased: set[int] = field(default_factory=set)  # positions known to be redacted that are still indexed
 
     def events_of(self, cid: str) -> Iterator[tuple[tuple[int, str, int], str | None]]:
         """A checkpoint's indexed events, their writes' and the messages appended with it, each
