@@ -9,13 +9,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
 pytest.importorskip("langgraph")
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
+from langgraph.channels.delta import DeltaChannel  # noqa: E402
 from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 
 from threadlog import InvalidEvent, Store, search, thread_state, transcript  # noqa: E402
@@ -291,8 +292,6 @@ def test_a_refused_checkpoint_on_a_new_branch_leaves_no_fork_behind(tmp_path: Pa
 def test_a_channel_that_becomes_a_message_list_is_checkpointed_as_the_in_memory_saver_does(tmp_path: Path, before: Any) -> None:
     """A channel held a value that is not a message list, then a list of messages: `put` read
     the parent's value as messages and failed ('str' object has no attribute 'id')."""
-    from typing import TypedDict
-
     from langgraph.checkpoint.memory import InMemorySaver
 
     class State(TypedDict):
@@ -342,3 +341,44 @@ def test_deletions_after_a_copy_and_its_source_are_deleted_skip_what_is_erased(t
         assert list(saver.list(None)) == []
         assert store.verify().redacted > 0
     assert b"shared secret" not in db.read_bytes()
+
+
+def extend(state: list[str], writes: list[list[str]]) -> list[str]:
+    return [*state, *(item for write in writes for item in write)]
+
+
+class Logs(TypedDict):
+    """A `DeltaChannel` that snapshots every third update (a run updates it twice), and one that
+    does not in these runs."""
+
+    often: Annotated[list[str], DeltaChannel(extend, snapshot_frequency=3)]
+    rarely: Annotated[list[str], DeltaChannel(extend, snapshot_frequency=100)]
+
+
+@pytest.mark.parametrize("channel", ["often", "rarely"])
+def test_prune_keeps_what_a_delta_channel_is_rebuilt_from(tmp_path: Path, channel: str) -> None:
+    """A `DeltaChannel` stores no value between its snapshots: it is replayed from the writes
+    of the checkpoints before, back to the last snapshot. `prune` kept only the latest
+    checkpoint, and the channel read back empty, without an error."""
+    graph = StateGraph(Logs)
+    graph.add_node("n", lambda state: {channel: ["node"]})
+    graph.add_edge(START, "n")
+    db = tmp_path / "delta.db"
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        app = graph.compile(checkpointer=saver)
+        for i in range(4):
+            app.invoke({channel: [f"in{i}"]}, config)
+        before = app.get_state(config).values
+        assert before[channel] == [item for i in range(4) for item in (f"in{i}", "node")]
+        count = len(list(saver.list(config)))
+        latest = saver.get_tuple(config)
+        assert latest is not None and channel not in latest.checkpoint["channel_values"]  # not a snapshot
+        saver.prune(["t"])
+        assert app.get_state(config).values == before
+        kept = len(list(saver.list(config)))
+        assert kept < count if channel == "often" else kept == count  # the snapshot's ancestors go; with none, all stay
+        store.verify()
+    with Store(db) as store:  # as a new process
+        assert graph.compile(checkpointer=ThreadlogSaver(store)).get_state(config).values == before

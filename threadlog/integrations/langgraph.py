@@ -544,12 +544,45 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
         def doomed(line: Line) -> set[str]:
             live = line.live()
-            return set(live) - ({max(live)} if live and strategy == "keep_latest" else set())
+            return set(live) - (self._rebuilt_from(line, max(live)) if live and strategy == "keep_latest" else set())
 
         with self._lock:
             for thread_id in thread_ids:
                 for line in self._lines_for({"configurable": {"thread_id": thread_id}}):
                     self._delete(line, doomed, "prune")
+
+    def _rebuilt_from(self, line: Line, cid: str) -> set[str]:
+        """The checkpoint and the ancestors its delta channels are rebuilt from. LangGraph's
+        `DeltaChannel` stores no value between its snapshots (the channel is named in the
+        metadata's `counters_since_delta_snapshot` and missing from the values): it is replayed
+        from the pending writes of the checkpoints before, back to the nearest one holding a
+        value, as `BaseCheckpointSaver.get_delta_channel_history` walks the parents (a channel
+        with no version was never written: nothing to replay). Pruning those left the channel
+        empty, without an error."""
+        record = line.records[cid]
+        counters = _from_json(line.metadata(record).get("counters_since_delta_snapshot"), self.serde)
+        versions = line.header(record)["channel_versions"]
+        waiting = {ch for ch in (counters if isinstance(counters, dict) else ()) if ch in versions and not self._holds(line, record, ch)}
+        kept = {cid}
+        while waiting:
+            parent = record.data.get("parent_id")
+            if parent is None or parent not in line.records or parent in line.deleted:
+                break
+            record = line.records[parent]
+            kept.add(parent)
+            waiting = {ch for ch in waiting if not self._holds(line, record, ch)}
+        return kept
+
+    def _holds(self, line: Line, record: Record, channel: str) -> bool:
+        """Whether a checkpoint's values hold `channel` (as `get_tuple` gives them)."""
+        version = line.header(record)["channel_versions"].get(channel)
+        if version is None:
+            return False
+        try:
+            line.value(record, channel, version, self.serde)
+        except LookupError:
+            return False
+        return True
 
     def _delete(self, line: Line, choose: Callable[[Line], set[str]], reason: str) -> None:
         """Hide the checkpoints `choose` names (one `langgraph.deleted`), then redact their
