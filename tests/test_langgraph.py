@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import subprocess
 import sys
 from pathlib import Path
@@ -382,3 +383,25 @@ def test_prune_keeps_what_a_delta_channel_is_rebuilt_from(tmp_path: Path, channe
         store.verify()
     with Store(db) as store:  # as a new process
         assert graph.compile(checkpointer=ThreadlogSaver(store)).get_state(config).values == before
+
+
+class Total(TypedDict):
+    total: Annotated[float, operator.add]
+
+
+def test_a_reducer_total_equal_to_its_input_keeps_its_type(tmp_path: Path) -> None:
+    """The input 1 added to 0.0 is 1.0; the checkpoint stored it as its parent's write (1),
+    since 1 == 1.0, and the history read {"total": 1} where InMemorySaver reads 1.0."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    graph = StateGraph(Total)
+    graph.add_node("n", lambda state: {"total": 2})
+    graph.add_edge(START, "n")
+    config: Any = {"configurable": {"thread_id": "t"}}
+    oracle = graph.compile(checkpointer=InMemorySaver())
+    oracle.invoke({"total": 1}, config)
+    with Store(tmp_path / "total.db") as store:
+        app = graph.compile(checkpointer=ThreadlogSaver(store))
+        app.invoke({"total": 1}, config)
+        history = [{k: (type(v), v) for k, v in s.values.items()} for s in app.get_state_history(config)]
+        assert history == [{k: (type(v), v) for k, v in s.values.items()} for s in oracle.get_state_history(config)]

@@ -101,3 +101,34 @@ def test_every_checkpoint_reads_back_as_it_was_put(steps: list[tuple[str, Any]])
             assert {ch: exact(v) for ch, v in got.checkpoint["channel_values"].items()} == {ch: exact(v) for ch, v in values.items()}
             assert got.checkpoint["channel_versions"] == versions
         store.verify()
+
+
+SCALARS = st.sampled_from([True, 1, 1.0, False, 0, 0.0, -0.0, "1"])  # equal under ==, three by three, not by type
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(SCALARS, SCALARS, SCALARS, st.booleans()), min_size=1, max_size=6))
+def test_values_equal_to_their_parents_but_of_another_type_read_back_as_put(steps: list[tuple[Any, Any, Any, bool]]) -> None:
+    """A checkpoint stores what differs from its parent (metadata, versions) and names its
+    parent's write when the value is that write; `==` took True, 1 and 1.0 for one value, so
+    metadata {"flag": True, "step": 2.0} read back {"flag": 1, "step": 2}."""
+    with Store(":memory:") as store:
+        saver = ThreadlogSaver(store)
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        put = []
+        for i, (value, version, flag, new) in enumerate(steps):
+            if put and not new:  # the channel keeps its parent's value and version
+                value, version = put[-1][0]["channel_values"]["x"], put[-1][0]["channel_versions"]["x"]
+            elif put:  # the value is the parent's pending write to the channel (LangGraph's usual case)
+                saver.put_writes(config, [("x", value)], f"task-{i}")
+            checkpoint: Any = {**empty_checkpoint(), "id": str(uuid6(clock_seq=i)), "channel_values": {"x": value},
+                               "channel_versions": {"x": version}}
+            metadata = {"step": [i, float(i)][i % 2], "flag": flag}
+            config = saver.put(config, checkpoint, metadata, {"x": version} if new or not put else {})
+            put.append((checkpoint, metadata))
+        for checkpoint, metadata in put:
+            got = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": checkpoint["id"]}})
+            assert got is not None
+            assert exact(got.checkpoint["channel_values"]) == exact(checkpoint["channel_values"])
+            assert exact(got.checkpoint["channel_versions"]) == exact(checkpoint["channel_versions"])
+            assert exact({k: got.metadata[k] for k in metadata}) == exact(metadata)

@@ -61,7 +61,7 @@ from eventstore.prepare import new_id, prepare
 
 from .langgraph_lines import (PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, next_step, patch,
                               thread_prefix)
-from .langgraph_values import Json, anthropic_message, decode, encode, is_messages, paired
+from .langgraph_values import Json, anthropic_message, decode, encode, is_messages, paired, same
 
 __all__ = ["ThreadlogSaver", "line_id"]
 
@@ -386,7 +386,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             record = values[channel] = encode(value, version, self.serde, previous, previous_version)
             if parent_record is not None:
                 writes = [w.value for w in line.writes.get(parent or "", {}).values() if w.channel == channel]
-                if len(writes) == 1 and writes[0] == {k: v for k, v in record.items() if k not in ("v", "after")}:
+                if len(writes) == 1 and same(writes[0], {k: v for k, v in record.items() if k not in ("v", "after")}):
                     values[channel] = {k: v for k, v in record.items() if k in ("v", "after")} | {"w": 0}
             if "messages" in record:
                 before = previous or []
@@ -411,7 +411,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             data["follows"] = True
             expected = next_step(line.metadata(parent_record))
             changed = diff(expected, data["metadata"])
-            if changed is not None and patch(expected, changed) == data["metadata"]:
+            if changed is not None and same(patch(expected, changed), data["metadata"]):
                 del data["metadata"]  # the parent's, one step on, with these changes
                 if changed:
                     data["metadata_delta"] = changed

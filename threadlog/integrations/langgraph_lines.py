@@ -21,7 +21,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from eventstore import RecordedEvent, Store, StoreError
 from eventstore.prepare import check_encodable
 
-from .langgraph_values import Json, decode, is_messages
+from .langgraph_values import Json, decode, is_messages, same
 
 PREFIX = "lg-"
 
@@ -432,10 +432,10 @@ def diff(old: Json, new: Json) -> Json | None:
     out: Json = {}
     for key, value in new.items():
         before = old.get(key, _MISSING)
-        if before == value:
+        if same(before, value):
             continue
         if isinstance(before, dict) and isinstance(value, dict):
-            changed = {k: v for k, v in value.items() if before.get(k, _MISSING) != v}
+            changed = {k: v for k, v in value.items() if not same(before.get(k, _MISSING), v)}
             removed = [k for k in before if k not in value]
             if changed:
                 out[key + "+"] = changed
@@ -483,10 +483,10 @@ def input_ref(record: Record | None, key: str, value: Json) -> Json:
         return value
     stored = record.data.get("values", {}).get("__start__", {})
     try:
-        same = isinstance(stored.get("json", stored.get("dict")), dict) and _input_part(record, key) == value
+        is_input = isinstance(stored.get("json", stored.get("dict")), dict) and same(_input_part(record, key), value)
     except KeyError:
         return value
-    return {"input": key} if same else value
+    return {"input": key} if is_input else value
 
 
 # -- a header as a `delta` from its parent's --------------------------------------------------
@@ -525,7 +525,7 @@ def compact(old: Json, new: Json, values: Json, cid: str) -> Json | None:
     if changes is None:
         return None
     out = dict(changes)
-    versions = {ch: v for ch, v in out.pop("channel_versions+", {}).items() if values.get(ch, {}).get("v", _MISSING) != v}
+    versions = {ch: v for ch, v in out.pop("channel_versions+", {}).items() if not same(values.get(ch, {}).get("v", _MISSING), v)}
     if versions:
         out["channel_versions+"] = versions
     if new.get("updated_channels") == sorted(values):
@@ -542,7 +542,7 @@ def compact(old: Json, new: Json, values: Json, cid: str) -> Json | None:
             micros = (when - _EPOCH) // timedelta(microseconds=1)
             if _ts(cid, micros - base) == ts:
                 out["ts"] = micros - base
-    return out if expand(old, out, values, cid) == new else None
+    return out if same(expand(old, out, values, cid), new) else None
 
 
 def expand(old: Json, delta: Json, values: Json, cid: str) -> Json:

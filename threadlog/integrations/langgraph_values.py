@@ -74,6 +74,25 @@ def _plain(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def same(a: Any, b: Any) -> bool:
+    """Whether two JSON values are one value: `==` with every part of the same type. `==`
+    takes True, 1 and 1.0 for one value, and a shortcut that leaves out what equals the
+    parent's gave the parent's type back. Dict key order is not compared (an event's
+    canonical JSON does not keep it)."""
+    return bool(a == b) and _same_types(a, b)
+
+
+def _same_types(a: Any, b: Any) -> bool:
+    """Whether two values that are equal under `==` have the same type in every part."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return all(_same_types(item, b[key]) for key, item in a.items())
+    if type(a) is list:
+        return all(_same_types(x, y) for x, y in zip(a, b))
+    return True
+
+
 def _sorted(value: Any) -> bool:
     """Whether every dict in plain JSON `value` has its keys in sorted order (the order an
     event's canonical JSON gives them back in)."""
