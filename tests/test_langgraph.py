@@ -405,3 +405,34 @@ def test_a_reducer_total_equal_to_its_input_keeps_its_type(tmp_path: Path) -> No
         app.invoke({"total": 1}, config)
         history = [{k: (type(v), v) for k, v in s.values.items()} for s in app.get_state_history(config)]
         assert history == [{k: (type(v), v) for k, v in s.values.items()} for s in oracle.get_state_history(config)]
+
+
+class Halves(TypedDict):
+    a: str
+    b: str
+
+
+def test_a_prune_that_would_restate_past_an_events_size_is_refused_by_name_and_changes_nothing(tmp_path: Path) -> None:
+    """Two 18 MiB channels, each stored in its own checkpoint: `prune` writes the kept one again
+    whole (what it rests on is erased), 36 MiB in one event. It was refused as "events[0].data:
+    is 37749294 bytes of JSON", naming neither the prune nor the checkpoint; it now says which
+    and why, before writing anything, and `delete_thread` still removes the thread."""
+    graph = StateGraph(Halves)
+    graph.add_node("n1", lambda state: {"a": "x" * (18 << 20)})
+    graph.add_node("n2", lambda state: {"b": "y" * (18 << 20)})
+    graph.add_edge(START, "n1")
+    graph.add_edge("n1", "n2")
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with Store(tmp_path / "big.db") as store:
+        saver = ThreadlogSaver(store)
+        app = graph.compile(checkpointer=saver)
+        app.invoke({"a": "", "b": ""}, config)
+        before = (store.counts(), store.last_position())
+        with pytest.raises(InvalidEvent, match=r"prune of LangGraph thread 't': checkpoint .* must be written again whole.*"
+                                               r"at most 33554432 .*nothing was removed"):
+            saver.prune(["t"])
+        assert (store.counts(), store.last_position()) == before
+        assert len(app.get_state(config).values["b"]) == 18 << 20
+        saver.delete_thread("t")
+        assert list(saver.list(config)) == []
+        store.verify()

@@ -56,7 +56,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from eventstore import ConcurrencyError, ForkRefused, Store, StoreError, ThreadNotFound
+from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.prepare import new_id, prepare
 
 from .langgraph_lines import (PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, next_step, patch,
@@ -596,7 +596,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             doomed.clear()
             doomed.update(choose(line))
             if doomed:
-                self._restate_resting_on(line, doomed)
+                self._restate_resting_on(line, doomed, reason)
                 at = {cid: [line.records[cid].stream, line.records[cid].offset] for cid in sorted(doomed)}
                 self._append(line, line.key, [{"type": "langgraph.deleted", "data": {"checkpoint_ids": sorted(doomed),
                                                                                      "reason": reason, "at": at}}])
@@ -609,7 +609,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         if not left:
             return
         if doomed:
-            self._restate_resting_on(line, doomed)
+            self._restate_resting_on(line, doomed, reason)
         kept_messages: set[str] = set()
         for cid in line.live():
             for value in line.values(line.records[cid], self.serde).values():
@@ -646,22 +646,45 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             return True
         return False
 
-    def _restate_resting_on(self, line: Line, doomed: set[str]) -> None:
+    def _restate_resting_on(self, line: Line, doomed: set[str], reason: str) -> None:
         """Write again, whole, every remaining checkpoint whose values rest on a doomed one's
-        events or writes (oldest first: a restatement serves those after it)."""
+        events or writes (oldest first: a restatement serves those after it). Each one that
+        rests on them now is checked first, so one that cannot be written refuses the call
+        before anything is (see `_vet_restated`)."""
         avoid = {pos for cid in doomed for pos, _, _ in (*line.positions.get(cid, ()), *line.write_events.get(cid, ()))}
-        for cid in sorted(set(line.records) - line.deleted - doomed):  # stranded ones too: they are why this runs again
+        # Stranded ones too: they are why this runs again.
+        resting = [cid for cid in sorted(set(line.records) - line.deleted - doomed) if self._rests_on(line, line.records[cid], avoid)]
+        for cid in resting:
+            self._vet_restated(line, line.records[cid], reason)
+        for cid in resting:
             record = line.records[cid]
-            try:
-                line.values(record, self.serde, avoid)
-            except (LookupError, StoreError):
-                if not line.stranded(cid):
-                    raise
-                # Stranded on payloads already erased: its writer restates it from the checkpoint in hand.
-            except Broken:
+            if self._rests_on(line, record, avoid):  # unless a restatement before it serves it
                 own = record.stream if line.streams[record.stream].own else line.key
                 self._retried(line, lambda: self._append(line, own, [self._restated(line, record)]))
                 line.refresh(self._store())
+
+    def _rests_on(self, line: Line, record: Record, avoid: set[int]) -> bool:
+        """Whether a checkpoint's values, header or metadata are read from the events at `avoid`."""
+        try:
+            line.values(record, self.serde, avoid)
+        except (LookupError, StoreError):
+            if not line.stranded(record.data["checkpoint_id"]):
+                raise
+            return False  # stranded on payloads already erased: its writer restates it from the checkpoint in hand
+        except Broken:
+            return True
+        return False
+
+    def _vet_restated(self, line: Line, record: Record, reason: str) -> None:
+        """Refuse, by name, a checkpoint that cannot be written again whole: its values add up to
+        more than an event holds (each was stored in its own checkpoint, within the limit)."""
+        try:
+            prepare(self._restated(line, record), 0)
+        except InvalidEvent as error:
+            raise InvalidEvent(f"{reason} of LangGraph thread {line.thread_id!r}",
+                               f"checkpoint {record.data['checkpoint_id']!r} rests on checkpoints this removes, so it must be "
+                               f"written again whole first, and that event is refused ({error.why}); nothing was removed. "
+                               "delete_thread removes the whole thread without writing anything again") from None
 
     def _readers(self, stream: str) -> builtins.list[tuple[str, int]]:
         """The lines that read a stream's events, each with the offset below which it reads
