@@ -343,3 +343,21 @@ def test_a_deletion_a_reader_held_up_is_finished_by_the_next_call(tmp_path: Path
         store.verify()
     wal = Path(f"{db}-wal")
     assert b"payload-" not in db.read_bytes() and (not wal.exists() or b"payload-" not in wal.read_bytes())
+
+
+def test_a_copy_onto_a_deleted_thread_is_refused_saying_so(tmp_path: Path) -> None:
+    """The refusal said the deleted thread 'already has checkpoints', which it lists none of."""
+    with Store(tmp_path / "t.db") as store:
+        saver = ThreadlogSaver(store)
+        put(saver, "a", None, {"x": "a"}, ["x"], 1)
+        put(saver, "b", None, {"x": "b"}, ["x"], 1)
+        with pytest.raises(StoreError, match="'a' already has checkpoints"):
+            saver.copy_thread("b", "a")
+        saver.delete_thread("a")
+        before = (store.counts(), store.last_position())
+        with pytest.raises(StoreError, match="'a' was deleted, and its log stays.*copy to a new thread id"):
+            saver.copy_thread("b", "a")
+        assert (store.counts(), store.last_position()) == before
+        saver.copy_thread("b", "c")
+        got = saver.get_tuple({"configurable": {"thread_id": "c"}})
+        assert got is not None and got.checkpoint["channel_values"] == {"x": "b"}

@@ -481,9 +481,12 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         with self._lock:
             for line in self._lines_for({"configurable": {"thread_id": source_thread_id}}):
                 target = self._line(target_thread_id, line.ns)
-                if target.streams:
+                if target.live():
                     raise StoreError(f"copy_thread: LangGraph thread {target_thread_id!r} already has checkpoints; "
                                      "delete it first or copy to a new thread id")
+                if target.streams:  # a copy is a fork named as the target's root, which its deletion keeps
+                    raise StoreError(f"copy_thread: LangGraph thread {target_thread_id!r} was deleted, and its log stays "
+                                     "(recording the deletion), so a copy cannot be made under its id; copy to a new thread id")
                 created = self._created(target)
                 copied = {sid: stream.stop if stream.stop is not None else stream.head
                           for sid, stream in line.streams.items() if sid != line.key}
