@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import example, given, settings, strategies as st  # noqa: E402
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage  # noqa: E402
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 from langgraph.checkpoint.base.id import uuid6  # noqa: E402
@@ -31,7 +31,7 @@ def exact(value: Any) -> Any:
         return ("dict", [(key, exact(item)) for key, item in value.items()])
     if type(value) is list and not all(isinstance(item, BaseMessage) for item in value):
         return ("list", [exact(item) for item in value])
-    return (type(value).__name__, value)
+    return (type(value).__name__, repr(value) if type(value) is float else value)  # -0.0 == 0.0
 
 
 STEP = st.one_of(
@@ -108,10 +108,11 @@ SCALARS = st.sampled_from([True, 1, 1.0, False, 0, 0.0, -0.0, "1"])  # equal und
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(SCALARS, SCALARS, SCALARS, st.booleans()), min_size=1, max_size=6))
+@example([(0.0, 1, 0.0, True), (-0.0, 2, -0.0, True)])
 def test_values_equal_to_their_parents_but_of_another_type_read_back_as_put(steps: list[tuple[Any, Any, Any, bool]]) -> None:
     """A checkpoint stores what differs from its parent (metadata, versions) and names its
     parent's write when the value is that write; `==` took True, 1 and 1.0 for one value, so
-    metadata {"flag": True, "step": 2.0} read back {"flag": 1, "step": 2}."""
+    metadata {"flag": True, "step": 2.0} read back {"flag": 1, "step": 2}, and -0.0 read back 0.0."""
     with Store(":memory:") as store:
         saver = ThreadlogSaver(store)
         config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}

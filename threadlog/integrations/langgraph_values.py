@@ -75,21 +75,24 @@ def _plain(value: Any, depth: int = 0) -> bool:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Whether two JSON values are one value: `==` with every part of the same type. `==`
-    takes True, 1 and 1.0 for one value, and a shortcut that leaves out what equals the
-    parent's gave the parent's type back. Dict key order is not compared (an event's
-    canonical JSON does not keep it)."""
+    """Whether two JSON values are one value: `==` with every part of the same type, and
+    every float of the same sign. `==` takes True, 1 and 1.0 for one value, and 0.0 and
+    -0.0, and a shortcut that leaves out what equals the parent's gave the parent's back.
+    Dict key order is not compared (an event's canonical JSON does not keep it)."""
     return bool(a == b) and _same_types(a, b)
 
 
 def _same_types(a: Any, b: Any) -> bool:
-    """Whether two values that are equal under `==` have the same type in every part."""
+    """Whether two values that are equal under `==` have the same type (and a float the same
+    sign) in every part."""
     if type(a) is not type(b):
         return False
     if type(a) is dict:
         return all(_same_types(item, b[key]) for key, item in a.items())
     if type(a) is list:
         return all(_same_types(x, y) for x, y in zip(a, b))
+    if type(a) is float:
+        return math.copysign(1.0, a) == math.copysign(1.0, b)
     return True
 
 
