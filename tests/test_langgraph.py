@@ -436,3 +436,31 @@ def test_a_prune_that_would_restate_past_an_events_size_is_refused_by_name_and_c
         saver.delete_thread("t")
         assert list(saver.list(config)) == []
         store.verify()
+
+
+class Filled(TypedDict):
+    a: str
+    b: str
+    fill: str
+
+
+def test_a_deletion_whose_first_restatement_serves_the_next_is_not_refused(tmp_path: Path) -> None:
+    """Every checkpoint resting on the deleted ones was checked, up front, for being writable
+    whole: the latest (both 18 MiB values, 36 MiB) was refused, though writing the one before
+    it again whole leaves the latest resting on nothing deleted, as the release before did."""
+    graph = StateGraph(Filled)
+    graph.add_node("n", lambda state: {"a": "x" * (18 << 20)} if state["fill"] == "a" else
+                   {"b": "y" * (18 << 20)} if state["fill"] == "b" else {})
+    graph.add_edge(START, "n")
+    first, second = "00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with Store(tmp_path / "big.db") as store:
+        saver = ThreadlogSaver(store)
+        app = graph.compile(checkpointer=saver)
+        app.invoke({"fill": "a", "a": "", "b": ""}, {"configurable": {"thread_id": "t", "run_id": first}})
+        app.invoke({"fill": "b"}, {"configurable": {"thread_id": "t", "run_id": second}})
+        saver.delete_for_runs([first])
+        values = app.get_state(config).values
+        assert (len(values["a"]), len(values["b"])) == (18 << 20, 18 << 20)
+        assert all(c.metadata.get("run_id") != first for c in saver.list(config))
+        store.verify()

@@ -651,20 +651,22 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
     def _restate_resting_on(self, line: Line, doomed: set[str], reason: str) -> None:
         """Write again, whole, every remaining checkpoint whose values rest on a doomed one's
-        events or writes (oldest first: a restatement serves those after it). Each one that
-        rests on them now is checked first, so one that cannot be written refuses the call
-        before anything is (see `_vet_restated`)."""
+        events or writes (oldest first: a restatement serves those after it). One that cannot
+        be written whole refuses the call by name, before the deletion is recorded."""
         avoid = {pos for cid in doomed for pos, _, _ in (*line.positions.get(cid, ()), *line.write_events.get(cid, ()))}
-        # Stranded ones too: they are why this runs again.
-        resting = [cid for cid in sorted(set(line.records) - line.deleted - doomed) if self._rests_on(line, line.records[cid], avoid)]
-        for cid in resting:
-            self._vet_restated(line, line.records[cid], reason)
-        for cid in resting:
+        for cid in sorted(set(line.records) - line.deleted - doomed):  # stranded ones too: they are why this runs again
             record = line.records[cid]
-            if self._rests_on(line, record, avoid):  # unless a restatement before it serves it
-                own = record.stream if line.streams[record.stream].own else line.key
+            if not self._rests_on(line, record, avoid):  # on none of them, or served by a restatement before it
+                continue
+            own = record.stream if line.streams[record.stream].own else line.key
+            try:
                 self._retried(line, lambda: self._append(line, own, [self._restated(line, record)]))
-                line.refresh(self._store())
+            except InvalidEvent as error:  # its values add up to more than an event holds (each was stored in its own)
+                raise InvalidEvent(f"{reason} of LangGraph thread {line.thread_id!r}",
+                                   f"checkpoint {cid!r} rests on checkpoints this removes, so it must be written again "
+                                   f"whole first, and that event is refused ({error.why}); nothing was removed. "
+                                   "delete_thread removes the whole thread without writing anything again") from None
+            line.refresh(self._store())
 
     def _rests_on(self, line: Line, record: Record, avoid: set[int]) -> bool:
         """Whether a checkpoint's values, header or metadata are read from the events at `avoid`."""
@@ -677,17 +679,6 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         except Broken:
             return True
         return False
-
-    def _vet_restated(self, line: Line, record: Record, reason: str) -> None:
-        """Refuse, by name, a checkpoint that cannot be written again whole: its values add up to
-        more than an event holds (each was stored in its own checkpoint, within the limit)."""
-        try:
-            prepare(self._restated(line, record), 0)
-        except InvalidEvent as error:
-            raise InvalidEvent(f"{reason} of LangGraph thread {line.thread_id!r}",
-                               f"checkpoint {record.data['checkpoint_id']!r} rests on checkpoints this removes, so it must be "
-                               f"written again whole first, and that event is refused ({error.why}); nothing was removed. "
-                               "delete_thread removes the whole thread without writing anything again") from None
 
     def _readers(self, stream: str) -> builtins.list[tuple[str, int]]:
         """The lines that read a stream's events, each with the offset below which it reads
