@@ -162,6 +162,22 @@ def test_an_answer_cannot_break_out_of_its_notification(mem: Store, answer: str,
     assert note.findtext("summary") == (directive if len(directive) <= SUMMARY_CHARS else directive[:SUMMARY_CHARS] + "…")
 
 
+def test_a_failure_reported_by_the_release_that_repeated_the_directive_whole_is_found_by_a_retry(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retry with the same text compared the whole notification: one the release before
+    wrote, with the whole directive in its summary, was taken for other text and refused."""
+    import threadlog.subagents
+
+    parent, (kid,) = _launch(store, ["Plan the trip. " * 300])  # 4,500 characters
+    with monkeypatch.context() as before:
+        before.setattr(threadlog.subagents, "SUMMARY_CHARS", 10**9)  # as the release before wrote it
+        first = report(store, kid, "it failed", status="failed")
+    assert _notification(first.data["content"]).findtext("summary") == "Plan the trip. " * 300
+    assert report(store, kid, "it failed", status="failed").position == first.position
+    with pytest.raises(InvalidEvent, match="already reported, with other text or status"):
+        report(store, kid, "it failed differently", status="failed")
+
+
 def test_a_sub_agent_launched_with_a_directive_too_long_to_repeat_whole_still_reports(file_store: Store) -> None:
     """The notification repeated the directive whole, escaped (`<` is four characters): one of
     9 million `<` made every report, even a failure's, larger than an event holds, so the

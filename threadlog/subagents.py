@@ -29,6 +29,7 @@ child (`threadlog interrupt resolve KID ID`) without knowing it was asked.
 
 from __future__ import annotations
 
+import re
 from hashlib import sha256
 from typing import Any, NamedTuple
 from xml.sax.saxutils import escape
@@ -160,10 +161,22 @@ def _deliver(store: Store, parent: str, launched_at: int, subagent: str, notific
 def _reported(delivered: RecordedEvent, parent: str, subagent: str, notification: dict[str, str], meta: dict[str, str],
               compare: bool) -> RecordedEvent:
     """A report delivered before, returned; refused when it was given other text or status."""
-    if compare and not delivered.redacted and delivered.data["content"][-1] != notification:
+    if compare and not delivered.redacted and _said(delivered.data["content"][-1]) != _said(notification):
         raise InvalidEvent("text", f"event {meta['causation_id']!r} of {subagent!r} was already reported, with other "
                            f"text or status, at position {delivered.position} of {parent!r}")
     return delivered
+
+
+# A notification's summary, escaped (it holds no `<`): a report of the release before repeated
+# the directive whole, and retrying it now must find the same report, not other text.
+_SUMMARY = re.compile(r"<summary>[^<]*</summary>")
+
+
+def _said(block: Any) -> Any:
+    """A notification block as a retry compares it: its status and result, not its summary."""
+    if isinstance(block, dict) and isinstance(block.get("text"), str):
+        return {**block, "text": _SUMMARY.sub("", block["text"], count=1)}
+    return block
 
 
 def _answer(store: Store, subagent: str, own_from: int) -> tuple[RecordedEvent, str | None]:
