@@ -441,6 +441,25 @@ def test_a_stored_lone_surrogate_is_shown_as_its_escape_and_verify_names_it(tmp_
     assert verified.exit_code == 1 and "position 2" in verified.stderr, verified.output
 
 
+@pytest.mark.parametrize("args", [["export", "t"], ["export", "--all"], ["export", "t", "-o", "out.jsonl"]],
+                         ids=["thread-stdout", "all-stdout", "file"])
+def test_an_export_holding_a_stored_lone_surrogate_is_refused_wherever_it_goes(tmp_path: Path, args: list[str]) -> None:
+    """To stdout the surrogate was written as its escape and the export exited 0: a backup that
+    looked whole and that `import events` refused. Refused as the export to a file is."""
+    import sqlite3
+
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.append_message(store.create_thread(thread_id="t"), "user", "say XX")
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE events SET data = replace(data, 'XX', '\\ud800')")
+    conn.commit()
+    conn.close()
+    result = CliRunner().invoke(cli, ["--db", str(db), *[a.replace("out.jsonl", str(tmp_path / "out.jsonl")) for a in args]])
+    assert result.exit_code == 1 and "threadlog verify" in result.stderr, result.output
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 @pytest.mark.parametrize("args", [["export", "t", "-o", "NAME"], ["import", "events", "NAME", "--json"],
                                   ["transcript", "t", "-o", "NAME", "--json"], ["init", "--json"]],
                          ids=["export", "import-json", "transcript-json", "init-json"])

@@ -1325,6 +1325,9 @@ def export_command(store: Store, thread: str | None, format_: str, everything: b
         chunks = dump_lines(export_all(store) if everything else export_events(store, str(thread)))
     if output is None or output == "-":
         for chunk in chunks:
+            # Text UTF-8 cannot hold (raw SQL stored it) refused, as a file's write refuses it: shown
+            # escaped, it made a backup that looked whole and that no restore takes.
+            chunk.encode("utf-8")
             click.echo(safe_block(chunk) if format_ == "markdown" else safe_json(chunk), nl=False)
         return
     write_atomically(output, (chunk.encode("utf-8") for chunk in chunks), "the export", keep=store.files)
