@@ -46,13 +46,14 @@ VERSION = 2  # version 2 ends with {"end": {"streams": S, "events": E}}; version
 # What `prepare.now()` writes (older releases wrote the same, with fewer fraction digits at most).
 _RECORDED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z")
 
-# The highest position a restore keeps: half the last one the search index numbers (it numbers
-# an event's documents from its position times `DOC_PARTS`, in 64-bit integers), so the log
-# takes appends after it that the index numbers too (kept up to the last, the next append made
-# a file that verified and could never be searched again). 2**46 - 1 is far past any log's end.
-# An export starting past it (an edited file; an older release's restore kept positions up to
-# 2**62) is renumbered.
-MAX_POSITION = MAX_INDEXED_POSITION // 2
+# The highest position a restore keeps: the last one the search index numbers (it numbers an
+# event's documents from its position times `DOC_PARTS`, in 64-bit integers: 2**47 - 1), less
+# 2**32 positions for appends after it, which the index numbers too (kept up to the last, the
+# next append made a file that verified and could never be searched again). Far past any log's
+# end. An export starting past it (an edited file; an older release's restore kept positions up
+# to 2**62) is renumbered.
+APPENDS_KEPT_ROOM = 2**32
+MAX_POSITION = MAX_INDEXED_POSITION - APPENDS_KEPT_ROOM
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "position": int, "stream_id": str, "offset": int, "event_id": str, "type": str, "schema_version": int,
@@ -205,13 +206,17 @@ class _Restore:
                                "example), where positions are kept")
         if self.keep and event["position"] > MAX_POSITION:
             raise InvalidEvent(f"{where}.position", f"{event['position']} is past {MAX_POSITION}, the last position a "
-                               "restore keeps (half what the search index numbers, so appends after it are numbered too), "
-                               "where the export's first event was kept below it: restore it into a database whose log "
-                               "ends after its first position, where events are renumbered")
+                               "restore keeps (so that appends after it are searchable too), where the export's first event "
+                               "was kept below it: restore it into a database whose log ends after its first position, "
+                               "where events are renumbered")
         if self.keep and event["position"] <= self.last_position:
             raise InvalidEvent(f"{where}.position", f"{event['position']} is not after the previous event's "
                                f"{self.last_position}; an export lists events in commit order")
         if not self.keep and (event["redacted"] or event["type"] == "event.redacted"):
+            if event["position"] > MAX_POSITION:  # renumbered whatever the database holds
+                raise InvalidEvent(where, f"holds a redaction, which names positions, and its events are renumbered (position "
+                                   f"{event['position']} is past {MAX_POSITION}, the last a restore keeps): the export "
+                                   "was altered, or comes from a file an older release restored past that position")
             raise InvalidEvent(where, "holds a redaction, which names positions: restore it into a database whose log "
                                f"ends before position {event['position']} (a new one, for example)")
         prepared = self.prepare(where, event)

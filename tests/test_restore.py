@@ -600,14 +600,14 @@ def test_an_export_of_version_1_with_no_end_line_restores(tmp_path: Path) -> Non
 def test_positions_restore_up_to_the_last_one_the_search_index_numbers(tmp_path: Path) -> None:
     """A docid is the position times 2^16, in 64 bits: a restore that kept a position past
     2^47 - 1 left a file that verified and could never be searched again; one that kept it up
-    to 2^47 - 1 left the next append past it, with the same result. Kept up to 2^46 - 1."""
+    to 2^47 - 1 left the next append past it, with the same result. Kept up to 2^47 - 1 - 2^32."""
     from eventstore.restore import MAX_POSITION
     from threadlog import search
     with Store(tmp_path / "a.db") as a:
         t = a.create_thread(title="trip")
         a.append_message(t, "user", "hello ferry")
         lines = list(export_all(a))
-    assert MAX_POSITION == 2**46 - 1
+    assert MAX_POSITION == 2**47 - 1 - 2**32
 
     def shifted(last: int) -> list[dict[str, Any]]:
         moved = json.loads(json.dumps(lines))
@@ -633,6 +633,40 @@ def test_positions_restore_up_to_the_last_one_the_search_index_numbers(tmp_path:
         report = import_events(d, write(tmp_path / "far.jsonl", shifted(2**50)))
         assert not report.positions_kept and [e.position for e in d.read_all()] == [1, 2]
         assert [hit.position for hit in search(d, "ferry")] == [2]
+
+
+def test_a_backup_of_a_file_restored_high_holding_a_redaction_restores_with_its_positions(tmp_path: Path) -> None:
+    """Positions a release before kept on restore (up to 2^47 - 1) are kept still where they
+    leave room for appends: kept up to half of that, a redacted backup of such a file was
+    renumbered, and refused because a redaction names positions ("restore it into a database
+    whose log ends before position …", said of a new database)."""
+    from eventstore.restore import MAX_POSITION
+
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread(title="trip")
+        a.append_message(t, "user", "my card is 4111")
+        lines = list(export_all(a))
+    for line in lines:
+        if "event" in line:
+            line["event"]["position"] += 2**46 + 100
+    with Store(tmp_path / "b.db") as b:
+        import_events(b, write(tmp_path / "high.jsonl", lines))
+        b.append_message(t, "assistant", "noted")
+        b.redact(2**46 + 102, reason="card number", actor="ops")
+        backup = write(tmp_path / "backup.jsonl", export_all(b))
+        kept = events_of(b)
+    with Store(tmp_path / "c.db") as c:
+        assert import_events(c, backup).positions_kept and events_of(c) == kept
+        c.verify()
+    moved = [json.loads(text) for text in backup.read_text().splitlines()]
+    for line in moved:
+        if "event" in line:
+            line["event"]["position"] += MAX_POSITION
+            if line["event"]["type"] == "event.redacted":
+                line["event"]["data"]["position"] += MAX_POSITION
+    with Store(tmp_path / "d.db") as d, pytest.raises(InvalidEvent, match=r"holds a redaction, which names positions, and "
+                                                                          r"its events are renumbered \(position \d+ is past"):
+        import_events(d, write(tmp_path / "past.jsonl", moved))
 
 
 def test_several_files_restore_all_or_none(tmp_path: Path) -> None:
