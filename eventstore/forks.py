@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -22,7 +22,7 @@ from .facts import Facts
 from .head import Head
 from .ids import CONTROL_CHARACTER, check_id
 from .prepare import PreparedEvent, check_flag, check_thread, check_thread_id, new_id, prepare
-from .ranges import MAX_INDEX, is_index
+from .ranges import MAX_INDEX, is_index, segments
 from .recorded import ThreadInfo, acyclic, from_row
 
 if TYPE_CHECKING:
@@ -131,7 +131,10 @@ def _fan_out_once(store: Store, thread: str, directives: Sequence[str], ids: lis
         rows = acyclic(store.backend.ancestry(thread))
         if not rows:
             raise ThreadNotFound(thread)
-        nested = next((row.id for row in _read_from(rows) if row.kind == "subagent"), None)
+        # Of the streams whose events its history reads: a fork of a sub-agent taken at its fork
+        # point reads the parent's history alone, and launches as the parent would.
+        read = {stream_id for stream_id, _, _ in segments([ThreadInfo.from_row(row) for row in rows])}
+        nested = next((row.id for row in rows if row.kind == "subagent" and row.id in read), None)
         if nested:
             where = "a sub-agent fork" if nested == thread else f"inside sub-agent fork {nested!r}"
             raise ForkRefused("recursion", f"{thread!r} is {where}; sub-agents cannot fan out again")
@@ -148,18 +151,6 @@ def _fan_out_once(store: Store, thread: str, directives: Sequence[str], ids: lis
             primed = prepare({"type": "message.appended", "data": {"role": "user", "content": content},
                               "meta": {**meta, "origin": "primed"}}, "fan_out")
             _fork(store, thread, None, options, fork_id, meta, [primed], fan_out=True)
-
-
-def _read_from(rows: list[StreamRow]) -> Iterator[StreamRow]:
-    """The streams of an ancestry (the thread's row first) whose own events its history reads:
-    a fork taken at or below its parent's fork point reads none of the parent's (so a fork of
-    a sub-agent taken before its directive is not inside the sub-agent, whose history it lacks)."""
-    below: int | None = None  # the lowest fork point under this row
-    for row in rows:
-        base = row.parent_offset or 0
-        if below is None or base < below:
-            yield row
-        below = base if below is None else min(below, base)
 
 
 def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any],
