@@ -421,11 +421,9 @@ def test_stdout_that_is_not_utf8_is_named_not_the_file(tmp_path: Path, args: lis
     assert "cannot write U+2192" in result.stderr and "UTF-8 locale" in result.stderr and "altered" not in result.stderr
 
 
-@pytest.mark.parametrize("args", [["show", "t"], ["log", "t"], ["rows", "t"]], ids=["show", "log", "rows"])
-def test_a_stored_lone_surrogate_is_shown_as_its_escape_and_verify_names_it(tmp_path: Path, args: list[str]) -> None:
-    """Text UTF-8 cannot hold, written into the file by raw SQL, cannot be printed raw: it is
-    shown as its escape, as a control character is (it failed the command with a traceback,
-    then with an error line), and `verify` names the event."""
+def with_stored_surrogate(tmp_path: Path) -> Path:
+    """A file whose thread `t` holds, at position 2, "say \\ud800": text UTF-8 cannot hold,
+    written by raw SQL."""
     import sqlite3
 
     db = tmp_path / "t.db"
@@ -435,6 +433,15 @@ def test_a_stored_lone_surrogate_is_shown_as_its_escape_and_verify_names_it(tmp_
     conn.execute("UPDATE events SET data = replace(data, 'XX', '\\ud800')")
     conn.commit()
     conn.close()
+    return db
+
+
+@pytest.mark.parametrize("args", [["show", "t"], ["log", "t"], ["rows", "t"]], ids=["show", "log", "rows"])
+def test_a_stored_lone_surrogate_is_shown_as_its_escape_and_verify_names_it(tmp_path: Path, args: list[str]) -> None:
+    """Text UTF-8 cannot hold, written into the file by raw SQL, cannot be printed raw: it is
+    shown as its escape, as a control character is (it failed the command with a traceback,
+    then with an error line), and `verify` names the event."""
+    db = with_stored_surrogate(tmp_path)
     result = CliRunner().invoke(cli, ["--db", str(db), *args, "--no-pager"])
     assert result.exit_code == 0 and "say \\ud800" in result.stdout, result.output
     verified = CliRunner().invoke(cli, ["--db", str(db), "verify"])
@@ -446,15 +453,7 @@ def test_a_stored_lone_surrogate_is_shown_as_its_escape_and_verify_names_it(tmp_
 def test_an_export_holding_a_stored_lone_surrogate_is_refused_wherever_it_goes(tmp_path: Path, args: list[str]) -> None:
     """To stdout the surrogate was written as its escape and the export exited 0: a backup that
     looked whole and that `import events` refused. Refused as the export to a file is."""
-    import sqlite3
-
-    db = tmp_path / "t.db"
-    with Store(db) as store:
-        store.append_message(store.create_thread(thread_id="t"), "user", "say XX")
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE events SET data = replace(data, 'XX', '\\ud800')")
-    conn.commit()
-    conn.close()
+    db = with_stored_surrogate(tmp_path)
     result = CliRunner().invoke(cli, ["--db", str(db), *[a.replace("out.jsonl", str(tmp_path / "out.jsonl")) for a in args]])
     assert result.exit_code == 1 and "threadlog verify" in result.stderr, result.output
     assert not (tmp_path / "out.jsonl").exists()
