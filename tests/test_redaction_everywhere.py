@@ -130,7 +130,8 @@ def test_a_fork_keeps_its_place_and_kind_when_its_first_event_is_redacted(store:
         assert (after.parent_id, after.parent_offset, after.kind, after.length) == (t, 3, "subagent", before.length + 1)
         assert [m.role for m in after.messages] == [m.role for m in before.messages]
         store.verify()
-        with pytest.raises(Exception, match="already redacted"):
+        # A redaction killed after its commit may leave old pages: the refusal says what finishes it.
+        with pytest.raises(Exception, match="already redacted .*cut short, `purge` leaves no old page"):
             store.redact(forked.position, reason="again", actor="dpo")
         redaction = store.redact(primed.position, reason="leak", actor="dpo")
         with pytest.raises(Exception, match="structural"):
