@@ -1164,8 +1164,8 @@ class SQLiteBackend:
             busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if busy:
             raise OldPagesKept(
-                f"{self.path}: another connection is reading, so the write-ahead log still holds old pages; "
-                "the change is committed; call purge() once the readers are done"
+                f"{self.path}: another connection is reading (or writing), so the write-ahead log still holds old "
+                "pages; the change is committed; call purge() once the readers are done"
             )
 
     @_translated

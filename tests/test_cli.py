@@ -423,6 +423,12 @@ def test_a_redaction_a_reader_held_up_is_finished_by_purge(run, tmp_path: Path) 
     assert f"transcript {noted} was written with the erased text" in result.stderr  # named though the purge did not finish
     reader.rollback()
     reader.close()
+    writer = sqlite3.connect(db)
+    writer.execute("BEGIN IMMEDIATE")  # a writer holds the log up too: it said "another connection is reading"
+    held = CliRunner().invoke(cli, ["purge", "--db", run.db])
+    assert held.exit_code == 1 and "another connection is reading (or writing)" in held.stderr, held.output
+    writer.rollback()
+    writer.close()
     assert run("purge") == "purged: no old copy of an erased payload is left\n"
     wal = Path(f"{db}-wal")
     assert b"4111" not in db.read_bytes() and (not wal.exists() or b"4111" not in wal.read_bytes())

@@ -1074,8 +1074,8 @@ def purge(store: Store, as_json: bool) -> None:
     try:
         store.purge()
     except OldPagesKept:  # its own job, not a write kept: nothing is committed by a purge
-        _fail("another connection is reading, so the write-ahead log still holds old pages; run `threadlog purge` again "
-              "once the readers are done")
+        _fail("another connection is reading (or writing), so the write-ahead log still holds old pages; run "
+              "`threadlog purge` again once it is done")
     _committed("purged the old copies of erased payloads")
     if as_json:
         _emit_json({"purged": True})
