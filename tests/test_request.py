@@ -466,3 +466,31 @@ def test_a_thinking_block_without_a_signature_is_left_out_of_the_request(mem: St
     assert [m["content"] for m in kwargs["messages"] if m["role"] == "assistant"] == [
         [{"type": "text", "text": "one"}],
         [{"type": "thinking", "thinking": "signed", "signature": "c2ln"}, {"type": "text", "text": "two"}]]
+
+
+@pytest.mark.parametrize("retrieval", ["first_turn", "per_turn"])
+def test_a_note_forks_retrieval_rebuilds_the_same_bytes_whatever_is_written_elsewhere(mem: Store, retrieval: str) -> None:
+    """Retrieval ranked the parent's passages by BM25 (SQLite), which reads statistics of the
+    whole index: messages in an unrelated thread, a redaction there, or the fork's own later
+    turns changed which passages a past request carried, so `check_request` failed on a
+    request nothing in its history had changed. It ranks by the passage alone now."""
+    t = mem.create_thread(model="claude-test", system="You help.")
+    for i in range(15):
+        mem.append_message(t, "user", f"alpha note {i} " + "filler " * (i % 5))
+        mem.append_message(t, "assistant", f"beta note {i} " + "padding " * (i % 7))
+    fork = mem.fork(t, context="note", retrieval=retrieval)
+    mem.append_message(fork, "user", "alpha beta")
+    at = mem.head(fork)
+    sent = request_body(anthropic_request(mem, fork, at))
+    assert "[retrieval]" in sent.decode()
+    other = mem.create_thread(title="unrelated")
+    for _ in range(200):
+        mem.append_message(other, "user", "alpha " * 3)
+    for _ in range(100):
+        mem.append_message(other, "user", "zebra")
+    mem.redact(mem.event_at(other, 3).position, reason="pii", actor="ops")
+    for turn in range(30):
+        mem.append_message(fork, "assistant", f"answer {turn}")
+        mem.append_message(fork, "user", f"alpha beta beta {turn}")
+    assert request_body(anthropic_request(mem, fork, at)) == sent
+    assert request_body(anthropic_request(mem, fork)).startswith(sent[:sent.index(b"alpha beta")])
