@@ -61,7 +61,8 @@ def with_retrieval(store: Store, thread: str, view: list[Message], mode: str, pa
         if scope is None:
             update_index(store)
             scope = textindex.scope_of(store, thread, ancestors=True, stop=parent_offset)
-        hits = checked(store, textindex.search(store, words, "any", scope, limit=_CANDIDATES))
+        with store.consistent():  # as a search does: a redaction between the query and its reads is no altered index
+            hits = checked(store, textindex.search(store, words, "any", scope, limit=_CANDIDATES))
         if hits:
             block = {"type": "text", "text": render(hits, parent_offset)}
             out[index] = Message(message.role, [block, *message.content], message.offset, message.kind)

@@ -88,7 +88,8 @@ def search(
     scope = textindex.scope_of(store, thread, ancestors) if thread is not None else None
     if catch_up:
         update_index(store)
-    rows = checked(store, textindex.search(store, query, "query", scope, role, tool, limit))
+    with store.consistent():  # hits and their events as of one moment: a redaction between them is no altered index
+        rows = checked(store, textindex.search(store, query, "query", scope, role, tool, limit))
     titles: dict[str, str | None] = {}
     hits = []
     for row in rows:
