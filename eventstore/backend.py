@@ -396,10 +396,7 @@ class Backend(Protocol):
                limit: int) -> list[HitRow]:
         """Documents matching `query`, best first. `match="query"`: the backend's query syntax,
         taken as plain words (all of them) when it is not valid; `"words"`: plain words, all of
-        them; `"any"`: any of the words (`query_words`), ranked by the document alone, with no
-        statistics of the whole index (so what ranks best in a history does not change with what
-        is written elsewhere: retrieval rebuilds the request it sent). `scope`: only events in
-        these ranges."""
+        them; `"any"`: any of the words (`query_words`). `scope`: only events in these ranges."""
         ...
 
     def triggers(self) -> list[str]:

@@ -1296,10 +1296,10 @@ class SQLiteBackend:
         words = _fts_words(query, " OR " if match == "any" else " ")
         if not words:
             return []
-        return self._search(words, scope, role, tool, limit, local=match == "any")
+        return self._search(words, scope, role, tool, limit)
 
     def _search(self, fts_query: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None,
-                limit: int, local: bool = False) -> list[HitRow]:
+                limit: int) -> list[HitRow]:
         where = ["search_fts MATCH ?"]
         args: list[Any] = [fts_query]
         if scope is not None:
@@ -1314,16 +1314,13 @@ class SQLiteBackend:
         if tool is not None:
             where.append("d.tool = ?")
             args.append(tool)
-        # BM25 reads statistics of the whole index; `local` ranks by the document alone: how many
-        # times the words occur in it (the markers `highlight` inserts, one per occurrence).
-        rank = "-(length(highlight(search_fts, 0, char(1), '')) - length(d.text))" if local else "bm25(search_fts)"
         rows = self.conn.execute(
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
             f"coalesce(json_extract(e.meta, '$.occurred_at'), {_time('e.recorded_at')}), d.text, "
             f"CASE WHEN length(d.text) <= {ENGINE_SNIPPET_CHARS} THEN snippet(search_fts, 0, '**', '**', '…', 16) END, "
-            f"{rank} AS score "
+            "bm25(search_fts) "
             "FROM search_fts JOIN search_docs d ON d.docid = search_fts.rowid LEFT JOIN events e ON e.position = d.position "
-            f"WHERE {' AND '.join(where)} ORDER BY score, d.docid LIMIT ?",
+            f"WHERE {' AND '.join(where)} ORDER BY bm25(search_fts), d.docid LIMIT ?",
             (*args, limit),
         ).fetchall()
         return [_new(HitRow, r) for r in rows]

