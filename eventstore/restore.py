@@ -55,6 +55,12 @@ _RECORDED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z")
 APPENDS_KEPT_ROOM = 2**32
 MAX_POSITION = MAX_INDEXED_POSITION - APPENDS_KEPT_ROOM
 
+
+def _renumbered_past(position: int) -> str:
+    """Why an event past `MAX_POSITION` that needs its position kept is refused in any database."""
+    return (f"its events are renumbered whatever the database holds (position {position} is past {MAX_POSITION}, the last "
+            "a restore keeps): the export was altered, or comes from a file an older release restored past that position")
+
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "position": int, "stream_id": str, "offset": int, "event_id": str, "type": str, "schema_version": int,
     "data": dict, "meta": dict, "recorded_at": str, "data_digest": str, "hash": str, "redacted": bool,
@@ -201,9 +207,9 @@ class _Restore:
             self.report.positions_kept = self.keep
         legacy = not event["hash"].startswith(HASH_TAG)
         if legacy and not self.keep:
-            raise InvalidEvent(f"{where}.hash", "was written by the first hash layout, which covers the position: restore "
-                               f"it into a database whose log ends before position {event['position']} (a new one, for "
-                               "example), where positions are kept")
+            raise InvalidEvent(f"{where}.hash", "was written by the first hash layout, which covers the position: " + (
+                _renumbered_past(event["position"]) if event["position"] > MAX_POSITION else "restore it into a database "
+                f"whose log ends before position {event['position']} (a new one, for example), where positions are kept"))
         if self.keep and event["position"] > MAX_POSITION:
             raise InvalidEvent(f"{where}.position", f"{event['position']} is past {MAX_POSITION}, the last position a "
                                "restore keeps (so that appends after it are searchable too), where the export's first event "
@@ -213,10 +219,8 @@ class _Restore:
             raise InvalidEvent(f"{where}.position", f"{event['position']} is not after the previous event's "
                                f"{self.last_position}; an export lists events in commit order")
         if not self.keep and (event["redacted"] or event["type"] == "event.redacted"):
-            if event["position"] > MAX_POSITION:  # renumbered whatever the database holds
-                raise InvalidEvent(where, f"holds a redaction, which names positions, and its events are renumbered (position "
-                                   f"{event['position']} is past {MAX_POSITION}, the last a restore keeps): the export "
-                                   "was altered, or comes from a file an older release restored past that position")
+            if event["position"] > MAX_POSITION:
+                raise InvalidEvent(where, "holds a redaction, which names positions: " + _renumbered_past(event["position"]))
             raise InvalidEvent(where, "holds a redaction, which names positions: restore it into a database whose log "
                                f"ends before position {event['position']} (a new one, for example)")
         prepared = self.prepare(where, event)

@@ -664,8 +664,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             except InvalidEvent as error:  # its values add up to more than an event holds (each was stored in its own)
                 raise InvalidEvent(f"{reason} of LangGraph thread {line.thread_id!r}",
                                    f"checkpoint {cid!r} rests on checkpoints this removes, so it must be written again "
-                                   f"whole first, and that event is refused ({error.why}); nothing was removed. "
-                                   "delete_thread removes the whole thread without writing anything again") from None
+                                   f"whole first, and that event is refused ({error.why}); no checkpoint was removed (one "
+                                   "written again whole before it stays, and reads as it did). delete_thread removes the "
+                                   "whole thread without writing anything again") from None
             line.refresh(self._store())
 
     def _rests_on(self, line: Line, record: Record, avoid: set[int]) -> bool:
