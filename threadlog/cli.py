@@ -1421,7 +1421,11 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     client = _client()
     echo = _Echo() if stream and not as_json else None
     # A note fork's model is told to read its parent's transcript: with no tool it could not.
-    tools = transcript_tools(store, thread) if thread_state(store, thread).context == "note" else None
+    # (Its own fork event says so: one read, not a fold of the whole thread.)
+    info = store.thread(thread)
+    forked = store.event_at(thread, info.parent_offset) if info.parent_offset is not None else None
+    note = forked is not None and forked.type == "thread.forked" and (forked.data.get("options") or {}).get("context") == "note"
+    tools = transcript_tools(store, thread) if note else None
     with waking():
         turn = run_turn(store, thread, text, client, model=model, tools=tools, stream=stream, max_tokens=max_tokens,
                         on_text=echo)
