@@ -8,6 +8,7 @@ The store speaks to storage only through `backend.Backend`; `Store(path)` opens 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -793,7 +794,7 @@ class Store:
         needs only the data, upcast to the current version.
         """
         rows = self.read_raw(thread, start, stop)
-        return _decoded(rows, lambda offset, error=None: self.unreadable(thread, offset, error))
+        return _decoded(rows, functools.partial(self.unreadable, thread))
 
     def read_raw(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[DataRow]:
         """(offset, type, schema_version, data as JSON text): `read_data` before parsing.
@@ -816,11 +817,11 @@ class Store:
         # Each segment's query runs when the reader reaches it; `chain` adds no Python frame per row.
         return itertools.chain.from_iterable(fetch(stream_id, lo, hi) for stream_id, lo, hi in ranges)
 
-    def unreadable(self, thread: str, offset: int, error: StoreError | None = None) -> StoreError:
-        """The error a reader raises when the event at `offset` of `thread` holds JSON nested too
-        deeply to parse (RecursionError), or, given the `Altered` error its data raised read
-        without its position, data that does not parse: it names the event's position, found
-        without its data."""
+    def unreadable(self, thread: str, offset: int, error: BaseException | None = None) -> StoreError:
+        """The error a reader raises when the event at `offset` of `thread` cannot be decoded:
+        given the `Altered` error its data raised (read without its position), data that does
+        not parse; else (RecursionError) JSON nested too deeply to parse. It names the event's
+        position, found without its data."""
         position = self._row_of(thread, offset).position
         return altered(f"the event at position {position}", error.why) if isinstance(error, Altered) else too_deep(position)
 
@@ -1149,14 +1150,13 @@ class Store:
         self.backend.truncate_wal()
 
 
-def _decoded(rows: Iterator[DataRow], unreadable: Callable[..., StoreError]) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    """Decode raw rows; an event nested too deeply to parse raises `unreadable(offset)`, one
-    whose data does not parse `unreadable(offset, error)`."""
+def _decoded(rows: Iterator[DataRow], unreadable: Callable[[int, BaseException], StoreError]
+             ) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """Decode raw rows; an event nested too deeply to parse, or whose data does not parse,
+    raises `unreadable(offset, error)`."""
     offset = -1
     try:
         for offset, type_, version, text in rows:
             yield offset, type_, decode(type_, version, text)
-    except RecursionError:
-        raise unreadable(offset) from None
-    except Altered as error:
+    except (RecursionError, Altered) as error:
         raise unreadable(offset, error) from None

@@ -25,7 +25,7 @@ from eventstore import InvalidEvent, Store, textindex
 from eventstore.errors import shown
 from eventstore.backend import HitRow
 
-from .search import checked, update_index
+from .search import checked_search, update_index
 from .state import Message
 from .transcript import INDENT, _inline as inline, _text as indented, clip_middle
 
@@ -61,8 +61,7 @@ def with_retrieval(store: Store, thread: str, view: list[Message], mode: str, pa
         if scope is None:
             update_index(store)
             scope = textindex.scope_of(store, thread, ancestors=True, stop=parent_offset)
-        with store.consistent():  # as a search does: a redaction between the query and its reads is no altered index
-            hits = checked(store, textindex.search(store, words, "any", scope, limit=_CANDIDATES))
+        hits = checked_search(store, words, "any", scope, limit=_CANDIDATES)
         if hits:
             block = {"type": "text", "text": render(hits, parent_offset)}
             out[index] = Message(message.role, [block, *message.content], message.offset, message.kind)

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from eventstore import InvalidEvent, Store, StoreError, ThreadInfo, ThreadNotFound
 from eventstore import textindex
-from eventstore.backend import DOC_PIECE_CHARS, HitRow, doc_pieces
+from eventstore.backend import DOC_PIECE_CHARS, HitRow, Scope, doc_pieces
 from eventstore.errors import altered_index, shown
 from eventstore.recorded import decode
 from eventstore.textindex import Doc, Extractor
@@ -88,8 +88,7 @@ def search(
     scope = textindex.scope_of(store, thread, ancestors) if thread is not None else None
     if catch_up:
         update_index(store)
-    with store.consistent():  # hits and their events as of one moment: a redaction between them is no altered index
-        rows = checked(store, textindex.search(store, query, "query", scope, role, tool, limit))
+    rows = checked_search(store, query, "query", scope, role, tool, limit)
     titles: dict[str, str | None] = {}
     hits = []
     for row in rows:
@@ -150,6 +149,14 @@ def clipped(snippet: str) -> str:
 
 def _clip(text: str) -> str:
     return text if len(text) <= LONGEST_RUN else text[:LONGEST_RUN] + "…"
+
+
+def checked_search(store: Store, query: str, match: str, scope: Sequence[Scope] | None, role: str | None = None,
+                   tool: str | None = None, limit: int = 10) -> list[HitRow]:
+    """`textindex.search`'s hits, `checked`, the query and the reads of its hits' events in one
+    read transaction: a redaction another connection commits between them is no altered index."""
+    with store.consistent():
+        return checked(store, textindex.search(store, query, match, scope, role, tool, limit))
 
 
 def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:

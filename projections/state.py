@@ -30,6 +30,7 @@ when the store closes, whichever comes first): a snapshot changes speed, never a
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
@@ -118,13 +119,13 @@ class _Fold:
 
     # -- folding -------------------------------------------------------------------------
 
-    def fold(self, rows: Iterable[tuple[int, str, int, str]], unreadable: Callable[..., StoreError],
+    def fold(self, rows: Iterable[tuple[int, str, int, str]], unreadable: Callable[[int, BaseException], StoreError],
              bodies: bool = True) -> None:
         """Fold raw rows (`Store.read_raw`): message bodies stay JSON text until viewed.
 
         With `bodies=False` messages are not kept at all (the fold then holds only the
         scalar facts, in memory that does not grow with the thread). An event nested too
-        deeply to parse raises `unreadable(offset)`.
+        deeply to parse, or whose data does not parse, raises `unreadable(offset, error)`.
         """
         append = self.msgs.append
         offset = self.length - 1
@@ -135,9 +136,7 @@ class _Fold:
                         append((offset, version, text))
                 else:
                     self._other(offset, type_, decode(type_, version, text))
-        except RecursionError:
-            raise unreadable(offset) from None
-        except Altered as error:  # not JSON (raw SQL rewrote it)
+        except (RecursionError, Altered) as error:  # too deep, or not JSON (raw SQL rewrote it)
             raise unreadable(offset, error) from None
         self.length = offset + 1
 
@@ -337,9 +336,7 @@ def _view(store: Store, thread: str, fold: _Fold) -> list[Message]:
         if offset >= through:
             try:
                 data = decode("message.appended", stored, text)
-            except RecursionError:
-                raise store.unreadable(thread, offset) from None
-            except Altered as error:  # not JSON (raw SQL rewrote it): named by its position, as the readers name it
+            except (RecursionError, Altered) as error:  # named by its position, as the readers name it
                 raise store.unreadable(thread, offset, error) from None
             body.append(Message(data["role"], data["content"], offset))
     if fold.dropped:
@@ -395,8 +392,7 @@ def fold_state(store: Store, thread: str, at: int | None = None, *, use_snapshot
             fold = loaded
     if fold.length < at:
         with collector.paused():  # the fold keeps what it parses and makes no cycles
-            fold.fold(store.read_raw(thread, fold.length, at), lambda offset, error=None: store.unreadable(thread, offset, error),
-                      bodies)
+            fold.fold(store.read_raw(thread, fold.length, at), functools.partial(store.unreadable, thread), bodies)
     return info, fold, at
 
 

@@ -300,8 +300,8 @@ def transcript(
             try:
                 section = render_message(data.get("role", "user"), content, dropped.get(offset, frozenset()),
                                          injected_by(event.meta), names)
-            except RecursionError:  # stored by an older release or by hand: appends refuse it
-                raise store.unreadable(thread, offset) from None
+            except RecursionError as error:  # stored by an older release or by hand: appends refuse it
+                raise store.unreadable(thread, offset, error) from None
             total += 1
             first = offset if first is None else first
         else:

@@ -1414,6 +1414,7 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     second copy. On a note fork the model is offered `read_transcript` and `grep_transcript`,
     which read the parent's history below the fork point, as its note tells it to."""
     from .live import run_turn
+    from .note_fork import is_note_fork
     from .transcript_tools import transcript_tools
 
     if text is not None and not text.strip():
@@ -1421,11 +1422,7 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     client = _client()
     echo = _Echo() if stream and not as_json else None
     # A note fork's model is told to read its parent's transcript: with no tool it could not.
-    # (Its own fork event says so: one read, not a fold of the whole thread.)
-    info = store.thread(thread)
-    forked = store.event_at(thread, info.parent_offset) if info.parent_offset is not None else None
-    note = forked is not None and forked.type == "thread.forked" and (forked.data.get("options") or {}).get("context") == "note"
-    tools = transcript_tools(store, thread) if note else None
+    tools = transcript_tools(store, thread) if is_note_fork(store, thread) else None
     with waking():
         turn = run_turn(store, thread, text, client, model=model, tools=tools, stream=stream, max_tokens=max_tokens,
                         on_text=echo)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-from eventstore import InvalidEvent, Store
+from eventstore import InvalidEvent, Store, ThreadInfo
 from eventstore.ids import check_id
 from eventstore.ranges import check_index, is_index
 from projections import transcript
@@ -46,6 +46,20 @@ def fork_with_transcript(store: Store, thread: str, path: str | os.PathLike[str]
         return store.fork(thread, stop, context="note", transcript=named, **options)
 
 
+def fork_options(store: Store, info: ThreadInfo) -> dict[str, Any]:
+    """The options `info`'s own fork event records (`context`, `transcript`, ...): none for a
+    root thread, or for a fork whose event was redacted."""
+    if info.parent_offset is None:
+        return {}
+    forked = store.event_at(info.id, info.parent_offset)
+    return dict(forked.data.get("options") or {}) if forked.type == "thread.forked" else {}
+
+
+def is_note_fork(store: Store, thread: str) -> bool:
+    """Whether `thread` is a note fork (`context="note"`), read from its own fork event."""
+    return fork_options(store, store.thread(thread)).get("context") == "note"
+
+
 class NoteTranscript(NamedTuple):
     """A note fork's transcript file, and how it was written: `transcript(store, parent, stop=at)`."""
 
@@ -70,7 +84,7 @@ def transcripts_holding(store: Store, position: int) -> list[NoteTranscript]:
         if info.parent_id not in holding or info.parent_offset is None or info.parent_offset <= event.offset:
             continue
         holding.add(info.id)
-        options = store.event_at(info.id, info.parent_offset).data.get("options") or {}
+        options = fork_options(store, info)
         if options.get("context") == "note" and isinstance(options.get("transcript"), str):
             found.append(NoteTranscript(info.id, options["transcript"], info.parent_id, info.parent_offset))
     return found
