@@ -1100,11 +1100,14 @@ class PostgresBackend:
         # A transaction of this database older than the last redaction (a snapshot taken before it
         # committed, or an id taken before it) still sees the old row version, and VACUUM leaves
         # it in the table's file: redact and purge said all was done. (The server's own test,
-        # the horizon VACUUM uses, from the sessions' `backend_xmin` and `backend_xid`.)
+        # the horizon VACUUM uses, from the sessions' `backend_xmin` and `backend_xid`. An
+        # autovacuum worker shows a `backend_xmin` too, which VACUUM's horizon leaves out: counted,
+        # a redaction while one ran was reported as kept.)
         held = self.conn.execute(
             f"WITH r AS (SELECT txid FROM events WHERE type = {TYPE_CODES['event.redacted']} ORDER BY position DESC LIMIT 1), "
             "x AS (SELECT ((txid::text::bigint % 4294967296)::text)::xid AS xid FROM r) "
             "SELECT count(*) FROM pg_stat_activity a, x WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() "
+            "AND a.backend_type <> 'autovacuum worker' "
             "AND ((a.backend_xmin IS NOT NULL AND age(a.backend_xmin) >= age(x.xid)) "
             "OR (a.backend_xid IS NOT NULL AND age(a.backend_xid) > age(x.xid)))"
         ).fetchone()
