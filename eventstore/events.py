@@ -91,6 +91,11 @@ class SentRequest(_Model):
     extra_tools: list[dict[Text, Any]] | None = Field(
         default=None, description="tool definitions sent after the thread's own (e.g. the transcript tools)"
     )
+    passages: dict[Annotated[Text, Field(pattern=r"^[0-9]{1,15}$")],
+                   Annotated[list[tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]], Field(max_length=64)]] | None = Field(
+        default=None, description="a note fork's retrieval passages the request searched for: by the offset of the user "
+                                  "message whose block they are, the (offset, part) of each (projections/retrieval.py)"
+    )
 
 
 def is_time(value: Any) -> bool:

@@ -69,6 +69,7 @@ def anthropic_request(
     max_tokens: int | None = None,
     retrieval: str | None = None,
     extra_tools: list[Json] | None = None,
+    passages: Json | None = None,
 ) -> Json:
     """The keyword arguments for `client.messages.create(**kwargs)` of `thread` after its
     first `at` events (default: all): `max_tokens`, `messages`, `model`, `system`,
@@ -80,10 +81,30 @@ def anthropic_request(
     the store. See the module doc for what is left out and where breakpoints go.
 
     `retrieval` (`per_turn`, `first_turn`, `off`; default: what a note fork recorded) adds
-    the fork's retrieval blocks (projections/retrieval.py); it may catch the search index
-    up, which writes to the index's tables. `extra_tools` are tool definitions sent after
-    the thread's own (e.g. `transcript_tools`).
+    the fork's retrieval blocks (projections/retrieval.py): the passages its live turns
+    recorded, and for a turn message without a record, a search (which may catch the index
+    up, writing to the index's tables). `passages` is a record that comes first (as a live
+    turn writes it in `meta.request`). `extra_tools` are tool definitions sent after the
+    thread's own (e.g. `transcript_tools`).
     """
+    return request_to_send(store, thread, at, cache, model=model, max_tokens=max_tokens, retrieval=retrieval,
+                           extra_tools=extra_tools, passages=passages)[0]
+
+
+def request_to_send(
+    store: Store,
+    thread: str,
+    at: int | None = None,
+    cache: bool = True,
+    *,
+    model: str | None = None,
+    max_tokens: int | None = None,
+    retrieval: str | None = None,
+    extra_tools: list[Json] | None = None,
+    passages: Json | None = None,
+) -> tuple[Json, Json]:
+    """`anthropic_request`'s arguments, and the retrieval passages it searched for (a turn
+    message no record held): what a live turn records as `passages`, so the request rebuilds."""
     state = thread_state(store, thread, at)
     chosen = model or state.model
     if not chosen:
@@ -98,8 +119,9 @@ def anthropic_request(
     if retrieval is not None:
         check_mode(retrieval)
     mode = retrieval or state.retrieval
+    searched: Json = {}
     if mode != "off" and state.context == "note" and state.parent_offset is not None:
-        view = with_retrieval(store, thread, view, mode, state.parent_offset)
+        view, searched = with_retrieval(store, thread, view, mode, state.parent_offset, passages)
     elif retrieval not in (None, "off"):
         raise InvalidEvent("retrieval", f"thread {thread!r} is not a context='note' fork: it has no parent history to retrieve")
     origins: dict[int, int] = {}  # id of a block the view's cleaning copied -> id of the stored block
@@ -139,7 +161,7 @@ def anthropic_request(
         kwargs["thinking"] = state.thinking
     if tools:
         kwargs["tools"] = tools
-    return kwargs
+    return kwargs, searched
 
 
 def api_messages(view: list[Message]) -> list[Json]:
@@ -480,7 +502,8 @@ def check_request(store: Store, thread: str, offset: int) -> RequestCheck:
     redacted = [e.offset for e in store.read(thread, 0, offset) if e.redacted]
     try:
         kwargs = anthropic_request(store, thread, offset, model=request.get("model"), max_tokens=request.get("max_tokens"),
-                                   retrieval=request.get("retrieval"), extra_tools=request.get("extra_tools"))
+                                   retrieval=request.get("retrieval"), extra_tools=request.get("extra_tools"),
+                                   passages=request.get("passages"))
         rebuilt = body_digest(request_body(kwargs, bool(request.get("stream"))))
     except InvalidEvent as error:
         return RequestCheck(offset, False, request.get("digest"), None, request.get("id"), redacted, str(error))

@@ -8,10 +8,19 @@ BM25), within a byte budget. `"off"` adds nothing.
 
 Where the block goes keeps the prompt cache: siblings share system, tools and the fork
 note, which all come before it, and a block stays in its turn's message in every later
-request, so each request starts with the previous one. The same thread, offset and index
-content give the same bytes (passages are chosen by rank, ties by position, and written in
-offset order); BM25 reads statistics of the whole index, so new events elsewhere can
-change which passages rank best.
+request, so each request starts with the previous one.
+
+A ranking is not a fact of the log: BM25 reads statistics of the whole index, so messages
+written anywhere later (another thread, a redaction, the fork's own later turns) can change
+which passages rank best. So the passages are searched for once per turn message, and a live
+turn records which it sent: `passages` in its answer's `meta.request`, the `(offset, part)`
+of each (the event in the thread's history, and which of its documents, `search.documents`),
+by the offset of the user message. A request reads its blocks from those records, where the
+thread has one (the first), and searches only for a turn message without; `check_request`
+passes the record of the answer it checks. A passage is rendered from its event, never from
+the index, so a record rebuilds the same bytes whatever the index holds, and a passage whose
+event was redacted since is left out (the history changed). The record holds positions only:
+no text the log could not erase.
 
 The block cannot be forged by what it quotes: its two marker lines start at column 0 and
 every line of quoted text is indented by four spaces (as in the transcript).
@@ -23,9 +32,10 @@ from typing import Any
 
 from eventstore import InvalidEvent, Store, textindex
 from eventstore.errors import shown
-from eventstore.backend import HitRow
+from eventstore.backend import DOC_PARTS, HitRow
+from eventstore.textindex import Doc
 
-from .search import checked_search, update_index
+from .search import checked_search, documents, parts_of, update_index
 from .state import Message
 from .transcript import INDENT, _inline as inline, _text as indented, clip_middle
 
@@ -38,6 +48,7 @@ BEGIN = "[retrieval] Passages of the parent conversation that a search found rel
 END = "[end of retrieval]"
 
 Json = dict[str, Any]
+Part = tuple[int, int]  # (offset in the thread's history, index in its event's documents)
 
 
 def check_mode(retrieval: Any) -> None:
@@ -45,12 +56,20 @@ def check_mode(retrieval: Any) -> None:
         raise InvalidEvent("retrieval", f"must be one of {', '.join(MODES)}, not {shown(retrieval)}")
 
 
-def with_retrieval(store: Store, thread: str, view: list[Message], mode: str, parent_offset: int) -> list[Message]:
+def with_retrieval(store: Store, thread: str, view: list[Message], mode: str, parent_offset: int,
+                   passages: Any = None) -> tuple[list[Message], Json]:
     """`view` with a retrieval block first in each user message that opens a turn after the
-    fork point (only the first with `first_turn`); the same list when there is none."""
+    fork point (only the first with `first_turn`), and the passages searched for (those no
+    record held), as a live turn records them (`{"<user offset>": [[offset, part], ...]}`).
+
+    `passages` holds records in that form that come first (the answer `check_request` checks
+    recorded them); a record of the thread's that is not in that form is passed over."""
+    given = _records(passages, parent_offset, strict=True)
     if mode == "off":
-        return view
+        return view, {}
     out = list(view)
+    recorded: dict[int, list[Part]] | None = None
+    searched: Json = {}
     scope: list[tuple[str, int, int | None]] | None = None
     for index, message in enumerate(view):
         if message.kind != "message" or message.role != "user" or message.offset <= parent_offset:
@@ -58,30 +77,103 @@ def with_retrieval(store: Store, thread: str, view: list[Message], mode: str, pa
         words = " ".join(b["text"] for b in message.content if b.get("type") == "text" and isinstance(b.get("text"), str))
         if not words.strip():
             continue  # tool results: the turn is already open
-        if scope is None:
-            update_index(store)
-            scope = textindex.scope_of(store, thread, ancestors=True, stop=parent_offset)
-        hits = checked_search(store, words, "any", scope, limit=_CANDIDATES)
-        if hits:
-            block = {"type": "text", "text": render(hits, parent_offset)}
+        if recorded is None:
+            recorded = _recorded(store, thread, parent_offset) | given
+        parts = recorded.get(message.offset)
+        if parts is not None:
+            chosen = [(part, doc) for part in parts if (doc := _document(store, thread, part)) is not None]
+        else:
+            if scope is None:
+                update_index(store)
+                scope = textindex.scope_of(store, thread, ancestors=True, stop=parent_offset)
+            chosen = _fitting(_candidates(store, thread, checked_search(store, words, "any", scope, limit=_CANDIDATES)))
+            searched[str(message.offset)] = [list(part) for part, _ in chosen]
+        if chosen:
+            block = {"type": "text", "text": render(chosen, parent_offset)}
             out[index] = Message(message.role, [block, *message.content], message.offset, message.kind)
         if mode == "first_turn":
             break
-    return out
+    return out, searched
 
 
-def render(hits: list[HitRow], parent_offset: int, budget: int = BUDGET) -> str:
-    """The block: the best passages that fit in `budget` bytes, in offset order."""
-    chosen: list[tuple[int, int, str]] = []
-    used = 0
+def _records(value: Any, parent_offset: int, strict: bool) -> dict[int, list[Part]]:
+    """The records in `value` (`{"<user offset>": [[offset, part], ...]}`): `InvalidEvent`
+    naming what is wrong when `strict`, else nothing for a value not in that form."""
+    if value is None:
+        return {}
+    try:
+        if not isinstance(value, dict):
+            raise ValueError(f"must be a dict of user message offsets to [offset, part] pairs, not {shown(value)}")
+        out: dict[int, list[Part]] = {}
+        for key, parts in value.items():
+            if not (isinstance(key, str) and key.isdigit() and key.isascii() and int(key) > parent_offset):
+                raise ValueError(f"key {shown(key)} is not the offset of a message after the fork point ({parent_offset})")
+            if not (isinstance(parts, list) and len(parts) <= _CANDIDATES and all(_is_part(p, parent_offset) for p in parts)):
+                raise ValueError(f"[{key!r}] must be at most {_CANDIDATES} [offset, part] pairs, each an offset below "
+                                 f"{parent_offset} and a part below {DOC_PARTS}, not {shown(parts)}")
+            out[int(key)] = [(p[0], p[1]) for p in parts]
+        return out
+    except ValueError as error:
+        if strict:
+            raise InvalidEvent("passages", str(error)) from None
+        return {}
+
+
+def _is_part(value: Any, parent_offset: int) -> bool:
+    return (isinstance(value, list) and len(value) == 2 and all(type(n) is int for n in value)
+            and 0 <= value[0] < parent_offset and 0 <= value[1] < DOC_PARTS)
+
+
+def _recorded(store: Store, thread: str, parent_offset: int) -> dict[int, list[Part]]:
+    """The passages the thread's answers recorded, by user message offset (the first record of each)."""
+    found: dict[int, list[Part]] = {}
+    for event in store.read(thread, parent_offset + 1):
+        request = event.meta.get("request") if event.type == "message.appended" and not event.redacted else None
+        if isinstance(request, dict) and "passages" in request:
+            found = _records(request["passages"], parent_offset, strict=False) | found
+    return found
+
+
+def _document(store: Store, thread: str, part: Part) -> Doc | None:
+    """The document `part` names in the thread's history; None once its event was redacted."""
+    offset, index = part
+    event = next(iter(store.read(thread, offset, offset + 1)), None)
+    docs = [] if event is None else documents(store, event)
+    return docs[index] if index < len(docs) else None
+
+
+def _candidates(store: Store, thread: str, hits: list[HitRow]) -> list[tuple[Part, Doc]]:
+    """The hits as (offset, part) and the document their event gives, best first, each once
+    (PostgreSQL may find two pieces of one long text)."""
+    out: dict[Part, Doc] = {}
     for hit in hits:
-        body = clip_middle(indented(hit.text).encode("utf-8"), PASSAGE, INDENT.encode()).decode("utf-8")
-        what = hit.kind if hit.tool is None else f"{hit.kind} {inline(hit.tool)}"
-        passage = f"### offset {hit.offset} · {inline(hit.role or '-')} · {what}\n\n{body}\n"
-        size = len(passage.encode("utf-8"))
-        if used + size > budget:
-            continue
-        chosen.append((hit.offset, hit.position, passage))
-        used += size
-    passages = "\n".join(p for _, _, p in sorted(chosen))
+        event = next(iter(store.read(thread, hit.offset, hit.offset + 1)), None)
+        docs = [] if event is None else documents(store, event)
+        for index in parts_of(docs, hit):
+            out.setdefault((hit.offset, index), docs[index])
+            break
+    return list(out.items())
+
+
+def _fitting(candidates: list[tuple[Part, Doc]], budget: int = BUDGET) -> list[tuple[Part, Doc]]:
+    """The best candidates whose passages fit in `budget` bytes together, in offset order."""
+    chosen: list[tuple[Part, Doc]] = []
+    used = 0
+    for part, doc in candidates:
+        size = len(_passage(part, doc).encode("utf-8"))
+        if used + size <= budget:
+            chosen.append((part, doc))
+            used += size
+    return sorted(chosen, key=lambda c: c[0])
+
+
+def render(chosen: list[tuple[Part, Doc]], parent_offset: int) -> str:
+    """The block of the chosen passages, in the order given."""
+    passages = "\n".join(_passage(part, doc) for part, doc in chosen)
     return f"{BEGIN} (below offset {parent_offset}; excerpts, not the whole history):\n\n{passages}\n{END}"
+
+
+def _passage(part: Part, doc: Doc) -> str:
+    body = clip_middle(indented(doc.text).encode("utf-8"), PASSAGE, INDENT.encode()).decode("utf-8")
+    what = doc.kind if doc.tool is None else f"{doc.kind} {inline(doc.tool)}"
+    return f"### offset {part[0]} · {inline(doc.role or '-')} · {what}\n\n{body}\n"

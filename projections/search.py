@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from eventstore import InvalidEvent, Store, StoreError, ThreadInfo, ThreadNotFound
+from eventstore import InvalidEvent, RecordedEvent, Store, StoreError, ThreadInfo, ThreadNotFound
 from eventstore import textindex
 from eventstore.backend import DOC_PIECE_CHARS, HitRow, Scope, doc_pieces
 from eventstore.errors import altered_index, shown
@@ -177,13 +177,8 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
             event = next(iter(store.read(row.stream_id, row.offset, row.offset + 1)), None)
         except ThreadNotFound:
             event = None
-        # An extractor of its own (one remembers calls as a catch-up meets them, in position
-        # order), which does not read a result's history back for its call.
-        docs = [] if event is None or event.position != row.position or event.redacted else \
-            _Extractor(store, read_back=False)(event.stream_id, event.offset, event.type, event.data)
-        text = _stored(row.text)
-        same = [doc for doc in docs if doc.kind == row.kind and doc.role == row.role and (_stored(doc.text) == text or (
-                len(doc.text) > DOC_PIECE_CHARS and text in map(_stored, doc_pieces(doc.text))))]
+        docs = [] if event is None or event.position != row.position else documents(store, event, read_back=False)
+        same = [docs[part] for part in parts_of(docs, row)]
         if not same:
             raise altered_index(f"the document of position {row.position} is not text its event holds")
         if row.kind != "tool_result" and not any(_stored(doc.tool) == _stored(row.tool) for doc in same):
@@ -191,6 +186,23 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
                              f"but the log gives {same[0].tool!r}: the index was altered outside threadlog; rebuild it "
                              "from the log with `threadlog index --rebuild`")
     return rows
+
+
+def documents(store: Store, event: RecordedEvent, read_back: bool = True) -> list[Doc]:
+    """The documents the index holds for `event`, in order (none for a redacted one). A tool
+    result is labelled with its call's tool, read back in its history however far
+    (`read_back=False`: with None, as no call was seen)."""
+    if event.redacted:
+        return []
+    return _Extractor(store, read_back)(event.stream_id, event.offset, event.type, event.data)
+
+
+def parts_of(docs: list[Doc], row: HitRow) -> list[int]:
+    """Which of its event's `docs` (`documents`) the hit `row` can be: same kind, role and text,
+    as both backends store it (a long text may be indexed in its `doc_pieces`)."""
+    text = _stored(row.text)
+    return [part for part, doc in enumerate(docs) if doc.kind == row.kind and doc.role == row.role and (
+            _stored(doc.text) == text or (len(doc.text) > DOC_PIECE_CHARS and text in map(_stored, doc_pieces(doc.text))))]
 
 
 _Text = TypeVar("_Text", str, str | None)

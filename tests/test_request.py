@@ -468,34 +468,104 @@ def test_a_thinking_block_without_a_signature_is_left_out_of_the_request(mem: St
         [{"type": "thinking", "thinking": "signed", "signature": "c2ln"}, {"type": "text", "text": "two"}]]
 
 
-@pytest.mark.parametrize("retrieval", ["first_turn", "per_turn"])
-def test_a_note_forks_retrieval_rebuilds_the_same_bytes_whatever_is_written_elsewhere(
-        mem: Store, retrieval: str, request: pytest.FixtureRequest) -> None:
-    """Retrieval ranks the parent's passages by BM25 on SQLite, which reads statistics of the
-    whole index: messages in an unrelated thread, a redaction there, or the fork's own later
-    turns change which passages a past request carried, and `check_request` then fails on a
-    request nothing in its history changed. PostgreSQL's `ts_rank` reads no such statistics.
-    Ranking by each passage alone (how often it holds the words) fixed it, but lost the
-    answer among common words and was 3-7x slower, so it was not kept."""
-    if "sqlite" in request.node.callspec.id:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="BM25 reads statistics of the whole index; the fix is "
-                                               "to record the passages a request carried, or rank with the scope's statistics"))
-    t = mem.create_thread(model="claude-test", system="You help.")
+def _retrieval_fork(store: Store, retrieval: str) -> str:
+    """A note fork whose passages tie on words, so BM25's whole-index statistics decide between them."""
+    t = store.create_thread(model="claude-test", system="You help.")
     for i in range(15):
-        mem.append_message(t, "user", f"alpha note {i} " + "filler " * (i % 5))
-        mem.append_message(t, "assistant", f"beta note {i} " + "padding " * (i % 7))
-    fork = mem.fork(t, context="note", retrieval=retrieval)
-    mem.append_message(fork, "user", "alpha beta")
-    at = mem.head(fork)
-    sent = request_body(anthropic_request(mem, fork, at))
-    assert "[retrieval]" in sent.decode()
-    other = mem.create_thread(title="unrelated")
+        store.append_message(t, "user", f"alpha note {i} " + "filler " * (i % 5))
+        store.append_message(t, "assistant", f"beta note {i} " + "padding " * (i % 7))
+    return store.fork(t, context="note", retrieval=retrieval)
+
+
+def _written_elsewhere(store: Store) -> None:
+    """What changes BM25's statistics and nothing of the fork's history: an unrelated thread and a redaction there."""
+    other = store.create_thread(title="unrelated")
     for _ in range(200):
-        mem.append_message(other, "user", "alpha " * 3)
+        store.append_message(other, "user", "alpha " * 3)
     for _ in range(100):
-        mem.append_message(other, "user", "zebra")
-    mem.redact(mem.event_at(other, 3).position, reason="pii", actor="ops")
-    for turn in range(30):
-        mem.append_message(fork, "assistant", f"answer {turn}")
-        mem.append_message(fork, "user", f"alpha beta beta {turn}")
-    assert request_body(anthropic_request(mem, fork, at)) == sent
+        store.append_message(other, "user", "zebra")
+    store.redact(store.event_at(other, 3).position, reason="pii", actor="ops")
+
+
+@pytest.mark.parametrize("retrieval", ["first_turn", "per_turn"])
+def test_a_note_forks_live_requests_rebuild_the_same_bytes_whatever_is_written_elsewhere(mem: Store, retrieval: str) -> None:
+    """Retrieval ranks by BM25, which on SQLite reads statistics of the whole index: messages in
+    an unrelated thread, a redaction there, or the fork's own later turns changed which
+    passages a request already sent carried, so `check_request` reported MISMATCH on a request
+    nothing in its history changed, and later requests changed the first turn's block (the
+    prompt cache's prefix). A live turn records the passages it sent; every rebuild reads them."""
+    from messages_api import MessagesAPI, message
+
+    from threadlog import check_request, run_turn
+
+    fork = _retrieval_fork(mem, retrieval)
+    with MessagesAPI() as api:
+        api.reply_json(message([text("first answer")], id="msg_0"))
+        assert run_turn(mem, fork, "alpha beta", api.client(0, 10.0)).status == "ok"
+        _written_elsewhere(mem)
+        for turn in range(1, 6):
+            api.reply_json(message([text(f"answer {turn}")], id=f"msg_{turn}"))
+            assert run_turn(mem, fork, f"alpha beta beta {turn}", api.client(0, 10.0)).status == "ok"
+            _written_elsewhere(mem) if turn == 3 else None
+        sent = [r.body for r in api.requests]
+    assert b"[retrieval]" in sent[0]
+    answers = [e.offset for e in mem.read(fork) if "request" in e.meta]
+    assert len(answers) == 6
+    for offset in answers:
+        check = check_request(mem, fork, offset)
+        assert check.ok, (offset, check.reason)
+    assert request_body(anthropic_request(mem, fork, answers[0])) == sent[0]  # replayed to that point: what was sent
+    first, last = json.loads(sent[0]), json.loads(sent[-1])
+    assert last["messages"][0]["content"][0]["text"] == first["messages"][0]["content"][0]["text"]  # the cache's prefix
+    recorded = [mem.event_at(fork, offset).meta["request"].get("passages") for offset in answers]
+    assert all(r is not None for r in recorded) if retrieval == "per_turn" else recorded[1:] == [None] * 5
+
+
+def _block(kwargs: dict[str, Any]) -> str:
+    """The request's one retrieval block."""
+    blocks = [b["text"] for m in kwargs["messages"] for b in m["content"] if b.get("text", "").startswith("[retrieval]")]
+    assert len(blocks) == 1
+    return blocks[0]
+
+
+def test_a_recorded_passage_redacted_since_is_left_out_and_the_check_names_it(mem: Store) -> None:
+    from messages_api import MessagesAPI, message
+
+    from threadlog import check_request, run_turn
+
+    fork = _retrieval_fork(mem, "first_turn")
+    with MessagesAPI() as api:
+        api.reply_json(message([text("noted")]))
+        assert run_turn(mem, fork, "alpha beta", api.client(0, 10.0)).status == "ok"
+    answer = mem.head(fork) - 2  # the run's end follows it
+    parts = mem.event_at(fork, answer).meta["request"]["passages"]
+    (user, carried), = parts.items()
+    gone = carried[0][0]
+    assert f"### offset {gone} ·" in _block(anthropic_request(mem, fork))
+    mem.redact(mem.event_at(fork, gone).position, reason="pii", actor="ops")
+    block = _block(anthropic_request(mem, fork))
+    assert f"### offset {gone} ·" not in block and all(f"### offset {o} ·" in block for o, _ in carried[1:])
+    check = check_request(mem, fork, answer)
+    assert not check.ok and check.redacted == [gone] and str(gone) in check.reason
+
+
+def test_passages_not_in_the_recorded_form_are_refused_by_name(mem: Store) -> None:
+    fork = _retrieval_fork(mem, "first_turn")
+    mem.append_message(fork, "user", "alpha beta")
+    for bad, said in [("x", "must be a dict"), ({"1": [[0, 0]]}, "not the offset of a message after the fork point"),
+                      ({"32": [[31, 0]]}, "each an offset below 31"), ({"32": [[1, True]]}, "not [[1, True]]")]:
+        with pytest.raises(InvalidEvent, match=re.escape(said)) as caught:
+            anthropic_request(mem, fork, passages=bad)
+        assert str(caught.value).startswith("passages: ")
+
+
+def test_a_record_past_the_fork_point_is_passed_over_and_the_turn_searched(mem: Store) -> None:
+    """The meta schema takes any offsets; one naming no event of the parent below the fork
+    point (written by hand, or copied from another fork) is no record of this fork's."""
+    fork = _retrieval_fork(mem, "first_turn")
+    mem.append_message(fork, "user", "alpha beta")
+    searched = anthropic_request(mem, fork)
+    mem.append(fork, [{"type": "message.appended", "data": {"role": "assistant", "content": "ok"},
+                       "meta": {"request": {"digest": "sha256:" + "0" * 64, "model": "m", "max_tokens": 1,
+                                            "passages": {"32": [[40, 0]]}}}}])
+    assert anthropic_request(mem, fork, mem.head(fork) - 1) == searched

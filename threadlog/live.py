@@ -14,7 +14,9 @@ Each request is `anthropic_request(store, thread)` at the thread's head, and the
 message is appended with `expect=` that head, so its offset is exactly the `at` that
 rebuilds the request: `check_request` proves, from the log alone, what the model saw. (If
 another writer appended meanwhile, the answer is kept after their events and its check says
-the history differs.)
+the history differs.) A note fork's retrieval passages are a search's ranking, not the log's:
+the answer records which it searched for (`meta.request.passages`), and every later request
+and rebuild reads them from there.
 
 Writes per turn: one append before the call ([run.started, user message]) and one after
 ([assistant message, run.finished]) for a turn without tools; a tool round adds one append
@@ -36,7 +38,7 @@ import httpx2
 from eventstore import ConcurrencyError, InvalidEvent, RecordedEvent, Store, StoreError
 from eventstore.errors import named
 from eventstore.prepare import prepare
-from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
+from projections import Message, ThreadState, body_digest, request_body, request_to_send, thread_state
 
 from .signals import handled
 
@@ -245,10 +247,10 @@ def _run(
             return _stop(store, turn, failure, interrupt)
     for _ in range(max_rounds):
         try:
-            kwargs = anthropic_request(store, thread, head, model=options.model, max_tokens=options.max_tokens,
-                                       retrieval=options.retrieval, extra_tools=options.extra_tools)
+            kwargs, searched = request_to_send(store, thread, head, model=options.model, max_tokens=options.max_tokens,
+                                               retrieval=options.retrieval, extra_tools=options.extra_tools)
             reply, sent = _call(client, kwargs, stream, on_text)
-            sent.options = options.recorded()
+            sent.options = options.recorded() | ({"passages": searched} if searched else {})
         except (*_FAILURES, StoreError) as error:
             return _stop(store, turn, _describe(error), None)
         try:
