@@ -79,9 +79,11 @@ def with_retrieval(store: Store, thread: str, view: list[Message], mode: str, pa
             continue  # tool results: the turn is already open
         if recorded is None:
             recorded = _recorded(store, thread, parent_offset) | given
+            wanted = [part for m in view[index:] if m.kind == "message" and m.role == "user" for part in recorded.get(m.offset, ())]
+            docs = _documents(store, thread, sorted({offset for offset, _ in wanted}))
         parts = recorded.get(message.offset)
         if parts is not None:
-            chosen = [(part, doc) for part in parts if (doc := _document(store, thread, part)) is not None]
+            chosen = [((offset, part), own[part]) for offset, part in parts if part < len(own := docs.get(offset, []))]
         else:
             if scope is None:
                 update_index(store)
@@ -134,12 +136,25 @@ def _recorded(store: Store, thread: str, parent_offset: int) -> dict[int, list[P
     return found
 
 
-def _document(store: Store, thread: str, part: Part) -> Doc | None:
-    """The document `part` names in the thread's history; None once its event was redacted."""
-    offset, index = part
-    event = next(iter(store.read(thread, offset, offset + 1)), None)
-    docs = [] if event is None else documents(store, event)
-    return docs[index] if index < len(docs) else None
+def _documents(store: Store, thread: str, offsets: list[int]) -> dict[int, list[Doc]]:
+    """The documents of the events at these (sorted) offsets of the thread's history (none for
+    a redacted one), read in one range per run of offsets close together."""
+    out: dict[int, list[Doc]] = {}
+    runs: list[list[int]] = []
+    for offset in offsets:
+        if runs and offset - runs[-1][-1] <= _GAP:
+            runs[-1].append(offset)
+        else:
+            runs.append([offset])
+    for run in runs:
+        wanted = set(run)
+        for event in store.read(thread, run[0], run[-1] + 1):
+            if event.offset in wanted:
+                out[event.offset] = documents(store, event)
+    return out
+
+
+_GAP = 16  # events read past between two passages rather than read apart
 
 
 def _candidates(store: Store, thread: str, hits: list[HitRow]) -> list[tuple[Part, Doc]]:
