@@ -16,13 +16,14 @@ from .events import CATALOGUE, Event, EventData, Meta
 from .verify import VerifyReport
 from .recorded import RecordedEvent, ThreadInfo
 from .restore import RestoreReport
-from .forks import DEFAULT_PLACEHOLDER
+from .forks import DEFAULT_PLACEHOLDER, FORK_BOILERPLATE
 from .ranges import segments
 from .store import Store
 
 __all__ = [
     "CATALOGUE",
     "DEFAULT_PLACEHOLDER",
+    "FORK_BOILERPLATE",
     "ConcurrencyError",
     "Event",
     "EventData",

@@ -31,6 +31,23 @@ if TYPE_CHECKING:
 
 DEFAULT_PLACEHOLDER = "Fork started — processing in background"
 
+# The fork sub-agent design's instructions to a child (its `<fork-boilerplate>`), for
+# `fan_out(boilerplate=...)`: every sibling reads the same text before its own directive.
+FORK_BOILERPLATE = """<fork-boilerplate>
+You are a fork worker, not the main agent: you inherited the conversation above, and the text
+after this block is your directive.
+- Do not launch sub-agents or fork again: carry out the directive yourself.
+- No small talk and no meta-commentary: no questions, no suggested next steps.
+- Use your tools directly.
+- If you change files, commit them, and give each commit's hash in your report.
+- End with one report, in this form:
+  Scope: <your directive, in one sentence>
+  Result: <what you found or did>
+  Key files: <the files that matter>
+  Files changed: <each with its commit hash; leave out if none>
+  Issues: <anything to flag; leave out if none>
+</fork-boilerplate>"""
+
 
 def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any, context: str, retrieval: str,
          unanswered: str, transcript: str | None, fork_id: str | None, kind: str, busy: str, meta: dict[str, Any],
@@ -94,7 +111,7 @@ def _made_before(store: Store, thread: str, at: Any, options: ForkOptions, fork_
 
 
 def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: str, *, todos: Any, metadata: Any,
-            meta: dict[str, Any]) -> list[str]:
+            meta: dict[str, Any], boilerplate: str | None = None) -> list[str]:
     """`Store.fan_out`: one sub-agent fork per directive at the parent's head, in one transaction."""
     check_thread("thread", thread)
     if isinstance(directives, str) or not isinstance(directives, Sequence):
@@ -105,13 +122,16 @@ def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: s
         raise InvalidEvent("directives", "every directive must be non-empty text")
     if not isinstance(placeholder, str) or not placeholder:
         raise InvalidEvent("placeholder", "must be non-empty text")
+    if boilerplate is not None and not (isinstance(boilerplate, str) and boilerplate.strip()):
+        raise InvalidEvent("boilerplate", f"must be non-empty text (FORK_BOILERPLATE is the design's), or None for the "
+                                          f"directive alone, not {shown(boilerplate)}")
     if "event_id" in meta:
         raise InvalidEvent("meta.event_id", "fan_out writes two events for each fork, and one event id can name only one "
                            "event; leave event_id out (correlation_id can tie them to a request)")
     ids = [new_id() for _ in directives]
     for attempt in range(_FAN_OUT_ATTEMPTS):
         try:
-            _fan_out_once(store, thread, directives, ids, placeholder, todos, metadata, meta)
+            _fan_out_once(store, thread, directives, ids, placeholder, boilerplate, todos, metadata, meta)
             return ids
         except Deadlocked:  # another fan_out took positions twice at once (PostgreSQL): nothing written
             if attempt == _FAN_OUT_ATTEMPTS - 1:
@@ -125,8 +145,8 @@ def fan_out(store: Store, thread: str, directives: Sequence[str], placeholder: s
 _FAN_OUT_ATTEMPTS = 8
 
 
-def _fan_out_once(store: Store, thread: str, directives: Sequence[str], ids: list[str], placeholder: str, todos: Any,
-                  metadata: Any, meta: dict[str, Any]) -> None:
+def _fan_out_once(store: Store, thread: str, directives: Sequence[str], ids: list[str], placeholder: str,
+                  boilerplate: str | None, todos: Any, metadata: Any, meta: dict[str, Any]) -> None:
     with store.backend.transaction():
         rows = acyclic(store.backend.ancestry(thread))
         if not rows:
@@ -147,6 +167,8 @@ def _fan_out_once(store: Store, thread: str, directives: Sequence[str], ids: lis
             content: list[dict[str, Any]] = [
                 {"type": "tool_result", "tool_use_id": tid, "content": placeholder} for tid in waiting
             ]
+            if boilerplate is not None:
+                content.append({"type": "text", "text": boilerplate})
             content.append({"type": "text", "text": directive})
             primed = prepare({"type": "message.appended", "data": {"role": "user", "content": content},
                               "meta": {**meta, "origin": "primed"}}, "fan_out")

@@ -990,6 +990,7 @@ class Store:
         directives: Sequence[str],
         placeholder: str = DEFAULT_PLACEHOLDER,
         *,
+        boilerplate: str | None = None,
         todos: Any = "blank",
         metadata: Any = "blank",
         **meta: Any,
@@ -998,12 +999,15 @@ class Store:
 
         The parent's head must be waiting on `tool_use` results. Each fork gets the parent's
         full history and one primed user message: a `tool_result` with the same
-        `placeholder` text for every pending `tool_use`, then its own directive, so the
-        forks' requests are byte-identical up to the directive (prompt-cache hits). A
-        sub-agent fork, or any fork below one whose history holds its events, cannot fan out
-        again (`recursion`).
+        `placeholder` text for every pending `tool_use`, then `boilerplate` as a text block
+        when given (the same for every fork: `FORK_BOILERPLATE` is the design's
+        `<fork-boilerplate>`, a worker's rules), then its own directive, so the forks'
+        requests are byte-identical up to the directive (prompt-cache hits). A sub-agent
+        fork, or any fork below one whose history holds its events, cannot fan out again
+        (`recursion`).
         """
-        return forks.fan_out(self, thread, directives, placeholder, todos=todos, metadata=metadata, meta=meta)
+        return forks.fan_out(self, thread, directives, placeholder, todos=todos, metadata=metadata, meta=meta,
+                             boilerplate=boilerplate)
 
     # -- integrity ------------------------------------------------------------------------------
 

@@ -481,6 +481,9 @@ def test_fan_out_interrupts_and_version(db: Path) -> None:
     ok(db, "append", t, "--role", "assistant", "--content", "-", input=blocks)
     kids = ok(db, "fan-out", t, "hotels", "weather").split()
     assert len(kids) == 2 and all(json.loads(ok(db, "show", k, "--json"))["kind"] == "subagent" for k in kids)
+    [ruled] = ok(db, "fan-out", t, "trains", "--boilerplate").split()
+    primed = json.loads(ok(db, "log", ruled, "--json").splitlines()[-1])["data"]["content"]
+    assert [b.get("text", "")[:18] for b in primed[1:]] == ["<fork-boilerplate>", "trains"]
     ok(db, "interrupt", "raise", kids[0], "q1", "--question", "Which one?")
     assert json.loads(ok(db, "show", kids[0], "--json"))["pending_interrupts"][0]["interrupt_id"] == "q1"
     ok(db, "interrupt", "resolve", kids[0], "q1", "--answer", "the first")

@@ -350,6 +350,9 @@ def test_fan_out_refusals(store: Store, mid_turn: str, convo: str) -> None:
         store.fan_out(mid_turn, ["ok", ""])
     with pytest.raises(InvalidEvent, match="meta.event_id: fan_out writes two events for each fork"):
         store.fan_out(mid_turn, ["ok"], event_id="one-id")  # one id for 2 x N events
+    for blank in ["", " \n", 5]:
+        with pytest.raises(InvalidEvent, match=r"^boilerplate: must be non-empty text"):
+            store.fan_out(mid_turn, ["ok"], boilerplate=blank)  # type: ignore[arg-type]
     assert dump(store) == before
 
 

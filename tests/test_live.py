@@ -309,6 +309,32 @@ def test_fan_out_siblings_share_their_bytes_up_to_the_directive(mem: Store, api:
     assert [row.thread for row in usage_rows] == [t, *kids] and all(row.messages == 1 for row in usage_rows[1:])
 
 
+def test_the_fork_boilerplate_comes_before_each_directive_and_siblings_share_it(mem: Store, api: MessagesAPI) -> None:
+    """The fork sub-agent design wraps each child's directive in the same `<fork-boilerplate>`
+    (a worker's rules and report form); the report still repeats the directive alone."""
+    from threadlog import FORK_BOILERPLATE, report
+
+    t = thread(mem)
+    mem.append_message(t, "user", "Research two destinations.")
+    mem.append_message(t, "assistant", [{"type": "tool_use", "id": "tu_agent", "name": "Agent", "input": {}}])
+    directives = ["Research Lyon.", "Research Nice, then rank it."]
+    kids = mem.fan_out(t, directives, boilerplate=FORK_BOILERPLATE)
+    for kid in kids:
+        api.reply_json(message(text("Scope: one city.\nResult: fine.")))
+        assert run_turn(mem, kid, None, client(api)).status == "ok"
+    bodies = [r.body for r in api.requests]
+    for body, directive in zip(bodies, directives):
+        primed = json.loads(body)["messages"][-1]["content"]
+        assert [b["type"] for b in primed] == ["tool_result", "text", "text"]
+        assert primed[1]["text"] == FORK_BOILERPLATE and primed[2]["text"] == directive
+    starts = [body.index(json.dumps(d).encode()) for body, d in zip(bodies, directives)]
+    assert starts[0] == starts[1] and bodies[0][:starts[0]] == bodies[1][:starts[1]]
+    assert json.dumps(FORK_BOILERPLATE).encode() in bodies[0][:starts[0]]
+    delivered = report(mem, kids[1])
+    notification = delivered.data["content"][-1]["text"]
+    assert "<summary>Research Nice, then rank it.</summary>" in notification and "fork-boilerplate" not in notification
+
+
 def test_a_thinking_thread_and_its_sub_agents_send_its_thinking_on_the_wire(file_store: Store, api: MessagesAPI) -> None:
     thinking = {"type": "enabled", "budget_tokens": 2048}
     t = file_store.create_thread(title="trip", system="You plan trips.", model=MODEL, tools=TOOLS, thinking=thinking)

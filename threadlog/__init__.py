@@ -10,6 +10,7 @@ which nothing else (the CLI's other commands included) needs.
 from typing import TYPE_CHECKING, Any
 
 from eventstore import (
+    FORK_BOILERPLATE,
     ConcurrencyError,
     Event,
     ForkRefused,
@@ -93,6 +94,7 @@ __all__ = [
     "Diff",
     "DiffSide",
     "Event",
+    "FORK_BOILERPLATE",
     "fork_with_transcript",
     "transcripts_holding",
     "NoteTranscript",

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import click
 
-from eventstore import IntegrityError, InvalidEvent, OldPagesKept, RestoreReport, Store, StoreError, ThreadNotFound
+from eventstore import FORK_BOILERPLATE, IntegrityError, InvalidEvent, OldPagesKept, RestoreReport, Store, StoreError, ThreadNotFound
 from eventstore.errors import MISSHAPEN, NoStore, SchemaTooOld, empty_file, misshapen
 from eventstore.events import MAX_DEPTH
 from eventstore.prepare import MAX_EVENT_BYTES
@@ -636,18 +636,23 @@ def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, c
 @click.argument("thread", type=THREAD)
 @click.argument("directives", nargs=-1, required=True)
 @click.option("--placeholder", help="The tool_result text every sub-agent fork answers the pending tool calls with.")
+@click.option("--boilerplate", is_flag=True,
+              help="Put the fork sub-agent design's <fork-boilerplate> (a worker's rules and report form) before each "
+                   "directive.")
 @json_option
 @with_store("write")
-def fan_out(store: Store, thread: str, directives: tuple[str, ...], placeholder: str | None, as_json: bool) -> None:
+def fan_out(store: Store, thread: str, directives: tuple[str, ...], placeholder: str | None, boilerplate: bool,
+            as_json: bool) -> None:
     """Launch one sub-agent fork of THREAD per DIRECTIVE, in one transaction; prints their ids.
 
     THREAD's last message must be an assistant turn whose tool calls await results: each fork
-    answers them with the same placeholder, then adds its own directive. Run one with
-    `threadlog ask KID` (no text: it answers its directive), deliver its answer to THREAD
-    with `threadlog report KID`, and list its questions with `threadlog interrupt list THREAD`.
+    answers them with the same placeholder, then adds its own directive (after the same
+    boilerplate, with --boilerplate). Run one with `threadlog ask KID` (no text: it answers
+    its directive), deliver its answer to THREAD with `threadlog report KID`, and list its
+    questions with `threadlog interrupt list THREAD`.
     """
     extra = {} if placeholder is None else {"placeholder": placeholder}
-    ids = store.fan_out(thread, list(directives), **extra)
+    ids = store.fan_out(thread, list(directives), boilerplate=FORK_BOILERPLATE if boilerplate else None, **extra)
     _committed(f"created {len(ids)} sub-agent fork(s) of thread {thread}: {', '.join(ids)}", f"threadlog tree {thread}")
     if as_json:
         _emit_json([store.thread(i).to_json() for i in ids])
