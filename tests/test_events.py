@@ -115,6 +115,6 @@ def test_public_names_are_pinned() -> None:
         "anthropic_request", "check_request", "usage", "Usage",
         "run_turn", "rerun", "resolve_interrupt", "Interrupt", "Turn",
         "search", "SearchHit", "update_index", "rebuild_index", "transcript_tools",
-        "report", "ReportRefused", "questions", "Question",
+        "report", "ReportRefused", "questions", "Question", "FORK_BOILERPLATE",
     ])
     assert all(hasattr(threadlog, name) for name in threadlog.__all__)
