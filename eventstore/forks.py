@@ -20,7 +20,7 @@ from .errors import Deadlocked, ForkRefused, InvalidEvent, KeyClash, ThreadNotFo
 from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
-from .ids import CONTROL_CHARACTER, check_id
+from .ids import CONTROL_CHARACTER, check_id, unprintable
 from .prepare import PreparedEvent, check_flag, check_thread, check_thread_id, new_id, prepare
 from .ranges import MAX_INDEX, is_index, segments
 from .recorded import ThreadInfo, acyclic, from_row
@@ -249,7 +249,7 @@ def _options(**fields: Any) -> ForkOptions:
                                          "nothing was written")
     elif isinstance(fields.get("transcript"), str) and (bad := CONTROL_CHARACTER.search(fields["transcript"])) is not None:
         # The note shows the path on a line of its own: a newline would add lines of the caller's to it.
-        raise InvalidEvent("transcript", f"holds the control character {bad.group()!r} at index {bad.start()}; a path to "
+        raise InvalidEvent("transcript", f"holds {unprintable(bad)}; a path to "
                                          "show the model must be printable text; nothing was written")
     elif fields.get("unanswered") == "keep":  # a note fork has no tool call to keep waiting
         raise InvalidEvent("unanswered", "'keep' applies to context='full' forks only (a note fork starts from one note, "

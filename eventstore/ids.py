@@ -25,6 +25,15 @@ from .errors import InvalidEvent, shown
 # Control characters (C0, DEL, C1) and lone surrogates: never in an id, which is printed,
 # hashed and used as a file name by other tools (nor in the path a fork's note shows).
 CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def unprintable(bad: re.Match[str]) -> str:
+    """What a `CONTROL_CHARACTER` match is, for a refusal: a control character, or (a lone
+    surrogate, as Python holds a file name's or an argument's byte that is not UTF-8) that byte."""
+    char = bad.group()
+    if "\ud800" <= char <= "\udfff":
+        return f"a byte that is not UTF-8 ({char.encode('utf-8', 'backslashreplace').decode()}) at index {bad.start()}"
+    return f"the control character {char!r} at index {bad.start()}"
 MAX_ID_CHARS = 200
 
 
@@ -37,7 +46,7 @@ def check_id(field: str, value: Any) -> str:
         raise InvalidEvent(field, f"must be a string of 1 to {MAX_ID_CHARS} characters, not {text}")
     bad = CONTROL_CHARACTER.search(value)
     if bad is not None:
-        raise InvalidEvent(field, f"holds the control character {bad.group()!r} at index {bad.start()}; ids must be printable text")
+        raise InvalidEvent(field, f"holds {unprintable(bad)}; ids must be printable text")
     return value
 
 

@@ -135,6 +135,16 @@ def test_request_check_after_ask_on_a_retrieval_fork_proves_it(tmp_path: Path, a
     assert check.returncode == 0 and check.stdout.startswith("ok"), check.stderr
 
 
+def test_ask_on_a_thread_without_a_model_names_the_flag(tmp_path: Path) -> None:
+    """It said "pass model=...", the library's keyword, where `request` says --model."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", db=db).stdout.strip()
+    threadlog("append", t, "--role", "user", "--text", "hi", db=db)
+    done = threadlog("ask", t, db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"})
+    assert done.returncode == 1 and "model=" not in done.stderr, done.stderr
+    assert "pass --model (or create the thread with one: `threadlog new --model`)" in done.stderr
+
+
 def test_ask_without_a_key_is_one_error_line(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()

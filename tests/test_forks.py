@@ -639,3 +639,12 @@ def test_a_retry_can_be_refused_instead_of_returned(store: Store) -> None:
         with pytest.raises(InvalidEvent, match=r"retry: must be True or False"):
             store.fork(t, event_id="f1", retry=not_a_flag)  # type: ignore[arg-type]
     assert dump(store) == before
+
+
+def test_a_transcript_path_with_a_byte_that_is_not_utf8_is_refused_as_such(mem: Store) -> None:
+    """It was called "the control character '\\udcff'": that is how Python holds a file name's
+    byte that is not UTF-8, no control character."""
+    t = mem.create_thread()
+    mem.append_message(t, "user", "x")
+    with pytest.raises(InvalidEvent, match=r"^transcript: holds a byte that is not UTF-8 \(\\udcff\) at index 1; "):
+        mem.fork(t, context="note", transcript="n\udcff.md")

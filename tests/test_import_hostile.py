@@ -215,7 +215,7 @@ def test_a_session_file_whose_name_is_not_utf8_is_refused_by_name(seeded: Path, 
     folder.mkdir()
     path = folder / os.fsdecode(b"s" + NOT_UTF8 + b".jsonl")
     path.write_bytes(_pi_header() if kind == "pi" else jsonl(user_line("u1", "hi")))
-    import_refused(seeded, tmp_path, [kind, str(path if given == "file" else folder)], "s\\xff\\xfe.jsonl: its name is not UTF-8")
+    import_refused(seeded, tmp_path, [kind, str(path if given == "file" else folder)], "s\\udcff\\udcfe.jsonl: its name is not UTF-8")
 
 
 @pytest.mark.parametrize("flags", [[], ["--skip-bad"]], ids=["strict", "skip-bad"])
@@ -234,7 +234,7 @@ def test_a_claude_code_file_whose_name_holds_a_control_character_is_refused_by_n
         agent.write_bytes(jsonl(user_line("u1", "hi", isSidechain=True, agentId="a1")))
     shown = (session if whose == "session" else agent).name.replace("\x1b", "\\x1b")  # as the error line escapes it
     import_refused(seeded, tmp_path, ["claude-code", *flags, str(session if given == "file" else folder)],
-                   f"{shown}: its name holds the control character '\\x1b'; rename it to import it")
+                   f"{shown}: its name holds the control character '\\x1b' at index {shown.index(chr(92))}; rename it to import it")
 
 
 # -- what a directory search finds --------------------------------------------------------------

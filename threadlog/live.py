@@ -188,7 +188,7 @@ def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
         raise InvalidEvent("thread", f"thread {thread!r} waits on interrupt {state.pending_interrupts[0]['interrupt_id']!r}; "
                            "answer it with resolve_interrupt first")
     if not (model or state.model):
-        raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=...")
+        raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=... (or create the thread with one)")
     if _blank(user_content):  # the request leaves blank text out: it would end on the last answer (a prefill)
         raise InvalidEvent("user_content", "is blank: a turn asks something; pass the user's message")
     last = state.messages[-1] if state.messages else None

@@ -18,7 +18,7 @@ from typing import Any
 
 from eventstore import InvalidEvent, StoreError
 from eventstore.events import MAX_DEPTH
-from eventstore.ids import CONTROL_CHARACTER
+from eventstore.ids import CONTROL_CHARACTER, unprintable
 
 
 class BadLine(StoreError):
@@ -99,12 +99,12 @@ def text_name(path: Path, ids: bool = False) -> Path:
     `ids` (the importer makes ids from the file's own name, `path.stem`), a control character
     there is refused too, once, by name: else every line of the file is refused for its ids."""
     if not is_text(str(path)):
-        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        shown = str(path).encode("utf-8", "backslashreplace").decode()  # its byte as `\udcff`, as every command prints it
         raise StoreError(f"{shown}: its name is not UTF-8 text, which the ids made from it must be; "
                          "rename it to import it") from None
     bad = CONTROL_CHARACTER.search(path.stem) if ids else None
     if bad is not None:
-        raise StoreError(f"{path}: its name holds the control character {bad.group()!r}; rename it to import it "
+        raise StoreError(f"{path}: its name holds {unprintable(bad)}; rename it to import it "
                          "(ids are made from it, and must be printable text)")
     return path
 
