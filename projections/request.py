@@ -105,6 +105,7 @@ def request_to_send(
 ) -> tuple[Json, Json]:
     """`anthropic_request`'s arguments, and the retrieval passages it searched for (a turn
     message no record held): what a live turn records as `passages`, so the request rebuilds."""
+    thread = _sender(store, thread, at)
     state = thread_state(store, thread, at)
     chosen = model or state.model
     if not chosen:
@@ -162,6 +163,18 @@ def request_to_send(
     if tools:
         kwargs["tools"] = tools
     return kwargs, searched
+
+
+def _sender(store: Store, thread: str, at: int | None) -> str:
+    """The thread whose request as of `at` this is: a fork's first `at` events, at or below its
+    fork point, are its parent's, and so is the request (the one a live turn there sent, with
+    that thread's fork point, its breakpoints and its retrieval records)."""
+    if not isinstance(at, int) or isinstance(at, bool) or at < 0:
+        return thread  # thread_state refuses it, naming the thread asked for
+    info = store.thread(thread)
+    while info.parent_id is not None and info.parent_offset is not None and at <= info.parent_offset:
+        info = store.thread(info.parent_id)
+    return info.id
 
 
 def api_messages(view: list[Message]) -> list[Json]:

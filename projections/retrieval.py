@@ -127,10 +127,12 @@ def _is_part(value: Any, parent_offset: int) -> bool:
 
 
 def _recorded(store: Store, thread: str, parent_offset: int) -> dict[int, list[Part]]:
-    """The passages the thread's answers recorded, by user message offset (the first record of each)."""
+    """The passages the thread's answers recorded, by user message offset (the first record of each).
+    An answer redacted since keeps its record (its meta, positions only): erasing the answer's
+    text does not change the block of the message before it."""
     found: dict[int, list[Part]] = {}
     for event in store.read(thread, parent_offset + 1):
-        request = event.meta.get("request") if event.type == "message.appended" and not event.redacted else None
+        request = event.meta.get("request") if event.type == "message.appended" else None
         if isinstance(request, dict) and "passages" in request:
             found = _records(request["passages"], parent_offset, strict=False) | found
     return found

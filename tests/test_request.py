@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventstore import InvalidEvent, Store
-from projections import anthropic_request, body_digest, request_body, thread_state, validate_request
-from projections.request import api_tool_id
+from projections import anthropic_request, body_digest, check_request, request_body, thread_state, validate_request
+from projections.request import api_tool_id, checkable_offsets
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 EXCHANGES = sorted((Path(__file__).parent / "fixtures" / "anthropic-exchanges").glob("*.json"))
@@ -496,7 +496,7 @@ def test_a_note_forks_live_requests_rebuild_the_same_bytes_whatever_is_written_e
     prompt cache's prefix). A live turn records the passages it sent; every rebuild reads them."""
     from messages_api import MessagesAPI, message
 
-    from threadlog import check_request, run_turn
+    from threadlog import run_turn
 
     fork = _retrieval_fork(mem, retrieval)
     with MessagesAPI() as api:
@@ -531,7 +531,7 @@ def _block(kwargs: dict[str, Any]) -> str:
 def test_a_recorded_passage_redacted_since_is_left_out_and_the_check_names_it(mem: Store) -> None:
     from messages_api import MessagesAPI, message
 
-    from threadlog import check_request, run_turn
+    from threadlog import run_turn
 
     fork = _retrieval_fork(mem, "first_turn")
     with MessagesAPI() as api:
@@ -569,3 +569,83 @@ def test_a_record_past_the_fork_point_is_passed_over_and_the_turn_searched(mem: 
                        "meta": {"request": {"digest": "sha256:" + "0" * 64, "model": "m", "max_tokens": 1,
                                             "passages": {"32": [[40, 0]]}}}}])
     assert anthropic_request(mem, fork, mem.head(fork) - 1) == searched
+
+
+def _turns(store: Store, thread: str, count: int) -> list[bytes]:
+    """`count` live turns on `thread`; the bodies sent."""
+    from messages_api import MessagesAPI, message
+
+    from threadlog import run_turn
+
+    with MessagesAPI() as api:
+        for turn in range(count):
+            api.reply_json(message([text(f"answer {turn}")], id=f"msg_{turn}"))
+            assert run_turn(store, thread, f"alpha beta {turn}", api.client(0, 10.0)).status == "ok"
+        return [r.body for r in api.requests]
+
+
+@pytest.mark.parametrize("how", ["note", "full", "note-of-full"])
+def test_a_note_forks_answers_check_through_a_fork_of_it(mem: Store, how: str) -> None:
+
+    """`check_request(fork, offset)` of an answer the fork inherits: the history up to there is the
+    note fork's, so is the request. It used the fork's own fork point (parent_offset), so the
+    note fork's records were refused as 'not after the fork point' (and breakpoints moved)."""
+    note = _retrieval_fork(mem, "per_turn")
+    _turns(mem, note, 3)
+    fork = mem.fork(note, context="note", retrieval="per_turn") if how == "note" else mem.fork(note)
+    if how == "note-of-full":
+        fork = mem.fork(fork, context="note", retrieval="first_turn")
+    inherited = checkable_offsets(mem, note)
+    assert inherited == checkable_offsets(mem, fork)
+    for offset in inherited:
+        check = check_request(mem, fork, offset)
+        assert check.ok, (offset, check.reason)
+
+
+def test_an_answer_a_fork_of_a_fork_inherits_checks(mem: Store) -> None:
+    """The same without retrieval: a fork's fork point placed a breakpoint its parent's request never had."""
+
+    t = mem.create_thread(model="claude-test", system="You help.")
+    mem.append_message(t, "user", "hello")
+    mem.append_message(t, "assistant", "hi")
+    first = mem.fork(t)
+    _turns(mem, first, 2)
+    second = mem.fork(first)
+    for offset in checkable_offsets(mem, second):
+        check = check_request(mem, second, offset)
+        assert check.ok, (offset, check.reason)
+
+
+@pytest.mark.parametrize("retrieval", ["first_turn", "per_turn"])
+def test_redacting_an_answer_keeps_the_block_of_the_message_it_answered(mem: Store, retrieval: str) -> None:
+
+    """A redaction keeps the answer's meta (its record: positions, no text), but `_recorded`
+    passed over a redacted answer: its turn's message was searched again, and on SQLite (BM25)
+    the block before the redacted answer changed (the cache's prefix, what the model saw)."""
+    fork = _retrieval_fork(mem, retrieval)
+    sent = _turns(mem, fork, 1)
+    answer = checkable_offsets(mem, fork)[0]
+    _written_elsewhere(mem)
+    mem.redact(mem.event_at(fork, answer).position, reason="pii", actor="ops")
+    assert mem.event_at(fork, answer).meta["request"]["passages"]  # kept by the redaction
+    block = anthropic_request(mem, fork)["messages"][0]["content"][1]["text"]
+    assert block.startswith("[retrieval]") and block.encode() in sent[0].replace(b'\\"', b'"').replace(b"\\n", b"\n")
+
+
+def test_a_check_after_an_answer_was_redacted_needs_no_search(tmp_path: Path) -> None:
+
+    """Read-only with the index behind (`threadlog request --check` on a file it may not write):
+    the check of a later answer searched again for the redacted answer's turn and raised
+    StoreError (the index cannot catch up) instead of saying the history changed."""
+    path = str(tmp_path / "t.db")
+    store = Store(path)
+    fork = _retrieval_fork(store, "per_turn")
+    _turns(store, fork, 2)
+    first, second = checkable_offsets(store, fork)
+    store.redact(store.event_at(fork, first).position, reason="pii", actor="ops")
+    store.append_message(store.create_thread(), "user", "later, elsewhere")  # the index is behind now
+    store.close()
+    with Store(path, read_only=True) as reader:
+        assert check_request(reader, fork, first).ok
+        check = check_request(reader, fork, second)
+        assert not check.ok and check.redacted == [first]
