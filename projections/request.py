@@ -105,7 +105,7 @@ def request_to_send(
 ) -> tuple[Json, Json]:
     """`anthropic_request`'s arguments, and the retrieval passages it searched for (a turn
     message no record held): what a live turn records as `passages`, so the request rebuilds."""
-    thread = _sender(store, thread, at)
+    asked, thread = thread, _sender(store, thread, at)  # errors name the thread asked for
     state = thread_state(store, thread, at)
     chosen = model or state.model
     if not chosen:
@@ -129,7 +129,7 @@ def request_to_send(
     with collector.paused():  # the view makes thousands of small containers and no cycles
         messages = _api_view(view, origins)
     if not messages:
-        raise InvalidEvent("at", f"thread {thread!r} has no message to send as of offset {state.length}")
+        raise InvalidEvent("at", f"thread {asked!r} has no message to send as of offset {state.length}")
     system = _system(state.system)
     tools = [_uncached(tool) for tool in [*(state.tools or ()), *(extra_tools or ())]] or None
     if cache:
@@ -409,13 +409,17 @@ def _forked(view: list[Message], parent_offset: int | None) -> bool:
 def _shared_blocks(view: list[Message], fork_offset: int, subagent: bool) -> set[int]:
     """The ids of the blocks sibling forks share: the inherited history (offsets below the
     fork point) and the fork note (at it); for sub-agents also the placeholder results that
-    open their primed message (right after the fork event), not the directive after them."""
+    open their primed message (right after the fork event), and the boilerplate after them
+    (`fan_out(boilerplate=)`), not the directive, its last block."""
     shared: set[int] = set()
     for message in view:
         if message.offset <= fork_offset:
             shared.update(id(b) for b in message.content)
         elif subagent and message.offset == fork_offset + 1:
-            shared.update(id(b) for b in message.content if b.get("type") == "tool_result")
+            results = [b for b in message.content if b.get("type") == "tool_result"]
+            opened = bool(results) and message.content[:len(results)] == results
+            shared.update(id(b) for b in (message.content[:-1] if opened and len(message.content) > len(results) + 1
+                                          else results))
     return shared
 
 

@@ -173,7 +173,9 @@ def _candidates(store: Store, thread: str, hits: list[HitRow]) -> list[tuple[Par
 
 
 def _fitting(candidates: list[tuple[Part, Doc]], budget: int = BUDGET) -> list[tuple[Part, Doc]]:
-    """The best candidates whose passages fit in `budget` bytes together, in offset order."""
+    """The best candidates whose passages fit in `budget` bytes together, in offset order, and
+    the passages of one event in the order of their text (as releases before the records
+    rendered them, so a request one of them sent, searched for again, rebuilds the same)."""
     chosen: list[tuple[Part, Doc]] = []
     used = 0
     for part, doc in candidates:
@@ -181,7 +183,7 @@ def _fitting(candidates: list[tuple[Part, Doc]], budget: int = BUDGET) -> list[t
         if used + size <= budget:
             chosen.append((part, doc))
             used += size
-    return sorted(chosen, key=lambda c: c[0])
+    return sorted(chosen, key=lambda c: (c[0][0], _passage(*c)))
 
 
 def render(chosen: list[tuple[Part, Doc]], parent_offset: int) -> str:

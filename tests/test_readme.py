@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from threadlog import Store
 from threadlog.cli import cli
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
@@ -22,3 +23,24 @@ def test_python_examples_run(code: str, tmp_path: Path, monkeypatch: pytest.Monk
 def test_documented_commands_exist() -> None:
     used = set(re.findall(r"^\s*(?:\w+=\$\()?threadlog ([\w-]+)", README, flags=re.M))
     assert used and used <= set(cli.commands), used - set(cli.commands)
+
+
+def test_the_live_turn_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example of live turns, against tests/messages_api.py (its `tools=...` spelled out).
+    Its `rerun(store, t2, at=5)` forked inside the first run, which an interrupt holds open
+    there (ForkRefused busy), once the example made `t2` a thread of its own."""
+    import anthropic
+    from messages_api import MessagesAPI, message
+
+    block = README.split("against a local server):\n\n```py\n", 1)[1].split("```", 1)[0]
+    code = block.replace("tools=...", "tools={'weather': weather, 'ask_human': ask_human}")
+    with MessagesAPI() as api:
+        client = api.client(0, 10.0)
+        monkeypatch.setattr(anthropic, "Anthropic", lambda *args, **kwargs: client)
+        api.reply_json(message([{"type": "tool_use", "id": "tu1", "name": "weather", "input": {"day": "Mon"}},
+                                {"type": "tool_use", "id": "tu2", "name": "ask_human", "input": {"question": "Which day?"}}],
+                               "tool_use"))
+        for _ in range(4):
+            api.reply_json(message([{"type": "text", "text": "Tuesday, sunny."}]))
+        namespace: dict[str, object] = {"store": Store(":memory:")}  # the README's `store`, from the example before
+        exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import re
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventstore import InvalidEvent, Store
+from eventstore import FORK_BOILERPLATE, InvalidEvent, Store
 from projections import anthropic_request, body_digest, check_request, request_body, thread_state, validate_request
 from projections.request import api_tool_id, checkable_offsets
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
@@ -649,3 +650,41 @@ def test_a_check_after_an_answer_was_redacted_needs_no_search(tmp_path: Path) ->
         assert check_request(reader, fork, first).ok
         check = check_request(reader, fork, second)
         assert not check.ok and check.redacted == [first]
+
+
+def test_an_answer_the_release_before_records_recorded_still_checks(tmp_path: Path) -> None:
+    """A note fork's answer recorded by fb7f934 (no `passages` in its meta) is searched again
+    when checked; the passages found are the same, but the block now orders two documents of
+    one event by their part, where fb7f934 ordered them by their text: MISMATCH with nothing
+    in the history changed."""
+    db = tmp_path / "t.db"
+    shutil.copy(Path(__file__).parent / "fixtures" / "retrieval-fb7f934.db", db)
+    with Store(str(db)) as store:
+        [answer] = checkable_offsets(store, "note-fork")
+        check = check_request(store, "note-fork", answer)
+        assert check.ok, check.reason
+
+
+def test_the_fork_boilerplate_is_inside_the_prefix_siblings_cache(mem: Store) -> None:
+    """`_shared_blocks` marks the placeholder results as the last block siblings share; with
+    `boilerplate=` the shared boilerplate comes after that breakpoint, so no sibling reads it
+    from the prompt cache (the module doc: the breakpoint goes on the last block siblings share)."""
+    t = mem.create_thread(model="claude-test", system="You help.")
+    mem.append_message(t, "user", "Research two destinations.")
+    mem.append_message(t, "assistant", [{"type": "tool_use", "id": "tu_agent", "name": "Agent", "input": {}}])
+    for kid in mem.fan_out(t, ["Research Lyon.", "Research Nice."], boilerplate=FORK_BOILERPLATE):
+        primed = anthropic_request(mem, kid)["messages"][-1]["content"]
+        assert [b["type"] for b in primed] == ["tool_result", "text", "text"]
+        assert ["cache_control" in b for b in primed] == [False, True, True], json.dumps(primed)[:300]
+
+
+def test_a_request_below_a_forks_point_names_the_fork_asked_for(mem: Store) -> None:
+    """fe7f473 builds a request as of an offset at or below a fork's fork point as its parent's,
+    and the refusal then names the parent: `threadlog request KID --at 1` said thread PARENT
+    has no message to send."""
+    t = mem.create_thread(model="claude-test")
+    mem.append_message(t, "user", "hello")
+    mem.append_message(t, "assistant", "hi")
+    kid = mem.fork(t)
+    with pytest.raises(InvalidEvent, match=f"^at: thread '{kid}' has no message to send as of offset 1$"):
+        anthropic_request(mem, kid, 1)
