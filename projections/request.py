@@ -46,7 +46,7 @@ from eventstore.errors import shown
 from eventstore.prepare import check_flag
 from eventstore.content import _drain as drain  # the one walker of lazily validated lists
 
-from .retrieval import check_mode, with_retrieval
+from .retrieval import check_mode, inherited, with_retrieval
 from .state import Message, thread_state
 
 DEFAULT_MAX_TOKENS = 4096
@@ -125,6 +125,8 @@ def request_to_send(
         view, searched = with_retrieval(store, thread, view, mode, state.parent_offset, passages)
     elif retrieval not in (None, "off"):
         raise InvalidEvent("retrieval", f"thread {thread!r} is not a context='note' fork: it has no parent history to retrieve")
+    if state.context != "note" and view and view[0].kind == "fork_note":
+        view = inherited(store, thread, view)  # a fork holding a note fork's turns: their blocks too
     origins: dict[int, int] = {}  # id of a block the view's cleaning copied -> id of the stored block
     with collector.paused():  # the view makes thousands of small containers and no cycles
         messages = _api_view(view, origins)

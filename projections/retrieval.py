@@ -20,7 +20,8 @@ thread has one (the first), and searches only for a turn message without; `check
 passes the record of the answer it checks. A passage is rendered from its event, never from
 the index, so a record rebuilds the same bytes whatever the index holds, and a passage whose
 event was redacted since is left out (the history changed). The record holds positions only:
-no text the log could not erase.
+no text the log could not erase. A fork that holds a note fork's turns (`inherited`) shows the
+blocks those turns recorded, and searches for none.
 
 The block cannot be forged by what it quotes: its two marker lines start at column 0 and
 every line of quoted text is indented by four spaces (as in the transcript).
@@ -33,6 +34,7 @@ from typing import Any
 from eventstore import InvalidEvent, Store, textindex
 from eventstore.errors import shown
 from eventstore.backend import DOC_PARTS, HitRow
+from eventstore.ranges import segments
 from eventstore.textindex import Doc
 
 from .search import checked_search, documents, parts_of, update_index
@@ -79,11 +81,10 @@ def with_retrieval(store: Store, thread: str, view: list[Message], mode: str, pa
             continue  # tool results: the turn is already open
         if recorded is None:
             recorded = _recorded(store, thread, parent_offset) | given
-            wanted = [part for m in view[index:] if m.kind == "message" and m.role == "user" for part in recorded.get(m.offset, ())]
-            docs = _documents(store, thread, sorted({offset for offset, _ in wanted}))
+            docs = _recorded_documents(store, thread, view[index:], recorded)
         parts = recorded.get(message.offset)
         if parts is not None:
-            chosen = [((offset, part), own[part]) for offset, part in parts if part < len(own := docs.get(offset, []))]
+            chosen = _chosen(parts, docs)
         else:
             if scope is None:
                 update_index(store)
@@ -91,11 +92,45 @@ def with_retrieval(store: Store, thread: str, view: list[Message], mode: str, pa
             chosen = _fitting(_candidates(store, thread, checked_search(store, words, "any", scope, limit=_CANDIDATES)))
             searched[str(message.offset)] = [list(part) for part, _ in chosen]
         if chosen:
-            block = {"type": "text", "text": render(chosen, parent_offset)}
-            out[index] = Message(message.role, [block, *message.content], message.offset, message.kind)
+            out[index] = _with_block(message, chosen, parent_offset)
         if mode == "first_turn":
             break
     return out, searched
+
+
+def inherited(store: Store, thread: str, view: list[Message]) -> list[Message]:
+    """`view` of a fork (`context="full"`) that holds a note fork's turns, its first message
+    that fork's note: with the blocks the note fork's live turns recorded (below this fork's
+    point), as the note fork sent them, so the fork's model sees the history its parent's did
+    and its requests start as the parent's. Records only: a turn message none holds (appended
+    by hand, or answered past this fork's point) gets no block, and none is searched for."""
+    note_at = view[0].offset
+    segment = next(((stream, hi) for stream, lo, hi in segments(store.ancestry(thread)) if lo == note_at), None)
+    if segment is None:
+        return view
+    stream, hi = segment
+    recorded = _recorded(store, stream, note_at, hi)
+    if not recorded:
+        return view
+    docs = _recorded_documents(store, stream, view, recorded)
+    return [_with_block(m, chosen, note_at) if (parts := recorded.get(m.offset)) and m.kind == "message" and m.role == "user"
+            and (hi is None or m.offset < hi) and (chosen := _chosen(parts, docs)) else m for m in view]
+
+
+def _with_block(message: Message, chosen: list[tuple[Part, Doc]], parent_offset: int) -> Message:
+    return Message(message.role, [{"type": "text", "text": render(chosen, parent_offset)}, *message.content], message.offset,
+                   message.kind)
+
+
+def _recorded_documents(store: Store, thread: str, view: list[Message], recorded: dict[int, list[Part]]) -> dict[int, list[Doc]]:
+    """The documents of the events the records of `view`'s user messages name."""
+    wanted = [part for m in view if m.kind == "message" and m.role == "user" for part in recorded.get(m.offset, ())]
+    return _documents(store, thread, sorted({offset for offset, _ in wanted}))
+
+
+def _chosen(parts: list[Part], docs: dict[int, list[Doc]]) -> list[tuple[Part, Doc]]:
+    """A record's passages that their events still give (a redacted one gives none)."""
+    return [((offset, part), own[part]) for offset, part in parts if part < len(own := docs.get(offset, []))]
 
 
 def _records(value: Any, parent_offset: int, strict: bool) -> dict[int, list[Part]]:
@@ -126,12 +161,12 @@ def _is_part(value: Any, parent_offset: int) -> bool:
             and 0 <= value[0] < parent_offset and 0 <= value[1] < DOC_PARTS)
 
 
-def _recorded(store: Store, thread: str, parent_offset: int) -> dict[int, list[Part]]:
+def _recorded(store: Store, thread: str, parent_offset: int, stop: int | None = None) -> dict[int, list[Part]]:
     """The passages the thread's answers recorded, by user message offset (the first record of each).
     An answer redacted since keeps its record (its meta, positions only): erasing the answer's
     text does not change the block of the message before it."""
     found: dict[int, list[Part]] = {}
-    for event in store.read(thread, parent_offset + 1):
+    for event in store.read(thread, parent_offset + 1, stop):
         request = event.meta.get("request") if event.type == "message.appended" else None
         if isinstance(request, dict) and "passages" in request:
             found = _records(request["passages"], parent_offset, strict=False) | found

@@ -688,3 +688,38 @@ def test_a_request_below_a_forks_point_names_the_fork_asked_for(mem: Store) -> N
     kid = mem.fork(t)
     with pytest.raises(InvalidEvent, match=f"^at: thread '{kid}' has no message to send as of offset 1$"):
         anthropic_request(mem, kid, 1)
+
+
+@pytest.mark.parametrize("how", ["fork", "fan_out"])
+def test_a_fork_of_a_note_fork_shows_the_blocks_its_parent_sent(mem: Store, how: str) -> None:
+    """A full fork (or a sub-agent) of a note fork sent the note fork's turns without their
+    retrieval blocks: its model saw another history than the one its parent's answers were
+    given, and its requests shared no prefix with its parent's (the prompt cache)."""
+    note = _retrieval_fork(mem, "per_turn")
+    sent = _turns(mem, note, 2)
+    if how == "fork":
+        child = mem.fork(note)
+        tail = _turns(mem, child, 1)[0]
+    else:
+        mem.append_message(note, "user", "split it")
+        mem.append_message(note, "assistant", [{"type": "tool_use", "id": "tu_1", "name": "Agent", "input": {}}])
+        [child] = mem.fan_out(note, ["go"])
+        tail = request_body(anthropic_request(mem, child))
+    def plain(body: bytes) -> list[Any]:
+        return [[{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]] for m in json.loads(body)["messages"]]
+    parent, mine = plain(sent[-1]), plain(tail)
+    assert mine[:len(parent)] == parent and sum("[retrieval]" in json.dumps(m) for m in mine) == 2
+    for offset in checkable_offsets(mem, child):
+        check = check_request(mem, child, offset)
+        assert check.ok, (offset, check.reason)
+
+
+def test_a_fork_of_a_note_fork_whose_turns_no_live_turn_answered_shows_no_block(mem: Store) -> None:
+    """Only what the note fork's live turns recorded is shown: nothing is searched for (what a
+    request of the release before showed, so its recorded requests still check)."""
+    note = _retrieval_fork(mem, "per_turn")
+    mem.append_message(note, "user", "alpha beta")
+    mem.append_message(note, "assistant", "noted")
+    child = mem.fork(note)
+    mem.append_message(child, "user", "alpha again")
+    assert "[retrieval]" not in json.dumps(anthropic_request(mem, child))
