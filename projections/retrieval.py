@@ -76,7 +76,7 @@ def with_retrieval(store: Store, thread: str, view: list[Message], mode: str, pa
     for index, message in enumerate(view):
         if message.kind != "message" or message.role != "user" or message.offset <= parent_offset:
             continue
-        words = " ".join(b["text"] for b in message.content if b.get("type") == "text" and isinstance(b.get("text"), str))
+        words = _words(message)
         if not words.strip():
             continue  # tool results: the turn is already open
         if recorded is None:
@@ -110,11 +110,27 @@ def inherited(store: Store, thread: str, view: list[Message]) -> list[Message]:
         return view
     stream, hi = segment
     recorded = _recorded(store, stream, note_at, hi)
-    if not recorded:
+    # The note fork's own mode, as its requests follow it (a turn that overrode it recorded a
+    # block its later requests do not show); a redaction keeps a fork event's options.
+    mode = store.event_at(stream, note_at).data.get("options", {}).get("retrieval", "off")
+    if not recorded or mode == "off":
         return view
     docs = _recorded_documents(store, stream, view, recorded)
-    return [_with_block(m, chosen, note_at) if (parts := recorded.get(m.offset)) and m.kind == "message" and m.role == "user"
-            and (hi is None or m.offset < hi) and (chosen := _chosen(parts, docs)) else m for m in view]
+    out = list(view)
+    for index, message in enumerate(view):
+        if message.kind != "message" or message.role != "user" or not _words(message).strip():
+            continue  # as in with_retrieval: tool results open no turn
+        parts = recorded.get(message.offset) if hi is None or message.offset < hi else None
+        if parts and (chosen := _chosen(parts, docs)):
+            out[index] = _with_block(message, chosen, note_at)
+        if mode == "first_turn":
+            break
+    return out
+
+
+def _words(message: Message) -> str:
+    """A message's text, what a search for its turn is made of."""
+    return " ".join(b["text"] for b in message.content if b.get("type") == "text" and isinstance(b.get("text"), str))
 
 
 def _with_block(message: Message, chosen: list[tuple[Part, Doc]], parent_offset: int) -> Message:
@@ -169,7 +185,8 @@ def _recorded(store: Store, thread: str, parent_offset: int, stop: int | None = 
     for event in store.read(thread, parent_offset + 1, stop):
         request = event.meta.get("request") if event.type == "message.appended" else None
         if isinstance(request, dict) and "passages" in request:
-            found = _records(request["passages"], parent_offset, strict=False) | found
+            for key, parts in _records(request["passages"], parent_offset, strict=False).items():
+                found.setdefault(key, parts)  # the first record of each message stands (a merge per answer copied them all)
     return found
 
 

@@ -723,3 +723,26 @@ def test_a_fork_of_a_note_fork_whose_turns_no_live_turn_answered_shows_no_block(
     child = mem.fork(note)
     mem.append_message(child, "user", "alpha again")
     assert "[retrieval]" not in json.dumps(anthropic_request(mem, child))
+
+
+@pytest.mark.parametrize("base", ["first_turn", "off"])
+def test_a_fork_of_a_note_fork_follows_its_mode_past_a_turn_that_overrode_it(mem: Store, base: str) -> None:
+    """A turn run with retrieval='per_turn' records a block the note fork's later requests do
+    not show (its own mode); a fork of it showed that block, so it did not start as them."""
+    from messages_api import MessagesAPI, message
+
+    from threadlog import run_turn
+
+    note = _retrieval_fork(mem, base)
+    with MessagesAPI() as api:
+        for turn, mode in enumerate([None, "per_turn", None]):
+            api.reply_json(message([text(f"answer {turn}")], id=f"msg_{turn}"))
+            assert run_turn(mem, note, f"alpha beta {turn}", api.client(0, 10.0), retrieval=mode).status == "ok"
+        last = json.loads(api.requests[-1].body)
+    child = mem.fork(note)
+    mem.append_message(child, "user", "next")
+    def plain(kwargs: dict[str, Any]) -> list[Any]:
+        return [[{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]] for m in kwargs["messages"]]
+    assert plain(anthropic_request(mem, child))[:len(last["messages"])] == plain(last)
+    for thread in (note, child):
+        assert all(check_request(mem, thread, offset).ok for offset in checkable_offsets(mem, thread))
