@@ -5,7 +5,7 @@ Projections read the store and never write events; the only thing they may write
 """
 
 from .lineage import BlameEntry, Diff, DiffSide, LineageEntry, blame, diff, lineage
-from .request import RequestCheck, anthropic_request, body_digest, check_request, request_body, request_to_send, validate_request
+from .request import RequestCheck, anthropic_request, body_digest, check_request, request_body, validate_request
 from .rows import Row, display_rows
 from .search import SearchHit, rebuild_index, search, update_index
 from .snapshots import drop as drop_snapshots
@@ -34,7 +34,6 @@ __all__ = [
     "lineage",
     "rebuild_index",
     "request_body",
-    "request_to_send",
     "save_snapshot",
     "search",
     "thread_state",

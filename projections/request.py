@@ -70,6 +70,7 @@ def anthropic_request(
     retrieval: str | None = None,
     extra_tools: list[Json] | None = None,
     passages: Json | None = None,
+    searched: Json | None = None,
 ) -> Json:
     """The keyword arguments for `client.messages.create(**kwargs)` of `thread` after its
     first `at` events (default: all): `max_tokens`, `messages`, `model`, `system`,
@@ -84,27 +85,10 @@ def anthropic_request(
     the fork's retrieval blocks (projections/retrieval.py): the passages its live turns
     recorded, and for a turn message without a record, a search (which may catch the index
     up, writing to the index's tables). `passages` is a record that comes first (as a live
-    turn writes it in `meta.request`). `extra_tools` are tool definitions sent after the
-    thread's own (e.g. `transcript_tools`).
+    turn writes it in `meta.request`); a dict given as `searched` receives the passages this
+    call searched for, in that form (what a live turn records, so the request rebuilds).
+    `extra_tools` are tool definitions sent after the thread's own (e.g. `transcript_tools`).
     """
-    return request_to_send(store, thread, at, cache, model=model, max_tokens=max_tokens, retrieval=retrieval,
-                           extra_tools=extra_tools, passages=passages)[0]
-
-
-def request_to_send(
-    store: Store,
-    thread: str,
-    at: int | None = None,
-    cache: bool = True,
-    *,
-    model: str | None = None,
-    max_tokens: int | None = None,
-    retrieval: str | None = None,
-    extra_tools: list[Json] | None = None,
-    passages: Json | None = None,
-) -> tuple[Json, Json]:
-    """`anthropic_request`'s arguments, and the retrieval passages it searched for (a turn
-    message no record held): what a live turn records as `passages`, so the request rebuilds."""
     asked, thread = thread, _sender(store, thread, at)  # errors name the thread asked for
     state = thread_state(store, thread, at)
     chosen = model or state.model
@@ -120,9 +104,10 @@ def request_to_send(
     if retrieval is not None:
         check_mode(retrieval)
     mode = retrieval or state.retrieval
-    searched: Json = {}
     if mode != "off" and state.context == "note" and state.parent_offset is not None:
-        view, searched = with_retrieval(store, thread, view, mode, state.parent_offset, passages)
+        view, found = with_retrieval(store, thread, view, mode, state.parent_offset, passages)
+        if searched is not None:
+            searched.update(found)
     elif retrieval not in (None, "off"):
         raise InvalidEvent("retrieval", f"thread {thread!r} is not a context='note' fork: it has no parent history to retrieve")
     if state.context != "note" and view and view[0].kind == "fork_note":
@@ -164,7 +149,7 @@ def request_to_send(
         kwargs["thinking"] = state.thinking
     if tools:
         kwargs["tools"] = tools
-    return kwargs, searched
+    return kwargs
 
 
 def _sender(store: Store, thread: str, at: int | None) -> str:

@@ -38,7 +38,7 @@ import httpx2
 from eventstore import ConcurrencyError, InvalidEvent, RecordedEvent, Store, StoreError
 from eventstore.errors import named
 from eventstore.prepare import prepare
-from projections import Message, ThreadState, body_digest, request_body, request_to_send, thread_state
+from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
 
 from .signals import handled
 
@@ -247,8 +247,9 @@ def _run(
             return _stop(store, turn, failure, interrupt)
     for _ in range(max_rounds):
         try:
-            kwargs, searched = request_to_send(store, thread, head, model=options.model, max_tokens=options.max_tokens,
-                                               retrieval=options.retrieval, extra_tools=options.extra_tools)
+            searched: Json = {}
+            kwargs = anthropic_request(store, thread, head, model=options.model, max_tokens=options.max_tokens,
+                                       retrieval=options.retrieval, extra_tools=options.extra_tools, searched=searched)
             reply, sent = _call(client, kwargs, stream, on_text)
             sent.options = options.recorded() | ({"passages": searched} if searched else {})
         except (*_FAILURES, StoreError) as error:
