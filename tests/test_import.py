@@ -1020,6 +1020,49 @@ def test_following_a_session_cut_at_any_line_ends_as_one_import(session: Path, t
             assert _events_of(store) == expected, f"cut after line {cut}"
 
 
+def test_a_live_session_taken_before_its_first_response_gets_the_model_of_that_response(tmp_path: Path) -> None:
+    """The thread's model comes from the session's first response and `thread.created` is never
+    rewritten: a session read while it held only its first prompt (`--follow`'s first poll, an
+    import run as Claude Code starts) became a thread with no model for good, which `request`
+    then refused ("names no model"), where one import of the whole file named it."""
+    session = SUBAGENT_SESSION
+    lines = session.read_bytes().splitlines(keepends=True)
+    first_response = next(i for i, line in enumerate(lines) if json.loads(line).get("type") == "assistant")
+    live = tmp_path / session.name
+    live.write_bytes(b"".join(lines))
+    whole = Store(":memory:")
+    [thread] = import_claude_code(whole, [live]).thread_ids
+    model = json.loads(lines[first_response])["message"]["model"]
+    assert thread_state(whole, thread).model == model
+    store = Store(":memory:")
+    live.write_bytes(b"".join(lines[:first_response]))
+    early = import_claude_code(store, [live], partial_tail=True)
+    written_early = store.counts().events
+    live.write_bytes(b"".join(lines))
+    import_claude_code(store, [live])
+    assert thread_state(store, thread).model == model
+    assert _events_of(store) == _events_of(whole)
+    assert early.waiting == 1 and written_early == 0  # the prompt waited for its answer
+    old = Store(":memory:")  # the session taken as it is (quiet, or not live): its prompt alone is a thread
+    live.write_bytes(b"".join(lines[:first_response]))
+    assert import_claude_code(old, [live]).waiting == 0 and thread_state(old, thread).length > 1
+
+
+def test_a_live_session_whose_first_answer_is_claude_codes_own_error_waits_for_a_model(tmp_path: Path) -> None:
+    """Claude Code writes an API error as an answer of the model `<synthetic>`, which names no
+    model: a live session read after one waits, as before any answer, for a response that does."""
+    chat = _chat_lines(2)
+    chat[1] = dict(chat[1], isApiErrorMessage=True,
+                   message=dict(chat[1]["message"], model="<synthetic>", content=[{"type": "text", "text": "API Error: 529"}]))
+    live = tmp_path / "s-1.jsonl"
+    store = Store(":memory:")
+    live.write_text("".join(json.dumps(r) + "\n" for r in chat[:2]), encoding="utf-8")
+    assert import_claude_code(store, [live], partial_tail=True).waiting == 1 and store.counts().events == 0
+    live.write_text("".join(json.dumps(r) + "\n" for r in chat), encoding="utf-8")
+    [thread] = import_claude_code(store, [live]).thread_ids
+    assert thread_state(store, thread).model == "claude-x"
+
+
 def _parallel_calls_session() -> list[bytes]:
     """A turn as Claude Code 2.1.x writes it: one response (`msg_A`) whose parallel tool calls
     are each written after the result of the one before, then the next response."""

@@ -878,6 +878,12 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
     if session.main is not None:
         main_file = _parse(session.main, session.main.stem, summary, skip_bad, partial_tail, seen, session=True, paused=paused)
         summary.files += 1
+    # A live session that has not answered yet waits: the thread's model comes from its first
+    # response (`_model`), and `thread.created`, once written, is never rewritten (taken before,
+    # it had none for good). It is planned all the same, into counts of its own, so a bad line
+    # is refused now.
+    unanswered = partial_tail and not stored and main_file is not None and bool(main_file.units) and _model(main_file) is None
+    outer, summary = summary, ImportSummary() if unanswered else summary
     prefix = session.main.stem if session.main is not None else ""
     agents = []
     for path in session.agents:
@@ -915,6 +921,12 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
             summary.waiting += 1
             continue  # a sub-agent still running: a thread of its own now could never become its fork
         _plan_file(_Writer(plan, agent, summary, str(agent.path), {}, on_bad_line(summary, skip_bad)), agent, link)
+    if unanswered:
+        outer.files += summary.files
+        outer.skipped.update(summary.skipped)
+        outer.bad.extend(summary.bad)
+        outer.waiting += 1 if main_file is not None and not main_file.held else 0  # a held last response counted it
+        return Plan(store=store)
     return plan
 
 
@@ -990,6 +1002,13 @@ def _after_entry(writer: _Writer, file: _File, uuid: str) -> tuple[PlannedStream
     return writer.placed.get("unit:" + entry.unit.first.uuid)
 
 
+def _model(file: _File) -> str | None:
+    """The model of the file's first response that names one (`<synthetic>`, Claude Code's
+    own error message, names none): its thread's."""
+    models = [u.first.line.record["message"].get("model") for u in file.units if u.kind == "assistant"]
+    return next((m for m in models if m and not m.startswith("<")), None)
+
+
 def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | None) -> None:
     """Plan one file's streams: a root thread, or a sub-agent fork at `link`."""
     if not file.units:
@@ -1001,8 +1020,7 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
     if link is None:
         stream_id = stable_id(TOOL, file.key)
         created: dict[str, Any] = {"metadata": {"source": TOOL, **info, "file": writer.name}}
-        models = [u.first.line.record["message"].get("model") for u in file.units if u.kind == "assistant"]
-        model = next((m for m in models if m and not m.startswith("<")), None)
+        model = _model(file)
         if model:
             created["model"] = model
         meta = {"event_id": f"cc:{file.key}:created", "origin": "imported", "source": source}
