@@ -1063,6 +1063,25 @@ def test_a_live_session_whose_first_answer_is_claude_codes_own_error_waits_for_a
     assert thread_state(store, thread).model == "claude-x"
 
 
+def test_a_live_sub_agent_file_that_is_a_thread_of_its_own_waits_for_its_first_response(tmp_path: Path) -> None:
+    """A sub-agent's file no call of its session names (Claude Code 2.0's "Warmup" agents) is a
+    thread of its own, and took no model when read before the agent answered, as a session did."""
+    session = tmp_path / "s-1.jsonl"
+    session.write_text("".join(json.dumps(r) + "\n" for r in _chat_lines(1)), encoding="utf-8")
+    agent = tmp_path / "agent-abcd1234.jsonl"
+    warmup = [{"type": "user", "uuid": "w1", "parentUuid": None, "sessionId": "s-1", "isSidechain": True, "agentId": "abcd1234",
+               "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "Warmup"}},
+              {"type": "assistant", "uuid": "w2", "parentUuid": "w1", "sessionId": "s-1", "isSidechain": True, "agentId": "abcd1234",
+               "timestamp": "2026-01-01T00:00:01Z", "message": {"role": "assistant", "id": "msg_w", "model": "claude-haiku",
+                                                                 "stop_reason": "end_turn", "content": [{"type": "text", "text": "Ready."}]}}]
+    store = Store(":memory:")
+    agent.write_text(json.dumps(warmup[0]) + "\n", encoding="utf-8")
+    import_claude_code(store, [tmp_path], partial_tail=True)
+    agent.write_text("".join(json.dumps(r) + "\n" for r in warmup), encoding="utf-8")
+    threads = import_claude_code(store, [tmp_path]).thread_ids
+    assert sorted(thread_state(store, t).model or "" for t in threads) == ["claude-haiku", "claude-x"]
+
+
 def _parallel_calls_session() -> list[bytes]:
     """A turn as Claude Code 2.1.x writes it: one response (`msg_A`) whose parallel tool calls
     are each written after the result of the one before, then the next response."""

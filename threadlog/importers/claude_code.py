@@ -920,6 +920,9 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
         if link is None and partial_tail and main_file is not None and _not_linked_yet(agent, main_file, running):
             summary.waiting += 1
             continue  # a sub-agent still running: a thread of its own now could never become its fork
+        if link is None and partial_tail and agent.units and _model(agent) is None:
+            summary.waiting += 1
+            continue  # a thread of its own, which takes its model from its first response (`unanswered`)
         _plan_file(_Writer(plan, agent, summary, str(agent.path), {}, on_bad_line(summary, skip_bad)), agent, link)
     if unanswered:
         outer.files += summary.files
