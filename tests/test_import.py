@@ -35,6 +35,7 @@ from threadlog import (
     thread_state,
 )
 from eventstore import integrity
+from projections import validate_request
 from projections.usage import total, usage
 from threadlog.cli import cli
 from threadlog.importers.follow import follow_claude_code
@@ -1739,3 +1740,28 @@ def test_repeated_link_lines_with_other_content_are_skipped(tmp_path: Path) -> N
                     encoding="utf-8")
     summary = import_claude_code(Store(":memory:"), [path])
     assert summary.skipped["duplicate uuid"] == 2 and summary.prompts == 2 and summary.bad == []
+
+
+def test_pi_redacted_thinking_is_sent_back_as_redacted_thinking(mem: Store, tmp_path: Path) -> None:
+    """pi keeps the API's `redacted_thinking` as a thinking block marked `redacted`, its opaque
+    data in `thinkingSignature`: it goes back as the `redacted_thinking` it was, not as a
+    thinking block whose "signature" the API would refuse (and whose text pi made up)."""
+    head = _pi_tree(("u1", None, "user", "go")).splitlines(keepends=True)
+    answer = {"type": "message", "id": "a1", "parentId": "u1", "timestamp": "2025-07-01T10:00:00.000Z",
+              "message": {"role": "assistant", "model": "claude-opus-4-5", "stopReason": "toolUse", "content": [
+                  {"type": "thinking", "thinking": "Let me look.", "thinkingSignature": "c2lnbmVk"},
+                  {"type": "thinking", "thinking": "[Reasoning redacted]", "thinkingSignature": "EmwKAhgBEgy3va", "redacted": True},
+                  {"type": "toolCall", "id": "toolu_1", "name": "bash", "arguments": {"command": "ls"}}]}}
+    result = {"type": "message", "id": "r1", "parentId": "a1", "timestamp": "2025-07-01T10:00:00.000Z",
+              "message": {"role": "toolResult", "toolCallId": "toolu_1", "content": [{"type": "text", "text": "a.txt"}]}}
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join([*head, json.dumps(answer) + "\n", json.dumps(result) + "\n"]))
+    thread = import_pi(mem, [path]).thread_ids[0]
+    kwargs = anthropic_request(mem, thread, model="m", max_tokens=10)
+    validate_request(kwargs)
+    assert [{k: v for k, v in b.items() if k != "cache_control"} for b in kwargs["messages"][1]["content"]] == [
+        {"type": "thinking", "thinking": "Let me look.", "signature": "c2lnbmVk"},
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va"},
+        {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}}]
+    assert import_pi(mem, [path]).added == 0
+    mem.verify()

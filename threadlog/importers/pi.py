@@ -10,8 +10,9 @@ fork at its branch point, or a thread of its own when it leaves before the first
 Anthropic blocks as pi's own Anthropic converter does: `toolCall` → `tool_use`, a run of
 `toolResult` messages → one user message of `tool_result` blocks, as pi's converter sends
 them (one event per result made every event carry the calls still waiting: a message of N
-calls cost N²/2 stored ids), `thinking` with its `thinkingSignature`. A branch that answers tool calls waiting at its point forks with
-`unanswered="keep"`. A `compaction` entry becomes `compaction.recorded`
+calls cost N²/2 stored ids), `thinking` with its `thinkingSignature` (one marked `redacted` is
+the API's `redacted_thinking` as pi keeps it, its data in `thinkingSignature`: that block again).
+A branch that answers tool calls waiting at its point forks with `unanswered="keep"`. A `compaction` entry becomes `compaction.recorded`
 whose `through_offset` is where its first kept entry landed. What pi's `buildSessionContext`
 sends the model besides messages becomes a user message marked `injected`, as pi's
 `convertToLlm` turns it into one: a user `!` command (`bashExecution`; not a `!!` one,
@@ -133,6 +134,11 @@ def _blocks(content: Any, skipped: Counter[str]) -> list[dict[str, Any]]:
         kind = block["type"]
         if kind == "text":
             out.append({"type": "text", "text": block.get("text", "")})
+        elif kind == "thinking" and block.get("redacted") is True:  # the API's redacted_thinking: its data is the "signature"
+            if block.get("thinkingSignature"):
+                out.append({"type": "redacted_thinking", "data": block["thinkingSignature"]})
+            else:
+                skipped["block/thinking redacted without its data"] += 1
         elif kind == "thinking":
             out.append({"type": "thinking", "thinking": block.get("thinking", ""), "signature": block.get("thinkingSignature") or ""})
         elif kind == "toolCall":
