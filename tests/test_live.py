@@ -495,3 +495,41 @@ def test_an_answer_nested_past_what_python_reads_ends_the_run_as_an_error(mem: S
     turn = run_turn(mem, t, "Hello", client(api))
     assert turn.status == "error" and "the API's answer is not JSON" in (turn.error or "")
     assert types(mem, t)[-1] == "run.finished" and thread_state(mem, t).status == "idle"
+
+
+def test_rerun_asks_user_messages_the_original_answered_together_in_one_turn(file_store: Store, api: MessagesAPI) -> None:
+    """Messages the user sent one after the other (a pasted file, then the question) were one
+    turn for the model: rerun asked the model after the first alone, a request the original
+    never made, and its fork held an answer the original has no counterpart of."""
+    t = thread(file_store)
+    api.reply_json(message(text("Hello.")))
+    run_turn(file_store, t, "Hi", client(api))
+    at = file_store.head(t)
+    file_store.append_message(t, "user", "Here is my itinerary: Lyon, then Nice.")
+    api.reply_json(message(text("Lyon by TGV, then the coast.")))
+    run_turn(file_store, t, "How do I get there?", client(api))
+    api.reply_json(message(text("Take the TGV."), model="claude-other"))
+    fork = rerun(file_store, t, at, client(api), model="claude-other")
+    assert len(api.requests) == 3
+    sent = [[b["text"] for b in m["content"]] for m in api.requests[2].json["messages"]]
+    assert sent == [["Hi"], ["Hello."], ["Here is my itinerary: Lyon, then Nice.", "How do I get there?"]]
+    texts = [[b["text"] for b in m.content] for m in thread_state(file_store, fork).messages]
+    assert texts[2:] == [["Here is my itinerary: Lyon, then Nice."], ["How do I get there?"], ["Take the TGV."]]
+    assert all(check_request(file_store, fork, e.offset).ok for e in file_store.read(fork, at) if "request" in e.meta)
+
+
+def test_rerun_asks_a_question_its_fork_ends_on_with_the_next_when_the_original_did(file_store: Store, api: MessagesAPI) -> None:
+    """A failed turn's question the user followed with another (no retry between): the original
+    answered both in one turn, and so does the replay."""
+    t = thread(file_store)
+    api.reply_error(529, "overloaded_error", "Overloaded")
+    assert run_turn(file_store, t, "Train to Lyon?", client(api)).status == "error"
+    at = file_store.head(t)
+    api.reply_json(message(text("The 9:04 TGV, first class.")))
+    run_turn(file_store, t, "First class, please.", client(api))
+    api.reply_json(message(text("TGV at 8, first class."), model="claude-other"))
+    fork = rerun(file_store, t, at, client(api), model="claude-other")
+    assert len(api.requests) == 3
+    assert [[b["text"] for b in m["content"]] for m in api.requests[2].json["messages"]] == [
+        ["Train to Lyon?", "First class, please."]]
+    assert thread_state(file_store, fork).messages[-1].content == text("TGV at 8, first class.")

@@ -590,6 +590,13 @@ def _stop(store: Store, turn: Turn, failure: str | None, interrupt: tuple[str, I
     return turn
 
 
+def _ends_on_question(store: Store, thread: str, at: int) -> bool:
+    """Whether `thread`'s model view as of `at` ends on the user's message (a question no answer
+    followed yet)."""
+    view = thread_state(store, thread, at).messages
+    return bool(view) and view[-1].role == "user"
+
+
 def _describe(error: BaseException) -> str:
     text = str(error) or type(error).__name__
     return f"{type(error).__name__}: {text}" if not text.startswith(type(error).__name__) else text
@@ -614,16 +621,31 @@ def rerun(
 ) -> str:
     """Fork `thread` at `at` and replay, through `run_turn` with `model`, the user messages
     that followed in the original (tool results are not replayed: the tools run again; nor
-    are sub-agents' reports, which answer launches the fork has not made).
+    are sub-agents' reports, which answer launches the fork has not made), one turn for the
+    messages each original turn answered together.
     Returns the fork; `diff(store, thread, fork)` shows both answers side by side.
     A replayed turn that fails or is interrupted stops the replay (the fork keeps it)."""
-    prompts = [  # not a sub-agent's report either: the fork launched no sub-agent
-        (event.offset, event.data["content"])
-        for event in store.read(thread, at)
-        if event.type == "message.appended" and event.data.get("role") == "user"
-        and not any(b.get("type") == "tool_result" for b in event.data.get("content", []))
-        and not str(event.meta.get("actor", "")).startswith("subagent:")
-    ]
+    # The prompts each original turn asked: messages with no answer between them were one turn.
+    # A fork whose history ends on the user's message (a turn that failed there, answered later
+    # by a retry with no new text) asks that question first (None: the fork holds it), with the
+    # messages the original sent before answering it.
+    waiting: list[Any] = [None] if _ends_on_question(store, thread, at) else []
+    turns: list[list[Any]] = []
+    prompts: list[tuple[int, Any]] = []
+    answered = False  # whether the model answered since the last prompt (or the fork point)
+    for event in store.read(thread, at):
+        if event.type != "message.appended":
+            continue
+        if event.data.get("role") == "assistant":
+            answered = True
+        elif (not any(b.get("type") == "tool_result" for b in event.data.get("content", []))
+              and not str(event.meta.get("actor", "")).startswith("subagent:")):  # not a report: the fork launched no sub-agent
+            prompts.append((event.offset, event.data["content"]))
+            if not answered and (turns or waiting):
+                (turns[-1] if turns else waiting).append(event.data["content"])
+            else:
+                turns.append([event.data["content"]])
+            answered = False
     for offset, content in prompts:  # checked as run_turn will, before the fork is made
         try:
             prepare({"type": "message.appended", "data": {"role": "user", "content": content}}, "prompt")
@@ -631,12 +653,11 @@ def rerun(
             raise InvalidEvent(f"offset {offset}", f"the user message there cannot be sent again as stored: {error}; "
                                "nothing was forked") from None
     fork = store.fork(thread, at, metadata="inherit")
-    view = thread_state(store, fork).messages
-    # A fork whose history ends on the user's message (a turn that failed there, answered later
-    # by a retry with no new text): that question is asked first, or it would merge with the next.
-    pending: list[str | list[Json] | None] = [None] if view and view[-1].role == "user" else []
-    for content in [*pending, *(content for _, content in prompts)]:
-        turn = run_turn(store, fork, content, client, model, tools, stream, max_tokens=max_tokens)
+    for asked in [*([waiting] if waiting else []), *turns]:
+        for content in asked[:-1]:  # the turn's other messages, before its last, as the original sent them
+            if content is not None:
+                store.append_message(fork, "user", content)
+        turn = run_turn(store, fork, asked[-1], client, model, tools, stream, max_tokens=max_tokens)
         if turn.status != "ok":
             break
     return fork
