@@ -1765,3 +1765,26 @@ def test_pi_redacted_thinking_is_sent_back_as_redacted_thinking(mem: Store, tmp_
         {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}}]
     assert import_pi(mem, [path]).added == 0
     mem.verify()
+
+
+def test_pi_thinking_another_provider_signed_is_not_sent_as_anthropics(mem: Store, tmp_path: Path) -> None:
+    """pi keeps an OpenAI reasoning item (a redacted one too) in a thinking block's
+    `thinkingSignature`, as JSON: sent to the Messages API as a thinking block's signature, or
+    as redacted_thinking's data, it made every request of the thread fail the signature check.
+    Another provider's thinking is thinking without a signature, which the request leaves out."""
+    item = json.dumps({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA"})
+    head = _pi_tree(("u1", None, "user", "go")).splitlines(keepends=True)
+    answer = {"type": "message", "id": "a1", "parentId": "u1", "timestamp": "2025-07-01T10:00:00.000Z",
+              "message": {"role": "assistant", "api": "openai-responses", "provider": "openai", "model": "gpt-5",
+                          "stopReason": "stop", "content": [
+                              {"type": "thinking", "thinking": "Plan it.", "thinkingSignature": item},
+                              {"type": "thinking", "thinking": "", "thinkingSignature": item, "redacted": True},
+                              {"type": "text", "text": "Planned."}]}}
+    tail = _pi_tree(("u2", "a1", "user", "thanks")).splitlines(keepends=True)[1:]
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join([*head, json.dumps(answer) + "\n", *tail]))
+    thread = import_pi(mem, [path]).thread_ids[0]
+    kwargs = anthropic_request(mem, thread, model="m", max_tokens=10)
+    validate_request(kwargs)
+    assert [[b["type"] for b in m["content"]] for m in kwargs["messages"]] == [["text"], ["text"], ["text"]]
+    assert "rs_1" not in json.dumps(kwargs)

@@ -11,7 +11,9 @@ Anthropic blocks as pi's own Anthropic converter does: `toolCall` → `tool_use`
 `toolResult` messages → one user message of `tool_result` blocks, as pi's converter sends
 them (one event per result made every event carry the calls still waiting: a message of N
 calls cost N²/2 stored ids), `thinking` with its `thinkingSignature` (one marked `redacted` is
-the API's `redacted_thinking` as pi keeps it, its data in `thinkingSignature`: that block again).
+the API's `redacted_thinking` as pi keeps it, its data in `thinkingSignature`: that block again),
+of an answer Anthropic's API gave (another provider's signature, such as an OpenAI reasoning
+item, is left out: its thinking is unsigned, its redacted thinking skipped).
 A branch that answers tool calls waiting at its point forks with `unanswered="keep"`. A `compaction` entry becomes `compaction.recorded`
 whose `through_offset` is where its first kept entry landed. What pi's `buildSessionContext`
 sends the model besides messages becomes a user message marked `injected`, as pi's
@@ -124,9 +126,11 @@ def _block_problem(block: dict[str, Any], where: str) -> str | None:
     return None
 
 
-def _blocks(content: Any, skipped: Counter[str]) -> list[dict[str, Any]]:
+def _blocks(content: Any, skipped: Counter[str], signed: bool = True) -> list[dict[str, Any]]:
     """pi's content as Messages API blocks (checked by `_check`); a block of a kind it does not
-    know is left out and counted in `skipped`."""
+    know is left out and counted in `skipped`. `signed=False`: the message is another provider's,
+    whose `thinkingSignature` (an OpenAI reasoning item, as JSON) no Anthropic check takes: its
+    thinking keeps no signature (the request leaves it out) and its redacted thinking is left out."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     out: list[dict[str, Any]] = []
@@ -135,12 +139,13 @@ def _blocks(content: Any, skipped: Counter[str]) -> list[dict[str, Any]]:
         if kind == "text":
             out.append({"type": "text", "text": block.get("text", "")})
         elif kind == "thinking" and block.get("redacted") is True:  # the API's redacted_thinking: its data is the "signature"
-            if block.get("thinkingSignature"):
+            if block.get("thinkingSignature") and signed:
                 out.append({"type": "redacted_thinking", "data": block["thinkingSignature"]})
             else:
-                skipped["block/thinking redacted without its data"] += 1
+                skipped["block/thinking redacted" + ("" if signed else " by another provider")] += 1
         elif kind == "thinking":
-            out.append({"type": "thinking", "thinking": block.get("thinking", ""), "signature": block.get("thinkingSignature") or ""})
+            signature = (block.get("thinkingSignature") or "") if signed else ""
+            out.append({"type": "thinking", "thinking": block.get("thinking", ""), "signature": signature})
         elif kind == "toolCall":
             out.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": block.get("arguments") or {}})
         elif kind == "image":
@@ -149,6 +154,12 @@ def _blocks(content: Any, skipped: Counter[str]) -> list[dict[str, Any]]:
         else:
             skipped[f"block/{kind}"] += 1
     return out
+
+
+def _anthropic(message: dict[str, Any]) -> bool:
+    """Whether an assistant message is Anthropic's Messages API's (its thinking signatures are
+    the API's): pi names the API and provider of each; a file that names neither is taken as one."""
+    return message.get("api") in (None, "anthropic-messages") and message.get("provider") in (None, "anthropic")
 
 
 @dataclass
@@ -272,7 +283,7 @@ class _Writer:
         return len(last.children) == 1
 
     def _assistant(self, stream: PlannedStream, node: _Node, message: dict[str, Any]) -> None:
-        blocks = _blocks(message["content"], self.summary.skipped)
+        blocks = _blocks(message["content"], self.summary.skipped, _anthropic(message))
         extra: dict[str, Any] = {k: message[k] for k in ("api", "provider", "errorMessage") if k in message}
         if not blocks:
             self.summary.skipped["empty message"] += 1
