@@ -15,7 +15,8 @@ The log keeps what the model produced; the request is the API-valid view of it, 
   result alike, so the pair still matches; so is an id a call before it used (the log takes an
   id again once its result is in, and the API refuses repeated ids);
 - a tool result's own blocks lose their blank texts, and their stored `cache_control` when
-  with the request's own breakpoints they would be more than the API allows.
+  with the request's own breakpoints they would be more than the API allows; a failed one
+  (`is_error`) left with nothing to say says `NO_OUTPUT` (the API refuses it empty).
 
 With `cache=True` there are at most three breakpoints (the API allows 4): the end of the
 system prompt (tools and system are the head of every request of the thread), the last block
@@ -52,6 +53,8 @@ from .state import Message, thread_state
 DEFAULT_MAX_TOKENS = 4096
 EPHEMERAL = {"type": "ephemeral"}
 DIGEST_PREFIX = "sha256:"
+# What a failed tool result with no content says (the API refuses an empty one).
+NO_OUTPUT = "(no output)"
 
 # Blocks that cannot carry cache_control, so a breakpoint moves to the block before them.
 _UNCACHEABLE = frozenset(("thinking", "redacted_thinking"))
@@ -200,7 +203,18 @@ def _to_clean(block: Json) -> bool:
     kind = block.get("type")
     if "cache_control" in block or (kind in ("text", "thinking") and _blank(block)) or (kind in _TOOL_ID and _foreign(block, kind)):
         return True
-    return _blank_inside(block)
+    return _blank_inside(block) or _silent_failure(block)
+
+
+def _silent_failure(block: Json) -> bool:
+    """Whether a block is a failed tool result with nothing to say (no content, blank text, no
+    block but blank texts), which the API refuses ("content cannot be empty if is_error")."""
+    if block.get("type") != "tool_result" or block.get("is_error") is not True:
+        return False
+    inner = block.get("content")
+    if isinstance(inner, str):
+        return not inner.strip()
+    return inner is None or (isinstance(inner, list) and all(isinstance(b, dict) and _blank(b) for b in inner))
 
 
 def _blank_inside(block: Json) -> bool:
@@ -212,6 +226,8 @@ def _blank_inside(block: Json) -> bool:
 def _api_block(block: Json) -> Json:
     """A stored block as the request sends it (see `_cleaned`)."""
     block = _api_ids(_uncached(block))
+    if _silent_failure(block):
+        return {**block, "content": NO_OUTPUT}
     if _blank_inside(block):
         kept = [b for b in block["content"] if not (isinstance(b, dict) and _blank(b))]
         block = {k: v for k, v in block.items() if k != "content"} | ({"content": kept} if kept else {})

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from eventstore import FORK_BOILERPLATE, InvalidEvent, Store
 from projections import anthropic_request, body_digest, check_request, request_body, thread_state, validate_request
-from projections.request import api_tool_id, checkable_offsets
+from projections.request import NO_OUTPUT, api_tool_id, checkable_offsets
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 EXCHANGES = sorted((Path(__file__).parent / "fixtures" / "anthropic-exchanges").glob("*.json"))
@@ -746,3 +746,20 @@ def test_a_fork_of_a_note_fork_follows_its_mode_past_a_turn_that_overrode_it(mem
     assert plain(anthropic_request(mem, child))[:len(last["messages"])] == plain(last)
     for thread in (note, child):
         assert all(check_request(mem, thread, offset).ok for offset in checkable_offsets(mem, thread))
+
+
+@pytest.mark.parametrize("content", ["", "  ", [], [text(" ")]], ids=["empty", "blank", "no-blocks", "blank-block"])
+def test_a_failed_tool_result_with_nothing_to_say_still_says_something(mem: Store, content: Any) -> None:
+    # The API refuses an is_error tool_result without content ("content cannot be empty if
+    # `is_error` is true"): a tool that failed silently, or a result whose blank text the
+    # request drops, made every later request of the thread fail.
+    t = mem.create_thread(model=MODEL)
+    mem.append_message(t, "user", "go")
+    mem.append_message(t, "assistant", [use("a"), use("b")])
+    mem.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "a", "content": content, "is_error": True},
+                                   {"type": "tool_result", "tool_use_id": "b", "content": content}])
+    kwargs = anthropic_request(mem, t)
+    validate_request(kwargs)
+    failed, quiet = plain(kwargs)[2]["content"]
+    assert failed["is_error"] is True and failed["content"] == NO_OUTPUT
+    assert quiet.get("content") in ("", "  ", [], None)   # a result that did not fail may be empty: as it was
