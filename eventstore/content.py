@@ -194,6 +194,56 @@ def validate_thinking(value: Any, field: str) -> None:
         raise InvalidEvent(f"{field}.budget_tokens", f"must be at least {MIN_THINKING_BUDGET:,} (the API's least), not {budget}")
 
 
+@functools.cache
+def _tool_types() -> dict[str, Any]:
+    """Every tool definition TypedDict of the SDK, by its `type` (stable ones win over beta
+    ones, as for blocks); `custom` is the plain tool (`name`, `input_schema`), whose `type`
+    may be left out."""
+    from anthropic.types import ToolUnionParam
+    from anthropic.types.beta import BetaToolUnionParam
+
+    types: dict[str, Any] = {}
+    for union in (ToolUnionParam, BetaToolUnionParam):
+        for member in typing.get_args(union):
+            name = block_type_name(member) if is_typeddict(member) else None
+            if name and name not in types:
+                types[name] = member
+    return types
+
+
+@functools.cache
+def _tool_validator(kind: str) -> TypeAdapter[Any]:
+    return TypeAdapter(_tool_types()[kind])
+
+
+def validate_tools(value: list[Any], field: str) -> None:
+    """Raise `InvalidEvent` naming `field[i]` (and the path inside it) unless every item is a
+    tool definition the SDK knows, strictly typed, as `validate_block` checks a block: a
+    thread's tools go into every request of it and of its forks, so one the API refuses is
+    refused when the thread is made, not on every request after. Imports `anthropic`."""
+    for index, tool in enumerate(value):
+        where = f"{field}[{index}]"
+        if not isinstance(tool, dict):
+            raise InvalidEvent(where, f"a tool definition must be an object, not {type(tool).__name__}")
+        kind = tool.get("type")
+        kind = "custom" if kind is None else kind
+        if not isinstance(kind, str) or kind not in _tool_types():
+            raise InvalidEvent(f"{where}.type", f"unknown tool type {kind!r}; expected one of {', '.join(sorted(_tool_types()))}")
+        validate_with(_tool_validator(kind), tool, where)
+
+
+def validate_system(value: list[Any], field: str) -> None:
+    """Raise `InvalidEvent` naming `field[i]` unless every item is a text block: a system
+    prompt given as blocks is a list of them (the API takes no other kind there)."""
+    for index, block in enumerate(value):
+        where = f"{field}[{index}]"
+        if not isinstance(block, dict) or block.get("type") != "text":
+            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+            raise InvalidEvent(f"{where}.type" if isinstance(block, dict) else where,
+                               f"a system prompt block must be a text block ({{'type': 'text', 'text': ...}}), not {kind!r}")
+        validate_block(block, where)
+
+
 def normalize_content(content: Any, field: str = "content", strict: bool = True) -> list[dict[str, Any]]:
     """A plain string becomes one text block; a list is validated block by block (`strict`:
     see `validate_block`)."""

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, ValidationInfo, field_validator
 
-from .content import first_error, normalize_content, validate_thinking
+from .content import first_error, normalize_content, validate_system, validate_thinking, validate_tools
 from .errors import InvalidEvent, key_not_text
 from .ids import check_id
 
@@ -153,6 +153,26 @@ def _new_id(value: str, info: ValidationInfo) -> str:
 NewId = Annotated[Text, AfterValidator(_new_id)]
 
 
+def _tools(value: list[Json], info: ValidationInfo) -> list[Json]:
+    """A thread's tool definitions, each one the SDK knows (`validate_tools`). One restored
+    from an export keeps what an earlier release let it hold."""
+    if not _restoring(info):
+        validate_tools(value, str(info.field_name))
+    return value
+
+
+def _system_blocks(value: list[Json], info: ValidationInfo) -> list[Json]:
+    """A system prompt given as blocks: text blocks only (`validate_system`), but for one
+    restored from an export."""
+    if not _restoring(info):
+        validate_system(value, str(info.field_name))
+    return value
+
+
+Tools = Annotated[list[Json], AfterValidator(_tools)]
+SystemBlocks = Annotated[list[Json], AfterValidator(_system_blocks)]
+
+
 class Todo(_Model):
     content: Text
     status: Literal["pending", "in_progress", "completed"] | None = None
@@ -162,9 +182,9 @@ class Todo(_Model):
 class ThreadCreated(EventData):
     type: ClassVar[str] = "thread.created"
     title: Text | None = None
-    system: Text | list[Json] | None = None
+    system: Text | SystemBlocks | None = None
     model: Text | None = None
-    tools: list[Json] | None = None
+    tools: Tools | None = None
     metadata: Json | None = None
     thinking: Thinking | None = Field(
         default=None, description="the Messages API `thinking` parameter (the SDK's ThinkingConfigParam) every request of the "
@@ -249,9 +269,9 @@ class ForkConfig(_Model):
     others are inherited (or, with `blank`, start empty)."""
 
     blank: bool | None = Field(default=None, description="start with no system prompt, model, tools or thinking of the parent's")
-    system: Text | list[Json] | None = None
+    system: Text | SystemBlocks | None = None
     model: Text | None = None
-    tools: list[Json] | None = None
+    tools: Tools | None = None
     thinking: Thinking | None = None
 
 

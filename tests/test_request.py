@@ -450,6 +450,34 @@ def test_a_thinking_configuration_the_sdk_does_not_know_is_refused(mem: Store, t
     assert mem.last_position() == before
 
 
+@pytest.mark.parametrize(("config", "where"), [
+    ({"tools": [{"name": "weather"}]}, "tools[0]"),
+    ({"tools": [{"name": "weather", "input_schema": "an object"}]}, "tools[0]"),
+    ({"tools": [{"x": 1}]}, "tools[0]"),
+    ({"tools": ["weather"]}, "tools[0]"),
+    ({"system": [{"text": "You plan trips."}]}, "system[0]"),
+    ({"system": [{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]}, "system[0]"),
+], ids=["tool-without-schema", "tool-schema-not-an-object", "no-tool", "tool-as-text", "system-block-untyped",
+        "system-block-not-text"])
+def test_a_configuration_no_request_could_send_is_refused_when_made(mem: Store, config: dict[str, Any], where: str) -> None:
+    """A thread's system prompt and tools go into every request of it and of its forks: one the
+    SDK's MessageCreateParams refuses was stored, and every request built from it was invalid."""
+    parent = mem.create_thread(model=MODEL)
+    mem.append_message(parent, "user", "hi")
+    before = mem.last_position()
+    with pytest.raises(InvalidEvent) as refused:
+        mem.create_thread(model=MODEL, **config)
+    assert where in refused.value.field
+    with pytest.raises(InvalidEvent) as refused:
+        mem.fork(parent, config=config)
+    assert refused.value.field.startswith(f"config.{where.split('[')[0]}")
+    assert mem.last_position() == before
+    good = mem.create_thread(model=MODEL, system=[text("You plan trips.")], tools=[
+        {"name": "weather", "input_schema": {"type": "object"}}, {"type": "web_search_20250305", "name": "web_search"}])
+    mem.append_message(good, "user", "hi")
+    validate_request(anthropic_request(mem, good))
+
+
 def test_a_thinking_block_without_a_signature_is_left_out_of_the_request(mem: Store) -> None:
     """pi keeps another provider's thinking, and thinking it could not sign, with an empty
     signature: the request sent it, and the API, which checks every thinking block's
