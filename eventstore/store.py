@@ -539,7 +539,18 @@ class Store:
         """Start a root thread with its `thread.created` event; returns the thread id.
 
         `thinking` is the Messages API parameter (e.g. `{"type": "enabled", "budget_tokens":
-        2048}`) that every request of the thread and of its forks and sub-agents sends."""
+        2048}`) that every request of the thread and of its forks and sub-agents sends.
+
+        With an `event_id` in `meta` and no `thread_id`, a call whose thread that id already
+        created returns its id (a retry, as `append` and `fork` take one); other content under
+        the same id is refused."""
+        if thread_id is None and "event_id" in meta:
+            try:
+                made = self.event(meta["event_id"])
+            except InvalidEvent:  # not an id: the append below refuses it by its name
+                made = None
+            if made is not None and made.type == ThreadCreated.type and made.offset == 0:
+                thread_id = made.stream_id  # the append below returns its record, or refuses other content
         thread_id = new_id() if thread_id is None else check_thread_id("thread_id", thread_id)
         data = {"title": title, "system": system, "model": model, "tools": tools, "metadata": metadata, "thinking": thinking}
         event = {"type": ThreadCreated.type, "data": {k: v for k, v in data.items() if v is not None}, "meta": meta}

@@ -104,6 +104,22 @@ def test_idempotent_retry_returns_the_original(store: Store) -> None:
     assert dump(store) == before
 
 
+def test_a_retried_create_thread_returns_the_thread_it_made(store: Store) -> None:
+    """A thread created with an event id and no thread id: the retry after a timeout got a new
+    id drawn, and was refused as an event id of another thread, where a retried fork returns
+    its fork."""
+    t = store.create_thread(title="Trip", metadata={"user": "ana"}, event_id="c-1")
+    before = dump(store)
+    assert store.create_thread(title="Trip", metadata={"user": "ana"}, event_id="c-1") == t
+    assert dump(store) == before
+    with pytest.raises(InvalidEvent, match="'c-1' is already stored at position 1 with different content"):
+        store.create_thread(title="Other", event_id="c-1")
+    (stored,) = store.append(t, [msg("x", event_id="e-1")])
+    with pytest.raises(InvalidEvent, match=f"'e-1' is already used in thread '{t}' \\(position {stored.position}\\)"):
+        store.create_thread(title="Trip", event_id="e-1")
+    assert store.counts() == (1, 2)
+
+
 def test_partial_retry_and_foreign_event_ids_are_refused(store: Store) -> None:
     t, u = store.create_thread(), store.create_thread()
     (stored,) = store.append(t, [msg("x", event_id="e-1")])
