@@ -2,8 +2,10 @@
 
 Each assistant message recorded from the API carries the response's `usage`. A thread is
 charged for its own messages only (a fork does not re-count what it inherited), so the rows
-of a subtree add up to what the whole tree cost. `cache_read_input_tokens` are the input
-tokens served from the prompt cache: sibling forks that share a request prefix read it.
+of a subtree add up to what the whole tree's answers cost (the token counts a
+`compaction.recorded` may carry, for the call that wrote its summary, are not added).
+`cache_read_input_tokens` are the input tokens served from the prompt cache: sibling forks
+that share a request prefix read it.
 A message imported from a pi session keeps pi's own names for the same counts (`input`,
 `output`, `cacheRead`, `cacheWrite`): they are read where the API's names are missing.
 A count is a whole number from 0 to 2**63 - 1: anything else an event's `usage` may hold
