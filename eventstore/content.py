@@ -198,17 +198,26 @@ def validate_thinking(value: Any, field: str) -> None:
 def _tool_types() -> dict[str, Any]:
     """Every tool definition TypedDict of the SDK, by its `type` (stable ones win over beta
     ones, as for blocks); `custom` is the plain tool (`name`, `input_schema`), whose `type`
-    may be left out."""
+    may be left out. A type the SDK spells two ways (`tool_search_tool_regex_20251119` and its
+    undated `tool_search_tool_regex`) is known by both."""
     from anthropic.types import ToolUnionParam
     from anthropic.types.beta import BetaToolUnionParam
 
     types: dict[str, Any] = {}
     for union in (ToolUnionParam, BetaToolUnionParam):
         for member in typing.get_args(union):
-            name = block_type_name(member) if is_typeddict(member) else None
-            if name and name not in types:
-                types[name] = member
+            for name in _type_literals(member) if is_typeddict(member) else ():
+                types.setdefault(name, member)
     return types
+
+
+def _type_literals(typed_dict: Any) -> tuple[str, ...]:
+    """Every value the `type` literal of a TypedDict allows (`block_type_name` is the first)."""
+    literal = typing.get_type_hints(typed_dict, include_extras=True).get("type")
+    while literal is not None and typing.get_origin(literal) is not typing.Literal:
+        args = typing.get_args(literal)
+        literal = args[0] if args else None
+    return typing.get_args(literal) if literal is not None else ()
 
 
 @functools.cache

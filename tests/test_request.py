@@ -478,6 +478,20 @@ def test_a_configuration_no_request_could_send_is_refused_when_made(mem: Store, 
     validate_request(anthropic_request(mem, good))
 
 
+@pytest.mark.parametrize("tool", [
+    {"type": "tool_search_tool_regex", "name": "tool_search_tool_regex"},
+    {"type": "tool_search_tool_bm25", "name": "tool_search_tool_bm25"},
+    {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
+], ids=["regex-undated", "bm25-undated", "regex-dated"])
+def test_a_tool_type_the_sdk_spells_two_ways_is_taken_either_way(mem: Store, tool: dict[str, Any]) -> None:
+    """The SDK's tool search tools take their dated `type` or the undated one: only the first
+    spelling was known, so a thread given the other was refused ("unknown tool type")."""
+    deferred = {"name": "weather", "input_schema": {"type": "object"}, "defer_loading": True}
+    t = mem.create_thread(model=MODEL, tools=[tool, deferred])
+    mem.append_message(t, "user", "hi")
+    validate_request(anthropic_request(mem, t))
+
+
 def test_a_thinking_block_without_a_signature_is_left_out_of_the_request(mem: Store) -> None:
     """pi keeps another provider's thinking, and thinking it could not sign, with an empty
     signature: the request sent it, and the API, which checks every thinking block's
