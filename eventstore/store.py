@@ -544,18 +544,32 @@ class Store:
         With an `event_id` in `meta` and no `thread_id`, a call whose thread that id already
         created returns its id (a retry, as `append` and `fork` take one); other content under
         the same id is refused."""
-        if thread_id is None and "event_id" in meta:
-            try:
-                made = self.event(meta["event_id"])
-            except InvalidEvent:  # not an id: the append below refuses it by its name
-                made = None
-            if made is not None and made.type == ThreadCreated.type and made.offset == 0:
-                thread_id = made.stream_id  # the append below returns its record, or refuses other content
+        retried = thread_id is None and "event_id" in meta
+        if retried:
+            thread_id = self._created_by(meta["event_id"])  # the append below returns its record, or refuses other content
         thread_id = new_id() if thread_id is None else check_thread_id("thread_id", thread_id)
         data = {"title": title, "system": system, "model": model, "tools": tools, "metadata": metadata, "thinking": thinking}
         event = {"type": ThreadCreated.type, "data": {k: v for k, v in data.items() if v is not None}, "meta": meta}
-        self.append(thread_id, [event], expect="no_stream")
+        try:
+            self.append(thread_id, [event], expect="no_stream")
+        except InvalidEvent:
+            # A call with this event id made its thread meanwhile (a retry racing its original,
+            # looked up before the original wrote): once more, into the thread that one made.
+            made = self._created_by(meta["event_id"]) if retried else None
+            if made is None or made == thread_id:
+                raise
+            self.append(made, [event], expect="no_stream")
+            return made
         return thread_id
+
+    def _created_by(self, event_id: Any) -> str | None:
+        """The thread whose `thread.created` has this event id, or None (an id of no such event,
+        or no id at all: the append refuses that by its name)."""
+        try:
+            made = self.event(event_id)
+        except InvalidEvent:
+            return None
+        return made.stream_id if made is not None and made.type == ThreadCreated.type and made.offset == 0 else None
 
     # -- append -------------------------------------------------------------------------------
 

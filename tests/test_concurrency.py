@@ -7,9 +7,12 @@ The tailing reader checks exactly that from the outside.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from tests import stored
 from threadlog import Store
@@ -151,3 +154,36 @@ def test_the_tailing_reader_catches_a_position_committed_after_a_higher_one(tmp_
     err = tailer.wait()
     print(f"\nforged a commit of position 90 after 100: the tailing reader reported {tailer.lines[-1]}")
     assert tailer.proc.returncode == 3 and tailer.lines[-1] == {"op": "late", "positions": [90], "last": 100}, err
+
+
+_CREATOR = """
+import json, sys
+from threadlog import InvalidEvent, Store
+target, round_ = sys.argv[1:]
+store = Store(target)
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    out = store.create_thread(title="trip", event_id=f"create-{round_}")
+except InvalidEvent as error:
+    out = "refused: " + str(error)
+print(json.dumps(out), flush=True)
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_processes_retrying_one_create_thread_at_once_get_its_one_thread(tmp_path: Path, backend: str) -> None:
+    """A retried create_thread returns the thread it made, however the retries meet: a retry
+    that looked its event id up before the original wrote it drew a thread id of its own and
+    was refused ("already used in thread ..."), where a retried append or fork is answered."""
+    from tests.backends import postgres_url
+    from tests.procs import started_together
+
+    target = postgres_url() if backend == "postgresql" else str(tmp_path / "created.db")
+    Store(target).close()
+    for round_ in range(3):
+        with started_together([["-c", _CREATOR, target, str(round_)] for _ in range(4)]) as procs:
+            outs = [json.loads(proc.communicate(timeout=120)[0].splitlines()[-1]) for proc in procs]
+        assert len(set(outs)) == 1 and not outs[0].startswith("refused"), outs
+    with Store(target) as store:
+        assert store.counts() == (3, 3)
