@@ -149,6 +149,21 @@ def test_an_appended_event_appears_on_the_open_page_within_two_seconds(served, p
     page.locator(".fork-here a.fork-link", has_text=fork).wait_for(timeout=2_000)  # a new fork's card, where it was made
 
 
+def test_a_fork_made_at_an_earlier_offset_appears_live_where_it_was_made(served, page) -> None:
+    base, path, _ = served
+    page.goto(url(base, "/thread", id="long"))  # the latest page: offsets 151..250
+    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    with Store(path) as store:
+        fork = store.fork("long", at=200)
+    card = page.locator(".fork-here a.fork-link", has_text=fork)
+    card.wait_for(timeout=2_000)
+    items = page.eval_on_selector_all("#rows > li.item", "items => items.map(item => [item.id, Number(item.dataset.offset)])")
+    offsets = [offset for _, offset in items]
+    assert offsets == sorted(offsets)  # after offset 199, as the page shows it once reloaded; not at the end
+    at = [name for name, _ in items].index("forks-200")
+    assert (items[at - 1][1], items[at + 1][1]) == (199, 200)
+
+
 def test_hostile_strings_run_nothing_and_show_as_text(served, page, shots: Path) -> None:
     base, _, ids = served
     page.goto(base + "/?all=1")

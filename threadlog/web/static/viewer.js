@@ -14,19 +14,29 @@ function replaySlider() {
   slider.addEventListener("change", () => slider.form.submit());
 }
 
-function upsert(list, entry) {
+// An item the page does not have yet goes where the page would show it: after the item the
+// update lists before it (a fork card made at an earlier offset went to the end of the list),
+// or, when it comes first, before the first item of a later offset (and that item's anchor).
+function upsert(list, entry, previous) {
   const holder = document.createElement("template");
   holder.innerHTML = entry.html.trim();
   const fresh = holder.content.firstElementChild;
-  if (!fresh) return;
+  if (!fresh) return previous;
   const old = document.getElementById(entry.id);
   if (old) {
     const open = old.querySelectorAll("details[open]").length > 0;
     old.replaceWith(fresh);
     if (open) fresh.querySelectorAll("details").forEach((d) => { d.open = true; });
+  } else if (previous && previous.parentNode === list) {
+    previous.after(fresh);
   } else {
-    list.appendChild(fresh);
+    const offset = Number(fresh.dataset.offset);
+    const later = Array.from(list.querySelectorAll(":scope > li.item")).find((el) => Number(el.dataset.offset) > offset);
+    const before = later && later.previousElementSibling && later.previousElementSibling.classList.contains("anchor")
+      ? later.previousElementSibling : later;
+    list.insertBefore(fresh, before || null);
   }
+  return fresh;
 }
 
 function liveRows() {
@@ -56,7 +66,8 @@ function liveRows() {
       }
       return;
     }
-    update.items.forEach((entry) => upsert(list, entry));
+    let previous = null;
+    update.items.forEach((entry) => { previous = upsert(list, entry, previous); });
     for (const id of ["range-stop", "range-end"]) {
       const el = document.getElementById(id);
       if (el) el.textContent = String(update.head);
