@@ -268,3 +268,23 @@ def test_each_row_carries_its_provenance(client: TestClient, built: tuple[Path, 
     for name, value in (("stream", inherited.stream_id), ("offset", inherited.offset), ("position", inherited.position),
                         ("time", inherited.time), ("origin", "live")):
         assert f"<dt>{name}</dt><dd>" in item and str(value) in item.split(f"<dt>{name}</dt><dd>")[1].split("</dd>")[0]
+
+
+def test_the_list_offers_older_threads_only_when_there_are_some(tmp_path: Path) -> None:
+    """A file of exactly one page of threads offered "Older threads →", to a page that said
+    "No threads in this file yet"."""
+    from threadlog.web.pages import THREADS
+
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        for i in range(THREADS):
+            store.create_thread(title=f"thread {i}")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        page = client.get("/").text
+        assert page.count('class="thread-row"') == THREADS and 'rel="next"' not in page
+        with Store(path) as store:
+            store.create_thread(title="one more")
+        page = client.get("/").text
+        assert page.count('class="thread-row"') == THREADS and 'rel="next"' in page
+        older = client.get("/?before=" + page.split('rel="next" href="/?before=')[1].split('"')[0]).text
+        assert older.count('class="thread-row"') == 1 and "thread 0" in older

@@ -65,7 +65,8 @@ def threads_page(request: Request) -> Response:
     forks = request.query_params.get("all") == "1"
     query = request.query_params.get("q", "").strip()
     with view.open() as store:
-        entries = listing(store, store.threads(THREADS, before, forks=forks))
+        infos = store.threads(THREADS + 1, before, forks=forks)  # one more than shown: whether there are older ones
+        entries = listing(store, infos[:THREADS])
         indexed, last = store.index_position(), store.last_position()
         searchable = indexed > 0
         hits, search_error = [], None
@@ -75,7 +76,7 @@ def threads_page(request: Request) -> Response:
             except StoreError as error:
                 search_error = str(error)
         badge = view.integrity.badge(last)
-    more = entries[-1]["last_position"] if len(entries) == THREADS else None
+    more = entries[-1]["last_position"] if len(infos) > THREADS else None
     return view.render(request, "threads.html", entries=entries, forks=forks, before=before, more=more,
                        searchable=searchable, query=query, hits=hits, search_error=search_error, badge=badge,
                        unindexed=last - indexed if searchable else 0)
