@@ -628,6 +628,26 @@ def test_a_message_of_many_blocks_shows_its_first_rows_and_counts_the_rest(tmp_p
         assert shown.status_code == 200 and len(shown.content) < 400_000 and "and 4800 more blocks" in shown.text
 
 
+def test_a_tool_result_of_many_parts_shows_its_first_parts_and_counts_the_rest(tmp_path: Path) -> None:
+    """A result's content parts were all shown: one result of 200,000 short texts (a 4 MB
+    file) made a 4.3 MB page, and the page and a live update grew with the result."""
+    from threadlog.web.live import _poll
+
+    path = tmp_path / "parts.db"
+    with Store(path) as store:
+        t = store.create_thread(thread_id="parts")
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}])
+        store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                          "content": [{"type": "text", "text": f"part {i}"} for i in range(50_000)]}])
+    app = create_app(str(path))
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        page = c.get("/thread", params={"id": "parts"})
+    _, update = _poll(app.state.viewer, "parts", 0, 0)
+    assert update is not None
+    for shown in (page.text, update):
+        assert len(shown) < 100_000 and "part 199<" in shown and "part 200<" not in shown and "and 49800 more parts" in shown
+
+
 def test_a_live_stream_over_an_event_of_the_wrong_shape_ends_with_a_failed_event(tmp_path: Path) -> None:
     """The poll's AttributeError escaped the stream: the server logged a traceback, the
     connection dropped, and the browser reconnected to fail again, over and over."""

@@ -25,7 +25,7 @@ from starlette.responses import StreamingResponse
 from eventstore import StoreError
 from eventstore.errors import MISSHAPEN, misshapen
 
-from .items import thread_items
+from .items import ROWS_PER_EVENT, thread_items
 from .query import whole_number
 from .render import link, markdown_budget, visible
 from .viewer import Viewer, viewer
@@ -72,7 +72,8 @@ def _poll(view: Viewer, thread: str, position: int, start: int) -> tuple[int, st
     template = view.env.get_template("_item.html")
     # The id as the row's element holds it on the page (`visible`): the live script finds the row by it.
     with markdown_budget():
-        rendered = [{"id": visible(item.id), "html": visible(template.render(item=item, thread=thread))} for item in items]
+        rendered = [{"id": visible(item.id), "html": visible(template.render(item=item, thread=thread, rows_per_event=ROWS_PER_EVENT))}
+                    for item in items]
     return position, json.dumps({"head": head, "position": position, "items": rendered})
 
 
