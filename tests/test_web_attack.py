@@ -641,10 +641,10 @@ def test_a_tool_result_of_many_parts_shows_its_first_parts_and_counts_the_rest(t
                                           "content": [{"type": "text", "text": f"part {i}"} for i in range(50_000)]}])
     app = create_app(str(path))
     with TestClient(app, base_url="http://127.0.0.1") as c:
-        page = c.get("/thread", params={"id": "parts"})
+        page, replay = c.get("/thread", params={"id": "parts"}), c.get("/replay", params={"id": "parts"})
     _, update = _poll(app.state.viewer, "parts", 0, 0)
     assert update is not None
-    for shown in (page.text, update):
+    for shown in (page.text, replay.text, update):
         assert len(shown) < 100_000 and "part 199<" in shown and "part 200<" not in shown and "and 49800 more parts" in shown
 
 

@@ -288,3 +288,26 @@ def test_the_list_offers_older_threads_only_when_there_are_some(tmp_path: Path) 
         assert page.count('class="thread-row"') == THREADS and 'rel="next"' in page
         older = client.get("/?before=" + page.split('rel="next" href="/?before=')[1].split('"')[0]).text
         assert older.count('class="thread-row"') == 1 and "thread 0" in older
+
+
+def test_the_replay_shows_a_tool_result_as_the_thread_page_does(tmp_path: Path) -> None:
+    """The replay showed a tool result's content as JSON: a file a tool read was one line of
+    `"text": "…\\n…"`, and an image in a result its base64 data, where the thread page shows
+    the text and `[image]`."""
+    path = tmp_path / "t.db"
+    picture = "iVBORw0KGgo" * 100
+    with Store(path) as store:
+        thread = store.create_thread(thread_id="t")
+        store.append_message(thread, "user", "read it")
+        store.append_message(thread, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "a.py"}},
+                                                   {"type": "tool_use", "id": "toolu_2", "name": "Read", "input": {"path": "b.py"}}])
+        store.append_message(thread, "user", [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                {"type": "text", "text": "def f():\n    return '<ok>'"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": picture}}]},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "import os\nimport sys", "is_error": True}])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        rows, replay = client.get("/thread?id=t").text, client.get("/replay?id=t").text
+    for page in (rows, replay):
+        assert "<pre>def f():\n    return &#39;&lt;ok&gt;&#39;</pre>" in page and "<pre>[image]</pre>" in page
+        assert "<pre>import os\nimport sys</pre>" in page and picture not in page
