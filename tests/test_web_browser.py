@@ -198,6 +198,25 @@ def test_hostile_strings_run_nothing_and_show_as_text(served, page, shots: Path)
     assert page.evaluate(f"typeof window.{FLAG}") == "undefined"
 
 
+def test_a_long_unbroken_string_stays_inside_its_row(served, page) -> None:
+    """A word longer than the row (a pasted minified line, a long path, an id) ran out of its
+    row and widened the page to 32,000 px: in a message, a heading, inline code, an interrupt's
+    question, the replay, and a fork's id on its page and on the diff beside its parent."""
+    base, path, _ = served
+    word = "A" * 3000
+    with Store(path) as store:
+        wide = store.create_thread(title="wide", thread_id="wide")
+        store.append_message(wide, "user", f"word {word}")
+        store.append_message(wide, "assistant", f"# {word}\n\ncode `{word}`")
+        store.append(wide, [{"type": "interrupt.raised", "data": {"interrupt_id": "ask", "question": word}}])
+        fork = store.fork(wide, fork_id="F" * 200)
+        store.append_message(fork, "user", word)
+    for target in (url(base, "/thread", id=wide), url(base, "/replay", id=wide), url(base, "/thread", id=fork),
+                   url(base, "/diff", a=fork)):
+        page.goto(target)
+        assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth"), target
+
+
 def test_the_tree_has_one_node_per_thread(served, page, shots: Path) -> None:
     base, path, ids = served
     page.goto(url(base, "/tree", id=ids["deeper"]))
