@@ -217,6 +217,22 @@ def test_a_long_unbroken_string_stays_inside_its_row(served, page) -> None:
         assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth"), target
 
 
+def test_the_list_keeps_ids_kinds_and_times_on_one_line(served, page) -> None:
+    """Beside a long title the list broke its short columns anywhere: an id over three lines,
+    `thr` / `ead`, a date split at its hyphens."""
+    base, path, _ = served
+    with Store(path) as store:
+        store.create_thread(title=" ".join(["a long title of many words"] * 8), thread_id="titled")
+    page.goto(base + "/?all=1")
+    # What each cell of the short columns holds is one line of its text tall.
+    lines = page.eval_on_selector_all("#threads td:not(:first-child)", """cells => cells.map(cell => {
+        const text = document.createRange();
+        text.selectNodeContents(cell);
+        return Math.round(text.getBoundingClientRect().height / (parseFloat(getComputedStyle(cell).fontSize) * 1.5));
+    })""")
+    assert lines and set(lines) == {1}, lines
+
+
 def test_the_tree_has_one_node_per_thread(served, page, shots: Path) -> None:
     base, path, ids = served
     page.goto(url(base, "/tree", id=ids["deeper"]))
