@@ -311,3 +311,20 @@ def test_the_replay_shows_a_tool_result_as_the_thread_page_does(tmp_path: Path) 
     for page in (rows, replay):
         assert "<pre>def f():\n    return &#39;&lt;ok&gt;&#39;</pre>" in page and "<pre>[image]</pre>" in page
         assert "<pre>import os\nimport sys</pre>" in page and picture not in page
+
+
+def test_thinking_returned_empty_is_not_called_redacted(tmp_path: Path) -> None:
+    """A thinking block with no text (a signed one Claude Code stored empty, as newer models
+    return it) showed "(redacted thinking)", read as erased when nothing was: only a
+    `redacted_thinking` block says so."""
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(thread_id="t")
+        store.append_message(thread, "user", "think")
+        store.append_message(thread, "assistant", [{"type": "thinking", "thinking": "", "signature": "sig"},
+                                                   {"type": "text", "text": "answer"}])
+        store.append_message(thread, "user", "again")
+        store.append_message(thread, "assistant", [{"type": "redacted_thinking", "data": "opaque"}, {"type": "text", "text": "more"}])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        for page in (client.get("/thread?id=t").text, client.get("/replay?id=t").text):
+            assert page.count("(redacted thinking)") == 1 and page.count("(empty: no thinking text was returned)") == 1
