@@ -31,7 +31,9 @@ class Row:
     compaction, or a content block type (image, document, …) shown as a placeholder.
 
     `injected_by` names the tool that wrote a user message's text into the conversation
-    (`projections.injected`): a UI shows it as the harness's, not as typed by the user."""
+    (`projections.injected`): a UI shows it as the harness's, not as typed by the user.
+    An interrupt's row holds the `answer` that resolved it, or the `reason` that cancelled it
+    (a fork's demotion gives none)."""
 
     id: str
     kind: str
@@ -47,6 +49,8 @@ class Row:
     status: str | None = None
     collapsed: bool | None = None
     injected_by: str | None = None
+    answer: Any = None
+    reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Its fields as a JSON-ready dict, those that are None left out (as `--json` prints it)."""
@@ -149,7 +153,10 @@ class _Fold:
         if type_ in ("interrupt.resolved", "interrupt.cancelled"):
             row = self.rows.get(self.interrupts.pop(data.get("interrupt_id", ""), ""))
             if row is not None:
-                row.status = "resolved" if type_ == "interrupt.resolved" else "cancelled"
+                if type_ == "interrupt.resolved":
+                    row.status, row.answer = "resolved", data.get("answer")
+                else:
+                    row.status, row.reason = "cancelled", data.get("reason")
 
     def _forked(self, data: dict[str, Any]) -> None:
         for interrupt_id in list(self.interrupts):

@@ -52,6 +52,10 @@ def test_rows_blame_diff(demo: tuple[Path, dict[str, object]]) -> None:
     t, fork = str(ids["thread"]), str(ids["fork"])
     code, out, _ = _run(db, "rows", t, "--json")
     assert code == 0 and {r["kind"] for r in json.loads(out)} >= {"text", "tool_call", "tool_result", "interrupt"}
+    assert {"kind": "interrupt", "status": "resolved", "answer": "08:00"}.items() <= next(
+        r for r in json.loads(out) if r["kind"] == "interrupt").items()
+    code, out, _ = _run(db, "rows", t)
+    assert "? Which train should I book? [resolved] 08:00" in out  # what the human answered
     code, out, _ = _run(db, "rows", fork)
     assert "⑃ Forked from" in out
     code, out, _ = _run(db, "blame", fork, "--json")

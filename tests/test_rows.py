@@ -48,6 +48,26 @@ def test_ids_are_stable_and_status_changes_in_place(mem: Store) -> None:
     assert display_rows(mem, t) == after  # deterministic
 
 
+def test_an_interrupt_row_holds_what_answered_or_withdrew_it(mem: Store) -> None:
+    """The human's answer is part of the conversation: its row shows it (and a cancellation's
+    reason), on a page too, where the answer is past the page's events."""
+    t = _thread(mem)
+    mem.append(t, [{"type": "interrupt.raised", "data": {"interrupt_id": "again", "question": "Sure?"}}])
+    mem.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": "ask", "answer": {"train": "08:00", "seats": 2}}}])
+    mem.append(t, [{"type": "interrupt.cancelled", "data": {"interrupt_id": "again", "reason": "the user left"}}])
+    asked, again = display_rows(mem, t)[5:7]
+    assert (asked.status, asked.answer, asked.reason) == ("resolved", {"train": "08:00", "seats": 2}, None)
+    assert (again.status, again.answer, again.reason) == ("cancelled", None, "the user left")
+    assert asked.to_json()["answer"] == {"train": "08:00", "seats": 2} and "reason" not in asked.to_json()
+    (paged,) = display_rows(mem, t, start=4, stop=5)  # the interrupt's page alone: its answer comes later
+    assert (paged.status, paged.answer) == ("resolved", {"train": "08:00", "seats": 2})
+    before = display_rows(mem, t, at=5)[5]  # as of before the answer
+    assert (before.status, before.answer) == ("pending", None)
+    fork = mem.fork(t, 5)  # demoted by the fork: cancelled, with no reason given
+    demoted = [r for r in display_rows(mem, fork) if r.kind == "interrupt"][0]
+    assert (demoted.status, demoted.answer, demoted.reason) == ("cancelled", None, None)
+
+
 def test_primed_messages_make_no_rows_imported_ones_do(mem: Store) -> None:
     t = mem.create_thread()
     mem.append_message(t, "user", "go")

@@ -716,3 +716,21 @@ def test_the_thread_list_shows_last_activity_as_ls_does(tmp_path: Path) -> None:
     assert {t: html.unescape(cell) for t, cell in rows.items() if t != "old"} == shown_by_ls == {
         "kolkata": "2026-01-31 06:30:00", "zulu": "2026-01-31 12:00:00", "basic": "2026-01-31 20:00:00"}
     assert rows["old"] == "&lt;b&gt;noon&lt;/b&gt;" and "<b>noon" not in page
+
+
+def test_an_interrupt_card_shows_its_answer_or_reason_as_text(tmp_path: Path) -> None:
+    """What the human answered (any JSON) and why an interrupt was withdrawn are on its card,
+    escaped like every stored string."""
+    path = tmp_path / "asked.db"
+    with Store(path) as store:
+        t = store.create_thread(title="t")
+        store.append_message(t, "user", "book it")
+        store.append(t, [{"type": "interrupt.raised", "data": {"interrupt_id": "a", "question": "Which?"}},
+                         {"type": "interrupt.raised", "data": {"interrupt_id": "b", "question": "Pay?"}}])
+        store.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": "a", "answer": {"pick": "<script>x()</script>"}}},
+                         {"type": "interrupt.cancelled", "data": {"interrupt_id": "b", "reason": "<img src=x onerror=y()>"}}])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/thread", params={"id": t}).text
+    assert "&#34;pick&#34;: &#34;&lt;script&gt;x()&lt;/script&gt;&#34;" in page, page
+    assert "reason: &lt;img src=x onerror=y()&gt;" in page
+    assert "<script>x()" not in page and "<img src=x" not in page

@@ -161,7 +161,10 @@ def row_line(row: Row) -> str:
     elif row.kind == "thinking":
         body = "… thinking (collapsed)"
     elif row.kind == "interrupt":
+        said = row.answer if row.status == "resolved" else row.reason
         body = f"? {row.text or row.interrupt_id} [{row.status}]"
+        if said is not None:
+            body += " " + (said if isinstance(said, str) else json.dumps(said, ensure_ascii=False, sort_keys=True))
     else:
         body = row.text or f"[{row.kind}]"
     body = " ".join(body.split())
