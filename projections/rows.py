@@ -28,7 +28,9 @@ from .injected import injected_by
 @dataclass(slots=True)
 class Row:
     """One UI row. `kind` is one of text, tool_call, tool_result, thinking, interrupt, fork,
-    compaction, or a content block type (image, document, …) shown as a placeholder.
+    compaction, or a content block type (image, document, server_tool_use, …) shown as a
+    placeholder that says which one it is where the block does (`[document] <title>`, a server
+    tool call's name, input and id).
 
     `injected_by` names the tool that wrote a user message's text into the conversation
     (`projections.injected`): a UI shows it as the harness's, not as typed by the user.
@@ -91,7 +93,19 @@ def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, s
         elif kind in ("thinking", "redacted_thinking"):
             rows[base["id"]] = Row(kind="thinking", role=role, text=block.get("thinking"), collapsed=True, **base)
         else:
-            rows[base["id"]] = Row(kind=str(kind), role=role, text=f"[{kind}]", **base)
+            rows[base["id"]] = _other(block, str(kind), role, base)
+
+
+def _other(block: dict[str, Any], kind: str, role: Any, base: dict[str, Any]) -> Row:
+    """A row of another block type: `[kind]`, with what says which one it is where the block
+    has it (a server or MCP tool call's name, input and id, a result's call id, a document's
+    or search result's title)."""
+    name, title = block.get("name"), block.get("title")
+    call_id = block.get("id") if kind.endswith("tool_use") else block.get("tool_use_id")
+    shown = name if isinstance(name, str) else title if isinstance(title, str) else None
+    return Row(kind=kind, role=role, text=f"[{kind}]" if shown is None else f"[{kind}] {shown}",
+               name=name if isinstance(name, str) else None, input=block.get("input"),
+               tool_use_id=call_id if isinstance(call_id, str) else None, **base)
 
 
 class _Fold:

@@ -68,6 +68,27 @@ def test_an_interrupt_row_holds_what_answered_or_withdrew_it(mem: Store) -> None
     assert (demoted.status, demoted.answer, demoted.reason) == ("cancelled", None, None)
 
 
+def test_a_server_tool_call_and_a_document_say_which_they_are(mem: Store) -> None:
+    """Blocks of other types are placeholders, but ones that say which they are: a web search's
+    name, query and id, its result's call id, a document's title."""
+    t = mem.create_thread()
+    mem.append_message(t, "user", [{"type": "document", "title": "Timetable",
+                                    "source": {"type": "text", "media_type": "text/plain", "data": "08:00 Lyon"}},
+                                   {"type": "text", "text": "When?"}])
+    mem.append_message(t, "assistant", [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "trains to Lyon"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+         "content": [{"type": "web_search_result", "url": "https://example.com", "title": "SNCF", "encrypted_content": "e"}]},
+        {"type": "text", "text": "At eight."},
+    ])
+    document, _, call, result, _ = display_rows(mem, t)
+    assert (document.kind, document.text) == ("document", "[document] Timetable")
+    assert (call.kind, call.text, call.name, call.input, call.tool_use_id) == (
+        "server_tool_use", "[server_tool_use] web_search", "web_search", {"query": "trains to Lyon"}, "srvtoolu_1")
+    assert (result.kind, result.text, result.tool_use_id, result.input) == (
+        "web_search_tool_result", "[web_search_tool_result]", "srvtoolu_1", None)
+
+
 def test_primed_messages_make_no_rows_imported_ones_do(mem: Store) -> None:
     t = mem.create_thread()
     mem.append_message(t, "user", "go")

@@ -734,3 +734,16 @@ def test_an_interrupt_card_shows_its_answer_or_reason_as_text(tmp_path: Path) ->
     assert "&#34;pick&#34;: &#34;&lt;script&gt;x()&lt;/script&gt;&#34;" in page, page
     assert "reason: &lt;img src=x onerror=y()&gt;" in page
     assert "<script>x()" not in page and "<img src=x" not in page
+
+
+def test_a_server_tool_call_shows_its_name_and_input_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "server.db"
+    with Store(path) as store:
+        t = store.create_thread(title="t")
+        store.append_message(t, "user", "search")
+        store.append_message(t, "assistant", [{"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+                                               "input": {"query": "<script>q()</script>"}}])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/thread", params={"id": t}).text
+    assert "[server_tool_use] web_search" in page
+    assert "&#34;query&#34;: &#34;&lt;script&gt;q()&lt;/script&gt;&#34;" in page and "<script>q()" not in page
