@@ -151,6 +151,22 @@ def test_tree_shows_titles(db: Path) -> None:
     assert ok(db, "tree", t).count("Trip to Lyon") == 2
 
 
+def test_a_full_page_of_trees_says_where_the_next_begins(db: Path) -> None:
+    """`tree` pages root threads as `ls` does; a full page said nothing, so a file of 21 roots
+    looked like one of 20."""
+    a = ok(db, "new", "--title", "Alpha").strip()
+    b = ok(db, "new", "--title", "Beta").strip()
+    c = ok(db, "new", "--title", "Gamma").strip()
+    code, page, err = invoke(db, "tree", "-n", "2")
+    assert code == 0 and [line.split()[0] for line in page.splitlines()] == [c, b]
+    before = re.fullmatch(r"\(next page: the same command with --before (\d+)\)\n", err)
+    assert before is not None, err
+    code, page, err = invoke(db, "tree", "-n", "2", "--before", before[1])
+    assert code == 0 and [line.split()[0] for line in page.splitlines()] == [a] and err == ""
+    code, page, err = invoke(db, "tree", "-n", "2", "--json")
+    assert code == 0 and err == "" and [t["id"] for t in json.loads(page)] == [c, b]
+
+
 def test_thread_ids_complete_in_the_shell(db: Path) -> None:
     with Store(db) as store:
         store.create_thread(thread_id="abc123")

@@ -826,8 +826,11 @@ def log(store: Store, thread: str, start: int, stop: int | None, tail: int | Non
 @with_store()
 def tree(store: Store, thread: str | None, limit: int, before: int | None, everything: bool, as_json: bool,
          no_pager: bool) -> None:
-    """The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree holding THREAD."""
+    """The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree holding THREAD.
+
+    A full page of trees ends with where the next begins, on stderr, as `ls` does."""
     limited = click.get_current_context().get_parameter_source("limit") != click.core.ParameterSource.DEFAULT
+    next_page = None  # as `ls`: a full page of roots names where the next begins
     if thread is not None and (everything or before is not None or limited):
         raise click.UsageError("-n, --all and --before choose root threads' trees: give them without THREAD")
     if everything and before is not None:
@@ -842,14 +845,18 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
     elif everything:
         threads = store.all_threads()
     else:  # a page of an index, however many threads the file holds
-        threads = [t for root in store.threads(limit, before, forks=False) for t in store.subtree(root.id)]
+        roots = store.threads(limit, before, forks=False)
+        threads = [t for root in roots for t in store.subtree(root.id)]
+        next_page = roots[-1].last_position if len(roots) == limit else None
         if not threads and before is None:
             _check_rootless(store)
     titles = store.titles(threads)
     if as_json:
         _emit_json([{**t.to_json(), "title": titles[t.id]} for t in threads])
-    else:
-        output.lines(tree_lines(threads, titles), pager=not no_pager)
+        return
+    output.lines(tree_lines(threads, titles), pager=not no_pager)
+    if next_page is not None:
+        click.echo(f"(next page: the same command with --before {next_page})", err=True)
 
 
 @cli.command()
