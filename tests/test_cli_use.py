@@ -167,6 +167,17 @@ def test_a_full_page_of_trees_says_where_the_next_begins(db: Path) -> None:
     assert code == 0 and err == "" and [t["id"] for t in json.loads(page)] == [c, b]
 
 
+def test_search_takes_limit_as_ls_and_tree_do(db: Path) -> None:
+    """`-n` bounds `ls`, `tree` and `search` alike; `ls` and `tree` also spell it `--limit`,
+    which `search` refused ("No such option")."""
+    t = ok(db, "new").strip()
+    for text in ("a ferry", "the ferry", "one ferry"):
+        ok(db, "append", t, "--role", "user", "--text", text)
+    short = json.loads(ok(db, "search", "ferry", "-n", "2", "--json"))["hits"]
+    long = json.loads(ok(db, "search", "ferry", "--limit", "2", "--json"))["hits"]
+    assert len(short) == 2 and long == short
+
+
 def test_thread_ids_complete_in_the_shell(db: Path) -> None:
     with Store(db) as store:
         store.create_thread(thread_id="abc123")

@@ -1501,7 +1501,7 @@ def usage_command(store: Store, thread: str, as_json: bool) -> None:
 @click.option("--thread", type=THREAD, help="Search only this thread's history (its own events and its ancestors' below each fork point).")
 @click.option("--role", type=click.Choice(["user", "assistant"]), help="Only this role's messages.")
 @click.option("--tool", "tool_name", metavar="NAME", help="Only calls of this tool and their results.")
-@click.option("-n", "limit", type=click.IntRange(min=1), default=10, show_default=True, help="How many hits.")
+@click.option("-n", "--limit", "limit", type=click.IntRange(min=1), default=10, show_default=True, help="How many hits.")
 @json_option
 @with_store("search")
 def search_command(store: Store, query: str, thread: str | None, role: str | None, tool_name: str | None, limit: int,
