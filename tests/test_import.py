@@ -1333,6 +1333,21 @@ def test_a_plain_cli_import_of_a_session_still_being_written_leaves_its_last_res
     assert import_claude_code(Store(":memory:"), [live], live_within=600).waiting == 0
 
 
+def test_an_import_names_the_files_it_left_for_a_later_import(tmp_path: Path) -> None:
+    """`still being written, left for a later import: 1` said how many, not which: among the
+    sessions of a directory nothing told the one still being written."""
+    live = tmp_path / "s-1.jsonl"
+    lines, _ = _parallel_calls_imported(live)
+    live.write_bytes(b"".join(lines[:4]))  # the first call's result: the response may go on
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["--db", str(tmp_path / "t.db"), "import", "claude-code", str(tmp_path)])
+    assert shown.exit_code == 0 and "still being written, left for a later import: 1 " in shown.stdout, shown.output
+    assert f"\n  {live}\n" in shown.stdout, shown.output
+    done = runner.invoke(cli, ["--db", str(tmp_path / "u.db"), "import", "claude-code", str(live), "--json"])
+    report = json.loads(done.stdout)
+    assert report["waiting"] == 1 and report["waiting_files"] == [str(live)], done.output
+
+
 def _chat_lines(turns: int) -> list[dict[str, Any]]:
     """A Claude Code chat of `turns` questions and answers, each line naming the one before."""
     lines: list[dict[str, Any]] = []

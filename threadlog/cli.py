@@ -1176,6 +1176,7 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
     if summary.waiting:
         lines.append(f"still being written, left for a later import: {summary.waiting} (a last response or a sub-agent's file "
                      "the session does not show complete yet, or a response waiting on a tool call)")
+        lines.extend(f"  {file}" for file in summary.waiting_files)
     if summary.changed:
         file, line = summary.changed_lines[0]
         lines.append(f"changed since imported: {summary.changed} event(s) the source now gives otherwise, first at "

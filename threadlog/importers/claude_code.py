@@ -254,7 +254,7 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
     if (partial_tail or paused) and parsed.units:
         held = _unfinished(parsed.units, lines, paused_only=not partial_tail)
         if held:  # leave them for a later read; their event ids are the same then
-            summary.waiting += 1
+            summary.wait(str(path))
             parsed.held = True
             # A title written after a held response's first line comes after that response: it waits too.
             cut = min((u.first.line.number for u in parsed.units if u.key in held), default=None)
@@ -918,17 +918,18 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
             elif agent.agent_id.startswith("acompact") and agent.first_parent in main_file.entries:  # type: ignore[union-attr]
                 link = _after_entry(writer, main_file, agent.first_parent)  # type: ignore[arg-type]
         if link is None and partial_tail and main_file is not None and _not_linked_yet(agent, main_file, running):
-            summary.waiting += 1
+            summary.wait(str(agent.path))
             continue  # a sub-agent still running: a thread of its own now could never become its fork
         if link is None and partial_tail and agent.units and _model(agent) is None:
-            summary.waiting += 1
+            summary.wait(str(agent.path))
             continue  # a thread of its own, which takes its model from its first response (`unanswered`)
         _plan_file(_Writer(plan, agent, summary, str(agent.path), {}, on_bad_line(summary, skip_bad)), agent, link)
     if unanswered:
         outer.files += summary.files
         outer.skipped.update(summary.skipped)
         outer.bad.extend(summary.bad)
-        outer.waiting += 1 if main_file is not None and not main_file.held else 0  # a held last response counted it
+        if main_file is not None and not main_file.held:  # a held last response counted it
+            outer.wait(str(main_file.path))
         return Plan(store=store)
     return plan
 

@@ -130,3 +130,4 @@ def _report(total: ImportSummary, summary: ImportSummary, on_import: Callable[[I
         if on_import is not None:
             on_import(summary)
     total.waiting = summary.waiting  # what the latest poll left (each poll reads it again: not a sum)
+    total.waiting_files = list(summary.waiting_files)

@@ -19,7 +19,8 @@ class ImportSummary:
     `skipped` counts lines that became no event, by line type (`progress`, `system/…`,
     `file-history-snapshot`, …), plus `malformed` lines skipped on request; `bad` names
     each of those (file, line, why). `waiting` counts what a session still being written
-    does not show complete yet (a last response, a sub-agent's file), left for a later import.
+    does not show complete yet (a last response, a sub-agent's file), left for a later import,
+    and `waiting_files` names the file of each.
     `changed` counts events already stored whose content the source now gives otherwise (an
     edited file), and `changed_lines` names their source lines (file, line): they are kept
     as stored, since the log is never rewritten.
@@ -39,6 +40,7 @@ class ImportSummary:
     bad: list[tuple[str, int, str]] = field(default_factory=list)
     thread_ids: list[str] = field(default_factory=list)
     waiting: int = 0
+    waiting_files: list[str] = field(default_factory=list)
     changed: int = 0
     changed_lines: list[tuple[str, int]] = field(default_factory=list)
 
@@ -51,7 +53,13 @@ class ImportSummary:
         self.bad.extend(other.bad)
         self.thread_ids.extend(other.thread_ids)
         self.waiting += other.waiting
+        self.waiting_files.extend(other.waiting_files)
         self.changed_lines.extend(other.changed_lines)
+
+    def wait(self, file: str) -> None:
+        """Count what `file` does not show complete yet, left for a later import, by name."""
+        self.waiting += 1
+        self.waiting_files.append(file)
 
     def to_json(self) -> dict[str, Any]:
         """Its fields as a JSON-ready dict (as `--json` prints it)."""
@@ -70,6 +78,7 @@ class ImportSummary:
             "bad": [{"file": f, "line": n, "why": why} for f, n, why in self.bad],
             "thread_ids": self.thread_ids,
             "waiting": self.waiting,
+            "waiting_files": self.waiting_files,
             "changed": self.changed,
             "changed_lines": [{"file": f, "line": n} for f, n in self.changed_lines],
         }
