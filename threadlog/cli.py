@@ -761,6 +761,8 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: int
 
     Last activity is the time of the thread's last event, to the second: in UTC, as threadlog
     records times, or as an importer found it when that names no zone (`--json` keeps it whole).
+    The order is the file's (the position of each thread's last event), not those times: an
+    import writes sessions in the order of their files, each with its own times.
 
     A full page ends with where the next begins, on stderr (the rows on stdout stay the table):
     `--before POSITION`, the last row's last_position (`--json` prints it on every row)."""
