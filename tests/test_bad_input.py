@@ -621,6 +621,12 @@ CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
     ("usage-export-all-model", ["export", "--all", "--model", "claude-x"], None, {}, 2, "--model names the model of --format anthropic only"),
     ("usage-new-empty-model", ["new", "--model", ""], None, {}, 2, "Invalid value for '--model': is empty: name a model"),
     ("usage-fork-empty-model", ["fork", "t", "--model", ""], None, {}, 2, "Invalid value for '--model': is empty: name a model"),
+    # `--reason "$REASON"`, the variable unset: the model's field path ("redact.data.reason: String
+    # should have at least 1 character"), exit 1, where `--model ""` is a usage error naming the option
+    ("usage-redact-empty-reason", ["redact", "2", "--reason", "", "--actor", "ops"], None, {}, 2,
+     "Invalid value for '--reason': is empty"),
+    ("usage-redact-blank-actor", ["redact", "2", "--reason", "leak", "--actor", " "], None, {}, 2,
+     "Invalid value for '--actor': is empty"),
     ("usage-tree-thread-all", ["tree", "t", "--all"], None, {}, 2, "give them without THREAD"),
     ("usage-tree-thread-before", ["tree", "t", "--before", "3"], None, {}, 2, "give them without THREAD"),
     ("usage-tree-thread-limit", ["tree", "t", "-n", "3"], None, {}, 2, "give them without THREAD"),

@@ -502,6 +502,16 @@ def _model_name(_: click.Context, __: click.Parameter, value: str | None) -> str
     return value
 
 
+def _stated(_: click.Context, param: click.Parameter, value: str) -> str:
+    """A --reason or --actor that says nothing (`--reason "$REASON"`, the variable unset) is a
+    usage error naming the option, as an empty --model is; it failed with the event model's
+    field path (`redact.data.reason: String should have at least 1 character`)."""
+    if not value.strip():
+        raise click.BadParameter("is empty: " + {"reason": "say why the payload is erased",
+                                                  "actor": "name who erases it"}.get(param.name or "", "give it"))
+    return value
+
+
 def _recorded(event: Any, as_json: bool) -> None:
     """What append, emit and the interrupt commands print: where the event landed."""
     _committed(f"{event.type} recorded on thread {event.stream_id} at offset {event.offset} (position {event.position})",
@@ -1046,8 +1056,8 @@ def checkpoint_command(store: Store, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("position", type=click.IntRange(min=1))
-@click.option("--reason", required=True, help="Why the payload is erased (recorded in the log).")
-@click.option("--actor", required=True, help="Who erases it (recorded in the log).")
+@click.option("--reason", required=True, callback=_stated, help="Why the payload is erased (recorded in the log).")
+@click.option("--actor", required=True, callback=_stated, help="Who erases it (recorded in the log).")
 @json_option
 @with_store("write")
 def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) -> None:
