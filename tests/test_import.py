@@ -1348,6 +1348,17 @@ def test_an_import_names_the_files_it_left_for_a_later_import(tmp_path: Path) ->
     assert report["waiting"] == 1 and report["waiting_files"] == [str(live)], done.output
 
 
+def test_a_bad_line_of_a_single_file_names_the_file_once(tmp_path: Path) -> None:
+    """A refused line names its file and line; the note naming the source repeated it
+    (`F:1: …; the file is F`). A session of several files still lists them all."""
+    session = tmp_path / "s-1.jsonl"
+    session.write_text('"not an object"\n', encoding="utf-8")
+    for importer in ("claude-code", "pi"):
+        done = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", importer, str(session)])
+        assert done.exit_code == 1 and done.stderr.startswith(f"error: {session}:1: "), done.output
+        assert done.stderr.count(str(session)) == 1, done.stderr
+
+
 def _chat_lines(turns: int) -> list[dict[str, Any]]:
     """A Claude Code chat of `turns` questions and answers, each line naming the one before."""
     lines: list[dict[str, Any]] = []

@@ -326,6 +326,13 @@ def parents_first(keys: Sequence[str], parents: Mapping[str, str | None]) -> tup
     return ordered, cut
 
 
+def _name(error: Exception, noun: str, name: str) -> None:
+    """Name the source on `error`, unless its message does already (a bad line names its file
+    and line: `F:1: …; the file is F` said the file twice)."""
+    if name not in str(error):
+        error.add_note(f"the {noun} is {name}")
+
+
 def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, ImportSummary, dict[str, dict[str, str]], Seen], Plan],
                    size: Callable[[S], int], *, strict: bool, progress: Callable[[int, int], None] | None,
                    noun: str, name: Callable[[S], str] = str) -> ImportSummary:
@@ -359,7 +366,7 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
         try:
             _checked(store, plan_one(source, ImportSummary(), earlier, seen), pending, earlier)
         except ImportConflict as error:
-            error.add_note(f"the {noun} is {name(source)}")
+            _name(error, noun, name(source))
             raise
         done += read
         if progress is not None:
@@ -375,7 +382,7 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
             part.added = write_plan(store, plan)
             part.changed, part.changed_lines = len(plan.changed), plan.changed
         except StoreError as error:  # named: an event the store refused ("not pending") said not which file gave it
-            error.add_note(f"the {noun} is {name(source)}")
+            _name(error, noun, name(source))
             note_written(error, summary, f"{number} {noun}(s)")
             raise
         summary.merge(part)
