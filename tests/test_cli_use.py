@@ -316,6 +316,21 @@ def test_log_tail_and_show_last(db: Path) -> None:
     assert "m4" in shown and "m3" in shown and "m2" not in shown and "the last 2 shown" in shown
 
 
+def test_log_lines_say_how_a_run_ended_and_what_metadata_and_todos_set(db: Path) -> None:
+    """A cancelled or failed run read as `run_id=r2`, as an ok one did, and a metadata.set or
+    todos.set line said nothing: an audit of a session read through `log` saw none of it."""
+    t = ok(db, "new").strip()
+    for event, data in [("run.started", {"run_id": "r1"}), ("run.finished", {"run_id": "r1", "status": "ok"}),
+                        ("run.started", {"run_id": "r2"}),
+                        ("run.finished", {"run_id": "r2", "status": "error", "error": "overloaded"}),
+                        ("metadata.set", {"patch": {"cwd": "/src", "draft": None, "tags": ["a"]}}),
+                        ("todos.set", {"todos": [{"content": "a", "status": "completed"}, {"content": "b"}]})]:
+        ok(db, "emit", t, event, "--data", json.dumps(data))
+    hints = [(line.split(maxsplit=5) + [""])[5] for line in ok(db, "log", t, "--start", "1").splitlines()]
+    assert hints == ["run_id=r1", "run_id=r1 ok", "run_id=r2", "run_id=r2 error: overloaded",
+                     'patch: cwd="/src", draft=null, tags=[…]', "todos: 2 (1 completed)"], hints
+
+
 _BLAME_PEAK = """
 import os, sys, tracemalloc
 from threadlog.cli import cli

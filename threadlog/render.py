@@ -82,10 +82,28 @@ def _hint(event: RecordedEvent) -> str:
         return _short(f"{data.get('role')}: {' '.join(parts)}")
     if event.type == "thread.forked":
         return f"from {data['parent_id']} at {data['parent_offset']}"
+    if event.type == "run.finished":  # how it ended: a cancelled or failed run read as an ok one
+        error = f": {data['error']}" if data.get("error") else ""
+        return _short(f"run_id={data.get('run_id')} {data.get('status')}{error}")
+    if event.type == "metadata.set" and isinstance(data.get("patch"), dict):
+        return _short("patch: " + ", ".join(f"{key}={_scalar(value)}" for key, value in data["patch"].items()))
+    if event.type == "todos.set" and isinstance(data.get("todos"), list):
+        todos = data["todos"]
+        done = sum(1 for todo in todos if isinstance(todo, dict) and todo.get("status") == "completed")
+        return f"todos: {len(todos)} ({done} completed)"
     for key in ("title", "run_id", "interrupt_id", "summary", "position"):
         if key in data:
             return _short(f"{key}={data[key]}")
     return ""
+
+
+def _scalar(value: Any) -> str:
+    """A metadata value in one log line: JSON for a scalar, `{…}` or `[…]` for what nests."""
+    if isinstance(value, dict):
+        return "{…}"
+    if isinstance(value, list):
+        return "[…]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _short(text: str, width: int = 60) -> str:
