@@ -1390,6 +1390,7 @@ def _client() -> Any:
 def request_command(store: Store, thread: str, at: int | None, check: bool, model: str | None, no_cache: bool, as_json: bool) -> None:
     """THREAD as the keyword arguments of client.messages.create, as JSON; --check says whether
     each recorded request still rebuilds byte for byte (exit 1 when one does not)."""
+    _check_range(store, thread, "--at", at)
     if not check:
         kwargs = anthropic_request(store, thread, at, cache=not no_cache, model=model)
         click.echo(_json(kwargs, indent=None if as_json else 2))
