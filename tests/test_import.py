@@ -958,7 +958,8 @@ def test_a_file_that_grows_between_the_check_and_the_write_is_written_as_it_was_
     """pi writes its session file as the conversation goes on. A file that grows after the
     import checked it (a half-written line, or a line it would refuse) is written as it was
     checked: the files before it are not left written by a refusal, and the next import reads
-    the rest (and refuses it, with nothing written)."""
+    the rest (and refuses a bad line, with nothing written; a half-written last line of a file
+    pi may still be writing waits for a later import)."""
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     first.write_bytes(PI.read_bytes())
     second.write_bytes(PI.read_bytes().replace(b"d703a1a9-1b7b-4fb1-b512-c9738b1fe617", b"d703a1a9-0000-4000-8000-000000000002", 1))
@@ -976,6 +977,10 @@ def test_a_file_that_grows_between_the_check_and_the_write_is_written_as_it_was_
         assert summary.added == 2 * 72 and store.counts().events == 2 * 72
         assert [done for done, _ in calls] == [first.stat().st_size, size, size + first.stat().st_size, 2 * size]
         assert {total for _, total in calls} == {2 * size}
+        if not grown.endswith(b"\n"):
+            later = import_pi(store, [first, second])
+            assert later.added == 0 and later.waiting_files == [str(second)] and store.counts().events == 2 * 72
+            return
         with pytest.raises(BadLine) as caught:
             import_pi(store, [first, second])
         assert caught.value.file == str(second) and store.counts().events == 2 * 72
@@ -1462,6 +1467,32 @@ def test_pi_entries_written_before_their_parent_keep_their_branch(tmp_path: Path
     path = tmp_path / f"p-{'-'.join(map(str, order))}.jsonl"
     path.write_text("".join(json.dumps(record) + "\n" for record in [header, *(entries[i] for i in order)]), encoding="utf-8")
     assert _one_thread_texts(import_pi, path) == ["question 0", "answer 0", "question 1", "answer 1", "question 2", "answer 2"]
+
+
+def test_a_pi_session_being_written_leaves_its_half_written_last_line_for_a_later_import(tmp_path: Path) -> None:
+    """pi appends an entry at a time: an import that read a file as pi wrote its last line was
+    refused whole ("not JSON ... fix or delete that line"), with every other file of the
+    directory. A file changed in the last 10 minutes leaves that line for a later import,
+    which adds it; an older file's broken last line is refused as before."""
+    header, entries = _pi_chat(2)
+    path = tmp_path / "live.jsonl"
+    whole = "".join(json.dumps(record) + "\n" for record in [header, *entries])
+    path.write_text(whole[:-20], encoding="utf-8")
+    store = Store(":memory:")
+    summary = import_pi(store, [path])
+    assert summary.waiting == 1 and summary.waiting_files == [str(path)]
+    [thread] = store.all_threads()
+    assert [e.data["content"][0]["text"] for e in store.read(thread.id) if e.type == "message.appended"] == \
+        ["question 0", "answer 0", "question 1"]
+    path.write_text(whole, encoding="utf-8")
+    again = import_pi(store, [path])
+    assert again.waiting == 0 and again.added == 1 and again.changed == 0
+    assert _one_thread_texts(import_pi, path) == ["question 0", "answer 0", "question 1", "answer 1"]
+    path.write_text(whole[:-20], encoding="utf-8")
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    with pytest.raises(BadLine, match=r"live.jsonl:5: not JSON"):
+        import_pi(Store(":memory:"), [path])
 
 
 def test_a_second_pi_session_header_is_a_bad_line(tmp_path: Path) -> None:

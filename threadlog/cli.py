@@ -1186,8 +1186,9 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
         lines.append("lines without conversation: " + ", ".join(f"{kind} {n}" for kind, n in skipped))
     lines.extend(f"skipped {file}:{line}: {why}" for file, line, why in summary.bad)
     if summary.waiting:
-        lines.append(f"still being written, left for a later import: {summary.waiting} (a last response or a sub-agent's file "
-                     "the session does not show complete yet, or a response waiting on a tool call)")
+        lines.append(f"still being written, left for a later import: {summary.waiting} (a half-written last line, a last "
+                     "response or a sub-agent's file the session does not show complete yet, or a response waiting on a "
+                     "tool call)")
         lines.extend(f"  {file}" for file in summary.waiting_files)
     if summary.changed:
         file, line = summary.changed_lines[0]
@@ -1318,7 +1319,8 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
 def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_json: bool) -> None:
     """Import pi coding agent session files from PATHS (files, or directories searched recursively).
 
-    A directory holding no session file (*.jsonl) at all is refused (exit 2)."""
+    A file changed in the last 10 minutes may be written as it is read: a half-written last line
+    is left for a later import. A directory holding no session file (*.jsonl) at all is refused (exit 2)."""
     _check_sessions_found(list(paths), "pi", given=True)
     _print_summary(import_pi(store, list(paths), skip_bad=skip_bad), as_json)
 

@@ -26,6 +26,7 @@ message. A `session_info` name becomes `title.set`; model and thinking-level cha
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from eventstore import Store
 from eventstore.events import is_time
 from eventstore.recorded import short
 
+from .claude_code import LIVE_SECONDS
 from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
@@ -439,7 +441,12 @@ def _following(stream: PlannedStream, children: list[_Node]) -> _Node | None:
 
 def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | None = None, store: Store | None = None) -> Plan:
     on_bad = on_bad_line(summary, skip_bad)
-    lines, _ = read_lines(path, on_bad, seen=seen)
+    # pi appends an entry at a time: a file changed in the last LIVE_SECONDS may be read as its
+    # last line is written, which waits for a later import (read as a bad line, it refused the import).
+    live = time.time() - path.stat().st_mtime < LIVE_SECONDS
+    lines, end = read_lines(path, on_bad, partial_tail=live, seen=seen)
+    if end < (seen.sizes[path] if seen is not None else path.stat().st_size):
+        summary.wait(str(path))
     plan = Plan(store=store)
     if not lines or lines[0].record.get("type") != "session" or not isinstance(lines[0].record.get("id"), str):
         header_why = "a pi session file starts with a session header line holding a string id"
