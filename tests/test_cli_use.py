@@ -331,6 +331,21 @@ def test_log_lines_say_how_a_run_ended_and_what_metadata_and_todos_set(db: Path)
                      'patch: cwd="/src", draft=null, tags=[…]', "todos: 2 (1 completed)"], hints
 
 
+def test_usage_does_not_call_its_count_of_answers_msgs_as_ls_does_every_message(db: Path) -> None:
+    """`ls` and `usage` both headed a column `msgs`: 2 in one and 1 in the other for the same
+    thread, since usage counts the assistant messages that carry usage."""
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "hi")
+    answer = json.dumps([{"type": "text", "text": "hello"}])
+    ok(db, "emit", t, "message.appended", "--data",
+       json.dumps({"role": "assistant", "content": json.loads(answer), "usage": {"input_tokens": 3, "output_tokens": 4}}))
+    listed, listed_row = ok(db, "ls").splitlines()
+    assert listed.split()[4] == "msgs" and listed_row.split()[3] == "2"
+    header, row, _ = ok(db, "usage", t).splitlines()
+    assert header.split()[:3] == ["thread", "kind", "answers"] and row.split()[2] == "1"
+    assert json.loads(ok(db, "usage", t, "--json"))["total"]["messages"] == 1  # the field name stays
+
+
 _BLAME_PEAK = """
 import os, sys, tracemalloc
 from threadlog.cli import cli

@@ -1501,7 +1501,10 @@ def rerun(store: Store, thread: str, at: int, model: str, stream: bool, as_json:
 @json_option
 @with_store()
 def usage_command(store: Store, thread: str, as_json: bool) -> None:
-    """Tokens spent by THREAD and by each fork below it, and the input read from the prompt cache."""
+    """Tokens spent by THREAD and by each fork below it, and the input read from the prompt cache.
+
+    answers: each thread's own assistant messages that carry usage (`messages` in --json), a
+    fork's inherited ones counted once, in its parent's row; `ls` counts every message."""
     rows = usage(store, thread)
     if as_json:
         _emit_json({"threads": [r.to_json() for r in rows], "total": usage_total(rows, thread).to_json()})

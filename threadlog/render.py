@@ -253,7 +253,8 @@ def check_line(check: RequestCheck) -> str:
 def usage_lines(rows: Sequence[Usage], total: Usage) -> Iterator[str]:
     """`threadlog usage`: one aligned row per thread of the subtree (indented by depth), then the total."""
     top = rows[0].depth if rows else 0
-    header = ("thread", "kind", "msgs", "input", "output", "cache read", "cache write", "cached")
+    # "answers", not "msgs": `ls` heads its count of every message so (`messages` in --json, as the library names it).
+    header = ("thread", "kind", "answers", "input", "output", "cache read", "cache write", "cached")
     table = [header]
     for row in [*rows, total]:
         # At most one level a row: a depth altered by hand (verify names it) may be any integer.
