@@ -236,6 +236,25 @@ def test_cli_verify_since_prints_the_extended_checkpoint(tmp_path: Path) -> None
     assert both.exit_code == 2
 
 
+def test_cli_verify_since_json_names_the_given_checkpoint_since_on_failure_too(tmp_path: Path) -> None:
+    """On success `since` is the checkpoint given and `checkpoint` the next one to keep; a
+    failure put the given one under `checkpoint` and had no `since`, so a script keeping
+    `.checkpoint` kept the old one as if it had been extended."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, _ = busy(store)
+        before = store.checkpoint()
+        store.append_message(t, "user", "new")
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE events SET data = replace(data, 'new', 'NEW') WHERE position = (SELECT max(position) FROM events)")
+    conn.commit()
+    conn.close()
+    failed = CliRunner().invoke(cli, ["verify", "--db", str(db), "--since", before, "--json"])
+    report = json.loads(failed.stdout)
+    assert failed.exit_code == 1 and report["ok"] is False, failed.output
+    assert report["since"] == before and report["checkpoint"] is None
+
+
 def test_tree_pages_roots_by_activity(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     with Store(db) as store:

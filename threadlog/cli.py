@@ -1024,7 +1024,10 @@ def verify(store: Store, checkpoint: str | None, since: str | None, as_json: boo
     except IntegrityError as error:
         if not as_json:
             raise
-        _emit_json({"ok": False, "position": error.position, "error": error.why, "checkpoint": checkpoint or since})
+        # As on success: `since` the checkpoint given, `checkpoint` the one checked (--checkpoint) or
+        # the next to keep (--since: none, the log failed).
+        _emit_json({"ok": False, "position": error.position, "error": error.why, "checkpoint": checkpoint,
+                    **({"since": since} if since is not None else {})})
         sys.exit(1)
     if as_json:
         _emit_json({**report.to_json(), **({"since": since} if since is not None else {})})
