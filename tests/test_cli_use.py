@@ -312,6 +312,8 @@ def test_log_tail_and_show_last(db: Path) -> None:
         ok(db, "append", t, "--role", "user" if i % 2 == 0 else "assistant", "--text", f"m{i}")
     lines = ok(db, "log", t, "-n", "2", "--json").splitlines()
     assert [json.loads(line)["offset"] for line in lines] == [4, 5]
+    # `show` and `transcript` spell it --last: so does `log` (it refused --last as no such option)
+    assert ok(db, "log", t, "--last", "2", "--json").splitlines() == lines
     shown = ok(db, "show", t, "--last", "2")
     assert "m4" in shown and "m3" in shown and "m2" not in shown and "the last 2 shown" in shown
 

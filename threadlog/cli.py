@@ -808,7 +808,7 @@ def _check_range(store: Store, thread: str, name: str, value: int | None) -> Non
 @click.argument("thread", type=THREAD)
 @click.option("--start", type=click.IntRange(min=0), default=0, help="First offset.")
 @click.option("--stop", type=click.IntRange(min=0), help="Offset to stop before.")
-@click.option("-n", "--tail", "tail", type=click.IntRange(min=1), help="Only the last N events.")
+@click.option("-n", "--tail", "--last", "tail", type=click.IntRange(min=1), help="Only the last N events.")
 @json_option
 @pager_option
 @with_store()
