@@ -623,6 +623,9 @@ CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
     ("usage-fork-empty-model", ["fork", "t", "--model", ""], None, {}, 2, "Invalid value for '--model': is empty: name a model"),
     # `--reason "$REASON"`, the variable unset: the model's field path ("redact.data.reason: String
     # should have at least 1 character"), exit 1, where `--model ""` is a usage error naming the option
+    # `threadlog search "$Q"`, the variable unset: "no match", exit 0, as if nothing held the words
+    ("usage-search-empty-query", ["search", ""], None, {}, 2, "Invalid value for 'QUERY': is empty"),
+    ("usage-search-blank-query", ["search", "  "], None, {}, 2, "Invalid value for 'QUERY': is empty"),
     ("usage-redact-empty-reason", ["redact", "2", "--reason", "", "--actor", "ops"], None, {}, 2,
      "Invalid value for '--reason': is empty"),
     ("usage-redact-blank-actor", ["redact", "2", "--reason", "leak", "--actor", " "], None, {}, 2,

@@ -503,12 +503,13 @@ def _model_name(_: click.Context, __: click.Parameter, value: str | None) -> str
 
 
 def _stated(_: click.Context, param: click.Parameter, value: str) -> str:
-    """A --reason or --actor that says nothing (`--reason "$REASON"`, the variable unset) is a
-    usage error naming the option, as an empty --model is; it failed with the event model's
-    field path (`redact.data.reason: String should have at least 1 character`)."""
+    """A --reason, --actor or search QUERY that says nothing (`--reason "$REASON"`, the variable
+    unset) is a usage error naming it, as an empty --model is: a redaction failed with the event
+    model's field path (`redact.data.reason: String should have at least 1 character`), a search
+    said `no match`, exit 0, as if nothing held the words."""
     if not value.strip():
-        raise click.BadParameter("is empty: " + {"reason": "say why the payload is erased",
-                                                  "actor": "name who erases it"}.get(param.name or "", "give it"))
+        raise click.BadParameter("is empty: " + {"reason": "say why the payload is erased", "actor": "name who erases it",
+                                                  "query": "give the words to search for"}.get(param.name or "", "give it"))
     return value
 
 
@@ -1519,7 +1520,7 @@ def usage_command(store: Store, thread: str, as_json: bool) -> None:
 
 
 @cli.command("search")
-@click.argument("query")
+@click.argument("query", callback=_stated)
 @click.option("--thread", type=THREAD, help="Search only this thread's history (its own events and its ancestors' below each fork point).")
 @click.option("--role", type=click.Choice(["user", "assistant"]), help="Only this role's messages.")
 @click.option("--tool", "tool_name", metavar="NAME", help="Only calls of this tool and their results.")
