@@ -205,6 +205,17 @@ def test_search_blame_and_diff_pages(client: TestClient, built: tuple[Path, dict
     assert "Actually, what about a bus?" in both and "Two trains fit" in both and "Book the first one" in both
 
 
+def test_a_diff_of_unrelated_threads_says_they_share_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "two.db"
+    with Store(path) as store:
+        a, b = store.create_thread(title="a"), store.create_thread(title="b")
+        store.append_message(a, "user", "one")
+        store.append_message(b, "user", "two")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/diff", params={"a": a, "b": b}).text
+    assert "No shared history: the two threads have no common ancestor" in page and "0..-1" not in page
+
+
 def test_a_texts_own_bold_is_not_taken_for_a_match(tmp_path: Path) -> None:
     """The snippet marks matches with `**`, as Markdown marks bold: a text's `**Note**` was
     shown as a match of every search that found the text."""
