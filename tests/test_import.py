@@ -1495,6 +1495,21 @@ def test_a_pi_session_being_written_leaves_its_half_written_last_line_for_a_late
         import_pi(Store(":memory:"), [path])
 
 
+def test_a_pi_session_whose_header_is_being_written_waits_with_the_other_files_imported(tmp_path: Path) -> None:
+    """A file pi had just begun, read as it wrote its header line, refused the whole import
+    (`a pi session file starts with a session header line`), every other file given with it,
+    though the half-written last line of a file being written waits for a later import."""
+    header, entries = _pi_chat(1)
+    done, begun = tmp_path / "done.jsonl", tmp_path / "begun.jsonl"
+    done.write_text("".join(json.dumps(record) + "\n" for record in [header, *entries]), encoding="utf-8")
+    begun.write_text(json.dumps({**header, "id": "s-new"})[:-10], encoding="utf-8")
+    store = Store(":memory:")
+    summary = import_pi(store, [done, begun])
+    assert summary.waiting_files == [str(begun)] and summary.added > 0 and len(store.all_threads()) == 1
+    begun.write_text(json.dumps({**header, "id": "s-new"}) + "\n" + json.dumps(entries[0]) + "\n", encoding="utf-8")
+    assert import_pi(store, [done, begun]).waiting == 0 and len(store.all_threads()) == 2
+
+
 def test_a_second_pi_session_header_is_a_bad_line(tmp_path: Path) -> None:
     """A `session` line after the first (two files joined) was taken as an entry: an empty
     thread of its own, which `request` could not send."""

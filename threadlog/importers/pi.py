@@ -445,9 +445,12 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     # last line is written, which waits for a later import (read as a bad line, it refused the import).
     live = time.time() - path.stat().st_mtime < LIVE_SECONDS
     lines, end = read_lines(path, on_bad, partial_tail=live, seen=seen)
-    if end < (seen.sizes[path] if seen is not None else path.stat().st_size):
+    waiting = end < (seen.sizes[path] if seen is not None else path.stat().st_size)
+    if waiting:
         summary.wait(str(path))
     plan = Plan(store=store)
+    if not lines and waiting:  # its header is the line being written: nothing to import yet
+        return plan
     if not lines or lines[0].record.get("type") != "session" or not isinstance(lines[0].record.get("id"), str):
         header_why = "a pi session file starts with a session header line holding a string id"
         on_bad(BadLine(str(path), lines[0].number if lines else 1, header_why))
