@@ -798,11 +798,12 @@ def _check_rootless(store: Store) -> None:
                          "(`threadlog verify` names where)")
 
 
-def _check_range(store: Store, thread: str, name: str, value: int | None) -> None:
-    """`--start`/`--stop`/`--at` past the thread's head: the same error everywhere."""
-    head = store.head(thread)
-    if value is not None and value > head:
-        raise StoreError(f"{name} {value} is outside thread {thread!r} (0..{head})")
+def _check_range(store: Store, thread: str, name: str, value: int | None, *, offset: bool = False) -> None:
+    """`--start`/`--stop`/`--at` past the thread's head: the same error everywhere. An `offset`
+    names an event (`request --check --at`), so its range ends one before the head."""
+    last = store.head(thread) - (1 if offset else 0)
+    if value is not None and value > last:
+        raise StoreError(f"{name} {value} is outside thread {thread!r} (0..{last})")
 
 
 @cli.command()
@@ -1396,7 +1397,7 @@ def _client() -> Any:
 def request_command(store: Store, thread: str, at: int | None, check: bool, model: str | None, no_cache: bool, as_json: bool) -> None:
     """THREAD as the keyword arguments of client.messages.create, as JSON; --check says whether
     each recorded request still rebuilds byte for byte (exit 1 when one does not)."""
-    _check_range(store, thread, "--at", at)
+    _check_range(store, thread, "--at", at, offset=check)
     if not check:
         kwargs = anthropic_request(store, thread, at, cache=not no_cache, model=model)
         click.echo(_json(kwargs, indent=None if as_json else 2))
