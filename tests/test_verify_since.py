@@ -255,6 +255,20 @@ def test_cli_verify_since_json_names_the_given_checkpoint_since_on_failure_too(t
     assert report["since"] == before and report["checkpoint"] is None
 
 
+def test_cli_verify_since_json_names_the_given_checkpoint_since_when_the_file_cannot_be_read(tmp_path: Path) -> None:
+    """A file too damaged to open is a failed check too: it put the checkpoint given with
+    --since under `checkpoint`, the next one to keep, as a failed chain did."""
+    with Store(tmp_path / "t.db") as store:
+        busy(store)
+        before = store.checkpoint()
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all " * 300)
+    failed = CliRunner().invoke(cli, ["verify", "--db", str(junk), "--since", before, "--json"])
+    report = json.loads(failed.stdout)
+    assert failed.exit_code == 1 and report["ok"] is False and report["position"] is None, failed.output
+    assert report["since"] == before and report["checkpoint"] is None
+
+
 def test_tree_pages_roots_by_activity(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     with Store(db) as store:

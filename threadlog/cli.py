@@ -343,8 +343,9 @@ def _failed_check_as_json(func: Callable[..., Any]) -> Callable[..., Any]:
         except StoreError as error:
             if not kwargs.get("as_json") or isinstance(error, InvalidEvent):  # a malformed checkpoint is the caller's
                 raise
-            _emit_json({"ok": False, "position": None, "error": _cli_words(str(error)),
-                        "checkpoint": kwargs.get("checkpoint") or kwargs.get("since")})
+            since = kwargs.get("since")  # as a failed chain: `checkpoint` is the next to keep, none (`verify`)
+            _emit_json({"ok": False, "position": None, "error": _cli_words(str(error)), "checkpoint": kwargs.get("checkpoint"),
+                        **({"since": since} if since is not None else {})})
             sys.exit(1)
 
     return wrapper
