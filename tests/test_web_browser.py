@@ -233,6 +233,23 @@ def test_the_list_keeps_ids_kinds_and_times_on_one_line(served, page) -> None:
     assert lines and set(lines) == {1}, lines
 
 
+def test_the_list_fits_a_narrow_window(served, page) -> None:
+    """Kept on one line, the list's short columns (a fork's `⑃ of <id> at N` among them) made
+    the page 793 px wide in a window of 375 or 600: the whole page scrolled sideways, its
+    header and search too. The table scrolls in its own box; the page keeps the window's width."""
+    base, _, _ = served
+    for width in (375, 600):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.goto(base + "/?all=1")
+        assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth"), width
+        lines = page.eval_on_selector_all("#threads td:not(:first-child)", """cells => cells.map(cell => {
+            const text = document.createRange();
+            text.selectNodeContents(cell);
+            return Math.round(text.getBoundingClientRect().height / (parseFloat(getComputedStyle(cell).fontSize) * 1.5));
+        })""")
+        assert lines and set(lines) == {1}, (width, lines)
+
+
 def test_the_tree_has_one_node_per_thread(served, page, shots: Path) -> None:
     base, path, ids = served
     page.goto(url(base, "/tree", id=ids["deeper"]))
