@@ -630,6 +630,9 @@ CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
      "Invalid value for '--reason': is empty"),
     ("usage-redact-blank-actor", ["redact", "2", "--reason", "leak", "--actor", " "], None, {}, 2,
      "Invalid value for '--actor': is empty"),
+    # An interrupt cancelled with a blank reason was recorded, and showed none.
+    ("usage-cancel-blank-reason", ["interrupt", "cancel", "t", "q", "--reason", "  "], None, {}, 2,
+     "Invalid value for '--reason': is empty: say why it no longer needs an answer"),
     ("usage-tree-thread-all", ["tree", "t", "--all"], None, {}, 2, "give them without THREAD"),
     ("usage-tree-thread-before", ["tree", "t", "--before", "3"], None, {}, 2, "give them without THREAD"),
     ("usage-tree-thread-limit", ["tree", "t", "-n", "3"], None, {}, 2, "give them without THREAD"),

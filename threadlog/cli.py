@@ -503,13 +503,14 @@ def _model_name(_: click.Context, __: click.Parameter, value: str | None) -> str
     return value
 
 
-def _stated(_: click.Context, param: click.Parameter, value: str) -> str:
+def _stated(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """A --reason, --actor or search QUERY that says nothing (`--reason "$REASON"`, the variable
     unset) is a usage error naming it, as an empty --model is: a redaction failed with the event
     model's field path (`redact.data.reason: String should have at least 1 character`), a search
-    said `no match`, exit 0, as if nothing held the words."""
+    said `no match`, exit 0, as if nothing held the words; an interrupt cancelled with none showed none."""
     if not value.strip():
-        raise click.BadParameter("is empty: " + {"reason": "say why the payload is erased", "actor": "name who erases it",
+        why = "say why the payload is erased" if ctx.command.name == "redact" else "say why it no longer needs an answer"
+        raise click.BadParameter("is empty: " + {"reason": why, "actor": "name who erases it",
                                                   "query": "give the words to search for"}.get(param.name or "", "give it"))
     return value
 
@@ -735,7 +736,7 @@ def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: str 
 @interrupt.command("cancel")
 @click.argument("thread", type=THREAD)
 @click.argument("interrupt_id")
-@click.option("--reason", default="cancelled", show_default=True, help="Why it no longer needs an answer.")
+@click.option("--reason", default="cancelled", show_default=True, callback=_stated, help="Why it no longer needs an answer.")
 @json_option
 @with_store("write")
 def interrupt_cancel(store: Store, thread: str, interrupt_id: str, reason: str, as_json: bool) -> None:
