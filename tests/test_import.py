@@ -1495,6 +1495,22 @@ def test_a_pi_session_being_written_leaves_its_half_written_last_line_for_a_late
         import_pi(Store(":memory:"), [path])
 
 
+def test_an_import_judges_a_files_age_once_for_its_check_and_its_write(tmp_path: Path) -> None:
+    """An import reads each file twice (the check, then the write). A pi file ten minutes old
+    between the two was read as one still being written, then as a finished one: its torn last
+    line, waiting in the check, was refused in the write, after other files were written."""
+    from threadlog.importers.lines import Seen
+
+    path = tmp_path / "live.jsonl"
+    path.write_text('{"type": "session"', encoding="utf-8")
+    seen = Seen()
+    assert seen.changed_within(path, 600)
+    old = time.time() - 3600
+    os.utime(path, (old, old))  # the file turned old between the passes
+    assert seen.changed_within(path, 600), "the same import decides as it first did"
+    assert not Seen().changed_within(path, 600)  # the next import finds it old
+
+
 def test_a_pi_session_whose_header_is_being_written_waits_with_the_other_files_imported(tmp_path: Path) -> None:
     """A file pi had just begun, read as it wrote its header line, refused the whole import
     (`a pi session file starts with a session header line`), every other file given with it,

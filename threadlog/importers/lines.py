@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,10 +120,20 @@ class Seen:
     """How many bytes each file held when an import first read it: a later read of it in the
     same import (the writing pass after the check) reads as many, so a file that grows
     meanwhile (a session still being written) is written as it was checked, and the next
-    import reads the rest."""
+    import reads the rest. `recent` keeps what the first read decided of a file's age (an
+    importer that reads a recently changed file as one still being written), for the same reason:
+    a file that turned ten minutes old between the check and the write was planned otherwise."""
 
     def __init__(self) -> None:
         self.sizes: dict[Path, int] = {}
+        self.recent: dict[Path, bool] = {}
+
+    def changed_within(self, path: Path, seconds: float) -> bool:
+        """Whether `path` changed in the last `seconds`, as this import first found it."""
+        recent = self.recent.get(path)
+        if recent is None:
+            recent = self.recent[path] = time.time() - path.stat().st_mtime < seconds
+        return recent
 
     def read(self, path: Path) -> bytes:
         size = self.sizes.get(path)

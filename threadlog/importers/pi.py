@@ -26,7 +26,6 @@ message. A `session_info` name becomes `title.set`; model and thinking-level cha
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -443,7 +442,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     on_bad = on_bad_line(summary, skip_bad)
     # pi appends an entry at a time: a file changed in the last LIVE_SECONDS may be read as its
     # last line is written, which waits for a later import (read as a bad line, it refused the import).
-    live = time.time() - path.stat().st_mtime < LIVE_SECONDS
+    live = (seen or Seen()).changed_within(path, LIVE_SECONDS)
     lines, end = read_lines(path, on_bad, partial_tail=live, seen=seen)
     waiting = end < (seen.sizes[path] if seen is not None else path.stat().st_size)
     if waiting:
