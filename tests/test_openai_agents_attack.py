@@ -20,7 +20,7 @@ agents = pytest.importorskip("agents")
 
 from agents.extensions.memory import AdvancedSQLiteSession  # noqa: E402
 
-from threadlog import InvalidEvent, Store  # noqa: E402
+from threadlog import InvalidEvent, Store, StoreError  # noqa: E402
 from threadlog.integrations.openai_agents import ThreadlogSession  # noqa: E402
 from tests.procs import started_together  # noqa: E402
 
@@ -349,3 +349,68 @@ def test_items_of_a_branch_by_name_as_the_sdk_gives_them(db: Path) -> None:
         ours = run(both(ThreadlogSession("s", store)))
     theirs = run(both(AdvancedSQLiteSession(session_id="s", db_path=str(db.with_name("sdk.db")), create_tables=True)))
     assert ours == theirs and ours[0] == items and ours[1] == [*items[:2], user("on alt")]
+
+
+def test_a_session_serves_runs_on_other_threads_as_the_sdk_session_does(db: Path) -> None:
+    """A session made on one thread and run on others (each with its own event loop, as a
+    threaded web server's workers run turns): the SDK's `SQLiteSession` serves every thread; this
+    one failed there with SQLite's "objects created in a thread can only be used in that same
+    thread", whether given a path or a store."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agents import Agent, Runner, set_tracing_disabled
+    from agents.memory import SQLiteSession
+    from agents.testing import ScriptedModel, assistant_message
+
+    set_tracing_disabled(True)
+
+    def turns(session: Any) -> list[Any]:
+        model = ScriptedModel([[assistant_message(f"answer {i}", item_id=f"m{i}")] for i in range(3)])
+        agent = Agent(name="a", model=model)
+        with ThreadPoolExecutor(1) as pool:  # each turn on a worker thread, as a threaded server runs them
+            for i in range(3):
+                pool.submit(lambda i=i: run(Runner.run(agent, f"question {i}", session=session))).result()
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(lambda: run(session.pop_item())).result()
+        return list(run(session.get_items()))
+
+    theirs = turns(SQLiteSession("s", str(db.with_name("sdk.db"))))
+    by_path = ThreadlogSession("s", db)
+    assert turns(by_path) == theirs and len(theirs) == 5
+    by_path.close()
+    with Store(db) as store:
+        assert turns(ThreadlogSession("t", store)) == theirs
+        store.verify()
+    with Store(":memory:") as memory, ThreadPoolExecutor(1) as pool:
+        session = ThreadlogSession("m", memory)
+        with pytest.raises(StoreError, match="serves only the thread that opened it"):
+            pool.submit(lambda: run(session.get_items())).result()
+
+
+
+def test_an_item_added_on_another_thread_while_a_pop_runs_is_kept(db: Path) -> None:
+    """Threads sharing one session object shared its view of the branch too: an item another
+    thread added while a pop ran (between its read of the branch and its write) was in neither
+    the view nor what the pop returned, as the pop forked below it."""
+    import threading
+
+    popping, added = threading.Event(), threading.Event()
+
+    class Paused(ThreadlogSession):
+        def _new_thread_id(self) -> str:  # inside pop_item, between its read and its write
+            popping.set()
+            added.wait(timeout=1)  # the other thread's add, or a second once it waits for this pop
+            return super()._new_thread_id()
+
+    session = Paused("s", db)
+    run(session.add_items([user("one"), user("two")]))
+    popped: list[Any] = []
+    pop = threading.Thread(target=lambda: popped.append(run(session.pop_item())))
+    pop.start()
+    assert popping.wait(timeout=10)
+    run(session.add_items([user("three")]))
+    added.set()
+    pop.join()
+    view = [item["content"] for item in run(session.get_items())]  # type: ignore[typeddict-item]
+    assert sorted(view + [popped[0]["content"]]) == ["one", "three", "two"]
+    session.close()

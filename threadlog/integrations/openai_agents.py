@@ -29,26 +29,33 @@ point are in that event).
 
 A `Store` is meant for one thread, so the methods do their (short) SQLite work on the
 calling thread, the event loop's, instead of handing it to a worker thread as the SDK's
-SQLite sessions do. Which branch is current is this object's state, as in the SDK: a new
+SQLite sessions do. A session used on another thread than the one that made it (as the SDK's
+serve any: `Runner.run_sync` in a threaded server's workers) opens a store of that thread's
+own on the same file, and the calls of threads sharing one session object run one at a time.
+Which branch is current is this object's state, as in the SDK: a new
 session object starts on `main`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import re
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
-from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadNotFound
+from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, StoreError, ThreadNotFound
 from eventstore.prepare import check_encodable
+from eventstore.store import is_url
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -82,6 +89,23 @@ class _Turns:
     offsets: list[int] = field(default_factory=list)
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _one_at_a_time(method: Callable[Concatenate[ThreadlogSession, _P], Coroutine[Any, Any, _R]]
+                   ) -> Callable[Concatenate[ThreadlogSession, _P], Coroutine[Any, Any, _R]]:
+    """A session call holding the session's lock: threads sharing one session object share its
+    view of the branch (the head an append expects, the turns read so far), so a pop could fork
+    below an item another thread had just added. The calls never wait on the event loop (their
+    SQLite work is inline), so the lock is never held across a suspension."""
+    @functools.wraps(method)
+    async def call(self: ThreadlogSession, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            return await method(self, *args, **kwargs)
+    return call
+
+
 class ThreadlogSession:
     """An Agents SDK session (`get_items`, `add_items`, `pop_item`, `clear_session`) with
     `AdvancedSQLiteSession`'s branches (`create_branch_from_turn`, `switch_to_branch`,
@@ -101,7 +125,10 @@ class ThreadlogSession:
         self.session_id = session_id
         self.session_settings = coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         self._owned = not isinstance(store, Store)
-        self.store = store if isinstance(store, Store) else Store(os.fspath(store))
+        self._given = store if isinstance(store, Store) else Store(os.fspath(store))
+        self._owner = threading.get_ident()
+        self._local = threading.local()
+        self._lock = threading.RLock()
         self._base = "agents-" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
         self._branch = MAIN
         self._view: _View | None = None
@@ -111,25 +138,50 @@ class ThreadlogSession:
         return f"ThreadlogSession({self.session_id!r}, branch={self._branch!r}, store={self.store.path!r})"
 
     @property
+    def store(self) -> Store:
+        """The store, as the calling thread uses it: the one given (or opened) on the thread
+        that made this session; on another thread, that thread's own on the same SQLite file,
+        opened on first use (a SQLite connection serves only the thread that opened it)."""
+        if threading.get_ident() == self._owner:
+            return self._given
+        store: Store | None = getattr(self._local, "store", None)
+        if store is None:
+            if self._given.path == ":memory:":
+                raise StoreError("a :memory: store serves only the thread that opened it; this session is used on "
+                                 "another thread: give ThreadlogSession a store on a file")
+            if is_url(self._given.path):  # PostgreSQL: opened again from `path`, it would lack the URL's password
+                return self._given
+            store = self._local.store = Store(self._given.path, synchronous=self._given.synchronous,
+                                              read_only=self._given.read_only)
+        return store
+
+    @property
     def current_branch(self) -> str:
         return self._branch
 
     @property
     def thread(self) -> str | None:
         """The thread the current branch lives in now (None before its first item)."""
-        view = self._current(create=False)
-        if view is not None:
-            self._moved(view)  # another process may have moved the branch on
+        with self._lock:
             view = self._current(create=False)
-        return view.thread if view is not None else None
+            if view is not None:
+                self._moved(view)  # another process may have moved the branch on
+                view = self._current(create=False)
+            return view.thread if view is not None else None
 
     def close(self) -> None:
-        """Close the store if this session opened it; a store passed in stays open."""
+        """Close the store if this session opened it (and the calling thread's own, if it
+        has one); a store passed in stays open."""
+        own: Store | None = getattr(self._local, "store", None)
+        if own is not None:
+            own.close()
+            self._local.store = None
         if self._owned:
-            self.store.close()
+            self._given.close()
 
     # -- the Session protocol ---------------------------------------------------------------
 
+    @_one_at_a_time
     async def get_items(self, limit: int | None = None, branch_id: str | None = None) -> list[TResponseInputItem]:
         """The current branch's items (or branch `branch_id`'s, as `AdvancedSQLiteSession` takes
         it; [] for a branch that has none), oldest first; with `limit` (or the settings' limit),
@@ -146,6 +198,7 @@ class ThreadlogSession:
             return cast("list[TResponseInputItem]", items[-count:] if count else items)
         return []
 
+    @_one_at_a_time
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items to the current branch, atomically (all or none)."""
         items = list(items)  # any iterable, as the SDK's sessions take: it is read twice below
@@ -167,6 +220,7 @@ class ThreadlogSession:
             view.head = recorded[-1].offset + 1
             return
 
+    @_one_at_a_time
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the current branch's latest item from its view and return it (None when empty).
 
@@ -195,6 +249,7 @@ class ThreadlogSession:
             return cast("TResponseInputItem", item)
         return None
 
+    @_one_at_a_time
     async def clear_session(self) -> None:
         """Empty every branch of the session; `main` continues in a new empty thread, the
         others end (their names stay used). The current branch becomes `main`."""
@@ -205,6 +260,7 @@ class ThreadlogSession:
 
     # -- branches (AdvancedSQLiteSession's calls) -------------------------------------------------
 
+    @_one_at_a_time
     async def create_branch_from_turn(self, turn_number: int, branch_name: str | None = None) -> str:
         """A new branch holding the current branch's items before its user turn `turn_number`
         (1 is the first user message), made current; returns its name. A fork: O(1).
@@ -232,6 +288,7 @@ class ThreadlogSession:
         self._branch, self._view = name, _View(first, head)
         return name
 
+    @_one_at_a_time
     async def create_branch_from_content(self, search_term: str, branch_name: str | None = None) -> str:
         """A branch from the first user turn whose text contains `search_term` (case-insensitive)."""
         found = await self.find_turns_by_content(search_term)
@@ -239,6 +296,7 @@ class ThreadlogSession:
             raise ValueError(f"No user turns found containing '{search_term}'")
         return await self.create_branch_from_turn(found[0]["turn"], branch_name)
 
+    @_one_at_a_time
     async def switch_to_branch(self, branch_id: str) -> None:
         """Make `branch_id` current; ValueError if it does not exist (`main` always does)."""
         view = self._resolve(branch_id)
@@ -246,6 +304,7 @@ class ThreadlogSession:
             raise ValueError(f"Branch '{branch_id}' does not exist")
         self._branch, self._view = branch_id, view
 
+    @_one_at_a_time
     async def delete_branch(self, branch_id: str, force: bool = False) -> None:
         """End a branch (its events stay in the log; its name stays used). Not `main`; the
         current branch only with `force=True`, which switches to `main`."""
@@ -261,6 +320,7 @@ class ThreadlogSession:
         if branch_id == self._branch:
             self._branch, self._view = MAIN, None
 
+    @_one_at_a_time
     async def list_branches(self) -> list[dict[str, Any]]:
         """Every branch holding items: branch_id, message_count, user_turns, is_current,
         created_at (the time of its first event), oldest first. Reads each branch's items."""
@@ -278,6 +338,7 @@ class ThreadlogSession:
                         "is_current": name == self._branch, "created_at": self.store.event_at(first, info.base).recorded_at})
         return sorted(out, key=lambda branch: str(branch["created_at"]))
 
+    @_one_at_a_time
     async def get_conversation_turns(self, branch_id: str | None = None) -> list[dict[str, Any]]:
         """The user turns of a branch (the current one by default): turn, content (first 100
         characters), full_content, timestamp, can_branch."""
@@ -293,6 +354,7 @@ class ThreadlogSession:
                               "timestamp": event.recorded_at, "can_branch": True})
         return turns
 
+    @_one_at_a_time
     async def find_turns_by_content(self, search_term: str, branch_id: str | None = None) -> list[dict[str, Any]]:
         """The user turns whose text (a string, or its parts' `text`) contains `search_term`,
         ignoring the case of ASCII letters only, as the SDK does (SQLite's LIKE); as in the SDK,
