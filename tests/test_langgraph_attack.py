@@ -187,3 +187,13 @@ def test_a_long_thread_reads_back_in_a_new_process(tmp_path: Path) -> None:
         fresh.copy_thread("long", "long-copy")
         copied = fresh.get_tuple({"configurable": {"thread_id": "long-copy", "checkpoint_ns": ""}})
         assert copied is not None and len(copied.checkpoint["channel_values"]["messages"]) == 800
+
+
+@pytest.mark.parametrize("given", ["threadlog.db", Path("threadlog.db"), None], ids=["str", "path", "none"])
+def test_a_saver_given_no_store_is_refused_when_made_saying_what_it_takes(given: Any) -> None:
+    """`ThreadlogSaver("threadlog.db")` (as `ThreadlogSession` takes a path) was made, and the
+    graph's first step failed inside LangGraph with "'str' object has no attribute 'thread'"."""
+    from threadlog import StoreError
+
+    with pytest.raises(StoreError, match=r"ThreadlogSaver takes a threadlog Store.*ThreadlogSaver\(Store\(path\)\)"):
+        ThreadlogSaver(given)

@@ -75,6 +75,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
     """A LangGraph checkpointer over a threadlog `Store` (see the module's documentation)."""
 
     def __init__(self, store: Store, *, serde: SerializerProtocol | None = None) -> None:
+        if not isinstance(store, Store):  # else the graph's first step fails inside LangGraph, on an attribute
+            raise StoreError(f"ThreadlogSaver takes a threadlog Store, not {type(store).__name__}: "
+                             "ThreadlogSaver(Store(path))")
         super().__init__(serde=serde)
         self.store = store
         self._owner = threading.get_ident()
