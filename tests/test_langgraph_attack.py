@@ -197,3 +197,29 @@ def test_a_saver_given_no_store_is_refused_when_made_saying_what_it_takes(given:
 
     with pytest.raises(StoreError, match=r"ThreadlogSaver takes a threadlog Store.*ThreadlogSaver\(Store\(path\)\)"):
         ThreadlogSaver(given)
+
+
+def test_a_sync_graph_runs_on_a_postgresql_store() -> None:
+    """LangGraph calls a synchronous checkpointer from worker threads; the saver opened each
+    one a store of its own with the given one's SQLite settings, and on PostgreSQL the first
+    step failed ("is not a SQLite database: it has no SQLite settings"), where an async run
+    worked. (A store opened again from the URL would lack its password: `store.path` hides it.)"""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from tests.backends import postgres_url
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"echo: {state['messages'][-1].content}")]}
+
+    builder: Any = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    with Store(postgres_url()) as store:
+        graph = builder.compile(checkpointer=ThreadlogSaver(store))
+        config: Any = {"configurable": {"thread_id": "pg"}}
+        graph.invoke({"messages": [HumanMessage("one")]}, config)
+        out = graph.invoke({"messages": [HumanMessage("two")]}, config)
+        assert [m.content for m in out["messages"]] == ["one", "echo: one", "two", "echo: two"]
+        assert len(list(graph.get_state_history(config))) == 6
+        store.verify()

@@ -30,7 +30,8 @@ The saver keeps an index of each line in memory (`langgraph_lines`), brought up 
 the log before every call (one query tells whether anything was appended since), so several processes
 can share one file. LangGraph calls a synchronous checkpointer from worker threads: each
 thread gets its own connection to the store's file (a `:memory:` store serves only the
-thread that opened it). The async methods run the same short SQLite calls inline.
+thread that opened it; a PostgreSQL store serves them all, one call at a time). The async
+methods run the same short SQLite calls inline.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.prepare import new_id, prepare
+from eventstore.store import is_url
 
 from .langgraph_lines import (PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, next_step, patch,
                               thread_prefix)
@@ -90,7 +92,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
     # -- plumbing ---------------------------------------------------------------------------
 
     def _store(self) -> Store:
-        if threading.get_ident() == self._owner:
+        if threading.get_ident() == self._owner or is_url(self.store.path):
+            # A server's store (PostgreSQL) serves every thread: each call holds `_lock`, so one at a
+            # time. Opened again from `path`, it would lack the URL's password, which `path` hides.
             return self.store
         store: Store | None = getattr(self._local, "store", None)
         if store is None:
