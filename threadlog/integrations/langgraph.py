@@ -59,11 +59,11 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.prepare import new_id, prepare
-from eventstore.store import is_url
 
 from .langgraph_lines import (PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, next_step, patch,
                               thread_prefix)
 from .langgraph_values import Json, anthropic_message, decode, encode, is_messages, paired, same
+from .per_thread import PerThread
 
 __all__ = ["ThreadlogSaver", "line_id"]
 
@@ -82,8 +82,8 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                              "ThreadlogSaver(Store(path))")
         super().__init__(serde=serde)
         self.store = store
-        self._owner = threading.get_ident()
-        self._local = threading.local()
+        self._stores = PerThread(store, "LangGraph calls the checkpointer from worker threads: give ThreadlogSaver a "
+                                        "store on a file")
         self._lock = threading.RLock()
         self._lines: dict[str, Line] = {}
         self._owners: dict[str, tuple[str, str]] = {}  # root stream id -> (thread id, namespace)
@@ -92,17 +92,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
     # -- plumbing ---------------------------------------------------------------------------
 
     def _store(self) -> Store:
-        if threading.get_ident() == self._owner or is_url(self.store.path):
-            # A server's store (PostgreSQL) serves every thread: each call holds `_lock`, so one at a
-            # time. Opened again from `path`, it would lack the URL's password, which `path` hides.
-            return self.store
-        store: Store | None = getattr(self._local, "store", None)
-        if store is None:
-            if self.store.path == ":memory:":
-                raise StoreError("a :memory: store serves only the thread that opened it; LangGraph calls the "
-                                 "checkpointer from worker threads: give ThreadlogSaver a store on a file")
-            store = self._local.store = Store(self.store.path, synchronous=self.store.synchronous)
-        return store
+        return self._stores.get()  # a PostgreSQL store serves every thread: each call holds `_lock`
 
     def _line(self, thread_id: str, ns: str) -> Line:
         key = self._key(str(thread_id), ns)

@@ -53,9 +53,10 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
-from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, StoreError, ThreadNotFound
+from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadNotFound
 from eventstore.prepare import check_encodable
-from eventstore.store import is_url
+
+from .per_thread import PerThread
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -125,9 +126,8 @@ class ThreadlogSession:
         self.session_id = session_id
         self.session_settings = coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         self._owned = not isinstance(store, Store)
-        self._given = store if isinstance(store, Store) else Store(os.fspath(store))
-        self._owner = threading.get_ident()
-        self._local = threading.local()
+        self._stores = PerThread(store if isinstance(store, Store) else Store(os.fspath(store)),
+                                 "this session is used on another thread: give ThreadlogSession a store on a file")
         self._lock = threading.RLock()
         self._base = "agents-" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
         self._branch = MAIN
@@ -142,18 +142,7 @@ class ThreadlogSession:
         """The store, as the calling thread uses it: the one given (or opened) on the thread
         that made this session; on another thread, that thread's own on the same SQLite file,
         opened on first use (a SQLite connection serves only the thread that opened it)."""
-        if threading.get_ident() == self._owner:
-            return self._given
-        store: Store | None = getattr(self._local, "store", None)
-        if store is None:
-            if self._given.path == ":memory:":
-                raise StoreError("a :memory: store serves only the thread that opened it; this session is used on "
-                                 "another thread: give ThreadlogSession a store on a file")
-            if is_url(self._given.path):  # PostgreSQL: opened again from `path`, it would lack the URL's password
-                return self._given
-            store = self._local.store = Store(self._given.path, synchronous=self._given.synchronous,
-                                              read_only=self._given.read_only)
-        return store
+        return self._stores.get()
 
     @property
     def current_branch(self) -> str:
@@ -172,12 +161,9 @@ class ThreadlogSession:
     def close(self) -> None:
         """Close the store if this session opened it (and the calling thread's own, if it
         has one); a store passed in stays open."""
-        own: Store | None = getattr(self._local, "store", None)
-        if own is not None:
-            own.close()
-            self._local.store = None
+        self._stores.close_own()
         if self._owned:
-            self._given.close()
+            self._stores.given.close()
 
     # -- the Session protocol ---------------------------------------------------------------
 
