@@ -19,7 +19,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -343,12 +343,18 @@ def _failed_check_as_json(func: Callable[..., Any]) -> Callable[..., Any]:
         except StoreError as error:
             if not kwargs.get("as_json") or isinstance(error, InvalidEvent):  # a malformed checkpoint is the caller's
                 raise
-            since = kwargs.get("since")  # as a failed chain: `checkpoint` is the next to keep, none (`verify`)
-            _emit_json({"ok": False, "position": None, "error": _cli_words(str(error)), "checkpoint": kwargs.get("checkpoint"),
-                        **({"since": since} if since is not None else {})})
-            sys.exit(1)
+            _failed_check(None, _cli_words(str(error)), kwargs.get("checkpoint"), kwargs.get("since"))
 
     return wrapper
+
+
+def _failed_check(position: int | None, why: str, checkpoint: str | None, since: str | None) -> NoReturn:
+    """`verify --json`'s report of a failed check, then exit 1. As on success, `since` is the
+    checkpoint given; `checkpoint` is the one checked (--checkpoint), or none (--since: the
+    next to keep, and the log failed)."""
+    _emit_json({"ok": False, "position": position, "error": why, "checkpoint": checkpoint,
+                **({"since": since} if since is not None else {})})
+    sys.exit(1)
 
 
 def _remove_if_empty(path: str) -> None:
@@ -503,16 +509,19 @@ def _model_name(_: click.Context, __: click.Parameter, value: str | None) -> str
     return value
 
 
-def _stated(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """A --reason, --actor or search QUERY that says nothing (`--reason "$REASON"`, the variable
-    unset) is a usage error naming it, as an empty --model is: a redaction failed with the event
-    model's field path (`redact.data.reason: String should have at least 1 character`), a search
-    said `no match`, exit 0, as if nothing held the words; an interrupt cancelled with none showed none."""
-    if not value.strip():
-        why = "say why the payload is erased" if ctx.command.name == "redact" else "say why it no longer needs an answer"
-        raise click.BadParameter("is empty: " + {"reason": why, "actor": "name who erases it",
-                                                  "query": "give the words to search for"}.get(param.name or "", "give it"))
-    return value
+def _stated(advice: str) -> Callable[[click.Context, click.Parameter, str], str]:
+    """The callback of a --reason, --actor or search QUERY: one that says nothing (`--reason
+    "$REASON"`, the variable unset) is a usage error naming it, then `advice`, as an empty
+    --model is. A redaction failed with the event model's field path (`redact.data.reason:
+    String should have at least 1 character`), a search said `no match`, exit 0, as if nothing
+    held the words, and an interrupt cancelled with none showed none."""
+
+    def check(_: click.Context, __: click.Parameter, value: str) -> str:
+        if not value.strip():
+            raise click.BadParameter(f"is empty: {advice}")
+        return value
+
+    return check
 
 
 def _recorded(event: Any, as_json: bool) -> None:
@@ -736,7 +745,8 @@ def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: str 
 @interrupt.command("cancel")
 @click.argument("thread", type=THREAD)
 @click.argument("interrupt_id")
-@click.option("--reason", default="cancelled", show_default=True, callback=_stated, help="Why it no longer needs an answer.")
+@click.option("--reason", default="cancelled", show_default=True, callback=_stated("say why it no longer needs an answer"),
+              help="Why it no longer needs an answer.")
 @json_option
 @with_store("write")
 def interrupt_cancel(store: Store, thread: str, interrupt_id: str, reason: str, as_json: bool) -> None:
@@ -1028,11 +1038,7 @@ def verify(store: Store, checkpoint: str | None, since: str | None, as_json: boo
     except IntegrityError as error:
         if not as_json:
             raise
-        # As on success: `since` the checkpoint given, `checkpoint` the one checked (--checkpoint) or
-        # the next to keep (--since: none, the log failed).
-        _emit_json({"ok": False, "position": error.position, "error": error.why, "checkpoint": checkpoint,
-                    **({"since": since} if since is not None else {})})
-        sys.exit(1)
+        _failed_check(error.position, error.why, checkpoint, since)
     if as_json:
         _emit_json({**report.to_json(), **({"since": since} if since is not None else {})})
         return
@@ -1063,8 +1069,9 @@ def checkpoint_command(store: Store, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("position", type=click.IntRange(min=1))
-@click.option("--reason", required=True, callback=_stated, help="Why the payload is erased (recorded in the log).")
-@click.option("--actor", required=True, callback=_stated, help="Who erases it (recorded in the log).")
+@click.option("--reason", required=True, callback=_stated("say why the payload is erased"),
+              help="Why the payload is erased (recorded in the log).")
+@click.option("--actor", required=True, callback=_stated("name who erases it"), help="Who erases it (recorded in the log).")
 @json_option
 @with_store("write")
 def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) -> None:
@@ -1523,7 +1530,7 @@ def usage_command(store: Store, thread: str, as_json: bool) -> None:
 
 
 @cli.command("search")
-@click.argument("query", callback=_stated)
+@click.argument("query", callback=_stated("give the words to search for"))
 @click.option("--thread", type=THREAD, help="Search only this thread's history (its own events and its ancestors' below each fork point).")
 @click.option("--role", type=click.Choice(["user", "assistant"]), help="Only this role's messages.")
 @click.option("--tool", "tool_name", metavar="NAME", help="Only calls of this tool and their results.")

@@ -629,8 +629,7 @@ def rerun(
     # A fork whose history ends on the user's message (a turn that failed there, answered later
     # by a retry with no new text) asks that question first (None: the fork holds it), with the
     # messages the original sent before answering it.
-    waiting: list[Any] = [None] if _ends_on_question(store, thread, at) else []
-    turns: list[list[Any]] = []
+    turns: list[list[Any]] = [[None]] if _ends_on_question(store, thread, at) else []
     prompts: list[tuple[int, Any]] = []
     answered = False  # whether the model answered since the last prompt (or the fork point)
     for event in store.read(thread, at):
@@ -641,8 +640,8 @@ def rerun(
         elif (not any(b.get("type") == "tool_result" for b in event.data.get("content", []))
               and not str(event.meta.get("actor", "")).startswith("subagent:")):  # not a report: the fork launched no sub-agent
             prompts.append((event.offset, event.data["content"]))
-            if not answered and (turns or waiting):
-                (turns[-1] if turns else waiting).append(event.data["content"])
+            if turns and not answered:
+                turns[-1].append(event.data["content"])
             else:
                 turns.append([event.data["content"]])
             answered = False
@@ -653,7 +652,7 @@ def rerun(
             raise InvalidEvent(f"offset {offset}", f"the user message there cannot be sent again as stored: {error}; "
                                "nothing was forked") from None
     fork = store.fork(thread, at, metadata="inherit")
-    for asked in [*([waiting] if waiting else []), *turns]:
+    for asked in turns:
         for content in asked[:-1]:  # the turn's other messages, before its last, as the original sent them
             if content is not None:
                 store.append_message(fork, "user", content)
