@@ -349,6 +349,19 @@ def test_a_bad_item_is_refused_and_nothing_is_written(db: Path) -> None:
         assert run(session.get_items()) == [{"role": "user", "content": "kept"}]
 
 
+def test_a_tool_output_over_half_an_event_is_stored_whole_with_its_text_cut(db: Path) -> None:
+    # 20 MiB: the item and a full copy of its text beside it would pass the 32 MiB an event holds.
+    output = "line of a large file\n" * (20 * 1024 * 1024 // 21)
+    item = {"type": "function_call_output", "call_id": "call_1", "output": output}
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(session.add_items([{"role": "user", "content": "read it"}, item]))
+        assert run(session.get_items()) == [{"role": "user", "content": "read it"}, item]
+        text = list(store.read(session.thread))[-1].data["content"][0]["text"]
+        assert text.startswith("← line of a large file\n") and len(text) < 1024 * 1024 + 100
+        assert text.endswith(f"[… {len(output) + 2 - 1024 * 1024:,} more characters, kept in the item]")
+
+
 def test_a_redacted_item_leaves_a_placeholder(db: Path) -> None:
     with Store(db) as store:
         session = ThreadlogSession("ana", store)

@@ -5,7 +5,8 @@
 
 Items are `message.appended` events: `item` holds the SDK's item verbatim (canonical JSON:
 the same value, keys sorted) and `content` one text block saying what it is (a message's
-text, `→ name(arguments)` for a tool call, `← output` for its result), so transcripts, search,
+text, `→ name(arguments)` for a tool call, `← output` for its result; its first 1 MiB
+characters: `TEXT_KEPT`), so transcripts, search,
 display rows and the viewer read an agent run like any other thread, and `redact` erases an
 item with its text.
 
@@ -67,6 +68,9 @@ KEY = "openai_agents"  # the metadata key of a session's threads
 MAIN = "main"
 ACTOR = "openai-agents"
 _MESSAGE = "message.appended"
+# The most characters of an item's text its `content` keeps: the item holds it all, and a
+# copy of a large tool output beside it would halve the largest item an event can store.
+TEXT_KEPT = 1024 * 1024
 # The user turns' offsets are cached as a snapshot (a cache: dropping it changes no answer)
 # once finding them took a read of at least SNAPSHOT_AFTER events.
 TURNS, TURNS_VERSION, SNAPSHOT_AFTER = "openai_agents.turns", 1, 256
@@ -540,6 +544,8 @@ def message_event(item: Any, index: int = 0) -> dict[str, Any]:
     if _plain_text(item):
         return {"type": _MESSAGE, "data": {"role": item["role"], "content": item["content"]}}
     role, text = describe(item)
+    if len(text) > TEXT_KEPT:
+        text = f"{text[:TEXT_KEPT]}\n[… {len(text) - TEXT_KEPT:,} more characters, kept in the item]"
     return {"type": _MESSAGE, "data": {"role": role, "content": text, "item": item}}
 
 
