@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 import pytest
 
 from threadlog import Store
-from tests.webstore import FLAG, HOSTILE_MESSAGES, IMG, SCRIPT, build
+from tests.webstore import FLAG, HOSTILE_MESSAGES, IMG, SCRIPT, build, image_block, png
 
 playwright = pytest.importorskip("playwright.sync_api")
 CHROMIUM = "/usr/bin/chromium"
@@ -215,6 +215,27 @@ def test_a_long_unbroken_string_stays_inside_its_row(served, page) -> None:
                    url(base, "/diff", a=fork)):
         page.goto(target)
         assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth"), target
+
+
+def test_a_stored_image_is_drawn_and_a_named_one_is_not_fetched(served, page) -> None:
+    """A pasted screenshot showed as `[image]` only. It is now drawn from the store (within
+    the page's policy, which loads images from the viewer itself only); an image that names
+    an address stays a link: opening a page fetches nothing from elsewhere."""
+    base, path, _ = served
+    with Store(path) as store:
+        shot = store.create_thread(title="shot", thread_id="shot")
+        store.append_message(shot, "user", [{"type": "text", "text": "my screen"}, image_block(png(3, 2))])
+        store.append_message(shot, "user", [{"type": "image", "source": {"type": "url", "url": "https://example.com/x.png"}}])
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    for target in (url(base, "/thread", id=shot), url(base, "/replay", id=shot)):
+        requested.clear()
+        page.goto(target)
+        img = page.locator("img.stored-image")
+        img.wait_for()
+        assert page.evaluate("(i) => i.complete && [i.naturalWidth, i.naturalHeight]", img.element_handle()) == [3, 2]
+        assert all(seen.startswith(base) for seen in requested), requested
+        assert page.locator("a", has_text="image: https://example.com/x.png").count() == 1
 
 
 def test_the_list_keeps_ids_kinds_and_times_on_one_line(served, page) -> None:

@@ -304,7 +304,7 @@ def test_the_list_offers_older_threads_only_when_there_are_some(tmp_path: Path) 
 def test_the_replay_shows_a_tool_result_as_the_thread_page_does(tmp_path: Path) -> None:
     """The replay showed a tool result's content as JSON: a file a tool read was one line of
     `"text": "…\\n…"`, and an image in a result its base64 data, where the thread page shows
-    the text and `[image]`."""
+    the text and the image (served by its own link: its data is not in the page)."""
     path = tmp_path / "t.db"
     picture = "iVBORw0KGgo" * 100
     with Store(path) as store:
@@ -320,7 +320,7 @@ def test_the_replay_shows_a_tool_result_as_the_thread_page_does(tmp_path: Path) 
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
         rows, replay = client.get("/thread?id=t").text, client.get("/replay?id=t").text
     for page in (rows, replay):
-        assert "<pre>def f():\n    return &#39;&lt;ok&gt;&#39;</pre>" in page and "<pre>[image]</pre>" in page
+        assert "<pre>def f():\n    return &#39;&lt;ok&gt;&#39;</pre>" in page and '<img class="stored-image"' in page
         assert "<pre>import os\nimport sys</pre>" in page and picture not in page
 
 

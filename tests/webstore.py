@@ -3,7 +3,11 @@ a long thread for paging, and a thread whose every stored string is hostile."""
 
 from __future__ import annotations
 
+import base64
+import struct
+import zlib
 from pathlib import Path
+from typing import Any
 
 from threadlog import Store, update_index
 
@@ -19,6 +23,20 @@ HOSTILE_MESSAGES = [
     f"```html\n{SCRIPT}\n```\n**bold** <iframe src=\"javascript:window.{FLAG}=1\"></iframe>",
 ]
 LONG = 250  # messages in the long thread: more than two pages
+
+
+def png(width: int, height: int) -> bytes:
+    """A real PNG file: a grey image of that size."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    rows = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def image_block(data: bytes, media_type: str = "image/png") -> dict[str, Any]:
+    """An image content block holding `data`."""
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": base64.b64encode(data).decode()}}
 
 
 def build(path: Path) -> dict[str, str]:

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.errors import MISSHAPEN, misshapen
 
-from . import live, pages
+from . import images, live, pages
 from .integrity import Integrity
 from .render import environment
 from .viewer import Viewer, viewer
@@ -95,6 +95,7 @@ def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
             Route("/tree", pages.tree_page),
             Route("/blame", pages.blame_page),
             Route("/diff", pages.diff_page),
+            Route("/image", images.image),
             Route("/live", live.events),
             Route("/favicon.ico", _no_icon),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
@@ -111,5 +112,7 @@ def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
             **dict.fromkeys(MISSHAPEN, _error(500)),
         },
     )
-    app.state.viewer = Viewer(path, environment(), Integrity(lambda: Store(path, read_only=True)))
+    env = environment()
+    env.globals["image_link"], env.globals["image_url"] = images.image_link, images.url_of
+    app.state.viewer = Viewer(path, env, Integrity(lambda: Store(path, read_only=True)))
     return app

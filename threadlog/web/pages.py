@@ -20,7 +20,7 @@ from ..listing import listing
 from ..names import AmbiguousName, resolve
 from .graph import layout
 from .items import thread_items
-from .query import whole_number
+from .query import thread_param, whole_number
 from .render import link
 from .viewer import viewer
 
@@ -29,13 +29,6 @@ THREADS = 50  # threads per list page
 TREE_NODES = 500  # threads a fork tree draws
 SHOWN_TODOS = 100  # todos a replay page lists (30,000 of 900 characters made a 28 MB page)
 SHOWN_ANCESTORS = 10  # a thread page's lineage: its root and its nearest ancestors (3,000 made 362 kB)
-
-
-def _thread(request: Request, name: str = "id") -> str:
-    value = request.query_params.get(name)
-    if not value:
-        raise HTTPException(400, f"no thread given: pass ?{name}=THREAD_ID")
-    return value
 
 
 def _canonical(store: Store, request: Request) -> Response | None:
@@ -86,7 +79,7 @@ def thread_page(request: Request) -> Response:
     """One page of a thread's display rows: the latest events unless `start` says otherwise;
     `at` shows the thread as of its first `at` events."""
     view = viewer(request)
-    thread = _thread(request)
+    thread = thread_param(request)
     at, start = whole_number(request, "at"), whole_number(request, "start")
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
@@ -116,7 +109,7 @@ def thread_page(request: Request) -> Response:
 def replay_page(request: Request) -> Response:
     """`thread_state(at=N)`: the model's view, status, todos and metadata as of N events."""
     view = viewer(request)
-    thread = _thread(request)
+    thread = thread_param(request)
     at = whole_number(request, "at")
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
@@ -136,7 +129,7 @@ def replay_page(request: Request) -> Response:
 def tree_page(request: Request) -> Response:
     """The fork tree holding the thread: one node per thread, edges labelled with fork offsets."""
     view = viewer(request)
-    thread = _thread(request)
+    thread = thread_param(request)
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
@@ -156,7 +149,7 @@ def tree_page(request: Request) -> Response:
 def blame_page(request: Request) -> Response:
     """Where each message of the model view came from, a page at a time."""
     view = viewer(request)
-    thread = _thread(request)
+    thread = thread_param(request)
     start = whole_number(request, "start") or 0
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
@@ -171,7 +164,7 @@ def blame_page(request: Request) -> Response:
 def diff_page(request: Request) -> Response:
     """Two threads side by side from their common ancestor (b defaults to a's parent)."""
     view = viewer(request)
-    a = _thread(request, "a")
+    a = thread_param(request, "a")
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved

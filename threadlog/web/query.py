@@ -1,4 +1,4 @@
-"""Query parameters: every page and the live stream read their numbers through here.
+"""Query parameters: every page and the live stream read their numbers and thread ids through here.
 
 A number is checked before it reaches a library call: a negative, non-decimal or huge one
 (past what SQLite and `itertools.islice` take, or too long for `int()` to parse) is a 400
@@ -21,3 +21,11 @@ def whole_number(request: Request, name: str, low: int = 0) -> int | None:
     if not (text.isascii() and text.isdigit() and len(text) <= 19 and low <= int(text) <= LARGEST):
         raise HTTPException(400, f"{name} must be a whole number from {low} to {LARGEST}, not {text[:40]!r}")
     return int(text)
+
+
+def thread_param(request: Request, name: str = "id") -> str:
+    """The thread query parameter `name`, which every page of one thread needs."""
+    value = request.query_params.get(name)
+    if not value:
+        raise HTTPException(400, f"no thread given: pass ?{name}=THREAD_ID")
+    return value

@@ -1,0 +1,94 @@
+"""The viewer shows the images messages hold: a pasted screenshot, a tool's picture.
+
+Served from the store by their digest, in the Messages API's four image types only and with
+`nosniff`; an image naming a URL is linked, never fetched; a redacted one is gone."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+import pytest
+
+pytest.importorskip("starlette")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from threadlog import Store  # noqa: E402
+from threadlog.web import create_app  # noqa: E402
+from tests.webstore import image_block as block, png  # noqa: E402
+
+
+SHOT, PLOT = png(3, 2), png(5, 7)
+HTML = b"<script>alert(1)</script>"
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    path = tmp_path / "images.db"
+    with Store(path) as store:
+        t = store.create_thread(title="screens", model="claude-x")
+        store.append_message(t, "user", [{"type": "text", "text": "what is on my screen?"}, block(SHOT)])  # offset 1
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "plot", "input": {}}])
+        store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1",  # offset 3
+                                          "content": [{"type": "text", "text": "plotted"}, block(PLOT)]}])
+        store.append_message(t, "user", [{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+                                         {"type": "image", "source": {"type": "url", "url": "javascript:alert(1)"}}])
+    return path
+
+
+@pytest.fixture
+def client(store_path: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(str(store_path)), base_url="http://127.0.0.1") as c:
+        yield c
+
+
+def image_links(html: str) -> list[str]:
+    return [src.replace("&amp;", "&") for src in re.findall(r'<img class="stored-image" src="([^"]+)"', html)]
+
+
+@pytest.mark.parametrize("page", ["/thread?id={t}", "/replay?id={t}"])
+def test_a_message_s_images_are_shown_and_served_as_they_were_stored(client: TestClient, store_path: Path, page: str) -> None:
+    with Store(store_path, read_only=True) as store:
+        thread = store.threads(1)[0].id
+    html = client.get(page.format(t=thread)).text
+    links = image_links(html)
+    assert len(links) == 2  # the pasted one and the tool result's
+    served = [client.get(link) for link in links]
+    assert [r.content for r in served] == [SHOT, PLOT]
+    for response in served:
+        assert response.headers["content-type"] == "image/png"
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["cache-control"] == "no-store"
+    # An address is linked, never loaded; one that is not http(s) is not even linked.
+    assert '<a href="https://example.com/a.png" rel="noreferrer">image: https://example.com/a.png</a>' in html
+    assert "javascript:" not in html and 'src="https://' not in html
+
+
+def test_stored_bytes_are_served_only_as_the_image_type_they_claim(tmp_path: Path) -> None:
+    path = tmp_path / "types.db"
+    with Store(path) as store:
+        t = store.create_thread(title="types")
+        # The store takes only the API's four image types; the bytes themselves are anyone's.
+        store.append_message(t, "user", [block(HTML, "image/png")])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        (link,) = image_links(client.get(f"/thread?id={t}").text)
+        response = client.get(link)
+        # Served as the PNG it claims to be, never sniffed into a page.
+        assert response.headers["content-type"] == "image/png" and response.headers["x-content-type-options"] == "nosniff"
+        assert "script-src 'self'" in response.headers["content-security-policy"]
+        for bad in (link.replace("sha256=", "sha256=0"), link.replace("offset=1", "offset=0"), f"/image?id={t}&offset=1"):
+            refused = client.get(bad)
+            assert refused.status_code in (400, 404) and "image" in refused.text
+
+
+def test_a_redacted_image_is_no_longer_served(client: TestClient, store_path: Path) -> None:
+    with Store(store_path, read_only=True) as store:
+        thread = store.threads(1)[0].id
+        position = store.event_at(thread, 1).position
+    links = image_links(client.get(f"/thread?id={thread}").text)
+    with Store(store_path) as store:
+        store.redact(position, reason="a password on screen", actor="ana")
+    assert client.get(links[0]).status_code == 404
+    assert client.get(links[1]).content == PLOT
+    assert len(image_links(client.get(f"/thread?id={thread}").text)) == 1

@@ -1,0 +1,85 @@
+"""The images messages hold (a pasted screenshot, a tool's picture), served so a page can show them.
+
+`/image?id=THREAD&offset=N&sha256=HEX` is the image of the message at offset N whose data
+has that digest: a block of its content or a part of one of its tool results. Found by its
+digest, not its index, so a page built from a model view (where a dropped tool call moves
+the blocks after it) names the same image. Only an image the message holds itself is served
+(its `source` is base64 data) and only in the four types the Messages API takes, with
+`nosniff`: stored bytes are never served as a page or a script. An image that names a URL is
+never fetched: the page links to it, as Markdown images are linked (`markdown.py`). Nothing
+is cached, so a redacted image is gone from the next page load.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .query import thread_param, whole_number
+from .render import link
+from .viewer import viewer
+
+MEDIA_TYPES = frozenset(("image/png", "image/jpeg", "image/gif", "image/webp"))
+
+
+def url_of(block: Any) -> str | None:
+    """The address an image block names instead of holding its data, or None."""
+    if not isinstance(block, dict) or block.get("type") != "image" or not isinstance(block.get("source"), dict):
+        return None
+    src = block["source"]
+    return src["url"] if src.get("type") == "url" and isinstance(src.get("url"), str) else None
+
+
+def image_link(block: Any, thread: str, offset: int) -> str | None:
+    """The viewer's link to the stored image `block` (the message at `offset` of `thread`
+    holds it), or None when it serves no such image."""
+    data = _data(block)
+    return None if data is None else link("/image", id=thread, offset=offset, sha256=_digest(data))
+
+
+def image(request: Request) -> Response:
+    """The bytes of one stored image; 404 when the message holds none with that digest."""
+    thread = thread_param(request)
+    offset, wanted = whole_number(request, "offset"), request.query_params.get("sha256", "")
+    if offset is None or not wanted:
+        raise HTTPException(400, "pass ?id=THREAD&offset=N&sha256=DIGEST (the thread page's image links have them)")
+    with viewer(request).open() as store:
+        event = store.event_at(thread, offset)
+    for block in _images(event.data.get("content") if event.type == "message.appended" else None):
+        data = _data(block)
+        if data is not None and _digest(data) == wanted:
+            try:
+                body = base64.b64decode(data, validate=True)
+            except (binascii.Error, ValueError):
+                break
+            return Response(body, media_type=block["source"]["media_type"],
+                            headers={"cache-control": "no-store", "content-disposition": "inline"})
+    raise HTTPException(404, f"offset {offset} of {thread} holds no stored image with that digest")
+
+
+def _images(content: Any) -> Iterator[Any]:
+    """The blocks of `content` and the parts of its tool results."""
+    for block in content if isinstance(content, list) else ():
+        yield block
+        if isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+            yield from block["content"]
+
+
+def _data(block: Any) -> str | None:
+    """The base64 data of an image this viewer serves (stored in it, of a type it serves)."""
+    if not isinstance(block, dict) or block.get("type") != "image" or not isinstance(block.get("source"), dict):
+        return None
+    src = block["source"]
+    ok = src.get("type") == "base64" and src.get("media_type") in MEDIA_TYPES and isinstance(src.get("data"), str)
+    return src["data"] if ok else None
+
+
+def _digest(data: str) -> str:
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
