@@ -57,7 +57,7 @@ class Source(_Model):
     `uuids` the others'. Field names follow the source format's spelling.
     """
 
-    tool: Literal["claude-code", "pi"]
+    tool: Literal["claude-code", "pi", "swe-agent"]
     file: Text = Field(description="the session file, as named when it was imported")
     line: int | None = Field(default=None, ge=1, description="1-based line number of the first line")
     uuid: Text | None = None

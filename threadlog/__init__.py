@@ -38,7 +38,8 @@ from eventstore.events import (
     TodosSet,
 )
 from .export import export_all, export_events, export_markdown
-from .importers import BadLine, ImportConflict, ImportSummary, import_claude_code, import_event_files, import_events, import_pi
+from .importers import (BadLine, ImportConflict, ImportSummary, import_claude_code, import_event_files, import_events, import_pi,
+                        import_swe_agent)
 from .note_fork import NoteTranscript, fork_with_transcript, transcripts_holding
 from .subagents import Question, questions, report
 from .transcript_tools import transcript_tools
@@ -142,6 +143,7 @@ __all__ = [
     "import_event_files",
     "import_events",
     "import_pi",
+    "import_swe_agent",
     "lineage",
     "rebuild_index",
     "rerun",

@@ -49,7 +49,7 @@ from projections.usage import total as usage_total
 
 from .demo import build_demo, demo_lines
 from .export import dump_lines, export_all, export_events, export_markdown
-from .importers import ImportSummary, import_claude_code, import_event_files, import_pi
+from .importers import ImportSummary, import_claude_code, import_event_files, import_pi, import_swe_agent
 from .importers.claude_code import LIVE_SECONDS
 from .importers.follow import follow_claude_code
 from .importers.lines import files_below
@@ -1224,22 +1224,22 @@ def _print_summary(summary: ImportSummary, as_json: bool) -> None:
 @cli.group("import")
 @db_option
 def import_group(db: str | None) -> None:
-    """Import histories: Claude Code and pi sessions, or threadlog's own exports (events)."""
+    """Import histories: Claude Code and pi sessions, SWE-agent trajectories, or threadlog's own exports (events)."""
     _pass_db(db)
 
 
-def _check_sessions_found(paths: list[str], tool: str, given: bool) -> None:
-    """Refuse an import from a directory that holds no session file at all (no `*.jsonl` in or
-    below it): it imported `0 file(s)` and exited 0, so a mistyped directory looked like
-    success, and beside another directory it went unnoticed. Directories whose sessions were
-    all imported before still import (adding nothing); `--follow` waits for sessions to come
-    and is not refused."""
+def _check_sessions_found(paths: list[str], tool: str, given: bool, pattern: str = "*.jsonl", noun: str = "session") -> None:
+    """Refuse an import from a directory that holds no session file at all (none matching
+    `pattern` in or below it): it imported `0 file(s)` and exited 0, so a mistyped directory
+    looked like success, and beside another directory it went unnoticed. Directories whose
+    sessions were all imported before still import (adding nothing); `--follow` waits for
+    sessions to come and is not refused."""
     empty = [path for path in dict.fromkeys(paths)  # a file named is imported (or refused) itself
-             if os.path.isdir(path) and not files_below(Path(path), "*.jsonl")]  # as the importers search
+             if os.path.isdir(path) and not files_below(Path(path), pattern)]  # as the importers search
     if not empty:
         return
     holds = "holds" if len(empty) == 1 else "hold"
-    message = (f"{', '.join(empty)} {holds} no {tool} session file (*.jsonl, searched recursively): nothing to import from "
+    message = (f"{', '.join(empty)} {holds} no {tool} {noun} file ({pattern}, searched recursively): nothing to import from "
                f"{'it' if len(empty) == 1 else 'them'}; name the directory (or files) holding them")
     if given:
         raise click.BadParameter(message, param_hint="PATHS")
@@ -1337,6 +1337,25 @@ def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_j
     is left for a later import. A directory holding no session file (*.jsonl) at all is refused (exit 2)."""
     _check_sessions_found(list(paths), "pi", given=True)
     _print_summary(import_pi(store, list(paths), skip_bad=skip_bad), as_json)
+
+
+@import_group.command("swe-agent")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@json_option
+@with_store("create")
+def import_swe_agent_command(store: Store, paths: tuple[str, ...], as_json: bool) -> None:
+    """Import SWE-agent trajectory files (.traj) from PATHS (files, or directories searched recursively).
+
+    One thread per file, from its `history`: the first system message is the thread's system
+    prompt, tool calls are tool_use blocks (arguments that are not a JSON object are kept as
+    {"arguments": TEXT}), a run of tool messages is one user message of tool_result blocks, and a
+    plain-text action stays text. The thread's model is the one replay_config names; without
+    one, `threadlog request` and `ask` need --model. The same file imported again adds nothing;
+    one a later step grew adds its new messages. A file that is not a trajectory is refused by
+    name, with nothing written. Replay demos (.yaml) are not trajectories and are not imported.
+    A directory holding no trajectory file (*.traj) at all is refused (exit 2)."""
+    _check_sessions_found(list(paths), "SWE-agent", given=True, pattern="*.traj", noun="trajectory")
+    _print_summary(import_swe_agent(store, list(paths)), as_json)
 
 
 @cli.command("export")

@@ -1,4 +1,4 @@
-"""Histories into threadlog: Claude Code and pi sessions (once or followed live), and threadlog's own exports."""
+"""Histories into threadlog: Claude Code and pi sessions (once or followed live), SWE-agent trajectories, and threadlog's own exports."""
 
 from .claude_code import import_claude_code
 from .events import import_event_files, import_events
@@ -6,5 +6,7 @@ from .lines import BadLine
 from .pi import import_pi
 from .plan import ImportConflict
 from .summary import ImportSummary
+from .swe_agent import import_swe_agent
 
-__all__ = ["BadLine", "ImportConflict", "ImportSummary", "import_claude_code", "import_event_files", "import_events", "import_pi"]
+__all__ = ["BadLine", "ImportConflict", "ImportSummary", "import_claude_code", "import_event_files", "import_events", "import_pi",
+           "import_swe_agent"]

@@ -1,0 +1,224 @@
+"""Importing SWE-agent trajectories (`threadlog import swe-agent`): real files from SWE-agent's
+repository (tests/fixtures/swe-agent), checked against their raw JSON; the requests rebuilt
+from them validated by the SDK's types; refusals leave the database as it was."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from threadlog import InvalidEvent, Store, anthropic_request, import_swe_agent, thread_state
+from projections import validate_request
+from threadlog.cli import cli
+from tests.backends import file_dump
+
+TRAJECTORIES = Path(__file__).resolve().parent / "fixtures" / "swe-agent"
+SIMPLE = TRAJECTORIES / "function_calling_simple.traj"
+MARSHMALLOW = TRAJECTORIES / "marshmallow-code__marshmallow-1867.traj"
+CTF = TRAJECTORIES / "warmup.traj"  # plain-text actions: no tool calls
+MODEL = "claude-sonnet-4-5"
+
+
+def _history(path: Path) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["history"]
+    return history
+
+
+def _messages(store: Store, thread: str) -> list[dict[str, Any]]:
+    return [e.data for e in store.read(thread) if e.type == "message.appended"]
+
+
+def _import(db: Path, *args: str) -> Any:
+    return CliRunner().invoke(cli, ["--db", str(db), "import", "swe-agent", *args])
+
+
+@pytest.mark.parametrize("path", [SIMPLE, MARSHMALLOW, CTF], ids=["function-calling", "replay", "ctf-plain-text"])
+def test_a_real_trajectory_becomes_its_history_and_a_request_the_sdk_accepts(file_store: Store, path: Path) -> None:
+    history = _history(path)
+    summary = import_swe_agent(file_store, [path])
+    [thread] = summary.thread_ids
+    created = next(file_store.read(thread)).data
+    assert history[0]["role"] == "system" and created["system"] == history[0]["content"]
+    messages = _messages(file_store, thread)
+    # Each history entry after the system prompt is one message (no two tool messages are adjacent here).
+    assert [m["role"] for m in messages] == [{"tool": "user"}.get(h["role"], h["role"]) for h in history[1:]]
+    calls = [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+             for h in history for c in h.get("tool_calls") or []]
+    uses = [(b["id"], b["name"], b["input"]) for m in messages for b in m["content"] if b["type"] == "tool_use"]
+    assert uses == calls and summary.tool_calls == len(calls)
+    for before, message in zip(messages, messages[1:]):  # every result answers a call of the message before it
+        answered = [b["tool_use_id"] for b in message["content"] if b["type"] == "tool_result"]
+        assert answered == [b["id"] for b in before["content"] if b["type"] == "tool_use"] or not answered
+    results = [b for m in messages for b in m["content"] if b["type"] == "tool_result"]
+    assert [r["content"][0]["text"] for r in results] == [h["content"] for h in history if h["role"] == "tool"]
+    if path == CTF:  # the action stays the assistant's text
+        assert not calls and messages[1]["content"][0]["text"] == history[2]["content"]
+        assert "```\ndisassemble warmup\n```" in messages[1]["content"][0]["text"]
+    assert thread_state(file_store, thread).model == ("gpt-4o" if path == MARSHMALLOW else None)  # replay_config names it
+
+    request = anthropic_request(file_store, thread, model=None if path == MARSHMALLOW else MODEL)
+    validate_request(request)
+    sent = [b["id"] for m in request["messages"] for b in m["content"] if b["type"] == "tool_use"]
+    assert len(sent) == len(set(sent)) == len(calls)  # the replay uses ids again: each is sent once per call
+    assert import_swe_agent(file_store, [path]).added == 0
+    file_store.verify()
+
+
+def test_the_cli_imports_once_and_says_a_second_import_added_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    first = _import(db, str(TRAJECTORIES), "--json")
+    assert first.exit_code == 0, first.output
+    report = json.loads(first.stdout)
+    assert (report["files"], report["threads"], report["added"]) == (3, 3, report["events"])
+    again = _import(db, str(TRAJECTORIES))
+    assert again.exit_code == 0 and f"0 event(s) added of {report['events']}" in again.stdout, again.output
+    before = file_dump(db)
+    assert _import(db, str(SIMPLE)).exit_code == 0 and file_dump(db) == before  # wrote nothing
+    listed = CliRunner().invoke(cli, ["--db", str(db), "ls"]).stdout
+    assert "warmup" in listed and "marshmallow-code__marshmallow-1867" in listed  # titled by their instance
+
+    with Store(db) as store:
+        ctf = next(t for t in report["thread_ids"] if thread_state(store, t).title == "warmup")
+    asked = CliRunner().invoke(cli, ["--db", str(db), "request", ctf])
+    assert asked.exit_code == 1 and "names no model; pass --model" in asked.stderr, asked.output
+    built = CliRunner().invoke(cli, ["--db", str(db), "request", ctf, "--model", MODEL])
+    assert built.exit_code == 0, built.output
+    validate_request(json.loads(built.stdout))
+    assert not [b for m in json.loads(built.stdout)["messages"] for b in m["content"] if b["type"] != "text"]
+
+
+def _trajectory(*history: dict[str, Any], **extra: Any) -> str:
+    return json.dumps({"history": list(history), "info": {}, **extra}, indent=2)
+
+
+SYSTEM = {"role": "system", "content": "You fix bugs.", "agent": "main", "message_type": "system_prompt"}
+TASK = {"role": "user", "content": "Fix it.", "agent": "main", "message_type": "observation"}
+
+
+def _call(call_id: str, arguments: Any, name: str = "bash") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _tool(text: str, *ids: str) -> dict[str, Any]:
+    return {"role": "tool", "content": text, "tool_call_ids": list(ids), "message_type": "observation"}
+
+
+def test_arguments_that_are_no_json_object_are_kept_and_a_run_of_tool_messages_is_one_message(tmp_path: Path) -> None:
+    path = tmp_path / "run.traj"
+    path.write_text(_trajectory(
+        SYSTEM, TASK,
+        {"role": "assistant", "content": "Two at once.", "tool_calls": [_call("a", "ls -la"), _call("b", '["x"]'), _call("c", "")]},
+        _tool("listing", "a"), _tool("x", "b"), _tool("c done", "c"), _tool("late", "zzz"),
+        {"role": "system", "content": "Budget: 2 steps left."},
+        replay_config=json.dumps({"agent": {"model": {"name": "claude-x"}}}),  # as SWE-agent writes it: JSON text
+    ), encoding="utf-8")
+    with Store(tmp_path / "t.db") as store:
+        summary = import_swe_agent(store, [path])
+        [thread] = summary.thread_ids
+        events = [e for e in store.read(thread) if e.type == "message.appended"]
+        call = events[1]
+        assert [b["input"] for b in call.data["content"][1:]] == [{"arguments": "ls -la"}, {"arguments": '["x"]'}, {}]
+        assert call.meta["source"]["flags"] == {"arguments_kept_as_text": ["a", "b"]}
+        assert [(b["tool_use_id"], b["content"]) for b in events[2].data["content"]] == [
+            ("a", [{"type": "text", "text": "listing"}]), ("b", [{"type": "text", "text": "x"}]), ("c", [{"type": "text", "text": "c done"}])]
+        assert summary.skipped == {"tool_result without its call": 1}  # reported, not dropped unsaid
+        assert events[3].data["role"] == "user" and events[3].meta["source"]["flags"] == {"injected": True, "role": "system"}
+        assert thread_state(store, thread).model == "claude-x"
+        validate_request(anthropic_request(store, thread))
+
+        # A step later the file holds more: only that is added; an edited entry is reported, kept as stored.
+        grown = _history(path)
+        grown[1]["content"] = "Fix it now."
+        grown.append({"role": "assistant", "content": "Done."})
+        path.write_text(_trajectory(*grown), encoding="utf-8")
+        again = import_swe_agent(store, [path])
+        assert (again.added, again.changed) == (1, 1)
+        assert again.changed_lines == [(str(path), 9)]  # the line history[1] starts on
+        assert _messages(store, thread)[0]["content"][0]["text"] == "Fix it."
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (b'{"history": [', "bad.traj: not JSON (Expecting value: line 1 column 14"),
+    (b"\xff{}", "bad.traj: not UTF-8 text"),
+    (b"[1, 2]", "bad.traj: not a SWE-agent trajectory: a .traj file is a JSON object holding a `history` list"),
+    (b'{"trajectory": []}', "not a SWE-agent trajectory"),
+    (b'{"type": "session", "id": "s"}\n{"type": "message"}\n', "bad.traj: not JSON (Extra data: line 2"),  # a pi session
+    (b"[" * 100_000 + b"]" * 100_000, "bad.traj: JSON nested too deeply to read"),
+    (_trajectory(SYSTEM, TASK, {"role": "robot", "content": "hi"}).encode(), "bad.traj:15: history[2]: role must be one of "),
+    (_trajectory(SYSTEM, {"role": "assistant", "content": "x", "tool_calls": [{"function": {"name": "bash"}}]}).encode(),
+     "bad.traj:9: history[1]: tool_calls[0] needs a non-empty string id"),
+    (_trajectory(SYSTEM, {"role": "tool", "content": "x"}).encode(), "history[1]: a tool message needs tool_call_ids"),
+    (_trajectory(SYSTEM, {"role": "user", "content": {"text": "x"}}).encode(), "history[1]: content must be text"),
+    (_trajectory(SYSTEM, {"role": "user", "content": "\\ud800"}).encode().replace(b"\\\\ud800", b"\\ud800"),
+     "bad.traj:9: history[1]: event.data: not storable as UTF-8 JSON"),  # a lone surrogate: no database can store it
+], ids=["cut-short", "not-utf8", "a-list", "no-history", "jsonl", "deep", "role", "call-id", "tool-ids", "content", "surrogate"])
+def test_a_file_that_cannot_be_imported_is_refused_by_name_with_nothing_written(tmp_path: Path, content: bytes, says: str) -> None:
+    db = tmp_path / "t.db"
+    assert _import(db, str(SIMPLE)).exit_code == 0
+    bad = tmp_path / "bad.traj"
+    bad.write_bytes(content)
+    before = file_dump(db)
+    for paths in ([bad], [CTF, bad]):  # the good file before it is not written either
+        result = _import(db, *map(str, paths))
+        assert result.exit_code == 1 and result.stdout == "", result.output
+        [line] = result.stderr.splitlines()
+        assert line.startswith("error: ") and says in line and len(line) < 400, line
+        assert file_dump(db) == before
+
+
+def test_a_replay_demo_and_a_directory_without_trajectories_are_refused(tmp_path: Path) -> None:
+    demo = tmp_path / "str_replace_anthropic_demo.yaml"
+    demo.write_text("history:\n  - role: user\n    content: hi\n", encoding="utf-8")
+    db = tmp_path / "t.db"
+    result = subprocess.run([sys.executable, "-m", "threadlog", "--db", str(db), "import", "swe-agent", str(demo)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "a replay demo is YAML, and holds no trajectory" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not db.exists()
+    result = _import(db, str(tmp_path))
+    assert result.exit_code == 2 and "holds no SWE-agent trajectory file (*.traj, searched recursively)" in result.stderr
+    assert not db.exists()
+
+
+HOSTILE = "\x1b[2J\x1b]0;owned\x07\u202egnp.exe\x9b31m"
+
+
+def test_hostile_text_reaches_no_terminal_raw(tmp_path: Path) -> None:
+    folder = tmp_path / f"runs{HOSTILE}"
+    folder.mkdir()
+    path = folder / f"evil{HOSTILE}.traj"  # its name is the thread's title
+    path.write_text(_trajectory(
+        {**SYSTEM, "content": "sys" + HOSTILE}, {**TASK, "content": "task" + HOSTILE},
+        {"role": "assistant", "content": "ok" + HOSTILE, "tool_calls": [_call("t" + HOSTILE, json.dumps({"cmd": HOSTILE}), "x" + HOSTILE)]},
+        _tool("out" + HOSTILE, "t" + HOSTILE), {"role": "user", "content": [{"type": "image" + HOSTILE}]},
+    ), encoding="utf-8")
+    db = tmp_path / "t.db"
+    outputs = [_import(db, str(path))]
+    with Store(db) as store:
+        [thread] = [t.id for t in store.all_threads()]
+    outputs += [CliRunner().invoke(cli, ["--db", str(db), *command])
+                for command in (["ls"], ["show", thread], ["log", thread], ["transcript", thread], ["request", thread, "--model", MODEL])]
+    bad = folder / "bad.traj"
+    bad.write_text(_trajectory(SYSTEM, {"role": "x" + HOSTILE}), encoding="utf-8")
+    outputs.append(_import(db, str(bad)))
+    assert outputs[-1].exit_code == 1 and "role must be one of" in outputs[-1].stderr
+    for result in outputs:
+        shown = result.stdout + result.stderr
+        assert not set("\x1b\x07\u202e\x9b") & set(shown), shown[:2000]
+    assert outputs[0].exit_code == 0 and "content/'image\\x1b" in outputs[0].stdout  # the part left out is named
+    with Store(db) as store:  # stored as it came: only its printing is escaped
+        texts = [b.get("text") for m in _messages(store, thread) for b in m["content"]]
+        assert "task" + HOSTILE in texts and "ok" + HOSTILE in texts
+        validate_request(anthropic_request(store, thread, model=MODEL))
+
+
+def test_import_swe_agent_takes_a_list_of_paths(tmp_path: Path) -> None:
+    shutil.copy(SIMPLE, tmp_path / "a.traj")
+    with Store(tmp_path / "t.db") as store, pytest.raises(InvalidEvent, match="must be a list of paths"):
+        import_swe_agent(store, str(tmp_path / "a.traj"))  # type: ignore[arg-type]

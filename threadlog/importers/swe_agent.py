@@ -1,0 +1,270 @@
+"""SWE-agent trajectory files (`.traj`) into threads.
+
+A trajectory is one JSON object, which SWE-agent writes again, whole, after each step. Its
+`history` is the conversation the model was sent, as OpenAI chat messages with SWE-agent's
+own keys beside them (`agent`, `message_type`, and `thought` and `action`, which restate the
+content). One thread per file, titled by the file's name (SWE-agent's, for the instance it
+ran on): a first system message is the thread's `system`; a user message (an observation)
+is a user message; an assistant message is its text and a `tool_use` block for each of its
+`tool_calls`, whose JSON `arguments` are the `input` (text that is no JSON object is kept
+whole, as `{"arguments": text}`, and the call named in `meta.source.flags.arguments_kept_as_text`);
+a run of `tool` messages is one user message of `tool_result` blocks, one for each id of
+their `tool_call_ids`, as the Messages API takes them. A plain-text action (no tool calls: SWE-agent's CTF and older runs) stays text, and a
+later system message is a user message marked injected, as the API has one system prompt.
+The thread's model is the one `replay_config` names (`agent.model.name`); a trajectory
+without one leaves the thread without a model (a request then needs `model=`).
+
+Event ids are made from the file's absolute path and each entry's index in `history`: the
+same file imported again adds nothing, a trajectory a later step grew adds its new entries,
+and a copy of the file elsewhere is a thread of its own. The `trajectory` list (each step's
+action and observation again, with its time and state) and `info` beyond `exit_status` are
+not imported. A replay demo (`.yaml`) holds no trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from eventstore import InvalidEvent, Store
+from eventstore.recorded import short
+
+from .lines import Seen, existing_paths, files_below, text_name
+from .plan import Plan, PlannedStream, import_sources, stable_id
+from .summary import ImportSummary
+
+TOOL = "swe-agent"
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+def _read(path: Path, seen: Seen) -> tuple[dict[str, Any], list[int]]:
+    """The trajectory in `path` and the line each `history` entry starts on; a file that is
+    not one is refused by name."""
+    try:
+        text = seen.read(path).decode("utf-8")
+        trajectory = json.loads(text)
+    except UnicodeDecodeError as error:
+        raise InvalidEvent(str(path), f"not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except ValueError as error:
+        demo = " (a replay demo is YAML, and holds no trajectory: import the .traj it was made from)" \
+            if path.suffix in (".yaml", ".yml") else ""
+        raise InvalidEvent(str(path), f"not JSON ({error}); a SWE-agent trajectory is one JSON object{demo}") from None
+    except RecursionError:
+        raise InvalidEvent(str(path), "JSON nested too deeply to read") from None
+    if not isinstance(trajectory, dict) or not isinstance(trajectory.get("history"), list):
+        raise InvalidEvent(str(path), "not a SWE-agent trajectory: a .traj file is a JSON object holding a `history` list")
+    return trajectory, _history_lines(text)
+
+
+def _history_lines(text: str) -> list[int]:
+    """The line each entry of the top-level `history` list starts on, in `text` (JSON already
+    read whole: each value is decoded again, only to find where it ends)."""
+    decode = json.JSONDecoder().raw_decode
+
+    def skip(at: int, separator: str = "") -> int:
+        """`at` past whitespace, then past `separator` and whitespace again, if it is there."""
+        while at < len(text) and text[at] in " \t\n\r":  # JSON's own whitespace
+            at += 1
+        return skip(at + 1) if separator and text.startswith(separator, at) else at
+
+    starts: list[int] = []
+    at = skip(skip(0) + 1)  # past the object's "{"
+    while text[at] != "}":
+        key, at = decode(text, at)
+        at = skip(at, ":")
+        if key == "history":  # (the last one, if repeated, as json.loads takes it)
+            starts, at = [], skip(at + 1)  # past "["
+            while text[at] != "]":
+                starts.append(at)
+                at = skip(decode(text, at)[1], ",")
+            at += 1
+        else:
+            at = decode(text, at)[1]
+        at = skip(at, ",")
+    lines, line, counted = [], 1, 0
+    for start in starts:
+        line += text.count("\n", counted, start)
+        lines.append(line)
+        counted = start
+    return lines
+
+
+def _check(entry: Any) -> str | None:
+    """What keeps one `history` entry from being imported, or None."""
+    if not isinstance(entry, dict):
+        return f"must be an object, not {type(entry).__name__}"
+    if entry.get("role") not in _ROLES:
+        return f"role must be one of {', '.join(_ROLES)}, not {short(entry.get('role'))}"
+    content = entry.get("content")
+    if not (content is None or isinstance(content, str) or (isinstance(content, list) and all(
+            isinstance(p, dict) and isinstance(p.get("type"), str) and isinstance(p.get("text", ""), str) for p in content))):
+        return "content must be text, null, or a list of parts each with a string type (and a text part's text a string)"
+    calls = entry.get("tool_calls")
+    if entry["role"] == "assistant" and calls is not None:
+        if not isinstance(calls, list):
+            return "tool_calls must be a list"
+        for n, call in enumerate(calls):
+            function = call.get("function") if isinstance(call, dict) else None
+            if not (isinstance(call, dict) and isinstance(call.get("id"), str) and call["id"] and isinstance(function, dict)
+                    and isinstance(function.get("name"), str) and function["name"]):
+                return f"tool_calls[{n}] needs a non-empty string id and a function with a non-empty string name"
+            if not isinstance(function.get("arguments"), (str, dict, type(None))):
+                return f"tool_calls[{n}].function.arguments must be JSON text"
+    answers = _answers(entry)
+    if answers is not None and not (answers and all(isinstance(i, str) and i for i in answers)):
+        return "a tool message needs tool_call_ids, a list of the non-empty string ids of the calls it answers"
+    return None
+
+
+def _answers(entry: dict[str, Any]) -> list[Any] | None:
+    """The call ids a tool message answers (SWE-agent's `tool_call_ids`, or OpenAI's one
+    `tool_call_id`); None for a message of another role."""
+    if entry["role"] != "tool":
+        return None
+    ids = entry.get("tool_call_ids", [entry["tool_call_id"]] if "tool_call_id" in entry else [])
+    return ids if isinstance(ids, list) else [ids]
+
+
+def _blocks(content: Any, skipped: Counter[str]) -> list[dict[str, Any]]:
+    """A message's content as text blocks; a part of another kind (an image) is counted in `skipped`."""
+    parts = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    out = []
+    for part in parts:
+        if part["type"] != "text":
+            skipped[f"content/{short(part['type'])}"] += 1
+        elif part.get("text"):
+            out.append({"type": "text", "text": part["text"]})
+    return out
+
+
+def _tool_use(call: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A `tool_calls` entry as a `tool_use` block, and whether its arguments were kept as text."""
+    arguments = call["function"].get("arguments")
+    parsed: Any = arguments
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except (ValueError, RecursionError):
+            parsed = None
+    kept = not isinstance(parsed, dict) and arguments is not None
+    return {"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
+            "input": {"arguments": arguments} if kept else parsed or {}}, kept
+
+
+def _model(trajectory: dict[str, Any]) -> str | None:
+    """The model `replay_config` names (`agent.model.name`; SWE-agent writes the config as JSON
+    text, its demonstrations as an object), or None."""
+    config = trajectory.get("replay_config")
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except (ValueError, RecursionError):
+            return None
+    for key in ("agent", "model", "name"):
+        config = config.get(key) if isinstance(config, dict) else None
+    return config if isinstance(config, str) and config and config.isprintable() else None
+
+
+def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> Plan:
+    trajectory, lines = _read(path, seen)
+    history: list[Any] = trajectory["history"]
+    for index, entry in enumerate(history):
+        why = _check(entry)
+        if why is not None:
+            raise InvalidEvent(f"{path}:{lines[index]}", f"history[{index}]: {why}")
+    thread = stable_id(TOOL, str(text_name(path.resolve())))
+    plan = Plan(store=store)
+
+    def meta(index: int, flags: dict[str, Any] | None = None) -> dict[str, Any]:
+        source = {"tool": TOOL, "file": str(path), "line": lines[index], **({"flags": flags} if flags else {})}
+        return {"event_id": f"{TOOL}:{thread}:{index}", "origin": "imported", "source": source}
+
+    def where(index: int) -> Callable[[str], InvalidEvent]:
+        return lambda why: InvalidEvent(f"{path}:{lines[index]}", f"history[{index}]: {why}")
+
+    info = trajectory["info"] if isinstance(trajectory.get("info"), dict) else {}
+    found = {"environment": trajectory.get("environment"), "exit_status": info.get("exit_status")}
+    metadata = {"source": TOOL, "file": str(path), **{k: v for k, v in found.items() if isinstance(v, str)}}
+    created: dict[str, Any] = {"title": path.stem, "metadata": metadata}  # SWE-agent names it for its instance
+    first = 1 if history and history[0]["role"] == "system" else 0
+    system = _blocks(history[0].get("content"), summary.skipped) if first else []
+    if system:
+        created["system"] = "\n\n".join(block["text"] for block in system)
+    model = _model(trajectory)
+    if model is not None:
+        created["model"] = model
+    stream = plan.root(thread, created, {"event_id": f"{TOOL}:{thread}:created", "origin": "imported",
+                                         "source": {"tool": TOOL, "file": str(path)}},
+                       lambda why: InvalidEvent(str(path), why))
+    summary.files += 1
+    summary.threads += 1
+    summary.thread_ids.append(thread)
+    index = first
+    while index < len(history):
+        entry = history[index]
+        if entry["role"] == "tool":  # a run of them: one user message
+            run = index
+            while index + 1 < len(history) and history[index + 1]["role"] == "tool":
+                index += 1
+            _results(stream, history, run, index, summary, meta(run), where(run))
+        elif entry["role"] == "assistant":
+            blocks = _blocks(entry.get("content"), summary.skipped)
+            uses = [_tool_use(call) for call in entry.get("tool_calls") or []]
+            kept = [block["id"] for block, as_text in uses if as_text]
+            blocks.extend(block for block, _ in uses)
+            if blocks:
+                stream.add("message.appended", {"role": "assistant", "content": blocks},
+                           meta(index, {"arguments_kept_as_text": kept} if kept else None), where(index))
+                summary.assistant_messages += 1
+                summary.tool_calls += len(uses)
+            else:
+                summary.skipped["empty message"] += 1
+        else:  # a user message, or a system message after the first message
+            blocks = _blocks(entry.get("content"), summary.skipped)
+            injected = entry["role"] == "system"
+            if blocks:
+                stream.add("message.appended", {"role": "user", "content": blocks},
+                           meta(index, {"injected": True, "role": "system"} if injected else None), where(index))
+                summary.prompts += 0 if injected else 1
+            else:
+                summary.skipped["empty message"] += 1
+        index += 1
+    return plan
+
+
+def _results(stream: PlannedStream, history: list[Any], start: int, end: int, summary: ImportSummary,
+             meta: dict[str, Any], where: Callable[[str], InvalidEvent]) -> None:
+    """The tool messages `history[start:end + 1]` as one user message of `tool_result` blocks;
+    a result for no call waiting is counted in `summary.skipped`, as pi's importer counts it."""
+    pending = set(stream.facts.tools)
+    blocks = []
+    for entry in history[start:end + 1]:
+        content = _blocks(entry.get("content"), summary.skipped)
+        for call in _answers(entry) or ():
+            if call not in pending:
+                summary.skipped["tool_result without its call"] += 1
+                continue
+            pending.discard(call)
+            blocks.append({"type": "tool_result", "tool_use_id": call, "content": content})
+    if blocks:
+        stream.add("message.appended", {"role": "user", "content": blocks}, meta, where)
+
+
+def import_swe_agent(
+    store: Store,
+    paths: Sequence[str | Path],
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> ImportSummary:
+    """Import SWE-agent trajectory files (or directories of them, searched recursively for
+    `*.traj`); idempotent, as `import_pi`. A file that is not a trajectory, or an entry of its
+    `history` that cannot be imported, raises `InvalidEvent` naming it, with nothing written
+    (every file is checked before the first is written)."""
+    files: list[Path] = []
+    for path in existing_paths(paths, "name SWE-agent trajectory files (.traj) or directories of them"):
+        files.extend(text_name(p) for p in (files_below(path, "*.traj") if path.is_dir() else [path]))
+    return import_sources(store, files, lambda path, summary, _, seen: _plan_file(path, summary, seen, store),
+                          lambda path: path.stat().st_size, strict=True, progress=progress, noun="file")
