@@ -91,6 +91,34 @@ def sdk_validator(kind: str) -> TypeAdapter[Any] | None:
     return TypeAdapter(member) if member is not None else None
 
 
+def known_block_type(kind: Any, in_tool_result: bool = False) -> bool:
+    """Whether `kind` is a content block `type` the SDK knows, in a message or (`in_tool_result`)
+    also as one a tool result's content takes only there (`tool_reference`); imports
+    `anthropic` only for a type not among the stable ones."""
+    if not isinstance(kind, str):
+        return False
+    return (generated_validator(kind) or sdk_validator(kind)) is not None or (in_tool_result and kind in _result_types())
+
+
+@functools.cache
+def _result_types() -> frozenset[str]:
+    """The block types the SDK's tool results (stable and beta) take in their content."""
+    from anthropic.types import ToolResultBlockParam
+    from anthropic.types.beta import BetaToolResultBlockParam
+
+    names: set[str] = set()
+    hints = [typing.get_type_hints(result)["content"] for result in (ToolResultBlockParam, BetaToolResultBlockParam)]
+    while hints:  # Union[str, Iterable[Union[TextBlockParam, ...]]], walked down to its TypedDicts
+        hint = hints.pop()
+        if is_typeddict(hint):
+            name = block_type_name(hint)
+            if name:
+                names.add(name)
+        else:
+            hints.extend(typing.get_args(hint))
+    return frozenset(names)
+
+
 def block_types() -> list[str]:
     """Every content block `type` threadlog accepts, sorted."""
     return sorted(_sdk_types())

@@ -33,6 +33,7 @@ import functools
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ from typing import Any
 
 from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.recorded import short
-from eventstore.content import validate_block
+from eventstore.content import known_block_type, validate_block
 from eventstore.events import is_time
 
 from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, source_paths, text_name
@@ -150,8 +151,10 @@ def _check(record: dict[str, Any]) -> str | None:
         return "message.id must be a string"
     if isinstance(content, list):
         for index, block in enumerate(content):
+            if _unknown(block):
+                continue  # a newer release's: left out (`_leave_out_unknown`)
             try:
-                validate_block(block, f"message.content[{index}]")
+                validate_block(_known_inside(block), f"message.content[{index}]")
             except InvalidEvent as error:
                 return str(error)
     for name in ("model", "stop_reason"):
@@ -165,6 +168,44 @@ def _check(record: dict[str, Any]) -> str | None:
     if message.get("usage") is not None and not isinstance(message["usage"], dict):
         return "message.usage must be an object"
     return None
+
+
+def _unknown(block: Any, in_tool_result: bool = False) -> bool:
+    """Whether `block` is a content block of a type the SDK does not know (a newer release's),
+    in a message or (`in_tool_result`) in a tool result's content."""
+    return isinstance(block, dict) and isinstance(block.get("type"), str) and not known_block_type(block["type"], in_tool_result)
+
+
+def _known_inside(block: Any) -> Any:
+    """`block`, a tool result's without the blocks of its content the SDK does not know (without
+    its content, when none is left: a result may say nothing)."""
+    inner = block.get("content") if isinstance(block, dict) and block.get("type") == "tool_result" else None
+    if not isinstance(inner, list) or not any(_unknown(b, True) for b in inner):
+        return block
+    kept = [b for b in inner if not _unknown(b, True)]
+    return {k: v for k, v in block.items() if k != "content"} | ({"content": kept} if kept else {})
+
+
+def _leave_out_unknown(message: dict[str, Any], skipped: Counter[str]) -> None:
+    """Leave out of a checked line's content the blocks of a type the SDK does not know, in it
+    and in its tool results, each counted in `skipped` as `block/<type>`, as the pi importer
+    does: one such block, which a newer Claude Code may write, refused its line, and with it
+    the session. What is left is imported as any line: a response left with no block is no
+    message, and a tool result whose call was left out is left out too (`_user_blocks`)."""
+    content = message["content"]
+    if not isinstance(content, list):
+        return
+    kept = []
+    for block in content:
+        if _unknown(block):
+            skipped[f"block/{block['type']}"] += 1
+            continue
+        known = _known_inside(block)
+        if known is not block:
+            skipped.update(f"block/{b['type']}" for b in block["content"] if _unknown(b, True))
+        kept.append(known)
+    if len(kept) != len(content) or any(a is not b for a, b in zip(kept, content)):
+        message["content"] = kept
 
 
 def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial_tail: bool, seen: Seen | None = None, *,
@@ -199,6 +240,7 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             if why is not None:
                 on_bad(BadLine(str(path), line.number, why))
                 continue
+            _leave_out_unknown(record["message"], summary.skipped)
             if record.get("isSidechain") and session:
                 parsed.sidechain.append(line)  # planned as sub-agent forks (`_inline_agents`)
                 continue
