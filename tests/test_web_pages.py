@@ -4,6 +4,7 @@ keep stored strings from running, read-only serving, paging, the integrity badge
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import sys
@@ -299,6 +300,28 @@ def test_the_list_offers_older_threads_only_when_there_are_some(tmp_path: Path) 
         assert page.count('class="thread-row"') == THREADS and 'rel="next"' in page
         older = client.get("/?before=" + page.split('rel="next" href="/?before=')[1].split('"')[0]).text
         assert older.count('class="thread-row"') == 1 and "thread 0" in older
+
+
+def test_the_replay_pages_back_to_the_first_message(client: TestClient) -> None:
+    """The replay showed the last 100 messages of the model view and no way to the others."""
+    def texts(html: str) -> list[int]:
+        return [int(n) for n in re.findall(r"<p>message (\d+)</p>", html)]
+
+    def follow(html: str, name: str) -> str | None:
+        found = re.search(rf'<a class="{name}" href="([^"]+)"', html)
+        return None if found is None else client.get(found.group(1).replace("&amp;", "&")).text
+
+    page: str | None = client.get("/replay?id=long").text
+    seen: list[list[int]] = []
+    while page is not None:
+        seen.append(texts(page))
+        page = follow(page, "earlier")
+    # Pages of 100, as the thread page's: the last, then back to the first (which overlaps the second).
+    assert seen == [list(range(150, 250)), list(range(50, 150)), list(range(100))]
+    first = client.get("/replay?id=long&first=0").text
+    assert texts(first) == list(range(100)) and "messages 1–100 of 250" in first
+    assert texts(follow(first, "later") or "") == list(range(100, 200))
+    assert texts(client.get("/replay?id=long&first=9999").text) == []  # past the end: an empty page, not an error
 
 
 def test_the_replay_shows_a_tool_result_as_the_thread_page_does(tmp_path: Path) -> None:

@@ -107,10 +107,11 @@ def thread_page(request: Request) -> Response:
 
 
 def replay_page(request: Request) -> Response:
-    """`thread_state(at=N)`: the model's view, status, todos and metadata as of N events."""
+    """`thread_state(at=N)`: the model's view, status, todos and metadata as of N events; its
+    last `PAGE` messages, or those from message `first` on."""
     view = viewer(request)
     thread = thread_param(request)
-    at = whole_number(request, "at")
+    at, first = whole_number(request, "at"), whole_number(request, "first")
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
@@ -121,9 +122,12 @@ def replay_page(request: Request) -> Response:
         state = thread_state(store, thread, at)
         messages = state.messages
         badge = view.integrity.badge(store.last_position())
-    shown = messages[-PAGE:]
+    first = max(0, len(messages) - PAGE) if first is None else min(first, len(messages))
+    shown = messages[first:first + PAGE]
+    pager = {"earlier": max(0, first - PAGE) if first > 0 else None,
+             "later": first + PAGE if first + PAGE < len(messages) else None}
     return view.render(request, "replay.html", state=state, thread=thread, at=at, head=head, count=len(messages),
-                       messages=shown, hidden=len(messages) - len(shown), badge=badge, shown_todos=SHOWN_TODOS)
+                       messages=shown, first=first, pager=pager, badge=badge, shown_todos=SHOWN_TODOS)
 
 
 def tree_page(request: Request) -> Response:
