@@ -80,9 +80,10 @@ def anthropic_request(
     `thinking`, `tools`.
 
     `model` defaults to the thread's model and `max_tokens` to 4096 (more than the thinking
-    budget by 4096 when the thread's `thinking` has one); a thread without a model needs
-    `model=`. The result is fresh on every call: changing it changes nothing in
-    the store. See the module doc for what is left out and where breakpoints go.
+    budget by 4096 when the thread's `thinking` has one; one given must be more than the
+    budget, as the API wants, or is refused); a thread without a model needs `model=`. The
+    result is fresh on every call: changing it changes nothing in the store. See the module
+    doc for what is left out and where breakpoints go.
 
     `retrieval` (`per_turn`, `first_turn`, `off`; default: what a note fork recorded) adds
     the fork's retrieval blocks (projections/retrieval.py): the passages its live turns
@@ -99,8 +100,7 @@ def anthropic_request(
         raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=... (or create the thread with one)")
     if model is not None and not (isinstance(model, str) and model.isprintable()):  # no control, no lone surrogate
         raise InvalidEvent("model", f"must be a model name (printable text), not {shown(model)}")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
-        raise InvalidEvent("max_tokens", f"must be a whole number >= 1, not {shown(max_tokens)}")
+    check_max_tokens(max_tokens, state.thinking, asked)
     if extra_tools is not None and not (isinstance(extra_tools, (list, tuple)) and all(isinstance(tool, dict) for tool in extra_tools)):
         raise InvalidEvent("extra_tools", f"must be a list of tool definitions (dicts), not {shown(extra_tools)}")
     view = state.messages
@@ -143,9 +143,7 @@ def anthropic_request(
     elif _nested_marks(messages):
         messages = _without_nested_marks(messages)  # no breakpoints asked for: none sent
     # Key order: as the SDK's `create` writes its body (max_tokens, messages, model, system, thinking, tools).
-    budget = (state.thinking or {}).get("budget_tokens")
-    default = DEFAULT_MAX_TOKENS + budget if isinstance(budget, int) else DEFAULT_MAX_TOKENS
-    kwargs: Json = {"max_tokens": max_tokens or default, "messages": messages, "model": chosen}
+    kwargs: Json = {"max_tokens": max_tokens or default_max_tokens(state.thinking), "messages": messages, "model": chosen}
     if system:
         kwargs["system"] = system
     if state.thinking:
@@ -153,6 +151,29 @@ def anthropic_request(
     if tools:
         kwargs["tools"] = tools
     return kwargs
+
+
+def default_max_tokens(thinking: Json | None) -> int:
+    """The `max_tokens` of a request that names none: 4096, and 4096 more than the thinking
+    budget when `thinking` has one (the API wants max_tokens above the budget)."""
+    budget = (thinking or {}).get("budget_tokens")
+    return DEFAULT_MAX_TOKENS + budget if isinstance(budget, int) else DEFAULT_MAX_TOKENS
+
+
+def check_max_tokens(max_tokens: Any, thinking: Json | None, thread: str) -> None:
+    """Raise `InvalidEvent` unless `max_tokens` is None (the default) or a whole number >= 1
+    that is more than the thinking budget of `thread` (its `thinking`), which the API requires
+    ("max_tokens must be greater than thinking.budget_tokens"): refused here, naming both,
+    rather than by the API after the turn has started."""
+    if max_tokens is None:
+        return
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise InvalidEvent("max_tokens", f"must be a whole number >= 1, not {shown(max_tokens)}")
+    budget = (thinking or {}).get("budget_tokens")
+    if isinstance(budget, int) and max_tokens <= budget:
+        raise InvalidEvent("max_tokens", f"{max_tokens} is not more than the thinking budget of thread {thread!r} "
+                                         f"(budget_tokens {budget}), and the API refuses it; pass more than {budget}, "
+                                         f"or leave it out for {default_max_tokens(thinking)}")
 
 
 def _sender(store: Store, thread: str, at: int | None) -> str:

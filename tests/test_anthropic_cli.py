@@ -74,6 +74,28 @@ def test_ask_records_a_turn_and_request_check_proves_it(tmp_path: Path, api: Mes
     assert "cache read" in table and "total" in table
 
 
+def test_ask_with_max_tokens_at_or_below_the_thinking_budget_is_refused_before_anything_is_written(tmp_path: Path,
+                                                                                                  api: MessagesAPI) -> None:
+    """The turn started (the question recorded, exit 3) and the API refused the request
+    ("max_tokens must be greater than thinking.budget_tokens"); a retry asked again."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", "--thinking-budget", "2048", db=db).stdout.strip()
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    with Store(db) as store:
+        before = store.last_position()
+    done = threadlog("ask", t, "Train to Lyon?", "--max-tokens", "2048", db=db, env=env)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == (f"error: --max-tokens 2048 is not more than the thinking budget of thread '{t}' (budget_tokens 2048), "
+                           "and the API refuses it; pass more than 2048, or leave it out for 6144\n")
+    with Store(db) as store:
+        assert store.last_position() == before
+    assert api.requests == []
+    api.reply_json(message([{"type": "thinking", "thinking": "Trains.", "signature": "sig"}, {"type": "text", "text": "9:04."}]))
+    done = threadlog("ask", t, "Train to Lyon?", "--max-tokens", "2049", db=db, env=env)
+    assert done.returncode == 0 and done.stdout == "9:04.\n", done.stderr
+    assert api.requests[0].json["max_tokens"] == 2049
+
+
 def test_ask_on_a_note_fork_offers_the_tools_that_read_the_parents_transcript(tmp_path: Path, api: MessagesAPI) -> None:
     """A note fork's model is told to read its parent's transcript; `ask` sent no tool, so it
     could not, and could only guess at the earlier context."""

@@ -361,6 +361,26 @@ def test_a_thinking_thread_and_its_sub_agents_send_its_thinking_on_the_wire(file
         assert request_body(anthropic_request(file_store, kid, offset), False) == request.body
 
 
+def test_a_max_tokens_at_or_below_the_thinking_budget_is_refused_before_the_turn_starts(file_store: Store,
+                                                                                        api: MessagesAPI) -> None:
+    """The run started and the question was recorded; the API then refused every request
+    ("max_tokens must be greater than thinking.budget_tokens"). Now nothing is written or sent,
+    and the refusal names both figures; rerun forks nothing."""
+    t = file_store.create_thread(title="trip", model=MODEL, thinking={"type": "enabled", "budget_tokens": 2048})
+    api.reply_json(message([{"type": "thinking", "thinking": "Easy.", "signature": "sig"}, *text("Hi.")]))
+    run_turn(file_store, t, "Hello", client(api))
+    before, threads = file_store.last_position(), len(file_store.all_threads())
+    refusal = r"^max_tokens: 2048 is not more than the thinking budget of thread '\w+' \(budget_tokens 2048\)"
+    with pytest.raises(InvalidEvent, match=refusal):
+        run_turn(file_store, t, "And tomorrow?", client(api), max_tokens=2048)
+    with pytest.raises(InvalidEvent, match=refusal):
+        rerun(file_store, t, 2, client(api), model="claude-other", max_tokens=2048)
+    assert file_store.last_position() == before and len(file_store.all_threads()) == threads and len(api.requests) == 1
+    api.reply_json(message(text("Rain.")))
+    assert run_turn(file_store, t, "And tomorrow?", client(api), max_tokens=2049).status == "ok"
+    assert api.requests[1].json["max_tokens"] == 2049
+
+
 def test_rerun_replays_the_user_messages_with_another_model(file_store: Store, api: MessagesAPI) -> None:
     t = thread(file_store)
     for prompt, answer in (("Train to Lyon?", "Lyon by TGV."), ("And a hotel?", "Hotel Carlton."), ("Dinner?", "Bouchon.")):

@@ -186,6 +186,7 @@ _CLI_WORDS = {
     "user_content: ": "",
     "pass the user's message": "give TEXT",
     "continue it with user_content=None first": "continue it first",
+    "max_tokens: ": "--max-tokens ",
 }
 
 
@@ -1464,7 +1465,9 @@ class _Echo:
 @click.argument("text", required=False)
 @click.option("--model", callback=_model_name, help="The model to ask (default: the thread's).")
 @click.option("--stream", is_flag=True, help="Stream the answer as it is written.")
-@click.option("--max-tokens", type=click.IntRange(min=1), help="The answer's token limit [default: 4096].")
+@click.option("--max-tokens", type=click.IntRange(min=1),
+              help="The answer's token limit, more than the thread's thinking budget if it has one "
+                   "[default: 4096, plus the budget].")
 @json_option
 @with_store("write")
 def ask(store: Store, thread: str, text: str | None, model: str | None, stream: bool, max_tokens: int | None,

@@ -39,6 +39,7 @@ from eventstore import ConcurrencyError, InvalidEvent, RecordedEvent, Store, Sto
 from eventstore.errors import named
 from eventstore.prepare import prepare
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
+from projections.request import check_max_tokens
 
 from .signals import handled
 
@@ -153,7 +154,7 @@ def run_turn(
     turn = Turn(thread, _id())
     while True:  # the checks and the run's start, against one head: two turns never both start
         seen = store.head(thread)
-        state, asked, waiting = _startable(store, thread, user_content, model)
+        state, asked, waiting = _startable(store, thread, user_content, model, max_tokens)
         started = {"type": "run.started", "data": {"run_id": turn.run_id}}
         asking = [] if user_content is None else [{"type": "message.appended", "data": {"role": "user", "content": user_content}}]
         try:
@@ -177,10 +178,11 @@ def run_turn(
 
 
 def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
-               model: str | None) -> tuple[ThreadState, int, list[Json]]:
+               model: str | None, max_tokens: int | None) -> tuple[ThreadState, int, list[Json]]:
     """The thread's state, if a turn may start on it now (else `InvalidEvent`), with the offset
     of its last assistant message and that message's tool calls still waiting."""
     state = thread_state(store, thread)
+    check_max_tokens(max_tokens, state.thinking, thread)  # before the run starts: the API would refuse every request
     if state.status == "running":
         raise InvalidEvent("thread", f"thread {thread!r} has run {named(state.open_runs[-1])} in progress; "
                            "wait for it, or close it with a run.finished event (threadlog emit)")
@@ -645,6 +647,7 @@ def rerun(
             else:
                 turns.append([event.data["content"]])
             answered = False
+    check_max_tokens(max_tokens, thread_state(store, thread, at).thinking, thread)  # the fork's thinking is the thread's
     for offset, content in prompts:  # checked as run_turn will, before the fork is made
         try:
             prepare({"type": "message.appended", "data": {"role": "user", "content": content}}, "prompt")
