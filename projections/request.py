@@ -16,7 +16,11 @@ The log keeps what the model produced; the request is the API-valid view of it, 
   id again once its result is in, and the API refuses repeated ids);
 - a tool result's own blocks lose their blank texts, and their stored `cache_control` when
   with the request's own breakpoints they would be more than the API allows; a failed one
-  (`is_error`) left with nothing to say says `NO_OUTPUT` (the API refuses it empty).
+  (`is_error`) left with nothing to say says `NO_OUTPUT` (the API refuses it empty);
+- with `thinking` enabled (a budget), a request that ends inside a tool loop whose assistant
+  turn does not open with a thinking block (a fork that turned thinking on inside the loop, a
+  redacted message) sends `{"type": "disabled"}` instead: the API takes a change of thinking
+  only between turns, and the next turn has the thread's thinking again.
 
 With `cache=True` there are at most three breakpoints (the API allows 4): the end of the
 system prompt (tools and system are the head of every request of the thread), the last block
@@ -56,8 +60,8 @@ DIGEST_PREFIX = "sha256:"
 # What a failed tool result with no content says (the API refuses an empty one).
 NO_OUTPUT = "(no output)"
 
-# Blocks that cannot carry cache_control, so a breakpoint moves to the block before them.
-_UNCACHEABLE = frozenset(("thinking", "redacted_thinking"))
+# The thinking blocks; they cannot carry cache_control, so a breakpoint moves to the block before them.
+_THINKING_BLOCKS = _UNCACHEABLE = frozenset(("thinking", "redacted_thinking"))
 
 Json = dict[str, Any]
 
@@ -147,7 +151,7 @@ def anthropic_request(
     if system:
         kwargs["system"] = system
     if state.thinking:
-        kwargs["thinking"] = state.thinking
+        kwargs["thinking"] = THINKING_OFF if _unthought_loop(state.thinking, messages) else state.thinking
     if tools:
         kwargs["tools"] = tools
     return kwargs
@@ -174,6 +178,29 @@ def check_max_tokens(max_tokens: Any, thinking: Json | None, thread: str) -> Non
         raise InvalidEvent("max_tokens", f"{max_tokens} is not more than the thinking budget of thread {thread!r} "
                                          f"(budget_tokens {budget}), and the API refuses it; pass more than {budget}, "
                                          f"or leave it out for {default_max_tokens(thinking)}")
+
+
+# What a request inside a tool loop that did not start with thinking sends instead of the
+# thread's `thinking` (see `_unthought_loop`).
+THINKING_OFF: Json = {"type": "disabled"}
+
+
+def _unthought_loop(thinking: Json, messages: list[Json]) -> bool:
+    """Whether `messages` end inside a tool loop (the last message returns tool results) whose
+    assistant turn does not open with a thinking block, while `thinking` is enabled with a
+    budget. The API refuses that request ("a final assistant message must start with a thinking
+    block"): a tool loop is one assistant turn, and thinking changes only between turns. A fork
+    that turned thinking on inside a loop, or a redacted message (its skeleton has no thinking
+    block), leads there; the request then disables thinking, until the next turn."""
+    if thinking.get("type") != "enabled" or not messages or messages[-1]["role"] != "user" or not _results(messages[-1]["content"]):
+        return False
+    opening: Json | None = None  # the turn's first assistant message: after the last user message with no tool result
+    for message in reversed(messages):
+        if message["role"] == "assistant":
+            opening = message
+        elif not _results(message["content"]):
+            break
+    return opening is not None and opening["content"][0].get("type") not in _THINKING_BLOCKS
 
 
 def _sender(store: Store, thread: str, at: int | None) -> str:

@@ -381,6 +381,27 @@ def test_a_max_tokens_at_or_below_the_thinking_budget_is_refused_before_the_turn
     assert api.requests[1].json["max_tokens"] == 2049
 
 
+def test_a_fork_that_turns_thinking_on_inside_a_tool_loop_thinks_from_its_next_turn(file_store: Store, api: MessagesAPI) -> None:
+    """The fork's request at the tool result went with thinking enabled, and the loop's answer
+    opened with no thinking block: the API refuses that. It goes with thinking disabled, the
+    next turn with the fork's thinking, and both rebuild byte for byte."""
+    t = thread(file_store)
+    file_store.append_message(t, "user", "Weather in Lyon?")
+    file_store.append_message(t, "assistant", [*text("Checking."), use("tu_1", city="Lyon")])
+    file_store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu_1", "content": "sunny"}])
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    fork = file_store.fork(t, config={"thinking": thinking})  # at the tool's result, before the loop's answer
+    api.reply_json(message(text("Sunny, 21 degrees.")))
+    assert run_turn(file_store, fork, None, client(api)).status == "ok"
+    api.reply_json(message([{"type": "thinking", "thinking": "Nice next.", "signature": "sig"}, *text("Cloudy.")]))
+    assert run_turn(file_store, fork, "And Nice?", client(api)).status == "ok"
+    sent = [r.json for r in api.requests]
+    assert [body["thinking"] for body in sent] == [{"type": "disabled"}, thinking]
+    assert [body["max_tokens"] for body in sent] == [4096 + 2048] * 2
+    for offset in [e.offset for e in file_store.read(fork) if e.stream_id == fork and "request" in e.meta]:
+        assert check_request(file_store, fork, offset).ok
+
+
 def test_rerun_replays_the_user_messages_with_another_model(file_store: Store, api: MessagesAPI) -> None:
     t = thread(file_store)
     for prompt, answer in (("Train to Lyon?", "Lyon by TGV."), ("And a hotel?", "Hotel Carlton."), ("Dinner?", "Bouchon.")):

@@ -226,10 +226,10 @@ _blocks = st.lists(st.sampled_from(["text", "blank", "use", "result", "thinking"
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), _blocks), min_size=1, max_size=12))
-def test_any_history_gives_a_valid_request(history: list[tuple[str, list[str]]]) -> None:
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), _blocks), min_size=1, max_size=12), st.booleans())
+def test_any_history_gives_a_valid_request(history: list[tuple[str, list[str]]], thinking: bool) -> None:
     with Store(":memory:") as store:
-        t = store.create_thread(system="s", model=MODEL)
+        t = store.create_thread(system="s", model=MODEL, thinking=THINKING if thinking else None)
         waiting: list[str] = []
         count = 0
         for role, kinds in history:
@@ -253,6 +253,7 @@ def test_any_history_gives_a_valid_request(history: list[tuple[str, list[str]]])
         except InvalidEvent:
             return  # nothing but blanks: no message to send
         validate_request(kwargs)
+        assert api_takes_its_thinking(kwargs)
         sent = kwargs["messages"]
         assert all(a["role"] != b["role"] for a, b in zip(sent, sent[1:]))
         for i, message in enumerate(sent):
@@ -403,6 +404,25 @@ def test_recorded_requests_rebuild_and_validate(mem: Store, path: Path) -> None:
 
 
 THINKING = {"type": "enabled", "budget_tokens": 2048}
+SIGNED = {"type": "thinking", "thinking": "Let me check.", "signature": "c2ln"}
+
+
+def api_takes_its_thinking(kwargs: dict[str, Any]) -> bool:
+    """The Messages API's rule for thinking in a tool loop: with thinking enabled, a request
+    whose last message returns tool results is refused unless the assistant turn those results
+    belong to (after the last user message holding no tool result) opens with a thinking block
+    ("a final `assistant` message must start with a thinking block")."""
+    messages = kwargs["messages"]
+    if (kwargs.get("thinking") or {}).get("type") != "enabled" or not any(
+            b["type"] == "tool_result" for b in messages[-1]["content"]) or messages[-1]["role"] != "user":
+        return True
+    opening = None
+    for message in reversed(messages):
+        if message["role"] == "assistant":
+            opening = message
+        elif not any(b["type"] == "tool_result" for b in message["content"]):
+            break
+    return opening is None or opening["content"][0]["type"] in ("thinking", "redacted_thinking")
 
 
 def test_a_threads_thinking_goes_in_every_request_of_it_and_its_forks(mem: Store) -> None:
@@ -416,7 +436,7 @@ def test_a_threads_thinking_goes_in_every_request_of_it_and_its_forks(mem: Store
     assert kwargs["thinking"] == THINKING and kwargs["max_tokens"] == 4096 + 2048  # the API wants max_tokens above the budget
     assert anthropic_request(mem, t, max_tokens=3000)["max_tokens"] == 3000
     validate_request(kwargs)
-    mem.append_message(t, "assistant", [{"type": "text", "text": "Asking."},
+    mem.append_message(t, "assistant", [SIGNED, {"type": "text", "text": "Asking."},  # as a thinking turn answers
                                         {"type": "tool_use", "id": "tu_1", "name": "Agent", "input": {}}])
     fork, note = mem.fork(t, at=2), mem.fork(t, at=2, context="note")
     kids = mem.fan_out(t, ["Look at trains.", "Look at ferries."])
@@ -465,6 +485,47 @@ def test_a_max_tokens_at_or_below_the_thinking_budget_is_refused_naming_both(mem
     plain = mem.create_thread(model=MODEL)
     mem.append_message(plain, "user", "hi")
     assert anthropic_request(mem, plain, max_tokens=1)["max_tokens"] == 1  # no thinking, no budget to be above
+
+
+def test_a_fork_that_turns_thinking_on_inside_a_tool_loop_sends_it_disabled_until_the_next_turn(mem: Store) -> None:
+    """The loop's answer had no thinking block, so the API refused the fork's request with
+    thinking enabled; a tool loop is one turn, and thinking changes between turns only."""
+    t = mem.create_thread(model=MODEL, tools=[{"name": "weather", "input_schema": {"type": "object"}}])
+    mem.append_message(t, "user", "Weather in Lyon?")
+    mem.append_message(t, "assistant", [text("Checking."), use("tu_1")])
+    waiting = mem.fork(t, config={"thinking": THINKING}, unanswered="keep")  # at the call, its result not in yet
+    mem.append_message(t, "user", [result("tu_1")])
+    answered = mem.fork(t, config={"thinking": THINKING})  # at the result, the answer not in yet
+    mem.append_message(waiting, "user", [result("tu_1")])
+    for fork in (waiting, answered):
+        kwargs = anthropic_request(mem, fork)
+        assert kwargs["thinking"] == {"type": "disabled"} and api_takes_its_thinking(kwargs)
+        validate_request(kwargs)
+        mem.append_message(fork, "assistant", "Sunny.")
+        mem.append_message(fork, "user", "And in Nice?")  # the next turn thinks
+        kwargs = anthropic_request(mem, fork)
+        assert kwargs["thinking"] == THINKING and kwargs["max_tokens"] == 4096 + 2048
+        assert anthropic_request(mem, fork, at=thread_state(mem, fork).length - 2)["thinking"] == {"type": "disabled"}  # as it was
+    loop = mem.fork(answered, config={"thinking": {"type": "disabled"}})  # thinking off: nothing to change
+    assert anthropic_request(mem, loop)["thinking"] == {"type": "disabled"}
+
+
+def test_a_redacted_tool_loop_answer_sends_thinking_disabled_until_the_next_turn(mem: Store) -> None:
+    """Its skeleton keeps the tool call, not the thinking block, so the loop's turn no longer
+    opened with one, and the API refused every request of the thread until the loop ended."""
+    t = mem.create_thread(model=MODEL, thinking=THINKING)
+    mem.append_message(t, "user", "Weather in Lyon?")
+    call = mem.append_message(t, "assistant", [SIGNED, text("Checking."), use("tu_1")])
+    mem.append_message(t, "user", [result("tu_1")])
+    assert anthropic_request(mem, t)["thinking"] == THINKING  # the loop opened with thinking
+    mem.redact(call.position, reason="personal data", actor="ops")
+    kwargs = anthropic_request(mem, t)
+    assert kwargs["thinking"] == {"type": "disabled"} and api_takes_its_thinking(kwargs)
+    assert kwargs["messages"][1]["content"][-1]["id"] == "tu_1"  # the exchange is kept
+    validate_request(kwargs)
+    mem.append_message(t, "assistant", [SIGNED, text("Sunny.")])
+    mem.append_message(t, "user", "And in Nice?")
+    assert anthropic_request(mem, t)["thinking"] == THINKING  # an earlier turn needs no thinking block
 
 
 @pytest.mark.parametrize(("config", "where"), [
