@@ -233,9 +233,36 @@ def test_a_stored_image_is_drawn_and_a_named_one_is_not_fetched(served, page) ->
         page.goto(target)
         img = page.locator("img.stored-image")
         img.wait_for()
-        assert page.evaluate("(i) => i.complete && [i.naturalWidth, i.naturalHeight]", img.element_handle()) == [3, 2]
+        drawn = page.wait_for_function("(i) => i.complete && i.naturalWidth > 0 && [i.naturalWidth, i.naturalHeight]",
+                                       arg=img.element_handle(), timeout=5_000)  # loading="lazy": not at once
+        assert drawn.json_value() == [3, 2]
         assert all(seen.startswith(base) for seen in requested), requested
         assert page.locator("a", has_text="image: https://example.com/x.png").count() == 1
+
+
+def test_an_image_appended_while_the_page_is_open_is_drawn_live(served, page) -> None:
+    """The live update renders a new row alone, where the macro that draws an image was not
+    imported: a pasted screenshot broke the open page's stream (the server raised on every
+    poll), and no later message reached the page until it was reloaded."""
+    base, path, _ = served
+    with Store(path) as store:
+        store.create_thread(title="pasting", thread_id="pasting")
+        store.append_message("pasting", "user", "watch this")
+    page.goto(url(base, "/thread", id="pasting"))
+    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    with Store(path) as store:
+        store.append_message("pasting", "user", [{"type": "text", "text": "here it is"}, image_block(png(4, 3))])
+        store.append_message("pasting", "assistant", [{"type": "tool_use", "id": "toolu_shot", "name": "screenshot", "input": {}}])
+        store.append_message("pasting", "user", [{"type": "tool_result", "tool_use_id": "toolu_shot",
+                                                  "content": [image_block(png(6, 5))]}])
+        store.append_message("pasting", "assistant", "a grey rectangle")
+    page.get_by_text("a grey rectangle").wait_for(timeout=5_000)
+    page.locator("#rows details.tool").last.evaluate("(d) => { d.open = true; }")
+    images = page.locator("#rows img.stored-image")
+    assert images.count() == 2
+    sizes = [page.wait_for_function("(i) => i.complete && i.naturalWidth > 0 && [i.naturalWidth, i.naturalHeight]",
+                                    arg=images.nth(n).element_handle(), timeout=5_000).json_value() for n in range(2)]
+    assert sizes == [[4, 3], [6, 5]]
 
 
 def test_the_list_keeps_ids_kinds_and_times_on_one_line(served, page) -> None:
