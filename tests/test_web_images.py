@@ -92,3 +92,23 @@ def test_a_redacted_image_is_no_longer_served(client: TestClient, store_path: Pa
     assert client.get(links[0]).status_code == 404
     assert client.get(links[1]).content == PLOT
     assert len(image_links(client.get(f"/thread?id={thread}").text)) == 1
+
+
+def test_the_diff_page_draws_the_images_each_side_holds(tmp_path: Path) -> None:
+    """The diff showed `[image]` where the thread and replay pages draw it; each side's image
+    is served from that side's thread (one side a fork of a fork, its image in the middle one)."""
+    left, middle, right = png(2, 2), png(3, 3), png(4, 4)
+    path = tmp_path / "diff.db"
+    with Store(path) as store:
+        t = store.create_thread(title="root")
+        store.append_message(t, "user", "compare these")
+        a = store.fork(t)
+        store.append_message(a, "user", [block(left)])
+        b = store.fork(t)
+        store.append_message(b, "user", [{"type": "text", "text": "mine"}, block(middle)])
+        c = store.fork(b)
+        store.append_message(c, "user", [block(right)])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        page = client.get("/diff", params={"a": a, "b": c})
+        assert page.status_code == 200 and "[image]" not in page.text
+        assert [client.get(link).content for link in image_links(page.text)] == [left, middle, right]
