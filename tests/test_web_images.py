@@ -5,6 +5,7 @@ Served from the store by their digest, in the Messages API's four image types on
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,3 +113,22 @@ def test_the_diff_page_draws_the_images_each_side_holds(tmp_path: Path) -> None:
         page = client.get("/diff", params={"a": a, "b": c})
         assert page.status_code == 200 and "[image]" not in page.text
         assert [client.get(link).content for link in image_links(page.text)] == [left, middle, right]
+
+
+def test_base64_wrapped_in_lines_is_drawn_and_data_that_is_not_base64_is_refused_by_name(tmp_path: Path) -> None:
+    """Data wrapped in lines of 76 (as `base64` and MIME write it) was a 404, the page showing a
+    broken image; data that is no base64 at all was refused as if the link named no image."""
+    shot = png(9, 4)
+    path = tmp_path / "wrapped.db"
+    with Store(path) as store:
+        t = store.create_thread(title="wrapped")
+        store.append_message(t, "user", [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                        "data": base64.encodebytes(shot * 20).decode()}}])
+        store.append_message(t, "user", [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                        "data": "<script>alert(1)</script>"}}])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        wrapped, broken = image_links(client.get(f"/thread?id={t}").text)
+        served = client.get(wrapped)
+        assert served.status_code == 200 and served.content == shot * 20
+        refused = client.get(broken)
+        assert refused.status_code == 404 and "not base64" in refused.text and "<script>alert" not in refused.text

@@ -55,13 +55,22 @@ def image(request: Request) -> Response:
     for block in _images(event.data.get("content") if event.type == "message.appended" else None):
         data = _data(block)
         if data is not None and _digest(data) == wanted:
-            try:
-                body = base64.b64decode(data, validate=True)
-            except (binascii.Error, ValueError):
-                break
+            body = _decoded(data)
+            if body is None:
+                raise HTTPException(404, f"the image at offset {offset} of {thread} holds data that is not base64: "
+                                         "there is no picture to show")
             return Response(body, media_type=block["source"]["media_type"],
                             headers={"cache-control": "no-store", "content-disposition": "inline"})
     raise HTTPException(404, f"offset {offset} of {thread} holds no stored image with that digest")
+
+
+def _decoded(data: str) -> bytes | None:
+    """The bytes `data` encodes, or None when it is not base64. Line breaks and spaces in it
+    are passed over (`base64` and MIME wrap their output in lines of 76)."""
+    try:
+        return base64.b64decode(data.encode("ascii").translate(None, b" \t\n\r\f\v"), validate=True)
+    except (UnicodeEncodeError, binascii.Error, ValueError):
+        return None
 
 
 def _images(content: Any) -> Iterator[Any]:
