@@ -119,6 +119,17 @@ def _result_types() -> frozenset[str]:
     return frozenset(names)
 
 
+@functools.cache
+def image_media_types() -> frozenset[str]:
+    """The `media_type`s an image's base64 source takes (the SDK's `Base64ImageSourceParam`)."""
+    from anthropic.types import Base64ImageSourceParam
+
+    hint = typing.get_type_hints(Base64ImageSourceParam, include_extras=True)["media_type"]
+    while typing.get_origin(hint) is not typing.Literal:  # Required[Literal[...]]
+        hint = typing.get_args(hint)[0]
+    return frozenset(typing.get_args(hint))
+
+
 def block_types() -> list[str]:
     """Every content block `type` threadlog accepts, sorted."""
     return sorted(_sdk_types())

@@ -4,7 +4,9 @@ from them validated by the SDK's types; refusals leave the database as it was.""
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +20,7 @@ from threadlog import InvalidEvent, Store, anthropic_request, import_swe_agent, 
 from projections import validate_request
 from threadlog.cli import cli
 from tests.backends import file_dump
+from tests.webstore import png
 
 TRAJECTORIES = Path(__file__).resolve().parent / "fixtures" / "swe-agent"
 SIMPLE = TRAJECTORIES / "function_calling_simple.traj"
@@ -144,6 +147,45 @@ def test_arguments_that_are_no_json_object_are_kept_and_a_run_of_tool_messages_i
         assert _messages(store, thread)[0]["content"][0]["text"] == "Fix it."
 
 
+def test_an_observation_s_images_are_image_blocks_and_what_is_left_out_is_counted_as_pi_counts_it(tmp_path: Path) -> None:
+    """An `image_url` part (a screenshot a tool returned, OpenAI-style) was left out, counted as
+    `content/'image_url'`; pi's importer keeps its images and counts what it leaves out as
+    `block/<type>`. Now a data URL of one of the API's image types is the image's data, an
+    http(s) one its address; the viewer draws the stored one."""
+    shot = png(5, 3)
+    data_url = "data:image/PNG;base64," + base64.b64encode(shot).decode()
+    path = tmp_path / "shots.traj"
+    path.write_text(_trajectory(
+        SYSTEM, {**TASK, "content": [{"type": "text", "text": "Fix the layout:", "cache_control": {"type": "ephemeral"}},
+                                      {"type": "image_url", "image_url": {"url": "https://example.com/bug.png"}}]},
+        {"role": "assistant", "content": "Let me look.", "tool_calls": [_call("shot", "{}", "screenshot")]},
+        {"role": "tool", "tool_call_ids": ["shot"], "content": [{"type": "text", "text": "taken"},
+                                                                 {"type": "image_url", "image_url": {"url": data_url}},
+                                                                 {"type": "image_url", "image_url": {"url": "data:image/svg+xml;base64,PHN2Zz4="}},
+                                                                 {"type": "input_audio", "input_audio": {}}]},
+    ), encoding="utf-8")
+    db = tmp_path / "t.db"
+    result = _import(db, "--json", str(path))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["skipped"] == {"block/image_url": 1, "block/input_audio": 1}
+    with Store(db) as store:
+        [thread] = [t.id for t in store.all_threads()]
+        messages = _messages(store, thread)
+        assert messages[0]["content"] == [{"type": "text", "text": "Fix the layout:"},
+                                          {"type": "image", "source": {"type": "url", "url": "https://example.com/bug.png"}}]
+        [result_block] = messages[2]["content"]
+        assert result_block["content"] == [{"type": "text", "text": "taken"}, {"type": "image", "source": {
+            "type": "base64", "media_type": "image/png", "data": data_url.partition(",")[2]}}]
+        validate_request(anthropic_request(store, thread, model=MODEL))
+    testclient = pytest.importorskip("starlette.testclient")  # the viewer is an optional extra
+    from threadlog.web import create_app
+
+    with testclient.TestClient(create_app(str(db)), base_url="http://127.0.0.1") as client:
+        page = client.get("/thread", params={"id": thread}).text
+        [src] = re.findall(r'<img class="stored-image" src="([^"]+)"', page)
+        assert client.get(src.replace("&amp;", "&")).content == shot
+
+
 @pytest.mark.parametrize(("content", "says"), [
     (b'{"history": [', "bad.traj: not JSON (Expecting value: line 1 column 14"),
     (b"\xff{}", "bad.traj: not UTF-8 text"),
@@ -211,7 +253,7 @@ def test_hostile_text_reaches_no_terminal_raw(tmp_path: Path) -> None:
     for result in outputs:
         shown = result.stdout + result.stderr
         assert not set("\x1b\x07\u202e\x9b") & set(shown), shown[:2000]
-    assert outputs[0].exit_code == 0 and "content/'image\\x1b" in outputs[0].stdout  # the part left out is named
+    assert outputs[0].exit_code == 0 and "block/image\\x1b" in outputs[0].stdout  # the part left out is named
     with Store(db) as store:  # stored as it came: only its printing is escaped
         texts = [b.get("text") for m in _messages(store, thread) for b in m["content"]]
         assert "task" + HOSTILE in texts and "ok" + HOSTILE in texts

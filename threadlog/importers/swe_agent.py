@@ -9,7 +9,8 @@ is a user message; an assistant message is its text and a `tool_use` block for e
 `tool_calls`, whose JSON `arguments` are the `input` (text that is no JSON object is kept
 whole, as `{"arguments": text}`, and the call named in `meta.source.flags.arguments_kept_as_text`);
 a run of `tool` messages is one user message of `tool_result` blocks, one for each id of
-their `tool_call_ids`, as the Messages API takes them. A plain-text action (no tool calls: SWE-agent's CTF and older runs) stays text, and a
+their `tool_call_ids`, as the Messages API takes them. An observation's `image_url` parts are image
+blocks (a screenshot a tool returned). A plain-text action (no tool calls: SWE-agent's CTF and older runs) stays text, and a
 later system message is a user message marked injected, as the API has one system prompt.
 The thread's model is the one `replay_config` names (`agent.model.name`); a trajectory
 without one leaves the thread without a model (a request then needs `model=`).
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import InvalidEvent, Store
+from eventstore.content import image_media_types
 from eventstore.recorded import short
 
 from .lines import Seen, existing_paths, files_below, text_name
@@ -128,16 +130,38 @@ def _answers(entry: dict[str, Any]) -> list[Any] | None:
     return ids if isinstance(ids, list) else [ids]
 
 
-def _blocks(content: Any, skipped: Counter[str]) -> list[dict[str, Any]]:
-    """A message's content as text blocks; a part of another kind (an image) is counted in `skipped`."""
+def _blocks(content: Any, skipped: Counter[str], images: bool = True) -> list[dict[str, Any]]:
+    """A message's content as Messages API blocks: its text, and (with `images`: an observation)
+    the images its `image_url` parts hold or name. A part of another kind, or an image that is
+    neither data of a type the API takes nor an http(s) address, is left out and counted in
+    `skipped` as `block/<type>`, as the pi importer counts what it leaves out."""
     parts = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
     out = []
     for part in parts:
-        if part["type"] != "text":
-            skipped[f"content/{short(part['type'])}"] += 1
+        image = _image(part) if images and part["type"] == "image_url" else None
+        if image is not None:
+            out.append(image)
+        elif part["type"] != "text":
+            skipped[f"block/{part['type']}"] += 1
         elif part.get("text"):
             out.append({"type": "text", "text": part["text"]})
     return out
+
+
+def _image(part: dict[str, Any]) -> dict[str, Any] | None:
+    """An OpenAI `image_url` part as an image block: a `data:` URL of one of the API's four image
+    types is the image's data, an http(s) address a URL source; None for anything else."""
+    url = part.get("image_url")
+    url = url.get("url") if isinstance(url, dict) else url
+    if not isinstance(url, str):
+        return None
+    if url.startswith(("https://", "http://")):
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    header, comma, data = url.partition(",")
+    media_type = header[len("data:"):-len(";base64")].lower()
+    if not (comma and header[:5].lower() == "data:" and header.lower().endswith(";base64") and media_type in image_media_types()):
+        return None
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
 
 
 def _tool_use(call: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -190,7 +214,7 @@ def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> 
     metadata = {"source": TOOL, "file": str(path), **{k: v for k, v in found.items() if isinstance(v, str)}}
     created: dict[str, Any] = {"title": path.stem, "metadata": metadata}  # SWE-agent names it for its instance
     first = 1 if history and history[0]["role"] == "system" else 0
-    system = _blocks(history[0].get("content"), summary.skipped) if first else []
+    system = _blocks(history[0].get("content"), summary.skipped, images=False) if first else []
     if system:
         created["system"] = "\n\n".join(block["text"] for block in system)
     model = _model(trajectory)
@@ -211,7 +235,7 @@ def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> 
                 index += 1
             _results(stream, history, run, index, summary, meta(run), where(run))
         elif entry["role"] == "assistant":
-            blocks = _blocks(entry.get("content"), summary.skipped)
+            blocks = _blocks(entry.get("content"), summary.skipped, images=False)
             uses = [_tool_use(call) for call in entry.get("tool_calls") or []]
             kept = [block["id"] for block, as_text in uses if as_text]
             blocks.extend(block for block, _ in uses)

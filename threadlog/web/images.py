@@ -22,11 +22,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from eventstore.content import image_media_types
+
 from .query import thread_param, whole_number
 from .render import link
 from .viewer import viewer
-
-MEDIA_TYPES = frozenset(("image/png", "image/jpeg", "image/gif", "image/webp"))
 
 
 def url_of(block: Any) -> str | None:
@@ -86,7 +86,7 @@ def _data(block: Any) -> str | None:
     if not isinstance(block, dict) or block.get("type") != "image" or not isinstance(block.get("source"), dict):
         return None
     src = block["source"]
-    ok = src.get("type") == "base64" and src.get("media_type") in MEDIA_TYPES and isinstance(src.get("data"), str)
+    ok = src.get("type") == "base64" and src.get("media_type") in image_media_types() and isinstance(src.get("data"), str)
     return src["data"] if ok else None
 
 
