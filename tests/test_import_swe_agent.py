@@ -215,6 +215,34 @@ def test_a_file_that_cannot_be_imported_is_refused_by_name_with_nothing_written(
         assert file_dump(db) == before
 
 
+def test_skip_bad_leaves_out_a_file_that_cannot_be_imported_and_imports_the_others(tmp_path: Path) -> None:
+    """SWE-agent writes its file again, whole, after each step: a run killed meanwhile leaves it
+    cut short, and one bad file in a directory of runs refused them all, with no way on but to
+    find and move it (pi and Claude Code imports take --skip-bad). Now --skip-bad leaves out
+    that file, named with the line of its entry when one is at fault, and imports the rest."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(SIMPLE, runs / "a.traj")
+    whole = CTF.read_text(encoding="utf-8")
+    (runs / "cut.traj").write_text(whole[: len(whole) // 2], encoding="utf-8")
+    (runs / "robot.traj").write_text(_trajectory(SYSTEM, TASK, {"role": "robot", "content": "hi"}), encoding="utf-8")
+    db = tmp_path / "t.db"
+    refused = _import(db, str(runs))
+    assert refused.exit_code == 1 and "cut.traj: not JSON" in refused.stderr and "skip bad files (--skip-bad)" in refused.stderr
+    assert not db.exists()  # nothing written, not even the file
+    result = _import(db, "--skip-bad", "--json", str(runs))
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["files"], summary["threads"], summary["skipped"]) == (1, 1, {"malformed": 2})
+    assert [(Path(b["file"]).name, b["line"]) for b in summary["bad"]] == [("cut.traj", 1), ("robot.traj", 15)]
+    assert "not JSON" in summary["bad"][0]["why"] and "history[2]: role must be one of" in summary["bad"][1]["why"]
+    with Store(db) as store:
+        assert [thread_state(store, t.id).title for t in store.all_threads()] == ["a"]
+    (runs / "cut.traj").write_text(whole, encoding="utf-8")  # the run's next step wrote it whole
+    again = json.loads(_import(db, "--skip-bad", "--json", str(runs)).stdout)
+    assert again["added"] == len(_history(CTF)) and len(again["bad"]) == 1
+
+
 def test_a_replay_demo_and_a_directory_without_trajectories_are_refused(tmp_path: Path) -> None:
     demo = tmp_path / "str_replace_anthropic_demo.yaml"
     demo.write_text("history:\n  - role: user\n    content: hi\n", encoding="utf-8")

@@ -1342,9 +1342,10 @@ def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_j
 
 @import_group.command("swe-agent")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--skip-bad", is_flag=True, help="Skip a file that cannot be imported (reported) instead of refusing the import.")
 @json_option
 @with_store("create")
-def import_swe_agent_command(store: Store, paths: tuple[str, ...], as_json: bool) -> None:
+def import_swe_agent_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_json: bool) -> None:
     """Import SWE-agent trajectory files (.traj) from PATHS (files, or directories searched recursively).
 
     One thread per file, from its `history`: the first system message is the thread's system
@@ -1353,10 +1354,11 @@ def import_swe_agent_command(store: Store, paths: tuple[str, ...], as_json: bool
     plain-text action stays text. The thread's model is the one replay_config names; without
     one, `threadlog request` and `ask` need --model. The same file imported again adds nothing;
     one a later step grew adds its new messages. A file that is not a trajectory is refused by
-    name, with nothing written. Replay demos (.yaml) are not trajectories and are not imported.
+    name, with nothing written (with --skip-bad it is left out, named, and the others imported).
+    Replay demos (.yaml) are not trajectories and are not imported.
     A directory holding no trajectory file (*.traj) at all is refused (exit 2)."""
     _check_sessions_found(list(paths), "SWE-agent", given=True, pattern="*.traj", noun="trajectory")
-    _print_summary(import_swe_agent(store, list(paths)), as_json)
+    _print_summary(import_swe_agent(store, list(paths), skip_bad=skip_bad), as_json)
 
 
 @cli.command("export")

@@ -281,14 +281,32 @@ def import_swe_agent(
     store: Store,
     paths: Sequence[str | Path],
     *,
+    skip_bad: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportSummary:
     """Import SWE-agent trajectory files (or directories of them, searched recursively for
     `*.traj`); idempotent, as `import_pi`. A file that is not a trajectory, or an entry of its
     `history` that cannot be imported, raises `InvalidEvent` naming it, with nothing written
-    (every file is checked before the first is written)."""
+    (every file is checked before the first is written); with `skip_bad` that file is left out
+    whole, counted as `malformed` and named in `bad`, and the others are imported (a run killed
+    while SWE-agent rewrote its file leaves it cut short)."""
     files: list[Path] = []
     for path in existing_paths(paths, "name SWE-agent trajectory files (.traj) or directories of them"):
         files.extend(text_name(p) for p in (files_below(path, "*.traj") if path.is_dir() else [path]))
-    return import_sources(store, files, lambda path, summary, _, seen: _plan_file(path, summary, seen, store),
-                          lambda path: path.stat().st_size, strict=True, progress=progress, noun="file")
+
+    def plan(path: Path, summary: ImportSummary, _: Any, seen: Seen) -> Plan:
+        own = ImportSummary()
+        try:
+            planned = _plan_file(path, own, seen, store)
+        except InvalidEvent as error:
+            if not skip_bad:
+                raise InvalidEvent(error.field, f"{error.why}; fix or delete that file, or skip bad files (--skip-bad)") from None
+            at = error.field.removeprefix(f"{path}:")  # the line its entry starts on, when one was named
+            summary.skipped["malformed"] += 1
+            summary.bad.append((str(path), int(at) if at.isdigit() else 1, error.why))
+            return Plan(store=store)
+        summary.merge(own)
+        return planned
+
+    return import_sources(store, files, plan, lambda path: path.stat().st_size, strict=not skip_bad, progress=progress,
+                          noun="file")
