@@ -1876,3 +1876,20 @@ def test_pi_thinking_another_provider_signed_is_not_sent_as_anthropics(mem: Stor
     validate_request(kwargs)
     assert [[b["type"] for b in m["content"]] for m in kwargs["messages"]] == [["text"], ["text"], ["text"]]
     assert "rs_1" not in json.dumps(kwargs)
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.mark.parametrize(("kind", "source"), [
+    ("claude-code", FIXTURES / "claude-code" / "inline"), ("claude-code", FIXTURES / "claude-code" / "-src-deep-manifest"),
+    ("pi", FIXTURES / "pi" / "large-session-head.jsonl"), ("swe-agent", FIXTURES / "swe-agent"),
+])
+def test_json_skipped_names_only_what_was_left_out(tmp_path: Path, kind: str, source: Path) -> None:
+    """Every Claude Code import's --json said `"tool_result without its call": 0` (and a session
+    whose summary line became its title `"summary": 0`), which the pi and SWE-agent imports and
+    the printed summary never list: a count of nothing read as something left out."""
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", kind, "--json", str(source)])
+    assert result.exit_code == 0, result.output
+    skipped = json.loads(result.stdout)["skipped"]
+    assert all(count > 0 for count in skipped.values()), skipped

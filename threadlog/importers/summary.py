@@ -74,7 +74,7 @@ class ImportSummary:
             "compactions": self.compactions,
             "events": self.events,
             "added": self.added,
-            "skipped": dict(sorted(self.skipped.items())),
+            "skipped": {kind: n for kind, n in sorted(self.skipped.items()) if n},  # a kind counted 0 left nothing out
             "bad": [{"file": f, "line": n, "why": why} for f, n, why in self.bad],
             "thread_ids": self.thread_ids,
             "waiting": self.waiting,
