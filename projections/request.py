@@ -568,10 +568,14 @@ def check_request(store: Store, thread: str, offset: int) -> RequestCheck:
     if not isinstance(request, dict):
         return RequestCheck(offset, False, None, None, None, [], f"offset {offset} holds no message recorded by a live turn")
     redacted = [e.offset for e in store.read(thread, 0, offset) if e.redacted]
+    sent = request.get("max_tokens")  # a whole number >= 1 (the meta schema's)
     try:
-        kwargs = anthropic_request(store, thread, offset, model=request.get("model"), max_tokens=request.get("max_tokens"),
-                                   retrieval=request.get("retrieval"), extra_tools=request.get("extra_tools"),
-                                   passages=request.get("passages"))
+        # Not judged against the thinking budget again: the API took it (with interleaved
+        # thinking it takes one at or below the budget), and the request is rebuilt as sent.
+        kwargs = anthropic_request(store, thread, offset, model=request.get("model"), retrieval=request.get("retrieval"),
+                                   extra_tools=request.get("extra_tools"), passages=request.get("passages"))
+        if sent is not None:
+            kwargs["max_tokens"] = sent  # the first key still: the body keeps its order
         rebuilt = body_digest(request_body(kwargs, bool(request.get("stream"))))
     except InvalidEvent as error:
         return RequestCheck(offset, False, request.get("digest"), None, request.get("id"), redacted, str(error))

@@ -381,6 +381,26 @@ def test_a_max_tokens_at_or_below_the_thinking_budget_is_refused_before_the_turn
     assert api.requests[1].json["max_tokens"] == 2049
 
 
+def test_a_turn_recorded_with_max_tokens_at_or_below_the_budget_is_checked_as_sent(file_store: Store, api: MessagesAPI) -> None:
+    """With interleaved thinking (its beta header) the API takes a max_tokens at or below the
+    thinking budget, and an earlier release's turn sent and recorded one so. Checking that
+    request said it was refused ("the API refuses it"): the figure sent is not judged again."""
+    t = file_store.create_thread(title="trip", model=MODEL, thinking={"type": "enabled", "budget_tokens": 2048})
+    file_store.append_message(t, "user", "Hello")
+    kwargs = anthropic_request(file_store, t) | {"max_tokens": 1024}
+    answer = [{"type": "thinking", "thinking": "Easy.", "signature": "sig"}, *text("Hi.")]
+    api.reply_json(message(answer))
+    beta = client(api).with_options(default_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"})
+    raw = beta.messages.with_raw_response.create(**kwargs)
+    sent = api.requests[0]
+    assert sent.json["max_tokens"] == 1024 and sent.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+    recorded = {"id": raw.request_id, "digest": body_digest(sent.body), "model": MODEL, "max_tokens": 1024, "stream": False}
+    (event,) = file_store.append(t, [{"type": "message.appended", "data": {"role": "assistant", "content": answer},
+                                      "meta": {"request": recorded}}])
+    check = check_request(file_store, t, event.offset)
+    assert check.ok, check.reason
+
+
 def test_a_fork_that_turns_thinking_on_inside_a_tool_loop_thinks_from_its_next_turn(file_store: Store, api: MessagesAPI) -> None:
     """The fork's request at the tool result went with thinking enabled, and the loop's answer
     opened with no thinking block: the API refuses that. It goes with thinking disabled, the
