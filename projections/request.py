@@ -104,7 +104,7 @@ def anthropic_request(
         raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=... (or create the thread with one)")
     if model is not None and not (isinstance(model, str) and model.isprintable()):  # no control, no lone surrogate
         raise InvalidEvent("model", f"must be a model name (printable text), not {shown(model)}")
-    check_max_tokens(max_tokens, state.thinking, asked)
+    check_max_tokens(max_tokens, None, asked)  # the budget is the client's beta's business (`check_max_tokens`)
     if extra_tools is not None and not (isinstance(extra_tools, (list, tuple)) and all(isinstance(tool, dict) for tool in extra_tools)):
         raise InvalidEvent("extra_tools", f"must be a list of tool definitions (dicts), not {shown(extra_tools)}")
     view = state.messages
@@ -167,8 +167,11 @@ def default_max_tokens(thinking: Json | None) -> int:
 def check_max_tokens(max_tokens: Any, thinking: Json | None, thread: str) -> None:
     """Raise `InvalidEvent` unless `max_tokens` is None (the default) or a whole number >= 1
     that is more than the thinking budget of `thread` (its `thinking`), which the API requires
-    ("max_tokens must be greater than thinking.budget_tokens"): refused here, naming both,
-    rather than by the API after the turn has started."""
+    ("max_tokens must be greater than thinking.budget_tokens"): refused by a live turn, naming
+    both, rather than by the API after the turn has started. `thinking` None checks the number
+    alone: under the interleaved-thinking beta the budget spans a turn's every block and may
+    exceed `max_tokens`, and a request built for any client (`anthropic_request`) cannot know
+    which beta it will be sent with."""
     if max_tokens is None:
         return
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:

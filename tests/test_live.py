@@ -379,6 +379,11 @@ def test_a_max_tokens_at_or_below_the_thinking_budget_is_refused_before_the_turn
     api.reply_json(message(text("Rain.")))
     assert run_turn(file_store, t, "And tomorrow?", client(api), max_tokens=2049).status == "ok"
     assert api.requests[1].json["max_tokens"] == 2049
+    # Under the interleaved-thinking beta the budget spans the turn's blocks: the API takes it.
+    api.reply_json(message(text("Snow.")))
+    beta = client(api).with_options(default_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"})
+    assert run_turn(file_store, t, "And Sunday?", beta, max_tokens=1024).status == "ok"
+    assert api.requests[2].json["max_tokens"] == 1024
 
 
 def test_a_turn_recorded_with_max_tokens_at_or_below_the_budget_is_checked_as_sent(file_store: Store, api: MessagesAPI) -> None:

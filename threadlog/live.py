@@ -154,7 +154,7 @@ def run_turn(
     turn = Turn(thread, _id())
     while True:  # the checks and the run's start, against one head: two turns never both start
         seen = store.head(thread)
-        state, asked, waiting = _startable(store, thread, user_content, model, max_tokens)
+        state, asked, waiting = _startable(store, thread, user_content, model, max_tokens, _interleaved(client))
         started = {"type": "run.started", "data": {"run_id": turn.run_id}}
         asking = [] if user_content is None else [{"type": "message.appended", "data": {"role": "user", "content": user_content}}]
         try:
@@ -177,12 +177,20 @@ def run_turn(
         raise
 
 
+def _interleaved(client: Any) -> bool:
+    """Whether `client` sends the interleaved-thinking beta, under which a thinking budget may
+    exceed `max_tokens` (it spans the turn's every block)."""
+    headers = getattr(client, "default_headers", None)
+    return isinstance(headers, Mapping) and "interleaved-thinking" in str(headers.get("anthropic-beta", ""))
+
+
 def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
-               model: str | None, max_tokens: int | None) -> tuple[ThreadState, int, list[Json]]:
+               model: str | None, max_tokens: int | None, interleaved: bool) -> tuple[ThreadState, int, list[Json]]:
     """The thread's state, if a turn may start on it now (else `InvalidEvent`), with the offset
     of its last assistant message and that message's tool calls still waiting."""
     state = thread_state(store, thread)
-    check_max_tokens(max_tokens, state.thinking, thread)  # before the run starts: the API would refuse every request
+    # Before the run starts: the API would refuse every request (unless the beta lets it by).
+    check_max_tokens(max_tokens, None if interleaved else state.thinking, thread)
     if state.status == "running":
         raise InvalidEvent("thread", f"thread {thread!r} has run {named(state.open_runs[-1])} in progress; "
                            "wait for it, or close it with a run.finished event (threadlog emit)")
@@ -647,7 +655,8 @@ def rerun(
             else:
                 turns.append([event.data["content"]])
             answered = False
-    check_max_tokens(max_tokens, thread_state(store, thread, at).thinking, thread)  # the fork's thinking is the thread's
+    # The fork's thinking is the thread's; checked as run_turn will check it.
+    check_max_tokens(max_tokens, None if _interleaved(client) else thread_state(store, thread, at).thinking, thread)
     for offset, content in prompts:  # checked as run_turn will, before the fork is made
         try:
             prepare({"type": "message.appended", "data": {"role": "user", "content": content}}, "prompt")
