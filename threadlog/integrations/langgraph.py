@@ -20,6 +20,11 @@ How LangGraph's world maps onto the log:
   at the parent's event, O(1), and `threadlog tree` shows LangGraph's branches.
   `copy_thread` is one fork of the source's root, naming the source's other branches and
   how far it reads them (the source may go on; the copy does not see it).
+- A checkpoint whose message list replaces or removes a message already shown (a reviewer's
+  `update_state` with an edited tool call of the same id, a `RemoveMessage`) continues in a
+  fork made just below that message, where the list is shown again from there on: the
+  thread's view, transcripts and requests show what LangGraph holds, and the original stays
+  in the parent. `threadlog_thread(config)` names the thread a checkpoint is shown in.
 - `delete_thread`, `delete_for_runs` and `prune` append a `langgraph.deleted` event naming
   the checkpoints removed, then `redact` the payloads no remaining checkpoint or other
   thread still needs: the log stays append-only and `verify` passes. A remaining
@@ -189,18 +194,55 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 return sid
         return self._branch(line, (record.stream, record.offset), vet, lambda: [self._restated(line, record, restated=False)])
 
+    def _rewritten(self, line: Line, parent: str | None, checkpoint: Checkpoint, new_versions: ChannelVersions,
+                   vet: Callable[[str], None]) -> str | None:
+        """A new branch for a checkpoint whose message list replaces or removes a message its
+        parent's history shows (`update_state` with an edited message of the same id, a
+        node's `RemoveMessage`), else None. The log is append-only and its history would
+        show the original beside what follows the edit: the branch forks just below the
+        first message shown that the list no longer holds as it was, so that the original
+        stays in the parent, with who wrote it and when, and `_checkpoint_events` shows the
+        list from there on. Calls waiting at the fork point are kept waiting (an edited tool
+        result answers its call, which stays below the fork point).
+
+        Found by reading the parent's history, only for a list that is not its parent's
+        extended (the usual step costs nothing more)."""
+        record = line.records.get(parent) if parent is not None and parent not in line.deleted else None
+        if record is None or line.stranded(record.data["checkpoint_id"]):
+            return None
+        stale: set[str] = set()
+        for channel in new_versions:
+            if not is_messages(checkpoint["channel_values"].get(channel)):
+                continue
+            value = checkpoint["channel_values"][channel]
+            previous, _ = self._parent_messages(line, record, channel)
+            if previous is None:
+                continue
+            kept = next((i for i, (a, b) in enumerate(zip(previous, value)) if not (a is b or a == b)),
+                        min(len(previous), len(value)))
+            stale.update(m.id for m in previous[kept:] if m.id)  # what follows an edit is shown again after it
+        if not stale:
+            return None
+        cut = next((offset for offset, type_, data in self._store().read_data(record.stream, 0, record.offset)
+                    if type_ == "message.appended" and data.get("message_id") in stale), None)
+        if cut is None:  # none of them is shown: nothing in the view to replace
+            return None
+        return self._branch(line, (record.stream, cut - 1), vet, lambda: [self._restated(line, record, restated=False)],
+                            unanswered="keep")
+
     def _branch(self, line: Line, at: tuple[str, int] | None, vet: Callable[[str], None],
-                seed: Callable[[], builtins.list[Json]]) -> str:
+                seed: Callable[[], builtins.list[Json]], unanswered: str = "drop") -> str:
         """A new stream whose history ends at the event at `at` (stream, offset), once `vet`
-        passed it: a fork right after that event, or, when that history holds no message to
-        fork from (or `at` is None), a new thread that starts with `seed()`."""
+        passed it: a fork right after that event (tool calls waiting there `unanswered`), or,
+        when that history holds no message to fork from (or `at` is None), a new thread that
+        starts with `seed()`."""
         branch = f"{line.key}.{new_id()[:8]}"
         vet(branch)
         store = self._store()
         forked = at is not None
         if at is not None:
             try:
-                store.fork(at[0], at=at[1] + 1, fork_id=branch, unanswered="drop", actor=ACTOR)
+                store.fork(at[0], at=at[1] + 1, fork_id=branch, unanswered=unanswered, actor=ACTOR)
             except ForkRefused as refused:
                 if refused.reason != "empty":
                     raise
@@ -249,6 +291,24 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             if cid is None or cid not in line.records or cid in line.deleted or line.stranded(cid):
                 return None
             return self._tuple(line, cid)
+
+    def threadlog_thread(self, config: RunnableConfig) -> str:
+        """The id of the threadlog thread whose history shows a checkpoint's messages (the
+        latest checkpoint's when the config names none), for `transcript`, `request` or the
+        CLI. It is `line_id(thread_id, ns)` until the thread branches (time travel, an edited
+        or removed message): then the fork the checkpoint is on. StoreError when the
+        checkpoint is not stored (or was deleted)."""
+        conf = config["configurable"]
+        with self._lock:
+            line = self._line(conf["thread_id"], conf.get("checkpoint_ns", ""))
+            cid = conf.get("checkpoint_id") or None
+            live = line.live()
+            cid = cid or (max(live) if live else None)
+            if cid is None or cid not in live:
+                raise StoreError(f"LangGraph thread {line.thread_id!r}: no checkpoint "
+                                 f"{'yet' if cid is None else repr(cid)} is stored")
+            stream = line.records[cid].stream
+            return stream if line.streams[stream].own else line.key
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
@@ -310,7 +370,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     # the stored one's parent, as InMemorySaver replaces it, or on none if not stored.
                     own = line.records.get(parent)
                     parent = own.data.get("parent_id") if own is not None else None
-                stream = self._stream_for(line, parent, vet)
+                stream = self._rewritten(line, parent, checkpoint, new_versions, vet) or self._stream_for(line, parent, vet)
                 events = self._checkpoint_events(line, stream, checkpoint, md, new_versions, parent)
                 try:
                     self._append(line, stream, events)
@@ -370,10 +430,12 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             new_versions = {ch: v for ch, v in checkpoint["channel_versions"].items() if ch in checkpoint["channel_values"]}
         values: Json = {}
         messages: builtins.list[Json] = []
-        # Resting on nothing, the checkpoint's messages are all new to it, not to the stream: a
-        # deleted parent's are shown in its history already (kept while another checkpoint holds
-        # them), and so are the line's when a caller puts a checkpoint naming no parent.
-        shown = self._shown(stream) if parent_record is None and not whole and stream in line.streams else set()
+        # A list that is not its parent's extended (resting on nothing, all of it is new to the
+        # checkpoint) shows what the stream's history does not show yet: a deleted parent's
+        # messages are shown already (kept while another checkpoint holds them), so are the
+        # line's when a caller puts a checkpoint naming no parent, and a branch `_rewritten`
+        # made shows what it holds below the edit.
+        shown: set[str] | None = None  # read once, when a list needs it
         for channel, version in new_versions.items():
             if channel not in checkpoint["channel_values"]:
                 continue
@@ -385,10 +447,13 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 writes = [w.value for w in line.writes.get(parent or "", {}).values() if w.channel == channel]
                 if len(writes) == 1 and same(writes[0], {k: v for k, v in record.items() if k not in ("v", "after")}):
                     values[channel] = {k: v for k, v in record.items() if k in ("v", "after")} | {"w": 0}
-            if "messages" in record:
-                before = previous or []
-                known = {m.id for m in before if m.id} | shown
-                fresh = value[len(before):] if "after" in record else [m for m in value if not m.id or m.id not in known]
+            if "messages" in record and not whole:
+                if "after" in record:
+                    fresh = value[len(previous or []):]
+                else:
+                    if shown is None:
+                        shown = self._shown(stream) if stream in line.streams else set()
+                    fresh = [m for m in value if not m.id or m.id not in shown]
                 messages.extend(data for data in map(anthropic_message, fresh) if data is not None)
         header = {key: _to_json(value, self.serde) for key, value in checkpoint.items() if key not in ("id", "channel_values")}
         data: Json = {"checkpoint_id": checkpoint["id"], "values": values,

@@ -1,0 +1,218 @@
+"""A LangGraph run whose messages are edited or removed after they were stored (human review
+of a tool call with `update_state`, a node returning a message of the same id, a
+`RemoveMessage`): threadlog's view of the thread shows what LangGraph's state holds, the
+original stays in the parent of the fork, and LangGraph reads every checkpoint as its own
+savers do."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
+from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
+from langgraph.prebuilt import ToolNode  # noqa: E402
+from langgraph.types import Command, interrupt  # noqa: E402
+
+from threadlog import Store, StoreError, anthropic_request, display_rows, transcript  # noqa: E402
+from threadlog.integrations.langgraph import ThreadlogSaver, line_id  # noqa: E402
+
+CONFIG: Any = {"configurable": {"thread_id": "ana"}}
+
+
+@tool
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
+
+
+def call(a: int, b: int, mid: str = "ai-1") -> AIMessage:
+    return AIMessage("", id=mid, tool_calls=[{"name": "multiply", "args": {"a": a, "b": b}, "id": "call_1"}])
+
+
+def agent_graph(saver: Any, review: bool = False) -> Any:
+    """A scripted model that calls `multiply` once, then answers; stops before the tool runs
+    (or, with `review`, asks a reviewer node through `interrupt` for the call's arguments)."""
+    model = GenericFakeChatModel(messages=iter([call(6, 7), AIMessage("The product is 48.", id="ai-2")]))
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    def reviewer(state: MessagesState) -> dict[str, Any]:
+        last = state["messages"][-1]
+        args = interrupt({"proposed": last.tool_calls[0]["args"]})
+        return {"messages": [AIMessage("", id=last.id, tool_calls=[{**last.tool_calls[0], "args": args}])]}
+
+    def route(state: MessagesState) -> str:
+        last = state["messages"][-1]
+        return ("review" if review else "tools") if isinstance(last, AIMessage) and last.tool_calls else END
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode([multiply]))
+    graph.add_edge(START, "agent")
+    graph.add_edge("tools", "agent")
+    if review:
+        graph.add_node("review", reviewer)
+        graph.add_edge("review", "tools")
+        graph.add_conditional_edges("agent", route, ["review", END])
+        return graph.compile(checkpointer=saver)
+    graph.add_conditional_edges("agent", route, ["tools", END])
+    return graph.compile(checkpointer=saver, interrupt_before=["tools"])
+
+
+def edit_by_update_state(app: Any) -> None:
+    app.invoke({"messages": [HumanMessage("What is 6 times 7?", id="h-1")]}, CONFIG)
+    assert app.get_state(CONFIG).next == ("tools",)
+    app.update_state(CONFIG, {"messages": [call(6, 8)]})  # the reviewer's edit: the same id, other arguments
+    app.invoke(None, CONFIG)
+
+
+def edit_in_a_node(app: Any) -> None:
+    app.invoke({"messages": [HumanMessage("What is 6 times 7?", id="h-1")]}, CONFIG)
+    app.invoke(Command(resume={"a": 6, "b": 8}), CONFIG)
+
+
+EDITS = {"update-state": (edit_by_update_state, False), "interrupt-in-a-node": (edit_in_a_node, True)}
+
+
+def steady(values: dict[str, Any]) -> dict[str, Any]:
+    """A state's values with the id ToolNode draws for each tool message left out."""
+    return {key: [m.model_copy(update={"id": None}) if isinstance(m, ToolMessage) else m for m in value]
+            if key == "messages" else value for key, value in values.items()}
+
+
+def history(app: Any) -> list[tuple[Any, ...]]:
+    """LangGraph's view of a thread, less what differs between any two runs (ids, times)."""
+    states = list(app.get_state_history(CONFIG))
+    ids = [s.config["configurable"]["checkpoint_id"] for s in states]
+    parents = [ids.index(s.parent_config["configurable"]["checkpoint_id"]) if s.parent_config else None for s in states]
+    return [(parent, steady(s.values), s.next, {k: v for k, v in s.metadata.items() if k != "run_id"}, [t.name for t in s.tasks],
+             [i.value for i in s.interrupts]) for parent, s in zip(parents, states)]
+
+
+def oracles(tmp_path: Path, build: Any, drive: Any) -> list[list[tuple[Any, ...]]]:
+    """The histories LangGraph's InMemorySaver and SqliteSaver keep of the same run."""
+    out = []
+    with sqlite3.connect(tmp_path / "oracle.sqlite", check_same_thread=False) as conn:
+        for saver in (InMemorySaver(), SqliteSaver(conn)):
+            app = build(saver)
+            drive(app)
+            out.append(history(app))
+    return out
+
+
+@pytest.mark.parametrize("edit", list(EDITS.values()), ids=list(EDITS))
+def test_an_edited_tool_call_is_what_the_thread_shows_and_the_original_stays_in_the_parent(tmp_path: Path, edit: Any) -> None:
+    drive, review = edit
+    with Store(tmp_path / "edit.db") as store:
+        saver = ThreadlogSaver(store)
+        app = agent_graph(saver, review)
+        drive(app)
+        assert [m.content for m in app.get_state(CONFIG).values["messages"]][-2:] == ["48", "The product is 48."]
+
+        thread = saver.threadlog_thread(CONFIG)
+        assert thread != line_id("ana", "") and store.thread(thread).parent_id == line_id("ana", "")
+        shown = transcript(store, thread)
+        assert '`{"a":6,"b":8}`' in shown and '"b":7' not in shown  # the call that ran, beside its result
+        built = anthropic_request(store, thread, model="m")
+        uses = [block for m in built["messages"] for block in m["content"] if block["type"] == "tool_use"]
+        results = [block for m in built["messages"] for block in m["content"] if block["type"] == "tool_result"]
+        assert [u["input"] for u in uses] == [{"a": 6, "b": 8}] and [r["tool_use_id"] for r in results] == ["call_1"]
+        assert results[0]["content"] in ("48", [{"type": "text", "text": "48"}])
+        rows = display_rows(store, thread)  # the viewer's: a fork marker, then the call that ran
+        assert [(r.kind, r.input) for r in rows if r.kind in ("fork", "tool_call")] == [("fork", None), ("tool_call", {"a": 6, "b": 8})]
+        # The audit trail: the call as the model proposed it, where and by whom it was written.
+        original = [e for e in store.read(line_id("ana", "")) if e.type == "message.appended"
+                    and any(b.get("input") == {"a": 6, "b": 7} for b in e.data["content"])]
+        assert len(original) == 1 and original[0].offset < store.thread(thread).parent_offset + 1
+        assert original[0].offset >= store.thread(thread).parent_offset  # the fork starts just below it
+        store.verify()
+
+        mine = history(app)
+    with Store(tmp_path / "edit.db") as again:  # as another process reads it
+        assert history(agent_graph(ThreadlogSaver(again), review)) == mine
+    for oracle in oracles(tmp_path, lambda saver: agent_graph(saver, review), drive):
+        assert mine == oracle
+
+
+def chat_graph(saver: Any) -> Any:
+    """Echoes the last human message; a `forget` node removes the message named in the input's
+    `remove` key (a RemoveMessage, as a node trimming history writes it)."""
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        last = [m for m in state["messages"] if isinstance(m, HumanMessage)][-1]
+        return {"messages": [AIMessage(f"echo: {last.content}", id=f"a-{last.id}")]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply")
+    graph.add_edge("reply", END)
+    return graph.compile(checkpointer=saver)
+
+
+def two_turns_then(change: Any) -> Any:
+    def drive(app: Any) -> None:
+        app.invoke({"messages": [HumanMessage("Find me a train to Lyon", id="h1")]}, CONFIG)
+        app.invoke({"messages": [HumanMessage("Leaving at nine", id="h2")]}, CONFIG)
+        app.update_state(CONFIG, {"messages": change})
+        app.invoke({"messages": [HumanMessage("Thanks", id="h3")]}, CONFIG)
+    return drive
+
+
+CHANGES = {
+    # A message further back: the first answer, replaced; what follows it is shown again after it.
+    "replace-further-back": (two_turns_then([AIMessage("Trains to Lyon leave hourly.", id="a-h1")]),
+                             ["Find me a train to Lyon", "Trains to Lyon leave hourly.", "Leaving at nine",
+                              "echo: Leaving at nine", "Thanks", "echo: Thanks"], ["echo: Find me a train to Lyon"]),
+    "remove": (two_turns_then([RemoveMessage(id="h2"), RemoveMessage(id="a-h2")]),
+               ["Find me a train to Lyon", "echo: Find me a train to Lyon", "Thanks", "echo: Thanks"],
+               ["Leaving at nine"]),
+    # The first message: there is no message below it to fork at, so the branch starts anew.
+    "replace-the-first": (two_turns_then([HumanMessage("Find me a train to Paris", id="h1")]),
+                          ["Find me a train to Paris", "echo: Find me a train to Lyon", "Leaving at nine",
+                           "echo: Leaving at nine", "Thanks", "echo: Thanks"], ["Find me a train to Lyon"]),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES.values()), ids=list(CHANGES))
+def test_a_replaced_or_removed_message_is_gone_from_the_threads_view_and_kept_in_its_parent(
+        tmp_path: Path, change: Any) -> None:
+    drive, expected, replaced = change
+    with Store(tmp_path / "chat.db") as store:
+        saver = ThreadlogSaver(store)
+        app = chat_graph(saver)
+        drive(app)
+        assert [m.content for m in app.get_state(CONFIG).values["messages"]] == expected
+
+        thread = saver.threadlog_thread(CONFIG)
+        texts = [block["text"] for m in anthropic_request(store, thread, model="m")["messages"] for block in m["content"]]
+        assert texts == expected  # the request rebuilt from the thread is what the graph holds
+        assert all(text in transcript(store, line_id("ana", "")) for text in replaced)
+        store.verify()
+        mine = history(app)
+    for oracle in oracles(tmp_path, chat_graph, drive):
+        assert mine == oracle
+
+
+def test_a_graph_that_only_appends_never_branches(tmp_path: Path) -> None:
+    with Store(tmp_path / "plain.db") as store:
+        saver = ThreadlogSaver(store)
+        app = chat_graph(saver)
+        for i in range(3):
+            app.invoke({"messages": [HumanMessage(f"turn {i}", id=f"h{i}")]}, CONFIG)
+        app.update_state(CONFIG, {"messages": [HumanMessage("a note", id="n1")]})  # a new message: appended
+        assert saver.threadlog_thread(CONFIG) == line_id("ana", "")
+        assert [t.id for t in store.all_threads()] == [line_id("ana", "")]
+        assert "a note" in transcript(store, line_id("ana", ""))
+        with pytest.raises(StoreError, match="'bob': no checkpoint yet"):
+            saver.threadlog_thread({"configurable": {"thread_id": "bob"}})
