@@ -216,3 +216,20 @@ def test_a_graph_that_only_appends_never_branches(tmp_path: Path) -> None:
         assert "a note" in transcript(store, line_id("ana", ""))
         with pytest.raises(StoreError, match="'bob': no checkpoint yet"):
             saver.threadlog_thread({"configurable": {"thread_id": "bob"}})
+
+
+def test_an_edited_tool_result_answers_the_call_below_the_fork(tmp_path: Path) -> None:
+    """The fork point falls between a call and its result: the call stays waiting in the fork,
+    and the edited result answers it there (a fork dropping it showed neither)."""
+    with Store(tmp_path / "result.db") as store:
+        saver = ThreadlogSaver(store)
+        app = agent_graph(saver)
+        edit_by_update_state(app)
+        result = app.get_state(CONFIG).values["messages"][2]
+        app.update_state(CONFIG, {"messages": [ToolMessage("49", id=result.id, tool_call_id="call_1")]})
+        built = anthropic_request(store, saver.threadlog_thread(CONFIG), model="m")
+        blocks = [block for m in built["messages"] for block in m["content"]]
+        assert [(b["type"], b.get("input") or b.get("content") or b.get("text")) for b in blocks] == [
+            ("text", "What is 6 times 7?"), ("tool_use", {"a": 6, "b": 8}), ("tool_result", "49"),
+            ("text", "The product is 48.")]
+        store.verify()
