@@ -1,8 +1,8 @@
-"""A LangGraph run whose messages are edited or removed after they were stored (human review
-of a tool call with `update_state`, a node returning a message of the same id, a
-`RemoveMessage`): threadlog's view of the thread shows what LangGraph's state holds, the
-original stays in the parent of the fork, and LangGraph reads every checkpoint as its own
-savers do."""
+"""A LangGraph run whose messages are edited after they were stored (human review of a tool
+call with `update_state`, a node returning a message of the same id): threadlog's view of the
+thread shows what LangGraph's state holds, the original stays in the parent of the fork, and
+LangGraph reads every checkpoint as its own savers do. A message only removed (a
+`RemoveMessage`, a graph trimming its history) forks nothing and stays in the view."""
 
 from __future__ import annotations
 
@@ -174,9 +174,11 @@ CHANGES = {
     "replace-further-back": (two_turns_then([AIMessage("Trains to Lyon leave hourly.", id="a-h1")]),
                              ["Find me a train to Lyon", "Trains to Lyon leave hourly.", "Leaving at nine",
                               "echo: Leaving at nine", "Thanks", "echo: Thanks"], ["echo: Find me a train to Lyon"]),
-    "remove": (two_turns_then([RemoveMessage(id="h2"), RemoveMessage(id="a-h2")]),
-               ["Find me a train to Lyon", "echo: Find me a train to Lyon", "Thanks", "echo: Thanks"],
-               ["Leaving at nine"]),
+    # Removed and replaced at once: the fork is below the replaced message; one removed before it stays shown.
+    "remove-and-replace": (two_turns_then([RemoveMessage(id="h1"), AIMessage("Noted: nine.", id="a-h2")]),
+                           (["echo: Find me a train to Lyon", "Leaving at nine", "Noted: nine.", "Thanks", "echo: Thanks"],
+                            ["Find me a train to Lyon", "echo: Find me a train to Lyon", "Leaving at nine", "Noted: nine.",
+                             "Thanks", "echo: Thanks"]), ["echo: Leaving at nine"]),
     # The first message: there is no message below it to fork at, so the branch starts anew.
     "replace-the-first": (two_turns_then([HumanMessage("Find me a train to Paris", id="h1")]),
                           ["Find me a train to Paris", "echo: Find me a train to Lyon", "Leaving at nine",
@@ -185,23 +187,70 @@ CHANGES = {
 
 
 @pytest.mark.parametrize("change", list(CHANGES.values()), ids=list(CHANGES))
-def test_a_replaced_or_removed_message_is_gone_from_the_threads_view_and_kept_in_its_parent(
-        tmp_path: Path, change: Any) -> None:
+def test_a_replaced_message_is_gone_from_the_threads_view_and_kept_in_its_parent(tmp_path: Path, change: Any) -> None:
     drive, expected, replaced = change
+    held, shown = expected if isinstance(expected, tuple) else (expected, expected)
     with Store(tmp_path / "chat.db") as store:
         saver = ThreadlogSaver(store)
         app = chat_graph(saver)
         drive(app)
-        assert [m.content for m in app.get_state(CONFIG).values["messages"]] == expected
+        assert [m.content for m in app.get_state(CONFIG).values["messages"]] == held
 
         thread = saver.threadlog_thread(CONFIG)
+        assert thread != line_id("ana", "")
         texts = [block["text"] for m in anthropic_request(store, thread, model="m")["messages"] for block in m["content"]]
-        assert texts == expected  # the request rebuilt from the thread is what the graph holds
+        assert texts == shown  # the request rebuilt from the thread is what the graph holds (and what it removed)
         assert all(text in transcript(store, line_id("ana", "")) for text in replaced)
         store.verify()
         mine = history(app)
     for oracle in oracles(tmp_path, chat_graph, drive):
         assert mine == oracle
+
+
+def test_a_removed_message_stays_in_the_view_and_forks_nothing(tmp_path: Path) -> None:
+    drive = two_turns_then([RemoveMessage(id="h2"), RemoveMessage(id="a-h2")])
+    with Store(tmp_path / "remove.db") as store:
+        saver = ThreadlogSaver(store)
+        app = chat_graph(saver)
+        drive(app)
+        assert [m.content for m in app.get_state(CONFIG).values["messages"]] == [
+            "Find me a train to Lyon", "echo: Find me a train to Lyon", "Thanks", "echo: Thanks"]
+        assert saver.threadlog_thread(CONFIG) == line_id("ana", "") and store.counts().threads == 1
+        texts = [block["text"] for m in anthropic_request(store, line_id("ana", ""), model="m")["messages"]
+                 for block in m["content"]]
+        assert texts == ["Find me a train to Lyon", "echo: Find me a train to Lyon", "Leaving at nine",
+                         "echo: Leaving at nine", "Thanks", "echo: Thanks"]  # what was appended, as it was
+        store.verify()
+        mine = history(app)
+    for oracle in oracles(tmp_path, chat_graph, drive):
+        assert mine == oracle
+
+
+def trimming_graph(saver: Any) -> Any:
+    """Answers every message, then keeps only the last four once there are more than six
+    (RemoveMessage for the rest, as LangGraph's summarization pattern trims history)."""
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        history = state["messages"]
+        trim = [RemoveMessage(id=m.id) for m in history[:-4]] if len(history) > 6 else []
+        return {"messages": [AIMessage(f"answer {len(history)}"), *trim]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply")
+    graph.add_edge("reply", END)
+    return graph.compile(checkpointer=saver)
+
+
+def test_a_graph_trimming_its_history_every_few_steps_never_branches(tmp_path: Path) -> None:
+    with Store(tmp_path / "trim.db") as store:
+        app = trimming_graph(ThreadlogSaver(store))
+        for i in range(40):
+            app.invoke({"messages": [HumanMessage(f"q {i}")]}, CONFIG)
+        assert len(app.get_state(CONFIG).values["messages"]) < 8
+        assert store.counts().threads == 1  # a fork per trim made each step slower than the one before
+        shown = transcript(store, line_id("ana", ""))
+        assert all(f"q {i}" in shown for i in range(40))  # every message, as it was appended
 
 
 def test_a_graph_that_only_appends_never_branches(tmp_path: Path) -> None:

@@ -20,11 +20,12 @@ How LangGraph's world maps onto the log:
   at the parent's event, O(1), and `threadlog tree` shows LangGraph's branches.
   `copy_thread` is one fork of the source's root, naming the source's other branches and
   how far it reads them (the source may go on; the copy does not see it).
-- A checkpoint whose message list replaces or removes a message already shown (a reviewer's
-  `update_state` with an edited tool call of the same id, a `RemoveMessage`) continues in a
-  fork made just below that message, where the list is shown again from there on: the
-  thread's view, transcripts and requests show what LangGraph holds, and the original stays
-  in the parent. `threadlog_thread(config)` names the thread a checkpoint is shown in.
+- A checkpoint whose message list replaces a message already shown (a reviewer's
+  `update_state` with an edited tool call of the same id) continues in a fork made just
+  below that message, where the list is shown again from there on: the thread's view,
+  transcripts and requests show what LangGraph holds, and the original stays in the parent.
+  `threadlog_thread(config)` names the thread a checkpoint is shown in. A message only
+  removed (`RemoveMessage`, a graph trimming its history) stays in the view: no fork.
 - `delete_thread`, `delete_for_runs` and `prune` append a `langgraph.deleted` event naming
   the checkpoints removed, then `redact` the payloads no remaining checkpoint or other
   thread still needs: the log stays append-only and `verify` passes. A remaining
@@ -67,7 +68,7 @@ from eventstore.prepare import new_id, prepare
 
 from .langgraph_lines import (PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, next_step, patch,
                               thread_prefix)
-from .langgraph_values import Json, anthropic_message, decode, encode, is_messages, paired, same
+from .langgraph_values import Json, anthropic_message, decode, encode, is_messages, paired, replaced, same
 from .per_thread import PerThread
 
 __all__ = ["ThreadlogSaver", "line_id"]
@@ -195,40 +196,35 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         return self._branch(line, (record.stream, record.offset), vet, lambda: [self._restated(line, record, restated=False)])
 
     def _rewritten(self, line: Line, parent: str | None, checkpoint: Checkpoint, new_versions: ChannelVersions,
-                   vet: Callable[[str], None]) -> str | None:
-        """A new branch for a checkpoint whose message list replaces or removes a message its
-        parent's history shows (`update_state` with an edited message of the same id, a
-        node's `RemoveMessage`), else None. The log is append-only and its history would
-        show the original beside what follows the edit: the branch forks just below the
-        first message shown that the list no longer holds as it was, so that the original
-        stays in the parent, with who wrote it and when, and `_checkpoint_events` shows the
-        list from there on. Calls waiting at the fork point are kept waiting (an edited tool
-        result answers its call, which stays below the fork point).
+                   vet: Callable[[str, bool], None]) -> str | None:
+        """A new branch for a checkpoint whose message list replaces a message its parent's
+        history shows (`update_state` or a node returning an edited message of the same id),
+        else None. The log is append-only and its history would show the original beside
+        what follows the edit: the branch forks just below the first replaced message
+        shown, so that the original stays in the parent, with who wrote it and when, and
+        `_checkpoint_events` shows the list from there on (`reshown`). Calls waiting at the
+        fork point are kept waiting (an edited tool result answers its call, which stays
+        below the fork point). A message only removed (`RemoveMessage`, a graph trimming its
+        history) forks nothing: the view keeps it.
 
-        Found by reading the parent's history, only for a list that is not its parent's
-        extended (the usual step costs nothing more)."""
+        The parent's history is read only when a message is replaced (the usual step, and a
+        trimming one, cost nothing more)."""
         record = line.records.get(parent) if parent is not None and parent not in line.deleted else None
         if record is None or line.stranded(record.data["checkpoint_id"]):
             return None
         stale: set[str] = set()
         for channel in new_versions:
-            if not is_messages(checkpoint["channel_values"].get(channel)):
-                continue
-            value = checkpoint["channel_values"][channel]
-            previous, _ = self._parent_messages(line, record, channel)
-            if previous is None:
-                continue
-            kept = next((i for i, (a, b) in enumerate(zip(previous, value)) if not (a is b or a == b)),
-                        min(len(previous), len(value)))
-            stale.update(m.id for m in previous[kept:] if m.id)  # what follows an edit is shown again after it
+            if is_messages(checkpoint["channel_values"].get(channel)):
+                previous, _ = self._parent_messages(line, record, channel)
+                stale |= replaced(previous or [], checkpoint["channel_values"][channel])
         if not stale:
             return None
         cut = next((offset for offset, type_, data in self._store().read_data(record.stream, 0, record.offset)
                     if type_ == "message.appended" and data.get("message_id") in stale), None)
         if cut is None:  # none of them is shown: nothing in the view to replace
             return None
-        return self._branch(line, (record.stream, cut - 1), vet, lambda: [self._restated(line, record, restated=False)],
-                            unanswered="keep")
+        return self._branch(line, (record.stream, cut - 1), lambda branch: vet(branch, True),
+                            lambda: [self._restated(line, record, restated=False)], unanswered="keep")
 
     def _branch(self, line: Line, at: tuple[str, int] | None, vet: Callable[[str], None],
                 seed: Callable[[], builtins.list[Json]], unanswered: str = "drop") -> str:
@@ -296,7 +292,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         """The id of the threadlog thread whose history shows a checkpoint's messages (the
         latest checkpoint's when the config names none), for `transcript`, `request` or the
         CLI. It is `line_id(thread_id, ns)` until the thread branches (time travel, an edited
-        or removed message): then the fork the checkpoint is on. StoreError when the
+        message): then the fork the checkpoint is on. StoreError when the
         checkpoint is not stored (or was deleted)."""
         conf = config["configurable"]
         with self._lock:
@@ -358,8 +354,8 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         thread_id, ns, parent = conf["thread_id"], conf.get("checkpoint_ns", ""), conf.get("checkpoint_id")
         md = get_serializable_checkpoint_metadata(config, metadata)
 
-        def vet(branch: str) -> None:  # the events as they would read on a new branch, validated without a write
-            for i, event in enumerate(self._checkpoint_events(line, branch, checkpoint, md, new_versions, parent)):
+        def vet(branch: str, reshown: bool = False) -> None:  # the events as they would read on a new branch, validated without a write
+            for i, event in enumerate(self._checkpoint_events(line, branch, checkpoint, md, new_versions, parent, reshown=reshown)):
                 prepare(event, i)
 
         with self._lock:
@@ -370,8 +366,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     # the stored one's parent, as InMemorySaver replaces it, or on none if not stored.
                     own = line.records.get(parent)
                     parent = own.data.get("parent_id") if own is not None else None
-                stream = self._rewritten(line, parent, checkpoint, new_versions, vet) or self._stream_for(line, parent, vet)
-                events = self._checkpoint_events(line, stream, checkpoint, md, new_versions, parent)
+                rewritten = self._rewritten(line, parent, checkpoint, new_versions, vet)
+                stream = rewritten or self._stream_for(line, parent, vet)
+                events = self._checkpoint_events(line, stream, checkpoint, md, new_versions, parent, reshown=rewritten is not None)
                 try:
                     self._append(line, stream, events)
                 except ConcurrencyError:
@@ -416,13 +413,14 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     raise
 
     def _checkpoint_events(self, line: Line, stream: str, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions,
-                           parent: str | None, whole: bool = False) -> builtins.list[Json]:
+                           parent: str | None, whole: bool = False, reshown: bool = False) -> builtins.list[Json]:
         """The message events for what the checkpoint's message lists gained (their tool blocks
         paired after the stream's calls awaiting results, read only when they hold tool
         blocks), then the checkpoint (for `stream`). What a reader derives is left out: the
         parent when it is the checkpoint of the stream's event before (`follows`), a value
         that is the parent's only pending write to its channel (`w`), and most of the header
-        (`delta`, see `langgraph_lines`)."""
+        (`delta`, see `langgraph_lines`). `reshown`: `stream` is the branch `_rewritten` made
+        for this checkpoint, whose history ends below the replaced message."""
         # A deleted parent's payloads are being erased: nothing may rest on them (the parent id is kept).
         resting = parent is not None and not whole and parent not in line.deleted and not line.stranded(parent)
         parent_record = line.records.get(parent) if resting and parent is not None else None
@@ -430,11 +428,12 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             new_versions = {ch: v for ch, v in checkpoint["channel_versions"].items() if ch in checkpoint["channel_values"]}
         values: Json = {}
         messages: builtins.list[Json] = []
-        # A list that is not its parent's extended (resting on nothing, all of it is new to the
-        # checkpoint) shows what the stream's history does not show yet: a deleted parent's
-        # messages are shown already (kept while another checkpoint holds them), so are the
-        # line's when a caller puts a checkpoint naming no parent, and a branch `_rewritten`
-        # made shows what it holds below the edit.
+        # A list that is not its parent's extended shows the messages its parent's did not hold:
+        # one removed stays in the view (a graph trimming its history reads nothing more). Resting
+        # on nothing, or on a branch `_rewritten` made, it shows what the stream's history does
+        # not show yet: a deleted parent's messages are shown already (kept while another
+        # checkpoint holds them), so are the line's when a caller puts a checkpoint naming no
+        # parent, and the branch shows the list again from the edit on.
         shown: set[str] | None = None  # read once, when a list needs it
         for channel, version in new_versions.items():
             if channel not in checkpoint["channel_values"]:
@@ -451,9 +450,13 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 if "after" in record:
                     fresh = value[len(previous or []):]
                 else:
-                    if shown is None:
-                        shown = self._shown(stream) if stream in line.streams else set()
-                    fresh = [m for m in value if not m.id or m.id not in shown]
+                    if parent_record is not None and not reshown:
+                        known = {m.id for m in previous or [] if m.id}
+                    else:
+                        if shown is None:
+                            shown = self._shown(stream) if stream in line.streams else set()
+                        known = shown
+                    fresh = [m for m in value if not m.id or m.id not in known]
                 messages.extend(data for data in map(anthropic_message, fresh) if data is not None)
         header = {key: _to_json(value, self.serde) for key, value in checkpoint.items() if key not in ("id", "channel_values")}
         data: Json = {"checkpoint_id": checkpoint["id"], "values": values,

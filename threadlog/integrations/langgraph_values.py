@@ -57,6 +57,13 @@ def is_messages(value: Any) -> bool:
 _SCALARS = (str, bool, int, type(None))
 
 
+def replaced(previous: list[BaseMessage], value: list[BaseMessage]) -> set[str]:
+    """The ids of the messages of `previous` that `value` holds with other content (an edit
+    that kept the id); a message `value` leaves out (removed) or adds is none of them."""
+    now = {m.id: m for m in value if m.id}
+    return {m.id for m in previous if m.id and m.id in now and not (now[m.id] is m or now[m.id] == m)}
+
+
 def _plain(value: Any, depth: int = 0) -> bool:
     """JSON that reads back as the same Python value: exact types (no tuples, no NaN, no
     subclass of str or int such as an enum's member), string keys only."""
