@@ -232,6 +232,11 @@ class Backend(Protocol):
         """Stream ids that start with `prefix`, in order, at most `limit` (through the id index)."""
         ...
 
+    def streams_with_prefix_after(self, prefix: str, after: int) -> list[StreamRow]:
+        """Streams whose id starts with `prefix` and whose latest own event is past position
+        `after` (created or appended to since), in id order."""
+        ...
+
     def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
         """Streams by latest activity, newest first (`last_position` descending), only those with
         `last_position` < `before` when given, roots only unless `forks`; at most `limit`.

@@ -863,6 +863,14 @@ class PostgresBackend:
         ).fetchall()
         return [str(r[0]) for r in rows]
 
+    @_absent(list)
+    @_translated
+    def streams_with_prefix_after(self, prefix: str, after: int) -> list[StreamRow]:
+        rows = self.conn.execute(
+            f"SELECT {STREAM_COLUMNS} FROM streams WHERE id >= %s AND id < %s AND last_position > %s ORDER BY id",
+            (prefix, prefix + "\U0010ffff", after)).fetchall()
+        return [_new(StreamRow, row) for row in rows]
+
     @_translated
     def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
         where = "" if forks else " AND parent_id IS NULL"

@@ -907,6 +907,13 @@ class SQLiteBackend:
         return [str(r[0]) for r in rows]
 
     @_translated
+    def streams_with_prefix_after(self, prefix: str, after: int) -> list[StreamRow]:
+        """A range scan of the primary key, or of `last_position`'s index when fewer rows are past `after`."""
+        rows = self._fetch(f"SELECT {STREAM_COLUMNS} FROM streams WHERE id >= ? AND id < ? AND last_position > ? ORDER BY id",
+                           (prefix, prefix + "\U0010ffff", after))
+        return [_new(StreamRow, row) for row in rows]
+
+    @_translated
     def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
         """Newest activity first: a walk down `streams_recency`'s range of roots, key by key,
         each key's streams (at most 1,024: one position each) sorted by `last_position`, that

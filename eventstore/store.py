@@ -383,6 +383,14 @@ class Store:
         check_text("prefix", prefix, "the start of a thread id")
         return self.backend.streams_with_prefix(prefix, limit)
 
+    def threads_starting(self, prefix: str, after: int = 0) -> list[ThreadInfo]:
+        """Threads (forks included) whose id starts with `prefix` and that gained an event past
+        position `after` (`last_position()` read before an earlier call): what changed among
+        them since, in id order, without a lookup for each of those that did not."""
+        check_index("after", after, what="a position")
+        check_text("prefix", prefix, "the start of a thread id")
+        return [ThreadInfo.from_row(row) for row in self.backend.streams_with_prefix_after(prefix, after)]
+
     def all_threads(self) -> list[ThreadInfo]:
         """Every stream, in creation order (a parent before its forks)."""
         return [ThreadInfo.from_row(row) for row in self.backend.streams()]

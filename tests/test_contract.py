@@ -206,8 +206,27 @@ def test_a_thread_id_holding_nul_is_no_thread(store: Store, call: Any) -> None:
     before = dump(store)
     with pytest.raises(ThreadNotFound):
         call(store, thread[:4] + "\x00")
-    assert store.ids_starting("a\x00") == [] and store.count(thread, "a\x00") == 0
+    assert store.ids_starting("a\x00") == [] and store.threads_starting("a\x00") == [] and store.count(thread, "a\x00") == 0
     assert dump(store) == before
+
+
+def test_threads_starting_names_only_the_threads_written_since(store: Store) -> None:
+    """What a reader that keeps an index of a family of ids (a LangGraph line and its branches)
+    asks, instead of one lookup for each of them, however many did not change."""
+    for name in ("job", "job.a", "job.b", "jobber"):
+        store.create_thread(title=name, thread_id=name)
+        store.append(name, [msg("hello")])
+    store.fork("job", at=2, fork_id="job.c")
+    mark = store.last_position()
+    assert [t.id for t in store.threads_starting("job")] == ["job", "job.a", "job.b", "job.c", "jobber"]
+    assert store.threads_starting("job", after=mark) == []
+    store.append("job.b", [msg("hi")])
+    store.fork("job.a", at=2, fork_id="job.a.d")
+    changed = store.threads_starting("job", after=mark)
+    assert [(t.id, t.head) for t in changed] == [("job.a.d", 3), ("job.b", 3)]
+    assert changed == [store.thread("job.a.d"), store.thread("job.b")]
+    with pytest.raises(InvalidEvent, match="after"):
+        store.threads_starting("job", after=-1)
 
 
 @pytest.mark.parametrize("name", ["@last", "@mine"])

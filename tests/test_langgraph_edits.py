@@ -23,6 +23,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
 from langgraph.prebuilt import ToolNode  # noqa: E402
 from langgraph.types import Command, interrupt  # noqa: E402
 
+from eventstore import sqlite as sqlite_backend  # noqa: E402
 from threadlog import Store, StoreError, anthropic_request, display_rows, transcript  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver, line_id  # noqa: E402
 
@@ -282,3 +283,33 @@ def test_an_edited_tool_result_answers_the_call_below_the_fork(tmp_path: Path) -
             ("text", "What is 6 times 7?"), ("tool_use", {"a": 6, "b": 8}), ("tool_result", "49"),
             ("text", "The product is 48.")]
         store.verify()
+
+
+def test_a_step_reads_as_much_of_the_log_with_many_branches_as_with_few(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every edit is a branch of the line; reading what another writer appended looked up each
+    branch's head, one query a branch, so each step of a thread edited often cost more."""
+    statements: list[str] = []
+    connect = sqlite_backend._connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    with Store(tmp_path / "many.db") as other:
+        monkeypatch.setattr(sqlite_backend, "_connect", traced)
+        store = Store(tmp_path / "many.db")  # the reader's: every statement it runs is counted
+        monkeypatch.undo()
+        app = chat_graph(ThreadlogSaver(other))  # another process's graph
+        app.invoke({"messages": [HumanMessage("Find me a train to Lyon", id="h1")]}, CONFIG)
+        reader = ThreadlogSaver(store)
+        read = []
+        for edit in range(30):
+            app.update_state(CONFIG, {"messages": [AIMessage(f"Trains to Lyon: edit {edit}", id="a-h1")]})
+            statements.clear()
+            got = reader.get_tuple(CONFIG)
+            read.append(len(statements))
+            assert got is not None and got.checkpoint["channel_values"]["messages"][-1].content == f"Trains to Lyon: edit {edit}"
+        store.close()
+        assert other.counts().threads == 31
+        assert read[-1] == read[4], read

@@ -33,11 +33,12 @@ How LangGraph's world maps onto the log:
   values (`restated`).
 
 The saver keeps an index of each line in memory (`langgraph_lines`), brought up to date from
-the log before every call (one query tells whether anything was appended since), so several processes
-can share one file. LangGraph calls a synchronous checkpointer from worker threads: each
-thread gets its own connection to the store's file (a `:memory:` store serves only the
-thread that opened it; a PostgreSQL store serves them all, one call at a time). The async
-methods run the same short SQLite calls inline.
+the log before every call (one query tells whether anything was appended since, one more
+which of the line's streams were), so several processes can share one file. LangGraph
+calls a synchronous checkpointer from worker threads: each thread gets its own connection
+to the store's file (a `:memory:` store serves only the thread that opened it; a PostgreSQL
+store serves them all, one call at a time). The async methods run the same short SQLite
+calls inline.
 """
 
 from __future__ import annotations
