@@ -175,3 +175,18 @@ def test_a_block_only_a_tool_result_takes_is_kept_there(tmp_path: Path) -> None:
     sent = [b for kwargs in _requests(tmp_path / "t.db") for m in kwargs["messages"] for b in m["content"]
             if b["type"] == "tool_result" and b["tool_use_id"] == result["tool_use_id"]]
     assert sent and all(b["content"] == [{"type": "tool_reference", "tool_name": "TaskCreate"}] for b in sent)
+
+
+def test_a_block_type_name_megabytes_long_is_counted_under_a_short_name(tmp_path: Path) -> None:
+    """The type is the file's text: a 200,000-character one was printed whole, in the summary
+    line and as a `--json` key."""
+    records = _records()
+    at = _index(records, lambda r: r["type"] == "assistant")
+    huge = "voice_note" + "x" * 200_000
+    records[at]["message"]["content"] = [*_blocks(records[at]), {"type": huge, "data": "…"}, {"type": huge + "y"}]
+    path = _write(tmp_path, records)
+    text = _import(tmp_path, path).output
+    (line,) = [line for line in text.splitlines() if line.startswith("lines without conversation")]
+    assert len(line) < 300 and f"block/{huge[:93]}… 2" in line
+    skipped = json.loads(_import(tmp_path, _write(tmp_path, records, "again.jsonl"), "--json").output)["skipped"]
+    assert skipped[f"block/{huge[:93]}…"] == 2 and all(len(kind) <= 100 for kind in skipped)

@@ -1196,7 +1196,7 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
         f"{summary.compactions} compaction(s)",
         f"{summary.added} event(s) added of {summary.events}",
     ]
-    skipped = sorted((kind, n) for kind, n in summary.skipped.items() if n)  # a summary line that became a title counts 0
+    skipped = summary.kinds()
     if skipped:
         lines.append("lines without conversation: " + ", ".join(f"{kind} {n}" for kind, n in skipped))
     lines.extend(f"skipped {file}:{line}: {why}" for file, line, why in summary.bad)

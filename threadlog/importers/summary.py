@@ -10,6 +10,11 @@ from typing import Any
 from .lines import BadLine
 
 
+# The characters of a skipped kind's name shown: a line or block type is the file's text, and
+# a hostile one may be megabytes.
+KIND_SHOWN = 100
+
+
 @dataclass
 class ImportSummary:
     """Counts over every file an import read.
@@ -61,6 +66,15 @@ class ImportSummary:
         self.waiting += 1
         self.waiting_files.append(file)
 
+    def kinds(self) -> list[tuple[str, int]]:
+        """The kinds `skipped` counts (none counted 0: a summary line that became a title), in
+        order, each name cut to `KIND_SHOWN` characters (the counts of names cut alike added)."""
+        out: Counter[str] = Counter()
+        for kind, n in self.skipped.items():
+            if n:
+                out[kind if len(kind) <= KIND_SHOWN else kind[:KIND_SHOWN - 1] + "…"] += n
+        return sorted(out.items())
+
     def to_json(self) -> dict[str, Any]:
         """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return {
@@ -74,7 +88,7 @@ class ImportSummary:
             "compactions": self.compactions,
             "events": self.events,
             "added": self.added,
-            "skipped": {kind: n for kind, n in sorted(self.skipped.items()) if n},  # a kind counted 0 left nothing out
+            "skipped": dict(self.kinds()),
             "bad": [{"file": f, "line": n, "why": why} for f, n, why in self.bad],
             "thread_ids": self.thread_ids,
             "waiting": self.waiting,
