@@ -313,3 +313,25 @@ def test_a_step_reads_as_much_of_the_log_with_many_branches_as_with_few(tmp_path
         store.close()
         assert other.counts().threads == 31
         assert read[-1] == read[4], read
+
+
+def test_a_message_emitted_again_with_other_metadata_alone_forks_nothing(tmp_path: Path) -> None:
+    """A model's message put back under its id with only its metadata changed (usage, the
+    provider's response metadata, extra kwargs) shows as it did: no fork, the view stays."""
+    with Store(tmp_path / "meta.db") as store:
+        saver = ThreadlogSaver(store)
+        app = chat_graph(saver)
+        app.invoke({"messages": [HumanMessage("Find me a train to Lyon", id="h1")]}, CONFIG)
+        answer = app.get_state(CONFIG).values["messages"][-1]
+        for update in ({"response_metadata": {"model_name": "m-2", "stop_reason": "end_turn"}},
+                       {"usage_metadata": {"input_tokens": 12, "output_tokens": 7, "total_tokens": 19}},
+                       {"additional_kwargs": {"refusal": None}, "name": "planner"}):
+            app.update_state(CONFIG, {"messages": [answer.model_copy(update=update)]})
+        assert app.get_state(CONFIG).values["messages"][-1].name == "planner"
+        assert saver.threadlog_thread(CONFIG) == line_id("ana", "") and store.counts().threads == 1
+        app.update_state(CONFIG, {"messages": [answer.model_copy(update={"content": "Hourly, from Part-Dieu."})]})
+        thread = saver.threadlog_thread(CONFIG)  # an edit of what is shown still forks
+        assert thread != line_id("ana", "")
+        assert [b["text"] for m in anthropic_request(store, thread, model="m")["messages"] for b in m["content"]] == [
+            "Find me a train to Lyon", "Hourly, from Part-Dieu."]
+        store.verify()

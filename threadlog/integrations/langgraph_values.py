@@ -58,10 +58,13 @@ _SCALARS = (str, bool, int, type(None))
 
 
 def replaced(previous: list[BaseMessage], value: list[BaseMessage]) -> set[str]:
-    """The ids of the messages of `previous` that `value` holds with other content (an edit
-    that kept the id); a message `value` leaves out (removed) or adds is none of them."""
+    """The ids of the messages of `previous` that `value` holds with other content as
+    threadlog shows it (an edit that kept the id); a message `value` leaves out (removed)
+    or adds is none of them, nor one whose metadata alone changed (a model's message
+    emitted again with its `response_metadata` or `usage_metadata`): the view would not."""
     now = {m.id: m for m in value if m.id}
-    return {m.id for m in previous if m.id and m.id in now and not (now[m.id] is m or now[m.id] == m)}
+    return {m.id for m in previous if m.id and m.id in now and not (now[m.id] is m or now[m.id] == m)
+            and anthropic_message(now[m.id]) != anthropic_message(m)}
 
 
 def _plain(value: Any, depth: int = 0) -> bool:
