@@ -335,3 +335,38 @@ def test_a_message_emitted_again_with_other_metadata_alone_forks_nothing(tmp_pat
         assert [b["text"] for m in anthropic_request(store, thread, model="m")["messages"] for b in m["content"]] == [
             "Find me a train to Lyon", "Hourly, from Part-Dieu."]
         store.verify()
+
+
+def test_a_copy_of_an_edited_thread_shows_what_the_copy_holds(tmp_path: Path) -> None:
+    """The copy forked the source's root: its thread showed the answer as first written and
+    none of the turns after the edit, though LangGraph's copy holds them."""
+    db = tmp_path / "copy.db"
+    drive = two_turns_then([AIMessage("Trains to Lyon leave hourly.", id="a-h1")])
+    bob: Any = {"configurable": {"thread_id": "bob"}}
+    edited = ["Find me a train to Lyon", "Trains to Lyon leave hourly.", "Leaving at nine", "echo: Leaving at nine",
+              "Thanks", "echo: Thanks"]
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        app = chat_graph(saver)
+        drive(app)
+        saver.copy_thread("ana", "bob")
+
+        def shown(config: Any) -> list[str]:
+            thread = saver.threadlog_thread(config)
+            return [b["text"] for m in anthropic_request(store, thread, model="m")["messages"] for b in m["content"]]
+
+        assert [m.content for m in app.get_state(bob).values["messages"]] == edited
+        assert saver.threadlog_thread(bob) == line_id("bob", "") and shown(bob) == edited
+
+        def states(config: Any) -> list[tuple[Any, ...]]:
+            return [(s.config["configurable"]["checkpoint_id"], s.values, s.next) for s in app.get_state_history(config)]
+
+        assert states(bob) == states(CONFIG)  # every checkpoint of the source, as LangGraph reads it
+        app.invoke({"messages": [HumanMessage("And back?", id="h4")]}, bob)
+        assert shown(bob) == [*edited, "And back?", "echo: And back?"] and saver.threadlog_thread(bob) == line_id("bob", "")
+        saver.delete_thread("ana")  # the copy keeps what it shares
+        assert shown(bob)[:2] == edited[:2] and app.get_state(bob).values["messages"][1].content == edited[1]
+        store.verify()
+        saver.delete_thread("bob")
+        assert list(saver.list(None)) == [] and store.verify().redacted > 0
+    assert b"hourly" not in db.read_bytes() and b"echo: Find me" not in db.read_bytes()

@@ -18,8 +18,9 @@ How LangGraph's world maps onto the log:
 - Running from an older checkpoint (time travel, `update_state` on a past config) puts a
   checkpoint whose parent is not the last one of its stream: that becomes a threadlog fork
   at the parent's event, O(1), and `threadlog tree` shows LangGraph's branches.
-  `copy_thread` is one fork of the source's root, naming the source's other branches and
-  how far it reads them (the source may go on; the copy does not see it).
+  `copy_thread` is one fork of the source's stream its latest checkpoint is on, naming the
+  source's other streams and how far it reads them (the source may go on; the copy does not
+  see it).
 - A checkpoint whose message list replaces a message already shown (a reviewer's
   `update_state` with an edited tool call of the same id) continues in a fork made just
   below that message, where the list is shown again from there on: the thread's view,
@@ -540,10 +541,12 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 return
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """One fork of the source's root at its head, O(1) whatever the history's length; the
-        source's other branches are named in the fork (with how far the copy reads them), not
-        copied. A source with no message to fork from (so nothing large to share) has its
-        checkpoints and writes written again instead."""
+        """One fork, at its head, of the source's stream its latest checkpoint is shown in
+        (the root, or the branch a time travel or an edit made), O(1) whatever the history's
+        length: the copy's root shows what the copy holds. The source's other streams are
+        named in the fork (with how far the copy reads them), not copied. A source with no
+        message to fork from (so nothing large to share) has its checkpoints and writes
+        written again instead."""
         with self._lock:
             for line in self._lines_for({"configurable": {"thread_id": source_thread_id}}):
                 target = self._line(target_thread_id, line.ns)
@@ -554,12 +557,16 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     raise StoreError(f"copy_thread: LangGraph thread {target_thread_id!r} was deleted, and its log stays "
                                      "(recording the deletion), so a copy cannot be made under its id; copy to a new thread id")
                 created = self._created(target)
-                copied = {sid: stream.stop if stream.stop is not None else stream.head
-                          for sid, stream in line.streams.items() if sid != line.key}
+                live = line.live()
+                # Forked from the root, a copy of a thread whose latest checkpoint is on a branch
+                # showed the root's messages: the call as proposed before the edit, not the turns after.
+                view = line.records[max(live)].stream if live else line.key
+                ends = {sid: stream.stop if stream.stop is not None else stream.head for sid, stream in line.streams.items()}
+                copied = {sid: end for sid, end in ends.items() if sid != view}
                 metadata = {"langgraph": {**created["data"]["metadata"]["langgraph"], "copied": copied}}
                 try:
-                    self._store().fork(line.key, at=line.streams[line.key].head, fork_id=target.key, unanswered="drop",
-                                       actor=ACTOR, metadata=metadata)
+                    self._store().fork(view, at=ends[view], fork_id=target.key, unanswered="drop", actor=ACTOR,
+                                       metadata=metadata)
                 except ForkRefused as refused:
                     if refused.reason != "empty":
                         raise
