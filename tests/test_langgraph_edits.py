@@ -370,3 +370,24 @@ def test_a_copy_of_an_edited_thread_shows_what_the_copy_holds(tmp_path: Path) ->
         saver.delete_thread("bob")
         assert list(saver.list(None)) == [] and store.verify().redacted > 0
     assert b"hourly" not in db.read_bytes() and b"echo: Find me" not in db.read_bytes()
+
+
+def test_prune_erases_the_original_of_an_edited_message_that_no_checkpoint_left_holds(tmp_path: Path) -> None:
+    """The original shares its id with what replaced it, so a remaining checkpoint holding the
+    edit kept the original's payload too, though no checkpoint left holds or shows it."""
+    db = tmp_path / "prune.db"
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        app = chat_graph(saver)
+        app.invoke({"messages": [HumanMessage("Book Lyon", id="h1")]}, CONFIG)
+        app.invoke({"messages": [HumanMessage("Card 4111-1111", id="h2")]}, CONFIG)
+        app.update_state(CONFIG, {"messages": [AIMessage("Card noted.", id="a-h2")]})  # the reviewer's edit
+        app.invoke({"messages": [HumanMessage("Thanks", id="h3")]}, CONFIG)
+        held = ["Book Lyon", "echo: Book Lyon", "Card 4111-1111", "Card noted.", "Thanks", "echo: Thanks"]
+        saver.prune(["ana"])
+        assert [m.content for m in app.get_state(CONFIG).values["messages"]] == held
+        thread = saver.threadlog_thread(CONFIG)
+        assert [b["text"] for m in anthropic_request(store, thread, model="m")["messages"] for b in m["content"]] == held
+        assert store.verify().redacted > 0
+    assert b"echo: Card 4111" not in db.read_bytes()  # the answer as first written, edited away and pruned
+    assert b"echo: Book Lyon" in db.read_bytes()  # one the remaining checkpoint shows stays

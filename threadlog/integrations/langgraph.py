@@ -686,12 +686,19 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             return
         if doomed:
             self._restate_resting_on(line, doomed, reason)
-        kept_messages: set[str] = set()
+        holders: dict[str, set[str]] = {}  # a message's id -> the streams of the remaining checkpoints holding it
         for cid in line.live():
-            for value in line.values(line.records[cid], self.serde).values():
+            record = line.records[cid]
+            for value in line.values(record, self.serde).values():
                 if is_messages(value):
-                    kept_messages.update(m.id for m in value if m.id)
-        erase = [(*where, cid) for where, cid, message in left if message is None or message not in kept_messages]
+                    for m in value:
+                        if m.id:
+                            holders.setdefault(m.id, set()).add(record.stream)
+        # A message is kept where a checkpoint holding it shows it: an edited message's original,
+        # above the fork its edit made, shares the id of what replaced it and is erased.
+        reach: dict[str, dict[str, int]] = {}
+        erase = [(*where, cid) for where, cid, message in left
+                 if message is None or not any(self._shows(line, sid, where[1], where[2], reach) for sid in holders.get(message, ()))]
         readers: dict[str, builtins.list[tuple[str, int]]] = {}
         store = self._store()
         erased = False
@@ -708,6 +715,17 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         line.refresh(self._store())
         if erased:
             store.purge()  # StoreError if another connection's read holds the log: the erasures are committed
+
+    def _shows(self, line: Line, stream: str, physical: str, offset: int, reach: dict[str, dict[str, int]]) -> bool:
+        """Whether a line's stream's history holds the event at `offset` of stream `physical`
+        (`reach` keeps, for each stream asked about, how far it reads each stream of its ancestry)."""
+        if stream not in reach:
+            own = line.streams[stream].stop
+            bounds = reach[stream] = {stream: own if own is not None else 1 << 62}
+            for info in self._store().ancestry(stream):
+                if info.parent_id is not None and info.parent_offset is not None:
+                    bounds[info.parent_id] = min(bounds.get(info.parent_id, 1 << 62), info.parent_offset)
+        return offset < reach[stream].get(physical, -1)
 
     def _erased(self, line: Line, where: tuple[int, str, int]) -> bool:
         """Whether an indexed event (position, physical stream, offset) is erased: by this
