@@ -264,8 +264,32 @@ def test_a_graph_that_only_appends_never_branches(tmp_path: Path) -> None:
         assert saver.threadlog_thread(CONFIG) == line_id("ana", "")
         assert [t.id for t in store.all_threads()] == [line_id("ana", "")]
         assert "a note" in transcript(store, line_id("ana", ""))
-        with pytest.raises(StoreError, match="'bob': no checkpoint yet"):
+        with pytest.raises(StoreError, match="'bob': no checkpoint is stored yet"):
             saver.threadlog_thread({"configurable": {"thread_id": "bob"}})
+
+
+def test_threadlog_thread_says_what_it_cannot_name(tmp_path: Path) -> None:
+    """A config naming no thread raised a bare KeyError; a namespace without checkpoints, a
+    deleted thread and a deleted checkpoint were all 'no checkpoint yet' of the thread."""
+    with Store(tmp_path / "names.db") as store:
+        saver = ThreadlogSaver(store)
+        app = chat_graph(saver)
+        first = app.invoke({"messages": [HumanMessage("Hi", id="h1")]}, CONFIG)
+        assert first["messages"][-1].content == "echo: Hi"
+        old = app.get_state(CONFIG).config
+        app.invoke({"messages": [HumanMessage("Again", id="h2")]}, CONFIG)
+        for config, says in [({}, "names none"), ({"configurable": {}}, "names none"), (None, "is a NoneType"),
+                             ({"configurable": {"thread_id": "ana", "checkpoint_ns": "inner:1"}},
+                              "'ana', namespace 'inner:1': no checkpoint is stored yet"),
+                             ({"configurable": {"thread_id": "ana", "checkpoint_id": "nope"}}, "checkpoint 'nope' is not stored")]:
+            with pytest.raises(StoreError, match=says):
+                saver.threadlog_thread(config)
+        saver.prune(["ana"])
+        with pytest.raises(StoreError, match=f"checkpoint '{old['configurable']['checkpoint_id']}' was deleted"):
+            saver.threadlog_thread(old)
+        saver.delete_thread("ana")
+        with pytest.raises(StoreError, match=r"'ana': no checkpoint is stored \(its checkpoints were deleted\)"):
+            saver.threadlog_thread(CONFIG)
 
 
 def test_an_edited_tool_result_answers_the_call_below_the_fork(tmp_path: Path) -> None:

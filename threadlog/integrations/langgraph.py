@@ -296,15 +296,22 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         CLI. It is `line_id(thread_id, ns)` until the thread branches (time travel, an edited
         message): then the fork the checkpoint is on. StoreError when the
         checkpoint is not stored (or was deleted)."""
-        conf = config["configurable"]
+        conf = config.get("configurable") if isinstance(config, dict) else None
+        if not isinstance(conf, dict) or "thread_id" not in conf:
+            raise StoreError("threadlog_thread takes a LangGraph config naming a thread, "
+                             "{'configurable': {'thread_id': ...}}; this " + (f"{type(config).__name__} names none" if
+                                                                               isinstance(config, dict) else
+                                                                               f"is a {type(config).__name__}"))
         with self._lock:
             line = self._line(conf["thread_id"], conf.get("checkpoint_ns", ""))
             cid = conf.get("checkpoint_id") or None
             live = line.live()
             cid = cid or (max(live) if live else None)
             if cid is None or cid not in live:
-                raise StoreError(f"LangGraph thread {line.thread_id!r}: no checkpoint "
-                                 f"{'yet' if cid is None else repr(cid)} is stored")
+                where = f"LangGraph thread {line.thread_id!r}" + (f", namespace {line.ns!r}" if line.ns else "")
+                if cid is None:
+                    raise StoreError(f"{where}: no checkpoint is stored" + (" (its checkpoints were deleted)" if line.deleted else " yet"))
+                raise StoreError(f"{where}: checkpoint {cid!r} " + ("was deleted" if cid in line.deleted else "is not stored"))
             stream = line.records[cid].stream
             return stream if line.streams[stream].own else line.key
 
