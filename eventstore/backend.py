@@ -37,6 +37,21 @@ def forks_at_query(columns: str, mark: str) -> str:
                JOIN streams s ON s.id = point.id WHERE point.n <= {mark} ORDER BY s.parent_offset, s.created_position, s.id"""
 
 
+def prefix_query(mark: str, prefix: str) -> tuple[str, tuple[str, ...]]:
+    """The condition on `id` (and its parameters, `mark` the driver's placeholder) that holds
+    for the ids starting with `prefix`, as a range of the primary key: from `prefix` to the
+    first text past every id that starts with it (its last character, after those that are
+    U+10FFFF, the greatest, one code point on). `prefix + U+10FFFF` as the end, as before, left
+    out ids holding U+10FFFF just after the prefix; an empty prefix, or one of U+10FFFF
+    alone, has no end. The stores compare ids by code point (SQLite's BINARY, "C")."""
+    stem = prefix.rstrip("\U0010ffff")
+    if not stem:
+        return f"id >= {mark}", (prefix,)
+    following = ord(stem[-1]) + 1
+    end = stem[:-1] + chr(0xE000 if 0xD800 <= following < 0xE000 else following)  # past the surrogates UTF-8 cannot hold
+    return f"id >= {mark} AND id < {mark}", (prefix, end)
+
+
 def chain_order(rows: Iterable[StreamRow], stream_id: str) -> list[StreamRow]:
     """The rows of `stream_id`'s ancestry, read in any order, each once, from the stream up to its
     root: each row's parent follows it.

@@ -95,7 +95,7 @@ from psycopg.copy import LibpqWriter
 
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       doc_pieces,
-                      StoredSnapshot, StreamRow, chain_order, forks_at_query, query_words)
+                      StoredSnapshot, StreamRow, chain_order, forks_at_query, prefix_query, query_words)
 from .errors import Deadlocked, KeyClash, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, unsendable
 from .urls import safe_url, without_passwords as _without_passwords
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
@@ -858,17 +858,16 @@ class PostgresBackend:
     @_absent(list)
     @_translated
     def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:
-        rows = self.conn.execute(
-            "SELECT id FROM streams WHERE id >= %s AND id < %s ORDER BY id LIMIT %s", (prefix, prefix + "\U0010ffff", limit)
-        ).fetchall()
+        where, bounds = prefix_query("%s", prefix)
+        rows = self.conn.execute(f"SELECT id FROM streams WHERE {where} ORDER BY id LIMIT %s", (*bounds, limit)).fetchall()
         return [str(r[0]) for r in rows]
 
     @_absent(list)
     @_translated
     def streams_with_prefix_after(self, prefix: str, after: int) -> list[StreamRow]:
-        rows = self.conn.execute(
-            f"SELECT {STREAM_COLUMNS} FROM streams WHERE id >= %s AND id < %s AND last_position > %s ORDER BY id",
-            (prefix, prefix + "\U0010ffff", after)).fetchall()
+        where, bounds = prefix_query("%s", prefix)
+        rows = self.conn.execute(f"SELECT {STREAM_COLUMNS} FROM streams WHERE {where} AND last_position > %s ORDER BY id",
+                                 (*bounds, after)).fetchall()
         return [_new(StreamRow, row) for row in rows]
 
     @_translated

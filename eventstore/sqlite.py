@@ -34,7 +34,7 @@ from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 import sqlite_utils
 
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
-                      StoredSnapshot, StreamRow, chain_order, forks_at_query, query_words)
+                      StoredSnapshot, StreamRow, chain_order, forks_at_query, prefix_query, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
 from .errors import (OldPagesKept, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
                      shown, unsendable)
@@ -901,16 +901,15 @@ class SQLiteBackend:
     @_translated
     def streams_with_prefix(self, prefix: str, limit: int) -> list[str]:
         """Ids starting with `prefix`, in order, at most `limit`: a range scan of the primary key."""
-        rows = self.conn.execute(
-            "SELECT id FROM streams WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + "\U0010ffff", limit)
-        ).fetchall()
+        where, bounds = prefix_query("?", prefix)
+        rows = self.conn.execute(f"SELECT id FROM streams WHERE {where} ORDER BY id LIMIT ?", (*bounds, limit)).fetchall()
         return [str(r[0]) for r in rows]
 
     @_translated
     def streams_with_prefix_after(self, prefix: str, after: int) -> list[StreamRow]:
         """A range scan of the primary key, or of `last_position`'s index when fewer rows are past `after`."""
-        rows = self._fetch(f"SELECT {STREAM_COLUMNS} FROM streams WHERE id >= ? AND id < ? AND last_position > ? ORDER BY id",
-                           (prefix, prefix + "\U0010ffff", after))
+        where, bounds = prefix_query("?", prefix)
+        rows = self._fetch(f"SELECT {STREAM_COLUMNS} FROM streams WHERE {where} AND last_position > ? ORDER BY id", (*bounds, after))
         return [_new(StreamRow, row) for row in rows]
 
     @_translated

@@ -229,6 +229,20 @@ def test_threads_starting_names_only_the_threads_written_since(store: Store) -> 
         store.threads_starting("job", after=-1)
 
 
+def test_ids_starting_with_a_prefix_are_all_of_them_and_only_them(store: Store) -> None:
+    """The range ended at `prefix + U+10FFFF`: an id holding U+10FFFF just after the prefix was
+    left out, and so was one starting with U+10FFFF from the ids starting with "". SQL's LIKE
+    wildcards and backslashes in a prefix are text like any other."""
+    ids = ["job", "job\U0010ffff", "job\U0010ffffx", "jo\U0010ffff", "jp", "j%b", "j_b", "j\\b", "a\ud7ffz", "a\ue000",
+           "\U0010ffff"]
+    for name in ids:
+        store.create_thread(title="t", thread_id=name)
+    for prefix in ["job", "job\U0010ffff", "jo", "j%", "j_", "j\\", "a\ud7ff", "", "\U0010ffff", "\U0010ffff\U0010ffff"]:
+        wanted = sorted(name for name in ids if name.startswith(prefix))
+        assert [t.id for t in store.threads_starting(prefix)] == wanted, prefix
+        assert store.ids_starting(prefix, limit=100) == wanted, prefix
+
+
 @pytest.mark.parametrize("name", ["@last", "@mine"])
 def test_a_thread_id_starting_with_at_is_refused_and_nothing_is_written(store: Store, name: str) -> None:
     """`@last` names the latest active thread for every reader (the CLI, the web viewer, the
