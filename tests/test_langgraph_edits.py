@@ -146,6 +146,15 @@ def test_an_edited_tool_call_is_what_the_thread_shows_and_the_original_stays_in_
         assert mine == oracle
 
 
+def one_node(reply: Any, saver: Any) -> Any:
+    """A graph of one node, `reply`, on `saver`."""
+    graph = StateGraph(MessagesState)
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply")
+    graph.add_edge("reply", END)
+    return graph.compile(checkpointer=saver)
+
+
 def chat_graph(saver: Any) -> Any:
     """Echoes the last human message; a `forget` node removes the message named in the input's
     `remove` key (a RemoveMessage, as a node trimming history writes it)."""
@@ -154,11 +163,7 @@ def chat_graph(saver: Any) -> Any:
         last = [m for m in state["messages"] if isinstance(m, HumanMessage)][-1]
         return {"messages": [AIMessage(f"echo: {last.content}", id=f"a-{last.id}")]}
 
-    graph = StateGraph(MessagesState)
-    graph.add_node("reply", reply)
-    graph.add_edge(START, "reply")
-    graph.add_edge("reply", END)
-    return graph.compile(checkpointer=saver)
+    return one_node(reply, saver)
 
 
 def two_turns_then(change: Any) -> Any:
@@ -236,11 +241,7 @@ def trimming_graph(saver: Any) -> Any:
         trim = [RemoveMessage(id=m.id) for m in history[:-4]] if len(history) > 6 else []
         return {"messages": [AIMessage(f"answer {len(history)}"), *trim]}
 
-    graph = StateGraph(MessagesState)
-    graph.add_node("reply", reply)
-    graph.add_edge(START, "reply")
-    graph.add_edge("reply", END)
-    return graph.compile(checkpointer=saver)
+    return one_node(reply, saver)
 
 
 def test_a_graph_trimming_its_history_every_few_steps_never_branches(tmp_path: Path) -> None:
