@@ -179,8 +179,10 @@ def check_max_tokens(max_tokens: Any, thinking: Json | None, thread: str) -> Non
     budget = (thinking or {}).get("budget_tokens")
     if isinstance(budget, int) and max_tokens <= budget:
         raise InvalidEvent("max_tokens", f"{max_tokens} is not more than the thinking budget of thread {thread!r} "
-                                         f"(budget_tokens {budget}), and the API refuses it; pass more than {budget}, "
-                                         f"or leave it out for {default_max_tokens(thinking)}")
+                                         f"(budget_tokens {budget}), which the API refuses unless the request is sent "
+                                         f"with the interleaved-thinking beta; pass more than {budget}, leave it out for "
+                                         f"{default_max_tokens(thinking)}, or send the header "
+                                         "anthropic-beta: interleaved-thinking-2025-05-14")
 
 
 # What a request inside a tool loop that did not start with thinking sends instead of the

@@ -86,7 +86,8 @@ def test_ask_with_max_tokens_at_or_below_the_thinking_budget_is_refused_before_a
     done = threadlog("ask", t, "Train to Lyon?", "--max-tokens", "2048", db=db, env=env)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == (f"error: --max-tokens 2048 is not more than the thinking budget of thread '{t}' (budget_tokens 2048), "
-                           "and the API refuses it; pass more than 2048, or leave it out for 6144\n")
+                           "which the API refuses unless the request is sent with the interleaved-thinking beta; pass more "
+                           "than 2048, leave it out for 6144, or send the header anthropic-beta: interleaved-thinking-2025-05-14\n")
     with Store(db) as store:
         assert store.last_position() == before
     assert api.requests == []
@@ -94,6 +95,22 @@ def test_ask_with_max_tokens_at_or_below_the_thinking_budget_is_refused_before_a
     done = threadlog("ask", t, "Train to Lyon?", "--max-tokens", "2049", db=db, env=env)
     assert done.returncode == 0 and done.stdout == "9:04.\n", done.stderr
     assert api.requests[0].json["max_tokens"] == 2049
+
+
+def test_ask_sent_with_the_interleaved_thinking_beta_takes_max_tokens_at_or_below_the_budget(tmp_path: Path,
+                                                                                           api: MessagesAPI) -> None:
+    """As the refusal above says: with the beta (the SDK sends ANTHROPIC_CUSTOM_HEADERS) the
+    budget spans the turn's every block, and the API takes it; the turn is checked as sent."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", "--thinking-budget", "2048", db=db).stdout.strip()
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url,
+           "ANTHROPIC_CUSTOM_HEADERS": "anthropic-beta: interleaved-thinking-2025-05-14"}
+    api.reply_json(message([{"type": "thinking", "thinking": "Trains.", "signature": "sig"}, {"type": "text", "text": "9:04."}]))
+    done = threadlog("ask", t, "Train to Lyon?", "--max-tokens", "1024", db=db, env=env)
+    assert done.returncode == 0 and done.stdout == "9:04.\n", done.stderr
+    assert api.requests[0].json["max_tokens"] == 1024
+    assert api.requests[0].headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+    assert threadlog("request", t, "--check", db=db).stdout.split()[0] == "ok"
 
 
 def test_ask_on_a_note_fork_offers_the_tools_that_read_the_parents_transcript(tmp_path: Path, api: MessagesAPI) -> None:

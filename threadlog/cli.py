@@ -1468,13 +1468,14 @@ class _Echo:
 @click.option("--model", callback=_model_name, help="The model to ask (default: the thread's).")
 @click.option("--stream", is_flag=True, help="Stream the answer as it is written.")
 @click.option("--max-tokens", type=click.IntRange(min=1),
-              help="The answer's token limit, more than the thread's thinking budget if it has one "
-                   "[default: 4096, plus the budget].")
+              help="The answer's token limit, more than the thread's thinking budget if it has one, unless "
+                   "ANTHROPIC_CUSTOM_HEADERS sends the interleaved-thinking beta [default: 4096, plus the budget].")
 @json_option
 @with_store("write")
 def ask(store: Store, thread: str, text: str | None, model: str | None, stream: bool, max_tokens: int | None,
         as_json: bool) -> None:
-    """Send TEXT on THREAD to the Anthropic API and record the turn (ANTHROPIC_API_KEY).
+    """Send TEXT on THREAD to the Anthropic API and record the turn (ANTHROPIC_API_KEY;
+    ANTHROPIC_BASE_URL and ANTHROPIC_CUSTOM_HEADERS as the anthropic SDK reads them).
 
     Without TEXT, ask again: a failed turn keeps the question (exit 3), so a retry sends no
     second copy. On a note fork the model is offered `read_transcript` and `grep_transcript`,
