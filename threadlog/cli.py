@@ -1264,7 +1264,10 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
     """Import Claude Code sessions from PATHS (files, or directories searched recursively;
     default ~/.claude/projects). Re-importing adds nothing; a grown file adds its new lines.
     A session changed in the last 10 minutes may still be written: what it does not show
-    complete yet (a last response, a running sub-agent) is left for a later import.
+    complete yet (a last response, a running sub-agent) is left for a later import. A content
+    block of a type the anthropic SDK does not know (a newer release's) is left out and counted
+    as block/<type>, the rest of its line imported; a malformed line refuses the import, naming
+    it, with nothing written (--skip-bad skips it instead).
     A directory holding no session file (*.jsonl) at all is refused (exit 2), except with
     --follow, which waits for sessions to come."""
     sources = list(paths) or [str(Path.home() / ".claude" / "projects")]
@@ -1350,11 +1353,14 @@ def import_swe_agent_command(store: Store, paths: tuple[str, ...], skip_bad: boo
 
     One thread per file, from its `history`: the first system message is the thread's system
     prompt, tool calls are tool_use blocks (arguments that are not a JSON object are kept as
-    {"arguments": TEXT}), a run of tool messages is one user message of tool_result blocks, and a
-    plain-text action stays text. The thread's model is the one replay_config names; without
-    one, `threadlog request` and `ask` need --model. The same file imported again adds nothing;
-    one a later step grew adds its new messages. A file that is not a trajectory is refused by
-    name, with nothing written (with --skip-bad it is left out, named, and the others imported).
+    {"arguments": TEXT}), a run of tool messages is one user message of tool_result blocks, an
+    observation's image_url parts are images (a data: URL its data, an http(s) one its address),
+    and a plain-text action stays text. The thread's model is the one replay_config names;
+    without one, `threadlog request` and `ask` need --model. The same file (by its absolute
+    path: a copy elsewhere is a thread of its own) imported again adds nothing; one a later step
+    grew adds its new messages. A file that is not a trajectory, or holds an entry that cannot be
+    imported, is refused by name, with nothing written (with --skip-bad it is left out whole,
+    named, and the others imported).
     Replay demos (.yaml) are not trajectories and are not imported.
     A directory holding no trajectory file (*.traj) at all is refused (exit 2)."""
     _check_sessions_found(list(paths), "SWE-agent", given=True, pattern="*.traj", noun="trajectory")

@@ -5,7 +5,7 @@
 
 Items are `message.appended` events: `item` holds the SDK's item verbatim (canonical JSON:
 the same value, keys sorted) and `content` one text block saying what it is (a message's
-text, `→ name(arguments)` for a tool call, `← output` for its result; its first 1 MiB
+text, `→ name(arguments)` for a tool call, `← output` for its result; its first 1,048,576
 characters: `TEXT_KEPT`), so transcripts, search,
 display rows and the viewer read an agent run like any other thread, and `redact` erases an
 item with its text.
