@@ -321,7 +321,10 @@ def test_the_replay_pages_back_to_the_first_message(client: TestClient) -> None:
     first = client.get("/replay?id=long&first=0").text
     assert texts(first) == list(range(100)) and "messages 1–100 of 250" in first
     assert texts(follow(first, "later") or "") == list(range(100, 200))
-    assert texts(client.get("/replay?id=long&first=9999").text) == []  # past the end: an empty page, not an error
+    past = client.get("/replay?id=long&first=9999").text
+    assert texts(past) == []  # past the end: an empty page, not an error, saying so (it said "messages 251–250")
+    assert "past the last of 250 messages" in past and "251–250" not in past
+    assert texts(follow(past, "earlier") or "") == list(range(150, 250))
 
 
 def test_the_replay_shows_a_tool_result_as_the_thread_page_does(tmp_path: Path) -> None:
