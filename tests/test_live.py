@@ -386,6 +386,26 @@ def test_a_max_tokens_at_or_below_the_thinking_budget_is_refused_before_the_turn
     assert api.requests[2].json["max_tokens"] == 1024
 
 
+def test_the_interleaved_thinking_beta_is_found_however_the_header_is_spelled(file_store: Store, api: MessagesAPI) -> None:
+    """HTTP header names ignore case and `anthropic-beta` lists betas comma-separated: a client
+    built with `Anthropic-Beta` sent the beta, and run_turn and rerun refused its turn anyway."""
+    t = file_store.create_thread(title="trip", model=MODEL, thinking={"type": "enabled", "budget_tokens": 2048})
+    api.reply_json(message(text("Hi.")))
+    run_turn(file_store, t, "Hello", client(api))
+    beta = client(api).with_options(default_headers={"Anthropic-Beta": "files-api-2025-04-14, interleaved-thinking-2025-05-14"})
+    api.reply_json(message(text("Rain.")))
+    assert run_turn(file_store, t, "And tomorrow?", beta, max_tokens=1024).status == "ok"
+    assert "interleaved-thinking-2025-05-14" in api.requests[1].headers["anthropic-beta"]
+    assert api.requests[1].json["max_tokens"] == 1024
+    api.reply_json(message(text("Hi again.")))
+    asked = next(e.offset for e in file_store.read(t) if e.data.get("content") == [{"type": "text", "text": "And tomorrow?"}])
+    assert rerun(file_store, t, asked - 1, beta, max_tokens=1024) != t  # before its run: replays "And tomorrow?"
+    assert api.requests[2].json["max_tokens"] == 1024
+    other = client(api).with_options(default_headers={"Anthropic-Beta": "files-api-2025-04-14"})
+    with pytest.raises(InvalidEvent, match=r"^max_tokens: 1024 is not more than the thinking budget"):
+        run_turn(file_store, t, "And Sunday?", other, max_tokens=1024)
+
+
 def test_a_turn_recorded_with_max_tokens_at_or_below_the_budget_is_checked_as_sent(file_store: Store, api: MessagesAPI) -> None:
     """With interleaved thinking (its beta header) the API takes a max_tokens at or below the
     thinking budget, and an earlier release's turn sent and recorded one so. Checking that

@@ -179,9 +179,13 @@ def run_turn(
 
 def _interleaved(client: Any) -> bool:
     """Whether `client` sends the interleaved-thinking beta, under which a thinking budget may
-    exceed `max_tokens` (it spans the turn's every block)."""
+    exceed `max_tokens` (it spans the turn's every block). A header's name is any case, and
+    `anthropic-beta` lists betas comma-separated, as the SDK sends them."""
     headers = getattr(client, "default_headers", None)
-    return isinstance(headers, Mapping) and "interleaved-thinking" in str(headers.get("anthropic-beta", ""))
+    if not isinstance(headers, Mapping):
+        return False
+    betas = ",".join(value for name, value in headers.items() if str(name).lower() == "anthropic-beta" and isinstance(value, str))
+    return any(beta.strip().startswith("interleaved-thinking-") for beta in betas.split(","))
 
 
 def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
