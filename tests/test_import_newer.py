@@ -190,3 +190,16 @@ def test_a_block_type_name_megabytes_long_is_counted_under_a_short_name(tmp_path
     assert len(line) < 300 and f"block/{huge[:93]}… 2" in line
     skipped = json.loads(_import(tmp_path, _write(tmp_path, records, "again.jsonl"), "--json").output)["skipped"]
     assert skipped[f"block/{huge[:93]}…"] == 2 and all(len(kind) <= 100 for kind in skipped)
+
+
+def test_a_file_of_other_kinds_is_refused_naming_them_as_the_summary_does(tmp_path: Path) -> None:
+    """A pi session given to `import claude-code` is refused, naming the kinds of its lines:
+    each whole, so two 200,000-character types made a 400 kB message, which the error line
+    clipped in the middle, counts and all. They are now named as the summary names them."""
+    huge = "x" * 200_000
+    path = tmp_path / "pi.jsonl"
+    kinds = ["session", huge + "a", huge + "b", "zebra"]
+    path.write_text("".join(json.dumps({"type": kind, "id": str(n)}) + "\n" for n, kind in enumerate(kinds)))
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", "claude-code", str(path)])
+    assert result.exit_code == 1 and "threadlog import pi" in result.output
+    assert f"(session 1, {huge[:99]}… 2, zebra 1)" in result.output
