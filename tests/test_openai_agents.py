@@ -362,6 +362,19 @@ def test_a_tool_output_over_half_an_event_is_stored_whole_with_its_text_cut(db: 
         assert text.endswith(f"[… {len(output) + 2 - 1024 * 1024:,} more characters, kept in the item]")
 
 
+def test_an_item_too_large_for_an_event_is_refused_by_its_place_in_the_items(db: Path) -> None:
+    """The refusal named `events[1]`: the caller passed items, and made no events."""
+    huge = {"type": "function_call_output", "call_id": "call_1", "output": "y" * (32 * 1024 * 1024)}
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(session.add_items([{"role": "user", "content": "kept"}]))
+        events = store.counts().events
+        with pytest.raises(InvalidEvent, match=r"^items\[1\]\.data: is \d+ bytes of JSON; an event holds at most 33554432"):
+            run(session.add_items([{"role": "user", "content": "not kept"}, huge]))
+        assert store.counts().events == events
+        assert run(session.get_items()) == [{"role": "user", "content": "kept"}]
+
+
 def test_a_redacted_item_leaves_a_placeholder(db: Path) -> None:
     with Store(db) as store:
         session = ThreadlogSession("ana", store)

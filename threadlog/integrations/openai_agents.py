@@ -203,6 +203,10 @@ class ThreadlogSession:
             except ConcurrencyError:
                 self._moved(view)  # another writer got there first, or the branch moved on
                 continue
+            except InvalidEvent as error:  # events[i] is items[i]: named as the caller passed it
+                if not error.field.startswith("events["):
+                    raise
+                raise InvalidEvent("items" + error.field.removeprefix("events"), error.why) from None
             turns = self._turns.get(view.thread)
             if turns is not None and turns.seen == view.head:
                 turns.offsets.extend(e.offset for e, item in zip(recorded, items) if _is_turn(cast("Any", item)))
