@@ -349,6 +349,18 @@ def test_a_bad_item_is_refused_and_nothing_is_written(db: Path) -> None:
         assert run(session.get_items()) == [{"role": "user", "content": "kept"}]
 
 
+def test_a_tool_output_of_a_few_mib_is_searched_whole(db: Path) -> None:
+    """Its text copy was cut at 1 MiB characters, so a word past that (a secret to find and
+    redact) was not found, though the item and its whole text fit in one event."""
+    output = "filler line\n" * (3 * 1024 * 1024 // 12) + "NEEDLE at the end"
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(session.add_items([{"type": "function_call_output", "call_id": "call_1", "output": output}]))
+        stored = list(store.read(session.thread))[-1]
+        assert stored.data["content"][0]["text"] == f"← {output}"
+        assert [(hit.stream, hit.offset) for hit in search(store, "NEEDLE")] == [(session.thread, stored.offset)]
+
+
 def test_a_tool_output_over_half_an_event_is_stored_whole_with_its_text_cut(db: Path) -> None:
     # 20 MiB: the item and a full copy of its text beside it would pass the 32 MiB an event holds.
     output = "line of a large file\n" * (20 * 1024 * 1024 // 21)

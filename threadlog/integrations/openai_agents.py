@@ -6,7 +6,8 @@
 Items are `message.appended` events: `item` holds the SDK's item verbatim (canonical JSON:
 the same value, keys sorted) and `content` one text block saying what it is (a message's
 text, `→ name(arguments)` for a tool call, `← output` for its result; its first 1,048,576
-characters: `TEXT_KEPT`), so transcripts, search,
+characters, `TEXT_KEPT`, when the item and its text would not fit in one event together), so
+transcripts, search,
 display rows and the viewer read an agent run like any other thread, and `redact` erases an
 item with its text.
 
@@ -55,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
 from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadNotFound
-from eventstore.prepare import check_encodable
+from eventstore.prepare import MAX_EVENT_BYTES, check_encodable
 
 from .per_thread import PerThread
 
@@ -68,8 +69,8 @@ KEY = "openai_agents"  # the metadata key of a session's threads
 MAIN = "main"
 ACTOR = "openai-agents"
 _MESSAGE = "message.appended"
-# The most characters of an item's text its `content` keeps: the item holds it all, and a
-# copy of a large tool output beside it would halve the largest item an event can store.
+# The characters of an item's text its `content` keeps when the item and a whole copy of its
+# text would not fit in one event (a tool output over about 16 MiB): the item holds it all.
 TEXT_KEPT = 1024 * 1024
 # The user turns' offsets are cached as a snapshot (a cache: dropping it changes no answer)
 # once finding them took a read of at least SNAPSHOT_AFTER events.
@@ -548,9 +549,17 @@ def message_event(item: Any, index: int = 0) -> dict[str, Any]:
     if _plain_text(item):
         return {"type": _MESSAGE, "data": {"role": item["role"], "content": item["content"]}}
     role, text = describe(item)
-    if len(text) > TEXT_KEPT:
+    if len(text) > TEXT_KEPT and _json_bytes(item) + _json_bytes(text) > MAX_EVENT_BYTES:
         text = f"{text[:TEXT_KEPT]}\n[… {len(text) - TEXT_KEPT:,} more characters, kept in the item]"
     return {"type": _MESSAGE, "data": {"role": role, "content": text, "item": item}}
+
+
+def _json_bytes(value: Any) -> int:
+    """About the bytes `value` takes in an event's JSON (what the store's size limit counts)."""
+    try:
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8", "surrogatepass"))
+    except (TypeError, ValueError, RecursionError):  # refused by the store, by name, when the item is stored
+        return 0
 
 
 def _plain_text(item: dict[str, Any]) -> bool:
