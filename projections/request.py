@@ -497,18 +497,35 @@ def _last_cacheable(messages: list[Json], among: set[int] | None, origins: dict[
 
 def request_body(kwargs: Json, stream: bool = False) -> bytes:
     """The HTTP body the SDK sends for `kwargs`: `create` for `stream=False`, the `stream`
-    helper (which appends `"stream": true`) for `stream=True`."""
+    helper (which adds `"stream": true`) for `stream=True`, keys in the order each writes them."""
     if not isinstance(kwargs, dict):  # request_body(5) gave b"5"
         raise InvalidEvent("kwargs", f"must be a request's arguments (a dict, as anthropic_request gives them), not "
                                      f"{type(kwargs).__name__}")
     check_flag("stream", stream)
-    body = {**kwargs, "stream": True} if stream else kwargs
+    body = _in_order({**kwargs, "stream": True}, _STREAM_ORDER) if stream else _in_order(kwargs, _CREATE_ORDER)
     try:
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
     except (TypeError, ValueError) as error:  # a set, NaN, a lone surrogate
         raise InvalidEvent("kwargs", f"not a body JSON can hold ({error})") from None
     except RecursionError:
         raise InvalidEvent("kwargs", "nested too deeply to be JSON") from None
+
+
+# The order in which the SDK writes a body's keys (the dict its `create`, and its `stream`
+# helper, build): the two differ (the stream helper writes `tools` before `thinking`).
+_CREATE_ORDER = {key: rank for rank, key in enumerate((
+    "max_tokens", "messages", "model", "cache_control", "container", "diagnostics", "inference_geo", "metadata",
+    "output_config", "service_tier", "speed", "stop_sequences", "stream", "system", "thinking", "tool_choice", "tools"))}
+_STREAM_ORDER = {key: rank for rank, key in enumerate((
+    "max_tokens", "messages", "model", "cache_control", "diagnostics", "inference_geo", "metadata", "output_config",
+    "container", "service_tier", "speed", "stop_sequences", "system", "tools", "thinking", "tool_choice", "stream"))}
+
+
+def _in_order(body: Json, order: dict[str, int]) -> Json:
+    """`body` with its keys in the SDK's `order`; keys it does not name keep theirs, after."""
+    if all(key in order for key in body) and list(body) == sorted(body, key=order.__getitem__):
+        return body  # the common case: anthropic_request's own order, no copy
+    return dict(sorted(body.items(), key=lambda item: order.get(item[0], len(order))))
 
 
 def body_digest(body: bytes) -> str:

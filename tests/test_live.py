@@ -619,3 +619,15 @@ def test_rerun_asks_a_question_its_fork_ends_on_with_the_next_when_the_original_
     assert [[b["text"] for b in m["content"]] for m in api.requests[2].json["messages"]] == [
         ["Train to Lyon?", "First class, please."]]
     assert thread_state(file_store, fork).messages[-1].content == text("TGV at 8, first class.")
+
+
+def test_a_streamed_turn_of_a_thinking_thread_with_tools_rebuilds_byte_for_byte(file_store: Store, api: MessagesAPI) -> None:
+    """The SDK's stream helper writes `tools` before `thinking` (its `create`, after): the
+    request rebuilt for a streamed answer had them the other way round, and `check_request`
+    said the history differed when nothing had changed."""
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    t = file_store.create_thread(title="trip", system="You plan trips.", model=MODEL, tools=TOOLS, thinking=thinking)
+    api.reply_sse(message([{"type": "thinking", "thinking": "Easy.", "signature": "sig"}, *text("Take the train.")]))
+    assert run_turn(file_store, t, "Train to Lyon?", client(api), stream=True).status == "ok"
+    assert list(api.requests[0].json) == ["max_tokens", "messages", "model", "system", "tools", "thinking", "stream"]
+    assert_provenance(file_store, t, api)
