@@ -20,7 +20,14 @@ The log keeps what the model produced; the request is the API-valid view of it, 
 - with `thinking` enabled (a budget), a request that ends inside a tool loop whose assistant
   turn does not open with a thinking block (a fork that turned thinking on inside the loop, a
   redacted message) sends `{"type": "disabled"}` instead: the API takes a change of thinking
-  only between turns, and the next turn has the thread's thinking again.
+  only between turns, and the next turn has the thread's thinking again;
+- a request that defines no tools (the thread's and `extra_tools` together) while its messages
+  hold tool calls (a session imported from Claude Code, pi or SWE-agent, whose files do not
+  record the tools' definitions, or a fork of one) defines a placeholder for each tool those
+  calls name (`placeholder_tools`) and sends `tool_choice: {"type": "none"}`: the API refuses
+  tool_use and tool_result blocks in a request without tools, and the model, which cannot
+  call the placeholders, answers in text. Server tool blocks (`server_tool_use`, a web
+  search's result) are no client tool calls: they ask for nothing of the kind.
 
 With `cache=True` there are at most three breakpoints (the API allows 4): the end of the
 system prompt (tools and system are the head of every request of the thread), the last block
@@ -81,7 +88,7 @@ def anthropic_request(
 ) -> Json:
     """The keyword arguments for `client.messages.create(**kwargs)` of `thread` after its
     first `at` events (default: all): `max_tokens`, `messages`, `model`, `system`,
-    `thinking`, `tools`.
+    `thinking`, `tool_choice` (only with placeholder tools: see the module doc), `tools`.
 
     `model` defaults to the thread's model and `max_tokens` to 4096 (more than the thinking
     budget by 4096 when the thread's `thinking` has one; one given must be more than the
@@ -126,6 +133,9 @@ def anthropic_request(
         raise InvalidEvent("at", f"thread {asked!r} has no message to send as of offset {state.length}")
     system = _system(state.system)
     tools = [_uncached(tool) for tool in [*(state.tools or ()), *(extra_tools or ())]] or None
+    tool_choice = None
+    if tools is None and any(b.get("type") in _TOOL_BLOCKS for m in messages for b in m["content"]):
+        tools, tool_choice = placeholder_tools(messages), TOOL_CHOICE_NONE  # the API wants tools defined
     if cache:
         if system:
             system[-1] = _mark(system[-1])
@@ -146,15 +156,37 @@ def anthropic_request(
             messages = _without_nested_marks(messages)
     elif _nested_marks(messages):
         messages = _without_nested_marks(messages)  # no breakpoints asked for: none sent
-    # Key order: as the SDK's `create` writes its body (max_tokens, messages, model, system, thinking, tools).
+    # Key order: as the SDK's `create` writes its body (max_tokens, messages, model, system, thinking, tool_choice, tools).
     kwargs: Json = {"max_tokens": max_tokens or default_max_tokens(state.thinking), "messages": messages, "model": chosen}
     if system:
         kwargs["system"] = system
     if state.thinking:
         kwargs["thinking"] = THINKING_OFF if _unthought_loop(state.thinking, messages) else state.thinking
+    if tool_choice:
+        kwargs["tool_choice"] = tool_choice
     if tools:
         kwargs["tools"] = tools
     return kwargs
+
+
+# What a placeholder tool says, the name of the one that stands for calls whose names the API
+# would refuse as a tool's, and the tool choice that goes with placeholders: no tool is called.
+UNRECORDED_TOOL = ("Stands for a tool this thread's history used; its definition was not recorded, "
+                   "so it cannot be called.")
+UNRECORDED_TOOL_NAME = "unrecorded_tool"
+TOOL_CHOICE_NONE: Json = {"type": "none"}
+_TOOL_NAME = re.compile("[a-zA-Z0-9_-]{1,128}")
+
+
+def placeholder_tools(messages: list[Json]) -> list[Json]:
+    """A tool definition for each distinct tool the `tool_use` blocks of `messages` name, in
+    order of first use, saying it was not recorded; the calls whose names the API takes for no
+    tool's (`^[a-zA-Z0-9_-]{1,128}$`) share one named `unrecorded_tool`. From the messages
+    alone, so a request rebuilt from the log has the same ones."""
+    names = dict.fromkeys(name if isinstance(name, str) and _TOOL_NAME.fullmatch(name) else UNRECORDED_TOOL_NAME
+                          for m in messages for b in m["content"] if b.get("type") == "tool_use" for name in [b.get("name")])
+    return [{"name": name, "description": UNRECORDED_TOOL, "input_schema": {"type": "object"}}
+            for name in names or [UNRECORDED_TOOL_NAME]]
 
 
 def default_max_tokens(thinking: Json | None) -> int:
