@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +208,7 @@ def test_a_file_that_cannot_be_imported_is_refused_by_name_with_nothing_written(
     assert _import(db, str(SIMPLE)).exit_code == 0
     bad = tmp_path / "bad.traj"
     bad.write_bytes(content)
+    _age(bad, 3600)  # written an hour ago: not one SWE-agent is still writing
     before = file_dump(db)
     for paths in ([bad], [CTF, bad]):  # the good file before it is not written either
         result = _import(db, *map(str, paths))
@@ -225,6 +228,7 @@ def test_skip_bad_leaves_out_a_file_that_cannot_be_imported_and_imports_the_othe
     shutil.copy(SIMPLE, runs / "a.traj")
     whole = CTF.read_text(encoding="utf-8")
     (runs / "cut.traj").write_text(whole[: len(whole) // 2], encoding="utf-8")
+    _age(runs / "cut.traj", 3600)  # an hour since: no run is writing it any more
     (runs / "robot.traj").write_text(_trajectory(SYSTEM, TASK, {"role": "robot", "content": "hi"}), encoding="utf-8")
     db = tmp_path / "t.db"
     refused = _import(db, str(runs))
@@ -241,6 +245,76 @@ def test_skip_bad_leaves_out_a_file_that_cannot_be_imported_and_imports_the_othe
     (runs / "cut.traj").write_text(whole, encoding="utf-8")  # the run's next step wrote it whole
     again = json.loads(_import(db, "--skip-bad", "--json", str(runs)).stdout)
     assert again["added"] == len(_history(CTF)) and len(again["bad"]) == 1
+
+
+def _age(path: Path, seconds: float) -> None:
+    """Set `path`'s modification time `seconds` in the past."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def _cuts(text: bytes) -> list[bytes]:
+    """`text` cut where a reader of a file being written may find it: empty, at each of the
+    ways the JSON decoder finds it ended (inside a key, a string, a word, a number, a `\\u`
+    escape, between values, inside a UTF-8 character), and at bytes spread through it."""
+    marks = [b'"history', b'"role": "', b"[\n", b'": t', b'": n', b'": 1', b'": 1.', b"e-", b"\\u", b"\\ud83d", b"},", b"\xe2\x98"]
+    at = [text.index(mark) + len(mark) for mark in marks if mark in text]
+    return [text[:n] for n in sorted({0, 1, *at, *range(7, len(text), max(1, len(text) // 40))})]
+
+
+def test_a_trajectory_being_rewritten_waits_for_a_later_import_and_an_old_cut_one_is_refused(tmp_path: Path) -> None:
+    """SWE-agent writes the whole file again after each step, in place: an import that read it
+    meanwhile found it empty or cut short, and refused the whole directory of runs (the run
+    still going named as if it were broken). A file changed in the last 10 minutes and cut
+    short now waits for a later import, as a pi or Claude Code file's half-written last line
+    does; the other files are imported, and one cut short an hour ago is refused as before."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(SIMPLE, runs / "done.traj")
+    live = _trajectory(SYSTEM, {**TASK, "content": "caf\u00e9 \u2615 \ud83d\ude00"}, {"role": "assistant", "content": None,
+                       "tool_calls": [_call("a", '{"n": -1.5e3, "ok": true, "x": null}')]}, _tool("out", "a"),
+                       info={"exit_status": None, "model_stats": {"instance_cost": 1.25e-05, "api_calls": 1}})
+    texts = [*_cuts(MARSHMALLOW.read_bytes()), *_cuts(live.replace("\\u2615", "\u2615").encode())]
+    assert b"\xe2\x98" in texts[-1] and any(t.endswith(b"\xe2\x98") for t in texts)  # one is cut inside a character
+    for n, text in enumerate(texts):
+        (runs / f"cut{n:03}.traj").write_bytes(text)
+    cut = sorted(str(path) for path in runs.glob("cut*.traj"))
+    db = tmp_path / "t.db"
+
+    result = _import(db, "--json", str(runs))
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["files"], summary["threads"], summary["added"]) == (1, 1, len(_history(SIMPLE)))
+    assert summary["waiting"] == len(cut) and sorted(summary["waiting_files"]) == cut and summary["bad"] == []
+    with Store(db) as store:
+        assert [thread_state(store, t.id).title for t in store.all_threads()] == ["done"]  # nothing for the cut files
+    shown = _import(db, str(runs))
+    assert shown.exit_code == 0 and f"still being written, left for a later import: {len(cut)} " in shown.stdout
+    assert f"\n  {cut[0]}\n" in shown.stdout and "0 event(s) added" in shown.stdout
+
+    # Something else that is no trajectory is refused however new: only a file cut short waits.
+    (runs / "cut000.traj").write_text('{"type": "session", "id": "s"}\n{"type": "message"}\n', encoding="utf-8")
+    before = file_dump(db)
+    refused = _import(db, str(runs))
+    assert refused.exit_code == 1 and "cut000.traj: not JSON (Extra data" in refused.stderr
+    assert file_dump(db) == before
+    (runs / "cut000.traj").write_bytes(texts[0])
+
+    # The run's next step wrote one whole: it is imported, the others still wait.
+    (runs / "cut005.traj").write_bytes(MARSHMALLOW.read_bytes())
+    again = json.loads(_import(db, "--json", str(runs)).stdout)
+    assert again["added"] == len(_history(MARSHMALLOW)) and again["waiting"] == len(cut) - 1
+
+    # An hour later the others are not being written: cut short, they are refused, or skipped.
+    for path in cut:
+        _age(Path(path), 3600)
+    before = file_dump(db)
+    refused = _import(db, str(runs))
+    assert refused.exit_code == 1 and "cut000.traj: not JSON (Expecting value: line 1 column 1" in refused.stderr
+    assert "skip bad files (--skip-bad)" in refused.stderr and file_dump(db) == before
+    skipped = json.loads(_import(db, "--json", "--skip-bad", str(runs)).stdout)
+    assert (skipped["waiting"], skipped["skipped"], skipped["added"]) == (0, {"malformed": len(cut) - 1}, 0)
+    assert sorted(b["file"] for b in skipped["bad"]) == [p for p in cut if not p.endswith("cut005.traj")]
 
 
 def test_a_replay_demo_and_a_directory_without_trajectories_are_refused(tmp_path: Path) -> None:

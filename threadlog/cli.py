@@ -1201,9 +1201,9 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
         lines.append("lines without conversation: " + ", ".join(f"{kind} {n}" for kind, n in skipped))
     lines.extend(f"skipped {file}:{line}: {why}" for file, line, why in summary.bad)
     if summary.waiting:
-        lines.append(f"still being written, left for a later import: {summary.waiting} (a half-written last line, a last "
-                     "response or a sub-agent's file the session does not show complete yet, or a response waiting on a "
-                     "tool call)")
+        lines.append(f"still being written, left for a later import: {summary.waiting} (a half-written last line or "
+                     "trajectory, a last response or a sub-agent's file the session does not show complete yet, or a "
+                     "response waiting on a tool call)")
         lines.extend(f"  {file}" for file in summary.waiting_files)
     if summary.changed:
         file, line = summary.changed_lines[0]
@@ -1360,7 +1360,8 @@ def import_swe_agent_command(store: Store, paths: tuple[str, ...], skip_bad: boo
     path: a copy elsewhere is a thread of its own) imported again adds nothing; one a later step
     grew adds its new messages. A file that is not a trajectory, or holds an entry that cannot be
     imported, is refused by name, with nothing written (with --skip-bad it is left out whole,
-    named, and the others imported).
+    named, and the others imported); one empty or cut short that changed in the last 10 minutes
+    is being written again by SWE-agent, and is left for a later import.
     Replay demos (.yaml) are not trajectories and are not imported.
     A directory holding no trajectory file (*.traj) at all is refused (exit 2)."""
     _check_sessions_found(list(paths), "SWE-agent", given=True, pattern="*.traj", noun="trajectory")

@@ -20,11 +20,17 @@ same file imported again adds nothing, a trajectory a later step grew adds its n
 and a copy of the file elsewhere is a thread of its own. The `trajectory` list (each step's
 action and observation again, with its time and state) and `info` beyond `exit_status` are
 not imported. A replay demo (`.yaml`) holds no trajectory.
+
+SWE-agent writes the file in place, not atomically: read as it is written, it is empty or cut
+short. One changed in the last `LIVE_SECONDS` (as pi's and Claude Code's importers judge a
+file still being written) is left for a later import (`summary.waiting`); an older one is
+refused (a run killed while it wrote).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,6 +40,7 @@ from eventstore import InvalidEvent, Store
 from eventstore.content import image_media_types
 from eventstore.recorded import short
 
+from .claude_code import LIVE_SECONDS
 from .lines import Seen, existing_paths, files_below, text_name
 from .plan import Plan, PlannedStream, import_sources, stable_id
 from .summary import ImportSummary
@@ -42,15 +49,34 @@ TOOL = "swe-agent"
 _ROLES = ("system", "user", "assistant", "tool")
 
 
-def _read(path: Path, seen: Seen) -> tuple[dict[str, Any], list[int]]:
+# What a value cut off at the end of the text leaves the decoder on: a word, a number or a
+# `\u` escape begun (`tr`, `-`, `1e`, `ud83d`), never a space, a quote or a bracket.
+_CUT_TOKEN = re.compile(r'[^\s,:\[\]{}"]{0,12}')
+
+
+def _cut_short(text: str, error: json.JSONDecodeError) -> bool:
+    """Whether the decoder failed because `text` ended inside the JSON (empty, or cut off
+    within or between its values), not at something no writer still going would write."""
+    if error.msg == "Extra data":
+        return False
+    return error.msg.startswith("Unterminated string") or _CUT_TOKEN.fullmatch(text[error.pos:].rstrip()) is not None
+
+
+def _read(path: Path, seen: Seen) -> tuple[dict[str, Any], list[int]] | None:
     """The trajectory in `path` and the line each `history` entry starts on; a file that is
-    not one is refused by name."""
+    not one is refused by name. None for a file empty or cut short that changed in the last
+    `LIVE_SECONDS`: SWE-agent may be writing it again."""
     try:
-        text = seen.read(path).decode("utf-8")
+        raw = seen.read(path)
+        text = raw.decode("utf-8")
         trajectory = json.loads(text)
     except UnicodeDecodeError as error:
+        if error.end == len(raw) and error.reason == "unexpected end of data" and seen.changed_within(path, LIVE_SECONDS):
+            return None  # cut inside a character
         raise InvalidEvent(str(path), f"not UTF-8 text ({error.reason} at byte {error.start})") from None
     except ValueError as error:
+        if isinstance(error, json.JSONDecodeError) and _cut_short(text, error) and seen.changed_within(path, LIVE_SECONDS):
+            return None
         demo = " (a replay demo is YAML, and holds no trajectory: import the .traj it was made from)" \
             if path.suffix in (".yaml", ".yml") else ""
         raise InvalidEvent(str(path), f"not JSON ({error}); a SWE-agent trajectory is one JSON object{demo}") from None
@@ -193,7 +219,11 @@ def _model(trajectory: dict[str, Any]) -> str | None:
 
 
 def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> Plan:
-    trajectory, lines = _read(path, seen)
+    read = _read(path, seen)
+    if read is None:
+        summary.wait(str(path))
+        return Plan(store=store)
+    trajectory, lines = read
     history: list[Any] = trajectory["history"]
     for index, entry in enumerate(history):
         why = _check(entry)
@@ -289,7 +319,9 @@ def import_swe_agent(
     `history` that cannot be imported, raises `InvalidEvent` naming it, with nothing written
     (every file is checked before the first is written); with `skip_bad` that file is left out
     whole, counted as `malformed` and named in `bad`, and the others are imported (a run killed
-    while SWE-agent rewrote its file leaves it cut short)."""
+    while SWE-agent rewrote its file leaves it cut short). A file empty or cut short that changed
+    in the last `LIVE_SECONDS` is being written again: it is left for a later import, counted in
+    `waiting` and named in `waiting_files`."""
     files: list[Path] = []
     for path in existing_paths(paths, "name SWE-agent trajectory files (.traj) or directories of them"):
         files.extend(text_name(p) for p in (files_below(path, "*.traj") if path.is_dir() else [path]))
