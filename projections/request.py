@@ -91,10 +91,11 @@ def anthropic_request(
     `thinking`, `tool_choice` (only with placeholder tools: see the module doc), `tools`.
 
     `model` defaults to the thread's model and `max_tokens` to 4096 (more than the thinking
-    budget by 4096 when the thread's `thinking` has one; one given must be more than the
-    budget, as the API wants, or is refused); a thread without a model needs `model=`. The
-    result is fresh on every call: changing it changes nothing in the store. See the module
-    doc for what is left out and where breakpoints go.
+    budget by 4096 when the thread's `thinking` has one; one given is sent as it is, since only
+    the client's betas say whether the API takes it at or below the budget: a live turn checks
+    it, `check_max_tokens`); a thread without a model needs `model=`. The result is fresh on
+    every call: changing it changes nothing in the store. See the module doc for what is left
+    out and where breakpoints go.
 
     `retrieval` (`per_turn`, `first_turn`, `off`; default: what a note fork recorded) adds
     the fork's retrieval blocks (projections/retrieval.py): the passages its live turns
@@ -622,14 +623,10 @@ def check_request(store: Store, thread: str, offset: int) -> RequestCheck:
     if not isinstance(request, dict):
         return RequestCheck(offset, False, None, None, None, [], f"offset {offset} holds no message recorded by a live turn")
     redacted = [e.offset for e in store.read(thread, 0, offset) if e.redacted]
-    sent = request.get("max_tokens")  # a whole number >= 1 (the meta schema's)
     try:
-        # Not judged against the thinking budget again: the API took it (with interleaved
-        # thinking it takes one at or below the budget), and the request is rebuilt as sent.
-        kwargs = anthropic_request(store, thread, offset, model=request.get("model"), retrieval=request.get("retrieval"),
-                                   extra_tools=request.get("extra_tools"), passages=request.get("passages"))
-        if sent is not None:
-            kwargs["max_tokens"] = sent  # the first key still: the body keeps its order
+        kwargs = anthropic_request(store, thread, offset, model=request.get("model"), max_tokens=request.get("max_tokens"),
+                                   retrieval=request.get("retrieval"), extra_tools=request.get("extra_tools"),
+                                   passages=request.get("passages"))
         rebuilt = body_digest(request_body(kwargs, bool(request.get("stream"))))
     except InvalidEvent as error:
         return RequestCheck(offset, False, request.get("digest"), None, request.get("id"), redacted, str(error))
