@@ -545,7 +545,9 @@ def request_body(kwargs: Json, stream: bool = False) -> bytes:
 
 
 # The order in which the SDK writes a body's keys (the dict its `create`, and its `stream`
-# helper, build): the two differ (the stream helper writes `tools` before `thinking`).
+# helper, build): the two differ (the stream helper writes `tools` before `thinking`). Their
+# signatures list the keys in another order, so these are written out; tests/test_live.py sends
+# every key through the installed SDK and fails when its order is not this.
 _CREATE_ORDER = {key: rank for rank, key in enumerate((
     "max_tokens", "messages", "model", "cache_control", "container", "diagnostics", "inference_geo", "metadata",
     "output_config", "service_tier", "speed", "stop_sequences", "stream", "system", "thinking", "tool_choice", "tools"))}

@@ -631,3 +631,32 @@ def test_a_streamed_turn_of_a_thinking_thread_with_tools_rebuilds_byte_for_byte(
     assert run_turn(file_store, t, "Train to Lyon?", client(api), stream=True).status == "ok"
     assert list(api.requests[0].json) == ["max_tokens", "messages", "model", "system", "tools", "thinking", "stream"]
     assert_provenance(file_store, t, api)
+
+
+
+# A value for every key the SDK's `create` and its `stream` helper write in a request's body,
+# those `anthropic_request` gives and those a caller could add alike; in an order of neither.
+_EVERY_KEY: dict[str, Any] = dict(sorted({
+    "max_tokens": 2048, "messages": [{"role": "user", "content": "Train to Lyon?"}], "model": MODEL,
+    "cache_control": {"type": "ephemeral"}, "container": "container_1", "diagnostics": {}, "inference_geo": "eu",
+    "metadata": {"user_id": "u1"}, "output_config": {"effort": "low"}, "service_tier": "auto", "speed": "standard",
+    "stop_sequences": ["END"], "system": "You plan trips.", "thinking": {"type": "enabled", "budget_tokens": 1024},
+    "tool_choice": {"type": "auto"}, "tools": TOOLS}.items()))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
+def test_request_body_writes_every_key_in_the_order_the_installed_sdk_sends_it(api: MessagesAPI, stream: bool) -> None:
+    """`request_body` holds the SDK's key order in lists of its own (the SDK's signatures do
+    not give it: the stream helper takes `thinking` before `tools` and writes it after). An SDK
+    release that writes its body in another order fails here, not in users' `check_request` of
+    the turns it sent."""
+    reply = message(text("Take the train."))
+    if stream:
+        api.reply_sse(reply)
+        with client(api).messages.stream(**_EVERY_KEY) as events:
+            events.get_final_message()
+    else:
+        api.reply_json(reply)
+        client(api).messages.create(**_EVERY_KEY)
+    [sent] = api.requests
+    assert request_body(_EVERY_KEY, stream) == sent.body
