@@ -317,6 +317,24 @@ def test_a_trajectory_being_rewritten_waits_for_a_later_import_and_an_old_cut_on
     assert sorted(b["file"] for b in skipped["bad"]) == [p for p in cut if not p.endswith("cut005.traj")]
 
 
+def test_a_cut_trajectory_dated_ahead_of_the_clock_is_refused_not_left_waiting_until_then(tmp_path: Path) -> None:
+    """A file whose modification time is a year ahead (copied from a machine whose clock ran
+    ahead, or `touch -d`) counted as changed in the last 10 minutes: cut short, it was named
+    "still being written" on every import for a year instead of refused. A time more than 10
+    minutes ahead is no sign of a writer: the file is refused as an old cut one is."""
+    cut = tmp_path / "cut.traj"
+    whole = CTF.read_text(encoding="utf-8")
+    cut.write_text(whole[: len(whole) // 2], encoding="utf-8")
+    _age(cut, -365 * 24 * 3600.0)
+    db = tmp_path / "t.db"
+    result = _import(db, "--json", str(cut))
+    assert result.exit_code == 1 and f"{cut}: not JSON (" in result.stderr, result.output
+    assert "still being written" not in result.output and not db.exists()
+    _age(cut, -60)  # a minute ahead (a clock a little off): still taken as one being written
+    waiting = _import(db, "--json", str(cut))
+    assert waiting.exit_code == 0 and json.loads(waiting.stdout)["waiting_files"] == [str(cut)], waiting.output
+
+
 def test_a_replay_demo_and_a_directory_without_trajectories_are_refused(tmp_path: Path) -> None:
     demo = tmp_path / "str_replace_anthropic_demo.yaml"
     demo.write_text("history:\n  - role: user\n    content: hi\n", encoding="utf-8")

@@ -129,10 +129,12 @@ class Seen:
         self.recent: dict[Path, bool] = {}
 
     def changed_within(self, path: Path, seconds: float) -> bool:
-        """Whether `path` changed in the last `seconds`, as this import first found it."""
+        """Whether `path` changed in the last `seconds`, as this import first found it. A time
+        further ahead of the clock than that (a copy made where the clock ran ahead, `touch -d`)
+        is no sign of a writer now: taken for recent, the file would wait until then."""
         recent = self.recent.get(path)
         if recent is None:
-            recent = self.recent[path] = time.time() - path.stat().st_mtime < seconds
+            recent = self.recent[path] = abs(time.time() - path.stat().st_mtime) < seconds
         return recent
 
     def read(self, path: Path) -> bytes:
