@@ -1353,6 +1353,21 @@ def test_an_import_names_the_files_it_left_for_a_later_import(tmp_path: Path) ->
     assert report["waiting"] == 1 and report["waiting_files"] == [str(live)], done.output
 
 
+def test_a_session_dated_ahead_of_the_clock_is_taken_as_it_is_not_left_waiting_until_then(tmp_path: Path) -> None:
+    """A session whose files' time is a year ahead (copied from a machine whose clock ran
+    ahead, `touch -d`) counted as written just now: its last response was left "still being
+    written" on every import for a year. Far ahead, it is taken as it is, as an old one is."""
+    live = tmp_path / "s-1.jsonl"
+    lines, _ = _parallel_calls_imported(live)
+    live.write_bytes(b"".join(lines[:4]))  # the first call's result: the response may go on
+    ahead = time.time() + 365 * 24 * 3600
+    os.utime(live, (ahead, ahead))
+    assert import_claude_code(Store(":memory:"), [live], live_within=600).waiting == 0
+    soon = time.time() + 60  # a minute ahead (a clock a little off): still taken as being written
+    os.utime(live, (soon, soon))
+    assert import_claude_code(Store(":memory:"), [live], live_within=600).waiting == 1
+
+
 def test_a_bad_line_of_a_single_file_names_the_file_once(tmp_path: Path) -> None:
     """A refused line names its file and line; the note naming the source repeated it
     (`F:1: …; the file is F`). A session of several files still lists them all."""

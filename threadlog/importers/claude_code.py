@@ -1166,8 +1166,10 @@ def import_sessions(
 
 
 def _quiet_for(session: Session) -> float:
-    """Seconds since a file of the session was last written (by its mtime)."""
-    return time.time() - max(path.stat().st_mtime for path in session.files)
+    """Seconds since a file of the session was last written (by its mtime); a time ahead of
+    the clock counts as far (a copy made where the clock ran ahead, `touch -d`: no sign of a
+    writer now, as `Seen.changed_within` judges it), or the session would wait until then."""
+    return abs(time.time() - max(path.stat().st_mtime for path in session.files))
 
 
 def _size(session: Session) -> int:
