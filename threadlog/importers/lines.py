@@ -68,6 +68,16 @@ def existing_paths(paths: Any, asks: str, *, directories: bool = True) -> list[P
     return sources
 
 
+def source_files(paths: Any, pattern: str, asks: str) -> list[Path]:
+    """The files an import reads: each of `paths` that is a file, and those matching `pattern`
+    in or below each that is a directory (`files_below`), each refused unless its name is text
+    (`text_name`); a path naming nothing is refused by `existing_paths`, saying `asks`."""
+    files: list[Path] = []
+    for path in existing_paths(paths, asks):
+        files.extend(text_name(p) for p in (files_below(path, pattern) if path.is_dir() else [path]))
+    return files
+
+
 def files_below(directory: Path, pattern: str, unreadable: Callable[[StoreError], None] | None = None) -> list[Path]:
     """The files matching `pattern` in or below `directory`, sorted. A directory there that
     cannot be read is refused by name: `Path.rglob` searched past it, and the sessions in it

@@ -37,7 +37,7 @@ from eventstore.events import is_time
 from eventstore.recorded import short
 
 from .claude_code import LIVE_SECONDS
-from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, text_name
+from .lines import BadLine, Line, Seen, is_text, read_lines, source_files
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -535,9 +535,6 @@ def import_pi(
     """Import pi session files (or directories of them, searched recursively); idempotent,
     as `import_claude_code`. A malformed line raises `BadLine` with nothing written (every
     file is checked before the first is written) or, with `skip_bad=True`, is skipped and reported."""
-    files: list[Path] = []
-    for path in existing_paths(paths, "name pi session files (.jsonl) or directories of them"):
-        found = files_below(path, "*.jsonl") if path.is_dir() else [path]  # as claude_code.discover
-        files.extend(text_name(p) for p in found)
+    files = source_files(paths, "*.jsonl", "name pi session files (.jsonl) or directories of them")  # as claude_code.discover
     return import_sources(store, files, lambda path, summary, _, seen: _plan_file(path, summary, skip_bad, seen, store),
                           lambda path: path.stat().st_size, strict=not skip_bad, progress=progress, noun="file")

@@ -41,7 +41,7 @@ from eventstore.content import image_media_types
 from eventstore.recorded import short
 
 from .claude_code import LIVE_SECONDS
-from .lines import Seen, existing_paths, files_below, text_name
+from .lines import Seen, source_files, text_name
 from .plan import Plan, PlannedStream, import_sources, stable_id
 from .summary import ImportSummary
 
@@ -322,9 +322,7 @@ def import_swe_agent(
     while SWE-agent rewrote its file leaves it cut short). A file empty or cut short that changed
     in the last `LIVE_SECONDS` is being written again: it is left for a later import, counted in
     `waiting` and named in `waiting_files`."""
-    files: list[Path] = []
-    for path in existing_paths(paths, "name SWE-agent trajectory files (.traj) or directories of them"):
-        files.extend(text_name(p) for p in (files_below(path, "*.traj") if path.is_dir() else [path]))
+    files = source_files(paths, "*.traj", "name SWE-agent trajectory files (.traj) or directories of them")
 
     def plan(path: Path, summary: ImportSummary, _: Any, seen: Seen) -> Plan:
         own = ImportSummary()
