@@ -31,10 +31,8 @@ from .viewer import viewer
 
 def url_of(block: Any) -> str | None:
     """The address an image block names instead of holding its data, or None."""
-    if not isinstance(block, dict) or block.get("type") != "image" or not isinstance(block.get("source"), dict):
-        return None
-    src = block["source"]
-    return src["url"] if src.get("type") == "url" and isinstance(src.get("url"), str) else None
+    src = _source(block)
+    return src["url"] if src is not None and src.get("type") == "url" and isinstance(src.get("url"), str) else None
 
 
 def image_link(block: Any, thread: str, offset: int) -> str | None:
@@ -83,11 +81,16 @@ def _images(content: Any) -> Iterator[Any]:
 
 def _data(block: Any) -> str | None:
     """The base64 data of an image this viewer serves (stored in it, of a type it serves)."""
-    if not isinstance(block, dict) or block.get("type") != "image" or not isinstance(block.get("source"), dict):
-        return None
-    src = block["source"]
-    ok = src.get("type") == "base64" and src.get("media_type") in image_media_types() and isinstance(src.get("data"), str)
-    return src["data"] if ok else None
+    src = _source(block)
+    ok = (src is not None and src.get("type") == "base64" and src.get("media_type") in image_media_types()
+          and isinstance(src.get("data"), str))
+    return src["data"] if src is not None and ok else None
+
+
+def _source(block: Any) -> dict[str, Any] | None:
+    """An image block's `source`, or None for any other block."""
+    source = block.get("source") if isinstance(block, dict) and block.get("type") == "image" else None
+    return source if isinstance(source, dict) else None
 
 
 def _digest(data: str) -> str:
