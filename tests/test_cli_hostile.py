@@ -421,6 +421,29 @@ def test_stdout_that_is_not_utf8_is_named_not_the_file(tmp_path: Path, args: lis
     assert "cannot write U+2192" in result.stderr and "UTF-8 locale" in result.stderr and "altered" not in result.stderr
 
 
+@pytest.mark.parametrize("args", [["append", "t", "--role", "user", "--text", "Paris \u2192 Lyon", "--json"],
+                                  ["interrupt", "raise", "t", "q1", "--question", "Paris \u2192 Lyon?", "--json"]],
+                         ids=["append", "interrupt-raise"])
+def test_a_write_its_stdout_cannot_encode_says_it_was_committed(tmp_path: Path, args: list[str]) -> None:
+    """In a Latin-1 locale, a write whose result held a character Latin-1 has not exited 1 after
+    its write was committed, as a refusal does: a script ran it again, and the message was
+    stored twice. Exit 3, naming what was kept, as for a closed stdout."""
+    import os
+    import subprocess
+    import sys
+
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.append_message(store.create_thread(thread_id="t"), "user", "a train")
+    run = subprocess.run([sys.executable, "-m", "threadlog", "--db", str(db), *args], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONIOENCODING": "latin-1"}, timeout=60)
+    assert run.returncode == 3, run.stderr
+    assert run.stderr.startswith("error: committed: ") and run.stderr.count("\n") == 1, run.stderr
+    assert "cannot write U+2192" in run.stderr and "UTF-8 locale" in run.stderr and "Traceback" not in run.stderr
+    with Store(db) as store:
+        assert store.counts().events == 3
+
+
 def with_stored_surrogate(tmp_path: Path) -> Path:
     """A file whose thread `t` holds, at position 2, "say \\ud800": text UTF-8 cannot hold,
     written by raw SQL."""

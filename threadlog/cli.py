@@ -2,7 +2,8 @@
 
 Each command opens the store, calls one library function and formats the result. Domain
 errors print `error: …` on stderr and exit 1; usage errors exit 2 (click's convention); a
-write committed whose result could not be printed (stdout full or closed) exits 3.
+write committed whose result could not be printed (stdout full, closed, or in an encoding
+that cannot write it) exits 3.
 """
 
 from __future__ import annotations
@@ -105,8 +106,11 @@ class _Group(click.Group):
                 _fail(str(misshapen(error)))
             # What threadlog writes itself is UTF-8: this is stdout in a locale that is not (stderr
             # writes what it cannot encode as escapes), not an event of the wrong shape.
-            _fail(f"stdout's encoding ({sys.stdout.encoding}) cannot write U+{ord(error.object[error.start]):04X}; run "
-                  "threadlog with a UTF-8 locale (LC_ALL=C.UTF-8) or PYTHONIOENCODING=utf-8")
+            # After a write committed, that is said (exit 3): exit 1 told a script to run the write again.
+            unwritable = (f"stdout's encoding ({sys.stdout.encoding}) cannot write U+{ord(error.object[error.start]):04X}; run "
+                          "threadlog with a UTF-8 locale (LC_ALL=C.UTF-8) or PYTHONIOENCODING=utf-8")
+            _unprinted(ctx, unwritable)
+            _fail(unwritable)
         except RecursionError:  # an event nested too deeply, stored by an older release or by hand
             _fail("an event is nested too deeply to show; `threadlog verify` names its position")
         except MemoryError:  # an input far larger than memory (a session file of gigabytes, a device)
@@ -473,7 +477,7 @@ def cli(db: str | None) -> None:
     SQLite file. Forks cost O(1): a fork points at its parent and an offset.
 
     Exit status: 1 an error (one `error:` line on stderr), 2 a usage error, 3 a write
-    committed that could not finish (its result not printed, stdout full or closed; a
+    committed that could not finish (its result not printed, stdout full, closed or not UTF-8; a
     redaction whose old pages a reader kept in the write-ahead log; an `ask` or `rerun`
     whose turn failed once its question or fork was recorded: the write is kept, do not run
     the command again), 130 Ctrl-C.
