@@ -356,6 +356,23 @@ def test_what_a_command_prints_back_of_its_own_arguments_is_escaped(tmp_path: Pa
         assert (code, out, err) == (1, "", "error: model: must be a model name (printable text), not '\\udcff'\n")
 
 
+@pytest.mark.parametrize("args", [["append", "T", "--role", "user", "--content", "PATH"], ["emit", "T", "title.set", "--data-file", "PATH"],
+                                  ["import", "pi", "DIR"], ["import", "claude-code", "DIR"]],
+                         ids=["content", "data-file", "import-pi", "import-claude-code"])
+def test_a_usage_error_quoting_a_typed_path_shows_its_escapes(tmp_path: Path, args: list[str]) -> None:
+    """A usage error naming the path it was given (a file that cannot be read, a directory
+    holding no session) printed it raw: a title-setting OSC sequence and a right-to-left
+    override reached the terminal."""
+    db = str(tmp_path / "t.db")
+    thread = invoke("--db", db, "new")[1].strip()
+    hostile = "x\x1b]0;PWNED\x07\u202eyz"
+    (tmp_path / f"dir{hostile}").mkdir()
+    values = {"T": thread, "PATH": str(tmp_path / f"missing{hostile}.json"), "DIR": str(tmp_path / f"dir{hostile}")}
+    code, _, err = invoke("--db", db, *[values.get(a, a) for a in args])
+    assert code == 2 and "x\\x1b]0;PWNED\\x07\\u202eyz" in err, err
+    assert "\x1b" not in err and "\u202e" not in err and "\x07" not in err
+
+
 def test_a_thread_without_a_model_is_told_to_pass_the_option_not_the_parameter(tmp_path: Path) -> None:
     db = str(tmp_path / "t.db")
     _, thread, _ = invoke("--db", db, "new")

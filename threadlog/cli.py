@@ -83,6 +83,11 @@ class _Group(click.Group):
         try:
             with handled((signal.SIGTERM, signal.SIGHUP), _stop):  # unwound as Ctrl-C is
                 return super().invoke(ctx)
+        except click.ClickException as error:
+            # A usage error quoting what was typed (a path that cannot be read, a directory
+            # holding no session) is printed by click, not `_fail`: escaped here as every line is.
+            error.message = safe_block(error.message)  # type: ignore[misc]  # a plain attribute click types Final
+            raise
         except KeyboardInterrupt as error:
             click.echo(safe("; ".join(["interrupted", *getattr(error, "__notes__", ())])), err=True)
             sys.exit(128 + error.signum if isinstance(error, _Stopped) else 130)
