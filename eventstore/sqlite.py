@@ -414,6 +414,22 @@ _MESSAGES = {
 }
 
 
+def _read_only(path: str, error: sqlite3.Error) -> str:
+    """What SQLite's "readonly database" means here: the file, or what SQLite writes beside it.
+    A writable file was called read-only when a reader had left a read-only `-shm` beside it
+    (as SQLite does reading a file while it is read-only) or its directory was read-only."""
+    if os.access(path, os.W_OK):
+        for suffix in ("-wal", "-shm"):
+            if os.path.exists(path + suffix) and not os.access(path + suffix, os.W_OK):
+                return (f"{path}{suffix}, which SQLite keeps beside {path}, is read-only, though {path} is not ({error}): make "
+                        "it writable as the database file is (a reader may have left it while the file was read-only)")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.access(folder, os.W_OK):
+            return (f"{path} is in a read-only directory, {folder}, where SQLite must write its write-ahead log beside it "
+                    f"({error}); make the directory writable, or open a copy in a writable one")
+    return _MESSAGES[sqlite3.SQLITE_READONLY].format(path=path, error=error)
+
+
 # What Python's `sqlite3` raises for stored text that is not UTF-8 (only raw SQL writes it).
 _UNDECODED = re.compile(r"Could not decode to UTF-8 column '([^']{0,100})'")
 
@@ -440,6 +456,8 @@ def translate(error: sqlite3.Error | UnicodeEncodeError, path: str) -> StoreErro
         return StoreError(f"database error on {path}: {error}")
     if code == sqlite3.SQLITE_CORRUPT_VTAB:  # the file's one virtual table is the search index, a cache
         return altered_index(f"SQLite reports: {error}")
+    if code & 0xFF == sqlite3.SQLITE_READONLY:
+        return StoreError(_read_only(path, error))
     template = _MESSAGES.get(code & 0xFF)
     if template is None:
         return StoreError(f"database error on {path}: {error} ({error.sqlite_errorname})")

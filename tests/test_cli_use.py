@@ -29,7 +29,7 @@ from eventstore import ForkRefused, InvalidEvent, Store
 from eventstore.sqlite import SQLiteBackend
 from threadlog import update_index, write_transcript
 from threadlog.cli import cli
-from tests.procs import ctrl_c, interruptible
+from tests.procs import bound_by_file_modes, ctrl_c, interruptible
 
 THREADLOG = str(Path(sys.executable).with_name("threadlog"))
 NASTY = "Evil\x1b]0;pwned\x07\x1b[31mred\rover\u202e\u200fmark"
@@ -230,6 +230,39 @@ def test_a_read_only_file_in_a_read_only_directory_can_be_read_and_verified() ->
         for p in home.iterdir():
             p.unlink()
         home.rmdir()
+
+
+@pytest.mark.parametrize("cause", ["shm-left-by-a-reader", "read-only-directory"])
+def test_a_writable_file_refused_as_read_only_names_what_is_not_writable(tmp_path: Path, cause: str) -> None:
+    """A write to a file this user may write said "x.db is read-only; open a writable copy",
+    naming the one thing that was not: the `-shm` file a reader had left beside it while the
+    file was read-only (SQLite leaves it with the file's mode then), or the directory, where
+    SQLite must write its write-ahead log. The error names that, and nothing is written."""
+    prefix = bound_by_file_modes("dac_override", "fowner")
+    home = tmp_path / "home"
+    home.mkdir()
+    path = home / "x.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="t")
+    if cause == "shm-left-by-a-reader":
+        path.chmod(0o444)
+        read = subprocess.run([*prefix, THREADLOG, "ls", "--db", str(path)], capture_output=True, text=True, timeout=60)
+        assert read.returncode == 0, read.stderr
+        if not Path(f"{path}-shm").exists():
+            pytest.skip("this SQLite left no -shm file after a read-only reader")
+        path.chmod(0o644)
+        named = f"{path}-shm, which SQLite keeps beside {path}, is read-only, though {path} is not"
+    else:
+        home.chmod(0o555)
+        named = f"{path} is in a read-only directory, {home}, where SQLite must write its write-ahead log"
+    try:
+        done = subprocess.run([*prefix, THREADLOG, "append", "t", "--role", "user", "--text", "hi", "--db", str(path)],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        home.chmod(0o755)
+    assert done.returncode == 1 and done.stderr.startswith(f"error: {named}") and done.stderr.count("\n") == 1, done.stderr
+    with Store(path, read_only=True) as store:
+        assert store.counts().events == 1
 
 
 def _half_indexed(path: Path) -> None:
