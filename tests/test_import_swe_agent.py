@@ -244,7 +244,7 @@ def test_skip_bad_leaves_out_a_file_that_cannot_be_imported_and_imports_the_othe
         assert [thread_state(store, t.id).title for t in store.all_threads()] == ["a"]
     (runs / "cut.traj").write_text(whole, encoding="utf-8")  # the run's next step wrote it whole
     again = json.loads(_import(db, "--skip-bad", "--json", str(runs)).stdout)
-    assert again["added"] == len(_history(CTF)) and len(again["bad"]) == 1
+    assert again["added"] == len(_history(CTF)) + 1 and len(again["bad"]) == 1  # its history, then its exit status
 
 
 def _age(path: Path, seconds: float) -> None:
@@ -303,7 +303,7 @@ def test_a_trajectory_being_rewritten_waits_for_a_later_import_and_an_old_cut_on
     # The run's next step wrote one whole: it is imported, the others still wait.
     (runs / "cut005.traj").write_bytes(MARSHMALLOW.read_bytes())
     again = json.loads(_import(db, "--json", str(runs)).stdout)
-    assert again["added"] == len(_history(MARSHMALLOW)) and again["waiting"] == len(cut) - 1
+    assert again["added"] == len(_history(MARSHMALLOW)) + 1 and again["waiting"] == len(cut) - 1  # + its exit status
 
     # An hour later the others are not being written: cut short, they are refused, or skipped.
     for path in cut:
@@ -315,6 +315,30 @@ def test_a_trajectory_being_rewritten_waits_for_a_later_import_and_an_old_cut_on
     skipped = json.loads(_import(db, "--json", "--skip-bad", str(runs)).stdout)
     assert (skipped["waiting"], skipped["skipped"], skipped["added"]) == (0, {"malformed": len(cut) - 1}, 0)
     assert sorted(b["file"] for b in skipped["bad"]) == [p for p in cut if not p.endswith("cut005.traj")]
+
+
+def test_a_run_imported_while_it_went_on_gets_its_exit_status_when_imported_again(tmp_path: Path) -> None:
+    """SWE-agent writes `info.exit_status` when the run ends. It went into the thread's
+    metadata when the thread was made, so a run imported while it was going on (whole after
+    each step) never got it: the later import added the new steps and left the thread without
+    an exit status. It is now a `metadata.set` after the history, once."""
+    whole = json.loads(MARSHMALLOW.read_text(encoding="utf-8"))
+    path = tmp_path / "run.traj"
+    path.write_text(json.dumps({**whole, "history": whole["history"][:5], "info": {}}), encoding="utf-8")
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        [thread] = import_swe_agent(store, [path]).thread_ids
+        assert "exit_status" not in thread_state(store, thread).metadata
+        path.write_text(json.dumps(whole), encoding="utf-8")  # the run's last step
+        assert import_swe_agent(store, [path]).added == len(whole["history"]) - 5 + 1
+        assert thread_state(store, thread).metadata["exit_status"] == "submitted"
+        assert [e.type for e in store.read(thread)][-1] == "metadata.set"
+        assert import_swe_agent(store, [path]).added == 0
+        store.verify()
+    fresh = tmp_path / "fresh.db"  # imported once, after the run ended: the same thread
+    with Store(fresh) as store, Store(db) as first:
+        import_swe_agent(store, [path])
+        assert [e.data for e in store.read(thread)] == [e.data for e in first.read(thread)]
 
 
 def test_a_cut_trajectory_dated_ahead_of_the_clock_is_refused_not_left_waiting_until_then(tmp_path: Path) -> None:

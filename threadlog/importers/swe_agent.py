@@ -19,7 +19,9 @@ Event ids are made from the file's absolute path and each entry's index in `hist
 same file imported again adds nothing, a trajectory a later step grew adds its new entries,
 and a copy of the file elsewhere is a thread of its own. The `trajectory` list (each step's
 action and observation again, with its time and state) and `info` beyond `exit_status` are
-not imported. A replay demo (`.yaml`) holds no trajectory.
+not imported. `exit_status`, which SWE-agent writes when the run ends, is set in the thread's
+metadata by a `metadata.set` after the history, so a run imported while it went on gets it
+when imported again. A replay demo (`.yaml`) holds no trajectory.
 
 SWE-agent writes the file in place, not atomically: read as it is written, it is empty or cut
 short. One changed in the last `LIVE_SECONDS` (as pi's and Claude Code's importers judge a
@@ -239,9 +241,8 @@ def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> 
     def where(index: int) -> Callable[[str], InvalidEvent]:
         return lambda why: InvalidEvent(f"{path}:{lines[index]}", f"history[{index}]: {why}")
 
-    info = trajectory["info"] if isinstance(trajectory.get("info"), dict) else {}
-    found = {"environment": trajectory.get("environment"), "exit_status": info.get("exit_status")}
-    metadata = {"source": TOOL, "file": str(path), **{k: v for k, v in found.items() if isinstance(v, str)}}
+    environment = trajectory.get("environment")
+    metadata = {"source": TOOL, "file": str(path), **({"environment": environment} if isinstance(environment, str) else {})}
     created: dict[str, Any] = {"title": path.stem, "metadata": metadata}  # SWE-agent names it for its instance
     first = 1 if history and history[0]["role"] == "system" else 0
     system = _blocks(history[0].get("content"), summary.skipped, images=False) if first else []
@@ -286,6 +287,12 @@ def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> 
             else:
                 summary.skipped["empty message"] += 1
         index += 1
+    info = trajectory.get("info")
+    status = info.get("exit_status") if isinstance(info, dict) else None
+    if isinstance(status, str):  # written when the run ends: after the history, so a run imported while it went on gets it
+        stream.add("metadata.set", {"patch": {"exit_status": status}},
+                   {"event_id": f"{TOOL}:{thread}:exit_status:{stable_id(status)}", "origin": "imported",
+                    "source": {"tool": TOOL, "file": str(path)}}, lambda why: InvalidEvent(str(path), f"info.exit_status: {why}"))
     return plan
 
 
