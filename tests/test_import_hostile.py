@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from threadlog import InvalidEvent, Store, export_all, import_claude_code, import_event_files, import_pi
+from threadlog import InvalidEvent, Store, export_all, import_claude_code, import_event_files, import_pi, import_swe_agent
 from threadlog.cli import cli
 from threadlog.export import dump_lines
 from threadlog.importers.follow import follow_claude_code
@@ -174,6 +175,79 @@ def test_a_directory_given_for_an_export_is_refused_by_name(seeded: Path, tmp_pa
         import_event_files(store, [an_export(tmp_path), folder])
     assert str(caught.value) == f"paths[1]: {folder} is a directory; name files `threadlog export` wrote"
     assert file_dump(db) == before, "a refused import changed the database"
+
+
+TRAJECTORY = FIXTURES / "swe-agent" / "function_calling_simple.traj"
+
+
+@pytest.mark.parametrize("kind", [*sorted(IMPORTERS), "swe-agent"])
+@pytest.mark.parametrize("special", ["/dev/zero", "socket"])
+def test_a_device_or_socket_given_as_a_path_is_refused_by_name(seeded: Path, tmp_path: Path, kind: str, special: str) -> None:
+    """/dev/zero was read until memory ran out (an export's reader gave up after 65 MiB of
+    it), and a socket raised `No such device or address`, after the files before it were read."""
+    importer, readable, asks = IMPORTERS[kind] if kind in IMPORTERS else (
+        import_swe_agent, lambda tmp: TRAJECTORY, "name SWE-agent trajectory files (.traj) or directories of them")
+    db = fresh(seeded, tmp_path)
+    path = Path(special)
+    if special == "socket":
+        path = tmp_path / "listening.jsonl"
+        with socket.socket(socket.AF_UNIX) as bound:
+            bound.bind(str(path))  # its file stays when it is closed
+    before = file_dump(db)
+    with Store(db) as store, pytest.raises(InvalidEvent) as caught:
+        importer(store, [readable(tmp_path), path])
+    what = "a device" if special == "/dev/zero" else "a socket"
+    assert str(caught.value) == f"paths[1]: {path} is {what}, not a file; {asks}"
+    assert file_dump(db) == before, "a refused import changed the database"
+
+
+def _piped(content: bytes) -> int:
+    """The reading end of a pipe holding `content`, written and closed (`<(cat FILE)`)."""
+    read, write = os.pipe()
+    os.write(write, content)
+    os.close(write)
+    return read
+
+
+@pytest.mark.parametrize(("kind", "source"), [("claude-code", SESSION), ("pi", PI_SESSION), ("swe-agent", TRAJECTORY)])
+def test_pipes_given_to_a_session_importer_are_refused_not_imported_as_empty(seeded: Path, tmp_path: Path, kind: str,
+                                                                              source: Path) -> None:
+    """An import reads each file to check it and again to write it: given two pipes
+    (`import pi <(cat a) <(cat b)`), the second reading found them empty and the import said
+    `0 event(s) added` with exit status 0; a named pipe no program writes to was waited on forever."""
+    db = fresh(seeded, tmp_path)
+    before = file_dump(db)
+    pipes = [_piped(source.read_bytes()[:60_000]) for _ in range(2)]  # what a pipe holds unread
+    try:
+        done = subprocess.run([THREADLOG, "--db", str(db), "import", kind, *(f"/dev/fd/{fd}" for fd in pipes)],
+                              capture_output=True, text=True, timeout=60, pass_fds=pipes)
+    finally:
+        for fd in pipes:
+            os.close(fd)
+    assert (done.returncode, done.stdout) == (1, ""), done
+    assert done.stderr == (f"error: paths[0]: /dev/fd/{pipes[0]} is a pipe, not a file: an import reads its files more "
+                           "than once, and a pipe gives its text once; save it to a file and name that\n")
+    assert file_dump(db) == before, "a refused import changed the database"
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    done = subprocess.run([THREADLOG, "--db", str(db), "import", kind, str(fifo)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and f"{fifo} is a pipe, not a file" in done.stderr, done
+
+
+def test_an_export_given_as_pipes_is_restored(tmp_path: Path) -> None:
+    """A restore reads each file once, as it comes: `import events <(zcat backup.gz)` works."""
+    pipes = []
+    for name in ("a", "b"):  # two exports of threads of their own
+        (tmp_path / name).mkdir()
+        pipes.append(_piped(an_export(tmp_path / name).read_bytes()))
+    try:
+        done = subprocess.run([THREADLOG, "--db", str(tmp_path / "t.db"), "import", "events", "--json",
+                               *(f"/dev/fd/{fd}" for fd in pipes)], capture_output=True, text=True, timeout=60, pass_fds=pipes)
+    finally:
+        for fd in pipes:
+            os.close(fd)
+    assert done.returncode == 0, done.stderr
+    assert [report["added"] for report in json.loads(done.stdout)] == [2, 2]
 
 
 def test_the_cli_names_a_missing_default_folder_as_a_usage_error(seeded: Path, tmp_path: Path,

@@ -48,5 +48,6 @@ def import_events(store: Store, path: str | Path) -> RestoreReport:
 def import_event_files(store: Store, paths: Iterable[str | Path]) -> list[RestoreReport]:
     """Restore export files into `store` in order, in one transaction: all of them, or, when
     any is refused, none (an error names its file and line)."""
-    files = existing_paths(paths, "name files `threadlog export` wrote", directories=False)  # all, before any is read
+    # All, before any is read; each is read once, as it comes, so a pipe (`<(zcat backup.gz)`) is one too.
+    files = existing_paths(paths, "name files `threadlog export` wrote", directories=False, pipes=True)
     return store.restore_many((str(path), _lines(path)) for path in files)

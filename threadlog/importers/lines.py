@@ -20,6 +20,7 @@ from typing import Any
 from eventstore import InvalidEvent, StoreError
 from eventstore.events import MAX_DEPTH
 from eventstore.ids import CONTROL_CHARACTER, unprintable
+from eventstore.store import special_file
 
 
 class BadLine(StoreError):
@@ -55,14 +56,25 @@ def source_paths(paths: Any) -> list[Path]:
     return [Path(item) for item in items]
 
 
-def existing_paths(paths: Any, asks: str, *, directories: bool = True) -> list[Path]:
+def existing_paths(paths: Any, asks: str, *, directories: bool = True, pipes: bool = False) -> list[Path]:
     """`source_paths`, each refused unless it names a file or (with `directories`) a directory:
     a missing one raised FileNotFoundError or NotADirectoryError, and a directory where a file
-    belongs IsADirectoryError, from deep in the import. `asks` says what to name instead."""
+    belongs IsADirectoryError, from deep in the import. A device or socket is refused too
+    (/dev/zero was read until memory ran out; a socket said "No such device or address"), and
+    a pipe unless `pipes` (a reader that takes each file once, as it comes): the importers
+    read a file to check it and again to write it, and a named pipe no program wrote to was
+    waited on forever, and two (`<(cat a) <(cat b)`) were imported as empty, with success
+    reported. `asks` says what to name instead."""
     sources = source_paths(paths)
     for index, path in enumerate(sources):
         if not path.exists():
             raise InvalidEvent(f"paths[{index}]", f"no such file or directory: {path}; {asks}")
+        special = special_file(str(path))
+        if special == "a pipe" and not pipes:
+            raise InvalidEvent(f"paths[{index}]", f"{path} is a pipe, not a file: an import reads its files more than "
+                               "once, and a pipe gives its text once; save it to a file and name that")
+        if special is not None and special != "a pipe":
+            raise InvalidEvent(f"paths[{index}]", f"{path} is {special}, not a file; {asks}")
         if not directories and path.is_dir():
             raise InvalidEvent(f"paths[{index}]", f"{path} is a directory; {asks}")
     return sources
