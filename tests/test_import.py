@@ -32,6 +32,7 @@ from threadlog import (
     export_markdown,
     import_claude_code,
     import_pi,
+    import_swe_agent,
     thread_state,
 )
 from eventstore import integrity
@@ -1457,6 +1458,53 @@ def test_a_directory_that_cannot_be_read_is_refused_not_skipped(tmp_path: Path, 
     assert not db.exists() and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(("tool", "sources"), [
+    ("claude-code", [CC / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl", SUBAGENT_SESSION]),
+    ("pi", [PI, FIXTURES / "pi-merged.jsonl"]),
+    ("swe-agent", [FIXTURES / "swe-agent" / "function_calling_simple.traj", FIXTURES / "swe-agent" / "warmup.traj"]),
+])
+def test_a_file_that_cannot_be_read_is_named_and_skip_bad_says_what_it_left(tmp_path: Path, tool: str, sources: list[Path]) -> None:
+    """A session file the import may not read said `error: Permission denied: FILE`: with
+    --skip-bad, after the files before it were written, without a word of them, and for
+    swe-agent, whose --skip-bad skips a file that cannot be imported, instead of skipping it.
+    Without --skip-bad it is refused by name with nothing written. (As root the import runs
+    without the capabilities that read past file modes.)"""
+    prefix = bound_by_file_modes("dac_override", "dac_read_search")
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    readable, locked = (folder / f"{name}{source.suffix}" for name, source in zip("ab", sources))
+    for path, source in zip((readable, locked), sources):
+        shutil.copy(source, path)
+        os.utime(path, (time.time() - 3600,) * 2)  # not a session still being written
+    locked.chmod(0)
+    db = tmp_path / "t.db"
+
+    def run(*flags: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*prefix, sys.executable, "-m", "threadlog", "--db", str(db), "import", tool, *flags, str(folder)],
+                              capture_output=True, text=True, timeout=120)
+
+    try:
+        refused = run()
+        assert not db.exists(), "a refused import wrote"
+        skipping = run("--skip-bad")
+    finally:
+        locked.chmod(0o644)
+    why = "cannot read it (Permission denied): make it readable"
+    says = f"{locked}: {why}"
+    assert refused.returncode == 1 and refused.stderr.startswith(f"error: {says}"), refused.stderr
+    with Store(":memory:") as alone:
+        added = {"claude-code": import_claude_code, "pi": import_pi, "swe-agent": import_swe_agent}[tool](alone, [readable]).added
+    if tool == "swe-agent":  # a file that cannot be imported is skipped, named, and the others imported
+        assert skipping.returncode == 0, skipping.stderr
+        assert f"skipped {locked}:1: {why}" in skipping.stdout and f"{added} event(s) added" in skipping.stdout, skipping.stdout
+    else:  # --skip-bad skips lines; the refusal says what the files before it wrote
+        assert skipping.returncode == 1, skipping.stdout
+        noun = "session" if tool == "claude-code" else "file"
+        assert skipping.stderr == (f"error: {says}; the 1 {noun}(s) before it were imported ({added} event(s) added); "
+                                   "importing again adds only what is missing\n")
+    assert "Traceback" not in refused.stderr + skipping.stderr
+
+
 def _pi_chat(turns: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A pi (version 3) session of `turns` questions and answers: its header and entries."""
     header = {"type": "session", "version": 3, "id": "s-pi", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp"}
@@ -1677,7 +1725,7 @@ def test_follow_goes_on_past_files_it_cannot_read_or_name_and_files_removed_mean
     assert len(refusals) == 3, err
     assert refusals[0].startswith(f"refused: cannot read the directory {project / 'locked'} (Permission denied)")
     assert refusals[1].startswith(f"refused: {project}/bad\\nname.jsonl: its name holds the control character")
-    assert refusals[2].startswith(f"refused: cannot read {unreadable} (Permission denied); make it readable")
+    assert refusals[2].startswith(f"refused: {unreadable}: cannot read it (Permission denied): make it readable")
     expected = import_claude_code(Store(":memory:"), [readable]).added
     assert "Traceback" not in err and out.startswith(f"+{expected} event(s) (1 file(s))")
     assert _threads_in(db) == 1

@@ -1367,8 +1367,8 @@ def import_swe_agent_command(store: Store, paths: tuple[str, ...], skip_bad: boo
     and a plain-text action stays text. The thread's model is the one replay_config names;
     without one, `threadlog request` and `ask` need --model. The same file (by its absolute
     path: a copy elsewhere is a thread of its own) imported again adds nothing; one a later step
-    grew adds its new messages. A file that is not a trajectory, or holds an entry that cannot be
-    imported, is refused by name, with nothing written (with --skip-bad it is left out whole,
+    grew adds its new messages. A file that cannot be read, is not a trajectory, or holds an entry that
+    cannot be imported, is refused by name, with nothing written (with --skip-bad it is left out whole,
     named, and the others imported); one empty or cut short that changed in the last 10 minutes
     is being written again by SWE-agent, and is left for a later import.
     Replay demos (.yaml) are not trajectories and are not imported.

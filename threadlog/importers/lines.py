@@ -132,6 +132,13 @@ def text_name(path: Path, ids: bool = False) -> Path:
     return path
 
 
+class Unreadable(InvalidEvent):
+    """A source file the import may not read, named."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        super().__init__(str(path), f"cannot read it ({error.strerror}): make it readable")
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     number: int  # 1-based
@@ -160,13 +167,21 @@ class Seen:
         return recent
 
     def read(self, path: Path) -> bytes:
+        """The file's bytes; one it may not read (its mode) is refused by name as `Unreadable`:
+        `error: Permission denied` stopped `swe-agent --skip-bad`, which skips a file that
+        cannot be imported, and said nothing of the files an import had written before it."""
         size = self.sizes.get(path)
-        if size is None:
-            raw = path.read_bytes()
-            self.sizes[path] = len(raw)
-            return raw
-        with path.open("rb") as handle:
-            return handle.read(size)
+        try:
+            if size is None:
+                raw = path.read_bytes()
+                self.sizes[path] = len(raw)
+                return raw
+            with path.open("rb") as handle:
+                return handle.read(size)
+        except FileNotFoundError:  # removed since it was found: a follower passes over it
+            raise
+        except OSError as error:
+            raise Unreadable(path, error) from None
 
 
 def read_lines(
@@ -180,7 +195,7 @@ def read_lines(
     `on_bad` gets each malformed line (it raises to refuse the file, or records a skip).
     With `seen`, a file read before reads as many bytes as then (`Seen`).
     """
-    raw = path.read_bytes() if seen is None else seen.read(path)
+    raw = (seen or Seen()).read(path)
     name = str(path)
     lines: list[Line] = []
     end = len(raw)

@@ -322,7 +322,7 @@ def import_swe_agent(
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportSummary:
     """Import SWE-agent trajectory files (or directories of them, searched recursively for
-    `*.traj`); idempotent, as `import_pi`. A file that is not a trajectory, or an entry of its
+    `*.traj`); idempotent, as `import_pi`. A file that cannot be read or is not a trajectory, or an entry of its
     `history` that cannot be imported, raises `InvalidEvent` naming it, with nothing written
     (every file is checked before the first is written); with `skip_bad` that file is left out
     whole, counted as `malformed` and named in `bad`, and the others are imported (a run killed
