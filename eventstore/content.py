@@ -52,7 +52,7 @@ def generated_validator(kind: str) -> SchemaValidator | None:
     for every type when the installed SDK or pydantic is not the release the schemas were
     generated from (the SDK's own types then decide: they are the source of truth)."""
     schema = _generated_schemas().get(kind)
-    return SchemaValidator(schema) if schema is not None else None
+    return SchemaValidator(_objects_apart(schema)) if schema is not None else None
 
 
 @functools.cache
@@ -85,10 +85,41 @@ def _sdk_types() -> dict[str, Any]:
 
 
 @functools.cache
-def sdk_validator(kind: str) -> TypeAdapter[Any] | None:
+def sdk_validator(kind: str) -> SchemaValidator | None:
     """The SDK's validator for a block type (imports `anthropic`); None for an unknown type."""
     member = _sdk_types().get(kind)
-    return TypeAdapter(member) if member is not None else None
+    return SchemaValidator(_objects_apart(TypeAdapter(member).core_schema)) if member is not None else None
+
+
+def _objects_apart(schema: Any) -> Any:
+    """A copy of a core schema whose unions of a list and an object take a JSON object as the
+    object: the SDK's `Iterable[...]` is a lazy `generator`, which takes any iterable, a dict
+    too (its keys), and a union picks it first, so a web search's error result (`content`:
+    `{"type": "web_search_tool_result_error", ...}`, not a list of results) was refused as a
+    list of keys. In such a union the list is a `list`, which takes no dict."""
+    if isinstance(schema, list | tuple):
+        return type(schema)(_objects_apart(item) for item in schema)
+    if not isinstance(schema, dict):
+        return schema
+    copied = {key: _objects_apart(item) for key, item in schema.items()}
+    if copied.get("type") == "union" and any(_kind(choice) in _OBJECTS for choice in copied["choices"]):
+        copied["choices"] = [_listed(choice) for choice in copied["choices"]]
+    return copied
+
+
+# The core schema types a JSON object validates as.
+_OBJECTS = frozenset(("typed-dict", "model", "dataclass", "dict", "definition-ref"))
+
+
+def _kind(choice: Any) -> Any:
+    """A union choice's schema type (a choice may be a `(schema, label)` pair)."""
+    return (choice[0] if isinstance(choice, tuple) else choice).get("type")
+
+
+def _listed(choice: Any) -> Any:
+    if isinstance(choice, tuple):
+        return (_listed(choice[0]), *choice[1:])
+    return {**choice, "type": "list"} if choice.get("type") == "generator" else choice
 
 
 def known_block_type(kind: Any, in_tool_result: bool = False) -> bool:

@@ -50,7 +50,8 @@ def message(content: list[dict[str, Any]], stop_reason: str = "end_turn", *, usa
 
 
 def sse_events(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The server-sent events that stream `body` (text, thinking and tool_use blocks)."""
+    """The server-sent events that stream `body`: text, thinking and (server) tool calls in deltas,
+    any other block (a server tool's result) whole in its `content_block_start`."""
     start = {**body, "content": [], "stop_reason": None, "usage": {**body["usage"], "output_tokens": 1}}
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
     for index, block in enumerate(body["content"]):
@@ -63,11 +64,11 @@ def sse_events(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             empty = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [{"type": "thinking_delta", "thinking": block["thinking"]},
                       {"type": "signature_delta", "signature": block["signature"]}]
-        elif kind == "tool_use":
-            empty = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        elif kind in ("tool_use", "server_tool_use"):  # its other fields (a `caller`) start it
+            empty = {**block, "input": {}}
             deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
-        else:
-            raise ValueError(f"cannot stream a {kind} block")
+        else:  # a server tool's result, and any other block the API sends whole
+            empty, deltas = block, []
         events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}))
         events.extend(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas)
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
