@@ -203,6 +203,10 @@ class MessageAppended(EventData):
     model: Text | None = None
     stop_reason: Text | None = None
     usage: Json | None = None
+    container: Json | None = Field(
+        default=None, description="the code execution container the answer ran in ({id, expires_at}), as the API returned "
+        "it: the request that answers tool calls made from its code names it"
+    )
     item: Json | None = Field(
         default=None,
         description="the item this message stands for, verbatim, as an agent framework stores it (an OpenAI Agents SDK "

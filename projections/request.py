@@ -159,6 +159,9 @@ def anthropic_request(
         messages = _without_nested_marks(messages)  # no breakpoints asked for: none sent
     # Key order: as the SDK's `create` writes its body (max_tokens, messages, model, system, thinking, tool_choice, tools).
     kwargs: Json = {"max_tokens": max_tokens or default_max_tokens(state.thinking), "messages": messages, "model": chosen}
+    container = _container(store, thread, view, messages)
+    if container is not None:
+        kwargs["container"] = container
     if system:
         kwargs["system"] = system
     if state.thinking:
@@ -168,6 +171,22 @@ def anthropic_request(
     if tools:
         kwargs["tools"] = tools
     return kwargs
+
+
+def _container(store: Store, thread: str, view: list[Message], messages: list[Json]) -> str | None:
+    """The id of the code execution container a request must name: that of the answer whose
+    tool calls its last message answers, when one of them was made from the container's code
+    (a `caller` other than `direct`); the API runs that code on, and refuses the results
+    without it. From the log alone, so a request rebuilt from it names the same."""
+    if messages[-1]["role"] != "user" or not _results(messages[-1]["content"]):
+        return None
+    asked = next((m for m in reversed(view) if m.role == "assistant"), None)
+    if asked is None or not any(isinstance(b.get("caller"), dict) and b["caller"].get("type") != "direct"
+                                for b in asked.content if b.get("type") == "tool_use"):
+        return None
+    container = store.event_at(thread, asked.offset).data.get("container")
+    found = container.get("id") if isinstance(container, dict) else None
+    return found if isinstance(found, str) else None
 
 
 # What a placeholder tool says, the name of the one that stands for calls whose names the API

@@ -56,3 +56,42 @@ def test_a_web_search_that_failed_is_kept_and_sent_back(file_store: Store, api: 
     for offset in (m.offset for m in turn.messages):
         assert check_request(file_store, t, offset).ok
     file_store.verify()
+
+
+# A tool the model calls from the code it runs in the API's code execution container
+# (programmatic tool calling), as recorded from the API.
+GET_WEATHER = {"name": "get_weather", "description": "Weather in a city", "input_schema": {"type": "object"},
+               "allowed_callers": ["code_execution_20260120"]}
+CONTAINER = {"id": "container_011CYVPF4iP8oD6Vsz1NhVih", "expires_at": "2026-02-25T20:07:37.475893Z"}
+
+
+def from_code(id: str, city: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": id, "name": "get_weather", "input": {"location": city},
+            "caller": {"type": "code_execution_20260120", "tool_id": "srvtoolu_017SzB73BSitzNFo1Xb3bq7S"}}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_tool_results_for_calls_made_from_code_name_its_container(file_store: Store, api: MessagesAPI, stream: bool) -> None:
+    # The API runs the code on in the container the answer names: the results go back with its id,
+    # or the API refuses them ("container_id is required when there are pending tool uses").
+    t = file_store.create_thread(title="t", model=MODEL, tools=[GET_WEATHER])
+    running = [{"type": "text", "text": "I'll check."},
+               {"type": "server_tool_use", "id": "srvtoolu_017SzB73BSitzNFo1Xb3bq7S", "name": "code_execution",
+                "input": {"code": "print(await get_weather({'location': 'Lyon'}))"}, "caller": {"type": "direct"}},
+               from_code("toolu_1", "Lyon")]
+    answer(api, {**message(running, "tool_use"), "container": CONTAINER}, stream)
+    answer(api, {**message([from_code("toolu_2", "Paris")], "tool_use"), "container": CONTAINER}, stream)
+    answer(api, {**message([{"type": "text", "text": "Sunny in both."}]), "container": CONTAINER}, stream)
+    turn = run_turn(file_store, t, "Weather in Lyon and Paris?", api.client(), stream=stream,
+                    tools={"get_weather": lambda location: f"sunny in {location}"})
+    assert (turn.status, turn.error, turn.text) == ("ok", None, "Sunny in both.")
+    assert [m.data["container"] for m in turn.messages] == [CONTAINER] * 3
+    assert [r.json.get("container") for r in api.requests] == [None, CONTAINER["id"], CONTAINER["id"]]
+    for offset in (m.offset for m in turn.messages):
+        assert check_request(file_store, t, offset).ok
+
+    # A later question answers no call made from code: it names no container.
+    answer(api, message([{"type": "text", "text": "Yes."}]), stream)
+    assert run_turn(file_store, t, "Sure?", api.client(), stream=stream).status == "ok"
+    assert "container" not in api.requests[-1].json
+    file_store.verify()

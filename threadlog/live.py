@@ -3,7 +3,7 @@
 A turn is recorded as it happens, so a failure loses nothing: `run.started` and the user
 message are committed before the API is called; each assistant message is committed as
 soon as it arrives (every block, thinking with its signature, model, stop_reason, usage,
-and in `meta.request` the request id and the SHA-256 of the exact body sent); the tools'
+the code execution container, and in `meta.request` the request id and the SHA-256 of the exact body sent); the tools'
 results follow in one user message; `run.finished` closes the run. An API error, a timeout,
 a dropped connection or a tool that raises closes the run with status `error` and the error
 text; the thread is idle again and `run_turn` can be called again. Tool calls in an answer
@@ -462,6 +462,8 @@ def _assistant(reply: Any, sent: _Sent) -> Json:
         # usage that is no object at all stays as sent too, for the store to judge.
         "usage": reply.usage.to_dict(mode="json", exclude_none=True, warnings=False)
         if isinstance(reply.usage, anthropic.BaseModel) else reply.usage,
+        "container": reply.container.to_dict(mode="json", exclude_unset=True, warnings=False)
+        if isinstance(reply.container, anthropic.BaseModel) else reply.container,
     }
     request = {"id": sent.request_id, "digest": sent.digest, "model": sent.model, "max_tokens": sent.max_tokens,
                "stream": sent.stream, **sent.options}
