@@ -93,6 +93,20 @@ def test_a_broken_answer_ends_the_run_with_its_reason_and_the_thread_can_retry(a
     store.verify()
 
 
+@pytest.mark.parametrize(("body", "kind"), [(b"<html><body>Sign in</body></html>", "text/html"),
+                                            (json.dumps(message([{"type": "text", "text": "Hi"}])).encode(), "application/json")],
+                         ids=["html-page", "json-message"])
+def test_a_stream_answered_with_no_message_events_says_what_came(api: MessagesAPI, body: bytes, kind: str) -> None:
+    # A gateway's page, or a proxy that answers a streamed request whole: the turn said only "AssertionError".
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    api.replies.append(Reply(200, body, kind))
+    turn = run_turn(store, t, "Hello", api.client(), stream=True)
+    assert turn.status == "error"
+    assert turn.error == f"BadAnswer: the API's answer is no stream of message events (no message_start came; its content-type: {kind!r})"
+    assert_retryable(store, t)
+
+
 def streamed(reply: Reply) -> Reply:
     """The same answer as server-sent events, where it can be streamed at all."""
     try:

@@ -344,6 +344,10 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
             for text in read.texts(events):
                 if on_text is not None:  # outside the reading: what on_text raises is the caller's
                     on_text(text)
+            if not read.started:  # an HTML page, a JSON body: the SDK's own complaint was a bare AssertionError
+                kind = events.response.headers.get("content-type", "")
+                raise BadAnswer(f"the API's answer is no stream of message events (no message_start came; "
+                                f"its content-type: {kind[:100]!r})")
             try:
                 reply = events.get_final_message()
             except _UNREADABLE as error:
@@ -396,6 +400,7 @@ class _Read:
 
     def __init__(self) -> None:
         self.inputs: dict[int, str] = {}
+        self.started = False  # `message_start` came: the answer is a stream of message events at all
         self.stopped = False
         self.ended: set[int] = set()  # the blocks `content_block_stop` closed
 
@@ -421,6 +426,8 @@ class _Read:
                 self.ended.add(event.index)
             if event.type == "text":
                 yield event.text
+            elif event.type == "message_start":
+                self.started = True
             elif event.type == "message_stop":
                 self.stopped = True
             elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
