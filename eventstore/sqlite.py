@@ -628,7 +628,8 @@ def _connect(path: str, timeout: float, read_only: bool) -> sqlite3.Connection:
     those an immutable opening would leave out, so it is refused.
     """
     if not read_only:
-        return sqlite3.connect(path, timeout=timeout, isolation_level=None)
+        # Any thread may close it (`Store.close`); only its own uses it (`eventstore/connections.py`).
+        return sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     if not os.path.isfile(path):
         raise StoreError(f"no database at {path}; create one with `threadlog init` (or check the path)")
     directory = os.path.dirname(os.path.abspath(path))
@@ -641,11 +642,12 @@ def _connect(path: str, timeout: float, read_only: bool) -> sqlite3.Connection:
                          "writable directory to read them (or copy the -shm file with them)")
     # The name's bytes, quoted: a Linux file name need not be UTF-8 text (quote() of the str would refuse it).
     uri = f"file:{urllib.parse.quote(os.fsencode(os.path.abspath(path)))}?mode=ro" + ("&immutable=1" if frozen else "")
-    return sqlite3.connect(uri, timeout=timeout, isolation_level=None, uri=True)
+    return sqlite3.connect(uri, timeout=timeout, isolation_level=None, uri=True, check_same_thread=False)
 
 
 class SQLiteBackend:
-    """One connection to one threadlog file (or `:memory:`). Not shared between threads.
+    """One connection to one threadlog file (or `:memory:`). Not shared between threads: a
+    `Store` opens one for each thread that uses it, and may close them from any.
 
     `synchronous` is SQLite's durability setting: `NORMAL` (the default, in WAL mode) is
     durable across a process crash but may lose the last commits on power loss; `FULL`

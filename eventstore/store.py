@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from . import forks, integrity, restore, textindex
-from .backend import AppendAtHead, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
+from .backend import Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, OldPagesKept, StaleSnapshot, StoreError,
                      ThreadNotFound, named, shown)
 from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
 from .facts import Facts, advance, after_fork
 from .head import Head
 from .collector import paused
+from .connections import Connections
 from .verify import VerifyReport, verify, verify_since
 from .ids import check_id, event_ids
 from .prepare import META_KEYS, PreparedEvent, check_flag, check_items, check_text, check_thread, check_thread_id, new_id, now, prepare
@@ -227,8 +228,9 @@ class Store:
     `Store(path)` opens (creating or migrating) a SQLite file, `Store("postgresql://…")` a
     PostgreSQL database (`eventstore/postgres.py`; `timeout` applies there too, the other
     settings are SQLite's and are refused); `Store(backend)` runs on any
-    object that keeps the `backend.Backend` contract. A `Store` holds one connection and is
-    meant for one thread at a time; open one per thread or process. Every write runs in a
+    object that keeps the `backend.Backend` contract. A `Store` serves any thread: each thread
+    that uses it gets a connection of its own, at its first call (a `:memory:` database, which
+    lives in one connection, serves only the thread that opened it). Every write runs in a
     write transaction, so several processes can share a file safely (writers queue on
     SQLite's lock for up to `timeout` seconds). `synchronous="FULL"` makes each commit
     durable across power loss; the default `"NORMAL"` (in WAL mode) is durable across a
@@ -243,49 +245,62 @@ class Store:
                  timeout: float | None = None, *, read_only: bool = False, on_wait: Callable[[], None] | None = None) -> None:
         if not isinstance(read_only, int) or read_only not in (0, 1):  # read_only="no" opened the file read-only
             raise StoreError(f"read_only must be True or False, not {shown(read_only)}")
+        reopen: Callable[[], Backend] | None = None
         if isinstance(path, (str, os.PathLike)):
-            self.backend: Backend = _open(path, synchronous, timeout, read_only, on_wait)
+            backend: Backend = _open(path, synchronous, timeout, read_only, on_wait)
+            reopen = functools.partial(_open, path, synchronous, timeout, read_only, on_wait)  # for another thread
         elif not callable(getattr(path, "transaction", None)):  # Store(None) failed only at its first call
             raise StoreError(f"a store opens a file path, a postgresql:// URL or a storage backend, not {type(path).__name__}")
         elif synchronous is not None or timeout is not None or read_only or on_wait is not None:
             raise StoreError("synchronous, timeout, read_only and on_wait are settings of the SQLite backend: "
                              "pass them to SQLiteBackend(path, ...), not to Store(backend)")
         else:
-            self.backend = path
-        # The head this store's own last write to each stream left, when the backend can check
-        # one on the server (`backend.AppendAtHead`): see `_append_known`.
-        self._append_at = self.backend.append_at if isinstance(self.backend, AppendAtHead) else None
-        self._known: dict[str, Head] | None = {} if self._append_at is not None else None
+            backend = path
+        # Each thread's connection, with the heads its own writes left (see `_append_known`).
+        self._connections = Connections(backend, reopen)
         self._readers: weakref.WeakValueDictionary[int, ClosingReader] = weakref.WeakValueDictionary()
         self._reader_ids = itertools.count()
 
     # -- plumbing ---------------------------------------------------------------------------
 
     @property
+    def backend(self) -> Backend:
+        """The calling thread's connection: the one the store opened, on the thread that opened
+        it; on another thread, one of its own on the same database (`eventstore/connections.py`)."""
+        return self._connections.get().backend
+
+    @property
+    def _known(self) -> dict[str, Head] | None:
+        """The head this thread's last write to each stream left, when the backend can check
+        one on the server (`backend.AppendAtHead`): see `_append_known`."""
+        return self._connections.get().known
+
+    @property
     def path(self) -> str:
         """The database's name: a file path, `:memory:` or a URL."""
-        return self.backend.path
+        return self._connections.own.backend.path
 
     @property
     def read_only(self) -> bool:
         """Whether this store was opened read-only: it never writes (`Store(..., read_only=True)`)."""
-        return bool(getattr(self.backend, "read_only", False))
+        return bool(getattr(self._connections.own.backend, "read_only", False))
 
     @property
     def files(self) -> list[str]:
         """The files the database lives in, which nothing else may write: a SQLite file with
         its `-wal`, `-shm` and `-journal` (whether they exist now or not); none for a server
         or an in-memory database."""
-        if not isinstance(self.backend, SQLiteBackend) or self.path == ":memory:" or self.path.startswith("file:"):
+        if not isinstance(self._connections.own.backend, SQLiteBackend) or self.path == ":memory:" or self.path.startswith("file:"):
             return []
         # SQLite follows a symlink and keeps its log beside the file it names: both names count.
         names = dict.fromkeys((self.path, os.path.realpath(self.path)))
         return [name + suffix for name in names for suffix in ("", "-wal", "-shm", "-journal")]
 
     def _sqlite(self) -> SQLiteBackend:
-        if not isinstance(self.backend, SQLiteBackend):
+        backend = self._connections.own.backend  # (every thread's has the same settings)
+        if not isinstance(backend, SQLiteBackend):
             raise StoreError(f"{self.path} is not a SQLite database: it has no SQLite settings")
-        return self.backend
+        return backend
 
     @property
     def synchronous(self) -> str:
@@ -339,7 +354,7 @@ class Store:
         for reader in list(self._readers.values()):
             reader.store_closing()
         self._readers.clear()
-        self.backend.close()
+        self._connections.close()
 
     def __enter__(self) -> Store:
         return self
@@ -774,9 +789,10 @@ class Store:
             self.backend.insert_stream(stream)
             self.backend.insert_events(inserts)
         elif known is not None and head.known:  # (SQLite: `known` is None, and this is all it costs)
-            assert self._append_at is not None and len(batch) == 1  # one event: see `_append_known`
+            append_at = self._connections.get().append_at
+            assert append_at is not None and len(batch) == 1  # one event: see `_append_known`
             (row,) = rows
-            taken = self._append_at(row, start, head.hash, chain.offset, chain.prev, chain.facts_json, chain.first_message)
+            taken = append_at(row, start, head.hash, chain.offset, chain.prev, chain.facts_json, chain.first_message)
             if taken is None:
                 return []
             chain.recorded = [make_tuple(RecordedEvent, (taken, *chain.recorded[0][1:]))]

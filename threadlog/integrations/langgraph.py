@@ -36,10 +36,9 @@ How LangGraph's world maps onto the log:
 The saver keeps an index of each line in memory (`langgraph_lines`), brought up to date from
 the log before every call (one query tells whether anything was appended since, one more
 which of the line's streams were), so several processes can share one file. LangGraph
-calls a synchronous checkpointer from worker threads: each thread gets its own connection
-to the store's file (a `:memory:` store serves only the thread that opened it; a PostgreSQL
-store serves them all, one call at a time). The async methods run the same short SQLite
-calls inline.
+calls a synchronous checkpointer from worker threads: the store gives each thread its own
+connection (a `:memory:` store serves only the thread that opened it), and the saver's calls
+take turns on its index. The async methods run the same short SQLite calls inline.
 """
 
 from __future__ import annotations
@@ -71,7 +70,6 @@ from eventstore.prepare import new_id, prepare
 from .langgraph_lines import (PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, next_step, patch,
                               thread_prefix)
 from .langgraph_values import Json, anthropic_message, decode, encode, is_messages, paired, replaced, same
-from .per_thread import PerThread
 
 __all__ = ["ThreadlogSaver", "line_id"]
 
@@ -90,8 +88,6 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                              "ThreadlogSaver(Store(path))")
         super().__init__(serde=serde)
         self.store = store
-        self._stores = PerThread(store, "LangGraph calls the checkpointer from worker threads: give ThreadlogSaver a "
-                                        "store on a file")
         self._lock = threading.RLock()
         self._lines: dict[str, Line] = {}
         self._owners: dict[str, tuple[str, str]] = {}  # root stream id -> (thread id, namespace)
@@ -99,16 +95,13 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _store(self) -> Store:
-        return self._stores.get()  # a PostgreSQL store serves every thread: each call holds `_lock`
-
     def _line(self, thread_id: str, ns: str) -> Line:
         key = self._key(str(thread_id), ns)
         line = self._lines.get(key)
         if line is None:
             line = self._lines[key] = Line(key, str(thread_id), ns)
         line.thread_id, line.ns = str(thread_id), ns  # a line first met through _peek did not know them
-        line.refresh(self._store())
+        line.refresh(self.store)
         return line
 
     def _key(self, thread_id: str, ns: str) -> str:
@@ -118,7 +111,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         read from its first event, once."""
         legacy = legacy_line_id(thread_id, ns)
         if legacy not in self._legacy_absent:  # a line an older release started keeps its id
-            owner = self._owners.get(legacy) or self._root_owner(self._store(), legacy)
+            owner = self._owners.get(legacy) or self._root_owner(self.store, legacy)
             if owner is None:
                 self._legacy_absent.add(legacy)  # this release never creates one
             else:
@@ -130,7 +123,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             key = base if n == 0 else f"{base}~{n}"
             owner = self._owners.get(key)
             if owner is None:
-                owner = self._root_owner(self._store(), key)
+                owner = self._root_owner(self.store, key)
                 if owner is None:
                     return key  # free: whoever creates it first owns it (a lost race retries here)
                 self._owners[key] = owner
@@ -221,7 +214,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 stale |= replaced(previous or [], checkpoint["channel_values"][channel])
         if not stale:
             return None
-        cut = next((offset for offset, type_, data in self._store().read_data(record.stream, 0, record.offset)
+        cut = next((offset for offset, type_, data in self.store.read_data(record.stream, 0, record.offset)
                     if type_ == "message.appended" and data.get("message_id") in stale), None)
         if cut is None:  # none of them is shown: nothing in the view to replace
             return None
@@ -236,7 +229,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         starts with `seed()`."""
         branch = f"{line.key}.{new_id()[:8]}"
         vet(branch)
-        store = self._store()
+        store = self.store
         forked = at is not None
         if at is not None:
             try:
@@ -270,7 +263,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
     def _append(self, line: Line, stream_id: str, events: builtins.list[Json]) -> None:
         """Append to a line's stream, creating the line's root on its first checkpoint."""
-        store = self._store()
+        store = self.store
         if stream_id not in line.streams:
             store.append(stream_id, [self._created(line), *events], expect="no_stream")
         else:
@@ -342,7 +335,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             return [self._line(conf["thread_id"], conf["checkpoint_ns"])]
         thread_id = str(conf["thread_id"]) if "thread_id" in conf else None
         prefix = thread_prefix(thread_id) if thread_id is not None else PREFIX
-        store = self._store()
+        store = self.store
         lines = []
         for root in store.ids_starting(prefix, limit=1_000_000):
             if "." in root:
@@ -400,13 +393,13 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         other: the deleter, if this checkpoint came first (it restates it from the log
         before erasing anything); this writer otherwise, which restates it here from the
         checkpoint in hand (the parent's payloads may already be gone)."""
-        line.refresh(self._store())
+        line.refresh(self.store)
         if checkpoint["id"] in line.deleted or not line.stranded(checkpoint["id"]):
             return
         event = self._checkpoint_events(line, stream, checkpoint, metadata, {}, parent, whole=True)[-1]
         event["data"]["restated"] = True
-        self._retried(line, lambda: self._store().append(stream, [event], expect=line.streams[stream].head))
-        line.refresh(self._store())
+        self._retried(line, lambda: self.store.append(stream, [event], expect=line.streams[stream].head))
+        line.refresh(self.store)
 
     def _retried(self, line: Line, write: Callable[[], object]) -> None:
         """`write()`, again after a `ConcurrencyError` (another process wrote to the line first:
@@ -417,7 +410,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 return
             except ConcurrencyError:
                 line.mark = -1
-                line.refresh(self._store())
+                line.refresh(self.store)
                 if last:
                     raise
 
@@ -492,7 +485,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         elif parent is not None:
             data["parent_id"] = parent
         if any(block["type"] in ("tool_use", "tool_result") for message in messages for block in message["content"]):
-            messages = paired(messages, self._store().pending_tool_uses(stream) if stream in line.streams else ())
+            messages = paired(messages, self.store.pending_tool_uses(stream) if stream in line.streams else ())
         return [*({"type": "message.appended", "data": message} for message in messages), {"type": "langgraph.checkpoint", "data": data}]
 
     def _parent_messages(self, line: Line, parent: Record, channel: str) -> tuple[builtins.list[Any] | None, Any]:
@@ -508,7 +501,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
     def _shown(self, stream: str) -> set[str]:
         """The ids of the LangChain messages `stream`'s history shows (not those erased)."""
-        return {data["message_id"] for _, type_, data in self._store().read_data(stream)
+        return {data["message_id"] for _, type_, data in self.store.read_data(stream)
                 if type_ == "message.appended" and isinstance(data.get("message_id"), str)}
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
@@ -572,14 +565,14 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 copied = {sid: end for sid, end in ends.items() if sid != view}
                 metadata = {"langgraph": {**created["data"]["metadata"]["langgraph"], "copied": copied}}
                 try:
-                    self._store().fork(view, at=ends[view], fork_id=target.key, unanswered="drop", actor=ACTOR,
+                    self.store.fork(view, at=ends[view], fork_id=target.key, unanswered="drop", actor=ACTOR,
                                        metadata=metadata)
                 except ForkRefused as refused:
                     if refused.reason != "empty":
                         raise
                     self._copy_events(line, target.key, created)
                     continue
-                self._store().append(target.key, [{"type": "title.set", "data": {"title": created["data"]["title"]}}])
+                self.store.append(target.key, [{"type": "title.set", "data": {"title": created["data"]["title"]}}])
 
     def _copy_events(self, line: Line, name: str, created: Json) -> None:
         """The source's checkpoints, writes and deletions, each written whole: what an event
@@ -587,7 +580,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         events: builtins.list[Json] = [created]
         copied: set[int] = set()
         for sid, stream in line.streams.items():
-            for event in self._store().read(sid, 0, stream.stop):
+            for event in self.store.read(sid, 0, stream.stop):
                 if event.redacted or event.position in copied:
                     continue
                 copied.add(event.position)
@@ -603,7 +596,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                     events.append({"type": event.type, "data": {**event.data, "checkpoint_id": cid, "writes": items}})
                 elif event.type == "langgraph.deleted":
                     events.append({"type": event.type, "data": event.data})
-        self._store().append(name, events, expect="no_stream")
+        self.store.append(name, events, expect="no_stream")
 
     # -- deletions: recorded, then erased -----------------------------------------------------
 
@@ -685,7 +678,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                                                                                      "reason": reason, "at": at}}])
 
         self._retried(line, hide)
-        line.refresh(self._store())
+        line.refresh(self.store)
         # Every deleted checkpoint's events not erased yet: this deletion's (`doomed`, deleted now),
         # and what an earlier one left (a reader held it up, or it was cut short).
         left = [(where, cid, message) for cid in line.deleted for where, message in line.events_of(cid) if not self._erased(line, where)]
@@ -707,7 +700,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         erase = [(*where, cid) for where, cid, message in left
                  if message is None or not any(self._shows(line, sid, where[1], where[2], reach) for sid in holders.get(message, ()))]
         readers: dict[str, builtins.list[tuple[str, int]]] = {}
-        store = self._store()
+        store = self.store
         erased = False
         for position, physical, offset, cid in sorted(set(erase)):
             if physical not in readers:
@@ -719,7 +712,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 line.erased.add(position)
                 erased = True
         line.mark = -1
-        line.refresh(self._store())
+        line.refresh(self.store)
         if erased:
             store.purge()  # StoreError if another connection's read holds the log: the erasures are committed
 
@@ -729,7 +722,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         if stream not in reach:
             own = line.streams[stream].stop
             bounds = reach[stream] = {stream: own if own is not None else 1 << 62}
-            for info in self._store().ancestry(stream):
+            for info in self.store.ancestry(stream):
                 if info.parent_id is not None and info.parent_offset is not None:
                     bounds[info.parent_id] = min(bounds.get(info.parent_id, 1 << 62), info.parent_offset)
         return offset < reach[stream].get(physical, -1)
@@ -742,7 +735,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         index never rebuilt and still listed those events."""
         if where[0] in line.erased:
             return True
-        if self._store().event_at(where[1], where[2]).redacted:
+        if self.store.event_at(where[1], where[2]).redacted:
             line.erased.add(where[0])
             return True
         return False
@@ -765,7 +758,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                                    f"whole first, and that event is refused ({error.why}); no checkpoint was removed (one "
                                    "written again whole before it stays, and reads as it did). delete_thread removes the "
                                    "whole thread without writing anything again") from None
-            line.refresh(self._store())
+            line.refresh(self.store)
 
     def _rests_on(self, line: Line, record: Record, avoid: set[int]) -> bool:
         """Whether a checkpoint's values, header or metadata are read from the events at `avoid`."""
@@ -782,7 +775,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
     def _readers(self, stream: str) -> builtins.list[tuple[str, int]]:
         """The lines that read a stream's events, each with the offset below which it reads
         them: the stream's own line (all of them) and the lines of forks below it."""
-        store = self._store()
+        store = self.store
         out = [(stream.split(".")[0], 1 << 62)]
         for info in store.subtree(stream)[1:]:
             child = next(c for c in store.ancestry(info.id) if c.parent_id == stream)
@@ -799,7 +792,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         line = self._lines.get(key)
         if line is None:
             line = self._lines[key] = Line(key, "", "")
-        line.refresh(self._store())
+        line.refresh(self.store)
         return line
 
     # -- async: the same calls, inline ---------------------------------------------------------

@@ -58,7 +58,6 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadNotFound
 from eventstore.prepare import MAX_EVENT_BYTES, check_encodable
 
-from .per_thread import PerThread
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -131,8 +130,7 @@ class ThreadlogSession:
         self.session_id = session_id
         self.session_settings = coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         self._owned = not isinstance(store, Store)
-        self._stores = PerThread(store if isinstance(store, Store) else Store(os.fspath(store)),
-                                 "this session is used on another thread: give ThreadlogSession a store on a file")
+        self._store = store if isinstance(store, Store) else Store(os.fspath(store))
         self._lock = threading.RLock()
         self._base = "agents-" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
         self._branch = MAIN
@@ -144,10 +142,9 @@ class ThreadlogSession:
 
     @property
     def store(self) -> Store:
-        """The store, as the calling thread uses it: the one given (or opened) on the thread
-        that made this session; on another thread, that thread's own on the same SQLite file,
-        opened on first use (a SQLite connection serves only the thread that opened it)."""
-        return self._stores.get()
+        """The store given (or opened from the path given); it serves every thread that calls
+        the session, each through a connection of its own."""
+        return self._store
 
     @property
     def current_branch(self) -> str:
@@ -164,11 +161,9 @@ class ThreadlogSession:
             return view.thread if view is not None else None
 
     def close(self) -> None:
-        """Close the store if this session opened it (and the calling thread's own, if it
-        has one); a store passed in stays open."""
-        self._stores.close_own()
+        """Close the store if this session opened it; a store passed in stays open."""
         if self._owned:
-            self._stores.given.close()
+            self._store.close()
 
     # -- the Session protocol ---------------------------------------------------------------
 

@@ -1,0 +1,147 @@
+"""One `Store` called from several Python threads (a web server's workers, `asyncio.to_thread`,
+a thread pool): each thread writes and reads through a connection of its own.
+
+Every call from a thread other than the one that opened the store failed with SQLite's
+"objects created in a thread can only be used in that same thread", so a store opened at a
+web app's start served none of its requests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventstore import Store, StoreError
+from eventstore.sqlite import SQLiteBackend
+from tests.backends import postgres_url
+
+
+def _on_a_thread(call: Callable[[], Any]) -> Any:
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(call).result()
+
+
+@pytest.mark.parametrize("where", ["sqlite", "postgresql"])
+def test_threads_share_a_store_each_writing_and_reading(tmp_path: Path, where: str) -> None:
+    path = str(tmp_path / "t.db") if where == "sqlite" else postgres_url()
+    with Store(path) as store:
+        shared = store.create_thread(title="shared")
+
+        def work(n: int) -> tuple[str, int]:
+            own = store.create_thread(title=f"worker {n}")
+            for i in range(40):
+                store.append_message(own, "user", f"{n}:{i}")
+                store.append_message(shared, "assistant", f"{n}:{i}")  # threads racing on one stream
+            return own, sum(1 for _ in store.read(own))
+
+        with ThreadPoolExecutor(4) as pool:
+            done = list(pool.map(work, range(4)))
+        assert [length for _, length in done] == [41] * 4
+        texts = [e.data["content"][0]["text"] for e in store.read(shared) if e.type == "message.appended"]
+        assert sorted(texts) == sorted(f"{n}:{i}" for n in range(4) for i in range(40))
+        assert [e.offset for e in store.read(shared)] == list(range(161))
+        assert store.verify().events == store.counts().events
+
+
+def test_asyncio_to_thread_appends_through_the_store_opened_at_start(tmp_path: Path) -> None:
+    store = Store(tmp_path / "t.db")
+    thread = store.create_thread()
+
+    async def handler(text: str) -> int:
+        return (await asyncio.to_thread(store.append_message, thread, "user", text)).offset
+
+    assert asyncio.run(handler("from a worker thread")) == 1
+    assert [e.type for e in store.read(thread)] == ["thread.created", "message.appended"]
+    store.close()
+
+
+def test_a_read_view_on_one_thread_is_not_joined_by_another_thread_s_write(tmp_path: Path) -> None:
+    """Transactions are each thread's own: a write on another thread while one holds a read
+    view neither lands inside that view nor fails on it."""
+    with Store(tmp_path / "t.db") as store:
+        thread = store.create_thread()
+        with store.consistent():
+            before = store.head(thread)
+            _on_a_thread(lambda: store.append_message(thread, "user", "meanwhile"))
+            assert store.head(thread) == before  # the view, as of its start
+        assert store.head(thread) == before + 1
+
+
+def test_close_closes_every_thread_s_connection_and_later_calls_say_it_is_closed(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    store = Store(db)
+    thread = store.create_thread()
+    opened = threading.Event()
+    closed = threading.Event()
+    failure: list[BaseException] = []
+
+    def worker() -> None:
+        store.append_message(thread, "user", "from the worker")
+        opened.set()
+        closed.wait(10)
+        try:
+            store.append_message(thread, "user", "after close")
+        except StoreError as error:
+            failure.append(error)
+
+    running = threading.Thread(target=worker)
+    running.start()
+    assert opened.wait(10)
+    store.close()
+    # SQLite removes the write-ahead log when the last connection to the file closes: the
+    # worker's connection, still alive on its thread, was closed too.
+    assert not Path(f"{db}-wal").exists()
+    closed.set()
+    running.join()
+    assert len(failure) == 1 and "is closed" in str(failure[0])
+    with pytest.raises(StoreError, match="is closed; open it again"):
+        _on_a_thread(lambda: store.head(thread))  # a thread that never used it
+    with Store(db) as again:
+        assert [e.data["content"][0]["text"] for e in again.read(thread) if e.type == "message.appended"] == ["from the worker"]
+
+
+def test_a_store_that_cannot_open_another_connection_says_so_on_another_thread(tmp_path: Path) -> None:
+    with Store(":memory:") as memory:
+        with pytest.raises(StoreError, match="a :memory: store serves only the thread that opened it"):
+            _on_a_thread(memory.create_thread)
+    with Store(SQLiteBackend(tmp_path / "t.db")) as given:
+        with pytest.raises(StoreError, match=r"made from a SQLite backend object.*Store\('.*t\.db'\)"):
+            _on_a_thread(given.create_thread)
+        given.create_thread()  # its own thread still uses it
+
+
+def _open_files(path: Path) -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == str(path)
+        except OSError:  # (the listing's own descriptor, closed by now)
+            pass
+    return count
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files through /proc")
+def test_a_thread_that_ends_closes_its_connection(tmp_path: Path) -> None:
+    """A server that starts a thread per request (socketserver's ThreadingMixIn) must not keep
+    a connection, and its open files, for every request it served."""
+    db = (tmp_path / "t.db").resolve()
+    with Store(db) as store:
+        thread = store.create_thread()
+
+        def request(n: int) -> None:
+            worker = threading.Thread(target=store.append_message, args=(thread, "user", f"request {n}"))
+            worker.start()
+            worker.join()
+
+        request(0)
+        held = _open_files(db)  # (SQLite may keep a closed connection's descriptor for the next)
+        for n in range(1, 30):
+            request(n)
+        assert _open_files(db) == held
+        assert store.head(thread) == 31
