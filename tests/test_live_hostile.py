@@ -413,3 +413,35 @@ def test_an_answer_citing_untitled_sources_is_stored_with_its_nulls(api: Message
     [block] = thread_state(store, t).messages[-1].content
     assert block["citations"] == citations
     validate_request(anthropic_request(store, t))
+
+
+def test_an_async_client_is_refused_before_anything_is_written_and_a_thread_runs_the_turn(api: MessagesAPI,
+                                                                                          tmp_path: Path) -> None:
+    """`AsyncAnthropic` was taken, the question recorded, and the turn failed on a coroutine
+    (`'coroutine' object has no attribute 'parse'`). It is refused first, saying how async code
+    runs a turn: on a thread, which a store serves as it serves the one that opened it."""
+    import asyncio
+
+    import anthropic
+
+    from eventstore import InvalidEvent
+    from threadlog.live import rerun
+
+    store = Store(tmp_path / "t.db")
+    t = store.create_thread(title="t", model=MODEL)
+    async_client = anthropic.AsyncAnthropic(api_key="test", base_url=api.url)
+    for call in (lambda: run_turn(store, t, "hi", async_client), lambda: rerun(store, t, 0, async_client)):
+        with pytest.raises(InvalidEvent, match=r"client: is an async client \(AsyncAnthropic\).*asyncio.to_thread"):
+            call()
+    with pytest.raises(InvalidEvent, match="client: must be an anthropic.Anthropic client, not str"):
+        run_turn(store, t, "hi", "sk-not-a-client")  # type: ignore[arg-type]
+    assert store.head(t) == 1 and not api.requests and len(store.threads()) == 1
+
+    api.reply_json(message([{"type": "text", "text": "From a thread."}]))
+
+    async def handler() -> str:
+        return (await asyncio.to_thread(run_turn, store, t, "hi", api.client())).text
+
+    assert asyncio.run(handler()) == "From a thread."
+    assert thread_state(store, t).status == "idle"
+    store.close()

@@ -149,6 +149,7 @@ def run_turn(
     `max_rounds` bounds the model calls of one turn: by default 200 on a sub-agent fork (the
     fork sub-agent design's `maxTurns`), 50 elsewhere.
     """
+    check_client(client)
     if max_rounds is None:
         max_rounds = SUBAGENT_ROUNDS if store.thread(thread).kind == "subagent" else ROUNDS
     turn = Turn(thread, _id())
@@ -175,6 +176,19 @@ def run_turn(
                 error.add_note(f"run {turn.run_id} of thread {thread} is left open ({unclosed}); close it with: threadlog emit "
                                f"{thread} run.finished --data '{{\"run_id\": \"{turn.run_id}\", \"status\": \"cancelled\"}}'")
         raise
+
+
+def check_client(client: Any) -> None:
+    """Refuse, before anything is written, a client a live turn cannot call: the async client's
+    calls return coroutines, and its turn failed on one (`'coroutine' object has no attribute
+    'parse'`) after its question was recorded."""
+    messages = getattr(client, "messages", None)
+    if isinstance(messages, anthropic.resources.AsyncMessages):
+        raise InvalidEvent("client", f"is an async client ({type(client).__name__}); a live turn calls the API and runs "
+                           "the tools synchronously: pass anthropic.Anthropic() (from async code, run the turn on a "
+                           "thread: await asyncio.to_thread(run_turn, store, thread, text, anthropic.Anthropic()))")
+    if not callable(getattr(messages, "create", None)) or not callable(getattr(messages, "stream", None)):
+        raise InvalidEvent("client", f"must be an anthropic.Anthropic client, not {type(client).__name__}")
 
 
 def _interleaved(client: Any) -> bool:
@@ -668,6 +682,7 @@ def rerun(
             else:
                 turns.append([event.data["content"]])
             answered = False
+    check_client(client)
     # The fork's thinking is the thread's; checked as run_turn will check it.
     check_max_tokens(max_tokens, None if _interleaved(client) else thread_state(store, thread, at).thinking, thread)
     for offset, content in prompts:  # checked as run_turn will, before the fork is made
