@@ -572,8 +572,18 @@ def test_endless_input_is_refused_after_what_an_event_can_hold(tmp_path: Path) -
         endless.stdout.close()
     assert done.returncode == 1 and done.stderr == "error: --content: standard input holds more than 64 MiB; an event holds " \
                                                    "at most 32 MiB of JSON\n"
-    zeros = subprocess.run([exe, "--db", str(db), "import", "events", "/dev/zero"], capture_output=True, text=True, timeout=120)
-    assert zeros.returncode == 1 and "/dev/zero: line 1: is longer than 65 MiB" in zeros.stderr and "Traceback" not in zeros.stderr
+    device = subprocess.run([exe, "--db", str(db), "import", "events", "/dev/zero"], capture_output=True, text=True, timeout=120)
+    assert device.returncode == 1 and device.stderr.startswith("error: paths[0]: /dev/zero is a device, not a file")
+    zeros = subprocess.Popen(["cat", "/dev/zero"], stdout=subprocess.PIPE)  # a pipe, which `import events` reads
+    try:
+        piped = subprocess.run([exe, "--db", str(db), "import", "events", "/dev/stdin"], stdin=zeros.stdout,
+                               capture_output=True, text=True, timeout=120)
+    finally:
+        zeros.kill()
+        zeros.wait()
+        assert zeros.stdout is not None
+        zeros.stdout.close()
+    assert piped.returncode == 1 and "/dev/stdin: line 1: is longer than 65 MiB" in piped.stderr and "Traceback" not in piped.stderr
     assert file_dump(db) == before
 
 
