@@ -10,8 +10,8 @@ another process would: SQLite's locks (and PostgreSQL's) order them, and the sto
 concurrency guarantees between processes hold between threads. `close()` closes them all.
 
 A `:memory:` database lives in its one connection: another thread is refused, by name. A
-store made from a backend object cannot open another: a SQLite one is refused on another
-thread, any other is used as given (a PostgreSQL connection serves every thread).
+store made from a SQLite backend object opens another with that one's settings; any other
+backend object is used as given (a PostgreSQL connection serves every thread).
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ class Local:
         self.backend = backend
         self.append_at = backend.append_at if isinstance(backend, AppendAtHead) else None
         self.known: dict[str, Head] | None = {} if self.append_at is not None else None
+
+
+def _like(backend: SQLiteBackend) -> SQLiteBackend:
+    """Another connection to `backend`'s file, with its settings."""
+    return SQLiteBackend(backend.path, backend.synchronous, backend.timeout, read_only=backend.read_only,
+                         on_wait=backend.on_wait)
 
 
 class Connections:
@@ -66,12 +72,9 @@ class Connections:
         if isinstance(backend, SQLiteBackend) and backend.path == ":memory:":
             raise StoreError("a :memory: store serves only the thread that opened it (its database lives in that thread's "
                              "connection); use a file to share a store between threads")
-        if self._reopen is None:
-            if not isinstance(backend, SQLiteBackend):
-                return self.own  # it serves every thread itself
-            raise StoreError(f"this store was made from a SQLite backend object, which serves only the thread that made it; "
-                             f"open it as Store({backend.path!r}) to use it from other threads too")
-        local = Local(self._reopen())
+        if self._reopen is None and not isinstance(backend, SQLiteBackend):
+            return self.own  # a backend object that serves every thread itself (PostgreSQL's does)
+        local = Local(self._reopen() if self._reopen is not None else _like(backend))
         # Closed when its thread ends (the thread's locals go with it), or by `close`: a server
         # starting a thread per request would otherwise keep a connection for each.
         closer = weakref.finalize(local, local.backend.close)

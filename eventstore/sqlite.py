@@ -668,6 +668,7 @@ class SQLiteBackend:
                              "pass a file path, or ':memory:' for a database in memory")
         self.synchronous = synchronous
         self.read_only = read_only
+        self.timeout, self.on_wait = timeout, on_wait  # (what another thread's connection opens with)
         first = min(1.0, timeout)
         self._wait = _Wait(on_wait, first, max(timeout - first, 0.0)) if on_wait is not None and timeout > first else None
         try:

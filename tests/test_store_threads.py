@@ -106,14 +106,18 @@ def test_close_closes_every_thread_s_connection_and_later_calls_say_it_is_closed
         assert [e.data["content"][0]["text"] for e in again.read(thread) if e.type == "message.appended"] == ["from the worker"]
 
 
-def test_a_store_that_cannot_open_another_connection_says_so_on_another_thread(tmp_path: Path) -> None:
+def test_a_memory_store_says_so_on_another_thread(tmp_path: Path) -> None:
     with Store(":memory:") as memory:
         with pytest.raises(StoreError, match="a :memory: store serves only the thread that opened it"):
             _on_a_thread(memory.create_thread)
-    with Store(SQLiteBackend(tmp_path / "t.db")) as given:
-        with pytest.raises(StoreError, match=r"made from a SQLite backend object.*Store\('.*t\.db'\)"):
-            _on_a_thread(given.create_thread)
-        given.create_thread()  # its own thread still uses it
+        memory.create_thread()  # its own thread still uses it
+
+
+def test_a_store_made_from_a_sqlite_backend_opens_another_with_its_settings(tmp_path: Path) -> None:
+    with Store(SQLiteBackend(tmp_path / "t.db", synchronous="FULL", timeout=2.5)) as given:
+        thread = _on_a_thread(given.create_thread)
+        settings = _on_a_thread(lambda: (given.backend.synchronous, given.backend.timeout, given.backend is given.backend))
+        assert settings == ("FULL", 2.5, True) and given.thread(thread).head == 1
 
 
 def _open_files(path: Path) -> int:
