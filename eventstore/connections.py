@@ -72,9 +72,12 @@ class Connections:
         if isinstance(backend, SQLiteBackend) and backend.path == ":memory:":
             raise StoreError("a :memory: store serves only the thread that opened it (its database lives in that thread's "
                              "connection); use a file to share a store between threads")
-        if self._reopen is None and not isinstance(backend, SQLiteBackend):
+        if self._reopen is not None:
+            local = Local(self._reopen())
+        elif isinstance(backend, SQLiteBackend):
+            local = Local(_like(backend))
+        else:
             return self.own  # a backend object that serves every thread itself (PostgreSQL's does)
-        local = Local(self._reopen() if self._reopen is not None else _like(backend))
         # Closed when its thread ends (the thread's locals go with it), or by `close`: a server
         # starting a thread per request would otherwise keep a connection for each.
         closer = weakref.finalize(local, local.backend.close)

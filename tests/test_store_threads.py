@@ -114,10 +114,13 @@ def test_a_memory_store_says_so_on_another_thread(tmp_path: Path) -> None:
 
 
 def test_a_store_made_from_a_sqlite_backend_opens_another_with_its_settings(tmp_path: Path) -> None:
-    with Store(SQLiteBackend(tmp_path / "t.db", synchronous="FULL", timeout=2.5)) as given:
+    with Store(SQLiteBackend(tmp_path / "t.db", synchronous="FULL")) as given:
         thread = _on_a_thread(given.create_thread)
-        settings = _on_a_thread(lambda: (given.backend.synchronous, given.backend.timeout, given.backend is given.backend))
-        assert settings == ("FULL", 2.5, True) and given.thread(thread).head == 1
+        assert given.thread(thread).head == 1
+    with Store(SQLiteBackend(tmp_path / "t.db", read_only=True)) as reading:
+        assert _on_a_thread(lambda: reading.thread(thread).head) == 1
+        with pytest.raises(StoreError, match="read-only"):
+            _on_a_thread(lambda: reading.append_message(thread, "user", "not written"))
 
 
 def _open_files(path: Path) -> int:
