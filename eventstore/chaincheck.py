@@ -21,6 +21,7 @@ from .events import MAX_DEPTH
 from .facts import NONE, Facts, advance, after_fork
 from .integrity import GENESIS, HASH_TAG, canonical, chain_hash_in, digest, legacy_chain_hash
 from .ranges import MAX_INDEX, is_index
+from .skeleton import is_skeleton
 
 # The JSON decoder's C scanner, without `decode`'s whitespace handling (stored data is
 # canonical: no whitespace around it): (value, end), and `end` must be the text's length.
@@ -38,6 +39,11 @@ def loads(text: str) -> Any:
 
 
 Problem = tuple[int, str]  # (position, what is wrong)
+
+# A redacted row holding more than a skeleton: a forged `event.redacted` can name any payload's
+# digest, so the digest alone let a "redaction" put words of its own in a covered event.
+NOT_A_SKELETON = ("the redacted row holds more than a redaction keeps (its text is not '[redacted]', or it keeps "
+                  "what a skeleton drops): it was written outside threadlog")
 
 
 def first_problem(problems: list[Problem]) -> tuple[int | None, str]:
@@ -129,6 +135,8 @@ class Chain:
                 trust_facts = True
             elif digest(data) != skeleton_digest:
                 return position, f"{stream_id} offset {offset}: the redacted row does not match the skeleton its event.redacted recorded"
+            if not is_skeleton(type_, data):
+                return position, f"{stream_id} offset {offset}: {NOT_A_SKELETON}"
         elif stored_digest is not None and digest(data) != stored_digest:
             return position, f"{stream_id} offset {offset}: data does not match its digest"
         prev = self.prev

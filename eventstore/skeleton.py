@@ -25,6 +25,18 @@ def skeleton_of(type_: str, text: str) -> tuple[str, bool]:
         return integrity.canonical(_skeleton(type_, {"role": role})), True
 
 
+def is_skeleton(type_: str, text: Any) -> bool:
+    """Whether a redacted row's payload (`text`) is what a redaction leaves: its own skeleton,
+    as every skeleton any release wrote is. A row holding more (words of its own where the
+    skeleton has `[redacted]`, a tool's input, a directive) was written outside threadlog."""
+    if text.__class__ is not str:
+        return False
+    try:
+        return integrity.canonical(_skeleton(type_, json.loads(text))) == text
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):  # not a payload a redaction leaves
+        return False
+
+
 def _skeleton(type_: str, data: dict[str, Any]) -> dict[str, Any]:
     """What stays of a redacted payload: only what keeps the history well-formed.
 

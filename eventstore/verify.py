@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .backend import Backend, EventRow, StreamRow
-from .chaincheck import Chain, Problem, chain_from, check_start, check_stream, first_problem, fork_point_ancestry, lineage, loads
+from .chaincheck import (NOT_A_SKELETON, Chain, Problem, chain_from, check_start, check_stream, first_problem, fork_point_ancestry,
+                         lineage, loads)
 from .errors import IntegrityError, ReadersHeldOff, StoreError, UnreadableRow
 from .fullscan import Fold, FullScan
 from .splitscan import split_verify, splittable
 from .integrity import digest, extend_log_digest, foreign_code, format_checkpoint, parse_checkpoint
 from .ranges import MAX_INDEX
+from .skeleton import is_skeleton
 
 
 @dataclass(frozen=True)
@@ -262,5 +264,7 @@ def _check_redacted_target(backend: Backend, row: EventRow) -> Problem | int | N
     skeleton = data.get("skeleton_digest")
     if isinstance(skeleton, str) and (erased.data.__class__ is not str or digest(erased.data) != skeleton):  # a blob: altered
         return target, "the redacted row does not match the skeleton its event.redacted recorded"
+    if not is_skeleton(erased.type, erased.data):
+        return target, NOT_A_SKELETON
     return target
 
