@@ -64,6 +64,18 @@ class Lineage(NamedTuple):
     first_message: int | None  # as stored
 
 
+# Only a record of the first hash layout's releases names no skeleton digest; its row's pending
+# facts are then taken as stored. A tagged record without one would let them say anything.
+NO_SKELETON_DIGEST = (f"records no skeleton digest, as every redaction hashed with {HASH_TAG} does: it was written outside "
+                      "threadlog (and its row's pending facts would go unchecked)")
+
+
+def unbound(record: EventRow) -> bool:
+    """Whether an `event.redacted` of the tagged layout names no skeleton digest (only an edit
+    outside threadlog writes one; the caller has found none in its data)."""
+    return record.hash.__class__ is str and record.hash.startswith(HASH_TAG)
+
+
 class Point(NamedTuple):
     """A stored event a fork chains to: its hash (a `tl2:` one as its 32 bytes), the facts
     after it and its position."""
@@ -447,6 +459,8 @@ def _check_redaction(backend: Backend, redacted_by: int, position: int) -> tuple
     if not isinstance(data, dict) or data.get("position") != position:
         return None, None, f"payload erased without a matching event.redacted (claimed position {redacted_by})"
     skeleton_digest = data.get("skeleton_digest")
+    if not isinstance(skeleton_digest, str) and row is not None and unbound(row):
+        return None, None, f"payload erased by the event.redacted at position {redacted_by}, which {NO_SKELETON_DIGEST}"
     pending = data.get("pending")
     facts = Facts.load(canonical(pending)) if isinstance(pending, dict) else None
     return (skeleton_digest if isinstance(skeleton_digest, str) else None), facts, None

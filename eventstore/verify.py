@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .backend import Backend, EventRow, StreamRow
-from .chaincheck import (NOT_A_SKELETON, Chain, Problem, chain_from, check_start, check_stream, first_problem, fork_point_ancestry,
-                         lineage, loads)
+from .chaincheck import (NO_SKELETON_DIGEST, NOT_A_SKELETON, Chain, Problem, chain_from, check_start, check_stream, first_problem,
+                         fork_point_ancestry, lineage, loads, unbound)
 from .errors import IntegrityError, ReadersHeldOff, StoreError, UnreadableRow
 from .fullscan import Fold, FullScan
 from .splitscan import split_verify, splittable
@@ -262,6 +262,8 @@ def _check_redacted_target(backend: Backend, row: EventRow) -> Problem | int | N
     if erased is None or erased.redacted_by != row.position:
         return None  # the chain check names it (`chaincheck.erased_by`)
     skeleton = data.get("skeleton_digest")
+    if not isinstance(skeleton, str) and unbound(row):
+        return target, f"the event.redacted at position {row.position} {NO_SKELETON_DIGEST}"
     if isinstance(skeleton, str) and (erased.data.__class__ is not str or digest(erased.data) != skeleton):  # a blob: altered
         return target, "the redacted row does not match the skeleton its event.redacted recorded"
     if not is_skeleton(erased.type, erased.data):
