@@ -229,11 +229,27 @@ def test_cli_verify_since_prints_the_extended_checkpoint(tmp_path: Path) -> None
     runner = CliRunner()
     text = runner.invoke(cli, ["verify", "--db", str(db), "--since", before])
     assert text.exit_code == 0, text.output
-    assert text.stdout.splitlines() == ["ok: 1 events appended since the checkpoint verified, in 1 threads", f"checkpoint: {now}"]
+    assert text.stdout.splitlines() == ["ok: 1 events appended since the checkpoint verified, in 1 threads (0 redacted)",
+                                        f"checkpoint: {now}"]
     as_json = runner.invoke(cli, ["verify", "--db", str(db), "--since", before, "--json"])
     assert json.loads(as_json.stdout)["checkpoint"] == now
     both = runner.invoke(cli, ["verify", "--db", str(db), "--since", before, "--checkpoint", before])
     assert both.exit_code == 2
+
+
+def test_cli_verify_since_says_how_many_events_were_redacted_since(tmp_path: Path) -> None:
+    """A redaction after a checkpoint erases an event it covered, and anyone who can write the
+    file can write one: `--since` passed printing only the count of new events, so a message
+    erased since the last check went unseen unless `--json` was read."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread()
+        said = store.append_message(t, "user", "the deal is off")
+        before = store.checkpoint()
+        store.redact(said.position, reason="tidy", actor="someone")
+    text = CliRunner().invoke(cli, ["verify", "--db", str(db), "--since", before])
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines()[0] == "ok: 1 events appended since the checkpoint verified, in 1 threads (1 redacted)"
 
 
 def test_cli_verify_since_json_names_the_given_checkpoint_since_on_failure_too(tmp_path: Path) -> None:

@@ -1053,7 +1053,8 @@ def verify(store: Store, checkpoint: str | None, since: str | None, as_json: boo
         _emit_json({**report.to_json(), **({"since": since} if since is not None else {})})
         return
     if since is not None:
-        output.lines([f"ok: {report.events} events appended since the checkpoint verified, in {report.streams} threads",
+        output.lines([f"ok: {report.events} events appended since the checkpoint verified, in {report.streams} threads "
+                      f"({report.redacted} redacted)",
                       f"checkpoint: {report.checkpoint}"])
         return
     output.lines([f"ok: {report.events} events in {report.streams} threads verified ({report.redacted} redacted)"])
