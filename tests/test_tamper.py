@@ -316,6 +316,32 @@ def test_a_consistent_rewrite_of_the_tail_passes_verify_but_not_the_checkpoint(t
     print(f"\ncut R's last event and rewound its head row: verify passes; verify --checkpoint: {run.stderr.strip()}")
 
 
+def test_a_middle_event_deleted_and_the_rest_rechained_passes_verify_but_not_the_checkpoint(template: Path, tmp_path: Path) -> None:
+    """Not only a tail: R's offset 4 deleted, its later events moved down one offset and
+    re-chained with threadlog's own hash, and R's head row moved to match, is a log consistent
+    with itself. Only a checkpoint taken before tells."""
+    db = tmp_path / "t.db"
+    shutil.copy(template, db)
+    with Store(db) as store:
+        kept_elsewhere = store.checkpoint()
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM events WHERE position = 5")
+    (prev,), = stored.events(conn, ["hash"], "WHERE position = 4")
+    for position, offset in ((9, 4), (10, 5)):
+        (event_id, type_, version, recorded_at, meta, data_digest), = stored.events(
+            conn, ["event_id", "type", "schema_version", "recorded_at", "meta", "data_digest"], "WHERE position = ?", (position,))
+        prev = chain_hash(prev, "R", offset, event_id, type_, version, recorded_at, meta, data_digest)
+        conn.execute('UPDATE events SET "offset" = ?, hash = ? WHERE position = ?', (offset, prev, position))
+    conn.execute("UPDATE streams SET head = 6, head_hash = ? WHERE id = 'R'", (prev,))
+    conn.commit()
+    conn.close()
+    with Store(db) as store:
+        assert [e.data["content"][0]["text"] for e in list(store.read("R"))[1:]] == ["u1", "a1", "u2", "u3", "a3"]
+        store.verify()
+        with pytest.raises(IntegrityError, match="no longer matches checkpoint"):
+            store.verify(checkpoint=kept_elsewhere)
+
+
 def test_a_deleted_fork_passes_verify_but_not_the_checkpoint(template: Path, tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     shutil.copy(template, db)
