@@ -194,7 +194,8 @@ class ThreadCreated(EventData):
 
 class MessageAppended(EventData):
     """A user's or the assistant's message: its Anthropic content blocks, and for an answer
-    the model, stop reason and usage the API returned."""
+    the model, stop reason, usage and every other top-level field the API returned (a request
+    sends none of them back: it takes a message's role and content)."""
 
     type: ClassVar[str] = "message.appended"
     role: Literal["user", "assistant"]
@@ -202,10 +203,30 @@ class MessageAppended(EventData):
     message_id: Text | None = None
     model: Text | None = None
     stop_reason: Text | None = None
+    stop_sequence: Text | None = Field(
+        default=None, description="the custom stop sequence the answer stopped at (stop_reason `stop_sequence`), as the API returned it"
+    )
+    stop_details: Json | None = Field(
+        default=None, description="why the answer stopped, as the API returned it: for a refusal {type: refusal, category, "
+        "explanation}"
+    )
     usage: Json | None = None
     container: Json | None = Field(
         default=None, description="the code execution container the answer ran in ({id, expires_at}), as the API returned "
         "it: the request that answers tool calls made from its code names it"
+    )
+    diagnostics: Json | None = Field(
+        default=None, description="the request's diagnostics as the API returned them (why the prompt cache missed)"
+    )
+    context_management: Json | None = Field(
+        default=None, description="the context management the API applied to the request (e.g. {applied_edits: [...]}), as returned"
+    )
+    input_transformations: list[Json] | None = Field(
+        default=None, description="the changes the API made to the request's input before the model saw it, as returned"
+    )
+    extra_fields: Json | None = Field(
+        default=None, description="the answer's other top-level fields, as the API returned them: those no field here names "
+        "(added to the API since this release)"
     )
     item: Json | None = Field(
         default=None,

@@ -51,8 +51,12 @@ def message(content: list[dict[str, Any]], stop_reason: str = "end_turn", *, usa
 
 def sse_events(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """The server-sent events that stream `body`: text, thinking and (server) tool calls in deltas,
-    any other block (a server tool's result) whole in its `content_block_start`."""
-    start = {**body, "content": [], "stop_reason": None, "usage": {**body["usage"], "output_tokens": 1}}
+    any other block (a server tool's result) whole in its `content_block_start`; the stop reason,
+    sequence and details in the `message_delta`, with a beta's `context_management` and
+    `input_transformations` beside its delta, as the API streams them."""
+    late = {k: body[k] for k in ("context_management", "input_transformations") if k in body}
+    start = {**{k: v for k, v in body.items() if k not in late and k != "stop_details"},
+             "content": [], "stop_reason": None, "stop_sequence": None, "usage": {**body["usage"], "output_tokens": 1}}
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
     for index, block in enumerate(body["content"]):
         kind = block["type"]
@@ -72,7 +76,9 @@ def sse_events(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}))
         events.extend(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas)
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": body["stop_reason"], "stop_sequence": None},
+    delta = {"stop_reason": body["stop_reason"], "stop_sequence": body.get("stop_sequence"),
+             **({"stop_details": body["stop_details"]} if "stop_details" in body else {})}
+    events.append(("message_delta", {"type": "message_delta", "delta": delta, **late,
                                      "usage": {"output_tokens": body["usage"]["output_tokens"]}}))
     events.append(("message_stop", {"type": "message_stop"}))
     return events

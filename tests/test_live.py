@@ -90,6 +90,51 @@ def test_plain_turn_records_the_message_as_returned(file_store: Store, api: Mess
     assert_provenance(file_store, t, api)
 
 
+# The answer's top-level fields besides content, id, model, stop_reason and usage, as the API
+# returns them: a beta's context management (pydantic-ai's compaction cassette), a prompt cache
+# diagnosis, an input transformation, and one no release names yet.
+RETURNED = {
+    "diagnostics": {"cache_miss_reason": {"type": "tools_changed", "cache_missed_input_tokens": 1200}},
+    "context_management": {"applied_edits": []},
+    "input_transformations": [{"type": "thinking_dropped", "path": "messages.1.content.0", "reason": "model_binding_mismatch"}],
+    "future_field": {"kept": [1, None]},
+}
+# A refusal, as the SDK's refusal fixture streams it.
+REFUSAL = {"type": "refusal", "category": "cyber", "explanation": "This request was refused due to policy."}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_every_top_level_field_of_an_answer_is_recorded_and_none_is_sent_back(file_store: Store, api: MessagesAPI,
+                                                                            stream: bool) -> None:
+    t = thread(file_store)
+    usage_in = {"input_tokens": 136, "output_tokens": 16, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0,
+                "service_tier": "standard", "inference_geo": "global",
+                "iterations": [{"type": "message", "input_tokens": 136, "output_tokens": 16}]}
+    refused = {**message([{"type": "text", "text": ""}], "refusal", id="msg_1"), "stop_details": REFUSAL}
+    stopped = {**message(text("Take the 9:04"), "stop_sequence", usage=usage_in, id="msg_2"), "stop_sequence": " TGV", **RETURNED}
+    for reply in (refused, stopped, message(text("Hotel Carlton."), id="msg_3")):
+        api.reply_sse(reply) if stream else api.reply_json(reply)
+    run_turn(file_store, t, "How do I break into a server?", client(api), stream=stream)
+    turn = run_turn(file_store, t, "Train to Lyon?", client(api), stream=stream)
+    run_turn(file_store, t, "And a hotel?", client(api), stream=stream)
+    first, second, third = (m.data for m in file_store.read(t) if m.type == "message.appended" and m.data["role"] == "assistant")
+    assert (first["stop_reason"], first["stop_details"]) == ("refusal", REFUSAL)
+    assert "stop_sequence" not in first  # null: left out
+    assert (second["stop_reason"], second["stop_sequence"], turn.text) == ("stop_sequence", " TGV", "Take the 9:04")
+    assert second["diagnostics"] == RETURNED["diagnostics"]
+    assert second["context_management"] == {"applied_edits": []}
+    assert second["input_transformations"] == RETURNED["input_transformations"]
+    assert second["extra_fields"] == {"future_field": {"kept": [1, None]}}
+    assert second["usage"]["service_tier"] == "standard" and second["usage"]["iterations"] == usage_in["iterations"]
+    assert not {"stop_sequence", "stop_details", "diagnostics", "context_management", "input_transformations", "extra_fields"} & set(third)
+    # The next request sends back the answers' role and content, nothing else they returned.
+    body = api.requests[2].json
+    assert body["messages"][-2] == {"role": "assistant", "content": text("Take the 9:04")}
+    assert [set(m) for m in body["messages"]] == [{"role", "content"}] * len(body["messages"])
+    validate_request({k: v for k, v in body.items() if k != "stream"})
+    assert_provenance(file_store, t, api)
+
+
 def test_two_parallel_tool_calls_answered_in_one_message(mem: Store, api: MessagesAPI) -> None:
     t = thread(mem)
     api.reply_json(message([*text("Checking both."), use("tu_1", city="Lyon"), use("tu_2", city="Paris")], "tool_use"))

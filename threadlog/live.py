@@ -3,8 +3,9 @@
 A turn is recorded as it happens, so a failure loses nothing: `run.started` and the user
 message are committed before the API is called; each assistant message is committed as
 soon as it arrives (every block, thinking with its signature, model, stop_reason, usage,
-the code execution container, and in `meta.request` the request id and the SHA-256 of the exact body sent); the tools'
-results follow in one user message; `run.finished` closes the run. An API error, a timeout,
+the code execution container, every other top-level field the API returned, and in
+`meta.request` the request id and the SHA-256 of the exact body sent); the tools' results
+follow in one user message; `run.finished` closes the run. An API error, a timeout,
 a dropped connection or a tool that raises closes the run with status `error` and the error
 text; the thread is idle again and `run_turn` can be called again. Tool calls in an answer
 that did not stop for them (cut off at `max_tokens`, their input possibly incomplete) are not
@@ -367,6 +368,9 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
             except _UNREADABLE as error:
                 raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
             read.check_inputs(reply)
+            for name, value in read.late.items():
+                if getattr(reply, name, None) is None:  # a field the message holds is not sent again late
+                    setattr(reply, name, value)
             if not read.stopped or reply.stop_reason is None:  # the events ended before `message_stop`
                 raise anthropic.APIConnectionError(message="the stream ended before the message was complete",
                                                    request=events.response.request)
@@ -417,6 +421,9 @@ class _Read:
         self.started = False  # `message_start` came: the answer is a stream of message events at all
         self.stopped = False
         self.ended: set[int] = set()  # the blocks `content_block_stop` closed
+        # What `message_delta` events sent that the SDK's Message does not fold in (a beta's
+        # `context_management`, beside the delta): the answer's fields all the same.
+        self.late: Json = {}
 
     def texts(self, events: Any) -> Iterator[str]:
         """The text deltas of a stream, read to its end; events the SDK cannot fold into a
@@ -444,6 +451,8 @@ class _Read:
                 self.started = True
             elif event.type == "message_stop":
                 self.stopped = True
+            elif event.type == "message_delta":
+                self.late |= {k: v for part in (event, event.delta) for k, v in (part.model_extra or {}).items() if v is not None}
             elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
                 self.inputs[event.index] = self.inputs.get(event.index, "") + event.delta.partial_json
 
@@ -462,6 +471,21 @@ class _Read:
                 block = reply.content[index] if index < len(reply.content) else None
                 name = repr(getattr(block, "id", None) or f"block {index}")
                 raise BadAnswer(f"the input of tool call {name} did not arrive as whole JSON: {text[:200]!r}") from None
+
+
+# The answer's top-level fields `_assistant` records itself (`id` as message_id), or never:
+# `type` is always "message", `role` always "assistant" (`_call` checks it).
+_WRITTEN = frozenset(("id", "type", "role", "content", "model", "stop_reason", "usage", "container"))
+# The other fields the SDK's Message and BetaMessage name: each recorded in the event's field
+# of that name; any other the API returns goes in `extra_fields`.
+_NAMED = ("stop_sequence", "stop_details", "diagnostics", "context_management", "input_transformations")
+
+
+def _returned(reply: anthropic.types.Message) -> Json:
+    """The answer's top-level fields besides those `_assistant` writes itself, JSON-ready as
+    the API returned them (nulls inside kept, a field that is null or absent left out)."""
+    fields = reply.to_dict(mode="json", exclude_unset=True, warnings=False)
+    return {name: value for name, value in fields.items() if name not in _WRITTEN and value is not None}
 
 
 def _assistant(reply: Any, sent: _Sent) -> Json:
@@ -486,6 +510,9 @@ def _assistant(reply: Any, sent: _Sent) -> Json:
         "container": reply.container.to_dict(mode="json", exclude_unset=True, warnings=False)
         if isinstance(reply.container, anthropic.BaseModel) else reply.container,
     }
+    returned = _returned(reply)
+    data |= {name: returned.pop(name) for name in _NAMED if name in returned}
+    data["extra_fields"] = returned or None
     request = {"id": sent.request_id, "digest": sent.digest, "model": sent.model, "max_tokens": sent.max_tokens,
                "stream": sent.stream, **sent.options}
     return {"type": "message.appended", "data": {k: v for k, v in data.items() if v is not None}, "meta": {"request": request}}
