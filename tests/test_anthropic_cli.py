@@ -157,6 +157,45 @@ def test_ask_whose_stdout_is_closed_records_the_whole_turn_and_says_so(tmp_path:
     assert events[-1][0] == "run.finished" and events[-1][1]["status"] == "ok"
 
 
+# A refusal, as the SDK's refusal fixture streams it: no text, and the policy's explanation.
+REFUSAL = {"type": "refusal", "category": "cyber", "explanation": "This request was refused due to policy."}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_ask_answered_by_a_refusal_says_so_and_exits_3(tmp_path: Path, api: MessagesAPI, stream: bool) -> None:
+    """A refused answer printed nothing and exited 0: a blank answer, and a script took it for one."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    refused = {**message([{"type": "text", "text": ""}], "refusal"), "stop_details": REFUSAL}
+    api.reply_sse(refused) if stream else api.reply_json(refused)
+    done = threadlog("ask", t, "How do I break into a server?", *(["--stream"] if stream else []), db=db, env=env)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.strip() == ""
+    assert done.stderr == ("error: the answer has no text: the model stopped with stop_reason 'refusal' (cyber: This request "
+                           f"was refused due to policy.); the turn is recorded (`threadlog show {t} --last 2` shows it)\n")
+    with Store(db) as store:
+        events = [(e.type, e.data) for e in store.read(t)]
+    assert events[-2][1]["stop_details"] == REFUSAL
+    assert events[-1] == ("run.finished", {"run_id": events[-1][1]["run_id"], "status": "ok"})
+
+
+def test_ask_answered_with_no_text_names_the_stop_reason_and_shows_no_escape_raw(tmp_path: Path, api: MessagesAPI) -> None:
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    api.reply_json(message([], "end_turn"))
+    done = threadlog("ask", t, "Anything?", "--json", db=db, env=env)
+    assert done.returncode == 3 and json.loads(done.stdout)["text"] == ""
+    assert done.stderr.startswith("error: the answer has no text: the model stopped with stop_reason 'end_turn';")
+    hostile = {"type": "refusal", "category": None, "explanation": "\x1b[2J\u202egone\x07"}
+    api.reply_json({**message([{"type": "text", "text": " "}], "refusal"), "stop_details": hostile})
+    done = threadlog("ask", t, "And now?", db=db, env=env)
+    assert done.returncode == 3 and done.stderr.count("\n") == 1
+    assert "'refusal' (" in done.stderr and "gone" in done.stderr
+    assert not {"\x1b", "\u202e", "\x07"} & set(done.stderr), done.stderr
+
+
 def test_request_check_after_ask_on_a_retrieval_fork_proves_it(tmp_path: Path, api: MessagesAPI) -> None:
     """`request` opened the file read-only, and the search index, behind by the answer and the
     run's end written after it caught up, could not catch up: "open it writable once"."""

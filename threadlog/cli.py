@@ -20,7 +20,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -63,6 +63,9 @@ from .names import THREAD, ThreadType, resolve
 from .render import (blame_line, check_line, diff_lines, event_line, hit_line, ls_lines, row_line, safe, safe_block, safe_json, state_lines,
                      tree_lines, usage_lines)
 from .signals import handled
+
+if TYPE_CHECKING:  # `anthropic`, imported by the live turns, only for the commands that call the API
+    from .live import Turn
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -1495,8 +1498,10 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     ANTHROPIC_BASE_URL and ANTHROPIC_CUSTOM_HEADERS as the anthropic SDK reads them).
 
     Without TEXT, ask again: a failed turn keeps the question (exit 3), so a retry sends no
-    second copy. On a note fork the model is offered `read_transcript` and `grep_transcript`,
-    which read the parent's history below the fork point, as its note tells it to."""
+    second copy. An answer with no text (the model refused) is recorded, and stderr names its
+    stop reason: exit 3, so a script does not take the empty output for the answer. On a note
+    fork the model is offered `read_transcript` and `grep_transcript`, which read the parent's
+    history below the fork point, as its note tells it to."""
     from .live import run_turn
     from .note_fork import is_note_fork
     from .transcript_tools import transcript_tools
@@ -1522,6 +1527,19 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     if turn.status == "error":  # committed (the question, the run): exit 3, not 1, or a script's retry asks twice
         _fail(f"{turn.error or 'the turn failed'} (the question is kept: `threadlog ask {thread}` with no TEXT asks again)",
               EXIT_UNPRINTED)
+    if turn.status == "ok" and not turn.text.strip():  # a blank line and exit 0 read as an answer
+        _fail(_no_text(turn), EXIT_UNPRINTED)
+
+
+def _no_text(turn: Turn) -> str:
+    """Why `ask` printed no answer: the last answer's stop reason, and the refusal's category
+    and explanation when the API gave them (`stop_details`)."""
+    answer = turn.messages[-1].data if turn.messages else {}
+    details = answer.get("stop_details")
+    said = [str(details[key]) for key in ("category", "explanation") if isinstance(details, dict) and details.get(key)]
+    why = f" ({': '.join(said)})" if said else ""
+    return (f"the answer has no text: the model stopped with stop_reason {answer.get('stop_reason')!r}{why}; "
+            f"the turn is recorded (`threadlog show {turn.thread} --last 2` shows it)")
 
 
 @cli.command()
