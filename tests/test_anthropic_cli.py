@@ -187,6 +187,7 @@ def test_ask_answered_with_no_text_names_the_stop_reason_and_shows_no_escape_raw
     api.reply_json(message([], "end_turn"))
     done = threadlog("ask", t, "Anything?", "--json", db=db, env=env)
     assert done.returncode == 3 and json.loads(done.stdout)["text"] == ""
+    assert json.loads(done.stdout)["stop_reason"] == "end_turn"  # --json says why as well as stderr
     assert done.stderr.startswith("error: the answer has no text: the model stopped with stop_reason 'end_turn';")
     hostile = {"type": "refusal", "category": None, "explanation": "\x1b[2J\u202egone\x07"}
     api.reply_json({**message([{"type": "text", "text": " "}], "refusal"), "stop_details": hostile})

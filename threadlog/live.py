@@ -102,10 +102,18 @@ class Turn:
             answer.insert(0, message)
         return "".join(b.get("text", "") for m in answer for b in m.data.get("content", []) if b.get("type") == "text")
 
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the last assistant message stopped (`end_turn`, `refusal`, …; None when none was
+        recorded): an answer with no text says why only here."""
+        reason = self.messages[-1].data.get("stop_reason") if self.messages else None
+        return reason if isinstance(reason, str) else None
+
     def to_json(self) -> Json:
         """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return {"thread": self.thread, "run_id": self.run_id, "status": self.status, "error": self.error,
-                "interrupt_id": self.interrupt_id, "text": self.text, "offsets": [m.offset for m in self.messages]}
+                "interrupt_id": self.interrupt_id, "text": self.text, "stop_reason": self.stop_reason,
+                "offsets": [m.offset for m in self.messages]}
 
 
 def _id() -> str:
