@@ -133,6 +133,11 @@ def test_ask_on_a_note_fork_offers_the_tools_that_read_the_parents_transcript(tm
     assert answered["type"] == "tool_result" and "heliotrope" in json.dumps(answered["content"])
     plain = threadlog("ask", t, "And now?", db=db, env=env)  # not a note fork: no tool offered
     assert "tools" not in api.requests[2].json, plain.stderr
+    # `threadlog request` shows what `ask` sends: it left the note fork's tools out.
+    with Store(db) as store:
+        asked = next(e.offset for e in store.read(fork) if "request" in e.meta)  # the first answer: sent at its offset
+    shown = threadlog("request", fork, "--at", str(asked), "--json", db=db)
+    assert json.loads(shown.stdout) == api.requests[0].json, shown.stderr
 
 
 def test_ask_whose_stdout_is_closed_records_the_whole_turn_and_says_so(tmp_path: Path, api: MessagesAPI) -> None:

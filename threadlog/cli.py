@@ -1450,7 +1450,13 @@ def request_command(store: Store, thread: str, at: int | None, check: bool, mode
     each recorded request still rebuilds byte for byte (exit 1 when one does not)."""
     _check_range(store, thread, "--at", at, offset=check)
     if not check:
-        kwargs = anthropic_request(store, thread, at, cache=not no_cache, model=model)
+        from .note_fork import is_note_fork
+        from .transcript_tools import extra_tools, transcript_tools
+
+        # A note fork's requests offer the tools that read its parent's transcript, as `ask` sends them.
+        tools = extra_tools(thread_state(store, thread, at).tools, transcript_tools(store, thread)) \
+            if is_note_fork(store, thread) else None
+        kwargs = anthropic_request(store, thread, at, cache=not no_cache, model=model, extra_tools=tools)
         click.echo(_json(kwargs, indent=None if as_json else 2))
         return
     offsets = [at] if at is not None else checkable_offsets(store, thread)

@@ -43,6 +43,7 @@ from projections import Message, ThreadState, anthropic_request, body_digest, re
 from projections.request import check_max_tokens
 
 from .signals import handled
+from .transcript_tools import extra_tools
 
 Json = dict[str, Any]
 Tool = Callable[..., Any]
@@ -173,7 +174,7 @@ def run_turn(
         except ConcurrencyError:
             continue  # another writer moved the thread since it was read (another turn starting?): judged again
     try:
-        options = _Options(model, max_tokens, retrieval, _extra_tools(state.tools, tools))
+        options = _Options(model, max_tokens, retrieval, extra_tools(state.tools, tools))
         return _run(store, turn, head, client, options, tools, stream, on_text, max_rounds,
                     _answers(store, thread, asked) if waiting else {}, waiting)
     except BaseException as error:  # Ctrl-C, or a bug: close the run, then let it go on
@@ -258,16 +259,6 @@ class _Options:
     def recorded(self) -> Json:
         """What `check_request` needs besides model and max_tokens, for meta.request."""
         return {k: v for k, v in (("retrieval", self.retrieval), ("extra_tools", self.extra_tools)) if v is not None}
-
-
-def _extra_tools(defined: list[Json] | None, tools: Mapping[str, Tool] | None) -> list[Json] | None:
-    """The definitions carried by `tools`' callables whose names the thread does not define,
-    with their keys sorted as the log stores JSON, so the request rebuilt from meta.request
-    has the same bytes as the one sent."""
-    names = {t.get("name") for t in defined or ()}
-    extra = [json.loads(json.dumps(getattr(fn, "definition"), sort_keys=True)) for name, fn in sorted((tools or {}).items())
-             if name not in names and isinstance(getattr(fn, "definition", None), dict)]
-    return extra or None
 
 
 def _run(

@@ -13,7 +13,8 @@ for ever (Python's `re` has no time limit); its cost is linear in the history's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import json
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from eventstore import InvalidEvent, Store
@@ -93,6 +94,17 @@ class GrepTranscript(TranscriptTool):
                 used += len(shown.encode())
         out.append(f"[end: {found} matching line(s) below offset {self.stop}]")
         return "".join(out)
+
+
+def extra_tools(defined: list[Json] | None, tools: Mapping[str, Callable[..., Any]] | None) -> list[Json] | None:
+    """The definitions carried by `tools`' callables (a `definition`, as these tools have) whose
+    names the thread does not define (`defined`): what a live turn offers the model besides the
+    thread's tools, with their keys sorted as the log stores JSON, so the request rebuilt from
+    meta.request has the same bytes as the one sent."""
+    names = {t.get("name") for t in defined or ()}
+    extra = [json.loads(json.dumps(getattr(fn, "definition"), sort_keys=True)) for name, fn in sorted((tools or {}).items())
+             if name not in names and isinstance(getattr(fn, "definition", None), dict)]
+    return extra or None
 
 
 def transcript_tools(store: Store, fork: str, max_bytes: int = MAX_BYTES) -> dict[str, TranscriptTool]:
