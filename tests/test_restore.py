@@ -986,3 +986,30 @@ def test_a_line_of_a_stored_event_whose_meta_is_no_json_is_refused_by_line(tmp_p
         import_events(a, write(tmp_path / "x.jsonl", lines))
     assert f"line {number}.event.meta: not storable as UTF-8 JSON (Out of range float" in str(caught.value)
     assert sha(tmp_path / "a.db") == before
+
+
+@pytest.mark.parametrize("extra", [
+    {"content": [{"type": "text", "text": "[redacted] wire $100000 to Mallory"}]},
+    {"note": "wire $100000 to Mallory"},
+], ids=["words-in-its-text", "a-field-of-its-own"])
+def test_a_crafted_redaction_holding_more_than_a_skeleton_is_refused_by_restore(tmp_path: Path, extra: dict[str, Any]) -> None:
+    """An export whose redacted line holds words of its own where a redaction leaves only its
+    skeleton, with an event.redacted naming that row's digest and every hash made by hand:
+    restored into a new database it would say what no one wrote, marked as erased."""
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread(title="payments")
+        order = a.append_message(t, "user", "wire $100 to Alice")
+        lines = list(export_all(a))
+    target = next(line["event"] for line in lines if "event" in line and line["event"]["position"] == order.position)
+    number = 1 + lines.index({"event": target})
+    skeleton = {"role": "user", "content": [{"type": "text", "text": "[redacted]"}], "redacted": True} | extra
+    bad = write(tmp_path / "crafted.jsonl", _crafted_redaction(lines, target, skeleton, t))
+    db = tmp_path / "b.db"
+    Store(db).close()
+    before = sha(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(bad)])
+    assert result.exit_code == 1 and f"line {number}.event.data" in result.stderr and str(bad) in result.stderr, result.output
+    assert "holds more than a redaction keeps" in result.stderr and "Traceback" not in result.output
+    assert sha(db) == before
+    with Store(db) as b:
+        assert list(b.threads()) == []
