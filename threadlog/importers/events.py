@@ -7,6 +7,7 @@ files are written in one transaction too: all, or none.
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 from eventstore import InvalidEvent, RestoreReport, Store
 from eventstore.prepare import MAX_EVENT_BYTES
 
-from .lines import existing_paths
+from .lines import existing_paths, not_utf8
 
 
 # The longest line an export holds: one event, its data and its meta at most 32 MiB of JSON each,
@@ -26,6 +27,11 @@ MAX_LINE_BYTES = 2 * MAX_EVENT_BYTES + 2**20
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
     with path.open("rb") as handle:
+        why = not_utf8(path, handle.peek(4))
+        if why is not None:
+            raise InvalidEvent("line 1", why)
+        if handle.peek(len(codecs.BOM_UTF8)).startswith(codecs.BOM_UTF8):  # a Windows editor's byte order mark
+            handle.read(len(codecs.BOM_UTF8))
         for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
             if len(raw) > MAX_LINE_BYTES:
                 raise InvalidEvent(f"line {number}", f"is longer than {MAX_LINE_BYTES // 2**20} MiB; an export line holds "

@@ -1,9 +1,11 @@
 """Reading another tool's JSONL session file: one JSON object per line, numbered.
 
-A malformed line (bad UTF-8, not JSON, JSON nested deeper than Python can parse, not an
-object) is an error naming the file and the line, or, when the caller skips bad lines, a reported skip. A last line without its
-newline may be half-written by a tool still running: `partial_tail=True` leaves it
-unread (and unreported) so a later read picks it up whole.
+A file in UTF-16 or UTF-32 is refused whole, by name, before any line is read (`not_utf8`);
+a leading UTF-8 byte order mark is passed over. A malformed line (bad UTF-8, not JSON, JSON
+nested deeper than Python can parse, not an object) is an error naming the file and the line,
+or, when the caller skips bad lines, a reported skip. A last line without its newline may be
+half-written by a tool still running: `partial_tail=True` leaves it unread (and unreported)
+so a later read picks it up whole.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import shlex
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -132,6 +135,28 @@ def text_name(path: Path, ids: bool = False) -> Path:
     return path
 
 
+# The encodings other than UTF-8 that `json.detect_encoding` tells from a file's first four bytes
+# (a byte order mark, or the NULs of ASCII text written two or four bytes a character), as iconv
+# names them.
+_WIDE = {"utf-16": "UTF-16", "utf-16-le": "UTF-16LE", "utf-16-be": "UTF-16BE",
+         "utf-32": "UTF-32", "utf-32-le": "UTF-32LE", "utf-32-be": "UTF-32BE"}
+
+
+def not_utf8(path: Path, head: bytes) -> str | None:
+    """Why a file starting with `head` (its first bytes) cannot be read as UTF-8, when it is
+    UTF-16 or UTF-32 text (what Windows PowerShell 5's `>` writes), and how to convert it in
+    place (its name may make ids); None for anything else. Read line by line, its first line
+    was taken alone (a thread of one message with --skip-bad) and its second refused as "not
+    UTF-8 text"."""
+    encoding = _WIDE.get(json.detect_encoding(head[:4]))
+    if encoding is None:
+        return None
+    shown = "starts with its byte order mark" if encoding in ("UTF-16", "UTF-32") else "holds NUL bytes between its characters"
+    name, copy = shlex.quote(str(path)), shlex.quote(f"{path}.utf8")
+    return (f"the file is {encoding} text, not UTF-8 (it {shown}, as Windows PowerShell 5's `>` writes); convert it in "
+            f"place: iconv -f {encoding} -t UTF-8 {name} > {copy} && mv {copy} {name}")
+
+
 class Unreadable(InvalidEvent):
     """A source file the import may not read, named."""
 
@@ -169,19 +194,24 @@ class Seen:
     def read(self, path: Path) -> bytes:
         """The file's bytes; one it may not read (its mode) is refused by name as `Unreadable`:
         `error: Permission denied` stopped `swe-agent --skip-bad`, which skips a file that
-        cannot be imported, and said nothing of the files an import had written before it."""
+        cannot be imported, and said nothing of the files an import had written before it.
+        One in UTF-16 or UTF-32 is refused by name too (`not_utf8`), as no file of lines."""
         size = self.sizes.get(path)
         try:
             if size is None:
                 raw = path.read_bytes()
                 self.sizes[path] = len(raw)
-                return raw
-            with path.open("rb") as handle:
-                return handle.read(size)
+            else:
+                with path.open("rb") as handle:
+                    raw = handle.read(size)
         except FileNotFoundError:  # removed since it was found: a follower passes over it
             raise
         except OSError as error:
             raise Unreadable(path, error) from None
+        why = not_utf8(path, raw)
+        if why is not None:
+            raise InvalidEvent(str(path), why)
+        return raw
 
 
 def read_lines(
@@ -201,7 +231,7 @@ def read_lines(
     end = len(raw)
     if partial_tail and raw and not raw.endswith(b"\n"):
         end = raw.rfind(b"\n") + 1  # leave the half-written tail for the next read
-    loads = json.loads
+    loads = json.loads  # of bytes: it passes over a UTF-8 byte order mark starting the first line
     for number, chunk in enumerate(raw[:end].split(b"\n"), 1):
         if not chunk.strip():
             continue

@@ -31,6 +31,7 @@ refused (a run killed while it wrote).
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from collections import Counter
@@ -68,14 +69,15 @@ def _read(path: Path, seen: Seen) -> tuple[dict[str, Any], list[int]] | None:
     """The trajectory in `path` and the line each `history` entry starts on; a file that is
     not one is refused by name. None for a file empty or cut short that changed in the last
     `LIVE_SECONDS`: SWE-agent may be writing it again."""
+    raw = seen.read(path)
+    mark = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0  # a Windows editor's byte order mark
     try:
-        raw = seen.read(path)
-        text = raw.decode("utf-8")
+        text = raw[mark:].decode("utf-8")
         trajectory = json.loads(text)
     except UnicodeDecodeError as error:
-        if error.end == len(raw) and error.reason == "unexpected end of data" and seen.changed_within(path, LIVE_SECONDS):
+        if mark + error.end == len(raw) and error.reason == "unexpected end of data" and seen.changed_within(path, LIVE_SECONDS):
             return None  # cut inside a character
-        raise InvalidEvent(str(path), f"not UTF-8 text ({error.reason} at byte {error.start})") from None
+        raise InvalidEvent(str(path), f"not UTF-8 text ({error.reason} at byte {mark + error.start})") from None
     except ValueError as error:
         if isinstance(error, json.JSONDecodeError) and _cut_short(text, error) and seen.changed_within(path, LIVE_SECONDS):
             return None
