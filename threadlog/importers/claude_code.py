@@ -29,6 +29,7 @@ How a file becomes streams (field meanings: FORMATS.md in the project's data not
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -42,7 +43,7 @@ from typing import Any
 from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.recorded import short
 from eventstore.content import known_block_type, validate_block
-from eventstore.events import is_time
+from eventstore.events import MessageAppended, is_time
 
 from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, source_paths, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
@@ -515,11 +516,23 @@ def _continues(unit: _Unit, parent: _Entry | None) -> bool:
 # -- from units to events ---------------------------------------------------------------------
 
 
-def _response(entries: list[_Entry]) -> dict[str, Any] | None:
-    """The `message.appended` data of an API response written over `entries` (None: no block)."""
+# The fields of a response (Claude Code's `message`, as the API returned it) that `_response` reads
+# itself (`id` as message_id), or never: `type` is always "message", `role` always "assistant".
+_READ = frozenset(("id", "type", "role", "content", "model", "stop_reason", "usage"))
+# Each other field a `message.appended` names (`stop_sequence`, `context_management`, …) is kept
+# under its name; any other, in `extra_fields`, as a live turn keeps them.
+_NAMED = sorted(frozenset(MessageAppended.model_fields) - _READ - {"message_id", "item", "extra_fields"})
+
+
+def _response(entries: list[_Entry], returned: bool = True) -> dict[str, Any] | None:
+    """The `message.appended` data of an API response written over `entries` (None: no block);
+    with `returned=False`, as releases before this one made it: without the fields `_NAMED`
+    and `extra_fields` keep.
+    A field takes its value from the last line holding it, as the model and stop reason do."""
     blocks: list[dict[str, Any]] = []
     model = stop = None
     usage: dict[str, Any] | None = None
+    others: dict[str, Any] = {}
     for entry in entries:
         message = entry.line.record["message"]
         content = message["content"]
@@ -527,6 +540,7 @@ def _response(entries: list[_Entry]) -> dict[str, Any] | None:
         model = message.get("model") or model
         stop = message.get("stop_reason") or stop
         usage = message.get("usage") or usage
+        others.update((name, value) for name, value in message.items() if name not in _READ and value is not None)
     blocks = [b for b in blocks if not (b.get("type") == "text" and not b.get("text"))] or blocks
     if not blocks:
         return None
@@ -535,6 +549,10 @@ def _response(entries: list[_Entry]) -> dict[str, Any] | None:
     for name, value in (("message_id", message_id), ("model", model), ("stop_reason", stop), ("usage", usage)):
         if value is not None:
             data[name] = value
+    if returned:
+        data.update((name, others.pop(name)) for name in _NAMED if name in others)
+        if others:
+            data["extra_fields"] = others
     return data
 
 
@@ -680,7 +698,23 @@ class _Writer:
             return
         if stream.open_run is None:
             self._open_run(stream, unit)
-        if not self._add(stream, "message.appended", data, self._meta(unit), unit, _response):
+        meta = self._meta(unit)
+        before = _response(unit.entries, returned=False)
+        if before is not None and before != data:  # (it holds the same blocks)
+            # A session an earlier release imported holds the response without these fields: that is
+            # no change of the source (`Plan.formerly`). Fields the log refuses (a stop_sequence that
+            # is no text), which an earlier release passed over, are left out, and counted, rather
+            # than refusing a session that imported before.
+            try:
+                stream.check("message.appended", data, meta)
+            except InvalidEvent:
+                data = before
+                with contextlib.suppress(InvalidEvent):  # refused for its blocks: `_add` names the line
+                    stream.check("message.appended", data, meta)
+                    self.summary.skipped["response fields refused"] += 1
+            else:
+                self.plan.formerly[meta["event_id"]] = before
+        if not self._add(stream, "message.appended", data, meta, unit, _response):
             return
         self.summary.assistant_messages += 1
         calls = [b for b in data["content"] if b.get("type") == "tool_use"]

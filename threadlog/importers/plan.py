@@ -149,6 +149,9 @@ class Plan:
     ids: set[str] = field(default_factory=set)  # every event id planned so far: each one once
     changed: list[tuple[str, int]] = field(default_factory=list)  # found by `write_plan`: the source lines (file, line)
     # of stored events the source now gives otherwise (kept as stored)
+    # event id -> the data an earlier release gave the event, where this one keeps more of its source
+    # line (a response's other fields): a stored event holding that is no change of the source.
+    formerly: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def root(self, stream_id: str, created: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> PlannedStream:
         """A root thread; its `thread.created` event is checked now, as `add` checks the others."""
@@ -398,6 +401,13 @@ def _source_line(event: PreparedEvent) -> tuple[str, int]:
     return str(source.get("file", "")), int(source.get("line", 0))
 
 
+def _as_formerly(plan: Plan, event: PreparedEvent, stored_digest: str) -> bool:
+    """Whether the store holds `event` as an earlier release gave it (`Plan.formerly`)."""
+    earlier = plan.formerly.get(event.event_id)
+    return earlier is not None and prepare({"type": event.type, "data": earlier, "meta": event.meta},
+                                           "event").data_digest == stored_digest
+
+
 def write_plan(store: Store, plan: Plan) -> int:
     """Write the events that the store does not hold yet; returns how many were added.
 
@@ -412,7 +422,8 @@ def write_plan(store: Store, plan: Plan) -> int:
     # Events the store holds with other content (by id, their data digests compared): the source
     # was edited after it was imported. Counted, and kept as stored.
     plan.changed = [_source_line(event) for stream, own in zip(plan.streams, owned) if own for event in stream.events
-                    if own.get(event.event_id, event.data_digest) != event.data_digest]
+                    if own.get(event.event_id, event.data_digest) != event.data_digest
+                    and not _as_formerly(plan, event, own[event.event_id])]
     added = 0
     for stream, held in zip(plan.streams, stored):
         while True:
