@@ -442,6 +442,17 @@ class Backend(Protocol):
 
 
 @runtime_checkable
+class Reopens(Protocol):
+    """A backend holding one connection that serves one thread at a time, which can open another
+    like it: a `Store` made from it opens one for each other thread that calls it
+    (`eventstore/connections.py`). Both of threadlog's do; another backend object is shared."""
+
+    def another(self) -> Backend:
+        """A new connection to the same database, with this one's settings."""
+        ...
+
+
+@runtime_checkable
 class AppendAtHead(Protocol):
     """A backend that can append one event in one round trip, against a head the store already
     knows (PostgreSQL, where every round trip is a wait). A `Store` on such a backend remembers,

@@ -10,8 +10,8 @@ another process would: SQLite's locks (and PostgreSQL's) order them, and the sto
 concurrency guarantees between processes hold between threads. `close()` closes them all.
 
 A `:memory:` database lives in its one connection: another thread is refused, by name. A
-store made from a SQLite backend object opens another with that one's settings; any other
-backend object is used as given (a PostgreSQL connection serves every thread).
+store made from a backend object of threadlog's (SQLite's or PostgreSQL's) opens another with
+that one's settings (`backend.Reopens`); any other backend object is used as given.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .backend import AppendAtHead, Backend
+from .backend import AppendAtHead, Backend, Reopens
 from .errors import StoreError
 from .head import Head
 from .sqlite import SQLiteBackend
@@ -37,12 +37,6 @@ class Local:
         self.backend = backend
         self.append_at = backend.append_at if isinstance(backend, AppendAtHead) else None
         self.known: dict[str, Head] | None = {} if self.append_at is not None else None
-
-
-def _like(backend: SQLiteBackend) -> SQLiteBackend:
-    """Another connection to `backend`'s file, with its settings."""
-    return SQLiteBackend(backend.path, backend.synchronous, backend.timeout, read_only=backend.read_only,
-                         on_wait=backend.on_wait)
 
 
 class Connections:
@@ -74,10 +68,10 @@ class Connections:
                              "connection); use a file to share a store between threads")
         if self._reopen is not None:
             local = Local(self._reopen())
-        elif isinstance(backend, SQLiteBackend):
-            local = Local(_like(backend))
+        elif isinstance(backend, Reopens):
+            local = Local(backend.another())
         else:
-            return self.own  # a backend object that serves every thread itself (PostgreSQL's does)
+            return self.own  # a backend object of another kind: used as given
         # Closed when its thread ends (the thread's locals go with it), or by `close`: a server
         # starting a thread per request would otherwise keep a connection for each.
         closer = weakref.finalize(local, local.backend.close)

@@ -545,7 +545,7 @@ _CURSORS = itertools.count(1)
 
 class PostgresBackend:
     """One connection to one PostgreSQL database, named by a `postgresql://` URL. Not shared
-    between threads. `partitions` > 0 creates the events table hash-partitioned by root thread
+    between threads (a `Store` opens `another` for each). `partitions` > 0 creates the events table hash-partitioned by root thread
     (only when the schema is created). Writers wait up to `timeout` seconds for a lock."""
 
     def __init__(self, url: str, timeout: float = 30.0, *, partitions: int = 0, read_only: bool = False) -> None:
@@ -563,6 +563,8 @@ class PostgresBackend:
         self._begun = False
         self._roots: dict[str, str] = {}  # stream id -> root id, for the events' partition key
         self._unindexed = False  # a redaction removed documents: the next purge rewrites the index
+        # Another thread's connection (`another`): the URL as given, with its password.
+        self._another = functools.partial(PostgresBackend, url, timeout, partitions=partitions, read_only=read_only)
         try:
             # UTF-8 whatever the database's encoding: the server converts, and refuses a character
             # its encoding cannot hold (22P05) before anything is written.
@@ -746,6 +748,10 @@ class PostgresBackend:
         finally:
             self._in_transaction = self._snapshot = False
             self._libpq_rollback(b"ROLLBACK")
+
+    def another(self) -> PostgresBackend:
+        """Another connection to this database, with these settings (`backend.Reopens`)."""
+        return self._another()
 
     def close(self) -> None:
         self.conn.close()

@@ -814,6 +814,10 @@ class SQLiteBackend:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
 
+    def another(self) -> SQLiteBackend:
+        """Another connection to this file, with these settings (`backend.Reopens`)."""
+        return SQLiteBackend(self.path, self.synchronous, self.timeout, read_only=self.read_only, on_wait=self.on_wait)
+
     def close(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.stop()

@@ -123,6 +123,39 @@ def test_a_store_made_from_a_sqlite_backend_opens_another_with_its_settings(tmp_
             _on_a_thread(lambda: reading.append_message(thread, "user", "not written"))
 
 
+def test_a_store_made_from_a_postgresql_backend_gives_each_thread_its_own_connection() -> None:
+    """As the README shows for a partitioned table: `Store(PostgresBackend(url, partitions=N))`.
+    Its threads shared the one connection, each one's statements joining another's
+    transaction, and appends from a thread pool hung for good."""
+    from eventstore.postgres import PostgresBackend
+
+    url = postgres_url()
+    store = Store(PostgresBackend(url, partitions=4))
+    shared = store.create_thread()
+    done: list[int] = []
+
+    def work(n: int) -> None:
+        own = store.create_thread()
+        for i in range(20):
+            store.append_message(own, "user", f"{n}:{i}")
+            store.append_message(shared, "assistant", f"{n}:{i}")
+        done.append(store.head(own))
+
+    workers = [threading.Thread(target=work, args=(n,), daemon=True) for n in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert not any(worker.is_alive() for worker in workers), "the appends hung"
+    assert done == [21] * 4
+    assert [e.offset for e in store.read(shared)] == list(range(81))
+    assert store.verify().events == store.counts().events == 81 + 4 * 21
+    with Store(PostgresBackend(url, read_only=True)) as reading:
+        with pytest.raises(StoreError, match="read-only"):
+            _on_a_thread(lambda: reading.append_message(shared, "user", "not written"))
+    store.close()
+
+
 def _open_files(path: Path) -> int:
     count = 0
     for fd in os.listdir("/proc/self/fd"):
