@@ -562,7 +562,6 @@ class PostgresBackend:
         self._queued: list[tuple[bytes, Sequence[Any]]] = []
         self._begun = False
         self._roots: dict[str, str] = {}  # stream id -> root id, for the events' partition key
-        self._unindexed = False  # a redaction removed documents: the next purge rewrites the index
         # Another thread's connection (`another`): the URL as given, with its password.
         self._another = functools.partial(PostgresBackend, url, timeout, partitions=partitions, read_only=read_only)
         try:
@@ -1100,7 +1099,8 @@ class PostgresBackend:
         if self._in_transaction:
             return
         self.conn.execute(b"VACUUM events, snapshots, search_docs")
-        if self._unindexed:
+        unindexed = self.conn.execute(b"SELECT position FROM search_progress WHERE name = 'unindexed'").fetchone()
+        if unindexed is not None:  # (`unindex` notes it)
             # A GIN index never removes a word from its tree once no row holds it (VACUUM only
             # empties its list of rows), and a vacuumed page keeps a removed row's bytes in
             # its free space: the erased text would stay in both files. VACUUM FULL writes the
@@ -1109,7 +1109,8 @@ class PostgresBackend:
             # on SQLite). A transaction open elsewhere since before the redaction keeps the
             # removed rows alive, and so in the new files too, until it ends: purge() again.
             self.conn.execute(b"VACUUM FULL search_docs")
-            self._unindexed = False
+            # (A redaction's note committed meanwhile names another position, and stays.)
+            self.conn.execute("DELETE FROM search_progress WHERE name = 'unindexed' AND position = %s", unindexed)
         # A transaction of this database older than the last redaction (a snapshot taken before it
         # committed, or an id taken before it) still sees the old row version, and VACUUM leaves
         # it in the table's file: redact and purge said all was done. (The server's own test,
@@ -1189,7 +1190,13 @@ class PostgresBackend:
         bounds = (position * DOC_PARTS, (position + 1) * DOC_PARTS)
         self.conn.execute(f"SELECT pg_advisory_xact_lock({_INDEX})".encode())
         removed = self.conn.execute("DELETE FROM search_docs WHERE docid >= %s AND docid < %s", bounds).rowcount
-        self._unindexed = self._unindexed or removed > 0
+        if removed:
+            # The next purge writes the index anew (`truncate_wal`), whichever connection runs it:
+            # noted in the database, it was this connection's alone, and a redaction with
+            # purge=False on one thread (or process) left the erased words in the index's files
+            # after purge() on another.
+            self.conn.execute("INSERT INTO search_progress VALUES ('unindexed', %s) "
+                              "ON CONFLICT (name) DO UPDATE SET position = excluded.position", (position,))
         return removed
 
     @_translated

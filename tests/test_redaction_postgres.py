@@ -60,6 +60,30 @@ def test_a_redacted_word_leaves_the_search_index_files() -> None:
     assert _files_holding(url, SECRET) == []
 
 
+@pytest.mark.parametrize("purger", ["another thread", "another store"])
+def test_purge_after_a_redaction_elsewhere_rewrites_the_search_index(purger: str) -> None:
+    """`redact(..., purge=False)` leaves the purge to a later `purge()`, which may run on another
+    thread of the store (each has a connection of its own) or in another process (`threadlog
+    purge`): it left the erased word in the index's files, as only the redacting connection knew
+    to write the index anew."""
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="keys")
+        leak = store.append_message(t, "user", f"the password is {SECRET} today")
+        assert [hit.position for hit in search(store, SECRET)] == [leak.position]
+        redacting = threading.Thread(target=lambda: store.redact(leak.position, reason="password", actor="ops", purge=False))
+        redacting.start()
+        redacting.join(30)
+        assert store.verify().redacted == 1
+        if purger == "another thread":
+            store.purge()
+        else:
+            with Store(url) as other:
+                other.purge()
+    assert _rows_holding(url, SECRET) == []
+    assert _files_holding(url, SECRET) == []
+
+
 @pytest.mark.parametrize("partitions", [0, 4], ids=["one-table", "partitioned"])
 def test_a_redaction_a_snapshot_open_elsewhere_holds_up_says_so_and_purge_finishes_it(partitions: int) -> None:
     """A reader's snapshot open since before the redaction keeps the old row version, and VACUUM
