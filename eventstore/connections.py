@@ -7,7 +7,8 @@ than the one that opened it, and each call failed there with SQLite's "objects c
 thread can only be used in that same thread". So the thread that opened the store keeps its
 connection, and any other thread opens its own on the same database at its first call, as
 another process would: SQLite's locks (and PostgreSQL's) order them, and the store's
-concurrency guarantees between processes hold between threads. `close()` closes them all.
+concurrency guarantees between processes hold between threads. `close()` closes the opening
+thread's; each other thread's closes at that thread's next call, or when it ends.
 
 A `:memory:` database lives in its one connection: another thread is refused, by name. A
 store made from a backend object of threadlog's (SQLite's or PostgreSQL's) opens another with
@@ -19,7 +20,6 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
 
 from .backend import AppendAtHead, Backend, Reopens
 from .errors import StoreError
@@ -48,8 +48,6 @@ class Connections:
         self._owner = threading.get_ident()
         self._reopen = reopen
         self._local = threading.local()
-        self._closers: list[weakref.finalize[Any, Any]] = []  # of the other threads' (`_open`)
-        self._lock = threading.Lock()
         self._closed = False
 
     def get(self) -> Local:
@@ -57,12 +55,21 @@ class Connections:
         if threading.get_ident() == self._owner:
             return self.own
         local: Local | None = getattr(self._local, "state", None)
-        return local if local is not None else self._open()
+        if local is None:
+            return self._open()
+        if self._closed:  # the store closed since this thread's last call: its connection goes now
+            self._local.closer()
+            del self._local.state, self._local.closer
+            raise self._closed_error()
+        return local
+
+    def _closed_error(self) -> StoreError:
+        return StoreError(f"the store for {self.own.backend.path} is closed; open it again to read or write")
 
     def _open(self) -> Local:
         backend = self.own.backend
         if self._closed:
-            raise StoreError(f"the store for {backend.path} is closed; open it again to read or write")
+            raise self._closed_error()
         if isinstance(backend, SQLiteBackend) and backend.path == ":memory:":
             raise StoreError("a :memory: store serves only the thread that opened it (its database lives in that thread's "
                              "connection); use a file to share a store between threads")
@@ -72,23 +79,17 @@ class Connections:
             local = Local(backend.another())
         else:
             return self.own  # a backend object of another kind: used as given
-        # Closed when its thread ends (the thread's locals go with it), or by `close`: a server
-        # starting a thread per request would otherwise keep a connection for each.
+        # Closed when its thread ends (the thread's locals go with it): a server starting a
+        # thread per request would otherwise keep a connection for each. Not at the
+        # interpreter's exit, where a daemon thread may still be using it.
         closer = weakref.finalize(local, local.backend.close)
-        with self._lock:
-            if self._closed:  # closed while this one opened
-                closer()
-                raise StoreError(f"the store for {backend.path} is closed; open it again to read or write")
-            self._closers = [c for c in self._closers if c.alive]
-            self._closers.append(closer)
-        self._local.state = local
+        closer.atexit = False
+        self._local.state, self._local.closer = local, closer
         return local
 
     def close(self) -> None:
-        """Close every thread's connection (the other threads' first, the opening thread's last)."""
-        with self._lock:
-            self._closed = True
-            closers, self._closers = self._closers, []
-        for closer in closers:
-            closer()
+        """Close the opening thread's connection; every other thread's closes at that thread's
+        next call, or when it ends. Never here: a connection closed under a call running on its
+        thread crashed the interpreter (SQLite's), or failed that call as a lost connection."""
+        self._closed = True
         self.own.backend.close()
