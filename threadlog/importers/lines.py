@@ -149,7 +149,9 @@ def not_utf8(path: Path, head: bytes) -> str | None:
     was taken alone (a thread of one message with --skip-bad) and its second refused as "not
     UTF-8 text"."""
     encoding = _WIDE.get(json.detect_encoding(head[:4]))
-    if encoding is None:
+    # `detect_encoding` calls any text opening with two NULs UTF-32BE: one of NULs alone (a
+    # device's zeros, a sparse file) is no text at all, refused as what it is, line by line.
+    if encoding is None or (encoding == "UTF-32BE" and not head[3:4].strip(b"\0")):
         return None
     shown = "starts with its byte order mark" if encoding in ("UTF-16", "UTF-32") else "holds NUL bytes between its characters"
     name, copy = shlex.quote(str(path)), shlex.quote(f"{path}.utf8")
