@@ -113,8 +113,10 @@ def test_a_head_moved_while_the_append_waits_for_the_streams_lock_is_not_written
     nothing in its statement, and land after the other writer's event. The waiting append is
     in another thread of this process: it must let this thread run meanwhile (libpq's own
     blocking wait held the GIL, so this thread, holding the lock, stood still until the lock
-    timed out)."""
+    timed out). The other writer is another thread: the append whose head is remembered is made
+    on the thread that opened its store (another thread would use a connection of its own)."""
     import threading
+    import time
 
     from eventstore.head import Head
     from eventstore.postgres import PostgresBackend
@@ -122,22 +124,36 @@ def test_a_head_moved_while_the_append_waits_for_the_streams_lock_is_not_written
 
     store, trips = counted_store(url)
     locker = PostgresBackend(url)
-    with store, Store(locker) as other:
+    held, release, failed = threading.Event(), threading.Event(), []
+
+    def hold(t: str) -> None:
+        try:
+            with Store(locker) as other:  # made on this thread: it writes through `locker` itself
+                with locker.transaction():
+                    row, position = locker.stream_for_append(t, 1)  # holds the stream's lock, as an append does
+                    held.set()
+                    release.wait(30)
+                    assert row is not None
+                    event = prepare({"type": "message.appended", "data": {"role": "user", "content": "moved it"}}, "x")
+                    other._write(t, Head.of(row), [event], position)
+        except BaseException as error:  # shown by the test's thread
+            failed.append(error)
+            held.set()
+
+    with store:
         t = store.create_thread(title="race")
         store.append_message(t, "user", "remembered")
         trips.count = 0
-        done: list[Any] = []
-        with locker.transaction():
-            row, position = locker.stream_for_append(t, 1)  # holds the stream's lock, as an append does
-            waiting = threading.Thread(target=lambda: done.append(store.append_message(t, "user", "waited")))
-            waiting.start()
-            waiting.join(0.5)
-            assert waiting.is_alive(), "the append did not wait for the stream's lock"
-            assert row is not None
-            event = prepare({"type": "message.appended", "data": {"role": "user", "content": "moved it"}}, "x")
-            other._write(t, Head.of(row), [event], position)
-        waiting.join(30)
-        assert [e.offset for e in done] == [3]
+        holder = threading.Thread(target=hold, args=(t,))
+        holder.start()
+        assert held.wait(30) and not failed, failed
+        threading.Timer(0.5, release.set).start()  # while the append below waits for the lock
+        started = time.monotonic()
+        waited = store.append_message(t, "user", "waited")
+        assert time.monotonic() - started >= 0.4, "the append did not wait for the stream's lock"
+        holder.join(30)
+        assert not failed, failed
+        assert waited.offset == 3
         assert trips.count == 3, "the statement wrote nothing; the head was read again and the event written"
         assert texts(store, t) == ["remembered", "moved it", "waited"]
         store.verify()
