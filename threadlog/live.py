@@ -474,17 +474,41 @@ class _Read:
 
 # The answer's top-level fields `_assistant` records itself (`id` as message_id), or never:
 # `type` is always "message", `role` always "assistant" (`_call` checks it).
-_WRITTEN = frozenset(("id", "type", "role", "content", "model", "stop_reason", "usage", "container"))
+_WRITTEN = frozenset(("id", "type", "role", "content", "model", "stop_reason", "usage"))
 # The other fields the SDK's Message and BetaMessage name: each recorded in the event's field
 # of that name; any other the API returns goes in `extra_fields`.
-_NAMED = ("stop_sequence", "stop_details", "diagnostics", "context_management", "input_transformations")
+_NAMED = ("container", "stop_sequence", "stop_details", "diagnostics", "context_management", "input_transformations")
 
 
 def _returned(reply: anthropic.types.Message) -> Json:
     """The answer's top-level fields besides those `_assistant` writes itself, JSON-ready as
-    the API returned them (nulls inside kept, a field that is null or absent left out)."""
-    fields = reply.to_dict(mode="json", exclude_unset=True, warnings=False)
-    return {name: value for name, value in fields.items() if name not in _WRITTEN and value is not None}
+    the API returned them (nulls inside kept, a field that is null or absent left out). One
+    the log cannot store (nested deeper than it takes, a lone surrogate, a value of another
+    type than its field holds) is left out too, so that the answer it came with is kept."""
+    extra = reply.model_extra or {}
+    returned: Json = {}
+    for name in (*reply.model_fields_set, *extra):
+        if name in _WRITTEN or name in returned:
+            continue
+        value = extra[name] if name in extra else getattr(reply, name, None)
+        try:  # each on its own: one lone surrogate failed the whole answer's serialization
+            value = [_plain(item) for item in value] if isinstance(value, list) else _plain(value)
+        except (ValueError, RecursionError):
+            continue
+        field = name if name in _NAMED else "extra_fields"
+        alone = {"role": "assistant", "content": [{"type": "text", "text": ""}], field: value if field == name else {name: value}}
+        try:
+            prepare({"type": "message.appended", "data": alone}, "answer")
+        except InvalidEvent:
+            continue
+        if value is not None:
+            returned[name] = value
+    return returned
+
+
+def _plain(value: Any) -> Any:
+    """An SDK model as JSON, with the fields the API sent (nulls kept); anything else as it came."""
+    return value.to_dict(mode="json", exclude_unset=True, warnings=False) if isinstance(value, anthropic.BaseModel) else value
 
 
 def _assistant(reply: Any, sent: _Sent) -> Json:
@@ -506,8 +530,6 @@ def _assistant(reply: Any, sent: _Sent) -> Json:
         # usage that is no object at all stays as sent too, for the store to judge.
         "usage": reply.usage.to_dict(mode="json", exclude_none=True, warnings=False)
         if isinstance(reply.usage, anthropic.BaseModel) else reply.usage,
-        "container": reply.container.to_dict(mode="json", exclude_unset=True, warnings=False)
-        if isinstance(reply.container, anthropic.BaseModel) else reply.container,
     }
     returned = _returned(reply)
     data |= {name: returned.pop(name) for name in _NAMED if name in returned}
