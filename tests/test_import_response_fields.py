@@ -82,4 +82,7 @@ def test_a_field_the_log_refuses_is_left_out_and_counted_not_refusing_the_sessio
         summary = import_claude_code(store, [path])
         assert summary.skipped["response fields refused"] == 1 and summary.assistant_messages == 2
         last = _answers(store)[-1]
-    assert "stop_sequence" not in last and "container" not in last and last["stop_reason"] == "stop_sequence"
+    assert "stop_sequence" not in last and last["stop_reason"] == "stop_sequence"
+    # Only the field refused is left out: the response's others are kept, as a live turn keeps them.
+    assert last["container"] == {"id": "container_1", "expires_at": "2025-07-01T11:00:00Z"}
+    assert last["extra_fields"] == {"speed_tier": "fast"}

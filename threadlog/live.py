@@ -42,6 +42,7 @@ from eventstore.prepare import prepare
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
 from projections.request import check_max_tokens
 
+from .returned import returned_fields
 from .signals import handled
 from .transcript_tools import extra_tools
 
@@ -472,38 +473,18 @@ class _Read:
                 raise BadAnswer(f"the input of tool call {name} did not arrive as whole JSON: {text[:200]!r}") from None
 
 
-# The answer's top-level fields `_assistant` records itself (`id` as message_id), or never:
-# `type` is always "message", `role` always "assistant" (`_call` checks it).
-_WRITTEN = frozenset(("id", "type", "role", "content", "model", "stop_reason", "usage"))
-# The other fields the SDK's Message and BetaMessage name: each recorded in the event's field
-# of that name; any other the API returns goes in `extra_fields`.
-_NAMED = ("container", "stop_sequence", "stop_details", "diagnostics", "context_management", "input_transformations")
-
-
 def _returned(reply: anthropic.types.Message) -> Json:
-    """The answer's top-level fields besides those `_assistant` writes itself, JSON-ready as
-    the API returned them (nulls inside kept, a field that is null or absent left out). One
-    the log cannot store (nested deeper than it takes, a lone surrogate, a value of another
-    type than its field holds) is left out too, so that the answer it came with is kept."""
+    """The answer's top-level fields besides those `_assistant` writes itself, as the event
+    records them (`returned.py`), JSON-ready as the API returned them (nulls inside kept)."""
     extra = reply.model_extra or {}
-    returned: Json = {}
+    fields: Json = {}
     for name in (*reply.model_fields_set, *extra):
-        if name in _WRITTEN or name in returned:
-            continue
         value = extra[name] if name in extra else getattr(reply, name, None)
-        try:  # each on its own: one lone surrogate failed the whole answer's serialization
-            value = [_plain(item) for item in value] if isinstance(value, list) else _plain(value)
+        try:  # each on its own: a lone surrogate or deep nesting in one failed the whole answer's serialization
+            fields[name] = [_plain(item) for item in value] if isinstance(value, list) else _plain(value)
         except (ValueError, RecursionError):
             continue
-        field = name if name in _NAMED else "extra_fields"
-        alone = {"role": "assistant", "content": [{"type": "text", "text": ""}], field: value if field == name else {name: value}}
-        try:
-            prepare({"type": "message.appended", "data": alone}, "answer")
-        except InvalidEvent:
-            continue
-        if value is not None:
-            returned[name] = value
-    return returned
+    return returned_fields(fields)[0]
 
 
 def _plain(value: Any) -> Any:
@@ -531,9 +512,7 @@ def _assistant(reply: Any, sent: _Sent) -> Json:
         "usage": reply.usage.to_dict(mode="json", exclude_none=True, warnings=False)
         if isinstance(reply.usage, anthropic.BaseModel) else reply.usage,
     }
-    returned = _returned(reply)
-    data |= {name: returned.pop(name) for name in _NAMED if name in returned}
-    data["extra_fields"] = returned or None
+    data |= _returned(reply)
     request = {"id": sent.request_id, "digest": sent.digest, "model": sent.model, "max_tokens": sent.max_tokens,
                "stream": sent.stream, **sent.options}
     return {"type": "message.appended", "data": {k: v for k, v in data.items() if v is not None}, "meta": {"request": request}}

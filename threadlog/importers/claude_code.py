@@ -29,7 +29,6 @@ How a file becomes streams (field meanings: FORMATS.md in the project's data not
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import re
@@ -43,8 +42,9 @@ from typing import Any
 from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.recorded import short
 from eventstore.content import known_block_type, validate_block
-from eventstore.events import MessageAppended, is_time
+from eventstore.events import is_time
 
+from ..returned import returned_fields
 from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, source_paths, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
@@ -516,19 +516,12 @@ def _continues(unit: _Unit, parent: _Entry | None) -> bool:
 # -- from units to events ---------------------------------------------------------------------
 
 
-# The fields of a response (Claude Code's `message`, as the API returned it) that `_response` reads
-# itself (`id` as message_id), or never: `type` is always "message", `role` always "assistant".
-_READ = frozenset(("id", "type", "role", "content", "model", "stop_reason", "usage"))
-# Each other field a `message.appended` names (`stop_sequence`, `context_management`, …) is kept
-# under its name; any other, in `extra_fields`, as a live turn keeps them.
-_NAMED = sorted(frozenset(MessageAppended.model_fields) - _READ - {"message_id", "item", "extra_fields"})
-
-
-def _response(entries: list[_Entry], returned: bool = True) -> dict[str, Any] | None:
-    """The `message.appended` data of an API response written over `entries` (None: no block);
-    with `returned=False`, as releases before this one made it: without the fields `_NAMED`
-    and `extra_fields` keep.
-    A field takes its value from the last line holding it, as the model and stop reason do."""
+def _response(entries: list[_Entry], returned: bool = True, refused: list[str] | None = None) -> dict[str, Any] | None:
+    """The `message.appended` data of an API response written over `entries` (None: no block),
+    with its other top-level fields as a live turn records them (`returned.py`), each taking
+    its value from the last line holding it, as the model and stop reason do; the names of
+    those the log cannot store go in `refused`. With `returned=False`, as releases before
+    this one made it: without those fields."""
     blocks: list[dict[str, Any]] = []
     model = stop = None
     usage: dict[str, Any] | None = None
@@ -540,7 +533,7 @@ def _response(entries: list[_Entry], returned: bool = True) -> dict[str, Any] | 
         model = message.get("model") or model
         stop = message.get("stop_reason") or stop
         usage = message.get("usage") or usage
-        others.update((name, value) for name, value in message.items() if name not in _READ and value is not None)
+        others.update((name, value) for name, value in message.items() if value is not None)
     blocks = [b for b in blocks if not (b.get("type") == "text" and not b.get("text"))] or blocks
     if not blocks:
         return None
@@ -550,9 +543,10 @@ def _response(entries: list[_Entry], returned: bool = True) -> dict[str, Any] | 
         if value is not None:
             data[name] = value
     if returned:
-        data.update((name, others.pop(name)) for name in _NAMED if name in others)
-        if others:
-            data["extra_fields"] = others
+        kept, left_out = returned_fields(others)
+        data.update(kept)
+        if refused is not None:
+            refused += left_out
     return data
 
 
@@ -692,7 +686,10 @@ class _Writer:
             self._user(stream, unit)
 
     def _assistant(self, stream: PlannedStream, unit: _Unit) -> None:
-        data = _response(unit.entries)
+        # Fields the log refuses (a stop_sequence that is no text), which an earlier release passed
+        # over, are left out, and counted, rather than refusing a session that imported before.
+        refused: list[str] = []
+        data = _response(unit.entries, refused=refused)
         if data is None:
             self.summary.skipped["empty message"] += 1
             return
@@ -701,21 +698,13 @@ class _Writer:
         meta = self._meta(unit)
         before = _response(unit.entries, returned=False)
         if before is not None and before != data:  # (it holds the same blocks)
-            # A session an earlier release imported holds the response without these fields: that is
-            # no change of the source (`Plan.formerly`). Fields the log refuses (a stop_sequence that
-            # is no text), which an earlier release passed over, are left out, and counted, rather
-            # than refusing a session that imported before.
-            try:
-                stream.check("message.appended", data, meta)
-            except InvalidEvent:
-                data = before
-                with contextlib.suppress(InvalidEvent):  # refused for its blocks: `_add` names the line
-                    stream.check("message.appended", data, meta)
-                    self.summary.skipped["response fields refused"] += 1
-            else:
-                self.plan.formerly[meta["event_id"]] = before
+            # A session an earlier release imported holds the response without these fields: that
+            # is no change of the source (`Plan.formerly`).
+            self.plan.formerly[meta["event_id"]] = before
         if not self._add(stream, "message.appended", data, meta, unit, _response):
             return
+        if refused:
+            self.summary.skipped["response fields refused"] += 1
         self.summary.assistant_messages += 1
         calls = [b for b in data["content"] if b.get("type") == "tool_use"]
         self.summary.tool_calls += len(calls)
