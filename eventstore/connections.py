@@ -41,7 +41,8 @@ class Local:
 
 class Connections:
     """The `Local` of each thread using one store: the opening thread's (`own`), and for every
-    other thread one `reopen()` makes at its first call (None: it cannot be opened again)."""
+    other thread one `reopen()` makes at its first call (None: the backend's `another()`, if it
+    is one of threadlog's; else the backend object itself serves every thread)."""
 
     def __init__(self, backend: Backend, reopen: Callable[[], Backend] | None) -> None:
         self.own = Local(backend)

@@ -561,28 +561,25 @@ def test_endless_input_is_refused_after_what_an_event_can_hold(tmp_path: Path) -
     with Store(db) as store:
         t = store.create_thread()
     before = file_dump(db)
-    endless = subprocess.Popen(["yes"], stdout=subprocess.PIPE)
-    try:
-        done = subprocess.run([exe, "--db", str(db), "append", t, "--role", "user", "--content", "-"], stdin=endless.stdout,
-                              capture_output=True, text=True, timeout=120)
-    finally:
-        endless.kill()
-        endless.wait()
-        assert endless.stdout is not None
-        endless.stdout.close()
+
+    def fed(source: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+        """threadlog ARGS reading what `source` writes without end."""
+        endless = subprocess.Popen(source, stdout=subprocess.PIPE)
+        try:
+            return subprocess.run([exe, "--db", str(db), *args], stdin=endless.stdout, capture_output=True, text=True,
+                                  timeout=120)
+        finally:
+            endless.kill()
+            endless.wait()
+            assert endless.stdout is not None
+            endless.stdout.close()
+
+    done = fed(["yes"], "append", t, "--role", "user", "--content", "-")
     assert done.returncode == 1 and done.stderr == "error: --content: standard input holds more than 64 MiB; an event holds " \
                                                    "at most 32 MiB of JSON\n"
     device = subprocess.run([exe, "--db", str(db), "import", "events", "/dev/zero"], capture_output=True, text=True, timeout=120)
     assert device.returncode == 1 and device.stderr.startswith("error: paths[0]: /dev/zero is a device, not a file")
-    zeros = subprocess.Popen(["cat", "/dev/zero"], stdout=subprocess.PIPE)  # a pipe, which `import events` reads
-    try:
-        piped = subprocess.run([exe, "--db", str(db), "import", "events", "/dev/stdin"], stdin=zeros.stdout,
-                               capture_output=True, text=True, timeout=120)
-    finally:
-        zeros.kill()
-        zeros.wait()
-        assert zeros.stdout is not None
-        zeros.stdout.close()
+    piped = fed(["cat", "/dev/zero"], "import", "events", "/dev/stdin")  # a pipe, which `import events` reads
     assert piped.returncode == 1 and "/dev/stdin: line 1: is longer than 65 MiB" in piped.stderr and "Traceback" not in piped.stderr
     assert file_dump(db) == before
 
