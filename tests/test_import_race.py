@@ -8,9 +8,11 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from threadlog import Store, import_claude_code, import_swe_agent
+from threadlog.importers.summary import ImportSummary
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # A real session whose user rewound it once: a thread and a fork.
@@ -23,6 +25,28 @@ def heads(db: Path) -> set[tuple[str, str, int]]:
         return {(t.id, t.kind, t.head) for t in store.all_threads()}
 
 
+def _raced(db: Path, command: list[str], run: Callable[[Store], ImportSummary]
+           ) -> tuple[ImportSummary, list[subprocess.CompletedProcess[str]]]:
+    """`run` on a new `db` while another process runs `command`: `run` has checked what the
+    sources hold and waits for the write lock (held here until then), which is released to the
+    other process, which writes it all first. What `run` returned, and the other's result."""
+    Store(db).close()
+    holder = sqlite3.connect(db, isolation_level=None)  # holds the write lock until the importer below waits on it
+    holder.execute("BEGIN IMMEDIATE")
+    other: list[subprocess.CompletedProcess[str]] = []
+
+    def the_other_import_goes_first() -> None:
+        holder.execute("ROLLBACK")
+        other.append(subprocess.run(command, capture_output=True, text=True, timeout=120))
+
+    with Store(db, on_wait=the_other_import_goes_first) as store:
+        summary = run(store)
+        store.verify()
+    holder.close()
+    assert other and other[0].returncode == 0, other
+    return summary, other
+
+
 def test_an_import_racing_another_of_the_same_session_succeeds(tmp_path: Path) -> None:
     alone = tmp_path / "alone.db"
     with Store(alone) as store:
@@ -30,23 +54,8 @@ def test_an_import_racing_another_of_the_same_session_succeeds(tmp_path: Path) -
     assert {kind for _, kind, _ in heads(alone)} == {"thread", "fork"}
 
     db = tmp_path / "raced.db"
-    Store(db).close()
-    holder = sqlite3.connect(db, isolation_level=None)  # holds the write lock until the importer below waits on it
-    holder.execute("BEGIN IMMEDIATE")
-    other: list[subprocess.CompletedProcess[str]] = []
-
-    def the_other_import_goes_first() -> None:
-        # The importer below has checked what the file holds and waits to write: release the
-        # lock to another process importing the same session, which writes all of it first.
-        holder.execute("ROLLBACK")
-        other.append(subprocess.run([THREADLOG, "--db", str(db), "import", "claude-code", str(SESSION)],
-                                    capture_output=True, text=True, timeout=60))
-
-    with Store(db, on_wait=the_other_import_goes_first) as store:
-        summary = import_claude_code(store, [SESSION])
-        store.verify()
-    holder.close()
-    assert other and other[0].returncode == 0, other
+    summary, other = _raced(db, [THREADLOG, "--db", str(db), "import", "claude-code", str(SESSION)],
+                            lambda store: import_claude_code(store, [SESSION]))
     assert heads(db) == heads(alone)
     # What each import says it added is what it wrote: the other wrote it all.
     assert summary.added == 0 and summary.events == 37
@@ -75,21 +84,8 @@ def test_two_imports_of_one_directory_of_trajectories_at_once_write_each_event_o
 
     # One import has checked every file and waits to write while the other writes them all.
     db = tmp_path / "raced.db"
-    Store(db).close()
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    other: list[subprocess.CompletedProcess[str]] = []
-
-    def the_other_import_goes_first() -> None:
-        holder.execute("ROLLBACK")
-        other.append(subprocess.run([sys.executable, "-m", "threadlog", "--db", str(db), "import", "swe-agent", str(runs)],
-                                    capture_output=True, text=True, timeout=120))
-
-    with Store(db, on_wait=the_other_import_goes_first) as store:
-        summary = import_swe_agent(store, [runs])
-        store.verify()
-    holder.close()
-    assert other and other[0].returncode == 0, other
+    summary, other = _raced(db, [sys.executable, "-m", "threadlog", "--db", str(db), "import", "swe-agent", str(runs)],
+                            lambda store: import_swe_agent(store, [runs]))
     assert f"{total} event(s) added of {total}" in other[0].stdout
     assert (summary.added, summary.events) == (0, total)
     assert heads(db) == heads(alone) and sorted(events(db)) == sorted(events(alone))

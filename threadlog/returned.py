@@ -23,6 +23,8 @@ from eventstore.prepare import prepare
 WRITTEN = frozenset(("id", "type", "role", "content", "model", "stop_reason", "usage"))
 # The other fields a `message.appended` names, each kept under its name.
 NAMED = frozenset(MessageAppended.model_fields) - WRITTEN - {"message_id", "item", "extra_fields"}
+# The data fields `returned_fields` may give: those named, and `extra_fields` for the rest.
+RETURNED = NAMED | {"extra_fields"}
 
 
 def returned_fields(fields: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:

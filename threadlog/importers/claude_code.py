@@ -44,7 +44,7 @@ from eventstore.recorded import short
 from eventstore.content import known_block_type, validate_block
 from eventstore.events import is_time
 
-from ..returned import returned_fields
+from ..returned import RETURNED, returned_fields
 from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, source_paths, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
@@ -516,12 +516,11 @@ def _continues(unit: _Unit, parent: _Entry | None) -> bool:
 # -- from units to events ---------------------------------------------------------------------
 
 
-def _response(entries: list[_Entry], returned: bool = True, refused: list[str] | None = None) -> dict[str, Any] | None:
+def _response(entries: list[_Entry], refused: list[str] | None = None) -> dict[str, Any] | None:
     """The `message.appended` data of an API response written over `entries` (None: no block),
     with its other top-level fields as a live turn records them (`returned.py`), each taking
     its value from the last line holding it, as the model and stop reason do; the names of
-    those the log cannot store go in `refused`. With `returned=False`, as releases before
-    this one made it: without those fields."""
+    those the log cannot store go in `refused`."""
     blocks: list[dict[str, Any]] = []
     model = stop = None
     usage: dict[str, Any] | None = None
@@ -542,11 +541,10 @@ def _response(entries: list[_Entry], returned: bool = True, refused: list[str] |
     for name, value in (("message_id", message_id), ("model", model), ("stop_reason", stop), ("usage", usage)):
         if value is not None:
             data[name] = value
-    if returned:
-        kept, left_out = returned_fields(others)
-        data.update(kept)
-        if refused is not None:
-            refused += left_out
+    kept, left_out = returned_fields(others)
+    data.update(kept)
+    if refused is not None:
+        refused += left_out
     return data
 
 
@@ -696,8 +694,8 @@ class _Writer:
         if stream.open_run is None:
             self._open_run(stream, unit)
         meta = self._meta(unit)
-        before = _response(unit.entries, returned=False)
-        if before is not None and before != data:  # (it holds the same blocks)
+        before = {name: value for name, value in data.items() if name not in RETURNED}  # as releases before these fields
+        if before != data:
             # A session an earlier release imported holds the response without these fields: that
             # is no change of the source (`Plan.formerly`).
             self.plan.formerly[meta["event_id"]] = before
