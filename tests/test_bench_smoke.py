@@ -32,3 +32,26 @@ def test_bench_smoke_writes_json(tmp_path: Path) -> None:
     assert all(r["value"] > 0 for r in measured)
     assert {t["target"] for t in record["targets"]} >= {"append_full", "append_normal", "batch", "fork_growth", "import_speed", "import_memory", "cli_content"}
     assert "scenario" in done.stdout and "ratio" in done.stdout
+
+
+def test_the_lean_table_stores_the_text_threadlog_stores(tmp_path: Path) -> None:
+    """The scale rows time the lean side's encoding of the same messages: it must make the
+    very text threadlog stores, or the two sides would not be doing the same work (nor
+    would the file sizes compare the same rows)."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench.scale import Lean, _messages
+    finally:
+        sys.path.remove(str(ROOT))
+    import random
+
+    from threadlog import Store
+
+    store = Store(tmp_path / "t.db")
+    thread = store.create_thread(title="same")
+    messages = _messages(random.Random(3), 1, 40) + [
+        {"type": "message.appended", "data": {"role": "user", "content": 'quote " back \\ é 💡 \u2028 \x00 <b>'}}]
+    store.append(thread, messages)
+    stored = [row[0] for row in store.backend.conn.execute(
+        "SELECT data FROM events WHERE stream_id = ? AND \"offset\" > 0 ORDER BY \"offset\"", (thread,))]
+    assert stored == [Lean.data(message) for message in messages]
