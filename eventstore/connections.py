@@ -7,8 +7,9 @@ than the one that opened it, and each call failed there with SQLite's "objects c
 thread can only be used in that same thread". So the thread that opened the store keeps its
 connection, and any other thread opens its own on the same database at its first call, as
 another process would: SQLite's locks (and PostgreSQL's) order them, and the store's
-concurrency guarantees between processes hold between threads. `close()` closes the opening
-thread's; each other thread's closes at that thread's next call, or when it ends.
+concurrency guarantees between processes hold between threads. `close()` closes the calling
+thread's connection (and the opening thread's, called there or after that thread ended); each
+other thread's closes at that thread's next call, or when it ends: never under a call.
 
 A `:memory:` database lives in its one connection: another thread is refused, by name. A
 store made from a backend object of threadlog's (SQLite's or PostgreSQL's) opens another with
@@ -47,6 +48,8 @@ class Connections:
     def __init__(self, backend: Backend, reopen: Callable[[], Backend] | None) -> None:
         self.own = Local(backend)
         self._owner = threading.get_ident()
+        self._owner_thread = threading.current_thread()
+        self._own_pending = False  # closed from another thread: the opening thread's goes at its next call
         self._reopen = reopen
         self._local = threading.local()
         self._closed = False
@@ -54,6 +57,10 @@ class Connections:
     def get(self) -> Local:
         """The calling thread's."""
         if threading.get_ident() == self._owner:
+            if self._own_pending:
+                self._own_pending = False
+                self.own.backend.close()
+                raise self._closed_error()
             return self.own
         local: Local | None = getattr(self._local, "state", None)
         if local is None:
@@ -89,8 +96,15 @@ class Connections:
         return local
 
     def close(self) -> None:
-        """Close the opening thread's connection; every other thread's closes at that thread's
+        """Close the calling thread's connection; every other thread's closes at that thread's
         next call, or when it ends. Never here: a connection closed under a call running on its
-        thread crashed the interpreter (SQLite's), or failed that call as a lost connection."""
+        thread crashed the interpreter (SQLite's), or failed that call as a lost connection. The
+        opening thread's closes here too when it has ended (its next call will never come)."""
         self._closed = True
-        self.own.backend.close()
+        local: Local | None = getattr(self._local, "state", None)
+        if local is not None:
+            self._local.closer()
+            del self._local.state, self._local.closer
+        self._own_pending = threading.get_ident() != self._owner and self._owner_thread.is_alive()
+        if not self._own_pending:
+            self.own.backend.close()

@@ -350,8 +350,9 @@ class Store:
 
     def close(self) -> None:
         """Let the readers still waiting on the store (`finish_before_close`) read what they need,
-        then close the connection (another thread's closes at its next call, which raises, or when
-        it ends: `eventstore/connections.py`). `with Store(...)` calls it."""
+        then close the calling thread's connection (another thread's, the opening one's too, closes
+        at that thread's next call, which raises, or when it ends: `eventstore/connections.py`).
+        `with Store(...)` calls it."""
         for reader in list(self._readers.values()):
             reader.store_closing()
         self._readers.clear()

@@ -152,6 +152,63 @@ def test_close_while_other_threads_are_mid_call_ends_their_calls_cleanly(tmp_pat
     assert (run.returncode, run.stdout.strip()) == (0, "done"), run.stderr[-2000:]
 
 
+def test_close_on_another_thread_closes_that_thread_s_connection_and_the_opener_s_once_it_ended(tmp_path: Path) -> None:
+    """A store opened on a thread that has ended (a start-up task's) and closed from another:
+    both connections close then (SQLite removes the write-ahead log with the last one); while
+    the opening thread lives, its connection waits for that thread's next call instead."""
+    db = tmp_path / "t.db"
+    store: list[Store] = []
+    _on_a_thread(lambda: store.append(Store(db)))
+    thread = store[0].create_thread()  # this thread's own connection
+    store[0].close()
+    assert not Path(f"{db}-wal").exists()
+    with pytest.raises(StoreError, match="is closed; open it again"):
+        store[0].head(thread)
+
+    opener = Store(db)
+    opener.create_thread()
+    _on_a_thread(opener.close)  # this thread, the opening one, still lives
+    assert Path(f"{db}-wal").exists()
+    with pytest.raises(StoreError, match="is closed; open it again"):
+        opener.head(thread)
+    assert not Path(f"{db}-wal").exists()
+
+
+_CLOSED_FROM_ANOTHER_THREAD = """
+import sys, threading, time
+from eventstore import Store, StoreError
+
+for round in range(8):
+    store = Store(sys.argv[1] + f"/{round}.db")
+    thread = store.create_thread()
+    for i in range(100):
+        store.append_message(thread, "user", "before")
+    closer = threading.Thread(target=lambda: (time.sleep(0.02 + round * 0.005), store.close()))
+    closer.start()
+    try:
+        while True:
+            if round % 2:
+                store.append_message(thread, "user", "meanwhile")
+            else:
+                sum(1 for _ in store.read(thread))
+    except StoreError as error:
+        assert "is closed" in str(error), error
+    closer.join()
+    with Store(sys.argv[1] + f"/{round}.db") as again:
+        assert again.verify().events == again.counts().events
+print("done")
+"""
+
+
+def test_close_from_another_thread_while_the_opening_thread_is_mid_call_ends_its_call_cleanly(tmp_path: Path) -> None:
+    """A shutdown hook on another thread (a signal's, a server's) closes the store while the
+    thread that opened it is mid-call: its connection was closed under that call, as the
+    workers' were (a segmentation fault). The opening thread's next call says it is closed."""
+    run = subprocess.run([sys.executable, "-c", _CLOSED_FROM_ANOTHER_THREAD, str(tmp_path)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert (run.returncode, run.stdout.strip()) == (0, "done"), run.stderr[-2000:]
+
+
 def test_a_memory_store_says_so_on_another_thread(tmp_path: Path) -> None:
     with Store(":memory:") as memory:
         with pytest.raises(StoreError, match="a :memory: store serves only the thread that opened it"):
