@@ -5,10 +5,15 @@ Benchmarks are not tests: nothing here looks at a figure, only at the shape of t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import random
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+
+from threadlog import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,15 +48,12 @@ def test_the_lean_table_stores_the_text_threadlog_stores(tmp_path: Path) -> None
         from bench.scale import Lean, _messages
     finally:
         sys.path.remove(str(ROOT))
-    import random
-
-    from threadlog import Store
-
-    store = Store(tmp_path / "t.db")
-    thread = store.create_thread(title="same")
-    messages = _messages(random.Random(3), 1, 40) + [
-        {"type": "message.appended", "data": {"role": "user", "content": 'quote " back \\ é 💡 \u2028 \x00 <b>'}}]
-    store.append(thread, messages)
-    stored = [row[0] for row in store.backend.conn.execute(
-        "SELECT data FROM events WHERE stream_id = ? AND \"offset\" > 0 ORDER BY \"offset\"", (thread,))]
+    with Store(tmp_path / "t.db") as store:
+        thread = store.create_thread(title="same")
+        messages = _messages(random.Random(3), 1, 40) + [
+            {"type": "message.appended", "data": {"role": "user", "content": 'quote " back \\ é 💡 \u2028 \x00 <b>'}}]
+        store.append(thread, messages)
+    with contextlib.closing(sqlite3.connect(tmp_path / "t.db")) as conn:
+        stored = [row[0] for row in conn.execute(
+            "SELECT data FROM events WHERE stream_id = ? AND \"offset\" > 0 ORDER BY \"offset\"", (thread,))]
     assert stored == [Lean.data(message) for message in messages]
