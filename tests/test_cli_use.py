@@ -718,3 +718,19 @@ def test_a_read_only_copy_whose_wal_holds_commits_is_refused_not_read_stale(tmp_
     assert done.stderr.startswith(f"error: {shelf / 'r.db'}-wal holds changes not yet in {shelf / 'r.db'}"), done.stderr
     ok = subprocess.run([THREADLOG, "verify", "--db", str(shelf / "r.db")], capture_output=True, text=True, timeout=60)
     assert "21 events" in ok.stdout, ok.stdout + ok.stderr  # in a directory it may write, all of it is read
+
+
+def test_counts_of_one_read_in_the_singular(tmp_path: Path) -> None:
+    """A store with one thread of one event said "1 threads, 1 events" (`init`, `verify`,
+    `tree`); a count of one reads in the singular, any other in the plural."""
+    db = tmp_path / "t.db"
+    assert invoke(db, "init")[1].endswith(", 0 threads, 0 events\n")
+    with Store(db) as store:
+        thread = store.create_thread()
+    assert invoke(db, "init")[1].endswith(", 1 thread, 1 event\n")
+    assert invoke(db, "verify")[1] == "ok: 1 event in 1 thread verified (0 redacted)\n"
+    assert invoke(db, "tree", thread)[1].startswith(f"{thread}  thread, 1 event\n")
+    with Store(db) as store:
+        store.append_message(thread, "user", "two")
+        store.fork(thread)
+    assert invoke(db, "verify")[1] == "ok: 3 events in 2 threads verified (0 redacted)\n"

@@ -229,7 +229,7 @@ def test_cli_verify_since_prints_the_extended_checkpoint(tmp_path: Path) -> None
     runner = CliRunner()
     text = runner.invoke(cli, ["verify", "--db", str(db), "--since", before])
     assert text.exit_code == 0, text.output
-    assert text.stdout.splitlines() == ["ok: 1 events appended since the checkpoint verified, in 1 threads (0 redacted)",
+    assert text.stdout.splitlines() == ["ok: 1 event appended since the checkpoint verified, in 1 thread (0 redacted)",
                                         f"checkpoint: {now}"]
     as_json = runner.invoke(cli, ["verify", "--db", str(db), "--since", before, "--json"])
     assert json.loads(as_json.stdout)["checkpoint"] == now
@@ -249,7 +249,7 @@ def test_cli_verify_since_says_how_many_events_were_redacted_since(tmp_path: Pat
         store.redact(said.position, reason="tidy", actor="someone")
     text = CliRunner().invoke(cli, ["verify", "--db", str(db), "--since", before])
     assert text.exit_code == 0, text.output
-    assert text.stdout.splitlines()[0] == "ok: 1 events appended since the checkpoint verified, in 1 threads (1 redacted)"
+    assert text.stdout.splitlines()[0] == "ok: 1 event appended since the checkpoint verified, in 1 thread (1 redacted)"
 
 
 def test_cli_verify_since_json_names_the_given_checkpoint_since_on_failure_too(tmp_path: Path) -> None:

@@ -282,7 +282,7 @@ def test_search_answers_from_the_index_when_the_log_has_moved_on(tmp_path: Path)
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
         page = c.get("/?q=ferry").text
     assert page.count('class="hit"') == 1
-    assert "The search index is 1 events behind the log" in page
+    assert "The search index is 1 event behind the log" in page
     assert 'class="error"' not in page
 
 

@@ -60,8 +60,8 @@ from .note_fork import fork_with_transcript, transcripts_holding
 from .subagents import STATUSES, questions, report
 from . import output
 from .names import THREAD, ThreadType, resolve
-from .render import (blame_line, check_line, diff_lines, event_line, hit_line, ls_lines, row_line, safe, safe_block, safe_json, state_lines,
-                     tree_lines, usage_lines)
+from .render import (blame_line, check_line, counted, diff_lines, event_line, hit_line, ls_lines, row_line, safe, safe_block,
+                     safe_json, state_lines, tree_lines, usage_lines)
 from .signals import handled
 
 if TYPE_CHECKING:  # `anthropic`, imported by the live turns, only for the commands that call the API
@@ -501,7 +501,7 @@ def init(store: Store, as_json: bool) -> None:
     if as_json:
         _emit_json({"path": store.path, "schema_version": store.schema_version(), "threads": streams, "events": events})
     else:
-        output.lines([f"{store.path}: schema {store.schema_version()}, {streams} threads, {events} events"])
+        output.lines([f"{store.path}: schema {store.schema_version()}, {counted(streams, 'thread')}, {counted(events, 'event')}"])
 
 
 def _meta_pairs(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -1056,11 +1056,13 @@ def verify(store: Store, checkpoint: str | None, since: str | None, as_json: boo
         _emit_json({**report.to_json(), **({"since": since} if since is not None else {})})
         return
     if since is not None:
-        output.lines([f"ok: {report.events} events appended since the checkpoint verified, in {report.streams} threads "
+        output.lines([f"ok: {counted(report.events, 'event')} appended since the checkpoint verified, in "
+                      f"{counted(report.streams, 'thread')} "
                       f"({report.redacted} redacted)",
                       f"checkpoint: {report.checkpoint}"])
         return
-    output.lines([f"ok: {report.events} events in {report.streams} threads verified ({report.redacted} redacted)"])
+    output.lines([f"ok: {counted(report.events, 'event')} in {counted(report.streams, 'thread')} verified "
+                  f"({report.redacted} redacted)"])
     if checkpoint is not None:
         output.lines([f"ok: the log still holds everything checkpoint {checkpoint} covered"])
 
@@ -1635,7 +1637,7 @@ def index_command(store: Store, rebuild: bool, as_json: bool) -> None:
     if as_json:
         _emit_json({"rebuilt": rebuild, "events_read": read, "position": position})
     else:
-        click.echo(f"{'rebuilt' if rebuild else 'updated'}: {read} events read; the index covers positions up to {position}")
+        click.echo(f"{'rebuilt' if rebuild else 'updated'}: {counted(read, 'event')} read; the index covers positions up to {position}")
 
 
 @cli.command()

@@ -106,6 +106,11 @@ def _scalar(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def counted(count: int, noun: str) -> str:
+    """A count and its noun, the noun singular for one: `1 thread`, `2 threads`, `0 threads`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def _short(text: str, width: int = 60) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -157,7 +162,7 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
     while stack:
         info, prefix, last, root = stack.pop()
         title = (titles or {}).get(info.id)
-        label = f"{info.id}  {info.kind}, {info.head} events" + (f"  {_short(title, 50)}" if title else "")
+        label = f"{info.id}  {info.kind}, {counted(info.head, 'event')}" + (f"  {_short(title, 50)}" if title else "")
         if root:
             yield label
         else:
