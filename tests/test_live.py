@@ -13,7 +13,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from eventstore import InvalidEvent, Store
+from eventstore import ForkRefused, InvalidEvent, Store
 from projections import anthropic_request, body_digest, check_request, diff, request_body, thread_state, usage, validate_request
 from threadlog.live import Interrupt, rerun, resolve_interrupt, run_turn
 
@@ -277,6 +277,43 @@ def test_an_interrupt_answered_later_resumes_the_turn(file_store: Store, api: Me
     assert answers == {"tu_1": "Lyon: sunny", "tu_2": "Tuesday", "tu_3": "Nice: sunny"}
     assert thread_state(file_store, t).status == "idle"
     assert_provenance(file_store, t, api)
+
+
+def test_a_fork_of_a_parent_paused_on_a_question_starts_idle_and_the_parent_still_waits(file_store: Store,
+                                                                                         api: MessagesAPI) -> None:
+    """Sagents: a parent paused on a question does not hand it to its forks. The question's
+    tool call has no result, so a plain fork is refused naming it; with unanswered='drop' the
+    fork starts idle without the call or the question, and its first live turn is valid."""
+    t = thread(file_store)
+    api.reply_json(message([use("tu_1", city="Lyon"), use("tu_2", "ask_human", question="Which day?")], "tool_use"))
+
+    def ask_human(question: str) -> str:
+        raise Interrupt(question)
+
+    tools = {"weather": lambda city: f"{city}: sunny", "ask_human": ask_human}
+    asked = run_turn(file_store, t, "Plan it", client(api), tools=tools)
+    assert asked.status == "interrupted"
+    before = (file_store.counts(), [e.to_json() for e in file_store.read_all()])
+    with pytest.raises(ForkRefused) as refused:
+        file_store.fork(t)
+    assert (refused.value.reason, refused.value.tool_use_ids) == ("unanswered_tool_calls", ["tu_2"])
+    assert (file_store.counts(), [e.to_json() for e in file_store.read_all()]) == before
+    fork = file_store.fork(t, unanswered="drop")
+    state = thread_state(file_store, fork)
+    assert (state.status, state.pending_interrupts, state.demoted_interrupts) == ("idle", [], [asked.interrupt_id])
+    api.reply_json(message(text("Lyon: sunny all week.")))
+    assert run_turn(file_store, fork, "Just Lyon, any day.", client(api), tools=tools).status == "ok"
+    sent = api.requests[-1].json["messages"]
+    assert [b["type"] for m in sent for b in m["content"]] == ["text", "tool_use", "tool_result", "text"]
+    assert sent[1]["content"][0]["id"] == "tu_1" and "Which day?" not in api.requests[-1].body.decode()
+    assert thread_state(file_store, t).status == "interrupted"  # the parent still waits on its question
+    resolve_interrupt(file_store, t, asked.interrupt_id, "Tuesday")
+    api.reply_json(message(text("Tuesday it is.")))
+    assert run_turn(file_store, t, None, client(api), tools=tools).status == "ok"
+    answers = {b["tool_use_id"]: b["content"] for b in api.requests[-1].json["messages"][2]["content"]}
+    assert answers == {"tu_1": "Lyon: sunny", "tu_2": "Tuesday"}
+    own = [e.offset for e in file_store.read(fork) if e.stream_id == fork and "request" in e.meta]
+    assert len(own) == 1 and check_request(file_store, fork, own[0]).ok
 
 
 def test_a_write_during_the_call_keeps_the_answer_and_the_check_says_so(file_store: Store, api: MessagesAPI) -> None:
