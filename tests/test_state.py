@@ -96,6 +96,19 @@ def test_fork_carries_messages_and_configuration(mem: Store) -> None:
     assert (s.parent_id, s.parent_offset, s.kind, s.title, s.system) == (t, 4, "fork", "Trip", "sys")
 
 
+def test_a_fork_drops_the_parents_title_flag_and_names_itself_later(mem: Store) -> None:
+    """Sagents: blank metadata keeps a parent's "title already generated" flag out of its forks,
+    so a fork does not wear the parent's name for good: it shows it until it sets its own, and
+    then each thread keeps its own title."""
+    t = _base(mem)
+    f = mem.fork(t)
+    assert "title_done" not in thread_state(mem, f).metadata and thread_state(mem, f).title == "Trip"
+    mem.append(f, [{"type": "title.set", "data": {"title": "Hotels"}}, {"type": "metadata.set", "data": {"patch": {"title_done": True}}}])
+    mem.append(t, [{"type": "title.set", "data": {"title": "Trip to Lyon"}}])
+    assert (thread_state(mem, f).title, thread_state(mem, t).title) == ("Hotels", "Trip to Lyon")
+    assert mem.titles(mem.subtree(t)) == {t: "Trip to Lyon", f: "Hotels"}  # what ls and tree show
+
+
 def test_pending_interrupt_is_demoted_in_the_fork_and_stays_pending_in_the_parent(mem: Store) -> None:
     t = _base(mem)
     mem.append(t, [{"type": "interrupt.raised", "data": {"interrupt_id": "ask", "question": "which train?"}}])
