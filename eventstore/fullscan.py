@@ -448,8 +448,9 @@ class Fold:
             return
         shown = format_checkpoint(self.upto, self.wanted)
         if self.last < self.upto:
-            raise IntegrityError(self.last + 1, f"the log no longer matches checkpoint {shown}: it ends at position "
-                                 f"{self.last}, below the checkpoint's {self.upto} (events were removed)")
+            # `last` is the last position folded, at or below the checkpoint's: the log may go on past it.
+            raise IntegrityError(self.last + 1, f"the log no longer matches checkpoint {shown}: it holds no event after "
+                                 f"position {self.last} up to the checkpoint's {self.upto} (events were removed)")
         if self.value != self.wanted:
             raise IntegrityError(None, f"the log no longer matches checkpoint {shown}: an event at or below "
                                  f"position {self.upto} was removed, added or rewritten")

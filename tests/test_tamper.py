@@ -358,6 +358,26 @@ def test_a_deleted_fork_passes_verify_but_not_the_checkpoint(template: Path, tmp
             store.verify(checkpoint=kept_elsewhere)
 
 
+def test_a_deleted_fork_the_log_goes_on_after_is_named_as_a_gap_not_as_the_log_s_end(template: Path, tmp_path: Path) -> None:
+    """G's events were the last the checkpoint covered, and R was appended to since: the message
+    said the log ended at position 10 while `threadlog log` showed it going on past 12."""
+    db = tmp_path / "t.db"
+    shutil.copy(template, db)
+    with Store(db) as store:
+        kept_elsewhere = store.checkpoint()
+        store.append_message("R", "user", "later")  # position 13
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM events WHERE stream_id = 'G'")
+    conn.execute("DELETE FROM streams WHERE id = 'G'")
+    conn.commit()
+    conn.close()
+    with Store(db) as store, pytest.raises(IntegrityError) as caught:
+        store.verify(checkpoint=kept_elsewhere)
+    assert caught.value.position == 11
+    assert "it holds no event after position 10 up to the checkpoint's 12 (events were removed)" in str(caught.value)
+    assert "ends at" not in str(caught.value)
+
+
 @pytest.mark.parametrize("case", ["root-edit-data", "root-delete-tail", "mid-fork-stream-row-deleted"])
 def test_checkpoint_fails_for_tampering_verify_also_names(template: Path, tmp_path: Path, case: str) -> None:
     with Store(template) as store:
