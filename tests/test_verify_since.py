@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import stored
+from projections import transcript
 from threadlog import IntegrityError, InvalidEvent, Store
 from threadlog.cli import cli
 
@@ -82,6 +83,27 @@ def test_since_names_a_row_it_reads_whose_text_is_not_utf8(tmp_path: Path) -> No
     with Store(db) as store, pytest.raises(IntegrityError) as caught:
         store.verify(since=before)
     assert caught.value.position == first.position
+
+
+def test_the_row_of_a_thread_with_no_new_event_is_left_to_the_full_verify(tmp_path: Path) -> None:
+    """As the README says: `since` reads no row of a thread it met no new event of, so a head
+    lowered there (hiding the fork's last message from its readers) passes it; the full verify,
+    and one proving the checkpoint, name it."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, f = busy(store)
+        before = store.checkpoint()
+        store.append_message(t, "user", "new")
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE streams SET head = head - 1 WHERE id = ?", (f,))
+    conn.commit()
+    conn.close()
+    with Store(db) as store:
+        assert "in the fork" not in transcript(store, f)  # the fork's own message is hidden
+        assert store.verify(since=before).events == 1
+        for kwargs in ({}, {"checkpoint": before}):
+            with pytest.raises(IntegrityError, match=f"{f} offset 4: beyond the stream's head 4"):
+                store.verify(**kwargs)
 
 
 def test_since_names_a_stream_row_that_disagrees_with_its_new_events(tmp_path: Path) -> None:
