@@ -210,6 +210,8 @@ def _wrong_column(row: StreamRow) -> tuple[str, str] | None:
     # as an empty thread, as such a row always did: verify names it (tests/test_verify_agreement.py).
     if not _count(row.head, 0):
         return "head", "a length (an integer >= 0)"
+    if row.parent_offset is not None and row.parent_offset > row.head:  # the fork's own events would read as none
+        return "parent_offset", f"a fork point at or below its head {row.head}"
     if not _count(row.depth, 0):  # no bound: forks at offset 1 of forks at offset 1 nest without growing
         return "depth", "a depth (an integer >= 0)"
     if row.created_position is not None and not _count(row.created_position, 1):

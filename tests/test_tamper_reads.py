@@ -277,6 +277,28 @@ def test_usage_of_a_fork_whose_depth_was_altered_answers(template: Template, tmp
     assert result.exit_code == 0 and "F" in result.output, result.output
 
 
+def test_a_fork_point_past_the_fork_s_head_is_refused_by_every_reader(template: Template, tmp_path: Path) -> None:
+    """G forks F at 11 and holds offsets 11-12. With its parent_offset moved past its head, readers
+    took its whole history from F: `show`, `log` and `transcript` printed G without its own
+    messages (and `request` blamed an offset it was never given); a fork point at 0 was already
+    refused. Now each names the row and column, and verify the position."""
+    path = _copy(template, tmp_path)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE streams SET parent_offset = 20 WHERE id = 'G'")
+    conn.commit()
+    conn.close()
+    for args in (["show", "G"], ["log", "G"], ["transcript", "G"], ["request", "G", "--model", "m"], ["rows", "G"],
+                 ["export", "G"], ["tree"], ["ls", "--all"]):
+        result = CliRunner().invoke(cli, ["--db", str(path), *args])
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        assert result.exit_code == 1, (args, result.output)
+        assert result.output == ("error: the stream row of 'G' was altered outside threadlog: its parent_offset is 20, "
+                                 "not a fork point at or below its head 13; `threadlog verify` names where\n"), args
+    with Store(path, read_only=True) as store, pytest.raises(IntegrityError) as failed:
+        store.verify()
+    assert failed.value.position == 14
+
+
 # Text that is not UTF-8 in a stream row: the driver refused to read the row, and verify ended
 # with a StoreError naming no position (`threadlog verify` printed no position either).
 @pytest.mark.parametrize(("key", "column", "position"), [("F", "id", 1), ("T", "parent_id", 1), ("F", "root_id", 1),
