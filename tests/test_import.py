@@ -228,6 +228,43 @@ def test_pi_counts_match_the_raw_file(mem: Store) -> None:
     mem.verify()
 
 
+def _as_pi_writes_now(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A version 1 pi session as pi writes it since version 2: each entry an `id` and the one
+    before as `parentId` (pi's own migration), and a header that names no model (a session id of
+    its own: the version 1 file is imported beside it)."""
+    header = {k: records[0][k] for k in ("type", "timestamp", "cwd")} | {"version": 3, "id": f"{records[0]['id']}-now"}
+    entries = [dict(r, id=f"{i:08x}", parentId=f"{i - 1:08x}" if i else None) for i, r in enumerate(records[1:])]
+    return [header, *entries]
+
+
+@pytest.mark.parametrize("model_change", [True, False])
+def test_a_pi_session_whose_header_names_no_model_takes_the_model_it_began_with(tmp_path: Path, model_change: bool) -> None:
+    """pi's headers name no model since version 2 (a `model_change` entry does, as the session
+    starts): every such session was a thread without a model, which `threadlog request` refused
+    (`names no model; pass --model`). Its model is its first model change's, else its first
+    answer's; a version 1 header's model stays the thread's."""
+    records = _as_pi_writes_now(_raw(PI))
+    if not model_change:
+        records = [r for r in records if r.get("type") != "model_change"]
+    first_answer = next(r["message"]["model"] for r in records if r.get("type") == "message" and r["message"]["role"] == "assistant")
+    expected = _raw(PI)[0]["modelId"] if model_change else first_answer
+    assert (expected, first_answer) == (("claude-sonnet-4-5", "gpt-5.1-codex") if model_change else (first_answer, first_answer))
+    session = tmp_path / "session.jsonl"
+    session.write_text("".join(json.dumps(r) + "\n" for r in records))
+    db = str(tmp_path / "t.db")
+    runner = CliRunner()
+    imported = runner.invoke(cli, ["--db", db, "import", "pi", str(session), str(PI), "--json"])
+    assert imported.exit_code == 0, imported.output
+    now, v1 = json.loads(imported.output)["thread_ids"]
+    for thread, model in ((now, expected), (v1, "claude-sonnet-4-5")):
+        request = runner.invoke(cli, ["--db", db, "request", thread])
+        assert request.exit_code == 0, request.output
+        kwargs = json.loads(request.output)
+        assert kwargs["model"] == model
+        validate_request(kwargs)
+        assert json.loads(runner.invoke(cli, ["--db", db, "show", thread, "--json"]).output)["model"] == model
+
+
 def test_the_tokens_a_pi_session_spent_are_counted_under_its_own_names(mem: Store) -> None:
     """pi records `input`, `output`, `cacheRead`, `cacheWrite`; the import keeps them as they are
     and `usage` adds them up as the API's names."""

@@ -21,7 +21,9 @@ sends the model besides messages becomes a user message marked `injected`, as pi
 `excludeFromContext`, which pi keeps out), a `branch_summary` (the summary of a branch left
 with /tree, in pi's own wording), and an extension's `custom_message` entry or `custom`
 message. A `session_info` name becomes `title.set`; model and thinking-level changes become
-`metadata.set`.
+`metadata.set`. The thread's model is the header's (version 1), else the session's first
+model change's (pi writes one as a session starts; later headers name no model), else its
+first answer's.
 """
 
 from __future__ import annotations
@@ -438,6 +440,16 @@ def _following(stream: PlannedStream, children: list[_Node]) -> _Node | None:
     return max(free, key=lambda c: c.latest) if free else None
 
 
+def _first_model(lines: list[Line]) -> str | None:
+    """The model a session began with when its header names none (pi's version 2 and later
+    headers hold no model; pi writes a `model_change` entry as the session starts): its first
+    model change's, else its first answer's."""
+    records = [line.record for line in lines]
+    changes = (r.get("modelId") for r in records if r.get("type") == "model_change")
+    answers = (r["message"].get("model") for r in records if r.get("type") == "message" and r["message"].get("role") == "assistant")
+    return next((m for m in (*changes, *answers) if isinstance(m, str) and m), None)
+
+
 def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | None = None, store: Store | None = None) -> Plan:
     on_bad = on_bad_line(summary, skip_bad)
     # pi appends an entry at a time: a file changed in the last LIVE_SECONDS may be read as its
@@ -499,8 +511,9 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     summary.files += 1
     info = {k: header[k] for k in ("cwd", "provider", "modelId", "thinkingLevel", "branchedFrom", "version") if k in header}
     created: dict[str, Any] = {"metadata": {"source": TOOL, "sessionId": session, "file": str(path), **info}}
-    if isinstance(header.get("modelId"), str):
-        created["model"] = header["modelId"]
+    model = header["modelId"] if isinstance(header.get("modelId"), str) else _first_model([line for _, line, _, _ in written])
+    if model is not None:
+        created["model"] = model
 
     def thread(stream_id: str, event_id: str, line: Line) -> PlannedStream:
         meta = {"event_id": event_id, "origin": "imported", "source": {"tool": TOOL, "file": str(path), "line": line.number}}
