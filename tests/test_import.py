@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -263,6 +264,53 @@ def test_a_pi_session_whose_header_names_no_model_takes_the_model_it_began_with(
         assert kwargs["model"] == model
         validate_request(kwargs)
         assert json.loads(runner.invoke(cli, ["--db", db, "show", thread, "--json"]).output)["model"] == model
+
+
+def _unhashed(text: str) -> str:
+    """`text` without the event hashes it names (which cover each event's source line and file)."""
+    return re.sub(r"tl2:[0-9a-f]+", "tl2:", text)
+
+
+def test_a_pi_session_pi_rewrote_as_its_current_version_goes_on_along_its_import(tmp_path: Path) -> None:
+    """pi rewrites a version 1 file it opens as the current version (`migrateToCurrentVersion`):
+    each entry a random id and the one before as its parent, a compaction's first kept entry by
+    that id. Imported before and again after, the file was refused as rewritten (`holds events
+    the source no longer has ... import it into another database`). It goes on along the
+    stored thread, as the version 1 file grown the same way would."""
+    records = _raw(PI)
+    grown = [{"type": "message", "timestamp": "2025-11-21T01:00:00.000Z",
+              "message": {"role": "user", "content": [{"type": "text", "text": "and now?"}], "timestamp": 1}},
+             {"type": "compaction", "timestamp": "2025-11-21T01:00:01.000Z", "summary": "what came before", "firstKeptEntryIndex": 40,
+              "tokensBefore": 1000},
+             {"type": "message", "timestamp": "2025-11-21T01:00:02.000Z",
+              "message": {"role": "assistant", "content": [{"type": "text", "text": "done"}], "api": "anthropic-messages",
+                          "provider": "anthropic", "model": "claude-sonnet-4-5", "stopReason": "stop", "timestamp": 2}}]
+    ids = [os.urandom(4).hex() for _ in records[1:] + grown]
+    migrated = [dict(records[0], version=3)]
+    for i, record in enumerate(records[1:] + grown):
+        entry = dict(record, id=ids[i], parentId=ids[i - 1] if i else None)
+        if "firstKeptEntryIndex" in entry:
+            entry["firstKeptEntryId"] = ids[entry.pop("firstKeptEntryIndex") - 1]  # pi's index counts the header
+        migrated.append(entry)
+    v1, rewritten, v1_grown = tmp_path / "v1" / "session.jsonl", tmp_path / "now" / "session.jsonl", tmp_path / "grown.jsonl"
+    for path, lines in ((v1, records), (rewritten, migrated), (v1_grown, records + grown)):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    db, expected = str(tmp_path / "t.db"), str(tmp_path / "expected.db")
+    runner = CliRunner()
+    first = json.loads(runner.invoke(cli, ["--db", db, "import", "pi", str(v1), "--json"]).output)
+    again = runner.invoke(cli, ["--db", db, "import", "pi", str(rewritten), "--json"])
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.output)
+    assert (report["thread_ids"], report["added"], report["changed"]) == (first["thread_ids"], 3, 0)
+    assert json.loads(runner.invoke(cli, ["--db", expected, "import", "pi", str(v1_grown), "--json"]).output)["added"] == 75
+    thread = first["thread_ids"][0]
+    for command in (["request", thread], ["transcript", thread]):
+        have, want = (runner.invoke(cli, ["--db", path, *command]) for path in (db, expected))
+        assert have.exit_code == want.exit_code == 0
+        assert _unhashed(have.output.replace(str(rewritten), "F")) == _unhashed(want.output.replace(str(v1_grown), "F"))
+    assert len(json.loads(runner.invoke(cli, ["--db", db, "ls", "--all", "--json"]).output)) == 1
+    assert json.loads(runner.invoke(cli, ["--db", db, "import", "pi", str(rewritten), "--json"]).output)["added"] == 0
 
 
 def test_the_tokens_a_pi_session_spent_are_counted_under_its_own_names(mem: Store) -> None:

@@ -177,6 +177,7 @@ class _Writer:
     # A tool result inside a run stored as one event, not its last: the offset of that event,
     # the run, and how many of its results go up to this one (`_fork_branch`).
     inside: dict[str, tuple[int, list[_Node], int]] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)  # entry id -> the id an import of the file pi migrated gave it
 
     def where(self, node: _Node) -> Callable[[str], BadLine]:
         """Names the line of an event the store would refuse: raised, never skipped (pi's plan
@@ -248,8 +249,8 @@ class _Writer:
             elif type_ == "session_info" and record.get("name"):
                 stream.add("title.set", {"title": record["name"]}, self.meta(node), self.where(node))
             elif type_ == "compaction":
-                kept = record.get("firstKeptEntryId", record.get("firstKeptEntryIndex"))
-                landed = self.placed.get(str(kept))
+                kept = str(record.get("firstKeptEntryId", record.get("firstKeptEntryIndex")))
+                landed = self.placed.get(self.renamed.get(kept, kept))
                 through = landed[1] - 1 if landed and landed[0] is stream else stream.offset
                 stream.add("compaction.recorded", {"summary": record["summary"], "through_offset": min(through, stream.offset)},
                            self.meta(node, {"tokensBefore": record.get("tokensBefore")}), self.where(node))
@@ -440,6 +441,22 @@ def _following(stream: PlannedStream, children: list[_Node]) -> _Node | None:
     return max(free, key=lambda c: c.latest) if free else None
 
 
+def _version_1_ids(entries: list[Line], stored: dict[str, str]) -> dict[str, str]:
+    """pi rewrites a version 1 file it opens as the current version, each entry given a random
+    id (and the one before as its parent), where an import of the version 1 file named each by
+    its index. When the store holds entries of the session by such ids (an index into the file,
+    which the file names no entry by), the entries up to the last of them keep those ids, so the
+    rewritten file, grown since or not, goes on along the stored thread: it was refused as a
+    rewritten file."""
+    named = {line.record.get("id") for line in entries}
+    indexes = [int(uuid) for uuid in stored
+               if uuid not in named and uuid.isdecimal() and uuid == str(int(uuid)) and int(uuid) <= len(entries)]
+    if not indexes:
+        return {}
+    return {line.record["id"]: str(index + 1) for index, line in enumerate(entries[:max(indexes)])
+            if isinstance(line.record.get("id"), str)}
+
+
 def _first_model(lines: list[Line]) -> str | None:
     """The model a session began with when its header names none (pi's version 2 and later
     headers hold no model; pi writes a `model_change` entry as the session starts): its first
@@ -471,6 +488,12 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     if not is_text(session):  # every thread and event id is made from it
         on_bad(BadLine(str(path), lines[0].number, "the session id is not UTF-8 text"))
         return plan
+    # Where an earlier import wrote each entry: a session rewound since, or an older copy of one,
+    # goes on along what the store holds.
+    root_id = stable_id(TOOL, session)
+    stored_in: dict[str, str] = {}
+    stored = stored_sources(store, root_id, stored_in) if store else {}
+    renamed = _version_1_ids(lines[1:], stored)
     written: list[tuple[int, Line, str, Any]] = []  # each entry's index, line, id and parent as written
     taken: set[str] = set()
     for index, line in enumerate(lines[1:]):
@@ -480,11 +503,13 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
             continue
         record = line.record
         node_id: str = record["id"] if isinstance(record.get("id"), str) else str(index + 1)  # v1: the line index
+        node_id = renamed.get(node_id, node_id)
         if node_id in taken:
             on_bad(BadLine(str(path), line.number, f"entry id {short(node_id)} repeats"))
             continue
         taken.add(node_id)
-        written.append((index, line, node_id, record.get("parentId") if "id" in record else _FOLLOWS))
+        parent = record.get("parentId") if "id" in record else _FOLLOWS
+        written.append((index, line, node_id, renamed.get(parent, parent) if isinstance(parent, str) else parent))
     order = _parents_first(written)
     nodes: dict[str, _Node] = {}
     for node in order:
@@ -493,12 +518,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
             nodes[node.parent].children.append(node)
     for node in order:  # in the file's order, as pi lists a node's branches
         node.children.sort(key=lambda child: child.index)
-    # Where an earlier import wrote each entry: a session rewound since, or an older copy of one,
-    # goes on along what the store holds.
-    root_id = stable_id(TOOL, session)
     roots = sorted((n for n in order if n.parent is None), key=lambda root: root.index)
-    stored_in: dict[str, str] = {}
-    stored = stored_sources(store, root_id, stored_in) if store else {}
     if store is not None:  # and what the threads of their own hold (`_Writer.own_thread`)
         for start in _own_thread_starts(order, roots):
             for uuid, stream_id in stored_sources(store, stable_id(TOOL, session, start.id), stored_in).items():
@@ -529,7 +549,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     # a new root) shares nothing a fork could inherit: it becomes a thread of its own.
     writer = _Writer(plan, path, session, summary,
                      lambda start: thread(stable_id(TOOL, session, start.id), f"pi:{session}:{start.id}:created", start.line),
-                     stored_in=stored_in)
+                     stored_in=stored_in, renamed=renamed)
     # The session's thread follows its first root, which a growing file never changes.
     if roots:
         writer.branch(stream, roots[0])
