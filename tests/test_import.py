@@ -410,6 +410,30 @@ def test_cli_import_and_export(tmp_path: Path) -> None:
         assert runner.invoke(cli, command).exit_code == 0
 
 
+@pytest.mark.parametrize(("tool", "source"), [("claude-code", SUBAGENT_SESSION), ("pi", PI),
+                                             ("swe-agent", FIXTURES / "swe-agent" / "function_calling_simple.traj")])
+def test_a_file_named_twice_in_one_import_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str,
+                                                       source: Path) -> None:
+    """A file named twice (as itself and by its directory, or by a relative and an absolute
+    path) was read twice: the report counted its threads, messages and events twice and listed
+    its thread twice (`2 thread(s)`, `N event(s) added of 2N`), where one thread was there."""
+    folder = tmp_path / "sessions"
+    shutil.copytree(source.parent, folder)
+    monkeypatch.chdir(folder)
+    runner = CliRunner()
+    alone = json.loads(runner.invoke(cli, ["--db", str(tmp_path / "alone.db"), "import", tool, source.name, "--json"]).output)
+    twice = runner.invoke(cli, ["--db", str(tmp_path / "twice.db"), "import", tool, source.name, str(folder / source.name),
+                                f"../{folder.name}/{source.name}", "--json"])
+    assert twice.exit_code == 0, twice.output
+    report = json.loads(twice.output)
+    assert len(report["thread_ids"]) == len(set(report["thread_ids"])) > 0
+    assert {k: report[k] for k in ("files", "threads", "subagents", "prompts", "events", "added", "thread_ids")} == {
+        k: alone[k] for k in ("files", "threads", "subagents", "prompts", "events", "added", "thread_ids")}
+    whole = json.loads(runner.invoke(cli, ["--db", str(tmp_path / "whole.db"), "import", tool, ".", "--json"]).output)
+    with_it = json.loads(runner.invoke(cli, ["--db", str(tmp_path / "with.db"), "import", tool, ".", source.name, "--json"]).output)
+    assert {k: with_it[k] for k in ("files", "threads", "events", "added")} == {k: whole[k] for k in ("files", "threads", "events", "added")}
+
+
 @pytest.mark.parametrize("tool", ["pi", "claude-code"])
 def test_an_import_from_directories_without_a_session_file_is_refused(tmp_path: Path, tool: str) -> None:
     """`import pi DIR` of a directory holding no session file said `0 file(s)` and exited 0: a

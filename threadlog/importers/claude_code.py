@@ -45,7 +45,7 @@ from eventstore.content import known_block_type, validate_block
 from eventstore.events import is_time
 
 from ..returned import RETURNED, returned_fields
-from .lines import BadLine, Line, Seen, existing_paths, files_below, is_text, read_lines, source_paths, text_name
+from .lines import BadLine, Line, Seen, distinct, existing_paths, files_below, is_text, read_lines, source_paths, text_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -902,7 +902,7 @@ def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None]
             if not _is_agent(path):  # ≤ 2.0.x: beside it, naming it by the lines' sessionId
                 files.extend(sorted(p for p in path.parent.glob("agent-*.jsonl")
                                     if p.is_file() and _first_record(p).get("sessionId") == path.stem))
-    files = [path for path in files if _named(path, unusable)]
+    files = [path for path in distinct(files) if _named(path, unusable)]
     sessions: dict[Path, Session] = {}
     loose: list[Path] = []
     for path in dict.fromkeys(files):

@@ -86,11 +86,21 @@ def existing_paths(paths: Any, asks: str, *, directories: bool = True, pipes: bo
 def source_files(paths: Any, pattern: str, asks: str) -> list[Path]:
     """The files an import reads: each of `paths` that is a file, and those matching `pattern`
     in or below each that is a directory (`files_below`), each refused unless its name is text
-    (`text_name`); a path naming nothing is refused by `existing_paths`, saying `asks`."""
+    (`text_name`), each once (`distinct`); a path naming nothing is refused by `existing_paths`, saying `asks`."""
     files: list[Path] = []
     for path in existing_paths(paths, asks):
         files.extend(text_name(p) for p in (files_below(path, pattern) if path.is_dir() else [path]))
-    return files
+    return distinct(files)
+
+
+def distinct(files: Iterable[Path]) -> list[Path]:
+    """Each file once, as first named: one named twice (a directory and a file in it, or a
+    relative and an absolute path) was read twice, and the import counted its threads and
+    events twice."""
+    first: dict[str, Path] = {}
+    for path in files:
+        first.setdefault(os.path.realpath(path), path)
+    return list(first.values())
 
 
 def files_below(directory: Path, pattern: str, unreadable: Callable[[StoreError], None] | None = None) -> list[Path]:
