@@ -905,10 +905,10 @@ def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None]
     files = [path for path in distinct(files) if _named(path, unusable)]
     sessions: dict[Path, Session] = {}
     loose: list[Path] = []
-    for path in dict.fromkeys(files):
+    for path in files:
         if not _is_agent(path):
             sessions.setdefault(path, Session(path)).main = path
-    for path in dict.fromkeys(files):
+    for path in files:
         if not _is_agent(path):
             continue
         owner = None
