@@ -108,7 +108,16 @@ def test_close_closes_every_thread_s_connection_and_later_calls_say_it_is_closed
         assert [e.data["content"][0]["text"] for e in again.read(thread) if e.type == "message.appended"] == ["from the worker"]
 
 
-_CLOSING_UNDER_CALLS = """
+def _runs_to_done(script: str, tmp_path: Path) -> None:
+    """Run `script` in a fresh interpreter (a crash there is an exit code here, not this test
+    run's end), its files in `tmp_path`; it must print "done" and exit 0."""
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert (run.returncode, run.stdout.strip()) == (0, "done"), run.stderr[-2000:]
+
+
+# Eight rounds, each on a file of its own with a thread of 100 messages, `store` and `thread`.
+_ROUNDS = """
 import sys, threading, time
 from eventstore import Store, StoreError
 
@@ -117,7 +126,9 @@ for round in range(8):
     thread = store.create_thread()
     for i in range(100):
         store.append_message(thread, "user", "before")
-    failures = []
+"""
+
+_CLOSING_UNDER_CALLS = _ROUNDS + """    failures = []
 
     def work(n):
         try:
@@ -147,9 +158,7 @@ def test_close_while_other_threads_are_mid_call_ends_their_calls_cleanly(tmp_pat
     """A web server shutting down closes the store while requests still run on its workers:
     their connections were closed under their calls, and the interpreter died (SQLite's driver
     used the closed connection: a segmentation fault). Each ends with `is closed` instead."""
-    run = subprocess.run([sys.executable, "-c", _CLOSING_UNDER_CALLS, str(tmp_path)], capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-    assert (run.returncode, run.stdout.strip()) == (0, "done"), run.stderr[-2000:]
+    _runs_to_done(_CLOSING_UNDER_CALLS, tmp_path)
 
 
 def test_close_on_another_thread_closes_that_thread_s_connection_and_the_opener_s_once_it_ended(tmp_path: Path) -> None:
@@ -174,16 +183,7 @@ def test_close_on_another_thread_closes_that_thread_s_connection_and_the_opener_
     assert not Path(f"{db}-wal").exists()
 
 
-_CLOSED_FROM_ANOTHER_THREAD = """
-import sys, threading, time
-from eventstore import Store, StoreError
-
-for round in range(8):
-    store = Store(sys.argv[1] + f"/{round}.db")
-    thread = store.create_thread()
-    for i in range(100):
-        store.append_message(thread, "user", "before")
-    closer = threading.Thread(target=lambda: (time.sleep(0.02 + round * 0.005), store.close()))
+_CLOSED_FROM_ANOTHER_THREAD = _ROUNDS + """    closer = threading.Thread(target=lambda: (time.sleep(0.02 + round * 0.005), store.close()))
     closer.start()
     try:
         while True:
@@ -204,9 +204,7 @@ def test_close_from_another_thread_while_the_opening_thread_is_mid_call_ends_its
     """A shutdown hook on another thread (a signal's, a server's) closes the store while the
     thread that opened it is mid-call: its connection was closed under that call, as the
     workers' were (a segmentation fault). The opening thread's next call says it is closed."""
-    run = subprocess.run([sys.executable, "-c", _CLOSED_FROM_ANOTHER_THREAD, str(tmp_path)], capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-    assert (run.returncode, run.stdout.strip()) == (0, "done"), run.stderr[-2000:]
+    _runs_to_done(_CLOSED_FROM_ANOTHER_THREAD, tmp_path)
 
 
 def test_a_memory_store_says_so_on_another_thread(tmp_path: Path) -> None:
