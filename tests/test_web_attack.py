@@ -59,7 +59,9 @@ def client(db: Path) -> Iterator[TestClient]:
 TARGETS = [f"/?before={n}" for n in (HUGE, OVER)] + [f"/thread?id=t&at={n}" for n in (HUGE, OVER)] + \
     [f"/thread?id=t&start={n}" for n in (HUGE, OVER)] + [f"/replay?id=t&at={n}" for n in (HUGE, OVER)] + \
     [f"/blame?id=t&start={n}" for n in (HUGE, OVER)] + [f"/live?id=t&after={n}" for n in (HUGE, OVER)] + \
-    [f"/live?id=t&from={HUGE}", "/thread?id=t&start=-1", "/blame?id=t&start=1e3", "/live?id=t&after=-5"]
+    [f"/thread?id=t&stop={n}" for n in (HUGE, OVER)] + [f"/replay?id=t&stop={n}" for n in (HUGE, OVER)] + \
+    [f"/live?id=t&from={HUGE}", "/thread?id=t&start=-1", "/blame?id=t&start=1e3", "/live?id=t&after=-5",
+     "/replay?id=t&first=x"]
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=[t[:40] for t in TARGETS])

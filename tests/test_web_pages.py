@@ -68,10 +68,31 @@ def test_a_long_thread_shows_its_latest_page_and_pages_back(client: TestClient) 
     latest = client.get("/thread?id=long").text
     assert f"message {LONG - 1}<" in latest and f"message {LONG - 100}<" in latest
     assert f"message {LONG - 101}<" not in latest
-    assert 'class="earlier" href="/thread?id=long&amp;start=51"' in latest
+    assert 'class="earlier" href="/thread?id=long&amp;start=51&amp;stop=151"' in latest
     first = client.get("/thread?id=long&start=0").text
     assert "message 0<" in first and "message 99<" not in first  # offset 0 is thread.created: 99 messages
     assert 'class="later" href="/thread?id=long&amp;start=100"' in first
+
+
+def _walk(client: TestClient, url: str, name: str) -> list[list[int]]:
+    """The messages (`message N`) of each page met from `url` on by following the `name` links."""
+    seen: list[list[int]] = []
+    page: str | None = client.get(url).text
+    while page is not None:
+        seen.append([int(n) for n in re.findall(r"<p>message (\d+)</p>", page)])
+        found = re.search(rf'<a class="{name}" href="([^"]+)"', page)
+        page = None if found is None else client.get(found.group(1).replace("&amp;", "&")).text
+    return seen
+
+
+@pytest.mark.parametrize("path", ["/thread", "/replay"])
+def test_paging_back_from_the_latest_page_repeats_nothing(client: TestClient, path: str) -> None:
+    """The latest page starts anywhere; the first page reached back from it overlapped the
+    one after it (messages 50..99 shown twice on the way back through 250)."""
+    back = _walk(client, f"{path}?id=long", "earlier")
+    assert [n for page in reversed(back) for n in page] == list(range(LONG))
+    assert back[-1] == list(range(back[-2][0]))  # the first page ends where the second begins
+    assert [n for page in _walk(client, f"{path}?id=long&first=0&start=0", "later") for n in page] == list(range(LONG))
 
 
 def test_query_parameters_are_checked(client: TestClient) -> None:
@@ -316,8 +337,8 @@ def test_the_replay_pages_back_to_the_first_message(client: TestClient) -> None:
     while page is not None:
         seen.append(texts(page))
         page = follow(page, "earlier")
-    # Pages of 100, as the thread page's: the last, then back to the first (which overlaps the second).
-    assert seen == [list(range(150, 250)), list(range(50, 150)), list(range(100))]
+    # Pages of 100, as the thread page's: the last, then back to the first (which ends where the second begins).
+    assert seen == [list(range(150, 250)), list(range(50, 150)), list(range(50))]
     first = client.get("/replay?id=long&first=0").text
     assert texts(first) == list(range(100)) and "messages 1–100 of 250" in first
     assert texts(follow(first, "later") or "") == list(range(100, 200))

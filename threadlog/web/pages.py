@@ -51,6 +51,13 @@ def _canonical(store: Store, request: Request) -> Response | None:
     return RedirectResponse(link(request.url.path, **params), status_code=302) if moved else None
 
 
+def _earlier(start: int) -> tuple[int, int] | None:
+    """The page before one starting at `start`, as (start, stop): it ends where this one
+    begins, so paging back from the latest page, which starts anywhere, repeats nothing (the
+    first page overlapped the second by up to `PAGE` - 1)."""
+    return (max(0, start - PAGE), start) if start > 0 else None
+
+
 def threads_page(request: Request) -> Response:
     """The `ls` list, newest activity first, paged by position; a search box when the index exists."""
     view = viewer(request)
@@ -76,11 +83,12 @@ def threads_page(request: Request) -> Response:
 
 
 def thread_page(request: Request) -> Response:
-    """One page of a thread's display rows: the latest events unless `start` says otherwise;
-    `at` shows the thread as of its first `at` events."""
+    """One page of a thread's display rows: the latest events unless `start` says otherwise
+    (and `stop`, the page's end, short of a full page); `at` shows the thread as of its first
+    `at` events."""
     view = viewer(request)
     thread = thread_param(request)
-    at, start = whole_number(request, "at"), whole_number(request, "start")
+    at, start, until = whole_number(request, "at"), whole_number(request, "start"), whole_number(request, "stop")
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
@@ -91,13 +99,13 @@ def thread_page(request: Request) -> Response:
             raise HTTPException(400, f"at {at} is past the thread's {info.head} events: pass 0..{info.head}")
         end = info.head if at is None else at
         start = max(0, end - PAGE) if start is None else min(start, end)
-        stop = min(start + PAGE, end)
+        stop = min(start + PAGE, end, end if until is None else max(until, start))
         items = thread_items(store, thread, start, stop, at)
         title = store.title(thread)
         badge = view.integrity.badge(after)
     pager = {
         "first": 0 if start > 0 else None,
-        "earlier": max(0, start - PAGE) if start > 0 else None,
+        "earlier": _earlier(start),
         "later": stop if stop < end else None,
         "latest": stop < end,
     }
@@ -108,10 +116,10 @@ def thread_page(request: Request) -> Response:
 
 def replay_page(request: Request) -> Response:
     """`thread_state(at=N)`: the model's view, status, todos and metadata as of N events; its
-    last `PAGE` messages, or those from message `first` on."""
+    last `PAGE` messages, or those from message `first` on (up to `stop`, short of a page)."""
     view = viewer(request)
     thread = thread_param(request)
-    at, first = whole_number(request, "at"), whole_number(request, "first")
+    at, first, until = whole_number(request, "at"), whole_number(request, "first"), whole_number(request, "stop")
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
@@ -123,9 +131,9 @@ def replay_page(request: Request) -> Response:
         messages = state.messages
         badge = view.integrity.badge(store.last_position())
     first = max(0, len(messages) - PAGE) if first is None else min(first, len(messages))
-    shown = messages[first:first + PAGE]
-    pager = {"earlier": max(0, first - PAGE) if first > 0 else None,
-             "later": first + PAGE if first + PAGE < len(messages) else None}
+    stop = min(first + PAGE, len(messages), len(messages) if until is None else max(until, first))
+    shown = messages[first:stop]
+    pager = {"earlier": _earlier(first), "later": stop if stop < len(messages) else None}
     return view.render(request, "replay.html", state=state, thread=thread, at=at, head=head, count=len(messages),
                        messages=shown, first=first, pager=pager, badge=badge, shown_todos=SHOWN_TODOS)
 
