@@ -152,7 +152,12 @@ def _result_types() -> frozenset[str]:
 
 @functools.cache
 def image_media_types() -> frozenset[str]:
-    """The `media_type`s an image's base64 source takes (the SDK's `Base64ImageSourceParam`)."""
+    """The `media_type`s an image's base64 source takes (the SDK's `Base64ImageSourceParam`),
+    read from the generated schema when it is the installed SDK's: importing `anthropic` takes
+    over a second (the web viewer's first page showing an image waited on it)."""
+    for source in _generated_schemas().get("image", {}).get("fields", {}).get("source", {}).get("schema", {}).get("choices", []):
+        if source.get("config", {}).get("title") == "Base64ImageSourceParam":
+            return frozenset(source["fields"]["media_type"]["schema"]["expected"])
     from anthropic.types import Base64ImageSourceParam
 
     hint = typing.get_type_hints(Base64ImageSourceParam, include_extras=True)["media_type"]

@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import base64
 import re
+import subprocess
+import sys
+import typing
 from collections.abc import Iterator
 from pathlib import Path
+
 import pytest
 
 pytest.importorskip("starlette")
 
 from starlette.testclient import TestClient  # noqa: E402
 
+from eventstore.content import image_media_types  # noqa: E402
 from threadlog import Store  # noqa: E402
 from threadlog.web import create_app  # noqa: E402
 from tests.webstore import image_block as block, png  # noqa: E402
@@ -132,3 +137,30 @@ def test_base64_wrapped_in_lines_is_drawn_and_data_that_is_not_base64_is_refused
         assert served.status_code == 200 and served.content == shot * 20
         refused = client.get(broken)
         assert refused.status_code == 404 and "not base64" in refused.text and "<script>alert" not in refused.text
+
+
+def test_a_page_with_an_image_answers_without_importing_the_sdk(store_path: Path) -> None:
+    """Importing `anthropic` takes over a second: the first page showing an image after the
+    viewer started waited on it (1.7 s for a 20 kB page), to learn the four image types."""
+    code = (
+        "import sys\n"
+        "from starlette.testclient import TestClient\n"
+        "from threadlog import Store\n"
+        "from threadlog.web import create_app\n"
+        f"path = {str(store_path)!r}\n"
+        "thread = Store(path, read_only=True).threads(1)[0].id\n"
+        "client = TestClient(create_app(path), base_url='http://127.0.0.1')\n"
+        "html = client.get('/thread?id=' + thread).text\n"
+        "assert html.count('class=\"stored-image\"') == 2, html\n"
+        "print('anthropic' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
+
+
+def test_the_image_types_are_the_sdk_s() -> None:
+    from anthropic.types import Base64ImageSourceParam
+
+    hint = typing.get_type_hints(Base64ImageSourceParam)["media_type"]
+    assert image_media_types() == frozenset(typing.get_args(hint)) == {"image/jpeg", "image/png", "image/gif", "image/webp"}
