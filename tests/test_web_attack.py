@@ -514,6 +514,13 @@ def test_a_stored_event_of_the_wrong_shape_is_the_viewers_error_page(tmp_path: P
             assert "`threadlog verify` names it" in response.text, page
 
 
+@pytest.mark.parametrize("target", ["/live", "/live?id=", "/live?after=3"])
+def test_a_live_stream_naming_no_thread_is_a_400_saying_what_to_pass(client: TestClient, target: str) -> None:
+    """It was a 404 saying `thread '' not found`."""
+    response = client.get(target)
+    assert response.status_code == 400 and "no thread given: pass ?id=THREAD_ID" in response.text
+
+
 def test_a_live_stream_from_past_the_head_is_a_400(client: TestClient) -> None:
     """It was taken, and the first poll raised inside the stream (a server traceback; the
     browser saw the connection drop)."""

@@ -26,7 +26,7 @@ from eventstore import StoreError
 from eventstore.errors import MISSHAPEN, misshapen
 
 from .items import ROWS_PER_EVENT, thread_items
-from .query import whole_number
+from .query import thread_param, whole_number
 from .render import link, markdown_budget, visible
 from .viewer import Viewer, viewer
 
@@ -86,7 +86,7 @@ def _exists(view: Viewer, thread: str, start: int) -> None:
 
 async def events(request: Request) -> StreamingResponse:
     view = viewer(request)
-    thread = request.query_params.get("id") or ""
+    thread = thread_param(request)  # none given: a 400 saying what to pass (it was "thread '' not found")
     after, start = whole_number(request, "after") or 0, whole_number(request, "from") or 0
     await run_in_threadpool(_exists, view, thread, start)  # ThreadNotFound: a 404 page, not an empty stream
 
