@@ -575,10 +575,10 @@ def test_markdown_a_page_renders_is_bounded_and_the_rest_shown_as_text(tmp_path:
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
         page = c.get("/thread", params={"id": "md", "start": 0}).text
         prose_page = c.get("/thread", params={"id": "md", "start": 16}).text
-    assert "<em>short</em>" in page and "<pre>![![" in page
-    assert page.count("<strong>m") == 10 and page.count("<pre>**m") == 2  # 120,040 of the page's 131,072, then as text
+    assert "<em>short</em>" in page and "<pre>\n![![" in page
+    assert page.count("<strong>m") == 10 and page.count("<pre>\n**m") == 2  # 120,040 of the page's 131,072, then as text
     assert "<em>last</em> one" in page  # what is left of the budget still renders a short one
-    assert prose_page.count("<em>more ") == 100 and "<pre>Here is" not in prose_page
+    assert prose_page.count("<em>more ") == 100 and "<pre>\nHere is" not in prose_page
 
 
 def test_long_lists_on_pages_are_cut_with_a_count(tmp_path: Path) -> None:

@@ -217,6 +217,37 @@ def test_a_long_unbroken_string_stays_inside_its_row(served, page) -> None:
         assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth"), target
 
 
+def test_text_shown_preformatted_keeps_its_first_line_break(served, page) -> None:
+    """The browser drops a line break right after `<pre>`: a tool result, a thinking block or
+    an answer that began with blank lines was shown one line short, and one that was only a
+    line break showed as nothing, on the page, the replay and live."""
+    base, path, _ = served
+    output, thought, answer = "\nline 2 of the output", "\n\nthought on line 3", "\nyes"
+    with Store(path) as store:
+        pre = store.create_thread(title="pre", thread_id="pre")
+        store.append_message(pre, "assistant", [{"type": "thinking", "thinking": thought, "signature": "c2ln"},
+                                                {"type": "tool_use", "id": "toolu_pre", "name": "run", "input": {}},
+                                                {"type": "tool_use", "id": "toolu_pre2", "name": "run", "input": {}}])
+        store.append_message(pre, "user", [{"type": "tool_result", "tool_use_id": "toolu_pre", "content": output},
+                                           {"type": "tool_result", "tool_use_id": "toolu_pre2",
+                                            "content": [{"type": "text", "text": output}]}])
+        store.append(pre, [{"type": "interrupt.raised", "data": {"interrupt_id": "ask", "question": "ok?"}},
+                           {"type": "interrupt.resolved", "data": {"interrupt_id": "ask", "answer": answer}}])
+    texts = "els => els.map(el => el.textContent)"
+    page.goto(url(base, "/thread", id="pre"))
+    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    assert page.eval_on_selector_all("details.thinking pre", texts) == [thought]
+    assert page.eval_on_selector_all("details.tool pre", texts) == ["{}", "{}", output, output]
+    assert page.eval_on_selector_all(".answer pre", texts) == [answer]
+    with Store(path) as store:  # and a row that arrives live
+        store.append_message("pre", "assistant", [{"type": "thinking", "thinking": "\nlive", "signature": "c2ln"}])
+    page.locator("details.thinking pre", has_text="live").wait_for(state="attached", timeout=2_000)
+    assert page.eval_on_selector_all("details.thinking pre", texts) == [thought, "\nlive"]
+    page.goto(url(base, "/replay", id="pre"))
+    assert page.eval_on_selector_all("details.thinking pre", texts) == [thought, "\nlive"]
+    assert page.eval_on_selector_all("details.tool pre", texts) == ["{}", "{}", output, output]
+
+
 def test_a_stored_image_is_drawn_and_a_named_one_is_not_fetched(served, page) -> None:
     """A pasted screenshot showed as `[image]` only. It is now drawn from the store (within
     the page's policy, which loads images from the viewer itself only); an image that names

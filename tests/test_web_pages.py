@@ -367,8 +367,8 @@ def test_the_replay_shows_a_tool_result_as_the_thread_page_does(tmp_path: Path) 
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
         rows, replay = client.get("/thread?id=t").text, client.get("/replay?id=t").text
     for page in (rows, replay):
-        assert "<pre>def f():\n    return &#39;&lt;ok&gt;&#39;</pre>" in page and '<img class="stored-image"' in page
-        assert "<pre>import os\nimport sys</pre>" in page and picture not in page
+        assert "<pre>\ndef f():\n    return &#39;&lt;ok&gt;&#39;</pre>" in page and '<img class="stored-image"' in page
+        assert "<pre>\nimport os\nimport sys</pre>" in page and picture not in page
 
 
 def test_thinking_returned_empty_is_not_called_redacted(tmp_path: Path) -> None:

@@ -103,7 +103,7 @@ def _markdown(value: Any) -> Markup:
     if markup:
         left = _markdown_left.get()
         if markup > MARKDOWN_CHARS or markup > left:
-            return Markup(f"<pre>{escape(text)}</pre>")
+            return Markup(f"<pre>\n{escape(text)}</pre>")
         _markdown_left.set(left - markup)
     return render_markdown(text)
 
