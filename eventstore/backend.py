@@ -156,10 +156,10 @@ def doc_pieces(text: str) -> Iterator[str]:
 Scope = tuple[str, int, int | None]
 
 
-# The longest document whose snippet the engine makes (FTS5's `snippet`, PostgreSQL's
-# `ts_headline`). Their cost grows with the square of the matches in one document: FTS5 took
-# 76 s for one tool result of 100,000 matching lines. Past this, `HitRow.snippet` is None and
-# the search projection cuts one from the text (`projections.search.window`).
+# The longest document whose snippet the engine makes (FTS5's `snippet`; PostgreSQL's backend
+# makes none). Its cost grows with the square of the matches in one document: FTS5 took 76 s
+# for one tool result of 100,000 matching lines. Past this, `HitRow.snippet` is None and the
+# search projection cuts one from the text (`projections.search.window`).
 ENGINE_SNIPPET_CHARS = 4096
 
 
@@ -174,7 +174,7 @@ class HitRow(NamedTuple):
     tool: str | None
     time: str  # when the event happened (an import's source time) or was recorded
     text: str  # the document's whole text
-    snippet: str | None  # the text around the matches, matches between `**`; None past `ENGINE_SNIPPET_CHARS`
+    snippet: str | None  # the text around the matches, matches between `**`; None past `ENGINE_SNIPPET_CHARS`, and on PostgreSQL
     score: float  # BM25: lower is better
 
 

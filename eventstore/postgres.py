@@ -93,7 +93,7 @@ from psycopg import sql
 from psycopg.adapt import Transformer
 from psycopg.copy import LibpqWriter
 
-from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
+from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       doc_pieces,
                       StoredSnapshot, StreamRow, chain_order, forks_at_query, prefix_query, query_words)
 from .errors import Deadlocked, KeyClash, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, unsendable
@@ -1209,7 +1209,12 @@ class PostgresBackend:
     def search(self, query: str, match: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None,
                limit: int) -> list[HitRow]:
         """See `Backend.search`. `"query"` is PostgreSQL's web search syntax (quotes, `or`,
-        `-word`), which takes any text; `"words"` all the words; `"any"` any of them."""
+        `-word`), which takes any text; `"words"` all the words; `"any"` any of them.
+
+        No hit has a snippet: the search projection cuts one from the text. `ts_headline`'s
+        fragment was no part of the text to point at: it drops markup tags, marks no cut, and
+        begins at the match (of "message number 9998 about the fjord" it gave "**9998** about
+        the fjord"), so a fragment read as the whole text."""
         query, role, tool = _indexable(query), _indexable(role), _indexable(tool)
         words = query_words(query)
         if match == "query":
@@ -1241,11 +1246,8 @@ class PostgresBackend:
             f"-ts_rank(d.tsv, q.q) AS score FROM q, search_docs d WHERE {' AND '.join(where)} "
             "ORDER BY d.position, d.kind, d.role, d.tool, score, d.docid) "
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
-            f"coalesce({_jsonb('e.meta')}->>'occurred_at', {_time('e.')}), d.text, "
-            f"CASE WHEN length(d.text) <= {ENGINE_SNIPPET_CHARS} THEN "
-            "ts_headline('simple', d.text, q.q, 'StartSel=**, StopSel=**, MaxWords=16, MinWords=4, HighlightAll=false') END, "
-            "b.score "
-            "FROM best b JOIN search_docs d ON d.docid = b.docid CROSS JOIN q LEFT JOIN events e ON e.position = d.position "
+            f"coalesce({_jsonb('e.meta')}->>'occurred_at', {_time('e.')}), d.text, NULL, b.score "
+            "FROM best b JOIN search_docs d ON d.docid = b.docid LEFT JOIN events e ON e.position = d.position "
             "ORDER BY b.score, d.docid LIMIT %s",
             (*params, limit),
         ).fetchall()

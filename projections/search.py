@@ -102,8 +102,9 @@ def search(
     return hits
 
 
-# A snippet of a document too long for the engine's own (`ENGINE_SNIPPET_CHARS`): about as
-# many words as the engines show, from a few before the first word of the query found.
+# A snippet of a document too long for the engine's own (`ENGINE_SNIPPET_CHARS`), and every
+# snippet on PostgreSQL: about as many words as FTS5 shows, from a few before the first word
+# of the query found.
 SNIPPET_WORDS = 16
 _BEFORE = 3  # words shown before the first match
 LONGEST_RUN = 64  # characters of one word (or run of other text) a snippet shows before "…"

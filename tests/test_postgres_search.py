@@ -192,3 +192,18 @@ def test_a_snippet_of_text_holding_nul_keeps_the_words_around_it(tmp_path: Path,
         # (PostgreSQL's snippet keeps the space in place of U+0000 and the one after it)
         assert [" ".join(h.snippet.split()) for h in search(store, "after")] == ["before nulsecretword **after**"]
         assert [" ".join(h.snippet.split()) for h in search(store, "nulsecretword")] == ["before **nulsecretword** after"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_snippet_shows_a_short_text_whole_and_marks_where_a_long_one_is_cut(tmp_path: Path, backend: str) -> None:
+    """PostgreSQL's `ts_headline` showed "**9998** about the fjord" for "message number 9998 about
+    the fjord" (its first words left out, unmarked), and a fragment of a long text with no "…"
+    where it was cut: either read as the message's whole text."""
+    with Store(tmp_path / "t.db" if backend == "sqlite" else postgres_url()) as store:
+        t = store.create_thread()
+        store.append_message(t, "user", "message number 9998 about the fjord")
+        words = [f"w{i}" for i in range(60)]
+        store.append_message(t, "user", " ".join([*words[:30], "ferry", *words[30:]]))
+        assert [h.snippet for h in search(store, "9998")] == ["message number **9998** about the fjord"]
+        (cut,) = [h.snippet for h in search(store, "ferry")]
+        assert cut.startswith("…") and cut.endswith("…") and "w29 **ferry** w30" in cut, cut

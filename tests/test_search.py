@@ -577,7 +577,8 @@ def test_a_long_document_gets_a_bounded_snippet_around_its_first_match(store: St
     store.append_message(t, "user", "a short error note")
     update_index(store)
     rows = {row.text[:9]: row for row in textindex.search(store, "error OR ferry OR key", "query", None, None, None, 10)}
-    assert rows["a short e"].snippet is not None  # a short document: the engine's own
+    # A short document: the engine's own on SQLite (PostgreSQL's backend makes none: see test_postgres_search.py).
+    assert (rows["a short e"].snippet is not None) == (not store.path.startswith("postgresql:"))
     assert all(rows[start].snippet is None for start in ("boot ok. ", "here is t", "0: error:"))
     snippets = {hit.snippet[:20]: hit.snippet for hit in search(store, "error OR ferry OR key")}
     assert snippets["0: **error**: step f"] == "0: **error**: step failed 1: **error**: step failed 2: **error**: step failed 3: **error**: step failed…"
