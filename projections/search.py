@@ -19,6 +19,7 @@ of which must match.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -125,22 +126,37 @@ def window(text: str, query: str) -> str:
     alternatives = [re.escape(w) + r"(?![^\W_])" for w in exact] + [re.escape(p) for p in prefixes]
     found = re.compile(r"(?<![^\W_])(?:" + "|".join(alternatives) + ")", re.IGNORECASE).search(text) if alternatives else None
     start = found.start() if found is not None else 0
-    lo = max(0, start - _BEFORE * LONGEST_RUN)
-    before = [m.start() for m in _TOKEN.finditer(text, lo, start)][-_BEFORE:]
+    # Near the text's end, more words before: a text of up to `SNIPPET_WORDS` words shows whole.
+    after = sum(1 for _ in itertools.islice(_TOKEN.finditer(text, start), SNIPPET_WORDS))
+    wanted = max(_BEFORE, SNIPPET_WORDS - after)
+    lo = max(0, start - wanted * LONGEST_RUN)
+    before = [m.start() for m in _TOKEN.finditer(text, lo, start)][-wanted:]
     begin = before[0] if before else start
+    first = _TOKEN.search(text)
+    if first is not None and first.start() == begin:  # from the text's first word: what is before it too ("## ")
+        begin = 0
     out, end = ["…"] if begin > 0 else [], begin
     for count, token in enumerate(_TOKEN.finditer(text, begin)):
         if count == SNIPPET_WORDS:
             break
-        out.append(_clip(re.sub(r"\s+", " ", text[end:min(token.start(), end + 4 * LONGEST_RUN)])))  # what shows of the gap
+        out.append(_gap(text, end, token.start()))
         word = token.group()
         folded = word.casefold()
         shown = _clip(word)
         out.append(f"**{shown}**" if folded in exact or folded.startswith(prefixes) else shown)
         end = token.end()
+    else:  # every word shown: the text's last characters too (a full stop), unless they run on
+        if len(text) - end <= LONGEST_RUN:
+            out.append(_gap(text, end, len(text)))
+            end = len(text)
     if end < len(text):
         out.append("…")
     return "".join(out).strip()
+
+
+def _gap(text: str, start: int, stop: int) -> str:
+    """What a snippet shows of the text between two words (or after the last)."""
+    return _clip(re.sub(r"\s+", " ", text[start:min(stop, start + 4 * LONGEST_RUN)]))
 
 
 def clipped(snippet: str) -> str:

@@ -207,3 +207,18 @@ def test_a_snippet_shows_a_short_text_whole_and_marks_where_a_long_one_is_cut(tm
         assert [h.snippet for h in search(store, "9998")] == ["message number **9998** about the fjord"]
         (cut,) = [h.snippet for h in search(store, "ferry")]
         assert cut.startswith("…") and cut.endswith("…") and "w29 **ferry** w30" in cut, cut
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_snippet_near_the_end_of_a_short_text_shows_it_whole(tmp_path: Path, backend: str) -> None:
+    """Cut from the text, a snippet began three words before the match and ended in "…" at a
+    full stop, and after "…" where only "## " was left out: "…seven eight nine **ferry**" of a
+    ten-word message, "Take a **hat**…", "…Plan: take the **boat**."."""
+    with Store(tmp_path / "t.db" if backend == "sqlite" else postgres_url()) as store:
+        t = store.create_thread()
+        store.append_message(t, "user", "one two three four five six seven eight nine ferry")
+        store.append_message(t, "user", "Take a hat.")
+        assert [h.snippet for h in search(store, "ferry")] == ["one two three four five six seven eight nine **ferry**"]
+        assert [h.snippet for h in search(store, "hat")] == ["Take a **hat**."]
+        store.append_message(t, "user", "## Plan: take the boat.")
+        assert [h.snippet for h in search(store, "boat")] == ["## Plan: take the **boat**."]
