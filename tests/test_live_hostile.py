@@ -479,3 +479,20 @@ def test_an_answer_beside_fields_the_log_cannot_store_is_kept_without_them(api: 
     assert not set(fields) & set(answer)
     store.verify()
     validate_request(anthropic_request(store, t))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_an_error_a_proxy_answers_with_status_200_is_named(api: MessagesAPI, stream: bool) -> None:
+    """A proxy that answers `{"type": "error", ...}` with status 200: the turn said "the API answered
+    with a NoneType where a message ... belongs" (unstreamed) or that no message_start came
+    (streamed), never which error it was."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    api.reply_json({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    turn = run_turn(store, t, "Hello", api.client(), stream=stream)
+    assert turn.status == "error"
+    assert turn.error == "BadAnswer: the API answered (status 200) with an error in place of a message: overloaded_error: Overloaded"
+    assert_retryable(store, t)
+    (api.reply_sse if stream else api.reply_json)(message([{"type": "text", "text": "Fine now."}]))
+    assert run_turn(store, t, None, api.client(), stream=stream).text == "Fine now."
+    store.verify()

@@ -355,6 +355,7 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
             stream = True
     if stream:
         with client.messages.stream(**kwargs) as events:
+            _refuse_error_body(events.response)
             read = _Read()
             for text in read.texts(events):
                 if on_text is not None:  # outside the reading: what on_text raises is the caller's
@@ -381,6 +382,8 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
         except _UNREADABLE as error:
             raise BadAnswer(f"the API's answer is not JSON: {_describe(error)}") from None
         request_id, body = raw.request_id, _body(raw.http_request, kwargs, False)
+        if isinstance(reply, anthropic.types.Message) and getattr(reply, "type", None) == "error":  # typed "message", read as sent
+            _refuse_error(reply.model_extra or {})
     if not isinstance(reply, anthropic.types.Message) or not isinstance(reply.content, list):
         shown = type(reply.content if isinstance(reply, anthropic.types.Message) else reply).__name__
         raise BadAnswer(f"the API answered with a {shown} where a message with a list of content blocks belongs")
@@ -394,6 +397,29 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
     if not stream and on_text is not None:
         on_text(_text(reply))
     return reply, _Sent(request_id, body_digest(body), kwargs["model"], kwargs["max_tokens"], stream)
+
+
+def _refuse_error_body(response: Any) -> None:
+    """A stream answered with a JSON body, not events: `BadAnswer` naming the error it holds, if
+    it is one (a proxy's; the SDK found no event in it, and the turn said only that none came).
+    Anything else is left for the stream's reading to judge (the body read is read again)."""
+    if "json" not in response.headers.get("content-type", ""):
+        return
+    try:
+        body = json.loads(response.read())
+    except (ValueError, RecursionError):
+        return
+    if isinstance(body, dict) and body.get("type") == "error":
+        _refuse_error(body)
+
+
+def _refuse_error(body: Mapping[str, Any]) -> None:
+    """`BadAnswer` for an error object answered with status 200 in place of a message, naming
+    its type and text, as the SDK names those of an error status (it read the one unstreamed
+    as a message with no content)."""
+    error = body.get("error")
+    said = [str(error.get(key))[:2000] for key in ("type", "message") if error.get(key)] if isinstance(error, dict) else []
+    raise BadAnswer(f"the API answered (status 200) with an error in place of a message: {': '.join(said) or 'no reason given'}")
 
 
 def _body(request: Any, kwargs: Json, stream: bool) -> bytes:
