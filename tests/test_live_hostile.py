@@ -496,3 +496,28 @@ def test_an_error_a_proxy_answers_with_status_200_is_named(api: MessagesAPI, str
     (api.reply_sse if stream else api.reply_json)(message([{"type": "text", "text": "Fine now."}]))
     assert run_turn(store, t, None, api.client(), stream=stream).text == "Fine now."
     store.verify()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize(("number", "read"), [("NaN", "nan"), ("-Infinity", "-inf"), ("1e999", "inf")])
+def test_a_tool_input_holding_a_number_json_cannot_hold_is_not_run(api: MessagesAPI, stream: bool, number: str, read: str) -> None:
+    """The SDK reads `NaN` (and a number past a float's range) as Python does, and the answer,
+    written as JSON, read null there: the tool ran with `days=None`, arguments the model never gave."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=TOOLS)
+    if stream:
+        events = sse_events(message([use("tu_1")], "tool_use"))
+        for name, data in events:
+            if name == "content_block_delta":
+                data["delta"]["partial_json"] = f'{{"city": "Lyon", "days": {number}}}'
+        api.replies.append(Reply(200, encode_sse(events), "text/event-stream"))
+    else:
+        api.replies.append(raw(json.dumps(message([use("tu_1", city="Lyon", days=0)], "tool_use")).replace(
+            '"days": 0', f'"days": {number}').encode()))
+    calls: list[Any] = []
+    turn = run_turn(store, t, "Hello", api.client(), tools={"weather": lambda **kw: calls.append(kw) or "sunny"}, stream=stream)
+    assert not calls, "the tool ran with an argument the model never gave"
+    assert turn.status == "error"
+    assert turn.error == (f"BadAnswer: the answer's content block 0 ('tu_1') holds {read}, a number JSON cannot hold "
+                          "(recorded, it would read null)")
+    assert_retryable(store, t)

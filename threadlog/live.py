@@ -27,6 +27,7 @@ for the assistant message and one for the results.
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import signal
 from collections.abc import Callable, Iterator, Mapping
@@ -394,6 +395,12 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
         # stream that never sent it left "" (and the next request of the turn refused).
         if getattr(block, "type", None) == "thinking" and not getattr(block, "signature", None):
             raise BadAnswer(f"the answer's thinking block {index} came without its signature")
+        number = _non_finite(block.to_dict(mode="python", exclude_unset=True, warnings=False)
+                             if isinstance(block, anthropic.BaseModel) else block)
+        if number is not None:  # written as JSON it reads null: a tool ran with null for the model's NaN
+            name = repr(getattr(block, "id", None) or getattr(block, "type", None))
+            raise BadAnswer(f"the answer's content block {index} ({name[:80]}) holds {number}, a number JSON cannot "
+                            "hold (recorded, it would read null)")
     if not stream and on_text is not None:
         on_text(_text(reply))
     return reply, _Sent(request_id, body_digest(body), kwargs["model"], kwargs["max_tokens"], stream)
@@ -420,6 +427,21 @@ def _refuse_error(body: Mapping[str, Any]) -> None:
     error = body.get("error")
     said = [str(error.get(key))[:2000] for key in ("type", "message") if error.get(key)] if isinstance(error, dict) else []
     raise BadAnswer(f"the API answered (status 200) with an error in place of a message: {': '.join(said) or 'no reason given'}")
+
+
+def _non_finite(value: Any) -> str | None:
+    """The first number in `value` (a block as the SDK read it) that JSON cannot hold (NaN,
+    infinity: what a `NaN` or `1e999` in the answer reads as), as Python writes it; None if none."""
+    stack = [value]
+    while stack:  # not recursive: an input nested as deep as the SDK reads
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return repr(item)
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def _body(request: Any, kwargs: Json, stream: bool) -> bytes:
