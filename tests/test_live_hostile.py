@@ -65,6 +65,10 @@ BROKEN: dict[str, Reply] = {
                                                   {"type": "text", "text": "ok"}]),
     "nested-too-deep": answered([{"type": "tool_use", "id": "tu_1", "name": "weather",
                                   "input": json.loads('{"a":' * 150 + "1" + "}" * 150)}], stop_reason="tool_use"),
+    # Past the depth the SDK's models write as JSON: the ValueError rose out of run_turn, and `ask`
+    # said the stored event's row was altered outside threadlog (exit 1, the question written).
+    "nested-past-what-the-sdk-writes": answered([{"type": "tool_use", "id": "tu_1", "name": "weather",
+                                                  "input": json.loads('{"a":' * 300 + "1" + "}" * 300)}], stop_reason="tool_use"),
 }
 
 

@@ -282,10 +282,11 @@ def _run(
                                        retrieval=options.retrieval, extra_tools=options.extra_tools, searched=searched)
             reply, sent = _call(client, kwargs, stream, on_text)
             sent.options = options.recorded() | ({"passages": searched} if searched else {})
+            answer = _assistant(reply, sent)
         except (*_FAILURES, StoreError) as error:
             return _stop(store, turn, _describe(error), None)
         try:
-            recorded = _append_answer(store, thread, _assistant(reply, sent), head)
+            recorded = _append_answer(store, thread, answer, head)
         except InvalidEvent as error:  # the API's blocks break a rule of the log: say which
             return _stop(store, turn, f"the API's answer could not be stored: {error}", None)
         except StoreError as error:  # the file stayed locked, say: the answer is shown with the error, not lost unseen
@@ -545,8 +546,11 @@ def _assistant(reply: Any, sent: _Sent) -> Json:
     the API sent, nulls included (`document_title: null` in a citation is required; left out
     with every null, no answer citing an untitled document could be stored)."""
     # Blocks the SDK could not type (an unknown kind) stay as sent, for the store to judge.
-    content = [block.to_dict(mode="json", exclude_unset=True, warnings=False) if isinstance(block, anthropic.BaseModel) else block
-               for block in reply.content]
+    try:
+        content = [block.to_dict(mode="json", exclude_unset=True, warnings=False) if isinstance(block, anthropic.BaseModel) else block
+                   for block in reply.content]
+    except ValueError as error:  # nested past the depth the SDK's models write (a tool input): it raised out of the turn
+        raise BadAnswer(f"the answer's content could not be written as JSON: {error}") from None
     data: Json = {
         "role": "assistant",
         # The API may answer with no block at all; an empty text block keeps the message
