@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -325,6 +326,38 @@ def test_ctrl_c_mid_stream_cancels_the_run_and_records_no_part_of_the_answer(api
         assert state.status == "idle" and [m.role for m in state.messages] == ["user"]
         store.verify()
         validate_request(anthropic_request(store, "T"))
+
+
+def test_ctrl_c_mid_rerun_names_the_fork_it_made(api: MessagesAPI, tmp_path: Path) -> None:
+    """`threadlog rerun` prints the fork's id once the replay is done: stopped mid-stream, it said
+    only "interrupted", and the fork it had made (and the cancelled turn in it) was named nowhere."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.create_thread(model=MODEL, thread_id="T")
+        store.append_message("T", "user", "Hello")
+        store.append_message("T", "assistant", "Hi.")
+        store.append_message("T", "user", "And Lyon?")
+    api.hold_mid_stream(message([{"type": "text", "text": "An answer that is still being written when Ctrl-C comes."}]))
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    proc = interruptible([THREADLOG, "rerun", "T", "--at", "3", "--model", "claude-test-2", "--stream", "--db", str(db)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    while not api.requests and proc.poll() is None:  # the replayed question is out: the answer is being read
+        time.sleep(0.02)
+    time.sleep(0.3)
+    out, err = ctrl_c(proc)
+    assert proc.returncode == 130 and out == b"", (proc.returncode, out, err)
+    with Store(db) as store:
+        [fork] = [t.id for t in store.threads() if t.id != "T"]
+        assert err.decode().splitlines() == [f"interrupted; fork {fork} of thread T keeps what was replayed (threadlog diff T {fork})"]
+        assert [e.data.get("status") for e in store.read(fork) if e.type == "run.finished"] == ["cancelled"]
+        assert thread_state(store, fork).status == "idle"
+        store.verify()
+    # The fork goes on where the replay stopped: its question is asked again.
+    api.reply_json(message([{"type": "text", "text": "Take the 9:04."}]))
+    again = subprocess.run([THREADLOG, "ask", fork, "--db", str(db)], capture_output=True, env=env, timeout=60)
+    assert again.returncode == 0 and again.stdout == b"Take the 9:04.\n", again.stderr
+    last = api.requests[-1].json["messages"][-1]
+    assert last["role"] == "user" and [b["text"] for b in last["content"]] == ["And Lyon?"]
 
 
 def test_a_paused_turn_is_sent_back_and_the_model_goes_on(api: MessagesAPI) -> None:

@@ -771,11 +771,15 @@ def rerun(
             raise InvalidEvent(f"offset {offset}", f"the user message there cannot be sent again as stored: {error}; "
                                "nothing was forked") from None
     fork = store.fork(thread, at, metadata="inherit")
-    for asked in turns:
-        for content in asked[:-1]:  # the turn's other messages, before its last, as the original sent them
-            if content is not None:
-                store.append_message(fork, "user", content)
-        turn = run_turn(store, fork, asked[-1], client, model, tools, stream, max_tokens=max_tokens)
-        if turn.status != "ok":
-            break
+    try:
+        for asked in turns:
+            for content in asked[:-1]:  # the turn's other messages, before its last, as the original sent them
+                if content is not None:
+                    store.append_message(fork, "user", content)
+            turn = run_turn(store, fork, asked[-1], client, model, tools, stream, max_tokens=max_tokens)
+            if turn.status != "ok":
+                break
+    except BaseException as error:  # Ctrl-C mid-replay: the fork is made, and was named nowhere
+        error.add_note(f"fork {fork} of thread {thread} keeps what was replayed (threadlog diff {thread} {fork})")
+        raise
     return fork
