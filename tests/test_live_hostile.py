@@ -558,3 +558,23 @@ def test_a_tool_input_holding_a_number_json_cannot_hold_is_not_run(api: Messages
     assert turn.error == (f"BadAnswer: the answer's content block 0 ('tu_1') holds {read}, a number JSON cannot hold "
                           "(recorded, it would read null)")
     assert_retryable(store, t)
+
+
+def test_a_character_whose_utf16_halves_came_in_two_deltas_is_one_character(api: MessagesAPI) -> None:
+    """A proxy cutting text where UTF-16 does sends "\\ud83d" in one delta and "\\ude00" in the
+    next: joined, they were two lone surrogates, `on_text` (`ask --stream`) printed each as its
+    escape, and the store refused the whole answer."""
+    events = sse_events(message([{"type": "text", "text": "x"}]))
+    deltas = b"".join(b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+                      b'"delta": {"type": "text_delta", "text": "' + piece + b'"}}\n\n'
+                      for piece in (b"Smile \\ud83d", b"\\ude00 and \\ud83d", b"\\udc4d."))
+    api.replies.append(Reply(200, encode_sse(events[:2]) + deltas + encode_sse(events[-3:]), "text/event-stream"))
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    seen: list[str] = []
+    turn = run_turn(store, t, "Hello", api.client(), stream=True, on_text=seen.append)
+    assert turn.status == "ok", turn.error
+    assert "".join(seen) == turn.text == "Smile \U0001f600 and \U0001f44d."
+    assert all(piece.encode("utf-8") for piece in seen)  # no piece holds half a character
+    assert thread_state(store, t).messages[-1].content == [{"type": "text", "text": "Smile \U0001f600 and \U0001f44d."}]
+    store.verify()

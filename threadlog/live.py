@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import secrets
 import signal
 from collections.abc import Callable, Iterator, Mapping
@@ -371,6 +372,10 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
             except _UNREADABLE as error:
                 raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
             read.check_inputs(reply)
+            for block in reply.content:  # the SDK joined the deltas' text as it came: a character's halves stay apart
+                for name in ("text", "thinking"):
+                    if isinstance(value := getattr(block, name, None), str):
+                        setattr(block, name, _paired(value))
             for name, value in read.late.items():
                 if getattr(reply, name, None) is None:  # a field the message holds is not sent again late
                     setattr(reply, name, value)
@@ -460,6 +465,17 @@ def _text(reply: anthropic.types.Message) -> str:
     return "".join(b.text for b in reply.content if isinstance(b, anthropic.types.TextBlock) and isinstance(b.text, str))
 
 
+# A character past U+FFFF as UTF-16's two halves: a proxy that cuts text between two deltas
+# where UTF-16 does (a JavaScript string's slice) escapes each half on its own ("\ud83d", then
+# "\ude00"), and Python, joining the two, keeps two lone surrogates the log cannot store.
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def _paired(text: str) -> str:
+    """`text` with each surrogate pair in it as the one character it encodes."""
+    return _SURROGATE_PAIR.sub(lambda pair: pair.group().encode("utf-16-le", "surrogatepass").decode("utf-16-le"), text)
+
+
 class _Read:
     """What reading a stream saw besides the SDK's message: each tool input's JSON as sent,
     and whether `message_stop` came (a stop reason alone does not make a message whole: the
@@ -473,6 +489,7 @@ class _Read:
         # What `message_delta` events sent that the SDK's Message does not fold in (a beta's
         # `context_management`, beside the delta): the answer's fields all the same.
         self.late: Json = {}
+        self.held = ""  # a text delta's last character, the first half of a surrogate pair
 
     def texts(self, events: Any) -> Iterator[str]:
         """The text deltas of a stream, read to its end; events the SDK cannot fold into a
@@ -482,6 +499,8 @@ class _Read:
             try:
                 event = next(iterator)
             except StopIteration:
+                if self.held:  # no second half came: the lone half, for the answer's check to refuse
+                    yield self.held
                 return
             except _TRANSPORT:
                 raise
@@ -494,8 +513,11 @@ class _Read:
                 raise BadAnswer(f"the API's stream sent more of content block {event.index} after it stopped")
             if event.type == "content_block_stop":
                 self.ended.add(event.index)
-            if event.type == "text":
-                yield event.text
+            if event.type == "text":  # a character's first half waits for its second, in the next delta
+                piece = self.held + event.text
+                self.held = piece[-1:] if "\ud800" <= piece[-1:] <= "\udbff" else ""
+                if piece := _paired(piece[:len(piece) - len(self.held)]):
+                    yield piece
             elif event.type == "message_start":
                 self.started = True
             elif event.type == "message_stop":
