@@ -66,8 +66,7 @@ class Connections:
         if local is None:
             return self._open()
         if self._closed:  # the store closed since this thread's last call: its connection goes now
-            self._local.closer()
-            del self._local.state, self._local.closer
+            self._close_local()
             raise self._closed_error()
         return local
 
@@ -101,10 +100,13 @@ class Connections:
         thread crashed the interpreter (SQLite's), or failed that call as a lost connection. The
         opening thread's closes here too when it has ended (its next call will never come)."""
         self._closed = True
-        local: Local | None = getattr(self._local, "state", None)
-        if local is not None:
-            self._local.closer()
-            del self._local.state, self._local.closer
+        if getattr(self._local, "state", None) is not None:
+            self._close_local()
         self._own_pending = threading.get_ident() != self._owner and self._owner_thread.is_alive()
         if not self._own_pending:
             self.own.backend.close()
+
+    def _close_local(self) -> None:
+        """Close the calling thread's own connection (not the opening thread's) and forget it."""
+        self._local.closer()
+        del self._local.state, self._local.closer
