@@ -39,6 +39,7 @@ from .errors import StoreError
 from .facts import Facts
 from .fullscan import Fold, FullScan, Part, Resumed
 from .sqlite import SQLiteBackend
+from .structure import Structure
 
 # The work of each part, counted in events. Measured on a log of 2.7M events and 202,000
 # streams (200,000 of them one-event forks): ~11 µs an event, ~65 µs more for each stream
@@ -74,22 +75,26 @@ class Outcome(NamedTuple):
     problems: int
     resumed: dict[str, Resumed]
     handed_on: dict[str, tuple[Any, ...]]  # `_state` of each stream it took up
+    structure_checked: bool = False  # whether it checked the file's structure beside its scan (`Structure`)
+    damage: str | None = None  # what that check found
 
 
 def split_verify(backend: Backend, path: str, progress: Callable[[int, int], None] | None, fold: Fold,
-                 mid: int | None = None) -> tuple[int, int, int] | None:
+                 mid: int | None = None, structure: Structure | None = None) -> tuple[int, int, int] | None:
     """(streams, events checked, events redacted) when the log in the file at `path` (the one
     `backend` reads, inside its read transaction) passed in two parts, cut after position
     `mid` (by default where the work halves: `_cut`); None when it must be checked in one scan.
     A checkpoint's `fold` is folded over the first part as it is checked, then over the stored
-    hashes after it (while the child checks them), and checked when both parts passed."""
+    hashes after it (while the child checks them), and checked when both parts passed. Given
+    `structure`, the child checks the file's structure beside its part and it is told what the
+    child found (if the child could check it)."""
     try:
         view = view_of(backend)
     except StoreError:  # the last event holds a value reads refuse (text that is not UTF-8): one scan names it
         return None
     if mid is None:
         mid = _cut(view, backend.stream_starts())
-    child = _Child.start(path, Part(mid, True), view)
+    child = _Child.start(path, Part(mid, True), view, structure is not None)
     if child is None:
         return None
     try:
@@ -109,6 +114,8 @@ def split_verify(backend: Backend, path: str, progress: Callable[[int, int], Non
     report = joined(view, scan, checked, outcome)
     if report is not None:
         fold.check()
+        if structure is not None and outcome is not None and outcome.structure_checked:
+            structure.reported(outcome.damage)
     return report
 
 
@@ -229,9 +236,9 @@ class _Child:
         self.process, self.counts, self.later, self.counting = process, counts, 0, True
 
     @classmethod
-    def start(cls, path: str, part: Part, view: View) -> _Child | None:
+    def start(cls, path: str, part: Part, view: View, structure: bool = False) -> _Child | None:
         """The child, told its part and the view of the log this process has (it exits at once,
-        declining, when its own differs)."""
+        declining, when its own differs), and whether to check the file's structure beside it."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([_ROOT, *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)])
         reading, writing = os.pipe()
@@ -248,7 +255,7 @@ class _Child:
         os.set_blocking(reading, False)
         child = cls(process, reading)
         try:
-            process.stdin.write(pickle.dumps((os.path.abspath(path), part, view, writing, os.getpid())))  # type: ignore[union-attr]
+            process.stdin.write(pickle.dumps((os.path.abspath(path), part, view, writing, os.getpid(), structure)))  # type: ignore[union-attr]
             process.stdin.close()  # type: ignore[union-attr]
         except OSError:  # it died at once
             child.stop()
@@ -329,7 +336,7 @@ class _Child:
 
 def _later_part() -> None:
     """The child: check the later part and send back the `Outcome`."""
-    path, part, view, progress_fd, parent = pickle.loads(sys.stdin.buffer.read())
+    path, part, view, progress_fd, parent, check_structure = pickle.loads(sys.stdin.buffer.read())
     backend = SQLiteBackend(path, read_only=True, timeout=_CHILD_WAIT)
 
     def report(done: int, total: int) -> None:
@@ -343,7 +350,11 @@ def _later_part() -> None:
     with backend.read_transaction():
         if view_of(backend) != view:  # a commit since the parent's snapshot: its part would not join
             sys.exit(_DECLINED)
+        structure = Structure(backend).start() if check_structure else None  # beside the scan
         outcome = later_part(backend, part, report, view)
+        if structure is not None:
+            done, found = structure.wait()
+            outcome = outcome._replace(structure_checked=done, damage=found)
     sys.stdout.buffer.write(pickle.dumps(outcome))
     sys.stdout.buffer.flush()
 

@@ -11,7 +11,6 @@ proves that; this does not read what C covers).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +18,10 @@ from typing import Any
 from .backend import Backend, EventRow, StreamRow
 from .chaincheck import (NO_SKELETON_DIGEST, NOT_A_SKELETON, Chain, Problem, chain_from, check_start, check_stream, first_problem,
                          fork_point_ancestry, lineage, loads, unbound)
-from .errors import IntegrityError, ReadersHeldOff, StoreError, UnreadableRow
+from .errors import IntegrityError, StoreError, UnreadableRow
 from .fullscan import Fold, FullScan
 from .splitscan import split_verify, splittable
+from .structure import Structure
 from .integrity import digest, extend_log_digest, foreign_code, format_checkpoint, parse_checkpoint
 from .ranges import MAX_INDEX
 from .skeleton import is_skeleton
@@ -63,14 +63,15 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
         _check_listing(backend, only)
         return report
     _check_position_range(backend)
-    structure = _Structure(backend)  # beside the scan: another core's work
+    structure = Structure(backend)
     path = splittable(backend)
-    if path is not None:  # a large log: two processes, when it passes (`splitscan`)
-        split = split_verify(backend, path, progress, Fold(checkpoint))
+    if path is not None:  # a large log: two processes, when it passes (`splitscan`); the later checks the structure
+        split = split_verify(backend, path, progress, Fold(checkpoint), structure=structure)
         if split is not None:
             _check_listing(backend)
             structure.check()
             return VerifyReport(*split)
+    structure.start()  # beside the scan: another core's work
     scan = FullScan(backend)
     checked = scan.run(Fold(checkpoint), progress)
     if scan.problems:
@@ -79,43 +80,6 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
     _check_listing(backend)
     structure.check()
     return VerifyReport(scan.streams, checked, scan.redacted)
-
-
-class _Structure:
-    """The engine's check of the file's structure (`Backend.damaged`), run in a thread from its
-    start: SQLite runs it without Python's lock, beside the scan (at 2.2M events it took ~2.5
-    s of a 9.7 s verify when run after it)."""
-
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-        self.found: str | None = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(backend,), name="threadlog structure check", daemon=True)
-        self.thread.start()
-
-    def _run(self, backend: Backend) -> None:
-        try:
-            self.found = backend.damaged(beside=True)
-        except BaseException as error:  # raised where the verify waits for it
-            self.error = error
-
-    def check(self) -> None:
-        """Wait for the check; refuse a file whose engine finds its structure damaged, once every
-        row verified: an index that disagrees with its table lets reads miss events (`log`,
-        `export`) that the scan, which reads the table, found whole."""
-        self.thread.join()
-        if isinstance(self.error, ReadersHeldOff):  # a writer waits on this read: check within it
-            self.error, self.found = None, self.backend.damaged()
-        if self.error is not None:
-            raise self.error
-        _refuse_damage(self.found)
-
-
-def _refuse_damage(found: str | None) -> None:
-    if found is not None:
-        raise IntegrityError(None, f"the database's structure is damaged ({found}): reads through its indexes can miss "
-                                   "or misplace events, though every event's hash holds; rebuild the indexes (sqlite3 FILE "
-                                   "REINDEX) on a copy, verify it, or restore from a backup")
 
 
 def _check_listing(backend: Backend, ids: Collection[str] | None = None) -> None:

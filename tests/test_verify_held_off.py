@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from eventstore import verify as verify_module
+from eventstore.structure import Structure
 from threadlog import IntegrityError, Store
 
 
@@ -57,18 +57,17 @@ def _verify_with_a_waiting_writer(path: Path, monkeypatch: pytest.MonkeyPatch) -
         committed.append(time.monotonic())
 
     thread = threading.Thread(target=commit)
-    structure = verify_module._Structure
+    start = Structure.start
 
-    class Held(structure):  # type: ignore[misc,valid-type]
-        def __init__(self, backend: Any) -> None:
-            thread.start()
-            deadline = time.monotonic() + 10
-            while not _readers_held_off(path):
-                assert time.monotonic() < deadline, "the writer never came to wait on the verify's read"
-                time.sleep(0.01)
-            super().__init__(backend)
+    def held(structure: Structure) -> Structure:
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not _readers_held_off(path):
+            assert time.monotonic() < deadline, "the writer never came to wait on the verify's read"
+            time.sleep(0.01)
+        return start(structure)
 
-    monkeypatch.setattr(verify_module, "_Structure", Held)
+    monkeypatch.setattr(Structure, "start", held)
     began = time.monotonic()
     outcome: Any
     with Store(path, read_only=True) as store:

@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from eventstore import splitscan
 from eventstore.fullscan import Fold, FullScan, Part
 from eventstore.splitscan import View, joined, later_part, split_verify, view_of
+from eventstore.sqlite import SQLiteBackend
+from eventstore.structure import Structure
 from tests.backends import BACKENDS, BackendCase
 from tests.test_verify_fork_points import _opened
 from tests.test_verify_plain import COLUMNS, _run, changed_copy, template  # noqa: F401  (a fixture)
@@ -302,7 +304,7 @@ def _run_child(path: Path, parent: int, view: View | None = None) -> subprocess.
     reading, writing = os.pipe()
     try:
         return subprocess.run([sys.executable, "-m", "eventstore.splitscan"], capture_output=True, timeout=60,
-                              input=pickle.dumps((str(path), Part(_last(path) // 2, True), view, writing, parent)),
+                              input=pickle.dumps((str(path), Part(_last(path) // 2, True), view, writing, parent, False)),
                               pass_fds=(writing,))
     finally:
         os.close(reading)
@@ -353,3 +355,58 @@ def test_the_first_part_stops_at_its_next_report_once_the_child_declined() -> No
         child.adding_to(lambda done, total: seen.append((done, total)))(10_000, 20_000)
     assert seen == []
     child.stop()
+
+
+def _damage_index(path: Path, index: str) -> None:
+    """Flip one bit of the first key of `index` (an edit of the file's bytes, as a failing disk
+    or a hand makes one): the table and every hash are untouched."""
+    conn = sqlite3.connect(path)
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)).fetchone()[0]
+    first = conn.execute(f"SELECT event_id FROM events INDEXED BY {index} ORDER BY event_id LIMIT 1").fetchone()[0]
+    conn.close()
+    data = bytearray(path.read_bytes())
+    start = (root - 1) * page_size
+    at = data.index(first, start, start + page_size)
+    data[at + 3] ^= 0x01
+    path.write_bytes(data)
+
+
+def test_a_split_verify_checks_the_file_structure_in_the_later_parts_process(
+        template: Path, tmp_path: Path, split_always: list[object], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """The engine's structure check runs beside the later part, in the child, not in this process
+    beside the first part (which has the more to scan): a damaged index is still refused, after
+    the split passed every chain."""
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    _damage_index(path, "events_event_id")
+    checked_here: list[bool] = []
+    real = SQLiteBackend.damaged
+
+    def spied(self: SQLiteBackend, *, beside: bool = False) -> str | None:
+        checked_here.append(beside)
+        return real(self, beside=beside)
+
+    monkeypatch.setattr(SQLiteBackend, "damaged", spied)
+    with Store(path, read_only=True) as store:
+        with pytest.raises(IntegrityError, match="structure is damaged") as refused:
+            store.verify()
+    assert split_always and isinstance(split_always[0], tuple)  # the chains passed, split in two
+    assert checked_here == []  # the child found the damage
+    monkeypatch.setattr(splitscan, "SPLIT_FROM", 10**9)
+    assert _one_scan(path) == str(refused.value)  # one scan, which checks it here, says the same
+    assert checked_here == [True]
+
+
+def test_a_structure_check_not_run_beside_is_run_within_the_verify_read(template: Path, tmp_path: Path) -> None:  # noqa: F811
+    """When the later part could not check the structure (a writer held its connection off, or
+    an error stopped it), the verify checks it itself instead of passing the file unchecked."""
+    path = tmp_path / "t.db"
+    shutil.copy(template, path)
+    _damage_index(path, "events_event_id")
+    with _opened(path) as backend:
+        structure = Structure(backend)
+        with pytest.raises(IntegrityError, match="structure is damaged"):
+            structure.check()
+        structure.reported(None)  # what a child that checked it and found nothing reports
+        structure.check()
