@@ -348,3 +348,37 @@ def test_screenshots_were_saved(shots: Path) -> None:
     saved = sorted(p.name for p in shots.glob("*.png"))
     print(f"\nweb viewer screenshots in {shots}: {', '.join(saved)}")
     assert {"threads.png", "thread.png", "replay.png", "tree.png", "hostile.png"} <= set(saved)
+
+
+def test_the_tree_scrolls_in_its_own_box_in_a_narrow_window(served, page) -> None:
+    """The tree is drawn at its full width (a node is 360 px, each level 56 more): in a window
+    of 380 px the page scrolled sideways, header and all, and a chain of forks made it as wide
+    at any width. The tree scrolls in its own box; the page keeps the window's width, and every
+    node can still be scrolled to and opened."""
+    base, path, _ = served
+    with Store(path) as store:
+        chain = store.create_thread(title="chain", thread_id="chain")
+        store.append_message(chain, "user", "a root")
+        deepest = chain
+        for _ in range(16):  # 16 + 16 * 56 + 360 = 1272 px wide: wider than the page's 1100 at any width
+            deepest = store.fork(deepest)
+    fits_window = "document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+    for width, target in ((380, "trip"), (380, deepest), (1280, "trip"), (1280, deepest)):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.goto(url(base, "/tree", id=target))
+        assert page.evaluate(fits_window), (width, target)
+        box = page.locator("#tree-box")
+        inside = box.evaluate("b => [b.scrollWidth, b.clientWidth, b.getBoundingClientRect().right]")
+        assert inside[2] <= width, (width, target, inside)  # the box itself within the window
+        drawn = page.locator("#tree").evaluate("svg => svg.getBoundingClientRect().width")
+        assert drawn == int(page.locator("#tree").get_attribute("width")), (width, target)  # not shrunk to unreadable
+        assert (inside[0] > inside[1]) == (drawn > inside[1]), (width, target, inside)  # scrolls only when it must
+        # Scrolled to its end, the box shows the drawing's right edge: nothing is cut off for good.
+        edges = box.evaluate("""b => { b.scrollLeft = b.scrollWidth;
+            return [b.querySelector('svg').getBoundingClientRect().right, b.getBoundingClientRect().right]; }""")
+        assert edges[0] <= edges[1] + 1, (width, target, edges)
+        assert page.evaluate(fits_window), (width, target)
+    page.set_viewport_size({"width": 380, "height": 800})
+    page.goto(url(base, "/tree", id=deepest))
+    page.locator(f"svg a.node[data-thread='{deepest}']").click()
+    page.wait_for_url(re.compile(rf"/thread\?id={re.escape(deepest)}$"))
