@@ -756,3 +756,26 @@ def test_a_server_tool_call_shows_its_name_and_input_escaped(tmp_path: Path) -> 
         page = c.get("/thread", params={"id": t}).text
     assert "[server_tool_use] web_search" in page
     assert "&#34;query&#34;: &#34;&lt;script&gt;q()&lt;/script&gt;&#34;" in page and "<script>q()" not in page
+
+
+# Each page that answers "not found" or "cannot show this" quoting what the request named.
+ASKED = "Z" * 60_000 + "\u202e\x1b"  # as long as a URL the test client sends takes; a server may take more
+QUOTING = [("/thread", {"id": ASKED}), ("/replay", {"id": ASKED}), ("/tree", {"id": ASKED}), ("/blame", {"id": ASKED}),
+           ("/diff", {"a": ASKED}), ("/diff", {"a": "t", "b": ASKED}), ("/live", {"id": ASKED}),
+           ("/image", {"id": ASKED, "offset": 0, "sha256": "0"}), ("/thread", {"id": "t", "at": ASKED}),
+           ("/blame", {"id": "t", "start": ASKED}), ("/", {"before": ASKED}), ("/image", {"id": "t", "offset": ASKED, "sha256": "0"})]
+
+
+@pytest.mark.parametrize(("path", "params"), QUOTING, ids=[f"{path}?{'&'.join(params)}" for path, params in QUOTING])
+def test_an_error_page_quotes_what_the_request_named_cut_short(client: TestClient, path: str, params: dict[str, Any]) -> None:
+    """A request naming a thread of 1 MB was answered with a page of 1 MB saying it was not
+    found: the id, escaped but whole (a prefix that starts no id, as the CLI takes them); a
+    number that was not one was cut at 40 characters with nothing to say so. Each is now shown
+    as messages show what a caller passed: its head and tail around `...`, escaped."""
+    response = client.get(path, params=params)
+    assert response.status_code in (400, 404), response.text[:300]
+    assert len(response.content) < 3_000, len(response.content)
+    message = html.unescape(re.search(r'id="error-message">(.*?)</p>', response.text, re.DOTALL).group(1))
+    assert "ZZZ...ZZZ" in message or "ZZZ...\\u202e\\x1b" in message, message  # the mark of the cut, in the quote
+    assert "\u202e" not in response.text and "\x1b" not in response.text
+

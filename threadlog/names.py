@@ -12,6 +12,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from eventstore import Store, StoreError, ThreadNotFound
+from eventstore.errors import named
 
 LAST = "@last"
 _SHOWN = 8  # candidates named in an ambiguity error
@@ -22,7 +23,7 @@ class AmbiguousName(StoreError):
 
     def __init__(self, name: str, matches: list[str], more: bool) -> None:
         self.name, self.matches = name, matches
-        super().__init__(f"{name!r} is ambiguous: it starts the ids {', '.join(matches)}{', …' if more else ''}; type more of the id")
+        super().__init__(f"{named(name)} is ambiguous: it starts the ids {', '.join(matches)}{', …' if more else ''}; type more of the id")
 
 
 def resolve(store: Store, name: str) -> str:
@@ -38,7 +39,7 @@ def resolve(store: Store, name: str) -> str:
     matches = store.ids_starting(name, _SHOWN + 1)
     if name in matches or not matches:
         if not matches:
-            raise StoreError(f"thread {name!r} not found (no thread id starts with it); `threadlog ls --all` lists them")
+            raise StoreError(f"thread {named(name)} not found (no thread id starts with it); `threadlog ls --all` lists them")
         return name
     if len(matches) == 1:
         return matches[0]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
+from eventstore.errors import shown
+
 LARGEST = 2**62  # above any position, offset or count a store holds; below SQLite's and islice's limits
 
 
@@ -19,7 +21,7 @@ def whole_number(request: Request, name: str, low: int = 0) -> int | None:
     if text is None or text == "":
         return None
     if not (text.isascii() and text.isdigit() and len(text) <= 19 and low <= int(text) <= LARGEST):
-        raise HTTPException(400, f"{name} must be a whole number from {low} to {LARGEST}, not {text[:40]!r}")
+        raise HTTPException(400, f"{name} must be a whole number from {low} to {LARGEST}, not {shown(text)}")
     return int(text)
 
 
