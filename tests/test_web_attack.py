@@ -779,3 +779,26 @@ def test_an_error_page_quotes_what_the_request_named_cut_short(client: TestClien
     assert "ZZZ...ZZZ" in message or "ZZZ...\\u202e\\x1b" in message, message  # the mark of the cut, in the quote
     assert "\u202e" not in response.text and "\x1b" not in response.text
 
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_a_search_too_long_to_run_is_quoted_cut_short(tmp_path: Path, indexed: bool) -> None:
+    """A search of 1 MB (60,000 characters here) is refused (a search takes 2,000), and the list page said so
+    under a heading quoting it whole, with the whole of it in the search box too: a page twice
+    its size. The heading quotes its first 200 characters and the box its first 2,000, each
+    ending in `…`."""
+    path = tmp_path / "search.db"
+    with Store(path) as store:
+        store.append_message(store.create_thread(title="t", thread_id="t"), "user", "findme")
+        if indexed:
+            update_index(store)
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        response = c.get("/", params={"q": "Q" * 60_000 + "\u202e"})
+        short = c.get("/", params={"q": "findme"}).text
+    assert "<h2>Search: findme</h2>" in short and (not indexed or 'name="q" value="findme"' in short)  # a short one, whole
+    assert response.status_code == 200 and len(response.content) < 10_000, len(response.content)
+    heading = html.unescape(re.search(r"<h2>Search: (.*?)</h2>", response.text).group(1))
+    assert heading == "Q" * 199 + "…"
+    if indexed:
+        assert "a search takes at most 2,000" in response.text
+        box = html.unescape(re.search(r'<input type="search" name="q" value="(.*?)"', response.text).group(1))
+        assert box == "Q" * 1999 + "…"

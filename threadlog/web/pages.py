@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from eventstore import Store, StoreError
+from eventstore.textindex import MAX_QUERY_CHARS
 from projections import diff, search, thread_state
 from projections.lineage import iter_blame
 
@@ -79,7 +80,7 @@ def threads_page(request: Request) -> Response:
     more = entries[-1]["last_position"] if len(infos) > THREADS else None
     return view.render(request, "threads.html", entries=entries, forks=forks, before=before, more=more,
                        searchable=searchable, query=query, hits=hits, search_error=search_error, badge=badge,
-                       unindexed=last - indexed if searchable else 0)
+                       unindexed=last - indexed if searchable else 0, longest_query=MAX_QUERY_CHARS)
 
 
 def thread_page(request: Request) -> Response:
