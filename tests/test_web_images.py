@@ -164,3 +164,23 @@ def test_the_image_types_are_the_sdk_s() -> None:
 
     hint = typing.get_type_hints(Base64ImageSourceParam)["media_type"]
     assert image_media_types() == frozenset(typing.get_args(hint)) == {"image/jpeg", "image/png", "image/gif", "image/webp"}
+
+
+def test_an_image_address_too_long_to_link_is_shown_cut_not_linked(tmp_path: Path) -> None:
+    """An image that names an address was linked with the whole address in the link: a message
+    of ten images each naming 1 MB made a thread page (and its replay, and a live update) of
+    10 MB. An address past 2,048 characters is shown cut short, with its length, and not linked;
+    a usual one is linked as before."""
+    path = tmp_path / "address.db"
+    far = "https://example.com/" + "K" * 1_000_000
+    with Store(path) as store:
+        t = store.create_thread(title="t", thread_id="t")
+        store.append_message(t, "user", [{"type": "image", "source": {"type": "url", "url": far}} for _ in range(10)]
+                             + [{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        pages = [client.get("/thread?id=t"), client.get("/replay?id=t")]
+    for page in pages:
+        assert page.status_code == 200 and len(page.content) < 30_000, len(page.content)
+        assert page.text.count("image: https://example.com/KKK") == 10
+        assert page.text.count("(an address of 1,000,020 characters: not linked)") == 10
+        assert '<a href="https://example.com/a.png" rel="noreferrer">image: https://example.com/a.png</a>' in page.text

@@ -114,5 +114,6 @@ def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
     )
     env = environment()
     env.globals["image_link"], env.globals["image_url"] = images.image_link, images.url_of
+    env.globals["longest_link"] = images.LINKED_URL_CHARS
     app.state.viewer = Viewer(path, env, Integrity(lambda: Store(path, read_only=True)))
     return app

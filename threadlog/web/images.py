@@ -28,6 +28,11 @@ from .query import thread_param, whole_number
 from .render import link
 from .viewer import viewer
 
+# The longest image address a page links to (browsers and servers take about 2,000 characters):
+# a longer one is shown cut short, not linked. A page put each whole in its link, and one
+# message of 1 MB addresses made a page of as many megabytes.
+LINKED_URL_CHARS = 2048
+
 
 def url_of(block: Any) -> str | None:
     """The address an image block names instead of holding its data, or None."""
