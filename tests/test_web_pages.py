@@ -386,3 +386,14 @@ def test_thinking_returned_empty_is_not_called_redacted(tmp_path: Path) -> None:
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
         for page in (client.get("/thread?id=t").text, client.get("/replay?id=t").text):
             assert page.count("(redacted thinking)") == 1 and page.count("(empty: no thinking text was returned)") == 1
+
+
+def test_a_search_of_a_file_with_no_index_says_nothing_was_searched(tmp_path: Path) -> None:
+    """A shared link with `?q=` opened on a file no search has indexed: the viewer cannot build the
+    index (it only reads), and "No match." would say the words are in no message."""
+    path = tmp_path / "plain.db"
+    with Store(path) as store:
+        store.append_message(store.create_thread(title="trip"), "user", "a ferry to the island")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/", params={"q": "ferry"}).text
+    assert "Nothing was searched: this file has no search index" in page and "No match." not in page
