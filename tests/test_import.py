@@ -303,7 +303,8 @@ def test_a_pi_session_pi_rewrote_as_its_current_version_goes_on_along_its_import
     assert again.exit_code == 0, again.output
     report = json.loads(again.output)
     assert (report["thread_ids"], report["added"], report["changed"]) == (first["thread_ids"], 3, 0)
-    assert json.loads(runner.invoke(cli, ["--db", expected, "import", "pi", str(v1_grown), "--json"]).output)["added"] == 75
+    # the file's events and two for its failed turn
+    assert json.loads(runner.invoke(cli, ["--db", expected, "import", "pi", str(v1_grown), "--json"]).output)["added"] == 77
     thread = first["thread_ids"][0]
     for command in (["request", thread], ["transcript", thread]):
         have, want = (runner.invoke(cli, ["--db", path, *command]) for path in (db, expected))
@@ -1084,16 +1085,16 @@ def test_a_file_that_grows_between_the_check_and_the_write_is_written_as_it_was_
 
     with Store(tmp_path / "t.db") as store:
         summary = import_pi(store, [first, second], progress=progress)
-        assert summary.added == 2 * 72 and store.counts().events == 2 * 72
+        assert summary.added == 2 * 74 and store.counts().events == 2 * 74  # a failed turn is two events
         assert [done for done, _ in calls] == [first.stat().st_size, size, size + first.stat().st_size, 2 * size]
         assert {total for _, total in calls} == {2 * size}
         if not grown.endswith(b"\n"):
             later = import_pi(store, [first, second])
-            assert later.added == 0 and later.waiting_files == [str(second)] and store.counts().events == 2 * 72
+            assert later.added == 0 and later.waiting_files == [str(second)] and store.counts().events == 2 * 74
             return
         with pytest.raises(BadLine) as caught:
             import_pi(store, [first, second])
-        assert caught.value.file == str(second) and store.counts().events == 2 * 72
+        assert caught.value.file == str(second) and store.counts().events == 2 * 74
 
 
 def _events_of(store: Store) -> list[tuple[str, str, str]]:

@@ -1208,7 +1208,7 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
     lines = [
         f"{summary.files} file(s): {summary.threads} thread(s), {summary.forks} fork(s), {summary.subagents} sub-agent fork(s)",
         f"{summary.prompts} prompt(s), {summary.assistant_messages} assistant message(s), {summary.tool_calls} tool call(s), "
-        f"{summary.compactions} compaction(s)",
+        f"{summary.compactions} compaction(s)" + (f", {summary.failed_turns} failed turn(s)" if summary.failed_turns else ""),
         f"{summary.added} event(s) added of {summary.events}",
     ]
     skipped = summary.kinds()

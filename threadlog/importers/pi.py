@@ -21,9 +21,11 @@ sends the model besides messages becomes a user message marked `injected`, as pi
 `excludeFromContext`, which pi keeps out), a `branch_summary` (the summary of a branch left
 with /tree, in pi's own wording), and an extension's `custom_message` entry or `custom`
 message. A `session_info` name becomes `title.set`; model and thinking-level changes become
-`metadata.set`. The thread's model is the header's (version 1), else the session's first
-model change's (pi writes one as a session starts; later headers name no model), else its
-first answer's.
+`metadata.set`. A model call pi aborted or that failed before it gave anything (an assistant
+message with no content, `stopReason` `aborted` or `error`) is a run that ended `cancelled` or
+`error` with pi's `errorMessage`, as a live turn's failure (`_Writer._failed`). The thread's
+model is the header's (version 1), else the session's first model change's (pi writes one as
+a session starts; later headers name no model), else its first answer's.
 """
 
 from __future__ import annotations
@@ -289,6 +291,9 @@ class _Writer:
     def _assistant(self, stream: PlannedStream, node: _Node, message: dict[str, Any]) -> None:
         blocks = _blocks(message["content"], self.summary.skipped, _anthropic(message))
         extra: dict[str, Any] = {k: message[k] for k in ("api", "provider", "errorMessage") if k in message}
+        if not blocks and message.get("stopReason") in _FAILED:
+            self._failed(stream, node, message)
+            return
         if not blocks:
             self.summary.skipped["empty message"] += 1
             return
@@ -302,6 +307,23 @@ class _Writer:
         stream.add("message.appended", data, self.meta(node, extra or None), self.where(node))
         self.summary.assistant_messages += 1
         self.summary.tool_calls += sum(1 for b in blocks if b["type"] == "tool_use")
+
+    def _failed(self, stream: PlannedStream, node: _Node, message: dict[str, Any]) -> None:
+        """A model call pi aborted or that failed before it gave anything (no block to send):
+        a run that ended `cancelled` or `error`, with pi's error message, as a live turn's
+        failure is recorded. An earlier release left it out: where the store holds what came
+        after it, it stays left out (the log cannot take it in between)."""
+        if node.id not in self.stored_in and node.held:
+            self.summary.skipped["failed turn an earlier import left out"] += 1
+            return
+        flags: dict[str, Any] = {k: message[k] for k in ("api", "provider", "model", "stopReason", "usage") if k in message}
+        started = {**self.meta(node, flags), "event_id": f"pi:{self.session}:{node.id}:run"}
+        stream.add("run.started", {"run_id": node.id}, started, self.where(node))
+        ended: dict[str, Any] = {"run_id": node.id, "status": _FAILED[message["stopReason"]]}
+        if isinstance(message.get("errorMessage"), str) and message["errorMessage"]:
+            ended["error"] = message["errorMessage"]
+        stream.add("run.finished", ended, self.meta(node, flags), self.where(node))
+        self.summary.failed_turns += 1
 
     def _results(self, stream: PlannedStream, group: list[_Node], event_id: str | None = None) -> None:
         """One user message of the `group`'s results (`event_id`: another event's than the
@@ -379,6 +401,8 @@ def _call_answered(node: _Node) -> str | None:
     return str(record["message"]["toolCallId"])
 
 
+# pi's stop reason for a model call that did not finish -> how its run ended.
+_FAILED = {"aborted": "cancelled", "error": "error"}
 _CONTEXT = ("message", "branch_summary", "custom_message")  # the entry types that may become a message
 
 

@@ -26,6 +26,8 @@ class ImportSummary:
     each of those (file, line, why). `waiting` counts what a session still being written
     does not show complete yet (a last response, a sub-agent's file), left for a later import,
     and `waiting_files` names the file of each.
+    `failed_turns` counts model calls the source shows aborted or failed before they gave
+    anything, each recorded as a run that ended so (pi's).
     `changed` counts events already stored whose content the source now gives otherwise (an
     edited file), and `changed_lines` names their source lines (file, line): they are kept
     as stored, since the log is never rewritten.
@@ -39,6 +41,7 @@ class ImportSummary:
     assistant_messages: int = 0
     tool_calls: int = 0
     compactions: int = 0
+    failed_turns: int = 0
     events: int = 0
     added: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
@@ -52,7 +55,7 @@ class ImportSummary:
     def merge(self, other: ImportSummary) -> None:
         """Add `other`'s counts, skipped and bad lines and thread ids to this summary's."""
         for name in ("files", "threads", "forks", "subagents", "prompts", "assistant_messages", "tool_calls", "compactions",
-                     "events", "added", "changed"):
+                     "failed_turns", "events", "added", "changed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
         self.bad.extend(other.bad)
@@ -86,6 +89,7 @@ class ImportSummary:
             "assistant_messages": self.assistant_messages,
             "tool_calls": self.tool_calls,
             "compactions": self.compactions,
+            "failed_turns": self.failed_turns,
             "events": self.events,
             "added": self.added,
             "skipped": dict(self.kinds()),
