@@ -28,7 +28,9 @@ from .injected import injected_by
 @dataclass(slots=True)
 class Row:
     """One UI row. `kind` is one of text, tool_call, tool_result, thinking, interrupt, fork,
-    compaction, or a content block type (image, document, server_tool_use, …) shown as a
+    compaction, run (a run that ended `error` or `cancelled`: its status, and its error as
+    `text`; a model call cut off or failed before it gave anything shows only so), or a
+    content block type (image, document, server_tool_use, …) shown as a
     placeholder that says which one it is where the block does (`[document] <title>`, a server
     tool call's name, input and id).
 
@@ -59,6 +61,8 @@ class Row:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
+# How a run that shows ended (one that ended ok is the messages it holds).
+_FAILED = ("error", "cancelled")
 # The end of a message's row id (`:<block>`); an event of one row whose own id ends so is told apart.
 _BLOCK_SUFFIX = re.compile(r":[0-9]+\Z")
 
@@ -127,6 +131,9 @@ class _Fold:
             self.rows[base["id"]] = Row(kind="interrupt", text=data.get("question"), interrupt_id=data["interrupt_id"],
                                         status="pending", **base)
             self.interrupts[data["interrupt_id"]] = base["id"]
+        elif event.type == "run.finished" and data.get("status") in _FAILED:
+            base = _base(event)
+            self.rows[base["id"]] = Row(kind="run", text=data.get("error"), status=data["status"], **base)
         elif event.type == "compaction.recorded" and "through_offset" in data:
             text = f"Compacted: messages before offset {data['through_offset']} are summarised for the model"
             base = _base(event)

@@ -6,7 +6,8 @@ short argument summary); tool output is not written (a message holding only tool
 is counted but makes no section, nor does one whose text is only whitespace), but a failed
 call is one line, `failed tool call NAME`; thinking is one line. A compaction is its own
 section, `## compaction (messages before offset N summarised)`, with the summary the model
-reads from there on. Bounds, all in UTF-8 bytes:
+reads from there on; so is a run that ended `error` or `cancelled`, `## run error`, with its
+error (a model call that failed before it gave anything shows only there). Bounds, all in UTF-8 bytes:
 
 - at most `max_bytes` in total, header and markers included: the most recent messages are
   kept and the oldest replaced by one marker saying how many were elided;
@@ -294,6 +295,8 @@ def transcript(
         section: str | None
         if event.type == "compaction.recorded" and "through_offset" in data:
             section = _compaction(data["through_offset"], str(data.get("summary", "")))
+        elif event.type == "run.finished" and data.get("status") in ("error", "cancelled"):
+            section = _run_ended(str(data["status"]), str(data.get("error") or ""))
         elif event.type == "message.appended":
             content = data.get("content") or []
             _remember_names(names, content)
@@ -344,6 +347,11 @@ def _compaction(through: object, summary: str) -> str:
     """A compaction's section: where the model's view restarts, then the summary it reads."""
     heading = f"## compaction (messages before offset {_inline(through)} summarised)\n\n"
     return heading + (_text(summary) + "\n\n" if summary.strip() else "")
+
+
+def _run_ended(status: str, error: str) -> str:
+    """A run that ended `error` or `cancelled`: its status, then its error."""
+    return f"## run {status}\n\n" + (_text(error) + "\n\n" if error.strip() else "")
 
 
 def _header(thread: str, parent: str | None, parent_offset: int | None, total: int, shown: int, lo: int, stop: int,

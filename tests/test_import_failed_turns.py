@@ -125,3 +125,41 @@ def test_a_session_the_release_that_left_them_out_imported_goes_on_as_stored(tmp
         assert _runs(store, thread) == [("cancelled", "Request was aborted."), ("error", "terminated")]
         assert import_pi(store, [path]).added == 0
         store.verify()
+
+
+def test_a_failed_turn_shows_in_rows_transcript_and_the_web_viewer_with_its_error(tmp_path: Path) -> None:
+    """A run that ended in error or was cancelled showed only in `log`: a failed model call was
+    nowhere in the rows, the transcript or the viewer. Its error is the source's text: shown
+    escaped (an ANSI escape, a bidi override) wherever it shows."""
+    starlette = pytest.importorskip("starlette.testclient")
+    from threadlog.web import create_app
+
+    hostile = "boom \x1b[31mred\u202e"
+    lines = FAILED.read_text().splitlines(keepends=True)
+    grown = [{"type": "message", "id": "u5", "parentId": "x4", "timestamp": "2025-07-01T10:00:00.000Z",
+              "message": {"role": "user", "content": [{"type": "text", "text": "go on"}]}},
+             {"type": "message", "id": "x5", "parentId": "u5", "timestamp": "2025-07-01T10:00:00.000Z",
+              "message": {"role": "assistant", "content": [], "stopReason": "error", "errorMessage": hostile}}]
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(lines) + "".join(json.dumps(entry) + "\n" for entry in grown))
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        thread = import_pi(store, [path]).thread_ids[0]
+    runner = CliRunner()
+    rows = runner.invoke(cli, ["--db", db, "rows", thread, "--no-pager"])
+    assert rows.exit_code == 0, rows.output
+    assert "run cancelled: Request was aborted." in rows.output and "run error: 400" in rows.output
+    assert "\x1b" not in rows.output and "\u202e" not in rows.output and "run error: boom" in rows.output
+    as_json = json.loads(runner.invoke(cli, ["--db", db, "rows", thread, "--json"]).output)
+    assert [(r["status"], r.get("text")) for r in as_json if r["kind"] == "run"][:2] == [
+        ("cancelled", "Request was aborted."), ("error", BAD_REQUEST)]
+    transcript = runner.invoke(cli, ["--db", db, "transcript", thread, "--no-pager"])
+    assert transcript.exit_code == 0, transcript.output
+    assert transcript.output.count("## run cancelled\n\n    Request was aborted.") == 2
+    assert "## run error\n\n    400 " in transcript.output
+    assert "\x1b" not in transcript.output and "\u202e" not in transcript.output
+    assert "- messages: 6 (" in transcript.output  # a run is no message
+    with starlette.TestClient(create_app(db), base_url="http://127.0.0.1") as client:
+        page = client.get(f"/thread?id={thread}").text
+    assert page.count('class="card run"') == 4 and "Request was aborted." in page and "invalid_request_error" in page
+    assert "\x1b" not in page and "\u202e" not in page

@@ -183,6 +183,8 @@ def row_line(row: Row) -> str:
         body = f"← result for {row.tool_use_id}: {row.status}"
     elif row.kind == "thinking":
         body = "… thinking (collapsed)"
+    elif row.kind == "run":
+        body = f"run {row.status}" + (f": {row.text}" if row.text else "")
     elif row.kind == "interrupt":
         said = row.answer if row.status == "resolved" else row.reason
         body = f"? {row.text or row.interrupt_id} [{row.status}]"
