@@ -57,6 +57,21 @@ def test_a_failed_turn_shows_as_a_run_that_ended_so(tmp_path: Path) -> None:
     assert "3 failed turn(s)" in imported.output
 
 
+@pytest.mark.parametrize("reason", [["aborted"], {"error": 1}, 7, None])
+def test_a_stop_reason_that_is_no_text_is_no_failed_turn(tmp_path: Path, reason: Any) -> None:
+    """An empty answer whose stopReason is a list or an object (a hand edit, another writer):
+    left out as an empty message, as before, not a crash of the whole import that blamed the
+    store ("a stored event does not have the shape its type requires")."""
+    records = [json.loads(line) for line in FAILED.read_text(encoding="utf-8").splitlines()]
+    records[2]["message"]["stopReason"] = reason
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with Store(tmp_path / "t.db") as store:
+        summary = import_pi(store, [edited])
+        assert summary.failed_turns == 2 and summary.skipped["empty message"] == 1
+        assert [status for status, _ in _runs(store, summary.thread_ids[0])] == ["error", "cancelled"]
+
+
 def test_the_request_after_failed_turns_holds_no_empty_assistant_message(tmp_path: Path) -> None:
     """`threadlog request` gives what the SDK sends: no assistant message for a failed turn."""
     db = str(tmp_path / "t.db")

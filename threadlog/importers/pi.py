@@ -291,7 +291,8 @@ class _Writer:
     def _assistant(self, stream: PlannedStream, node: _Node, message: dict[str, Any]) -> None:
         blocks = _blocks(message["content"], self.summary.skipped, _anthropic(message))
         extra: dict[str, Any] = {k: message[k] for k in ("api", "provider", "errorMessage") if k in message}
-        if not blocks and message.get("stopReason") in _FAILED:
+        reason = message.get("stopReason")
+        if not blocks and isinstance(reason, str) and reason in _FAILED:  # a list or an object is no stop reason
             self._failed(stream, node, message)
             return
         if not blocks:
@@ -319,7 +320,7 @@ class _Writer:
         flags: dict[str, Any] = {k: message[k] for k in ("api", "provider", "model", "stopReason", "usage") if k in message}
         started = {**self.meta(node, flags), "event_id": f"pi:{self.session}:{node.id}:run"}
         stream.add("run.started", {"run_id": node.id}, started, self.where(node))
-        ended: dict[str, Any] = {"run_id": node.id, "status": _FAILED[message["stopReason"]]}
+        ended: dict[str, Any] = {"run_id": node.id, "status": _FAILED[message["stopReason"]]}  # a text: `_assistant`
         if isinstance(message.get("errorMessage"), str) and message["errorMessage"]:
             ended["error"] = message["errorMessage"]
         stream.add("run.finished", ended, self.meta(node, flags), self.where(node))
