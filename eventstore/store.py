@@ -886,6 +886,11 @@ class Store:
         rows = self.backend.events_by_id([check_id("event_id", event_id)])
         return from_row(rows[0]) if rows else None
 
+    def threads_holding(self, event_ids: Sequence[str]) -> dict[str, str]:
+        """Event id -> the thread storing it, for those of `event_ids` stored (index lookups):
+        an import checks that an event it plans in one thread is not stored in another."""
+        return {row.event_id: row.stream_id for row in self.backend.events_by_id([check_id("event_id", i) for i in event_ids])}
+
     def _row_of(self, thread: str, offset: int) -> EventRow:
         # The thread's own row first: one query, not two (and all of the chain when `offset` is not one).
         ancestry = self.ancestry(thread, offset if is_index(offset) else 0)

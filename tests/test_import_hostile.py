@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -683,3 +684,43 @@ def test_a_pi_line_refused_for_what_it_holds_does_not_offer_skip_bad(seeded: Pat
         import_refused(seeded, tmp_path, ["pi", *flags, str(session)], f"{session}:3: ")
         result = CliRunner().invoke(cli, ["--db", str(tmp_path / "x.db"), "import", "pi", *flags, str(session)])
         assert "appears twice" in result.stderr and "--skip-bad" not in result.stderr, result.stderr
+
+
+# -- a source whose lines now form another tree than when it was imported --------------------------
+
+
+def _edited(fixture: Path, line: int, edit: Callable[[dict[str, Any]], None]) -> tuple[bytes, bytes]:
+    """A session file, and the same with `edit` made to its line `line`."""
+    lines = fixture.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[line - 1])
+    edit(record)
+    return b"".join(lines), b"".join([*lines[:line - 1], json.dumps(record).encode() + b"\n", *lines[line:]])
+
+
+@pytest.mark.parametrize(("kind", "fixture", "line", "edit", "flags", "refused_at"), [
+    # The answer a prompt followed (line 7) no longer read: the prompt is hung on the line before it, a branch.
+    ("pi", FIXTURES / "pi-merged.jsonl", 7, lambda r: r.update(message=5), ["--skip-bad"], 9),
+    # The kept messages of a compaction (line 8) a number: the compaction summary starts a fork.
+    ("claude-code", FIXTURES / "claude-code" / "dag" / "dag_compact_after_rewind_preserved.jsonl", 8,
+     lambda r: r["compactMetadata"].update(preservedMessages=5), [], 10),
+], ids=["pi-line-skipped", "claude-code-line-changed"])
+def test_a_source_whose_entries_moved_to_another_thread_is_refused_with_nothing_written(
+    seeded: Path, tmp_path: Path, kind: str, fixture: Path, line: int, edit: Callable[[dict[str, Any]], None], flags: list[str],
+    refused_at: int
+) -> None:
+    """An entry an import stored in one thread that the source now places in another (a line
+    edited, or skipped as bad): the store refused its event only after the streams before it
+    were written, a fork left half made, in a message blaming no line (`event id 'pi:s:u2' is
+    already used in thread …`, `7 of the batch's 8 event ids are already stored`). The lines
+    that now form another tree may be imported into another database."""
+    path = tmp_path / fixture.name
+    before, after = _edited(fixture, line, edit)
+    path.write_bytes(before)
+    (tmp_path / "first").mkdir()
+    imported = fresh(seeded, tmp_path / "first")
+    assert CliRunner().invoke(cli, ["--db", str(imported), "import", kind, str(path)]).exit_code == 0
+    path.write_bytes(after)
+    import_refused(imported, tmp_path, [kind, *flags, str(path)], f"{path}:{refused_at}: its event ")
+    if not flags:  # named after a session the store does not hold, that one is not written either (--skip-bad writes
+        import_refused(imported, tmp_path, [kind, str(SESSION), str(path)], f"{path}:{refused_at}: its event ")  # as it goes)
+

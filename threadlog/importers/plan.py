@@ -279,16 +279,36 @@ def _held(stream: PlannedStream, ids: list[str]) -> int:
     return stored
 
 
+def _not_elsewhere(store: Store, unwritten: Iterable[tuple[PlannedStream, int | None]]) -> None:
+    """Refuse a plan that gives an event the store holds in another thread, naming its source
+    line: the streams it writes, each past the `held` events the store holds of it (None: not
+    even its first). Lines changed or skipped (`--skip-bad`) since an import may place an entry
+    elsewhere in the tree (a branch that was a thread of its own is now a fork): the store refused
+    the event only once the streams before it were written, a partly written import."""
+    planned: dict[str, tuple[PlannedStream, dict[str, Any]]] = {}
+    for stream, held in unwritten:
+        if held is None:
+            planned[_first_event_id(stream)] = stream, stream.first["meta"]
+        planned.update((event.event_id, (stream, event.meta)) for event in stream.events[held or 0:])
+    for event_id, thread in store.threads_holding(list(planned)).items():
+        stream, meta = planned[event_id]
+        if thread != stream.id:
+            source = meta.get("source") or {}
+            raise ImportConflict(f"{source.get('file')}:{source.get('line')}: its event {event_id!r} is stored in thread "
+                                 f"{thread!r} and now planned in {stream.id!r}: the source's lines form another tree than "
+                                 "when it was imported (a line changed, or skipped as bad); import it into another database")
+
+
 def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: dict[str, dict[str, str]]) -> None:
     """Check `plan` against the store as the sources checked before it would leave it: `pending`
     holds the ids of the events each stream they plan would then hold, and `sources`, by root
     thread, the stream each of their source lines would be in (both updated with this plan's)."""
+    unwritten: list[tuple[PlannedStream, int | None]] = []
     for stream in plan.streams:
         ids = pending.get(stream.id)
         if ids is None:
             ids = _own_ids(store, stream.id) or []
-        if ids:
-            _held(stream, ids)
+        unwritten.append((stream, _held(stream, ids) if ids else None))
         planned = [_first_event_id(stream), *(event.event_id for event in stream.events)]
         pending[stream.id] = planned if len(planned) > len(ids) else ids
         root = stream
@@ -299,6 +319,7 @@ def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: d
             source = meta.get("source")
             if isinstance(source, dict) and isinstance(source.get("uuid"), str):
                 lines.setdefault(source["uuid"], stream.id)
+    _not_elsewhere(store, unwritten)
 
 
 def parents_first(keys: Sequence[str], parents: Mapping[str, str | None]) -> tuple[list[str], list[str]]:
@@ -419,6 +440,7 @@ def write_plan(store: Store, plan: Plan) -> int:
     """
     owned = [_own_events(store, stream.id) for stream in plan.streams]
     stored = [None if own is None else _held(stream, list(own)) for stream, own in zip(plan.streams, owned)]
+    _not_elsewhere(store, zip(plan.streams, stored))
     # Events the store holds with other content (by id, their data digests compared): the source
     # was edited after it was imported. Counted, and kept as stored.
     plan.changed = [_source_line(event) for stream, own in zip(plan.streams, owned) if own for event in stream.events
