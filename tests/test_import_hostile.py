@@ -724,3 +724,13 @@ def test_a_source_whose_entries_moved_to_another_thread_is_refused_with_nothing_
     if not flags:  # named after a session the store does not hold, that one is not written either (--skip-bad writes
         import_refused(imported, tmp_path, [kind, str(SESSION), str(path)], f"{path}:{refused_at}: its event ")  # as it goes)
 
+
+@pytest.mark.parametrize("value", [[], {}, 5], ids=["list", "object", "number"])
+def test_a_pi_entry_id_that_is_not_text_is_refused_by_its_line(seeded: Path, tmp_path: Path, value: Any) -> None:
+    """An id of a list or an object raised TypeError (`unhashable type: 'list'`), which the
+    command reported as a stored event of the wrong shape, "a bug in threadlog"; a number was
+    taken for a version 1 entry's index."""
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(_pi_header() + jsonl(_pi_entry("e1", None, role="user", content="hi"),
+                                          {**_pi_entry("e2", "e1", role="user", content="more"), "id": value}))
+    import_refused(seeded, tmp_path, ["pi", str(path)], f"{path}:3: id must be a string, not {type(value).__name__}")

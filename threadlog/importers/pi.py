@@ -65,6 +65,8 @@ class _Node:
 def _check(record: dict[str, Any]) -> str | None:
     if record.get("type") == "session":  # as an entry it made an empty thread of its own
         return "a session header belongs on the file's first line only (two files joined?)"
+    if record.get("id") is not None and not isinstance(record["id"], str):  # it was taken for a version 1 entry's index
+        return f"id must be a string, not {type(record['id']).__name__}"
     if record.get("type") == "message":
         message = record.get("message")
         if not isinstance(message, dict):
@@ -473,7 +475,7 @@ def _version_1_ids(entries: list[Line], stored: dict[str, str]) -> dict[str, str
     which the file names no entry by), the entries up to the last of them keep those ids, so the
     rewritten file, grown since or not, goes on along the stored thread: it was refused as a
     rewritten file."""
-    named = {line.record.get("id") for line in entries}
+    named = {line.record["id"] for line in entries if isinstance(line.record.get("id"), str)}  # a line of another is refused (`_check`)
     indexes = [int(uuid) for uuid in stored
                if uuid not in named and uuid.isdecimal() and uuid == str(int(uuid)) and int(uuid) <= len(entries)]
     if not indexes:
