@@ -60,23 +60,24 @@ class Connections:
             if self._own_pending:
                 self._own_pending = False
                 self.own.backend.close()
-                raise self._closed_error()
+                raise self.closed_error()
             return self.own
         local: Local | None = getattr(self._local, "state", None)
         if local is None:
             return self._open()
         if self._closed:  # the store closed since this thread's last call: its connection goes now
             self._close_local()
-            raise self._closed_error()
+            raise self.closed_error()
         return local
 
-    def _closed_error(self) -> StoreError:
+    def closed_error(self) -> StoreError:
+        """What a call on the closed store raises."""
         return StoreError(f"the store for {self.own.backend.path} is closed; open it again to read or write")
 
     def _open(self) -> Local:
         backend = self.own.backend
         if self._closed:
-            raise self._closed_error()
+            raise self.closed_error()
         if isinstance(backend, SQLiteBackend) and backend.path == ":memory:":
             raise StoreError("a :memory: store serves only the thread that opened it (its database lives in that thread's "
                              "connection); use a file to share a store between threads")

@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import stat
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -258,8 +259,13 @@ class Store:
             backend = path
         # Each thread's connection, with the heads its own writes left (see `_append_known`).
         self._connections = Connections(backend, reopen)
+        # The readers to call before closing (`finish_before_close`), registered from any thread;
+        # the threads calling them in `close()`, and whether it called the last of them.
         self._readers: weakref.WeakValueDictionary[int, ClosingReader] = weakref.WeakValueDictionary()
         self._reader_ids = itertools.count()
+        self._readers_lock = threading.Lock()
+        self._closing: set[int] = set()
+        self._readers_done = False
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -337,25 +343,47 @@ class Store:
 
         For results that read lazily (a thread state resumed from a snapshot reads its older
         message bodies on first use): they read what they still need then, so closing the
-        store never changes an answer. Held weakly: a reader that is gone costs nothing.
+        store never changes an answer. Held weakly: a reader that is gone costs nothing. One that
+        a reader's `store_closing()` registers is called too. Once `close()` has begun, another
+        thread's reader is refused (`StoreError`: the store is closed), as that thread's next
+        call would be: its lazy read would fail on the closed store.
         """
         if not callable(getattr(reader, "store_closing", None)):  # it raised AttributeError from close()
             raise InvalidEvent("reader", "must have a store_closing() method, which the store calls before it closes; "
                                          f"{type(reader).__name__} has none")
-        try:
-            self._readers[next(self._reader_ids)] = reader
-        except TypeError:  # no weak reference to it: a class with __slots__ and no __weakref__ among them
-            raise InvalidEvent("reader", f"is held weakly, and {type(reader).__name__} objects cannot be: give the class a "
-                                         "__weakref__ slot") from None
+        with self._readers_lock:
+            # Taken while the store closed, a reader was forgotten uncalled, and answered no more
+            # once it had; and threads registering readers without end kept close() from ending.
+            if (self._closing or self._readers_done) and threading.get_ident() not in self._closing:
+                raise self._connections.closed_error()
+            try:
+                self._readers[next(self._reader_ids)] = reader
+            except TypeError:  # no weak reference to it: a class with __slots__ and no __weakref__ among them
+                raise InvalidEvent("reader", f"is held weakly, and {type(reader).__name__} objects cannot be: give the "
+                                             "class a __weakref__ slot") from None
 
     def close(self) -> None:
         """Let the readers still waiting on the store (`finish_before_close`) read what they need,
         then close the calling thread's connection (another thread's, the opening one's too, closes
         at that thread's next call, which raises, or when it ends: `eventstore/connections.py`).
         `with Store(...)` calls it."""
-        for reader in list(self._readers.values()):
-            reader.store_closing()
-        self._readers.clear()
+        # One at a time until none is left: a reader's reads may register another. Each is called
+        # outside the lock (for that), and one that raises leaves the others registered.
+        me = threading.get_ident()
+        with self._readers_lock:
+            self._closing.add(me)
+        try:
+            while True:
+                with self._readers_lock:
+                    try:
+                        _, reader = self._readers.popitem()
+                    except KeyError:
+                        self._readers_done = True
+                        break
+                reader.store_closing()
+        finally:
+            with self._readers_lock:
+                self._closing.discard(me)
         self._connections.close()
 
     def __enter__(self) -> Store:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from eventstore.sqlite import SCHEMA_VERSION
-from eventstore import InvalidEvent, Store
+from eventstore import InvalidEvent, Store, StoreError
 from projections import state as state_module
 from projections.request import request_body
 from threadlog import anthropic_request, drop_snapshots, save_snapshot, thread_state
@@ -158,6 +158,40 @@ def test_state_messages_work_after_the_store_is_closed(tmp_path: Path, snapshot:
         assert bool(state._fold.base) is snapshot  # resumed from the snapshot, bodies still in the store
     assert [m.to_json() for m in state.messages] == expected
     assert len(expected) > 20
+
+
+class _Latest:
+    """Keeps a thread's state as of the store's closing, to show once it is closed."""
+
+    def __init__(self, store: Store, thread: str) -> None:
+        self.store, self.thread, self.state = store, thread, None
+        store.finish_before_close(self)
+
+    def store_closing(self) -> None:
+        self.state = thread_state(self.store, self.thread)
+
+
+def test_a_state_read_while_the_store_closes_answers_after_close(tmp_path: Path) -> None:
+    """A reader's `store_closing()` that reads a state (resumed from a snapshot, so itself a
+    reader): that state was registered after `close()` had listed the readers, was cleared
+    uncalled, and its `messages` said the store is closed."""
+    with Store(tmp_path / "t.db") as store:
+        t = _busy_thread(store)
+        save_snapshot(store, t)
+        store.append_message(t, "user", "one more")
+        expected = [m.to_json() for m in thread_state(store, t, use_snapshots=False).messages]
+        latest = _Latest(store, t)
+    assert latest.state is not None and latest.state._fold.base  # resumed from the snapshot
+    assert [m.to_json() for m in latest.state.messages] == expected
+
+
+def test_a_reader_registered_after_close_is_refused(tmp_path: Path) -> None:
+    """It was taken, never called (or called by a second close(), on the closed connection)."""
+    store = Store(tmp_path / "t.db")
+    t = store.create_thread()
+    store.close()
+    with pytest.raises(StoreError, match="is closed; open it again"):
+        _Latest(store, t)
 
 
 def test_states_dropped_before_close_cost_nothing_at_close(mem: Store) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from eventstore import Store, StoreError
 from eventstore.sqlite import SQLiteBackend
+from projections.state import ThreadState, save_snapshot, thread_state
 from tests.backends import postgres_url
 
 
@@ -286,3 +287,124 @@ def test_a_thread_that_ends_closes_its_connection(tmp_path: Path) -> None:
             request(n)
         assert _open_files(db) == held
         assert store.head(thread) == 31
+
+
+def _resumable_thread(store: Store) -> tuple[str, list[dict[str, Any]]]:
+    """A thread with a snapshot and an event after it (a state resumes from the snapshot and
+    reads the older message bodies lazily), and the messages a rebuilt state gives."""
+    thread = store.create_thread()
+    for i in range(30):
+        store.append_message(thread, "user" if i % 2 == 0 else "assistant", f"message {i}")
+    save_snapshot(store, thread)
+    store.append_message(thread, "user", "after the snapshot")
+    return thread, [m.to_json() for m in thread_state(store, thread, use_snapshots=False).messages]
+
+
+class _Holding:
+    """A reader whose `store_closing()` lets another thread read a state, and waits until it has."""
+
+    def __init__(self) -> None:
+        self.closing, self.read = threading.Event(), threading.Event()
+
+    def store_closing(self) -> None:
+        self.closing.set()
+        assert self.read.wait(30)
+
+
+def test_a_state_read_on_another_thread_while_the_store_closes_says_it_is_closed(tmp_path: Path) -> None:
+    """A worker's request reads a thread's state while the server's shutdown closes the store:
+    the state was registered after `close()` had listed the readers, was forgotten uncalled,
+    and its `messages` said the store is closed later, outside the call. The call says so now."""
+    store = Store(tmp_path / "t.db")
+    thread, _ = _resumable_thread(store)
+    holding = _Holding()
+    store.finish_before_close(holding)
+    outcome: list[ThreadState | StoreError] = []
+
+    def request() -> None:
+        assert holding.closing.wait(30)
+        try:
+            outcome.append(thread_state(store, thread))
+        except StoreError as error:
+            outcome.append(error)
+        holding.read.set()
+
+    worker = threading.Thread(target=request)
+    worker.start()
+    store.close()
+    worker.join(30)
+    assert len(outcome) == 1
+    if isinstance(outcome[0], ThreadState):
+        outcome[0].messages
+    assert isinstance(outcome[0], StoreError) and "is closed; open it again" in str(outcome[0])
+
+
+def test_states_read_on_other_threads_as_the_store_closes_answer_or_say_it_is_closed(tmp_path: Path) -> None:
+    """Requests racing a shutdown: each state a worker got answers `messages` after close, or its
+    read said the store is closed; none fails later (listing the readers while a worker
+    registered one could also raise "dictionary changed size during iteration")."""
+    for round in range(6):
+        store = Store(tmp_path / f"{round}.db")
+        thread, expected = _resumable_thread(store)
+        kept = [thread_state(store, thread) for _ in range(300)]  # registered, waiting for close
+        states: list[ThreadState] = []
+        refused: list[str] = []
+        started = threading.Barrier(5)
+
+        def request() -> None:
+            started.wait(30)
+            try:
+                while True:
+                    states.append(thread_state(store, thread))
+            except StoreError as error:
+                refused.append(str(error))
+
+        workers = [threading.Thread(target=request) for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        started.wait(30)
+        store.close()
+        for worker in workers:
+            worker.join(30)
+        assert len(refused) == 4 and all("is closed" in why for why in refused), refused
+        for state in kept + states:
+            assert [m.to_json() for m in state.messages] == expected
+
+
+class _Reader:
+    called = False
+
+    def store_closing(self) -> None:
+        self.called = True
+
+
+def test_close_while_another_thread_registers_readers_calls_them_and_does_not_raise() -> None:
+    """Listing the weakly held readers while another thread added one raised RuntimeError
+    ("dictionary changed size during iteration") from `close()`, which then closed nothing."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, as a loaded machine does
+    try:
+        for _ in range(20):
+            store = Store(":memory:")
+            readers = [_Reader() for _ in range(20000)]
+            for reader in readers:
+                store.finish_before_close(reader)
+            refused: list[str] = []
+
+            def register() -> None:
+                try:
+                    while True:
+                        reader = _Reader()
+                        store.finish_before_close(reader)
+                        readers.append(reader)
+                except StoreError as error:
+                    refused.append(str(error))
+
+            registering = threading.Thread(target=register, daemon=True)
+            registering.start()
+            store.close()
+            registering.join(30)
+            assert refused and "is closed" in refused[0]
+            assert all(reader.called for reader in readers)
+    finally:
+        sys.setswitchinterval(interval)
