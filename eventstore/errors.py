@@ -177,6 +177,12 @@ def unsendable(error: UnicodeEncodeError, path: str) -> StoreError:
                       "nothing was read or written")
 
 
+def first_line(error: BaseException) -> str:
+    """A driver error's message as a refusal quotes it: its first line (a hint follows on the
+    next), or the error's type when it has no message."""
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
 def altered_index(why: str) -> StoreError:
     """The search index was altered outside threadlog (`why`): a cache of the log, rebuilt whole."""
     return StoreError(f"the search index was altered outside threadlog ({why}); rebuild it from the log with "

@@ -96,8 +96,10 @@ from psycopg.copy import LibpqWriter
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       doc_pieces,
                       StoredSnapshot, StreamRow, chain_order, forks_at_query, prefix_query, query_words)
-from .errors import Deadlocked, KeyClash, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, unsendable
+from .errors import (Deadlocked, KeyClash, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, first_line,
+                     unsendable)
 from .urls import safe_url, without_passwords as _without_passwords
+from .pgreach import not_connected
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
 
 SCHEMA_VERSION = 1
@@ -391,18 +393,16 @@ _FAILED_CALLS = (psycopg.Error, UnicodeEncodeError)
 def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "") -> StoreError:
     """The `StoreError` for a driver error, chosen by its SQLSTATE, never by its text. `url` is
     given while connecting to it: its passwords are hidden (a connection's errors may quote
-    the URL), and a failure is the server not reached rather than a connection lost."""
+    the URL). A connection that could not be made is `pgreach.not_connected`'s."""
     if isinstance(error, UnicodeEncodeError):
         return unsendable(error, path)
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    text = first_line(error)
     if url:
         text = _without_passwords(text, url)
     state = error.sqlstate
     if state is None:
         if isinstance(error, psycopg.InterfaceError) and "closed" in text:
             return StoreError(f"the store for {path} is closed; open it again to read or write")
-        if isinstance(error, psycopg.OperationalError) and url:  # connecting
-            return StoreError(f"cannot reach the PostgreSQL server for {path} ({text}); check that it runs and the URL")
         if isinstance(error, psycopg.OperationalError):  # a connection made, since lost
             return StoreError(_CLASSES["08"].format(path=path, error=text))
         return StoreError(f"database error on {path}: {text}")
@@ -564,12 +564,14 @@ class PostgresBackend:
         self._roots: dict[str, str] = {}  # stream id -> root id, for the events' partition key
         # Another thread's connection (`another`): the URL as given, with its password.
         self._another = functools.partial(PostgresBackend, url, timeout, partitions=partitions, read_only=read_only)
+        connect_timeout = max(1, int(timeout))
         try:
             # UTF-8 whatever the database's encoding: the server converts, and refuses a character
             # its encoding cannot hold (22P05) before anything is written.
-            self.conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)),
-                                        client_encoding="UTF8")
+            self.conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout, client_encoding="UTF8")
             self._loader = Transformer(self.conn)  # the driver's adapters, without its cursors: `_send`'s rows
+        except psycopg.OperationalError as error:  # the server not reached, or refusing
+            raise not_connected(error, self.path, url, connect_timeout) from None
         except _FAILED_CALLS as error:
             raise translate(error, self.path, url) from None
         try:
