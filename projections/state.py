@@ -46,8 +46,8 @@ from .dropped import Drop, Located, fork_drops, locate, without_dropped
 
 PROJECTION = "thread_state"
 # Bump whenever the fold's output or its serialized form changes: old snapshots are ignored.
-VERSION = 3  # 2: a dropped tool call is kept with its fork's offset (dropped.py);
-# 3: saved with the fold's key order (a version 2 state had its keys sorted)
+VERSION = 4  # 2: a dropped tool call is kept with its fork's offset (dropped.py);
+# 3: saved with the fold's key order (a version 2 state had its keys sorted); 4: the last run's end
 
 
 class Message(NamedTuple):
@@ -94,7 +94,7 @@ class _Fold:
     """
 
     __slots__ = (
-        "length", "title", "system", "model", "tools", "thinking", "metadata", "todos", "runs", "interrupts",
+        "length", "title", "system", "model", "tools", "thinking", "metadata", "todos", "runs", "last_run", "interrupts",
         "demoted", "dropped", "note", "compaction", "fork", "base", "msgs",
     )
 
@@ -108,6 +108,7 @@ class _Fold:
         self.metadata: dict[str, Any] = {}
         self.todos: list[Any] = []
         self.runs: list[str] = []
+        self.last_run: dict[str, Any] | None = None  # how the last run that finished ended (`ThreadState.last_run`)
         self.interrupts: dict[str, dict[str, Any]] = {}
         self.demoted: list[str] = []
         self.dropped: list[Drop] = []  # (tool_use id, fork offset): see dropped.py
@@ -147,6 +148,8 @@ class _Fold:
         elif type_ == "run.finished":
             if data.get("run_id") in self.runs:
                 self.runs.remove(data["run_id"])
+            self.last_run = {"run_id": data.get("run_id"), "status": data.get("status"), "offset": offset,
+                             **({"error": data["error"]} if data.get("error") else {})}
         elif type_ == "interrupt.raised":
             if "interrupt_id" in data:
                 self.interrupts[data["interrupt_id"]] = {**data, "offset": offset}
@@ -227,7 +230,7 @@ class _Fold:
         return {
             "length": self.length, "title": self.title, "system": self.system, "model": self.model,
             "tools": self.tools, "thinking": self.thinking, "metadata": self.metadata, "todos": self.todos, "runs": self.runs,
-            "interrupts": list(self.interrupts.values()), "demoted": self.demoted, "dropped": self.dropped,
+            "last_run": self.last_run, "interrupts": list(self.interrupts.values()), "demoted": self.demoted, "dropped": self.dropped,
             "note": self.note.to_json() if self.note else None, "compaction": self.compaction,
             "fork": self.fork, "messages": ranges,
         }
@@ -238,6 +241,7 @@ class _Fold:
         for key in ("length", "title", "system", "model", "tools", "metadata", "todos", "runs", "demoted", "dropped", "compaction", "fork"):
             setattr(fold, key, raw[key])
         fold.thinking = raw.get("thinking")  # absent from snapshots saved before threads had it
+        fold.last_run = raw["last_run"]
         fold.dropped = [(tool_use_id, offset) for tool_use_id, offset in raw["dropped"]]
         fold.interrupts = {i["interrupt_id"]: i for i in raw["interrupts"]}
         note = raw["note"]
@@ -250,7 +254,9 @@ class ThreadState:
     """A thread's state after its first `length` events (see the module doc for the rules).
 
     `messages` is the model view (a list of `Message`); `status` is `running` while a run
-    is open, else `interrupted` while an interrupt is pending, else `idle`. Two states are
+    is open, else `interrupted` while an interrupt is pending, else `idle`. `last_run` is how
+    the last run that finished ended (its `run_id`, `status`, `offset` and `error`, if any), or
+    None: a turn that failed or was cancelled leaves the thread idle, and says so there. Two states are
     equal when their JSON forms are.
     """
 
@@ -273,6 +279,7 @@ class ThreadState:
         self.dropped_tool_use_ids = [tool_use_id for tool_use_id, _ in fold.dropped]
         self.status = "running" if fold.runs else "interrupted" if fold.interrupts else "idle"
         self.open_runs = list(fold.runs)
+        self.last_run = fold.last_run
         fork = fold.fork or {}
         self.context = fork.get("context", "full")
         self.retrieval = fork.get("retrieval", "off")
@@ -307,7 +314,7 @@ class ThreadState:
             "context": self.context, "retrieval": self.retrieval, "directive": self.directive,
             "metadata": self.metadata, "todos": self.todos, "pending_interrupts": self.pending_interrupts,
             "demoted_interrupts": self.demoted_interrupts, "dropped_tool_use_ids": self.dropped_tool_use_ids,
-            "open_runs": self.open_runs, "compaction": self.compaction, "model": self.model,
+            "open_runs": self.open_runs, "last_run": self.last_run, "compaction": self.compaction, "model": self.model,
             "system": self.system, "tools": self.tools, "thinking": self.thinking, "messages": [m.to_json() for m in self.messages],
         }
 

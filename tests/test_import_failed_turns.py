@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from messages_api import MessagesAPI, message
-from threadlog import Store, import_pi
+from threadlog import Store, import_pi, thread_state
 from threadlog.cli import cli
 from projections import validate_request
 
@@ -178,3 +178,24 @@ def test_a_failed_turn_shows_in_rows_transcript_and_the_web_viewer_with_its_erro
         page = client.get(f"/thread?id={thread}").text
     assert page.count('class="card run"') == 4 and "Request was aborted." in page and "invalid_request_error" in page
     assert "\x1b" not in page and "\u202e" not in page
+
+
+def test_show_names_how_the_last_run_ended(tmp_path: Path) -> None:
+    """A failed or cancelled turn leaves the thread idle: `show` said nothing of it, so the
+    thread read as one whose last turn went well."""
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        thread = import_pi(store, [FAILED]).thread_ids[0]
+        state = thread_state(store, thread)
+        assert state.status == "idle"
+        assert state.last_run == {"run_id": "x4", "status": "cancelled", "offset": state.length - 1,
+                                  "error": "Request was aborted."}
+        assert thread_state(store, thread, at=7).last_run == {"run_id": "x2", "status": "error", "offset": 6,
+                                                               "error": BAD_REQUEST}
+        store.append(thread, [{"type": "run.started", "data": {"run_id": "r9"}},
+                              {"type": "run.finished", "data": {"run_id": "r9", "status": "ok"}}])
+    shown = CliRunner().invoke(cli, ["--db", db, "show", thread, "--at", "12"])
+    assert shown.exit_code == 0, shown.output
+    assert "last run    cancelled at offset 11 (run_id x4): Request was aborted." in shown.output.splitlines()
+    as_json = CliRunner().invoke(cli, ["--db", db, "show", thread, "--json"])
+    assert json.loads(as_json.output)["last_run"] == {"run_id": "r9", "status": "ok", "offset": 13}

@@ -218,6 +218,10 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     if state.thinking:
         yield f"thinking    {json.dumps(state.thinking, sort_keys=True)}"
     yield f"status      {state.status}   length {state.length}   head {(state.head_hash or '-')[:12]}"
+    if state.last_run is not None:
+        run = state.last_run
+        error = f": {run['error']}" if run.get("error") else ""
+        yield "last run    " + _short(f"{run.get('status')} at offset {run['offset']} (run_id {run.get('run_id')}){error}", 100)
     yield f"context     {state.context}   retrieval {state.retrieval}"
     yield f"metadata    {json.dumps(state.metadata, ensure_ascii=False, sort_keys=True)}"
     yield f"todos       {', '.join(t.get('content', '') for t in state.todos) or '-'}"
