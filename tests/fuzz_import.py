@@ -17,7 +17,6 @@ import json
 import os
 import random
 import shutil
-import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from click.testing import CliRunner, Result
 from threadlog import Store, StoreError, export_all, import_claude_code, import_event_files, import_pi, import_swe_agent
 from threadlog.cli import cli
 from threadlog.export import dump_lines
+from tests.backends import file_dump
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 OLD = time.time() - 3600  # a file's time an hour ago: no longer being written
@@ -151,14 +151,6 @@ def mutate(text: str, lines: bool, rng: random.Random) -> tuple[str, str]:
     return _dumps(document), "; ".join(said)
 
 
-def _dump(db: Path) -> list[str]:
-    conn = sqlite3.connect(db)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
-
-
 def _copy(sample: Sample, into: Path, rng: random.Random) -> tuple[Path, Path, str]:
     """The sample copied under `into` (its files an hour old), one of its files fuzzed: the path to
     import, the file fuzzed, and what was changed."""
@@ -211,7 +203,7 @@ def _read_back(db: Path, threads: list[str]) -> list[str]:
 
 def _library(sample: Sample, path: Path, db: Path, skip_bad: bool) -> str | None:
     """Import through the library: a refusal is a `StoreError`, anything else a failure."""
-    before = _dump(db)
+    before = file_dump(db)
     try:
         with Store(db) as store:
             if sample.kind == "events":
@@ -221,7 +213,7 @@ def _library(sample: Sample, path: Path, db: Path, skip_bad: bool) -> str | None
     except StoreError as error:
         if any(word in str(error) for word in BLAMES_THE_STORE):
             return f"library blames the store: {str(error)[:500]}"
-        if _dump(db) != before:
+        if file_dump(db) != before:
             return "library refusal changed the database"
     except Exception as error:  # noqa: BLE001 - what the fuzzer looks for
         return f"library raised {type(error).__name__}: {str(error)[:300]}"
@@ -236,7 +228,7 @@ def case(sample: Sample, work: Path, seeded: Path, rng: random.Random) -> list[s
     shutil.copy(seeded, db)
     skip_bad = sample.kind != "events" and rng.random() < 0.4
     failures: list[str] = []
-    before = _dump(db)
+    before = file_dump(db)
     args = ["--db", str(db), "import", sample.kind, *(["--skip-bad"] if skip_bad else []), str(path), "--json"]
     result = CliRunner().invoke(cli, args)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
@@ -247,7 +239,7 @@ def case(sample: Sample, work: Path, seeded: Path, rng: random.Random) -> list[s
             failures.append(problem)
         elif str(fuzzed) not in result.stderr and str(path) not in result.stderr:
             failures.append(f"refusal names no file: {result.stderr[:300]}")
-        if _dump(db) != before:
+        if file_dump(db) != before:
             failures.append("a refused import changed the database")
     elif result.exit_code == 0 and sample.kind != "events":
         failures.extend(_read_back(db, json.loads(result.stdout)["thread_ids"]))

@@ -31,6 +31,7 @@ from threadlog import IntegrityError, Store, StoreError
 from threadlog.cli import cli
 from threadlog.export import export_all, export_events, export_markdown
 from threadlog.listing import listing
+from tests.backends import file_dump
 
 STREAM_COLUMNS = ("id", "parent_id", "parent_offset", "root_id", "depth", "head", "created_position", "kind",
                   "head_hash", "facts", "first_message_offset", "last_position")
@@ -348,14 +349,6 @@ def test_verify_since_names_the_altered_position(template: Template, tmp_path: P
     assert result.exit_code == 1 and f"integrity check failed at position {position}:" in result.output, result.output
 
 
-def _dump(path: Path) -> list[str]:
-    conn = sqlite3.connect(path)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
-
-
 # Writes to a stream whose head or head_hash holds a value of another kind: numbering the batch
 # raised TypeError, inserting a head past SQLite's integers OverflowError, hashing a blob head_hash
 # TypeError. Now each is refused before anything is written.
@@ -371,11 +364,11 @@ def test_a_write_to_a_stream_whose_head_was_altered_is_refused(template: Templat
     conn.execute(f"UPDATE streams SET {column} = {value} WHERE id = 'T'")
     conn.commit()
     conn.close()
-    before = _dump(path)
+    before = file_dump(path)
     result = CliRunner().invoke(cli, ["--db", str(path), *args])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 1 and "error: the head stored for 'T' cannot be appended to" in result.output, result.output
-    assert _dump(path) == before
+    assert file_dump(path) == before
 
 
 @pytest.mark.parametrize("position", [1, 6], ids=["thread.created", "a message"])
