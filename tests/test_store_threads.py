@@ -122,6 +122,18 @@ _ROUNDS = """
 import sys, threading, time
 from eventstore import Store, StoreError
 
+
+def calls_until_closed(store, thread, n):  # append (odd n) or read (even n) until closed: what the store said
+    try:
+        while True:
+            if n % 2:
+                store.append_message(thread, "user", "meanwhile")
+            else:
+                sum(1 for _ in store.read(thread))
+    except StoreError as error:
+        return str(error)
+
+
 for round in range(8):
     store = Store(sys.argv[1] + f"/{round}.db")
     thread = store.create_thread()
@@ -130,18 +142,7 @@ for round in range(8):
 """
 
 _CLOSING_UNDER_CALLS = _ROUNDS + """    failures = []
-
-    def work(n):
-        try:
-            while True:
-                if n % 2:
-                    store.append_message(thread, "user", "meanwhile")
-                else:
-                    sum(1 for _ in store.read(thread))
-        except StoreError as error:
-            failures.append(str(error))
-
-    workers = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    workers = [threading.Thread(target=lambda n=n: failures.append(calls_until_closed(store, thread, n))) for n in range(4)]
     for worker in workers:
         worker.start()
     time.sleep(0.02 + round * 0.005)
@@ -186,14 +187,8 @@ def test_close_on_another_thread_closes_that_thread_s_connection_and_the_opener_
 
 _CLOSED_FROM_ANOTHER_THREAD = _ROUNDS + """    closer = threading.Thread(target=lambda: (time.sleep(0.02 + round * 0.005), store.close()))
     closer.start()
-    try:
-        while True:
-            if round % 2:
-                store.append_message(thread, "user", "meanwhile")
-            else:
-                sum(1 for _ in store.read(thread))
-    except StoreError as error:
-        assert "is closed" in str(error), error
+    said = calls_until_closed(store, thread, round)
+    assert "is closed" in said, said
     closer.join()
     with Store(sys.argv[1] + f"/{round}.db") as again:
         assert again.verify().events == again.counts().events

@@ -8,6 +8,7 @@ import json
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -47,9 +48,10 @@ def test_since_checks_the_new_events_and_extends_the_checkpoint(tmp_path: Path) 
         assert store.verify(since=report.checkpoint).events == 0  # nothing new since
 
 
-def _alter(db: Path, sql: str, position: int) -> None:
+def _alter(db: Path, sql: str, params: Any = ()) -> None:
+    """One edit of the file outside threadlog."""
     conn = sqlite3.connect(db)
-    conn.execute(sql, (position,))
+    conn.execute(sql, params)
     conn.commit()
     conn.close()
 
@@ -63,7 +65,7 @@ def test_since_names_a_new_event_that_was_altered(tmp_path: Path, sql: str) -> N
         t, _ = busy(store)
         before = store.checkpoint()
         new = store.append_message(t, "user", "the original")
-    _alter(db, sql, new.position)
+    _alter(db, sql, (new.position,))
     with Store(db) as store, pytest.raises(IntegrityError) as caught:
         store.verify(since=before)
     assert caught.value.position == new.position
@@ -79,7 +81,7 @@ def test_since_names_a_row_it_reads_whose_text_is_not_utf8(tmp_path: Path) -> No
         before = store.checkpoint()
         store.append_message(t, "user", "new")
         first = store.event_at(t, 0)
-    _alter(db, "UPDATE events SET event_id = CAST(X'74ff' AS TEXT) WHERE position = ?", first.position)
+    _alter(db, "UPDATE events SET event_id = CAST(X'74ff' AS TEXT) WHERE position = ?", (first.position,))
     with Store(db) as store, pytest.raises(IntegrityError) as caught:
         store.verify(since=before)
     assert caught.value.position == first.position
@@ -94,10 +96,7 @@ def test_the_row_of_a_thread_with_no_new_event_is_left_to_the_full_verify(tmp_pa
         t, f = busy(store)
         before = store.checkpoint()
         store.append_message(t, "user", "new")
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE streams SET head = head - 1 WHERE id = ?", (f,))
-    conn.commit()
-    conn.close()
+    _alter(db, "UPDATE streams SET head = head - 1 WHERE id = ?", (f,))
     with Store(db) as store:
         assert "in the fork" not in transcript(store, f)  # the fork's own message is hidden
         assert store.verify(since=before).events == 1
@@ -113,10 +112,7 @@ def test_since_names_a_stream_row_that_disagrees_with_its_new_events(tmp_path: P
         before = store.checkpoint()
         store.append_message(t, "user", "one")
         last = store.append_message(t, "user", "two")
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE streams SET last_position = 1 WHERE id = ?", (t,))  # would drop t from `ls`'s first page
-    conn.commit()
-    conn.close()
+    _alter(db, "UPDATE streams SET last_position = 1 WHERE id = ?", (t,))  # would drop t from `ls`'s first page
     with Store(db) as store, pytest.raises(IntegrityError, match="last_position"):
         store.verify(since=before)
     assert last.position > 1
@@ -162,10 +158,7 @@ def test_since_checks_where_a_fork_it_reads_from_the_middle_forks_from(tmp_path:
         store.append_message(other, "user", "and more")
         before = store.checkpoint()
         store.append_message(f, "user", "after the checkpoint")
-    conn = sqlite3.connect(db)
-    conn.execute(f"UPDATE streams SET {change} WHERE id = :fork", {"fork": f, "other": other})
-    conn.commit()
-    conn.close()
+    _alter(db, f"UPDATE streams SET {change} WHERE id = :fork", {"fork": f, "other": other})
     with Store(db) as store:
         with pytest.raises(IntegrityError, match=re.escape(named)):
             store.verify(since=before)
@@ -214,10 +207,7 @@ def test_a_root_row_given_a_fork_point_fails_verify(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     with Store(db) as store:
         t, _ = busy(store)
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE streams SET parent_offset = 0 WHERE id = ?", (t,))
-    conn.commit()
-    conn.close()
+    _alter(db, "UPDATE streams SET parent_offset = 0 WHERE id = ?", (t,))
     with Store(db) as store, pytest.raises(IntegrityError, match=f"{t}: the streams table gives a root thread the fork point 0"):
         store.verify()
 
@@ -283,10 +273,7 @@ def test_cli_verify_since_json_names_the_given_checkpoint_since_on_failure_too(t
         t, _ = busy(store)
         before = store.checkpoint()
         store.append_message(t, "user", "new")
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE events SET data = replace(data, 'new', 'NEW') WHERE position = (SELECT max(position) FROM events)")
-    conn.commit()
-    conn.close()
+    _alter(db, "UPDATE events SET data = replace(data, 'new', 'NEW') WHERE position = (SELECT max(position) FROM events)")
     failed = CliRunner().invoke(cli, ["verify", "--db", str(db), "--since", before, "--json"])
     report = json.loads(failed.stdout)
     assert failed.exit_code == 1 and report["ok"] is False, failed.output
