@@ -465,3 +465,55 @@ def test_a_streamed_answer_holding_a_lone_surrogate_is_shown_escaped_and_refused
     assert done.returncode == 3 and done.stdout == "a\\ud800b\n", done.stdout
     assert done.stderr.startswith("error: the API's answer could not be stored: ") and "the question is kept" in done.stderr
     assert "altered outside threadlog" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_ask_with_an_api_timeout_gives_up_on_a_stalled_server_and_keeps_the_question(tmp_path: Path, api: MessagesAPI) -> None:
+    """The client waited the SDK's 600 s for each of three tries: a stalled server held `ask`
+    for half an hour, with no way to say less."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    api.stall(30, message([{"type": "text", "text": "too late"}]))
+    began = time.monotonic()
+    done = threadlog("ask", t, "Train to Lyon?", "--api-timeout", "0.5", "--api-retries", "0", db=db,
+                     env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
+    assert time.monotonic() - began < 20
+    assert done.returncode == 3 and "timed out" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert len(api.requests) == 1  # no retry
+    with Store(db) as store:
+        events = list(store.read(t))
+    asked = [e for e in events if e.type == "message.appended"]
+    assert [m.data["role"] for m in asked] == ["user"] and events[-1].type == "run.finished"
+    assert events[-1].data["status"] == "error" and "timed out" in events[-1].data["error"]
+
+
+def test_ask_and_rerun_retry_as_many_times_as_asked(tmp_path: Path, api: MessagesAPI) -> None:
+    db = tmp_path / "t.db"
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    api.reply_error(500, "api_error", "overloaded")
+    failed = threadlog("ask", t, "One?", "--api-retries", "0", db=db, env=env)
+    assert failed.returncode == 3 and "overloaded" in failed.stderr and len(api.requests) == 1
+    api.reply_error(500, "api_error", "overloaded")
+    api.reply_json(message([{"type": "text", "text": "first answer"}]))
+    again = threadlog("ask", t, "--api-retries", "1", db=db, env=env)
+    assert again.returncode == 0 and again.stdout == "first answer\n" and len(api.requests) == 3, again.stderr
+    api.reply_json(message([{"type": "text", "text": "second answer"}]))
+    assert threadlog("ask", t, "Two?", db=db, env=env).returncode == 0
+    with Store(db, read_only=True) as store:  # the fork keeps what came before the turn of "Two?", which is replayed
+        events = list(store.read(t))
+    asked = next(e.offset for e in events if e.type == "message.appended" and "Two?" in json.dumps(e.data))
+    at = max(e.offset for e in events if e.type == "run.started" and e.offset < asked)
+    api.reply_error(500, "api_error", "overloaded")
+    rerun = threadlog("rerun", t, "--at", str(at), "--model", "claude-test-2", "--api-retries", "0", db=db, env=env)
+    assert rerun.returncode == 3 and "overloaded" in rerun.stderr and len(api.requests) == 5, rerun.stderr
+
+
+@pytest.mark.parametrize(("option", "value"), [("--api-timeout", "0"), ("--api-timeout", "nan"), ("--api-retries", "-1")])
+def test_api_settings_out_of_range_are_refused_before_anything_is_sent(tmp_path: Path, api: MessagesAPI, option: str,
+                                                                        value: str) -> None:
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    done = threadlog("ask", t, "One?", option, value, db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
+    assert done.returncode == 2 and f"Invalid value for '{option}'" in done.stderr and api.requests == []
+    with Store(db) as store:
+        assert store.head(t) == 1

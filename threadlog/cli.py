@@ -1423,8 +1423,19 @@ def export_command(store: Store, thread: str | None, format_: str, everything: b
 # -- the Anthropic API: requests, live turns, re-runs, usage ------------------------------------
 
 
-def _client() -> Any:
-    """An `anthropic.Anthropic` client from ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL when set)."""
+def api_options(func: F) -> F:
+    """`--api-timeout` and `--api-retries`: the anthropic client's own settings (`_client`)."""
+    func = click.option("--api-retries", type=click.IntRange(min=0, max=100), default=None,
+                        help="How many times the client retries a request that failed to connect, timed out, or was "
+                             "answered 408, 409, 429 or 5xx, waiting longer each time [default: the anthropic SDK's, 2].")(func)
+    return click.option("--api-timeout", type=Seconds(least=0.01), default=None,
+                        help="Seconds to wait for the API, for each response (or, streaming, between its pieces) "
+                             "before the try fails [default: the anthropic SDK's, 600].")(func)
+
+
+def _client(timeout: float | None = None, retries: int | None = None) -> Any:
+    """An `anthropic.Anthropic` client from ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL when set),
+    with the SDK's timeout and retries unless `api_options` gave others."""
     key = os.environ.get("ANTHROPIC_API_KEY")
     if not key:
         _fail("ANTHROPIC_API_KEY is not set; export your API key (https://console.anthropic.com) and try again")
@@ -1433,7 +1444,12 @@ def _client() -> Any:
 
     base_url = os.environ.get("ANTHROPIC_BASE_URL") or None
     try:
-        return anthropic.Anthropic(api_key=key, base_url=base_url)
+        settings: dict[str, Any] = {}
+        if timeout is not None:
+            settings["timeout"] = timeout
+        if retries is not None:
+            settings["max_retries"] = retries
+        return anthropic.Anthropic(api_key=key, base_url=base_url, **settings)
     except httpx2.InvalidURL as error:
         _fail(f"ANTHROPIC_BASE_URL {base_url!r} is not a URL the client can use: {error}")
 
@@ -1498,10 +1514,11 @@ class _Echo:
 @click.option("--max-tokens", type=click.IntRange(min=1),
               help="The answer's token limit, more than the thread's thinking budget if it has one, unless "
                    "ANTHROPIC_CUSTOM_HEADERS sends the interleaved-thinking beta [default: 4096, plus the budget].")
+@api_options
 @json_option
 @with_store("write")
 def ask(store: Store, thread: str, text: str | None, model: str | None, stream: bool, max_tokens: int | None,
-        as_json: bool) -> None:
+        api_timeout: float | None, api_retries: int | None, as_json: bool) -> None:
     """Send TEXT on THREAD to the Anthropic API and record the turn (ANTHROPIC_API_KEY;
     ANTHROPIC_BASE_URL and ANTHROPIC_CUSTOM_HEADERS as the anthropic SDK reads them).
 
@@ -1516,7 +1533,7 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
 
     if text is not None and not text.strip():
         raise click.BadParameter("is empty: give the question, or leave TEXT out to ask again", param_hint="TEXT")
-    client = _client()
+    client = _client(api_timeout, api_retries)
     echo = _Echo() if stream and not as_json else None
     # A note fork's model is told to read its parent's transcript: with no tool it could not.
     tools = transcript_tools(store, thread) if is_note_fork(store, thread) else None
@@ -1557,15 +1574,17 @@ def _no_text(turn: Turn) -> str:
                    "the user messages after them are replayed.")
 @click.option("--model", callback=_model_name, required=True, help="The model to replay the later user messages with.")
 @click.option("--stream", is_flag=True, help="Use the streaming API.")
+@api_options
 @json_option
 @with_store("write")
-def rerun(store: Store, thread: str, at: int, model: str, stream: bool, as_json: bool) -> None:
+def rerun(store: Store, thread: str, at: int, model: str, stream: bool, api_timeout: float | None, api_retries: int | None,
+          as_json: bool) -> None:
     """Fork THREAD at N and replay its later user messages with MODEL; prints the fork's id,
     alone (then: threadlog diff THREAD FORK)."""
     from .live import rerun as replay
 
     with waking():
-        fork_id = replay(store, thread, at, _client(), model=model, stream=stream)
+        fork_id = replay(store, thread, at, _client(api_timeout, api_retries), model=model, stream=stream)
     _committed(f"created fork {fork_id} of thread {thread}, replayed with {model}", f"threadlog diff {thread} {fork_id}")
     if as_json:
         _emit_json(store.thread(fork_id).to_json())
