@@ -102,7 +102,7 @@ from .urls import safe_url, without_passwords as _without_passwords
 from .pgreach import not_connected
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Advisory lock keys (one 64-bit space per database): migrations; the order lock, held shared
 # by every position reservation until commit; the critical section of a reservation.
@@ -319,7 +319,49 @@ _UPDATE_HEAD, _APPEND_ONE = b"threadlog_update_head", b"threadlog_append_one"
 _APPEND_AT = b"threadlog_append_at"
 
 
-def _schema_1(partitions: int) -> list[str]:
+# The search index's words, as FTS5's `unicode61 remove_diacritics 2` tokenizer makes them on
+# SQLite: every run of letters and digits is a word, case folded, a Latin letter's accents
+# removed. PostgreSQL's own parser kept a path, a file name, a URL, a host, an e-mail address
+# or a version whole (`src/main.py` one word: `main` found nothing) and left out a markup tag
+# (`<thinking>`), name and all. The text is folded here and every other character made a
+# separator before the parser sees it, which then finds only the plain words. ICU's root
+# collation classifies the characters and folds case whatever the database's locale (under
+# the "C" locale, `[:alnum:]` holds ASCII alone). `remove_diacritics 2` folds Latin letters
+# only, as the marks removed after `[a-z]` do; a mark on another letter is recomposed with it.
+_ICU = '"und-x-icu"'
+
+
+def _folded(value: str, utf8: bool) -> str:
+    """SQL giving the text `value` case folded and its Latin accents removed (see `_ICU`). A
+    database of another encoding (it cannot hold `ſ`, nor run `normalize`) keeps the accents."""
+    if not utf8:
+        return f"lower({value} COLLATE {_ICU}) COLLATE {_ICU}"
+    return (f"normalize(regexp_replace(normalize(translate(lower({value} COLLATE {_ICU}), 'µſ', 'μs'), NFD), "
+            f"'([a-z])[\\u0300-\\u036f]+', '\\1', 'g'), NFC) COLLATE {_ICU}")
+
+
+def _words(value: str, utf8: bool) -> str:
+    """SQL giving the text `value` as the index's words separated by spaces."""
+    return f"regexp_replace({_folded(value, utf8)}, '[^[:alnum:]]+', ' ', 'g')"
+
+
+def _query_words(value: str, utf8: bool) -> str:
+    """`_words` of a web search query, its syntax kept: its quotes, spaces and a `-` before a
+    word. Any other separator becomes a comma, which splits words but not the operand they are
+    in, so `foo.py` and `-a/b` are phrases, as FTS5 reads them."""
+    return (f"regexp_replace(regexp_replace({_folded(value, utf8)}, '[^[:alnum:][:space:]\"-]+', ',', 'g'), "
+            "'([^[:space:]\"])-+', '\\1,', 'g')")
+
+
+def _tsv(utf8: bool) -> str:
+    """The search table's generated column of words."""
+    return f"tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', {_words('text', utf8)})) STORED"
+
+
+_TSV_INDEX = "CREATE INDEX search_tsv ON search_docs USING gin (tsv)"
+
+
+def _schema_1(partitions: int, utf8: bool) -> list[str]:
     """The tables: the same columns as SQLite's, plus `events.root_id` (the partition key when
     the events are hash-partitioned by root thread) and `events.txid` (see the module doc)."""
     key = "root_id, " if partitions else ""
@@ -348,13 +390,20 @@ def _schema_1(partitions: int) -> list[str]:
         '"offset" bigint NOT NULL, state text NOT NULL, PRIMARY KEY (projection, version, stream_id, "offset"))',
         'CREATE TABLE search_docs (docid bigint PRIMARY KEY, position bigint NOT NULL, stream_id text COLLATE "C" NOT NULL, '
         '"offset" bigint NOT NULL, kind text NOT NULL, role text, tool text, text text NOT NULL, '
-        "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED)",
-        "CREATE INDEX search_tsv ON search_docs USING gin (tsv)",
+        f"{_tsv(utf8)})",
+        _TSV_INDEX,
         "CREATE INDEX search_titles ON search_docs (stream_id, \"offset\") WHERE kind = 'title'",
         "CREATE TABLE search_progress (name text PRIMARY KEY, position bigint NOT NULL)",
         "INSERT INTO search_progress VALUES ('index', 0)",
     ]
 
+
+# Schema 1 -> 2: the search index's words are split as on SQLite (`_words`). Dropping the
+# generated column drops its index; the new one is computed for every document as it is added.
+def _schema_2(utf8: bool) -> list[str]:
+    """The statements migrating schema 1 to 2."""
+    return ["ALTER TABLE search_docs DROP COLUMN tsv", f"ALTER TABLE search_docs ADD COLUMN {_tsv(utf8)}", _TSV_INDEX,
+            "UPDATE threadlog_schema SET version = 2"]
 
 _TABLES = ("threadlog_schema", "streams", "events", "snapshots", "search_docs", "search_progress")
 
@@ -570,6 +619,7 @@ class PostgresBackend:
             # its encoding cannot hold (22P05) before anything is written.
             self.conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout, client_encoding="UTF8")
             self._loader = Transformer(self.conn)  # the driver's adapters, without its cursors: `_send`'s rows
+            self._utf8 = self.conn.info.parameter_status("server_encoding") == "UTF8"  # (see `_folded`)
         except psycopg.OperationalError as error:  # the server not reached, or refusing
             raise not_connected(error, self.path, url, connect_timeout) from None
         except _FAILED_CALLS as error:
@@ -613,7 +663,10 @@ class PostgresBackend:
             self.conn.execute(f"SELECT pg_advisory_xact_lock({_MIGRATE})".encode())
             version = self._version()
             if version == 0:
-                for statement in _schema_1(partitions):
+                for statement in _schema_1(partitions, self._utf8):
+                    self.conn.execute(statement.encode())
+            elif version == 1:
+                for statement in _schema_2(self._utf8):
                     self.conn.execute(statement.encode())
 
     def _version(self) -> int:
@@ -1158,8 +1211,8 @@ class PostgresBackend:
 
     # -- the search index (tsvector, GIN) ------------------------------------------------------------
     #
-    # `search_docs.tsv` is generated from the text with the `simple` configuration (no stemming,
-    # no stop words: like FTS5's unicode61, but diacritics are kept). Ranking is `ts_rank`,
+    # `search_docs.tsv` is generated from the text's words (`_words`, split and folded as FTS5's
+    # unicode61 does) with the `simple` configuration (no stemming, no stop words). Ranking is `ts_rank`,
     # returned negated so that lower is better, as BM25 scores are. The index's text, tool
     # names and queries hold a space where an event holds U+0000 (`_indexable`).
 
@@ -1220,12 +1273,13 @@ class PostgresBackend:
         query, role, tool = _indexable(query), _indexable(role), _indexable(tool)
         words = query_words(query)
         if match == "query":
-            tsquery, args = "websearch_to_tsquery('simple', %s)", [query]
+            tsquery, args = f"websearch_to_tsquery('simple', {_query_words('%s', self._utf8)})", [query]
         else:
             if not words:
                 return []
+            # Each word a phrase of its parts, as SQLite's quoted words: `foo.py`, `foo` then `py`.
             joiner = " || " if match == "any" else " && "
-            tsquery, args = "(" + joiner.join(["plainto_tsquery('simple', %s)"] * len(words)) + ")", list(words)
+            tsquery, args = "(" + joiner.join([f"phraseto_tsquery('simple', {_words('%s', self._utf8)})"] * len(words)) + ")", list(words)
         where = ["d.tsv @@ q.q"]
         params: list[Any] = [*args]
         if scope is not None:
