@@ -24,7 +24,6 @@ import os
 import re
 import sqlite3
 import urllib.parse
-import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import repeat
 from operator import attrgetter
@@ -743,10 +742,8 @@ class SQLiteBackend:
         """
         if self.read_only or self.journal_mode.lower() != "wal" or self.synchronous in ("FULL", "EXTRA"):
             return None
-        checkpointer = Checkpointer(self.path)
         self.conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP}")
-        weakref.finalize(self, checkpointer.stop)  # a store dropped unclosed ends its thread too
-        return checkpointer
+        return Checkpointer(self.path, self, self.conn)  # stopped by close(), or when this backend is collected
 
     def _migrate(self) -> None:
         if self.schema_version() == SCHEMA_VERSION:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,6 +16,7 @@ from eventstore.checkpoints import BACKSTOP, EVERY, EVERY_ROWS
 from threadlog import Store
 
 PAGE = 4096 + 24  # a WAL frame: its header and one page
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _checkpoint_threads(path: Path) -> list[threading.Thread]:
@@ -159,3 +162,62 @@ def test_at_synchronous_full_the_writer_checkpoints_inside_its_commits_and_start
         assert _wal_frames(db) <= 1000 + 20  # SQLite's threshold, plus the commit that crossed it
         assert len(list(store.read(thread))) == 2 * EVERY + 2
         store.verify()
+
+
+# Stores dropped unclosed at each depth a few calls short of the recursion limit: by the last
+# reference going (inside `dict.pop`), or by a garbage collection of a cycle holding the store.
+DROPPED_DEEP = """
+import gc, sys
+from pathlib import Path
+from threadlog import Store
+from eventstore.checkpoints import EVERY
+
+def depth():
+    frame, n = sys._getframe(), 0
+    while frame is not None:
+        frame, n = frame.f_back, n + 1
+    return n
+
+def deep(n, key):
+    if n > 0:
+        return deep(n - 1, key)
+    stores.pop(key)
+    if key[0] == "collected":
+        gc.collect()
+
+stores = {}
+for short in range(1, 16):
+    for how in ("dropped", "collected"):
+        store = Store(Path(sys.argv[1]) / f"{how}-{short}.db")
+        thread = store.create_thread()
+        for i in range(EVERY + 1):  # enough to start its checkpoint thread
+            store.append_message(thread, "user", f"m{i}")
+        if how == "collected":
+            cycle = [store]
+            cycle.append(cycle)
+            stores[how, short] = cycle
+            del cycle
+        else:
+            stores[how, short] = store
+        del store
+        deep(sys.getrecursionlimit() - depth() - short, (how, short))
+"""
+
+
+def test_a_store_dropped_deep_in_a_recursion_ends_its_thread_quietly_and_closes_as_on_close(tmp_path: Path) -> None:
+    """Dropped near the recursion limit (a garbage collection deep in a nested input's
+    processing), the store's thread was told to stop by Python calls that raised
+    `RecursionError`: a traceback at exit, the thread's connection left open, and so the log
+    left beside the file, never copied back as a closed store's is. Nothing is printed, and each
+    file is as `close()` leaves it: no `-wal`, every event in the file."""
+    done = subprocess.run([sys.executable, "-c", DROPPED_DEEP, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr == ""
+    files = sorted(tmp_path.glob("*.db"))
+    assert len(files) == 30
+    left = [f"{db.name}-wal" for db in files if Path(f"{db}-wal").exists()]
+    assert not left, f"logs left beside their files, not checkpointed on close: {left}"
+    for db in files:
+        with Store(db, read_only=True) as store:
+            assert store.counts().events == EVERY + 2
