@@ -86,7 +86,7 @@ import functools
 import itertools
 import select
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast, NamedTuple
 
 import psycopg
 from psycopg import sql
@@ -328,40 +328,45 @@ _APPEND_AT = b"threadlog_append_at"
 # collation classifies the characters and folds case whatever the database's locale (under
 # the "C" locale, `[:alnum:]` holds ASCII alone). `remove_diacritics 2` folds Latin letters
 # only, as the marks removed after `[a-z]` do; a mark on another letter is recomposed with it.
-_ICU = '"und-x-icu"'
+# A server built without ICU has no such collation: the database's own is used then, and under
+# the "C" locale only ASCII letters are folded and kept.
+class _Folding(NamedTuple):
+    utf8: bool  # the database's encoding is UTF8 (else it cannot hold `ſ`, nor run `normalize`)
+    icu: bool  # the server has ICU's root collation "und-x-icu"
 
 
-def _folded(value: str, utf8: bool) -> str:
-    """SQL giving the text `value` case folded and its Latin accents removed (see `_ICU`). A
-    database of another encoding (it cannot hold `ſ`, nor run `normalize`) keeps the accents."""
-    if not utf8:
-        return f"lower({value} COLLATE {_ICU}) COLLATE {_ICU}"
-    return (f"normalize(regexp_replace(normalize(translate(lower({value} COLLATE {_ICU}), 'µſ', 'μs'), NFD), "
-            f"'([a-z])[\\u0300-\\u036f]+', '\\1', 'g'), NFC) COLLATE {_ICU}")
+def _folded(value: str, how: _Folding) -> str:
+    """SQL giving the text `value` case folded and its Latin accents removed (see `_Folding`).
+    A database of another encoding than UTF8 keeps the accents."""
+    collate = ' COLLATE "und-x-icu"' if how.icu else ""
+    if not how.utf8:
+        return f"lower({value}{collate}){collate}"
+    return (f"normalize(regexp_replace(normalize(translate(lower({value}{collate}), 'µſ', 'μs'), NFD), "
+            f"'([a-z])[\\u0300-\\u036f]+', '\\1', 'g'), NFC){collate}")
 
 
-def _words(value: str, utf8: bool) -> str:
+def _words(value: str, how: _Folding) -> str:
     """SQL giving the text `value` as the index's words separated by spaces."""
-    return f"regexp_replace({_folded(value, utf8)}, '[^[:alnum:]]+', ' ', 'g')"
+    return f"regexp_replace({_folded(value, how)}, '[^[:alnum:]]+', ' ', 'g')"
 
 
-def _query_words(value: str, utf8: bool) -> str:
+def _query_words(value: str, how: _Folding) -> str:
     """`_words` of a web search query, its syntax kept: its quotes, spaces and a `-` before a
     word. Any other separator becomes a comma, which splits words but not the operand they are
     in, so `foo.py` and `-a/b` are phrases, as FTS5 reads them."""
-    return (f"regexp_replace(regexp_replace({_folded(value, utf8)}, '[^[:alnum:][:space:]\"-]+', ',', 'g'), "
+    return (f"regexp_replace(regexp_replace({_folded(value, how)}, '[^[:alnum:][:space:]\"-]+', ',', 'g'), "
             "'([^[:space:]\"])-+', '\\1,', 'g')")
 
 
-def _tsv(utf8: bool) -> str:
+def _tsv(how: _Folding) -> str:
     """The search table's generated column of words."""
-    return f"tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', {_words('text', utf8)})) STORED"
+    return f"tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', {_words('text', how)})) STORED"
 
 
 _TSV_INDEX = "CREATE INDEX search_tsv ON search_docs USING gin (tsv)"
 
 
-def _schema_1(partitions: int, utf8: bool) -> list[str]:
+def _schema_1(partitions: int, how: _Folding) -> list[str]:
     """The tables: the same columns as SQLite's, plus `events.root_id` (the partition key when
     the events are hash-partitioned by root thread) and `events.txid` (see the module doc)."""
     key = "root_id, " if partitions else ""
@@ -390,7 +395,7 @@ def _schema_1(partitions: int, utf8: bool) -> list[str]:
         '"offset" bigint NOT NULL, state text NOT NULL, PRIMARY KEY (projection, version, stream_id, "offset"))',
         'CREATE TABLE search_docs (docid bigint PRIMARY KEY, position bigint NOT NULL, stream_id text COLLATE "C" NOT NULL, '
         '"offset" bigint NOT NULL, kind text NOT NULL, role text, tool text, text text NOT NULL, '
-        f"{_tsv(utf8)})",
+        f"{_tsv(how)})",
         _TSV_INDEX,
         "CREATE INDEX search_titles ON search_docs (stream_id, \"offset\") WHERE kind = 'title'",
         "CREATE TABLE search_progress (name text PRIMARY KEY, position bigint NOT NULL)",
@@ -400,9 +405,9 @@ def _schema_1(partitions: int, utf8: bool) -> list[str]:
 
 # Schema 1 -> 2: the search index's words are split as on SQLite (`_words`). Dropping the
 # generated column drops its index; the new one is computed for every document as it is added.
-def _schema_2(utf8: bool) -> list[str]:
+def _schema_2(how: _Folding) -> list[str]:
     """The statements migrating schema 1 to 2."""
-    return ["ALTER TABLE search_docs DROP COLUMN tsv", f"ALTER TABLE search_docs ADD COLUMN {_tsv(utf8)}", _TSV_INDEX,
+    return ["ALTER TABLE search_docs DROP COLUMN tsv", f"ALTER TABLE search_docs ADD COLUMN {_tsv(how)}", _TSV_INDEX,
             "UPDATE threadlog_schema SET version = 2"]
 
 _TABLES = ("threadlog_schema", "streams", "events", "snapshots", "search_docs", "search_progress")
@@ -619,13 +624,14 @@ class PostgresBackend:
             # its encoding cannot hold (22P05) before anything is written.
             self.conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout, client_encoding="UTF8")
             self._loader = Transformer(self.conn)  # the driver's adapters, without its cursors: `_send`'s rows
-            self._utf8 = self.conn.info.parameter_status("server_encoding") == "UTF8"  # (see `_folded`)
         except psycopg.OperationalError as error:  # the server not reached, or refusing
             raise not_connected(error, self.path, url, connect_timeout) from None
         except _FAILED_CALLS as error:
             raise translate(error, self.path, url) from None
         try:
             self.conn.execute(f"SET lock_timeout = {int(timeout * 1000)}".encode())
+            icu = self.conn.execute(b"SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu')").fetchone()
+            self._folding = _Folding(self.conn.info.parameter_status("server_encoding") == "UTF8", bool(icu and icu[0]))
             if read_only:  # the server refuses every write of this session (a viewer, a read command)
                 if self._version() == 0:
                     raise NoStore(self.path)
@@ -663,10 +669,10 @@ class PostgresBackend:
             self.conn.execute(f"SELECT pg_advisory_xact_lock({_MIGRATE})".encode())
             version = self._version()
             if version == 0:
-                for statement in _schema_1(partitions, self._utf8):
+                for statement in _schema_1(partitions, self._folding):
                     self.conn.execute(statement.encode())
             elif version == 1:
-                for statement in _schema_2(self._utf8):
+                for statement in _schema_2(self._folding):
                     self.conn.execute(statement.encode())
 
     def _version(self) -> int:
@@ -1273,13 +1279,14 @@ class PostgresBackend:
         query, role, tool = _indexable(query), _indexable(role), _indexable(tool)
         words = query_words(query)
         if match == "query":
-            tsquery, args = f"websearch_to_tsquery('simple', {_query_words('%s', self._utf8)})", [query]
+            tsquery, args = f"websearch_to_tsquery('simple', {_query_words('%s', self._folding)})", [query]
         else:
             if not words:
                 return []
             # Each word a phrase of its parts, as SQLite's quoted words: `foo.py`, `foo` then `py`.
             joiner = " || " if match == "any" else " && "
-            tsquery, args = "(" + joiner.join([f"phraseto_tsquery('simple', {_words('%s', self._utf8)})"] * len(words)) + ")", list(words)
+            phrase = f"phraseto_tsquery('simple', {_words('%s', self._folding)})"
+            tsquery, args = "(" + joiner.join([phrase] * len(words)) + ")", list(words)
         where = ["d.tsv @@ q.q"]
         params: list[Any] = [*args]
         if scope is not None:

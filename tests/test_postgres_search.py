@@ -324,3 +324,25 @@ def test_a_migration_refused_or_failed_leaves_the_database_as_it_was() -> None:
     assert _search_table(url) == before
     with Store(url) as store:
         assert [h.offset for h in search(store, "py")] == [1]
+
+
+def test_a_server_without_icu_splits_the_words_with_the_databases_own_collation() -> None:
+    """A PostgreSQL built without ICU has no collation "und-x-icu": the search table, which
+    named it, could not be created, and no threadlog database could be made there."""
+    from tests.backends import postgres_cluster
+
+    postgres_url()  # the cluster started (or the test skipped)
+    cluster = postgres_cluster()
+    cluster.execute("DROP DATABASE IF EXISTS threadlog_no_icu")
+    cluster.execute("CREATE DATABASE threadlog_no_icu")
+    try:
+        cluster.execute('DROP COLLATION pg_catalog."und-x-icu"', database="threadlog_no_icu")
+        with Store(cluster.url("threadlog_no_icu")) as store:
+            t = store.create_thread(title="split")
+            for text in _SPLIT_TEXTS:
+                store.append_message(t, "user", text)
+            assert [h.offset for h in search(store, "notes")] == [3]
+            assert [h.offset for h in search(store, "thinking")] == [1]
+            assert [h.offset for h in search(store, "ecole")] == [9]  # the cluster's locale is C.UTF-8
+    finally:
+        cluster.execute("DROP DATABASE threadlog_no_icu WITH (FORCE)")
