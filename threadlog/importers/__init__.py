@@ -1,4 +1,4 @@
-"""Histories into threadlog: Claude Code and pi sessions (once or followed live), SWE-agent trajectories, and threadlog's own exports."""
+"""Histories into threadlog: Claude Code and pi sessions and SWE-agent trajectories (once or followed live), and threadlog's own exports."""
 
 from .claude_code import import_claude_code
 from .events import import_event_files, import_events

@@ -45,7 +45,7 @@ from eventstore.content import known_block_type, validate_block
 from eventstore.events import is_time
 
 from ..returned import RETURNED, returned_fields
-from .lines import BadLine, Line, Seen, distinct, existing_paths, files_below, is_text, read_lines, source_paths, text_name
+from .lines import BadLine, Line, Seen, distinct, existing_paths, files_below, is_text, read_lines, source_paths, usable_name
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -866,18 +866,6 @@ def _first_record(path: Path) -> dict[str, Any]:
     return {}
 
 
-def _named(path: Path, unusable: Callable[[StoreError], None] | None) -> bool:
-    """Whether `path`'s name makes ids (`text_name`); refused, or passed to `unusable`."""
-    try:
-        text_name(path, ids=True)
-    except StoreError as refusal:
-        if unusable is None:
-            raise
-        unusable(refusal)
-        return False
-    return True
-
-
 # What a refusal of a path that names nothing asks for instead.
 ASKS = "name Claude Code session files (.jsonl) or directories of them"
 
@@ -902,7 +890,7 @@ def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None]
             if not _is_agent(path):  # ≤ 2.0.x: beside it, naming it by the lines' sessionId
                 files.extend(sorted(p for p in path.parent.glob("agent-*.jsonl")
                                     if p.is_file() and _first_record(p).get("sessionId") == path.stem))
-    files = [path for path in distinct(files) if _named(path, unusable)]
+    files = [path for path in distinct(files) if usable_name(path, unusable, ids=True)]
     sessions: dict[Path, Session] = {}
     loose: list[Path] = []
     for path in files:

@@ -1,27 +1,58 @@
 """Following session files while another tool writes them: poll, import what is new, repeat.
 
-Polling (stdlib only): the size and modification time of each session's files (the main
-file and its sub-agents', in either layout) are checked every `interval` seconds and a
-changed session is imported again; a session quiet for `settle` seconds is read once more,
-in case a write left both unchanged (a coarse clock). Importing is idempotent, so a re-read
-adds only the new lines, and restarting the follower resumes from what the database
-already holds. A half-written last line is left for the next poll, and so is a response
-(and its tool results) until the file shows it complete, however long its lines take to
-arrive (`claude_code._unfinished`): an event is written once, whole, never in part.
+One loop (`follow`) serves every format that is written live: Claude Code's and pi's JSONL
+sessions, appended to a line at a time, and SWE-agent's trajectories, rewritten whole after
+each step. What differs by format is small (`Format`): how the sessions under the paths are
+found, which files make up each, and how a batch of them is imported.
+
+Polling (stdlib only): the size and modification time of each session's files (for Claude
+Code the main file and its sub-agents', in either layout) are checked every `interval` seconds
+and a changed session is imported again; a session quiet for `settle` seconds is read once
+more, in case a write left both unchanged (a coarse clock). Importing is idempotent, so a
+re-read adds only the new lines, and restarting the follower resumes from what the database
+already holds. What a file changed in the last `live_within` seconds does not show whole yet
+is left for the next poll: a half-written last line (Claude Code, pi), a trajectory empty or
+cut short as SWE-agent rewrites it, and a Claude Code response (and its tool results) until
+the file shows it complete, however long its lines take to arrive (`claude_code._unfinished`):
+an event is written once, whole, never in part.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from eventstore import InvalidEvent, Store, StoreError
 
+from . import pi, swe_agent
 from .claude_code import ASKS, LIVE_SECONDS, Session, discover, import_sessions
-from .lines import BadLine, existing_paths
+from .lines import BadLine, existing_paths, source_files
 from .plan import ImportConflict
 from .summary import ImportSummary
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Format(Generic[S]):
+    """What following one format needs of it. `find(sources, unusable)` gives the sessions
+    under `sources` (a path gone meanwhile passed over, what it cannot use given to
+    `unusable`); `files(session)` the files whose change makes it due again, the first
+    naming it; `load(store, sessions)` imports them, idempotently. `asks` says what to name
+    instead of a path that names nothing."""
+
+    asks: str
+    find: Callable[[Sequence[Path], Callable[[StoreError], None]], Sequence[S]]
+    files: Callable[[S], Sequence[Path]]
+    load: Callable[[Store, Sequence[S]], ImportSummary]
+
+
+def _file_format(pattern: str, asks: str, load: Callable[[Store, Sequence[Path]], ImportSummary]) -> Format[Path]:
+    """A format whose session is one file, found as a plain import finds them (`source_files`)."""
+    return Format(asks, lambda sources, unusable: source_files(sources, pattern, asks, unusable), lambda path: [path], load)
 
 
 def follow_claude_code(
@@ -36,14 +67,80 @@ def follow_claude_code(
     on_refused: Callable[[Session | None, StoreError], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
 ) -> ImportSummary:
-    """Mirror the sessions under `paths` into `store` until `stop()` returns true.
+    """Mirror the Claude Code sessions under `paths` into `store` until `stop()` returns true
+    (`follow`).
 
     A session with a file changed in the last `live_within` seconds is read as still being
     written (what it does not show complete waits); one quiet longer is taken as it is, and
     read once more when it has been quiet that long: Claude Code 2.1.x writes a null
     `stop_reason` on every line, so a finished session's last answer looked unfinished
-    forever, and the mirror never held it. `on_import` gets the summary of each poll that
-    added events.
+    forever, and the mirror never held it.
+    """
+    claude_code = Format(ASKS, discover, lambda session: session.files,
+                         lambda into, sessions: import_sessions(into, sessions, skip_bad=skip_bad, live_within=live_within))
+    return follow(store, claude_code, paths, interval=interval, settle=settle, live_within=live_within,
+                  on_import=on_import, on_refused=on_refused, stop=stop)
+
+
+def follow_pi(
+    store: Store,
+    paths: Sequence[str | Path],
+    *,
+    interval: float = 0.5,
+    settle: float = 5.0,
+    skip_bad: bool = False,
+    on_import: Callable[[ImportSummary], None] | None = None,
+    on_refused: Callable[[Path | None, StoreError], None] | None = None,
+    stop: Callable[[], bool] = lambda: False,
+) -> ImportSummary:
+    """Mirror the pi session files under `paths` into `store` until `stop()` returns true
+    (`follow`). pi appends an entry a line at a time: a half-written last line of a file
+    changed in the last `LIVE_SECONDS` waits for a later poll (`pi._plan_file`); one quiet
+    longer is read once more then, and refused if its last line is still not whole."""
+    files = _file_format(pi.PATTERN, pi.ASKS, lambda into, found: pi.import_pi_files(into, found, skip_bad=skip_bad))
+    return follow(store, files, paths, interval=interval, settle=settle, live_within=LIVE_SECONDS,
+                  on_import=on_import, on_refused=on_refused, stop=stop)
+
+
+def follow_swe_agent(
+    store: Store,
+    paths: Sequence[str | Path],
+    *,
+    interval: float = 0.5,
+    settle: float = 5.0,
+    skip_bad: bool = False,
+    on_import: Callable[[ImportSummary], None] | None = None,
+    on_refused: Callable[[Path | None, StoreError], None] | None = None,
+    stop: Callable[[], bool] = lambda: False,
+) -> ImportSummary:
+    """Mirror the SWE-agent trajectories under `paths` into `store` until `stop()` returns
+    true (`follow`). SWE-agent rewrites a trajectory whole, in place, after each step: one
+    read empty or cut short that changed in the last `LIVE_SECONDS` waits for a later poll
+    (`swe_agent._read`); one quiet longer is read once more then, and refused if it is still
+    cut short (a run killed while it wrote)."""
+    files = _file_format(swe_agent.PATTERN, swe_agent.ASKS,
+                         lambda into, found: swe_agent.import_swe_agent_files(into, found, skip_bad=skip_bad))
+    return follow(store, files, paths, interval=interval, settle=settle, live_within=LIVE_SECONDS,
+                  on_import=on_import, on_refused=on_refused, stop=stop)
+
+
+def follow(
+    store: Store,
+    source: Format[S],
+    paths: Sequence[str | Path],
+    *,
+    interval: float,
+    settle: float,
+    live_within: float,
+    on_import: Callable[[ImportSummary], None] | None,
+    on_refused: Callable[[S | None, StoreError], None] | None,
+    stop: Callable[[], bool],
+) -> ImportSummary:
+    """Mirror the sessions of format `source` under `paths` into `store` until `stop()`
+    returns true. A session is imported again when one of its files changes, once more when
+    it has been quiet `settle` seconds, and once more when it has been quiet `live_within`
+    seconds (the importer then takes it as it is: no longer one still being written).
+    `on_import` gets the summary of each poll that added events.
 
     A session refused for what it holds (a bad line, an event the store refuses, a file
     rewritten since it was imported, a file it may not read) raises, or with `on_refused`
@@ -51,11 +148,11 @@ def follow_claude_code(
     file stopped the mirror of every session. A refused session is tried again when its
     files change. So is what the search finds unusable (a directory it may not read, a file
     whose name makes no id), passed with the session `None`. A file or directory removed
-    while it is read (Claude Code deleting old sessions) is passed over. Returns the total.
+    while it is read (a tool deleting old sessions) is passed over. Returns the total.
     """
     # One path as a string was read a character at a time ("/" searched everything), and one that
     # names nothing was waited for without a word; a path that goes away later is skipped until it is back.
-    sources = existing_paths(paths, ASKS)
+    sources = existing_paths(paths, source.asks)
     total = ImportSummary()
     seen: dict[Path, tuple[tuple[int, int], ...]] = {}
     quiet_since: dict[Path, float] = {}
@@ -64,17 +161,17 @@ def follow_claude_code(
     refused: dict[Path, tuple[tuple[tuple[int, int], ...], str]] = {}  # what each refused session was refused as
     unusable: set[str] = set()  # what the last search could not use, reported when first found
 
-    def refuse(session: Session | None, error: StoreError) -> None:
+    def refuse(session: S | None, error: StoreError) -> None:
         if on_refused is None:
             raise error
         on_refused(session, error)
 
     while not stop():
-        due: list[Session] = []
+        due: list[S] = []
         now = time.monotonic()
         found: list[StoreError] = []
-        for session in discover(sources, found.append):
-            files = session.files
+        for session in source.find(sources, found.append):
+            files = source.files(session)
             try:
                 signature = tuple((s.st_size, s.st_mtime_ns) for s in (f.stat() for f in files))
             except FileNotFoundError:
@@ -99,13 +196,14 @@ def follow_claude_code(
         if due:
             polled = ImportSummary()
             for session in due:
-                key = session.files[0]
+                files = source.files(session)
+                key = files[0]
                 try:
-                    polled.merge(import_sessions(store, [session], skip_bad=skip_bad, live_within=live_within))
+                    polled.merge(source.load(store, [session]))
                 except FileNotFoundError:  # removed since it was found: gone, or back (rotated) at the next poll
                     seen.pop(key, None)
                 except (InvalidEvent, BadLine, ImportConflict, OSError) as error:  # the session's own: not a full disk
-                    refusal = _unreadable(error, session) if isinstance(error, OSError) else error
+                    refusal = _unreadable(error, files) if isinstance(error, OSError) else error
                     if refused.get(key) != (seen[key], str(refusal)):  # said once, not again when quiet
                         refused[key] = (seen[key], str(refusal))
                         refuse(session, refusal)
@@ -116,10 +214,10 @@ def follow_claude_code(
     return total
 
 
-def _unreadable(error: OSError, session: Session) -> StoreError:
-    """A file of `session` the follower may not read, as a refusal naming it; an `error` that
-    names no file of the session (the store's own) is raised as it is."""
-    if error.filename is None or Path(error.filename) not in session.files:
+def _unreadable(error: OSError, files: Sequence[Path]) -> StoreError:
+    """A file of a session (its `files`) the follower may not read, as a refusal naming it; an
+    `error` that names no file of the session (the store's own) is raised as it is."""
+    if error.filename is None or Path(error.filename) not in files:
         raise error
     return StoreError(f"cannot read {error.filename} ({error.strerror}); make it readable to mirror its session")
 

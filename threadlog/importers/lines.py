@@ -83,14 +83,31 @@ def existing_paths(paths: Any, asks: str, *, directories: bool = True, pipes: bo
     return sources
 
 
-def source_files(paths: Any, pattern: str, asks: str) -> list[Path]:
+def source_files(paths: Any, pattern: str, asks: str, unusable: Callable[[StoreError], None] | None = None) -> list[Path]:
     """The files an import reads: each of `paths` that is a file, and those matching `pattern`
     in or below each that is a directory (`files_below`), each refused unless its name is text
-    (`text_name`), each once (`distinct`); a path naming nothing is refused by `existing_paths`, saying `asks`."""
+    (`text_name`), each once (`distinct`); a path naming nothing is refused by `existing_paths`, saying `asks`.
+    With `unusable` (a follower, which must go on), a directory it cannot read and a name that
+    is not text are passed to it instead and left out, and a path gone meanwhile is passed over."""
     files: list[Path] = []
-    for path in existing_paths(paths, asks):
-        files.extend(text_name(p) for p in (files_below(path, pattern) if path.is_dir() else [path]))
-    return distinct(files)
+    for path in source_paths(paths) if unusable is not None else existing_paths(paths, asks):
+        if path.is_dir():
+            files.extend(files_below(path, pattern, unusable))
+        elif path.exists():
+            files.append(path)
+    return [path for path in distinct(files) if usable_name(path, unusable)]
+
+
+def usable_name(path: Path, unusable: Callable[[StoreError], None] | None, ids: bool = False) -> bool:
+    """Whether `path`'s name makes ids (`text_name`); refused, or passed to `unusable`."""
+    try:
+        text_name(path, ids)
+    except StoreError as refusal:
+        if unusable is None:
+            raise
+        unusable(refusal)
+        return False
+    return True
 
 
 def distinct(files: Iterable[Path]) -> list[Path]:

@@ -46,6 +46,8 @@ from .plan import Plan, PlannedStream, depth_first, import_sources, parents_firs
 from .summary import ImportSummary, on_bad_line
 
 TOOL = "pi"
+PATTERN = "*.jsonl"  # as claude_code.discover
+ASKS = "name pi session files (.jsonl) or directories of them"  # what a refusal of a path that names nothing asks for
 # How pi's convertToLlm words a branch summary for the model (pi's messages.ts).
 _BRANCH_SUMMARY_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
 _BRANCH_SUMMARY_SUFFIX = "</summary>"
@@ -595,6 +597,17 @@ def import_pi(
     """Import pi session files (or directories of them, searched recursively); idempotent,
     as `import_claude_code`. A malformed line raises `BadLine` with nothing written (every
     file is checked before the first is written) or, with `skip_bad=True`, is skipped and reported."""
-    files = source_files(paths, "*.jsonl", "name pi session files (.jsonl) or directories of them")  # as claude_code.discover
+    return import_pi_files(store, source_files(paths, PATTERN, ASKS), skip_bad=skip_bad, progress=progress)
+
+
+def import_pi_files(
+    store: Store,
+    files: Sequence[Path],
+    *,
+    skip_bad: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ImportSummary:
+    """`import_pi` of session files already found (`source_files`, as a follower finds them
+    at each poll)."""
     return import_sources(store, files, lambda path, summary, _, seen: _plan_file(path, summary, skip_bad, seen, store),
                           lambda path: path.stat().st_size, strict=not skip_bad, progress=progress, noun="file")

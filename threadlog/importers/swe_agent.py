@@ -49,6 +49,8 @@ from .plan import Plan, PlannedStream, import_sources, stable_id
 from .summary import ImportSummary
 
 TOOL = "swe-agent"
+PATTERN = "*.traj"
+ASKS = "name SWE-agent trajectory files (.traj) or directories of them"  # what a refusal of a path that names nothing asks for
 _ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -331,7 +333,18 @@ def import_swe_agent(
     while SWE-agent rewrote its file leaves it cut short). A file empty or cut short that changed
     in the last `LIVE_SECONDS` is being written again: it is left for a later import, counted in
     `waiting` and named in `waiting_files`."""
-    files = source_files(paths, "*.traj", "name SWE-agent trajectory files (.traj) or directories of them")
+    return import_swe_agent_files(store, source_files(paths, PATTERN, ASKS), skip_bad=skip_bad, progress=progress)
+
+
+def import_swe_agent_files(
+    store: Store,
+    files: Sequence[Path],
+    *,
+    skip_bad: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ImportSummary:
+    """`import_swe_agent` of trajectory files already found (`source_files`, as a follower
+    finds them at each poll)."""
 
     def plan(path: Path, summary: ImportSummary, _: Any, seen: Seen) -> Plan:
         own = ImportSummary()
