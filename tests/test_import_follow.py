@@ -1,16 +1,33 @@
-"""Following pi sessions and SWE-agent trajectories while they are written (`follow_pi`,
-`follow_swe_agent`)."""
+"""Following pi sessions and SWE-agent trajectories while they are written (`import pi --follow`,
+`import swe-agent --follow`): a real follower process, real session files from /work/shared/data
+written over time, and the database compared with a one-shot import of what the file held."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from threadlog import Store, import_swe_agent
+import pytest
+from click.testing import CliRunner
+
+from threadlog import Store, StoreError, import_pi, import_swe_agent
+from threadlog.cli import cli
 from threadlog.importers.follow import follow_swe_agent
+from tests.procs import ctrl_c, interruptible
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+PI_SESSION = SHARED / "pi-mono" / "large-session.jsonl"
+TRAJECTORY = (SHARED / "swe-agent-trajectories" / "trajectories" / "demonstrations"
+              / "replay__marshmallow-code__marshmallow-1867__function_calling_replace__install-1"
+              / "marshmallow-code__marshmallow-1867.traj")
+needs_data = pytest.mark.skipif(not SHARED.is_dir(), reason="the gathered data folder is not beside this checkout")
 
 Held = list[tuple[str, int, str, str, str]]
 
@@ -20,6 +37,127 @@ def _events(store: Store) -> Held:
     session in another order than one import does), with its data and meta."""
     return sorted((e.stream_id, e.offset, e.event_id, e.type, json.dumps([e.data, e.meta], sort_keys=True))
                   for e in store.read_all())
+
+
+def _held(db: Path) -> Held:
+    """What the follower's database holds (nothing while it has yet to make the file one)."""
+    try:
+        with Store(db, read_only=True) as store:
+            return _events(store)
+    except StoreError:
+        return []
+
+
+def _one_shot(importer: Callable[..., Any], path: Path) -> Held:
+    """What a one-shot import of `path` as it is now holds."""
+    store = Store(":memory:")
+    importer(store, [path])
+    return _events(store)
+
+
+def _caught_up(db: Path, expected: Held, timeout: float = 30.0) -> Held:
+    """What the follower holds once it holds `expected`, or when `timeout` runs out."""
+    deadline = time.monotonic() + timeout
+    held = _held(db)
+    while held != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+        held = _held(db)
+    return held
+
+
+@contextmanager
+def _follower(tool: str, db: Path, directory: Path, out: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """`threadlog import TOOL --follow --interval 0.05 DIRECTORY`, stopped with Ctrl-C on the
+    way out; what it printed is left in `out`."""
+    proc = interruptible([sys.executable, "-m", "threadlog", "--db", str(db), "import", tool, "--follow", "--interval", "0.05",
+                          str(directory)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        out["stdout"], out["stderr"] = ctrl_c(proc)
+        out["returncode"] = str(proc.returncode)
+
+
+def _stopped_cleanly(out: dict[str, str], total: int) -> None:
+    """The follower stopped at Ctrl-C as `import claude-code --follow` does (exit 0, `stopped`),
+    refused nothing, and reported each poll that added events: `total` in all."""
+    assert out["returncode"] == "0" and out["stderr"].splitlines()[-1:] == ["stopped"], out["stderr"]
+    assert "refused" not in out["stderr"] and "Traceback" not in out["stderr"], out["stderr"]
+    reported = [line for line in out["stdout"].splitlines() if line.startswith("+")]
+    assert reported and sum(int(line[1:].split(" ", 1)[0]) for line in reported) == total, out["stdout"]
+
+
+@needs_data
+def test_following_a_pi_session_as_pi_appends_to_it_ends_as_one_import(tmp_path: Path) -> None:
+    """pi appends an entry a line at a time: each poll adds what the new lines hold, a
+    half-written last line (here left half-written for a dozen polls) is never imported in
+    part nor refused, and the database ends holding what one import of the finished file holds.
+    The directory holds no session when the follower starts: it is waited on, not refused."""
+    lines = PI_SESSION.read_bytes().splitlines(keepends=True)
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    live, db, out = sessions / PI_SESSION.name, tmp_path / "f.db", {}
+    with _follower("pi", db, sessions, out) as proc:
+        time.sleep(0.5)  # ten polls of an empty directory
+        assert proc.poll() is None
+        done = 0
+        with live.open("ab") as writer:
+            for cut in [1, 2, 9, 40, 150, 400, 700, len(lines) - 1]:
+                half = lines[cut][:len(lines[cut]) // 2]
+                writer.write(b"".join(lines[done:cut]) + half)
+                writer.flush()
+                expected = _one_shot(import_pi, live)  # the half-written line is left out of it too
+                assert _caught_up(db, expected) == expected, f"after line {cut}"
+                time.sleep(0.6)  # a dozen polls with the half line there
+                assert _held(db) == expected, f"line {cut + 1} half-written"
+                writer.write(lines[cut][len(half):])
+                done = cut + 1
+            writer.write(b"".join(lines[done:]))
+        final = _one_shot(import_pi, live)
+        assert _caught_up(db, final) == final
+    assert len(final) > 1000  # the whole session, its forks and failed turns
+    _stopped_cleanly(out, len(final))
+
+
+def _rewrite(path: Path, text: bytes, pause: float, then: Callable[[], None]) -> None:
+    """Write `text` over `path` in place as SWE-agent does (truncate, then write), stopping
+    half-way for `pause` seconds, during which `then()` runs."""
+    with path.open("wb") as writer:
+        writer.write(text[:len(text) // 2])
+        writer.flush()
+        time.sleep(pause)
+        then()
+        writer.write(text[len(text) // 2:])
+
+
+@needs_data
+def test_following_a_swe_agent_trajectory_as_swe_agent_rewrites_it_ends_as_one_import(tmp_path: Path) -> None:
+    """SWE-agent writes the whole trajectory again after each step, in place: each poll adds
+    the new entries of its `history`, a file cut short as it is rewritten (here for a dozen
+    polls) is never imported in part nor refused, and the database ends holding what one import
+    of the finished trajectory holds, its `exit_status` (written as the run ends) included."""
+    trajectory = json.loads(TRAJECTORY.read_text(encoding="utf-8"))
+    history, info = trajectory["history"], trajectory["info"]
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    live, db, out = runs / TRAJECTORY.name, tmp_path / "f.db", {}
+    steps = [*range(2, len(history), 5), len(history)]
+    with _follower("swe-agent", db, runs, out) as proc:
+        time.sleep(0.5)
+        assert proc.poll() is None
+        expected: Held = []
+        for step in steps:
+            last = step == len(history)
+            text = json.dumps({**trajectory, "history": history[:step], "info": info if last else {}}, indent=2).encode()
+
+            def cut_short(before: Held = expected, step: int = step) -> None:
+                assert _held(db) == before, f"step {step}: the trajectory cut short was imported"
+
+            _rewrite(live, text, 0.6, cut_short)
+            expected = _one_shot(import_swe_agent, live)
+            assert _caught_up(db, expected) == expected, f"step {step}"
+        assert any(event[3] == "metadata.set" and '"exit_status": "submitted"' in event[4] for event in expected)
+    _stopped_cleanly(out, len(expected))
 
 
 def test_a_refused_trajectory_is_reported_once_and_read_again_when_it_changes(tmp_path: Path) -> None:
@@ -48,3 +186,17 @@ def test_a_refused_trajectory_is_reported_once_and_read_again_when_it_changes(tm
     expected = Store(":memory:")
     import_swe_agent(expected, [good, bad])
     assert _events(store) == _events(expected)
+
+
+@pytest.mark.parametrize("tool", ["pi", "swe-agent"])
+def test_follow_and_interval_are_offered_and_checked(tmp_path: Path, tool: str) -> None:
+    """`--follow` and `--interval` are in the command's help, as for claude-code; an interval
+    under 0.05 seconds (or not a number) is a usage error naming it, with no database made."""
+    shown = CliRunner().invoke(cli, ["import", tool, "--help"])
+    assert shown.exit_code == 0 and "--follow" in shown.output and "--interval SECONDS" in shown.output, shown.output
+    assert "Keep running and mirror the" in shown.output and "(Ctrl-C stops)" in shown.output
+    db = tmp_path / "t.db"
+    for interval in ("0.01", "nan", "soon"):
+        refused = CliRunner().invoke(cli, ["--db", str(db), "import", tool, str(tmp_path), "--follow", "--interval", interval])
+        assert refused.exit_code == 2 and "--interval" in refused.output, refused.output
+    assert not db.exists()

@@ -52,7 +52,7 @@ from .demo import build_demo, demo_lines
 from .export import dump_lines, export_all, export_events, export_markdown
 from .importers import ImportSummary, import_claude_code, import_event_files, import_pi, import_swe_agent
 from .importers.claude_code import LIVE_SECONDS
-from .importers.follow import follow_claude_code
+from .importers.follow import follow_claude_code, follow_pi, follow_swe_agent
 from .importers.lines import files_below
 from .interrupt import waking
 from .listing import listing
@@ -1268,11 +1268,38 @@ def _refused_while_following(session: Any, error: StoreError) -> None:
     click.echo(safe(f"refused: {reason}; the other sessions are still followed, and {again}"), err=True)
 
 
+def follow_options(writes: str) -> Callable[[F], F]:
+    """`--follow` and `--interval` for an import of sessions that `writes` (a tool's sessions,
+    as it writes them) while the import runs."""
+    def decorate(func: F) -> F:
+        func = click.option("--interval", type=Seconds(least=0.05), default=0.5, show_default=True,
+                            help="With --follow: seconds between polls.")(func)
+        return click.option("--follow", is_flag=True, help=f"Keep running and mirror the {writes} (Ctrl-C stops).")(func)
+
+    return decorate
+
+
+def _follow(run: Callable[..., ImportSummary], as_json: bool) -> None:
+    """Run a follower (`follow_claude_code`, `follow_pi`, `follow_swe_agent`, given all but its
+    callbacks) until Ctrl-C, printing each poll that added events and each refusal."""
+    def report(summary: ImportSummary) -> None:
+        if summary.added:
+            _committed("the sessions imported so far (the last import added "
+                       f"{summary.added} event(s) from {summary.files} file(s))", "threadlog ls")
+        click.echo(json.dumps(summary.to_json()) if as_json else f"+{summary.added} event(s) ({summary.files} file(s))")
+
+    try:
+        total = run(on_import=report, on_refused=_refused_while_following)
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+        return
+    _print_summary(total, as_json)
+
+
 @import_group.command("claude-code")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
 @click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing the import.")
-@click.option("--follow", is_flag=True, help="Keep running and mirror the sessions as Claude Code writes them (Ctrl-C stops).")
-@click.option("--interval", type=Seconds(least=0.05), default=0.5, show_default=True, help="With --follow: seconds between polls.")
+@follow_options("sessions as Claude Code writes them")
 @json_option
 @with_store("create")
 def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: bool, follow: bool, interval: float, as_json: bool) -> None:
@@ -1292,19 +1319,7 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
     if not follow:
         _check_sessions_found(sources, "Claude Code", given=bool(paths))
     if follow:
-        def report(summary: ImportSummary) -> None:
-            if summary.added:
-                _committed("the sessions imported so far (the last import added "
-                           f"{summary.added} event(s) from {summary.files} file(s))", "threadlog ls")
-            click.echo(json.dumps(summary.to_json()) if as_json else f"+{summary.added} event(s) ({summary.files} file(s))")
-
-        try:
-            total = follow_claude_code(store, sources, interval=interval, skip_bad=skip_bad, on_import=report,
-                                       on_refused=_refused_while_following)
-        except KeyboardInterrupt:
-            click.echo("stopped", err=True)
-            return
-        _print_summary(total, as_json)
+        _follow(functools.partial(follow_claude_code, store, sources, interval=interval, skip_bad=skip_bad), as_json)
         return
     bar, update = _progress("importing")
     if bar is None:
@@ -1347,13 +1362,19 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
 @import_group.command("pi")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing the import.")
+@follow_options("session files as pi writes them")
 @json_option
 @with_store("create")
-def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_json: bool) -> None:
+def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, follow: bool, interval: float, as_json: bool) -> None:
     """Import pi coding agent session files from PATHS (files, or directories searched recursively).
 
     A file changed in the last 10 minutes may be written as it is read: a half-written last line
-    is left for a later import. A directory holding no session file (*.jsonl) at all is refused (exit 2)."""
+    is left for a later import. A directory holding no session file (*.jsonl) at all is refused (exit 2),
+    except with --follow, which keeps running, imports each file again as pi appends to it
+    (a half-written last line waits for the next poll), and waits for sessions to come."""
+    if follow:
+        _follow(functools.partial(follow_pi, store, list(paths), interval=interval, skip_bad=skip_bad), as_json)
+        return
     _check_sessions_found(list(paths), "pi", given=True)
     _print_summary(import_pi(store, list(paths), skip_bad=skip_bad), as_json)
 
@@ -1361,9 +1382,11 @@ def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_j
 @import_group.command("swe-agent")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--skip-bad", is_flag=True, help="Skip a file that cannot be imported (reported) instead of refusing the import.")
+@follow_options("trajectories as SWE-agent rewrites them")
 @json_option
 @with_store("create")
-def import_swe_agent_command(store: Store, paths: tuple[str, ...], skip_bad: bool, as_json: bool) -> None:
+def import_swe_agent_command(store: Store, paths: tuple[str, ...], skip_bad: bool, follow: bool, interval: float,
+                             as_json: bool) -> None:
     """Import SWE-agent trajectory files (.traj) from PATHS (files, or directories searched recursively).
 
     One thread per file, from its `history`: the first system message is the thread's system
@@ -1378,7 +1401,12 @@ def import_swe_agent_command(store: Store, paths: tuple[str, ...], skip_bad: boo
     named, and the others imported); one empty or cut short that changed in the last 10 minutes
     is being written again by SWE-agent, and is left for a later import.
     Replay demos (.yaml) are not trajectories and are not imported.
-    A directory holding no trajectory file (*.traj) at all is refused (exit 2)."""
+    A directory holding no trajectory file (*.traj) at all is refused (exit 2), except with
+    --follow, which keeps running, imports each trajectory again as SWE-agent rewrites it after
+    each step (one read cut short waits for the next poll), and waits for trajectories to come."""
+    if follow:
+        _follow(functools.partial(follow_swe_agent, store, list(paths), interval=interval, skip_bad=skip_bad), as_json)
+        return
     _check_sessions_found(list(paths), "SWE-agent", given=True, pattern="*.traj", noun="trajectory")
     _print_summary(import_swe_agent(store, list(paths), skip_bad=skip_bad), as_json)
 
