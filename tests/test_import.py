@@ -266,6 +266,34 @@ def test_a_pi_session_whose_header_names_no_model_takes_the_model_it_began_with(
         assert json.loads(runner.invoke(cli, ["--db", db, "show", thread, "--json"]).output)["model"] == model
 
 
+def test_a_live_pi_session_whose_model_is_not_written_yet_waits_for_it(tmp_path: Path) -> None:
+    """A pi session of version 2 or later names its model in a `model_change` entry after the
+    header. An import (a follower's, every half second) that read the file as pi had written
+    only the header created the thread without a model, and no later import could give it
+    one: every request of it needed --model."""
+    records = _as_pi_writes_now(_raw(PI))
+    change = next(i for i, r in enumerate(records) if r.get("type") == "model_change")
+    header, model = records[0], records[change]["modelId"]
+    session = tmp_path / "session.jsonl"
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        session.write_text(json.dumps(header) + "\n")
+        waiting = import_pi(store, [session])
+        assert (waiting.added, waiting.threads, waiting.waiting) == (0, 0, 1) and store.threads() == []
+        session.write_text("".join(json.dumps(r) + "\n" for r in records[:change + 1]))
+        assert thread_state(store, import_pi(store, [session]).thread_ids[0]).model == model
+        session.write_text("".join(json.dumps(r) + "\n" for r in records))
+        done = import_pi(store, [session])
+        assert done.waiting == 0 and thread_state(store, done.thread_ids[0]).model == model
+    # Quiet past the time pi could still be writing it, a session with no model is imported as it is.
+    quiet = tmp_path / "quiet.jsonl"
+    quiet.write_text(json.dumps({**header, "id": "quiet"}) + "\n")
+    os.utime(quiet, (time.time() - 3600,) * 2)
+    with Store(db) as store:
+        alone = import_pi(store, [quiet])
+        assert alone.threads == 1 and thread_state(store, alone.thread_ids[0]).model is None
+
+
 def _unhashed(text: str) -> str:
     """`text` without the event hashes it names (which cover each event's source line and file)."""
     return re.sub(r"tl2:[0-9a-f]+", "tl2:", text)

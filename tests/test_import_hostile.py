@@ -331,13 +331,15 @@ def test_pi_directory_search_takes_only_regular_files(tmp_path: Path) -> None:
 # -- values the store refuses in a thread's first event ------------------------------------------
 
 LONE = "\\ud800"  # a lone surrogate, as JSON writes it: Python reads it, UTF-8 cannot hold it
+_PI_HELLO = b'{"type": "message", "id": "e1", "parentId": null, "message": {"role": "user", "content": "hi"}}\n'
 
 
 @pytest.mark.parametrize(("kind", "content", "line"), [
     ("claude-code", jsonl(user_line("u1", "hi", cwd="/home/x")).replace(b"/home/x", f"/home/{LONE}".encode()), 1),
     ("claude-code", jsonl(user_line("u1", "hi"), user_line("u2", "again", "u1", gitBranch="b")).replace(b'"b"', f'"{LONE}"'.encode()), 2),
-    ("pi", _pi_header().replace(b'"/tmp"', f'"/tmp/{LONE}"'.encode()), 1),
-    ("pi", _pi_header().replace(b'"pi-session"', b'"pi-\\u001b[2J"'), 1),
+    # (a first entry after each header: a header alone that names no model waits for pi's model change)
+    ("pi", _pi_header().replace(b'"/tmp"', f'"/tmp/{LONE}"'.encode()) + _PI_HELLO, 1),
+    ("pi", _pi_header().replace(b'"pi-session"', b'"pi-\\u001b[2J"') + _PI_HELLO, 1),
 ], ids=["claude-code-cwd", "claude-code-later-line", "pi-header-cwd", "pi-header-id"])
 def test_a_header_value_the_store_refuses_names_its_line(seeded: Path, tmp_path: Path, kind: str, content: bytes, line: int) -> None:
     path = tmp_path / f"{SESSION_ID}.jsonl"

@@ -1217,7 +1217,8 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
     lines.extend(f"skipped {file}:{line}: {why}" for file, line, why in summary.bad)
     if summary.waiting:
         lines.append(f"still being written, left for a later import: {summary.waiting} (a half-written last line or "
-                     "trajectory, a last response or a sub-agent's file the session does not show complete yet, or a "
+                     "trajectory, a pi header whose model is not written yet, "
+                     "a last response or a sub-agent's file the session does not show complete yet, or a "
                      "response waiting on a tool call)")
         lines.extend(f"  {file}" for file in summary.waiting_files)
     if summary.changed:
@@ -1369,7 +1370,8 @@ def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, foll
     """Import pi coding agent session files from PATHS (files, or directories searched recursively).
 
     A file changed in the last 10 minutes may be written as it is read: a half-written last line
-    is left for a later import. A directory holding no session file (*.jsonl) at all is refused (exit 2),
+    is left for a later import, and so is a header alone that names no model (pi 2 and later
+    write the model change next). A directory holding no session file (*.jsonl) at all is refused (exit 2),
     except with --follow, which keeps running, imports each file again as pi appends to it
     (a half-written last line waits for the next poll), and waits for sessions to come."""
     if follow:

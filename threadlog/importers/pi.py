@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventstore import Store
+from eventstore import Store, ThreadNotFound
 from eventstore.events import is_time
 from eventstore.recorded import short
 
@@ -496,6 +496,14 @@ def _first_model(lines: list[Line]) -> str | None:
     return next((m for m in (*changes, *answers) if isinstance(m, str) and m), None)
 
 
+def _holds(store: Store, thread: str) -> bool:
+    try:
+        store.thread(thread)
+    except ThreadNotFound:
+        return False
+    return True
+
+
 def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | None = None, store: Store | None = None) -> Plan:
     on_bad = on_bad_line(summary, skip_bad)
     # pi appends an entry at a time: a file changed in the last LIVE_SECONDS may be read as its
@@ -557,10 +565,16 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
         if stored:
             own = frozenset((stored[node.id],)) if node.id in stored else frozenset()
             node.held = own.union(*(c.held for c in node.children))
+    model = header["modelId"] if isinstance(header.get("modelId"), str) else _first_model([line for _, line, _, _ in written])
+    if model is None and live and not written and not (store is not None and _holds(store, root_id)):
+        # A header alone, which names no model: the model change pi writes next, as a session
+        # starts, is still to come. Created now, the thread would keep no model (a thread's is
+        # its thread.created's), and every request of it would need --model.
+        summary.wait(str(path))
+        return plan
     summary.files += 1
     info = {k: header[k] for k in ("cwd", "provider", "modelId", "thinkingLevel", "branchedFrom", "version") if k in header}
     created: dict[str, Any] = {"metadata": {"source": TOOL, "sessionId": session, "file": str(path), **info}}
-    model = header["modelId"] if isinstance(header.get("modelId"), str) else _first_model([line for _, line, _, _ in written])
     if model is not None:
         created["model"] = model
 
