@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from threadlog import Store, StoreError, import_pi, import_swe_agent
 from threadlog.cli import cli
-from threadlog.importers.follow import follow_swe_agent
+from threadlog.importers.follow import follow_files
 from tests.procs import ctrl_c, interruptible
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -180,7 +180,7 @@ def test_a_refused_trajectory_is_reported_once_and_read_again_when_it_changes(tm
         return n is None
 
     store = Store(":memory:")
-    follow_swe_agent(store, [runs], interval=0.01, settle=3600, stop=stop,
+    follow_files(store, "swe-agent", [runs], interval=0.01, settle=3600, stop=stop,
                      on_refused=lambda path, error: refused.append((path, str(error))))
     assert [(path, why.split(": ", 1)[0]) for path, why in refused] == [(bad, str(bad))], refused
     expected = Store(":memory:")

@@ -52,7 +52,7 @@ from .demo import build_demo, demo_lines
 from .export import dump_lines, export_all, export_events, export_markdown
 from .importers import ImportSummary, import_claude_code, import_event_files, import_pi, import_swe_agent
 from .importers.claude_code import LIVE_SECONDS
-from .importers.follow import follow_claude_code, follow_pi, follow_swe_agent
+from .importers.follow import follow_claude_code, follow_files
 from .importers.lines import files_below
 from .interrupt import waking
 from .listing import listing
@@ -1281,7 +1281,7 @@ def follow_options(writes: str) -> Callable[[F], F]:
 
 
 def _follow(run: Callable[..., ImportSummary], as_json: bool) -> None:
-    """Run a follower (`follow_claude_code`, `follow_pi`, `follow_swe_agent`, given all but its
+    """Run a follower (`follow_claude_code`, `follow_files`, given all but its
     callbacks) until Ctrl-C, printing each poll that added events and each refusal."""
     def report(summary: ImportSummary) -> None:
         if summary.added:
@@ -1375,7 +1375,7 @@ def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, foll
     except with --follow, which keeps running, imports each file again as pi appends to it
     (a half-written last line waits for the next poll), and waits for sessions to come."""
     if follow:
-        _follow(functools.partial(follow_pi, store, list(paths), interval=interval, skip_bad=skip_bad), as_json)
+        _follow(functools.partial(follow_files, store, "pi", list(paths), interval=interval, skip_bad=skip_bad), as_json)
         return
     _check_sessions_found(list(paths), "pi", given=True)
     _print_summary(import_pi(store, list(paths), skip_bad=skip_bad), as_json)
@@ -1407,7 +1407,7 @@ def import_swe_agent_command(store: Store, paths: tuple[str, ...], skip_bad: boo
     --follow, which keeps running, imports each trajectory again as SWE-agent rewrites it after
     each step (one read cut short waits for the next poll), and waits for trajectories to come."""
     if follow:
-        _follow(functools.partial(follow_swe_agent, store, list(paths), interval=interval, skip_bad=skip_bad), as_json)
+        _follow(functools.partial(follow_files, store, "swe-agent", list(paths), interval=interval, skip_bad=skip_bad), as_json)
         return
     _check_sessions_found(list(paths), "SWE-agent", given=True, pattern="*.traj", noun="trajectory")
     _print_summary(import_swe_agent(store, list(paths), skip_bad=skip_bad), as_json)

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from eventstore import InvalidEvent, Store, StoreError
 
@@ -48,11 +48,6 @@ class Format(Generic[S]):
     find: Callable[[Sequence[Path], Callable[[StoreError], None]], Sequence[S]]
     files: Callable[[S], Sequence[Path]]
     load: Callable[[Store, Sequence[S]], ImportSummary]
-
-
-def _file_format(pattern: str, asks: str, load: Callable[[Store, Sequence[Path]], ImportSummary]) -> Format[Path]:
-    """A format whose session is one file, found as a plain import finds them (`source_files`)."""
-    return Format(asks, lambda sources, unusable: source_files(sources, pattern, asks, unusable), lambda path: [path], load)
 
 
 def follow_claude_code(
@@ -82,8 +77,17 @@ def follow_claude_code(
                   on_import=on_import, on_refused=on_refused, stop=stop)
 
 
-def follow_pi(
+# What each format of one file a session is needs: its file name pattern, what to name instead
+# of a path that names nothing, and its import of files already found.
+_FILE_FORMATS: dict[str, tuple[str, str, Callable[..., ImportSummary]]] = {
+    "pi": (pi.PATTERN, pi.ASKS, pi.import_pi_files),
+    "swe-agent": (swe_agent.PATTERN, swe_agent.ASKS, swe_agent.import_swe_agent_files),
+}
+
+
+def follow_files(
     store: Store,
+    kind: Literal["pi", "swe-agent"],
     paths: Sequence[str | Path],
     *,
     interval: float = 0.5,
@@ -93,33 +97,16 @@ def follow_pi(
     on_refused: Callable[[Path | None, StoreError], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
 ) -> ImportSummary:
-    """Mirror the pi session files under `paths` into `store` until `stop()` returns true
-    (`follow`). pi appends an entry a line at a time: a half-written last line of a file
-    changed in the last `LIVE_SECONDS` waits for a later poll (`pi._plan_file`); one quiet
-    longer is read once more then, and refused if its last line is still not whole."""
-    files = _file_format(pi.PATTERN, pi.ASKS, lambda into, found: pi.import_pi_files(into, found, skip_bad=skip_bad))
-    return follow(store, files, paths, interval=interval, settle=settle, live_within=LIVE_SECONDS,
-                  on_import=on_import, on_refused=on_refused, stop=stop)
-
-
-def follow_swe_agent(
-    store: Store,
-    paths: Sequence[str | Path],
-    *,
-    interval: float = 0.5,
-    settle: float = 5.0,
-    skip_bad: bool = False,
-    on_import: Callable[[ImportSummary], None] | None = None,
-    on_refused: Callable[[Path | None, StoreError], None] | None = None,
-    stop: Callable[[], bool] = lambda: False,
-) -> ImportSummary:
-    """Mirror the SWE-agent trajectories under `paths` into `store` until `stop()` returns
-    true (`follow`). SWE-agent rewrites a trajectory whole, in place, after each step: one
-    read empty or cut short that changed in the last `LIVE_SECONDS` waits for a later poll
-    (`swe_agent._read`); one quiet longer is read once more then, and refused if it is still
-    cut short (a run killed while it wrote)."""
-    files = _file_format(swe_agent.PATTERN, swe_agent.ASKS,
-                         lambda into, found: swe_agent.import_swe_agent_files(into, found, skip_bad=skip_bad))
+    """Mirror the pi session files or the SWE-agent trajectories (`kind`) under `paths` into
+    `store` until `stop()` returns true (`follow`). What a file changed in the last
+    `LIVE_SECONDS` does not show whole waits for a later poll, and a file quiet longer is read
+    once more then, and refused if it is still not whole (a run killed while it wrote):
+    - pi appends an entry a line at a time: a half-written last line waits (`pi._plan_file`);
+    - SWE-agent rewrites a trajectory whole, in place, after each step: one read empty or cut
+      short waits (`swe_agent._read`)."""
+    pattern, asks, load = _FILE_FORMATS[kind]
+    files = Format(asks, lambda sources, unusable: source_files(sources, pattern, asks, unusable), lambda path: [path],
+                   lambda into, found: load(into, found, skip_bad=skip_bad))
     return follow(store, files, paths, interval=interval, settle=settle, live_within=LIVE_SECONDS,
                   on_import=on_import, on_refused=on_refused, stop=stop)
 
