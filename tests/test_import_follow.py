@@ -200,3 +200,12 @@ def test_follow_and_interval_are_offered_and_checked(tmp_path: Path, tool: str) 
         refused = CliRunner().invoke(cli, ["--db", str(db), "import", tool, str(tmp_path), "--follow", "--interval", interval])
         assert refused.exit_code == 2 and "--interval" in refused.output, refused.output
     assert not db.exists()
+
+
+@pytest.mark.parametrize("tool", ["claude-code", "pi", "swe-agent"])
+def test_an_interval_without_follow_is_refused_before_the_database_is_made(tmp_path: Path, tool: str) -> None:
+    """An import run once took `--interval 5` without a word, as if it would poll."""
+    db = tmp_path / "t.db"
+    refused = CliRunner().invoke(cli, ["--db", str(db), "import", tool, str(tmp_path), "--interval", "5"])
+    assert refused.exit_code == 2 and "--interval sets how often --follow polls: give --follow too" in refused.output
+    assert not db.exists()

@@ -20,7 +20,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
 
@@ -1271,11 +1271,19 @@ def _refused_while_following(session: Any, error: StoreError) -> None:
 
 def follow_options(writes: str) -> Callable[[F], F]:
     """`--follow` and `--interval` for an import of sessions that `writes` (a tool's sessions,
-    as it writes them) while the import runs."""
+    as it writes them) while the import runs. `--interval` without `--follow` is refused before
+    the database is opened: the import, run once, would have ignored it without a word."""
     def decorate(func: F) -> F:
-        func = click.option("--interval", type=Seconds(least=0.05), default=0.5, show_default=True,
-                            help="With --follow: seconds between polls.")(func)
-        return click.option("--follow", is_flag=True, help=f"Keep running and mirror the {writes} (Ctrl-C stops).")(func)
+        @functools.wraps(func)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            given = click.get_current_context().get_parameter_source("interval") != click.core.ParameterSource.DEFAULT
+            if given and not kwargs.get("follow"):
+                raise click.UsageError("--interval sets how often --follow polls: give --follow too, or leave --interval out")
+            return func(*args, **kwargs)
+
+        command = click.option("--interval", type=Seconds(least=0.05), default=0.5, show_default=True,
+                               help="With --follow: seconds between polls.")(cast(F, checked))
+        return click.option("--follow", is_flag=True, help=f"Keep running and mirror the {writes} (Ctrl-C stops).")(command)
 
     return decorate
 
