@@ -358,6 +358,15 @@ def _query_words(value: str, how: _Folding) -> str:
             "'([^[:space:]\"])-+', '\\1,', 'g')")
 
 
+# A plain word's phrase is matched by its first 256 parts (the regular expression's repetition
+# takes at most 255). A message's text is a retrieval's query, and one word of it can hold
+# thousands (a CSV line, minified code): the server failed to build a phrase of 20,000 ("stack
+# depth limit exceeded"), and took seconds to match 64 of 10,000. A tsvector holds no position
+# past 16,383, so a longer phrase could not be matched exactly anyway.
+_PHRASE_PARTS = 256
+_FIRST_PARTS = f"^ *((?:[^ ]+ +){{0,{_PHRASE_PARTS - 1}}}[^ ]*)"
+
+
 def _tsv(how: _Folding) -> str:
     """The search table's generated column of words."""
     return f"tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', {_words('text', how)})) STORED"
@@ -1283,9 +1292,10 @@ class PostgresBackend:
         else:
             if not words:
                 return []
-            # Each word a phrase of its parts, as SQLite's quoted words: `foo.py`, `foo` then `py`.
+            # Each word a phrase of its parts, as SQLite's quoted words: `foo.py`, `foo` then `py`;
+            # its first `_PHRASE_PARTS` parts (see there).
             joiner = " || " if match == "any" else " && "
-            phrase = f"phraseto_tsquery('simple', {_words('%s', self._folding)})"
+            phrase = f"phraseto_tsquery('simple', substring({_words('%s', self._folding)} from '{_FIRST_PARTS}'))"
             tsquery, args = "(" + joiner.join([phrase] * len(words)) + ")", list(words)
         where = ["d.tsv @@ q.q"]
         params: list[Any] = [*args]

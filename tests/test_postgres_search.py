@@ -346,3 +346,22 @@ def test_a_server_without_icu_splits_the_words_with_the_databases_own_collation(
             assert [h.offset for h in search(store, "ecole")] == [9]  # the cluster's locale is C.UTF-8
     finally:
         cluster.execute("DROP DATABASE threadlog_no_icu WITH (FORCE)")
+
+
+@pytest.mark.parametrize("match", ["words", "any"])
+def test_a_word_of_thousands_of_parts_is_searched_on_both_backends(tmp_path: Path, match: str) -> None:
+    """A message's text is a retrieval's plain-words query: one word of 20,000 parts (a CSV
+    line, minified code) was one phrase of as many words, which PostgreSQL failed to build
+    ("database error: stack depth limit exceeded"); an `ask` on it failed."""
+    long_word = ",".join(str(n) for n in range(20_000))
+    with Store(tmp_path / "a.db") as lite, Store(postgres_url()) as pg:
+        for store in (lite, pg):
+            t = store.create_thread(title="split", thread_id="split")
+            store.append_message(t, "user", f"the numbers {long_word}", event_id="e0")
+            store.append_message(t, "user", "a ferry to corsica", event_id="e1")
+            search(store, "ferry")  # the index caught up
+        for query in (long_word, f"ferry {long_word}", "x-" * 20_000):
+            hits = {store: sorted(h.offset for h in textindex.search(store, query, match, None, limit=50))
+                    for store in (lite, pg)}
+            assert hits[pg] == hits[lite], (query[:20], match)
+        assert [h.offset for h in textindex.search(pg, long_word, match, None, limit=5)] == [1]
