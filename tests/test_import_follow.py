@@ -209,3 +209,29 @@ def test_an_interval_without_follow_is_refused_before_the_database_is_made(tmp_p
     refused = CliRunner().invoke(cli, ["--db", str(db), "import", tool, str(tmp_path), "--interval", "5"])
     assert refused.exit_code == 2 and "--interval sets how often --follow polls: give --follow too" in refused.output
     assert not db.exists()
+
+
+def test_a_pi_session_file_created_empty_waits_for_its_header(tmp_path: Path) -> None:
+    """pi creates a session file, then writes its header line: the follower read the empty file
+    between the two and refused it ("a pi session file starts with a session header line").
+    Empty and just changed, it waits as a half-written header does; its lines are then imported."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    live = sessions / "session.jsonl"
+    live.touch()
+    header = {"type": "session", "id": "s1", "timestamp": "2025-12-08T22:41:05.306Z", "cwd": "/w"}
+    asked = {"type": "message", "timestamp": "2025-12-08T22:41:06.306Z",
+             "message": {"role": "user", "content": [{"type": "text", "text": "hello"}]}}
+    refused: list[str] = []
+    polls = iter(range(12))
+
+    def stop() -> bool:
+        n = next(polls, None)
+        if n == 6:
+            live.write_text("".join(json.dumps(line) + "\n" for line in (header, asked)))
+        return n is None
+
+    store = Store(":memory:")
+    follow_files(store, "pi", [sessions], interval=0.01, stop=stop, on_refused=lambda path, error: refused.append(str(error)))
+    assert refused == []
+    assert _events(store) == _one_shot(import_pi, live) != []

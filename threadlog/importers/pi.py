@@ -510,7 +510,8 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     # last line is written, which waits for a later import (read as a bad line, it refused the import).
     live = (seen or Seen()).changed_within(path, LIVE_SECONDS)
     lines, end = read_lines(path, on_bad, partial_tail=live, seen=seen)
-    waiting = end < (seen.sizes[path] if seen is not None else path.stat().st_size)
+    # A file still empty is one pi has created and not yet written its header to: it waits too.
+    waiting = end < (seen.sizes[path] if seen is not None else path.stat().st_size) or (live and end == 0)
     if waiting:
         summary.wait(str(path))
     plan = Plan(store=store)
