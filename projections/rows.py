@@ -23,6 +23,7 @@ from eventstore import InvalidEvent, RecordedEvent, Store
 from eventstore.errors import shown
 
 from .injected import injected_by
+from .state import FAILED_RUN
 
 
 @dataclass(slots=True)
@@ -61,8 +62,6 @@ class Row:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
-# How a run that shows ended (one that ended ok is the messages it holds).
-_FAILED = ("error", "cancelled")
 # The end of a message's row id (`:<block>`); an event of one row whose own id ends so is told apart.
 _BLOCK_SUFFIX = re.compile(r":[0-9]+\Z")
 
@@ -131,7 +130,7 @@ class _Fold:
             self.rows[base["id"]] = Row(kind="interrupt", text=data.get("question"), interrupt_id=data["interrupt_id"],
                                         status="pending", **base)
             self.interrupts[data["interrupt_id"]] = base["id"]
-        elif event.type == "run.finished" and data.get("status") in _FAILED:
+        elif event.type == "run.finished" and data.get("status") in FAILED_RUN:
             base = _base(event)
             self.rows[base["id"]] = Row(kind="run", text=data.get("error"), status=data["status"], **base)
         elif event.type == "compaction.recorded" and "through_offset" in data:

@@ -45,6 +45,8 @@ from . import snapshots
 from .dropped import Drop, Located, fork_drops, locate, without_dropped
 
 PROJECTION = "thread_state"
+# How a run ends when it shows as one in rows and transcripts (one that ended ok is the messages it holds).
+FAILED_RUN = ("error", "cancelled")
 # Bump whenever the fold's output or its serialized form changes: old snapshots are ignored.
 VERSION = 4  # 2: a dropped tool call is kept with its fork's offset (dropped.py);
 # 3: saved with the fold's key order (a version 2 state had its keys sorted); 4: the last run's end

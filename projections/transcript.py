@@ -54,7 +54,7 @@ from eventstore.ranges import check_index, segments
 from .atomic import write_atomically
 from .dropped import Drop, Located, fork_drops, locate
 from .injected import injected_by
-from .state import fork_note
+from .state import FAILED_RUN, fork_note
 
 MAX_BYTES = 512 * 1024
 MAX_MESSAGE_BYTES = 16 * 1024
@@ -295,7 +295,7 @@ def transcript(
         section: str | None
         if event.type == "compaction.recorded" and "through_offset" in data:
             section = _compaction(data["through_offset"], str(data.get("summary", "")))
-        elif event.type == "run.finished" and data.get("status") in ("error", "cancelled"):
+        elif event.type == "run.finished" and data.get("status") in FAILED_RUN:
             section = _run_ended(str(data["status"]), str(data.get("error") or ""))
         elif event.type == "message.appended":
             content = data.get("content") or []
