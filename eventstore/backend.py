@@ -155,6 +155,28 @@ def doc_pieces(text: str) -> Iterator[str]:
 # A scope for a search: (stream, lo, hi), the stream's own offsets lo..hi-1 (no bound if None).
 Scope = tuple[str, int, int | None]
 
+# An upper bound no offset reaches: one query shape whether or not a range is bounded.
+NO_BOUND = 2**62
+
+
+def hit_filters(mark: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None) -> tuple[list[str], list[Any]] | None:
+    """The conditions on a search's documents as `d` (and their parameters, `mark` the driver's
+    placeholder) that keep its hits within `scope` and to `role` and `tool` (None: any); None
+    when the scope is empty, so nothing can be found."""
+    where: list[str] = []
+    params: list[Any] = []
+    if scope is not None:
+        if not scope:
+            return None
+        where.append("(" + " OR ".join(f'(d.stream_id = {mark} AND d."offset" >= {mark} AND d."offset" < {mark})' for _ in scope) + ")")
+        for stream_id, lo, hi in scope:
+            params += (stream_id, lo, NO_BOUND if hi is None else hi)
+    for column, value in (("role", role), ("tool", tool)):
+        if value is not None:
+            where.append(f"d.{column} = {mark}")
+            params.append(value)
+    return where, params
+
 
 # The longest document whose snippet the engine makes (FTS5's `snippet`; PostgreSQL's backend
 # makes none). Its cost grows with the square of the matches in one document: FTS5 took 76 s

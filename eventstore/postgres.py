@@ -95,7 +95,7 @@ from psycopg.copy import LibpqWriter
 
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       doc_pieces,
-                      StoredSnapshot, StreamRow, chain_order, forks_at_query, prefix_query, query_words)
+                      NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, query_words)
 from .errors import (Deadlocked, KeyClash, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, first_line,
                      unsendable)
 from .urls import safe_url, without_passwords as _without_passwords
@@ -598,8 +598,6 @@ def _encoded(values: Sequence[Any]) -> tuple[list[bytes | None], list[int]]:
     return data, formats
 
 
-# An upper bound no offset reaches: one query shape whether or not a range is bounded.
-_NO_BOUND = 2**62
 # Rows read per round trip when a read is streamed.
 _PAGE = 2000
 # Names of server-side cursors (several may be open at once on one connection).
@@ -950,7 +948,7 @@ class PostgresBackend:
         where = "" if forks else " AND parent_id IS NULL"
         rows = self.conn.execute(
             f"SELECT {STREAM_COLUMNS} FROM streams WHERE last_position < %s{where} ORDER BY last_position DESC LIMIT %s",
-            (_NO_BOUND if before is None else before, limit),
+            (NO_BOUND if before is None else before, limit),
         ).fetchall()
         return [_new(StreamRow, r) for r in rows]
 
@@ -960,7 +958,7 @@ class PostgresBackend:
         row = self.conn.execute(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = %s AND "offset" >= %s AND "offset" < %s '
             f'AND type IN {_TITLE_TYPES} ORDER BY "offset" DESC LIMIT 1',
-            (stream_id, lo, _NO_BOUND if hi is None else hi),
+            (stream_id, lo, NO_BOUND if hi is None else hi),
         ).fetchone()
         return _new(EventRow, row) if row else None
 
@@ -970,7 +968,7 @@ class PostgresBackend:
         row = self.conn.execute(
             'SELECT count(*) FROM events WHERE stream_id = %s AND "offset" >= %s AND "offset" < %s '
             + ("AND (type = %s OR type_name = %s)" if type_ in TYPE_CODES else "AND type_name = %s"),  # see packing.TYPE_CODES
-            (stream_id, lo, _NO_BOUND if hi is None else hi, *((TYPE_CODES[type_], type_) if type_ in TYPE_CODES else (type_,))),
+            (stream_id, lo, NO_BOUND if hi is None else hi, *((TYPE_CODES[type_], type_) if type_ in TYPE_CODES else (type_,))),
         ).fetchone()
         return int(row[0]) if row else 0
 
@@ -1087,7 +1085,7 @@ class PostgresBackend:
         return self._paged(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = %s AND "offset" < %s AND "offset" > %s '
             'ORDER BY "offset" LIMIT %s',
-            (stream_id, _NO_BOUND if hi is None else hi, lo - 1, None), EventRow, 2,
+            (stream_id, NO_BOUND if hi is None else hi, lo - 1, None), EventRow, 2,
         )
 
     @_absent(lambda: iter(()))
@@ -1095,7 +1093,7 @@ class PostgresBackend:
         return self._paged(
             f'SELECT "offset", {_TYPE}, schema_version, data FROM events WHERE stream_id = %s AND "offset" < %s '
             'AND "offset" > %s ORDER BY "offset" LIMIT %s',
-            (stream_id, _NO_BOUND if hi is None else hi, lo - 1, None), tuple, 0,
+            (stream_id, NO_BOUND if hi is None else hi, lo - 1, None), tuple, 0,
         )
 
     def all_events(self, after: int, limit: int | None, whole: bool = False) -> Iterator[EventRow]:
@@ -1127,7 +1125,7 @@ class PostgresBackend:
     @_absent(lambda: None)
     @_translated
     def redacted_since(self, stream_id: str, lo: int, hi: int | None, after: int) -> tuple[int, int] | None:
-        bounds = (stream_id, lo, _NO_BOUND if hi is None else hi)
+        bounds = (stream_id, lo, NO_BOUND if hi is None else hi)
         if after > 0:
             row = self.conn.execute(
                 f"SELECT t.position, r.position FROM events r JOIN events t ON t.position = ({_jsonb('r.data')}->>'position')::bigint "
@@ -1297,20 +1295,10 @@ class PostgresBackend:
             joiner = " || " if match == "any" else " && "
             phrase = f"phraseto_tsquery('simple', substring({_words('%s', self._folding)} from '{_FIRST_PARTS}'))"
             tsquery, args = "(" + joiner.join([phrase] * len(words)) + ")", list(words)
-        where = ["d.tsv @@ q.q"]
-        params: list[Any] = [*args]
-        if scope is not None:
-            if not scope:
-                return []
-            where.append("(" + " OR ".join('(d.stream_id = %s AND d."offset" >= %s AND d."offset" < %s)' for _ in scope) + ")")
-            for stream_id, lo, hi in scope:
-                params += (stream_id, lo, _NO_BOUND if hi is None else hi)
-        if role is not None:
-            where.append("d.role = %s")
-            params.append(role)
-        if tool is not None:
-            where.append("d.tool = %s")
-            params.append(tool)
+        filters = hit_filters("%s", scope, role, tool)
+        if filters is None:
+            return []
+        where, params = ["d.tsv @@ q.q", *filters[0]], [*args, *filters[1]]
         # One hit a document: a text indexed in `doc_pieces` matched once a piece, and a long
         # event filled the hits with copies of itself (its best piece is kept). The pieces name
         # no document of their own: those of an event alike in kind, role and tool are one hit.

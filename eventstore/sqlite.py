@@ -33,7 +33,7 @@ from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 import sqlite_utils
 
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
-                      StoredSnapshot, StreamRow, chain_order, forks_at_query, prefix_query, query_words)
+                      NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
 from .errors import (OldPagesKept, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
                      shown, unsendable)
@@ -942,7 +942,7 @@ class SQLiteBackend:
         query = (f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_recency "
                  f"WHERE (parent_id IS NULL) = ?1 AND recency <= (?2 - 1) >> {RECENCY_SHIFT} AND last_position < ?2 "
                  "ORDER BY recency DESC, last_position DESC LIMIT ?3")
-        bounds = (_NO_BOUND if before is None else before, -1 if limit is None else limit)
+        bounds = (NO_BOUND if before is None else before, -1 if limit is None else limit)
         rows: list[StreamRow] = [_new(StreamRow, r) for r in self._fetch(query, (1, *bounds))]
         if forks:
             rows += [_new(StreamRow, r) for r in self._fetch(query, (0, *bounds))]
@@ -957,7 +957,7 @@ class SQLiteBackend:
         row = self.conn.execute(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? '
             f'AND type IN {_TITLE_TYPES} AND type != {_MESSAGE} ORDER BY "offset" DESC LIMIT 1',
-            (stream_id, lo, _NO_BOUND if hi is None else hi),
+            (stream_id, lo, NO_BOUND if hi is None else hi),
         ).fetchone()
         return _new(EventRow, row) if row else None
 
@@ -966,7 +966,7 @@ class SQLiteBackend:
         """Through `events_other` only: messages are the stream's own events in the range (its
         offsets have no gaps: base..head-1) less the others."""
         others = (f'SELECT count(*) FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? AND type != {_MESSAGE}')
-        bounds = (stream_id, lo, _NO_BOUND if hi is None else hi)
+        bounds = (stream_id, lo, NO_BOUND if hi is None else hi)
         if type_ != "message.appended":
             # IN: a type given a code after a file stored it as text is held both ways (packing.TYPE_CODES).
             return int(self.conn.execute(others + " AND type IN (?, ?)", (*bounds, pack_type(type_), type_)).fetchone()[0])
@@ -1072,7 +1072,7 @@ class SQLiteBackend:
         cursor = self.conn.execute(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? '
             'ORDER BY "offset"',
-            (stream_id, lo, _NO_BOUND if hi is None else hi),
+            (stream_id, lo, NO_BOUND if hi is None else hi),
         )
         return self._rows(cursor, EventRow)
 
@@ -1082,7 +1082,7 @@ class SQLiteBackend:
         cursor = self.conn.execute(
             f'SELECT "offset", {_type("type")}, schema_version, data FROM events WHERE stream_id = ? AND "offset" >= ? '
             'AND "offset" < ? ORDER BY "offset"',
-            (stream_id, lo, _NO_BOUND if hi is None else hi),
+            (stream_id, lo, NO_BOUND if hi is None else hi),
         )
         return self._rows(cursor, tuple)
 
@@ -1328,20 +1328,10 @@ class SQLiteBackend:
 
     def _search(self, fts_query: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None,
                 limit: int) -> list[HitRow]:
-        where = ["search_fts MATCH ?"]
-        args: list[Any] = [fts_query]
-        if scope is not None:
-            if not scope:
-                return []
-            where.append("(" + " OR ".join('(d.stream_id = ? AND d."offset" >= ? AND d."offset" < ?)' for _ in scope) + ")")
-            for stream_id, lo, hi in scope:
-                args += (stream_id, lo, _NO_BOUND if hi is None else hi)
-        if role is not None:
-            where.append("d.role = ?")
-            args.append(role)
-        if tool is not None:
-            where.append("d.tool = ?")
-            args.append(tool)
+        filters = hit_filters("?", scope, role, tool)
+        if filters is None:
+            return []
+        where, args = ["search_fts MATCH ?", *filters[0]], [fts_query, *filters[1]]
         rows = self.conn.execute(
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
             f"coalesce(json_extract(e.meta, '$.occurred_at'), {_time('e.recorded_at')}), d.text, "
@@ -1395,8 +1385,6 @@ class SQLiteBackend:
         return (StoredSnapshot(*row) for row in rows)
 
 
-# An upper bound no offset reaches: one query shape whether or not a range is bounded.
-_NO_BOUND = 2**62
 
 
 def _fts_words(text: str, joiner: str) -> str:
