@@ -1147,7 +1147,7 @@ class SQLiteBackend:
         With `after` > 0 only the redactions recorded since then are read (usually none);
         with 0, the stream's range is scanned.
         """
-        bounds = (stream_id, lo, 2**62 if hi is None else hi)
+        bounds = (stream_id, lo, NO_BOUND if hi is None else hi)
         if after > 0:
             row = self.conn.execute(
                 "SELECT t.position, r.position FROM events r "
