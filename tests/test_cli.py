@@ -444,3 +444,24 @@ def test_a_database_in_memory_is_refused_by_the_cli(command: list[str]) -> None:
         assert result.exit_code == 2 and "--db :memory: names a database that is gone when the command exits" in result.stderr, (
             args, result.output)
         assert result.stdout == ""
+
+
+def test_fork_retrieval_help_says_what_the_requests_carry(run) -> None:  # type: ignore[no-untyped-def]
+    """`--retrieval` said "when the model is told to consult the parent's transcript"; what it
+    chooses is which requests carry the parent's passages a search finds relevant (the fork note,
+    which tells the model where the transcript is, is the same whatever it says)."""
+    t = run("new", "--model", "claude-test-1").strip()
+    run("append", t, "--role", "user", "--text", "When does the ferry to Corsica leave?")
+    run("append", t, "--role", "assistant", "--text", "At 9:00 from Nice.")
+    notes = {}
+    for mode in ("first-turn", "off"):
+        fork = run("fork", t, "--context", "note", "--retrieval", mode).strip()
+        run("append", fork, "--role", "user", "--text", "The ferry again?")
+        notes[mode] = [block["text"] for block in json.loads(run("request", fork))["messages"][0]["content"]]
+    assert notes["first-turn"][0] == notes["off"][0]  # the same fork note
+    assert any("When does the ferry to Corsica leave?" in text for text in notes["first-turn"][1:])
+    assert not any("Corsica" in text for text in notes["off"][1:])
+    shown = " ".join(CliRunner().invoke(cli, ["fork", "--help"], terminal_width=1000).output.split())
+    said = shown.split("--retrieval [per-turn|first-turn|off]", 1)[1].split("[default: off]", 1)[0]
+    assert "passages of the parent's history" in said and "user message" in said, said
+    assert "told to consult" not in said, said

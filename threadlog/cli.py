@@ -630,7 +630,9 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
 @click.option("--context", type=click.Choice(["full", "note"]), default="full", show_default=True,
               help="full: the parent's messages; note: one fork note pointing at the transcript.")
 @click.option("--retrieval", type=click.Choice(["per-turn", "first-turn", "off"]), default="off", show_default=True,
-              help="With --context note: when the model is told to consult the parent's transcript.")
+              help="With --context note: which requests also carry the passages of the parent's history (below the "
+                   "fork point) a search finds most relevant to the turn's user message: every turn's, the first "
+                   "turn's only, or none.")
 @click.option("--unanswered", type=click.Choice(["refuse", "drop", "keep"]), default="refuse", show_default=True,
               help="Tool calls waiting for a result at the fork point: refuse the fork, drop them from its view, "
                    "or keep them waiting in the fork (its next message may answer them).")
