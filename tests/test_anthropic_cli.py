@@ -340,6 +340,12 @@ def test_sub_agents_run_report_back_and_the_parent_goes_on(tmp_path: Path, api: 
     (tmp_path / "call.json").write_text(json.dumps(call))
     assert threadlog("append", t, "--role", "assistant", "--content", str(tmp_path / "call.json"), db=db).returncode == 0
     kids = threadlog("fan-out", t, "Find a hotel.", "Check the weather.", db=db).stdout.split()
+    # Asked on before its sub-agents report, the parent is refused, untouched: ask cannot answer
+    # the Agent call (it closed it as failed, with advice for Python callers).
+    head = threadlog("log", t, "--json", db=db).stdout
+    early = threadlog("ask", t, db=db, env=env)
+    assert early.returncode == 1 and "toolu_1" in early.stderr and "`report`" in early.stderr, early.stderr
+    assert "run_turn" not in early.stderr and threadlog("log", t, "--json", db=db).stdout == head and not api.requests
     for kid, answer in zip(kids, ("Hotel Carlton, 90 EUR.", "Sunny, 22 C.")):
         api.reply_json(message([{"type": "text", "text": answer}]))
         ran = threadlog("ask", kid, db=db, env=env)

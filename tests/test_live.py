@@ -236,6 +236,29 @@ def test_a_tool_that_raises_becomes_an_error_result_and_ends_the_run(mem: Store,
     validate_request(anthropic_request(mem, t))  # every tool_use has its result
 
 
+def test_a_waiting_call_no_tool_answers_is_refused_before_the_run_starts(mem: Store, api: MessagesAPI) -> None:
+    """Continuing a thread whose tool call waits, with no callable of its name, closed the call as
+    failed (a sub-agent's, which its report answers later, included); now nothing is written."""
+    t = thread(mem)
+    mem.append_message(t, "user", "Weather in Lyon?")
+    mem.append_message(t, "assistant", [use("tu_1", city="Lyon")])
+    before = mem.head(t)
+    with pytest.raises(InvalidEvent, match="waits on the result of tool call 'tu_1' \\('weather'\\)"):
+        run_turn(mem, t, None, client(api), tools={"other": lambda: "x"})
+    assert mem.head(t) == before and not api.requests
+    api.reply_json(message(text("Sunny.")))
+    assert run_turn(mem, t, None, client(api), tools={"weather": lambda city: "sunny"}).status == "ok"
+
+
+def test_a_call_of_a_tool_the_turn_lacks_tells_the_model_it_is_not_available(mem: Store, api: MessagesAPI) -> None:
+    t = thread(mem)
+    api.reply_json(message([use("tu_1", city="Lyon")], "tool_use"))
+    turn = run_turn(mem, t, "Weather?", client(api))
+    assert turn.status == "error" and turn.error == "the model called tool 'weather', which no tool given to this turn runs"
+    (result,) = mem.event_at(t, 4).data["content"]
+    assert result == {"type": "tool_result", "tool_use_id": "tu_1", "content": "tool 'weather' is not available", "is_error": True}
+
+
 def test_ctrl_c_in_a_tool_cancels_the_run_and_propagates(mem: Store, api: MessagesAPI) -> None:
     t = thread(mem)
     api.reply_json(message([use("tu_1", city="Lyon")], "tool_use"))

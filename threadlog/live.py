@@ -169,6 +169,8 @@ def run_turn(
     while True:  # the checks and the run's start, against one head: two turns never both start
         seen = store.head(thread)
         state, asked, waiting = _startable(store, thread, user_content, model, max_tokens, _interleaved(client))
+        answers = _answers(store, thread, asked) if waiting else {}
+        _refuse_unanswerable(thread, waiting, tools, answers)
         started = {"type": "run.started", "data": {"run_id": turn.run_id}}
         asking = [] if user_content is None else [{"type": "message.appended", "data": {"role": "user", "content": user_content}}]
         try:
@@ -178,8 +180,7 @@ def run_turn(
             continue  # another writer moved the thread since it was read (another turn starting?): judged again
     try:
         options = _Options(model, max_tokens, retrieval, extra_tools(state.tools, tools))
-        return _run(store, turn, head, client, options, tools, stream, on_text, max_rounds,
-                    _answers(store, thread, asked) if waiting else {}, waiting)
+        return _run(store, turn, head, client, options, tools, stream, on_text, max_rounds, answers, waiting)
     except BaseException as error:  # Ctrl-C, or a bug: close the run, then let it go on
         if not turn.closed:
             try:
@@ -240,6 +241,18 @@ def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
     if user_content is None and not waiting and (last is None or last.role == "assistant"):
         raise InvalidEvent("user_content", f"thread {thread!r} has nothing to continue; pass the user's message")
     return state, asked, waiting
+
+
+def _refuse_unanswerable(thread: str, waiting: list[Json], tools: Mapping[str, Tool] | None, answers: Mapping[str, Any]) -> None:
+    """Refuse, before the run starts, to continue a thread whose waiting tool call neither a
+    resolved interrupt nor a callable in `tools` answers: the turn would record an error result
+    for it (a fan-out's sub-agent call, answered by its report, was closed as failed so)."""
+    for use in waiting:
+        name = use.get("name", "")
+        if use.get("id") not in answers and name not in (tools or {}):
+            raise InvalidEvent("tools", f"thread {thread!r} waits on the result of tool call {named(use.get('id'))} "
+                               f"({named(name)}), which no tool given to this turn runs: answer it first (append its "
+                               "tool_result; a sub-agent fork's with `report`), or pass a callable of that name in tools")
 
 
 def _blank(content: str | list[Json] | None) -> bool:
@@ -608,10 +621,9 @@ def _run_tools(
             results.append(_result(tool_use_id, answers[tool_use_id]))
             continue
         fn = (tools or {}).get(name)
-        if fn is None:
-            text = f"no callable for tool {name!r}; pass tools={{{name!r}: fn}} to run_turn"
-            results.append(_result(tool_use_id, text, True))
-            failure = failure or text
+        if fn is None:  # one the model called in this turn (a waiting one is refused before: `_refuse_unanswerable`)
+            results.append(_result(tool_use_id, f"tool {name!r} is not available", True))
+            failure = failure or f"the model called tool {name!r}, which no tool given to this turn runs"
             continue
         try:
             arguments = use.get("input") or {}
