@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -81,7 +83,7 @@ def _follower(tool: str, db: Path, directory: Path, out: dict[str, str]) -> Iter
 def _stopped_cleanly(out: dict[str, str], total: int) -> None:
     """The follower stopped at Ctrl-C as `import claude-code --follow` does (exit 0, `stopped`),
     refused nothing, and reported each poll that added events: `total` in all."""
-    assert out["returncode"] == "0" and out["stderr"].splitlines()[-1:] == ["stopped"], out["stderr"]
+    assert out["returncode"] == "0" and out["stderr"].splitlines()[-1:] == [f"stopped: {total} event(s) imported in all"], out["stderr"]
     assert "refused" not in out["stderr"] and "Traceback" not in out["stderr"], out["stderr"]
     reported = [line for line in out["stdout"].splitlines() if line.startswith("+")]
     assert reported and sum(int(line[1:].split(" ", 1)[0]) for line in reported) == total, out["stdout"]
@@ -235,3 +237,117 @@ def test_a_pi_session_file_created_empty_waits_for_its_header(tmp_path: Path) ->
     follow_files(store, "pi", [sessions], interval=0.01, stop=stop, on_refused=lambda path, error: refused.append(str(error)))
     assert refused == []
     assert _events(store) == _one_shot(import_pi, live) != []
+
+
+# Followers under the conditions they meet where they run: two at once, a directory removed or
+# locked, a trajectory replaced, a service manager's SIGTERM. Real processes, fixture files.
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TRAJECTORIES = sorted((FIXTURES / "swe-agent").glob("*.traj"))
+PI_HEAD = FIXTURES / "pi" / "large-session-head.jsonl"
+CC_SESSIONS = sorted((FIXTURES / "claude-code").glob("-*/*.jsonl"))
+# The line Claude Code writes as a turn ends: what the session held before it is complete.
+_TURN_OVER = {"type": "system", "subtype": "turn_duration", "durationMs": 1000, "parentUuid": None}
+
+
+def _follow_command(tool: str, db: Path, directory: Path, interval: str = "0.05") -> list[str]:
+    return [sys.executable, "-m", "threadlog", "--db", str(db), "import", tool, "--follow", "--interval", interval, str(directory)]
+
+
+def _write_steps(tool: str, directory: Path) -> None:
+    """Write `tool`'s sessions into `directory` as the tool does, a few at a time: SWE-agent
+    rewrites each trajectory whole after each step, pi and Claude Code append line by line."""
+    if tool == "swe-agent":
+        for source in TRAJECTORIES:
+            trajectory = json.loads(source.read_text(encoding="utf-8"))
+            history = trajectory["history"]
+            for step in [n for n in range(1, len(history)) if history[n]["role"] == "assistant"][::2]:
+                (directory / source.name).write_text(json.dumps({**trajectory, "history": history[:step], "info": {}}))
+                time.sleep(0.02)
+            (directory / source.name).write_text(json.dumps(trajectory))
+        return
+    if tool == "pi":
+        lines = PI_HEAD.read_bytes().splitlines(keepends=True)
+        header = json.loads(lines[0])
+        sessions = [(f"s{n}.jsonl", [json.dumps({**header, "id": f"session-{n}"}).encode() + b"\n", *lines[1:]]) for n in range(3)]
+    else:
+        sessions = [(f"{source.parent.name}/{source.name}",
+                     [*source.read_bytes().splitlines(keepends=True), json.dumps({**_TURN_OVER, "uuid": f"over-{source.stem}"})
+                      .encode() + b"\n"]) for source in CC_SESSIONS]
+    for name, content in sessions:
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        with (directory / name).open("ab") as writer:
+            for n in range(0, len(content), 8):
+                writer.write(b"".join(content[n:n + 8]))
+                writer.flush()
+                time.sleep(0.005)
+
+
+def _one_shot_of(tool: str, directory: Path) -> Held:
+    from threadlog import import_claude_code
+    importer = {"claude-code": import_claude_code, "pi": import_pi, "swe-agent": import_swe_agent}[tool]
+    return _one_shot(importer, directory)
+
+
+def _verified(db: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "threadlog", "--db", str(db), "verify"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("ok: "), done.stdout + done.stderr
+
+
+def _reported(stdout: str) -> int:
+    """The events a follower's progress lines (`+N event(s) (M file(s))`) say it added."""
+    return sum(int(line[1:].split(" ", 1)[0]) for line in stdout.splitlines() if line.startswith("+"))
+
+
+@pytest.mark.parametrize("tool", ["claude-code", "pi", "swe-agent"])
+def test_two_followers_of_one_directory_store_each_event_once(tmp_path: Path, tool: str) -> None:
+    """A second follower started by mistake (or a service restarted while the old one lingers),
+    on the same database and directory: neither fails, each event is stored once, what the two
+    say they added is every event once, and the store verifies, each session whole."""
+    sources, db = tmp_path / "sources", tmp_path / "f.db"
+    sources.mkdir()
+    procs = [interruptible(_follow_command(tool, db, sources), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    try:
+        time.sleep(0.5)
+        _write_steps(tool, sources)
+        expected = _one_shot_of(tool, sources)
+        assert _caught_up(db, expected, timeout=8) == expected
+    finally:
+        said = [ctrl_c(proc) for proc in procs]
+    for proc, (out, err) in zip(procs, said):
+        assert proc.returncode == 0 and "Traceback" not in err and "refused" not in err, err
+    assert len(expected) > 40 and len({event[2] for event in expected}) == len(expected)
+    assert sum(_reported(out) for out, _ in said) == len(expected), said
+    totals = [int(err.splitlines()[-1].split()[1]) for _, err in said]
+    assert sum(totals) == len(expected), said
+    _verified(db)
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 0), (signal.SIGTERM, 128 + signal.SIGTERM)],
+                         ids=["sigint", "sigterm"])
+def test_a_stopped_follower_exits_promptly_and_says_what_it_imported(tmp_path: Path, signum: int, status: int) -> None:
+    """Ctrl-C printed only `stopped`, and SIGTERM (a service manager's stop) exited 0 as if the
+    follower had ended of itself. Both stop it within a poll whatever --interval is (here
+    30 seconds), and it says how many events it imported in all; Ctrl-C exits 0, SIGTERM
+    128 + 15, as a shell reports it. The store verifies."""
+    runs, db = tmp_path / "runs", tmp_path / "f.db"
+    runs.mkdir()
+    for source in TRAJECTORIES:
+        shutil.copy(source, runs / source.name)
+    expected = _one_shot_of("swe-agent", runs)
+    proc = interruptible(_follow_command("swe-agent", db, runs, interval="30"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert _caught_up(db, expected, timeout=8) == expected
+        time.sleep(0.3)  # waiting for its next poll, 30 seconds away
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=3)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == status, err
+    assert err.splitlines() == [f"stopped: {len(expected)} event(s) imported in all"], err
+    assert _reported(out) == len(expected)
+    _verified(db)
+

@@ -1290,21 +1290,53 @@ def follow_options(writes: str) -> Callable[[F], F]:
     return decorate
 
 
+# How often a follower waiting for its next poll looks whether a signal asked it to stop.
+_STOP_CHECK = 0.05
+
+
 def _follow(run: Callable[..., ImportSummary], as_json: bool) -> None:
-    """Run a follower (`follow_claude_code`, `follow_files`, given all but its
-    callbacks) until Ctrl-C, printing each poll that added events and each refusal."""
+    """Run a follower (`follow_claude_code`, `follow_files`, given all but its callbacks)
+    until Ctrl-C, SIGTERM or SIGHUP, printing each poll that added events and each refusal.
+
+    A signal stops it once the poll under way is written, so a session is not left part
+    imported (within `_STOP_CHECK` seconds when it waits, whatever --interval is); a second one
+    stops it at once, what is being written rolled back. It then says how many events it
+    imported in all (Ctrl-C said only `stopped`) and exits as a shell reports the signal that
+    stopped it, but 0 for Ctrl-C, its usual way out (and SIGTERM exited 0 too, a service
+    manager unable to tell a stop it asked for from one that went wrong)."""
+    added = 0
+    signals: list[int] = []
+
     def report(summary: ImportSummary) -> None:
+        nonlocal added
+        added += summary.added
         if summary.added:
             _committed("the sessions imported so far (the last import added "
                        f"{summary.added} event(s) from {summary.files} file(s))", "threadlog ls")
         click.echo(json.dumps(summary.to_json()) if as_json else f"+{summary.added} event(s) ({summary.files} file(s))")
 
+    def asked(signum: int, frame: Any) -> None:
+        if signals:  # asked again: stop now
+            raise KeyboardInterrupt if signum == signal.SIGINT else _Stopped(signum)
+        signals.append(signum)
+
+    def pause(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not signals and (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, _STOP_CHECK))
+
     try:
-        total = run(on_import=report, on_refused=_refused_while_following)
+        with handled((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), asked):
+            run(on_import=report, on_refused=_refused_while_following,
+                stop=lambda: bool(signals), pause=pause)
     except KeyboardInterrupt:
-        click.echo("stopped", err=True)
-        return
-    _print_summary(total, as_json)
+        pass  # the second signal (the first is in `signals`)
+    except StoreError as error:  # the database itself (a full disk): what was imported before stays
+        error.add_note(f"{added} event(s) were imported before it, and are kept")
+        raise
+    click.echo(f"stopped: {added} event(s) imported in all", err=True)
+    if signals and signals[0] != signal.SIGINT:
+        sys.exit(128 + signals[0])
 
 
 @import_group.command("claude-code")

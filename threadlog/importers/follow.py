@@ -61,6 +61,7 @@ def follow_claude_code(
     on_import: Callable[[ImportSummary], None] | None = None,
     on_refused: Callable[[Session | None, StoreError], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
+    pause: Callable[[float], None] = time.sleep,
 ) -> ImportSummary:
     """Mirror the Claude Code sessions under `paths` into `store` until `stop()` returns true
     (`follow`).
@@ -74,7 +75,7 @@ def follow_claude_code(
     claude_code = Format(ASKS, discover, lambda session: session.files,
                          lambda into, sessions: import_sessions(into, sessions, skip_bad=skip_bad, live_within=live_within))
     return follow(store, claude_code, paths, interval=interval, settle=settle, live_within=live_within,
-                  on_import=on_import, on_refused=on_refused, stop=stop)
+                  on_import=on_import, on_refused=on_refused, stop=stop, pause=pause)
 
 
 # What each format of one file a session is needs: its file name pattern, what to name instead
@@ -96,6 +97,7 @@ def follow_files(
     on_import: Callable[[ImportSummary], None] | None = None,
     on_refused: Callable[[Path | None, StoreError], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
+    pause: Callable[[float], None] = time.sleep,
 ) -> ImportSummary:
     """Mirror the pi session files or the SWE-agent trajectories (`kind`) under `paths` into
     `store` until `stop()` returns true (`follow`). What a file changed in the last
@@ -108,7 +110,7 @@ def follow_files(
     files = Format(asks, lambda sources, unusable: source_files(sources, pattern, asks, unusable), lambda path: [path],
                    lambda into, found: load(into, found, skip_bad=skip_bad))
     return follow(store, files, paths, interval=interval, settle=settle, live_within=LIVE_SECONDS,
-                  on_import=on_import, on_refused=on_refused, stop=stop)
+                  on_import=on_import, on_refused=on_refused, stop=stop, pause=pause)
 
 
 def follow(
@@ -122,6 +124,7 @@ def follow(
     on_import: Callable[[ImportSummary], None] | None,
     on_refused: Callable[[S | None, StoreError], None] | None,
     stop: Callable[[], bool],
+    pause: Callable[[float], None] = time.sleep,
 ) -> ImportSummary:
     """Mirror the sessions of format `source` under `paths` into `store` until `stop()`
     returns true. A session is imported again when one of its files changes, once more when
@@ -135,7 +138,10 @@ def follow(
     file stopped the mirror of every session. A refused session is tried again when its
     files change. So is what the search finds unusable (a directory it may not read, a file
     whose name makes no id), passed with the session `None`. A file or directory removed
-    while it is read (a tool deleting old sessions) is passed over. Returns the total.
+    while it is read (a tool deleting old sessions) is passed over.
+
+    Between polls the follower waits with `pause(interval)`: a caller stopping it from a
+    signal handler passes one that returns as soon as `stop()` will be true. Returns the total.
     """
     # One path as a string was read a character at a time ("/" searched everything), and one that
     # names nothing was waited for without a word; a path that goes away later is skipped until it is back.
@@ -197,7 +203,7 @@ def follow(
                 else:
                     refused.pop(key, None)
             _report(total, polled, on_import)
-        time.sleep(interval)
+        pause(interval)
     return total
 
 
