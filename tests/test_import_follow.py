@@ -351,3 +351,31 @@ def test_a_stopped_follower_exits_promptly_and_says_what_it_imported(tmp_path: P
     assert _reported(out) == len(expected)
     _verified(db)
 
+
+def test_a_followed_directory_removed_and_made_again_is_named_and_read_again(tmp_path: Path) -> None:
+    """A followed directory removed (an old run's output cleaned up) was waited on without a
+    word. It is named once while it is gone, with no traceback; made again, with a trajectory
+    it held before and a new one, it is followed as before: what was stored is kept, nothing
+    is stored twice, and the new trajectory comes in."""
+    runs, db = tmp_path / "runs", tmp_path / "f.db"
+    runs.mkdir()
+    first, second = TRAJECTORIES[0], TRAJECTORIES[1]
+    shutil.copy(first, runs / first.name)
+    before = _one_shot_of("swe-agent", runs)
+    out: dict[str, str] = {}
+    with _follower("swe-agent", db, runs, out):
+        assert _caught_up(db, before, timeout=8) == before
+        shutil.rmtree(runs)
+        time.sleep(0.5)  # ten polls of a directory that is not there
+        runs.mkdir()
+        shutil.copy(first, runs / first.name)
+        shutil.copy(second, runs / second.name)
+        after = _one_shot_of("swe-agent", runs)
+        assert _caught_up(db, after, timeout=8) == after
+    assert out["returncode"] == "0" and "Traceback" not in out["stderr"], out["stderr"]
+    gone = [line for line in out["stderr"].splitlines() if "is gone" in line]
+    assert gone == [f"refused: {runs} is gone (removed or renamed); what was imported from it stays; the other sessions are "
+                    "still followed, and it is searched again at each poll"], out["stderr"]
+    assert set(before) < set(after) and _reported(out["stdout"]) == len(after)
+    _verified(db)
+

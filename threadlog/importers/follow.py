@@ -138,7 +138,10 @@ def follow(
     file stopped the mirror of every session. A refused session is tried again when its
     files change. So is what the search finds unusable (a directory it may not read, a file
     whose name makes no id), passed with the session `None`. A file or directory removed
-    while it is read (a tool deleting old sessions) is passed over.
+    while it is read (a tool deleting old sessions) is passed over; one of `paths` gone (the
+    directory followed removed, or renamed) is passed too, once, while it stays gone: it was
+    waited on without a word, as if it held nothing new. What it held stays imported, and
+    once back it is read as before (what is stored is not imported again).
 
     Between polls the follower waits with `pause(interval)`: a caller stopping it from a
     signal handler passes one that returns as soon as `stop()` will be true. Returns the total.
@@ -163,6 +166,8 @@ def follow(
         due: list[S] = []
         now = time.monotonic()
         found: list[StoreError] = []
+        found.extend(StoreError(f"{path} is gone (removed or renamed); what was imported from it stays")
+                     for path in sources if not path.exists())
         for session in source.find(sources, found.append):
             files = source.files(session)
             try:
