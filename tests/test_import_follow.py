@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from threadlog import Store, StoreError, import_pi, import_swe_agent
 from threadlog.cli import cli
 from threadlog.importers.follow import follow_files
-from tests.procs import ctrl_c, interruptible
+from tests.procs import bound_by_file_modes, ctrl_c, interruptible
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 PI_SESSION = SHARED / "pi-mono" / "large-session.jsonl"
@@ -374,8 +374,49 @@ def test_a_followed_directory_removed_and_made_again_is_named_and_read_again(tmp
         assert _caught_up(db, after, timeout=8) == after
     assert out["returncode"] == "0" and "Traceback" not in out["stderr"], out["stderr"]
     gone = [line for line in out["stderr"].splitlines() if "is gone" in line]
-    assert gone == [f"refused: {runs} is gone (removed or renamed); what was imported from it stays; the other sessions are "
-                    "still followed, and it is searched again at each poll"], out["stderr"]
+    assert gone == [f"refused: {runs} is gone (removed or renamed); what was imported from it stays; the other trajectories "
+                    "are still followed, and it is searched again at each poll"], out["stderr"]
     assert set(before) < set(after) and _reported(out["stdout"]) == len(after)
     _verified(db)
 
+
+def test_what_a_swe_agent_follower_refuses_speaks_of_trajectories(tmp_path: Path) -> None:
+    """SWE-agent writes trajectories, not sessions: a follower's refusals said "the sessions in
+    it would be left out", "the session file was rewritten" and "the other sessions are still
+    followed". A directory it may not read and a trajectory replaced by another run's are
+    named, in its words, once each, while the trajectory beside them goes on being mirrored,
+    and the replaced one's events stay as they were stored."""
+    prefix = bound_by_file_modes("dac_override", "dac_read_search")
+    runs, db = tmp_path / "runs", tmp_path / "f.db"
+    (runs / "locked").mkdir(parents=True)
+    replaced, growing = runs / "replaced.traj", runs / "growing.traj"
+    shutil.copy(TRAJECTORIES[0], replaced)
+    trajectory = json.loads(TRAJECTORIES[1].read_text(encoding="utf-8"))
+    growing.write_text(json.dumps({**trajectory, "history": trajectory["history"][:2], "info": {}}))
+    proc = interruptible([*prefix, *_follow_command("swe-agent", db, runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        stored = _caught_up(db, _one_shot_of("swe-agent", runs), timeout=8)
+        (runs / "locked").chmod(0)
+        other = json.loads(TRAJECTORIES[2].read_text(encoding="utf-8"))
+        replaced.write_text(json.dumps({**other, "history": other["history"][:3]}))  # another run, over the same file
+        os.utime(replaced, (time.time() - 3600, time.time() - 3600))
+        growing.write_text(json.dumps(trajectory))
+        whole = _one_shot(import_swe_agent, growing)
+        deadline = time.monotonic() + 8
+        while not set(whole) <= set(_held(db)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+    finally:
+        out, err = ctrl_c(proc)
+        (runs / "locked").chmod(0o755)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    refused = [line for line in err.splitlines() if line.startswith("refused: ")]
+    assert len(refused) == 2 and all("session" not in line for line in refused), err
+    assert any(line.startswith(f"refused: cannot read the directory {runs / 'locked'} (Permission denied): the trajectories in "
+                               "it would be left out") for line in refused), err
+    assert any(f"the file is {replaced}" in line and "the file was rewritten" in line for line in refused), err
+    assert all("the other trajectories are still followed" in line for line in refused), err
+    held = _held(db)
+    assert set(stored) | set(whole) == set(held) and len(set(held)) == len(held)
+    _verified(db)

@@ -51,6 +51,7 @@ from projections.usage import total as usage_total
 from .demo import build_demo, demo_lines
 from .export import dump_lines, export_all, export_events, export_markdown
 from .importers import ImportSummary, import_claude_code, import_event_files, import_pi, import_swe_agent
+from .importers import swe_agent
 from .importers.claude_code import LIVE_SECONDS
 from .importers.follow import follow_claude_code, follow_files
 from .importers.lines import files_below
@@ -1265,10 +1266,12 @@ def _check_sessions_found(paths: list[str], tool: str, given: bool, pattern: str
     raise click.UsageError(message + " as PATHS")
 
 
-def _refused_while_following(session: Any, error: StoreError) -> None:
+def _refused_while_following(noun: str, session: Any, error: StoreError) -> None:
+    """Say on stderr that a session (or with `session` None, a path searched) was refused, and
+    that the other `noun` (sessions, SWE-agent's trajectories) are still followed."""
     reason = _cli_words("; ".join([str(error), *getattr(error, "__notes__", ())]))
     again = "this one is read again when it changes" if session is not None else "it is searched again at each poll"
-    click.echo(safe(f"refused: {reason}; the other sessions are still followed, and {again}"), err=True)
+    click.echo(safe(f"refused: {reason}; the other {noun} are still followed, and {again}"), err=True)
 
 
 def follow_options(writes: str) -> Callable[[F], F]:
@@ -1294,9 +1297,10 @@ def follow_options(writes: str) -> Callable[[F], F]:
 _STOP_CHECK = 0.05
 
 
-def _follow(run: Callable[..., ImportSummary], as_json: bool) -> None:
-    """Run a follower (`follow_claude_code`, `follow_files`, given all but its callbacks)
-    until Ctrl-C, SIGTERM or SIGHUP, printing each poll that added events and each refusal.
+def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None:
+    """Run a follower (`follow_claude_code`, `follow_files`, given all but its callbacks) of
+    `noun` (what the tool's files are called) until Ctrl-C, SIGTERM or SIGHUP, printing each
+    poll that added events and each refusal.
 
     A signal stops it once the poll under way is written, so a session is not left part
     imported (within `_STOP_CHECK` seconds when it waits, whatever --interval is); a second one
@@ -1311,7 +1315,7 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool) -> None:
         nonlocal added
         added += summary.added
         if summary.added:
-            _committed("the sessions imported so far (the last import added "
+            _committed(f"the {noun} imported so far (the last import added "
                        f"{summary.added} event(s) from {summary.files} file(s))", "threadlog ls")
         click.echo(json.dumps(summary.to_json()) if as_json else f"+{summary.added} event(s) ({summary.files} file(s))")
 
@@ -1327,7 +1331,7 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool) -> None:
 
     try:
         with handled((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), asked):
-            run(on_import=report, on_refused=_refused_while_following,
+            run(on_import=report, on_refused=functools.partial(_refused_while_following, noun),
                 stop=lambda: bool(signals), pause=pause)
     except KeyboardInterrupt:
         pass  # the second signal (the first is in `signals`)
@@ -1362,7 +1366,7 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
     if not follow:
         _check_sessions_found(sources, "Claude Code", given=bool(paths))
     if follow:
-        _follow(functools.partial(follow_claude_code, store, sources, interval=interval, skip_bad=skip_bad), as_json)
+        _follow(functools.partial(follow_claude_code, store, sources, interval=interval, skip_bad=skip_bad), as_json, "sessions")
         return
     bar, update = _progress("importing")
     if bar is None:
@@ -1417,7 +1421,8 @@ def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, foll
     except with --follow, which keeps running, imports each file again as pi appends to it
     (a half-written last line waits for the next poll), and waits for sessions to come."""
     if follow:
-        _follow(functools.partial(follow_files, store, "pi", list(paths), interval=interval, skip_bad=skip_bad), as_json)
+        _follow(functools.partial(follow_files, store, "pi", list(paths), interval=interval, skip_bad=skip_bad), as_json,
+                "sessions")
         return
     _check_sessions_found(list(paths), "pi", given=True)
     _print_summary(import_pi(store, list(paths), skip_bad=skip_bad), as_json)
@@ -1449,7 +1454,8 @@ def import_swe_agent_command(store: Store, paths: tuple[str, ...], skip_bad: boo
     --follow, which keeps running, imports each trajectory again as SWE-agent rewrites it after
     each step (one read cut short waits for the next poll), and waits for trajectories to come."""
     if follow:
-        _follow(functools.partial(follow_files, store, "swe-agent", list(paths), interval=interval, skip_bad=skip_bad), as_json)
+        _follow(functools.partial(follow_files, store, "swe-agent", list(paths), interval=interval, skip_bad=skip_bad), as_json,
+                swe_agent.NOUN)
         return
     _check_sessions_found(list(paths), "SWE-agent", given=True, pattern="*.traj", noun="trajectory")
     _print_summary(import_swe_agent(store, list(paths), skip_bad=skip_bad), as_json)

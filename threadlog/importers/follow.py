@@ -79,10 +79,10 @@ def follow_claude_code(
 
 
 # What each format of one file a session is needs: its file name pattern, what to name instead
-# of a path that names nothing, and its import of files already found.
-_FILE_FORMATS: dict[str, tuple[str, str, Callable[..., ImportSummary]]] = {
-    "pi": (pi.PATTERN, pi.ASKS, pi.import_pi_files),
-    "swe-agent": (swe_agent.PATTERN, swe_agent.ASKS, swe_agent.import_swe_agent_files),
+# of a path that names nothing, what its files are called, and its import of files already found.
+_FILE_FORMATS: dict[str, tuple[str, str, str, Callable[..., ImportSummary]]] = {
+    "pi": (pi.PATTERN, pi.ASKS, "sessions", pi.import_pi_files),
+    "swe-agent": (swe_agent.PATTERN, swe_agent.ASKS, swe_agent.NOUN, swe_agent.import_swe_agent_files),
 }
 
 
@@ -106,8 +106,8 @@ def follow_files(
     - pi appends an entry a line at a time: a half-written last line waits (`pi._plan_file`);
     - SWE-agent rewrites a trajectory whole, in place, after each step: one read empty or cut
       short waits (`swe_agent._read`)."""
-    pattern, asks, load = _FILE_FORMATS[kind]
-    files = Format(asks, lambda sources, unusable: source_files(sources, pattern, asks, unusable), lambda path: [path],
+    pattern, asks, noun, load = _FILE_FORMATS[kind]
+    files = Format(asks, lambda sources, unusable: source_files(sources, pattern, asks, unusable, noun), lambda path: [path],
                    lambda into, found: load(into, found, skip_bad=skip_bad))
     return follow(store, files, paths, interval=interval, settle=settle, live_within=LIVE_SECONDS,
                   on_import=on_import, on_refused=on_refused, stop=stop, pause=pause)
@@ -217,7 +217,7 @@ def _unreadable(error: OSError, files: Sequence[Path]) -> StoreError:
     `error` that names no file of the session (the store's own) is raised as it is."""
     if error.filename is None or Path(error.filename) not in files:
         raise error
-    return StoreError(f"cannot read {error.filename} ({error.strerror}); make it readable to mirror its session")
+    return StoreError(f"cannot read {error.filename} ({error.strerror}); make it readable to mirror it")
 
 
 def _report(total: ImportSummary, summary: ImportSummary, on_import: Callable[[ImportSummary], None] | None) -> None:

@@ -83,16 +83,18 @@ def existing_paths(paths: Any, asks: str, *, directories: bool = True, pipes: bo
     return sources
 
 
-def source_files(paths: Any, pattern: str, asks: str, unusable: Callable[[StoreError], None] | None = None) -> list[Path]:
+def source_files(paths: Any, pattern: str, asks: str, unusable: Callable[[StoreError], None] | None = None,
+                 noun: str = "sessions") -> list[Path]:
     """The files an import reads: each of `paths` that is a file, and those matching `pattern`
-    in or below each that is a directory (`files_below`), each refused unless its name is text
-    (`text_name`), each once (`distinct`); a path naming nothing is refused by `existing_paths`, saying `asks`.
+    in or below each that is a directory (`files_below`, a refusal there naming what the files
+    are: `noun`), each refused unless its name is text (`text_name`), each once (`distinct`);
+    a path naming nothing is refused by `existing_paths`, saying `asks`.
     With `unusable` (a follower, which must go on), a directory it cannot read and a name that
     is not text are passed to it instead and left out, and a path gone meanwhile is passed over."""
     files: list[Path] = []
     for path in source_paths(paths) if unusable is not None else existing_paths(paths, asks):
         if path.is_dir():
-            files.extend(files_below(path, pattern, unusable))
+            files.extend(files_below(path, pattern, unusable, noun))
         elif path.exists():
             files.append(path)
     return [path for path in distinct(files) if usable_name(path, unusable)]
@@ -120,16 +122,17 @@ def distinct(files: Iterable[Path]) -> list[Path]:
     return list(first.values())
 
 
-def files_below(directory: Path, pattern: str, unreadable: Callable[[StoreError], None] | None = None) -> list[Path]:
-    """The files matching `pattern` in or below `directory`, sorted. A directory there that
-    cannot be read is refused by name: `Path.rglob` searched past it, and the sessions in it
-    were left out of an import that reported success. With `unreadable`, the refusal is
+def files_below(directory: Path, pattern: str, unreadable: Callable[[StoreError], None] | None = None,
+                noun: str = "sessions") -> list[Path]:
+    """The files matching `pattern` (`noun`: what they are) in or below `directory`, sorted. A
+    directory there that cannot be read is refused by name: `Path.rglob` searched past it, and
+    the sessions in it were left out of an import that reported success. With `unreadable`, the refusal is
     passed to it and the walk goes on past that directory. One removed while it is walked
     (another tool cleaning up) held nothing to import, and is passed over."""
     def refuse(error: OSError) -> None:
         if isinstance(error, FileNotFoundError):
             return
-        refusal = StoreError(f"cannot read the directory {error.filename} ({error.strerror}): the sessions in it would be "
+        refusal = StoreError(f"cannot read the directory {error.filename} ({error.strerror}): the {noun} in it would be "
                              "left out; make it readable, or name the directories and files to import")
         if unreadable is None:
             raise refusal

@@ -274,8 +274,8 @@ def _held(stream: PlannedStream, ids: list[str]) -> int:
     stored = min(len(ids) - 1, len(planned))  # an older copy of the source holds fewer: all of them stored, none to add
     if ids[1:stored + 1] != planned[:stored]:
         raise ImportConflict(f"thread {stream.id!r} holds events the source no longer has in that order "
-                             "(the session file was rewritten, or a plain import took it while it was being written: "
-                             "follow a live session with --follow); import it into another database")
+                             "(the file was rewritten, or a plain import took it while it was being written: "
+                             "follow a file still being written with --follow); import it into another database")
     return stored
 
 

@@ -50,6 +50,7 @@ from .summary import ImportSummary
 
 TOOL = "swe-agent"
 PATTERN = "*.traj"
+NOUN = "trajectories"  # SWE-agent's word for its files, where the other importers say sessions
 ASKS = "name SWE-agent trajectory files (.traj) or directories of them"  # what a refusal of a path that names nothing asks for
 _ROLES = ("system", "user", "assistant", "tool")
 
@@ -333,7 +334,7 @@ def import_swe_agent(
     while SWE-agent rewrote its file leaves it cut short). A file empty or cut short that changed
     in the last `LIVE_SECONDS` is being written again: it is left for a later import, counted in
     `waiting` and named in `waiting_files`."""
-    return import_swe_agent_files(store, source_files(paths, PATTERN, ASKS), skip_bad=skip_bad, progress=progress)
+    return import_swe_agent_files(store, source_files(paths, PATTERN, ASKS, noun=NOUN), skip_bad=skip_bad, progress=progress)
 
 
 def import_swe_agent_files(
