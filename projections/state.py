@@ -13,7 +13,8 @@ fork, right after the parent's events below the fork point):
   configuration and come with the history, unless the fork's `config` replaces some of them
   (or, `blank`, all but the title).
 - every interrupt pending at the fork point is demoted (cancelled, reason `fork`) in the
-  fork; the parent still has it pending. No run is open in a fork.
+  fork; the parent still has it pending. No run is open in a fork, and none has ended in it
+  (`last_run` is the fork's own: its parent's runs are history, not the fork's runtime).
 - tool calls the fork dropped (`unanswered="drop"`) vanish from the fork's messages.
 - `context="note"`: the model view restarts with exactly one fork-note message naming the
   parent, the fork offset and where the parent's transcript is. The note stays first in
@@ -48,8 +49,9 @@ PROJECTION = "thread_state"
 # How a run ends when it shows as one in rows and transcripts (one that ended ok is the messages it holds).
 FAILED_RUN = ("error", "cancelled")
 # Bump whenever the fold's output or its serialized form changes: old snapshots are ignored.
-VERSION = 4  # 2: a dropped tool call is kept with its fork's offset (dropped.py);
-# 3: saved with the fold's key order (a version 2 state had its keys sorted); 4: the last run's end
+VERSION = 5  # 2: a dropped tool call is kept with its fork's offset (dropped.py);
+# 3: saved with the fold's key order (a version 2 state had its keys sorted); 4: the last run's end;
+# 5: a fork starts with no last run (it had its parent's)
 
 
 class Message(NamedTuple):
@@ -205,6 +207,7 @@ class _Fold:
         self.demoted.extend(self.interrupts)
         self.interrupts = {}
         self.runs = []
+        self.last_run = None
         self.dropped.extend(fork_drops(data, offset))
         self.fork = {
             "parent_id": data["parent_id"],
@@ -258,7 +261,8 @@ class ThreadState:
     `messages` is the model view (a list of `Message`); `status` is `running` while a run
     is open, else `interrupted` while an interrupt is pending, else `idle`. `last_run` is how
     the last run that finished ended (its `run_id`, `status`, `offset` and `error`, if any), or
-    None: a turn that failed or was cancelled leaves the thread idle, and says so there. Two states are
+    None (a fork's own: none until a run of its own ends): a turn that failed or was
+    cancelled leaves the thread idle, and says so there. Two states are
     equal when their JSON forms are.
     """
 

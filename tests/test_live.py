@@ -339,6 +339,35 @@ def test_a_fork_of_a_parent_paused_on_a_question_starts_idle_and_the_parent_stil
     assert len(own) == 1 and check_request(file_store, fork, own[0]).ok
 
 
+def test_a_fork_of_a_thread_whose_turn_failed_starts_with_no_run_of_its_own(file_store: Store, api: MessagesAPI) -> None:
+    """Sagents: a fork leaves every runtime field at its default. The parent's failed run is
+    history the fork shows (a run row, a transcript section), but `last_run` (the `last run`
+    line of `threadlog show`) is how the thread's own last run ended: a fresh fork showed the
+    parent's error as if it had failed, until a run of its own ended."""
+    from click.testing import CliRunner
+
+    from projections import display_rows
+    from threadlog.cli import cli
+
+    t = thread(file_store)
+    api.reply_error(500, "api_error", "boom")
+    assert run_turn(file_store, t, "Train to Lyon?", client(api)).status == "error"
+    failed = thread_state(file_store, t).last_run
+    assert failed is not None and failed["status"] == "error" and "boom" in failed["error"]
+    fork = file_store.fork(t)
+    state = thread_state(file_store, fork)
+    assert (state.status, state.last_run, state.open_runs) == ("idle", None, [])
+    assert [r.kind for r in display_rows(file_store, fork)][-2:] == ["run", "fork"]  # the history still shows it
+    assert thread_state(file_store, t).last_run == failed  # the parent still says how its turn ended
+    shown = CliRunner().invoke(cli, ["--db", str(file_store.path), "show", fork])
+    assert shown.exit_code == 0 and "last run" not in shown.output, shown.output
+    assert "last run    error" in CliRunner().invoke(cli, ["--db", str(file_store.path), "show", t]).output
+    api.reply_json(message(text("Lyon by TGV.")))
+    assert run_turn(file_store, fork, None, client(api)).status == "ok"  # the fork's own turn
+    ended = thread_state(file_store, fork).last_run
+    assert ended is not None and ended["status"] == "ok" and ended["offset"] > file_store.thread(fork).parent_offset
+
+
 def test_a_write_during_the_call_keeps_the_answer_and_the_check_says_so(file_store: Store, api: MessagesAPI) -> None:
     t = thread(file_store)
 
