@@ -140,6 +140,39 @@ def test_ask_on_a_note_fork_offers_the_tools_that_read_the_parents_transcript(tm
     assert json.loads(shown.stdout) == api.requests[0].json, shown.stderr
 
 
+def test_a_note_fork_costs_the_same_tokens_whatever_its_parents_size(tmp_path: Path, api: MessagesAPI) -> None:
+    """agentty: a note fork carries one fork note, so its first request is as large for a
+    parent of a megabyte as for one of two messages; the parent's history is on disk, in a
+    transcript bounded to 512 KiB that keeps the latest messages and counts them all."""
+    db = tmp_path / "t.db"
+    words = "lorem ipsum dolor sit amet " * 40  # about 1 KB a message
+    with Store(db) as store:
+        small = store.create_thread(model="claude-test-1", system="You help.")
+        store.append_message(small, "user", "Decide the cache.")
+        store.append_message(small, "assistant", "Drop the cache.")
+        large = store.create_thread(model="claude-test-1", system="You help.")
+        store.append(large, [{"type": "message.appended", "data": {"role": ("user", "assistant")[i % 2], "content": f"{i}: {words}"}}
+                             for i in range(1_000)])
+        store.append_message(large, "assistant", "LAST WORD: drop the cache.")
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    bodies = []
+    for parent, name in ((small, "s.md"), (large, "l.md")):
+        fork = threadlog("fork", parent, "--context", "note", "--transcript", str(tmp_path / name), db=db).stdout.strip()
+        api.reply_json(message([{"type": "text", "text": "Noted."}]))
+        done = threadlog("ask", fork, "What did we decide?", db=db, env=env)
+        assert done.returncode == 0, done.stderr
+        bodies.append(api.requests[-1].body)
+        sent = api.requests[-1].json["messages"]
+        assert len(sent) == 1 and "fork of an earlier" in sent[0]["content"][0]["text"], sent
+        assert str(tmp_path / name) in sent[0]["content"][0]["text"]
+    assert len(bodies[1]) - len(bodies[0]) < 16, "only the offset in the note differs"  # the ids are as long
+    assert b"lorem" not in bodies[1] and b"LAST WORD" not in bodies[1]
+    written = (tmp_path / "l.md").read_text(encoding="utf-8")
+    assert len(written.encode()) <= 512 * 1024 < 1_000 * len(words)
+    assert "- messages: 1001" in written and written.rstrip().endswith("LAST WORD: drop the cache.")
+    assert "    0: lorem" not in written and "    999: lorem" in written and "earlier messages elided" in written
+
+
 def test_ask_whose_stdout_is_closed_records_the_whole_turn_and_says_so(tmp_path: Path, api: MessagesAPI) -> None:
     """`ask --stream` into a pipe whose reader left stopped the turn at its first words: the run
     ended `error`, the answer (paid for) was lost, and the command exited 1 saying nothing. The

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from eventstore import DEFAULT_PLACEHOLDER, ForkRefused, InvalidEvent, Store, ThreadNotFound
 from eventstore.prepare import prepare
 from tests.backends import dump
-from projections import anthropic_request
+from projections import anthropic_request, thread_state
 from threadlog.render import tree_lines
 
 
@@ -326,6 +326,26 @@ def test_fan_out_from_mid_turn(store: Store, mid_turn: str) -> None:
     assert [p[0].data["options"]["directive"] for p in primed] == ["check prices", "check times"]
     # The parent is untouched and still waits for its own results.
     answer(store, mid_turn, "toolu_1", "toolu_2")
+
+
+def test_fan_out_todos_and_metadata_are_one_choice_for_every_sibling(store: Store, convo: str) -> None:
+    """Sagents: todos and metadata are blank in a fork unless asked for, and the choice is made
+    once on the shared base, so every sibling of a fan-out gets the same; what differs per
+    fork is its directive. The parent keeps its own."""
+    store.append(convo, [{"type": "todos.set", "data": {"todos": [{"content": "book", "status": "pending"}]}}])
+    tool_call(store, convo, "toolu_1")
+    blank = store.fan_out(convo, ["one", "two"])
+    kept = store.fan_out(convo, ["three", "four"], todos="inherit", metadata={"keep": ["user"]})
+    seeded = store.fan_out(convo, ["five", "six"], todos=[{"content": "report"}], metadata={"tenant": "t1"})
+    for kids, todos, metadata in ((blank, [], {}),
+                                  (kept, [{"content": "book", "status": "pending"}], {"user": "ana"}),
+                                  (seeded, [{"content": "report"}], {"tenant": "t1"})):
+        states = [thread_state(store, kid) for kid in kids]
+        assert [(s.todos, s.metadata, s.kind) for s in states] == [(todos, metadata, "subagent")] * 2
+        assert states[0].messages[:-1] == states[1].messages[:-1]  # one base, then each its directive
+        assert [s.directive for s in states] != [None, None] and states[0].directive != states[1].directive
+    parent = thread_state(store, convo)
+    assert parent.metadata == {"user": "ana", "title_done": True} and parent.todos == [{"content": "book", "status": "pending"}]
 
 
 def test_fan_out_refusals(store: Store, mid_turn: str, convo: str) -> None:

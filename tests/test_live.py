@@ -368,6 +368,35 @@ def test_a_fork_of_a_thread_whose_turn_failed_starts_with_no_run_of_its_own(file
     assert ended is not None and ended["status"] == "ok" and ended["offset"] > file_store.thread(fork).parent_offset
 
 
+def test_a_tool_cannot_fork_the_thread_it_runs_in_but_the_caller_can_when_the_turn_ends(file_store: Store,
+                                                                                        api: MessagesAPI) -> None:
+    """Sagents: do not fork from inside a tool. The run is open while its tools run and the
+    history lacks the call's own result, so a fork from there is refused (`busy`, nothing
+    written); once the turn returns, the caller forks the finished turn."""
+    t = thread(file_store)
+    refusals: list[ForkRefused] = []
+
+    def weather(city: str) -> str:
+        before = file_store.counts()
+        try:
+            file_store.fork(t)
+        except ForkRefused as refused:
+            refusals.append(refused)
+        assert file_store.counts() == before
+        return f"{city}: sunny"
+
+    api.reply_json(message([use("tu_1", city="Lyon")], "tool_use"))
+    api.reply_json(message(text("Sunny in Lyon.")))
+    assert run_turn(file_store, t, "Weather in Lyon?", client(api), tools={"weather": weather}).status == "ok"
+    [refused] = refusals
+    assert refused.reason == "busy" and "is in progress there" in str(refused)
+    assert [i.id for i in file_store.all_threads()] == [t]
+    fork = file_store.fork(t)  # after the turn: every call answered, no run open
+    assert [m.to_param() for m in thread_state(file_store, fork).messages] == [
+        m.to_param() for m in thread_state(file_store, t).messages]
+    assert thread_state(file_store, fork).messages[-1].content == text("Sunny in Lyon.")
+
+
 def test_a_write_during_the_call_keeps_the_answer_and_the_check_says_so(file_store: Store, api: MessagesAPI) -> None:
     t = thread(file_store)
 
@@ -441,6 +470,32 @@ def test_fan_out_siblings_share_their_bytes_up_to_the_directive(mem: Store, api:
     assert breakpoints[0] == breakpoints[1] == breakpoints[2] == [(2, 0, "tool_result")]
     usage_rows = usage(mem, t)
     assert [row.thread for row in usage_rows] == [t, *kids] and all(row.messages == 1 for row in usage_rows[1:])
+
+
+def test_a_sub_agent_inherits_its_parents_history_without_its_incomplete_tool_calls(file_store: Store,
+                                                                                      api: MessagesAPI) -> None:
+    """The fork sub-agent design: a child sees the parent's whole history with incomplete tool
+    calls filtered out, then the launch call answered by the placeholder and its directive;
+    the request it sends is one the API takes, with the parent's model, system and tools."""
+    from eventstore import DEFAULT_PLACEHOLDER
+
+    t = thread(file_store)
+    file_store.append_message(t, "user", "Weather in Lyon?")
+    file_store.append_message(t, "assistant", [use("tu_lost", city="Lyon")])  # never answered
+    file_store.append_message(t, "user", "Never mind that; research Nice.")
+    file_store.append_message(t, "assistant", [{"type": "text", "text": "Delegating."}, use("tu_agent", "Agent")])
+    [kid] = file_store.fan_out(t, ["Research Nice."])
+    api.reply_json(message(text("Nice: fine.")))
+    assert run_turn(file_store, kid, None, client(api)).status == "ok"
+    sent = api.requests[0].json
+    validate_request(sent)
+    assert (sent["model"], sent["system"][0]["text"], sent["tools"]) == (MODEL, "You plan trips.", TOOLS)
+    assert "tu_lost" not in api.requests[0].body.decode()
+    blocks = [[b.get("text") or b.get("id") or b.get("content") for b in m["content"]] for m in sent["messages"]]
+    assert blocks == [["Weather in Lyon?", "Never mind that; research Nice."], ["Delegating.", "tu_agent"],
+                      [DEFAULT_PLACEHOLDER, "Research Nice."]]
+    assert DEFAULT_PLACEHOLDER == "Fork started — processing in background"
+    assert file_store.event_at(t, 2).data["content"][0]["id"] == "tu_lost"  # the log keeps what the model produced
 
 
 def test_the_fork_boilerplate_comes_before_each_directive_and_siblings_share_it(mem: Store, api: MessagesAPI) -> None:
