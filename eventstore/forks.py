@@ -193,8 +193,11 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
     if not is_index(at, 1, parent.head):
         raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {shown(at)}: it holds offsets "
                           f"0..{parent.head - 1}, so at must be 1..{parent.head}")
-    if first_message is None or first_message >= at:
-        raise ForkRefused("empty", f"cannot fork {thread!r} at {at}: there is no message before that offset")
+    if first_message is None:
+        raise ForkRefused("empty", f"cannot fork {thread!r}: it holds no message yet, so there is nothing to fork")
+    if first_message >= at:
+        raise ForkRefused("empty", f"cannot fork {thread!r} at {at}: there is no message before that offset (its first "
+                          f"message is at offset {first_message}, so at must be {first_message + 1} or more)")
     prev_hash, facts = chained_to(store, rows, ancestry, at)
     if facts.runs and not (fan_out or allow_busy):
         raise ForkRefused("busy", f"cannot fork {thread!r} at {at}: run {named(facts.runs[-1])} is in progress there; "

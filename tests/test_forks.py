@@ -152,9 +152,14 @@ def test_offset_out_of_range(store: Store, convo: str, at: object) -> None:
 
 
 def test_empty_thread_and_prefix_without_message(store: Store, convo: str) -> None:
+    """agentty: an empty thread cannot be forked, and the refusal says why (it named an offset
+    the caller never gave: "at 1: there is no message before that offset")."""
     t = store.create_thread()
-    refuse(store, "empty", store.fork, t)
-    refuse(store, "empty", store.fork, convo, 1)
+    store.append(t, [{"type": "title.set", "data": {"title": "still empty"}}])
+    error = refuse(store, "empty", store.fork, t)
+    assert str(error) == f"cannot fork {t!r}: it holds no message yet, so there is nothing to fork"
+    error = refuse(store, "empty", store.fork, convo, 1)
+    assert str(error).endswith("(its first message is at offset 1, so at must be 2 or more)")
 
 
 def test_busy_at_fork_point_but_not_before(store: Store, convo: str) -> None:
