@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -379,6 +381,24 @@ def test_fan_out_refusals(store: Store, mid_turn: str, convo: str) -> None:
         with pytest.raises(InvalidEvent, match=r"^boilerplate: must be non-empty text"):
             store.fan_out(mid_turn, ["ok"], boilerplate=blank)  # type: ignore[arg-type]
     assert dump(store) == before
+
+
+def test_a_sub_agent_cannot_fan_out_again_once_compacted_nor_through_a_note_fork_of_it(store: Store, mid_turn: str) -> None:
+    """The fork sub-agent design keeps its recursion guard where compaction cannot remove it
+    (the options, not the messages): a sub-agent whose history was summarised away, and a note
+    fork of one (whose view is one note), are still refused, naming the sub-agent."""
+    [kid] = store.fan_out(mid_turn, ["go"], boilerplate="<fork-boilerplate>rules</fork-boilerplate>")
+    store.append_message(kid, "assistant", "done part one")
+    store.append(kid, [{"type": "compaction.recorded", "data": {"summary": "Earlier: part one.", "through_offset": store.head(kid)}}])
+    assert not any("fork-boilerplate" in json.dumps(m.content) for m in thread_state(store, kid).messages)
+    tool_call(store, kid, "toolu_9")
+    error = refuse(store, "recursion", store.fan_out, kid, ["again"])
+    assert f"{kid!r} is a sub-agent fork" in str(error)
+    answer(store, kid, "toolu_9")
+    note = store.fork(kid, context="note")
+    tool_call(store, note, "toolu_8")
+    error = refuse(store, "recursion", store.fan_out, note, ["again"])
+    assert f"inside sub-agent fork {kid!r}" in str(error)
 
 
 # -- the invariant ------------------------------------------------------------------------------
