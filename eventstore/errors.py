@@ -126,6 +126,18 @@ class KeyClash(StoreError):
     then reads what the other writer stored (a retried append returns its records)."""
 
 
+class Locked(StoreError):
+    """Another writer held the database's write lock longer than this one would wait (its
+    `timeout`): a long import, a redaction, a purge, a transaction opened by hand. Nothing of
+    this write was written; running it again once the lock is free is safe. `path` names the
+    database, `why` is the driver's word for it."""
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        self.why = why
+        super().__init__(f"the database {path} stayed locked by another writer ({why}); retry")
+
+
 class ReadersHeldOff(StoreError):
     """A second connection could not begin to read: outside WAL mode a writer waiting to commit
     holds new readers off until every open read ends, this process's own among them."""

@@ -96,7 +96,7 @@ from psycopg.copy import LibpqWriter
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       doc_pieces,
                       NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, query_words)
-from .errors import (Deadlocked, KeyClash, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, first_line,
+from .errors import (Deadlocked, KeyClash, Locked, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, first_line,
                      unsendable)
 from .urls import safe_url, without_passwords as _without_passwords
 from .pgreach import not_connected
@@ -428,8 +428,6 @@ _R = TypeVar("_R")
 _MESSAGES = {
     "40P01": "two writers waited for each other on {path} and this one was cancelled ({error}); nothing was written; retry",
     "40001": "a concurrent writer changed what this write read on {path} ({error}); nothing was written; retry",
-    "55P03": "the database {path} stayed locked by another writer ({error}); retry",
-    "57014": "the database {path} stayed locked by another writer ({error}); retry",
     "53100": "the server's disk is full ({error}); nothing was written",
     "22P05": "the database {path} cannot hold a character of this write in its encoding ({error}); nothing was written; "
              "keep threadlog in a UTF8 database",
@@ -439,6 +437,8 @@ _MESSAGES = {
              "open it writable (on the primary) to write",
     "42501": "the database user may not do this on {path} ({error}); grant it or connect as the owner",
 }
+# A lock not granted within lock_timeout, and a statement the timeout cancelled while it waited.
+_LOCK_TIMEOUTS = ("55P03", "57014")
 _CLASSES = {
     "08": "lost the connection to {path} ({error}); nothing was acknowledged; reconnect and retry",
     "57": "the server for {path} shut down or restarted ({error}); nothing was acknowledged; reconnect and retry",
@@ -469,6 +469,8 @@ def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "
         if isinstance(error, psycopg.OperationalError):  # a connection made, since lost
             return StoreError(_CLASSES["08"].format(path=path, error=text))
         return StoreError(f"database error on {path}: {text}")
+    if state in _LOCK_TIMEOUTS:
+        return Locked(path, text)
     template = _MESSAGES.get(state) or _CLASSES.get(state[:2])
     if template is None:
         return StoreError(f"database error on {path}: {text} (SQLSTATE {state})")

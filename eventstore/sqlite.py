@@ -35,7 +35,7 @@ import sqlite_utils
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
-from .errors import (OldPagesKept, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
+from .errors import (Locked, OldPagesKept, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
                      shown, unsendable)
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 
@@ -394,12 +394,9 @@ _new: Callable[..., Any] = tuple.__new__
 
 # SQLite's primary result codes (the low byte of an extended code) and what they mean here.
 _FULL = "the database or disk is full ({error}); nothing was written"
-_BUSY = "the database stayed locked by another writer ({error}); retry"
 _MESSAGES = {
     sqlite3.SQLITE_READONLY: "{path} is read-only ({error}); open a writable copy to change it",
     sqlite3.SQLITE_FULL: _FULL,
-    sqlite3.SQLITE_BUSY: _BUSY,
-    sqlite3.SQLITE_LOCKED: _BUSY,
     sqlite3.SQLITE_IOERR: "the disk refused an operation on {path} ({error}): it may be full, capped or failing; "
     "nothing was written",
     sqlite3.SQLITE_CORRUPT: "{path} is damaged ({error}): SQLite met a corrupt page; restore the file from a backup",
@@ -457,6 +454,8 @@ def translate(error: sqlite3.Error | UnicodeEncodeError, path: str) -> StoreErro
         return altered_index(f"SQLite reports: {error}")
     if code & 0xFF == sqlite3.SQLITE_READONLY:
         return StoreError(_read_only(path, error))
+    if code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return Locked(path, str(error))
     template = _MESSAGES.get(code & 0xFF)
     if template is None:
         return StoreError(f"database error on {path}: {error} ({error.sqlite_errorname})")
