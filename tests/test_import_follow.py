@@ -420,3 +420,91 @@ def test_what_a_swe_agent_follower_refuses_speaks_of_trajectories(tmp_path: Path
     held = _held(db)
     assert set(stored) | set(whole) == set(held) and len(set(held)) == len(held)
     _verified(db)
+
+
+@contextmanager
+def _write_lock_held(db: Path, seconds: float) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding `db`'s write lock (`BEGIN IMMEDIATE`, as a long import, a
+    `redact` or a `purge` does) for `seconds`, then committing; yields once it holds it."""
+    holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time\n"
+                               "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                               "conn.execute('BEGIN IMMEDIATE'); print('held', flush=True)\n"
+                               "time.sleep(float(sys.argv[2])); conn.execute('COMMIT')", str(db), str(seconds)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.communicate()
+
+
+def _follower_started(db: Path, runs: Path, timeout: str) -> subprocess.Popen[str]:
+    """`import swe-agent --follow` of `runs` with `--timeout`, once it has made `db` a store."""
+    proc = interruptible([*_follow_command("swe-agent", db, runs), "--timeout", timeout], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not _readable(db):
+        time.sleep(0.05)
+    return proc
+
+
+def _readable(db: Path) -> bool:
+    try:
+        Store(db, read_only=True).close()
+    except StoreError:
+        return False
+    return True
+
+
+def test_a_follower_outlives_a_write_lock_held_longer_than_its_timeout(tmp_path: Path) -> None:
+    """Another process holding the database's write lock longer than --timeout (a big import,
+    a `redact`, a `purge`, a `BEGIN IMMEDIATE` by hand) made the follower exit with status 1,
+    and a service mirroring sessions stopped mirroring. It says so once, naming the database,
+    keeps running, and imports the trajectory written meanwhile once the lock is released:
+    each event once, nothing left out, and the store verifies."""
+    runs, db = tmp_path / "runs", tmp_path / "f.db"
+    runs.mkdir()
+    proc = _follower_started(db, runs, timeout="0.5")
+    try:
+        with _write_lock_held(db, seconds=3) as holder:
+            shutil.copy(TRAJECTORIES[0], runs / TRAJECTORIES[0].name)
+            expected = _one_shot_of("swe-agent", runs)
+            holder.wait(timeout=8)  # about five polls given up meanwhile
+        assert proc.poll() is None
+        assert _caught_up(db, expected, timeout=5) == expected
+    finally:
+        out, err = ctrl_c(proc)
+    assert proc.returncode == 0 and "Traceback" not in err and "refused" not in err, err
+    waiting = [line for line in err.splitlines() if line.startswith("waiting: ")]
+    assert waiting == [f"waiting: the database {db} is locked by another writer (database is locked); the trajectories it "
+                       "holds up are imported once it is free, tried again at each poll"], err
+    assert err.splitlines()[-1] == f"stopped: {len(expected)} event(s) imported in all", err
+    assert len(expected) > 10 and _reported(out) == len(expected)
+    _verified(db)
+
+
+def test_ctrl_c_while_a_follower_waits_for_the_write_lock_stops_it_as_the_wait_ends(tmp_path: Path) -> None:
+    """Ctrl-C while the follower waits for another writer's lock stops it once that wait ends
+    (the lock is still held, and SQLite's wait is not cut short), as Ctrl-C does between polls:
+    exit 0 and how many events it imported; it exited 1 with the lock's error."""
+    runs, db = tmp_path / "runs", tmp_path / "f.db"
+    runs.mkdir()
+    proc = _follower_started(db, runs, timeout="2.5")
+    try:
+        with _write_lock_held(db, seconds=8):
+            shutil.copy(TRAJECTORIES[0], runs / TRAJECTORIES[0].name)
+            assert proc.stderr is not None  # said after the first second of the wait
+            assert proc.stderr.readline() == "waiting for another writer… (--timeout sets how long)\n"
+            asked = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=4)
+            took = time.monotonic() - asked
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert took < 1.5 + 1, took  # the 1.5 seconds of the wait left, then at most one more
+    assert err.splitlines()[-1] == "stopped: 0 event(s) imported in all", err
+    assert _held(db) == [] and out == ""

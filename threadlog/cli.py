@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
 
-from eventstore import FORK_BOILERPLATE, IntegrityError, InvalidEvent, OldPagesKept, RestoreReport, Store, StoreError, ThreadNotFound
+from eventstore import (FORK_BOILERPLATE, IntegrityError, InvalidEvent, Locked, OldPagesKept, RestoreReport, Store, StoreError,
+                        ThreadNotFound)
 from eventstore.errors import MISSHAPEN, NoStore, SchemaTooOld, empty_file, misshapen
 from eventstore.events import MAX_DEPTH
 from eventstore.prepare import MAX_EVENT_BYTES
@@ -1274,6 +1275,13 @@ def _refused_while_following(noun: str, session: Any, error: StoreError) -> None
     click.echo(safe(f"refused: {reason}; the other {noun} are still followed, and {again}"), err=True)
 
 
+def _locked_while_following(noun: str, error: Locked) -> None:
+    """Say on stderr that another writer holds the database (a long import, a `redact`, a
+    `purge`), and that the follower goes on: the `noun` it was importing wait for the lock."""
+    click.echo(safe(f"waiting: the database {error.path} is locked by another writer ({error.why}); the {noun} it holds "
+                    "up are imported once it is free, tried again at each poll"), err=True)
+
+
 def follow_options(writes: str) -> Callable[[F], F]:
     """`--follow` and `--interval` for an import of sessions that `writes` (a tool's sessions,
     as it writes them) while the import runs. `--interval` without `--follow` is refused before
@@ -1300,10 +1308,12 @@ _STOP_CHECK = 0.05
 def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None:
     """Run a follower (`follow_claude_code`, `follow_files`, given all but its callbacks) of
     `noun` (what the tool's files are called) until Ctrl-C, SIGTERM or SIGHUP, printing each
-    poll that added events and each refusal.
+    poll that added events and each refusal, and once, the database locked by another writer
+    past --timeout: the follower goes on, and imports what waited once it is free (it exited).
 
     A signal stops it once the poll under way is written, so a session is not left part
-    imported (within `_STOP_CHECK` seconds when it waits, whatever --interval is); a second one
+    imported (within `_STOP_CHECK` seconds when it waits, whatever --interval is; when the
+    signal comes while it waits for another writer's lock, as that wait ends); a second one
     stops it at once, what is being written rolled back. It then says how many events it
     imported in all (Ctrl-C said only `stopped`) and exits as a shell reports the signal that
     stopped it, but 0 for Ctrl-C, its usual way out (and SIGTERM exited 0 too, a service
@@ -1332,7 +1342,7 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
     try:
         with handled((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), asked):
             run(on_import=report, on_refused=functools.partial(_refused_while_following, noun),
-                stop=lambda: bool(signals), pause=pause)
+                on_locked=functools.partial(_locked_while_following, noun), stop=lambda: bool(signals), pause=pause)
     except KeyboardInterrupt:
         pass  # the second signal (the first is in `signals`)
     except StoreError as error:  # the database itself (a full disk): what was imported before stays

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
-from eventstore import InvalidEvent, Store, StoreError
+from eventstore import InvalidEvent, Locked, Store, StoreError
 
 from . import pi, swe_agent
 from .claude_code import ASKS, LIVE_SECONDS, Session, discover, import_sessions
@@ -60,6 +60,7 @@ def follow_claude_code(
     skip_bad: bool = False,
     on_import: Callable[[ImportSummary], None] | None = None,
     on_refused: Callable[[Session | None, StoreError], None] | None = None,
+    on_locked: Callable[[Locked], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
     pause: Callable[[float], None] = time.sleep,
 ) -> ImportSummary:
@@ -75,7 +76,7 @@ def follow_claude_code(
     claude_code = Format(ASKS, discover, lambda session: session.files,
                          lambda into, sessions: import_sessions(into, sessions, skip_bad=skip_bad, live_within=live_within))
     return follow(store, claude_code, paths, interval=interval, settle=settle, live_within=live_within,
-                  on_import=on_import, on_refused=on_refused, stop=stop, pause=pause)
+                  on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause)
 
 
 # What each format of one file a session is needs: its file name pattern, what to name instead
@@ -96,6 +97,7 @@ def follow_files(
     skip_bad: bool = False,
     on_import: Callable[[ImportSummary], None] | None = None,
     on_refused: Callable[[Path | None, StoreError], None] | None = None,
+    on_locked: Callable[[Locked], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
     pause: Callable[[float], None] = time.sleep,
 ) -> ImportSummary:
@@ -110,7 +112,7 @@ def follow_files(
     files = Format(asks, lambda sources, unusable: source_files(sources, pattern, asks, unusable, noun), lambda path: [path],
                    lambda into, found: load(into, found, skip_bad=skip_bad))
     return follow(store, files, paths, interval=interval, settle=settle, live_within=LIVE_SECONDS,
-                  on_import=on_import, on_refused=on_refused, stop=stop, pause=pause)
+                  on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause)
 
 
 def follow(
@@ -125,6 +127,7 @@ def follow(
     on_refused: Callable[[S | None, StoreError], None] | None,
     stop: Callable[[], bool],
     pause: Callable[[float], None] = time.sleep,
+    on_locked: Callable[[Locked], None] | None = None,
 ) -> ImportSummary:
     """Mirror the sessions of format `source` under `paths` into `store` until `stop()`
     returns true. A session is imported again when one of its files changes, once more when
@@ -143,6 +146,12 @@ def follow(
     waited on without a word, as if it held nothing new. What it held stays imported, and
     once back it is read as before (what is stored is not imported again).
 
+    The database locked by another writer for longer than the store waits (a long import,
+    a redaction, a purge) raises `Locked`, or with `on_locked` is passed to it, once while it
+    stays locked: the poll ends there, and its sessions not imported yet (that one's write
+    rolled back whole) are due again at the next poll. The follower exited with the lock, and
+    a service mirroring sessions stopped mirroring until someone restarted it.
+
     Between polls the follower waits with `pause(interval)`: a caller stopping it from a
     signal handler passes one that returns as soon as `stop()` will be true. Returns the total.
     """
@@ -156,6 +165,8 @@ def follow(
     finished: set[Path] = set()  # read once more after `live_within` quiet seconds
     refused: dict[Path, tuple[tuple[tuple[int, int], ...], str]] = {}  # what each refused session was refused as
     unusable: set[str] = set()  # what the last search could not use, reported when first found
+    held_up: set[Path] = set()  # due at a poll the database was locked: due again at the next
+    locked = False  # said that the database is locked, and nothing imported since
 
     def refuse(session: S | None, error: StoreError) -> None:
         if on_refused is None:
@@ -187,17 +198,27 @@ def follow(
             elif key not in finished and now - quiet_since[key] >= live_within:
                 finished.add(key)
                 due.append(session)
+            elif key in held_up:
+                due.append(session)
         for problem in found:
             if str(problem) not in unusable:
                 refuse(None, problem)
         unusable = {str(problem) for problem in found}
         if due:
             polled = ImportSummary()
-            for session in due:
+            for n, session in enumerate(due):
                 files = source.files(session)
                 key = files[0]
                 try:
                     polled.merge(source.load(store, [session]))
+                except Locked as error:  # another writer's: each session after it would wait as long again
+                    if on_locked is None:
+                        raise
+                    held_up.update(source.files(waiting)[0] for waiting in due[n:])
+                    if not locked:
+                        on_locked(error)
+                    locked = True
+                    break
                 except FileNotFoundError:  # removed since it was found: gone, or back (rotated) at the next poll
                     seen.pop(key, None)
                 except (InvalidEvent, BadLine, ImportConflict, OSError) as error:  # the session's own: not a full disk
@@ -207,6 +228,8 @@ def follow(
                         refuse(session, refusal)
                 else:
                     refused.pop(key, None)
+                    locked = False
+                held_up.discard(key)
             _report(total, polled, on_import)
         pause(interval)
     return total
