@@ -1008,11 +1008,13 @@ class Store:
 
     # -- the search index (eventstore/textindex.py) -----------------------------------------------
 
-    def update_index(self, extractor: Callable[[], textindex.Extractor]) -> int:
-        """Bring the search index up to the log's last position, in one write transaction;
-        returns how many events it read. `extractor()` makes the function that says what
-        text an event contributes (`projections.search` has it)."""
-        return textindex.catch_up(self, extractor)
+    def update_index(self, extractor: Callable[[], textindex.Extractor],
+                     progress: Callable[[int, int], None] | None = None) -> int:
+        """Bring the search index up to the log's last position, some thousands of events to a
+        write transaction (interrupted, it keeps what it committed); returns how many events it
+        read. `extractor()` makes the function that says what text an event contributes
+        (`projections.search` has it); `progress(done, total)` is called after each commit."""
+        return textindex.catch_up(self, extractor, progress)
 
     def rebuild_index(self, extractor: Callable[[], textindex.Extractor]) -> int:
         """Rebuild the search index from the whole log, in one write transaction."""

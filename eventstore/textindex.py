@@ -1,9 +1,10 @@
 """The full-text index's upkeep: catch up by position, rebuild, query within segments.
 
 The index is derived from the log and kept off its append path: no append writes to it.
-It records the last position it covers; `catch_up` indexes every event after that in one
-write transaction, so a search that catches up first sees every committed event, and a
-crash mid-way leaves the index where it was. What text an event contributes is not decided
+It records the last position it covers; `catch_up` indexes every event after that, a few
+thousand events to a write transaction, until none is left, so a search that catches up
+first sees every committed event, and a crash or Ctrl-C mid-way keeps what the committed
+transactions indexed: the next catch-up goes on from there. What text an event contributes is not decided
 here but by the caller's `Extractor` (the projections own that); this module numbers the
 parts and hands them to the backend. Redacted events contribute nothing, and `Store.redact`
 removes an indexed event's documents (the backend erases them; see `sqlite.py`).
@@ -45,6 +46,8 @@ MATCHES = ("query", "words", "any")
 MAX_QUERY_CHARS = 2000
 MAX_QUERY_TERMS = 128
 _BATCH = 2000
+_COMMIT_EVENTS = 20_000  # events a catch-up indexes in one write transaction (about a second's work)
+Progress = Callable[[int, int], None]  # (events indexed so far, events it had to index), after each commit
 
 
 def check_extractor(extractor: Any) -> None:
@@ -65,9 +68,12 @@ def _made(extractor: Callable[[], Extractor]) -> Extractor:
     return extract
 
 
-def catch_up(store: Store, extractor: Callable[[], Extractor]) -> int:
-    """Index every event after the index's position, in one write transaction; returns how many
-    events were read. Costs one read when the index is current (no transaction then)."""
+def catch_up(store: Store, extractor: Callable[[], Extractor], progress: Progress | None = None) -> int:
+    """Index every event after the index's position, `_COMMIT_EVENTS` to a write transaction,
+    until none is left; returns how many events were read. Costs one read when the index is
+    current (no transaction then). Interrupted, it keeps the transactions it committed.
+    `progress(done, total)` is called after each commit (`total` grows if events are appended
+    meanwhile)."""
     check_extractor(extractor)
     backend = store.backend
     covered, last = backend.index_position(), backend.last_position()
@@ -79,13 +85,24 @@ def catch_up(store: Store, extractor: Callable[[], Extractor]) -> int:
         raise StoreError(f"{backend.path}: the search index covers positions up to {covered} but the log goes to {last}, "
                          "and this store is open read-only so it cannot catch up; open it writable once "
                          "(`threadlog index`) and search again")
-    with backend.transaction():
-        covered = backend.index_position()
-        # Documents above what it covers (its progress moved back, or a document added, by raw
-        # SQL) would collide with the ones this catch-up writes: SQLite's "UNIQUE constraint failed".
-        if (past := backend.index_last_docid() // DOC_PARTS) > covered:
-            raise altered_index(f"it holds documents of position {past} and says it covers positions up to {covered}")
-        return _index_from(store, covered, _made(extractor))
+    seen, extract, upto = 0, None, -1
+    while True:
+        with backend.transaction():
+            covered = backend.index_position()
+            # Documents above what it covers (its progress moved back, or a document added, by raw
+            # SQL) would collide with the ones this catch-up writes: SQLite's "UNIQUE constraint failed".
+            if (past := backend.index_last_docid() // DOC_PARTS) > covered:
+                raise altered_index(f"it holds documents of position {past} and says it covers positions up to {covered}")
+            if covered != upto:  # another catch-up indexed events in between: what this extractor saw has a gap
+                extract = _made(extractor)
+            assert extract is not None
+            read, upto = _index_from(store, covered, extract, _COMMIT_EVENTS)
+            total = seen + backend.last_position() - covered
+        seen += read
+        if read == 0:
+            return seen
+        if progress is not None:
+            progress(seen, total)
 
 
 def rebuild(store: Store, extractor: Callable[[], Extractor]) -> int:
@@ -94,16 +111,18 @@ def rebuild(store: Store, extractor: Callable[[], Extractor]) -> int:
     with store.backend.transaction():
         extract = _made(extractor)
         store.backend.clear_index()
-        return _index_from(store, 0, extract)
+        return _index_from(store, 0, extract)[0]
 
 
-def _index_from(store: Store, after: int, extract: Extractor) -> int:
+def _index_from(store: Store, after: int, extract: Extractor, most: int | None = None) -> tuple[int, int]:
+    """Index the events after position `after` (the first `most` or so of them, whole batches);
+    returns how many were read and the position the index then covers."""
     backend = store.backend
     seen = 0
     while True:
-        rows = list(backend.all_events(after, _BATCH))
+        rows = list(backend.all_events(after, _BATCH)) if most is None or seen < most else []
         if not rows:
-            return seen
+            return seen, after
         docs: list[DocValues] = []
         for row in rows:
             try:

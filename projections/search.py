@@ -70,11 +70,14 @@ def search(
     tool: str | None = None,
     limit: int = 10,
     catch_up: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[SearchHit]:
     """The best `limit` matches of `query`, best first (see the module doc for the syntax).
 
     The index first catches up with the log (a write); `catch_up=False` searches what it
     already covers (`store.index_position()`), which a read-only store can always do.
+    The first catch-up of a large log takes a while: `progress(done, total)` is told of each
+    of its commits (interrupted, it keeps what it committed).
 
     With `thread`, only that thread's logical history: its own events and, with `ancestors`,
     its parent's events below the fork point (and so on up), never a sibling's nor the
@@ -88,7 +91,7 @@ def search(
     textindex.check_search(store, query, "query", limit, tool)
     scope = textindex.scope_of(store, thread, ancestors) if thread is not None else None
     if catch_up:
-        update_index(store)
+        update_index(store, progress)
     rows = checked_search(store, query, "query", scope, role, tool, limit)
     titles: dict[str, str | None] = {}
     hits = []
@@ -230,9 +233,10 @@ def _stored(text: _Text) -> _Text:
     return text.replace("\x00", " ") if text is not None else text
 
 
-def update_index(store: Store) -> int:
-    """Bring the search index up to date (a search does this itself); returns events read."""
-    return store.update_index(extractor(store))
+def update_index(store: Store, progress: Callable[[int, int], None] | None = None) -> int:
+    """Bring the search index up to date (a search does this itself); returns events read.
+    `progress(done, total)` is told of each of its commits."""
+    return store.update_index(extractor(store), progress)
 
 
 def rebuild_index(store: Store) -> int:

@@ -638,3 +638,72 @@ def test_a_redaction_committed_between_the_query_and_the_reads_of_its_hits_is_no
         assert sorted(hit.position for hit in hits) == sorted([secret.position, secret.position + 1])
         monkeypatch.undo()
         assert [hit.position for hit in search(store, "ferry")] == [secret.position + 1]  # gone once redacted
+
+
+# -- the first catch-up of a large log ------------------------------------------------------------
+
+
+def _busy(store: Store, turns: int) -> list[str]:
+    """A thread of `turns` tool calls and results, and a fork of it that answers more calls."""
+    t = store.create_thread(title="busy")
+    for i in range(turns):
+        store.append_message(t, "user", f"question {i} about the kiwi crate")
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": f"call_{i}", "name": f"tool{i % 3}", "input": {"n": i}}])
+        store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": f"call_{i}", "content": f"kiwi result {i}"}])
+    f = store.fork(t, at=store.thread(t).head - 1, unanswered="keep")  # its first result answers a call of the parent's
+    store.append_message(f, "user", [{"type": "tool_result", "tool_use_id": f"call_{turns - 1}", "content": "kiwi forked"}])
+    return [t, f]
+
+
+def _all_hits(store: Store, threads: list[str]) -> list[Any]:
+    return [(h.position, h.kind, h.tool, h.snippet) for t in threads for h in search(store, "kiwi", thread=t, limit=1000,
+                                                                                   catch_up=False)]
+
+
+def test_an_interrupted_first_catch_up_keeps_what_it_committed_and_goes_on_from_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first search of a 2.2M-event log indexed it in one write transaction: a minute with
+    # no word said, and Ctrl-C threw all of it away, so the next search started again from 0.
+    monkeypatch.setattr(textindex, "_BATCH", 25)
+    monkeypatch.setattr(textindex, "_COMMIT_EVENTS", 100, raising=False)
+    with Store(tmp_path / "t.db") as store:
+        threads = _busy(store, 150)
+        last = store.last_position()
+        told: list[tuple[int, int]] = []
+
+        def stop(done: int, total: int) -> None:
+            told.append((done, total))
+            if len(told) == 2:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            update_index(store, progress=stop)
+        kept = store.index_position()
+        assert told == [(100, last), (200, last)] and kept == 200  # two commits kept, nothing after
+        more: list[tuple[int, int]] = []
+        assert update_index(store, progress=lambda done, total: more.append((done, total))) == last - kept  # only the rest
+        rest = last - kept
+        assert rest == 253 and more == [(100, rest), (200, rest), (rest, rest)]
+        assert store.index_position() == last
+        searched = _all_hits(store, threads)
+        rebuild_index(store)
+        assert _all_hits(store, threads) == searched and len(searched) == 600  # labels as one catch-up gives
+
+
+def test_a_long_first_search_says_it_is_indexing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+    monkeypatch.setattr(textindex, "_BATCH", 25)
+    monkeypatch.setattr(textindex, "_COMMIT_EVENTS", 100, raising=False)
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        _busy(store, 60)
+        last = store.last_position()
+    first = CliRunner().invoke(cli, ["--db", str(db), "search", "kiwi", "-n", "1"])
+    assert first.exit_code == 0, first.output
+    assert first.stderr == f"indexing for search (Ctrl-C keeps what is done): {last:,} events to index\n"
+    with Store(db) as store:
+        t = _busy(store, 2)[0]  # one commit's worth: nothing said
+    again = CliRunner().invoke(cli, ["--db", str(db), "search", "kiwi", "--thread", t])
+    assert again.exit_code == 0 and again.stderr == ""

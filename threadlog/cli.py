@@ -1704,6 +1704,39 @@ def usage_command(store: Store, thread: str, as_json: bool) -> None:
 # -- search (threadlog search, threadlog index) ----------------------------------------------------
 
 
+class _Indexing:
+    """What a catch-up of the search index says while it runs, once it needs more than one
+    commit (the first search of a large log): a progress bar on stderr when it is a terminal,
+    else one line saying what it does."""
+
+    LABEL = "indexing for search (Ctrl-C keeps what is done)"
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.told = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not sys.stderr.isatty():
+            if not self.told and done < total:
+                click.echo(f"{self.LABEL}: {total:,} events to index", err=True)
+                self.told = True
+            return
+        if self.bar is None:
+            if done >= total:
+                return
+            self.bar = click.progressbar(length=total, label=self.LABEL, file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.length = total
+        self.bar.update(done - self.bar.pos)
+
+    def __enter__(self) -> _Indexing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
 @cli.command("search")
 @click.argument("query", callback=_stated("give the words to search for"))
 @click.option("--thread", type=THREAD, help="Search only this thread's history (its own events and its ancestors' below each fork point).")
@@ -1719,7 +1752,9 @@ def search_command(store: Store, query: str, thread: str | None, role: str | Non
 
     The index is first brought up to date; in a file this user may not write, what it
     already covers is searched (a note says when that is not the whole log)."""
-    hits = search(store, query, thread=thread, role=role, tool=tool_name, limit=limit, catch_up=not store.read_only)
+    with _Indexing() as progress:
+        hits = search(store, query, thread=thread, role=role, tool=tool_name, limit=limit, catch_up=not store.read_only,
+                      progress=progress)
     covered, last = store.index_position(), store.last_position()
     if store.read_only and covered < last:
         click.echo(f"note: {safe(store.path)} is read-only: its search index covers positions up to {covered} of {last}; "
@@ -1738,7 +1773,8 @@ def search_command(store: Store, query: str, thread: str | None, role: str | Non
 @with_store("write")
 def index_command(store: Store, rebuild: bool, as_json: bool) -> None:
     """Bring the search index up to date (searches do this themselves), or rebuild it."""
-    read = rebuild_index(store) if rebuild else update_index(store)
+    with _Indexing() as progress:
+        read = rebuild_index(store) if rebuild else update_index(store, progress)
     _committed(f"{'rebuilt' if rebuild else 'updated'} the search index")
     position = store.index_position()
     if as_json:
