@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -214,6 +214,16 @@ def log_digest(rows: Iterable[tuple[int, str]], upto: int) -> str:
             break
         value = sha256(f"{value}|{position}|{hash_}".encode()).hexdigest()
     return value
+
+
+def counted(rows: Iterable[tuple[int, str]], progress: Callable[[int, int], None], total: int) -> Iterator[tuple[int, str]]:
+    """`rows`, telling `progress(done, total)` every 10,000 of them and at the end."""
+    done = 0
+    for done, row in enumerate(rows, 1):
+        yield row
+        if done % 10_000 == 0:
+            progress(done, total)
+    progress(done, total)
 
 
 def extend_log_digest(value: str, rows: Iterable[tuple[int, str]]) -> str:

@@ -1132,16 +1132,20 @@ class Store:
                     raise IntegrityError(None, f"{why}; drop the snapshots (threadlog snapshot --drop) and verify again")
         return VerifyReport(report.streams, report.events, report.redacted, checkpoint)
 
-    def checkpoint(self) -> str:
+    def checkpoint(self, progress: Callable[[int, int], None] | None = None) -> str:
         """One short string covering every event in the log now (position and hash).
 
         Keep it somewhere the file's writers cannot reach; `verify(checkpoint=C)` later
         proves that nothing it covers was removed, added or changed. Reads every event's hash
-        once (one sequential scan).
+        once (one sequential scan: seconds at millions of events), calling `progress(done,
+        total)` as it goes, as `verify` does.
         """
         with self.backend.read_transaction():
             last = self.backend.last_position()
-            return integrity.format_checkpoint(last, integrity.log_digest(self.backend.hashes(last), last))
+            rows = self.backend.hashes(last)
+            if progress is not None:
+                rows = integrity.counted(rows, progress, self.backend.counts()[1])
+            return integrity.format_checkpoint(last, integrity.log_digest(rows, last))
 
     def redact(self, position: int, reason: str, actor: str, *, purge: bool = True) -> RecordedEvent:
         """Erase one event's payload in place, recording who and why in an `event.redacted`.

@@ -240,6 +240,16 @@ def test_a_checkpoint_still_holds_after_appends_forks_and_redactions(store: Stor
     assert store.verify(checkpoint=store.checkpoint()).events == 6
 
 
+def test_a_checkpoint_of_a_long_log_says_how_far_it_has_read(store: Store) -> None:
+    """`checkpoint` reads every event's hash (7-8 s at 2.2M events) and said nothing while it did."""
+    t = store.create_thread()
+    store.append(t, [{"type": "message.appended", "data": {"role": "user", "content": f"m{i}"}} for i in range(25_000)])
+    told: list[tuple[int, int]] = []
+    kept = store.checkpoint(progress=lambda done, total: told.append((done, total)))
+    assert told == [(10_000, 25_001), (20_000, 25_001), (25_001, 25_001)]
+    assert kept == store.checkpoint() and store.verify(checkpoint=kept).events == 25_001
+
+
 def test_an_empty_log_has_a_checkpoint_too(store: Store) -> None:
     kept = store.checkpoint()
     t = store.create_thread()

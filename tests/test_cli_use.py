@@ -434,6 +434,14 @@ def _on_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
     return proc.wait(timeout=30), b"".join(chunks).decode("utf-8", "replace")
 
 
+def test_checkpoint_on_a_terminal_shows_its_progress_and_prints_the_checkpoint(db: Path) -> None:
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "hi")
+    code, out = _on_a_terminal(["checkpoint", "--db", str(db)], dict(os.environ))
+    assert code == 0 and "reading every hash" in out, out
+    assert re.search(r"^tlc1:2:[0-9a-f]{64}\r?$", out, flags=re.M), out
+
+
 def test_a_terminal_gets_a_pager_and_colour_unless_told_otherwise(db: Path, tmp_path: Path) -> None:
     t = ok(db, "new").strip()
     paged = tmp_path / "paged.txt"

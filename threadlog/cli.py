@@ -1080,7 +1080,11 @@ def checkpoint_command(store: Store, as_json: bool) -> None:
     `threadlog verify --checkpoint C` later proves nothing it covers was removed, added or
     changed: the one check a writer of the file cannot forge.
     """
-    value = store.checkpoint()
+    if sys.stderr.isatty():  # seconds at millions of events
+        with click.progressbar(length=store.counts().events, label="reading every hash", file=sys.stderr) as bar:
+            value = store.checkpoint(progress=lambda done, total: bar.update(done - bar.pos))
+    else:
+        value = store.checkpoint()
     if as_json:
         _emit_json({"checkpoint": value})
     else:
