@@ -354,7 +354,7 @@ def test_an_append_the_server_refuses_in_either_round_trip_leaves_nothing_and_th
     import psycopg
 
     from eventstore.postgres import PostgresBackend
-    from threadlog import StoreError
+    from threadlog import Locked, StoreError
 
     url = postgres_url()
     backend = PostgresBackend(url, timeout=0.5)
@@ -364,8 +364,9 @@ def test_an_append_the_server_refuses_in_either_round_trip_leaves_nothing_and_th
         before = backend.dump()
         with psycopg.connect(url) as other:  # another writer holds the thread's lock
             other.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (t,))
-            with pytest.raises(StoreError, match="stayed locked"):
+            with pytest.raises(StoreError, match="stayed locked") as refused:
                 store.append_message(t, "user", "waits for the lock")
+        assert isinstance(refused.value, Locked) and refused.value.path == backend.path  # a caller retries on it, as on SQLite
         assert backend.dump() == before
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(b"CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from eventstore import SchemaError, Store, StoreError
+from eventstore import Locked, SchemaError, Store, StoreError
 from eventstore.sqlite import SQLiteBackend
 from projections import display_rows, thread_state, transcript
 from threadlog import export_all, export_events
@@ -80,6 +80,24 @@ def test_the_cli_on_a_file_that_opens_but_is_corrupt_further_in(tmp_path: Path) 
         assert "Traceback" not in done.stderr and "sqlite3" not in done.stderr, done.stderr
         lines = done.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and str(db) in lines[0], done.stderr
+
+
+def test_a_write_that_outwaits_its_timeout_raises_locked_naming_the_file_and_writes_nothing(tmp_path: Path) -> None:
+    """A caller that retries on another writer's lock (a follower, a service) tells it by its
+    class, not by the words of a plain StoreError."""
+    path = tmp_path / "t.db"
+    with Store(str(path), timeout=0.2) as store:
+        t = store.create_thread()
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(Locked, match="stayed locked by another writer") as refused:
+            store.append_message(t, "user", "waits")
+        assert refused.value.path == str(path) and str(path) in str(refused.value)
+        holder.execute("ROLLBACK")
+        holder.close()
+        assert store.head(t) == 1
+        store.append_message(t, "user", "once it is free")
+        assert store.head(t) == 2
 
 
 def test_a_file_that_is_not_a_database_is_refused_by_code(tmp_path: Path) -> None:
