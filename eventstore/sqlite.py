@@ -23,6 +23,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 import urllib.parse
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import repeat
@@ -536,13 +537,22 @@ class _Transaction:
             self._wait_longer()
 
     def _wait_longer(self) -> None:
+        """The rest of the wait, `_WAIT_SLICE` seconds at a time: SQLite's wait holds back the
+        process's signal handlers until it ends, and a second Ctrl-C (a follower's "stop now")
+        waited out the whole --timeout, then counted as the first."""
         assert self.wait is not None
         self.wait.notice()
+        deadline = time.monotonic() + self.wait.rest
         try:
-            self.conn.execute(f"PRAGMA busy_timeout={int(self.wait.rest * 1000)}")
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as error:
-            raise translate(error, self.path) from None
+            while True:
+                left = deadline - time.monotonic()
+                self.conn.execute(f"PRAGMA busy_timeout={max(int(min(left, _WAIT_SLICE) * 1000), 0)}")
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.Error as error:
+                    if left <= _WAIT_SLICE or (getattr(error, "sqlite_errorcode", 0) & 0xFF) != sqlite3.SQLITE_BUSY:
+                        raise translate(error, self.path) from None
         finally:
             self.conn.execute(f"PRAGMA busy_timeout={int(self.wait.first * 1000)}")
 
@@ -566,6 +576,10 @@ class _Transaction:
             raise translate(error, self.path) from None
         if kind is None:  # the commit itself was interrupted
             raise error
+
+
+# How long one of the waits making up the rest of a writer's wait for the lock lasts (`_Wait`).
+_WAIT_SLICE = 0.1
 
 
 class _Wait(NamedTuple):

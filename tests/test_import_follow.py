@@ -508,3 +508,32 @@ def test_ctrl_c_while_a_follower_waits_for_the_write_lock_stops_it_as_the_wait_e
     assert took < 1.5 + 1, took  # the 1.5 seconds of the wait left, then at most one more
     assert err.splitlines()[-1] == "stopped: 0 event(s) imported in all", err
     assert _held(db) == [] and out == ""
+
+
+def test_a_second_ctrl_c_while_a_follower_waits_for_the_write_lock_stops_it_at_once(tmp_path: Path) -> None:
+    """A second Ctrl-C stops a follower at once, but not while it waited for another writer's
+    lock: SQLite's wait ran to its end (up to --timeout, 30 seconds by default) with both
+    signals held back, and then counted as one, so the follower went on to import what the
+    lock had held up. It now stops within a moment of the second, having written nothing."""
+    runs, db = tmp_path / "runs", tmp_path / "f.db"
+    runs.mkdir()
+    proc = _follower_started(db, runs, timeout="30")
+    try:
+        with _write_lock_held(db, seconds=10):
+            shutil.copy(TRAJECTORIES[0], runs / TRAJECTORIES[0].name)
+            assert proc.stderr is not None  # said after the first second of the wait
+            assert proc.stderr.readline() == "waiting for another writer… (--timeout sets how long)\n"
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+            asked = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=6)
+            took = time.monotonic() - asked
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert took < 1, took
+    assert err.splitlines()[-1] == "stopped: 0 event(s) imported in all", err
+    assert _held(db) == [] and out == ""
