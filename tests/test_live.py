@@ -250,6 +250,24 @@ def test_a_waiting_call_no_tool_answers_is_refused_before_the_run_starts(mem: St
     assert run_turn(mem, t, None, client(api), tools={"weather": lambda city: "sunny"}).status == "ok"
 
 
+@pytest.mark.parametrize("tools, said", [({"weather": None}, "'weather' must name a function that runs the tool, not NoneType"),
+                                         ([lambda city: "sunny"], "must map tool names to the functions that run them"),
+                                         ({1: lambda: "x"}, "a key must be a tool's name, not int")])
+def test_tools_that_are_no_map_of_names_to_functions_are_refused_before_anything_is_written(
+        mem: Store, api: MessagesAPI, tools: Any, said: str) -> None:
+    """`tools={"weather": None}` failed only when the model called it (the run closed as an
+    error); a list of functions failed after the question was recorded."""
+    t = thread(mem)
+    with pytest.raises(InvalidEvent, match=said):
+        run_turn(mem, t, "Weather?", client(api), tools=tools)
+    assert mem.head(t) == 1 and not api.requests
+    mem.append_message(t, "user", "Weather?")
+    mem.append_message(t, "assistant", "Sunny.")
+    with pytest.raises(InvalidEvent, match=said):  # before the fork is made
+        rerun(mem, t, at=1, client=client(api), model=MODEL, tools=tools)
+    assert [info.id for info in mem.threads()] == [t] and not api.requests
+
+
 def test_a_call_of_a_tool_the_turn_lacks_tells_the_model_it_is_not_available(mem: Store, api: MessagesAPI) -> None:
     t = thread(mem)
     api.reply_json(message([use("tu_1", city="Lyon")], "tool_use"))

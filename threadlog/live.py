@@ -163,6 +163,7 @@ def run_turn(
     fork sub-agent design's `maxTurns`), 50 elsewhere.
     """
     check_client(client)
+    check_tools(tools)
     if max_rounds is None:
         max_rounds = SUBAGENT_ROUNDS if store.thread(thread).kind == "subagent" else ROUNDS
     turn = Turn(thread, _id())
@@ -203,6 +204,20 @@ def check_client(client: Any) -> None:
                            "thread: await asyncio.to_thread(run_turn, store, thread, text, anthropic.Anthropic()))")
     if not callable(getattr(messages, "create", None)) or not callable(getattr(messages, "stream", None)):
         raise InvalidEvent("client", f"must be an anthropic.Anthropic client, not {type(client).__name__}")
+
+
+def check_tools(tools: Any) -> None:
+    """Refuse, before anything is written, `tools` that are not a mapping of tool names to
+    callables: the turn failed on one only when the model called it (its run closed with an
+    error), or at once after its question was recorded (a list of functions)."""
+    if tools is None:
+        return
+    if not isinstance(tools, Mapping):
+        raise InvalidEvent("tools", f"must map tool names to the functions that run them (a dict), not {type(tools).__name__}")
+    for name, fn in tools.items():
+        if not isinstance(name, str) or not callable(fn):
+            raise InvalidEvent("tools", f"{named(name)} must name a function that runs the tool, not {type(fn).__name__}"
+                               if isinstance(name, str) else f"a key must be a tool's name, not {type(name).__name__}")
 
 
 def _interleaved(client: Any) -> bool:
@@ -796,6 +811,7 @@ def rerun(
                 turns.append([event.data["content"]])
             answered = False
     check_client(client)
+    check_tools(tools)
     # The fork's thinking is the thread's; checked as run_turn will check it.
     check_max_tokens(max_tokens, None if _interleaved(client) else thread_state(store, thread, at).thinking, thread)
     for offset, content in prompts:  # checked as run_turn will, before the fork is made
