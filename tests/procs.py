@@ -23,6 +23,7 @@ class Worker:
     def __init__(self, mode: str, *args: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, WORKERS, mode, *args],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -73,8 +74,16 @@ class Worker:
         self._reader.join(timeout=30)
         return self._close()
 
+    def tell(self, line: str = "go") -> None:
+        """Write a line to the child's stdin (a worker that waits for one goes on)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
     def _close(self) -> str:
-        assert self.proc.stdout is not None and self.proc.stderr is not None
+        assert self.proc.stdout is not None and self.proc.stderr is not None and self.proc.stdin is not None
+        with contextlib.suppress(OSError):  # a child killed or gone: its end of the pipe is closed
+            self.proc.stdin.close()
         err = self.proc.stderr.read()
         self.proc.stdout.close()
         self.proc.stderr.close()

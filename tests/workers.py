@@ -255,6 +255,75 @@ def tail(db: str, stop_file: str) -> None:
     say(op="done", positions=seen, polls=polls)
 
 
+# -- a redaction between a catch-up's commits ---------------------------------------------------
+
+
+def secrets(db: str, count: str, every: str) -> None:
+    """Append `count` messages to one thread, a secret (`secret_text`) in every `every`-th; report
+    each secret's position."""
+    store = open_store(db)
+    thread = store.create_thread(title="plain")
+    events = [{"type": "message.appended", "data": {"role": "user", "content": secret_text(n // int(every))
+               if n % int(every) == 0 else f"filler {n} train platform"}} for n in range(int(count))]
+    at: dict[str, int] = {}
+    for start in range(0, len(events), 500):
+        for n, event in enumerate(store.append(thread, events[start:start + 500]), start):
+            if n % int(every) == 0:
+                at[str(n // int(every))] = event.position
+    store.close()
+    say(op="done", at=at)
+
+
+def secret_text(n: int) -> str:
+    """Secret `n`: its index token (folded: `kx<letter>...secret`) differs from every other's from
+    its third character on, so FTS5's prefix compression stores all but its first few characters."""
+    return f"Kx{chr(ord('a') + n)}qvzmjwr{n}Sécret☃ in a message"
+
+
+def catch_up(db: str, commit_events: str, pause_after: str) -> None:
+    """`update_index` committing every `commit_events` events; after commit `pause_after` (0:
+    never) it waits for a line on stdin, and after every commit it pauses briefly, so another
+    writer waiting for the lock gets it between two commits."""
+    from eventstore import textindex
+    from projections.search import update_index
+
+    textindex._COMMIT_EVENTS = int(commit_events)
+    textindex._BATCH = max(1, int(commit_events) // 2)
+    store = open_store(db)
+    commits = 0
+
+    def progress(done: int, total: int) -> None:
+        nonlocal commits
+        commits += 1
+        say(op="commit", done=done, total=total, commits=commits)
+        if commits == int(pause_after):
+            sys.stdin.readline()
+        time.sleep(0.01)
+
+    read = update_index(store, progress)
+    store.close()
+    say(op="done", read=read)
+
+
+def redact_all(db: str, *positions: str) -> None:
+    """Redact each position (as `threadlog redact` does, truncating the WAL), reporting a
+    truncation another connection held up (the redaction is committed all the same)."""
+    from threadlog import OldPagesKept
+
+    say(op="ready")
+    sys.stdin.readline()
+    store = open_store(db)
+    kept = 0
+    for position in positions:
+        try:
+            store.redact(int(position), reason="leak", actor="dpo")
+        except OldPagesKept:
+            kept += 1
+    store.close()
+    say(op="done", kept=kept)
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
-    {"crash": crash, "transcripts": transcripts, "race": race, "mixed": mixed, "tail": tail}[mode](*args)
+    {"crash": crash, "transcripts": transcripts, "race": race, "mixed": mixed, "tail": tail,
+     "secrets": secrets, "catch_up": catch_up, "redact_all": redact_all}[mode](*args)
