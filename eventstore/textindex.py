@@ -97,12 +97,15 @@ def catch_up(store: Store, extractor: Callable[[], Extractor], progress: Progres
                 extract = _made(extractor)
             assert extract is not None
             read, upto = _index_from(store, covered, extract, _COMMIT_EVENTS)
-            total = seen + backend.last_position() - covered
+            last = backend.last_position()
+            total = seen + last - covered
         seen += read
         if read == 0:
             return seen
         if progress is not None:
             progress(seen, total)
+        if upto >= last:  # it read to the end its transaction saw: another would take the write lock to find nothing
+            return seen
 
 
 def rebuild(store: Store, extractor: Callable[[], Extractor]) -> int:

@@ -690,6 +690,22 @@ def test_an_interrupted_first_catch_up_keeps_what_it_committed_and_goes_on_from_
         assert _all_hits(store, threads) == searched and len(searched) == 600  # labels as one catch-up gives
 
 
+@pytest.mark.parametrize("events, writes", [(60, 1), (250, 3)])
+def test_a_catch_up_takes_the_write_lock_once_a_commit_and_not_again_at_the_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, events: int, writes: int) -> None:
+    """A catch-up in commits took the write lock once more at the end, to find nothing left:
+    every search after appends held off other writers one extra time."""
+    monkeypatch.setattr(textindex, "_BATCH", 25)
+    monkeypatch.setattr(textindex, "_COMMIT_EVENTS", 100, raising=False)
+    with Store(tmp_path / "t.db") as store:
+        t = store.create_thread()
+        store.append(t, [{"type": "message.appended", "data": {"role": "user", "content": f"kiwi {i}"}} for i in range(events - 1)])
+        begun: list[str] = []
+        store.backend.conn.set_trace_callback(lambda sql: begun.append(sql) if sql.startswith("BEGIN") else None)  # type: ignore[attr-defined]
+        assert update_index(store) == events
+        assert begun == ["BEGIN IMMEDIATE"] * writes and store.index_position() == store.last_position()
+
+
 def test_a_long_first_search_says_it_is_indexing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
