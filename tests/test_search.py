@@ -27,6 +27,7 @@ from threadlog import (
     update_index,
 )
 from eventstore import textindex
+from eventstore.sqlite import SQLiteBackend
 from projections.retrieval import BEGIN, END
 from projections.search import LONGEST_RUN, clipped, window
 from tests.backends import postgres_url
@@ -697,11 +698,12 @@ def test_a_catch_up_takes_the_write_lock_once_a_commit_and_not_again_at_the_end(
     every search after appends held off other writers one extra time."""
     monkeypatch.setattr(textindex, "_BATCH", 25)
     monkeypatch.setattr(textindex, "_COMMIT_EVENTS", 100, raising=False)
-    with Store(tmp_path / "t.db") as store:
+    opened = SQLiteBackend(str(tmp_path / "t.db"))
+    with Store(opened) as store:
         t = store.create_thread()
         store.append(t, [{"type": "message.appended", "data": {"role": "user", "content": f"kiwi {i}"}} for i in range(events - 1)])
         begun: list[str] = []
-        store.backend.conn.set_trace_callback(lambda sql: begun.append(sql) if sql.startswith("BEGIN") else None)  # type: ignore[attr-defined]
+        opened.conn.set_trace_callback(lambda sql: begun.append(sql) if sql.startswith("BEGIN") else None)
         assert update_index(store) == events
         assert begun == ["BEGIN IMMEDIATE"] * writes and store.index_position() == store.last_position()
 
