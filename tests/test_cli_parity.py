@@ -30,10 +30,10 @@ from threadlog.cli import cli
 from tests.backends import postgres_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "data"
-CLAUDE_CODE = SHARED / "claude-code" / "claude-code-log-fork" / "test" / "test_data"
-PI = SHARED / "pi-mono" / "large-session.jsonl"
-SWE_AGENT = SHARED / "swe-agent-trajectories" / "trajectories" / "demonstrations"
+FIXTURES = ROOT / "tests" / "fixtures"  # real sessions and trajectories, kept with the tests (their READMEs say whence)
+CLAUDE_CODE = FIXTURES / "claude-code"
+PI = FIXTURES / "pi" / "large-session-head.jsonl"
+SWE_AGENT = FIXTURES / "swe-agent"
 
 HASH = re.compile(r"\b(?<=tl\d:)[0-9a-f]{8,64}\b|\b[0-9a-f]{64}\b")
 EVENT_ID = re.compile(r"\b[0-9a-f]{32}\b")
@@ -185,8 +185,8 @@ def walkthrough(walk: Walk) -> None:
     walk("import", "events", str(w / "backup.jsonl"))  # into itself: adds nothing
     walk("import", "events", str(w / "t.jsonl"), "--json")
     # Real sessions other tools wrote.
-    walk("import", "claude-code", str(CLAUDE_CODE / "real_projects"), str(CLAUDE_CODE / "teammates"))
-    walk("import", "claude-code", str(CLAUDE_CODE / "real_projects"), "--json")  # again: adds nothing
+    walk("import", "claude-code", str(CLAUDE_CODE))
+    walk("import", "claude-code", str(CLAUDE_CODE), "--json")  # again: adds nothing
     walk("import", "pi", str(PI))
     walk("import", "swe-agent", str(SWE_AGENT), "--json")
     walk("ls", "-n", "5", process=True)
@@ -211,7 +211,6 @@ def refusals(walk: Walk) -> None:
     walk("append", "@last", "--role", "user", "--text", "after the refusals")
 
 
-pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="the gathered data folder is not beside this checkout")
 
 
 @pytest.fixture(scope="module")
