@@ -1,5 +1,5 @@
 """Following pi sessions and SWE-agent trajectories while they are written (`import pi --follow`,
-`import swe-agent --follow`): a real follower process, real session files from /work/shared/data
+`import swe-agent --follow`): a real follower process, real session files (tests/fixtures)
 written over time, and the database compared with a one-shot import of what the file held."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,9 @@ from threadlog.cli import cli
 from threadlog.importers.follow import follow_files
 from tests.procs import bound_by_file_modes, ctrl_c, interruptible
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-PI_SESSION = SHARED / "pi-mono" / "large-session.jsonl"
-TRAJECTORY = (SHARED / "swe-agent-trajectories" / "trajectories" / "demonstrations"
-              / "replay__marshmallow-code__marshmallow-1867__function_calling_replace__install-1"
-              / "marshmallow-code__marshmallow-1867.traj")
-needs_data = pytest.mark.skipif(not SHARED.is_dir(), reason="the gathered data folder is not beside this checkout")
+FIXTURES = Path(__file__).resolve().parent / "fixtures"  # real sessions and trajectories (their READMEs say whence)
+PI_SESSION = FIXTURES / "pi" / "large-session-head.jsonl"
+TRAJECTORY = FIXTURES / "swe-agent" / "marshmallow-code__marshmallow-1867.traj"
 
 Held = list[tuple[str, int, str, str, str]]
 
@@ -67,6 +64,18 @@ def _caught_up(db: Path, expected: Held, timeout: float = 30.0) -> Held:
     return held
 
 
+def _opened(proc: subprocess.Popen[str], db: Path, timeout: float = 30.0) -> bool:
+    """Whether the follower has the database open (its imports done, so a Ctrl-C from here on is
+    its own, not Python's at start-up), waiting for it up to `timeout`."""
+    deadline, fds = time.monotonic() + timeout, Path(f"/proc/{proc.pid}/fd")
+    while time.monotonic() < deadline and proc.poll() is None:
+        with suppress(OSError):  # a descriptor closed while it is read
+            if any(os.readlink(fd) == str(db) for fd in fds.iterdir()):
+                return True
+        time.sleep(0.05)
+    return False
+
+
 @contextmanager
 def _follower(tool: str, db: Path, directory: Path, out: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
     """`threadlog import TOOL --follow --interval 0.05 DIRECTORY`, stopped with Ctrl-C on the
@@ -89,7 +98,6 @@ def _stopped_cleanly(out: dict[str, str], total: int) -> None:
     assert reported and sum(int(line[1:].split(" ", 1)[0]) for line in reported) == total, out["stdout"]
 
 
-@needs_data
 def test_following_a_pi_session_as_pi_appends_to_it_ends_as_one_import(tmp_path: Path) -> None:
     """pi appends an entry a line at a time: each poll adds what the new lines hold, a
     half-written last line (here left half-written for a dozen polls) is never imported in
@@ -104,7 +112,7 @@ def test_following_a_pi_session_as_pi_appends_to_it_ends_as_one_import(tmp_path:
         assert proc.poll() is None
         done = 0
         with live.open("ab") as writer:
-            for cut in [1, 2, 9, 40, 150, 400, 700, len(lines) - 1]:
+            for cut in [1, 2, 9, len(lines) // 4, len(lines) // 2, len(lines) * 3 // 4, len(lines) - 1]:
                 half = lines[cut][:len(lines[cut]) // 2]
                 writer.write(b"".join(lines[done:cut]) + half)
                 writer.flush()
@@ -117,7 +125,7 @@ def test_following_a_pi_session_as_pi_appends_to_it_ends_as_one_import(tmp_path:
             writer.write(b"".join(lines[done:]))
         final = _one_shot(import_pi, live)
         assert _caught_up(db, final) == final
-    assert len(final) > 1000  # the whole session, its forks and failed turns
+    assert len(final) > 70  # the whole session, its forks and failed turn
     _stopped_cleanly(out, len(final))
 
 
@@ -132,7 +140,6 @@ def _rewrite(path: Path, text: bytes, pause: float, then: Callable[[], None]) ->
         writer.write(text[len(text) // 2:])
 
 
-@needs_data
 def test_following_a_swe_agent_trajectory_as_swe_agent_rewrites_it_ends_as_one_import(tmp_path: Path) -> None:
     """SWE-agent writes the whole trajectory again after each step, in place: each poll adds
     the new entries of its `history`, a file cut short as it is rewritten (here for a dozen
@@ -241,7 +248,6 @@ def test_a_pi_session_file_created_empty_waits_for_its_header(tmp_path: Path) ->
 
 # Followers under the conditions they meet where they run: two at once, a directory removed or
 # locked, a trajectory replaced, a service manager's SIGTERM. Real processes, fixture files.
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TRAJECTORIES = sorted((FIXTURES / "swe-agent").glob("*.traj"))
 PI_HEAD = FIXTURES / "pi" / "large-session-head.jsonl"
 CC_SESSIONS = sorted((FIXTURES / "claude-code").glob("-*/*.jsonl"))
@@ -298,7 +304,11 @@ def _reported(stdout: str) -> int:
     return sum(int(line[1:].split(" ", 1)[0]) for line in stdout.splitlines() if line.startswith("+"))
 
 
-@pytest.mark.parametrize("tool", ["claude-code", "pi", "swe-agent"])
+# Not pi: the results of a turn's parallel calls come a line each, and a follower imports those
+# there are, as one message (those that come later, as messages after it). Two followers reading
+# the file a moment apart can each take a turn at a different point, so the second meets the
+# first's message under the same id with other content and refuses the session (README says so).
+@pytest.mark.parametrize("tool", ["claude-code", "swe-agent"])
 def test_two_followers_of_one_directory_store_each_event_once(tmp_path: Path, tool: str) -> None:
     """A second follower started by mistake (or a service restarted while the old one lingers),
     on the same database and directory: neither fails, each event is stored once, what the two
@@ -308,7 +318,7 @@ def test_two_followers_of_one_directory_store_each_event_once(tmp_path: Path, to
     procs = [interruptible(_follow_command(tool, db, sources), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     try:
-        time.sleep(0.5)
+        assert all(_opened(proc, db) for proc in procs)  # both started: a Ctrl-C before that is Python's
         _write_steps(tool, sources)
         expected = _one_shot_of(tool, sources)
         assert _caught_up(db, expected, timeout=8) == expected
