@@ -304,15 +304,16 @@ def _reported(stdout: str) -> int:
     return sum(int(line[1:].split(" ", 1)[0]) for line in stdout.splitlines() if line.startswith("+"))
 
 
-# Not pi: the results of a turn's parallel calls come a line each, and a follower imports those
-# there are, as one message (those that come later, as messages after it). Two followers reading
-# the file a moment apart can each take a turn at a different point, so the second meets the
-# first's message under the same id with other content and refuses the session (README says so).
-@pytest.mark.parametrize("tool", ["claude-code", "swe-agent"])
-def test_two_followers_of_one_directory_store_each_event_once(tmp_path: Path, tool: str) -> None:
+# Only SWE-agent's trajectories, rewritten whole with each step, are sure to end whole: pi and
+# Claude Code append a turn a line at a time, and two followers reading a file a moment apart can
+# each take a turn at a different point (a turn's tool results as one message, or a fork's
+# point), so the second may meet the first's event under the same id with other content and
+# refuse that session (README says so). No event is stored twice either way.
+@pytest.mark.parametrize(("tool", "whole"), [("claude-code", False), ("pi", False), ("swe-agent", True)])
+def test_two_followers_of_one_directory_store_each_event_once(tmp_path: Path, tool: str, whole: bool) -> None:
     """A second follower started by mistake (or a service restarted while the old one lingers),
     on the same database and directory: neither fails, each event is stored once, what the two
-    say they added is every event once, and the store verifies, each session whole."""
+    say they added is every event stored once, and the store verifies."""
     sources, db = tmp_path / "sources", tmp_path / "f.db"
     sources.mkdir()
     procs = [interruptible(_follow_command(tool, db, sources), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -321,15 +322,18 @@ def test_two_followers_of_one_directory_store_each_event_once(tmp_path: Path, to
         assert all(_opened(proc, db) for proc in procs)  # both started: a Ctrl-C before that is Python's
         _write_steps(tool, sources)
         expected = _one_shot_of(tool, sources)
-        assert _caught_up(db, expected, timeout=8) == expected
+        held = _caught_up(db, expected, timeout=8 if whole else 3)
     finally:
         said = [ctrl_c(proc) for proc in procs]
+    held = _held(db)
     for proc, (out, err) in zip(procs, said):
-        assert proc.returncode == 0 and "Traceback" not in err and "refused" not in err, err
-    assert len(expected) > 40 and len({event[2] for event in expected}) == len(expected)
-    assert sum(_reported(out) for out, _ in said) == len(expected), said
+        assert proc.returncode == 0 and "Traceback" not in err, err
+    if whole:
+        assert held == expected and not any("refused" in err for _, err in said), said
+    assert len(held) > 40 and len({event[2] for event in held}) == len(held)  # no event id twice
+    assert sum(_reported(out) for out, _ in said) == len(held), said
     totals = [int(err.splitlines()[-1].split()[1]) for _, err in said]
-    assert sum(totals) == len(expected), said
+    assert sum(totals) == len(held), said
     _verified(db)
 
 
