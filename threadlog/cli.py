@@ -1080,11 +1080,12 @@ def checkpoint_command(store: Store, as_json: bool) -> None:
     `threadlog verify --checkpoint C` later proves nothing it covers was removed, added or
     changed: the one check a writer of the file cannot forge.
     """
-    if sys.stderr.isatty():  # seconds at millions of events
-        with click.progressbar(length=store.counts().events, label="reading every hash", file=sys.stderr) as bar:
-            value = store.checkpoint(progress=lambda done, total: bar.update(done - bar.pos))
-    else:
+    bar, update = _progress("reading every hash")  # seconds at millions of events
+    if bar is None:
         value = store.checkpoint()
+    else:
+        with bar:
+            value = store.checkpoint(progress=update)
     if as_json:
         _emit_json({"checkpoint": value})
     else:
