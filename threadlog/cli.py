@@ -1718,6 +1718,7 @@ class _Indexing:
 
     def __init__(self) -> None:
         self.bar: Any = None
+        self.update: Callable[[int, int], None] = lambda done, total: None
         self.told = False
 
     def __call__(self, done: int, total: int) -> None:
@@ -1729,10 +1730,9 @@ class _Indexing:
         if self.bar is None:
             if done >= total:
                 return
-            self.bar = click.progressbar(length=total, label=self.LABEL, file=sys.stderr)
+            self.bar, self.update = _progress(self.LABEL)
             self.bar.__enter__()
-        self.bar.length = total
-        self.bar.update(done - self.bar.pos)
+        self.update(done, total)
 
     def __enter__(self) -> _Indexing:
         return self
