@@ -17,7 +17,9 @@ on it (`lean insert only`).
 Then, at full size, every row of issue 14's table: batch and single appends and the file
 size against the lean table; a fork and `thread_state` against the same in a small file;
 `threadlog ls`'s first page, a full `verify` (speed and peak memory, in a child process) and
-`verify --since` against their budgets.
+`verify --since` against their budgets. Beside the verify, with no target, the same file read
+by raw sqlite3 and hashed in two processes (`_raw_floor`): how fast this machine runs the
+least a verify must do, in this run.
 """
 
 from __future__ import annotations
@@ -169,6 +171,30 @@ def _peak_verify(path: Path) -> tuple[float, int, int]:
     return float(out[0]), int(out[1]), int(out[2])
 
 
+# The least any verify does with an event, in raw sqlite3 and hashlib: read its row and hash
+# its data and a header. No check, no chain: a floor for the machine of the run, not a rival.
+_FLOOR = ("import hashlib, sqlite3, sys\n"
+          "conn = sqlite3.connect(sys.argv[1]); sha256 = hashlib.sha256\n"
+          "for _, stream, offset, data, meta, at in conn.execute(\n"
+          "        'SELECT position, stream_id, \"offset\", data, meta, recorded_at FROM events WHERE position > ? AND position <= ?',\n"
+          "        (int(sys.argv[2]), int(sys.argv[3]))):\n"
+          "    sha256(f'{stream}{offset}{meta}{at}{sha256(data.encode()).hexdigest()}'.encode()).digest()\n")
+
+
+def _raw_floor(path: Path) -> float:
+    """Seconds for two processes, side by side, to read every event row of the file (each half
+    of the positions) and hash each twice (`_FLOOR`): what the full verify's two processes do
+    at the least, on the machine as it is during this run."""
+    with sqlite3.connect(path) as conn:
+        last = conn.execute("SELECT max(position) FROM events").fetchone()[0] or 0
+    start = time.perf_counter()
+    halves = [subprocess.Popen([sys.executable, "-c", _FLOOR, str(path), str(lo), str(hi)])
+              for lo, hi in ((0, last // 2), (last // 2, last))]
+    if any(half.wait() for half in halves):
+        raise RuntimeError("the raw floor's reads failed")
+    return time.perf_counter() - start
+
+
 def run_scale(messages: int, workdir: Path, rounds: int = 5) -> list[Measure]:
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -301,6 +327,12 @@ def run_scale(messages: int, workdir: Path, rounds: int = 5) -> list[Measure]:
                        "s", "200,000 events/s budget", 1 / 200_000, "speed", 1, {"target": "scale_verify_speed"}))
     out.append(Measure(GROUP, "peak memory of that verify (the larger of its two processes)", peak, "bytes", "200 MB budget",
                        200e6, "cost", 1, {"target": "scale_verify_memory"}))
+    # The machine's speed moves the verify's rate by tens of percent from hour to hour: the raw
+    # floor, run right after it on the same file, says how much of a miss is the machine's.
+    floor = _raw_floor(Path(store.path))
+    out.append(Measure(GROUP, f"full verify vs raw sqlite3 reading every row and hashing it twice, two processes "
+                       f"({verified / floor:,.0f} events/s; no target)", seconds / verified, "s", "raw floor",
+                       floor / verified, "speed", 1))
 
     def since() -> float:
         start = time.perf_counter()
