@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -528,3 +528,46 @@ def test_ctrl_c_while_a_follower_waits_for_the_write_lock(tmp_path: Path, twice:
     assert took < (1 if twice else 1.5 + 1), took  # once: the 1.5 seconds of the wait left, then at most one more
     assert err.splitlines()[-1] == "stopped: 0 event(s) imported in all", err
     assert _held(db) == [] and out == ""
+
+
+class _LockedAfterFirstWrite(Store):
+    """A store whose second write (`append_prepared`) finds the write lock held by another
+    process for a second (`_write_lock_held`): an import of a session, which creates its
+    thread in one transaction and appends its events in others, loses the lock after the
+    first is committed."""
+
+    def __init__(self, db: Path, holds: ExitStack) -> None:
+        super().__init__(db, timeout=0.2)
+        self.db, self.holds, self.writes = db, holds, 0
+
+    def append_prepared(self, *args: Any, **kwargs: Any) -> Any:
+        self.writes += 1
+        if self.writes == 2:
+            self.holds.enter_context(_write_lock_held(self.db, seconds=1))
+        return super().append_prepared(*args, **kwargs)
+
+
+def test_a_follower_counts_what_it_wrote_before_the_write_lock_was_lost(tmp_path: Path) -> None:
+    """A session is imported in several transactions (its thread made, then its events): the
+    write lock lost after the first of them stopped that session's import, and what it had
+    committed was never counted, so `stopped: N event(s) imported in all` said fewer events
+    than the follower wrote. The total and what each poll reported are every event stored."""
+    sessions, db = tmp_path / "sessions", tmp_path / "f.db"
+    sessions.mkdir()
+    shutil.copy(PI_SESSION, sessions / PI_SESSION.name)
+    expected = _one_shot(import_pi, sessions)
+    polls: list[int] = []
+    locked: list[str] = []
+    deadline = time.monotonic() + 30
+    with ExitStack() as holds:
+        store = _LockedAfterFirstWrite(db, holds)
+
+        def stop() -> bool:
+            return store.counts().events == len(expected) or time.monotonic() > deadline
+
+        total = follow_files(store, "pi", [sessions], interval=0.05, on_import=lambda summary: polls.append(summary.added),
+                             on_locked=lambda error: locked.append(str(error)), stop=stop)
+        store.close()
+    assert store.writes > 2 and len(locked) == 1, locked  # the lock was lost once, partway through the session
+    assert _held(db) == expected
+    assert total.added == sum(polls) == len(expected), (total.added, polls)

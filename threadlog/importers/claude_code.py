@@ -1151,11 +1151,13 @@ def import_sessions(
     progress: Callable[[int, int], None] | None = None,
     partial_tail: bool = False,
     live_within: float | None = None,
+    summary: ImportSummary | None = None,
 ) -> ImportSummary:
     """`import_claude_code` of sessions already found (`discover`); `partial_tail=True`
     leaves a half-written last line, and a last response the file does not show complete
     yet, for a later import (what following a live session needs); `live_within` does so
-    for the sessions with a file changed in the last that many seconds."""
+    for the sessions with a file changed in the last that many seconds. Counted into
+    `summary` (`import_sources`: what was added before an error stays counted there)."""
     # (live, paused), decided once a session: its check and its write must plan alike.
     modes: dict[int, tuple[bool, bool]] = {}
 
@@ -1171,7 +1173,7 @@ def import_sessions(
                              store, paused=paused)
 
     return import_sources(store, sessions, plan_one, _size, strict=not skip_bad, progress=progress, noun="session",
-                          name=lambda session: ", ".join(map(str, session.files)))
+                          name=lambda session: ", ".join(map(str, session.files)), summary=summary)
 
 
 def _quiet_for(session: Session) -> float:

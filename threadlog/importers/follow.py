@@ -41,13 +41,14 @@ class Format(Generic[S]):
     """What following one format needs of it. `find(sources, unusable)` gives the sessions
     under `sources` (a path gone meanwhile passed over, what it cannot use given to
     `unusable`); `files(session)` the files whose change makes it due again, the first
-    naming it; `load(store, sessions)` imports them, idempotently. `asks` says what to name
-    instead of a path that names nothing."""
+    naming it; `load(store, sessions, summary)` imports them, idempotently, counting into
+    `summary` what it adds as it is committed (so what was added before an error is counted
+    too). `asks` says what to name instead of a path that names nothing."""
 
     asks: str
     find: Callable[[Sequence[Path], Callable[[StoreError], None]], Sequence[S]]
     files: Callable[[S], Sequence[Path]]
-    load: Callable[[Store, Sequence[S]], ImportSummary]
+    load: Callable[[Store, Sequence[S], ImportSummary], ImportSummary]
 
 
 def follow_claude_code(
@@ -74,7 +75,8 @@ def follow_claude_code(
     forever, and the mirror never held it.
     """
     claude_code = Format(ASKS, discover, lambda session: session.files,
-                         lambda into, sessions: import_sessions(into, sessions, skip_bad=skip_bad, live_within=live_within))
+                         lambda into, sessions, summary: import_sessions(into, sessions, skip_bad=skip_bad, live_within=live_within,
+                                                                         summary=summary))
     return follow(store, claude_code, paths, interval=interval, settle=settle, live_within=live_within,
                   on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause)
 
@@ -110,7 +112,7 @@ def follow_files(
       short waits (`swe_agent._read`)."""
     pattern, asks, noun, load = _FILE_FORMATS[kind]
     files = Format(asks, lambda sources, unusable: source_files(sources, pattern, asks, unusable, noun), lambda path: [path],
-                   lambda into, found: load(into, found, skip_bad=skip_bad))
+                   lambda into, found, summary: load(into, found, skip_bad=skip_bad, summary=summary))
     return follow(store, files, paths, interval=interval, settle=settle, live_within=LIVE_SECONDS,
                   on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause)
 
@@ -209,8 +211,9 @@ def follow(
             for n, session in enumerate(due):
                 files = source.files(session)
                 key = files[0]
+                written = ImportSummary()
                 try:
-                    polled.merge(source.load(store, [session]))
+                    source.load(store, [session], written)
                 except Locked as error:  # another writer's: each session after it would wait as long again
                     if on_locked is None:
                         raise
@@ -229,6 +232,8 @@ def follow(
                 else:
                     refused.pop(key, None)
                     locked = False
+                finally:  # what it added before an error too: committed as it went, and kept
+                    polled.merge(written)
                 held_up.discard(key)
             _report(total, polled, on_import)
         pause(interval)

@@ -621,8 +621,11 @@ def import_pi_files(
     *,
     skip_bad: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    summary: ImportSummary | None = None,
 ) -> ImportSummary:
     """`import_pi` of session files already found (`source_files`, as a follower finds them
-    at each poll)."""
+    at each poll), counted into `summary` (`import_sources`: what was added before an error
+    stays counted there)."""
     return import_sources(store, files, lambda path, summary, _, seen: _plan_file(path, summary, skip_bad, seen, store),
-                          lambda path: path.stat().st_size, strict=not skip_bad, progress=progress, noun="file")
+                          lambda path: path.stat().st_size, strict=not skip_bad, progress=progress, noun="file",
+                          summary=summary)

@@ -152,6 +152,9 @@ class Plan:
     # event id -> the data an earlier release gave the event, where this one keeps more of its source
     # line (a response's other fields): a stored event holding that is no change of the source.
     formerly: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The events `write_plan` has added so far: each write commits as it goes, so what it added
+    # before a write that failed (another writer's lock held too long) stays stored.
+    written: int = 0
 
     def root(self, stream_id: str, created: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> PlannedStream:
         """A root thread; its `thread.created` event is checked now, as `add` checks the others."""
@@ -359,7 +362,7 @@ def _name(error: Exception, noun: str, name: str) -> None:
 
 def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, ImportSummary, dict[str, dict[str, str]], Seen], Plan],
                    size: Callable[[S], int], *, strict: bool, progress: Callable[[int, int], None] | None,
-                   noun: str, name: Callable[[S], str] = str) -> ImportSummary:
+                   noun: str, name: Callable[[S], str] = str, summary: ImportSummary | None = None) -> ImportSummary:
     """Plan and write each source (a session, a file) in turn; returns what they hold and added.
 
     `strict` (a bad line refuses the import) with more than one source: each is first planned
@@ -378,6 +381,11 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
     checking pass too. A write the store refuses afterwards (another process changed a stream
     meanwhile) stops the import with a note on the error saying what the sources before it
     wrote.
+
+    What is imported is counted into `summary` (a new one when None), which is returned. When
+    the import raises, `summary` holds what was added before the error, the source being
+    written included: its writes commit as they go, and stay (a follower counted none of a
+    session whose import lost the write lock partway, and its total fell short).
     """
     checked = strict and len(sources) > 1
     sizes = [size(source) for source in sources]
@@ -397,9 +405,10 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
             progress(done, total)
     pending.clear()
     earlier.clear()
-    summary = ImportSummary()
+    summary = ImportSummary() if summary is None else summary
     for number, (source, read) in enumerate(zip(sources, sizes)):
         part = ImportSummary()
+        plan: Plan | None = None
         try:
             plan = plan_one(source, part, {}, seen)
             part.events = sum(len(s.events) + 1 for s in plan.streams)
@@ -408,6 +417,7 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
         except StoreError as error:  # named: an event the store refused ("not pending") said not which file gave it
             _name(error, noun, name(source))
             note_written(error, summary, f"{number} {noun}(s)")
+            summary.added += 0 if plan is None else plan.written
             raise
         summary.merge(part)
         done += read
@@ -446,12 +456,11 @@ def write_plan(store: Store, plan: Plan) -> int:
     plan.changed = [_source_line(event) for stream, own in zip(plan.streams, owned) if own for event in stream.events
                     if own.get(event.event_id, event.data_digest) != event.data_digest
                     and not _as_formerly(plan, event, own[event.event_id])]
-    added = 0
     for stream, held in zip(plan.streams, stored):
         while True:
             try:
                 for written in _write_stream(store, stream, held):
-                    added += written
+                    plan.written += written
                     held = (held if held is not None else -1) + written
                 break
             except StoreError:
@@ -459,7 +468,7 @@ def write_plan(store: Store, plan: Plan) -> int:
                 if now is None or (held is not None and now <= held):
                     raise  # no other import of this source moved the stream: the refusal stands
                 held = now
-    return added
+    return plan.written
 
 
 def _write_stream(store: Store, stream: PlannedStream, held: int | None) -> Iterator[int]:

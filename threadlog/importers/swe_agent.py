@@ -343,9 +343,11 @@ def import_swe_agent_files(
     *,
     skip_bad: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    summary: ImportSummary | None = None,
 ) -> ImportSummary:
     """`import_swe_agent` of trajectory files already found (`source_files`, as a follower
-    finds them at each poll)."""
+    finds them at each poll), counted into `summary` (`import_sources`: what was added before
+    an error stays counted there)."""
 
     def plan(path: Path, summary: ImportSummary, _: Any, seen: Seen) -> Plan:
         own = ImportSummary()
@@ -362,4 +364,4 @@ def import_swe_agent_files(
         return planned
 
     return import_sources(store, files, plan, lambda path: path.stat().st_size, strict=not skip_bad, progress=progress,
-                          noun="file")
+                          noun="file", summary=summary)
