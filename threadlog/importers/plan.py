@@ -108,7 +108,7 @@ class PlannedStream:
             prepared, facts = self.check(type_, data, meta)
         except InvalidEvent as error:
             raise where(str(error)) from None
-        _claim(self.ids, prepared.event_id, where)
+        _add_id(self.ids, prepared.event_id, where)
         self.facts = facts
         if type_ == "run.started":
             self.open_run = data["run_id"]
@@ -184,12 +184,12 @@ class Plan:
         if self.store is not None:
             stream.records = _records(self.store, stream.id)
         stream.ids = self.ids
-        _claim(self.ids, _first_event_id(stream), where)
+        _add_id(self.ids, _first_event_id(stream), where)
         self.streams.append(stream)
         return stream
 
 
-def _claim(ids: set[str], event_id: str, where: Callable[[str], StoreError]) -> None:
+def _add_id(ids: set[str], event_id: str, where: Callable[[str], StoreError]) -> None:
     """Add `event_id` to a plan's `ids`, refusing one it gives already."""
     if event_id in ids:
         raise where(f"meta.event_id: {event_id!r} is the id of another event of this source")
