@@ -1,6 +1,7 @@
 """The write side of threadlog: event models, the SQLite log, streams, forks, integrity."""
 
 from .errors import (
+    Claimed,
     ConcurrencyError,
     ForkRefused,
     IntegrityError,
@@ -25,6 +26,7 @@ __all__ = [
     "CATALOGUE",
     "DEFAULT_PLACEHOLDER",
     "FORK_BOILERPLATE",
+    "Claimed",
     "ConcurrencyError",
     "Event",
     "EventData",

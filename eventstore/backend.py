@@ -25,6 +25,8 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from .claims import Claim
+
 
 def forks_at_query(columns: str, mark: str) -> str:
     """`Backend.forks_at`'s query, `columns` of the streams table as `s`, `mark` the driver's
@@ -234,6 +236,14 @@ class Backend(Protocol):
 
     def read_transaction(self) -> AbstractContextManager[None]:
         """One consistent view for several reads; writers are not blocked meanwhile."""
+        ...
+
+    def claim(self, name: str) -> Claim:
+        """Take the claim `name` (checked: `claims.check_name`) on this database now, without
+        waiting, or raise `Claimed`, naming the holder's process id when known, if another
+        holds it (another process, or another claim of this one's). Held until released, and
+        let go of by the operating system or the server when the process ends, however it
+        ends (`eventstore/claims.py`)."""
         ...
 
     # -- streams

@@ -138,6 +138,21 @@ class Locked(StoreError):
         super().__init__(f"the database {path} stayed locked by another writer ({why}); retry")
 
 
+class Claimed(StoreError):
+    """Another process holds the claim `name` on the database `path` (`Store.claim`), as it does
+    for as long as it runs: stop it first (its claim ends with it, however it ends). `pid` is
+    its process id when known (on PostgreSQL, that of the client holding it, on whichever
+    machine it runs). A caller taking a claim for a purpose of its own may say so (`message`)."""
+
+    def __init__(self, path: str, name: str, pid: int | None, message: str | None = None) -> None:
+        self.path = path
+        self.name = name
+        self.pid = pid
+        held = "another process" if pid is None else f"another process (pid {pid})"
+        super().__init__(message or f"{held} holds the claim {name!r} on the database {path}; stop it first (its claim "
+                                    "ends with it)")
+
+
 class ReadersHeldOff(StoreError):
     """A second connection could not begin to read: outside WAL mode a writer waiting to commit
     holds new readers off until every open read ends, this process's own among them."""

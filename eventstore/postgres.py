@@ -83,7 +83,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import itertools
+import os
+import re
 import select
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast, NamedTuple
@@ -96,7 +99,8 @@ from psycopg.copy import LibpqWriter
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       doc_pieces,
                       NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, query_words)
-from .errors import (Deadlocked, KeyClash, Locked, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, first_line,
+from .claims import Claim
+from .errors import (Claimed, Deadlocked, KeyClash, Locked, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, first_line,
                      unsendable)
 from .urls import safe_url, without_passwords as _without_passwords
 from .pgreach import not_connected
@@ -600,6 +604,25 @@ def _encoded(values: Sequence[Any]) -> tuple[list[bytes | None], list[int]]:
     return data, formats
 
 
+# A claim (`PostgresBackend.claim`) is a session advisory lock on a connection of its own, under a
+# key made of the store's schema and the claim's name: one key space serves a whole database,
+# its schemas (each a store of its own) included. 63 bits of a SHA-256, so no key of threadlog's
+# own (`_MIGRATE` and the others) is one by more than chance. The connection says whose it is
+# in its `application_name`, which a refusal reads (through `pg_locks`) to name the holder.
+_CLAIM_SCHEMA = b"SELECT current_schema()"
+_CLAIM_TAKE = b"SELECT set_config('application_name', %s, false), pg_try_advisory_lock(%s)"
+_CLAIM_HOLDER = b"""SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.classid::bigint = %s AND l.objid::bigint = %s"""
+_CLAIMANT = re.compile(r"threadlog \(pid (\d+)\)")
+
+
+def _claim_key(schema: str, name: str) -> int:
+    """The advisory lock key of the claim `name` on the store in `schema`."""
+    return int.from_bytes(hashlib.sha256(f"threadlog claim\0{schema}\0{name}".encode()).digest()[:8], "big") >> 1
+
+
 # Rows read per round trip when a read is streamed.
 _PAGE = 2000
 # Names of server-side cursors (several may be open at once on one connection).
@@ -817,6 +840,29 @@ class PostgresBackend:
         finally:
             self._in_transaction = self._snapshot = False
             self._libpq_rollback(b"ROLLBACK")
+
+    def claim(self, name: str) -> Claim:
+        """`Backend.claim`: a session advisory lock (`pg_try_advisory_lock`) on a connection
+        opened for it and kept open while the claim is held; closing it (the claim released,
+        or the process ended however it ended, the server then seeing its connection gone)
+        lets go of the lock. Per schema: a store in another schema of the database has claims
+        of its own."""
+        holder = self._another()
+        try:
+            schema = holder.conn.execute(_CLAIM_SCHEMA).fetchone()
+            key = _claim_key(str(schema[0] if schema else ""), name)
+            taken = holder.conn.execute(_CLAIM_TAKE, (f"threadlog (pid {os.getpid()}) claim {name}", key)).fetchone()
+            if not (taken and taken[1]):
+                held = holder.conn.execute(_CLAIM_HOLDER, (key >> 32, key & 0xFFFFFFFF)).fetchone()
+                found = _CLAIMANT.match(str(held[0])) if held else None
+                raise Claimed(self.path, name, int(found.group(1)) if found else None)
+        except _FAILED_CALLS as error:
+            holder.close()
+            raise translate(error, self.path) from None
+        except StoreError:
+            holder.close()
+            raise
+        return Claim(holder.close)
 
     def another(self) -> PostgresBackend:
         """Another connection to this database, with these settings (`backend.Reopens`)."""

@@ -36,6 +36,7 @@ import sqlite_utils
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
+from .claims import Claim, file_claim, unclaimed
 from .errors import (Locked, OldPagesKept, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
                      shown, unsendable)
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
@@ -823,6 +824,13 @@ class SQLiteBackend:
             with contextlib.suppress(sqlite3.Error):  # a closed connection has nothing to roll back
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+
+    def claim(self, name: str) -> Claim:
+        """`Backend.claim`: a lock on a file beside the database (`claims.file_claim`); nothing
+        to hold for a database in memory, which no other process can open."""
+        if self.path == ":memory:" or self.path.startswith("file::memory:"):
+            return unclaimed()
+        return file_claim(self.path, name)
 
     def another(self) -> SQLiteBackend:
         """Another connection to this file, with these settings (`backend.Reopens`)."""

@@ -28,6 +28,7 @@ from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, O
 from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
 from .facts import Facts, advance, after_fork
 from .head import Head
+from .claims import Claim, check_name
 from .collector import paused
 from .connections import Connections
 from .verify import VerifyReport, verify, verify_since
@@ -337,6 +338,26 @@ class Store:
         whose stream lines must name every stream its events are in. Write through another
         `Store` meanwhile, not this one."""
         return self.backend.read_transaction()
+
+    def claim(self, name: str) -> Claim:
+        """Take the claim `name` on this database, or raise `Claimed` (with the holder's process
+        id when known) if another holds it: one process at a time does what the name stands
+        for. `with store.claim("follow-pi"):` holds it for the block (`threadlog import pi
+        --follow` holds that one while it runs); it is taken when called, without waiting, and
+        held until `release()`, the end of the block, or the returned object's collection.
+        The operating system (or the server) lets go of it when the process ends, however it
+        ends (Ctrl-C, SIGKILL, a crash), so none is left to clear by hand.
+
+        Claims of other names are independent, and so are other databases'. A second claim of a
+        name is refused within one process too. `name` is lowercase letters and digits in
+        words joined by hyphens, at most 64 characters. On SQLite it is an advisory lock on a
+        file beside the database, `<database>-<name>.lock`, which stays (emptied) once
+        released: POSIX only (on Windows nothing is claimed), and a database in memory, which
+        no other process can open, claims nothing. On PostgreSQL it is a session advisory lock
+        on a connection of its own, for the store's schema (`eventstore/claims.py`).
+        """
+        check_name(name)
+        return self.backend.claim(name)
 
     def finish_before_close(self, reader: ClosingReader) -> None:
         """Call `reader.store_closing()` just before this store closes, while it can still read.

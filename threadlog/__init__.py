@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from eventstore import (
     FORK_BOILERPLATE,
+    Claimed,
     ConcurrencyError,
     Event,
     ForkRefused,
@@ -91,6 +92,7 @@ __all__ = [
     "ImportConflict",
     "ImportSummary",
     "BlameEntry",
+    "Claimed",
     "CompactionRecorded",
     "ConcurrencyError",
     "Diff",
