@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from threadlog import Store, StoreError, import_pi, import_swe_agent
 from threadlog.cli import cli
 from threadlog.importers.follow import follow_files
+from tests.backends import file_dump, postgres_url
 from tests.procs import bound_by_file_modes, ctrl_c, interruptible
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"  # real sessions and trajectories (their READMEs say whence)
@@ -38,7 +39,7 @@ def _events(store: Store) -> Held:
                   for e in store.read_all())
 
 
-def _held(db: Path) -> Held:
+def _held(db: str | Path) -> Held:
     """What the follower's database holds (nothing while it has yet to make the file one)."""
     try:
         with Store(db, read_only=True) as store:
@@ -54,7 +55,7 @@ def _one_shot(importer: Callable[..., Any], path: Path) -> Held:
     return _events(store)
 
 
-def _caught_up(db: Path, expected: Held, timeout: float = 30.0) -> Held:
+def _caught_up(db: str | Path, expected: Held, timeout: float = 30.0) -> Held:
     """What the follower holds once it holds `expected`, or when `timeout` runs out."""
     deadline = time.monotonic() + timeout
     held = _held(db)
@@ -64,20 +65,8 @@ def _caught_up(db: Path, expected: Held, timeout: float = 30.0) -> Held:
     return held
 
 
-def _opened(proc: subprocess.Popen[str], db: Path, timeout: float = 30.0) -> bool:
-    """Whether the follower has the database open (its imports done, so a Ctrl-C from here on is
-    its own, not Python's at start-up), waiting for it up to `timeout`."""
-    deadline, fds = time.monotonic() + timeout, Path(f"/proc/{proc.pid}/fd")
-    while time.monotonic() < deadline and proc.poll() is None:
-        with suppress(OSError):  # a descriptor closed while it is read
-            if any(os.readlink(fd) == str(db) for fd in fds.iterdir()):
-                return True
-        time.sleep(0.05)
-    return False
-
-
 @contextmanager
-def _follower(tool: str, db: Path, directory: Path, out: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+def _follower(tool: str, db: str | Path, directory: Path, out: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
     """`threadlog import TOOL --follow --interval 0.05 DIRECTORY`, stopped with Ctrl-C on the
     way out; what it printed is left in `out`."""
     proc = interruptible([sys.executable, "-m", "threadlog", "--db", str(db), "import", tool, "--follow", "--interval", "0.05",
@@ -255,7 +244,7 @@ CC_SESSIONS = sorted((FIXTURES / "claude-code").glob("-*/*.jsonl"))
 _TURN_OVER = {"type": "system", "subtype": "turn_duration", "durationMs": 1000, "parentUuid": None}
 
 
-def _follow_command(tool: str, db: Path, directory: Path, interval: str = "0.05") -> list[str]:
+def _follow_command(tool: str, db: str | Path, directory: Path, interval: str = "0.05") -> list[str]:
     return [sys.executable, "-m", "threadlog", "--db", str(db), "import", tool, "--follow", "--interval", interval, str(directory)]
 
 
@@ -294,7 +283,7 @@ def _one_shot_of(tool: str, directory: Path) -> Held:
     return _one_shot(importer, directory)
 
 
-def _verified(db: Path) -> None:
+def _verified(db: str | Path) -> None:
     done = subprocess.run([sys.executable, "-m", "threadlog", "--db", str(db), "verify"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.startswith("ok: "), done.stdout + done.stderr
 
@@ -304,37 +293,156 @@ def _reported(stdout: str) -> int:
     return sum(int(line[1:].split(" ", 1)[0]) for line in stdout.splitlines() if line.startswith("+"))
 
 
-# Only SWE-agent's trajectories, rewritten whole with each step, are sure to end whole: pi and
-# Claude Code append a turn a line at a time, and two followers reading a file a moment apart can
-# each take a turn at a different point (a turn's tool results as one message, or a fork's
-# point), so the second may meet the first's event under the same id with other content and
-# refuse that session (README says so). No event is stored twice either way.
-@pytest.mark.parametrize(("tool", "whole"), [("claude-code", False), ("pi", False), ("swe-agent", True)])
-def test_two_followers_of_one_directory_store_each_event_once(tmp_path: Path, tool: str, whole: bool) -> None:
-    """A second follower started by mistake (or a service restarted while the old one lingers),
-    on the same database and directory: neither fails, each event is stored once, what the two
-    say they added is every event stored once, and the store verifies."""
-    sources, db = tmp_path / "sources", tmp_path / "f.db"
+def _database(kind: str, tmp_path: Path) -> str:
+    """Where a follower test's store is: a SQLite file, or a schema of its own on the
+    throwaway PostgreSQL cluster (skipped without one)."""
+    return str(tmp_path / "f.db") if kind == "sqlite" else postgres_url()
+
+
+def _dump(db: str) -> list[str]:
+    """Every row of the store at `db`, as text: equal dumps, an unchanged database."""
+    if db.startswith("postgresql://"):
+        from eventstore.postgres import PostgresBackend
+
+        backend = PostgresBackend(db, read_only=True)
+        try:
+            return backend.dump()
+        finally:
+            backend.close()
+    return file_dump(Path(db))
+
+
+def _claimants(db: str, tool: str) -> set[int]:
+    """The process ids that the claim of a follower of `tool` on `db` names, as a refusal reads
+    them: the one in the lock file beside a SQLite file (kept there once its process has
+    ended, until the next follower's claim), those in the names of the claims' connections
+    on PostgreSQL (gone with them)."""
+    if not db.startswith("postgresql://"):
+        with suppress(FileNotFoundError):
+            text = Path(f"{db}-follow-{tool}.lock").read_text().strip()
+            return {int(text)} if text.isdigit() else set()
+        return set()
+    import psycopg
+
+    with psycopg.connect(db, autocommit=True) as conn:
+        names = conn.execute("SELECT application_name FROM pg_stat_activity WHERE application_name LIKE %s",
+                             (f"threadlog (pid %) claim follow-{tool}",)).fetchall()
+    return {int(str(name).split("(pid ", 1)[1].split(")", 1)[0]) for name, in names}
+
+
+def _claimed(db: str, tool: str, proc: subprocess.Popen[str], timeout: float = 30.0) -> bool:
+    """Whether the follower `proc` holds the claim of a follower of `tool` on `db`, waiting for
+    it up to `timeout` while it runs."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        if proc.pid in _claimants(db, tool):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def _let_go(db: str, tool: str, proc: subprocess.Popen[str], timeout: float = 10.0) -> bool:
+    """Whether the claim of `proc`, ended, is let go of, waiting up to `timeout`: on SQLite the
+    lock went with the process's files as it ended; a PostgreSQL server lets go once it has
+    seen the connection closed."""
+    if not db.startswith("postgresql://"):
+        return True
+    deadline = time.monotonic() + timeout
+    while proc.pid in _claimants(db, tool):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize(("tool", "kind"), [("claude-code", "sqlite"), ("pi", "sqlite"), ("swe-agent", "sqlite"),
+                                            ("pi", "postgresql")])
+def test_a_second_follower_of_a_format_into_one_database_is_refused(tmp_path: Path, tool: str, kind: str) -> None:
+    """A second follower started by mistake (or a service restarted while the old one
+    lingers), of the same format into the same database: two reading one pi or Claude Code
+    session a moment apart took a turn still being written at different points, and the
+    second refused that session. It is refused at its start (exit 1), in one line naming the
+    database and the first follower's pid, and writes nothing. The first goes on mirroring
+    as the tool writes: the database ends as one import of the files, each event once, what
+    it says it added is every event stored, and the store verifies."""
+    sources, db = tmp_path / "sources", _database(kind, tmp_path)
     sources.mkdir()
-    procs = [interruptible(_follow_command(tool, db, sources), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    first = interruptible(_follow_command(tool, db, sources), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert all(_opened(proc, db) for proc in procs)  # both started: a Ctrl-C before that is Python's
+        assert _claimed(db, tool, first)
+        before = _dump(db)
+        second = subprocess.run(_follow_command(tool, db, sources), capture_output=True, text=True, timeout=60)
+        with Store(db, read_only=True) as named:
+            path = named.path
+        assert (second.returncode, second.stdout) == (1, ""), second.stderr
+        assert second.stderr.splitlines() == [f"error: another {tool} follower (pid {first.pid}) is running into the database "
+                                              f"{path}; stop it first: one follower of each format runs into a database at "
+                                              "a time"]
+        assert _dump(db) == before and _claimed(db, tool, first, timeout=0)  # (the lock file still names the first)
         _write_steps(tool, sources)
         expected = _one_shot_of(tool, sources)
-        held = _caught_up(db, expected, timeout=8 if whole else 3)
+        held = _caught_up(db, expected)
     finally:
-        said = [ctrl_c(proc) for proc in procs]
-    held = _held(db)
-    for proc, (out, err) in zip(procs, said):
-        assert proc.returncode == 0 and "Traceback" not in err, err
-    if whole:
-        assert held == expected and not any("refused" in err for _, err in said), said
-    assert len(held) > 40 and len({event[2] for event in held}) == len(held)  # no event id twice
-    assert sum(_reported(out) for out, _ in said) == len(held), said
-    totals = [int(err.splitlines()[-1].split()[1]) for _, err in said]
-    assert sum(totals) == len(held), said
+        out, err = ctrl_c(first)
+    assert first.returncode == 0 and "Traceback" not in err and "refused" not in err, err
+    assert held == expected and len(held) > 40 and len({event[2] for event in held}) == len(held)
+    assert _reported(out) == len(held) and err.splitlines()[-1] == f"stopped: {len(held)} event(s) imported in all", err
     _verified(db)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_followers_of_two_formats_into_one_database_run_side_by_side(tmp_path: Path, kind: str) -> None:
+    """Each format's follower holds a claim of its own: a pi follower and a SWE-agent one into
+    one database both run, and each mirrors its own files."""
+    sessions, runs, db = tmp_path / "sessions", tmp_path / "runs", _database(kind, tmp_path)
+    sessions.mkdir()
+    runs.mkdir()
+    tools = {"pi": sessions, "swe-agent": runs}
+    procs = {tool: interruptible(_follow_command(tool, db, directory), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for tool, directory in tools.items()}
+    try:
+        assert all(_claimed(db, tool, proc) for tool, proc in procs.items())
+        shutil.copy(PI_SESSION, sessions / PI_SESSION.name)
+        shutil.copy(TRAJECTORIES[0], runs / TRAJECTORIES[0].name)
+        expected = sorted(_one_shot_of("pi", sessions) + _one_shot_of("swe-agent", runs))
+        held = _caught_up(db, expected)
+    finally:
+        said = {tool: ctrl_c(proc) for tool, proc in procs.items()}
+    for tool, (out, err) in said.items():
+        assert procs[tool].returncode == 0 and "Traceback" not in err and "refused" not in err, err
+    assert held == expected
+    assert sum(_reported(out) for out, _ in said.values()) == len(held), said
+    _verified(db)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
+def test_a_follower_starts_once_the_one_before_it_has_stopped(tmp_path: Path, kind: str, signum: int) -> None:
+    """The claim ends with the follower that held it, however it ends: stopped with Ctrl-C,
+    or killed with SIGKILL, which gives it no chance to let go, nothing is left to clear by
+    hand, and a new follower of the format starts, takes the claim, and mirrors what comes."""
+    runs, db = tmp_path / "runs", _database(kind, tmp_path)
+    runs.mkdir()
+    first = interruptible(_follow_command("swe-agent", db, runs), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _claimed(db, "swe-agent", first)
+    finally:
+        if signum == signal.SIGINT:
+            ctrl_c(first)
+        else:
+            first.kill()
+            first.communicate()
+    assert first.returncode == (0 if signum == signal.SIGINT else -signal.SIGKILL)
+    assert _let_go(db, "swe-agent", first)
+    out: dict[str, str] = {}
+    with _follower("swe-agent", db, runs, out) as proc:
+        assert _claimed(db, "swe-agent", proc)
+        shutil.copy(TRAJECTORIES[0], runs / TRAJECTORIES[0].name)
+        expected = _one_shot_of("swe-agent", runs)
+        assert _caught_up(db, expected) == expected
+    _stopped_cleanly(out, len(expected))
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 0), (signal.SIGTERM, 128 + signal.SIGTERM)],

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
 
-from eventstore import (FORK_BOILERPLATE, IntegrityError, InvalidEvent, Locked, OldPagesKept, RestoreReport, Store, StoreError,
+from eventstore import (FORK_BOILERPLATE, Claimed, IntegrityError, InvalidEvent, Locked, OldPagesKept, RestoreReport, Store, StoreError,
                         ThreadNotFound)
 from eventstore.errors import MISSHAPEN, NoStore, SchemaTooOld, empty_file, misshapen
 from eventstore.events import MAX_DEPTH
@@ -1350,6 +1350,8 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
                 on_locked=functools.partial(_locked_while_following, noun), stop=lambda: bool(signals), pause=pause)
     except KeyboardInterrupt:
         pass  # the second signal (the first is in `signals`)
+    except Claimed:  # another follower of the format runs: refused before anything was read
+        raise
     except StoreError as error:  # the database itself (a full disk): what was imported before stays
         error.add_note(f"{added} event(s) were imported before it, and are kept")
         raise

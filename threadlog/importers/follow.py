@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
-from eventstore import InvalidEvent, Locked, Store, StoreError
+from eventstore import Claimed, InvalidEvent, Locked, Store, StoreError
+from eventstore.claims import Claim
 
 from . import pi, swe_agent
 from .claude_code import ASKS, LIVE_SECONDS, Session, discover, import_sessions
@@ -38,13 +39,15 @@ S = TypeVar("S")
 
 @dataclass(frozen=True)
 class Format(Generic[S]):
-    """What following one format needs of it. `find(sources, unusable)` gives the sessions
-    under `sources` (a path gone meanwhile passed over, what it cannot use given to
-    `unusable`); `files(session)` the files whose change makes it due again, the first
-    naming it; `load(store, sessions, summary)` imports them, idempotently, counting into
-    `summary` what it adds as it is committed (so what was added before an error is counted
-    too). `asks` says what to name instead of a path that names nothing."""
+    """What following one format (`name`: claude-code, pi, swe-agent) needs of it.
+    `find(sources, unusable)` gives the sessions under `sources` (a path gone meanwhile passed
+    over, what it cannot use given to `unusable`); `files(session)` the files whose change
+    makes it due again, the first naming it; `load(store, sessions, summary)` imports them,
+    idempotently, counting into `summary` what it adds as it is committed (so what was added
+    before an error is counted too). `asks` says what to name instead of a path that names
+    nothing."""
 
+    name: str
     asks: str
     find: Callable[[Sequence[Path], Callable[[StoreError], None]], Sequence[S]]
     files: Callable[[S], Sequence[Path]]
@@ -74,7 +77,7 @@ def follow_claude_code(
     `stop_reason` on every line, so a finished session's last answer looked unfinished
     forever, and the mirror never held it.
     """
-    claude_code = Format(ASKS, discover, lambda session: session.files,
+    claude_code = Format("claude-code", ASKS, discover, lambda session: session.files,
                          lambda into, sessions, summary: import_sessions(into, sessions, skip_bad=skip_bad, live_within=live_within,
                                                                          summary=summary))
     return follow(store, claude_code, paths, interval=interval, settle=settle, live_within=live_within,
@@ -111,7 +114,7 @@ def follow_files(
     - SWE-agent rewrites a trajectory whole, in place, after each step: one read empty or cut
       short waits (`swe_agent._read`)."""
     pattern, asks, noun, load = _FILE_FORMATS[kind]
-    files = Format(asks, lambda sources, unusable: source_files(sources, pattern, asks, unusable, noun), lambda path: [path],
+    files = Format(kind, asks, lambda sources, unusable: source_files(sources, pattern, asks, unusable, noun), lambda path: [path],
                    lambda into, found, summary: load(into, found, skip_bad=skip_bad, summary=summary))
     return follow(store, files, paths, interval=interval, settle=settle, live_within=LIVE_SECONDS,
                   on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause)
@@ -156,6 +159,13 @@ def follow(
 
     Between polls the follower waits with `pause(interval)`: a caller stopping it from a
     signal handler passes one that returns as soon as `stop()` will be true. Returns the total.
+
+    It holds the store's claim `follow-<format>` while it runs (`Store.claim`): a second
+    follower of the format into the database is refused with `Claimed` before it reads
+    anything, naming the first's process id when it is known. Two followers of one pi or Claude Code session
+    read a turn still being written at different points (its tool results as one message, a
+    fork's point), and the second met the first's event under the same id with other content
+    and refused that session. Followers of other formats run beside it.
     """
     # One path as a string was read a character at a time ("/" searched everything), and one that
     # names nothing was waited for without a word; a path that goes away later is skipped until it is back.
@@ -175,69 +185,81 @@ def follow(
             raise error
         on_refused(session, error)
 
-    while not stop():
-        due: list[S] = []
-        now = time.monotonic()
-        found: list[StoreError] = []
-        found.extend(StoreError(f"{path} is gone (removed or renamed); what was imported from it stays")
-                     for path in sources if not path.exists())
-        for session in source.find(sources, found.append):
-            files = source.files(session)
-            try:
-                signature = tuple((s.st_size, s.st_mtime_ns) for s in (f.stat() for f in files))
-            except FileNotFoundError:
-                continue
-            key = files[0]
-            if seen.get(key) != signature:
-                seen[key] = signature
-                quiet_since[key] = now
-                settled.discard(key)
-                finished.discard(key)
-                due.append(session)
-            elif key not in settled and now - quiet_since[key] >= settle:
-                settled.add(key)
-                due.append(session)
-            elif key not in finished and now - quiet_since[key] >= live_within:
-                finished.add(key)
-                due.append(session)
-            elif key in held_up:
-                due.append(session)
-        for problem in found:
-            if str(problem) not in unusable:
-                refuse(None, problem)
-        unusable = {str(problem) for problem in found}
-        if due:
-            polled = ImportSummary()
-            for n, session in enumerate(due):
+    with _claim(store, source.name):  # held while it runs: a second follower of the format is refused
+        while not stop():
+            due: list[S] = []
+            now = time.monotonic()
+            found: list[StoreError] = []
+            found.extend(StoreError(f"{path} is gone (removed or renamed); what was imported from it stays")
+                         for path in sources if not path.exists())
+            for session in source.find(sources, found.append):
                 files = source.files(session)
-                key = files[0]
-                written = ImportSummary()
                 try:
-                    source.load(store, [session], written)
-                except Locked as error:  # another writer's: each session after it would wait as long again
-                    if on_locked is None:
-                        raise
-                    held_up.update(source.files(waiting)[0] for waiting in due[n:])
-                    if not locked:
-                        on_locked(error)
-                    locked = True
-                    break
-                except FileNotFoundError:  # removed since it was found: gone, or back (rotated) at the next poll
-                    seen.pop(key, None)
-                except (InvalidEvent, BadLine, ImportConflict, OSError) as error:  # the session's own: not a full disk
-                    refusal = _unreadable(error, files) if isinstance(error, OSError) else error
-                    if refused.get(key) != (seen[key], str(refusal)):  # said once, not again when quiet
-                        refused[key] = (seen[key], str(refusal))
-                        refuse(session, refusal)
-                else:
-                    refused.pop(key, None)
-                    locked = False
-                finally:  # what it added before an error too: committed as it went, and kept
-                    polled.merge(written)
-                held_up.discard(key)
-            _report(total, polled, on_import)
-        pause(interval)
-    return total
+                    signature = tuple((s.st_size, s.st_mtime_ns) for s in (f.stat() for f in files))
+                except FileNotFoundError:
+                    continue
+                key = files[0]
+                if seen.get(key) != signature:
+                    seen[key] = signature
+                    quiet_since[key] = now
+                    settled.discard(key)
+                    finished.discard(key)
+                    due.append(session)
+                elif key not in settled and now - quiet_since[key] >= settle:
+                    settled.add(key)
+                    due.append(session)
+                elif key not in finished and now - quiet_since[key] >= live_within:
+                    finished.add(key)
+                    due.append(session)
+                elif key in held_up:
+                    due.append(session)
+            for problem in found:
+                if str(problem) not in unusable:
+                    refuse(None, problem)
+            unusable = {str(problem) for problem in found}
+            if due:
+                polled = ImportSummary()
+                for n, session in enumerate(due):
+                    files = source.files(session)
+                    key = files[0]
+                    written = ImportSummary()
+                    try:
+                        source.load(store, [session], written)
+                    except Locked as error:  # another writer's: each session after it would wait as long again
+                        if on_locked is None:
+                            raise
+                        held_up.update(source.files(waiting)[0] for waiting in due[n:])
+                        if not locked:
+                            on_locked(error)
+                        locked = True
+                        break
+                    except FileNotFoundError:  # removed since it was found: gone, or back (rotated) at the next poll
+                        seen.pop(key, None)
+                    except (InvalidEvent, BadLine, ImportConflict, OSError) as error:  # the session's own: not a full disk
+                        refusal = _unreadable(error, files) if isinstance(error, OSError) else error
+                        if refused.get(key) != (seen[key], str(refusal)):  # said once, not again when quiet
+                            refused[key] = (seen[key], str(refusal))
+                            refuse(session, refusal)
+                    else:
+                        refused.pop(key, None)
+                        locked = False
+                    finally:  # what it added before an error too: committed as it went, and kept
+                        polled.merge(written)
+                    held_up.discard(key)
+                _report(total, polled, on_import)
+            pause(interval)
+        return total
+
+
+def _claim(store: Store, name: str) -> Claim:
+    """The store's claim for a follower of the format `name`, or `Claimed` saying that another
+    follower of it runs into the database."""
+    try:
+        return store.claim(f"follow-{name}")
+    except Claimed as error:
+        pid = "" if error.pid is None else f" (pid {error.pid})"
+        raise Claimed(error.path, error.name, error.pid, f"another {name} follower{pid} is running into the database "
+                      f"{error.path}; stop it first: one follower of each format runs into a database at a time") from None
 
 
 def _unreadable(error: OSError, files: Sequence[Path]) -> StoreError:
