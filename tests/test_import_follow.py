@@ -357,16 +357,21 @@ def _let_go(db: str, tool: str, proc: subprocess.Popen[str], timeout: float = 10
     return True
 
 
-@pytest.mark.parametrize(("tool", "kind"), [("claude-code", "sqlite"), ("pi", "sqlite"), ("swe-agent", "sqlite"),
-                                            ("pi", "postgresql")])
-def test_a_second_follower_of_a_format_into_one_database_is_refused(tmp_path: Path, tool: str, kind: str) -> None:
+# A pi follower that reads a turn between two of its tool results keeps them as two messages
+# (test_pi_a_session_imported_between_two_tool_results_keeps_both), where one import of the
+# finished file makes them one: how its mirror ends depends on when it read, so for pi only
+# what always holds is asserted (each event once, the totals, the store verifies).
+@pytest.mark.parametrize(("tool", "kind", "whole"), [("claude-code", "sqlite", True), ("pi", "sqlite", False),
+                                                     ("swe-agent", "sqlite", True), ("pi", "postgresql", False)])
+def test_a_second_follower_of_a_format_into_one_database_is_refused(tmp_path: Path, tool: str, kind: str, whole: bool) -> None:
     """A second follower started by mistake (or a service restarted while the old one
     lingers), of the same format into the same database: two reading one pi or Claude Code
     session a moment apart took a turn still being written at different points, and the
     second refused that session. It is refused at its start (exit 1), in one line naming the
     database and the first follower's pid, and writes nothing. The first goes on mirroring
-    as the tool writes: the database ends as one import of the files, each event once, what
-    it says it added is every event stored, and the store verifies."""
+    as the tool writes: each event is stored once (and the database ends as one import of the
+    files, but for pi: above), what it says it added is every event stored, and the store
+    verifies."""
     sources, db = tmp_path / "sources", _database(kind, tmp_path)
     sources.mkdir()
     first = interruptible(_follow_command(tool, db, sources), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -383,11 +388,14 @@ def test_a_second_follower_of_a_format_into_one_database_is_refused(tmp_path: Pa
         assert _dump(db) == before and _claimed(db, tool, first, timeout=0)  # (the lock file still names the first)
         _write_steps(tool, sources)
         expected = _one_shot_of(tool, sources)
-        held = _caught_up(db, expected)
+        held = _caught_up(db, expected, timeout=30 if whole else 3)
     finally:
         out, err = ctrl_c(first)
+    held = _held(db)
     assert first.returncode == 0 and "Traceback" not in err and "refused" not in err, err
-    assert held == expected and len(held) > 40 and len({event[2] for event in held}) == len(held)
+    if whole:
+        assert held == expected
+    assert len(held) > 40 and len({event[2] for event in held}) == len(held)  # no event id twice
     assert _reported(out) == len(held) and err.splitlines()[-1] == f"stopped: {len(held)} event(s) imported in all", err
     _verified(db)
 
