@@ -1301,7 +1301,8 @@ def follow_options(writes: str) -> Callable[[F], F]:
 
         command = click.option("--interval", type=Seconds(least=0.05), default=0.5, show_default=True,
                                help="With --follow: seconds between polls.")(cast(F, checked))
-        return click.option("--follow", is_flag=True, help=f"Keep running and mirror the {writes} (Ctrl-C stops).")(command)
+        return click.option("--follow", is_flag=True, help=f"Keep running and mirror the {writes} (Ctrl-C stops). One "
+                            "follower of a format runs into a database at a time.")(command)
 
     return decorate
 
