@@ -4,8 +4,11 @@ exit status 1, and no file changed or left behind."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -72,6 +75,51 @@ def test_an_import_refused_by_its_last_file_writes_none_of_the_files_before_it(t
     code, out, _ = invoke("--db", str(db), "import", "pi", "--skip-bad", "--json", str(good), str(bad))
     _, alone, _ = invoke("--db", str(tmp_path / "alone.db"), "import", "pi", "--json", str(good))
     assert code == 0 and json.loads(out)["added"] == json.loads(alone)["added"] > 0  # the good file whole
+
+
+def _pi_session(path: Path, session: str, turns: int) -> None:
+    """A finished pi session of `turns` questions and answers, last written an hour ago."""
+    lines: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": session, "timestamp": "2026-01-01T00:00:00.000Z",
+                                    "cwd": "/tmp"}]
+    for i in range(2 * turns):
+        message: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": f"line {i}"}], "timestamp": 1767225600000}
+        if i % 2:
+            message.update(role="assistant", provider="anthropic", model="claude-x", stopReason="stop")
+        lines.append({"type": "message", "id": f"e{i}", "parentId": f"e{i - 1}" if i else None,
+                      "timestamp": "2026-01-01T00:00:01.000Z", "message": message})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    os.utime(path, (time.time() - 3600,) * 2)
+
+
+def test_ctrl_c_in_the_middle_of_an_import_says_what_it_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the second of two sessions was being written printed `interrupted` alone,
+    though the first session and the second's first write were committed and stay: a user
+    took the import for undone. The note names what is kept, and importing again finishes it."""
+    from threadlog.importers.plan import stable_id
+
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _pi_session(first, "s-a", 2)
+    _pi_session(second, "s-b", 2)
+    db = tmp_path / "t.db"
+    append_prepared = Store.append_prepared
+    writes: list[str] = []
+
+    def interrupted(self: Store, thread: str, *args: Any, **kwargs: Any) -> Any:
+        if writes.count(thread) == 1 and thread == stable_id("pi", "s-b"):  # the second session's second write
+            raise KeyboardInterrupt
+        writes.append(thread)
+        return append_prepared(self, thread, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "append_prepared", interrupted)
+    code, _, err = invoke("--db", str(db), "import", "pi", str(first), str(second))
+    assert code == 130
+    assert err == (f"interrupted; the 1 file(s) before it were imported (5 event(s) added) and 1 event(s) of {second} were "
+                   "written; importing again adds only what is missing\n")
+    with Store(db) as store:
+        assert store.counts().events == 6
+    monkeypatch.undo()
+    code, out, _ = invoke("--db", str(db), "import", "pi", "--json", str(first), str(second))
+    assert code == 0 and json.loads(out)["added"] == 4
 
 
 def _conflicting(store: Store, session: Path) -> None:

@@ -419,6 +419,9 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
             note_written(error, summary, f"{number} {noun}(s)")
             summary.added += 0 if plan is None else plan.written
             raise
+        except KeyboardInterrupt as error:  # Ctrl-C: what the writes committed before it stays
+            note_written(error, summary, f"{number} {noun}(s)", (name(source), 0 if plan is None else plan.written))
+            raise
         summary.merge(part)
         done += read
         if progress is not None:

@@ -102,13 +102,16 @@ class ImportSummary:
         }
 
 
-def note_written(error: Exception, before: ImportSummary, sources: str) -> None:
-    """Tell, on `error` (a refused session or file), what the `sources` before it ("3
-    session(s)") wrote: each is written in its own transactions, so that stays, and a
-    refusal naming only the bad line read as if nothing had been imported."""
-    if before.added:
-        error.add_note(f"the {sources} before it were imported ({before.added} event(s) added); "
-                       "importing again adds only what is missing")
+def note_written(error: BaseException, before: ImportSummary, sources: str, partly: tuple[str, int] | None = None) -> None:
+    """Tell, on `error` (a refused session or file, a Ctrl-C), what the `sources` before it
+    ("3 session(s)") wrote, and `partly` (the source it stopped in, and the events its writes
+    committed): each is written in its own transactions, so that stays, and a refusal naming
+    only the bad line, or `interrupted` alone, read as if nothing had been imported."""
+    kept = [f"the {sources} before it were imported ({before.added} event(s) added)"] if before.added else []
+    if partly is not None and partly[1]:
+        kept.append(f"{partly[1]} event(s) of {partly[0]} were written")
+    if kept:
+        error.add_note(f"{' and '.join(kept)}; importing again adds only what is missing")
 
 
 def on_bad_line(summary: ImportSummary, skip_bad: bool) -> Callable[[BadLine], None]:
