@@ -122,6 +122,19 @@ def test_ctrl_c_in_the_middle_of_an_import_says_what_it_kept(tmp_path: Path, mon
     assert code == 0 and json.loads(out)["added"] == 4
 
 
+@pytest.mark.parametrize("session", ["-experiments-ideas/03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl", "dag/dag_compact_after_rewind.jsonl"],
+                         ids=["file-history-snapshot-first", "user-line-first"])
+def test_a_claude_code_session_given_to_the_pi_importer_names_the_right_one(tmp_path: Path, session: str) -> None:
+    """`import pi` of a Claude Code session said only that a pi file starts with a session
+    header, and to fix or delete that line (or skip it): a good session, named to the wrong
+    importer. The refusal names the importer to run, as `import claude-code` of a pi
+    session does, and leaves no database behind."""
+    db = tmp_path / "t.db"
+    code, out, err = invoke("--db", str(db), "import", "pi", str(FIXTURES / "claude-code" / session))
+    assert code == 1 and out == "" and len(err.splitlines()) == 1, err
+    assert "for a Claude Code session, run `threadlog import claude-code`" in err and not db.exists()
+
+
 def _conflicting(store: Store, session: Path) -> None:
     """A thread under the id the session's import would give its thread, not imported from it."""
     from threadlog.importers.plan import stable_id

@@ -46,6 +46,8 @@ from .plan import Plan, PlannedStream, depth_first, import_sources, parents_firs
 from .summary import ImportSummary, on_bad_line
 
 TOOL = "pi"
+# Keys a Claude Code line carries (one of them) and no pi entry does (pi's are `id` and `parentId`).
+_CLAUDE_CODE_KEYS = ("sessionId", "uuid", "leafUuid", "messageId")
 PATTERN = "*.jsonl"  # as claude_code.discover
 ASKS = "name pi session files (.jsonl) or directories of them"  # what a refusal of a path that names nothing asks for
 # How pi's convertToLlm words a branch summary for the model (pi's messages.ts).
@@ -519,6 +521,8 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
         return plan
     if not lines or lines[0].record.get("type") != "session" or not isinstance(lines[0].record.get("id"), str):
         header_why = "a pi session file starts with a session header line holding a string id"
+        if lines and any(key in lines[0].record for key in _CLAUDE_CODE_KEYS):  # "fix or delete that line" misled
+            header_why += "; this line is Claude Code's: for a Claude Code session, run `threadlog import claude-code`"
         on_bad(BadLine(str(path), lines[0].number if lines else 1, header_why))
         return plan  # skipped (`skip_bad`): without its header, the file holds no session to import
     header = lines[0].record
