@@ -135,6 +135,20 @@ def test_a_claude_code_session_given_to_the_pi_importer_names_the_right_one(tmp_
     assert "for a Claude Code session, run `threadlog import claude-code`" in err and not db.exists()
 
 
+@pytest.mark.parametrize("text", ["", "  \n"], ids=["empty", "blank"])
+def test_append_of_an_empty_text_is_refused_and_writes_nothing(tmp_path: Path, text: str) -> None:
+    """`threadlog append T --role user --text "$MSG"` with MSG unset recorded a blank message,
+    for good (the log is never rewritten), which no request sends; `ask` refuses one. It is a
+    usage error now, and the file is left as it was."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        thread = store.create_thread(title="t")
+    before = file_dump(db)
+    code, out, err = invoke("--db", str(db), "append", thread, "--role", "user", "--text", text)
+    assert code == 2 and out == "" and "Invalid value for --text: is empty: give the message text" in err, err
+    assert file_dump(db) == before
+
+
 def _conflicting(store: Store, session: Path) -> None:
     """A thread under the id the session's import would give its thread, not imported from it."""
     from threadlog.importers.plan import stable_id

@@ -585,6 +585,8 @@ def append(store: Store, thread: str, role: str, text: str | None, content_file:
     """Append a message to THREAD; prints its offset and position."""
     if (text is None) == (content_file is None):
         raise click.UsageError("give exactly one of --text or --content")
+    if text is not None and not text.strip():  # `--text "$MSG"` with MSG unset: a blank message no request sends
+        raise click.BadParameter("is empty: give the message text", param_hint="--text")
     content = text if text is not None else _parse_json(_read_text(content_file or "-", "--content"), "--content")
     meta = {"actor": actor} if actor else {}
     _recorded(store.append_message(thread, role, content, expect="any" if expect is None else expect, **meta), as_json)
