@@ -149,6 +149,25 @@ def test_append_of_an_empty_text_is_refused_and_writes_nothing(tmp_path: Path, t
     assert file_dump(db) == before
 
 
+def test_lines_skipped_are_named_in_the_order_of_the_file(tmp_path: Path) -> None:
+    """--skip-bad named a line that is no JSON object (found as the file is read) before one
+    of the wrong shape above it (found as each record is checked): `skipped F:3`, then
+    `F:2`. They are named in the file's order, in the text and in --json alike."""
+    head = {"timestamp": "2025-06-14T11:00:00Z", "parentUuid": None, "isSidechain": False, "cwd": "/tmp", "sessionId": "s",
+            "version": "1.0.0"}
+    lines = [{**head, "type": "user", "uuid": "u1", "message": {"role": "user", "content": "hello"}},
+             {**head, "type": "user", "uuid": "u2", "message": "error"}, 42]
+    session = tmp_path / "s.jsonl"
+    session.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    os.utime(session, (time.time() - 3600,) * 2)
+    code, out, err = invoke("--db", str(tmp_path / "t.db"), "import", "claude-code", "--skip-bad", str(session))
+    assert code == 0, err
+    assert [line.split(": ")[0] for line in out.splitlines() if line.startswith("skipped")] == [f"skipped {session}:2",
+                                                                                                f"skipped {session}:3"]
+    code, out, err = invoke("--db", str(tmp_path / "t.db"), "import", "claude-code", "--skip-bad", "--json", str(session))
+    assert code == 0 and [bad["line"] for bad in json.loads(out)["bad"]] == [2, 3], err
+
+
 def _conflicting(store: Store, session: Path) -> None:
     """A thread under the id the session's import would give its thread, not imported from it."""
     from threadlog.importers.plan import stable_id

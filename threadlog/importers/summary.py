@@ -58,7 +58,7 @@ class ImportSummary:
                      "failed_turns", "events", "added", "changed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
-        self.bad.extend(other.bad)
+        self.bad.extend(in_line_order(other.bad))
         self.thread_ids.extend(other.thread_ids)
         self.waiting += other.waiting
         self.waiting_files.extend(other.waiting_files)
@@ -100,6 +100,16 @@ class ImportSummary:
             "changed": self.changed,
             "changed_lines": [{"file": f, "line": n} for f, n in self.changed_lines],
         }
+
+
+def in_line_order(bad: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """`bad` lines (file, line, why) with each file's in line order, the files in the order
+    they came: a file is checked in passes (each line's JSON, then each record's shape), and
+    `skipped F:13`, `F:15`, `F:10` read as if the import had gone back."""
+    files: dict[str, int] = {}
+    for file, _, _ in bad:
+        files.setdefault(file, len(files))
+    return sorted(bad, key=lambda one: (files[one[0]], one[1]))
 
 
 def note_written(error: BaseException, before: ImportSummary, sources: str, partly: tuple[str, int] | None = None) -> None:
