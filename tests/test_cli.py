@@ -5,8 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from click.testing import CliRunner
 
 from eventstore import Store
 from threadlog.cli import cli
+from tests.procs import interruptible
 
 
 @pytest.fixture
@@ -298,6 +302,44 @@ def test_a_write_whose_result_cannot_be_printed_says_it_was_committed(tmp_path: 
         assert [e.type for e in store.read(thread.id)] == ["thread.created", "message.appended"]
         [fork] = [t for t in store.all_threads() if t.id != thread.id]
         assert len(store.all_threads()) == 2 and f"created fork {fork.id} of thread {thread.id}" in done.stderr, done.stderr
+
+
+def test_ctrl_c_once_the_write_is_committed_says_it_is_kept(tmp_path: Path) -> None:
+    """A Ctrl-C after `threadlog new` created its thread (printing its id, closing the store)
+    said `interrupted` and exited 130, as a command stopped before its write: a script ran it
+    again and made a second thread. It is said to be committed, with status 3, as an output
+    that failed is. The child is held in its print by a pipe kept full, then SIGINTed."""
+    db = str(tmp_path / "t.db")
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write, b"x" * 4096)
+    os.set_blocking(write, True)
+    child = interruptible([sys.executable, "-m", "threadlog", "--db", db, "new", "--title", "Trip"], stdout=write,
+                          stderr=subprocess.PIPE, text=True)
+    os.close(write)
+    try:
+        deadline = time.monotonic() + 60
+        while not (os.path.exists(db) and _threads(db)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # into the print, which the full pipe holds
+        child.send_signal(signal.SIGINT)
+        drained = threading.Thread(target=lambda: [None for _ in iter(lambda: os.read(read, 65536), b"")], daemon=True)
+        drained.start()
+        _, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+        os.close(read)
+    [thread] = _threads(db)
+    assert child.returncode == 3, err
+    assert err == (f"error: committed: created thread {thread}; only what came after it was interrupted (Ctrl-C); the write "
+                   f"is kept: `threadlog show {thread}` shows it, rather than running the command again\n")
+
+
+def _threads(db: str) -> list[str]:
+    with Store(db) as store:
+        return [info.id for info in store.all_threads()]
 
 
 def test_a_read_whose_output_cannot_be_printed_says_so(tmp_path: Path) -> None:

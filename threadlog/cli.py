@@ -94,6 +94,10 @@ class _Group(click.Group):
             error.message = safe_block(error.message)  # type: ignore[misc]  # a plain attribute click types Final
             raise
         except KeyboardInterrupt as error:
+            # Once its write is committed (printing the result, closing the store), a Ctrl-C stops
+            # nothing: exit 130 told a script to run `append` or `new` again, writing it twice.
+            _unprinted(ctx, "Ctrl-C" if not isinstance(error, _Stopped) else signal.Signals(error.signum).name,
+                       failed="what came after it was interrupted")
             click.echo(safe("; ".join(["interrupted", *getattr(error, "__notes__", ())])), err=True)
             sys.exit(128 + error.signum if isinstance(error, _Stopped) else 130)
         except OldPagesKept as error:  # committed: exit 1 said nothing was written, and a retry was refused as done
@@ -162,12 +166,13 @@ def _committed(what: str, see: str | None = None) -> None:
     click.get_current_context().meta[_COMMITTED] = (what, see)
 
 
-def _unprinted(ctx: click.Context, reason: str, filename: str | None = None) -> None:
-    """Exit 3, naming what was committed, when an output failed after a write (`_committed`)."""
+def _unprinted(ctx: click.Context, reason: str, filename: str | None = None, failed: str | None = None) -> None:
+    """Exit 3, naming what was committed, when an output failed after a write (`_committed`),
+    or what `failed` says did."""
     if _COMMITTED not in ctx.meta:
         return
     what, see = ctx.meta[_COMMITTED]
-    failed = f"writing {filename} failed" if filename else "printing the result failed"
+    failed = failed or (f"writing {filename} failed" if filename else "printing the result failed")
     shown = f": `{see}` shows it, rather than running the command again" if see else ""
     _fail(f"committed: {what}; only {failed} ({reason}); the write is kept{shown}", EXIT_UNPRINTED)
 
@@ -487,10 +492,10 @@ def cli(db: str | None) -> None:
     SQLite file. Forks cost O(1): a fork points at its parent and an offset.
 
     Exit status: 1 an error (one `error:` line on stderr), 2 a usage error, 3 a write
-    committed that could not finish (its result not printed, stdout full, closed or not UTF-8; a
-    redaction whose old pages a reader kept in the write-ahead log; an `ask` or `rerun`
-    whose turn failed once its question or fork was recorded: the write is kept, do not run
-    the command again), 130 Ctrl-C.
+    committed that could not finish (its result not printed, stdout full, closed or not UTF-8,
+    or a Ctrl-C once it was written; a redaction whose old pages a reader kept in the
+    write-ahead log; an `ask` or `rerun` whose turn failed once its question or fork was
+    recorded: the write is kept, do not run the command again), 130 Ctrl-C.
     """
 
 
