@@ -1,11 +1,15 @@
 """Every importer and `import events` given a file in another encoding than UTF-8: one in
 UTF-16 or UTF-32 (what Windows PowerShell 5's `>` writes) is refused by name, saying how to
-convert it, with nothing written; a leading UTF-8 byte order mark (a Windows editor's) is read
-as any UTF-8 file."""
+convert it, with nothing written, and so is a compressed one, saying how to decompress it; a
+leading UTF-8 byte order mark (a Windows editor's) is read as any UTF-8 file."""
 
 from __future__ import annotations
 
+import bz2
 import codecs
+import gzip
+import lzma
+import shlex
 import shutil
 import subprocess
 import sys
@@ -111,3 +115,44 @@ def test_a_leading_utf8_byte_order_mark_is_read_as_any_utf8_file(tmp_path: Path,
         with Store(db) as store:
             imported.append([(event.stream_id, event.event_id, event.type, event.data) for event in store.read_all()])
     assert imported[0] == imported[1] and len(imported[0]) > 1
+
+
+# How the file is compressed: the suffix its name gets ("" for none), the bytes, and the command
+# the refusal names.
+COMPRESSED = {
+    "gzip": (".gz", gzip.compress, "zcat"),
+    "bzip2": (".bz2", bz2.compress, "bzcat"),
+    "xz": (".xz", lzma.compress, "xzcat"),
+    "gzip-no-suffix": ("", gzip.compress, "zcat"),
+}
+
+
+@pytest.mark.parametrize("compressed", list(COMPRESSED), ids=list(COMPRESSED))
+@pytest.mark.parametrize("kind", list(SOURCES))
+def test_a_compressed_file_is_refused_by_name_saying_how_to_decompress_it(tmp_path: Path, kind: str, compressed: str) -> None:
+    """A backup kept as `backup.jsonl.gz`, or a session copied compressed, was refused as
+    `line 1: not UTF-8 text (invalid start byte at byte 1); fix or delete that line, or skip
+    bad lines`: advice for a damaged line, of a file that is whole. The refusal says the file
+    is compressed and the command that decompresses it; that command, run as it says, makes a
+    file the same import takes."""
+    suffix, compress, tool = COMPRESSED[compressed]
+    name, text = SOURCES[kind](tmp_path)
+    path = tmp_path / "in" / (name + suffix)
+    path.parent.mkdir()
+    path.write_bytes(compress(text))
+    db = _database(tmp_path)
+    before = file_dump(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, str(path)])
+    assert (result.exit_code, result.stdout) == (1, ""), result.output
+    [said] = result.stderr.splitlines()
+    assert said.startswith(f"error: {path}") and f"the file is {compressed.split('-')[0]}-compressed, not text" in said, said
+    assert file_dump(db) == before, "a refused import changed the database"
+    command = said.split("decompress it and import that: " if suffix else "decompress it in place: ", 1)[1].split(";", 1)[0]
+    assert command.startswith(f"{tool} {shlex.quote(str(path))} > ")
+    if shutil.which(tool) is None:
+        return
+    subprocess.run(["sh", "-c", command], check=True, timeout=60)
+    plain = tmp_path / "in" / name
+    assert plain.read_bytes() == text
+    done = subprocess.run([THREADLOG, "--db", str(db), "import", kind, str(plain)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -27,7 +27,7 @@ MAX_LINE_BYTES = 2 * MAX_EVENT_BYTES + 2**20
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
     with path.open("rb") as handle:
-        why = not_utf8(path, handle.peek(4))
+        why = not_utf8(path, handle.peek(6))
         if why is not None:
             raise InvalidEvent("line 1", why)
         if handle.peek(len(codecs.BOM_UTF8)).startswith(codecs.BOM_UTF8):  # a Windows editor's byte order mark

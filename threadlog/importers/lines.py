@@ -172,12 +172,27 @@ _WIDE = {"utf-16": "UTF-16", "utf-16-le": "UTF-16LE", "utf-16-be": "UTF-16BE",
          "utf-32": "UTF-32", "utf-32-le": "UTF-32LE", "utf-32-be": "UTF-32BE"}
 
 
+# Compressed files, by the bytes they start with: the format, the command that prints one
+# decompressed, and the suffix its name usually ends with.
+_COMPRESSED = ((b"\x1f\x8b", "gzip", "zcat", ".gz"), (b"\xfd7zXZ\x00", "xz", "xzcat", ".xz"),
+               (b"\x28\xb5\x2f\xfd", "zstd", "zstdcat", ".zst"), *((b"BZh" + bytes([d]), "bzip2", "bzcat", ".bz2") for d in b"123456789"))
+
+
 def not_utf8(path: Path, head: bytes) -> str | None:
     """Why a file starting with `head` (its first bytes) cannot be read as UTF-8, when it is
     UTF-16 or UTF-32 text (what Windows PowerShell 5's `>` writes), and how to convert it in
-    place (its name may make ids); None for anything else. Read line by line, its first line
-    was taken alone (a thread of one message with --skip-bad) and its second refused as "not
-    UTF-8 text"."""
+    place (its name may make ids), or compressed (a backup kept as `.jsonl.gz`), and how to
+    decompress it; None for anything else. Read line by line, its first line was taken alone
+    (a thread of one message with --skip-bad) and its second refused as "not UTF-8 text"; a
+    compressed one was "not UTF-8 text ... fix or delete that line"."""
+    for magic, kind, tool, suffix in _COMPRESSED:
+        if head.startswith(magic):
+            name = shlex.quote(str(path))
+            if str(path).endswith(suffix):
+                plain = shlex.quote(str(path)[:-len(suffix)])
+                return f"the file is {kind}-compressed, not text; decompress it and import that: {tool} {name} > {plain}"
+            copy = shlex.quote(f"{path}.plain")
+            return f"the file is {kind}-compressed, not text; decompress it in place: {tool} {name} > {copy} && mv {copy} {name}"
     encoding = _WIDE.get(json.detect_encoding(head[:4]))
     # `detect_encoding` calls any text opening with two NULs UTF-32BE: one of NULs alone (a
     # device's zeros, a sparse file) is no text at all, refused as what it is, line by line.
