@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from eventstore.integrity import canonical, chain_hash, digest
 from eventstore.restore import RUN_EVENTS
-from threadlog import ForkRefused, InvalidEvent, Store, export_all, export_events, import_events
+from threadlog import ForkRefused, InvalidEvent, Store, StoreError, export_all, export_events, import_events
 from threadlog.cli import cli
 from threadlog.export import dump_lines
 from tests.backends import BACKENDS, BackendCase, counting_ancestry
@@ -93,13 +93,25 @@ def test_a_thread_restores_into_a_database_that_holds_other_threads(tmp_path: Pa
 
 
 def test_an_export_with_an_inherited_redaction_needs_the_whole_file(tmp_path: Path) -> None:
+    """A thread's export cannot hold the record of a redaction its parent recorded past the
+    fork point. The export wrote the file all the same (`threadlog export F -o f.jsonl`, exit
+    0), a backup that looked whole and that every restore refused; it is refused now, naming
+    the position and --all, with no file written. A file an earlier release wrote so (lines
+    and end line as they were) is still refused on restore, with nothing written."""
     with Store(tmp_path / "a.db") as a:
         t = a.create_thread()
         leak = a.append_message(t, "user", "secret")
         a.append_message(t, "assistant", "ok")
         f = a.fork(t)
         a.redact(leak.position, reason="pii", actor="ops")  # its record lands in t after f's fork point
-        export = write(tmp_path / "f.jsonl", export_events(a, f))
+        written: list[dict[str, Any]] = []
+        with pytest.raises(StoreError, match=rf"position {leak.position}, in the history it shares with '{t}', is redacted.*"
+                                             r"export --all"):
+            written.extend(export_events(a, f))
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "a.db"), "export", f, "-o", str(tmp_path / "f.jsonl")])
+    assert result.exit_code == 1 and f"position {leak.position}" in result.stderr, result.output
+    assert not (tmp_path / "f.jsonl").exists()
+    export = write(tmp_path / "f.jsonl", [*written, {"end": {"streams": 2, "events": len(written) - 3}}])
     db = tmp_path / "b.db"
     Store(db).close()
     before = sha(db)

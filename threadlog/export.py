@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from eventstore import Store, ThreadInfo
+from eventstore import Store, StoreError, ThreadInfo
 
 from projections import transcript
 
@@ -46,11 +46,27 @@ def export_events(store: Store, thread: str) -> Iterator[dict[str, Any]]:
         for info in reversed(ancestry):
             yield _stream(info)
         events = 0
+        erased: dict[int, str] = {}  # a redacted event's position -> its stream
+        recorded: set[int] = set()  # the positions the export's event.redacted records name
         for info, hi in reversed(_restorable(ancestry)):
             for event in store.read(info.id, start=info.base, stop=hi):
                 if event.stream_id == info.id:
                     events += 1
+                    if event.redacted:
+                        erased[event.position] = info.id
+                    if event.type == "event.redacted":
+                        recorded.add(event.data["position"])
                     yield {"event": event.to_json()}
+        # Checked before the end line, so a file written with it is one a restore takes: an
+        # ancestor's redaction recorded past its child's fork point is not in a thread's export,
+        # and the restore refused the file (a backup that looked whole).
+        unrecorded = sorted(set(erased) - recorded)
+        if unrecorded:
+            position = unrecorded[0]
+            raise StoreError(f"thread {thread!r} cannot be exported alone: position {position}, in the history it shares "
+                             f"with {erased[position]!r}, is redacted, and that redaction is recorded in {erased[position]!r} "
+                             "past the fork point, where this export does not reach (a restore would refuse the file); "
+                             "export the whole file instead (export --all)")
         yield _end(len(ancestry), events)
 
 
