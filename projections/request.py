@@ -130,8 +130,10 @@ def anthropic_request(
     origins: dict[int, int] = {}  # id of a block the view's cleaning copied -> id of the stored block
     with collector.paused():  # the view makes thousands of small containers and no cycles
         messages = _api_view(view, origins)
-    if not messages:
-        raise InvalidEvent("at", f"thread {asked!r} has no message to send as of offset {state.length}")
+    if not messages:  # `at` named only when given: `request T` said `at: ...` of an option never typed
+        if at is None:
+            raise InvalidEvent("messages", f"thread {asked!r} has no message to send")
+        raise InvalidEvent("at", f"thread {asked!r} has no message to send as of its first {at} event(s)")
     system = _system(state.system)
     tools = [_uncached(tool) for tool in [*(state.tools or ()), *(extra_tools or ())]] or None
     tool_choice = None

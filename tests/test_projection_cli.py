@@ -106,3 +106,17 @@ def test_demo_prints_the_forks_state_and_writes_the_parents_transcript(tmp_path:
     code, again, _ = _run(db, "demo")
     assert code == 0 and "already holds the sample conversation; nothing was added" in again
     assert _run(db, "verify", "--json")[1] == events  # running it twice adds nothing
+
+
+def test_a_thread_with_no_message_to_send_is_refused_without_naming_an_at_never_given(tmp_path: Path) -> None:
+    """`threadlog request T` (and `export T --format anthropic`) of a thread holding no message
+    a request can send (an imported session whose only message is a call never answered) said
+    `error: at: thread 'T' has no message to send as of offset 3`: an option the user never
+    typed, and an offset that read as a position in the thread."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(model="claude-test")
+    for args in (["request", t], ["export", t, "--format", "anthropic"]):
+        result = CliRunner().invoke(cli, ["--db", str(db), *args])
+        assert result.exit_code == 1, result.output
+        assert result.stderr == f"error: messages: thread '{t}' has no message to send\n"

@@ -804,8 +804,9 @@ def test_a_request_below_a_forks_point_names_the_fork_asked_for(mem: Store) -> N
     mem.append_message(t, "user", "hello")
     mem.append_message(t, "assistant", "hi")
     kid = mem.fork(t)
-    with pytest.raises(InvalidEvent, match=f"^at: thread '{kid}' has no message to send as of offset 1$"):
+    with pytest.raises(InvalidEvent, match=fr"^at: thread '{kid}' has no message to send as of its first 1 event\(s\)$"):
         anthropic_request(mem, kid, 1)
+
 
 
 @pytest.mark.parametrize("how", ["fork", "fan_out"])
