@@ -61,13 +61,18 @@ class Facts:
 NONE = Facts()
 
 
+_SHOWN = 5  # the pending ids a refusal of one that is not pending names
+
+
 def _without(items: tuple[str, ...], gone: list[str], what: str, field: str) -> tuple[str, ...]:
     """`items` less `gone`, in order; looked up in sets: one message of N results answering N
     calls took N² comparisons (16,000 results: 5 s, twice over in an import)."""
     held = set(items)
     missing = [item for item in gone if item not in held]
-    if missing:
-        raise InvalidEvent(field, f"{what} {named(missing[0])} is not pending in this thread")
+    if missing:  # what is pending, so a mistyped id (`interrupt resolve T q2` for q1) shows the right one
+        waiting = (f"pending: {', '.join(named(item) for item in items[:_SHOWN])}{', …' if len(items) > _SHOWN else ''}"
+                   if items else f"no {what} is")
+        raise InvalidEvent(field, f"{what} {named(missing[0])} is not pending in this thread ({waiting})")
     dropped = set(gone)
     return tuple(item for item in items if item not in dropped)
 

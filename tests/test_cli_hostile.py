@@ -168,6 +168,24 @@ def test_lines_skipped_are_named_in_the_order_of_the_file(tmp_path: Path) -> Non
     assert code == 0 and [bad["line"] for bad in json.loads(out)["bad"]] == [2, 3], err
 
 
+def test_a_mistyped_interrupt_id_is_refused_naming_those_pending(tmp_path: Path) -> None:
+    """`threadlog interrupt resolve T q2` for the pending q1 said only that q2 is not pending:
+    the user went to `interrupt list` to find the id. The refusal names what is pending (or
+    that nothing is), and the file is left as it was."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        thread = store.create_thread(title="t")
+        store.append(thread, [{"type": "interrupt.raised", "data": {"interrupt_id": "q1", "question": "Which train?"}}])
+    before = file_dump(db)
+    code, _, err = invoke("--db", str(db), "interrupt", "resolve", thread, "q2", "--answer", "08:00")
+    assert code == 1 and err == ("error: events[0].data.interrupt_id: interrupt 'q2' is not pending in this thread "
+                                 "(pending: 'q1')\n"), err
+    assert file_dump(db) == before
+    assert invoke("--db", str(db), "interrupt", "resolve", thread, "q1", "--answer", "08:00")[0] == 0
+    code, _, err = invoke("--db", str(db), "interrupt", "cancel", thread, "q1")
+    assert code == 1 and err.endswith("interrupt 'q1' is not pending in this thread (no interrupt is)\n"), err
+
+
 def _conflicting(store: Store, session: Path) -> None:
     """A thread under the id the session's import would give its thread, not imported from it."""
     from threadlog.importers.plan import stable_id
