@@ -230,8 +230,10 @@ class Backend(Protocol):
 
     def schema_version(self) -> int: ...
 
-    def transaction(self) -> AbstractContextManager[None]:
-        """A write transaction: serialised from its start; commits on success, else rolls back."""
+    def transaction(self, reserves_twice: bool = False) -> AbstractContextManager[None]:
+        """A write transaction: serialised from its start; commits on success, else rolls back.
+        `reserves_twice`: it will take positions more than once (`fan_out`), which a backend
+        whose writers take positions side by side must know from its first reservation."""
         ...
 
     def read_transaction(self) -> AbstractContextManager[None]:

@@ -147,7 +147,7 @@ _FAN_OUT_ATTEMPTS = 8
 
 def _fan_out_once(store: Store, thread: str, directives: Sequence[str], ids: list[str], placeholder: str,
                   boilerplate: str | None, todos: Any, metadata: Any, meta: dict[str, Any]) -> None:
-    with store.backend.transaction():
+    with store.backend.transaction(reserves_twice=len(directives) > 1):
         rows = acyclic(store.backend.ancestry(thread))
         if not rows:
             raise ThreadNotFound(thread)

@@ -24,9 +24,12 @@ an event that commits late with a lower position:
   A transaction that takes positions twice (`fan_out`, a restore) would break that order if
   another writer took positions in between, so its second reservation takes the order lock
   exclusively (`_ORDER`, held shared by every reservation until commit): it waits until
-  every transaction that reserved before it has finished. Two such transactions at once wait
-  for each other; the server cancels one (a deadlock, `errors.Deadlocked`: nothing was
-  written), which `fan_out` runs again (a restore reports it, saying to retry).
+  every transaction that reserved before it has finished. Two such transactions at once,
+  each holding the lock shared and waiting for it exclusively, would wait for each other, and
+  the server would cancel one (a deadlock, `errors.Deadlocked`: nothing written). So `fan_out`
+  says so up front (`transaction(reserves_twice=True)`) and takes it exclusively from its first
+  reservation: fan_outs take turns. A restore that meets a deadlock reports it, saying to
+  retry; `fan_out` still runs one again.
 
   Measured with raw psycopg on the machine this was written on (2 cores, fdatasync ~0.8 ms),
   one-event INSERT + COMMIT transactions on distinct streams: A 155-173/s with 1 writer and
@@ -640,6 +643,7 @@ class PostgresBackend:
         self._in_transaction = False
         self._snapshot = False  # inside `read_transaction`: one snapshot for every read
         self._reserved = 0  # reservations made in the current write transaction
+        self._reserves_twice = False  # the current write transaction's (`transaction`)
         # Statements of the write transaction not sent yet: its BEGIN, then its writes, sent
         # with the next read or with the COMMIT in one round trip (`_send`). An append is
         # then two round trips: BEGIN with the lock, reservation and head read; the inserts with
@@ -736,12 +740,17 @@ class PostgresBackend:
     # -- transactions ---------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, reserves_twice: bool = False) -> Iterator[None]:
         """BEGIN … COMMIT (READ COMMITTED); any error rolls back and leaves the database as it was.
-        Writers serialise per stream (`stream_for_append`), not globally: see the module doc."""
+        Writers serialise per stream (`stream_for_append`), not globally: see the module doc.
+        With `reserves_twice`, its first reservation takes the order lock exclusively, as a
+        second one would: two such transactions taking it shared first, then each waiting to
+        take it exclusively, deadlocked, and the server cancelled one (`fan_out` ran it again,
+        up to 8 times: four processes fanning out at once on a slow machine ran out of them)."""
         if self._in_transaction:
             raise StoreError("a write transaction is already open on this store")
         self._in_transaction, self._reserved, self._begun = True, 0, False
+        self._reserves_twice = reserves_twice
         self._queued = [(_BEGIN, ())]
         try:
             yield
@@ -754,7 +763,7 @@ class PostgresBackend:
                 raise translate(error, self.path) from None
             raise
         finally:
-            self._in_transaction = False
+            self._in_transaction = self._reserves_twice = False
             self._queued = []
             self._roots.clear()
 
@@ -902,7 +911,7 @@ class PostgresBackend:
 
     def _reserve(self, count: int) -> int:
         """Take `count` consecutive positions and this transaction's id, in one order (module doc)."""
-        query = _RESERVE_SQL if self._reserved == 0 else _RESERVE_AGAIN_SQL
+        query = _RESERVE_SQL if self._reserved == 0 and not self._reserves_twice else _RESERVE_AGAIN_SQL
         last = self.conn.execute(query, (count, count)).fetchone()
         assert last is not None
         self._reserved += 1
@@ -914,7 +923,8 @@ class PostgresBackend:
         """Lock the stream (for this transaction), take `count` positions and read the stream's
         row: one round trip. The row is read by a statement that starts after the lock is held,
         so it is the latest committed one."""
-        reserved, found = self._send((_LOCK if self._reserved == 0 else _LOCK_AGAIN, (stream_id, count)),
+        again = self._reserved > 0 or self._reserves_twice
+        reserved, found = self._send((_LOCK_AGAIN if again else _LOCK, (stream_id, count)),
                                      (_STREAM, (stream_id,)))
         self._reserved += 1
         last = int(reserved.get_value(0, 4) or 0)  # the reservation's last position (see `_reservation`)

@@ -798,8 +798,9 @@ class SQLiteBackend:
 
     # -- transactions ---------------------------------------------------------------------
 
-    def transaction(self) -> _Transaction:
-        """`BEGIN IMMEDIATE` … `COMMIT`; any error rolls back and leaves the file as it was."""
+    def transaction(self, reserves_twice: bool = False) -> _Transaction:
+        """`BEGIN IMMEDIATE` … `COMMIT`; any error rolls back and leaves the file as it was.
+        One writer at a time holds the file: `reserves_twice` changes nothing here."""
         committed = self._checkpointer.committed if self._checkpointer is not None else None
         return _Transaction(self.conn, self._writes, self.path, self._wait, committed)
 

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -523,6 +524,7 @@ def test_verify_and_a_backup_see_every_committed_event_while_another_transaction
 
 _FAN_OUT_WORKER = """
 import sys
+import threading
 from threadlog import Store
 url, rounds = sys.argv[1], int(sys.argv[2])
 store = Store(url)
@@ -706,3 +708,34 @@ def test_streams_are_read_through_a_server_side_cursor_a_page_at_a_time(monkeypa
     with Store(url) as store:
         assert [t.id for t in store.all_threads()] == ids
         store.verify()
+
+
+def test_a_transaction_that_reserves_twice_takes_the_order_lock_from_its_first_reservation() -> None:
+    """Two fan_outs at once each took the order lock shared at their first fork, then waited to
+    take it exclusively at their second: a deadlock, which the server broke by cancelling one
+    (after a second's wait), and `fan_out` ran it again, up to 8 times; four processes fanning
+    out at once ran out of them. Said up front, the first reservation takes it exclusively: the
+    second such transaction waits at its first reservation until the first has committed."""
+    from eventstore.postgres import PostgresBackend
+
+    url = postgres_url()
+    Store(url).close()
+    first, second = PostgresBackend(url), PostgresBackend(url)
+    reserved = threading.Event()
+    try:
+        with first.transaction(reserves_twice=True):
+            first.stream_for_append("reserving-first", 1)
+
+            def reserve() -> None:
+                with second.transaction(reserves_twice=True):
+                    second.stream_for_append("reserving-second", 1)
+                    reserved.set()
+
+            waiter = threading.Thread(target=reserve)
+            waiter.start()
+            assert not reserved.wait(1.0)  # held off by the first's exclusive lock
+        assert reserved.wait(10.0)  # and through once it committed
+        waiter.join(10.0)
+    finally:
+        first.close()
+        second.close()
