@@ -408,7 +408,7 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
     summary = ImportSummary() if summary is None else summary
     for number, (source, read) in enumerate(zip(sources, sizes)):
         part = ImportSummary()
-        plan: Plan | None = None
+        plan = Plan()  # written nothing yet, should planning fail
         try:
             plan = plan_one(source, part, {}, seen)
             part.events = sum(len(s.events) + 1 for s in plan.streams)
@@ -417,10 +417,10 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
         except StoreError as error:  # named: an event the store refused ("not pending") said not which file gave it
             _name(error, noun, name(source))
             note_written(error, summary, f"{number} {noun}(s)")
-            summary.added += 0 if plan is None else plan.written
+            summary.added += plan.written
             raise
         except KeyboardInterrupt as error:  # Ctrl-C: what the writes committed before it stays
-            note_written(error, summary, f"{number} {noun}(s)", (name(source), 0 if plan is None else plan.written))
+            note_written(error, summary, f"{number} {noun}(s)", (name(source), plan.written))
             raise
         summary.merge(part)
         done += read
