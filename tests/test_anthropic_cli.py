@@ -1,4 +1,6 @@
-"""`threadlog request / ask / rerun / usage` as real processes against a local Messages API."""
+"""`threadlog request / ask / rerun / usage` against a local Messages API, over HTTP: the first
+test, and those of signals, pipes and races, run each command as a process of its own; the
+others run it in this process (`threadlog`)."""
 
 from __future__ import annotations
 
@@ -12,11 +14,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+from click.testing import CliRunner
 
 from eventstore import Store
 from projections import validate_request
+from threadlog.cli import cli
 
 from messages_api import MessagesAPI, Reply, message
 
@@ -27,10 +32,25 @@ def api() -> Iterator[MessagesAPI]:
         yield server
 
 
-def threadlog(*args: str, db: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    exe = Path(sys.executable).with_name("threadlog")
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    return subprocess.run([str(exe), "--db", str(db), *args], capture_output=True, text=True, env={**clean, **(env or {})}, timeout=120)
+class Ran(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def threadlog(*args: str, db: Path, env: dict[str, str] | None = None, process: bool = False) -> Ran:
+    """`threadlog --db DB ARGS`, with only `env`'s ANTHROPIC_ variables set: in a process of its
+    own (`process`), as a user runs it, or else in this one (each process imports the SDK, ~3 s
+    here). In this process an exception the CLI did not turn into an exit status is raised."""
+    if process:
+        exe = Path(sys.executable).with_name("threadlog")
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+        done = subprocess.run([str(exe), "--db", str(db), *args], capture_output=True, text=True, env={**clean, **(env or {})},
+                              timeout=120)
+        return Ran(done.returncode, done.stdout, done.stderr)
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("ANTHROPIC_")}
+    result = CliRunner().invoke(cli, ["--db", str(db), *args], env={**unset, **(env or {})}, catch_exceptions=False)
+    return Ran(result.exit_code, result.stdout, result.stderr)
 
 
 def test_ask_records_a_turn_and_request_check_proves_it(tmp_path: Path, api: MessagesAPI) -> None:
@@ -38,7 +58,7 @@ def test_ask_records_a_turn_and_request_check_proves_it(tmp_path: Path, api: Mes
     t = threadlog("new", "--system", "You plan trips.", "--model", "claude-test-1", db=db).stdout.strip()
     env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
     api.reply_sse(message([{"type": "text", "text": "Take the 9:04 TGV."}]))
-    done = threadlog("ask", t, "Train to Lyon?", "--stream", db=db, env=env)
+    done = threadlog("ask", t, "Train to Lyon?", "--stream", db=db, env=env, process=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Take the 9:04 TGV.\n"
     headers = api.requests[0].headers
@@ -48,7 +68,7 @@ def test_ask_records_a_turn_and_request_check_proves_it(tmp_path: Path, api: Mes
     done = threadlog("ask", t, "And a hotel?", db=db, env=env)
     assert done.stdout == "Hotel Carlton.\n"
 
-    check = threadlog("request", t, "--check", db=db)
+    check = threadlog("request", t, "--check", db=db, process=True)
     assert check.returncode == 0, check.stderr
     assert [line.split()[0] for line in check.stdout.splitlines()] == ["ok", "ok"]
     at_second = threadlog("request", t, "--at", "7", "--check", "--json", db=db)
