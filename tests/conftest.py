@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import compileall
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +12,17 @@ import pytest
 
 from eventstore import Store
 from tests.backends import BACKENDS, BackendCase, _Server, open_store
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Write the project's bytecode once, before any test (or xdist worker) starts, where the
+    environment says not to (PYTHONDONTWRITEBYTECODE): the suite starts some hundreds of
+    `threadlog` processes, and each compiled every module it imports from source, ~0.3 s of a
+    0.9 s start. Python still reads bytecode that is there, and recompiles any that is stale."""
+    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
+        root = Path(__file__).resolve().parent.parent
+        for package in ("eventstore", "projections", "threadlog"):
+            compileall.compile_dir(root / package, quiet=2)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
