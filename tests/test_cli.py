@@ -507,3 +507,17 @@ def test_fork_retrieval_help_says_what_the_requests_carry(run) -> None:  # type:
     said = shown.split("--retrieval [per-turn|first-turn|off]", 1)[1].split("[default: off]", 1)[0]
     assert "passages of the parent's history" in said and "user message" in said, said
     assert "told to consult" not in said, said
+
+
+def test_every_command_the_demo_suggests_runs_on_what_it_built(tmp_path: Path) -> None:
+    """The demo's thread ends mid-run (a sub-agent has not reported), and a fork of its end is
+    refused: "Try next" now names a fork that works, and every line it suggests runs."""
+    db = tmp_path / "t.db"
+    shown = CliRunner().invoke(cli, ["--db", str(db), "demo"])
+    assert shown.exit_code == 0, shown.output
+    suggested = [line.split("   ")[0].split()[1:] for line in shown.output.split("Try next:\n")[1].splitlines()
+                 if line.startswith("  threadlog ")]
+    assert any(args[0] == "fork" for args in suggested), suggested
+    for args in suggested:
+        done = CliRunner().invoke(cli, args)
+        assert done.exit_code == 0, (args, done.output)

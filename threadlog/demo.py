@@ -146,3 +146,7 @@ def demo_lines(store: Store, ids: dict[str, object], built: bool) -> Iterator[st
     yield f"  threadlog show {thread}{db}     the state and the model's view of the messages"
     yield f"  threadlog log {thread}{db}      the raw events, with their hash chain"
     yield f"  threadlog verify{db}            recompute every hash: proof nothing was altered"
+    # The thread ends mid-run (the weather sub-agent has not reported), where a fork is refused.
+    started = [e.offset for e in store.read(thread) if e.type == "run.started"]
+    if started:
+        yield f"  threadlog fork {thread} --at {started[-1]}{db}   a new path from before the run still open"
