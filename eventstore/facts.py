@@ -64,15 +64,21 @@ NONE = Facts()
 _SHOWN = 5  # the pending ids a refusal of one that is not pending names
 
 
+def _pending(items: tuple[str, ...], what: str) -> str:
+    """What is pending, for a refusal of an id that is not, so a mistyped id (`interrupt
+    resolve T q2` for q1) shows the right one: "pending: 'q1'", or "no interrupt is"."""
+    if not items:
+        return f"no {what} is"
+    return f"pending: {', '.join(named(item) for item in items[:_SHOWN])}{', …' if len(items) > _SHOWN else ''}"
+
+
 def _without(items: tuple[str, ...], gone: list[str], what: str, field: str) -> tuple[str, ...]:
     """`items` less `gone`, in order; looked up in sets: one message of N results answering N
     calls took N² comparisons (16,000 results: 5 s, twice over in an import)."""
     held = set(items)
     missing = [item for item in gone if item not in held]
-    if missing:  # what is pending, so a mistyped id (`interrupt resolve T q2` for q1) shows the right one
-        waiting = (f"pending: {', '.join(named(item) for item in items[:_SHOWN])}{', …' if len(items) > _SHOWN else ''}"
-                   if items else f"no {what} is")
-        raise InvalidEvent(field, f"{what} {named(missing[0])} is not pending in this thread ({waiting})")
+    if missing:
+        raise InvalidEvent(field, f"{what} {named(missing[0])} is not pending in this thread ({_pending(items, what)})")
     dropped = set(gone)
     return tuple(item for item in items if item not in dropped)
 
@@ -116,6 +122,18 @@ def advance(facts: Facts, type_: str, data: dict[str, Any], field: str = "data")
         interrupts = _without(facts.interrupts, [data["interrupt_id"]], "interrupt", f"{field}.interrupt_id")
         return Facts(facts.runs, facts.tools, interrupts)
     return facts
+
+
+def check_interrupted_call(facts: Facts, data: dict[str, Any], field: str = "data") -> None:
+    """Refuse an `interrupt.raised` whose `tool_use_id` names no tool call waiting for its
+    result: the human's answer becomes that call's result when the run resumes (`run_turn`),
+    and with no such call it answers nothing. Appends only, not in `advance`: an older release
+    recorded any id (see `_Chain.rows`)."""
+    tool_use_id = data.get("tool_use_id")
+    if tool_use_id is not None and tool_use_id not in facts.tools:
+        raise InvalidEvent(f"{field}.tool_use_id", f"tool_use {named(tool_use_id)} is not waiting for its result in this "
+                                                   f"thread ({_pending(facts.tools, 'tool_use')}); an interrupt's "
+                                                   "tool_use_id names the waiting call its answer becomes the result of")
 
 
 def after_fork(parent: Facts, forked: dict[str, Any]) -> Facts:

@@ -26,7 +26,7 @@ from .backend import Backend, DataRow, EventRow, EventValues, SnapshotRow, Strea
 from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, OldPagesKept, StaleSnapshot, StoreError,
                      ThreadNotFound, named, shown)
 from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
-from .facts import Facts, advance, after_fork
+from .facts import Facts, advance, after_fork, check_interrupted_call
 from .head import Head
 from .claims import Claim, check_name
 from .collector import paused
@@ -86,12 +86,15 @@ class _Chain:
                 facts_json = facts.dump()
             else:
                 # A second start of an open run left the thread running after its finish (the
-                # state counts starts, the facts do not). Refused here, not in `advance`, and
-                # only in appends (no `stamps`): a file an older release wrote may hold one, and
-                # neither verifying it nor restoring its backup should fail.
+                # state counts starts, the facts do not); an interrupt on a tool call not waiting
+                # for its result was answered into nothing. Refused here, not in `advance`, and
+                # only in appends (no `stamps`): a file an older release wrote may hold either,
+                # and neither verifying it nor restoring its backup should fail.
                 if type_ == "run.started" and stamps is None and data["run_id"] in facts.runs:
                     raise InvalidEvent(f"events[{offset - start}].data.run_id",
                                        f"run {named(data['run_id'])} is already in progress; every open run needs its own id")
+                if type_ == "interrupt.raised" and stamps is None:
+                    check_interrupted_call(facts, data, f"events[{offset - start}].data")
                 after = advance(facts, type_, data, f"events[{offset - start}].data")
                 if after is not facts:  # `advance` returns the same object when nothing changes
                     facts, facts_json = after, after.dump()

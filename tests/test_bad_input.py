@@ -165,6 +165,14 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
     ("run-started-while-in-progress", lambda s, i: s.append(i["busy"], [{"type": "run.started", "data": {"run_id": "r1"}}]),
      InvalidEvent, "run 'r1' is already in progress"),
     ("run-finished-unknown-run", lambda s, i: s.append(i["t"], [{"type": "run.finished", "data": {"run_id": "r9", "status": "ok"}}]), InvalidEvent, "run_id"),
+    # The answer to an interrupt on a tool call becomes that call's result: one on a call not
+    # waiting for it (mistyped, or answered already) was recorded, and its answer went nowhere.
+    ("interrupt-on-a-tool-call-not-pending", lambda s, i: s.append(i["pending"], [{"type": "interrupt.raised", "data": {
+        "interrupt_id": "q", "tool_use_id": "toolu_nope"}}]), InvalidEvent,
+     "tool_use 'toolu_nope' is not waiting for its result in this thread (pending: 'toolu_1')"),
+    ("interrupt-on-a-tool-call-none-pending", lambda s, i: s.append(i["t"], [{"type": "interrupt.raised", "data": {
+        "interrupt_id": "q", "tool_use_id": "toolu_1"}}]), InvalidEvent, "tool_use 'toolu_1' is not waiting for its result in "
+     "this thread (no tool_use is)"),
     ("interrupt-resolved-not-pending", lambda s, i: s.append(i["t"], [{"type": "interrupt.resolved", "data": {"interrupt_id": "q"}}]), InvalidEvent, "interrupt_id"),
     ("compaction-through-the-future", lambda s, i: s.append(i["t"], [{"type": "compaction.recorded", "data": {"summary": "s", "through_offset": 99}}]), InvalidEvent, "through_offset"),
     ("reserved-thread-forked", lambda s, i: s.append(i["t"], [{"type": "thread.forked", "data": {"parent_id": "t", "parent_offset": 1, "options": {}}}]), InvalidEvent, "fork()"),
@@ -583,6 +591,10 @@ CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
     ("emit-wrong-role", ["emit", "t", MSG, "--data", '{"role": "system", "content": "x"}'], None, {}, 1, "role"),
     ("emit-tool-result-unknown", ["emit", "t", MSG, "--data", json.dumps({"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_nope", "content": "r"}]})], None, {}, 1, "toolu_nope"),
+    ("interrupt-raise-tool-use-id-not-pending", ["interrupt", "raise", "pending", "q", "--tool-use-id", "toolu_nope"], None, {},
+     1, "tool_use 'toolu_nope' is not waiting for its result in this thread (pending: 'toolu_1')"),
+    ("interrupt-raise-tool-use-id-none-pending", ["interrupt", "raise", "t", "q", "--tool-use-id", "toolu_1"], None, {},
+     1, "(no tool_use is)"),
     ("emit-run-started-while-in-progress", ["emit", "busy", "run.started", "--data", '{"run_id": "r1"}'], None, {}, 1,
      "run 'r1' is already in progress"),
     ("emit-run-finished-unknown", ["emit", "t", "run.finished", "--data", '{"run_id": "r9", "status": "ok"}'], None, {}, 1, "r9"),

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from threadlog import Store, StoreError, export_events, import_claude_code
+from threadlog import Store, StoreError, export_events, import_claude_code, thread_state
 from threadlog.export import dump_lines
 from threadlog.importers.lines import BadLine
 from threadlog.cli import cli
@@ -184,6 +184,33 @@ def test_a_mistyped_interrupt_id_is_refused_naming_those_pending(tmp_path: Path)
     assert invoke("--db", str(db), "interrupt", "resolve", thread, "q1", "--answer", "08:00")[0] == 0
     code, _, err = invoke("--db", str(db), "interrupt", "cancel", thread, "q1")
     assert code == 1 and err.endswith("interrupt 'q1' is not pending in this thread (no interrupt is)\n"), err
+
+
+def test_an_interrupt_on_a_tool_call_not_waiting_is_refused_naming_those_waiting(tmp_path: Path) -> None:
+    """`threadlog interrupt raise T q --tool-use-id ID` was recorded for any ID: one mistyped, or
+    of a call already answered, left the human's answer to be the result of no call. The refusal
+    names the calls waiting for their results, and the file is left as it was."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        thread = store.create_thread(title="t")
+        store.append_message(thread, "user", "book a train")
+        store.append_message(thread, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "search", "input": {}},
+                                                   {"type": "tool_use", "id": "toolu_2", "name": "book", "input": {}}])
+        store.append_message(thread, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "08:00, 09:00"}])
+    before = file_dump(db)
+    for answered_or_mistyped in ("toolu_1", "toolu_3"):
+        code, out, err = invoke("--db", str(db), "interrupt", "raise", thread, "q1", "--question", "Which train?",
+                                "--tool-use-id", answered_or_mistyped)
+        assert (code, out) == (1, ""), (code, out, err)
+        assert err == (f"error: events[0].data.tool_use_id: tool_use '{answered_or_mistyped}' is not waiting for its result "
+                       "in this thread (pending: 'toolu_2'); an interrupt's tool_use_id names the waiting call its answer "
+                       "becomes the result of\n"), err
+        assert file_dump(db) == before
+    code, _, err = invoke("--db", str(db), "interrupt", "raise", thread, "q1", "--question", "Which train?",
+                          "--tool-use-id", "toolu_2")
+    assert code == 0, err
+    with Store(db) as store:
+        assert [i["tool_use_id"] for i in thread_state(store, thread).pending_interrupts] == ["toolu_2"]
 
 
 def _conflicting(store: Store, session: Path) -> None:

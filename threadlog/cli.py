@@ -742,7 +742,8 @@ def interrupt(db: str | None) -> None:
 @click.argument("thread", type=THREAD)
 @click.argument("interrupt_id")
 @click.option("--question", help="What the human is asked.")
-@click.option("--tool-use-id", help="The tool call that waits on the answer.")
+@click.option("--tool-use-id", help="The tool call that waits on the answer (one waiting for its result on THREAD); "
+              "the answer becomes its result.")
 @json_option
 @with_store("write")
 def interrupt_raise(store: Store, thread: str, interrupt_id: str, question: str | None, tool_use_id: str | None, as_json: bool) -> None:
