@@ -107,6 +107,8 @@ def anthropic_request(
     """
     asked, thread = thread, _sender(store, thread, at)  # errors name the thread asked for
     state = thread_state(store, thread, at)
+    if at is not None and not state.messages:  # before the model: at 0 it said the thread names none
+        _check_holds_a_message(store, asked, at)
     chosen = model or state.model
     if not chosen:
         raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=... (or create the thread with one)")
@@ -260,6 +262,19 @@ def _unthought_loop(thinking: Json, messages: list[Json]) -> bool:
         elif not _results(message["content"]):
             break
     return opening is not None and opening["content"][0].get("type") not in _THINKING_BLOCKS
+
+
+def _check_holds_a_message(store: Store, thread: str, at: int) -> None:
+    """Refuse an `at` whose first events hold no message, saying what `at` counts and the
+    smallest that holds one (the first `at` events: at 0 none, not even the thread.created that
+    names the model). Read only on this refusal: a scan to the thread's first message."""
+    first = next((offset for offset, type_, _, _ in store.read_raw(thread) if type_ == "message.appended"), None)
+    if first is not None and first < at:
+        return  # a message is there: the view is empty for another reason, said where it is built
+    smallest = (f"its first message is at offset {first}, so at must be {first + 1}..{store.head(thread)}"
+                if first is not None else "it holds no message yet")
+    raise InvalidEvent("at", f"thread {thread!r} has no message to send as of its first {at} event(s): at counts the "
+                             f"events the request is built from, its thread.created first; {smallest}")
 
 
 def _sender(store: Store, thread: str, at: int | None) -> str:

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from eventstore import Store
 from threadlog import thread_state, transcript
 from threadlog.cli import cli
+from tests.backends import file_dump
 
 COMMANDS = ["show", "rows", "transcript", "blame", "diff", "snapshot"]
 
@@ -106,6 +107,29 @@ def test_demo_prints_the_forks_state_and_writes_the_parents_transcript(tmp_path:
     code, again, _ = _run(db, "demo")
     assert code == 0 and "already holds the sample conversation; nothing was added" in again
     assert _run(db, "verify", "--json")[1] == events  # running it twice adds nothing
+
+
+def test_request_and_show_at_events_that_hold_no_message_say_what_at_counts(tmp_path: Path) -> None:
+    """`threadlog request T --at 0` said the thread names no model, and `show T --at 0` showed
+    it with none: at 0 no event is read, not even thread.created. `request --at` of events that
+    hold no message names the smallest that does; `show --at 0` is a usage error (the state
+    after the first N events needs N >= 1). The file is left as it was."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(model="claude-test")
+        store.append_message(t, "user", "hello")
+    before = file_dump(db)
+    for at in ("0", "1"):
+        code, out, err = _run(db, "request", t, "--at", at)
+        assert (code, out) == (1, ""), err
+        assert err == (f"error: at: thread '{t}' has no message to send as of its first {at} event(s): at counts the events "
+                       "the request is built from, its thread.created first; its first message is at offset 1, so at must "
+                       "be 2..2\n")
+    code, out, err = _run(db, "show", t, "--at", "0")
+    assert (code, out) == (2, "") and "Invalid value for '--at': 0 is not in the range x>=1." in err, err
+    assert file_dump(db) == before
+    assert json.loads(_run(db, "request", t, "--at", "2")[1])["model"] == "claude-test"
+    assert json.loads(_run(db, "show", t, "--at", "1", "--json")[1])["model"] == "claude-test"
 
 
 def test_a_thread_with_no_message_to_send_is_refused_without_naming_an_at_never_given(tmp_path: Path) -> None:

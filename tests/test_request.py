@@ -804,8 +804,29 @@ def test_a_request_below_a_forks_point_names_the_fork_asked_for(mem: Store) -> N
     mem.append_message(t, "user", "hello")
     mem.append_message(t, "assistant", "hi")
     kid = mem.fork(t)
-    with pytest.raises(InvalidEvent, match=fr"^at: thread '{kid}' has no message to send as of its first 1 event\(s\)$"):
+    with pytest.raises(InvalidEvent, match=fr"^at: thread '{kid}' has no message to send as of its first 1 event\(s\): "):
         anthropic_request(mem, kid, 1)
+
+
+def test_a_request_as_of_events_holding_no_message_says_what_at_counts(mem: Store) -> None:
+    """`anthropic_request(store, t, 0)` (`threadlog request T --at 0`) said the thread names no
+    model: its first 0 events hold none, not even the thread.created that names it. An `at`
+    whose events hold no message is refused saying what `at` counts and the smallest that
+    holds one (or that the thread holds none yet)."""
+    t = mem.create_thread(model="claude-test")
+    mem.append(t, [{"type": "title.set", "data": {"title": "trip"}}])
+    mem.append_message(t, "user", "hello")
+    for at in (0, 1, 2):
+        with pytest.raises(InvalidEvent) as caught:
+            anthropic_request(mem, t, at)
+        assert str(caught.value) == (f"at: thread '{t}' has no message to send as of its first {at} event(s): at counts "
+                                     "the events the request is built from, its thread.created first; its first message "
+                                     "is at offset 2, so at must be 3..3")
+    assert anthropic_request(mem, t, 3, cache=False)["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
+    empty = mem.create_thread(model="claude-test")
+    for at in (0, 1):
+        with pytest.raises(InvalidEvent, match=r"as of its first \d event\(s\): at counts .*; it holds no message yet$"):
+            anthropic_request(mem, empty, at)
 
 
 

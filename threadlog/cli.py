@@ -912,7 +912,8 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
 
 @cli.command()
 @click.argument("thread", type=THREAD)
-@click.option("--at", type=click.IntRange(min=0), help="Replay: the state after the first N events (default: all).")
+@click.option("--at", type=click.IntRange(min=1),
+              help="Replay: the state after the first N events, thread.created being the first (default: all).")
 @click.option("--last", type=click.IntRange(min=1), help="Show only the last N messages of the model view.")
 @json_option
 @pager_option
@@ -1560,7 +1561,9 @@ def _client(timeout: float | None = None, retries: int | None = None) -> Any:
 
 @cli.command("request")
 @click.argument("thread", type=THREAD)
-@click.option("--at", type=click.IntRange(min=0), help="The request as of the first N events (default: all).")
+@click.option("--at", type=click.IntRange(min=0),
+              help="The request as of the first N events, thread.created being the first; they must hold a message "
+                   "(default: all).")
 @click.option("--check", is_flag=True,
               help="Prove the recorded request digest(s): of the message at offset N with --at, else of every live message.")
 @click.option("--model", callback=_model_name, help="The model to name (default: the thread's).")
