@@ -453,6 +453,11 @@ class Backend(Protocol):
         them; `"any"`: any of the words (`query_words`). `scope`: only events in these ranges."""
         ...
 
+    def index_tools(self, scope: Sequence[Scope] | None) -> list[str]:
+        """The tool names the index's documents carry (calls and their results), each once, in
+        no order; `scope`: only events in these ranges."""
+        ...
+
     def triggers(self) -> list[str]:
         """The names of code stored in the database that runs on writes (SQLite triggers):
         threadlog creates none, so any is foreign."""

@@ -1373,6 +1373,14 @@ class PostgresBackend:
         return [_new(HitRow, (*row[:9], float(row[9]))) for row in rows]
 
     @_translated
+    def index_tools(self, scope: Sequence[Scope] | None) -> list[str]:
+        filters = hit_filters("%s", scope, None, None)
+        if filters is None:
+            return []
+        where = " AND ".join(["d.tool IS NOT NULL", *filters[0]])
+        return [row[0] for row in self.conn.execute(f"SELECT DISTINCT d.tool FROM search_docs d WHERE {where}", filters[1])]
+
+    @_translated
     def triggers(self) -> list[str]:
         """User triggers and rules on threadlog's tables (threadlog creates none)."""
         rows = self.conn.execute(

@@ -1370,6 +1370,14 @@ class SQLiteBackend:
         ).fetchall()
         return [_new(HitRow, r) for r in rows]
 
+    @_index_call
+    def index_tools(self, scope: Sequence[Scope] | None) -> list[str]:
+        filters = hit_filters("?", scope, None, None)
+        if filters is None:
+            return []
+        where = " AND ".join(["d.tool IS NOT NULL", *filters[0]])
+        return [row[0] for row in self.conn.execute(f"SELECT DISTINCT d.tool FROM search_docs d WHERE {where}", filters[1])]
+
     @_translated
     def triggers(self) -> list[str]:
         return [str(row[0]) for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")]

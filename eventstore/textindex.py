@@ -195,3 +195,9 @@ def search(store: Store, query: str, match: str = "query", scope: Sequence[Scope
             raise altered_index(f"the document of position {hit.position!r} holds a value of another kind")
     return hits
 
+
+def tools(store: Store, scope: Sequence[Scope] | None = None) -> set[str]:
+    """The tool names of the index's documents in `scope` (None: all), without catching up
+    first; a name of another kind (only raw SQL stores one) is left out. Reads every document
+    in scope: no index covers the column."""
+    return {name for name in store.backend.index_tools(scope) if name.__class__ is str}

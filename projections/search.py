@@ -106,6 +106,20 @@ def search(
     return hits
 
 
+def tools_in_other_case(store: Store, tool: str, thread: str | None = None, ancestors: bool = True) -> list[str]:
+    """The tool names of the indexed calls (in `thread`'s history, as `search` scopes it) that
+    differ from `tool` only in case, when none is `tool` itself; sorted. `search`'s `tool`
+    matches a name exactly, as the log stores it, so `bash` finds no call of `Bash`: this is
+    for the hint a search that found nothing gives. Reads every document in scope (no index
+    covers tool names), and only what the index covers: search first, which catches it up."""
+    scope = textindex.scope_of(store, thread, ancestors) if thread is not None else None
+    names = textindex.tools(store, scope)
+    if tool in names:
+        return []
+    folded = tool.casefold()
+    return sorted(name for name in names if name.casefold() == folded)
+
+
 # A snippet of a document too long for the engine's own (`ENGINE_SNIPPET_CHARS`), and every
 # snippet on PostgreSQL: about as many words as FTS5 shows, from a few before the first word
 # of the query found.

@@ -11,6 +11,7 @@ import pytest
 from eventstore import textindex
 from threadlog import Store, export_all, import_events, rebuild_index, search
 from threadlog.export import dump_lines
+from projections.search import tools_in_other_case
 from tests.backends import postgres_url
 
 
@@ -42,6 +43,22 @@ def test_the_same_history_gives_the_same_hits_on_both_backends(tmp_path: Path) -
             found = _hits(pg, query, **scope)
             assert found and found == _hits(lite, query, **scope), (query, scope)
         assert all("**" in hit.snippet for hit in search(pg, "ferry"))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_tool_named_in_another_case_is_found_in_the_searched_history(tmp_path: Path, backend: str) -> None:
+    """The names a search's hint offers for `tool="bash"` where the calls are of `Bash`: the
+    same on both backends, within the history searched."""
+    with Store(tmp_path / "t.db" if backend == "sqlite" else postgres_url()) as store:
+        fork = _history(store)
+        other = store.create_thread(thread_id="other")
+        store.append_message(other, "user", "and the ferry?")
+        store.append_message(other, "assistant", [{"type": "tool_use", "id": "tu9", "name": "BASH", "input": {"cmd": "ls"}}])
+        assert search(store, "ferry", tool="bash") == []
+        assert tools_in_other_case(store, "bash") == ["BASH", "Bash"]
+        assert tools_in_other_case(store, "bash", "trip") == ["Bash"]
+        assert tools_in_other_case(store, "bash", fork) == []  # forked below the call
+        assert tools_in_other_case(store, "Bash") == []
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

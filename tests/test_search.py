@@ -29,7 +29,7 @@ from threadlog import (
 from eventstore import textindex
 from eventstore.sqlite import SQLiteBackend
 from projections.retrieval import BEGIN, END
-from projections.search import LONGEST_RUN, clipped, window
+from projections.search import LONGEST_RUN, clipped, tools_in_other_case, window
 from tests.backends import postgres_url
 from tests.claude_code import DATA
 
@@ -423,6 +423,58 @@ def test_cli_search_and_index(tmp_path: Path) -> None:
     assert missing.returncode == 1 and missing.stderr.startswith("error: ")
     rebuilt = _cli(db, "index", "--rebuild", "--json")
     assert rebuilt.returncode == 0 and json.loads(rebuilt.stdout)["rebuilt"] is True
+
+
+def _tools_in_two_cases(store: Store) -> str:
+    """A thread calling `Bash` (and holding its result), another calling `BASH`; the first's id."""
+    t = store.create_thread(title="Files", thread_id="files")
+    store.append_message(t, "user", "list the files")
+    store.append_message(t, "assistant", [{"type": "tool_use", "id": "tu1", "name": "Bash", "input": {"cmd": "ls -la"}}])
+    store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "tu1", "content": "README.md"}])
+    other = store.create_thread(title="Shout", thread_id="shout")
+    store.append_message(other, "user", "list them again")
+    store.append_message(other, "assistant", [{"type": "tool_use", "id": "tu2", "name": "BASH", "input": {"cmd": "ls"}}])
+    return t
+
+
+def test_a_tool_named_in_another_case_is_found_for_a_search_that_found_nothing(mem: Store) -> None:
+    """`search(..., tool="bash")` matches names exactly, as the log stores them, and finds no
+    call of `Bash`; `tools_in_other_case` gives the names a hint offers instead, within the
+    searched history, and none when a tool of that very name was called there."""
+    t = _tools_in_two_cases(mem)
+    assert search(mem, "ls", tool="bash") == []
+    assert tools_in_other_case(mem, "bash") == ["BASH", "Bash"]
+    assert tools_in_other_case(mem, "bash", t) == ["Bash"]
+    fork = mem.fork(t)
+    assert tools_in_other_case(mem, "bash", fork) == ["Bash"]  # its parent's call, below the fork point
+    assert tools_in_other_case(mem, "bash", fork, ancestors=False) == []
+    assert tools_in_other_case(mem, "Bash") == [] and tools_in_other_case(mem, "grep") == []
+
+
+def test_cli_search_hints_at_a_tool_named_in_another_case(tmp_path: Path) -> None:
+    """`threadlog search ls --tool bash` said only `no match` where the calls are of `Bash`
+    (tool names are case-sensitive): the user took it that no call ran `ls`. It still finds
+    nothing and exits 0, as any empty result, and says on stderr which names were meant."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = _tools_in_two_cases(store)
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+
+    def run(*args: str) -> tuple[int, str, str]:
+        result = CliRunner().invoke(cli, ["--db", str(db), "search", *args])
+        return result.exit_code, result.stdout, result.stderr
+
+    hint = "hint: no tool named 'bash'{}; did you mean {}? (--tool matches a name as written)\n"
+    assert run("ls", "--tool", "bash") == (0, "", "no match\n" + hint.format("", "'BASH' or 'Bash'"))
+    assert run("ls", "--tool", "bash", "--thread", t) == (0, "", "no match\n" + hint.format(" in this thread", "'Bash'"))
+    code, out, err = run("ls", "--tool", "bash", "--json")
+    assert (code, json.loads(out)["hits"], err) == (0, [], hint.format("", "'BASH' or 'Bash'"))
+    assert run("nowhere", "--tool", "Bash") == (0, "", "no match\n")  # the tool is there: the words are not
+    assert run("ls", "--tool", "grep") == (0, "", "no match\n")
+    code, out, err = run("ls", "--tool", "Bash")
+    assert code == 0 and out.startswith("files (Files) @2 assistant tool_use Bash") and err == "", (out, err)
 
 
 # -- a live turn on a note fork -------------------------------------------------------------------

@@ -26,7 +26,7 @@ import click
 
 from eventstore import (FORK_BOILERPLATE, Claimed, IntegrityError, InvalidEvent, Locked, OldPagesKept, RestoreReport, Store, StoreError,
                         ThreadNotFound)
-from eventstore.errors import MISSHAPEN, NoStore, SchemaTooOld, empty_file, misshapen
+from eventstore.errors import MISSHAPEN, NoStore, SchemaTooOld, empty_file, misshapen, named
 from eventstore.events import MAX_DEPTH
 from eventstore.prepare import MAX_EVENT_BYTES
 from eventstore.store import MAX_TIMEOUT, is_url, special_file
@@ -46,7 +46,7 @@ from projections import (
 from projections.atomic import write_atomically
 from projections.lineage import iter_blame
 from projections.request import checkable_offsets
-from projections.search import rebuild_index, search, update_index
+from projections.search import rebuild_index, search, tools_in_other_case, update_index
 from projections.usage import total as usage_total
 
 from .demo import build_demo, demo_lines
@@ -1780,10 +1780,15 @@ def search_command(store: Store, query: str, thread: str | None, role: str | Non
                    "newer events are not searched", err=True)
     if as_json:
         _emit_json({"query": query, "thread": thread, "hits": [hit.to_json() for hit in hits]})
-        return
-    output.lines(hit_line(hit) for hit in hits)
-    if not hits:
-        click.echo("no match", err=True)
+    else:
+        output.lines(hit_line(hit) for hit in hits)
+        if not hits:
+            click.echo("no match", err=True)
+    if not hits and tool_name is not None:  # `--tool bash` of calls of `Bash`: names match exactly
+        others = tools_in_other_case(store, tool_name, thread)
+        if others:
+            click.echo(safe(f"hint: no tool named {named(tool_name)}{' in this thread' if thread else ''}; did you mean "
+                            f"{' or '.join(map(named, others))}? (--tool matches a name as written)"), err=True)
 
 
 @cli.command("index")
