@@ -71,8 +71,9 @@ def test_a_utf16_or_utf32_file_is_refused_by_name_saying_how_to_convert_it(tmp_p
     """Read a line at a time, such a file's first line was taken alone and its second refused
     as "not UTF-8 text"; with --skip-bad, pi made a thread of the first line alone. With
     --skip-bad, SWE-agent's import leaves out a trajectory it cannot read, naming it, as it
-    leaves out any it cannot import; the others refuse the whole import, as a file they may
-    not read: --skip-bad passes over a line, and the whole file is the user's to convert."""
+    leaves out any it cannot import (and, that being all it was given, fails: nothing was
+    imported); the others refuse the whole import, as a file they may not read: --skip-bad
+    passes over a line, and the whole file is the user's to convert."""
     encode, encoding = WIDE[written]
     name, text = SOURCES[kind](tmp_path)
     path = tmp_path / "in" / name
@@ -82,7 +83,8 @@ def test_a_utf16_or_utf32_file_is_refused_by_name_saying_how_to_convert_it(tmp_p
     before = file_dump(db)
     result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, *flags, str(path)])
     if kind == "swe-agent" and flags:  # a trajectory that cannot be imported is left out whole, and named
-        assert result.exit_code == 0 and "malformed 1" in result.stdout, result.output
+        assert result.exit_code == 1 and "malformed 1" in result.stdout, result.output
+        assert result.stderr.startswith("error: nothing was imported: --skip-bad skipped all"), result.stderr
         said = next(line for line in result.stdout.splitlines() if line.startswith(f"skipped {path}:1: "))
     else:
         assert (result.exit_code, result.stdout) == (1, ""), result.output

@@ -11,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
@@ -349,13 +350,14 @@ def test_a_header_value_the_store_refuses_names_its_line(seeded: Path, tmp_path:
 
 def test_a_pi_session_id_that_is_not_text_is_refused_naming_its_line(seeded: Path, tmp_path: Path) -> None:
     """A lone surrogate in the header's id: it was reported as a stored row altered outside
-    threadlog (the thread id made from it could not be encoded), with --skip-bad too."""
+    threadlog (the thread id made from it could not be encoded), with --skip-bad too (which
+    skips the file, and fails: nothing else was imported)."""
     path = tmp_path / "session.jsonl"
     path.write_bytes(_pi_header().replace(b'"pi-session"', f'"pi-{LONE}"'.encode()) + jsonl(_pi_entry("e1", None, role="user", content="hi")))
     import_refused(seeded, tmp_path, ["pi", str(path)], f"{path}:1: the session id is not UTF-8 text")
     db = fresh(seeded, tmp_path)
     result = CliRunner().invoke(cli, ["--db", str(db), "import", "pi", "--skip-bad", str(path), "--json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1 and result.stderr.startswith("error: nothing was imported"), result.output
     assert json.loads(result.stdout)["bad"] == [{"file": str(path), "line": 1, "why": "the session id is not UTF-8 text"}]
 
 
@@ -736,3 +738,40 @@ def test_a_pi_entry_id_that_is_not_text_is_refused_by_its_line(seeded: Path, tmp
     path.write_bytes(_pi_header() + jsonl(_pi_entry("e1", None, role="user", content="hi"),
                                           {**_pi_entry("e2", "e1", role="user", content="more"), "id": value}))
     import_refused(seeded, tmp_path, ["pi", str(path)], f"{path}:3: id must be a string, not {type(value).__name__}")
+
+
+# -- files that hold no session at all -------------------------------------------------------------
+
+PI_SESSION = FIXTURES / "pi" / "large-session-head.jsonl"
+TRAJECTORY = FIXTURES / "swe-agent" / "function_calling_simple.traj"
+# What each importer's refusals say a file should have been, and a session file it imports.
+NO_SESSION = {"claude-code": ("a Claude Code session (JSON Lines text)", SESSION), "pi": ("a pi session (JSON Lines text)", PI_SESSION),
+              "swe-agent": ("a SWE-agent trajectory (JSON text)", TRAJECTORY)}
+
+
+def _aged(path: Path, content: bytes, seconds: float = 3600) -> Path:
+    """`path` holding `content`, last changed `seconds` ago: not a file still being written."""
+    path.write_bytes(content)
+    os.utime(path, (time.time() - seconds,) * 2)
+    return path
+
+
+@pytest.mark.parametrize("kind", list(NO_SESSION))
+def test_skip_bad_that_skips_all_the_files_held_fails(tmp_path: Path, kind: str) -> None:
+    """`import pi --skip-bad` of a file without its header, or any import with --skip-bad of
+    files all of whose lines were skipped, exited 0, an empty database left behind: a script
+    took it for an import that worked. It names each skip as before, then fails (exit 1), and
+    leaves no database where there was none; beside a session it imports, it succeeds."""
+    bad = {"claude-code": b'not json\n{"type": 5}\n', "pi": jsonl(_pi_entry("e1", None, role="user", content="hi")),
+           "swe-agent": b'{"trajectory": []}\n'}[kind]
+    path = _aged(tmp_path / ("bad.traj" if kind == "swe-agent" else "bad.jsonl"), bad)
+    db = tmp_path / "new.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, "--skip-bad", str(path)])
+    assert result.exit_code == 1 and f"skipped {path}:1: " in result.stdout, result.output
+    assert result.stderr.splitlines() == [f"error: nothing was imported: --skip-bad skipped all that {path} held "
+                                          f"({result.stdout.count('skipped ')} skipped, each named in the summary)"]
+    assert not db.exists()
+    beside = CliRunner().invoke(cli, ["--db", str(db), "import", kind, "--skip-bad", "--json", str(NO_SESSION[kind][1]), str(path)])
+    assert beside.exit_code == 0, beside.output
+    summary = json.loads(beside.stdout)
+    assert summary["added"] > 0 and {bad["file"] for bad in summary["bad"]} == {str(path)}

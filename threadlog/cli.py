@@ -1248,12 +1248,20 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
 
 
 def _print_summary(summary: ImportSummary, as_json: bool) -> None:
+    """Print what an import did; then, when --skip-bad skipped all that its files held (and none
+    waits to be written), fail (exit 1): exit 0 said that an import of nothing had worked, and
+    a file that was no session went unnoticed in a script."""
     if summary.added:
         _committed(f"imported {summary.added} event(s) from {summary.files} file(s)", "threadlog ls")
     if as_json:
         _emit_json(summary.to_json())
     else:
         output.lines(_summary_lines(summary))
+    if summary.bad and not summary.events and not summary.waiting:
+        files = list(dict.fromkeys(file for file, _, _ in summary.bad))
+        named = ", ".join(files[:3]) + (f" and {len(files) - 3} more file(s)" if len(files) > 3 else "")
+        raise StoreError(f"nothing was imported: --skip-bad skipped all that {named} held ({len(summary.bad)} skipped, "
+                         "each named in the summary)")
 
 
 @cli.group("import")
