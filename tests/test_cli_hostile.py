@@ -719,8 +719,11 @@ def test_endless_input_is_refused_after_what_an_event_can_hold(tmp_path: Path) -
                                                    "at most 32 MiB of JSON\n"
     device = subprocess.run([exe, "--db", str(db), "import", "events", "/dev/zero"], capture_output=True, text=True, timeout=120)
     assert device.returncode == 1 and device.stderr.startswith("error: paths[0]: /dev/zero is a device, not a file")
-    piped = fed(["cat", "/dev/zero"], "import", "events", "/dev/stdin")  # a pipe, which `import events` reads
+    piped = fed(["sh", "-c", "tr '\\000' x < /dev/zero"], "import", "events", "/dev/stdin")  # a pipe, which `import events` reads
     assert piped.returncode == 1 and "/dev/stdin: line 1: is longer than 65 MiB" in piped.stderr and "Traceback" not in piped.stderr
+    zeros = fed(["cat", "/dev/zero"], "import", "events", "/dev/stdin")  # no text at all: refused as it starts
+    assert zeros.returncode == 1 and zeros.stderr == ("error: /dev/stdin: line 1: a binary file (it holds NUL bytes), not a "
+                                                      "threadlog export (JSON Lines text)\n")
     assert file_dump(db) == before
 
 

@@ -50,6 +50,7 @@ from .plan import Plan, PlannedStream, depth_first, import_sources, parents_firs
 from .summary import ImportSummary, on_bad_line
 
 TOOL = "claude-code"
+FORMAT = "a Claude Code session (JSON Lines text)"  # what a file refused as none should have been
 _CONVERSATION = ("user", "assistant")
 _FLAGS = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "isSidechain", "agentId", "isApiErrorMessage",
           "permissionMode", "promptId", "requestId", "sourceToolAssistantUUID")
@@ -212,7 +213,7 @@ def _leave_out_unknown(message: dict[str, Any], skipped: Counter[str]) -> None:
 def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial_tail: bool, seen: Seen | None = None, *,
            session: bool = False, paused: bool = False) -> _File:
     on_bad = on_bad_line(summary, skip_bad)
-    lines, _ = read_lines(path, on_bad, partial_tail, seen)
+    lines, _ = read_lines(path, on_bad, partial_tail, seen, kind=FORMAT)
     return _from_lines(path, key, lines, summary, on_bad, partial_tail, session=session, paused=paused)
 
 

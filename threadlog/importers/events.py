@@ -16,7 +16,7 @@ from typing import Any
 from eventstore import InvalidEvent, RestoreReport, Store
 from eventstore.prepare import MAX_EVENT_BYTES
 
-from .lines import existing_paths, not_utf8
+from .lines import HEAD_BYTES, existing_paths, not_text
 
 
 # The longest line an export holds: one event, its data and its meta at most 32 MiB of JSON each,
@@ -24,10 +24,13 @@ from .lines import existing_paths, not_utf8
 # not read whole.
 MAX_LINE_BYTES = 2 * MAX_EVENT_BYTES + 2**20
 
+# What a file the import refuses should have been (`not_text`).
+FORMAT = "a threadlog export (JSON Lines text)"
+
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
     with path.open("rb") as handle:
-        why = not_utf8(path, handle.peek(6))
+        why = not_text(path, handle.peek(HEAD_BYTES), FORMAT)
         if why is not None:
             raise InvalidEvent("line 1", why)
         if handle.peek(len(codecs.BOM_UTF8)).startswith(codecs.BOM_UTF8):  # a Windows editor's byte order mark

@@ -1,9 +1,10 @@
 """Reading another tool's JSONL session file: one JSON object per line, numbered.
 
-A file in UTF-16 or UTF-32 is refused whole, by name, before any line is read (`not_utf8`);
-a leading UTF-8 byte order mark is passed over. A malformed line (bad UTF-8, not JSON, JSON
-nested deeper than Python can parse, not an object) is an error naming the file and the line,
-or, when the caller skips bad lines, a reported skip. A last line without its newline may be
+A file that is no text to read a line at a time (compressed, a SQLite database, UTF-16 or
+UTF-32, binary) is refused whole, by name, before any line is read (`not_text`); a leading
+UTF-8 byte order mark is passed over. A malformed line (bad UTF-8, not JSON, JSON nested
+deeper than Python can parse, not an object) is an error naming the file and the line, or,
+when the caller skips bad lines, a reported skip. A last line without its newline may be
 half-written by a tool still running: `partial_tail=True` leaves it unread (and unreported)
 so a later read picks it up whole.
 """
@@ -23,6 +24,7 @@ from typing import Any
 from eventstore import InvalidEvent, StoreError
 from eventstore.events import MAX_DEPTH
 from eventstore.ids import CONTROL_CHARACTER, unprintable
+from eventstore.sqlite import APPLICATION_ID
 from eventstore.store import special_file
 
 
@@ -177,31 +179,64 @@ _WIDE = {"utf-16": "UTF-16", "utf-16-le": "UTF-16LE", "utf-16-be": "UTF-16BE",
 _COMPRESSED = ((b"\x1f\x8b", "gzip", "zcat", ".gz"), (b"\xfd7zXZ\x00", "xz", "xzcat", ".xz"),
                (b"\x28\xb5\x2f\xfd", "zstd", "zstdcat", ".zst"), *((b"BZh" + bytes([d]), "bzip2", "bzcat", ".bz2") for d in b"123456789"))
 
+# What every SQLite database file starts with; a threadlog database holds `APPLICATION_ID` at
+# byte 68 of it (once written back from its write-ahead log: a new database open in another
+# process may not yet, and is named a SQLite database alone).
+_SQLITE = b"SQLite format 3\x00"
+_THREADLOG = APPLICATION_ID.to_bytes(4, "big")
 
-def not_utf8(path: Path, head: bytes) -> str | None:
-    """Why a file starting with `head` (its first bytes) cannot be read as UTF-8, when it is
-    UTF-16 or UTF-32 text (what Windows PowerShell 5's `>` writes), and how to convert it in
-    place (its name may make ids), or compressed (a backup kept as `.jsonl.gz`), and how to
-    decompress it; None for anything else. Read line by line, its first line was taken alone
-    (a thread of one message with --skip-bad) and its second refused as "not UTF-8 text"; a
-    compressed one was "not UTF-8 text ... fix or delete that line"."""
-    for magic, kind, tool, suffix in _COMPRESSED:
+# How many bytes of a file `not_text` looks at for a NUL byte, as git does to tell a binary file.
+HEAD_BYTES = 8000
+
+
+def not_text(path: Path, head: bytes, kind: str) -> str | None:
+    """Why a file starting with `head` (its first `HEAD_BYTES`, or more) is no text to read as
+    `kind` ("a pi session (JSON Lines text)") a line at a time, and what to do instead; None when
+    it may be. Read line by line, each was refused as its first bad line, "not UTF-8 text ...; fix
+    or delete that line", advice for a damaged line of a file that is whole:
+    - compressed (a backup kept as `.jsonl.gz`): how to decompress it;
+    - a SQLite database (a threadlog database, given where the session belongs: how --db names it);
+    - UTF-16 or UTF-32 text (what Windows PowerShell 5's `>` writes): how to convert it in place
+      (its name may make ids); its first line was taken alone (a thread of one message with
+      --skip-bad) and its second refused;
+    - binary: a NUL byte in its first `HEAD_BYTES`, no line of JSON before it (a session a crash
+      left zeros in after its first line is a file of lines: its bad lines are refused as such)."""
+    for magic, compression, tool, suffix in _COMPRESSED:
         if head.startswith(magic):
             name = shlex.quote(str(path))
             if str(path).endswith(suffix):
                 plain = shlex.quote(str(path)[:-len(suffix)])
-                return f"the file is {kind}-compressed, not text; decompress it and import that: {tool} {name} > {plain}"
+                return f"the file is {compression}-compressed, not text; decompress it and import that: {tool} {name} > {plain}"
             copy = shlex.quote(f"{path}.plain")
-            return f"the file is {kind}-compressed, not text; decompress it in place: {tool} {name} > {copy} && mv {copy} {name}"
+            return f"the file is {compression}-compressed, not text; decompress it in place: {tool} {name} > {copy} && mv {copy} {name}"
+    if head.startswith(_SQLITE):
+        if head[68:72] != _THREADLOG:
+            return f"a SQLite database, not {kind}"
+        return (f"a threadlog database, not {kind}: to import into it, name it with --db before `import` "
+                f"(threadlog --db {shlex.quote(str(path))} import ...), and the files to import after the format")
     encoding = _WIDE.get(json.detect_encoding(head[:4]))
     # `detect_encoding` calls any text opening with two NULs UTF-32BE: one of NULs alone (a
-    # device's zeros, a sparse file) is no text at all, refused as what it is, line by line.
-    if encoding is None or (encoding == "UTF-32BE" and not head[3:4].strip(b"\0")):
-        return None
-    shown = "starts with its byte order mark" if encoding in ("UTF-16", "UTF-32") else "holds NUL bytes between its characters"
-    name, copy = shlex.quote(str(path)), shlex.quote(f"{path}.utf8")
-    return (f"the file is {encoding} text, not UTF-8 (it {shown}, as Windows PowerShell 5's `>` writes); convert it in "
-            f"place: iconv -f {encoding} -t UTF-8 {name} > {copy} && mv {copy} {name}")
+    # device's zeros, a sparse file) is no text at all, binary.
+    if encoding is not None and not (encoding == "UTF-32BE" and not head[3:4].strip(b"\0")):
+        shown = "starts with its byte order mark" if encoding in ("UTF-16", "UTF-32") else "holds NUL bytes between its characters"
+        name, copy = shlex.quote(str(path)), shlex.quote(f"{path}.utf8")
+        return (f"the file is {encoding} text, not UTF-8 (it {shown}, as Windows PowerShell 5's `>` writes); convert it in "
+                f"place: iconv -f {encoding} -t UTF-8 {name} > {copy} && mv {copy} {name}")
+    if b"\0" in head[:HEAD_BYTES] and not _json_first(head[:HEAD_BYTES]):
+        return f"a binary file (it holds NUL bytes), not {kind}"
+    return None
+
+
+def _json_first(head: bytes) -> bool:
+    """Whether the first line of `head` that is not blank is JSON (whole within `head`)."""
+    first = next((line for line in head.split(b"\n") if line.strip()), b"")
+    try:
+        json.loads(first)  # of bytes: it passes over a UTF-8 byte order mark, as `read_lines`
+    except ValueError:  # UnicodeDecodeError too
+        return False
+    except RecursionError:  # nested too deeply to read, but text: refused as that line
+        return True
+    return True
 
 
 class Unreadable(InvalidEvent):
@@ -238,11 +273,12 @@ class Seen:
             recent = self.recent[path] = abs(time.time() - path.stat().st_mtime) < seconds
         return recent
 
-    def read(self, path: Path) -> bytes:
+    def read(self, path: Path, kind: str) -> bytes:
         """The file's bytes; one it may not read (its mode) is refused by name as `Unreadable`:
         `error: Permission denied` stopped `swe-agent --skip-bad`, which skips a file that
         cannot be imported, and said nothing of the files an import had written before it.
-        One in UTF-16 or UTF-32 is refused by name too (`not_utf8`), as no file of lines."""
+        One that is no text to read as `kind` ("a pi session (JSON Lines text)": compressed, a
+        database, UTF-16, binary) is refused by name too (`not_text`)."""
         size = self.sizes.get(path)
         try:
             if size is None:
@@ -255,7 +291,7 @@ class Seen:
             raise
         except OSError as error:
             raise Unreadable(path, error) from None
-        why = not_utf8(path, raw)
+        why = not_text(path, raw, kind)
         if why is not None:
             raise InvalidEvent(str(path), why)
         return raw
@@ -266,13 +302,16 @@ def read_lines(
     on_bad: Callable[[BadLine], None],
     partial_tail: bool = False,
     seen: Seen | None = None,
+    *,
+    kind: str,
 ) -> tuple[list[Line], int]:
     """The file's records, and the byte offset just past the last line read.
 
-    `on_bad` gets each malformed line (it raises to refuse the file, or records a skip).
-    With `seen`, a file read before reads as many bytes as then (`Seen`).
+    `on_bad` gets each malformed line (it raises to refuse the file, or records a skip). A
+    file that is no text is refused as not `kind`, what it should be: "a pi session (JSON Lines
+    text)" (`not_text`). With `seen`, a file read before reads as many bytes as then (`Seen`).
     """
-    raw = (seen or Seen()).read(path)
+    raw = (seen or Seen()).read(path, kind)
     name = str(path)
     lines: list[Line] = []
     end = len(raw)

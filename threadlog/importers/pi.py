@@ -46,6 +46,7 @@ from .plan import Plan, PlannedStream, depth_first, import_sources, parents_firs
 from .summary import ImportSummary, on_bad_line
 
 TOOL = "pi"
+FORMAT = "a pi session (JSON Lines text)"  # what a file refused as none should have been
 # Keys a Claude Code line carries (one of them) and no pi entry does (pi's are `id` and `parentId`).
 _CLAUDE_CODE_KEYS = ("sessionId", "uuid", "leafUuid", "messageId")
 PATTERN = "*.jsonl"  # as claude_code.discover
@@ -511,7 +512,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     # pi appends an entry at a time: a file changed in the last LIVE_SECONDS may be read as its
     # last line is written, which waits for a later import (read as a bad line, it refused the import).
     live = (seen or Seen()).changed_within(path, LIVE_SECONDS)
-    lines, end = read_lines(path, on_bad, partial_tail=live, seen=seen)
+    lines, end = read_lines(path, on_bad, partial_tail=live, seen=seen, kind=FORMAT)
     # A file still empty is one pi has created and not yet written its header to: it waits too.
     waiting = end < (seen.sizes[path] if seen is not None else path.stat().st_size) or (live and end == 0)
     if waiting:

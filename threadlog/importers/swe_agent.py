@@ -52,6 +52,7 @@ TOOL = "swe-agent"
 PATTERN = "*.traj"
 NOUN = "trajectories"  # SWE-agent's word for its files, where the other importers say sessions
 ASKS = "name SWE-agent trajectory files (.traj) or directories of them"  # what a refusal of a path that names nothing asks for
+FORMAT = "a SWE-agent trajectory (JSON text)"  # what a file refused as none should have been
 _ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -72,7 +73,7 @@ def _read(path: Path, seen: Seen) -> tuple[dict[str, Any], list[int]] | None:
     """The trajectory in `path` and the line each `history` entry starts on; a file that is
     not one is refused by name. None for a file empty or cut short that changed in the last
     `LIVE_SECONDS`: SWE-agent may be writing it again."""
-    raw = seen.read(path)
+    raw = seen.read(path, FORMAT)
     mark = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0  # a Windows editor's byte order mark
     try:
         text = raw[mark:].decode("utf-8")
