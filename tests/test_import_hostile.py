@@ -756,6 +756,58 @@ def _aged(path: Path, content: bytes, seconds: float = 3600) -> Path:
     return path
 
 
+def test_a_pi_file_without_its_session_header_is_refused_as_no_pi_session(seeded: Path, tmp_path: Path) -> None:
+    """A file whose first line is no `{"type": "session", ...}` header (a pi entry, a Claude
+    Code session given to the pi importer) was refused as a damaged line, "fix or delete that
+    line": no line of it makes it a pi session. It is refused as no pi session, with what to do."""
+    headless = _aged(tmp_path / "headless.jsonl", jsonl(_pi_entry("e1", None, role="user", content="hi")))
+    import_refused(seeded, tmp_path, ["pi", str(headless)],
+                   f'{headless}:1: no session header, so not a pi session (JSON Lines text): a pi session file starts with one '
+                   '({"type": "session", "id": ...}); leave that file out, or skip such files (--skip-bad)')
+    import_refused(seeded, tmp_path, ["pi", str(SESSION)],
+                   f"{SESSION}:1: no session header, so not a pi session (JSON Lines text): a pi session file starts with one "
+                   '({"type": "session", "id": ...}); this line is Claude Code\'s: for a Claude Code session, run '
+                   "`threadlog import claude-code`; leave that file out")
+
+
+BLANK = {"empty": (b"", "an empty file"), "blank-lines": (b"\n  \n\n", "a file of blank lines only")}
+
+
+@pytest.mark.parametrize("blank", list(BLANK))
+@pytest.mark.parametrize("kind", list(NO_SESSION))
+def test_an_empty_or_blank_file_is_refused_by_every_importer_as_no_session(seeded: Path, tmp_path: Path, kind: str,
+                                                                           blank: str) -> None:
+    """Claude Code's import took an empty file as a session of nothing (`1 file(s)`, exit 0),
+    pi's refused it as a damaged first line ("fix or delete that line"), SWE-agent's as "not JSON
+    (Expecting value: line 1 column 1 (char 0))". Each now says what it is, by name, with
+    nothing written; with --skip-bad it is skipped, named as other skipped files are."""
+    content, says = BLANK[blank]
+    kind_of, _ = NO_SESSION[kind]
+    path = _aged(tmp_path / ("nothing.traj" if kind == "swe-agent" else "nothing.jsonl"), content)
+    line = "" if kind == "swe-agent" else ":1"  # SWE-agent's refusals name a file whole
+    import_refused(seeded, tmp_path, [kind, str(path)], f"{path}{line}: {says}, not {kind_of}; ")
+    db = fresh(seeded, tmp_path)
+    before = file_dump(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, "--skip-bad", "--json", str(path)])
+    assert json.loads(result.stdout)["bad"] == [{"file": str(path), "line": 1, "why": f"{says}, not {kind_of}"}], result.output
+    assert result.exit_code == 1 and file_dump(db) == before
+
+
+@pytest.mark.parametrize("blank", list(BLANK))
+@pytest.mark.parametrize("kind", list(NO_SESSION))
+def test_an_empty_or_blank_file_just_changed_waits_as_one_being_written(tmp_path: Path, kind: str, blank: str) -> None:
+    """A file a tool has just created, its first line still to come: pi's and SWE-agent's
+    imports left an empty one for a later import, but pi refused one of blank lines, and Claude
+    Code's took either as a session of nothing, without a word. Each waits, named."""
+    path = tmp_path / ("new.traj" if kind == "swe-agent" else "new.jsonl")
+    path.write_bytes(BLANK[blank][0])
+    db = tmp_path / "t.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["waiting_files"], summary["bad"], summary["events"]) == ([str(path)], [], 0)
+
+
 @pytest.mark.parametrize("kind", list(NO_SESSION))
 def test_skip_bad_that_skips_all_the_files_held_fails(tmp_path: Path, kind: str) -> None:
     """`import pi --skip-bad` of a file without its header, or any import with --skip-bad of

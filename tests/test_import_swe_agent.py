@@ -310,7 +310,7 @@ def test_a_trajectory_being_rewritten_waits_for_a_later_import_and_an_old_cut_on
         _age(Path(path), 3600)
     before = file_dump(db)
     refused = _import(db, str(runs))
-    assert refused.exit_code == 1 and "cut000.traj: not JSON (Expecting value: line 1 column 1" in refused.stderr
+    assert refused.exit_code == 1 and "cut000.traj: an empty file, not a SWE-agent trajectory (JSON text)" in refused.stderr
     assert "skip bad files (--skip-bad)" in refused.stderr and file_dump(db) == before
     skipped = json.loads(_import(db, "--json", "--skip-bad", str(runs)).stdout)
     assert (skipped["waiting"], skipped["skipped"], skipped["added"]) == (0, {"malformed": len(cut) - 1}, 0)

@@ -213,7 +213,9 @@ def _leave_out_unknown(message: dict[str, Any], skipped: Counter[str]) -> None:
 def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial_tail: bool, seen: Seen | None = None, *,
            session: bool = False, paused: bool = False) -> _File:
     on_bad = on_bad_line(summary, skip_bad)
-    lines, _ = read_lines(path, on_bad, partial_tail, seen, kind=FORMAT)
+    lines, end = read_lines(path, on_bad, partial_tail, seen, kind=FORMAT)
+    if partial_tail and end == 0:  # just created, its first line still to come: it waits (it was a session of nothing)
+        summary.wait(str(path))
     return _from_lines(path, key, lines, summary, on_bad, partial_tail, session=session, paused=paused)
 
 

@@ -2,11 +2,11 @@
 
 A file that is no text to read a line at a time (compressed, a SQLite database, UTF-16 or
 UTF-32, binary) is refused whole, by name, before any line is read (`not_text`); a leading
-UTF-8 byte order mark is passed over. A malformed line (bad UTF-8, not JSON, JSON nested
-deeper than Python can parse, not an object) is an error naming the file and the line, or,
-when the caller skips bad lines, a reported skip. A last line without its newline may be
-half-written by a tool still running: `partial_tail=True` leaves it unread (and unreported)
-so a later read picks it up whole.
+UTF-8 byte order mark is passed over. A file empty or of blank lines only holds no session
+(`NoSession`). A malformed line (bad UTF-8, not JSON, JSON nested deeper than Python can
+parse, not an object) is an error naming the file and the line, or, when the caller skips bad
+lines, a reported skip. A last line without its newline may be half-written by a tool still
+running: `partial_tail=True` leaves it unread (and unreported) so a later read picks it up whole.
 """
 
 from __future__ import annotations
@@ -31,11 +31,20 @@ from eventstore.store import special_file
 class BadLine(StoreError):
     """A session file line that cannot be imported."""
 
+    advice = "fix or delete that line, or skip bad lines (--skip-bad)"
+
     def __init__(self, file: str, line: int, why: str, *, skippable: bool = True) -> None:
         self.file, self.line, self.why = file, line, why
         # Not `skippable`: what the line starts (a thread, a fork) cannot be imported without it.
-        advice = "fix or delete that line, or skip bad lines (--skip-bad)" if skippable else "fix or delete that line"
-        super().__init__(f"{file}:{line}: {why}; {advice}")
+        super().__init__(f"{file}:{line}: {why}; {self.advice if skippable else 'fix or delete that line'}")
+
+
+class NoSession(BadLine):
+    """A file that holds no session at all (empty, blank lines only, a pi file without its
+    header): refused, or skipped whole and named where bad lines are skipped. "Fix or delete
+    that line" was advice for a damaged line, of a file no line of which was ever a session's."""
+
+    advice = "leave that file out, or skip such files (--skip-bad)"
 
 
 def is_text(value: str) -> bool:
@@ -239,6 +248,14 @@ def _json_first(head: bytes) -> bool:
     return True
 
 
+def nothing_in(raw: bytes, kind: str) -> str | None:
+    """Why a file holding `raw` holds no `kind` ("a pi session (JSON Lines text)") at all: it is
+    empty, or holds blank lines alone; None when it holds more."""
+    if raw.strip():
+        return None
+    return f"{'an empty file' if not raw else 'a file of blank lines only'}, not {kind}"
+
+
 class Unreadable(InvalidEvent):
     """A source file the import may not read, named."""
 
@@ -307,9 +324,12 @@ def read_lines(
 ) -> tuple[list[Line], int]:
     """The file's records, and the byte offset just past the last line read.
 
-    `on_bad` gets each malformed line (it raises to refuse the file, or records a skip). A
-    file that is no text is refused as not `kind`, what it should be: "a pi session (JSON Lines
-    text)" (`not_text`). With `seen`, a file read before reads as many bytes as then (`Seen`).
+    `on_bad` gets each malformed line (it raises to refuse the file, or records a skip), and
+    a file empty or of blank lines only, as `NoSession`. `kind` is what the file should be ("a
+    pi session (JSON Lines text)"), as the refusal of one that is no text (`not_text`) or holds
+    no session says. With `partial_tail`, an empty or blank file is one a tool has just created,
+    its first line to come: nothing of it is read (the offset is 0). With `seen`, a file read
+    before reads as many bytes as then (`Seen`).
     """
     raw = (seen or Seen()).read(path, kind)
     name = str(path)
@@ -317,6 +337,12 @@ def read_lines(
     end = len(raw)
     if partial_tail and raw and not raw.endswith(b"\n"):
         end = raw.rfind(b"\n") + 1  # leave the half-written tail for the next read
+    empty = nothing_in(raw[:end], kind)
+    if empty is not None:
+        if partial_tail:
+            return [], 0
+        on_bad(NoSession(name, 1, empty))
+        return [], end
     loads = json.loads  # of bytes: it passes over a UTF-8 byte order mark starting the first line
     for number, chunk in enumerate(raw[:end].split(b"\n"), 1):
         if not chunk.strip():

@@ -41,7 +41,7 @@ from eventstore.events import is_time
 from eventstore.recorded import short
 
 from .claude_code import LIVE_SECONDS
-from .lines import BadLine, Line, Seen, is_text, read_lines, source_files
+from .lines import BadLine, Line, NoSession, Seen, is_text, read_lines, source_files
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -518,15 +518,18 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     if waiting:
         summary.wait(str(path))
     plan = Plan(store=store)
-    if not lines and waiting:  # its header is the line being written: nothing to import yet
+    if not lines:  # its header is the line being written, or the file was empty or every line bad (`on_bad` said)
         return plan
-    if not lines or lines[0].record.get("type") != "session" or not isinstance(lines[0].record.get("id"), str):
-        header_why = "a pi session file starts with a session header line holding a string id"
-        if lines and any(key in lines[0].record for key in _CLAUDE_CODE_KEYS):  # "fix or delete that line" misled
-            header_why += "; this line is Claude Code's: for a Claude Code session, run `threadlog import claude-code`"
-        on_bad(BadLine(str(path), lines[0].number if lines else 1, header_why))
-        return plan  # skipped (`skip_bad`): without its header, the file holds no session to import
     header = lines[0].record
+    if header.get("type") != "session":  # not a pi session: another tool's file, or any other JSON lines
+        headless = f'no session header, so not {FORMAT}: a pi session file starts with one ({{"type": "session", "id": ...}})'
+        if any(key in header for key in _CLAUDE_CODE_KEYS):
+            headless += "; this line is Claude Code's: for a Claude Code session, run `threadlog import claude-code`"
+        on_bad(NoSession(str(path), lines[0].number, headless))
+        return plan  # skipped (`skip_bad`): without its header, the file holds no session to import
+    if not isinstance(header.get("id"), str):
+        on_bad(BadLine(str(path), lines[0].number, "a pi session header needs a string id"))
+        return plan
     session = header["id"]
     if not is_text(session):  # every thread and event id is made from it
         on_bad(BadLine(str(path), lines[0].number, "the session id is not UTF-8 text"))

@@ -44,7 +44,7 @@ from eventstore.content import image_media_types
 from eventstore.recorded import short
 
 from .claude_code import LIVE_SECONDS
-from .lines import Seen, source_files, text_name
+from .lines import Seen, nothing_in, source_files, text_name
 from .plan import Plan, PlannedStream, import_sources, stable_id
 from .summary import ImportSummary
 
@@ -74,6 +74,11 @@ def _read(path: Path, seen: Seen) -> tuple[dict[str, Any], list[int]] | None:
     not one is refused by name. None for a file empty or cut short that changed in the last
     `LIVE_SECONDS`: SWE-agent may be writing it again."""
     raw = seen.read(path, FORMAT)
+    empty = nothing_in(raw, FORMAT)
+    if empty is not None:
+        if seen.changed_within(path, LIVE_SECONDS):
+            return None  # as SWE-agent begins to write it again
+        raise InvalidEvent(str(path), empty)  # was "not JSON (Expecting value: line 1 column 1 (char 0))"
     mark = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0  # a Windows editor's byte order mark
     try:
         text = raw[mark:].decode("utf-8")
