@@ -101,7 +101,7 @@ from psycopg.copy import LibpqWriter
 
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       doc_pieces,
-                      NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, query_words)
+                      NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, tools_query, query_words)
 from .claims import Claim
 from .errors import (Claimed, Deadlocked, KeyClash, Locked, NoStore, OldPagesKept, SchemaError, SchemaTooOld, StoreError, first_line,
                      unsendable)
@@ -1374,11 +1374,8 @@ class PostgresBackend:
 
     @_translated
     def index_tools(self, scope: Sequence[Scope] | None) -> list[str]:
-        filters = hit_filters("%s", scope, None, None)
-        if filters is None:
-            return []
-        where = " AND ".join(["d.tool IS NOT NULL", *filters[0]])
-        return [row[0] for row in self.conn.execute(f"SELECT DISTINCT d.tool FROM search_docs d WHERE {where}", filters[1])]
+        query = tools_query("%s", scope)
+        return [] if query is None else [row[0] for row in self.conn.execute(*query)]
 
     @_translated
     def triggers(self) -> list[str]:

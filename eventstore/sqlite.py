@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # imported where a schema is made or migrated: ~50-100 ms of 
     import sqlite_utils
 
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
-                      NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, query_words)
+                      NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, tools_query, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
 from .claims import Claim, file_claim, unclaimed
 from .errors import (Locked, OldPagesKept, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
@@ -1372,11 +1372,8 @@ class SQLiteBackend:
 
     @_index_call
     def index_tools(self, scope: Sequence[Scope] | None) -> list[str]:
-        filters = hit_filters("?", scope, None, None)
-        if filters is None:
-            return []
-        where = " AND ".join(["d.tool IS NOT NULL", *filters[0]])
-        return [row[0] for row in self.conn.execute(f"SELECT DISTINCT d.tool FROM search_docs d WHERE {where}", filters[1])]
+        query = tools_query("?", scope)
+        return [] if query is None else [row[0] for row in self.conn.execute(*query)]
 
     @_translated
     def triggers(self) -> list[str]:
