@@ -827,3 +827,24 @@ def test_skip_bad_that_skips_all_the_files_held_fails(tmp_path: Path, kind: str)
     assert beside.exit_code == 0, beside.output
     summary = json.loads(beside.stdout)
     assert summary["added"] > 0 and {bad["file"] for bad in summary["bad"]} == {str(path)}
+
+
+@pytest.mark.parametrize("kind", list(NO_SESSION))
+def test_an_empty_file_in_an_imported_directory_is_left_out(tmp_path: Path, kind: str) -> None:
+    """A tool creates its session file before writing its first line, and may leave it empty.
+    Found in a directory beside sessions, an old empty file stopped the whole import ("an empty
+    file, not a ... session"; pi's and SWE-agent's before that as a damaged line, or not JSON):
+    it holds nothing, and the import of the directory takes the sessions beside it."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    session = NO_SESSION[kind][1]
+    shutil.copy(session, folder / session.name)
+    _aged(folder / ("empty.traj" if kind == "swe-agent" else "empty.jsonl"), b"")
+    alone = tmp_path / "alone.db"
+    expected = CliRunner().invoke(cli, ["--db", str(alone), "import", kind, "--json", str(folder / session.name)])
+    assert expected.exit_code == 0, expected.output
+    db = tmp_path / "t.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, "--json", str(folder)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["bad"] == [] and summary["events"] == json.loads(expected.stdout)["events"] > 0, summary

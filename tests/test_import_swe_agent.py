@@ -305,16 +305,20 @@ def test_a_trajectory_being_rewritten_waits_for_a_later_import_and_an_old_cut_on
     again = json.loads(_import(db, "--json", str(runs)).stdout)
     assert again["added"] == len(_history(MARSHMALLOW)) + 1 and again["waiting"] == len(cut) - 1  # + its exit status
 
-    # An hour later the others are not being written: cut short, they are refused, or skipped.
+    # An hour later the others are not being written: cut short, they are refused, or skipped;
+    # the empty ones (cut000 among them) hold nothing, and an import of the directory leaves them out.
     for path in cut:
         _age(Path(path), 3600)
     before = file_dump(db)
     refused = _import(db, str(runs))
-    assert refused.exit_code == 1 and "cut000.traj: an empty file, not a SWE-agent trajectory (JSON text)" in refused.stderr
+    assert refused.exit_code == 1 and "cut001.traj: not JSON" in refused.stderr and "cut000" not in refused.stderr
     assert "skip bad files (--skip-bad)" in refused.stderr and file_dump(db) == before
+    empty = [p for p in cut if not Path(p).stat().st_size]  # a cut of each text at 0 bytes
     skipped = json.loads(_import(db, "--json", "--skip-bad", str(runs)).stdout)
-    assert (skipped["waiting"], skipped["skipped"], skipped["added"]) == (0, {"malformed": len(cut) - 1}, 0)
-    assert sorted(b["file"] for b in skipped["bad"]) == [p for p in cut if not p.endswith("cut005.traj")]
+    assert (skipped["waiting"], skipped["skipped"], skipped["added"]) == (0, {"malformed": len(cut) - len(empty) - 1}, 0)
+    assert sorted(b["file"] for b in skipped["bad"]) == [p for p in cut if p not in empty and not p.endswith("cut005.traj")]
+    named = _import(db, str(runs / "cut000.traj"))  # named alone, it is refused as what it is
+    assert named.exit_code == 1 and "cut000.traj: an empty file, not a SWE-agent trajectory (JSON text)" in named.stderr
 
 
 def test_a_run_imported_while_it_went_on_gets_its_exit_status_when_imported_again(tmp_path: Path) -> None:

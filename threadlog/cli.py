@@ -53,7 +53,7 @@ from .demo import build_demo, demo_lines
 from .export import dump_lines, export_all, export_events, export_markdown
 from .importers import ImportSummary, import_claude_code, import_event_files, import_pi, import_swe_agent
 from .importers import swe_agent
-from .importers.claude_code import LIVE_SECONDS
+from .importers.lines import LIVE_SECONDS
 from .importers.follow import follow_claude_code, follow_files
 from .importers.lines import files_below
 from .interrupt import waking

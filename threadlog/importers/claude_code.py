@@ -45,7 +45,8 @@ from eventstore.content import known_block_type, validate_block
 from eventstore.events import is_time
 
 from ..returned import RETURNED, returned_fields
-from .lines import BadLine, Line, Seen, distinct, existing_paths, files_below, is_text, read_lines, source_paths, usable_name
+from .lines import (LIVE_SECONDS, BadLine, Line, Seen, distinct, existing_paths, files_below, is_text, read_lines, source_paths,
+                    usable_name)
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -1105,10 +1106,6 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
             writer.branch(other, root)
 
 
-# A session with a file changed this recently is taken as still being written: what it does
-# not show complete waits for a later import (`import_claude_code`'s `live_within`, and
-# `follow_claude_code`, which reads a session again once it has been quiet this long).
-LIVE_SECONDS = 600.0
 # How long a session whose last response waits on a tool call (Claude Code at a permission
 # prompt) may have been quiet and still be waited for: one quiet for longer was left so.
 PAUSED_SECONDS = 7 * 24 * 3600.0

@@ -29,8 +29,8 @@ from eventstore import Claimed, InvalidEvent, Locked, Store, StoreError
 from eventstore.claims import Claim
 
 from . import pi, swe_agent
-from .claude_code import ASKS, LIVE_SECONDS, Session, discover, import_sessions
-from .lines import BadLine, existing_paths, source_files
+from .claude_code import ASKS, Session, discover, import_sessions
+from .lines import LIVE_SECONDS, BadLine, existing_paths, source_files
 from .plan import ImportConflict
 from .summary import ImportSummary
 

@@ -139,7 +139,7 @@ def files_below(directory: Path, pattern: str, unreadable: Callable[[StoreError]
     directory there that cannot be read is refused by name: `Path.rglob` searched past it, and
     the sessions in it were left out of an import that reported success. With `unreadable`, the refusal is
     passed to it and the walk goes on past that directory. One removed while it is walked
-    (another tool cleaning up) held nothing to import, and is passed over."""
+    (another tool cleaning up) held nothing to import, and is passed over, as is an empty file."""
     def refuse(error: OSError) -> None:
         if isinstance(error, FileNotFoundError):
             return
@@ -154,10 +154,25 @@ def files_below(directory: Path, pattern: str, unreadable: Callable[[StoreError]
     for folder, _, names in os.walk(directory, onerror=refuse):
         try:
             found.extend(path for path in (Path(folder) / name for name in names if fnmatch.fnmatchcase(name, pattern))
-                         if path.is_file())
+                         if _holds_bytes(path))
         except OSError as error:  # listed but not entered (no search permission): its files cannot be read
             refuse(OSError(error.errno, error.strerror, folder))
     return sorted(found)
+
+
+def _holds_bytes(path: Path) -> bool:
+    """Whether `path` is a file to import: not one left empty, unchanged for `LIVE_SECONDS`. A
+    tool creates its session file before writing its first line, and may leave it so: found in
+    a directory it holds no session and is left out (named alone it is refused as empty:
+    `nothing_in`); one just changed may be written yet, and waits, named. One removed meanwhile
+    holds nothing."""
+    try:
+        if not path.is_file():
+            return False
+        found = path.stat()
+    except FileNotFoundError:
+        return False
+    return found.st_size > 0 or abs(time.time() - found.st_mtime) < LIVE_SECONDS
 
 
 def text_name(path: Path, ids: bool = False) -> Path:
@@ -193,6 +208,11 @@ _COMPRESSED = ((b"\x1f\x8b", "gzip", "zcat", ".gz"), (b"\xfd7zXZ\x00", "xz", "xz
 # process may not yet, and is named a SQLite database alone).
 _SQLITE = b"SQLite format 3\x00"
 _THREADLOG = APPLICATION_ID.to_bytes(4, "big")
+
+# A session with a file changed this recently is taken as still being written: what it does
+# not show complete waits for a later import (`import_claude_code`'s `live_within`, and
+# `follow_claude_code`, which reads a session again once it has been quiet this long).
+LIVE_SECONDS = 600.0
 
 # How many bytes of a file `not_text` looks at for a NUL byte, as git does to tell a binary file.
 HEAD_BYTES = 8000

@@ -40,8 +40,7 @@ from eventstore import Store, ThreadNotFound
 from eventstore.events import is_time
 from eventstore.recorded import short
 
-from .claude_code import LIVE_SECONDS
-from .lines import BadLine, Line, NoSession, Seen, is_text, read_lines, source_files
+from .lines import LIVE_SECONDS, BadLine, Line, NoSession, Seen, is_text, read_lines, source_files
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 

@@ -43,8 +43,7 @@ from eventstore import InvalidEvent, Store
 from eventstore.content import image_media_types
 from eventstore.recorded import short
 
-from .claude_code import LIVE_SECONDS
-from .lines import Seen, nothing_in, source_files, text_name
+from .lines import LIVE_SECONDS, Seen, nothing_in, source_files, text_name
 from .plan import Plan, PlannedStream, import_sources, stable_id
 from .summary import ImportSummary
 
