@@ -1259,8 +1259,8 @@ def _print_summary(summary: ImportSummary, as_json: bool) -> None:
         output.lines(_summary_lines(summary))
     if summary.bad and not summary.events and not summary.waiting:
         files = list(dict.fromkeys(file for file, _, _ in summary.bad))
-        named = ", ".join(files[:3]) + (f" and {len(files) - 3} more file(s)" if len(files) > 3 else "")
-        raise StoreError(f"nothing was imported: --skip-bad skipped all that {named} held ({len(summary.bad)} skipped, "
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more file(s)" if len(files) > 3 else "")
+        raise StoreError(f"nothing was imported: --skip-bad skipped all that {shown} held ({len(summary.bad)} skipped, "
                          "each named in the summary)")
 
 

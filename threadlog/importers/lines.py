@@ -270,8 +270,9 @@ def _json_first(head: bytes) -> bool:
 
 def nothing_in(raw: bytes, kind: str) -> str | None:
     """Why a file holding `raw` holds no `kind` ("a pi session (JSON Lines text)") at all: it is
-    empty, or holds blank lines alone; None when it holds more."""
-    if raw.strip():
+    empty, or holds blank lines alone; None when it holds more. (`isspace` stops at the first
+    byte that is not blank, and copies nothing: `strip` copied the whole file.)"""
+    if raw and not raw.isspace():
         return None
     return f"{'an empty file' if not raw else 'a file of blank lines only'}, not {kind}"
 
