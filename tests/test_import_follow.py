@@ -687,3 +687,56 @@ def test_a_follower_counts_what_it_wrote_before_the_write_lock_was_lost(tmp_path
     assert store.writes > 2 and len(locked) == 1, locked  # the lock was lost once, partway through the session
     assert _held(db) == expected
     assert total.added == sum(polls) == len(expected), (total.added, polls)
+
+
+def _with_bad_line(directory: Path, cut: int = 0) -> Path:
+    """A pi session whose fourth line is not JSON (a tool that wrote it was killed mid-line,
+    then went on), in `directory`; without its last `cut` lines."""
+    lines = PI_SESSION.read_bytes().splitlines(keepends=True)
+    directory.mkdir()
+    session = directory / PI_SESSION.name
+    session.write_bytes(b"".join(lines[:3]) + b'{"type": "message", "id": \n' + b"".join(lines[3:len(lines) - cut]))
+    return session
+
+
+def test_a_follower_skipping_a_bad_line_reports_it_once(tmp_path: Path) -> None:
+    """With --skip-bad, a follower reports each line it skipped, once: a poll that skipped a
+    line and added nothing was not reported at all, and each poll of a session reads its bad
+    lines again. What it added is what one import with --skip-bad adds."""
+    session = _with_bad_line(tmp_path / "sessions", cut=6)
+    reports: list[Any] = []
+    polls = iter(range(8))
+
+    def stop() -> bool:
+        n = next(polls, None)
+        if n == 3:  # the session grows: read again, its bad line with it
+            with session.open("ab") as writer:
+                writer.write(b"".join(PI_SESSION.read_bytes().splitlines(keepends=True)[-6:]))
+        return n is None
+
+    store = Store(":memory:")
+    follow_files(store, "pi", [session.parent], interval=0.01, settle=0.02, skip_bad=True, stop=stop, on_import=reports.append)
+    bad = [line for report in reports for line in report.bad]
+    assert [(file, line) for file, line, _ in bad] == [(str(session), 4)], bad
+    expected = Store(":memory:")
+    import_pi(expected, [session], skip_bad=True)
+    assert _events(store) == _events(expected)
+
+
+def test_a_follower_prints_the_lines_it_skipped(tmp_path: Path) -> None:
+    """`import pi --follow --skip-bad` printed `+N event(s)` and nothing of the line it skipped
+    (only --json said it): it prints the line, as an import without --follow does, once."""
+    session = _with_bad_line(tmp_path / "sessions")
+    db = tmp_path / "f.db"
+    proc = interruptible([*_follow_command("pi", db, session.parent), "--skip-bad"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        expected = Store(":memory:")
+        import_pi(expected, [session], skip_bad=True)
+        assert _caught_up(db, _events(expected)) == _events(expected)
+        time.sleep(0.5)  # polls that read the bad line again
+    finally:
+        out, err = ctrl_c(proc)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    skipped = [line for line in out.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == 1 and skipped[0].startswith(f"skipped {session}:4: "), out

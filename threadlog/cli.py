@@ -1331,7 +1331,8 @@ _STOP_CHECK = 0.05
 def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None:
     """Run a follower (`follow_claude_code`, `follow_files`, given all but its callbacks) of
     `noun` (what the tool's files are called) until Ctrl-C, SIGTERM or SIGHUP, printing each
-    poll that added events and each refusal, and once, the database locked by another writer
+    poll that added events or skipped a bad line (--skip-bad; each named once, as one import
+    names it), each refusal, and once, the database locked by another writer
     past --timeout: the follower goes on, and imports what waited once it is free (it exited).
 
     A signal stops it once the poll under way is written, so a session is not left part
@@ -1350,7 +1351,12 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
         if summary.added:
             _committed(f"the {noun} imported so far (the last import added "
                        f"{summary.added} event(s) from {summary.files} file(s))", "threadlog ls")
-        click.echo(json.dumps(summary.to_json()) if as_json else f"+{summary.added} event(s) ({summary.files} file(s))")
+        if as_json:
+            click.echo(json.dumps(summary.to_json()))
+            return
+        click.echo(f"+{summary.added} event(s) ({summary.files} file(s))")
+        for file, line, why in summary.bad:  # each once, at the poll that first skipped it
+            click.echo(f"skipped {file}:{line}: {why}")
 
     def asked(signum: int, frame: Any) -> None:
         if signals:  # asked again: stop now

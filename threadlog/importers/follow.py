@@ -138,7 +138,8 @@ def follow(
     returns true. A session is imported again when one of its files changes, once more when
     it has been quiet `settle` seconds, and once more when it has been quiet `live_within`
     seconds (the importer then takes it as it is: no longer one still being written).
-    `on_import` gets the summary of each poll that added events.
+    `on_import` gets the summary of each poll that added events or skipped a bad line not
+    skipped before (with `skip_bad`: its `bad` holds only those).
 
     A session refused for what it holds (a bad line, an event the store refuses, a file
     rewritten since it was imported, a file it may not read) raises, or with `on_refused`
@@ -179,6 +180,7 @@ def follow(
     unusable: set[str] = set()  # what the last search could not use, reported when first found
     held_up: set[Path] = set()  # due at a poll the database was locked: due again at the next
     locked = False  # said that the database is locked, and nothing imported since
+    skipped: set[tuple[str, int, str]] = set()  # bad lines reported (each poll of a session skips them again)
 
     def refuse(session: S | None, error: StoreError) -> None:
         if on_refused is None:
@@ -246,6 +248,8 @@ def follow(
                     finally:  # what it added before an error too: committed as it went, and kept
                         polled.merge(written)
                     held_up.discard(key)
+                polled.bad = [bad for bad in polled.bad if bad not in skipped]
+                skipped.update(polled.bad)
                 _report(total, polled, on_import)
             pause(interval)
         return total
@@ -271,7 +275,7 @@ def _unreadable(error: OSError, files: Sequence[Path]) -> StoreError:
 
 
 def _report(total: ImportSummary, summary: ImportSummary, on_import: Callable[[ImportSummary], None] | None) -> None:
-    if summary.added:
+    if summary.added or summary.bad:  # a poll that only skipped bad lines (--skip-bad) said nothing of them
         total.merge(summary)
         if on_import is not None:
             on_import(summary)
