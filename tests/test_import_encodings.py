@@ -152,6 +152,7 @@ def test_a_compressed_file_is_refused_by_name_saying_how_to_decompress_it(tmp_pa
     assert (result.exit_code, result.stdout) == (1, ""), result.output
     [said] = result.stderr.splitlines()
     assert said.startswith(f"error: {path}") and f"the file is {compressed.split('-')[0]}-compressed, not text" in said, said
+    assert "fix or delete" not in said, said  # SWE-agent's said "...&& mv ...; fix or delete that file", of a file that is whole
     assert file_dump(db) == before, "a refused import changed the database"
     command = said.split("decompress it and import that: " if suffix else "decompress it in place: ", 1)[1].split(";", 1)[0]
     assert command.startswith(f"{tool} {shlex.quote(str(path))} > ")
@@ -216,7 +217,7 @@ def test_a_database_or_binary_file_is_refused_saying_what_it_is(tmp_path: Path, 
     else:
         assert (result.exit_code, result.stdout) == (1, ""), result.output
         [said] = result.stderr.splitlines()
-        assert said.startswith(f"error: {path}: "), said
+        assert said.startswith(f"error: {path}: ") and "fix or delete" not in said, said
     assert says + FORMATS[kind] in said and "UTF-8" not in said, said
     if given == "threadlog-database":
         assert f"name it with --db before `import` (threadlog --db {path} import ...)" in said, said

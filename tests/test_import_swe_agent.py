@@ -318,7 +318,8 @@ def test_a_trajectory_being_rewritten_waits_for_a_later_import_and_an_old_cut_on
     assert (skipped["waiting"], skipped["skipped"], skipped["added"]) == (0, {"malformed": len(cut) - len(empty) - 1}, 0)
     assert sorted(b["file"] for b in skipped["bad"]) == [p for p in cut if p not in empty and not p.endswith("cut005.traj")]
     named = _import(db, str(runs / "cut000.traj"))  # named alone, it is refused as what it is
-    assert named.exit_code == 1 and "cut000.traj: an empty file, not a SWE-agent trajectory (JSON text)" in named.stderr
+    assert named.exit_code == 1 and ("cut000.traj: an empty file, not a SWE-agent trajectory (JSON text); leave that file out, "
+                                     "or skip such files (--skip-bad)") in named.stderr, named.stderr  # "fix or delete" it
 
 
 def test_a_run_imported_while_it_went_on_gets_its_exit_status_when_imported_again(tmp_path: Path) -> None:

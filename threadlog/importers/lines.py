@@ -277,11 +277,21 @@ def nothing_in(raw: bytes, kind: str) -> str | None:
     return f"{'an empty file' if not raw else 'a file of blank lines only'}, not {kind}"
 
 
-class Unreadable(InvalidEvent):
+class WholeFile(InvalidEvent):
+    """A source file refused whole for what it is (compressed, a database, binary, empty), by
+    name. `advice` is what an importer that skips bad files adds: its refusal of a damaged file,
+    "fix or delete that file", read oddly after "decompress it in place: ..."."""
+
+    def __init__(self, path: Path, why: str, advice: str = "or skip such files (--skip-bad)") -> None:
+        super().__init__(str(path), why)
+        self.advice = advice
+
+
+class Unreadable(WholeFile):
     """A source file the import may not read, named."""
 
     def __init__(self, path: Path, error: OSError) -> None:
-        super().__init__(str(path), f"cannot read it ({error.strerror}): make it readable")
+        super().__init__(path, f"cannot read it ({error.strerror}): make it readable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +341,7 @@ class Seen:
             raise Unreadable(path, error) from None
         why = not_text(path, raw, kind)
         if why is not None:
-            raise InvalidEvent(str(path), why)
+            raise WholeFile(path, why)
         return raw
 
 

@@ -43,7 +43,7 @@ from eventstore import InvalidEvent, Store
 from eventstore.content import image_media_types
 from eventstore.recorded import short
 
-from .lines import LIVE_SECONDS, Seen, nothing_in, source_files, text_name
+from .lines import LIVE_SECONDS, NoSession, Seen, WholeFile, nothing_in, source_files, text_name
 from .plan import Plan, PlannedStream, import_sources, stable_id
 from .summary import ImportSummary
 
@@ -77,7 +77,7 @@ def _read(path: Path, seen: Seen) -> tuple[dict[str, Any], list[int]] | None:
     if empty is not None:
         if seen.changed_within(path, LIVE_SECONDS):
             return None  # as SWE-agent begins to write it again
-        raise InvalidEvent(str(path), empty)  # was "not JSON (Expecting value: line 1 column 1 (char 0))"
+        raise WholeFile(path, empty, NoSession.advice)  # was "not JSON (Expecting value: line 1 column 1 (char 0))"
     mark = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0  # a Windows editor's byte order mark
     try:
         text = raw[mark:].decode("utf-8")
@@ -360,7 +360,8 @@ def import_swe_agent_files(
             planned = _plan_file(path, own, seen, store)
         except InvalidEvent as error:
             if not skip_bad:
-                raise InvalidEvent(error.field, f"{error.why}; fix or delete that file, or skip bad files (--skip-bad)") from None
+                advice = error.advice if isinstance(error, WholeFile) else "fix or delete that file, or skip bad files (--skip-bad)"
+                raise InvalidEvent(error.field, f"{error.why}; {advice}") from None
             at = error.field.removeprefix(f"{path}:")  # the line its entry starts on, when one was named
             summary.skipped["malformed"] += 1
             summary.bad.append((str(path), int(at) if at.isdigit() else 1, error.why))
