@@ -313,6 +313,56 @@ def test_a_claude_code_file_whose_name_holds_a_control_character_is_refused_by_n
                    f"{shown}: its name holds the control character '\\x1b' at index {shown.index(chr(92))}; rename it to import it")
 
 
+
+_UUIDS = [f"00000000-0000-4000-8000-{i:012d}" for i in range(4)]  # Claude Code's: 36 characters
+
+
+def _long_named_session(folder: Path, stem: str, agent_stem: str | None = None) -> Path:
+    """A finished session whose title Claude Code wrote twice (the longest ids a line makes), and
+    a sub-agent's file under it when `agent_stem` is given."""
+    session = folder / f"{stem}.jsonl"
+    session.write_bytes(jsonl(user_line(_UUIDS[0], "hi"), assistant_line(_UUIDS[1], _UUIDS[0], "hello"),
+                              {"type": "summary", "summary": "Greeting", "leafUuid": _UUIDS[1]},
+                              {"type": "summary", "summary": "A greeting", "leafUuid": _UUIDS[1]}))
+    if agent_stem is not None:
+        (folder / stem / "subagents").mkdir(parents=True)
+        (folder / stem / "subagents" / f"{agent_stem}.jsonl").write_bytes(jsonl(
+            user_line(_UUIDS[2], "look", isSidechain=True, agentId="a1"),
+            assistant_line(_UUIDS[3], _UUIDS[2], "seen") | {"isSidechain": True, "agentId": "a1"}))
+    return session
+
+
+@pytest.mark.parametrize("flags", [[], ["--skip-bad"]], ids=["strict", "skip-bad"])
+@pytest.mark.parametrize("whose", ["session", "sub-agent"])
+def test_a_claude_code_file_whose_name_is_too_long_for_its_ids_is_refused_by_name(seeded: Path, tmp_path: Path,
+                                                                                 flags: list[str], whose: str) -> None:
+    """Event ids are `cc:NAME:` and a line's uuid, at most 200 characters: a session file renamed
+    at length had every line refused as one to fix or delete, or, at a length that fit its first
+    lines, imported until Claude Code wrote a title again. The name is refused instead, once."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    if whose == "session":
+        path = _long_named_session(folder, "s" * 160)
+    else:  # the sub-agent's ids hold its session's name, then its own
+        _long_named_session(folder, "s" * 120, "agent-" + "a" * 34)
+        path = folder / ("s" * 120) / "subagents" / f"agent-{'a' * 34}.jsonl"
+    import_refused(seeded, tmp_path, ["claude-code", *flags, str(folder)],
+                   f"{path}: its name is too long to make ids of (")
+
+
+def test_a_claude_code_session_whose_name_is_as_long_as_ids_allow_is_imported(tmp_path: Path) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    _long_named_session(folder, "s" * 100, "agent-" + "a" * 37)  # its sub-agent's name: 144 characters with the session's
+    session = _long_named_session(folder, "t" * 144)
+    for path in folder.rglob("*.jsonl"):
+        os.utime(path, (time.time() - 3600, time.time() - 3600))  # finished: nothing waits
+    store = Store(str(tmp_path / "t.db"))
+    summary = import_claude_code(store, [folder])
+    assert (summary.threads, summary.prompts, summary.assistant_messages) == (3, 3, 3), summary  # the sub-agent's own thread too
+    assert sorted(str(store.title(t.id)) for t in store.threads()) == ["A greeting", "A greeting", "None"], session
+
+
 # -- what a directory search finds --------------------------------------------------------------
 
 

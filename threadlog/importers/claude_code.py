@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
+from eventstore.ids import MAX_ID_CHARS
 from eventstore.recorded import short
 from eventstore.content import known_block_type, validate_block
 from eventstore.events import is_time
@@ -853,6 +854,32 @@ class Session:
         """The main file (if found), then the sub-agents' files."""
         return ([self.main] if self.main else []) + self.agents
 
+    def key(self, path: Path) -> str:
+        """The event-id namespace of one of its files: the session's stem, or session/agent."""
+        return path.stem if self.main is None or path == self.main else f"{self.main.stem}/{path.stem}"
+
+
+# The characters an event id leaves for its file's key: the longest id a line of Claude Code's
+# (a uuid of 36 characters) makes is a regenerated title's, `cc:KEY:title:UUID:LINE`, 56 besides
+# KEY with a line number of up to 9 digits. A longer key (a session file renamed at length) had
+# every line refused as one to fix or delete, or imported and then refused the day Claude Code
+# wrote a title again.
+_KEY_CHARS = MAX_ID_CHARS - len("cc::title::") - 36 - 9
+
+
+def _key_fits(session: Session, path: Path, unusable: Callable[[StoreError], None] | None) -> bool:
+    """Whether the ids of `session`'s file `path` fit; refused by name, or passed to `unusable`."""
+    key = session.key(path)
+    if len(key) <= _KEY_CHARS:
+        return True
+    whose = "" if key == path.stem else ", its session's name included"
+    refusal = StoreError(f"{path}: its name is too long to make ids of ({len(key)} characters{whose}, where {_KEY_CHARS} "
+                         f"fit before a line's own part of an id of at most {MAX_ID_CHARS}); rename it to import it")
+    if unusable is None:
+        raise refusal
+    unusable(refusal)
+    return False
+
 
 def _is_agent(path: Path) -> bool:
     return path.name.startswith("agent-")
@@ -917,7 +944,12 @@ def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None]
             loose.append(path)
         else:
             sessions[owner].agents.append(path)
-    return [*sessions.values(), *(Session(None, [path]) for path in loose)]
+    found = []
+    for session in [*sessions.values(), *(Session(None, [path]) for path in loose)]:
+        if session.main is None or _key_fits(session, session.main, unusable):  # else its agents are left out with it
+            session.agents = [path for path in session.agents if _key_fits(session, path, unusable)]
+            found.append(session)
+    return found
 
 
 def _stored_sources(store: Store, session: Session) -> dict[str, str]:
@@ -939,10 +971,9 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
     # is refused now.
     unanswered = partial_tail and not stored and main_file is not None and bool(main_file.units) and _model(main_file) is None
     outer, summary = summary, ImportSummary() if unanswered else summary
-    prefix = session.main.stem if session.main is not None else ""
     agents = []
     for path in session.agents:
-        key = f"{prefix}/{path.stem}" if prefix else path.stem
+        key = session.key(path)
         # A sub-agent the session shows done has written its last line.
         done = main_file is not None and _first_record(path).get("agentId") in main_file.finished
         # Paused with the session (its Task call waiting too): an agent whose Task call was
