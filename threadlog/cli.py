@@ -835,12 +835,13 @@ def _check_rootless(store: Store) -> None:
                          "(`threadlog verify` names where)")
 
 
-def _check_range(store: Store, thread: str, name: str, value: int | None, *, offset: bool = False) -> None:
+def _check_range(store: Store, thread: str, name: str, value: int | None, *, offset: bool = False, low: int = 0) -> None:
     """`--start`/`--stop`/`--at` past the thread's head: the same error everywhere. An `offset`
-    names an event (`request --check --at`), so its range ends one before the head."""
+    names an event (`request --check --at`), so its range ends one before the head; `low` is the
+    least the option takes (`show --at` replays at least `thread.created`)."""
     last = store.head(thread) - (1 if offset else 0)
     if value is not None and value > last:
-        raise StoreError(f"{name} {value} is outside thread {thread!r} (0..{last})")
+        raise StoreError(f"{name} {value} is outside thread {thread!r} ({low}..{last})")
 
 
 @cli.command()
@@ -920,7 +921,7 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
 @with_store()
 def show(store: Store, thread: str, at: int | None, last: int | None, as_json: bool, no_pager: bool) -> None:
     """THREAD's state: model, system prompt, status, metadata, todos, interrupts and the model's view of its messages."""
-    _check_range(store, thread, "--at", at)
+    _check_range(store, thread, "--at", at, low=1)
     state = thread_state(store, thread, at)
     if as_json:
         _emit_json(state.to_json())
