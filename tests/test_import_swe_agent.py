@@ -66,9 +66,10 @@ def test_a_real_trajectory_becomes_its_history_and_a_request_the_sdk_accepts(fil
     if path == CTF:  # the action stays the assistant's text
         assert not calls and messages[1]["content"][0]["text"] == history[2]["content"]
         assert "```\ndisassemble warmup\n```" in messages[1]["content"][0]["text"]
-    assert thread_state(file_store, thread).model == ("gpt-4o" if path == MARSHMALLOW else None)  # replay_config names it
+    assert thread_state(file_store, thread).model is None  # the replay ran on gpt-4o: no model a request may send
+    assert created["metadata"].get("model") == ("gpt-4o" if path == MARSHMALLOW else None)  # replay_config names it
 
-    request = anthropic_request(file_store, thread, model=None if path == MARSHMALLOW else MODEL)
+    request = anthropic_request(file_store, thread, model=MODEL)
     validate_request(request)
     sent = [b["id"] for m in request["messages"] for b in m["content"] if b["type"] == "tool_use"]
     assert len(sent) == len(set(sent)) == len(calls)  # the replay uses ids again: each is sent once per call
@@ -105,6 +106,33 @@ def _trajectory(*history: dict[str, Any], **extra: Any) -> str:
 
 SYSTEM = {"role": "system", "content": "You fix bugs.", "agent": "main", "message_type": "system_prompt"}
 TASK = {"role": "user", "content": "Fix it.", "agent": "main", "message_type": "observation"}
+
+
+def test_a_trajectory_run_on_another_providers_model_builds_no_request_naming_it(file_store: Store) -> None:
+    """The replay ran on gpt-4o: a request naming it is one the Messages API refuses (404, no
+    such model), so the thread has no model, and `request` asks for one, as for a trajectory
+    that names none; the model it ran with stays in its metadata."""
+    [thread] = import_swe_agent(file_store, [MARSHMALLOW]).thread_ids
+    assert thread_state(file_store, thread).metadata["model"] == "gpt-4o"
+    with pytest.raises(InvalidEvent, match="names no model; pass model="):
+        anthropic_request(file_store, thread)
+    assert anthropic_request(file_store, thread, model=MODEL)["model"] == MODEL
+
+
+@pytest.mark.parametrize(("name", "sent"), [("claude-sonnet-4-5", "claude-sonnet-4-5"),
+                                            ("anthropic/claude-3-5-sonnet-20241022", "claude-3-5-sonnet-20241022"),
+                                            ("gpt-4o", None), ("openai/claude-like", None)],
+                         ids=["claude", "litellm-anthropic-prefix", "openai", "other-prefix"])
+def test_the_thread_model_is_the_name_the_messages_api_knows(tmp_path: Path, name: str, sent: str | None) -> None:
+    path = tmp_path / "run.traj"
+    path.write_text(_trajectory(SYSTEM, TASK, {"role": "assistant", "content": "Looking."},
+                                replay_config=json.dumps({"agent": {"model": {"name": name}}})), encoding="utf-8")
+    with Store(tmp_path / "t.db") as store:
+        [thread] = import_swe_agent(store, [path]).thread_ids
+        state = thread_state(store, thread)
+        assert state.model == sent and state.metadata.get("model") == (None if sent else name)
+        if sent:
+            assert anthropic_request(store, thread)["model"] == sent
 
 
 def _call(call_id: str, arguments: Any, name: str = "bash") -> dict[str, Any]:

@@ -12,8 +12,10 @@ a run of `tool` messages is one user message of `tool_result` blocks, one for ea
 their `tool_call_ids`, as the Messages API takes them. An observation's `image_url` parts are image
 blocks (a screenshot a tool returned). A plain-text action (no tool calls: SWE-agent's CTF and older runs) stays text, and a
 later system message is a user message marked injected, as the API has one system prompt.
-The thread's model is the one `replay_config` names (`agent.model.name`); a trajectory
-without one leaves the thread without a model (a request then needs `model=`).
+The thread's model is the one `replay_config` names (`agent.model.name`) when it is a Claude
+model (`claude-...`, or LiteLLM's `anthropic/claude-...`, sent as `claude-...`); another
+provider's (`gpt-4o`), which the Messages API refuses, is kept as the thread's `model` metadata,
+and the thread, like a trajectory that names none, has no model (a request then needs `model=`).
 
 Event ids are made from the file's absolute path and each entry's index in `history`: the
 same file imported again adds nothing, a trajectory a later step grew adds its new entries,
@@ -230,6 +232,14 @@ def _model(trajectory: dict[str, Any]) -> str | None:
     return config if isinstance(config, str) and config and config.isprintable() else None
 
 
+def _claude_model(name: str) -> str | None:
+    """The Messages API's name of the model SWE-agent ran with (it names models as LiteLLM
+    does: `claude-...`, `anthropic/claude-...`), or None for another provider's (`gpt-4o`):
+    a thread's model is what its requests send, and the API refuses any other."""
+    name = name.removeprefix("anthropic/")
+    return name if name.startswith("claude-") else None
+
+
 def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> Plan:
     read = _read(path, seen)
     if read is None:
@@ -258,9 +268,12 @@ def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> 
     system = _blocks(history[0].get("content"), summary.skipped, images=False) if first else []
     if system:
         created["system"] = "\n\n".join(block["text"] for block in system)
-    model = _model(trajectory)
+    ran_with = _model(trajectory)
+    model = _claude_model(ran_with) if ran_with is not None else None
     if model is not None:
         created["model"] = model
+    elif ran_with is not None:
+        metadata["model"] = ran_with
     stream = plan.root(thread, created, {"event_id": f"{TOOL}:{thread}:created", "origin": "imported",
                                          "source": {"tool": TOOL, "file": str(path)}},
                        lambda why: InvalidEvent(str(path), why))
