@@ -243,13 +243,15 @@ def test_a_pi_session_whose_header_names_no_model_takes_the_model_it_began_with(
     """pi's headers name no model since version 2 (a `model_change` entry does, as the session
     starts): every such session was a thread without a model, which `threadlog request` refused
     (`names no model; pass --model`). Its model is its first model change's, else its first
-    answer's; a version 1 header's model stays the thread's."""
+    Claude answer's (this session's first answer is `gpt-5.1-codex`'s, which the Messages API
+    refuses: a thread that took it sent it in every request); a version 1 header's model stays
+    the thread's."""
     records = _as_pi_writes_now(_raw(PI))
     if not model_change:
         records = [r for r in records if r.get("type") != "model_change"]
-    first_answer = next(r["message"]["model"] for r in records if r.get("type") == "message" and r["message"]["role"] == "assistant")
-    expected = _raw(PI)[0]["modelId"] if model_change else first_answer
-    assert (expected, first_answer) == (("claude-sonnet-4-5", "gpt-5.1-codex") if model_change else (first_answer, first_answer))
+    answers = [r["message"]["model"] for r in records if r.get("type") == "message" and r["message"]["role"] == "assistant"]
+    expected = _raw(PI)[0]["modelId"] if model_change else next(m for m in answers if m.startswith("claude-"))
+    assert (expected, answers[0]) == ("claude-sonnet-4-5", "gpt-5.1-codex")
     session = tmp_path / "session.jsonl"
     session.write_text("".join(json.dumps(r) + "\n" for r in records))
     db = str(tmp_path / "t.db")
@@ -264,6 +266,31 @@ def test_a_pi_session_whose_header_names_no_model_takes_the_model_it_began_with(
         assert kwargs["model"] == model
         validate_request(kwargs)
         assert json.loads(runner.invoke(cli, ["--db", db, "show", thread, "--json"]).output)["model"] == model
+
+
+def test_a_pi_session_run_on_other_providers_models_alone_has_no_model(tmp_path: Path) -> None:
+    """pi runs on many providers: a session that named only OpenAI's models made a thread whose
+    model was `gpt-5`, sent in every request of it (and of a fork continued live), which the
+    Messages API refuses. It has no model, the one it began with kept as `modelId` metadata:
+    `request` asks for --model, and takes it."""
+    records = [r for r in _as_pi_writes_now(_raw(PI)) if r.get("type") != "model_change"]
+    for record in records:
+        if record.get("type") == "message" and record["message"]["role"] == "assistant":
+            record["message"] = {**record["message"], "provider": "openai", "api": "openai-responses", "model": "gpt-5"}
+    session = tmp_path / "session.jsonl"
+    session.write_text("".join(json.dumps(r) + "\n" for r in records))
+    db = str(tmp_path / "t.db")
+    runner = CliRunner()
+    imported = runner.invoke(cli, ["--db", db, "import", "pi", str(session), "--json"])
+    assert imported.exit_code == 0, imported.output
+    [thread] = json.loads(imported.output)["thread_ids"]
+    shown = json.loads(runner.invoke(cli, ["--db", db, "show", thread, "--json"]).output)
+    assert (shown["model"], shown["metadata"]["modelId"]) == (None, "gpt-5")
+    refused = runner.invoke(cli, ["--db", db, "request", thread])
+    assert refused.exit_code == 1 and "--model" in refused.stderr and "gpt-5" not in refused.stdout, refused.output
+    request = runner.invoke(cli, ["--db", db, "request", thread, "--model", "claude-sonnet-4-5"])
+    assert request.exit_code == 0, request.output
+    validate_request(json.loads(request.output))
 
 
 def test_a_live_pi_session_whose_model_is_not_written_yet_waits_for_it(tmp_path: Path) -> None:

@@ -24,8 +24,10 @@ message. A `session_info` name becomes `title.set`; model and thinking-level cha
 `metadata.set`. A model call pi aborted or that failed before it gave anything (an assistant
 message with no content, `stopReason` `aborted` or `error`) is a run that ended `cancelled` or
 `error` with pi's `errorMessage`, as a live turn's failure (`_Writer._failed`). The thread's
-model is the header's (version 1), else the session's first model change's (pi writes one as
-a session starts; later headers name no model), else its first answer's.
+model is the first Claude model the session names (`models.api_model`): the header's (version
+1), else its model changes' (pi writes one as a session starts; later headers name no model),
+else its answers'. pi runs on other providers' models too, which the Messages API refuses: a
+session that named only those has no model (the first kept as `modelId` metadata).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from eventstore.events import is_time
 from eventstore.recorded import short
 
 from .lines import LIVE_SECONDS, BadLine, Line, NoSession, Seen, is_text, read_lines, source_files
+from .models import api_model
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -488,14 +491,14 @@ def _version_1_ids(entries: list[Line], stored: dict[str, str]) -> dict[str, str
             if isinstance(line.record.get("id"), str)}
 
 
-def _first_model(lines: list[Line]) -> str | None:
-    """The model a session began with when its header names none (pi's version 2 and later
-    headers hold no model; pi writes a `model_change` entry as the session starts): its first
-    model change's, else its first answer's."""
+def _models(header: dict[str, Any], lines: list[Line]) -> list[str]:
+    """The models a session names, the one it began with first: its header's (pi's version 2
+    and later headers hold none; pi writes a `model_change` entry as the session starts), its
+    model changes', then its answers'."""
     records = [line.record for line in lines]
     changes = (r.get("modelId") for r in records if r.get("type") == "model_change")
     answers = (r["message"].get("model") for r in records if r.get("type") == "message" and r["message"].get("role") == "assistant")
-    return next((m for m in (*changes, *answers) if isinstance(m, str) and m), None)
+    return [m for m in (header.get("modelId"), *changes, *answers) if isinstance(m, str) and m]
 
 
 def _holds(store: Store, thread: str) -> bool:
@@ -573,8 +576,8 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
         if stored:
             own = frozenset((stored[node.id],)) if node.id in stored else frozenset()
             node.held = own.union(*(c.held for c in node.children))
-    model = header["modelId"] if isinstance(header.get("modelId"), str) else _first_model([line for _, line, _, _ in written])
-    if model is None and live and not written and not (store is not None and _holds(store, root_id)):
+    models = _models(header, [line for _, line, _, _ in written])
+    if not models and live and not written and not (store is not None and _holds(store, root_id)):
         # A header alone, which names no model: the model change pi writes next, as a session
         # starts, is still to come. Created now, the thread would keep no model (a thread's is
         # its thread.created's), and every request of it would need --model.
@@ -583,8 +586,13 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     summary.files += 1
     info = {k: header[k] for k in ("cwd", "provider", "modelId", "thinkingLevel", "branchedFrom", "version") if k in header}
     created: dict[str, Any] = {"metadata": {"source": TOOL, "sessionId": session, "file": str(path), **info}}
+    # The first Claude model it used: pi runs on many providers, and a thread's model is what
+    # its requests send (one that began on `gpt-5.1-codex` sent that, which the API refuses).
+    model = next((m for m in map(api_model, models) if m is not None), None)
     if model is not None:
         created["model"] = model
+    elif models:
+        created["metadata"].setdefault("modelId", models[0])
 
     def thread(stream_id: str, event_id: str, line: Line) -> PlannedStream:
         meta = {"event_id": event_id, "origin": "imported", "source": {"tool": TOOL, "file": str(path), "line": line.number}}

@@ -46,6 +46,7 @@ from eventstore.content import image_media_types
 from eventstore.recorded import short
 
 from .lines import LIVE_SECONDS, NoSession, Seen, WholeFile, nothing_in, source_files, text_name
+from .models import api_model
 from .plan import Plan, PlannedStream, import_sources, stable_id
 from .summary import ImportSummary
 
@@ -232,14 +233,6 @@ def _model(trajectory: dict[str, Any]) -> str | None:
     return config if isinstance(config, str) and config and config.isprintable() else None
 
 
-def _claude_model(name: str) -> str | None:
-    """The Messages API's name of the model SWE-agent ran with (it names models as LiteLLM
-    does: `claude-...`, `anthropic/claude-...`), or None for another provider's (`gpt-4o`):
-    a thread's model is what its requests send, and the API refuses any other."""
-    name = name.removeprefix("anthropic/")
-    return name if name.startswith("claude-") else None
-
-
 def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> Plan:
     read = _read(path, seen)
     if read is None:
@@ -269,7 +262,7 @@ def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> 
     if system:
         created["system"] = "\n\n".join(block["text"] for block in system)
     ran_with = _model(trajectory)
-    model = _claude_model(ran_with) if ran_with is not None else None
+    model = api_model(ran_with) if ran_with is not None else None
     if model is not None:
         created["model"] = model
     elif ran_with is not None:

@@ -1,0 +1,17 @@
+"""The model an imported thread takes: one the Messages API serves, or none.
+
+A thread's model is what every request of it, and of a fork continued live, sends. Agents
+that run on many providers write their names: SWE-agent LiteLLM's (`gpt-4o`,
+`anthropic/claude-...`), pi its own with the provider beside it. A thread that took
+another provider's model made requests the API refuses (no such model); one with no model
+asks for `--model` (`model=`) instead, the name kept in its metadata.
+"""
+
+from __future__ import annotations
+
+
+def api_model(name: str) -> str | None:
+    """`name` as the Messages API names the model (LiteLLM's `anthropic/` prefix removed), or
+    None for another provider's."""
+    name = name.removeprefix("anthropic/")
+    return name if name.startswith("claude-") else None
