@@ -293,6 +293,34 @@ def test_a_pi_session_run_on_other_providers_models_alone_has_no_model(tmp_path:
     validate_request(json.loads(request.output))
 
 
+def test_a_claude_code_session_run_on_another_providers_model_has_no_model(tmp_path: Path) -> None:
+    """Claude Code run through a proxy to another provider's model writes that model's name in
+    each response: the thread took it (`glm-4.6`) and sent it in every request, which the
+    Messages API refuses. The thread has no model, the name kept as its `model` metadata, and
+    `request` asks for --model; a session on a Claude model keeps its model."""
+    source = CC / "-src-deep-manifest" / "a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"
+    text = source.read_text(encoding="utf-8")
+    named = re.findall(r'"model":\s*"(claude-[^"]+)"', text)
+    assert named, "the fixture's responses name their model"
+    sessions = tmp_path / "proxied"
+    sessions.mkdir()
+    (sessions / source.name).write_text(re.sub(r'("model":\s*")claude-[^"]+"', r'\1glm-4.6"', text), encoding="utf-8")
+    runner = CliRunner()
+    for path, model, metadata in ((sessions, None, "glm-4.6"), (source, named[0], None)):
+        db = str(tmp_path / f"{model}.db")
+        imported = runner.invoke(cli, ["--db", db, "import", "claude-code", "--json", str(path)])
+        assert imported.exit_code == 0, imported.output
+        thread = json.loads(imported.output)["thread_ids"][0]
+        shown = json.loads(runner.invoke(cli, ["--db", db, "show", thread, "--json"]).output)
+        assert (shown["model"], shown["metadata"].get("model")) == (model, metadata)
+        request = runner.invoke(cli, ["--db", db, "request", thread])
+        assert (request.exit_code == 0) == (model is not None) and "glm" not in request.stdout, request.output
+        if model is None:
+            assert "--model" in request.stderr, request.output
+            given = runner.invoke(cli, ["--db", db, "request", thread, "--model", "claude-sonnet-4-5"])
+            validate_request(json.loads(given.output))
+
+
 def test_a_live_pi_session_whose_model_is_not_written_yet_waits_for_it(tmp_path: Path) -> None:
     """A pi session of version 2 or later names its model in a `model_change` entry after the
     header. An import (a follower's, every half second) that read the file as pi had written

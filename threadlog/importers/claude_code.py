@@ -48,6 +48,7 @@ from eventstore.events import is_time
 from ..returned import RETURNED, returned_fields
 from .lines import (LIVE_SECONDS, BadLine, Line, Seen, distinct, existing_paths, files_below, is_text, read_lines, source_paths,
                     usable_name)
+from .models import api_model
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -1110,9 +1111,12 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
     if link is None:
         stream_id = stable_id(TOOL, file.key)
         created: dict[str, Any] = {"metadata": {"source": TOOL, **info, "file": writer.name}}
-        model = _model(file)
-        if model:
+        named = _model(file)  # Claude Code run through a proxy to another provider's model names that model
+        model = api_model(named) if named is not None else None
+        if model is not None:
             created["model"] = model
+        elif named is not None:
+            created["metadata"].setdefault("model", named)
         meta = {"event_id": f"cc:{file.key}:created", "origin": "imported", "source": source}
         stream = writer.plan.root(stream_id, created, meta, writer._where(main_root.first, skippable=False))
         writer.summary.threads += 1

@@ -2,7 +2,8 @@
 
 A thread's model is what every request of it, and of a fork continued live, sends. Agents
 that run on many providers write their names: SWE-agent LiteLLM's (`gpt-4o`,
-`anthropic/claude-...`), pi its own with the provider beside it. A thread that took
+`anthropic/claude-...`), pi its own with the provider beside it, and Claude Code, run through
+a proxy to another provider, that provider's (`glm-4.6`). A thread that took
 another provider's model made requests the API refuses (no such model); one with no model
 asks for `--model` (`model=`) instead, the name kept in its metadata.
 """
