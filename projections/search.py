@@ -195,7 +195,9 @@ def checked_search(store: Store, query: str, match: str, scope: Sequence[Scope] 
 
 def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
     """`rows`, once each document is one its event gives now, a call's tool label too; else
-    `StoreError`.
+    `StoreError`. A label holding a space is given back as the log names the tool: on
+    PostgreSQL the index holds a space where a name holds U+0000, and a hit named `Ba sh` the
+    tool `Ba\\x00sh` that a search on SQLite names as it is.
 
     The index is a cache of the log that raw SQL can rewrite, and a hit's text is what a user
     reads as the event's and what retrieval sends the model: a document its event does not
@@ -206,6 +208,7 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
     result's label is not checked: its call may be any distance back (a catch-up reads back to
     it once; each search would again). (A document removed is not seen: the event is then missed.)
     """
+    named = []
     for row in rows:
         try:
             event = next(iter(store.read(row.stream_id, row.offset, row.offset + 1)), None)
@@ -219,7 +222,18 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
             raise StoreError(f"the search index labels the {row.kind} at position {row.position} with tool {row.tool!r}, "
                              f"but the log gives {same[0].tool!r}: the index was altered outside threadlog; rebuild it "
                              "from the log with `threadlog index --rebuild`")
-    return rows
+        if event is not None and row.tool is not None and " " in row.tool:
+            row = row._replace(tool=_logged_tool(store, event, row))
+        named.append(row)
+    return named
+
+
+def _logged_tool(store: Store, event: RecordedEvent, row: HitRow) -> str | None:
+    """The tool of hit `row` as its event's documents name it (a result's read back from its
+    call), when they name one tool that the index stores as `row.tool`; else `row.tool`."""
+    docs = documents(store, event)
+    logged = [tool for tool in {docs[part].tool for part in parts_of(docs, row)} if tool is not None and _stored(tool) == row.tool]
+    return logged[0] if len(logged) == 1 else row.tool
 
 
 def documents(store: Store, event: RecordedEvent, read_back: bool = True) -> list[Doc]:

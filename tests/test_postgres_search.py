@@ -81,6 +81,22 @@ def test_text_holding_nul_is_indexed_and_found(tmp_path: Path, backend: str) -> 
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_hit_names_a_tool_holding_nul_as_the_log_does(tmp_path: Path, backend: str) -> None:
+    """The index holds a space for U+0000, but a hit (`search --json`'s `tool`) names the tool of a
+    call and of its result as the log does: PostgreSQL gave `"Ba sh"` where SQLite gave `"Ba\\u0000sh"`."""
+    with Store(tmp_path / "t.db" if backend == "sqlite" else postgres_url()) as store:
+        t = store.create_thread()
+        store.append_message(t, "user", "list the files")
+        for call, tool, listing in (("tu1", "Ba\x00sh", "notes.txt"), ("tu2", "Ba sh", "plan.txt")):
+            store.append_message(t, "assistant", [{"type": "tool_use", "id": call, "name": tool, "input": {"cmd": "ls"}}])
+            store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": call, "content": f"ls: {listing}"}])
+        assert sorted((h.kind, h.tool) for h in search(store, "ls")) == sorted(
+            [("tool_result", "Ba sh"), ("tool_result", "Ba\x00sh"), ("tool_use", "Ba sh"), ("tool_use", "Ba\x00sh")])
+        assert [h.tool for h in search(store, "notes")] == ["Ba\x00sh"]
+        assert [h.tool for h in search(store, "plan")] == ["Ba sh"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_document_naming_no_event_is_named_not_dropped(tmp_path: Path, backend: str) -> None:
     """A hit is joined to its event (for its time): a document whose position holds no event,
     which only raw SQL writes, silently dropped out of every search."""
