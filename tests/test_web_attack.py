@@ -802,3 +802,23 @@ def test_a_search_too_long_to_run_is_quoted_cut_short(tmp_path: Path, indexed: b
         assert "a search takes at most 2,000" in response.text
         box = html.unescape(re.search(r'<input type="search" name="q" value="(.*?)"', response.text).group(1))
         assert box == "Q" * 1999 + "…"
+
+
+@pytest.mark.parametrize("nested", ["> " * 25, "- " * 25, "1. " * 25, "> - " * 12],
+                         ids=["quotes", "bullets", "numbers", "quoted-bullets"])
+def test_text_nested_past_markdowns_depth_is_shown_not_dropped(tmp_path: Path, nested: str) -> None:
+    """markdown-it stops at 20 levels of quotes and lists and drops the rest of the text: a
+    message of 25 `>` then a line showed as an empty row, and everything after it too, on the
+    thread, the replay and the diff. Such text is shown as it is, preformatted."""
+    path = tmp_path / "deep.db"
+    with Store(path) as store:
+        t = store.create_thread(thread_id="deep")
+        store.append_message(t, "user", "clean up")
+        store.fork(t, fork_id="deep-fork")
+        store.append_message(t, "assistant", f"{nested}rm -rf the hidden line\n\nand what follows it")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        pages = [c.get("/thread", params={"id": "deep"}).text, c.get("/replay", params={"id": "deep"}).text,
+                 c.get("/diff", params={"a": "deep-fork", "b": "deep"}).text]
+    for page in pages:
+        assert "rm -rf the hidden line" in page and "and what follows it" in page
+    assert "<blockquote>" not in pages[0] and "<pre>\n" + html.escape(nested, quote=False) in pages[0]

@@ -21,7 +21,7 @@ from markdown_it.common.utils import escapeHtml
 from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 _RENDERER = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table").enable("strikethrough")
 
@@ -58,10 +58,26 @@ def plain_html(text: str) -> str | None:
     return "<p>" + text.replace('"', "&quot;") + "</p>\n"
 
 
+def preformatted(text: str) -> Markup:
+    """`text` escaped, as it is, in a `<pre>` (which drops a first line break: one is put before it)."""
+    return Markup(f"<pre>\n{escape(text)}</pre>")
+
+
+def _too_deep(tokens: list[Token]) -> bool:
+    """Whether markdown-it reached its nesting limit in `tokens`' blocks: past it, it drops the
+    rest of the text without a word (a message of 25 `>` then a line showed as an empty row)."""
+    deepest = _RENDERER.options["maxNesting"] - 1
+    return any(token.nesting == 1 and token.level >= deepest for token in tokens)
+
+
 def render_markdown(text: str) -> Markup:
-    """`text` as sanitised HTML, safe to put in a page as it is."""
+    """`text` as sanitised HTML, safe to put in a page as it is; preformatted when quotes or
+    lists nest too deep for markdown-it to render it all."""
     html = plain_html(text)
     if html is None:
-        html = _RENDERER.render(text)
+        tokens = _RENDERER.parse(text)
+        if _too_deep(tokens):
+            return preformatted(text)
+        html = _RENDERER.renderer.render(tokens, _RENDERER.options, {})
     return Markup(nh3.clean(html, tags=_TAGS, attributes=_ATTRIBUTES, url_schemes=_SCHEMES,
                             link_rel="noopener noreferrer nofollow"))

@@ -22,7 +22,7 @@ from markupsafe import Markup, escape
 from projections.transcript import clip_middle
 
 from ..render import INVISIBLE, REORDERING, activity_time
-from .markdown import render_markdown
+from .markdown import preformatted, render_markdown
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -103,7 +103,7 @@ def _markdown(value: Any) -> Markup:
     if markup:
         left = _markdown_left.get()
         if markup > MARKDOWN_CHARS or markup > left:
-            return Markup(f"<pre>\n{escape(text)}</pre>")
+            return preformatted(text)
         _markdown_left.set(left - markup)
     return render_markdown(text)
 
