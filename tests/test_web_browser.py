@@ -217,6 +217,23 @@ def test_a_long_unbroken_string_stays_inside_its_row(served, page) -> None:
         assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth"), target
 
 
+def test_a_long_run_of_kerned_letters_is_laid_out_in_a_moment(served, page) -> None:
+    """Chromium kerns a word as it breaks it into lines, at a cost that grows with the square
+    of its length: a message of 60,000 `A` (or `AV` repeated), a proportional font, took 4 to
+    11 s to lay out, the tab frozen meanwhile; base64 or hex of that length took 0.1 s. The
+    pages do not kern."""
+    base, path, _ = served
+    with Store(path) as store:
+        kern = store.create_thread(title="A" * 20000, thread_id="kern")
+        store.append_message(kern, "user", "A" * 60000)
+        store.append_message(kern, "assistant", "AV" * 30000)
+    for target in (url(base, "/thread", id=kern), url(base, "/replay", id=kern)):
+        started = time.monotonic()
+        page.goto(target)
+        page.evaluate("document.body.offsetHeight")  # the layout, done now if it was not yet
+        assert time.monotonic() - started < 2, target
+
+
 def test_text_shown_preformatted_keeps_its_first_line_break(served, page) -> None:
     """The browser drops a line break right after `<pre>`: a tool result, a thinking block or
     an answer that began with blank lines was shown one line short, and one that was only a
