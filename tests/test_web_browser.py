@@ -288,6 +288,25 @@ def test_a_stored_image_is_drawn_and_a_named_one_is_not_fetched(served, page) ->
         assert page.locator("a", has_text="image: https://example.com/x.png").count() == 1
 
 
+def test_an_image_opened_on_its_own_shows_without_a_console_error(served, page) -> None:
+    """Following an image's link opens the browser's own image view, which styles itself
+    inline: the viewer's policy (`style-src 'self'`) refused that style, an error in the
+    console each time an image was opened and the picture left unstyled."""
+    base, path, _ = served
+    with Store(path) as store:
+        alone = store.create_thread(title="alone", thread_id="alone")
+        store.append_message(alone, "user", [image_block(png(4, 3))])
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.goto(url(base, "/thread", id=alone))
+    page.locator("a.image").click()
+    page.wait_for_url(re.compile(r"/image\?"))
+    drawn = page.wait_for_function("() => { const i = document.querySelector('img'); "
+                                   "return i && i.complete && [i.naturalWidth, i.naturalHeight]; }", timeout=5_000)
+    assert drawn.json_value() == [4, 3]
+    assert errors == []
+
+
 def test_an_image_appended_while_the_page_is_open_is_drawn_live(served, page) -> None:
     """The live update renders a new row alone, where the macro that draws an image was not
     imported: a pasted screenshot broke the open page's stream (the server raised on every

@@ -46,7 +46,8 @@ HEADERS = [
 
 
 class SecurityHeaders:
-    """Adds the Content-Security-Policy and its companions to every response."""
+    """Adds the Content-Security-Policy and its companions to every response, but a header
+    the response sets itself (an image's own policy, `images.CSP`)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -58,7 +59,9 @@ class SecurityHeaders:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *HEADERS]
+                own = list(message.get("headers", []))
+                named = {name.lower() for name, _ in own}
+                message["headers"] = [*own, *(header for header in HEADERS if header[0] not in named)]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

@@ -33,6 +33,12 @@ from .viewer import viewer
 # message of 1 MB addresses made a page of as many megabytes.
 LINKED_URL_CHARS = 2048
 
+# An image opened on its own is shown in the browser's own view, which styles itself inline:
+# the pages' policy refused that (an error in the console each time). Nothing in an image
+# response can run or style anything (its body is an image type, with nosniff), so its view
+# may style itself; it loads nothing else and runs nothing.
+CSP = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox"
+
 
 def url_of(block: Any) -> str | None:
     """The address an image block names instead of holding its data, or None."""
@@ -63,7 +69,8 @@ def image(request: Request) -> Response:
                 raise HTTPException(404, f"the image at offset {offset} of {thread} holds data that is not base64: "
                                          "there is no picture to show")
             return Response(body, media_type=block["source"]["media_type"],
-                            headers={"cache-control": "no-store", "content-disposition": "inline"})
+                            headers={"cache-control": "no-store", "content-disposition": "inline",
+                                     "content-security-policy": CSP})
     raise HTTPException(404, f"offset {offset} of {thread} holds no stored image with that digest")
 
 
