@@ -48,7 +48,7 @@ from eventstore.events import is_time
 from ..returned import RETURNED, returned_fields
 from .lines import (LIVE_SECONDS, BadLine, Line, Seen, distinct, existing_paths, files_below, is_text, read_lines, source_paths,
                     usable_name)
-from .models import api_model
+from .models import give_model
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -1112,11 +1112,7 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
         stream_id = stable_id(TOOL, file.key)
         created: dict[str, Any] = {"metadata": {"source": TOOL, **info, "file": writer.name}}
         named = _model(file)  # Claude Code run through a proxy to another provider's model names that model
-        model = api_model(named) if named is not None else None
-        if model is not None:
-            created["model"] = model
-        elif named is not None:
-            created["metadata"].setdefault("model", named)
+        give_model(created, [named] if named is not None else [])
         meta = {"event_id": f"cc:{file.key}:created", "origin": "imported", "source": source}
         stream = writer.plan.root(stream_id, created, meta, writer._where(main_root.first, skippable=False))
         writer.summary.threads += 1

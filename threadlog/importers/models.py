@@ -10,9 +10,23 @@ asks for `--model` (`model=`) instead, the name kept in its metadata.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 
 def api_model(name: str) -> str | None:
     """`name` as the Messages API names the model (LiteLLM's `anthropic/` prefix removed), or
     None for another provider's."""
     name = name.removeprefix("anthropic/")
     return name if name.startswith("claude-") else None
+
+
+def give_model(created: dict[str, Any], names: Sequence[str], key: str = "model") -> None:
+    """Give the `thread.created` data `created` its model: the first Claude model of `names`
+    (the one the history began with first); with none, the first name is kept as metadata
+    `key` (pi's own `modelId`) and the thread has no model."""
+    model = next((found for found in map(api_model, names) if found is not None), None)
+    if model is not None:
+        created["model"] = model
+    elif names:
+        created["metadata"].setdefault(key, names[0])

@@ -24,7 +24,7 @@ message. A `session_info` name becomes `title.set`; model and thinking-level cha
 `metadata.set`. A model call pi aborted or that failed before it gave anything (an assistant
 message with no content, `stopReason` `aborted` or `error`) is a run that ended `cancelled` or
 `error` with pi's `errorMessage`, as a live turn's failure (`_Writer._failed`). The thread's
-model is the first Claude model the session names (`models.api_model`): the header's (version
+model is the first Claude model the session names (`models.give_model`): the header's (version
 1), else its model changes' (pi writes one as a session starts; later headers name no model),
 else its answers'. pi runs on other providers' models too, which the Messages API refuses: a
 session that named only those has no model (the first kept as `modelId` metadata).
@@ -43,7 +43,7 @@ from eventstore.events import is_time
 from eventstore.recorded import short
 
 from .lines import LIVE_SECONDS, BadLine, Line, NoSession, Seen, is_text, read_lines, source_files
-from .models import api_model
+from .models import give_model
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -588,11 +588,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     created: dict[str, Any] = {"metadata": {"source": TOOL, "sessionId": session, "file": str(path), **info}}
     # The first Claude model it used: pi runs on many providers, and a thread's model is what
     # its requests send (one that began on `gpt-5.1-codex` sent that, which the API refuses).
-    model = next((m for m in map(api_model, models) if m is not None), None)
-    if model is not None:
-        created["model"] = model
-    elif models:
-        created["metadata"].setdefault("modelId", models[0])
+    give_model(created, models, "modelId")
 
     def thread(stream_id: str, event_id: str, line: Line) -> PlannedStream:
         meta = {"event_id": event_id, "origin": "imported", "source": {"tool": TOOL, "file": str(path), "line": line.number}}

@@ -46,7 +46,7 @@ from eventstore.content import image_media_types
 from eventstore.recorded import short
 
 from .lines import LIVE_SECONDS, NoSession, Seen, WholeFile, nothing_in, source_files, text_name
-from .models import api_model
+from .models import give_model
 from .plan import Plan, PlannedStream, import_sources, stable_id
 from .summary import ImportSummary
 
@@ -262,11 +262,7 @@ def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> 
     if system:
         created["system"] = "\n\n".join(block["text"] for block in system)
     ran_with = _model(trajectory)
-    model = api_model(ran_with) if ran_with is not None else None
-    if model is not None:
-        created["model"] = model
-    elif ran_with is not None:
-        metadata["model"] = ran_with
+    give_model(created, [ran_with] if ran_with is not None else [])
     stream = plan.root(thread, created, {"event_id": f"{TOOL}:{thread}:created", "origin": "imported",
                                          "source": {"tool": TOOL, "file": str(path)}},
                        lambda why: InvalidEvent(str(path), why))
