@@ -409,7 +409,7 @@ def _blame_peak(tmp_path: Path, n: int, *options: str) -> int:
 
 @pytest.mark.parametrize("options", [(), ("--json",)], ids=["text", "json"])
 def test_blame_of_a_long_thread_streams_in_bounded_memory(tmp_path: Path, options: tuple[str, ...]) -> None:
-    small, large = _blame_peak(tmp_path, 2_000, *options), _blame_peak(tmp_path, 20_000, *options)
+    small, large = _blame_peak(tmp_path, 1_000, *options), _blame_peak(tmp_path, 10_000, *options)
     assert large < small * 1.5 + 256 * 1024, (small, large)  # ten times the messages, not ten times the memory
 
 

@@ -1043,13 +1043,17 @@ def _follow_in_background(store_path: Path, directory: Path, **options: Any) -> 
 
 
 def _wait_for(db: Path, events: int) -> None:
-    deadline = time.monotonic() + 20
+    """Until the follower has written `events` events; a wait that runs out fails the test (it
+    passed in silence, and a test that waited for what never came took its 20 seconds)."""
+    deadline, held = time.monotonic() + 20, 0
     while time.monotonic() < deadline:
         if db.exists():
             with Store(db) as store:
-                if store.counts().events >= events:
+                held = store.counts().events
+                if held >= events:
                     return
         time.sleep(0.1)
+    raise AssertionError(f"the follower wrote {held} of the {events} events within 20 s")
 
 
 def test_follow_never_imports_a_slow_response_in_part(tmp_path: Path) -> None:
@@ -1091,7 +1095,8 @@ def test_follow_finds_agents_beside_the_session(tmp_path: Path) -> None:
     agent_lines = agent.read_bytes().splitlines(keepends=True)
     beside.write_bytes(b"".join(agent_lines[:5]))
     db = tmp_path / "f.db"
-    thread, stop, errors = _follow_in_background(db, project)
+    # The session's last response is complete only once the file is quiet `live_within` seconds.
+    thread, stop, errors = _follow_in_background(db, project, live_within=1.0)
     try:
         time.sleep(0.5)
         with beside.open("ab") as out:
@@ -1107,6 +1112,7 @@ def test_follow_finds_agents_beside_the_session(tmp_path: Path) -> None:
     with Store(db) as store:
         (info,) = [i for i in store.subtree(whole.thread_ids[0]) if i.kind == "subagent"]
         assert [e.event_id for e in store.read(info.id)] == [e.event_id for e in expected.read(info.id)]
+        assert [e.event_id for e in store.read(whole.thread_ids[0])] == [e.event_id for e in expected.read(whole.thread_ids[0])]
 
 
 @pytest.mark.parametrize("skip_bad", [False, True])
