@@ -39,7 +39,7 @@ MAX_DEPTH = 100
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class EventData(_Model):

@@ -20,7 +20,6 @@ from .chaincheck import (NO_SKELETON_DIGEST, NOT_A_SKELETON, Chain, Problem, cha
                          fork_point_ancestry, lineage, loads, unbound)
 from .errors import IntegrityError, StoreError, UnreadableRow
 from .fullscan import Fold, FullScan
-from .splitscan import split_verify, splittable
 from .structure import Structure
 from .integrity import digest, extend_log_digest, foreign_code, format_checkpoint, parse_checkpoint
 from .ranges import MAX_INDEX
@@ -63,6 +62,8 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
         _check_listing(backend, only)
         return report
     _check_position_range(backend)
+    from .splitscan import split_verify, splittable  # here: it imports subprocess, ~30 ms of every process start
+
     structure = Structure(backend)
     path = splittable(backend)
     if path is not None:  # a large log: two processes, when it passes (`splitscan`); the later checks the structure

@@ -159,6 +159,9 @@ def test_an_answer_cannot_break_out_of_its_notification(mem: Store, answer: str,
     note = _notification(delivered.data["content"])
     assert [child.tag for child in note] == ["task-id", "status", "summary", "result"]
     assert note.findtext("result") == answer
+    # Escaped as every release escaped it (&, < and > alone): a retry compares the stored text
+    escaped = answer.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    assert f"<result>{escaped}</result>" in delivered.data["content"][-1]["text"]
     assert note.findtext("summary") == (directive if len(directive) <= SUMMARY_CHARS else directive[:SUMMARY_CHARS] + "…")
 
 

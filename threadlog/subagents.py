@@ -29,10 +29,10 @@ child (`threadlog interrupt resolve KID ID`) without knowing it was asked.
 
 from __future__ import annotations
 
+import html
 import re
 from hashlib import sha256
 from typing import Any, NamedTuple
-from xml.sax.saxutils import escape
 
 from eventstore import DEFAULT_PLACEHOLDER, ConcurrencyError, InvalidEvent, RecordedEvent, ReportRefused, Store
 from eventstore.errors import named, shown
@@ -40,6 +40,12 @@ from eventstore.content import tool_result_ids
 from projections import thread_state
 
 STATUSES = ("completed", "failed", "killed")
+
+
+def escape(text: str) -> str:
+    """`&`, `<` and `>` escaped, as XML text needs (`xml.sax.saxutils.escape`'s, without its
+    import of `urllib.request`: ~60 ms of every command's start)."""
+    return html.escape(text, quote=False)
 
 
 def report(store: Store, subagent: str, text: str | None = None, *, status: str = "completed") -> RecordedEvent:
