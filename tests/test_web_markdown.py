@@ -72,7 +72,21 @@ def test_markdown_is_rendered() -> None:
 def test_an_image_is_a_link_to_it_never_loaded() -> None:
     """A page would request every image a message names as it opened, the viewer's own pages
     too (a costly search, a live stream): images are shown as links."""
-    html = str(render_markdown("![chart <b>](/?q=a%20OR%20b) ![x](https://example.org/x.png)"))
+    html = str(render_markdown("![chart <b>](https://example.org/c.png?q=a%20OR%20b) ![x](https://example.org/x.png)"))
     assert "<img" not in html
-    assert html == ('<p><a href="/?q=a%20OR%20b" rel="noopener noreferrer nofollow">image: chart &lt;b&gt;</a> '
-                    '<a href="https://example.org/x.png" rel="noopener noreferrer nofollow">image: x</a></p>\n')
+    assert html == ('<p><a href="https://example.org/c.png?q=a%20OR%20b" rel="noopener noreferrer nofollow">image: chart '
+                    '&lt;b&gt;</a> <a href="https://example.org/x.png" rel="noopener noreferrer nofollow">image: x</a></p>\n')
+
+
+@pytest.mark.parametrize("target", ["README.md", "src/app.py#L10", "/?q=a%20OR%20b", "/live?id=t", "//example.org/x", "#top",
+                                    "?q=x", "./a%20b.md"])
+def test_a_link_that_names_no_scheme_is_shown_as_its_text(target: str) -> None:
+    """A relative target is the viewer's own URL: an imported message's link to a file of its
+    project (`[README](README.md)`) opened a page that is not there, and one to the viewer's
+    pages (a costly search, a live stream) had a reader's click run it for whoever wrote it."""
+    for text in (f"see [the file]({target}) now", f"see ![the file]({target}) now", f"see [the file][r] now\n\n[r]: {target}"):
+        html = str(render_markdown(text))
+        assert "href" not in html, (text, html)
+        assert "the file" in html, (text, html)
+    linked = str(render_markdown(f"[a](https://example.org/{target.lstrip('/#?.')}) [b](mailto:a@example.org)"))
+    assert linked.count("href=") == 2, linked

@@ -6,7 +6,8 @@ off (a `<script>` in a message is text, escaped) and refuses `javascript:`, `vbs
 message needs, with no attribute that runs code, and only http, https and mailto links.
 The page's Content-Security-Policy is the third: it forbids inline script anyway.
 
-An image is shown as a link to it (`image: ALT`), never loaded: a page would request every
+A link is kept only when it names its scheme: a relative one would open one of the viewer's
+own URLs (`_absolute_links`). An image is shown as a link to it (`image: ALT`), never loaded: a page would request every
 image a stored message names as it opened, and one naming the viewer's own pages (a search
 of many terms, a live stream) would have it do that work for whoever wrote the message.
 """
@@ -40,6 +41,17 @@ _TAGS = {
 }
 _ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "th": {"align"}, "td": {"align"}}
 _SCHEMES = {"http", "https", "mailto"}
+_ABSOLUTE = re.compile(r"(?:https?|mailto):", re.IGNORECASE)  # a link's own scheme: see `_absolute_links`
+
+
+def _absolute_links(tag: str, attribute: str, value: str) -> str | None:
+    """A link's target when it names its scheme, else None (the text is shown, not linked). A
+    relative target (`[README](README.md)`, `/?q=...`, `//host`, `#top`) was the viewer's own
+    URL: an imported message's link to a file of its project opened a page that is not there,
+    and one to the viewer's pages (a costly search, a live stream) had a reader's click run it."""
+    if attribute == "href" and not _ABSOLUTE.match(value):
+        return None
+    return value
 
 
 # One line of prose that no Markdown rule can act on: letters, digits, spaces and inert
@@ -79,5 +91,5 @@ def render_markdown(text: str) -> Markup:
         if _too_deep(tokens):
             return preformatted(text)
         html = _RENDERER.renderer.render(tokens, _RENDERER.options, {})
-    return Markup(nh3.clean(html, tags=_TAGS, attributes=_ATTRIBUTES, url_schemes=_SCHEMES,
+    return Markup(nh3.clean(html, tags=_TAGS, attributes=_ATTRIBUTES, url_schemes=_SCHEMES, attribute_filter=_absolute_links,
                             link_rel="noopener noreferrer nofollow"))
