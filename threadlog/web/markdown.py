@@ -7,9 +7,10 @@ message needs, with no attribute that runs code, and only http, https and mailto
 The page's Content-Security-Policy is the third: it forbids inline script anyway.
 
 A link is kept only when it names its scheme: a relative one would open one of the viewer's
-own URLs (`_absolute_links`). An image is shown as a link to it (`image: ALT`), never loaded: a page would request every
-image a stored message names as it opened, and one naming the viewer's own pages (a search
-of many terms, a live stream) would have it do that work for whoever wrote the message.
+own URLs (`_absolute_links`). An image is shown as a link to it (`image: ALT`), never
+loaded: a page would request every image a stored message names as it opened, and one
+naming the viewer's own pages (a search of many terms, a live stream) would have it do that
+work for whoever wrote the message.
 """
 
 from __future__ import annotations
