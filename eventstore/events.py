@@ -39,7 +39,12 @@ MAX_DEPTH = 100
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    # Built at import (~50 ms of a process start), not on first use (`defer_build`): pydantic
+    # releases older than its rebuild lock (pydantic/pydantic#13438), which `pydantic>=2`
+    # admits, rebuilt a deferred model unlocked, and threads validating one first at once (a
+    # web viewer, a LangGraph run, a follower beside the app) could meet a half-built
+    # validator and refuse a valid event (pydantic/pydantic#13419).
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class EventData(_Model):
