@@ -21,6 +21,7 @@ TypedDict validation drops keys the SDK does not know yet (for example `caller`)
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import typing
 from collections.abc import Iterator
 from typing import Any
@@ -56,8 +57,6 @@ def generated_validator(kind: str) -> SchemaValidator | None:
 
 @functools.cache
 def _generated_schemas() -> dict[str, Any]:
-    import importlib.metadata  # here: ~50 ms a process start, and most commands validate no block
-
     try:  # read from the installed metadata: importing `anthropic` is what this avoids
         from . import content_schemas
 
