@@ -62,7 +62,7 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
         _check_listing(backend, only)
         return report
     _check_position_range(backend)
-    from .splitscan import split_verify, splittable  # here: it imports subprocess, ~30 ms of every process start
+    from .splitscan import split_verify, splittable  # here: it imports subprocess, at every process start
 
     structure = Structure(backend)
     path = splittable(backend)

@@ -524,11 +524,11 @@ def test_every_command_the_demo_suggests_runs_on_what_it_built(tmp_path: Path) -
 
 
 def test_the_cli_starts_without_the_modules_only_some_commands_need() -> None:
-    """A hook or a shell loop starts a process per event: the start is what it pays. Each of
-    these cost 30-60 ms of every command's start (the whole start is ~0.5 s), and loads where
-    it is used: `urllib.request` (and with it `http.client`, `email`, `ssl`) came in for one
-    escape function, and the split verify's child machinery (`subprocess`) with
-    `eventstore.verify`; `anthropic` takes seconds and only live turns need it."""
+    """A hook or a shell loop starts a process per event: the start is what it pays. These
+    load where they are used: `urllib.request` (and with it `http.client`, `email`, `ssl`) came
+    in for one escape function, and the split verify's child machinery (`subprocess`) with
+    `eventstore.verify`, together 16-40 ms of CPU of a ~0.5 s start; `anthropic` takes seconds
+    and only live turns need it."""
     unwanted = ["urllib.request", "ssl", "subprocess", "eventstore.splitscan", "anthropic"]
     script = f"import sys\nimport threadlog.cli\nprint([m for m in {unwanted!r} if m in sys.modules])\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
