@@ -39,7 +39,7 @@ MAX_DEPTH = 100
 
 
 class _Model(BaseModel):
-    # Built at import (~50 ms of a process start), not on first use (`defer_build`): pydantic
+    # Built at import (tens of ms of a process start), not on first use (`defer_build`): pydantic
     # releases older than its rebuild lock (pydantic/pydantic#13438), which `pydantic>=2`
     # admits, rebuilt a deferred model unlocked, and threads validating one first at once (a
     # web viewer, a LangGraph run, a follower beside the app) could meet a half-built
