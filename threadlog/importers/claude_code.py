@@ -1111,8 +1111,7 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
     if link is None:
         stream_id = stable_id(TOOL, file.key)
         created: dict[str, Any] = {"metadata": {"source": TOOL, **info, "file": writer.name}}
-        named = _model(file)  # Claude Code run through a proxy to another provider's model names that model
-        give_model(created, [named] if named is not None else [])
+        give_model(created, [_model(file)])  # Claude Code run through a proxy to another provider's model names that model
         meta = {"event_id": f"cc:{file.key}:created", "origin": "imported", "source": source}
         stream = writer.plan.root(stream_id, created, meta, writer._where(main_root.first, skippable=False))
         writer.summary.threads += 1

@@ -10,7 +10,7 @@ asks for `--model` (`model=`) instead, the name kept in its metadata.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -21,10 +21,11 @@ def api_model(name: str) -> str | None:
     return name if name.startswith("claude-") else None
 
 
-def give_model(created: dict[str, Any], names: Sequence[str], key: str = "model") -> None:
-    """Give the `thread.created` data `created` its model: the first Claude model of `names`
-    (the one the history began with first); with none, the first name is kept as metadata
-    `key` (pi's own `modelId`) and the thread has no model."""
+def give_model(created: dict[str, Any], named: Iterable[str | None], key: str = "model") -> None:
+    """Give the `thread.created` data `created` its model: the first Claude model of the names
+    (the one the history began with first; a None is no name); with none, the first name is
+    kept as metadata `key` (pi's own `modelId`) and the thread has no model."""
+    names = [name for name in named if name is not None]
     model = next((found for found in map(api_model, names) if found is not None), None)
     if model is not None:
         created["model"] = model

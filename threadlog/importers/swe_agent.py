@@ -261,8 +261,7 @@ def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> 
     system = _blocks(history[0].get("content"), summary.skipped, images=False) if first else []
     if system:
         created["system"] = "\n\n".join(block["text"] for block in system)
-    ran_with = _model(trajectory)
-    give_model(created, [ran_with] if ran_with is not None else [])
+    give_model(created, [_model(trajectory)])
     stream = plan.root(thread, created, {"event_id": f"{TOOL}:{thread}:created", "origin": "imported",
                                          "source": {"tool": TOOL, "file": str(path)}},
                        lambda why: InvalidEvent(str(path), why))

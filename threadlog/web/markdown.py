@@ -42,7 +42,7 @@ _TAGS = {
 }
 _ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "th": {"align"}, "td": {"align"}}
 _SCHEMES = {"http", "https", "mailto"}
-_ABSOLUTE = re.compile(r"(?:https?|mailto):", re.IGNORECASE)  # a link's own scheme: see `_absolute_links`
+_ABSOLUTE = re.compile(f"(?:{'|'.join(sorted(_SCHEMES))}):", re.IGNORECASE)  # a link naming its scheme: `_absolute_links`
 
 
 def _absolute_links(tag: str, attribute: str, value: str) -> str | None:
