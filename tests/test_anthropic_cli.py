@@ -4,6 +4,7 @@ others run it in this process (`threadlog`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -576,3 +577,37 @@ def test_api_settings_out_of_range_are_refused_before_anything_is_sent(tmp_path:
     assert done.returncode == 2 and f"Invalid value for '{option}'" in done.stderr and api.requests == []
     with Store(db) as store:
         assert store.head(t) == 1
+
+
+
+def _open_connections_to(port: int) -> int:
+    """This process's established TCP connections to 127.0.0.1:`port` (Linux's /proc)."""
+    ours = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            ours.add(os.readlink(f"/proc/self/fd/{fd}"))
+    with open("/proc/net/tcp") as table:
+        rows = [line.split() for line in table.readlines()[1:]]
+    return sum(1 for row in rows if int(row[2].split(":")[1], 16) == port and row[3] == "01" and f"socket:[{row[9]}]" in ours)
+
+
+@pytest.mark.parametrize("command", ["ask", "rerun"])
+def test_ask_and_rerun_close_their_connection_to_the_api(tmp_path: Path, api: MessagesAPI, command: str) -> None:
+    """The client each made was never closed: run in a process that goes on (a test runner, an
+    app calling the CLI's `main`), its socket stayed open until the garbage collector found it,
+    which warned `unclosed <socket.socket ...>` at some later moment, in whatever ran then."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    threadlog("append", t, "--role", "user", "--text", "Train to Lyon?", db=db)
+    threadlog("append", t, "--role", "assistant", "--text", "The 9:04.", db=db)
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    api.reply_json(message([{"type": "text", "text": "Take the 9:04 TGV."}]))
+    if command == "ask":
+        args = ["ask", t, "And a hotel?"]
+    else:
+        threadlog("append", t, "--role", "user", "--text", "And a hotel?", db=db)
+        args = ["rerun", t, "--at", "4", "--model", "claude-other"]  # replays the last question
+    done = threadlog(*args, db=db, env=env)
+    assert done.returncode == 0, done.stderr
+    assert len(api.requests) == 1
+    assert _open_connections_to(int(api.url.rsplit(":", 1)[1].split("/")[0])) == 0

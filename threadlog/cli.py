@@ -1655,11 +1655,10 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
 
     if text is not None and not text.strip():
         raise click.BadParameter("is empty: give the question, or leave TEXT out to ask again", param_hint="TEXT")
-    client = _client(api_timeout, api_retries)
     echo = _Echo() if stream and not as_json else None
     # A note fork's model is told to read its parent's transcript: with no tool it could not.
     tools = transcript_tools(store, thread) if is_note_fork(store, thread) else None
-    with waking():
+    with _client(api_timeout, api_retries) as client, waking():  # closed: its socket is not left to the collector
         turn = run_turn(store, thread, text, client, model=model, tools=tools, stream=stream, max_tokens=max_tokens,
                         on_text=echo)
     _committed(f"the turn on thread {thread} (run {turn.run_id}, {turn.status})", f"threadlog show {thread} --last 2")
@@ -1705,8 +1704,8 @@ def rerun(store: Store, thread: str, at: int, model: str, stream: bool, api_time
     alone (then: threadlog diff THREAD FORK)."""
     from .live import rerun as replay
 
-    with waking():
-        fork_id = replay(store, thread, at, _client(api_timeout, api_retries), model=model, stream=stream)
+    with _client(api_timeout, api_retries) as client, waking():
+        fork_id = replay(store, thread, at, client, model=model, stream=stream)
     _committed(f"created fork {fork_id} of thread {thread}, replayed with {model}", f"threadlog diff {thread} {fork_id}")
     if as_json:
         _emit_json(store.thread(fork_id).to_json())
