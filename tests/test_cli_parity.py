@@ -15,8 +15,10 @@ import difflib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,9 +33,26 @@ from tests.backends import postgres_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"  # real sessions and trajectories, kept with the tests (their READMEs say whence)
-CLAUDE_CODE = FIXTURES / "claude-code"
-PI = FIXTURES / "pi" / "large-session-head.jsonl"
-SWE_AGENT = FIXTURES / "swe-agent"
+# Where each format's sessions are, in a copy of FIXTURES (`settled_copy`).
+CLAUDE_CODE = Path("claude-code")
+PI = Path("pi") / "large-session-head.jsonl"
+SWE_AGENT = Path("swe-agent")
+
+
+def settled_copy(target: Path) -> Path:
+    """The real sessions, copied with a modification time an hour old. A file changed in the
+    last `LIVE_SECONDS` (ten minutes) may be one still being written, whose last response an
+    import leaves for later: in a fresh clone the fixtures are that new, and the two walks,
+    seconds apart, once fell either side of the moment they stopped being (one backend's
+    import left three responses waiting, the other's imported them)."""
+    for source in (CLAUDE_CODE, PI, SWE_AGENT):
+        (target / source).parent.mkdir(parents=True, exist_ok=True)
+        copy = shutil.copytree if (FIXTURES / source).is_dir() else shutil.copyfile
+        copy(FIXTURES / source, target / source)
+    settled = time.time() - 3600
+    for path in target.rglob("*"):
+        os.utime(path, (settled, settled))
+    return target
 
 HASH = re.compile(r"\b(?<=tl\d:)[0-9a-f]{8,64}\b|\b[0-9a-f]{64}\b")
 EVENT_ID = re.compile(r"\b[0-9a-f]{32}\b")
@@ -98,7 +117,7 @@ class Walk:
         self.steps.append((step[0], step[1], shown, step[3]))
 
 
-def walkthrough(walk: Walk) -> None:
+def walkthrough(walk: Walk, sessions: Path) -> None:
     """README's "Command line", "Import and export", "Projections" and "Search" in order."""
     w = walk.work
     walk("init")
@@ -185,10 +204,10 @@ def walkthrough(walk: Walk) -> None:
     walk("import", "events", str(w / "backup.jsonl"))  # into itself: adds nothing
     walk("import", "events", str(w / "t.jsonl"), "--json")
     # Real sessions other tools wrote.
-    walk("import", "claude-code", str(CLAUDE_CODE))
-    walk("import", "claude-code", str(CLAUDE_CODE), "--json")  # again: adds nothing
-    walk("import", "pi", str(PI))
-    walk("import", "swe-agent", str(SWE_AGENT), "--json")
+    walk("import", "claude-code", str(sessions / CLAUDE_CODE))
+    walk("import", "claude-code", str(sessions / CLAUDE_CODE), "--json")  # again: adds nothing
+    walk("import", "pi", str(sessions / PI))
+    walk("import", "swe-agent", str(sessions / SWE_AGENT), "--json")
     walk("ls", "-n", "5", process=True)
     walk("tree")
     walk("verify")
@@ -216,13 +235,14 @@ def refusals(walk: Walk) -> None:
 @pytest.fixture(scope="module")
 def walks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Walk, Walk]]:
     lite_dir, pg_dir = tmp_path_factory.mktemp("sqlite"), tmp_path_factory.mktemp("postgresql")
+    sessions = settled_copy(tmp_path_factory.mktemp("sessions"))  # one copy: both walks import the same paths
     cluster = postgres_cluster()
     cluster.execute("CREATE DATABASE cli_parity")
     lite = Walk(str(lite_dir / "threadlog.db"), lite_dir)
     pg = Walk(cluster.url("cli_parity"), pg_dir)
     try:
         for walk in (lite, pg):
-            walkthrough(walk)
+            walkthrough(walk, sessions)
             walk("export", "--all")
             refusals(walk)
         yield lite, pg
