@@ -525,7 +525,7 @@ def test_a_thread_without_a_model_is_told_to_pass_the_option_not_the_parameter(t
 def test_a_pi_session_given_to_the_claude_code_importer_is_refused_and_leaves_no_database(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     code, out, err = invoke("--db", str(db), "import", "claude-code", str(PI))
-    assert (code, out) == (1, "") and err.startswith("error: paths: no Claude Code conversation in them") and \
+    assert (code, out) == (1, "") and err.startswith(f"error: {PI}:1: a pi session's header, so not a Claude Code session") and \
         "run `threadlog import pi`" in err and len(err.splitlines()) == 1, err
     assert not db.exists()
 

@@ -820,6 +820,26 @@ def test_a_pi_file_without_its_session_header_is_refused_as_no_pi_session(seeded
                    "`threadlog import claude-code`; leave that file out")
 
 
+def test_a_pi_session_beside_claude_code_sessions_is_refused_by_name(seeded: Path, tmp_path: Path) -> None:
+    """`import claude-code` of a directory holding a pi session beside Claude Code's took the
+    pi file as a session of nothing (its lines counted as "lines without conversation:
+    message 914, session 1, ...") and exited 0: the pi session was lost without a word, where
+    the pi importer refuses a Claude Code file by name. It is refused by name (or skipped,
+    named, with --skip-bad), the Claude Code session beside it imported."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    shutil.copy(SESSION, folder / SESSION.name)
+    pi = _aged(folder / "pi.jsonl", PI_SESSION.read_bytes())
+    import_refused(seeded, tmp_path, ["claude-code", str(folder)],
+                   f"{pi}:1: a pi session's header, so not a Claude Code session (JSON Lines text): for a pi session, run "
+                   "`threadlog import pi`; leave that file out, or skip such files (--skip-bad)")
+    db = tmp_path / "skipping.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "claude-code", "--skip-bad", "--json", str(folder)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert [(bad["file"], bad["line"]) for bad in summary["bad"]] == [(str(pi), 1)] and summary["added"] > 0, summary
+
+
 BLANK = {"empty": (b"", "an empty file"), "blank-lines": (b"\n  \n\n", "a file of blank lines only")}
 
 

@@ -1416,10 +1416,6 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
     else:
         with bar:
             summary = import_claude_code(store, sources, skip_bad=skip_bad, progress=update, live_within=LIVE_SECONDS)
-    if summary.events == 0 and summary.skipped.get("session"):  # pi's first line: {"type": "session", …}
-        kinds = ", ".join(f"{kind} {n}" for kind, n in summary.kinds())
-        raise InvalidEvent("paths", f"no Claude Code conversation in them, only lines of other kinds ({kinds}): "
-                           "for a pi session, run `threadlog import pi`")
     _print_summary(summary, as_json)
 
 
