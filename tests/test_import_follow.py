@@ -740,3 +740,21 @@ def test_a_follower_prints_the_lines_it_skipped(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "Traceback" not in err, err
     skipped = [line for line in out.splitlines() if line.startswith("skipped ")]
     assert len(skipped) == 1 and skipped[0].startswith(f"skipped {session}:4: "), out
+
+
+def test_a_pi_run_of_tool_results_read_before_its_last_was_written_waits_for_it(tmp_path: Path) -> None:
+    """pi writes the results of a response's parallel tool calls one line each, as each tool
+    finishes. Read between two of them (a follower's poll, an import of a live session), the
+    results written so far became a user message of their own, and the rest another: the
+    thread held two messages where pi sent one, and disagreed with a one-shot import of the
+    same file. The results wait until every call has one, as Claude Code's importer waits."""
+    lines = PI_SESSION.read_bytes().splitlines(keepends=True)
+    session = tmp_path / PI_SESSION.name
+    session.write_bytes(b"".join(lines[:7]))  # line 6 makes three tool calls, line 7 is the first result
+    with Store(tmp_path / "grown.db") as store:
+        first = import_pi(store, [session])
+        assert first.waiting_files == [str(session)]
+        session.write_bytes(b"".join(lines))
+        import_pi(store, [session])
+        held = _events(store)
+    assert held == _one_shot(import_pi, session)

@@ -405,10 +405,7 @@ class _Writer:
 def _call_answered(node: _Node) -> str | None:
     """The tool call a `toolResult` entry answers (its `toolCallId`, a string: `_check`); None
     for any other entry."""
-    record = node.line.record
-    if record.get("type") != "message" or record["message"].get("role") != "toolResult":
-        return None
-    return str(record["message"]["toolCallId"])
+    return _answers(node.line.record)
 
 
 # pi's stop reason for a model call that did not finish -> how its run ended.
@@ -501,6 +498,36 @@ def _models(header: dict[str, Any], lines: list[Line]) -> list[str]:
     return [m for m in (header.get("modelId"), *changes, *answers) if isinstance(m, str) and m]
 
 
+def _results_still_to_come(written: list[tuple[int, Line, str, Any]], stored: dict[str, str]) -> int:
+    """How many entries at the end of a file still being written are the results of a
+    response some of whose tool calls have none yet: pi writes each result as its tool
+    finishes, and a run of results is one user message (`_Writer._joins`), so those written
+    so far wait for the rest (taken now, they were a message apart from the rest, as a
+    one-shot import of the file never has them). Not once an earlier import stored one of
+    them: the run goes on as it was stored."""
+    start = len(written)
+    while start and _answers(written[start - 1][1].record) is not None:
+        start -= 1
+    if start in (0, len(written)):
+        return 0
+    message = written[start - 1][1].record.get("message")
+    content = message.get("content") if isinstance(message, dict) and message.get("role") == "assistant" else None
+    calls = {b.get("id") for b in content if isinstance(b, dict) and b.get("type") == "toolCall"} if isinstance(content, list) else set()
+    tail = written[start:]
+    chained = all(parent in (_FOLLOWS, before[2]) for before, (_, _, _, parent) in zip(written[start - 1:], tail))
+    if not calls or not chained or calls <= {_answers(line.record) for _, line, _, _ in tail} or any(i in stored for _, _, i, _ in tail):
+        return 0
+    return len(tail)
+
+
+def _answers(record: dict[str, Any]) -> str | None:
+    """The tool call a checked `toolResult` entry's record answers (`_call_answered`)."""
+    message = record.get("message")
+    if record.get("type") != "message" or not isinstance(message, dict) or message.get("role") != "toolResult":
+        return None
+    return str(message.get("toolCallId"))
+
+
 def _holds(store: Store, thread: str) -> bool:
     try:
         store.thread(thread)
@@ -558,6 +585,10 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
         taken.add(node_id)
         parent = record.get("parentId") if "id" in record else _FOLLOWS
         written.append((index, line, node_id, renamed.get(parent, parent) if isinstance(parent, str) else parent))
+    waiting_results = _results_still_to_come(written, stored) if live else 0
+    if waiting_results:
+        written = written[:-waiting_results]
+        summary.wait(str(path))
     order = _parents_first(written)
     nodes: dict[str, _Node] = {}
     for node in order:
