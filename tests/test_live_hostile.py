@@ -378,6 +378,29 @@ def test_a_paused_turn_is_sent_back_and_the_model_goes_on(api: MessagesAPI) -> N
     store.verify()
 
 
+def test_a_paused_turn_whose_going_on_failed_goes_on_when_asked_again(api: MessagesAPI, tmp_path: Path) -> None:
+    """The request that sends a paused answer back failed: the thread ends on that answer, and
+    asking again with no new message (as the failure said to: `threadlog ask T`) was refused
+    as having nothing to continue."""
+    from projections import check_request
+
+    store = Store(tmp_path / "t.db")
+    t = store.create_thread(title="t", model=MODEL, tools=[{"type": "web_search_20250305", "name": "web_search"}])
+    paused = [{"type": "text", "text": "Searching."},
+              {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "trains"}}]
+    api.reply_json(message(paused, "pause_turn"))
+    api.reply_error(529, "overloaded_error", "Overloaded")
+    failed = run_turn(store, t, "Search trains", api.client())
+    assert failed.status == "error" and "Overloaded" in (failed.error or "")
+    api.reply_json(message([{"type": "text", "text": "Found it."}]))
+    again = run_turn(store, t, None, api.client())
+    assert again.status == "ok" and again.text == "Found it." and len(api.requests) == 3
+    sent = api.requests[2].json["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant"] and sent[-1]["content"][-1]["type"] == "server_tool_use"
+    assert check_request(store, t, again.messages[0].offset).ok
+    store.verify()
+
+
 @pytest.mark.parametrize("prompt", ["", "   \n", [{"type": "text", "text": " "}]], ids=["empty", "whitespace", "blank-block"])
 def test_a_blank_prompt_is_refused_before_anything_is_written(api: MessagesAPI, prompt: Any) -> None:
     """It was recorded, left out of the request, and the request ended on the last answer (a

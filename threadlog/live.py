@@ -253,9 +253,16 @@ def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
     if user_content is not None and waiting:
         raise InvalidEvent("user_content", f"thread {thread!r} has tool calls waiting for results; "
                            "continue it with user_content=None first")
-    if user_content is None and not waiting and (last is None or last.role == "assistant"):
+    if user_content is None and not waiting and (last is None or last.role == "assistant" and not _paused(store, thread, last)):
         raise InvalidEvent("user_content", f"thread {thread!r} has nothing to continue; pass the user's message")
     return state, asked, waiting
+
+
+def _paused(store: Store, thread: str, message: Message) -> bool:
+    """Whether `message`, the assistant's, stopped with `pause_turn` (a server tool's long turn):
+    sent back as it is, the model goes on. A turn whose request to go on failed left the thread
+    ending on it, and asking again with no new message was refused as having nothing to continue."""
+    return any(data.get("stop_reason") == "pause_turn" for _, _, data in store.read_data(thread, message.offset, message.offset + 1))
 
 
 def _refuse_unanswerable(thread: str, waiting: list[Json], tools: Mapping[str, Tool] | None, answers: Mapping[str, Any]) -> None:
