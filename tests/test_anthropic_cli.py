@@ -161,6 +161,29 @@ def test_ask_on_a_note_fork_offers_the_tools_that_read_the_parents_transcript(tm
     assert json.loads(shown.stdout) == api.requests[0].json, shown.stderr
 
 
+def test_a_note_fork_tool_called_with_an_input_it_does_not_take_tells_the_model_and_the_turn_goes_on(tmp_path: Path,
+                                                                                                     api: MessagesAPI) -> None:
+    """The tools' definitions allow other keys, and a model may send one: the call raised a
+    TypeError, which ended the turn (exit 3) where a wrong value is answered to the model."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    threadlog("append", t, "--role", "user", "--text", "The code word is heliotrope.", db=db)
+    threadlog("append", t, "--role", "assistant", "--text", "Noted.", db=db)
+    fork = threadlog("fork", t, "--context", "note", db=db).stdout.strip()
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    api.reply_json(message([{"type": "tool_use", "id": "toolu_1", "name": "grep_transcript",
+                             "input": {"pattern": "code word", "limit": 5}},
+                            {"type": "tool_use", "id": "toolu_2", "name": "read_transcript", "input": {"start": 0, "self": 1}}],
+                           stop_reason="tool_use"))
+    api.reply_json(message([{"type": "text", "text": "Heliotrope."}]))
+    done = threadlog("ask", fork, "What was the code word?", db=db, env=env)
+    assert done.returncode == 0 and done.stdout == "Heliotrope.\n", done.stderr
+    results = api.requests[1].json["messages"][-1]["content"]
+    assert [r["content"] for r in results] == ["error: grep_transcript takes pattern only, not 'limit'",
+                                               "error: read_transcript takes start and stop only, not 'self'"]
+    assert threadlog("verify", db=db).returncode == 0
+
+
 def test_a_note_fork_costs_the_same_tokens_whatever_its_parents_size(tmp_path: Path, api: MessagesAPI) -> None:
     """agentty: a note fork carries one fork note, so its first request is as large for a
     parent of a megabyte as for one of two messages; the parent's history is on disk, in a

@@ -51,7 +51,9 @@ class TranscriptTool:
 
 
 class ReadTranscript(TranscriptTool):
-    def __call__(self, start: int = 0, stop: int | None = None) -> str:
+    def __call__(self, /, start: int = 0, stop: int | None = None, **unknown: Any) -> str:
+        if unknown:
+            return _unknown("read_transcript", unknown, "start and stop")
         stop = self.stop if stop is None else stop
         if not (isinstance(start, int) and isinstance(stop, int) and 0 <= start < stop <= self.stop):
             return f"error: need 0 <= start < stop <= {self.stop} (the fork point), not start={start!r}, stop={stop!r}"
@@ -74,7 +76,9 @@ class ReadTranscript(TranscriptTool):
 
 
 class GrepTranscript(TranscriptTool):
-    def __call__(self, pattern: str = "") -> str:
+    def __call__(self, /, pattern: str = "", **unknown: Any) -> str:
+        if unknown:
+            return _unknown("grep_transcript", unknown, "pattern")
         if not isinstance(pattern, str) or not pattern.strip():
             return "error: pattern must be non-empty text"
         needle = pattern.casefold()
@@ -147,6 +151,14 @@ _GREP: Json = {
         "required": ["pattern"],
     },
 }
+
+
+def _unknown(tool: str, unknown: Json, takes: str) -> str:
+    """The answer to a call whose input has keys the tool does not take: the definitions leave
+    other keys allowed (no `additionalProperties: false`), and a call with one raised a
+    TypeError, which ended the turn with status `error` where a wrong value is told to the model."""
+    names = ", ".join(repr(name)[:60] for name in sorted(unknown)[:5])
+    return f"error: {tool} takes {takes} only, not {names}"
 
 
 def _result_lines(content: list[Json]) -> Iterator[str]:
