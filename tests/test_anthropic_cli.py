@@ -306,6 +306,28 @@ def test_ask_on_a_thread_without_a_model_names_the_flag(tmp_path: Path) -> None:
     assert "pass --model (or create the thread with one: `threadlog new --model`)" in done.stderr
 
 
+@pytest.mark.parametrize("variable", ["ANTHROPIC_CUSTOM_HEADERS", "ANTHROPIC_API_KEY"])
+def test_ask_and_rerun_with_a_header_that_is_not_utf8_are_refused_before_anything_is_written(tmp_path: Path, api: MessagesAPI,
+                                                                                           variable: str) -> None:
+    """The SDK sends headers as UTF-8 and an environment variable's other bytes read as lone
+    surrogates: each request failed to be built after the run had started, and `ask` said a
+    stored event was altered outside threadlog (exit 1, with a run recorded)."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    threadlog("append", t, "--role", "user", "--text", "hi", db=db)
+    threadlog("append", t, "--role", "assistant", "--text", "hello", db=db)
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    env[variable] = "x-caf: caf\udce9" if variable == "ANTHROPIC_CUSTOM_HEADERS" else "sk-secret\udce9"
+    with Store(db) as store:
+        before = store.head(t), len(store.threads())
+    for args in (["ask", t, "And now?"], ["rerun", t, "--at", "2", "--model", "claude-test-2"]):
+        done = threadlog(*args, db=db, env=env, process=True)
+        assert done.returncode == 1 and "not UTF-8" in done.stderr and "altered" not in done.stderr, done.stderr
+        assert "sk-secret" not in done.stderr  # the key is not shown
+    with Store(db) as store:
+        assert (store.head(t), len(store.threads())) == before and not api.requests
+
+
 def test_ask_without_a_key_is_one_error_line(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()

@@ -204,6 +204,18 @@ def check_client(client: Any) -> None:
                            "thread: await asyncio.to_thread(run_turn, store, thread, text, anthropic.Anthropic()))")
     if not callable(getattr(messages, "create", None)) or not callable(getattr(messages, "stream", None)):
         raise InvalidEvent("client", f"must be an anthropic.Anthropic client, not {type(client).__name__}")
+    headers = getattr(client, "default_headers", None)
+    for name, value in headers.items() if isinstance(headers, Mapping) else ():
+        # Sent as UTF-8: an environment variable holding other bytes (ANTHROPIC_CUSTOM_HEADERS,
+        # ANTHROPIC_API_KEY) reads as lone surrogates, and every request failed to be built after the
+        # run had started (`threadlog ask` then blamed a stored event).
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as error:  # the value not shown: it may be the API key
+                raise InvalidEvent("client", f"its header {str(name)[:100]!r} holds bytes that are not UTF-8 (character "
+                                   f"{error.start + 1} of its value), which no request can send; fix where it is set "
+                                   "(ANTHROPIC_API_KEY, ANTHROPIC_CUSTOM_HEADERS)") from None
 
 
 def check_tools(tools: Any) -> None:
