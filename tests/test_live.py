@@ -320,6 +320,32 @@ def test_an_interrupt_answered_later_resumes_the_turn(file_store: Store, api: Me
     assert_provenance(file_store, t, api)
 
 
+@pytest.mark.parametrize("raised", [Interrupt("Which day?", payload=object()), Interrupt("Which day?", payload=float("nan")),
+                                    Interrupt(7), Interrupt("Which day\ud800?")], ids=["object", "nan", "int", "surrogate"])
+def test_an_interrupt_the_log_cannot_hold_answers_its_call_as_a_tool_error(file_store: Store, api: MessagesAPI,
+                                                                         raised: Interrupt) -> None:
+    """A tool raising an `Interrupt` whose question or payload the log cannot hold made the turn
+    close its run, then raise; the call was left with no result, and the thread refused both
+    a new message and going on until one was appended by hand. The call now gets an error
+    result, as any tool's exception does, the calls after it run, and the thread goes on."""
+    t = thread(file_store)
+    api.reply_json(message([use("tu_1", "ask_human"), use("tu_2", city="Nice")], "tool_use"))
+
+    def ask_human() -> str:
+        raise raised
+
+    tools = {"weather": lambda city: f"{city}: sunny", "ask_human": ask_human}
+    turn = run_turn(file_store, t, "Plan it", client(api), tools=tools)
+    assert turn.status == "error" and "raised an Interrupt that cannot be recorded" in (turn.error or "")
+    results = {b["tool_use_id"]: b for b in list(file_store.read(t))[-2].data["content"]}
+    assert results["tu_1"]["is_error"] and "cannot be recorded" in results["tu_1"]["content"]
+    assert results["tu_2"]["content"] == "Nice: sunny"
+    assert thread_state(file_store, t).status == "idle" and "interrupt.raised" not in types(file_store, t)
+    api.reply_json(message(text("Nice is sunny.")))
+    assert run_turn(file_store, t, "And Lyon?", client(api), tools=tools).status == "ok"
+    assert file_store.verify().events == file_store.counts()[1]
+
+
 def test_a_fork_of_a_parent_paused_on_a_question_starts_idle_and_the_parent_still_waits(file_store: Store,
                                                                                          api: MessagesAPI) -> None:
     """Sagents: a parent paused on a question does not hand it to its forks. The question's

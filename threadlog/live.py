@@ -663,7 +663,14 @@ def _run_tools(
             arguments = use.get("input") or {}
             output = fn(**arguments) if isinstance(arguments, dict) else fn(arguments)
         except Interrupt as interrupt:
-            return results, failure, (tool_use_id, interrupt)
+            unrecordable = _unrecordable(tool_use_id, interrupt)
+            if unrecordable is None:
+                return results, failure, (tool_use_id, interrupt)
+            # As any other exception: the call answered, so the thread is not left waiting on it.
+            text = f"tool {name!r} raised an Interrupt that cannot be recorded: {unrecordable}"
+            results.append(_result(tool_use_id, text, True))
+            failure = failure or text
+            continue
         except Exception as error:
             text = f"tool {name!r} raised {_describe(error)}"
             results.append(_result(tool_use_id, text, True))
@@ -761,17 +768,32 @@ def _stop(store: Store, turn: Turn, failure: str | None, interrupt: tuple[str, I
     if interrupt is not None:
         tool_use_id, raised = interrupt
         turn.interrupt_id = _id()
-        data: Json = {"interrupt_id": turn.interrupt_id, "tool_use_id": tool_use_id}
-        if raised.question is not None:
-            data["question"] = raised.question
-        if raised.payload is not None:
-            data["payload"] = raised.payload
-        _finish(store, turn, "ok", None, {"type": "interrupt.raised", "data": data})
+        _finish(store, turn, "ok", None, _interrupt_raised(turn.interrupt_id, tool_use_id, raised))
         turn.status = "interrupted"
         return turn
     turn.status, turn.error = "error", failure
     _finish(store, turn, "error", failure)
     return turn
+
+
+def _interrupt_raised(interrupt_id: str, tool_use_id: str, raised: Interrupt) -> Json:
+    data: Json = {"interrupt_id": interrupt_id, "tool_use_id": tool_use_id}
+    if raised.question is not None:
+        data["question"] = raised.question
+    if raised.payload is not None:
+        data["payload"] = raised.payload
+    return {"type": "interrupt.raised", "data": data}
+
+
+def _unrecordable(tool_use_id: str, raised: Interrupt) -> str | None:
+    """Why the log cannot hold the interrupt a tool raised (a question that is not text, a payload
+    that is not JSON), or None. Found only when the run closed, it ended the turn with an
+    exception and left the call waiting for a result no command could give it."""
+    try:
+        prepare(_interrupt_raised(_id(), tool_use_id, raised), "interrupt")
+    except InvalidEvent as error:
+        return str(error)
+    return None
 
 
 def _ends_on_question(store: Store, thread: str, at: int) -> bool:
