@@ -346,6 +346,25 @@ def test_an_interrupt_the_log_cannot_hold_answers_its_call_as_a_tool_error(file_
     assert file_store.verify().events == file_store.counts()[1]
 
 
+def test_a_rerun_where_tool_calls_wait_names_them_and_no_parameter_it_does_not_take(file_store: Store, api: MessagesAPI) -> None:
+    """A rerun at a point where a tool call waits (an interrupt's) was refused with the fork's
+    advice, "pass unanswered='drop'" (`--unanswered drop` in the CLI), which `rerun` does not
+    take: it names the calls and the points a rerun can start from, and forks nothing."""
+    t = thread(file_store)
+    api.reply_json(message([use("tu_2", "ask_human", question="Which day?")], "tool_use"))
+
+    def ask_human(question: str) -> str:
+        raise Interrupt(question)
+
+    assert run_turn(file_store, t, "Plan it", client(api), tools={"ask_human": ask_human}).status == "interrupted"
+    before = file_store.counts()
+    with pytest.raises(ForkRefused) as refused:
+        rerun(file_store, t, file_store.head(t), client(api), model="claude-haiku-4-5")
+    assert refused.value.tool_use_ids == ["tu_2"] and "unanswered" not in str(refused.value)
+    assert "tool calls without results there: 'tu_2'" in str(refused.value) and "one after their results" in str(refused.value)
+    assert file_store.counts() == before
+
+
 def test_a_fork_of_a_parent_paused_on_a_question_starts_idle_and_the_parent_still_waits(file_store: Store,
                                                                                          api: MessagesAPI) -> None:
     """Sagents: a parent paused on a question does not hand it to its forks. The question's

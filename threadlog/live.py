@@ -38,7 +38,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from eventstore import ConcurrencyError, InvalidEvent, RecordedEvent, Store, StoreError
+from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, RecordedEvent, Store, StoreError
 from eventstore.errors import named
 from eventstore.prepare import prepare
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
@@ -861,7 +861,14 @@ def rerun(
         except InvalidEvent as error:  # stored by an earlier release, which checked blocks laxly
             raise InvalidEvent(f"offset {offset}", f"the user message there cannot be sent again as stored: {error}; "
                                "nothing was forked") from None
-    fork = store.fork(thread, at, metadata="inherit")
+    try:
+        fork = store.fork(thread, at, metadata="inherit")
+    except ForkRefused as refused:  # its advice, `unanswered=`, is no parameter of a rerun
+        if refused.reason != "unanswered_tool_calls":
+            raise
+        raise ForkRefused(refused.reason, f"cannot rerun {thread!r} at {at}: tool calls without results there: "
+                          f"{', '.join(map(named, refused.tool_use_ids))}; a rerun replays from a point between turns: "
+                          "choose an earlier offset, or one after their results", refused.tool_use_ids) from None
     try:
         for asked in turns:
             for content in asked[:-1]:  # the turn's other messages, before its last, as the original sent them
