@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 FORMAT = "threadlog-events"
+_BATCH_INDEX = re.compile(r"events\[(\d+)\]")  # how `Store._write` names an event of its batch
 VERSION = 2  # version 2 ends with {"end": {"streams": S, "events": E}}; version 1 files, with no end line, still restore
 
 # What `prepare.now()` writes (older releases wrote the same, with fewer fraction digits at most).
@@ -317,8 +318,17 @@ class _Restore:
         if run is None:
             return
         position = run.lines[0][1]["position"] if self.keep else None
-        recorded = self.store._write(run.stream_id, run.head, run.events, position, run.stamps,
-                                     run.legacy if any(run.legacy) else None)
+        try:
+            recorded = self.store._write(run.stream_id, run.head, run.events, position, run.stamps,
+                                         run.legacy if any(run.legacy) else None)
+        except InvalidEvent as error:
+            # The store names an event by its index in the batch (`events[3]`), which no reader
+            # of the file can find: the line that holds it is named instead.
+            index = _BATCH_INDEX.match(error.field)
+            if index is None:
+                raise
+            number = run.lines[int(index[1])][0]
+            raise InvalidEvent(f"line {number}.event{error.field[index.end():]}", error.why) from None
         self.touched.add(run.stream_id)
         for (number, event), written in zip(run.lines, recorded):
             if written.hash != event["hash"]:

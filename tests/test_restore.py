@@ -1025,3 +1025,26 @@ def test_a_crafted_redaction_holding_more_than_a_skeleton_is_refused_by_restore(
     assert sha(db) == before
     with Store(db) as b:
         assert list(b.threads()) == []
+
+
+def test_a_skeleton_that_breaks_the_threads_facts_is_refused_naming_a_line(tmp_path: Path) -> None:
+    """A redacted run.started whose skeleton names another run leaves the run.finished after it
+    finishing a run not in progress. The refusal named `events[2]`, the event's index in a
+    batch of the restore's own, which no line of the file is."""
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        started = a.append(t, [{"type": "run.started", "data": {"run_id": "r1"}}])[0]
+        a.append(t, [{"type": "run.finished", "data": {"run_id": "r1", "status": "ok"}}])
+        a.redact(started.position, reason="pii", actor="ops")
+        lines = list(export_all(a))
+    number, finished = next((n, line["event"]) for n, line in enumerate(lines, 1)
+                            if line.get("event", {}).get("type") == "run.finished")
+    next(line["event"] for line in lines if line.get("event", {}).get("redacted"))["data"]["run_id"] = "r2"
+    bad = write(tmp_path / "bad.jsonl", lines)
+    db = tmp_path / "b.db"
+    Store(db).close()
+    before = sha(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(bad)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"error: {bad}: line {number}.event.data.run_id: run 'r1' is not pending"), result.stderr
+    assert sha(db) == before
