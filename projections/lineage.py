@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from eventstore import RecordedEvent, Store, ThreadInfo, segments
+from eventstore import RecordedEvent, Store, StoreError, ThreadInfo, segments
 from eventstore.ranges import check_index
 
 from .dropped import locate, without_dropped
@@ -115,7 +115,13 @@ def blame(store: Store, thread: str, at: int | None = None) -> list[BlameEntry]:
 
 
 def _event(store: Store, thread: str, offset: int) -> RecordedEvent:
-    return next(store.read(thread, offset, offset + 1))
+    """The event the view took a fork note or summary from. The view may come from a snapshot,
+    which still holds an event that rows altered outside threadlog no longer lead to (a fork's
+    parent renamed): refused by name, where `next` raised StopIteration out of a generator."""
+    for event in store.read(thread, offset, offset + 1):
+        return event
+    raise StoreError(f"thread {thread!r} has no event at offset {offset}, which its state shows: the file was altered "
+                     "outside threadlog; `threadlog verify` names where")
 
 
 def _blame_entry(index: int, kind: str, role: str, event: RecordedEvent, thread: str) -> BlameEntry:

@@ -386,3 +386,31 @@ def test_data_that_is_not_json_is_named_by_its_position_and_show_prints_nothing_
     shown = CliRunner().invoke(cli, ["--db", str(db), "show", "demo-trip-to-lyon"])
     assert shown.exit_code == 1 and shown.stdout == "", shown.stdout
     assert shown.stderr.startswith(f"error: the event at position {position} cannot be read"), shown.stderr
+
+
+def test_blame_of_a_fork_whose_parent_was_renamed_under_a_snapshot_is_refused(tmp_path: Path) -> None:
+    """A fork's snapshot holds the parent's compaction; with the fork's parent_id renamed, the
+    compaction's event no longer reads, and `threadlog blame` raised StopIteration out of a
+    generator: a RuntimeError traceback."""
+    path = tmp_path / "a.db"
+    with Store(path) as store:
+        t = store.create_thread(title="trip")
+        store.append_message(t, "user", "Find me a train")
+        store.append_message(t, "assistant", "The 9am")
+        store.append(t, [{"type": "compaction.recorded", "data": {"summary": "a train", "through_offset": 3}}])
+        f = store.fork(t)
+        store.append_message(f, "user", "and back?")
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--db", str(path), "snapshot", f]).exit_code == 0
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE streams SET parent_id = 'elsewhere' WHERE id = ?", (f,))
+    conn.commit()
+    conn.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    for args in (["blame", f], ["blame", f, "--json"]):
+        result = runner.invoke(cli, ["--db", str(path), *args])
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        assert result.exit_code == 1, (args, result.output)
+        assert result.stderr == (f"error: thread '{f}' has no event at offset 3, which its state shows: the file was altered "
+                                 "outside threadlog; `threadlog verify` names where\n"), args
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
