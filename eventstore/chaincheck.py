@@ -275,6 +275,14 @@ def not_an_offset(row: StreamRow) -> str:
     return f"{row.id}: stored parent_offset {row.parent_offset!r} is not an offset"
 
 
+def missing_parent_event(row: StreamRow, owner: str | None, offset: int) -> str:
+    """What a check names for a fork whose parent event (the one its first event chains to) is
+    gone: the fork, and the stream and offset where that event should be, as the event's own
+    thread shows no gap when it was its last."""
+    where = f"{owner!r} offset {offset}" if owner is not None else f"its parent {row.parent_id!r} (no such stream)"
+    return f"fork {row.id} points at a missing parent event: {where}"
+
+
 def owner_of(lineage_of: Callable[[str], Lineage | None], stream_id: str, offset: int) -> str | None:
     """The stream (of `stream_id`'s ancestry) that holds `offset` as its own event; `lineage_of`
     gives a stream's lineage by id (None if there is no such stream, or the parents run in a
@@ -379,7 +387,7 @@ def chain_from(backend: Backend, ancestry: list[StreamRow], offset: int, positio
                 f"{row.id} offset {offset}: the event before it cannot be read (text that is not UTF-8); "
                 "the row was altered outside threadlog")
     if before is None:
-        return (row.created_position, f"fork {row.id} points at a missing parent event") if offset == base else \
+        return (row.created_position, missing_parent_event(row, owner, offset - 1)) if offset == base else \
             (position if position is not None else row.created_position, f"{row.id}: the event before offset {offset} is missing")
     try:
         facts = Facts.load(before.facts)

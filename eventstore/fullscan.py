@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .backend import Backend, EventRow, StreamRow
-from .chaincheck import (UNREADABLE, Chain, Lineage, Point, Problem, check_stream, lineage, no_tool_blocks, not_an_offset, owner_of,
-                         unreadable)
+from .chaincheck import (UNREADABLE, Chain, Lineage, Point, Problem, check_stream, lineage, missing_parent_event, no_tool_blocks,
+                         not_an_offset, owner_of, unreadable)
 from .errors import IntegrityError, StoreError
 from .events import CATALOGUE
 from .facts import NONE, Facts
@@ -229,7 +229,7 @@ class FullScan:
             else:  # not kept, or (in a later part) met by the part before
                 point = self.read_point(owner, base - 1, row.created_position) if owner is not None else None
             if point is None:
-                self.fail(row.id, (row.created_position, f"fork {row.id} points at a missing parent event"))
+                self.fail(row.id, (row.created_position, missing_parent_event(row, owner, base - 1)))
                 return
             if kept:
                 self.taken(owner or "", base - 1)

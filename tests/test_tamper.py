@@ -547,3 +547,26 @@ def test_a_damaged_index_fails_verify_though_every_hash_holds(tmp_path: Path, in
         store.verify()
     result = CliRunner().invoke(cli, ["--db", str(db), "verify"])
     assert result.exit_code == 1 and "structure is damaged" in result.output
+
+
+@pytest.mark.parametrize("since", [False, True], ids=["verify", "verify-since"])
+def test_a_parent_event_a_fork_chains_to_removed_is_named_in_the_parent(tmp_path: Path, since: bool) -> None:
+    """T's offset 3 deleted, the event the fork F (taken at 4) chains to; F was forked before T's
+    offset 4 was appended, so F's first event is the first position the deletion shows at. Verify
+    said `fork F points at a missing parent event`, naming neither T nor the offset that is gone."""
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        t = store.create_thread(title="t", thread_id="T")
+        checkpoint = store.checkpoint()
+        for i in range(3):
+            store.append_message(t, "user", f"message {i}")
+        store.fork(t, fork_id="F")
+        store.append_message(t, "user", "after the fork")
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM events WHERE stream_id = 'T' AND \"offset\" = 3")
+    conn.commit()
+    conn.close()
+    args = ["verify", "--since", checkpoint] if since else ["verify"]
+    result = CliRunner().invoke(cli, ["--db", str(path), *args])
+    assert result.exit_code == 1, result.output
+    assert "fork F points at a missing parent event: 'T' offset 3" in result.stderr, result.stderr
