@@ -192,14 +192,14 @@ def test_a_block_type_name_megabytes_long_is_counted_under_a_short_name(tmp_path
     assert skipped[f"block/{huge[:93]}…"] == 2 and all(len(kind) <= 100 for kind in skipped)
 
 
-def test_a_file_of_other_kinds_is_refused_naming_them_as_the_summary_does(tmp_path: Path) -> None:
-    """A pi session given to `import claude-code` is refused, naming the kinds of its lines:
+def test_a_pi_session_of_huge_kinds_is_refused_at_its_header_in_one_short_line(tmp_path: Path) -> None:
+    """A pi session given to `import claude-code` was refused naming the kinds of its lines:
     each whole, so two 200,000-character types made a 400 kB message, which the error line
-    clipped in the middle, counts and all. They are now named as the summary names them."""
+    clipped in the middle, counts and all. It is refused at its header line, whatever follows."""
     huge = "x" * 200_000
     path = tmp_path / "pi.jsonl"
     kinds = ["session", huge + "a", huge + "b", "zebra"]
     path.write_text("".join(json.dumps({"type": kind, "id": str(n)}) + "\n" for n, kind in enumerate(kinds)))
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", "claude-code", str(path)])
     assert result.exit_code == 1 and "threadlog import pi" in result.output
-    assert f"(session 1, {huge[:99]}… 2, zebra 1)" in result.output
+    assert result.stderr.startswith(f"error: {path}:1: a pi session's header") and len(result.stderr) < 1_000, result.stderr[:300]
