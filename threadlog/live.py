@@ -645,7 +645,8 @@ def _run_tools(
     """Run the tool calls in order: (results, first failure text, interrupt as (tool_use_id, it)).
 
     A call answered by a resolved interrupt gets that answer. An exception becomes an
-    `is_error` result; an `Interrupt` stops the batch (calls after it stay waiting).
+    `is_error` result; an `Interrupt` stops the batch (calls after it stay waiting), unless
+    the log cannot hold it (`_unrecordable`): then it is an exception like any other.
     """
     results: list[Json] = []
     failure: str | None = None
@@ -777,6 +778,7 @@ def _stop(store: Store, turn: Turn, failure: str | None, interrupt: tuple[str, I
 
 
 def _interrupt_raised(interrupt_id: str, tool_use_id: str, raised: Interrupt) -> Json:
+    """The `interrupt.raised` event recording what a tool raised for its call."""
     data: Json = {"interrupt_id": interrupt_id, "tool_use_id": tool_use_id}
     if raised.question is not None:
         data["question"] = raised.question
