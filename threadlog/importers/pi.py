@@ -290,7 +290,7 @@ class _Writer:
         from the results before it would be an event carrying every call still waiting (the
         pending facts each stored row keeps), and a message of N calls would cost N²/2 ids.
         A branch that leaves a stored run later forks before it (`_fork_branch`)."""
-        if _call_answered(following) is None:
+        if _answers(following.line.record) is None:
             return False
         before, after = self.stored_in.get(last.id), self.stored_in.get(following.id)
         if before is not None or after is not None:
@@ -393,19 +393,13 @@ class _Writer:
             at = copied[0]
         # A branch that answers calls waiting at its point (pi rewound to the call, or to one
         # of its results, and ran the tools again) keeps them waiting in its fork.
-        keep = copied is not None or (_call_answered(child) in parent.facts_at(at).tools and not drops)
+        keep = copied is not None or (_answers(child.line.record) in parent.facts_at(at).tools and not drops)
         options = {"unanswered": "keep"} if keep else {}
         fork = self.plan.attach(parent.fork(fork_id, "fork", meta, at, **options), self.where(child))
         if copied is not None:
             self._results(fork, copied[1][:copied[2]], f"pi:{self.session}:{child.id}:results")
         self.summary.forks += 1
         return self._path(fork, child)
-
-
-def _call_answered(node: _Node) -> str | None:
-    """The tool call a `toolResult` entry answers (its `toolCallId`, a string: `_check`); None
-    for any other entry."""
-    return _answers(node.line.record)
 
 
 # pi's stop reason for a model call that did not finish -> how its run ended.
@@ -521,7 +515,8 @@ def _results_still_to_come(written: list[tuple[int, Line, str, Any]], stored: di
 
 
 def _answers(record: dict[str, Any]) -> str | None:
-    """The tool call a checked `toolResult` entry's record answers (`_call_answered`)."""
+    """The tool call a `toolResult` entry's record answers (its `toolCallId`, a string once
+    `_check` passed it); None for any other entry."""
     message = record.get("message")
     if record.get("type") != "message" or not isinstance(message, dict) or message.get("role") != "toolResult":
         return None
