@@ -26,7 +26,7 @@ from .chaincheck import (UNREADABLE, Chain, Lineage, Point, Problem, check_strea
 from .errors import IntegrityError, StoreError
 from .events import CATALOGUE
 from .facts import NONE, Facts
-from .integrity import GENESIS, HASH_TAG, extend_log_digest, format_checkpoint
+from .integrity import GENESIS, HASH_TAG, Checkpoint, event_tag, extend_log_digest
 from .packing import TYPE_CODES, unpack_hash, unpack_row
 
 _MESSAGE = TYPE_CODES["message.appended"]
@@ -424,17 +424,19 @@ class Resumed(NamedTuple):
 class Fold:
     """A checkpoint's digest, folded over (position, hash) as the scan goes."""
 
-    __slots__ = ("upto", "wanted", "value", "last")
+    __slots__ = ("given", "upto", "wanted", "value", "last", "last_hash")
 
-    def __init__(self, checkpoint: tuple[int, str] | None) -> None:
-        self.upto, self.wanted = checkpoint if checkpoint is not None else (0, "")
+    def __init__(self, checkpoint: Checkpoint | None) -> None:
+        self.given = checkpoint
+        self.upto, self.wanted = (checkpoint.position, checkpoint.digest) if checkpoint is not None else (0, "")
         self.value: str | None = None if checkpoint is None else _START
         self.last = 0
+        self.last_hash = ""
 
     def add(self, position: int, hash_: str) -> None:
         if self.value is not None and position <= self.upto:
             self.value = extend_log_digest(self.value, ((position, hash_),))
-            self.last = position
+            self.last, self.last_hash = position, hash_
 
     def add_after(self, backend: Backend, after: int) -> None:
         """Fold the stored hashes after position `after`, up to the checkpoint's (a split verify's
@@ -444,9 +446,9 @@ class Fold:
                 self.add(position, hash_)
 
     def check(self) -> None:
-        if self.value is None:
+        if self.value is None or self.given is None:
             return
-        shown = format_checkpoint(self.upto, self.wanted)
+        shown = self.given
         if self.last < self.upto:
             # `last` is the last position folded, at or below the checkpoint's: the log may go on past it.
             raise IntegrityError(self.last + 1, f"the log no longer matches checkpoint {shown}: it holds no event after "
@@ -454,6 +456,9 @@ class Fold:
         if self.value != self.wanted:
             raise IntegrityError(None, f"the log no longer matches checkpoint {shown}: an event at or below "
                                  f"position {self.upto} was removed, added or rewritten")
+        if self.given.last is not None and event_tag(self.upto, self.last_hash) != self.given.last:
+            raise IntegrityError(None, f"checkpoint {shown} does not hold together: the log matches its digest, and its last "
+                                 f"part names another event than the one at position {self.upto} (the checkpoint was altered)")
 
 
 _START = "0" * 64

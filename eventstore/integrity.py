@@ -24,7 +24,7 @@ import hashlib
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .backend import Backend, EventRow, StoredSnapshot
 from .errors import IntegrityError, InvalidEvent, StoreError
@@ -235,22 +235,51 @@ def extend_log_digest(value: str, rows: Iterable[tuple[int, str]]) -> str:
     return value
 
 
-def format_checkpoint(position: int, value: str) -> str:
-    return f"{CHECKPOINT_TAG}:{position}:{value}"
+class Checkpoint(NamedTuple):
+    """A checkpoint, parsed: the last position it covers, the digest of the log up to there,
+    and `last`, a short digest of the event at that position (None in a checkpoint of the
+    first form, which names none). `verify(since=...)` compares `last` with the log's own event
+    there, one read: a checkpoint of another log, or of a log whose last covered event was
+    removed or rewritten, is refused instead of extended (the digest itself needs every event
+    it covers read again, which is `verify(checkpoint=...)`'s work)."""
+
+    position: int
+    digest: str
+    last: str | None = None
+
+    def __str__(self) -> str:
+        text = f"{CHECKPOINT_TAG}:{self.position}:{self.digest}"
+        return text if self.last is None else f"{text}:{self.last}"
 
 
-def parse_checkpoint(text: Any) -> tuple[int, str]:
-    """(position, digest) from a checkpoint string; `InvalidEvent` if it is not one."""
+def event_tag(position: int, hash_: str) -> str:
+    """A checkpoint's `last`: 16 hex digits of the digest of the event at its position."""
+    return hashlib.sha256(f"{position}|{hash_}".encode()).hexdigest()[:16]
+
+
+def format_checkpoint(position: int, value: str, last_hash: str | None) -> str:
+    """The checkpoint of a log whose digest up to `position` is `value` and whose event there
+    has the hash `last_hash` (None: an empty log, position 0)."""
+    return str(Checkpoint(position, value, None if last_hash is None else event_tag(position, last_hash)))
+
+
+def parse_checkpoint(text: Any) -> Checkpoint:
+    """The `Checkpoint` a string holds; `InvalidEvent` if it is not one."""
     parts = text.strip().split(":") if isinstance(text, str) else []
     if (
-        len(parts) != 3
+        len(parts) not in (3, 4)
         or parts[0] != CHECKPOINT_TAG
         or not (parts[1].isascii() and parts[1].isdigit())  # "²" is a digit to isdigit, not to int
-        or len(parts[2]) != 64
-        or any(c not in "0123456789abcdef" for c in parts[2])
+        or not _hex(parts[2], 64)
+        or (len(parts) == 4 and not _hex(parts[3], 16))
     ):
         shown = (text if len(text) < 200 else f"{text[:60]}…") if isinstance(text, str) else type(text).__name__
         raise InvalidEvent(
-            "checkpoint", f"{shown!r} is not a checkpoint (expected {CHECKPOINT_TAG}:<position>:<64 hex digits>, as `checkpoint` prints)"
+            "checkpoint", f"{shown!r} is not a checkpoint (expected {CHECKPOINT_TAG}:<position>:<64 hex digits>:<16 hex "
+                          "digits>, as `checkpoint` prints)"
         )
-    return int(parts[1]), parts[2]
+    return Checkpoint(int(parts[1]), parts[2], parts[3] if len(parts) == 4 else None)
+
+
+def _hex(text: str, length: int) -> bool:
+    return len(text) == length and all(c in "0123456789abcdef" for c in text)

@@ -1138,7 +1138,10 @@ class Store:
         With `since` (a checkpoint), only the events appended after it are checked, each
         chained onto the stored event before it, with the rows of the threads they belong
         to; the cost follows the new events, not the log. What the checkpoint covers is not
-        read again (nor are snapshots): `verify(checkpoint=...)` proves that part. The report's
+        read again (nor are snapshots): `verify(checkpoint=...)` proves that part. Only its last
+        event is read, and must be the one the checkpoint names: a checkpoint of another log is
+        refused, not extended (one of the first form, `tlc1:<position>:<digest>`, names none,
+        and is not compared). The report's
         `checkpoint` is then the given one extended over the new events: keep it for next time.
         """
         if progress is not None and not callable(progress):  # it raised TypeError once events were checked
@@ -1169,7 +1172,8 @@ class Store:
             rows = self.backend.hashes(last)
             if progress is not None:
                 rows = integrity.counted(rows, progress, self.backend.counts()[1])
-            return integrity.format_checkpoint(last, integrity.log_digest(rows, last))
+            value = integrity.log_digest(rows, last)
+            return integrity.format_checkpoint(last, value, next((hash_ for _, hash_ in self.backend.hashes(last, last - 1)), None))
 
     def redact(self, position: int, reason: str, actor: str, *, purge: bool = True) -> RecordedEvent:
         """Erase one event's payload in place, recording who and why in an `event.redacted`.

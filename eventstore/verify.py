@@ -21,7 +21,7 @@ from .chaincheck import (NO_SKELETON_DIGEST, NOT_A_SKELETON, Chain, Problem, cha
 from .errors import IntegrityError, StoreError, UnreadableRow
 from .fullscan import Fold, FullScan
 from .structure import Structure
-from .integrity import digest, extend_log_digest, foreign_code, format_checkpoint, parse_checkpoint
+from .integrity import Checkpoint, digest, event_tag, extend_log_digest, foreign_code, format_checkpoint, parse_checkpoint
 from .ranges import MAX_INDEX
 from .skeleton import is_skeleton
 
@@ -46,7 +46,7 @@ class VerifyReport:
 
 
 def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
-           only: Collection[str] | None = None, checkpoint: tuple[int, str] | None = None) -> VerifyReport:
+           only: Collection[str] | None = None, checkpoint: Checkpoint | None = None) -> VerifyReport:
     """Recompute every chain and every stored column that changes behaviour; raise
     `IntegrityError` naming the lowest bad position.
 
@@ -143,7 +143,8 @@ def verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
 
 
 def _verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
-    upto, value = parse_checkpoint(checkpoint)
+    given = parse_checkpoint(checkpoint)
+    upto, value = given.position, given.digest
     foreign = foreign_code(backend)
     if foreign is not None:
         raise IntegrityError(None, foreign)
@@ -151,6 +152,12 @@ def _verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     if last < upto:
         raise IntegrityError(last + 1, f"the log ends at position {last}, below checkpoint {checkpoint}'s {upto} "
                              "(events were removed)")
+    covered = next((hash_ for _, hash_ in backend.hashes(upto, upto - 1)), None) if upto else None
+    if given.last is not None and (covered is None or event_tag(upto, covered) != given.last):
+        found = (f"the log holds no event at position {upto}, the last one checkpoint {given} covers" if covered is None else
+                 f"the event at position {upto} is not the one checkpoint {given} covered there (its last)")
+        raise IntegrityError(upto, f"{found}: the checkpoint was taken of another log, or that event was "
+                             f"{'removed' if covered is None else 'rewritten'} (`verify --checkpoint` proves all it covers)")
     problems: list[Problem] = []
     chains: dict[str, Chain | None] = {}
     ancestries: dict[str, list[StreamRow]] = {}
@@ -204,7 +211,10 @@ def _verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     # PostgreSQL, events past it (committed while another transaction was open) may yet have a
     # lower position commit below them, and a checkpoint naming `last` covered them too (a
     # later check of it failed: "removed, added or rewritten", nothing having changed).
-    extended = format_checkpoint(last, extend_log_digest(value, [(position, hash_) for position, hash_ in new if position <= last]))
+    covered_now = [(position, hash_) for position, hash_ in new if position <= last]
+    last_hash = covered_now[-1][1] if covered_now and covered_now[-1][0] == last else (
+        covered if last == upto else next((hash_ for _, hash_ in backend.hashes(last, last - 1)), None))
+    extended = format_checkpoint(last, extend_log_digest(value, covered_now), last_hash)
     return VerifyReport(len(chains), checked, redacted, extended)
 
 

@@ -439,7 +439,7 @@ def test_checkpoint_on_a_terminal_shows_its_progress_and_prints_the_checkpoint(d
     ok(db, "append", t, "--role", "user", "--text", "hi")
     code, out = _on_a_terminal(["checkpoint", "--db", str(db)], dict(os.environ))
     assert code == 0 and "reading every hash" in out, out
-    assert re.search(r"^tlc1:2:[0-9a-f]{64}\r?$", out, flags=re.M), out
+    assert re.search(r"^tlc1:2:[0-9a-f]{64}:[0-9a-f]{16}\r?$", out, flags=re.M), out
 
 
 def test_a_terminal_gets_a_pager_and_colour_unless_told_otherwise(db: Path, tmp_path: Path) -> None:

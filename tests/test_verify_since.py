@@ -231,6 +231,72 @@ def test_since_refuses_a_log_that_ends_before_its_checkpoint(tmp_path: Path) -> 
     assert hash_
 
 
+def test_since_refuses_a_checkpoint_of_another_log(tmp_path: Path) -> None:
+    """Two files grown alike: a checkpoint of one given to `--since` on the other was extended
+    over its new events, a checkpoint that describes neither (a later full verify of the file
+    with it then failed as if the file had been tampered with)."""
+    stores = []
+    for name in ("a.db", "b.db"):
+        with Store(tmp_path / name) as store:
+            busy(store)
+            stores.append(store.checkpoint())
+    with Store(tmp_path / "b.db") as store:
+        store.append_message(store.create_thread(), "user", "new in b")
+    before = (tmp_path / "b.db").read_bytes()
+    with Store(tmp_path / "b.db") as store:
+        with pytest.raises(IntegrityError, match="the event at position 8 is not the one checkpoint tlc1:8:.* covered there "
+                                                 r"\(its last\): the checkpoint was taken of another log") as refused:
+            store.verify(since=stores[0])
+        assert refused.value.position == 8
+        assert store.verify(since=stores[1]).events == 2  # its own
+    result = CliRunner().invoke(cli, ["verify", "--db", str(tmp_path / "b.db"), "--since", stores[0]])
+    assert result.exit_code == 1 and "taken of another log" in result.output and "Traceback" not in result.output
+    assert (tmp_path / "b.db").read_bytes() == before
+
+
+def test_since_refuses_a_checkpoint_whose_last_event_was_removed(tmp_path: Path) -> None:
+    """The last covered event deleted, and later events appended to another thread: their
+    chains do not pass through it, and nothing else `since` reads would miss it."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, f = busy(store)
+        store.append_message(t, "user", "last before the checkpoint")
+        covered = store.checkpoint()
+        store.append_message(f, "assistant", "after")
+    _alter(db, "DELETE FROM events WHERE position = ?", (int(covered.split(":")[1]),))
+    _alter(db, "UPDATE streams SET head = head - 1 WHERE id = ?", (t,))
+    with Store(db) as store:
+        with pytest.raises(IntegrityError, match="holds no event at position 9, the last one checkpoint"):
+            store.verify(since=covered)
+
+
+def test_a_checkpoint_of_the_first_form_still_verifies_and_comes_back_in_the_new(tmp_path: Path) -> None:
+    """A checkpoint printed before checkpoints named their last event (three parts) is taken by
+    both verifies; `since` returns it extended, naming its last event."""
+    with Store(tmp_path / "t.db") as store:
+        t, _ = busy(store)
+        now = store.checkpoint()
+        first_form = now.rsplit(":", 1)[0]
+        assert store.verify(checkpoint=first_form).events == 8
+        store.append_message(t, "user", "new")
+        report = store.verify(since=first_form)
+        assert report.checkpoint == store.checkpoint() and report.checkpoint.count(":") == 3
+        assert store.verify(since=now).checkpoint == report.checkpoint
+
+
+def test_a_checkpoint_whose_last_part_was_altered_is_refused(tmp_path: Path) -> None:
+    with Store(tmp_path / "t.db") as store:
+        busy(store)
+        now = store.checkpoint()
+        altered = now[:-1] + ("0" if now[-1] != "0" else "1")
+        with pytest.raises(IntegrityError, match="does not hold together"):
+            store.verify(checkpoint=altered)
+        with pytest.raises(IntegrityError, match="taken of another log"):
+            store.verify(since=altered)
+        with pytest.raises(InvalidEvent, match="is not a checkpoint"):
+            store.verify(since=now + "0")
+
+
 def test_cli_verify_since_prints_the_extended_checkpoint(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     with Store(db) as store:
