@@ -55,6 +55,7 @@ def settled_copy(target: Path) -> Path:
     return target
 
 HASH = re.compile(r"\b(?<=tl\d:)[0-9a-f]{8,64}\b|\b[0-9a-f]{64}\b")
+LAST_EVENT = re.compile(r"(?<=[0-9a-f]{64}:)[0-9a-f]{16}\b")  # a checkpoint's last part: its last event, which holds a time
 EVENT_ID = re.compile(r"\b[0-9a-f]{32}\b")
 TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?")
 CHECKPOINT = re.compile(r"\btl[0-9a-z]*[:.][0-9A-Za-z_.:+/=-]{20,}")
@@ -75,7 +76,7 @@ class Walk:
         text = text.replace(self.db, "<db>").replace(str(self.work), "<work>")
         for value, as_ in sorted(self.names.items(), key=lambda item: -len(item[0])):
             text = text.replace(value, f"<{as_}>")
-        for pattern, kind in ((HASH, "hash"), (EVENT_ID, "id"), (CHECKPOINT, "checkpoint")):
+        for pattern, kind in ((LAST_EVENT, "hash"), (HASH, "hash"), (EVENT_ID, "id"), (CHECKPOINT, "checkpoint")):
             text = pattern.sub(lambda m, kind=kind: self._token(m.group(), kind), text)  # type: ignore[misc]
         return SECONDS.sub("<duration>", TIME.sub("<time>", text))
 

@@ -1048,7 +1048,8 @@ def verify(store: Store, checkpoint: str | None, since: str | None, as_json: boo
     With --checkpoint, a deleted thread, a cut tail or any rewritten event the checkpoint
     covered fails too, however consistently it was re-chained. With --since, only what was
     appended after checkpoint C is checked (quick on a large file; what C covers is not read
-    again: `verify --checkpoint C` proves it), and the checkpoint covering the whole log now
+    again, but for its last event, which must be the one C names: a checkpoint of another
+    file is refused; `verify --checkpoint C` proves all of it), and the checkpoint covering the whole log now
     is printed: keep it for next time. With --json the report is printed either way: `ok`,
     and on failure `position` and `error`. A file of 300,000 events or more is checked in
     two processes at once (a second Python process reads the later half); a problem found
