@@ -44,7 +44,7 @@ from .importers import (BadLine, ImportConflict, ImportSummary, import_claude_co
                         import_swe_agent)
 from .note_fork import NoteTranscript, fork_with_transcript, transcripts_holding
 from .subagents import Question, questions, report
-from .transcript_tools import transcript_tools
+from .note_tools import transcript_tools
 
 from projections import (
     BlameEntry,

@@ -1588,7 +1588,7 @@ def request_command(store: Store, thread: str, at: int | None, check: bool, mode
     _check_range(store, thread, "--at", at, offset=check)
     if not check:
         from .note_fork import is_note_fork
-        from .transcript_tools import extra_tools, transcript_tools
+        from .note_tools import extra_tools, transcript_tools
 
         # A note fork's requests offer the tools that read its parent's transcript, as `ask` sends them.
         tools = extra_tools(thread_state(store, thread, at).tools, transcript_tools(store, thread)) \
@@ -1648,7 +1648,7 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     history below the fork point, as its note tells it to."""
     from .live import run_turn
     from .note_fork import is_note_fork
-    from .transcript_tools import transcript_tools
+    from .note_tools import transcript_tools
 
     if text is not None and not text.strip():
         raise click.BadParameter("is empty: give the question, or leave TEXT out to ask again", param_hint="TEXT")

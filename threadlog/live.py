@@ -46,7 +46,7 @@ from projections.request import check_max_tokens
 
 from .returned import returned_fields
 from .signals import handled
-from .transcript_tools import extra_tools
+from .note_tools import extra_tools
 
 Json = dict[str, Any]
 Tool = Callable[..., Any]
