@@ -6,8 +6,21 @@ ran, the same Ctrl-C printed `interrupted` and exited 130.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from eventstore import Store
+from tests.backends import file_dump
+from tests.procs import interruptible
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_package_loads_nothing_until_a_name_is_used() -> None:
@@ -29,3 +42,59 @@ def test_the_package_loads_nothing_until_a_name_is_used() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["[]", "[]", "eventstore.store transcript_tools"]
 
+
+_MODULE, _FUNCTION = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]["threadlog"].split(":")
+# The command started as the console script pyproject.toml declares (what pip writes in it) and
+# as `python -m threadlog`.
+STARTS = {
+    "console-script": ["-c", f"import sys; from {_MODULE} import {_FUNCTION}; sys.exit({_FUNCTION}())"],
+    "python-m": ["-m", "threadlog"],
+}
+# Seconds after Python's own start-up: the first lands while the CLI's modules load, the last
+# (on a machine where loading is quick) may come after `ls` has finished.
+DELAYS = (0.1, 0.25, 0.4, 0.6)
+
+
+def _ctrl_c_after(delay: float, start: str, db: Path) -> tuple[int, list[str]]:
+    """`threadlog ls` sent a SIGINT `delay` seconds after its interpreter's own start-up: its
+    status and stderr. Python's own start-up (`site`, the installed packages' `.pth` files) runs
+    no code of threadlog's, and a Ctrl-C there is Python's to report; `-X importtime` says on
+    stderr when it is over (the `site` line), and its lines are left out of what is returned."""
+    lines: list[str] = []
+    started = threading.Event()
+    with interruptible([sys.executable, "-X", "importtime", *STARTS[start], "ls", "--db", str(db)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as child:
+
+        def read() -> None:
+            for line in child.stderr:
+                lines.append(line)
+                if line.rstrip().endswith("| site"):
+                    started.set()
+            started.set()  # ended before it said so: the assertions say how
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            assert started.wait(timeout=60)
+            time.sleep(delay)
+            child.send_signal(signal.SIGINT)
+            child.wait(timeout=60)
+        finally:
+            child.kill()  # only if it did not stop
+        reader.join(timeout=60)
+    return child.returncode, [line for line in lines if not line.startswith("import time:")]
+
+
+@pytest.mark.parametrize("start", list(STARTS))
+def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(tmp_path: Path, start: str) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.create_thread(title="Trip")
+    before = file_dump(db)
+    for delay in DELAYS:
+        status, err = _ctrl_c_after(delay, start, db)
+        assert "Traceback" not in "".join(err), (delay, "".join(err))
+        # 130 and one line; 0 if `ls` had finished; killed by the SIGINT (what a shell reports as
+        # 130) if it came as Python was exiting, its own handler gone.
+        assert (status, "".join(err)) in {(130, "interrupted\n"), (0, ""), (-signal.SIGINT, "")}, (delay, status, "".join(err))
+        assert file_dump(db) == before
