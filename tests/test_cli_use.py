@@ -336,6 +336,27 @@ def test_stored_control_characters_are_printed_escaped(db: Path) -> None:
     assert "\\u001b" in as_json and json.loads(as_json)["title"] == NASTY
 
 
+def test_a_title_of_a_megabyte_is_shown_shortened_as_ls_shows_it_and_kept_whole_in_json(db: Path) -> None:
+    """`show` printed a thread's title whole: a title of 1 MB (an imported session's, or one a
+    caller set with `title.set`) filled the screen, and a `search` hit cut it at 40 characters
+    saying nothing. Every view prints a title on one line, cut and ended with `…` as `ls` does;
+    `--json` keeps it whole."""
+    title = "Trip to\nLyon " + "x" * (1 << 20)
+    with Store(db) as store:
+        t = store.create_thread()
+        store.append(t, [{"type": "title.set", "data": {"title": title}}])
+    [shown] = [line for line in ok(db, "show", t).splitlines() if line.startswith("title ")]
+    assert shown.startswith("title       Trip to Lyon xxx") and shown.endswith("x…") and len(shown) <= 12 + 100, shown[:200]
+    [listed] = [line for line in ok(db, "ls").splitlines() if line.startswith(t)]
+    assert listed.endswith("Trip to Lyon xxx" + "x" * 33 + "…")
+    [hit] = ok(db, "search", "Lyon").splitlines()
+    assert hit.startswith(f"{t} (Trip to Lyon " + "x" * 26 + "…) @1 "), hit[:200]
+    for command in (["tree"], ["log", t], ["search", "Lyon"]):
+        assert max(map(len, ok(db, *command).splitlines())) < 200, command
+    assert json.loads(ok(db, "show", t, "--json"))["title"] == title
+    assert json.loads(ok(db, "ls", "--json"))[0]["title"] == title
+
+
 # -- 6, 7: page, limit, follow ----------------------------------------------------------------
 
 

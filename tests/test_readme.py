@@ -46,9 +46,9 @@ def test_the_live_turn_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
         exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
 
 
-def test_show_folds_and_cuts_the_system_prompt_as_the_readme_says(tmp_path: Path) -> None:
-    """README said `show`'s fields but its model view kept the text whole: its system prompt
-    (and last run) is one line cut at 100 characters, a title kept whole."""
+def test_show_folds_and_cuts_the_title_and_system_prompt_as_the_readme_says(tmp_path: Path) -> None:
+    """README said `show`'s fields but its model view kept the text whole: its title, system
+    prompt (and last run) are each one line cut at 100 characters."""
     from click.testing import CliRunner
 
     db = str(tmp_path / "t.db")
@@ -56,5 +56,5 @@ def test_show_folds_and_cuts_the_system_prompt_as_the_readme_says(tmp_path: Path
     thread = CliRunner().invoke(cli, ["--db", db, "new", "--title", "A\nB", "--system", system]).stdout.strip()
     shown = CliRunner().invoke(cli, ["--db", db, "show", thread]).stdout.splitlines()
     assert "system      You plan trips. Be brief. " + "x" * 73 + "…" in shown
-    assert "title       A\\nB" in shown
-    assert "`show`'s system prompt and last run are folded so too, and cut at 100 characters" in " ".join(README.split())
+    assert "title       A B" in shown
+    assert "`show`'s title, system prompt and last run are folded so too, and cut at 100 characters" in " ".join(README.split())

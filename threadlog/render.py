@@ -112,6 +112,8 @@ def counted(count: int, noun: str) -> str:
 
 
 def _short(text: str, width: int = 60) -> str:
+    """`text` on one line (each run of whitespace one space), cut to `width` characters, the
+    last of them `…`, when longer: how every one-line view shows a title or a message."""
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -211,7 +213,7 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     `last` N messages when given)."""
     origin = f"fork of {state.parent_id} at {state.parent_offset} ({state.kind})" if state.parent_id else "root thread"
     yield f"thread      {state.id}  {origin}"
-    yield f"title       {state.title or '-'}"
+    yield f"title       {_short(state.title, 100) if state.title else '-'}"
     yield f"model       {state.model or '-'}"
     system = state.system if isinstance(state.system, str) or state.system is None else _text_of(state.system)
     yield f"system      {_short(system, 100) if system else '-'}"
@@ -289,6 +291,6 @@ def hit_line(hit: SearchHit) -> str:
     if hit.tool:
         what = f"{what} {' '.join(_UNPRINTABLE.sub(' ', hit.tool).split())[:80]}".strip()
     snippet = " ".join(_UNPRINTABLE.sub(" ", hit.snippet).split())
-    title = f" ({' '.join(_UNPRINTABLE.sub(' ', hit.title).split())[:40]})" if hit.title else ""
+    title = f" ({_short(_UNPRINTABLE.sub(' ', hit.title), 40)})" if hit.title else ""
     # The whole id, which a THREAD argument takes: ids may share any prefix (a cut one was ambiguous).
     return f"{hit.thread}{title} @{hit.offset} {who}{' ' + what if what else ''}: {snippet}"
