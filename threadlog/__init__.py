@@ -107,6 +107,10 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'threadlog' has no attribute {name!r}")
     import importlib
 
+    # The projections first, whatever the name: `projections.state` registers the refold that
+    # `Store.verify` checks every cached snapshot with (`register_refold`), and a program that
+    # took only `Store` from here skipped that check.
+    importlib.import_module("projections")
     value = getattr(importlib.import_module(_HOMES[name], __name__), name)
     globals()[name] = value  # found here from now on, as an import at the top would have put it
     return value
