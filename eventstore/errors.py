@@ -40,6 +40,20 @@ def key_not_text(field: str, key: Any) -> InvalidEvent:
 class StoreError(Exception):
     """Base class of every error threadlog raises on purpose."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as what it is, not as a call of its class with its message: most subclasses
+        # take other arguments (`InvalidEvent(field, why)`), and an error raised in a worker
+        # process (multiprocessing, concurrent.futures) failed to unpickle in the parent,
+        # which then reported a broken pool instead of the refusal.
+        return _rebuilt, (type(self), self.args, self.__dict__)
+
+
+def _rebuilt(cls: type[StoreError], args: tuple[Any, ...], state: dict[str, Any]) -> StoreError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class ThreadNotFound(StoreError):
     """No thread has this id in the store (`thread` holds the id asked for)."""

@@ -260,3 +260,36 @@ def test_a_postgresql_url_is_refused_clearly(tmp_path: Path) -> None:
     assert "secret" not in str(caught.value)
     assert not any(tmp_path.iterdir())
 
+
+
+def _append_in_a_worker(db: str, thread: str, event: dict[str, Any]) -> None:
+    with Store(db) as store:
+        store.append(thread, [event])
+
+
+def test_a_refusal_in_a_worker_process_reaches_the_parent_as_itself(tmp_path: Path) -> None:
+    """An error of threadlog raised in a worker process (`concurrent.futures`, multiprocessing)
+    is pickled to the parent: `InvalidEvent(field, why)` was pickled as a call with its message
+    alone, its unpickling raised TypeError, and the parent saw a broken process pool instead of
+    the refusal (and its `field`)."""
+    import concurrent.futures
+    import multiprocessing
+    import pickle
+
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        thread = store.create_thread()
+    bad = {"type": "message.appended", "data": {"role": "robot", "content": "hi"}}
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        refused = pool.submit(_append_in_a_worker, str(db), thread, bad).exception(timeout=120)
+        missing = pool.submit(_append_in_a_worker, str(db), "no-such-thread", bad).exception(timeout=120)
+    from eventstore import InvalidEvent, ThreadNotFound
+
+    assert isinstance(refused, InvalidEvent) and refused.field == "events[0].data.role" and "'user' or 'assistant'" in str(refused), refused
+    assert isinstance(missing, (ThreadNotFound, InvalidEvent)), missing
+    with Store(db) as store:
+        assert store.head(thread) == 1
+        for error in (refused, missing, Locked(str(db), "busy")):
+            again = pickle.loads(pickle.dumps(error))
+            assert (type(again), str(again), again.__dict__) == (type(error), str(error), error.__dict__)
