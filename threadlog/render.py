@@ -194,10 +194,7 @@ def row_line(row: Row) -> str:
             body += " " + (said if isinstance(said, str) else json.dumps(said, ensure_ascii=False, sort_keys=True))
     else:
         body = row.text or f"[{row.kind}]"
-    body = " ".join(body.split())
-    if len(body) > 100:
-        body = body[:99] + "…"
-    return f"{row.offset:>6}  {row.kind:<11} {body}"
+    return f"{row.offset:>6}  {row.kind:<11} {_short(body, 100)}"
 
 
 def _text_of(content: list[dict[str, Any]]) -> str:
