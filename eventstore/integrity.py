@@ -30,6 +30,7 @@ from .backend import Backend, EventRow, StoredSnapshot
 from .errors import IntegrityError, InvalidEvent, StoreError
 from .events import MAX_DEPTH
 from .facts import Facts, advance, after_fork
+from .ranges import MAX_INDEX
 from .recorded import ThreadInfo
 
 GENESIS = ""
@@ -264,7 +265,8 @@ def format_checkpoint(position: int, value: str, last_hash: str | None) -> str:
 
 
 def parse_checkpoint(text: Any) -> Checkpoint:
-    """The `Checkpoint` a string holds; `InvalidEvent` if it is not one."""
+    """The `Checkpoint` a string holds; `InvalidEvent` if it is not one, or is one no log can
+    have (a position past `MAX_INDEX`, or at 0 with anything but an empty log's digest)."""
     parts = text.strip().split(":") if isinstance(text, str) else []
     if (
         len(parts) not in (3, 4)
@@ -273,12 +275,29 @@ def parse_checkpoint(text: Any) -> Checkpoint:
         or not _hex(parts[2], 64)
         or (len(parts) == 4 and not _hex(parts[3], 16))
     ):
-        shown = (text if len(text) < 200 else f"{text[:60]}…") if isinstance(text, str) else type(text).__name__
-        raise InvalidEvent(
-            "checkpoint", f"{shown!r} is not a checkpoint (expected {CHECKPOINT_TAG}:<position>:<64 hex digits>:<16 hex "
-                          "digits>, as `checkpoint` prints)"
-        )
-    return Checkpoint(int(parts[1]), parts[2], parts[3] if len(parts) == 4 else None)
+        raise _not_a_checkpoint(text, f" (expected {CHECKPOINT_TAG}:<position>:<64 hex digits>:<16 hex digits>, as "
+                                      "`checkpoint` prints)")
+    checkpoint = Checkpoint(_position(text, parts[1]), parts[2], parts[3] if len(parts) == 4 else None)
+    if checkpoint.position == 0 and checkpoint[1:] != (_CHECKPOINT_START, None):
+        raise _not_a_checkpoint(text, f": a checkpoint at position 0 (of an empty log) is {CHECKPOINT_TAG}:0:<64 zeros>, "
+                                      "which names no event")
+    return checkpoint
+
+
+def _position(text: str, digits: str) -> int:
+    """A checkpoint's position, written in `digits`, refused past the last a log can hold (an
+    int of more than 4,300 digits is not even read: Python refuses it, with ValueError)."""
+    significant = digits.lstrip("0")
+    if len(significant) <= len(str(MAX_INDEX)) and int(significant or "0") <= MAX_INDEX:
+        return int(significant or "0")
+    past = f"its position {significant}" if len(significant) <= 30 else f"its position, of {len(significant):,} digits,"
+    raise _not_a_checkpoint(text, f": {past} is past {MAX_INDEX} (2^62), the last position a log can hold")
+
+
+def _not_a_checkpoint(text: Any, why: str) -> InvalidEvent:
+    """The refusal of `text`, named (cut short when long), then `why` (" (expected ...)", ": ...")."""
+    shown = (text if len(text) < 200 else f"{text[:60]}…") if isinstance(text, str) else type(text).__name__
+    return InvalidEvent("checkpoint", f"{shown!r} is not a checkpoint{why}")
 
 
 def _hex(text: str, length: int) -> bool:

@@ -297,6 +297,43 @@ def test_a_checkpoint_whose_last_part_was_altered_is_refused(tmp_path: Path) -> 
             store.verify(since=now + "0")
 
 
+_DIGEST = "ab" * 32
+_ZEROS = "0" * 64
+
+
+@pytest.mark.parametrize(("checkpoint", "why"), [
+    (f"tlc1:{2**62 + 1}:{_DIGEST}:{'0' * 16}", "its position 4611686018427387905 is past 4611686018427387904 (2^62)"),
+    (f"tlc1:{2**64}:{_DIGEST}", "its position 18446744073709551616 is past"),
+    (f"tlc1:{'9' * 5000}:{_DIGEST}", "its position, of 5,000 digits, is past"),
+    (f"tlc1:0:{_ZEROS}:{'ab' * 8}", "a checkpoint at position 0 (of an empty log) is tlc1:0:<64 zeros>"),
+    (f"tlc1:0:{_DIGEST}", "a checkpoint at position 0 (of an empty log) is tlc1:0:<64 zeros>"),
+], ids=["past-2^62", "past-2^64", "5000-digits", "0-with-a-last-part", "0-with-a-digest"])
+def test_a_checkpoint_no_log_can_have_is_refused_as_malformed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              checkpoint: str, why: str) -> None:
+    """No log holds a position past 2^62, and an empty log's checkpoint is all zeros: such a
+    checkpoint was taken as a log's, and a file was accused of losing events (`--since`:
+    "events were removed"), of holding an altered row (a 5,000-digit position: "a stored
+    event does not have the shape its type requires"), or, on a file verified in two
+    processes, a position past 2^63 raised OverflowError out of SQLite."""
+    from eventstore import splitscan
+
+    monkeypatch.setattr(splitscan, "SPLIT_FROM", 0)  # as a file of 300,000 events or more is verified
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        busy(store)
+    before = db.read_bytes()
+    with Store(db) as store:
+        for kwargs in ({"since": checkpoint}, {"checkpoint": checkpoint}):
+            with pytest.raises(InvalidEvent, match=re.escape(why)) as refused:
+                store.verify(**kwargs)  # type: ignore[arg-type]
+            assert "is not a checkpoint" in str(refused.value)
+    for option in ("--since", "--checkpoint"):
+        result = CliRunner().invoke(cli, ["verify", "--db", str(db), option, checkpoint])
+        assert result.exit_code == 1 and result.stdout == "", result.output
+        assert result.stderr.count("\n") == 1 and why in result.stderr, result.stderr
+    assert db.read_bytes() == before
+
+
 def test_cli_verify_since_prints_the_extended_checkpoint(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     with Store(db) as store:
