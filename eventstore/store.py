@@ -1157,7 +1157,7 @@ class Store:
                 why = integrity.check_snapshot(self, snapshot)
                 if why is not None:
                     raise IntegrityError(None, f"{why}; drop the snapshots (threadlog snapshot --drop) and verify again")
-        return VerifyReport(report.streams, report.events, report.redacted, checkpoint)
+        return VerifyReport(report.streams, report.events, report.redacted, None if wanted is None else str(wanted))
 
     def checkpoint(self, progress: Callable[[int, int], None] | None = None) -> str:
         """One short string covering every event in the log now (position and hash).

@@ -150,7 +150,7 @@ def _verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
         raise IntegrityError(None, foreign)
     last = _check_position_range(backend)
     if last < upto:
-        raise IntegrityError(last + 1, f"the log ends at position {last}, below checkpoint {checkpoint}'s {upto} "
+        raise IntegrityError(last + 1, f"the log ends at position {last}, below checkpoint {given}'s {upto} "
                              "(events were removed)")
     covered = next((hash_ for _, hash_ in backend.hashes(upto, upto - 1)), None) if upto else None
     if given.last is not None and (covered is None or event_tag(upto, covered) != given.last):

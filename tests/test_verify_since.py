@@ -334,6 +334,25 @@ def test_a_checkpoint_no_log_can_have_is_refused_as_malformed(tmp_path: Path, mo
     assert db.read_bytes() == before
 
 
+def test_verify_names_the_checkpoint_as_it_reads_it(tmp_path: Path) -> None:
+    """A checkpoint read from a file keeps its line end (`open(...).read()`), and blanks around
+    it are taken: the report and every message name the checkpoint itself. The report of a
+    proven checkpoint returned the text given, line end included, and `verify --since` said
+    "below checkpoint   tlc1:…\\n's 50", the line end cut into the message."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        busy(store)
+        now = store.checkpoint()
+        assert store.verify(checkpoint=f"  {now}\n").checkpoint == now
+        longer = f"tlc1:50:{_DIGEST}"
+        with pytest.raises(IntegrityError) as refused:
+            store.verify(since=f" {longer}\n")
+        assert refused.value.why == f"the log ends at position 8, below checkpoint {longer}'s 50 (events were removed)"
+    result = CliRunner().invoke(cli, ["verify", "--db", str(db), "--checkpoint", f"{now}\n"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1] == f"ok: the log still holds everything checkpoint {now} covered"
+
+
 def test_cli_verify_since_prints_the_extended_checkpoint(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     with Store(db) as store:

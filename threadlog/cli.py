@@ -1078,8 +1078,8 @@ def verify(store: Store, checkpoint: str | None, since: str | None, as_json: boo
         return
     output.lines([f"ok: {counted(report.events, 'event')} in {counted(report.streams, 'thread')} verified "
                   f"({report.redacted} redacted)"])
-    if checkpoint is not None:
-        output.lines([f"ok: the log still holds everything checkpoint {checkpoint} covered"])
+    if report.checkpoint is not None:
+        output.lines([f"ok: the log still holds everything checkpoint {report.checkpoint} covered"])
 
 
 @cli.command("checkpoint")
