@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -768,3 +770,51 @@ def test_ids_that_differ_by_a_character_that_shows_as_nothing_are_told_apart(tmp
     assert code == 0 and all(shown in listed for shown in ("ab\\u200bc", "ab\\u2060c", "ab\\ufeffc")), listed
     code, _, err = invoke("--db", str(db), "show", "ab")
     assert code == 1 and "ab\\u200bc" in err and "\u200b" not in err, err
+
+
+def _with_closed(stream: str, db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`threadlog --db DB ARGS` started with its standard `stream` (0 stdin, 1 stdout) closed, as
+    `threadlog ... >&-` (or `<&-`) starts it from a shell; Python then has no `sys.stdout` (or
+    `sys.stdin`) at all."""
+    command = ["sh", "-c", f'exec "$@" {stream}>&-', "sh", sys.executable, "-m", "threadlog", "--db", str(db), *args]
+    return subprocess.run(command, stdout=subprocess.PIPE if stream != "1" else None, stderr=subprocess.PIPE,
+                          text=True, timeout=120)
+
+
+def test_a_command_started_with_stdout_closed_says_it_cannot_print(tmp_path: Path) -> None:
+    """Started with stdout closed (`>&-`), a command said a stored event had been altered outside
+    threadlog (Python's missing `sys.stdout` raised AttributeError), and `append` exited 1 once
+    its message was committed, telling a script to run it again. Printing now fails as it does
+    to a closed descriptor: a read exits 1, a write says it was committed (exit 3)."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.append_message(store.create_thread(thread_id="t"), "user", "hello")
+    read = _with_closed("1", db, "ls")
+    assert read.returncode == 1, read.stderr
+    assert read.stderr == "error: printing the output failed: Bad file descriptor\n"
+    before = checkpoint(db)
+    written = _with_closed("1", db, "append", "t", "--role", "user", "--text", "once")
+    assert written.returncode == 3, written.stderr
+    assert written.stderr.startswith("error: committed: message.appended recorded on thread t") \
+        and written.stderr.count("\n") == 1, written.stderr
+    assert "altered" not in written.stderr and "(Bad file descriptor)" in written.stderr
+    with Store(db) as store:
+        assert [e.data["content"] for e in store.read("t") if e.type == "message.appended"][-1] == [{"type": "text", "text": "once"}]
+        assert store.verify(since=before).events == 1
+
+
+@pytest.mark.parametrize("args", [["append", "t", "--role", "user", "--content", "-"], ["emit", "t", "title.set", "--data-file", "-"]],
+                         ids=["append-content", "emit-data-file"])
+def test_standard_input_closed_is_a_usage_error_naming_it(tmp_path: Path, args: list[str]) -> None:
+    """`--content -` with stdin closed (`<&-`) said a stored event had been altered outside
+    threadlog; it cannot be read, as a file that cannot be read is a usage error naming the option."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.append_message(store.create_thread(thread_id="t"), "user", "hello")
+    before = file_dump(db)
+    done = _with_closed("0", db, *args)
+    option = args[-2]
+    assert done.returncode == 2, done.stderr
+    assert f"Invalid value for '{option}': cannot read standard input (Bad file descriptor)" in done.stderr, done.stderr
+    assert file_dump(db) == before
+

@@ -410,15 +410,15 @@ MAX_INPUT_BYTES = 2 * MAX_EVENT_BYTES
 def _read_text(path: str, option: str) -> str:
     """A file's text, or standard input's for `-`; refuses bytes that are not UTF-8, and more
     than `MAX_INPUT_BYTES`."""
-    if path == "-":
-        data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-    else:
-        try:
+    where = _input_name(path)
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
             with open(path, "rb") as file:
                 data = file.read(MAX_INPUT_BYTES + 1)
-        except OSError as error:  # a usage error (exit 2), as every other path that names nothing readable
-            raise click.BadParameter(f"cannot read {path} ({error.strerror})", param_hint=f"'{option}'") from None
-    where = _input_name(path)
+    except OSError as error:  # a usage error (exit 2), as every other path that names nothing readable
+        raise click.BadParameter(f"cannot read {where} ({error.strerror})", param_hint=f"'{option}'") from None
     if len(data) > MAX_INPUT_BYTES:
         raise StoreError(f"{option}: {where} holds more than {MAX_INPUT_BYTES // 2**20} MiB; an event holds at most "
                          f"{MAX_EVENT_BYTES // 2**20} MiB of JSON")
@@ -1866,6 +1866,7 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
 
 
 def main() -> None:
+    output.stand_in_for_closed_streams()
     cli(prog_name="threadlog")
 
 

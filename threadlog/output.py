@@ -6,6 +6,7 @@ Every line of text output passes through `render.safe` here, so nothing the stor
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -14,6 +15,19 @@ from typing import IO, Any
 import click
 
 from .render import safe
+
+
+def stand_in_for_closed_streams() -> None:
+    """Give stdin and stdout, when the command started with one closed (`<&-`, `>&-`), a stand-in
+    whose every read (or write) fails with EBADF, as a closed descriptor's does: /dev/null opened
+    the other way. Python leaves a closed one None, and reading or printing raised AttributeError,
+    which the CLI took for a stored event of the wrong shape ("altered outside threadlog"); an
+    `append` whose message was committed then exited 1, as if nothing had been written."""
+    if sys.stdin is None:
+        sys.stdin = open(os.open(os.devnull, os.O_WRONLY), encoding="utf-8")
+    if sys.stdout is None:
+        # Unbuffered: a write that failed leaves nothing for Python's exit to flush again (and report).
+        sys.stdout = io.TextIOWrapper(io.FileIO(os.open(os.devnull, os.O_RDONLY), "w"), encoding="utf-8", write_through=True)
 
 
 def color_allowed(stream: IO[Any]) -> bool:
