@@ -818,3 +818,19 @@ def test_standard_input_closed_is_a_usage_error_naming_it(tmp_path: Path, args: 
     assert f"Invalid value for '{option}': cannot read standard input (Bad file descriptor)" in done.stderr, done.stderr
     assert file_dump(db) == before
 
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["ls", "--help"]], ids=["help", "version", "command-help"])
+@pytest.mark.parametrize("stdout", ["closed", "full"])
+def test_help_and_version_that_cannot_be_printed_say_so_in_one_line(tmp_path: Path, args: list[str], stdout: str) -> None:
+    """`threadlog --help > /dev/full` printed a traceback (the group's own --help and --version
+    print while click reads the options, before any command runs)."""
+    if stdout == "closed":
+        done = _with_closed("1", tmp_path / "t.db", *args)
+        why = "Bad file descriptor"
+    else:
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([sys.executable, "-m", "threadlog", *args], stdout=full, stderr=subprocess.PIPE, text=True,
+                                  timeout=120)
+        why = "No space left on device"
+    assert done.returncode == 1 and done.stderr == f"error: printing the output failed: {why}\n", done.stderr
+    assert not (tmp_path / "t.db").exists()

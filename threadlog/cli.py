@@ -84,6 +84,19 @@ class _Group(click.Group):
     Ctrl-C into status 130, as a shell reports a command SIGINT stopped (click's own is 1).
     A write command's output failing after its write was committed (`_committed`) exits 3."""
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        # The group's own --help and --version print here, while the options are read, before
+        # `invoke`: printing them to a full disk (or a closed stdout) raised a traceback.
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:  # `threadlog --help | head -1`: click ends it quietly
+            raise
+        except OSError as error:
+            if not _printing(error):
+                raise
+            _fail(f"printing the output failed: {error.strerror or error}")
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             with handled((signal.SIGTERM, signal.SIGHUP), _stop):  # unwound as Ctrl-C is
@@ -153,7 +166,7 @@ def _printing(error: OSError) -> bool:
     return any(frame.f_code is click.echo.__code__ for frame, _ in traceback.walk_tb(error.__traceback__))
 
 
-def _fail(message: str, status: int = 1) -> None:
+def _fail(message: str, status: int = 1) -> NoReturn:
     click.echo(f"{output.style('error:', sys.stderr, fg='red', bold=True)} {_bounded(safe(message))}", err=True)
     sys.exit(status)
 
