@@ -357,6 +357,17 @@ def test_a_title_of_a_megabyte_is_shown_shortened_as_ls_shows_it_and_kept_whole_
     assert json.loads(ok(db, "ls", "--json"))[0]["title"] == title
 
 
+
+def test_a_title_or_system_prompt_of_whitespace_alone_is_shown_as_none(db: Path) -> None:
+    """Cut to one line, a title of spaces and line breaks printed as nothing (`title` and a
+    blank), where a thread without one shows `-`."""
+    with Store(db) as store:
+        t = store.create_thread(title=" \n\t ", system="\n\n")
+    lines = ok(db, "show", t).splitlines()
+    assert "title       -" in lines and "system      -" in lines
+    [listed] = [line for line in ok(db, "ls").splitlines() if line.startswith(t)]
+    assert listed.endswith(" -")
+
 # -- 6, 7: page, limit, follow ----------------------------------------------------------------
 
 

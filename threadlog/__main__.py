@@ -5,7 +5,8 @@ Loading the CLI takes most of a second (the store, pydantic, click). A Ctrl-C in
 `KeyboardInterrupt` inside an import, which Python reported with a traceback; once the
 command runs, a Ctrl-C ends it with `interrupted` and status 130. Nothing is imported here
 before the `try` (`import threadlog` loads nothing itself), so a Ctrl-C at any moment of
-start-up ends that way too, before anything was written.
+start-up once this runs ends that way too, before anything was written (one in Python's own
+start-up before it, some tens of milliseconds, is the interpreter's to report).
 """
 
 import os

@@ -125,7 +125,7 @@ def ls_lines(entries: Sequence[dict[str, Any]]) -> Iterator[str]:
     for e in entries:
         parent = f"{e['parent_id']} at {e['parent_offset']}" if e["parent_id"] else "-"
         table.append(tuple(map(safe, (e["id"], e["kind"], parent, str(e["messages"]), activity_time(e["last_activity"]),
-                                      _short(e["title"] or "-", 50)))))
+                                      _short(e["title"] or "", 50) or "-"))))
     # Measured as printed: escaped (a `\u202e` in an id is six characters on the screen).
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
@@ -210,10 +210,10 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     `last` N messages when given)."""
     origin = f"fork of {state.parent_id} at {state.parent_offset} ({state.kind})" if state.parent_id else "root thread"
     yield f"thread      {state.id}  {origin}"
-    yield f"title       {_short(state.title, 100) if state.title else '-'}"
+    yield f"title       {_short(state.title or '', 100) or '-'}"
     yield f"model       {state.model or '-'}"
     system = state.system if isinstance(state.system, str) or state.system is None else _text_of(state.system)
-    yield f"system      {_short(system, 100) if system else '-'}"
+    yield f"system      {_short(system or '', 100) or '-'}"
     if state.thinking:
         yield f"thinking    {json.dumps(state.thinking, sort_keys=True)}"
     yield f"status      {state.status}   length {state.length}   head {(state.head_hash or '-')[:12]}"
