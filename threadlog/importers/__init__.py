@@ -1,5 +1,7 @@
 """Histories into threadlog: Claude Code and pi sessions and SWE-agent trajectories (once or followed live), and threadlog's own exports."""
 
+import projections  # noqa: F401  registers the refold `Store.verify` checks cached snapshots with (`register_refold`)
+
 from .claude_code import import_claude_code
 from .events import import_event_files, import_events
 from .lines import BadLine

@@ -7,3 +7,5 @@
 
 A module imports its framework when it is imported, so `import threadlog` never needs one.
 """
+
+import projections  # noqa: F401  registers the refold `Store.verify` checks cached snapshots with (`register_refold`)
