@@ -258,6 +258,11 @@ def event_tag(position: int, hash_: str) -> str:
     return hashlib.sha256(f"{position}|{hash_}".encode()).hexdigest()[:16]
 
 
+def hash_at(backend: Backend, position: int) -> str | None:
+    """The stored hash of the event at `position`, as `Backend.hashes` gives it (None if none is there)."""
+    return next((hash_ for _, hash_ in backend.hashes(position, position - 1)), None) if position > 0 else None
+
+
 def format_checkpoint(position: int, value: str, last_hash: str | None) -> str:
     """The checkpoint of a log whose digest up to `position` is `value` and whose event there
     has the hash `last_hash` (None: an empty log, position 0)."""

@@ -1173,7 +1173,7 @@ class Store:
             if progress is not None:
                 rows = integrity.counted(rows, progress, self.backend.counts()[1])
             value = integrity.log_digest(rows, last)
-            return integrity.format_checkpoint(last, value, next((hash_ for _, hash_ in self.backend.hashes(last, last - 1)), None))
+            return integrity.format_checkpoint(last, value, integrity.hash_at(self.backend, last))
 
     def redact(self, position: int, reason: str, actor: str, *, purge: bool = True) -> RecordedEvent:
         """Erase one event's payload in place, recording who and why in an `event.redacted`.

@@ -21,7 +21,7 @@ from .chaincheck import (NO_SKELETON_DIGEST, NOT_A_SKELETON, Chain, Problem, cha
 from .errors import IntegrityError, StoreError, UnreadableRow
 from .fullscan import Fold, FullScan
 from .structure import Structure
-from .integrity import Checkpoint, digest, event_tag, extend_log_digest, foreign_code, format_checkpoint, parse_checkpoint
+from .integrity import Checkpoint, digest, event_tag, extend_log_digest, foreign_code, format_checkpoint, hash_at, parse_checkpoint
 from .ranges import MAX_INDEX
 from .skeleton import is_skeleton
 
@@ -152,7 +152,7 @@ def _verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     if last < upto:
         raise IntegrityError(last + 1, f"the log ends at position {last}, below checkpoint {given}'s {upto} "
                              "(events were removed)")
-    covered = next((hash_ for _, hash_ in backend.hashes(upto, upto - 1)), None) if upto else None
+    covered = hash_at(backend, upto)
     if given.last is not None and (covered is None or event_tag(upto, covered) != given.last):
         found = (f"the log holds no event at position {upto}, the last one checkpoint {given} covers" if covered is None else
                  f"the event at position {upto} is not the one checkpoint {given} covered there (its last)")
@@ -212,8 +212,7 @@ def _verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     # lower position commit below them, and a checkpoint naming `last` covered them too (a
     # later check of it failed: "removed, added or rewritten", nothing having changed).
     covered_now = [(position, hash_) for position, hash_ in new if position <= last]
-    last_hash = covered_now[-1][1] if covered_now and covered_now[-1][0] == last else (
-        covered if last == upto else next((hash_ for _, hash_ in backend.hashes(last, last - 1)), None))
+    last_hash = covered_now[-1][1] if covered_now and covered_now[-1][0] == last else hash_at(backend, last)
     extended = format_checkpoint(last, extend_log_digest(value, covered_now), last_hash)
     return VerifyReport(len(chains), checked, redacted, extended)
 
