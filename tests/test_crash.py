@@ -14,8 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from eventstore.integrity import canonical
 from tests import stored
 from threadlog import Store
@@ -112,15 +110,6 @@ def test_sigkill_during_appends_loses_nothing_acknowledged(tmp_path: Path) -> No
     assert in_flight_at_kill >= 3, "too few kills landed during an append to show anything"
 
 
-def _write_transcript() -> Any:
-    try:
-        from threadlog import write_transcript
-    except ImportError:
-        return None
-    return write_transcript
-
-
-@pytest.mark.skipif(_write_transcript() is None, reason="threadlog.write_transcript is not there yet")
 def test_sigkill_during_write_transcript_leaves_old_or_new_file(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     out = tmp_path / "out" / "transcript.md"
