@@ -13,6 +13,8 @@ import pytest
 from eventstore import Store
 from tests.backends import BACKENDS, BackendCase, _Server, open_store
 
+CI = os.environ.get("CI") == "true"  # .ci/run: every optional part is installed, so none may be skipped
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Write the project's bytecode once, before any test (or xdist worker) starts, where the
@@ -31,13 +33,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """Under CI=true a skipped PostgreSQL test is a failure: CI installs the server, so a skip
-    there means the PostgreSQL backend went untested."""
+    """Under CI=true a skipped PostgreSQL or browser test is a failure: CI installs the server
+    and the browser, so a skip there means the backend or the viewer went untested."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
-    if report.skipped and os.environ.get("CI") == "true" and "postgres" in item.nodeid:
+    if report.skipped and CI and ("postgres" in item.nodeid or "browser" in str(report.longrepr)):
         report.outcome = "failed"
-        report.longrepr = f"skipped under CI=true, where PostgreSQL must be tested: {report.longrepr}"
+        report.longrepr = f"skipped under CI=true, where PostgreSQL and the browser must be tested: {report.longrepr}"
 
 
 @pytest.fixture(params=BACKENDS, ids=[case.id for case in BACKENDS])
