@@ -32,6 +32,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """Under CI=true a test file skipped whole (an optional dependency that did not import, no
+    browser) is a failure: the test extras install them all, so a skip means a broken install."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.skipped and CI:
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, where every optional part is installed: {report.longrepr}"
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Under CI=true a skipped PostgreSQL or browser test is a failure: CI installs the server
     and the browser, so a skip there means the backend or the viewer went untested."""
