@@ -368,6 +368,18 @@ def test_a_title_or_system_prompt_of_whitespace_alone_is_shown_as_none(db: Path)
     [listed] = [line for line in ok(db, "ls").splitlines() if line.startswith(t)]
     assert listed.endswith(" -")
 
+def test_tree_and_search_show_a_title_of_whitespace_alone_as_none(db: Path) -> None:
+    """`tree` printed such a fork's title as two spaces before `, forked at` and `search` as
+    `()`, where `ls` and `show` show none: every one-line view drops it as a missing title."""
+    with Store(db) as store:
+        t = store.create_thread(title="Trip")
+        store.append_message(t, "user", "Find me a train to Lyon")
+        fork = store.fork(t, title=" \n\t ")
+    assert f"└─ ⑃ {fork}  fork, 4 events, forked at 2" in ok(db, "tree").splitlines()
+    hits = [line for line in ok(db, "search", "Lyon", "--thread", fork).splitlines()]
+    assert hits == [f"{fork} @1 user: Find me a train to **Lyon**"]
+
+
 # -- 6, 7: page, limit, follow ----------------------------------------------------------------
 
 

@@ -163,8 +163,8 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
     stack = [(root, "", True, True) for root in reversed(kids.get(None, []))]
     while stack:
         info, prefix, last, root = stack.pop()
-        title = (titles or {}).get(info.id)
-        label = f"{info.id}  {info.kind}, {counted(info.head, 'event')}" + (f"  {_short(title, 50)}" if title else "")
+        title = _short((titles or {}).get(info.id) or "", 50)  # of whitespace alone: none, as `ls` shows it
+        label = f"{info.id}  {info.kind}, {counted(info.head, 'event')}" + (f"  {title}" if title else "")
         if root:
             yield label
         else:
@@ -288,6 +288,7 @@ def hit_line(hit: SearchHit) -> str:
     if hit.tool:
         what = f"{what} {' '.join(_UNPRINTABLE.sub(' ', hit.tool).split())[:80]}".strip()
     snippet = " ".join(_UNPRINTABLE.sub(" ", hit.snippet).split())
-    title = f" ({_short(_UNPRINTABLE.sub(' ', hit.title), 40)})" if hit.title else ""
+    title = _short(_UNPRINTABLE.sub(" ", hit.title or ""), 40)
+    title = f" ({title})" if title else ""
     # The whole id, which a THREAD argument takes: ids may share any prefix (a cut one was ambiguous).
     return f"{hit.thread}{title} @{hit.offset} {who}{' ' + what if what else ''}: {snippet}"
