@@ -60,6 +60,11 @@ MAX_BYTES = 512 * 1024
 MAX_MESSAGE_BYTES = 16 * 1024
 MIN_MAX_BYTES = 2048
 MIN_MESSAGE_BYTES = 256
+# The event types whose payload a transcript can write: messages, compactions, failed runs
+# (a run's status is gone once redacted, so every run.finished), and forks (a note fork's
+# note, which names its transcript's path). No other event's payload reaches the file.
+WRITTEN_TYPES = frozenset({"message.appended", "compaction.recorded", "run.finished", "thread.forked"})
+
 _HEADER_FIELD = 120  # bytes of any one value on a projection's line (header, tool name), so those lines stay short
 _ARGS = 100  # characters of a tool call's argument summary
 _NAMES = 1024  # tool calls whose names are remembered, to name a failure that answers one (newest kept)

@@ -712,3 +712,28 @@ def test_fork_with_transcript_refuses_an_offset_that_is_no_integer_as_fork_does(
         fork_with_transcript(mem, t, tmp_path / "trip.md", at=at)  # type: ignore[arg-type]
     assert info.value.reason == "offset_out_of_range"
     assert mem.last_position() == before and list(tmp_path.iterdir()) == []
+
+
+def test_redact_names_no_note_transcript_for_an_event_no_transcript_writes(tmp_path: Path) -> None:
+    """A transcript writes messages, compactions, failed runs and fork notes, never a title,
+    an interrupt's question, metadata or todos: redacting one of those said each note fork's
+    file 'was written with the erased text' and told the user to rewrite a file that never
+    held it."""
+    from click.testing import CliRunner
+    from threadlog import fork_with_transcript, transcripts_holding
+    from threadlog.cli import cli
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(title="trip")
+        store.append_message(t, "user", "hello")
+        leaks = store.append(t, [{"type": "title.set", "data": {"title": "hunter2-SECRET"}},
+                                 {"type": "interrupt.raised", "data": {"interrupt_id": "q1", "question": "hunter2-SECRET?"}},
+                                 {"type": "metadata.set", "data": {"patch": {"pin": "hunter2-SECRET"}}},
+                                 {"type": "todos.set", "data": {"todos": [{"content": "hunter2-SECRET"}]}}])
+        fork_with_transcript(store, t, tmp_path / "note.md")
+        assert all(transcripts_holding(store, leak.position) == [] for leak in leaks)
+    assert "hunter2" not in (tmp_path / "note.md").read_text()
+    for leak in leaks:
+        result = CliRunner().invoke(cli, ["--db", str(db), "redact", str(leak.position), "--reason", "leak", "--actor", "ops"])
+        assert result.exit_code == 0, result.output
+        assert len(result.output.splitlines()) == 1, result.output

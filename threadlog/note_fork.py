@@ -19,6 +19,7 @@ from eventstore import InvalidEvent, Store, ThreadInfo
 from eventstore.ids import check_id
 from eventstore.ranges import check_index, is_index
 from projections import transcript
+from projections.transcript import WRITTEN_TYPES
 from projections.atomic import check_path, staged
 
 
@@ -73,10 +74,11 @@ def transcripts_holding(store: Store, position: int) -> list[NoteTranscript]:
     """The note forks whose transcript file was written from a history holding the event at
     `position` (forked after it, in its thread or a fork of it), in creation order. After the
     event is redacted each file still holds its text: rewrite it (`threadlog transcript PARENT
-    --stop AT -o PATH`, which now writes `[redacted]`) or delete it."""
+    --stop AT -o PATH`, which now writes `[redacted]`) or delete it. None for an event of a
+    type no transcript writes (a title, an interrupt's question, metadata, todos)."""
     check_index("position", position, 1, what="a position")
     event = next(store.read_all(after=position - 1, limit=1), None)
-    if event is None or event.position != position:
+    if event is None or event.position != position or event.type not in WRITTEN_TYPES:
         return []
     holding = {event.stream_id}  # the streams whose history holds the event
     found = []
