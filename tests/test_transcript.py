@@ -737,3 +737,24 @@ def test_redact_names_no_note_transcript_for_an_event_no_transcript_writes(tmp_p
         result = CliRunner().invoke(cli, ["--db", str(db), "redact", str(leak.position), "--reason", "leak", "--actor", "ops"])
         assert result.exit_code == 0, result.output
         assert len(result.output.splitlines()) == 1, result.output
+
+
+def test_a_note_transcript_that_is_a_device_is_refused_with_nothing_written(tmp_path: Path) -> None:
+    """A note fork tells the model its transcript is saved at PATH, to read later: at
+    `/dev/null` it kept nothing, and `threadlog fork --transcript /dev/stdout` printed the
+    transcript where the fork's id alone belongs (`f=$(threadlog fork ...)` took it all),
+    though `--transcript -` was refused for that reason. Both are refused, nothing forked."""
+    from click.testing import CliRunner
+    from threadlog import fork_with_transcript
+    from threadlog.cli import cli
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread()
+        store.append_message(t, "user", "hi")
+        with pytest.raises(InvalidEvent, match=r"^path: '/dev/null' is a device: the fork note tells the model"):
+            fork_with_transcript(store, t, "/dev/null")
+    result = CliRunner().invoke(cli, ["--db", str(db), "fork", t, "--context", "note", "--transcript", "/dev/null"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert "'/dev/null' is a device" in result.stderr
+    with Store(db) as store:
+        assert [info.id for info in store.all_threads()] == [t] and store.head(t) == 2

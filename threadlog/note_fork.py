@@ -4,7 +4,8 @@
 the store writes no file. A model told to read the transcript there must find it, so this
 writes the parent's transcript as of the fork point beside `path` (synced), makes the fork,
 then renames the file into place: a refused fork leaves `path` as it was, and a failed write
-forks nothing. `threadlog fork --context note --transcript PATH` is this call.
+forks nothing. `threadlog fork --context note --transcript PATH` is this call. A device or a
+pipe (`/dev/null`, `/dev/stdout`) is refused: the model could read nothing there later.
 
 A redaction does not reach such a file: `transcripts_holding` names the ones written from a
 history that held the erased event (`threadlog redact` lists them), to rewrite or delete.
@@ -16,8 +17,10 @@ import os
 from typing import Any, NamedTuple
 
 from eventstore import InvalidEvent, Store, ThreadInfo
+from eventstore.errors import shown
 from eventstore.ids import check_id
 from eventstore.ranges import check_index, is_index
+from eventstore.store import special_file
 from projections import transcript
 from projections.transcript import WRITTEN_TYPES
 from projections.atomic import check_path, staged
@@ -32,6 +35,11 @@ def fork_with_transcript(store: Store, thread: str, path: str | os.PathLike[str]
         raise InvalidEvent("context", f"a fork with a transcript is a note fork (context='note'), not {options['context']!r}")
     options.pop("context", None)
     check_path(path, "the transcript")
+    special = special_file(os.fspath(path))
+    if special is not None:  # written to as `>` would, it would keep nothing (or print it amid the fork's id)
+        raise InvalidEvent("path", f"{shown(os.fspath(path))} is {special}: the fork note tells the model the transcript "
+                                   "is saved there, to read later, and it keeps nothing to read; name a file "
+                                   "(nothing was written)")
     named = os.path.abspath(path)  # the note is read later, from anywhere: a relative path would name another file
     head = store.head(thread)
     stop = head if at is None else at
