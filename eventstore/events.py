@@ -23,6 +23,18 @@ Text = Annotated[str, Strict()]
 Json = dict[Text, Any]
 
 
+def _named(value: str) -> str:
+    if not value.strip():
+        raise ValueError(f"{value!r} is blank: name a model, or leave it out")
+    return value
+
+
+# The model a thread or a fork names for its requests. A blank one names no model: a fork given
+# `config={"model": ""}` lost its parent's, and its requests then named none (the CLI's
+# `--model` refused it already).
+ModelName = Annotated[str, Strict(), AfterValidator(_named)]
+
+
 def _thinking(value: Json) -> Json:
     validate_thinking(value, "thinking")
     return value
@@ -188,7 +200,7 @@ class ThreadCreated(EventData):
     type: ClassVar[str] = "thread.created"
     title: Text | None = None
     system: Text | SystemBlocks | None = None
-    model: Text | None = None
+    model: ModelName | None = None
     tools: Tools | None = None
     metadata: Json | None = None
     thinking: Thinking | None = Field(
@@ -302,7 +314,7 @@ class ForkConfig(_Model):
 
     blank: bool | None = Field(default=None, description="start with no system prompt, model, tools or thinking of the parent's")
     system: Text | SystemBlocks | None = None
-    model: Text | None = None
+    model: ModelName | None = None
     tools: Tools | None = None
     thinking: Thinking | None = None
 

@@ -629,6 +629,8 @@ def test_a_fork_re_framed_as_a_narrower_agent_keeps_none_of_the_parents_configur
 @pytest.mark.parametrize(("config", "title", "field"), [
     ({"sytem": "x"}, None, "config.sytem"),
     ({"model": 3}, None, "config.model"),
+    ({"model": ""}, None, "config.model"),  # blank: it erased the parent's model, and requests named none
+    ({"model": " \t"}, None, "config.model"),
     ({"thinking": {"type": "enabled"}}, None, "config.thinking.budget_tokens"),
     ("blank", None, "config"),
     (None, 3, "title"),
@@ -641,6 +643,15 @@ def test_a_fork_configuration_or_title_that_is_not_one_is_refused_and_writes_not
     with pytest.raises(InvalidEvent) as refused:
         store.fork(t, config=config, title=title)  # type: ignore[arg-type]
     assert refused.value.field == field
+    assert dump(store) == before
+
+
+@pytest.mark.parametrize("model", ["", "  ", "\n"])
+def test_a_thread_naming_a_blank_model_is_refused_and_writes_nothing(store: Store, model: str) -> None:
+    before = dump(store)
+    with pytest.raises(InvalidEvent, match="blank: name a model") as refused:
+        store.create_thread(model=model)
+    assert refused.value.field.endswith("model")
     assert dump(store) == before
 
 
