@@ -38,7 +38,7 @@ class Row:
     `injected_by` names the tool that wrote a user message's text into the conversation
     (`projections.injected`): a UI shows it as the harness's, not as typed by the user.
     An interrupt's row holds the `answer` that resolved it, or the `reason` that cancelled it
-    (a fork's demotion gives none)."""
+    (`fork` when a fork demoted it)."""
 
     id: str
     kind: str
@@ -182,7 +182,7 @@ class _Fold:
         for interrupt_id in list(self.interrupts):
             row = self.rows.get(self.interrupts.pop(interrupt_id))
             if row is not None:
-                row.status = "cancelled"
+                row.status, row.reason = "cancelled", "fork"  # the reason the event catalogue gives a demotion
         for tool_use_id in data.get("dropped_tool_use_ids") or []:
             self.rows.pop(self.calls.pop(tool_use_id, ""), None)
 

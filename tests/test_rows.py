@@ -63,9 +63,10 @@ def test_an_interrupt_row_holds_what_answered_or_withdrew_it(mem: Store) -> None
     assert (paged.status, paged.answer) == ("resolved", {"train": "08:00", "seats": 2})
     before = display_rows(mem, t, at=5)[5]  # as of before the answer
     assert (before.status, before.answer) == ("pending", None)
-    fork = mem.fork(t, 5)  # demoted by the fork: cancelled, with no reason given
+    fork = mem.fork(t, 5)  # demoted by the fork: cancelled, for the reason `fork`
     demoted = [r for r in display_rows(mem, fork) if r.kind == "interrupt"][0]
-    assert (demoted.status, demoted.answer, demoted.reason) == ("cancelled", None, None)
+    assert (demoted.status, demoted.answer, demoted.reason) == ("cancelled", None, "fork")
+    assert [r.reason for r in display_rows(mem, t) if r.kind == "interrupt"] == [None, "the user left"]  # not in the parent
 
 
 def test_a_server_tool_call_and_a_document_say_which_they_are(mem: Store) -> None:
