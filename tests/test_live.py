@@ -17,7 +17,7 @@ from eventstore import ForkRefused, InvalidEvent, Store
 from projections import anthropic_request, body_digest, check_request, diff, request_body, thread_state, usage, validate_request
 from threadlog.live import Interrupt, rerun, resolve_interrupt, run_turn
 
-from messages_api import MessagesAPI, Reply, message
+from messages_api import MessagesAPI, Reply, encode_sse, message, sse_events
 
 MODEL = "claude-test-1"
 TOOLS = [
@@ -133,6 +133,24 @@ def test_every_top_level_field_of_an_answer_is_recorded_and_none_is_sent_back(fi
     assert [set(m) for m in body["messages"]] == [{"role", "content"}] * len(body["messages"])
     validate_request({k: v for k, v in body.items() if k != "stream"})
     assert_provenance(file_store, t, api)
+
+
+def test_usage_the_stream_sends_only_at_its_end_is_recorded_as_the_unstreamed_answer_holds_it(mem: Store, api: MessagesAPI) -> None:
+    """The API sends some usage only in the stream's `message_delta` (a beta's `fallback_credit`,
+    as the SDK's own fallback-credit fixture streams it), which the SDK's stream does not fold
+    into its message: recorded streamed, the answer keeps the usage it keeps unstreamed."""
+    late = {"fallback_credit": {"status": {"type": "redeemed"}}, "iterations": [{"type": "message", "output_tokens": 8}]}
+    whole = message(text("Hello there!"), usage={"input_tokens": 25, "output_tokens": 8, **late}, id="msg_1")
+    events = sse_events({**whole, "usage": {"input_tokens": 25, "output_tokens": 8}})
+    name, delta = events[-2]
+    assert name == "message_delta"
+    events[-2] = (name, {**delta, "usage": {"output_tokens": 8, **late}})
+    api.replies.append(Reply(200, encode_sse(events), "text/event-stream"))
+    api.reply_json(whole)
+    for stream in (True, False):
+        t = thread(mem)
+        run_turn(mem, t, "Hi", client(api), stream=stream)
+        assert mem.event_at(t, 3).data["usage"] == whole["usage"], stream
 
 
 def test_two_parallel_tool_calls_answered_in_one_message(mem: Store, api: MessagesAPI) -> None:

@@ -426,6 +426,9 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
             for name, value in read.late.items():
                 if getattr(reply, name, None) is None:  # a field the message holds is not sent again late
                     setattr(reply, name, value)
+            if read.late_usage and isinstance(reply.usage, anthropic.BaseModel):
+                for name, value in read.late_usage.items():
+                    setattr(reply.usage, name, value)
             if not read.stopped or reply.stop_reason is None:  # the events ended before `message_stop`
                 raise anthropic.APIConnectionError(message="the stream ended before the message was complete",
                                                    request=events.response.request)
@@ -536,6 +539,9 @@ class _Read:
         # What `message_delta` events sent that the SDK's Message does not fold in (a beta's
         # `context_management`, beside the delta): the answer's fields all the same.
         self.late: Json = {}
+        # Likewise the usage counts of a `message_delta` that the SDK's usage does not name (a
+        # beta's `fallback_credit`, `iterations`): totals, so a later one replaces an earlier.
+        self.late_usage: Json = {}
         self.held = ""  # a text delta's last character, the first half of a surrogate pair
 
     def texts(self, events: Any) -> Iterator[str]:
@@ -571,6 +577,8 @@ class _Read:
                 self.stopped = True
             elif event.type == "message_delta":
                 self.late |= {k: v for part in (event, event.delta) for k, v in (part.model_extra or {}).items() if v is not None}
+                spent = getattr(event, "usage", None)
+                self.late_usage |= {k: v for k, v in (getattr(spent, "model_extra", None) or {}).items() if v is not None}
             elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
                 self.inputs[event.index] = self.inputs.get(event.index, "") + event.delta.partial_json
 
