@@ -153,6 +153,42 @@ def test_usage_the_stream_sends_only_at_its_end_is_recorded_as_the_unstreamed_an
         assert mem.event_at(t, 3).data["usage"] == whole["usage"], stream
 
 
+# A beta's compaction block, as the SDK's compaction fixture streams it: the block starts empty
+# and one `compaction_delta` sends its content.
+COMPACTION = {"type": "compaction", "content": "Earlier conversation summarized.", "encrypted_content": "EpwBCioIDxgCEAE"}
+
+
+def compaction_stream(delta: dict[str, Any]) -> bytes:
+    events = sse_events(message([COMPACTION, *text("Hello there!")], id="msg_1"))
+    assert events[1][1]["content_block"] == COMPACTION
+    events[1] = ("content_block_start", {"type": "content_block_start", "index": 0,
+                                         "content_block": {"type": "compaction", "content": None, "encrypted_content": None}})
+    events.insert(2, ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}))
+    return encode_sse(events)
+
+
+def test_a_streamed_compaction_block_is_recorded_with_its_content(mem: Store, api: MessagesAPI) -> None:
+    """The SDK's stream (not its beta one) passes over a `compaction_delta`, which left the
+    block recorded with no content and no encrypted content, which the API needs back."""
+    api.replies.append(Reply(200, compaction_stream({"type": "compaction_delta", "content": COMPACTION["content"],
+                                                     "encrypted_content": COMPACTION["encrypted_content"]}), "text/event-stream"))
+    api.reply_json(message([COMPACTION, *text("Hello there!")], id="msg_1"))
+    for stream in (True, False):
+        t = thread(mem)
+        assert run_turn(mem, t, "Hi", client(api), stream=stream).status == "ok"
+        assert mem.event_at(t, 3).data["content"] == [COMPACTION, *text("Hello there!")], stream
+
+
+def test_a_streamed_delta_of_a_kind_the_sdk_does_not_fold_ends_the_turn_naming_it(mem: Store, api: MessagesAPI) -> None:
+    """The SDK's stream passes over a delta it does not know: the block would be recorded
+    without what the delta sent, so the turn ends in error, recording no answer."""
+    api.replies.append(Reply(200, compaction_stream({"type": "summary_delta", "summary": "Earlier."}), "text/event-stream"))
+    t = thread(mem)
+    turn = run_turn(mem, t, "Hi", client(api), stream=True)
+    assert turn.status == "error" and "'summary_delta' delta of content block 0" in (turn.error or "")
+    assert [e.data["role"] for e in mem.read(t) if e.type == "message.appended"] == ["user"]
+
+
 def test_two_parallel_tool_calls_answered_in_one_message(mem: Store, api: MessagesAPI) -> None:
     t = thread(mem)
     api.reply_json(message([*text("Checking both."), use("tu_1", city="Lyon"), use("tu_2", city="Paris")], "tool_use"))

@@ -419,6 +419,7 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
             except _UNREADABLE as error:
                 raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
             read.check_inputs(reply)
+            read.fold(reply)
             for block in reply.content:  # the SDK joined the deltas' text as it came: a character's halves stay apart
                 for name in ("text", "thinking"):
                     if isinstance(value := getattr(block, name, None), str):
@@ -526,6 +527,12 @@ def _paired(text: str) -> str:
     return _SURROGATE_PAIR.sub(lambda pair: pair.group().encode("utf-16-le", "surrogatepass").decode("utf-16-le"), text)
 
 
+# The content block deltas the SDK's stream folds into its message, and the fields of a beta's
+# `compaction_delta`, which it does not (`_Read.fold` does).
+_FOLDED = frozenset(("text_delta", "input_json_delta", "citations_delta", "thinking_delta", "signature_delta"))
+_COMPACTION = ("content", "encrypted_content")
+
+
 class _Read:
     """What reading a stream saw besides the SDK's message: each tool input's JSON as sent,
     and whether `message_stop` came (a stop reason alone does not make a message whole: the
@@ -543,6 +550,8 @@ class _Read:
         # beta's `fallback_credit`, `iterations`): totals, so a later one replaces an earlier.
         self.late_usage: Json = {}
         self.held = ""  # a text delta's last character, the first half of a surrogate pair
+        # A beta's `compaction_delta`s, which the SDK's stream (not its beta one) drops: by block index.
+        self.compactions: dict[int, Json] = {}
 
     def texts(self, events: Any) -> Iterator[str]:
         """The text deltas of a stream, read to its end; events the SDK cannot fold into a
@@ -581,6 +590,22 @@ class _Read:
                 self.late_usage |= {k: v for k, v in (getattr(spent, "model_extra", None) or {}).items() if v is not None}
             elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
                 self.inputs[event.index] = self.inputs.get(event.index, "") + event.delta.partial_json
+            elif event.type == "content_block_delta" and event.delta.type == "compaction_delta":
+                self.compactions[event.index] = {name: getattr(event.delta, name, None) for name in _COMPACTION}
+            elif event.type == "content_block_delta" and event.delta.type not in _FOLDED:
+                # The SDK passes over a delta it does not know: its block would be recorded without what it sent.
+                raise BadAnswer(f"the API's stream sent a {str(event.delta.type)[:80]!r} delta of content block {event.index}, "
+                                "which this release cannot fold into the answer")
+
+    def fold(self, reply: Any) -> None:
+        """Fold into the SDK's message what it passed over: each compaction block's content, as
+        the SDK's beta stream folds a `compaction_delta` (its fields replace the block's)."""
+        for index, fields in self.compactions.items():
+            block = reply.content[index] if index < len(reply.content) else None
+            if getattr(block, "type", None) != "compaction":
+                raise BadAnswer(f"the API's stream sent a compaction delta of content block {index}, which is no compaction block")
+            for name, value in fields.items():
+                setattr(block, name, value)
 
     def check_inputs(self, reply: Any) -> None:
         """The SDK parses a tool input's JSON leniently (a cut-off `{"city": "Ly` reads as
