@@ -7,6 +7,8 @@ The commonest event, a plain text message, is validated without building pydanti
 
 from __future__ import annotations
 
+import json
+import math
 import secrets
 from collections.abc import Iterable
 import time
@@ -31,6 +33,25 @@ def not_json(value: Any, field: str, error: ValueError | TypeError) -> InvalidEv
     between instances of 'int' and 'str'", canonical JSON sorting the keys)."""
     keyed = unwritable_key(value, field) if isinstance(error, TypeError) else None
     return keyed or InvalidEvent(field, f"not storable as UTF-8 JSON ({error})")
+
+
+def storable_json(text: str) -> Any:
+    """`json.loads` of `text`, refusing with `ValueError` what Python reads as numbers that no
+    event can store: `NaN` and `Infinity` (no JSON at all) and a number past a float's range
+    (`1e400`, read as infinity). Read plainly, they made the whole event refused (canonical JSON
+    writes none of them) where the caller could have kept the text as it came."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no JSON value")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of the range of a JSON number")
+    return value
 
 
 def check_encodable(field: str, name: str) -> None:

@@ -177,6 +177,26 @@ def test_arguments_that_are_no_json_object_are_kept_and_a_run_of_tool_messages_i
         assert _messages(store, thread)[0]["content"][0]["text"] == "Fix it."
 
 
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "NaN", "Infinity"])
+def test_arguments_holding_a_number_no_event_stores_are_kept_as_their_text(tmp_path: Path, number: str) -> None:
+    """The model wrote the arguments, and may write a number past a float's range (`1e400`,
+    read as infinity) or Python's `NaN`: read as numbers they made the call's event one the store
+    refuses, and the whole trajectory was refused ("not storable as UTF-8 JSON"). They are
+    kept as the text the model wrote, as arguments that are no JSON object are."""
+    arguments = '{"command": "python -c \'print(1)\'", "limit": ' + number + "}"
+    path = tmp_path / "run.traj"
+    path.write_text(_trajectory(SYSTEM, TASK, {"role": "assistant", "content": "", "tool_calls": [_call("a", arguments)]},
+                                _tool("1", "a")), encoding="utf-8")
+    result = _import(tmp_path / "t.db", str(path))
+    assert result.exit_code == 0, result.output
+    with Store(tmp_path / "t.db") as store:
+        [thread] = store.threads()
+        call = [e for e in store.read(thread.id) if e.type == "message.appended"][1]
+        assert call.data["content"] == [{"type": "tool_use", "id": "a", "name": "bash", "input": {"arguments": arguments}}]
+        assert call.meta["source"]["flags"] == {"arguments_kept_as_text": ["a"]}
+        validate_request(anthropic_request(store, thread.id, model=MODEL))
+
+
 def test_an_observation_s_images_are_image_blocks_and_what_is_left_out_is_counted_as_pi_counts_it(tmp_path: Path) -> None:
     """An `image_url` part (a screenshot a tool returned, OpenAI-style) was left out, counted as
     `content/'image_url'`; pi's importer keeps its images and counts what it leaves out as

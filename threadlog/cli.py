@@ -28,7 +28,7 @@ from eventstore import (FORK_BOILERPLATE, Claimed, IntegrityError, InvalidEvent,
                         ThreadNotFound)
 from eventstore.errors import MISSHAPEN, NoStore, SchemaTooOld, empty_file, misshapen, named
 from eventstore.events import MAX_DEPTH
-from eventstore.prepare import MAX_EVENT_BYTES
+from eventstore.prepare import MAX_EVENT_BYTES, storable_json
 from eventstore.store import MAX_TIMEOUT, is_url, special_file
 
 from projections import (
@@ -446,23 +446,12 @@ def _input_name(path: str) -> str:
     return "standard input" if path == "-" else path
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is no JSON value")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is out of the range of a JSON number")
-    return value
-
-
 def _parse_json(text: str, what: str, or_text: bool = False) -> Any:
     """`text` parsed as JSON (or, with `or_text`, kept as text when it is not JSON). Python reads
     `NaN`, `Infinity` and `1e999` as numbers no event can store: they are no JSON (an answer
     `NaN` was refused as "not storable as UTF-8 JSON", naming neither it nor `--answer`)."""
     try:
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        return storable_json(text)
     except json.JSONDecodeError as error:
         if or_text:
             return text

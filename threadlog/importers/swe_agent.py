@@ -6,8 +6,9 @@ own keys beside them (`agent`, `message_type`, and `thought` and `action`, which
 content). One thread per file, titled by the file's name (SWE-agent's, for the instance it
 ran on): a first system message is the thread's `system`; a user message (an observation)
 is a user message; an assistant message is its text and a `tool_use` block for each of its
-`tool_calls`, whose JSON `arguments` are the `input` (text that is no JSON object is kept
-whole, as `{"arguments": text}`, and the call named in `meta.source.flags.arguments_kept_as_text`);
+`tool_calls`, whose JSON `arguments` are the `input` (text that is no JSON object, or holds a
+number no event can store, `1e400` or `NaN`, is kept whole, as `{"arguments": text}`, and the
+call named in `meta.source.flags.arguments_kept_as_text`);
 a run of `tool` messages is one user message of `tool_result` blocks, one for each id of
 their `tool_call_ids`, as the Messages API takes them. An observation's `image_url` parts are image
 blocks (a screenshot a tool returned). A plain-text action (no tool calls: SWE-agent's CTF and older runs) stays text, and a
@@ -43,6 +44,7 @@ from typing import Any
 
 from eventstore import InvalidEvent, Store
 from eventstore.content import image_media_types
+from eventstore.prepare import storable_json
 from eventstore.recorded import short
 
 from .lines import LIVE_SECONDS, NoSession, Seen, WholeFile, nothing_in, source_files, text_name
@@ -211,7 +213,7 @@ def _tool_use(call: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     parsed: Any = arguments
     if isinstance(arguments, str):
         try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
+            parsed = storable_json(arguments) if arguments.strip() else {}
         except (ValueError, RecursionError):
             parsed = None
     kept = not isinstance(parsed, dict) and arguments is not None
