@@ -206,11 +206,22 @@ def placeholder_tools(messages: list[Json]) -> list[Json]:
     """A tool definition for each distinct tool the `tool_use` blocks of `messages` name, in
     order of first use, saying it was not recorded; the calls whose names the API takes for no
     tool's (`^[a-zA-Z0-9_-]{1,128}$`) share one named `unrecorded_tool`. From the messages
-    alone, so a request rebuilt from the log has the same ones."""
-    names = dict.fromkeys(name if isinstance(name, str) and _TOOL_NAME.fullmatch(name) else UNRECORDED_TOOL_NAME
-                          for m in messages for b in m["content"] if b.get("type") == "tool_use" for name in [b.get("name")])
-    return [{"name": name, "description": UNRECORDED_TOOL, "input_schema": {"type": "object"}}
-            for name in names or [UNRECORDED_TOOL_NAME]]
+    alone, so a request rebuilt from the log has the same ones.
+
+    A tool a tool result references (a `tool_reference` block: what a tool search answers, as
+    Claude Code's does) had its definition deferred: its placeholder has `defer_loading`, and the
+    deferred come first, in order of first reference (the last tool, which a cached request marks,
+    is then one loaded up front). Without them the API refuses the request
+    (`tool_reference_unresolved`)."""
+    called = dict.fromkeys(name if isinstance(name, str) and _TOOL_NAME.fullmatch(name) else UNRECORDED_TOOL_NAME
+                           for m in messages for b in m["content"] if b.get("type") == "tool_use" for name in [b.get("name")])
+    referenced = dict.fromkeys(name for m in messages for b in m["content"]
+                               if b.get("type") == "tool_result" and isinstance(b.get("content"), list)
+                               for r in b["content"] if r.get("type") == "tool_reference"
+                               for name in [r.get("tool_name")] if isinstance(name, str) and _TOOL_NAME.fullmatch(name))
+    names = [*referenced, *(name for name in called if name not in referenced)] or [UNRECORDED_TOOL_NAME]
+    return [{"name": name, "description": UNRECORDED_TOOL, "input_schema": {"type": "object"},
+             **({"defer_loading": True} if name in referenced else {})} for name in names]
 
 
 def default_max_tokens(thinking: Json | None) -> int:

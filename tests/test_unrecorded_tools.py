@@ -132,3 +132,23 @@ def test_a_live_turn_on_a_fork_of_an_imported_session_sends_placeholders_and_reb
     assert check.ok, check.reason
     assert request_body(anthropic_request(file_store, fork, offset, model=MODEL), stream) == sent.body
     assert json.loads(request_body(anthropic_request(file_store, fork, offset, model=MODEL)))["tools"] == body["tools"]
+
+
+def test_a_tool_a_tool_result_references_gets_a_deferred_placeholder(mem: Store) -> None:
+    """Claude Code answers a tool search with `tool_reference` blocks naming tools it deferred:
+    a request without their definitions is refused by the API (`tool_reference_unresolved`)."""
+    def call(id_: str, name: str) -> dict[str, Any]:
+        return {"type": "tool_use", "id": id_, "name": name, "input": {}}
+
+    t = mem.create_thread(model="claude-sonnet-4-5")
+    found = [{"type": "tool_reference", "tool_name": name} for name in ("TaskGet", "TaskOutput", "bad name")]
+    for role, content in (("user", "List my tasks"), ("assistant", [call("toolu_a", "ToolSearch")]),
+                          ("user", [{"type": "tool_result", "tool_use_id": "toolu_a", "content": found}]),
+                          ("assistant", [call("toolu_b", "TaskGet"), call("toolu_c", "Bash")]),
+                          ("user", [{"type": "tool_result", "tool_use_id": f"toolu_{x}", "content": "ok"} for x in "bc"])):
+        mem.append_message(t, role, content)
+    request = anthropic_request(mem, t)
+    assert [(tool["name"], tool.get("defer_loading", False)) for tool in request["tools"]] == [
+        ("TaskGet", True), ("TaskOutput", True), ("ToolSearch", False), ("Bash", False)]
+    assert request["tool_choice"] == {"type": "none"}
+    validate_request(request)  # the SDK's own types take every definition
