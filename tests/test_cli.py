@@ -40,6 +40,20 @@ def run(tmp_path: Path):  # type: ignore[no-untyped-def]
     return invoke
 
 
+def test_fork_metadata_keep_takes_keys_as_typed_and_refuses_an_empty_one(run) -> None:  # type: ignore[no-untyped-def]
+    """`keep:user, tenant` (a space after the comma, as people type lists) kept `user` alone,
+    and `keep:,` kept nothing, both silently."""
+    t = run("new", "--metadata", "user=ana", "--metadata", "tenant=acme", "--metadata", "secret=x").strip()
+    run("append", t, "--role", "user", "--text", "hi")
+    f = run("fork", t, "--metadata", "keep:user, tenant").strip()
+    assert json.loads(run("show", f, "--json"))["metadata"] == {"user": "ana", "tenant": "acme"}
+    before = run("log", "--json", t)
+    for bad in ("keep:,", "keep:user,,tenant", "keep: "):
+        result = CliRunner().invoke(cli, ["--db", run.db, "fork", t, "--metadata", bad])  # type: ignore[attr-defined]
+        assert result.exit_code == 2 and "one of them is empty" in result.stderr, (bad, result.output)
+    assert run("log", "--json", t) == before and len(json.loads(run("ls", "--all", "--json"))) == 2
+
+
 def commands(group: click.Group = cli) -> list[str]:
     return sorted(group.commands)
 

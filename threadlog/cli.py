@@ -626,8 +626,12 @@ def emit(store: Store, thread: str, type_: str, data_text: str | None, data_file
 def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
     if value in ("blank", "inherit"):
         return value
-    if value.startswith("keep:") and value[5:]:
-        return {"keep": [key for key in value[5:].split(",") if key]}
+    if value.startswith("keep:"):
+        # Spaces around a key are the shell's, not the key's: `keep:user, tenant` kept `user` alone.
+        keys = [key.strip() for key in value[5:].split(",")]
+        if all(keys):
+            return {"keep": keys}
+        raise click.BadParameter("keep:K1,K2 names metadata keys separated by commas, and one of them is empty")
     raise click.BadParameter("use blank, inherit or keep:K1,K2")
 
 
