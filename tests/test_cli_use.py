@@ -788,3 +788,15 @@ def test_counts_of_one_read_in_the_singular(tmp_path: Path) -> None:
         store.append_message(thread, "user", "two")
         store.fork(thread)
     assert invoke(db, "verify")[1] == "ok: 3 events in 2 threads verified (0 redacted)\n"
+
+
+def test_a_search_hit_cuts_a_long_tool_name_with_a_mark(db: Path) -> None:
+    """The tool name of a hit was cut at 80 characters with nothing to show it was cut, as if
+    the call had named a tool of those 80 (every other one-line view ends a cut with `…`)."""
+    name = "lookup_" + "x" * 120
+    with Store(db) as store:
+        t = store.create_thread()
+        store.append_message(t, "user", "Find trains")
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": name, "input": {"q": "Lyon"}}])
+    (hit,) = ok(db, "search", "Lyon").splitlines()
+    assert f"assistant tool_use {name[:79]}…: " in hit and name not in hit

@@ -286,7 +286,7 @@ def hit_line(hit: SearchHit) -> str:
     who = hit.role or hit.kind
     what = hit.kind if hit.kind != "text" else ""
     if hit.tool:
-        what = f"{what} {' '.join(_UNPRINTABLE.sub(' ', hit.tool).split())[:80]}".strip()
+        what = f"{what} {_short(_UNPRINTABLE.sub(' ', hit.tool), 80)}".strip()
     snippet = " ".join(_UNPRINTABLE.sub(" ", hit.snippet).split())
     title = _short(_UNPRINTABLE.sub(" ", hit.title or ""), 40)
     title = f" ({title})" if title else ""
