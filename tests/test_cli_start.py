@@ -98,3 +98,34 @@ def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(tmp_path: 
         # 130) if it came as Python was exiting, its own handler gone.
         assert (status, "".join(err)) in {(130, "interrupted\n"), (0, ""), (-signal.SIGINT, "")}, (delay, status, "".join(err))
         assert file_dump(db) == before
+
+
+# A `threadlog.cli` whose loading meets a Ctrl-C and reports it as an error of its own, as
+# pydantic does: it builds validators in Rust, and a `KeyboardInterrupt` raised there comes out
+# as a `SchemaError` (seen once in a hundred runs of the test above, under load).
+_WRAPPED = """if True:
+    import os, signal, sys, types
+    class Loader(types.ModuleType):
+        def __getattr__(self, name):
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(10_000_000):  # the handler runs between two bytecodes
+                    pass
+            except KeyboardInterrupt as caught:
+                raise RuntimeError("Error building validator: KeyboardInterrupt") from None
+            raise AssertionError("no SIGINT came")
+    sys.modules["threadlog.cli"] = Loader("threadlog.cli")
+    from threadlog.__main__ import main
+    main()
+"""
+
+
+def test_an_error_the_loading_reports_for_a_ctrl_c_exits_130_without_a_traceback() -> None:
+    done = subprocess.run([sys.executable, "-c", _WRAPPED], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (130, "interrupted\n"), done.stderr
+
+
+def test_an_error_of_the_loading_without_a_ctrl_c_is_still_reported() -> None:
+    broken = _WRAPPED.replace("os.kill(os.getpid(), signal.SIGINT)", "raise ValueError('broken')")
+    done = subprocess.run([sys.executable, "-c", broken], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "ValueError: broken" in done.stderr
