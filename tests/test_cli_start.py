@@ -129,3 +129,20 @@ def test_an_error_of_the_loading_without_a_ctrl_c_is_still_reported() -> None:
     broken = _WRAPPED.replace("os.kill(os.getpid(), signal.SIGINT)", "raise ValueError('broken')")
     done = subprocess.run([sys.executable, "-c", broken], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "ValueError: broken" in done.stderr
+
+
+def test_a_ctrl_c_as_the_finished_command_exits_prints_no_traceback() -> None:
+    """A Ctrl-C that came once the command had finished, while the interpreter was exiting
+    (waiting on a thread, as `threading` does at exit), printed `Exception ignored in ...
+    KeyboardInterrupt` and a traceback: nothing is left to interrupt then."""
+    code = """if True:
+        import os, signal, sys, threading, time
+        threading.Thread(target=time.sleep, args=(1.0,)).start()  # the exit waits for it
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        sys.argv = ["threadlog", "--version"]
+        from threadlog.__main__ import main
+        main()
+    """
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout.startswith("threadlog, version ")

@@ -17,7 +17,8 @@ from types import FrameType
 
 
 def main() -> None:
-    """Run the `threadlog` command; Ctrl-C while it loads exits 130, as Ctrl-C during it does."""
+    """Run the `threadlog` command; Ctrl-C while it loads exits 130, as Ctrl-C during it does.
+    It is the program: once the command is done, Ctrl-C is ignored while the interpreter exits."""
     interrupted = False
 
     def on_ctrl_c(signum: int, frame: FrameType | None) -> None:
@@ -44,6 +45,9 @@ def main() -> None:
         run()
     except KeyboardInterrupt:
         _interrupted()
+    finally:
+        if watching:  # done: a Ctrl-C now would only interrupt the interpreter's exit, with a traceback of its own
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _interrupted() -> None:
