@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import builtins
 import copy
+import json
 import random
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -264,10 +266,14 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
     def _append(self, line: Line, stream_id: str, events: builtins.list[Json]) -> None:
         """Append to a line's stream, creating the line's root on its first checkpoint."""
         store = self.store
-        if stream_id not in line.streams:
-            store.append(stream_id, [self._created(line), *events], expect="no_stream")
-        else:
-            store.append(stream_id, events, expect=line.streams[stream_id].head)
+        created = stream_id not in line.streams
+        try:
+            if created:
+                store.append(stream_id, [self._created(line), *events], expect="no_stream")
+            else:
+                store.append(stream_id, events, expect=line.streams[stream_id].head)
+        except InvalidEvent as error:
+            raise _named(line, events, error, first=int(created)) from None
 
     # -- BaseCheckpointSaver: reads -----------------------------------------------------------
 
@@ -357,8 +363,12 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         md = get_serializable_checkpoint_metadata(config, metadata)
 
         def vet(branch: str, reshown: bool = False) -> None:  # the events as they would read on a new branch, validated without a write
-            for i, event in enumerate(self._checkpoint_events(line, branch, checkpoint, md, new_versions, parent, reshown=reshown)):
-                prepare(event, i)
+            events = self._checkpoint_events(line, branch, checkpoint, md, new_versions, parent, reshown=reshown)
+            for i, event in enumerate(events):
+                try:
+                    prepare(event, i)
+                except InvalidEvent as error:
+                    raise _named(line, events, error, first=0) from None
 
         with self._lock:
             for last in _attempts():
@@ -824,6 +834,43 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self.prune(thread_ids, strategy=strategy)
+
+
+def _named(line: Line, events: builtins.list[Json], error: InvalidEvent, first: int) -> InvalidEvent:
+    """A refusal of `events` (the store names `events[first + i]`) said in LangGraph's terms:
+    the thread, the checkpoint or task, and the message, channel or write the store refused
+    ("events[1].data: is 41943358 bytes of JSON" named nothing a graph's author knows)."""
+    match = re.match(r"events\[(\d+)\]", error.field)
+    index = int(match.group(1)) - first if match else -1
+    if not 0 <= index < len(events):
+        return error
+    event = events[index]
+    data = event["data"]
+    where = f"LangGraph thread {line.thread_id!r}" + (f", namespace {line.ns!r}" if line.ns else "")
+    if event["type"] == "message.appended":
+        what = f"{data.get('role', 'a')} message {data.get('message_id')!r}"
+        return InvalidEvent(f"{where}: {what}", error.why)
+    if event["type"] == "langgraph.checkpoint":
+        whose = f"checkpoint {data['checkpoint_id']!r}"
+        parts = [(f"channel {channel!r}" + (" (the graph's input)" if channel == "__start__" else ""),
+                  {"checkpoint_id": data["checkpoint_id"], "values": {channel: record}})
+                 for channel, record in data.get("values", {}).items()]
+        parts.append(("metadata", {"checkpoint_id": data["checkpoint_id"], "metadata": data.get("metadata", {})}))
+    elif event["type"] == "langgraph.writes":
+        whose = f"writes of task {data['task_id']!r}"
+        parts = [(f"channel {item['channel']!r}", {**data, "writes": [item]}) for item in data["writes"]]
+    else:
+        return InvalidEvent(f"{where}: {event['type']}", error.why)
+    culprit = None
+    for name, part in parts:  # the first refused on its own; else (too large only together) the largest
+        try:
+            prepare({"type": event["type"], "data": part}, 0)
+        except InvalidEvent:
+            culprit = name
+            break
+    if culprit is None and parts:
+        culprit = max(parts, key=lambda pair: len(json.dumps(pair[1], default=str)))[0] + " (the largest)"
+    return InvalidEvent(f"{where}, {whose}: {culprit}" if culprit else f"{where}, {whose}", error.why)
 
 
 def _attempts() -> Iterator[bool]:

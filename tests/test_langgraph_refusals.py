@@ -1,0 +1,61 @@
+"""A value the store refuses (over 32 MiB, text UTF-8 cannot encode) is refused in LangGraph's
+terms: the thread, the checkpoint or the task, and the channel. The store's own words
+("events[1].data: is 41943358 bytes of JSON") named an event index the graph's author never
+sees, so nothing said which node's output or which input was at fault."""
+
+from __future__ import annotations
+
+import operator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langgraph.graph import START, StateGraph  # noqa: E402
+
+from threadlog import InvalidEvent, Store  # noqa: E402
+from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
+
+HUGE = "x" * (33 << 20)
+
+
+class State(TypedDict):
+    topic: str
+    notes: Annotated[list[str], operator.add]
+
+
+def _graph(saver: ThreadlogSaver, note: str) -> Any:
+    graph = StateGraph(State)
+    graph.add_node("write", lambda state: {"notes": [note]})
+    graph.add_edge(START, "write")
+    return graph.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("note, why", [(HUGE, "bytes of JSON; an event holds at most"), ("lone \ud800", "UTF-8")],
+                         ids=["over-32-MiB", "lone-surrogate"])
+def test_a_node_output_the_store_refuses_names_the_thread_task_and_channel(tmp_path: Path, note: str, why: str) -> None:
+    with Store(tmp_path / "t.db") as store:
+        saver = ThreadlogSaver(store)
+        app = _graph(saver, note)
+        config: Any = {"configurable": {"thread_id": "ana"}}
+        with pytest.raises(InvalidEvent, match=rf"^LangGraph thread 'ana', writes of task '[^']+': channel 'notes': .*{why}"):
+            app.invoke({"topic": "trains", "notes": []}, config)
+        # The refused write leaves the file as it was; what LangGraph stored before it reads on.
+        latest = saver.get_tuple(config)
+        assert latest is not None and latest.checkpoint["channel_values"]["topic"] == "trains"
+        before = store.counts()
+        with pytest.raises(InvalidEvent, match="channel 'notes'"):
+            saver.put_writes(latest.config, [("topic", "fine"), ("notes", [note])], "task-1")
+        assert store.counts() == before
+        store.verify()
+
+
+def test_a_graph_input_the_store_refuses_names_it_as_the_input(tmp_path: Path) -> None:
+    with Store(tmp_path / "t.db") as store:
+        app = _graph(ThreadlogSaver(store), "fine")
+        with pytest.raises(InvalidEvent, match=r"^LangGraph thread 'ana', checkpoint '[^']+': channel '__start__' "
+                                               r"\(the graph's input\): not storable as UTF-8"):
+            app.invoke({"topic": "lone \udc80", "notes": []}, {"configurable": {"thread_id": "ana"}}, durability="sync")
+        assert store.counts().events == 0  # the first put was refused: the thread was not even created
