@@ -1,7 +1,9 @@
-"""A value the store refuses (over 32 MiB, text UTF-8 cannot encode) is refused in LangGraph's
-terms: the thread, the checkpoint or the task, and the channel. The store's own words
-("events[1].data: is 41943358 bytes of JSON") named an event index the graph's author never
-sees, so nothing said which node's output or which input was at fault."""
+"""ThreadlogSaver's refusals and errors say what was wrong in LangGraph's terms.
+
+A value the store refuses (over 32 MiB, text UTF-8 cannot encode) names the thread, the
+checkpoint or the task, and the channel: the store's own words ("events[1].data: is 41943358
+bytes of JSON") named an event index the graph's author never sees. A checkpoint that cannot
+be read because a LangGraph event was redacted by hand says so, instead of "run verify"."""
 
 from __future__ import annotations
 
@@ -59,3 +61,43 @@ def test_a_graph_input_the_store_refuses_names_it_as_the_input(tmp_path: Path) -
                                                r"\(the graph's input\): not storable as UTF-8"):
             app.invoke({"topic": "lone \udc80", "notes": []}, {"configurable": {"thread_id": "ana"}}, durability="sync")
         assert store.counts().events == 0  # the first put was refused: the thread was not even created
+
+
+@pytest.mark.parametrize("kind", ["langgraph.checkpoint", "langgraph.writes"])
+def test_a_checkpoint_resting_on_a_hand_redacted_event_says_so_instead_of_sending_to_verify(tmp_path: Path, kind: str) -> None:
+    """`threadlog redact` on a LangGraph event leaves the checkpoints stored as changes from it
+    unreadable. The error said "run verify", and verify passes (a redaction keeps the chain):
+    it now names the redacted event and the way out, delete_thread, after which the thread
+    starts again."""
+    from click.testing import CliRunner
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import MessagesState
+
+    from threadlog import StoreError
+    from threadlog.cli import cli
+    from threadlog.integrations.langgraph import line_id
+
+    path = tmp_path / "red.db"
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", lambda state: {"messages": [AIMessage("echo: " + state["messages"][-1].content)]})
+    builder.add_edge(START, "reply")
+    config: Any = {"configurable": {"thread_id": "ana"}}
+    with Store(path) as store:
+        app = builder.compile(checkpointer=ThreadlogSaver(store))
+        app.invoke({"messages": [("user", "my password is hunter2")]}, config)
+        app.invoke({"messages": [("user", "second")]}, config)
+        target = next(e.position for e in store.read(line_id("ana", "")) if e.type == kind)
+    done = CliRunner().invoke(cli, ["--db", str(path), "redact", str(target), "--reason", "secret", "--actor", "ops"])
+    assert done.exit_code == 0, done.output
+    assert CliRunner().invoke(cli, ["--db", str(path), "verify"]).exit_code == 0
+    with Store(path) as store:
+        saver = ThreadlogSaver(store)
+        app = builder.compile(checkpointer=saver)
+        expected = rf"LangGraph event at position {target} was redacted.*delete_thread removes the thread"
+        with pytest.raises(StoreError, match=expected) as refused:
+            list(app.get_state_history(config))
+        assert "run verify" not in str(refused.value)
+        saver.delete_thread("ana")
+        app.invoke({"messages": [("user", "again")]}, config)
+        assert [m.content for m in app.get_state(config).values["messages"]] == ["again", "echo: again"]
+        store.verify()

@@ -114,6 +114,7 @@ class Line:
     deleted_at: dict[str, int] = field(default_factory=dict)  # a deleted checkpoint's id -> the deletion's position
     deleted_where: dict[str, tuple[str, int]] = field(default_factory=dict)  # -> (stream, offset) of its event, if recorded
     erased: set[int] = field(default_factory=set)  # positions known to be redacted that are still indexed
+    blanked: list[tuple[int, str, int]] = field(default_factory=list)  # redacted checkpoint and writes events read
 
     def events_of(self, cid: str) -> Iterator[tuple[tuple[int, str, int], str | None]]:
         """A checkpoint's indexed events, their writes' and the messages appended with it, each
@@ -214,6 +215,8 @@ class Line:
         if event.redacted:
             if event.type == "langgraph.checkpoint":
                 self.last_in[event.stream_id] = None  # erased: nothing after it may follow it
+            if event.type in ("langgraph.checkpoint", "langgraph.writes"):
+                self.blanked.append(where)
             return False
         if event.type == "thread.forked" and event.stream_id == self.key:
             copied = ((data.get("options") or {}).get("metadata") or {}).get("langgraph", {}).get("copied", {})
@@ -331,7 +334,7 @@ class Line:
         writes = sorted((w for w in self.writes.get(parent or "", {}).values() if w.channel == channel), key=lambda w: w.position)
         if index >= len(writes):
             raise StoreError(f"checkpoint {record.data['checkpoint_id']!r}: its value of {channel!r} is its parent's write "
-                             f"#{index}, which the log no longer holds; run verify")
+                             f"#{index}, which the log no longer holds{self.unreadable()}")
         write = writes[index]
         if avoid is not None and write.position in avoid:
             raise Broken(channel)
@@ -377,13 +380,28 @@ class Line:
             chain.append(current)
             parent = self.records.get(current.data.get("parent_id") or "")
             if parent is None or len(chain) > len(self.records):
-                raise StoreError(f"checkpoint {current.data['checkpoint_id']!r} {missing}; run verify")
+                raise StoreError(f"checkpoint {current.data['checkpoint_id']!r} {missing}{self.unreadable()}")
             current = parent
         for item in reversed(chain):
             value = step(value, item)
             if avoid is None:
                 self.memo[(item.position, f"#{part}")] = value
         return value
+
+    def unreadable(self) -> str:
+        """Why a checkpoint resting on an event the log no longer holds cannot be read, and
+        what to do: a LangGraph event redacted by hand (`threadlog redact`; a deletion never
+        leaves a remaining checkpoint resting on what it erases) takes every checkpoint stored
+        as changes from it along. Without one, the file was altered: `verify` says where."""
+        deleted = set(self.deleted_where.values())
+        hand = [position for position, stream, offset in self.blanked if (stream, offset) not in deleted]
+        if not hand:
+            return "; run verify"
+        shown = ", ".join(map(str, hand[:5])) + (f" and {len(hand) - 5} more" if len(hand) > 5 else "")
+        return (f": its LangGraph event{'s' if len(hand) > 1 else ''} at position {shown} "
+                f"{'were' if len(hand) > 1 else 'was'} redacted, which leaves every checkpoint stored as changes "
+                "from it unreadable; delete_thread removes the thread (it erases a secret from a LangGraph run, "
+                "which a redaction does not)")
 
     def values(self, record: Record, serde: SerializerProtocol, avoid: set[int] | None = None) -> dict[str, Any]:
         if avoid is not None:  # what it rests on besides its values: its parent, its metadata
