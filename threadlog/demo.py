@@ -80,7 +80,7 @@ def _build(store: Store) -> dict[str, object]:
             {"type": "run.finished", "data": {"run_id": "run-1", "status": "ok"}},
         ],
     )
-    early = store.fork(t, at=2, metadata={"keep": ["user"]})
+    early = store.fork(t, at=2, metadata={"keep": ["user"]}, title="Trip to Marseille")
     store.append_message(early, "user", "Actually, I'd rather go to Marseille.")
     store.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": "ask-1", "answer": "08:00"}}])
     store.append_message(t, "user", "The 08:00 one. Also check hotels and the weather.")
