@@ -398,6 +398,13 @@ class Backend(Protocol):
         only when a row was written outside threadlog, where no scan of positions reads it."""
         ...
 
+    def unseen_position(self) -> int | None:
+        """The lowest position of an event readers tailing the log (`all_events` outside a
+        view, so `follow` and the search index) will never return, though it is stored, or
+        None: on PostgreSQL one whose transaction id no transaction has finished (an edit
+        outside threadlog); SQLite returns every row it holds, so None."""
+        ...
+
     def hashes(self, upto: int, after: int = 0) -> Iterator[tuple[int, str]]:
         """(position, hash) of every event with `after` < position <= `upto`, in position order."""
         ...

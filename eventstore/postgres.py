@@ -1209,6 +1209,15 @@ class PostgresBackend:
         row = self.conn.execute("SELECT min(position) FROM events").fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
+    @_translated
+    def unseen_position(self) -> int | None:
+        """A stored row's transaction committed before the statement's snapshot, so its id is
+        finished in that snapshot, unless the id was altered: past every transaction given
+        yet, or one still running, `_VISIBLE` keeps the row from every tail."""
+        row = self.conn.execute(b"SELECT min(position) FROM events WHERE txid >= pg_snapshot_xmin(pg_current_snapshot()) "
+                                b"AND NOT pg_visible_in_snapshot(txid, pg_current_snapshot())").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
     def hashes(self, upto: int, after: int = 0) -> Iterator[tuple[int, str]]:
         return self._paged(
             f"SELECT position, {_hash()} "

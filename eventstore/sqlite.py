@@ -1200,6 +1200,9 @@ class SQLiteBackend:
         row = self.conn.execute("SELECT min(position) FROM events").fetchone()
         return None if row[0] is None else int(row[0])
 
+    def unseen_position(self) -> int | None:
+        return None
+
     @_translated
     def hashes(self, upto: int, after: int = 0) -> Iterator[tuple[int, str]]:
         """(position, hash) of every event with `after` < position <= `upto`, in position order."""

@@ -70,6 +70,7 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
         split = split_verify(backend, path, progress, Fold(checkpoint), structure=structure)
         if split is not None:
             _check_listing(backend)
+            _check_unseen(backend)
             structure.check()
             return VerifyReport(*split)
     structure.start()  # beside the scan: another core's work
@@ -79,6 +80,7 @@ def verify(backend: Backend, progress: Callable[[int, int], None] | None = None,
         position, why = first_problem(scan.problems)
         raise IntegrityError(position, why)
     _check_listing(backend)
+    _check_unseen(backend)
     structure.check()
     return VerifyReport(scan.streams, checked, scan.redacted)
 
@@ -93,6 +95,17 @@ def _check_listing(backend: Backend, ids: Collection[str] | None = None) -> None
         raise IntegrityError(last_position if isinstance(last_position, int) else None,
                              f"{stream_id}: its stored listing key {key!r} disagrees with its last_position "
                              f"{last_position!r}, so thread listings put it out of order")
+
+
+def _check_unseen(backend: Backend) -> None:
+    """Refuse an event that readers tailing the log never return (PostgreSQL: its `txid` moved
+    past every transaction, only by an edit outside threadlog). The scan reads the view whole
+    and finds its chain intact, while `follow` and the search index pass over it for good."""
+    position = backend.unseen_position()
+    if position is not None:
+        raise IntegrityError(position, "the event's stored transaction id (txid) names no finished transaction, so "
+                             "readers tailing the log (follow, the search index) never return it (the row was altered "
+                             "outside threadlog)")
 
 
 def _check_position_range(backend: Backend) -> int:

@@ -263,3 +263,29 @@ def test_bytes_that_are_not_text_are_named_by_position(template: Template, chang
             assert shown.exit_code == 1 and f"the event at position {position} cannot be read" in shown.output, shown.output
     finally:
         restore(conn, altered)
+
+
+
+def test_an_event_whose_transaction_id_readers_never_see_finished_is_named_by_verify() -> None:
+    """`events.txid` decides when readers tailing the log (`read_all`, `follow`, the search
+    index) return an event: once its transaction is below every running one. Moved past every
+    transaction, the event is never returned (the search index covers later positions without
+    it, for good) while every hash still holds."""
+    url = postgres_url()
+    with Store(url) as store:
+        thread = store.create_thread(title="Trip")
+        store.append_message(thread, "user", "Find me a train to Lyon")
+        hidden = store.append_message(thread, "user", "And a ferry to Corsica")
+        store.append_message(thread, "user", "Thanks")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE events SET txid = (pg_current_xact_id()::text::bigint + 1000000)::text::xid8 "
+                     "WHERE position = %s", (hidden.position,))
+    with Store(url, read_only=True) as store:
+        assert [e.position for e in store.read_all()] == [1, 2, 4]  # what the edit does to readers
+        with pytest.raises(StoreError) as failed:
+            store.verify()
+    assert failed.value.position == hidden.position  # type: ignore[attr-defined]
+    assert "txid" in str(failed.value) and "outside threadlog" in str(failed.value)
+    result = CliRunner().invoke(cli, ["--db", url, "verify"])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: integrity check failed at position {hidden.position}:")
