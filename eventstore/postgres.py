@@ -626,6 +626,15 @@ def _claim_key(schema: str, name: str) -> int:
     return int.from_bytes(hashlib.sha256(f"threadlog claim\0{schema}\0{name}".encode()).digest()[:8], "big") >> 1
 
 
+def _no_schema(path: str, search_path: str) -> str:
+    """The refusal of a connection whose search_path names no schema to keep a store in: the
+    server passes over a schema that does not exist, or that the user may not use, without a
+    word (a store there looked like none, and creating one failed with SQLSTATE 3F000)."""
+    return (f"{path} gives no schema to keep the store in: the search_path ({search_path}) names none that exists "
+            "and this user may use; create it (CREATE SCHEMA name), grant the user USAGE on it (and CREATE, to make "
+            "the store), or name another in the URL (options=-csearch_path=name)")
+
+
 # Rows read per round trip when a read is streamed.
 _PAGE = 2000
 # Names of server-side cursors (several may be open at once on one connection).
@@ -666,8 +675,12 @@ class PostgresBackend:
             raise translate(error, self.path, url) from None
         try:
             self.conn.execute(f"SET lock_timeout = {int(timeout * 1000)}".encode())
-            icu = self.conn.execute(b"SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu')").fetchone()
-            self._folding = _Folding(self.conn.info.parameter_status("server_encoding") == "UTF8", bool(icu and icu[0]))
+            icu, schema, path = self.conn.execute(
+                b"SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu'), current_schema(), "
+                b"current_setting('search_path')").fetchone() or (False, None, "")
+            if schema is None:
+                raise SchemaError(_no_schema(self.path, str(path)))
+            self._folding = _Folding(self.conn.info.parameter_status("server_encoding") == "UTF8", bool(icu))
             if read_only:  # the server refuses every write of this session (a viewer, a read command)
                 if self._version() == 0:
                     raise NoStore(self.path)

@@ -1,0 +1,55 @@
+"""A URL whose search_path names no schema this user may keep a store in is refused by name.
+
+`options=-csearch_path=NAME` puts a store in a schema of its own. PostgreSQL passes over a
+schema that does not exist, or one the user has no USAGE on, without a word: `ls` then said
+the database held no threadlog store (of a schema that held one, unseen by this user), and
+`init` failed with the server's "no schema has been selected to create in (SQLSTATE 3F000)".
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import pytest
+from click.testing import CliRunner
+
+from tests.backends import postgres_cluster, postgres_url
+from threadlog import Store, StoreError
+from threadlog.cli import cli
+
+
+def _in_schema(url: str, schema: str, user: str = "postgres") -> str:
+    base, _, query = url.partition("?")
+    kept = [part for part in query.split("&") if not part.startswith("options=")]
+    return (base.replace("postgres@", f"{user}@", 1) + "?" + "&".join(kept)
+            + "&options=" + urllib.parse.quote(f"-csearch_path={schema}"))
+
+
+@pytest.mark.parametrize("command", [["init"], ["ls"], ["new", "--title", "Trip"]], ids=["init", "ls", "new"])
+def test_a_schema_that_does_not_exist_is_named(command: list[str]) -> None:
+    url = _in_schema(postgres_url(), "no_such_schema")
+    result = CliRunner().invoke(cli, ["--db", url, *command])
+    assert result.exit_code == 1
+    assert "no schema" in result.output and "no_such_schema" in result.output, result.output
+    assert "CREATE SCHEMA" in result.output and "SQLSTATE" not in result.output, result.output
+    assert "holds no threadlog store" not in result.output
+
+
+def test_a_schema_the_user_may_not_use_is_named_not_taken_for_an_empty_one() -> None:
+    url = postgres_url()
+    schema = urllib.parse.unquote(url.rpartition("search_path%3D")[2])
+    with Store(url) as store:
+        thread = store.create_thread(title="Trip")
+    cluster = postgres_cluster()
+    cluster.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'threadlog_nousage') "
+                    "THEN CREATE ROLE threadlog_nousage LOGIN; END IF; END $$")
+    other = _in_schema(url, schema, user="threadlog_nousage")
+    for command in (["ls"], ["init"]):
+        result = CliRunner().invoke(cli, ["--db", other, *command])
+        assert result.exit_code == 1
+        assert "no schema" in result.output and schema in result.output and "USAGE" in result.output, result.output
+        assert "holds no threadlog store" not in result.output
+    with pytest.raises(StoreError, match="no schema"):
+        Store(other, read_only=True)
+    with Store(url, read_only=True) as store:  # untouched
+        assert [t.id for t in store.threads()] == [thread]
