@@ -191,6 +191,11 @@ class Deadlocked(StoreError):
     anything (PostgreSQL; two `fan_out`s at once): running it again is safe."""
 
 
+class NotPermitted(StoreError):
+    """The database refused this user the statement (PostgreSQL: a privilege not granted, as
+    to a role that may only read). Nothing was written."""
+
+
 class NoStore(SchemaError):
     """A PostgreSQL database (or schema) that holds no threadlog store yet, opened read-only."""
 

@@ -26,7 +26,7 @@ import click
 
 from eventstore import (FORK_BOILERPLATE, Claimed, IntegrityError, InvalidEvent, Locked, OldPagesKept, RestoreReport, Store, StoreError,
                         ThreadNotFound)
-from eventstore.errors import MISSHAPEN, NoStore, SchemaTooOld, empty_file, misshapen, named
+from eventstore.errors import MISSHAPEN, NoStore, NotPermitted, SchemaTooOld, empty_file, misshapen, named
 from eventstore.events import MAX_DEPTH
 from eventstore.prepare import MAX_EVENT_BYTES, storable_json
 from eventstore.store import MAX_TIMEOUT, is_url, special_file
@@ -1786,14 +1786,21 @@ def search_command(store: Store, query: str, thread: str | None, role: str | Non
     """Full-text search, best first: SQLite FTS5 syntax (an invalid query is taken as plain
     words), or on PostgreSQL its web search syntax (`"a phrase"`, `or`, `-word`).
 
-    The index is first brought up to date; in a file this user may not write, what it
-    already covers is searched (a note says when that is not the whole log)."""
+    The index is first brought up to date; in a file this user may not write (or by a
+    PostgreSQL role that may only read), what it already covers is searched (a note says
+    when that is not the whole log)."""
+    unwritable = store.read_only
     with _Indexing() as progress:
-        hits = search(store, query, thread=thread, role=role, tool=tool_name, limit=limit, catch_up=not store.read_only,
-                      progress=progress)
+        try:
+            hits = search(store, query, thread=thread, role=role, tool=tool_name, limit=limit, catch_up=not unwritable,
+                          progress=progress)
+        except NotPermitted:  # a role that may only read (PostgreSQL): searched as a file it may not write is
+            unwritable = True
+            hits = search(store, query, thread=thread, role=role, tool=tool_name, limit=limit, catch_up=False)
     covered, last = store.index_position(), store.last_position()
-    if store.read_only and covered < last:
-        click.echo(f"note: {safe(store.path)} is read-only: its search index covers positions up to {covered} of {last}; "
+    if unwritable and covered < last:
+        why = "is read-only" if store.read_only else "does not let this user write its search index"
+        click.echo(f"note: {safe(store.path)} {why}: its search index covers positions up to {covered} of {last}; "
                    "newer events are not searched", err=True)
     if as_json:
         _emit_json({"query": query, "thread": thread, "hits": [hit.to_json() for hit in hits]})
