@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .backend import DOC_PARTS, MAX_INDEXED_POSITION, DocValues, HitRow, Scope
 from .errors import InvalidEvent, StoreError, altered_index, unsendable
 from .ranges import check_index, clip, segments
-from .recorded import decode
+from .recorded import decode, from_row
 
 if TYPE_CHECKING:
     from .store import Store
@@ -188,6 +188,10 @@ def search(store: Store, query: str, match: str = "query", scope: Sequence[Scope
     hits = store.backend.search(query, match, scope, role, tool, limit)
     for hit in hits:  # values of another kind only raw SQL stores: shown or sent as JSON, they fail later
         if hit.time is None:  # no event holds its position (the backend joins them to read the event's time)
+            if hit.position.__class__ is int and hit.position > 0:  # or one does, whose time was removed by hand:
+                for row in store.backend.all_events(hit.position - 1, 1, whole=True):  # reading it names it
+                    if row.position == hit.position:
+                        from_row(row)
             raise altered_index(f"a document names position {hit.position!r}, where no event is")
         if not (hit.position.__class__ is int and hit.stream_id.__class__ is str and hit.offset.__class__ is int
                 and hit.kind.__class__ is str and (hit.role is None or hit.role.__class__ is str)

@@ -28,6 +28,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from projections.search import update_index
 from tests.backends import postgres_url
 from tests.test_tamper_reads import LIBRARY, build, check_verify, commands, run_command, run_library
 from threadlog import Store, StoreError
@@ -289,3 +290,23 @@ def test_an_event_whose_transaction_id_readers_never_see_finished_is_named_by_ve
     result = CliRunner().invoke(cli, ["--db", url, "verify"])
     assert result.exit_code == 1
     assert result.output.startswith(f"error: integrity check failed at position {hidden.position}:")
+
+
+def test_a_hit_whose_event_has_no_time_names_the_event_not_the_index() -> None:
+    """A search reads each hit's time with its event: with both of the event's time columns
+    emptied by hand it said the index was altered ("a document names position 2, where no
+    event is"), and `index --rebuild`, which reads no time, changed nothing: every search
+    after it said the same."""
+    url = postgres_url()
+    with Store(url) as store:
+        thread = store.create_thread(title="Trip")
+        altered = store.append_message(thread, "user", "Find me a ferry to Corsica")
+        update_index(store)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE events SET recorded_at = NULL, recorded_text = NULL WHERE position = %s", (altered.position,))
+    for _ in range(2):
+        result = CliRunner().invoke(cli, ["--db", url, "search", "ferry"])
+        assert result.exit_code == 1
+        assert result.output.startswith(f"error: the event at position {altered.position} cannot be read"), result.output
+        assert "index" not in result.output
+        assert CliRunner().invoke(cli, ["--db", url, "index", "--rebuild"]).exit_code == 0
