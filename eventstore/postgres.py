@@ -339,7 +339,7 @@ _APPEND_AT = b"threadlog_append_at"
 # the "C" locale only ASCII letters are folded and kept.
 class _Folding(NamedTuple):
     utf8: bool  # the database's encoding is UTF8 (else it cannot hold `ſ`, nor run `normalize`)
-    icu: bool  # the server has ICU's root collation "und-x-icu"
+    icu: bool  # ICU's root collation "und-x-icu" is usable here (a server built with ICU, an encoding ICU takes)
 
 
 def _folded(value: str, how: _Folding) -> str:
@@ -677,7 +677,7 @@ class PostgresBackend:
         try:
             self.conn.execute(f"SET lock_timeout = {int(timeout * 1000)}".encode())
             icu, schema, path = self.conn.execute(
-                b"SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu'), current_schema(), "
+                b"SELECT to_regcollation('pg_catalog.\"und-x-icu\"') IS NOT NULL, current_schema(), "
                 b"current_setting('search_path')").fetchone() or (False, None, "")
             if schema is None:
                 raise SchemaError(_no_schema(self.path, str(path)))

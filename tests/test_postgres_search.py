@@ -381,6 +381,32 @@ def test_a_server_without_icu_splits_the_words_with_the_databases_own_collation(
         cluster.execute("DROP DATABASE threadlog_no_icu WITH (FORCE)")
 
 
+
+@pytest.mark.parametrize("encoding", ["SQL_ASCII", "EUC_JIS_2004"])
+def test_a_database_in_an_encoding_icu_does_not_take_gets_a_store(encoding: str) -> None:
+    """ICU's collation is in every database of a server built with it, but unusable in the
+    encodings ICU does not take: SQL_ASCII (what initdb gives a cluster under the C locale),
+    EUC_JIS_2004. `threadlog init` there failed with 'collation "und-x-icu" for
+    encoding "SQL_ASCII" does not exist (SQLSTATE 42704)', and no store could be made.
+    (MULE_INTERNAL is refused by the server itself: it converts none of it to UTF8.)"""
+    from tests.backends import postgres_cluster
+
+    postgres_url()  # the cluster started (or the test skipped)
+    cluster = postgres_cluster()
+    name = f"threadlog_{encoding.lower()}"
+    cluster.execute(f"DROP DATABASE IF EXISTS {name}")
+    cluster.execute(f"CREATE DATABASE {name} ENCODING '{encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    try:
+        with Store(cluster.url(name)) as store:
+            t = store.create_thread(title="split")
+            store.append_message(t, "user", "Read src/notes.md first")
+            store.append_message(t, "user", "Then the ferry timetable")
+            assert [h.offset for h in search(store, "notes")] == [1]
+            assert [h.offset for h in search(store, "FERRY")] == [2]
+            store.verify()
+    finally:
+        cluster.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
 @pytest.mark.parametrize("match", ["words", "any"])
 def test_a_word_of_thousands_of_parts_is_searched_on_both_backends(tmp_path: Path, match: str) -> None:
     """A message's text is a retrieval's plain-words query: one word of 20,000 parts (a CSV
