@@ -191,6 +191,12 @@ class Deadlocked(StoreError):
     anything (PostgreSQL; two `fan_out`s at once): running it again is safe."""
 
 
+class Disconnected(StoreError):
+    """No answer from the database server now: it did not answer at the URL, takes no
+    connections (starting, shutting down, recovering), or ended the connection (a restart).
+    A call under way was not acknowledged; the same call may succeed on a new store later."""
+
+
 class NotPermitted(StoreError):
     """The database refused this user the statement (PostgreSQL: a privilege not granted, as
     to a role that may only read). Nothing was written."""

@@ -16,7 +16,7 @@ import psycopg
 from psycopg import pq
 from psycopg.conninfo import make_conninfo
 
-from .errors import StoreError, first_line
+from .errors import Disconnected, StoreError, first_line
 from .urls import without_passwords
 
 
@@ -37,9 +37,9 @@ def not_connected(error: psycopg.OperationalError, path: str, url: str, connect_
             return StoreError(f"the PostgreSQL server for {path} was reached and refused the connection ({text}); "
                               "check the user, password and database the URL names")
         if answer == pq.Ping.REJECT:
-            return StoreError(f"the PostgreSQL server for {path} takes no connections now: it is starting, shutting "
+            return Disconnected(f"the PostgreSQL server for {path} takes no connections now: it is starting, shutting "
                               f"down or recovering ({text}); retry later")
         if answer == pq.Ping.NO_ATTEMPT:
             return StoreError(f"{path} is not a URL PostgreSQL can connect with ({text}); check its parameters")
-    return StoreError(f"cannot reach the PostgreSQL server for {path} ({text}); check that it runs and the URL's host "
-                      "and port")
+    return Disconnected(f"cannot reach the PostgreSQL server for {path} ({text}); check that it runs and the URL's host "
+                        "and port")

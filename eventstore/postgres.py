@@ -103,8 +103,8 @@ from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitR
                       doc_pieces,
                       NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, tools_query, query_words)
 from .claims import Claim
-from .errors import (Claimed, Deadlocked, KeyClash, Locked, NoStore, NotPermitted, OldPagesKept, SchemaError, SchemaTooOld, StoreError,
-                     first_line, unsendable)
+from .errors import (Claimed, Deadlocked, Disconnected, KeyClash, Locked, NoStore, NotPermitted, OldPagesKept, SchemaError,
+                     SchemaTooOld, StoreError, first_line, unsendable)
 from .urls import safe_url, without_passwords as _without_passwords
 from .pgreach import not_connected
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
@@ -445,7 +445,8 @@ _MESSAGES = {
     "42501": "the database user may not do this on {path} ({error}); grant it or connect as the owner",
 }
 # The refusals a caller may act on by their class (the others are `StoreError`).
-_KINDS: dict[str, type[StoreError]] = {"23505": KeyClash, "40P01": Deadlocked, "42501": NotPermitted}
+_KINDS: dict[str, type[StoreError]] = {"23505": KeyClash, "40P01": Deadlocked, "42501": NotPermitted, "08": Disconnected,
+                                       "57": Disconnected}
 # A lock not granted within lock_timeout, and a statement the timeout cancelled while it waited.
 _LOCK_TIMEOUTS = ("55P03", "57014")
 _CLASSES = {
@@ -476,14 +477,14 @@ def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "
         if isinstance(error, psycopg.InterfaceError) and "closed" in text:
             return StoreError(f"the store for {path} is closed; open it again to read or write")
         if isinstance(error, psycopg.OperationalError):  # a connection made, since lost
-            return StoreError(_CLASSES["08"].format(path=path, error=text))
+            return Disconnected(_CLASSES["08"].format(path=path, error=text))
         return StoreError(f"database error on {path}: {text}")
     if state in _LOCK_TIMEOUTS:
         return Locked(path, text)
     template = _MESSAGES.get(state) or _CLASSES.get(state[:2])
     if template is None:
         return StoreError(f"database error on {path}: {text} (SQLSTATE {state})")
-    return _KINDS.get(state, StoreError)(template.format(path=path, error=text))
+    return _KINDS.get(state, _KINDS.get(state[:2], StoreError))(template.format(path=path, error=text))
 
 
 def _translated(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Callable[Concatenate[PostgresBackend, _P], _R]:

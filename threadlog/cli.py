@@ -26,7 +26,7 @@ import click
 
 from eventstore import (FORK_BOILERPLATE, Claimed, IntegrityError, InvalidEvent, Locked, OldPagesKept, RestoreReport, Store, StoreError,
                         ThreadNotFound)
-from eventstore.errors import MISSHAPEN, NoStore, NotPermitted, SchemaTooOld, empty_file, misshapen, named
+from eventstore.errors import MISSHAPEN, Disconnected, NoStore, NotPermitted, SchemaTooOld, empty_file, misshapen, named
 from eventstore.events import MAX_DEPTH
 from eventstore.prepare import MAX_EVENT_BYTES, storable_json
 from eventstore.store import MAX_TIMEOUT, is_url, special_file
@@ -334,6 +334,13 @@ def _may_write(path: str) -> bool:
     return os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
 
 
+def _db_path() -> str:
+    """The database the running command names, as given (a URL with its password): its own
+    --db, else the group's (or $THREADLOG_DB), else ./threadlog.db."""
+    ctx = click.get_current_context()
+    return ctx.params.get("db") or ctx.find_root().params.get("db") or DEFAULT_DB
+
+
 def with_store(mode: str = "read") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Open the store named by --db for the command (see `_open` for `mode`), resolve its
     THREAD arguments (prefixes, @last), and close the store afterwards."""
@@ -342,7 +349,7 @@ def with_store(mode: str = "read") -> Callable[[Callable[..., Any]], Callable[..
         @functools.wraps(func)
         def wrapper(db: str | None, timeout: float = 30.0, **kwargs: Any) -> Any:
             ctx = click.get_current_context()
-            path = db or ctx.find_root().params.get("db") or DEFAULT_DB
+            path = _db_path()
             if path == ":memory:":  # `new --db :memory:` printed the id of a thread gone when it exited
                 raise click.UsageError("--db :memory: names a database that is gone when the command exits; name a file "
                                        "(or a postgresql:// URL)")
@@ -1178,22 +1185,48 @@ def follow(store: Store, thread: str | None, forks: bool, after: int | None, int
     wanted: set[str] | None = None
     if thread is not None:  # with --forks, the forks there are already (later ones join as their thread.forked goes by)
         wanted = {info.id for info in store.subtree(thread)} if forks else {thread}
+    reading = store
     try:
         while True:
-            for event in store.read_all(after=position):
-                position = event.position
-                if wanted is not None and forks and event.type == "thread.forked" and event.data["parent_id"] in wanted:
-                    wanted.add(event.stream_id)
-                if wanted is not None and event.stream_id not in wanted:
-                    continue
-                if as_json:
-                    click.echo(_json(event.to_json()))
-                else:
-                    output.lines([event_line(event)])
-                sys.stdout.flush()
+            try:
+                for event in reading.read_all(after=position):
+                    position = event.position
+                    if wanted is not None and forks and event.type == "thread.forked" and event.data["parent_id"] in wanted:
+                        wanted.add(event.stream_id)
+                    if wanted is not None and event.stream_id not in wanted:
+                        continue
+                    if as_json:
+                        click.echo(_json(event.to_json()))
+                    else:
+                        output.lines([event_line(event)])
+                    sys.stdout.flush()
+            except Disconnected as lost:
+                if reading is not store:
+                    reading.close()
+                reading = _reconnected(_db_path(), lost, position, interval)
             time.sleep(interval)
     except KeyboardInterrupt:
         sys.exit(130)
+    finally:
+        if reading is not store:
+            reading.close()
+
+
+def _reconnected(path: str, lost: Disconnected, position: int, interval: float) -> Store:
+    """A new read-only store on the server `follow` lost (restarted, or the network down): tried
+    again every second or `interval`, whichever is longer, until the server answers, as `tail -F`
+    follows a file that comes back. A refusal other than no answer (the store dropped, the
+    role's grants revoked) ends `follow` with its message."""
+    click.echo(f"note: {_cli_words(str(lost))}\nnote: following on after position {position} once the server answers "
+               "again (Ctrl-C stops)", err=True)
+    while True:
+        time.sleep(max(interval, 1.0))
+        try:
+            again = Store(path, read_only=True)
+        except Disconnected:
+            continue
+        click.echo(f"reconnected to {safe(again.path)}", err=True)
+        return again
 
 
 @cli.command()
@@ -1851,7 +1884,7 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
     if not host.strip():
         raise click.BadParameter("names no address (127.0.0.1 keeps the viewer on this machine)", param_hint="--host")
     ctx = click.get_current_context()
-    target = ctx.params.get("db") or ctx.find_root().params.get("db") or DEFAULT_DB  # store.path hides a URL's password
+    target = _db_path()  # store.path hides a URL's password
     name = f"[{host}]" if ":" in host else host  # an IPv6 address, as URLs and Host headers write it
     # Listening comes first: the viewer is announced (and a browser pointed at it) only once
     # the port is its own; before, a port in use was announced, and --open showed whatever
