@@ -649,6 +649,8 @@ class PostgresBackend:
     (only when the schema is created). Writers wait up to `timeout` seconds for a lock."""
 
     def __init__(self, url: str, timeout: float = 30.0, *, partitions: int = 0, read_only: bool = False) -> None:
+        scheme, separator, rest = url.partition("://")
+        url = scheme.lower() + separator + rest  # libpq reads the scheme in small letters only
         self.path = safe_url(url)
         self.read_only = read_only
         self._in_transaction = False

@@ -162,8 +162,9 @@ def _check_projection(projection: Any, version: Any) -> None:
 
 
 def is_url(target: str | os.PathLike[str]) -> bool:
-    """Whether `target` names a PostgreSQL database (`postgresql://…`) rather than a SQLite file."""
-    return os.fspath(target).split("://", 1)[0] in ("postgresql", "postgres")
+    """Whether `target` names a PostgreSQL database (`postgresql://…`, the scheme in any case, as
+    URLs take it) rather than a SQLite file."""
+    return os.fspath(target).split("://", 1)[0].lower() in ("postgresql", "postgres")
 
 
 # The longest wait for a lock: SQLite's busy timeout (and PostgreSQL's lock_timeout) is a

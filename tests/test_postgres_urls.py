@@ -32,6 +32,8 @@ def _urls() -> list[str]:
         f"postgresql://u:{SECRET}?x@/db?host=/nonexistent",
         f"postgresql://u:{SECRET}@[::1/db",
         f"postgresql://u:{SECRET}%zz@/db?host=/nonexistent",
+        f"POSTGRESQL://postgres:{SECRET}@/no_such_db?host={socket}",  # a scheme is case-insensitive (RFC 3986)
+        f"Postgres://u:{SECRET}@/db?host=/nonexistent",
     ]
 
 
@@ -47,3 +49,15 @@ def test_no_error_names_the_password() -> None:
             assert done.returncode == 1, (url, done.stderr)
             assert SECRET not in done.stdout + done.stderr, (url, done.stderr)
             assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr, (url, done.stderr)
+
+
+def test_a_url_whose_scheme_is_in_capitals_opens_the_same_store() -> None:
+    """A URL's scheme is case-insensitive, but libpq reads only `postgresql://` and `postgres://`:
+    `POSTGRESQL://…` was taken for a SQLite file's path, and its messages ("no database at
+    POSTGRESQL://user:password@…", "cannot open …") showed the password."""
+    url = postgres_url()
+    with Store(url) as store:
+        thread = store.create_thread(title="Trip")
+    for scheme in ("POSTGRESQL", "Postgres"):
+        with Store(scheme + url[len("postgresql"):], read_only=True) as again:
+            assert [t.id for t in again.threads()] == [thread]
