@@ -398,6 +398,12 @@ class Backend(Protocol):
         only when a row was written outside threadlog, where no scan of positions reads it."""
         ...
 
+    def sequence_position(self) -> int | None:
+        """The position the next write would take, read outside any write, where the backend
+        keeps it apart from the rows (PostgreSQL: its sequence), or None where it is the
+        largest stored plus one (SQLite) or this user may not read it."""
+        ...
+
     def unseen_position(self) -> int | None:
         """The lowest position of an event readers tailing the log (`all_events` outside a
         view, so `follow` and the search index) will never return, though it is stored, or

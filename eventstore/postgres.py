@@ -1227,6 +1227,15 @@ class PostgresBackend:
         return None if row is None or row[0] is None else int(row[0])
 
     @_translated
+    def sequence_position(self) -> int | None:
+        """None for a role that may not read the sequence (a reader granted SELECT on the tables only)."""
+        allowed = self.conn.execute(b"SELECT has_sequence_privilege('event_positions', 'SELECT')").fetchone()
+        if not (allowed and allowed[0]):
+            return None
+        row = self.conn.execute(b"SELECT last_value + is_called::int FROM event_positions").fetchone()
+        return int(row[0]) if row else None
+
+    @_translated
     def unseen_position(self) -> int | None:
         """A stored row's transaction committed before the statement's snapshot, so its id is
         finished in that snapshot, unless the id was altered: past every transaction given

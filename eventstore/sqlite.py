@@ -1200,6 +1200,9 @@ class SQLiteBackend:
         row = self.conn.execute("SELECT min(position) FROM events").fetchone()
         return None if row[0] is None else int(row[0])
 
+    def sequence_position(self) -> int | None:
+        return None
+
     def unseen_position(self) -> int | None:
         return None
 

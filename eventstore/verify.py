@@ -122,6 +122,12 @@ def _check_position_range(backend: Backend) -> int:
     if last > MAX_INDEX:
         raise IntegrityError(last, f"a row holds position {last}: positions go up to {MAX_INDEX} (2^62), and every write "
                              "after it would be refused (a row written outside threadlog)")
+    taken = backend.sequence_position()
+    if taken is not None and taken <= last:  # it only moves forward, past every position a write took
+        raise IntegrityError(None, f"the next write would take position {taken}, where the log already goes to {last}: "
+                             "every write collides with a stored event until the positions pass it (the sequence "
+                             f"event_positions was moved back outside threadlog; SELECT setval('event_positions', {last}) "
+                             "puts it back)")
     return last
 
 

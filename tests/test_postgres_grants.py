@@ -91,4 +91,6 @@ def test_a_role_that_may_only_read_searches_what_the_index_covers_as_a_read_only
     assert found.stdout.startswith(f"{thread} (Trip) @1 user: **read** me") and found.stderr == note
     later = CliRunner().invoke(cli, ["--db", reader, "search", "later"])
     assert later.exit_code == 0 and later.stdout == "" and later.stderr == note + "no match\n"
+    verified = CliRunner().invoke(cli, ["--db", reader, "verify"])  # the position sequence is not the reader's to read
+    assert verified.exit_code == 0 and verified.output.startswith("ok: 3 events"), verified.output
     assert dump(url) == kept

@@ -15,6 +15,7 @@ back (by the row's physical address, so even an altered key finds its row).
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 import subprocess
 import sys
@@ -310,3 +311,28 @@ def test_a_hit_whose_event_has_no_time_names_the_event_not_the_index() -> None:
         assert result.output.startswith(f"error: the event at position {altered.position} cannot be read"), result.output
         assert "index" not in result.output
         assert CliRunner().invoke(cli, ["--db", url, "index", "--rebuild"]).exit_code == 0
+
+
+@pytest.mark.parametrize("verify", [["verify"], ["verify", "--since", "CHECKPOINT"]], ids=["full", "since"])
+def test_a_position_sequence_moved_back_is_named_by_verify(verify: list[str]) -> None:
+    """Positions come from a sequence on PostgreSQL. Moved back with psql (`setval`), every
+    write failed as a clash with another writer, 'or its rows were altered outside threadlog
+    (`threadlog verify` names where)', and verify said all was well."""
+    url = postgres_url()
+    with Store(url) as store:
+        thread = store.create_thread(title="Trip")
+        store.append_message(thread, "user", "Find me a train to Lyon")
+        checkpoint = store.checkpoint()
+        store.append_message(thread, "user", "And a ferry to Corsica")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT setval('event_positions', 1)")
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["--db", url, "append", thread, "--role", "user", "--text", "more"])
+    assert refused.exit_code == 1 and "`threadlog verify` names where" in refused.output
+    result = runner.invoke(cli, ["--db", url, *[checkpoint if arg == "CHECKPOINT" else arg for arg in verify]])
+    assert result.exit_code == 1
+    assert re.search(r"the next write would take position [23], where the log already goes to 3", result.output), result.output
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT setval('event_positions', 3)")  # as the message says
+    assert runner.invoke(cli, ["--db", url, *[checkpoint if arg == "CHECKPOINT" else arg for arg in verify]]).exit_code == 0
+    assert runner.invoke(cli, ["--db", url, "append", thread, "--role", "user", "--text", "more"]).exit_code == 0
