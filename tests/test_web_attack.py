@@ -33,6 +33,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from threadlog import Store, diff, update_index  # noqa: E402
 from threadlog.web import create_app  # noqa: E402
+from tests.procs import ctrl_c, interruptible  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
@@ -191,6 +192,33 @@ def test_serve_on_port_0_announces_the_port_it_took(db: Path) -> None:
         _stop(proc)
         assert proc.stdout is not None
         proc.stdout.close()
+
+
+def test_ctrl_c_with_a_page_open_stops_the_server_at_once_without_a_traceback(db: Path) -> None:
+    """An open thread page holds a live stream; Ctrl-C waited out the graceful shutdown, then
+    cancelled the stream, printing "Cancel 1 running task(s)" and a 40-line traceback."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    proc = interruptible([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(db), "--port",
+                          str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            stream = urllib.request.urlopen(f"http://127.0.0.1:{port}/live?id=t&after=3", timeout=10)
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "threadlog serve did not start"
+            time.sleep(0.1)
+    with stream:
+        assert stream.readline() == b": connected\n" and stream.readline() == b"\n"
+        started = time.monotonic()
+        _, err = ctrl_c(proc)
+        took = time.monotonic() - started
+        assert "Traceback" not in err and "ERROR" not in err, err
+        assert stream.read() == b""  # the stream was ended, not cut off
+    assert proc.returncode == 130
+    assert took < 5, took
 
 
 @pytest.fixture(scope="module")

@@ -1873,9 +1873,8 @@ def index_command(store: Store, rebuild: bool, as_json: bool) -> None:
 def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool) -> None:
     """A local, read-only web viewer: threads, rows, replay, fork tree, blame, diff, live updates."""
     try:
-        import uvicorn
-
         from .web import create_app
+        from .web.server import run
     except ImportError as error:
         missing = (error.name or "a package").split(".")[0]
         raise StoreError(f"threadlog serve needs the web extra ({missing} is missing): pip install 'threadlog[web]'") from None
@@ -1906,9 +1905,8 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
         import webbrowser
 
         threading.Timer(0.5, webbrowser.open, [url]).start()
-    config = uvicorn.Config(create_app(target, hosts), log_level="warning", timeout_graceful_shutdown=1)
     with listening:
-        uvicorn.Server(config).run(sockets=[listening])
+        run(create_app(target, hosts), listening)
 
 
 def main() -> None:

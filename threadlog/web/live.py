@@ -93,7 +93,7 @@ async def events(request: Request) -> StreamingResponse:
     async def stream() -> AsyncIterator[str]:
         position, quiet = after, 0
         yield ": connected\n\n"
-        while not await request.is_disconnected():
+        while not view.stopping.is_set() and not await request.is_disconnected():
             try:
                 position, payload = await run_in_threadpool(_poll, view, thread, position, start)
             except (StoreError, *MISSHAPEN) as error:  # the stream ends with what went wrong, not a server's traceback

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from jinja2 import Environment
@@ -19,11 +20,13 @@ from .render import markdown_budget, visible
 
 @dataclass
 class Viewer:
-    """What every handler needs: the file, the templates, the integrity badge."""
+    """What every handler needs: the file, the templates, the integrity badge; `stopping` is
+    set when the server shuts down, and ends the live streams."""
 
     path: str
     env: Environment
     integrity: Integrity
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def open(self) -> Store:
         return Store(self.path, read_only=True)
