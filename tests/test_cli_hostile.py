@@ -760,14 +760,14 @@ def test_an_input_file_that_cannot_be_read_is_a_usage_error(tmp_path: Path, opti
 
 
 def test_ids_that_differ_by_a_character_that_shows_as_nothing_are_told_apart(tmp_path: Path) -> None:
-    """A zero-width space, a word joiner or a byte order mark printed raw: `ls` and an ambiguous
+    """A zero-width space, a word joiner, a byte order mark or a tag character printed raw: `ls` and an ambiguous
     prefix's error showed `abc` twice for two ids. Each is shown as its escape."""
     db = tmp_path / "t.db"
     with Store(db) as store:
-        for thread in ("abc", "ab\u200bc", "ab\u2060c", "ab\ufeffc"):
+        for thread in ("abc", "ab\u200bc", "ab\u2060c", "ab\ufeffc", "ab\U000e0041c"):
             store.create_thread(thread_id=thread)
     code, listed, _ = invoke("--db", str(db), "ls")
-    assert code == 0 and all(shown in listed for shown in ("ab\\u200bc", "ab\\u2060c", "ab\\ufeffc")), listed
+    assert code == 0 and all(shown in listed for shown in ("ab\\u200bc", "ab\\u2060c", "ab\\ufeffc", "ab\\U000e0041c")), listed
     code, _, err = invoke("--db", str(db), "show", "ab")
     assert code == 1 and "ab\\u200bc" in err and "\u200b" not in err, err
 

@@ -15,10 +15,12 @@ from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadSt
 
 # Characters that reorder the text around them where it is shown (bidirectional embeddings,
 # overrides and isolates), and characters that show as nothing at all (a zero-width space, a
-# word joiner, a byte order mark: `abc` and `ab\u200bc` looked like one id). Both are shown as
-# their escapes here and by the web viewer (`threadlog.web.render.visible`).
+# word joiner, a byte order mark: `abc` and `ab\u200bc` looked like one id; the invisible
+# operators and the deprecated format characters; and the tag characters, U+E0000 plus an
+# ASCII code each, in which a tool result can hand a model an instruction nobody reading it
+# sees). Both are shown as their escapes here and by the web viewer (`threadlog.web.render.visible`).
 REORDERING = "\u202a-\u202e\u2066-\u2069"
-INVISIBLE = "\u200b\u2060\ufeff"
+INVISIBLE = "\u200b\u2060-\u2064\u206a-\u206f\ufeff\U000e0000-\U000e007f"
 
 # A lone surrogate: how Python holds a byte that is not UTF-8 in a file name or an argument
 # (`bad\xff.jsonl`). Printed raw it wrote that byte (output no UTF-8 reader takes) or, with a
