@@ -4,6 +4,7 @@ keep stored strings from running, read-only serving, paging, the integrity badge
 
 from __future__ import annotations
 
+import html
 import re
 import sqlite3
 import subprocess
@@ -236,6 +237,27 @@ def test_a_diff_of_unrelated_threads_says_they_share_nothing(tmp_path: Path) -> 
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
         page = c.get("/diff", params={"a": a, "b": b}).text
     assert "No shared history: the two threads have no common ancestor" in page and "0..-1" not in page
+
+
+def test_a_diff_shows_what_each_side_s_tool_calls_sent_and_got(tmp_path: Path) -> None:
+    """Two forks that ran the same tool differently read the same on the diff: each side said
+    "tool call bash" and "tool result c1", not the command, its output or that one failed, and
+    a thinking block was `[thinking]`. Each block is shown as the replay shows it."""
+    path = tmp_path / "forks.db"
+    with Store(path) as store:
+        store.append_message(store.create_thread(thread_id="t"), "user", "delete the build files")
+        for fork, command, output, failed in (("a", "rm -rf build/", "removed 3 files", False),
+                                              ("b", "rm -rf /", "rm: permission denied", True)):
+            store.fork("t", fork_id=fork)
+            store.append_message(fork, "assistant", [{"type": "thinking", "thinking": f"I will run {command}", "signature": "s"},
+                                                     {"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": command}}])
+            store.append_message(fork, "user", [{"type": "tool_result", "tool_use_id": "c1", "content": output, "is_error": failed}])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/diff", params={"a": "a", "b": "b"}).text
+    a, b = (html.unescape(side) for side in page.split('<section class="side">')[1:])
+    assert '"command": "rm -rf build/"' in a and "<pre>\nremoved 3 files</pre>" in a and "I will run rm -rf build/" in a
+    assert '"command": "rm -rf /"' in b and "<pre>\nrm: permission denied</pre>" in b and "I will run rm -rf /" in b
+    assert 'status-error' in b and 'status-error' not in a and "[thinking]" not in page
 
 
 def test_a_texts_own_bold_is_not_taken_for_a_match(tmp_path: Path) -> None:
