@@ -96,6 +96,33 @@ def test_paging_back_from_the_latest_page_repeats_nothing(client: TestClient, pa
     assert [n for page in _walk(client, f"{path}?id=long&first=0&start=0", "later") for n in page] == list(range(LONG))
 
 
+@pytest.mark.parametrize("note_above", [False, True], ids=["note-fork", "fork-of-a-note-fork"])
+def test_a_note_fork_pages_from_its_fork_card(tmp_path: Path, note_above: bool) -> None:
+    """A `context="note"` fork's rows start over at its ⑃ card, but its page offered « First and
+    ‹ Earlier back through its parent's history: pages of the parent's messages the fork's view
+    does not hold, with a gap before the card that no page showed (the latest page starts at
+    the card). The pages now start at the card, and so do those of a fork below the note fork."""
+    path = tmp_path / "note.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="long")
+        store.append("long", [{"type": "message.appended", "data": {"role": "user" if i % 2 == 0 else "assistant",
+                                                                  "content": f"message {i}"}} for i in range(LONG)])
+        fork = store.fork("long", at=240, context="note", fork_id="note")
+        store.append_message(fork, "user", "message 1000")
+        if note_above:
+            fork = store.fork(fork, fork_id="below")
+            store.append_message(fork, "assistant", "message 1001")
+        whole = [int(n) for row in display_rows(store, fork) if row.text and row.text.startswith("message ")
+                 for n in [row.text.split()[1]]]
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        latest = c.get("/thread", params={"id": fork}).text
+        back = _walk(c, f"/thread?id={fork}", "earlier")
+        first = c.get("/thread", params={"id": fork, "start": 0}).text
+    assert [n for page in reversed(back) for n in page] == whole == ([1000, 1001] if note_above else [1000])
+    assert "« First" not in latest and 'class="earlier"' not in latest
+    assert '<span id="range-start">240</span>' in first and "<p>message 0</p>" not in first
+
+
 def test_query_parameters_are_checked(client: TestClient) -> None:
     response = client.get("/thread?id=trip&at=-1")
     assert response.status_code == 400 and "at must be a whole number" in response.text

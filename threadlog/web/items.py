@@ -88,6 +88,25 @@ def thread_items(store: Store, thread: str, start: int, stop: int, at: int | Non
     return items
 
 
+def view_start(store: Store, chain: list[ThreadInfo], low: int, end: int) -> int | None:
+    """Where the rows of a thread's first `end` events start over, when that is at or after
+    offset `low`: the ⑃ card of the nearest `context="note"` fork in its line (`chain`, as
+    `ancestry` gives it), whose rows begin there. None when the rows below `low` are the view's.
+
+    Only the forks made at `low` or later are read (by position, one event each), so the
+    latest page of a thread deep in a chain of forks reads about a page of them."""
+    for info in chain:
+        if info.parent_id is None or info.parent_offset is None or info.parent_offset < low:
+            return None
+        if info.parent_offset >= end:  # forked past what the page shows as of `end`
+            continue
+        forked = next(store.read_all(after=info.created_position - 1, limit=1), None)
+        if (forked is not None and forked.stream_id == info.id and forked.type == "thread.forked"
+                and forked.data.get("options", {}).get("context") == "note"):
+            return info.parent_offset
+    return None
+
+
 def _capped(items: list[Item]) -> list[Item]:
     """At most `ROWS_PER_EVENT` rows of one event, then one `more_rows` item counting the rest: a
     page is `PAGE` events, and one message of 50,000 blocks made a 28 MB page."""

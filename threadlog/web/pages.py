@@ -20,7 +20,7 @@ from projections.lineage import iter_blame
 from ..listing import listing
 from ..names import AmbiguousName, resolve
 from .graph import layout
-from .items import thread_items
+from .items import thread_items, view_start
 from .query import thread_param, whole_number
 from .render import link
 from .viewer import viewer
@@ -100,13 +100,16 @@ def thread_page(request: Request) -> Response:
             raise HTTPException(400, f"at {at} is past the thread's {info.head} events: pass 0..{info.head}")
         end = info.head if at is None else at
         start = max(0, end - PAGE) if start is None else min(start, end)
+        # A note fork's rows start over at its card: no page before it (they showed its parent's).
+        card = view_start(store, chain, start, end)
+        start = start if card is None else card
         stop = min(start + PAGE, end, end if until is None else max(until, start))
         items = thread_items(store, thread, start, stop, at)
         title = store.title(thread)
         badge = view.integrity.badge(after)
     pager = {
-        "first": 0 if start > 0 else None,
-        "earlier": _earlier(start),
+        "first": 0 if start > 0 and card is None else None,
+        "earlier": _earlier(start) if card is None else None,
         "later": stop if stop < end else None,
         "latest": stop < end,
     }
