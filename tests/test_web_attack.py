@@ -744,6 +744,39 @@ def test_a_redaction_re_sends_only_rows_the_open_page_shows(served: tuple[str, P
     assert len(update["items"]) <= 21, len(update["items"])  # the redaction's record and the rows just before it
 
 
+@pytest.mark.parametrize("settled", ["tool_result", "interrupt.resolved"])
+def test_an_answer_far_from_its_call_updates_the_call_on_an_open_page(served: tuple[str, Path], settled: str) -> None:
+    """The update re-sent the rows of the 20 events before the answer: a tool call (or an
+    interrupt) 25 events back, with progress recorded in between, stayed `pending` on the open
+    page, while a reload showed it `ok` (or `resolved`)."""
+    base, path = served
+    thread = f"slow-{settled}"
+    with Store(path) as store:
+        store.create_thread(thread_id=thread)
+        store.append_message(thread, "user", "run the long job")
+        if settled == "tool_result":
+            store.append_message(thread, "assistant", [{"type": "tool_use", "id": "job1", "name": "long_job", "input": {}}])
+        else:
+            store.append(thread, [{"type": "interrupt.raised", "data": {"interrupt_id": "ask-1", "question": "go on?"}}])
+        store.append(thread, [{"type": "metadata.set", "data": {"patch": {"progress": i}}} for i in range(25)])
+        after = store.last_position()
+    with urllib.request.urlopen(f"{base}/live?id={thread}&after={after}&from=0", timeout=20) as stream:
+        assert stream.readline() == b": connected\n"
+        with Store(path) as store:
+            if settled == "tool_result":
+                store.append_message(thread, "user", [{"type": "tool_result", "tool_use_id": "job1", "content": "done"}])
+            else:
+                store.append(thread, [{"type": "interrupt.resolved", "data": {"interrupt_id": "ask-1", "answer": "yes"}}])
+        line = b""
+        while not line.startswith(b"data:"):
+            line = stream.readline()
+    items = json.loads(line[5:])["items"]
+    kind = "tool_call" if settled == "tool_result" else "interrupt"
+    sent = [item["html"] for item in items if f"kind-{kind}" in item["html"]]
+    assert len(sent) == 1 and ("status-ok" if kind == "tool_call" else "status-resolved") in sent[0], [i["id"] for i in items]
+    assert len(items) <= 3  # the call and its answer (and an answer's row), not the progress between them
+
+
 def test_the_thread_list_shows_last_activity_as_ls_does(tmp_path: Path) -> None:
     """The list showed an imported time as written: `2026-01-31T12:00:00+05:30` beside UTC
     times read as noon, where `threadlog ls` shows it in UTC, `2026-01-31 06:30:00`. A time

@@ -164,6 +164,26 @@ def test_a_fork_made_at_an_earlier_offset_appears_live_where_it_was_made(served,
     assert (items[at - 1][1], items[at + 1][1]) == (199, 200)
 
 
+def test_a_tool_call_answered_after_long_progress_turns_ok_on_the_open_page(served, page) -> None:
+    """A call 25 events before its result (progress recorded in between) stayed `pending` on
+    the open page until it was reloaded; it changes where it is, and the result goes last."""
+    base, path, _ = served
+    with Store(path) as store:
+        store.create_thread(thread_id="slow")
+        store.append_message("slow", "assistant", [{"type": "tool_use", "id": "job1", "name": "long_job", "input": {}}])
+        store.append_message("slow", "assistant", "started: this takes a while")
+        store.append("slow", [{"type": "metadata.set", "data": {"patch": {"progress": i}}} for i in range(24)])
+    page.goto(url(base, "/thread", id="slow"))
+    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    assert page.inner_text("#rows li.kind-tool_call .status") == "pending"
+    with Store(path) as store:
+        store.append_message("slow", "user", [{"type": "tool_result", "tool_use_id": "job1", "content": "done"}])
+    page.locator("#rows li.kind-tool_result").wait_for(timeout=2_000)
+    page.wait_for_function("document.querySelector('#rows li.kind-tool_call .status').textContent === 'ok'", timeout=2_000)
+    kinds = page.eval_on_selector_all("#rows > li.item", "items => items.map(item => item.className.split(' ')[1])")
+    assert kinds == ["kind-tool_call", "kind-text", "kind-tool_result"]
+
+
 def test_hostile_strings_run_nothing_and_show_as_text(served, page, shots: Path) -> None:
     base, _, ids = served
     page.goto(base + "/?all=1")

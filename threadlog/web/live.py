@@ -5,7 +5,8 @@ The server tails the log with `read_all(after=position)` as `threadlog follow` d
 times a second, each time on a fresh read-only connection; when the thread's own stream
 gains events (or a fork is made from it) it sends the rendered items from a little before
 the first new event to the head (so a tool call answered by the new event changes status
-too, and a new fork's card appears where it was made). Items carry the ids of
+too, and a new fork's card appears where it was made), and the tool calls and interrupts the
+new events answer from further back (`REACH`). Items carry the ids of
 their rows, so the page's script replaces the ones it has and appends the others. More
 than `LIMIT` events at once (an import) are not sent as rows: the update carries a link to
 the latest page instead, which the script shows in place of the live marker.
@@ -22,8 +23,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from eventstore import StoreError
+from eventstore import RecordedEvent, StoreError
 from eventstore.errors import MISSHAPEN, misshapen
+from projections import Row
 
 from .items import ROWS_PER_EVENT, thread_items
 from .query import thread_param, whole_number
@@ -32,6 +34,10 @@ from .viewer import Viewer, viewer
 
 INTERVAL = 0.25  # seconds between looks at the log
 RESTATUS = 20  # events before the first new one that are sent again (their status may have changed)
+# How far back from those a tool call or an interrupt that the new events answer is looked for
+# (it is sent again, its status changed): a call answered after 25 events of progress stayed
+# `pending` on the open page. The page's own start bounds it too.
+REACH = 1000
 KEEPALIVE = 60  # quiet looks between comment lines that keep the connection open
 # The most events one update renders. An import of 30,000 events into an open thread was sent
 # as one 20 MB update, 12 s after the append, with the server holding it all in memory.
@@ -68,13 +74,38 @@ def _poll(view: Viewer, thread: str, position: int, start: int) -> tuple[int, st
         low = min(max(start, min(offsets) - RESTATUS), head)
         if head - low > LIMIT:  # a batch too big to send as rows: the page offers its latest page instead
             return position, json.dumps({"head": head, "position": position, "items": [], "reload": link("/thread", id=thread)})
-        items = thread_items(store, thread, low, head)
+        settled = _settled([event for event in new if event.stream_id == thread])
+        reach = max(start, low - REACH) if settled else low
+        found = thread_items(store, thread, reach, head)
+        # The calls answered from further back go last: the page has them and replaces each where
+        # it is, while the script puts a new item after the one sent before it.
+        items = [item for item in found if item.offset >= low] + \
+                [item for item in found if item.offset < low and item.row is not None and _settles(item.row, settled)]
     template = view.env.get_template("_item.html")
     # The id as the row's element holds it on the page (`visible`): the live script finds the row by it.
     with markdown_budget():
         rendered = [{"id": visible(item.id), "html": visible(template.render(item=item, thread=thread, rows_per_event=ROWS_PER_EVENT))}
                     for item in items]
     return position, json.dumps({"head": head, "position": position, "items": rendered})
+
+
+def _settled(events: list[RecordedEvent]) -> set[tuple[str, str]]:
+    """The tool calls (`("tool", id)`) and interrupts (`("interrupt", id)`) these events answer."""
+    found: set[tuple[str, str]] = set()
+    for event in events:
+        if event.type == "message.appended":
+            found.update(("tool", str(block.get("tool_use_id"))) for block in event.data.get("content") or []
+                         if isinstance(block, dict) and block.get("type") == "tool_result")
+        elif event.type in ("interrupt.resolved", "interrupt.cancelled"):
+            found.add(("interrupt", str(event.data.get("interrupt_id"))))
+    return found
+
+
+def _settles(row: Row, settled: set[tuple[str, str]]) -> bool:
+    """Whether `row` is a tool call or an interrupt of `settled`."""
+    if row.kind == "tool_call":
+        return ("tool", str(row.tool_use_id)) in settled
+    return row.kind == "interrupt" and ("interrupt", str(row.interrupt_id)) in settled
 
 
 def _exists(view: Viewer, thread: str, start: int) -> None:
