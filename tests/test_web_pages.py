@@ -420,6 +420,20 @@ def test_the_replay_shows_a_tool_result_as_the_thread_page_does(tmp_path: Path) 
         assert "<pre>\nimport os\nimport sys</pre>" in page and picture not in page
 
 
+def test_text_a_harness_injected_is_headed_as_the_cli_heads_it(tmp_path: Path) -> None:
+    """The page headed Claude Code's command output "user (written by tool claude-code)", which
+    reads as a tool call's result; `rows` and the transcript say "injected by claude-code"."""
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="t")
+        store.append(
+            "t", [{"type": "message.appended", "data": {"role": "user", "content": "<local-command-stdout>ok</local-command-stdout>"},
+                   "meta": {"source": {"tool": "claude-code", "file": "s.jsonl", "flags": {"injected": True}}}}])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        page = client.get("/thread?id=t").text
+    assert '<div class="who">user <span class="meta">(injected by claude-code)</span></div>' in page
+
+
 def test_thinking_returned_empty_is_not_called_redacted(tmp_path: Path) -> None:
     """A thinking block with no text (a signed one Claude Code stored empty, as newer models
     return it) showed "(redacted thinking)", read as erased when nothing was: only a
