@@ -90,3 +90,10 @@ def test_a_link_that_names_no_scheme_is_shown_as_its_text(target: str) -> None:
         assert "the file" in html, (text, html)
     linked = str(render_markdown(f"[a](https://example.org/{target.lstrip('/#?.')}) [b](mailto:a@example.org)"))
     assert linked.count("href=") == 2, linked
+
+
+def test_a_line_break_in_a_message_is_kept() -> None:
+    """A single line break was a space, as CommonMark renders it: an issue's title and body, a
+    command's output lines or a user's list typed line by line ran together in one line."""
+    html = str(render_markdown("ISSUE:\nTimeDelta serialization precision\nHi there!\n\nThanks"))
+    assert html == "<p>ISSUE:<br>\nTimeDelta serialization precision<br>\nHi there!</p>\n<p>Thanks</p>\n"

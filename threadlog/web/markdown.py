@@ -25,7 +25,10 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
-_RENDERER = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table").enable("strikethrough")
+# `breaks`: a line break is kept (CommonMark makes it a space), as chat apps show a message: an
+# issue's title and body, or a command's output lines, ran together in one line.
+_RENDERER = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "breaks": True}) \
+    .enable("table").enable("strikethrough")
 
 
 def _image_as_link(self: RendererHTML, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
