@@ -287,6 +287,23 @@ def test_a_diff_shows_what_each_side_s_tool_calls_sent_and_got(tmp_path: Path) -
     assert 'status-error' in b and 'status-error' not in a and "[thinking]" not in page
 
 
+def test_forks_that_keep_their_parent_s_title_are_told_apart_in_the_tree(tmp_path: Path) -> None:
+    """A fork keeps its parent's title: two sub-agents of "Trip to Lyon" were drawn as two nodes
+    reading "S · Trip to Lyon · 3 ev", their ids only in a tooltip. A node whose title is its
+    parent's names its id instead; a fork with a title of its own shows that title."""
+    path = tmp_path / "tree.db"
+    with Store(path) as store:
+        store.append_message(store.create_thread(title="Trip to Lyon", thread_id="trip"), "user", "plan it")
+        store.fork("trip", fork_id="hotels-agent")
+        store.fork("trip", fork_id="trains-agent")
+        store.fork("trip", fork_id="bus", title="By bus")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/tree", params={"id": "trip"}).text
+    labels = dict(re.findall(r'data-thread="([^"]+)">\s*<rect[^>]*/>\s*<text[^>]*>([^<]*)</text>', page))
+    assert labels == {"trip": "T · Trip to Lyon · 2 ev", "hotels-agent": "F · hotels-agent · 3 ev",
+                      "trains-agent": "F · trains-agent · 3 ev", "bus": "F · By bus · 4 ev"}, labels
+
+
 def test_a_texts_own_bold_is_not_taken_for_a_match(tmp_path: Path) -> None:
     """The snippet marks matches with `**`, as Markdown marks bold: a text's `**Note**` was
     shown as a match of every search that found the text."""

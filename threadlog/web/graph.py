@@ -20,9 +20,14 @@ NODE_HEIGHT = 30
 @dataclass(frozen=True, slots=True)
 class Node:
     info: ThreadInfo
-    title: str | None
+    title: str | None  # its own title: None when it has none, or only its parent's
     x: int
     y: int
+
+    @property
+    def label(self) -> str:
+        """What the node reads: its own title, else its id."""
+        return self.title or self.info.id
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +55,10 @@ def layout(threads: list[ThreadInfo], titles: dict[str, str | None]) -> Graph:
     stack = list(reversed(kids.get(None, [])))
     while stack:
         info = stack.pop()
-        nodes[info.id] = Node(info, titles.get(info.id), 8 + INDENT * info.depth, 8 + ROW * len(nodes))
+        # A fork keeps its parent's title: sibling sub-agents read the same but for their ids.
+        title = titles.get(info.id)
+        own = None if info.parent_id in known and title == titles.get(info.parent_id) else title
+        nodes[info.id] = Node(info, own, 8 + INDENT * info.depth, 8 + ROW * len(nodes))
         stack.extend(reversed(kids.get(info.id, [])))
     edges = [Edge(nodes[n.info.parent_id], n, n.info.parent_offset or 0)
              for n in nodes.values() if n.info.parent_id is not None and n.info.parent_id in nodes]
