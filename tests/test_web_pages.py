@@ -319,6 +319,24 @@ def test_a_texts_own_bold_is_not_taken_for_a_match(tmp_path: Path) -> None:
     assert "**Note**: the <mark>hotel</mark> is booked" in page, page
 
 
+def test_a_search_with_more_hits_than_shown_says_so(tmp_path: Path) -> None:
+    """The page showed the best 50 hits of a search that found 80 as if they were all: only
+    "No match." or the hits, nothing saying that more were found."""
+    from threadlog import update_index
+
+    path = tmp_path / "many.db"
+    with Store(path) as store:
+        for count, word in ((50, "fifty"), (80, "eighty")):
+            thread = store.create_thread(thread_id=word)
+            store.append(thread, [{"type": "message.appended", "data": {"role": "user", "content": f"ferry {word} number {i}"}}
+                                  for i in range(count)])
+        update_index(store)
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        many, fifty = c.get("/", params={"q": "ferry eighty"}).text, c.get("/", params={"q": "ferry fifty"}).text
+    assert many.count('class="hit"') == 50 and "The best 50 hits are shown: more were found" in many
+    assert fifty.count('class="hit"') == 50 and "more were found" not in fifty
+
+
 def test_a_file_without_an_index_has_no_search_box(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
     with Store(path) as store:

@@ -27,6 +27,7 @@ from .viewer import viewer
 
 PAGE = 100  # events per thread page, messages per replay or blame page
 THREADS = 50  # threads per list page
+HITS = 50  # search hits a list page shows
 TREE_NODES = 500  # threads a fork tree draws
 SHOWN_TODOS = 100  # todos a replay page lists (30,000 of 900 characters made a 28 MB page)
 SHOWN_ANCESTORS = 10  # a thread page's lineage: its root and its nearest ancestors (3,000 made 362 kB)
@@ -73,13 +74,14 @@ def threads_page(request: Request) -> Response:
         hits, search_error = [], None
         if query:
             try:  # what the index covers: a read-only viewer cannot bring it up to date
-                hits = search(store, query, limit=50, catch_up=False)
+                hits = search(store, query, limit=HITS + 1, catch_up=False)  # one more: whether more were found
             except StoreError as error:
                 search_error = str(error)
         badge = view.integrity.badge(last)
     more = entries[-1]["last_position"] if len(infos) > THREADS else None
     return view.render(request, "threads.html", entries=entries, forks=forks, before=before, more=more,
-                       searchable=searchable, query=query, hits=hits, search_error=search_error, badge=badge,
+                       searchable=searchable, query=query, hits=hits[:HITS], more_hits=len(hits) > HITS,
+                       search_error=search_error, badge=badge,
                        unindexed=last - indexed if searchable else 0, longest_query=MAX_QUERY_CHARS)
 
 
