@@ -257,6 +257,35 @@ def test_a_batch_too_big_for_one_update_sends_a_link_not_the_rows(served: tuple[
     assert len(line) < 1000 and took < 5, (len(line), took)
 
 
+def test_a_reconnected_stream_goes_on_from_the_last_update_it_sent(served: tuple[str, Path]) -> None:
+    """After a restart of the server the browser reconnected with the page's first position:
+    the events the page had already received live were all new again, and past 200 of them
+    the page stopped, offering "N events now: show the latest" for rows it already showed.
+    Each update names its position (`id:`), which the browser sends back as Last-Event-ID."""
+    base, path = served
+    with Store(path) as store:
+        after = store.last_position()
+    with urllib.request.urlopen(f"{base}/live?id=busy&after={after}&from=0", timeout=20) as stream:
+        assert stream.readline() == b": connected\n" and stream.readline() == b"\n"
+        for _ in range(3):  # three batches the page shows live
+            _batch(path, 100)
+            lines = [stream.readline()]
+            while lines[-1] != b"\n":
+                lines.append(stream.readline())
+    with Store(path) as store:
+        assert lines[0] == f"id: {store.last_position()}\n".encode() and lines[1] == b"event: rows\n", lines[:2]
+    request = urllib.request.Request(f"{base}/live?id=busy&after={after}&from=0", headers={"Last-Event-ID": lines[0][4:].strip().decode()})
+    with urllib.request.urlopen(request, timeout=20) as stream:
+        assert stream.readline() == b": connected\n"
+        with Store(path) as store:
+            store.append_message("busy", "assistant", "one more")
+        line = b""
+        while not line.startswith(b"data:"):
+            line = stream.readline()
+    update = json.loads(line[5:])
+    assert "reload" not in update and any("one more" in item["html"] for item in update["items"]), update.get("reload")
+
+
 def test_the_page_offers_the_latest_page_after_a_big_batch(served: tuple[str, Path]) -> None:
     playwright = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():

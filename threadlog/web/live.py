@@ -9,7 +9,9 @@ too, and a new fork's card appears where it was made), and the tool calls and in
 new events answer from further back (`REACH`). Items carry the ids of
 their rows, so the page's script replaces the ones it has and appends the others. More
 than `LIMIT` events at once (an import) are not sent as rows: the update carries a link to
-the latest page instead, which the script shows in place of the live marker.
+the latest page instead, which the script shows in place of the live marker. Each update
+names the position it reached (`id:`): a browser reconnecting after a restart of the server
+sends it back (`Last-Event-ID`), and the stream goes on from there.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from eventstore.errors import MISSHAPEN, misshapen
 from projections import Row
 
 from .items import ROWS_PER_EVENT, thread_items
-from .query import thread_param, whole_number
+from .query import LARGEST, thread_param, whole_number
 from .render import link, markdown_budget, visible
 from .viewer import Viewer, viewer
 
@@ -120,6 +122,11 @@ async def events(request: Request) -> StreamingResponse:
     view = viewer(request)
     thread = thread_param(request)  # none given: a 400 saying what to pass (it was "thread '' not found")
     after, start = whole_number(request, "after") or 0, whole_number(request, "from") or 0
+    # A browser reconnecting (the server restarted) sends the position of the last update it
+    # got: what the page received live before is not sent again.
+    resumed = request.headers.get("last-event-id", "")
+    if resumed.isascii() and resumed.isdigit() and len(resumed) <= 19 and int(resumed) <= LARGEST:
+        after = max(after, int(resumed))
     await run_in_threadpool(_exists, view, thread, start)  # ThreadNotFound: a 404 page, not an empty stream
 
     async def stream() -> AsyncIterator[str]:
@@ -133,7 +140,7 @@ async def events(request: Request) -> StreamingResponse:
                 yield f"event: failed\ndata: {json.dumps({'error': why})}\n\n"
                 return
             if payload is not None:
-                yield f"event: rows\ndata: {payload}\n\n"
+                yield f"id: {position}\nevent: rows\ndata: {payload}\n\n"
                 quiet = 0
             else:
                 quiet += 1
