@@ -137,11 +137,19 @@ def test_a_ctrl_c_as_the_finished_command_exits_prints_no_traceback() -> None:
     KeyboardInterrupt` and a traceback: nothing is left to interrupt then."""
     code = """if True:
         import os, signal, sys, threading, time
-        threading.Thread(target=time.sleep, args=(1.0,)).start()  # the exit waits for it
-        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        done = threading.Event()
+        def ctrl_c_at_exit():  # the exit waits for this thread, which sends the Ctrl-C once main is done
+            done.wait()
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
+        threading.Thread(target=ctrl_c_at_exit).start()
         sys.argv = ["threadlog", "--version"]
         from threadlog.__main__ import main
-        main()
+        try:
+            main()
+        finally:
+            done.set()
     """
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
