@@ -678,7 +678,8 @@ class PostgresBackend:
         except _FAILED_CALLS as error:
             raise translate(error, self.path, url) from None
         try:
-            self.conn.execute(f"SET lock_timeout = {int(timeout * 1000)}".encode())
+            # At least 1 ms: PostgreSQL reads a lock_timeout of 0 as none (a timeout of 0 waited for good).
+            self.conn.execute(f"SET lock_timeout = {max(1, int(timeout * 1000))}".encode())
             icu, schema, path = self.conn.execute(
                 b"SELECT to_regcollation('pg_catalog.\"und-x-icu\"') IS NOT NULL, current_schema(), "
                 b"current_setting('search_path')").fetchone() or (False, None, "")

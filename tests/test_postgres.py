@@ -739,3 +739,30 @@ def test_a_transaction_that_reserves_twice_takes_the_order_lock_from_its_first_r
     finally:
         first.close()
         second.close()
+
+
+@pytest.mark.parametrize("timeout", [0, 0.0004], ids=["zero", "under-a-millisecond"])
+def test_a_timeout_of_zero_refuses_at_once_as_on_sqlite(timeout: float) -> None:
+    """`--timeout 0` (`Store(url, timeout=0)`) set the server's lock_timeout to 0, which
+    PostgreSQL reads as no timeout: a write behind another writer's lock waited as long as it
+    was held, where SQLite gives up at once."""
+    import threading
+
+    import psycopg
+
+    from threadlog import Locked
+
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="locks")
+    with psycopg.connect(url) as other, Store(url, timeout=timeout) as store:  # another writer holds the thread's lock
+        other.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (t,))
+        released = threading.Timer(10, other.rollback)  # the old code waits until then
+        released.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(Locked):
+                store.append_message(t, "user", "waits for the lock")
+        finally:
+            released.cancel()
+        assert time.monotonic() - started < 5
