@@ -553,7 +553,11 @@ def test_the_tree_of_a_chain_of_a_thousand_forks(store: Store) -> None:
     assert store.count_each(store.subtree(root), "thread.forked")[thread] == 1000
     lines = list(tree_lines(store.subtree(root), titles))
     assert len(lines) == 1001 and lines[0].startswith("root  thread, 2 events  deep")
-    assert lines[-1] == f"{'   ' * 999}└─ ⑃ {thread}  fork, 1002 events  deep, forked at 1001"
+    # Past 20 levels a line says its depth and shows the last 15 levels' rails: indented in
+    # full, the last line was 3,000 characters wide.
+    assert lines[20] == f"{'   ' * 19}└─ ⑃ {store.subtree(root)[20].id}  fork, 22 events  deep, forked at 21"
+    assert lines[-1] == f"(1000 deep) {'   ' * 15}└─ ⑃ {thread}  fork, 1002 events  deep, forked at 1001"
+    assert max(map(len, lines)) < 120
 
 
 def test_subtree_walks_forks_of_forks_only_below_the_thread(store: Store, convo: str) -> None:

@@ -151,6 +151,9 @@ def activity_time(time: str) -> str:
     return f"{when.year:04d}-{when:%m-%d %H:%M:%S}"  # %Y leaves a year below 1000 unpadded
 
 
+_DEEP = 20  # levels of a fork tree indented in full
+
+
 def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | None = None) -> Iterator[str]:
     """The fork tree of the given threads, roots first, children by creation order, with
     each thread's title when `titles` gives it."""
@@ -170,7 +173,10 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
         if root:
             yield label
         else:
-            yield f"{prefix}{'└─ ' if last else '├─ '}⑃ {label}, forked at {info.parent_offset}"
+            # Deeper than _DEEP levels the lines' width stays bounded (300 forks of forks made
+            # lines of 963 characters): the depth is written, then the last levels' rails.
+            shown = prefix if len(prefix) <= 3 * _DEEP else f"({len(prefix) // 3 + 1} deep) {prefix[-3 * (_DEEP - 5):]}"
+            yield f"{shown}{'└─ ' if last else '├─ '}⑃ {label}, forked at {info.parent_offset}"
         children = kids.get(info.id, [])
         inner = prefix if root else prefix + ("   " if last else "│  ")
         stack.extend((child, inner, i == len(children) - 1, False) for i, child in reversed(list(enumerate(children))))
