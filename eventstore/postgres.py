@@ -450,8 +450,9 @@ _KINDS: dict[str, type[StoreError]] = {"23505": KeyClash, "40P01": Deadlocked, "
 # A lock not granted within lock_timeout, and a statement the timeout cancelled while it waited.
 _LOCK_TIMEOUTS = ("55P03", "57014")
 _CLASSES = {
-    "08": "lost the connection to {path} ({error}); nothing was acknowledged; reconnect and retry",
-    "57": "the server for {path} shut down or restarted ({error}); nothing was acknowledged; reconnect and retry",
+    "08": "lost the connection to {path} ({error}); nothing was acknowledged; retry (the store connects again)",
+    "57": "the server for {path} shut down or restarted ({error}); nothing was acknowledged; retry (the store connects "
+          "again)",
     "53": "the server for {path} ran out of resources ({error}); retry later",
     "XX": "the server for {path} reported damage ({error}); check the server's log and restore from a backup",
 }
@@ -667,11 +668,12 @@ class PostgresBackend:
         self._roots: dict[str, str] = {}  # stream id -> root id, for the events' partition key
         # Another thread's connection (`another`): the URL as given, with its password.
         self._another = functools.partial(PostgresBackend, url, timeout, partitions=partitions, read_only=read_only)
+        self._reconnects = False  # from the end of this set-up until `close`
         connect_timeout = max(1, int(timeout))
         try:
             # UTF-8 whatever the database's encoding: the server converts, and refuses a character
             # its encoding cannot hold (22P05) before anything is written.
-            self.conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout, client_encoding="UTF8")
+            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout, client_encoding="UTF8")
             self._loader = Transformer(self.conn)  # the driver's adapters, without its cursors: `_send`'s rows
         except psycopg.OperationalError as error:  # the server not reached, or refusing
             raise not_connected(error, self.path, url, connect_timeout) from None
@@ -694,11 +696,32 @@ class PostgresBackend:
             self._migrate(partitions)
             self._prepare(_PREPARED)
         except _FAILED_CALLS as error:
-            self.conn.close()
+            self._conn.close()
             raise translate(error, self.path) from None
         except StoreError:
-            self.conn.close()
+            self._conn.close()
             raise
+        self._reconnects = True
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        """The connection, made again when the server ended the last one (a restart, a
+        failover, an idle timeout) and no transaction was open on it: the call under way when
+        it was lost failed, unacknowledged, and the calls after it go on, as a pool gives a
+        new connection for a broken one. Inside a transaction or a snapshot the loss stands:
+        what was begun there is gone with the connection."""
+        if self._conn.pgconn.status == _LOST and self._reconnects and not self._in_transaction:
+            self._reconnect()
+        return self._conn
+
+    def _reconnect(self) -> None:
+        """Take a new connection's session (its settings, its prepared statements) for the
+        lost one; `Disconnected` (nothing changed) while the server does not answer."""
+        fresh = self._another()
+        with contextlib.suppress(psycopg.Error):
+            self._conn.close()
+        self._conn, self._loader, self._folding = fresh._conn, fresh._loader, fresh._folding
+        self._queued, self._begun = [], False
 
     def _prepare(self, statements: dict[str, str]) -> None:
         """Prepare `statements` on this connection, by name, at the protocol level (which takes
@@ -896,7 +919,8 @@ class PostgresBackend:
         return self._another()
 
     def close(self) -> None:
-        self.conn.close()
+        self._reconnects = False
+        self._conn.close()
 
     def _paged(self, query: str, args: tuple[Any, ...], kind: Any, key: int) -> Iterator[Any]:
         """The rows of `query` (which ends in `> %s ORDER BY <key column> LIMIT %s`, the key's

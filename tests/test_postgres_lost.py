@@ -1,5 +1,6 @@
-"""A store whose connection the server ended: every call after says the connection was lost
-(not that the server cannot be reached at that URL), and what was acknowledged is kept."""
+"""A store whose connection the server ended: the call under way says the connection was lost
+(not that the server cannot be reached at that URL), what was acknowledged is kept, and the
+calls after it go on over a new connection."""
 
 from __future__ import annotations
 
@@ -13,29 +14,69 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from eventstore.postgres import PostgresBackend
 from threadlog import Store, StoreError
 from tests.backends import postgres_cluster, postgres_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_a_connection_ended_by_the_server_is_reported_as_lost_and_nothing_acknowledged_is() -> None:
+def _end_sessions(name: str) -> int:
+    with psycopg.connect(postgres_cluster().url(), autocommit=True) as admin:
+        return len(admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                                 (name,)).fetchall())
+
+
+def test_a_connection_ended_by_the_server_fails_the_call_under_way_and_the_store_goes_on() -> None:
+    """Every call after a lost connection failed with "lost the connection ... reconnect and
+    retry", for good: a service holding a `Store` had to notice and open another. The call
+    under way fails, unacknowledged; the next one connects again."""
     url = postgres_url() + "&application_name=threadlog-lost"
     store = Store(url)
     thread = store.create_thread(title="Trip")
     kept = [store.append_message(thread, "user", f"message {i}").event_id for i in range(3)]
-    with psycopg.connect(postgres_cluster().url(), autocommit=True) as admin:
-        ended = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                              "WHERE application_name = 'threadlog-lost'").fetchall()
-        assert ended == [(True,)]
     for call in (lambda: store.append_message(thread, "user", "after"), lambda: list(store.read(thread)), store.verify):
-        with pytest.raises(StoreError, match="lost the connection") as lost:
+        assert _end_sessions("threadlog-lost") == 1
+        with pytest.raises(StoreError, match="(lost the connection|shut down or restarted).*retry \\(the store connects again\\)") as lost:
             call()
         assert "check that it runs" not in str(lost.value)
+        assert [e.event_id for e in store.read(thread)][1:] == kept  # the next call: a new connection
+    assert store.append_message(thread, "user", "went on").offset == 4
+    store.verify()
     store.close()
+    with pytest.raises(StoreError, match="is closed"):  # closed by its owner: not made again
+        list(store.read(thread))
     with Store(url) as again:
         assert [e.event_id for e in again.read(thread)][1:4] == kept
-        again.verify()
+
+
+def test_a_store_goes_on_after_the_server_restarts() -> None:
+    """While the server is down a call says it cannot be reached; once it is back the same
+    store reads and writes. A snapshot read whose connection was lost is not taken up on a
+    new one (its reads would not be one snapshot)."""
+    url = postgres_url() + "&application_name=threadlog-restart"
+    cluster = postgres_cluster()
+    backend = PostgresBackend(url)
+    store = Store(backend)
+    thread = store.create_thread(title="Trip")
+    store.append_message(thread, "user", "before the restart")
+    with pytest.raises(StoreError, match="lost the connection|shut down or restarted"), backend.read_transaction():
+        backend.stream(thread)
+        _end_sessions("threadlog-restart")
+        backend.stream(thread)
+    cluster.kill()
+    try:
+        with pytest.raises(StoreError, match="lost the connection|shut down or restarted|cannot reach|takes no connections"):
+            list(store.read(thread))
+        with pytest.raises(StoreError, match="cannot reach|takes no connections"):
+            store.append_message(thread, "user", "while it is down")
+    finally:
+        cluster.start()
+    assert store.append_message(thread, "user", "after the restart").offset == 2
+    assert [e.data["content"][0]["text"] for e in store.read(thread) if e.type == "message.appended"] == [
+        "before the restart", "after the restart"]
+    store.verify()
+    store.close()
 
 
 def test_follow_goes_on_after_the_server_restarts_printing_each_event_once() -> None:
