@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, Valid
 from .content import first_error, normalize_content, validate_system, validate_thinking, validate_tools
 from .errors import InvalidEvent, key_not_text
 from .ids import check_id
+from .settings import check_settings
 
 # Text in events is `str` and nothing else: pydantic's lax mode decoded bytes given for it (a
 # title of b"x" was stored as "x"), where any other value of the wrong kind is refused.
@@ -186,8 +187,25 @@ def _system_blocks(value: list[Json], info: ValidationInfo) -> list[Json]:
     return value
 
 
+def _settings(value: Json, info: ValidationInfo) -> Json:
+    """A thread's request settings, each a parameter the SDK takes (`check_settings`), but for
+    ones restored from an export (an SDK since may have dropped a key)."""
+    if not _restoring(info):
+        check_settings(value, str(info.field_name))
+    return value
+
+
+def _setting_changes(value: dict[Text, Any], info: ValidationInfo) -> dict[Text, Any]:
+    """A fork's settings: as a thread's, and a null removes the parent's key."""
+    if not _restoring(info):
+        check_settings(value, str(info.field_name), removing=True)
+    return value
+
+
 Tools = Annotated[list[Json], AfterValidator(_tools)]
 SystemBlocks = Annotated[list[Json], AfterValidator(_system_blocks)]
+Settings = Annotated[Json, AfterValidator(_settings)]
+SettingChanges = Annotated[dict[Text, Any], AfterValidator(_setting_changes)]
 
 
 class Todo(_Model):
@@ -206,6 +224,11 @@ class ThreadCreated(EventData):
     thinking: Thinking | None = Field(
         default=None, description="the Messages API `thinking` parameter (the SDK's ThinkingConfigParam) every request of the "
         "thread and of its forks sends, e.g. {type: enabled, budget_tokens: 2048}"
+    )
+    settings: Settings | None = Field(
+        default=None, description="the other Messages API parameters every request of the thread and of its forks sends "
+        "(those the SDK's MessageCreateParams declares that threadlog does not manage), e.g. {stop_sequences: [END], "
+        "tool_choice: {type: any}, metadata: {user_id: u1}}"
     )
 
 
@@ -312,11 +335,16 @@ class ForkConfig(_Model):
     """The agent configuration a fork gives itself: each key given replaces the parent's, the
     others are inherited (or, with `blank`, start empty)."""
 
-    blank: bool | None = Field(default=None, description="start with no system prompt, model, tools or thinking of the parent's")
+    blank: bool | None = Field(default=None, description="start with no system prompt, model, tools, thinking or settings of "
+                                                          "the parent's")
     system: Text | SystemBlocks | None = None
     model: ModelName | None = None
     tools: Tools | None = None
     thinking: Thinking | None = None
+    settings: SettingChanges | None = Field(
+        default=None, description="request settings replacing the parent's key by key (a null removes the parent's key); "
+        "the parent's other keys are inherited"
+    )
 
 
 class ForkOptions(_Model):
@@ -333,7 +361,8 @@ class ForkOptions(_Model):
     transcript: Text | None = Field(
         default=None, description="where the parent's transcript lives, named by the fork note"
     )
-    config: ForkConfig | None = Field(default=None, description="absent: the parent's system prompt, model, tools and thinking")
+    config: ForkConfig | None = Field(default=None, description="absent: the parent's system prompt, model, tools, thinking "
+                                                                "and settings")
 
 
 class ThreadForked(EventData):

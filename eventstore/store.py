@@ -611,6 +611,7 @@ class Store:
         metadata: dict[str, Any] | None = None,
         *,
         thinking: dict[str, Any] | None = None,
+        settings: dict[str, Any] | None = None,
         thread_id: str | None = None,
         **meta: Any,
     ) -> str:
@@ -618,6 +619,9 @@ class Store:
 
         `thinking` is the Messages API parameter (e.g. `{"type": "enabled", "budget_tokens":
         2048}`) that every request of the thread and of its forks and sub-agents sends.
+        `settings` are the other request parameters they send, those threadlog does not manage
+        (`eventstore/settings.py`): e.g. `{"stop_sequences": ["END"], "tool_choice": {"type":
+        "any"}, "metadata": {"user_id": "u1"}}`, each validated against the installed SDK's type.
 
         With an `event_id` in `meta` and no `thread_id`, a call whose thread that id already
         created returns its id (a retry, as `append` and `fork` take one); other content under
@@ -626,7 +630,8 @@ class Store:
         if retried:
             thread_id = self._created_by(meta["event_id"])  # the append below returns its record, or refuses other content
         thread_id = new_id() if thread_id is None else check_thread_id("thread_id", thread_id)
-        data = {"title": title, "system": system, "model": model, "tools": tools, "metadata": metadata, "thinking": thinking}
+        data = {"title": title, "system": system, "model": model, "tools": tools, "metadata": metadata, "thinking": thinking,
+                "settings": settings}
         event = {"type": ThreadCreated.type, "data": {k: v for k, v in data.items() if v is not None}, "meta": meta}
         try:
             self.append(thread_id, [event], expect="no_stream")
@@ -1082,10 +1087,11 @@ class Store:
         progress (the fork starts idle): for histories imported as they happened, where a
         sub-agent or a retried answer branched mid-turn.
 
-        The fork inherits the parent's system prompt, model, tools and thinking (a sub-agent
-        keeps its parent's request prefix) unless `config` re-frames it: a dict of any of
-        `system`, `model`, `tools`, `thinking` replacing the parent's, and `blank=True` to
-        inherit none of them. `title` gives the fork its own title (a `title.set` after the
+        The fork inherits the parent's system prompt, model, tools, thinking and settings (a
+        sub-agent keeps its parent's request prefix) unless `config` re-frames it: a dict of any
+        of `system`, `model`, `tools`, `thinking` replacing the parent's, `settings` replacing
+        the parent's settings key by key (a null value removes the parent's key), and
+        `blank=True` to inherit none of them. `title` gives the fork its own title (a `title.set` after the
         fork's event, in the same transaction); without it the fork shows the parent's.
 
         With an `event_id` in `meta`, a call whose fork that id already made (the same parent,

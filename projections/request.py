@@ -29,6 +29,13 @@ The log keeps what the model produced; the request is the API-valid view of it, 
   call the placeholders, answers in text. Server tool blocks (`server_tool_use`, a web
   search's result) are no client tool calls: they ask for nothing of the kind.
 
+The thread's request settings (`thread.created`'s `settings`, replaced key by key in forks:
+`stop_sequences`, `metadata`, `service_tier`, `output_config`, ...) are sent as they are,
+each where the SDK writes it, and a `tool_choice` among them so: with placeholder tools the
+request still sends `{"type": "none"}` (they cannot be called); one that forces nothing
+(`auto`, `none`) is left out of a request that defines no tool; and a request the API would
+refuse for its `tool_choice` is refused here instead (`sent_tool_choice`), naming it.
+
 With `cache=True` there are at most three breakpoints (the API allows 4): the end of the
 system prompt (tools and system are the head of every request of the thread), the last block
 sibling forks share (a fork's inherited history; for a `fan_out` sub-agent, the placeholder
@@ -87,8 +94,9 @@ def anthropic_request(
     searched: Json | None = None,
 ) -> Json:
     """The keyword arguments for `client.messages.create(**kwargs)` of `thread` after its
-    first `at` events (default: all): `max_tokens`, `messages`, `model`, `system`,
-    `thinking`, `tool_choice` (only with placeholder tools: see the module doc), `tools`.
+    first `at` events (default: all): `max_tokens`, `messages`, `model`, the thread's
+    settings, `system`, `thinking`, `tool_choice` (the settings' or, with placeholder tools,
+    none: see the module doc), `tools`.
 
     `model` defaults to the thread's model and `max_tokens` to 4096 (more than the thinking
     budget by 4096 when the thread's `thinking` has one; one given is sent as it is, since only
@@ -138,7 +146,7 @@ def anthropic_request(
         raise InvalidEvent("at", f"thread {asked!r} has no message to send as of its first {at} event(s)")
     system = _system(state.system)
     tools = [_uncached(tool) for tool in [*(state.tools or ()), *(extra_tools or ())]] or None
-    tool_choice = None
+    tool_choice = sent_tool_choice(state.settings.get("tool_choice"), tools, state.thinking, asked)
     if tools is None and any(b.get("type") in _TOOL_BLOCKS for m in messages for b in m["content"]):
         tools, tool_choice = placeholder_tools(messages), TOOL_CHOICE_NONE  # the API wants tools defined
     if cache:
@@ -161,11 +169,15 @@ def anthropic_request(
             messages = _without_nested_marks(messages)
     elif _nested_marks(messages):
         messages = _without_nested_marks(messages)  # no breakpoints asked for: none sent
-    # Key order: as the SDK's `create` writes its body (max_tokens, messages, model, system, thinking, tool_choice, tools).
+    # Key order: as the SDK's `create` writes its body (max_tokens, messages, model, container, the
+    # settings, system, thinking, tool_choice, tools).
     kwargs: Json = {"max_tokens": max_tokens or default_max_tokens(state.thinking), "messages": messages, "model": chosen}
     container = _container(store, thread, view, messages)
     if container is not None:
         kwargs["container"] = container
+    for key in sorted(state.settings, key=lambda key: _CREATE_ORDER.get(key, len(_CREATE_ORDER))):
+        if key != "tool_choice":  # in its place below, as sent_tool_choice makes it
+            kwargs[key] = state.settings[key]
     if system:
         kwargs["system"] = system
     if state.thinking:
@@ -175,6 +187,40 @@ def anthropic_request(
     if tools:
         kwargs["tools"] = tools
     return kwargs
+
+
+def sent_tool_choice(choice: Json | None, tools: list[Json] | None, thinking: Json | None, thread: str) -> Json | None:
+    """The `tool_choice` a request of `thread` sends for its setting `choice`, given the tools it
+    defines (the thread's and the turn's extra ones) and its `thinking`; None for none. Raises
+    `InvalidEvent`, naming the setting, for a choice the API would refuse in every request:
+    one that forces a tool call (`any`, `tool`) where no tool is defined, or while thinking is
+    on (the API: "Thinking may not be enabled when tool_choice forces tool use"), and a `tool`
+    naming a tool not defined. A choice that forces nothing (`auto`, `none`) is left out when
+    no tool is defined: it has nothing to choose from. (With placeholder tools the request
+    sends `{"type": "none"}` whatever this says: see the module doc.)"""
+    if choice is None:
+        return None
+    kind = choice.get("type")
+    forces = kind in ("any", "tool")
+    if not tools:
+        if forces:
+            raise InvalidEvent("settings.tool_choice", f"{shown(choice)} forces a tool call, but the requests of thread "
+                                                       f"{thread!r} define no tool: fork it with tools, or without the setting "
+                                                       "(config={'settings': {'tool_choice': None}}; threadlog fork "
+                                                       "--setting tool_choice=null)")
+        return None
+    if kind == "tool":
+        names = [tool.get("name") for tool in tools]
+        if choice.get("name") not in names:
+            defined = ", ".join(repr(name) for name in names if isinstance(name, str))
+            raise InvalidEvent("settings.tool_choice.name", f"names tool {shown(choice.get('name'))}, which the requests "
+                                                            f"of thread {thread!r} do not define (they define {defined})")
+    if forces and thinking is not None and thinking.get("type") != "disabled":
+        raise InvalidEvent("settings.tool_choice", f"{shown(choice)} forces a tool call, which the API refuses while "
+                                                   f"thinking is on, and thread {thread!r} has thinking "
+                                                   f"{shown(thinking)}: fork it with thinking {{'type': 'disabled'}}, or with "
+                                                   "a tool_choice that forces nothing ({'type': 'auto'})")
+    return choice
 
 
 def _container(store: Store, thread: str, view: list[Message], messages: list[Json]) -> str | None:

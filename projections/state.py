@@ -9,9 +9,10 @@ Fork rules, applied when the fold meets a `thread.forked` event (the first event
 fork, right after the parent's events below the fork point):
 
 - todos and metadata: `blank` (default), `inherit`, an explicit value, or for metadata
-  `{"keep": [keys]}`. Title, system prompt, model, tools and thinking are the thread's
-  configuration and come with the history, unless the fork's `config` replaces some of them
-  (or, `blank`, all but the title).
+  `{"keep": [keys]}`. Title, system prompt, model, tools, thinking and request settings are
+  the thread's configuration and come with the history, unless the fork's `config` replaces
+  some of them (or, `blank`, all but the title); its `settings` replace the parent's key by
+  key, a null removing one.
 - every interrupt pending at the fork point is demoted (cancelled, reason `fork`) in the
   fork; the parent still has it pending. No run is open in a fork, and none has ended in it
   (`last_run` is the fork's own: its parent's runs are history, not the fork's runtime).
@@ -98,7 +99,7 @@ class _Fold:
     """
 
     __slots__ = (
-        "length", "title", "system", "model", "tools", "thinking", "metadata", "todos", "runs", "last_run", "interrupts",
+        "length", "title", "system", "model", "tools", "thinking", "settings", "metadata", "todos", "runs", "last_run", "interrupts",
         "demoted", "dropped", "note", "compaction", "fork", "base", "msgs",
     )
 
@@ -109,6 +110,7 @@ class _Fold:
         self.model: str | None = None
         self.tools: list[Any] | None = None
         self.thinking: dict[str, Any] | None = None
+        self.settings: dict[str, Any] = {}
         self.metadata: dict[str, Any] = {}
         self.todos: list[Any] = []
         self.runs: list[str] = []
@@ -180,6 +182,7 @@ class _Fold:
             self.model = data.get("model")
             self.tools = data.get("tools")
             self.thinking = data.get("thinking")
+            self.settings = dict(data.get("settings") or {})
             self.metadata = dict(data.get("metadata") or {})
         elif type_ == "thread.forked":
             self._forked(offset, data)
@@ -201,9 +204,19 @@ class _Fold:
         config = options.get("config") or {}
         if config.get("blank"):
             self.system = self.model = self.tools = self.thinking = None
+            self.settings = {}
         for key in ("system", "model", "tools", "thinking"):
             if key in config:
                 setattr(self, key, config[key])
+        changes = config.get("settings")
+        if isinstance(changes, dict) and changes:
+            settings = dict(self.settings)  # the parent's fold may share it: changed on a copy
+            for key, value in changes.items():
+                if value is None:
+                    settings.pop(key, None)
+                else:
+                    settings[key] = value
+            self.settings = settings
         self.demoted.extend(self.interrupts)
         self.interrupts = {}
         self.runs = []
@@ -232,13 +245,19 @@ class _Fold:
                 ranges[-1][1] = offset + 1
             else:
                 ranges.append([offset, offset + 1])
-        return {
+        dumped = {
             "length": self.length, "title": self.title, "system": self.system, "model": self.model,
             "tools": self.tools, "thinking": self.thinking, "metadata": self.metadata, "todos": self.todos, "runs": self.runs,
             "last_run": self.last_run, "interrupts": list(self.interrupts.values()), "demoted": self.demoted, "dropped": self.dropped,
             "note": self.note.to_json() if self.note else None, "compaction": self.compaction,
             "fork": self.fork, "messages": ranges,
         }
+        if self.settings:
+            # Only when there are some: a state without, saved before threads had settings, is
+            # then the same bytes as one saved now, so `verify` (which compares a snapshot with
+            # its refold byte for byte) passes on it, and readers still resume from it.
+            dumped["settings"] = self.settings
+        return dumped
 
     @classmethod
     def load(cls, raw: dict[str, Any]) -> _Fold:
@@ -246,6 +265,7 @@ class _Fold:
         for key in ("length", "title", "system", "model", "tools", "metadata", "todos", "runs", "demoted", "dropped", "compaction", "fork"):
             setattr(fold, key, raw[key])
         fold.thinking = raw.get("thinking")  # absent from snapshots saved before threads had it
+        fold.settings = raw.get("settings", {})  # absent when there are none (`dump`)
         fold.last_run = raw["last_run"]
         fold.dropped = [(tool_use_id, offset) for tool_use_id, offset in raw["dropped"]]
         fold.interrupts = {i["interrupt_id"]: i for i in raw["interrupts"]}
@@ -278,6 +298,7 @@ class ThreadState:
         self.model = fold.model
         self.tools = fold.tools
         self.thinking = fold.thinking
+        self.settings = fold.settings
         self.metadata = fold.metadata
         self.todos = fold.todos
         self.pending_interrupts = list(fold.interrupts.values())
@@ -321,7 +342,8 @@ class ThreadState:
             "metadata": self.metadata, "todos": self.todos, "pending_interrupts": self.pending_interrupts,
             "demoted_interrupts": self.demoted_interrupts, "dropped_tool_use_ids": self.dropped_tool_use_ids,
             "open_runs": self.open_runs, "last_run": self.last_run, "compaction": self.compaction, "model": self.model,
-            "system": self.system, "tools": self.tools, "thinking": self.thinking, "messages": [m.to_json() for m in self.messages],
+            "system": self.system, "tools": self.tools, "thinking": self.thinking, "settings": self.settings,
+            "messages": [m.to_json() for m in self.messages],
         }
 
     def __eq__(self, other: object) -> bool:

@@ -42,7 +42,7 @@ from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, RecordedEven
 from eventstore.errors import named
 from eventstore.prepare import prepare
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
-from projections.request import check_max_tokens
+from projections.request import check_max_tokens, sent_tool_choice
 
 from .returned import returned_fields
 from .signals import handled
@@ -170,6 +170,8 @@ def run_turn(
     while True:  # the checks and the run's start, against one head: two turns never both start
         seen = store.head(thread)
         state, asked, waiting = _startable(store, thread, user_content, model, max_tokens, _interleaved(client))
+        offered = extra_tools(state.tools, tools)
+        _check_tool_choice(state, offered, thread)
         answers = _answers(store, thread, asked) if waiting else {}
         _refuse_unanswerable(thread, waiting, tools, answers)
         started = {"type": "run.started", "data": {"run_id": turn.run_id}}
@@ -180,7 +182,7 @@ def run_turn(
         except ConcurrencyError:
             continue  # another writer moved the thread since it was read (another turn starting?): judged again
     try:
-        options = _Options(model, max_tokens, retrieval, extra_tools(state.tools, tools))
+        options = _Options(model, max_tokens, retrieval, offered)
         return _run(store, turn, head, client, options, tools, stream, on_text, max_rounds, answers, waiting)
     except BaseException as error:  # Ctrl-C, or a bug: close the run, then let it go on
         if not turn.closed:
@@ -268,6 +270,12 @@ def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
     if user_content is None and not waiting and (last is None or last.role == "assistant" and not _paused(store, thread, last)):
         raise InvalidEvent("user_content", f"thread {thread!r} has nothing to continue; pass the user's message")
     return state, asked, waiting
+
+
+def _check_tool_choice(state: ThreadState, offered: list[Json] | None, thread: str) -> None:
+    """Refuse, before the run starts, a thread whose `tool_choice` setting the API would refuse
+    in every request of the turn (`sent_tool_choice`), with the tools the turn offers."""
+    sent_tool_choice(state.settings.get("tool_choice"), [*(state.tools or ()), *(offered or ())], state.thinking, thread)
 
 
 def _paused(store: Store, thread: str, message: Message) -> bool:
@@ -888,8 +896,10 @@ def rerun(
             answered = False
     check_client(client)
     check_tools(tools)
-    # The fork's thinking is the thread's; checked as run_turn will check it.
-    check_max_tokens(max_tokens, None if _interleaved(client) else thread_state(store, thread, at).thinking, thread)
+    # The fork's thinking and settings are the thread's; checked as run_turn will check them.
+    state = thread_state(store, thread, at)
+    check_max_tokens(max_tokens, None if _interleaved(client) else state.thinking, thread)
+    _check_tool_choice(state, extra_tools(state.tools, tools), thread)
     for offset, content in prompts:  # checked as run_turn will, before the fork is made
         try:
             prepare({"type": "message.appended", "data": {"role": "user", "content": content}}, "prompt")

@@ -1,0 +1,290 @@
+"""A thread's request settings (`thread.created`'s `settings`, a fork's `config.settings`):
+validated against the SDK's types, inherited and replaced by forks, sent by every request
+(live turns over HTTP to a local server, with the real client), rebuilt by `check_request`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+
+from eventstore import InvalidEvent, Store
+from projections import anthropic_request, body_digest, check_request, request_body, save_snapshot, thread_state, validate_request
+from projections import state as state_module
+from projections.request import _CREATE_ORDER, _STREAM_ORDER
+from eventstore.settings import setting_keys
+from threadlog.live import rerun, run_turn
+
+from messages_api import MessagesAPI, message
+
+MODEL = "claude-test-1"
+TOOLS = [{"name": "weather", "description": "Weather in a city", "input_schema": {"type": "object"}}]
+SETTINGS = {"stop_sequences": ["END", "\n\nHuman:"], "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
+            "metadata": {"user_id": "u-42"}, "service_tier": "standard_only", "output_config": {"effort": "low"}}
+
+
+@pytest.fixture
+def api() -> Iterator[MessagesAPI]:
+    with MessagesAPI() as server:
+        yield server
+
+
+def text(value: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": value}]
+
+
+def untouched(store: Store) -> tuple[Any, ...]:
+    return store.last_position(), store.counts(), [t.id for t in store.all_threads()]
+
+
+# -- what a thread may hold ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("settings", "field", "words"), [
+    ({"temperature": 0}, "settings.temperature", "is not a Messages API parameter anthropic"),
+    ({"stop_sequence": ["END"]}, "settings.stop_sequence", "settings take diagnostics, inference_geo, metadata"),
+    ({"model": "claude-other"}, "settings.model", "threadlog sends it from the thread's `model`"),
+    ({"max_tokens": 10}, "settings.max_tokens", "each turn (run_turn(max_tokens=)"),
+    ({"tools": []}, "settings.tools", "the thread's `tools`"),
+    ({"stream": True}, "settings.stream", "each turn"),
+    ({"cache_control": {"type": "ephemeral"}}, "settings.cache_control", "the request's own cache breakpoints"),
+    ({"context_management": {}}, "settings.context_management", "beta Messages API only"),
+    ({"workspace_id": "w1"}, "settings.workspace_id", "anthropic-workspace-id header"),
+    ({"stop_sequences": "END"}, "settings.stop_sequences", "not allowed as a Sequence"),
+    ({"service_tier": "fast"}, "settings.service_tier", "'auto' or 'standard_only'"),
+    ({"tool_choice": {"type": "tool"}}, "settings.tool_choice.name", "Field required"),
+    ({"tool_choice": {"type": "sometimes"}}, "settings.tool_choice.type", "expected one of any, auto, none, tool"),
+    ({"tool_choice": {"type": "auto", "parallel": False}}, "settings.tool_choice.parallel", "not a key the SDK's type declares"),
+    ({"metadata": {"userid": "u1"}}, "settings.metadata.userid", "not a key the SDK's type declares"),
+    ({"output_config": {"effort": 1}}, "settings.output_config.effort", "Input should be"),
+    ({"stop_sequences": None}, "settings.stop_sequences", "is null: leave the key out"),
+], ids=["unknown-temperature", "typo", "model", "max_tokens", "tools", "stream", "cache_control", "beta-only", "header",
+        "text-for-list", "bad-literal", "tool-without-name", "unknown-type", "undeclared-key", "nested-undeclared",
+        "strict-type", "null"])
+def test_a_setting_the_api_would_refuse_is_refused_naming_it_and_nothing_is_written(
+        file_store: Store, settings: dict[str, Any], field: str, words: str) -> None:
+    before = untouched(file_store)
+    with pytest.raises(InvalidEvent) as refused:
+        file_store.create_thread(model=MODEL, tools=TOOLS, settings=settings)
+    assert refused.value.field.endswith(field) and words in refused.value.why, str(refused.value)
+    assert untouched(file_store) == before
+
+
+def test_the_keys_a_thread_may_set_are_the_sdks_body_keys_threadlog_does_not_manage() -> None:
+    """Taken from the installed SDK's types; each has its place in the body order that
+    `request_body` (and so `check_request`) writes, or a request holding it could not rebuild."""
+    keys = setting_keys()
+    assert {"stop_sequences", "tool_choice", "metadata", "service_tier", "output_config"} <= set(keys)
+    assert not {"messages", "model", "system", "tools", "thinking", "max_tokens", "stream"} & set(keys)
+    assert set(keys) <= set(_CREATE_ORDER) & set(_STREAM_ORDER)
+
+
+# -- forks -------------------------------------------------------------------------------------
+
+
+def test_a_fork_inherits_the_settings_replaces_them_key_by_key_and_null_removes_one(file_store: Store) -> None:
+    t = file_store.create_thread(model=MODEL, tools=TOOLS, settings=SETTINGS)
+    file_store.append_message(t, "user", "Weather in Lyon?")
+    inherited = file_store.fork(t)
+    changed = file_store.fork(t, config={"settings": {"stop_sequences": None, "tool_choice": {"type": "auto"}, "speed": "fast"}})
+    blank = file_store.fork(t, config={"blank": True, "model": MODEL, "settings": {"service_tier": "auto"}})
+    kid = file_store.fork(changed, config={"settings": {"metadata": None}})
+    assert thread_state(file_store, inherited).settings == SETTINGS
+    assert anthropic_request(file_store, inherited)["stop_sequences"] == ["END", "\n\nHuman:"]
+    assert thread_state(file_store, changed).settings == {
+        "tool_choice": {"type": "auto"}, "metadata": {"user_id": "u-42"}, "service_tier": "standard_only",
+        "output_config": {"effort": "low"}, "speed": "fast"}
+    assert "stop_sequences" not in anthropic_request(file_store, changed)
+    assert thread_state(file_store, blank).settings == {"service_tier": "auto"}
+    assert "metadata" not in thread_state(file_store, kid).settings and thread_state(file_store, kid).settings["speed"] == "fast"
+    assert thread_state(file_store, t).settings == SETTINGS  # the parent's are its own still
+
+
+def test_sub_agents_inherit_their_parents_settings(mem: Store) -> None:
+    t = mem.create_thread(model=MODEL, tools=TOOLS, settings={"metadata": {"user_id": "u-42"}})
+    mem.append_message(t, "user", "Research two cities.")
+    mem.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}])
+    for kid in mem.fan_out(t, ["Lyon", "Nice"]):
+        assert anthropic_request(mem, kid)["metadata"] == {"user_id": "u-42"}
+
+
+def test_a_fork_refused_for_its_settings_writes_nothing(file_store: Store) -> None:
+    t = file_store.create_thread(model=MODEL, settings={"stop_sequences": ["END"]})
+    file_store.append_message(t, "user", "Hi")
+    before = untouched(file_store)
+    for changes, field in (({"temperature": None}, "config.settings.temperature"), ({"model": "m"}, "config.settings.model"),
+                           ({"stop_sequences": [1]}, "config.settings.stop_sequences[0]")):
+        with pytest.raises(InvalidEvent) as refused:
+            file_store.fork(t, config={"settings": changes})
+        assert refused.value.field == field, str(refused.value)
+    assert untouched(file_store) == before
+
+
+def test_a_redacted_fork_event_leaves_the_fork_none_of_its_own_settings(file_store: Store) -> None:
+    t = file_store.create_thread(model=MODEL, settings={"stop_sequences": ["END"]})
+    file_store.append_message(t, "user", "Hi")
+    f = file_store.fork(t, config={"settings": {"metadata": {"user_id": "secret"}}})
+    file_store.redact(file_store.event_at(f, 2).position, reason="user id", actor="ana")
+    assert thread_state(file_store, f).settings == {}
+
+
+# -- the request -------------------------------------------------------------------------------
+
+
+def test_the_request_sends_the_settings_where_the_sdk_writes_them(mem: Store) -> None:
+    t = mem.create_thread(system="You plan trips.", model=MODEL, tools=TOOLS, settings={**SETTINGS, "speed": "standard"})
+    mem.append_message(t, "user", "Weather in Lyon?")
+    kwargs = anthropic_request(mem, t)
+    assert list(kwargs) == ["max_tokens", "messages", "model", "metadata", "output_config", "service_tier", "speed",
+                            "stop_sequences", "system", "tool_choice", "tools"]
+    validate_request(kwargs)
+    body = json.loads(request_body(kwargs, stream=True))
+    assert list(body)[-4:] == ["system", "tools", "tool_choice", "stream"]
+    assert {key: body[key] for key in SETTINGS} == {**SETTINGS, "tool_choice": {"disable_parallel_tool_use": True, "type": "any"}}
+
+
+def test_a_tool_choice_with_placeholder_tools_is_none_and_one_forcing_nothing_is_left_out_without_tools(mem: Store) -> None:
+    """An imported history calls tools the thread does not define: the request defines
+    placeholders nobody can call, so its tool_choice is none whatever the setting says; with
+    no tool at all, auto has nothing to choose from and is not sent."""
+    t = mem.create_thread(model=MODEL, settings={"tool_choice": {"type": "auto"}})
+    mem.append_message(t, "user", "Hi")
+    assert "tool_choice" not in anthropic_request(mem, t)
+    mem.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}])
+    mem.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}])
+    kwargs = anthropic_request(mem, t)
+    assert kwargs["tool_choice"] == {"type": "none"} and [tool["name"] for tool in kwargs["tools"]] == ["Bash"]
+    validate_request(kwargs)
+
+
+@pytest.mark.parametrize(("config", "settings", "words"), [
+    ({}, {"tool_choice": {"type": "any"}}, "forces a tool call, but the requests of thread"),
+    ({"tools": TOOLS}, {"tool_choice": {"type": "tool", "name": "search"}}, "names tool 'search', which the requests"),
+    ({"tools": TOOLS, "thinking": {"type": "enabled", "budget_tokens": 2048}}, {"tool_choice": {"type": "tool", "name": "weather"}},
+     "which the API refuses while thinking is on"),
+], ids=["forced-without-tools", "undefined-tool", "forced-with-thinking"])
+def test_a_tool_choice_the_api_would_refuse_is_refused_by_the_request_and_before_a_turn_starts(
+        file_store: Store, api: MessagesAPI, config: dict[str, Any], settings: dict[str, Any], words: str) -> None:
+    t = file_store.create_thread(model=MODEL, settings=settings, **config)
+    file_store.append_message(t, "user", "Hi")
+    file_store.append_message(t, "assistant", "Hello.")
+    with pytest.raises(InvalidEvent, match=words):
+        anthropic_request(file_store, t)
+    before = untouched(file_store)
+    with pytest.raises(InvalidEvent, match=words):
+        run_turn(file_store, t, "Weather in Lyon?", api.client(0, 10.0))
+    with pytest.raises(InvalidEvent, match=words):
+        rerun(file_store, t, 2, api.client(0, 10.0))
+    assert untouched(file_store) == before and api.requests == []
+
+
+def test_a_tool_choice_may_name_a_tool_the_turn_offers_besides_the_threads(mem: Store) -> None:
+    search = {"name": "search", "description": "Search", "input_schema": {"type": "object"}}
+    t = mem.create_thread(model=MODEL, settings={"tool_choice": {"type": "tool", "name": "search"}})
+    mem.append_message(t, "user", "Hi")
+    kwargs = anthropic_request(mem, t, extra_tools=[search])
+    assert kwargs["tool_choice"] == {"name": "search", "type": "tool"}
+    validate_request(kwargs)
+
+
+# -- live turns --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_live_turn_sends_the_threads_settings_and_its_request_rebuilds(file_store: Store, api: MessagesAPI, stream: bool) -> None:
+    t = file_store.create_thread(system="You plan trips.", model=MODEL, tools=TOOLS, settings=SETTINGS)
+    use = {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Lyon"}}
+    for reply in (message([use], "tool_use"), message(text("Rain. END"), "stop_sequence")):
+        api.reply_sse(reply) if stream else api.reply_json(reply)
+    turn = run_turn(file_store, t, "Weather in Lyon?", api.client(0, 10.0), tools={"weather": lambda city: "rain"}, stream=stream)
+    assert turn.status == "ok", turn.error
+    for sent in api.requests:
+        assert {key: sent.json[key] for key in SETTINGS} == {
+            **SETTINGS, "tool_choice": {"disable_parallel_tool_use": True, "type": "any"}}
+    # A fork that drops the forced choice and the stop sequences: its turn sends neither.
+    f = file_store.fork(t, config={"settings": {"tool_choice": None, "stop_sequences": None, "speed": "fast"}})
+    api.reply_sse(message(text("Sun."))) if stream else api.reply_json(message(text("Sun.")))
+    assert run_turn(file_store, f, "And Nice?", api.client(0, 10.0), stream=stream).status == "ok"
+    last = api.requests[-1].json
+    assert "tool_choice" not in last and "stop_sequences" not in last and last["speed"] == "fast"
+    assert last["metadata"] == {"user_id": "u-42"}
+    for thread in (t, f):
+        offsets = [e.offset for e in file_store.read(thread) if e.stream_id == thread and "request" in e.meta]
+        for offset in offsets:
+            check = check_request(file_store, thread, offset)
+            assert check.ok, check.reason
+    sent_digests = {body_digest(r.body) for r in api.requests}
+    recorded = {e.meta["request"]["digest"] for thread in (t, f) for e in file_store.read(thread) if "request" in e.meta}
+    assert recorded == sent_digests
+
+
+# -- snapshots and verify ----------------------------------------------------------------------
+
+
+# The state threadlog saved for `plain` below at offset 3 before threads had settings
+# (`_Fold.dump` at commit 99fe2f7, snapshot version 5): no `settings` key.
+_SAVED_BEFORE = {"length": 3, "title": None, "system": None, "model": MODEL, "tools": None, "thinking": None, "metadata": {},
+                 "todos": [], "runs": [], "last_run": None, "interrupts": [], "demoted": [], "dropped": [], "note": None,
+                 "compaction": None, "fork": None, "messages": [[1, 3]]}
+
+
+def test_a_snapshot_keeps_the_settings_and_one_saved_before_threads_had_them_reads_and_verifies(file_store: Store) -> None:
+    t = file_store.create_thread(model=MODEL, settings={"stop_sequences": ["END"]})
+    plain = file_store.create_thread(model=MODEL, thread_id="plain")
+    for thread in (t, plain):
+        for i in range(4):
+            file_store.append_message(thread, "user" if i % 2 == 0 else "assistant", f"m{i}")
+    save_snapshot(file_store, t, 3)
+    file_store.save_snapshot(state_module.PROJECTION, state_module.VERSION, plain, 3, _SAVED_BEFORE, as_of=file_store.last_position())
+    assert thread_state(file_store, t) == thread_state(file_store, t, use_snapshots=False)
+    assert thread_state(file_store, t).settings == {"stop_sequences": ["END"]}
+    assert thread_state(file_store, plain) == thread_state(file_store, plain, use_snapshots=False)
+    assert thread_state(file_store, plain).settings == {}
+    # verify compares each snapshot with the state folded from its events, byte for byte: a
+    # state with no settings is written as before (no key), so the earlier one still verifies.
+    file_store.verify()
+    assert file_store.nearest_snapshot(state_module.PROJECTION, state_module.VERSION, plain, 3) == (3, _SAVED_BEFORE)
+
+
+# -- property ----------------------------------------------------------------------------------
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+_VALUES: dict[str, Any] = {
+    "stop_sequences": st.lists(_TEXT, max_size=3),
+    "metadata": st.fixed_dictionaries({}, optional={"user_id": st.none() | _TEXT}),
+    "service_tier": st.sampled_from(["auto", "standard_only"]),
+    "speed": st.sampled_from(["fast", "standard"]),
+    "inference_geo": _TEXT,
+    "output_config": st.fixed_dictionaries({}, optional={"effort": st.sampled_from(["low", "medium", "high"])}),
+    "tool_choice": st.sampled_from([{"type": "auto"}, {"type": "none"}, {"type": "any"}, {"type": "tool", "name": "weather"},
+                                    {"type": "auto", "disable_parallel_tool_use": True}]),
+}
+
+
+@hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(created=st.fixed_dictionaries({}, optional=_VALUES), changes=st.fixed_dictionaries(
+    {}, optional={key: st.none() | value for key, value in _VALUES.items()}), stream=st.booleans(), snapshot=st.booleans())
+def test_any_valid_settings_are_sent_as_given_and_rebuild_through_forks_and_snapshots(
+        created: dict[str, Any], changes: dict[str, Any], stream: bool, snapshot: bool) -> None:
+    with Store(":memory:") as store:
+        t = store.create_thread(model=MODEL, tools=TOOLS, settings=created or None)
+        store.append_message(t, "user", "Weather in Lyon?")
+        f = store.fork(t, config={"settings": changes} if changes else None)
+        store.append_message(f, "user", "And Nice?")
+        expected = {k: v for k, v in {**created, **changes}.items() if v is not None}
+        if snapshot:
+            save_snapshot(store, f)
+        kwargs = anthropic_request(store, f)
+        validate_request(kwargs)
+        body = request_body(kwargs, stream)
+        sent = json.loads(body)
+        assert {key: sent[key] for key in expected} == expected
+        assert set(sent) - {"max_tokens", "messages", "model", "tools", "stream"} == set(expected)
+        answer = store.append(f, [{"type": "message.appended", "data": {"role": "assistant", "content": text("Sun.")}, "meta": {
+            "request": {"digest": body_digest(body), "model": MODEL, "max_tokens": kwargs["max_tokens"], "stream": stream}}}])[0]
+        assert check_request(store, f, answer.offset).ok
