@@ -5,12 +5,14 @@ validated against the SDK's types, inherited and replaced by forks, sent by ever
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anthropic
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 from eventstore import InvalidEvent, Store
@@ -18,6 +20,7 @@ from projections import anthropic_request, body_digest, check_request, request_b
 from projections import state as state_module
 from projections.request import _CREATE_ORDER, _STREAM_ORDER
 from eventstore.settings import setting_keys
+from threadlog.cli import cli
 from threadlog.live import rerun, run_turn
 
 from messages_api import MessagesAPI, message
@@ -249,6 +252,59 @@ def test_a_snapshot_keeps_the_settings_and_one_saved_before_threads_had_them_rea
     # state with no settings is written as before (no key), so the earlier one still verifies.
     file_store.verify()
     assert file_store.nearest_snapshot(state_module.PROJECTION, state_module.VERSION, plain, 3) == (3, _SAVED_BEFORE)
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+
+
+def tl(db: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("ANTHROPIC_")}
+    return CliRunner().invoke(cli, ["--db", str(db), *args], env={**unset, **(env or {})}, catch_exceptions=False)
+
+
+def test_new_and_fork_take_settings_show_prints_them_and_ask_sends_them(tmp_path: Path, api: MessagesAPI) -> None:
+    db = tmp_path / "t.db"
+    made = tl(db, "new", "--model", MODEL, "--setting", 'stop_sequences=["END"]', "--setting", 'metadata={"user_id": "u1"}',
+              "--setting", 'service_tier="auto"')
+    assert made.exit_code == 0, made.stderr
+    t = made.stdout.strip()
+    shown = tl(db, "show", t, "--no-pager").stdout
+    assert 'settings    metadata {"user_id": "u1"}\n            service_tier "auto"\n            stop_sequences ["END"]\n' in shown
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    api.reply_json(message(text("Rain.")))
+    assert tl(db, "ask", t, "Weather?", env=env).exit_code == 0
+    assert {k: api.requests[0].json.get(k) for k in ("stop_sequences", "metadata", "service_tier")} == {
+        "stop_sequences": ["END"], "metadata": {"user_id": "u1"}, "service_tier": "auto"}
+    forked = tl(db, "fork", t, "--setting", "stop_sequences=null", "--setting", 'speed="fast"')
+    assert forked.exit_code == 0, forked.stderr
+    f = forked.stdout.strip()
+    request = json.loads(tl(db, "request", f, "--json").stdout)
+    assert "stop_sequences" not in request and (request["speed"], request["service_tier"]) == ("fast", "auto")
+    assert json.loads(tl(db, "show", f, "--json").stdout)["settings"] == {
+        "metadata": {"user_id": "u1"}, "service_tier": "auto", "speed": "fast"}
+    assert tl(db, "request", t, "--check").exit_code == 0
+
+
+@pytest.mark.parametrize(("args", "code", "words"), [
+    (["new", "--setting", "service_tier=auto"], 2, "text is JSON too: service_tier='\"auto\"'"),
+    (["new", "--setting", "stop_sequences"], 2, "is not KEY=JSON"),
+    (["new", "--setting", "speed=\"fast\"", "--setting", "speed=\"standard\""], 2, "speed is given twice"),
+    (["new", "--setting", "temperature=0"], 1, "settings.temperature: is not a Messages API parameter"),
+    (["new", "--setting", "stop_sequences=null"], 1, "settings.stop_sequences: is null"),
+], ids=["not-json", "no-value", "twice", "unknown", "null"])
+def test_a_bad_setting_on_the_command_line_is_refused_naming_it_and_writes_nothing(tmp_path: Path, args: list[str], code: int,
+                                                                                   words: str) -> None:
+    db = tmp_path / "t.db"
+    assert tl(db, "init").exit_code == 0
+    done = tl(db, *args)
+    assert done.exit_code == code and words in done.stderr, done.stderr
+    with Store(db) as store:
+        assert store.counts() == (0, 0)
+
+
+def test_new_and_fork_say_what_a_setting_is_in_their_help(tmp_path: Path) -> None:
+    for command in ("new", "fork"):
+        assert "--setting KEY=JSON" in tl(tmp_path / "t.db", command, "--help").stdout
 
 
 # -- property ----------------------------------------------------------------------------------

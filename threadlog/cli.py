@@ -530,6 +530,23 @@ def _meta_pairs(_: click.Context, __: click.Parameter, values: tuple[str, ...]) 
     return pairs
 
 
+def _setting_pairs(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
+    """--setting KEY=JSON (repeatable): request settings by key, each value JSON."""
+    settings: dict[str, Any] = {}
+    for value in values:
+        key, sep, text = value.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{value!r} is not KEY=JSON, e.g. stop_sequences='[\"END\"]'")
+        if key in settings:
+            raise click.BadParameter(f"{key} is given twice")
+        try:
+            settings[key] = _parse_json(text, f"the value of {key}")
+        except StoreError as error:
+            hint = f" (text is JSON too: {key}='\"{text}\"')" if text.isidentifier() else ""
+            raise click.BadParameter(f"{error}{hint}") from None
+    return settings
+
+
 def _model_name(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
     """A --model that names no model (`--model "$MODEL"`, the variable unset) was taken as none
     given: `rerun` replayed with the thread's own model, `new` stored a thread with none."""
@@ -571,13 +588,19 @@ def _recorded(event: Any, as_json: bool) -> None:
               help="A thread metadata entry (repeatable; --meta is the same).")
 @click.option("--thinking-budget", type=click.IntRange(min=1024), metavar="TOKENS",
               help="Extended thinking for every request of the thread, its forks and sub-agents, with this budget.")
+@click.option("--setting", "settings", multiple=True, callback=_setting_pairs, metavar="KEY=JSON",
+              help="A Messages API parameter every request of the thread, its forks and sub-agents sends (repeatable), "
+                   "its value as JSON: stop_sequences='[\"END\"]', tool_choice='{\"type\": \"any\"}', "
+                   "metadata='{\"user_id\": \"u1\"}' (the request's, not --metadata), service_tier='\"auto\"', "
+                   "output_config, speed, inference_geo, diagnostics; checked against the installed anthropic SDK.")
 @json_option
 @with_store("create")
 def new(store: Store, title: str | None, system: str | None, model: str | None, metadata: dict[str, str], thinking_budget: int | None,
-        as_json: bool) -> None:
+        settings: dict[str, Any], as_json: bool) -> None:
     """Start a thread; prints its id, alone."""
     thinking = {"type": "enabled", "budget_tokens": thinking_budget} if thinking_budget else None
-    thread = store.create_thread(title=title, system=system, model=model, metadata=metadata or None, thinking=thinking)
+    thread = store.create_thread(title=title, system=system, model=model, metadata=metadata or None, thinking=thinking,
+                                 settings=settings or None)
     _committed(f"created thread {thread}", f"threadlog show {thread}")
     if as_json:
         _emit_json(store.thread(thread).to_json())
@@ -665,17 +688,24 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
 @click.option("--system", help="The fork's own system prompt (default: the parent's).")
 @click.option("--model", callback=_model_name, help="The fork's own model (default: the parent's).")
 @click.option("--blank-config", is_flag=True,
-              help="Inherit none of the parent's system prompt, model, tools and thinking (--system and --model still apply).")
+              help="Inherit none of the parent's system prompt, model, tools, thinking and settings (--system, --model "
+                   "and --setting still apply).")
+@click.option("--setting", "settings", multiple=True, callback=_setting_pairs, metavar="KEY=JSON",
+              help="A request setting of the fork's (repeatable), its value as JSON, replacing the parent's for KEY "
+                   "(null removes the parent's): e.g. tool_choice='{\"type\": \"auto\"}' or stop_sequences=null. "
+                   "The parent's other settings are inherited.")
 @json_option
 @with_store("write")
 def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, context: str, retrieval: str, unanswered: str,
          transcript_path: str | None, title: str | None, system: str | None, model: str | None, blank_config: bool,
-         as_json: bool) -> None:
+         settings: dict[str, Any], as_json: bool) -> None:
     """Fork THREAD in O(1); prints the fork's id, alone.
 
-    The fork keeps the parent's title, system prompt, model, tools and thinking unless told
-    otherwise: a narrower agent gets its own with --system, --model or --blank-config."""
-    config = {key: value for key, value in (("blank", blank_config or None), ("system", system), ("model", model)) if value is not None}
+    The fork keeps the parent's title, system prompt, model, tools, thinking and request
+    settings unless told otherwise: a narrower agent gets its own with --system, --model,
+    --setting or --blank-config."""
+    config = {key: value for key, value in (("blank", blank_config or None), ("system", system), ("model", model),
+                                            ("settings", settings or None)) if value is not None}
     if transcript_path == "-":
         raise click.BadParameter("names the file the fork note points the model at: not stdout (-)", param_hint="--transcript")
     options = {"todos": todos, "metadata": metadata, "retrieval": retrieval, "unanswered": unanswered, "config": config or None,

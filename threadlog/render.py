@@ -224,6 +224,8 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     yield f"system      {_short(system or '', 100) or '-'}"
     if state.thinking:
         yield f"thinking    {json.dumps(state.thinking, sort_keys=True)}"
+    for index, (key, value) in enumerate(sorted(state.settings.items())):
+        yield ("settings    " if index == 0 else " " * 12) + f"{key} {json.dumps(value, ensure_ascii=False)}"
     yield f"status      {state.status}   length {state.length}   head {(state.head_hash or '-')[:12]}"
     if state.last_run is not None:
         run = state.last_run
