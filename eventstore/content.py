@@ -13,7 +13,7 @@ the list of known types in an error still go through the SDK.
 Gotcha: the SDK's TypedDicts declare lists as `Iterable[...]`, which pydantic validates
 lazily — it returns a `ValidatorIterator` and only checks items when someone iterates it.
 A bad nested block (a tool_result's content, a citation) would then pass at append time and
-fail much later. `_drain` walks the validated value and consumes every such iterator, so
+fail much later. `drain` walks the validated value and consumes every such iterator, so
 validation is eager. The stored block is the caller's JSON, not pydantic's output, because
 TypedDict validation drops keys the SDK does not know yet (for example `caller`).
 """
@@ -171,7 +171,7 @@ def block_types() -> list[str]:
     return sorted(_sdk_types())
 
 
-def _drain(value: Any, path: str) -> None:
+def drain(value: Any, path: str) -> None:
     """Consume every lazy `ValidatorIterator` inside a validated value (see module doc).
 
     Errors found while draining are raised as `InvalidEvent` naming the full path.
@@ -185,7 +185,7 @@ def _drain(value: Any, path: str) -> None:
             except ValidationError as error:
                 raise first_error(error, where) from None
             value[key] = item
-        _drain(item, where)
+        drain(item, where)
 
 
 def first_error(error: ValidationError, field: str) -> InvalidEvent:
@@ -226,7 +226,7 @@ def validate_with(validator: SchemaValidator | TypeAdapter[Any], block: dict[str
         validated = validator.validate_python(block, strict=strict)
     except ValidationError as error:
         raise first_error(error, field) from None
-    _drain(validated, field)
+    drain(validated, field)
 
 
 @functools.cache

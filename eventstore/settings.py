@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from .content import _drain as drain, block_type_name, first_error
+from .content import block_type_name, drain, first_error
 from .errors import InvalidEvent
 
 # Where each request parameter threadlog manages comes from, as a refusal names it.

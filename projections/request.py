@@ -63,7 +63,7 @@ from pydantic import TypeAdapter, ValidationError
 from eventstore import InvalidEvent, Store, collector
 from eventstore.errors import shown
 from eventstore.prepare import check_flag
-from eventstore.content import _drain as drain  # the one walker of lazily validated lists
+from eventstore.content import drain  # the one walker of lazily validated lists
 
 from .retrieval import check_mode, inherited, with_retrieval
 from .state import Message, thread_state
