@@ -67,12 +67,59 @@ def _short(value: str | None, size: int = 16) -> str:
 SHOWN_BYTES = 64 * 1024
 
 
-def clip(value: Any) -> str:
-    """`value` as text, at most `SHOWN_BYTES` of it."""
-    text = "" if value is None else str(value)
-    if len(text) <= SHOWN_BYTES // 4:  # fits whatever its characters
+class Cut:
+    """Whether a part rendered within `text_budget` had a string cut short of `SHOWN_BYTES` to fit."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+        self.happened = False
+
+
+# The bytes of stored text the part being rendered may still show (`budget.fill` sets it to
+# what its page has left); None outside a page's budget: each string is then clipped alone.
+_text_left: ContextVar[Cut | None] = ContextVar("text_left", default=None)
+
+
+@contextlib.contextmanager
+def text_budget(room: int) -> Iterator[Cut]:
+    """Render one part within `room` bytes of (escaped) stored text: each string past what is
+    left is cut to it, around the mark that says how many bytes it leaves out."""
+    cut = Cut(max(room, 0))
+    token = _text_left.set(cut)
+    try:
+        yield cut
+    finally:
+        _text_left.reset(token)
+
+
+def _fitted(text: str, limit: int) -> str:
+    """`text` itself when it fits in `limit` bytes, else its head and tail around the elision mark."""
+    if len(text) <= limit // 4:  # fits whatever its characters
         return text
-    return clip_middle(text.encode("utf-8", "surrogatepass"), SHOWN_BYTES).decode("utf-8", "replace")
+    raw = text.encode("utf-8", "surrogatepass")
+    return text if len(raw) <= limit else clip_middle(raw, limit).decode("utf-8", "replace")
+
+
+def _escaped_size(text: str) -> int:
+    return len(str(escape(text)).encode("utf-8", "surrogatepass"))
+
+
+def clip(value: Any) -> str:
+    """`value` as text, at most `SHOWN_BYTES` of it, and within a page's budget what it has left."""
+    text = "" if value is None else str(value)
+    budget = _text_left.get()
+    if budget is None:
+        return _fitted(text, SHOWN_BYTES)
+    limit = min(SHOWN_BYTES, budget.room)
+    shown = _fitted(text, limit)
+    size = _escaped_size(shown)
+    if size > budget.room:  # escaping grew it (`<` is 4 bytes more): cut it by as much again
+        shown = _fitted(text, limit * budget.room // size)
+        size = _escaped_size(shown)
+    if shown is not text and limit < SHOWN_BYTES:  # cut shorter than the string's own bound
+        budget.happened = True
+    budget.room = max(budget.room - size, 0)
+    return shown
 
 
 # Markdown costs markdown-it up to ~13 µs a character on text made of its markup (`![![![…`),
@@ -125,17 +172,26 @@ def _marked(snippet: Any, query: str = "") -> Markup:
 
 
 def _pretty(value: Any) -> str:
-    """`value` as indented JSON, at most `SHOWN_BYTES` of it, encoded only that far (a tool
-    input of 3 million numbers took 0.9 s to encode whole before it was cut)."""
+    """`value` as indented JSON, at most `SHOWN_BYTES` of it (and within a page's budget what
+    it has left), encoded only that far (a tool input of 3 million numbers took 0.9 s to
+    encode whole before it was cut)."""
+    budget = _text_left.get()
+    limit = SHOWN_BYTES if budget is None else min(SHOWN_BYTES, budget.room)
     pieces: list[str] = []
     size = 0
     for piece in json.JSONEncoder(indent=2, ensure_ascii=False, default=str).iterencode(value):
         pieces.append(piece)
         size += len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
-        if size > SHOWN_BYTES:
-            head = "".join(pieces).encode("utf-8", "surrogatepass")[:SHOWN_BYTES].decode("utf-8", "ignore")
+        if size > limit:
+            head = "".join(pieces).encode("utf-8", "surrogatepass")[:limit].decode("utf-8", "ignore")
+            if budget is not None:
+                budget.happened = budget.happened or limit < SHOWN_BYTES
+                budget.room = max(budget.room - _escaped_size(head), 0)
             return f"{head}\n… (cut: the rest is not shown)"
-    return "".join(pieces)
+    text = "".join(pieces)
+    if budget is not None:
+        budget.room = max(budget.room - _escaped_size(text), 0)
+    return text
 
 
 def environment() -> Environment:
