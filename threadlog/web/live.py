@@ -8,8 +8,9 @@ the first new event to the head (so a tool call answered by the new event change
 too, and a new fork's card appears where it was made), and the tool calls and interrupts the
 new events answer from further back (`REACH`). Items carry the ids of
 their rows, so the page's script replaces the ones it has and appends the others. More
-than `LIMIT` events at once (an import) are not sent as rows: the update carries a link to
-the latest page instead, which the script shows in place of the live marker. Each update
+than `LIMIT` events at once (an import), or rows past a page's budget (`budget.PAGE_BYTES`),
+are not sent as rows: the update carries a link to the latest page instead, which the script
+shows in place of the live marker. Each update
 names the position it reached (`id:`): a browser reconnecting after a restart of the server
 sends it back (`Last-Event-ID`), and the stream goes on from there.
 """
@@ -17,6 +18,7 @@ sends it back (`Last-Event-ID`), and the stream goes on from there.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import AsyncIterator
 
@@ -29,9 +31,11 @@ from eventstore import RecordedEvent, StoreError
 from eventstore.errors import MISSHAPEN, misshapen
 from projections import Row
 
-from .items import ROWS_PER_EVENT, thread_items
+from .budget import fill
+from .cursor import Cursor, keyed
+from .items import thread_items
 from .query import LARGEST, thread_param, whole_number
-from .render import link, markdown_budget, visible
+from .render import link, visible
 from .viewer import Viewer, viewer
 
 INTERVAL = 0.25  # seconds between looks at the log
@@ -47,7 +51,7 @@ KEEPALIVE = 60  # quiet looks between comment lines that keep the connection ope
 LIMIT = 200
 
 
-def _poll(view: Viewer, thread: str, position: int, start: int) -> tuple[int, str | None]:
+def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -> tuple[int, str | None]:
     """(the last position seen, the JSON to send or None)."""
     with view.open() as store:
         new = list(store.read_all(after=position, limit=1000))
@@ -75,20 +79,23 @@ def _poll(view: Viewer, thread: str, position: int, start: int) -> tuple[int, st
         if not offsets:
             return position, None
         low = min(max(start, min(offsets) - RESTATUS), head)
+        reload = json.dumps({"head": head, "position": position, "items": [], "reload": link("/thread", id=thread)})
         if head - low > LIMIT:  # a batch too big to send as rows: the page offers its latest page instead
-            return position, json.dumps({"head": head, "position": position, "items": [], "reload": link("/thread", id=thread)})
+            return position, reload
         settled = _settled([event for event in new if event.stream_id == thread])
         reach = max(start, low - REACH) if settled else low
-        found = thread_items(store, thread, reach, head)
+        # The items of the page's first event before `skip` are on the page before it, not this one.
+        found = [item for place, item in keyed(thread_items(store, thread, reach, head)) if place >= Cursor(start, skip)]
         # The calls answered from further back go last: the page has them and replaces each where
         # it is, while the script puts a new item after the one sent before it.
         items = [item for item in found if item.offset >= low] + \
                 [item for item in found if item.offset < low and item.row is not None and _settles(item.row, settled)]
-    template = view.env.get_template("_item.html")
+    # An update within a page's budget, or none: the page offers its latest page instead.
+    filled = fill(((item.id, item) for item in items), functools.partial(view.item, thread=thread))
+    if filled.rest is not None:
+        return position, reload
     # The id as the row's element holds it on the page (`visible`): the live script finds the row by it.
-    with markdown_budget():
-        rendered = [{"id": visible(item.id), "html": visible(template.render(item=item, thread=thread, rows_per_event=ROWS_PER_EVENT))}
-                    for item in items]
+    rendered = [{"id": visible(item.id), "html": visible(html)} for _, item, html in filled.shown]
     return position, json.dumps({"head": head, "position": position, "items": rendered})
 
 
@@ -122,6 +129,7 @@ async def events(request: Request) -> StreamingResponse:
     view = viewer(request)
     thread = thread_param(request)  # none given: a 400 saying what to pass (it was "thread '' not found")
     after, start = whole_number(request, "after") or 0, whole_number(request, "from") or 0
+    skip = whole_number(request, "skip") or 0  # the items of event `start` on the page before the open one
     # A browser reconnecting (the server restarted) sends the position of the last update it
     # got: what the page received live before is not sent again.
     resumed = request.headers.get("last-event-id", "")
@@ -134,7 +142,7 @@ async def events(request: Request) -> StreamingResponse:
         yield ": connected\n\n"
         while not view.stopping.is_set() and not await request.is_disconnected():
             try:
-                position, payload = await run_in_threadpool(_poll, view, thread, position, start)
+                position, payload = await run_in_threadpool(_poll, view, thread, position, start, skip)
             except (StoreError, *MISSHAPEN) as error:  # the stream ends with what went wrong, not a server's traceback
                 why = str(error) if isinstance(error, StoreError) else str(misshapen(error))
                 yield f"event: failed\ndata: {json.dumps({'error': why})}\n\n"

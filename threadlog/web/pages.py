@@ -6,6 +6,7 @@ template. Query parameters are checked here; a bad one is a 400 page saying what
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 from starlette.exceptions import HTTPException
@@ -14,16 +15,18 @@ from starlette.responses import RedirectResponse, Response
 
 from eventstore import Store, StoreError
 from eventstore.textindex import MAX_QUERY_CHARS
-from projections import diff, search, thread_state
-from projections.lineage import iter_blame
+from projections import Message, diff, search, thread_state
+from projections.lineage import DiffSide, iter_blame
 
 from ..listing import listing
 from ..names import AmbiguousName, resolve
+from .budget import PAGE_BYTES, PAGE_ROWS, fill
+from .cursor import Cursor, MessagePage, fill_messages, items_back, items_from
 from .graph import layout
 from .items import thread_items, view_start
 from .query import thread_param, whole_number
 from .render import link
-from .viewer import viewer
+from .viewer import Viewer, viewer
 
 PAGE = 100  # events per thread page, messages per replay or blame page
 THREADS = 50  # threads per list page
@@ -53,11 +56,11 @@ def _canonical(store: Store, request: Request) -> Response | None:
     return RedirectResponse(link(request.url.path, **params), status_code=302) if moved else None
 
 
-def _earlier(start: int) -> tuple[int, int] | None:
+def _earlier(start: Cursor, floor: int = 0) -> tuple[int, Cursor]:
     """The page before one starting at `start`, as (start, stop): it ends where this one
     begins, so paging back from the latest page, which starts anywhere, repeats nothing (the
     first page overlapped the second by up to `PAGE` - 1)."""
-    return (max(0, start - PAGE), start) if start > 0 else None
+    return max(floor, start.entry - PAGE), start
 
 
 def threads_page(request: Request) -> Response:
@@ -88,10 +91,12 @@ def threads_page(request: Request) -> Response:
 def thread_page(request: Request) -> Response:
     """One page of a thread's display rows: the latest events unless `start` says otherwise
     (and `stop`, the page's end, short of a full page); `at` shows the thread as of its first
-    `at` events."""
+    `at` events. A page cut by its budget ends (or, paging back, starts) inside an event:
+    `skip` items of event `start` are on the page before, `take` items of event `stop` on this one."""
     view = viewer(request)
     thread = thread_param(request)
     at, start, until = whole_number(request, "at"), whole_number(request, "start"), whole_number(request, "stop")
+    skip, take = whole_number(request, "skip") or 0, whole_number(request, "take") or 0
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
@@ -101,31 +106,49 @@ def thread_page(request: Request) -> Response:
         if at is not None and at > info.head:
             raise HTTPException(400, f"at {at} is past the thread's {info.head} events: pass 0..{info.head}")
         end = info.head if at is None else at
+        backward = start is None or until is not None  # the latest page, and those paged back to, end where asked
         start = max(0, end - PAGE) if start is None else min(start, end)
         # A note fork's rows start over at its card: no page before it (they showed its parent's).
         card = view_start(store, chain, start, end)
-        start = start if card is None else card
-        stop = min(start + PAGE, end, end if until is None else max(until, start))
-        items = thread_items(store, thread, start, stop, at)
+        low = Cursor(start, skip) if card is None or card == start else Cursor(card)
+        high = Cursor(end) if until is None or until >= end else max(Cursor(until, take), low)
+        if backward:  # at most a page of events, whatever `start` asked
+            low = max(low, Cursor(high.entry - PAGE))
+        else:
+            high = min(high, Cursor(min(low.entry + PAGE, end)))
+        render = functools.partial(view.item, thread=thread)
+        if backward:
+            filled = fill(items_back(store, thread, low, high, at), render)
+            shown = filled.shown[::-1]
+            low = low if filled.rest is None else shown[0][0]
+        else:
+            filled = fill(items_from(store, thread, low, high.entry, at), render)
+            shown = filled.shown
+            high = high if filled.rest is None else filled.rest
         title = store.title(thread)
         badge = view.integrity.badge(after)
+    floor = Cursor(0 if card is None else card)
     pager = {
-        "first": 0 if start > 0 and card is None else None,
-        "earlier": _earlier(start) if card is None else None,
-        "later": stop if stop < end else None,
-        "latest": stop < end,
+        "first": 0 if low > Cursor(0) and card is None else None,
+        "earlier": _earlier(low, floor.entry) if low > floor else None,
+        "later": high if high < Cursor(end) else None,
+        "latest": high < Cursor(end),
     }
-    return view.render(request, "thread.html", info=info, chain=chain, title=title, items=items, start=start, stop=stop,
-                       end=end, at=at, pager=pager, badge=badge, live=at is None and stop == end, after=after, page=PAGE,
-                       shown_ancestors=SHOWN_ANCESTORS)
+    cut = None if filled.rest is None else ("end" if not backward else "start")
+    return view.render(request, "thread.html", info=info, chain=chain, title=title, items=shown, start=low, stop=high,
+                       end=end, at=at, pager=pager, badge=badge, live=at is None and high == Cursor(end), after=after,
+                       page=PAGE, shown_ancestors=SHOWN_ANCESTORS, cut=cut, page_bytes=PAGE_BYTES)
 
 
 def replay_page(request: Request) -> Response:
     """`thread_state(at=N)`: the model's view, status, todos and metadata as of N events; its
-    last `PAGE` messages, or those from message `first` on (up to `stop`, short of a page)."""
+    last `PAGE` messages, or those from message `first` on (up to `stop`, short of a page).
+    A page cut by its budget ends (or, paging back, starts) inside a message: `skip` blocks of
+    message `first` are on the page before, `take` blocks of message `stop` on this one."""
     view = viewer(request)
     thread = thread_param(request)
     at, first, until = whole_number(request, "at"), whole_number(request, "first"), whole_number(request, "stop")
+    skip, take = whole_number(request, "skip") or 0, whole_number(request, "take") or 0
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
@@ -136,12 +159,19 @@ def replay_page(request: Request) -> Response:
         state = thread_state(store, thread, at)
         messages = state.messages
         badge = view.integrity.badge(store.last_position())
-    first = max(0, len(messages) - PAGE) if first is None else min(first, len(messages))
-    stop = min(first + PAGE, len(messages), len(messages) if until is None else max(until, first))
-    shown = messages[first:stop]
-    pager = {"earlier": _earlier(first), "later": stop if stop < len(messages) else None}
-    return view.render(request, "replay.html", state=state, thread=thread, at=at, head=head, count=len(messages),
-                       messages=shown, first=first, pager=pager, badge=badge, shown_todos=SHOWN_TODOS)
+    count = len(messages)
+    backward = first is None or until is not None
+    low = Cursor(max(0, count - PAGE)) if first is None else min(Cursor(first, skip), Cursor(count))
+    high = Cursor(count) if until is None or until >= count else max(Cursor(until, take), low)
+    if backward:
+        low = max(low, Cursor(high.entry - PAGE))
+    else:
+        high = min(high, Cursor(low.entry + PAGE))
+    page = fill_messages(messages, low, high, backward, view.blocks(thread))
+    pager = {"earlier": _earlier(page.low) if page.low > Cursor(0) else None,
+             "later": page.high if page.high < Cursor(count) else None}
+    return view.render(request, "replay.html", state=state, thread=thread, at=at, head=head, count=count,
+                       page=page, pager=pager, badge=badge, shown_todos=SHOWN_TODOS, page_bytes=PAGE_BYTES)
 
 
 def tree_page(request: Request) -> Response:
@@ -191,4 +221,16 @@ def diff_page(request: Request) -> Response:
             raise HTTPException(400, f"thread {a!r} is a root: pass ?b=THREAD_ID to compare it with")
         result = diff(store, a, b, limit=PAGE + 1)  # one more than shown: whether there are more
         badge = view.integrity.badge(store.last_position())
-    return view.render(request, "diff.html", result=result, a=a, b=b, limit=PAGE, badge=badge)
+    pages = [_side(view, side) for side in (result.a, result.b)]
+    return view.render(request, "diff.html", result=result, a=a, b=b, sides=list(zip((result.a, result.b), pages)), badge=badge,
+                       page_bytes=PAGE_BYTES)
+
+
+def _side(view: Viewer, side: DiffSide) -> tuple[MessagePage, int | None]:
+    """A diff side's first `PAGE` messages within half a page's budget, and the offset the
+    thread page goes on from when that is not all of them."""
+    messages = [Message(str(m["role"]), m["content"] or [], m["offset"]) for m in side.messages]
+    page = fill_messages(messages, Cursor(0), Cursor(min(len(messages), PAGE)), False, view.blocks(side.thread),
+                         PAGE_BYTES // 2, PAGE_ROWS // 2)
+    more = page.high < Cursor(len(messages))
+    return page, (messages[page.high.entry].offset if more else None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,9 +13,10 @@ from starlette.responses import HTMLResponse
 
 from eventstore import Store
 from eventstore.urls import safe_url
+from projections import Message
 
 from .integrity import Integrity
-from .items import ROWS_PER_EVENT
+from .items import ROWS_PER_EVENT, Item
 from .render import markdown_budget, visible
 
 
@@ -30,6 +32,20 @@ class Viewer:
 
     def open(self) -> Store:
         return Store(self.path, read_only=True)
+
+    def item(self, item: Item, thread: str) -> str:
+        """One item of a thread page as its `<li>` (the page and the live updates show it so)."""
+        return self.env.get_template("_item.html").render(item=item, thread=thread, rows_per_event=ROWS_PER_EVENT)
+
+    def blocks(self, thread: str) -> Callable[[tuple[Message, Any]], str]:
+        """What renders one block of a message of `thread` (a replay's, a diff side's) as its HTML."""
+        block = getattr(self.env.get_template("_block.html").make_module({"rows_per_event": ROWS_PER_EVENT}), "block")
+
+        def render(part: tuple[Message, Any]) -> str:
+            message, content = part
+            return "" if content is None else str(block(content, thread, message.offset))
+
+        return render
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         # The database's name as pages show it: a URL's password left out (it was on every page).

@@ -1,0 +1,146 @@
+"""A page as a whole stays within its budget (`threadlog.web.budget`), whatever the log holds.
+
+Each test here failed before the budget: a thread of 5 messages of 200 text blocks of
+100 kB each made a 66 MB thread page in 5.7 s (and as much for its replay, its diff, a
+sub-agent holding it, and a live update), which a browser tab chokes on. Now each page stops
+at about `PAGE_BYTES`, says so, and links on from there; the pages reached by the links show
+every block exactly once.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from threadlog import Store  # noqa: E402
+from threadlog.web import create_app  # noqa: E402
+from threadlog.web.budget import PAGE_BYTES  # noqa: E402
+from threadlog.web.live import _poll  # noqa: E402
+
+MESSAGES, BLOCKS, BLOCK = 5, 200, 100_000
+EVERY = [(m, b) for m in range(MESSAGES) for b in range(BLOCKS)]
+FRAME = 100_000  # what a page holds besides the log's rows: its header, title, links, notices
+QUICK = 3.0  # seconds a page may take on a loaded machine (a whole page took 5.7 s)
+
+
+def _huge(thread: str, name: str) -> list[dict[str, object]]:
+    return [{"type": "message.appended", "data": {"role": "user", "content": [
+        {"type": "text", "text": f"{name}{m}b{b} " + "x" * BLOCK} for b in range(BLOCKS)]}} for m in range(MESSAGES)]
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    path = tmp_path_factory.mktemp("budget") / "huge.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="huge", title="huge")
+        store.append_message("huge", "user", "before")
+        for message in _huge("huge", "m"):
+            store.append("huge", [message])
+        store.fork("huge", at=2, fork_id="agent", kind="subagent")
+        for message in _huge("agent", "m"):
+            store.append("agent", [message])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        yield c
+
+
+def _get(client: TestClient, url: str) -> str:
+    began = time.perf_counter()
+    response = client.get(url)
+    assert response.status_code == 200
+    assert time.perf_counter() - began < QUICK, url
+    assert len(response.content) <= PAGE_BYTES + FRAME, (url, len(response.content))
+    return response.text
+
+
+def _blocks(page: str) -> list[tuple[int, int]]:
+    return [(int(m), int(b)) for m, b in re.findall(r"m(\d+)b(\d+) x", page)]
+
+
+def _walk(client: TestClient, url: str, name: str) -> list[list[tuple[int, int]]]:
+    """The blocks each page shows, from `url` on through its `name` links (class `later` or `earlier`)."""
+    pages = []
+    page: str | None = _get(client, url)
+    while page is not None:
+        pages.append(_blocks(page))
+        found = re.search(rf'<a class="{name}" href="([^"]+)"', page)
+        page = None if found is None else _get(client, found.group(1).replace("&amp;", "&"))
+    return pages
+
+
+@pytest.mark.parametrize("url", ["/thread?id=huge", "/thread?id=huge&start=0", "/thread?id=agent", "/replay?id=huge",
+                                 "/replay?id=huge&first=0", "/diff?a=agent&b=huge"])
+def test_a_page_of_huge_messages_stops_at_its_budget_and_says_so(client: TestClient, url: str) -> None:
+    page = _get(client, url)
+    assert "This page stops here" in page or "This side stops here" in page
+    assert _blocks(page)  # something is shown: a page is never empty for being full
+
+
+@pytest.mark.parametrize("path", ["/thread?id=huge", "/replay?id=huge"], ids=["thread", "replay"])
+@pytest.mark.parametrize("direction", ["later", "earlier"])
+def test_the_pages_a_budget_cuts_show_every_block_once(client: TestClient, path: str, direction: str) -> None:
+    """Paging on from the first page, or back from the latest, reaches every block exactly once."""
+    start = f"{path}&start=0&first=0" if direction == "later" else path
+    pages = _walk(client, start, direction)
+    seen = [block for page in (pages if direction == "later" else reversed(pages)) for block in page]
+    assert seen == EVERY
+    assert len(pages) > 10  # each page held a part of a message
+
+
+def test_a_page_cut_inside_a_message_links_on_from_the_block_it_stopped_at(client: TestClient) -> None:
+    page = _get(client, "/thread?id=huge&start=0")
+    link = re.search(r'<a class="page-cut-link" href="([^"]+)"', page)
+    assert link is not None
+    shown = _blocks(page)
+    following = _blocks(_get(client, link.group(1).replace("&amp;", "&")))
+    assert following[0] == EVERY[EVERY.index(shown[-1]) + 1]
+
+
+def test_a_diff_side_stops_at_half_the_budget_and_reads_on_in_the_thread(client: TestClient) -> None:
+    page = _get(client, "/diff?a=agent&b=huge")
+    sides = page.split('<section class="side">')[1:]
+    assert len(sides) == 2
+    for side in sides:
+        assert "This side stops here" in side and _blocks(side)[0] == (0, 0)
+        assert re.search(r'read on in the thread</a> \(from the message at offset \d+, its first \d+ blocks again\)', side)
+
+
+def test_one_row_larger_than_the_page_is_cut_saying_how_much_is_left_out(tmp_path: Path) -> None:
+    """A tool result of 200 parts of 100 kB is one row of 13 MB: it is cut to the page's budget."""
+    path = tmp_path / "row.db"
+    parts = [{"type": "text", "text": f"part{n} " + "y" * BLOCK} for n in range(BLOCKS)]
+    with Store(path) as store:
+        store.create_thread(thread_id="t")
+        store.append("t", [{"type": "message.appended", "data": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}]}}])
+        store.append("t", [{"type": "message.appended", "data": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": parts}]}}])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        for url in ("/thread?id=t", "/replay?id=t"):
+            page = _get(c, url)
+            assert "part0 " in page  # the row is shown, cut
+            elided = [int(n) for n in re.findall(r"… (\d+) bytes elided …", page)]
+            assert len(elided) == BLOCKS and sum(elided) > BLOCKS * BLOCK - PAGE_BYTES - FRAME
+
+
+def test_a_live_update_past_the_budget_offers_the_latest_page(tmp_path: Path) -> None:
+    """An open page whose thread gains 66 MB of messages is sent a link, not a 66 MB update."""
+    path = tmp_path / "live.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="t")
+        store.append_message("t", "user", "hello")
+        after = store.last_position()
+        store.append("t", _huge("t", "m"))
+    app = create_app(str(path))
+    began = time.perf_counter()
+    position, payload = _poll(app.state.viewer, "t", after, 0)
+    assert time.perf_counter() - began < QUICK
+    assert payload is not None and len(payload) < FRAME
+    assert '"reload": "/thread?id=t"' in payload and '"items": []' in payload
