@@ -710,9 +710,17 @@ class PostgresBackend:
         it was lost failed, unacknowledged, and the calls after it go on, as a pool gives a
         new connection for a broken one. Inside a transaction or a snapshot the loss stands:
         what was begun there is gone with the connection."""
+        self._mend()
+        return self._conn
+
+    def _mend(self) -> None:
+        """Connect again if the server ended the connection and no transaction is open on it
+        (`conn`). `transaction` calls it before it opens one: its BEGIN is only queued, so the
+        first statement sent inside found the connection lost and, inside, kept it lost: after
+        a loss, every call writing in a transaction (a batch, a fork with a title, fan_out,
+        redact) failed, for as long as no call outside one came between."""
         if self._conn.pgconn.status == _LOST and self._reconnects and not self._in_transaction:
             self._reconnect()
-        return self._conn
 
     def _reconnect(self) -> None:
         """Take a new connection's session (its settings, its prepared statements) for the
@@ -790,6 +798,7 @@ class PostgresBackend:
         up to 8 times: four processes fanning out at once on a slow machine ran out of them)."""
         if self._in_transaction:
             raise StoreError("a write transaction is already open on this store")
+        self._mend()
         self._in_transaction, self._reserved, self._begun = True, 0, False
         self._reserves_twice = reserves_twice
         self._queued = [(_BEGIN, ())]

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -109,3 +110,39 @@ def test_follow_goes_on_after_the_server_restarts_printing_each_event_once() -> 
     assert "before the restart" not in out and "after the restart" not in out  # each printed once
     assert err.count(f"note: following on after position {before.position} once the server answers again") == 1, err
     assert "Traceback" not in err and "error:" not in err, err
+
+
+def _transaction_calls(store: Store) -> dict[str, Callable[[], object]]:
+    """A thread, and calls that each write in one transaction on it."""
+    thread = store.create_thread(title="Trip", model="claude-test-1", thread_id="T")
+    question = store.append_message(thread, "user", "Weather in Lyon and Nice?")
+    store.append_message(thread, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}])
+    return {
+        "fan_out": lambda: store.fan_out(thread, ["Lyon", "Nice"]),
+        "batch": lambda: store.append(thread, [{"type": "title.set", "data": {"title": t}} for t in ("a", "b")]),
+        "fork with a title": lambda: store.fork(thread, 2, title="Nice only", fork_id="F"),
+        "redact": lambda: store.redact(question.position, "personal", "ops"),
+    }
+
+
+def test_a_call_writing_in_a_transaction_after_a_loss_connects_again(tmp_path: Path) -> None:
+    """A write transaction only queues its BEGIN, so its first statement found the connection
+    lost, and inside the transaction the store does not connect again: after a loss a batch, a
+    fork with a title, fan_out and redact each failed, call after call, for as long as no call
+    outside a transaction came between. The call under way fails; the next one connects again,
+    and what they wrote is what the same calls write with no loss (nothing twice)."""
+    url = postgres_url() + "&application_name=threadlog-lost-tx"
+    store = Store(url)
+    for name, call in _transaction_calls(store).items():
+        assert _end_sessions("threadlog-lost-tx") == 1
+        with pytest.raises(StoreError, match="lost the connection|shut down or restarted"):
+            call()
+        call()
+    with Store(tmp_path / "same.db") as same:
+        for call in _transaction_calls(same).values():
+            call()
+        assert store.counts() == same.counts()
+        assert [(e.type, e.data) for e in store.read("T")] == [(e.type, e.data) for e in same.read("T")]
+        assert [(t.kind, t.head) for t in store.all_threads()] == [(t.kind, t.head) for t in same.all_threads()]
+    store.verify()
+    store.close()
