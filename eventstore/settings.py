@@ -101,7 +101,7 @@ def check_setting(key: Any, value: Any, field: str = "settings") -> None:
     adapter, members = _validator(key)
     kind = value.get("type") if isinstance(value, dict) else None
     if members and isinstance(value, dict):
-        if kind not in members:
+        if not isinstance(kind, str) or kind not in members:  # a list or an object is no type's name (nor hashable)
             raise InvalidEvent(f"{where}.type", f"unknown {key} type {kind!r}; expected one of {', '.join(sorted(members))}")
         adapter = members[kind]
     try:

@@ -62,13 +62,15 @@ def untouched(store: Store) -> tuple[Any, ...]:
     ({"service_tier": "fast"}, "settings.service_tier", "'auto' or 'standard_only'"),
     ({"tool_choice": {"type": "tool"}}, "settings.tool_choice.name", "Field required"),
     ({"tool_choice": {"type": "sometimes"}}, "settings.tool_choice.type", "expected one of any, auto, none, tool"),
+    ({"tool_choice": {"type": ["any"]}}, "settings.tool_choice.type", "unknown tool_choice type ['any']; expected one of"),
+    ({"tool_choice": {"type": {"any": 1}}}, "settings.tool_choice.type", "unknown tool_choice type {'any': 1}"),
     ({"tool_choice": {"type": "auto", "parallel": False}}, "settings.tool_choice.parallel", "not a key the SDK's type declares"),
     ({"metadata": {"userid": "u1"}}, "settings.metadata.userid", "not a key the SDK's type declares"),
     ({"output_config": {"effort": 1}}, "settings.output_config.effort", "Input should be"),
     ({"stop_sequences": None}, "settings.stop_sequences", "is null: leave the key out"),
 ], ids=["unknown-temperature", "typo", "model", "max_tokens", "tools", "stream", "cache_control", "beta-only", "header",
-        "text-for-list", "bad-literal", "tool-without-name", "unknown-type", "undeclared-key", "nested-undeclared",
-        "strict-type", "null"])
+        "text-for-list", "bad-literal", "tool-without-name", "unknown-type", "type-a-list", "type-an-object", "undeclared-key",
+        "nested-undeclared", "strict-type", "null"])
 def test_a_setting_the_api_would_refuse_is_refused_naming_it_and_nothing_is_written(
         file_store: Store, settings: dict[str, Any], field: str, words: str) -> None:
     before = untouched(file_store)
