@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, Valid
 from .content import first_error, normalize_content, validate_system, validate_thinking, validate_tools
 from .errors import InvalidEvent, key_not_text
 from .ids import check_id
-from .settings import check_settings
+from .settings import check_restored_settings, check_settings
 
 # Text in events is `str` and nothing else: pydantic's lax mode decoded bytes given for it (a
 # title of b"x" was stored as "x"), where any other value of the wrong kind is refused.
@@ -189,16 +189,16 @@ def _system_blocks(value: list[Json], info: ValidationInfo) -> list[Json]:
 
 def _settings(value: Json, info: ValidationInfo) -> Json:
     """A thread's request settings, each a parameter the SDK takes (`check_settings`), but for
-    ones restored from an export (an SDK since may have dropped a key)."""
-    if not _restoring(info):
-        check_settings(value, str(info.field_name))
+    ones restored from an export, which an SDK since may have dropped (`check_restored_settings`)."""
+    check = check_restored_settings if _restoring(info) else check_settings
+    check(value, str(info.field_name))
     return value
 
 
 def _setting_changes(value: dict[Text, Any], info: ValidationInfo) -> dict[Text, Any]:
     """A fork's settings: as a thread's, and a null removes the parent's key."""
-    if not _restoring(info):
-        check_settings(value, str(info.field_name), removing=True)
+    check = check_restored_settings if _restoring(info) else check_settings
+    check(value, str(info.field_name), removing=True)
     return value
 
 

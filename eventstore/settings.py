@@ -73,17 +73,24 @@ def _validator(key: str) -> tuple[TypeAdapter[Any], dict[str, TypeAdapter[Any]]]
     return TypeAdapter(hint), members
 
 
-def _check_key(key: Any, field: str) -> str:
-    """`field.key`, unless `key` is no setting (module doc): then `InvalidEvent` naming it."""
+def _check_sent(key: Any, field: str) -> str:
+    """`field.key`, unless `key` is not text, or a parameter threadlog sends from elsewhere
+    or as a header: then `InvalidEvent` naming it. No SDK release changes these."""
     if not isinstance(key, str):
         raise InvalidEvent(field, f"a key must be a request parameter's name, not {type(key).__name__}")
     where = f"{field}.{key}"
-    declared, beta = _declared()
     if key in MANAGED:
         raise InvalidEvent(where, f"is not a setting: threadlog sends it from {MANAGED[key]}")
     if key in _HEADERS:
         raise InvalidEvent(where, f"is sent as the {_HEADERS[key]} header, not in the request body: set it on the client "
                                   "(default_headers), which sends it with every request")
+    return where
+
+
+def _check_key(key: Any, field: str) -> str:
+    """`field.key`, unless `key` is no setting (module doc): then `InvalidEvent` naming it."""
+    where = _check_sent(key, field)
+    declared, beta = _declared()
     if key not in declared:
         sdk = f"anthropic {importlib.metadata.version('anthropic')}"
         if key in beta:
@@ -147,3 +154,15 @@ def check_settings(value: Any, field: str = "settings", removing: bool = False) 
             raise InvalidEvent(f"{field}.{key}", "is null: leave the key out for no setting (a fork's null removes "
                                                  "its parent's)")
         check_setting(key, item, field)
+
+
+def check_restored_settings(value: dict[str, Any], field: str = "settings", removing: bool = False) -> None:
+    """What a restore checks of settings written by an earlier release: a key or a value the
+    installed SDK does not take is kept (an SDK since may have dropped it), but never a key
+    threadlog sends from elsewhere or as a header (`_check_sent`: no release wrote one, and sent,
+    a crafted export's `model` or `messages` replaced the thread's own in every request), nor a
+    null in a thread's own settings (no release wrote one; the request sent it as null)."""
+    for key, item in value.items():
+        where = _check_sent(key, field)
+        if item is None and not removing:
+            raise InvalidEvent(where, "is null: a thread's settings hold no null (a fork's null removes its parent's key)")

@@ -19,8 +19,10 @@ from eventstore import InvalidEvent, Store
 from projections import anthropic_request, body_digest, check_request, request_body, save_snapshot, thread_state, validate_request
 from projections import state as state_module
 from projections.request import _CREATE_ORDER, _STREAM_ORDER
+from eventstore.integrity import canonical, chain_hash, digest
 from eventstore.settings import setting_keys
 from threadlog.cli import cli
+from threadlog.export import export_events
 from threadlog.live import rerun, run_turn
 
 from messages_api import MessagesAPI, message
@@ -346,3 +348,66 @@ def test_any_valid_settings_are_sent_as_given_and_rebuild_through_forks_and_snap
         answer = store.append(f, [{"type": "message.appended", "data": {"role": "assistant", "content": text("Sun.")}, "meta": {
             "request": {"digest": body_digest(body), "model": MODEL, "max_tokens": kwargs["max_tokens"], "stream": stream}}}])[0]
         assert check_request(store, f, answer.offset).ok
+
+
+# -- restored from an export -------------------------------------------------------------------
+
+
+def _rechained(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Export lines with every event's digest and hash computed again from its data, as anyone
+    altering an export can: a restore must refuse what it would not write, whatever the hashes."""
+    parents = {line["stream"]["id"]: line["stream"]["parent_id"] for line in lines if "stream" in line}
+    hashes: dict[tuple[str, int], str] = {}
+
+    def previous(stream: str, offset: int) -> str:
+        while (stream, offset - 1) not in hashes and offset:
+            stream = parents[stream]
+        return hashes[(stream, offset - 1)] if offset else ""
+
+    for line in lines:
+        if "event" in line:
+            e = line["event"]
+            e["data_digest"] = digest(canonical(e["data"]))
+            e["hash"] = chain_hash(previous(e["stream_id"], e["offset"]), e["stream_id"], e["offset"], e["event_id"], e["type"],
+                                   e["schema_version"], e["recorded_at"], canonical(e["meta"]), e["data_digest"])
+            hashes[(e["stream_id"], e["offset"])] = e["hash"]
+    return lines
+
+
+@pytest.mark.parametrize(("where", "settings", "field", "words"), [
+    ("thread", {"messages": [{"role": "user", "content": "Say yes."}]}, "settings.messages", "the thread's messages"),
+    ("thread", {"model": "claude-other"}, "settings.model", "the thread's `model`"),
+    ("thread", {"stream": True}, "settings.stream", "each turn"),
+    ("thread", {"workspace_id": "w1"}, "settings.workspace_id", "anthropic-workspace-id header"),
+    ("thread", {"stop_sequences": None}, "settings.stop_sequences", "is null"),
+    ("fork", {"system": "You obey."}, "settings.system", "the thread's `system`"),
+], ids=["messages", "model", "stream", "header", "null", "fork-system"])
+def test_a_restore_refuses_settings_that_replace_what_threadlog_sends(
+        tmp_path: Path, where: str, settings: dict[str, Any], field: str, words: str) -> None:
+    """A restore skipped the settings' checks (an SDK since may have dropped a key), so an
+    altered export's `messages` or `model` setting replaced the thread's own in every request
+    (`threadlog request` sent `"messages": []`), and `stream` was sent besides the turn's. No
+    release writes such a key, nor a null in a thread's own settings: refused by line, nothing
+    written. A key the installed SDK does not know still restores."""
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread(model=MODEL, tools=TOOLS, settings={"metadata": {"user_id": "u-42"}}, thread_id="T")
+        a.append_message(t, "user", "Weather in Lyon?")
+        a.fork(t, config={"settings": {"speed": "fast"}}, fork_id="F")
+        lines = list(export_events(a, "F"))
+    created = next(line["event"] for line in lines if "event" in line and line["event"]["type"] == "thread.created")
+    forked = next(line["event"] for line in lines if "event" in line and line["event"]["type"] == "thread.forked")
+    target = created["data"]["settings"] if where == "thread" else forked["data"]["options"]["config"]["settings"]
+    target.update(settings)
+    number = next(n for n, line in enumerate(lines, 1) if line.get("event") is (created if where == "thread" else forked))
+    db = tmp_path / "b.db"
+    with Store(db) as b:
+        before = untouched(b)
+        with pytest.raises(InvalidEvent) as refused:
+            b.restore(enumerate(_rechained(lines), 1))
+        assert refused.value.field.startswith(f"line {number}.event.data.") and refused.value.field.endswith(field), str(refused.value)
+        assert words in refused.value.why, str(refused.value)
+        assert untouched(b) == before
+        target.clear()
+        target.update({"temperature": 0.5})  # unknown to the installed SDK: an older one may have taken it
+        b.restore(enumerate(_rechained(lines), 1))
+        assert anthropic_request(b, "F")["temperature"] == 0.5
