@@ -200,6 +200,11 @@ def sent_tool_choice(choice: Json | None, tools: list[Json] | None, thinking: Js
     sends `{"type": "none"}` whatever this says: see the module doc.)"""
     if choice is None:
         return None
+    if not isinstance(choice, dict):  # restored from an export, which takes what an older SDK did
+        raise InvalidEvent("settings.tool_choice", f"{shown(choice)} is no tool choice (an object with a type: auto, any, "
+                                                   f"tool or none): fork thread {thread!r} without the setting "
+                                                   "(config={'settings': {'tool_choice': None}}; threadlog fork "
+                                                   "--setting tool_choice=null), or with one")
     kind = choice.get("type")
     forces = kind in ("any", "tool")
     if not tools:

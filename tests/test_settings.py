@@ -411,3 +411,27 @@ def test_a_restore_refuses_settings_that_replace_what_threadlog_sends(
         target.update({"temperature": 0.5})  # unknown to the installed SDK: an older one may have taken it
         b.restore(enumerate(_rechained(lines), 1))
         assert anthropic_request(b, "F")["temperature"] == 0.5
+
+
+@pytest.mark.parametrize("choice", ["auto", [{"type": "auto"}]], ids=["text", "list"])
+def test_a_restored_tool_choice_that_is_no_object_is_refused_naming_it(tmp_path: Path, api: MessagesAPI, choice: Any) -> None:
+    """What a restore takes of settings is not validated against the installed SDK, and the
+    request read a restored `tool_choice` of "auto" as an object: AttributeError, which the CLI
+    called a row altered outside threadlog. It is refused as any tool choice the API would
+    refuse: by the request, and by a turn before anything is written."""
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread(model=MODEL, settings={"tool_choice": {"type": "auto"}}, thread_id="T")
+        a.append_message(t, "user", "Weather in Lyon?")
+        lines = list(export_events(a, t))
+    next(line["event"] for line in lines if "event" in line and line["event"]["offset"] == 0)["data"]["settings"]["tool_choice"] = choice
+    with Store(tmp_path / "b.db") as b:
+        b.restore(enumerate(_rechained(lines), 1))
+        with pytest.raises(InvalidEvent) as refused:
+            anthropic_request(b, "T")
+        assert refused.value.field == "settings.tool_choice" and "is no tool choice" in refused.value.why, str(refused.value)
+        before = untouched(b)
+        with pytest.raises(InvalidEvent, match="settings.tool_choice: .* is no tool choice"):
+            run_turn(b, "T", None, api.client(0, 10.0))
+        assert untouched(b) == before and not api.requests
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "b.db"), "request", "T"])
+    assert result.exit_code == 1 and "settings.tool_choice: " in result.stderr and "altered" not in result.stderr, result.output
