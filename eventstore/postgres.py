@@ -464,6 +464,10 @@ _CLASSES = {
 _FAILED_CALLS = (psycopg.Error, UnicodeEncodeError)
 
 
+def _closed(path: str) -> StoreError:
+    return StoreError(f"the store for {path} is closed; open it again to read or write")
+
+
 def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "") -> StoreError:
     """The `StoreError` for a driver error, chosen by its SQLSTATE, never by its text. `url` is
     given while connecting to it: its passwords are hidden (a connection's errors may quote
@@ -476,7 +480,7 @@ def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "
     state = error.sqlstate
     if state is None:
         if isinstance(error, psycopg.InterfaceError) and "closed" in text:
-            return StoreError(f"the store for {path} is closed; open it again to read or write")
+            return _closed(path)
         if isinstance(error, psycopg.OperationalError):  # a connection made, since lost
             return Disconnected(_CLASSES["08"].format(path=path, error=text))
         return StoreError(f"database error on {path}: {text}")
@@ -669,6 +673,7 @@ class PostgresBackend:
         # Another thread's connection (`another`): the URL as given, with its password.
         self._another = functools.partial(PostgresBackend, url, timeout, partitions=partitions, read_only=read_only)
         self._reconnects = False  # from the end of this set-up until `close`
+        self._closed = False  # by `close`
         connect_timeout = max(1, int(timeout))
         try:
             # UTF-8 whatever the database's encoding: the server converts, and refuses a character
@@ -719,7 +724,11 @@ class PostgresBackend:
         first statement sent inside found the connection lost and, inside, kept it lost: after
         a loss, every call writing in a transaction (a batch, a fork with a title, fan_out,
         redact) failed, for as long as no call outside one came between."""
-        if self._conn.pgconn.status == _LOST and self._reconnects and not self._in_transaction:
+        if self._conn.pgconn.status != _LOST:
+            return
+        if self._closed:  # by its owner: the driver's errors said the connection was lost, "retry"
+            raise _closed(self.path)
+        if self._reconnects and not self._in_transaction:
             self._reconnect()
 
     def _reconnect(self) -> None:
@@ -928,7 +937,7 @@ class PostgresBackend:
         return self._another()
 
     def close(self) -> None:
-        self._reconnects = False
+        self._reconnects, self._closed = False, True
         self._conn.close()
 
     def _paged(self, query: str, args: tuple[Any, ...], kind: Any, key: int) -> Iterator[Any]:

@@ -146,3 +146,26 @@ def test_a_call_writing_in_a_transaction_after_a_loss_connects_again(tmp_path: P
         assert [(t.kind, t.head) for t in store.all_threads()] == [(t.kind, t.head) for t in same.all_threads()]
     store.verify()
     store.close()
+
+
+def test_a_closed_store_says_it_is_closed_whatever_the_call() -> None:
+    """A store its owner closed is not connected again, but a write (sent through libpq, not the
+    driver's cursors) said "lost the connection ... retry (the store connects again)", which no
+    retry made true. Every call now says the store is closed."""
+    store = Store(postgres_url())
+    thread = store.create_thread(title="Trip")
+    store.append_message(thread, "user", "Weather in Lyon?")
+    store.close()
+    calls = {
+        "append": lambda: store.append_message(thread, "user", "again"),
+        "batch": lambda: store.append(thread, [{"type": "title.set", "data": {"title": t}} for t in ("a", "b")]),
+        "create": lambda: store.create_thread(title="another"),
+        "fork": lambda: store.fork(thread, title="Lyon"),
+        "read": lambda: list(store.read(thread)),
+        "last position": store.last_position,
+        "verify": store.verify,
+    }
+    for name, call in calls.items():
+        with pytest.raises(StoreError, match="is closed; open it again to read or write") as refused:
+            call()
+        assert "retry" not in str(refused.value), name
