@@ -46,8 +46,18 @@ class Claim:
     """A claim held (`Store.claim`): until `release()`, the end of a `with` block, this object's
     collection, or the end of the process, whichever comes first."""
 
-    def __init__(self, release: Callable[[], None]) -> None:
+    def __init__(self, release: Callable[[], None], keep: Callable[[], None] | None = None) -> None:
         self._release = weakref.finalize(self, release)  # called once, whichever way it ends
+        self._keep = keep
+
+    def keep(self) -> None:
+        """Make sure the claim is still held, for a holder that runs on: on PostgreSQL the lock
+        goes with its connection, which a restart of the server (or an idle timeout) ends
+        unseen; it is then taken again, or `Claimed` raised if another process took it
+        meanwhile (`Disconnected` while the server does not answer). A file's lock (SQLite)
+        lasts as long as the claim: nothing to do."""
+        if self._keep is not None and self._release.alive:
+            self._keep()
 
     def release(self) -> None:
         """Let the claim go (once released, again does nothing)."""

@@ -914,7 +914,21 @@ class PostgresBackend:
         opened for it and kept open while the claim is held; closing it (the claim released,
         or the process ended however it ended, the server then seeing its connection gone)
         lets go of the lock. Per schema: a store in another schema of the database has claims
-        of its own."""
+        of its own. `Claim.keep` asks the server whether the connection still stands, and
+        takes the lock again on a new one when it does not (a restart ended it)."""
+        holders = [self._claimed(name)]
+
+        def keep() -> None:
+            try:
+                holders[0]._conn.execute(b"SELECT 1")  # not `conn`: a connection made again holds no lock
+            except _FAILED_CALLS:
+                holders[0].close()
+                holders[0] = self._claimed(name)
+
+        return Claim(lambda: holders[0].close(), keep)
+
+    def _claimed(self, name: str) -> PostgresBackend:
+        """A connection holding the claim `name` (`claim`); `Claimed` if another holds it."""
         holder = self._another()
         try:
             schema = holder.conn.execute(_CLAIM_SCHEMA).fetchone()
@@ -930,7 +944,7 @@ class PostgresBackend:
         except StoreError:
             holder.close()
             raise
-        return Claim(holder.close)
+        return holder
 
     def another(self) -> PostgresBackend:
         """Another connection to this database, with these settings (`backend.Reopens`)."""

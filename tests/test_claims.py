@@ -106,6 +106,38 @@ def test_claims_on_postgresql_are_each_schema_s_own() -> None:
             pass
 
 
+def test_a_postgresql_claim_its_connection_lost_is_taken_again_or_refused() -> None:
+    """A PostgreSQL claim is a lock its connection holds, gone when the server ends that
+    connection (a restart, an idle timeout). `keep` takes it again; when another process
+    claimed it meanwhile, `keep` raises `Claimed` naming it."""
+    import psycopg
+
+    url = postgres_url()  # (each call names a schema of its own, whose claims are its own)
+
+    def end_claims() -> int:
+        """End the claims' connections, and wait until the server has let go of them."""
+        with psycopg.connect(url, autocommit=True) as admin:
+            ended = [pid for pid, done in admin.execute("SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                                                         "application_name LIKE 'threadlog (pid %) claim follow-pi'") if done]
+            while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (ended,)).fetchone() != (0,):
+                time.sleep(0.01)
+        return len(ended)
+
+    with Store(url) as store:
+        claim = store.claim("follow-pi")
+        assert end_claims() == 1
+        claim.keep()
+        with pytest.raises(Claimed):
+            store.claim("follow-pi")  # held again
+        assert end_claims() == 1
+        with _held_by_another(url, "follow-pi") as holder:
+            with pytest.raises(Claimed) as refused:
+                claim.keep()
+            assert refused.value.pid == holder.pid
+        claim.release()
+        claim.keep()  # released: nothing to keep
+
+
 def test_a_store_in_memory_claims_nothing(tmp_path: Path) -> None:
     """No other process can open a database in memory: a claim there holds nothing (and leaves
     no file)."""

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -398,6 +399,34 @@ def test_a_second_follower_of_a_format_into_one_database_is_refused(tmp_path: Pa
     assert len(held) > 40 and len({event[2] for event in held}) == len(held)  # no event id twice
     assert _reported(out) == len(held) and err.splitlines()[-1] == f"stopped: {len(held)} event(s) imported in all", err
     _verified(db)
+
+
+def test_a_follower_whose_claim_the_server_let_go_of_takes_it_again() -> None:
+    """On PostgreSQL a follower's claim is a lock held by a connection of its own, which a
+    restart of the server (or an idle timeout) ends unseen; the store itself connects again, so
+    the follower went on importing without the claim, and a second follower started then was
+    let in beside it. The follower takes its claim again at its next look; the second is refused."""
+    import psycopg
+
+    db = postgres_url()
+    sources = Path(tempfile.mkdtemp())
+    first = interruptible(_follow_command("pi", db, sources), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _claimed(db, "pi", first)
+        with psycopg.connect(db, autocommit=True) as admin:
+            ended = [pid for pid, done in admin.execute("SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
+                                                         "WHERE application_name = %s",
+                                                         (f"threadlog (pid {first.pid}) claim follow-pi",)) if done]
+            assert len(ended) == 1
+            while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (ended,)).fetchone() != (0,):
+                time.sleep(0.01)  # the server has let go of the claim
+        assert _claimed(db, "pi", first)  # taken again
+        second = subprocess.run(_follow_command("pi", db, sources), capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1 and f"another pi follower (pid {first.pid})" in second.stderr, second.stderr
+    finally:
+        out, err = ctrl_c(first)
+        shutil.rmtree(sources, ignore_errors=True)
+    assert first.returncode == 0 and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])

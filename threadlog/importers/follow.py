@@ -187,8 +187,9 @@ def follow(
             raise error
         on_refused(session, error)
 
-    with _claim(store, source.name):  # held while it runs: a second follower of the format is refused
+    with _claim(store, source.name) as claim:  # held while it runs: a second follower of the format is refused
         while not stop():
+            claim.keep()  # on PostgreSQL a restart of the server let go of it: taken again, or Claimed
             due: list[S] = []
             now = time.monotonic()
             found: list[StoreError] = []
