@@ -289,6 +289,17 @@ def test_new_and_fork_take_settings_show_prints_them_and_ask_sends_them(tmp_path
     assert tl(db, "request", t, "--check").exit_code == 0
 
 
+def test_show_cuts_a_long_setting_to_one_short_line_and_show_json_has_it_whole(tmp_path: Path) -> None:
+    """`show` printed a setting whole: a stop sequence of 1 MB was one line of 1 MB, where the
+    other one-line fields are cut at 100 characters."""
+    db = tmp_path / "t.db"
+    long = "x" * 1_000_000
+    t = tl(db, "new", "--setting", f"stop_sequences={json.dumps([long, 'END'])}").stdout.strip()
+    line = next(line for line in tl(db, "show", t, "--no-pager").stdout.splitlines() if line.startswith("settings"))
+    assert line == "settings    " + 'stop_sequences ["' + "x" * 82 + "…"
+    assert json.loads(tl(db, "show", t, "--json").stdout)["settings"] == {"stop_sequences": [long, "END"]}
+
+
 @pytest.mark.parametrize(("args", "code", "words"), [
     (["new", "--setting", "service_tier=auto"], 2, "text is JSON too: service_tier='\"auto\"'"),
     (["new", "--setting", "stop_sequences"], 2, "is not KEY=JSON"),

@@ -225,7 +225,8 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     if state.thinking:
         yield f"thinking    {json.dumps(state.thinking, sort_keys=True)}"
     for index, (key, value) in enumerate(sorted(state.settings.items())):
-        yield ("settings    " if index == 0 else " " * 12) + f"{key} {json.dumps(value, ensure_ascii=False)}"
+        # Cut as the other one-line fields are (a stop sequence of 10 MB was one line): --json has them whole.
+        yield ("settings    " if index == 0 else " " * 12) + _short(f"{key} {json.dumps(value, ensure_ascii=False)}", 100)
     yield f"status      {state.status}   length {state.length}   head {(state.head_hash or '-')[:12]}"
     if state.last_run is not None:
         run = state.last_run
