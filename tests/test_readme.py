@@ -57,4 +57,4 @@ def test_show_folds_and_cuts_the_title_and_system_prompt_as_the_readme_says(tmp_
     shown = CliRunner().invoke(cli, ["--db", db, "show", thread]).stdout.splitlines()
     assert "system      You plan trips. Be brief. " + "x" * 73 + "…" in shown
     assert "title       A B" in shown
-    assert "`show`'s title, system prompt and last run are folded so too, and cut at 100 characters" in " ".join(README.split())
+    assert "`show`'s title, system prompt, settings and last run are folded so too, and cut at 100 characters" in " ".join(README.split())
