@@ -495,3 +495,22 @@ def test_a_search_of_a_file_with_no_index_says_nothing_was_searched(tmp_path: Pa
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
         page = c.get("/", params={"q": "ferry"}).text
     assert "Nothing was searched: this file has no search index" in page and "No match." not in page
+
+
+def test_the_replay_shows_the_model_thinking_and_request_settings_as_of_its_offset(tmp_path: Path) -> None:
+    """The viewer showed none of what a thread's requests send besides its messages: a fork
+    that changed the model or a request setting looked like its parent."""
+    db = tmp_path / "t.db"
+    with Store(str(db)) as store:
+        thread = store.create_thread(model="claude-a", settings={"stop_sequences": ["</script><script>alert(1)</script>"],
+                                                                 "metadata": {"user_id": "u1"}})
+        store.append_message(thread, "user", "hi")
+        fork = store.fork(thread, config={"model": "claude-b", "settings": {"stop_sequences": None}})
+    with TestClient(create_app(str(db)), base_url="http://127.0.0.1") as browser:
+        page = browser.get("/replay", params={"id": thread}).text
+        fork_page = browser.get("/replay", params={"id": fork}).text
+    shown = page.split('<details id="request-config">', 1)[1].split("</details>", 1)[0]
+    assert "claude-a" in shown and "&#34;user_id&#34;: &#34;u1&#34;" in shown
+    assert "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in shown and "<script>alert" not in page
+    forked = fork_page.split('<details id="request-config">', 1)[1].split("</details>", 1)[0]
+    assert "claude-b" in forked and "stop_sequences" not in forked and "u1" in forked
