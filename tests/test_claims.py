@@ -5,6 +5,7 @@ throwaway PostgreSQL cluster."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -118,7 +119,8 @@ def test_a_postgresql_claim_its_connection_lost_is_taken_again_or_refused() -> N
         """End the claims' connections, and wait until the server has let go of them."""
         with psycopg.connect(url, autocommit=True) as admin:
             ended = [pid for pid, done in admin.execute("SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
-                                                         "application_name LIKE 'threadlog (pid %) claim follow-pi'") if done]
+                                                         "application_name = %s", (f"threadlog (pid {os.getpid()}) claim follow-pi",))
+                     if done]  # this process's: not another test's lingering on the same server
             while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (ended,)).fetchone() != (0,):
                 time.sleep(0.01)
         return len(ended)

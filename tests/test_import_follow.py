@@ -429,6 +429,38 @@ def test_a_follower_whose_claim_the_server_let_go_of_takes_it_again() -> None:
     assert first.returncode == 0 and "Traceback" not in err, err
 
 
+def test_a_follower_waits_through_a_restart_of_the_server_and_goes_on() -> None:
+    """A follower into PostgreSQL exited 1 when the server restarted, and a service mirroring
+    sessions stopped mirroring until someone restarted it. It says once that the server went
+    away, takes its claim again once it is back, and imports what the sessions wrote meanwhile:
+    the database ends as one import of the files."""
+    from tests.backends import postgres_cluster
+
+    db, cluster = postgres_url(), postgres_cluster()
+    sources = Path(tempfile.mkdtemp())
+    first = interruptible(_follow_command("claude-code", db, sources), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _claimed(db, "claude-code", first)
+        cluster.kill()
+        try:
+            _write_steps("claude-code", sources)
+            time.sleep(1.0)  # polls find the server gone
+            assert first.poll() is None
+        finally:
+            cluster.start()
+        expected = _one_shot_of("claude-code", sources)
+        held = _caught_up(db, expected, timeout=60)
+        assert _claimed(db, "claude-code", first)
+    finally:
+        out, err = ctrl_c(first)
+        shutil.rmtree(sources, ignore_errors=True)
+    assert held == expected
+    assert first.returncode == 0 and "Traceback" not in err, err
+    waits = [line for line in err.splitlines() if line.startswith("waiting: ")]
+    assert len(waits) == 1 and "once the server answers again" in waits[0], err
+    _verified(db)
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
 def test_followers_of_two_formats_into_one_database_run_side_by_side(tmp_path: Path, kind: str) -> None:
     """Each format's follower holds a claim of its own: a pi follower and a SWE-agent one into

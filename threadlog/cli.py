@@ -1375,6 +1375,13 @@ def _locked_while_following(noun: str, error: Locked) -> None:
                     "up are imported once it is free, tried again at each poll"), err=True)
 
 
+def _lost_while_following(noun: str, error: Disconnected) -> None:
+    """Say on stderr that the PostgreSQL server went away (a restart), and that the follower
+    goes on: the `noun` it was importing wait until the server answers again."""
+    click.echo(safe(f"waiting: {error}; the {noun} are imported once the server answers again, tried at each poll"),
+               err=True)
+
+
 def follow_options(writes: str) -> Callable[[F], F]:
     """`--follow` and `--interval` for an import of sessions that `writes` (a tool's sessions,
     as it writes them) while the import runs. `--interval` without `--follow` is refused before
@@ -1404,7 +1411,8 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
     `noun` (what the tool's files are called) until Ctrl-C, SIGTERM or SIGHUP, printing each
     poll that added events or skipped a bad line (--skip-bad; each named once, as one import
     names it), each refusal, and once, the database locked by another writer
-    past --timeout: the follower goes on, and imports what waited once it is free (it exited).
+    past --timeout, or a PostgreSQL server gone away: the follower goes on, and imports what
+    waited once it is free, or back (it exited).
 
     A signal stops it once the poll under way is written, so a session is not left part
     imported (within `_STOP_CHECK` seconds when it waits, whatever --interval is; when the
@@ -1442,7 +1450,8 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
     try:
         with handled((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), asked):
             run(on_import=report, on_refused=functools.partial(_refused_while_following, noun),
-                on_locked=functools.partial(_locked_while_following, noun), stop=lambda: bool(signals), pause=pause)
+                on_locked=functools.partial(_locked_while_following, noun), stop=lambda: bool(signals), pause=pause,
+                on_lost=functools.partial(_lost_while_following, noun))
     except KeyboardInterrupt:
         pass  # the second signal (the first is in `signals`)
     except Claimed:  # another follower of the format runs: refused before anything was read

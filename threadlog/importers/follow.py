@@ -27,6 +27,7 @@ from typing import Generic, Literal, TypeVar
 
 from eventstore import Claimed, InvalidEvent, Locked, Store, StoreError
 from eventstore.claims import Claim
+from eventstore.errors import Disconnected
 
 from . import pi, swe_agent
 from .claude_code import ASKS, Session, discover, import_sessions
@@ -67,6 +68,7 @@ def follow_claude_code(
     on_locked: Callable[[Locked], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
     pause: Callable[[float], None] = time.sleep,
+    on_lost: Callable[[Disconnected], None] | None = None,
 ) -> ImportSummary:
     """Mirror the Claude Code sessions under `paths` into `store` until `stop()` returns true
     (`follow`).
@@ -81,7 +83,7 @@ def follow_claude_code(
                          lambda into, sessions, summary: import_sessions(into, sessions, skip_bad=skip_bad, live_within=live_within,
                                                                          summary=summary))
     return follow(store, claude_code, paths, interval=interval, settle=settle, live_within=live_within,
-                  on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause)
+                  on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause, on_lost=on_lost)
 
 
 # What each format of one file a session is needs: its file name pattern, what to name instead
@@ -105,6 +107,7 @@ def follow_files(
     on_locked: Callable[[Locked], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
     pause: Callable[[float], None] = time.sleep,
+    on_lost: Callable[[Disconnected], None] | None = None,
 ) -> ImportSummary:
     """Mirror the pi session files or the SWE-agent trajectories (`kind`) under `paths` into
     `store` until `stop()` returns true (`follow`). What a file changed in the last
@@ -117,7 +120,7 @@ def follow_files(
     files = Format(kind, asks, lambda sources, unusable: source_files(sources, pattern, asks, unusable, noun), lambda path: [path],
                    lambda into, found, summary: load(into, found, skip_bad=skip_bad, summary=summary))
     return follow(store, files, paths, interval=interval, settle=settle, live_within=LIVE_SECONDS,
-                  on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause)
+                  on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause, on_lost=on_lost)
 
 
 def follow(
@@ -133,6 +136,7 @@ def follow(
     stop: Callable[[], bool],
     pause: Callable[[float], None] = time.sleep,
     on_locked: Callable[[Locked], None] | None = None,
+    on_lost: Callable[[Disconnected], None] | None = None,
 ) -> ImportSummary:
     """Mirror the sessions of format `source` under `paths` into `store` until `stop()`
     returns true. A session is imported again when one of its files changes, once more when
@@ -156,7 +160,9 @@ def follow(
     a redaction, a purge) raises `Locked`, or with `on_locked` is passed to it, once while it
     stays locked: the poll ends there, and its sessions not imported yet (that one's write
     rolled back whole) are due again at the next poll. The follower exited with the lock, and
-    a service mirroring sessions stopped mirroring until someone restarted it.
+    a service mirroring sessions stopped mirroring until someone restarted it. So too a
+    PostgreSQL server that went away (a restart): `Disconnected`, or with `on_lost` passed to
+    it once while it stays away; each poll tries again, and takes the claim again first.
 
     Between polls the follower waits with `pause(interval)`: a caller stopping it from a
     signal handler passes one that returns as soon as `stop()` will be true. Returns the total.
@@ -180,6 +186,7 @@ def follow(
     unusable: set[str] = set()  # what the last search could not use, reported when first found
     held_up: set[Path] = set()  # due at a poll the database was locked: due again at the next
     locked = False  # said that the database is locked, and nothing imported since
+    lost = False  # said that the server went away, and it has not answered since
     skipped: set[tuple[str, int, str]] = set()  # bad lines reported (each poll of a session skips them again)
 
     def refuse(session: S | None, error: StoreError) -> None:
@@ -188,8 +195,21 @@ def follow(
         on_refused(session, error)
 
     with _claim(store, source.name) as claim:  # held while it runs: a second follower of the format is refused
+        def gone(error: Disconnected) -> None:
+            nonlocal lost
+            if on_lost is None:
+                raise error
+            if not lost:
+                on_lost(error)
+            lost = True
+
         while not stop():
-            claim.keep()  # on PostgreSQL a restart of the server let go of it: taken again, or Claimed
+            try:
+                claim.keep()  # on PostgreSQL a restart of the server let go of it: taken again, or Claimed
+            except Disconnected as error:  # the server away: the next poll tries again
+                gone(error)
+                pause(interval)
+                continue
             due: list[S] = []
             now = time.monotonic()
             found: list[StoreError] = []
@@ -236,6 +256,10 @@ def follow(
                             on_locked(error)
                         locked = True
                         break
+                    except Disconnected as error:  # the server went away: what is left waits for it
+                        gone(error)
+                        held_up.update(source.files(waiting)[0] for waiting in due[n:])
+                        break
                     except FileNotFoundError:  # removed since it was found: gone, or back (rotated) at the next poll
                         seen.pop(key, None)
                     except (InvalidEvent, BadLine, ImportConflict, OSError) as error:  # the session's own: not a full disk
@@ -245,7 +269,7 @@ def follow(
                             refuse(session, refusal)
                     else:
                         refused.pop(key, None)
-                        locked = False
+                        locked = lost = False
                     finally:  # what it added before an error too: committed as it went, and kept
                         polled.merge(written)
                     held_up.discard(key)
