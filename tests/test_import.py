@@ -1441,6 +1441,41 @@ def test_following_a_background_sub_agent_waits_for_it_as_for_one_still_running(
         assert "Let me think" in json.dumps([e.data for e in store.read(fork.id, start=fork.base)])
 
 
+def test_a_file_left_for_a_later_import_is_named_once(tmp_path: Path) -> None:
+    """A sub-agent's file whose last response is not shown complete, and which its session does
+    not place yet, waits for both reasons: it was counted and named twice (`left for a later
+    import: 3`, the same file on two lines, for two files), as Claude Code's teammates sessions
+    left it."""
+    session = "ef000000-0000-4000-8000-0000000000b7"
+
+    def line(uuid: str, parent: str | None, message: dict[str, Any], **more: Any) -> bytes:
+        record = {"type": message["role"], "uuid": uuid, "parentUuid": parent, "sessionId": session, "isSidechain": False,
+                  "timestamp": "2026-04-19T10:03:30.000Z", "message": message, **more}
+        return (json.dumps(record) + "\n").encode()
+
+    def response(id_: str, block: dict[str, Any]) -> dict[str, Any]:  # Claude Code 2.1: no stop_reason on any line
+        return {"id": id_, "role": "assistant", "model": "claude-x", "content": [block], "stop_reason": None}
+
+    call = {"type": "tool_use", "id": "toolu_task", "name": "Task", "input": {"description": "coverage", "prompt": "Add server tests"}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_task", "content": [{"type": "text", "text": "agentId: bbbb222222222222"}]}
+    main = tmp_path / "sessions" / f"{session}.jsonl"
+    agent = main.with_suffix("") / "subagents" / "agent-bbbb222222222222.jsonl"
+    agent.parent.mkdir(parents=True)
+    main.write_bytes(b"".join([line("u1", None, {"role": "user", "content": "Start a coverage agent"}),
+                               line("a1", "u1", response("msg_1", call)),
+                               line("r1", "a1", {"role": "user", "content": [result]}),
+                               line("a2", "r1", response("msg_2", {"type": "text", "text": "Done."}))]))
+    agent.write_bytes(b"".join([line("g1", None, {"role": "user", "content": "Add server tests"}, isSidechain=True, agentId="bbbb222222222222"),
+                                line("g2", "g1", response("msg_g", {"type": "text", "text": "Coverage is 88%."}),
+                                     isSidechain=True, agentId="bbbb222222222222")]))
+    db = str(tmp_path / "t.db")
+    report = CliRunner().invoke(cli, ["--db", db, "import", "claude-code", str(main.parent), "--json"])
+    assert report.exit_code == 0, report.output
+    assert (json.loads(report.stdout)["waiting"], json.loads(report.stdout)["waiting_files"]) == (2, [str(main), str(agent)])
+    shown = CliRunner().invoke(cli, ["--db", db, "import", "claude-code", str(main.parent)]).stdout
+    assert "left for a later import: 2 " in shown and shown.count(str(agent)) == 1, shown
+
+
 def test_a_plain_import_that_took_a_running_sub_agent_as_a_thread_says_so_when_it_cannot_become_a_fork(tmp_path: Path) -> None:
     main = CC / "-src-experiments-claude_p" / "29ccd257-68b1-427f-ae5f-6524b7cb6f20.jsonl"
     agent = main.with_suffix("") / "subagents" / "agent-a2271d1.jsonl"

@@ -23,9 +23,9 @@ class ImportSummary:
     by an earlier import); `added` counts events written now, so a re-import reports 0.
     `skipped` counts lines that became no event, by line type (`progress`, `system/…`,
     `file-history-snapshot`, …), plus `malformed` lines skipped on request; `bad` names
-    each of those (file, line, why). `waiting` counts what a session still being written
-    does not show complete yet (a last response, a sub-agent's file), left for a later import,
-    and `waiting_files` names the file of each.
+    each of those (file, line, why). `waiting` counts the files of a session still being written
+    that do not show complete yet (a last response, a sub-agent's file), left for a later
+    import, and `waiting_files` names each once.
     `failed_turns` counts model calls the source shows aborted or failed before they gave
     anything, each recorded as a run that ended so (pi's).
     `changed` counts events already stored whose content the source now gives otherwise (an
@@ -60,14 +60,16 @@ class ImportSummary:
         self.skipped.update(other.skipped)
         self.bad.extend(in_line_order(other.bad))
         self.thread_ids.extend(other.thread_ids)
-        self.waiting += other.waiting
-        self.waiting_files.extend(other.waiting_files)
+        for file in other.waiting_files:
+            self.wait(file)
         self.changed_lines.extend(other.changed_lines)
 
     def wait(self, file: str) -> None:
-        """Count what `file` does not show complete yet, left for a later import, by name."""
-        self.waiting += 1
-        self.waiting_files.append(file)
+        """Count `file`, which does not show complete yet, as left for a later import: once, however
+        many of its parts wait (a sub-agent's last response, and its session not naming it yet)."""
+        if file not in self.waiting_files:
+            self.waiting += 1
+            self.waiting_files.append(file)
 
     def kinds(self) -> list[tuple[str, int]]:
         """The kinds `skipped` counts (none counted 0: a summary line that became a title), in
