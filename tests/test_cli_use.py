@@ -167,6 +167,19 @@ def test_a_full_page_of_trees_says_where_the_next_begins(db: Path) -> None:
     assert code == 0 and err == "" and [t["id"] for t in json.loads(page)] == [c, b]
 
 
+def test_a_page_that_ends_the_list_names_no_next_page(db: Path) -> None:
+    """`ls` and `tree` named a next page whenever a page was full, so a file of exactly N threads
+    sent the user to `--before P`, which listed nothing (a header alone, for `ls`)."""
+    a = ok(db, "new", "--title", "Alpha").strip()
+    ok(db, "append", a, "--role", "user", "--text", "hello")
+    f = ok(db, "fork", a).strip()
+    for args, first in ((["ls", "-n", "1"], a), (["ls", "--all", "-n", "2"], f), (["tree", "-n", "1"], a)):
+        code, page, err = invoke(db, *args)
+        assert code == 0 and first in page and err == "", (args, err)
+    code, page, err = invoke(db, "ls", "--all", "-n", "1")  # a page with one after it still names the next
+    assert code == 0 and re.fullmatch(r"\(next page: the same command with --before \d+\)\n", err), err
+
+
 def test_search_takes_limit_as_ls_and_tree_do(db: Path) -> None:
     """`-n` bounds `ls`, `tree` and `search` alike; `ls` and `tree` also spell it `--limit`,
     which `search` refused ("No such option")."""

@@ -855,9 +855,11 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: int
     The order is the file's (the position of each thread's last event), not those times: an
     import writes sessions in the order of their files, each with its own times.
 
-    A full page ends with where the next begins, on stderr (the rows on stdout stay the table):
-    `--before POSITION`, the last row's last_position (`--json` prints it on every row)."""
-    infos = store.threads(limit, before, forks=everything or root is not None, root=root)
+    A page with more threads after it ends with where the next begins, on stderr (the rows on
+    stdout stay the table): `--before POSITION`, the last row's last_position (`--json` prints
+    it on every row)."""
+    infos = store.threads(limit + 1, before, forks=everything or root is not None, root=root)  # one more: is there a next page?
+    more, infos = len(infos) > limit, infos[:limit]
     if not infos and before is None and root is None:
         _check_rootless(store)
     entries = listing(store, infos)
@@ -865,7 +867,7 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: int
         _emit_json(entries)
         return
     output.lines(ls_lines(entries), pager=not no_pager)
-    if len(infos) == limit:
+    if more:
         click.echo(f"(next page: the same command with --before {infos[-1].last_position})", err=True)
 
 
@@ -923,9 +925,9 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
          no_pager: bool) -> None:
     """The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree holding THREAD.
 
-    A full page of trees ends with where the next begins, on stderr, as `ls` does."""
+    A page of trees with more after it ends with where the next begins, on stderr, as `ls` does."""
     limited = click.get_current_context().get_parameter_source("limit") != click.core.ParameterSource.DEFAULT
-    next_page = None  # as `ls`: a full page of roots names where the next begins
+    next_page = None  # as `ls`: a page of roots with more after it names where the next begins
     if thread is not None and (everything or before is not None or limited):
         raise click.UsageError("-n, --all and --before choose root threads' trees: give them without THREAD")
     if everything and before is not None:
@@ -940,9 +942,10 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
     elif everything:
         threads = store.all_threads()
     else:  # a page of an index, however many threads the file holds
-        roots = store.threads(limit, before, forks=False)
+        roots = store.threads(limit + 1, before, forks=False)  # one more: is there a next page?
+        roots, more = roots[:limit], len(roots) > limit
         threads = [t for root in roots for t in store.subtree(root.id)]
-        next_page = roots[-1].last_position if len(roots) == limit else None
+        next_page = roots[-1].last_position if more else None
         if not threads and before is None:
             _check_rootless(store)
     titles = store.titles(threads)
