@@ -412,6 +412,20 @@ def test_rerun_prints_the_fork_and_diff_shows_both_answers(tmp_path: Path, api: 
     assert "second answer" in shown and "another second answer" in shown
 
 
+def test_rerun_past_the_thread_names_the_range_it_takes(tmp_path: Path, api: MessagesAPI) -> None:
+    """`rerun --at` past the head said "so at must be 0..N", the range of a replay, though a
+    rerun forks there and `--at 0` is no fork point; nothing is written."""
+    db = tmp_path / "t.db"
+    env, t = _two_turns(db, api)
+    with Store(db) as store:
+        head, before = store.head(t), store.counts()
+    done = threadlog("rerun", t, "--at", str(head + 1), "--model", "claude-other", db=db, env=env)
+    assert done.returncode == 1 and done.stderr == (f"error: cannot rerun {t!r} at {head + 1}: it holds offsets "
+                                                    f"0..{head - 1}, so at must be 1..{head}\n"), done.stderr
+    with Store(db) as store:
+        assert store.counts() == before and len(api.requests) == 2
+
+
 def test_rerun_whose_replayed_turn_fails_exits_3_and_names_the_fork(tmp_path: Path, api: MessagesAPI) -> None:
     """Every replayed turn could fail (the API unreachable) and rerun still exited 0; then 1,
     the status of a refusal that wrote nothing, though the fork is kept (a retry forked again)."""
