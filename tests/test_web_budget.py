@@ -20,7 +20,7 @@ pytest.importorskip("starlette")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from threadlog import Store  # noqa: E402
+from threadlog import Store, update_index  # noqa: E402
 from threadlog.web import create_app  # noqa: E402
 from threadlog.web.budget import PAGE_BYTES  # noqa: E402
 from threadlog.web.live import _poll  # noqa: E402
@@ -144,3 +144,28 @@ def test_a_live_update_past_the_budget_offers_the_latest_page(tmp_path: Path) ->
     assert time.perf_counter() - began < QUICK
     assert payload is not None and len(payload) < FRAME
     assert '"reload": "/thread?id=t"' in payload and '"items": []' in payload
+
+
+def test_links_to_an_offset_land_on_a_page_holding_it(tmp_path: Path) -> None:
+    """A search hit, a blame row and a fork's link to its parent name an event (`#o-N`): the page
+    they open holds it. They opened a page that started events before it, which a few huge
+    messages there cut short of it, and the browser stayed at the top of another page."""
+    path = tmp_path / "anchors.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="t")
+        store.append_message("t", "user", "first")
+        store.append("t", _huge("t", "m")[:3])  # 3 messages of 20 MB, before the one linked to
+        store.append_message("t", "user", "the needle")
+        store.fork("t", fork_id="f")
+        store.append_message("f", "user", "after the fork")
+        update_index(store)
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        links = [
+            *re.findall(r'<li class="hit"><a href="([^"]+)"', _get(c, "/?q=needle")),
+            *re.findall(r'<td><a href="([^"]+)"', _get(c, "/blame?id=f")),
+            *re.findall(r'class="parent-link" href="([^"]+)"', _get(c, "/thread?id=f")),
+        ]
+        assert len(links) == 1 + 6 + 2  # a hit; blame: "first", the three huge, the needle, its own; the meta line and the card
+        for found in links:
+            url, anchor = found.replace("&amp;", "&").split("#")
+            assert f'id="{anchor}"' in _get(c, url), found

@@ -57,6 +57,13 @@ def link(path: str, **params: Any) -> str:
     return f"{path}?{query}" if query else path
 
 
+def event_link(thread: str, offset: int) -> str:
+    """The thread page that starts at event `offset`, scrolled to it (a search hit's, a blame
+    row's, a fork's link to its parent). A page starting earlier, for context, may stop short
+    of it (`budget`): a few huge events before it filled the page and the link landed nowhere."""
+    return f"{link('/thread', id=thread, start=max(offset, 0))}#o-{offset}"
+
+
 def _short(value: str | None, size: int = 16) -> str:
     text = "" if value is None else str(value)
     return text if len(text) <= size else text[: size - 1] + "…"
@@ -205,4 +212,5 @@ def environment() -> Environment:
     env.filters["sent"] = sent
     env.filters["activity"] = activity_time  # as `threadlog ls` shows it: one function for both
     env.globals["link"] = link
+    env.globals["event_link"] = event_link
     return env
