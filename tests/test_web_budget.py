@@ -169,3 +169,29 @@ def test_links_to_an_offset_land_on_a_page_holding_it(tmp_path: Path) -> None:
         for found in links:
             url, anchor = found.replace("&amp;", "&").split("#")
             assert f'id="{anchor}"' in _get(c, url), found
+
+
+def test_a_page_of_control_characters_stays_within_its_budget(tmp_path: Path) -> None:
+    """A page shows each control character as its escape (`\\x01`, 4 bytes for 1): the budget
+    counts the page as it is sent. It counted the text before, and 40 tool results and 40
+    thinking blocks of 70,000 `\\x01` made pages of 8 MB in 5 s."""
+    path = tmp_path / "control.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="t")
+        for n in range(40):
+            store.append("t", [{"type": "message.appended", "data": {"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"toolu_{n}", "name": "Read", "input": {}}]}}])
+            store.append("t", [{"type": "message.appended", "data": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "\x01" * 70_000}]}}])
+        store.append("t", [{"type": "message.appended", "data": {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "\x01" * 70_000, "signature": "s"} for _ in range(40)]}}])
+        store.create_thread(thread_id="row")  # one row of 200 parts: larger than a page by itself
+        store.append("row", [{"type": "message.appended", "data": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}]}}])
+        store.append("row", [{"type": "message.appended", "data": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                {"type": "text", "text": f"part{n} " + "\x01" * 20_000} for n in range(BLOCKS)]}]}}])  # 6 bytes each in JSON
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        for url in ("/thread?id=t", "/thread?id=t&start=0", "/replay?id=t", "/replay?id=t&first=0", "/thread?id=row"):
+            page = _get(c, url)  # within PAGE_BYTES + FRAME, quickly
+            assert "\\x01" in page and "\x01" not in page

@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 
 from markupsafe import Markup
 
-from .render import markdown_budget, text_budget
+from .render import markdown_budget, text_budget, visible
 
 PAGE_BYTES = 2 * 1024 * 1024  # HTML a page shows of the log (five times the largest real page)
 PAGE_ROWS = 1000  # rows or blocks a page shows (five times the most a real page held)
@@ -50,7 +50,7 @@ def fill(parts: Iterable[tuple[K, T]], render: Callable[[T], str], room: int = P
             if len(shown) == rows:
                 return Filled(shown, key)
             with text_budget(room - used) as cut:
-                html = render(part)
+                html = visible(render(part))  # as the page shows it: a control character is 4 bytes of its escape
             size = len(html.encode("utf-8", "surrogatepass"))
             if shown and (cut.happened or used + size > room):
                 return Filled(shown, key)
