@@ -490,7 +490,7 @@ def test_an_async_client_is_refused_before_anything_is_written_and_a_thread_runs
     store = Store(tmp_path / "t.db")
     t = store.create_thread(title="t", model=MODEL)
     async_client = anthropic.AsyncAnthropic(api_key="test", base_url=api.url)
-    for call in (lambda: run_turn(store, t, "hi", async_client), lambda: rerun(store, t, 0, async_client)):
+    for call in (lambda: run_turn(store, t, "hi", async_client), lambda: rerun(store, t, 1, async_client)):
         with pytest.raises(InvalidEvent, match=r"client: is an async client \(AsyncAnthropic\).*asyncio.to_thread"):
             call()
     with pytest.raises(InvalidEvent, match="client: must be an anthropic.Anthropic client, not str"):
