@@ -29,6 +29,7 @@ from eventstore import (FORK_BOILERPLATE, Claimed, IntegrityError, InvalidEvent,
 from eventstore.errors import MISSHAPEN, Disconnected, NoStore, NotPermitted, SchemaTooOld, empty_file, misshapen, named
 from eventstore.events import MAX_DEPTH
 from eventstore.prepare import MAX_EVENT_BYTES, storable_json
+from eventstore.ranges import MAX_INDEX
 from eventstore.store import MAX_TIMEOUT, is_url, special_file
 
 from projections import (
@@ -838,6 +839,12 @@ def interrupt_list(store: Store, thread: str, as_json: bool) -> None:
         output.lines(f"{q.thread}  {q.interrupt_id}  {q.question or '-'}" for q in asked)
 
 
+def _one_more(limit: int) -> int:
+    """The threads a page of `limit` reads to know whether a next page exists: one more (an `-n`
+    past what a count may be reads every thread, with no next page, as asked)."""
+    return min(limit, MAX_INDEX - 1) + 1
+
+
 @cli.command("ls")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most N threads.")
 @click.option("--all", "everything", is_flag=True, help="Include forks and sub-agent forks (else root threads only).")
@@ -858,7 +865,7 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: int
     A page with more threads after it ends with where the next begins, on stderr (the rows on
     stdout stay the table): `--before POSITION`, the last row's last_position (`--json` prints
     it on every row)."""
-    infos = store.threads(limit + 1, before, forks=everything or root is not None, root=root)  # one more: is there a next page?
+    infos = store.threads(_one_more(limit), before, forks=everything or root is not None, root=root)
     more, infos = len(infos) > limit, infos[:limit]
     if not infos and before is None and root is None:
         _check_rootless(store)
@@ -942,7 +949,7 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
     elif everything:
         threads = store.all_threads()
     else:  # a page of an index, however many threads the file holds
-        roots = store.threads(limit + 1, before, forks=False)  # one more: is there a next page?
+        roots = store.threads(_one_more(limit), before, forks=False)
         roots, more = roots[:limit], len(roots) > limit
         threads = [t for root in roots for t in store.subtree(root.id)]
         next_page = roots[-1].last_position if more else None
