@@ -79,9 +79,8 @@ def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -
         if not offsets:
             return position, None
         low = min(max(start, min(offsets) - RESTATUS), head)
-        reload = json.dumps({"head": head, "position": position, "items": [], "reload": link("/thread", id=thread)})
         if head - low > LIMIT:  # a batch too big to send as rows: the page offers its latest page instead
-            return position, reload
+            return position, _reload(thread, head, position)
         settled = _settled([event for event in new if event.stream_id == thread])
         reach = max(start, low - REACH) if settled else low
         # The items of the page's first event before `skip` are on the page before it, not this one.
@@ -93,10 +92,16 @@ def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -
     # An update within a page's budget, or none: the page offers its latest page instead.
     filled = fill(((item.id, item) for item in items), functools.partial(view.item, thread=thread))
     if filled.rest is not None:
-        return position, reload
-    # The id as the row's element holds it on the page (`visible`): the live script finds the row by it.
-    rendered = [{"id": visible(item.id), "html": visible(html)} for _, item, html in filled.shown]
+        return position, _reload(thread, head, position)
+    # The id as the row's element holds it on the page (`visible`): the live script finds the row by
+    # it. The rows' HTML is so already (`fill` measures them as shown).
+    rendered = [{"id": visible(item.id), "html": str(html)} for _, item, html in filled.shown]
     return position, json.dumps({"head": head, "position": position, "items": rendered})
+
+
+def _reload(thread: str, head: int, position: int) -> str:
+    """An update carrying no rows, only the link to the thread's latest page."""
+    return json.dumps({"head": head, "position": position, "items": [], "reload": link("/thread", id=thread)})
 
 
 def _settled(events: list[RecordedEvent]) -> set[tuple[str, str]]:
