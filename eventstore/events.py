@@ -299,8 +299,8 @@ class RunFinished(EventData):
 class InterruptRaised(EventData):
     """The run waits for a person: a question (and for a tool call, its `tool_use_id`) stays
     pending until an `interrupt.resolved` answers it or an `interrupt.cancelled` withdraws it.
-    The `tool_use_id` must be a call waiting for its result (appends refuse any other): the
-    answer becomes that result when the run resumes."""
+    The `tool_use_id` must be a call waiting for its result, and no other pending interrupt's
+    (appends refuse any other): the answer becomes that result when the run resumes."""
 
     type: ClassVar[str] = "interrupt.raised"
     interrupt_id: NewId

@@ -43,6 +43,8 @@ from .sqlite import SQLiteBackend
 DEFAULT_PLACEHOLDER = forks.DEFAULT_PLACEHOLDER
 
 # Events only the store itself writes, through the operation named.
+_RAISED = "interrupt.raised"
+_SETTLED = ("interrupt.resolved", "interrupt.cancelled")
 _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()"}
 
 # Batches from this size append with the cyclic garbage collector paused (`collector.py`).
@@ -718,7 +720,8 @@ class Store:
         # Only ids the caller chose can repeat (generated ones hold 62 random bits under the time).
         if explicit and len({item.event_id for item in batch}) != len(batch):
             raise InvalidEvent("meta.event_id", "the batch repeats an event_id")
-        if self._known is not None and len(batch) == 1 and not explicit:
+        # An interrupt on a tool call is judged against the pending ones, which only a read finds.
+        if self._known is not None and len(batch) == 1 and not explicit and batch[0].type != _RAISED:
             recorded = self._append_known(thread, batch, expect)
             if recorded:
                 return recorded
@@ -752,7 +755,25 @@ class Store:
                 return self._write(thread, Head.new_thread(), batch, position)
             if expect == "no_stream" or (isinstance(expect, int) and expect != row.head):
                 raise ConcurrencyError(thread, expect, row.head)
+            if any(item.type == _RAISED and item.data.get("tool_use_id") is not None for item in batch):
+                _check_one_interrupt_per_call(self._interrupted_calls(row), batch)
             return self._write(thread, Head.of(row), batch, position)
+
+    def _interrupted_calls(self, row: StreamRow) -> dict[str, str]:
+        """tool_use id -> the pending interrupt raised on that call, at the stream's head.
+
+        Pending interrupts are the stream's own (a fork demotes those it inherits), and rare:
+        with none pending this reads nothing; else the stream's own events are scanned, only
+        an `interrupt.raised` decoded."""
+        pending = set(Facts.stored(row.facts, row.id).interrupts)
+        asked: dict[str, str] = {}
+        if not pending:
+            return asked
+        raised = (r for r in self.read_raw(row.id, row.parent_offset or 0) if r[1] == _RAISED)
+        for _, _, data in _decoded(raised, functools.partial(self.unreadable, row.id)):
+            if data.get("interrupt_id") in pending and isinstance(data.get("tool_use_id"), str):
+                asked[data["tool_use_id"]] = data["interrupt_id"]
+        return asked
 
     def _append_known(self, thread: str, batch: list[PreparedEvent], expect: Expect) -> list[RecordedEvent]:
         """One event in one round trip: chained onto the head this store's own last write to
@@ -1277,6 +1298,26 @@ class Store:
         Raises `StoreError` when another connection's open read keeps the WAL in use.
         """
         self.backend.truncate_wal()
+
+
+def _check_one_interrupt_per_call(asked: dict[str, str], batch: Sequence[PreparedEvent]) -> None:
+    """Refuse an `interrupt.raised` on a tool call another pending interrupt already waits on
+    (`asked`: tool_use id -> interrupt id, at the head): its answer becomes the call's one
+    result, so a second answer would be dropped unseen. Appends only: a file an older
+    release wrote may hold two, and verifying or restoring it must not fail."""
+    for i, item in enumerate(batch):
+        if item.type == _RAISED:
+            tool_use_id = item.data.get("tool_use_id")
+            if tool_use_id in asked:
+                raise InvalidEvent(f"events[{i}].data.tool_use_id",
+                                   f"tool_use {named(tool_use_id)} already waits on interrupt {named(asked[tool_use_id])}: "
+                                   "a call takes one answer; resolve or cancel that interrupt first")
+            if tool_use_id is not None:
+                asked[tool_use_id] = item.data["interrupt_id"]
+        elif item.type in _SETTLED:
+            settled = item.data.get("interrupt_id")
+            for tool_use_id in [t for t, interrupt_id in asked.items() if interrupt_id == settled]:
+                del asked[tool_use_id]
 
 
 def _decoded(rows: Iterator[DataRow], unreadable: Callable[[int, BaseException], StoreError]

@@ -258,3 +258,38 @@ def test_a_thread_id_starting_with_at_is_refused_and_nothing_is_written(store: S
         store.append(name, [{"type": "thread.created", "data": {}}], expect="no_stream")
     assert dump(store) == before
     assert store.fork(t, fork_id="a@b") == "a@b"  # elsewhere in an id, '@' is text
+
+
+def _raised(interrupt_id: str, tool_use_id: str) -> dict[str, Any]:
+    return {"type": "interrupt.raised", "data": {"interrupt_id": interrupt_id, "tool_use_id": tool_use_id}}
+
+
+def test_a_tool_call_waits_on_one_interrupt_at_a_time(store: Store) -> None:
+    """A second interrupt on a tool call another pending interrupt waits on was recorded: its
+    answer and the first's both became that call's one result, and one was dropped unseen.
+    Refused, in a later append or the same batch, naming the pending one; once that one is
+    resolved or cancelled the call may be asked about again."""
+    t = store.create_thread(title="book")
+    store.append_message(t, "user", "book a train")
+    store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "book", "input": {}},
+                                          {"type": "tool_use", "id": "toolu_2", "name": "pay", "input": {}}])
+    store.append(t, [_raised("q1", "toolu_1")])
+    before = dump(store)
+    for batch, at in (([_raised("q2", "toolu_1")], 0), ([_raised("q2", "toolu_2"), _raised("q3", "toolu_2")], 1)):
+        with pytest.raises(InvalidEvent) as refused:
+            store.append(t, batch)
+        assert refused.value.field == f"events[{at}].data.tool_use_id"
+        assert str(refused.value).endswith(f"tool_use '{batch[at]['data']['tool_use_id']}' already waits on interrupt "
+                                           f"'{'q1' if at == 0 else 'q2'}': a call takes one answer; resolve or cancel "
+                                           "that interrupt first"), str(refused.value)
+        assert dump(store) == before
+    store.append(t, [_raised("q2", "toolu_2")])  # another call
+    store.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": "q1", "answer": "the 08:00"}},
+                     _raised("q3", "toolu_1")])
+    store.append(t, [{"type": "interrupt.cancelled", "data": {"interrupt_id": "q3", "reason": "asked again"}},
+                     _raised("q4", "toolu_1")])
+    assert store.pending_interrupts(t) == ("q2", "q4")
+    fork = store.fork(t, unanswered="keep")  # the fork's own interrupts: the parent's are demoted there
+    store.append(fork, [_raised("q5", "toolu_1")])
+    with pytest.raises(InvalidEvent, match="already waits on interrupt 'q5'"):
+        store.append(fork, [_raised("q6", "toolu_1")])
