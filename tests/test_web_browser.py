@@ -352,6 +352,31 @@ def test_an_image_appended_while_the_page_is_open_is_drawn_live(served, page) ->
     assert sizes == [[4, 3], [6, 5]]
 
 
+def test_a_page_left_open_takes_one_page_of_live_rows_then_offers_the_latest(served, page) -> None:
+    """Each live update was bounded, but a page left open on a busy thread appended every update
+    it got, with no bound on the page. It takes one page's worth of new rows (1,000), then
+    stops and links to the thread's latest page, as after a batch too big to send."""
+    base, path, _ = served
+    with Store(path) as store:
+        store.create_thread(title="busy", thread_id="busy")
+        store.append_message("busy", "user", "go")
+    page.goto(url(base, "/thread", id="busy"))
+    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    shown = page.locator("#rows > li.item").count()
+    head = 2
+    for batch in range(7):  # 150 rows each: under what one update sends (`live.LIMIT`)
+        with Store(path) as store:
+            head = store.append("busy", [{"type": "message.appended", "data": {"role": "user", "content": f"{batch}.{i}"}}
+                                         for i in range(150)])[-1].offset + 1
+        if batch < 6:
+            page.wait_for_selector(f"#range-end:text-is('{head}')", timeout=5_000)
+            assert page.locator("#live-reload").count() == 0
+    page.locator("#live-reload").wait_for(timeout=5_000)
+    assert page.locator("#live-reload").inner_text() == f"{head} events now: show the latest"
+    assert page.get_attribute("#live-reload", "href") == "/thread?id=busy"
+    assert page.locator("#rows > li.item").count() == shown + 900  # the 7th update was not added
+
+
 def test_the_list_keeps_ids_kinds_and_times_on_one_line(served, page) -> None:
     """Beside a long title the list broke its short columns anywhere: an id over three lines,
     `thr` / `ead`, a date split at its hyphens."""

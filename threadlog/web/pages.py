@@ -137,7 +137,7 @@ def thread_page(request: Request) -> Response:
     cut = None if filled.rest is None else ("end" if not backward else "start")
     return view.render(request, "thread.html", info=info, chain=chain, title=title, items=shown, start=low, stop=high,
                        end=end, at=at, pager=pager, badge=badge, live=at is None and high == Cursor(end), after=after,
-                       page=PAGE, shown_ancestors=SHOWN_ANCESTORS, cut=cut, page_bytes=PAGE_BYTES)
+                       page=PAGE, shown_ancestors=SHOWN_ANCESTORS, cut=cut, page_bytes=PAGE_BYTES, page_rows=PAGE_ROWS)
 
 
 def replay_page(request: Request) -> Response:

@@ -1,7 +1,8 @@
 // Progressive enhancement for the threadlog viewer: every page works without this file.
 // - replay: moving the slider shows the thread at that offset (the form submits itself);
 // - live: an open thread page shows events as they are committed (server-sent events), or,
-//   after a batch too big to add, a link to the latest page.
+//   after a batch too big to add, or once it took a page's worth of rows (`data-rows`, or
+//   `data-room` characters of HTML) while open, a link to the latest page.
 // Items arrive as HTML the server rendered and sanitised; they are parsed in a <template>,
 // where nothing runs, and the page's Content-Security-Policy forbids inline script anyway.
 "use strict";
@@ -44,6 +45,21 @@ function liveRows() {
   if (!list || !list.dataset.live || !window.EventSource) return;
   const state = document.getElementById("live-state");
   const source = new EventSource(list.dataset.live);
+  // A page left open on a busy thread grew without bound: it takes one page's worth of new rows.
+  const rows = Number(list.dataset.rows) || Infinity;
+  const room = Number(list.dataset.room) || Infinity;
+  let added = 0;
+  let taken = 0;
+  const offerLatest = (href, head) => {
+    source.close();
+    if (state) {
+      const more = document.createElement("a");
+      more.id = "live-reload";
+      more.href = href;
+      more.textContent = `${head} events now: show the latest`;
+      state.replaceChildren("· ", more);
+    }
+  };
   source.addEventListener("open", () => {
     list.dataset.connected = "1";
     if (state) state.textContent = "· live";
@@ -56,14 +72,14 @@ function liveRows() {
   source.addEventListener("rows", (message) => {
     const update = JSON.parse(message.data);
     if (update.reload) {  // too many new events to add here: offer the latest page instead
-      source.close();
-      if (state) {
-        const more = document.createElement("a");
-        more.id = "live-reload";
-        more.href = update.reload;
-        more.textContent = `${update.head} events now: show the latest`;
-        state.replaceChildren("· ", more);
-      }
+      offerLatest(update.reload, update.head);
+      return;
+    }
+    const fresh = update.items.filter((entry) => !document.getElementById(entry.id));
+    added += fresh.length;
+    taken += fresh.reduce((sum, entry) => sum + entry.html.length, 0);
+    if (added > rows || taken > room) {  // the page took its share: the rest is on the latest page
+      offerLatest(list.dataset.latest, update.head);
       return;
     }
     let previous = null;
