@@ -196,6 +196,14 @@ def _out_of_order() -> dict[str, list[tuple[str, dict[str, Any]]]]:
     events = sse_events(message([{"type": "text", "text": "Hello there"}, use("tu_1", city="Lyon")], "tool_use"))
     delta = ("content_block_delta", {"type": "content_block_delta", "index": 7, "delta": {"type": "text_delta", "text": "x"}})
     stop = next(i for i, (kind, _) in enumerate(events) if kind == "content_block_stop")  # the text block's
+    second = next(i for i, (kind, data) in enumerate(events) if kind == "content_block_start" and data["index"] == 1)
+
+    def deltas(index: int, delta: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """`events` with every delta of block `index` replaced by `delta`."""
+        return [(kind, {**data, "delta": delta} if kind == "content_block_delta" and data["index"] == index else data)
+                for kind, data in events]
+
+    again = ("message_start", {**events[0][1], "message": {**events[0][1]["message"], "id": "msg_other", "model": "other"}})
     return {
         "no-message-start": events[1:],
         "delta-before-its-block-starts": [events[0], events[2], *events[1:]],
@@ -210,6 +218,16 @@ def _out_of_order() -> dict[str, list[tuple[str, dict[str, Any]]]]:
         "text-after-its-block-stopped": [*events[:stop + 1], ("content_block_delta", {"type": "content_block_delta", "index": 0,
                                                                                        "delta": {"type": "text_delta", "text": " AFTER"}}),
                                          *events[stop + 1:]],
+        # Each of these the SDK folded as best it could, and the answer was recorded as no message the
+        # API sent: a second message ignored, a delta of another block's kind dropped (the call ran with
+        # `{}`, its text lost), a block started twice or at another index taking the next one's deltas.
+        "a-second-message-start": [events[0], again, *events[1:]],
+        "a-block-started-twice": [*events[:2], events[1], *events[2:]],
+        "a-block-started-at-another-index": [*events[:second], ("content_block_start", {**events[second][1], "index": 3}),
+                                             *events[second + 1:]],
+        "text-delta-of-a-tool-call": deltas(1, {"type": "text_delta", "text": "Lyon"}),
+        "thinking-delta-of-a-text-block": deltas(0, {"type": "thinking_delta", "thinking": "Hidden."}),
+        "input-json-delta-of-a-text-block": deltas(0, {"type": "input_json_delta", "partial_json": "{}"}),
         "thinking-without-its-signature": [e for e in sse_events(message(
             [{"type": "thinking", "thinking": "Need weather.", "signature": "sig"}, use("tu_1", city="Lyon")], "tool_use"))
             if e[1].get("delta", {}).get("type") != "signature_delta"],

@@ -536,9 +536,13 @@ def _paired(text: str) -> str:
     return _SURROGATE_PAIR.sub(lambda pair: pair.group().encode("utf-16-le", "surrogatepass").decode("utf-16-le"), text)
 
 
-# The content block deltas the SDK's stream folds into its message, and the fields of a beta's
-# `compaction_delta`, which it does not (`_Read.fold` does).
-_FOLDED = frozenset(("text_delta", "input_json_delta", "citations_delta", "thinking_delta", "signature_delta"))
+# The content block deltas the SDK's stream folds into its message (a beta's `compaction_delta`
+# `_Read.fold` does), each with the kinds of block it folds into: the SDK drops, unsaid, a delta
+# sent for a block of another kind (a tool call's `text_delta`, which left its input `{}`).
+_FOLDS_INTO = {"text_delta": ("text",), "citations_delta": ("text",), "thinking_delta": ("thinking",),
+               "signature_delta": ("thinking",), "input_json_delta": ("tool_use", "server_tool_use"),
+               "compaction_delta": ("compaction",)}
+# The fields of a `compaction_delta`, which replace its block's.
 _COMPACTION = ("content", "encrypted_content")
 
 
@@ -552,6 +556,7 @@ class _Read:
         self.started = False  # `message_start` came: the answer is a stream of message events at all
         self.stopped = False
         self.ended: set[int] = set()  # the blocks `content_block_stop` closed
+        self.kinds: list[str] = []  # the type of each block started, by index, as the SDK appends them
         # What `message_delta` events sent that the SDK's Message does not fold in (a beta's
         # `context_management`, beside the delta): the answer's fields all the same.
         self.late: Json = {}
@@ -584,6 +589,7 @@ class _Read:
                 raise BadAnswer(f"the API's stream sent more of content block {event.index} after it stopped")
             if event.type == "content_block_stop":
                 self.ended.add(event.index)
+            self.check_order(event)
             if event.type == "text":  # a character's first half waits for its second, in the next delta
                 piece = self.held + event.text
                 self.held = piece[-1:] if "\ud800" <= piece[-1:] <= "\udbff" else ""
@@ -601,10 +607,29 @@ class _Read:
                 self.inputs[event.index] = self.inputs.get(event.index, "") + event.delta.partial_json
             elif event.type == "content_block_delta" and event.delta.type == "compaction_delta":
                 self.compactions[event.index] = {name: getattr(event.delta, name, None) for name in _COMPACTION}
-            elif event.type == "content_block_delta" and event.delta.type not in _FOLDED:
-                # The SDK passes over a delta it does not know: its block would be recorded without what it sent.
-                raise BadAnswer(f"the API's stream sent a {str(event.delta.type)[:80]!r} delta of content block {event.index}, "
+
+    def check_order(self, event: Any) -> None:
+        """`BadAnswer` for an event the SDK folds into a message other than the one the stream
+        sent: a second `message_start` (passed over), a block started at another index than the
+        next (each later delta then lands in another block), a delta of a kind the SDK does not
+        know or one for a block of another kind (passed over: its block would be recorded
+        without what it sent, a tool call run with arguments the model never gave)."""
+        if event.type == "message_start" and self.started:
+            raise BadAnswer("the API's stream sent a second message_start: its events are no one message")
+        if event.type == "content_block_start":
+            if event.index != len(self.kinds):
+                raise BadAnswer(f"the API's stream started content block {shown(event.index)[:40]} where block "
+                                f"{len(self.kinds)} comes next")
+            self.kinds.append(str(getattr(event.content_block, "type", None)))
+        elif event.type == "content_block_delta":
+            kind = str(event.delta.type)
+            if kind not in _FOLDS_INTO:
+                raise BadAnswer(f"the API's stream sent a {kind[:80]!r} delta of content block {event.index}, "
                                 "which this release cannot fold into the answer")
+            block = self.kinds[event.index] if 0 <= event.index < len(self.kinds) else None
+            if block not in _FOLDS_INTO[kind]:
+                what = f"a {block[:80]!r} block" if block else "which never started"
+                raise BadAnswer(f"the API's stream sent a {kind!r} delta of content block {event.index}, {what}")
 
     def fold(self, reply: Any) -> None:
         """Fold into the SDK's message what it passed over: each compaction block's content, as
