@@ -222,6 +222,9 @@ def _out_of_order() -> dict[str, list[tuple[str, dict[str, Any]]]]:
         # API sent: a second message ignored, a delta of another block's kind dropped (the call ran with
         # `{}`, its text lost), a block started twice or at another index taking the next one's deltas.
         "a-second-message-start": [events[0], again, *events[1:]],
+        # The SDK keeps the blocks a message_start holds, and the stream's block 0 was folded into its first.
+        "a-message-start-holding-a-block": [("message_start", {**events[0][1], "message": {
+            **events[0][1]["message"], "content": [{"type": "text", "text": "Before."}]}}), *events[1:]],
         "a-block-started-twice": [*events[:2], events[1], *events[2:]],
         "a-block-started-at-another-index": [*events[:second], ("content_block_start", {**events[second][1], "index": 3}),
                                              *events[second + 1:]],

@@ -614,9 +614,13 @@ class _Read:
         next (each later delta then lands in another block), a delta of a kind the SDK does not
         know or one for a block of another kind (passed over: its block would be recorded
         without what it sent, a tool call run with arguments the model never gave)."""
-        if event.type == "message_start" and self.started:
-            raise BadAnswer("the API's stream sent a second message_start: its events are no one message")
-        if event.type == "content_block_start":
+        if event.type == "message_start":
+            if self.started:
+                raise BadAnswer("the API's stream sent a second message_start: its events are no one message")
+            # The SDK keeps the blocks it holds (the API's holds none): the stream's blocks come after them.
+            held = getattr(event.message, "content", None)
+            self.kinds = [str(getattr(block, "type", None)) for block in held] if isinstance(held, list) else []
+        elif event.type == "content_block_start":
             if event.index != len(self.kinds):
                 raise BadAnswer(f"the API's stream started content block {shown(event.index)[:40]} where block "
                                 f"{len(self.kinds)} comes next")
