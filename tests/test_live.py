@@ -345,6 +345,39 @@ def test_ctrl_c_in_a_tool_cancels_the_run_and_propagates(mem: Store, api: Messag
     assert thread_state(mem, t).status == "idle"
 
 
+def test_ctrl_c_in_a_tool_keeps_the_results_of_the_calls_that_ran_and_resuming_does_not_run_them_again(
+        file_store: Store, api: MessagesAPI) -> None:
+    """Ctrl-C in the second of three calls recorded none of the batch's results: continuing the
+    thread ran the first call again (a file written twice, a message sent twice)."""
+    t = thread(file_store)
+    api.reply_json(message([use("tu_1", city="Lyon"), use("tu_2", city="Paris"), use("tu_3", city="Nice")], "tool_use"))
+    ran: list[str] = []
+
+    def weather(city: str) -> str:
+        if city == "Paris" and "Paris" not in ran:
+            ran.append(city)
+            raise KeyboardInterrupt
+        ran.append(city)
+        return f"sunny in {city}"
+
+    with pytest.raises(KeyboardInterrupt):
+        run_turn(file_store, t, "Weather?", client(api), tools={"weather": weather})
+    assert ran == ["Lyon", "Paris"]
+    results = file_store.event_at(t, 4).data
+    assert results == {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", "content": "sunny in Lyon"}]}
+    assert file_store.event_at(t, 5).data["status"] == "cancelled" and thread_state(file_store, t).status == "idle"
+    assert list(file_store.pending_tool_uses(t)) == ["tu_2", "tu_3"]
+
+    api.reply_json(message(text("Sunny everywhere.")))
+    resumed = run_turn(file_store, t, None, client(api), tools={"weather": weather})
+    assert resumed.status == "ok" and resumed.text == "Sunny everywhere."
+    assert ran == ["Lyon", "Paris", "Paris", "Nice"]  # Lyon's call ran once
+    sent = api.requests[-1].json["messages"]
+    assert [b["tool_use_id"] for b in sent[-1]["content"]] == ["tu_1", "tu_2", "tu_3"]
+    assert check_request(file_store, t, resumed.messages[0].offset).ok
+    file_store.verify()
+
+
 def test_an_interrupt_answered_later_resumes_the_turn(file_store: Store, api: MessagesAPI) -> None:
     t = thread(file_store)
     api.reply_json(message([use("tu_1", city="Lyon"), use("tu_2", "ask_human", question="Which day?"), use("tu_3", city="Nice")], "tool_use"))

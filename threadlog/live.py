@@ -26,6 +26,7 @@ for the assistant message and one for the results.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -327,9 +328,7 @@ def _run(
     """The turn's loop, once its run is open: answer waiting calls, then ask and run tools."""
     thread = turn.thread
     if waiting:
-        results, failure, interrupt = _run_tools(waiting, tools, answers)
-        head, unstored = _record_results(store, thread, results, head)
-        failure = failure or unstored
+        head, failure, interrupt = _answer_calls(store, thread, waiting, tools, answers, head)
         if failure or interrupt:
             return _stop(store, turn, failure, interrupt)
     for _ in range(max_rounds):
@@ -359,9 +358,7 @@ def _run(
         if not uses:
             _finish(store, turn, "ok", None)
             return turn
-        results, failure, interrupt = _run_tools(uses, tools, {})
-        head, unstored = _record_results(store, thread, results, head)
-        failure = failure or unstored
+        head, failure, interrupt = _answer_calls(store, thread, uses, tools, {}, head)
         if failure or interrupt:
             return _stop(store, turn, failure, interrupt)
     return _stop(store, turn, f"the model was still calling tools after {max_rounds} rounds", None)
@@ -710,16 +707,36 @@ def _assistant(reply: Any, sent: _Sent) -> Json:
     return {"type": "message.appended", "data": {k: v for k, v in data.items() if v is not None}, "meta": {"request": request}}
 
 
+def _answer_calls(
+    store: Store, thread: str, uses: list[Json], tools: Mapping[str, Tool] | None, answers: Mapping[str, Any], head: int,
+) -> tuple[int, str | None, tuple[str, Interrupt] | None]:
+    """Run the tool calls and record their results: (the next head, the first failure's text,
+    the interrupt raised). Stopped by Ctrl-C (or another exception no tool's failure is), the
+    results of the calls that ran are recorded before it goes on: none was, and resuming the
+    turn ran them all again (a file written twice, a message sent twice). The calls from the
+    stopped one on stay waiting."""
+    results: list[Json] = []
+    try:
+        failure, interrupt = _run_tools(uses, tools, answers, results)
+    except BaseException:
+        # A second Ctrl-C is held off while they are written, and a failed write does not stand in for the first.
+        with handled((signal.SIGINT,), signal.SIG_IGN), contextlib.suppress(StoreError):
+            _record_results(store, thread, results, head)
+        raise
+    head, unstored = _record_results(store, thread, results, head)
+    return head, failure or unstored, interrupt
+
+
 def _run_tools(
-    uses: list[Json], tools: Mapping[str, Tool] | None, answers: Mapping[str, Any],
-) -> tuple[list[Json], str | None, tuple[str, Interrupt] | None]:
-    """Run the tool calls in order: (results, first failure text, interrupt as (tool_use_id, it)).
+    uses: list[Json], tools: Mapping[str, Tool] | None, answers: Mapping[str, Any], results: list[Json],
+) -> tuple[str | None, tuple[str, Interrupt] | None]:
+    """Run the tool calls in order, adding each one's result to `results` as it ends: (first
+    failure text, interrupt as (tool_use_id, it)).
 
     A call answered by a resolved interrupt gets that answer. An exception becomes an
     `is_error` result; an `Interrupt` stops the batch (calls after it stay waiting), unless
     the log cannot hold it (`_unrecordable`): then it is an exception like any other.
     """
-    results: list[Json] = []
     failure: str | None = None
     for use in uses:
         tool_use_id, name = use["id"], use.get("name", "")
@@ -737,7 +754,7 @@ def _run_tools(
         except Interrupt as interrupt:
             unrecordable = _unrecordable(tool_use_id, interrupt)
             if unrecordable is None:
-                return results, failure, (tool_use_id, interrupt)
+                return failure, (tool_use_id, interrupt)
             # As any other exception: the call answered, so the thread is not left waiting on it.
             text = f"tool {name!r} raised an Interrupt that cannot be recorded: {unrecordable}"
             results.append(_result(tool_use_id, text, True))
@@ -749,7 +766,7 @@ def _run_tools(
             failure = failure or text
             continue
         results.append(_result(tool_use_id, output))
-    return results, failure, None
+    return failure, None
 
 
 def _result(tool_use_id: str, output: Any, is_error: bool = False) -> Json:
