@@ -357,6 +357,19 @@ def test_prefixes_and_at_last_redirect_to_the_full_id(client: TestClient, built:
     assert client.get(f"/diff?a={ids['fork'][:8]}&b=tri").url.query.decode() == urlencode({"a": ids["fork"], "b": "trip"})
     unknown = client.get("/thread?id=zzz")
     assert unknown.status_code == 404 and "no thread id starts with it" in unknown.text
+    assert "threadlog ls" not in unknown.text  # the command line's advice, on a web page
+
+
+def test_a_name_that_names_no_thread_is_a_404_without_command_line_advice(tmp_path: Path) -> None:
+    """The pages took the command line's refusals as they were: a 404 page told the reader to run
+    `threadlog ls --all`, or to start a thread with `threadlog new`."""
+    path = tmp_path / "empty.db"
+    Store(path).close()
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        for url, says in (("/thread?id=@last", "holds no thread yet"), ("/replay?id=zzz", "no thread id starts with it")):
+            page = client.get(url)
+            assert page.status_code == 404 and says in page.text, (url, page.status_code)
+            assert "threadlog new" not in page.text and "threadlog ls" not in page.text, url
 
 
 def test_an_ambiguous_prefix_offers_the_threads_it_starts(tmp_path: Path) -> None:

@@ -26,20 +26,29 @@ class AmbiguousName(StoreError):
         super().__init__(f"{named(name)} is ambiguous: it starts the ids {', '.join(matches)}{', …' if more else ''}; type more of the id")
 
 
+class Unresolved(StoreError):
+    """A THREAD name that names no thread: `why` says so; the message adds what to do at the
+    command line (the web viewer shows `why` alone)."""
+
+    def __init__(self, why: str, advice: str) -> None:
+        self.why = why
+        super().__init__(f"{why}; {advice}")
+
+
 def resolve(store: Store, name: str) -> str:
     """The full id `name` stands for: itself, `@last` (the most recently active thread, forks
     included), or the one id it is a prefix of. Refuses an unknown or ambiguous name."""
     if name == LAST:
         latest = store.threads(limit=1)
         if not latest:
-            raise StoreError(f"{LAST}: {store.path} holds no thread yet; start one with `threadlog new`")
+            raise Unresolved(f"{LAST}: {store.path} holds no thread yet", "start one with `threadlog new`")
         return latest[0].id
     if not name:
         raise ThreadNotFound(name)
     matches = store.ids_starting(name, _SHOWN + 1)
     if name in matches or not matches:
         if not matches:
-            raise StoreError(f"thread {named(name)} not found (no thread id starts with it); `threadlog ls --all` lists them")
+            raise Unresolved(f"thread {named(name)} not found (no thread id starts with it)", "`threadlog ls --all` lists them")
         return name
     if len(matches) == 1:
         return matches[0]

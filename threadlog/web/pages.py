@@ -19,7 +19,7 @@ from projections import Message, diff, search, thread_state
 from projections.lineage import DiffSide, iter_blame
 
 from ..listing import listing
-from ..names import AmbiguousName, resolve
+from ..names import AmbiguousName, Unresolved, resolve
 from .budget import PAGE_BYTES, PAGE_ROWS, fill
 from .cursor import Cursor, MessagePage, fill_messages, items_back, items_from
 from .graph import layout
@@ -50,6 +50,8 @@ def _canonical(store: Store, request: Request) -> Response | None:
                 choices = [(link(request.url.path, **{**params, name: match}), match) for match in error.matches]
                 return viewer(request).render(request, "error.html", status=300, message=str(error), status_code=300,
                                               choices=choices)
+            except Unresolved as error:  # without the command line's advice
+                raise HTTPException(404, error.why) from None
             except StoreError as error:
                 raise HTTPException(404, str(error)) from None
             moved = moved or params[name] != given
