@@ -584,9 +584,11 @@ def make_unopenable(seeded: tuple[Path, dict[str, str]], tmp_path: Path, kind: s
 CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
     ("append-unknown-thread", ["append", "nope", "--role", "user", "--text", "hi"], None, {}, 1, "not found"),
     ("emit-unknown-type", ["emit", "t", "message.deleted", "--data", "{}"], None, {}, 1, "unknown event type"),
-    ("emit-malformed-json", ["emit", "t", MSG, "--data", '{"role": "user",'], None, {}, 1, "not valid JSON"),
+    ("usage-emit-malformed-json", ["emit", "t", MSG, "--data", '{"role": "user",'], None, {}, 2,
+     "Invalid value for '--data': is not valid JSON: Expecting property name enclosed in double quotes (line 1, column 17)"),
     ("emit-data-not-object", ["emit", "t", MSG, "--data", "[1, 2]"], None, {}, 1, "object"),
-    ("emit-meta-malformed-json", ["emit", "t", "title.set", "--data", '{"title": "x"}', "--event-meta", "{"], None, {}, 1, "--event-meta"),
+    ("usage-emit-meta-malformed-json", ["emit", "t", "title.set", "--data", '{"title": "x"}', "--event-meta", "{"], None, {}, 2,
+     "Invalid value for '--event-meta': is not valid JSON"),
     ("emit-meta-bad-origin", ["emit", "t", "title.set", "--data", '{"title": "x"}', "--event-meta", '{"origin": "forged"}'], None, {}, 1, "origin"),
     ("emit-wrong-role", ["emit", "t", MSG, "--data", '{"role": "system", "content": "x"}'], None, {}, 1, "role"),
     ("emit-tool-result-unknown", ["emit", "t", MSG, "--data", json.dumps({"role": "user", "content": [

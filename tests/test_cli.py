@@ -99,7 +99,6 @@ def test_domain_errors_exit_1_with_one_line(run) -> None:  # type: ignore[no-unt
     run("append", "nope", "--role", "user", "--text", "x", code=1)
     run("append", t, "--role", "user", "--text", "x", "--expect", "7", code=1)
     run("emit", t, "no.such", "--data", "{}", code=1)
-    run("emit", t, "title.set", "--data", "{not json", code=1)
     run("append", t, "--role", "user", "--content", "-", input=b"\xff\xfe", code=1)
     run("fork", t, code=1)  # empty
     run("fork", t, "--at", "9", code=1)

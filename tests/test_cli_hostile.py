@@ -364,7 +364,7 @@ def test_an_interrupt_answer_nested_too_deeply_is_named_as_the_answer(tmp_path: 
     before = checkpoint(db)
     # It said "an event is nested too deeply to show; `threadlog verify` names its position".
     code, _, err = invoke("--db", str(db), "interrupt", "resolve", thread, "ask", "--answer", "[" * 20_000 + "]" * 20_000)
-    assert (code, err) == (1, "error: --answer is JSON nested too deeply; an event holds at most 100 levels\n")
+    assert code == 2 and "Invalid value for '--answer': is JSON nested too deeply; an event holds at most 100 levels" in err
     assert checkpoint(db) == before
     code, out, _ = invoke("--db", str(db), "interrupt", "resolve", thread, "ask", "--answer", "{not json", "--json")
     assert code == 0 and json.loads(out)["data"]["answer"] == "{not json"
@@ -404,12 +404,11 @@ def test_json_with_a_number_python_will_not_read_is_named_as_the_option_not_as_t
     huge = "9" * 5_000
     blocks = tmp_path / "blocks.json"
     blocks.write_text(f'[{{"type": "tool_use", "id": "t1", "name": "x", "input": {{"n": {huge}}}}}]')
-    for args, option in ((["append", thread, "--role", "assistant", "--content", str(blocks)], "--content"),
-                         (["emit", thread, "run.started", "--data", f'{{"run_id": "r", "n": {huge}}}'], "--data")):
-        code, out, err = invoke("--db", str(db), *args)
-        assert (code, out) == (1, ""), err
-        assert err == (f"error: {option} holds JSON threadlog cannot read: Exceeds the limit (4300 digits) for integer "
-                       "string conversion: value has 5000 digits\n")
+    said = "holds JSON threadlog cannot read: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits"
+    code, out, err = invoke("--db", str(db), "append", thread, "--role", "assistant", "--content", str(blocks))
+    assert (code, out, err) == (1, "", f"error: --content {said}\n")  # a file's text: input, refused as input is
+    code, out, err = invoke("--db", str(db), "emit", thread, "run.started", "--data", f'{{"run_id": "r", "n": {huge}}}')
+    assert (code, out) == (2, "") and f"Invalid value for '--data': {said}" in err, err  # an option's value: a usage error
     assert checkpoint(db) == before
     assert invoke("--db", str(db), "interrupt", "raise", thread, "ask", "--question", "n?")[0] == 0
     code, out, _ = invoke("--db", str(db), "interrupt", "resolve", thread, "ask", "--answer", huge, "--json")

@@ -631,7 +631,7 @@ def test_fork_keeps_waiting_tool_calls_for_its_own_result(db: Path) -> None:
     assert len(json.loads(ok(db, "ls", "--all", "--json"))) == 2
     err = fails(db, "emit", t, "thread.created", "--data", "{}")
     assert "expect=" not in err
-    assert "Invalid control character at (line 1" in fails(db, "emit", t, "title.set", "--data", '{"title": "a\x01"}')
+    assert "Invalid control character at (line 1" in fails(db, "emit", t, "title.set", "--data", '{"title": "a\x01"}', code=2)
 
 
 def test_fan_out_interrupts_and_version(db: Path) -> None:

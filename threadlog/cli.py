@@ -279,6 +279,46 @@ class Seconds(click.FloatRange):
         return seconds
 
 
+class JSONText(click.ParamType[Any]):
+    """An option whose value is JSON: text that is none (or JSON no event can hold) is a usage
+    error naming the option and where the JSON broke, before the store is opened. With
+    `or_text`, a value that is no JSON is kept as the text it is (JSON nested too deeply is
+    still refused: it is JSON, and no event holds it)."""
+
+    name = "json"
+
+    def __init__(self, or_text: bool = False) -> None:
+        self.or_text = or_text
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):  # a default, already a value
+            return value
+        try:
+            return _json_value(value)
+        except _NotJSON as error:
+            if self.or_text and not error.nested:
+                return value
+            self.fail(str(error), param, ctx)
+
+
+class Setting(click.ParamType[tuple[str, Any]]):
+    """`--setting KEY=JSON`: a (key, value) pair, its value refused as `JSONText` refuses one."""
+
+    name = "KEY=JSON"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        key, sep, text = value.partition("=")
+        if not sep or not key:
+            self.fail(f"{value!r} is not KEY=JSON, e.g. stop_sequences='[\"END\"]'", param, ctx)
+        try:
+            return key, _json_value(text)
+        except _NotJSON as error:
+            hint = f" (text is JSON too: {key}='\"{text}\"')" if text.isidentifier() else ""
+            self.fail(f"the value of {key} {error}{hint}", param, ctx)
+
+
 def timeout_option(func: F) -> F:
     return click.option("--timeout", type=Seconds(least=0), default=30.0, show_default=True,
                         help="Seconds to wait for another writer's lock before giving up.")(func)
@@ -454,22 +494,35 @@ def _input_name(path: str) -> str:
     return "standard input" if path == "-" else path
 
 
-def _parse_json(text: str, what: str, or_text: bool = False) -> Any:
-    """`text` parsed as JSON (or, with `or_text`, kept as text when it is not JSON). Python reads
-    `NaN`, `Infinity` and `1e999` as numbers no event can store: they are no JSON (an answer
-    `NaN` was refused as "not storable as UTF-8 JSON", naming neither it nor `--answer`)."""
+class _NotJSON(ValueError):
+    """Why a text is no JSON an event can hold (`nested`: it is JSON, nested too deeply)."""
+
+    def __init__(self, why: str, nested: bool = False) -> None:
+        super().__init__(why)
+        self.nested = nested
+
+
+def _json_value(text: str) -> Any:
+    """`text` parsed as JSON, or `_NotJSON` saying where it broke. Python reads `NaN`,
+    `Infinity` and `1e999` as numbers no event can store: they are no JSON (an answer `NaN` was
+    refused as "not storable as UTF-8 JSON", naming neither it nor `--answer`)."""
     try:
         return storable_json(text)
     except json.JSONDecodeError as error:
-        if or_text:
-            return text
-        raise StoreError(f"{what} is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})") from None
+        raise _NotJSON(f"is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})") from None
     except RecursionError:
-        raise StoreError(f"{what} is JSON nested too deeply; an event holds at most {MAX_DEPTH} levels") from None
+        raise _NotJSON(f"is JSON nested too deeply; an event holds at most {MAX_DEPTH} levels", nested=True) from None
     except ValueError as error:  # valid JSON Python will not read: an integer of over 4,300 digits
-        if or_text:
-            return text
-        raise StoreError(f"{what} holds JSON threadlog cannot read: {str(error).split(';')[0]}") from None
+        raise _NotJSON(f"holds JSON threadlog cannot read: {str(error).split(';')[0]}") from None
+
+
+def _parse_json(text: str, what: str) -> Any:
+    """A file's (or standard input's) text parsed as JSON: what it holds is input, refused
+    as the rest of it is (exit 1), where a value typed as an option is a usage error (`JSONText`)."""
+    try:
+        return _json_value(text)
+    except _NotJSON as error:
+        raise StoreError(f"{what} {error}") from None
 
 
 def _json(value: Any, indent: int | None = None) -> str:
@@ -531,21 +584,20 @@ def _meta_pairs(_: click.Context, __: click.Parameter, values: tuple[str, ...]) 
     return pairs
 
 
-def _setting_pairs(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
-    """--setting KEY=JSON (repeatable): request settings by key, each value JSON."""
+def _setting_pairs(_: click.Context, __: click.Parameter, values: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    """--setting KEY=JSON (repeatable): request settings by key, each given once."""
     settings: dict[str, Any] = {}
-    for value in values:
-        key, sep, text = value.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{value!r} is not KEY=JSON, e.g. stop_sequences='[\"END\"]'")
+    for key, value in values:
         if key in settings:
             raise click.BadParameter(f"{key} is given twice")
-        try:
-            settings[key] = _parse_json(text, f"the value of {key}")
-        except StoreError as error:
-            hint = f" (text is JSON too: {key}='\"{text}\"')" if text.isidentifier() else ""
-            raise click.BadParameter(f"{error}{hint}") from None
+        settings[key] = value
     return settings
+
+
+def _given(name: str) -> bool:
+    """Whether the running command's option `name` was given: a JSON option's value may be
+    JSON's null, as a value not given is."""
+    return click.get_current_context().get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
 
 
 def _model_name(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
@@ -589,7 +641,7 @@ def _recorded(event: Any, as_json: bool) -> None:
               help="A thread metadata entry (repeatable; --meta is the same).")
 @click.option("--thinking-budget", type=click.IntRange(min=1024), metavar="TOKENS",
               help="Extended thinking for every request of the thread, its forks and sub-agents, with this budget.")
-@click.option("--setting", "settings", multiple=True, callback=_setting_pairs, metavar="KEY=JSON",
+@click.option("--setting", "settings", multiple=True, type=Setting(), callback=_setting_pairs, metavar="KEY=JSON",
               help="A Messages API parameter every request of the thread, its forks and sub-agents sends (repeatable), "
                    "its value as JSON: stop_sequences='[\"END\"]', tool_choice='{\"type\": \"any\"}', "
                    "metadata='{\"user_id\": \"u1\"}' (the request's, not --metadata), service_tier='\"auto\"', "
@@ -633,23 +685,22 @@ def append(store: Store, thread: str, role: str, text: str | None, content_file:
 @cli.command()
 @click.argument("thread", type=THREAD)
 @click.argument("type_", metavar="TYPE")
-@click.option("--data", "data_text", metavar="JSON", help="The event's data as JSON.")
+@click.option("--data", type=JSONText(), metavar="JSON", help="The event's data as JSON.")
 @click.option("--data-file", metavar="FILE|-", help="The event's data as JSON, from a file or stdin.")
-@click.option("--event-meta", "meta_text", metavar="JSON", help="The event's meta as JSON (event_id, actor, origin, …).")
+@click.option("--event-meta", "meta", type=JSONText(), metavar="JSON", help="The event's meta as JSON (event_id, actor, origin, …).")
 @click.option("--expect", type=click.IntRange(min=0), help="Refuse unless the thread holds exactly N events.")
 @json_option
 @with_store("write")
-def emit(store: Store, thread: str, type_: str, data_text: str | None, data_file: str | None, meta_text: str | None,
-         expect: int | None, as_json: bool) -> None:
+def emit(store: Store, thread: str, type_: str, data: Any, data_file: str | None, meta: Any, expect: int | None,
+         as_json: bool) -> None:
     """Append one event of any TYPE to THREAD; prints its offset and position."""
-    if (data_text is None) == (data_file is None):
+    if _given("data") == (data_file is not None):  # `--data null` is given, as JSON's null
         raise click.UsageError("give exactly one of --data or --data-file")
-    if data_text is not None:
-        data = _parse_json(data_text, "--data")
-    else:
+    if data_file is not None:
         path = data_file or "-"
         data = _parse_json(_read_text(path, "--data-file"), f"--data-file ({_input_name(path)})")
-    meta = _parse_json(meta_text, "--event-meta") if meta_text else {}
+    if not _given("meta"):
+        meta = {}
     event = {"type": type_, "data": data, "meta": meta}
     _recorded(store.append(thread, [event], expect="any" if expect is None else expect)[0], as_json)
 
@@ -691,7 +742,7 @@ def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
 @click.option("--blank-config", is_flag=True,
               help="Inherit none of the parent's system prompt, model, tools, thinking and settings (--system, --model "
                    "and --setting still apply).")
-@click.option("--setting", "settings", multiple=True, callback=_setting_pairs, metavar="KEY=JSON",
+@click.option("--setting", "settings", multiple=True, type=Setting(), callback=_setting_pairs, metavar="KEY=JSON",
               help="A request setting of the fork's (repeatable), its value as JSON, replacing the parent's for KEY "
                    "(null removes the parent's): e.g. tool_choice='{\"type\": \"auto\"}' or stop_sequences=null. "
                    "The parent's other settings are inherited.")
@@ -800,15 +851,15 @@ def interrupt_raise(store: Store, thread: str, interrupt_id: str, question: str 
 @interrupt.command("resolve")
 @click.argument("thread", type=THREAD)
 @click.argument("interrupt_id")
-@click.option("--answer", help="The human's answer (JSON if it parses as JSON, else text).")
+@click.option("--answer", type=JSONText(or_text=True), metavar="TEXT",
+              help="The human's answer (JSON if it parses as JSON, else text).")
 @json_option
 @with_store("write")
-def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: str | None, as_json: bool) -> None:
+def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: Any, as_json: bool) -> None:
     """Record the human's answer to INTERRUPT_ID on THREAD (`threadlog ask` then resumes)."""
     from .live import resolve_interrupt
 
-    value = _parse_json(answer, "--answer", or_text=True) if answer is not None else None
-    _recorded(resolve_interrupt(store, thread, interrupt_id, value), as_json)
+    _recorded(resolve_interrupt(store, thread, interrupt_id, answer), as_json)
 
 
 @interrupt.command("cancel")

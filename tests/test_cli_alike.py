@@ -1,0 +1,67 @@
+"""Commands that take the same kind of input, or say the same kind of thing, do it alike: one
+refusal for JSON that is no JSON, one way to name a range, one way to say a listing is empty,
+the option the user typed named in a refusal rather than the library's event path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.backends import file_dump
+from tests.test_cli_use import fails, ok
+
+# -- JSON options -------------------------------------------------------------------------------
+
+
+def _json_options(thread: str) -> list[tuple[str, list[str]]]:
+    """Every option whose value is JSON, as (its name, a command line ending with it, for the value to follow)."""
+    return [
+        ("--data", ["emit", thread, "title.set", "--data"]),
+        ("--event-meta", ["emit", thread, "title.set", "--data", '{"title": "x"}', "--event-meta"]),
+        ("--setting", ["new", "--setting"]),
+        ("--setting", ["fork", thread, "--setting"]),
+    ]
+
+
+@pytest.mark.parametrize("bad, where", [("{not json", "(line 1, column 2)"), ('{"a": 1,\n  }', "(line 2, column 3)")],
+                         ids=["first-line", "second-line"])
+def test_json_that_is_no_json_is_a_usage_error_naming_the_option_and_where_it_broke(tmp_path: Path, bad: str,
+                                                                                     where: str) -> None:
+    """`--data '{not json'` and `--event-meta` exited 1 with a library-style `error:` line, while
+    `--setting KEY={not json` was a usage error (exit 2): every JSON option is one, now."""
+    db = tmp_path / "t.db"
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "hi")
+    before = file_dump(db)
+    for option, args in _json_options(t):
+        value = f"stop_sequences={bad}" if option == "--setting" else bad
+        err = fails(db, *args, value, code=2)
+        assert f"Invalid value for '{option}'" in err and "not valid JSON" in err and where in err, (option, err)
+    assert file_dump(db) == before
+
+
+@pytest.mark.parametrize("bad, says", [("NaN", "NaN is no JSON value"), ("[" * 20_000 + "]" * 20_000, "nested too deeply"),
+                                       ("9" * 5_000, "Exceeds the limit (4300 digits)")],
+                         ids=["nan", "too-deep", "huge-integer"])
+def test_json_threadlog_cannot_take_is_a_usage_error_too(tmp_path: Path, bad: str, says: str) -> None:
+    db = tmp_path / "t.db"
+    t = ok(db, "new").strip()
+    before = file_dump(db)
+    for option, args in _json_options(t)[:2]:
+        err = fails(db, *args, bad, code=2)
+        assert f"Invalid value for '{option}'" in err and says in err, (option, err)
+    assert file_dump(db) == before
+
+
+def test_an_answer_that_is_no_json_stays_text_and_one_too_deep_is_a_usage_error(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    t = ok(db, "new").strip()
+    ok(db, "interrupt", "raise", t, "ask", "--question", "go?")
+    before = file_dump(db)
+    err = fails(db, "interrupt", "resolve", t, "ask", "--answer", "[" * 20_000 + "]" * 20_000, code=2)
+    assert "Invalid value for '--answer'" in err and "nested too deeply; an event holds at most 100 levels" in err, err
+    assert file_dump(db) == before
+    answered = json.loads(ok(db, "interrupt", "resolve", t, "ask", "--answer", "{not json", "--json"))
+    assert answered["data"]["answer"] == "{not json"
