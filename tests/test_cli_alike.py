@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.backends import file_dump
-from tests.test_cli_use import fails, ok
+from tests.test_cli_use import fails, invoke, ok
 
 # -- JSON options -------------------------------------------------------------------------------
 
@@ -65,3 +65,20 @@ def test_an_answer_that_is_no_json_stays_text_and_one_too_deep_is_a_usage_error(
     assert file_dump(db) == before
     answered = json.loads(ok(db, "interrupt", "resolve", t, "ask", "--answer", "{not json", "--json"))
     assert answered["data"]["answer"] == "{not json"
+
+
+# -- empty listings -----------------------------------------------------------------------------
+
+
+def test_interrupt_list_with_no_question_waiting_says_so_as_search_with_no_hit_does(tmp_path: Path) -> None:
+    """`interrupt list` with nothing waiting printed nothing at all: `search` says `no match` on
+    stderr, exit 0, stdout left empty for a script; `--json` stays an empty JSON array."""
+    db = tmp_path / "t.db"
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "hi")
+    searched = invoke(db, "search", "nowhere")
+    assert searched == (0, "", "no match\n")
+    assert invoke(db, "interrupt", "list", t) == (0, "", "no question waiting\n")
+    assert json.loads(ok(db, "interrupt", "list", t, "--json")) == []
+    ok(db, "interrupt", "raise", t, "ask-1", "--question", "which?")
+    assert invoke(db, "interrupt", "list", t) == (0, f"{t}  ask-1  which?\n", "")

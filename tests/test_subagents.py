@@ -322,7 +322,7 @@ def test_cli_interrupt_list(tmp_path: Path) -> None:
     assert json.loads(listed.output) == [{"thread": kid, "interrupt_id": "perm-1", "question": "May I run \x1b[31mrm -rf build\x1b[0m?",
                                           "tool_use_id": None, "offset": at}]
     answered = runner.invoke(cli, ["--db", db, "interrupt", "resolve", kid, "perm-1", "--answer", "no"])
-    assert answered.exit_code == 0 and runner.invoke(cli, ["--db", db, "interrupt", "list", parent]).output == ""
+    assert answered.exit_code == 0 and runner.invoke(cli, ["--db", db, "interrupt", "list", parent]).stdout == ""
     missing = runner.invoke(cli, ["--db", db, "interrupt", "list", "nope"])
     assert missing.exit_code == 1 and "thread 'nope' not found" in missing.output
 

@@ -888,6 +888,8 @@ def interrupt_list(store: Store, thread: str, as_json: bool) -> None:
         _emit_json([question.to_json() for question in asked])
     else:
         output.lines(f"{q.thread}  {q.interrupt_id}  {q.question or '-'}" for q in asked)
+        if not asked:  # as `search` says `no match`: on stderr, stdout left empty for a script
+            click.echo("no question waiting", err=True)
 
 
 def _one_more(limit: int) -> int:
