@@ -175,6 +175,25 @@ def _fan_out_once(store: Store, thread: str, directives: Sequence[str], ids: lis
             _fork(store, thread, None, options, fork_id, meta, [primed], fan_out=True)
 
 
+def check_fork_point(thread: str, at: Any, head: int, first_message: int | None, doing: str = "fork") -> None:
+    """Refuse an `at` no fork of `thread` (`head` events, its first message at `first_message`)
+    can start at: one that is no number of events, or names any other range than the one a
+    fork takes, first_message + 1..head (a fork holds a message). Past either end the range is
+    named the same way; `doing` is what the caller was asked (a rerun forks too)."""
+    if not isinstance(at, int) or isinstance(at, bool):
+        raise ForkRefused("offset_out_of_range", f"cannot {doing} {thread!r} at {shown(at)}: at must be a number of events "
+                          f"(an integer), not {type(at).__name__}")
+    if first_message is None:
+        raise ForkRefused("empty", f"cannot {doing} {thread!r}: it holds no message yet, so there is nothing to fork")
+    points = f"{first_message + 1}..{head}"
+    if not is_index(at, 1, head):
+        raise ForkRefused("offset_out_of_range", f"cannot {doing} {thread!r} at {shown(at)}: it holds offsets 0..{head - 1}, "
+                          f"so at must be {points}")
+    if first_message >= at:
+        raise ForkRefused("empty", f"cannot {doing} {thread!r} at {at}: there is no message before that offset (its first "
+                          f"message is at offset {first_message}, so at must be {points})")
+
+
 def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any],
           then: list[PreparedEvent], fan_out: bool = False, allow_busy: bool = False) -> str:
     """Check and write one fork (inside the caller's transaction); `then` follows its event."""
@@ -187,17 +206,7 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
     parent, first_message = ancestry[0], rows[0].first_message_offset
     if at is None:
         at = parent.head
-    if not isinstance(at, int) or isinstance(at, bool):
-        raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {shown(at)}: at must be a number of events "
-                          f"(an integer), not {type(at).__name__}")
-    if not is_index(at, 1, parent.head):
-        raise ForkRefused("offset_out_of_range", f"cannot fork {thread!r} at {shown(at)}: it holds offsets "
-                          f"0..{parent.head - 1}, so at must be 1..{parent.head}")
-    if first_message is None:
-        raise ForkRefused("empty", f"cannot fork {thread!r}: it holds no message yet, so there is nothing to fork")
-    if first_message >= at:
-        raise ForkRefused("empty", f"cannot fork {thread!r} at {at}: there is no message before that offset (its first "
-                          f"message is at offset {first_message}, so at must be {first_message + 1} or more)")
+    check_fork_point(thread, at, parent.head, first_message)
     prev_hash, facts = chained_to(store, rows, ancestry, at)
     if facts.runs and not (fan_out or allow_busy):
         raise ForkRefused("busy", f"cannot fork {thread!r} at {at}: run {named(facts.runs[-1])} is in progress there; "

@@ -1098,8 +1098,9 @@ class Store:
     ) -> str:
         """Fork `thread` at `at` (default: its head): one `streams` row, one event, O(1).
 
-        Refuses (`ForkRefused.reason`) an offset outside 1..head, a history with no message
-        below `at` (`empty`), a run in progress at `at` (`busy`), and tool calls without
+        Refuses (`ForkRefused.reason`) an `at` past the head or below 1, naming the points a
+        fork takes (after the first message, up to the head), a history with no message below
+        `at` (`empty`), a run in progress at `at` (`busy`), and tool calls without
         results (`unanswered_tool_calls`, with `tool_use_ids`) unless `unanswered="drop"`
         records them for the projections to filter. `metadata={"keep": [keys]}` keeps
         those keys (a "keep" alone that is no list of keys is refused, not taken for the
@@ -1121,6 +1122,13 @@ class Store:
         return forks.fork(self, thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
                           unanswered=unanswered, transcript=transcript, fork_id=fork_id, kind=kind, busy=busy, meta=meta,
                           config=config, title=title, retry=retry)
+
+    def check_fork_point(self, thread: str, at: Any, *, doing: str = "fork") -> None:
+        """Refuse (`ForkRefused`) an `at` no fork of `thread` can start at, as `fork` refuses it,
+        reading only the thread's row: for a caller that forks after other work it should not
+        start (`rerun`, which forks then asks the API; `doing` names it in the message)."""
+        row = self._stream(thread)
+        forks.check_fork_point(thread, at, row.head, row.first_message_offset, doing)
 
     def fan_out(
         self,

@@ -114,9 +114,11 @@ def anthropic_request(
     `extra_tools` are tool definitions sent after the thread's own (e.g. `transcript_tools`).
     """
     asked, thread = thread, _sender(store, thread, at)  # errors name the thread asked for
+    if isinstance(at, int) and not isinstance(at, bool) and not 0 <= at <= store.head(asked):
+        check_request_point(store, asked, at)  # before `thread_state`, whose replay takes 0..head (and named it)
     state = thread_state(store, thread, at)
     if at is not None and not state.messages:  # before the model: at 0 it said the thread names none
-        _check_holds_a_message(store, asked, at)
+        check_request_point(store, asked, at)
     chosen = model or state.model
     if not chosen:
         raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=... (or create the thread with one)")
@@ -326,15 +328,19 @@ def _unthought_loop(thinking: Json, messages: list[Json]) -> bool:
     return opening is not None and opening["content"][0].get("type") not in _THINKING_BLOCKS
 
 
-def _check_holds_a_message(store: Store, thread: str, at: int) -> None:
-    """Refuse an `at` whose first events hold no message, saying what `at` counts and the
-    smallest that holds one (the first `at` events: at 0 none, not even the thread.created that
-    names the model). Read only on this refusal: a scan to the thread's first message."""
+def check_request_point(store: Store, thread: str, at: int) -> None:
+    """Refuse an `at` no request can be built at: past the thread, or whose first events hold
+    no message (the first `at` events: at 0 none, not even the thread.created that names the
+    model), saying what `at` counts and the range that holds a message, as a fork names its
+    points. A scan to the thread's first message; `anthropic_request` calls it only to refuse."""
+    head = store.head(thread)
     first = next((offset for offset, type_, _, _ in store.read_raw(thread) if type_ == "message.appended"), None)
-    if first is not None and first < at:
+    if first is not None and first < at <= head:
         return  # a message is there: the view is empty for another reason, said where it is built
-    smallest = (f"its first message is at offset {first}, so at must be {first + 1}..{store.head(thread)}"
-                if first is not None else "it holds no message yet")
+    points = f"so at must be {first + 1}..{head}" if first is not None else "and no message yet"
+    if not 0 <= at <= head:
+        raise InvalidEvent("at", f"cannot build a request of {thread!r} at {shown(at)}: it holds offsets 0..{head - 1}, {points}")
+    smallest = f"its first message is at offset {first}, {points}" if first is not None else "it holds no message yet"
     raise InvalidEvent("at", f"thread {thread!r} has no message to send as of its first {at} event(s): at counts the "
                              f"events the request is built from, its thread.created first; {smallest}")
 

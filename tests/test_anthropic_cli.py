@@ -421,7 +421,7 @@ def test_rerun_past_the_thread_names_the_range_it_takes(tmp_path: Path, api: Mes
         head, before = store.head(t), store.counts()
     done = threadlog("rerun", t, "--at", str(head + 1), "--model", "claude-other", db=db, env=env)
     assert done.returncode == 1 and done.stderr == (f"error: cannot rerun {t!r} at {head + 1}: it holds offsets "
-                                                    f"0..{head - 1}, so at must be 1..{head}\n"), done.stderr
+                                                    f"0..{head - 1}, so at must be 3..{head}\n"), done.stderr  # after "One?"
     with Store(db) as store:
         assert store.counts() == before and len(api.requests) == 2
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.backends import file_dump
+from tests.test_anthropic_cli import threadlog
 from tests.test_cli_use import fails, invoke, ok
 
 # -- JSON options -------------------------------------------------------------------------------
@@ -82,3 +83,58 @@ def test_interrupt_list_with_no_question_waiting_says_so_as_search_with_no_hit_d
     assert json.loads(ok(db, "interrupt", "list", t, "--json")) == []
     ok(db, "interrupt", "raise", t, "ask-1", "--question", "which?")
     assert invoke(db, "interrupt", "list", t) == (0, f"{t}  ask-1  which?\n", "")
+
+
+# -- fork points: request --at, fork --at, rerun --at -------------------------------------------
+
+
+def _a_turn(db: Path) -> str:
+    """A thread of three events (thread.created, a question, its answer): fork and request
+    points 2..3, as the first message is at offset 1."""
+    t = ok(db, "new", "--model", "claude-test-1").strip()
+    ok(db, "append", t, "--role", "user", "--text", "One?")
+    ok(db, "append", t, "--role", "assistant", "--text", "first answer")
+    return t
+
+
+@pytest.mark.parametrize("command", ["fork", "rerun"])
+def test_fork_and_rerun_name_the_fork_points_a_message_allows(tmp_path: Path, command: str) -> None:
+    """`fork --at 99` named 1..3, though at 1 there is no message to fork (and the next refusal
+    said so, naming 2); rerun said the same, then `cannot fork` at 1, and refused 0 as a usage
+    error where fork said the range. Both now say the range a fork takes, in the same words,
+    whatever side of it `--at` falls on, before a rerun looks for the API key."""
+    db = tmp_path / "t.db"
+    t = _a_turn(db)
+    before = file_dump(db)
+    extra = ["--model", "claude-test-2"] if command == "rerun" else []
+    for at in ("99", "0", "-1"):
+        assert fails(db, command, t, "--at", at, *extra) == (f"error: cannot {command} {t!r} at {at}: it holds offsets 0..2, "
+                                                             "so at must be 2..3\n")
+    assert fails(db, command, t, "--at", "1", *extra) == (f"error: cannot {command} {t!r} at 1: there is no message before "
+                                                          "that offset (its first message is at offset 1, so at must be 2..3)\n")
+    assert file_dump(db) == before
+
+
+def test_request_names_the_points_a_request_can_be_built_at(tmp_path: Path) -> None:
+    """`request --at 99` named 0..3, though the first event that holds a message is the second
+    (at 0 and 1 were then refused, naming 2..3): past the thread it names 2..3 as fork does."""
+    db = tmp_path / "t.db"
+    t = _a_turn(db)
+    before = file_dump(db)
+    for at in ("99", "4"):
+        assert fails(db, "request", t, "--at", at) == (f"error: at: cannot build a request of {t!r} at {at}: it holds "
+                                                       "offsets 0..2, so at must be 2..3\n")
+    assert fails(db, "request", t, "--at", "1").endswith("its first message is at offset 1, so at must be 2..3\n")
+    assert json.loads(ok(db, "request", t, "--at", "2"))["messages"][0]["role"] == "user"
+    assert file_dump(db) == before
+
+
+def test_rerun_checks_its_arguments_before_asking_for_the_api_key(tmp_path: Path) -> None:
+    """Without ANTHROPIC_API_KEY, `rerun` said so first: a bad --at was named only once the
+    key was set. The key is the last thing checked, as only the API needs it."""
+    db = tmp_path / "t.db"
+    t = _a_turn(db)
+    done = threadlog("rerun", t, "--at", "99", "--model", "claude-test-2", db=db)
+    assert (done.returncode, done.stderr) == (1, f"error: cannot rerun {t!r} at 99: it holds offsets 0..2, so at must be 2..3\n")
+    done = threadlog("rerun", t, "--at", "2", "--model", "claude-test-2", db=db)
+    assert done.returncode == 1 and done.stderr.startswith("error: ANTHROPIC_API_KEY is not set"), done.stderr

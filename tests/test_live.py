@@ -318,7 +318,7 @@ def test_tools_that_are_no_map_of_names_to_functions_are_refused_before_anything
     mem.append_message(t, "user", "Weather?")
     mem.append_message(t, "assistant", "Sunny.")
     with pytest.raises(InvalidEvent, match=said):  # before the fork is made
-        rerun(mem, t, at=1, client=client(api), model=MODEL, tools=tools)
+        rerun(mem, t, at=2, client=client(api), model=MODEL, tools=tools)
     assert [info.id for info in mem.threads()] == [t] and not api.requests
 
 
@@ -713,7 +713,7 @@ def test_a_max_tokens_at_or_below_the_thinking_budget_is_refused_before_the_turn
     with pytest.raises(InvalidEvent, match=refusal):
         run_turn(file_store, t, "And tomorrow?", client(api), max_tokens=2048)
     with pytest.raises(InvalidEvent, match=refusal):
-        rerun(file_store, t, 2, client(api), model="claude-other", max_tokens=2048)
+        rerun(file_store, t, 3, client(api), model="claude-other", max_tokens=2048)  # after the first message
     assert file_store.last_position() == before and len(file_store.all_threads()) == threads and len(api.requests) == 1
     api.reply_json(message(text("Rain.")))
     assert run_turn(file_store, t, "And tomorrow?", client(api), max_tokens=2049).status == "ok"
@@ -893,7 +893,7 @@ def test_rerun_of_a_prompt_an_earlier_release_stored_laxly_is_refused_before_for
     threads = len(file_store.all_threads())
     with pytest.raises(InvalidEvent, match=rf"offset {stored.offset}: the user message there cannot be sent again as stored: "
                                            r".*citations.enabled.*nothing was forked"):
-        rerun(file_store, t, 2, client(api), model="claude-other")
+        rerun(file_store, t, 3, client(api), model="claude-other")  # after the first message, before the lax one
     assert len(file_store.all_threads()) == threads and len(api.requests) == 1
 
 

@@ -510,13 +510,14 @@ def test_an_async_client_is_refused_before_anything_is_written_and_a_thread_runs
 
     store = Store(tmp_path / "t.db")
     t = store.create_thread(title="t", model=MODEL)
+    store.append_message(t, "user", "Hello")  # a fork point for the rerun: after the first message
     async_client = anthropic.AsyncAnthropic(api_key="test", base_url=api.url)
-    for call in (lambda: run_turn(store, t, "hi", async_client), lambda: rerun(store, t, 1, async_client)):
+    for call in (lambda: run_turn(store, t, "hi", async_client), lambda: rerun(store, t, 2, async_client)):
         with pytest.raises(InvalidEvent, match=r"client: is an async client \(AsyncAnthropic\).*asyncio.to_thread"):
             call()
     with pytest.raises(InvalidEvent, match="client: must be an anthropic.Anthropic client, not str"):
         run_turn(store, t, "hi", "sk-not-a-client")  # type: ignore[arg-type]
-    assert store.head(t) == 1 and not api.requests and len(store.threads()) == 1
+    assert store.head(t) == 2 and not api.requests and len(store.threads()) == 1
 
     api.reply_json(message([{"type": "text", "text": "From a thread."}]))
 

@@ -46,7 +46,7 @@ from projections import (
 )
 from projections.atomic import write_atomically
 from projections.lineage import iter_blame
-from projections.request import checkable_offsets
+from projections.request import check_request_point, checkable_offsets
 from projections.search import rebuild_index, search, tools_in_other_case, update_index
 from projections.usage import total as usage_total
 
@@ -1726,11 +1726,14 @@ def _client(timeout: float | None = None, retries: int | None = None) -> Any:
 def request_command(store: Store, thread: str, at: int | None, check: bool, model: str | None, no_cache: bool, as_json: bool) -> None:
     """THREAD as the keyword arguments of client.messages.create, as JSON; --check says whether
     each recorded request still rebuilds byte for byte (exit 1 when one does not)."""
-    _check_range(store, thread, "--at", at, offset=check)
-    if not check:
+    if check:  # an offset of a message: 0..head - 1 (without --check, the library names the points a request takes)
+        _check_range(store, thread, "--at", at, offset=True)
+    else:
         from .note_fork import is_note_fork
         from .note_tools import extra_tools, transcript_tools
 
+        if at is not None:  # before the state as of `at` is read, which names the range a replay takes
+            check_request_point(store, thread, at)
         # A note fork's requests offer the tools that read its parent's transcript, as `ask` sends them.
         tools = extra_tools(thread_state(store, thread, at).tools, transcript_tools(store, thread)) \
             if is_note_fork(store, thread) else None
@@ -1828,7 +1831,7 @@ def _no_text(turn: Turn) -> str:
 
 @cli.command()
 @click.argument("thread", type=THREAD)
-@click.option("--at", type=click.IntRange(min=1), required=True,
+@click.option("--at", type=int, required=True,
               help="Fork point: the first N events are kept (they must hold a message; thread.created is event 1); "
                    "the user messages after them are replayed.")
 @click.option("--model", callback=_model_name, required=True, help="The model to replay the later user messages with.")
@@ -1842,6 +1845,7 @@ def rerun(store: Store, thread: str, at: int, model: str, stream: bool, api_time
     alone (then: threadlog diff THREAD FORK)."""
     from .live import rerun as replay
 
+    store.check_fork_point(thread, at, doing="rerun")  # what the store can say, before the key only the API needs
     with _client(api_timeout, api_retries) as client, waking():
         fork_id = replay(store, thread, at, client, model=model, stream=stream)
     _committed(f"created fork {fork_id} of thread {thread}, replayed with {model}", f"threadlog diff {thread} {fork_id}")

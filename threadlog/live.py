@@ -40,9 +40,8 @@ import anthropic
 import httpx2
 
 from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, RecordedEvent, Store, StoreError
-from eventstore.errors import named, shown
+from eventstore.errors import named
 from eventstore.prepare import prepare
-from eventstore.ranges import is_index
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
 from projections.request import check_max_tokens, sent_tool_choice
 
@@ -925,10 +924,7 @@ def rerun(
     # A fork whose history ends on the user's message (a turn that failed there, answered later
     # by a retry with no new text) asks that question first (None: the fork holds it), with the
     # messages the original sent before answering it.
-    head = store.head(thread)
-    if not is_index(at, 1, head):  # before `thread_state`, whose replay takes 0 (and named 0..head)
-        raise ForkRefused("offset_out_of_range", f"cannot rerun {thread!r} at {shown(at)}: it holds offsets 0..{head - 1}, "
-                          f"so at must be 1..{head}")
+    store.check_fork_point(thread, at, doing="rerun")  # before `thread_state`, whose replay takes 0 (and named 0..head)
     turns: list[list[Any]] = [[None]] if _ends_on_question(store, thread, at) else []
     prompts: list[tuple[int, Any]] = []
     answered = False  # whether the model answered since the last prompt (or the fork point)
