@@ -111,7 +111,7 @@ def test_an_interrupt_id_that_is_no_id_is_refused_naming_it(run) -> None:  # typ
     for bad, says in (("", "must be a string of 1 to 200 characters"), ("ask\x1b[2J", "holds the control character"),
                       ("x" * 5000, "(5000 characters)")):
         result = CliRunner().invoke(cli, ["interrupt", "raise", t, bad, "--question", "which?", "--db", run.db])
-        assert result.exit_code == 1 and result.stderr.startswith("error: events[0].data.interrupt_id: "), result.stderr
+        assert result.exit_code == 1 and result.stderr.startswith("error: INTERRUPT_ID: "), result.stderr
         assert says in result.stderr and result.stderr.count("\n") == 1 and "\x1b[" not in result.stderr
     assert run("interrupt", "list", t) == ""
     run("interrupt", "raise", t, "ask-1", "--question", "which?")

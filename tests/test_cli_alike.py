@@ -138,3 +138,34 @@ def test_rerun_checks_its_arguments_before_asking_for_the_api_key(tmp_path: Path
     assert (done.returncode, done.stderr) == (1, f"error: cannot rerun {t!r} at 99: it holds offsets 0..2, so at must be 2..3\n")
     done = threadlog("rerun", t, "--at", "2", "--model", "claude-test-2", db=db)
     assert done.returncode == 1 and done.stderr.startswith("error: ANTHROPIC_API_KEY is not set"), done.stderr
+
+
+# -- the option named, not the event path --------------------------------------------------------
+
+
+def test_a_refusal_of_an_event_built_from_options_names_the_option_given(tmp_path: Path) -> None:
+    """`interrupt raise T q --tool-use-id nope` said `events[0].data.tool_use_id: …`, a path in
+    a batch of events the user never wrote: each command that builds one event from its options
+    names the option (or argument) instead, as typed. The library's words stay its own."""
+    db = tmp_path / "t.db"
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "hi")
+    ok(db, "interrupt", "raise", t, "ask-1", "--question", "which?")
+    bogus, unknown = tmp_path / "bogus.json", tmp_path / "unknown.json"
+    bogus.write_text('[{"type": "bogus"}]')
+    unknown.write_text('[{"type": "tool_result", "tool_use_id": "toolu_nope", "content": "x"}]')
+    before = file_dump(db)
+    said = {
+        ("interrupt", "raise", t, "q", "--tool-use-id", "toolu_nope"):
+            "--tool-use-id: tool_use 'toolu_nope' is not waiting for its result in this thread (no tool_use is)",
+        ("interrupt", "raise", t, ""): "INTERRUPT_ID: must be a string of 1 to 200 characters, not ''",
+        ("interrupt", "raise", t, "ask-1"): "INTERRUPT_ID: interrupt 'ask-1' is already pending",
+        ("interrupt", "resolve", t, "nope", "--answer", "A"): "INTERRUPT_ID: interrupt 'nope' is not pending in this thread",
+        ("interrupt", "cancel", t, "nope"): "INTERRUPT_ID: interrupt 'nope' is not pending in this thread",
+        ("append", t, "--role", "user", "--content", str(bogus)): "--content[0].type: unknown content block type 'bogus'",
+        ("append", t, "--role", "user", "--content", str(unknown)): "--content: tool_use 'toolu_nope' is not pending",
+    }
+    for args, says in said.items():
+        err = fails(db, *args)
+        assert err.startswith(f"error: {says}") and "events[0]" not in err, (args, err)
+    assert file_dump(db) == before

@@ -180,7 +180,7 @@ def test_a_mistyped_interrupt_id_is_refused_naming_those_pending(tmp_path: Path)
         store.append(thread, [{"type": "interrupt.raised", "data": {"interrupt_id": "q1", "question": "Which train?"}}])
     before = file_dump(db)
     code, _, err = invoke("--db", str(db), "interrupt", "resolve", thread, "q2", "--answer", "08:00")
-    assert code == 1 and err == ("error: events[0].data.interrupt_id: interrupt 'q2' is not pending in this thread "
+    assert code == 1 and err == ("error: INTERRUPT_ID: interrupt 'q2' is not pending in this thread "
                                  "(pending: 'q1')\n"), err
     assert file_dump(db) == before
     assert invoke("--db", str(db), "interrupt", "resolve", thread, "q1", "--answer", "08:00")[0] == 0
@@ -204,7 +204,7 @@ def test_an_interrupt_on_a_tool_call_not_waiting_is_refused_naming_those_waiting
         code, out, err = invoke("--db", str(db), "interrupt", "raise", thread, "q1", "--question", "Which train?",
                                 "--tool-use-id", answered_or_mistyped)
         assert (code, out) == (1, ""), (code, out, err)
-        assert err == (f"error: events[0].data.tool_use_id: tool_use '{answered_or_mistyped}' is not waiting for its result "
+        assert err == (f"error: --tool-use-id: tool_use '{answered_or_mistyped}' is not waiting for its result "
                        "in this thread (pending: 'toolu_2'); an interrupt's tool_use_id names the waiting call its answer "
                        "becomes the result of\n"), err
         assert file_dump(db) == before

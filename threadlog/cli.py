@@ -8,6 +8,7 @@ that cannot write it) exits 3.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import json
@@ -18,7 +19,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
@@ -623,6 +624,23 @@ def _stated(advice: str) -> Callable[[click.Context, click.Parameter, str], str]
     return check
 
 
+@contextlib.contextmanager
+def _named_as_typed(options: dict[str, str]) -> Iterator[None]:
+    """A refusal of the one event a command built from its options names the option the user
+    gave (`options`: the library's path of a field -> the option or argument), followed by the
+    rest of the path inside it (`--content[0].type`), where the library names its place in a
+    batch of events (`events[0].data.content[0].type`) that the user never wrote."""
+    try:
+        yield
+    except InvalidEvent as error:
+        for field, option in options.items():
+            if error.field == field or error.field.startswith((f"{field}.", f"{field}[")):
+                error.field = option + error.field[len(field):]
+                error.args = (f"{error.field}: {error.why}",)
+                break
+        raise
+
+
 def _recorded(event: Any, as_json: bool) -> None:
     """What append, emit and the interrupt commands print: where the event landed."""
     _committed(f"{event.type} recorded on thread {event.stream_id} at offset {event.offset} (position {event.position})",
@@ -679,7 +697,10 @@ def append(store: Store, thread: str, role: str, text: str | None, content_file:
         raise click.BadParameter("is empty: give the message text", param_hint="--text")
     content = text if text is not None else _parse_json(_read_text(content_file or "-", "--content"), "--content")
     meta = {"actor": actor} if actor else {}
-    _recorded(store.append_message(thread, role, content, expect="any" if expect is None else expect, **meta), as_json)
+    given = {"events[0].data.content": "--text" if text is not None else "--content", "events[0].meta.actor": "--actor"}
+    with _named_as_typed(given):
+        event = store.append_message(thread, role, content, expect="any" if expect is None else expect, **meta)
+    _recorded(event, as_json)
 
 
 @cli.command()
@@ -833,6 +854,9 @@ def interrupt(db: str | None) -> None:
     _pass_db(db)
 
 
+_INTERRUPT_ID = {"events[0].data.interrupt_id": "INTERRUPT_ID"}  # the argument every interrupt command takes
+
+
 @interrupt.command("raise")
 @click.argument("thread", type=THREAD)
 @click.argument("interrupt_id")
@@ -845,7 +869,9 @@ def interrupt_raise(store: Store, thread: str, interrupt_id: str, question: str 
     """Record that THREAD waits on a human for INTERRUPT_ID."""
     data = {"interrupt_id": interrupt_id, "question": question, "tool_use_id": tool_use_id}
     event = {"type": "interrupt.raised", "data": {k: v for k, v in data.items() if v is not None}}
-    _recorded(store.append(thread, [event])[0], as_json)
+    with _named_as_typed({**_INTERRUPT_ID, "events[0].data.question": "--question", "events[0].data.tool_use_id": "--tool-use-id"}):
+        (recorded,) = store.append(thread, [event])
+    _recorded(recorded, as_json)
 
 
 @interrupt.command("resolve")
@@ -859,7 +885,9 @@ def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: Any,
     """Record the human's answer to INTERRUPT_ID on THREAD (`threadlog ask` then resumes)."""
     from .live import resolve_interrupt
 
-    _recorded(resolve_interrupt(store, thread, interrupt_id, answer), as_json)
+    with _named_as_typed({**_INTERRUPT_ID, "events[0].data.answer": "--answer"}):
+        event = resolve_interrupt(store, thread, interrupt_id, answer)
+    _recorded(event, as_json)
 
 
 @interrupt.command("cancel")
@@ -872,7 +900,9 @@ def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: Any,
 def interrupt_cancel(store: Store, thread: str, interrupt_id: str, reason: str, as_json: bool) -> None:
     """Record that INTERRUPT_ID on THREAD no longer needs an answer."""
     event = {"type": "interrupt.cancelled", "data": {"interrupt_id": interrupt_id, "reason": reason}}
-    _recorded(store.append(thread, [event])[0], as_json)
+    with _named_as_typed({**_INTERRUPT_ID, "events[0].data.reason": "--reason"}):
+        (recorded,) = store.append(thread, [event])
+    _recorded(recorded, as_json)
 
 
 @interrupt.command("list")
