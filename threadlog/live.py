@@ -40,7 +40,7 @@ import anthropic
 import httpx2
 
 from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, RecordedEvent, Store, StoreError
-from eventstore.errors import named
+from eventstore.errors import named, shown
 from eventstore.prepare import prepare
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
 from projections.request import check_max_tokens, sent_tool_choice
