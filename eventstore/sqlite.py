@@ -1346,10 +1346,13 @@ class SQLiteBackend:
     def search(self, query: str, match: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None,
                limit: int) -> list[HitRow]:
         """See `Backend.search`. FTS5 reports a bad query (`"unbalanced`, `AND AND`, an unknown
-        `column:`) as a plain SQL error (SQLITE_ERROR); such a query is run again as plain words."""
+        `column:`) as a plain SQL error (SQLITE_ERROR); such a query is run again as plain words.
+        FTS5 reads a query only up to its first U+0000, and dropped the words after one (a search
+        for two words joined by one found every text holding the first): it separates words here,
+        as it does in what is indexed."""
         if match == "query":
             try:
-                return self._search(query, scope, role, tool, limit)
+                return self._search(query.replace("\x00", " "), scope, role, tool, limit)
             except sqlite3.OperationalError as error:
                 if getattr(error, "sqlite_errorcode", None) != sqlite3.SQLITE_ERROR:
                     raise

@@ -81,6 +81,18 @@ def test_text_holding_nul_is_indexed_and_found(tmp_path: Path, backend: str) -> 
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_words_after_a_nul_in_a_query_count(tmp_path: Path, backend: str) -> None:
+    """FTS5 reads a query up to its first U+0000: `ferry\\x00sardinia` found every ferry on
+    SQLite, the Corsican one too, where PostgreSQL (a space for it) found the Sardinian one."""
+    with Store(tmp_path / "t.db" if backend == "sqlite" else postgres_url()) as store:
+        t = store.create_thread()
+        store.append_message(t, "user", "a ferry to corsica")
+        store.append_message(t, "user", "a ferry to sardinia")
+        assert [h.offset for h in search(store, "ferry\x00sardinia")] == [2]
+        assert sorted(h.offset for h in search(store, "corsica\x00OR sardinia")) == [1, 2]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_hit_names_a_tool_holding_nul_as_the_log_does(tmp_path: Path, backend: str) -> None:
     """The index holds a space for U+0000, but a hit (`search --json`'s `tool`) names the tool of a
     call and of its result as the log does: PostgreSQL gave `"Ba sh"` where SQLite gave `"Ba\\u0000sh"`."""
