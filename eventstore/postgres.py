@@ -104,7 +104,7 @@ from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitR
                       NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, tools_query, query_words)
 from .claims import Claim
 from .errors import (Claimed, Deadlocked, Disconnected, KeyClash, Locked, NoStore, NotPermitted, OldPagesKept, SchemaError,
-                     SchemaTooOld, StoreError, first_line, unsendable)
+                     SchemaTooOld, StoreError, altered_index, first_line, unsendable)
 from .urls import safe_url, without_passwords as _without_passwords
 from .pgreach import not_connected
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
@@ -409,6 +409,13 @@ def _schema_1(partitions: int, how: _Folding) -> list[str]:
         f'CREATE INDEX events_titles ON events (stream_id, "offset") WHERE type IN {_TITLE_TYPES}',
         'CREATE TABLE snapshots (projection text NOT NULL, version integer NOT NULL, stream_id text COLLATE "C" NOT NULL, '
         '"offset" bigint NOT NULL, state text NOT NULL, PRIMARY KEY (projection, version, stream_id, "offset"))',
+        *_search_tables(how),
+    ]
+
+
+def _search_tables(how: _Folding) -> list[str]:
+    """The search index's tables, empty (as `_INDEX_SHAPE` describes them)."""
+    return [
         'CREATE TABLE search_docs (docid bigint PRIMARY KEY, position bigint NOT NULL, stream_id text COLLATE "C" NOT NULL, '
         '"offset" bigint NOT NULL, kind text NOT NULL, role text, tool text, text text NOT NULL, '
         f"{_tsv(how)})",
@@ -417,6 +424,19 @@ def _schema_1(partitions: int, how: _Folding) -> list[str]:
         "CREATE TABLE search_progress (name text PRIMARY KEY, position bigint NOT NULL)",
         "INSERT INTO search_progress VALUES ('index', 0)",
     ]
+
+
+# What `_search_tables` makes, as the catalog describes it (`_INDEX_SHAPE_SQL`): each table's
+# columns, a generated one marked so, and the indexes on the words and titles. A rebuild makes
+# the tables again when raw SQL changed this (see `PostgresBackend.clear_index`).
+_INDEX_SHAPE = ["search_docs: docid bigint, position bigint, stream_id text, offset bigint, kind text, role text, tool text, "
+                "text text, tsv tsvector generated", "search_progress: name text, position bigint", "search_titles", "search_tsv"]
+_INDEX_SHAPE_SQL = (
+    "SELECT t || ': ' || (SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) "
+    "|| CASE WHEN attgenerated <> '' THEN ' generated' ELSE '' END, ', ' ORDER BY attnum) FROM pg_attribute "
+    "WHERE attrelid = to_regclass(t) AND attnum > 0 AND NOT attisdropped) FROM unnest(ARRAY['search_docs', 'search_progress']) t "
+    "UNION ALL SELECT i FROM unnest(ARRAY['search_titles', 'search_tsv']) i WHERE to_regclass(i) IS NOT NULL ORDER BY 1"
+)
 
 
 # Schema 1 -> 2: the search index's words are split as on SQLite (`_words`). Dropping the
@@ -505,6 +525,28 @@ def _translated(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Calla
 
     functools.update_wrapper(run, method)
     return run
+
+
+# What the server answers a statement of the search index's fixed SQL when raw SQL dropped or
+# changed the tables or columns it names: no such table, column or operator, another type.
+_ALTERED_INDEX = ("42P01", "42703", "42883", "42804")
+
+
+def _index_call(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Callable[Concatenate[PostgresBackend, _P], _R]:
+    """`_translated`, for the search index's upkeep and queries: the server refusing their SQL
+    as naming what is not there means the index's tables were altered outside threadlog, which
+    a rebuild mends (`clear_index`), as on SQLite; it said "relation search_docs does not exist"."""
+
+    @functools.wraps(method)
+    def run(self: PostgresBackend, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except psycopg.Error as error:
+            if error.sqlstate in _ALTERED_INDEX:
+                raise altered_index(f"PostgreSQL reports: {first_line(error)}") from None
+            raise
+
+    return _translated(run)
 
 
 def _absent(answer: Callable[[], Any]) -> Callable[[Callable[Concatenate[PostgresBackend, _P], _R]],
@@ -1379,7 +1421,7 @@ class PostgresBackend:
     # returned negated so that lower is better, as BM25 scores are. The index's text, tool
     # names and queries hold a space where an event holds U+0000 (`_indexable`).
 
-    @_translated
+    @_index_call
     def index_position(self) -> int:
         """Inside a write transaction (a catch-up reads it first) the index's lock is taken before
         the read, and held until commit: see `_INDEX`."""
@@ -1388,12 +1430,12 @@ class PostgresBackend:
         row = self.conn.execute("SELECT position FROM search_progress WHERE name = 'index'").fetchone()
         return int(row[0]) if row else 0
 
-    @_translated
+    @_index_call
     def index_last_docid(self) -> int:
         row = self.conn.execute(b"SELECT max(docid) FROM search_docs").fetchone()
         return int(row[0]) if row and row[0] is not None else -1
 
-    @_translated
+    @_index_call
     def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:
         if docs:
             with self.conn.cursor() as cursor, cursor.copy(
@@ -1403,7 +1445,7 @@ class PostgresBackend:
                     copy.write_row((*doc[:6], _indexable(doc[6]), _indexable(doc[7])))
         self.conn.execute("UPDATE search_progress SET position = %s WHERE name = 'index'", (upto,))
 
-    @_translated
+    @_index_call
     def unindex(self, position: int) -> int:
         bounds = (position * DOC_PARTS, (position + 1) * DOC_PARTS)
         self.conn.execute(f"SELECT pg_advisory_xact_lock({_INDEX})".encode())
@@ -1417,13 +1459,24 @@ class PostgresBackend:
                               "ON CONFLICT (name) DO UPDATE SET position = excluded.position", (position,))
         return removed
 
-    @_translated
+    @_index_call
     def clear_index(self) -> None:
+        """Empty the index's tables, which keeps what was granted on them (a role that may only
+        read searches them). Tables that raw SQL dropped or changed (`_INDEX_SHAPE`) are made
+        again instead, as SQLite's always are, so a rebuild mends them; and the progress row is
+        written anew, whatever became of it (removed, the rebuild left the index saying it
+        covered nothing, and every search asked for another rebuild)."""
         self.conn.execute(f"SELECT pg_advisory_xact_lock({_INDEX})".encode())
-        self.conn.execute(b"DELETE FROM search_docs")
-        self.conn.execute(b"UPDATE search_progress SET position = 0 WHERE name = 'index'")
+        if [row[0] for row in self.conn.execute(_INDEX_SHAPE_SQL.encode())] == _INDEX_SHAPE:
+            self.conn.execute(b"DELETE FROM search_docs")
+            self.conn.execute(b"DELETE FROM search_progress WHERE name = 'index'")
+            self.conn.execute(b"INSERT INTO search_progress VALUES ('index', 0)")
+            return
+        self.conn.execute(b"DROP TABLE IF EXISTS search_docs, search_progress")
+        for statement in _search_tables(self._folding):
+            self.conn.execute(statement.encode())
 
-    @_translated
+    @_index_call
     def search(self, query: str, match: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None,
                limit: int) -> list[HitRow]:
         """See `Backend.search`. `"query"` is PostgreSQL's web search syntax (quotes, `or`,
@@ -1464,16 +1517,17 @@ class PostgresBackend:
         ).fetchall()
         return [_new(HitRow, (*row[:9], float(row[9]))) for row in rows]
 
-    @_translated
+    @_index_call
     def index_tools(self, scope: Sequence[Scope] | None) -> list[str]:
         query = tools_query("%s", scope)
         return [] if query is None else [row[0] for row in self.conn.execute(*query)]
 
     @_translated
     def triggers(self) -> list[str]:
-        """User triggers and rules on threadlog's tables (threadlog creates none)."""
+        """User triggers and rules on threadlog's tables (threadlog creates none). A table raw SQL
+        dropped has none: a search table gone failed `verify`, which never reads the index."""
         rows = self.conn.execute(
-            "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgrelid = ANY(%s::regclass[]) "
+            "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgrelid IN (SELECT to_regclass(t) FROM unnest(%s::text[]) t) "
             "UNION SELECT rulename FROM pg_rules WHERE schemaname = current_schema() AND tablename = ANY(%s) ORDER BY 1",
             (list(_TABLES), list(_TABLES)),
         ).fetchall()

@@ -175,6 +175,57 @@ def test_an_index_whose_progress_was_moved_back_is_named_and_left_as_it_was(tmp_
         assert [h.offset for h in search(store, "corsica")] == [1, 2]
 
 
+# Raw SQL on PostgreSQL's index tables, and whether a search can tell (a column of words no longer
+# generated from the text is only empty: the rebuild mends it all the same).
+TABLE_TAMPERS = {
+    "docs-dropped": ("DROP TABLE search_docs", True),
+    "progress-dropped": ("DROP TABLE search_progress", True),
+    "progress-row-removed": ("DELETE FROM search_progress", True),
+    "words-dropped": ("ALTER TABLE search_docs DROP COLUMN tsv", True),
+    "words-not-generated": ("ALTER TABLE search_docs DROP COLUMN tsv; ALTER TABLE search_docs ADD COLUMN tsv tsvector", False),
+}
+
+
+@pytest.mark.parametrize("tamper, named", list(TABLE_TAMPERS.values()), ids=list(TABLE_TAMPERS))
+def test_an_index_whose_tables_were_altered_is_named_and_a_rebuild_makes_them_again(tamper: str, named: bool) -> None:
+    """SQLite names an index whose tables raw SQL dropped or altered, and `index --rebuild` makes
+    them again. PostgreSQL said "relation search_docs does not exist" (`verify` too, which never
+    reads the index), and the rebuild failed the same way, or (the progress row removed)
+    succeeded and left the index saying it covers nothing, so every search sent the user to
+    rebuild it again."""
+    import psycopg
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+
+    url = postgres_url()
+    with Store(url) as store:
+        thread = store.create_thread(title="trip", thread_id="t")
+        for i in range(5):
+            store.append_message(thread, "user" if i % 2 else "assistant", f"train to lyon {i}")
+        assert search(store, "lyon")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(tamper.encode())
+    with Store(url) as store:
+        store.append_message("t", "user", "a bike on the lyon train")
+    runner = CliRunner()
+    verified = runner.invoke(cli, ["--db", url, "verify"])
+    assert verified.exit_code == 0, verified.output
+    if named:
+        for args in (["search", "lyon"], ["search", "lyon", "--json"]):
+            result = runner.invoke(cli, ["--db", url, *args])
+            assert result.exit_code == 1, result.output
+            assert "the search index was altered outside threadlog" in result.output
+            assert "threadlog index --rebuild" in result.output and "Traceback" not in result.output
+    rebuilt = runner.invoke(cli, ["--db", url, "index", "--rebuild"])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    with Store(url) as store:
+        store.append_message("t", "user", "and a bike back")
+        for _ in range(2):  # the second search reads what the first one's catch-up recorded
+            assert sorted(hit.offset for hit in search(store, "bike")) == [6, 7]
+            assert len(search(store, "lyon", limit=50)) == 6
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_text_longer_than_a_tsvector_holds_is_indexed_and_search_goes_on(tmp_path: Path, backend: str) -> None:
     """A 1.35 MB tool output of distinct words made PostgreSQL refuse its tsvector ("string is
