@@ -212,7 +212,7 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
     for row in rows:
         try:
             event = next(iter(store.read(row.stream_id, row.offset, row.offset + 1)), None)
-        except ThreadNotFound:
+        except (ThreadNotFound, InvalidEvent):  # no such thread, or an offset no event has (-1)
             event = None
         docs = [] if event is None or event.position != row.position else documents(store, event, read_back=False)
         same = [docs[part] for part in parts_of(docs, row)]

@@ -529,6 +529,9 @@ INDEX_TAMPERS = {  # the search index's tables altered by raw SQL
     "stream-as-a-blob": "UPDATE search_docs SET stream_id = X'ff'",
     "position-of-no-event": "UPDATE search_docs SET position = 99999",
     "position-as-text": "UPDATE search_docs SET position = 'x'",
+    # an offset no event can have: "error: start: must be an offset >= 0, not -1"
+    "offset-negative": "UPDATE search_docs SET \"offset\" = -1",
+    "offset-past-any-thread": "UPDATE search_docs SET \"offset\" = 9223372036854775807",
     # FTS5's own tables: SQLite reported a damaged file (restore from a backup), and a rebuild
     # could not drop a table FTS5 cannot open
     "fts-pages-garbled": "UPDATE search_fts_data SET block = X'00ff00ff' WHERE id > 10",
