@@ -207,6 +207,8 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
     call's label that is not the tool the log gives. Costs one read of each hit's event. A
     result's label is not checked: its call may be any distance back (a catch-up reads back to
     it once; each search would again). (A document removed is not seen: the event is then missed.)
+    A hit on one of a long text's pieces is given the whole text, as SQLite gives it: a snippet
+    cut from the piece began at it with no "…", as if it were the whole text.
     """
     named = []
     for row in rows:
@@ -224,6 +226,8 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
                              "from the log with `threadlog index --rebuild`")
         if event is not None and row.tool is not None and " " in row.tool:
             row = row._replace(tool=_logged_tool(store, event, row))
+        if not any(_stored(doc.text) == _stored(row.text) for doc in same):
+            row = row._replace(text=same[0].text)  # one piece of a long text: the hit's snippet is cut from the whole
         named.append(row)
     return named
 

@@ -262,6 +262,21 @@ def test_a_long_event_matching_in_every_piece_is_one_hit(tmp_path: Path, backend
         assert sorted((h.kind, h.tool) for h in search(store, "grep", limit=5)) == [("text", None), ("tool_use", "Bash")]
 
 
+def test_a_snippet_of_a_long_text_shows_where_it_is_cut_on_both_backends(tmp_path: Path) -> None:
+    """PostgreSQL indexes a text over 100,000 characters in pieces, and cut a hit's snippet from
+    the piece that matched: of 3 million characters then `ferry tail`, "**ferry** tail", with no
+    "…" before it, read as the whole text, where SQLite showed the characters before the match."""
+    text = "x" * 300_000 + " ferry tail " + "y" * 300_000 + " boat"
+    snippets = []
+    for target in (tmp_path / "a.db", postgres_url()):
+        with Store(target) as store:
+            t = store.create_thread()
+            store.append_message(t, "user", text)
+            snippets.append([(h.snippet, h.offset) for h in search(store, "tail")] + [(h.snippet, h.offset) for h in search(store, "boat")])
+    assert snippets[0][0][0].startswith("…x") and " ferry **tail** y" in snippets[0][0][0]
+    assert snippets[1] == snippets[0]
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_nul_in_an_events_json_fails_neither_search_nor_a_snapshots_save(tmp_path: Path, backend: str) -> None:
     """PostgreSQL's jsonb refuses `\\u0000`, which an actor or a redaction's reason can hold: the
