@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeV
 if TYPE_CHECKING:  # imported where a schema is made or migrated: ~50-100 ms of every command's start
     import sqlite_utils
 
-from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
+from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, SNIPPET_MARKS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, tools_query, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
 from .claims import Claim, file_claim, unclaimed
@@ -590,6 +590,9 @@ class _Wait(NamedTuple):
     notice: Callable[[], None]
     first: float
     rest: float
+
+
+_MARKS = ", ".join(f"char({ord(mark)})" for mark in SNIPPET_MARKS)  # FTS5's snippet's marks, as SQL
 
 
 def _structure_check(conn: sqlite3.Connection) -> str | None:
@@ -1371,7 +1374,7 @@ class SQLiteBackend:
         rows = self.conn.execute(
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
             f"coalesce(json_extract(e.meta, '$.occurred_at'), {_time('e.recorded_at')}), d.text, "
-            f"CASE WHEN length(d.text) <= {ENGINE_SNIPPET_CHARS} THEN snippet(search_fts, 0, '**', '**', '…', 16) END, "
+            f"CASE WHEN length(d.text) <= {ENGINE_SNIPPET_CHARS} THEN snippet(search_fts, 0, {_MARKS}, '…', 16) END, "
             "bm25(search_fts) "
             "FROM search_fts JOIN search_docs d ON d.docid = search_fts.rowid LEFT JOIN events e ON e.position = d.position "
             f"WHERE {' AND '.join(where)} ORDER BY bm25(search_fts), d.docid LIMIT ?",

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from eventstore import InvalidEvent, RecordedEvent, Store, StoreError, ThreadInfo, ThreadNotFound
 from eventstore import textindex
-from eventstore.backend import DOC_PIECE_CHARS, HitRow, Scope, doc_pieces
+from eventstore.backend import DOC_PIECE_CHARS, SNIPPET_MARKS, HitRow, Scope, doc_pieces
 from eventstore.errors import altered_index, shown
 from eventstore.recorded import decode
 from eventstore.textindex import Doc, Extractor
@@ -99,8 +99,10 @@ def search(
         owner = thread if thread is not None else row.stream_id
         if owner not in titles:
             titles[owner] = store.title(owner)
-        # FTS5's snippet of a text holding U+0000 drops the words around it: the text's own then.
-        snippet = clipped(row.snippet) if row.snippet is not None and "\x00" not in row.text else window(_stored(row.text), query)
+        # FTS5's snippet of a text holding U+0000 drops the words around it, and one holding a
+        # mark's character reads it as a mark: the text's own then.
+        usable = row.snippet is not None and not _UNMARKABLE.search(row.text)
+        snippet = clipped(row.snippet) if usable and row.snippet is not None else window(_stored(row.text), query)
         hits.append(SearchHit(owner, titles[owner], row.stream_id, row.offset, row.position, row.role, row.kind,
                               row.tool, row.time, snippet, row.score))
     return hits
@@ -129,14 +131,20 @@ LONGEST_RUN = 64  # characters of one word (or run of other text) a snippet show
 _TOKEN = re.compile(r"[^\W_]+")  # a word, as the index splits text: letters and digits
 _OPERATORS = frozenset(("AND", "OR", "NOT", "NEAR"))
 _RUN = re.compile(rf"\S{{{LONGEST_RUN + 1},}}")
+_OPEN, _CLOSE = SNIPPET_MARKS
+_UNMARKED = re.compile(f"([{_OPEN}{_CLOSE}])")
+_ESCAPED = re.compile(r"[\\*]")
+_UNESCAPE = re.compile(r"\\([\\*])")
+_UNMARKABLE = re.compile(f"[\x00{_OPEN}{_CLOSE}]")
 
 
 def window(text: str, query: str) -> str:
     """The snippet of a long document: a few words before the first word of `query` found in
     it (the text's start when none is found as written: the index also folds diacritics),
-    then the rest of `SNIPPET_WORDS` words, the query's words between `**`. Costs one search
+    then the rest of `SNIPPET_WORDS` words, the query's words between `**` (`markdown`). Costs one search
     up to that word and a fixed window after it, however long the text and however many times
     the word occurs (the engines' snippets grow with the square of the matches)."""
+    text = _UNMARKED.sub("\ufffd", text)  # the marks' own characters are text's no more
     words = [w for w in re.findall(r"[^\W_]+\*?", query) if w not in _OPERATORS]
     exact = {w.casefold() for w in words if not w.endswith("*")}
     prefixes = tuple(w[:-1].casefold() for w in words if w.endswith("*"))
@@ -160,7 +168,7 @@ def window(text: str, query: str) -> str:
         word = token.group()
         folded = word.casefold()
         shown = _clip(word)
-        out.append(f"**{shown}**" if folded in exact or folded.startswith(prefixes) else shown)
+        out.append(f"{_OPEN}{shown}{_CLOSE}" if folded in exact or folded.startswith(prefixes) else shown)
         end = token.end()
     else:  # every word shown: the text's last characters too (a full stop), unless they run on
         if len(text) - end <= LONGEST_RUN:
@@ -168,7 +176,7 @@ def window(text: str, query: str) -> str:
             end = len(text)
     if end < len(text):
         out.append("…")
-    return "".join(out).strip()
+    return markdown("".join(out).strip())
 
 
 def _gap(text: str, start: int, stop: int) -> str:
@@ -177,8 +185,23 @@ def _gap(text: str, start: int, stop: int) -> str:
 
 
 def clipped(snippet: str) -> str:
-    """`snippet` with each run of text longer than `LONGEST_RUN` cut there (its `**` kept)."""
-    return _RUN.sub(lambda run: "**".join(_clip(part) for part in run.group().split("**")), snippet)
+    """An engine's snippet (its matches between `SNIPPET_MARKS`) as a hit gives it: each run of
+    text longer than `LONGEST_RUN` cut there, its marks kept, then as `markdown`."""
+    return markdown(_RUN.sub(lambda run: "".join(part if part in SNIPPET_MARKS else _clip(part)
+                                                 for part in _UNMARKED.split(run.group())), snippet))
+
+
+def markdown(marked: str) -> str:
+    """A snippet whose matches are between `SNIPPET_MARKS` as Markdown: `**` around each match,
+    and the text's own `*` and `\\` escaped with `\\` (a text's `**bold**` read as more marks:
+    `****ferry****`, and the viewer marked `**ferry`)."""
+    return _ESCAPED.sub(r"\\\g<0>", marked).replace(_OPEN, "**").replace(_CLOSE, "**")
+
+
+def plain(snippet: str) -> str:
+    """A hit's snippet with its escapes undone, its matches still between `**` (a line of text
+    for a person, where a text's own asterisks read as they are written)."""
+    return _UNESCAPE.sub(r"\1", snippet)
 
 
 def _clip(text: str) -> str:

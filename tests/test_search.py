@@ -27,9 +27,10 @@ from threadlog import (
     update_index,
 )
 from eventstore import textindex
+from eventstore.backend import SNIPPET_MARKS
 from eventstore.sqlite import SQLiteBackend
 from projections.retrieval import BEGIN, END
-from projections.search import LONGEST_RUN, clipped, tools_in_other_case, window
+from projections.search import LONGEST_RUN, clipped, plain, tools_in_other_case, window
 from tests.backends import postgres_url
 from tests.claude_code import DATA
 
@@ -644,9 +645,25 @@ def test_a_long_document_gets_a_bounded_snippet_around_its_first_match(store: St
     assert max(len(s) for s in snippets.values()) < 16 * 70
 
 
+OPEN, CLOSE = SNIPPET_MARKS
+
+
+def test_a_texts_own_asterisks_are_escaped_in_a_snippet_so_its_marks_read_alone(store: Store) -> None:
+    """A snippet marks matches with `**`, as Markdown marks bold: a bold match in the text read
+    `****ferry****`, ambiguous to anything that reads the marks. Its own `*` and `\\` are
+    escaped, as Markdown reads them, from the engine's snippet and from a long text's alike."""
+    t = store.create_thread(title="t")
+    store.append_message(t, "assistant", "The **ferry** leaves from *pier 4*, a\\b")
+    store.append_message(t, "assistant", "the **ferry** " + "and so on " * 500)  # past the engine's snippet
+    snippets = sorted(hit.snippet for hit in search(store, "ferry"))
+    assert snippets == ["The \\*\\***ferry**\\*\\* leaves from \\*pier 4\\*, a\\\\b",
+                        "the \\*\\***ferry**\\*\\* and so on and so on and so on and so on and so…"]
+    assert plain(snippets[0]) == "The ****ferry**** leaves from *pier 4*, a\\b"  # as the command line prints it
+
+
 def test_a_snippet_cut_keeps_its_marks() -> None:
-    assert clipped("a **" + "b" * 100 + "** c") == "a **" + "b" * LONGEST_RUN + "…** c"
-    assert clipped("short **words** stay") == "short **words** stay"
+    assert clipped(f"a {OPEN}" + "b" * 100 + f"{CLOSE} c") == "a **" + "b" * LONGEST_RUN + "…** c"
+    assert clipped(f"short {OPEN}words{CLOSE} stay") == "short **words** stay"
     assert window("NOT AND here", "NOT AND") == "NOT AND here"  # operators are no words: the text's start
     assert window("ran, running and the runner", "run*") == "ran, **running** and the **runner**"  # a prefix query
     assert window("Café au lait", "cafe") == "Café au lait"  # found by the index's folding only: the text's start

@@ -313,10 +313,14 @@ def test_a_texts_own_bold_is_not_taken_for_a_match(tmp_path: Path) -> None:
     with Store(path) as store:
         t = store.create_thread(title="t")
         store.append_message(t, "user", "**Note**: the hotel is booked")
+        store.append_message(t, "assistant", "The **ferry** leaves from *pier 4*, a\\b")
         update_index(store)
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
         page = c.get("/?q=hotel").text
+        ferry = c.get("/?q=ferry").text
     assert "**Note**: the <mark>hotel</mark> is booked" in page, page
+    # A bold match: it was `****ferry****`, shown as `<mark>**ferry</mark>**`.
+    assert "The **<mark>ferry</mark>** leaves from *pier 4*, a\\b" in ferry, ferry
 
 
 def test_a_search_with_more_hits_than_shown_says_so(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from eventstore import RecordedEvent, ThreadInfo
 from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadState, Usage
+from projections.search import plain
 
 
 # Characters that reorder the text around them where it is shown (bidirectional embeddings,
@@ -298,7 +299,7 @@ def hit_line(hit: SearchHit) -> str:
     what = hit.kind if hit.kind != "text" else ""
     if hit.tool:
         what = f"{what} {_short(_UNPRINTABLE.sub(' ', hit.tool), 80)}".strip()
-    snippet = " ".join(_UNPRINTABLE.sub(" ", hit.snippet).split())
+    snippet = " ".join(_UNPRINTABLE.sub(" ", plain(hit.snippet)).split())
     title = _short(_UNPRINTABLE.sub(" ", hit.title or ""), 40)
     title = f" ({title})" if title else ""
     # The whole id, which a THREAD argument takes: ids may share any prefix (a cut one was ambiguous).

@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
+from projections.search import plain
 from projections.transcript import clip_middle
 
 from ..render import INVISIBLE, REORDERING, activity_time
@@ -172,20 +173,19 @@ def _markdown(value: Any) -> Markup:
     return render_markdown(text)
 
 
-_MATCH = re.compile(r"\*\*(.+?)\*\*", re.DOTALL)
+_MATCH = re.compile(r"\\([\\*])|\*\*((?:\\[\\*]|[^*\\])+)\*\*")  # an escape, or a match (`_marked`)
 
 
-def _marked(snippet: Any, query: str = "") -> Markup:
-    """A search hit's snippet with its matches (between `**`, as `SearchHit.snippet` marks
-    them) as `<mark>`: the page showed the asterisks. A text's own `**bold**` reads the same,
-    so only what holds a word of `query` is marked; the rest keeps its asterisks."""
-    words = [word.casefold() for word in re.findall(r"[^\W_]+", query)]
+def _marked(snippet: Any) -> Markup:
+    """A search hit's snippet (Markdown: its matches between `**`, the text's own `*` and `\\`
+    escaped, as `SearchHit.snippet` gives it) with its matches as `<mark>` and its escapes
+    undone: the page showed the asterisks, and a text's own `**bold**` as more marks."""
 
-    def mark(found: re.Match[str]) -> str:
-        inner = found.group(1)
-        return f"<mark>{inner}</mark>" if any(word in inner.casefold() for word in words) else found.group()
+    def part(found: re.Match[str]) -> str:
+        literal, match = found.groups()
+        return literal if literal is not None else f"<mark>{plain(match)}</mark>"
 
-    return Markup(_MATCH.sub(mark, str(escape(clip(snippet)))))
+    return Markup(_MATCH.sub(part, str(escape(clip(snippet)))))
 
 
 def _pretty(value: Any) -> str:
