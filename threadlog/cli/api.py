@@ -1,0 +1,226 @@
+"""The Anthropic API: the request a thread sends (`request`), live turns (`ask`), a replay
+with another model (`rerun`), and the tokens spent (`usage`).
+
+`anthropic` takes seconds to import: it is imported inside the commands that call the API,
+so every other command starts without it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from eventstore import Store
+from projections import anthropic_request, check_request, thread_state, usage
+from projections.request import check_request_point, checkable_offsets
+from projections.usage import total as usage_total
+
+from .. import output
+from ..interrupt import waking
+from ..names import THREAD
+from ..render import check_line, safe_block, usage_lines
+from .group import EXIT_UNPRINTED, _committed, _fail, cli
+from .opening import with_store
+from .options import F, Seconds, _check_range, _model_name, json_option
+from .printing import _emit_json, _json
+
+if TYPE_CHECKING:  # `anthropic`, imported by the live turns, only for the commands that call the API
+    from ..live import Turn
+
+
+def api_options(func: F) -> F:
+    """`--api-timeout` and `--api-retries`: the anthropic client's own settings (`_client`)."""
+    func = click.option("--api-retries", type=click.IntRange(min=0, max=100), default=None,
+                        help="How many times the client retries a request that failed to connect, timed out, or was "
+                             "answered 408, 409, 429 or 5xx, waiting longer each time [default: the anthropic SDK's, 2].")(func)
+    return click.option("--api-timeout", type=Seconds(least=0.01), default=None,
+                        help="Seconds to wait for the API, for each response (or, streaming, between its pieces) "
+                             "before the try fails [default: the anthropic SDK's, 600].")(func)
+
+
+def _client(timeout: float | None = None, retries: int | None = None) -> Any:
+    """An `anthropic.Anthropic` client from ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL when set),
+    with the SDK's timeout and retries unless `api_options` gave others."""
+    key = os.environ.get("ANTHROPIC_API_KEY")
+    if not key:
+        _fail("ANTHROPIC_API_KEY is not set; export your API key (https://console.anthropic.com) and try again")
+    import anthropic  # seconds to import: only the commands that talk to the API pay for it
+    import httpx2  # the SDK's HTTP client
+
+    base_url = os.environ.get("ANTHROPIC_BASE_URL") or None
+    try:
+        settings: dict[str, Any] = {}
+        if timeout is not None:
+            settings["timeout"] = timeout
+        if retries is not None:
+            settings["max_retries"] = retries
+        return anthropic.Anthropic(api_key=key, base_url=base_url, **settings)
+    except httpx2.InvalidURL as error:
+        _fail(f"ANTHROPIC_BASE_URL {base_url!r} is not a URL the client can use: {error}")
+
+
+@cli.command("request")
+@click.argument("thread", type=THREAD)
+@click.option("--at", type=click.IntRange(min=0),
+              help="The request as of the first N events, thread.created being the first; they must hold a message "
+                   "(default: all).")
+@click.option("--check", is_flag=True,
+              help="Prove the recorded request digest(s): of the message at offset N with --at, else of every live message.")
+@click.option("--model", callback=_model_name, help="The model to name (default: the thread's).")
+@click.option("--no-cache", is_flag=True, help="Leave out the cache_control breakpoints.")
+@json_option
+@with_store("search")  # a note fork's retrieval reads the search index, brought up to date when the file may be written
+def request_command(store: Store, thread: str, at: int | None, check: bool, model: str | None, no_cache: bool, as_json: bool) -> None:
+    """THREAD as the keyword arguments of client.messages.create, as JSON; --check says whether
+    each recorded request still rebuilds byte for byte (exit 1 when one does not)."""
+    if check:  # an offset of a message: 0..head - 1 (without --check, the library names the points a request takes)
+        _check_range(store, thread, "--at", at, offset=True)
+    else:
+        from ..note_fork import is_note_fork
+        from ..note_tools import extra_tools, transcript_tools
+
+        if at is not None:  # before the state as of `at` is read, which names the range a replay takes
+            check_request_point(store, thread, at)
+        # A note fork's requests offer the tools that read its parent's transcript, as `ask` sends them.
+        tools = extra_tools(thread_state(store, thread, at).tools, transcript_tools(store, thread)) \
+            if is_note_fork(store, thread) else None
+        kwargs = anthropic_request(store, thread, at, cache=not no_cache, model=model, extra_tools=tools)
+        click.echo(_json(kwargs, indent=None if as_json else 2))
+        return
+    offsets = [at] if at is not None else checkable_offsets(store, thread)
+    if not offsets:
+        _fail(f"no message of {thread} was recorded by a live turn; there is no request digest to check")
+    checks = [check_request(store, thread, offset) for offset in offsets]
+    if as_json:
+        _emit_json([c.to_json() for c in checks])
+    else:
+        output.lines(check_line(c) for c in checks)
+    if not all(c.ok for c in checks):
+        sys.exit(1)
+
+
+class _Echo:
+    """`ask --stream`'s printer: a stdout that fails mid-answer (a full disk, a closed pipe)
+    stops the printing, not the turn, whose answer is recorded; the failure is raised then."""
+
+    def __init__(self) -> None:
+        self.failed: OSError | None = None
+
+    def __call__(self, piece: str) -> None:
+        if self.failed is None:
+            try:
+                # A lone surrogate (no UTF-8 can write it) shown as its escape: its UnicodeEncodeError
+                # ended the turn, reported as a stored event of the wrong shape.
+                click.echo(safe_block(piece).encode("utf-8", "backslashreplace").decode("utf-8"), nl=False)
+            except OSError as error:
+                self.failed = error
+
+
+@cli.command()
+@click.argument("thread", type=THREAD)
+@click.argument("text", required=False)
+@click.option("--model", callback=_model_name, help="The model to ask (default: the thread's).")
+@click.option("--stream", is_flag=True, help="Stream the answer as it is written.")
+@click.option("--max-tokens", type=click.IntRange(min=1),
+              help="The answer's token limit, more than the thread's thinking budget if it has one, unless "
+                   "ANTHROPIC_CUSTOM_HEADERS sends the interleaved-thinking beta [default: 4096, plus the budget].")
+@api_options
+@json_option
+@with_store("write")
+def ask(store: Store, thread: str, text: str | None, model: str | None, stream: bool, max_tokens: int | None,
+        api_timeout: float | None, api_retries: int | None, as_json: bool) -> None:
+    """Send TEXT on THREAD to the Anthropic API and record the turn (ANTHROPIC_API_KEY;
+    ANTHROPIC_BASE_URL and ANTHROPIC_CUSTOM_HEADERS as the anthropic SDK reads them).
+
+    Without TEXT, ask again: a failed turn keeps the question (exit 3), so a retry sends no
+    second copy. An answer with no text (the model refused) is recorded, and stderr names its
+    stop reason: exit 3, so a script does not take the empty output for the answer. On a note
+    fork the model is offered `read_transcript` and `grep_transcript`, which read the parent's
+    history below the fork point, as its note tells it to."""
+    from ..live import run_turn
+    from ..note_fork import is_note_fork
+    from ..note_tools import transcript_tools
+
+    if text is not None and not text.strip():
+        raise click.BadParameter("is empty: give the question, or leave TEXT out to ask again", param_hint="TEXT")
+    echo = _Echo() if stream and not as_json else None
+    # A note fork's model is told to read its parent's transcript: with no tool it could not.
+    tools = transcript_tools(store, thread) if is_note_fork(store, thread) else None
+    with _client(api_timeout, api_retries) as client, waking():  # closed: its socket is not left to the collector
+        turn = run_turn(store, thread, text, client, model=model, tools=tools, stream=stream, max_tokens=max_tokens,
+                        on_text=echo)
+    _committed(f"the turn on thread {thread} (run {turn.run_id}, {turn.status})", f"threadlog show {thread} --last 2")
+    if echo is not None and echo.failed is not None:
+        raise echo.failed
+    if as_json:
+        _emit_json(turn.to_json())
+    elif echo is None and turn.text:
+        output.text(turn.text)
+    elif echo is not None:
+        click.echo()
+    if turn.status == "error":  # committed (the question, the run): exit 3, not 1, or a script's retry asks twice
+        _fail(f"{turn.error or 'the turn failed'} (the question is kept: `threadlog ask {thread}` with no TEXT asks again)",
+              EXIT_UNPRINTED)
+    if turn.status == "ok" and not turn.text.strip():  # a blank line and exit 0 read as an answer
+        _fail(_no_text(turn), EXIT_UNPRINTED)
+
+
+def _no_text(turn: Turn) -> str:
+    """Why `ask` printed no answer: the last answer's stop reason, and the refusal's category
+    and explanation when the API gave them (`stop_details`)."""
+    answer = turn.messages[-1].data if turn.messages else {}
+    details = answer.get("stop_details")
+    said = [str(details[key]) for key in ("category", "explanation") if isinstance(details, dict) and details.get(key)]
+    why = f" ({': '.join(said)})" if said else ""
+    return (f"the answer has no text: the model stopped with stop_reason {answer.get('stop_reason')!r}{why}; "
+            f"the turn is recorded (`threadlog show {turn.thread} --last 2` shows it)")
+
+
+@cli.command()
+@click.argument("thread", type=THREAD)
+@click.option("--at", type=int, required=True,
+              help="Fork point: the first N events are kept (they must hold a message; thread.created is event 1); "
+                   "the user messages after them are replayed.")
+@click.option("--model", callback=_model_name, required=True, help="The model to replay the later user messages with.")
+@click.option("--stream", is_flag=True, help="Use the streaming API.")
+@api_options
+@json_option
+@with_store("write")
+def rerun(store: Store, thread: str, at: int, model: str, stream: bool, api_timeout: float | None, api_retries: int | None,
+          as_json: bool) -> None:
+    """Fork THREAD at N and replay its later user messages with MODEL; prints the fork's id,
+    alone (then: threadlog diff THREAD FORK)."""
+    from ..live import rerun as replay
+
+    store.check_fork_point(thread, at, doing="rerun")  # what the store can say, before the key only the API needs
+    with _client(api_timeout, api_retries) as client, waking():
+        fork_id = replay(store, thread, at, client, model=model, stream=stream)
+    _committed(f"created fork {fork_id} of thread {thread}, replayed with {model}", f"threadlog diff {thread} {fork_id}")
+    if as_json:
+        _emit_json(store.thread(fork_id).to_json())
+    else:
+        click.echo(fork_id)
+    info = store.thread(fork_id)
+    runs = [e.data for e in store.read(fork_id, start=info.base) if e.type == "run.finished"]
+    if runs and runs[-1].get("status") != "ok":  # a replayed turn failed: the replay stopped there (it said 0 and nothing)
+        _fail(f"the replay stopped: a turn ended {runs[-1].get('status')}: {runs[-1].get('error') or 'no reason given'}; "
+              f"fork {fork_id} keeps what was replayed", EXIT_UNPRINTED)  # committed: a retry would fork again
+
+
+@cli.command("usage")
+@click.argument("thread", type=THREAD)
+@json_option
+@with_store()
+def usage_command(store: Store, thread: str, as_json: bool) -> None:
+    """Tokens spent by THREAD and by each fork below it, and the input read from the prompt cache.
+
+    answers: each thread's own assistant messages that carry usage (`messages` in --json), a
+    fork's inherited ones counted once, in its parent's row; `ls` counts every message."""
+    rows = usage(store, thread)
+    if as_json:
+        _emit_json({"threads": [r.to_json() for r in rows], "total": usage_total(rows, thread).to_json()})
+    else:
+        output.lines(usage_lines(rows, usage_total(rows, thread)))

@@ -1,0 +1,203 @@
+"""The `threadlog` group and the one error policy of every command under it.
+
+A library error prints one `error:` line and exits 1, never a traceback; Ctrl-C exits 130,
+SIGTERM and SIGHUP unwind as it does; a write committed whose result could not be printed
+exits 3 (`_committed`), so that a script does not run the write again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from typing import Any, NoReturn
+
+import click
+
+from eventstore import OldPagesKept, StoreError
+from eventstore.errors import MISSHAPEN, misshapen
+
+from .. import output
+from ..render import safe, safe_block
+from ..signals import handled
+from .options import DEFAULT_DB, FilePath
+
+
+# The exit status of a write command whose write was committed but whose result could not be
+# printed (stdout a full disk, a pipe whose reader left): not 1, which says nothing was
+# written, so that a script does not run the write again (a second thread, a message twice).
+EXIT_UNPRINTED = 3
+_COMMITTED = "threadlog.committed"
+
+
+class _Group(click.Group):
+    """Turns library errors into one `error:` line and exit status 1, never a traceback, and
+    Ctrl-C into status 130, as a shell reports a command SIGINT stopped (click's own is 1).
+    A write command's output failing after its write was committed (`_committed`) exits 3."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        # The group's own --help and --version print here, while the options are read, before
+        # `invoke`: printing them to a full disk (or a closed stdout) raised a traceback.
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:  # `threadlog --help | head -1`: click ends it quietly
+            raise
+        except OSError as error:
+            if not _printing(error):
+                raise
+            _fail(f"printing the output failed: {error.strerror or error}")
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            with handled((signal.SIGTERM, signal.SIGHUP), _stop):  # unwound as Ctrl-C is
+                return super().invoke(ctx)
+        except click.ClickException as error:
+            # A usage error quoting what was typed (a path that cannot be read, a directory
+            # holding no session) is printed by click, not `_fail`: escaped here as every line is.
+            error.message = safe_block(error.message)  # type: ignore[misc]  # a plain attribute click types Final
+            raise
+        except KeyboardInterrupt as error:
+            # Once its write is committed (printing the result, closing the store), a Ctrl-C stops
+            # nothing: exit 130 told a script to run `append` or `new` again, writing it twice.
+            _unprinted(ctx, "Ctrl-C" if not isinstance(error, _Stopped) else signal.Signals(error.signum).name,
+                       failed="what came after it was interrupted")
+            click.echo(safe("; ".join(["interrupted", *getattr(error, "__notes__", ())])), err=True)
+            sys.exit(128 + error.signum if isinstance(error, _Stopped) else 130)
+        except OldPagesKept as error:  # committed: exit 1 said nothing was written, and a retry was refused as done
+            _fail("committed: " + _cli_words("; ".join([str(error), *getattr(error, "__notes__", ())])), EXIT_UNPRINTED)
+        except StoreError as error:
+            _fail(_cli_words("; ".join([str(error), *getattr(error, "__notes__", ())])))
+        except BrokenPipeError:  # `threadlog log T | head`: the reader left; stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            _unprinted(ctx, "stdout was closed")
+            sys.exit(1)
+        except OSError as error:
+            _unprinted(ctx, str(error.strerror or error), error.filename)
+            if error.filename is None and _printing(error):
+                _fail(f"printing the output failed: {error.strerror or error}")
+            _fail(f"{error.strerror or error}: {error.filename}" if error.filename else str(error))
+        except UnicodeDecodeError as error:
+            _fail(f"input is not UTF-8 text ({error.reason} at byte {error.start})")
+        except UnicodeEncodeError as error:
+            if error.encoding.replace("_", "-").lower() in ("utf-8", "utf8"):  # a lone surrogate raw SQL stored
+                _fail(str(misshapen(error)))
+            # What threadlog writes itself is UTF-8: this is stdout in a locale that is not (stderr
+            # writes what it cannot encode as escapes), not an event of the wrong shape.
+            # After a write committed, that is said (exit 3): exit 1 told a script to run the write again.
+            unwritable = (f"stdout's encoding ({sys.stdout.encoding}) cannot write U+{ord(error.object[error.start]):04X}; run "
+                          "threadlog with a UTF-8 locale (LC_ALL=C.UTF-8) or PYTHONIOENCODING=utf-8")
+            _unprinted(ctx, unwritable)
+            _fail(unwritable)
+        except RecursionError:  # an event nested too deeply, stored by an older release or by hand
+            _fail("an event is nested too deeply to show; `threadlog verify` names its position")
+        except MemoryError:  # an input far larger than memory (a session file of gigabytes, a device)
+            _fail("out of memory: the input is larger than this machine can hold; nothing more was written")
+        except MISSHAPEN as error:  # a stored event of the wrong shape (raw SQL wrote it): one line, as every refusal
+            _fail(str(misshapen(error)))
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a `kill`, a closed terminal), unwound as Ctrl-C is: what the command
+    started is closed on the way out (a live turn's run ends `cancelled`, not left open)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stopped(signum)
+
+
+def _printing(error: OSError) -> bool:
+    """Whether `error` rose from printing the command's output (every print goes through
+    `click.echo`): it names no file, and `ls > /dev/full` said only "[Errno 28] No space left
+    on device"."""
+    return any(frame.f_code is click.echo.__code__ for frame, _ in traceback.walk_tb(error.__traceback__))
+
+
+def _fail(message: str, status: int = 1) -> NoReturn:
+    click.echo(f"{output.style('error:', sys.stderr, fg='red', bold=True)} {_bounded(safe(message))}", err=True)
+    sys.exit(status)
+
+
+def _committed(what: str, see: str | None = None) -> None:
+    """Note, once a write command's write is committed and before it prints the result, what
+    it wrote (`what`) and the command that shows it (`see`, none for a write that running
+    again repeats harmlessly): if printing then fails, the error says the write is kept, and
+    the exit status is 3, not 1 (`_unprinted`)."""
+    click.get_current_context().meta[_COMMITTED] = (what, see)
+
+
+def _unprinted(ctx: click.Context, reason: str, filename: str | None = None, failed: str | None = None) -> None:
+    """Exit 3, naming what was committed, when an output failed after a write (`_committed`),
+    or what `failed` says did."""
+    if _COMMITTED not in ctx.meta:
+        return
+    what, see = ctx.meta[_COMMITTED]
+    failed = failed or (f"writing {filename} failed" if filename else "printing the result failed")
+    shown = f": `{see}` shows it, rather than running the command again" if see else ""
+    _fail(f"committed: {what}; only {failed} ({reason}); the write is kept{shown}", EXIT_UNPRINTED)
+
+
+_ERROR_HEAD, _ERROR_TAIL = 600, 300
+
+
+def _bounded(message: str) -> str:
+    """`message` cut in its middle when long: an error names what it refused, and a value
+    typed or read from a file may be megabytes; what was wrong comes first and what to do
+    last, so both ends are kept."""
+    cut = len(message) - _ERROR_HEAD - _ERROR_TAIL
+    if cut <= 100:
+        return message
+    return f"{message[:_ERROR_HEAD]}… ({cut:,} characters left out) …{message[-_ERROR_TAIL:]}"
+
+
+# Library wording -> the CLI's: what a CLI user would type instead.
+_CLI_WORDS = {
+    "pass unanswered='drop' (or 'keep')": "pass --unanswered drop (or keep)",
+    "fork() or fan_out()": "`threadlog fork` or `threadlog fan-out`",
+    "redact()": "`threadlog redact`",
+    "(expect='no_stream')": "(`threadlog new`)",
+    "fan_out()": "`threadlog fan-out`",
+    "fan_out launches": "`threadlog fan-out` launches",
+    "made by fan_out": "made by `threadlog fan-out`",
+    "answer it with resolve_interrupt": "answer it with `threadlog interrupt resolve`",
+    "call purge()": "run `threadlog purge`",
+    "pass model=... (or create the thread with one)": "pass --model (or create the thread with one: `threadlog new --model`)",
+    "user_content: ": "",
+    "pass the user's message": "give TEXT",
+    "continue it with user_content=None first": "continue it first",
+    "max_tokens: ": "--max-tokens ",
+}
+
+
+def _cli_words(message: str) -> str:
+    for library, cli_word in _CLI_WORDS.items():
+        message = message.replace(library, cli_word)
+    return message
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", "db", envvar="THREADLOG_DB", type=FilePath(),
+              help=f"Database file for every command (or $THREADLOG_DB) [default: ./{DEFAULT_DB}].")
+@click.version_option(package_name="threadlog")
+def cli(db: str | None) -> None:
+    """threadlog: an event-sourced conversation store for LLM agents.
+
+    Every message, run, interrupt, compaction and fork is an immutable event in one
+    SQLite file. Forks cost O(1): a fork points at its parent and an offset.
+
+    Exit status: 1 an error (one `error:` line on stderr), 2 a usage error, 3 a write
+    committed that could not finish (its result not printed, stdout full, closed or not UTF-8,
+    or a Ctrl-C once it was written; a redaction whose old pages a reader kept in the
+    write-ahead log; an `ask` or `rerun` whose turn failed once its question or fork was
+    recorded: the write is kept, do not run the command again), 130 Ctrl-C.
+    """
+
+
+def main() -> None:
+    output.stand_in_for_closed_streams()
+    cli(prog_name="threadlog")

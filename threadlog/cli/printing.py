@@ -1,0 +1,45 @@
+"""What commands print besides lines of text (`threadlog.output`): JSON on stdout, escaped
+as every line is, and a progress bar on stderr when it is a terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import click
+
+from ..render import safe_json
+
+
+def _json(value: Any, indent: int | None = None) -> str:
+    """`value` as JSON for stdout: UTF-8 text kept, what a terminal would obey escaped."""
+    return safe_json(json.dumps(value, ensure_ascii=False, indent=indent))
+
+
+def _emit_json(value: Any) -> None:
+    click.echo(_json(value, indent=2))
+
+
+def _emit_json_array(items: Iterable[Any]) -> None:
+    """`_emit_json(list(items))`, byte for byte, printed as the items come (for long streams)."""
+    opening = "["
+    for item in items:
+        body = _json(item, indent=2).replace("\n", "\n  ")
+        click.echo(f"{opening}\n  {body}", nl=False)
+        opening = ","
+    click.echo("[]" if opening == "[" else "\n]")
+
+
+def _progress(total_label: str) -> Any:
+    """A progress bar on stderr when it is a terminal, else nothing."""
+    if not sys.stderr.isatty():
+        return None, None
+    bar = click.progressbar(length=1, label=total_label, file=sys.stderr)
+
+    def update(done: int, total: int) -> None:
+        bar.length = total
+        bar.update(done - bar.pos)
+
+    return bar, update

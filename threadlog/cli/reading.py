@@ -1,0 +1,324 @@
+"""The commands that read threads: `ls`, `log`, `follow`, `tree`, `show`, `rows`,
+`transcript`, `blame` and `diff`, and `snapshot`, the cache later reads resume from."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+
+from eventstore import Store, StoreError, ThreadNotFound
+from eventstore.errors import Disconnected
+from eventstore.ranges import MAX_INDEX
+from eventstore.store import special_file
+from projections import diff, display_rows, drop_snapshots, save_snapshot, thread_state, transcript, write_transcript
+from projections.lineage import iter_blame
+
+from .. import output
+from ..listing import listing
+from ..names import THREAD
+from ..render import blame_line, diff_lines, event_line, ls_lines, row_line, safe, state_lines, tree_lines
+from .group import _cli_words, _committed, cli
+from .opening import _db_path, with_store
+from .options import FilePath, Seconds, _check_range, json_option, pager_option
+from .printing import _emit_json, _emit_json_array, _json
+
+
+def _one_more(limit: int) -> int:
+    """The threads a page of `limit` reads to know whether a next page exists: one more (an `-n`
+    past what a count may be reads every thread, with no next page, as asked)."""
+    return min(limit, MAX_INDEX - 1) + 1
+
+
+@cli.command("ls")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most N threads.")
+@click.option("--all", "everything", is_flag=True, help="Include forks and sub-agent forks (else root threads only).")
+@click.option("--root", type=THREAD, help="Only THREAD and the forks below it (forks included).")
+@click.option("--before", type=click.IntRange(min=1), metavar="POSITION",
+              help="The next page: threads last active before this position (the last row's last_position).")
+@json_option
+@pager_option
+@with_store()
+def ls(store: Store, limit: int, everything: bool, root: str | None, before: int | None, as_json: bool, no_pager: bool) -> None:
+    """Threads, most recently active first: id, kind, fork point, messages, last activity, title.
+
+    Last activity is the time of the thread's last event, to the second: in UTC, as threadlog
+    records times, or as an importer found it when that names no zone (`--json` keeps it whole).
+    The order is the file's (the position of each thread's last event), not those times: an
+    import writes sessions in the order of their files, each with its own times.
+
+    A page with more threads after it ends with where the next begins, on stderr (the rows on
+    stdout stay the table): `--before POSITION`, the last row's last_position (`--json` prints
+    it on every row)."""
+    infos = store.threads(_one_more(limit), before, forks=everything or root is not None, root=root)
+    more, infos = len(infos) > limit, infos[:limit]
+    if not infos and before is None and root is None:
+        _check_rootless(store)
+    entries = listing(store, infos)
+    if as_json:
+        _emit_json(entries)
+        return
+    output.lines(ls_lines(entries), pager=not no_pager)
+    if more:
+        click.echo(f"(next page: the same command with --before {infos[-1].last_position})", err=True)
+
+
+def _check_rootless(store: Store) -> None:
+    """An empty first page of a file that holds threads: every root's row was altered (only raw
+    SQL gives a root a parent), which an empty listing would hide."""
+    held = store.counts().threads
+    if held:
+        raise StoreError(f"the store holds {held} threads but no root thread: their rows were altered outside threadlog "
+                         "(`threadlog verify` names where)")
+
+
+@cli.command()
+@click.argument("thread", type=THREAD)
+@click.option("--start", type=click.IntRange(min=0), default=0, help="First offset.")
+@click.option("--stop", type=click.IntRange(min=0), help="Offset to stop before.")
+@click.option("-n", "--tail", "--last", "tail", type=click.IntRange(min=1), help="Only the last N events.")
+@json_option
+@pager_option
+@with_store()
+def log(store: Store, thread: str, start: int, stop: int | None, tail: int | None, as_json: bool, no_pager: bool) -> None:
+    """THREAD's events (ancestors included): offset, stream, position, type, hash. --json: JSON lines."""
+    _check_range(store, thread, "--start", start)
+    _check_range(store, thread, "--stop", stop)
+    if tail is not None:
+        start = max(start, (store.head(thread) if stop is None else stop) - tail)
+    events = store.read(thread, start, stop)
+    if as_json:
+        for event in events:
+            click.echo(_json(event.to_json()))
+    else:
+        output.lines((event_line(event) for event in events), pager=not no_pager)
+
+
+@cli.command()
+@click.argument("thread", type=THREAD, required=False)
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Without THREAD: the trees of the N most recently active root threads.")
+@click.option("--before", type=click.IntRange(min=1), metavar="POSITION",
+              help="The next page of trees: roots last active before this position (as `ls --before`).")
+@click.option("--all", "everything", is_flag=True, help="Without THREAD: every tree in the file, oldest first.")
+@json_option
+@pager_option
+@with_store()
+def tree(store: Store, thread: str | None, limit: int, before: int | None, everything: bool, as_json: bool,
+         no_pager: bool) -> None:
+    """The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree holding THREAD.
+
+    A page of trees with more after it ends with where the next begins, on stderr, as `ls` does."""
+    limited = click.get_current_context().get_parameter_source("limit") != click.core.ParameterSource.DEFAULT
+    next_page = None  # as `ls`: a page of roots with more after it names where the next begins
+    if thread is not None and (everything or before is not None or limited):
+        raise click.UsageError("-n, --all and --before choose root threads' trees: give them without THREAD")
+    if everything and before is not None:
+        raise click.UsageError("--all shows every tree: give it without --before")
+    if thread is not None:
+        root = store.thread(thread).root_id
+        try:
+            threads = store.subtree(root)
+        except ThreadNotFound:  # the row names a root that is not in the file
+            raise StoreError(f"thread {thread!r} names {root!r} as its root, which is not in the file: its row was altered "
+                             "outside threadlog (`threadlog verify` names where)") from None
+    elif everything:
+        threads = store.all_threads()
+    else:  # a page of an index, however many threads the file holds
+        roots = store.threads(_one_more(limit), before, forks=False)
+        roots, more = roots[:limit], len(roots) > limit
+        threads = [t for root in roots for t in store.subtree(root.id)]
+        next_page = roots[-1].last_position if more else None
+        if not threads and before is None:
+            _check_rootless(store)
+    titles = store.titles(threads)
+    if as_json:
+        _emit_json([{**t.to_json(), "title": titles[t.id]} for t in threads])
+        return
+    output.lines(tree_lines(threads, titles), pager=not no_pager)
+    if next_page is not None:
+        click.echo(f"(next page: the same command with --before {next_page})", err=True)
+
+
+@cli.command()
+@click.argument("thread", type=THREAD)
+@click.option("--at", type=click.IntRange(min=1),
+              help="Replay: the state after the first N events, thread.created being the first (default: all).")
+@click.option("--last", type=click.IntRange(min=1), help="Show only the last N messages of the model view.")
+@json_option
+@pager_option
+@with_store()
+def show(store: Store, thread: str, at: int | None, last: int | None, as_json: bool, no_pager: bool) -> None:
+    """THREAD's state: model, system prompt, status, metadata, todos, interrupts and the model's view of its messages."""
+    _check_range(store, thread, "--at", at, low=1)
+    state = thread_state(store, thread, at)
+    if as_json:
+        _emit_json(state.to_json())
+    else:
+        lines = list(state_lines(state, last))  # every message read first: one unreadable printed half the state
+        output.lines(lines, pager=not no_pager)
+
+
+@cli.command()
+@click.argument("thread", type=THREAD)
+@click.option("--at", type=click.IntRange(min=0), help="The rows as of the first N events (default: all).")
+@json_option
+@pager_option
+@with_store()
+def rows(store: Store, thread: str, at: int | None, as_json: bool, no_pager: bool) -> None:
+    """The rows a chat UI shows for THREAD, each with a stable id to upsert."""
+    _check_range(store, thread, "--at", at)
+    result = display_rows(store, thread, at)
+    if as_json:
+        _emit_json([row.to_json() for row in result])
+    else:
+        output.lines((row_line(row) for row in result), pager=not no_pager)
+
+
+@cli.command("transcript")
+@click.argument("thread", type=THREAD)
+@click.option("-o", "--output", "output_path", type=FilePath(),
+              help="Write it to FILE atomically instead of printing it (-: print it).")
+@click.option("--max-bytes", type=click.IntRange(min=2048), default=512 * 1024, show_default=True,
+              help="Bound on the whole transcript, in UTF-8 bytes.")
+@click.option("--max-message-bytes", type=click.IntRange(min=256), default=16 * 1024, show_default=True,
+              help="Bound on each message (head and tail are kept).")
+@click.option("--last", type=click.IntRange(min=1), help="Keep only the N most recent messages.")
+@click.option("--start", type=click.IntRange(min=0), default=0, help="First offset.")
+@click.option("--stop", type=click.IntRange(min=0), help="Offset to stop before (e.g. a fork point).")
+@json_option
+@pager_option
+@with_store()
+def transcript_command(store: Store, thread: str, output_path: str | None, max_bytes: int, max_message_bytes: int, last: int | None,
+                       start: int, stop: int | None, as_json: bool, no_pager: bool) -> None:
+    """THREAD as bounded Markdown: ## user / ## assistant, one line per tool call, no tool output."""
+    _check_range(store, thread, "--start", start)
+    _check_range(store, thread, "--stop", stop)
+    options: dict[str, Any] = {"max_bytes": max_bytes, "max_message_bytes": max_message_bytes, "last": last, "start": start, "stop": stop}
+    if output_path and output_path != "-":
+        written = write_transcript(store, thread, output_path, **options)
+        if as_json:
+            _emit_json({"thread": thread, "path": str(written)})
+        elif special_file(output_path) is None:  # a path printed after `-o /dev/stdout` would end the transcript
+            output.lines([output_path])
+        return
+    text = transcript(store, thread, **options)
+    if as_json:
+        _emit_json({"thread": thread, "transcript": text})
+    else:
+        output.text(text, pager=not no_pager)
+
+
+@cli.command("blame")
+@click.argument("thread", type=THREAD)
+@json_option
+@pager_option
+@with_store()
+def blame_command(store: Store, thread: str, as_json: bool, no_pager: bool) -> None:
+    """Where each message of THREAD's model view came from: stream, offset, position, time, actor, origin."""
+    entries = iter_blame(store, thread)  # streamed: a long thread's blame is printed in bounded memory
+    if as_json:
+        _emit_json_array(entry.to_json() for entry in entries)
+    else:
+        output.lines((blame_line(entry) for entry in entries), pager=not no_pager)
+
+
+@cli.command("diff")
+@click.argument("a", type=THREAD)
+@click.argument("b", type=THREAD)
+@json_option
+@pager_option
+@with_store()
+def diff_command(store: Store, a: str, b: str, as_json: bool, no_pager: bool) -> None:
+    """Compare threads A and B: their common history, then each side's own messages."""
+    result = diff(store, a, b)
+    if as_json:
+        _emit_json(result.to_json())
+    else:
+        output.lines(diff_lines(result), pager=not no_pager)
+
+
+@cli.command()
+@click.argument("thread", type=THREAD, required=False)
+@click.option("--drop", is_flag=True, help="Forget cached snapshots instead: THREAD's own, or every one (answers do not change).")
+@json_option
+@with_store("write")
+def snapshot(store: Store, thread: str | None, drop: bool, as_json: bool) -> None:
+    """Cache THREAD's state so later reads of it and its forks resume there (a cache, never truth)."""
+    if drop:
+        dropped = drop_snapshots(store, thread=thread)
+        _committed(f"dropped {dropped} snapshot(s)")
+        if as_json:
+            _emit_json({"dropped": dropped, "thread": thread})
+        else:
+            output.lines([f"dropped {dropped} snapshot(s)"])
+        return
+    if thread is None:
+        raise click.UsageError("give a THREAD, or --drop")
+    offset = save_snapshot(store, thread)
+    _committed(f"snapshot of {thread} at offset {offset}")
+    if as_json:
+        _emit_json({"thread": thread, "offset": offset})
+    else:
+        output.lines([f"snapshot of {thread} at offset {offset}"])
+
+
+@cli.command()
+@click.option("--thread", "thread", type=THREAD, help="Only THREAD's events.")
+@click.option("--forks", is_flag=True, help="With --thread: its forks' events too (forks made while following included).")
+@click.option("--after", type=click.IntRange(min=0), help="Start after this position (default: the log's end now).")
+@click.option("--interval", type=Seconds(least=0.01), default=0.25, show_default=True, help="Seconds between polls.")
+@json_option
+@with_store()
+def follow(store: Store, thread: str | None, forks: bool, after: int | None, interval: float, as_json: bool) -> None:
+    """Print events as they are committed, like tail -f (Ctrl-C stops, status 130). --json: JSON lines."""
+    if forks and thread is None:
+        raise click.UsageError("--forks follows a thread's forks: name the thread with --thread")
+    position = store.last_position() if after is None else after
+    wanted: set[str] | None = None
+    if thread is not None:  # with --forks, the forks there are already (later ones join as their thread.forked goes by)
+        wanted = {info.id for info in store.subtree(thread)} if forks else {thread}
+    reading = store
+    try:
+        while True:
+            try:
+                for event in reading.read_all(after=position):
+                    position = event.position
+                    if wanted is not None and forks and event.type == "thread.forked" and event.data["parent_id"] in wanted:
+                        wanted.add(event.stream_id)
+                    if wanted is not None and event.stream_id not in wanted:
+                        continue
+                    if as_json:
+                        click.echo(_json(event.to_json()))
+                    else:
+                        output.lines([event_line(event)])
+                    sys.stdout.flush()
+            except Disconnected as lost:
+                if reading is not store:
+                    reading.close()
+                reading = _reconnected(_db_path(), lost, position, interval)
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    finally:
+        if reading is not store:
+            reading.close()
+
+
+def _reconnected(path: str, lost: Disconnected, position: int, interval: float) -> Store:
+    """A new read-only store on the server `follow` lost (restarted, or the network down): tried
+    again every second or `interval`, whichever is longer, until the server answers, as `tail -F`
+    follows a file that comes back. A refusal other than no answer (the store dropped, the
+    role's grants revoked) ends `follow` with its message."""
+    click.echo(f"note: {_cli_words(str(lost))}\nnote: following on after position {position} once the server answers "
+               "again (Ctrl-C stops)", err=True)
+    while True:
+        time.sleep(max(interval, 1.0))
+        try:
+            again = Store(path, read_only=True)
+        except Disconnected:
+            continue
+        click.echo(f"reconnected to {safe(again.path)}", err=True)
+        return again
