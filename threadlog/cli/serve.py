@@ -35,7 +35,6 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
 
     if not host.strip():
         raise click.BadParameter("names no address (127.0.0.1 keeps the viewer on this machine)", param_hint="--host")
-    ctx = click.get_current_context()
     target = _db_path()  # store.path hides a URL's password
     name = f"[{host}]" if ":" in host else host  # an IPv6 address, as URLs and Host headers write it
     # Listening comes first: the viewer is announced (and a browser pointed at it) only once
