@@ -124,10 +124,14 @@ def _check_position_range(backend: Backend) -> int:
                              "after it would be refused (a row written outside threadlog)")
     taken = backend.sequence_position()
     if taken is not None and taken <= last:  # it only moves forward, past every position a write took
-        raise IntegrityError(None, f"the next write would take position {taken}, where the log already goes to {last}: "
+        # Named at the first row the next write collides with: the sequence moved back, or a
+        # row's position moved past it (which, named nowhere, read as a fault of the file).
+        held = next(iter(backend.all_events(taken - 1, 1, True)), None)
+        raise IntegrityError(last if held is None else held.position,
+                             f"the next write would take position {taken}, where the log already goes to {last}: "
                              "every write collides with a stored event until the positions pass it (the sequence "
-                             f"event_positions was moved back outside threadlog; SELECT setval('event_positions', {last}) "
-                             "puts it back)")
+                             "event_positions was moved back, or a row's position moved forward, outside threadlog; "
+                             f"SELECT setval('event_positions', {last}) puts the sequence back)")
     return last
 
 

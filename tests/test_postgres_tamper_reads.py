@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from projections.search import update_index
 from tests.backends import postgres_url
 from tests.test_tamper_reads import LIBRARY, build, check_verify, commands, run_command, run_library
-from threadlog import Store, StoreError
+from threadlog import IntegrityError, Store, StoreError
 from threadlog.cli import cli
 
 # A value of each kind, as SQL; PostgreSQL refuses those a column's type or constraints cannot hold.
@@ -313,6 +313,21 @@ def test_a_hit_whose_event_has_no_time_names_the_event_not_the_index() -> None:
         assert CliRunner().invoke(cli, ["--db", url, "index", "--rebuild"]).exit_code == 0
 
 
+def test_a_row_moved_past_the_position_sequence_is_named_by_verify() -> None:
+    """A row's position moved past the sequence (to 2^31 - 1) was refused as the sequence's
+    fault, at no position: the refusal names the row the next write collides with."""
+    url = postgres_url()
+    with Store(url) as store:
+        thread = store.create_thread(title="Trip")
+        store.append_message(thread, "user", "Find me a train to Lyon")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"UPDATE events SET position = {2**31 - 1} WHERE position = 2")
+    with Store(url, read_only=True) as store, pytest.raises(IntegrityError) as refused:
+        store.verify()
+    assert refused.value.position == 2**31 - 1, refused.value
+    assert "the next write would take position 3, where the log already goes to 2147483647" in str(refused.value)
+
+
 @pytest.mark.parametrize("verify", [["verify"], ["verify", "--since", "CHECKPOINT"]], ids=["full", "since"])
 def test_a_position_sequence_moved_back_is_named_by_verify(verify: list[str]) -> None:
     """Positions come from a sequence on PostgreSQL. Moved back with psql (`setval`), every
@@ -331,7 +346,9 @@ def test_a_position_sequence_moved_back_is_named_by_verify(verify: list[str]) ->
     assert refused.exit_code == 1 and "`threadlog verify` names where" in refused.output
     result = runner.invoke(cli, ["--db", url, *[checkpoint if arg == "CHECKPOINT" else arg for arg in verify]])
     assert result.exit_code == 1
-    assert re.search(r"the next write would take position [23], where the log already goes to 3", result.output), result.output
+    # (the refused append took 2, or not: named at the first row the next write collides with)
+    assert re.search(r"at position ([23]): the next write would take position \1, where the log already goes to 3",
+                     result.output), result.output
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SELECT setval('event_positions', 3)")  # as the message says
     assert runner.invoke(cli, ["--db", url, *[checkpoint if arg == "CHECKPOINT" else arg for arg in verify]]).exit_code == 0
