@@ -1350,6 +1350,7 @@ class SQLiteBackend:
                limit: int) -> list[HitRow]:
         """See `Backend.search`. FTS5 reports a bad query (`"unbalanced`, `AND AND`, an unknown
         `column:`) as a plain SQL error (SQLITE_ERROR); such a query is run again as plain words.
+        A bad query's operators are left out of its words, unless nothing else is left.
         FTS5 reads a query only up to its first U+0000, and dropped the words after one (a search
         for two words joined by one found every text holding the first): it separates words here,
         as it does in what is indexed."""
@@ -1359,7 +1360,10 @@ class SQLiteBackend:
             except sqlite3.OperationalError as error:
                 if getattr(error, "sqlite_errorcode", None) != sqlite3.SQLITE_ERROR:
                     raise
-            match = "words"
+            # Its operators left out, when words remain: `ferry OR` required the word "or" too,
+            # and found nothing.
+            kept = [word for word in query.replace("\x00", " ").split() if word not in _FTS_OPERATORS]
+            query, match = " ".join(kept) or query, "words"
         words = _fts_words(query, " OR " if match == "any" else " ")
         if not words:
             return []
@@ -1429,6 +1433,9 @@ class SQLiteBackend:
         return (StoredSnapshot(*row) for row in rows)
 
 
+
+
+_FTS_OPERATORS = frozenset(("AND", "OR", "NOT", "NEAR"))
 
 
 def _fts_words(text: str, joiner: str) -> str:

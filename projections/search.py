@@ -13,8 +13,8 @@ The index catches up before a search answers (in one write transaction, so a sea
 every committed event), which is also why a search needs a writable store when events were
 appended since the last one. Ranking is BM25 over each document; ties go to the older one.
 A query is SQLite FTS5 syntax (`"exact phrase"`, `a OR b`, `NOT`, `pre*`, `NEAR(a b)`); a
-query that is not valid FTS5 (`"unbalanced`, `AND AND`) is taken as plain words, all
-of which must match.
+query that is not valid FTS5 (`"unbalanced`, `ferry OR`) is taken as plain words, its
+operators left out (unless nothing else is left), all of which must match.
 """
 
 from __future__ import annotations

@@ -165,7 +165,9 @@ def test_a_search_sees_what_another_process_committed(tmp_path: Path) -> None:
 
 
 QUERIES = [('"unbalanced', 1), ("AND AND", 0), ("NEAR(", 1), ("col:umn ferry", 0), ("*", 0), ("ferry -", 1), ("(((", 0),
-           ('ferry "the column"', 1)]
+           ('ferry "the column"', 1),
+           # Its operators are left out when words remain: `ferry OR` required the word "or" too.
+           ("ferry OR", 1), ("ferry AND", 1), ("NOT ferry", 1), ("OR ferry NEAR", 1)]
 
 
 @pytest.mark.parametrize("query, found", QUERIES, ids=[q for q, _ in QUERIES])
