@@ -195,11 +195,13 @@ def tools_query(mark: str, scope: Sequence[Scope] | None) -> tuple[str, list[Any
 # for one tool result of 100,000 matching lines. Past this, `HitRow.snippet` is None and the
 # search projection cuts one from the text (`projections.search.window`).
 ENGINE_SNIPPET_CHARS = 4096
-# What an engine's snippet puts around each match (private-use characters, which no text
-# indexed beside them is read as: a snippet of a text holding either is cut by the projection).
-# The projection gives the hit's snippet as Markdown, `**` around each match and the text's own
-# `*` escaped: marked with `**` by the engine, a text's own `**bold**` read as more marks.
+# What an engine's snippet puts around each match: private-use characters (the projection
+# cuts the snippet of a text holding either itself). The projection gives the hit's snippet as
+# Markdown, `**` around each match and the text's own `*` escaped: marked with `**` by the
+# engine, a text's own `**bold**` read as more marks.
 SNIPPET_MARKS = ("\ue000", "\ue001")
+# The words FTS5 reads as operators (in capitals): no word of a query to find or mark.
+QUERY_OPERATORS = frozenset(("AND", "OR", "NOT", "NEAR"))
 
 
 class HitRow(NamedTuple):

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeV
 if TYPE_CHECKING:  # imported where a schema is made or migrated: ~50-100 ms of every command's start
     import sqlite_utils
 
-from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, SNIPPET_MARKS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
-                      NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, tools_query, query_words)
+from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, QUERY_OPERATORS, SNIPPET_MARKS, DataRow, DocValues, EventRow,
+                      EventValues, HitRow, Scope, SnapshotRow, NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query,
+                      hit_filters, prefix_query, tools_query, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
 from .claims import Claim, file_claim, unclaimed
 from .errors import (Locked, OldPagesKept, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
@@ -1362,7 +1363,7 @@ class SQLiteBackend:
                     raise
             # Its operators left out, when words remain: `ferry OR` required the word "or" too,
             # and found nothing.
-            kept = [word for word in query.replace("\x00", " ").split() if word not in _FTS_OPERATORS]
+            kept = [word for word in query.replace("\x00", " ").split() if word not in QUERY_OPERATORS]
             query, match = " ".join(kept) or query, "words"
         words = _fts_words(query, " OR " if match == "any" else " ")
         if not words:
@@ -1433,9 +1434,6 @@ class SQLiteBackend:
         return (StoredSnapshot(*row) for row in rows)
 
 
-
-
-_FTS_OPERATORS = frozenset(("AND", "OR", "NOT", "NEAR"))
 
 
 def _fts_words(text: str, joiner: str) -> str:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from eventstore import InvalidEvent, RecordedEvent, Store, StoreError, ThreadInfo, ThreadNotFound
 from eventstore import textindex
-from eventstore.backend import DOC_PIECE_CHARS, SNIPPET_MARKS, HitRow, Scope, doc_pieces
+from eventstore.backend import DOC_PIECE_CHARS, QUERY_OPERATORS, SNIPPET_MARKS, HitRow, Scope, doc_pieces
 from eventstore.errors import altered_index, shown
 from eventstore.recorded import decode
 from eventstore.textindex import Doc, Extractor
@@ -101,8 +101,8 @@ def search(
             titles[owner] = store.title(owner)
         # FTS5's snippet of a text holding U+0000 drops the words around it, and one holding a
         # mark's character reads it as a mark: the text's own then.
-        usable = row.snippet is not None and not _UNMARKABLE.search(row.text)
-        snippet = clipped(row.snippet) if usable and row.snippet is not None else window(_stored(row.text), query)
+        unusable = row.snippet is None or _UNMARKABLE.search(row.text)
+        snippet = window(_stored(row.text), query) if unusable or row.snippet is None else clipped(row.snippet)
         hits.append(SearchHit(owner, titles[owner], row.stream_id, row.offset, row.position, row.role, row.kind,
                               row.tool, row.time, snippet, row.score))
     return hits
@@ -129,7 +129,6 @@ SNIPPET_WORDS = 16
 _BEFORE = 3  # words shown before the first match
 LONGEST_RUN = 64  # characters of one word (or run of other text) a snippet shows before "…"
 _TOKEN = re.compile(r"[^\W_]+")  # a word, as the index splits text: letters and digits
-_OPERATORS = frozenset(("AND", "OR", "NOT", "NEAR"))
 _RUN = re.compile(rf"\S{{{LONGEST_RUN + 1},}}")
 _OPEN, _CLOSE = SNIPPET_MARKS
 _UNMARKED = re.compile(f"([{_OPEN}{_CLOSE}])")
@@ -145,7 +144,7 @@ def window(text: str, query: str) -> str:
     up to that word and a fixed window after it, however long the text and however many times
     the word occurs (the engines' snippets grow with the square of the matches)."""
     text = _UNMARKED.sub("\ufffd", text)  # the marks' own characters are text's no more
-    words = [w for w in re.findall(r"[^\W_]+\*?", query) if w not in _OPERATORS]
+    words = [w for w in re.findall(r"[^\W_]+\*?", query) if w not in QUERY_OPERATORS]
     exact = {w.casefold() for w in words if not w.endswith("*")}
     prefixes = tuple(w[:-1].casefold() for w in words if w.endswith("*"))
     alternatives = [re.escape(w) + r"(?![^\W_])" for w in exact] + [re.escape(p) for p in prefixes]
