@@ -43,9 +43,10 @@ from .sqlite import SQLiteBackend
 DEFAULT_PLACEHOLDER = forks.DEFAULT_PLACEHOLDER
 
 # Events only the store itself writes, through the operation named.
+_RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()"}
+# An interrupt raised, and what ends one (a tool call waits on one at a time: `_check_one_interrupt_per_call`).
 _RAISED = "interrupt.raised"
 _SETTLED = ("interrupt.resolved", "interrupt.cancelled")
-_RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()"}
 
 # Batches from this size append with the cyclic garbage collector paused (`collector.py`).
 _PAUSE_FROM = 64
