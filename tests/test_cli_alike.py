@@ -85,6 +85,20 @@ def test_interrupt_list_with_no_question_waiting_says_so_as_search_with_no_hit_d
     assert invoke(db, "interrupt", "list", t) == (0, f"{t}  ask-1  which?\n", "")
 
 
+def test_ls_and_tree_of_no_thread_say_so_as_search_with_no_hit_does(tmp_path: Path) -> None:
+    """`ls` of a file with no thread printed the table's header alone, `tree` nothing at all."""
+    db = tmp_path / "t.db"
+    ok(db, "init")
+    for command in (["ls"], ["ls", "--all"], ["tree"]):
+        assert invoke(db, *command) == (0, "", "no thread yet: `threadlog new` starts one (`threadlog demo` writes a sample)\n")
+    assert json.loads(ok(db, "ls", "--json")) == [] and json.loads(ok(db, "tree", "--json")) == []
+    t = ok(db, "new", "--title", "first").strip()
+    assert invoke(db, "ls", "--before", "1") == (0, "", "no thread before position 1\n")
+    assert invoke(db, "tree", "--before", "1") == (0, "", "no thread before position 1\n")
+    code, listed, err = invoke(db, "ls")
+    assert (code, err) == (0, "") and listed.splitlines()[0].split()[:2] == ["id", "kind"] and t in listed
+
+
 # -- fork points: request --at, fork --at, rerun --at -------------------------------------------
 
 

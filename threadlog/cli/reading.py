@@ -60,9 +60,19 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: int
     if as_json:
         _emit_json(entries)
         return
+    if not entries:  # as `search` says `no match`: on stderr, stdout left empty (it held the table's header alone)
+        click.echo(_no_threads(before), err=True)
+        return
     output.lines(ls_lines(entries), pager=not no_pager)
     if more:
         click.echo(f"(next page: the same command with --before {infos[-1].last_position})", err=True)
+
+
+def _no_threads(before: int | None) -> str:
+    """What an empty page of `ls` or `tree` says."""
+    if before is not None:
+        return f"no thread before position {before}"
+    return "no thread yet: `threadlog new` starts one (`threadlog demo` writes a sample)"
 
 
 def _check_rootless(store: Store) -> None:
@@ -136,6 +146,9 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
     titles = store.titles(threads)
     if as_json:
         _emit_json([{**t.to_json(), "title": titles[t.id]} for t in threads])
+        return
+    if not threads:  # it printed nothing at all
+        click.echo(_no_threads(before), err=True)
         return
     output.lines(tree_lines(threads, titles), pager=not no_pager)
     if next_page is not None:
