@@ -422,6 +422,18 @@ def test_a_paused_turn_whose_going_on_failed_goes_on_when_asked_again(api: Messa
     store.verify()
 
 
+def test_a_request_over_the_apis_size_says_how_the_thread_goes_on(api: MessagesAPI) -> None:
+    """A tool result just under an event's 32 MiB is stored whole, and every later request of the
+    thread is past the API's size: the API's 413 was recorded alone, and asking again met it again."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    api.reply_error(413, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
+    failed = run_turn(store, t, "Summarise the log", api.client())
+    assert failed.status == "error" and "Request exceeds the maximum allowed number of bytes." in (failed.error or "")
+    assert (failed.error or "").endswith("the thread's request is over the API's size limit: redact its largest events "
+                                         "(threadlog redact) or fork it before them (threadlog fork --at), and ask there")
+
+
 @pytest.mark.parametrize("prompt", ["", "   \n", [{"type": "text", "text": " "}]], ids=["empty", "whitespace", "blank-block"])
 def test_a_blank_prompt_is_refused_before_anything_is_written(api: MessagesAPI, prompt: Any) -> None:
     """It was recorded, left out of the request, and the request ended on the last answer (a

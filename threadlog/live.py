@@ -894,7 +894,13 @@ def _ends_on_question(store: Store, thread: str, at: int) -> bool:
 
 def _describe(error: BaseException) -> str:
     text = str(error) or type(error).__name__
-    return f"{type(error).__name__}: {text}" if not text.startswith(type(error).__name__) else text
+    text = f"{type(error).__name__}: {text}" if not text.startswith(type(error).__name__) else text
+    if isinstance(error, anthropic.APIStatusError) and error.status_code == 413:
+        # A request over the API's size is every later request of the thread too (a tool's
+        # result of 31 MiB is stored whole): only a smaller history goes on.
+        text += ("; the thread's request is over the API's size limit: redact its largest events (threadlog redact) "
+                 "or fork it before them (threadlog fork --at), and ask there")
+    return text
 
 
 def resolve_interrupt(store: Store, thread: str, interrupt_id: str, answer: Any) -> RecordedEvent:
