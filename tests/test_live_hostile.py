@@ -143,6 +143,29 @@ def test_a_tool_output_that_cannot_be_stored_becomes_an_error_result(api: Messag
     validate_request(anthropic_request(store, t))  # every tool_use has its result
 
 
+@pytest.mark.parametrize("kind", ["image", "document"])
+def test_a_tool_returning_base64_data_that_does_not_decode_gets_an_error_result(api: MessagesAPI, kind: str) -> None:
+    """It was stored, and sent back with every later request of the thread, which the API
+    refuses: the thread could not go on. The call's result says what the tool returned, as for
+    a tool that raised; a good image is kept as it came."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=TOOLS)
+    media = "image/png" if kind == "image" else "application/pdf"
+    bad = [{"type": "text", "text": "the chart:"}, {"type": kind, "source": {"type": "base64", "media_type": media, "data": "!!"}}]
+    api.reply_json(message([use("tu_1")], "tool_use"))
+    turn = run_turn(store, t, "Chart?", api.client(), tools={"weather": lambda **_: bad})
+    assert turn.status == "error" and turn.error == (f"tool 'weather' returned content block 1 (an {kind}) whose base64 "
+                                                     "data does not decode, which the API cannot read"), turn.error
+    result = thread_state(store, t).messages[-1].content[0]
+    assert result["is_error"] is True and "base64" in result["content"] and "!!" not in result["content"]
+    good = [{"type": kind, "source": {"type": "base64", "media_type": media, "data": "iVBORw0KGgo="}}]
+    api.reply_json(message([use("tu_2")], "tool_use"))
+    api.reply_json(message([{"type": "text", "text": "ok"}]))
+    assert run_turn(store, t, "Again?", api.client(), tools={"weather": lambda **_: good}).status == "ok"
+    assert thread_state(store, t).messages[-2].content[0]["content"] == good
+    store.verify()
+
+
 def test_a_tool_output_that_is_not_json_is_kept_as_its_repr(api: MessagesAPI) -> None:
     store = Store(":memory:")
     t = store.create_thread(title="t", model=MODEL, tools=TOOLS)

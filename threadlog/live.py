@@ -26,6 +26,8 @@ for the assistant message and one for the results.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import math
@@ -764,8 +766,30 @@ def _run_tools(
             results.append(_result(tool_use_id, text, True))
             failure = failure or text
             continue
+        undecodable = _undecodable(output)
+        if undecodable is not None:  # stored, the API would refuse every later request of the thread
+            text = f"tool {name!r} returned {undecodable}, which the API cannot read"
+            results.append(_result(tool_use_id, text, True))
+            failure = failure or text
+            continue
         results.append(_result(tool_use_id, output))
     return failure, None
+
+
+def _undecodable(output: Any) -> str | None:
+    """The first of a tool's content blocks (an image or document it returned) whose base64
+    data does not decode, named; None if none. Stored, it was sent with every later request of
+    the thread, each refused."""
+    if not isinstance(output, list):
+        return None
+    for index, block in enumerate(output):
+        source = block.get("source") if isinstance(block, dict) else None
+        if isinstance(source, dict) and source.get("type") == "base64":
+            try:
+                base64.b64decode(source.get("data"), validate=True)
+            except (binascii.Error, ValueError, TypeError):
+                return f"content block {index} (an {str(block.get('type'))[:40]}) whose base64 data does not decode"
+    return None
 
 
 def _result(tool_use_id: str, output: Any, is_error: bool = False) -> Json:
