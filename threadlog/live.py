@@ -784,10 +784,11 @@ def _undecodable(output: Any) -> str | None:
         return None
     for index, block in enumerate(output):
         source = block.get("source") if isinstance(block, dict) else None
-        if isinstance(source, dict) and source.get("type") == "base64":
+        data = source.get("data") if isinstance(source, dict) and source.get("type") == "base64" else None
+        if isinstance(data, str):  # data of another kind: the store refuses the block, naming it
             try:
-                base64.b64decode(source.get("data"), validate=True)
-            except (binascii.Error, ValueError, TypeError):
+                base64.b64decode(data, validate=True)
+            except (binascii.Error, ValueError):
                 return f"content block {index} (an {str(block.get('type'))[:40]}) whose base64 data does not decode"
     return None
 
