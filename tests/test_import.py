@@ -41,6 +41,7 @@ from projections import validate_request
 from projections.usage import total, usage
 from threadlog.cli import cli
 from threadlog.importers.follow import follow_claude_code
+from tests.backends import file_dump
 from tests.procs import bound_by_file_modes, ctrl_c, interruptible
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -2191,3 +2192,44 @@ def test_json_skipped_names_only_what_was_left_out(tmp_path: Path, kind: str, so
     assert result.exit_code == 0, result.output
     skipped = json.loads(result.stdout)["skipped"]
     assert all(count > 0 for count in skipped.values()), skipped
+
+
+def test_a_source_cut_shorter_after_its_import_is_reported_and_kept_as_stored(tmp_path: Path) -> None:
+    """A session file replaced by a shorter one (truncated, rotated, restored from an older
+    backup) imported again said `0 event(s) added` and nothing else: the events it no longer
+    holds stay stored, and the user was not told the source and the log now differ."""
+    session = tmp_path / "0a1b2c3d-0000-4000-8000-000000000001.jsonl"
+    lines = []
+    for turn in range(2):  # two prompts, each answered
+        prompt, answer = f"u{turn}", f"a{turn}"
+        common = {"sessionId": session.stem, "isSidechain": False, "userType": "external", "cwd": "/src", "version": "2.1.39",
+                  "timestamp": f"2026-01-01T00:00:0{turn}.000Z"}
+        lines.append(json.dumps({**common, "type": "user", "uuid": prompt, "parentUuid": f"a{turn - 1}" if turn else None,
+                                 "message": {"role": "user", "content": f"question {turn}"}}) + "\n")
+        lines.append(json.dumps({**common, "type": "assistant", "uuid": answer, "parentUuid": prompt, "requestId": f"req_{turn}",
+                                 "message": {"id": f"msg_{turn}", "type": "message", "role": "assistant",
+                                             "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": f"answer {turn}"}],
+                                             "stop_reason": "end_turn", "stop_sequence": None,
+                                             "usage": {"input_tokens": 1, "output_tokens": 1}}}) + "\n")
+    session.write_text("".join(lines), encoding="utf-8")
+    os.utime(session, (0, 0))  # an old file: not one still being written
+    db = tmp_path / "t.db"
+    whole = CliRunner().invoke(cli, ["--db", str(db), "import", "claude-code", str(session)])
+    assert whole.exit_code == 0, whole.output
+    stored = file_dump(db)
+    session.write_text("".join(lines[:2]), encoding="utf-8")  # the first prompt and its answer alone
+    os.utime(session, (0, 0))
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "claude-code", str(session)])
+    assert result.exit_code == 0, result.output
+    assert "0 event(s) added" in result.output
+    with Store(db) as store:
+        held = sum(1 for t in store.all_threads() for _ in store.read(t.id, start=t.base))
+        cut = import_claude_code(store, [session])
+    assert 0 < cut.gone < held
+    assert (f"shorter than imported: {cut.gone} stored event(s) the source no longer holds, kept as stored "
+            "(the log is never rewritten)") in result.output
+    assert file_dump(db) == stored
+    session.write_text("".join(lines), encoding="utf-8")
+    os.utime(session, (0, 0))
+    again = CliRunner().invoke(cli, ["--db", str(db), "import", "claude-code", str(session)])
+    assert again.exit_code == 0 and "shorter than imported" not in again.output, again.output

@@ -57,6 +57,9 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
         lines.append(f"changed since imported: {summary.changed} event(s) the source now gives otherwise, first at "
                      f"{file}:{line}, kept as stored (the log is never rewritten; import the file into another database "
                      "to keep both)")
+    if summary.gone:
+        lines.append(f"shorter than imported: {summary.gone} stored event(s) the source no longer holds, kept as stored "
+                     "(the log is never rewritten)")
     return lines
 
 

@@ -149,6 +149,7 @@ class Plan:
     ids: set[str] = field(default_factory=set)  # every event id planned so far: each one once
     changed: list[tuple[str, int]] = field(default_factory=list)  # found by `write_plan`: the source lines (file, line)
     # of stored events the source now gives otherwise (kept as stored)
+    gone: int = 0  # found by `write_plan`: stored events of its streams the source no longer gives (kept as stored)
     # event id -> the data an earlier release gave the event, where this one keeps more of its source
     # line (a response's other fields): a stored event holding that is no change of the source.
     formerly: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -414,6 +415,7 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
             part.events = sum(len(s.events) + 1 for s in plan.streams)
             part.added = write_plan(store, plan)
             part.changed, part.changed_lines = len(plan.changed), plan.changed
+            part.gone = plan.gone
         except StoreError as error:  # named: an event the store refused ("not pending") said not which file gave it
             _name(error, noun, name(source))
             note_written(error, summary, f"{number} {noun}(s)")
@@ -459,6 +461,11 @@ def write_plan(store: Store, plan: Plan) -> int:
     plan.changed = [_source_line(event) for stream, own in zip(plan.streams, owned) if own for event in stream.events
                     if own.get(event.event_id, event.data_digest) != event.data_digest
                     and not _as_formerly(plan, event, own[event.event_id])]
+    # Events its streams hold that the source no longer gives: a file cut shorter, rotated, or
+    # an older copy of it. Counted, and kept as stored.
+    planned = {_first_event_id(stream) for stream in plan.streams} | {event.event_id for stream in plan.streams
+                                                                      for event in stream.events}
+    plan.gone = sum(1 for own in owned if own for event_id in own if event_id not in planned)
     for stream, held in zip(plan.streams, stored):
         while True:
             try:

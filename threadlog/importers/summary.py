@@ -30,7 +30,8 @@ class ImportSummary:
     anything, each recorded as a run that ended so (pi's).
     `changed` counts events already stored whose content the source now gives otherwise (an
     edited file), and `changed_lines` names their source lines (file, line): they are kept
-    as stored, since the log is never rewritten.
+    as stored, since the log is never rewritten. `gone` counts events already stored that the
+    source no longer gives at all (a file cut shorter, or an older copy): kept as stored too.
     """
 
     files: int = 0
@@ -51,11 +52,12 @@ class ImportSummary:
     waiting_files: list[str] = field(default_factory=list)
     changed: int = 0
     changed_lines: list[tuple[str, int]] = field(default_factory=list)
+    gone: int = 0
 
     def merge(self, other: ImportSummary) -> None:
         """Add `other`'s counts, skipped and bad lines and thread ids to this summary's."""
         for name in ("files", "threads", "forks", "subagents", "prompts", "assistant_messages", "tool_calls", "compactions",
-                     "failed_turns", "events", "added", "changed"):
+                     "failed_turns", "events", "added", "changed", "gone"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
         self.bad.extend(in_line_order(other.bad))
@@ -101,6 +103,7 @@ class ImportSummary:
             "waiting_files": self.waiting_files,
             "changed": self.changed,
             "changed_lines": [{"file": f, "line": n} for f, n in self.changed_lines],
+            "gone": self.gone,
         }
 
 
