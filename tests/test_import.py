@@ -2233,3 +2233,8 @@ def test_a_source_cut_shorter_after_its_import_is_reported_and_kept_as_stored(tm
     os.utime(session, (0, 0))
     again = CliRunner().invoke(cli, ["--db", str(db), "import", "claude-code", str(session)])
     assert again.exit_code == 0 and "shorter than imported" not in again.output, again.output
+    with Store(db) as store:  # the thread taken on here: its own appends are no source's
+        thread = next(t.id for t in store.all_threads() if t.parent_id is None)
+        store.append_message(thread, "user", "and one more question, asked here")
+    mine = CliRunner().invoke(cli, ["--db", str(db), "import", "claude-code", str(session)])
+    assert mine.exit_code == 0 and "shorter than imported" not in mine.output, mine.output

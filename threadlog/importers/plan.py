@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.facts import Facts, advance, after_fork
@@ -240,16 +240,25 @@ def _own_ids(store: Store, thread: str) -> list[str] | None:
     """The event ids of the thread's own events, its first one first, redaction records left
     out: they are no source's (None: no such thread)."""
     own = _own_events(store, thread)
-    return None if own is None else list(own)
+    return None if own is None else list(own.digests)
 
 
-def _own_events(store: Store, thread: str) -> dict[str, str] | None:
-    """`_own_ids`, each with its data digest (in order: a dict keeps it)."""
+class _Own(NamedTuple):
+    """A stored thread's own events (redaction records left out)."""
+
+    digests: dict[str, str]  # event id -> data digest, in order
+    imported: frozenset[str]  # the ids of those an import wrote, not a caller's own appends to the thread
+
+
+def _own_events(store: Store, thread: str) -> _Own | None:
+    """`_own_ids`, each with its data digest, and which an import wrote (None: no such thread)."""
     try:
         info = store.thread(thread)
     except ThreadNotFound:
         return None
-    return {event.event_id: event.data_digest for event in store.read(thread, start=info.base) if event.type != REDACTION}
+    events = [event for event in store.read(thread, start=info.base) if event.type != REDACTION]
+    return _Own({event.event_id: event.data_digest for event in events},
+                frozenset(event.event_id for event in events if event.meta.get("origin") == "imported"))
 
 
 def _records(store: Store, thread: str) -> frozenset[int]:
@@ -454,18 +463,19 @@ def write_plan(store: Store, plan: Plan) -> int:
     wrote is skipped, as a later import would skip it.
     """
     owned = [_own_events(store, stream.id) for stream in plan.streams]
-    stored = [None if own is None else _held(stream, list(own)) for stream, own in zip(plan.streams, owned)]
+    stored = [None if own is None else _held(stream, list(own.digests)) for stream, own in zip(plan.streams, owned)]
     _not_elsewhere(store, zip(plan.streams, stored))
     # Events the store holds with other content (by id, their data digests compared): the source
     # was edited after it was imported. Counted, and kept as stored.
     plan.changed = [_source_line(event) for stream, own in zip(plan.streams, owned) if own for event in stream.events
-                    if own.get(event.event_id, event.data_digest) != event.data_digest
-                    and not _as_formerly(plan, event, own[event.event_id])]
-    # Events its streams hold that the source no longer gives: a file cut shorter, rotated, or
-    # an older copy of it. Counted, and kept as stored.
+                    if own.digests.get(event.event_id, event.data_digest) != event.data_digest
+                    and not _as_formerly(plan, event, own.digests[event.event_id])]
+    # Events an import wrote to its streams that the source no longer gives: a file cut shorter,
+    # rotated, or an older copy of it (a caller's own appends to an imported thread are no source's).
+    # Counted, and kept as stored.
     planned = {_first_event_id(stream) for stream in plan.streams} | {event.event_id for stream in plan.streams
                                                                       for event in stream.events}
-    plan.gone = sum(1 for own in owned if own for event_id in own if event_id not in planned)
+    plan.gone = sum(1 for own in owned if own for event_id in own.imported if event_id not in planned)
     for stream, held in zip(plan.streams, stored):
         while True:
             try:
