@@ -263,7 +263,7 @@ def test_a_malformed_checkpoint_is_refused_clearly(file_store: Store, bad: str) 
     with pytest.raises(InvalidEvent, match="checkpoint"):
         file_store.verify(checkpoint=bad)
     result = CliRunner().invoke(cli, ["--db", file_store.path, "verify", "--checkpoint", bad])
-    assert result.exit_code == 1 and result.stderr.startswith("error: checkpoint:") and len(result.stderr) < 400
+    assert result.exit_code == 1 and result.stderr.startswith("error: --checkpoint:") and len(result.stderr) < 400
 
 
 def test_a_checkpoint_past_the_end_of_the_log_names_what_was_removed(file_store: Store) -> None:

@@ -183,3 +183,17 @@ def test_a_refusal_of_an_event_built_from_options_names_the_option_given(tmp_pat
         err = fails(db, *args)
         assert err.startswith(f"error: {says}") and "events[0]" not in err, (args, err)
     assert file_dump(db) == before
+
+
+def test_a_malformed_checkpoint_is_named_as_the_option_it_was_given_to(tmp_path: Path) -> None:
+    """`verify --since garbage` said `error: checkpoint: 'garbage' is not a checkpoint`, naming
+    the other option, `--checkpoint`, which the user had not typed: each names its own."""
+    db = tmp_path / "t.db"
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "hi")
+    before = file_dump(db)
+    for option in ("--since", "--checkpoint"):
+        for as_json in ([], ["--json"]):
+            err = fails(db, "verify", option, "garbage", *as_json)
+            assert err.startswith(f"error: {option}: 'garbage' is not a checkpoint (expected tlc1:"), (option, err)
+    assert file_dump(db) == before

@@ -17,7 +17,7 @@ from eventstore import IntegrityError, InvalidEvent, OldPagesKept, Store, StoreE
 from .. import output
 from ..note_fork import transcripts_holding
 from ..render import counted
-from .group import _cli_words, _committed, _fail, cli
+from .group import _cli_words, _committed, _fail, _named_as_typed, cli
 from .opening import with_store
 from .options import _stated, json_option
 from .printing import _emit_json, _progress
@@ -72,11 +72,12 @@ def verify(store: Store, checkpoint: str | None, since: str | None, as_json: boo
     if since is not None and checkpoint is not None:
         raise click.UsageError("give --checkpoint or --since, not both")
     try:
-        if sys.stderr.isatty() and since is None:
-            with click.progressbar(length=store.counts().events, label="verifying", file=sys.stderr) as bar:
-                report = store.verify(progress=lambda done, total: bar.update(done - bar.pos), checkpoint=checkpoint)
-        else:
-            report = store.verify(checkpoint=checkpoint, since=since)
+        with _named_as_typed({"checkpoint": "--since" if since is not None else "--checkpoint"}):
+            if sys.stderr.isatty() and since is None:
+                with click.progressbar(length=store.counts().events, label="verifying", file=sys.stderr) as bar:
+                    report = store.verify(progress=lambda done, total: bar.update(done - bar.pos), checkpoint=checkpoint)
+            else:
+                report = store.verify(checkpoint=checkpoint, since=since)
     except IntegrityError as error:
         if not as_json:
             raise

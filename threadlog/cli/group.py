@@ -7,15 +7,17 @@ exits 3 (`_committed`), so that a script does not run the write again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import traceback
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import click
 
-from eventstore import OldPagesKept, StoreError
+from eventstore import InvalidEvent, OldPagesKept, StoreError
 from eventstore.errors import MISSHAPEN, misshapen
 
 from .. import output
@@ -178,6 +180,24 @@ def _cli_words(message: str) -> str:
     for library, cli_word in _CLI_WORDS.items():
         message = message.replace(library, cli_word)
     return message
+
+
+@contextlib.contextmanager
+def _named_as_typed(options: dict[str, str]) -> Iterator[None]:
+    """A refusal of what a command built from its options names the option the user gave
+    (`options`: the library's path of a field -> the option or argument), followed by the rest
+    of the path inside it (`--content[0].type`), where the library names its place in a batch of
+    events (`events[0].data.content[0].type`) that the user never wrote, or its own parameter
+    (`checkpoint`, given as `--since`)."""
+    try:
+        yield
+    except InvalidEvent as error:
+        for field, option in options.items():
+            if error.field == field or error.field.startswith((f"{field}.", f"{field}[")):
+                error.field = option + error.field[len(field):]
+                error.args = (f"{error.field}: {error.why}",)
+                break
+        raise
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -4,14 +4,12 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
-from eventstore import FORK_BOILERPLATE, InvalidEvent, Store
+from eventstore import FORK_BOILERPLATE, Store
 from eventstore.store import is_url
 from projections import write_transcript
 
@@ -21,7 +19,7 @@ from ..names import THREAD
 from ..note_fork import fork_with_transcript
 from ..render import counted
 from ..subagents import STATUSES, questions, report
-from .group import _committed, cli
+from .group import _committed, _named_as_typed, cli
 from .opening import _pass_db, with_store
 from .options import FilePath, JSONText, Setting, _input_name, _model_name, _parse_json, _read_text, _stated, db_option, json_option
 from .printing import _emit_json
@@ -63,23 +61,6 @@ def _given(name: str) -> bool:
     """Whether the running command's option `name` was given: a JSON option's value may be
     JSON's null, as a value not given is."""
     return click.get_current_context().get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
-
-
-@contextlib.contextmanager
-def _named_as_typed(options: dict[str, str]) -> Iterator[None]:
-    """A refusal of the one event a command built from its options names the option the user
-    gave (`options`: the library's path of a field -> the option or argument), followed by the
-    rest of the path inside it (`--content[0].type`), where the library names its place in a
-    batch of events (`events[0].data.content[0].type`) that the user never wrote."""
-    try:
-        yield
-    except InvalidEvent as error:
-        for field, option in options.items():
-            if error.field == field or error.field.startswith((f"{field}.", f"{field}[")):
-                error.field = option + error.field[len(field):]
-                error.args = (f"{error.field}: {error.why}",)
-                break
-        raise
 
 
 def _recorded(event: Any, as_json: bool) -> None:
