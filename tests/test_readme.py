@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -58,3 +59,34 @@ def test_show_folds_and_cuts_the_title_and_system_prompt_as_the_readme_says(tmp_
     assert "system      You plan trips. Be brief. " + "x" * 73 + "…" in shown
     assert "title       A B" in shown
     assert "`show`'s title, system prompt, settings and last run are folded so too, and cut at 100 characters" in " ".join(README.split())
+
+
+def test_the_command_line_tour_runs_in_order_on_a_fresh_database(tmp_path: Path) -> None:
+    """The tour under "## Command line", each command as shown (its `[optional]` parts left out,
+    `follow` and `serve`, which run until stopped, passed over), on a new database. Its `ls`
+    said "threads" where the command lists root threads unless given --all, so a reader who had
+    just made five forks saw one line; and an empty `interrupt list` says so on stderr."""
+    import subprocess
+    import sys
+
+    block = README.split("## Command line", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = []
+    for line in block.splitlines():
+        line = re.sub(r"\s+#.*$", "", line) if not line.lstrip().startswith("#") else ""
+        while re.search(r"\s*\[-[^\[\]]*\]", line):
+            line = re.sub(r"\s*\[-[^\[\]]*\]", "", line)
+        if line.strip() and not re.match(r"threadlog (follow|serve)\b", line):
+            lines.append(line)
+    script = "\n".join(["set -e", f'threadlog() {{ "{sys.executable}" -m threadlog "$@"; }}', *lines,
+                        'echo "t=$t"', "threadlog ls", "echo ---", "threadlog ls --all"])
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "THREADLOG_DB": str(tmp_path / "threadlog.db"), "PYTHONPATH": str(root)})
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert (tmp_path / "trip.transcript.md").exists()
+    t = done.stdout.split("t=", 1)[1].splitlines()[0]
+    roots, everything = done.stdout.split("t=", 1)[1].split("---\n")
+    assert [row.split()[0] for row in roots.splitlines()[2:]] == [t]
+    assert len(everything.splitlines()) == 1 + 1 + 5  # the header, t, its three forks and two sub-agents
+    assert "# root threads (--all: forks and sub-agents\n" in block
+    assert "(none: `no question waiting` on stderr, exit 0)" in block
