@@ -122,7 +122,7 @@ def test_request_and_show_at_events_that_hold_no_message_say_what_at_counts(tmp_
     for at in ("0", "1"):
         code, out, err = _run(db, "request", t, "--at", at)
         assert (code, out) == (1, ""), err
-        assert err == (f"error: at: thread '{t}' has no message to send as of its first {at} event(s): at counts the events "
+        assert err == (f"error: --at: thread '{t}' has no message to send as of its first {at} event(s): at counts the events "
                        "the request is built from, its thread.created first; its first message is at offset 1, so at must "
                        "be 2..2\n")
     code, out, err = _run(db, "show", t, "--at", "0")

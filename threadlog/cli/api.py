@@ -22,7 +22,7 @@ from .. import output
 from ..interrupt import waking
 from ..names import THREAD
 from ..render import check_line, safe_block, usage_lines
-from .group import EXIT_UNPRINTED, _committed, _fail, cli
+from .group import EXIT_UNPRINTED, _committed, _fail, _named_as_typed, cli
 from .opening import with_store
 from .options import F, Seconds, _check_range, _model_name, json_option
 from .printing import _emit_json, _json
@@ -82,12 +82,13 @@ def request_command(store: Store, thread: str, at: int | None, check: bool, mode
         from ..note_fork import is_note_fork
         from ..note_tools import extra_tools, transcript_tools
 
-        if at is not None:  # before the state as of `at` is read, which names the range a replay takes
-            check_request_point(store, thread, at)
-        # A note fork's requests offer the tools that read its parent's transcript, as `ask` sends them.
-        tools = extra_tools(thread_state(store, thread, at).tools, transcript_tools(store, thread)) \
-            if is_note_fork(store, thread) else None
-        kwargs = anthropic_request(store, thread, at, cache=not no_cache, model=model, extra_tools=tools)
+        with _named_as_typed({"at": "--at"}):
+            if at is not None:  # before the state as of `at` is read, which names the range a replay takes
+                check_request_point(store, thread, at)
+            # A note fork's requests offer the tools that read its parent's transcript, as `ask` sends them.
+            tools = extra_tools(thread_state(store, thread, at).tools, transcript_tools(store, thread)) \
+                if is_note_fork(store, thread) else None
+            kwargs = anthropic_request(store, thread, at, cache=not no_cache, model=model, extra_tools=tools)
         click.echo(_json(kwargs, indent=None if as_json else 2))
         return
     offsets = [at] if at is not None else checkable_offsets(store, thread)
