@@ -351,13 +351,14 @@ def test_ask_with_a_base_url_that_is_no_url_is_one_error_line(tmp_path: Path, ur
 
 
 def test_ask_on_a_thread_waiting_on_an_interrupt_names_the_command_that_answers_it(tmp_path: Path, api: MessagesAPI) -> None:
-    """The refusal told a CLI user to call `resolve_interrupt`, a Python function."""
+    """The refusal told a CLI user to call `resolve_interrupt`, a Python function, and said
+    `thread: thread T`, the library's parameter before the thread it names."""
     db = tmp_path / "t.db"
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
     threadlog("interrupt", "raise", t, "q1", "--question", "Which day?", db=db)
     done = threadlog("ask", t, "hello", db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr == f"error: thread: thread {t!r} waits on interrupt 'q1'; answer it with `threadlog interrupt resolve` first\n"
+    assert done.stderr == f"error: thread {t!r} waits on interrupt 'q1'; answer it with `threadlog interrupt resolve` first\n"
     with Store(db) as store:
         assert store.head(t) == 2
 
@@ -500,7 +501,7 @@ def test_two_asks_racing_on_one_thread_start_one_run(tmp_path: Path, api: Messag
     done = [ask.communicate(timeout=120) + (ask.returncode,) for ask in asks]
     assert sorted(code for _, _, code in done) == [0, 1], done
     refused = next(err for _, err, code in done if code == 1)
-    assert refused.splitlines()[-1].startswith("error: thread: thread") and "in progress" in refused
+    assert refused.splitlines()[-1].startswith(f"error: thread {t!r} has run") and "in progress" in refused
     with Store(db) as store:
         assert [e.type for e in store.read(t)] == ["thread.created", "run.started", "message.appended", "message.appended",
                                                    "run.finished"]

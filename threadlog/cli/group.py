@@ -170,6 +170,7 @@ _CLI_WORDS = {
     "call purge()": "run `threadlog purge`",
     "pass model=... (or create the thread with one)": "pass --model (or create the thread with one: `threadlog new --model`)",
     "user_content: ": "",
+    "thread: thread ": "thread ",  # the parameter's name before the thread it names, said twice
     "pass the user's message": "give TEXT",
     "continue it with user_content=None first": "continue it first",
     "max_tokens: ": "--max-tokens ",
