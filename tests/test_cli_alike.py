@@ -132,17 +132,18 @@ def test_fork_and_rerun_name_the_fork_points_a_message_allows(tmp_path: Path, co
 def test_request_names_the_points_a_request_can_be_built_at(tmp_path: Path) -> None:
     """`request --at 99` named 0..3, though the first event that holds a message is the second
     (at 0 and 1 were then refused, naming 2..3): past the thread it names 2..3 as fork does. The
-    refusal names the option typed, `--at`, where it said `at:`, the library's parameter."""
+    refusal names the option typed, `--at`, where it said `at:`, the library's parameter, and
+    so does the sentence after it (`--at counts`, `--at must be`), where it went on saying `at`."""
     db = tmp_path / "t.db"
     t = _a_turn(db)
     before = file_dump(db)
     for at in ("99", "4"):
         assert fails(db, "request", t, "--at", at) == (f"error: --at: cannot build a request of {t!r} at {at}: it holds "
-                                                       "offsets 0..2, so at must be 2..3\n")
+                                                       "offsets 0..2, so --at must be 2..3\n")
     assert fails(db, "request", t, "--at", "1") == (f"error: --at: thread {t!r} has no message to send as of its first 1 "
-                                                     "event(s): at counts the events the request is built from, its "
-                                                     "thread.created first; its first message is at offset 1, so at must "
-                                                     "be 2..3\n")
+                                                     "event(s): --at counts the events the request is built from, its "
+                                                     "thread.created first; its first message is at offset 1, so --at "
+                                                     "must be 2..3\n")
     assert json.loads(ok(db, "request", t, "--at", "2"))["messages"][0]["role"] == "user"
     assert file_dump(db) == before
 

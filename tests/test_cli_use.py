@@ -719,7 +719,7 @@ def test_range_and_type_errors_are_consistent(db: Path, tmp_path: Path) -> None:
         assert "stop: 1 is below start 2" in fails(db, command, t, "--start", "2", "--stop", "1")
     assert outside.replace("start", "at") in fails(db, "rows", t, "--at", "1000")
     # request names the points a request takes, as fork does: it said 0..2, though at 0 and 1 hold no message
-    assert f"at: cannot build a request of {t!r} at 1000: it holds offsets 0..1, so at must be 2..2" in fails(
+    assert f"--at: cannot build a request of {t!r} at 1000: it holds offsets 0..1, so --at must be 2..2" in fails(
         db, "request", t, "--at", "1000")
     # show replays at least thread.created: it said 0..2, then refused --at 0 as a usage error
     assert f"--at 1000 is outside thread {t!r} (1..2)" in fails(db, "show", t, "--at", "1000")

@@ -122,9 +122,9 @@ def test_request_and_show_at_events_that_hold_no_message_say_what_at_counts(tmp_
     for at in ("0", "1"):
         code, out, err = _run(db, "request", t, "--at", at)
         assert (code, out) == (1, ""), err
-        assert err == (f"error: --at: thread '{t}' has no message to send as of its first {at} event(s): at counts the events "
-                       "the request is built from, its thread.created first; its first message is at offset 1, so at must "
-                       "be 2..2\n")
+        assert err == (f"error: --at: thread '{t}' has no message to send as of its first {at} event(s): --at counts the "
+                       "events the request is built from, its thread.created first; its first message is at offset 1, so "
+                       "--at must be 2..2\n")
     code, out, err = _run(db, "show", t, "--at", "0")
     assert (code, out) == (2, "") and "Invalid value for '--at': 0 is not in the range x>=1." in err, err
     assert file_dump(db) == before

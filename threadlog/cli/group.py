@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import traceback
@@ -189,16 +190,24 @@ def _named_as_typed(options: dict[str, str]) -> Iterator[None]:
     (`options`: the library's path of a field -> the option or argument), followed by the rest
     of the path inside it (`--content[0].type`), where the library names its place in a batch of
     events (`events[0].data.content[0].type`) that the user never wrote, or its own parameter
-    (`checkpoint`, given as `--since`)."""
+    (`checkpoint`, given as `--since`). A refusal of the parameter itself names it in its
+    sentence too (`at counts the events …, so at must be 2..3`): there it is the option as well."""
     try:
         yield
     except InvalidEvent as error:
         for field, option in options.items():
+            if error.field == field:
+                error.why = re.sub(rf"\b{re.escape(field)} (?={_PARAMETER_SAYS})", f"{option} ", error.why)
             if error.field == field or error.field.startswith((f"{field}.", f"{field}[")):
                 error.field = option + error.field[len(field):]
                 error.args = (f"{error.field}: {error.why}",)
                 break
         raise
+
+
+# How a library refusal goes on to name its parameter in its sentence: `at counts …`, `so at
+# must be 2..3`. Only there: elsewhere the same word is prose (`at offset 1`, `at 99`).
+_PARAMETER_SAYS = "counts |must be "
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
