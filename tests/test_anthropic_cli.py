@@ -303,7 +303,7 @@ def test_ask_on_a_thread_without_a_model_names_the_flag(tmp_path: Path) -> None:
     threadlog("append", t, "--role", "user", "--text", "hi", db=db)
     done = threadlog("ask", t, db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"})
     assert done.returncode == 1 and "model=" not in done.stderr, done.stderr
-    assert "pass --model (or create the thread with one: `threadlog new --model`)" in done.stderr
+    assert "pass --model (or make a thread that names one: `threadlog fork --model` of this one, or `threadlog new --model`)" in done.stderr
 
 
 @pytest.mark.parametrize("variable", ["ANTHROPIC_CUSTOM_HEADERS", "ANTHROPIC_API_KEY"])

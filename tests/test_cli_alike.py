@@ -148,6 +148,30 @@ def test_request_names_the_points_a_request_can_be_built_at(tmp_path: Path) -> N
     assert file_dump(db) == before
 
 
+_NO_MODEL = ("names no model; pass --model (or make a thread that names one: `threadlog fork --model` of this one, or "
+             "`threadlog new --model`)")
+
+
+@pytest.mark.parametrize("command", [["request"], ["export", "--format", "anthropic"], ["ask"]],
+                         ids=["request", "export", "ask"])
+def test_a_thread_without_a_model_names_the_option_the_command_has_not_the_parameter(tmp_path: Path,
+                                                                                    command: list[str]) -> None:
+    """`export --format anthropic` (as `request` and `ask`) on a thread that names no model said
+    `error: model: thread T names no model; …`: `model:` is the library's parameter. Each says
+    the same line now, naming --model, which each of them takes, and the commands that make a
+    thread that names one."""
+    db = tmp_path / "t.db"
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "hi")
+    before = file_dump(db)
+    done = threadlog(command[0], t, *command[1:], db=db, env={"ANTHROPIC_API_KEY": "test",
+                                                              "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"})
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", f"error: thread {t!r} {_NO_MODEL}\n")
+    assert file_dump(db) == before
+    if command[0] != "ask":  # what it says to do works (`ask` would call the API)
+        assert json.loads(ok(db, command[0], t, *command[1:], "--model", "claude-test-1"))["model"] == "claude-test-1"
+
+
 def test_rerun_checks_its_arguments_before_asking_for_the_api_key(tmp_path: Path) -> None:
     """Without ANTHROPIC_API_KEY, `rerun` said so first: a bad --at was named only once the
     key was set. The key is the last thing checked, as only the API needs it."""

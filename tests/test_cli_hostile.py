@@ -519,7 +519,8 @@ def test_a_thread_without_a_model_is_told_to_pass_the_option_not_the_parameter(t
     _, thread, _ = invoke("--db", db, "new")
     invoke("--db", db, "append", thread.strip(), "--role", "user", "--text", "hi")
     code, out, err = invoke("--db", db, "request", thread.strip())
-    assert code == 1 and out == "" and "pass --model (or create the thread with one: `threadlog new --model`)" in err, err
+    assert code == 1 and out == "" and ("pass --model (or make a thread that names one: `threadlog fork --model` of this one, or "
+                                        "`threadlog new --model`)") in err, err
     assert "model=" not in err
 
 

@@ -169,7 +169,10 @@ _CLI_WORDS = {
     "made by fan_out": "made by `threadlog fan-out`",
     "answer it with resolve_interrupt": "answer it with `threadlog interrupt resolve`",
     "call purge()": "run `threadlog purge`",
-    "pass model=... (or create the thread with one)": "pass --model (or create the thread with one: `threadlog new --model`)",
+    # Every command that needs a model takes --model; no event sets one on a thread made without.
+    "pass model=... (or create the thread with one)": ("pass --model (or make a thread that names one: `threadlog fork "
+                                                       "--model` of this one, or `threadlog new --model`)"),
+    "model: thread ": "thread ",  # as `thread: thread `: --model was not given, and is what to do
     "user_content: ": "",
     "thread: thread ": "thread ",  # the parameter's name before the thread it names, said twice
     "pass the user's message": "give TEXT",
