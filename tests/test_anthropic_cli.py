@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from eventstore import Store
-from projections import validate_request
+from projections import thread_state, validate_request
 from threadlog.cli import cli
 
 from messages_api import MessagesAPI, Reply, message
@@ -350,17 +351,31 @@ def test_ask_with_a_base_url_that_is_no_url_is_one_error_line(tmp_path: Path, ur
         assert store.head(t) == 1
 
 
-def test_ask_on_a_thread_waiting_on_an_interrupt_names_the_command_that_answers_it(tmp_path: Path, api: MessagesAPI) -> None:
+@pytest.mark.parametrize("interrupt_id, command", [
+    ("q1", "threadlog interrupt resolve {t} q1 --answer TEXT"),
+    ("it's $(date); x", "threadlog interrupt resolve {t} 'it'\"'\"'s $(date); x' --answer TEXT"),
+    ("-q", "threadlog interrupt resolve --answer TEXT -- {t} -q"),
+], ids=["plain", "shell-words", "leading-dash"])
+def test_ask_on_a_thread_waiting_on_an_interrupt_names_the_command_that_answers_it(tmp_path: Path, api: MessagesAPI,
+                                                                                   interrupt_id: str, command: str) -> None:
     """The refusal told a CLI user to call `resolve_interrupt`, a Python function, and said
-    `thread: thread T`, the library's parameter before the thread it names."""
+    `thread: thread T`, the library's parameter before the thread it names; then it named
+    `threadlog interrupt resolve` alone, which takes the thread, the interrupt and the answer.
+    It names the whole command, each id quoted for a shell (an id is any text: `;` or `$(…)`
+    would run), and that command, run as printed with an answer, answers it."""
     db = tmp_path / "t.db"
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
-    threadlog("interrupt", "raise", t, "q1", "--question", "Which day?", db=db)
+    assert threadlog("interrupt", "raise", "--question", "Which day?", "--", t, interrupt_id, db=db).returncode == 0
     done = threadlog("ask", t, "hello", db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr == f"error: thread {t!r} waits on interrupt 'q1'; answer it with `threadlog interrupt resolve` first\n"
+    typed = command.format(t=t)
+    assert done.stderr == f"error: thread {t!r} waits on interrupt {interrupt_id!r}; answer it with `{typed}` first\n"
     with Store(db) as store:
         assert store.head(t) == 2
+    words = shlex.split(typed.replace("TEXT", "Tuesday"))
+    assert threadlog(*words[1:], db=db).returncode == 0
+    with Store(db) as store:
+        assert thread_state(store, t).pending_interrupts == []
 
 
 def test_ask_reports_an_api_error_and_exits_3_the_question_kept(tmp_path: Path, api: MessagesAPI) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 
 import json
 import re
+import shlex
 from datetime import datetime, timezone
 from typing import Any
 
@@ -55,6 +56,17 @@ def safe_json(text: str) -> str:
 def safe_block(text: str) -> str:
     """`safe` for text of several lines: the line breaks stay, everything else is escaped."""
     return "\n".join(safe(line) for line in text.split("\n"))
+
+
+def command_line(command: str, arguments: Sequence[str], options: str = "") -> str:
+    """`command ARGUMENTS OPTIONS` as a user would type it, to be shown in a message: each
+    argument quoted for a shell, as an id is any text (one holding `;` or `$(…)` would run a
+    command of its own), and after the options and `--` when one starts with `-`, which would
+    read as an option. An id of letters, digits and `_@%+=:,./-` reads as it is."""
+    quoted = " ".join(shlex.quote(argument) for argument in arguments)
+    if any(argument.startswith("-") for argument in arguments):
+        return " ".join(filter(None, (command, options, "--", quoted)))
+    return " ".join(filter(None, (command, quoted, options)))
 
 
 def _escaped(match: re.Match[str]) -> str:

@@ -7,13 +7,15 @@ so every other command starts without it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from eventstore import Store
+from eventstore import InvalidEvent, Store
 from projections import anthropic_request, check_request, thread_state, usage
 from projections.request import check_request_point, checkable_offsets
 from projections.usage import total as usage_total
@@ -21,7 +23,7 @@ from projections.usage import total as usage_total
 from .. import output
 from ..interrupt import waking
 from ..names import THREAD
-from ..render import check_line, safe_block, usage_lines
+from ..render import check_line, command_line, safe_block, usage_lines
 from .group import EXIT_UNPRINTED, _committed, _fail, _named_as_typed, cli
 from .opening import with_store
 from .options import F, Seconds, _check_range, _model_name, json_option
@@ -150,7 +152,8 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     echo = _Echo() if stream and not as_json else None
     # A note fork's model is told to read its parent's transcript: with no tool it could not.
     tools = transcript_tools(store, thread) if is_note_fork(store, thread) else None
-    with _client(api_timeout, api_retries) as client, waking():  # closed: its socket is not left to the collector
+    # The client closed: its socket is not left to the collector.
+    with _client(api_timeout, api_retries) as client, waking(), _answer_named(store, thread):
         turn = run_turn(store, thread, text, client, model=model, tools=tools, stream=stream, max_tokens=max_tokens,
                         on_text=echo)
     _committed(f"the turn on thread {thread} (run {turn.run_id}, {turn.status})", f"threadlog show {thread} --last 2")
@@ -167,6 +170,26 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
               EXIT_UNPRINTED)
     if turn.status == "ok" and not turn.text.strip():  # a blank line and exit 0 read as an answer
         _fail(_no_text(turn), EXIT_UNPRINTED)
+
+
+# How the library tells its caller to answer the interrupt a thread waits on: a function of it.
+_RESOLVE_IN_PYTHON = "answer it with resolve_interrupt"
+
+
+@contextlib.contextmanager
+def _answer_named(store: Store, thread: str) -> Iterator[None]:
+    """`ask` on a thread that waits on an interrupt is refused naming the command that answers
+    it, whole: the library names its function, and `threadlog interrupt resolve` alone left the
+    thread, the interrupt id and --answer to be found."""
+    try:
+        yield
+    except InvalidEvent as error:
+        waiting = thread_state(store, thread).pending_interrupts if _RESOLVE_IN_PYTHON in error.why else []
+        if waiting:
+            typed = command_line("threadlog interrupt resolve", [thread, waiting[0]["interrupt_id"]], "--answer TEXT")
+            error.why = error.why.replace(_RESOLVE_IN_PYTHON, f"answer it with `{typed}`")
+            error.args = (f"{error.field}: {error.why}",)
+        raise
 
 
 def _no_text(turn: Turn) -> str:

@@ -167,7 +167,6 @@ _CLI_WORDS = {
     "fan_out()": "`threadlog fan-out`",
     "fan_out launches": "`threadlog fan-out` launches",
     "made by fan_out": "made by `threadlog fan-out`",
-    "answer it with resolve_interrupt": "answer it with `threadlog interrupt resolve`",
     "call purge()": "run `threadlog purge`",
     # Every command that needs a model takes --model; no event sets one on a thread made without.
     "pass model=... (or create the thread with one)": ("pass --model (or make a thread that names one: `threadlog fork "
