@@ -11,6 +11,7 @@ import pty
 import queue
 import re
 import select
+import signal
 import sqlite3
 import stat
 import subprocess
@@ -552,6 +553,27 @@ def test_follow_prints_events_as_they_are_committed_and_ctrl_c_exits_130(db: Pat
         f = store.fork(t)
         store.append_message(f, "user", "in the fork")
         assert printed(3) == [(t, "message.appended"), (f, "thread.forked"), (f, "message.appended")]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_follow_stopped_by_a_signal_exits_as_a_shell_reports_that_signal(db: Path, signum: int) -> None:
+    """`follow` stopped by SIGTERM (a service manager's stop) or SIGHUP (its terminal closed)
+    exited 130, Ctrl-C's status, where every other command (and `import --follow`) exits 128 +
+    the signal's number: a supervisor could not tell its own stop from a Ctrl-C."""
+    t = ok(db, "new").strip()
+    with Store(db) as store:
+        after = store.last_position()
+    proc = subprocess.Popen([THREADLOG, "follow", "--json", "--interval", "0.05", "--after", str(after), "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ok(db, "append", t, "--role", "user", "--text", "followed")
+        assert json.loads(proc.stdout.readline())["type"] == "message.appended"  # type: ignore[union-attr]  # running, its handlers set
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert (proc.returncode, out, err) == (128 + signum, "", "")
 
 
 def test_follow_forks_takes_in_the_forks_made_before_it_started(db: Path) -> None:

@@ -67,7 +67,7 @@ class _Group(click.Group):
             _unprinted(ctx, "Ctrl-C" if not isinstance(error, _Stopped) else signal.Signals(error.signum).name,
                        failed="what came after it was interrupted")
             click.echo(safe("; ".join(["interrupted", *getattr(error, "__notes__", ())])), err=True)
-            sys.exit(128 + error.signum if isinstance(error, _Stopped) else 130)
+            sys.exit(_interrupted_status(error))
         except OldPagesKept as error:  # committed: exit 1 said nothing was written, and a retry was refused as done
             _fail("committed: " + _cli_words("; ".join([str(error), *getattr(error, "__notes__", ())])), EXIT_UNPRINTED)
         except StoreError as error:
@@ -112,6 +112,12 @@ class _Stopped(KeyboardInterrupt):
 
 def _stop(signum: int, frame: Any) -> None:
     raise _Stopped(signum)
+
+
+def _interrupted_status(error: KeyboardInterrupt) -> int:
+    """The exit status of a command `error` stopped, as a shell reports the signal: 130 for
+    Ctrl-C, 143 for SIGTERM, 129 for SIGHUP, so a service manager tells its own stop from one."""
+    return 128 + error.signum if isinstance(error, _Stopped) else 130
 
 
 def _printing(error: OSError) -> bool:
@@ -226,7 +232,8 @@ def cli(db: str | None) -> None:
     committed that could not finish (its result not printed, stdout full, closed or not UTF-8,
     or a Ctrl-C once it was written; a redaction whose old pages a reader kept in the
     write-ahead log; an `ask` or `rerun` whose turn failed once its question or fork was
-    recorded: the write is kept, do not run the command again), 130 Ctrl-C.
+    recorded: the write is kept, do not run the command again), 130 Ctrl-C (143 SIGTERM,
+    129 SIGHUP).
     """
 
 

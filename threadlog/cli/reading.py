@@ -20,7 +20,7 @@ from .. import output
 from ..listing import listing
 from ..names import THREAD
 from ..render import blame_line, diff_lines, event_line, ls_lines, row_line, safe, state_lines, tree_lines
-from .group import _cli_words, _committed, cli
+from .group import _cli_words, _committed, _interrupted_status, cli
 from .opening import _db_path, with_store
 from .options import FilePath, Seconds, _check_range, json_option, pager_option
 from .printing import _emit_json, _emit_json_array, _json
@@ -286,7 +286,7 @@ def snapshot(store: Store, thread: str | None, drop: bool, as_json: bool) -> Non
 @json_option
 @with_store()
 def follow(store: Store, thread: str | None, forks: bool, after: int | None, interval: float, as_json: bool) -> None:
-    """Print events as they are committed, like tail -f (Ctrl-C stops, status 130). --json: JSON lines."""
+    """Print events as they are committed, like tail -f (Ctrl-C stops, status 130; SIGTERM 143). --json: JSON lines."""
     if forks and thread is None:
         raise click.UsageError("--forks follows a thread's forks: name the thread with --thread")
     position = store.last_position() if after is None else after
@@ -313,8 +313,8 @@ def follow(store: Store, thread: str | None, forks: bool, after: int | None, int
                     reading.close()
                 reading = _reconnected(_db_path(), lost, position, interval)
             time.sleep(interval)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except KeyboardInterrupt as error:  # its way out: no `interrupted` line, the status alone
+        sys.exit(_interrupted_status(error))
     finally:
         if reading is not store:
             reading.close()
