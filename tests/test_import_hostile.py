@@ -840,6 +840,30 @@ def test_a_pi_session_beside_claude_code_sessions_is_refused_by_name(seeded: Pat
     assert [(bad["file"], bad["line"]) for bad in summary["bad"]] == [(str(pi), 1)] and summary["added"] > 0, summary
 
 
+CLAUDE_CODE = FIXTURES / "claude-code"
+_ANOTHER_TOOLS = [
+    (PI_SESSION, "a pi session's header", "for a pi session, run `threadlog import pi`"),
+    *((CLAUDE_CODE / path, "a Claude Code session's line", "for a Claude Code session, run `threadlog import claude-code`")
+      for path in (SESSION.relative_to(CLAUDE_CODE), "-src-deep-manifest/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl",
+                   "-Users-dain-workspace-claude-code-log-sample/0d3a8e6f-290f-4105-a327-a2496e5e2a83.jsonl",
+                   "-Users-dain-workspace-JSSoundRecorder/7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl")),
+    *((FIXTURES / "swe-agent" / name, "a SWE-agent trajectory", "for a SWE-agent trajectory, run `threadlog import swe-agent`")
+      for name in ("function_calling_simple.traj", "marshmallow-code__marshmallow-1867.traj", "warmup.traj")),
+]
+
+
+@pytest.mark.parametrize("path, what, run", _ANOTHER_TOOLS,
+                         ids=["pi", "claude-code", "claude-code-summary-first", "claude-code-user-first",
+                              "claude-code-queue-first", "swe-agent", "swe-agent-environment-first", "swe-agent-ctf"])
+def test_another_tools_file_given_to_import_events_names_the_command_that_imports_it(seeded: Path, tmp_path: Path,
+                                                                                      path: Path, what: str, run: str) -> None:
+    """`import events` of a Claude Code or pi session said only `not a threadlog export`, and of
+    a SWE-agent trajectory `is not JSON` (its first line, `{`, is none by itself), where the
+    Claude Code importer given a pi session names `threadlog import pi`. Its first line (or a
+    trajectory's opening) tells which tool wrote it, and the refusal names its command."""
+    import_refused(seeded, tmp_path, ["events", str(path)], f"error: {path}: line 1: {what}, not a threadlog export: {run}")
+
+
 BLANK = {"empty": (b"", "an empty file"), "blank-lines": (b"\n  \n\n", "a file of blank lines only")}
 
 

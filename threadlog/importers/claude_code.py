@@ -49,6 +49,7 @@ from ..returned import RETURNED, returned_fields
 from .lines import (LIVE_SECONDS, BadLine, Line, NoSession, Seen, distinct, existing_paths, files_below, is_text, read_lines,
                     source_paths, usable_name)
 from .models import give_model
+from .origin import RUN, WHAT, first_line_of
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -219,10 +220,9 @@ def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial
     lines, end = read_lines(path, on_bad, partial_tail, seen, kind=FORMAT)
     if partial_tail and end == 0:  # just created, its first line still to come: it waits (it was a session of nothing)
         summary.wait(str(path))
-    if lines and lines[0].record.get("type") == "session":  # pi's header: Claude Code writes no such line
+    if lines and first_line_of(lines[0].record) == "pi":
         # Taken line by line, a pi session was a session of nothing, lost without a word beside others.
-        on_bad(NoSession(str(path), lines[0].number, f"a pi session's header, so not {FORMAT}: for a pi session, "
-                                                     "run `threadlog import pi`"))
+        on_bad(NoSession(str(path), lines[0].number, f"{WHAT['pi']}, so not {FORMAT}: {RUN['pi']}"))
         lines = []
     return _from_lines(path, key, lines, summary, on_bad, partial_tail, session=session, paused=paused)
 

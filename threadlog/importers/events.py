@@ -17,6 +17,7 @@ from eventstore import InvalidEvent, RestoreReport, Store
 from eventstore.prepare import MAX_EVENT_BYTES
 
 from .lines import HEAD_BYTES, existing_paths, not_text
+from .origin import RUN, WHAT, first_line_of, opening_of
 
 
 # The longest line an export holds: one event, its data and its meta at most 32 MiB of JSON each,
@@ -30,11 +31,13 @@ FORMAT = "a threadlog export (JSON Lines text)"
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
     with path.open("rb") as handle:
-        why = not_text(path, handle.peek(HEAD_BYTES), FORMAT)
+        head = handle.peek(HEAD_BYTES)
+        why = not_text(path, head, FORMAT)
         if why is not None:
             raise InvalidEvent("line 1", why)
         if handle.peek(len(codecs.BOM_UTF8)).startswith(codecs.BOM_UTF8):  # a Windows editor's byte order mark
             handle.read(len(codecs.BOM_UTF8))
+        first = True
         for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
             if len(raw) > MAX_LINE_BYTES:
                 raise InvalidEvent(f"line {number}", f"is longer than {MAX_LINE_BYTES // 2**20} MiB; an export line holds "
@@ -42,11 +45,23 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
             if not raw.strip():
                 continue
             try:
-                yield number, json.loads(raw.decode("utf-8"))
+                record = json.loads(raw.decode("utf-8"))
             except UnicodeDecodeError as error:
                 raise InvalidEvent(f"line {number}", f"is not UTF-8 ({error.reason} at byte {error.start})") from None
             except (ValueError, RecursionError) as error:
+                _refuse_another_tools(number, opening_of(head) if first else None)
                 raise InvalidEvent(f"line {number}", f"is not JSON ({error})") from None
+            if first:
+                _refuse_another_tools(number, first_line_of(record))
+                first = False
+            yield number, record
+
+
+def _refuse_another_tools(number: int, tool: str | None) -> None:
+    """Refuse a file `tool` wrote (a Claude Code or pi session, a SWE-agent trajectory) naming
+    the command that imports it: it was "not a threadlog export", or its first line "not JSON"."""
+    if tool is not None:
+        raise InvalidEvent(f"line {number}", f"{WHAT[tool]}, not a threadlog export: {RUN[tool]}")
 
 
 def import_events(store: Store, path: str | Path) -> RestoreReport:

@@ -44,13 +44,12 @@ from eventstore.recorded import short
 
 from .lines import LIVE_SECONDS, BadLine, Line, NoSession, Seen, is_text, read_lines, source_files
 from .models import give_model
+from .origin import RUN, first_line_of
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
 TOOL = "pi"
 FORMAT = "a pi session (JSON Lines text)"  # what a file refused as none should have been
-# Keys a Claude Code line carries (one of them) and no pi entry does (pi's are `id` and `parentId`).
-_CLAUDE_CODE_KEYS = ("sessionId", "uuid", "leafUuid", "messageId")
 PATTERN = "*.jsonl"  # as claude_code.discover
 ASKS = "name pi session files (.jsonl) or directories of them"  # what a refusal of a path that names nothing asks for
 # How pi's convertToLlm words a branch summary for the model (pi's messages.ts).
@@ -547,8 +546,8 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     header = lines[0].record
     if header.get("type") != "session":  # not a pi session: another tool's file, or any other JSON lines
         headless = f'no session header, so not {FORMAT}: a pi session file starts with one ({{"type": "session", "id": ...}})'
-        if any(key in header for key in _CLAUDE_CODE_KEYS):
-            headless += "; this line is Claude Code's: for a Claude Code session, run `threadlog import claude-code`"
+        if first_line_of(header) == "claude-code":
+            headless += f"; this line is Claude Code's: {RUN['claude-code']}"
         on_bad(NoSession(str(path), lines[0].number, headless))
         return plan  # skipped (`skip_bad`): without its header, the file holds no session to import
     if not isinstance(header.get("id"), str):
