@@ -389,6 +389,20 @@ def test_ask_reports_an_api_error_and_exits_3_the_question_kept(tmp_path: Path, 
     assert "Traceback" not in done.stderr
 
 
+def test_a_command_a_message_names_is_quoted_so_it_runs_as_shown(tmp_path: Path, api: MessagesAPI) -> None:
+    """A thread's id is any printable text (an imported session's, one chosen by a caller): the
+    failed turn's `threadlog ask T` left an id holding a space or a `;` to the shell to split."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(thread_id="trip to lyon; date", model="claude-test-1")
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    api.reply_error(400, "invalid_request_error", "not now")
+    failed = threadlog("ask", t, "Train to Lyon?", db=db, env=env)
+    shown = re.search(r"`(threadlog ask [^`]+)` with no TEXT asks again", failed.stderr)
+    assert failed.returncode == 3 and shown is not None, failed.stderr
+    assert shlex.split(shown.group(1)) == ["threadlog", "ask", t]
+
+
 def test_ask_without_text_after_a_failed_turn_asks_again_with_one_copy_of_the_question(tmp_path: Path, api: MessagesAPI) -> None:
     """A failed `ask` keeps the question; TEXT was required, so a retry sent it twice."""
     db = tmp_path / "t.db"
@@ -437,7 +451,7 @@ def test_rerun_past_the_thread_names_the_range_it_takes(tmp_path: Path, api: Mes
         head, before = store.head(t), store.counts()
     done = threadlog("rerun", t, "--at", str(head + 1), "--model", "claude-other", db=db, env=env)
     assert done.returncode == 1 and done.stderr == (f"error: cannot rerun {t!r} at {head + 1}: it holds offsets "
-                                                    f"0..{head - 1}, so at must be 3..{head}\n"), done.stderr  # after "One?"
+                                                    f"0..{head - 1}, so --at must be 3..{head}\n"), done.stderr  # after "One?"
     with Store(db) as store:
         assert store.counts() == before and len(api.requests) == 2
 

@@ -123,9 +123,9 @@ def test_fork_and_rerun_name_the_fork_points_a_message_allows(tmp_path: Path, co
     extra = ["--model", "claude-test-2"] if command == "rerun" else []
     for at in ("99", "0", "-1"):
         assert fails(db, command, t, "--at", at, *extra) == (f"error: cannot {command} {t!r} at {at}: it holds offsets 0..2, "
-                                                             "so at must be 2..3\n")
+                                                             "so --at must be 2..3\n")
     assert fails(db, command, t, "--at", "1", *extra) == (f"error: cannot {command} {t!r} at 1: there is no message before "
-                                                          "that offset (its first message is at offset 1, so at must be 2..3)\n")
+                                                          "that offset (its first message is at offset 1, so --at must be 2..3)\n")
     assert file_dump(db) == before
 
 
@@ -178,7 +178,7 @@ def test_rerun_checks_its_arguments_before_asking_for_the_api_key(tmp_path: Path
     db = tmp_path / "t.db"
     t = _a_turn(db)
     done = threadlog("rerun", t, "--at", "99", "--model", "claude-test-2", db=db)
-    assert (done.returncode, done.stderr) == (1, f"error: cannot rerun {t!r} at 99: it holds offsets 0..2, so at must be 2..3\n")
+    assert (done.returncode, done.stderr) == (1, f"error: cannot rerun {t!r} at 99: it holds offsets 0..2, so --at must be 2..3\n")
     done = threadlog("rerun", t, "--at", "2", "--model", "claude-test-2", db=db)
     assert done.returncode == 1 and done.stderr.startswith("error: ANTHROPIC_API_KEY is not set"), done.stderr
 

@@ -156,7 +156,7 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     with _client(api_timeout, api_retries) as client, waking(), _answer_named(store, thread):
         turn = run_turn(store, thread, text, client, model=model, tools=tools, stream=stream, max_tokens=max_tokens,
                         on_text=echo)
-    _committed(f"the turn on thread {thread} (run {turn.run_id}, {turn.status})", f"threadlog show {thread} --last 2")
+    _committed(f"the turn on thread {thread} (run {turn.run_id}, {turn.status})", command_line("threadlog show", [thread], "--last 2"))
     if echo is not None and echo.failed is not None:
         raise echo.failed
     if as_json:
@@ -166,8 +166,8 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     elif echo is not None:
         click.echo()
     if turn.status == "error":  # committed (the question, the run): exit 3, not 1, or a script's retry asks twice
-        _fail(f"{turn.error or 'the turn failed'} (the question is kept: `threadlog ask {thread}` with no TEXT asks again)",
-              EXIT_UNPRINTED)
+        again = command_line("threadlog ask", [thread])
+        _fail(f"{turn.error or 'the turn failed'} (the question is kept: `{again}` with no TEXT asks again)", EXIT_UNPRINTED)
     if turn.status == "ok" and not turn.text.strip():  # a blank line and exit 0 read as an answer
         _fail(_no_text(turn), EXIT_UNPRINTED)
 
@@ -222,7 +222,7 @@ def rerun(store: Store, thread: str, at: int, model: str, stream: bool, api_time
     store.check_fork_point(thread, at, doing="rerun")  # what the store can say, before the key only the API needs
     with _client(api_timeout, api_retries) as client, waking():
         fork_id = replay(store, thread, at, client, model=model, stream=stream)
-    _committed(f"created fork {fork_id} of thread {thread}, replayed with {model}", f"threadlog diff {thread} {fork_id}")
+    _committed(f"created fork {fork_id} of thread {thread}, replayed with {model}", command_line("threadlog diff", [thread, fork_id]))
     if as_json:
         _emit_json(store.thread(fork_id).to_json())
     else:

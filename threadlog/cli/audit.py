@@ -16,7 +16,7 @@ from eventstore import IntegrityError, InvalidEvent, OldPagesKept, Store, StoreE
 
 from .. import output
 from ..note_fork import transcripts_holding
-from ..render import counted
+from ..render import command_line, counted
 from .group import _cli_words, _committed, _fail, _named_as_typed, cli
 from .opening import with_store
 from .options import _stated, json_option
@@ -140,7 +140,7 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
                            "delete it")
         raise
     _committed(f"redacted position {position}, recorded at position {record.position}",
-               f"threadlog log {record.stream_id} --start {record.offset}")
+               command_line("threadlog log", [record.stream_id], f"--start {record.offset}"))
     stale = transcripts_holding(store, position)
     if as_json:
         _emit_json({**record.to_json(), "transcripts_holding": [note._asdict() for note in stale]})

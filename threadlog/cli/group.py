@@ -180,6 +180,7 @@ _CLI_WORDS = {
     "model: thread ": "thread ",  # as `thread: thread `: --model was not given, and is what to do
     "user_content: ": "",
     "thread: thread ": "thread ",  # the parameter's name before the thread it names, said twice
+    ", so at must be ": ", so --at must be ",  # a fork point's range (`fork`, `rerun`): the option's name
     "pass the user's message": "give TEXT",
     "continue it with user_content=None first": "continue it first",
     "max_tokens: ": "--max-tokens ",

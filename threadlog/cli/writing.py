@@ -17,7 +17,7 @@ from .. import output
 from ..demo import build_demo, demo_lines
 from ..names import THREAD
 from ..note_fork import fork_with_transcript
-from ..render import counted
+from ..render import command_line, counted
 from ..subagents import STATUSES, questions, report
 from .group import _committed, _named_as_typed, cli
 from .opening import _pass_db, with_store
@@ -66,7 +66,7 @@ def _given(name: str) -> bool:
 def _recorded(event: Any, as_json: bool) -> None:
     """What append, emit and the interrupt commands print: where the event landed."""
     _committed(f"{event.type} recorded on thread {event.stream_id} at offset {event.offset} (position {event.position})",
-               f"threadlog log {event.stream_id} --start {event.offset}")
+               command_line("threadlog log", [event.stream_id], f"--start {event.offset}"))
     if as_json:
         _emit_json(event.to_json())
     else:
@@ -94,7 +94,7 @@ def new(store: Store, title: str | None, system: str | None, model: str | None, 
     thinking = {"type": "enabled", "budget_tokens": thinking_budget} if thinking_budget else None
     thread = store.create_thread(title=title, system=system, model=model, metadata=metadata or None, thinking=thinking,
                                  settings=settings or None)
-    _committed(f"created thread {thread}", f"threadlog show {thread}")
+    _committed(f"created thread {thread}", command_line("threadlog show", [thread]))
     if as_json:
         _emit_json(store.thread(thread).to_json())
     else:
@@ -209,7 +209,7 @@ def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, c
         fork_id = fork_with_transcript(store, thread, transcript_path, at, **options)
     else:
         fork_id = store.fork(thread, at, context=context, transcript=transcript_path, **options)
-    _committed(f"created fork {fork_id} of thread {thread}", f"threadlog tree {fork_id}")
+    _committed(f"created fork {fork_id} of thread {thread}", command_line("threadlog tree", [fork_id]))
     if as_json:
         _emit_json(store.thread(fork_id).to_json())
     else:
@@ -237,7 +237,7 @@ def fan_out(store: Store, thread: str, directives: tuple[str, ...], placeholder:
     """
     extra = {} if placeholder is None else {"placeholder": placeholder}
     ids = store.fan_out(thread, list(directives), boilerplate=FORK_BOILERPLATE if boilerplate else None, **extra)
-    _committed(f"created {len(ids)} sub-agent fork(s) of thread {thread}: {', '.join(ids)}", f"threadlog tree {thread}")
+    _committed(f"created {len(ids)} sub-agent fork(s) of thread {thread}: {', '.join(ids)}", command_line("threadlog tree", [thread]))
     if as_json:
         _emit_json([store.thread(i).to_json() for i in ids])
     else:
@@ -345,7 +345,7 @@ def demo(store: Store, as_json: bool) -> None:
     """Build a sample conversation (tool call, interrupt, fork, sub-agents) and explain it."""
     ids, built = build_demo(store)
     if built:
-        _committed(f"built the demo: thread {ids['thread']} and its forks", f"threadlog tree {ids['thread']}")
+        _committed(f"built the demo: thread {ids['thread']} and its forks", command_line("threadlog tree", [str(ids["thread"])]))
     if as_json:
         _emit_json({**ids, "created": built})
         return
