@@ -101,8 +101,8 @@ def search(
             titles[owner] = store.title(owner)
         # FTS5's snippet of a text holding U+0000 drops the words around it, and one holding a
         # mark's character reads it as a mark: the text's own then.
-        unusable = row.snippet is None or _UNMARKABLE.search(row.text)
-        snippet = window(_stored(row.text), query) if unusable or row.snippet is None else clipped(row.snippet)
+        snippet = window(_stored(row.text), query) if row.snippet is None or _UNMARKABLE.search(row.text) \
+            else clipped(row.snippet)
         hits.append(SearchHit(owner, titles[owner], row.stream_id, row.offset, row.position, row.role, row.kind,
                               row.tool, row.time, snippet, row.score))
     return hits

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import sys
 import traceback
@@ -180,7 +179,10 @@ _CLI_WORDS = {
     "model: thread ": "thread ",  # as `thread: thread `: --model was not given, and is what to do
     "user_content: ": "",
     "thread: thread ": "thread ",  # the parameter's name before the thread it names, said twice
-    ", so at must be ": ", so --at must be ",  # a fork point's range (`fork`, `rerun`): the option's name
+    # A fork or request point's range and what it counts (`fork`, `rerun`, `request`): the option's
+    # name, where elsewhere the word is prose (`at offset 1`, `at 99`).
+    ", so at must be ": ", so --at must be ",
+    " event(s): at counts the events": " event(s): --at counts the events",
     "pass the user's message": "give TEXT",
     "continue it with user_content=None first": "continue it first",
     "max_tokens: ": "--max-tokens ",
@@ -199,24 +201,17 @@ def _named_as_typed(options: dict[str, str]) -> Iterator[None]:
     (`options`: the library's path of a field -> the option or argument), followed by the rest
     of the path inside it (`--content[0].type`), where the library names its place in a batch of
     events (`events[0].data.content[0].type`) that the user never wrote, or its own parameter
-    (`checkpoint`, given as `--since`). A refusal of the parameter itself names it in its
-    sentence too (`at counts the events …, so at must be 2..3`): there it is the option as well."""
+    (`checkpoint`, given as `--since`). (Where a refusal's sentence names a parameter, as `at`
+    in a range, `_CLI_WORDS` says the option for every command alike.)"""
     try:
         yield
     except InvalidEvent as error:
         for field, option in options.items():
-            if error.field == field:
-                error.why = re.sub(rf"\b{re.escape(field)} (?={_PARAMETER_SAYS})", f"{option} ", error.why)
             if error.field == field or error.field.startswith((f"{field}.", f"{field}[")):
                 error.field = option + error.field[len(field):]
                 error.args = (f"{error.field}: {error.why}",)
                 break
         raise
-
-
-# How a library refusal goes on to name its parameter in its sentence: `at counts …`, `so at
-# must be 2..3`. Only there: elsewhere the same word is prose (`at offset 1`, `at 99`).
-_PARAMETER_SAYS = "counts |must be "
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
