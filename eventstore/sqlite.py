@@ -500,6 +500,13 @@ def _translated(method: Callable[Concatenate[SQLiteBackend, _P], _R]) -> Callabl
 _LAST_POSITION = 2**63 - 1  # SQLite's largest integer
 # Seconds the structure check's own connection waits to begin reading (`damaged(beside=True)`).
 _BESIDE_WAIT = 0.5
+# KiB of page cache for that connection. The check looks each row up in every index of its
+# table, in the table's order: rows of a few thousand threads written in turn touch as many
+# leaf pages of the (stream, offset) index, which SQLite's default 2 MB does not hold, so each
+# lookup read its page from the file again. On a file of 2.2M events in 2,000 threads (4 KB
+# pages) 32 MB took the check from 4.9 s of CPU to 4.0 s, and a full verify's system time
+# from 3.5-4.0 s to 2.4-2.5 s; a larger cache gained nothing (4.5 s at 256 MB).
+_BESIDE_CACHE_KIB = 32768
 
 
 def _next_position(last: int | None, count: int) -> int:
@@ -1265,6 +1272,7 @@ class SQLiteBackend:
             return _structure_check(self.conn)
         conn = _connect(self.path, _BESIDE_WAIT, read_only=True)
         try:
+            conn.execute(f"PRAGMA cache_size=-{_BESIDE_CACHE_KIB}")
             return _structure_check(conn)
         except sqlite3.OperationalError as error:
             if getattr(error, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY:
