@@ -840,6 +840,39 @@ def test_a_pi_session_beside_claude_code_sessions_is_refused_by_name(seeded: Pat
     assert [(bad["file"], bad["line"]) for bad in summary["bad"]] == [(str(pi), 1)] and summary["added"] > 0, summary
 
 
+@pytest.mark.parametrize("kind", ["claude-code", "pi"])
+@pytest.mark.parametrize("name", ["function_calling_simple.traj", "marshmallow-code__marshmallow-1867.traj", "warmup.traj"])
+def test_a_trajectory_given_to_a_session_importer_names_the_swe_agent_import(seeded: Path, tmp_path: Path, kind: str,
+                                                                             name: str) -> None:
+    """`import claude-code` or `import pi` of a SWE-agent trajectory (one JSON object over many
+    lines) refused its first line, `{`, as "not JSON ... fix or delete that line", and with
+    --skip-bad named every line of it: advice for a damaged session. It is refused by name,
+    pointing at `threadlog import swe-agent`, or skipped whole with --skip-bad."""
+    trajectory = _aged(tmp_path / name, (FIXTURES / "swe-agent" / name).read_bytes())
+    import_refused(seeded, tmp_path, [kind, str(trajectory)],
+                   f"{trajectory}:1: a SWE-agent trajectory, so not {NO_SESSION[kind][0]}: for a SWE-agent trajectory, run "
+                   "`threadlog import swe-agent`; leave that file out, or skip such files (--skip-bad)")
+    db = tmp_path / "skipping.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, "--skip-bad", "--json", str(trajectory)])
+    assert [(bad["file"], bad["line"]) for bad in json.loads(result.stdout)["bad"]] == [(str(trajectory), 1)], result.output
+
+
+@pytest.mark.parametrize("session, what, run", [
+    (PI_SESSION, "a pi session's header", "for a pi session, run `threadlog import pi`"),
+    (SESSION, "a Claude Code session's line", "for a Claude Code session, run `threadlog import claude-code`"),
+], ids=["pi", "claude-code"])
+def test_a_session_given_to_the_swe_agent_import_names_the_command_that_imports_it(seeded: Path, tmp_path: Path, session: Path,
+                                                                                   what: str, run: str) -> None:
+    """`import swe-agent` of a Claude Code or pi session refused it as "not JSON (Extra data:
+    line 2 column 1 ...)"; its first line tells which tool wrote it, and the refusal names it.
+    A session of one line, JSON whole, was "not a SWE-agent trajectory" without the command."""
+    many = _aged(tmp_path / session.name, session.read_bytes())
+    one = _aged(tmp_path / f"one-{session.name}", session.read_bytes().partition(b"\n")[0] + b"\n")
+    for path in (many, one):
+        import_refused(seeded, tmp_path, ["swe-agent", str(path)],
+                       f"{path}: {what}, so not {NO_SESSION['swe-agent'][0]}: {run}")
+
+
 CLAUDE_CODE = FIXTURES / "claude-code"
 _ANOTHER_TOOLS = [
     (PI_SESSION, "a pi session's header", "for a pi session, run `threadlog import pi`"),

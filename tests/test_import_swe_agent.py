@@ -241,7 +241,9 @@ def test_an_observation_s_images_are_image_blocks_and_what_is_left_out_is_counte
     (b"\xff{}", "bad.traj: not UTF-8 text"),
     (b"[1, 2]", "bad.traj: not a SWE-agent trajectory: a .traj file is a JSON object holding a `history` list"),
     (b'{"trajectory": []}', "not a SWE-agent trajectory"),
-    (b'{"type": "session", "id": "s"}\n{"type": "message"}\n', "bad.traj: not JSON (Extra data: line 2"),  # a pi session
+    (b'{"type": "session", "id": "s"}\n{"type": "message"}\n',  # a pi session: it was "not JSON (Extra data: line 2 ..."
+     "bad.traj: a pi session's header, so not a SWE-agent trajectory (JSON text): for a pi session, run `threadlog import pi`; "
+     "leave that file out"),
     (b"[" * 100_000 + b"]" * 100_000, "bad.traj: JSON nested too deeply to read"),
     (_trajectory(SYSTEM, TASK, {"role": "robot", "content": "hi"}).encode(), "bad.traj:15: history[2]: role must be one of "),
     (_trajectory(SYSTEM, {"role": "assistant", "content": "x", "tool_calls": [{"function": {"name": "bash"}}]}).encode(),
@@ -344,7 +346,7 @@ def test_a_trajectory_being_rewritten_waits_for_a_later_import_and_an_old_cut_on
     (runs / "cut000.traj").write_text('{"type": "session", "id": "s"}\n{"type": "message"}\n', encoding="utf-8")
     before = file_dump(db)
     refused = _import(db, str(runs))
-    assert refused.exit_code == 1 and "cut000.traj: not JSON (Extra data" in refused.stderr
+    assert refused.exit_code == 1 and "cut000.traj: a pi session's header, so not" in refused.stderr
     assert file_dump(db) == before
     (runs / "cut000.traj").write_bytes(texts[0])
 

@@ -27,6 +27,8 @@ from eventstore.ids import CONTROL_CHARACTER, unprintable
 from eventstore.sqlite import APPLICATION_ID
 from eventstore.store import special_file
 
+from .origin import RUN, WHAT, opening_of
+
 
 class BadLine(StoreError):
     """A session file line that cannot be imported."""
@@ -384,6 +386,11 @@ def read_lines(
             on_bad(BadLine(name, number, f"not UTF-8 text ({error.reason} at byte {error.start})"))
             continue
         except ValueError as error:
+            if not lines and opening_of(raw[:HEAD_BYTES]) == "swe-agent":
+                # One JSON object over many lines: each line refused as "not JSON", with advice
+                # to fix a line of a file that was never this format's.
+                on_bad(NoSession(name, number, f"{WHAT['swe-agent']}, so not {kind}: {RUN['swe-agent']}"))
+                return [], end
             on_bad(BadLine(name, number, f"not JSON ({error})"))
             continue
         except RecursionError:

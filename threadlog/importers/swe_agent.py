@@ -35,6 +35,7 @@ refused (a run killed while it wrote).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import re
 from collections import Counter
@@ -49,6 +50,7 @@ from eventstore.recorded import short
 
 from .lines import LIVE_SECONDS, NoSession, Seen, WholeFile, nothing_in, source_files, text_name
 from .models import give_model
+from .origin import RUN, WHAT, first_line_of
 from .plan import Plan, PlannedStream, import_sources, stable_id
 from .summary import ImportSummary
 
@@ -94,14 +96,26 @@ def _read(path: Path, seen: Seen) -> tuple[dict[str, Any], list[int]] | None:
     except ValueError as error:
         if isinstance(error, json.JSONDecodeError) and _cut_short(text, error) and seen.changed_within(path, LIVE_SECONDS):
             return None
+        if isinstance(error, json.JSONDecodeError) and error.msg == "Extra data":  # JSON Lines: another tool's session?
+            with contextlib.suppress(ValueError, RecursionError):
+                _refuse_another_tools(path, json.loads(text.partition("\n")[0]))
         demo = " (a replay demo is YAML, and holds no trajectory: import the .traj it was made from)" \
             if path.suffix in (".yaml", ".yml") else ""
         raise InvalidEvent(str(path), f"not JSON ({error}); a SWE-agent trajectory is one JSON object{demo}") from None
     except RecursionError:
         raise InvalidEvent(str(path), "JSON nested too deeply to read") from None
     if not isinstance(trajectory, dict) or not isinstance(trajectory.get("history"), list):
+        _refuse_another_tools(path, trajectory)
         raise InvalidEvent(str(path), "not a SWE-agent trajectory: a .traj file is a JSON object holding a `history` list")
     return trajectory, _history_lines(text)
+
+
+def _refuse_another_tools(path: Path, record: Any) -> None:
+    """Refuse a Claude Code or pi session, whose first line (`record`) tells which it is, naming
+    the command that imports it: it was "not JSON (Extra data ...)" of a trajectory."""
+    tool = first_line_of(record)
+    if tool is not None and tool != "swe-agent":
+        raise WholeFile(path, f"{WHAT[tool]}, so not {FORMAT}: {RUN[tool]}", NoSession.advice)
 
 
 def _history_lines(text: str) -> list[int]:
