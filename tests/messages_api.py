@@ -37,6 +37,13 @@ class Reply:
     drop_after: int | None = None  # close the connection after this many bytes of the body
     hold_after: int | None = None  # send this many bytes of the body, then wait until the server closes
     delay: float = 0.0
+    # Sent chunk by chunk (chunked transfer), `pause` seconds apart, keep-alive pings every
+    # `ping_every` seconds meanwhile; `endless`: pings after the last chunk, for 20 s (a client that
+    # waits for ever fails its test then, instead of hanging it), or until the server closes.
+    chunks: list[bytes] | None = None
+    pause: float = 0.0
+    ping_every: float = 0.05
+    endless: bool = False
 
 
 def message(content: list[dict[str, Any]], stop_reason: str = "end_turn", *, usage: dict[str, Any] | None = None,
@@ -94,6 +101,37 @@ def encode_sse(events: list[tuple[str, dict[str, Any]]]) -> bytes:
     return b"".join(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events)
 
 
+PING = encode_sse([("ping", {"type": "ping"})])
+ENDLESS = 20.0  # seconds of pings after an `endless` reply's last chunk
+
+
+def _paced(out: Any, reply: Reply, released: threading.Event) -> None:
+    """Write `reply`'s chunks as HTTP chunks, with pings between them (and after them, while
+    `endless`, until `released`)."""
+    def chunk(data: bytes) -> None:
+        out.write(b"%x\r\n%s\r\n" % (len(data), data))
+        out.flush()
+
+    def ping_for(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not released.is_set() and time.monotonic() < end:
+            chunk(PING)
+            released.wait(min(reply.ping_every, max(0.0, end - time.monotonic())))
+
+    assert reply.chunks is not None
+    try:
+        for number, data in enumerate(reply.chunks):
+            if number:
+                ping_for(reply.pause)
+            if data:
+                chunk(data)
+        if reply.endless:
+            ping_for(ENDLESS)
+        chunk(b"")
+    except (BrokenPipeError, ConnectionResetError):  # the client closed the stream
+        pass
+
+
 class MessagesAPI:
     """The server: `url` for the client's base_url; `requests` in arrival order."""
 
@@ -128,6 +166,11 @@ class MessagesAPI:
                     self.send_header("request-id", f"req_test_{server.counter:03d}")
                     for key, value in reply.headers.items():
                         self.send_header(key, value)
+                    if reply.chunks is not None:
+                        self.send_header("transfer-encoding", "chunked")
+                        self.end_headers()
+                        _paced(self.wfile, reply, server.released)
+                        return
                     if reply.drop_after is not None:  # one chunk, then the socket closes mid-body
                         self.send_header("transfer-encoding", "chunked")
                         self.end_headers()
@@ -205,6 +248,16 @@ class MessagesAPI:
         events = sse_events(body)
         data = encode_sse(events)
         self.replies.append(Reply(200, data, "text/event-stream", hold_after=len(encode_sse(events[: len(events) // 2]))))
+
+    def ping_only(self, body: dict[str, Any], events: int = 0) -> None:
+        """Stream `body`'s first `events` events, then keep-alive pings and nothing else."""
+        chunks = [encode_sse([event]) for event in sse_events(body)[:events]] or [b""]
+        self.replies.append(Reply(200, b"", "text/event-stream", chunks=chunks, endless=True))
+
+    def paced(self, body: dict[str, Any], pause: float) -> None:
+        """Stream `body`'s events `pause` seconds apart, keep-alive pings between them."""
+        chunks = [encode_sse([event]) for event in sse_events(body)]
+        self.replies.append(Reply(200, b"", "text/event-stream", chunks=chunks, pause=pause))
 
     def stall(self, seconds: float, body: dict[str, Any]) -> None:
         self.replies.append(Reply(200, json.dumps(body).encode(), delay=seconds))

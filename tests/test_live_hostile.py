@@ -22,7 +22,7 @@ from eventstore import Store
 from projections import anthropic_request, thread_state, usage, validate_request
 from threadlog.live import run_turn
 
-from messages_api import MessagesAPI, Reply, encode_sse, message, sse_events
+from messages_api import ENDLESS, MessagesAPI, Reply, encode_sse, message, sse_events
 from procs import ctrl_c, interruptible
 
 MODEL = "claude-test-1"
@@ -213,6 +213,35 @@ def test_a_stream_cut_at_any_point_ends_the_run_and_keeps_the_question(api: Mess
         return
     assert turn.status == "error" and turn.error
     assert_retryable(store, t)
+
+
+@pytest.mark.parametrize("events", [0, 3], ids=["before-message-start", "mid-answer"])
+def test_a_stream_of_keep_alive_pings_alone_fails_after_the_read_timeout(api: MessagesAPI, events: int) -> None:
+    """A server that sent keep-alive pings and no event held the turn open for ever: the SDK
+    drops pings, and each one reset the client's read timeout. The wait for the next event
+    now counts against that timeout, pings or not: the run ends with status error, naming it."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    api.ping_only(message([{"type": "text", "text": "An answer that never comes whole."}]), events)
+    began = time.monotonic()
+    turn = run_turn(store, t, "Hello", api.client(timeout=1.0), stream=True)
+    assert time.monotonic() - began < ENDLESS / 2
+    assert turn.status == "error" and turn.error is not None
+    assert "the API sent no event for 1 s (the client's read timeout; keep-alive pings do not count)" in turn.error, turn.error
+    assert_retryable(store, t)
+
+
+def test_a_slow_stream_whose_events_keep_coming_is_not_cut(api: MessagesAPI) -> None:
+    """The watch times each wait for an event, not the whole answer: events 0.3 s apart, pings
+    between them, under a 1.5 s read timeout, make a whole answer however long it takes."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    api.paced(message([{"type": "text", "text": "Slow but steady, word by word, to the end."}]), 0.3)
+    began = time.monotonic()
+    turn = run_turn(store, t, "Hello", api.client(timeout=1.5), stream=True)
+    assert turn.status == "ok", turn.error
+    assert time.monotonic() - began > 1.5  # longer than the timeout in all
+    assert turn.text == "Slow but steady, word by word, to the end."
 
 
 def _out_of_order() -> dict[str, list[tuple[str, dict[str, Any]]]]:

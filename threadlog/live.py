@@ -47,6 +47,7 @@ from eventstore.prepare import prepare
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
 from projections.request import check_max_tokens, sent_tool_choice
 
+from .keepalive import Stall, StalledStream, read_timeout
 from .returned import returned_fields
 from .signals import handled
 from .note_tools import extra_tools
@@ -61,7 +62,7 @@ class BadAnswer(Exception):
 
 # The SDK raises `APIError` subclasses for what the API or the network did; a connection
 # dropped while a stream is being read surfaces as the HTTP client's own error.
-_FAILURES = (anthropic.APIError, httpx2.HTTPError, BadAnswer)
+_FAILURES = (anthropic.APIError, httpx2.HTTPError, BadAnswer, StalledStream)
 
 # What the SDK raises when a response parses as no message: bad JSON (ValueError), JSON nested
 # past what Python reads, a stream without `message_start` (an assert in its accumulator).
@@ -414,9 +415,16 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
         with client.messages.stream(**kwargs) as events:
             _refuse_error_body(events.response)
             read = _Read()
-            for text in read.texts(events):
-                if on_text is not None:  # outside the reading: what on_text raises is the caller's
-                    on_text(text)
+            limit = read_timeout(kwargs.get("timeout", client.timeout))
+            with Stall(limit, events.response.close) as watch:
+                try:
+                    for text in read.texts(events, watch):
+                        if on_text is not None:  # outside the reading: what on_text raises is the caller's
+                            on_text(text)
+                except (*_TRANSPORT, BadAnswer):
+                    watch.check()  # the read failed because the watch closed the stream: say why
+                    raise
+                watch.check()
             if not read.started:  # an HTML page, a JSON body: the SDK's own complaint was a bare AssertionError
                 kind = events.response.headers.get("content-type", "")
                 raise BadAnswer(f"the API's answer is no stream of message events (no message_start came; "
@@ -565,13 +573,16 @@ class _Read:
         # A beta's `compaction_delta`s, which the SDK's stream (not its beta one) drops: by block index.
         self.compactions: dict[int, Json] = {}
 
-    def texts(self, events: Any) -> Iterator[str]:
+    def texts(self, events: Any, watch: Stall) -> Iterator[str]:
         """The text deltas of a stream, read to its end; events the SDK cannot fold into a
-        message raise `BadAnswer`, the API's and the network's errors pass as they are."""
+        message raise `BadAnswer`, the API's and the network's errors pass as they are. Each
+        wait for the next event is `watch`ed."""
         iterator = iter(events)
         while True:
             try:
+                watch.waiting()
                 event = next(iterator)
+                watch.got()
             except StopIteration:
                 if self.held:  # no second half came: the lone half, for the answer's check to refuse
                     yield self.held

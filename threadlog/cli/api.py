@@ -39,8 +39,8 @@ def api_options(func: F) -> F:
                         help="How many times the client retries a request that failed to connect, timed out, or was "
                              "answered 408, 409, 429 or 5xx, waiting longer each time [default: the anthropic SDK's, 2].")(func)
     return click.option("--api-timeout", type=Seconds(least=0.01), default=None,
-                        help="Seconds to wait for the API, for each response (or, streaming, between its pieces) "
-                             "before the try fails [default: the anthropic SDK's, 600].")(func)
+                        help="Seconds to wait for the API, for each response (or, streaming, for each event: keep-alive pings do "
+                             "not count) before the try fails [default: the anthropic SDK's, 600].")(func)
 
 
 def _client(timeout: float | None = None, retries: int | None = None) -> Any:
