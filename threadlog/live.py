@@ -415,7 +415,7 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
         with client.messages.stream(**kwargs) as events:
             _refuse_error_body(events.response)
             read = _Read()
-            limit = read_timeout(kwargs.get("timeout", client.timeout))
+            limit = read_timeout(kwargs.get("timeout", getattr(client, "timeout", None)))
             with Stall(limit, events.response.close) as watch:
                 try:
                     for text in read.texts(events, watch):
