@@ -773,6 +773,35 @@ def test_a_redaction_re_sends_only_rows_the_open_page_shows(served: tuple[str, P
     assert len(update["items"]) <= 21, len(update["items"])  # the redaction's record and the rows just before it
 
 
+def test_a_redaction_after_a_batch_too_big_to_send_still_erases_the_open_page_s_row(served: tuple[str, Path]) -> None:
+    """After an import too big to send as rows, an update carries only the link to the latest
+    page; a redaction then came as such a link too, and the open page kept the erased text."""
+    base, path = served
+    with Store(path) as store:
+        store.create_thread(thread_id="erased-stale")
+        secret = store.append_message("erased-stale", "user", "my card 4111")
+        after = store.last_position()
+    with urllib.request.urlopen(f"{base}/live?id=erased-stale&after={after}&from=0", timeout=20) as stream:
+        assert stream.readline() == b": connected\n"
+        with Store(path) as store:
+            store.append("erased-stale", [{"type": "message.appended", "data": {"role": "user", "content": f"imported {i}"}}
+                                          for i in range(300)])
+        updates = []
+        while not updates or "reload" not in updates[-1]:
+            line = stream.readline()
+            if line.startswith(b"data:"):
+                updates.append(json.loads(line[5:]))
+        with Store(path) as store:
+            store.redact(secret.position, reason="pci", actor="ops")
+        line = b""
+        while not line.startswith(b"data:"):
+            line = stream.readline()
+    update = json.loads(line[5:])
+    erased = [item for item in update["items"] if item["id"].startswith(f"r-{secret.event_id}")]
+    assert len(erased) == 1 and "[redacted]" in erased[0]["html"], [item["id"] for item in update["items"]]
+    assert "4111" not in line.decode()
+
+
 @pytest.mark.parametrize("settled", ["tool_result", "interrupt.resolved"])
 def test_an_answer_far_from_its_call_updates_the_call_on_an_open_page(served: tuple[str, Path], settled: str) -> None:
     """The update re-sent the rows of the 20 events before the answer: a tool call (or an

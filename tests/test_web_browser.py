@@ -377,6 +377,27 @@ def test_a_page_left_open_takes_one_page_of_live_rows_then_offers_the_latest(ser
     assert page.locator("#rows > li.item").count() == shown + 900  # the 7th update was not added
 
 
+def test_a_redaction_erases_the_row_of_a_page_that_offers_the_latest(served, page) -> None:
+    """A page that stopped adding rows (it offers the latest page) closed its live stream: a
+    redaction made after that left the erased text on it."""
+    base, path, _ = served
+    with Store(path) as store:
+        store.create_thread(thread_id="stale")
+        secret = store.append_message("stale", "user", "my card 4111")
+    page.goto(url(base, "/thread", id="stale"))
+    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    with Store(path) as store:
+        store.append("stale", [{"type": "message.appended", "data": {"role": "user", "content": f"imported {i}"}}
+                               for i in range(300)])
+    page.locator("#live-reload").wait_for(timeout=5_000)
+    with Store(path) as store:
+        store.redact(secret.position, reason="pci", actor="ops")
+    page.locator("#rows li.redacted").wait_for(timeout=5_000)
+    assert "4111" not in page.inner_text("#rows")
+    assert page.locator("#rows > li.item").count() == 1  # the erased row in place; the import is on the latest page
+    assert page.locator("#live-reload").count() == 1
+
+
 def test_the_list_keeps_ids_kinds_and_times_on_one_line(served, page) -> None:
     """Beside a long title the list broke its short columns anywhere: an id over three lines,
     `thr` / `ead`, a date split at its hyphens."""

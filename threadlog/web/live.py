@@ -27,13 +27,13 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from eventstore import RecordedEvent, StoreError
+from eventstore import RecordedEvent, Store, StoreError
 from eventstore.errors import MISSHAPEN, misshapen
 from projections import Row
 
-from .budget import fill
+from .budget import Filled, fill
 from .cursor import Cursor, keyed
-from .items import thread_items
+from .items import Item, thread_items
 from .query import LARGEST, thread_param, whole_number
 from .render import link, visible
 from .viewer import Viewer, viewer
@@ -65,43 +65,61 @@ def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -
         # A redaction of an event this thread shows (its own or inherited): that row is sent again,
         # erased (its record is appended at the head, far from it; the page kept the old text).
         head = store.head(thread)
-        redacted = [event.data.get("position") for event in new if event.type == "event.redacted"]
-        if redacted:
-            # How far this thread shows each stream of its lineage: its own to its head, an
-            # ancestor's below the offset its child forked at.
-            chain = store.ancestry(thread)
-            shown = {info.id: (chain[i - 1].parent_offset if i else head) for i, info in enumerate(chain)}
-            for target_position in redacted:
-                target = next(store.read_all(after=target_position - 1, limit=1), None) if isinstance(target_position, int) else None
-                if (target is not None and target.position == target_position and target.stream_id in shown
-                        and start <= target.offset < (shown[target.stream_id] or 0)):
-                    offsets.append(target.offset)
-        if not offsets:
+        erased = _erased(store, thread, new, head, start) if any(event.type == "event.redacted" for event in new) else []
+        if not offsets and not erased:
             return position, None
-        low = min(max(start, min(offsets) - RESTATUS), head)
+        low = min(max(start, min(offsets) - RESTATUS), head) if offsets else head
         if head - low > LIMIT:  # a batch too big to send as rows: the page offers its latest page instead
-            return position, _reload(thread, head, position)
+            return position, _reload(view, store, thread, head, position, _rows(store, thread, erased, start, skip))
         settled = _settled([event for event in new if event.stream_id == thread])
         reach = max(start, low - REACH) if settled else low
         # The items of the page's first event before `skip` are on the page before it, not this one.
         found = [item for place, item in keyed(thread_items(store, thread, reach, head)) if place >= Cursor(start, skip)]
-        # The calls answered from further back go last: the page has them and replaces each where
-        # it is, while the script puts a new item after the one sent before it.
+        # The calls answered and the rows erased from further back go last: the page has them and
+        # replaces each where it is, while the script puts a new item after the one sent before it.
         items = [item for item in found if item.offset >= low] + \
-                [item for item in found if item.offset < low and item.row is not None and _settles(item.row, settled)]
-    # An update within a page's budget, or none: the page offers its latest page instead.
-    filled = fill(((item.id, item) for item in items), functools.partial(view.item, thread=thread))
-    if filled.rest is not None:
-        return position, _reload(thread, head, position)
-    # The id as the row's element holds it on the page (`visible`): the live script finds the row by
-    # it. The rows' HTML is so already (`fill` measures them as shown).
-    rendered = [{"id": visible(item.id), "html": str(html)} for _, item, html in filled.shown]
-    return position, json.dumps({"head": head, "position": position, "items": rendered})
+                [item for item in found if item.offset < low and (item.offset in erased or _settles(item.row, settled))] + \
+                _rows(store, thread, [offset for offset in erased if offset < reach], start, skip)
+        # An update within a page's budget, or none: the page offers its latest page instead.
+        filled = fill(((item.id, item) for item in items), functools.partial(view.item, thread=thread))
+        if filled.rest is not None:
+            return position, _reload(view, store, thread, head, position, _rows(store, thread, erased, start, skip))
+    return position, json.dumps({"head": head, "position": position, "items": _sent(filled)})
 
 
-def _reload(thread: str, head: int, position: int) -> str:
-    """An update carrying no rows, only the link to the thread's latest page."""
-    return json.dumps({"head": head, "position": position, "items": [], "reload": link("/thread", id=thread)})
+def _erased(store: Store, thread: str, new: list[RecordedEvent], head: int, start: int) -> list[int]:
+    """The offsets (from `start` on) of the events `new` redacts that `thread` shows."""
+    # How far this thread shows each stream of its lineage: its own to its head, an
+    # ancestor's below the offset its child forked at.
+    chain = store.ancestry(thread)
+    shown = {info.id: (chain[i - 1].parent_offset if i else head) for i, info in enumerate(chain)}
+    offsets = set()
+    for event in new:
+        target_position = event.data.get("position") if event.type == "event.redacted" else None
+        target = next(store.read_all(after=target_position - 1, limit=1), None) if isinstance(target_position, int) else None
+        if (target is not None and target.position == target_position and target.stream_id in shown
+                and start <= target.offset < (shown[target.stream_id] or 0)):
+            offsets.add(target.offset)
+    return sorted(offsets)
+
+
+def _rows(store: Store, thread: str, offsets: list[int], start: int, skip: int) -> list[Item]:
+    """The items of the events at `offsets` a page from `start` (past its first `skip` items) shows."""
+    return [item for offset in offsets for place, item in keyed(thread_items(store, thread, offset, offset + 1))
+            if place >= Cursor(start, skip)]
+
+
+def _sent(filled: Filled[str, Item]) -> list[dict[str, str]]:
+    """The rendered items, each with its id as the row's element holds it on the page (`visible`):
+    the live script finds the row by it. The rows' HTML is so already (`fill` measures them as shown)."""
+    return [{"id": visible(item.id), "html": str(html)} for _, item, html in filled.shown]
+
+
+def _reload(view: Viewer, store: Store, thread: str, head: int, position: int, erased: list[Item]) -> str:
+    """An update carrying the link to the thread's latest page instead of its new rows, and the
+    rows the page shows that were erased (within a page's budget): the page replaces those."""
+    filled = fill(((item.id, item) for item in erased), functools.partial(view.item, thread=thread))
+    return json.dumps({"head": head, "position": position, "items": _sent(filled), "reload": link("/thread", id=thread)})
 
 
 def _settled(events: list[RecordedEvent]) -> set[tuple[str, str]]:
@@ -116,8 +134,10 @@ def _settled(events: list[RecordedEvent]) -> set[tuple[str, str]]:
     return found
 
 
-def _settles(row: Row, settled: set[tuple[str, str]]) -> bool:
+def _settles(row: Row | None, settled: set[tuple[str, str]]) -> bool:
     """Whether `row` is a tool call or an interrupt of `settled`."""
+    if row is None:
+        return False
     if row.kind == "tool_call":
         return ("tool", str(row.tool_use_id)) in settled
     return row.kind == "interrupt" and ("interrupt", str(row.interrupt_id)) in settled

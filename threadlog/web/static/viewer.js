@@ -2,7 +2,8 @@
 // - replay: moving the slider shows the thread at that offset (the form submits itself);
 // - live: an open thread page shows events as they are committed (server-sent events), or,
 //   after a batch too big to add, or once it took a page's worth of rows (`data-rows`, or
-//   `data-room` characters of HTML) while open, a link to the latest page.
+//   `data-room` characters of HTML) while open, a link to the latest page; it then adds no
+//   rows but still replaces those it holds, so a redaction erases its text there too.
 // Items arrive as HTML the server rendered and sanitised; they are parsed in a <template>,
 // where nothing runs, and the page's Content-Security-Policy forbids inline script anyway.
 "use strict";
@@ -50,8 +51,9 @@ function liveRows() {
   const room = Number(list.dataset.room) || Infinity;
   let added = 0;
   let taken = 0;
+  let stale = false;  // it offers the latest page: the stream only replaces rows it holds
   const offerLatest = (href, head) => {
-    source.close();
+    stale = true;
     if (state) {
       const more = document.createElement("a");
       more.id = "live-reload";
@@ -62,24 +64,23 @@ function liveRows() {
   };
   source.addEventListener("open", () => {
     list.dataset.connected = "1";
-    if (state) state.textContent = "· live";
+    if (state && !stale) state.textContent = "· live";
   });
-  source.addEventListener("error", () => { if (state) state.textContent = "· reconnecting…"; });
+  source.addEventListener("error", () => { if (state && !stale) state.textContent = "· reconnecting…"; });
   source.addEventListener("failed", (message) => {  // the server could not read the thread: say so, stop
     source.close();
     if (state) state.textContent = `· live updates stopped: ${JSON.parse(message.data).error}`;
   });
   source.addEventListener("rows", (message) => {
     const update = JSON.parse(message.data);
-    if (update.reload) {  // too many new events to add here: offer the latest page instead
-      offerLatest(update.reload, update.head);
-      return;
-    }
     const fresh = update.items.filter((entry) => !document.getElementById(entry.id));
     added += fresh.length;
     taken += fresh.reduce((sum, entry) => sum + entry.html.length, 0);
-    if (added > rows || taken > room) {  // the page took its share: the rest is on the latest page
-      offerLatest(list.dataset.latest, update.head);
+    // Too many new events to add here (`reload`), or the page took its share: the rest is on the
+    // latest page. The rows it holds are replaced all the same (an erased one, a status changed).
+    if (stale || update.reload || added > rows || taken > room) {
+      update.items.filter((entry) => document.getElementById(entry.id)).forEach((entry) => upsert(list, entry, null));
+      if (!stale) offerLatest(update.reload || list.dataset.latest, update.head);
       return;
     }
     let previous = null;
