@@ -802,6 +802,27 @@ def test_a_redaction_after_a_batch_too_big_to_send_still_erases_the_open_page_s_
     assert "4111" not in line.decode()
 
 
+def test_an_update_too_big_to_send_still_carries_the_rows_it_erased(served: tuple[str, Path]) -> None:
+    """An import and a redaction in one look at the log: the update is the link to the latest
+    page, with the erased row the open page shows (the page replaces it, adding nothing)."""
+    base, path = served
+    with Store(path) as store:
+        store.create_thread(thread_id="erased-batch")
+        secret = store.append_message("erased-batch", "user", "my card 4111")
+        after = store.last_position()
+        store.append("erased-batch", [{"type": "message.appended", "data": {"role": "user", "content": f"imported {i}"}}
+                                      for i in range(300)])
+        store.redact(secret.position, reason="pci", actor="ops")
+    with urllib.request.urlopen(f"{base}/live?id=erased-batch&after={after}&from=0", timeout=20) as stream:
+        line = b""
+        while not line.startswith(b"data:"):
+            line = stream.readline()
+    update = json.loads(line[5:])
+    assert update["reload"] == "/thread?id=erased-batch"
+    assert [item["id"] for item in update["items"]] == [f"r-{secret.event_id}:0"]
+    assert "[redacted]" in update["items"][0]["html"] and "4111" not in line.decode()
+
+
 @pytest.mark.parametrize("settled", ["tool_result", "interrupt.resolved"])
 def test_an_answer_far_from_its_call_updates_the_call_on_an_open_page(served: tuple[str, Path], settled: str) -> None:
     """The update re-sent the rows of the 20 events before the answer: a tool call (or an
