@@ -49,6 +49,16 @@ def test_every_response_forbids_inline_script(client: TestClient, target: str) -
     assert response.headers["x-content-type-options"] == "nosniff"
 
 
+@pytest.mark.parametrize("target", PAGES, ids=PAGES)
+def test_no_page_is_kept_in_the_browsers_cache(client: TestClient, target: str) -> None:
+    """A page shown again from the browser's cache (Back) showed text a redaction had erased
+    since: pages said nothing of caching. Each now says `no-store`; the static files, which hold
+    no stored text, may be kept."""
+    response = client.get(target)
+    kept = response.headers.get("cache-control")
+    assert kept is None if target.startswith("/static/") else kept == "no-store", (target, kept)
+
+
 def test_nothing_writes_and_only_get_is_served(built: tuple[Path, dict[str, str]], client: TestClient) -> None:
     path, ids = built
     before = file_dump(path)

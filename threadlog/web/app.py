@@ -43,11 +43,15 @@ HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
 ]
+# Pages are not kept by the browser: one shown again from its cache (Back) would show text a
+# redaction has erased since. The static files (script, style) hold no stored text.
+NO_STORE = (b"cache-control", b"no-store")
 
 
 class SecurityHeaders:
-    """Adds the Content-Security-Policy and its companions to every response, but a header
-    the response sets itself (an image's own policy, `images.CSP`)."""
+    """Adds the Content-Security-Policy and its companions to every response (and `NO_STORE`
+    to every one but a static file's), but a header the response sets itself (an image's own
+    policy, `images.CSP`)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -57,11 +61,13 @@ class SecurityHeaders:
             await self.app(scope, receive, send)
             return
 
+        added = HEADERS if str(scope.get("path", "")).startswith("/static/") else [*HEADERS, NO_STORE]
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 own = list(message.get("headers", []))
                 named = {name.lower() for name, _ in own}
-                message["headers"] = [*own, *(header for header in HEADERS if header[0] not in named)]
+                message["headers"] = [*own, *(header for header in added if header[0] not in named)]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
