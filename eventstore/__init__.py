@@ -3,6 +3,7 @@
 from .errors import (
     Claimed,
     ConcurrencyError,
+    Disconnected,
     ForkRefused,
     IntegrityError,
     InvalidEvent,
@@ -28,6 +29,7 @@ __all__ = [
     "FORK_BOILERPLATE",
     "Claimed",
     "ConcurrencyError",
+    "Disconnected",
     "Event",
     "EventData",
     "ForkRefused",

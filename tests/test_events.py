@@ -103,7 +103,7 @@ def test_public_names_are_pinned() -> None:
     """The facade's surface: a name added or removed here is an API change, on purpose."""
     assert sorted(threadlog.__all__) == sorted([
         "Store", "StoreError", "ThreadNotFound", "ConcurrencyError", "ForkRefused", "InvalidEvent",
-        "IntegrityError", "SchemaError", "OldPagesKept", "Locked", "Claimed", "Event", "RecordedEvent", "ThreadInfo",
+        "IntegrityError", "SchemaError", "OldPagesKept", "Locked", "Disconnected", "Claimed", "Event", "RecordedEvent", "ThreadInfo",
         "CompactionRecorded", "InterruptCancelled", "InterruptRaised", "InterruptResolved",
         "MessageAppended", "MetadataSet", "RunFinished", "RunStarted", "TitleSet", "TodosSet",
         "thread_state", "ThreadState", "Message", "save_snapshot", "drop_snapshots",

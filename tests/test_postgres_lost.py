@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from eventstore.postgres import PostgresBackend
-from threadlog import Store, StoreError
+from threadlog import Disconnected, Store, StoreError
 from tests.backends import postgres_cluster, postgres_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,14 +31,15 @@ def _end_sessions(name: str) -> int:
 def test_a_connection_ended_by_the_server_fails_the_call_under_way_and_the_store_goes_on() -> None:
     """Every call after a lost connection failed with "lost the connection ... reconnect and
     retry", for good: a service holding a `Store` had to notice and open another. The call
-    under way fails, unacknowledged; the next one connects again."""
+    under way fails, unacknowledged, with `Disconnected` (a name `threadlog` exports, as the
+    README's PostgreSQL section names it, so a service can catch it); the next one connects again."""
     url = postgres_url() + "&application_name=threadlog-lost"
     store = Store(url)
     thread = store.create_thread(title="Trip")
     kept = [store.append_message(thread, "user", f"message {i}").event_id for i in range(3)]
     for call in (lambda: store.append_message(thread, "user", "after"), lambda: list(store.read(thread)), store.verify):
         assert _end_sessions("threadlog-lost") == 1
-        with pytest.raises(StoreError, match="(lost the connection|shut down or restarted).*retry \\(the store connects again\\)") as lost:
+        with pytest.raises(Disconnected, match="(lost the connection|shut down or restarted).*retry \\(the store connects again\\)") as lost:
             call()
         assert "check that it runs" not in str(lost.value)
         assert [e.event_id for e in store.read(thread)][1:] == kept  # the next call: a new connection

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them; run, `__getattr__` l
         FORK_BOILERPLATE,
         Claimed,
         ConcurrencyError,
+        Disconnected,
         Event,
         ForkRefused,
         IntegrityError,
@@ -83,9 +84,9 @@ if TYPE_CHECKING:  # the names as a type checker sees them; run, `__getattr__` l
 
 # The module each public name lives in (".name": a module of this package).
 _HOMES = {name: module for module, names in [
-    ("eventstore", ("FORK_BOILERPLATE", "Claimed", "ConcurrencyError", "Event", "ForkRefused", "IntegrityError", "InvalidEvent",
-                    "Locked", "OldPagesKept", "RecordedEvent", "ReportRefused", "SchemaError", "Store", "StoreError", "ThreadInfo",
-                    "ThreadNotFound")),
+    ("eventstore", ("FORK_BOILERPLATE", "Claimed", "ConcurrencyError", "Disconnected", "Event", "ForkRefused", "IntegrityError",
+                    "InvalidEvent", "Locked", "OldPagesKept", "RecordedEvent", "ReportRefused", "SchemaError", "Store", "StoreError",
+                    "ThreadInfo", "ThreadNotFound")),
     ("eventstore.events", ("CompactionRecorded", "InterruptCancelled", "InterruptRaised", "InterruptResolved", "MessageAppended",
                            "MetadataSet", "RunFinished", "RunStarted", "TitleSet", "TodosSet")),
     (".export", ("export_all", "export_events", "export_markdown")),
@@ -130,6 +131,7 @@ __all__ = [
     "ConcurrencyError",
     "Diff",
     "DiffSide",
+    "Disconnected",
     "Event",
     "FORK_BOILERPLATE",
     "fork_with_transcript",
