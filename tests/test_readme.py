@@ -90,3 +90,18 @@ def test_the_command_line_tour_runs_in_order_on_a_fresh_database(tmp_path: Path)
     assert len(everything.splitlines()) == 1 + 1 + 5  # the header, t, its three forks and two sub-agents
     assert "# root threads (--all: forks and sub-agents\n" in block
     assert "(none: `no question waiting` on stderr, exit 0)" in block
+
+
+def test_every_test_the_readme_names_is_there() -> None:
+    """Each guarantee names the tests that show it: `tests/FILE.py::name`, or `::name` for one of
+    the file named just before. One `::name` followed a file it is not in (it is in
+    test_tamper.py), so a reader looking for it found nothing."""
+    root = Path(__file__).resolve().parent
+    missing, file = [], ""
+    for named, test in re.findall(r"`(?:tests/([\w/]+\.py))?(?:::(\w+))?`", README):
+        file = named or file
+        if named and not (root / named).exists():
+            missing.append(named)
+        elif test and not re.search(rf"^def {test}\(", (root / file).read_text(encoding="utf-8"), flags=re.M):
+            missing.append(f"{file}::{test}")
+    assert missing == []
