@@ -125,6 +125,7 @@ class _Restore:
         self.report = RestoreReport()
         self.streams: dict[str, tuple[int, dict[str, Any]]] = {}  # id -> (its line, the stream line)
         self.keep: bool | None = None  # decided at the first new event
+        self.first = 0  # that event's position: a database whose log ends before it keeps positions
         self.last_position = 0
         self.run: _Run | None = None
         self.touched: set[str] = set()  # streams this restore wrote events to
@@ -205,12 +206,13 @@ class _Restore:
         if self.keep is None:
             # Past the last position kept (an older release's restore kept up to 2^62), renumbered.
             self.keep = self.backend.last_position() < event["position"] <= MAX_POSITION
+            self.first = event["position"]
             self.report.positions_kept = self.keep
         legacy = not event["hash"].startswith(HASH_TAG)
         if legacy and not self.keep:
             raise InvalidEvent(f"{where}.hash", "was written by the first hash layout, which covers the position: " + (
                 _renumbered_past(event["position"]) if event["position"] > MAX_POSITION else "restore it into a database "
-                f"whose log ends before position {event['position']} (a new one, for example), where positions are kept"))
+                f"whose log ends before position {self.first} (a new one, for example), where positions are kept"))
         if self.keep and event["position"] > MAX_POSITION:
             raise InvalidEvent(f"{where}.position", f"{event['position']} is past {MAX_POSITION}, the last position a "
                                "restore keeps (so that appends after it are searchable too), where the export's first event "
@@ -223,7 +225,7 @@ class _Restore:
             if event["position"] > MAX_POSITION:
                 raise InvalidEvent(where, "holds a redaction, which names positions: " + _renumbered_past(event["position"]))
             raise InvalidEvent(where, "holds a redaction, which names positions: restore it into a database whose log "
-                               f"ends before position {event['position']} (a new one, for example)")
+                               f"ends before position {self.first} (a new one, for example)")
         prepared = self.prepare(where, event)
         run = self.run
         if run is None or run.stream_id != event["stream_id"] or len(run.events) == RUN_EVENTS or (

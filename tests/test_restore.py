@@ -1048,3 +1048,28 @@ def test_a_skeleton_that_breaks_the_threads_facts_is_refused_naming_a_line(tmp_p
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith(f"error: {bad}: line {number}.event.data.run_id: run 'r1' is not pending"), result.stderr
     assert sha(db) == before
+
+
+def test_a_redacted_export_refused_by_a_database_names_the_position_its_log_must_end_before(tmp_path: Path) -> None:
+    """Whether positions are kept is decided at the export's first event, so a database whose
+    log ends before that position keeps them. The refusal named the position of the event
+    holding the redaction instead ("ends before position 2"), which the database it refused,
+    ending at position 1, already did."""
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread(title="trip")
+        leak = a.append_message(t, "user", "my card is 4111")
+        a.append_message(t, "assistant", "noted")
+        a.redact(leak.position, reason="card number", actor="ops")
+        backup = write(tmp_path / "backup.jsonl", export_all(a))
+    db = tmp_path / "b.db"
+    with Store(db) as b:
+        b.create_thread(title="already here")  # its log ends at position 1, the export's first
+    before = sha(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(backup)])
+    assert result.exit_code == 1, result.output
+    assert "holds a redaction, which names positions: restore it into a database whose log ends before position 1 " \
+           "(a new one, for example)" in result.stderr, result.stderr
+    assert sha(db) == before
+    with Store(tmp_path / "c.db") as c:  # one that does keep them
+        assert import_events(c, backup).positions_kept
+        c.verify()
