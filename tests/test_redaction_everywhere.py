@@ -137,3 +137,69 @@ def test_a_fork_keeps_its_place_and_kind_when_its_first_event_is_redacted(store:
         with pytest.raises(Exception, match="structural"):
             store.redact(redaction.position, reason="again", actor="dpo")
         assert store.verify().redacted == 2
+
+
+SECRET = "My card is 4111 1111 1111 1111, book the 8:15 to Lyon"
+
+
+def test_redact_names_the_events_of_its_thread_tree_that_still_hold_the_erased_text(tmp_path: Path) -> None:
+    """`redact` said only "redacted position N", and the same text stayed in the file wherever
+    another event held it whole (a tool call echoing the message, a fork's answer quoting it, a
+    LangGraph checkpoint holding every message): the user took it to be gone. Those events of
+    the thread tree are named (text of 12 characters or more; a call's id, shared with its
+    result, and short words are no copy), another tree's are not, nor the erased event itself."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(title="trip")
+        asked = store.append_message(t, "user", SECRET).position
+        call = store.append(t, [{"type": "message.appended", "data": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_0123456789abcdef", "name": "book", "input": {"note": SECRET}}]}}])[0].position
+        store.append(t, [{"type": "message.appended", "data": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_0123456789abcdef", "content": "booked"}]}}])
+        fork = store.fork(t)
+        quoted = store.append_message(fork, "assistant", f"You wrote: {json.dumps(SECRET)}").position
+        store.append_message(fork, "assistant", "Booked the 8:15 to Lyon.")  # a part of it is no copy of it whole
+        other = store.create_thread(title="elsewhere")
+        store.append_message(other, "user", SECRET)  # another tree: not this redaction's to name
+    result = CliRunner().invoke(cli, ["--db", str(db), "redact", str(asked), "--reason", "pii", "--actor", "ops"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1:] == [
+        f"position {call} (message.appended, {t} offset 2) still holds text of the erased payload: redact it too if that text "
+        "must go",
+        f"position {quoted} (message.appended, {fork} offset 5) still holds text of the erased payload: redact it too if that "
+        "text must go"], result.stdout
+    again = CliRunner().invoke(cli, ["--db", str(db), "redact", str(call), "--reason", "pii", "--actor", "ops", "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["events_holding"] == [
+        {"position": quoted, "thread": fork, "offset": 5, "type": "message.appended"}]  # the first is erased now
+
+
+def test_redact_of_a_langgraph_message_names_the_checkpoints_holding_it_and_how_they_go(tmp_path: Path) -> None:
+    """A LangGraph thread's checkpoints and writes hold every message of the graph: redacting the
+    message left its text there, unsaid (the README says to use `delete_thread`, which the command
+    never mentioned). They are named, with that way to erase them."""
+    pytest.importorskip("langgraph")
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from threadlog.integrations.langgraph import ThreadlogSaver, line_id
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("noted")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    db = tmp_path / "lg.db"
+    with Store(db) as store:
+        builder.compile(checkpointer=ThreadlogSaver(store)).invoke({"messages": [("user", SECRET)]},
+                                                                   {"configurable": {"thread_id": "ana"}})
+        events = list(store.read(line_id("ana", "")))
+    message = next(e.position for e in events if e.type == "message.appended" and SECRET in json.dumps(e.data))
+    result = CliRunner().invoke(cli, ["--db", str(db), "redact", str(message), "--reason", "pii", "--actor", "ops"])
+    assert result.exit_code == 0, result.output
+    named = result.stdout.splitlines()[1:]
+    records = [e for e in events if e.type.startswith("langgraph.") and SECRET in json.dumps(e.data, ensure_ascii=False)]
+    assert records and len(named) == len(records), result.stdout
+    assert all(f"position {e.position} ({e.type}, " in line and "erase the thread with the saver's delete_thread" in line
+               for e, line in zip(records, named)), result.stdout

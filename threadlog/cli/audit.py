@@ -15,12 +15,15 @@ import click
 from eventstore import IntegrityError, InvalidEvent, OldPagesKept, Store, StoreError
 
 from .. import output
+from ..leftovers import events_holding, still_holding
 from ..note_fork import transcripts_holding
 from ..render import command_line, counted
 from .group import _cli_words, _committed, _fail, _named_as_typed, cli
 from .opening import with_store
 from .options import _stated, json_option
 from .printing import _emit_json, _progress
+
+_LISTED = 20  # events still holding an erased text, named one a line; --json names every one
 
 
 def _failed_check_as_json(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -131,24 +134,35 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
     No copy stays in the file: snapshots are dropped, freed pages zeroed, the WAL truncated.
     Transcript files written for note forks (`fork --context note --transcript`) are outside
     the file: those written from a history holding the event are listed, to rewrite or delete.
+    So are the other events of its thread tree that still hold text of the erased payload (an
+    answer quoting it, a tool result echoing it, a LangGraph checkpoint), to redact as well.
     """
+    erased = next(store.read_all(after=position - 1, limit=1), None)
     try:
         record = store.redact(position, reason=reason, actor=actor)
     except OldPagesKept as error:  # committed (exit 3): the transcripts to rewrite are named all the same
         for note in transcripts_holding(store, position):
             error.add_note(f"note fork {note.fork}'s transcript {note.path} was written with the erased text: rewrite or "
                            "delete it")
+        for event in events_holding(store, erased)[:_LISTED] if erased is not None and erased.position == position else ():
+            error.add_note(still_holding(event))
         raise
     _committed(f"redacted position {position}, recorded at position {record.position}",
                command_line("threadlog log", [record.stream_id], f"--start {record.offset}"))
     stale = transcripts_holding(store, position)
+    copies = events_holding(store, erased) if erased is not None and erased.position == position else []
     if as_json:
-        _emit_json({**record.to_json(), "transcripts_holding": [note._asdict() for note in stale]})
+        _emit_json({**record.to_json(), "transcripts_holding": [note._asdict() for note in stale],
+                    "events_holding": [{"position": event.position, "thread": event.stream_id, "offset": event.offset,
+                                        "type": event.type} for event in copies]})
         return
     output.lines([f"redacted position {position}; recorded at position {record.position}"])
     output.lines(f"note fork {note.fork}'s transcript {note.path} was written with the erased text: rewrite it "
                  f"(threadlog transcript {note.parent} --stop {note.at} -o {shlex.quote(note.path)}) or delete it"
                  for note in stale)
+    output.lines(still_holding(event) for event in copies[:_LISTED])
+    if len(copies) > _LISTED:
+        output.lines([f"... and {len(copies) - _LISTED} more events holding it (--json lists them all)"])
 
 
 @cli.command()

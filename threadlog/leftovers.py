@@ -1,0 +1,72 @@
+"""What a redaction leaves: other events of the thread tree that still hold the erased text.
+
+`redact` erases one event's payload, and no copy of it stays in the file's free pages, WAL or
+snapshots; but the same text may be another event's too: an answer quoting the question, a
+tool's result echoing its input, a compaction's summary, a framework's own record of its state
+(a LangGraph checkpoint holds every message of the graph). `events_holding` finds those in the
+erased event's thread, its ancestors and every fork of its root, so the command can name them
+instead of letting the user believe the text is gone.
+
+A string of the erased payload counts when it is long enough to be its own text
+(`SHORTEST` characters, after its ends' whitespace): a role, a block's type or a short word
+would be found everywhere. Ids, signatures, names and types are not text of the payload: a
+tool call's id is its result's too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from eventstore import RecordedEvent, Store
+
+SHORTEST = 12
+# Keys whose strings name or sign what they sit in rather than say anything: found in the event
+# that pairs with it (a call's id in its result) or repeated by design (a model's name).
+_NOT_TEXT = frozenset({"id", "tool_use_id", "type", "role", "signature", "name", "media_type", "model", "stop_reason",
+                       "event_id", "interrupt_id", "run_id", "thread_id", "stream_id", "parent_id", "cache_control"})
+
+
+def texts_of(value: Any, key: str | None = None) -> Iterator[str]:
+    """The strings of a payload that are its text (`SHORTEST` characters or more, ends stripped)."""
+    if isinstance(value, str):
+        if key not in _NOT_TEXT and len(text := value.strip()) >= SHORTEST:
+            yield text
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            yield from texts_of(item, name)
+    elif isinstance(value, list):
+        for item in value:
+            yield from texts_of(item, key)
+
+
+def _holds(value: Any, texts: tuple[str, ...]) -> bool:
+    """Whether any string within `value` (a text, or JSON held as text) contains one of `texts`."""
+    if isinstance(value, str):
+        return any(text in value for text in texts)
+    if isinstance(value, dict):
+        return any(_holds(item, texts) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds(item, texts) for item in value)
+    return False
+
+
+def events_holding(store: Store, erased: RecordedEvent) -> list[RecordedEvent]:
+    """The events of `erased`'s thread tree (every stream under its root), other than itself,
+    whose data still holds a text of its payload as it was before the redaction, in position
+    order. Read the event before redacting it: after, its data is a skeleton."""
+    texts = tuple(dict.fromkeys(texts_of(erased.data)))
+    if not texts:
+        return []
+    root = store.thread(erased.stream_id).root_id
+    found = [event for info in store.subtree(root) for event in store.read(info.id, info.base)
+             if event.position != erased.position and not event.redacted and _holds(event.data, texts)]
+    return sorted(found, key=lambda event: event.position)
+
+
+def still_holding(event: RecordedEvent) -> str:
+    """The line naming an event that still holds an erased text, and how it goes too."""
+    how = ("a LangGraph record: erase the thread with the saver's delete_thread (redacting it leaves its checkpoints "
+           "unreadable)" if event.type.startswith("langgraph.") else "redact it too if that text must go")
+    return f"position {event.position} ({event.type}, {event.stream_id} offset {event.offset}) still holds text of the " \
+           f"erased payload: {how}"
