@@ -59,8 +59,11 @@ def events_holding(store: Store, erased: RecordedEvent) -> list[RecordedEvent]:
     if not texts:
         return []
     root = store.thread(erased.stream_id).root_id
-    found = [event for info in store.subtree(root) for event in store.read(info.id, info.base)
-             if event.position != erased.position and not event.redacted and _holds(event.data, texts)]
+    # The data alone, read lean (a redacted event's is its skeleton); the few that hold a text
+    # are read whole, for their positions.
+    found = [next(store.read(info.id, offset, offset + 1)) for info in store.subtree(root)
+             for offset, _, data in store.read_data(info.id, info.base)
+             if not (info.id == erased.stream_id and offset == erased.offset) and _holds(data, texts)]
     return sorted(found, key=lambda event: event.position)
 
 
