@@ -203,3 +203,27 @@ def test_redact_of_a_langgraph_message_names_the_checkpoints_holding_it_and_how_
     assert records and len(named) == len(records), result.stdout
     assert all(f"position {e.position} ({e.type}, " in line and "erase the thread with the saver's delete_thread" in line
                for e, line in zip(records, named)), result.stdout
+
+
+def test_an_event_too_deep_to_read_is_still_redacted_and_an_unreadable_neighbour_is_said(tmp_path: Path) -> None:
+    """Looking for other events holding the erased text reads the event first and its thread
+    tree after: an event nested too deeply to read (an older release stored it; redacting it is
+    the remedy) must still be redacted, and one such beside it must not turn a committed
+    redaction into an error."""
+    import sqlite3
+
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(title="deep")
+        deep = store.append_message(t, "user", "to be nested too deep").position
+        later = store.append_message(t, "user", SECRET).position
+        other = store.append_message(t, "assistant", "another").position
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE events SET data = ? WHERE position IN (?, ?)", ('{"x": ' + "[" * 5000 + "]" * 5000 + "}", deep, other))
+    first = CliRunner().invoke(cli, ["--db", str(db), "redact", str(deep), "--reason", "unreadable", "--actor", "ops"])
+    assert first.exit_code == 0 and first.stdout.startswith(f"redacted position {deep};"), first.output
+    second = CliRunner().invoke(cli, ["--db", str(db), "redact", str(later), "--reason", "pii", "--actor", "ops", "--json"])
+    assert second.exit_code == 0, second.output
+    report = json.loads(second.stdout)
+    assert report["events_holding"] == [] and "could not look for other events holding the erased text" in \
+        report["events_holding_unknown"], report

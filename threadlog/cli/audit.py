@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 import click
 
-from eventstore import IntegrityError, InvalidEvent, OldPagesKept, Store, StoreError
+from eventstore import IntegrityError, InvalidEvent, OldPagesKept, RecordedEvent, Store, StoreError
 
 from .. import output
 from ..leftovers import events_holding, still_holding
@@ -137,32 +137,49 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
     So are the other events of its thread tree that still hold text of the erased payload (an
     answer quoting it, a tool result echoing it, a LangGraph checkpoint), to redact as well.
     """
-    erased = next(store.read_all(after=position - 1, limit=1), None)
+    try:  # as it was: what else still holds its text is looked for after (`_holding`)
+        erased = next(store.read_all(after=position - 1, limit=1), None)
+    except (StoreError, RecursionError):  # unreadable (nested too deep to read, say): a reason to redact it
+        erased = None
     try:
         record = store.redact(position, reason=reason, actor=actor)
     except OldPagesKept as error:  # committed (exit 3): the transcripts to rewrite are named all the same
         for note in transcripts_holding(store, position):
             error.add_note(f"note fork {note.fork}'s transcript {note.path} was written with the erased text: rewrite or "
                            "delete it")
-        for event in events_holding(store, erased)[:_LISTED] if erased is not None and erased.position == position else ():
-            error.add_note(still_holding(event))
+        copies, failed = _holding(store, erased, position)
+        for line in [*map(still_holding, copies[:_LISTED]), *([failed] if failed else [])]:
+            error.add_note(line)
         raise
     _committed(f"redacted position {position}, recorded at position {record.position}",
                command_line("threadlog log", [record.stream_id], f"--start {record.offset}"))
     stale = transcripts_holding(store, position)
-    copies = events_holding(store, erased) if erased is not None and erased.position == position else []
+    copies, failed = _holding(store, erased, position)
     if as_json:
         _emit_json({**record.to_json(), "transcripts_holding": [note._asdict() for note in stale],
-                    "events_holding": [{"position": event.position, "thread": event.stream_id, "offset": event.offset,
-                                        "type": event.type} for event in copies]})
+                    "events_holding": [{"position": copy.position, "thread": copy.stream_id, "offset": copy.offset,
+                                        "type": copy.type} for copy in copies],
+                    **({"events_holding_unknown": failed} if failed else {})})
         return
     output.lines([f"redacted position {position}; recorded at position {record.position}"])
     output.lines(f"note fork {note.fork}'s transcript {note.path} was written with the erased text: rewrite it "
                  f"(threadlog transcript {note.parent} --stop {note.at} -o {shlex.quote(note.path)}) or delete it"
                  for note in stale)
-    output.lines(still_holding(event) for event in copies[:_LISTED])
+    output.lines([*map(still_holding, copies[:_LISTED]), *([failed] if failed else [])])
     if len(copies) > _LISTED:
         output.lines([f"... and {len(copies) - _LISTED} more events holding it (--json lists them all)"])
+
+
+def _holding(store: Store, erased: RecordedEvent | None, position: int) -> tuple[list[RecordedEvent], str | None]:
+    """The events still holding the erased event's text (`events_holding`), and, when its thread
+    tree holds an event that cannot be read (raw SQL stored it), why the look failed instead: the
+    redaction is committed by then, and an error would read as if it were not."""
+    if erased is None or erased.position != position:
+        return [], None
+    try:
+        return events_holding(store, erased), None
+    except (StoreError, RecursionError) as error:
+        return [], f"could not look for other events holding the erased text ({error}); the redaction is recorded"
 
 
 @cli.command()
