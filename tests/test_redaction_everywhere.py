@@ -174,6 +174,24 @@ def test_redact_names_the_events_of_its_thread_tree_that_still_hold_the_erased_t
         {"position": quoted, "thread": fork, "offset": 5, "type": "message.appended"}]  # the first is erased now
 
 
+def test_redact_names_an_event_holding_the_erased_text_as_json_inside_a_text(tmp_path: Path) -> None:
+    """A tool's result that is a JSON document holds a message's line breaks, quotes and
+    non-ASCII letters escaped: such copies went unnamed, and the user took the text for gone."""
+    text = "My card is 4111 1111 1111 1111,\nexpiry 09/29; ask for \u201cZo\u00e9\u201d"
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(title="card")
+        asked = store.append_message(t, "user", text).position
+        store.append(t, [{"type": "message.appended", "data": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "save", "input": {"note": text}}]}}])
+        escaped = store.append(t, [{"type": "message.appended", "data": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": json.dumps({"saved": text})}]}}])[0].position
+        verbatim = store.append_message(t, "assistant", json.dumps({"saved": text}, ensure_ascii=False)).position
+    result = CliRunner().invoke(cli, ["--db", str(db), "redact", str(asked), "--reason", "pii", "--actor", "ops", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [event["position"] for event in json.loads(result.stdout)["events_holding"]] == [asked + 1, escaped, verbatim]
+
+
 def test_redact_of_a_langgraph_message_names_the_checkpoints_holding_it_and_how_they_go(tmp_path: Path) -> None:
     """A LangGraph thread's checkpoints and writes hold every message of the graph: redacting the
     message left its text there, unsaid (the README says to use `delete_thread`, which the command

@@ -3,7 +3,8 @@
 `redact` erases one event's payload, and no copy of it stays in the file's free pages, WAL or
 snapshots; but the same text may be another event's too: an answer quoting the question, a
 tool's result echoing its input, a compaction's summary, a framework's own record of its state
-(a LangGraph checkpoint holds every message of the graph). `events_holding` finds those in the
+(a LangGraph checkpoint holds every message of the graph), or JSON held as text (a tool's result
+that is a JSON document), where a line break, a quote or a non-ASCII letter is written escaped. `events_holding` finds those in the
 erased event's thread, its ancestors and every fork of its root, so the command can name them
 instead of letting the user believe the text is gone.
 
@@ -15,6 +16,7 @@ tool call's id is its result's too.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,6 +42,14 @@ def texts_of(value: Any, key: str | None = None) -> Iterator[str]:
             yield from texts_of(item, key)
 
 
+def _written(text: str) -> Iterator[str]:
+    """`text` as an event may hold it: as it is, and as a JSON string inside a text spells it
+    (escaped to ASCII, as `json.dumps` does by default, or with its letters as they are)."""
+    yield text
+    yield json.dumps(text)[1:-1]
+    yield json.dumps(text, ensure_ascii=False)[1:-1]
+
+
 def _holds(value: Any, texts: tuple[str, ...]) -> bool:
     """Whether any string within `value` (a text, or JSON held as text) contains one of `texts`."""
     if isinstance(value, str):
@@ -55,7 +65,7 @@ def events_holding(store: Store, erased: RecordedEvent) -> list[RecordedEvent]:
     """The events of `erased`'s thread tree (every stream under its root), other than itself,
     whose data still holds a text of its payload as it was before the redaction, in position
     order. Read the event before redacting it: after, its data is a skeleton."""
-    texts = tuple(dict.fromkeys(texts_of(erased.data)))
+    texts = tuple(dict.fromkeys(form for text in texts_of(erased.data) for form in _written(text)))
     if not texts:
         return []
     root = store.thread(erased.stream_id).root_id
