@@ -231,6 +231,22 @@ def test_a_stream_of_keep_alive_pings_alone_fails_after_the_read_timeout(api: Me
     assert_retryable(store, t)
 
 
+def test_an_answer_whole_before_the_server_pings_on_is_kept(api: MessagesAPI) -> None:
+    """A server that sent the whole answer, `message_stop` included, then kept the stream open
+    with pings: the watch closed it after the read timeout, and the whole answer was thrown away
+    as a stalled stream. The answer is recorded, the turn ok."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    body = message([{"type": "text", "text": "Whole, then pings until the connection is closed."}])
+    api.ping_only(body, len(sse_events(body)))
+    began = time.monotonic()
+    turn = run_turn(store, t, "Hello", api.client(timeout=1.0), stream=True)
+    assert time.monotonic() - began < ENDLESS / 2
+    assert turn.status == "ok", turn.error
+    assert turn.text == "Whole, then pings until the connection is closed."
+    assert [m.role for m in thread_state(store, t).messages] == ["user", "assistant"]
+
+
 def test_a_slow_stream_whose_events_keep_coming_is_not_cut(api: MessagesAPI) -> None:
     """The watch times each wait for an event, not the whole answer: events 0.3 s apart, pings
     between them, under a 1.5 s read timeout, make a whole answer however long it takes."""

@@ -7,8 +7,9 @@ piece of the body, a ping included. So a server that sent pings and nothing else
 open for ever, where one sending nothing failed after the timeout. `Stall` counts the time
 spent waiting for the stream's next event, pings or not, against that same timeout, and
 closes the response when it runs out: the read then fails, and the turn ends with status
-`error`, naming the wait (`StalledStream`). Time spent outside the wait (the caller printing
-text) does not count.
+`error`, naming the wait (`StalledStream`); once the answer is whole (`message_stop` came), the
+close ends the stream as its end would, and the answer is kept. Time spent outside the wait (the
+caller printing text) does not count.
 """
 
 from __future__ import annotations

@@ -424,7 +424,8 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
                 except (*_TRANSPORT, BadAnswer):
                     watch.check()  # the read failed because the watch closed the stream: say why
                     raise
-                watch.check()
+                if not read.stopped:  # the answer is whole: a stream the server kept open after it is no failure
+                    watch.check()
             if not read.started:  # an HTML page, a JSON body: the SDK's own complaint was a bare AssertionError
                 kind = events.response.headers.get("content-type", "")
                 raise BadAnswer(f"the API's answer is no stream of message events (no message_start came; "
@@ -583,13 +584,15 @@ class _Read:
                 watch.waiting()
                 event = next(iterator)
                 watch.got()
-            except StopIteration:
-                if self.held:  # no second half came: the lone half, for the answer's check to refuse
-                    yield self.held
-                return
-            except _TRANSPORT:
-                raise
             except Exception as error:
+                # The body's end ends the answer; so does the watch closing a stream the server kept open
+                # (pinging) after `message_stop`: the answer is whole by then.
+                if isinstance(error, StopIteration) or (self.stopped and watch.expired):
+                    if self.held:  # no second half came: the lone half, for the answer's check to refuse
+                        yield self.held
+                    return
+                if isinstance(error, _TRANSPORT):
+                    raise
                 raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
             # The SDK folds what comes after the end into the message all the same: not an answer sent whole.
             if self.stopped:
