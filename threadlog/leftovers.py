@@ -3,10 +3,11 @@
 `redact` erases one event's payload, and no copy of it stays in the file's free pages, WAL or
 snapshots; but the same text may be another event's too: an answer quoting the question, a
 tool's result echoing its input, a compaction's summary, a framework's own record of its state
-(a LangGraph checkpoint holds every message of the graph), or JSON held as text (a tool's result
-that is a JSON document), where a line break, a quote or a non-ASCII letter is written escaped. `events_holding` finds those in the
-erased event's thread, its ancestors and every fork of its root, so the command can name them
-instead of letting the user believe the text is gone.
+(a LangGraph checkpoint holds every message of the graph), or JSON held as text (a tool's
+result that is a JSON document), where a line break, a quote or a non-ASCII letter is written
+escaped. `events_holding` finds those in the erased event's thread, its ancestors and every
+fork of its root, so the command can name them instead of letting the user believe the text
+is gone.
 
 A string of the erased payload counts when it is long enough to be its own text
 (`SHORTEST` characters, after its ends' whitespace): a role, a block's type or a short word
@@ -50,10 +51,36 @@ def _written(text: str) -> Iterator[str]:
     yield json.dumps(text, ensure_ascii=False)[1:-1]
 
 
-def _holds(value: Any, texts: tuple[str, ...]) -> bool:
+class _Texts:
+    """The texts looked for, and the test of one string for any of them. A few are each looked
+    for in turn (`in`, in C); many (a payload of thousands of strings) by their first `SHORTEST`
+    characters, one set lookup at each place of the string, then the texts starting so: each in
+    turn made a redaction of 10,000 strings in a thread of 20,000 messages take 24 s."""
+
+    FEW = 32
+
+    def __init__(self, texts: tuple[str, ...]) -> None:
+        self.texts = texts
+        self.starting: dict[str, list[str]] = {}
+        if len(texts) > self.FEW:
+            for text in texts:
+                self.starting.setdefault(text[:SHORTEST], []).append(text)
+
+    def __bool__(self) -> bool:
+        return bool(self.texts)
+
+    def found_in(self, value: str) -> bool:
+        if not self.starting:
+            return any(text in value for text in self.texts)
+        starting = self.starting
+        return any(value.startswith(text, at) for at in range(len(value) - SHORTEST + 1)
+                   for text in starting.get(value[at:at + SHORTEST], ()))
+
+
+def _holds(value: Any, texts: _Texts) -> bool:
     """Whether any string within `value` (a text, or JSON held as text) contains one of `texts`."""
     if isinstance(value, str):
-        return any(text in value for text in texts)
+        return texts.found_in(value)
     if isinstance(value, dict):
         return any(_holds(item, texts) for item in value.values())
     if isinstance(value, list):
@@ -65,7 +92,7 @@ def events_holding(store: Store, erased: RecordedEvent) -> list[RecordedEvent]:
     """The events of `erased`'s thread tree (every stream under its root), other than itself,
     whose data still holds a text of its payload as it was before the redaction, in position
     order. Read the event before redacting it: after, its data is a skeleton."""
-    texts = tuple(dict.fromkeys(form for text in texts_of(erased.data) for form in _written(text)))
+    texts = _Texts(tuple(dict.fromkeys(form for text in texts_of(erased.data) for form in _written(text))))
     if not texts:
         return []
     root = store.thread(erased.stream_id).root_id
