@@ -427,6 +427,12 @@ class Backend(Protocol):
         and truncate the write-ahead log); `StoreError` if another reader prevents it."""
         ...
 
+    def settle_wal(self) -> None:
+        """Copy the pages committed so far into the database file, waiting on nobody (SQLite's
+        `PASSIVE` checkpoint; nothing elsewhere): after a write of many pages that the writes
+        after it should not carry (`textindex.catch_up`)."""
+        ...
+
     def counts(self) -> tuple[int, int]:
         """(streams, events)."""
         ...

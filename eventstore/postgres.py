@@ -1351,6 +1351,9 @@ class PostgresBackend:
             (upto, after, None), tuple, 0,
         )
 
+    def settle_wal(self) -> None:
+        """Nothing: the server checkpoints its own WAL."""
+
     @_translated
     def truncate_wal(self) -> None:
         """Vacuum the tables a redaction rewrites, so the old row versions (the erased payload)

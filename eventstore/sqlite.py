@@ -1239,6 +1239,11 @@ class SQLiteBackend:
             )
 
     @_translated
+    def settle_wal(self) -> None:
+        if self.journal_mode.lower() == "wal":
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    @_translated
     def counts(self) -> tuple[int, int]:
         """(streams, events)."""
         streams = self.conn.execute("SELECT count(*) FROM streams").fetchone()[0]
