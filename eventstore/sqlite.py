@@ -505,7 +505,7 @@ _BESIDE_WAIT = 0.5
 # leaf pages of the (stream, offset) index, which SQLite's default 2 MB does not hold, so each
 # lookup read its page from the file again. On a file of 2.2M events in 2,000 threads (4 KB
 # pages) 32 MB took the check from 4.9 s of CPU to 4.0 s, and a full verify's system time
-# from 3.5-4.0 s to 2.4-2.5 s; a larger cache gained nothing (4.5 s at 256 MB).
+# from 3.5-4.2 s to 2.3-2.6 s; a larger cache gained nothing (4.5 s at 256 MB).
 _BESIDE_CACHE_KIB = 32768
 
 
