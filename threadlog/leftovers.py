@@ -30,17 +30,23 @@ _NOT_TEXT = frozenset({"id", "tool_use_id", "type", "role", "signature", "name",
                        "event_id", "interrupt_id", "run_id", "thread_id", "stream_id", "parent_id", "cache_control"})
 
 
-def texts_of(value: Any, key: str | None = None) -> Iterator[str]:
-    """The strings of a payload that are its text (`SHORTEST` characters or more, ends stripped)."""
+def _strings(value: Any, key: str | None = None) -> Iterator[tuple[str | None, str]]:
+    """Every string within a JSON value, with the key it sits under (a list's items, their list's)."""
     if isinstance(value, str):
-        if key not in _NOT_TEXT and len(text := value.strip()) >= SHORTEST:
-            yield text
+        yield key, value
     elif isinstance(value, dict):
         for name, item in value.items():
-            yield from texts_of(item, name)
+            yield from _strings(item, name)
     elif isinstance(value, list):
         for item in value:
-            yield from texts_of(item, key)
+            yield from _strings(item, key)
+
+
+def texts_of(value: Any) -> Iterator[str]:
+    """The strings of a payload that are its text (`SHORTEST` characters or more, ends stripped)."""
+    for key, string in _strings(value):
+        if key not in _NOT_TEXT and len(text := string.strip()) >= SHORTEST:
+            yield text
 
 
 def _written(text: str) -> Iterator[str]:
@@ -66,9 +72,6 @@ class _Texts:
             for text in texts:
                 self.starting.setdefault(text[:SHORTEST], []).append(text)
 
-    def __bool__(self) -> bool:
-        return bool(self.texts)
-
     def found_in(self, value: str) -> bool:
         if not self.starting:
             return any(text in value for text in self.texts)
@@ -77,30 +80,21 @@ class _Texts:
                    for text in starting.get(value[at:at + SHORTEST], ()))
 
 
-def _holds(value: Any, texts: _Texts) -> bool:
-    """Whether any string within `value` (a text, or JSON held as text) contains one of `texts`."""
-    if isinstance(value, str):
-        return texts.found_in(value)
-    if isinstance(value, dict):
-        return any(_holds(item, texts) for item in value.values())
-    if isinstance(value, list):
-        return any(_holds(item, texts) for item in value)
-    return False
-
-
 def events_holding(store: Store, erased: RecordedEvent) -> list[RecordedEvent]:
     """The events of `erased`'s thread tree (every stream under its root), other than itself,
     whose data still holds a text of its payload as it was before the redaction, in position
     order. Read the event before redacting it: after, its data is a skeleton."""
-    texts = _Texts(tuple(dict.fromkeys(form for text in texts_of(erased.data) for form in _written(text))))
-    if not texts:
+    forms = tuple(dict.fromkeys(form for text in texts_of(erased.data) for form in _written(text)))
+    if not forms:
         return []
+    texts = _Texts(forms)
     root = store.thread(erased.stream_id).root_id
     # The data alone, read lean (a redacted event's is its skeleton); the few that hold a text
     # are read whole, for their positions.
     found = [next(store.read(info.id, offset, offset + 1)) for info in store.subtree(root)
              for offset, _, data in store.read_data(info.id, info.base)
-             if not (info.id == erased.stream_id and offset == erased.offset) and _holds(data, texts)]
+             if not (info.id == erased.stream_id and offset == erased.offset)
+             and any(texts.found_in(string) for _, string in _strings(data))]
     return sorted(found, key=lambda event: event.position)
 
 

@@ -49,7 +49,7 @@ from ..returned import RETURNED, returned_fields
 from .lines import (LIVE_SECONDS, BadLine, Line, NoSession, Seen, distinct, existing_paths, files_below, is_text, read_lines,
                     source_paths, usable_name)
 from .models import give_model
-from .origin import RUN, WHAT, first_line_of
+from .origin import elsewhere, first_line_of
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
 from .summary import ImportSummary, on_bad_line
 
@@ -222,7 +222,7 @@ def _parse(path: Path, key: str, summary: ImportSummary, skip_bad: bool, partial
         summary.wait(str(path))
     if lines and first_line_of(lines[0].record) == "pi":
         # Taken line by line, a pi session was a session of nothing, lost without a word beside others.
-        on_bad(NoSession(str(path), lines[0].number, f"{WHAT['pi']}, so not {FORMAT}: {RUN['pi']}"))
+        on_bad(NoSession(str(path), lines[0].number, elsewhere("pi", FORMAT)))
         lines = []
     return _from_lines(path, key, lines, summary, on_bad, partial_tail, session=session, paused=paused)
 

@@ -27,7 +27,7 @@ from eventstore.ids import CONTROL_CHARACTER, unprintable
 from eventstore.sqlite import APPLICATION_ID
 from eventstore.store import special_file
 
-from .origin import RUN, WHAT, opening_of
+from .origin import elsewhere, opening_of
 
 
 class BadLine(StoreError):
@@ -389,7 +389,7 @@ def read_lines(
             if not lines and opening_of(raw[:HEAD_BYTES]) == "swe-agent":
                 # One JSON object over many lines: each line refused as "not JSON", with advice
                 # to fix a line of a file that was never this format's.
-                on_bad(NoSession(name, number, f"{WHAT['swe-agent']}, so not {kind}: {RUN['swe-agent']}"))
+                on_bad(NoSession(name, number, elsewhere("swe-agent", kind)))
                 return [], end
             on_bad(BadLine(name, number, f"not JSON ({error})"))
             continue

@@ -21,6 +21,11 @@ RUN = {"pi": "for a pi session, run `threadlog import pi`",
        "swe-agent": "for a SWE-agent trajectory, run `threadlog import swe-agent`"}
 
 
+def elsewhere(tool: str, kind: str) -> str:
+    """The refusal of `tool`'s file given to the importer of `kind` (its format, as it names it)."""
+    return f"{WHAT[tool]}, so not {kind}: {RUN[tool]}"
+
+
 def first_line_of(record: Any) -> str | None:
     """The tool (a key of `RUN`) whose file opens with the line `record`, read as JSON; None
     for any other."""

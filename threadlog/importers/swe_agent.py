@@ -50,7 +50,7 @@ from eventstore.recorded import short
 
 from .lines import LIVE_SECONDS, NoSession, Seen, WholeFile, nothing_in, source_files, text_name
 from .models import give_model
-from .origin import RUN, WHAT, first_line_of
+from .origin import elsewhere, first_line_of
 from .plan import Plan, PlannedStream, import_sources, stable_id
 from .summary import ImportSummary
 
@@ -115,7 +115,7 @@ def _refuse_another_tools(path: Path, record: Any) -> None:
     the command that imports it: it was "not JSON (Extra data ...)" of a trajectory."""
     tool = first_line_of(record)
     if tool is not None and tool != "swe-agent":
-        raise WholeFile(path, f"{WHAT[tool]}, so not {FORMAT}: {RUN[tool]}", NoSession.advice)
+        raise WholeFile(path, elsewhere(tool, FORMAT), NoSession.advice)
 
 
 def _history_lines(text: str) -> list[int]:
