@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from typing import Any
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
@@ -133,10 +134,15 @@ def test_replay_slider_changes_the_message_count(served, page, shots: Path) -> N
     assert page.inner_text("#message-count") == "0 messages"
 
 
+def open_live(page: Any, base: str, thread: str) -> None:
+    """Open a thread's page and wait until its live stream is connected."""
+    page.goto(url(base, "/thread", id=thread))
+    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+
+
 def test_an_appended_event_appears_on_the_open_page_within_two_seconds(served, page) -> None:
     base, path, _ = served
-    page.goto(url(base, "/thread", id="trip"))
-    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    open_live(page, base, "trip")
     with Store(path) as store:
         store.append_message("trip", "assistant", "Booked: **08:04**, coach 12, seat 45")
         appended = time.monotonic()
@@ -151,8 +157,7 @@ def test_an_appended_event_appears_on_the_open_page_within_two_seconds(served, p
 
 def test_a_fork_made_at_an_earlier_offset_appears_live_where_it_was_made(served, page) -> None:
     base, path, _ = served
-    page.goto(url(base, "/thread", id="long"))  # the latest page: offsets 151..250
-    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    open_live(page, base, "long")  # the latest page: offsets 151..250
     with Store(path) as store:
         fork = store.fork("long", at=200)
     card = page.locator(".fork-here a.fork-link", has_text=fork)
@@ -173,8 +178,7 @@ def test_a_tool_call_answered_after_long_progress_turns_ok_on_the_open_page(serv
         store.append_message("slow", "assistant", [{"type": "tool_use", "id": "job1", "name": "long_job", "input": {}}])
         store.append_message("slow", "assistant", "started: this takes a while")
         store.append("slow", [{"type": "metadata.set", "data": {"patch": {"progress": i}}} for i in range(24)])
-    page.goto(url(base, "/thread", id="slow"))
-    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    open_live(page, base, "slow")
     assert page.inner_text("#rows li.kind-tool_call .status") == "pending"
     with Store(path) as store:
         store.append_message("slow", "user", [{"type": "tool_result", "tool_use_id": "job1", "content": "done"}])
@@ -271,8 +275,7 @@ def test_text_shown_preformatted_keeps_its_first_line_break(served, page) -> Non
         store.append(pre, [{"type": "interrupt.raised", "data": {"interrupt_id": "ask", "question": "ok?"}},
                            {"type": "interrupt.resolved", "data": {"interrupt_id": "ask", "answer": answer}}])
     texts = "els => els.map(el => el.textContent)"
-    page.goto(url(base, "/thread", id="pre"))
-    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    open_live(page, base, "pre")
     assert page.eval_on_selector_all("details.thinking pre", texts) == [thought]
     assert page.eval_on_selector_all("details.tool pre", texts) == ["{}", "{}", output, output]
     assert page.eval_on_selector_all(".answer pre", texts) == [answer]
@@ -335,8 +338,7 @@ def test_an_image_appended_while_the_page_is_open_is_drawn_live(served, page) ->
     with Store(path) as store:
         store.create_thread(title="pasting", thread_id="pasting")
         store.append_message("pasting", "user", "watch this")
-    page.goto(url(base, "/thread", id="pasting"))
-    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    open_live(page, base, "pasting")
     with Store(path) as store:
         store.append_message("pasting", "user", [{"type": "text", "text": "here it is"}, image_block(png(4, 3))])
         store.append_message("pasting", "assistant", [{"type": "tool_use", "id": "toolu_shot", "name": "screenshot", "input": {}}])
@@ -360,8 +362,7 @@ def test_a_page_left_open_takes_one_page_of_live_rows_then_offers_the_latest(ser
     with Store(path) as store:
         store.create_thread(title="busy", thread_id="busy")
         store.append_message("busy", "user", "go")
-    page.goto(url(base, "/thread", id="busy"))
-    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    open_live(page, base, "busy")
     shown = page.locator("#rows > li.item").count()
     head = 2
     for batch in range(7):  # 150 rows each: under what one update sends (`live.LIMIT`)
@@ -384,8 +385,7 @@ def test_a_redaction_erases_the_row_of_a_page_that_offers_the_latest(served, pag
     with Store(path) as store:
         store.create_thread(thread_id="stale")
         secret = store.append_message("stale", "user", "my card 4111")
-    page.goto(url(base, "/thread", id="stale"))
-    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    open_live(page, base, "stale")
     with Store(path) as store:
         store.append("stale", [{"type": "message.appended", "data": {"role": "user", "content": f"imported {i}"}}
                                for i in range(300)])
