@@ -398,6 +398,67 @@ def test_a_redaction_erases_the_row_of_a_page_that_offers_the_latest(served, pag
     assert page.locator("#live-reload").count() == 1
 
 
+# What a browser does to a page when its tab goes to the background or comes back: a headless
+# browser keeps every page visible, so the test says which is hidden, as a browser would.
+SHOW = """hidden => {
+  Object.defineProperty(document, "hidden", {configurable: true, get: () => hidden});
+  Object.defineProperty(document, "visibilityState", {configurable: true, get: () => hidden ? "hidden" : "visible"});
+  document.dispatchEvent(new Event("visibilitychange"));
+}"""
+
+
+def test_pages_in_the_background_give_back_their_connection_so_a_seventh_tab_loads(served, browser) -> None:
+    """A browser opens six connections to a server at most, and each open thread page held one
+    for its live stream: a seventh tab did not even load. A hidden page closes its stream, and
+    opens it again when shown, from the last update it got: what was appended meanwhile appears."""
+    base, path, _ = served
+    context = browser.new_context()  # type: ignore[attr-defined]
+    errors: list[str] = []
+    try:
+        tabs = []
+        for _ in range(6):
+            tab = context.new_page()
+            tab.on("pageerror", lambda error: errors.append(str(error)))
+            open_live(tab, base, "trip")
+            tabs.append(tab)
+        for tab in tabs:
+            tab.evaluate(SHOW, True)
+        seventh = context.new_page()
+        open_live(seventh, base, "trip")  # timed out with the six streams open
+        for tab in tabs:
+            assert tab.get_attribute("#rows", "data-connected") is None
+            assert tab.inner_text("#live-state") == "· paused while hidden"
+        with Store(path) as store:
+            store.append_message("trip", "assistant", "Appended while the first tab was hidden")
+        seventh.get_by_text("Appended while the first tab was hidden").wait_for(timeout=5_000)
+        first = tabs[0]
+        first.wait_for_timeout(1_000)
+        assert "Appended while the first tab was hidden" not in first.inner_text("#rows")
+        first.evaluate(SHOW, False)
+        first.get_by_text("Appended while the first tab was hidden").wait_for(timeout=5_000)
+        first.wait_for_selector("#rows[data-connected='1']", timeout=5_000)
+        assert first.inner_text("#live-state") == "· live"
+        assert first.get_by_text("Appended while the first tab was hidden").count() == 1  # sent once, not again
+    finally:
+        context.close()
+    assert errors == [], f"the page raised: {errors}"
+
+
+def test_a_page_opened_in_the_background_connects_when_first_shown(served, page) -> None:
+    """A link opened in a background tab connected at once, holding one of the six connections
+    for a page no one looks at: it connects when shown."""
+    base, path, _ = served
+    page.add_init_script("(" + SHOW + ")(true)")
+    page.goto(url(base, "/thread", id="trip"))
+    page.wait_for_timeout(1_000)
+    assert page.get_attribute("#rows", "data-connected") is None
+    page.evaluate(SHOW, False)
+    page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+    with Store(path) as store:
+        store.append_message("trip", "assistant", "Seen by the page shown late")
+    page.get_by_text("Seen by the page shown late").wait_for(timeout=5_000)
+
+
 def test_the_list_keeps_ids_kinds_and_times_on_one_line(served, page) -> None:
     """Beside a long title the list broke its short columns anywhere: an id over three lines,
     `thr` / `ead`, a date split at its hyphens."""

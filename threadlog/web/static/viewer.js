@@ -3,7 +3,10 @@
 // - live: an open thread page shows events as they are committed (server-sent events), or,
 //   after a batch too big to add, or once it took a page's worth of rows (`data-rows`, or
 //   `data-room` characters of HTML) while open, a link to the latest page; it then adds no
-//   rows but still replaces those it holds, so a redaction erases its text there too.
+//   rows but still replaces those it holds, so a redaction erases its text there too. A page
+//   the browser hides (a tab in the background) closes its stream and opens it again, from
+//   the last update it got, when shown: a browser gives a server six connections at most, and
+//   six open thread pages held them all, so a seventh tab did not even load.
 // Items arrive as HTML the server rendered and sanitised; they are parsed in a <template>,
 // where nothing runs, and the page's Content-Security-Policy forbids inline script anyway.
 "use strict";
@@ -45,13 +48,16 @@ function liveRows() {
   const list = document.getElementById("rows");
   if (!list || !list.dataset.live || !window.EventSource) return;
   const state = document.getElementById("live-state");
-  const source = new EventSource(list.dataset.live);
   // A page left open on a busy thread grew without bound: it takes one page's worth of new rows.
   const rows = Number(list.dataset.rows) || Infinity;
   const room = Number(list.dataset.room) || Infinity;
   let added = 0;
   let taken = 0;
   let stale = false;  // it offers the latest page: the stream only replaces rows it holds
+  let source = null;
+  let stopped = false;  // the server said it cannot read the thread: not opened again
+  let reached = "";  // the position the last update reached (its `id:`): where a stream opened again goes on
+  const say = (text) => { if (state && !stale) state.textContent = text; };
   const offerLatest = (href, head) => {
     stale = true;
     if (state) {
@@ -62,17 +68,7 @@ function liveRows() {
       state.replaceChildren("· ", more);
     }
   };
-  source.addEventListener("open", () => {
-    list.dataset.connected = "1";
-    if (state && !stale) state.textContent = "· live";
-  });
-  source.addEventListener("error", () => { if (state && !stale) state.textContent = "· reconnecting…"; });
-  source.addEventListener("failed", (message) => {  // the server could not read the thread: say so, stop
-    source.close();
-    if (state) state.textContent = `· live updates stopped: ${JSON.parse(message.data).error}`;
-  });
-  source.addEventListener("rows", (message) => {
-    const update = JSON.parse(message.data);
+  const take = (update) => {
     const fresh = update.items.filter((entry) => !document.getElementById(entry.id));
     added += fresh.length;
     taken += fresh.reduce((sum, entry) => sum + entry.html.length, 0);
@@ -91,7 +87,41 @@ function liveRows() {
     }
     const empty = document.getElementById("no-rows");
     if (empty) empty.remove();
-  });
+  };
+  const open = () => {
+    const address = new URL(list.dataset.live, window.location.href);
+    if (reached) address.searchParams.set("after", reached);
+    source = new EventSource(address);
+    source.addEventListener("open", () => {
+      list.dataset.connected = "1";
+      say("· live");
+    });
+    source.addEventListener("error", () => say("· reconnecting…"));
+    source.addEventListener("failed", (message) => {  // the server could not read the thread: say so, stop
+      close();
+      stopped = true;
+      if (state) state.textContent = `· live updates stopped: ${JSON.parse(message.data).error}`;
+    });
+    source.addEventListener("rows", (message) => {
+      reached = message.lastEventId;
+      take(JSON.parse(message.data));
+    });
+  };
+  const close = () => {
+    if (source) source.close();
+    source = null;
+    delete list.dataset.connected;
+  };
+  const follow = () => {
+    if (document.hidden) {
+      close();
+      if (!stopped) say("· paused while hidden");
+    } else if (!source && !stopped) {
+      open();
+    }
+  };
+  document.addEventListener("visibilitychange", follow);
+  follow();
 }
 
 document.addEventListener("DOMContentLoaded", () => {
