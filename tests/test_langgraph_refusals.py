@@ -71,51 +71,38 @@ def test_a_checkpoint_resting_on_a_hand_redacted_event_says_so_instead_of_sendin
     it now names the redacted event and the way out, delete_thread, after which the thread
     starts again.
 
-    LangGraph stores a task's writes from a thread of its own, so a writes event may land after
-    the checkpoint that would have rested on it (which then stores its values whole). Which event
-    a checkpoint rests on therefore varies from run to run: each event of the kind is redacted in
-    a copy of its own, and those whose redaction leaves the history unreadable are the ones checked."""
-    import shutil
-
+    The step is put as LangGraph puts it when the task's writes land first: its input checkpoint,
+    the task's writes, then the checkpoint after them, which rests on both. A graph run cannot be
+    made to do that every time: LangGraph stores the writes from a thread of its own, and on a busy
+    machine all of them may land after the checkpoints that would have rested on them (which then
+    store their values whole, and nothing rests on a writes event)."""
     from click.testing import CliRunner
-    from langchain_core.messages import AIMessage
-    from langgraph.graph import MessagesState
 
     from threadlog import StoreError
     from threadlog.cli import cli
     from threadlog.integrations.langgraph import line_id
+    from tests.test_langgraph_shared import put
 
     path = tmp_path / "red.db"
-    builder = StateGraph(MessagesState)
-    builder.add_node("reply", lambda state: {"messages": [AIMessage("echo: " + state["messages"][-1].content)]})
-    builder.add_edge(START, "reply")
     config: Any = {"configurable": {"thread_id": "ana"}}
     with Store(path) as store:
-        app = builder.compile(checkpointer=ThreadlogSaver(store))
-        app.invoke({"messages": [("user", "my password is hunter2")]}, config)
-        app.invoke({"messages": [("user", "second")]}, config)
-        targets = [e.position for e in store.read(line_id("ana", "")) if e.type == kind]
-    assert targets
-    broken = []
-    for target in targets:
-        copy = tmp_path / f"red-{target}.db"
-        shutil.copyfile(path, copy)
-        done = CliRunner().invoke(cli, ["--db", str(copy), "redact", str(target), "--reason", "secret", "--actor", "ops"])
-        assert done.exit_code == 0, done.output
-        assert CliRunner().invoke(cli, ["--db", str(copy), "verify"]).exit_code == 0
-        with Store(copy) as store:
-            try:
-                list(builder.compile(checkpointer=ThreadlogSaver(store)).get_state_history(config))
-            except StoreError as refused:
-                assert re.search(rf"LangGraph event at position {target} was redacted.*delete_thread removes the thread",
-                                 str(refused)), refused
-                assert "run verify" not in str(refused)
-                broken.append(copy)
-    assert broken, f"no {kind} event that a checkpoint rests on"
-    with Store(broken[0]) as store:
         saver = ThreadlogSaver(store)
-        app = builder.compile(checkpointer=saver)
+        given = put(saver, "ana", None, {"topic": "trains", "notes": []}, ["topic", "notes"], -1)
+        saver.put_writes({"configurable": {"thread_id": "ana", "checkpoint_ns": "", "checkpoint_id": given}},
+                         [("notes", ["my password is hunter2"])], "task-1")
+        put(saver, "ana", given, {"topic": "trains", "notes": ["my password is hunter2"]}, ["notes"], 0)
+        target = next(e.position for e in store.read(line_id("ana", "")) if e.type == kind)
+    done = CliRunner().invoke(cli, ["--db", str(path), "redact", str(target), "--reason", "secret", "--actor", "ops"])
+    assert done.exit_code == 0, done.output
+    assert CliRunner().invoke(cli, ["--db", str(path), "verify"]).exit_code == 0
+    with Store(path) as store:
+        saver = ThreadlogSaver(store)
+        app = _graph(saver, "again")
+        expected = rf"LangGraph event at position {target} was redacted.*delete_thread removes the thread"
+        with pytest.raises(StoreError, match=expected) as refused:
+            list(app.get_state_history(config))
+        assert "run verify" not in str(refused.value)
         saver.delete_thread("ana")
-        app.invoke({"messages": [("user", "again")]}, config)
-        assert [m.content for m in app.get_state(config).values["messages"]] == ["again", "echo: again"]
+        app.invoke({"topic": "boats", "notes": []}, config)  # the thread starts again
+        assert app.get_state(config).values == {"topic": "boats", "notes": ["again"]}
         store.verify()
