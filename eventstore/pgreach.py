@@ -8,6 +8,11 @@ and libpq may each write in their own language), so the kind is asked of libpq i
 connections for now (starting, shutting down, recovering), or whether the URL's parameters
 are not ones libpq can connect with. A refusal after the server asked for a password, when
 the URL gives none, is libpq's `PQconnectionNeedsPassword` (`pgconn.needs_password`).
+
+The ping comes after the failure: a server that refused while it was starting ("not yet
+accepting connections") may answer the ping as one that runs. A refusal of the user, password
+or database refuses again, so the connection is tried once more before it is called that: a
+follower polling through a restart of the server took the start for a wrong password and exited.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ def not_connected(error: psycopg.OperationalError, path: str, url: str, connect_
                 return StoreError(f"the PostgreSQL server for {path} asks for a password and the URL gives none ({text}); "
                                   "give it in the URL (postgresql://user:password@host/database) or a password file "
                                   "(~/.pgpass)")
+            if _accepts_now(url, connect_timeout):  # it refused while starting, and answers now
+                return Disconnected(f"the PostgreSQL server for {path} took no connections then: it was starting, "
+                                    f"shutting down or recovering ({text}); retry")
             return StoreError(f"the PostgreSQL server for {path} was reached and refused the connection ({text}); "
                               "check the user, password and database the URL names")
         if answer == pq.Ping.REJECT:
@@ -43,3 +51,12 @@ def not_connected(error: psycopg.OperationalError, path: str, url: str, connect_
             return StoreError(f"{path} is not a URL PostgreSQL can connect with ({text}); check its parameters")
     return Disconnected(f"cannot reach the PostgreSQL server for {path} ({text}); check that it runs and the URL's host "
                         "and port")
+
+
+def _accepts_now(url: str, connect_timeout: int) -> bool:
+    """Whether a connection to `url` is made now (and closed at once)."""
+    try:
+        psycopg.connect(url, connect_timeout=connect_timeout).close()
+    except psycopg.Error:
+        return False
+    return True

@@ -143,3 +143,37 @@ def test_a_server_shutting_down_is_said_to_take_no_connections_now() -> None:
         assert message.endswith("; retry later")
     finally:
         cluster.stop()
+
+
+
+def test_a_server_that_refused_while_starting_is_not_said_to_refuse_the_user(tmp_path: Path) -> None:
+    """libpq is asked why a connection failed after it failed: a server that refused it while
+    starting had started by then, and the refusal was taken for a wrong user, password or database
+    (a `StoreError`), so a follower polling through a restart of the server exited. It is a
+    `Disconnected` (the server took no connections then: retry), and the next try opens the store.
+    The server's socket is stood in for by a process (`tests/pgstarting.py`) that refuses the first
+    connection as a starting server does and passes the later ones through to the cluster."""
+    from eventstore import Disconnected
+    from tests.backends import postgres_url
+
+    url = postgres_url()
+    cluster = postgres_cluster()
+    stand_in = subprocess.Popen([sys.executable, "-m", "tests.pgstarting", str(tmp_path), str(cluster.socket)],
+                                stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert stand_in.stdout is not None and stand_in.stdout.readline() == "listening\n"
+        quoted = urllib.parse.quote(str(cluster.socket), safe="")
+        through = url.replace(f"host={quoted}", "host=" + urllib.parse.quote(str(tmp_path), safe=""))
+        assert through != url
+        with pytest.raises(Disconnected) as refused:
+            Store(through, timeout=10)
+        message = str(refused.value)
+        assert "took no connections then: it was starting" in message and "not yet accepting connections" in message
+        assert "check the user" not in message
+        with Store(through) as store:
+            assert store.counts() == (0, 0)
+    finally:
+        stand_in.kill()
+        stand_in.wait()
+        assert stand_in.stdout is not None
+        stand_in.stdout.close()
