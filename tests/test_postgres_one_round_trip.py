@@ -147,8 +147,10 @@ def test_a_head_moved_while_the_append_waits_for_the_streams_lock_is_not_written
         holder = threading.Thread(target=hold, args=(t,))
         holder.start()
         assert held.wait(30) and not failed, failed
-        threading.Timer(0.5, release.set).start()  # while the append below waits for the lock
+        # Timed from before the timer starts: the append ends after the release, however late
+        # a busy machine runs this thread between the two lines.
         started = time.monotonic()
+        threading.Timer(0.5, release.set).start()  # while the append below waits for the lock
         waited = store.append_message(t, "user", "waited")
         assert time.monotonic() - started >= 0.4, "the append did not wait for the stream's lock"
         holder.join(30)
