@@ -44,6 +44,15 @@ def _readers_held_off(path: Path) -> bool:
         probe.close()
 
 
+def wait_for_readers_held_off(path: Path) -> None:
+    """Return once a writer waits to commit on `path` (new readers are held off), polling: a
+    busy machine may take a while to run the writer's thread."""
+    deadline = time.monotonic() + 30
+    while not _readers_held_off(path):
+        assert time.monotonic() < deadline, "the writer never came to wait on the verify's read"
+        time.sleep(0.01)
+
+
 def _verify_with_a_waiting_writer(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, float, list[float]]:
     """Run `verify` with a writer already waiting to commit (on the verify's own read) when the
     structure check begins; return what it returned or raised, its time, and when the writer committed."""
@@ -61,10 +70,7 @@ def _verify_with_a_waiting_writer(path: Path, monkeypatch: pytest.MonkeyPatch) -
 
     def held(structure: Structure) -> Structure:
         thread.start()
-        deadline = time.monotonic() + 10
-        while not _readers_held_off(path):
-            assert time.monotonic() < deadline, "the writer never came to wait on the verify's read"
-            time.sleep(0.01)
+        wait_for_readers_held_off(path)
         return start(structure)
 
     monkeypatch.setattr(Structure, "start", held)

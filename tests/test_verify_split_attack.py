@@ -19,6 +19,7 @@ import pytest
 from eventstore import splitscan
 from eventstore.packing import TYPE_CODES
 from tests.test_verify_plain import _run, template  # noqa: F401  (a fixture)
+from tests.test_verify_held_off import wait_for_readers_held_off
 from tests.test_verify_split import _last, _one_scan, split_always  # noqa: F401  (a fixture)
 from threadlog import IntegrityError, Store
 
@@ -141,7 +142,7 @@ def test_a_writer_waiting_on_a_file_in_rollback_journal_mode_does_not_stall_the_
 
     def start(cls: type[splitscan._Child], *args: Any) -> splitscan._Child | None:
         thread.start()
-        time.sleep(0.5)  # the writer is waiting to commit
+        wait_for_readers_held_off(path)  # the writer is waiting to commit
         return started(cls, *args)  # type: ignore[no-any-return]
 
     thread = threading.Thread(target=commit)
