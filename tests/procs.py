@@ -109,6 +109,16 @@ class Worker:
         return [r for r in self.lines if r.get("op") == op]
 
 
+def announced_url(proc: subprocess.Popen[str]) -> str:
+    """The URL a `threadlog serve --port 0` child says it serves at, from its first line on stderr
+    (written once the port is its own). A port picked here and closed before the child bound it
+    could be taken by another process in between."""
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    assert line.startswith("serving ") and " at http://" in line, f"threadlog serve did not start: {line}{proc.stderr.read()[-2000:]}"
+    return line.split(" at ")[-1].split()[0].rstrip("/")
+
+
 def interruptible(argv: list[str], **popen: Any) -> subprocess.Popen[Any]:
     """A child that Ctrl-C (SIGINT) stops however this test was started: a background job of a
     non-interactive shell ignores SIGINT, its children inherit that, and a Python started with

@@ -33,7 +33,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from threadlog import Store, diff, update_index  # noqa: E402
 from threadlog.web import create_app  # noqa: E402
-from tests.procs import ctrl_c, interruptible  # noqa: E402
+from tests.procs import announced_url, ctrl_c, interruptible  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
@@ -101,13 +101,13 @@ def test_a_row_verify_cannot_read_makes_the_badge_fail_not_hang(tmp_path: Path, 
 
 def _serve(db: Path, host: str) -> tuple[subprocess.Popen[str], str]:
     """`threadlog serve` on `host` in a child process, once it answers: (process, base URL)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as sock:
-        sock.bind((host, 0))
-        port = int(sock.getsockname()[1])
     proc = subprocess.Popen([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(db),
-                             "--host", host, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+                             "--host", host, "--port", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        base = announced_url(proc)
+    except AssertionError:
+        _stop(proc)
+        raise
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -197,15 +197,13 @@ def test_serve_on_port_0_announces_the_port_it_took(db: Path) -> None:
 def test_ctrl_c_with_a_page_open_stops_the_server_at_once_without_a_traceback(db: Path) -> None:
     """An open thread page holds a live stream; Ctrl-C waited out the graceful shutdown, then
     cancelled the stream, printing "Cancel 1 running task(s)" and a 40-line traceback."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
     proc = interruptible([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(db), "--port",
-                          str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                          "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = announced_url(proc)
     deadline = time.monotonic() + 30
     while True:
         try:
-            stream = urllib.request.urlopen(f"http://127.0.0.1:{port}/live?id=t&after=3", timeout=10)
+            stream = urllib.request.urlopen(f"{base}/live?id=t&after=3", timeout=10)
             break
         except OSError:
             assert proc.poll() is None and time.monotonic() < deadline, "threadlog serve did not start"

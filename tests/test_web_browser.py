@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from urllib.parse import urlencode
 import pytest
 
 from threadlog import Store
+from tests.procs import announced_url
 from tests.webstore import FLAG, HOSTILE_MESSAGES, IMG, SCRIPT, build, image_block, png
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -34,21 +34,14 @@ if not Path(CHROMIUM).exists():
     pytest.skip(f"no browser at {CHROMIUM} (apt-get install chromium; .ci/run does)", allow_module_level=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, dict[str, str]]]:
     """(base URL, database path, ids): `threadlog serve` in a child process."""
     path = tmp_path_factory.mktemp("web") / "web.db"
     ids = build(path)
-    port = _free_port()
     proc = subprocess.Popen([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(path),
-                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = announced_url(proc)
     deadline = time.monotonic() + 30
     while True:
         try:
