@@ -110,13 +110,16 @@ class Worker:
 
 
 def announced_url(proc: subprocess.Popen[str]) -> str:
-    """The URL a `threadlog serve --port 0` child says it serves at, from its first line on stderr
-    (written once the port is its own). A port picked here and closed before the child bound it
-    could be taken by another process in between."""
+    """The URL a `threadlog serve --port 0` child says it serves at, from its line on stderr
+    (written once the port is its own; a warning a library prints may come before it). A port
+    picked here and closed before the child bound it could be taken by another process in between."""
     assert proc.stderr is not None
-    line = proc.stderr.readline()
-    assert line.startswith("serving ") and " at http://" in line, f"threadlog serve did not start: {line}{proc.stderr.read()[-2000:]}"
-    return line.split(" at ")[-1].split()[0].rstrip("/")
+    seen = ""
+    while line := proc.stderr.readline():
+        if line.startswith("serving ") and " at http://" in line:
+            return line.split(" at ")[-1].split()[0].rstrip("/")
+        seen += line
+    raise AssertionError(f"threadlog serve did not start: {seen[-2000:]}")
 
 
 def interruptible(argv: list[str], **popen: Any) -> subprocess.Popen[Any]:
