@@ -39,9 +39,9 @@ def not_connected(error: psycopg.OperationalError, path: str, url: str, connect_
                 return StoreError(f"the PostgreSQL server for {path} asks for a password and the URL gives none ({text}); "
                                   "give it in the URL (postgresql://user:password@host/database) or a password file "
                                   "(~/.pgpass)")
-            if _accepts_now(url, connect_timeout):  # it refused while starting, and answers now
-                return Disconnected(f"the PostgreSQL server for {path} took no connections then: it was starting, "
-                                    f"shutting down or recovering ({text}); retry")
+            if _accepts_now(url, connect_timeout):  # it refused while starting (or full), and takes one now
+                return Disconnected(f"the PostgreSQL server for {path} refused a connection and took the next one: it "
+                                    f"was starting, or had no connection free ({text}); retry")
             return StoreError(f"the PostgreSQL server for {path} was reached and refused the connection ({text}); "
                               "check the user, password and database the URL names")
         if answer == pq.Ping.REJECT:
