@@ -8,7 +8,6 @@ be read because a LangGraph event was redacted by hand says so, instead of "run 
 from __future__ import annotations
 
 import operator
-import re
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 

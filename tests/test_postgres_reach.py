@@ -145,13 +145,12 @@ def test_a_server_shutting_down_is_said_to_take_no_connections_now() -> None:
         cluster.stop()
 
 
-
 def test_a_server_that_refused_while_starting_is_not_said_to_refuse_the_user(tmp_path: Path) -> None:
     """libpq is asked why a connection failed after it failed: a server that refused it while
     starting had started by then, and the refusal was taken for a wrong user, password or database
     (a `StoreError`), so a follower polling through a restart of the server exited. It is a
-    `Disconnected` (the server refused one connection and took the next: retry), and the next try opens the store.
-    The server's socket is stood in for by a process (`tests/pgstarting.py`) that refuses the first
+    `Disconnected` (the server refused one connection and took the next: retry), and the next try
+    opens the store. The server's socket is stood in for by a process (`tests/pgstarting.py`) that refuses the first
     connection as a starting server does and passes the later ones through to the cluster."""
     from eventstore import Disconnected
     from tests.backends import postgres_url
