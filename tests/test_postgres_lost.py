@@ -5,7 +5,6 @@ calls after it go on over a new connection."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 from eventstore.postgres import PostgresBackend
 from threadlog import Disconnected, Store, StoreError
 from tests.backends import postgres_cluster, postgres_url
+from tests.procs import ctrl_c, interruptible
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,8 +91,8 @@ def test_follow_goes_on_after_the_server_restarts_printing_each_event_once() -> 
         thread = store.create_thread(title="Trip")
         before = store.append_message(thread, "user", "before the restart")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    follower = subprocess.Popen([sys.executable, "-m", "threadlog", "follow", "--db", url, "--interval", "0.05", "--after", "0"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    follower = interruptible([sys.executable, "-m", "threadlog", "follow", "--db", url, "--interval", "0.05", "--after", "0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert follower.stdout is not None
         assert "before the restart" in follower.stdout.readline() + follower.stdout.readline()
@@ -105,8 +105,7 @@ def test_follow_goes_on_after_the_server_restarts_printing_each_event_once() -> 
         assert "after the restart" in line and f" {after.position} " in line
         assert follower.poll() is None
     finally:
-        follower.send_signal(signal.SIGINT)
-        out, err = follower.communicate(timeout=30)
+        out, err = ctrl_c(follower)
     assert follower.returncode == 130
     assert "before the restart" not in out and "after the restart" not in out  # each printed once
     assert err.count(f"note: following on after position {before.position} once the server answers again") == 1, err
