@@ -524,7 +524,11 @@ def test_two_asks_racing_on_one_thread_start_one_run(tmp_path: Path, api: Messag
     lock.execute("BEGIN IMMEDIATE")  # another writer: both asks read the thread, then wait to write
     asks = [subprocess.Popen([str(exe), "--db", str(db), "ask", t, f"question {i}"], env={**clean, **env},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
-    time.sleep(3)
+    # Each says so once it has read the thread and waits for the lock (its slow import of the SDK
+    # is behind it): a fixed pause could end before one got there, which then found the other's
+    # run in progress, or over.
+    waiting = [ask.stderr.readline() for ask in asks]  # type: ignore[union-attr]
+    assert waiting == ["waiting for another writer… (--timeout sets how long)\n"] * 2, waiting
     lock.execute("ROLLBACK")
     lock.close()
     done = [ask.communicate(timeout=120) + (ask.returncode,) for ask in asks]
