@@ -120,9 +120,22 @@ _WRAPPED = """if True:
 """
 
 
+def _run_taking_ctrl_c(code: str) -> tuple[int, str, str]:
+    """`python -c CODE` (its status, stdout and stderr) with Ctrl-C at Python's default however
+    this test was started (`interruptible`): a child that inherited SIGINT ignored never gets the
+    one it sends itself."""
+    with interruptible([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True) as child:
+        try:
+            out, err = child.communicate(timeout=60)
+        finally:
+            child.kill()  # only if it did not stop
+    return child.returncode, out, err
+
+
 def test_an_error_the_loading_reports_for_a_ctrl_c_exits_130_without_a_traceback() -> None:
-    done = subprocess.run([sys.executable, "-c", _WRAPPED], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stderr) == (130, "interrupted\n"), done.stderr
+    status, _, err = _run_taking_ctrl_c(_WRAPPED)
+    assert (status, err) == (130, "interrupted\n"), err
 
 
 def test_an_error_of_the_loading_without_a_ctrl_c_is_still_reported() -> None:
@@ -151,6 +164,6 @@ def test_a_ctrl_c_as_the_finished_command_exits_prints_no_traceback() -> None:
         finally:
             done.set()
     """
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stderr) == (0, ""), done.stderr
-    assert done.stdout.startswith("threadlog, version ")
+    status, out, err = _run_taking_ctrl_c(code)
+    assert (status, err) == (0, ""), err
+    assert out.startswith("threadlog, version ")
