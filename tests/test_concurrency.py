@@ -39,7 +39,13 @@ def test_four_processes_racing_on_one_thread_with_expect(tmp_path: Path) -> None
     with Store(db) as store:
         t = store.create_thread(title="race")
     per_worker = 40
-    workers = [Worker("race", str(db), t, str(per_worker), f"w{i}") for i in range(4)]
+    # All four begin together (once the start file exists): started one after the other, their
+    # imports slowed by a busy machine, each could finish before the next began, racing nothing.
+    start = tmp_path / "go"
+    workers = [Worker("race", str(db), t, str(per_worker), f"w{i}", str(start)) for i in range(4)]
+    for w in workers:
+        assert w.ready.wait(60) and w.of("ready"), w.proc.stderr.read() if w.proc.stderr else ""
+    start.touch()
     for w in workers:
         w.finish()
     acks = [a for w in workers for a in w.of("ack")]
@@ -55,6 +61,7 @@ def test_four_processes_racing_on_one_thread_with_expect(tmp_path: Path) -> None
         assert (stored.event_id, stored.position) == (ack["event_id"], ack["position"])
     assert [e.offset for e in history] == list(range(1 + 4 * per_worker)), "offsets are not contiguous"
     assert [e.position for e in history] == sorted(e.position for e in history)
+    assert conflicts > 0, "no conflict: the expect path was not exercised"
     print(f"\n4 processes x {per_worker} appends to one thread with expect=last seen head: "
           f"{conflicts} ConcurrencyErrors retried; every event present once, offsets 0..{len(history) - 1}")
 
