@@ -43,8 +43,9 @@ HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
 ]
-# Pages are not kept by the browser: one shown again from its cache (Back) would show text a
-# redaction has erased since. The static files (script, style) hold no stored text.
+# Pages, the live stream and stored images are not kept by the browser: one shown again from
+# its cache (Back) would show text a redaction has erased since. The static files (script,
+# style) hold no stored text.
 NO_STORE = (b"cache-control", b"no-store")
 
 

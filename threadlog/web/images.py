@@ -69,8 +69,7 @@ def image(request: Request) -> Response:
                 raise HTTPException(404, f"the image at offset {offset} of {thread} holds data that is not base64: "
                                          "there is no picture to show")
             return Response(body, media_type=block["source"]["media_type"],
-                            headers={"cache-control": "no-store", "content-disposition": "inline",
-                                     "content-security-policy": CSP})
+                            headers={"content-disposition": "inline", "content-security-policy": CSP})
     raise HTTPException(404, f"offset {offset} of {thread} holds no stored image with that digest")
 
 

@@ -96,7 +96,9 @@ def _erased(store: Store, thread: str, new: list[RecordedEvent], head: int, star
     offsets = set()
     for event in new:
         target_position = event.data.get("position") if event.type == "event.redacted" else None
-        target = next(store.read_all(after=target_position - 1, limit=1), None) if isinstance(target_position, int) else None
+        if not isinstance(target_position, int):
+            continue
+        target = next(store.read_all(after=target_position - 1, limit=1), None)
         if (target is not None and target.position == target_position and target.stream_id in shown
                 and start <= target.offset < (shown[target.stream_id] or 0)):
             offsets.add(target.offset)
@@ -182,4 +184,4 @@ async def events(request: Request) -> StreamingResponse:
                     quiet = 0
             await asyncio.sleep(INTERVAL)
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={"cache-control": "no-store"})
+    return StreamingResponse(stream(), media_type="text/event-stream")  # not kept by the browser: `app.NO_STORE`
