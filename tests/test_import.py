@@ -834,6 +834,28 @@ def test_pi_threads_of_their_own_grow_and_older_copies_add_nothing(mem: Store, t
     mem.verify()
 
 
+def test_a_grown_session_whose_thread_took_a_message_of_its_own_is_refused_naming_that_message(tmp_path: Path) -> None:
+    """A turn taken on an imported thread (`threadlog append`, `threadlog ask`) sits where the
+    session's later lines would go, so they cannot follow it. The refusal said the file was
+    rewritten or taken while it was being written, which sent the user looking at a sound file;
+    it names the message the thread took instead, and the fork that goes on without it."""
+    db, path = tmp_path / "t.db", tmp_path / "session.jsonl"
+    first = [("u0", None, "user", "Start"), ("a0", "u0", "assistant", "Ready")]
+    path.write_text(_pi_tree(*first))
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--db", str(db), "import", "pi", str(path)]).exit_code == 0
+    thread = json.loads(runner.invoke(cli, ["--db", str(db), "ls", "--json"]).stdout)[0]["id"]
+    assert runner.invoke(cli, ["--db", str(db), "append", thread, "--role", "user", "--text", "Mine"]).exit_code == 0
+    path.write_text(_pi_tree(*first, ("u1", "a0", "user", "Go on"), ("a1", "u1", "assistant", "Going")))
+    before = file_dump(db)
+    result = runner.invoke(cli, ["--db", str(db), "import", "pi", str(path)])
+    assert result.exit_code == 1, result.output
+    assert (f"error: thread {thread!r} holds an event no import wrote at offset 3 (message.appended: appended by hand or "
+            "by a live turn), where the source's later lines would go") in result.stderr, result.stderr
+    assert f"threadlog fork {thread}" in result.stderr and "rewritten" not in result.stderr
+    assert file_dump(db) == before
+
+
 def test_pi_older_copy_of_a_rewound_session_adds_nothing(mem: Store, tmp_path: Path) -> None:
     """The file as it was before a rewind, imported after the rewound one: every entry of it is
     stored (its later ones in a fork), so it adds nothing; it was refused as rewritten."""

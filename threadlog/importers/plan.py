@@ -232,33 +232,30 @@ def _stored(store: Store, stream: PlannedStream) -> int | None:
     """How many of the stream's planned events the store holds (None: not the stream itself).
     A source that is an older copy (the session as it was, a prefix of what is stored) holds
     nothing new: all of its events are stored."""
-    ids = _own_ids(store, stream.id)
-    return None if ids is None else _held(stream, ids)
-
-
-def _own_ids(store: Store, thread: str) -> list[str] | None:
-    """The event ids of the thread's own events, its first one first, redaction records left
-    out: they are no source's (None: no such thread)."""
-    own = _own_events(store, thread)
-    return None if own is None else list(own.digests)
+    own = _own_events(store, stream.id)
+    return None if own is None else _held(stream, list(own.digests), own.appended)
 
 
 class _Own(NamedTuple):
-    """A stored thread's own events (redaction records left out)."""
+    """A stored thread's own events, its first one first (redaction records left out: they
+    are no source's)."""
 
     digests: dict[str, str]  # event id -> data digest, in order
     imported: frozenset[str]  # the ids of those an import wrote, not a caller's own appends to the thread
+    appended: dict[str, tuple[int, str]]  # the caller's own appends: event id -> offset and type
 
 
 def _own_events(store: Store, thread: str) -> _Own | None:
-    """`_own_ids`, each with its data digest, and which an import wrote (None: no such thread)."""
+    """The thread's own events, each with its data digest, and which an import wrote (None: no
+    such thread)."""
     try:
         info = store.thread(thread)
     except ThreadNotFound:
         return None
     events = [event for event in store.read(thread, start=info.base) if event.type != REDACTION]
-    return _Own({event.event_id: event.data_digest for event in events},
-                frozenset(event.event_id for event in events if event.meta.get("origin") == "imported"))
+    imported = frozenset(event.event_id for event in events if event.meta.get("origin") == "imported")
+    return _Own({event.event_id: event.data_digest for event in events}, imported,
+                {event.event_id: (event.offset, event.type) for event in events[1:] if event.event_id not in imported})
 
 
 def _records(store: Store, thread: str) -> frozenset[int]:
@@ -273,8 +270,9 @@ def _records(store: Store, thread: str) -> frozenset[int]:
     return frozenset(offset for offset, type_, _, _ in store.read_raw(thread, start=info.base) if type_ == REDACTION)
 
 
-def _held(stream: PlannedStream, ids: list[str]) -> int:
-    """`_stored`, given the ids of the stream's own events as stored (its first one first)."""
+def _held(stream: PlannedStream, ids: list[str], appended: dict[str, tuple[int, str]] | None = None) -> int:
+    """`_stored`, given the ids of the stream's own events as stored (its first one first) and,
+    when known, which of them the caller appended (their offsets and types)."""
     if not ids or ids[0] != _first_event_id(stream):
         if ids and ids[0].rsplit(":", 1)[0] == _first_event_id(stream).rsplit(":", 1)[0]:  # cc:KEY:created, cc:KEY:fork
             raise ImportConflict(f"thread {stream.id!r} was imported from this source as it was then, and is now "
@@ -286,6 +284,16 @@ def _held(stream: PlannedStream, ids: list[str]) -> int:
     planned = [event.event_id for event in stream.events]
     stored = min(len(ids) - 1, len(planned))  # an older copy of the source holds fewer: all of them stored, none to add
     if ids[1:stored + 1] != planned[:stored]:
+        # A turn taken on the imported thread (`append`, `ask`) sits where the source's next line
+        # would go: say so, since the file itself is sound and the fix is a fork, not the file.
+        first = next(stored_id for stored_id, planned_id in zip(ids[1:], planned) if stored_id != planned_id)
+        if appended and first in appended:
+            offset, type_ = appended[first]
+            raise ImportConflict(f"thread {stream.id!r} holds an event no import wrote at offset {offset} ({type_}: "
+                                 "appended by hand or by a live turn), where the source's later lines would go, so "
+                                 "they cannot follow it; to go on from an imported session, fork it "
+                                 f"(`threadlog fork {stream.id}`), which a later import leaves as it is; to import "
+                                 "what the source added since, import it into another database")
         raise ImportConflict(f"thread {stream.id!r} holds events the source no longer has in that order "
                              "(the file was rewritten, or a plain import took it while it was being written: "
                              "follow a file still being written with --follow); import it into another database")
@@ -319,9 +327,11 @@ def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: d
     unwritten: list[tuple[PlannedStream, int | None]] = []
     for stream in plan.streams:
         ids = pending.get(stream.id)
+        appended = None
         if ids is None:
-            ids = _own_ids(store, stream.id) or []
-        unwritten.append((stream, _held(stream, ids) if ids else None))
+            own = _own_events(store, stream.id)
+            ids, appended = (list(own.digests), own.appended) if own else ([], None)
+        unwritten.append((stream, _held(stream, ids, appended) if ids else None))
         planned = [_first_event_id(stream), *(event.event_id for event in stream.events)]
         pending[stream.id] = planned if len(planned) > len(ids) else ids
         root = stream
@@ -463,7 +473,8 @@ def write_plan(store: Store, plan: Plan) -> int:
     wrote is skipped, as a later import would skip it.
     """
     owned = [_own_events(store, stream.id) for stream in plan.streams]
-    stored = [None if own is None else _held(stream, list(own.digests)) for stream, own in zip(plan.streams, owned)]
+    stored = [None if own is None else _held(stream, list(own.digests), own.appended)
+              for stream, own in zip(plan.streams, owned)]
     _not_elsewhere(store, zip(plan.streams, stored))
     # Events the store holds with other content (by id, their data digests compared): the source
     # was edited after it was imported. Counted, and kept as stored.
