@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from .content import tool_use_ids
 from .errors import Deadlocked, ForkRefused, InvalidEvent, KeyClash, ThreadNotFound, named, shown
 from .events import ForkOptions, check_depth
 from .facts import Facts
@@ -194,6 +195,19 @@ def check_fork_point(thread: str, at: Any, head: int, first_message: int | None,
                           f"message is at offset {first_message}, so at must be {points})")
 
 
+def _called_where(store: Store, thread: str, at: int, ids: Sequence[str]) -> str:
+    """The pending tool calls, each with the offset of the message that made it: a call an
+    earlier turn abandoned (an import's aborted call) may lie far before the fork point, and
+    an id alone does not say so. Read only on the way to a refusal."""
+    offsets: dict[str, int] = {}
+    wanted = set(ids)
+    for event in store.read(thread, 0, at):
+        content = event.data.get("content") if event.type == "message.appended" else None
+        if isinstance(content, list):
+            offsets.update((id_, event.offset) for id_ in tool_use_ids(content) if id_ in wanted)
+    return ", ".join(f"{id_} (offset {offsets[id_]})" if id_ in offsets else id_ for id_ in ids)
+
+
 def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any],
           then: list[PreparedEvent], fan_out: bool = False, allow_busy: bool = False) -> str:
     """Check and write one fork (inside the caller's transaction); `then` follows its event."""
@@ -216,7 +230,7 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
         if options.unanswered == "refuse":
             raise ForkRefused(
                 "unanswered_tool_calls",
-                f"cannot fork {thread!r} at {at}: tool calls without results: {', '.join(facts.tools)}; "
+                f"cannot fork {thread!r} at {at}: tool calls without results: {_called_where(store, thread, at, facts.tools)}; "
                 "fork at an earlier offset or pass unanswered='drop' (or 'keep')",
                 list(facts.tools),
             )

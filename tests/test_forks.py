@@ -187,6 +187,21 @@ def test_unanswered_tool_calls_refused_with_ids_or_dropped(store: Store, convo: 
     assert store.fork(convo, at=4)  # before the call
 
 
+def test_a_refusal_for_unanswered_calls_says_where_each_was_made(store: Store, convo: str) -> None:
+    """A call an earlier turn abandoned (an imported session's aborted call) stays pending while
+    the conversation goes on; a fork at the head much later is refused for it, and an id alone
+    did not say the call lay far back, nor that a fork just before it would lose the rest. The
+    refusal names the offset of each call's message (one of them in a fork's parent)."""
+    tool_call(store, convo, "toolu_old")
+    branch = store.fork(convo, unanswered="keep")
+    store.append_message(branch, "user", "never mind that, go on")
+    store.append_message(branch, "assistant", "going on")
+    tool_call(store, branch, "toolu_new")
+    error = refuse(store, "unanswered_tool_calls", store.fork, branch)
+    assert error.tool_use_ids == ["toolu_old", "toolu_new"]
+    assert "tool calls without results: toolu_old (offset 4), toolu_new (offset 8); " in str(error)
+
+
 def test_unanswered_tool_calls_kept_wait_in_the_fork_for_its_own_results(store: Store, convo: str) -> None:
     """`unanswered="keep"`: the calls waiting at the fork point wait in the fork too (a branch
     that runs the tools again answers them), at the head or at a past offset; the parent
