@@ -126,6 +126,7 @@ class _Restore:
         self.streams: dict[str, tuple[int, dict[str, Any]]] = {}  # id -> (its line, the stream line)
         self.keep: bool | None = None  # decided at the first new event
         self.first = 0  # that event's position: a database whose log ends before it keeps positions
+        self.reached = 0  # the database's last position then
         self.last_position = 0
         self.run: _Run | None = None
         self.touched: set[str] = set()  # streams this restore wrote events to
@@ -205,14 +206,14 @@ class _Restore:
             return
         if self.keep is None:
             # Past the last position kept (an older release's restore kept up to 2^62), renumbered.
-            self.keep = self.backend.last_position() < event["position"] <= MAX_POSITION
+            self.reached = self.backend.last_position()
+            self.keep = self.reached < event["position"] <= MAX_POSITION
             self.first = event["position"]
             self.report.positions_kept = self.keep
         legacy = not event["hash"].startswith(HASH_TAG)
         if legacy and not self.keep:
             raise InvalidEvent(f"{where}.hash", "was written by the first hash layout, which covers the position: " + (
-                _renumbered_past(event["position"]) if event["position"] > MAX_POSITION else "restore it into a database "
-                f"whose log ends before position {self.first} (a new one, for example), where positions are kept"))
+                _renumbered_past(event["position"]) if event["position"] > MAX_POSITION else self.kept_where()))
         if self.keep and event["position"] > MAX_POSITION:
             raise InvalidEvent(f"{where}.position", f"{event['position']} is past {MAX_POSITION}, the last position a "
                                "restore keeps (so that appends after it are searchable too), where the export's first event "
@@ -224,8 +225,7 @@ class _Restore:
         if not self.keep and (event["redacted"] or event["type"] == "event.redacted"):
             if event["position"] > MAX_POSITION:
                 raise InvalidEvent(where, "holds a redaction, which names positions: " + _renumbered_past(event["position"]))
-            raise InvalidEvent(where, "holds a redaction, which names positions: restore it into a database whose log "
-                               f"ends before position {self.first} (a new one, for example)")
+            raise InvalidEvent(where, "holds a redaction, which names positions: " + self.kept_where())
         prepared = self.prepare(where, event)
         run = self.run
         if run is None or run.stream_id != event["stream_id"] or len(run.events) == RUN_EVENTS or (
@@ -243,6 +243,15 @@ class _Restore:
         run.lines.append((number, event))
         run.ids[event["event_id"]] = number
         self.last_position = event["position"]
+
+    def kept_where(self) -> str:
+        """Where an export whose positions must be kept can be restored, said of this database:
+        its log already reaches past the export's first new event (a database holding part of
+        the same history, restored from an earlier export, reaches past it too)."""
+        where = ("a new, empty one" if self.first <= 1 else
+                 f"one whose log ends before position {self.first}, a new one for example")
+        return (f"this database's log already reaches position {self.reached}, at or past the export's first new event "
+                f"(position {self.first}), so positions would be renumbered here; restore it into {where}, where they are kept")
 
     def prepare(self, where: str, event: dict[str, Any]) -> PreparedEvent:
         if event["redacted"]:

@@ -794,7 +794,8 @@ def test_a_backup_of_a_file_from_the_first_release_restores_where_positions_are_
     with Store(other) as store:
         store.create_thread(title="already here")
     before = sha(other)
-    with Store(other) as store, pytest.raises(InvalidEvent, match="first hash layout, which covers the position: restore"):
+    with Store(other) as store, pytest.raises(InvalidEvent, match="first hash layout, which covers the position: this database's log already reaches position 1, "
+                                                                    r"at or past the export's first new event \(position 1\), .*restore it into a new, empty one"):
         import_events(store, export)
     assert sha(other) == before
     from eventstore.restore import MAX_POSITION
@@ -1067,9 +1068,39 @@ def test_a_redacted_export_refused_by_a_database_names_the_position_its_log_must
     before = sha(db)
     result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(backup)])
     assert result.exit_code == 1, result.output
-    assert "holds a redaction, which names positions: restore it into a database whose log ends before position 1 " \
-           "(a new one, for example)" in result.stderr, result.stderr
+    assert "holds a redaction, which names positions: this database's log already reaches position 1, at or past the " \
+           "export's first new event (position 1), so positions would be renumbered here; restore it into a new, empty " \
+           "one, where they are kept" in result.stderr, result.stderr
     assert sha(db) == before
     with Store(tmp_path / "c.db") as c:  # one that does keep them
         assert import_events(c, backup).positions_kept
         c.verify()
+
+
+def test_a_redacted_backup_refused_by_a_database_holding_part_of_its_history_says_what_that_database_holds(
+        tmp_path: Path) -> None:
+    """A user restores one thread's export into a new file, later redacts in the source and
+    restores a backup of everything into that file. Its log already reaches past the backup's
+    first new event, so positions would be renumbered and the redaction cannot be restored. The
+    refusal said only "restore it into a database whose log ends before position 1", which
+    read as a riddle of a file holding events; it names how far this database's log reaches and
+    that the way on is a new, empty database."""
+    with Store(tmp_path / "a.db") as a:
+        other = a.create_thread(title="other")
+        t = a.create_thread(title="trip")
+        leak = a.append_message(t, "user", "my card is 4111")
+        a.append_message(other, "user", "hello")
+        a.append_message(t, "assistant", "noted")
+        part = write(tmp_path / "part.jsonl", export_events(a, t))
+        a.redact(leak.position, reason="card number", actor="ops")
+        backup = write(tmp_path / "backup.jsonl", export_all(a))
+    db = tmp_path / "b.db"
+    with Store(db) as b:
+        assert import_events(b, part).positions_kept  # the trip's events, at their positions 2, 3 and 5
+    before = sha(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(backup)])
+    assert result.exit_code == 1, result.output
+    assert "holds a redaction, which names positions: this database's log already reaches position 5, at or past " \
+           "the export's first new event (position 1)" in result.stderr, result.stderr
+    assert "restore it into a new, empty one, where they are kept" in result.stderr
+    assert sha(db) == before
