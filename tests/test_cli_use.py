@@ -30,6 +30,7 @@ from eventstore import ForkRefused, InvalidEvent, Store
 from eventstore.sqlite import SQLiteBackend
 from threadlog import update_index, write_transcript
 from threadlog.cli import cli
+from tests.backends import postgres_url
 from tests.procs import bound_by_file_modes, ctrl_c, interruptible
 
 THREADLOG = str(Path(sys.executable).with_name("threadlog"))
@@ -213,6 +214,25 @@ def test_a_command_on_a_missing_file_says_so_and_creates_nothing(tmp_path: Path,
     typo = tmp_path / "typo.db"
     assert f"no database at {typo}" in fails(typo, *command)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("command", [["ls"], ["show", "t"], ["verify"], ["export", "--all"], ["search", "x"], ["purge"]])
+def test_a_command_where_no_store_is_says_how_to_make_one(tmp_path: Path, backend: str, command: list[str]) -> None:
+    """A read command on a PostgreSQL database with no store said only that a read-only open
+    creates nothing, where a write command there, and every command on a missing file, say to
+    run `threadlog init` or check --db."""
+    target = str(tmp_path / "typo.db") if backend == "sqlite" else postgres_url()
+    result = CliRunner().invoke(cli, ["--db", target, *command])
+    assert result.exit_code == 1 and "create one with `threadlog init` (or check --db / $THREADLOG_DB)" in result.stderr, \
+        result.stderr
+    if backend == "sqlite":
+        assert list(tmp_path.iterdir()) == []
+    else:
+        import psycopg
+
+        with psycopg.connect(target) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()").fetchone() == (0,)
 
 
 def test_a_read_only_file_in_a_read_only_directory_can_be_read_and_verified() -> None:

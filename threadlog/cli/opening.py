@@ -43,8 +43,7 @@ def _open(path: str, mode: str, timeout: float) -> Store:
         try:
             Store(path, timeout=timeout, read_only=True).close()
         except NoStore as error:
-            raise StoreError(f"{error.where} holds no threadlog store yet; create one with `threadlog init` "
-                             "(or check --db / $THREADLOG_DB); nothing was written") from None
+            raise _no_store(error) from None
         except StoreError:
             pass  # an older schema (migrated by the writable open) or a refusal it gives again
     if mode == "search":  # writes only to bring the index up to date: a file it may not write is searched as it is
@@ -61,9 +60,18 @@ def _open(path: str, mode: str, timeout: float) -> Store:
         return Store(path, **writable)
     try:
         return Store(path, timeout=timeout, read_only=True)
+    except NoStore as error:
+        raise _no_store(error) from None
     except SchemaTooOld:
         Store(path, **writable).close()  # migrates, or says why it cannot
         return Store(path, timeout=timeout, read_only=True)
+
+
+def _no_store(error: NoStore) -> StoreError:
+    """A database with no store, as a missing file is refused: by every command but those that
+    make one, each saying how to make it."""
+    return StoreError(f"{error.where} holds no threadlog store yet; create one with `threadlog init` "
+                      "(or check --db / $THREADLOG_DB); nothing was written")
 
 
 def _may_write(path: str) -> bool:
