@@ -207,7 +207,8 @@ class NoStore(SchemaError):
 
     def __init__(self, where: str) -> None:
         self.where = where
-        super().__init__(f"{where} holds no threadlog store; a read-only open creates nothing")
+        super().__init__(f"{where} holds no threadlog store; a read-only open creates nothing: create one with "
+                         "`threadlog init` (or check the URL)")
 
 
 def empty_file(path: str) -> SchemaError:

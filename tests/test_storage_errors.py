@@ -21,6 +21,7 @@ from eventstore import Locked, SchemaError, Store, StoreError
 from eventstore.sqlite import SQLiteBackend
 from projections import display_rows, thread_state, transcript
 from threadlog import export_all, export_events
+from tests.backends import postgres_url
 
 THREADLOG = str(Path(sys.executable).parent / "threadlog")
 PAGE = 4096
@@ -98,6 +99,15 @@ def test_a_write_that_outwaits_its_timeout_raises_locked_naming_the_file_and_wri
         assert store.head(t) == 1
         store.append_message(t, "user", "once it is free")
         assert store.head(t) == 2
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_read_only_open_where_no_store_is_says_how_to_make_one(tmp_path: Path, backend: str) -> None:
+    """`Store(target, read_only=True)` on a missing file names `threadlog init`; on a PostgreSQL
+    database with no store it said only that a read-only open creates nothing."""
+    target = str(tmp_path / "typo.db") if backend == "sqlite" else postgres_url()
+    with pytest.raises(StoreError, match=r"create one with `threadlog init` \(or check the (path|URL)\)"):
+        Store(target, read_only=True)
 
 
 def test_a_file_that_is_not_a_database_is_refused_by_code(tmp_path: Path) -> None:
