@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from threadlog import (
+    ConcurrencyError,
     InvalidEvent,
     Store,
     StoreError,
@@ -799,6 +800,32 @@ def test_a_long_first_search_says_it_is_indexing(tmp_path: Path, monkeypatch: py
         t = _busy(store, 2)[0]  # one commit's worth: nothing said
     again = CliRunner().invoke(cli, ["--db", str(db), "search", "kiwi", "--thread", t])
     assert again.exit_code == 0 and again.stderr == ""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_catch_up_in_one_commit_says_nothing_after_a_refused_write(tmp_path: Path, backend: str) -> None:
+    """On PostgreSQL a refused write leaves the positions it took unused: a catch-up compared
+    the events it read with the positions to read, and the first search of a two-event log said
+    "3 events to index" on stderr, where SQLite's says nothing. Its progress ends at its total."""
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+    db = str(tmp_path / "t.db") if backend == "sqlite" else postgres_url()
+    with Store(db) as store:
+        t = store.create_thread(title="trip")
+        with pytest.raises(ConcurrencyError):
+            store.append_message(t, "user", "not written", expect=5)
+        store.append_message(t, "user", "a kiwi crate")
+    first = CliRunner().invoke(cli, ["--db", db, "search", "kiwi"])
+    assert first.exit_code == 0 and "kiwi" in first.stdout and first.stderr == "", first.stderr
+    with Store(db) as store:
+        for n in range(3):
+            with pytest.raises(ConcurrencyError):
+                store.append_message(t, "user", "not written", expect=50)
+            store.append_message(t, "user", f"kiwi {n}")
+        told: list[tuple[int, int]] = []
+        update_index(store, lambda done, total: told.append((done, total)))
+    assert told and told[-1][0] == told[-1][1], told
 
 
 def test_a_search_that_caught_up_leaves_the_index_in_the_database_file_not_the_wal(tmp_path: Path) -> None:
