@@ -143,15 +143,27 @@ DocValues = tuple[int, int, str, int, str, str | None, str | None, str]
 DOC_PIECE_CHARS = 100_000
 
 
+# Up to the last character that is no letter or digit (words are runs of those), and the run
+# of letters and digits a text starts with.
+_TO_LAST_SEPARATOR = re.compile(r".*[\W_]", re.DOTALL)
+_FIRST_WORD = re.compile(r"\A[^\W_]+")
+
+
 def doc_pieces(text: str) -> Iterator[str]:
-    """`text` in pieces of at most `DOC_PIECE_CHARS` characters, cut at whitespace where there
-    is some in the second half of a piece; a text that short is one piece."""
+    """`text` in pieces of at most `DOC_PIECE_CHARS` characters, each cut after the last
+    character of its second half that is no letter or digit, so that no word is cut in two
+    (cut at whitespace only, minified JSON had the word at the 100,000th character found as
+    its two halves); a text that short is one piece. A second half that is all one word is cut
+    where it must be, and the rest of that word is left out: longer than any word PostgreSQL
+    indexes (2,047 bytes), it made a word of its own."""
+    whole = text
     while len(text) > DOC_PIECE_CHARS:
-        cut = max(text.rfind(space, DOC_PIECE_CHARS // 2, DOC_PIECE_CHARS) for space in " \n\t")
-        cut = cut if cut > 0 else DOC_PIECE_CHARS
+        found = _TO_LAST_SEPARATOR.match(text, DOC_PIECE_CHARS // 2, DOC_PIECE_CHARS)
+        cut = DOC_PIECE_CHARS if found is None else found.end()
         yield text[:cut]
-        text = text[cut:]
-    yield text
+        text = text[cut:] if found is not None else _FIRST_WORD.sub("", text[cut:], count=1)
+    if text or text is whole:
+        yield text
 
 
 # A scope for a search: (stream, lo, hi), the stream's own offsets lo..hi-1 (no bound if None).

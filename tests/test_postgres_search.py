@@ -262,6 +262,30 @@ def test_a_long_event_matching_in_every_piece_is_one_hit(tmp_path: Path, backend
         assert sorted((h.kind, h.tool) for h in search(store, "grep", limit=5)) == [("text", None), ("tool_use", "Bash")]
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_long_text_without_spaces_is_cut_between_words_not_inside_one(tmp_path: Path, backend: str) -> None:
+    """PostgreSQL indexes a text over 100,000 characters in pieces, cut at a space, tab or
+    newline, else at the 100,000th character: minified JSON, a comma-separated dump, had the word
+    there cut in two, so it was not found and its two halves were (on SQLite, neither is). The
+    rest of a word too long to index (over 2,047 bytes there) made a word of its own too."""
+    import random
+    import string
+
+    rng = random.Random(0)
+    words = ["".join(rng.choices(string.ascii_lowercase, k=11)) for _ in range(10_000)]
+    text = ",".join(words)
+    start = text.rindex(",", 0, 100_000) + 1  # the word across the 100,000th character
+    cut = words[start // 12]
+    assert text[start:start + 11] == cut and start < 100_000 - 1
+    with Store(tmp_path / "a.db" if backend == "sqlite" else postgres_url()) as store:
+        t = store.create_thread(title="big")
+        store.append_message(t, "user", text)
+        store.append_message(t, "user", "y" * 100_000 + "ystub tail")
+        assert [h.offset for h in search(store, cut)] == [1]
+        assert search(store, cut[: 100_000 - start]) == search(store, cut[100_000 - start:]) == []
+        assert [h.offset for h in search(store, "tail")] == [2] and search(store, "ystub") == []
+
+
 def test_a_snippet_of_a_long_text_shows_where_it_is_cut_on_both_backends(tmp_path: Path) -> None:
     """PostgreSQL indexes a text over 100,000 characters in pieces, and cut a hit's snippet from
     the piece that matched: of 3 million characters then `ferry tail`, "**ferry** tail", with no
