@@ -130,6 +130,7 @@ _BEFORE = 3  # words shown before the first match
 LONGEST_RUN = 64  # characters of one word (or run of other text) a snippet shows before "…"
 _TOKEN = re.compile(r"[^\W_]+")  # a word, as the index splits text: letters and digits
 _RUN = re.compile(rf"\S{{{LONGEST_RUN + 1},}}")
+_SPACES = re.compile(r"\s+")
 _OPEN, _CLOSE = SNIPPET_MARKS
 _UNMARKED = re.compile(f"([{_OPEN}{_CLOSE}])")
 _ESCAPED = re.compile(r"[\\*]")
@@ -180,14 +181,17 @@ def window(text: str, query: str) -> str:
 
 def _gap(text: str, start: int, stop: int) -> str:
     """What a snippet shows of the text between two words (or after the last)."""
-    return _clip(re.sub(r"\s+", " ", text[start:min(stop, start + 4 * LONGEST_RUN)]))
+    return _clip(_SPACES.sub(" ", text[start:min(stop, start + 4 * LONGEST_RUN)]))
 
 
 def clipped(snippet: str) -> str:
     """An engine's snippet (its matches between `SNIPPET_MARKS`) as a hit gives it: each run of
-    text longer than `LONGEST_RUN` cut there, its marks kept, then as `markdown`."""
+    whitespace one space, as in a snippet `window` cuts (SQLite's own kept the text's newlines
+    and tabs, PostgreSQL's hits and SQLite's of a long text did not), each run of other text
+    longer than `LONGEST_RUN` cut there, its marks kept, then as `markdown`."""
+    spaced = _SPACES.sub(" ", snippet).strip()
     return markdown(_RUN.sub(lambda run: "".join(part if part in SNIPPET_MARKS else _clip(part)
-                                                 for part in _UNMARKED.split(run.group())), snippet))
+                                                 for part in _UNMARKED.split(run.group())), spaced))
 
 
 def markdown(marked: str) -> str:

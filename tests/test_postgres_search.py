@@ -286,6 +286,19 @@ def test_a_long_text_without_spaces_is_cut_between_words_not_inside_one(tmp_path
         assert [h.offset for h in search(store, "tail")] == [2] and search(store, "ystub") == []
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_snippet_shows_each_run_of_whitespace_as_one_space(tmp_path: Path, backend: str) -> None:
+    """SQLite's own snippet of a short text kept its newlines and tabs ("Bash\\ncommand: ls
+    **ferry**"), where a snippet threadlog cuts (PostgreSQL's, and SQLite's of a long text)
+    shows one space for each run of them: a JSON consumer got other text from each backend."""
+    with Store(tmp_path / "a.db" if backend == "sqlite" else postgres_url()) as store:
+        t = store.create_thread()
+        store.append_message(t, "user", "  line one\nferry\t\tthere\u2028end\n")
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls ferry"}}])
+        assert sorted(h.snippet for h in search(store, "ferry")) == ["Bash command: ls **ferry**",
+                                                                     "line one **ferry** there end"]
+
+
 def test_a_snippet_of_a_long_text_shows_where_it_is_cut_on_both_backends(tmp_path: Path) -> None:
     """PostgreSQL indexes a text over 100,000 characters in pieces, and cut a hit's snippet from
     the piece that matched: of 3 million characters then `ferry tail`, "**ferry** tail", with no
