@@ -76,9 +76,9 @@ def catch_up(store: Store, extractor: Callable[[], Extractor], progress: Progres
     if events are appended meanwhile): on PostgreSQL a refused write leaves positions unused, so
     events read, counted against positions to read, never reached the total, and a catch-up in
     one commit seemed unfinished. What it wrote is then copied into the database file
-    (`settle_wal`): left in SQLite's write-ahead log, the index's pages were carried by the appends after it, which read
-    past them and checkpointed them (single appends after each search that caught up cost 1.07x-1.16x
-    those of a store never indexed; 0.93x so)."""
+    (`settle_wal`): left in SQLite's write-ahead log, the index's pages were carried by the
+    appends after it, which read past them and checkpointed them (single appends after each
+    search that caught up cost 1.07x-1.16x those of a store never indexed; 0.93x so)."""
     check_extractor(extractor)
     backend = store.backend
     covered, last = backend.index_position(), backend.last_position()
