@@ -37,6 +37,8 @@ def main() -> None:
 
         if watching:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+    except KeyboardInterrupt:  # also one raised by the handler put back, as `signal.signal` returns
+        _interrupted()
     except BaseException:
         if interrupted:
             _interrupted()
