@@ -24,7 +24,7 @@ import hashlib
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from .backend import Backend, EventRow, StoredSnapshot
 from .errors import IntegrityError, InvalidEvent, StoreError
@@ -217,7 +217,10 @@ def log_digest(rows: Iterable[tuple[int, str]], upto: int) -> str:
     return value
 
 
-def counted(rows: Iterable[tuple[int, str]], progress: Callable[[int, int], None], total: int) -> Iterator[tuple[int, str]]:
+_Row = TypeVar("_Row")
+
+
+def counted(rows: Iterable[_Row], progress: Callable[[int, int], None], total: int) -> Iterator[_Row]:
     """`rows`, telling `progress(done, total)` every 10,000 of them and at the end."""
     done = 0
     for done, row in enumerate(rows, 1):

@@ -523,6 +523,19 @@ def test_checkpoint_on_a_terminal_shows_its_progress_and_prints_the_checkpoint(d
     assert re.search(r"^tlc1:2:[0-9a-f]{64}:[0-9a-f]{16}\r?$", out, flags=re.M), out
 
 
+def test_a_backup_and_its_restore_on_a_terminal_say_how_far_they_are(db: Path, tmp_path: Path) -> None:
+    """`export --all -o FILE` of a 2.2M-event file ran a minute and `import events` of it four,
+    both without a word on a terminal: each now shows a bar on stderr, and writes what it wrote."""
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "hi")
+    backup, copy = tmp_path / "backup.jsonl", tmp_path / "copy.db"
+    code, out = _on_a_terminal(["export", "--all", "-o", str(backup), "--db", str(db)], dict(os.environ))
+    assert code == 0 and "exporting" in out and "100%" in out, out
+    code, out = _on_a_terminal(["import", "events", str(backup), "--db", str(copy)], dict(os.environ))
+    assert code == 0 and "restoring" in out and "100%" in out and "2 event(s) added" in out, out
+    assert ok(copy, "checkpoint") == ok(db, "checkpoint")
+
+
 def test_a_terminal_gets_a_pager_and_colour_unless_told_otherwise(db: Path, tmp_path: Path) -> None:
     t = ok(db, "new").strip()
     paged = tmp_path / "paged.txt"

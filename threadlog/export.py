@@ -22,10 +22,11 @@ every stream and every event.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from eventstore import Store, StoreError, ThreadInfo
+from eventstore.integrity import counted
 
 from projections import transcript
 
@@ -85,18 +86,20 @@ def _restorable(ancestry: list[ThreadInfo]) -> list[tuple[ThreadInfo, int | None
     return out
 
 
-def export_all(store: Store) -> Iterator[dict[str, Any]]:
+def export_all(store: Store, progress: Callable[[int, int], None] | None = None) -> Iterator[dict[str, Any]]:
     """Every stream, then every event in position order: a backup of the whole log, as of one
     moment. (Read in two passes outside one transaction, a stream created between them by
     another process had its events in the backup but no stream line, and the backup could
-    not be restored.)"""
+    not be restored.) `progress(done, total)` is told the events written so far, as
+    `Store.checkpoint` tells its own: a backup of millions of events takes a minute or more."""
     with store.consistent():
         yield dict(FORMAT)
         streams = events = 0
         for info in store.all_threads():
             streams += 1
             yield _stream(info)
-        for event in store.read_all(whole=True):  # every event of the view its stream lines come from
+        rows = store.read_all(whole=True)  # every event of the view its stream lines come from
+        for event in rows if progress is None else counted(rows, progress, store.counts().events):
             events += 1
             yield {"event": event.to_json()}
         yield _end(streams, events)

@@ -3,6 +3,7 @@ followed as they are written), threadlog's own exports restored, and backups out
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -251,7 +252,9 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
     """Restore files written by `threadlog export --format events` (or `export --all`), with
     identical ids, times and hashes, in one transaction: if any line of any file is refused
     (a hash that differs, a malformed line), nothing is written. Restoring twice adds nothing."""
-    reports = list(zip(paths, import_event_files(store, paths)))
+    bar, update = _progress("restoring")  # minutes at millions of events
+    with bar or contextlib.nullcontext():
+        reports = list(zip(paths, import_event_files(store, paths, progress=update)))
     if any(report.added or report.erased for _, report in reports):
         _committed(f"restored {sum(report.added for _, report in reports)} event(s) from {len(reports)} file(s)", "threadlog ls")
     if as_json:
@@ -342,19 +345,24 @@ def export_command(store: Store, thread: str | None, format_: str, everything: b
     if model is not None and format_ != "anthropic":
         raise click.UsageError("--model names the model of --format anthropic only")
     chunks: Iterable[str]
+    bar = update = None
+    if everything and not (output in (None, "-") and sys.stdout.isatty()):  # a bar amid the lines it prints would garble both
+        bar, update = _progress("exporting")  # a minute or more at millions of events
     if format_ == "markdown":
         chunks = [export_markdown(store, str(thread))]
     elif format_ == "anthropic":
         chunks = [json.dumps(anthropic_request(store, str(thread), model=model), ensure_ascii=False, indent=2) + "\n"]
     else:
-        chunks = dump_lines(export_all(store) if everything else export_events(store, str(thread)))
+        chunks = dump_lines(export_all(store, progress=update) if everything else export_events(store, str(thread)))
     if output is None or output == "-":
-        for chunk in chunks:
-            # Text UTF-8 cannot hold (raw SQL stored it) refused, as a file's write refuses it: shown
-            # escaped, it made a backup that looked whole and that no restore takes.
-            chunk.encode("utf-8")
-            click.echo(safe_block(chunk) if format_ == "markdown" else safe_json(chunk), nl=False)
+        with bar or contextlib.nullcontext():
+            for chunk in chunks:
+                # Text UTF-8 cannot hold (raw SQL stored it) refused, as a file's write refuses it: shown
+                # escaped, it made a backup that looked whole and that no restore takes.
+                chunk.encode("utf-8")
+                click.echo(safe_block(chunk) if format_ == "markdown" else safe_json(chunk), nl=False)
         return
-    write_atomically(output, (chunk.encode("utf-8") for chunk in chunks), "the export", keep=store.files)
+    with bar or contextlib.nullcontext():
+        write_atomically(output, (chunk.encode("utf-8") for chunk in chunks), "the export", keep=store.files)
     if special_file(output) is None:  # a path printed after `-o /dev/stdout` would end the export
         click.echo(safe(output))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,31 @@ MAX_LINE_BYTES = 2 * MAX_EVENT_BYTES + 2**20
 FORMAT = "a threadlog export (JSON Lines text)"
 
 
-def _lines(path: Path) -> Iterator[tuple[int, Any]]:
+# How many bytes read between two reports of a restore's progress.
+TELL_EVERY = 2**20
+
+
+class _Read:
+    """How far a restore has read its files, in bytes, told to `progress(done, total)` at every
+    `TELL_EVERY` and at the end of each file; `total` is the files' sizes (a pipe's bytes count
+    as they are read, its size unknown)."""
+
+    def __init__(self, files: list[Path], progress: Callable[[int, int], None]) -> None:
+        self.total = sum(path.stat().st_size for path in files if path.is_file())
+        self.done = self.told = 0
+        self.progress = progress
+
+    def add(self, count: int) -> None:
+        self.done += count
+        if self.done - self.told >= TELL_EVERY:
+            self.tell()
+
+    def tell(self) -> None:
+        self.told = self.done
+        self.progress(self.done, max(self.total, self.done))
+
+
+def _lines(path: Path, read: _Read | None = None) -> Iterator[tuple[int, Any]]:
     with path.open("rb") as handle:
         head = handle.peek(HEAD_BYTES)
         why = not_text(path, head, FORMAT)
@@ -37,8 +61,12 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
             raise InvalidEvent("line 1", why)
         if handle.peek(len(codecs.BOM_UTF8)).startswith(codecs.BOM_UTF8):  # a Windows editor's byte order mark
             handle.read(len(codecs.BOM_UTF8))
+            if read is not None:
+                read.add(len(codecs.BOM_UTF8))
         first = True
         for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if read is not None:
+                read.add(len(raw))
             if len(raw) > MAX_LINE_BYTES:
                 raise InvalidEvent(f"line {number}", f"is longer than {MAX_LINE_BYTES // 2**20} MiB; an export line holds "
                                    f"one event, its data and its meta at most {MAX_EVENT_BYTES // 2**20} MiB of JSON each")
@@ -55,6 +83,8 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
                 _refuse_another_tools(number, first_line_of(record))
                 first = False
             yield number, record
+        if read is not None:
+            read.tell()
 
 
 def _refuse_another_tools(number: int, tool: str | None) -> None:
@@ -69,9 +99,13 @@ def import_events(store: Store, path: str | Path) -> RestoreReport:
     return import_event_files(store, [path])[0]
 
 
-def import_event_files(store: Store, paths: Iterable[str | Path]) -> list[RestoreReport]:
+def import_event_files(store: Store, paths: Iterable[str | Path],
+                       progress: Callable[[int, int], None] | None = None) -> list[RestoreReport]:
     """Restore export files into `store` in order, in one transaction: all of them, or, when
-    any is refused, none (an error names its file and line)."""
+    any is refused, none (an error names its file and line). `progress(done, total)` is told
+    the bytes read of them all as they are read (`_Read`): a restore of millions of events
+    takes minutes."""
     # All, before any is read; each is read once, as it comes, so a pipe (`<(zcat backup.gz)`) is one too.
     files = existing_paths(paths, "name files `threadlog export` wrote", directories=False, pipes=True)
-    return store.restore_many((str(path), _lines(path)) for path in files)
+    read = None if progress is None else _Read(files, progress)
+    return store.restore_many((str(path), _lines(path, read)) for path in files)
