@@ -533,6 +533,7 @@ def test_a_backup_and_its_restore_on_a_terminal_say_how_far_they_are(db: Path, t
     assert code == 0 and "exporting" in out and "100%" in out, out
     code, out = _on_a_terminal(["import", "events", str(backup), "--db", str(copy)], dict(os.environ))
     assert code == 0 and "restoring" in out and "100%" in out and "2 event(s) added" in out, out
+    assert "checking what was restored, then committing" in out, out  # what it does once every line is read
     assert ok(copy, "checkpoint") == ok(db, "checkpoint")
 
 

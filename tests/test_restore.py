@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,24 @@ def test_a_backup_and_its_restore_say_how_far_they_are(tmp_path: Path) -> None:
         assert b.checkpoint() == kept
     assert len(read) > 2 and read[-1] == (size, size) and {total for _, total in read} == {size}
     assert [done for done, _ in read] == sorted({done for done, _ in read})  # onwards, never back
+
+
+def test_a_restore_from_a_pipe_says_all_is_read_only_at_its_end(tmp_path: Path) -> None:
+    """`done == total` says every line is read (the check of what was written and the commit
+    come next, half a minute at 2.2M events): a pipe's size is unknown, so until its end the
+    total stays past what was read."""
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        a.append(t, [{"type": "message.appended", "data": {"role": "user", "content": f"m{i}"}} for i in range(25_000)])
+        backup = write(tmp_path / "all.jsonl", export_all(a))
+    size, read = backup.stat().st_size, []
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    feeder = subprocess.Popen(["sh", "-c", f"cat '{backup}' > '{pipe}'"])
+    with Store(tmp_path / "b.db") as b:
+        import_event_files(b, [pipe], progress=lambda done, total: read.append((done, total)))
+    assert feeder.wait(timeout=30) == 0
+    assert len(read) > 2 and read[-1] == (size, size) and all(done < total for done, total in read[:-1]), read
 
 
 def test_a_thread_restores_into_a_database_that_holds_other_threads(tmp_path: Path) -> None:
