@@ -1068,9 +1068,11 @@ class Store:
         (`projections.search` has it); `progress(done, total)` is called after each commit."""
         return textindex.catch_up(self, extractor, progress)
 
-    def rebuild_index(self, extractor: Callable[[], textindex.Extractor]) -> int:
-        """Rebuild the search index from the whole log, in one write transaction."""
-        return textindex.rebuild(self, extractor)
+    def rebuild_index(self, extractor: Callable[[], textindex.Extractor],
+                      progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the search index from the whole log, in one write transaction (interrupted,
+        the index is as it was); `progress(done, total)` is called after each batch."""
+        return textindex.rebuild(self, extractor, progress)
 
     def index_position(self) -> int:
         """The last position the search index covers (0: none)."""

@@ -116,18 +116,23 @@ def catch_up(store: Store, extractor: Callable[[], Extractor], progress: Progres
             return seen
 
 
-def rebuild(store: Store, extractor: Callable[[], Extractor]) -> int:
-    """Empty the index and index the whole log again, in one write transaction."""
+def rebuild(store: Store, extractor: Callable[[], Extractor], progress: Progress | None = None) -> int:
+    """Empty the index and index the whole log again, in one write transaction (interrupted,
+    the index is as it was). `progress(done, total)` is called after each batch, in positions:
+    a rebuild of 2.2M events takes most of a minute."""
     check_extractor(extractor)
     with store.backend.transaction():
         extract = _made(extractor)
         store.backend.clear_index()
-        return _index_from(store, 0, extract)[0]
+        last = store.backend.last_position()
+        return _index_from(store, 0, extract, reached=None if progress is None else lambda upto: progress(upto, last))[0]
 
 
-def _index_from(store: Store, after: int, extract: Extractor, most: int | None = None) -> tuple[int, int]:
+def _index_from(store: Store, after: int, extract: Extractor, most: int | None = None,
+                reached: Callable[[int], None] | None = None) -> tuple[int, int]:
     """Index the events after position `after` (the first `most` or so of them, whole batches);
-    returns how many were read and the position the index then covers."""
+    returns how many were read and the position the index then covers, told to `reached`
+    after each batch."""
     backend = store.backend
     seen = 0
     while True:
@@ -154,6 +159,8 @@ def _index_from(store: Store, after: int, extract: Extractor, most: int | None =
         seen += len(rows)
         after = rows[-1].position
         backend.index_docs(docs, after)
+        if reached is not None:
+            reached(after)
 
 
 def scope_of(store: Store, thread: str, ancestors: bool = True, stop: int | None = None) -> list[Scope]:

@@ -297,9 +297,10 @@ def update_index(store: Store, progress: Callable[[int, int], None] | None = Non
     return store.update_index(extractor(store), progress)
 
 
-def rebuild_index(store: Store) -> int:
-    """Rebuild the search index from the whole log; returns events read."""
-    return store.rebuild_index(extractor(store))
+def rebuild_index(store: Store, progress: Callable[[int, int], None] | None = None) -> int:
+    """Rebuild the search index from the whole log; returns events read. `progress(done,
+    total)` is told of each batch (the rebuild commits once, at its end)."""
+    return store.rebuild_index(extractor(store), progress)
 
 
 def extractor(store: Store) -> Callable[[], Extractor]:

@@ -802,6 +802,39 @@ def test_a_long_first_search_says_it_is_indexing(tmp_path: Path, monkeypatch: py
     assert again.exit_code == 0 and again.stderr == ""
 
 
+def test_a_rebuild_says_how_far_it_is_and_ctrl_c_keeps_the_old_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`index --rebuild` of a 2.2M-event log ran 45 s without a word, on a terminal or not. It
+    tells `progress` after each batch, in positions; interrupted, its one transaction leaves
+    the index as it was, and the command says so."""
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+    monkeypatch.setattr(textindex, "_BATCH", 25)
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        threads = _busy(store, 60)
+        last = store.last_position()
+        update_index(store)
+        searched = _all_hits(store, threads)
+        told: list[tuple[int, int]] = []
+
+        def stop(done: int, total: int) -> None:
+            told.append((done, total))
+            if len(told) == 3:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            rebuild_index(store, progress=stop)
+        assert told == [(25, last), (50, last), (75, last)]
+        assert store.index_position() == last and _all_hits(store, threads) == searched  # the old index, whole
+        told.clear()
+        assert rebuild_index(store, progress=lambda done, total: told.append((done, total))) == last
+        assert told[-1] == (last, last) and len(told) == -(-last // 25)
+    rebuilt = CliRunner().invoke(cli, ["--db", str(db), "index", "--rebuild"])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert rebuilt.stderr == f"rebuilding the search index (Ctrl-C keeps the old one): {last:,} events to index\n"
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_catch_up_in_one_commit_says_nothing_after_a_refused_write(tmp_path: Path, backend: str) -> None:
     """On PostgreSQL a refused write leaves the positions it took unused: a catch-up compared

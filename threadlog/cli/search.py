@@ -22,14 +22,18 @@ from .options import _stated, json_option
 from .printing import _emit_json, _progress
 
 
+# What a catch-up of the index and a rebuild say they do; each says what Ctrl-C leaves.
+_CATCH_UP = "indexing for search (Ctrl-C keeps what is done)"
+_REBUILD = "rebuilding the search index (Ctrl-C keeps the old one)"
+
+
 class _Indexing:
     """What a catch-up of the search index says while it runs, once it needs more than one
-    commit (the first search of a large log): a progress bar on stderr when it is a terminal,
-    else one line saying what it does."""
+    commit (the first search of a large log), or a rebuild once it needs more than one batch:
+    a progress bar on stderr when it is a terminal, else one line saying what it does."""
 
-    LABEL = "indexing for search (Ctrl-C keeps what is done)"
-
-    def __init__(self) -> None:
+    def __init__(self, label: str = _CATCH_UP) -> None:
+        self.label = label
         self.bar: Any = None
         self.update: Callable[[int, int], None] = lambda done, total: None
         self.told = False
@@ -37,13 +41,13 @@ class _Indexing:
     def __call__(self, done: int, total: int) -> None:
         if not sys.stderr.isatty():
             if not self.told and done < total:
-                click.echo(f"{self.LABEL}: {total:,} events to index", err=True)
+                click.echo(f"{self.label}: {total:,} events to index", err=True)
                 self.told = True
             return
         if self.bar is None:
             if done >= total:
                 return
-            self.bar, self.update = _progress(self.LABEL)
+            self.bar, self.update = _progress(self.label)
             self.bar.__enter__()
         self.update(done, total)
 
@@ -103,8 +107,8 @@ def search_command(store: Store, query: str, thread: str | None, role: str | Non
 @with_store("write")
 def index_command(store: Store, rebuild: bool, as_json: bool) -> None:
     """Bring the search index up to date (searches do this themselves), or rebuild it."""
-    with _Indexing() as progress:
-        read = rebuild_index(store) if rebuild else update_index(store, progress)
+    with _Indexing(_REBUILD if rebuild else _CATCH_UP) as progress:
+        read = rebuild_index(store, progress) if rebuild else update_index(store, progress)
     _committed(f"{'rebuilt' if rebuild else 'updated'} the search index")
     position = store.index_position()
     if as_json:
