@@ -199,14 +199,14 @@ def special_file(path: str) -> str | None:
 
 
 def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: float | None, read_only: bool,
-          on_wait: Callable[[], None] | None) -> Backend:
+          on_wait: Callable[[], None] | None, on_migrate: Callable[[int, int], None] | None = None) -> Backend:
     """The backend for a path or URL: a SQLite file (or `:memory:`), or a `postgresql://` URL."""
     text = os.fspath(target)
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not 0 <= timeout <= MAX_TIMEOUT):  # NaN fails this too
         raise StoreError(f"timeout must be a number of seconds from 0 to {MAX_TIMEOUT} (about 24 days), not {shown(timeout)}")
     if is_url(text):
-        return _postgres(text, synchronous, timeout, read_only, on_wait)
+        return _postgres(text, synchronous, timeout, read_only, on_wait, on_migrate)
     if unnamable(text):  # the driver raised ValueError or UnicodeEncodeError
         raise StoreError(f"{shown(text)} cannot name a file: it holds a character no file name can (a NUL, or a lone "
                          "surrogate); pass a file path (--db)")
@@ -214,14 +214,15 @@ def _open(target: str | os.PathLike[str], synchronous: str | None, timeout: floa
     if special is not None:  # SQLite failed on one as on a failing disk ("it may be full"), and left a journal by it
         raise StoreError(f"{text} is {special}, not a database file; pass a file path (--db)")
     return SQLiteBackend(text, synchronous="NORMAL" if synchronous is None else synchronous,
-                         timeout=30.0 if timeout is None else timeout, read_only=read_only, on_wait=on_wait)
+                         timeout=30.0 if timeout is None else timeout, read_only=read_only, on_wait=on_wait,
+                         on_migrate=on_migrate)
 
 
 def _postgres(url: str, synchronous: str | None, timeout: float | None, read_only: bool,
-              on_wait: Callable[[], None] | None) -> Backend:
+              on_wait: Callable[[], None] | None, on_migrate: Callable[[int, int], None] | None) -> Backend:
     """A PostgreSQL backend (psycopg is an optional dependency: the `postgres` extra)."""
-    if synchronous is not None or on_wait is not None:
-        raise StoreError("synchronous and on_wait are SQLite settings; on PostgreSQL durability is the "
+    if synchronous is not None or on_wait is not None or on_migrate is not None:
+        raise StoreError("synchronous, on_wait and on_migrate are SQLite settings; on PostgreSQL durability is the "
                          "server's (synchronous_commit)")
     try:
         from .postgres import PostgresBackend
@@ -247,21 +248,23 @@ class Store:
     with a backend object, set them on the `SQLiteBackend`. `read_only=True` opens an
     existing file for reading only (never creating it; a read-only file, directory or medium
     can be read and verified); `on_wait` is called once when a writer has waited a second
-    for another writer's lock (it then waits the rest of `timeout`).
+    for another writer's lock (it then waits the rest of `timeout`); `on_migrate(old, new)`
+    as the opening starts migrating a file an older release wrote (a large one takes a while).
     """
 
     def __init__(self, path: str | Path | Backend = "threadlog.db", synchronous: str | None = None,
-                 timeout: float | None = None, *, read_only: bool = False, on_wait: Callable[[], None] | None = None) -> None:
+                 timeout: float | None = None, *, read_only: bool = False, on_wait: Callable[[], None] | None = None,
+                 on_migrate: Callable[[int, int], None] | None = None) -> None:
         if not isinstance(read_only, int) or read_only not in (0, 1):  # read_only="no" opened the file read-only
             raise StoreError(f"read_only must be True or False, not {shown(read_only)}")
         reopen: Callable[[], Backend] | None = None
         if isinstance(path, (str, os.PathLike)):
-            backend: Backend = _open(path, synchronous, timeout, read_only, on_wait)
-            reopen = functools.partial(_open, path, synchronous, timeout, read_only, on_wait)  # for another thread
+            backend: Backend = _open(path, synchronous, timeout, read_only, on_wait, on_migrate)
+            reopen = functools.partial(_open, path, synchronous, timeout, read_only, on_wait, on_migrate)  # for another thread
         elif not callable(getattr(path, "transaction", None)):  # Store(None) failed only at its first call
             raise StoreError(f"a store opens a file path, a postgresql:// URL or a storage backend, not {type(path).__name__}")
-        elif synchronous is not None or timeout is not None or read_only or on_wait is not None:
-            raise StoreError("synchronous, timeout, read_only and on_wait are settings of the SQLite backend: "
+        elif synchronous is not None or timeout is not None or read_only or on_wait is not None or on_migrate is not None:
+            raise StoreError("synchronous, timeout, read_only, on_wait and on_migrate are settings of the SQLite backend: "
                              "pass them to SQLiteBackend(path, ...), not to Store(backend)")
         else:
             backend = path

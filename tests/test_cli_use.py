@@ -11,6 +11,7 @@ import pty
 import queue
 import re
 import select
+import shutil
 import signal
 import sqlite3
 import stat
@@ -27,7 +28,7 @@ import pytest
 from click.testing import CliRunner
 
 from eventstore import ForkRefused, InvalidEvent, Store
-from eventstore.sqlite import SQLiteBackend
+from eventstore.sqlite import SCHEMA_VERSION, SQLiteBackend
 from threadlog import update_index, write_transcript
 from threadlog.cli import cli
 from tests.backends import postgres_url
@@ -535,6 +536,17 @@ def test_a_backup_and_its_restore_on_a_terminal_say_how_far_they_are(db: Path, t
     assert code == 0 and "restoring" in out and "100%" in out and "2 event(s) added" in out, out
     assert "checking what was restored, then committing" in out, out  # what it does once every line is read
     assert ok(copy, "checkpoint") == ok(db, "checkpoint")
+
+
+def test_a_file_an_older_release_wrote_says_on_a_terminal_that_it_is_migrated(tmp_path: Path) -> None:
+    """Opening a file of schema 6 ran its migration 16 s at 2.2M events, without a word: the
+    command looked hung. On a terminal it is said as it starts, once."""
+    db = tmp_path / "v1.db"
+    shutil.copy(Path(__file__).parent / "fixtures" / "v1.db", db)
+    code, out = _on_a_terminal(["ls", "--no-pager", "--db", str(db)], dict(os.environ))
+    assert code == 0 and f"migrating {db} from schema 1 to {SCHEMA_VERSION} (once; a large file takes a while)" in out, out
+    code, out = _on_a_terminal(["ls", "--no-pager", "--db", str(db)], dict(os.environ))
+    assert code == 0 and "migrating" not in out, out
 
 
 def test_a_terminal_gets_a_pager_and_colour_unless_told_otherwise(db: Path, tmp_path: Path) -> None:
