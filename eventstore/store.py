@@ -1175,7 +1175,7 @@ class Store:
         deleted thread, a cut-and-re-chained tail or a rewritten event then fails too.
         Every snapshot a registered projection can rebuild (`integrity.register_refold`) is
         folded again from the events and compared: readers resume from snapshots.
-        `progress(done, total)`, if given, is called as events are checked.
+        `progress(done, total)`, if given, is called as events are checked (with `since`, too).
 
         With `since` (a checkpoint), only the events appended after it are checked, each
         chained onto the stored event before it, with the rows of the threads they belong
@@ -1193,7 +1193,7 @@ class Store:
         wanted = integrity.parse_checkpoint(checkpoint) if checkpoint is not None else None
         with self.backend.read_transaction():  # one consistent view; writers carry on meanwhile
             if since is not None:
-                return verify_since(self.backend, since)
+                return verify_since(self.backend, since, progress)
             report = verify(self.backend, progress, checkpoint=wanted)
             for snapshot in self.backend.snapshots():
                 why = integrity.check_snapshot(self, snapshot)

@@ -21,7 +21,7 @@ from .chaincheck import (NO_SKELETON_DIGEST, NOT_A_SKELETON, Chain, Problem, cha
 from .errors import IntegrityError, StoreError, UnreadableRow
 from .fullscan import Fold, FullScan
 from .structure import Structure
-from .integrity import Checkpoint, digest, event_tag, extend_log_digest, foreign_code, format_checkpoint, hash_at, parse_checkpoint
+from .integrity import Checkpoint, counted, digest, event_tag, extend_log_digest, foreign_code, format_checkpoint, hash_at, parse_checkpoint
 from .ranges import MAX_INDEX
 from .skeleton import is_skeleton
 
@@ -152,20 +152,21 @@ def _verify_streams(backend: Backend, only: Collection[str]) -> VerifyReport:
     return VerifyReport(len(only), checked, redacted)
 
 
-def verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
+def verify_since(backend: Backend, checkpoint: str, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """Check every event after the checkpoint's position, chained onto the stored events
     before it, and the rows of the streams they belong to; return the checkpoint extended
     over them. Reads only the new events (and one stored event per stream they touch).
 
-    A row it reads that cannot be decoded was altered: a full verify then names where."""
+    A row it reads that cannot be decoded was altered: a full verify then names where.
+    `progress(done, total)` is told every 10,000 events checked, `total` counted in positions."""
     try:
-        return _verify_since(backend, checkpoint)
+        return _verify_since(backend, checkpoint, progress)
     except UnreadableRow as unreadable:
         verify(backend)  # raises IntegrityError naming the altered row's position
         raise IntegrityError(None, str(unreadable)) from None
 
 
-def _verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
+def _verify_since(backend: Backend, checkpoint: str, progress: Callable[[int, int], None] | None) -> VerifyReport:
     given = parse_checkpoint(checkpoint)
     upto, value = given.position, given.digest
     foreign = foreign_code(backend)
@@ -188,7 +189,8 @@ def _verify_since(backend: Backend, checkpoint: str) -> VerifyReport:
     # The checkpoint is extended as the rows come, in position order: every new event's
     # position and hash, kept for the end, held 310 MB at 900,000 events.
     extended, last_hash = value, None
-    for row in backend.all_events(upto, None, whole=True):
+    rows = backend.all_events(upto, None, whole=True)
+    for row in rows if progress is None else counted(rows, progress, last - upto):
         # Every event the snapshot holds is checked, but only those up to `last` are covered: on
         # PostgreSQL, events past it (committed while another transaction was open) may yet have a
         # lower position commit below them, and a checkpoint naming `last` covered them too (a

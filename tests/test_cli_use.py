@@ -538,6 +538,14 @@ def test_a_backup_and_its_restore_on_a_terminal_say_how_far_they_are(db: Path, t
     assert ok(copy, "checkpoint") == ok(db, "checkpoint")
 
 
+def test_verify_since_on_a_terminal_shows_its_progress(db: Path) -> None:
+    t = ok(db, "new").strip()
+    before = ok(db, "checkpoint").strip()
+    ok(db, "append", t, "--role", "user", "--text", "hi")
+    code, out = _on_a_terminal(["verify", "--since", before, "--db", str(db)], dict(os.environ))
+    assert code == 0 and "verifying" in out and "1 event appended since the checkpoint verified" in out, out
+
+
 def test_a_file_an_older_release_wrote_says_on_a_terminal_that_it_is_migrated(tmp_path: Path) -> None:
     """Opening a file of schema 6 ran its migration 16 s at 2.2M events, without a word: the
     command looked hung. On a terminal it is said as it starts, once."""

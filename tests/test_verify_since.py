@@ -71,6 +71,18 @@ def test_since_checks_many_new_events_in_bounded_memory(tmp_path: Path) -> None:
     assert large < small * 1.5 + 256 * 1024, (small, large)  # ten times the events, not ten times the memory
 
 
+def test_since_says_how_far_it_has_checked(tmp_path: Path) -> None:
+    """900,000 events appended since a checkpoint took 7 s to check, without a word on a
+    terminal: `progress(done, total)` is told every 10,000 events, as a full verify tells it."""
+    with Store(tmp_path / "t.db") as store:
+        t, _ = busy(store)
+        before = store.checkpoint()
+        store.append(t, [{"type": "message.appended", "data": {"role": "user", "content": "x"}}] * 25_000)
+        told: list[tuple[int, int]] = []
+        report = store.verify(since=before, progress=lambda done, total: told.append((done, total)))
+    assert report.events == 25_000 and told == [(10_000, 25_000), (20_000, 25_000), (25_000, 25_000)]
+
+
 def _alter(db: Path, sql: str, params: Any = ()) -> None:
     """One edit of the file outside threadlog."""
     conn = sqlite3.connect(db)

@@ -76,11 +76,12 @@ def verify(store: Store, checkpoint: str | None, since: str | None, as_json: boo
         raise click.UsageError("give --checkpoint or --since, not both")
     try:
         with _named_as_typed({"checkpoint": "--since" if since is not None else "--checkpoint"}):
-            if sys.stderr.isatty() and since is None:
-                with click.progressbar(length=store.counts().events, label="verifying", file=sys.stderr) as bar:
-                    report = store.verify(progress=lambda done, total: bar.update(done - bar.pos), checkpoint=checkpoint)
-            else:
+            bar, update = _progress("verifying")
+            if bar is None:
                 report = store.verify(checkpoint=checkpoint, since=since)
+            else:
+                with bar:
+                    report = store.verify(progress=update, checkpoint=checkpoint, since=since)
     except IntegrityError as error:
         if not as_json:
             raise
