@@ -145,7 +145,7 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
             _check_rootless(store)
     titles = store.titles(threads)
     if as_json:
-        _emit_json([{**t.to_json(), "title": titles[t.id]} for t in threads])
+        _emit_json_array({**t.to_json(), "title": titles[t.id]} for t in threads)  # printed as it goes, as the text is
         return
     if not threads:  # it printed nothing at all
         click.echo(_no_threads(before), err=True)
