@@ -292,13 +292,15 @@ class Backend(Protocol):
         streams holding the thread's offsets from `start` on)."""
         ...
 
-    def streams(self, stored: bool = False, part: tuple[int, bool] | None = None) -> Iterator[StreamRow]:
+    def streams(self, stored: bool = False, part: tuple[int, bool] | None = None, tops: bool = False) -> Iterator[StreamRow]:
         """Every stream, in creation order, streamed (a full verify reads them in bounded memory).
         With `stored`, in the order the backend keeps them, read without sorting them, and the
         same order on every call inside one read transaction (a backend with no such order
         gives creation order). With `part` (mid, later), only the streams one part of a split
         verify starts: those created after position `mid` when `later`, else the others (those
-        created at or before it, and those whose created_position is no position)."""
+        created at or before it, and those whose created_position is no position). With `tops`,
+        only the streams at the top of a fork tree: roots, and forks whose parent's row is not in
+        the file (only raw SQL deletes one), as `tree` shows them."""
         ...
 
     def stream_starts(self) -> list[int]:

@@ -1075,7 +1075,7 @@ class PostgresBackend:
         rows = self.conn.execute(ANCESTRY_FROM if start else ANCESTRY, (stream_id, start) if start else (stream_id,)).fetchall()
         return chain_order((_new(StreamRow, r) for r in rows), stream_id)  # each stream once: see chain_order
 
-    def streams(self, stored: bool = False, part: tuple[int, bool] | None = None) -> Iterator[StreamRow]:
+    def streams(self, stored: bool = False, part: tuple[int, bool] | None = None, tops: bool = False) -> Iterator[StreamRow]:
         """Every stream in creation order (`stored` too: a table's order on the server is not
         the same from one scan to the next), through a server-side cursor read `_PAGE` rows per
         round trip: memory stays bounded however many streams there are (a full `verify` reads
@@ -1087,11 +1087,14 @@ class PostgresBackend:
             cursor = self.conn.cursor(f"threadlog_streams_{next(_CURSORS)}", withhold=not self._in_transaction)
             cursor.itersize = _PAGE
             with cursor:
-                if part is None:
-                    cursor.execute(f"SELECT {STREAM_COLUMNS} FROM streams ORDER BY created_position, id")
-                else:
-                    where = "created_position > %s" if part[1] else "created_position IS NULL OR created_position <= %s"
-                    cursor.execute(f"SELECT {STREAM_COLUMNS} FROM streams WHERE {where} ORDER BY created_position, id", (part[0],))
+                wheres, params = [], []
+                if part is not None:
+                    wheres.append("(created_position > %s)" if part[1] else "(created_position IS NULL OR created_position <= %s)")
+                    params.append(part[0])
+                if tops:  # roots, and forks whose parent's row is gone
+                    wheres.append("(parent_id IS NULL OR NOT EXISTS (SELECT 1 FROM streams p WHERE p.id = streams.parent_id))")
+                where = f" WHERE {' AND '.join(wheres)}" if wheres else ""
+                cursor.execute(f"SELECT {STREAM_COLUMNS} FROM streams{where} ORDER BY created_position, id", params)
                 for row in cursor:
                     yield _new(StreamRow, row)
         except _FAILED_CALLS as error:

@@ -469,7 +469,20 @@ class Store:
 
     def all_threads(self) -> list[ThreadInfo]:
         """Every stream, in creation order (a parent before its forks)."""
-        return [ThreadInfo.from_row(row) for row in self.backend.streams()]
+        return list(self.each_thread())
+
+    def each_thread(self) -> Iterator[ThreadInfo]:
+        """`all_threads` one at a time as they are read, in memory bounded however many the file
+        holds: call it inside `consistent()` for the threads of one moment."""
+        return map(ThreadInfo.from_row, self.backend.streams())
+
+    def trees(self) -> Iterator[list[ThreadInfo]]:
+        """Every fork tree, oldest first, one at a time: a root (or a fork whose parent's row is
+        gone) with every fork below it, in creation order, as `subtree` gives it. The trees of
+        `all_threads`, read in memory bounded by the largest tree, not by the file: call it
+        inside `consistent()` for trees as of one moment."""
+        for top in self.backend.streams(tops=True):
+            yield [ThreadInfo.from_row(row) for row in self.backend.subtree(top.id)]
 
     def title(self, thread: str) -> str | None:
         """The thread's current title: its latest `title.set`, else its `thread.created` title,

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import click
 
-from eventstore import Store, StoreError, ThreadNotFound
+from eventstore import Store, StoreError, ThreadInfo, ThreadNotFound
 from eventstore.errors import Disconnected
 from eventstore.ranges import MAX_INDEX
 from eventstore.store import special_file
@@ -24,6 +26,9 @@ from .group import _cli_words, _committed, _interrupted_status, cli
 from .opening import _db_path, with_store
 from .options import FilePath, Seconds, _check_range, json_option, pager_option
 from .printing import _emit_json, _emit_json_array, _json
+
+
+_T = TypeVar("_T")
 
 
 def _one_more(limit: int) -> int:
@@ -130,29 +135,56 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
     if thread is not None:
         root = store.thread(thread).root_id
         try:
-            threads = store.subtree(root)
+            groups: Iterable[Sequence[ThreadInfo]] = [store.subtree(root)]
         except ThreadNotFound:  # the row names a root that is not in the file
             raise StoreError(f"thread {thread!r} names {root!r} as its root, which is not in the file: its row was altered "
                              "outside threadlog (`threadlog verify` names where)") from None
-    elif everything:
-        threads = store.all_threads()
+    elif everything:  # printed as read: a file of 200,000 forks printed nothing for 7 s, and held them all
+        groups = _every_thread(store, by_tree=not as_json)
     else:  # a page of an index, however many threads the file holds
         roots = store.threads(_one_more(limit), before, forks=False)
         roots, more = roots[:limit], len(roots) > limit
-        threads = [t for root in roots for t in store.subtree(root.id)]
+        groups = [[t for root in roots for t in store.subtree(root.id)]]
         next_page = roots[-1].last_position if more else None
-        if not threads and before is None:
+        if not groups[0] and before is None:
             _check_rootless(store)
-    titles = store.titles(threads)
-    if as_json:
-        _emit_json_array({**t.to_json(), "title": titles[t.id]} for t in threads)  # printed as it goes, as the text is
+    titled = ((threads, store.titles(threads)) for threads in groups if threads)
+    first = next(titled, None)
+    if as_json:  # printed as it goes, as the text is
+        _emit_json_array({**t.to_json(), "title": titles[t.id]} for threads, titles in _peeked(first, titled) for t in threads)
         return
-    if not threads:  # it printed nothing at all
-        click.echo(_no_threads(before), err=True)
+    if first is None:  # it printed nothing at all
+        if not everything or not store.counts().threads:  # (a file whose every thread has a parent prints nothing)
+            click.echo(_no_threads(before), err=True)
         return
-    output.lines(tree_lines(threads, titles), pager=not no_pager)
+    output.lines((line for threads, titles in _peeked(first, titled) for line in tree_lines(threads, titles)),
+                 pager=not no_pager)
     if next_page is not None:
         click.echo(f"(next page: the same command with --before {next_page})", err=True)
+
+
+# Threads of `tree --all --json` whose titles are looked up together (forks of one parent made
+# one after the other share the lookups of its history): few, as each costs memory until printed.
+_TITLED_TOGETHER = 100
+
+
+def _every_thread(store: Store, by_tree: bool) -> Iterator[Sequence[ThreadInfo]]:
+    """`tree --all`'s threads as of one moment, a group at a time: tree by tree for the text,
+    which prints each tree whole; in creation order for `--json`, its order."""
+    with store.consistent():
+        if by_tree:
+            yield from store.trees()
+            return
+        threads = store.each_thread()
+        while group := list(itertools.islice(threads, _TITLED_TOGETHER)):
+            yield group
+
+
+def _peeked(first: _T | None, rest: Iterator[_T]) -> Iterator[_T]:
+    """`rest` with the item taken from it first put back (none when it had none)."""
+    if first is not None:
+        yield first
+        yield from rest
 
 
 @cli.command()
