@@ -174,9 +174,15 @@ def test_a_cycle_of_parents_is_refused_and_named_by_verify(tmp_path: Path, backe
     assert at_head.returncode == 0, at_head
     shown = _threadlog(db, "show", at_head.stdout.strip())
     assert shown.returncode == 1 and "a cycle of forks" in shown.stderr, shown
-    for listing in ("ls", "tree"):  # no root is left to list: they printed nothing and exited 0
-        listed = _threadlog(db, listing)
+    for listing in (["ls"], ["tree"], ["tree", "--all"]):  # no root is left to list: they printed nothing and exited 0
+        listed = _threadlog(db, *listing)
         assert listed.returncode == 1 and "holds 5 threads but no root thread" in listed.stderr, listed
+    # With a sound thread beside them, `tree --all` printed its tree and left the five out without a word.
+    sound = _threadlog(db, "new", "--title", "sound").stdout.strip()
+    listed = _threadlog(db, "tree", "--all")
+    assert listed.returncode == 1 and listed.stdout.startswith(sound) and len(listed.stdout.splitlines()) == 1, listed
+    assert ("holds 6 threads but 5 of them are in no tree: their rows were altered outside threadlog"
+            in listed.stderr), listed
     verified = _threadlog(db, "verify")
     assert verified.returncode == 1 and "integrity check failed at position 1:" in verified.stderr, verified
 

@@ -83,9 +83,15 @@ def _no_threads(before: int | None) -> str:
 def _check_rootless(store: Store) -> None:
     """An empty first page of a file that holds threads: every root's row was altered (only raw
     SQL gives a root a parent), which an empty listing would hide."""
-    held = store.counts().threads
-    if held:
-        raise StoreError(f"the store holds {held} threads but no root thread: their rows were altered outside threadlog "
+    _check_placed(store.counts().threads, 0)
+
+
+def _check_placed(held: int, placed: int) -> None:
+    """Of the `held` threads, only `placed` were in a tree: the others' rows name parents in a
+    cycle (only raw SQL writes one), so no tree reaches them, which a listing would hide."""
+    if held > placed:
+        astray = "no root thread" if not placed else f"{held - placed} of them are in no tree"
+        raise StoreError(f"the store holds {held} threads but {astray}: their rows were altered outside threadlog "
                          "(`threadlog verify` names where)")
 
 
@@ -128,6 +134,7 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
     A page of trees with more after it ends with where the next begins, on stderr, as `ls` does."""
     limited = click.get_current_context().get_parameter_source("limit") != click.core.ParameterSource.DEFAULT
     next_page = None  # as `ls`: a page of roots with more after it names where the next begins
+    every = None
     if thread is not None and (everything or before is not None or limited):
         raise click.UsageError("-n, --all and --before choose root threads' trees: give them without THREAD")
     if everything and before is not None:
@@ -140,7 +147,7 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
             raise StoreError(f"thread {thread!r} names {root!r} as its root, which is not in the file: its row was altered "
                              "outside threadlog (`threadlog verify` names where)") from None
     elif everything:  # printed as read: a file of 200,000 forks printed nothing for 7 s, and held them all
-        groups = _every_thread(store, by_tree=not as_json)
+        groups = every = _EveryThread(store, by_tree=not as_json)
     else:  # a page of an index, however many threads the file holds
         roots = store.threads(_one_more(limit), before, forks=False)
         roots, more = roots[:limit], len(roots) > limit
@@ -153,12 +160,14 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
     if as_json:  # printed as it goes, as the text is
         _emit_json_array({**t.to_json(), "title": titles[t.id]} for threads, titles in _peeked(first, titled) for t in threads)
         return
+    if first is not None:
+        output.lines((line for threads, titles in _peeked(first, titled) for line in tree_lines(threads, titles)),
+                     pager=not no_pager)
+    if every is not None:  # every thread was read: those of a cycle of parents (raw SQL) were in no tree, left out unsaid
+        _check_placed(every.held, every.placed)
     if first is None:  # it printed nothing at all
-        if not everything or not store.counts().threads:  # (a file whose every thread has a parent prints nothing)
-            click.echo(_no_threads(before), err=True)
+        click.echo(_no_threads(before), err=True)
         return
-    output.lines((line for threads, titles in _peeked(first, titled) for line in tree_lines(threads, titles)),
-                 pager=not no_pager)
     if next_page is not None:
         click.echo(f"(next page: the same command with --before {next_page})", err=True)
 
@@ -168,16 +177,27 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
 _TITLED_TOGETHER = 100
 
 
-def _every_thread(store: Store, by_tree: bool) -> Iterator[Sequence[ThreadInfo]]:
+class _EveryThread:
     """`tree --all`'s threads as of one moment, a group at a time: tree by tree for the text,
-    which prints each tree whole; in creation order for `--json`, its order."""
-    with store.consistent():
-        if by_tree:
-            yield from store.trees()
-            return
-        threads = store.each_thread()
-        while group := list(itertools.islice(threads, _TITLED_TOGETHER)):
-            yield group
+    which prints each tree whole; in creation order for `--json`, its order. Once read to the
+    end, `held` is how many threads the file held at that moment and `placed` how many were
+    given: a thread whose parents form a cycle (only raw SQL makes one) is in no tree."""
+
+    def __init__(self, store: Store, by_tree: bool) -> None:
+        self.store, self.by_tree = store, by_tree
+        self.held = self.placed = 0
+
+    def __iter__(self) -> Iterator[Sequence[ThreadInfo]]:
+        with self.store.consistent():
+            if self.by_tree:
+                groups: Iterator[Sequence[ThreadInfo]] = self.store.trees()
+            else:
+                threads = self.store.each_thread()
+                groups = iter(lambda: list(itertools.islice(threads, _TITLED_TOGETHER)), [])
+            for group in groups:
+                self.placed += len(group)
+                yield group
+            self.held = self.store.counts().threads
 
 
 def _peeked(first: _T | None, rest: Iterator[_T]) -> Iterator[_T]:
