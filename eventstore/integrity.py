@@ -220,14 +220,18 @@ def log_digest(rows: Iterable[tuple[int, str]], upto: int) -> str:
 _Row = TypeVar("_Row")
 
 
-def counted(rows: Iterable[_Row], progress: Callable[[int, int], None], total: int) -> Iterator[_Row]:
-    """`rows`, telling `progress(done, total)` every 10,000 of them and at the end."""
+def counted(rows: Iterable[_Row], progress: Callable[[int, int], None], total: int,
+            reach: Callable[[_Row], int] | None = None) -> Iterator[_Row]:
+    """`rows`, telling `progress(done, total)` every 10,000 of them and at the end. `done` is the
+    rows so far, or with `reach`, how far the last one reaches, as `total` is counted (positions:
+    on PostgreSQL a refused write leaves some unused, and rows counted against positions ended
+    a bar short of its end); all of them read, that is `total`."""
     done = 0
     for done, row in enumerate(rows, 1):
         yield row
         if done % 10_000 == 0:
-            progress(done, total)
-    progress(done, total)
+            progress(done if reach is None else min(reach(row), total), total)
+    progress(done if reach is None else total, total)
 
 
 def extend_log_digest(value: str, rows: Iterable[tuple[int, str]]) -> str:

@@ -158,7 +158,7 @@ def verify_since(backend: Backend, checkpoint: str, progress: Callable[[int, int
     over them. Reads only the new events (and one stored event per stream they touch).
 
     A row it reads that cannot be decoded was altered: a full verify then names where.
-    `progress(done, total)` is told every 10,000 events checked, `total` counted in positions."""
+    `progress(done, total)` is told every 10,000 events checked, both counted in positions."""
     try:
         return _verify_since(backend, checkpoint, progress)
     except UnreadableRow as unreadable:
@@ -190,7 +190,7 @@ def _verify_since(backend: Backend, checkpoint: str, progress: Callable[[int, in
     # position and hash, kept for the end, held 310 MB at 900,000 events.
     extended, last_hash = value, None
     rows = backend.all_events(upto, None, whole=True)
-    for row in rows if progress is None else counted(rows, progress, last - upto):
+    for row in rows if progress is None else counted(rows, progress, last - upto, lambda row: row.position - upto):
         # Every event the snapshot holds is checked, but only those up to `last` are covered: on
         # PostgreSQL, events past it (committed while another transaction was open) may yet have a
         # lower position commit below them, and a checkpoint naming `last` covered them too (a

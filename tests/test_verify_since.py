@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import stored
+from tests.backends import postgres_url
 from projections import transcript
-from threadlog import IntegrityError, InvalidEvent, Store
+from threadlog import IntegrityError, InvalidEvent, Store, StoreError
 from threadlog.cli import cli
 
 
@@ -82,6 +83,25 @@ def test_since_says_how_far_it_has_checked(tmp_path: Path) -> None:
         report = store.verify(since=before, progress=lambda done, total: told.append((done, total)))
     assert report.events == 25_000 and told == [(10_000, 25_000), (20_000, 25_000), (25_000, 25_000)]
 
+
+
+def test_since_on_postgresql_ends_its_progress_at_its_total(tmp_path: Path) -> None:
+    """On PostgreSQL a refused write leaves the positions it took unused: the events checked,
+    told against the positions to check, ended a bar at 28% of a check that was done."""
+    with Store(postgres_url()) as store:
+        t, _ = busy(store)
+        before = store.checkpoint()
+        for _ in range(50):
+            with pytest.raises(StoreError):
+                store.append_message(t, "user", "refused", expect=0)
+        for i in range(20):
+            store.append_message(t, "user", f"kept {i}")
+        told: list[tuple[int, int]] = []
+        report = store.verify(since=before, progress=lambda done, total: told.append((done, total)))
+        assert report.events == 20 and told and told[-1][0] == told[-1][1] > 0, told
+        told.clear()
+        store.verify(since=report.checkpoint, progress=lambda done, total: told.append((done, total)))
+        assert told == [(0, 0)]  # nothing new: done at once
 
 def _alter(db: Path, sql: str, params: Any = ()) -> None:
     """One edit of the file outside threadlog."""
