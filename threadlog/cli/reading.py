@@ -7,7 +7,7 @@ import itertools
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
@@ -26,9 +26,6 @@ from .group import _cli_words, _committed, _interrupted_status, cli
 from .opening import _db_path, with_store
 from .options import FilePath, Seconds, _check_range, json_option, pager_option
 from .printing import _emit_json, _emit_json_array, _json
-
-
-_T = TypeVar("_T")
 
 
 def _one_more(limit: int) -> int:
@@ -157,11 +154,12 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
             _check_rootless(store)
     titled = ((threads, store.titles(threads)) for threads in groups if threads)
     first = next(titled, None)
+    every_titled = itertools.chain(() if first is None else (first,), titled)  # read to see whether any, then put back
     if as_json:  # printed as it goes, as the text is
-        _emit_json_array({**t.to_json(), "title": titles[t.id]} for threads, titles in _peeked(first, titled) for t in threads)
+        _emit_json_array({**t.to_json(), "title": titles[t.id]} for threads, titles in every_titled for t in threads)
         return
     if first is not None:
-        output.lines((line for threads, titles in _peeked(first, titled) for line in tree_lines(threads, titles)),
+        output.lines((line for threads, titles in every_titled for line in tree_lines(threads, titles)),
                      pager=not no_pager)
     if every is not None:  # every thread was read: those of a cycle of parents (raw SQL) were in no tree, left out unsaid
         _check_placed(every.held, every.placed)
@@ -198,13 +196,6 @@ class _EveryThread:
                 self.placed += len(group)
                 yield group
             self.held = self.store.counts().threads
-
-
-def _peeked(first: _T | None, rest: Iterator[_T]) -> Iterator[_T]:
-    """`rest` with the item taken from it first put back (none when it had none)."""
-    if first is not None:
-        yield first
-        yield from rest
 
 
 @cli.command()
