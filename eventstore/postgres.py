@@ -930,7 +930,10 @@ class PostgresBackend:
     def _libpq_rollback(self, statements: bytes) -> None:
         """Run a ROLLBACK (and `statements` after it) through libpq itself: the driver, when it
         sees a ROLLBACK go by, deallocates every statement prepared in the session, the append's
-        (`_PREPARED`) with its own."""
+        (`_PREPARED`) with its own. A store its owner closed has nothing to roll back either:
+        closing ended the session (a read view left open, an abandoned export's, ends after it)."""
+        if self._closed:
+            return
         with contextlib.suppress(psycopg.Error):  # a lost connection has nothing to roll back
             self.conn.pgconn.exec_(statements)
 
