@@ -202,6 +202,20 @@ def test_a_deleted_parent_row_ends_the_history_for_titles_and_counts_as_for_one_
     assert listed.returncode == 0 and '"G"' in listed.stdout, listed
 
 
+# The same deleted row: `tree --all` printed G at the top of a tree of its own, like a root
+# thread, and exited 0, saying nothing of the parent it forks.
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
+def test_tree_all_says_which_fork_lost_its_parent_and_fails(tmp_path: Path, backend: str) -> None:
+    db = _built_and_altered(tmp_path, backend, "DELETE FROM streams WHERE id = 'F'")
+    listed = _threadlog(db, "tree", "--all")
+    assert listed.returncode == 1, listed
+    tops = [line for line in listed.stdout.splitlines() if not line.startswith((" ", "│", "├", "└"))]
+    assert tops[0].startswith("T  thread") and tops[1] == (
+        "⑃ G  fork, 13 events, forked at 11 from F, which is not in the file"), listed.stdout
+    assert listed.stderr == ("error: a fork names a parent not in the file ('G' forks 'F'), each printed at the top of its own "
+                             "tree: their rows were altered outside threadlog (`threadlog verify` names where)\n"), listed.stderr
+
+
 # A write onto a stream whose row was altered so that it cannot be written: refused with one
 # `error:` line, nothing written. (A head_hash of the right form but another value, or a head
 # past the events, is written onto: the chain breaks there, and `verify` names where.)

@@ -183,7 +183,9 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
         info, prefix, last, root = stack.pop()
         title = _short((titles or {}).get(info.id) or "", 50)  # of whitespace alone: none, as `ls` shows it
         label = f"{info.id}  {info.kind}, {counted(info.head, 'event')}" + (f"  {title}" if title else "")
-        if root:
+        if root and info.parent_id is not None:  # its parent's row is gone (raw SQL): no tree holds it
+            yield f"⑃ {label}, forked at {info.parent_offset} from {info.parent_id}, which is not in the file"
+        elif root:
             yield label
         else:
             # Deeper than _DEEP levels the lines' width stays bounded (300 forks of forks made

@@ -92,6 +92,16 @@ def _check_placed(held: int, placed: int) -> None:
                          "(`threadlog verify` names where)")
 
 
+def _check_parents(every: _EveryThread) -> None:
+    """Forks printed at the top of a tree of their own, as their parents' rows are gone (only
+    raw SQL deletes one): their trees were printed, and the listing exits as a failure."""
+    if every.orphan is not None:
+        first = every.orphan
+        forks = "a fork names a parent" if every.orphans == 1 else f"{every.orphans} forks name parents"
+        raise StoreError(f"{forks} not in the file ({first.id!r} forks {first.parent_id!r}), each printed at the top of its "
+                         "own tree: their rows were altered outside threadlog (`threadlog verify` names where)")
+
+
 @cli.command()
 @click.argument("thread", type=THREAD)
 @click.option("--start", type=click.IntRange(min=0), default=0, help="First offset.")
@@ -163,6 +173,7 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
                      pager=not no_pager)
     if every is not None:  # every thread was read: those of a cycle of parents (raw SQL) were in no tree, left out unsaid
         _check_placed(every.held, every.placed)
+        _check_parents(every)
     if first is None:  # it printed nothing at all
         click.echo(_no_threads(before), err=True)
         return
@@ -179,11 +190,14 @@ class _EveryThread:
     """`tree --all`'s threads as of one moment, a group at a time: tree by tree for the text,
     which prints each tree whole; in creation order for `--json`, its order. Once read to the
     end, `held` is how many threads the file held at that moment and `placed` how many were
-    given: a thread whose parents form a cycle (only raw SQL makes one) is in no tree."""
+    given: a thread whose parents form a cycle (only raw SQL makes one) is in no tree. By tree,
+    `orphans` counts the trees whose top is a fork whose parent's row is gone, and `orphan` is
+    the first of them."""
 
     def __init__(self, store: Store, by_tree: bool) -> None:
         self.store, self.by_tree = store, by_tree
-        self.held = self.placed = 0
+        self.held = self.placed = self.orphans = 0
+        self.orphan: ThreadInfo | None = None
 
     def __iter__(self) -> Iterator[Sequence[ThreadInfo]]:
         with self.store.consistent():
@@ -194,6 +208,9 @@ class _EveryThread:
                 groups = iter(lambda: list(itertools.islice(threads, _TITLED_TOGETHER)), [])
             for group in groups:
                 self.placed += len(group)
+                if self.by_tree and group and group[0].parent_id is not None:
+                    self.orphans += 1
+                    self.orphan = self.orphan or group[0]
                 yield group
             self.held = self.store.counts().threads
 
