@@ -562,6 +562,23 @@ def test_a_backup_and_its_restore_on_a_terminal_say_how_far_they_are(db: Path, t
     assert ok(copy, "checkpoint") == ok(db, "checkpoint")
 
 
+def test_a_restore_from_a_pipe_on_a_terminal_says_what_it_read_not_a_share(db: Path, tmp_path: Path) -> None:
+    """A pipe's size is unknown until it ends: the bar said 99% from its first megabyte on."""
+    t = ok(db, "new").strip()
+    with Store(db) as store:
+        store.append(t, [{"type": "message.appended", "data": {"role": "user", "content": "x" * 2000}}] * 1500)
+    backup, fifo = tmp_path / "backup.jsonl", tmp_path / "fifo"
+    ok(db, "export", "--all", "-o", str(backup))
+    assert backup.stat().st_size > 3 * 2**20
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["cp", str(backup), str(fifo)])
+    code, out = _on_a_terminal(["import", "events", str(fifo), "--db", str(tmp_path / "copy.db")], dict(os.environ))
+    assert writer.wait(timeout=30) == 0
+    assert code == 0 and "1501 event(s) added" in out, out
+    assert re.search(r"restoring: [1-3]\.0 MiB read", out) and "99%" not in out, out
+    assert "checking what was restored, then committing" in out and "100%" in out, out
+
+
 def test_verify_since_on_a_terminal_shows_its_progress(db: Path) -> None:
     t = ok(db, "new").strip()
     before = ok(db, "checkpoint").strip()

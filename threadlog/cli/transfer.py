@@ -253,8 +253,16 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
     identical ids, times and hashes, in one transaction: if any line of any file is refused
     (a hash that differs, a malformed line), nothing is written. Restoring twice adds nothing."""
     bar, update = _progress("restoring")  # minutes at millions of events
+    # A pipe's size is not known until it ends: its bar says how much was read, not a share
+    # (told a total one byte past what was read, it said 99% from the first megabyte on).
+    piped = any(not Path(path).is_file() for path in paths)
 
     def read(done: int, total: int) -> None:
+        if piped and done < total:
+            bar.label = f"restoring: {done / 2**20:,.1f} MiB read"
+            bar.length = None
+            bar.update(done - bar.pos)
+            return
         update(done, total)
         if done == total:  # every line read: what is left is not counted, and took half a minute at 2.2M events
             bar.label = "restoring: checking what was restored, then committing"
