@@ -1170,3 +1170,24 @@ def test_a_restore_keeps_little_of_each_stream_line_until_its_end(tmp_path: Path
         assert (report.streams, report.added) == (1, 2)
         assert [e.hash for e in target.read(t)] == [json.loads(line)["event"]["hash"] for line in lines[2:-1]]
     assert peak / count < 500, f"{peak / count:.0f} bytes held a stream line"
+
+
+def test_a_backup_reads_its_stream_lines_as_it_writes_them(tmp_path: Path) -> None:
+    """`export_all` held a list of every stream through the whole backup: 2.7 MB of Python
+    objects at 5,001 streams (174 MB was the peak of `export --all` at 202,000). Read as
+    written, what it holds does not grow with the streams."""
+    import tracemalloc
+
+    with Store(tmp_path / "many.db") as store:
+        t = store.create_thread(title="one")
+        store.append_message(t, "user", "hello")
+        for _ in range(5000):
+            store.fork(t)
+        tracemalloc.start()
+        try:
+            lines = sum(1 for _ in export_all(store))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert lines == 1 + 5001 + 5002 + 1
+    assert peak < 500_000, f"{peak:,} bytes held"

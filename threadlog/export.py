@@ -95,7 +95,7 @@ def export_all(store: Store, progress: Callable[[int, int], None] | None = None)
     with store.consistent():
         yield dict(FORMAT)
         streams = events = 0
-        for info in store.all_threads():
+        for info in store.each_thread():  # as read: a list of every stream was held through the whole backup
             streams += 1
             yield _stream(info)
         rows = store.read_all(whole=True)  # every event of the view its stream lines come from
