@@ -3,10 +3,16 @@ backend; the pages together are exactly the streams in that order, whatever was 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from threadlog import Store
+from threadlog.cli import cli
 
 # (0, i): a new thread; (1, i): append to the i-th stream so far; (2, i): fork the i-th stream.
 steps = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 50)), min_size=1, max_size=25)
@@ -75,3 +81,84 @@ def test_listings_stay_in_order_across_long_runs_of_appends(store: Store, steps:
             pages += [info.id for info in page]
             before = page[-1].last_position
         assert pages == [info.id for info in expected]
+
+
+def _ls(db: str, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["--db", db, "ls", "--no-pager", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def listed(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A file of 30 threads, each with a fork and some with a fork of the fork, and titles;
+    (its path, the root whose subtree is largest)."""
+    db = str(tmp_path_factory.mktemp("listed") / "listed.db")
+    with Store(db) as store:
+        for i in range(30):
+            t = store.create_thread(title=f"thread {i}")
+            store.append_message(t, "user", "hello")
+            f = store.fork(t)
+            store.append_message(f, "user", "in the fork")
+            if i % 3 == 0:
+                store.append_message(store.fork(f), "assistant", "deeper")
+            if i % 4 == 0:
+                store.append(t, [{"type": "title.set", "data": {"title": f"renamed {i}"}}])
+        big = store.create_thread(title="big")
+        store.append_message(big, "user", "hello")
+        for _ in range(12):
+            store.fork(big)
+    return db, big
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(limit=st.integers(1, 120), before=st.none() | st.integers(1, 200), kind=st.sampled_from(["roots", "all", "root"]),
+       together=st.integers(1, 9))
+def test_ls_read_a_page_at_a_time_prints_what_one_read_prints(listed: tuple[str, str], limit: int, before: int | None,
+                                                              kind: str, together: int) -> None:
+    """`ls` reads threads `_LISTED_TOGETHER` at a time (a list of 202,000 threads' entries and
+    their JSON held 906 MB): the table, the JSON and the next page's hint are those of one read
+    of them all, whatever the page size, `-n`, `--before`, `--all` or `--root`."""
+    db, big = listed
+    args = ["-n", str(limit), *(["--before", str(before)] if before else []),
+            *({"roots": [], "all": ["--all"], "root": ["--root", big]}[kind])]
+    import threadlog.cli.reading as reading
+
+    answers = []
+    for size in (10**6, together):
+        saved, reading._LISTED_TOGETHER = reading._LISTED_TOGETHER, size
+        try:
+            answers.append((_ls(db, *args), _ls(db, *args, "--json")))
+        finally:
+            reading._LISTED_TOGETHER = saved
+    assert answers[0] == answers[1]
+    (code, text, hint), (_, as_json, _) = answers[0]
+    rows = json.loads(as_json)
+    assert code == 0 and len(rows) <= limit
+    assert [line.split()[0] for line in text.splitlines()[1:]] == [r["id"] for r in rows]
+    with Store(db) as store:
+        expected = store.threads(limit + 1, before, forks=kind != "roots", root=big if kind == "root" else None)
+    assert [r["id"] for r in rows] == [info.id for info in expected[:limit]]
+    more = len(expected) > limit
+    assert ("next page" in hint) == more and (not more or f"--before {rows[-1]['last_position']})" in hint), hint
+
+
+def test_ls_all_as_json_holds_a_page_not_the_file(tmp_path: Path) -> None:
+    """5,000 threads: `ls --all --json` peaked at 18.5 MB of Python objects when it held every
+    entry and their JSON at once, 7.1 MB a page at a time (2 MB of it the output CliRunner keeps)."""
+    import tracemalloc
+
+    db = str(tmp_path / "many.db")
+    with Store(db) as store:
+        for i in range(2500):
+            t = store.create_thread(title=f"t{i}")
+            store.append_message(t, "user", "hi")
+            store.fork(t)
+    tracemalloc.start()
+    try:
+        code, out, _ = _ls(db, "--all", "-n", "5000", "--json")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert code == 0 and len(json.loads(out)) == 5000
+    assert peak < 11_000_000, f"{peak:,} bytes"

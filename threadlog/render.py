@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import json
 import re
@@ -133,19 +133,30 @@ def _short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def ls_lines(entries: Sequence[dict[str, Any]]) -> Iterator[str]:
-    """`threadlog ls`: one aligned row per thread (entries as `ls --json` prints them)."""
+def ls_lines(entries: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """`threadlog ls`: one aligned row per thread (entries as `ls --json` prints them). The
+    widths are every row's, so every entry is read before the first line is given; what is
+    kept of each meanwhile is its cells, escaped, in one string."""
     header = ("id", "kind", "forked from", "msgs", "last activity", "title")
-    table: list[tuple[str, ...]] = [header]
+    # Measured as printed: escaped (a `\u202e` in an id is six characters on the screen).
+    widths = [len(name) for name in header[:-1]]
+    rows = []
     for e in entries:
         parent = f"{e['parent_id']} at {e['parent_offset']}" if e["parent_id"] else "-"
-        table.append(tuple(map(safe, (e["id"], e["kind"], parent, str(e["messages"]), activity_time(e["last_activity"]),
-                                      _short(e["title"] or "", 50) or "-"))))
-    # Measured as printed: escaped (a `\u202e` in an id is six characters on the screen).
-    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
-    for row in table:
-        cells = [c.rjust(w) if i == 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
-        yield "  ".join([*cells, row[-1]]).rstrip()
+        cells = [safe(cell) for cell in (e["id"], e["kind"], parent, str(e["messages"]), activity_time(e["last_activity"]),
+                                         _short(e["title"] or "", 50) or "-")]
+        widths = [max(width, len(cell)) for width, cell in zip(widths, cells)]
+        # Joined by U+0000, which an escaped cell never holds: a tuple of six strings held three
+        # times the memory (202,000 rows of `ls --all`).
+        rows.append("\0".join(cells))
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [c.rjust(w) if i == 3 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        return "  ".join([*padded, cells[-1]]).rstrip()
+
+    yield line(header)
+    for row in rows:
+        yield line(row.split("\0"))
 
 
 def activity_time(time: str) -> str:

@@ -54,20 +54,63 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: int
     A page with more threads after it ends with where the next begins, on stderr (the rows on
     stdout stay the table): `--before POSITION`, the last row's last_position (`--json` prints
     it on every row)."""
-    infos = store.threads(_one_more(limit), before, forks=everything or root is not None, root=root)
-    more, infos = len(infos) > limit, infos[:limit]
-    if not infos and before is None and root is None:
-        _check_rootless(store)
-    entries = listing(store, infos)
-    if as_json:
-        _emit_json(entries)
-        return
-    if not entries:  # as `search` says `no match`: on stderr, stdout left empty (it held the table's header alone)
-        click.echo(_no_threads(before), err=True)
-        return
-    output.lines(ls_lines(entries), pager=not no_pager)
-    if more:
-        click.echo(f"(next page: the same command with --before {infos[-1].last_position})", err=True)
+    pages = _Pages(store, limit, before, everything or root is not None, root)
+    with store.consistent():  # the pages of one moment, all read before a pager shows them
+        first = next(pages, None)
+        if first is None and before is None and root is None:
+            _check_rootless(store)
+        entries = (entry for page in itertools.chain(() if first is None else (first,), pages) for entry in page)
+        if as_json:  # printed as read: a list of 202,000 threads' entries, and their JSON, held 906 MB
+            _emit_json_array(entries)
+            return
+        if first is None:  # as `search` says `no match`: on stderr, stdout left empty (it held the table's header alone)
+            click.echo(_no_threads(before), err=True)
+            return
+        lines = ls_lines(entries)
+        heading = next(lines)  # every row read for the widths: nothing is read once the pager shows them
+    output.lines(itertools.chain((heading,), lines), pager=not no_pager)
+    if pages.next_page is not None:
+        click.echo(f"(next page: the same command with --before {pages.next_page})", err=True)
+
+
+# Threads `ls` lists at a time: each page's titles and counts are looked up together (`listing`),
+# and what a page read is let go once its rows are formatted.
+_LISTED_TOGETHER = 1000
+
+
+class _Pages:
+    """`ls`'s entries a page of at most `_LISTED_TOGETHER` threads at a time, `limit` in all:
+    read through the index page by page (`Store.threads(before=)`), or for `--root` from its
+    subtree, read once. Once read to the end, `next_page` is where the page after these `limit`
+    threads begins (the last one's `last_position`), None when no thread is left after them."""
+
+    def __init__(self, store: Store, limit: int, before: int | None, forks: bool, root: str | None) -> None:
+        self.store, self.left, self.before, self.forks, self.root = store, limit, before, forks, root
+        self.ended = False
+        self.next_page: int | None = None
+        self._subtree: list[ThreadInfo] | None = None
+
+    def __iter__(self) -> _Pages:
+        return self
+
+    def __next__(self) -> list[dict[str, Any]]:
+        if self.ended or self.left <= 0:
+            raise StopIteration
+        wanted = min(self.left, _LISTED_TOGETHER)
+        if self.root is None:
+            infos = self.store.threads(_one_more(wanted), self.before, forks=self.forks)
+        else:
+            if self._subtree is None:
+                self._subtree = self.store.threads(_one_more(self.left), self.before, root=self.root)
+            infos, self._subtree = self._subtree[:wanted + 1], self._subtree[wanted:]
+        page, more = infos[:wanted], len(infos) > wanted
+        if not page:
+            raise StopIteration
+        self.left -= len(page)
+        self.ended, self.before = not more, page[-1].last_position
+        if more and self.left <= 0:
+            self.next_page = self.before
+        return listing(self.store, page)
 
 
 def _no_threads(before: int | None) -> str:
