@@ -127,7 +127,9 @@ class _StreamLine(NamedTuple):
 
 
 def _interned(value: Any) -> Any:
-    return sys.intern(value) if type(value) is str else value
+    """Text as one shared `str` (a subclass's, which Python does not intern, as plain text:
+    `str.__str__` ignores an override), anything else as it is."""
+    return sys.intern(str.__str__(value)) if isinstance(value, str) else value
 
 
 def _json(where: str, value: Any) -> str:
@@ -173,7 +175,7 @@ class _Restore:
             stream = item["stream"]
             if not isinstance(stream, dict) or not isinstance(stream.get("id"), str):
                 raise InvalidEvent(f"line {number}.stream", "must be an object with an id")
-            self.streams[sys.intern(stream["id"])] = _StreamLine.of(number, stream)
+            self.streams[_interned(stream["id"])] = _StreamLine.of(number, stream)
         elif "event" in item:
             self.counted["events"] += 1
             self.event(number, item["event"])
@@ -366,7 +368,7 @@ class _Restore:
                 raise
             number = run.lines[int(index[1])][0]
             raise InvalidEvent(f"line {number}.event{error.field[index.end():]}", error.why) from None
-        self.touched.add(sys.intern(run.stream_id))
+        self.touched.add(_interned(run.stream_id))
         for (number, event), written in zip(run.lines, recorded):
             if written.hash != event["hash"]:
                 raise InvalidEvent(f"line {number}.event.hash", f"restored as {written.hash}, exported as {event['hash']}: "
