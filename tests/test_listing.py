@@ -3,7 +3,9 @@ backend; the pages together are exactly the streams in that order, whatever was 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 from threadlog import Store
 from threadlog.cli import cli
+from tests.backends import postgres_url
 
 # (0, i): a new thread; (1, i): append to the i-th stream so far; (2, i): fork the i-th stream.
 steps = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 50)), min_size=1, max_size=25)
@@ -162,3 +165,34 @@ def test_ls_all_as_json_holds_a_page_not_the_file(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert code == 0 and len(json.loads(out)) == 5000
     assert peak < 11_000_000, f"{peak:,} bytes"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_ls_lists_each_thread_once_where_rows_share_a_last_position_at_a_page_s_end(tmp_path: Path, backend: str) -> None:
+    """Raw SQL can give threads one last_position. `ls` reads 1,000 threads at a time, each
+    page from where the last ended: the threads tied with the 1,000th were skipped, which one
+    read of `-n 2000` (the previous release's) listed."""
+    db = str(tmp_path / "t.db") if backend == "sqlite" else postgres_url()
+    with Store(db) as store:
+        made = [store.create_thread(title=f"t{i}") for i in range(1003)]
+        tied = store.thread(made[3]).last_position
+    # Newest first, made[3] is the 1,000th row: the two after it take its position (all below
+    # 1,024, so SQLite's listing key of each stays 0).
+    altered = f"UPDATE streams SET last_position = {tied} WHERE id IN ('{made[1]}', '{made[2]}')"
+    if backend == "sqlite":
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            conn.execute(altered)
+            conn.commit()
+    else:
+        import psycopg
+
+        with psycopg.connect(db) as conn:  # committed as the block ends
+            conn.execute(altered)
+    with Store(db) as store:
+        expected = [info.id for info in store.threads(limit=None)]
+    assert len(expected) == 1003
+    code, out, _ = _ls(db, "-n", "2000", "--json")
+    listed = [row["id"] for row in json.loads(out)]
+    assert code == 0 and sorted(listed) == sorted(expected), set(expected) - set(listed)
+    code, out, _ = _ls(db, "-n", "2000")
+    assert code == 0 and sorted(line.split()[0] for line in out.splitlines()[1:]) == sorted(expected)

@@ -82,13 +82,18 @@ class _Pages:
     """`ls`'s entries a page of at most `_LISTED_TOGETHER` threads at a time, `limit` in all:
     read through the index page by page (`Store.threads(before=)`), or for `--root` from its
     subtree, read once. Once read to the end, `next_page` is where the page after these `limit`
-    threads begins (the last one's `last_position`), None when no thread is left after them."""
+    threads begins (the last one's `last_position`), None when no thread is left after them.
+
+    Each page after the first is read from the last one's `last_position` on, not from below
+    it, leaving out the threads listed there already (`listed_at`): raw SQL can give threads
+    one position, and those tied with a page's last row were skipped, where one read lists them."""
 
     def __init__(self, store: Store, limit: int, before: int | None, forks: bool, root: str | None) -> None:
         self.store, self.left, self.before, self.forks, self.root = store, limit, before, forks, root
         self.ended = False
         self.next_page: int | None = None
         self._subtree: list[ThreadInfo] | None = None
+        self.listed_at: set[str] = set()  # of the threads at position `before - 1`, those listed
 
     def __iter__(self) -> _Pages:
         return self
@@ -98,7 +103,8 @@ class _Pages:
             raise StopIteration
         wanted = min(self.left, _LISTED_TOGETHER)
         if self.root is None:
-            infos = self.store.threads(_one_more(wanted), self.before, forks=self.forks)
+            infos = self.store.threads(_one_more(wanted + len(self.listed_at)), self.before, forks=self.forks)
+            infos = [info for info in infos if info.id not in self.listed_at]
         else:
             if self._subtree is None:
                 self._subtree = self.store.threads(_one_more(self.left), self.before, root=self.root)
@@ -107,9 +113,12 @@ class _Pages:
         if not page:
             raise StopIteration
         self.left -= len(page)
-        self.ended, self.before = not more, page[-1].last_position
+        last = page[-1].last_position
+        tied = {info.id for info in page if info.last_position == last}
+        self.listed_at = tied | self.listed_at if self.before == last + 1 else tied
+        self.ended, self.before = not more, last + 1
         if more and self.left <= 0:
-            self.next_page = self.before
+            self.next_page = last
         return listing(self.store, page)
 
 
