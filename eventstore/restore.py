@@ -175,7 +175,12 @@ class _Restore:
             stream = item["stream"]
             if not isinstance(stream, dict) or not isinstance(stream.get("id"), str):
                 raise InvalidEvent(f"line {number}.stream", "must be an object with an id")
-            self.streams[_interned(stream["id"])] = _StreamLine.of(number, stream)
+            stream_id = _interned(stream["id"])
+            earlier = self.streams.get(stream_id)
+            if earlier is not None:  # only the last would be used and compared with the row, the other accepted unread
+                raise InvalidEvent(f"line {number}.stream.id", f"{short(stream_id)} has a stream line already (line "
+                                   f"{earlier.number}); an export holds one for each stream: the export was altered")
+            self.streams[stream_id] = _StreamLine.of(number, stream)
         elif "event" in item:
             self.counted["events"] += 1
             self.event(number, item["event"])

@@ -234,6 +234,27 @@ def test_an_altered_export_restored_onto_its_own_database_is_refused(tmp_path: P
     assert sha(tmp_path / "a.db") == before
 
 
+
+@pytest.mark.parametrize("onto", ["a.db", "b.db"], ids=["its-own-database", "a-new-database"])
+def test_a_second_stream_line_for_one_stream_is_refused(tmp_path: Path, onto: str) -> None:
+    """An export holds one stream line a stream. Given two, the last was used and compared with
+    the row, and the first, saying another fork point, depth and kind, was accepted unread
+    (its end line's count raised to match)."""
+    with Store(tmp_path / "a.db") as a:
+        fork = build(a)["f"]
+        lines = list(export_all(a))
+    at = next(i for i, line in enumerate(lines) if line.get("stream", {}).get("id") == fork)
+    lines.insert(at, {"stream": {**lines[at]["stream"], "parent_offset": 1, "depth": 7, "kind": "subagent"}})
+    lines[-1]["end"]["streams"] += 1
+    bad = write(tmp_path / "bad.jsonl", lines)
+    Store(tmp_path / onto).close()
+    before = sha(tmp_path / onto)
+    with Store(tmp_path / onto) as b, pytest.raises(InvalidEvent) as caught:
+        import_events(b, bad)
+    assert f"line {at + 2}.stream.id: {fork!r} has a stream line already (line {at + 1})" in str(caught.value), str(caught.value)
+    assert "the export was altered" in str(caught.value)
+    assert sha(tmp_path / onto) == before
+
 @pytest.mark.parametrize("raw", [b"{not json\n", b'{"format": "threadlog-events", "version": 1}\n\xff\xfe\n',
                                  b'{"format": "threadlog-events", "version": 9}\n', b"", b"[" * 100_000 + b"\n"])
 def test_a_malformed_file_is_a_clear_error(tmp_path: Path, raw: bytes) -> None:
