@@ -216,6 +216,23 @@ def test_tree_all_says_which_fork_lost_its_parent_and_fails(tmp_path: Path, back
                              "tree: their rows were altered outside threadlog (`threadlog verify` names where)\n"), listed.stderr
 
 
+
+# `tree THREAD` prints the tree of the root THREAD's row names. A row naming a fork as its root
+# had that fork printed at the top, "forked from T, which is not in the file" (T was); with a
+# row above THREAD deleted, the root's tree was printed without THREAD in it. Both exited 0.
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
+@pytest.mark.parametrize(("sql", "says"), [
+    ("UPDATE streams SET root_id = 'F' WHERE id = 'G'", "thread 'G' names 'F' as its root, which is a fork of 'T'"),
+    ("DELETE FROM streams WHERE id = 'F'", "thread 'G' is not in the tree of its root 'T'"),
+], ids=["root-names-a-fork", "parent-deleted"])
+def test_tree_of_a_thread_no_tree_holds_is_refused(tmp_path: Path, backend: str, sql: str, says: str) -> None:
+    db = _built_and_altered(tmp_path, backend, sql)
+    listed = _threadlog(db, "tree", "G")
+    assert listed.returncode == 1 and listed.stdout == "", listed
+    assert listed.stderr == f"error: {says}: their rows were altered outside threadlog (`threadlog verify` names where)\n", \
+        listed.stderr
+    assert _threadlog(db, "tree", "T").returncode == 0  # the root's own tree is printed
+
 # A write onto a stream whose row was altered so that it cannot be written: refused with one
 # `error:` line, nothing written. (A head_hash of the right form but another value, or a head
 # past the events, is written onto: the chain breaks there, and `verify` names where.)

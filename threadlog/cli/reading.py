@@ -199,12 +199,7 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
     if everything and before is not None:
         raise click.UsageError("--all shows every tree: give it without --before")
     if thread is not None:
-        root = store.thread(thread).root_id
-        try:
-            groups: Iterable[Sequence[ThreadInfo]] = [store.subtree(root)]
-        except ThreadNotFound:  # the row names a root that is not in the file
-            raise StoreError(f"thread {thread!r} names {root!r} as its root, which is not in the file: its row was altered "
-                             "outside threadlog (`threadlog verify` names where)") from None
+        groups: Iterable[Sequence[ThreadInfo]] = [_tree_holding(store, thread)]
     elif everything:  # printed as read: a file of 200,000 forks printed nothing for 7 s, and held them all
         groups = every = _EveryThread(store, by_tree=not as_json)
     else:  # a page of an index, however many threads the file holds
@@ -231,6 +226,25 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
         return
     if next_page is not None:
         click.echo(f"(next page: the same command with --before {next_page})", err=True)
+
+
+def _tree_holding(store: Store, thread: str) -> list[ThreadInfo]:
+    """The tree `tree THREAD` prints: that of the root THREAD's row names, refused where the rows
+    (altered outside threadlog) make it no tree holding THREAD: its top printed as a fork whose
+    parent "is not in the file" (it was), or the root's tree printed without THREAD."""
+    root = store.thread(thread).root_id
+    try:
+        threads = store.subtree(root)
+    except ThreadNotFound:  # the row names a root that is not in the file
+        raise StoreError(f"thread {thread!r} names {root!r} as its root, which is not in the file: its row was altered "
+                         "outside threadlog (`threadlog verify` names where)") from None
+    if threads[0].parent_id is not None:
+        astray = f"thread {thread!r} names {root!r} as its root, which is a fork of {threads[0].parent_id!r}"
+    elif all(info.id != thread for info in threads):
+        astray = f"thread {thread!r} is not in the tree of its root {root!r}"
+    else:
+        return threads
+    raise StoreError(f"{astray}: their rows were altered outside threadlog (`threadlog verify` names where)")
 
 
 # Threads of `tree --all --json` whose titles are looked up together (forks of one parent made
