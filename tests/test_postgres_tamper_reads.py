@@ -216,7 +216,6 @@ def test_tree_all_says_which_fork_lost_its_parent_and_fails(tmp_path: Path, back
                              "tree: their rows were altered outside threadlog (`threadlog verify` names where)\n"), listed.stderr
 
 
-
 # `tree THREAD` prints the tree of the root THREAD's row names. A row naming a fork as its root
 # had that fork printed at the top, "forked from T, which is not in the file" (T was); with a
 # row above THREAD deleted, the root's tree was printed without THREAD in it. Both exited 0.
@@ -232,6 +231,7 @@ def test_tree_of_a_thread_no_tree_holds_is_refused(tmp_path: Path, backend: str,
     assert listed.stderr == f"error: {says}: their rows were altered outside threadlog (`threadlog verify` names where)\n", \
         listed.stderr
     assert _threadlog(db, "tree", "T").returncode == 0  # the root's own tree is printed
+
 
 # A write onto a stream whose row was altered so that it cannot be written: refused with one
 # `error:` line, nothing written. (A head_hash of the right form but another value, or a head
@@ -302,7 +302,6 @@ def test_bytes_that_are_not_text_are_named_by_position(template: Template, chang
             assert shown.exit_code == 1 and f"the event at position {position} cannot be read" in shown.output, shown.output
     finally:
         restore(conn, altered)
-
 
 
 def test_an_event_whose_transaction_id_readers_never_see_finished_is_named_by_verify() -> None:

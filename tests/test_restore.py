@@ -234,7 +234,6 @@ def test_an_altered_export_restored_onto_its_own_database_is_refused(tmp_path: P
     assert sha(tmp_path / "a.db") == before
 
 
-
 @pytest.mark.parametrize("onto", ["a.db", "b.db"], ids=["its-own-database", "a-new-database"])
 def test_a_second_stream_line_for_one_stream_is_refused(tmp_path: Path, onto: str) -> None:
     """An export holds one stream line a stream. Given two, the last was used and compared with
@@ -254,6 +253,7 @@ def test_a_second_stream_line_for_one_stream_is_refused(tmp_path: Path, onto: st
     assert f"line {at + 2}.stream.id: {fork!r} has a stream line already (line {at + 1})" in str(caught.value), str(caught.value)
     assert "the export was altered" in str(caught.value)
     assert sha(tmp_path / onto) == before
+
 
 @pytest.mark.parametrize("raw", [b"{not json\n", b'{"format": "threadlog-events", "version": 1}\n\xff\xfe\n',
                                  b'{"format": "threadlog-events", "version": 9}\n', b"", b"[" * 100_000 + b"\n"])
