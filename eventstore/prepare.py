@@ -146,11 +146,14 @@ def _text_message(event: Any) -> tuple[str, str] | None:
     """(role, text) when `event` is the commonest kind, validated without pydantic models.
 
     Only a plain dict `{"type": "message.appended", "data": {"role": "user" | "assistant",
-    "content": "<text>"}}` with no (or an empty) `meta` qualifies: for it the model's
-    validation amounts to checking the role and wrapping the text in one text block.
-    Anything else (blocks, optional fields, meta, subclasses of dict or str) returns None
-    and takes the full validation. tests/test_append_fast_path.py holds what `prepare`
-    makes of it equal to what the full validation makes of the same event.
+    "content": "<text>"}}` with no (or an empty) `meta` qualifies, or the same with the text
+    in one text block, `"content": [{"type": "text", "text": "<text>"}]` (what a model's reply
+    of text alone is, and what an export holds of every text message): for it the model's
+    validation amounts to checking the role and wrapping the text in one text block (15 µs of
+    it, against under 2 µs here). Anything else (other blocks, a block's other keys,
+    optional fields, meta, subclasses of dict, list or str) returns None and takes the full
+    validation. tests/test_append_fast_path.py holds what `prepare` makes of it equal to what
+    the full validation makes of the same event.
     """
     if type(event) is not dict or event.get("type") != "message.appended" or event.get("meta") not in (None, {}):
         return None
@@ -159,9 +162,14 @@ def _text_message(event: Any) -> tuple[str, str] | None:
     if type(data) is not dict or len(data) != 2 or not (len(event) == 2 or (len(event) == 3 and "meta" in event)):
         return None
     role, content = data.get("role"), data.get("content")
-    if type(role) is not str or role not in ("user", "assistant") or type(content) is not str:
+    if type(role) is not str or role not in ("user", "assistant"):
         return None
-    return role, content
+    if type(content) is list and len(content) == 1:
+        block = content[0]
+        if type(block) is not dict or len(block) != 2 or type(kind := block.get("type")) is not str or kind != "text":
+            return None
+        content = block.get("text")
+    return (role, content) if type(content) is str else None
 
 
 def _name(field: str | int) -> str:
