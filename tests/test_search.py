@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -731,6 +732,19 @@ def _busy(store: Store, turns: int) -> list[str]:
     return [t, f]
 
 
+def _interrupted_at(calls: int) -> tuple[list[tuple[int, int]], Callable[[int, int], None]]:
+    """A progress callback that records what it is told and raises KeyboardInterrupt (Ctrl-C)
+    at its `calls`-th call; (what it was told, the callback)."""
+    told: list[tuple[int, int]] = []
+
+    def stop(done: int, total: int) -> None:
+        told.append((done, total))
+        if len(told) == calls:
+            raise KeyboardInterrupt
+
+    return told, stop
+
+
 def _all_hits(store: Store, threads: list[str]) -> list[Any]:
     return [(h.position, h.kind, h.tool, h.snippet) for t in threads for h in search(store, "kiwi", thread=t, limit=1000,
                                                                                    catch_up=False)]
@@ -745,13 +759,7 @@ def test_an_interrupted_first_catch_up_keeps_what_it_committed_and_goes_on_from_
     with Store(tmp_path / "t.db") as store:
         threads = _busy(store, 150)
         last = store.last_position()
-        told: list[tuple[int, int]] = []
-
-        def stop(done: int, total: int) -> None:
-            told.append((done, total))
-            if len(told) == 2:
-                raise KeyboardInterrupt
-
+        told, stop = _interrupted_at(2)
         with pytest.raises(KeyboardInterrupt):
             update_index(store, progress=stop)
         kept = store.index_position()
@@ -816,13 +824,7 @@ def test_a_rebuild_says_how_far_it_is_and_ctrl_c_keeps_the_old_index(tmp_path: P
         last = store.last_position()
         update_index(store)
         searched = _all_hits(store, threads)
-        told: list[tuple[int, int]] = []
-
-        def stop(done: int, total: int) -> None:
-            told.append((done, total))
-            if len(told) == 3:
-                raise KeyboardInterrupt
-
+        told, stop = _interrupted_at(3)
         with pytest.raises(KeyboardInterrupt):
             rebuild_index(store, progress=stop)
         assert told == [(25, last), (50, last), (75, last)]

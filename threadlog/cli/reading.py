@@ -93,6 +93,7 @@ class _Pages:
         self.ended = False
         self.next_page: int | None = None
         self._subtree: list[ThreadInfo] | None = None
+        self._listed = 0  # of the subtree's threads, how many earlier pages listed
         self.listed_at: set[str] = set()  # of the threads at position `before - 1`, those listed
 
     def __iter__(self) -> _Pages:
@@ -108,7 +109,8 @@ class _Pages:
         else:
             if self._subtree is None:
                 self._subtree = self.store.threads(_one_more(self.left), self.before, root=self.root)
-            infos, self._subtree = self._subtree[:wanted + 1], self._subtree[wanted:]
+            infos = self._subtree[self._listed:self._listed + wanted + 1]
+            self._listed += wanted
         page, more = infos[:wanted], len(infos) > wanted
         if not page:
             raise StopIteration
