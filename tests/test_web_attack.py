@@ -61,6 +61,7 @@ TARGETS = [f"/?before={n}" for n in (HUGE, OVER)] + [f"/thread?id=t&at={n}" for 
     [f"/thread?id=t&start={n}" for n in (HUGE, OVER)] + [f"/replay?id=t&at={n}" for n in (HUGE, OVER)] + \
     [f"/blame?id=t&start={n}" for n in (HUGE, OVER)] + [f"/live?id=t&after={n}" for n in (HUGE, OVER)] + \
     [f"/thread?id=t&stop={n}" for n in (HUGE, OVER)] + [f"/replay?id=t&stop={n}" for n in (HUGE, OVER)] + \
+    [f"/live/rows?id=t&after={n}" for n in (HUGE, OVER)] + \
     [f"/live?id=t&from={HUGE}", "/thread?id=t&start=-1", "/blame?id=t&start=1e3", "/live?id=t&after=-5",
      "/replay?id=t&first=x"]
 
@@ -593,7 +594,7 @@ def test_a_stored_event_of_the_wrong_shape_is_the_viewers_error_page(tmp_path: P
             assert "`threadlog verify` names it" in response.text, page
 
 
-@pytest.mark.parametrize("target", ["/live", "/live?id=", "/live?after=3"])
+@pytest.mark.parametrize("target", ["/live", "/live?id=", "/live?after=3", "/live/rows?after=3"])
 def test_a_live_stream_naming_no_thread_is_a_400_saying_what_to_pass(client: TestClient, target: str) -> None:
     """It was a 404 saying `thread '' not found`."""
     response = client.get(target)
@@ -762,6 +763,25 @@ def test_a_live_stream_over_an_event_of_the_wrong_shape_ends_with_a_failed_event
         _stop(proc)
     assert lines[1] == b"event: failed\n" and b"altered outside threadlog" in lines[2], lines  # after the comment's blank line
 
+
+def test_live_rows_over_an_event_of_the_wrong_shape_say_why_the_page_stops(tmp_path: Path) -> None:
+    """A page following the shared stream fetches its rows: an event of the wrong shape is an
+    error it shows (and stops on), as the page's own stream ends with a `failed` event."""
+    path = tmp_path / "shape.db"
+    with Store(path) as store:
+        t = store.create_thread(thread_id="T")
+        store.append_message(t, "user", "a")
+        f = store.fork(t, fork_id="F")
+        after = store.last_position()
+        store.append_message(f, "user", "c")
+    conn = sqlite3.connect(path)
+    conn.execute('UPDATE events SET data = ? WHERE stream_id = ? AND "offset" = ?',
+                 (json.dumps({"options": 5, "parent_id": "T", "parent_offset": 2}), "F", 2))
+    conn.commit()
+    conn.close()
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1", raise_server_exceptions=False) as c:
+        response = c.get("/live/rows", params={"id": "F", "after": after, "from": 0})
+    assert response.status_code == 500 and "altered outside threadlog" in response.json()["error"], response.text
 
 def test_a_redaction_re_sends_only_rows_the_open_page_shows(served: tuple[str, Path]) -> None:
     """A redaction anywhere in the lineage re-sent every row from it to the head: a page from

@@ -38,7 +38,7 @@ def client(built: tuple[Path, dict[str, str]]) -> Iterator[TestClient]:
 
 
 PAGES = ["/", "/?all=1", "/thread?id=trip", "/replay?id=trip&at=2", "/tree?id=trip", "/blame?id=trip", "/diff?a=trip&b=trip",
-         "/thread?id=missing", "/static/viewer.js"]
+         "/thread?id=missing", "/static/viewer.js", "/live/rows?id=trip"]
 
 
 @pytest.mark.parametrize("target", PAGES, ids=PAGES)
@@ -132,6 +132,29 @@ def test_a_note_fork_pages_from_its_fork_card(tmp_path: Path, note_above: bool) 
     assert "« First" not in latest and 'class="earlier"' not in latest
     assert '<span id="range-start">240</span>' in first and "<p>message 0</p>" not in first
 
+
+def test_live_rows_are_a_page_s_update_or_only_where_the_log_is(tmp_path: Path) -> None:
+    """The pages of a browser share one stream that says the log moved (`/live/log`); each then
+    fetches its own update: the rows new since `after`, rendered as on the page, or, when none
+    of the new events is the thread's, only the position reached (where it asks from next)."""
+    path = tmp_path / "rows.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="a")
+        store.create_thread(thread_id="b")
+        store.append_message("a", "user", "hello")
+        after = store.last_position()
+        store.append_message("a", "assistant", "a **new** reply")
+        store.append_message("b", "user", "elsewhere")
+        last = store.last_position()
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        response = c.get("/live/rows", params={"id": "a", "after": after, "from": 0})
+        assert response.headers["content-type"] == "application/json"
+        update = response.json()
+        assert (update["position"], update["head"]) == (last, 3)
+        assert any("a <strong>new</strong> reply" in item["html"] for item in update["items"])
+        assert "elsewhere" not in response.text
+        assert c.get("/live/rows", params={"id": "a", "after": last - 1, "from": 0}).json() == {"position": last}
+        assert c.get("/live/rows", params={"id": "a", "after": last, "from": 0}).json() == {"position": last}
 
 def test_query_parameters_are_checked(client: TestClient) -> None:
     response = client.get("/thread?id=trip&at=-1")

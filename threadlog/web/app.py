@@ -107,6 +107,8 @@ def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
             Route("/diff", pages.diff_page),
             Route("/image", images.image),
             Route("/live", live.events),
+            Route("/live/log", live.log),
+            Route("/live/rows", live.rows),
             Route("/favicon.ico", _no_icon),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],

@@ -13,6 +13,13 @@ are not sent as rows: the update carries a link to the latest page instead, whic
 shows in place of the live marker. Each update
 names the position it reached (`id:`): a browser reconnecting after a restart of the server
 sends it back (`Last-Event-ID`), and the stream goes on from there.
+
+A browser opens six connections to a server at most, so a stream per page left a seventh
+visible page (and any other page of the server) waiting. The viewer's pages in one browser
+share one stream instead, `/live/log`, which only says when the log moved (its last
+position; `static/follow.js` holds it); each page then asks `/live/rows` for its own update,
+the same one `/live` sends, in a request that ends at once. `/live` stays for a browser
+without shared workers, and for anyone following a thread by hand.
 """
 
 from __future__ import annotations
@@ -20,12 +27,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from eventstore import RecordedEvent, Store, StoreError
 from eventstore.errors import MISSHAPEN, misshapen
@@ -152,30 +159,43 @@ def _exists(view: Viewer, thread: str, start: int) -> None:
         raise HTTPException(400, f"from {start} is past the thread's {head} events: pass 0..{head}")
 
 
-async def events(request: Request) -> StreamingResponse:
-    view = viewer(request)
+def _moved(view: Viewer, position: int) -> tuple[int, str | None]:
+    """(the log's last position, the JSON to send or None when it is still `position`)."""
+    with view.open() as store:
+        last = store.last_position()
+    return (position, None) if last == position else (last, json.dumps({"position": last}))
+
+
+def _why(error: Exception) -> str:
+    """What a failed look at the log says to the page: the store's message, not a traceback."""
+    return str(error) if isinstance(error, StoreError) else str(misshapen(error))
+
+
+def _asked(request: Request) -> tuple[str, int, int, int]:
+    """(thread, after, from, skip) of a thread page's request for its live rows."""
     thread = thread_param(request)  # none given: a 400 saying what to pass (it was "thread '' not found")
     after, start = whole_number(request, "after") or 0, whole_number(request, "from") or 0
     skip = whole_number(request, "skip") or 0  # the items of event `start` on the page before the open one
-    # A browser reconnecting (the server restarted) sends the position of the last update it
-    # got: what the page received live before is not sent again.
-    resumed = request.headers.get("last-event-id", "")
-    if resumed.isascii() and resumed.isdigit() and len(resumed) <= 19 and int(resumed) <= LARGEST:
-        after = max(after, int(resumed))
-    await run_in_threadpool(_exists, view, thread, start)  # ThreadNotFound: a 404 page, not an empty stream
+    return thread, after, start, skip
+
+
+def _stream(request: Request, name: str, look: Callable[[int], tuple[int, str | None]], position: int) -> StreamingResponse:
+    """Server-sent events `name`: `look(position)` every `INTERVAL`, on a worker thread, gives
+    the position reached and what to send (None: nothing). Ends when the browser leaves or the
+    server stops; a look that fails ends it with a `failed` event saying why."""
+    view = viewer(request)
 
     async def stream() -> AsyncIterator[str]:
-        position, quiet = after, 0
+        reached, quiet = position, 0
         yield ": connected\n\n"
         while not view.stopping.is_set() and not await request.is_disconnected():
             try:
-                position, payload = await run_in_threadpool(_poll, view, thread, position, start, skip)
-            except (StoreError, *MISSHAPEN) as error:  # the stream ends with what went wrong, not a server's traceback
-                why = str(error) if isinstance(error, StoreError) else str(misshapen(error))
-                yield f"event: failed\ndata: {json.dumps({'error': why})}\n\n"
+                reached, payload = await run_in_threadpool(look, reached)
+            except (StoreError, *MISSHAPEN) as error:
+                yield f"event: failed\ndata: {json.dumps({'error': _why(error)})}\n\n"
                 return
             if payload is not None:
-                yield f"id: {position}\nevent: rows\ndata: {payload}\n\n"
+                yield f"id: {reached}\nevent: {name}\ndata: {payload}\n\n"
                 quiet = 0
             else:
                 quiet += 1
@@ -185,3 +205,36 @@ async def events(request: Request) -> StreamingResponse:
             await asyncio.sleep(INTERVAL)
 
     return StreamingResponse(stream(), media_type="text/event-stream")  # not kept by the browser: `app.NO_STORE`
+
+
+async def events(request: Request) -> StreamingResponse:
+    """`/live`: one thread page's own stream of updates."""
+    view = viewer(request)
+    thread, after, start, skip = _asked(request)
+    # A browser reconnecting (the server restarted) sends the position of the last update it
+    # got: what the page received live before is not sent again.
+    resumed = request.headers.get("last-event-id", "")
+    if resumed.isascii() and resumed.isdigit() and len(resumed) <= 19 and int(resumed) <= LARGEST:
+        after = max(after, int(resumed))
+    await run_in_threadpool(_exists, view, thread, start)  # ThreadNotFound: a 404 page, not an empty stream
+    return _stream(request, "rows", lambda position: _poll(view, thread, position, start, skip), after)
+
+
+async def log(request: Request) -> StreamingResponse:
+    """`/live/log`: the log's last position, sent when it changes (first at once), for all the
+    pages of a browser to share."""
+    view = viewer(request)
+    return _stream(request, "moved", lambda position: _moved(view, position), -1)
+
+
+async def rows(request: Request) -> Response:
+    """`/live/rows`: a thread page's update since `after`, as `/live` would send it next, or only
+    the position reached when there is none; `{"error": ...}` when the log cannot be read."""
+    view = viewer(request)
+    thread, after, start, skip = _asked(request)
+    await run_in_threadpool(_exists, view, thread, start)
+    try:
+        position, payload = await run_in_threadpool(_poll, view, thread, after, start, skip)
+    except (StoreError, *MISSHAPEN) as error:
+        return JSONResponse({"error": _why(error)}, status_code=500)
+    return Response(payload or json.dumps({"position": position}), media_type="application/json")
