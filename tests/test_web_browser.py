@@ -400,12 +400,21 @@ SHOW = """hidden => {
 }"""
 
 
-def test_pages_in_the_background_give_back_their_connection_so_a_seventh_tab_loads(served, browser) -> None:
+# How each page follows the log: through the stream the browser's pages share (a SharedWorker),
+# or, in a browser without shared workers, through a stream of its own.
+FOLLOWERS = {"shared": "", "own": "delete window.SharedWorker"}
+
+
+@pytest.mark.parametrize("follower", list(FOLLOWERS))
+def test_pages_in_the_background_give_back_their_connection_so_a_seventh_tab_loads(served, browser, follower: str) -> None:
     """A browser opens six connections to a server at most, and each open thread page held one
-    for its live stream: a seventh tab did not even load. A hidden page closes its stream, and
-    opens it again when shown, from the last update it got: what was appended meanwhile appears."""
+    for its live stream: a seventh tab did not even load. A hidden page stops following (a page
+    with a stream of its own closes it), and catches up when shown, from the last update it got:
+    what was appended meanwhile appears."""
     base, path, _ = served
     context = browser.new_context()  # type: ignore[attr-defined]
+    context.add_init_script(FOLLOWERS[follower])
+    appended = f"Appended while the first tab was hidden ({follower})"
     errors: list[str] = []
     try:
         tabs = []
@@ -422,25 +431,27 @@ def test_pages_in_the_background_give_back_their_connection_so_a_seventh_tab_loa
             assert tab.get_attribute("#rows", "data-connected") is None
             assert tab.inner_text("#live-state") == "· paused while hidden"
         with Store(path) as store:
-            store.append_message("trip", "assistant", "Appended while the first tab was hidden")
-        seventh.get_by_text("Appended while the first tab was hidden").wait_for(timeout=5_000)
+            store.append_message("trip", "assistant", appended)
+        seventh.get_by_text(appended).wait_for(timeout=5_000)
         first = tabs[0]
         first.wait_for_timeout(1_000)
-        assert "Appended while the first tab was hidden" not in first.inner_text("#rows")
+        assert appended not in first.inner_text("#rows")
         first.evaluate(SHOW, False)
-        first.get_by_text("Appended while the first tab was hidden").wait_for(timeout=5_000)
+        first.get_by_text(appended).wait_for(timeout=5_000)
         first.wait_for_selector("#rows[data-connected='1']", timeout=5_000)
         assert first.inner_text("#live-state") == "· live"
-        assert first.get_by_text("Appended while the first tab was hidden").count() == 1  # sent once, not again
+        assert first.get_by_text(appended).count() == 1  # sent once, not again
     finally:
         context.close()
     assert errors == [], f"the page raised: {errors}"
 
 
-def test_a_page_opened_in_the_background_connects_when_first_shown(served, page) -> None:
+@pytest.mark.parametrize("follower", list(FOLLOWERS))
+def test_a_page_opened_in_the_background_connects_when_first_shown(served, page, follower: str) -> None:
     """A link opened in a background tab connected at once, holding one of the six connections
     for a page no one looks at: it connects when shown."""
     base, path, _ = served
+    page.add_init_script(FOLLOWERS[follower])
     page.add_init_script("(" + SHOW + ")(true)")
     page.goto(url(base, "/thread", id="trip"))
     page.wait_for_timeout(1_000)
@@ -448,8 +459,88 @@ def test_a_page_opened_in_the_background_connects_when_first_shown(served, page)
     page.evaluate(SHOW, False)
     page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
     with Store(path) as store:
-        store.append_message("trip", "assistant", "Seen by the page shown late")
-    page.get_by_text("Seen by the page shown late").wait_for(timeout=5_000)
+        store.append_message("trip", "assistant", f"Seen by the page shown late ({follower})")
+    page.get_by_text(f"Seen by the page shown late ({follower})").wait_for(timeout=5_000)
+
+
+def open_tabs(context: Any, base: str, threads: list[str], errors: list[str]) -> list[Any]:
+    """One visible live page of each thread in `threads`, in one browser (one pool of connections)."""
+    tabs = []
+    for thread in threads:
+        tab = context.new_page()
+        tab.set_default_timeout(10_000)
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        open_live(tab, base, thread)
+        tabs.append(tab)
+    return tabs
+
+
+def test_eight_visible_pages_all_load_and_follow_their_threads(served, browser) -> None:
+    """A browser opens six connections to a server at most, and each visible thread page held one
+    for its live stream: a seventh page did not load at all, nor did any other page of the
+    server. The pages of one browser share one connection that says when the log moved; each
+    then asks for its own rows, a request that ends at once."""
+    base, path, _ = served
+    with Store(path) as store:
+        for n in range(4):
+            store.create_thread(title=f"many {n}", thread_id=f"many-{n}")
+            store.append_message(f"many-{n}", "user", f"opening message of many {n}")
+    threads = ["trip"] * 4 + [f"many-{n}" for n in range(4)]
+    context = browser.new_context()  # type: ignore[attr-defined]
+    errors: list[str] = []
+    try:
+        tabs = open_tabs(context, base, threads, errors)  # the seventh timed out
+        for tab, thread in zip(tabs, threads):
+            assert tab.inner_text("#thread-id") == thread
+            assert tab.locator("#rows > li.item").count() > 0
+        assert "opening message of many 3" in tabs[7].inner_text("#rows")
+        listing = context.new_page()
+        listing.goto(base + "/?all=1", timeout=10_000)  # an ordinary page of the server loads too
+        assert "many 3" in listing.inner_text("#threads")
+        with Store(path) as store:
+            store.append_message("trip", "assistant", "Seen by every page of the trip")
+            store.append_message("many-1", "assistant", "A reply in many 1")
+            store.append_message("many-3", "assistant", "A reply in many 3")
+            appended = time.monotonic()
+        for tab in tabs[:4]:
+            tab.get_by_text("Seen by every page of the trip").wait_for(timeout=2_000)
+        tabs[5].get_by_text("A reply in many 1").wait_for(timeout=2_000)
+        tabs[7].get_by_text("A reply in many 3").wait_for(timeout=2_000)
+        assert time.monotonic() - appended < 2.0
+        for tab in tabs[:4]:
+            assert tab.get_by_text("Seen by every page of the trip").count() == 1
+            assert tab.inner_text("#live-state") == "· live"
+        for tab in (tabs[4], tabs[6]):  # the threads nothing was appended to: unchanged
+            assert tab.locator("#rows > li.item").count() == 1
+    finally:
+        context.close()
+    assert errors == [], f"the page raised: {errors}"
+
+
+def test_closing_the_first_page_leaves_the_others_following(served, browser) -> None:
+    """The page that opened first is not special: once it is closed, the pages left go on
+    showing new events, and a page opened afterwards follows too."""
+    base, path, _ = served
+    context = browser.new_context()  # type: ignore[attr-defined]
+    errors: list[str] = []
+    try:
+        tabs = open_tabs(context, base, ["trip", "many-0", "many-2"], errors)
+        tabs[0].close()
+        with Store(path) as store:
+            store.append_message("many-0", "assistant", "After the first page closed")
+            store.append_message("many-2", "assistant", "After the first page closed, too")
+        tabs[1].get_by_text("After the first page closed").wait_for(timeout=2_000)
+        tabs[2].get_by_text("After the first page closed, too").wait_for(timeout=2_000)
+        tabs[1].close()
+        (later,) = open_tabs(context, base, ["trip"], errors)
+        with Store(path) as store:
+            store.append_message("trip", "assistant", "Seen by a page opened after the others closed")
+            store.append_message("many-2", "assistant", "And by the one left open")
+        later.get_by_text("Seen by a page opened after the others closed").wait_for(timeout=2_000)
+        tabs[2].get_by_text("And by the one left open").wait_for(timeout=2_000)
+    finally:
+        context.close()
+    assert errors == [], f"the page raised: {errors}"
 
 
 def test_the_list_keeps_ids_kinds_and_times_on_one_line(served, page) -> None:

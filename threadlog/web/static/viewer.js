@@ -3,10 +3,12 @@
 // - live: an open thread page shows events as they are committed (server-sent events), or,
 //   after a batch too big to add, or once it took a page's worth of rows (`data-rows`, or
 //   `data-room` characters of HTML) while open, a link to the latest page; it then adds no
-//   rows but still replaces those it holds, so a redaction erases its text there too. A page
-//   the browser hides (a tab in the background) closes its stream and opens it again, from
-//   the last update it got, when shown: a browser gives a server six connections at most, and
-//   six open thread pages held them all, so a seventh tab did not even load.
+//   rows but still replaces those it holds, so a redaction erases its text there too. A browser
+//   gives a server six connections at most, and a stream per page held them all with six pages
+//   open: a seventh did not even load. The pages of a browser share one stream that says when
+//   the log moved (`follow.js`, a SharedWorker), and each fetches its own update then; where
+//   shared workers are missing, each page holds its own stream. A page the browser hides (a
+//   tab in the background) stops following, and catches up from its last update when shown.
 // Items arrive as HTML the server rendered and sanitised; they are parsed in a <template>,
 // where nothing runs, and the page's Content-Security-Policy forbids inline script anyway.
 "use strict";
@@ -48,15 +50,15 @@ function liveRows() {
   const list = document.getElementById("rows");
   if (!list || !list.dataset.live || !window.EventSource) return;
   const state = document.getElementById("live-state");
+  const address = new URL(list.dataset.live, window.location.href);
   // A page left open on a busy thread grew without bound: it takes one page's worth of new rows.
   const rows = Number(list.dataset.rows) || Infinity;
   const room = Number(list.dataset.room) || Infinity;
   let added = 0;
   let taken = 0;
-  let stale = false;  // it offers the latest page: the stream only replaces rows it holds
-  let source = null;
-  let stopped = false;  // the server said it cannot read the thread: not opened again
-  let reached = "";  // the position the last update reached (its `id:`): where a stream opened again goes on
+  let stale = false;  // it offers the latest page: updates only replace rows it holds
+  let stopped = false;  // the server said it cannot read the log: not followed again
+  let reached = address.searchParams.get("after") || "0";  // the position the page's last update reached
   const say = (text) => { if (state && !stale) state.textContent = text; };
   const offerLatest = (href, head) => {
     stale = true;
@@ -88,39 +90,113 @@ function liveRows() {
     const empty = document.getElementById("no-rows");
     if (empty) empty.remove();
   };
-  const open = () => {
-    const address = new URL(list.dataset.live, window.location.href);
-    if (reached) address.searchParams.set("after", reached);
-    source = new EventSource(address);
-    source.addEventListener("open", () => {
+  const connected = (yes) => {
+    if (yes) {
       list.dataset.connected = "1";
       say("· live");
-    });
-    source.addEventListener("error", () => say("· reconnecting…"));
-    source.addEventListener("failed", (message) => {  // the server could not read the thread: say so, stop
-      close();
-      stopped = true;
-      if (state) state.textContent = `· live updates stopped: ${JSON.parse(message.data).error}`;
-    });
-    source.addEventListener("rows", (message) => {
-      reached = message.lastEventId;
-      take(JSON.parse(message.data));
-    });
-  };
-  const close = () => {
-    if (source) source.close();
-    source = null;
-    delete list.dataset.connected;
-  };
-  const follow = () => {
-    if (document.hidden) {
-      close();
-      if (!stopped) say("· paused while hidden");
-    } else if (!source && !stopped) {
-      open();
+    } else if (list.dataset.connected) {
+      delete list.dataset.connected;
+      say("· reconnecting…");
     }
   };
+  let follower = null;
+  const fail = (error) => {  // the server could not read the log: say so, stop
+    follower.stop();
+    stopped = true;
+    if (state) state.textContent = `· live updates stopped: ${error}`;
+  };
+
+  // Each way of following has start() (the page is shown) and stop() (hidden, or left).
+  // Its own stream: `/live` sends the page's updates.
+  const ownStream = () => {
+    let source = null;
+    return {
+      start() {
+        if (source) return;
+        const asked = new URL(address);
+        asked.searchParams.set("after", reached);
+        source = new EventSource(asked);
+        source.addEventListener("open", () => connected(true));
+        source.addEventListener("error", () => connected(false));
+        source.addEventListener("failed", (message) => fail(JSON.parse(message.data).error));
+        source.addEventListener("rows", (message) => {
+          reached = message.lastEventId;
+          take(JSON.parse(message.data));
+        });
+      },
+      stop() {
+        if (source) source.close();
+        source = null;
+        delete list.dataset.connected;
+      },
+    };
+  };
+  // The stream the browser's pages share: told the log moved past `reached`, the page fetches
+  // its update (`/live/rows`) until it is there, one request at a time.
+  const sharedLog = () => {
+    const worker = new SharedWorker("/static/follow.js");
+    let moved = -1;  // the log's last position, as the worker last told
+    let fetching = false;
+    let retry = null;
+    const catchUp = async () => {
+      if (fetching) return;
+      fetching = true;
+      clearTimeout(retry);
+      try {
+        while (Number(reached) < moved && !stopped && !document.hidden) {
+          const asked = new URL(address);
+          asked.pathname = "/live/rows";
+          asked.searchParams.set("after", reached);
+          const response = await fetch(asked, {headers: {accept: "application/json"}});
+          const update = await response.json();  // an error page is not JSON: tried again below
+          if (update.error) return fail(update.error);
+          if (!response.ok) throw new Error(`${response.status}`);
+          if (update.items) take(update);
+          if (Number(update.position) <= Number(reached)) break;  // none readable past it yet: told again when there are
+          reached = String(update.position);
+        }
+      } catch (error) {
+        connected(false);
+        retry = setTimeout(catchUp, 1000);
+      } finally {
+        fetching = false;
+      }
+    };
+    worker.port.addEventListener("message", (message) => {
+      if (stopped || document.hidden) return;
+      if (message.data.failed) return fail(message.data.failed);
+      connected(message.data.connected);
+      if (message.data.position !== null) {
+        moved = message.data.position;
+        catchUp();
+      }
+    });
+    worker.port.start();
+    worker.addEventListener("error", () => {  // the worker did not start: the page follows on its own
+      follower = ownStream();
+      follow();
+    });
+    return {
+      start: () => worker.port.postMessage({follow: true}),
+      stop() {
+        worker.port.postMessage({follow: false});
+        delete list.dataset.connected;
+      },
+    };
+  };
+
+  const follow = () => {
+    if (stopped) return;
+    if (document.hidden) {
+      follower.stop();
+      say("· paused while hidden");
+    } else {
+      follower.start();
+    }
+  };
+  follower = window.SharedWorker ? sharedLog() : ownStream();
   document.addEventListener("visibilitychange", follow);
+  window.addEventListener("pagehide", () => follower.stop());  // the shared stream closes with the last page
   follow();
 }
 
