@@ -463,6 +463,17 @@ def test_a_page_opened_in_the_background_connects_when_first_shown(served, page,
     page.get_by_text(f"Seen by the page shown late ({follower})").wait_for(timeout=5_000)
 
 
+def make_threads(path: Path, name: str, count: int) -> list[str]:
+    """Threads `{name}-0`.. of one message each, in the database the tests of this file share:
+    a name for each test that writes to them, so each may run alone, or after the others."""
+    threads = [f"{name}-{n}" for n in range(count)]
+    with Store(path) as store:
+        for n, thread in enumerate(threads):
+            store.create_thread(title=f"{name} {n}", thread_id=thread)
+            store.append_message(thread, "user", f"opening message of {name} {n}")
+    return threads
+
+
 def open_tabs(context: Any, base: str, threads: list[str], errors: list[str]) -> list[Any]:
     """One visible live page of each thread in `threads`, in one browser (one pool of connections)."""
     tabs = []
@@ -481,11 +492,7 @@ def test_eight_visible_pages_all_load_and_follow_their_threads(served, browser) 
     server. The pages of one browser share one connection that says when the log moved; each
     then asks for its own rows, a request that ends at once."""
     base, path, _ = served
-    with Store(path) as store:
-        for n in range(4):
-            store.create_thread(title=f"many {n}", thread_id=f"many-{n}")
-            store.append_message(f"many-{n}", "user", f"opening message of many {n}")
-    threads = ["trip"] * 4 + [f"many-{n}" for n in range(4)]
+    threads = ["trip"] * 4 + make_threads(path, "many", 4)
     context = browser.new_context()  # type: ignore[attr-defined]
     errors: list[str] = []
     try:
@@ -521,21 +528,22 @@ def test_closing_the_first_page_leaves_the_others_following(served, browser) -> 
     """The page that opened first is not special: once it is closed, the pages left go on
     showing new events, and a page opened afterwards follows too."""
     base, path, _ = served
+    first, second = make_threads(path, "left", 2)
     context = browser.new_context()  # type: ignore[attr-defined]
     errors: list[str] = []
     try:
-        tabs = open_tabs(context, base, ["trip", "many-0", "many-2"], errors)
+        tabs = open_tabs(context, base, ["trip", first, second], errors)
         tabs[0].close()
         with Store(path) as store:
-            store.append_message("many-0", "assistant", "After the first page closed")
-            store.append_message("many-2", "assistant", "After the first page closed, too")
+            store.append_message(first, "assistant", "After the first page closed")
+            store.append_message(second, "assistant", "After the first page closed, too")
         tabs[1].get_by_text("After the first page closed").wait_for(timeout=2_000)
         tabs[2].get_by_text("After the first page closed, too").wait_for(timeout=2_000)
         tabs[1].close()
         (later,) = open_tabs(context, base, ["trip"], errors)
         with Store(path) as store:
             store.append_message("trip", "assistant", "Seen by a page opened after the others closed")
-            store.append_message("many-2", "assistant", "And by the one left open")
+            store.append_message(second, "assistant", "And by the one left open")
         later.get_by_text("Seen by a page opened after the others closed").wait_for(timeout=2_000)
         tabs[2].get_by_text("And by the one left open").wait_for(timeout=2_000)
     finally:
@@ -629,3 +637,24 @@ def test_the_tree_scrolls_in_its_own_box_in_a_narrow_window(served, page) -> Non
     page.goto(url(base, "/tree", id=deepest))
     page.locator(f"svg a.node[data-thread='{deepest}']").click()
     page.wait_for_url(re.compile(rf"/thread\?id={re.escape(deepest)}$"))
+
+
+def test_a_refused_update_stops_the_page_instead_of_asking_every_second(served, page) -> None:
+    """An update the server refuses (a 4xx page, e.g. the thread is gone from a database the
+    server now serves) is not asked for again and again: the page says it stopped, and why."""
+    base, path, _ = served
+    (thread,) = make_threads(path, "refused", 1)
+    asked: list[str] = []
+
+    def refuse(route: Any) -> None:
+        asked.append(route.request.url)
+        route.fulfill(status=404, content_type="text/html", body="<!doctype html><p>thread not found</p>")
+
+    page.route("**/live/rows*", refuse)
+    open_live(page, base, thread)
+    with Store(path) as store:
+        store.append_message(thread, "assistant", "Never shown: the update is refused")
+    page.locator("#live-state", has_text="stopped").wait_for(timeout=5_000)
+    page.wait_for_timeout(2_500)
+    assert len(asked) == 1, asked
+    assert page.inner_text("#live-state") == "· live updates stopped: the server refused this page's update (HTTP 404); reload the page"

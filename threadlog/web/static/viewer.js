@@ -148,7 +148,10 @@ function liveRows() {
           asked.pathname = "/live/rows";
           asked.searchParams.set("after", reached);
           const response = await fetch(asked, {headers: {accept: "application/json"}});
-          const update = await response.json();  // an error page is not JSON: tried again below
+          if (response.status >= 400 && response.status < 500) {  // refused (the thread is gone?): asking again won't help
+            return fail(`the server refused this page's update (HTTP ${response.status}); reload the page`);
+          }
+          const update = await response.json();  // a server's error page is not JSON: tried again below
           if (update.error) return fail(update.error);
           if (!response.ok) throw new Error(`${response.status}`);
           if (update.items) take(update);
