@@ -476,12 +476,18 @@ class Store:
         holds: call it inside `consistent()` for the threads of one moment."""
         return map(ThreadInfo.from_row, self.backend.streams())
 
+    def tops(self) -> Iterator[ThreadInfo]:
+        """The thread at the top of each fork tree, oldest first: every root, and every fork
+        whose parent's row is gone (only raw SQL deletes one), each parent looked up by its id,
+        so memory stays bounded however many threads the file holds."""
+        return map(ThreadInfo.from_row, self.backend.streams(tops=True))
+
     def trees(self) -> Iterator[list[ThreadInfo]]:
-        """Every fork tree, oldest first, one at a time: a root (or a fork whose parent's row is
-        gone) with every fork below it, in creation order, as `subtree` gives it. The trees of
-        `all_threads`, read in memory bounded by the largest tree, not by the file: call it
-        inside `consistent()` for trees as of one moment."""
-        for top in self.backend.streams(tops=True):
+        """Every fork tree, oldest first, one at a time: each of `tops` with every fork below it,
+        in creation order, as `subtree` gives it. The trees of `all_threads`, read in memory
+        bounded by the largest tree, not by the file: call it inside `consistent()` for trees as
+        of one moment."""
+        for top in self.tops():
             yield [ThreadInfo.from_row(row) for row in self.backend.subtree(top.id)]
 
     def title(self, thread: str) -> str | None:

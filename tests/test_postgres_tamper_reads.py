@@ -15,6 +15,7 @@ back (by the row's physical address, so even an altered key finds its row).
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import sqlite3
 import subprocess
@@ -216,17 +217,35 @@ def test_tree_all_says_which_fork_lost_its_parent_and_fails(tmp_path: Path, back
                              "tree: their rows were altered outside threadlog (`threadlog verify` names where)\n"), listed.stderr
 
 
+# The same deleted row: `tree --all --json` printed G with its parent_id 'F' and exited 0, so a
+# script reading it could not tell that F is gone. It prints every thread and fails as the text does.
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
+def test_tree_all_json_says_which_fork_lost_its_parent_and_fails(tmp_path: Path, backend: str) -> None:
+    db = _built_and_altered(tmp_path, backend, "DELETE FROM streams WHERE id = 'F'")
+    listed = _threadlog(db, "tree", "--all", "--json")
+    assert listed.returncode == 1, listed
+    printed = json.loads(listed.stdout)
+    assert [t["id"] for t in printed if t["id"] in ("T", "G")] == ["T", "G"], printed
+    assert next(t for t in printed if t["id"] == "G")["parent_id"] == "F"
+    assert listed.stderr == ("error: a fork names a parent not in the file ('G' forks 'F'), each printed naming it as its "
+                             "parent_id: their rows were altered outside threadlog (`threadlog verify` names where)\n"), \
+        listed.stderr
+
+
 # `tree THREAD` prints the tree of the root THREAD's row names. A row naming a fork as its root
 # had that fork printed at the top, "forked from T, which is not in the file" (T was); with a
 # row above THREAD deleted, the root's tree was printed without THREAD in it. Both exited 0.
+# `--json` refuses them alike, printing nothing.
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
+@pytest.mark.parametrize("options", [(), ("--json",)], ids=["text", "json"])
 @pytest.mark.parametrize(("sql", "says"), [
     ("UPDATE streams SET root_id = 'F' WHERE id = 'G'", "thread 'G' names 'F' as its root, which is a fork of 'T'"),
     ("DELETE FROM streams WHERE id = 'F'", "thread 'G' is not in the tree of its root 'T'"),
 ], ids=["root-names-a-fork", "parent-deleted"])
-def test_tree_of_a_thread_no_tree_holds_is_refused(tmp_path: Path, backend: str, sql: str, says: str) -> None:
+def test_tree_of_a_thread_no_tree_holds_is_refused(tmp_path: Path, backend: str, options: tuple[str, ...], sql: str,
+                                                    says: str) -> None:
     db = _built_and_altered(tmp_path, backend, sql)
-    listed = _threadlog(db, "tree", "G")
+    listed = _threadlog(db, "tree", "G", *options)
     assert listed.returncode == 1 and listed.stdout == "", listed
     assert listed.stderr == f"error: {says}: their rows were altered outside threadlog (`threadlog verify` names where)\n", \
         listed.stderr

@@ -147,13 +147,15 @@ def _check_placed(held: int, placed: int) -> None:
 
 
 def _check_parents(every: _EveryThread) -> None:
-    """Forks printed at the top of a tree of their own, as their parents' rows are gone (only
-    raw SQL deletes one): their trees were printed, and the listing exits as a failure."""
+    """Forks whose parents' rows are gone (only raw SQL deletes one): printed at the top of a
+    tree of their own, or in `--json` with the `parent_id` no thread printed has, and the
+    listing exits as a failure, as a script reading the JSON could not tell otherwise."""
     if every.orphan is not None:
         first = every.orphan
         forks = "a fork names a parent" if every.orphans == 1 else f"{every.orphans} forks name parents"
-        raise StoreError(f"{forks} not in the file ({first.id!r} forks {first.parent_id!r}), each printed at the top of its "
-                         "own tree: their rows were altered outside threadlog (`threadlog verify` names where)")
+        printed = "at the top of its own tree" if every.by_tree else "naming it as its parent_id"
+        raise StoreError(f"{forks} not in the file ({first.id!r} forks {first.parent_id!r}), each printed {printed}: "
+                         "their rows were altered outside threadlog (`threadlog verify` names where)")
 
 
 @cli.command()
@@ -216,13 +218,14 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
     every_titled = itertools.chain(() if first is None else (first,), titled)  # read to see whether any, then put back
     if as_json:  # printed as it goes, as the text is
         _emit_json_array({**t.to_json(), "title": titles[t.id]} for threads, titles in every_titled for t in threads)
-        return
-    if first is not None:
+    elif first is not None:
         output.lines((line for threads, titles in every_titled for line in tree_lines(threads, titles)),
                      pager=not no_pager)
     if every is not None:  # every thread was read: those of a cycle of parents (raw SQL) were in no tree, left out unsaid
         _check_placed(every.held, every.placed)
         _check_parents(every)
+    if as_json:
+        return
     if first is None:  # it printed nothing at all
         click.echo(_no_threads(before), err=True)
         return
@@ -258,9 +261,11 @@ class _EveryThread:
     """`tree --all`'s threads as of one moment, a group at a time: tree by tree for the text,
     which prints each tree whole; in creation order for `--json`, its order. Once read to the
     end, `held` is how many threads the file held at that moment and `placed` how many were
-    given: a thread whose parents form a cycle (only raw SQL makes one) is in no tree. By tree,
+    given: a thread whose parents form a cycle (only raw SQL makes one) is in no tree.
     `orphans` counts the trees whose top is a fork whose parent's row is gone, and `orphan` is
-    the first of them."""
+    the first of them: by tree, each group's first thread is its tree's top; in creation order
+    the tops are read once every group is given, as `Store.trees` finds them (a set of the ids
+    printed, to look each parent up in, grew with the file)."""
 
     def __init__(self, store: Store, by_tree: bool) -> None:
         self.store, self.by_tree = store, by_tree
@@ -276,11 +281,18 @@ class _EveryThread:
                 groups = iter(lambda: list(itertools.islice(threads, _TITLED_TOGETHER)), [])
             for group in groups:
                 self.placed += len(group)
-                if self.by_tree and group and group[0].parent_id is not None:
-                    self.orphans += 1
-                    self.orphan = self.orphan or group[0]
+                if self.by_tree and group:
+                    self._top(group[0])
                 yield group
+            if not self.by_tree:
+                for top in self.store.tops():
+                    self._top(top)
             self.held = self.store.counts().threads
+
+    def _top(self, top: ThreadInfo) -> None:
+        if top.parent_id is not None:  # a fork at the top of a tree: its parent's row is gone
+            self.orphans += 1
+            self.orphan = self.orphan or top
 
 
 @cli.command()
