@@ -617,6 +617,43 @@ def test_a_terminal_gets_a_pager_and_colour_unless_told_otherwise(db: Path, tmp_
     assert code == 1 and "\x1b" not in out and "error: " in out
 
 
+def _script(path: Path, body: str) -> str:
+    path.write_text(body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_a_pager_that_fails_says_so_instead_of_showing_nothing(db: Path, tmp_path: Path) -> None:
+    """`PAGER=false threadlog log T` on a terminal showed nothing and exited 0: the pager's
+    status was not looked at. A pager that exits non-zero (before reading, or after) fails the
+    command, naming PAGER and what prints the output without it."""
+    t = ok(db, "new").strip()
+    read_then_fail = _script(tmp_path / "pager", "#!/bin/sh\ncat > /dev/null\nexit 3\n")
+    for pager, status in [("false", "status 1"), (read_then_fail, "status 3")]:
+        for command in (["log", t], ["ls"], ["tree", "--all"]):
+            code, out = _on_a_terminal([*command, "--db", str(db)], {**os.environ, "PAGER": pager, "NO_COLOR": "1"})
+            assert code == 1, (command, out)
+            assert f"error: the pager failed: PAGER={pager!r} exited with {status}, so the output may not have been " \
+                   "shown; give --no-pager to print it without one, or set PAGER to a pager that works" in out, out
+    code, out = _on_a_terminal(["log", t, "--no-pager", "--db", str(db)], {**os.environ, "PAGER": "false"})
+    assert code == 0 and "thread.created" in out, out
+    # A pager quit before the end (`q` in less) exits 0: the rest is left unprinted, quietly, as before.
+    code, out = _on_a_terminal(["log", t, "--db", str(db)], {**os.environ, "PAGER": "head -c 1"})
+    assert code == 0 and "error" not in out, out
+
+
+def test_a_pager_that_cannot_be_started_is_said_and_the_output_printed_without_it(db: Path, tmp_path: Path) -> None:
+    """As git does: `PAGER=/nonexistent` printed the output without a word of the pager, and a
+    script whose interpreter is missing printed only `error: No such file or directory`."""
+    t = ok(db, "new").strip()
+    missing_interpreter = _script(tmp_path / "pager", "#!/nonexistent/sh\ncat\n")
+    for pager, why in [("/nonexistent", "not found, or not executable"), (missing_interpreter, "No such file or directory"),
+                       ("'unclosed", "No closing quotation")]:
+        code, out = _on_a_terminal(["log", t, "--db", str(db)], {**os.environ, "PAGER": pager, "NO_COLOR": "1"})
+        assert code == 0 and "thread.created" in out, out
+        assert f"note: the pager PAGER={pager!r} cannot be run ({why}): printed without it" in out, out
+
+
 @contextlib.contextmanager
 def _following(db: Path, thread: str, after: int) -> Iterator[Callable[[int], list[tuple[str, str]]]]:
     """`threadlog follow --thread THREAD --forks --json` from `after`, in a real process; yields
