@@ -87,13 +87,27 @@ def test_a_backup_and_its_restore_say_how_far_they_are(tmp_path: Path) -> None:
         written: list[tuple[int, int]] = []
         backup = write(tmp_path / "all.jsonl", export_all(a, progress=lambda done, total: written.append((done, total))))
         kept = a.checkpoint()
-    assert written == [(10_000, 25_001), (20_000, 25_001), (25_001, 25_001)]
+    assert written == [(1, 25_002), (10_001, 25_002), (20_001, 25_002), (25_002, 25_002)]  # its stream line, then events
     size, read = backup.stat().st_size, []
     with Store(tmp_path / "b.db") as b:
         import_event_files(b, [backup], progress=lambda done, total: read.append((done, total)))
         assert b.checkpoint() == kept
     assert len(read) > 2 and read[-1] == (size, size) and {total for _, total in read} == {size}
     assert [done for done, _ in read] == sorted({done for done, _ in read})  # onwards, never back
+
+
+def test_a_backup_says_how_far_it_is_while_it_writes_the_stream_lines(tmp_path: Path) -> None:
+    """The stream lines come first: at 200,000 threads the bar stood at 0% for seconds while
+    they were written, as only events were counted. They count as lines written too."""
+    with Store(tmp_path / "a.db") as a:
+        for _ in range(25_000):
+            a.create_thread()
+        kinds: list[str] = []
+        told: list[tuple[int, int, str]] = []
+        for line in export_all(a, progress=lambda done, total: told.append((done, total, kinds[-1]))):
+            kinds.extend(line)  # "format", "stream", "event", "end": what was written when progress was told
+    assert told == [(10_000, 50_000, "stream"), (20_000, 50_000, "stream"), (25_000, 50_000, "stream"),
+                    (35_000, 50_000, "event"), (45_000, 50_000, "event"), (50_000, 50_000, "event")]
 
 
 def test_a_restore_from_a_pipe_says_all_is_read_only_at_its_end(tmp_path: Path) -> None:

@@ -90,16 +90,24 @@ def export_all(store: Store, progress: Callable[[int, int], None] | None = None)
     """Every stream, then every event in position order: a backup of the whole log, as of one
     moment. (Read in two passes outside one transaction, a stream created between them by
     another process had its events in the backup but no stream line, and the backup could
-    not be restored.) `progress(done, total)` is told the events written so far, as
-    `Store.checkpoint` tells its own: a backup of millions of events takes a minute or more."""
+    not be restored.) `progress(done, total)` is told the stream and event lines written so
+    far, as `Store.checkpoint` tells its own: a backup of millions of events takes a minute or
+    more, and its stream lines come first (at 200,000 threads, seconds that showed as 0%)."""
     with store.consistent():
         yield dict(FORMAT)
-        streams = events = 0
-        for info in store.each_thread():  # as read: a list of every stream was held through the whole backup
+        streams = events = total = 0
+        infos = store.each_thread()  # as read: a list of every stream was held through the whole backup
+        if progress is not None:
+            held = store.counts()
+            total = held.threads + held.events
+            infos = counted(infos, progress, total)
+        for info in infos:
             streams += 1
             yield _stream(info)
         rows = store.read_all(whole=True)  # every event of the view its stream lines come from
-        for event in rows if progress is None else counted(rows, progress, store.counts().events):
+        if progress is not None:
+            rows = counted(rows, lambda done, _: progress(streams + done, total), total)
+        for event in rows:
             events += 1
             yield {"event": event.to_json()}
         yield _end(streams, events)
