@@ -317,11 +317,16 @@ class Backend(Protocol):
         `after` (created or appended to since), in id order."""
         ...
 
-    def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
-        """Streams by latest activity, newest first (`last_position` descending), only those with
-        `last_position` < `before` when given, roots only unless `forks`; at most `limit`.
-        Reads about `limit` rows through an index, however many streams there are (SQLite's
-        index holds a coarser key: at most 1,024 rows more, see `sqlite.RECENCY_SHIFT`)."""
+    def recent_streams(self, limit: int | None, before: int | None, forks: bool,
+                       before_id: str | None = None) -> list[StreamRow]:
+        """Streams by latest activity, newest first, streams of one `last_position` by id, the
+        highest first (ids compared as UTF-8 bytes): (`last_position`, `id`) descending, a
+        total order. Only those with `last_position` < `before` when given, or with
+        `before_id` too, those after (`before`, `before_id`) in that order (the threads tied
+        at `before` that a page ending with `before_id` did not reach); roots only unless
+        `forks`; at most `limit`. Reads about `limit` rows through an index, however many
+        streams there are (SQLite's index holds a coarser key: at most 1,024 rows more, see
+        `sqlite.RECENCY_SHIFT`)."""
         ...
 
     def last_title_event(self, stream_id: str, lo: int, hi: int | None) -> EventRow | None:

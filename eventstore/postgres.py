@@ -1124,11 +1124,18 @@ class PostgresBackend:
         return [_new(StreamRow, row) for row in rows]
 
     @_translated
-    def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
-        where = "" if forks else " AND parent_id IS NULL"
+    def recent_streams(self, limit: int | None, before: int | None, forks: bool,
+                       before_id: str | None = None) -> list[StreamRow]:
+        # Ids are COLLATE "C": compared as UTF-8 bytes, as SQLite compares them. The bound on
+        # `last_position` alone is what `streams_activity` is scanned from; the ties after it
+        # are sorted by id as they are read (an incremental sort).
+        position = NO_BOUND if before is None else before
+        where, bounds = ("last_position < %s", (position,)) if before_id is None else (
+            "last_position <= %s AND (last_position < %s OR id < %s)", (position, position, before_id))
         rows = self.conn.execute(
-            f"SELECT {STREAM_COLUMNS} FROM streams WHERE last_position < %s{where} ORDER BY last_position DESC LIMIT %s",
-            (NO_BOUND if before is None else before, limit),
+            f"SELECT {STREAM_COLUMNS} FROM streams WHERE {where}{'' if forks else ' AND parent_id IS NULL'} "
+            "ORDER BY last_position DESC, id DESC LIMIT %s",
+            (*bounds, limit),
         ).fetchall()
         return [_new(StreamRow, r) for r in rows]
 

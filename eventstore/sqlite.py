@@ -155,6 +155,12 @@ _PREFIXED_COLUMNS = ", ".join("s." + column.strip() for column in STREAM_COLUMNS
 ANCESTRY = _ANCESTRY.format("", _PREFIXED_COLUMNS)
 ANCESTRY_FROM = _ANCESTRY.format(" AND coalesce(s.parent_offset > ?, 1)", _PREFIXED_COLUMNS)
 
+# `recent_streams`: a page of roots (?1 = 1) or of forks (?1 = 0) after (?3, ?4) in the
+# listing's order, from listing key ?2 down, at most ?5.
+_RECENT_STREAMS = (f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_recency "
+                   "WHERE (parent_id IS NULL) = ?1 AND recency <= ?2 AND (last_position < ?3 OR last_position = ?3 AND id < ?4) "
+                   "ORDER BY recency DESC, last_position DESC, id DESC LIMIT ?5")
+
 # One row whatever happens: the last position, then the stream's columns (NULLs if absent).
 STREAM_FOR_APPEND = (
     "SELECT (SELECT max(position) FROM events), "
@@ -985,18 +991,19 @@ class SQLiteBackend:
         return [_new(StreamRow, row) for row in rows]
 
     @_translated
-    def recent_streams(self, limit: int | None, before: int | None, forks: bool) -> list[StreamRow]:
+    def recent_streams(self, limit: int | None, before: int | None, forks: bool,
+                       before_id: str | None = None) -> list[StreamRow]:
         """Newest activity first: a walk down `streams_recency`'s range of roots, key by key,
-        each key's streams (at most 1,024: one position each) sorted by `last_position`, that
-        stops once `limit` rows are sorted; with forks, its range of forks too, the two merged."""
-        query = (f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_recency "
-                 f"WHERE (parent_id IS NULL) = ?1 AND recency <= (?2 - 1) >> {RECENCY_SHIFT} AND last_position < ?2 "
-                 "ORDER BY recency DESC, last_position DESC LIMIT ?3")
-        bounds = (NO_BOUND if before is None else before, -1 if limit is None else limit)
-        rows: list[StreamRow] = [_new(StreamRow, r) for r in self._fetch(query, (1, *bounds))]
+        each key's streams (at most 1,024 positions) sorted by `last_position` and id, that
+        stops once `limit` rows are sorted; with forks, its range of forks too, the two merged.
+        Without `before_id`, `id < ''` holds for no stream: the bound is `before` alone."""
+        position = NO_BOUND if before is None else before
+        key = (position if before_id else position - 1) >> RECENCY_SHIFT
+        bounds = (key, position, before_id or "", -1 if limit is None else limit)
+        rows: list[StreamRow] = [_new(StreamRow, r) for r in self._fetch(_RECENT_STREAMS, (1, *bounds))]
         if forks:
-            rows += [_new(StreamRow, r) for r in self._fetch(query, (0, *bounds))]
-            rows.sort(key=attrgetter("last_position"), reverse=True)  # unique: one event each
+            rows += [_new(StreamRow, r) for r in self._fetch(_RECENT_STREAMS, (0, *bounds))]
+            rows.sort(key=attrgetter("last_position", "id"), reverse=True)  # the queries' order: str orders as UTF-8 bytes
             del rows[len(rows) if limit is None else limit:]
         return rows
 

@@ -438,20 +438,34 @@ class Store:
         return ThreadInfo.from_row(self._stream(thread))
 
     def threads(self, limit: int | None = 20, before: int | None = None, *, forks: bool = True,
-                root: str | None = None) -> list[ThreadInfo]:
-        """Threads by latest activity, newest first (forks too unless `forks=False`), at most `limit`.
+                root: str | None = None, below: tuple[int, str] | None = None) -> list[ThreadInfo]:
+        """Threads by latest activity, newest first (forks too unless `forks=False`), at most
+        `limit`; threads of one `last_position` (only raw SQL gives two threads one) by id, the
+        highest first (ids compared as UTF-8 bytes, as Python compares str).
 
-        Pages: pass the last one's `last_position` as `before` for the next page. The first
-        page reads about `limit` rows of an index, however many threads the file holds.
-        `root` lists that thread and every fork below it instead (reads that subtree).
+        Pages: pass the last one's `(last_position, id)` as `below` for the next page, which
+        neither skips nor repeats a thread tied with it. `before` is a position: only threads
+        last active before it (those tied with a page's last one at its `last_position` and
+        not on that page are left out). The first page reads about `limit` rows of an index,
+        however many threads the file holds. `root` lists that thread and every fork below it
+        instead (reads that subtree).
         """
         check_index("limit", limit, what="a count", optional=True)
         check_index("before", before, what="a position", optional=True)
+        if below is not None:
+            if before is not None:
+                raise InvalidEvent("below", "a page starts below a listed thread or before a position: give one of them")
+            if not isinstance(below, tuple) or len(below) != 2:
+                raise InvalidEvent("below", f"must be a listed thread's (last_position, id), not {shown(below)}")
+            check_index("below", below[0], what="a position")
+            check_thread("below", below[1])
         if root is None:
-            return [ThreadInfo.from_row(row) for row in self.backend.recent_streams(limit, before, forks)]
+            bound, tied = (before, None) if below is None else below
+            return [ThreadInfo.from_row(row) for row in self.backend.recent_streams(limit, bound, forks, tied)]
         infos = sorted(map(ThreadInfo.from_row, self.backend.subtree(self._stream(root, "root").id)),
-                       key=attrgetter("last_position"), reverse=True)
-        return [info for info in infos if before is None or info.last_position < before][:limit]
+                       key=attrgetter("last_position", "id"), reverse=True)
+        return [info for info in infos if (before is None or info.last_position < before)
+                and (below is None or (info.last_position, info.id) < below)][:limit]
 
     def ids_starting(self, prefix: str, limit: int = 20) -> list[str]:
         """Thread ids (forks included) that start with `prefix`, in order, at most `limit`."""

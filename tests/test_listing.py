@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eventstore import ThreadInfo
+from eventstore.sqlite import RECENCY_SHIFT
 from threadlog import Store
 from threadlog.cli import cli
-from tests.backends import postgres_url
+from tests.backends import BACKENDS, postgres_url
 
 # (0, i): a new thread; (1, i): append to the i-th stream so far; (2, i): fork the i-th stream.
 steps = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 50)), min_size=1, max_size=25)
@@ -196,3 +199,112 @@ def test_ls_lists_each_thread_once_where_rows_share_a_last_position_at_a_page_s_
     assert code == 0 and sorted(listed) == sorted(expected), set(expected) - set(listed)
     code, out, _ = _ls(db, "-n", "2000")
     assert code == 0 and sorted(line.split()[0] for line in out.splitlines()[1:]) == sorted(expected)
+
+
+@pytest.fixture(params=BACKENDS, ids=[case.id for case in BACKENDS])
+def raw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Store, Callable[[str], object]]]:
+    """A store on each backend, and how to run raw SQL on its connection (an edit outside threadlog)."""
+    backend = request.param.make(tmp_path)
+    store = Store(backend)
+    yield store, backend.conn.execute
+    store.close()
+
+
+def _tie(sql: Callable[[str], object], ids: list[str], position: int) -> None:
+    """Raw SQL gives the threads `ids` one last_position (SQLite's listing key kept in step,
+    a column PostgreSQL has not), as only an edit outside threadlog does: the listing must
+    still be a total order."""
+    listed = ", ".join("'" + thread.replace("'", "''") + "'" for thread in ids)
+    edit = f"UPDATE streams SET last_position = {position} WHERE id IN ({listed})"
+    try:
+        sql(edit.replace(" WHERE", f", recency = {position >> RECENCY_SHIFT} WHERE"))
+    except Exception:  # PostgreSQL: no such column (autocommit: nothing was changed)
+        sql(edit)
+
+
+def _listing_order(infos: list[ThreadInfo]) -> list[str]:
+    """Newest activity first, threads of one last_position by id, highest first."""
+    return [info.id for info in sorted(infos, key=lambda info: (info.last_position, info.id), reverse=True)]
+
+
+# Groups of threads (indices into those made) given one last_position by raw SQL.
+tie_groups = st.lists(st.lists(st.integers(0, 50), min_size=2, max_size=5), max_size=3)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 50)), min_size=1, max_size=12), ties=tie_groups)
+def test_pages_read_from_the_last_thread_listed_visit_each_thread_once_where_threads_tie(
+        raw: tuple[Store, Callable[[str], object]], steps: list[tuple[int, int]], ties: list[list[int]]) -> None:
+    """Threads tied at one last_position straddling a page's end: `before=` the last row's
+    position skipped those not yet listed; `below=` (its position and id) continues the order
+    of one unpaged listing exactly, with every page size, roots only, forks and a subtree."""
+    store, sql = raw
+    made = [t.id for t in store.all_threads()]
+    for action, pick in steps:
+        if action == 0 or not made:
+            made.append(store.create_thread(title="t"))
+            store.append_message(made[-1], "user", "first")
+        elif action == 1:
+            store.append_message(made[pick % len(made)], "user", "hello")
+        else:
+            made.append(store.fork(made[pick % len(made)]))
+    for group in ties:
+        tied = [made[pick % len(made)] for pick in group]
+        _tie(sql, tied, store.thread(tied[0]).last_position)
+    every = store.all_threads()
+    root = max({info.root_id for info in every}, key=lambda r: sum(info.root_id == r for info in every))
+    for forks, subtree in ((True, None), (False, None), (True, root)):
+        expected = _listing_order([info for info in every if (forks or info.parent_id is None)
+                                   and (subtree is None or info.root_id == subtree)])
+        assert [info.id for info in store.threads(limit=None, forks=forks, root=subtree)] == expected
+        for size in range(1, len(expected) + 1):
+            pages: list[str] = []
+            below = None
+            while page := store.threads(size, forks=forks, root=subtree, below=below):
+                assert len(page) <= size
+                pages += [info.id for info in page]
+                below = (page[-1].last_position, page[-1].id)
+            assert pages == expected, size
+
+
+def _hinted(hint: str) -> str | None:
+    """The `--before` value a page's hint on stderr names (quoted for a shell), None without one."""
+    import re
+    import shlex
+
+    found = re.search(r"\(next page: the same command with --before (.*)\)$", hint.strip())
+    return None if found is None else shlex.split(found.group(1))[0]
+
+
+@pytest.mark.parametrize("command", ["ls", "tree"])
+def test_following_the_next_page_hint_lists_each_thread_once_where_threads_tie(tmp_path: Path, command: str) -> None:
+    """Roots and forks tied at one last_position (raw SQL), ids holding `:`, a space and a
+    quote: following each page's hint by hand, with every `-n`, lists every thread once (the
+    rows of `--json` with the same `--before`), in the order of one unpaged listing (`ls
+    --all`, and `tree`'s roots)."""
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        roots = [store.create_thread(title=f"r{i}", thread_id=name) for i, name in enumerate(["a:b c", "a:b", "it's", "z", "a"])]
+        for root in roots:
+            store.append_message(root, "user", "hi")
+        forks = [store.fork(roots[0], fork_id=f"f:{i}") for i in range(4)]
+        tied, also = store.thread(roots[2]).last_position, store.thread(roots[0]).last_position
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        _tie(conn.execute, roots[1:4] + forks[:3], tied)
+        _tie(conn.execute, [roots[0], roots[4]], also)
+    with Store(db) as store:
+        every = store.all_threads()
+    wanted = _listing_order(every if command == "ls" else [info for info in every if info.parent_id is None])
+    for size in range(1, len(wanted) + 1):
+        listed: list[str] = []
+        cursor: str | None = None
+        while True:
+            args = ["--db", db, command, "--no-pager", *(["--all"] if command == "ls" else []), "-n", str(size),
+                    *(["--before", cursor] if cursor else [])]
+            text, as_json = (CliRunner().invoke(cli, [*args, *extra]) for extra in ([], ["--json"]))
+            assert text.exit_code == as_json.exit_code == 0, text.output + as_json.output
+            listed += [row["id"] for row in json.loads(as_json.stdout) if command == "ls" or row["parent_id"] is None]
+            cursor = _hinted(text.stderr)
+            if cursor is None:
+                break
+        assert listed == wanted, size

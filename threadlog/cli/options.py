@@ -20,6 +20,7 @@ import click
 from eventstore import Store, StoreError
 from eventstore.events import MAX_DEPTH
 from eventstore.prepare import MAX_EVENT_BYTES, storable_json
+from eventstore.ranges import MAX_INDEX
 from eventstore.store import MAX_TIMEOUT
 
 
@@ -114,6 +115,30 @@ class Setting(click.ParamType[tuple[str, Any]]):
         except _NotJSON as error:
             hint = f" (text is JSON too: {key}='\"{text}\"')" if text.isidentifier() else ""
             self.fail(f"the value of {key} {error}{hint}", param, ctx)
+
+
+class PageStart(click.ParamType[tuple[int, str | None]]):
+    """`--before POSITION` or `--before POSITION:THREAD`: where a page of a listing starts, as
+    (position, thread id or None). A position alone starts below it; with the last listed
+    thread's id, right after that thread, so the threads tied with it at that position (only
+    raw SQL gives threads one) are neither skipped nor listed twice. The position is digits,
+    so the first `:` ends it and the id is the rest, whatever it holds (`:` included)."""
+
+    name = "POSITION[:THREAD]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        position, sep, thread = value.partition(":")
+        if not (position.isascii() and position.isdigit()) or (sep and not thread):
+            self.fail(f"{value!r} is not POSITION or POSITION:THREAD (a page's last row's last_position, and its id)",
+                      param, ctx)
+        number = int(position) if len(position) <= len(str(MAX_INDEX)) else MAX_INDEX + 1  # int() of 5,000 digits raises
+        if number > MAX_INDEX:
+            self.fail(f"{value!r}: a position is at most {MAX_INDEX}", param, ctx)
+        if number < 1 and not sep:
+            self.fail(f"{value!r}: no thread is last active before position {number}", param, ctx)
+        return number, thread if sep else None
 
 
 def timeout_option(func: F) -> F:

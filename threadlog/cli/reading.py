@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import shlex
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,7 +25,7 @@ from ..names import THREAD
 from ..render import blame_line, diff_lines, event_line, ls_lines, row_line, safe, state_lines, tree_lines
 from .group import _cli_words, _committed, _interrupted_status, cli
 from .opening import _db_path, with_store
-from .options import FilePath, Seconds, _check_range, json_option, pager_option
+from .options import FilePath, PageStart, Seconds, _check_range, json_option, pager_option
 from .printing import _emit_json, _emit_json_array, _json
 
 
@@ -38,12 +39,14 @@ def _one_more(limit: int) -> int:
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most N threads.")
 @click.option("--all", "everything", is_flag=True, help="Include forks and sub-agent forks (else root threads only).")
 @click.option("--root", type=THREAD, help="Only THREAD and the forks below it (forks included).")
-@click.option("--before", type=click.IntRange(min=1), metavar="POSITION",
-              help="The next page: threads last active before this position (the last row's last_position).")
+@click.option("--before", type=PageStart(),
+              help="The next page: threads last active before POSITION (the last row's last_position), or listed "
+                   "after the thread THREAD at POSITION (the last row's, with its id: ties included).")
 @json_option
 @pager_option
 @with_store()
-def ls(store: Store, limit: int, everything: bool, root: str | None, before: int | None, as_json: bool, no_pager: bool) -> None:
+def ls(store: Store, limit: int, everything: bool, root: str | None, before: tuple[int, str | None] | None, as_json: bool,
+       no_pager: bool) -> None:
     """Threads, most recently active first: id, kind, fork point, messages, last activity, title.
 
     Last activity is the time of the thread's last event, to the second: in UTC, as threadlog
@@ -52,8 +55,10 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: int
     import writes sessions in the order of their files, each with its own times.
 
     A page with more threads after it ends with where the next begins, on stderr (the rows on
-    stdout stay the table): `--before POSITION`, the last row's last_position (`--json` prints
-    it on every row)."""
+    stdout stay the table): `--before POSITION`, the last row's last_position, or
+    `--before POSITION:THREAD`, with its id, when the next thread was last active at that
+    position too (threads of one position are listed by id, the highest first). `--json`
+    prints both on every row: `--before` the last row's `last_position:id` never skips one."""
     pages = _Pages(store, limit, before, everything or root is not None, root)
     with store.consistent():  # the pages of one moment, all read before a pager shows them
         first = next(pages, None)
@@ -80,21 +85,19 @@ _LISTED_TOGETHER = 1000
 
 class _Pages:
     """`ls`'s entries a page of at most `_LISTED_TOGETHER` threads at a time, `limit` in all:
-    read through the index page by page (`Store.threads(before=)`), or for `--root` from its
-    subtree, read once. Once read to the end, `next_page` is where the page after these `limit`
-    threads begins (the last one's `last_position`), None when no thread is left after them.
+    read through the index page by page, each from right after the last one's last thread
+    (`Store.threads(below=)`: threads tied with it at its position, which only raw SQL makes,
+    are neither skipped nor listed twice), or for `--root` from its subtree, read once. Once
+    read to the end, `next_page` is where the page after these `limit` threads begins
+    (`_next_page`), None when no thread is left after them."""
 
-    Each page after the first is read from the last one's `last_position` on, not from below
-    it, leaving out the threads listed there already (`listed_at`): raw SQL can give threads
-    one position, and those tied with a page's last row were skipped, where one read lists them."""
-
-    def __init__(self, store: Store, limit: int, before: int | None, forks: bool, root: str | None) -> None:
-        self.store, self.left, self.before, self.forks, self.root = store, limit, before, forks, root
+    def __init__(self, store: Store, limit: int, before: tuple[int, str | None] | None, forks: bool,
+                 root: str | None) -> None:
+        self.store, self.left, self.start, self.forks, self.root = store, limit, before, forks, root
         self.ended = False
-        self.next_page: int | None = None
+        self.next_page: str | None = None
         self._subtree: list[ThreadInfo] | None = None
         self._listed = 0  # of the subtree's threads, how many earlier pages listed
-        self.listed_at: set[str] = set()  # of the threads at position `before - 1`, those listed
 
     def __iter__(self) -> _Pages:
         return self
@@ -104,30 +107,45 @@ class _Pages:
             raise StopIteration
         wanted = min(self.left, _LISTED_TOGETHER)
         if self.root is None:
-            infos = self.store.threads(_one_more(wanted + len(self.listed_at)), self.before, forks=self.forks)
-            infos = [info for info in infos if info.id not in self.listed_at]
+            infos = _threads_from(self.store, _one_more(wanted), self.start, forks=self.forks)
         else:
             if self._subtree is None:
-                self._subtree = self.store.threads(_one_more(self.left), self.before, root=self.root)
+                self._subtree = _threads_from(self.store, _one_more(self.left), self.start, root=self.root)
             infos = self._subtree[self._listed:self._listed + wanted + 1]
             self._listed += wanted
         page, more = infos[:wanted], len(infos) > wanted
         if not page:
             raise StopIteration
         self.left -= len(page)
-        last = page[-1].last_position
-        tied = {info.id for info in page if info.last_position == last}
-        self.listed_at = tied | self.listed_at if self.before == last + 1 else tied
-        self.ended, self.before = not more, last + 1
+        self.ended, self.start = not more, (page[-1].last_position, page[-1].id)
         if more and self.left <= 0:
-            self.next_page = last
+            self.next_page = _next_page(page[-1], infos[wanted])
         return listing(self.store, page)
 
 
-def _no_threads(before: int | None) -> str:
+def _threads_from(store: Store, limit: int, start: tuple[int, str | None] | None, *, forks: bool = True,
+                  root: str | None = None) -> list[ThreadInfo]:
+    """`Store.threads` from where `--before` (`PageStart`) says a page starts."""
+    if start is None or start[1] is None:
+        return store.threads(limit, None if start is None else start[0], forks=forks, root=root)
+    return store.threads(limit, forks=forks, root=root, below=(start[0], start[1]))
+
+
+def _next_page(last: ThreadInfo, after: ThreadInfo) -> str:
+    """The `--before` of the page after the thread `last`, the next thread being `after`: its
+    position alone where `after` was active before it (as it always is but for rows raw SQL
+    altered), else with its id too, quoted for a shell."""
+    if after.last_position < last.last_position:
+        return str(last.last_position)
+    return safe(shlex.quote(f"{last.last_position}:{last.id}"))
+
+
+def _no_threads(before: tuple[int, str | None] | None) -> str:
     """What an empty page of `ls` or `tree` says."""
+    if before is not None and before[1] is not None:
+        return f"no thread after {safe(repr(before[1]))} at position {before[0]}"
     if before is not None:
-        return f"no thread before position {before}"
+        return f"no thread before position {before[0]}"
     return "no thread yet: `threadlog new` starts one (`threadlog demo` writes a sample)"
 
 
@@ -184,14 +202,15 @@ def log(store: Store, thread: str, start: int, stop: int | None, tail: int | Non
 @click.argument("thread", type=THREAD, required=False)
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="Without THREAD: the trees of the N most recently active root threads.")
-@click.option("--before", type=click.IntRange(min=1), metavar="POSITION",
-              help="The next page of trees: roots last active before this position (as `ls --before`).")
+@click.option("--before", type=PageStart(),
+              help="The next page of trees: roots last active before POSITION, or listed after the root THREAD "
+                   "at POSITION (as `ls --before`).")
 @click.option("--all", "everything", is_flag=True, help="Without THREAD: every tree in the file, oldest first.")
 @json_option
 @pager_option
 @with_store()
-def tree(store: Store, thread: str | None, limit: int, before: int | None, everything: bool, as_json: bool,
-         no_pager: bool) -> None:
+def tree(store: Store, thread: str | None, limit: int, before: tuple[int, str | None] | None, everything: bool,
+         as_json: bool, no_pager: bool) -> None:
     """The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree holding THREAD.
 
     A page of trees with more after it ends with where the next begins, on stderr, as `ls` does."""
@@ -207,10 +226,10 @@ def tree(store: Store, thread: str | None, limit: int, before: int | None, every
     elif everything:  # printed as read: a file of 200,000 forks printed nothing for 7 s, and held them all
         groups = every = _EveryThread(store, by_tree=not as_json)
     else:  # a page of an index, however many threads the file holds
-        roots = store.threads(_one_more(limit), before, forks=False)
-        roots, more = roots[:limit], len(roots) > limit
+        roots = _threads_from(store, _one_more(limit), before, forks=False)
+        next_page = _next_page(roots[limit - 1], roots[limit]) if len(roots) > limit else None
+        roots = roots[:limit]
         groups = [[t for root in roots for t in store.subtree(root.id)]]
-        next_page = roots[-1].last_position if more else None
         if not groups[0] and before is None:
             _check_rootless(store)
     titled = ((threads, store.titles(threads)) for threads in groups if threads)
