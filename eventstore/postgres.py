@@ -1128,10 +1128,12 @@ class PostgresBackend:
                        before_id: str | None = None) -> list[StreamRow]:
         # Ids are COLLATE "C": compared as UTF-8 bytes, as SQLite compares them. The bound on
         # `last_position` alone is what `streams_activity` is scanned from; the ties after it
-        # are sorted by id as they are read (an incremental sort).
-        position = NO_BOUND if before is None else before
-        where, bounds = ("last_position < %s", (position,)) if before_id is None else (
-            "last_position <= %s AND (last_position < %s OR id < %s)", (position, position, before_id))
+        # are sorted by id as they are read (an incremental sort). The first page has no
+        # bound: a row whose last_position raw SQL set to NULL or past every position is at
+        # the top of the index (NULLS FIRST descending), read first, for the reader to refuse
+        # by name rather than leave out of every page.
+        where, bounds = ("TRUE", ()) if before is None else ("last_position < %s", (before,)) if before_id is None else (
+            "last_position <= %s AND (last_position < %s OR id < %s)", (before, before, before_id))
         rows = self.conn.execute(
             f"SELECT {STREAM_COLUMNS} FROM streams WHERE {where}{'' if forks else ' AND parent_id IS NULL'} "
             "ORDER BY last_position DESC, id DESC LIMIT %s",

@@ -117,6 +117,15 @@ def _decoded_columns() -> str:
     )
 
 
+def _listed_by(row: StreamRow) -> tuple[bool, int, str]:
+    """Where `recent_streams` lists a row, to merge its pages of roots and of forks: by
+    (last_position, id) as the queries sort (Python orders str as SQLite's BINARY orders
+    UTF-8). A row holding what raw SQL alone writes (`_ASTRAY`, an id that is not text) comes
+    first, its key unknown here: a page holding it is refused, never one that passes it."""
+    if row.last_position.__class__ is int and 0 <= row.last_position < NO_BOUND and row.id.__class__ is str:
+        return False, row.last_position, row.id
+    return True, 0, ""
+
 def _time(column: str) -> str:
     """SQL giving `packing.unpack_time` of a stored `recorded_at`: text as it is (every time
     written since schema 6), integer microseconds (schema 5 wrote them) formatted back."""
@@ -156,10 +165,15 @@ ANCESTRY = _ANCESTRY.format("", _PREFIXED_COLUMNS)
 ANCESTRY_FROM = _ANCESTRY.format(" AND coalesce(s.parent_offset > ?, 1)", _PREFIXED_COLUMNS)
 
 # `recent_streams`: a page of roots (?1 = 1) or of forks (?1 = 0) after (?3, ?4) in the
-# listing's order, from listing key ?2 down, at most ?5.
+# listing's order, from listing key ?2 down, at most ?5. A row whose last_position is no
+# position (raw SQL wrote text, NULL, a blob or a number past every position, and left its
+# key as it was) compares with no bound: it is read first among its key's rows by any page
+# that reaches that key, for the reader to refuse by name, not left out of every page.
+_ASTRAY = f"coalesce(last_position NOT BETWEEN 0 AND {NO_BOUND - 1}, 1)"
 _RECENT_STREAMS = (f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_recency "
-                   "WHERE (parent_id IS NULL) = ?1 AND recency <= ?2 AND (last_position < ?3 OR last_position = ?3 AND id < ?4) "
-                   "ORDER BY recency DESC, last_position DESC, id DESC LIMIT ?5")
+                   "WHERE (parent_id IS NULL) = ?1 AND recency <= ?2 "
+                   f"AND (last_position < ?3 OR last_position = ?3 AND id < ?4 OR {_ASTRAY}) "
+                   f"ORDER BY recency DESC, {_ASTRAY} DESC, last_position DESC, id DESC LIMIT ?5")
 
 # One row whatever happens: the last position, then the stream's columns (NULLs if absent).
 STREAM_FOR_APPEND = (
@@ -1003,7 +1017,7 @@ class SQLiteBackend:
         rows: list[StreamRow] = [_new(StreamRow, r) for r in self._fetch(_RECENT_STREAMS, (1, *bounds))]
         if forks:
             rows += [_new(StreamRow, r) for r in self._fetch(_RECENT_STREAMS, (0, *bounds))]
-            rows.sort(key=attrgetter("last_position", "id"), reverse=True)  # the queries' order: str orders as UTF-8 bytes
+            rows.sort(key=_listed_by, reverse=True)
             del rows[len(rows) if limit is None else limit:]
         return rows
 

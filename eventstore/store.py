@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from . import forks, integrity, restore, textindex
-from .backend import Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
+from .backend import NO_BOUND, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, OldPagesKept, StaleSnapshot, StoreError,
                      ThreadNotFound, named, shown)
 from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
@@ -36,7 +36,8 @@ from .ids import check_id, event_ids
 from .prepare import META_KEYS, PreparedEvent, check_flag, check_items, check_text, check_thread, check_thread_id, new_id, now, prepare
 from .ranges import check_index, clip, is_index, segments
 from .skeleton import skeleton_of
-from .recorded import Altered, RecordedEvent, ThreadInfo, acyclic, altered, decode, from_row, make_tuple, too_deep
+from .recorded import (Altered, RecordedEvent, ThreadInfo, acyclic, altered, altered_stream, decode, from_row, make_tuple,
+                       too_deep)
 from .restore import RestoreReport
 from .sqlite import SQLiteBackend
 
@@ -155,6 +156,16 @@ def _infos(threads: Any) -> list[ThreadInfo]:
             raise InvalidEvent(f"threads[{index}]", "must be a ThreadInfo (as thread() and threads() give them), not "
                                                     f"{type(info).__name__}")
     return infos
+
+
+def _listed(row: StreamRow) -> ThreadInfo:
+    """A row of a listing (`Store.threads`) as read, refused as `ThreadInfo.from_row` refuses
+    one, and also where its last_position is past every position: the next page's `before`
+    could name no such position, nor the listing place the thread among the others."""
+    info = ThreadInfo.from_row(row)
+    if info.last_position >= NO_BOUND:
+        raise altered_stream(row, "last_position", "a position")
+    return info
 
 
 def _check_projection(projection: Any, version: Any) -> None:
@@ -449,6 +460,11 @@ class Store:
         not on that page are left out). The first page reads about `limit` rows of an index,
         however many threads the file holds. `root` lists that thread and every fork below it
         instead (reads that subtree).
+
+        A thread whose row raw SQL gave no position for its last activity (text, NULL, a
+        blob, a number past every position) is refused by name (`StoreError`) by the pages
+        that reach where the backend's index holds it: on SQLite, those reaching the
+        listing key its row kept; on PostgreSQL, the first page. No page leaves it out.
         """
         check_index("limit", limit, what="a count", optional=True)
         check_index("before", before, what="a position", optional=True)
@@ -461,8 +477,8 @@ class Store:
             check_thread("below", below[1])
         if root is None:
             bound, tied = (before, None) if below is None else below
-            return [ThreadInfo.from_row(row) for row in self.backend.recent_streams(limit, bound, forks, tied)]
-        infos = sorted(map(ThreadInfo.from_row, self.backend.subtree(self._stream(root, "root").id)),
+            return [_listed(row) for row in self.backend.recent_streams(limit, bound, forks, tied)]
+        infos = sorted(map(_listed, self.backend.subtree(self._stream(root, "root").id)),
                        key=attrgetter("last_position", "id"), reverse=True)
         return [info for info in infos if (before is None or info.last_position < before)
                 and (below is None or (info.last_position, info.id) < below)][:limit]

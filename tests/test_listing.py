@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from eventstore import ThreadInfo
 from eventstore.sqlite import RECENCY_SHIFT
-from threadlog import Store
+from threadlog import Store, StoreError
 from threadlog.cli import cli
 from tests.backends import BACKENDS, postgres_url
 
@@ -269,7 +270,6 @@ def test_pages_read_from_the_last_thread_listed_visit_each_thread_once_where_thr
 
 def _hinted(hint: str) -> str | None:
     """The `--before` value a page's hint on stderr names (quoted for a shell), None without one."""
-    import re
     import shlex
 
     found = re.search(r"\(next page: the same command with --before (.*)\)$", hint.strip())
@@ -308,3 +308,62 @@ def test_following_the_next_page_hint_lists_each_thread_once_where_threads_tie(t
             if cursor is None:
                 break
         assert listed == wanted, size
+
+
+# A stream row's last_position as only raw SQL writes it: SQL for the value, and whether
+# PostgreSQL's bigint column can hold it.
+ASTRAY = {"text": ("'zz'", False), "null": ("NULL", True), "blob": ("X'00ff'", False),
+          "no-bound": (str(2**62), True), "past-every-bound": (str(2**63 - 1), True)}
+
+
+@pytest.mark.parametrize("kind", list(ASTRAY))
+def test_a_thread_whose_last_position_is_no_position_is_refused_by_name_not_left_out(
+        raw: tuple[Store, Callable[[str], object]], kind: str) -> None:
+    """A last_position set by raw SQL to text, NULL, a blob or past every position: the
+    thread fell out of every listing without a word (`verify` names it). Every page that
+    reaches where the listing's index holds it, with any page size, roots only or forks
+    too, is refused naming the thread, its column and `threadlog verify`."""
+    store, sql = raw
+    value, postgres_holds = ASTRAY[kind]
+    made = []
+    for i in range(12):
+        made.append(store.create_thread(title=f"t{i}"))
+        store.append_message(made[-1], "user", "hi")
+        made.append(store.fork(made[-1]))
+    astray = made[10]  # a root in the middle of the listing
+    try:
+        sql(f"UPDATE streams SET last_position = {value} WHERE id = '{astray}'")
+    except Exception:
+        assert not postgres_holds
+        pytest.skip("PostgreSQL's bigint column holds no such value")
+    said = f"the stream row of '{astray}' was altered outside threadlog: its last_position is .*`threadlog verify` names"
+    for forks in (True, False):
+        with pytest.raises(StoreError, match=said):
+            store.threads(limit=None, forks=forks)
+        for size in (1, 3, 7, 30):
+            listed: list[str] = []
+            with pytest.raises(StoreError, match=said):
+                below = None
+                while page := store.threads(size, forks=forks, below=below):
+                    listed += [info.id for info in page]
+                    below = (page[-1].last_position, page[-1].id)
+            assert astray not in listed
+
+
+@pytest.mark.parametrize("kind", list(ASTRAY))
+def test_ls_and_tree_refuse_a_file_holding_a_thread_whose_last_position_is_no_position(tmp_path: Path, kind: str) -> None:
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        made = [store.create_thread(title=f"t{i}") for i in range(5)]
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        conn.execute(f"UPDATE streams SET last_position = {ASTRAY[kind][0]} WHERE id = '{made[1]}'")
+        was = list(conn.iterdump())
+    for args in (["ls"], ["ls", "--all", "--json"], ["ls", "-n", "1", "--before", "3"], ["tree"]):
+        result = CliRunner().invoke(cli, ["--db", db, *args, "--no-pager"])
+        assert result.exit_code == 1 and result.stdout == "", (args, result.output)
+        assert re.fullmatch(f"error: the stream row of '{made[1]}' was altered outside threadlog: its last_position is "
+                            r".*, not a position; `threadlog verify` names where\n", result.stderr), result.stderr
+    verified = CliRunner().invoke(cli, ["--db", db, "verify"])
+    assert verified.exit_code != 0 and made[1] in verified.output
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert list(conn.iterdump()) == was
