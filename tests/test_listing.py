@@ -367,3 +367,31 @@ def test_ls_and_tree_refuse_a_file_holding_a_thread_whose_last_position_is_no_po
     assert verified.exit_code != 0 and made[1] in verified.output
     with contextlib.closing(sqlite3.connect(db)) as conn:
         assert list(conn.iterdump()) == was
+
+
+def test_ls_json_cut_short_by_a_refused_row_says_how_many_rows_it_printed(tmp_path: Path) -> None:
+    """`ls --json` prints a page of 1,000 threads as it reads it: a row refused on a later page
+    (raw SQL gave it no last_position) ended the output with an unclosed array and an error
+    that did not say the listing was cut. The array stays unclosed (no JSON reader takes it
+    whole), the status is 1, and the error says the listing is incomplete and how many rows
+    were printed: exactly the rows before the refused one."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "t.db"
+    with Store(db, synchronous="OFF") as store:
+        made = [store.create_thread() for _ in range(2200)]  # positions 1..2200: listing keys 2, 1, 0
+        expected = [info.id for info in store.threads(limit=None)]
+    astray = made[5]  # under key 0, reached by the second page of 1,000
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        conn.execute(f"UPDATE streams SET last_position = NULL WHERE id = '{astray}'")
+    done = subprocess.run([sys.executable, "-m", "threadlog", "--db", str(db), "ls", "--all", "-n", "5000", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(done.stdout)
+    printed = json.loads(done.stdout + "\n]")  # what was printed, closed by hand: the rows before the refused one
+    assert [row["id"] for row in printed] == expected[:len(printed)] and len(printed) == 1000
+    assert re.fullmatch(f"error: the stream row of '{astray}' was altered outside threadlog: its last_position is None, "
+                        r"not a position; `threadlog verify` names where; the listing is incomplete: the JSON array on "
+                        r"stdout holds the 1000 rows printed before this error, left unclosed\n", done.stderr), done.stderr

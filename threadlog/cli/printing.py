@@ -23,12 +23,23 @@ def _emit_json(value: Any) -> None:
 
 
 def _emit_json_array(items: Iterable[Any]) -> None:
-    """`_emit_json(list(items))`, byte for byte, printed as the items come (for long streams)."""
-    opening = "["
-    for item in items:
-        body = _json(item, indent=2).replace("\n", "\n  ")
-        click.echo(f"{opening}\n  {body}", nl=False)
-        opening = ","
+    """`_emit_json(list(items))`, byte for byte, printed as the items come (for long streams).
+
+    Reading an item can fail once others are printed (a row altered outside threadlog, a
+    Ctrl-C): the array is left unclosed, so no JSON reader takes the cut output for a whole
+    one, and the error's message says so, with how many rows stdout holds."""
+    opening, printed = "[", 0
+    try:
+        for item in items:
+            body = _json(item, indent=2).replace("\n", "\n  ")
+            click.echo(f"{opening}\n  {body}", nl=False)
+            opening, printed = ",", printed + 1
+    except BaseException as error:
+        if printed:
+            rows = "1 row" if printed == 1 else f"{printed} rows"
+            error.add_note(f"the listing is incomplete: the JSON array on stdout holds the {rows} printed before this "
+                           "error, left unclosed")
+        raise
     click.echo("[]" if opening == "[" else "\n]")
 
 
