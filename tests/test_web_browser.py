@@ -8,10 +8,12 @@ the end; `docs/viewer.png` in the README is one of them.
 
 from __future__ import annotations
 
+import http.server
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from typing import Any
@@ -34,25 +36,24 @@ if not Path(CHROMIUM).exists():
     pytest.skip(f"no browser at {CHROMIUM} (apt-get install chromium; .ci/run does)", allow_module_level=True)
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, dict[str, str]]]:
-    """(base URL, database path, ids): `threadlog serve` in a child process."""
-    path = tmp_path_factory.mktemp("web") / "web.db"
-    ids = build(path)
+def start_server(path: Path, port: int = 0) -> tuple[subprocess.Popen[str], str]:
+    """`threadlog serve` of `path` in a child process, once it answers: (the process, its base URL)."""
     proc = subprocess.Popen([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(path),
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = announced_url(proc)
     deadline = time.monotonic() + 30
     while True:
         try:
             urllib.request.urlopen(base + "/favicon.ico", timeout=1).close()
-            break
+            return proc, base
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
                 raise AssertionError(f"threadlog serve did not start: {proc.communicate()[1][-2000:]}") from None
             time.sleep(0.1)
-    yield base, path, ids
+
+
+def stop_server(proc: subprocess.Popen[str]) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=10)
@@ -62,6 +63,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()
     proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, dict[str, str]]]:
+    """(base URL, database path, ids): `threadlog serve` in a child process."""
+    path = tmp_path_factory.mktemp("web") / "web.db"
+    ids = build(path)
+    proc, base = start_server(path)
+    yield base, path, ids
+    stop_server(proc)
 
 
 @pytest.fixture(scope="module")
@@ -658,3 +669,52 @@ def test_a_refused_update_stops_the_page_instead_of_asking_every_second(served, 
     page.wait_for_timeout(2_500)
     assert len(asked) == 1, asked
     assert page.inner_text("#live-state") == "· live updates stopped: the server refused this page's update (HTTP 404); reload the page"
+
+
+class _BadGateway(http.server.BaseHTTPRequestHandler):
+    """What a proxy in front of the viewer answers while the viewer restarts: a 502 page."""
+
+    def do_GET(self) -> None:
+        self.send_response(502)
+        self.send_header("content-type", "text/html")
+        self.end_headers()
+        self.wfile.write(b"<!doctype html><p>bad gateway</p>")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_the_shared_stream_opens_again_after_an_answer_that_is_not_a_stream(tmp_path: Path, browser) -> None:
+    """A browser gives up on a stream answered by anything but a stream (a proxy's 502 while the
+    server restarts), where it opens a dropped one again by itself. The stream the pages share
+    was then never opened again: every page of the browser said `reconnecting…` for good, and a
+    page opened, or reloaded, afterwards did not follow either, as the pages open kept it."""
+    path = tmp_path / "restart.db"
+    (thread,) = make_threads(path, "restart", 1)
+    proc, base = start_server(path)
+    port = int(base.rsplit(":", 1)[1])
+    context = browser.new_context()  # type: ignore[attr-defined]
+    errors: list[str] = []
+    try:
+        (tab,) = open_tabs(context, base, [thread], errors)
+        stop_server(proc)
+        gateway = http.server.ThreadingHTTPServer(("127.0.0.1", port), _BadGateway)
+        threading.Thread(target=gateway.serve_forever, daemon=True).start()
+        try:
+            tab.locator("#live-state", has_text="reconnecting").wait_for(timeout=5_000)
+            tab.wait_for_timeout(5_000)  # the browser opens the stream again, and is answered the 502
+        finally:
+            gateway.shutdown()
+            gateway.server_close()
+        proc, _ = start_server(path, port)
+        tab.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+        with Store(path) as store:
+            store.append_message(thread, "assistant", "Appended once the server was back")
+        tab.get_by_text("Appended once the server was back").wait_for(timeout=5_000)
+        assert tab.inner_text("#live-state") == "· live"
+        (later,) = open_tabs(context, base, [thread], errors)  # a page opened afterwards follows too
+        later.get_by_text("Appended once the server was back").wait_for(timeout=5_000)
+    finally:
+        context.close()
+        stop_server(proc)
+    assert errors == [], f"the page raised: {errors}"
