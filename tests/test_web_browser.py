@@ -718,3 +718,28 @@ def test_the_shared_stream_opens_again_after_an_answer_that_is_not_a_stream(tmp_
         context.close()
         stop_server(proc)
     assert errors == [], f"the page raised: {errors}"
+
+
+def test_a_page_whose_update_failed_once_says_live_again_once_it_has_it(served, page) -> None:
+    """An update that failed (a server error page) is asked for again a second later, and the
+    page says `reconnecting…` meanwhile. Once it came, the page went on saying `reconnecting…`,
+    and held no `data-connected`, until the log next moved: maybe hours on a quiet thread."""
+    base, path, _ = served
+    (thread,) = make_threads(path, "flaky", 1)
+    asked: list[str] = []
+
+    def fail_once(route: Any) -> None:
+        asked.append(route.request.url)
+        if len(asked) == 1:
+            route.fulfill(status=503, content_type="text/html", body="<!doctype html><p>busy</p>")
+        else:
+            route.continue_()
+
+    page.route("**/live/rows*", fail_once)
+    open_live(page, base, thread)
+    with Store(path) as store:
+        store.append_message(thread, "assistant", "Shown once asked again")
+    page.get_by_text("Shown once asked again").wait_for(timeout=5_000)
+    page.wait_for_selector("#rows[data-connected='1']", timeout=2_000)
+    assert page.inner_text("#live-state") == "· live"
+    assert len(asked) == 2, asked

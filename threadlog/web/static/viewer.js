@@ -136,6 +136,7 @@ function liveRows() {
   const sharedLog = () => {
     const worker = new SharedWorker("/static/follow.js");
     let moved = -1;  // the log's last position, as the worker last told
+    let linked = false;  // whether the worker's stream is connected, as it last told
     let fetching = false;
     let retry = null;
     const catchUp = async () => {
@@ -154,6 +155,7 @@ function liveRows() {
           const update = await response.json();  // a server's error page is not JSON: tried again below
           if (update.error) return fail(update.error);
           if (!response.ok) throw new Error(`${response.status}`);
+          connected(linked);  // an update that failed said `reconnecting…`: this one came
           if (update.items) take(update);
           if (Number(update.position) <= Number(reached)) break;  // none readable past it yet: told again when there are
           reached = String(update.position);
@@ -168,7 +170,8 @@ function liveRows() {
     worker.port.addEventListener("message", (message) => {
       if (stopped || document.hidden) return;
       if (message.data.failed) return fail(message.data.failed);
-      connected(message.data.connected);
+      linked = message.data.connected;
+      connected(linked);
       if (message.data.position !== null) {
         moved = message.data.position;
         catchUp();
