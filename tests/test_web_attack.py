@@ -783,6 +783,43 @@ def test_live_rows_over_an_event_of_the_wrong_shape_say_why_the_page_stops(tmp_p
         response = c.get("/live/rows", params={"id": "F", "after": after, "from": 0})
     assert response.status_code == 500 and "altered outside threadlog" in response.json()["error"], response.text
 
+def _replaced_by_a_shorter_log(path: Path) -> int:
+    """A file of thread T and 20 events, replaced (as a restore or a copy does) by one whose T
+    has one: the position the first file's log reached, which a page of it had shown."""
+    with Store(path) as store:
+        store.create_thread(thread_id="T")
+        for n in range(20):
+            store.append_message("T", "user", f"first file {n}")
+        reached = store.last_position()
+    other = path.with_name("other.db")
+    with Store(other) as store:
+        store.create_thread(thread_id="T")
+        store.append_message("T", "user", "second file")
+    os.replace(other, path)
+    return reached
+
+
+def test_live_updates_past_the_end_of_a_replaced_log_say_so(tmp_path: Path) -> None:
+    """A page of a file since replaced by one with a shorter log asked from a position the new
+    log had not reached: its updates were empty until the new log passed that position, and
+    only the events past it were shown then, among the old file's rows, the page saying
+    `· live` all along. The update, and the page's own stream, now say the page is stale."""
+    path = tmp_path / "replaced.db"
+    reached = _replaced_by_a_shorter_log(path)
+    says = f"the log ends at position 2, before position {reached} this page has shown: the database was " \
+           "replaced; reload the page"
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1", raise_server_exceptions=False) as c:
+        response = c.get("/live/rows", params={"id": "T", "after": reached, "from": 0})
+    assert response.status_code == 500 and response.json() == {"error": says}, response.text
+    proc, base = _serve(path, "127.0.0.1")
+    try:
+        with urllib.request.urlopen(f"{base}/live?id=T&after={reached}&from=0", timeout=20) as stream:
+            lines = [stream.readline() for _ in range(4)]
+    finally:
+        _stop(proc)
+    assert lines[2:] == [b"event: failed\n", f"data: {json.dumps({'error': says})}\n".encode()], lines
+
+
 def test_a_redaction_re_sends_only_rows_the_open_page_shows(served: tuple[str, Path]) -> None:
     """A redaction anywhere in the lineage re-sent every row from it to the head: a page from
     offset 50 got 101 rows for a redaction at offset 1, which it does not show."""

@@ -743,3 +743,31 @@ def test_a_page_whose_update_failed_once_says_live_again_once_it_has_it(served, 
     page.wait_for_selector("#rows[data-connected='1']", timeout=2_000)
     assert page.inner_text("#live-state") == "· live"
     assert len(asked) == 2, asked
+
+
+def test_a_page_of_a_replaced_database_says_it_stopped(tmp_path: Path, browser) -> None:
+    """A file replaced under the server by one with a shorter log (a restore, a copy): the page
+    of the old file asked for nothing until the new log passed the position it had shown,
+    saying `· live` all along, then showed the new file's events among the old one's rows."""
+    path = tmp_path / "replaced.db"
+    (thread,) = make_threads(path, "replaced", 1)
+    with Store(path) as store:
+        for n in range(10):
+            store.append_message(thread, "user", f"old file {n}")
+    proc, base = start_server(path)
+    context = browser.new_context()  # type: ignore[attr-defined]
+    errors: list[str] = []
+    try:
+        (tab,) = open_tabs(context, base, [thread], errors)
+        make_threads(tmp_path / "other.db", "replaced", 1)
+        os.replace(tmp_path / "other.db", path)
+        with Store(path) as store:
+            store.append_message(thread, "assistant", "In the new file")
+        tab.locator("#live-state", has_text="stopped").wait_for(timeout=5_000)
+        assert tab.inner_text("#live-state") == "· live updates stopped: the log ends at position 3, before position 12 " \
+                                                "this page has shown: the database was replaced; reload the page"
+        assert "In the new file" not in tab.inner_text("#rows")
+    finally:
+        context.close()
+        stop_server(proc)
+    assert errors == [], f"the page raised: {errors}"

@@ -63,6 +63,7 @@ def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -
     with view.open() as store:
         new = list(store.read_all(after=position, limit=1000))
         if not new:
+            _check_reached(store, position)
             return position, None
         position = new[-1].position
         offsets = [event.offset for event in new if event.stream_id == thread]
@@ -92,6 +93,17 @@ def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -
         if filled.rest is not None:
             return position, _reload(view, store, thread, head, position, _rows(store, thread, erased, start, skip))
     return position, json.dumps({"head": head, "position": position, "items": _sent(filled)})
+
+
+def _check_reached(store: Store, position: int) -> None:
+    """Refuse a page that has shown the log past its end: the file it was read from has been
+    replaced by one with a shorter log (a restore, a copy). Followed on, it was sent nothing
+    until the new log passed that position, then only the events past it, among the rows of
+    the old file, while it said it was live."""
+    last = store.last_position()
+    if position > last:
+        raise StoreError(f"the log ends at position {last}, before position {position} this page has shown: "
+                         "the database was replaced; reload the page")
 
 
 def _erased(store: Store, thread: str, new: list[RecordedEvent], head: int, start: int) -> list[int]:

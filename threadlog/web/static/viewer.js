@@ -131,8 +131,9 @@ function liveRows() {
       },
     };
   };
-  // The stream the browser's pages share: told the log moved past `reached`, the page fetches
-  // its update (`/live/rows`) until it is there, one request at a time.
+  // The stream the browser's pages share: told the log is elsewhere than `reached`, the page
+  // fetches its update (`/live/rows`) until it is there, one request at a time. (Behind it, the
+  // database was replaced by one with a shorter log: the server says so, and the page stops.)
   const sharedLog = () => {
     const worker = new SharedWorker("/static/follow.js");
     let moved = -1;  // the log's last position, as the worker last told
@@ -144,7 +145,7 @@ function liveRows() {
       fetching = true;
       clearTimeout(retry);
       try {
-        while (Number(reached) < moved && !stopped && !document.hidden) {
+        while (Number(reached) !== moved && !stopped && !document.hidden) {
           const asked = new URL(address);
           asked.pathname = "/live/rows";
           asked.searchParams.set("after", reached);
