@@ -229,9 +229,10 @@ def _wrong_column(row: StreamRow) -> tuple[str, str] | None:
     return None
 
 
-def altered_stream(row: StreamRow, column: str, expected: str) -> StoreError:
-    """What a reader raises for a stream row holding a value of another kind (`_wrong_column`)."""
-    value = short(getattr(row, column))
+def altered_stream(row: StreamRow, column: str, expected: str, value: Any = None) -> StoreError:
+    """What a reader raises for a stream row holding a value of another kind (`_wrong_column`):
+    its `column`, or a column the row does not carry (SQLite's listing key), given as `value`."""
+    value = short(getattr(row, column) if column in row._fields else value)
     if row.id.__class__ is str:
         which = f"the stream row of {row.id!r}"
     else:

@@ -42,6 +42,7 @@ from .claims import Claim, file_claim, unclaimed
 from .errors import (Locked, OldPagesKept, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
                      shown, unsendable)
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
+from .recorded import altered_stream
 
 # Identifies a threadlog file (PRAGMA application_id), so we never "migrate" someone
 # else's database. The bytes spell "TLOG".
@@ -126,6 +127,20 @@ def _listed_by(row: StreamRow) -> tuple[bool, int, str]:
         return False, row.last_position, row.id
     return True, 0, ""
 
+
+def _filed(row: Sequence[Any]) -> StreamRow:
+    """A row of `recent_streams` (the stream's columns, then its listing key), refused where
+    the key is not its last_position's: raw SQL set one, and the listing read it out of its
+    place (a page ending with it started the next above or below threads not yet listed).
+    A last_position that is no position is left to the reader, which names that column."""
+    stream: StreamRow = _new(StreamRow, row[:-1])
+    recency = row[-1]
+    if _listed_by(stream)[0] or (recency.__class__ is int and recency == stream.last_position >> RECENCY_SHIFT):
+        return stream
+    raise altered_stream(stream, "recency", f"its last_position's listing key ({stream.last_position} >> {RECENCY_SHIFT}, "
+                                            f"{stream.last_position >> RECENCY_SHIFT})", recency)
+
+
 def _time(column: str) -> str:
     """SQL giving `packing.unpack_time` of a stored `recorded_at`: text as it is (every time
     written since schema 6), integer microseconds (schema 5 wrote them) formatted back."""
@@ -165,15 +180,26 @@ ANCESTRY = _ANCESTRY.format("", _PREFIXED_COLUMNS)
 ANCESTRY_FROM = _ANCESTRY.format(" AND coalesce(s.parent_offset > ?, 1)", _PREFIXED_COLUMNS)
 
 # `recent_streams`: a page of roots (?1 = 1) or of forks (?1 = 0) after (?3, ?4) in the
-# listing's order, from listing key ?2 down, at most ?5. A row whose last_position is no
-# position (raw SQL wrote text, NULL, a blob or a number past every position, and left its
-# key as it was) compares with no bound: it is read first among its key's rows by any page
-# that reaches that key, for the reader to refuse by name, not left out of every page.
+# listing's order, from listing key ?2 down, at most ?5, each with its key. A row whose
+# last_position is no position (raw SQL wrote text, NULL, a blob or a number past every
+# position, and left its key as it was), or whose key is not its last_position's (raw SQL
+# set one), compares with no bound: it is read first among its key's rows by any page that
+# reaches that key, to be refused by name (`_filed`, the reader), not left out of every page.
 _ASTRAY = f"coalesce(last_position NOT BETWEEN 0 AND {NO_BOUND - 1}, 1)"
-_RECENT_STREAMS = (f"SELECT {STREAM_COLUMNS} FROM streams INDEXED BY streams_recency "
+_MISPLACED = f"({_ASTRAY} OR recency IS NOT last_position >> {RECENCY_SHIFT})"
+_RECENT_STREAMS = (f"SELECT {STREAM_COLUMNS}, recency FROM streams INDEXED BY streams_recency "
                    "WHERE (parent_id IS NULL) = ?1 AND recency <= ?2 "
-                   f"AND (last_position < ?3 OR last_position = ?3 AND id < ?4 OR {_ASTRAY}) "
-                   f"ORDER BY recency DESC, {_ASTRAY} DESC, last_position DESC, id DESC LIMIT ?5")
+                   f"AND (last_position < ?3 OR last_position = ?3 AND id < ?4 OR {_MISPLACED}) "
+                   f"ORDER BY recency DESC, {_MISPLACED} DESC, last_position DESC, id DESC LIMIT ?5")
+# A stream whose listing key raw SQL set to NULL, a negative number, or past every key (text
+# and blobs sort there too) is in no range of keys `_RECENT_STREAMS` reads: each listing
+# looks for one at both ends of `streams_recency` (three seeks, each ending at once when
+# there is none) to refuse it by name rather than leave it out of every page.
+_LAST_KEY = (NO_BOUND - 1) >> RECENCY_SHIFT
+_UNLISTED = " UNION ALL ".join(
+    f"SELECT * FROM (SELECT {STREAM_COLUMNS}, recency FROM streams INDEXED BY streams_recency "
+    f"WHERE (parent_id IS NULL) = ?1 AND {bound} LIMIT 1)"
+    for bound in ("recency IS NULL", "recency < 0", f"recency > {_LAST_KEY}")) + " LIMIT 1"
 
 # One row whatever happens: the last position, then the stream's columns (NULLs if absent).
 STREAM_FOR_APPEND = (
@@ -1014,9 +1040,10 @@ class SQLiteBackend:
         position = NO_BOUND if before is None else before
         key = (position if before_id else position - 1) >> RECENCY_SHIFT
         bounds = (key, position, before_id or "", -1 if limit is None else limit)
-        rows: list[StreamRow] = [_new(StreamRow, r) for r in self._fetch(_RECENT_STREAMS, (1, *bounds))]
+        rows: list[StreamRow] = []
+        for roots in (1, 0) if forks else (1,):
+            rows += map(_filed, self._fetch(_UNLISTED, (roots,)) + self._fetch(_RECENT_STREAMS, (roots, *bounds)))
         if forks:
-            rows += [_new(StreamRow, r) for r in self._fetch(_RECENT_STREAMS, (0, *bounds))]
             rows.sort(key=_listed_by, reverse=True)
             del rows[len(rows) if limit is None else limit:]
         return rows

@@ -395,3 +395,64 @@ def test_ls_json_cut_short_by_a_refused_row_says_how_many_rows_it_printed(tmp_pa
     assert re.fullmatch(f"error: the stream row of '{astray}' was altered outside threadlog: its last_position is None, "
                         r"not a position; `threadlog verify` names where; the listing is incomplete: the JSON array on "
                         r"stdout holds the 1000 rows printed before this error, left unclosed\n", done.stderr), done.stderr
+
+
+# A stream row's listing key (SQLite's `recency`) as only raw SQL writes it, with or without
+# its last_position altered too: SQL for each (None: left as it was).
+MISFILED = {"null": ("NULL", None), "text": ("'zz'", None), "blob": ("X'00'", None), "negative": ("-1", None),
+            "past-every-key": (str(2**62), None), "null-and-no-position": ("NULL", "NULL"),
+            "text-and-no-position": ("'zz'", "'zz'")}
+
+
+@pytest.mark.parametrize("kind", list(MISFILED))
+def test_a_thread_whose_listing_key_is_no_key_is_refused_by_name_not_left_out(tmp_path: Path, kind: str) -> None:
+    """Raw SQL setting a stream's listing key (`recency`) to NULL, text, a blob, a negative
+    number or past every key put it in no range of `streams_recency` a page reads: `ls`,
+    `tree` and `Store.threads` left the thread out, status 0, while `verify` named it. Every
+    listing now refuses it by name, and the file is left as it was."""
+    db = str(tmp_path / "t.db")
+    with Store(db, synchronous="OFF") as store:
+        made = [store.create_thread(title=f"t{i}") for i in range(1500)]  # positions 1..1500: keys 1 and 0
+    misfiled, (recency, position) = made[1200], MISFILED[kind]
+    edit = f"recency = {recency}" + ("" if position is None else f", last_position = {position}")
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        conn.execute(f"UPDATE streams SET {edit} WHERE id = '{misfiled}'")
+        was = list(conn.iterdump())
+    said = f"the stream row of '{misfiled}' was altered outside threadlog: its (recency|last_position) is .*`threadlog verify` names"
+    with Store(db) as store:
+        for forks in (True, False):
+            for limit, before in ((None, None), (20, None), (20, 300), (2000, None)):
+                with pytest.raises(StoreError, match=said):
+                    store.threads(limit, before, forks=forks)
+    for args in (["ls", "-n", "2000", "--json"], ["ls", "--all"], ["ls", "--before", "300"], ["tree", "-n", "2000"]):
+        result = CliRunner().invoke(cli, ["--db", db, *args, "--no-pager"])
+        assert result.exit_code == 1 and result.stdout == "", (args, result.output)
+        assert re.match(f"error: {said}", result.stderr), result.stderr
+    verified = CliRunner().invoke(cli, ["--db", db, "verify"])
+    assert verified.exit_code != 0 and misfiled in verified.output
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert list(conn.iterdump()) == was
+
+
+def test_a_thread_whose_listing_key_is_another_key_is_refused_by_the_pages_that_read_it(tmp_path: Path) -> None:
+    """A listing key set by raw SQL to another thread's (the thread last active at 1,201 filed
+    under key 0, with those of positions 1..1,023): pages read it out of order, and a page
+    ending with it started the next at 1,201, skipping the 299 threads above it under key 1.
+    The pages that read it refuse it by name; none lists it, or skips, without a word."""
+    db = str(tmp_path / "t.db")
+    with Store(db, synchronous="OFF") as store:
+        made = [store.create_thread(title=f"t{i}") for i in range(1500)]
+    misfiled = made[1200]
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        conn.execute(f"UPDATE streams SET recency = 0 WHERE id = '{misfiled}'")
+    said = f"the stream row of '{misfiled}' was altered outside threadlog: its recency is 0, .*`threadlog verify` names"
+    with Store(db) as store:
+        assert misfiled not in [info.id for info in store.threads(20)]  # key 1's page: not read
+        for size in (1, 7, 476, 477, 1000):
+            listed: list[str] = []
+            with pytest.raises(StoreError, match=said):
+                below = None
+                while page := store.threads(size, below=below):
+                    listed += [info.id for info in page]
+                    below = (page[-1].last_position, page[-1].id)
+            assert misfiled not in listed and len(listed) == len(set(listed))
