@@ -474,7 +474,7 @@ class Store:
             if not isinstance(below, tuple) or len(below) != 2:
                 raise InvalidEvent("below", f"must be a listed thread's (last_position, id), not {shown(below)}")
             check_index("below", below[0], what="a position")
-            check_thread("below", below[1])
+            check_id("below", below[1])  # no thread has another (PostgreSQL refused a NUL as a database error)
         if root is None:
             bound, tied = (before, None) if below is None else below
             return [_listed(row) for row in self.backend.recent_streams(limit, bound, forks, tied)]

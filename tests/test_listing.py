@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from eventstore import ThreadInfo
 from eventstore.sqlite import RECENCY_SHIFT
+from eventstore.errors import InvalidEvent
 from threadlog import Store, StoreError
 from threadlog.cli import cli
 from tests.backends import BACKENDS, postgres_url
@@ -456,3 +457,32 @@ def test_a_thread_whose_listing_key_is_another_key_is_refused_by_the_pages_that_
                     listed += [info.id for info in page]
                     below = (page[-1].last_position, page[-1].id)
             assert misfiled not in listed and len(listed) == len(set(listed))
+
+
+@pytest.mark.parametrize("thread", ["a\x00b", "\ud800", "x\n", "", "y" * 201])
+def test_a_page_below_an_id_no_thread_can_have_is_refused_on_every_backend(
+        raw: tuple[Store, Callable[[str], object]], thread: str) -> None:
+    """`below=`'s id is a listed thread's: one holding a NUL listed on SQLite and failed on
+    PostgreSQL as a database error; a lone surrogate failed as text the file cannot take,
+    except for a subtree (`root=`), which listed; a newline or the empty id listed. All are
+    refused naming `below`, on every backend, roots, forks and subtrees alike."""
+    store, _ = raw
+    root = store.create_thread(thread_id="r")
+    store.append_message(root, "user", "hi")
+    store.fork(root, fork_id="f")
+    last = store.thread("r").last_position
+    for options in ({}, {"forks": False}, {"root": root}):
+        with pytest.raises(InvalidEvent, match=r"^below: "):
+            store.threads(10, below=(last, thread), **options)
+
+
+@pytest.mark.parametrize("value", ["3:x\ny", "3:\x7f", "3:" + "y" * 201])
+def test_before_refuses_an_id_no_thread_can_have(tmp_path: Path, value: str) -> None:
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        store.create_thread(thread_id="x")
+    for command in ("ls", "tree"):
+        result = CliRunner().invoke(cli, ["--db", db, command, "--no-pager", "--before", value])
+        assert result.exit_code == 2 and result.stdout == "", result.output
+        assert re.search(r"Invalid value for '--before': .*: the thread id (holds .*ids must be printable|must be a string of 1 to 200)",
+                         result.stderr.replace("\n", " ")), result.stderr

@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 import click
 
 from eventstore import Store, StoreError
+from eventstore.errors import InvalidEvent
 from eventstore.events import MAX_DEPTH
+from eventstore.ids import check_id
 from eventstore.prepare import MAX_EVENT_BYTES, storable_json
 from eventstore.ranges import MAX_INDEX
 from eventstore.store import MAX_TIMEOUT
@@ -138,7 +140,10 @@ class PageStart(click.ParamType[tuple[int, str | None]]):
             self.fail(f"{value!r}: a position is at most {MAX_INDEX}", param, ctx)
         if number < 1 and not sep:
             self.fail(f"{value!r}: no thread is last active before position {number}", param, ctx)
-        return number, thread if sep else None
+        try:
+            return number, check_id("THREAD", thread) if sep else None
+        except InvalidEvent as error:  # an id no thread has: a page after it would list threads by chance
+            self.fail(f"{value!r}: the thread id {error.why}", param, ctx)
 
 
 def timeout_option(func: F) -> F:
