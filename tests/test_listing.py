@@ -486,3 +486,42 @@ def test_before_refuses_an_id_no_thread_can_have(tmp_path: Path, value: str) -> 
         assert result.exit_code == 2 and result.stdout == "", result.output
         assert re.search(r"Invalid value for '--before': .*: the thread id (holds .*ids must be printable|must be a string of 1 to 200)",
                          result.stderr.replace("\n", " ")), result.stderr
+
+
+def test_a_next_page_hint_naming_an_id_with_invisible_characters_reads_back_in_a_shell(tmp_path: Path) -> None:
+    """The hint's id is shown with what could drive a terminal escaped (`\\u202e`), and was
+    quoted as it was printed: pasted into a shell, `'8:x\\u202ey'` named the id with a
+    backslash in it, and the next page silently skipped the tied threads sorting between
+    the two (`xa`). Such an id is now quoted as `$'…'`, whose escapes the shell reads back
+    to the id itself: following each hint through bash lists every thread once, in order."""
+    import shutil
+    import subprocess
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash to read the hint")
+    db = str(tmp_path / "t.db")
+    names = ["x\u202ey", "xa", "w", "z\u200b", "q'\u2066\\", "a"]
+    with Store(db) as store:
+        for name in names:
+            store.create_thread(thread_id=name, title=name)
+        tied = store.thread("xa").last_position
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        _tie(conn.execute, names[:5], tied)
+    with Store(db) as store:
+        wanted = _listing_order(store.all_threads())
+    listed: list[str] = []
+    cursor: str | None = None
+    while True:
+        result = CliRunner().invoke(cli, ["--db", db, "ls", "--no-pager", "-n", "1", "--json",
+                                          *(["--before", cursor] if cursor else [])])
+        assert result.exit_code == 0, result.output
+        listed += [row["id"] for row in json.loads(result.stdout)]
+        hint = CliRunner().invoke(cli, ["--db", db, "ls", "--no-pager", "-n", "1", *(["--before", cursor] if cursor else [])])
+        found = re.search(r"\(next page: the same command with --before (.*)\)$", hint.stderr.strip())
+        if found is None:
+            break
+        assert all(char.isprintable() for char in found.group(1)), found.group(1)
+        cursor = subprocess.run([bash, "-c", f"printf %s {found.group(1)}"], capture_output=True, text=True,
+                                env={"LC_ALL": "C.UTF-8"}, check=True).stdout
+    assert listed == wanted

@@ -69,6 +69,20 @@ def command_line(command: str, arguments: Sequence[str], options: str = "") -> s
     return " ".join(filter(None, (command, quoted, options)))
 
 
+def shell_word(text: str) -> str:
+    """`text` quoted for a shell, to be printed: as `shlex.quote` does, or, where `safe` would
+    escape a character, as `$'…'` (bash, zsh, ksh), whose escapes the shell reads back to
+    `text` itself; printed in `'…'`, `safe`'s escape was read as a backslash and letters."""
+    if _UNSAFE.search(text) is None:
+        return shlex.quote(text)
+    return "$'" + _UNSAFE.sub(_ansi_c_escaped, text.replace("\\", "\\\\").replace("'", "\\'")) + "'"
+
+
+def _ansi_c_escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
 def _escaped(match: re.Match[str]) -> str:
     return match.group().encode("unicode_escape").decode("ascii")
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import itertools
-import shlex
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -22,7 +21,7 @@ from projections.lineage import iter_blame
 from .. import output
 from ..listing import listing
 from ..names import THREAD
-from ..render import blame_line, diff_lines, event_line, ls_lines, row_line, safe, state_lines, tree_lines
+from ..render import blame_line, diff_lines, event_line, ls_lines, row_line, safe, shell_word, state_lines, tree_lines
 from .group import _cli_words, _committed, _interrupted_status, cli
 from .opening import _db_path, with_store
 from .options import FilePath, PageStart, Seconds, _check_range, json_option, pager_option
@@ -134,10 +133,10 @@ def _threads_from(store: Store, limit: int, start: tuple[int, str | None] | None
 def _next_page(last: ThreadInfo, after: ThreadInfo) -> str:
     """The `--before` of the page after the thread `last`, the next thread being `after`: its
     position alone where `after` was active before it (as it always is but for rows raw SQL
-    altered), else with its id too, quoted for a shell."""
+    altered), else with its id too, quoted for a shell (`shell_word`: pasted, it reads back)."""
     if after.last_position < last.last_position:
         return str(last.last_position)
-    return safe(shlex.quote(f"{last.last_position}:{last.id}"))
+    return shell_word(f"{last.last_position}:{last.id}")
 
 
 def _no_threads(before: tuple[int, str | None] | None) -> str:
