@@ -488,6 +488,16 @@ def test_before_refuses_an_id_no_thread_can_have(tmp_path: Path, value: str) -> 
                          result.stderr.replace("\n", " ")), result.stderr
 
 
+def test_a_before_of_thousands_of_digits_is_refused_in_a_short_message(tmp_path: Path) -> None:
+    """The refusal named the value whole: 5,000 digits of message for 5,000 digits given."""
+    db = str(tmp_path / "t.db")
+    Store(db).close()
+    for value in ("9" * 5000, "1:" + "x" * 5000):
+        result = CliRunner().invoke(cli, ["--db", db, "ls", "--no-pager", "--before", value])
+        assert result.exit_code == 2 and result.stdout == "", result.output
+        assert "Invalid value for '--before'" in result.stderr and len(result.stderr) < 1000, result.stderr
+
+
 def test_a_next_page_hint_naming_an_id_with_invisible_characters_reads_back_in_a_shell(tmp_path: Path) -> None:
     """The hint's id is shown with what could drive a terminal escaped (`\\u202e`), and was
     quoted as it was printed: pasted into a shell, `'8:x\\u202ey'` named the id with a

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from eventstore import Store, StoreError
-from eventstore.errors import InvalidEvent
+from eventstore.errors import InvalidEvent, shown
 from eventstore.events import MAX_DEPTH
 from eventstore.ids import check_id
 from eventstore.prepare import MAX_EVENT_BYTES, storable_json
@@ -131,19 +131,20 @@ class PageStart(click.ParamType[tuple[int, str | None]]):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if not isinstance(value, str):
             return value
+        given = shown(value)  # cut short: a value of 5,000 digits was repeated whole
         position, sep, thread = value.partition(":")
         if not (position.isascii() and position.isdigit()) or (sep and not thread):
-            self.fail(f"{value!r} is not POSITION or POSITION:THREAD (a page's last row's last_position, and its id)",
+            self.fail(f"{given} is not POSITION or POSITION:THREAD (a page's last row's last_position, and its id)",
                       param, ctx)
         number = int(position) if len(position) <= len(str(MAX_INDEX)) else MAX_INDEX + 1  # int() of 5,000 digits raises
         if number > MAX_INDEX:
-            self.fail(f"{value!r}: a position is at most {MAX_INDEX}", param, ctx)
+            self.fail(f"{given}: a position is at most {MAX_INDEX}", param, ctx)
         if number < 1 and not sep:
-            self.fail(f"{value!r}: no thread is last active before position {number}", param, ctx)
+            self.fail(f"{given}: no thread is last active before position {number}", param, ctx)
         try:
             return number, check_id("THREAD", thread) if sep else None
         except InvalidEvent as error:  # an id no thread has: a page after it would list threads by chance
-            self.fail(f"{value!r}: the thread id {error.why}", param, ctx)
+            self.fail(f"{given}: the thread id {error.why}", param, ctx)
 
 
 def timeout_option(func: F) -> F:
