@@ -457,6 +457,37 @@ def test_the_list_offers_older_threads_only_when_there_are_some(tmp_path: Path) 
         assert older.count('class="thread-row"') == 1 and "thread 0" in older
 
 
+def test_older_pages_list_threads_tied_at_the_cut_once(tmp_path: Path) -> None:
+    """Threads of one last_position (only raw SQL makes them) straddling a page's end: the
+    "Older threads" link named only the position, and the page it opened started below it,
+    skipping the tied threads the first page had not shown. It names the last thread shown too
+    when the next one ties with it, and every thread is listed once, in the listing's order."""
+    from threadlog.web.pages import THREADS
+
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        ids = [store.create_thread(title=f"thread {i}") for i in range(THREADS + 6)]
+        order = [info.id for info in store.threads(None)]
+    tied = order[THREADS - 3:THREADS + 3]
+    with sqlite3.connect(path) as conn:  # recency kept in step: a tie, not a misfiled row
+        conn.execute(f"UPDATE streams SET last_position = 2, recency = 0 WHERE id IN ({','.join('?' * len(tied))})", tied)
+    with Store(path) as store:
+        expected = [info.id for info in store.threads(None)]
+    seen: list[str] = []
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        address: str | None = "/"
+        while address is not None:
+            page = client.get(address)
+            assert page.status_code == 200, page.text
+            seen += re.findall(r'<a class="thread-link" href="/thread\?id=([0-9a-f]+)"', page.text)
+            found = re.search(r'rel="next" href="([^"]+)"', page.text)
+            address = html.unescape(found.group(1)) if found else None
+        assert client.get("/?last=x").status_code == 400  # a last thread needs its position
+        assert client.get("/?before=3&last=a%00b").status_code == 400
+    assert sorted(ids) == sorted(expected)
+    assert seen == expected
+
+
 def test_the_replay_pages_back_to_the_first_message(client: TestClient) -> None:
     """The replay showed the last 100 messages of the model view and no way to the others."""
     def texts(html: str) -> list[int]:

@@ -14,6 +14,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from eventstore import Store, StoreError
+from eventstore.errors import InvalidEvent
+from eventstore.ids import check_id
 from eventstore.textindex import MAX_QUERY_CHARS
 from projections import Message, diff, search, thread_state
 from projections.lineage import DiffSide, iter_blame
@@ -65,14 +67,32 @@ def _earlier(start: Cursor, floor: int = 0) -> tuple[int, Cursor]:
     return max(floor, start.entry - PAGE), start
 
 
+def _last_listed(request: Request, before: int | None) -> str | None:
+    """`last`, the thread the page before ended with, given with `before`, its last_position,
+    when the next thread was last active at that position too (only raw SQL gives threads
+    one): the page lists the threads after it, where `before` alone skipped those ties."""
+    last = request.query_params.get("last")
+    if not last:
+        return None
+    if before is None:
+        raise HTTPException(400, "last names the thread a page ended with: pass before=ITS_LAST_POSITION with it")
+    try:
+        return check_id("last", last)
+    except InvalidEvent as error:
+        raise HTTPException(400, f"last {error.why}") from None
+
+
 def threads_page(request: Request) -> Response:
     """The `ls` list, newest activity first, paged by position; a search box when the index exists."""
     view = viewer(request)
     before = whole_number(request, "before", 1)
+    listed_last = _last_listed(request, before)
     forks = request.query_params.get("all") == "1"
     query = request.query_params.get("q", "").strip()
     with view.open() as store:
-        infos = store.threads(THREADS + 1, before, forks=forks)  # one more than shown: whether there are older ones
+        # One more than shown: whether there are older ones.
+        infos = (store.threads(THREADS + 1, before, forks=forks) if listed_last is None else
+                 store.threads(THREADS + 1, forks=forks, below=(before or 0, listed_last)))
         entries = listing(store, infos[:THREADS])
         indexed, last = store.index_position(), store.last_position()
         searchable = indexed > 0
@@ -83,7 +103,10 @@ def threads_page(request: Request) -> Response:
             except StoreError as error:
                 search_error = str(error)
         badge = view.integrity.badge(last)
-    more = entries[-1]["last_position"] if len(infos) > THREADS else None
+    more = None
+    if len(infos) > THREADS:  # the older page starts below the last thread shown, or after it where the next ties with it
+        shown_last, next_one = infos[THREADS - 1], infos[THREADS]
+        more = (shown_last.last_position, shown_last.id if next_one.last_position == shown_last.last_position else None)
     return view.render(request, "threads.html", entries=entries, forks=forks, before=before, more=more,
                        searchable=searchable, query=query, hits=hits[:HITS], more_hits=len(hits) > HITS,
                        search_error=search_error, badge=badge,
