@@ -1041,3 +1041,65 @@ def test_text_nested_past_markdowns_depth_is_shown_not_dropped(tmp_path: Path, n
     for page in pages:
         assert "rm -rf the hidden line" in page and "and what follows it" in page
     assert "<blockquote>" not in pages[0] and "<pre>\n" + html.escape(nested, quote=False) in pages[0]
+
+
+# What a browser sends with each request, by where it comes from (the Origin a page elsewhere
+# names is filled in by `_asking`: "OWN" is the server's own origin, "PORT" another port of it).
+CORS, IMAGE = {"sec-fetch-mode": "cors", "sec-fetch-dest": "empty"}, {"sec-fetch-mode": "no-cors", "sec-fetch-dest": "image"}
+LINK = {"sec-fetch-mode": "navigate", "sec-fetch-dest": "document"}
+SERVED = {
+    "no-headers": {},  # curl, a script, an older browser's navigation
+    "typed-address": {"sec-fetch-site": "none", **LINK},
+    "own-page": {"sec-fetch-site": "same-origin", **CORS},
+    "own-page-naming-its-origin": {"sec-fetch-site": "same-origin", "origin": "OWN", **CORS},
+    "own-origin-no-fetch-metadata": {"origin": "OWN"},
+    "link-from-another-site": {"sec-fetch-site": "cross-site", **LINK},
+    "link-from-another-port": {"sec-fetch-site": "same-site", **LINK},
+}
+REFUSED = {
+    "fetch-from-another-site": {"sec-fetch-site": "cross-site", "origin": "http://evil.example", **CORS},
+    "fetch-from-another-port": {"sec-fetch-site": "same-site", "origin": "PORT", **CORS},
+    "image-from-another-site": {"sec-fetch-site": "cross-site", **IMAGE},
+    "frame-from-another-site": {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "iframe"},
+    "unknown-fetch-site": {"sec-fetch-site": "elsewhere", **CORS},
+    "older-browser-another-site": {"origin": "http://evil.example"},
+    "older-browser-another-port": {"origin": "PORT"},
+    "another-name-of-this-server": {"origin": "http://localhost:PORT"},
+    "sandboxed-frame": {"origin": "null", "sec-fetch-site": "cross-site", **CORS},
+}
+ROUTES = ["/", "/thread?id=busy", "/thread?id=missing", "/live/log", "/live?id=busy&after=0", "/live/rows?id=busy",
+          "/image?id=busy&offset=1&sha256=0", "/static/viewer.js", "/favicon.ico"]
+
+
+def _asking(base: str, target: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, the first line) of `target` asked with `headers` (a stream is left after its first line)."""
+    port = base.rsplit(":", 1)[1]
+    named = {name: value.replace("OWN", base).replace("PORT", str(int(port) + 1)) for name, value in headers.items()}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(base + target, headers=named), timeout=10) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.readline()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
+
+
+@pytest.mark.parametrize("target", ROUTES)
+@pytest.mark.parametrize("asker", list(SERVED))
+def test_the_viewers_own_pages_links_to_it_and_plain_clients_are_served(served: tuple[str, Path], asker: str, target: str) -> None:
+    status, _, _ = _asking(served[0], target, SERVED[asker])
+    assert status != 403 and status < 500, status
+
+
+@pytest.mark.parametrize("target", ROUTES)
+@pytest.mark.parametrize("asker", list(REFUSED))
+def test_what_another_sites_page_asks_is_refused_before_any_read(served: tuple[str, Path], asker: str, target: str) -> None:
+    """A page elsewhere in the same browser could not read the viewer's answers, but it could make
+    the browser ask: open any number of live streams (a server thread polling the log each), load
+    any page, or size a stored image through an `<img>`. Such a request is a 403 saying why,
+    before the route runs (a thread that does not exist is not looked up: 403, not 404)."""
+    status, headers, body = _asking(served[0], target, REFUSED[asker])
+    assert status == 403, (status, body[:200])
+    assert headers["content-type"].startswith("text/plain") and headers["cache-control"] == "no-store"
+    assert "default-src 'none'" in headers["content-security-policy"]
+    text = body.decode()
+    assert text.startswith("refused: its ") and "another site" in text and len(text) < 300, text

@@ -771,3 +771,72 @@ def test_a_page_of_a_replaced_database_says_it_stopped(tmp_path: Path, browser) 
         context.close()
         stop_server(proc)
     assert errors == [], f"the page raised: {errors}"
+
+
+# A page of another site that makes the browser ask the viewer for its streams and pages (it
+# cannot read the answers), and links to a thread page of it.
+ELSEWHERE = """<!doctype html><title>elsewhere</title>
+<script>
+new EventSource("{base}/live/log");
+new EventSource("{base}/live?id={thread}&after=0");
+fetch("{base}/live/rows?id={thread}").catch(() => {{}});
+fetch("{base}/?all=1", {{mode: "no-cors"}}).catch(() => {{}});
+</script>
+<img src="{base}/static/style.css" alt="">
+<a id="to-the-viewer" href="{base}/thread?id={thread}">the thread</a>"""
+
+
+@pytest.mark.parametrize("name", ["127.0.0.1", "localhost"], ids=["another-port", "another-site"])
+def test_another_sites_page_is_refused_and_its_link_to_a_thread_goes_live(served, page, name: str) -> None:
+    """A page elsewhere open in the same browser (another site, or another local tool on another
+    port of 127.0.0.1) made the browser open the viewer's live streams and load its pages, as
+    many as it liked: each a server thread polling the log, or a read of it. Each such request
+    is refused; a link from there to a thread page still opens it, and the page goes live."""
+    base, path, _ = served
+    (thread,) = make_threads(path, f"elsewhere-{name}", 1)
+    body = ELSEWHERE.format(base=base, thread=thread).encode()
+
+    class Elsewhere(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    # What the viewer answered, as the browser received it: a page sees no answer to a request
+    # the browser refuses to show it (CORS), nor does Playwright, but the browser's own log does
+    # (by request: the answer may be logged before the request it answers).
+    asked: dict[str, str] = {}
+    statuses: dict[str, int] = {}
+    log = page.context.new_cdp_session(page)
+    log.on("Network.requestWillBeSent", lambda sent: asked.__setitem__(sent["requestId"], sent["request"]["url"]))
+    log.on("Network.responseReceivedExtraInfo", lambda got: statuses.__setitem__(got["requestId"], got["statusCode"]))
+    log.send("Network.enable")
+
+    def answered() -> dict[str, int]:
+        return {asked[request]: status for request, status in statuses.items() if request in asked}
+    elsewhere = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+    threading.Thread(target=elsewhere.serve_forever, daemon=True).start()
+    try:
+        page.goto(f"http://{name}:{elsewhere.server_address[1]}/")
+        made = [f"{base}/live/log", f"{base}/live?id={thread}&after=0", f"{base}/live/rows?id={thread}",
+                f"{base}/?all=1", f"{base}/static/style.css"]
+        deadline = time.monotonic() + 10
+        while not all(url in answered() for url in made) and time.monotonic() < deadline:
+            page.wait_for_timeout(100)
+        assert {url: answered().get(url) for url in made} == dict.fromkeys(made, 403)
+        statuses.clear()
+        page.click("#to-the-viewer")
+        page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
+        with Store(path) as store:
+            store.append_message(thread, "assistant", f"Seen by the page a link from {name} opened")
+        page.get_by_text(f"Seen by the page a link from {name} opened").wait_for(timeout=5_000)
+        assert page.inner_text("#live-state") == "· live"
+        assert answered()[f"{base}/thread?id={thread}"] == 200
+        assert [url for url, status in answered().items() if status == 403] == []
+    finally:
+        elsewhere.shutdown()
+        elsewhere.server_close()

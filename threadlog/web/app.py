@@ -28,6 +28,7 @@ from eventstore.errors import MISSHAPEN, misshapen
 
 from . import images, live, pages
 from .integrity import Integrity
+from .origin import SameOrigin
 from .render import environment
 from .viewer import Viewer, viewer
 
@@ -95,7 +96,8 @@ def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
     """The viewer of the store at `path`, a SQLite file or a `postgresql://` URL (opened read-only per request).
 
     `hosts`: the Host header values accepted (default: 127.0.0.1 and localhost), so a web
-    page elsewhere cannot read the store through DNS rebinding.
+    page elsewhere cannot read the store through DNS rebinding; what a page elsewhere makes the
+    browser ask is refused too (`origin.py`).
     """
     app = Starlette(
         routes=[
@@ -115,6 +117,7 @@ def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
         middleware=[
             Middleware(SecurityHeaders),
             Middleware(TrustedHostMiddleware, allowed_hosts=hosts or ["127.0.0.1", "localhost"]),
+            Middleware(SameOrigin),  # after the Host check: it compares Origin with Host
         ],
         exception_handlers={
             ThreadNotFound: _error(404),
