@@ -684,16 +684,19 @@ class _BadGateway(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_the_shared_stream_opens_again_after_an_answer_that_is_not_a_stream(tmp_path: Path, browser) -> None:
+@pytest.mark.parametrize("follower", list(FOLLOWERS))
+def test_a_pages_stream_opens_again_after_an_answer_that_is_not_a_stream(tmp_path: Path, browser, follower: str) -> None:
     """A browser gives up on a stream answered by anything but a stream (a proxy's 502 while the
     server restarts), where it opens a dropped one again by itself. The stream the pages share
     was then never opened again: every page of the browser said `reconnecting…` for good, and a
-    page opened, or reloaded, afterwards did not follow either, as the pages open kept it."""
+    page opened, or reloaded, afterwards did not follow either, as the pages open kept it. A
+    page's own stream (no shared workers) said `reconnecting…` for good too."""
     path = tmp_path / "restart.db"
     (thread,) = make_threads(path, "restart", 1)
     proc, base = start_server(path)
     port = int(base.rsplit(":", 1)[1])
     context = browser.new_context()  # type: ignore[attr-defined]
+    context.add_init_script(FOLLOWERS[follower])
     errors: list[str] = []
     try:
         (tab,) = open_tabs(context, base, [thread], errors)

@@ -11,9 +11,7 @@
 // closing the page that started it changes nothing for the others.
 "use strict";
 
-// How long the worker waits before it opens again a stream the browser gave up on, as long as
-// a browser waits before it opens a dropped one again.
-const RETRY = 3000;
+importScripts("/static/stream.js");  // lastingStream
 
 const following = new Set();
 let source = null;
@@ -26,24 +24,15 @@ const update = (change) => {
 };
 
 function open() {
-  const stream = new EventSource("/live/log");
-  source = stream;
-  stream.addEventListener("open", () => update({connected: true}));
-  stream.addEventListener("error", () => {
-    update({connected: false});
-    // A browser opens a dropped stream again by itself, but not one answered by anything else (a
-    // proxy's 502 while the server restarts): that one is closed for good, and every page that
-    // follows it, or opens while the others keep this worker, said `reconnecting…` forever.
-    if (stream.readyState === EventSource.CLOSED && source === stream) {
-      source = null;
-      setTimeout(() => { if (!source && following.size > 0) open(); }, RETRY);
-    }
-  });
-  stream.addEventListener("moved", (message) => update({position: JSON.parse(message.data).position}));
-  stream.addEventListener("failed", (message) => {  // the server could not read the log: say so, stop
-    update({connected: false, failed: JSON.parse(message.data).error});
-    close();
-    following.clear();
+  source = lastingStream(() => "/live/log", (stream) => {
+    stream.addEventListener("open", () => update({connected: true}));
+    stream.addEventListener("error", () => update({connected: false}));
+    stream.addEventListener("moved", (message) => update({position: JSON.parse(message.data).position}));
+    stream.addEventListener("failed", (message) => {  // the server could not read the log: say so, stop
+      update({connected: false, failed: JSON.parse(message.data).error});
+      close();
+      following.clear();
+    });
   });
 }
 

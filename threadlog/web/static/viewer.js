@@ -9,6 +9,7 @@
 //   the log moved (`follow.js`, a SharedWorker), and each fetches its own update then; where
 //   shared workers are missing, each page holds its own stream. A page the browser hides (a
 //   tab in the background) stops following, and catches up from its last update when shown.
+//   Either stream opens again after an answer that is not one (`stream.js`, loaded first).
 // Items arrive as HTML the server rendered and sanitised; they are parsed in a <template>,
 // where nothing runs, and the page's Content-Security-Policy forbids inline script anyway.
 "use strict";
@@ -107,21 +108,25 @@ function liveRows() {
   };
 
   // Each way of following has start() (the page is shown) and stop() (hidden, or left).
-  // Its own stream: `/live` sends the page's updates.
+  // Its own stream: `/live` sends the page's updates, from the last one the page took.
   const ownStream = () => {
     let source = null;
+    const asked = () => {
+      const from = new URL(address);
+      from.searchParams.set("after", reached);
+      return from;
+    };
     return {
       start() {
         if (source) return;
-        const asked = new URL(address);
-        asked.searchParams.set("after", reached);
-        source = new EventSource(asked);
-        source.addEventListener("open", () => connected(true));
-        source.addEventListener("error", () => connected(false));
-        source.addEventListener("failed", (message) => fail(JSON.parse(message.data).error));
-        source.addEventListener("rows", (message) => {
-          reached = message.lastEventId;
-          take(JSON.parse(message.data));
+        source = lastingStream(asked, (stream) => {
+          stream.addEventListener("open", () => connected(true));
+          stream.addEventListener("error", () => connected(false));
+          stream.addEventListener("failed", (message) => fail(JSON.parse(message.data).error));
+          stream.addEventListener("rows", (message) => {
+            reached = message.lastEventId;
+            take(JSON.parse(message.data));
+          });
         });
       },
       stop() {
