@@ -562,6 +562,17 @@ def test_a_backup_and_its_restore_on_a_terminal_say_how_far_they_are(db: Path, t
     assert ok(copy, "checkpoint") == ok(db, "checkpoint")
 
 
+def test_a_backup_of_an_empty_file_on_a_terminal_ends_at_100_percent(tmp_path: Path) -> None:
+    """A file of no threads is backed up whole, but its bar, told a total of 0, ended at 0%."""
+    empty, backup = tmp_path / "empty.db", tmp_path / "backup.jsonl"
+    Store(empty).close()
+    code, out = _on_a_terminal(["export", "--all", "-o", str(backup), "--db", str(empty)], dict(os.environ))
+    assert code == 0 and "exporting" in out and "100%" in out, out
+    assert backup.read_text().splitlines()[-1] == '{"end":{"streams":0,"events":0}}'
+    code, out = _on_a_terminal(["checkpoint", "--db", str(empty)], dict(os.environ))
+    assert code == 0 and "reading every hash" in out and "100%" in out, out
+
+
 def test_a_restore_from_a_pipe_on_a_terminal_says_what_it_read_not_a_share(db: Path, tmp_path: Path) -> None:
     """A pipe's size is unknown until it ends: the bar said 99% from its first megabyte on."""
     t = ok(db, "new").strip()

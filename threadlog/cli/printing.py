@@ -52,5 +52,8 @@ def _progress(total_label: str) -> Any:
     def update(done: int, total: int) -> None:
         bar.length = total
         bar.update(done - bar.pos)
+        if total == 0:  # nothing to do is all done, but click takes no step of 0 and leaves such a bar at 0%
+            bar.finished = True
+            bar.render_progress()
 
     return bar, update
