@@ -1053,6 +1053,7 @@ SERVED = {
     "own-page": {"sec-fetch-site": "same-origin", **CORS},
     "own-page-naming-its-origin": {"sec-fetch-site": "same-origin", "origin": "OWN", **CORS},
     "own-origin-no-fetch-metadata": {"origin": "OWN"},
+    "own-page-behind-a-proxy": {"sec-fetch-site": "same-origin", "origin": "https://viewer.example", **CORS},
     "link-from-another-site": {"sec-fetch-site": "cross-site", **LINK},
     "link-from-another-port": {"sec-fetch-site": "same-site", **LINK},
 }

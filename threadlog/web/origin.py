@@ -8,13 +8,15 @@ polls the log), load any page (a read of the database each), or learn from an `<
 viewer answers 403, before any database work, on every route (static files too: a stylesheet
 that loads tells another site the viewer runs), when:
 
-- `Origin` names another origin than the one the request is addressed to (`null` included:
-  a sandboxed frame or a local file). Browsers send it on cross-origin fetches and
-  EventSource streams, never on a same-origin GET;
 - `Sec-Fetch-Site` is `cross-site` or `same-site`, but for a top-level navigation
   (`Sec-Fetch-Mode: navigate` and `Sec-Fetch-Dest: document`). A browser calls another port
   of 127.0.0.1 (or another name of the same domain) `same-site`: it is another origin, maybe
-  another local tool showing pages it does not vouch for, and is refused alike.
+  another local tool showing pages it does not vouch for, and is refused alike. A browser
+  that sends the header is taken at its word, whatever `Origin` says (a proxy in front may
+  have rewritten the Host that Origin is compared with);
+- without it (an older browser), `Origin` names another origin than the one the request is
+  addressed to (`null` included: a sandboxed frame or a local file). Browsers send it on
+  cross-origin fetches and EventSource streams.
 
 What still works: the viewer's own pages and what they ask (`same-origin`: scripts, images,
 updates, the shared stream's worker), an address typed or bookmarked (`none`), a link followed
@@ -37,22 +39,25 @@ OWN = {"same-origin", "none"}
 def refusal(scope: Scope) -> str | None:
     """Why the request `scope` is refused, as its 403 says; None when it is served."""
     headers = Headers(scope=scope)
-    origin = headers.get("origin")
-    if origin is not None:
-        scheme, _, authority = origin.lower().partition("://")
-        # The Host header names the origin a browser addressed (`TrustedHostMiddleware` has
-        # checked it), with the port unless it is the scheme's default, as Origin does. The
-        # scheme is not compared: behind a proxy that ends TLS, the page is https and the
-        # viewer sees http, and no other server can hold this host and port.
-        if scheme not in ("http", "https") or authority != headers.get("host", "").lower():
-            return "its Origin header names another site's page"
     site = headers.get("sec-fetch-site")
-    if site is None or site in OWN:
+    if site is not None:  # the browser's own word, which no page can set: it decides alone
+        if site in OWN:
+            return None
+        if headers.get("sec-fetch-mode") == "navigate" and headers.get("sec-fetch-dest") == "document":
+            return None  # a link followed from elsewhere: the page loads, and its own requests are same-origin
+        named = f" ({site})" if site in ("cross-site", "same-site") else ""
+        return f"its Sec-Fetch-Site header{named} says a page of another site or port asked"
+    origin = headers.get("origin")
+    if origin is None:
         return None
-    if headers.get("sec-fetch-mode") == "navigate" and headers.get("sec-fetch-dest") == "document":
-        return None  # a link followed from elsewhere: the page loads, and its own requests are same-origin
-    named = f" ({site})" if site in ("cross-site", "same-site") else ""
-    return f"its Sec-Fetch-Site header{named} says a page of another site or port asked"
+    scheme, _, authority = origin.lower().partition("://")
+    # The Host header names the origin a browser addressed (`TrustedHostMiddleware` has checked
+    # it), with the port unless it is the scheme's default, as Origin does. The scheme is not
+    # compared: behind a proxy that ends TLS the page is https and the viewer sees http, and
+    # no other server can hold this host and port.
+    if scheme not in ("http", "https") or authority != headers.get("host", "").lower():
+        return "its Origin header names another site's page"
+    return None
 
 
 class SameOrigin:
