@@ -192,7 +192,6 @@ def hit_filters(mark: str, scope: Sequence[Scope] | None, role: str | None, tool
     return where, params
 
 
-
 def tools_query(mark: str, scope: Sequence[Scope] | None) -> tuple[str, list[Any]] | None:
     """`Backend.index_tools`' query and its parameters (`mark` the driver's placeholder); None
     when the scope is empty."""
@@ -201,6 +200,7 @@ def tools_query(mark: str, scope: Sequence[Scope] | None) -> tuple[str, list[Any
         return None
     where = " AND ".join(["d.tool IS NOT NULL", *filters[0]])
     return f"SELECT DISTINCT d.tool FROM search_docs d WHERE {where}", filters[1]
+
 
 # The longest document whose snippet the engine makes (FTS5's `snippet`; PostgreSQL's backend
 # makes none). Its cost grows with the square of the matches in one document: FTS5 took 76 s

@@ -308,7 +308,6 @@ def lineage(row: StreamRow) -> Lineage:
                    intern(root_id) if root_id.__class__ is str else root_id, row.depth, row.first_message_offset)
 
 
-
 # What reading a stored value raises when an edit outside threadlog wrote it: the wrong kind
 # (ValueError covers JSON that does not parse and text that does not decode), or JSON nested
 # past what Python reads (threadlog writes neither).
@@ -398,7 +397,6 @@ def chain_from(backend: Backend, ancestry: list[StreamRow], offset: int, positio
     if offset > base:
         chain.last_position = before.position
     return chain
-
 
 
 def erased_by(backend: Backend, position: int, data: dict[str, Any]) -> Problem | None:

@@ -33,7 +33,6 @@ def named(name: str) -> type:
     return type(name, (dict,), {})
 
 
-
 SCHEMAS: dict[str, Any] = {
     'text': {
         'type': 'typed-dict',

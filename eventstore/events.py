@@ -90,6 +90,8 @@ class Source(_Model):
     tool_use_results: dict[Text, Any] | None = Field(
         default=None, description="the tool-specific result the source kept beside each tool_result, by tool_use_id"
     )
+
+
 class SentRequest(_Model):
     """The Messages API request a live turn sent for the assistant message it is attached to.
 

@@ -34,6 +34,8 @@ def unprintable(bad: re.Match[str]) -> str:
     if "\ud800" <= char <= "\udfff":
         return f"a byte that is not UTF-8 ({char.encode('utf-8', 'backslashreplace').decode()}) at index {bad.start()}"
     return f"the control character {char!r} at index {bad.start()}"
+
+
 MAX_ID_CHARS = 200
 
 

@@ -249,6 +249,7 @@ _PREFIXED_COLUMNS = ", ".join("s." + column.strip() for column in STREAM_COLUMNS
 ANCESTRY = _ANCESTRY.format("", _PREFIXED_COLUMNS)
 ANCESTRY_FROM = _ANCESTRY.format(" AND coalesce(s.parent_offset > %s, true)", _PREFIXED_COLUMNS)
 
+
 def _jsonb(column: str) -> str:
     """SQL reading a JSON text column as jsonb. PostgreSQL's jsonb refuses `\\u0000` (its text
     cannot hold U+0000), which an event's JSON can hold (a reason, an actor): it is read as
@@ -259,7 +260,6 @@ def _jsonb(column: str) -> str:
 
 # Rows below this transaction id are visible and final (see the module doc).
 _VISIBLE = "txid < pg_snapshot_xmin(pg_current_snapshot())"
-
 
 
 def _reservation(count: str) -> str:
@@ -445,6 +445,7 @@ def _schema_2(how: _Folding) -> list[str]:
     """The statements migrating schema 1 to 2."""
     return ["ALTER TABLE search_docs DROP COLUMN tsv", f"ALTER TABLE search_docs ADD COLUMN {_tsv(how)}", _TSV_INDEX,
             "UPDATE threadlog_schema SET version = 2"]
+
 
 _TABLES = ("threadlog_schema", "streams", "events", "snapshots", "search_docs", "search_progress")
 

@@ -63,6 +63,7 @@ def _renumbered_past(position: int) -> str:
     return (f"its events are renumbered whatever the database holds (position {position} is past {MAX_POSITION}, the last "
             "a restore keeps): the export was altered, or comes from a file an older release restored past that position")
 
+
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "position": int, "stream_id": str, "offset": int, "event_id": str, "type": str, "schema_version": int,
     "data": dict, "meta": dict, "recorded_at": str, "data_digest": str, "hash": str, "redacted": bool,

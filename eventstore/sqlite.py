@@ -318,6 +318,7 @@ def _migrate_3(db: sqlite_utils.Database) -> None:
     db.execute(SEARCH_FTS_DDL)
     db.execute("CREATE INDEX search_titles ON search_docs (stream_id, \"offset\") WHERE kind = 'title'")
 
+
 def _migrate_4(db: sqlite_utils.Database) -> None:
     """Version 4: `streams.last_position` (the stream's latest own event), indexed, so that
     `threads()` lists the most recently active threads by reading one page of an index; and a
@@ -1507,8 +1508,6 @@ class SQLiteBackend:
         rows = self.conn.execute('SELECT projection, version, stream_id, "offset", state FROM snapshots '
                                  'ORDER BY projection, version, stream_id, "offset"').fetchall()
         return (StoredSnapshot(*row) for row in rows)
-
-
 
 
 def _fts_words(text: str, joiner: str) -> str:

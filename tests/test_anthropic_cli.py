@@ -672,7 +672,6 @@ def test_api_settings_out_of_range_are_refused_before_anything_is_sent(tmp_path:
         assert store.head(t) == 1
 
 
-
 def _open_connections_to(port: int) -> int:
     """This process's established TCP connections to 127.0.0.1:`port` (Linux's /proc)."""
     ours = set()

@@ -428,7 +428,6 @@ def test_an_older_copy_of_an_imported_session_adds_nothing(tmp_path: Path) -> No
     assert file_dump(db) == before
 
 
-
 # Event data of the wrong shape for its type, written by raw SQL (appends validate every event):
 # the commands that fold a thread ended in a traceback (AttributeError, KeyError, TypeError).
 WRONG_SHAPES = {
@@ -669,7 +668,6 @@ def test_a_file_name_that_is_not_utf8_is_printed_escaped_by_a_real_process(tmp_p
     if "--json" in args:  # which JSON reads back as the name
         values = json.loads(printed)
         assert (values[0]["file"] if isinstance(values, list) else values["path"]).endswith(name)
-
 
 
 def test_ls_shows_last_activity_in_utc_whatever_zone_an_imported_time_names(tmp_path: Path) -> None:

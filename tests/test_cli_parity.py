@@ -54,6 +54,7 @@ def settled_copy(target: Path) -> Path:
         os.utime(path, (settled, settled))
     return target
 
+
 HASH = re.compile(r"\b(?<=tl\d:)[0-9a-f]{8,64}\b|\b[0-9a-f]{64}\b")
 LAST_EVENT = re.compile(r"(?<=[0-9a-f]{64}:)[0-9a-f]{16}\b")  # a checkpoint's last part: its last event, which holds a time
 EVENT_ID = re.compile(r"\b[0-9a-f]{32}\b")
@@ -103,7 +104,6 @@ class Walk:
             self.names[value] = as_
         self.steps.append((self.normalize(" ".join(args)), code, self.normalize(out), self.normalize(err)))
         return out
-
 
     def search(self, *args: str, ranked: bool = False) -> None:
         """`search ARGS --json`, recording the hits as a set: ranking differs by design
@@ -229,8 +229,6 @@ def refusals(walk: Walk) -> None:
     walk("import", "events", str(walk.work / "nothere.jsonl"))
     walk("export", "--all")  # nothing changed
     walk("append", "@last", "--role", "user", "--text", "after the refusals")
-
-
 
 
 @pytest.fixture(scope="module")

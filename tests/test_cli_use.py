@@ -395,7 +395,6 @@ def test_a_title_of_a_megabyte_is_shown_shortened_as_ls_shows_it_and_kept_whole_
     assert json.loads(ok(db, "ls", "--json"))[0]["title"] == title
 
 
-
 def test_a_title_or_system_prompt_of_whitespace_alone_is_shown_as_none(db: Path) -> None:
     """Cut to one line, a title of spaces and line breaks printed as nothing (`title` and a
     blank), where a thread without one shows `-`."""
@@ -405,6 +404,7 @@ def test_a_title_or_system_prompt_of_whitespace_alone_is_shown_as_none(db: Path)
     assert "title       -" in lines and "system      -" in lines
     [listed] = [line for line in ok(db, "ls").splitlines() if line.startswith(t)]
     assert listed.endswith(" -")
+
 
 def test_tree_and_search_show_a_title_of_whitespace_alone_as_none(db: Path) -> None:
     """`tree` printed such a fork's title as two spaces before `, forked at` and `search` as
@@ -912,7 +912,6 @@ def test_a_tool_call_line_shows_the_identifying_argument_first(db: Path) -> None
     lines = [line for line in ok(db, "transcript", t).splitlines() if line.startswith("tool call")]
     assert '`{"file_path":"/src/app.py","content":"xxx' in lines[0] and len(lines[0]) < 140
     assert '`{"pattern":"def main","glob":"*.py","-n":true}`' in lines[1]
-
 
 
 @pytest.mark.parametrize("checkpointed", [False, True], ids=["commits-in-wal", "wal-checkpointed"])

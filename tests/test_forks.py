@@ -102,7 +102,6 @@ def test_bad_fork_options(store: Store, convo: str, kwargs: dict[str, object], f
     assert dump(store) == before
 
 
-
 @pytest.mark.parametrize(
     "kwargs, field, why",
     [

@@ -313,7 +313,6 @@ def test_a_claude_code_file_whose_name_holds_a_control_character_is_refused_by_n
                    f"{shown}: its name holds the control character '\\x1b' at index {shown.index(chr(92))}; rename it to import it")
 
 
-
 _UUIDS = [f"00000000-0000-4000-8000-{i:012d}" for i in range(4)]  # Claude Code's: 36 characters
 
 

@@ -33,7 +33,6 @@ def test_the_two_namespaces_do_collide_in_32_bits() -> None:
     assert hashlib.sha256(A.encode()).hexdigest()[:8] == hashlib.sha256(B.encode()).hexdigest()[:8]
 
 
-
 def test_namespaces_whose_hashes_share_32_bits_keep_their_own_checkpoints(tmp_path: Path) -> None:
     with Store(tmp_path / "ns.db") as store:
         saver = ThreadlogSaver(store)

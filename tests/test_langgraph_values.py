@@ -18,6 +18,7 @@ from langgraph.checkpoint.base.id import uuid6  # noqa: E402
 from threadlog import Store  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
 
+
 class Status(str, enum.Enum):
     NEW = "new"
     DONE = "done"

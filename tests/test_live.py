@@ -972,7 +972,6 @@ def test_a_streamed_turn_of_a_thinking_thread_with_tools_rebuilds_byte_for_byte(
     assert_provenance(file_store, t, api)
 
 
-
 # A value for every key the SDK's `create` and its `stream` helper write in a request's body,
 # those `anthropic_request` gives and those a caller could add alike; in an order of neither.
 _EVERY_KEY: dict[str, Any] = dict(sorted({

@@ -387,7 +387,6 @@ def test_a_session_serves_runs_on_other_threads_as_the_sdk_session_does(db: Path
             pool.submit(lambda: run(session.get_items())).result()
 
 
-
 def test_an_item_added_on_another_thread_while_a_pop_runs_is_kept(db: Path) -> None:
     """Threads sharing one session object shared its view of the branch too: an item another
     thread added while a pop ran (between its read of the branch and its write) was in neither

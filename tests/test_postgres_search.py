@@ -496,7 +496,6 @@ def test_a_server_without_icu_splits_the_words_with_the_databases_own_collation(
         cluster.execute("DROP DATABASE threadlog_no_icu WITH (FORCE)")
 
 
-
 @pytest.mark.parametrize("encoding", ["SQL_ASCII", "EUC_JIS_2004"])
 def test_a_database_in_an_encoding_icu_does_not_take_gets_a_store(encoding: str) -> None:
     """ICU's collation is in every database of a server built with it, but unusable in the
@@ -521,6 +520,7 @@ def test_a_database_in_an_encoding_icu_does_not_take_gets_a_store(encoding: str)
             store.verify()
     finally:
         cluster.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
 
 @pytest.mark.parametrize("match", ["words", "any"])
 def test_a_word_of_thousands_of_parts_is_searched_on_both_backends(tmp_path: Path, match: str) -> None:

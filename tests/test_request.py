@@ -829,7 +829,6 @@ def test_a_request_as_of_events_holding_no_message_says_what_at_counts(mem: Stor
             anthropic_request(mem, empty, at)
 
 
-
 @pytest.mark.parametrize("how", ["fork", "fan_out"])
 def test_a_fork_of_a_note_fork_shows_the_blocks_its_parent_sent(mem: Store, how: str) -> None:
     """A full fork (or a sub-agent) of a note fork sent the note fork's turns without their

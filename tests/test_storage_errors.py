@@ -271,7 +271,6 @@ def test_a_postgresql_url_is_refused_clearly(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
-
 def _append_in_a_worker(db: str, thread: str, event: dict[str, Any]) -> None:
     with Store(db) as store:
         store.append(thread, [event])

@@ -84,7 +84,6 @@ def test_since_says_how_far_it_has_checked(tmp_path: Path) -> None:
     assert report.events == 25_000 and told == [(10_000, 25_000), (20_000, 25_000), (25_000, 25_000)]
 
 
-
 def test_since_on_postgresql_ends_its_progress_at_its_total(tmp_path: Path) -> None:
     """On PostgreSQL a refused write leaves the positions it took unused: the events checked,
     told against the positions to check, ended a bar at 28% of a check that was done."""
@@ -102,6 +101,7 @@ def test_since_on_postgresql_ends_its_progress_at_its_total(tmp_path: Path) -> N
         told.clear()
         store.verify(since=report.checkpoint, progress=lambda done, total: told.append((done, total)))
         assert told == [(0, 0)]  # nothing new: done at once
+
 
 def _alter(db: Path, sql: str, params: Any = ()) -> None:
     """One edit of the file outside threadlog."""

@@ -783,6 +783,7 @@ def test_live_rows_over_an_event_of_the_wrong_shape_say_why_the_page_stops(tmp_p
         response = c.get("/live/rows", params={"id": "F", "after": after, "from": 0})
     assert response.status_code == 500 and "altered outside threadlog" in response.json()["error"], response.text
 
+
 def _replaced_by_a_shorter_log(path: Path) -> int:
     """A file of thread T and 20 events, replaced (as a restore or a copy does) by one whose T
     has one: the position the first file's log reached, which a page of it had shown."""

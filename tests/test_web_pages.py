@@ -156,6 +156,7 @@ def test_live_rows_are_a_page_s_update_or_only_where_the_log_is(tmp_path: Path) 
         assert c.get("/live/rows", params={"id": "a", "after": last - 1, "from": 0}).json() == {"position": last}
         assert c.get("/live/rows", params={"id": "a", "after": last, "from": 0}).json() == {"position": last}
 
+
 def test_query_parameters_are_checked(client: TestClient) -> None:
     response = client.get("/thread?id=trip&at=-1")
     assert response.status_code == 400 and "at must be a whole number" in response.text

@@ -55,6 +55,7 @@ from .note_tools import extra_tools
 Json = dict[str, Any]
 Tool = Callable[..., Any]
 
+
 class BadAnswer(Exception):
     """The API answered with something that is not a message threadlog can keep (not JSON,
     not a message, or blocks the store refuses); the run ends with status `error`."""
