@@ -65,8 +65,7 @@ def named(name: str) -> type:
     """A stand-in for an SDK TypedDict: pydantic-core reads only its name (the error path of a union)."""
     return type(name, (dict,), {{}})
 
-
-'''
+'''  # (render() joins its lines with newlines: two blank lines before SCHEMAS)
 
 _REF = re.compile(r"^([\w.]+):\d+$")
 _DROPPED = {"metadata", "serialization"}
