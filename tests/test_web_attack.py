@@ -784,6 +784,29 @@ def test_live_rows_over_an_event_of_the_wrong_shape_say_why_the_page_stops(tmp_p
     assert response.status_code == 500 and "altered outside threadlog" in response.json()["error"], response.text
 
 
+@pytest.mark.parametrize("replacement", ["not-a-database", "gone"])
+def test_live_rows_of_a_file_that_cannot_be_opened_say_why_the_page_stops(tmp_path: Path, replacement: str) -> None:
+    """A page's update over a file since replaced by one that is no database, or removed, was the
+    HTML error page: the page read it as an answer that is not JSON (a proxy's 502) and asked
+    again every second, `reconnecting…`, for good. It is the JSON error the page stops on, as
+    a read that fails once the file is open; a thread the file does not hold stays a 404."""
+    path = tmp_path / "opened.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="T")
+        store.append_message("T", "user", "hi")
+        after = store.last_position()
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1", raise_server_exceptions=False) as c:
+        assert c.get("/live/rows", params={"id": "T", "after": after}).json() == {"position": after}
+        assert c.get("/live/rows", params={"id": "missing", "after": after}).status_code == 404
+        if replacement == "gone":
+            path.unlink()
+        else:
+            path.write_bytes(b"not a database " * 200)
+        response = c.get("/live/rows", params={"id": "T", "after": after})
+    assert response.status_code == 500 and response.headers["content-type"] == "application/json", response.text[:200]
+    assert response.json()["error"] and "Traceback" not in response.json()["error"], response.text
+
+
 def _replaced_by_a_shorter_log(path: Path) -> int:
     """A file of thread T and 20 events, replaced (as a restore or a copy does) by one whose T
     has one: the position the first file's log reached, which a page of it had shown."""

@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from eventstore import RecordedEvent, Store, StoreError
+from eventstore import RecordedEvent, Store, StoreError, ThreadNotFound
 from eventstore.errors import MISSHAPEN, misshapen
 from projections import Row
 
@@ -241,12 +241,15 @@ async def log(request: Request) -> StreamingResponse:
 
 async def rows(request: Request) -> Response:
     """`/live/rows`: a thread page's update since `after`, as `/live` would send it next, or only
-    the position reached when there is none; `{"error": ...}` when the log cannot be read."""
+    the position reached when there is none; `{"error": ...}` when the log cannot be read,
+    opened or not (the page stops on it, where an error page it cannot read is asked again)."""
     view = viewer(request)
     thread, after, start, skip = _asked(request)
-    await run_in_threadpool(_exists, view, thread, start)
     try:
+        await run_in_threadpool(_exists, view, thread, start)
         position, payload = await run_in_threadpool(_poll, view, thread, after, start, skip)
+    except ThreadNotFound:  # a 404 page: the page stops on any refusal (4xx)
+        raise
     except (StoreError, *MISSHAPEN) as error:
         return JSONResponse({"error": _why(error)}, status_code=500)
     return Response(payload or json.dumps({"position": position}), media_type="application/json")
