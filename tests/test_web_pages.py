@@ -458,20 +458,24 @@ def test_the_list_offers_older_threads_only_when_there_are_some(tmp_path: Path) 
         assert older.count('class="thread-row"') == 1 and "thread 0" in older
 
 
-def test_older_pages_list_threads_tied_at_the_cut_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tied_at", [2, 0], ids=["position-2", "no-event-yet"])
+def test_older_pages_list_threads_tied_at_the_cut_once(tmp_path: Path, tied_at: int) -> None:
     """Threads of one last_position (only raw SQL makes them) straddling a page's end: the
     "Older threads" link named only the position, and the page it opened started below it,
     skipping the tied threads the first page had not shown. It names the last thread shown too
-    when the next one ties with it, and every thread is listed once, in the listing's order."""
+    when the next one ties with it, and every thread is listed once, in the listing's order.
+    Tied at 0 (the last_position of a row added by hand with no events), the link named
+    `before=0`, which the list refused (400) as a page before no position."""
     from threadlog.web.pages import THREADS
 
     path = tmp_path / "t.db"
     with Store(path) as store:
         ids = [store.create_thread(title=f"thread {i}") for i in range(THREADS + 6)]
         order = [info.id for info in store.threads(None)]
-    tied = order[THREADS - 3:THREADS + 3]
+    tied = order[THREADS - 3:]  # the oldest: tied at 0 too, they still straddle the cut
     with sqlite3.connect(path) as conn:  # recency kept in step: a tie, not a misfiled row
-        conn.execute(f"UPDATE streams SET last_position = 2, recency = 0 WHERE id IN ({','.join('?' * len(tied))})", tied)
+        conn.execute(f"UPDATE streams SET last_position = {tied_at}, recency = 0 WHERE id IN ({','.join('?' * len(tied))})",
+                     tied)
     with Store(path) as store:
         expected = [info.id for info in store.threads(None)]
     seen: list[str] = []
@@ -480,6 +484,7 @@ def test_older_pages_list_threads_tied_at_the_cut_once(tmp_path: Path) -> None:
         while address is not None:
             page = client.get(address)
             assert page.status_code == 200, page.text
+            assert (">Newest</a>" in page.text) == (address != "/"), address  # an older page links back
             seen += re.findall(r'<a class="thread-link" href="/thread\?id=([0-9a-f]+)"', page.text)
             found = re.search(r'rel="next" href="([^"]+)"', page.text)
             address = html.unescape(found.group(1)) if found else None

@@ -67,17 +67,21 @@ def _earlier(start: Cursor, floor: int = 0) -> tuple[int, Cursor]:
     return max(floor, start.entry - PAGE), start
 
 
-def _last_listed(request: Request, before: int | None) -> str | None:
-    """`last`, the thread the page before ended with, given with `before`, its last_position,
-    when the next thread was last active at that position too (only raw SQL gives threads
-    one): the page lists the threads after it, where `before` alone skipped those ties."""
+def _page_start(request: Request) -> tuple[int | None, tuple[int, str] | None]:
+    """(`before`, and `Store.threads`' `below` or None): where a page of the list starts.
+    `before` alone is a position, the page listing the threads last active before it. With
+    `last`, the thread the page before ended with, `before` is that thread's last_position,
+    and the page lists the threads after it (`below`), where `before` alone skipped the
+    threads tied with it (only raw SQL gives threads one position); that position may be 0,
+    a row added by hand with no events."""
     last = request.query_params.get("last")
     if not last:
-        return None
+        return whole_number(request, "before", 1), None
+    before = whole_number(request, "before")
     if before is None:
         raise HTTPException(400, "last names the thread a page ended with: pass before=ITS_LAST_POSITION with it")
     try:
-        return check_id("last", last)
+        return before, (before, check_id("last", last))
     except InvalidEvent as error:
         raise HTTPException(400, f"last {error.why}") from None
 
@@ -85,14 +89,12 @@ def _last_listed(request: Request, before: int | None) -> str | None:
 def threads_page(request: Request) -> Response:
     """The `ls` list, newest activity first, paged by position; a search box when the index exists."""
     view = viewer(request)
-    before = whole_number(request, "before", 1)
-    listed_last = _last_listed(request, before)
+    before, below = _page_start(request)
     forks = request.query_params.get("all") == "1"
     query = request.query_params.get("q", "").strip()
     with view.open() as store:
         # One more than shown: whether there are older ones.
-        infos = (store.threads(THREADS + 1, before, forks=forks) if listed_last is None else
-                 store.threads(THREADS + 1, forks=forks, below=(before or 0, listed_last)))
+        infos = store.threads(THREADS + 1, None if below else before, forks=forks, below=below)
         entries = listing(store, infos[:THREADS])
         indexed, last = store.index_position(), store.last_position()
         searchable = indexed > 0
