@@ -807,6 +807,28 @@ def test_live_rows_of_a_file_that_cannot_be_opened_say_why_the_page_stops(tmp_pa
     assert response.json()["error"] and "Traceback" not in response.json()["error"], response.text
 
 
+@pytest.mark.parametrize("replacement", ["not-a-database", "gone"])
+def test_a_page_stream_over_a_file_that_cannot_be_opened_ends_saying_why(tmp_path: Path, replacement: str) -> None:
+    """A page's own stream (`/live`, where a browser has no shared workers) over a file since
+    removed or made no database was the HTML error page: no stream, so the page opened it
+    again every 3 s, `reconnecting…`, for good. It is a stream of one `failed` event saying
+    why, which the page stops on; a thread the file does not hold stays a 404."""
+    path = tmp_path / "opened.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="T")
+        store.append_message("T", "user", "hi")
+    if replacement == "gone":
+        path.unlink()
+    else:
+        path.write_bytes(b"not a database " * 200)
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1", raise_server_exceptions=False) as c:
+        response = c.get("/live", params={"id": "T"})
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream"), response.text[:200]
+    event, data = response.text.split("\n")[:2]
+    assert event == "event: failed" and data.startswith("data: "), response.text
+    assert json.loads(data[len("data: "):])["error"] and "Traceback" not in response.text
+
+
 def _replaced_by_a_shorter_log(path: Path) -> int:
     """A file of thread T and 20 events, replaced (as a restore or a copy does) by one whose T
     has one: the position the first file's log reached, which a page of it had shown."""

@@ -183,6 +183,11 @@ def _why(error: Exception) -> str:
     return str(error) if isinstance(error, StoreError) else str(misshapen(error))
 
 
+def _failed(error: Exception) -> str:
+    """The event that ends a stream whose look at the log failed: the page stops on it, saying why."""
+    return f"event: failed\ndata: {json.dumps({'error': _why(error)})}\n\n"
+
+
 def _asked(request: Request) -> tuple[str, int, int, int]:
     """(thread, after, from, skip) of a thread page's request for its live rows."""
     thread = thread_param(request)  # none given: a 400 saying what to pass (it was "thread '' not found")
@@ -204,7 +209,7 @@ def _stream(request: Request, name: str, look: Callable[[int], tuple[int, str | 
             try:
                 reached, payload = await run_in_threadpool(look, reached)
             except (StoreError, *MISSHAPEN) as error:
-                yield f"event: failed\ndata: {json.dumps({'error': _why(error)})}\n\n"
+                yield _failed(error)
                 return
             if payload is not None:
                 yield f"id: {reached}\nevent: {name}\ndata: {payload}\n\n"
@@ -228,7 +233,14 @@ async def events(request: Request) -> StreamingResponse:
     resumed = request.headers.get("last-event-id", "")
     if resumed.isascii() and resumed.isdigit() and len(resumed) <= 19 and int(resumed) <= LARGEST:
         after = max(after, int(resumed))
-    await run_in_threadpool(_exists, view, thread, start)  # ThreadNotFound: a 404 page, not an empty stream
+    try:
+        await run_in_threadpool(_exists, view, thread, start)  # ThreadNotFound: a 404 page, not an empty stream
+    except ThreadNotFound:
+        raise
+    except (StoreError, *MISSHAPEN) as error:
+        # The file cannot be opened (removed, or no database now): a stream saying so, which the
+        # page stops on. An error page is no stream, and a page asked for it again every 3 s.
+        return StreamingResponse(iter([_failed(error)]), media_type="text/event-stream")
     return _stream(request, "rows", lambda position: _poll(view, thread, position, start, skip), after)
 
 
