@@ -488,6 +488,19 @@ def test_before_refuses_an_id_no_thread_can_have(tmp_path: Path, value: str) -> 
                          result.stderr.replace("\n", " ")), result.stderr
 
 
+def test_a_before_with_leading_zeros_is_the_position_it_spells(tmp_path: Path) -> None:
+    """Leading zeros were counted as digits: `--before 0000000000000000000005` was refused as
+    past the largest position."""
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        ids = [store.create_thread(title=f"t{i}") for i in range(3)]
+        cut = store.thread(ids[1]).last_position
+    for value in (str(cut), "0" * 30 + str(cut), "0" * 30 + f"{cut}:{ids[1]}"):
+        result = CliRunner().invoke(cli, ["--db", db, "ls", "--no-pager", "--before", value, "--json"])
+        assert result.exit_code == 0, result.output
+        assert [row["id"] for row in json.loads(result.stdout)] == [ids[0]], value
+
+
 def test_a_before_of_thousands_of_digits_is_refused_in_a_short_message(tmp_path: Path) -> None:
     """The refusal named the value whole: 5,000 digits of message for 5,000 digits given."""
     db = str(tmp_path / "t.db")

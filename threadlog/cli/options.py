@@ -136,7 +136,8 @@ class PageStart(click.ParamType[tuple[int, str | None]]):
         if not (position.isascii() and position.isdigit()) or (sep and not thread):
             self.fail(f"{given} is not POSITION or POSITION:THREAD (a page's last row's last_position, and its id)",
                       param, ctx)
-        number = int(position) if len(position) <= len(str(MAX_INDEX)) else MAX_INDEX + 1  # int() of 5,000 digits raises
+        digits = position.lstrip("0") or "0"  # leading zeros counted as digits: 0000000000000000000005 was "too large"
+        number = int(digits) if len(digits) <= len(str(MAX_INDEX)) else MAX_INDEX + 1  # int() of 5,000 digits raises
         if number > MAX_INDEX:
             self.fail(f"{given}: a position is at most {MAX_INDEX}", param, ctx)
         if number < 1 and not sep:
