@@ -26,19 +26,29 @@ from tests.backends import BACKENDS, postgres_url
 steps = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 50)), min_size=1, max_size=25)
 
 
+def _grow(store: Store, steps: list[tuple[int, int]], messages: Callable[[int], int]) -> list[str]:
+    """Every thread of `store` after `steps` (`steps` above), oldest first: what earlier examples
+    left in this store, then a thread started for (0, i), and for every step when there is
+    none (a fork needs a message before it); `messages(i)` messages appended in one batch to
+    the i-th for (1, i); the i-th forked for (2, i)."""
+    made = [t.id for t in store.all_threads()]
+    for action, pick in steps:
+        if action == 0 or not made:
+            made.append(store.create_thread(title="t"))
+            store.append_message(made[-1], "user", "first")
+        elif action == 1:
+            store.append(made[pick % len(made)], [{"type": "message.appended", "data": {"role": "user", "content": "m"}}]
+                         * messages(pick))
+        else:
+            made.append(store.fork(made[pick % len(made)]))
+    return made
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=steps, limit=st.integers(1, 4))
 def test_pages_of_threads_are_every_stream_by_latest_activity(store: Store, steps: list[tuple[int, int]],
                                                               limit: int) -> None:
-    made = [t.id for t in store.all_threads()]  # what earlier examples left in this store
-    for action, pick in steps:
-        if action == 0 or not made:
-            made.append(store.create_thread(title="t"))
-            store.append_message(made[-1], "user", "first")  # a fork needs a message before it
-        elif action == 1:
-            store.append_message(made[pick % len(made)], "user", "hello")
-        else:
-            made.append(store.fork(made[pick % len(made)]))
+    _grow(store, steps, lambda pick: 1)
     every = sorted(store.all_threads(), key=lambda info: info.last_position, reverse=True)
     for forks in (True, False):
         expected = [info.id for info in every if forks or info.parent_id is None]
@@ -66,16 +76,7 @@ def test_listings_stay_in_order_across_long_runs_of_appends(store: Store, steps:
                                                             cuts: list[int]) -> None:
     """Streams appended to thousands of positions apart, listed whole, in pages, and from any
     `before` (a key's edges included): always by exact latest activity."""
-    made = [t.id for t in store.all_threads()]
-    for action, pick in steps:
-        if action == 0 or not made:
-            made.append(store.create_thread(title="t"))
-            store.append_message(made[-1], "user", "first")
-        elif action == 1:
-            store.append(made[pick % len(made)], [{"type": "message.appended", "data": {"role": "user", "content": "m"}}]
-                         * (200 + 97 * pick))
-        else:
-            made.append(store.fork(made[pick % len(made)]))
+    _grow(store, steps, lambda pick: 200 + 97 * pick)
     every = sorted(store.all_threads(), key=lambda info: info.last_position, reverse=True)
     edges = [1024 * k + d for k in range(1, 12) for d in (-1, 0, 1)]
     for forks in (True, False):
@@ -241,15 +242,7 @@ def test_pages_read_from_the_last_thread_listed_visit_each_thread_once_where_thr
     position skipped those not yet listed; `below=` (its position and id) continues the order
     of one unpaged listing exactly, with every page size, roots only, forks and a subtree."""
     store, sql = raw
-    made = [t.id for t in store.all_threads()]
-    for action, pick in steps:
-        if action == 0 or not made:
-            made.append(store.create_thread(title="t"))
-            store.append_message(made[-1], "user", "first")
-        elif action == 1:
-            store.append_message(made[pick % len(made)], "user", "hello")
-        else:
-            made.append(store.fork(made[pick % len(made)]))
+    made = _grow(store, steps, lambda pick: 1)
     for group in ties:
         tied = [made[pick % len(made)] for pick in group]
         _tie(sql, tied, store.thread(tied[0]).last_position)
