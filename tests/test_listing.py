@@ -541,3 +541,35 @@ def test_a_next_page_hint_naming_an_id_with_invisible_characters_reads_back_in_a
         cursor = subprocess.run([bash, "-c", f"printf %s {found.group(1)}"], capture_output=True, text=True,
                                 env={"LC_ALL": "C.UTF-8"}, check=True).stdout
     assert listed == wanted
+
+
+@pytest.mark.parametrize("command", ["ls", "tree"])
+def test_a_json_page_names_no_next_page_and_its_last_row_s_position_and_id_go_on_as_the_help_says(
+        tmp_path: Path, command: str) -> None:
+    """The help said `--json` "prints both on every row: `--before` the last row's
+    `last_position:id` never skips one", and nothing of the hint on stderr, which `--json`
+    does not print. It now says so, and what it says holds: with threads tied at a page's
+    end (raw SQL), pages of `--json` each started from the last row's (or root's)
+    `last_position:id` list every thread once, in order, and stderr stays empty."""
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        made = [store.create_thread(thread_id=f"r{i}") for i in range(6)]
+        tied = store.thread(made[3]).last_position
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        _tie(conn.execute, made[1:5], tied)
+    with Store(db) as store:
+        wanted = _listing_order(store.all_threads())
+    listed: list[str] = []
+    cursor: str | None = None
+    while True:
+        result = CliRunner().invoke(cli, ["--db", db, command, "--no-pager", "-n", "2", "--json",
+                                          *(["--before", cursor] if cursor else [])])
+        assert result.exit_code == 0 and result.stderr == "", result.output
+        rows = json.loads(result.stdout)
+        if not rows:
+            break
+        listed += [row["id"] for row in rows]
+        cursor = f"{rows[-1]['last_position']}:{rows[-1]['id']}"
+    assert listed == wanted
+    shown = " ".join(CliRunner().invoke(cli, [command, "--help"]).stdout.split())
+    assert "`--json` prints no such line" in shown and "last_position" in shown

@@ -39,8 +39,9 @@ def _one_more(limit: int) -> int:
 @click.option("--all", "everything", is_flag=True, help="Include forks and sub-agent forks (else root threads only).")
 @click.option("--root", type=THREAD, help="Only THREAD and the forks below it (forks included).")
 @click.option("--before", type=PageStart(),
-              help="The next page: threads last active before POSITION (the last row's last_position), or listed "
-                   "after the thread THREAD at POSITION (the last row's, with its id: ties included).")
+              help="The next page: POSITION, the last row's last_position (the threads last active before it), "
+                   "or POSITION:THREAD, with the last row's id too (the threads listed after that row, those "
+                   "last active at POSITION too included). A page with more after it names the one to give.")
 @json_option
 @pager_option
 @with_store()
@@ -56,8 +57,9 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: tup
     A page with more threads after it ends with where the next begins, on stderr (the rows on
     stdout stay the table): `--before POSITION`, the last row's last_position, or
     `--before POSITION:THREAD`, with its id, when the next thread was last active at that
-    position too (threads of one position are listed by id, the highest first). `--json`
-    prints both on every row: `--before` the last row's `last_position:id` never skips one."""
+    position too (threads of one position, which only raw SQL makes, are listed by id, the
+    highest first). `--json` prints no such line: each row holds its `last_position` and `id`,
+    and `--before LAST_POSITION:ID` of the last row starts the next page, skipping no thread."""
     pages = _Pages(store, limit, before, everything or root is not None, root)
     with store.consistent():  # the pages of one moment, all read before a pager shows them
         first = next(pages, None)
@@ -202,8 +204,8 @@ def log(store: Store, thread: str, start: int, stop: int | None, tail: int | Non
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="Without THREAD: the trees of the N most recently active root threads.")
 @click.option("--before", type=PageStart(),
-              help="The next page of trees: roots last active before POSITION, or listed after the root THREAD "
-                   "at POSITION (as `ls --before`).")
+              help="The next page of trees, as `ls --before`: POSITION, the last root's last_position (the roots "
+                   "last active before it), or POSITION:THREAD, with its id too (the roots listed after it).")
 @click.option("--all", "everything", is_flag=True, help="Without THREAD: every tree in the file, oldest first.")
 @json_option
 @pager_option
@@ -212,7 +214,8 @@ def tree(store: Store, thread: str | None, limit: int, before: tuple[int, str | 
          as_json: bool, no_pager: bool) -> None:
     """The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree holding THREAD.
 
-    A page of trees with more after it ends with where the next begins, on stderr, as `ls` does."""
+    A page of trees with more after it ends with where the next begins, on stderr, as `ls` does
+    (`--json` prints no such line: give `--before` the last root's `last_position:id`)."""
     limited = click.get_current_context().get_parameter_source("limit") != click.core.ParameterSource.DEFAULT
     next_page = None  # as `ls`: a page of roots with more after it names where the next begins
     every = None
