@@ -519,10 +519,12 @@ def test_tree_of_every_tree_is_printed_as_read_in_bounded_memory(tmp_path: Path,
     assert large < small * 1.5 + 256 * 1024, (small, large)  # ten times the threads, not ten times the memory
 
 
-def _on_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """Run the console script with stdout and stderr on a pseudo-terminal; (status, output)."""
+def _on_a_terminal(args: list[str], env: dict[str, str], stdin: int | None = None) -> tuple[int, str]:
+    """Run the console script with stdout and stderr on a pseudo-terminal, and stdin too unless
+    given; (status, output)."""
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([THREADLOG, *args], stdin=follower, stdout=follower, stderr=follower, env=env)
+    proc = subprocess.Popen([THREADLOG, *args], stdin=follower if stdin is None else stdin, stdout=follower, stderr=follower,
+                            env=env)
     os.close(follower)
     chunks = []
     while True:
@@ -663,6 +665,30 @@ def test_a_pager_that_cannot_be_started_is_said_and_the_output_printed_without_i
         code, out = _on_a_terminal(["log", t, "--db", str(db)], {**os.environ, "PAGER": pager, "NO_COLOR": "1"})
         assert code == 0 and "thread.created" in out, out
         assert f"note: the pager PAGER={pager!r} cannot be run ({why}): printed without it" in out, out
+
+
+def test_any_text_of_a_listing_is_paged_on_a_terminal_and_its_json_never_as_the_help_and_readme_say(
+        db: Path, tmp_path: Path) -> None:
+    """The help and README said "long output goes through $PAGER": a listing of one line went
+    through it too, `--json` never did, and stdin not a terminal left it out. They now say
+    what is paged and when, and it is: `ls` of one thread on a terminal reaches the pager,
+    its `--json` does not, nor its text once stdin is a file."""
+    ok(db, "new", "--title", "only")
+    paged = tmp_path / "paged.txt"
+    pager = _script(tmp_path / "pager", f"#!/bin/sh\ncat >> {paged}\n")
+    env = {**os.environ, "PAGER": pager, "NO_COLOR": "1"}
+    code, _ = _on_a_terminal(["ls", "--db", str(db)], env)
+    assert code == 0 and len(paged.read_text().splitlines()) == 2  # the header and the one thread
+    paged.unlink()
+    code, out = _on_a_terminal(["ls", "--json", "--db", str(db)], env)
+    assert code == 0 and '"title": "only"' in out and not paged.exists(), out
+    code, out = _on_a_terminal(["ls", "--db", str(db)], env, stdin=subprocess.DEVNULL)
+    assert code == 0 and "only" in out and not paged.exists(), out
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8").split())
+    assert "however short, goes through `$PAGER` (unset: `less`) when stdin and stdout are terminals" in readme
+    assert "`--json` never does" in readme
+    shown = " ".join(CliRunner().invoke(cli, ["ls", "--help"]).stdout.split())
+    assert "the text, however short, goes through $PAGER, or less, when stdin and stdout are terminals" in shown
 
 
 @contextlib.contextmanager

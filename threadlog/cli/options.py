@@ -155,7 +155,8 @@ def timeout_option(func: F) -> F:
 
 def pager_option(func: F) -> F:
     return click.option("--no-pager", "no_pager", is_flag=True,
-                        help="Print straight to stdout even on a terminal (else long output goes through $PAGER).")(func)
+                        help="Print straight to stdout even on a terminal (else the text, however short, goes through "
+                             "$PAGER, or less, when stdin and stdout are terminals).")(func)
 
 
 # The most an option's file (or standard input) may hold: twice what an event holds, room for
