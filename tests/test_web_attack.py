@@ -181,12 +181,23 @@ def test_serve_with_an_empty_host_is_refused(db: Path) -> None:
 
 
 def test_serve_on_port_0_announces_the_port_it_took(db: Path) -> None:
+    """`--port 0` takes a free port and `--json` prints the address on stdout, as `serve --help`
+    says (it said "Port to listen on." and "Print JSON instead of text.", of a command whose
+    text goes to stderr and stays)."""
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+
+    shown = " ".join(CliRunner().invoke(cli, ["serve", "--help"]).stdout.split())
+    assert "Port to listen on (0: a free one, named in the address printed)." in shown
+    assert 'Also print the address served as JSON on stdout once listening: {"url", "db", "read_only"}.' in shown
     proc = subprocess.Popen([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(db), "--port", "0",
                              "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        url = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")["url"]
-        assert not url.endswith(":0/")
+        announced = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
+        url = announced["url"]
+        assert not url.endswith(":0/") and set(announced) == {"url", "db", "read_only"}
         with urllib.request.urlopen(f"{url}thread?id=t", timeout=10) as response:
             assert response.status == 200
     finally:

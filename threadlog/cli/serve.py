@@ -13,15 +13,16 @@ from eventstore import Store, StoreError
 from ..render import safe
 from .group import cli
 from .opening import _db_path, with_store
-from .options import json_option
 from .printing import _emit_json
 
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (keep it local: the viewer has no login).")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port to listen on (0: a free one, named in the address printed).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the viewer in the default web browser.")
-@json_option
+@click.option("--json", "as_json", is_flag=True,
+              help='Also print the address served as JSON on stdout once listening: {"url", "db", "read_only"}.')
 @with_store()
 def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool) -> None:
     """A local, read-only web viewer: threads, rows, replay, fork tree, blame, diff, live updates."""
