@@ -105,3 +105,77 @@ def test_every_test_the_readme_names_is_there() -> None:
         elif test and not re.search(rf"^def {test}\(", (root / file).read_text(encoding="utf-8"), flags=re.M):
             missing.append(f"{file}::{test}")
     assert missing == []
+
+
+def _said(text: str) -> bool:
+    """Whether the README says `text`, its line breaks aside."""
+    return text in " ".join(README.split())
+
+
+def test_the_readme_pages_threads_as_store_threads_does(tmp_path: Path) -> None:
+    """`Store.threads` took `below=` (a page's last thread) and said `before=` skips the
+    threads tied with a page's last row; the README named neither. Its example pages by
+    `below=`, and what it says of `before=` holds, with threads tied by raw SQL."""
+    import sqlite3
+
+    from eventstore.sqlite import RECENCY_SHIFT
+
+    assert "more = store.threads(20, below=(page[-1].last_position, page[-1].id))" in README
+    assert _said("`threads(before=P)` lists the threads last active before position P instead: a page's next one from "
+                 "its last row's `last_position` alone leaves out the threads tied with that row at it")
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        made = [store.create_thread(thread_id=f"t{i}") for i in range(5)]
+        tied = store.thread(made[2]).last_position
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE streams SET last_position = {tied}, recency = {tied >> RECENCY_SHIFT} "
+                     "WHERE id IN ('t1', 't2', 't3')")
+    with Store(db) as store:
+        page = store.threads(2)
+        assert [info.id for info in page] == ["t4", "t3"]
+        assert [info.id for info in store.threads(20, below=(page[-1].last_position, page[-1].id))] == ["t2", "t1", "t0"]
+        assert [info.id for info in store.threads(20, before=page[-1].last_position)] == ["t0"]  # t2 and t1 left out
+
+
+def test_the_readme_says_what_a_listing_does_with_rows_altered_outside_threadlog(tmp_path: Path) -> None:
+    """`ls --json` cut short by a refused row (one on its second read of 1,000 rows), and
+    `tree --all --json` holding a fork whose parent's row is gone, each exit 1 with a message
+    the README did not describe."""
+    import json
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    db = tmp_path / "t.db"
+    with Store(db, synchronous="OFF") as store:
+        for i in range(6):
+            store.create_thread(thread_id=f"t{i}")
+        root = store.create_thread(thread_id="root")
+        store.append_message(root, "user", "hi")
+        store.fork(root, fork_id="fork")
+        for _ in range(2200):  # listing keys 2, 1, 0: the second read of 1,000 reaches t5's
+            store.create_thread()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM streams WHERE id = 'root'")
+    done = CliRunner().invoke(cli, ["--db", str(db), "tree", "--all", "--json"])
+    assert done.exit_code == 1 and {row["id"]: row["parent_id"] for row in json.loads(done.stdout)}["fork"] == "root"
+    assert "a fork names a parent not in the file ('fork' forks 'root')" in done.stderr
+    assert _said("`tree --all` prints a fork whose parent's row is gone at the top of a tree of its own (`--json`: with "
+                 "the `parent_id` no printed row has) and exits 1 once every tree is printed, naming the first such fork.")
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE streams SET last_position = NULL WHERE id = 't5'")
+    done = CliRunner().invoke(cli, ["--db", str(db), "ls", "--all", "-n", "5000", "--json"])
+    assert done.exit_code == 1 and "the stream row of 't5' was altered outside threadlog" in done.stderr, done.output
+    printed = done.stderr.split("the listing is incomplete: ", 1)[1]
+    assert _said(f"ends `the listing is incomplete: {printed.replace('holds the 1000 rows', 'holds the N rows').strip()}`")
+    assert _said("is refused by name by each page of `ls` and `tree` that reaches it (exit 1; `threadlog verify` names "
+                 "where), never left out of every page")
+
+
+def test_the_readme_says_how_the_viewer_pages_its_list_of_threads() -> None:
+    """The README said only "paged": 50 a page, each older page from right after the last
+    thread shown."""
+    from threadlog.web.pages import THREADS
+
+    assert THREADS == 50 and _said("last activity, 50 a page (each \"Older threads\" page starts right after the last "
+                                   "thread shown, as `ls --before P:T` does, so no thread is skipped or shown twice)")
