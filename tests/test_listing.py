@@ -327,9 +327,10 @@ def test_a_thread_whose_last_position_is_no_position_is_refused_by_name_not_left
     astray = made[10]  # a root in the middle of the listing
     try:
         sql(f"UPDATE streams SET last_position = {value} WHERE id = '{astray}'")
-    except Exception:
+    except Exception:  # PostgreSQL's bigint column refuses the value: no row holds it, none is hidden
         assert not postgres_holds
-        pytest.skip("PostgreSQL's bigint column holds no such value")
+        assert sorted(info.id for info in store.threads(limit=None)) == sorted(made)
+        return
     said = f"the stream row of '{astray}' was altered outside threadlog: its last_position is .*`threadlog verify` names"
     for forks in (True, False):
         with pytest.raises(StoreError, match=said):
