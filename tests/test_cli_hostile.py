@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -799,6 +800,25 @@ def test_a_command_started_with_stdout_closed_says_it_cannot_print(tmp_path: Pat
     with Store(db) as store:
         assert [e.data["content"] for e in store.read("t") if e.type == "message.appended"][-1] == [{"type": "text", "text": "once"}]
         assert store.verify(since=before).events == 1
+
+
+def test_the_command_a_kept_write_names_reads_back_in_a_shell_for_an_id_with_invisible_characters(tmp_path: Path) -> None:
+    """A write whose printing failed names the command that shows what it wrote. For an id
+    holding a character the output escapes (`\\u202e`), the id was quoted as printed, in
+    `'…'`: pasted, the shell read a backslash and letters, another id. It is quoted as `$'…'`,
+    which the shell reads back to the id itself."""
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash to read the command")
+    db, thread = tmp_path / "t.db", "a\u202eb;c"
+    with Store(db) as store:
+        store.create_thread(thread_id=thread)
+    written = _with_closed("1", db, "append", thread, "--role", "user", "--text", "once")
+    assert written.returncode == 3, written.stderr
+    shown = written.stderr.split("`")[1]
+    assert shown.startswith("threadlog log ") and shown.isascii(), shown
+    read = subprocess.run([bash, "-c", f"set -- {shown}; printf %s \"$3\""], capture_output=True, text=True, timeout=30)
+    assert read.stdout == thread, (shown, read.stdout)
 
 
 @pytest.mark.parametrize("args", [["append", "t", "--role", "user", "--content", "-"], ["emit", "t", "title.set", "--data-file", "-"]],

@@ -62,8 +62,9 @@ def command_line(command: str, arguments: Sequence[str], options: str = "") -> s
     """`command ARGUMENTS OPTIONS` as a user would type it, to be shown in a message: each
     argument quoted for a shell, as an id is any text (one holding `;` or `$(…)` would run a
     command of its own), and after the options and `--` when one starts with `-`, which would
-    read as an option. An id of letters, digits and `_@%+=:,./-` reads as it is."""
-    quoted = " ".join(shlex.quote(argument) for argument in arguments)
+    read as an option. An id of letters, digits and `_@%+=:,./-` reads as it is; one holding
+    what `safe` escapes is quoted so that the shell reads the escape back (`shell_word`)."""
+    quoted = " ".join(map(shell_word, arguments))
     if any(argument.startswith("-") for argument in arguments):
         return " ".join(filter(None, (command, options, "--", quoted)))
     return " ".join(filter(None, (command, quoted, options)))
