@@ -182,6 +182,24 @@ def _check_size(data_json: str, field: str) -> None:
                            "(32 MiB, the Messages API's request limit); keep large files outside and refer to them")
 
 
+def prepare_text(role: str, text: str, field: str | int, event_id: str) -> PreparedEvent:
+    """`prepare` of a text message with no meta, given its role ("user" or "assistant", not
+    checked here) and its text: the same steps, knowing the shape (two levels deep: no depth
+    check). For `prepare` once `_text_message` said yes, and for `Store.append_message`."""
+    # `integrity.canonical` of the data, spelled out: keys in sorted order.
+    data_json = '{"content":[{"text":' + encode_basestring(text) + ',"type":"text"}],"role":"' + role + '"}'
+    try:
+        data_digest = _sha256(data_json.encode("utf-8")).hexdigest()  # integrity.digest
+    except ValueError as error:  # lone surrogates
+        raise InvalidEvent(f"{_name(field)}.data", f"not storable as UTF-8 JSON ({error})") from None
+    if len(data_json) > MAX_EVENT_BYTES // 4:
+        _check_size(data_json, _name(field))
+    values: tuple[Any, ...] = (_MESSAGE, _MESSAGE_VERSION, {"role": role, "content": [{"type": "text", "text": text}]},
+                              data_json, data_digest, {}, "{}", event_id, False, True)
+    prepared: PreparedEvent = make_tuple(PreparedEvent, values)
+    return prepared
+
+
 def prepare(event: Any, field: str | int, event_id: str | None = None, restoring: bool = False) -> PreparedEvent:
     """Validate and serialize one event; `event_id` is used unless its meta names one
     (`restoring`: see `events.parse`).
@@ -190,20 +208,8 @@ def prepare(event: Any, field: str | int, event_id: str | None = None, restoring
     string is only built when there is an error to report).
     """
     plain = _text_message(event)
-    if plain is not None:  # the same steps as below, knowing the shape (two levels deep: no depth check)
-        role, text = plain
-        # `integrity.canonical` of the data, spelled out: keys in sorted order.
-        data_json = '{"content":[{"text":' + encode_basestring(text) + ',"type":"text"}],"role":"' + role + '"}'
-        try:
-            data_digest = _sha256(data_json.encode("utf-8")).hexdigest()  # integrity.digest
-        except ValueError as error:  # lone surrogates
-            raise InvalidEvent(f"{_name(field)}.data", f"not storable as UTF-8 JSON ({error})") from None
-        if len(data_json) > MAX_EVENT_BYTES // 4:
-            _check_size(data_json, _name(field))
-        values: tuple[Any, ...] = (_MESSAGE, _MESSAGE_VERSION, {"role": role, "content": [{"type": "text", "text": text}]},
-                                  data_json, data_digest, {}, "{}", event_id or new_event_id(), False, True)
-        prepared: PreparedEvent = make_tuple(PreparedEvent, values)
-        return prepared
+    if plain is not None:
+        return prepare_text(plain[0], plain[1], field, event_id or new_event_id())
     field = _name(field)
     type_, data, meta = parse(event, field, restoring)
     try:

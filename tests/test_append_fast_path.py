@@ -1,17 +1,23 @@
-"""The append path's shortcut for plain text messages gives exactly what full validation gives."""
+"""The append path's shortcuts for plain text messages give exactly what full validation and the
+batch path give."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventstore.errors import InvalidEvent
+import eventstore.store as store_module
+from eventstore.errors import InvalidEvent, StoreError
 from eventstore.events import parse
 from eventstore.integrity import canonical, digest
-from eventstore.prepare import _text_message, prepare
+from eventstore.prepare import _text_message, prepare, prepare_text
+from threadlog import Store
 
 
 class Full(dict[str, Any]):
@@ -103,3 +109,95 @@ def test_unstorable_text_is_refused_the_same_way() -> None:
     with pytest.raises(InvalidEvent) as full:
         prepare(Full(event), 1)
     assert shortcut.value.field == full.value.field == "events[1].data"
+
+
+# -- the store's shortcut for one text message (`Store._append_text`) ----------------------------
+
+_FROZEN = "2026-12-07T00:00:00.000000Z"
+
+
+def _history(path: Path, state: str, filler: int) -> tuple[Store, str]:
+    """A store holding the same history whenever it is built (ids chosen, the clock frozen by
+    the caller), and the stream to append to: a thread with only its creation (no message
+    yet), one that talked, one whose tool call waits for its result (facts pending), or a fork;
+    `filler` events in another thread after it, so that the append moves the listing key."""
+    store = Store(path)
+    store.create_thread(title="t", thread_id="t", event_id="c-t")
+    target = "t"
+    if state != "fresh":
+        store.append_message("t", "user", "hello", event_id="m-1")
+        store.append_message("t", "assistant", "hi", event_id="m-2")
+    if state == "waiting":
+        store.append_message("t", "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "look", "input": {}}],
+                             event_id="m-3")
+    if state == "fork":
+        target = store.fork("t", fork_id="f", event_id="k-f")
+    if filler:
+        store.create_thread(thread_id="o", event_id="c-o")
+        store.append("o", [{"type": "message.appended", "data": {"role": "user", "content": f"x{i}"},
+                            "meta": {"event_id": f"o-{i}"}} for i in range(filler)])
+    return store, target
+
+
+def _rows(path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Every stored row of the file, read by a connection of its own."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return (conn.execute("SELECT * FROM events ORDER BY position").fetchall(),
+                conn.execute("SELECT * FROM streams ORDER BY id").fetchall())
+
+
+@settings(max_examples=25, deadline=None)
+@given(state=st.sampled_from(["fresh", "talked", "waiting", "fork"]), filler=st.sampled_from([0, 1030]),
+       role=st.sampled_from(["user", "assistant"]), text=st.text(max_size=40) | st.sampled_from(["\x00\n\"\\", "é😀"]))
+def test_a_text_message_appended_by_the_shortcut_is_what_the_batch_path_writes(tmp_path_factory: pytest.TempPathFactory,
+                                                                              state: str, filler: int, role: str,
+                                                                              text: str) -> None:
+    """`append_message` of one text message skips the batch's machinery (`Store._append_text`):
+    its rows, the stream's new head (hash, facts carried, first message, listing key) and the
+    record it returns are byte for byte what the batch path (`_append_once`) makes of the
+    same event at the same moment."""
+    directory = tmp_path_factory.mktemp("shortcut")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store_module, "now", lambda: _FROZEN)
+        shortcut, target = _history(directory / "shortcut.db", state, filler)
+        batch, _ = _history(directory / "batch.db", state, filler)
+        assert _rows(directory / "shortcut.db") == _rows(directory / "batch.db")
+        item = prepare_text(role, text, 0, "0190a0b0c0d07000800000000000abcd")
+        taken = shortcut._append_text(target, item)
+        made = batch._append_once(target, [item], "any", True, False)
+    assert taken == made
+    assert _rows(directory / "shortcut.db") == _rows(directory / "batch.db")
+    assert shortcut.verify().events == len(_rows(directory / "shortcut.db")[0])  # (verify raises on a broken chain)
+    shortcut.close()
+    batch.close()
+
+
+def test_append_message_of_text_refuses_what_append_refuses(tmp_path: Path) -> None:
+    """The same refusals, by the same names, whichever way one text message comes in."""
+    store = Store(tmp_path / "x.db")
+    thread = store.create_thread()
+    calls = [
+        lambda: store.append_message("nope", "user", "hi"),
+        lambda: store.append_message("", "user", "hi"),
+        lambda: store.append_message(thread, "user", "hi", expect="sometimes"),
+        lambda: store.append_message(thread, "user", "hi", expect=7),
+        lambda: store.append_message(thread, "user", "\ud800"),
+    ]
+    events = [
+        lambda: store.append("nope", [_text("hi")]),
+        lambda: store.append("", [_text("hi")]),
+        lambda: store.append(thread, [_text("hi")], expect="sometimes"),
+        lambda: store.append(thread, [_text("hi")], expect=7),
+        lambda: store.append(thread, [_text("\ud800")]),
+    ]
+    for call, event in zip(calls, events):
+        with pytest.raises(StoreError) as by_message:
+            call()
+        with pytest.raises(StoreError) as by_event:
+            event()
+        assert (type(by_message.value), str(by_message.value)) == (type(by_event.value), str(by_event.value))
+    assert store.counts().events == 1
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "message.appended", "data": {"role": "user", "content": text}}
