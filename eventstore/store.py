@@ -840,8 +840,8 @@ class Store:
         them equal), without the batch's machinery: `_Chain`, its generator and the checks no
         text message needs. At `synchronous=FULL` every commit waits for the disk, and the
         Python after each wait runs slower than the same Python between commits that do not
-        wait (measured in one append: 42 µs against 21 at `NORMAL`); the fewer objects an
-        append touches, the less it pays (bench/HISTORY.md, "Runs of 2026-12-07")."""
+        wait (the store's Python in one append: 61 µs against 21 at `NORMAL`, bench/HISTORY.md,
+        "Runs of 2026-12-06, night"); the fewer objects an append touches, the less it pays."""
         backend = self.backend
         with backend.transaction():
             row, position = backend.stream_for_append(thread)

@@ -1,7 +1,8 @@
 """House rules that a reader checks by eye, checked by the suite instead.
 
 `mypy --strict` and the line-length limit (both configured in pyproject.toml) run over
-eventstore, projections, threadlog and bench; storage stays behind eventstore/.
+eventstore, projections, threadlog and bench; storage stays behind eventstore/; the benchmark runs
+the code cites are in bench/HISTORY.md.
 """
 
 from __future__ import annotations
@@ -31,6 +32,15 @@ def test_lines_fit_the_limit() -> None:
 
 def _sources(*folders: str) -> list[Path]:
     return [path for folder in folders for path in sorted((ROOT / folder).rglob("*.py"))]
+
+
+def test_the_runs_the_code_cites_are_recorded() -> None:
+    """A comment or docstring that backs a figure with `bench/HISTORY.md, "<section>"` names a
+    section the history holds: the reader who follows it finds the run, not nothing."""
+    history = (ROOT / "bench" / "HISTORY.md").read_text(encoding="utf-8")
+    for path in _sources(*CHECKED):
+        for cited in re.findall(r'bench/HISTORY\.md,\s+"([^"]+)"', path.read_text(encoding="utf-8")):
+            assert " ".join(cited.split()) in history, (path, cited)
 
 
 def test_only_eventstore_reaches_the_backend() -> None:
