@@ -119,8 +119,9 @@ _FROZEN = "2026-12-07T00:00:00.000000Z"
 def _history(path: Path, state: str, filler: int) -> tuple[Store, str]:
     """A store holding the same history whenever it is built (ids chosen, the clock frozen by
     the caller), and the stream to append to: a thread with only its creation (no message
-    yet), one that talked, one whose tool call waits for its result (facts pending), or a fork;
-    `filler` events in another thread after it, so that the append moves the listing key."""
+    yet), one that talked, one whose tool call waits for its result (facts pending), one in a
+    run (facts pending), a fork, or a sub-agent's fork; `filler` events in another thread after
+    it, so that the append moves the listing key."""
     store = Store(path)
     store.create_thread(title="t", thread_id="t", event_id="c-t")
     target = "t"
@@ -130,8 +131,10 @@ def _history(path: Path, state: str, filler: int) -> tuple[Store, str]:
     if state == "waiting":
         store.append_message("t", "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "look", "input": {}}],
                              event_id="m-3")
-    if state == "fork":
-        target = store.fork("t", fork_id="f", event_id="k-f")
+    if state == "running":
+        store.append("t", [{"type": "run.started", "data": {"run_id": "r1"}, "meta": {"event_id": "r-1"}}])
+    if state in ("fork", "subagent"):
+        target = store.fork("t", fork_id="f", event_id="k-f", kind=state)
     if filler:
         store.create_thread(thread_id="o", event_id="c-o")
         store.append("o", [{"type": "message.appended", "data": {"role": "user", "content": f"x{i}"},
@@ -147,7 +150,7 @@ def _rows(path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
 
 
 @settings(max_examples=25, deadline=None)
-@given(state=st.sampled_from(["fresh", "talked", "waiting", "fork"]), filler=st.sampled_from([0, 1030]),
+@given(state=st.sampled_from(["fresh", "talked", "waiting", "running", "fork", "subagent"]), filler=st.sampled_from([0, 1030]),
        role=st.sampled_from(["user", "assistant"]), text=st.text(max_size=40) | st.sampled_from(["\x00\n\"\\", "é😀"]))
 def test_a_text_message_appended_by_the_shortcut_is_what_the_batch_path_writes(tmp_path_factory: pytest.TempPathFactory,
                                                                               state: str, filler: int, role: str,
