@@ -651,6 +651,11 @@ CLI: list[tuple[str, list[str], bytes | None, dict[str, bytes], int, str]] = [
     ("usage-tree-thread-before", ["tree", "t", "--before", "3"], None, {}, 2, "give them without THREAD"),
     ("usage-tree-thread-limit", ["tree", "t", "-n", "3"], None, {}, 2, "give them without THREAD"),
     ("usage-tree-all-before", ["tree", "--all", "--before", "3"], None, {}, 2, "give it without --before"),
+    # `-n` chooses a page of roots, as `--before` does: `tree --all -n 5` printed every tree, the 5 unsaid
+    ("usage-tree-all-limit", ["tree", "--all", "-n", "5"], None, {}, 2, "Error: --all shows every tree: give it without -n"),
+    ("usage-tree-all-limit-default", ["tree", "--all", "--limit", "20"], None, {}, 2, "give it without -n"),
+    ("usage-tree-all-limit-before", ["tree", "--all", "-n", "5", "--before", "3"], None, {}, 2,
+     "give it without -n and --before"),
 ]
 
 

@@ -206,7 +206,8 @@ def log(store: Store, thread: str, start: int, stop: int | None, tail: int | Non
 @click.option("--before", type=PageStart(),
               help="The next page of trees, as `ls --before`: POSITION, the last root's last_position (the roots "
                    "last active before it), or POSITION:THREAD, with its id too (the roots listed after it).")
-@click.option("--all", "everything", is_flag=True, help="Without THREAD: every tree in the file, oldest first.")
+@click.option("--all", "everything", is_flag=True,
+              help="Without THREAD, -n or --before: every tree in the file, oldest first.")
 @json_option
 @pager_option
 @with_store()
@@ -221,8 +222,9 @@ def tree(store: Store, thread: str | None, limit: int, before: tuple[int, str | 
     every = None
     if thread is not None and (everything or before is not None or limited):
         raise click.UsageError("-n, --all and --before choose root threads' trees: give them without THREAD")
-    if everything and before is not None:
-        raise click.UsageError("--all shows every tree: give it without --before")
+    paging = [name for name, given in (("-n", limited), ("--before", before is not None)) if given]
+    if everything and paging:  # they choose a page of roots, which --all is not: `--all -n 5` printed every tree
+        raise click.UsageError(f"--all shows every tree: give it without {' and '.join(paging)}")
     if thread is not None:
         groups: Iterable[Sequence[ThreadInfo]] = [_tree_holding(store, thread)]
     elif everything:  # printed as read: a file of 200,000 forks printed nothing for 7 s, and held them all
