@@ -292,7 +292,8 @@ class Backend(Protocol):
         streams holding the thread's offsets from `start` on)."""
         ...
 
-    def streams(self, stored: bool = False, part: tuple[int, bool] | None = None, tops: bool = False) -> Iterator[StreamRow]:
+    def streams(self, stored: bool = False, part: tuple[int, bool] | None = None, tops: bool = False,
+                strays: bool = False) -> Iterator[StreamRow]:
         """Every stream, in creation order, streamed (a full verify reads them in bounded memory).
         With `stored`, in the order the backend keeps them, read without sorting them, and the
         same order on every call inside one read transaction (a backend with no such order
@@ -300,7 +301,11 @@ class Backend(Protocol):
         verify starts: those created after position `mid` when `later`, else the others (those
         created at or before it, and those whose created_position is no position). With `tops`,
         only the streams at the top of a fork tree: roots, and forks whose parent's row is not in
-        the file (only raw SQL deletes one), as `tree` shows them."""
+        the file (only raw SQL deletes one), as `tree` shows them. With `strays`, only the forks
+        whose parent is not a stream written before them (SQLite: a lower rowid; PostgreSQL: a
+        lower created_position): those whose parent's row is gone, and at least one of each
+        cycle of parents, as a fork is written after its parent (only raw SQL makes either). Each
+        parent is looked up by its id; in a file no one altered, none is given."""
         ...
 
     def stream_starts(self) -> list[int]:

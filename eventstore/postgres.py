@@ -1079,7 +1079,8 @@ class PostgresBackend:
         rows = self.conn.execute(ANCESTRY_FROM if start else ANCESTRY, (stream_id, start) if start else (stream_id,)).fetchall()
         return chain_order((_new(StreamRow, r) for r in rows), stream_id)  # each stream once: see chain_order
 
-    def streams(self, stored: bool = False, part: tuple[int, bool] | None = None, tops: bool = False) -> Iterator[StreamRow]:
+    def streams(self, stored: bool = False, part: tuple[int, bool] | None = None, tops: bool = False,
+                strays: bool = False) -> Iterator[StreamRow]:
         """Every stream in creation order (`stored` too: a table's order on the server is not
         the same from one scan to the next), through a server-side cursor read `_PAGE` rows per
         round trip: memory stays bounded however many streams there are (a full `verify` reads
@@ -1097,6 +1098,9 @@ class PostgresBackend:
                     params.append(part[0])
                 if tops:  # roots, and forks whose parent's row is gone
                     wheres.append("(parent_id IS NULL OR NOT EXISTS (SELECT 1 FROM streams p WHERE p.id = streams.parent_id))")
+                if strays:  # forks whose parent was not written before them: gone, or raw SQL named a later one
+                    wheres.append("(parent_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM streams p WHERE p.id = streams.parent_id "
+                                  "AND p.created_position < streams.created_position))")
                 where = f" WHERE {' AND '.join(wheres)}" if wheres else ""
                 cursor.execute(f"SELECT {STREAM_COLUMNS} FROM streams{where} ORDER BY created_position, id", params)
                 for row in cursor:

@@ -134,6 +134,15 @@ class Counts(NamedTuple):
     events: int
 
 
+class Strays(NamedTuple):
+    """The threads whose rows (altered outside threadlog) put them out of place in the fork
+    trees (`Store.strays`)."""
+
+    orphans: int  # forks whose parent's row is gone: each is the top of a tree of its own
+    first_orphan: ThreadInfo | None  # the oldest of them
+    unplaced: int  # the threads on or below a cycle of parents: in no tree at all
+
+
 class ClosingReader(Protocol):
     """Something that reads from a store lazily and must finish before the store closes."""
 
@@ -512,6 +521,30 @@ class Store:
         whose parent's row is gone (only raw SQL deletes one), each parent looked up by its id,
         so memory stays bounded however many threads the file holds."""
         return map(ThreadInfo.from_row, self.backend.streams(tops=True))
+
+    def strays(self) -> Strays:
+        """The forks whose parent's row is gone, and how many threads a cycle of parents puts
+        in no tree (it, and every fork below it): what a listing of the trees leaves out or
+        puts at a top of its own, as only raw SQL makes either. One read of the streams, each
+        parent looked up by its id, gives the few forks whose parent was not written before
+        them (none, in a file no one altered); each is followed up its chain of parents, and
+        each cycle's threads are counted once. Call it inside `consistent()` to agree with
+        other reads."""
+        orphans, first, unplaced = 0, None, 0
+        cycles: set[str] = set()  # each cycle by the least id on it
+        for row in self.backend.streams(strays=True):
+            chain = self.backend.ancestry(row.id)  # up to a root, a missing parent, or a parent met again
+            last = chain[-1]
+            ids = [link.id for link in chain]
+            if last.parent_id in ids:  # a cycle: from that parent to `last`
+                cycle = min(ids[ids.index(last.parent_id):])
+                if cycle not in cycles:
+                    cycles.add(cycle)
+                    unplaced += len(self.backend.subtree(cycle))
+            elif last.parent_id is not None and len(chain) == 1:  # its own parent's row is gone
+                orphans += 1
+                first = first or ThreadInfo.from_row(row)
+        return Strays(orphans, first, unplaced)
 
     def trees(self) -> Iterator[list[ThreadInfo]]:
         """Every fork tree, oldest first, one at a time: each of `tops` with every fork below it,

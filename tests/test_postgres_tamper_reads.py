@@ -188,6 +188,21 @@ def test_a_cycle_of_parents_is_refused_and_named_by_verify(tmp_path: Path, backe
     assert verified.returncode == 1 and "integrity check failed at position 1:" in verified.stderr, verified
 
 
+# The same cycle beside a sound thread: `tree --all --json` printed all five threads in creation
+# order, T, F, G and the sub-agent fork with parent_ids no top reaches, and exited 0, so a script
+# could not tell. It prints them and fails as the text does, naming how many are in no tree.
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
+def test_tree_all_json_says_how_many_threads_are_in_no_tree_and_fails(tmp_path: Path, backend: str) -> None:
+    db = _built_and_altered(tmp_path, backend, "UPDATE streams SET parent_id = 'G' WHERE id = 'T'")
+    sound = _threadlog(db, "new", "--title", "sound").stdout.strip()
+    listed = _threadlog(db, "tree", "--all", "--json")
+    assert listed.returncode == 1, listed
+    ids = [t["id"] for t in json.loads(listed.stdout)]
+    assert len(ids) == 5 and ids[:3] == ["T", "F", "G"] and ids[-1] == sound, listed.stdout
+    assert listed.stderr == ("error: the store holds 5 threads but 4 of them are in no tree: their rows were altered "
+                             "outside threadlog (`threadlog verify` names where)\n"), listed.stderr
+
+
 # A parent's row deleted: F's. `title` and `count` of G (F's fork) read its history up to the
 # missing row, as `show` does, but `ls` and the web thread list walked up for titles and counts
 # of the whole page at once and failed on every thread: "thread 'F' not found".

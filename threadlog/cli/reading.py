@@ -284,11 +284,11 @@ class _EveryThread:
     """`tree --all`'s threads as of one moment, a group at a time: tree by tree for the text,
     which prints each tree whole; in creation order for `--json`, its order. Once read to the
     end, `held` is how many threads the file held at that moment and `placed` how many were
-    given: a thread whose parents form a cycle (only raw SQL makes one) is in no tree.
+    in a tree: a thread whose parents form a cycle (only raw SQL makes one) is in no tree.
     `orphans` counts the trees whose top is a fork whose parent's row is gone, and `orphan` is
-    the first of them: by tree, each group's first thread is its tree's top; in creation order
-    the tops are read once every group is given, as `Store.trees` finds them (a set of the ids
-    printed, to look each parent up in, grew with the file)."""
+    the first of them: by tree, each group's first thread is its tree's top; in creation order,
+    where every thread is given, `Store.strays` finds both once every group is given (a set of
+    the ids printed, to look each parent up in, grew with the file)."""
 
     def __init__(self, store: Store, by_tree: bool) -> None:
         self.store, self.by_tree = store, by_tree
@@ -307,10 +307,11 @@ class _EveryThread:
                 if self.by_tree and group:
                     self._top(group[0])
                 yield group
-            if not self.by_tree:
-                for top in self.store.tops():
-                    self._top(top)
             self.held = self.store.counts().threads
+            if not self.by_tree:  # the threads of a cycle were given too, with parent_ids no top reaches
+                strays = self.store.strays()
+                self.placed -= strays.unplaced
+                self.orphans, self.orphan = strays.orphans, strays.first_orphan
 
     def _top(self, top: ThreadInfo) -> None:
         if top.parent_id is not None:  # a fork at the top of a tree: its parent's row is gone
