@@ -742,6 +742,47 @@ def test_console_script_non_utf8_stdin(seeded: tuple[Path, dict[str, str]], tmp_
     assert fingerprint(db) == before
 
 
+LATIN_1 = os.fsdecode(b"caf\xe9")  # "café" typed in a Latin-1 terminal, as Python keeps the bytes
+
+
+@pytest.mark.parametrize(("args", "option"), [
+    (["append", "t", "--role", "user", "--text", LATIN_1], "'--text'"),
+    (["new", "--title", LATIN_1], "'--title'"),
+    (["fork", "t", "--system", LATIN_1], "'--system'"),
+    (["search", LATIN_1], "'QUERY'"),
+    (["interrupt", "raise", "t", "q1", "--question", LATIN_1], "'--question'"),
+    (["redact", "2", "--actor", "ana", "--reason", LATIN_1], "'--reason'"),
+], ids=["append", "new", "fork", "search", "interrupt", "redact"])
+def test_console_script_text_typed_in_another_encoding_is_refused_by_name(
+    seeded: tuple[Path, dict[str, str]], tmp_path: Path, args: list[str], option: str
+) -> None:
+    """Bytes that are not UTF-8 on the command line (a terminal in another encoding) are a usage
+    error naming the option and the byte, before anything is opened: `append --text` said
+    `events[0].data: not storable as UTF-8 JSON`, `search` that its text `cannot be sent`."""
+    db = fresh(seeded, tmp_path)
+    before = fingerprint(db)
+    run = run_threadlog([*args, "--db", str(db)])
+    check_cli_failure(run.returncode, run.stdout, run.stderr, 2, "is not UTF-8 text (byte 0xe9 at character 4)")
+    assert option in run.stderr
+    assert fingerprint(db) == before
+
+
+def test_console_script_reads_a_file_whose_name_is_not_utf8(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """A file name is any bytes on Linux: `--content` and `--data-file` read it as named."""
+    db = fresh(seeded, tmp_path)
+    content = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9.json"))
+    content.write_text('"from a Latin-1 file name"')
+    data = Path(os.fsdecode(bytes(tmp_path) + b"/d\xe9.json"))
+    data.write_text('{"title": "named"}')
+    run = run_threadlog(["append", "t", "--role", "user", "--content", str(content), "--db", str(db)])
+    emit = run_threadlog(["emit", "t", "title.set", "--data-file", str(data), "--db", str(db)])
+    assert (run.returncode, emit.returncode) == (0, 0), run.stderr + emit.stderr
+    with Store(db, read_only=True) as store:
+        *_, appended, emitted = store.read("t")
+    assert appended.data["content"] == [{"type": "text", "text": "from a Latin-1 file name"}]
+    assert emitted.data == {"title": "named"}
+
+
 def test_console_script_full_disk(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     """A file-size limit (RLIMIT_FSIZE) stands in for a full disk: the WAL cannot grow."""
     db = fresh(seeded, tmp_path)

@@ -33,10 +33,49 @@ EXIT_UNPRINTED = 3
 _COMMITTED = "threadlog.committed"
 
 
+class _Command(click.Command):
+    """Every command: text typed in a terminal or locale that is not UTF-8 is refused as a
+    usage error naming the option and the byte, before the command runs. (Python keeps such
+    bytes of the command line as lone surrogates, which no UTF-8 holds: `append --text` stored
+    nothing and said `events[0].data: not storable as UTF-8 JSON`, `search` that the text
+    `cannot be sent`, naming neither what was typed nor where.) Paths are no text: a Linux file
+    name may be any bytes, and a path option keeps them."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        for param in self.params:
+            if isinstance(param.type, click.types.StringParamType):
+                value = ctx.params.get(param.name or "")
+                for text in value if isinstance(value, tuple) else (value,):
+                    _check_typed_text(ctx, param, text)
+        return super().invoke(ctx)
+
+
+def _check_typed_text(ctx: click.Context, param: click.Parameter, text: Any) -> None:
+    if not isinstance(text, str):
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}, half of a surrogate pair,"
+        raise click.BadParameter(f"is not UTF-8 text ({byte} at character {error.start + 1}); threadlog keeps text as "
+                                 "UTF-8: set the terminal or locale to UTF-8 (LC_ALL=C.UTF-8)", ctx=ctx, param=param) from None
+
+
+class _Subgroup(click.Group):
+    """`threadlog import` and `threadlog interrupt`: their commands check what was typed as
+    every command does (`_Command`)."""
+
+    command_class = _Command
+
+
 class _Group(click.Group):
     """Turns library errors into one `error:` line and exit status 1, never a traceback, and
     Ctrl-C into status 130, as a shell reports a command SIGINT stopped (click's own is 1).
     A write command's output failing after its write was committed (`_committed`) exits 3."""
+
+    command_class = _Command
+    group_class = _Subgroup
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:

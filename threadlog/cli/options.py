@@ -48,6 +48,14 @@ class FilePath(click.Path):
         return super().convert(value, param, ctx)
 
 
+class InputFile(click.ParamType[str]):
+    """`FILE|-`: a file to read, or `-` for standard input, kept as typed (`_read_text` reads
+    it). Not text: a Linux file name may be any bytes, which the check of typed text
+    (`group._Command`) leaves alone."""
+
+    name = "file"
+
+
 def db_option(func: F) -> F:
     """`--db`, accepted after any command (and before it, on the group)."""
     return click.option(

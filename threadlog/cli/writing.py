@@ -21,7 +21,8 @@ from ..render import command_line, counted
 from ..subagents import STATUSES, questions, report
 from .group import _committed, _named_as_typed, cli
 from .opening import _pass_db, with_store
-from .options import FilePath, JSONText, Setting, _input_name, _model_name, _parse_json, _read_text, _stated, db_option, json_option
+from .options import (FilePath, InputFile, JSONText, Setting, _input_name, _model_name, _parse_json, _read_text, _stated, db_option,
+                      json_option)
 from .printing import _emit_json
 
 
@@ -105,7 +106,8 @@ def new(store: Store, title: str | None, system: str | None, model: str | None, 
 @click.argument("thread", type=THREAD)
 @click.option("--role", type=click.Choice(["user", "assistant"]), required=True, help="Who speaks.")
 @click.option("--text", help="The message text.")
-@click.option("--content", "content_file", metavar="FILE|-", help="JSON content blocks (or a JSON string) from a file or stdin.")
+@click.option("--content", "content_file", type=InputFile(), metavar="FILE|-",
+              help="JSON content blocks (or a JSON string) from a file or stdin.")
 @click.option("--expect", type=click.IntRange(min=0), help="Refuse unless the thread holds exactly N events.")
 @click.option("--actor", help="Who wrote it (recorded in the event's meta).")
 @json_option
@@ -129,7 +131,7 @@ def append(store: Store, thread: str, role: str, text: str | None, content_file:
 @click.argument("thread", type=THREAD)
 @click.argument("type_", metavar="TYPE")
 @click.option("--data", type=JSONText(), metavar="JSON", help="The event's data as JSON.")
-@click.option("--data-file", metavar="FILE|-", help="The event's data as JSON, from a file or stdin.")
+@click.option("--data-file", type=InputFile(), metavar="FILE|-", help="The event's data as JSON, from a file or stdin.")
 @click.option("--event-meta", "meta", type=JSONText(), metavar="JSON", help="The event's meta as JSON (event_id, actor, origin, …).")
 @click.option("--expect", type=click.IntRange(min=0), help="Refuse unless the thread holds exactly N events.")
 @json_option
