@@ -331,7 +331,9 @@ class Backend(Protocol):
         at `before` that a page ending with `before_id` did not reach); roots only unless
         `forks`; at most `limit`. Reads about `limit` rows through an index, however many
         streams there are (SQLite's index holds a coarser key: at most 1,024 rows more, see
-        `sqlite.RECENCY_SHIFT`)."""
+        `sqlite.RECENCY_SHIFT`). A stream whose `last_position` is no position (only raw SQL
+        writes one) is returned too by every page that reaches where the index holds it,
+        whatever the bound, for the reader to refuse by name."""
         ...
 
     def last_title_event(self, stream_id: str, lo: int, hi: int | None) -> EventRow | None:

@@ -239,6 +239,16 @@ STREAM_COLUMNS = (
     "head_hash, facts, first_message_offset, last_position"
 )
 
+# A stream whose last_position raw SQL set to NULL, a negative number or past every position
+# is in no range of `streams_activity` a page below a bound reads (NULL and the largest numbers
+# sort above every position, a negative one below them all): each page also looks for one at
+# both ends of the index (three seeks, each ending at once when there is none), as SQLite's
+# `_UNLISTED` does, for the reader to refuse by name. Any row these find is refused
+# (`Store.threads`), so none lengthens a page past its limit.
+_UNLISTED = " UNION ALL ".join(
+    f"(SELECT {STREAM_COLUMNS} FROM streams WHERE {bound}{{roots}} LIMIT 1)"
+    for bound in ("last_position IS NULL", "last_position < 0", f"last_position >= {NO_BOUND}"))
+
 # A stream's ancestry (`ancestry`; as on SQLite, where eventstore/sqlite.py says why it can stop early).
 _ANCESTRY = """WITH RECURSIVE chain(id) AS (
         SELECT %s::text COLLATE "C"
@@ -1133,15 +1143,15 @@ class PostgresBackend:
                        before_id: str | None = None) -> list[StreamRow]:
         # Ids are COLLATE "C": compared as UTF-8 bytes, as SQLite compares them. The bound on
         # `last_position` alone is what `streams_activity` is scanned from; the ties after it
-        # are sorted by id as they are read (an incremental sort). The first page has no
-        # bound: a row whose last_position raw SQL set to NULL or past every position is at
-        # the top of the index (NULLS FIRST descending), read first, for the reader to refuse
-        # by name rather than leave out of every page.
+        # are sorted by id as they are read (an incremental sort). The rows of `_UNLISTED`
+        # are read in the same round trip: every page reaches them, as the index keeps no
+        # other place for them.
         where, bounds = ("TRUE", ()) if before is None else ("last_position < %s", (before,)) if before_id is None else (
             "last_position <= %s AND (last_position < %s OR id < %s)", (before, before, before_id))
+        roots = "" if forks else " AND parent_id IS NULL"
         rows = self.conn.execute(
-            f"SELECT {STREAM_COLUMNS} FROM streams WHERE {where}{'' if forks else ' AND parent_id IS NULL'} "
-            "ORDER BY last_position DESC, id DESC LIMIT %s",
+            f"{_UNLISTED.format(roots=roots)} UNION ALL (SELECT {STREAM_COLUMNS} FROM streams WHERE {where}{roots} "
+            "ORDER BY last_position DESC, id DESC LIMIT %s)",
             (*bounds, limit),
         ).fetchall()
         return [_new(StreamRow, r) for r in rows]

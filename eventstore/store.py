@@ -472,9 +472,11 @@ class Store:
         instead (reads that subtree).
 
         A thread whose row raw SQL gave no position for its last activity (text, NULL, a
-        blob, a number past every position) is refused by name (`StoreError`) by the pages
-        that reach where the backend's index holds it: on SQLite, those reaching the
-        listing key its row kept; on PostgreSQL, the first page. No page leaves it out.
+        blob, a negative number, a number past every position) is refused by name
+        (`StoreError`) by the pages that reach where the backend's index holds it: on
+        SQLite, those reaching the listing key its row kept; on PostgreSQL, whose index
+        keeps no other place for it, every page (a seek at each end of the index). No page
+        lists the threads around it without a word.
         """
         check_index("limit", limit, what="a count", optional=True)
         check_index("before", before, what="a position", optional=True)

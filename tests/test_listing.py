@@ -453,6 +453,82 @@ def test_a_thread_whose_listing_key_is_another_key_is_refused_by_the_pages_that_
             assert misfiled not in listed and len(listed) == len(set(listed))
 
 
+# A last_position set by raw SQL to what both backends' columns hold and is no position (SQLite's
+# listing key, a column PostgreSQL has not, left as it was): SQL for the value.
+NO_POSITION = {"null": "NULL", "negative": "-7", "no-bound": str(2**62), "past-every-bound": str(2**63 - 1)}
+
+
+def _contents(db: str) -> list[str]:
+    """Every row of the SQLite file or PostgreSQL schema `db`, as text: equal lists, an unchanged database."""
+    if db.startswith("postgresql://"):
+        from eventstore.postgres import PostgresBackend
+
+        backend = PostgresBackend(db)
+        try:
+            return backend.dump()
+        finally:
+            backend.close()
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return list(conn.iterdump())
+
+
+@pytest.mark.parametrize("kind", list(NO_POSITION))
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_every_page_that_reaches_a_thread_with_no_position_refuses_it_on_both_backends(
+        tmp_path: Path, backend: str, kind: str) -> None:
+    """30 threads, one root's last_position set by raw SQL to NULL, a negative number or past
+    every position. SQLite keeps the row under its listing key, which every page of these
+    threads reaches, and refuses it there; PostgreSQL refused it only on the first page (its
+    index puts NULL and the largest numbers first, a negative number last), so `ls --before N`
+    and `Store.threads(below=)` past the thread listed the threads around it without a word.
+    Every page, roots or forks, from any start, now refuses it by name on both (exit 1,
+    nothing printed), and the database is left as it was."""
+    db = str(tmp_path / "t.db") if backend == "sqlite" else postgres_url()
+    with Store(db) as store:
+        made = []
+        for i in range(15):
+            made.append(store.create_thread(title=f"t{i}"))
+            store.append_message(made[-1], "user", "hi")
+            made.append(store.fork(made[-1]))
+            store.append_message(made[-1], "user", "in the fork")
+        infos = {info.id: info for info in store.all_threads()}
+    altered, past = made[16], infos[made[6]]  # a root in the middle; a thread listed after it
+    edit = f"UPDATE streams SET last_position = {NO_POSITION[kind]} WHERE id = '{altered}'"
+    if backend == "sqlite":
+        with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+            conn.execute(edit)
+    else:
+        import psycopg
+
+        with psycopg.connect(db) as pg:  # committed as the block ends
+            pg.execute(edit)
+    was = _contents(db)
+    said = (f"the stream row of '{altered}' was altered outside threadlog: its last_position is .*, not a position; "
+            "`threadlog verify` names where")
+    with Store(db) as store:
+        for forks in (True, False):
+            for limit, before, below in ((None, None, None), (5, None, None), (3, past.last_position, None),
+                                         (3, 2, None), (None, past.last_position, None),
+                                         (3, None, (past.last_position, past.id)), (None, None, (3, made[1]))):
+                with pytest.raises(StoreError, match=said):
+                    store.threads(limit, before, forks=forks, below=below)
+            for size in (1, 4, 30):
+                listed: list[str] = []
+                with pytest.raises(StoreError, match=said):
+                    start = None
+                    while page := store.threads(size, forks=forks, below=start):
+                        listed += [info.id for info in page]
+                        start = (page[-1].last_position, page[-1].id)
+                assert altered not in listed
+    for args in (["ls"], ["ls", "--json"], ["ls", "--before", str(past.last_position)],
+                 ["ls", "--all", "-n", "2", "--before", f"{past.last_position}:{past.id}", "--json"],
+                 ["tree", "--before", str(past.last_position)]):
+        result = CliRunner().invoke(cli, ["--db", db, *args, "--no-pager"])
+        assert result.exit_code == 1 and result.stdout == "", (args, result.output)
+        assert re.fullmatch(f"error: {said}\n", result.stderr), (args, result.stderr)
+    assert _contents(db) == was
+
+
 @pytest.mark.parametrize("thread", ["a\x00b", "\ud800", "x\n", "", "y" * 201])
 def test_a_page_below_an_id_no_thread_can_have_is_refused_on_every_backend(
         raw: tuple[Store, Callable[[str], object]], thread: str) -> None:
