@@ -667,6 +667,54 @@ def test_a_pager_that_cannot_be_started_is_said_and_the_output_printed_without_i
         assert f"note: the pager PAGER={pager!r} cannot be run ({why}): printed without it" in out, out
 
 
+def test_a_pager_in_shell_syntax_runs_through_the_shell_as_git_runs_it(db: Path, tmp_path: Path) -> None:
+    """PAGER was split into words and run without a shell: `LESS=-R less` and `$HOME/bin/pager`
+    were not found (a note, the output printed without them), and `less -R | cat` gave less the
+    files `|` and `cat` and failed the command. As git does, a PAGER holding shell syntax runs
+    through `sh -c`: the assignment, the pipe, the quotes and the expansion all reach the pager."""
+    t = ok(db, "new").strip()
+    paged = tmp_path / "paged.txt"
+    body = f'#!/bin/sh\nprintf \'LESS=%s args=%s\\n\' "$LESS" "$*" > {paged}\ncat >> {paged}\n'
+    (tmp_path / "home" / "bin").mkdir(parents=True)
+    (tmp_path / "my pager").mkdir()
+    pager = _script(tmp_path / "home" / "bin" / "pager", body)
+    spaced = _script(tmp_path / "my pager" / "pager", body)
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    for given, said in [(f"LESS=-R {pager}", "LESS=-R args="), (f'"{spaced}" -R', "LESS= args=-R"),
+                        ("$HOME/bin/pager", "LESS= args="), (f"tr a-z A-Z | cat > {paged}", "THREAD.CREATED"),
+                        (f"{pager} -R | cat", "LESS= args=-R")]:
+        paged.unlink(missing_ok=True)
+        code, out = _on_a_terminal(["log", t, "--db", str(db)], {**env, "PAGER": given})
+        assert code == 0 and "note:" not in out and "thread.created" not in out, (given, out)
+        assert said in paged.read_text() and "thread.created" in paged.read_text().lower(), (given, paged.read_text())
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8").split())
+    assert "a PAGER holding shell syntax (`LESS=-R less`, `less -R | cat`, quotes, `$HOME/bin/pager`) runs through `sh -c`" \
+           in readme
+
+
+def test_a_pager_line_the_shell_cannot_start_is_said_and_the_output_printed_whole(db: Path, tmp_path: Path) -> None:
+    """Through a shell, a pager that cannot be started is the shell's status 127 (no such command)
+    or 126 (not executable), after the text has gone into the pipe: it is said, as one not found
+    without a shell is, and the text printed whole, beyond what a pipe holds. A pager line that
+    fails once started fails the command, naming PAGER."""
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "\n".join(f"line {i:04d} " + "x" * 50 for i in range(4000)))
+    unrunnable = tmp_path / "pager"
+    unrunnable.write_text("#!/bin/sh\ncat\n")  # no x bit
+    env = {**os.environ, "HOME": str(tmp_path), "NO_COLOR": "1"}
+    command = ["transcript", t, "--max-bytes", "1000000", "--max-message-bytes", "1000000", "--db", str(db)]
+    for given, why in [("LESS=-R /nonexistent/pager", "the shell found no such command, status 127"),
+                       ("$HOME/pager", "the shell could not execute it, status 126")]:
+        code, out = _on_a_terminal(command, {**env, "PAGER": given})
+        assert code == 0, (given, out)
+        assert f"note: the pager PAGER={given!r} cannot be run ({why}): printed without it" in out, out
+        assert [int(n) for n in re.findall(r"^    line (\d{4}) x+\r?$", out, flags=re.M)] == list(range(4000)), given
+    given = "cat > /dev/null; exit 3"
+    code, out = _on_a_terminal(["log", t, "--db", str(db)], {**env, "PAGER": given})
+    assert code == 1 and "note:" not in out, out
+    assert f"error: the pager failed: PAGER={given!r} exited with status 3, so the output may not have been shown" in out, out
+
+
 def test_any_text_of_a_listing_is_paged_on_a_terminal_and_its_json_never_as_the_help_and_readme_say(
         db: Path, tmp_path: Path) -> None:
     """The help and README said "long output goes through $PAGER": a listing of one line went
