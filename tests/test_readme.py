@@ -169,7 +169,8 @@ def test_the_readme_says_what_a_listing_does_with_rows_altered_outside_threadlog
     printed = done.stderr.split("the listing is incomplete: ", 1)[1]
     assert _said(f"ends `the listing is incomplete: {printed.replace('holds the 1000 rows', 'holds the N rows').strip()}`")
     assert _said("is refused by name by each page of `ls` and `tree` that reaches it (exit 1; `threadlog verify` names "
-                 "where), never left out of every page")
+                 "where): on SQLite each page reaching the listing key the row kept, on PostgreSQL every page, `--before` "
+                 "or not. No page lists the threads around it without a word")
 
 
 def test_the_readme_says_how_the_viewer_pages_its_list_of_threads() -> None:
