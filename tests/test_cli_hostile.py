@@ -47,7 +47,10 @@ def test_a_command_refused_leaves_no_new_database_behind(tmp_path: Path, args: l
         source.write_bytes(content)
     db = tmp_path / "typo.db"
     code, out, err = invoke("--db", str(db), *(a.replace("{file}", str(source)) for a in args))
-    assert code == 1 and out == "" and err.startswith("error: ") and len(err.splitlines()) == 1, (code, out, err)
+    if content is None:  # text that is not UTF-8: a usage error naming the option, before anything opens
+        assert code == 2 and out == "" and "Invalid value for '--title': is not UTF-8 text" in err, (code, out, err)
+    else:
+        assert code == 1 and out == "" and err.startswith("error: ") and len(err.splitlines()) == 1, (code, out, err)
     assert sorted(p.name for p in tmp_path.iterdir()) == (["session.jsonl"] if content is not None else [])
 
 
@@ -55,7 +58,7 @@ def test_a_command_refused_on_an_existing_empty_database_keeps_it(tmp_path: Path
     db = tmp_path / "t.db"
     Store(db).close()
     code, _, _ = invoke("--db", str(db), "new", "--title", "caf\udce9")
-    assert code == 1 and db.is_file()
+    assert code == 2 and db.is_file()
     code, out, _ = invoke("--db", str(db), "init", "--json")
     assert code == 0 and json.loads(out)["threads"] == 0
 
@@ -494,7 +497,8 @@ def test_what_a_command_prints_back_of_its_own_arguments_is_escaped(tmp_path: Pa
     for command in ("request", "export"):
         args = [command, thread.strip(), "--model", "\udcff"] + (["--format", "anthropic"] if command == "export" else [])
         code, out, err = invoke("--db", db, *args)
-        assert (code, out, err) == (1, "", "error: model: must be a model name (printable text), not '\\udcff'\n")
+        assert (code, out) == (2, "") and "'--model': is not UTF-8 text (byte 0xff at character 1)" in err, err
+        assert "\udcff" not in err  # the byte itself never printed
 
 
 @pytest.mark.parametrize("args", [["append", "T", "--role", "user", "--content", "PATH"], ["emit", "T", "title.set", "--data-file", "PATH"],

@@ -590,8 +590,13 @@ def test_what_a_swe_agent_follower_refuses_speaks_of_trajectories(tmp_path: Path
         stored = _caught_up(db, _one_shot_of("swe-agent", runs), timeout=8)
         (runs / "locked").chmod(0)
         other = json.loads(TRAJECTORIES[2].read_text(encoding="utf-8"))
-        replaced.write_text(json.dumps({**other, "history": other["history"][:3]}))  # another run, over the same file
-        os.utime(replaced, (time.time() - 3600, time.time() - 3600))
+        # Another run, over the same file, in one change: written and dated beside it, then moved
+        # over it (a poll between a write in place and its new date saw two changes, and said
+        # the refusal twice).
+        replacing = tmp_path / "replacing.traj"
+        replacing.write_text(json.dumps({**other, "history": other["history"][:3]}))
+        os.utime(replacing, (time.time() - 3600, time.time() - 3600))
+        os.replace(replacing, replaced)
         growing.write_text(json.dumps(trajectory))
         whole = _one_shot(import_swe_agent, growing)
         deadline = time.monotonic() + 8

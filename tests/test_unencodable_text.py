@@ -60,5 +60,7 @@ def test_the_cli_given_a_thread_or_query_that_is_not_utf8_prints_one_error(tmp_p
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for command in (["log", b"\xff"], ["show", b"\xff"], ["search", b"\xff"], ["search", "x", "--tool", b"\xff"]):
         done = subprocess.run([sys.executable, "-m", "threadlog.cli", "--db", url, *command], capture_output=True, env=env)
-        assert done.returncode == 1, (command, done.stderr)
-        assert done.stderr.startswith(b"error: ") and b"Traceback" not in done.stderr, (command, done.stderr)
+        # A usage error naming what was typed, before the database is opened (exit 2).
+        assert done.returncode == 2, (command, done.stderr)
+        assert b"is not UTF-8 text (byte 0xff at character 1)" in done.stderr, (command, done.stderr)
+        assert b"Traceback" not in done.stderr, (command, done.stderr)
