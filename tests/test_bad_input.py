@@ -767,6 +767,30 @@ def test_console_script_text_typed_in_another_encoding_is_refused_by_name(
     assert fingerprint(db) == before
 
 
+# Options whose value becomes JSON or a mapping as it is read: the check of typed text saw the
+# dict or the parsed JSON, not what was typed, and `new --meta`, `--setting`, `emit --data` and
+# `--event-meta`, `fork --metadata keep:` and `interrupt resolve --answer` still said
+# `not storable as UTF-8 JSON` (exit 1) without naming the option or the byte.
+@pytest.mark.parametrize(("args", "option", "at"), [
+    (["new", "--meta", f"k={LATIN_1}"], "'--metadata' / '--meta'", 6),
+    (["new", "--meta", f"{LATIN_1}=v"], "'--metadata' / '--meta'", 4),
+    (["new", "--setting", f'stop_sequences=["{LATIN_1}"]'], "'--setting'", 21),
+    (["emit", "t", "title.set", "--data", f'{{"title": "{LATIN_1}"}}'], "'--data'", 15),
+    (["emit", "t", "title.set", "--data", "{}", "--event-meta", f'{{"actor": "{LATIN_1}"}}'], "'--event-meta'", 15),
+    (["fork", "t", "--metadata", f"keep:{LATIN_1}"], "'--metadata'", 9),
+    (["interrupt", "resolve", "t", "q1", "--answer", LATIN_1], "'--answer'", 4),
+], ids=["meta-value", "meta-key", "setting", "data", "event-meta", "fork-metadata", "answer"])
+def test_console_script_json_typed_in_another_encoding_is_refused_by_name(
+    seeded: tuple[Path, dict[str, str]], tmp_path: Path, args: list[str], option: str, at: int
+) -> None:
+    db = fresh(seeded, tmp_path)
+    before = fingerprint(db)
+    run = run_threadlog([*args, "--db", str(db)])
+    check_cli_failure(run.returncode, run.stdout, run.stderr, 2, f"is not UTF-8 text (byte 0xe9 at character {at})")
+    assert option in run.stderr, run.stderr
+    assert fingerprint(db) == before
+
+
 def test_console_script_reads_a_file_whose_name_is_not_utf8(seeded: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     """A file name is any bytes on Linux: `--content` and `--data-file` read it as named."""
     db = fresh(seeded, tmp_path)

@@ -23,7 +23,7 @@ from eventstore.errors import MISSHAPEN, misshapen
 from .. import output
 from ..render import safe, safe_block
 from ..signals import handled
-from .options import DEFAULT_DB, FilePath
+from .options import DEFAULT_DB, FilePath, check_typed
 
 
 # The exit status of a write command whose write was committed but whose result could not be
@@ -39,27 +39,16 @@ class _Command(click.Command):
     bytes of the command line as lone surrogates, which no UTF-8 holds: `append --text` stored
     nothing and said `events[0].data: not storable as UTF-8 JSON`, `search` that the text
     `cannot be sent`, naming neither what was typed nor where.) Paths are no text: a Linux file
-    name may be any bytes, and a path option keeps them."""
+    name may be any bytes, and a path option keeps them. An option read as JSON or as a mapping
+    checks what was typed as it reads it (`options.check_typed`): here its value is no longer text."""
 
     def invoke(self, ctx: click.Context) -> Any:
         for param in self.params:
             if isinstance(param.type, click.types.StringParamType):
                 value = ctx.params.get(param.name or "")
                 for text in value if isinstance(value, tuple) else (value,):
-                    _check_typed_text(ctx, param, text)
+                    check_typed(ctx, param, text)
         return super().invoke(ctx)
-
-
-def _check_typed_text(ctx: click.Context, param: click.Parameter, text: Any) -> None:
-    if not isinstance(text, str):
-        return
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        code = ord(text[error.start])
-        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}, half of a surrogate pair,"
-        raise click.BadParameter(f"is not UTF-8 text ({byte} at character {error.start + 1}); threadlog keeps text as "
-                                 "UTF-8: set the terminal or locale to UTF-8 (LC_ALL=C.UTF-8)", ctx=ctx, param=param) from None
 
 
 class _Subgroup(click.Group):

@@ -1,6 +1,6 @@
 """The parameter types and options the commands share: --db, --json, --timeout, --no-pager,
 a file path, a number of seconds, JSON typed as an option's value or read from a file (or
-standard input), a model, a reason that must say something.
+standard input), a model, a reason that must say something, text that is UTF-8.
 
 What cannot be right is refused before the store is opened, as a usage error naming the
 option; an offset past the thread's head (`_check_range`) says the range the thread holds.
@@ -30,6 +30,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 DEFAULT_DB = "threadlog.db"
+
+
+def check_typed(ctx: click.Context | None, param: click.Parameter | None, text: Any) -> None:
+    """Refuse text typed in a terminal or locale that is not UTF-8 (`group._Command`), naming the
+    byte and where it is in what was typed."""
+    if not isinstance(text, str):
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}, half of a surrogate pair,"
+        raise click.BadParameter(f"is not UTF-8 text ({byte} at character {error.start + 1}); threadlog keeps text as "
+                                 "UTF-8: set the terminal or locale to UTF-8 (LC_ALL=C.UTF-8)", ctx=ctx, param=param) from None
 
 
 class FilePath(click.Path):
@@ -101,6 +115,7 @@ class JSONText(click.ParamType[Any]):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if not isinstance(value, str):  # a default, already a value
             return value
+        check_typed(ctx, param, value)  # the JSON read from it is no longer what was typed
         try:
             return _json_value(value)
         except _NotJSON as error:
@@ -117,6 +132,7 @@ class Setting(click.ParamType[tuple[str, Any]]):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if not isinstance(value, str):
             return value
+        check_typed(ctx, param, value)
         key, sep, text = value.partition("=")
         if not sep or not key:
             self.fail(f"{value!r} is not KEY=JSON, e.g. stop_sequences='[\"END\"]'", param, ctx)

@@ -21,8 +21,8 @@ from ..render import command_line, counted
 from ..subagents import STATUSES, questions, report
 from .group import _committed, _named_as_typed, cli
 from .opening import _pass_db, with_store
-from .options import (FilePath, InputFile, JSONText, Setting, _input_name, _model_name, _parse_json, _read_text, _stated, db_option,
-                      json_option)
+from .options import (FilePath, InputFile, JSONText, Setting, _input_name, _model_name, _parse_json, _read_text, _stated, check_typed,
+                      db_option, json_option)
 from .printing import _emit_json
 
 
@@ -38,9 +38,10 @@ def init(store: Store, as_json: bool) -> None:
         output.lines([f"{store.path}: schema {store.schema_version()}, {counted(streams, 'thread')}, {counted(events, 'event')}"])
 
 
-def _meta_pairs(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+def _meta_pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
     pairs = {}
     for value in values:
+        check_typed(ctx, param, value)  # the dict made here is no longer what was typed
         key, sep, val = value.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"{value!r} is not KEY=VALUE")
@@ -150,7 +151,8 @@ def emit(store: Store, thread: str, type_: str, data: Any, data_file: str | None
     _recorded(store.append(thread, [event], expect="any" if expect is None else expect)[0], as_json)
 
 
-def _metadata_choice(_: click.Context, __: click.Parameter, value: str) -> Any:
+def _metadata_choice(ctx: click.Context, param: click.Parameter, value: str) -> Any:
+    check_typed(ctx, param, value)
     if value in ("blank", "inherit"):
         return value
     if value.startswith("keep:"):
