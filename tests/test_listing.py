@@ -310,6 +310,18 @@ ASTRAY = {"text": ("'zz'", False), "null": ("NULL", True), "blob": ("X'00ff'", F
           "no-bound": (str(2**62), True), "past-every-bound": (str(2**63 - 1), True)}
 
 
+def _listed_until_refused(store: Store, size: int, forks: bool, said: str) -> list[str]:
+    """The ids `Store.threads` listed, `size` a page, each page from right after the last, until
+    a page refused (by a message matching `said`, which it must)."""
+    listed: list[str] = []
+    with pytest.raises(StoreError, match=said):
+        below = None
+        while page := store.threads(size, forks=forks, below=below):
+            listed += [info.id for info in page]
+            below = (page[-1].last_position, page[-1].id)
+    return listed
+
+
 @pytest.mark.parametrize("kind", list(ASTRAY))
 def test_a_thread_whose_last_position_is_no_position_is_refused_by_name_not_left_out(
         raw: tuple[Store, Callable[[str], object]], kind: str) -> None:
@@ -336,13 +348,7 @@ def test_a_thread_whose_last_position_is_no_position_is_refused_by_name_not_left
         with pytest.raises(StoreError, match=said):
             store.threads(limit=None, forks=forks)
         for size in (1, 3, 7, 30):
-            listed: list[str] = []
-            with pytest.raises(StoreError, match=said):
-                below = None
-                while page := store.threads(size, forks=forks, below=below):
-                    listed += [info.id for info in page]
-                    below = (page[-1].last_position, page[-1].id)
-            assert astray not in listed
+            assert astray not in _listed_until_refused(store, size, forks, said)
 
 
 @pytest.mark.parametrize("kind", list(ASTRAY))
@@ -513,13 +519,7 @@ def test_every_page_that_reaches_a_thread_with_no_position_refuses_it_on_both_ba
                 with pytest.raises(StoreError, match=said):
                     store.threads(limit, before, forks=forks, below=below)
             for size in (1, 4, 30):
-                listed: list[str] = []
-                with pytest.raises(StoreError, match=said):
-                    start = None
-                    while page := store.threads(size, forks=forks, below=start):
-                        listed += [info.id for info in page]
-                        start = (page[-1].last_position, page[-1].id)
-                assert altered not in listed
+                assert altered not in _listed_until_refused(store, size, forks, said)
     for args in (["ls"], ["ls", "--json"], ["ls", "--before", str(past.last_position)],
                  ["ls", "--all", "-n", "2", "--before", f"{past.last_position}:{past.id}", "--json"],
                  ["tree", "--before", str(past.last_position)]):
