@@ -715,6 +715,40 @@ def test_a_pager_line_the_shell_cannot_start_is_said_and_the_output_printed_whol
     assert f"error: the pager failed: PAGER={given!r} exited with status 3, so the output may not have been shown" in out, out
 
 
+def test_ctrl_c_while_a_pager_shows_the_output_ends_the_command_as_interrupted(db: Path, tmp_path: Path) -> None:
+    """Ctrl-C on a terminal reaches the command and its pager alike. less ignores it; a pager
+    that it ends (`more`, a script) made the command say "the pager failed ... stopped by signal
+    2" and exit 1, as if the pager had broken. It exits 130, as any command stopped by Ctrl-C."""
+    t = ok(db, "new").strip()
+    ready = tmp_path / "ready"
+    env = {**os.environ, "NO_COLOR": "1"}
+    for pager in (_script(tmp_path / "pager", f"#!/bin/sh\ncat > /dev/null\ntouch {ready}\nsleep 60\n"),
+                  f"cat > /dev/null; touch {ready}; sleep 60"):  # through `sh -c`
+        ready.unlink(missing_ok=True)
+        leader, follower = pty.openpty()
+        # A session of its own: the signal goes to the command and its pager, as Ctrl-C does.
+        proc = subprocess.Popen([THREADLOG, "log", t, "--db", str(db)], stdin=follower, stdout=follower, stderr=follower,
+                                env={**env, "PAGER": pager}, start_new_session=True)
+        os.close(follower)
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGINT)
+        chunks = []
+        while select.select([leader], [], [], 30)[0]:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(leader)
+        out = b"".join(chunks).decode("utf-8", "replace")
+        assert proc.wait(timeout=30) == 130, (pager, out)
+        assert "pager failed" not in out and "Traceback" not in out, out
+
+
 def test_any_text_of_a_listing_is_paged_on_a_terminal_and_its_json_never_as_the_help_and_readme_say(
         db: Path, tmp_path: Path) -> None:
     """The help and README said "long output goes through $PAGER": a listing of one line went

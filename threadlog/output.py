@@ -79,7 +79,9 @@ def _paged(text: Iterator[str]) -> Iterator[str] | None:
     A pager that cannot be started is said on stderr and the text printed without it, as git
     does. One that exits non-zero fails the command, naming PAGER: how much of the text it
     showed is unknown, and the text, printed as it is read, cannot be printed again. One that
-    the user quits before the end (`q` in less) exits 0: the rest is left unprinted, quietly."""
+    the user quits before the end (`q` in less) exits 0: the rest is left unprinted, quietly.
+    One that Ctrl-C ended (less ignores it; `more` does not) stops the command (130), as Ctrl-C
+    would have without a pager."""
     import subprocess  # here: a command that prints no page (a hook's `append`) starts without it
     if not sys.stdin.isatty() or os.environ.get("TERM") in ("dumb", "emacs"):
         return text
@@ -104,7 +106,7 @@ def _paged(text: Iterator[str]) -> Iterator[str] | None:
     # Through a shell, a pager that cannot be started is known only by the shell's status, once
     # some text has gone into the pipe: that text is kept until the pipe has surely been read from.
     sent: list[str] | None = [] if through_shell else None
-    written = 0
+    written, interrupted = 0, False
     try:
         with contextlib.suppress(BrokenPipeError):  # it stopped reading: quit, or failed (its status says which)
             for chunk in text:
@@ -126,7 +128,9 @@ def _paged(text: Iterator[str]) -> Iterator[str] | None:
                 pager.wait()
                 break
             except KeyboardInterrupt:
-                pass
+                interrupted = True
+    if interrupted and pager.returncode:  # a pager Ctrl-C ended (not less): the command was stopped, not the pager broken
+        raise KeyboardInterrupt
     # sh exits 127 for a command it cannot find and 126 for one it cannot execute (a file without
     # the x bit, a directory): the pager never started, as when Popen fails without a shell, so
     # the same note, and the text printed whole. Once the pipe has surely been read from, those
