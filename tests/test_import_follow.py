@@ -272,10 +272,32 @@ def _write_steps(tool: str, directory: Path) -> None:
     for name, content in sessions:
         (directory / name).parent.mkdir(parents=True, exist_ok=True)
         with (directory / name).open("ab") as writer:
-            for n in range(0, len(content), 8):
-                writer.write(b"".join(content[n:n + 8]))
+            for chunk in _writes(content):
+                writer.write(chunk)
                 writer.flush()
                 time.sleep(0.005)
+
+
+def _writes(lines: list[bytes], size: int = 8) -> list[bytes]:
+    """`lines` in writes of about `size` lines, none ending between two children of one entry.
+    A follower that looks between a rewind's branches keeps the first it saw as the thread's
+    main line, since it is stored (tests/test_import.py, `test_rewind_after_import_becomes_a_fork`),
+    where one import of the whole file follows the latest branch: the database would end as one
+    import of the files or not by when the follower looked (it did, about once in fifteen runs,
+    on a Claude Code session with three slash commands answered from one message)."""
+    first_child: dict[str, int] = {}
+    held: set[int] = set()  # the cuts that would end a write between two siblings
+    for i, line in enumerate(lines):
+        entry = json.loads(line)
+        parent = entry.get("parentUuid") or entry.get("parentId")
+        if isinstance(parent, str):
+            held.update(range(first_child.setdefault(parent, i) + 1, i + 1))
+    writes, start = [], 0
+    for cut in range(1, len(lines) + 1):
+        if cut == len(lines) or (cut - start >= size and cut not in held):
+            writes.append(b"".join(lines[start:cut]))
+            start = cut
+    return writes
 
 
 def _one_shot_of(tool: str, directory: Path) -> Held:
