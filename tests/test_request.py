@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from eventstore import FORK_BOILERPLATE, InvalidEvent, Store
 from projections import anthropic_request, body_digest, check_request, request_body, thread_state, validate_request
+from eventstore.settings import setting_keys
 from projections.request import NO_OUTPUT, api_tool_id, checkable_offsets
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
@@ -376,15 +377,56 @@ def _as_blocks(content: Any) -> list[dict[str, Any]]:
     return [text(content)] if isinstance(content, str) else [{k: v for k, v in b.items() if k != "cache_control"} for b in content]
 
 
+def _recorded_settings(body: dict[str, Any]) -> dict[str, Any]:
+    """The recorded request's parameters a thread holds as its settings: those the SDK's
+    `client.messages.create` declares and threadlog does not send from elsewhere (not the beta
+    client's `context_management`, nor a top-level `cache_control`: the request places its own)."""
+    return {key: value for key, value in body.items() if key in setting_keys()}
+
+
+def _recorded_thread(store: Store, body: dict[str, Any]) -> str:
+    return store.create_thread(system=body.get("system"), model=body["model"], tools=body.get("tools"),
+                               thinking=body.get("thinking"), settings=_recorded_settings(body) or None)
+
+
+def _unmarked(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A request without its breakpoints (threadlog places its own: see the module doc)."""
+    out = {k: v for k, v in kwargs.items() if k != "cache_control"}
+    out["messages"] = [{"role": m["role"], "content": _as_blocks(m["content"])} for m in kwargs["messages"]]
+    for key in ("system", "tools"):
+        if isinstance(kwargs.get(key), list):
+            out[key] = _as_blocks(kwargs[key])
+    return out
+
+
+def _as_rebuilt(body: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The recorded request as `anthropic_request` gives it, without breakpoints: the system
+    prompt as a text block, consecutive messages of one role as one (the API's own reading of
+    them), no `stream` (a turn's), and the `max_tokens` a count_tokens request has none of."""
+    recorded = _unmarked({k: v for k, v in body.items() if k in (*kwargs, "system", "tools", "thinking", *setting_keys())})
+    if isinstance(body.get("system"), str):
+        recorded["system"] = [text(body["system"])]
+    merged: list[dict[str, Any]] = []
+    for message in recorded["messages"]:
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1] = {"role": message["role"], "content": merged[-1]["content"] + message["content"]}
+        else:
+            merged.append(message)
+    recorded["messages"] = merged
+    recorded.setdefault("max_tokens", kwargs["max_tokens"])
+    return recorded
+
+
 @pytest.mark.parametrize("path", EXCHANGES, ids=[p.stem for p in EXCHANGES])
 def test_recorded_requests_rebuild_and_validate(mem: Store, path: Path) -> None:
-    """Each recorded request, loaded into a thread, comes back as the messages the API got,
-    and with the response appended as the next request, validates against the SDK's types."""
+    """Each recorded request, loaded into a thread (its system, tools, thinking and settings
+    as the thread's), comes back as the request the API got, and with the response appended
+    as the next request, validates against the SDK's types."""
     for exchange in json.loads(path.read_text(encoding="utf-8")):
         body = _body(exchange)
         if body is None:
             continue
-        t = mem.create_thread(system=body.get("system"), model=body["model"], tools=body.get("tools"))
+        t = _recorded_thread(mem, body)
         try:
             for message in body["messages"]:
                 mem.append_message(t, message["role"], message["content"])
@@ -396,7 +438,7 @@ def test_recorded_requests_rebuild_and_validate(mem: Store, path: Path) -> None:
         beta = "context_management" in body  # a beta feature: its blocks are in the beta types only
         kwargs = anthropic_request(mem, t, max_tokens=body.get("max_tokens"))
         validate_request(kwargs, beta)
-        assert plain(kwargs) == [{"role": m["role"], "content": _as_blocks(m["content"])} for m in body["messages"]]
+        assert _unmarked(kwargs) == _as_rebuilt(body, kwargs)
         reply = exchange["response"].get("body")
         if isinstance(reply, dict) and reply.get("type") == "message":
             mem.append_message(t, "assistant", reply["content"] or "")
