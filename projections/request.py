@@ -196,7 +196,8 @@ def sent_tool_choice(choice: Json | None, tools: list[Json] | None, thinking: Js
     defines (the thread's and the turn's extra ones) and its `thinking`; None for none. Raises
     `InvalidEvent`, naming the setting, for a choice the API would refuse in every request:
     one that forces a tool call (`any`, `tool`) where no tool is defined, or while thinking is
-    on (the API: "Thinking may not be enabled when tool_choice forces tool use"), and a `tool`
+    enabled with a budget (the API: "Thinking may not be enabled when tool_choice forces tool
+    use"; with `adaptive` thinking it takes `any`, and answers with the call), and a `tool`
     naming a tool not defined. A choice that forces nothing (`auto`, `none`) is left out when
     no tool is defined: it has nothing to choose from. (With placeholder tools the request
     sends `{"type": "none"}` whatever this says: see the module doc.)"""
@@ -222,9 +223,9 @@ def sent_tool_choice(choice: Json | None, tools: list[Json] | None, thinking: Js
             defined = ", ".join(repr(name) for name in names if isinstance(name, str))
             raise InvalidEvent("settings.tool_choice.name", f"names tool {shown(choice.get('name'))}, which the requests "
                                                             f"of thread {thread!r} do not define (they define {defined})")
-    if forces and thinking is not None and thinking.get("type") != "disabled":
+    if forces and thinking is not None and thinking.get("type") == "enabled":
         raise InvalidEvent("settings.tool_choice", f"{shown(choice)} forces a tool call, which the API refuses while "
-                                                   f"thinking is on, and thread {thread!r} has thinking "
+                                                   f"thinking is enabled, and thread {thread!r} has thinking "
                                                    f"{shown(thinking)}: fork it with thinking {{'type': 'disabled'}}, or with "
                                                    "a tool_choice that forces nothing ({'type': 'auto'})")
     return choice

@@ -173,7 +173,7 @@ def test_a_tool_choice_with_placeholder_tools_is_none_and_one_forcing_nothing_is
     ({}, {"tool_choice": {"type": "any"}}, "forces a tool call, but the requests of thread"),
     ({"tools": TOOLS}, {"tool_choice": {"type": "tool", "name": "search"}}, "names tool 'search', which the requests"),
     ({"tools": TOOLS, "thinking": {"type": "enabled", "budget_tokens": 2048}}, {"tool_choice": {"type": "tool", "name": "weather"}},
-     "which the API refuses while thinking is on"),
+     "which the API refuses while thinking is enabled"),
 ], ids=["forced-without-tools", "undefined-tool", "forced-with-thinking"])
 def test_a_tool_choice_the_api_would_refuse_is_refused_by_the_request_and_before_a_turn_starts(
         file_store: Store, api: MessagesAPI, config: dict[str, Any], settings: dict[str, Any], words: str) -> None:
@@ -188,6 +188,23 @@ def test_a_tool_choice_the_api_would_refuse_is_refused_by_the_request_and_before
     with pytest.raises(InvalidEvent, match=words):
         rerun(file_store, t, 2, api.client(0, 10.0))
     assert untouched(file_store) == before and api.requests == []
+
+
+def test_a_forced_tool_choice_is_sent_with_adaptive_thinking(file_store: Store, api: MessagesAPI) -> None:
+    """The API refuses a forced tool call only with thinking `enabled` (a budget); with
+    `adaptive` thinking it took `tool_choice: any` and answered with the call (the recorded
+    exchange tests/fixtures/anthropic-exchanges/pydantic-ai-anthropic_opus_46_adaptive_thinking_accepts_tool_output.json).
+    Every request of such a thread was refused, and so was every turn."""
+    choice = {"type": "any"}
+    t = file_store.create_thread(model=MODEL, tools=TOOLS, thinking={"type": "adaptive"}, settings={"tool_choice": choice})
+    file_store.append_message(t, "user", "Hi")
+    kwargs = anthropic_request(file_store, t)
+    assert kwargs["tool_choice"] == choice and kwargs["thinking"] == {"type": "adaptive"}
+    validate_request(kwargs)
+    api.reply_json(message([{"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}}], "tool_use"))
+    api.reply_json(message([{"type": "text", "text": "Sunny."}]))
+    turn = run_turn(file_store, t, None, api.client(0, 10.0), tools={"weather": lambda city: "sun"})
+    assert turn.status == "ok" and api.requests[0].json["tool_choice"] == choice
 
 
 def test_a_tool_choice_may_name_a_tool_the_turn_offers_besides_the_threads(mem: Store) -> None:
