@@ -445,6 +445,96 @@ def test_recorded_requests_rebuild_and_validate(mem: Store, path: Path) -> None:
             validate_request(anthropic_request(mem, t), beta)
 
 
+def _exchanges(path: Path) -> list[tuple[dict[str, Any], Any]]:
+    """The recorded Messages API requests of `path` with their responses' bodies."""
+    out = []
+    for exchange in json.loads(path.read_text(encoding="utf-8")):
+        body = _body(exchange)
+        if body is not None:
+            out.append((body, exchange["response"].get("body")))
+    return out
+
+
+def _chained(path: Path) -> bool:
+    """Whether each recorded request goes on from the one before: its messages, the answer to
+    it, then what the user or the tools said (one conversation, recorded call by call); or a
+    streamed answer alone, to store as a streamed turn does."""
+    exchanges = _exchanges(path)
+    for (before, answer), (after, _) in zip(exchanges, exchanges[1:]):
+        if not isinstance(answer, dict) or answer.get("type") != "message":
+            return False
+        held = [*before["messages"], {"role": "assistant", "content": answer["content"]}]
+        if [_plainly(m) for m in after["messages"][:len(held)]] != [_plainly(m) for m in held]:
+            return False
+    return len(exchanges) > 1 or (len(exchanges) == 1 and isinstance(exchanges[0][1], dict) and "string" in exchanges[0][1])
+
+
+def _plainly(message: dict[str, Any]) -> dict[str, Any]:
+    """A recorded message as it means: no breakpoints, and no `is_error: false` (the default a
+    tool result that did not fail leaves out)."""
+    content = [{k: v for k, v in b.items() if k != "cache_control" and not (k == "is_error" and v is False)}
+               for b in _as_blocks(message["content"])]
+    return {"role": message["role"], "content": content}
+
+
+CHAINS = [path for path in EXCHANGES if _chained(path)]
+
+
+@pytest.mark.parametrize("path", CHAINS, ids=[p.stem for p in CHAINS])
+def test_recorded_answers_stored_by_live_turns_send_the_recorded_next_requests(file_store: Store, path: Path) -> None:
+    """The recorded conversation run again by live turns against the recorded answers: each
+    answer stored as a live turn stores it (thinking with its signature, tool calls), the tools
+    answering as recorded, every request sent is the one the API got next (the blocks it
+    requires carried back, each tool result after its call), breakpoints aside."""
+    from messages_api import MessagesAPI, Reply
+
+    from threadlog import run_turn
+
+    exchanges = _exchanges(path)
+    first = exchanges[0][0]
+    t = _recorded_thread(file_store, first)
+    for message in first["messages"][:-1]:
+        file_store.append_message(t, message["role"], message["content"])
+    said = {b["tool_use_id"]: b.get("content") for body, _ in exchanges for m in body["messages"]
+            for b in _as_blocks(m["content"]) if b["type"] == "tool_result"}
+    calls = {(b["name"], json.dumps(b["input"], sort_keys=True)): said.get(b["id"]) for _, answer in exchanges
+             if isinstance(answer, dict) and answer.get("type") == "message" for b in answer["content"] if b["type"] == "tool_use"}
+    tools = {name: (lambda name: lambda **given: calls[name, json.dumps(given, sort_keys=True)])(name) for name, _ in calls}
+    with MessagesAPI() as api:
+        for body, answer in exchanges:
+            if isinstance(answer, dict) and "string" in answer:  # a streamed answer, as its events came
+                api.replies.append(Reply(200, answer["string"].encode(), "text/event-stream"))
+            else:
+                api.reply_json(answer)
+        for body, _ in exchanges:
+            last = body["messages"][-1]
+            if last["role"] == "user" and all(b["type"] == "tool_result" for b in _as_blocks(last["content"])):
+                continue  # the tools' results: the turn before goes on with them
+            turn = run_turn(file_store, t, last["content"], api.client(0, 10.0), tools=tools,
+                            stream=body.get("stream", False), max_tokens=body["max_tokens"])
+            assert turn.status == "ok", turn.error
+        sent = [request.json for request in api.requests]
+    assert len(sent) == len(exchanges)
+    for got, (body, _) in zip(sent, exchanges):
+        recorded = _as_rebuilt(body, got)
+        recorded["messages"] = [_plainly(m) for m in recorded["messages"]]
+        assert _unmarked(got) == recorded
+    state = thread_state(file_store, t)
+    kwargs = anthropic_request(file_store, t)
+    validate_request(kwargs)
+    answer = exchanges[-1][1]
+    if isinstance(answer, dict) and answer.get("type") == "message":  # the last answer, stored, comes back as it came
+        assert _plainly({"role": "assistant", "content": state.messages[-1].content}) == _plainly(answer)
+    elif isinstance(answer, dict):  # a streamed one: its blocks as its deltas said them, the signature with its thinking
+        deltas = [json.loads(line[6:])["delta"] for line in answer["string"].splitlines()
+                  if line.startswith("data: ") and '"content_block_delta"' in line]
+        stored = {b["type"]: b for b in state.messages[-1].content}
+        assert stored["thinking"]["thinking"] == "".join(d.get("thinking", "") for d in deltas)
+        assert stored["thinking"]["signature"] == "".join(d.get("signature", "") for d in deltas) != ""
+        assert stored["text"]["text"] == "".join(d.get("text", "") for d in deltas)
+        assert kwargs["messages"][-1]["content"][0] == {k: v for k, v in stored["thinking"].items() if k != "cache_control"}
+
+
 THINKING = {"type": "enabled", "budget_tokens": 2048}
 SIGNED = {"type": "thinking", "thinking": "Let me check.", "signature": "c2ln"}
 
