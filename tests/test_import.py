@@ -218,6 +218,37 @@ def test_corrupted_lines_never_raise_a_traceback(tmp_path: Path, index: int, how
     (tmp_path / "fuzz.db").unlink()
 
 
+def test_a_pi_answer_with_signed_thinking_and_code_imports_as_pi_keeps_it(tmp_path: Path) -> None:
+    """pi's own fixture of an answer (a thinking block with its signature, then text; both hold
+    fenced code) in a version 1 session: the thread holds both blocks as they are written, the
+    request sends the thinking back with its signature, and the thread verifies and renders."""
+    answer = json.loads((FIXTURES / "pi" / "assistant-message-with-thinking-code.json").read_text(encoding="utf-8"))
+    session = tmp_path / "code.jsonl"
+    header = {"type": "session", "id": "5e0a3c7e-0000-4000-8000-000000000001", "timestamp": "2025-12-21T22:49:00.000Z",
+              "cwd": "/work", "provider": "anthropic", "modelId": answer["model"], "thinkingLevel": "high"}
+    asked = {"role": "user", "content": [{"type": "text", "text": "How does findModel work?"}], "timestamp": answer["timestamp"] - 1}
+    session.write_text("".join(json.dumps(r) + "\n" for r in [
+        header, {"type": "message", "timestamp": "2025-12-21T22:49:01.000Z", "message": asked},
+        {"type": "message", "timestamp": "2025-12-21T22:49:32.000Z", "message": answer}]), encoding="utf-8")
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        [t] = import_pi(store, [session]).thread_ids
+        thinking, said = answer["content"]
+        stored = thread_state(store, t).messages[-1].content
+        assert stored == [{"type": "thinking", "thinking": thinking["thinking"], "signature": thinking["thinkingSignature"]},
+                          {"type": "text", "text": said["text"]}]
+        assert "```typescript" in stored[0]["thinking"] and "```" in stored[1]["text"]
+        kwargs = anthropic_request(store, t)
+        validate_request(kwargs)
+        assert kwargs["model"] == "claude-opus-4-5" and kwargs["messages"][-1]["content"][0] == stored[0]
+        store.verify()
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["--db", db, "transcript", t])
+    assert shown.exit_code == 0, shown.output
+    assert said["text"].splitlines()[0] in shown.output
+    assert runner.invoke(cli, ["--db", db, "verify"]).exit_code == 0
+
+
 def test_pi_counts_match_the_raw_file(mem: Store) -> None:
     summary = import_pi(mem, [PI])
     raw = [r for r in _raw(PI) if r.get("type") == "message"]
@@ -423,6 +454,45 @@ def test_every_gathered_file_imports(mem: Store) -> None:
     again = import_claude_code(mem, [SHARED / "claude-code"], skip_bad=True)
     assert (again.added, again.changed) == (0, 0)
     assert import_pi(mem, sorted((SHARED / "pi-mono").glob("*.jsonl"))).changed == 0
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the gathered data folder is not beside this checkout")
+def test_a_pi_session_compacted_twice_imports_with_its_compactions_where_pi_put_them(tmp_path: Path) -> None:
+    """pi's `before-compaction.jsonl` through `threadlog import pi`: each compaction's first kept
+    entry (`firstKeptEntryIndex`, a line of the file) is where the model view starts again, after
+    the summary; the signed thinking is kept with its signatures; the thread verifies, renders,
+    and its request is one the SDK takes."""
+    source = SHARED / "pi-mono" / "before-compaction.jsonl"
+    lines = _raw(source)
+    db = str(tmp_path / "t.db")
+    runner = CliRunner()
+    imported = runner.invoke(cli, ["--db", db, "import", "pi", str(source), "--json"])
+    assert imported.exit_code == 0, imported.output
+    summary = json.loads(imported.output)
+    assert summary["compactions"] == 2
+    [t] = summary["thread_ids"]
+    with Store(db, read_only=True) as store:
+        events = list(store.read(t))
+        compactions = [e for e in events if e.type == "compaction.recorded"]
+        written = [line for line in lines if line.get("type") == "compaction"]
+        assert [c.data["summary"] for c in compactions] == [line["summary"] for line in written]
+        for compaction, line in zip(compactions, written):
+            kept = lines[line["firstKeptEntryIndex"]]["message"]  # the index counts the header
+            assert store.event_at(t, compaction.data["through_offset"]).data["content"] == kept["content"]
+        signed = [b for line in lines if line.get("type") == "message" for b in line["message"].get("content") or ()
+                  if isinstance(b, dict) and b.get("type") == "thinking" and b.get("thinkingSignature")]
+        stored = [b for e in events if e.type == "message.appended" for b in e.data["content"] if b["type"] == "thinking"]
+        assert [(b["thinking"], b["signature"]) for b in stored if b["signature"]] == [
+            (b["thinking"], b["thinkingSignature"]) for b in signed]
+        kwargs = anthropic_request(store, t)
+        validate_request(kwargs)
+        assert kwargs["messages"][0]["content"][0]["text"] == written[-1]["summary"]
+        sent = [b for m in kwargs["messages"] for b in m["content"] if b["type"] == "thinking"]
+        assert sent and all(b["signature"] for b in sent)  # an aborted answer's unsigned thinking is not sent
+    for command in (["verify"], ["show", t], ["transcript", t], ["rows", t]):
+        shown = runner.invoke(cli, ["--db", db, *command])
+        assert shown.exit_code == 0, (command, shown.output[-500:])
+    assert written[-1]["summary"].splitlines()[0] in runner.invoke(cli, ["--db", db, "transcript", t]).output
 
 
 def test_a_source_edited_after_its_import_is_reported_changed_and_kept_as_stored(tmp_path: Path) -> None:
