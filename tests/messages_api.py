@@ -228,6 +228,10 @@ class MessagesAPI:
     def reply_sse(self, body: dict[str, Any]) -> None:
         self.replies.append(Reply(200, encode_sse(sse_events(body)), "text/event-stream"))
 
+    def reply_stream(self, raw: bytes) -> None:
+        """Serve `raw`, the bytes of a recorded stream, as they are."""
+        self.replies.append(Reply(200, raw, "text/event-stream"))
+
     def reply_error(self, status: int, kind: str, text: str, **headers: str) -> None:
         self.reply_json({"type": "error", "error": {"type": kind, "message": text}}, status, **headers)
 

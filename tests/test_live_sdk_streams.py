@@ -1,0 +1,159 @@
+"""Live turns on the `anthropic` SDK's own recorded streams (tests/fixtures/sdk-streams).
+
+The local Messages API server serves each stream to a live turn, library and CLI; what
+threadlog records is held against what the SDK itself makes of the same stream, served by the
+same server to `client.beta.messages.stream(...).get_final_message()` (the beta stream: it
+folds what the stable one passes over, a compaction block's content, a fallback's usage, which
+threadlog keeps too). Then the thread must still verify, its next request validate and carry
+back what the API needs, and the transcript and `show` render the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from eventstore import Store
+from projections import anthropic_request, check_request, thread_state, transcript, validate_request
+from threadlog.cli import cli
+from threadlog.live import run_turn
+
+from messages_api import MessagesAPI
+
+STREAMS = Path(__file__).parent / "fixtures" / "sdk-streams"
+MODEL = "claude-test-1"
+TOOLS = [{"name": "get_weather", "description": "The weather in a place", "input_schema": {"type": "object"}},
+         {"name": "make_file", "description": "Write a file", "input_schema": {"type": "object"}}]
+# Each stream the SDK makes a whole message of, by its file.
+WHOLE = ["basic_response.txt", "tool_use_response.txt", "compaction_response.txt",
+         "fallback_credit_response.txt", "refusal_response.txt"]
+
+
+@pytest.fixture
+def api() -> Iterator[MessagesAPI]:
+    with MessagesAPI() as server:
+        yield server
+
+
+def served(name: str) -> bytes:
+    """The recorded stream with its last event dispatched: the files end without the blank
+    line after `message_stop` that the API sends, which the SDK's own tests add too."""
+    return (STREAMS / name).read_bytes().rstrip(b"\n") + b"\n\n"
+
+
+def sdk_answer(api: MessagesAPI, name: str) -> dict[str, Any]:
+    """What the SDK makes of the stream: its final message, with the fields the stream set."""
+    api.reply_stream(served(name))
+    with api.client().beta.messages.stream(model=MODEL, max_tokens=1024, messages=[{"role": "user", "content": "Hi"}]) as stream:
+        final = stream.get_final_message()
+    made: dict[str, Any] = final.to_dict(mode="json", exclude_unset=True, warnings=False)
+    return made
+
+
+def without_cache_control(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in block.items() if k != "cache_control"} for block in blocks]
+
+
+def assert_recorded_as_the_sdk_made_it(recorded: dict[str, Any], made: dict[str, Any]) -> None:
+    assert recorded["content"] == made["content"]
+    assert recorded["message_id"] == made["id"]
+    assert recorded["model"] == made["model"]
+    assert recorded["stop_reason"] == made["stop_reason"]
+    assert recorded.get("stop_details") == made.get("stop_details")
+    assert recorded["usage"] == {k: v for k, v in made["usage"].items() if v is not None}
+
+
+def ran(store: Store, name: str, api: MessagesAPI) -> tuple[str, list[dict[str, Any]]]:
+    """A thread with a live turn on the stream `name` (a tool call's round answered by the
+    basic stream); the calls its tools got."""
+    t = store.create_thread(title="t", system="You help.", model=MODEL, tools=TOOLS)
+    calls: list[dict[str, Any]] = []
+    api.reply_stream(served(name))
+    api.reply_stream(served("basic_response.txt"))
+    run_turn(store, t, "Hi", api.client(), stream=True,
+             tools={"get_weather": lambda **given: calls.append(given) or "18 degrees", "make_file": lambda **given: "written"})
+    return t, calls
+
+
+@pytest.mark.parametrize("name", WHOLE)
+def test_a_recorded_stream_is_kept_as_the_sdk_makes_it_and_the_thread_goes_on(file_store: Store, api: MessagesAPI,
+                                                                              name: str) -> None:
+    made = sdk_answer(api, name)
+    t, _ = ran(file_store, name, api)
+    answers = [e for e in file_store.read(t) if e.type == "message.appended" and e.data["role"] == "assistant"]
+    assert_recorded_as_the_sdk_made_it(answers[0].data, made)
+    assert list(file_store.read(t))[-1].data["status"] == "ok"
+    file_store.verify()
+    for answer in answers:
+        check = check_request(file_store, t, answer.offset)
+        assert check.ok, check.reason
+    kwargs = anthropic_request(file_store, t)
+    validate_request(kwargs, beta=True)
+    sent_back = [m for m in kwargs["messages"] if m["role"] == "assistant"]
+    blocks = [b for b in made["content"] if b.get("type") != "text" or b["text"]]  # a blank text block is left out
+    if blocks:
+        assert without_cache_control(sent_back[0]["content"]) == blocks
+    shown = transcript(file_store, t)
+    for block in blocks:
+        assert (block["text"] if block["type"] == "text" else f"[{block['type']}]") in shown or block["type"] == "tool_use"
+
+
+def test_a_recorded_tool_call_runs_and_its_id_goes_back_with_its_result(mem: Store, api: MessagesAPI) -> None:
+    t, calls = ran(mem, "tool_use_response.txt", api)
+    assert calls == [{"location": "Paris"}]
+    second = api.requests[-1].json["messages"]
+    assert second[1]["content"][1] == {"type": "tool_use", "id": "toolu_01NRLabsLyVHZPKxbKvkfSMn", "name": "get_weather",
+                                       "input": {"location": "Paris"}, "caller": {"type": "direct"}}
+    assert second[2]["content"][0]["tool_use_id"] == "toolu_01NRLabsLyVHZPKxbKvkfSMn"
+    assert "tool call `get_weather` `{\"location\":\"Paris\"}`" in transcript(mem, t)
+
+
+def test_a_recorded_compaction_goes_back_with_its_encrypted_content(mem: Store, api: MessagesAPI) -> None:
+    t, _ = ran(mem, "compaction_response.txt", api)
+    mem.append_message(t, "user", "And then?")
+    compaction = anthropic_request(mem, t)["messages"][1]["content"][0]
+    assert compaction == {"type": "compaction", "content": "Earlier conversation summarized.",
+                          "encrypted_content": "EpwBCioIDxgCEAEYASJALd_opaque_compaction_payload"}
+
+
+def test_a_stream_cut_off_inside_a_tool_input_is_recorded_as_the_sdk_reads_it_and_its_call_is_not_run(
+        file_store: Store, api: MessagesAPI) -> None:
+    """The answer stops at `max_tokens` inside the tool call's JSON: the SDK reads what came as
+    far as it parses; threadlog keeps that answer, does not run the call (its input may be
+    incomplete), answers it with an error result and ends the run in error, as documented."""
+    made = sdk_answer(api, "incomplete_partial_json_response.txt")
+    t, calls = ran(file_store, "incomplete_partial_json_response.txt", api)
+    assert calls == []
+    events = list(file_store.read(t))
+    assert_recorded_as_the_sdk_made_it(events[3].data, made)
+    assert events[4].data["content"][0]["is_error"] is True
+    assert events[4].data["content"][0]["tool_use_id"] == "toolu_01EKqbqmZrGRXy18eN7m9kvY"
+    assert events[-1].data["status"] == "error"
+    assert "stop_reason 'max_tokens'" in events[-1].data["error"]
+    assert thread_state(file_store, t).status == "idle"
+    file_store.verify()
+    validate_request(anthropic_request(file_store, t), beta=True)
+    assert len(api.requests) == 2  # the SDK's read, and the turn's one call
+
+
+@pytest.mark.parametrize("name, printed", [("basic_response.txt", "Hello there!"), ("compaction_response.txt", "Hello there!")])
+def test_ask_on_a_recorded_stream_prints_the_answer_and_show_and_transcript_render_it(tmp_path: Path, api: MessagesAPI,
+                                                                                    name: str, printed: str) -> None:
+    db = str(tmp_path / "t.db")
+
+    def threadlog(*args: str) -> Any:
+        env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+        return CliRunner().invoke(cli, ["--db", db, *args], env=env, catch_exceptions=False)
+
+    t = threadlog("new", "--model", MODEL).stdout.strip()
+    api.reply_stream(served(name))
+    done = threadlog("ask", t, "Hi", "--stream")
+    assert (done.exit_code, done.stdout) == (0, printed + "\n"), done.stderr
+    assert threadlog("request", t, "--check").stdout.startswith("ok")
+    shown = threadlog("show", t).stdout
+    assert f"assistant       {'[compaction] ' if 'compaction' in name else ''}{printed}" in shown
+    assert f"## assistant\n\n{'[compaction]' + chr(10) * 2 if 'compaction' in name else ''}    {printed}" in threadlog("transcript", t).stdout
