@@ -29,7 +29,7 @@ MODEL = "claude-test-1"
 TOOLS = [{"name": "get_weather", "description": "The weather in a place", "input_schema": {"type": "object"}},
          {"name": "make_file", "description": "Write a file", "input_schema": {"type": "object"}}]
 # Each stream the SDK makes a whole message of, by its file.
-WHOLE = ["basic_response.txt", "tool_use_response.txt", "compaction_response.txt",
+WHOLE = ["basic_response.txt", "tool_use_response.txt", "compaction_response.txt", "fallback_response.txt",
          "fallback_credit_response.txt", "refusal_response.txt"]
 
 
@@ -157,3 +157,13 @@ def test_ask_on_a_recorded_stream_prints_the_answer_and_show_and_transcript_rend
     shown = threadlog("show", t).stdout
     assert f"assistant       {'[compaction] ' if 'compaction' in name else ''}{printed}" in shown
     assert f"## assistant\n\n{'[compaction]' + chr(10) * 2 if 'compaction' in name else ''}    {printed}" in threadlog("transcript", t).stdout
+
+
+def test_a_streamed_answer_that_fell_back_names_the_model_that_served_it(mem: Store, api: MessagesAPI) -> None:
+    """`message_start` names the model asked for; a `fallback` block then says the request fell
+    back to another, which served the answer (the unstreamed answer names it, and the SDK's beta
+    stream relabels its message so). The answer was recorded with the model asked for."""
+    t, _ = ran(mem, "fallback_response.txt", api)
+    answer = list(mem.read(t))[3].data
+    assert answer["content"][0]["to"] == {"model": "claude-sonnet-4-5"}
+    assert answer["model"] == "claude-sonnet-4-5"

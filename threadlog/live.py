@@ -574,6 +574,9 @@ class _Read:
         self.held = ""  # a text delta's last character, the first half of a surrogate pair
         # A beta's `compaction_delta`s, which the SDK's stream (not its beta one) drops: by block index.
         self.compactions: dict[int, Json] = {}
+        # The model the last `fallback` block says served the answer: `message_start` named the
+        # model asked for, before the request fell back (the unstreamed answer names the one that served).
+        self.served_by: str | None = None
 
     def texts(self, events: Any, watch: Stall) -> Iterator[str]:
         """The text deltas of a stream, read to its end; events the SDK cannot fold into a
@@ -620,6 +623,11 @@ class _Read:
                 self.inputs[event.index] = self.inputs.get(event.index, "") + event.delta.partial_json
             elif event.type == "content_block_delta" and event.delta.type == "compaction_delta":
                 self.compactions[event.index] = {name: getattr(event.delta, name, None) for name in _COMPACTION}
+            elif event.type == "content_block_start" and getattr(event.content_block, "type", None) == "fallback":
+                to = getattr(event.content_block, "to", None)  # a beta block: the SDK's stream keeps it as sent, a dict
+                model = to.get("model") if isinstance(to, dict) else getattr(to, "model", None)
+                if isinstance(model, str):
+                    self.served_by = model
 
     def check_order(self, event: Any) -> None:
         """`BadAnswer` for an event the SDK folds into a message other than the one the stream
@@ -650,7 +658,11 @@ class _Read:
 
     def fold(self, reply: Any) -> None:
         """Fold into the SDK's message what it passed over: each compaction block's content, as
-        the SDK's beta stream folds a `compaction_delta` (its fields replace the block's)."""
+        the SDK's beta stream folds a `compaction_delta` (its fields replace the block's), and
+        the model a fallback block names as the one that served the answer, as its beta stream
+        relabels the message."""
+        if self.served_by is not None:
+            reply.model = self.served_by
         for index, fields in self.compactions.items():
             block = reply.content[index] if index < len(reply.content) else None
             if getattr(block, "type", None) != "compaction":
