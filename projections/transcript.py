@@ -4,8 +4,9 @@
 into the conversation, such as an imported session's command output); each tool call collapsed to one line (its name and a
 short argument summary); tool output is not written (a message holding only tool results
 is counted but makes no section, nor does one whose text is only whitespace), but a failed
-call is one line, `failed tool call NAME`; thinking is one line. A compaction is its own
-section, `## compaction (messages before offset N summarised)`, with the summary the model
+call is one line, `failed tool call NAME`; thinking is one line; an answer the model refused
+says so, `refused (stop_reason refusal)`, with the refusal's category and explanation. A
+compaction is its own section, `## compaction (messages before offset N summarised)`, with the summary the model
 reads from there on; so is a run that ended `error` or `cancelled`, `## run error`, with its
 error (a model call that failed before it gave anything shows only there). Bounds, all in UTF-8 bytes:
 
@@ -195,10 +196,22 @@ def _summary(value: Any) -> str:
     return text if len(text) <= _ARGS else text[: _ARGS - 1] + "…"
 
 
+def stop_details_said(data: Mapping[str, Any]) -> str:
+    """The category and explanation an answer's `stop_details` give (a refusal's), joined by
+    `: `; empty when it gives neither."""
+    details = data.get("stop_details")
+    return ": ".join(str(details[key]) for key in ("category", "explanation") if isinstance(details, dict) and details.get(key))
+
+
 def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[str] = frozenset(),
-                   injected: str | None = None, tool_names: Mapping[str, str] | None = None) -> str | None:
+                   injected: str | None = None, tool_names: Mapping[str, str] | None = None,
+                   stopped: Mapping[str, Any] | None = None) -> str | None:
     """A message's section, or None when nothing of it is written (only tool results that
     succeeded, text that is only whitespace).
+
+    `stopped` is the message's event data: an answer the model refused (`stop_reason:
+    refusal`) says so on a line of its own, with the refusal's category and explanation
+    (`stop_details`) as text; it often holds no text at all, and had no section.
 
     `injected` names the tool that wrote a user message's text (`injected_by`): its heading
     says so, `## user (injected by claude-code)`, so it is not read as typed by the user.
@@ -226,6 +239,9 @@ def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[
             parts.append(f"[document{': ' + _code(_value(block['title'])) if block.get('title') else ''}]")
         else:
             parts.append(f"[{_inline(kind)}]")
+    if stopped is not None and stopped.get("stop_reason") == "refusal":
+        said = stop_details_said(stopped)
+        parts += ["refused (stop_reason refusal)", *([_text(said)] if said else [])]
     if not parts:
         return None
     heading = role if role in ("user", "assistant") else _inline(role)
@@ -307,7 +323,7 @@ def transcript(
             _remember_names(names, content)
             try:
                 section = render_message(data.get("role", "user"), content, dropped.get(offset, frozenset()),
-                                         injected_by(event.meta), names)
+                                         injected_by(event.meta), names, data)
             except RecursionError as error:  # stored by an older release or by hand: appends refuse it
                 raise store.unreadable(thread, offset, error) from None
             total += 1

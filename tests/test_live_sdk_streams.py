@@ -21,6 +21,7 @@ from eventstore import Store
 from projections import anthropic_request, check_request, thread_state, transcript, validate_request
 from threadlog.cli import cli
 from threadlog.live import run_turn
+from threadlog.note_tools import transcript_tools
 
 from messages_api import MessagesAPI
 
@@ -167,3 +168,29 @@ def test_a_streamed_answer_that_fell_back_names_the_model_that_served_it(mem: St
     answer = list(mem.read(t))[3].data
     assert answer["content"][0]["to"] == {"model": "claude-sonnet-4-5"}
     assert answer["model"] == "claude-sonnet-4-5"
+
+
+def test_a_recorded_refusal_shows_in_show_the_transcript_and_a_note_forks_reading(tmp_path: Path, api: MessagesAPI) -> None:
+    """A refused answer holds no text: `ask` says so and names `show` as where the turn shows,
+    but `show` printed a blank assistant line, and the transcript (and the note fork's
+    `read_transcript`, which a model reads) had no section for it: the refusal left no trace
+    outside the raw event. Each now says the model refused, and why."""
+    db = str(tmp_path / "t.db")
+
+    def threadlog(*args: str) -> Any:
+        env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+        return CliRunner().invoke(cli, ["--db", db, *args], env=env, catch_exceptions=False)
+
+    t = threadlog("new", "--model", MODEL).stdout.strip()
+    api.reply_stream(served("refusal_response.txt"))
+    done = threadlog("ask", t, "Hi", "--stream")
+    assert done.exit_code == 3 and f"`threadlog show {t} --last 2` shows it" in done.stderr
+    why = "cyber: This request was refused due to policy."
+    assert f"     3  assistant       (refused: {why})\n" in threadlog("show", t, "--last", "2").stdout
+    section = f"## assistant\n\nrefused (stop_reason refusal)\n\n    {why}\n"
+    assert section in threadlog("transcript", t).stdout
+    with Store(db) as store:
+        answer = list(store.read(t))[3].data
+        assert (answer["stop_reason"], answer["stop_details"]["category"]) == ("refusal", "cyber")
+        fork = store.fork(t, context="note")
+        assert "refused (stop_reason refusal)" in transcript_tools(store, fork)["read_transcript"](start=0)

@@ -44,7 +44,7 @@ class TranscriptTool:
             if type_ != "message.appended":
                 continue
             content = data.get("content") or []
-            text = render_message(str(data.get("role")), content) or ""
+            text = render_message(str(data.get("role")), content, stopped=data) or ""
             results = "\n".join(_result_lines(content))
             if text or results:
                 yield offset, str(data.get("role")), escape_controls(text + results)

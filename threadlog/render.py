@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import json
 import re
@@ -13,6 +13,7 @@ from typing import Any
 from eventstore import RecordedEvent, ThreadInfo
 from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadState, Usage
 from projections.search import plain
+from projections.transcript import stop_details_said
 
 
 # Characters that reorder the text around them where it is shown (bidirectional embeddings,
@@ -254,9 +255,19 @@ def _text_of(content: list[dict[str, Any]]) -> str:
     return " ".join(parts)
 
 
-def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
+def refused(data: Mapping[str, Any]) -> str | None:
+    """What `show` says of an answer the model refused (`stop_reason: refusal`), with the
+    refusal's category and explanation (`stop_details`); None for any other message."""
+    if data.get("stop_reason") != "refusal":
+        return None
+    said = stop_details_said(data)
+    return f"(refused: {said})" if said else "(refused)"
+
+
+def state_lines(state: ThreadState, last: int | None = None, stops: Mapping[int, str] | None = None) -> Iterator[str]:
     """`threadlog show`: the state's fields, then its model view one message a line (only the
-    `last` N messages when given)."""
+    `last` N messages when given). `stops` says, by offset, why an answer holds no text (a
+    refusal, which otherwise showed as a blank line)."""
     origin = f"fork of {state.parent_id} at {state.parent_offset} ({state.kind})" if state.parent_id else "root thread"
     yield f"thread      {state.id}  {origin}"
     yield f"title       {_short(state.title or '', 100) or '-'}"
@@ -285,7 +296,8 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     yield f"messages    {len(state.messages)} in the model view{more}"
     for message in shown:
         label = message.role if message.kind == "message" else f"{message.role}/{message.kind}"
-        yield f"  {message.offset:>6}  {label:<15} {_short(_text_of(message.content), 70)}"
+        said = " ".join(part for part in (_text_of(message.content), (stops or {}).get(message.offset)) if part)
+        yield f"  {message.offset:>6}  {label:<15} {_short(said, 70)}"
 
 
 def blame_line(entry: BlameEntry) -> str:

@@ -18,6 +18,7 @@ import click
 from eventstore import InvalidEvent, Store
 from projections import anthropic_request, check_request, thread_state, usage
 from projections.request import check_request_point, checkable_offsets
+from projections.transcript import stop_details_said
 from projections.usage import total as usage_total
 
 from .. import output
@@ -196,9 +197,8 @@ def _no_text(turn: Turn) -> str:
     """Why `ask` printed no answer: the last answer's stop reason, and the refusal's category
     and explanation when the API gave them (`stop_details`)."""
     answer = turn.messages[-1].data if turn.messages else {}
-    details = answer.get("stop_details")
-    said = [str(details[key]) for key in ("category", "explanation") if isinstance(details, dict) and details.get(key)]
-    why = f" ({': '.join(said)})" if said else ""
+    said = stop_details_said(answer)
+    why = f" ({said})" if said else ""
     return (f"the answer has no text: the model stopped with stop_reason {answer.get('stop_reason')!r}{why}; "
             f"the turn is recorded (`threadlog show {turn.thread} --last 2` shows it)")
 
