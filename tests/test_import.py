@@ -46,7 +46,6 @@ from tests.procs import bound_by_file_modes, ctrl_c, interruptible
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CC = FIXTURES / "claude-code"
-SESSIONS = sorted(p for p in CC.rglob("*.jsonl") if not p.name.startswith("agent-"))
 SUBAGENT_SESSION = CC / "-src-experiments-claude_p" / "29ccd257-68b1-427f-ae5f-6524b7cb6f20.jsonl"
 COMPACTED = CC / "dag" / "dag_compact_after_rewind.jsonl"
 PI = FIXTURES / "pi" / "large-session-head.jsonl"
@@ -74,6 +73,10 @@ def _raw_counts_of(path: Path, sidechain: bool = True) -> tuple[int, int]:
         calls.update(b["id"] for b in message["content"] if b.get("type") == "tool_use")
     return len(responses), len(calls)
 
+
+# The session files whose main chain holds a response (a file of system lines alone, a sub-agent's
+# lines alone, or a workflow's journal makes no thread of its own to count).
+SESSIONS = sorted(p for p in CC.rglob("*.jsonl") if not p.name.startswith("agent-") and _raw_counts(p)[0])
 
 def _own_events(store: Store, thread: str) -> list[Any]:
     return list(store.read(thread, start=store.thread(thread).base))
