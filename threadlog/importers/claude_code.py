@@ -65,6 +65,7 @@ _INJECTED_PREFIXES = ("<command-name>", "<command-message>", "<local-command-std
                       "<local-command-caveat>", "Caveat: The messages below were generated", "<bash-input>",
                       "<bash-stdout>", "<bash-stderr>", "<system-reminder>", "<user-memory-input>")
 _INTERRUPT = "[Request interrupted by user"
+_AGENT_TOOLS = ("Task", "Agent")  # the calls that start a sub-agent (`Task` until 2.1.39, then `Agent`)
 _RECORDS = ("sessionId", "cwd", "gitBranch", "version", "slug")  # the thread's metadata, from the first line holding each
 
 
@@ -300,6 +301,8 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             continue
         entries[entry.uuid] = entry
         order.append(entry)
+    for agent_id, call in _agents_named_in_results(order).items():
+        agent_results.setdefault(agent_id, call)  # `toolUseResult.agentId` first, where a line has one
     # Boundaries by the summary line that follows them.
     for entry in order:
         if entry.kind == "user" and entry.parent in boundary_by_uuid and entry.line.record.get("isCompactSummary"):
@@ -319,6 +322,27 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             parsed.units = _units(kept, {e.uuid: e for e in kept}, boundaries)
     titles[:] = [t for t in titles if t.leaf in entries]
     return parsed
+
+
+_NAMED_AGENT = re.compile(r"^agentId: ([\w-]+)", re.MULTILINE)
+
+
+def _agents_named_in_results(order: list[_Entry]) -> dict[str, str]:
+    """agentId -> the `Task`/`Agent` call whose result's text names it (`agentId: …`, the line
+    Claude Code adds for the model, to continue the agent with): a teammate's result may name
+    its agent there alone, with no `toolUseResult.agentId`, and its file was a thread of its own."""
+    calls = {b.get("id") for e in order if e.kind == "assistant" for b in _blocks_of(e)
+             if b.get("type") == "tool_use" and b.get("name") in _AGENT_TOOLS}
+    named: dict[str, str] = {}
+    for entry in order:
+        for block in _blocks_of(entry) if entry.kind == "user" else ():
+            if block.get("type") == "tool_result" and block.get("tool_use_id") in calls:
+                content = block.get("content")
+                texts = [_text_of([b]) for b in content] if isinstance(content, list) else [_text_of(content)]
+                found = _NAMED_AGENT.search("\n".join(texts))  # each text block its own lines
+                if found is not None:
+                    named.setdefault(found.group(1), block["tool_use_id"])
+    return named
 
 
 _NOTIFIED = re.compile(r"<task-id>([^<]*)</task-id>.*?<status>([^<]*)</status>", re.DOTALL)
@@ -1042,7 +1066,7 @@ def _agent_call_waiting(main: _File) -> bool:
     answered: set[Any] = set()
     for entry in main.entries.values():
         for block in _blocks_of(entry) if entry.kind != "link" else ():  # a link line holds no message
-            if block.get("type") == "tool_use" and block.get("name") in ("Task", "Agent"):
+            if block.get("type") == "tool_use" and block.get("name") in _AGENT_TOOLS:
                 calls.add(block.get("id"))
             elif block.get("type") == "tool_result":
                 answered.add(block.get("tool_use_id"))
@@ -1073,7 +1097,7 @@ def _inline_agents(main: _File, summary: ImportSummary, skip_bad: bool, partial_
     calls = [(entry.line.number, block["id"], (block.get("input") or {}).get("prompt"))
              for entry in main.entries.values() if entry.kind == "assistant"
              for block in entry.line.record["message"]["content"] if isinstance(entry.line.record["message"]["content"], list)
-             and isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in ("Task", "Agent")]
+             and isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") in _AGENT_TOOLS]
     taken: set[str] = set()
     out = []
     for run in runs:

@@ -1,0 +1,139 @@
+"""What an import makes of the sessions in claude-code-log's test data (tests/fixtures/claude-code/
+claude-code-log, copied byte for byte: its README says whence): each checked against its raw
+JSONL, as a user reads it back with `tree`, `transcript` and the library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from threadlog import Store, import_claude_code
+from threadlog.cli import cli
+
+DATA = Path(__file__).resolve().parent / "fixtures" / "claude-code" / "claude-code-log"
+
+
+def _copied(tmp_path: Path, name: str) -> Path:
+    """A copy of the fixture `name`, last written a month ago: a checkout's files are new, and
+    an import takes a session changed in the last minutes as one still being written."""
+    source = DATA / name
+    copy = tmp_path / "in" / name
+    if source.is_dir():
+        shutil.copytree(source, copy)
+    else:
+        copy.parent.mkdir(parents=True)
+        shutil.copy(source, copy)
+    month_ago = os.path.getmtime(source) - 30 * 24 * 3600
+    for path in [copy, *copy.rglob("*")]:
+        os.utime(path, (month_ago, month_ago))
+    return copy
+
+
+def _raw(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _texts(store: Store, thread: str, start: int = 0) -> list[str]:
+    """The text of each message of `thread` from `start`, in order; a tool call as `call:ID`, a result as `result:ID`."""
+    out = []
+    for event in store.read(thread, start=start):
+        if event.type != "message.appended":
+            continue
+        for block in event.data["content"]:
+            out.append(block.get("text") or (f"call:{block['id']}" if block["type"] == "tool_use" else f"result:{block['tool_use_id']}"))
+    return out
+
+
+def _cli(db: Path, *args: str) -> str:
+    result = CliRunner().invoke(cli, ["--db", str(db), *args])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def _tree(db: Path) -> list[dict[str, Any]]:
+    return json.loads(_cli(db, "tree", "--all", "--json"))
+
+
+@pytest.mark.parametrize(("name", "main", "forks"), [
+    ("dag_simple", ["Hello", "Hi there", "How are you?", "I'm doing well", "Goodbye"], []),
+    # Two branches from "Middle": the one the file ends on is the thread, the other a fork after it.
+    ("dag_fork", ["Start", "Reply 1", "Middle", "Fork from c", "Forked reply", "End of s3"],
+     [("Middle", ["Reply 2", "Last in s1", "Continue from e", "Continued reply", "End of s2"])]),
+    # A session resumed under another sessionId, in one file: one conversation.
+    ("dag_resume", ["Start", "Reply 1", "Continue", "Reply 2", "Last in s1", "Resume here", "Resumed reply", "End of s2"], []),
+    ("dag_within_fork", ["Hello", "Hi there", "Fork point", "Branch 2 start", "Branch 2 reply"],
+     [("Fork point", ["Branch 1 start", "Branch 1 reply", "Branch 1 end"])]),
+])
+def test_a_branched_session_is_its_thread_and_a_fork_at_each_branch(tmp_path: Path, name: str, main: list[str],
+                                                                  forks: list[tuple[str, list[str]]]) -> None:
+    db = tmp_path / "t.db"
+    session = _copied(tmp_path, f"{name}.jsonl")
+    _cli(db, "import", "claude-code", str(session))
+    [root, *others] = _tree(db)
+    assert [t["kind"] for t in others] == ["fork"] * len(forks)
+    with Store(db) as store:
+        assert _texts(store, root["id"]) == main
+        for fork, (after, texts) in zip(others, forks):
+            assert _texts(store, root["id"])[:main.index(after) + 1] == _texts(store, fork["id"])[:main.index(after) + 1]
+            assert store.event_at(root["id"], fork["parent_offset"] - 1).data["content"][0]["text"] == after
+            assert _texts(store, fork["id"], start=fork["parent_offset"]) == texts
+        store.verify()
+    assert "Goodbye" in _cli(db, "transcript", root["id"]) or name != "dag_simple"
+    again = json.loads(_cli(db, "import", "claude-code", str(session), "--json"))
+    assert (again["added"], again["changed"]) == (0, 0)
+
+
+def test_teammates_named_only_in_their_results_text_are_sub_agent_forks_at_their_calls(tmp_path: Path) -> None:
+    """A teammate's Task result may name its agent only in its text (`agentId: …`, as bob's does,
+    with no `toolUseResult.agentId`): that teammate's file became a thread of its own."""
+    db = tmp_path / "t.db"
+    folder = _copied(tmp_path, "teammates")
+    summary = json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))
+    assert (summary["threads"], summary["subagents"]) == (1, 2)
+    [root, *agents] = _tree(db)
+    calls = {b["id"]: b for r in _raw(next(folder.glob("*.jsonl"))) if r["type"] == "assistant"
+             for b in r["message"]["content"] if b.get("name") == "Task"}
+    with Store(db) as store:
+        for agent in agents:
+            info = store.thread(agent["id"])
+            [holder_call] = [b["id"] for b in store.event_at(root["id"], agent["parent_offset"] - 1).data["content"]]
+            first = _texts(store, agent["id"], start=agent["parent_offset"])[0]
+            assert info.kind == "subagent" and calls[holder_call]["input"]["prompt"] in first
+        forked = [store.event_at(a["id"], a["parent_offset"]) for a in agents]
+        assert {e.data["options"]["metadata"]["agentId"] for e in forked} == {"aaaa111111111111", "bbbb222222222222"}
+        store.verify()
+    assert json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))["added"] == 0
+
+
+def test_a_background_agent_is_a_sub_agent_fork_at_its_call(tmp_path: Path) -> None:
+    with Store(tmp_path / "t.db") as store:
+        summary = import_claude_code(store, [DATA / "async_agents"])
+        assert (summary.threads, summary.subagents) == (1, 1)
+        [agent] = [t for t in store.all_threads() if t.kind == "subagent"]
+        holder = store.event_at(agent.parent_id, agent.parent_offset - 1)
+        assert [b["id"] for b in holder.data["content"]] == ["tu_Task_async_001"]
+        assert _texts(store, agent.id, start=agent.parent_offset)[-1].startswith("Coverage analysis complete.")
+
+
+def test_an_inline_sidechain_answering_a_task_call_is_its_sub_agent_fork(tmp_path: Path) -> None:
+    with Store(tmp_path / "t.db") as store:
+        summary = import_claude_code(store, [DATA / "memory_sidechain.jsonl"])
+        assert (summary.threads, summary.subagents) == (1, 1)
+        [agent] = [t for t in store.all_threads() if t.kind == "subagent"]
+        assert _texts(store, agent.parent_id) == ["Delegate a task.", "call:toolu_task", "Subagent done."]
+        assert _texts(store, agent.id, start=agent.parent_offset) == ["call:toolu_sc_read", "result:toolu_sc_read", "Read the memory."]
+        assert agent.parent_offset == 4  # after the Task call
+
+
+@pytest.mark.parametrize("name", ["away_summary", "system_model_change"])
+def test_a_file_of_system_lines_alone_imports_nothing_and_says_so(tmp_path: Path, name: str) -> None:
+    db = tmp_path / "t.db"
+    shown = _cli(db, "import", "claude-code", str(_copied(tmp_path, f"{name}.jsonl")))
+    assert "0 thread(s)" in shown and "lines without conversation: system" in shown
