@@ -112,6 +112,26 @@ def test_teammates_named_only_in_their_results_text_are_sub_agent_forks_at_their
     assert json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))["added"] == 0
 
 
+def test_workflow_agents_are_sub_agent_forks_at_the_workflow_call(tmp_path: Path) -> None:
+    """A `Workflow` call's agents (`<session>/subagents/workflows/<runId>/agent-*.jsonl`, named by
+    the run its result names, not by agentId) became threads of their own, and the run's journal
+    beside them was read as a session of nothing."""
+    db = tmp_path / "t.db"
+    folder = _copied(tmp_path, "workflow_basic")
+    summary = json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))
+    assert (summary["files"], summary["threads"], summary["subagents"]) == (4, 1, 3)
+    assert summary["skipped"].keys() <= {"summary"}, summary["skipped"]
+    [root, *agents] = _tree(db)
+    with Store(db) as store:
+        for agent in agents:
+            holder = store.event_at(root["id"], agent["parent_offset"] - 1)
+            assert store.thread(agent["id"]).kind == "subagent"
+            assert [b["name"] for b in holder.data["content"] if b["type"] == "tool_use"] == ["Workflow"]
+        assert sorted(_texts(store, a["id"], start=a["parent_offset"])[0] for a in agents)[1:] == ["review:hierarchy", "synthesize"]
+        store.verify()
+    assert json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))["added"] == 0
+
+
 def test_a_background_agent_is_a_sub_agent_fork_at_its_call(tmp_path: Path) -> None:
     with Store(tmp_path / "t.db") as store:
         summary = import_claude_code(store, [DATA / "async_agents"])
@@ -137,3 +157,23 @@ def test_a_file_of_system_lines_alone_imports_nothing_and_says_so(tmp_path: Path
     db = tmp_path / "t.db"
     shown = _cli(db, "import", "claude-code", str(_copied(tmp_path, f"{name}.jsonl")))
     assert "0 thread(s)" in shown and "lines without conversation: system" in shown
+
+
+def test_a_teammate_an_earlier_import_made_a_thread_of_its_own_stays_one(tmp_path: Path) -> None:
+    """Imported before its session's result named it (or by a release that did not read the
+    result's text), bob's file is a thread: importing the session again keeps it so, where it
+    was refused as planned otherwise."""
+    folder = _copied(tmp_path, "teammates")
+    main = next(folder.glob("*.jsonl"))
+    whole = main.read_bytes()
+    stamp = os.path.getmtime(main)
+    main.write_bytes(b"".join(whole.splitlines(keepends=True)[:12]))  # up to bob's Task call
+    os.utime(main, (stamp, stamp))
+    with Store(tmp_path / "t.db") as store:
+        assert (import_claude_code(store, [folder]).threads, store.counts().threads) == (2, 3)
+        main.write_bytes(whole)
+        os.utime(main, (stamp, stamp))
+        again = import_claude_code(store, [folder])
+        assert (again.changed, again.added > 0) == (0, True)
+        assert sorted(t.kind for t in store.all_threads()) == ["subagent", "thread", "thread"]
+        store.verify()

@@ -18,7 +18,9 @@ How a file becomes streams (field meanings: FORMATS.md in the project's data not
   the offset after that unit, recursively.
 - Sub-agents (`agent-*.jsonl` beside the session, or under `<session>/subagents/`) become
   `subagent` forks after the assistant message holding the `Task`/`Agent` call whose
-  result names their `agentId`; the compaction summariser's file (`agent-acompact-*`)
+  result names their `agentId` (in `toolUseResult`, else in its text), a workflow's agents
+  (`subagents/workflows/<runId>/`) after the `Workflow` call whose result names that run (a
+  teammate an earlier import made a thread of its own stays one); the compaction summariser's file (`agent-acompact-*`)
   forks where its prompt starts (the boundary's `logicalParentUuid`).
 - A `summary` line naming a message of the file titles the file's thread (or sub-agent fork)
   where the line is: after the units of the stream that start above it, so the lines a
@@ -120,6 +122,8 @@ class _File:
     boundaries: dict[str, dict[str, Any]]  # summary-line uuid -> its compact_boundary record
     titles: list[_Title]
     agent_results: dict[str, str]  # agentId -> the tool_use id of the Task/Agent call it answers
+    workflow_runs: dict[str, str] = field(default_factory=dict)  # a Workflow call's runId -> its tool_use id
+    named_in_text: dict[str, str] = field(default_factory=dict)  # agentId -> the call whose result's text alone names it
     finished: set[str] = field(default_factory=set)  # the agentIds the file shows done (`_finished_agent`)
     records: dict[str, Any] = field(default_factory=dict)  # sessionId, cwd, version, …
     first_parent: str | None = None  # the raw parentUuid of the first conversation line
@@ -263,12 +267,14 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             if parsed.agent_id is None and isinstance(record.get("agentId"), str):
                 parsed.agent_id = record["agentId"]
             result = record.get("toolUseResult")
-            if isinstance(result, dict) and isinstance(result.get("agentId"), str):
-                content = record["message"]["content"]
-                ids: list[str] = [b["tool_use_id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
-                                  and isinstance(b.get("tool_use_id"), str)] if isinstance(content, list) else []
-                if ids:
+            content = record["message"]["content"]
+            ids: list[str] = [b["tool_use_id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
+                              and isinstance(b.get("tool_use_id"), str)] if isinstance(content, list) else []
+            if isinstance(result, dict) and ids:
+                if isinstance(result.get("agentId"), str):
                     agent_results[result["agentId"]] = ids[0]
+                if isinstance(result.get("runId"), str):  # a Workflow's: its agents are in subagents/workflows/<runId>/
+                    parsed.workflow_runs[result["runId"]] = ids[0]
             done = _finished_agent(record)
             if done is not None:
                 parsed.finished.add(done)
@@ -302,7 +308,8 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
         entries[entry.uuid] = entry
         order.append(entry)
     for agent_id, call in _agents_named_in_results(order).items():
-        agent_results.setdefault(agent_id, call)  # `toolUseResult.agentId` first, where a line has one
+        if agent_id not in agent_results:  # `toolUseResult.agentId` first, where a line has one
+            parsed.named_in_text[agent_id] = call
     # Boundaries by the summary line that follows them.
     for entry in order:
         if entry.kind == "user" and entry.parent in boundary_by_uuid and entry.line.record.get("isCompactSummary"):
@@ -911,8 +918,22 @@ def _key_fits(session: Session, path: Path, unusable: Callable[[StoreError], Non
     return False
 
 
+def _workflow_run(path: Path) -> str | None:
+    """The runId of the workflow whose agent's file `path` is (`<session>/subagents/workflows/<runId>/agent-*.jsonl`)."""
+    folder = path.parent
+    return folder.name if folder.parent.name == "workflows" and folder.parent.parent.name == "subagents" else None
+
+
 def _is_agent(path: Path) -> bool:
     return path.name.startswith("agent-")
+
+
+def _in_session_folder(path: Path) -> bool:
+    """Whether `path` lies in a session's own folder (`<session>/subagents/…` beside
+    `<session>.jsonl`), where only sub-agents' files are sessions' lines: a workflow keeps its
+    journal there (`journal.jsonl`, the runner's own record, no conversation), which a directory's
+    import read as a session of nothing."""
+    return any(folder.name == "subagents" and folder.parent.with_suffix(".jsonl").is_file() for folder in path.parents)
 
 
 def _first_record(path: Path) -> dict[str, Any]:
@@ -955,11 +976,11 @@ def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None]
     sessions: dict[Path, Session] = {}
     loose: list[Path] = []
     for path in files:
-        if not _is_agent(path):
+        if not _is_agent(path) and not _in_session_folder(path):
             sessions.setdefault(path, Session(path)).main = path
     for path in files:
         if not _is_agent(path):
-            continue
+            continue  # a session, or a file of a session's own folder that is none (a workflow's journal.jsonl)
         owner = None
         for ancestor in path.parents:  # 2.1.x: <session>/subagents/…/agent-*.jsonl
             candidate = ancestor.with_suffix(".jsonl") if ancestor.name else None
@@ -1029,6 +1050,12 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
             link = writer.placed.get(agent.task_call)
         elif writer is not None and agent.agent_id:
             call = main_file.agent_results.get(agent.agent_id) if main_file else None
+            if call is None and main_file is not None:
+                call = (main_file.named_in_text.get(agent.agent_id)
+                        or main_file.workflow_runs.get(_workflow_run(agent.path) or ""))
+            if call is not None and main_file is not None and agent.agent_id not in main_file.agent_results and \
+                    store is not None and store.event(f"cc:{agent.key}:created") is not None:
+                call = None  # an earlier release, which placed it by neither, made it a thread: it stays one
             if call is not None:
                 link = writer.placed.get(call)
             elif agent.agent_id.startswith("acompact") and agent.first_parent in main_file.entries:  # type: ignore[union-attr]
