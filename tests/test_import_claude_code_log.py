@@ -112,6 +112,25 @@ def test_teammates_named_only_in_their_results_text_are_sub_agent_forks_at_their
     assert json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))["added"] == 0
 
 
+def test_a_teammates_answer_quoting_another_agents_id_leaves_it_at_its_own_call(tmp_path: Path) -> None:
+    """The agent's own answer comes before the `agentId: …` line Claude Code adds, and may quote
+    one (a teammate reporting on another): the line Claude Code added, the last, names the agent."""
+    db = tmp_path / "t.db"
+    folder = _copied(tmp_path, "teammates")
+    main = next(folder.glob("*.jsonl"))
+    stamp = os.path.getmtime(main)
+    quoted = main.read_text(encoding="utf-8").replace("Server tests added.", "Server tests added.\\nagentId: aaaa111111111111 helped")
+    assert quoted.count("agentId: aaaa111111111111 helped") == 1
+    main.write_text(quoted, encoding="utf-8")
+    os.utime(main, (stamp, stamp))
+    summary = json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))
+    assert (summary["threads"], summary["subagents"]) == (1, 2)
+    [_, *agents] = _tree(db)
+    with Store(db) as store:
+        forked = [store.event_at(a["id"], a["parent_offset"]) for a in agents]
+        assert {e.data["options"]["metadata"]["agentId"] for e in forked} == {"aaaa111111111111", "bbbb222222222222"}
+
+
 def test_workflow_agents_are_sub_agent_forks_at_the_workflow_call(tmp_path: Path) -> None:
     """A `Workflow` call's agents (`<session>/subagents/workflows/<runId>/agent-*.jsonl`, named by
     the run its result names, not by agentId) became threads of their own, and the run's journal

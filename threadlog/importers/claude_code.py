@@ -346,9 +346,10 @@ def _agents_named_in_results(order: list[_Entry]) -> dict[str, str]:
             if block.get("type") == "tool_result" and block.get("tool_use_id") in calls:
                 content = block.get("content")
                 texts = [_text_of([b]) for b in content] if isinstance(content, list) else [_text_of(content)]
-                found = _NAMED_AGENT.search("\n".join(texts))  # each text block its own lines
-                if found is not None:
-                    named.setdefault(found.group(1), block["tool_use_id"])
+                # Claude Code adds its line after the agent's answer, which may quote another's: the last.
+                found = _NAMED_AGENT.findall("\n".join(texts))  # each text block its own lines
+                if found:
+                    named.setdefault(found[-1], block["tool_use_id"])
     return named
 
 
