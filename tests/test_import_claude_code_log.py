@@ -196,3 +196,77 @@ def test_a_teammate_an_earlier_import_made_a_thread_of_its_own_stays_one(tmp_pat
         assert (again.changed, again.added > 0) == (0, True)
         assert sorted(t.kind for t in store.all_threads()) == ["subagent", "thread", "thread"]
         store.verify()
+
+
+def _sections(markdown: str) -> list[str]:
+    """A transcript's `## …` sections, each its heading line and what follows it."""
+    return markdown.split("\n## ")[1:]
+
+
+@pytest.mark.parametrize(("name", "tag", "prompts"), [("async_agents", "<task-notification>", 2),
+                                                      ("teammates", "<teammate-message ", 2)])
+def test_a_notice_claude_code_writes_into_the_users_turn_is_no_typed_prompt(tmp_path: Path, name: str, tag: str,
+                                                                            prompts: int) -> None:
+    """A background agent's `<task-notification>` and a teammate's `<teammate-message …>` are
+    user lines no person typed: they ended the run before them `cancelled`, counted as prompts
+    and read as typed. Now they are Claude Code's, as its command output is: the prompts are
+    the session's first line and its sub-agents' tasks (bob's is a teammate's message), the run
+    goes on through them, and the transcript says who wrote them."""
+    db = tmp_path / "t.db"
+    folder = _copied(tmp_path, name)
+    summary = json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))
+    assert summary["prompts"] == prompts
+    shown = 0
+    for thread in _tree(db):
+        markdown = _cli(db, "transcript", thread["id"])
+        assert "## run cancelled" not in markdown
+        for section in _sections(markdown):
+            heading, _, body = section.partition("\n")
+            if body.lstrip().startswith(tag):
+                assert heading == "user (injected by claude-code)", section
+                shown += 1
+    assert shown == sum(1 for path in folder.rglob("*.jsonl") for r in _raw(path) if r["type"] == "user"
+                        and isinstance(r["message"]["content"], str) and r["message"]["content"].startswith(tag))
+    with Store(db) as store:
+        notices = [e for e in store.read_all() if e.type == "message.appended" and e.data["role"] == "user"
+                   and str(e.data["content"][0].get("text", "")).startswith(tag)]
+        assert notices and all(e.meta["source"]["flags"]["injected"] for e in notices)
+        assert not any(e.type == "run.finished" and e.data["status"] == "cancelled" for e in store.read_all())
+        store.verify()
+    again = json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))
+    assert (again["added"], again["changed"]) == (0, 0)
+
+
+def test_notices_an_earlier_release_took_as_prompts_stay_so_and_the_grown_session_takes_new_ones_as_claude_codes(
+        tmp_path: Path) -> None:
+    """tests/fixtures/cc-notices.db: the `async_agents` and `teammates` sessions imported at
+    commit 04e3aac, which took their notices as typed prompts (a run cancelled and a run started
+    at each). Importing them again adds and changes nothing (the runs stored go on, an event
+    once written is never rewritten); a notice the session grows by is Claude Code's."""
+    db = tmp_path / "t.db"
+    shutil.copy(DATA.parent.parent / "cc-notices.db", db)
+    folders = [_copied(tmp_path, "async_agents"), _copied(tmp_path, "teammates")]
+    with Store(db) as store:
+        stored = [(e.event_id, e.hash) for e in store.read_all()]
+        again = import_claude_code(store, folders)
+        assert (again.added, again.changed, again.gone) == (0, 0, 0)
+        assert [(e.event_id, e.hash) for e in store.read_all()] == stored
+        main = next(folders[0].glob("*.jsonl"))
+        records = _raw(main)
+        [notice] = [r for r in records if str(r["message"]["content"]).startswith("<task-notification>")]
+        later = {**notice, "uuid": "later-notice", "parentUuid": records[-1]["uuid"], "timestamp": "2026-04-19T10:08:00.000Z"}
+        answer = {**records[-1], "uuid": "later-answer", "parentUuid": "later-notice", "timestamp": "2026-04-19T10:09:00.000Z",
+                  "message": {**records[-1]["message"], "id": "msg_later"}}
+        stamp = os.path.getmtime(main)
+        main.write_text(main.read_text(encoding="utf-8") + json.dumps(later) + "\n" + json.dumps(answer) + "\n", encoding="utf-8")
+        os.utime(main, (stamp, stamp))
+        grown = import_claude_code(store, folders)
+        assert grown.changed == 0
+        assert [(e.event_id, e.hash) for e in store.read_all()][:len(stored)] == stored
+        added = [e for e in store.read_all()][len(stored):]
+        assert [(e.type, e.meta["source"]["uuid"]) for e in added] == [
+            ("message.appended", "later-notice"), ("run.started", "later-answer"), ("message.appended", "later-answer"),
+            ("run.finished", "later-answer")]
+        assert added[0].meta["source"]["flags"]["injected"] is True
+        assert import_claude_code(store, folders).added == 0
+        store.verify()

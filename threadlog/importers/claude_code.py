@@ -26,7 +26,9 @@ How a file becomes streams (field meanings: FORMATS.md in the project's data not
   where the line is: after the units of the stream that start above it, so the lines a
   growing file adds come after it.
 - Runs: a typed prompt starts one; an assistant message without tool calls ends it
-  (`ok`); `[Request interrupted by user…]` ends it `cancelled`.
+  (`ok`); `[Request interrupted by user…]` ends it `cancelled`. What Claude Code itself
+  writes as a user line (command output, reminders, a background agent's or a teammate's
+  notice) is marked injected, and starts or ends none.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ _STEERING = ("isSidechain", "isCompactSummary", "isMeta")
 _INJECTED_PREFIXES = ("<command-name>", "<command-message>", "<local-command-stdout>", "<local-command-stderr>",
                       "<local-command-caveat>", "Caveat: The messages below were generated", "<bash-input>",
                       "<bash-stdout>", "<bash-stderr>", "<system-reminder>", "<user-memory-input>")
+# What Claude Code writes into the user's turn as a background agent finishes or a teammate writes:
+# injected too, but a release before took them as typed prompts (`_Writer._injected`).
+_TASK_NOTIFICATION = "<task-notification>"
+_NOTICES = (_TASK_NOTIFICATION, "<teammate-message ")
 _INTERRUPT = "[Request interrupted by user"
 _AGENT_TOOLS = ("Task", "Agent")  # the calls that start a sub-agent (`Task` until 2.1.39, then `Agent`)
 _RECORDS = ("sessionId", "cwd", "gitBranch", "version", "slug")  # the thread's metadata, from the first line holding each
@@ -367,7 +373,7 @@ def _finished_agent(record: dict[str, Any]) -> str | None:
     content = record["message"]["content"] if record["type"] == "user" else None
     if isinstance(content, list):  # validated blocks: a text block's text is a string
         content = content[0].get("text") if content and content[0].get("type") == "text" else None
-    if not isinstance(content, str) or not content.lstrip().startswith("<task-notification>"):
+    if not isinstance(content, str) or not content.lstrip().startswith(_TASK_NOTIFICATION):
         return None
     notified = _NOTIFIED.search(content)
     return notified.group(1).strip() if notified is not None and notified.group(2).strip() not in _STILL_RUNNING else None
@@ -765,7 +771,7 @@ class _Writer:
         text = _text_of(blocks)
         interrupted = any(b.get("type") == "text" and str(b.get("text", "")).startswith(_INTERRUPT) for b in blocks)
         answers = any(b.get("type") == "tool_result" for b in blocks)
-        injected = bool(record.get("isMeta")) or text.lstrip().startswith(_INJECTED_PREFIXES)
+        injected = self._injected(unit, text)
         extra: dict[str, Any] = {}
         if injected:
             extra["injected"] = True
@@ -785,6 +791,16 @@ class _Writer:
             return
         if interrupted:
             self._close_run(stream, unit, "cancelled")
+
+    def _injected(self, unit: _Unit, text: str) -> bool:
+        """Whether Claude Code wrote the user message `unit` (`text`), not a person: it starts no
+        run and ends none. A notice (`_NOTICES`) the store holds as a typed prompt, its run
+        started (an import by a release before), stays one: the events after it are stored so."""
+        if unit.first.line.record.get("isMeta") or text.lstrip().startswith(_INJECTED_PREFIXES):
+            return True
+        if not text.lstrip().startswith(_NOTICES):
+            return False
+        return self.plan.store is None or self.plan.store.event(self._id(unit.first.uuid + ":run")) is None
 
     def place_titles(self, stream: PlannedStream, titles: list[_Title]) -> None:
         """Have `emit` put each title into `stream` where its summary line is among the
