@@ -140,6 +140,64 @@ def test_subagent_is_a_fork_at_its_task_call(mem: Store) -> None:
     assert call in [b.get("id") for b in holder.data["content"]]
 
 
+def _parallel_agents_session(folder: Path) -> dict[str, str]:
+    """A session at `folder` as Claude Code 2.1.x writes one: a response starting two sub-agents
+    at once (two `Agent` calls, a line each), their results naming their agentIds, and each
+    agent's file under `<session>/subagents/`. Returns agentId -> the call that started it."""
+    def line(type_: str, uuid: str, parent: str | None, message: dict[str, Any], **more: Any) -> str:
+        return json.dumps({"type": type_, "uuid": uuid, "parentUuid": parent, "sessionId": "s-2", "isSidechain": False,
+                           "timestamp": f"2026-01-01T00:00:{len(uuid):02d}Z", "message": message, **more}) + "\n"
+
+    def response(id_: str, blocks: list[dict[str, Any]], stop: str) -> dict[str, Any]:
+        return {"role": "assistant", "id": id_, "model": "claude-x", "stop_reason": stop, "content": blocks}
+
+    agents = {"a1111": "toolu_first", "a2222": "toolu_second"}
+    lines = [line("user", "u", None, {"role": "user", "content": "review both modules"})]
+    parent = "u"
+    for n, call in enumerate(agents.values()):
+        lines.append(line("assistant", f"c{n}", parent, response("msg_A", [{"type": "tool_use", "id": call, "name": "Agent",
+                                                                            "input": {"prompt": f"review module {n}"}}], "tool_use")))
+        parent = f"c{n}"
+    for n, (agent, call) in enumerate(agents.items()):
+        result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": f"module {n} is fine"}]}
+        lines.append(line("user", f"r{n}", parent, result, toolUseResult={"agentId": agent, "status": "completed"}))
+        parent = f"r{n}"
+    lines.append(line("assistant", "b", parent, response("msg_B", [{"type": "text", "text": "Both are fine."}], "end_turn")))
+    (folder / "s-2.jsonl").write_text("".join(lines), encoding="utf-8")
+    subagents = folder / "s-2" / "subagents"
+    subagents.mkdir(parents=True)
+    for n, agent in enumerate(agents):
+        own = [line("user", f"{agent}-u", None, {"role": "user", "content": f"review module {n}"}, isSidechain=True, agentId=agent),
+               line("assistant", f"{agent}-a", f"{agent}-u", response(f"msg_{agent}", [{"type": "text", "text": f"module {n} is fine"}],
+                                                                      "end_turn"), isSidechain=True, agentId=agent)]
+        (subagents / f"agent-{agent}.jsonl").write_text("".join(own), encoding="utf-8")
+    return agents
+
+
+def test_sub_agents_started_by_one_response_each_name_the_call_that_started_them(tmp_path: Path) -> None:
+    """Parallel `Agent` calls of one response put their sub-agent forks at one offset, told apart
+    by agentId alone: which call started which was not kept. Each fork's metadata names it now
+    (`parentToolUseID`, as Claude Code names it), and `show` prints it."""
+    db = tmp_path / "t.db"
+    agents = _parallel_agents_session(tmp_path)
+    with Store(db) as store:
+        summary = import_claude_code(store, [tmp_path])
+        assert summary.subagents == 2
+        forks = [t for t in store.all_threads() if t.kind == "subagent"]
+        assert len({t.parent_offset for t in forks}) == 1
+        holder = store.event_at(forks[0].parent_id, forks[0].parent_offset - 1)
+        assert [b["id"] for b in holder.data["content"]] == list(agents.values())
+        named = {thread_state(store, t.id).metadata["agentId"]: thread_state(store, t.id).metadata.get("parentToolUseID")
+                 for t in forks}
+        assert named == agents
+        assert import_claude_code(store, [tmp_path]).added == 0
+    for fork in forks:
+        shown = CliRunner().invoke(cli, ["--db", str(db), "show", fork.id])
+        assert shown.exit_code == 0, shown.output
+        [metadata] = [line for line in shown.output.splitlines() if line.startswith("metadata")]
+        assert json.loads(metadata.split(None, 1)[1])["parentToolUseID"] in agents.values()
+
+
 @pytest.mark.parametrize("given", ["file", "directory"])
 def test_a_sub_agent_file_without_its_session_is_a_thread_of_its_own(tmp_path: Path, given: str) -> None:
     """A sub-agent's file whose session is not imported with it (deleted, or not among the

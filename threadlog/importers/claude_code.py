@@ -1063,8 +1063,9 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
         _plan_file(writer, main_file, None)
     for agent in agents:
         link: tuple[PlannedStream, int] | None = None
-        if writer is not None and agent.task_call is not None:
-            link = writer.placed.get(agent.task_call)
+        call: str | None = agent.task_call  # the tool call that started it, where it is forked after one
+        if writer is not None and call is not None:
+            link = writer.placed.get(call)
         elif writer is not None and agent.agent_id:
             call = main_file.agent_results.get(agent.agent_id) if main_file else None
             if call is None and main_file is not None:
@@ -1083,7 +1084,8 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
         if link is None and partial_tail and agent.units and _model(agent) is None:
             summary.wait(str(agent.path))
             continue  # a thread of its own, which takes its model from its first response (`unanswered`)
-        _plan_file(_Writer(plan, agent, summary, str(agent.path), {}, on_bad_line(summary, skip_bad)), agent, link)
+        _plan_file(_Writer(plan, agent, summary, str(agent.path), {}, on_bad_line(summary, skip_bad)), agent, link,
+                   call if link is not None else None)
     if unanswered:
         outer.files += summary.files
         outer.skipped.update(summary.skipped)
@@ -1173,8 +1175,10 @@ def _model(file: _File) -> str | None:
     return next((m for m in models if m and not m.startswith("<")), None)
 
 
-def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | None) -> None:
-    """Plan one file's streams: a root thread, or a sub-agent fork at `link`."""
+def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | None, call: str | None = None) -> None:
+    """Plan one file's streams: a root thread, or a sub-agent fork at `link`, after the tool
+    call `call` that started it (its metadata's `parentToolUseID`, as Claude Code names it:
+    the parallel calls of one response put their sub-agents at one offset)."""
     if not file.units:
         return
     roots = [u for u in file.units if u.parent is None]
@@ -1193,6 +1197,8 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
         parent, at = link
         meta = {"event_id": f"cc:{file.key}:fork", "origin": "imported", "source": {**source, "flags": {"agentId": file.agent_id}}}
         metadata = {"agentId": file.agent_id, "file": writer.name}
+        if call is not None:
+            metadata["parentToolUseID"] = call
         stream = writer.plan.attach(parent.fork(stable_id(TOOL, file.key), "subagent", meta, at, metadata=metadata),
                                     writer._where(main_root.first, skippable=False))
         writer.summary.subagents += 1
