@@ -204,14 +204,15 @@ def _sections(markdown: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("name", "tag", "prompts"), [("async_agents", "<task-notification>", 2),
-                                                      ("teammates", "<teammate-message ", 2)])
+                                                      ("teammates", "<teammate-message ", 3)])
 def test_a_notice_claude_code_writes_into_the_users_turn_is_no_typed_prompt(tmp_path: Path, name: str, tag: str,
                                                                             prompts: int) -> None:
     """A background agent's `<task-notification>` and a teammate's `<teammate-message …>` are
     user lines no person typed: they ended the run before them `cancelled`, counted as prompts
     and read as typed. Now they are Claude Code's, as its command output is: the prompts are
-    the session's first line and its sub-agents' tasks (bob's is a teammate's message), the run
-    goes on through them, and the transcript says who wrote them."""
+    the session's first line and its sub-agents' tasks (bob's, a teammate's message opening his
+    file, is his task, as alice's plain one is hers), the run goes on through them, and the
+    transcript says who wrote them."""
     db = tmp_path / "t.db"
     folder = _copied(tmp_path, name)
     summary = json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))
@@ -222,15 +223,18 @@ def test_a_notice_claude_code_writes_into_the_users_turn_is_no_typed_prompt(tmp_
         assert "## run cancelled" not in markdown
         for section in _sections(markdown):
             heading, _, body = section.partition("\n")
-            if body.lstrip().startswith(tag):
-                assert heading == "user (injected by claude-code)", section
+            if body.lstrip().startswith(tag) and heading == "user (injected by claude-code)":
                 shown += 1
+    opening = [path for path in folder.rglob("agent-*.jsonl") if str(_raw(path)[0]["message"]["content"]).startswith(tag)]
     assert shown == sum(1 for path in folder.rglob("*.jsonl") for r in _raw(path) if r["type"] == "user"
-                        and isinstance(r["message"]["content"], str) and r["message"]["content"].startswith(tag))
+                        and isinstance(r["message"]["content"], str) and r["message"]["content"].startswith(tag)) - len(opening)
     with Store(db) as store:
         notices = [e for e in store.read_all() if e.type == "message.appended" and e.data["role"] == "user"
                    and str(e.data["content"][0].get("text", "")).startswith(tag)]
-        assert notices and all(e.meta["source"]["flags"]["injected"] for e in notices)
+        tasks = [e for e in notices if "injected" not in e.meta["source"].get("flags", {})]
+        assert notices and len(tasks) == len(opening) and all(e.meta["source"]["flags"]["injected"] for e in notices if e not in tasks)
+        for task in tasks:  # a sub-agent's task: its run starts at it, as at any sub-agent's first message
+            assert store.event_at(task.stream_id, task.offset - 1).type == "run.started"
         assert not any(e.type == "run.finished" and e.data["status"] == "cancelled" for e in store.read_all())
         store.verify()
     again = json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))

@@ -794,12 +794,15 @@ class _Writer:
 
     def _injected(self, unit: _Unit, text: str) -> bool:
         """Whether Claude Code wrote the user message `unit` (`text`), not a person: it starts no
-        run and ends none. A notice (`_NOTICES`) the store holds as a typed prompt, its run
-        started (an import by a release before), stays one: the events after it are stored so."""
+        run and ends none. A notice (`_NOTICES`) that opens a sub-agent's file is its task, the
+        prompt its run starts at; one the store holds as a typed prompt, its run started (an import
+        by a release before), stays one: the events after it are stored so."""
         if unit.first.line.record.get("isMeta") or text.lstrip().startswith(_INJECTED_PREFIXES):
             return True
         if not text.lstrip().startswith(_NOTICES):
             return False
+        if self.file.agent_id is not None and unit.parent is None:
+            return False  # a teammate's task as its lead sent it, opening its file: its prompt, as any sub-agent's
         return self.plan.store is None or self.plan.store.event(self._id(unit.first.uuid + ":run")) is None
 
     def place_titles(self, stream: PlannedStream, titles: list[_Title]) -> None:
