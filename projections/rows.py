@@ -5,8 +5,11 @@ content block; an event of one row whose id already ends in `:<number>` gets `:0
 interrupt `E:0` took the row id of message `E`'s first block and hid it), so re-rendering
 after more events keeps every old row's id; a row whose
 status changes later (a tool call answered, an interrupt resolved or demoted by a fork)
-keeps its id and changes in place. Rows of a `context="note"` fork start over at the fork
-card: the fork's screen shows the ⑃ card and what happened after it, not the parent.
+keeps its id and changes in place. An answer the model refused (`stop_reason: refusal`)
+ends with a `refusal` row, `E:N` for a message of N blocks: no block's id, nor another
+event's (an event id ending in `:<number>` has a suffix of its own added). Rows of a
+`context="note"` fork start over at the fork card: the fork's screen shows the ⑃ card and
+what happened after it, not the parent.
 
 Gotcha: messages with `origin="primed"` (placed into a fork before any run, as `fan_out`
 does) make no row, and do not answer the parent's tool-call rows either; imported and
@@ -24,13 +27,16 @@ from eventstore.errors import shown
 
 from .injected import injected_by
 from .state import FAILED_RUN
+from .transcript import stop_details_said
 
 
 @dataclass(slots=True)
 class Row:
     """One UI row. `kind` is one of text, tool_call, tool_result, thinking, interrupt, fork,
     compaction, run (a run that ended `error` or `cancelled`: its status, and its error as
-    `text`; a model call cut off or failed before it gave anything shows only so), or a
+    `text`; a model call cut off or failed before it gave anything shows only so), refusal
+    (an answer the model refused: the category and explanation its `stop_details` give, as
+    `text`, `category: explanation`; its text blocks that are blank make no row), or a
     content block type (image, document, server_tool_use, …) shown as a
     placeholder that says which one it is where the block does (`[document] <title>`, a server
     tool call's name, input and id).
@@ -76,11 +82,15 @@ def _base(event: RecordedEvent, suffix: str | None = None) -> dict[str, Any]:
 def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, str]) -> None:
     role = event.data.get("role")
     injected = injected_by(event.meta) if event.meta else None
-    for i, block in enumerate(event.data.get("content") or []):
+    refused = event.data.get("stop_reason") == "refusal"
+    content = event.data.get("content") or []
+    for i, block in enumerate(content):
         kind = block.get("type")
         base = _base(event, f":{i}")
         if injected is not None:
             base["injected_by"] = injected
+        if kind == "text" and refused and not str(block.get("text", "")).strip():
+            continue  # a refusal's answer often holds one empty text block, an empty bubble: its refusal row says why
         if kind == "text":
             rows[base["id"]] = Row(kind="text", role=role, text=block.get("text", ""), **base)
         elif kind == "tool_use":
@@ -97,6 +107,9 @@ def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, s
             rows[base["id"]] = Row(kind="thinking", role=role, text=block.get("thinking"), collapsed=True, **base)
         else:
             rows[base["id"]] = _other(block, str(kind), role, base)
+    if refused:  # after the blocks, under the id a block N would have: no block's or event's row has it
+        base = _base(event, f":{len(content)}")
+        rows[base["id"]] = Row(kind="refusal", role=role, text=stop_details_said(event.data) or None, **base)
 
 
 def _other(block: dict[str, Any], kind: str, role: Any, base: dict[str, Any]) -> Row:

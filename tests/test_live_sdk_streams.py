@@ -10,6 +10,7 @@ back what the API needs, and the transcript and `show` render the answer.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -194,3 +195,59 @@ def test_a_recorded_refusal_shows_in_show_the_transcript_and_a_note_forks_readin
         assert (answer["stop_reason"], answer["stop_details"]["category"]) == ("refusal", "cyber")
         fork = store.fork(t, context="note")
         assert "refused (stop_reason refusal)" in transcript_tools(store, fork)["read_transcript"](start=0)
+
+
+# A refusal's category and explanation as a hostile server could word them: markup, terminal
+# escapes, a bidi override, a line break.
+CATEGORY = "<b>cy</b>\u202eber"
+EXPLANATION = "<script>alert(1)</script> \x1b[31mred\x1b[0m\nsecond line \u2067"
+
+
+def refused_with(api: MessagesAPI, tmp_path: Path, category: str, explanation: str) -> tuple[str, str, Any]:
+    """A file whose thread's last answer the model refused, recorded by `ask` on the SDK's
+    refusal stream with `stop_details` worded so; the file, the thread, and a CLI on them."""
+    db = str(tmp_path / "t.db")
+
+    def threadlog(*args: str) -> Any:
+        env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+        return CliRunner().invoke(cli, ["--db", db, *args], env=env, catch_exceptions=False)
+
+    recorded = '"category":"cyber","explanation":"This request was refused due to policy."'
+    worded = f'"category":{json.dumps(category)},"explanation":{json.dumps(explanation)}'
+    stream = served("refusal_response.txt").decode()
+    assert recorded in stream
+    t = threadlog("new", "--model", MODEL).stdout.strip()
+    api.reply_stream(stream.replace(recorded, worded).encode())
+    assert threadlog("ask", t, "Hi", "--stream").exit_code == 3
+    return db, t, threadlog
+
+
+def test_a_refused_answer_is_a_refusal_row_with_its_category_and_explanation(tmp_path: Path, api: MessagesAPI) -> None:
+    """The refused answer's one block is an empty text block: `rows` gave it an empty
+    `assistant:` row, and said nothing of the refusal. Its blank text makes no row now; a
+    `refusal` row after its blocks says why, printed escaped; every other row is as it was."""
+    db, t, threadlog = refused_with(api, tmp_path, CATEGORY, EXPLANATION)
+    with Store(db) as store:
+        events = list(store.read(t))
+    question, answer = events[2], events[3]
+    assert answer.data["content"] == [{"type": "text", "text": ""}] and answer.data["stop_reason"] == "refusal"
+    rows = json.loads(threadlog("rows", t, "--json").stdout)
+    assert [(r["id"], r["kind"]) for r in rows] == [(f"{question.event_id}:0", "text"), (f"{answer.event_id}:1", "refusal")]
+    assert rows[0] == {"id": f"{question.event_id}:0", "kind": "text", "stream_id": t, "offset": 2, "time": question.recorded_at,
+                       "role": "user", "text": "Hi"}
+    assert rows[1] == {"id": f"{answer.event_id}:1", "kind": "refusal", "stream_id": t, "offset": 3, "time": answer.recorded_at,
+                       "role": "assistant", "text": f"{CATEGORY}: {EXPLANATION}"}
+    printed = threadlog("rows", t, "--json").stdout
+    assert "\u202e" not in printed and "\u2067" not in printed and "\x1b" not in printed
+    lines = threadlog("rows", t).stdout.splitlines()
+    assert lines == ["     2  text        user: Hi",
+                     "     3  refusal     assistant: (refused: <b>cy</b>\\u202eber: <script>alert(1)</script> "
+                     "\\x1b[31mred\\x1b[0m second line \\u2067)"]
+
+
+def test_a_refused_answer_without_details_is_a_refusal_row_still(tmp_path: Path, api: MessagesAPI) -> None:
+    db, t, threadlog = refused_with(api, tmp_path, "", "")
+    [_, refusal] = json.loads(threadlog("rows", t, "--json").stdout)
+    assert (refusal["kind"], refusal["role"], "text" in refusal) == ("refusal", "assistant", False)
+    assert threadlog("rows", t).stdout.splitlines()[-1] == "     3  refusal     assistant: (refused)"
+

@@ -126,26 +126,50 @@ def test_dropped_tool_call_row_vanishes_and_compaction_card(mem: Store) -> None:
     assert display_rows(mem, f, at=3)[-1].kind == "tool_call"  # before the fork event, the call is there
 
 
+def test_a_refused_answer_keeps_its_text_and_ends_with_a_refusal_row(mem: Store) -> None:
+    """A refusal may come after some text: the text keeps its row, blank text makes none, and
+    the refusal row follows the blocks (with no text when no `stop_details` say why), on a page
+    of its event alone too. An answer not refused keeps its blank text's row."""
+    t = mem.create_thread()
+    mem.append_message(t, "user", "go")
+    details = {"type": "refusal", "category": "cyber", "explanation": "No."}
+    partly = [{"type": "text", "text": "Sure, the"}, {"type": "text", "text": " \n"}]
+    mem.append(t, [{"type": "message.appended", "data": {"role": "assistant", "stop_reason": "refusal", "stop_details": details,
+                                                         "content": partly}},
+                   {"type": "message.appended", "data": {"role": "assistant", "stop_reason": "refusal",
+                                                         "content": [{"type": "text", "text": ""}]}},
+                   {"type": "message.appended", "data": {"role": "assistant", "stop_reason": "end_turn",
+                                                         "content": [{"type": "text", "text": ""}]}}])
+    partial, bare, blank = (mem.event_at(t, offset).event_id for offset in (2, 3, 4))
+    rows = display_rows(mem, t)
+    assert [(r.id, r.kind, r.text) for r in rows[1:]] == [
+        (f"{partial}:0", "text", "Sure, the"), (f"{partial}:2", "refusal", "cyber: No."),
+        (f"{bare}:1", "refusal", None), (f"{blank}:0", "text", "")]
+    assert display_rows(mem, t, start=2, stop=3) == rows[1:3]
+
+
 _ID = st.text(alphabet="E:01x", min_size=1, max_size=5)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["message", "interrupt", "compaction"]), _ID), min_size=1, max_size=6,
+@given(st.lists(st.tuples(st.sampled_from(["message", "refusal", "interrupt", "compaction"]), _ID), min_size=1, max_size=6,
                 unique_by=lambda event: event[1]))
 def test_every_event_keeps_its_rows_whatever_the_event_ids(events: list[tuple[str, str]]) -> None:
     """Rows are keyed by id: a message `E` made the row `E:0`, and an interrupt with the event
     id `E:0` took that id, so its row replaced the message's and the viewer and `rows` showed
-    no trace of it (the transcript and the model still did)."""
+    no trace of it (the transcript and the model still did). A refused answer's row, after its
+    blocks, takes no other row's id either."""
     store = Store(":memory:")
     t = store.create_thread()
     for i, (kind, event_id) in enumerate(events):
         data: dict[str, object] = {
             "message": {"role": "user", "content": [{"type": "text", "text": f"m{i}"}, {"type": "text", "text": f"n{i}"}]},
             "interrupt": {"interrupt_id": f"q{i}", "question": f"q{i}?"},
+            "refusal": {"role": "assistant", "content": [{"type": "text", "text": f"r{i}"}], "stop_reason": "refusal"},
             "compaction": {"summary": f"s{i}", "through_offset": 1},
         }[kind]
-        store.append(t, [{"type": f"{kind}.{'appended' if kind == 'message' else 'raised' if kind == 'interrupt' else 'recorded'}",
-                          "data": data, "meta": {"event_id": event_id}}])
+        type_ = {"interrupt": "interrupt.raised", "compaction": "compaction.recorded"}.get(kind, "message.appended")
+        store.append(t, [{"type": type_, "data": data, "meta": {"event_id": event_id}}])
     rows = display_rows(store, t)
     assert len({row.id for row in rows}) == len(rows)
-    assert len(rows) == sum(2 if kind == "message" else 1 for kind, _ in events)
+    assert len(rows) == sum(2 if kind in ("message", "refusal") else 1 for kind, _ in events)

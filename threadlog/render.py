@@ -237,6 +237,8 @@ def row_line(row: Row) -> str:
         body = "… thinking (collapsed)"
     elif row.kind == "run":
         body = f"run {row.status}" + (f": {row.text}" if row.text else "")
+    elif row.kind == "refusal":
+        body = f"{row.role}: {_refusal(row.text or '')}"
     elif row.kind == "interrupt":
         said = row.answer if row.status == "resolved" else row.reason
         body = f"? {row.text or row.interrupt_id} [{row.status}]"
@@ -258,9 +260,11 @@ def _text_of(content: list[dict[str, Any]]) -> str:
 def refused(data: Mapping[str, Any]) -> str | None:
     """What `show` says of an answer the model refused (`stop_reason: refusal`), with the
     refusal's category and explanation (`stop_details`); None for any other message."""
-    if data.get("stop_reason") != "refusal":
-        return None
-    said = stop_details_said(data)
+    return _refusal(stop_details_said(data)) if data.get("stop_reason") == "refusal" else None
+
+
+def _refusal(said: str) -> str:
+    """A refusal as `show` and `rows` word it, from the category and explanation it gave."""
     return f"(refused: {said})" if said else "(refused)"
 
 
