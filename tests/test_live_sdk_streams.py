@@ -251,3 +251,26 @@ def test_a_refused_answer_without_details_is_a_refusal_row_still(tmp_path: Path,
     assert (refusal["kind"], refusal["role"], "text" in refusal) == ("refusal", "assistant", False)
     assert threadlog("rows", t).stdout.splitlines()[-1] == "     3  refusal     assistant: (refused)"
 
+
+def test_the_viewer_shows_a_refused_answer_as_refused_with_its_words_escaped(tmp_path: Path, api: MessagesAPI) -> None:
+    """The viewer drew the refused answer as an empty bubble. It is a card that says the model
+    refused, with the category and explanation as text: no markup of theirs runs, and the
+    terminal escapes and bidi controls in them show as escapes."""
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from threadlog.web import create_app
+
+    db, t, _ = refused_with(api, tmp_path, CATEGORY, EXPLANATION)
+    with Store(db) as store:
+        answer = list(store.read(t))[3]
+    with TestClient(create_app(db), base_url="http://127.0.0.1") as browser:
+        page = browser.get("/thread", params={"id": t}).text
+        live = browser.get("/live/rows", params={"id": t, "after": 0, "from": 0}).json()
+    said = ("&lt;b&gt;cy&lt;/b&gt;\\u202eber: &lt;script&gt;alert(1)&lt;/script&gt; \\x1b[31mred\\x1b[0m\nsecond line \\u2067")
+    card = f'<div class="card refusal">Refused: <span class="why">{said}</span></div>'
+    assert f'id="r-{answer.event_id}:1"' in page and card in page
+    assert f'id="r-{answer.event_id}:0"' not in page  # the empty bubble
+    assert "<script>alert" not in page and "\u202e" not in page and "\x1b" not in page
+    [shown] = [item["html"] for item in live["items"] if item["id"] == f"r-{answer.event_id}:1"]
+    assert card in shown
