@@ -519,13 +519,20 @@ def test_tree_of_every_tree_is_printed_as_read_in_bounded_memory(tmp_path: Path,
     assert large < small * 1.5 + 256 * 1024, (small, large)  # ten times the threads, not ten times the memory
 
 
-def _on_a_terminal(args: list[str], env: dict[str, str], stdin: int | None = None) -> tuple[int, str]:
+def _on_a_terminal(args: list[str], env: dict[str, str], stdin: int | None = None,
+                   ctrl_c_once: Path | None = None) -> tuple[int, str]:
     """Run the console script with stdout and stderr on a pseudo-terminal, and stdin too unless
-    given; (status, output)."""
+    given; (status, output). With `ctrl_c_once`, it runs in a session of its own, and once that
+    file exists SIGINT goes to its process group (it and its pager), as Ctrl-C sends it."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen([THREADLOG, *args], stdin=follower if stdin is None else stdin, stdout=follower, stderr=follower,
-                            env=env)
+                            env=env, start_new_session=ctrl_c_once is not None)
     os.close(follower)
+    if ctrl_c_once is not None:
+        deadline = time.monotonic() + 30
+        while not ctrl_c_once.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGINT)
     chunks = []
     while True:
         ready, _, _ = select.select([leader], [], [], 30)
@@ -725,27 +732,8 @@ def test_ctrl_c_while_a_pager_shows_the_output_ends_the_command_as_interrupted(d
     for pager in (_script(tmp_path / "pager", f"#!/bin/sh\ncat > /dev/null\ntouch {ready}\nsleep 60\n"),
                   f"cat > /dev/null; touch {ready}; sleep 60"):  # through `sh -c`
         ready.unlink(missing_ok=True)
-        leader, follower = pty.openpty()
-        # A session of its own: the signal goes to the command and its pager, as Ctrl-C does.
-        proc = subprocess.Popen([THREADLOG, "log", t, "--db", str(db)], stdin=follower, stdout=follower, stderr=follower,
-                                env={**env, "PAGER": pager}, start_new_session=True)
-        os.close(follower)
-        deadline = time.monotonic() + 30
-        while not ready.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        os.killpg(proc.pid, signal.SIGINT)
-        chunks = []
-        while select.select([leader], [], [], 30)[0]:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        os.close(leader)
-        out = b"".join(chunks).decode("utf-8", "replace")
-        assert proc.wait(timeout=30) == 130, (pager, out)
+        code, out = _on_a_terminal(["log", t, "--db", str(db)], {**env, "PAGER": pager}, ctrl_c_once=ready)
+        assert code == 130, (pager, out)
         assert "pager failed" not in out and "Traceback" not in out, out
 
 
