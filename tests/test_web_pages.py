@@ -601,3 +601,22 @@ def test_the_replay_shows_the_model_thinking_and_request_settings_as_of_its_offs
     assert "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in shown and "<script>alert" not in page
     forked = fork_page.split('<details id="request-config">', 1)[1].split("</details>", 1)[0]
     assert "claude-b" in forked and "stop_sequences" not in forked and "u1" in forked
+
+
+def test_a_refused_answer_of_more_rows_than_an_event_shows_still_says_it_was_refused(tmp_path: Path) -> None:
+    """An event shows its first 200 rows, then a card counting the rest: the refusal row of an
+    answer of 250 blocks was counted among them, and the page never said the answer was refused.
+    It ends the event still, after the count, which counts the blocks alone."""
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        thread = store.create_thread(thread_id="t")
+        store.append_message(thread, "user", "go on")
+        [answer] = store.append(thread, [{"type": "message.appended", "data": {
+            "role": "assistant", "content": [{"type": "text", "text": f"part {i}"} for i in range(250)],
+            "stop_reason": "refusal", "stop_details": {"type": "refusal", "category": "cyber", "explanation": "<i>No.</i>"}}}])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        page = client.get("/thread?id=t").text
+    assert "part 199<" in page and "part 200<" not in page and "and 50 more blocks of this message" in page
+    card = '<div class="card refusal">Refused: <span class="why">cyber: &lt;i&gt;No.&lt;/i&gt;</span></div>'
+    assert f'id="r-{answer.event_id}:250"' in page and card in page
+    assert page.index("and 50 more blocks") < page.index(card)

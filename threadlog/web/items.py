@@ -109,10 +109,14 @@ def view_start(store: Store, chain: list[ThreadInfo], low: int, end: int) -> int
 
 def _capped(items: list[Item]) -> list[Item]:
     """At most `ROWS_PER_EVENT` rows of one event, then one `more_rows` item counting the rest: a
-    page is `PAGE` events, and one message of 50,000 blocks made a 28 MB page."""
+    page is `PAGE` events, and one message of 50,000 blocks made a 28 MB page. A refusal row is
+    not one of them: it is what the answer ended with, and follows the count."""
     out: list[Item] = []
     count: dict[int, int] = {}
     for item in items:
+        if item.kind == "refusal":
+            out.append(item)
+            continue
         seen = count[item.offset] = count.get(item.offset, 0) + 1
         if seen <= ROWS_PER_EVENT:
             out.append(item)
