@@ -135,7 +135,9 @@ class DiffSide:
 
     thread: str
     head: int
-    messages: list[dict[str, Any]]  # {offset, stream_id, role, content} of messages past the fork point
+    # {offset, stream_id, role, content} of messages past the fork point, and the `stop_reason` and
+    # `stop_details` of an answer that has them (a refused answer's say why it was refused)
+    messages: list[dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +172,14 @@ def common_prefix(a: list[ThreadInfo], b: list[ThreadInfo]) -> tuple[str | None,
     return owner, shared
 
 
+# What a diff side keeps of how an answer ended, beside its content.
+_STOPPED = ("stop_reason", "stop_details")
+
+
 def _side(store: Store, thread: str, head: int, start: int, limit: int | None) -> DiffSide:
     messages = (
-        {"offset": e.offset, "stream_id": e.stream_id, "role": e.data.get("role"), "content": e.data.get("content")}
+        {"offset": e.offset, "stream_id": e.stream_id, "role": e.data.get("role"), "content": e.data.get("content"),
+         **{key: e.data[key] for key in _STOPPED if key in e.data}}
         for e in store.read(thread, start)
         if e.type == "message.appended"
     )

@@ -134,8 +134,7 @@ def _words(message: Message) -> str:
 
 
 def _with_block(message: Message, chosen: list[tuple[Part, Doc]], parent_offset: int) -> Message:
-    return Message(message.role, [{"type": "text", "text": render(chosen, parent_offset)}, *message.content], message.offset,
-                   message.kind)
+    return message._replace(content=[{"type": "text", "text": render(chosen, parent_offset)}, *message.content])
 
 
 def _recorded_documents(store: Store, thread: str, view: list[Message], recorded: dict[int, list[Part]]) -> dict[int, list[Doc]]:

@@ -26,8 +26,8 @@ from eventstore import InvalidEvent, RecordedEvent, Store
 from eventstore.errors import shown
 
 from .injected import injected_by
+from .refusal import blank_text, refusal
 from .state import FAILED_RUN
-from .transcript import stop_details_said
 
 
 @dataclass(slots=True)
@@ -82,14 +82,14 @@ def _base(event: RecordedEvent, suffix: str | None = None) -> dict[str, Any]:
 def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, str]) -> None:
     role = event.data.get("role")
     injected = injected_by(event.meta) if event.meta else None
-    refused = event.data.get("stop_reason") == "refusal"
+    said = refusal(event.data)
     content = event.data.get("content") or []
     for i, block in enumerate(content):
         kind = block.get("type")
         base = _base(event, f":{i}")
         if injected is not None:
             base["injected_by"] = injected
-        if kind == "text" and refused and not str(block.get("text", "")).strip():
+        if said is not None and blank_text(block):
             continue  # a refusal's answer often holds one empty text block, an empty bubble: its refusal row says why
         if kind == "text":
             rows[base["id"]] = Row(kind="text", role=role, text=block.get("text", ""), **base)
@@ -107,9 +107,9 @@ def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, s
             rows[base["id"]] = Row(kind="thinking", role=role, text=block.get("thinking"), collapsed=True, **base)
         else:
             rows[base["id"]] = _other(block, str(kind), role, base)
-    if refused:  # after the blocks, under the id a block N would have: no block's or event's row has it
+    if said is not None:  # after the blocks, under the id a block N would have: no block's or event's row has it
         base = _base(event, f":{len(content)}")
-        rows[base["id"]] = Row(kind="refusal", role=role, text=stop_details_said(event.data) or None, **base)
+        rows[base["id"]] = Row(kind="refusal", role=role, text=said or None, **base)
 
 
 def _other(block: dict[str, Any], kind: str, role: Any, base: dict[str, Any]) -> Row:

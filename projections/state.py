@@ -45,6 +45,7 @@ from eventstore.recorded import Altered, decode
 
 from . import snapshots
 from .dropped import Drop, Located, fork_drops, locate, without_dropped
+from .refusal import refusal
 
 PROJECTION = "thread_state"
 # How a run ends when it shows as one in rows and transcripts (one that ended ok is the messages it holds).
@@ -57,12 +58,15 @@ VERSION = 5  # 2: a dropped tool call is kept with its fork's offset (dropped.py
 
 class Message(NamedTuple):
     """One message of the model view: `kind` is `message`, `summary` or `fork_note`;
-    `offset` is the logical offset of the event it came from."""
+    `offset` is the logical offset of the event it came from. `refusal` is for a reader, not
+    the model (`to_param` leaves it out): for an answer the model refused, what it said of
+    why (`projections.refusal`, "" when nothing); None for any other message."""
 
     role: str
     content: list[dict[str, Any]]
     offset: int
     kind: str = "message"
+    refusal: str | None = None
 
     def to_param(self) -> dict[str, Any]:
         """The message as the Anthropic Messages API takes it."""
@@ -363,7 +367,7 @@ def _view(store: Store, thread: str, fold: _Fold) -> list[Message]:
         lo = max(lo, through)
         if lo < hi:
             body.extend(
-                Message(data.get("role", "user"), data.get("content") or [], offset)
+                Message(data.get("role", "user"), data.get("content") or [], offset, refusal=refusal(data))
                 for offset, type_, data in store.read_data(thread, lo, hi)
                 if type_ == "message.appended"
             )
@@ -373,7 +377,7 @@ def _view(store: Store, thread: str, fold: _Fold) -> list[Message]:
                 data = decode("message.appended", stored, text)
             except (RecursionError, Altered) as error:  # named by its position, as the readers name it
                 raise store.unreadable(thread, offset, error) from None
-            body.append(Message(data["role"], data["content"], offset))
+            body.append(Message(data["role"], data["content"], offset, refusal=refusal(data)))
     if fold.dropped:
         body = _drop_tool_uses(body, locate(store, thread, fold.dropped))
     head: list[Message] = [fold.note] if fold.note else []

@@ -55,6 +55,7 @@ from eventstore.ranges import check_index, segments
 from .atomic import write_atomically
 from .dropped import Drop, Located, fork_drops, locate
 from .injected import injected_by
+from .refusal import stop_details_said
 from .state import FAILED_RUN, fork_note
 
 MAX_BYTES = 512 * 1024
@@ -194,13 +195,6 @@ def _summary(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     text = " ".join(text.split())
     return text if len(text) <= _ARGS else text[: _ARGS - 1] + "…"
-
-
-def stop_details_said(data: Mapping[str, Any]) -> str:
-    """The category and explanation an answer's `stop_details` give (a refusal's), joined by
-    `: `; empty when it gives neither."""
-    details = data.get("stop_details")
-    return ": ".join(str(details[key]) for key in ("category", "explanation") if isinstance(details, dict) and details.get(key))
 
 
 def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[str] = frozenset(),

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from eventstore import InvalidEvent, Store
-from threadlog import blame, diff, lineage, thread_state
+from threadlog import blame, diff, lineage, save_snapshot, thread_state
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 
@@ -88,3 +88,27 @@ def test_blame_follows_the_view_past_compactions_notes_and_dropped_calls(mem: St
         assert [(e.index, e.kind, e.role, e.offset) for e in blame(mem, thread)] == [
             (i, m.kind, m.role, m.offset) for i, m in enumerate(view)]
     assert "toolu_1" not in str(thread_state(mem, d).messages)
+
+
+def test_the_model_view_and_a_diff_side_keep_how_a_refused_answer_ended(mem: Store) -> None:
+    """The model view's messages kept role and content only, a diff side's too: a reader of
+    either (the viewer's replay and diff pages) could not tell a refused answer from an empty
+    one. Each keeps the refusal now, read from a snapshot or not; the request leaves it out."""
+    t = mem.create_thread(thread_id="t")
+    mem.append_message(t, "user", "hi")
+    details = {"type": "refusal", "category": "cyber", "explanation": "No."}
+    mem.append(t, [{"type": "message.appended", "data": {"role": "assistant", "content": [{"type": "text", "text": ""}],
+                                                          "stop_reason": "refusal", "stop_details": details}},
+                   {"type": "message.appended", "data": {"role": "assistant", "content": [{"type": "text", "text": ""}],
+                                                          "stop_reason": "refusal"}},
+                   {"type": "message.appended", "data": {"role": "assistant", "content": [{"type": "text", "text": "ok"}],
+                                                          "stop_reason": "end_turn"}}])
+    before = thread_state(mem, t).messages
+    save_snapshot(mem, t)
+    for messages in (before, thread_state(mem, t).messages):
+        assert [m.refusal for m in messages] == [None, "cyber: No.", "", None]
+        assert messages[1].to_param() == {"role": "assistant", "content": [{"type": "text", "text": ""}]}
+    other = mem.create_thread(thread_id="other")
+    side = diff(mem, t, other).a.messages
+    assert [(m.get("stop_reason"), m.get("stop_details")) for m in side] == [
+        (None, None), ("refusal", details), ("refusal", None), ("end_turn", None)]

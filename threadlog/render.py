@@ -13,7 +13,7 @@ from typing import Any
 from eventstore import RecordedEvent, ThreadInfo
 from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadState, Usage
 from projections.search import plain
-from projections.transcript import stop_details_said
+from projections.refusal import stop_details_said
 
 
 # Characters that reorder the text around them where it is shown (bidirectional embeddings,

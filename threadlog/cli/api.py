@@ -18,7 +18,7 @@ import click
 from eventstore import InvalidEvent, Store
 from projections import anthropic_request, check_request, thread_state, usage
 from projections.request import check_request_point, checkable_offsets
-from projections.transcript import stop_details_said
+from projections.refusal import stop_details_said
 from projections.usage import total as usage_total
 
 from .. import output
