@@ -204,6 +204,11 @@ CATEGORY = "<b>cy</b>\u202eber"
 EXPLANATION = "<script>alert(1)</script> \x1b[31mred\x1b[0m\nsecond line \u2067"
 
 
+# The viewer's card for that refusal: their words as text, the escapes shown, the line break kept.
+REFUSAL_CARD = ('<div class="card refusal">Refused: <span class="why">&lt;b&gt;cy&lt;/b&gt;\\u202eber: '
+                '&lt;script&gt;alert(1)&lt;/script&gt; \\x1b[31mred\\x1b[0m\nsecond line \\u2067</span></div>')
+
+
 def refused_with(api: MessagesAPI, tmp_path: Path, category: str, explanation: str) -> tuple[str, str, Any]:
     """A file whose thread's last answer the model refused, recorded by `ask` on the SDK's
     refusal stream with `stop_details` worded so; the file, the thread, and a CLI on them."""
@@ -268,10 +273,29 @@ def test_the_viewer_shows_a_refused_answer_as_refused_with_its_words_escaped(tmp
     with TestClient(create_app(db), base_url="http://127.0.0.1") as browser:
         page = browser.get("/thread", params={"id": t}).text
         live = browser.get("/live/rows", params={"id": t, "after": 0, "from": 0}).json()
-    said = ("&lt;b&gt;cy&lt;/b&gt;\\u202eber: &lt;script&gt;alert(1)&lt;/script&gt; \\x1b[31mred\\x1b[0m\nsecond line \\u2067")
-    card = f'<div class="card refusal">Refused: <span class="why">{said}</span></div>'
+    card = REFUSAL_CARD
     assert f'id="r-{answer.event_id}:1"' in page and card in page
     assert f'id="r-{answer.event_id}:0"' not in page  # the empty bubble
     assert "<script>alert" not in page and "\u202e" not in page and "\x1b" not in page
     [shown] = [item["html"] for item in live["items"] if item["id"] == f"r-{answer.event_id}:1"]
     assert card in shown
+
+
+def test_the_replay_and_the_diff_show_a_refused_answer_as_the_thread_page_does(tmp_path: Path, api: MessagesAPI) -> None:
+    """The replay and the diff draw the model view's messages, which kept no stop reason: the
+    refused answer was an empty bubble on both, and neither said the model refused. Each shows
+    the thread page's card now, the server's words escaped alike."""
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from threadlog.web import create_app
+
+    db, t, _ = refused_with(api, tmp_path, CATEGORY, EXPLANATION)
+    with Store(db) as store:  # a fork can't be made inside the turn: the diff compares it with a thread of its own
+        other = store.create_thread(thread_id="other")
+    with TestClient(create_app(db), base_url="http://127.0.0.1") as browser:
+        replay = browser.get("/replay", params={"id": t}).text
+        compared = browser.get("/diff", params={"a": t, "b": other}).text
+    for page in (replay, compared):
+        assert REFUSAL_CARD in page and '<div class="text markdown"></div>' not in page
+        assert "<script>alert" not in page and "\u202e" not in page and "\x1b" not in page

@@ -10,8 +10,9 @@ every block exactly once.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,12 +61,13 @@ def _blocks(page: str) -> list[tuple[int, int]]:
     return [(int(m), int(b)) for m, b in re.findall(r"m(\d+)b(\d+) x", page)]
 
 
-def _walk(client: TestClient, url: str, name: str) -> list[list[tuple[int, int]]]:
-    """The blocks each page shows, from `url` on through its `name` links (class `later` or `earlier`)."""
+def _walk(client: TestClient, url: str, name: str, marks: Callable[[str], list[Any]] = _blocks) -> list[list[Any]]:
+    """The blocks each page shows (or other `marks`), from `url` on through its `name` links
+    (class `later` or `earlier`)."""
     pages = []
     page: str | None = _get(client, url)
     while page is not None:
-        pages.append(_blocks(page))
+        pages.append(marks(page))
         found = re.search(rf'<a class="{name}" href="([^"]+)"', page)
         page = None if found is None else _get(client, found.group(1).replace("&amp;", "&"))
     return pages
@@ -189,3 +191,29 @@ def test_a_page_of_control_characters_stays_within_its_budget(tmp_path: Path) ->
         for url in ("/thread?id=t", "/thread?id=t&start=0", "/replay?id=t", "/replay?id=t&first=0", "/thread?id=row"):
             page = _get(c, url)  # within PAGE_BYTES + FRAME, quickly
             assert "\\x01" in page and "\x01" not in page
+
+
+def test_refusal_cards_are_within_a_page_s_budget_and_each_shown_once(tmp_path: Path) -> None:
+    """A refused answer's card holds what the server said, up to a string's 64 kB: the replay
+    and the diff had no card, and now count theirs in the page's budget as the thread page does,
+    so 100 answers refused at length make pages of at most `PAGE_BYTES`, which show each once."""
+    path = tmp_path / "refused.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="t")
+        store.create_thread(thread_id="other")
+        for n in range(100):
+            store.append("t", [{"type": "message.appended", "data": {
+                "role": "assistant", "content": [{"type": "text", "text": ""}], "stop_reason": "refusal",
+                "stop_details": {"type": "refusal", "category": "cyber", "explanation": f"why{n} " + "x" * 60_000}}}])
+
+    def cards(page: str) -> list[int]:
+        return [int(n) for n in re.findall(r'<div class="card refusal">Refused: <span class="why">cyber: why(\d+) x', page)]
+
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        for path_ in ("/thread?id=t", "/replay?id=t"):
+            later = _walk(c, f"{path_}&start=0&first=0", "later", cards)
+            earlier = _walk(c, path_, "earlier", cards)
+            assert [n for page in later for n in page] == list(range(100)) and len(later) > 2, path_
+            assert [n for page in reversed(earlier) for n in page] == list(range(100)) and len(earlier) > 2, path_
+        side = _get(c, "/diff?a=t&b=other")
+        assert "This side stops here" in side and cards(side)[0] == 0

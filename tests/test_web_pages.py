@@ -606,7 +606,8 @@ def test_the_replay_shows_the_model_thinking_and_request_settings_as_of_its_offs
 def test_a_refused_answer_of_more_rows_than_an_event_shows_still_says_it_was_refused(tmp_path: Path) -> None:
     """An event shows its first 200 rows, then a card counting the rest: the refusal row of an
     answer of 250 blocks was counted among them, and the page never said the answer was refused.
-    It ends the event still, after the count, which counts the blocks alone."""
+    It ends the event still, after the count, which counts the blocks alone; so on the replay
+    and the diff, which show a message's blocks as many."""
     path = tmp_path / "t.db"
     with Store(path) as store:
         thread = store.create_thread(thread_id="t")
@@ -614,9 +615,11 @@ def test_a_refused_answer_of_more_rows_than_an_event_shows_still_says_it_was_ref
         [answer] = store.append(thread, [{"type": "message.appended", "data": {
             "role": "assistant", "content": [{"type": "text", "text": f"part {i}"} for i in range(250)],
             "stop_reason": "refusal", "stop_details": {"type": "refusal", "category": "cyber", "explanation": "<i>No.</i>"}}}])
+        store.create_thread(thread_id="other")
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
-        page = client.get("/thread?id=t").text
-    assert "part 199<" in page and "part 200<" not in page and "and 50 more blocks of this message" in page
+        pages = {url: client.get(url).text for url in ("/thread?id=t", "/replay?id=t", "/diff?a=t&b=other")}
     card = '<div class="card refusal">Refused: <span class="why">cyber: &lt;i&gt;No.&lt;/i&gt;</span></div>'
-    assert f'id="r-{answer.event_id}:250"' in page and card in page
-    assert page.index("and 50 more blocks") < page.index(card)
+    for url, page in pages.items():
+        assert "part 199<" in page and "part 200<" not in page and "and 50 more blocks of this message" in page, url
+        assert page.count(card) == 1 and page.index("and 50 more blocks") < page.index(card), url
+    assert f'id="r-{answer.event_id}:250"' in pages["/thread?id=t"]

@@ -24,7 +24,10 @@ from projections import Message
 from .budget import PAGE_BYTES, PAGE_ROWS, fill
 from .items import ROWS_PER_EVENT, Item, thread_items
 
-Part = tuple[Message, Any]  # a message and one of its blocks (None: it has none)
+Part = tuple[Message, Any]  # a message and one of its blocks (None: it has none; REFUSAL: its refusal card)
+# The part after a refused answer's blocks that says it was refused: not a block, which a
+# stored message could forge.
+REFUSAL = object()
 
 
 class Cursor(NamedTuple):
@@ -67,26 +70,30 @@ def items_back(store: Store, thread: str, low: Cursor, high: Cursor, at: int | N
 
 def blocks(messages: Sequence[Message], low: Cursor, high: Cursor, backward: bool = False) -> Iterator[tuple[Cursor, Part]]:
     """The (message, block) parts from `low` to `high` (of a replay or a diff side), each
-    message's first `ROWS_PER_EVENT` blocks; a message without blocks is one part, its block None."""
+    message's first `ROWS_PER_EVENT` blocks, then `REFUSAL` for an answer the model refused
+    (as the thread page's refusal row, past the cap); a message without parts is one, its block None."""
     places = []
     for index in range(low.entry, min(high.entry + 1, len(messages))):
-        content = messages[index].content or []
-        for skip, block in enumerate(list[Any](content[:ROWS_PER_EVENT]) or [None]):
+        message = messages[index]
+        parts = list[Any]((message.content or [])[:ROWS_PER_EVENT]) + ([REFUSAL] if message.refusal is not None else [])
+        for skip, block in enumerate(parts or [None]):
             if low <= Cursor(index, skip) < high:
-                places.append((Cursor(index, skip), (messages[index], block)))
+                places.append((Cursor(index, skip), (message, block)))
     return reversed(places) if backward else iter(places)
 
 
 @dataclass(slots=True)
 class Shown:
     """A message as a page shows it: `blocks` from its block `skip` on (those before are on
-    the page before), and `more`, its blocks past `ROWS_PER_EVENT` when the page shows its last."""
+    the page before), `more`, its blocks past `ROWS_PER_EVENT` when the page shows its last,
+    and `refusal`, the card of a refused answer when the page reaches it."""
 
     index: int
     message: Message
     skip: int
     blocks: list[Markup] = field(default_factory=list)
     more: int = 0
+    refusal: Markup | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +120,12 @@ def fill_messages(messages: Sequence[Message], low: Cursor, high: Cursor, backwa
     for cursor, (message, block), html in parts:
         if not shown or shown[-1].index != cursor.entry:
             shown.append(Shown(cursor.entry, message, cursor.skip))
-        if block is not None:
+        if block is REFUSAL:
+            shown[-1].refusal = html
+        elif block is not None:
             shown[-1].blocks.append(html)
     for entry in shown:
         content = entry.message.content or []
-        if entry.skip + len(entry.blocks) >= min(len(content), ROWS_PER_EVENT):
+        if entry.blocks and entry.skip + len(entry.blocks) >= min(len(content), ROWS_PER_EVENT):  # its last block is here
             entry.more = max(len(content) - ROWS_PER_EVENT, 0)
     return MessagePage(low, high, shown, cut)

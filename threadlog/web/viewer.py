@@ -14,7 +14,9 @@ from starlette.responses import HTMLResponse
 from eventstore import Store
 from eventstore.urls import safe_url
 from projections import Message
+from projections.refusal import blank_text
 
+from .cursor import REFUSAL
 from .integrity import Integrity
 from .items import ROWS_PER_EVENT, Item
 from .render import markdown_budget, visible
@@ -38,12 +40,18 @@ class Viewer:
         return self.env.get_template("_item.html").render(item=item, thread=thread, rows_per_event=ROWS_PER_EVENT)
 
     def blocks(self, thread: str) -> Callable[[tuple[Message, Any]], str]:
-        """What renders one block of a message of `thread` (a replay's, a diff side's) as its HTML."""
-        block = getattr(self.env.get_template("_block.html").make_module({"rows_per_event": ROWS_PER_EVENT}), "block")
+        """What renders one part of a message of `thread` (a replay's, a diff side's) as its HTML:
+        a block, or a refused answer's card (whose blank text shows nothing, as on the thread page)."""
+        macros = self.env.get_template("_block.html").make_module({"rows_per_event": ROWS_PER_EVENT})
+        block, refused = getattr(macros, "block"), getattr(macros, "refusal")
 
         def render(part: tuple[Message, Any]) -> str:
             message, content = part
-            return "" if content is None else str(block(content, thread, message.offset))
+            if content is REFUSAL:
+                return str(refused(message.refusal))
+            if content is None or (message.refusal is not None and blank_text(content)):
+                return ""
+            return str(block(content, thread, message.offset))
 
         return render
 
