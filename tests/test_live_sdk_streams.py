@@ -251,6 +251,19 @@ def test_a_refused_answer_is_a_refusal_row_with_its_category_and_explanation(tmp
                      "\\x1b[31mred\\x1b[0m second line \\u2067)"]
 
 
+def test_show_says_an_answer_was_refused_after_the_text_it_gave_first(tmp_path: Path) -> None:
+    """A model may refuse part-way through an answer: `show` looked for a refusal only where the
+    answer held no text, and printed "Sure, the" alone where `rows` said it was refused."""
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        t = store.create_thread(model=MODEL)
+        store.append_message(t, "user", "Hi")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Sure, the"}], stop_reason="refusal",
+                             stop_details={"type": "refusal", "category": "cyber", "explanation": "Policy."})
+    shown = CliRunner().invoke(cli, ["--db", db, "show", t]).stdout
+    assert "     2  assistant       Sure, the (refused: cyber: Policy.)\n" in shown, shown
+
+
 def test_a_refused_answer_without_details_is_a_refusal_row_still(tmp_path: Path, api: MessagesAPI) -> None:
     db, t, threadlog = refused_with(api, tmp_path, "", "")
     [_, refusal] = json.loads(threadlog("rows", t, "--json").stdout)

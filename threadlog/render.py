@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import json
 import re
@@ -13,7 +13,6 @@ from typing import Any
 from eventstore import RecordedEvent, ThreadInfo
 from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadState, Usage
 from projections.search import plain
-from projections.refusal import stop_details_said
 
 
 # Characters that reorder the text around them where it is shown (bidirectional embeddings,
@@ -257,21 +256,14 @@ def _text_of(content: list[dict[str, Any]]) -> str:
     return " ".join(parts)
 
 
-def refused(data: Mapping[str, Any]) -> str | None:
-    """What `show` says of an answer the model refused (`stop_reason: refusal`), with the
-    refusal's category and explanation (`stop_details`); None for any other message."""
-    return _refusal(stop_details_said(data)) if data.get("stop_reason") == "refusal" else None
-
-
 def _refusal(said: str) -> str:
     """A refusal as `show` and `rows` word it, from the category and explanation it gave."""
     return f"(refused: {said})" if said else "(refused)"
 
 
-def state_lines(state: ThreadState, last: int | None = None, stops: Mapping[int, str] | None = None) -> Iterator[str]:
+def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     """`threadlog show`: the state's fields, then its model view one message a line (only the
-    `last` N messages when given). `stops` says, by offset, why an answer holds no text (a
-    refusal, which otherwise showed as a blank line)."""
+    `last` N messages when given); an answer the model refused says so after its text, if any."""
     origin = f"fork of {state.parent_id} at {state.parent_offset} ({state.kind})" if state.parent_id else "root thread"
     yield f"thread      {state.id}  {origin}"
     yield f"title       {_short(state.title or '', 100) or '-'}"
@@ -300,7 +292,8 @@ def state_lines(state: ThreadState, last: int | None = None, stops: Mapping[int,
     yield f"messages    {len(state.messages)} in the model view{more}"
     for message in shown:
         label = message.role if message.kind == "message" else f"{message.role}/{message.kind}"
-        said = " ".join(part for part in (_text_of(message.content), (stops or {}).get(message.offset)) if part)
+        refused = None if message.refusal is None else _refusal(message.refusal)
+        said = " ".join(part for part in (_text_of(message.content), refused) if part)
         yield f"  {message.offset:>6}  {label:<15} {_short(said, 70)}"
 
 

@@ -21,7 +21,7 @@ from projections.lineage import iter_blame
 from .. import output
 from ..listing import listing
 from ..names import THREAD
-from ..render import blame_line, diff_lines, event_line, ls_lines, refused, row_line, safe, shell_word, state_lines, tree_lines
+from ..render import blame_line, diff_lines, event_line, ls_lines, row_line, safe, shell_word, state_lines, tree_lines
 from .group import _cli_words, _committed, _interrupted_status, cli
 from .opening import _db_path, with_store
 from .options import FilePath, PageStart, Seconds, _check_range, json_option, pager_option
@@ -334,17 +334,8 @@ def show(store: Store, thread: str, at: int | None, last: int | None, as_json: b
     if as_json:
         _emit_json(state.to_json())
     else:
-        shown = state.messages if last is None else state.messages[-last:]
-        # An answer with no text says why, from its event (the model view keeps no stop reason): a refusal.
-        stops = {m.offset: why for m in shown if m.role == "assistant" and m.kind == "message" and _blank(m.content)
-                 if (why := refused(store.event_at(thread, m.offset).data)) is not None}
-        lines = list(state_lines(state, last, stops))  # every message read first: one unreadable printed half the state
+        lines = list(state_lines(state, last))  # every message read first: one unreadable printed half the state
         output.lines(lines, pager=not no_pager)
-
-
-def _blank(content: list[dict[str, Any]]) -> bool:
-    """Whether a message holds only text blocks that are blank (a refusal's answer)."""
-    return all(block.get("type") == "text" and not str(block.get("text", "")).strip() for block in content)
 
 
 @cli.command()
