@@ -73,8 +73,10 @@ class Message(NamedTuple):
         return {"role": self.role, "content": self.content}
 
     def to_json(self) -> dict[str, Any]:
-        """Its fields as a JSON-ready dict (as `--json` prints it)."""
-        return {"role": self.role, "content": self.content, "offset": self.offset, "kind": self.kind}
+        """Its fields as a JSON-ready dict (as `--json` prints it); `refusal` only for an answer
+        the model refused."""
+        fields = {"role": self.role, "content": self.content, "offset": self.offset, "kind": self.kind}
+        return fields if self.refusal is None else {**fields, "refusal": self.refusal}
 
 
 def fork_note(parent_id: str, parent_offset: int, transcript: str | None) -> str:

@@ -262,6 +262,8 @@ def test_show_says_an_answer_was_refused_after_the_text_it_gave_first(tmp_path: 
                              stop_details={"type": "refusal", "category": "cyber", "explanation": "Policy."})
     shown = CliRunner().invoke(cli, ["--db", db, "show", t]).stdout
     assert "     2  assistant       Sure, the (refused: cyber: Policy.)\n" in shown, shown
+    messages = json.loads(CliRunner().invoke(cli, ["--db", db, "show", t, "--json"]).stdout)["messages"]
+    assert [m.get("refusal") for m in messages] == [None, "cyber: Policy."] and "refusal" not in messages[0]
 
 
 def test_a_refused_answer_without_details_is_a_refusal_row_still(tmp_path: Path, api: MessagesAPI) -> None:
