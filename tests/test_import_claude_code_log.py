@@ -151,6 +151,43 @@ def test_workflow_agents_are_sub_agent_forks_at_the_workflow_call(tmp_path: Path
     assert json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))["added"] == 0
 
 
+def test_workflow_agents_read_while_the_workflow_call_waits_wait_for_it(tmp_path: Path) -> None:
+    """A workflow's agents write their files as soon as the `Workflow` call starts them, before
+    the session writes the call's result naming the run. A follower that read them then made
+    each a thread of its own, and once the result came they stayed threads for good (a thread
+    is never rewritten into a fork). They wait, as a `Task` call's agent does, and become
+    sub-agent forks at the call once its result is there."""
+    folder = _copied(tmp_path, "workflow_basic")
+    main = next(folder.glob("*.jsonl"))
+    ask, call, result = _raw(main)
+    same = {k: v for k, v in ask.items() if k not in ("uuid", "parentUuid", "message")}
+    earlier = [{**same, "uuid": "p0", "parentUuid": None, "message": {"role": "user", "content": "Hello"}},
+               {**call, "uuid": "p1", "parentUuid": "p0",
+                "message": {**call["message"], "id": "msg_p1", "content": [{"type": "text", "text": "Hi."}]}}]
+    call = {**call, "message": {**call["message"], "stop_reason": "tool_use"}}
+    done = {**call, "uuid": "a2", "parentUuid": result["uuid"],
+            "message": {**call["message"], "id": "msg_a2", "content": [{"type": "text", "text": "Reviewed."}], "stop_reason": "end_turn"}}
+
+    def write(records: list[dict[str, Any]]) -> None:
+        main.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+    write([*earlier, {**ask, "parentUuid": "p1"}, call])  # the call made, its result not written yet
+    with Store(tmp_path / "t.db") as store:
+        early = import_claude_code(store, [folder], partial_tail=True)
+        assert (early.threads, early.subagents) == (1, 0)
+        assert sorted(Path(f).name for f in early.waiting_files) == [
+            "11110000-0000-4000-8000-000000000001.jsonl", "agent-ag000001.jsonl", "agent-ag000002.jsonl", "agent-ag000003.jsonl"]
+        write([*earlier, {**ask, "parentUuid": "p1"}, call, result, done])
+        later = import_claude_code(store, [folder], partial_tail=True)
+        assert (later.subagents, later.waiting) == (3, 0)
+        agents = [t for t in store.all_threads() if t.parent_id is not None]
+        assert sorted(t.kind for t in store.all_threads()) == ["subagent"] * 3 + ["thread"]
+        for agent in agents:
+            holder = store.event_at(agent.parent_id, agent.parent_offset - 1)  # type: ignore[arg-type]
+            assert [b["name"] for b in holder.data["content"] if b["type"] == "tool_use"] == ["Workflow"]
+        store.verify()
+
+
 def test_a_background_agent_is_a_sub_agent_fork_at_its_call(tmp_path: Path) -> None:
     with Store(tmp_path / "t.db") as store:
         summary = import_claude_code(store, [DATA / "async_agents"])

@@ -74,6 +74,7 @@ _TASK_NOTIFICATION = "<task-notification>"
 _NOTICES = (_TASK_NOTIFICATION, "<teammate-message ")
 _INTERRUPT = "[Request interrupted by user"
 _AGENT_TOOLS = ("Task", "Agent")  # the calls that start a sub-agent (`Task` until 2.1.39, then `Agent`)
+_WORKFLOW = "Workflow"  # the call that starts a workflow, whose agents its result names by run (`runId`)
 _RECORDS = ("sessionId", "cwd", "gitBranch", "version", "slug")  # the thread's metadata, from the first line holding each
 
 
@@ -1103,19 +1104,21 @@ def _not_linked_yet(agent: _File, main: _File, running: bool) -> bool:
     """Whether a sub-agent file the session cannot place yet may be placed on a later read: the
     session names it in a result whose call is not written yet, or a sub-agent is `running`
     (`_agent_call_waiting`: a sub-agent file starts as its call is made, and the result naming
-    its `agentId` comes when it is done, or for a background one as it is launched)."""
+    its `agentId` comes when it is done, or for a background one or a workflow's as it is
+    launched)."""
     if not agent.agent_id or agent.agent_id.startswith("acompact") or agent.task_call is not None:
         return False
     return agent.agent_id in main.agent_results or running
 
 
 def _agent_call_waiting(main: _File) -> bool:
-    """Whether a `Task`/`Agent` call of the session still waits for its result."""
+    """Whether a `Task`/`Agent` or `Workflow` call of the session still waits for its result:
+    a workflow's agents write their files before the result naming its run is written."""
     calls: set[Any] = set()
     answered: set[Any] = set()
     for entry in main.entries.values():
         for block in _blocks_of(entry) if entry.kind != "link" else ():  # a link line holds no message
-            if block.get("type") == "tool_use" and block.get("name") in _AGENT_TOOLS:
+            if block.get("type") == "tool_use" and block.get("name") in (*_AGENT_TOOLS, _WORKFLOW):
                 calls.add(block.get("id"))
             elif block.get("type") == "tool_result":
                 answered.add(block.get("tool_use_id"))
