@@ -151,6 +151,17 @@ def test_workflow_agents_are_sub_agent_forks_at_the_workflow_call(tmp_path: Path
     assert json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))["added"] == 0
 
 
+def test_a_workflow_journal_named_itself_is_read_as_the_file_it_was_asked_for(tmp_path: Path) -> None:
+    """A directory's import passes over a workflow's journal (no session), but one named on the
+    command line was passed over without a word: `0 file(s)`. It is read, as any file named is,
+    and says it holds no conversation."""
+    folder = _copied(tmp_path, "workflow_basic")
+    [journal] = folder.rglob("journal.jsonl")
+    summary = json.loads(_cli(tmp_path / "t.db", "import", "claude-code", str(journal), "--json"))
+    assert (summary["files"], summary["threads"], summary["added"]) == (1, 0, 0), summary
+    assert summary["skipped"], summary
+
+
 def test_workflow_agents_read_while_the_workflow_call_waits_wait_for_it(tmp_path: Path) -> None:
     """A workflow's agents write their files as soon as the `Workflow` call starts them, before
     the session writes the call's result naming the run. A follower that read them then made

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import time
 from collections import Counter
@@ -981,12 +982,14 @@ def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None]
     no id are refused; with `unusable` (a follower, which must go on), each refusal is
     passed to it instead and what it names is left out, and a path gone meanwhile is passed over."""
     files: list[Path] = []
+    named: set[str] = set()  # files named themselves: read as sessions wherever they are
     given = source_paths(paths) if unusable is not None else existing_paths(paths, ASKS)
     for path in given:
         if path.is_dir():
             files.extend(files_below(path, "*.jsonl", unusable))
         elif path.exists():
             files.append(path)
+            named.add(os.path.realpath(path))
             subagents = path.with_suffix("") / "subagents"  # 2.1.x: the session's sub-agents
             if not _is_agent(path) and subagents.is_dir():
                 files.extend(files_below(subagents, "agent-*.jsonl", unusable))
@@ -997,7 +1000,7 @@ def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None]
     sessions: dict[Path, Session] = {}
     loose: list[Path] = []
     for path in files:
-        if not _is_agent(path) and not _in_session_folder(path):
+        if not _is_agent(path) and (os.path.realpath(path) in named or not _in_session_folder(path)):
             sessions.setdefault(path, Session(path)).main = path
     for path in files:
         if not _is_agent(path):
