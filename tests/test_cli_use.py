@@ -525,8 +525,9 @@ def _on_a_terminal(args: list[str], env: dict[str, str], stdin: int | None = Non
     given; (status, output). With `ctrl_c_once`, it runs in a session of its own, and once that
     file exists SIGINT goes to its process group (it and its pager), as Ctrl-C sends it."""
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([THREADLOG, *args], stdin=follower if stdin is None else stdin, stdout=follower, stderr=follower,
-                            env=env, start_new_session=ctrl_c_once is not None)
+    run = interruptible if ctrl_c_once is not None else subprocess.Popen  # SIGINT as a terminal's, however pytest runs
+    proc = run([THREADLOG, *args], stdin=follower if stdin is None else stdin, stdout=follower, stderr=follower,
+               env=env, start_new_session=ctrl_c_once is not None)
     os.close(follower)
     if ctrl_c_once is not None:
         deadline = time.monotonic() + 30
