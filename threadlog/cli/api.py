@@ -140,8 +140,8 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     ANTHROPIC_BASE_URL and ANTHROPIC_CUSTOM_HEADERS as the anthropic SDK reads them).
 
     Without TEXT, ask again: a failed turn keeps the question (exit 3), so a retry sends no
-    second copy. An answer with no text (the model refused) is recorded, and stderr names its
-    stop reason: exit 3, so a script does not take the empty output for the answer. On a note
+    second copy. An answer with no text, or one the model refused part-way, is recorded, and
+    stderr names its stop reason: exit 3, so a script does not take the output for the answer. On a note
     fork the model is offered `read_transcript` and `grep_transcript`, which read the parent's
     history below the fork point, as its note tells it to."""
     from ..live import run_turn
@@ -169,7 +169,8 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     if turn.status == "error":  # committed (the question, the run): exit 3, not 1, or a script's retry asks twice
         again = command_line("threadlog ask", [thread])
         _fail(f"{turn.error or 'the turn failed'} (the question is kept: `{again}` with no TEXT asks again)", EXIT_UNPRINTED)
-    if turn.status == "ok" and not turn.text.strip():  # a blank line and exit 0 read as an answer
+    refused = bool(turn.messages) and turn.messages[-1].data.get("stop_reason") == "refusal"
+    if turn.status == "ok" and (not turn.text.strip() or refused):  # read as the answer, whole, with exit 0
         _fail(_no_text(turn), EXIT_UNPRINTED)
 
 
@@ -194,12 +195,13 @@ def _answer_named(store: Store, thread: str) -> Iterator[None]:
 
 
 def _no_text(turn: Turn) -> str:
-    """Why `ask` printed no answer: the last answer's stop reason, and the refusal's category
-    and explanation when the API gave them (`stop_details`)."""
+    """Why `ask` printed no answer, or one the model refused part-way: the last answer's stop
+    reason, and the refusal's category and explanation when the API gave them (`stop_details`)."""
     answer = turn.messages[-1].data if turn.messages else {}
     said = stop_details_said(answer)
     why = f" ({said})" if said else ""
-    return (f"the answer has no text: the model stopped with stop_reason {answer.get('stop_reason')!r}{why}; "
+    what = "has no text" if not turn.text.strip() else "is cut short"
+    return (f"the answer {what}: the model stopped with stop_reason {answer.get('stop_reason')!r}{why}; "
             f"the turn is recorded (`threadlog show {turn.thread} --last 2` shows it)")
 
 
