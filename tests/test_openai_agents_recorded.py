@@ -209,6 +209,8 @@ def test_every_renderer_shows_every_item(tmp_path: Path, items: list[dict[str, A
     assert listed.exit_code == 0, listed.output
     rows = json.loads(listed.output)
     assert [row["offset"] for row in rows] == list(range(1, len(items) + 1))  # one row per item, in order
+    # Reasoning read as the answer when its row was its summary alone: it says what it is.
+    assert all(row["text"].startswith("[reasoning]") == (item.get("type") == "reasoning") for item, row in zip(items, rows))
     with TestClient(create_app(str(db)), base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
         page = client.get("/thread", params={"id": thread})
     assert page.status_code == 200

@@ -575,7 +575,8 @@ def describe(item: dict[str, Any]) -> tuple[str, str]:
 
     Messages keep their role (system and developer ones are written as user text, marked)
     and their text; a tool call is `→ name(arguments)` from the assistant, its output
-    `← output` from the user side; reasoning is its summary; anything else is `[type]`.
+    `← output` from the user side; reasoning is `[reasoning] ` and its summary (as its own
+    text it read as the answer); anything else is `[type]`.
     """
     kind, role = _str(item.get("type")), _str(item.get("role"))
     if role is not None and kind in (None, "message"):
@@ -587,7 +588,7 @@ def describe(item: dict[str, Any]) -> tuple[str, str]:
         return "assistant", f"→ {item.get('name')}({item.get('arguments', item.get('input', ''))})"
     if kind == "reasoning":
         summary = _content_text(item.get("summary")) or _content_text(item.get("content"))
-        return "assistant", summary or "[reasoning]"
+        return "assistant", f"[reasoning] {summary}" if summary else "[reasoning]"
     name = str(kind or "item")
     if name.endswith(("_output", "_response")):
         output = item.get("output")
