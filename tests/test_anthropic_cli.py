@@ -245,39 +245,26 @@ REFUSAL = {"type": "refusal", "category": "cyber", "explanation": "This request 
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
-def test_ask_answered_by_a_refusal_says_so_and_exits_3(tmp_path: Path, api: MessagesAPI, stream: bool) -> None:
-    """A refused answer printed nothing and exited 0: a blank answer, and a script took it for one."""
+@pytest.mark.parametrize(("given", "said"), [("", "has no text"), ("Sure, the first step", "is cut short")],
+                         ids=["no-text", "part-way"])
+def test_ask_answered_by_a_refusal_says_so_and_exits_3(tmp_path: Path, api: MessagesAPI, stream: bool, given: str,
+                                                       said: str) -> None:
+    """A refused answer printed nothing and exited 0: a blank answer, and a script took it for one.
+    A model may also refuse part-way: `ask` printed the start and exited 0, and a script took the
+    half answer for the whole. Either way it prints what came, says the model refused, exit 3."""
     db = tmp_path / "t.db"
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
     env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
-    refused = {**message([{"type": "text", "text": ""}], "refusal"), "stop_details": REFUSAL}
+    refused = {**message([{"type": "text", "text": given}], "refusal"), "stop_details": REFUSAL}
     api.reply_sse(refused) if stream else api.reply_json(refused)
     done = threadlog("ask", t, "How do I break into a server?", *(["--stream"] if stream else []), db=db, env=env)
-    assert done.returncode == 3, done.stderr
-    assert done.stdout.strip() == ""
-    assert done.stderr == ("error: the answer has no text: the model stopped with stop_reason 'refusal' (cyber: This request "
+    assert (done.returncode, done.stdout.strip()) == (3, given), done.stderr
+    assert done.stderr == (f"error: the answer {said}: the model stopped with stop_reason 'refusal' (cyber: This request "
                            f"was refused due to policy.); the turn is recorded (`threadlog show {t} --last 2` shows it)\n")
     with Store(db) as store:
         events = [(e.type, e.data) for e in store.read(t)]
     assert events[-2][1]["stop_details"] == REFUSAL
     assert events[-1] == ("run.finished", {"run_id": events[-1][1]["run_id"], "status": "ok"})
-
-
-@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
-def test_ask_answered_by_a_refusal_after_some_text_prints_it_and_says_it_was_cut_short(tmp_path: Path, api: MessagesAPI,
-                                                                                      stream: bool) -> None:
-    """A model may refuse part-way through its answer: `ask` printed the start and exited 0, and a
-    script took the half answer for the whole. It prints what came, then says the model refused,
-    exit 3, as for a refusal with no text."""
-    db = tmp_path / "t.db"
-    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
-    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
-    refused = {**message([{"type": "text", "text": "Sure, the first step"}], "refusal"), "stop_details": REFUSAL}
-    api.reply_sse(refused) if stream else api.reply_json(refused)
-    done = threadlog("ask", t, "How do I break into a server?", *(["--stream"] if stream else []), db=db, env=env)
-    assert (done.returncode, done.stdout.strip()) == (3, "Sure, the first step"), done.stderr
-    assert done.stderr == ("error: the answer is cut short: the model stopped with stop_reason 'refusal' (cyber: This request "
-                           f"was refused due to policy.); the turn is recorded (`threadlog show {t} --last 2` shows it)\n")
 
 
 def test_ask_answered_with_no_text_names_the_stop_reason_and_shows_no_escape_raw(tmp_path: Path, api: MessagesAPI) -> None:
