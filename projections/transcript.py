@@ -55,7 +55,7 @@ from eventstore.ranges import check_index, segments
 from .atomic import write_atomically
 from .dropped import Drop, Located, fork_drops, locate
 from .injected import injected_by
-from .refusal import stop_details_said
+from .refusal import refusal
 from .state import FAILED_RUN, fork_note
 
 MAX_BYTES = 512 * 1024
@@ -233,8 +233,8 @@ def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[
             parts.append(f"[document{': ' + _code(_value(block['title'])) if block.get('title') else ''}]")
         else:
             parts.append(f"[{_inline(kind)}]")
-    if stopped is not None and stopped.get("stop_reason") == "refusal":
-        said = stop_details_said(stopped)
+    said = refusal(stopped) if stopped is not None else None
+    if said is not None:
         parts += ["refused (stop_reason refusal)", *([_text(said)] if said else [])]
     if not parts:
         return None
