@@ -151,6 +151,27 @@ def test_workflow_agents_are_sub_agent_forks_at_the_workflow_call(tmp_path: Path
     assert json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))["added"] == 0
 
 
+def test_a_workflow_result_with_an_empty_run_id_leaves_a_sub_agent_outside_a_workflow_alone(tmp_path: Path) -> None:
+    """A sub-agent file outside any workflow's folder has no run, which was looked up as the run
+    named "": a Workflow result whose `runId` is empty took it, and a sub-agent no result names
+    (a thread of its own) became a fork at that Workflow call."""
+    db = tmp_path / "t.db"
+    folder = _copied(tmp_path, "workflow_basic")
+    main = next(folder.glob("*.jsonl"))
+    stamp = os.path.getmtime(main)
+    emptied = main.read_text(encoding="utf-8").replace('"runId": "wf_demo01"', '"runId": ""')
+    assert emptied != main.read_text(encoding="utf-8")
+    main.write_text(emptied, encoding="utf-8")
+    [agent] = folder.rglob("agent-ag000001.jsonl")
+    loose = main.with_suffix("") / "subagents" / "agent-loose01.jsonl"
+    loose.write_text(agent.read_text(encoding="utf-8").replace("ag000001", "loose01"), encoding="utf-8")
+    for path in (main, loose):
+        os.utime(path, (stamp, stamp))
+    summary = json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))
+    assert (summary["threads"], summary["subagents"]) == (5, 0), summary
+    assert all(t["kind"] == "thread" for t in _tree(db))
+
+
 def test_a_workflow_journal_named_itself_is_read_as_the_file_it_was_asked_for(tmp_path: Path) -> None:
     """A directory's import passes over a workflow's journal (no session), but one named on the
     command line was passed over without a word: `0 file(s)`. It is read, as any file named is,

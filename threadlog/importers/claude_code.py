@@ -1076,8 +1076,8 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
         elif writer is not None and agent.agent_id:
             call = main_file.agent_results.get(agent.agent_id) if main_file else None
             if call is None and main_file is not None:
-                call = (main_file.named_in_text.get(agent.agent_id)
-                        or main_file.workflow_runs.get(_workflow_run(agent.path) or ""))
+                run = _workflow_run(agent.path)  # None outside a workflow's folder: no run, not the run named ""
+                call = main_file.named_in_text.get(agent.agent_id) or (main_file.workflow_runs.get(run) if run else None)
             if call is not None and main_file is not None and agent.agent_id not in main_file.agent_results and \
                     store is not None and store.event(f"cc:{agent.key}:created") is not None:
                 call = None  # an earlier release, which placed it by neither, made it a thread: it stays one
