@@ -131,6 +131,30 @@ def test_a_teammates_answer_quoting_another_agents_id_leaves_it_at_its_own_call(
         assert {e.data["options"]["metadata"]["agentId"] for e in forked} == {"aaaa111111111111", "bbbb222222222222"}
 
 
+def test_a_result_naming_its_agent_in_tool_use_result_names_no_other_by_its_text(tmp_path: Path) -> None:
+    """alice's result names her agent in `toolUseResult.agentId`, and her answer quotes bob's id
+    (`agentId: bbbb…`, with no line of Claude Code's after it): the quote was read as the agent
+    her call started, and bob, whose own result names him in its text, was forked at alice's
+    call. A result that names its agent in `toolUseResult` names no other by its text."""
+    db = tmp_path / "t.db"
+    folder = _copied(tmp_path, "teammates")
+    main = next(folder.glob("*.jsonl"))
+    stamp = os.path.getmtime(main)
+    records = _raw(main)
+    [alice] = [r for r in records if (r.get("toolUseResult") or {}).get("agentId") == "aaaa111111111111"]
+    alice["message"]["content"][0]["content"] = [{"type": "text", "text": "Relay tests added.\nagentId: bbbb222222222222 ran alongside."}]
+    main.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    os.utime(main, (stamp, stamp))
+    summary = json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))
+    assert (summary["threads"], summary["subagents"]) == (1, 2)
+    [root, *agents] = _tree(db)
+    with Store(db) as store:
+        at = {store.event_at(a["id"], a["parent_offset"]).data["options"]["metadata"]["agentId"]:
+              [b["id"] for b in store.event_at(root["id"], a["parent_offset"] - 1).data["content"]] for a in agents}
+        assert at == {"aaaa111111111111": ["tu_Task_alice"], "bbbb222222222222": ["tu_Task_bob"]}
+        store.verify()
+
+
 def test_workflow_agents_are_sub_agent_forks_at_the_workflow_call(tmp_path: Path) -> None:
     """A `Workflow` call's agents (`<session>/subagents/workflows/<runId>/agent-*.jsonl`, named by
     the run its result names, not by agentId) became threads of their own, and the run's journal

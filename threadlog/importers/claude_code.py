@@ -315,7 +315,7 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             continue
         entries[entry.uuid] = entry
         order.append(entry)
-    for agent_id, call in _agents_named_in_results(order).items():
+    for agent_id, call in _agents_named_in_results(order, set(agent_results.values())).items():
         if agent_id not in agent_results:  # `toolUseResult.agentId` first, where a line has one
             parsed.named_in_text[agent_id] = call
     # Boundaries by the summary line that follows them.
@@ -342,12 +342,14 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
 _NAMED_AGENT = re.compile(r"^agentId: ([\w-]+)", re.MULTILINE)
 
 
-def _agents_named_in_results(order: list[_Entry]) -> dict[str, str]:
+def _agents_named_in_results(order: list[_Entry], answered: set[str]) -> dict[str, str]:
     """agentId -> the `Task`/`Agent` call whose result's text names it (`agentId: …`, the line
     Claude Code adds for the model, to continue the agent with): a teammate's result may name
-    its agent there alone, with no `toolUseResult.agentId`, and its file was a thread of its own."""
+    its agent there alone, with no `toolUseResult.agentId`, and its file was a thread of its own.
+    The calls `answered` have their agent from `toolUseResult.agentId`: what their text names
+    is the answer's own words (an id it quotes), no agent of theirs."""
     calls = {b.get("id") for e in order if e.kind == "assistant" for b in _blocks_of(e)
-             if b.get("type") == "tool_use" and b.get("name") in _AGENT_TOOLS}
+             if b.get("type") == "tool_use" and b.get("name") in _AGENT_TOOLS} - answered
     named: dict[str, str] = {}
     for entry in order:
         for block in _blocks_of(entry) if entry.kind == "user" else ():
