@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -366,4 +367,29 @@ def test_notices_an_earlier_release_took_as_prompts_stay_so_and_the_grown_sessio
             ("run.finished", "later-answer")]
         assert added[0].meta["source"]["flags"]["injected"] is True
         assert import_claude_code(store, folders).added == 0
+        store.verify()
+
+
+def test_a_huge_notice_naming_no_status_is_read_in_time_linear_in_its_length(tmp_path: Path) -> None:
+    """Whether a `<task-notification>` says its agent is done was read by one pattern that, for
+    each `<task-id>` of the notice, scanned the rest of it for a `<status>`: a notice of 600 kB
+    of `<task-id>`s and no status took a minute and a half to import, and one of some megabytes
+    hours. Each notice is read once now."""
+    db = tmp_path / "t.db"
+    folder = _copied(tmp_path, "async_agents")
+    main = next(folder.glob("*.jsonl"))
+    stamp = os.path.getmtime(main)
+    records = _raw(main)
+    [notice] = [r for r in records if str(r["message"]["content"]).startswith("<task-notification>")]
+    notice["message"]["content"] = "<task-notification>" + "<task-id>x</task-id>" * 30_000 + "</task-notification>"
+    main.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    os.utime(main, (stamp, stamp))
+    started = time.monotonic()
+    summary = json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))
+    assert time.monotonic() - started < 10
+    assert summary["threads"] == 1
+    with Store(db) as store:
+        [stored] = [e for e in store.read_all() if e.type == "message.appended" and e.data["role"] == "user"
+                    and str(e.data["content"][0].get("text", "")).startswith("<task-notification><task-id>x")]
+        assert stored.meta["source"]["flags"]["injected"] is True
         store.verify()

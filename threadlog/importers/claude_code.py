@@ -363,7 +363,11 @@ def _agents_named_in_results(order: list[_Entry], answered: set[str]) -> dict[st
     return named
 
 
-_NOTIFIED = re.compile(r"<task-id>([^<]*)</task-id>.*?<status>([^<]*)</status>", re.DOTALL)
+# A notice's first task id, then the first status after it: two searches, each once through the
+# notice (one pattern `<task-id>…</task-id>.*?<status>` scanned the rest of it again from each
+# `<task-id>`, and a notice of megabytes of them and no status took hours).
+_NOTIFIED_ID = re.compile(r"<task-id>([^<]*)</task-id>")
+_NOTIFIED_STATUS = re.compile(r"<status>([^<]*)</status>")
 _STILL_RUNNING = ("async_launched", "running", "in_progress", "pending")
 
 
@@ -379,8 +383,11 @@ def _finished_agent(record: dict[str, Any]) -> str | None:
         content = content[0].get("text") if content and content[0].get("type") == "text" else None
     if not isinstance(content, str) or not content.lstrip().startswith(_TASK_NOTIFICATION):
         return None
-    notified = _NOTIFIED.search(content)
-    return notified.group(1).strip() if notified is not None and notified.group(2).strip() not in _STILL_RUNNING else None
+    task = _NOTIFIED_ID.search(content)
+    status = _NOTIFIED_STATUS.search(content, task.end()) if task is not None else None
+    if task is None or status is None or status.group(1).strip() in _STILL_RUNNING:
+        return None
+    return task.group(1).strip()
 
 
 _TURN_ENDS = ("turn_duration", "stop_hook_summary")  # system lines Claude Code writes once a turn is over
