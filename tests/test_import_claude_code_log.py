@@ -393,3 +393,32 @@ def test_a_huge_notice_naming_no_status_is_read_in_time_linear_in_its_length(tmp
                     and str(e.data["content"][0].get("text", "")).startswith("<task-notification><task-id>x")]
         assert stored.meta["source"]["flags"]["injected"] is True
         store.verify()
+
+
+def test_a_second_workflow_result_naming_the_same_run_leaves_its_agents_at_the_first_call(tmp_path: Path) -> None:
+    """Two Workflow results may name one run (a broken or edited session): an import that read
+    the file before the second had the run's agents at the first call, and keeps them there (a
+    fork is never moved), but one that read the whole file put them at the second, the last
+    naming winning: the same file made two trees. The first call naming a run is where its
+    agents fork, whichever way the file was read."""
+    folder = _copied(tmp_path, "workflow_basic")
+    main = next(folder.glob("*.jsonl"))
+    stamp = os.path.getmtime(main)
+    ask, call, result = _raw(main)
+    again = {**call, "uuid": "a0000002", "parentUuid": result["uuid"],
+             "message": {**call["message"], "id": "msg_a0000002", "content": [
+                 {"type": "tool_use", "id": "toolu_wf02", "name": "Workflow", "input": {}}]}}
+    named = {**result, "uuid": "u0000003", "parentUuid": "a0000002",
+             "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_wf02", "content": "Again."}]}}
+
+    def calls_forked_at(db: Path) -> list[list[str]]:
+        with Store(db) as store:
+            return [[b["id"] for b in store.event_at(t.parent_id, t.parent_offset - 1).data["content"] if b["type"] == "tool_use"]
+                    for t in store.all_threads() if t.parent_id is not None]
+
+    _cli(tmp_path / "grown.db", "import", "claude-code", str(folder))
+    main.write_text("".join(json.dumps(r) + "\n" for r in (ask, call, result, again, named)), encoding="utf-8")
+    os.utime(main, (stamp, stamp))
+    _cli(tmp_path / "grown.db", "import", "claude-code", str(folder))
+    _cli(tmp_path / "whole.db", "import", "claude-code", str(folder))
+    assert calls_forked_at(tmp_path / "grown.db") == calls_forked_at(tmp_path / "whole.db") == [["toolu_wf01"]] * 3

@@ -282,7 +282,8 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
                 if isinstance(result.get("agentId"), str):
                     agent_results[result["agentId"]] = ids[0]
                 if isinstance(result.get("runId"), str):  # a Workflow's: its agents are in subagents/workflows/<runId>/
-                    parsed.workflow_runs[result["runId"]] = ids[0]
+                    # The first call naming a run started it: where an import that read no further put its agents.
+                    parsed.workflow_runs.setdefault(result["runId"], ids[0])
             done = _finished_agent(record)
             if done is not None:
                 parsed.finished.add(done)
