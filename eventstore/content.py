@@ -190,8 +190,17 @@ def drain(value: Any, path: str) -> None:
 
 def first_error(error: ValidationError, field: str) -> InvalidEvent:
     """The first error, its path without the union member names pydantic puts in it; a key that
-    is not text names the object holding it (pydantic's path goes on to the key)."""
-    first = error.errors()[0]
+    is not text names the object holding it (pydantic's path goes on to the key). A value that
+    is one of some known names or any text (a model: `Literal[...] | str`) and is neither is
+    said to be no text: listing every known name read as if only those were allowed."""
+    errors = error.errors()
+    first = errors[0]
+    at = first["loc"]
+    branch = next((i for i, part in enumerate(at) if isinstance(part, str) and part.startswith("literal[")), None)
+    if branch is not None:
+        text = next((e for e in errors if e["loc"][:branch] == at[:branch] and e["loc"][branch:branch + 1] == ("str",)), None)
+        if text is not None:
+            first = {**text, "loc": (*at[:branch], *text["loc"][branch + 1:])}
     parts = [part for part in first["loc"] if not (isinstance(part, str) and part.endswith("Param"))]
     keyed = first["type"] == "invalid_key" or (parts[-1:] == ["[key]"] and first["type"] == "string_type")
     if keyed:

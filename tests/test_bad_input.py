@@ -328,6 +328,11 @@ LIB: list[tuple[str, Call, type[Exception], str]] = [
     ("request-model-as-bytes", lambda s, i: anthropic_request(s, i["t"], model=b"m"), InvalidEvent,
      "model: must be a model name (printable text), not b'm'"),
     ("restore-many-lines-an-int", lambda s, i: s.restore_many([("a.jsonl", 5)]), InvalidEvent, "a.jsonl: lines: must be an export's lines"),
+    # A model is one of the SDK's names or any text: a number was refused by listing every name
+    # the SDK knows, as if only those were allowed.
+    ("fallback-model-a-number", lambda s, i: s.append_message(i["t"], "assistant", [
+        {"type": "fallback", "from": {"model": "claude-a"}, "to": {"model": 5}, "reason": "overloaded"}]), InvalidEvent,
+     "events[0].data.content[0].to.model: Input should be a valid string"),
 ]
 
 
