@@ -266,6 +266,28 @@ def test_show_says_an_answer_was_refused_after_the_text_it_gave_first(tmp_path: 
     assert [m.get("refusal") for m in messages] == [None, "cyber: Policy."] and "refusal" not in messages[0]
 
 
+def test_show_and_diff_keep_a_refusal_on_the_line_of_a_long_answer(tmp_path: Path) -> None:
+    """`show` cut a message's line at 70 characters with its refusal after the text: an answer
+    refused after a long sentence showed as one cut for width alone. `diff` printed the text
+    only, and a refused answer with none as a blank line. Both end the line with the refusal,
+    the text cut to make room."""
+    db = str(tmp_path / "t.db")
+    long = "Sure, here is how the first part of the procedure goes, step by step:"
+    with Store(db) as store:
+        t = store.create_thread(model=MODEL)
+        store.append_message(t, "user", "Hi")
+        details = {"type": "refusal", "category": "cyber", "explanation": "Policy."}
+        store.append_message(t, "assistant", [{"type": "text", "text": long}], stop_reason="refusal", stop_details=details)
+        store.append_message(t, "user", "And?")
+        store.append_message(t, "assistant", [{"type": "text", "text": ""}], stop_reason="refusal", stop_details=details)
+        other = store.create_thread()
+    cut = long[:43] + "… (refused: cyber: Policy.)"
+    shown = CliRunner().invoke(cli, ["--db", db, "show", t]).stdout
+    assert f"     2  assistant       {cut}\n" in shown, shown
+    compared = CliRunner().invoke(cli, ["--db", db, "diff", t, other]).stdout
+    assert f"       2  assistant {cut}\n" in compared and "       4  assistant (refused: cyber: Policy.)\n" in compared, compared
+
+
 def test_a_refused_answer_without_details_is_a_refusal_row_still(tmp_path: Path, api: MessagesAPI) -> None:
     db, t, threadlog = refused_with(api, tmp_path, "", "")
     [_, refusal] = json.loads(threadlog("rows", t, "--json").stdout)

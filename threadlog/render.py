@@ -12,6 +12,7 @@ from typing import Any
 
 from eventstore import RecordedEvent, ThreadInfo
 from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadState, Usage
+from projections.refusal import refusal
 from projections.search import plain
 
 
@@ -261,6 +262,17 @@ def _refusal(said: str) -> str:
     return f"(refused: {said})" if said else "(refused)"
 
 
+def _message_line(content: list[dict[str, Any]], refused: str | None, width: int = 70) -> str:
+    """A message on one line of `width` characters (`show`, `diff`): its text, then, for an
+    answer the model refused (`refused`: `Message.refusal`), the refusal, in up to half the
+    line; the text is cut to make room, as one cut at the width read as a whole answer."""
+    text = _text_of(content)
+    if refused is None:
+        return _short(text, width)
+    tail = _short(_refusal(refused), width if not text.strip() else width // 2)
+    return " ".join(part for part in (_short(text, width - len(tail) - 1), tail) if part)
+
+
 def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     """`threadlog show`: the state's fields, then its model view one message a line (only the
     `last` N messages when given); an answer the model refused says so after its text, if any."""
@@ -292,9 +304,7 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     yield f"messages    {len(state.messages)} in the model view{more}"
     for message in shown:
         label = message.role if message.kind == "message" else f"{message.role}/{message.kind}"
-        refused = None if message.refusal is None else _refusal(message.refusal)
-        said = " ".join(part for part in (_text_of(message.content), refused) if part)
-        yield f"  {message.offset:>6}  {label:<15} {_short(said, 70)}"
+        yield f"  {message.offset:>6}  {label:<15} {_message_line(message.content, message.refusal)}"
 
 
 def blame_line(entry: BlameEntry) -> str:
@@ -311,7 +321,7 @@ def diff_lines(result: Diff) -> Iterator[str]:
     for side, label in ((result.a, "a"), (result.b, "b")):
         yield f"{label}: {side.thread}, {len(side.messages)} message(s) of its own"
         for message in side.messages:
-            yield f"  {message['offset']:>6}  {message['role']:<9} {_short(_text_of(message['content'] or []), 70)}"
+            yield f"  {message['offset']:>6}  {message['role']:<9} {_message_line(message['content'] or [], refusal(message))}"
 
 
 def check_line(check: RequestCheck) -> str:
