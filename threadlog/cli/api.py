@@ -169,8 +169,7 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     if turn.status == "error":  # committed (the question, the run): exit 3, not 1, or a script's retry asks twice
         again = command_line("threadlog ask", [thread])
         _fail(f"{turn.error or 'the turn failed'} (the question is kept: `{again}` with no TEXT asks again)", EXIT_UNPRINTED)
-    refused = bool(turn.messages) and turn.messages[-1].data.get("stop_reason") == "refusal"
-    if turn.status == "ok" and (not turn.text.strip() or refused):  # read as the answer, whole, with exit 0
+    if turn.status == "ok" and (not turn.text.strip() or turn.stop_reason == "refusal"):  # read as the answer, whole, with exit 0
         _fail(_no_text(turn), EXIT_UNPRINTED)
 
 
