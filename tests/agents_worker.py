@@ -8,6 +8,7 @@
   calls chosen by SEED: `add_items` of 1-3 user messages `WRITER-i-k`, `pop_item`, and with
   CLEARS=1 now and then `clear_session`; prints what it did (JSON), waits for a line and
   prints what the same session object's `get_items` gives then (JSON).
+- `items DB SESSION`: prints the session's items (JSON), as a new process reads them.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def main() -> None:
             asyncio.run(add(session, args[0], int(args[1])))
         elif mode == "mix":
             asyncio.run(mix(session, args[0], int(args[1]), int(args[2]), args[3] == "1"))
+        elif mode == "items":
+            print(json.dumps(asyncio.run(session.get_items())), flush=True)
         else:
             raise SystemExit(f"unknown mode {mode!r}")
 

@@ -72,6 +72,11 @@ def worker(*args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
+def read_by_another_process(db: Path, session_id: str) -> Any:
+    """The items of session `session_id` in the file `db`, as a new process reads them."""
+    return json.loads(worker("items", str(db), session_id).stdout)
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "agents.db"

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from agents.extensions.memory import AdvancedSQLiteSession  # noqa: E402
 from threadlog import InvalidEvent, Store, StoreError  # noqa: E402
 from threadlog.integrations.openai_agents import ThreadlogSession  # noqa: E402
 from tests.procs import started_together  # noqa: E402
+from tests.test_openai_agents import read_by_another_process  # noqa: E402
 
 WORKER = str(Path(__file__).resolve().parent / "agents_worker.py")
 
@@ -149,10 +148,7 @@ def test_every_item_shape_the_sdk_makes_reads_back_exactly_here_and_in_a_new_pro
         run(session.add_items(SDK_ITEMS))  # type: ignore[arg-type]
         assert run(session.get_items()) == SDK_ITEMS
         store.verify()
-    read = ("import asyncio, json, sys; from threadlog import Store; from threadlog.integrations.openai_agents import ThreadlogSession;"
-            "print(json.dumps(asyncio.run(ThreadlogSession('ana', Store(sys.argv[1])).get_items())))")
-    other = subprocess.run([sys.executable, "-c", read, str(db)], capture_output=True, text=True, timeout=120, check=True)
-    assert json.loads(other.stdout) == SDK_ITEMS
+    assert read_by_another_process(db, "ana") == SDK_ITEMS
     with Store(db) as store:
         session = ThreadlogSession("ana", store)
         assert [run(session.pop_item()) for _ in SDK_ITEMS] == SDK_ITEMS[::-1]

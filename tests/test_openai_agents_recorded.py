@@ -21,8 +21,6 @@ from __future__ import annotations
 import asyncio
 import html
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +49,7 @@ from threadlog.cli import cli  # noqa: E402
 from threadlog.integrations.openai_agents import ThreadlogSession  # noqa: E402
 from threadlog.web import create_app  # noqa: E402
 from tests.messages_api import MessagesAPI  # noqa: E402
+from tests.test_openai_agents import read_by_another_process  # noqa: E402
 
 EXCHANGES = sorted((Path(__file__).parent / "fixtures" / "openai-exchanges").glob("*.json"))
 OUTPUT_ITEM: TypeAdapter[Any] = TypeAdapter(ResponseOutputItem)
@@ -151,15 +150,20 @@ def test_items_come_back_exactly_one_call_per_item_or_all_at_once(tmp_path: Path
     oracle.close()
 
 
-def test_a_new_process_reads_the_same_items(tmp_path: Path, items: list[dict[str, Any]]) -> None:
-    db = tmp_path / "a.db"
+def _stored(db: Path, items: list[dict[str, Any]]) -> str:
+    """`items` added to session `ana` in the file `db`, the session closed; its thread."""
     session = ThreadlogSession("ana", db)
     run(session.add_items(items))
+    thread = session.thread
+    assert thread is not None
     session.close()
-    read = ("import asyncio, json, sys; from threadlog.integrations.openai_agents import ThreadlogSession;"
-            "print(json.dumps(asyncio.run(ThreadlogSession('ana', sys.argv[1]).get_items())))")
-    other = subprocess.run([sys.executable, "-c", read, str(db)], capture_output=True, text=True, timeout=120, check=True)
-    assert json.loads(other.stdout) == items
+    return thread
+
+
+def test_a_new_process_reads_the_same_items(tmp_path: Path, items: list[dict[str, Any]]) -> None:
+    db = tmp_path / "a.db"
+    _stored(db, items)
+    assert read_by_another_process(db, "ana") == items
     with Store(db) as store:
         store.verify()
 
@@ -197,11 +201,7 @@ def test_a_branch_from_every_turn_keeps_both_branches_exact(tmp_path: Path, item
 
 def test_every_renderer_shows_every_item(tmp_path: Path, items: list[dict[str, Any]]) -> None:
     db = tmp_path / "a.db"
-    session = ThreadlogSession("ana", db)
-    run(session.add_items(items))
-    thread = session.thread
-    assert thread is not None
-    session.close()
+    thread = _stored(db, items)
     for command in ("show", "transcript", "rows"):
         result = CliRunner().invoke(cli, ["--db", str(db), command, thread])
         assert result.exit_code == 0, result.output

@@ -992,7 +992,7 @@ def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None]
     no id are refused; with `unusable` (a follower, which must go on), each refusal is
     passed to it instead and what it names is left out, and a path gone meanwhile is passed over."""
     files: list[Path] = []
-    named: set[str] = set()  # files named themselves: read as sessions wherever they are
+    named: set[str] = set()  # files named themselves (real paths): read as sessions wherever they are
     given = source_paths(paths) if unusable is not None else existing_paths(paths, ASKS)
     for path in given:
         if path.is_dir():
@@ -1010,7 +1010,7 @@ def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None]
     sessions: dict[Path, Session] = {}
     loose: list[Path] = []
     for path in files:
-        if not _is_agent(path) and (os.path.realpath(path) in named or not _in_session_folder(path)):
+        if not _is_agent(path) and (not _in_session_folder(path) or os.path.realpath(path) in named):
             sessions.setdefault(path, Session(path)).main = path
     for path in files:
         if not _is_agent(path):
