@@ -2391,3 +2391,74 @@ def test_a_source_cut_shorter_after_its_import_is_reported_and_kept_as_stored(tm
         store.append_message(thread, "user", "and one more question, asked here")
     mine = CliRunner().invoke(cli, ["--db", str(db), "import", "claude-code", str(session)])
     assert mine.exit_code == 0 and "shorter than imported" not in mine.output, mine.output
+
+
+def _import_aged(kind: str, path: Path, db: Path, *args: str) -> Any:
+    """`threadlog import KIND PATH` into `db` with the file last changed an hour ago."""
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    return CliRunner().invoke(cli, ["--db", str(db), "import", kind, "--json", *args, str(path)])
+
+
+@pytest.mark.parametrize("kind", ["claude-code", "pi-half-line", "pi-header-alone"])
+def test_finished_reads_files_just_copied_as_it_reads_old_ones(tmp_path: Path, kind: str) -> None:
+    """Sessions copied from another machine are all changed "now": an import left what each did
+    not show complete (a last response, a half-written line, a header naming no model) for an
+    import ten minutes later, with no way to say the files were done. `--finished` says so: a
+    file just written is read exactly as the same file an hour old, refusals included."""
+    path = tmp_path / "s-1.jsonl"
+    header, entries = _pi_chat(2)
+    if kind == "claude-code":
+        lines, _ = _parallel_calls_imported(path)
+        path.write_bytes(b"".join(lines[:4]))  # the first call's result: the response may go on
+    elif kind == "pi-half-line":
+        path.write_text("".join(json.dumps(record) + "\n" for record in [header, *entries])[:-20], encoding="utf-8")
+    else:
+        path.write_text(json.dumps(header) + "\n", encoding="utf-8")
+    command = "claude-code" if kind == "claude-code" else "pi"
+    runner = CliRunner()
+    waits = runner.invoke(cli, ["--db", str(tmp_path / "w.db"), "import", command, "--json", str(path)])
+    assert waits.exit_code == 0 and json.loads(waits.stdout)["waiting_files"] == [str(path)], waits.output
+    finished = runner.invoke(cli, ["--db", str(tmp_path / "f.db"), "import", command, "--json", "--finished", str(path)])
+    aged = _import_aged(command, path, tmp_path / "a.db")
+    assert (finished.exit_code, finished.stdout, finished.stderr) == (aged.exit_code, aged.stdout, aged.stderr)
+    if finished.exit_code:  # refused as the old file is, naming its line, nothing written
+        assert f"{path}:" in finished.stderr and not (tmp_path / "f.db").exists(), finished.output
+        return
+    assert json.loads(finished.stdout)["waiting"] == 0
+    with Store(tmp_path / "f.db") as got, Store(tmp_path / "a.db") as want, Store(tmp_path / "w.db") as waited:
+        assert _events_of(got) == _events_of(want) and got.counts().events == want.counts().events > waited.counts().events
+
+
+@pytest.mark.parametrize("kind", ["claude-code", "pi", "swe-agent"])
+def test_finished_with_follow_is_refused_before_the_database_is_opened(tmp_path: Path, kind: str) -> None:
+    """`--finished` (the files are no longer written) and `--follow` (follow them as they are
+    written) say opposite things: refused, naming both, with no database made."""
+    db = tmp_path / "t.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, "--finished", "--follow", str(tmp_path)])
+    assert result.exit_code == 2 and "--finished" in result.output and "--follow" in result.output, result.output
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("kind", ["claude-code", "pi"])
+def test_finished_leaves_out_an_empty_file_of_a_directory_just_copied_as_an_old_one(tmp_path: Path, kind: str) -> None:
+    """A tool creates a session file before its first line and may leave it empty. In a
+    directory just copied, such a file waited (without --finished) or refused the whole import
+    as not a session (with it, had it been read as a file to import); an old one is left out of
+    the directory's import. `--finished` leaves it out too, and imports the rest."""
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    header, entries = _pi_chat(1)
+    if kind == "claude-code":
+        _parallel_calls_imported(copied / "s-1.jsonl")
+    else:
+        (copied / "s-1.jsonl").write_text("".join(json.dumps(record) + "\n" for record in [header, *entries]), encoding="utf-8")
+    (copied / "s-0.jsonl").touch()
+    finished = CliRunner().invoke(cli, ["--db", str(tmp_path / "f.db"), "import", kind, "--json", "--finished", str(copied)])
+    assert finished.exit_code == 0, finished.output
+    report = json.loads(finished.stdout)
+    assert (report["files"], report["threads"], report["waiting"], report["bad"]) == (1, 1, 0, []), report
+    old = time.time() - 3600
+    os.utime(copied / "s-0.jsonl", (old, old))
+    aged = _import_aged(kind, copied / "s-1.jsonl", tmp_path / "a.db")
+    assert aged.exit_code == 0 and json.loads(aged.stdout)["added"] == report["added"], aged.output

@@ -414,6 +414,28 @@ def test_a_cut_trajectory_dated_ahead_of_the_clock_is_refused_not_left_waiting_u
     assert waiting.exit_code == 0 and json.loads(waiting.stdout)["waiting_files"] == [str(cut)], waiting.output
 
 
+def test_finished_refuses_a_cut_trajectory_just_copied_and_imports_a_whole_one(tmp_path: Path) -> None:
+    """Trajectories copied from another machine are all changed "now": one cut short (SWE-agent
+    killed mid-write there) waited for a later import that could never complete it. With
+    `--finished` it is refused as an old cut one is, naming it; a whole one is imported."""
+    cut = tmp_path / "cut.traj"
+    whole = CTF.read_text(encoding="utf-8")
+    cut.write_text(whole[: len(whole) // 2], encoding="utf-8")
+    db = tmp_path / "t.db"
+    waiting = _import(db, "--json", str(cut))
+    assert waiting.exit_code == 0 and json.loads(waiting.stdout)["waiting_files"] == [str(cut)], waiting.output
+    db.unlink()
+    refused = _import(db, "--json", "--finished", str(cut))
+    assert refused.exit_code == 1 and f"{cut}: not JSON (" in refused.stderr, refused.output
+    assert "still being written" not in refused.output and not db.exists()
+    copied = tmp_path / "copied.traj"
+    shutil.copy(CTF, copied)
+    done = _import(db, "--json", "--finished", str(copied))
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert (report["threads"], report["waiting"], report["bad"]) == (1, 0, []) and report["added"] > len(_history(CTF))
+
+
 def test_a_replay_demo_and_a_directory_without_trajectories_are_refused(tmp_path: Path) -> None:
     demo = tmp_path / "str_replace_anthropic_demo.yaml"
     demo.write_text("history:\n  - role: user\n    content: hi\n", encoding="utf-8")

@@ -88,14 +88,15 @@ def import_group(db: str | None) -> None:
     _pass_db(db)
 
 
-def _check_sessions_found(paths: list[str], tool: str, given: bool, pattern: str = "*.jsonl", noun: str = "session") -> None:
+def _check_sessions_found(paths: list[str], tool: str, given: bool, pattern: str = "*.jsonl", noun: str = "session",
+                          finished: bool = False) -> None:
     """Refuse an import from a directory that holds no session file at all (none matching
     `pattern` in or below it): it imported `0 file(s)` and exited 0, so a mistyped directory
     looked like success, and beside another directory it went unnoticed. Directories whose
     sessions were all imported before still import (adding nothing); `--follow` waits for
     sessions to come and is not refused."""
     empty = [path for path in dict.fromkeys(paths)  # a file named is imported (or refused) itself
-             if os.path.isdir(path) and not files_below(Path(path), pattern)]  # as the importers search
+             if os.path.isdir(path) and not files_below(Path(path), pattern, finished=finished)]  # as the importers search
     if not empty:
         return
     holds = "holds" if len(empty) == 1 else "hold"
@@ -144,6 +145,27 @@ def follow_options(writes: str) -> Callable[[F], F]:
                                help="With --follow: seconds between polls.")(cast(F, checked))
         return click.option("--follow", is_flag=True, help=f"Keep running and mirror the {writes} (Ctrl-C stops). One "
                             "follower of a format runs into a database at a time.")(command)
+
+    return decorate
+
+
+def finished_option(tool: str) -> Callable[[F], F]:
+    """`--finished`: every file named is one `tool` no longer writes (copied from elsewhere,
+    which makes its time of change now), so none waits for a later import as a file changed in
+    the last 10 minutes does. With `--follow`, which reads files as they are written, it is
+    refused before the database is opened."""
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("finished") and kwargs.get("follow"):
+                raise click.UsageError("--finished says the files are no longer written, --follow follows them as they are "
+                                       "written: give one of them")
+            return func(*args, **kwargs)
+
+        return click.option("--finished", is_flag=True,
+                            help=f"The files are finished ({tool} no longer writes them: copies just made): import "
+                                 "each as it is, leaving nothing for a later import however recently it "
+                                 "changed.")(cast(F, checked))
 
     return decorate
 
@@ -214,13 +236,16 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
 @click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing the import.")
 @follow_options("sessions as Claude Code writes them")
+@finished_option("Claude Code")
 @json_option
 @with_store("create")
-def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: bool, follow: bool, interval: float, as_json: bool) -> None:
+def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: bool, follow: bool, interval: float,
+                               finished: bool, as_json: bool) -> None:
     """Import Claude Code sessions from PATHS (files, or directories searched recursively;
     default ~/.claude/projects). Re-importing adds nothing; a grown file adds its new lines.
     A session changed in the last 10 minutes may still be written: what it does not show
-    complete yet (a last response, a running sub-agent) is left for a later import. A content
+    complete yet (a last response, a running sub-agent) is left for a later import (--finished
+    says none is: sessions just copied). A content
     block of a type the anthropic SDK does not know (a newer release's) is left out and counted
     as block/<type>, the rest of its line imported; a malformed line refuses the import, naming
     it, with nothing written (--skip-bad skips it instead).
@@ -231,16 +256,17 @@ def import_claude_code_command(store: Store, paths: tuple[str, ...], skip_bad: b
         raise click.UsageError(f"no PATHS given, and {sources[0]}, where Claude Code keeps its sessions, does not exist: "
                                "name the session files or directories to import")
     if not follow:
-        _check_sessions_found(sources, "Claude Code", given=bool(paths))
+        _check_sessions_found(sources, "Claude Code", given=bool(paths), finished=finished)
     if follow:
         _follow(functools.partial(follow_claude_code, store, sources, interval=interval, skip_bad=skip_bad), as_json, "sessions")
         return
+    live_within = None if finished else LIVE_SECONDS
     bar, update = _progress("importing")
     if bar is None:
-        summary = import_claude_code(store, sources, skip_bad=skip_bad, live_within=LIVE_SECONDS)
+        summary = import_claude_code(store, sources, skip_bad=skip_bad, live_within=live_within)
     else:
         with bar:
-            summary = import_claude_code(store, sources, skip_bad=skip_bad, progress=update, live_within=LIVE_SECONDS)
+            summary = import_claude_code(store, sources, skip_bad=skip_bad, progress=update, live_within=live_within)
     _print_summary(summary, as_json)
 
 
@@ -290,32 +316,36 @@ def import_events_command(store: Store, paths: tuple[str, ...], as_json: bool) -
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--skip-bad", is_flag=True, help="Skip malformed lines (reported) instead of refusing the import.")
 @follow_options("session files as pi writes them")
+@finished_option("pi")
 @json_option
 @with_store("create")
-def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, follow: bool, interval: float, as_json: bool) -> None:
+def import_pi_command(store: Store, paths: tuple[str, ...], skip_bad: bool, follow: bool, interval: float, finished: bool,
+                      as_json: bool) -> None:
     """Import pi coding agent session files from PATHS (files, or directories searched recursively).
 
     A file changed in the last 10 minutes may be written as it is read: a half-written last line
     is left for a later import, and so is a header alone that names no model (pi 2 and later
-    write the model change next). A directory holding no session file (*.jsonl) at all is refused (exit 2),
-    except with --follow, which keeps running, imports each file again as pi appends to it
-    (a half-written last line waits for the next poll), and waits for sessions to come."""
+    write the model change next); --finished says none is (files just copied). A directory
+    holding no session file (*.jsonl) at all is refused (exit 2), except with --follow, which
+    keeps running, imports each file again as pi appends to it (a half-written last line waits
+    for the next poll), and waits for sessions to come."""
     if follow:
         _follow(functools.partial(follow_files, store, "pi", list(paths), interval=interval, skip_bad=skip_bad), as_json,
                 "sessions")
         return
-    _check_sessions_found(list(paths), "pi", given=True)
-    _print_summary(import_pi(store, list(paths), skip_bad=skip_bad), as_json)
+    _check_sessions_found(list(paths), "pi", given=True, finished=finished)
+    _print_summary(import_pi(store, list(paths), skip_bad=skip_bad, finished=finished), as_json)
 
 
 @import_group.command("swe-agent")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--skip-bad", is_flag=True, help="Skip a file that cannot be imported (reported) instead of refusing the import.")
 @follow_options("trajectories as SWE-agent rewrites them")
+@finished_option("SWE-agent")
 @json_option
 @with_store("create")
 def import_swe_agent_command(store: Store, paths: tuple[str, ...], skip_bad: bool, follow: bool, interval: float,
-                             as_json: bool) -> None:
+                             finished: bool, as_json: bool) -> None:
     """Import SWE-agent trajectory files (.traj) from PATHS (files, or directories searched recursively).
 
     One thread per file, from its `history`: the first system message is the thread's system
@@ -328,7 +358,8 @@ def import_swe_agent_command(store: Store, paths: tuple[str, ...], skip_bad: boo
     grew adds its new messages. A file that cannot be read, is not a trajectory, or holds an entry that
     cannot be imported, is refused by name, with nothing written (with --skip-bad it is left out whole,
     named, and the others imported); one empty or cut short that changed in the last 10 minutes
-    is being written again by SWE-agent, and is left for a later import.
+    is being written again by SWE-agent, and is left for a later import (--finished says none
+    is: files just copied; such a file is then refused as cut short).
     Replay demos (.yaml) are not trajectories and are not imported.
     A directory holding no trajectory file (*.traj) at all is refused (exit 2), except with
     --follow, which keeps running, imports each trajectory again as SWE-agent rewrites it after
@@ -337,8 +368,9 @@ def import_swe_agent_command(store: Store, paths: tuple[str, ...], skip_bad: boo
         _follow(functools.partial(follow_files, store, "swe-agent", list(paths), interval=interval, skip_bad=skip_bad), as_json,
                 swe_agent.NOUN)
         return
-    _check_sessions_found(list(paths), "SWE-agent", given=True, pattern="*.traj", noun="trajectory")
-    _print_summary(import_swe_agent(store, list(paths), skip_bad=skip_bad), as_json)
+    _check_sessions_found(list(paths), "SWE-agent", given=True, pattern="*.traj", noun="trajectory",
+                          finished=finished)
+    _print_summary(import_swe_agent(store, list(paths), skip_bad=skip_bad, finished=finished), as_json)
 
 
 @cli.command("export")

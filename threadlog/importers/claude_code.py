@@ -984,25 +984,28 @@ def _first_record(path: Path) -> dict[str, Any]:
 ASKS = "name Claude Code session files (.jsonl) or directories of them"
 
 
-def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None] | None = None) -> list[Session]:
+def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None] | None = None, *,
+             finished: bool = False) -> list[Session]:
     """Session files under `paths` (files, or directories searched recursively), with the
     sub-agent files that belong to each.
 
     A path that names nothing, a directory that cannot be read and a file whose name makes
     no id are refused; with `unusable` (a follower, which must go on), each refusal is
-    passed to it instead and what it names is left out, and a path gone meanwhile is passed over."""
+    passed to it instead and what it names is left out, and a path gone meanwhile is passed over.
+    An empty file in a directory is left out, unless it changed in the last `LIVE_SECONDS` and
+    not `finished` (`files_below`): its first line may be still to come."""
     files: list[Path] = []
     named: set[str] = set()  # files named themselves (real paths): read as sessions wherever they are
     given = source_paths(paths) if unusable is not None else existing_paths(paths, ASKS)
     for path in given:
         if path.is_dir():
-            files.extend(files_below(path, "*.jsonl", unusable))
+            files.extend(files_below(path, "*.jsonl", unusable, finished=finished))
         elif path.exists():
             files.append(path)
             named.add(os.path.realpath(path))
             subagents = path.with_suffix("") / "subagents"  # 2.1.x: the session's sub-agents
             if not _is_agent(path) and subagents.is_dir():
-                files.extend(files_below(subagents, "agent-*.jsonl", unusable))
+                files.extend(files_below(subagents, "agent-*.jsonl", unusable, finished=finished))
             if not _is_agent(path):  # ≤ 2.0.x: beside it, naming it by the lines' sessionId
                 files.extend(sorted(p for p in path.parent.glob("agent-*.jsonl")
                                     if p.is_file() and _first_record(p).get("sessionId") == path.stem))
@@ -1267,8 +1270,9 @@ def import_claude_code(
     written after them (and the import of them was refused). One quiet for longer was left
     so (Claude Code closed at the prompt), and is taken as it is.
     """
-    return import_sessions(store, discover(paths), skip_bad=skip_bad, progress=progress, partial_tail=partial_tail,
-                           live_within=live_within)
+    finished = live_within is None and not partial_tail  # taken as it is: an empty file holds no session
+    return import_sessions(store, discover(paths, finished=finished), skip_bad=skip_bad, progress=progress,
+                           partial_tail=partial_tail, live_within=live_within)
 
 
 def import_sessions(

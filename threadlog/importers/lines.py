@@ -97,17 +97,18 @@ def existing_paths(paths: Any, asks: str, *, directories: bool = True, pipes: bo
 
 
 def source_files(paths: Any, pattern: str, asks: str, unusable: Callable[[StoreError], None] | None = None,
-                 noun: str = "sessions") -> list[Path]:
+                 noun: str = "sessions", finished: bool = False) -> list[Path]:
     """The files an import reads: each of `paths` that is a file, and those matching `pattern`
     in or below each that is a directory (`files_below`, a refusal there naming what the files
     are: `noun`), each refused unless its name is text (`text_name`), each once (`distinct`);
     a path naming nothing is refused by `existing_paths`, saying `asks`.
     With `unusable` (a follower, which must go on), a directory it cannot read and a name that
-    is not text are passed to it instead and left out, and a path gone meanwhile is passed over."""
+    is not text are passed to it instead and left out, and a path gone meanwhile is passed over.
+    `finished`: as `files_below`."""
     files: list[Path] = []
     for path in source_paths(paths) if unusable is not None else existing_paths(paths, asks):
         if path.is_dir():
-            files.extend(files_below(path, pattern, unusable, noun))
+            files.extend(files_below(path, pattern, unusable, noun, finished))
         elif path.exists():
             files.append(path)
     return [path for path in distinct(files) if usable_name(path, unusable)]
@@ -136,12 +137,13 @@ def distinct(files: Iterable[Path]) -> list[Path]:
 
 
 def files_below(directory: Path, pattern: str, unreadable: Callable[[StoreError], None] | None = None,
-                noun: str = "sessions") -> list[Path]:
+                noun: str = "sessions", finished: bool = False) -> list[Path]:
     """The files matching `pattern` (`noun`: what they are) in or below `directory`, sorted. A
     directory there that cannot be read is refused by name: `Path.rglob` searched past it, and
     the sessions in it were left out of an import that reported success. With `unreadable`, the refusal is
     passed to it and the walk goes on past that directory. One removed while it is walked
-    (another tool cleaning up) held nothing to import, and is passed over, as is an empty file."""
+    (another tool cleaning up) held nothing to import, and is passed over, as is an empty file
+    (one just changed only if `finished` says no tool writes these files: see `_holds_bytes`)."""
     def refuse(error: OSError) -> None:
         if isinstance(error, FileNotFoundError):
             return
@@ -156,25 +158,25 @@ def files_below(directory: Path, pattern: str, unreadable: Callable[[StoreError]
     for folder, _, names in os.walk(directory, onerror=refuse):
         try:
             found.extend(path for path in (Path(folder) / name for name in names if fnmatch.fnmatchcase(name, pattern))
-                         if _holds_bytes(path))
+                         if _holds_bytes(path, finished))
         except OSError as error:  # listed but not entered (no search permission): its files cannot be read
             refuse(OSError(error.errno, error.strerror, folder))
     return sorted(found)
 
 
-def _holds_bytes(path: Path) -> bool:
+def _holds_bytes(path: Path, finished: bool) -> bool:
     """Whether `path` is a file to import: not one left empty, unchanged for `LIVE_SECONDS`. A
     tool creates its session file before writing its first line, and may leave it so: found in
     a directory it holds no session and is left out (named alone it is refused as empty:
-    `nothing_in`); one just changed may be written yet, and waits, named. One removed meanwhile
-    holds nothing."""
+    `nothing_in`); one just changed may be written yet, and waits, named, unless `finished` (the
+    files are copies, made now). One removed meanwhile holds nothing."""
     try:
         if not path.is_file():
             return False
         found = path.stat()
     except FileNotFoundError:
         return False
-    return found.st_size > 0 or abs(time.time() - found.st_mtime) < LIVE_SECONDS
+    return found.st_size > 0 or (not finished and abs(time.time() - found.st_mtime) < LIVE_SECONDS)
 
 
 def text_name(path: Path, ids: bool = False) -> Path:
@@ -308,11 +310,13 @@ class Seen:
     meanwhile (a session still being written) is written as it was checked, and the next
     import reads the rest. `recent` keeps what the first read decided of a file's age (an
     importer that reads a recently changed file as one still being written), for the same reason:
-    a file that turned ten minutes old between the check and the write was planned otherwise."""
+    a file that turned ten minutes old between the check and the write was planned otherwise.
+    `finished` says no file is being written (files just copied): none reads as recent."""
 
-    def __init__(self) -> None:
+    def __init__(self, finished: bool = False) -> None:
         self.sizes: dict[Path, int] = {}
         self.recent: dict[Path, bool] = {}
+        self.finished = finished
 
     def changed_within(self, path: Path, seconds: float) -> bool:
         """Whether `path` changed in the last `seconds`, as this import first found it. A time
@@ -320,7 +324,7 @@ class Seen:
         is no sign of a writer now: taken for recent, the file would wait until then."""
         recent = self.recent.get(path)
         if recent is None:
-            recent = self.recent[path] = abs(time.time() - path.stat().st_mtime) < seconds
+            recent = self.recent[path] = not self.finished and abs(time.time() - path.stat().st_mtime) < seconds
         return recent
 
     def read(self, path: Path, kind: str) -> bytes:

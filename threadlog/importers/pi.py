@@ -644,11 +644,16 @@ def import_pi(
     *,
     skip_bad: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    finished: bool = False,
 ) -> ImportSummary:
     """Import pi session files (or directories of them, searched recursively); idempotent,
     as `import_claude_code`. A malformed line raises `BadLine` with nothing written (every
-    file is checked before the first is written) or, with `skip_bad=True`, is skipped and reported."""
-    return import_pi_files(store, source_files(paths, PATTERN, ASKS), skip_bad=skip_bad, progress=progress)
+    file is checked before the first is written) or, with `skip_bad=True`, is skipped and reported.
+    A file changed in the last `LIVE_SECONDS` may be being written: a half-written last line, or
+    a header alone naming no model, waits for a later import, unless `finished` says pi is done
+    with every file (copies just made): then each is read as it is."""
+    return import_pi_files(store, source_files(paths, PATTERN, ASKS, finished=finished), skip_bad=skip_bad,
+                           progress=progress, finished=finished)
 
 
 def import_pi_files(
@@ -658,10 +663,11 @@ def import_pi_files(
     skip_bad: bool = False,
     progress: Callable[[int, int], None] | None = None,
     summary: ImportSummary | None = None,
+    finished: bool = False,
 ) -> ImportSummary:
     """`import_pi` of session files already found (`source_files`, as a follower finds them
     at each poll), counted into `summary` (`import_sources`: what was added before an error
     stays counted there)."""
     return import_sources(store, files, lambda path, summary, _, seen: _plan_file(path, summary, skip_bad, seen, store),
                           lambda path: path.stat().st_size, strict=not skip_bad, progress=progress, noun="file",
-                          summary=summary)
+                          summary=summary, finished=finished)

@@ -382,7 +382,8 @@ def _name(error: Exception, noun: str, name: str) -> None:
 
 def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, ImportSummary, dict[str, dict[str, str]], Seen], Plan],
                    size: Callable[[S], int], *, strict: bool, progress: Callable[[int, int], None] | None,
-                   noun: str, name: Callable[[S], str] = str, summary: ImportSummary | None = None) -> ImportSummary:
+                   noun: str, name: Callable[[S], str] = str, summary: ImportSummary | None = None,
+                   finished: bool = False) -> ImportSummary:
     """Plan and write each source (a session, a file) in turn; returns what they hold and added.
 
     `strict` (a bad line refuses the import) with more than one source: each is first planned
@@ -406,12 +407,13 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
     the import raises, `summary` holds what was added before the error, the source being
     written included: its writes commit as they go, and stay (a follower counted none of a
     session whose import lost the write lock partway, and its total fell short).
+    `finished` reads every file as one no program is writing (`Seen`), however recently it changed.
     """
     checked = strict and len(sources) > 1
     sizes = [size(source) for source in sources]
     total = sum(sizes) * (2 if checked else 1)
     done = 0
-    seen = Seen()
+    seen = Seen(finished)
     pending: dict[str, list[str]] = {}  # what the sources checked so far would leave in each stream they name
     earlier: dict[str, dict[str, str]] = {}
     for source, read in zip(sources, sizes) if checked else ():

@@ -347,6 +347,7 @@ def import_swe_agent(
     *,
     skip_bad: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    finished: bool = False,
 ) -> ImportSummary:
     """Import SWE-agent trajectory files (or directories of them, searched recursively for
     `*.traj`); idempotent, as `import_pi`. A file that cannot be read or is not a trajectory, or an entry of its
@@ -355,8 +356,10 @@ def import_swe_agent(
     whole, counted as `malformed` and named in `bad`, and the others are imported (a run killed
     while SWE-agent rewrote its file leaves it cut short). A file empty or cut short that changed
     in the last `LIVE_SECONDS` is being written again: it is left for a later import, counted in
-    `waiting` and named in `waiting_files`."""
-    return import_swe_agent_files(store, source_files(paths, PATTERN, ASKS, noun=NOUN), skip_bad=skip_bad, progress=progress)
+    `waiting` and named in `waiting_files`; unless `finished` says SWE-agent is done with every
+    file (copies just made): such a file is then refused as any other cut short."""
+    return import_swe_agent_files(store, source_files(paths, PATTERN, ASKS, noun=NOUN, finished=finished), skip_bad=skip_bad,
+                                  progress=progress, finished=finished)
 
 
 def import_swe_agent_files(
@@ -366,6 +369,7 @@ def import_swe_agent_files(
     skip_bad: bool = False,
     progress: Callable[[int, int], None] | None = None,
     summary: ImportSummary | None = None,
+    finished: bool = False,
 ) -> ImportSummary:
     """`import_swe_agent` of trajectory files already found (`source_files`, as a follower
     finds them at each poll), counted into `summary` (`import_sources`: what was added before
@@ -387,4 +391,4 @@ def import_swe_agent_files(
         return planned
 
     return import_sources(store, files, plan, lambda path: path.stat().st_size, strict=not skip_bad, progress=progress,
-                          noun="file", summary=summary)
+                          noun="file", summary=summary, finished=finished)
