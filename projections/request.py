@@ -60,7 +60,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from eventstore import InvalidEvent, Store, collector
+from eventstore import InvalidEvent, RecordedEvent, Store, collector
 from eventstore.errors import shown
 from eventstore.prepare import check_flag
 from eventstore.content import drain  # the one walker of lazily validated lists
@@ -707,8 +707,9 @@ def validate_request(kwargs: Json, beta: bool = False) -> None:
 @dataclass(frozen=True, slots=True)
 class RequestCheck:
     """Whether the request rebuilt for the assistant message at `offset` hashes to the digest
-    its live turn recorded. `redacted` lists the offsets of earlier redacted events, the
-    usual reason for a mismatch."""
+    its live turn recorded. `redacted` lists the offsets of the events before it that a
+    redaction recorded after the request was built erased, the usual reason for a mismatch
+    (one recorded before was in effect when it was built, so it changed nothing sent)."""
 
     offset: int
     ok: bool
@@ -729,7 +730,8 @@ def check_request(store: Store, thread: str, offset: int) -> RequestCheck:
     request = event.meta.get("request") if event.type == "message.appended" else None
     if not isinstance(request, dict):
         return RequestCheck(offset, False, None, None, None, [], f"offset {offset} holds no message recorded by a live turn")
-    redacted = [e.offset for e in store.read(thread, 0, offset) if e.redacted]
+    erased = [e for e in store.read(thread, 0, offset) if e.redacted]
+    redacted = _redacted_since(store, erased, store.event_at(thread, offset - 1).position) if erased else []
     try:
         kwargs = anthropic_request(store, thread, offset, model=request.get("model"), max_tokens=request.get("max_tokens"),
                                    retrieval=request.get("retrieval"), extra_tools=request.get("extra_tools"),
@@ -745,6 +747,19 @@ def check_request(store: Store, thread: str, offset: int) -> RequestCheck:
     else:
         reason = "the rebuilt request differs from the one sent"
     return RequestCheck(offset, ok, request.get("digest"), rebuilt, request.get("id"), redacted, reason)
+
+
+def _redacted_since(store: Store, erased: list[RecordedEvent], built: int) -> list[int]:
+    """The offsets of the `erased` events whose redaction was recorded after position `built`,
+    the last event the request was built from. Each `event.redacted` follows the event it
+    erased in that event's own stream, so only those streams are read, from there on."""
+    wanted = {event.position: event.offset for event in erased}
+    first: dict[str, int] = {}
+    for event in erased:
+        first[event.stream_id] = min(first.get(event.stream_id, event.offset), event.offset)
+    since = {wanted[record.data["position"]] for stream_id, start in first.items() for record in store.read(stream_id, start + 1)
+             if record.type == "event.redacted" and record.position > built and record.data.get("position") in wanted}
+    return sorted(since)
 
 
 def checkable_offsets(store: Store, thread: str) -> list[int]:

@@ -902,6 +902,23 @@ def test_a_check_after_an_answer_was_redacted_needs_no_search(tmp_path: Path) ->
         assert not check.ok and check.redacted == [first]
 
 
+def test_a_check_names_only_what_was_redacted_after_its_request_was_built(mem: Store) -> None:
+    """A redaction recorded before a turn was already in effect when the turn's request was
+    built: the check said the history changed since the request was sent at that offset too,
+    sending an audit to an event that changed nothing the model saw."""
+    t = mem.create_thread(model="claude-test")
+    early = mem.append_message(t, "user", "my key is sk-1")
+    said = mem.append_message(t, "assistant", "noted")
+    mem.redact(early.position, reason="key", actor="ops")
+    _turns(mem, t, 1)
+    answer, = checkable_offsets(mem, t)
+    assert check_request(mem, t, answer).ok
+    mem.redact(said.position, reason="pii", actor="ops")
+    check = check_request(mem, t, answer)
+    assert not check.ok and check.redacted == [said.offset]
+    assert check.reason == f"the history changed since it was sent: redacted event(s) at offset {said.offset}"
+
+
 def test_an_answer_the_release_before_records_recorded_still_checks(tmp_path: Path) -> None:
     """A note fork's answer recorded by fb7f934 (no `passages` in its meta) is searched again
     when checked; the passages found are the same, but the block now orders two documents of
