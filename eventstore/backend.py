@@ -417,6 +417,10 @@ class Backend(Protocol):
         """Replace an event's data with what its redaction left, pointing at the redaction."""
         ...
 
+    def set_facts(self, position: int, facts: str | None) -> None:
+        """Store what is pending after an event (a restore that folded them again)."""
+        ...
+
     def redacted_since(self, stream_id: str, lo: int, hi: int | None, after: int) -> tuple[int, int] | None:
         """(position, redacted_by) of an event of `stream_id` with lo <= offset < hi redacted by
         an `event.redacted` at a position > `after`, or None."""

@@ -1326,6 +1326,10 @@ class PostgresBackend:
         self.conn.execute("UPDATE events SET data_digest = coalesce(data_digest, sha256(convert_to(data, 'UTF8'))), "
                           "data = %s, redacted_by = %s WHERE position = %s", (data, redacted_by, position))
 
+    @_translated
+    def set_facts(self, position: int, facts: str | None) -> None:
+        self.conn.execute("UPDATE events SET pending = %s WHERE position = %s", (facts, position))
+
     @_absent(lambda: None)
     @_translated
     def redacted_since(self, stream_id: str, lo: int, hi: int | None, after: int) -> tuple[int, int] | None:

@@ -13,7 +13,10 @@ renumbered; hashes do not cover positions, so they still match, but an export ho
 redactions is refused there. Events already stored (same id, stream, offset and hash) are
 skipped, so restoring twice adds nothing; one the export holds redacted is erased here too
 (with every copy of its payload, as `Store.redact` does), so a newer backup restored over a
-copy of an older one carries its redactions over.
+copy of an older one carries its redactions over. A redacted row whose payload was too deep to
+read kept no ids in its skeleton: what was pending after it is in its `event.redacted`, later
+in the export, so its thread's facts are folded again once every line is written
+(`eventstore/refold.py`).
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ from .head import Head
 from . import integrity
 from .integrity import HASH_TAG
 from .events import too_deep
+from .facts import Facts
 from .ids import check_id
 from .prepare import PreparedEvent, check_items, not_json, prepare
 from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row, short
-from .skeleton import skeleton_of
+from .refold import refold
+from .skeleton import may_hide_ids, skeleton_of
 from .verify import verify
 
 if TYPE_CHECKING:
@@ -106,6 +111,15 @@ class _Run:
     legacy: list[bool] = field(default_factory=list)  # hashed by the first layout, which covers the position
 
 
+def _line_field(run: _Run, field: str) -> str:
+    """A field the store names by the event's index in the batch (`events[3].data`), which no
+    reader of the file can find, named by the line that holds the event instead."""
+    index = _BATCH_INDEX.match(field)
+    if index is None:
+        return field
+    return f"line {run.lines[int(index[1])][0]}.event{field[index.end():]}"
+
+
 class _StreamLine(NamedTuple):
     """What a restore keeps of a stream line until its end: its number, and the fields a
     restore uses (a fork's place) or checks against the row it wrote (the rest). Not the
@@ -163,6 +177,10 @@ class _Restore:
         self.skeletons: dict[int, int] = {}  # restored redacted position -> its line
         self.unlinked: dict[int, int] = {}  # restored redacted position -> its line, until its event.redacted comes
         self.erasing: dict[int, tuple[str, str]] = {}  # stored position -> (its skeleton, its stream), until erased
+        # The threads whose pending facts are in doubt, and what settles them (`eventstore/refold.py`).
+        self.doubt: dict[str, int] = {}  # stream -> the first offset written in doubt
+        self.recorded: dict[int, Facts] = {}  # restored redacted position -> the facts its event.redacted recorded
+        self.doubted: dict[int, str] = {}  # position written over a contradiction of the facts -> its line's field
 
     def line(self, number: int, item: Any) -> None:
         if not isinstance(item, dict) or len(item) != 1:
@@ -261,12 +279,17 @@ class _Restore:
                 raise InvalidEvent(where, "holds a redaction, which names positions: " + _renumbered_past(event["position"]))
             raise InvalidEvent(where, "holds a redaction, which names positions: " + self.kept_where())
         prepared = self.prepare(where, event)
+        # A skeleton that may have lost the ids of what it opened starts a run of its own: the
+        # facts are in doubt from it on, and only there (`eventstore/refold.py`).
+        doubting = event["redacted"] and event["stream_id"] not in self.doubt and may_hide_ids(event["type"], prepared.data_json)
         run = self.run
-        if run is None or run.stream_id != event["stream_id"] or len(run.events) == RUN_EVENTS or (
+        if run is None or run.stream_id != event["stream_id"] or len(run.events) == RUN_EVENTS or doubting or (
             self.keep and event["position"] != self.last_position + 1
         ):
             self.flush()
             run = self.run = _Run(event["stream_id"], self.head(where, event))
+            if doubting:
+                self.doubt[_interned(event["stream_id"])] = event["offset"]
         elif event["offset"] != run.head.offset + len(run.events):
             # Only a run's first offset reaches the store; the rest would be taken as given.
             raise InvalidEvent(f"{where}.offset", f"{event['offset']} follows offset {run.head.offset + len(run.events) - 1} "
@@ -339,6 +362,8 @@ class _Restore:
         ancestry = [ThreadInfo.from_row(r) for r in rows]
         prev, facts = chained_to(self.store, rows, ancestry, at)
         first = rows[0].first_message_offset
+        if any(r.id in self.doubt for r in rows):  # its facts come from facts in doubt
+            self.doubt[_interned(stream_id)] = at
         self.report.streams += 1
         return Head.fork(ancestry[0], at, prev, facts, first if first is not None and first < at else None)
 
@@ -363,18 +388,18 @@ class _Restore:
         if run is None:
             return
         position = run.lines[0][1]["position"] if self.keep else None
+        doubted: dict[int, InvalidEvent] | None = {} if run.stream_id in self.doubt else None
         try:
             recorded = self.store._write(run.stream_id, run.head, run.events, position, run.stamps,
-                                         run.legacy if any(run.legacy) else None)
+                                         run.legacy if any(run.legacy) else None, doubted)
         except InvalidEvent as error:
-            # The store names an event by its index in the batch (`events[3]`), which no reader
-            # of the file can find: the line that holds it is named instead.
-            index = _BATCH_INDEX.match(error.field)
-            if index is None:
+            where = _line_field(run, error.field)
+            if where == error.field:
                 raise
-            number = run.lines[int(index[1])][0]
-            raise InvalidEvent(f"line {number}.event{error.field[index.end():]}", error.why) from None
+            raise InvalidEvent(where, error.why) from None
         self.touched.add(_interned(run.stream_id))
+        for index, contradiction in (doubted or {}).items():
+            self.doubted[recorded[index].position] = _line_field(run, contradiction.field)
         for (number, event), written in zip(run.lines, recorded):
             if written.hash != event["hash"]:
                 raise InvalidEvent(f"line {number}.event.hash", f"restored as {written.hash}, exported as {event['hash']}: "
@@ -383,6 +408,9 @@ class _Restore:
                 self.unlinked[written.position] = self.skeletons[written.position] = number
             if event["type"] == "event.redacted":
                 self.link(number, written.position, written.stream_id, event["data"]["position"])
+                pending = event["data"].get("pending")
+                if isinstance(pending, dict):  # as verify reads it (`chaincheck._check_redaction`)
+                    self.recorded[event["data"]["position"]] = Facts.load(integrity.canonical(pending))
         self.report.added += len(recorded)
 
     def check_present(self, where: str, event: dict[str, Any], row: EventRow) -> None:
@@ -458,6 +486,8 @@ class _Restore:
             position, number = next(iter(self.unlinked.items()))
             raise InvalidEvent(f"line {number}.event", f"position {position} is redacted by an event.redacted outside "
                                "this export (a later part of a parent's history); export the whole file (--all) instead")
+        if self.recorded or self.doubted:
+            refold(self.store, self.doubt, self.recorded, self.doubted)
         # What the hashes do not cover (a redaction's skeleton, the rows' derived columns) is
         # checked as verify checks it, on the streams this restore wrote to.
         try:

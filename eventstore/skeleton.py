@@ -22,7 +22,20 @@ def skeleton_of(type_: str, text: str) -> tuple[str, bool]:
         return integrity.canonical(_skeleton(type_, json.loads(text))), False
     except RecursionError:
         role = "assistant" if text.rfind('"role":"assistant"') > text.rfind('"role":"user"') else "user"
-        return integrity.canonical(_skeleton(type_, {"role": role})), True
+        return _unreadable(type_, role), True
+
+
+def may_hide_ids(type_: str, text: str) -> bool:
+    """Whether a redacted row's skeleton (`text`, canonical JSON) is the one a payload too deep
+    to read leaves: then the tool calls, runs or interrupts it opened may be gone with it, and
+    only its `event.redacted` (`pending`) says what was pending after it. A redacted text
+    message leaves the same skeleton, so this says "may", not "does"."""
+    return text == _unreadable(type_, "assistant") or text == _unreadable(type_, "user")
+
+
+def _unreadable(type_: str, role: str) -> str:
+    """The canonical skeleton of a payload too deep to read: only its role stays."""
+    return integrity.canonical(_skeleton(type_, {"role": role}))
 
 
 def is_skeleton(type_: str, text: Any) -> bool:

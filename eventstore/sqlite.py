@@ -1248,6 +1248,10 @@ class SQLiteBackend:
                           "WHERE position = ?", (data, redacted_by, position))
 
     @_translated
+    def set_facts(self, position: int, facts: str | None) -> None:
+        self.conn.execute("UPDATE events SET pending = ? WHERE position = ?", (facts, position))
+
+    @_translated
     def redacted_since(self, stream_id: str, lo: int, hi: int | None, after: int) -> tuple[int, int] | None:
         """(position, redacted_by) of an event of `stream_id` with lo <= offset < hi that was
         redacted by an `event.redacted` at a position > `after`, or None.

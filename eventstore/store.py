@@ -77,9 +77,12 @@ class _Chain:
         self.recorded: list[RecordedEvent] = []
 
     def rows(self, thread: str, batch: Sequence[PreparedEvent], recorded_at: str, stamps: Sequence[str] | None,
-             legacy: Sequence[bool] | None = None) -> Iterator[EventValues]:
+             legacy: Sequence[bool] | None = None, doubted: dict[int, InvalidEvent] | None = None) -> Iterator[EventValues]:
         """The batch's rows; `stamps` are their times when restored, else each is `recorded_at`;
-        `legacy` marks the restored events the first layout hashed (`legacy_chain_hash`)."""
+        `legacy` marks the restored events the first layout hashed (`legacy_chain_hash`).
+        `doubted` is given by a restore of a thread whose pending facts are in doubt (see
+        `eventstore/refold.py`): an event that contradicts them is noted there, by its index
+        in the batch, and written with the facts unchanged, instead of refused."""
         offset, position, prev, facts, facts_json, first_message = (self.offset, self.position, self.prev, self.facts,
                                                                     self.facts_json, self.first_message)
         start, recorded, chain_hash = offset, self.recorded, integrity.chain_hash
@@ -100,7 +103,12 @@ class _Chain:
                                        f"run {named(data['run_id'])} is already in progress; every open run needs its own id")
                 if type_ == "interrupt.raised" and stamps is None:
                     check_interrupted_call(facts, data, f"events[{offset - start}].data")
-                after = advance(facts, type_, data, f"events[{offset - start}].data")
+                try:
+                    after = advance(facts, type_, data, f"events[{offset - start}].data")
+                except InvalidEvent as error:
+                    if doubted is None:
+                        raise
+                    doubted[offset - start], after = error, facts
                 if after is not facts:  # `advance` returns the same object when nothing changes
                     facts, facts_json = after, after.dump()
                 # A restored redacted compaction keeps no through_offset (its skeleton is the data).
@@ -956,20 +964,22 @@ class Store:
         return [from_row(by_id[item.event_id]) for item in batch]
 
     def _write(self, thread: str, head: Head, batch: Sequence[PreparedEvent], position: int | None = None,
-               stamps: Sequence[str] | None = None, legacy: Sequence[bool] | None = None) -> list[RecordedEvent]:
+               stamps: Sequence[str] | None = None, legacy: Sequence[bool] | None = None,
+               doubted: dict[int, InvalidEvent] | None = None) -> list[RecordedEvent]:
         """Number, chain and insert a batch at `head` (inside the caller's transaction).
 
         `position` is the next position when the caller already read it in this transaction
         (or, for a restore, the position the batch had where it came from); `stamps` are the
         events' `recorded_at` times when they are restored rather than recorded now, and
-        `legacy` marks those an older release hashed with the first layout. A `known`
+        `legacy` marks those an older release hashed with the first layout (and `doubted`
+        collects what contradicts facts a restore holds in doubt: `_Chain.rows`). A `known`
         head (`_append_known`) is written outside any transaction, in the backend's own, with
         positions the server takes: [] when that head was no longer the stored one.
         """
         start = head.offset
         first_position = self.backend.next_position(len(batch)) if position is None else position
         chain = _Chain(head, first_position)
-        rows = chain.rows(thread, batch, now(), stamps, legacy)
+        rows = chain.rows(thread, batch, now(), stamps, legacy, doubted)
         known = self._known
         stream = head.stream
         if stream is None:

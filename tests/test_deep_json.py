@@ -24,7 +24,9 @@ from click.testing import CliRunner
 from eventstore import integrity
 from eventstore.events import MAX_DEPTH, Event, MetadataSet
 from tests import stored
-from threadlog import IntegrityError, InvalidEvent, Store, StoreError, display_rows, export_all, import_events, thread_state, transcript
+from tests.backends import BACKENDS, BackendCase, open_store
+from threadlog import (IntegrityError, InvalidEvent, Store, StoreError, anthropic_request, display_rows, export_all, import_events,
+                       thread_state, transcript)
 from threadlog.cli import cli
 from threadlog.export import dump_lines
 
@@ -314,9 +316,12 @@ def test_a_backup_of_a_file_holding_a_deep_event_restores(planted: tuple[Path, i
         assert levels > 200 and str(error).startswith(f"{export}: line "), error
 
 
-@pytest.mark.xfail(strict=True, reason="restore writes a redacted row's pending facts from its skeleton, which holds no tool "
-                   "ids when the payload was too deep to read; the event.redacted that records them comes later in the export")
-def test_a_history_with_a_redacted_deep_tool_call_restores(tmp_path: Path) -> None:
+def redacted_deep_call(tmp_path: Path) -> list[dict[str, Any]]:
+    """The export of a file whose thread `t` holds a tool call too deep to read (planted with
+    raw SQL, as an older release or another program could write it), redacted after a fork `f`
+    that keeps the call waiting answered it, and after another thread's events; then `t`
+    answers it. The redaction records what was pending after the call (`pending`): the
+    redacted row's skeleton holds no tool id."""
     db = tmp_path / "deep.db"
     with Store(db) as s:
         s.create_thread(thread_id="t", title="deep")
@@ -324,13 +329,93 @@ def test_a_history_with_a_redacted_deep_tool_call_restores(tmp_path: Path) -> No
         s.append_message("t", "assistant", [tool_use("toolu_1", {"k": 1})])
     data = '{"content":[{"id":"toolu_1","input":' + nested_text(4997) + ',"name":"search","type":"tool_use"}],"role":"assistant"}'
     position = plant(db, "t", data)
+    result = [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}]
     with Store(db) as store:
+        store.create_thread(thread_id="u")
+        store.append_message("u", "user", "meanwhile")
+        store.fork("t", fork_id="f", unanswered="keep")
+        store.append_message("f", "user", result)
+        store.append_message("u", "assistant", "noted")
         store.redact(position, reason="unreadable", actor="ops")
-        store.append_message("t", "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}])
+        store.append_message("t", "user", result)
+        store.append_message("t", "assistant", "found")
         store.verify()
-        lines = list(export_all(store))
+        return list(export_all(store))
+
+
+def views(store: Store) -> list[Any]:
+    """What readers of the threads see: their state, transcript and next model request."""
+    return [(thread_state(store, t).to_json(), transcript(store, t), anthropic_request(store, t, model="claude-sonnet-4-5"))
+            for t in ("t", "f", "u")]
+
+
+@pytest.mark.parametrize("case", [c for c in BACKENDS if c.id != "sqlite-memory"], ids=lambda c: c.id)
+def test_a_history_with_a_redacted_deep_tool_call_restores(tmp_path: Path, case: BackendCase) -> None:
+    """Restore folded the pending facts from the redacted row's skeleton, which names no call,
+    and refused the result answering it ("tool_use 'toolu_1' is not pending"): the backup of a
+    file that verifies could not be restored."""
+    lines = redacted_deep_call(tmp_path)
     export = tmp_path / "t.jsonl"
     export.write_text("".join(dump_lines(lines)), encoding="utf-8")
-    with Store(tmp_path / "b.db") as restored:
+    with Store(tmp_path / "deep.db") as source:
+        expected = views(source)
+    with open_store(case, tmp_path) as restored:
         import_events(restored, export)
+        report = restored.verify()
+        assert (report.events, report.redacted) == (len(lines) - 5, 1)  # the format, 3 stream and end lines
+        assert list(export_all(restored)) == lines
+        assert views(restored) == expected
+        # Each thread goes on where the source's did: the call is answered in both.
+        restored.append_message("f", "assistant", "found too")
+        with pytest.raises(InvalidEvent, match="'toolu_1' is not pending"):
+            restored.append_message("t", "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "again"}])
         restored.verify()
+
+
+@pytest.mark.parametrize("cut", ["no-end-line", "end-line-recounted"])
+def test_an_export_cut_between_a_redacted_deep_call_and_its_redaction_restores_nothing(tmp_path: Path, cut: str) -> None:
+    """The events up to the redacted row, without the `event.redacted` that says what was
+    pending after it: refused whole, saying why, and the database is as it was."""
+    lines = redacted_deep_call(tmp_path)
+    redaction = next(n for n, line in enumerate(lines) if line.get("event", {}).get("type") == "event.redacted")
+    kept = lines[:redaction]
+    if cut == "end-line-recounted":
+        kept.append({"end": {"streams": sum("stream" in line for line in kept), "events": sum("event" in line for line in kept)}})
+    export = tmp_path / "cut.jsonl"
+    export.write_text("".join(dump_lines(kept)), encoding="utf-8")
+    db = tmp_path / "b.db"
+    Store(db).close()
+    before = fingerprint(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(export)])
+    print(f"\n{result.output}")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    says = ("the export stops here, before its end line: it was cut short" if cut == "no-end-line" else
+            "is redacted by an event.redacted outside this export")
+    assert result.stderr.startswith(f"error: {export}: line ") and says in result.stderr, result.stderr
+    assert fingerprint(db) == before
+
+
+def test_a_call_a_forged_skeleton_drops_is_still_refused_by_its_line(tmp_path: Path) -> None:
+    """A redacted row whose skeleton names no call puts its thread's facts in doubt until its
+    redaction is read; a result that answers no call is still refused then, by its line, and
+    nothing is restored."""
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        call = a.append_message(t, "assistant", [tool_use("toolu_1", {"k": 1})])
+        a.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}])
+        a.redact(call.position, reason="pii", actor="ops")
+        lines = list(export_all(a))
+    number = next(n for n, line in enumerate(lines, 1) if "tool_result" in str(line.get("event", {}).get("data")))
+    redacted = next(line["event"] for line in lines if line.get("event", {}).get("redacted"))
+    redacted["data"] = {"role": "assistant", "content": [{"type": "text", "text": "[redacted]"}], "redacted": True}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(dump_lines(lines)), encoding="utf-8")
+    db = tmp_path / "b.db"
+    Store(db).close()
+    before = fingerprint(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(bad)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"error: {bad}: line {number}.event.data.content: tool_use 'toolu_1' is not pending"), \
+        result.stderr
+    assert fingerprint(db) == before
+
