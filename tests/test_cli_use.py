@@ -418,6 +418,26 @@ def test_tree_and_search_show_a_title_of_whitespace_alone_as_none(db: Path) -> N
     assert hits == [f"{fork} @1 user: Find me a train to **Lyon**"]
 
 
+def test_tree_shows_a_sub_agents_agent_and_call_escaped_and_cut_as_titles_are(db: Path) -> None:
+    """A sub-agent fork's agent and call come from its metadata, which an imported file or a
+    caller writes: `tree` prints them escaped and cut to one short line as it does a title;
+    `--json` keeps them whole. A value that is no text, and a plain fork's, are not shown."""
+    call = "toolu_" + "x" * 5000
+    with Store(db) as store:
+        t = store.create_thread()
+        store.append_message(t, "user", "Review both modules")
+        agent = store.fork(t, kind="subagent", metadata={"agentId": NASTY, "parentToolUseID": call})
+        odd = store.fork(t, kind="subagent", metadata={"agentId": {"id": 1}, "parentToolUseID": 7})
+        plain = store.fork(t, metadata={"agentId": "a1", "parentToolUseID": "toolu_1"})
+    lines = {line.split("⑃ ", 1)[1].split()[0]: line for line in ok(db, "tree").splitlines() if "⑃" in line}
+    assert not any(c in lines[agent] for c in "\x1b\x07\r\u202e\u200f") and "\\x1b" in lines[agent]
+    assert ", agent Evil\\x1b]0;pwned" in lines[agent] and ", call toolu_xxx" in lines[agent] and len(lines[agent]) < 200
+    assert lines[odd].endswith("forked at 2") and lines[plain].endswith("forked at 2")
+    shown = {entry["id"]: entry for entry in json.loads(ok(db, "tree", "--json"))}
+    assert (shown[agent]["agent_id"], shown[agent]["tool_use_id"]) == (NASTY, call)
+    assert (shown[odd]["agent_id"], shown[odd]["tool_use_id"], shown[plain]["agent_id"]) == (None, None, None)
+
+
 # -- 6, 7: page, limit, follow ----------------------------------------------------------------
 
 

@@ -21,10 +21,10 @@ from threadlog.cli import cli
 DATA = Path(__file__).resolve().parent / "fixtures" / "claude-code" / "claude-code-log"
 
 
-def _copied(tmp_path: Path, name: str) -> Path:
-    """A copy of the fixture `name`, last written a month ago: a checkout's files are new, and
-    an import takes a session changed in the last minutes as one still being written."""
-    source = DATA / name
+def _copied(tmp_path: Path, name: str, data: Path = DATA) -> Path:
+    """A copy of the fixture `name` (in `data`), last written a month ago: a checkout's files are
+    new, and an import takes a session changed in the last minutes as one still being written."""
+    source = data / name
     copy = tmp_path / "in" / name
     if source.is_dir():
         shutil.copytree(source, copy)
@@ -174,6 +174,44 @@ def test_workflow_agents_are_sub_agent_forks_at_the_workflow_call(tmp_path: Path
         assert sorted(_texts(store, a["id"], start=a["parent_offset"])[0] for a in agents)[1:] == ["review:hierarchy", "synthesize"]
         store.verify()
     assert json.loads(_cli(db, "import", "claude-code", str(folder), "--json"))["added"] == 0
+
+
+def _agent_lines(db: Path) -> dict[str, str]:
+    """`tree`'s line of each sub-agent fork, by the fork's id."""
+    return {line.split("⑃ ", 1)[1].split()[0]: line for line in _cli(db, "tree", "--all").splitlines() if "subagent," in line}
+
+
+def test_tree_names_the_agent_and_the_call_of_each_parallel_sub_agent(tmp_path: Path) -> None:
+    """A `Workflow` call's three agents are sub-agent forks at one offset, after one call, with no
+    title of their own: `tree` told them apart by their fork ids alone. Each line names its agent
+    and the call that started it, as the fork's metadata holds them (`agentId` and
+    `parentToolUseID`, which `show` prints), and `--json` gives them too."""
+    db = tmp_path / "t.db"
+    folder = _copied(tmp_path, "workflow_basic")
+    _cli(db, "import", "claude-code", str(folder))
+    [call] = [b["id"] for r in _raw(next(folder.glob("*.jsonl"))) if r["type"] == "assistant"
+              for b in r["message"]["content"] if b.get("name") == "Workflow"]
+    agent_ids = sorted(_raw(path)[0]["agentId"] for path in folder.rglob("agent-*.jsonl"))
+    [root, *agents] = _tree(db)
+    assert len({a["parent_offset"] for a in agents}) == 1
+    assert (root["agent_id"], root["tool_use_id"]) == (None, None)
+    assert sorted(a["agent_id"] for a in agents) == agent_ids and {a["tool_use_id"] for a in agents} == {call}
+    lines = _agent_lines(db)
+    for agent in agents:
+        assert lines[agent["id"]].endswith(f"forked at {agent['parent_offset']}, agent {agent['agent_id']}, call {call}")
+
+
+def test_tree_names_the_agent_and_the_call_of_a_real_sessions_sub_agent(tmp_path: Path) -> None:
+    """A real Claude Code session's `Task` sub-agent: its `tree` line names the agent its file
+    is of and the call whose result names that agent."""
+    db = tmp_path / "t.db"
+    folder = _copied(tmp_path, "-src-experiments-claude_p", DATA.parent)
+    _cli(db, "import", "claude-code", str(folder))
+    [(agent, call)] = [(r["toolUseResult"]["agentId"], r["message"]["content"][0]["tool_use_id"])
+                       for r in _raw(next(folder.glob("*.jsonl"))) if isinstance(r.get("toolUseResult"), dict)
+                       and "agentId" in r["toolUseResult"]]
+    [line] = _agent_lines(db).values()
+    assert line.endswith(f", agent {agent}, call {call}") and agent == "a2271d1"
 
 
 def test_a_workflow_result_with_an_empty_run_id_leaves_a_sub_agent_outside_a_workflow_alone(tmp_path: Path) -> None:

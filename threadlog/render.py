@@ -194,9 +194,11 @@ def activity_time(time: str) -> str:
 _DEEP = 20  # levels of a fork tree indented in full
 
 
-def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | None = None) -> Iterator[str]:
+def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | None = None,
+               agents: dict[str, dict[str, str | None]] | None = None) -> Iterator[str]:
     """The fork tree of the given threads, roots first, children by creation order, with
-    each thread's title when `titles` gives it."""
+    each thread's title when `titles` gives it, and a sub-agent fork's agent and call when
+    `agents` does (`listing.sub_agents`)."""
     known = {t.id for t in threads}
     kids: dict[str | None, list[ThreadInfo]] = {}
     for info in threads:
@@ -218,10 +220,19 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
             # Deeper than _DEEP levels the lines' width stays bounded (300 forks of forks made
             # lines of 963 characters): the depth is written, then the last levels' rails.
             shown = prefix if len(prefix) <= 3 * _DEEP else f"({len(prefix) // 3 + 1} deep) {prefix[-3 * (_DEEP - 5):]}"
-            yield f"{shown}{'└─ ' if last else '├─ '}⑃ {label}, forked at {info.parent_offset}"
+            yield f"{shown}{'└─ ' if last else '├─ '}⑃ {label}, forked at {info.parent_offset}{_agent((agents or {}).get(info.id))}"
         children = kids.get(info.id, [])
         inner = prefix if root else prefix + ("   " if last else "│  ")
         stack.extend((child, inner, i == len(children) - 1, False) for i, child in reversed(list(enumerate(children))))
+
+
+def _agent(agent: dict[str, str | None] | None) -> str:
+    """What `tree` adds to a sub-agent fork's line: its agent and the call that started it, each
+    on one line and cut as a title is (an imported file wrote them); one of whitespace alone is none."""
+    if not agent:
+        return ""
+    shown = ((noun, _short(agent.get(key) or "", 40)) for noun, key in (("agent", "agent_id"), ("call", "tool_use_id")))
+    return "".join(f", {noun} {value}" for noun, value in shown if value)
 
 
 def row_line(row: Row) -> str:

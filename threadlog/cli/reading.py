@@ -19,7 +19,7 @@ from projections import diff, display_rows, drop_snapshots, save_snapshot, threa
 from projections.lineage import iter_blame
 
 from .. import output
-from ..listing import listing
+from ..listing import listing, sub_agents
 from ..names import THREAD
 from ..render import blame_line, diff_lines, event_line, ls_lines, row_line, safe, shell_word, state_lines, tree_lines
 from .group import _cli_words, _committed, _interrupted_status, cli
@@ -215,6 +215,9 @@ def tree(store: Store, thread: str | None, limit: int, before: tuple[int, str | 
          as_json: bool, no_pager: bool) -> None:
     """The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree holding THREAD.
 
+    A sub-agent fork's line names its agent and the call that started it, as its metadata does
+    (`agentId`, `parentToolUseID`); --json gives them as agent_id and tool_use_id.
+
     A page of trees with more after it ends with where the next begins, on stderr, as `ls` does
     (`--json` prints no such line: give `--before` the last root's `last_position:id`)."""
     limited = click.get_current_context().get_parameter_source("limit") != click.core.ParameterSource.DEFAULT
@@ -236,13 +239,14 @@ def tree(store: Store, thread: str | None, limit: int, before: tuple[int, str | 
         groups = [[t for root in roots for t in store.subtree(root.id)]]
         if not groups[0] and before is None:
             _check_rootless(store)
-    titled = ((threads, store.titles(threads)) for threads in groups if threads)
+    titled = ((threads, store.titles(threads), sub_agents(store, threads)) for threads in groups if threads)
     first = next(titled, None)
     every_titled = itertools.chain(() if first is None else (first,), titled)  # read to see whether any, then put back
     if as_json:  # printed as it goes, as the text is
-        _emit_json_array({**t.to_json(), "title": titles[t.id]} for threads, titles in every_titled for t in threads)
+        _emit_json_array({**t.to_json(), "title": titles[t.id], **agents[t.id]}
+                         for threads, titles, agents in every_titled for t in threads)
     elif first is not None:
-        output.lines((line for threads, titles in every_titled for line in tree_lines(threads, titles)),
+        output.lines((line for threads, titles, agents in every_titled for line in tree_lines(threads, titles, agents)),
                      pager=not no_pager)
     if every is not None:  # every thread was read: those of a cycle of parents (raw SQL) were in no tree, left out unsaid
         _check_placed(every.held, every.placed)
