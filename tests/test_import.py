@@ -2307,6 +2307,39 @@ def test_pi_redacted_thinking_is_sent_back_as_redacted_thinking(mem: Store, tmp_
     mem.verify()
 
 
+def test_a_pi_sessions_thinking_level_is_its_metadata_from_where_it_was_set_and_no_request_thinking(
+        mem: Store, tmp_path: Path) -> None:
+    """pi records the thinking level asked for (`off`, `minimal` ... `xhigh`) as a
+    name, in the header and in a `thinking_level_change` wherever the user changed it, never the
+    budget its request sent: the level is the thread's `thinkingLevel` metadata from the entry
+    that set it on (`show --at` reads it as of any point), and the thread's `thinking` stays
+    unset, so its requests send none rather than a budget pi's file does not name."""
+    records = [{"type": "session", "version": 3, "id": "s-level", "timestamp": "2025-07-01T10:00:00.000Z"},
+               {"type": "model_change", "id": "m0", "parentId": None, "provider": "anthropic", "modelId": "claude-opus-4-5"},
+               {"type": "thinking_level_change", "id": "l0", "parentId": "m0", "thinkingLevel": "off"},
+               {"type": "message", "id": "u1", "parentId": "l0", "message": {"role": "user", "content": "hi"}},
+               {"type": "message", "id": "a1", "parentId": "u1", "message": {
+                   "role": "assistant", "model": "claude-opus-4-5", "stopReason": "stop", "content": [{"type": "text", "text": "Hello."}]}},
+               {"type": "thinking_level_change", "id": "l1", "parentId": "a1", "thinkingLevel": "high"},
+               {"type": "message", "id": "u2", "parentId": "l1", "message": {"role": "user", "content": "think it over"}},
+               {"type": "message", "id": "a2", "parentId": "u2", "message": {
+                   "role": "assistant", "model": "claude-opus-4-5", "stopReason": "stop", "content": [
+                       {"type": "thinking", "thinking": "Let me weigh it.", "thinkingSignature": "c2lnbmVk"},
+                       {"type": "text", "text": "Done."}]}}]
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    [thread] = import_pi(mem, [path]).thread_ids
+    changes = [e.offset for e in mem.read(thread) if e.type == "metadata.set" and "thinkingLevel" in e.data["patch"]]
+    assert [thread_state(mem, thread, at + 1).metadata["thinkingLevel"] for at in changes] == ["off", "high"]
+    assert thread_state(mem, thread, changes[1]).metadata["thinkingLevel"] == "off"
+    state = thread_state(mem, thread)
+    assert state.thinking is None and state.metadata["thinkingLevel"] == "high"
+    kwargs = anthropic_request(mem, thread)
+    validate_request(kwargs)
+    assert "thinking" not in kwargs and kwargs["messages"][-1]["content"][0]["type"] == "thinking"
+    assert import_pi(mem, [path]).added == 0
+
+
 def test_pi_thinking_another_provider_signed_is_not_sent_as_anthropics(mem: Store, tmp_path: Path) -> None:
     """pi keeps an OpenAI reasoning item (a redacted one too) in a thinking block's
     `thinkingSignature`, as JSON: sent to the Messages API as a thinking block's signature, or

@@ -21,7 +21,12 @@ sends the model besides messages becomes a user message marked `injected`, as pi
 `excludeFromContext`, which pi keeps out), a `branch_summary` (the summary of a branch left
 with /tree, in pi's own wording), and an extension's `custom_message` entry or `custom`
 message. A `session_info` name becomes `title.set`; model and thinking-level changes become
-`metadata.set`. A model call pi aborted or that failed before it gave anything (an assistant
+`metadata.set`. The thinking level (a name: `off`, `minimal` ... `xhigh`; the header's, then
+its changes') is that `thinkingLevel` metadata alone, from the entry that set it on: pi writes
+the level's name, never the budget a request at that level sent, and a thread's `thinking` is
+set once, when it is created (a fork's `config` alone changes it), so it stays unset and the
+requests send none, as `off` asks, rather than a budget the file does not name.
+A model call pi aborted or that failed before it gave anything (an assistant
 message with no content, `stopReason` `aborted` or `error`) is a run that ended `cancelled` or
 `error` with pi's `errorMessage`, as a live turn's failure (`_Writer._failed`). The thread's
 model is the first Claude model the session names (`models.give_model`): the header's (version
