@@ -151,6 +151,26 @@ def test_a_fork_can_take_its_own_title_system_prompt_and_model(run) -> None:  # 
                                                                               {"type": "enabled", "budget_tokens": 2048})
 
 
+def test_a_fork_can_turn_thinking_on_with_its_own_budget_or_off(run) -> None:  # type: ignore[no-untyped-def]
+    """Only `new` took a thinking budget: a CLI user could not continue an imported session (no
+    `thinking` of its own) with thinking on, nor a thinking thread's fork without it."""
+    t = run("new", "--model", "claude-test-1", "--thinking-budget", "2048").strip()
+    run("append", t, "--role", "user", "--text", "Plan a trip")
+    more = run("fork", t, "--thinking-budget", "4096").strip()
+    assert json.loads(run("request", more))["thinking"] == {"type": "enabled", "budget_tokens": 4096}
+    assert json.loads(run("request", run("fork", more).strip()))["thinking"] == {"type": "enabled", "budget_tokens": 4096}
+    off = json.loads(run("request", run("fork", t, "--no-thinking").strip()))
+    assert off["thinking"] == {"type": "disabled"} and off["max_tokens"] == 4096
+    plain = run("new", "--model", "claude-test-1").strip()
+    run("append", plain, "--role", "user", "--text", "Plan a trip")
+    assert "thinking" not in json.loads(run("request", plain))
+    assert json.loads(run("request", run("fork", plain, "--thinking-budget", "1024").strip()))["thinking"]["budget_tokens"] == 1024
+    before = run("ls")
+    run("fork", t, "--thinking-budget", "2048", "--no-thinking", code=2)
+    run("fork", t, "--thinking-budget", "1000", code=2)  # under the API's least
+    assert run("ls") == before
+
+
 def test_usage_errors_exit_2(run) -> None:  # type: ignore[no-untyped-def]
     t = run("new").strip()
     run("fork", t, "--context", "note", "--transcript", "-", code=2)  # a note names a file, not stdout

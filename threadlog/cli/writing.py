@@ -186,9 +186,13 @@ def _metadata_choice(ctx: click.Context, param: click.Parameter, value: str) -> 
 @click.option("--title", help="The fork's own title (default: the parent's).")
 @click.option("--system", help="The fork's own system prompt (default: the parent's).")
 @click.option("--model", callback=_model_name, help="The fork's own model (default: the parent's).")
+@click.option("--thinking-budget", type=click.IntRange(min=1024), metavar="TOKENS",
+              help="Extended thinking for every request of the fork (and its own forks), with this budget, in place "
+                   "of the parent's thinking (default: the parent's).")
+@click.option("--no-thinking", is_flag=True, help="The fork's requests ask for no extended thinking, whatever the parent's.")
 @click.option("--blank-config", is_flag=True,
-              help="Inherit none of the parent's system prompt, model, tools, thinking and settings (--system, --model "
-                   "and --setting still apply).")
+              help="Inherit none of the parent's system prompt, model, tools, thinking and settings (--system, --model, "
+                   "--thinking-budget and --setting still apply).")
 @click.option("--setting", "settings", multiple=True, type=Setting(), callback=_setting_pairs, metavar="KEY=JSON",
               help="A request setting of the fork's (repeatable), its value as JSON, replacing the parent's for KEY "
                    "(null removes the parent's): e.g. tool_choice='{\"type\": \"auto\"}' or stop_sequences=null. "
@@ -196,15 +200,19 @@ def _metadata_choice(ctx: click.Context, param: click.Parameter, value: str) -> 
 @json_option
 @with_store("write")
 def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, context: str, retrieval: str, unanswered: str,
-         transcript_path: str | None, title: str | None, system: str | None, model: str | None, blank_config: bool,
-         settings: dict[str, Any], as_json: bool) -> None:
+         transcript_path: str | None, title: str | None, system: str | None, model: str | None, thinking_budget: int | None,
+         no_thinking: bool, blank_config: bool, settings: dict[str, Any], as_json: bool) -> None:
     """Fork THREAD in O(1); prints the fork's id, alone.
 
     The fork keeps the parent's title, system prompt, model, tools, thinking and request
     settings unless told otherwise: a narrower agent gets its own with --system, --model,
-    --setting or --blank-config."""
+    --thinking-budget (or --no-thinking), --setting or --blank-config."""
+    if thinking_budget is not None and no_thinking:
+        raise click.UsageError("--thinking-budget turns thinking on, --no-thinking off: give one of them")
+    thinking = {"type": "disabled"} if no_thinking else None if thinking_budget is None else {
+        "type": "enabled", "budget_tokens": thinking_budget}
     config = {key: value for key, value in (("blank", blank_config or None), ("system", system), ("model", model),
-                                            ("settings", settings or None)) if value is not None}
+                                            ("thinking", thinking), ("settings", settings or None)) if value is not None}
     if transcript_path == "-":
         raise click.BadParameter("names the file the fork note points the model at: not stdout (-)", param_hint="--transcript")
     options = {"todos": todos, "metadata": metadata, "retrieval": retrieval, "unanswered": unanswered, "config": config or None,
