@@ -85,7 +85,8 @@ class Source(_Model):
     flags: dict[Text, Any] | None = Field(
         default=None,
         description="the lines' own flags (isMeta, isCompactSummary, isSidechain, agentId, …) and "
-        "`injected`: text the tool put in the user's turn, not typed by the user",
+        "`injected`: text the tool put in the user's turn, not typed by the user (`attachment`: "
+        "the kind of attachment line it came from)",
     )
     tool_use_results: dict[Text, Any] | None = Field(
         default=None, description="the tool-specific result the source kept beside each tool_result, by tool_use_id"

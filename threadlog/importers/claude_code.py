@@ -4,9 +4,11 @@ How a file becomes streams (field meanings: FORMATS.md in the project's data not
 
 - Lines with a `uuid` form a tree through `parentUuid`; `progress`, `attachment` and
   `system` lines are links in it that carry no conversation (a `compact_boundary` links
-  through `logicalParentUuid`). A line whose parent is not in the file continues from the
-  previous conversation line, so one file is one thread; a line written before its parent
-  is taken after it. A uuid repeated by a line that says something else is a bad line.
+  through `logicalParentUuid`), but for the attachments whose text Claude Code puts before
+  the model (`_TEXT_ATTACHMENTS`): each is a user message of its own where its line is. A
+  line whose parent is not in the file continues from the previous conversation line, so one
+  file is one thread; a line written before its parent is taken after it. A uuid repeated by
+  a line that says something else is a bad line.
 - Conversation lines group into *units*, one event each: an assistant API response is
   every line sharing its `message.id`; the `tool_result` lines answering one response are
   one user message; any other user line is its own unit. Claude Code chains parallel tool
@@ -28,7 +30,7 @@ How a file becomes streams (field meanings: FORMATS.md in the project's data not
 - Runs: a typed prompt starts one; an assistant message without tool calls ends it
   (`ok`); `[Request interrupted by user…]` ends it `cancelled`. What Claude Code itself
   writes as a user line (command output, reminders, a background agent's or a teammate's
-  notice) is marked injected, and starts or ends none.
+  notice) or as an attachment's text is marked injected, and starts or ends none.
 """
 
 from __future__ import annotations
@@ -73,6 +75,12 @@ _INJECTED_PREFIXES = ("<command-name>", "<command-message>", "<local-command-std
 # injected too, but a release before took them as typed prompts (`_Writer._injected`).
 _TASK_NOTIFICATION = "<task-notification>"
 _NOTICES = (_TASK_NOTIFICATION, "<teammate-message ")
+# The attachment lines whose text Claude Code puts before the model in the user's turn: a hook's
+# additional context (a list of texts) and the skills it lists for the model (one text). Each
+# is its message, marked injected (`_attachment_message`); the other attachments in the sessions
+# seen hold no text shown to the model as it is (a hook's run and output, the deferred tools'
+# names, the task list as data).
+_TEXT_ATTACHMENTS = ("hook_additional_context", "skill_listing")
 _INTERRUPT = "[Request interrupted by user"
 _AGENT_TOOLS = ("Task", "Agent")  # the calls that start a sub-agent (`Task` until 2.1.39, then `Agent`)
 _WORKFLOW = "Workflow"  # the call that starts a workflow, whose agents its result names by run (`runId`)
@@ -147,6 +155,26 @@ def _text_of(content: Any) -> str:
     if isinstance(content, list):
         return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
     return ""
+
+
+def _attachment_message(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The user message an attachment line's text makes (`_TEXT_ATTACHMENTS`: one text block a
+    text, as the line holds them), or None: an attachment of another kind, or one with no text
+    (content that is no text stays unread, as every attachment line was)."""
+    attachment = record.get("attachment")
+    if not isinstance(attachment, dict) or attachment.get("type") not in _TEXT_ATTACHMENTS:
+        return None
+    content = attachment.get("content")
+    texts = [content] if isinstance(content, str) else content if isinstance(content, list) else []
+    if not all(isinstance(text, str) and is_text(text) for text in texts):
+        return None
+    blocks = [{"type": "text", "text": text} for text in texts if text]
+    return {"role": "user", "content": blocks} if blocks else None
+
+
+def _attached(entry: _Entry) -> bool:
+    """Whether `entry` is a line of no conversation of its own: a link, or an attachment's text."""
+    return entry.kind == "link" or entry.line.record.get("type") == "attachment"
 
 
 def _check(record: dict[str, Any]) -> str | None:
@@ -295,9 +323,13 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             if type_ == "system" and record.get("subtype") == "compact_boundary":
                 parent = _boundary_parent(record, entries) or parent
                 boundary_by_uuid[record["uuid"]] = record
-            entry = _Entry(line, record["uuid"], parent if isinstance(parent, str) else None, "link")
+            added = _attachment_message(record) if type_ == "attachment" else None
+            if added is not None:  # a user message of Claude Code's, where the line is in the tree
+                line = Line(line.number, {**record, "message": added})
+            entry = _Entry(line, record["uuid"], parent if isinstance(parent, str) else None, "link" if added is None else "user")
             subtype = record.get("subtype")
-            summary.skipped[f"{type_}/{subtype}" if isinstance(subtype, str) else type_] += 1
+            if added is None:
+                summary.skipped[f"{type_}/{subtype}" if isinstance(subtype, str) else type_] += 1
         else:
             if type_ == "summary" and isinstance(record.get("leafUuid"), str) and isinstance(record.get("summary"), str):
                 titles.append(_Title(line.number, record["leafUuid"], record["summary"], record["leafUuid"] in titled))
@@ -307,8 +339,9 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
         if entry.uuid in entries:
             earlier = entries[entry.uuid].line
             # A conversation line dropped as a repeat lost what only it said; a link line carries
-            # nothing imported (Claude Code 2.1.27 writes a hook's attachment lines under one uuid).
-            if earlier.record != record and entry.kind != "link" and entries[entry.uuid].kind != "link":
+            # nothing imported, and of a hook's attachment lines, which Claude Code 2.1.27 writes
+            # under one uuid, the first is taken.
+            if earlier.record != line.record and not _attached(entry) and not _attached(entries[entry.uuid]):
                 on_bad(BadLine(str(path), line.number, f"uuid {short(entry.uuid)} is line {earlier.number}'s, "
                                                        "which says something else"))
             else:
@@ -577,6 +610,18 @@ def _continues(unit: _Unit, parent: _Entry | None) -> bool:
 # -- from units to events ---------------------------------------------------------------------
 
 
+def _added_text(unit: _Unit) -> list[_Unit]:
+    """The children of `unit` that are an attachment's text and end there, where it has others:
+    what Claude Code added to the turn beside the line the turn goes on from (claude-code-log's
+    hook session names the prompt as the parent of both its hook's context and the answer). In
+    the turn after `unit`, not a branch of their own: a follower that read the text before the
+    answer kept it in the thread. After a response (whose results come first) they stay children
+    as any other: no session shows one there."""
+    if unit.kind == "assistant" or len(unit.children) < 2:
+        return []
+    return [c for c in unit.children if not c.children and c.first.line.record.get("type") == "attachment"]
+
+
 def _response(entries: list[_Entry], refused: list[str] | None = None) -> dict[str, Any] | None:
     """The `message.appended` data of an API response written over `entries` (None: no block),
     with its other top-level fields as a live turn records them (`returned.py`), each taking
@@ -773,20 +818,26 @@ class _Writer:
             self._close_run(stream, unit, "ok")
 
     def _user(self, stream: PlannedStream, unit: _Unit) -> None:
+        record = unit.first.line.record
+        attachment = record["attachment"]["type"] if record.get("type") == "attachment" else None
+        if attachment is not None and self._stored_past(stream, unit):
+            self.summary.skipped["attachment"] += 1  # as the release that stored the session counted it
+            return
         pending = frozenset(stream.facts.tools)
         blocks, unanswering = _user_blocks(unit.entries, pending)
         self.summary.skipped["tool_result without its call"] += unanswering
         if not blocks:
             self.summary.skipped["empty message"] += 1
             return
-        record = unit.first.line.record
         text = _text_of(blocks)
         interrupted = any(b.get("type") == "text" and str(b.get("text", "")).startswith(_INTERRUPT) for b in blocks)
         answers = any(b.get("type") == "tool_result" for b in blocks)
-        injected = self._injected(unit, text)
+        injected = attachment is not None or self._injected(unit, text)
         extra: dict[str, Any] = {}
         if injected:
             extra["injected"] = True
+        if attachment is not None:
+            extra["attachment"] = attachment
         if interrupted:
             extra["interrupted"] = True
         # Claude Code's `toolUseResult` (the tool's structured output: a command's stdout, a file
@@ -803,6 +854,14 @@ class _Writer:
             return
         if interrupted:
             self._close_run(stream, unit, "cancelled")
+
+    def _stored_past(self, stream: PlannedStream, unit: _Unit) -> bool:
+        """Whether the store holds events of `stream` where `unit`'s would go, and not `unit`'s
+        own: a release before this one, which left out every attachment line, imported the
+        session, and what it stored after the attachment's place stays where it is."""
+        store = self.plan.store
+        return (store is not None and stream.next_offset < self._stored_head(stream)
+                and store.event(self._id(unit.first.uuid)) is None)
 
     def _injected(self, unit: _Unit, text: str) -> bool:
         """Whether Claude Code wrote the user message `unit` (`text`), not a person: it starts no
@@ -877,13 +936,17 @@ class _Writer:
         unit: _Unit | None = start
         while unit is not None:
             self.emit(stream, unit)
-            following = self._following(stream, unit.children)
-            results = next((c for c in unit.children if c.kind == "results"), None) if unit.kind == "assistant" else None
+            added = _added_text(unit)
+            children = [c for c in unit.children if c not in added]
+            following = self._following(stream, children)
+            results = next((c for c in children if c.kind == "results"), None) if unit.kind == "assistant" else None
             after = stream.offset
-            marks: list[tuple[int, _Unit]] = [(after, c) for c in unit.children if c is not following and c is not results]
+            marks: list[tuple[int, _Unit]] = [(after, c) for c in children if c is not following and c is not results]
             if results is not None and results is not following:
                 self.emit(stream, results)
                 marks.extend((stream.offset, c) for c in results.children)
+            for child in added:
+                self.emit(stream, child)
             forks.extend((stream, at, child) for at, child in marks)
             unit = following
         return forks
