@@ -86,7 +86,8 @@ class Source(_Model):
         default=None,
         description="the lines' own flags (isMeta, isCompactSummary, isSidechain, agentId, …) and "
         "`injected`: text the tool put in the user's turn, not typed by the user (`attachment`: "
-        "the kind of attachment line it came from)",
+        "the kind of attachment line it came from); `injected_blocks`: the indexes of the blocks "
+        "of a message the user typed that the tool wrote before what was typed",
     )
     tool_use_results: dict[Text, Any] | None = Field(
         default=None, description="the tool-specific result the source kept beside each tool_result, by tool_use_id"

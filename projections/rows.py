@@ -25,7 +25,7 @@ from typing import Any
 from eventstore import InvalidEvent, RecordedEvent, Store
 from eventstore.errors import shown
 
-from .injected import injected_by
+from .injected import injected_blocks, injected_by
 from .refusal import blank_text, refusal
 from .state import FAILED_RUN
 
@@ -41,8 +41,9 @@ class Row:
     placeholder that says which one it is where the block does (`[document] <title>`, a server
     tool call's name, input and id).
 
-    `injected_by` names the tool that wrote a user message's text into the conversation
-    (`projections.injected`): a UI shows it as the harness's, not as typed by the user.
+    `injected_by` names the tool that wrote a user message's text into the conversation, or
+    this block of a message the user typed (`projections.injected`): a UI shows it as the
+    harness's, not as typed by the user.
     An interrupt's row holds the `answer` that resolved it, or the `reason` that cancelled it
     (`fork` when a fork demoted it)."""
 
@@ -82,13 +83,15 @@ def _base(event: RecordedEvent, suffix: str | None = None) -> dict[str, Any]:
 def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, str]) -> None:
     role = event.data.get("role")
     injected = injected_by(event.meta) if event.meta else None
+    blocks_injected = injected_blocks(event.meta) if event.meta else {}
     said = refusal(event.data)
     content = event.data.get("content") or []
     for i, block in enumerate(content):
         kind = block.get("type")
         base = _base(event, f":{i}")
-        if injected is not None:
-            base["injected_by"] = injected
+        who = injected or blocks_injected.get(i)
+        if who is not None:
+            base["injected_by"] = who
         if said is not None and blank_text(block):
             continue  # a refusal's answer often holds one empty text block, an empty bubble: its refusal row says why
         if kind == "text":

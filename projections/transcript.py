@@ -1,9 +1,10 @@
 """`transcript`: a bounded, human-readable Markdown export of a thread (agentty's format).
 
 `## user` / `## assistant` sections (`## user (injected by TOOL)` for text a harness wrote
-into the conversation, such as an imported session's command output); each tool call collapsed to one line (its name and a
-short argument summary); tool output is not written (a message holding only tool results
-is counted but makes no section, nor does one whose text is only whitespace), but a failed
+into the conversation, such as an imported session's command output, and a line `injected by
+TOOL:` before a block it wrote into a message the user typed, such as an IDE's context);
+each tool call collapsed to one line (its name and a short argument summary); tool output is
+not written (a message holding only tool results is counted but makes no section, nor does one whose text is only whitespace), but a failed
 call is one line, `failed tool call NAME`; thinking is one line; an answer the model refused
 says so, `refused (stop_reason refusal)`, with the refusal's category and explanation. A
 compaction is its own section, `## compaction (messages before offset N summarised)`, with the summary the model
@@ -54,7 +55,7 @@ from eventstore.ranges import check_index, segments
 
 from .atomic import write_atomically
 from .dropped import Drop, Located, fork_drops, locate
-from .injected import injected_by
+from .injected import injected_blocks, injected_by
 from .refusal import refusal
 from .state import FAILED_RUN, fork_note
 
@@ -199,7 +200,7 @@ def _summary(value: Any) -> str:
 
 def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[str] = frozenset(),
                    injected: str | None = None, tool_names: Mapping[str, str] | None = None,
-                   stopped: Mapping[str, Any] | None = None) -> str | None:
+                   stopped: Mapping[str, Any] | None = None, injected_blocks: Mapping[int, str] | None = None) -> str | None:
     """A message's section, or None when nothing of it is written (only tool results that
     succeeded, text that is only whitespace).
 
@@ -209,16 +210,20 @@ def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[
 
     `injected` names the tool that wrote a user message's text (`injected_by`): its heading
     says so, `## user (injected by claude-code)`, so it is not read as typed by the user.
+    `injected_blocks` names, by index, the tool that wrote a block of a message the user typed
+    (`projections.injected.injected_blocks`): the block's text follows a line of its own,
+    `injected by claude-code:`.
     A failed tool call (a `tool_result` with `is_error`) is its own line, `failed tool call
     NAME`, the name found in `tool_names` (tool_use id -> name), else the tool_use id.
     """
     parts: list[str] = []
-    for block in content:
+    for index, block in enumerate(content):
         kind = block.get("type")
         if kind == "text":
             text = str(block.get("text", ""))
+            by = (injected_blocks or {}).get(index)
             if text.strip():
-                parts.append(_text(text))
+                parts.append(_text(text) if by is None else f"injected by {_inline(by)}:\n{_text(text)}")
         elif kind == "tool_use":
             if block.get("id") not in dropped:
                 parts.append(f"tool call {_code(_value(block.get('name')))} {_code(_one_line(_summary(block.get('input', {}))))}")
@@ -317,7 +322,7 @@ def transcript(
             _remember_names(names, content)
             try:
                 section = render_message(data.get("role", "user"), content, dropped.get(offset, frozenset()),
-                                         injected_by(event.meta), names, data)
+                                         injected_by(event.meta), names, data, injected_blocks(event.meta))
             except RecursionError as error:  # stored by an older release or by hand: appends refuse it
                 raise store.unreadable(thread, offset, error) from None
             total += 1

@@ -1,8 +1,9 @@
 """What Claude Code adds to the user's turn besides what the person typed, as an import keeps it:
 the text a hook adds to what the model sees and the skill listing it gives the model (both
-`attachment` lines). Real sessions: tests/fixtures/cc-hooks (a Claude Code 2.1.114 session from
-claude-code-log's test data, its README says whence) and claude-code-log's hand-written
-`hook_attachments.jsonl`.
+`attachment` lines), and the IDE's context leading a typed prompt (`<ide_opened_file>`,
+`<ide_selection>` blocks). Real sessions: tests/fixtures/cc-hooks (a Claude Code 2.1.114 session
+from claude-code-log's test data, its README says whence), claude-code-log's hand-written
+`hook_attachments.jsonl`, and the IDE sessions in tests/fixtures/claude-code.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from projections import anthropic_request, search, validate_request
+from projections import anthropic_request, display_rows, search, validate_request
 from threadlog import Store, import_claude_code
 from threadlog.cli import cli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HOOKED = FIXTURES / "cc-hooks" / "ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"  # a SessionStart hook's context
 HOOK_LINES = FIXTURES / "claude-code" / "claude-code-log" / "hook_attachments.jsonl"  # a UserPromptSubmit hook's
+IDE = FIXTURES / "claude-code" / "-Users-dain-workspace-JSSoundRecorder" / "7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl"
 SESSION_START = "clmail 6.0.10 session registered: -experiments/worktrees (kitty)"
 
 
@@ -153,3 +155,28 @@ def test_a_session_followed_line_by_line_holds_its_hooks_context_as_one_import_d
                 import_claude_code(store, [live])
                 assert _events(store) == expected, f"{source.name}: cut after line {cut}"
 
+
+def test_the_ides_context_leading_a_prompt_is_shown_as_claude_codes_and_the_prompt_starts_its_run(tmp_path: Path) -> None:
+    """A prompt typed in an IDE starts with the IDE's own text, a block of its own
+    (`<ide_opened_file>…`, `<ide_selection>…`): the rows and the transcript showed it as typed.
+    Its rows and its transcript lines now say Claude Code wrote it; what the person typed is
+    theirs, and the prompt still starts its run."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        summary = import_claude_code(store, [IDE])
+        thread = summary.thread_ids[0]
+        prompts = [e for e in _messages(store, thread) if e.data["role"] == "user" and len(e.data["content"]) > 1
+                   and str(e.data["content"][0].get("text", "")).startswith(("<ide_opened_file>", "<ide_selection>"))]
+        assert len(prompts) == 2
+        rows = display_rows(store, thread)
+        for prompt in prompts:
+            assert store.event_at(thread, prompt.offset - 1).type == "run.started"
+            mine = [r for r in rows if r.offset == prompt.offset]
+            assert [r.injected_by for r in mine] == ["claude-code", None]
+            assert mine[0].text.startswith(("<ide_opened_file>", "<ide_selection>"))
+    markdown = _cli(db, "transcript", thread)
+    opened = next(s for s in markdown.split("\n## ")[1:] if "<ide_opened_file>" in s)
+    heading, _, body = opened.partition("\n\n")
+    assert heading == "user"
+    assert body.startswith("injected by claude-code:\n    <ide_opened_file>The user opened the file")
+    assert "\n\n    OK, so this was just so you know what there is now" in body

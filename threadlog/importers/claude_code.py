@@ -30,7 +30,9 @@ How a file becomes streams (field meanings: FORMATS.md in the project's data not
 - Runs: a typed prompt starts one; an assistant message without tool calls ends it
   (`ok`); `[Request interrupted by user…]` ends it `cancelled`. What Claude Code itself
   writes as a user line (command output, reminders, a background agent's or a teammate's
-  notice) or as an attachment's text is marked injected, and starts or ends none.
+  notice) or as an attachment's text is marked injected, and starts or ends none; the blocks
+  an IDE writes before a typed prompt are listed as Claude Code's (`injected_blocks`), and
+  the prompt starts its run.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ _NOTICES = (_TASK_NOTIFICATION, "<teammate-message ")
 # seen hold no text shown to the model as it is (a hook's run and output, the deferred tools'
 # names, the task list as data).
 _TEXT_ATTACHMENTS = ("hook_additional_context", "skill_listing")
+# What an IDE writes before a prompt typed in it, each a text block of its own: Claude Code's, not the person's.
+_IDE_PREFIXES = ("<ide_opened_file>", "<ide_selection>")
 _INTERRUPT = "[Request interrupted by user"
 _AGENT_TOOLS = ("Task", "Agent")  # the calls that start a sub-agent (`Task` until 2.1.39, then `Agent`)
 _WORKFLOW = "Workflow"  # the call that starts a workflow, whose agents its result names by run (`runId`)
@@ -654,6 +658,17 @@ def _response(entries: list[_Entry], refused: list[str] | None = None) -> dict[s
     return data
 
 
+def _ide_blocks(blocks: list[dict[str, Any]]) -> list[int]:
+    """The indexes of the blocks leading a typed prompt that its IDE wrote (`_IDE_PREFIXES`), each
+    a text block of its own before what the person typed."""
+    leading = []
+    for index, block in enumerate(blocks):
+        if block.get("type") != "text" or not str(block.get("text", "")).lstrip().startswith(_IDE_PREFIXES):
+            break
+        leading.append(index)
+    return leading
+
+
 def _user_blocks(entries: list[_Entry], pending: frozenset[str]) -> tuple[list[dict[str, Any]], int]:
     """A user message's blocks from its lines, with the tool results answering a call `pending`
     only (each once), and how many results were left out for answering none."""
@@ -840,6 +855,9 @@ class _Writer:
             extra["attachment"] = attachment
         if interrupted:
             extra["interrupted"] = True
+        ide = _ide_blocks(blocks) if not (answers or injected or interrupted) else []
+        if ide:
+            extra["injected_blocks"] = ide
         # Claude Code's `toolUseResult` (the tool's structured output: a command's stdout, a file
         # read, an edit's original file) is not kept: it would go in meta, which `redact` cannot
         # erase (it is chained as it is), and the tool_result block holds what the model saw.
