@@ -736,11 +736,6 @@ def test_a_pager_line_the_shell_cannot_start_is_said_and_the_output_printed_whol
     assert f"error: the pager failed: PAGER={given!r} exited with status 3, so the output may not have been shown" in out, out
 
 
-# A child of the test runner's workers started the pager with its signals blocked, as read in
-# the pager's /proc status (not on a plain run): SIGINT to it stayed pending, it exited 0, and the
-# command rightly took it for a pager Ctrl-C does not end (exit 0, as with less). So this runs
-# where the run is a process of its own: `pytest tests/test_cli_use.py -k ctrl_c_while`.
-@pytest.mark.skipif("PYTEST_XDIST_WORKER" in os.environ, reason="a worker's children start with signals blocked")
 def test_ctrl_c_while_a_pager_shows_the_output_ends_the_command_as_interrupted(db: Path, tmp_path: Path) -> None:
     """Ctrl-C on a terminal reaches the command and its pager alike. less ignores it; a pager
     that it ends (`more`, a script) made the command say "the pager failed ... stopped by signal
