@@ -294,6 +294,21 @@ def test_a_session_file_whose_name_is_not_utf8_is_refused_by_name(seeded: Path, 
     import_refused(seeded, tmp_path, [kind, str(path if given == "file" else folder)], "s\\udcff\\udcfe.jsonl: its name is not UTF-8")
 
 
+@pytest.mark.parametrize("kind", ["claude-code", "pi", "swe-agent"])
+def test_a_file_given_in_a_directory_whose_name_is_not_utf8_is_refused_by_its_path(
+        seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """An import records each file by its real path, which must be text as its name must: one
+    named by a relative path from inside such a directory (`cd` there, `import pi s.jsonl`) is
+    refused naming that path, as it is when named by its whole path, with nothing written."""
+    folder = tmp_path / os.fsdecode(b"runs" + NOT_UTF8)
+    folder.mkdir()
+    name = {"claude-code": f"{SESSION_ID}.jsonl", "pi": "s.jsonl", "swe-agent": TRAJECTORY.name}[kind]
+    content = {"claude-code": jsonl(user_line("u1", "hi")), "pi": _pi_header(), "swe-agent": TRAJECTORY.read_bytes()}[kind]
+    _aged(folder / name, content)
+    monkeypatch.chdir(folder)
+    import_refused(seeded, tmp_path, [kind, name], f"runs\\udcff\\udcfe/{name}: its name is not UTF-8")
+
+
 @pytest.mark.parametrize("flags", [[], ["--skip-bad"]], ids=["strict", "skip-bad"])
 @pytest.mark.parametrize("given", ["file", "directory"])
 @pytest.mark.parametrize("whose", ["session", "sub-agent"])
@@ -758,14 +773,15 @@ def _edited(fixture: Path, line: int, edit: Callable[[dict[str, Any]], None]) ->
      lambda r: r["compactMetadata"].update(preservedMessages=5), [], 10),
 ], ids=["pi-line-skipped", "claude-code-line-changed"])
 def test_a_source_whose_entries_moved_to_another_thread_is_refused_with_nothing_written(
-    seeded: Path, tmp_path: Path, kind: str, fixture: Path, line: int, edit: Callable[[dict[str, Any]], None], flags: list[str],
-    refused_at: int
+    seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, fixture: Path, line: int,
+    edit: Callable[[dict[str, Any]], None], flags: list[str], refused_at: int
 ) -> None:
     """An entry an import stored in one thread that the source now places in another (a line
     edited, or skipped as bad): the store refused its event only after the streams before it
     were written, a fork left half made, in a message blaming no line (`event id 'pi:s:u2' is
     already used in thread …`, `7 of the batch's 8 event ids are already stored`). The lines
-    that now form another tree may be imported into another database."""
+    that now form another tree may be imported into another database. The line is named as the
+    file was given (here also by a relative path), though its events record the real path."""
     path = tmp_path / fixture.name
     before, after = _edited(fixture, line, edit)
     path.write_bytes(before)
@@ -776,6 +792,8 @@ def test_a_source_whose_entries_moved_to_another_thread_is_refused_with_nothing_
     import_refused(imported, tmp_path, [kind, *flags, str(path)], f"{path}:{refused_at}: its event ")
     if not flags:  # named after a session the store does not hold, that one is not written either (--skip-bad writes
         import_refused(imported, tmp_path, [kind, str(SESSION), str(path)], f"{path}:{refused_at}: its event ")  # as it goes)
+    monkeypatch.chdir(tmp_path)
+    import_refused(imported, tmp_path, [kind, *flags, path.name], f"error: {path.name}:{refused_at}: its event ")
 
 
 @pytest.mark.parametrize("value", [[], {}, 5], ids=["list", "object", "number"])

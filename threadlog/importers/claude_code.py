@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import time
 from collections import Counter
@@ -56,7 +55,7 @@ from eventstore.events import is_time
 
 from ..returned import RETURNED, returned_fields
 from .lines import (LIVE_SECONDS, BadLine, Line, NoSession, Seen, distinct, existing_paths, files_below, is_text, read_lines,
-                    source_paths, usable_name)
+                    real_path, source_paths, usable_name)
 from .models import give_model
 from .origin import elsewhere, first_line_of
 from .plan import Plan, PlannedStream, depth_first, import_sources, parents_first, stable_id, stored_sources
@@ -694,7 +693,7 @@ class _Writer:
     plan: Plan
     file: _File
     summary: ImportSummary
-    name: str  # the file as the source meta names it
+    name: str  # the file as the source meta and metadata name it (`Plan.file`)
     compaction_causes: dict[str, str]  # logicalParentUuid -> the summariser's fork id
     on_bad: Callable[[BadLine], None]  # a line it cannot import: raised, or skipped and reported (`on_bad_line`)
     stored: dict[str, str] = field(default_factory=dict)  # source uuid -> the stream an earlier import put it in
@@ -1083,7 +1082,7 @@ def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None]
             files.extend(files_below(path, "*.jsonl", unusable, finished=finished))
         elif path.exists():
             files.append(path)
-            named.add(os.path.realpath(path))
+            named.add(real_path(path))
             subagents = path.with_suffix("") / "subagents"  # 2.1.x: the session's sub-agents
             if not _is_agent(path) and subagents.is_dir():
                 files.extend(files_below(subagents, "agent-*.jsonl", unusable, finished=finished))
@@ -1094,7 +1093,7 @@ def discover(paths: Iterable[str | Path], unusable: Callable[[StoreError], None]
     sessions: dict[Path, Session] = {}
     loose: list[Path] = []
     for path in files:
-        if not _is_agent(path) and (not _in_session_folder(path) or os.path.realpath(path) in named):
+        if not _is_agent(path) and (not _in_session_folder(path) or real_path(path) in named):
             sessions.setdefault(path, Session(path)).main = path
     for path in files:
         if not _is_agent(path):
@@ -1160,7 +1159,7 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
             causes[agent.first_parent] = stable_id(TOOL, agent.key)
     writer: _Writer | None = None
     if main_file is not None:
-        writer = _Writer(plan, main_file, summary, str(main_file.path), causes, on_bad_line(summary, skip_bad), stored=stored or {})
+        writer = _Writer(plan, main_file, summary, plan.file(main_file.path), causes, on_bad_line(summary, skip_bad), stored=stored or {})
         _plan_file(writer, main_file, None)
     for agent in agents:
         link: tuple[PlannedStream, int] | None = None
@@ -1185,7 +1184,7 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
         if link is None and partial_tail and agent.units and _model(agent) is None:
             summary.wait(str(agent.path))
             continue  # a thread of its own, which takes its model from its first response (`unanswered`)
-        _plan_file(_Writer(plan, agent, summary, str(agent.path), {}, on_bad_line(summary, skip_bad)), agent, link,
+        _plan_file(_Writer(plan, agent, summary, plan.file(agent.path), {}, on_bad_line(summary, skip_bad)), agent, link,
                    call if link is not None else None)
     if unanswered:
         outer.files += summary.files

@@ -132,8 +132,18 @@ def distinct(files: Iterable[Path]) -> list[Path]:
     events twice."""
     first: dict[str, Path] = {}
     for path in files:
-        first.setdefault(os.path.realpath(path), path)
+        first.setdefault(real_path(path), path)
     return list(first.values())
+
+
+def real_path(path: Path) -> str:
+    """The file `path` names, as the path an import records for it (`meta.source.file`, a
+    thread's `metadata.file`) and tells one file by: absolute, each symbolic link on the way
+    resolved. A relative path named a file only from the directory it was given in, which
+    nothing records; a path through a link (`current/` pointing at the latest run) names
+    whatever the link points at by the time it is read; and `os.path.abspath` takes `..` out
+    by its text, so `link/../x` became a file beside the link, not the one read."""
+    return os.path.realpath(path)
 
 
 def files_below(directory: Path, pattern: str, unreadable: Callable[[StoreError], None] | None = None,
@@ -180,14 +190,16 @@ def _holds_bytes(path: Path, finished: bool) -> bool:
 
 
 def text_name(path: Path, ids: bool = False) -> Path:
-    """`path`, refused unless its name is UTF-8 text: thread ids, event ids and each event's
-    source are made from it, and a Linux file name may hold bytes no text decodes to. With
+    """`path`, refused unless its name, and its real path (`real_path`), are UTF-8 text: thread
+    ids, event ids and each event's source are made from them, and a Linux file name may hold
+    bytes no text decodes to (a directory's too, the one a relative path is given in). With
     `ids` (the importer makes ids from the file's own name, `path.stem`), a control character
     there is refused too, once, by name: else every line of the file is refused for its ids."""
-    if not is_text(str(path)):
-        shown = str(path).encode("utf-8", "backslashreplace").decode()  # its byte as `\udcff`, as every command prints it
-        raise StoreError(f"{shown}: its name is not UTF-8 text, which the ids made from it must be; "
-                         "rename it to import it") from None
+    for name in (str(path), real_path(path)):
+        if not is_text(name):
+            shown = name.encode("utf-8", "backslashreplace").decode()  # its byte as `\udcff`, as every command prints it
+            raise StoreError(f"{shown}: its name is not UTF-8 text, which the ids made from it and the "
+                             "path an import records must be; rename it to import it") from None
     bad = CONTROL_CHARACTER.search(path.stem) if ids else None
     if bad is not None:
         raise StoreError(f"{path}: its name holds {unprintable(bad)}; rename it to import it "

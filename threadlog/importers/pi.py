@@ -183,7 +183,8 @@ def _anthropic(message: dict[str, Any]) -> bool:
 @dataclass
 class _Writer:
     plan: Plan
-    path: Path
+    path: Path  # as the import was given it, as errors name it
+    file: str  # as the source meta records it (`Plan.file`)
     session: str
     summary: ImportSummary
     own_thread: Callable[[_Node], PlannedStream]  # a thread of its own for a branch that shares no message
@@ -201,7 +202,7 @@ class _Writer:
 
     def meta(self, node: _Node, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         record = node.line.record
-        source: dict[str, Any] = {"tool": TOOL, "file": str(self.path), "line": node.line.number, "uuid": node.id}
+        source: dict[str, Any] = {"tool": TOOL, "file": self.file, "line": node.line.number, "uuid": node.id}
         if node.parent is not None:
             source["parentUuid"] = node.parent
         if isinstance(record.get("timestamp"), str):
@@ -615,13 +616,14 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
         return plan
     summary.files += 1
     info = {k: header[k] for k in ("cwd", "provider", "modelId", "thinkingLevel", "branchedFrom", "version") if k in header}
-    created: dict[str, Any] = {"metadata": {"source": TOOL, "sessionId": session, "file": str(path), **info}}
+    file = plan.file(path)
+    created: dict[str, Any] = {"metadata": {"source": TOOL, "sessionId": session, "file": file, **info}}
     # The first Claude model it used: pi runs on many providers, and a thread's model is what
     # its requests send (one that began on `gpt-5.1-codex` sent that, which the API refuses).
     give_model(created, models, "modelId")
 
     def thread(stream_id: str, event_id: str, line: Line) -> PlannedStream:
-        meta = {"event_id": event_id, "origin": "imported", "source": {"tool": TOOL, "file": str(path), "line": line.number}}
+        meta = {"event_id": event_id, "origin": "imported", "source": {"tool": TOOL, "file": file, "line": line.number}}
         if is_time(header.get("timestamp")):
             meta["occurred_at"] = header["timestamp"]
         stream = plan.root(stream_id, created, meta, lambda why: BadLine(str(path), line.number, why, skippable=False))
@@ -632,7 +634,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     stream = thread(root_id, f"pi:{session}:created", lines[0])
     # A branch from before the first message (pi's `resetLeaf`, to edit the first prompt, starts
     # a new root) shares nothing a fork could inherit: it becomes a thread of its own.
-    writer = _Writer(plan, path, session, summary,
+    writer = _Writer(plan, path, file, session, summary,
                      lambda start: thread(stable_id(TOOL, session, start.id), f"pi:{session}:{start.id}:created", start.line),
                      stored_in=stored_in, renamed=renamed)
     # The session's thread follows its first root, which a growing file never changes.

@@ -27,13 +27,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.facts import Facts, advance, after_fork
 from eventstore.prepare import PreparedEvent, prepare
 
-from .lines import Seen
+from .lines import Seen, real_path
 from .summary import ImportSummary, note_written
 
 BATCH = 1000
@@ -156,6 +157,20 @@ class Plan:
     # The events `write_plan` has added so far: each write commits as it goes, so what it added
     # before a write that failed (another writer's lock held too long) stays stored.
     written: int = 0
+    # The path `file` recorded for each source file -> the path the import was given it by: what
+    # the import prints (a changed line, a conflict) names the file as the user did, as a bad line does.
+    given: dict[str, str] = field(default_factory=dict)
+
+    def file(self, path: Path) -> str:
+        """The path an event or a thread of this plan records for its source file `path`: the
+        file's real path (`real_path`), which names it wherever it is read from."""
+        recorded = real_path(path)
+        self.given.setdefault(recorded, str(path))
+        return recorded
+
+    def named(self, recorded: str) -> str:
+        """A source file as an event of this plan records it (`file`), named as the import was given it."""
+        return self.given.get(recorded, recorded)
 
     def root(self, stream_id: str, created: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> PlannedStream:
         """A root thread; its `thread.created` event is checked now, as `add` checks the others."""
@@ -300,10 +315,10 @@ def _held(stream: PlannedStream, ids: list[str], appended: dict[str, tuple[int, 
     return stored
 
 
-def _not_elsewhere(store: Store, unwritten: Iterable[tuple[PlannedStream, int | None]]) -> None:
-    """Refuse a plan that gives an event the store holds in another thread, naming its source
-    line: the streams it writes, each past the `held` events the store holds of it (None: not
-    even its first). Lines changed or skipped (`--skip-bad`) since an import may place an entry
+def _not_elsewhere(store: Store, plan: Plan, unwritten: Iterable[tuple[PlannedStream, int | None]]) -> None:
+    """Refuse `plan` if it gives an event the store holds in another thread, naming its source
+    line (`Plan.named`): `unwritten` is the streams it writes, each past the `held` events the
+    store holds of it (None: not even its first). Lines changed or skipped (`--skip-bad`) since an import may place an entry
     elsewhere in the tree (a branch that was a thread of its own is now a fork): the store refused
     the event only once the streams before it were written, a partly written import."""
     planned: dict[str, tuple[PlannedStream, dict[str, Any]]] = {}
@@ -315,7 +330,7 @@ def _not_elsewhere(store: Store, unwritten: Iterable[tuple[PlannedStream, int | 
         stream, meta = planned[event_id]
         if thread != stream.id:
             source = meta.get("source") or {}
-            raise ImportConflict(f"{source.get('file')}:{source.get('line')}: its event {event_id!r} is stored in thread "
+            raise ImportConflict(f"{plan.named(str(source.get('file')))}:{source.get('line')}: its event {event_id!r} is stored in thread "
                                  f"{thread!r} and now planned in {stream.id!r}: the source's lines form another tree than "
                                  "when it was imported (a line changed, or skipped as bad); import it into another database")
 
@@ -342,7 +357,7 @@ def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: d
             source = meta.get("source")
             if isinstance(source, dict) and isinstance(source.get("uuid"), str):
                 lines.setdefault(source["uuid"], stream.id)
-    _not_elsewhere(store, unwritten)
+    _not_elsewhere(store, plan, unwritten)
 
 
 def parents_first(keys: Sequence[str], parents: Mapping[str, str | None]) -> tuple[list[str], list[str]]:
@@ -452,10 +467,10 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
     return summary
 
 
-def _source_line(event: PreparedEvent) -> tuple[str, int]:
-    """The file and line an imported event came from (its meta's `source`)."""
+def _source_line(plan: Plan, event: PreparedEvent) -> tuple[str, int]:
+    """The file (named as the import was given it) and line an imported event came from (its meta's `source`)."""
     source = event.meta.get("source") or {}
-    return str(source.get("file", "")), int(source.get("line", 0))
+    return plan.named(str(source.get("file", ""))), int(source.get("line", 0))
 
 
 def _as_formerly(plan: Plan, event: PreparedEvent, stored_digest: str) -> bool:
@@ -477,10 +492,10 @@ def write_plan(store: Store, plan: Plan) -> int:
     owned = [_own_events(store, stream.id) for stream in plan.streams]
     stored = [None if own is None else _held(stream, list(own.digests), own.appended)
               for stream, own in zip(plan.streams, owned)]
-    _not_elsewhere(store, zip(plan.streams, stored))
+    _not_elsewhere(store, plan, zip(plan.streams, stored))
     # Events the store holds with other content (by id, their data digests compared): the source
     # was edited after it was imported. Counted, and kept as stored.
-    plan.changed = [_source_line(event) for stream, own in zip(plan.streams, owned) if own for event in stream.events
+    plan.changed = [_source_line(plan, event) for stream, own in zip(plan.streams, owned) if own for event in stream.events
                     if own.digests.get(event.event_id, event.data_digest) != event.data_digest
                     and not _as_formerly(plan, event, own.digests[event.event_id])]
     # Events an import wrote to its streams that the source no longer gives: a file cut shorter,

@@ -260,18 +260,19 @@ def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> 
         why = _check(entry)
         if why is not None:
             raise InvalidEvent(f"{path}:{lines[index]}", f"history[{index}]: {why}")
-    thread = stable_id(TOOL, str(text_name(path.resolve())))
     plan = Plan(store=store)
+    file = plan.file(text_name(path))  # its real path, which the thread's id is made from too
+    thread = stable_id(TOOL, file)
 
     def meta(index: int, flags: dict[str, Any] | None = None) -> dict[str, Any]:
-        source = {"tool": TOOL, "file": str(path), "line": lines[index], **({"flags": flags} if flags else {})}
+        source = {"tool": TOOL, "file": file, "line": lines[index], **({"flags": flags} if flags else {})}
         return {"event_id": f"{TOOL}:{thread}:{index}", "origin": "imported", "source": source}
 
     def where(index: int) -> Callable[[str], InvalidEvent]:
         return lambda why: InvalidEvent(f"{path}:{lines[index]}", f"history[{index}]: {why}")
 
     environment = trajectory.get("environment")
-    metadata = {"source": TOOL, "file": str(path), **({"environment": environment} if isinstance(environment, str) else {})}
+    metadata = {"source": TOOL, "file": file, **({"environment": environment} if isinstance(environment, str) else {})}
     created: dict[str, Any] = {"title": path.stem, "metadata": metadata}  # SWE-agent names it for its instance
     first = 1 if history and history[0]["role"] == "system" else 0
     system = _blocks(history[0].get("content"), summary.skipped, images=False) if first else []
@@ -279,7 +280,7 @@ def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> 
         created["system"] = "\n\n".join(block["text"] for block in system)
     give_model(created, [_model(trajectory)])
     stream = plan.root(thread, created, {"event_id": f"{TOOL}:{thread}:created", "origin": "imported",
-                                         "source": {"tool": TOOL, "file": str(path)}},
+                                         "source": {"tool": TOOL, "file": file}},
                        lambda why: InvalidEvent(str(path), why))
     summary.files += 1
     summary.threads += 1
@@ -319,7 +320,7 @@ def _plan_file(path: Path, summary: ImportSummary, seen: Seen, store: Store) -> 
     if isinstance(status, str):  # written when the run ends: after the history, so a run imported while it went on gets it
         stream.add("metadata.set", {"patch": {"exit_status": status}},
                    {"event_id": f"{TOOL}:{thread}:exit_status:{stable_id(status)}", "origin": "imported",
-                    "source": {"tool": TOOL, "file": str(path)}}, lambda why: InvalidEvent(str(path), f"info.exit_status: {why}"))
+                    "source": {"tool": TOOL, "file": file}}, lambda why: InvalidEvent(str(path), f"info.exit_status: {why}"))
     return plan
 
 
