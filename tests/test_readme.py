@@ -180,3 +180,29 @@ def test_the_readme_says_how_the_viewer_pages_its_list_of_threads() -> None:
 
     assert THREADS == 50 and _said("last activity, 50 a page (each \"Older threads\" page starts right after the last "
                                    "thread shown, as `ls --before P:T` does, so no thread is skipped or shown twice)")
+
+
+def test_the_readme_says_only_a_file_store_serves_a_turn_run_on_another_thread(tmp_path: Path) -> None:
+    """The README said "a `Store` serves every thread" beside `asyncio.to_thread(run_turn, ...)`,
+    after examples whose store is `:memory:`, which refuses every thread but the one that opened it."""
+    import asyncio
+
+    from eventstore import StoreError
+    from messages_api import MessagesAPI, message
+    from threadlog import run_turn
+
+    assert _said("a `Store` on a file serves every thread, while a `:memory:` one serves only the thread that "
+                 "opened it and refuses the others with a `StoreError`")
+    with MessagesAPI() as api:
+        api.reply_json(message([{"type": "text", "text": "From a thread."}]))
+        memory, on_file = Store(":memory:"), Store(tmp_path / "t.db")
+        for store in (memory, on_file):
+            t = store.create_thread(model="claude-sonnet-4-5")
+            if store is memory:
+                with pytest.raises(StoreError, match="serves only the thread that opened it"):
+                    asyncio.run(asyncio.to_thread(run_turn, store, t, "Hello", api.client()))
+                assert store.head(t) == 1
+            else:
+                assert asyncio.run(asyncio.to_thread(run_turn, store, t, "Hello", api.client())).text == "From a thread."
+        on_file.close()
+
