@@ -206,3 +206,42 @@ def test_the_readme_says_only_a_file_store_serves_a_turn_run_on_another_thread(t
                 assert asyncio.run(asyncio.to_thread(run_turn, store, t, "Hello", api.client())).text == "From a thread."
         on_file.close()
 
+
+def test_a_live_turns_tool_launches_sub_agents_as_the_readme_says(tmp_path: Path) -> None:
+    """The README showed `fan_out` only after an assistant message appended by hand; a model's
+    launching call in a live turn is answered by running its tool's function, so it did not say
+    how a live turn starts sub-agents. The function fans out and returns the placeholder; the
+    parent's turn goes on, and each sub-agent's report reaches the parent's next request."""
+    from messages_api import MessagesAPI, message
+    from threadlog import check_request, report, run_turn
+
+    assert _said("the function that runs the model's launching tool makes them: it calls `store.fan_out(t, ...)` on "
+                 "the thread whose turn called it (the call waits for its result then) and returns the placeholder, "
+                 "`\"Fork started — processing in background\"`")
+    store = Store(tmp_path / "t.db")
+    agent = {"name": "Agent", "description": "Start sub-agents", "input_schema": {"type": "object"}}
+    t = store.create_thread(system="You plan trips.", model="claude-sonnet-4-5", tools=[agent])
+    kids: list[str] = []
+
+    def launch(tasks: list[str]) -> str:
+        kids.extend(store.fan_out(t, tasks))
+        return "Fork started — processing in background"
+
+    with MessagesAPI() as api:
+        api.reply_json(message([{"type": "tool_use", "id": "tu_agent", "name": "Agent",
+                                 "input": {"tasks": ["find a hotel", "check the trains"]}}], "tool_use"))
+        api.reply_json(message([{"type": "text", "text": "Two sub-agents are on it."}]))
+        assert run_turn(store, t, "Plan Lyon", api.client(), tools={"Agent": launch}).status == "ok"
+        for kid, answer in zip(kids, ["Hotel Ibis, 80 EUR", "The 08:00 TGV"]):
+            api.reply_json(message([{"type": "text", "text": answer}]))
+            assert run_turn(store, kid, None, api.client()).text == answer
+            report(store, kid)
+        api.reply_json(message([{"type": "text", "text": "Ibis, and the 08:00."}]))
+        last = run_turn(store, t, None, api.client(), tools={"Agent": launch})
+        assert last.text == "Ibis, and the 08:00."
+        sent = api.requests[-1].json["messages"][-1]["content"]
+        assert ["Hotel Ibis, 80 EUR" in block["text"] for block in sent] == [True, False]
+        assert ["The 08:00 TGV" in block["text"] for block in sent] == [False, True]
+        assert check_request(store, t, last.messages[0].offset).ok
+    store.verify()
+    store.close()
