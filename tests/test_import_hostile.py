@@ -167,6 +167,23 @@ def test_a_path_that_names_nothing_is_refused_by_name(seeded: Path, tmp_path: Pa
     assert file_dump(db) == before, "a refused import changed the database"
 
 
+@pytest.mark.parametrize("kind", sorted(IMPORTERS))
+def test_a_path_starting_with_a_tilde_is_refused_naming_the_home_directory(seeded: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """`import_claude_code(store, ["~/.claude/projects"])` said only "no such file or directory:
+    ~/.claude/projects", though the directory was there: a shell expands the `~`, Python does not."""
+    importer, readable, asks = IMPORTERS[kind]
+    db = fresh(seeded, tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "sessions").mkdir()
+    before = file_dump(db)
+    with Store(db) as store, pytest.raises(InvalidEvent) as caught:
+        importer(store, [readable(tmp_path), "~/sessions"])
+    assert str(caught.value) == (f"paths[1]: no such file or directory: ~/sessions (a leading ~ is expanded by a shell, "
+                                 f"not here: name {tmp_path / 'sessions'}); {asks}")
+    assert file_dump(db) == before, "a refused import changed the database"
+
+
 def test_a_directory_given_for_an_export_is_refused_by_name(seeded: Path, tmp_path: Path) -> None:
     """It raised IsADirectoryError, after the exports before it were restored (and undone)."""
     db = fresh(seeded, tmp_path)

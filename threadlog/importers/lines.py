@@ -72,6 +72,13 @@ def source_paths(paths: Any) -> list[Path]:
     return [Path(item) for item in items]
 
 
+def _home_hint(path: Path) -> str:
+    """What to say of a missing path that starts with `~`: in Python nothing expands it (a shell
+    does, before the command sees it), so `["~/.claude/projects"]` named a directory `~`."""
+    home = path.expanduser()
+    return "" if home == path else f" (a leading ~ is expanded by a shell, not here: name {home})"
+
+
 def existing_paths(paths: Any, asks: str, *, directories: bool = True, pipes: bool = False) -> list[Path]:
     """`source_paths`, each refused unless it names a file or (with `directories`) a directory:
     a missing one raised FileNotFoundError or NotADirectoryError, and a directory where a file
@@ -84,7 +91,7 @@ def existing_paths(paths: Any, asks: str, *, directories: bool = True, pipes: bo
     sources = source_paths(paths)
     for index, path in enumerate(sources):
         if not path.exists():
-            raise InvalidEvent(f"paths[{index}]", f"no such file or directory: {path}; {asks}")
+            raise InvalidEvent(f"paths[{index}]", f"no such file or directory: {path}{_home_hint(path)}; {asks}")
         special = special_file(str(path))
         if special == "a pipe" and not pipes:
             raise InvalidEvent(f"paths[{index}]", f"{path} is a pipe, not a file: an import reads its files more than "
