@@ -111,6 +111,7 @@ def test_public_names_are_pinned() -> None:
         "transcripts_holding", "NoteTranscript",
         "lineage", "blame", "diff", "LineageEntry", "BlameEntry", "Diff", "DiffSide",
         "import_claude_code", "import_events", "import_event_files", "import_pi", "import_swe_agent", "ImportSummary", "BadLine", "ImportConflict",
+        "follow_claude_code", "follow_files",
         "export_events", "export_all", "export_markdown",
         "anthropic_request", "check_request", "usage", "Usage",
         "run_turn", "rerun", "resolve_interrupt", "Interrupt", "Turn",

@@ -20,9 +20,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from threadlog import Store, StoreError, import_pi, import_swe_agent
+from threadlog import Store, StoreError, follow_files, import_pi, import_swe_agent
 from threadlog.cli import cli
-from threadlog.importers.follow import follow_files
 from tests.backends import file_dump, postgres_url
 from tests.procs import bound_by_file_modes, ctrl_c, interruptible
 

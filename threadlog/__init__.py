@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them; run, `__getattr__` l
         TodosSet,
     )
     from .export import export_all, export_events, export_markdown
+    from .importers.follow import follow_claude_code, follow_files
     from .importers import (BadLine, ImportConflict, ImportSummary, import_claude_code, import_event_files, import_events, import_pi,
                             import_swe_agent)
     from .note_fork import NoteTranscript, fork_with_transcript, transcripts_holding
@@ -90,6 +91,7 @@ _HOMES = {name: module for module, names in [
     ("eventstore.events", ("CompactionRecorded", "InterruptCancelled", "InterruptRaised", "InterruptResolved", "MessageAppended",
                            "MetadataSet", "RunFinished", "RunStarted", "TitleSet", "TodosSet")),
     (".export", ("export_all", "export_events", "export_markdown")),
+    (".importers.follow", ("follow_claude_code", "follow_files")),
     (".importers", ("BadLine", "ImportConflict", "ImportSummary", "import_claude_code", "import_event_files", "import_events",
                     "import_pi", "import_swe_agent")),
     (".note_fork", ("NoteTranscript", "fork_with_transcript", "transcripts_holding")),
@@ -178,6 +180,8 @@ __all__ = [
     "export_all",
     "export_events",
     "export_markdown",
+    "follow_claude_code",
+    "follow_files",
     "import_claude_code",
     "import_event_files",
     "import_events",
