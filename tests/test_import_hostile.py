@@ -168,19 +168,28 @@ def test_a_path_that_names_nothing_is_refused_by_name(seeded: Path, tmp_path: Pa
 
 
 @pytest.mark.parametrize("kind", sorted(IMPORTERS))
-def test_a_path_starting_with_a_tilde_is_refused_naming_the_home_directory(seeded: Path, tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
-    """`import_claude_code(store, ["~/.claude/projects"])` said only "no such file or directory:
-    ~/.claude/projects", though the directory was there: a shell expands the `~`, Python does not."""
+def test_a_path_starting_with_a_tilde_names_the_home_directory_as_a_shell_would(seeded: Path, tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """`import_claude_code(store, ["~/.claude/projects"])`, as the library's own example writes it,
+    was refused ("no such file or directory: ~/.claude/projects") though the directory was there:
+    a shell expands the `~`, Python did not. It is read from the home directory now; one missing
+    there is refused naming the path it was taken for, with nothing written."""
     importer, readable, asks = IMPORTERS[kind]
-    db = fresh(seeded, tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
+    source = readable(tmp_path)
     (tmp_path / "sessions").mkdir()
+    shutil.copy(source, tmp_path / "sessions" / source.name)
+    read: list[list[tuple[str, str]]] = []
+    for n, name in enumerate(("~/sessions/" + source.name, str(tmp_path / "sessions" / source.name))):
+        with Store(tmp_path / f"new{n}.db") as store:
+            importer(store, [name])
+            read.append([(e.event_id, e.type) for e in store.read_all()])
+    assert read[0] == read[1] and read[0]
+    db = fresh(seeded, tmp_path)
     before = file_dump(db)
     with Store(db) as store, pytest.raises(InvalidEvent) as caught:
-        importer(store, [readable(tmp_path), "~/sessions"])
-    assert str(caught.value) == (f"paths[1]: no such file or directory: ~/sessions (a leading ~ is expanded by a shell, "
-                                 f"not here: name {tmp_path / 'sessions'}); {asks}")
+        importer(store, [readable(tmp_path), "~/nothing"])
+    assert str(caught.value) == f"paths[1]: no such file or directory: {tmp_path / 'nothing'}; {asks}"
     assert file_dump(db) == before, "a refused import changed the database"
 
 

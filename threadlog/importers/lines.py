@@ -69,14 +69,15 @@ def source_paths(paths: Any) -> list[Path]:
     for i, item in enumerate(items):
         if not isinstance(item, (str, os.PathLike)):
             raise InvalidEvent(f"paths[{i}]", f"must be a path (text), not {type(item).__name__}")
-    return [Path(item) for item in items]
+    return [_home(Path(item)) for item in items]
 
 
-def _home_hint(path: Path) -> str:
-    """What to say of a missing path that starts with `~`: in Python nothing expands it (a shell
-    does, before the command sees it), so `["~/.claude/projects"]` named a directory `~`."""
-    home = path.expanduser()
-    return "" if home == path else f" (a leading ~ is expanded by a shell, not here: name {home})"
+def _home(path: Path) -> Path:
+    """`path` with a leading `~` expanded to the home directory, as a shell expands it before a
+    command sees it: `import_claude_code(store, ["~/.claude/projects"])` was refused, "no such
+    file or directory", while the directory was there. A file or directory whose name does
+    start with `~` and exists is taken as named."""
+    return path.expanduser() if str(path).startswith("~") and not os.path.lexists(path) else path
 
 
 def existing_paths(paths: Any, asks: str, *, directories: bool = True, pipes: bool = False) -> list[Path]:
@@ -91,7 +92,7 @@ def existing_paths(paths: Any, asks: str, *, directories: bool = True, pipes: bo
     sources = source_paths(paths)
     for index, path in enumerate(sources):
         if not path.exists():
-            raise InvalidEvent(f"paths[{index}]", f"no such file or directory: {path}{_home_hint(path)}; {asks}")
+            raise InvalidEvent(f"paths[{index}]", f"no such file or directory: {path}; {asks}")
         special = special_file(str(path))
         if special == "a pipe" and not pipes:
             raise InvalidEvent(f"paths[{index}]", f"{path} is a pipe, not a file: an import reads its files more than "
