@@ -438,6 +438,87 @@ def test_tree_shows_a_sub_agents_agent_and_call_escaped_and_cut_as_titles_are(db
     assert (shown[odd]["agent_id"], shown[odd]["tool_use_id"], shown[plain]["agent_id"]) == (None, None, None)
 
 
+def _tree_lines_by_id(db: Path, *args: str) -> dict[str, str]:
+    """`tree`'s lines of forks, by the id each names."""
+    return {line.split("⑃ ", 1)[1].split()[0]: line for line in ok(db, "tree", *args).splitlines() if "⑃" in line}
+
+
+def test_tree_tells_apart_the_sub_agents_fan_out_made_by_their_directive_and_call(tmp_path: Path) -> None:
+    """The demo's two sub-agents, made by `fan-out` from one tool call, carry no agent id: their
+    lines differed by their ids alone. Each names the call it answers and its directive now,
+    and `--json` gives them as `tool_use_id` and `directive`."""
+    db = tmp_path / "demo.db"
+    made = json.loads(ok(db, "demo", "--json"))
+    hotel, weather = made["subagents"]
+    lines = _tree_lines_by_id(db)
+    assert lines[hotel].endswith('forked at 12, call toolu_02, directive "Find a hotel near Lyon Part-Dieu."'), lines
+    assert lines[weather].endswith('forked at 12, call toolu_02, directive "Check Friday\'s weather in Lyon."'), lines
+    assert lines[made["fork"]].endswith("forked at 2")  # a fork of the user's: nothing added
+    shown = {entry["id"]: entry for entry in json.loads(ok(db, "tree", "--json"))}
+    assert (shown[hotel]["tool_use_id"], shown[hotel]["directive"]) == ("toolu_02", "Find a hotel near Lyon Part-Dieu.")
+    assert (shown[made["fork"]]["tool_use_id"], shown[made["fork"]]["directive"]) == (None, None)
+    assert shown[made["thread"]]["directive"] is None
+    # The demo's own tree (its step 2) is the one `tree` prints.
+    again = ok(db, "demo")
+    assert lines[hotel] in again and lines[weather] in again
+
+
+def _fanned_out(db: Path, directives: list[str], calls: tuple[str, ...] = ("toolu_9",)) -> tuple[str, list[str]]:
+    """A thread waiting on tool calls, and the sub-agents `fan_out` launched from them."""
+    with Store(db) as store:
+        t = store.create_thread(title="Review")
+        store.append_message(t, "user", "Review the modules")
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": call, "name": "Agent", "input": {}} for call in calls])
+        return t, store.fan_out(t, directives)
+
+
+def test_tree_names_no_call_for_a_sub_agent_launched_from_several(db: Path) -> None:
+    """A fan-out from a turn waiting on two calls answers both in every fork: no one call
+    started it, and neither its line nor `--json` names one; its directive still tells it apart."""
+    t, (kid,) = _fanned_out(db, ["Check the tests"], ("toolu_a", "toolu_b"))
+    assert _tree_lines_by_id(db)[kid].endswith('forked at 3, directive "Check the tests"')
+    [shown] = [entry for entry in json.loads(ok(db, "tree", "--json")) if entry["id"] == kid]
+    assert (shown["agent_id"], shown["tool_use_id"], shown["directive"]) == (None, None, "Check the tests")
+
+
+def test_tree_shows_a_hostile_directive_on_one_short_line_escaped_and_json_whole(db: Path) -> None:
+    """A directive is a caller's text: escape sequences, line breaks, 5,000 characters. `tree`
+    folds and cuts it as a title (one line a thread, the layout kept) and escapes it; `--json`
+    keeps it whole."""
+    directives = [NASTY, "first line\nsecond line\r\n\tthird", "d" * 5000, "Check\x00 the \x85 tests"]
+    t, kids = _fanned_out(db, directives)
+    out = ok(db, "tree")
+    assert len(out.splitlines()) == 1 + len(kids), out
+    assert not any(c in out for c in "\x1b\x07\r\x00\x85\u202e\u200f") and "\\x1b]0;pwned" in out
+    lines = _tree_lines_by_id(db)
+    assert lines[kids[1]].endswith('call toolu_9, directive "first line second line third"'), lines[kids[1]]
+    assert lines[kids[2]].endswith('directive "' + "d" * 49 + '…"') and len(lines[kids[2]]) < 150
+    assert all(len(line) < 200 for line in lines.values())
+    shown = {entry["id"]: entry["directive"] for entry in json.loads(ok(db, "tree", "--json"))}
+    assert [shown[kid] for kid in kids] == directives
+
+
+def test_tree_shows_what_the_redaction_of_a_sub_agents_directive_leaves(db: Path) -> None:
+    """`redact` erases a sub-agent's directive from its fork event and its primed message, and
+    drops the snapshots: `tree` shows no copy of it, only that it was redacted, and the call
+    its primed message still answers."""
+    t, (kid, sibling) = _fanned_out(db, ["Read the secret plan", "Check the tests"])
+    ok(db, "snapshot", kid)
+    with Store(db) as store:
+        info = store.thread(kid)
+        for offset in (info.parent_offset, info.parent_offset + 1):  # the fork event, the primed message
+            store.redact(store.event_at(kid, offset).position, "leaked", "ana")
+    out = ok(db, "tree")
+    assert "secret" not in out
+    lines = _tree_lines_by_id(db)
+    assert lines[kid].endswith("forked at 3, call toolu_9, directive [redacted]"), lines[kid]
+    assert lines[sibling].endswith('forked at 3, call toolu_9, directive "Check the tests"')
+    shown = {entry["id"]: entry for entry in json.loads(ok(db, "tree", "--json"))}
+    assert (shown[kid]["tool_use_id"], shown[kid]["directive"]) == ("toolu_9", None)
+    assert "secret" not in json.dumps(shown)
+
+
+
 # -- 6, 7: page, limit, follow ----------------------------------------------------------------
 
 

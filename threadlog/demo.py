@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from eventstore import Store, StoreError
 from projections import display_rows
 
+from .listing import sub_agents
 from .render import row_line, tree_lines
 from .subagents import report
 
@@ -123,7 +124,7 @@ def demo_lines(store: Store, ids: dict[str, object], built: bool) -> Iterator[st
     yield "2. The fork tree (threadlog tree): a fork is a new thread that shares its parent's first"
     yield "   N events without copying them, so trying another path costs one event."
     tree = store.subtree(thread)
-    for line in tree_lines(tree, store.titles(tree)):
+    for line in tree_lines(tree, store.titles(tree), sub_agents(store, tree)):
         yield "     " + line
     yield f"   {fork} went back to offset 2 and asked for Marseille instead; the original is untouched."
     yield "   The two 'subagent' forks were launched together from the last tool call: each works on"

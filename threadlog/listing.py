@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from eventstore import Store, ThreadInfo
+from eventstore.content import tool_result_ids
 
 
 def listing(store: Store, infos: Sequence[ThreadInfo]) -> list[dict[str, Any]]:
@@ -20,29 +21,54 @@ def listing(store: Store, infos: Sequence[ThreadInfo]) -> list[dict[str, Any]]:
     return out
 
 
-# What a sub-agent fork's metadata calls the agent and the tool call that started it (Claude
-# Code's names, which its import keeps), under the names `tree --json` gives them.
-_AGENT_KEYS = (("agent_id", "agentId"), ("tool_use_id", "parentToolUseID"))
+class SubAgent(NamedTuple):
+    """What `tree` says of a sub-agent fork, to tell apart those one response launched at one
+    offset: the agent and the call that started it, as the metadata of one imported from
+    Claude Code names them, and the directive `fan_out` gave it. Each is None where the fork
+    gives none (a plain fork: all of them)."""
+
+    agent_id: str | None
+    tool_use_id: str | None
+    directive: str | None
+    # Its fork event was redacted: the directive `fan_out` gave it is erased, not missing.
+    directive_redacted: bool = False
+
+    def to_json(self) -> dict[str, str | None]:
+        """The fields `tree --json` adds to a thread (a redacted directive is null there)."""
+        return {"agent_id": self.agent_id, "tool_use_id": self.tool_use_id, "directive": self.directive}
 
 
-def sub_agents(store: Store, infos: Iterable[ThreadInfo]) -> dict[str, dict[str, str | None]]:
-    """Each thread's `agent_id` and `tool_use_id`: for a sub-agent fork, the agent and the call
-    its fork's metadata names (the parallel calls of one response put their forks at one
-    offset, where their ids alone told them apart), else None. One indexed read per sub-agent
-    fork; a value that is no text is none."""
-    out: dict[str, dict[str, str | None]] = {}
-    for info in infos:
-        metadata = _fork_metadata(store, info) if info.kind == "subagent" else {}
-        out[info.id] = {key: value if isinstance(value := metadata.get(name), str) else None for key, name in _AGENT_KEYS}
-    return out
+NO_SUB_AGENT = SubAgent(None, None, None)
 
 
-def _fork_metadata(store: Store, info: ThreadInfo) -> dict[str, Any]:
-    """The metadata a fork was made with (its `thread.forked` event's; `inherit`, `blank` or a
-    redacted event give none)."""
+def sub_agents(store: Store, infos: Iterable[ThreadInfo]) -> dict[str, SubAgent]:
+    """Each thread's `SubAgent`: for a sub-agent fork, what its first events say of it (one
+    indexed read of two events each), else none."""
+    return {info.id: _sub_agent(store, info) if info.kind == "subagent" else NO_SUB_AGENT for info in infos}
+
+
+def _sub_agent(store: Store, info: ThreadInfo) -> SubAgent:
+    """A sub-agent fork's agent and call from its fork event's metadata (Claude Code's names,
+    `agentId` and `parentToolUseID`, which its import keeps), else the call its primed message
+    answers (`fan_out` writes it after the fork event: its placeholder results answer the calls
+    the fork was launched from; one of several is no single call); and its directive. A value
+    that is no text is none; a redacted fork event keeps none of them."""
     if info.parent_offset is None:
-        return {}
-    forked = store.event_at(info.id, info.parent_offset)
-    options = forked.data.get("options") if forked.type == "thread.forked" else None
-    metadata = options.get("metadata") if isinstance(options, dict) else None
-    return metadata if isinstance(metadata, dict) else {}
+        return NO_SUB_AGENT
+    forked, *after = store.read(info.id, info.parent_offset, min(info.parent_offset + 2, info.head))
+    options = _mapping(forked.data.get("options")) if forked.type == "thread.forked" else {}
+    metadata = _mapping(options.get("metadata"))
+    primed = after[0] if after and after[0].type == "message.appended" and after[0].meta.get("origin") == "primed" else None
+    content = primed.data.get("content") if primed is not None else None
+    calls = tool_result_ids(content) if isinstance(content, list) else []
+    call = _text(metadata.get("parentToolUseID")) or (calls[0] if len(calls) == 1 and isinstance(calls[0], str) else None)
+    return SubAgent(_text(metadata.get("agentId")), call, _text(options.get("directive")),
+                    directive_redacted=primed is not None and forked.redacted)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

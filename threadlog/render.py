@@ -15,6 +15,8 @@ from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadSt
 from projections.refusal import refusal
 from projections.search import plain
 
+from .listing import SubAgent
+
 
 # Characters that reorder the text around them where it is shown (bidirectional embeddings,
 # overrides and isolates), and characters that show as nothing at all (a zero-width space, a
@@ -195,10 +197,10 @@ _DEEP = 20  # levels of a fork tree indented in full
 
 
 def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | None = None,
-               agents: dict[str, dict[str, str | None]] | None = None) -> Iterator[str]:
+               agents: dict[str, SubAgent] | None = None) -> Iterator[str]:
     """The fork tree of the given threads, roots first, children by creation order, with
-    each thread's title when `titles` gives it, and a sub-agent fork's agent and call when
-    `agents` does (`listing.sub_agents`)."""
+    each thread's title when `titles` gives it, and a sub-agent fork's agent, call and
+    directive when `agents` does (`listing.sub_agents`)."""
     known = {t.id for t in threads}
     kids: dict[str | None, list[ThreadInfo]] = {}
     for info in threads:
@@ -212,6 +214,7 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
         info, prefix, last, root = stack.pop()
         title = _short((titles or {}).get(info.id) or "", 50)  # of whitespace alone: none, as `ls` shows it
         label = f"{info.id}  {info.kind}, {counted(info.head, 'event')}" + (f"  {title}" if title else "")
+        agent = _agent((agents or {}).get(info.id))
         if root and info.parent_id is not None:  # its parent's row is gone (raw SQL): no tree holds it
             yield f"⑃ {label}, forked at {info.parent_offset} from {info.parent_id}, which is not in the file"
         elif root:
@@ -220,18 +223,24 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
             # Deeper than _DEEP levels the lines' width stays bounded (300 forks of forks made
             # lines of 963 characters): the depth is written, then the last levels' rails.
             shown = prefix if len(prefix) <= 3 * _DEEP else f"({len(prefix) // 3 + 1} deep) {prefix[-3 * (_DEEP - 5):]}"
-            yield f"{shown}{'└─ ' if last else '├─ '}⑃ {label}, forked at {info.parent_offset}{_agent((agents or {}).get(info.id))}"
+            yield f"{shown}{'└─ ' if last else '├─ '}⑃ {label}, forked at {info.parent_offset}{agent}"
         children = kids.get(info.id, [])
         inner = prefix if root else prefix + ("   " if last else "│  ")
         stack.extend((child, inner, i == len(children) - 1, False) for i, child in reversed(list(enumerate(children))))
 
 
-def _agent(agent: dict[str, str | None] | None) -> str:
-    """What `tree` adds to a sub-agent fork's line: its agent and the call that started it, each
-    on one line and cut as a title is (an imported file wrote them); one of whitespace alone is none."""
-    if not agent:
+def _agent(agent: SubAgent | None) -> str:
+    """What `tree` adds to a sub-agent fork's line: its agent and the call that started it and,
+    where it names no agent, its directive (a fan-out's forks have the call and the parent in
+    common), each on one line and cut as a title is (an imported file or a caller wrote them);
+    one of whitespace alone is none. A redacted directive shows as such."""
+    if agent is None:
         return ""
-    shown = ((noun, _short(agent.get(key) or "", 40)) for noun, key in (("agent", "agent_id"), ("call", "tool_use_id")))
+    named = _short(agent.agent_id or "", 40)
+    shown = [("agent", named), ("call", _short(agent.tool_use_id or "", 40))]
+    if not named:
+        directive = _short(agent.directive or "", 50)
+        shown.append(("directive", f'"{directive}"' if directive else "[redacted]" if agent.directive_redacted else ""))
     return "".join(f", {noun} {value}" for noun, value in shown if value)
 
 

@@ -216,7 +216,9 @@ def tree(store: Store, thread: str | None, limit: int, before: tuple[int, str | 
     """The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree holding THREAD.
 
     A sub-agent fork's line names its agent and the call that started it, as its metadata does
-    (`agentId`, `parentToolUseID`); --json gives them as agent_id and tool_use_id.
+    (`agentId`, `parentToolUseID`); one `fan-out` made names no agent, and its line names the call
+    its placeholder answers and its directive's first words instead. --json gives them whole as
+    agent_id, tool_use_id and directive.
 
     A page of trees with more after it ends with where the next begins, on stderr, as `ls` does
     (`--json` prints no such line: give `--before` the last root's `last_position:id`)."""
@@ -243,7 +245,7 @@ def tree(store: Store, thread: str | None, limit: int, before: tuple[int, str | 
     first = next(titled, None)
     every_titled = itertools.chain(() if first is None else (first,), titled)  # read to see whether any, then put back
     if as_json:  # printed as it goes, as the text is
-        _emit_json_array({**t.to_json(), "title": titles[t.id], **agents[t.id]}
+        _emit_json_array({**t.to_json(), "title": titles[t.id], **agents[t.id].to_json()}
                          for threads, titles, agents in every_titled for t in threads)
     elif first is not None:
         output.lines((line for threads, titles, agents in every_titled for line in tree_lines(threads, titles, agents)),
