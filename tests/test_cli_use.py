@@ -518,6 +518,22 @@ def test_tree_shows_what_the_redaction_of_a_sub_agents_directive_leaves(db: Path
     assert "secret" not in json.dumps(shown)
 
 
+def test_tree_names_a_sub_agents_call_and_directive_when_its_parent_is_gone(db: Path) -> None:
+    """A fork whose parent's row is gone (raw SQL) is printed at the top of its own tree; its
+    line said nothing of the agent or call a sub-agent's line names in its place."""
+    t, (kid,) = _fanned_out(db, ["Check the tests"])
+    with Store(db) as store:
+        agent = store.fork(t, kind="subagent", unanswered="keep", metadata={"agentId": "a7", "parentToolUseID": "toolu_9"})
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("DELETE FROM streams WHERE id = ?", (t,))
+    code, out, err = invoke(db, "tree", "--all")
+    assert code == 1 and "not in the file" in err, (out, err)
+    tops = [line for line in out.splitlines() if line.startswith("⑃")]
+    assert tops == [f'⑃ {kid}  subagent, 5 events, forked at 3 from {t}, which is not in the file, call toolu_9, '
+                    'directive "Check the tests"',
+                    f"⑃ {agent}  subagent, 4 events, forked at 3 from {t}, which is not in the file, agent a7, "
+                    "call toolu_9"], out
+
 
 # -- 6, 7: page, limit, follow ----------------------------------------------------------------
 

@@ -216,7 +216,7 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
         label = f"{info.id}  {info.kind}, {counted(info.head, 'event')}" + (f"  {title}" if title else "")
         agent = _agent((agents or {}).get(info.id))
         if root and info.parent_id is not None:  # its parent's row is gone (raw SQL): no tree holds it
-            yield f"⑃ {label}, forked at {info.parent_offset} from {info.parent_id}, which is not in the file"
+            yield f"⑃ {label}, forked at {info.parent_offset} from {info.parent_id}, which is not in the file{agent}"
         elif root:
             yield label
         else:
