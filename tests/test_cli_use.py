@@ -498,6 +498,15 @@ def test_tree_shows_a_hostile_directive_on_one_short_line_escaped_and_json_whole
     assert [shown[kid] for kid in kids] == directives
 
 
+
+def test_show_prints_a_hostile_directive_folded_cut_and_escaped(db: Path) -> None:
+    t, (nasty, long) = _fanned_out(db, [NASTY + "\nnext line", "d" * 5000])
+    [line] = [line for line in ok(db, "show", nasty).splitlines() if line.startswith("directive")]
+    assert not any(c in line for c in "\x1b\x07\r\u202e\u200f") and line.endswith("mark next line"), line
+    [line] = [line for line in ok(db, "show", long).splitlines() if line.startswith("directive")]
+    assert line == "directive   " + "d" * 99 + "…"
+
+
 def test_tree_shows_what_the_redaction_of_a_sub_agents_directive_leaves(db: Path) -> None:
     """`redact` erases a sub-agent's directive from its fork event and its primed message, and
     drops the snapshots: `tree` shows no copy of it, only that it was redacted, and the call

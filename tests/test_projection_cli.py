@@ -48,6 +48,18 @@ def test_show_text_json_and_replay(demo: tuple[Path, dict[str, object]]) -> None
     assert data["status"] == "running" and data["length"] == 3
 
 
+def test_show_prints_a_sub_agents_directive_on_one_line(demo: tuple[Path, dict[str, object]]) -> None:
+    """`show` of a sub-agent fork printed its origin and its parent's title alone: the directive
+    that sets it apart from its siblings was only in `--json`. It has a line of its own now,
+    folded and cut as the other one-line fields are; a thread without one has none."""
+    db, ids = demo
+    hotel, weather = ids["subagents"]  # type: ignore[misc]
+    lines = _run(db, "show", str(hotel))[1].splitlines()
+    assert lines[1] == "directive   Find a hotel near Lyon Part-Dieu.", lines
+    assert "directive   Check Friday's weather in Lyon." in _run(db, "show", str(weather))[1].splitlines()
+    assert not any(line.startswith("directive") for line in _run(db, "show", str(ids["fork"]))[1].splitlines())
+
+
 def test_rows_blame_diff(demo: tuple[Path, dict[str, object]]) -> None:
     db, ids = demo
     t, fork = str(ids["thread"]), str(ids["fork"])

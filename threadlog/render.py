@@ -298,6 +298,8 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     `last` N messages when given); an answer the model refused says so after its text, if any."""
     origin = f"fork of {state.parent_id} at {state.parent_offset} ({state.kind})" if state.parent_id else "root thread"
     yield f"thread      {state.id}  {origin}"
+    if state.directive:  # a sub-agent's task, what sets it apart from its siblings
+        yield f"directive   {_short(state.directive, 100)}"
     yield f"title       {_short(state.title or '', 100) or '-'}"
     yield f"model       {state.model or '-'}"
     system = state.system if isinstance(state.system, str) or state.system is None else _text_of(state.system)
