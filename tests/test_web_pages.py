@@ -623,3 +623,21 @@ def test_a_refused_answer_of_more_rows_than_an_event_shows_still_says_it_was_ref
         assert "part 199<" in page and "part 200<" not in page and "and 50 more blocks of this message" in page, url
         assert page.count(card) == 1 and page.index("and 50 more blocks") < page.index(card), url
     assert f'id="r-{answer.event_id}:250"' in pages["/thread?id=t"]
+
+
+def test_the_tree_says_which_agent_call_and_directive_each_sub_agent_is(tmp_path: Path) -> None:
+    """`threadlog tree` ends a sub-agent fork's line with its agent, call or directive; the
+    viewer's fork tree drew the two sub-agents a fan-out made as nodes that differed only by id.
+    Their tooltips now say the same as tree's line, escaped as any stored text."""
+    path = tmp_path / "fan.db"
+    with Store(path) as store:
+        t = store.create_thread(title="Trip", thread_id="trip")
+        store.append_message(t, "user", "plan it")
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "agents", "input": {}}])
+        kids = store.fan_out(t, ["Find a hotel", "<script>alert(1)</script> trains"])
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/tree", params={"id": "trip"}).text
+    tips = {k: html.unescape(v) for k, v in re.findall(r'data-thread="([^"]+)">.*?<title>([^<]*)</title>', page, flags=re.S)}
+    assert tips[kids[0]].endswith(', call toolu_1, directive "Find a hotel"'), tips
+    assert tips[kids[1]].endswith(', call toolu_1, directive "<script>alert(1)</script> trains"'), tips
+    assert tips["trip"] == "trip (thread, 3 events)" and "<script>alert" not in page

@@ -214,7 +214,7 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
         info, prefix, last, root = stack.pop()
         title = _short((titles or {}).get(info.id) or "", 50)  # of whitespace alone: none, as `ls` shows it
         label = f"{info.id}  {info.kind}, {counted(info.head, 'event')}" + (f"  {title}" if title else "")
-        agent = _agent((agents or {}).get(info.id))
+        agent = sub_agent_details((agents or {}).get(info.id))
         if root and info.parent_id is not None:  # its parent's row is gone (raw SQL): no tree holds it
             yield f"⑃ {label}, forked at {info.parent_offset} from {info.parent_id}, which is not in the file{agent}"
         elif root:
@@ -229,8 +229,8 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
         stack.extend((child, inner, i == len(children) - 1, False) for i, child in reversed(list(enumerate(children))))
 
 
-def _agent(agent: SubAgent | None) -> str:
-    """What `tree` adds to a sub-agent fork's line: its agent and the call that started it and,
+def sub_agent_details(agent: SubAgent | None) -> str:
+    """What `tree` (and the web viewer's fork tree) adds to a sub-agent fork's line: its agent and the call that started it and,
     where it names no agent, its directive (a fan-out's forks have the call and the parent in
     common), each on one line and cut as a title is (an imported file or a caller wrote them);
     one of whitespace alone is none. A redacted directive shows as such."""

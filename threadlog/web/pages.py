@@ -21,8 +21,9 @@ from projections import Message, diff, search, thread_state
 from projections.lineage import DiffSide, iter_blame
 from projections.refusal import refusal
 
-from ..listing import listing
+from ..listing import listing, sub_agents
 from ..names import AmbiguousName, Unresolved, resolve
+from ..render import sub_agent_details
 from .budget import PAGE_BYTES, PAGE_ROWS, fill
 from .cursor import Cursor, MessagePage, fill_messages, items_back, items_from
 from .graph import layout
@@ -217,8 +218,11 @@ def tree_page(request: Request) -> Response:
         keep = {info.id for info in everything[:TREE_NODES]} | {info.id for info in store.ancestry(thread)[:TREE_NODES]}
         threads = [info for info in everything if info.id in keep]
         graph = layout(threads, store.titles(threads))
+        # A sub-agent's agent, call and directive, in its node's tooltip as `tree` ends its line:
+        # the two sub-agents a fan-out made read alike but for their ids.
+        details = {thread_id: sub_agent_details(agent) for thread_id, agent in sub_agents(store, threads).items()}
         badge = view.integrity.badge(store.last_position())
-    return view.render(request, "tree.html", graph=graph, thread=thread, root=root, badge=badge,
+    return view.render(request, "tree.html", graph=graph, thread=thread, root=root, badge=badge, details=details,
                        total=len(everything), hidden=len(everything) - len(threads))
 
 
