@@ -180,3 +180,34 @@ def test_the_ides_context_leading_a_prompt_is_shown_as_claude_codes_and_the_prom
     assert heading == "user"
     assert body.startswith("injected by claude-code:\n    <ide_opened_file>The user opened the file")
     assert "\n\n    OK, so this was just so you know what there is now" in body
+
+
+def test_text_the_person_typed_is_theirs_however_it_starts(tmp_path: Path) -> None:
+    """The IDE writes its context as blocks of their own before what was typed. A prompt typed
+    (or pasted) as `<ide_selection>…`, a string or the last of its blocks, was listed as Claude
+    Code's, and the rows, the transcript and the viewer showed what the person typed as
+    written by the tool."""
+    typed = "<ide_selection>is what I pasted, and my question"
+    records = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s-1", "timestamp": "2026-01-01T00:00:00Z",
+         "message": {"role": "user", "content": typed}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "s-1", "timestamp": "2026-01-01T00:00:01Z",
+         "message": {"id": "msg_1", "role": "assistant", "model": "claude-x", "stop_reason": "end_turn",
+                     "content": [{"type": "text", "text": "one"}]}},
+        {"type": "user", "uuid": "u2", "parentUuid": "a1", "sessionId": "s-1", "timestamp": "2026-01-01T00:00:02Z",
+         "message": {"role": "user", "content": [{"type": "text", "text": "<ide_opened_file>The user opened a.py</ide_opened_file>"},
+                                                 {"type": "text", "text": typed}]}},
+    ]
+    session = tmp_path / "s-1.jsonl"
+    session.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        [thread] = import_claude_code(store, [session]).thread_ids
+        prompts = [e for e in _messages(store, thread) if e.data["role"] == "user"]
+        assert [e.meta["source"].get("flags", {}).get("injected_blocks") for e in prompts] == [None, [0]]
+        rows = display_rows(store, thread)
+        assert [(r.text, r.injected_by) for r in rows if r.role == "user"] == [
+            (typed, None), ("<ide_opened_file>The user opened a.py</ide_opened_file>", "claude-code"), (typed, None)]
+    markdown = _cli(db, "transcript", thread)
+    assert markdown.count("injected by claude-code:") == 1
+    assert f"## user\n\n    {typed}\n" in markdown

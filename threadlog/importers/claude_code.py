@@ -659,9 +659,11 @@ def _response(entries: list[_Entry], refused: list[str] | None = None) -> dict[s
 
 def _ide_blocks(blocks: list[dict[str, Any]]) -> list[int]:
     """The indexes of the blocks leading a typed prompt that its IDE wrote (`_IDE_PREFIXES`), each
-    a text block of its own before what the person typed."""
+    a text block of its own before what the person typed. The last block is what was typed
+    (a prompt given as a string is one block), however it starts: a person may type or paste
+    `<ide_selection>` too, and their text is not shown as Claude Code's."""
     leading = []
-    for index, block in enumerate(blocks):
+    for index, block in enumerate(blocks[:-1]):
         if block.get("type") != "text" or not str(block.get("text", "")).lstrip().startswith(_IDE_PREFIXES):
             break
         leading.append(index)
