@@ -165,7 +165,8 @@ def finished_option(tool: str) -> Callable[[F], F]:
         return click.option("--finished", is_flag=True,
                             help=f"The files are finished ({tool} no longer writes them: copies just made): import "
                                  "each as it is, leaving nothing for a later import however recently it "
-                                 "changed.")(cast(F, checked))
+                                 f"changed. Not for files {tool} is writing: what they do not show complete yet "
+                                 "would be taken as whole, and their later lines refused.")(cast(F, checked))
 
     return decorate
 
