@@ -230,10 +230,11 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
 
 
 def sub_agent_details(agent: SubAgent | None) -> str:
-    """What `tree` (and the web viewer's fork tree) adds to a sub-agent fork's line: its agent and the call that started it and,
-    where it names no agent, its directive (a fan-out's forks have the call and the parent in
-    common), each on one line and cut as a title is (an imported file or a caller wrote them);
-    one of whitespace alone is none. A redacted directive shows as such."""
+    """What `tree` (and the web viewer's fork tree) adds to a sub-agent fork's line: its agent
+    and the call that started it and, where it names no agent, its directive (a fan-out's forks
+    have the call and the parent in common), each on one line and cut as a title is (an
+    imported file or a caller wrote them); one of whitespace alone is none. A redacted
+    directive shows as such."""
     if agent is None:
         return ""
     named = _short(agent.agent_id or "", 40)
