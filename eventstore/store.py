@@ -696,6 +696,12 @@ class Store:
         first (a fork's inherited ones are demoted, not pending). Read from the stream's row."""
         return self._facts(thread).interrupts
 
+    def interrupted_calls(self, thread: str) -> dict[str, str]:
+        """The thread's tool calls that wait on a pending interrupt at its head, tool_use id ->
+        interrupt id: the interrupt's answer becomes the call's result. With none pending this
+        reads only the stream's row; else the stream's own events."""
+        return self._interrupted_calls(self._stream(thread))
+
     def _facts(self, thread: str) -> Facts:
         """The pending facts at the thread's head, kept on its row."""
         row = self._stream(thread)

@@ -700,6 +700,46 @@ def test_a_thinking_thread_and_its_sub_agents_send_its_thinking_on_the_wire(file
         assert request_body(anthropic_request(file_store, kid, offset), False) == request.body
 
 
+def test_reports_answering_a_call_its_tool_interrupted_settle_the_interrupt_and_the_parent_goes_on(
+        file_store: Store, api: MessagesAPI) -> None:
+    """A launching tool that raises `Interrupt` leaves its call waiting on that interrupt; the
+    sub-agents' first report answers the call. The interrupt stayed pending: the parent's next
+    turn was refused until `resolve_interrupt`, whose answer was then dropped (the call had its
+    result). The report now cancels it in the same write, saying why, and the parent goes on."""
+    from threadlog import questions, report
+
+    t = thread(file_store)
+    api.reply_json(message([{"type": "text", "text": "Splitting up."}, use("tu_agent", "Agent")], stop_reason="tool_use"))
+
+    def agent() -> str:
+        raise Interrupt("the sub-agents answer later")
+
+    launched = run_turn(file_store, t, "Research two destinations.", client(api), tools={"Agent": agent})
+    assert launched.status == "interrupted" and launched.interrupt_id is not None
+    kids = file_store.fan_out(t, ["Research Lyon.", "Research Nice."])
+    for kid, answer in zip(kids, ("Lyon: fine.", "Nice: sunny.")):
+        api.reply_json(message(text(answer)))
+        assert run_turn(file_store, kid, None, client(api)).status == "ok"
+    first = report(file_store, kids[0])
+    cancelled = file_store.event_at(t, first.offset - 1)
+    assert (cancelled.type, cancelled.data["interrupt_id"]) == ("interrupt.cancelled", launched.interrupt_id)
+    assert cancelled.data["reason"] == f"call 'tu_agent' answered by the report of sub-agent {kids[0]!r}"
+    assert (cancelled.meta["actor"], cancelled.meta["causation_id"]) == (first.meta["actor"], first.meta["causation_id"])
+    assert thread_state(file_store, t).status == "idle" and questions(file_store, t) == []
+    with pytest.raises(InvalidEvent, match=f"interrupt {launched.interrupt_id!r} is not pending"):
+        resolve_interrupt(file_store, t, launched.interrupt_id, "an answer nothing would read")
+    assert report(file_store, kids[0]).position == first.position  # a retry writes nothing, the cancellation included
+    second = report(file_store, kids[1])
+    assert second.offset == first.offset + 1  # the interrupt is settled once
+    api.reply_json(message(text("Lyon, then Nice.")))
+    assert run_turn(file_store, t, None, client(api)).text == "Lyon, then Nice."
+    sent = api.requests[-1].json
+    validate_request(sent)
+    results = [b for b in sent["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert [(b["tool_use_id"], b["content"]) for b in results] == [("tu_agent", "Fork started — processing in background")]
+    assert file_store.verify().events == file_store.last_position()
+
+
 def test_a_max_tokens_at_or_below_the_thinking_budget_is_refused_before_the_turn_starts(file_store: Store,
                                                                                         api: MessagesAPI) -> None:
     """The run started and the question was recorded; the API then refused every request

@@ -16,6 +16,12 @@ other half. It appends one user message to the parent:
   `SUMMARY_CHARS` characters) and its answer (XML-escaped, so an answer cannot close the tags
   around it).
 
+A launching tool may have raised an `Interrupt` instead of returning the placeholder, so its
+call waits on that interrupt ("the sub-agents answer later"). The report answers the call, so
+the interrupt has nothing left to answer: the same write cancels it first (`interrupt.cancelled`,
+its reason naming the call and the sub-agent), and the parent is idle to go on. Left pending,
+the parent's next turn was refused until it was resolved, and the answer given was dropped.
+
 Its meta names where it came from: `causation_id` is the id of the child's event it reports
 (its final assistant message, or its last event when the caller gives the text), `actor`
 the child. Its `event_id` is derived from the child and that event, so reporting the same
@@ -55,9 +61,11 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     Without `text`, the answer is the text of the sub-agent's final assistant message, and
     the sub-agent must have finished (idle, no tool call waiting, an answer of its own after
     its directive). With `text` (a failure, a summary), that is delivered whatever its
-    state. `status` is `completed`, `failed` or `killed`. Refused (`ReportRefused`, nothing
-    written) when `subagent` is not a sub-agent fork, has no answer yet, or when the parent
-    waits on tool calls the sub-agent was not launched from (report after their results).
+    state. `status` is `completed`, `failed` or `killed`. An interrupt pending on a launch call
+    the message answers is cancelled before it, in the same write. Refused
+    (`ReportRefused`, nothing written) when `subagent` is not a sub-agent fork, has no answer
+    yet, or when the parent waits on tool calls the sub-agent was not launched from (report
+    after their results).
     """
     explicit = text is not None
     if status not in STATUSES:
@@ -151,9 +159,11 @@ def _deliver(store: Store, parent: str, launched_at: int, subagent: str, notific
     answer: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": tool_use_id, "content": placeholder}
                                      for tool_use_id in waiting]
     answer.append(notification)
+    asked = store.interrupted_calls(parent) if waiting else {}
+    cancelled = [_cancelled(asked[tool_use_id], tool_use_id, subagent, meta) for tool_use_id in waiting if tool_use_id in asked]
     event = {"type": "message.appended", "data": {"role": "user", "content": answer}, "meta": meta}
     try:
-        return store.append(parent, [event], expect=head)[0]
+        return store.append(parent, [*cancelled, event], expect=head)[-1]
     except InvalidEvent:
         # Another process delivered the same report meanwhile, built against another head (its
         # placeholder results differ): a retry, returned as it was. (It exited 1 with "already
@@ -162,6 +172,16 @@ def _deliver(store: Store, parent: str, launched_at: int, subagent: str, notific
         if delivered is None:
             raise
         return _reported(delivered, parent, subagent, notification, meta, compare)
+
+
+def _cancelled(interrupt_id: str, tool_use_id: str, subagent: str, meta: dict[str, str]) -> dict[str, Any]:
+    """The `interrupt.cancelled` of an interrupt waiting on `tool_use_id`, which the report
+    (`meta`) answers: from the same sub-agent event, and with an id derived from the report's,
+    so a retry finds it with the message."""
+    event_id = "settle-" + sha256(f"{meta['event_id']}\n{interrupt_id}".encode()).hexdigest()[:32]
+    reason = f"call {named(tool_use_id)} answered by the report of sub-agent {named(subagent)}"
+    return {"type": "interrupt.cancelled", "data": {"interrupt_id": interrupt_id, "reason": reason},
+            "meta": {"event_id": event_id, "causation_id": meta["causation_id"], "actor": meta["actor"]}}
 
 
 def _reported(delivered: RecordedEvent, parent: str, subagent: str, notification: dict[str, str], meta: dict[str, str],
