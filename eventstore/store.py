@@ -26,6 +26,7 @@ from .backend import NO_BOUND, Backend, DataRow, EventRow, EventValues, Snapshot
 from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, OldPagesKept, StaleSnapshot, StoreError,
                      ThreadNotFound, named, shown)
 from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
+from .content import tool_result_ids
 from .facts import Facts, advance, after_fork, check_interrupted_call
 from .head import Head
 from .claims import Claim, check_name
@@ -46,7 +47,8 @@ DEFAULT_PLACEHOLDER = forks.DEFAULT_PLACEHOLDER
 
 # Events only the store itself writes, through the operation named.
 _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()"}
-# An interrupt raised, and what ends one (a tool call waits on one at a time: `_check_one_interrupt_per_call`).
+# An interrupt raised, and what ends one (a tool call waits on one at a time, and takes no result while it waits:
+# `_check_interrupted_calls`).
 _RAISED = "interrupt.raised"
 _SETTLED = ("interrupt.resolved", "interrupt.cancelled")
 
@@ -698,8 +700,9 @@ class Store:
 
     def interrupted_calls(self, thread: str) -> dict[str, str]:
         """The thread's tool calls that wait on a pending interrupt at its head, tool_use id ->
-        interrupt id: the interrupt's answer becomes the call's result. With none pending this
-        reads only the stream's row; else the stream's own events."""
+        interrupt id: the interrupt's answer becomes the call's result, so a result recorded
+        for the call while the interrupt is pending is refused. With none pending this reads
+        only the stream's row; else the stream's own events."""
         return self._interrupted_calls(self._stream(thread))
 
     def _facts(self, thread: str) -> Facts:
@@ -862,9 +865,10 @@ class Store:
                 return self._write(thread, Head.new_thread(), batch, position)
             if expect == "no_stream" or (isinstance(expect, int) and expect != row.head):
                 raise ConcurrencyError(thread, expect, row.head)
-            if any(item.type == _RAISED and item.data.get("tool_use_id") is not None for item in batch):
-                _check_one_interrupt_per_call(self._interrupted_calls(row), batch)
-            return self._write(thread, Head.of(row), batch, position)
+            head = Head.of(row)
+            if _binds_calls(batch, head.facts.interrupts):
+                _check_interrupted_calls(self._interrupted_calls(row), batch)
+            return self._write(thread, head, batch, position)
 
     def _interrupted_calls(self, row: StreamRow) -> dict[str, str]:
         """tool_use id -> the pending interrupt raised on that call, at the stream's head.
@@ -920,6 +924,8 @@ class Store:
         head = self._known.get(thread)
         if head is None or expect == "no_stream" or (isinstance(expect, int) and expect != head.offset):
             return []
+        if _binds_calls(batch, head.facts.interrupts):
+            return []  # a result for a call an interrupt may wait on: judged against the interrupts, which only a read finds
         try:
             recorded = self._write(thread, head, batch, 0)
         except InvalidEvent:
@@ -1448,13 +1454,35 @@ class Store:
         self.backend.truncate_wal()
 
 
-def _check_one_interrupt_per_call(asked: dict[str, str], batch: Sequence[PreparedEvent]) -> None:
-    """Refuse an `interrupt.raised` on a tool call another pending interrupt already waits on
-    (`asked`: tool_use id -> interrupt id, at the head): its answer becomes the call's one
-    result, so a second answer would be dropped unseen. Appends only: a file an older
-    release wrote may hold two, and verifying or restoring it must not fail."""
+def _binds_calls(batch: Sequence[PreparedEvent], interrupts: tuple[str, ...]) -> bool:
+    """Whether `batch` raises an interrupt on a tool call or, with `interrupts` pending before
+    it, holds a tool result (its call may be one of theirs): then `_check_interrupted_calls`
+    judges it."""
+    for item in batch:
+        if item.type == _RAISED and item.data.get("tool_use_id") is not None:
+            return True
+        if interrupts and item.type == MessageAppended.type and not item.plain and tool_result_ids(item.data["content"]):
+            return True
+    return False
+
+
+def _check_interrupted_calls(asked: dict[str, str], batch: Sequence[PreparedEvent]) -> None:
+    """Refuse what would leave an interrupt on a tool call answering nothing (`asked`: tool_use
+    id -> the pending interrupt raised on it, at the head), since its answer becomes the
+    call's one result: a second interrupt on that call (one answer would be dropped unseen),
+    and a result for the call while the interrupt is pending (the thread stayed interrupted,
+    and the answer later given was dropped). Appends only: a file an older release wrote may
+    hold either, and verifying or restoring it must not fail."""
     for i, item in enumerate(batch):
-        if item.type == _RAISED:
+        if item.type == MessageAppended.type:
+            answered = tool_result_ids(item.data["content"]) if asked and not item.plain else []
+            waiting = next((call for call in answered if call in asked), None)
+            if waiting is not None:
+                raise InvalidEvent(f"events[{i}].data.content",
+                                   f"tool_use {named(waiting)} waits on interrupt {named(asked[waiting])}, whose answer "
+                                   "becomes its result: resolve that interrupt (the run resuming records the result), or "
+                                   "cancel it before recording this one")
+        elif item.type == _RAISED:
             tool_use_id = item.data.get("tool_use_id")
             if tool_use_id in asked:
                 raise InvalidEvent(f"events[{i}].data.tool_use_id",

@@ -293,3 +293,38 @@ def test_a_tool_call_waits_on_one_interrupt_at_a_time(store: Store) -> None:
     store.append(fork, [_raised("q5", "toolu_1")])
     with pytest.raises(InvalidEvent, match="already waits on interrupt 'q5'"):
         store.append(fork, [_raised("q6", "toolu_1")])
+
+
+def _result(tool_use_id: str) -> dict[str, Any]:
+    return {"type": "message.appended", "data": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": tool_use_id, "content": "done"}]}}
+
+
+def test_a_result_for_a_call_waiting_on_an_interrupt_is_refused_until_the_interrupt_is_settled(store: Store) -> None:
+    """A call's result was recorded while an interrupt still waited on the call: the thread
+    stayed `interrupted`, and the answer then given to the interrupt was dropped (the call had
+    its result). Refused, naming the interrupt, until it is resolved or cancelled, earlier or
+    before the result in the same batch; calls no interrupt waits on take results as before."""
+    t = store.create_thread(title="book")
+    store.append_message(t, "user", "book a train")
+    store.append_message(t, "assistant", [{"type": "tool_use", "id": f"toolu_{n}", "name": "book", "input": {}}
+                                          for n in (1, 2, 3)])
+    store.append(t, [_raised("q1", "toolu_1")])
+    store.append(t, [_raised("q2", "toolu_2")])
+    before = dump(store)
+    settle = {"type": "interrupt.cancelled", "data": {"interrupt_id": "q1", "reason": "booked by hand"}}
+    for batch, at in (([_result("toolu_1")], 0), ([_result("toolu_1"), settle], 0), ([settle, _result("toolu_2")], 1)):
+        for _ in range(2):  # the second against the head this store's own write left (PostgreSQL's one round trip)
+            with pytest.raises(InvalidEvent) as refused:
+                store.append(t, batch)
+            assert refused.value.field == f"events[{at}].data.content"
+            waiting = batch[at]["data"]["content"][0]["tool_use_id"]
+            assert str(refused.value).endswith(
+                f"tool_use '{waiting}' waits on interrupt 'q{waiting[-1]}', whose answer becomes its result: resolve that "
+                "interrupt (the run resuming records the result), or cancel it before recording this one"), str(refused.value)
+            assert dump(store) == before
+    store.append(t, [_result("toolu_3")])  # no interrupt waits on it
+    store.append(t, [settle, _result("toolu_1")])
+    store.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": "q2", "answer": "the 08:00"}}])
+    store.append(t, [_result("toolu_2")])
+    assert store.pending_interrupts(t) == () and store.pending_tool_uses(t) == ()

@@ -969,11 +969,9 @@ def test_an_export_made_before_a_redaction_is_present_in_the_redacted_database(t
         a.verify()
 
 
-def test_a_backup_holding_a_run_started_twice_restores(tmp_path: Path) -> None:
-    """An older release appended a second run.started for a run in progress; appends refuse it
-    now, and verify passes such a file: its backup must restore too."""
-    events = [("thread.created", {"title": "t"}), ("run.started", {"run_id": "r1"}), ("run.started", {"run_id": "r1"}),
-              ("run.finished", {"run_id": "r1", "status": "ok"})]
+def old_backup(path: Path, events: list[tuple[str, dict[str, Any]]]) -> Path:
+    """An export of one thread `S` holding `events` (type, data) as an older release wrote them,
+    checked by nothing but its hashes."""
     lines: list[dict[str, Any]] = [{"format": "threadlog-events", "version": 2},
                                    {"stream": {"id": "S", "parent_id": None, "parent_offset": None, "root_id": "S", "depth": 0,
                                                "kind": "thread"}}]
@@ -984,13 +982,44 @@ def test_a_backup_holding_a_run_started_twice_restores(tmp_path: Path) -> None:
         lines.append({"event": {"position": offset + 1, "stream_id": "S", "offset": offset, "event_id": f"e{offset}",
                                 "type": type_, "schema_version": 1, "data": data, "meta": {}, "recorded_at": when,
                                 "data_digest": data_digest, "hash": prev, "redacted": False}})
-    lines.append({"end": {"streams": 1, "events": 4}})
-    backup = write(tmp_path / "old.jsonl", lines)
+    lines.append({"end": {"streams": 1, "events": len(events)}})
+    return write(path, lines)
+
+
+def test_a_backup_holding_a_run_started_twice_restores(tmp_path: Path) -> None:
+    """An older release appended a second run.started for a run in progress; appends refuse it
+    now, and verify passes such a file: its backup must restore too."""
+    events = [("thread.created", {"title": "t"}), ("run.started", {"run_id": "r1"}), ("run.started", {"run_id": "r1"}),
+              ("run.finished", {"run_id": "r1", "status": "ok"})]
+    backup = old_backup(tmp_path / "old.jsonl", events)
     with Store(tmp_path / "b.db") as b:
         assert import_events(b, backup).added == 4
         b.verify()
         with pytest.raises(InvalidEvent, match="run 'r1' is already in progress"):
             b.append("S", [{"type": "run.started", "data": {"run_id": "r1"}}, {"type": "run.started", "data": {"run_id": "r1"}}])
+
+
+def test_a_backup_holding_a_result_for_a_call_waiting_on_an_interrupt_restores_and_reads_as_before(tmp_path: Path) -> None:
+    """An older release recorded a call's result while an interrupt still waited on the call
+    (a sub-agent's report did); appends refuse it now. Such a backup still restores and
+    verifies, the interrupt still reads as pending, and cancelling it still settles it."""
+    from threadlog import thread_state
+
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Agent", "input": {}}
+    events = [("thread.created", {"title": "t"}), ("message.appended", {"role": "user", "content": [{"type": "text", "text": "go"}]}),
+              ("message.appended", {"role": "assistant", "content": [call]}),
+              ("interrupt.raised", {"interrupt_id": "q1", "tool_use_id": "toolu_1", "question": "later"}),
+              ("message.appended", {"role": "user", "content": [
+                  {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Fork started — processing in background"}]})]
+    backup = old_backup(tmp_path / "old.jsonl", events)
+    with Store(tmp_path / "b.db") as b:
+        assert import_events(b, backup).added == 5
+        assert b.verify().events == 5
+        state = thread_state(b, "S")
+        assert (state.status, [i["interrupt_id"] for i in state.pending_interrupts]) == ("interrupted", ["q1"])
+        assert b.pending_interrupts("S") == ("q1",) and b.pending_tool_uses("S") == ()
+        b.append("S", [{"type": "interrupt.cancelled", "data": {"interrupt_id": "q1", "reason": "answered"}}])
+        assert thread_state(b, "S").status == "idle" and b.verify().events == 6
 
 
 @pytest.mark.parametrize("change", [{"meta": {"actor": "mallory"}}, {"recorded_at": "2001-01-01T00:00:00.000000Z"}],
