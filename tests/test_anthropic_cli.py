@@ -512,6 +512,35 @@ def test_sub_agents_run_report_back_and_the_parent_goes_on(tmp_path: Path, api: 
     assert check.returncode == 0 and check.stdout.split()[0] == "ok", check.stdout + check.stderr
 
 
+def test_a_report_answering_a_call_that_waits_on_an_interrupt_cancels_it_and_says_so(tmp_path: Path, api: MessagesAPI) -> None:
+    """The parent's Agent call waited on an interrupt ("the sub-agents answer later"); after the
+    report answered the call, `interrupt list` still showed the question, `ask` was refused until
+    it was resolved, and the answer then given was dropped. The report cancels it, and says so."""
+    db = tmp_path / "t.db"
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    t = threadlog("new", "--system", "You plan trips.", "--model", "claude-test-1", db=db).stdout.strip()
+    threadlog("append", t, "--role", "user", "--text", "Plan Lyon", db=db)
+    call = [{"type": "tool_use", "id": "toolu_1", "name": "Agent", "input": {"prompt": "research"}}]
+    (tmp_path / "call.json").write_text(json.dumps(call))
+    threadlog("append", t, "--role", "assistant", "--content", str(tmp_path / "call.json"), db=db)
+    assert threadlog("interrupt", "raise", t, "q1", "--question", "later", "--tool-use-id", "toolu_1", db=db).returncode == 0
+    [kid] = threadlog("fan-out", t, "Find a hotel.", db=db).stdout.split()
+    assert threadlog("interrupt", "list", t, db=db).stdout == f"{t}  q1  later\n"
+    api.reply_json(message([{"type": "text", "text": "Hotel Carlton."}]))
+    assert threadlog("ask", kid, db=db, env=env).returncode == 0
+    reported = threadlog("report", kid, db=db)
+    assert reported.returncode == 0 and reported.stdout.startswith("offset 5 "), reported.stderr
+    assert reported.stderr == (f"cancelled interrupt 'q1' of thread {t}: call 'toolu_1' answered by the report of "
+                               f"sub-agent {kid!r}\n")
+    listed = threadlog("interrupt", "list", t, db=db)
+    assert (listed.stdout, listed.stderr) == ("", "no question waiting\n")
+    late = threadlog("interrupt", "resolve", t, "q1", "--answer", "nothing reads this", db=db)
+    assert late.returncode == 1 and "interrupt 'q1' is not pending" in late.stderr
+    api.reply_json(message([{"type": "text", "text": "Booked the Carlton."}]))
+    went_on = threadlog("ask", t, db=db, env=env)
+    assert went_on.returncode == 0 and went_on.stdout == "Booked the Carlton.\n", went_on.stderr
+
+
 def test_two_asks_racing_on_one_thread_start_one_run(tmp_path: Path, api: MessagesAPI) -> None:
     """Both read the thread idle, then both started a run while another writer held the file: two
     runs at once, the questions and answers interleaved. The run starts against the head the

@@ -62,7 +62,7 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     the sub-agent must have finished (idle, no tool call waiting, an answer of its own after
     its directive). With `text` (a failure, a summary), that is delivered whatever its
     state. `status` is `completed`, `failed` or `killed`. An interrupt pending on a launch call
-    the message answers is cancelled before it, in the same write. Refused
+    the message answers is cancelled before it, in the same write (`settled` finds them). Refused
     (`ReportRefused`, nothing written) when `subagent` is not a sub-agent fork, has no answer
     yet, or when the parent waits on tool calls the sub-agent was not launched from (report
     after their results).
@@ -182,6 +182,17 @@ def _cancelled(interrupt_id: str, tool_use_id: str, subagent: str, meta: dict[st
     reason = f"call {named(tool_use_id)} answered by the report of sub-agent {named(subagent)}"
     return {"type": "interrupt.cancelled", "data": {"interrupt_id": interrupt_id, "reason": reason},
             "meta": {"event_id": event_id, "causation_id": meta["causation_id"], "actor": meta["actor"]}}
+
+
+def settled(store: Store, delivered: RecordedEvent) -> list[RecordedEvent]:
+    """The interrupts the report `delivered` cancelled, their `interrupt.cancelled` records: at
+    most one per tool result it holds, written just before it."""
+    answered = len(tool_result_ids(delivered.data.get("content") or [])) if not delivered.redacted else 0
+    if not answered:
+        return []
+    before = store.read(delivered.stream_id, max(delivered.offset - answered, 0), delivered.offset)
+    return [event for event in before if event.type == "interrupt.cancelled" and event.meta.get("actor") == delivered.meta.get("actor")
+            and event.meta.get("causation_id") == delivered.meta.get("causation_id")]
 
 
 def _reported(delivered: RecordedEvent, parent: str, subagent: str, notification: dict[str, str], meta: dict[str, str],

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from eventstore import FORK_BOILERPLATE, Store
+from eventstore.errors import named
 from eventstore.store import is_url
 from projections import write_transcript
 
@@ -18,7 +19,7 @@ from ..demo import build_demo, demo_lines
 from ..names import THREAD
 from ..note_fork import fork_with_transcript
 from ..render import command_line, counted
-from ..subagents import STATUSES, questions, report
+from ..subagents import STATUSES, questions, report, settled
 from .group import _committed, _named_as_typed, cli
 from .opening import _pass_db, with_store
 from .options import (FilePath, InputFile, JSONText, Setting, _input_name, _model_name, _parse_json, _read_text, _stated, check_typed,
@@ -268,11 +269,16 @@ def report_(store: Store, subagent: str, text: str | None, status: str, as_json:
     <task-notification> user message; prints its offset and position.
 
     The first report also answers the parent's tool calls the sub-agent was launched from,
-    with the placeholder the sub-agent saw. Reporting the same answer again writes nothing.
+    with the placeholder the sub-agent saw, and cancels an interrupt one of them waited on
+    (saying so on stderr). Reporting the same answer again writes nothing.
     """
     if text is not None and not text.strip():
         raise click.UsageError("--text is empty; leave it out to deliver the sub-agent's final answer")
-    _recorded(report(store, subagent, text, status=status), as_json)
+    delivered = report(store, subagent, text, status=status)
+    _recorded(delivered, as_json)
+    for cancelled in settled(store, delivered):
+        click.echo(f"cancelled interrupt {named(cancelled.data['interrupt_id'])} of thread {delivered.stream_id}: "
+                   f"{cancelled.data['reason']}", err=True)
 
 
 @cli.group()
