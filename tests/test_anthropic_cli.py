@@ -532,6 +532,8 @@ def test_a_report_answering_a_call_that_waits_on_an_interrupt_cancels_it_and_say
     assert reported.returncode == 0 and reported.stdout.startswith("offset 5 "), reported.stderr
     assert reported.stderr == (f"cancelled interrupt 'q1' of thread {t}: call 'toolu_1' answered by the report of "
                                f"sub-agent {kid!r}\n")
+    again = threadlog("report", kid, db=db)  # delivered before: nothing written, nothing cancelled now
+    assert (again.returncode, again.stdout, again.stderr) == (0, reported.stdout, ""), again.stderr
     listed = threadlog("interrupt", "list", t, db=db)
     assert (listed.stdout, listed.stderr) == ("", "no question waiting\n")
     late = threadlog("interrupt", "resolve", t, "q1", "--answer", "nothing reads this", db=db)

@@ -274,9 +274,10 @@ def report_(store: Store, subagent: str, text: str | None, status: str, as_json:
     """
     if text is not None and not text.strip():
         raise click.UsageError("--text is empty; leave it out to deliver the sub-agent's final answer")
+    last = store.last_position()
     delivered = report(store, subagent, text, status=status)
     _recorded(delivered, as_json)
-    for cancelled in settled(store, delivered):
+    for cancelled in settled(store, delivered) if delivered.position > last else ():  # not again for a report delivered before
         click.echo(f"cancelled interrupt {named(cancelled.data['interrupt_id'])} of thread {delivered.stream_id}: "
                    f"{cancelled.data['reason']}", err=True)
 
