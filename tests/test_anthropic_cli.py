@@ -475,17 +475,24 @@ def test_rerun_whose_replayed_turn_fails_exits_3_and_names_the_fork(tmp_path: Pa
         assert store.thread(fork).parent_id == t
 
 
+def _waiting_on_an_agent_call(tmp_path: Path, db: Path, ask: str) -> str:
+    """A new thread whose user asked `ask` and whose assistant answered with an Agent call
+    (`toolu_1`), waiting for its result; its id."""
+    t = threadlog("new", "--system", "You plan trips.", "--model", "claude-test-1", db=db).stdout.strip()
+    threadlog("append", t, "--role", "user", "--text", ask, db=db)
+    call = [{"type": "tool_use", "id": "toolu_1", "name": "Agent", "input": {"prompt": "research"}}]
+    (tmp_path / "call.json").write_text(json.dumps(call))
+    assert threadlog("append", t, "--role", "assistant", "--content", str(tmp_path / "call.json"), db=db).returncode == 0
+    return t
+
+
 def test_sub_agents_run_report_back_and_the_parent_goes_on(tmp_path: Path, api: MessagesAPI) -> None:
     """The fork sub-agent design from the command line, against the API over HTTP: fan out from a
     turn's Agent call, run each sub-agent (`ask` without text sends its directive), deliver their
     answers (`report`), and the parent's next request carries them."""
     db = tmp_path / "t.db"
     env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
-    t = threadlog("new", "--system", "You plan trips.", "--model", "claude-test-1", db=db).stdout.strip()
-    threadlog("append", t, "--role", "user", "--text", "Plan Lyon: a hotel and the weather", db=db)
-    call = [{"type": "tool_use", "id": "toolu_1", "name": "Agent", "input": {"prompt": "research"}}]
-    (tmp_path / "call.json").write_text(json.dumps(call))
-    assert threadlog("append", t, "--role", "assistant", "--content", str(tmp_path / "call.json"), db=db).returncode == 0
+    t = _waiting_on_an_agent_call(tmp_path, db, "Plan Lyon: a hotel and the weather")
     kids = threadlog("fan-out", t, "Find a hotel.", "Check the weather.", db=db).stdout.split()
     # Asked on before its sub-agents report, the parent is refused, untouched: ask cannot answer
     # the Agent call (it closed it as failed, with advice for Python callers).
@@ -518,11 +525,7 @@ def test_a_report_answering_a_call_that_waits_on_an_interrupt_cancels_it_and_say
     it was resolved, and the answer then given was dropped. The report cancels it, and says so."""
     db = tmp_path / "t.db"
     env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
-    t = threadlog("new", "--system", "You plan trips.", "--model", "claude-test-1", db=db).stdout.strip()
-    threadlog("append", t, "--role", "user", "--text", "Plan Lyon", db=db)
-    call = [{"type": "tool_use", "id": "toolu_1", "name": "Agent", "input": {"prompt": "research"}}]
-    (tmp_path / "call.json").write_text(json.dumps(call))
-    threadlog("append", t, "--role", "assistant", "--content", str(tmp_path / "call.json"), db=db)
+    t = _waiting_on_an_agent_call(tmp_path, db, "Plan Lyon")
     assert threadlog("interrupt", "raise", t, "q1", "--question", "later", "--tool-use-id", "toolu_1", db=db).returncode == 0
     [kid] = threadlog("fan-out", t, "Find a hotel.", db=db).stdout.split()
     assert threadlog("interrupt", "list", t, db=db).stdout == f"{t}  q1  later\n"
