@@ -372,6 +372,19 @@ def test_a_history_with_a_redacted_deep_tool_call_restores(tmp_path: Path, case:
         restored.verify()
 
 
+def _restored_into_a_new_file(tmp_path: Path, name: str, lines: list[dict[str, Any]]) -> tuple[Path, Any]:
+    """`lines` written as the export `name`, and `threadlog import events` of it into a new
+    file, which a refused restore leaves exactly as it was: the export's path, and the result."""
+    export = tmp_path / name
+    export.write_text("".join(dump_lines(lines)), encoding="utf-8")
+    db = tmp_path / "b.db"
+    Store(db).close()
+    before = fingerprint(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(export)])
+    assert fingerprint(db) == before, result.output
+    return export, result
+
+
 @pytest.mark.parametrize("cut", ["no-end-line", "end-line-recounted"])
 def test_an_export_cut_between_a_redacted_deep_call_and_its_redaction_restores_nothing(tmp_path: Path, cut: str) -> None:
     """The events up to the redacted row, without the `event.redacted` that says what was
@@ -381,18 +394,12 @@ def test_an_export_cut_between_a_redacted_deep_call_and_its_redaction_restores_n
     kept = lines[:redaction]
     if cut == "end-line-recounted":
         kept.append({"end": {"streams": sum("stream" in line for line in kept), "events": sum("event" in line for line in kept)}})
-    export = tmp_path / "cut.jsonl"
-    export.write_text("".join(dump_lines(kept)), encoding="utf-8")
-    db = tmp_path / "b.db"
-    Store(db).close()
-    before = fingerprint(db)
-    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(export)])
+    export, result = _restored_into_a_new_file(tmp_path, "cut.jsonl", kept)
     print(f"\n{result.output}")
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     says = ("the export stops here, before its end line: it was cut short" if cut == "no-end-line" else
             "is redacted by an event.redacted outside this export")
     assert result.stderr.startswith(f"error: {export}: line ") and says in result.stderr, result.stderr
-    assert fingerprint(db) == before
 
 
 def test_a_call_a_forged_skeleton_drops_is_still_refused_by_its_line(tmp_path: Path) -> None:
@@ -408,14 +415,8 @@ def test_a_call_a_forged_skeleton_drops_is_still_refused_by_its_line(tmp_path: P
     number = next(n for n, line in enumerate(lines, 1) if "tool_result" in str(line.get("event", {}).get("data")))
     redacted = next(line["event"] for line in lines if line.get("event", {}).get("redacted"))
     redacted["data"] = {"role": "assistant", "content": [{"type": "text", "text": "[redacted]"}], "redacted": True}
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text("".join(dump_lines(lines)), encoding="utf-8")
-    db = tmp_path / "b.db"
-    Store(db).close()
-    before = fingerprint(db)
-    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(bad)])
+    bad, result = _restored_into_a_new_file(tmp_path, "bad.jsonl", lines)
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith(f"error: {bad}: line {number}.event.data.content: tool_use 'toolu_1' is not pending"), \
         result.stderr
-    assert fingerprint(db) == before
 

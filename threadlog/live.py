@@ -45,6 +45,7 @@ from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, RecordedEven
 from eventstore.errors import named, shown
 from eventstore.prepare import prepare
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
+from projections.refusal import blank_text
 from projections.request import check_max_tokens, sent_tool_choice
 
 from .keepalive import Stall, StalledStream, read_timeout
@@ -306,8 +307,7 @@ def _blank(content: str | list[Json] | None) -> bool:
     """Whether a prompt holds no text but whitespace and no other block."""
     if isinstance(content, str):
         return not content.strip()
-    return isinstance(content, list) and all(
-        isinstance(b, dict) and b.get("type") == "text" and not str(b.get("text", "")).strip() for b in content)
+    return isinstance(content, list) and all(isinstance(b, dict) and blank_text(b) for b in content)
 
 
 @dataclass(frozen=True)

@@ -318,9 +318,10 @@ def _held(stream: PlannedStream, ids: list[str], appended: dict[str, tuple[int, 
 def _not_elsewhere(store: Store, plan: Plan, unwritten: Iterable[tuple[PlannedStream, int | None]]) -> None:
     """Refuse `plan` if it gives an event the store holds in another thread, naming its source
     line (`Plan.named`): `unwritten` is the streams it writes, each past the `held` events the
-    store holds of it (None: not even its first). Lines changed or skipped (`--skip-bad`) since an import may place an entry
-    elsewhere in the tree (a branch that was a thread of its own is now a fork): the store refused
-    the event only once the streams before it were written, a partly written import."""
+    store holds of it (None: not even its first). Lines changed or skipped (`--skip-bad`) since
+    an import may place an entry elsewhere in the tree (a branch that was a thread of its own is
+    now a fork): the store refused the event only once the streams before it were written, a
+    partly written import."""
     planned: dict[str, tuple[PlannedStream, dict[str, Any]]] = {}
     for stream, held in unwritten:
         if held is None:
@@ -468,7 +469,8 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
 
 
 def _source_line(plan: Plan, event: PreparedEvent) -> tuple[str, int]:
-    """The file (named as the import was given it) and line an imported event came from (its meta's `source`)."""
+    """The file (named as the import was given it) and line an imported event came from (its
+    meta's `source`)."""
     source = event.meta.get("source") or {}
     return plan.named(str(source.get("file", ""))), int(source.get("line", 0))
 
