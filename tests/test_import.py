@@ -2495,3 +2495,27 @@ def test_finished_leaves_out_an_empty_file_of_a_directory_just_copied_as_an_old_
     os.utime(copied / "s-0.jsonl", (old, old))
     aged = _import_aged(kind, copied / "s-1.jsonl", tmp_path / "a.db")
     assert aged.exit_code == 0 and json.loads(aged.stdout)["added"] == report["added"], aged.output
+
+
+def test_a_branch_leaving_before_the_first_message_is_a_thread_of_its_own_with_nothing_refused(tmp_path: Path) -> None:
+    """Two prompts answering a first line that makes no message (a tool result whose call the
+    file does not hold, as a cycle of parents cut there leaves it): the second branch was
+    planned as a fork before any message, which the store refused after the session's thread
+    was written, naming no line. Each branch is a thread of its own, as a second root is."""
+    chat = _chat_lines(2)
+    orphan = {**chat[0], "uuid": "r0", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_gone", "content": "out"}]}}
+    lines = [orphan, dict(chat[0], parentUuid="r0"), chat[1], dict(chat[2], parentUuid="r0"), chat[3]]
+    path = tmp_path / "aaaaaaaa-0000-4000-8000-000000000001.jsonl"
+    _write_chat(path, lines)
+    db = tmp_path / "t.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "claude-code", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    with Store(db) as store:
+        texts = sorted([m.content[0]["text"] for m in thread_state(store, t).messages] for t in summary["thread_ids"])
+        assert texts == [["user 0", "answer 0"], ["user 1", "answer 1"]]
+        store.verify()
+    before = file_dump(db)
+    again = CliRunner().invoke(cli, ["--db", str(db), "import", "claude-code", str(path), "--json"])
+    assert again.exit_code == 0 and json.loads(again.stdout)["added"] == 0 and file_dump(db) == before

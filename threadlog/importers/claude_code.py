@@ -972,7 +972,20 @@ class _Writer:
 
     def _fork_branch(self, branch: tuple[PlannedStream, int, _Unit]) -> list[tuple[PlannedStream, int, _Unit]]:
         parent, at, child = branch
+        if not parent.message_before(at):  # it leaves before the first message (whose line made none): nothing to fork
+            return self._path(self.own_thread(child), child)
         return self._path(self._fork_at(parent, at, child), child)
+
+    def own_thread(self, start: _Unit) -> PlannedStream:
+        """A thread of its own for a branch that shares no message with the file's thread: a
+        second root (its first line's parent is unknown), or a branch leaving before the first
+        message. Its id comes from its first line, as a fork's would."""
+        meta = {"event_id": self._id(f"{start.first.uuid}:created"), "origin": "imported", "source": {"tool": TOOL, "file": self.name}}
+        stream = self.plan.root(stable_id(TOOL, self.file.key, start.first.uuid), {"metadata": {"source": TOOL, **self.file.records}},
+                                meta, self._where(start.first, skippable=False))
+        self.summary.threads += 1
+        self.summary.thread_ids.append(stream.id)
+        return stream
 
     def _following(self, stream: PlannedStream, children: list[_Unit]) -> _Unit | None:
         """The child a stream goes on with: the one an earlier import already wrote into it (so a
@@ -1311,12 +1324,7 @@ def _plan_file(writer: _Writer, file: _File, link: tuple[PlannedStream, int] | N
     writer.flush_titles(stream)  # the titles after its last line
     for root in roots:  # a second conversation in one file (its first line's parent is unknown)
         if root is not main_root:
-            meta = {"event_id": f"cc:{file.key}:{root.first.uuid}:created", "origin": "imported", "source": source}
-            other = writer.plan.root(stable_id(TOOL, file.key, root.first.uuid), {"metadata": {"source": TOOL, **info}}, meta,
-                                     writer._where(root.first, skippable=False))
-            writer.summary.threads += 1
-            writer.summary.thread_ids.append(other.id)
-            writer.branch(other, root)
+            writer.branch(writer.own_thread(root), root)
 
 
 # How long a session whose last response waits on a tool call (Claude Code at a permission

@@ -385,7 +385,7 @@ class _Writer:
     def _fork_branch(self, branch: tuple[_Node, _Node]) -> list[tuple[_Node, _Node]]:
         after, child = branch
         parent, at = self.placed[after.id]
-        if not _message_before(parent, at):  # a rewind to before the first message: nothing to fork
+        if not parent.message_before(at):  # a rewind to before the first message: nothing to fork
             return self._path(self.own_thread(child), child)
         meta = {**self.meta(child), "event_id": f"pi:{self.session}:{child.id}:fork"}
         fork_id = stable_id(TOOL, self.session, child.id)
@@ -447,15 +447,6 @@ def _own_thread_starts(order: list[_Node], roots: list[_Node]) -> list[_Node]:
         if record.get("type") not in _CONTEXT and (node.parent is None or node.parent in before_message):
             before_message.add(node.id)
     return [*roots[1:], *(child for node in order if node.id in before_message for child in node.children)]
-
-
-def _message_before(stream: PlannedStream | None, at: int) -> bool:
-    """Whether the first `at` events of `stream`'s history hold a message (a fork needs one)."""
-    while stream is not None:
-        if any(event.type == "message.appended" for event, offset in zip(stream.events, stream.offsets) if offset < at):
-            return True
-        at, stream = stream.at, stream.parent  # a fork's history before its own events is its parent's
-    return False
 
 
 def _following(stream: PlannedStream, children: list[_Node]) -> _Node | None:

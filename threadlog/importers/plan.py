@@ -121,6 +121,16 @@ class PlannedStream:
         self.events.append(prepared)
         self.history.append(self.facts)
 
+    def message_before(self, at: int) -> bool:
+        """Whether the first `at` events of this stream's history hold a message: a fork at `at`
+        needs one (a branch leaving before the first message has nothing to inherit)."""
+        stream: PlannedStream | None = self
+        while stream is not None:
+            if any(event.type == "message.appended" for event, offset in zip(stream.events, stream.offsets) if offset < at):
+                return True
+            at, stream = stream.at, stream.parent  # a fork's history before its own events is its parent's
+        return False
+
     def facts_at(self, at: int) -> Facts:
         """What is pending after this stream's first `at` events (a fork at `at` starts from it)."""
         return self.history[at - self.at - 1]
