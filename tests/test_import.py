@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from threadlog import (
@@ -2519,3 +2520,38 @@ def test_a_branch_leaving_before_the_first_message_is_a_thread_of_its_own_with_n
     before = file_dump(db)
     again = CliRunner().invoke(cli, ["--db", str(db), "import", "claude-code", str(path), "--json"])
     assert again.exit_code == 0 and json.loads(again.stdout)["added"] == 0 and file_dump(db) == before
+
+
+_IDEAS = CC / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=st.integers(min_value=0), second=st.integers(min_value=0))
+@example(first=4, second=8)  # an answer's later line and its next call: its results, which end a branch, were taken to go on
+def test_a_session_whose_lines_name_each_other_as_parents_imports_once(tmp_path: Path, first: int, second: int) -> None:
+    """Two lines of a real session edited to name each other as parents (a cycle): the import
+    cuts the cycle and succeeds, and importing the unchanged file again was refused (its thread
+    "holds events the source no longer has in that order"): a tool result's branch the first
+    import forked was taken, the second time, as the line the thread goes on with. Now it adds
+    nothing, and `verify` passes."""
+    raw = _IDEAS.read_bytes().splitlines()
+    linked = [i for i, line in enumerate(raw) if "parentUuid" in json.loads(line)]
+    assert (linked[4], linked[8]) == (5, 9)
+    a, b = linked[first % len(linked)], linked[second % len(linked)]
+    records = {i: json.loads(raw[i]) for i in (a, b)}
+    records[a]["parentUuid"], records[b]["parentUuid"] = records[b]["uuid"], records[a]["uuid"]
+    for i, record in records.items():
+        raw[i] = json.dumps(record).encode()
+    work = Path(tempfile.mkdtemp(dir=tmp_path))  # one folder per example: hypothesis reuses tmp_path
+    path = work / _IDEAS.name
+    path.write_bytes(b"\n".join(raw) + b"\n")
+    os.utime(path, (time.time() - 7200, time.time() - 7200))
+    db = work / "t.db"
+    runner = CliRunner()
+    imported = runner.invoke(cli, ["--db", str(db), "import", "claude-code", str(path), "--json"])
+    assert imported.exit_code == 0, imported.output
+    before = file_dump(db)
+    again = runner.invoke(cli, ["--db", str(db), "import", "claude-code", str(path), "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["added"] == 0 and file_dump(db) == before
+    assert runner.invoke(cli, ["--db", str(db), "verify"]).exit_code == 0

@@ -957,8 +957,8 @@ class _Writer:
             self.emit(stream, unit)
             added = _added_text(unit)
             children = [c for c in unit.children if c not in added]
-            following = self._following(stream, children)
             results = next((c for c in children if c.kind == "results"), None) if unit.kind == "assistant" else None
+            following = self._following(stream, children, results)
             after = stream.offset
             marks: list[tuple[int, _Unit]] = [(after, c) for c in children if c is not following and c is not results]
             if results is not None and results is not following:
@@ -987,11 +987,14 @@ class _Writer:
         self.summary.thread_ids.append(stream.id)
         return stream
 
-    def _following(self, stream: PlannedStream, children: list[_Unit]) -> _Unit | None:
+    def _following(self, stream: PlannedStream, children: list[_Unit], results: _Unit | None) -> _Unit | None:
         """The child a stream goes on with: the one an earlier import already wrote into it (so a
         session rewound after it was imported keeps its stored events, and the new branch
-        becomes a fork), else the one whose subtree ends latest in the file."""
-        kept = [c for c in children if self.stored.get(c.first.uuid) == stream.id]
+        becomes a fork), else the one whose subtree ends latest in the file. The `results`
+        answering the response are written into the stream whichever child it goes on with:
+        it went on with them only if what follows them is there too."""
+        kept = [c for c in children if self.stored.get(c.first.uuid) == stream.id
+                and (c is not results or any(self.stored.get(g.first.uuid) == stream.id for g in c.children))]
         if kept:
             return kept[0]
         return max(children, key=lambda c: c.latest) if children else None
