@@ -5,9 +5,10 @@ Import everything from here: `from threadlog import Store, ...`.
 Each name is loaded from its module on first use, so `import threadlog` itself loads
 nothing: the `threadlog` command starts in this package (`threadlog.__main__`), and a
 Ctrl-C while the store, pydantic and click load (most of a second) must land where the
-command catches it. The live-turn names (`run_turn`, `rerun`, `resolve_interrupt`,
-`Interrupt`, `Turn`) import the `anthropic` SDK, which takes seconds to import and which
-nothing else (the CLI's other commands included) needs.
+command catches it. The live-turn names (`run_turn`, `rerun`, `Interrupt`, `Turn`) import
+the `anthropic` SDK, which takes seconds to import and which nothing else (the CLI's other
+commands, and settling an interrupt with `resolve_interrupt` or `cancel_interrupt`, included)
+needs.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ if TYPE_CHECKING:  # the names as a type checker sees them; run, `__getattr__` l
         usage,
         write_transcript,
     )
-    from .live import Interrupt, Turn, rerun, resolve_interrupt, run_turn
+    from .live import Interrupt, Turn, rerun, run_turn
+    from .settling import cancel_interrupt, resolve_interrupt
 
 
 # The module each public name lives in (".name": a module of this package).
@@ -101,7 +103,8 @@ _HOMES = {name: module for module, names in [
                      "anthropic_request", "blame", "check_request", "diff", "display_rows", "drop_snapshots", "lineage",
                      "rebuild_index", "save_snapshot", "search", "thread_state", "transcript", "update_index", "usage",
                      "write_transcript")),
-    (".live", ("Interrupt", "Turn", "rerun", "resolve_interrupt", "run_turn")),
+    (".live", ("Interrupt", "Turn", "rerun", "run_turn")),
+    (".settling", ("cancel_interrupt", "resolve_interrupt")),
 ] for name in names}
 
 
@@ -173,6 +176,7 @@ __all__ = [
     "Usage",
     "anthropic_request",
     "blame",
+    "cancel_interrupt",
     "check_request",
     "diff",
     "display_rows",

@@ -1,4 +1,5 @@
-"""Live turns with the `anthropic` SDK: `run_turn`, `resolve_interrupt`, `rerun`.
+"""Live turns with the `anthropic` SDK: `run_turn` and `rerun` (an interrupt a tool raised is
+settled with `resolve_interrupt` or `cancel_interrupt`, threadlog/settling.py).
 
 A turn is recorded as it happens, so a failure loses nothing: `run.started` and the user
 message are committed before the API is called; each assistant message is committed as
@@ -50,6 +51,7 @@ from projections.request import check_max_tokens, sent_tool_choice
 
 from .keepalive import Stall, StalledStream, read_timeout
 from .returned import returned_fields
+from .settling import resolve_interrupt as resolve_interrupt  # here in earlier releases: still importable from here
 from .signals import handled
 from .note_tools import extra_tools
 
@@ -953,12 +955,6 @@ def _describe(error: BaseException) -> str:
         text += ("; the thread's request is over the API's size limit: redact its largest events (threadlog redact) "
                  "or fork it before them (threadlog fork --at), and ask there")
     return text
-
-
-def resolve_interrupt(store: Store, thread: str, interrupt_id: str, answer: Any) -> RecordedEvent:
-    """Record the human's answer to a pending interrupt; `run_turn(store, thread, None, ...)`
-    then resumes, giving the answer to the tool call that asked."""
-    return store.append(thread, [{"type": "interrupt.resolved", "data": {"interrupt_id": interrupt_id, "answer": answer}}])[0]
 
 
 def rerun(

@@ -19,6 +19,7 @@ from ..demo import build_demo, demo_lines
 from ..names import THREAD
 from ..note_fork import fork_with_transcript
 from ..render import command_line, counted
+from ..settling import cancel_interrupt, resolve_interrupt
 from ..subagents import STATUSES, questions, report, settled
 from .group import _committed, _named_as_typed, cli
 from .opening import _pass_db, with_store
@@ -318,8 +319,6 @@ def interrupt_raise(store: Store, thread: str, interrupt_id: str, question: str 
 @with_store("write")
 def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: Any, as_json: bool) -> None:
     """Record the human's answer to INTERRUPT_ID on THREAD (`threadlog ask` then resumes)."""
-    from ..live import resolve_interrupt
-
     with _named_as_typed({**_INTERRUPT_ID, "events[0].data.answer": "--answer"}):
         event = resolve_interrupt(store, thread, interrupt_id, answer)
     _recorded(event, as_json)
@@ -334,10 +333,9 @@ def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: Any,
 @with_store("write")
 def interrupt_cancel(store: Store, thread: str, interrupt_id: str, reason: str, as_json: bool) -> None:
     """Record that INTERRUPT_ID on THREAD no longer needs an answer."""
-    event = {"type": "interrupt.cancelled", "data": {"interrupt_id": interrupt_id, "reason": reason}}
-    with _named_as_typed({**_INTERRUPT_ID, "events[0].data.reason": "--reason"}):
-        (recorded,) = store.append(thread, [event])
-    _recorded(recorded, as_json)
+    with _named_as_typed({**_INTERRUPT_ID, "events[0].data.reason": "--reason", "reason": "--reason"}):
+        event = cancel_interrupt(store, thread, interrupt_id, reason)
+    _recorded(event, as_json)
 
 
 @interrupt.command("list")

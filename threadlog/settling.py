@@ -1,0 +1,33 @@
+"""Settling an interrupt by hand: the human's answer (`resolve_interrupt`) or its withdrawal
+(`cancel_interrupt`).
+
+Kept apart from the live turns, which import the `anthropic` SDK (seconds to load): each of
+these writes one event and needs none of it, nor does `threadlog interrupt resolve|cancel`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventstore import InvalidEvent, RecordedEvent, Store
+
+
+def resolve_interrupt(store: Store, thread: str, interrupt_id: str, answer: Any) -> RecordedEvent:
+    """Record the human's answer to a pending interrupt; `run_turn(store, thread, None, ...)`
+    then resumes, giving the answer to the tool call that asked. Refused (`InvalidEvent`,
+    nothing written) for an interrupt that is not pending."""
+    return store.append(thread, [{"type": "interrupt.resolved", "data": {"interrupt_id": interrupt_id, "answer": answer}}])[0]
+
+
+def cancel_interrupt(store: Store, thread: str, interrupt_id: str, reason: str = "cancelled") -> RecordedEvent:
+    """Record that a pending interrupt no longer needs an answer, and why (the thread is no
+    longer `interrupted`). A tool call that waited on it still waits for its result: record
+    one, or continue the thread with `run_turn`, which calls its tool again. Refused
+    (`InvalidEvent`, nothing written) for an interrupt that is not pending, resolved or
+    cancelled already among them, and for a blank reason, which would show as none."""
+    if not isinstance(reason, str):
+        raise InvalidEvent("reason", "must be text saying why the interrupt no longer needs an answer, "
+                                     f"not {type(reason).__name__}")
+    if not reason.strip():
+        raise InvalidEvent("reason", "is blank: say why the interrupt no longer needs an answer")
+    return store.append(thread, [{"type": "interrupt.cancelled", "data": {"interrupt_id": interrupt_id, "reason": reason}}])[0]
