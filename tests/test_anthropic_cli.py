@@ -355,31 +355,38 @@ def test_ask_with_a_base_url_that_is_no_url_is_one_error_line(tmp_path: Path, ur
         assert store.head(t) == 1
 
 
-@pytest.mark.parametrize("interrupt_id, command", [
-    ("q1", "threadlog interrupt resolve {t} q1 --answer TEXT"),
-    ("it's $(date); x", "threadlog interrupt resolve {t} 'it'\"'\"'s $(date); x' --answer TEXT"),
-    ("-q", "threadlog interrupt resolve --answer TEXT -- {t} -q"),
+@pytest.mark.parametrize("interrupt_id, resolve, cancel", [
+    ("q1", "threadlog interrupt resolve {t} q1 --answer TEXT", "threadlog interrupt cancel {t} q1"),
+    ("it's $(date); x", "threadlog interrupt resolve {t} 'it'\"'\"'s $(date); x' --answer TEXT",
+     "threadlog interrupt cancel {t} 'it'\"'\"'s $(date); x'"),
+    ("-q", "threadlog interrupt resolve --answer TEXT -- {t} -q", "threadlog interrupt cancel -- {t} -q"),
 ], ids=["plain", "shell-words", "leading-dash"])
-def test_ask_on_a_thread_waiting_on_an_interrupt_names_the_command_that_answers_it(tmp_path: Path, api: MessagesAPI,
-                                                                                   interrupt_id: str, command: str) -> None:
+def test_ask_on_a_thread_waiting_on_an_interrupt_names_the_commands_that_settle_it(tmp_path: Path, api: MessagesAPI,
+                                                                                   interrupt_id: str, resolve: str,
+                                                                                   cancel: str) -> None:
     """The refusal told a CLI user to call `resolve_interrupt`, a Python function, and said
     `thread: thread T`, the library's parameter before the thread it names; then it named
-    `threadlog interrupt resolve` alone, which takes the thread, the interrupt and the answer.
-    It names the whole command, each id quoted for a shell (an id is any text: `;` or `$(…)`
-    would run), and that command, run as printed with an answer, answers it."""
+    `threadlog interrupt resolve` alone, which takes the thread, the interrupt and the answer;
+    then that command whole, but not the way out for a question no longer needing an answer.
+    It names both commands whole, each id quoted for a shell (an id is any text: `;` or `$(…)`
+    would run), and each command, run as printed (the answer given), settles the interrupt."""
     db = tmp_path / "t.db"
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
-    assert threadlog("interrupt", "raise", "--question", "Which day?", "--", t, interrupt_id, db=db).returncode == 0
-    done = threadlog("ask", t, "hello", db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
-    assert done.returncode == 1 and done.stdout == ""
-    typed = command.format(t=t)
-    assert done.stderr == f"error: thread {t!r} waits on interrupt {interrupt_id!r}; answer it with `{typed}` first\n"
-    with Store(db) as store:
-        assert store.head(t) == 2
-    words = shlex.split(typed.replace("TEXT", "Tuesday"))
-    assert threadlog(*words[1:], db=db).returncode == 0
-    with Store(db) as store:
-        assert thread_state(store, t).pending_interrupts == []
+    for way in (cancel, resolve):
+        assert threadlog("interrupt", "raise", "--question", "Which day?", "--", t, interrupt_id, db=db).returncode == 0
+        with Store(db) as store:
+            head = store.head(t)
+        done = threadlog("ask", t, "hello", db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
+        assert done.returncode == 1 and done.stdout == ""
+        assert done.stderr == (f"error: thread {t!r} waits on interrupt {interrupt_id!r}; first answer it "
+                               f"(`{resolve.format(t=t)}`) or cancel it (`{cancel.format(t=t)}`)\n"), done.stderr
+        with Store(db) as store:
+            assert store.head(t) == head
+        words = shlex.split(way.format(t=t).replace("TEXT", "Tuesday"))
+        assert threadlog(*words[1:], db=db).returncode == 0
+        with Store(db) as store:
+            assert thread_state(store, t).pending_interrupts == []
+    assert not api.requests
 
 
 def test_ask_reports_an_api_error_and_exits_3_the_question_kept(tmp_path: Path, api: MessagesAPI) -> None:

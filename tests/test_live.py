@@ -379,6 +379,8 @@ def test_ctrl_c_in_a_tool_keeps_the_results_of_the_calls_that_ran_and_resuming_d
 
 
 def test_an_interrupt_answered_later_resumes_the_turn(file_store: Store, api: MessagesAPI) -> None:
+    """Until the interrupt is settled, a turn is refused naming both ways to settle it: the
+    refusal named only `resolve_interrupt`, as if every question raised needed an answer."""
     t = thread(file_store)
     api.reply_json(message([use("tu_1", city="Lyon"), use("tu_2", "ask_human", question="Which day?"), use("tu_3", city="Nice")], "tool_use"))
 
@@ -392,8 +394,12 @@ def test_an_interrupt_answered_later_resumes_the_turn(file_store: Store, api: Me
     assert state.status == "interrupted"
     assert state.pending_interrupts[0]["question"] == "Which day?"
     assert state.pending_interrupts[0]["tool_use_id"] == "tu_2"
-    with pytest.raises(InvalidEvent, match="resolve_interrupt"):
-        run_turn(file_store, t, None, client(api), tools=tools)
+    waiting = (f"thread: thread {t!r} waits on interrupt {turn.interrupt_id!r}; first answer it (resolve_interrupt) "
+               "or cancel it (cancel_interrupt)")
+    for asked in (None, "And Paris?"):  # going on, or asking anew: refused alike, naming both ways out
+        with pytest.raises(InvalidEvent) as refused:
+            run_turn(file_store, t, asked, client(api), tools=tools)
+        assert str(refused.value) == waiting
 
     resolve_interrupt(file_store, t, turn.interrupt_id, "Tuesday")
     api.reply_json(message(text("Tuesday in Lyon and Nice: sunny.")))

@@ -52,6 +52,7 @@ from projections.request import check_max_tokens, sent_tool_choice
 from .keepalive import Stall, StalledStream, read_timeout
 from .returned import returned_fields
 from .settling import resolve_interrupt as resolve_interrupt  # here in earlier releases: still importable from here
+from .settling import unsettled
 from .signals import handled
 from .note_tools import extra_tools
 
@@ -264,8 +265,7 @@ def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
         raise InvalidEvent("thread", f"thread {thread!r} has run {named(state.open_runs[-1])} in progress; "
                            "wait for it, or close it with a run.finished event (threadlog emit)")
     if state.pending_interrupts:
-        raise InvalidEvent("thread", f"thread {thread!r} waits on interrupt {state.pending_interrupts[0]['interrupt_id']!r}; "
-                           "answer it with resolve_interrupt first")
+        raise InvalidEvent("thread", unsettled(thread, state.pending_interrupts[0]["interrupt_id"]))
     if not (model or state.model):
         raise InvalidEvent("model", f"thread {thread!r} names no model; pass model=... (or create the thread with one)")
     if _blank(user_content):  # the request leaves blank text out: it would end on the last answer (a prefill)

@@ -1,5 +1,5 @@
 """Settling an interrupt by hand: the human's answer (`resolve_interrupt`) or its withdrawal
-(`cancel_interrupt`).
+(`cancel_interrupt`), and the refusal of a turn until then, naming both (`unsettled`).
 
 Kept apart from the live turns, which import the `anthropic` SDK (seconds to load): each of
 these writes one event and needs none of it, nor does `threadlog interrupt resolve|cancel`.
@@ -31,3 +31,10 @@ def cancel_interrupt(store: Store, thread: str, interrupt_id: str, reason: str =
     if not reason.strip():
         raise InvalidEvent("reason", "is blank: say why the interrupt no longer needs an answer")
     return store.append(thread, [{"type": "interrupt.cancelled", "data": {"interrupt_id": interrupt_id, "reason": reason}}])[0]
+
+
+def unsettled(thread: str, interrupt_id: str, answer: str = "resolve_interrupt", cancel: str = "cancel_interrupt") -> str:
+    """Why no turn starts on `thread` while `interrupt_id` is pending, naming both ways to settle
+    it: the functions, or (`threadlog ask` passes them) the commands. Naming only the answer
+    left a question that needs none with no way out in sight."""
+    return f"thread {thread!r} waits on interrupt {interrupt_id!r}; first answer it ({answer}) or cancel it ({cancel})"

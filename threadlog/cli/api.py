@@ -25,6 +25,7 @@ from .. import output
 from ..interrupt import waking
 from ..names import THREAD
 from ..render import check_line, command_line, safe_block, usage_lines
+from ..settling import unsettled
 from .group import EXIT_UNPRINTED, _committed, _fail, _named_as_typed, cli
 from .opening import with_store
 from .options import F, Seconds, _check_range, _model_name, json_option
@@ -173,22 +174,20 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
         _fail(_no_text(turn), EXIT_UNPRINTED)
 
 
-# How the library tells its caller to answer the interrupt a thread waits on: a function of it.
-_RESOLVE_IN_PYTHON = "answer it with resolve_interrupt"
-
-
 @contextlib.contextmanager
 def _answer_named(store: Store, thread: str) -> Iterator[None]:
-    """`ask` on a thread that waits on an interrupt is refused naming the command that answers
-    it, whole: the library names its function, and `threadlog interrupt resolve` alone left the
+    """`ask` on a thread that waits on an interrupt is refused naming the commands that settle
+    it, whole: the library names its functions, and `threadlog interrupt resolve` alone left the
     thread, the interrupt id and --answer to be found."""
     try:
         yield
     except InvalidEvent as error:
-        waiting = thread_state(store, thread).pending_interrupts if _RESOLVE_IN_PYTHON in error.why else []
-        if waiting:
-            typed = command_line("threadlog interrupt resolve", [thread, waiting[0]["interrupt_id"]], "--answer TEXT")
-            error.why = error.why.replace(_RESOLVE_IN_PYTHON, f"answer it with `{typed}`")
+        waiting = thread_state(store, thread).pending_interrupts if error.field == "thread" else []
+        interrupt_id = waiting[0]["interrupt_id"] if waiting else None
+        if interrupt_id is not None and error.why == unsettled(thread, interrupt_id):
+            answer = command_line("threadlog interrupt resolve", [thread, interrupt_id], "--answer TEXT")
+            cancel = command_line("threadlog interrupt cancel", [thread, interrupt_id])
+            error.why = unsettled(thread, interrupt_id, f"`{answer}`", f"`{cancel}`")
             error.args = (f"{error.field}: {error.why}",)
         raise
 
