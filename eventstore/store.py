@@ -26,7 +26,7 @@ from .backend import NO_BOUND, Backend, DataRow, EventRow, EventValues, Snapshot
 from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, OldPagesKept, StaleSnapshot, StoreError,
                      ThreadNotFound, named, shown)
 from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
-from .content import tool_result_ids
+from .content import tool_result_ids, tool_use_ids
 from .facts import Facts, advance, after_fork, check_interrupted_call
 from .head import Head
 from .claims import Claim, check_name
@@ -47,10 +47,11 @@ DEFAULT_PLACEHOLDER = forks.DEFAULT_PLACEHOLDER
 
 # Events only the store itself writes, through the operation named.
 _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()"}
-# An interrupt raised, and what ends one (a tool call waits on one at a time, and takes no result while it waits:
-# `_check_interrupted_calls`).
+# An interrupt raised, and what ends one (a tool call waits on one at a time, takes no result while it waits, and
+# its interrupt takes no answer once it has one: `_check_interrupted_calls`).
 _RAISED = "interrupt.raised"
-_SETTLED = ("interrupt.resolved", "interrupt.cancelled")
+_RESOLVED = "interrupt.resolved"
+_SETTLED = (_RESOLVED, "interrupt.cancelled")
 
 # Batches from this size append with the cyclic garbage collector paused (`collector.py`).
 _PAUSE_FROM = 64
@@ -867,7 +868,8 @@ class Store:
                 raise ConcurrencyError(thread, expect, row.head)
             head = Head.of(row)
             if _binds_calls(batch, head.facts.interrupts):
-                _check_interrupted_calls(self._interrupted_calls(row), batch)
+                _check_interrupted_calls(self._interrupted_calls(row), head.facts.tools, batch,
+                                         functools.partial(self._answered_at, row))
             return self._write(thread, head, batch, position)
 
     def _interrupted_calls(self, row: StreamRow) -> dict[str, str]:
@@ -885,6 +887,17 @@ class Store:
             if data.get("interrupt_id") in pending and isinstance(data.get("tool_use_id"), str):
                 asked[data["tool_use_id"]] = data["interrupt_id"]
         return asked
+
+    def _answered_at(self, row: StreamRow, tool_use_id: str) -> int | None:
+        """The offset of the last message in the thread's history holding a result for
+        `tool_use_id`, or None. Read only to word a refusal: every message is decoded."""
+        found = None
+        messages = (r for r in self.read_raw(row.id) if r[1] == MessageAppended.type)
+        for offset, _, data in _decoded(messages, functools.partial(self.unreadable, row.id)):
+            content = data.get("content")
+            if isinstance(content, list) and tool_use_id in tool_result_ids(content):
+                found = offset
+        return found
 
     def _append_text(self, thread: str, item: PreparedEvent) -> list[RecordedEvent]:
         """`_append_once` for the commonest append: one text message (`item.plain`: it changes
@@ -1456,32 +1469,43 @@ class Store:
 
 def _binds_calls(batch: Sequence[PreparedEvent], interrupts: tuple[str, ...]) -> bool:
     """Whether `batch` raises an interrupt on a tool call or, with `interrupts` pending before
-    it, holds a tool result (its call may be one of theirs): then `_check_interrupted_calls`
-    judges it."""
+    it, holds a tool result (its call may be one of theirs) or an answer (its call may have a
+    result): then `_check_interrupted_calls` judges it."""
     for item in batch:
         if item.type == _RAISED and item.data.get("tool_use_id") is not None:
+            return True
+        if interrupts and item.type == _RESOLVED:
             return True
         if interrupts and item.type == MessageAppended.type and not item.plain and tool_result_ids(item.data["content"]):
             return True
     return False
 
 
-def _check_interrupted_calls(asked: dict[str, str], batch: Sequence[PreparedEvent]) -> None:
+def _check_interrupted_calls(asked: dict[str, str], waiting: tuple[str, ...], batch: Sequence[PreparedEvent],
+                             answered_at: Callable[[str], int | None]) -> None:
     """Refuse what would leave an interrupt on a tool call answering nothing (`asked`: tool_use
-    id -> the pending interrupt raised on it, at the head), since its answer becomes the
-    call's one result: a second interrupt on that call (one answer would be dropped unseen),
-    and a result for the call while the interrupt is pending (the thread stayed interrupted,
-    and the answer later given was dropped). Appends only: a file an older release wrote may
-    hold either, and verifying or restoring it must not fail."""
+    id -> the pending interrupt raised on it, at the head; `waiting`: the calls waiting for
+    their results there), since its answer becomes the call's one result: a second interrupt
+    on that call (one answer would be dropped unseen), a result for the call while the
+    interrupt is pending (the thread stayed interrupted, and the answer later given was
+    dropped), and an answer to an interrupt whose call does not wait (`answered_at` finds its
+    result, in a log an older release wrote): a resumed run answers waiting calls only, and
+    read that answer nowhere; cancelling settles such an interrupt. Appends only: verifying or
+    restoring such a file must not fail."""
+    calls = set(waiting)  # and the calls the batch makes, which an interrupt in it may be raised on
     for i, item in enumerate(batch):
         if item.type == MessageAppended.type:
-            answered = tool_result_ids(item.data["content"]) if asked and not item.plain else []
-            waiting = next((call for call in answered if call in asked), None)
-            if waiting is not None:
+            if item.plain:
+                continue
+            content = item.data["content"]
+            answered = tool_result_ids(content) if asked else []
+            unsettled = next((call for call in answered if call in asked), None)
+            if unsettled is not None:
                 raise InvalidEvent(f"events[{i}].data.content",
-                                   f"tool_use {named(waiting)} waits on interrupt {named(asked[waiting])}, whose answer "
+                                   f"tool_use {named(unsettled)} waits on interrupt {named(asked[unsettled])}, whose answer "
                                    "becomes its result: resolve that interrupt (the run resuming records the result), or "
                                    "cancel it before recording this one")
+            calls.update(tool_use_ids(content))
         elif item.type == _RAISED:
             tool_use_id = item.data.get("tool_use_id")
             if tool_use_id in asked:
@@ -1492,7 +1516,15 @@ def _check_interrupted_calls(asked: dict[str, str], batch: Sequence[PreparedEven
                 asked[tool_use_id] = item.data["interrupt_id"]
         elif item.type in _SETTLED:
             settled = item.data.get("interrupt_id")
-            for tool_use_id in [t for t, interrupt_id in asked.items() if interrupt_id == settled]:
+            raised_on = [t for t, interrupt_id in asked.items() if interrupt_id == settled]
+            if item.type == _RESOLVED and raised_on and raised_on[0] not in calls:
+                offset = answered_at(raised_on[0])
+                where = ("is not waiting for its result in this thread" if offset is None
+                         else f"already has its result (at offset {offset})")
+                raise InvalidEvent(f"events[{i}].data.interrupt_id",
+                                   f"interrupt {named(settled)} was raised on tool_use {named(raised_on[0])}, which {where}: "
+                                   "an answer would be the result of no call; cancel the interrupt instead")
+            for tool_use_id in raised_on:
                 del asked[tool_use_id]
 
 

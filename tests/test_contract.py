@@ -328,3 +328,36 @@ def test_a_result_for_a_call_waiting_on_an_interrupt_is_refused_until_the_interr
     store.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": "q2", "answer": "the 08:00"}}])
     store.append(t, [_result("toolu_2")])
     assert store.pending_interrupts(t) == () and store.pending_tool_uses(t) == ()
+
+
+def test_an_answer_to_an_interrupt_whose_call_has_its_result_is_refused_until_cancelled(store: Store) -> None:
+    """A log an older release wrote may hold a call's result recorded while an interrupt waited
+    on the call, or an interrupt raised on a call that never waited (appends refuse both now).
+    An answer to such an interrupt was taken and read by nothing: no waiting call takes it.
+    Refused, naming the call and where its result is (alone or after other events, and against
+    the head this store's own write left), the log left as it was; cancelling it settles it,
+    and an interrupt on a call made in the same batch is answered as before."""
+    from tests.test_restore import old_export
+
+    call = {"type": "tool_use", "id": "toolu_1", "name": "book", "input": {}}
+    old = [{"type": "thread.created", "data": {"title": "book"}},
+           {"type": "message.appended", "data": {"role": "assistant", "content": [call]}},
+           _raised("q1", "toolu_1"), _result("toolu_1"), _raised("q2", "toolu_9")]
+    store.restore(enumerate(old_export([(event["type"], event["data"]) for event in old]), 1))
+    before = dump(store)
+    resolved = {"type": "interrupt.resolved", "data": {"interrupt_id": "q1", "answer": "the 08:00"}}
+    for batch, at in (([resolved], 0), ([msg("which train?"), resolved], 1)):
+        for _ in range(2):  # the second against the head this store's own write left (PostgreSQL's one round trip)
+            with pytest.raises(InvalidEvent) as refused:
+                store.append("S", batch)
+            assert refused.value.field == f"events[{at}].data.interrupt_id"
+            assert refused.value.why == ("interrupt 'q1' was raised on tool_use 'toolu_1', which already has its result (at "
+                                         "offset 3): an answer would be the result of no call; cancel the interrupt instead")
+            assert dump(store) == before
+    with pytest.raises(InvalidEvent, match="tool_use 'toolu_9', which is not waiting for its result in this thread"):
+        store.append("S", [{"type": "interrupt.resolved", "data": {"interrupt_id": "q2"}}])
+    assert dump(store) == before
+    store.append("S", [{"type": "interrupt.cancelled", "data": {"interrupt_id": q, "reason": "moot"}} for q in ("q1", "q2")])
+    store.append("S", [{"type": "message.appended", "data": {"role": "assistant", "content": [call]}}, _raised("q3", "toolu_1"),
+                       {"type": "interrupt.resolved", "data": {"interrupt_id": "q3", "answer": "the 09:00"}}])
+    assert store.pending_interrupts("S") == () and store.pending_tool_uses("S") == ("toolu_1",)

@@ -972,6 +972,11 @@ def test_an_export_made_before_a_redaction_is_present_in_the_redacted_database(t
 def old_backup(path: Path, events: list[tuple[str, dict[str, Any]]]) -> Path:
     """An export of one thread `S` holding `events` (type, data) as an older release wrote them,
     checked by nothing but its hashes."""
+    return write(path, old_export(events))
+
+
+def old_export(events: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The lines of `old_backup`, for `Store.restore` on any backend."""
     lines: list[dict[str, Any]] = [{"format": "threadlog-events", "version": 2},
                                    {"stream": {"id": "S", "parent_id": None, "parent_offset": None, "root_id": "S", "depth": 0,
                                                "kind": "thread"}}]
@@ -983,7 +988,7 @@ def old_backup(path: Path, events: list[tuple[str, dict[str, Any]]]) -> Path:
                                 "type": type_, "schema_version": 1, "data": data, "meta": {}, "recorded_at": when,
                                 "data_digest": data_digest, "hash": prev, "redacted": False}})
     lines.append({"end": {"streams": 1, "events": len(events)}})
-    return write(path, lines)
+    return lines
 
 
 def test_a_backup_holding_a_run_started_twice_restores(tmp_path: Path) -> None:

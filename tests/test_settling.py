@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from threadlog import InvalidEvent, Store, cancel_interrupt, resolve_interrupt, thread_state
+from threadlog import InvalidEvent, Store, cancel_interrupt, import_events, resolve_interrupt, thread_state
 from threadlog.cli import cli
 from tests.backends import file_dump
+from tests.test_restore import old_backup
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,3 +100,58 @@ def test_settling_an_interrupt_from_the_command_line_does_not_load_the_sdk(tmp_p
     done = subprocess.run([sys.executable, "-c", script, "--db", str(db), "interrupt", command[0], t, "q1", *command[1:]],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.stdout.splitlines()[-1] == "0 False", done.stdout + done.stderr
+
+
+def answered_while_waiting(tmp_path: Path) -> Path:
+    """A file an older release wrote: thread `S` holds a result (offset 4) for the call that
+    interrupt `q1` waits on, and interrupt `q2` raised on a call that never waited. Appends
+    refuse both now; such a file still restores."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Agent", "input": {}}
+    events = [("thread.created", {"title": "t"}), ("message.appended", {"role": "user", "content": [{"type": "text", "text": "go"}]}),
+              ("message.appended", {"role": "assistant", "content": [call]}),
+              ("interrupt.raised", {"interrupt_id": "q1", "tool_use_id": "toolu_1", "question": "later"}),
+              ("message.appended", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}]}),
+              ("interrupt.raised", {"interrupt_id": "q2", "tool_use_id": "toolu_9", "question": "which?"})]
+    db = tmp_path / "old.db"
+    with Store(db) as store:
+        assert import_events(store, old_backup(tmp_path / "old.jsonl", events)).added == len(events)
+    return db
+
+
+ANSWERS_NOTHING = {
+    "q1": "interrupt 'q1' was raised on tool_use 'toolu_1', which already has its result (at offset 4): an answer would be "
+          "the result of no call; cancel the interrupt instead",
+    "q2": "interrupt 'q2' was raised on tool_use 'toolu_9', which is not waiting for its result in this thread: an answer "
+          "would be the result of no call; cancel the interrupt instead",
+}
+
+
+def test_resolve_interrupt_refuses_an_answer_no_call_would_take_and_it_can_be_cancelled(tmp_path: Path) -> None:
+    """On such a file `resolve_interrupt` was taken and its answer read by nothing (the resumed
+    turn answers waiting calls only): the thread went on as if the human had been heard. It is
+    refused, naming the call and where its result is, the file left as it was; cancelling it
+    settles it."""
+    db = answered_while_waiting(tmp_path)
+    before = file_dump(db)
+    for interrupt_id, why in ANSWERS_NOTHING.items():
+        with Store(db) as store, pytest.raises(InvalidEvent) as refused:
+            resolve_interrupt(store, "S", interrupt_id, "Tuesday")
+        assert str(refused.value) == f"events[0].data.interrupt_id: {why}"
+        assert file_dump(db) == before
+    with Store(db) as store:
+        for interrupt_id in ANSWERS_NOTHING:
+            cancel_interrupt(store, "S", interrupt_id, "its call has its result")
+        assert thread_state(store, "S").status == "idle" and store.verify().events == 8
+
+
+def test_interrupt_resolve_refuses_an_answer_no_call_would_take_and_cancel_settles_it(tmp_path: Path) -> None:
+    db = answered_while_waiting(tmp_path)
+    before = file_dump(db)
+    for interrupt_id, why in ANSWERS_NOTHING.items():
+        code, out, err = invoke(db, "interrupt", "resolve", "S", interrupt_id, "--answer", "Tuesday")
+        assert (code, out, err) == (1, "", f"error: INTERRUPT_ID: {why}\n")
+        assert file_dump(db) == before
+    for interrupt_id in ANSWERS_NOTHING:
+        assert invoke(db, "interrupt", "cancel", "S", interrupt_id)[0] == 0
+    with Store(db) as store:
+        assert thread_state(store, "S").status == "idle"
