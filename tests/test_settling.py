@@ -155,3 +155,16 @@ def test_interrupt_resolve_refuses_an_answer_no_call_would_take_and_cancel_settl
         assert invoke(db, "interrupt", "cancel", "S", interrupt_id)[0] == 0
     with Store(db) as store:
         assert thread_state(store, "S").status == "idle"
+
+
+def test_interrupt_list_names_both_commands_that_settle_what_it_lists(tmp_path: Path) -> None:
+    """`interrupt list` is where a person looks for what waits on them; its help named only the
+    answer, leaving a question that needs none with no way out in sight."""
+    db = tmp_path / "t.db"
+    t = asking(db)
+    code, out, _ = invoke(db, "interrupt", "list", t)
+    assert code == 0 and "q1" in out and "Which day?" in out
+    code, out, _ = invoke(db, "interrupt", "list", "--help")
+    assert code == 0
+    assert "threadlog interrupt resolve ASKING_THREAD ID --answer A" in " ".join(out.split())
+    assert "threadlog interrupt cancel ASKING_THREAD ID" in " ".join(out.split())

@@ -345,7 +345,8 @@ def interrupt_cancel(store: Store, thread: str, interrupt_id: str, reason: str, 
 def interrupt_list(store: Store, thread: str, as_json: bool) -> None:
     """The questions waiting for a human on THREAD and on the sub-agent forks it launched, one a line:
     the thread asking, the interrupt id, the question. Answer one with
-    `threadlog interrupt resolve ASKING_THREAD ID --answer A`."""
+    `threadlog interrupt resolve ASKING_THREAD ID --answer A`, or withdraw it with
+    `threadlog interrupt cancel ASKING_THREAD ID`."""
     asked = questions(store, thread)
     if as_json:
         _emit_json([question.to_json() for question in asked])
