@@ -613,6 +613,37 @@ def test_an_ask_killed_mid_call_closes_its_run_and_the_next_ask_works(tmp_path: 
     assert again.returncode == 0 and again.stdout.strip() == "second answer", again.stderr
 
 
+def test_an_ask_killed_with_sigkill_mid_stream_leaves_a_thread_the_next_ask_names_the_way_on_for(tmp_path: Path,
+                                                                                                   api: MessagesAPI) -> None:
+    """SIGKILL gives the process no chance to close its run: the thread stays readable and
+    verifies, with the question and no part of the answer; the next ask is refused, naming the
+    command that closes the run (it said only "threadlog emit", the event's data left to be
+    guessed); run as shown, the ask after it asks the kept question again."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    api.paced(message([{"type": "text", "text": "an answer that never comes whole"}]), 2.0)
+    ask = _ask(db, api, t, "--stream", "q1")
+    while not api.requests:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the stream has begun
+    ask.send_signal(signal.SIGKILL)
+    ask.communicate(timeout=60)
+    assert threadlog("verify", db=db).returncode == 0
+    shown = threadlog("show", t, db=db)
+    assert shown.returncode == 0 and "q1" in shown.stdout and "running" in shown.stdout
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": api.url}
+    refused = threadlog("ask", t, "q2", db=db, env=env)
+    assert refused.returncode == 1 and len(api.requests) == 1
+    close = re.search(r"threadlog emit (\S+) run.finished --data '(.+)'$", refused.stderr.strip())
+    assert close is not None, refused.stderr
+    assert threadlog("emit", close.group(1), "run.finished", "--data", close.group(2), db=db).returncode == 0
+    api.reply_json(message([{"type": "text", "text": "the answer"}]))
+    again = threadlog("ask", t, db=db, env=env)
+    assert (again.returncode, again.stdout) == (0, "the answer\n"), again.stderr
+    assert [[b["text"] for b in m["content"]] for m in api.requests[-1].json["messages"]] == [["q1"]]
+    assert threadlog("verify", db=db).returncode == 0 and threadlog("request", t, "--check", db=db).returncode == 0
+
+
 def test_an_answer_the_locked_file_cannot_take_is_shown_and_the_way_to_close_the_run_said(tmp_path: Path, api: MessagesAPI) -> None:
     """Another writer held the file past --timeout once the API had answered: the answer was
     lost unseen, and the run left open with no word of how to close it."""

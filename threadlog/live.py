@@ -50,6 +50,7 @@ from projections.refusal import blank_text
 from projections.request import check_max_tokens, sent_tool_choice
 
 from .keepalive import Stall, StalledStream, read_timeout
+from .render import command_line, shell_word
 from .returned import returned_fields
 from .settling import resolve_interrupt as resolve_interrupt  # here in earlier releases: still importable from here
 from .settling import unsettled
@@ -199,9 +200,15 @@ def run_turn(
                 with handled((signal.SIGINT,), signal.SIG_IGN):  # a second Ctrl-C there left the run open
                     _finish(store, turn, "cancelled" if isinstance(error, KeyboardInterrupt) else "error", _describe(error))
             except StoreError as unclosed:  # the file stayed locked, say: the run is left open, and the way to close it said
-                error.add_note(f"run {turn.run_id} of thread {thread} is left open ({unclosed}); close it with: threadlog emit "
-                               f"{thread} run.finished --data '{{\"run_id\": \"{turn.run_id}\", \"status\": \"cancelled\"}}'")
+                error.add_note(f"run {turn.run_id} of thread {thread} is left open ({unclosed}); close it with: "
+                               f"{closing_command(thread, turn.run_id)}")
         raise
+
+
+def closing_command(thread: str, run_id: str) -> str:
+    """The command that closes a run its process left open, as `cancelled`, quoted as typed."""
+    data = json.dumps({"run_id": run_id, "status": "cancelled"}, ensure_ascii=False)
+    return command_line("threadlog emit", [thread, "run.finished"], f"--data {shell_word(data)}")
 
 
 def check_client(client: Any) -> None:
@@ -262,8 +269,9 @@ def _startable(store: Store, thread: str, user_content: str | list[Json] | None,
     # Before the run starts: the API would refuse every request (unless the beta lets it by).
     check_max_tokens(max_tokens, None if interleaved else state.thinking, thread)
     if state.status == "running":
-        raise InvalidEvent("thread", f"thread {thread!r} has run {named(state.open_runs[-1])} in progress; "
-                           "wait for it, or close it with a run.finished event (threadlog emit)")
+        # A process killed mid-turn (SIGKILL, a lost machine) never closed its run: the way to close it, whole.
+        raise InvalidEvent("thread", f"thread {thread!r} has run {named(state.open_runs[-1])} in progress; wait for it, "
+                           f"or, if the process running it is gone, close it: {closing_command(thread, state.open_runs[-1])}")
     if state.pending_interrupts:
         raise InvalidEvent("thread", unsettled(thread, state.pending_interrupts[0]["interrupt_id"]))
     if not (model or state.model):
