@@ -644,6 +644,28 @@ def test_an_ask_killed_with_sigkill_mid_stream_leaves_a_thread_the_next_ask_name
     assert threadlog("verify", db=db).returncode == 0 and threadlog("request", t, "--check", db=db).returncode == 0
 
 
+@pytest.mark.parametrize("asked", [{"retry-after": "86400"}, {"retry-after-ms": "86400000"}], ids=["retry-after", "retry-after-ms"])
+def test_ask_answered_overloaded_with_a_wait_of_hours_fails_at_once_naming_the_wait(tmp_path: Path, api: MessagesAPI,
+                                                                                    asked: dict[str, str]) -> None:
+    """The SDK waits as long as a 529's retry-after says, silent: `ask` sat for a day before its
+    retry. A wait over a minute is not waited: the turn fails at once, its message naming the
+    wait the API asked for; the question is kept for the ask that comes after it."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    api.reply_error(529, "overloaded_error", "Overloaded", **asked)
+    ask = _ask(db, api, t, "q1")
+    try:
+        _, err = ask.communicate(timeout=30)
+    finally:
+        ask.kill()
+    assert ask.returncode == 3 and len(api.requests) == 1, err
+    assert "529 Overloaded" in err and "the API asked to wait 86,400 s before trying again" in err, err
+    api.reply_json(message([{"type": "text", "text": "the answer"}]))
+    again = threadlog("ask", t, db=db, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": api.url})
+    assert (again.returncode, again.stdout) == (0, "the answer\n"), again.stderr
+    assert threadlog("verify", db=db).returncode == 0 and threadlog("request", t, "--check", db=db).returncode == 0
+
+
 def test_an_answer_the_locked_file_cannot_take_is_shown_and_the_way_to_close_the_run_said(tmp_path: Path, api: MessagesAPI) -> None:
     """Another writer held the file past --timeout once the API had answered: the answer was
     lost unseen, and the run left open with no word of how to close it."""

@@ -49,6 +49,7 @@ from projections import Message, ThreadState, anthropic_request, body_digest, re
 from projections.refusal import blank_text
 from projections.request import check_max_tokens, sent_tool_choice
 
+from . import retry_wait
 from .keepalive import Stall, StalledStream, read_timeout
 from .render import command_line, shell_word
 from .returned import returned_fields
@@ -957,6 +958,8 @@ def _ends_on_question(store: Store, thread: str, at: int) -> bool:
 def _describe(error: BaseException) -> str:
     text = str(error) or type(error).__name__
     text = f"{type(error).__name__}: {text}" if not text.startswith(type(error).__name__) else text
+    if isinstance(error, anthropic.APIStatusError) and (wait := retry_wait.said(error.response)) is not None:
+        text += f"; {wait}"
     if isinstance(error, anthropic.APIStatusError) and error.status_code == 413:
         # A request over the API's size is every later request of the thread too (a tool's
         # result of 31 MiB is stored whole): only a smaller history goes on.

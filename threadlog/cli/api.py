@@ -54,6 +54,8 @@ def _client(timeout: float | None = None, retries: int | None = None) -> Any:
     import anthropic  # seconds to import: only the commands that talk to the API pay for it
     import httpx2  # the SDK's HTTP client
 
+    from ..retry_wait import refuse_long_waits
+
     base_url = os.environ.get("ANTHROPIC_BASE_URL") or None
     try:
         settings: dict[str, Any] = {}
@@ -61,7 +63,9 @@ def _client(timeout: float | None = None, retries: int | None = None) -> Any:
             settings["timeout"] = timeout
         if retries is not None:
             settings["max_retries"] = retries
-        return anthropic.Anthropic(api_key=key, base_url=base_url, **settings)
+        # A server's retry-after over a minute is not waited for, silent, as the SDK would: the try fails, naming it.
+        http_client = anthropic.DefaultHttpxClient(event_hooks={"response": [refuse_long_waits]})
+        return anthropic.Anthropic(api_key=key, base_url=base_url, http_client=http_client, **settings)
     except httpx2.InvalidURL as error:
         _fail(f"ANTHROPIC_BASE_URL {base_url!r} is not a URL the client can use: {error}")
 

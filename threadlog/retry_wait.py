@@ -1,0 +1,56 @@
+"""A server's asked wait before a retry, waited at most `LONGEST` seconds.
+
+The installed anthropic SDK waits as long as a 408, 409, 429 or 5xx answer's `retry-after`
+(or `retry-after-ms`) says, up to 49 days, and says nothing meanwhile: a gateway answering 529
+with `retry-after: 86400` held `threadlog ask` a day before its retry. `refuse_long_waits`, a
+response hook of the client `ask` and `rerun` make, marks an answer asking for a longer wait
+not to be retried (`x-should-retry: false`, which the SDK obeys before anything else), so the
+try fails at once; `said` names the wait in the turn's error, for the user to ask again after it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import time
+from typing import Any
+
+# Seconds: the most of a server's asked wait that is waited (what earlier SDKs honoured at most).
+LONGEST = 60.0
+
+
+def asked_wait(headers: Any) -> float | None:
+    """The seconds an answer's headers ask to wait before a retry, read as the SDK reads them
+    (`retry-after-ms`, then `retry-after` as seconds or as a date); None when they ask none."""
+    try:
+        return float(headers.get("retry-after-ms")) / 1000
+    except (TypeError, ValueError):
+        pass
+    after = headers.get("retry-after")
+    try:
+        return float(after)
+    except (TypeError, ValueError):
+        pass
+    date = email.utils.parsedate_tz(after) if isinstance(after, str) else None
+    return None if date is None else float(email.utils.mktime_tz(date) - time.time())
+
+
+def _too_long(headers: Any) -> float | None:
+    wait = asked_wait(headers)
+    return wait if wait is not None and not math.isnan(wait) and wait > LONGEST else None
+
+
+def refuse_long_waits(response: Any) -> None:
+    """An httpx response hook: an answer asking for a wait over `LONGEST` is not retried."""
+    if _too_long(response.headers) is not None:
+        response.headers["x-should-retry"] = "false"
+
+
+def said(response: Any) -> str | None:
+    """The wait an answer asked for, when over `LONGEST`, as the turn's error says it; else None."""
+    wait = _too_long(getattr(response, "headers", {}))
+    if wait is None:
+        return None
+    shown = f"{wait:,.0f} s" if math.isfinite(wait) else "for ever"
+    return (f"the API asked to wait {shown} before trying again (retry-after), longer than the {LONGEST:.0f} s a turn "
+            "waits: ask again after that")
