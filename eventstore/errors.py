@@ -128,7 +128,14 @@ class IntegrityError(StoreError):
         super().__init__(f"integrity check failed at {where}: {why}")
 
 
-class UnreadableRow(StoreError):
+class Unreadable(StoreError):
+    """A stored row a reader cannot read: altered outside threadlog (not JSON, a value of
+    another kind, an event of the wrong shape, a fork's history with a hole in it) or nested
+    too deeply for Python to parse. The request was fine and asking again gives the same
+    answer: what to do is in the message (`verify` names the row, a redaction reads past it)."""
+
+
+class UnreadableRow(Unreadable):
     """A stored value could not be read as the text it should be (bytes that are not UTF-8):
     the row was altered outside threadlog; a full `verify` names its position."""
 
@@ -247,9 +254,24 @@ def altered_index(why: str) -> StoreError:
 MISSHAPEN = (AttributeError, KeyError, TypeError, IndexError, ValueError)
 
 
-def misshapen(error: Exception) -> StoreError:
+def misshapen(error: Exception) -> Unreadable:
     """The refusal for `error`, one of `MISSHAPEN`, raised while reading the log: said in one
     line, pointing at `verify`, which names the altered row."""
-    return StoreError(f"a stored event does not have the shape its type requires ({type(error).__name__}: {error}): its row "
+    return Unreadable(f"a stored event does not have the shape its type requires ({type(error).__name__}: {error}): its row "
                       "was altered outside threadlog, and `threadlog verify` names it (if verify passes, this is a bug in "
                       "threadlog)")
+
+
+# What reading or showing a stored event the reader cannot read raises (`unreadable` words each).
+UNREADABLE = (Unreadable, RecursionError, *MISSHAPEN)
+
+
+def unreadable(error: Exception) -> StoreError:
+    """What a refusal says of `error`, met while reading or showing the log: a `StoreError`
+    says it itself, one of `MISSHAPEN` is an event of the wrong shape (`misshapen`), and a
+    RecursionError JSON nested deep enough to parse but not to walk or print."""
+    if isinstance(error, StoreError):
+        return error
+    if isinstance(error, RecursionError):
+        return Unreadable("an event is nested too deeply to show; `threadlog verify` names its position")
+    return misshapen(error)

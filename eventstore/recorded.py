@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .backend import EventRow, StreamRow
-from .errors import StoreError
+from .errors import StoreError, Unreadable
 from .events import CATALOGUE, MAX_DEPTH, upcast
 
 
@@ -145,15 +145,15 @@ def _which(position: Any) -> str:
     return f"the event at position {position}" if position.__class__ is int else "an event"
 
 
-def _altered_event(row: EventRow) -> StoreError:
+def _altered_event(row: EventRow) -> Unreadable:
     """What a reader raises for an event row holding a value of another kind, naming it."""
     which = _which(row.position)
     for column, (kinds, expected) in _EVENT_KINDS.items():
         value = getattr(row, column)
         if value.__class__ not in kinds:
-            return StoreError(f"{which} cannot be read: its {column} is {short(value)}, not {expected}; the row was "
+            return Unreadable(f"{which} cannot be read: its {column} is {short(value)}, not {expected}; the row was "
                               "altered outside threadlog, and `threadlog verify` names it")
-    return StoreError(f"{which} cannot be read: the row was altered outside threadlog, and `threadlog verify` names it")
+    return Unreadable(f"{which} cannot be read: the row was altered outside threadlog, and `threadlog verify` names it")
 
 
 def short(value: Any) -> str:
@@ -162,7 +162,7 @@ def short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-class Altered(StoreError):
+class Altered(Unreadable):
     """An event whose stored data or meta does not parse (`altered`); `why` says how."""
 
     def __init__(self, which: str, why: str) -> None:
@@ -179,14 +179,14 @@ def altered(which: str, error: Exception | str) -> Altered:
     return Altered(which, why)
 
 
-def too_deep(position: int) -> StoreError:
+def too_deep(position: int) -> Unreadable:
     """What a reader raises for an event whose JSON is nested too deeply for Python to handle.
 
     Appends refuse JSON nested more than `MAX_DEPTH` levels, so only an older release or a
     hand edit of the file can have stored one; near 1,000 levels `json` and every recursive
     walk raise RecursionError, which readers turn into this error naming the event.
     """
-    return StoreError(
+    return Unreadable(
         f"the event at position {position} holds JSON nested too deeply to read (appends refuse more than "
         f"{MAX_DEPTH} levels; an older release or a hand edit stored it); redact that position to read past it"
     )
@@ -229,7 +229,7 @@ def _wrong_column(row: StreamRow) -> tuple[str, str] | None:
     return None
 
 
-def altered_stream(row: StreamRow, column: str, expected: str, value: Any = None) -> StoreError:
+def altered_stream(row: StreamRow, column: str, expected: str, value: Any = None) -> Unreadable:
     """What a reader raises for a stream row holding a value of another kind (`_wrong_column`):
     its `column`, or a column the row does not carry (SQLite's listing key), given as `value`."""
     value = short(getattr(row, column) if column in row._fields else value)
@@ -238,7 +238,7 @@ def altered_stream(row: StreamRow, column: str, expected: str, value: Any = None
     else:
         created = row.created_position
         which = "a stream row" + (f" (created at position {created})" if created.__class__ is int else "")
-    return StoreError(f"{which} was altered outside threadlog: its {column} is {value}, not {expected}; "
+    return Unreadable(f"{which} was altered outside threadlog: its {column} is {value}, not {expected}; "
                       "`threadlog verify` names where")
 
 

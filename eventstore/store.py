@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from . import forks, integrity, restore, textindex
 from .backend import NO_BOUND, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, OldPagesKept, StaleSnapshot, StoreError,
-                     ThreadNotFound, named, shown)
+                     ThreadNotFound, Unreadable, named, shown)
 from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
 from .content import tool_result_ids, tool_use_ids
 from .facts import Facts, advance, after_fork, check_interrupted_call
@@ -1138,9 +1138,9 @@ class Store:
             if lo <= offset and (hi is None or offset < hi):
                 row = self.backend.event_at(stream_id, offset)
                 if row is None:
-                    raise StoreError(f"event at offset {offset} of {stream_id!r} is missing; run verify")
+                    raise Unreadable(f"event at offset {offset} of {stream_id!r} is missing; run verify")
                 return row
-        raise StoreError(f"offset {offset} is in no segment of {ancestry[0].id!r}; run verify")
+        raise Unreadable(f"offset {offset} is in no segment of {ancestry[0].id!r}; run verify")
 
     # -- snapshots (a cache, never truth) -------------------------------------------------------
 

@@ -165,19 +165,24 @@ def test_cli_emit_refuses_too_deep_json(seeded: Path, tmp_path: Path, levels: in
 # -- an event deeper than the limit already in a file ---------------------------------------------
 
 
-def plant(db: Path, thread: str, data: str) -> int:
-    """Rewrite `thread`'s last event to hold `data` with raw SQL, as a hand edit (or an older
-    release) would: its digest, its hash (the store's own layout, `integrity.chain_hash`) and
-    the stream's head hash are made to match, so only the nesting is wrong. Returns its position."""
+def plant(db: Path, thread: str, data: str | None = None, meta: str | None = None) -> int:
+    """Rewrite `thread`'s last event to hold `data` (or `meta`, or both) with raw SQL, as a hand
+    edit (or an older release) would: its digest, its hash (the store's own layout,
+    `integrity.chain_hash`) and the stream's head hash are made to match, so only the nesting
+    is wrong. Returns its position."""
     conn = sqlite3.connect(db)
     try:
-        (position, offset, event_id, type_, version, meta, recorded_at), = stored.events(
+        (position, offset, event_id, type_, version, stored_meta, recorded_at), = stored.events(
             conn, ["position", "offset", "event_id", "type", "schema_version", "meta", "recorded_at"],
             'WHERE stream_id = ? ORDER BY "offset" DESC LIMIT 1', (thread,))
         (prev,), = stored.events(conn, ["hash"], 'WHERE stream_id = ? AND "offset" = ?', (thread, offset - 1))
+        if data is None:
+            (data,), = conn.execute("SELECT data FROM events WHERE position = ?", (position,))
+        meta = stored_meta if meta is None else meta
         digest = hashlib.sha256(data.encode()).hexdigest()
         hash_ = integrity.chain_hash(prev, thread, offset, event_id, type_, version, recorded_at, meta, digest)
-        conn.execute("UPDATE events SET data = ?, data_digest = ?, hash = ? WHERE position = ?", (data, digest, hash_, position))
+        conn.execute("UPDATE events SET data = ?, meta = ?, data_digest = ?, hash = ? WHERE position = ?",
+                     (data, meta, digest, hash_, position))
         conn.execute("UPDATE streams SET head_hash = ? WHERE id = ?", (hash_, thread))
         conn.commit()
     finally:

@@ -35,6 +35,9 @@ from threadlog import Store, diff, update_index  # noqa: E402
 from threadlog.web import create_app  # noqa: E402
 from tests.procs import announced_url, ctrl_c, interruptible  # noqa: E402
 
+from test_bad_input import fingerprint  # noqa: E402
+from test_deep_json import nested_text, plant  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 HUGE = "9" * 5000  # longer than int() parses by default
@@ -587,7 +590,8 @@ def test_a_live_update_names_each_row_as_the_page_does(tmp_path: Path) -> None:
 
 def test_a_stored_event_of_the_wrong_shape_is_the_viewers_error_page(tmp_path: Path) -> None:
     # A thread.forked whose options are a number (raw SQL; appends validate every event): the
-    # thread, replay and blame pages were a bare "Internal Server Error".
+    # thread, replay and blame pages were a bare "Internal Server Error" (then a 500 page: the
+    # viewer had not failed, the file holds an event it cannot read).
     path = tmp_path / "shape.db"
     with Store(path) as store:
         store.create_thread(title="x", thread_id="T")
@@ -601,8 +605,74 @@ def test_a_stored_event_of_the_wrong_shape_is_the_viewers_error_page(tmp_path: P
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1", raise_server_exceptions=False) as c:
         for page in ("/thread?id=F", "/replay?id=F&at=3", "/blame?id=F"):
             response = c.get(page)
-            assert response.status_code == 500 and 'id="error-message">a stored event does not have the shape' in response.text
+            assert response.status_code == 409 and 'id="error-message">a stored event does not have the shape' in response.text
             assert "`threadlog verify` names it" in response.text, page
+
+
+# Around Python's recursion limit: deep enough that `json` reads the meta on one stack and
+# printing it (`str`) or reading it on a deeper one does not, wherever the limit falls.
+DEEP_META = [*range(960, 1030, 2), 5000]
+
+
+def _unreadable_meta(path: Path) -> dict[str, int]:
+    """A file of threads whose last event's meta holds an actor nested `DEEP_META` levels
+    (raw SQL: appends refuse it), and a thread `fine`; returns each deep thread's id and the
+    position of that event."""
+    with Store(path) as store:
+        store.create_thread(thread_id="fine", title="fine")
+        store.append_message("fine", "user", "fine")
+        for levels in DEEP_META:
+            store.create_thread(thread_id=f"d{levels}", title="deep")
+            store.append_message(f"d{levels}", "user", "hello")
+            store.append_message(f"d{levels}", "assistant", "hi")
+    return {f"d{levels}": plant(path, f"d{levels}", meta='{"actor":' + nested_text(levels) + "}") for levels in DEEP_META}
+
+
+def _asked_of(base: str, target: str) -> tuple[int, str, str]:
+    """(status, content type, body) of a GET the server answered, refused or not."""
+    try:
+        with urllib.request.urlopen(base + target, timeout=60) as response:
+            return response.status, response.headers["content-type"], response.read().decode()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.headers["content-type"], error.read().decode()
+
+
+def _stopped(proc: subprocess.Popen[str]) -> str:
+    """Stop the server; what it wrote on stderr."""
+    proc.terminate()
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _stop(proc)
+    return err
+
+
+def test_a_thread_whose_meta_is_nested_too_deeply_is_a_page_saying_so(tmp_path: Path) -> None:
+    # The blame page of one such thread was Starlette's bare "Internal Server Error" (printing
+    # the actor passed the recursion limit), and every refusal a 500: the viewer had not failed,
+    # an event in the file cannot be read.
+    path = tmp_path / "deep.db"
+    threads = _unreadable_meta(path)
+    before = fingerprint(path)
+    proc, base = _serve(path, "127.0.0.1")
+    try:
+        refused = 0
+        for thread, position in threads.items():
+            for target in (f"/thread?id={thread}", f"/replay?id={thread}", f"/tree?id={thread}", f"/blame?id={thread}",
+                           f"/diff?a={thread}&b=fine", f"/live/rows?id={thread}&after={position - 1}"):
+                status, kind, body = _asked_of(base, target)
+                assert status in (200, 409), (target, status, body[:300])
+                if status == 409:
+                    refused += 1
+                    said = json.loads(body)["error"] if kind == "application/json" else \
+                        html.unescape(re.search(r'id="error-message">(.*?)</p>', body, re.S).group(1))
+                    assert "nested too deeply" in said, (target, said)
+        assert refused, "no thread was deep enough to refuse"
+        assert _asked_of(base, "/thread?id=fine")[0] == 200  # the rest is served
+    finally:
+        err = _stopped(proc)
+    assert "Traceback" not in err and "ERROR" not in err, err
+    assert fingerprint(path) == before
 
 
 @pytest.mark.parametrize("target", ["/live", "/live?id=", "/live?after=3", "/live/rows?after=3"])
@@ -792,7 +862,7 @@ def test_live_rows_over_an_event_of_the_wrong_shape_say_why_the_page_stops(tmp_p
     conn.close()
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1", raise_server_exceptions=False) as c:
         response = c.get("/live/rows", params={"id": "F", "after": after, "from": 0})
-    assert response.status_code == 500 and "altered outside threadlog" in response.json()["error"], response.text
+    assert response.status_code == 409 and "altered outside threadlog" in response.json()["error"], response.text
 
 
 @pytest.mark.parametrize("replacement", ["not-a-database", "gone"])

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from eventstore import InvalidEvent, OldPagesKept, StoreError
-from eventstore.errors import MISSHAPEN, misshapen
+from eventstore.errors import MISSHAPEN, misshapen, unreadable
 
 from .. import output
 from ..render import safe, safe_block
@@ -120,8 +120,8 @@ class _Group(click.Group):
                           "threadlog with a UTF-8 locale (LC_ALL=C.UTF-8) or PYTHONIOENCODING=utf-8")
             _unprinted(ctx, unwritable)
             _fail(unwritable)
-        except RecursionError:  # an event nested too deeply, stored by an older release or by hand
-            _fail("an event is nested too deeply to show; `threadlog verify` names its position")
+        except RecursionError as error:  # an event nested too deeply, stored by an older release or by hand
+            _fail(str(unreadable(error)))
         except MemoryError:  # an input far larger than memory (a session file of gigabytes, a device)
             _fail("out of memory: the input is larger than this machine can hold; nothing more was written")
         except MISSHAPEN as error:  # a stored event of the wrong shape (raw SQL wrote it): one line, as every refusal

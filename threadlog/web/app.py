@@ -24,13 +24,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
-from eventstore.errors import MISSHAPEN, misshapen
+from eventstore.errors import UNREADABLE, unreadable
 
 from . import images, live, pages
 from .integrity import Integrity
 from .origin import SameOrigin
 from .render import environment
-from .viewer import Viewer, viewer
+from .viewer import UNREADABLE_STATUS, Viewer, viewer
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -79,10 +79,8 @@ def _error(status: int) -> Callable[[Request, Exception], Response]:
     def handle(request: Request, error: Exception) -> Response:
         if isinstance(error, HTTPException):
             status_code, message = error.status_code, str(error.detail)
-        elif isinstance(error, MISSHAPEN):  # a stored event of the wrong shape (raw SQL wrote it)
-            status_code, message = status, str(misshapen(error))
         else:
-            status_code, message = status, str(error)
+            status_code, message = status, str(unreadable(error))
         return viewer(request).render(request, "error.html", status=status_code, message=message, status_code=status_code)
 
     return handle
@@ -124,7 +122,7 @@ def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
             InvalidEvent: _error(400),
             StoreError: _error(500),
             HTTPException: _error(400),
-            **dict.fromkeys(MISSHAPEN, _error(500)),
+            **dict.fromkeys(UNREADABLE, _error(UNREADABLE_STATUS)),
         },
     )
     env = environment()

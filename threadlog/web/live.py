@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from eventstore import RecordedEvent, Store, StoreError, ThreadNotFound
-from eventstore.errors import MISSHAPEN, misshapen
+from eventstore.errors import UNREADABLE, Unreadable, unreadable
 from projections import Row
 
 from .budget import Filled, fill
@@ -43,7 +43,7 @@ from .cursor import Cursor, keyed
 from .items import Item, thread_items
 from .query import LARGEST, thread_param, whole_number
 from .render import link, visible
-from .viewer import Viewer, viewer
+from .viewer import UNREADABLE_STATUS, Viewer, viewer
 
 INTERVAL = 0.25  # seconds between looks at the log
 RESTATUS = 20  # events before the first new one that are sent again (their status may have changed)
@@ -180,7 +180,7 @@ def _moved(view: Viewer, position: int) -> tuple[int, str | None]:
 
 def _why(error: Exception) -> str:
     """What a failed look at the log says to the page: the store's message, not a traceback."""
-    return str(error) if isinstance(error, StoreError) else str(misshapen(error))
+    return str(unreadable(error))
 
 
 def _failed(error: Exception) -> str:
@@ -208,7 +208,7 @@ def _stream(request: Request, name: str, look: Callable[[int], tuple[int, str | 
         while not view.stopping.is_set() and not await request.is_disconnected():
             try:
                 reached, payload = await run_in_threadpool(look, reached)
-            except (StoreError, *MISSHAPEN) as error:
+            except (StoreError, *UNREADABLE) as error:
                 yield _failed(error)
                 return
             if payload is not None:
@@ -237,7 +237,7 @@ async def events(request: Request) -> StreamingResponse:
         await run_in_threadpool(_exists, view, thread, start)  # ThreadNotFound: a 404 page, not an empty stream
     except ThreadNotFound:
         raise
-    except (StoreError, *MISSHAPEN) as error:
+    except (StoreError, *UNREADABLE) as error:
         # The file cannot be opened (removed, or no database now): a stream saying so, which the
         # page stops on. An error page is no stream, and a page asked for it again every 3 s.
         return StreamingResponse(iter([_failed(error)]), media_type="text/event-stream")
@@ -262,6 +262,7 @@ async def rows(request: Request) -> Response:
         position, payload = await run_in_threadpool(_poll, view, thread, after, start, skip)
     except ThreadNotFound:  # a 404 page: the page stops on any refusal (4xx)
         raise
-    except (StoreError, *MISSHAPEN) as error:
-        return JSONResponse({"error": _why(error)}, status_code=500)
+    except (StoreError, *UNREADABLE) as error:  # 500: the file cannot be opened now, or was replaced
+        status = UNREADABLE_STATUS if isinstance(unreadable(error), Unreadable) else 500
+        return JSONResponse({"error": _why(error)}, status_code=status)
     return Response(payload or json.dumps({"position": position}), media_type="application/json")

@@ -21,6 +21,13 @@ from .integrity import Integrity
 from .items import ROWS_PER_EVENT, Item
 from .render import markdown_budget, visible
 
+# A stored event the viewer cannot read (raw SQL, an older release or a hand edit wrote it):
+# the request was fine and the server did not fail; the thread as stored cannot be shown
+# until the row is mended or redacted, as the page says. It was a 500, which tells a reader
+# the viewer broke, and a RecursionError (an event nested deep enough to parse but not to
+# print) Starlette's bare "Internal Server Error".
+UNREADABLE_STATUS = 409
+
 
 @dataclass
 class Viewer:

@@ -155,8 +155,9 @@ function liveRows() {
           asked.pathname = "/live/rows";
           asked.searchParams.set("after", reached);
           const response = await fetch(asked, {headers: {accept: "application/json"}});
-          if (response.status >= 400 && response.status < 500) {  // refused (the thread is gone?): asking again won't help
-            return fail(`the server refused this page's update (HTTP ${response.status}); reload the page`);
+          if (response.status >= 400 && response.status < 500) {  // refused (the thread is gone? an event unreadable?): asking again won't help
+            const refused = await response.json().catch(() => ({}));  // a 404 is the HTML error page
+            return fail(refused.error || `the server refused this page's update (HTTP ${response.status}); reload the page`);
           }
           const update = await response.json();  // a server's error page is not JSON: tried again below
           if (update.error) return fail(update.error);
