@@ -1182,6 +1182,14 @@ class Store:
         """The highest position in the log (0 when empty): a mark to pass as `as_of`."""
         return self.backend.last_position()
 
+    def recorded_at(self, position: int) -> str | None:
+        """When the event at `position` was recorded, read without its data or meta (None: the
+        log holds no event there, or the row was altered): what a list of threads shows of a
+        thread whose last event cannot be read, so that the list still shows it."""
+        check_index("position", position, 1, what="a position")
+        row = next(self.backend.all_events(position - 1, 1), None)
+        return row.recorded_at if row is not None and row.position == position and row.recorded_at.__class__ is str else None
+
     def nearest_snapshot(self, projection: str, version: int, thread: str, at: int) -> tuple[int, dict[str, Any]] | None:
         """The cached state with the highest offset <= `at` that covers a prefix of `thread`'s
         history, as (offset, state): the thread's own snapshots, or an ancestor's taken at or

@@ -675,6 +675,26 @@ def test_a_thread_whose_meta_is_nested_too_deeply_is_a_page_saying_so(tmp_path: 
     assert fingerprint(path) == before
 
 
+def test_the_thread_list_still_lists_a_thread_whose_last_event_cannot_be_read(tmp_path: Path) -> None:
+    # The list page was a 500 for every thread in the file (its last activity read the event
+    # whole), and so was `threadlog ls`: now that thread shows when its event was recorded.
+    path = tmp_path / "deep.db"
+    threads = _unreadable_meta(path)
+    proc, base = _serve(path, "127.0.0.1")
+    try:
+        for target in ("/", "/?all=1"):
+            status, _, body = _asked_of(base, target)
+            assert status == 200, body[:300]
+            assert all(f'href="/thread?id={thread}"' in body for thread in [*threads, "fine"]), target
+    finally:
+        err = _stopped(proc)
+    assert "Traceback" not in err, err
+    listed = subprocess.run([sys.executable, "-c", "from threadlog.cli import main; main()", "ls", "--json", "-n", "100", "--db", str(path)],
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert {entry["id"]: bool(entry["last_activity"]) for entry in json.loads(listed.stdout)} == dict.fromkeys([*threads, "fine"], True)
+
+
 @pytest.mark.parametrize("target", ["/live", "/live?id=", "/live?after=3", "/live/rows?after=3"])
 def test_a_live_stream_naming_no_thread_is_a_400_saying_what_to_pass(client: TestClient, target: str) -> None:
     """It was a 404 saying `thread '' not found`."""

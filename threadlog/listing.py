@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from eventstore import Store, ThreadInfo
+from eventstore.errors import Unreadable
 from eventstore.content import tool_result_ids
 
 
@@ -14,11 +15,21 @@ def listing(store: Store, infos: Sequence[ThreadInfo]) -> list[dict[str, Any]]:
     """Each thread's row with its title, message count and last activity (a few indexed reads
     each; forks of one chain share what their histories share: `Store.titles`, `count_each`)."""
     titles, messages = store.titles(infos), store.count_each(infos, "message.appended")
-    out = []
-    for info in infos:
-        last = next(store.read_all(after=info.last_position - 1, limit=1), None) if info.last_position else None
-        out.append({**info.to_json(), "title": titles[info.id], "messages": messages[info.id], "last_activity": last.time if last else ""})
-    return out
+    return [{**info.to_json(), "title": titles[info.id], "messages": messages[info.id], "last_activity": _last_activity(store, info)}
+            for info in infos]
+
+
+def _last_activity(store: Store, info: ThreadInfo) -> str:
+    """When the thread's latest own event happened ("" when it has none). One that cannot be
+    read (altered, nested too deeply) gives the time it was recorded: the whole list failed on
+    it, where the thread's own page says what is wrong with it."""
+    if not info.last_position:
+        return ""
+    try:
+        last = next(store.read_all(after=info.last_position - 1, limit=1), None)
+    except Unreadable:
+        return store.recorded_at(info.last_position) or ""
+    return last.time if last else ""
 
 
 class SubAgent(NamedTuple):
