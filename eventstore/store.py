@@ -1188,7 +1188,7 @@ class Store:
         thread whose last event cannot be read, so that the list still shows it."""
         check_index("position", position, 1, what="a position")
         row = next(self.backend.all_events(position - 1, 1), None)
-        return row.recorded_at if row is not None and row.position == position and row.recorded_at.__class__ is str else None
+        return row.recorded_at if row is not None and row.position == position and isinstance(row.recorded_at, str) else None
 
     def nearest_snapshot(self, projection: str, version: int, thread: str, at: int) -> tuple[int, dict[str, Any]] | None:
         """The cached state with the highest offset <= `at` that covers a prefix of `thread`'s
