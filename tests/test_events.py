@@ -114,7 +114,7 @@ def test_public_names_are_pinned() -> None:
         "follow_claude_code", "follow_files",
         "export_events", "export_all", "export_markdown",
         "anthropic_request", "check_request", "usage", "Usage",
-        "run_turn", "rerun", "resolve_interrupt", "cancel_interrupt", "Interrupt", "Turn",
+        "run_turn", "rerun", "resolve_interrupt", "cancel_interrupt", "Interrupt", "Turn", "refuse_long_waits",
         "search", "SearchHit", "update_index", "rebuild_index", "transcript_tools",
         "report", "ReportRefused", "questions", "Question", "FORK_BOILERPLATE",
     ])

@@ -7,7 +7,9 @@ exact bytes of every request, so these tests see what went over the wire.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -233,6 +235,34 @@ def test_a_500_then_success_is_retried_by_the_sdk(mem: Store, api: MessagesAPI) 
     answer = mem.event_at(t, 3)
     assert answer.meta["request"]["id"] == "req_test_002"
     assert check_request(mem, t, 3).ok
+
+
+def test_a_client_made_as_the_readme_says_fails_a_try_asked_to_wait_a_day_at_once(file_store: Store, api: MessagesAPI,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK waits as long as a 529's retry-after says (up to 49 days), silent: only the client
+    `threadlog ask` makes refused to, and a turn on a caller's own client sat for the day the
+    server asked. The README's live-turn example makes its client with `refuse_long_waits`, in one
+    line: the try fails at once, the turn's error naming the wait, and the thread takes the retry."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    example = readme.split("against a local server):\n\n```py\n", 1)[1].split("\nt2 = ", 1)[0]  # its imports and its client
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "README.md", "exec"), namespace)  # noqa: S102
+    made: anthropic.Anthropic = namespace["client"]
+    assert made.max_retries == 2  # the SDK's retries, as the example leaves them
+    t = thread(file_store)
+    api.reply_error(529, "overloaded_error", "Overloaded", **{"retry-after": "86400"})
+    turns: list[Any] = []
+    asking = threading.Thread(target=lambda: turns.append(run_turn(file_store, t, "Hello", made)), daemon=True)
+    asking.start()
+    asking.join(30)
+    assert turns, "the turn still waits for the day the server asked"
+    assert turns[0].status == "error" and len(api.requests) == 1
+    assert "529" in turns[0].error and "the API asked to wait 86,400 s before trying again" in turns[0].error
+    api.reply_json(message(text("Here.")))
+    assert run_turn(file_store, t, None, made).text == "Here."
+    made.close()
 
 
 def test_a_400_ends_the_run_with_its_text_and_keeps_the_question(file_store: Store, api: MessagesAPI) -> None:

@@ -82,6 +82,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them; run, `__getattr__` l
         write_transcript,
     )
     from .live import Interrupt, Turn, rerun, run_turn
+    from .retry_wait import refuse_long_waits
     from .settling import cancel_interrupt, resolve_interrupt
 
 
@@ -104,6 +105,7 @@ _HOMES = {name: module for module, names in [
                      "rebuild_index", "save_snapshot", "search", "thread_state", "transcript", "update_index", "usage",
                      "write_transcript")),
     (".live", ("Interrupt", "Turn", "rerun", "run_turn")),
+    (".retry_wait", ("refuse_long_waits",)),
     (".settling", ("cancel_interrupt", "resolve_interrupt")),
 ] for name in names}
 
@@ -193,6 +195,7 @@ __all__ = [
     "import_swe_agent",
     "lineage",
     "rebuild_index",
+    "refuse_long_waits",
     "rerun",
     "resolve_interrupt",
     "run_turn",

@@ -6,6 +6,10 @@ with `retry-after: 86400` held `threadlog ask` a day before its retry. `refuse_l
 response hook of the client `ask` and `rerun` make, marks an answer asking for a longer wait
 not to be retried (`x-should-retry: false`, which the SDK obeys before anything else), so the
 try fails at once; `said` names the wait in the turn's error, for the user to ask again after it.
+
+A live turn leaves the client a library caller gives it as it is (its retries and waits are
+the caller's to choose): `refuse_long_waits` is public, for the caller's own client to take in
+one line, as the README's live-turn example shows.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ def _too_long(headers: Any) -> float | None:
 
 
 def refuse_long_waits(response: Any) -> None:
-    """An httpx response hook: an answer asking for a wait over `LONGEST` is not retried."""
+    """An httpx response hook: an answer asking for a wait over `LONGEST` is not retried, so the
+    try fails at once and a live turn's error names the wait. A client takes it so:
+    `anthropic.Anthropic(http_client=anthropic.DefaultHttpxClient(event_hooks={"response": [refuse_long_waits]}))`."""
     if _too_long(response.headers) is not None:
         response.headers["x-should-retry"] = "false"
 
