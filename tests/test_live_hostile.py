@@ -176,6 +176,36 @@ def test_a_tool_output_that_is_not_json_is_kept_as_its_repr(api: MessagesAPI) ->
     assert thread_state(store, t).messages[2].content[0]["content"] == "{1j: 'complex key'}"
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_an_answer_with_a_null_stop_reason_is_recorded_alike_streamed_or_not(api: MessagesAPI, stream: bool) -> None:
+    """The API gives every whole message a stop reason, and the SDK takes a null one as it comes
+    (its stream's `message_delta` sets it so); a gateway may send one. Unstreamed, such an answer
+    was recorded; streamed, with its `message_delta` and `message_stop` both sent, the same answer
+    was refused as a stream that "ended before the message was complete", and lost."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    reply = {**message([{"type": "text", "text": "Lyon by TGV."}]), "stop_reason": None}
+    api.reply_sse(reply) if stream else api.reply_json(reply)
+    turn = run_turn(store, t, "Hello", api.client(), stream=stream)
+    assert (turn.status, turn.error, turn.text, turn.stop_reason) == ("ok", None, "Lyon by TGV.", None), turn
+    answer = turn.messages[0].data
+    assert "stop_reason" not in answer and answer["usage"]["output_tokens"] == 5
+    store.verify()
+
+
+def test_a_stream_without_its_message_delta_is_refused_naming_it(api: MessagesAPI) -> None:
+    """`message_delta` carries the stop reason and the output token count: a stream that ends
+    (`message_stop`) without it holds the count its start guessed, not what the answer spent."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    events = [e for e in sse_events(message([{"type": "text", "text": "Lyon by TGV."}])) if e[0] != "message_delta"]
+    api.replies.append(Reply(200, encode_sse(events), "text/event-stream"))
+    turn = run_turn(store, t, "Hello", api.client(), stream=True)
+    assert turn.status == "error" and turn.error == ("BadAnswer: the API's stream ended (message_stop) with no message_delta, "
+                                                     "which sends the answer's stop reason and its output token count")
+    assert_retryable(store, t)
+
+
 def test_usage_fields_of_the_wrong_type_are_kept_without_a_warning(api: MessagesAPI) -> None:
     store = Store(":memory:")
     t = store.create_thread(title="t", model=MODEL)

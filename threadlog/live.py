@@ -458,9 +458,14 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
             if read.late_usage and isinstance(reply.usage, anthropic.BaseModel):
                 for name, value in read.late_usage.items():
                     setattr(reply.usage, name, value)
-            if not read.stopped or reply.stop_reason is None:  # the events ended before `message_stop`
+            if not read.stopped:  # the events ended before `message_stop`
                 raise anthropic.APIConnectionError(message="the stream ended before the message was complete",
                                                    request=events.response.request)
+            # A null stop reason it sent is kept as it came, as the SDK keeps it and as the same answer unstreamed is
+            # (the API sends none in a whole message; its tool calls, if any, are not run: `_not_run`).
+            if not read.delta:  # the usage is then the count the stream's start guessed
+                raise BadAnswer("the API's stream ended (message_stop) with no message_delta, which sends the answer's "
+                                "stop reason and its output token count")
             request_id, body = events.request_id, _body(events.response.request, kwargs, True)
     else:
         try:
@@ -574,6 +579,7 @@ class _Read:
         self.inputs: dict[int, str] = {}
         self.started = False  # `message_start` came: the answer is a stream of message events at all
         self.stopped = False
+        self.delta = False  # a `message_delta` came: the stop reason and the final usage
         self.ended: set[int] = set()  # the blocks `content_block_stop` closed
         self.kinds: list[str] = []  # the type of each block started, by index, as the SDK appends them
         # What `message_delta` events sent that the SDK's Message does not fold in (a beta's
@@ -627,6 +633,7 @@ class _Read:
             elif event.type == "message_stop":
                 self.stopped = True
             elif event.type == "message_delta":
+                self.delta = True
                 self.late |= {k: v for part in (event, event.delta) for k, v in (part.model_extra or {}).items() if v is not None}
                 spent = getattr(event, "usage", None)
                 self.late_usage |= {k: v for k, v in (getattr(spent, "model_extra", None) or {}).items() if v is not None}
