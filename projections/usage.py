@@ -9,13 +9,15 @@ that share a request prefix read it.
 A message imported from a pi session keeps pi's own names for the same counts (`input`,
 `output`, `cacheRead`, `cacheWrite`): they are read where the API's names are missing.
 A count is a whole number from 0 to 2**63 - 1: anything else an event's `usage` may hold
-(a bool, a float, text, a negative number, one of 4,000 digits) counts nothing.
+(a bool, a float, text, a negative number, one of 4,000 digits) counts nothing, and the answer
+holding it is counted in `left_out`, so the totals do not pass for whole; the event keeps it
+as recorded (a null is no count, and is not left out).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from eventstore import Store
 
@@ -26,7 +28,8 @@ _PI_NAMES = dict(zip(FIELDS, ("input", "output", "cacheRead", "cacheWrite")))
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token totals of one thread's own assistant messages (`messages` counts those with usage)."""
+    """Token totals of one thread's own assistant messages (`messages` counts those with usage;
+    `left_out`, those among them whose usage holds a count that is not counted)."""
 
     thread: str
     parent_id: str | None
@@ -37,6 +40,7 @@ class Usage:
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    left_out: int = 0
 
     @property
     def cached_share(self) -> float:
@@ -55,23 +59,32 @@ def usage(store: Store, thread: str) -> list[Usage]:
     out = []
     for info in store.subtree(thread):
         sums = dict.fromkeys(FIELDS, 0)
-        count = 0
+        count = left_out = 0
         for _, type_, data in store.read_data(info.id, info.base):
             spent = data.get("usage") if type_ == "message.appended" else None
             if isinstance(spent, dict):
                 count += 1
+                whole = True
                 for key in FIELDS:
                     value = spent.get(key, spent.get(_PI_NAMES[key]))
-                    # Not a bool (an int to Python); bounded, or two huge ones add up to a number
-                    # past the digits Python will print.
-                    if type(value) is int and 0 <= value < 2**63:
+                    if _count(value):
                         sums[key] += value
-        out.append(Usage(info.id, info.parent_id, info.depth, info.kind, count, **sums))
+                    elif value is not None:  # a null is no count
+                        whole = False
+                left_out += not whole
+        out.append(Usage(info.id, info.parent_id, info.depth, info.kind, count, **sums, left_out=left_out))
     return out
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    """Whether `value` is a token count a response could hold: not a bool (an int to Python);
+    bounded, or two huge ones add up to a number past the digits Python will print."""
+    return type(value) is int and 0 <= value < 2**63
 
 
 def total(rows: list[Usage], thread: str) -> Usage:
     """The rows added up, as one row for the subtree's root."""
     sums = {key: sum(getattr(r, key) for r in rows) for key in FIELDS}
     first = rows[0]
-    return Usage(thread, first.parent_id, first.depth, "total", sum(r.messages for r in rows), **sums)
+    return Usage(thread, first.parent_id, first.depth, "total", sum(r.messages for r in rows), **sums,
+                 left_out=sum(r.left_out for r in rows))

@@ -572,6 +572,39 @@ def test_usage_counts_only_token_counts_a_response_could_hold(tmp_path: Path) ->
     assert code == 0 and "-" not in out.splitlines()[-1], out + err
 
 
+@pytest.mark.parametrize("spent", [{"input_tokens": -5, "output_tokens": -1}, {"input_tokens": "5"}, {"output_tokens": 2.0},
+                                   {"cache_read_input_tokens": True}], ids=["negative", "text", "float", "bool"])
+def test_usage_says_which_answers_hold_counts_it_left_out(tmp_path: Path, spent: dict[str, object]) -> None:
+    """A count no response could hold counted nothing, unsaid: the totals read as whole while an
+    answer's usage was left out. It is kept as recorded (the log is the audit record), and
+    `usage` says whose answers held what it did not count, on stderr beside the table and in
+    --json, per thread and in the total."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(thread_id="t")
+        store.append_message(t, "user", "q")
+        store.append_message(t, "assistant", "a", usage=spent)
+        store.append_message(t, "user", "q")
+        store.append_message(t, "assistant", "b", usage={"input_tokens": 30, "output_tokens": 2})
+        fork = store.fork(t)
+        store.append_message(fork, "user", "q")
+        store.append_message(fork, "assistant", "c", usage={"input_tokens": 7, "output_tokens": 1})
+        before = store.last_position()
+    code, out, err = invoke("--db", str(db), "usage", "t", "--json")
+    assert (code, err) == (0, "")
+    shown = json.loads(out)
+    assert [(r["thread"], r["messages"], r["left_out"]) for r in shown["threads"]] == [("t", 2, 1), (fork, 1, 0)]
+    total = shown["total"]
+    assert (total["messages"], total["left_out"], total["input_tokens"], total["output_tokens"]) == (3, 1, 37, 3)
+    code, out, err = invoke("--db", str(db), "usage", "t")
+    assert code == 0 and out.splitlines()[-1].split()[:5] == ["total", "total", "3", "37", "3"], out
+    assert err == ("not counted: thread t: 1 answer's usage holds a token count that is no whole number from 0 to "
+                   "2**63 - 1; the totals leave it out (the log keeps it as recorded: threadlog show t)\n")
+    with Store(db) as store:
+        assert store.last_position() == before
+        assert [e.data.get("usage") for e in store.read(t) if e.data.get("role") == "assistant"][0] == spent
+
+
 @pytest.mark.parametrize("args", [["rows", "t"], ["show", "t", "--json"]], ids=["rows", "show-json"])
 def test_stdout_that_is_not_utf8_is_named_not_the_file(tmp_path: Path, args: list[str]) -> None:
     """In a Latin-1 locale a command stopped at the first character it could not print, and

@@ -226,6 +226,7 @@ def test_usage_counts_only_integer_token_fields() -> None:
     store.append_message(t, "assistant", "b", usage={"input_tokens": 3, "output_tokens": 4})
     row = usage(store, t)[0]
     assert (row.messages, row.input_tokens, row.output_tokens, row.cache_read_input_tokens) == (2, 3, 4, 0)
+    assert row.left_out == 1  # the answer whose counts were not counted, said
 
 
 @pytest.mark.parametrize("cut", range(1, 41))

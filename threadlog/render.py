@@ -371,6 +371,17 @@ def usage_lines(rows: Sequence[Usage], total: Usage) -> Iterator[str]:
         yield "  ".join(cells).rstrip()
 
 
+def usage_left_out(rows: Sequence[Usage]) -> Iterator[str]:
+    """`threadlog usage`'s word on stderr, a line per thread whose answers hold token counts the
+    totals leave out (`Usage.left_out`): the table alone passed for whole."""
+    for row in rows:
+        if row.left_out:
+            some, it = ((f"{row.left_out:,} answers' usages hold token counts that are", "them") if row.left_out > 1
+                        else ("1 answer's usage holds a token count that is", "it"))
+            yield safe(f"not counted: thread {row.thread}: {some} no whole number from 0 to 2**63 - 1; the totals leave {it} "
+                       f"out (the log keeps {it} as recorded: {command_line('threadlog show', [row.thread])})")
+
+
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 

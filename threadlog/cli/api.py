@@ -24,7 +24,7 @@ from projections.usage import total as usage_total
 from .. import output
 from ..interrupt import waking
 from ..names import THREAD
-from ..render import check_line, command_line, safe_block, usage_lines
+from ..render import check_line, command_line, safe_block, usage_left_out, usage_lines
 from ..settling import unsettled
 from .group import EXIT_UNPRINTED, _committed, _fail, _named_as_typed, cli
 from .opening import with_store
@@ -246,9 +246,13 @@ def usage_command(store: Store, thread: str, as_json: bool) -> None:
     """Tokens spent by THREAD and by each fork below it, and the input read from the prompt cache.
 
     answers: each thread's own assistant messages that carry usage (`messages` in --json), a
-    fork's inherited ones counted once, in its parent's row; `ls` counts every message."""
+    fork's inherited ones counted once, in its parent's row; `ls` counts every message. A token
+    count no response could hold (negative, not a whole number) is not counted: stderr names the
+    threads whose answers held one (`left_out` in --json), which keep it as recorded."""
     rows = usage(store, thread)
     if as_json:
         _emit_json({"threads": [r.to_json() for r in rows], "total": usage_total(rows, thread).to_json()})
     else:
         output.lines(usage_lines(rows, usage_total(rows, thread)))
+        for line in usage_left_out(rows):
+            click.echo(line, err=True)
