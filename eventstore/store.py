@@ -1069,9 +1069,17 @@ class Store:
         `whole=True` inside `consistent()`: every event of that view, for a reader that must
         agree with the view's threads (a backup). On PostgreSQL a position below one of these
         may still commit after the view: not a place to resume a tail from."""
+        return map(from_row, self.read_all_raw(after, limit, whole=whole))
+
+    def read_all_raw(self, after: int = 0, limit: int | None = None, *, whole: bool = False) -> Iterator[EventRow]:
+        """`read_all` before decoding: the stored rows, each as `recorded.from_row` reads it.
+
+        For a tail that wants only some threads' events: it decodes those alone, so an event
+        of another thread that cannot be read (a row altered outside threadlog) neither stops
+        it nor costs it a parse."""
         check_index("after", after, what="a position")
         check_index("limit", limit, what="a count", optional=True)
-        return map(from_row, self.backend.all_events(after, limit, whole))
+        return self.backend.all_events(after, limit, whole)
 
     def read_data(self, thread: str, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, dict[str, Any]]]:
         """The logical history as lean (offset, type, data) tuples, for projections that fold.

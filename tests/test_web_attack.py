@@ -695,6 +695,69 @@ def test_the_thread_list_still_lists_a_thread_whose_last_event_cannot_be_read(tm
     assert {entry["id"]: bool(entry["last_activity"]) for entry in json.loads(listed.stdout)} == dict.fromkeys([*threads, "fine"], True)
 
 
+# Three events no reader can decode, each written by raw SQL into the last event of a thread.
+UNREADABLE_LAST = {
+    "meta-nested-too-deeply": lambda path, thread: plant(path, thread, meta='{"actor":' + nested_text(5000) + "}"),
+    "data-not-utf8": lambda path, thread: _tampered(path, thread, "data = CAST(X'7b22ff227d' AS TEXT)"),
+    "data-not-json": lambda path, thread: _tampered(path, thread, "data = '{\"role\":'"),
+}
+
+
+def _tampered(path: Path, thread: str, change: str) -> int:
+    """Apply `change` to `thread`'s last event with raw SQL; returns its position."""
+    conn = sqlite3.connect(path)
+    try:
+        (position,), = conn.execute('SELECT position FROM events WHERE stream_id = ? ORDER BY "offset" DESC LIMIT 1', (thread,))
+        conn.execute(f"UPDATE events SET {change} WHERE position = ?", (position,))
+        conn.commit()
+    finally:
+        conn.close()
+    return int(position)
+
+
+def _live_rows(base: str, thread: str, after: int) -> tuple[int, dict[str, Any]]:
+    status, kind, body = _asked_of(base, f"/live/rows?id={thread}&after={after}&from=0")
+    assert kind == "application/json", (status, body[:300])
+    return status, json.loads(body)
+
+
+@pytest.mark.parametrize("unreadable", list(UNREADABLE_LAST))
+def test_an_event_of_another_thread_no_reader_can_decode_does_not_stop_a_pages_live_updates(tmp_path: Path,
+                                                                                           unreadable: str) -> None:
+    # Each update read the whole log from the page's position and decoded every event in it, so
+    # one such event in any thread stopped every open page's updates with a 409 naming an event
+    # of a thread the page does not show.
+    path = tmp_path / "other.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="page", title="open")
+        store.append_message("page", "user", "before")
+        opened = store.last_position()
+        store.create_thread(thread_id="other", title="other")
+        store.append_message("other", "user", "hello")
+    position = UNREADABLE_LAST[unreadable](path, "other")
+    with Store(path) as store:
+        store.append_message("page", "assistant", "written after it")
+        moved = store.last_position()
+    proc, base = _serve(path, "127.0.0.1")
+    try:
+        status, update = _live_rows(base, "page", opened)
+        assert status == 200 and update["position"] == moved, update
+        assert any("written after it" in item["html"] for item in update["items"]), update
+        with Store(path) as store:  # a fork of the page's thread alone: its card is the update
+            store.fork("page", fork_id="child")
+            forked = store.last_position()
+        status, update = _live_rows(base, "page", moved)
+        assert status == 200 and update["position"] == forked and [item["id"] for item in update["items"]][-1] == "forks-3", update
+        status, update = _live_rows(base, "page", forked)  # nothing new
+        assert (status, update) == (200, {"position": forked})
+        # The thread holding the event is refused as before, naming it.
+        status, refused = _live_rows(base, "other", position - 1)
+        assert status == 409 and f"position {position}" in refused["error"], refused
+    finally:
+        err = _stopped(proc)
+    assert "Traceback" not in err, err
+
+
 @pytest.mark.parametrize("target", ["/live", "/live?id=", "/live?after=3", "/live/rows?after=3"])
 def test_a_live_stream_naming_no_thread_is_a_400_saying_what_to_pass(client: TestClient, target: str) -> None:
     """It was a 404 saying `thread '' not found`."""

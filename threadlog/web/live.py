@@ -1,8 +1,9 @@
 """Live updates: server-sent events carrying the rows of newly committed events.
 
 An open thread page (the latest page, not a replay) connects to `/live?id=T&after=P&from=S`.
-The server tails the log with `read_all(after=position)` as `threadlog follow` does, a few
-times a second, each time on a fresh read-only connection; when the thread's own stream
+The server tails the log as `threadlog follow` does, a few times a second, each time on a
+fresh read-only connection, decoding only the events the page shows or is changed by (its
+thread's, the forks made from it, its lineage's redactions); when the thread's own stream
 gains events (or a fork is made from it) it sends the rendered items from a little before
 the first new event to the head (so a tool call answered by the new event changes status
 too, and a new fork's card appears where it was made), and the tool calls and interrupts the
@@ -35,7 +36,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from eventstore import RecordedEvent, Store, StoreError, ThreadNotFound
+from eventstore.backend import EventRow
 from eventstore.errors import UNREADABLE, Unreadable, unreadable
+from eventstore.recorded import from_row
 from projections import Row
 
 from .budget import Filled, fill
@@ -61,25 +64,27 @@ LIMIT = 200
 def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -> tuple[int, str | None]:
     """(the last position seen, the JSON to send or None)."""
     with view.open() as store:
-        new = list(store.read_all(after=position, limit=1000))
+        # The log is read as stored and only what this page shows is decoded: an event of another
+        # thread that cannot be read (a row altered outside threadlog) stopped every open page's
+        # updates, naming an event none of them shows. One of this thread's stops it, saying so.
+        new = list(store.read_all_raw(after=position, limit=1000))
         if not new:
             _check_reached(store, position)
             return position, None
         position = new[-1].position
-        offsets = [event.offset for event in new if event.stream_id == thread]
+        own = [from_row(row) for row in new if row.stream_id == thread]
         # A fork made from this thread: its card goes after the event it was forked at.
-        offsets += [event.data["parent_offset"] - 1 for event in new
-                    if event.type == "thread.forked" and event.data.get("parent_id") == thread]
+        offsets = [event.offset for event in own] + _forked_from(store, thread, new)
         # A redaction of an event this thread shows (its own or inherited): that row is sent again,
         # erased (its record is appended at the head, far from it; the page kept the old text).
         head = store.head(thread)
-        erased = _erased(store, thread, new, head, start) if any(event.type == "event.redacted" for event in new) else []
+        erased = _erased(store, thread, new, head, start) if any(row.type == "event.redacted" for row in new) else []
         if not offsets and not erased:
             return position, None
         low = min(max(start, min(offsets) - RESTATUS), head) if offsets else head
         if head - low > LIMIT:  # a batch too big to send as rows: the page offers its latest page instead
             return position, _reload(view, store, thread, head, position, _rows(store, thread, erased, start, skip))
-        settled = _settled([event for event in new if event.stream_id == thread])
+        settled = _settled(own)
         reach = max(start, low - REACH) if settled else low
         # The items of the page's first event before `skip` are on the page before it, not this one.
         found = [item for place, item in keyed(thread_items(store, thread, reach, head)) if place >= Cursor(start, skip)]
@@ -95,6 +100,23 @@ def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -
     return position, json.dumps({"head": head, "position": position, "items": _sent(filled)})
 
 
+def _forked_from(store: Store, thread: str, new: list[EventRow]) -> list[int]:
+    """The offsets of the events of `thread` that forks opened in `new` were made after, as the
+    forks' stream rows say (as the page's fork cards read them): each fork's `thread.forked` is
+    the first event of its own stream, another thread's, and is not decoded."""
+    offsets = []
+    for row in new:
+        if row.type != "thread.forked" or row.stream_id == thread or row.stream_id.__class__ is not str:
+            continue
+        try:
+            fork = store.thread(row.stream_id)
+        except StoreError:  # its stream's row gone or altered: no fork this page can show (its own pages say why)
+            continue
+        if fork.parent_id == thread and fork.parent_offset is not None:
+            offsets.append(fork.parent_offset - 1)
+    return offsets
+
+
 def _check_reached(store: Store, position: int) -> None:
     """Refuse a page that has shown the log past its end: the file it was read from has been
     replaced by one with a shorter log (a restore, a copy). Followed on, it was sent nothing
@@ -106,21 +128,26 @@ def _check_reached(store: Store, position: int) -> None:
                          "the database was replaced; reload the page")
 
 
-def _erased(store: Store, thread: str, new: list[RecordedEvent], head: int, start: int) -> list[int]:
+def _erased(store: Store, thread: str, new: list[EventRow], head: int, start: int) -> list[int]:
     """The offsets (from `start` on) of the events `new` redacts that `thread` shows."""
     # How far this thread shows each stream of its lineage: its own to its head, an
-    # ancestor's below the offset its child forked at.
+    # ancestor's below the offset its child forked at. A redaction's record follows the event
+    # it erased in that event's stream: those of the other streams are not read.
     chain = store.ancestry(thread)
     shown = {info.id: (chain[i - 1].parent_offset if i else head) for i, info in enumerate(chain)}
     offsets = set()
-    for event in new:
-        target_position = event.data.get("position") if event.type == "event.redacted" else None
+    for row in new:
+        if row.type != "event.redacted" or row.stream_id not in shown:
+            continue
+        target_position = from_row(row).data.get("position")
         if not isinstance(target_position, int):
             continue
-        target = next(store.read_all(after=target_position - 1, limit=1), None)
-        if (target is not None and target.position == target_position and target.stream_id in shown
-                and start <= target.offset < (shown[target.stream_id] or 0)):
-            offsets.add(target.offset)
+        target = next(store.read_all_raw(after=target_position - 1, limit=1), None)
+        if target is None or target.position != target_position or target.stream_id not in shown:
+            continue
+        target_offset = from_row(target).offset
+        if start <= target_offset < (shown[target.stream_id] or 0):
+            offsets.add(target_offset)
     return sorted(offsets)
 
 
