@@ -758,6 +758,59 @@ def test_an_event_of_another_thread_no_reader_can_decode_does_not_stop_a_pages_l
     assert "Traceback" not in err, err
 
 
+def _said(kind: str, body: str) -> str:
+    """What a refusal says: an error page's message, `/live/rows`' JSON error, or the error of
+    the `failed` event a live stream ends with."""
+    if kind == "application/json":
+        return str(json.loads(body)["error"])
+    if kind.startswith("text/event-stream"):
+        return str(json.loads(re.search(r"^event: failed\ndata: (.*)$", body, re.M).group(1))["error"])
+    found = re.search(r'id="error-message">(.*?)</p>', body, re.S)
+    return html.unescape(found.group(1)) if found else ""
+
+
+@pytest.mark.parametrize("thread", ["orphan", "below"])
+def test_every_page_of_a_fork_whose_parent_is_gone_says_so_alike(tmp_path: Path, thread: str) -> None:
+    # A fork whose parent's stream row was deleted (raw SQL) holds a history whose first events
+    # are in no thread of the file. Its pages answered three ways: a thread and replay page
+    # starting at the fork point as if nothing were missing (200), a 409 naming "offset 0 is in
+    # no segment" for a replay of its first events, and a 404 "thread 'orphanparent' not found"
+    # for its diff. Each now says what is wrong and what to do, with one status.
+    path = tmp_path / "orphan.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="orphanparent", title="gone")
+        store.append_message("orphanparent", "user", "hi")
+        store.append_message("orphanparent", "assistant", "hello")
+        store.fork("orphanparent", fork_id="orphan")
+        store.append_message("orphan", "user", "more")
+        store.fork("orphan", fork_id="below")  # a fork of the fork: the same events are missing from it
+        store.create_thread(thread_id="fine", title="fine")
+        store.append_message("fine", "user", "fine")
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM streams WHERE id = 'orphanparent'")
+    conn.close()
+    before = fingerprint(path)
+    proc, base = _serve(path, "127.0.0.1")
+    try:
+        answers = {}
+        for target in (f"/thread?id={thread}", f"/thread?id={thread}&start=0", f"/thread?id={thread}&at=1",
+                       f"/replay?id={thread}", f"/replay?id={thread}&at=1", f"/tree?id={thread}", f"/blame?id={thread}",
+                       f"/diff?a={thread}", f"/diff?a=fine&b={thread}", f"/image?id={thread}&offset=3&sha256=00",
+                       f"/live/rows?id={thread}&after=0", f"/live?id={thread}"):
+            status, kind, body = _asked_of(base, target)
+            answers[target] = (200 if target.startswith("/live?") else 409, status, _said(kind, body))
+        said = ("is forked from 'orphanparent', which is not in the file" if thread == "orphan" else
+                "descends from 'orphan', a fork of 'orphanparent', which is not in the file")
+        for target, (expected, status, message) in answers.items():
+            assert status == expected and message.startswith(f"thread {thread!r} {said}"), (target, status, message)
+            assert "its first 3 events cannot be read" in message and "`threadlog verify`" in message, (target, message)
+        assert _asked_of(base, "/")[0] == 200 and _asked_of(base, "/thread?id=fine")[0] == 200  # the rest is served
+    finally:
+        err = _stopped(proc)
+    assert "Traceback" not in err, err
+    assert fingerprint(path) == before
+
+
 @pytest.mark.parametrize("target", ["/live", "/live?id=", "/live?after=3", "/live/rows?after=3"])
 def test_a_live_stream_naming_no_thread_is_a_400_saying_what_to_pass(client: TestClient, target: str) -> None:
     """It was a 404 saying `thread '' not found`."""

@@ -35,7 +35,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from eventstore import RecordedEvent, Store, StoreError, ThreadNotFound
+from eventstore import RecordedEvent, Store, StoreError, ThreadInfo, ThreadNotFound
 from eventstore.backend import EventRow
 from eventstore.errors import UNREADABLE, Unreadable, unreadable
 from eventstore.recorded import from_row
@@ -46,7 +46,7 @@ from .cursor import Cursor, keyed
 from .items import Item, thread_items
 from .query import LARGEST, thread_param, whole_number
 from .render import link, visible
-from .viewer import UNREADABLE_STATUS, Viewer, viewer
+from .viewer import UNREADABLE_STATUS, Viewer, intact_ancestry, viewer
 
 INTERVAL = 0.25  # seconds between looks at the log
 RESTATUS = 20  # events before the first new one that are sent again (their status may have changed)
@@ -75,10 +75,16 @@ def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -
         own = [from_row(row) for row in new if row.stream_id == thread]
         # A fork made from this thread: its card goes after the event it was forked at.
         offsets = [event.offset for event in own] + _forked_from(store, thread, new)
+        redactions = [row for row in new if row.type == "event.redacted"]
+        if not offsets and not redactions:
+            return position, None
+        # Read only when the update may concern the page (its chain of forks is walked): a
+        # thread whose first events are gone is refused as its pages are.
+        chain = intact_ancestry(store, thread)
+        head = chain[0].head
         # A redaction of an event this thread shows (its own or inherited): that row is sent again,
         # erased (its record is appended at the head, far from it; the page kept the old text).
-        head = store.head(thread)
-        erased = _erased(store, thread, new, head, start) if any(row.type == "event.redacted" for row in new) else []
+        erased = _erased(store, chain, redactions, start) if redactions else []
         if not offsets and not erased:
             return position, None
         low = min(max(start, min(offsets) - RESTATUS), head) if offsets else head
@@ -128,16 +134,16 @@ def _check_reached(store: Store, position: int) -> None:
                          "the database was replaced; reload the page")
 
 
-def _erased(store: Store, thread: str, new: list[EventRow], head: int, start: int) -> list[int]:
-    """The offsets (from `start` on) of the events `new` redacts that `thread` shows."""
+def _erased(store: Store, chain: list[ThreadInfo], redactions: list[EventRow], start: int) -> list[int]:
+    """The offsets (from `start` on) of the events `redactions` erase that the thread of `chain`
+    (its ancestry) shows."""
     # How far this thread shows each stream of its lineage: its own to its head, an
     # ancestor's below the offset its child forked at. A redaction's record follows the event
     # it erased in that event's stream: those of the other streams are not read.
-    chain = store.ancestry(thread)
-    shown = {info.id: (chain[i - 1].parent_offset if i else head) for i, info in enumerate(chain)}
+    shown = {info.id: (chain[i - 1].parent_offset if i else info.head) for i, info in enumerate(chain)}
     offsets = set()
-    for row in new:
-        if row.type != "event.redacted" or row.stream_id not in shown:
+    for row in redactions:
+        if row.stream_id not in shown:
             continue
         target_position = from_row(row).data.get("position")
         if not isinstance(target_position, int):
