@@ -15,8 +15,9 @@ from typing import Any
 
 from eventstore import RecordedEvent, Store, StoreError, ThreadInfo, segments
 from eventstore.ranges import check_index
+from eventstore.recorded import Altered, decode
 
-from .dropped import locate, without_dropped
+from .dropped import Located, locate, without_dropped
 from .state import fold_state
 
 
@@ -79,32 +80,65 @@ class BlameEntry:
         return asdict(self)
 
 
-def iter_blame(store: Store, thread: str, at: int | None = None) -> Iterator[BlameEntry]:
-    """`blame` one entry at a time, in memory that does not grow with the thread.
+def iter_blame(store: Store, thread: str, at: int | None = None, start: int = 0) -> Iterator[BlameEntry]:
+    """`blame` one entry at a time, in memory that does not grow with the thread; from entry
+    `start` on.
 
     The fold runs without message bodies (it gives the fork note, the compaction and the
     dropped tool calls); the messages of the view are then streamed from the store: those
     at or after the compaction point (and the fork note), less any whose every block is a
-    tool call a fork dropped, as `thread_state(...).messages` holds them.
+    tool call a fork dropped, as `thread_state(...).messages` holds them. The messages before
+    `start` are counted from their stored rows, unread: a page of the last entries of a thread
+    of 100,000 events decoded every one before it (4.9 s).
     """
+    check_index("start", start)
     _, fold, at = fold_state(store, thread, at, bodies=False)
     index = 0
     lo = 0
     if fold.note is not None:
-        yield _blame_entry(index, "fork_note", "user", _event(store, thread, fold.note.offset), thread)
+        if index >= start:
+            yield _blame_entry(index, "fork_note", "user", _event(store, thread, fold.note.offset), thread)
         index, lo = index + 1, fold.note.offset
     if fold.compaction is not None:
-        yield _blame_entry(index, "summary", "user", _event(store, thread, fold.compaction["offset"]), thread)
+        if index >= start:
+            yield _blame_entry(index, "summary", "user", _event(store, thread, fold.compaction["offset"]), thread)
         index, lo = index + 1, max(lo, fold.compaction["through_offset"])
     dropped = locate(store, thread, fold.dropped) if fold.dropped else {}
+    lo, index = _counted(store, thread, lo, at, dropped, index, start)
     for event in store.read(thread, lo, at):
         if event.type != "message.appended":
             continue
-        content = event.data.get("content") or []
-        if event.offset in dropped and content and not without_dropped(content, dropped[event.offset]):
+        if _dropped_whole(event.data, dropped.get(event.offset)):
             continue  # a fork dropped every block of it: not in the view
         yield _blame_entry(index, "message", event.data.get("role", "user"), event, thread)
         index += 1
+
+
+def _counted(store: Store, thread: str, lo: int, at: int, dropped: Located, index: int, start: int) -> tuple[int, int]:
+    """(the offset of the message of the view at entry `start`, or `at`; the entry it is): the
+    messages from offset `lo` (entry `index`) counted from their stored rows. Only one a fork
+    dropped a tool call of is decoded (it is out of the view when it holds nothing else)."""
+    for offset, type_, version, text in store.read_raw(thread, lo, at):
+        if type_ != "message.appended":
+            continue
+        if index >= start:
+            return offset, index
+        if offset in dropped:
+            try:
+                data = decode(type_, version, text)
+            except (RecursionError, Altered) as error:  # named by its position, as the readers name it
+                raise store.unreadable(thread, offset, error) from None
+            if _dropped_whole(data, dropped[offset]):
+                continue
+        index += 1
+    return at, index
+
+
+def _dropped_whole(data: dict[str, Any], ids: frozenset[str] | None) -> bool:
+    """Whether a fork dropped every block of the message holding `data` (the tool call ids `ids`
+    of it dropped, `dropped.locate`)."""
+    content = data.get("content") or []
+    return ids is not None and bool(content) and not without_dropped(content, ids)
 
 
 def blame(store: Store, thread: str, at: int | None = None) -> list[BlameEntry]:

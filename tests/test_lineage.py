@@ -8,6 +8,7 @@ import pytest
 
 from eventstore import InvalidEvent, Store
 from threadlog import blame, diff, lineage, save_snapshot, thread_state
+from projections.lineage import iter_blame
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
 
 
@@ -87,6 +88,10 @@ def test_blame_follows_the_view_past_compactions_notes_and_dropped_calls(mem: St
         view = thread_state(mem, thread).messages
         assert [(e.index, e.kind, e.role, e.offset) for e in blame(mem, thread)] == [
             (i, m.kind, m.role, m.offset) for i, m in enumerate(view)]
+        # From any entry on (the viewer's later pages): the same entries, counted alike.
+        whole = blame(mem, thread)
+        for start in range(len(whole) + 2):
+            assert list(iter_blame(mem, thread, start=start)) == whole[start:], (thread, start)
     assert "toolu_1" not in str(thread_state(mem, d).messages)
 
 

@@ -31,7 +31,7 @@ pytest.importorskip("starlette")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from threadlog import Store, diff, update_index  # noqa: E402
+from threadlog import Store, blame, diff, update_index  # noqa: E402
 from threadlog.web import create_app  # noqa: E402
 from tests.procs import announced_url, ctrl_c, interruptible  # noqa: E402
 
@@ -705,9 +705,16 @@ UNREADABLE_LAST = {
 
 def _tampered(path: Path, thread: str, change: str) -> int:
     """Apply `change` to `thread`'s last event with raw SQL; returns its position."""
+    with Store(path) as store:
+        last = store.head(thread) - 1
+    return _tampered_at(path, thread, last, change)
+
+
+def _tampered_at(path: Path, thread: str, offset: int, change: str) -> int:
+    """Apply `change` to the event at `offset` of `thread`'s own stream with raw SQL; returns its position."""
     conn = sqlite3.connect(path)
     try:
-        (position,), = conn.execute('SELECT position FROM events WHERE stream_id = ? ORDER BY "offset" DESC LIMIT 1', (thread,))
+        (position,), = conn.execute('SELECT position FROM events WHERE stream_id = ? AND "offset" = ?', (thread, offset))
         conn.execute(f"UPDATE events SET {change} WHERE position = ?", (position,))
         conn.commit()
     finally:
@@ -809,6 +816,29 @@ def test_every_page_of_a_fork_whose_parent_is_gone_says_so_alike(tmp_path: Path,
         err = _stopped(proc)
     assert "Traceback" not in err, err
     assert fingerprint(path) == before
+
+
+def _blamed(page: str) -> list[tuple[int, int, int]]:
+    """(index, offset, position) of each row of a blame page."""
+    return [tuple(map(int, row)) for row in re.findall(  # type: ignore[misc]
+        r'<td class="num">(\d+)</td><td>message</td>.*?<td class="num">(\d+)</td><td class="num">(\d+)</td>', page, re.S)]
+
+
+def test_a_blame_page_reads_only_the_messages_it_shows(tmp_path: Path) -> None:
+    # A page from `start` decoded every message before it to count them (the last page of a
+    # thread of 100,000 events took 4.9 s), so one that cannot be read stopped every later page
+    # too, where the thread page's later pages are shown.
+    path = tmp_path / "blame.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="t", title="t")
+        store.append("t", [{"type": "message.appended", "data": {"role": "user", "content": f"m{i}"}} for i in range(250)])
+        expected = [(entry.index, entry.offset, entry.position) for entry in blame(store, "t")]
+    position = _tampered_at(path, "t", 5, "data = '{\"role\":'")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1", raise_server_exceptions=False) as c:
+        later, first = c.get("/blame?id=t&start=100"), c.get("/blame?id=t")
+    assert later.status_code == 200 and _blamed(later.text) == expected[100:200], later.text[:300]
+    assert f"/blame?id=t&amp;start=200" in later.text and f"/blame?id=t&amp;start=0" in later.text
+    assert first.status_code == 409 and f"the event at position {position} cannot be read" in first.text
 
 
 @pytest.mark.parametrize("target", ["/live", "/live?id=", "/live?after=3", "/live/rows?after=3"])

@@ -236,7 +236,7 @@ def blame_page(request: Request) -> Response:
         if (moved := _canonical(store, request)) is not None:
             return moved
         intact_ancestry(store, thread)  # a thread whose first events are gone: refused as on its other pages
-        entries = list(itertools.islice(iter_blame(store, thread), start, start + PAGE + 1))
+        entries = list(itertools.islice(iter_blame(store, thread, start=start), PAGE + 1))
         badge = view.integrity.badge(store.last_position())
     more = start + PAGE if len(entries) > PAGE else None
     return view.render(request, "blame.html", thread=thread, entries=entries[:PAGE], start=start, more=more,
