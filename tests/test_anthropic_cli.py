@@ -666,6 +666,38 @@ def test_ask_answered_overloaded_with_a_wait_of_hours_fails_at_once_naming_the_w
     assert threadlog("verify", db=db).returncode == 0 and threadlog("request", t, "--check", db=db).returncode == 0
 
 
+_YEAR_99999 = "Fri, 31 Dec 99999 23:59:59 GMT"  # a date `email.utils` parses and no calendar holds
+
+
+def test_an_answer_whose_retry_after_is_a_date_past_the_calendar_is_taken(tmp_path: Path, api: MessagesAPI) -> None:
+    """Reading a retry-after of year 99999 raised ValueError in the client's response hook,
+    for every answer, a 200 among them: the SDK took the raise for a failed connection and
+    sent the request again (billed twice), and the turn ended on that retry's error with the
+    answer lost. An answer is taken whatever its retry-after says."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    api.reply_json(message([{"type": "text", "text": "the answer"}]), **{"retry-after": _YEAR_99999})
+    done = threadlog("ask", t, "q1", db=db, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": api.url})
+    assert (done.returncode, done.stdout, len(api.requests)) == (0, "the answer\n", 1), done.stderr
+
+
+def test_ask_answered_overloaded_until_a_date_past_the_calendar_fails_at_once_naming_the_wait(tmp_path: Path,
+                                                                                            api: MessagesAPI) -> None:
+    """A 529 asking to wait until year 99999 was sent again at once (the hook's ValueError read
+    as a failed connection); before the hook, the SDK's own reading of it failed the turn as
+    "a stored event does not have the shape its type requires". It is a wait past any minute:
+    the try fails at once, saying so, the question kept."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    api.reply_error(529, "overloaded_error", "Overloaded", **{"retry-after": _YEAR_99999})
+    done = threadlog("ask", t, "q1", db=db, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": api.url})
+    assert done.returncode == 3 and len(api.requests) == 1, done.stderr
+    assert "529 Overloaded" in done.stderr and "the API asked to wait for ever before trying again" in done.stderr
+    assert "stored event" not in done.stderr
+    with Store(db) as store:
+        assert [m.content[0]["text"] for m in thread_state(store, t).messages] == ["q1"]
+
+
 def test_an_answer_the_locked_file_cannot_take_is_shown_and_the_way_to_close_the_run_said(tmp_path: Path, api: MessagesAPI) -> None:
     """Another writer held the file past --timeout once the API had answered: the answer was
     lost unseen, and the run left open with no word of how to close it."""

@@ -25,7 +25,8 @@ LONGEST = 60.0
 
 def asked_wait(headers: Any) -> float | None:
     """The seconds an answer's headers ask to wait before a retry, read as the SDK reads them
-    (`retry-after-ms`, then `retry-after` as seconds or as a date); None when they ask none."""
+    (`retry-after-ms`, then `retry-after` as seconds or as a date); None when they ask none,
+    and endless for a date past the calendar's end (the SDK's own reading of it raises)."""
     try:
         return float(headers.get("retry-after-ms")) / 1000
     except (TypeError, ValueError):
@@ -36,7 +37,14 @@ def asked_wait(headers: Any) -> float | None:
     except (TypeError, ValueError):
         pass
     date = email.utils.parsedate_tz(after) if isinstance(after, str) else None
-    return None if date is None else float(email.utils.mktime_tz(date) - time.time())
+    if date is None:
+        return None
+    try:
+        return float(email.utils.mktime_tz(date) - time.time())
+    except (ValueError, OverflowError):
+        # A date `parsedate_tz` reads and no calendar holds (year 99999): raised in the response
+        # hook, it failed every answer carrying it, a 200 too, and the SDK sent the request again.
+        return math.inf
 
 
 def _too_long(headers: Any) -> float | None:
