@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -387,6 +388,79 @@ def test_ask_on_a_thread_waiting_on_an_interrupt_names_the_commands_that_settle_
         with Store(db) as store:
             assert thread_state(store, t).pending_interrupts == []
     assert not api.requests
+
+
+def _in_a_shell(command: str, db: Path) -> subprocess.CompletedProcess[str]:
+    """`command` as a user pastes it into bash, the file named by THREADLOG_DB."""
+    exe_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": f"{exe_dir}:{os.environ.get('PATH', '')}", "THREADLOG_DB": str(db)}
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("interrupt_id", ["thread: thread q", "it's redact() $(x)", "\u202e" * 200], ids=["cli-words", "redact", "long"])
+def test_the_commands_an_ask_on_a_waiting_thread_names_do_what_they_say(tmp_path: Path, api: MessagesAPI,
+                                                                        interrupt_id: str) -> None:
+    """The commands were reworded where the library's words are made the CLI's (`thread: thread `
+    and `redact()` inside a quoted id), and cut in their middle with the error past 900
+    characters (an id of 200 characters the output escapes): pasted, they named another
+    interrupt, or no command at all. Printed whole, each settles the interrupt it names."""
+    if shutil.which("bash") is None:
+        pytest.skip("no bash to run the command")
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    for way in ("cancel", "resolve"):
+        assert threadlog("interrupt", "raise", "--question", "Which day?", "--", t, interrupt_id, db=db).returncode == 0
+        done = threadlog("ask", t, "hello", db=db, env={"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url})
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+        typed = re.search(f"`(threadlog interrupt {way} [^`]*)`", done.stderr)
+        assert typed is not None, done.stderr
+        ran = _in_a_shell(typed.group(1).replace("TEXT", "Tuesday"), db)
+        assert ran.returncode == 0, (typed.group(1), ran.stderr)
+        with Store(db) as store:
+            settled = list(store.read(t))[-1]
+        assert (settled.type, settled.data["interrupt_id"]) == (f"interrupt.{way}d" if way == "resolve" else "interrupt.cancelled",
+                                                                interrupt_id)
+    assert not api.requests
+
+
+@pytest.mark.parametrize("run_id", ["undo redact() now", "\u202e" * 200, "r" * 900], ids=["cli-words", "escaped", "long"])
+def test_the_command_closing_a_run_left_open_does_what_it_says(tmp_path: Path, api: MessagesAPI, run_id: str) -> None:
+    """A run its process left open is refused naming the command that closes it; that command
+    was reworded inside the run's id (`redact()`), or cut with the error past 900 characters,
+    and pasted it named another run. Printed whole, it closes the run, and the next ask asks."""
+    if shutil.which("bash") is None:
+        pytest.skip("no bash to run the command")
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    assert threadlog("emit", t, "run.started", "--data", json.dumps({"run_id": run_id}), db=db).returncode == 0
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": api.url}
+    refused = threadlog("ask", t, "q1", db=db, env=env)
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+    ran = _in_a_shell(refused.stderr.strip().split("close it: ", 1)[1], db)
+    assert ran.returncode == 0, ran.stderr
+    with Store(db) as store:
+        assert thread_state(store, t).open_runs == []
+    api.reply_json(message([{"type": "text", "text": "the answer"}]))
+    assert threadlog("ask", t, "q1", db=db, env=env).stdout == "the answer\n"
+
+
+def test_a_run_id_too_long_for_a_command_is_named_by_how_to_close_it(tmp_path: Path, api: MessagesAPI) -> None:
+    """A run id of 200,000 characters: the command was cut in its middle, naming another run,
+    and whole no shell would run it (an argument holds at most 128 KiB). The refusal stays one
+    short line and says what the file to give `--data-file` holds."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    run_id = "y" * 200_000
+    with Store(db) as store:
+        store.append(t, [{"type": "run.started", "data": {"run_id": run_id}}])
+    refused = threadlog("ask", t, "q1", db=db, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": api.url})
+    assert refused.returncode == 1 and len(refused.stderr) < 2000, refused.stderr[:2000]
+    assert refused.stderr.endswith(f"close it: threadlog emit {t} run.finished --data-file FILE, FILE holding "
+                                   '{"run_id": RUN, "status": "cancelled"} with RUN the run\'s id (200,000 characters) as its '
+                                   "run.started holds it\n"), refused.stderr[-400:]
+    data = tmp_path / "closing.json"
+    data.write_text(json.dumps({"run_id": run_id, "status": "cancelled"}))
+    assert threadlog("emit", t, "run.finished", "--data-file", str(data), db=db).returncode == 0
 
 
 def test_ask_reports_an_api_error_and_exits_3_the_question_kept(tmp_path: Path, api: MessagesAPI) -> None:

@@ -206,8 +206,17 @@ def run_turn(
         raise
 
 
+# The longest run id a closing command names whole: a run id is any text, and one of 1 MB made
+# an error line of 1 MB and a command no shell runs (an argument holds at most 128 KiB).
+_LONGEST_NAMED_RUN = 1000
+
+
 def closing_command(thread: str, run_id: str) -> str:
-    """The command that closes a run its process left open, as `cancelled`, quoted as typed."""
+    """The command that closes a run its process left open, as `cancelled`, quoted as typed;
+    for a run id too long to show, the command reading that data from a file, and what it holds."""
+    if len(run_id) > _LONGEST_NAMED_RUN:
+        return (command_line("threadlog emit", [thread, "run.finished"], "--data-file FILE") + ', FILE holding {"run_id": '
+                f'RUN, "status": "cancelled"}} with RUN the run\'s id ({len(run_id):,} characters) as its run.started holds it')
     data = json.dumps({"run_id": run_id, "status": "cancelled"}, ensure_ascii=False)
     return command_line("threadlog emit", [thread, "run.finished"], f"--data {shell_word(data)}")
 

@@ -26,7 +26,7 @@ from ..interrupt import waking
 from ..names import THREAD
 from ..render import check_line, command_line, safe_block, usage_left_out, usage_lines
 from ..settling import unsettled
-from .group import EXIT_UNPRINTED, _committed, _fail, _named_as_typed, cli
+from .group import EXIT_UNPRINTED, _committed, _fail, _named_as_typed, _shown_whole, cli
 from .opening import with_store
 from .options import F, Seconds, _check_range, _model_name, json_option
 from .printing import _emit_json, _json
@@ -186,13 +186,18 @@ def _answer_named(store: Store, thread: str) -> Iterator[None]:
     try:
         yield
     except InvalidEvent as error:
-        waiting = thread_state(store, thread).pending_interrupts if error.field == "thread" else []
-        interrupt_id = waiting[0]["interrupt_id"] if waiting else None
+        state = thread_state(store, thread) if error.field == "thread" else None
+        interrupt_id = state.pending_interrupts[0]["interrupt_id"] if state and state.pending_interrupts else None
         if interrupt_id is not None and error.why == unsettled(thread, interrupt_id):
             answer = command_line("threadlog interrupt resolve", [thread, interrupt_id], "--answer TEXT")
             cancel = command_line("threadlog interrupt cancel", [thread, interrupt_id])
             error.why = unsettled(thread, interrupt_id, f"`{answer}`", f"`{cancel}`")
             error.args = (f"{error.field}: {error.why}",)
+            _shown_whole(answer, cancel)
+        elif state is not None and state.open_runs:  # the command that closes a run a killed process left open
+            from ..live import closing_command  # loaded already: the turn was refused by it
+
+            _shown_whole(closing_command(thread, state.open_runs[-1]))
         raise
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import traceback
@@ -31,6 +32,7 @@ from .options import DEFAULT_DB, FilePath, check_typed
 # written, so that a script does not run the write again (a second thread, a message twice).
 EXIT_UNPRINTED = 3
 _COMMITTED = "threadlog.committed"
+_WHOLE = "threadlog.whole"  # the commands an error names, printed whole (`_shown_whole`)
 
 
 class _Command(click.Command):
@@ -159,6 +161,27 @@ def _fail(message: str, status: int = 1) -> NoReturn:
     sys.exit(status)
 
 
+def _shown_whole(*commands: str) -> None:
+    """Note commands an error about to be raised names for the user to run: printed, they are
+    neither cut (`_bounded`) nor reworded (`_cli_words`), which changed what they would do (an
+    id holding `redact()` or `thread: thread ` was rewritten inside its quotes, and a long one
+    cut, so the command named another run or interrupt). Each is `safe` already (`command_line`
+    quotes what `safe` would escape)."""
+    context = click.get_current_context(silent=True)
+    if context is not None:
+        context.meta.setdefault(_WHOLE, []).extend(commands)
+
+
+def _split_whole(message: str) -> list[str]:
+    """`message` cut into the text around the commands `_shown_whole` noted, and those commands:
+    the commands at the odd indices."""
+    context = click.get_current_context(silent=True)
+    commands = sorted({c for c in (context.meta.get(_WHOLE, []) if context is not None else []) if c}, key=len, reverse=True)
+    if not commands:
+        return [message]
+    return re.split("(" + "|".join(map(re.escape, commands)) + ")", message)
+
+
 def _committed(what: str, see: str | None = None) -> None:
     """Note, once a write command's write is committed and before it prints the result, what
     it wrote (`what`) and the command that shows it (`see`, none for a write that running
@@ -184,11 +207,14 @@ _ERROR_HEAD, _ERROR_TAIL = 600, 300
 def _bounded(message: str) -> str:
     """`message` cut in its middle when long: an error names what it refused, and a value
     typed or read from a file may be megabytes; what was wrong comes first and what to do
-    last, so both ends are kept."""
-    cut = len(message) - _ERROR_HEAD - _ERROR_TAIL
+    last, so both ends are kept. A command to run (`_shown_whole`) is kept whole, and what
+    follows it: the cut falls in the text before it."""
+    parts = _split_whole(message)
+    before, kept = parts[0], "".join(parts[1:])
+    cut = len(before) - _ERROR_HEAD - _ERROR_TAIL
     if cut <= 100:
         return message
-    return f"{message[:_ERROR_HEAD]}… ({cut:,} characters left out) …{message[-_ERROR_TAIL:]}"
+    return f"{before[:_ERROR_HEAD]}… ({cut:,} characters left out) …{before[-_ERROR_TAIL:]}{kept}"
 
 
 # Library wording -> the CLI's: what a CLI user would type instead.
@@ -218,9 +244,11 @@ _CLI_WORDS = {
 
 
 def _cli_words(message: str) -> str:
-    for library, cli_word in _CLI_WORDS.items():
-        message = message.replace(library, cli_word)
-    return message
+    parts = _split_whole(message)
+    for i in range(0, len(parts), 2):  # the commands between them are typed as they are
+        for library, cli_word in _CLI_WORDS.items():
+            parts[i] = parts[i].replace(library, cli_word)
+    return "".join(parts)
 
 
 @contextlib.contextmanager
