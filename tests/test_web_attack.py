@@ -689,8 +689,8 @@ def test_the_thread_list_still_lists_a_thread_whose_last_event_cannot_be_read(tm
     finally:
         err = _stopped(proc)
     assert "Traceback" not in err, err
-    listed = subprocess.run([sys.executable, "-c", "from threadlog.cli import main; main()", "ls", "--json", "-n", "100", "--db", str(path)],
-                            capture_output=True, text=True, timeout=60)
+    listed = subprocess.run([sys.executable, "-c", "from threadlog.cli import main; main()", "ls", "--json", "-n", "100",
+                             "--db", str(path)], capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0, listed.stderr
     assert {entry["id"]: bool(entry["last_activity"]) for entry in json.loads(listed.stdout)} == dict.fromkeys([*threads, "fine"], True)
 
