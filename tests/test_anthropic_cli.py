@@ -755,15 +755,17 @@ def test_an_answer_whose_retry_after_is_a_date_past_the_calendar_is_taken(tmp_pa
     assert (done.returncode, done.stdout, len(api.requests)) == (0, "the answer\n", 1), done.stderr
 
 
-def test_ask_answered_overloaded_until_a_date_past_the_calendar_fails_at_once_naming_the_wait(tmp_path: Path,
-                                                                                            api: MessagesAPI) -> None:
+@pytest.mark.parametrize("after", [_YEAR_99999, "99999999999999999999999"], ids=["date", "seconds"])
+def test_ask_answered_overloaded_until_a_date_past_the_calendar_fails_at_once_naming_the_wait(tmp_path: Path, api: MessagesAPI,
+                                                                                            after: str) -> None:
     """A 529 asking to wait until year 99999 was sent again at once (the hook's ValueError read
     as a failed connection); before the hook, the SDK's own reading of it failed the turn as
     "a stored event does not have the shape its type requires". It is a wait past any minute:
-    the try fails at once, saying so, the question kept."""
+    the try fails at once, saying so, the question kept. A wait of 10**23 s is as endless (it
+    was printed with a float's noise, "99,999,999,999,999,991,611,392 s")."""
     db = tmp_path / "t.db"
     t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
-    api.reply_error(529, "overloaded_error", "Overloaded", **{"retry-after": _YEAR_99999})
+    api.reply_error(529, "overloaded_error", "Overloaded", **{"retry-after": after})
     done = threadlog("ask", t, "q1", db=db, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": api.url})
     assert done.returncode == 3 and len(api.requests) == 1, done.stderr
     assert "529 Overloaded" in done.stderr and "the API asked to wait for ever before trying again" in done.stderr

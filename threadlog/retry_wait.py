@@ -21,6 +21,8 @@ from typing import Any
 
 # Seconds: the most of a server's asked wait that is waited (what earlier SDKs honoured at most).
 LONGEST = 60.0
+# Seconds: an asked wait from which the error says "for ever" instead of a number.
+_ENDLESS = 1e12
 
 
 def asked_wait(headers: Any) -> float | None:
@@ -65,6 +67,8 @@ def said(response: Any) -> str | None:
     wait = _too_long(getattr(response, "headers", {}))
     if wait is None:
         return None
-    shown = f"{wait:,.0f} s" if math.isfinite(wait) else "for ever"
+    # Past 31,000 years (and long before a float's whole digits end, at 2**53 s: a retry-after of
+    # 10**23 printed as 99,999,999,999,999,991,611,392 s) the wait is endless to anyone reading it.
+    shown = f"{wait:,.0f} s" if wait < _ENDLESS else "for ever"
     return (f"the API asked to wait {shown} before trying again (retry-after), longer than the {LONGEST:.0f} s a turn "
             "waits: ask again after that")
