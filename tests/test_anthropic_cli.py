@@ -909,3 +909,32 @@ def test_ask_and_rerun_close_their_connection_to_the_api(tmp_path: Path, api: Me
     assert done.returncode == 0, done.stderr
     assert len(api.requests) == 1
     assert _open_connections_to(int(api.url.rsplit(":", 1)[1].split("/")[0])) == 0
+
+
+def test_an_ask_whose_run_another_writer_closed_meanwhile_says_so_and_leaves_nothing_to_close(tmp_path: Path,
+                                                                                               api: MessagesAPI) -> None:
+    """The run was closed from another terminal while its answer was on the way (the command a
+    refused ask names for a run whose process is gone): the ask failed on `run ... is not
+    pending in this thread`, then said the run was left open and to close it with that same
+    command, which was refused in turn."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    api.replies.append(Reply(200, json.dumps(message([{"type": "text", "text": "late answer"}])).encode(), delay=2))
+    ask = _ask(db, api, t, "q1")
+    while not api.requests:
+        time.sleep(0.05)
+    with Store(db) as store:
+        run_id = next(e.data["run_id"] for e in store.read(t) if e.type == "run.started")
+    closed = threadlog("emit", t, "run.finished", "--data", json.dumps({"run_id": run_id, "status": "cancelled"}), db=db)
+    assert closed.returncode == 0, closed.stderr
+    _, err = ask.communicate(timeout=60)
+    assert ask.returncode == 1 and len(err.strip().splitlines()) == 1, err
+    assert f"run {run_id!r} of thread {t!r} was closed by another writer while this turn ran" in err, err
+    assert err.strip().endswith("nothing is left to close") and "run.finished --data" not in err, err
+    with Store(db) as store:
+        assert [e.type for e in store.read(t)] == ["thread.created", "run.started", "message.appended", "run.finished",
+                                                   "message.appended"]
+    assert threadlog("verify", db=db).returncode == 0
+    api.reply_json(message([{"type": "text", "text": "the next answer"}]))
+    again = threadlog("ask", t, "q2", db=db, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": api.url})
+    assert (again.returncode, again.stdout) == (0, "the next answer\n"), again.stderr

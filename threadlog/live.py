@@ -201,8 +201,9 @@ def run_turn(
                 with handled((signal.SIGINT,), signal.SIG_IGN):  # a second Ctrl-C there left the run open
                     _finish(store, turn, "cancelled" if isinstance(error, KeyboardInterrupt) else "error", _describe(error))
             except StoreError as unclosed:  # the file stayed locked, say: the run is left open, and the way to close it said
-                error.add_note(f"run {turn.run_id} of thread {thread} is left open ({unclosed}); close it with: "
-                               f"{closing_command(thread, turn.run_id)}")
+                if not turn.closed:  # (closed, another writer closed it: nothing is left to close)
+                    error.add_note(f"run {turn.run_id} of thread {thread} is left open ({unclosed}); close it with: "
+                                   f"{closing_command(thread, turn.run_id)}")
         raise
 
 
@@ -925,7 +926,19 @@ def _storable(text: str) -> str:
 
 
 def _finish(store: Store, turn: Turn, status: str, error: str | None, *before: Json) -> None:
-    store.append(turn.thread, [*before, _finished(turn.run_id, status, error)])
+    """Close the turn's run. Another writer may have closed it while the turn ran (the command a
+    refused turn names for a run whose process is gone, typed while it was not gone): then the
+    log refuses this close as a run not pending, and what the turn wrote before is kept; that
+    is said, not that the run is left open (the command that closes it would be refused too)."""
+    try:
+        store.append(turn.thread, [*before, _finished(turn.run_id, status, error)])
+    except InvalidEvent:
+        if turn.run_id in thread_state(store, turn.thread).open_runs:
+            raise
+        turn.closed = True
+        shown_at = command_line("threadlog show", [turn.thread], "--last 2")
+        raise StoreError(f"run {named(turn.run_id)} of thread {named(turn.thread)} was closed by another writer while this "
+                         f"turn ran; what the turn recorded before is kept (`{shown_at}`), and nothing is left to close") from None
     turn.closed = True
 
 
