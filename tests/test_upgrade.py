@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import subprocess
+import sys
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -294,3 +296,24 @@ def layout(path: Path) -> list[tuple[str, str, str]]:
     found = rows.fetchall()
     conn.close()
     return found
+
+
+def test_a_read_of_an_older_file_another_writer_holds_says_how_to_bound_the_wait(v4: Path) -> None:
+    """A read command migrates an older file before it reads it, so it waits for the write
+    lock: it said `--timeout sets how long`, an option no read command takes (typed, it is a
+    usage error), and waited 30 s with no way to shorten it. It names the command that
+    migrates waiting as long as told; once the lock is free the read goes on."""
+    holder = sqlite3.connect(v4, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    ls = subprocess.Popen([sys.executable, "-m", "threadlog", "--db", str(v4), "ls"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        assert ls.stderr is not None
+        waiting = ls.stderr.readline()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    out, err = ls.communicate(timeout=60)
+    assert "--timeout sets" not in waiting and waiting.startswith("waiting for another writer…"), waiting
+    assert f"`threadlog init --db {v4} --timeout SECONDS`" in waiting, waiting
+    assert ls.returncode == 0 and len(out.splitlines()) >= 2, err

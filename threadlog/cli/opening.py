@@ -18,12 +18,24 @@ from eventstore.errors import NoStore, SchemaTooOld, empty_file
 from eventstore.store import is_url, special_file
 
 from ..names import ThreadType, resolve
-from ..render import safe
+from ..render import safe, shell_word
 from .options import DEFAULT_DB, db_option, timeout_option
 
 
 def _waiting() -> None:
     click.echo("waiting for another writer… (--timeout sets how long)", err=True)
+
+
+def _waiting_to_migrate(path: str) -> Callable[[], None]:
+    """What a read command says as it waits for the write lock to migrate an older file: it
+    takes no --timeout (reads wait for no writer), so the command that migrates the file
+    waiting as long as told is named instead."""
+    def say() -> None:
+        init = f"threadlog init --db {shell_word(path)} --timeout SECONDS"
+        click.echo(f"waiting for another writer… ({safe(path)} is from an older release and is migrated before it is "
+                   f"read; `{init}` migrates it, waiting as long as told)", err=True)
+
+    return say
 
 
 def _migrating(path: str) -> Callable[[int, int], None]:
@@ -77,7 +89,8 @@ def _open(path: str, mode: str, timeout: float) -> Store:
     except NoStore as error:
         raise _no_store(error) from None
     except SchemaTooOld:
-        Store(path, **writable).close()  # migrates, or says why it cannot
+        migrating = writable if url else {**writable, "on_wait": _waiting_to_migrate(path)}
+        Store(path, **migrating).close()  # migrates, or says why it cannot
         return Store(path, timeout=timeout, read_only=True)
 
 
