@@ -20,9 +20,9 @@ the history differs.) A note fork's retrieval passages are a search's ranking, n
 the answer records which it searched for (`meta.request.passages`), and every later request
 and rebuild reads them from there.
 
-Writes per turn: one append before the call ([run.started, user message]) and one after
-([assistant message, run.finished]) for a turn without tools; a tool round adds one append
-for the assistant message and one for the results.
+Writes per turn: one append before the call ([run.started, user message]), one for the
+answer (at `expect=` that head) and one closing the run (run.finished) for a turn without
+tools; a tool round adds one append for its assistant message and one for the results.
 """
 
 from __future__ import annotations
