@@ -21,12 +21,12 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from . import forks, integrity, restore, textindex
+from . import forks, integrity, interrupted, restore, textindex
 from .backend import NO_BOUND, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, OldPagesKept, StaleSnapshot, StoreError,
                      ThreadNotFound, Unreadable, named, shown)
 from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
-from .content import tool_result_ids, tool_use_ids
+from .content import tool_result_ids
 from .facts import Facts, advance, after_fork, check_interrupted_call
 from .head import Head
 from .claims import Claim, check_name
@@ -47,11 +47,8 @@ DEFAULT_PLACEHOLDER = forks.DEFAULT_PLACEHOLDER
 
 # Events only the store itself writes, through the operation named.
 _RESERVED = {"thread.forked": "fork() or fan_out()", "event.redacted": "redact()"}
-# An interrupt raised, and what ends one (a tool call waits on one at a time, takes no result while it waits, and
-# its interrupt takes no answer once it has one: `_check_interrupted_calls`).
-_RAISED = "interrupt.raised"
-_RESOLVED = "interrupt.resolved"
-_SETTLED = (_RESOLVED, "interrupt.cancelled")
+# The events that raise and settle interrupts (`interrupted.py`).
+_INTERRUPTS = (interrupted.RAISED, *interrupted.SETTLED)
 
 # Batches from this size append with the cyclic garbage collector paused (`collector.py`).
 _PAUSE_FROM = 64
@@ -704,7 +701,7 @@ class Store:
         interrupt id: the interrupt's answer becomes the call's result, so a result recorded
         for the call while the interrupt is pending is refused. With none pending this reads
         only the stream's row; else the stream's own events."""
-        return self._interrupted_calls(self._stream(thread))
+        return self._interrupted_calls(self._stream(thread)).asked
 
     def _facts(self, thread: str) -> Facts:
         """The pending facts at the thread's head, kept on its row."""
@@ -832,7 +829,7 @@ class Store:
             if known is None and expect == "any" and batch[0].plain:
                 return self._append_text(thread, batch[0])
             # An interrupt on a tool call is judged against the pending ones, which only a read finds.
-            if known is not None and batch[0].type != _RAISED:
+            if known is not None and batch[0].type != interrupted.RAISED:
                 recorded = self._append_known(thread, batch, expect)
                 if recorded:
                     return recorded
@@ -867,26 +864,26 @@ class Store:
             if expect == "no_stream" or (isinstance(expect, int) and expect != row.head):
                 raise ConcurrencyError(thread, expect, row.head)
             head = Head.of(row)
-            if _binds_calls(batch, head.facts.interrupts):
-                _check_interrupted_calls(self._interrupted_calls(row), head.facts.tools, batch,
-                                         functools.partial(self._answered_at, row))
+            if interrupted.binds_calls(batch, head.facts.interrupts):
+                interrupted.check_batch(self._interrupted_calls(row), batch, functools.partial(self._answered_at, row))
             return self._write(thread, head, batch, position)
 
-    def _interrupted_calls(self, row: StreamRow) -> dict[str, str]:
-        """tool_use id -> the pending interrupt raised on that call, at the stream's head.
+    def _interrupted_calls(self, row: StreamRow) -> interrupted.InterruptedCalls:
+        """The pending interrupts raised on tool calls at the stream's head, each with its call.
 
         Pending interrupts are the stream's own (a fork demotes those it inherits), and rare:
-        with none pending this reads nothing; else the stream's own events are scanned, only
-        an `interrupt.raised` decoded."""
-        pending = set(Facts.stored(row.facts, row.id).interrupts)
-        asked: dict[str, str] = {}
-        if not pending:
-            return asked
-        raised = (r for r in self.read_raw(row.id, row.parent_offset or 0) if r[1] == _RAISED)
-        for _, _, data in _decoded(raised, functools.partial(self.unreadable, row.id)):
-            if data.get("interrupt_id") in pending and isinstance(data.get("tool_use_id"), str):
-                asked[data["tool_use_id"]] = data["interrupt_id"]
-        return asked
+        with none pending this reads nothing; else the stream's own events are scanned, the
+        interrupts' decoded, and the messages from the first one raised on a call on (a later
+        message may answer that call, or make a new one under its id)."""
+        facts = Facts.stored(row.facts, row.id)
+        calls = interrupted.InterruptedCalls()
+        if facts.interrupts:
+            # Filtered as it is read: a message is kept only once `calls` has a call it may concern.
+            rows = (r for r in self.read_raw(row.id, row.parent_offset or 0)
+                    if r[1] in _INTERRUPTS or r[1] == MessageAppended.type and calls.needs_messages)
+            for _, type_, data in _decoded(rows, functools.partial(self.unreadable, row.id)):
+                calls.fold(type_, data)
+        return calls.at_head(facts.interrupts, facts.tools)
 
     def _answered_at(self, row: StreamRow, tool_use_id: str) -> int | None:
         """The offset of the last message in the thread's history holding a result for
@@ -937,7 +934,7 @@ class Store:
         head = self._known.get(thread)
         if head is None or expect == "no_stream" or (isinstance(expect, int) and expect != head.offset):
             return []
-        if _binds_calls(batch, head.facts.interrupts):
+        if interrupted.binds_calls(batch, head.facts.interrupts):
             return []  # a result for a call an interrupt may wait on: judged against the interrupts, which only a read finds
         try:
             recorded = self._write(thread, head, batch, 0)
@@ -1481,67 +1478,6 @@ class Store:
         Raises `StoreError` when another connection's open read keeps the WAL in use.
         """
         self.backend.truncate_wal()
-
-
-def _binds_calls(batch: Sequence[PreparedEvent], interrupts: tuple[str, ...]) -> bool:
-    """Whether `batch` raises an interrupt on a tool call or, with `interrupts` pending before
-    it, holds a tool result (its call may be one of theirs) or an answer (its call may have a
-    result): then `_check_interrupted_calls` judges it."""
-    for item in batch:
-        if item.type == _RAISED and item.data.get("tool_use_id") is not None:
-            return True
-        if interrupts and item.type == _RESOLVED:
-            return True
-        if interrupts and item.type == MessageAppended.type and not item.plain and tool_result_ids(item.data["content"]):
-            return True
-    return False
-
-
-def _check_interrupted_calls(asked: dict[str, str], waiting: tuple[str, ...], batch: Sequence[PreparedEvent],
-                             answered_at: Callable[[str], int | None]) -> None:
-    """Refuse what would leave an interrupt on a tool call answering nothing (`asked`: tool_use
-    id -> the pending interrupt raised on it, at the head; `waiting`: the calls waiting for
-    their results there), since its answer becomes the call's one result: a second interrupt
-    on that call (one answer would be dropped unseen), a result for the call while the
-    interrupt is pending (the thread stayed interrupted, and the answer later given was
-    dropped), and an answer to an interrupt whose call does not wait (`answered_at` finds its
-    result, in a log an older release wrote): a resumed run answers waiting calls only, and
-    read that answer nowhere; cancelling settles such an interrupt. Appends only: verifying or
-    restoring such a file must not fail."""
-    calls = set(waiting)  # and the calls the batch makes, which an interrupt in it may be raised on
-    for i, item in enumerate(batch):
-        if item.type == MessageAppended.type:
-            if item.plain:
-                continue
-            content = item.data["content"]
-            answered = tool_result_ids(content) if asked else []
-            unsettled = next((call for call in answered if call in asked), None)
-            if unsettled is not None:
-                raise InvalidEvent(f"events[{i}].data.content",
-                                   f"tool_use {named(unsettled)} waits on interrupt {named(asked[unsettled])}, whose answer "
-                                   "becomes its result: resolve that interrupt (the run resuming records the result), or "
-                                   "cancel it before recording this one")
-            calls.update(tool_use_ids(content))
-        elif item.type == _RAISED:
-            tool_use_id = item.data.get("tool_use_id")
-            if tool_use_id in asked:
-                raise InvalidEvent(f"events[{i}].data.tool_use_id",
-                                   f"tool_use {named(tool_use_id)} already waits on interrupt {named(asked[tool_use_id])}: "
-                                   "a call takes one answer; resolve or cancel that interrupt first")
-            if tool_use_id is not None:
-                asked[tool_use_id] = item.data["interrupt_id"]
-        elif item.type in _SETTLED:
-            settled = item.data.get("interrupt_id")
-            raised_on = [t for t, interrupt_id in asked.items() if interrupt_id == settled]
-            if item.type == _RESOLVED and raised_on and raised_on[0] not in calls:
-                offset = answered_at(raised_on[0])
-                where = ("is not waiting for its result in this thread" if offset is None
-                         else f"already has its result (at offset {offset})")
-                raise InvalidEvent(f"events[{i}].data.interrupt_id",
-                                   f"interrupt {named(settled)} was raised on tool_use {named(raised_on[0])}, which {where}: "
-                                   "an answer would be the result of no call; cancel the interrupt instead")
-            for tool_use_id in raised_on:
-                del asked[tool_use_id]
 
 
 def _decoded(rows: Iterator[DataRow], unreadable: Callable[[int, BaseException], StoreError]

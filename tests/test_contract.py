@@ -361,3 +361,37 @@ def test_an_answer_to_an_interrupt_whose_call_has_its_result_is_refused_until_ca
     store.append("S", [{"type": "message.appended", "data": {"role": "assistant", "content": [call]}}, _raised("q3", "toolu_1"),
                        {"type": "interrupt.resolved", "data": {"interrupt_id": "q3", "answer": "the 09:00"}}])
     assert store.pending_interrupts("S") == () and store.pending_tool_uses("S") == ("toolu_1",)
+
+
+def _resolved(interrupt_id: str, answer: str = "Monday") -> dict[str, Any]:
+    return {"type": "interrupt.resolved", "data": {"interrupt_id": interrupt_id, "answer": answer}}
+
+
+def test_an_interrupt_takes_no_answer_for_a_later_call_reusing_its_calls_id(store: Store) -> None:
+    """In a log an older release wrote, interrupt q1's call may hold its result while q1 waits.
+    A later call reusing the id toolu_1 made q1 look like its question: an answer to q1 was
+    taken (in the write making the call or after it), and became the later call's result.
+    An interrupt belongs to the call it was raised on: the answer is refused, naming where that
+    call's result is, the log left as it was; the later call may be asked about anew."""
+    from tests.test_restore import old_export
+
+    call = {"type": "tool_use", "id": "toolu_1", "name": "book", "input": {}}
+    again = {"type": "message.appended", "data": {"role": "assistant", "content": [call]}}
+    old = [{"type": "thread.created", "data": {"title": "book"}}, again, _raised("q1", "toolu_1"), _result("toolu_1")]
+    store.restore(enumerate(old_export([(event["type"], event["data"]) for event in old]), 1))
+    why = ("interrupt 'q1' was raised on an earlier tool_use 'toolu_1', which has its result (at offset 3); the call "
+           "waiting under that id now is a later one, whose result the answer must not become: cancel the interrupt instead")
+    for batch, at in (([again, _resolved("q1")], 1), ([_resolved("q1")], 0)):
+        before = dump(store)
+        for _ in range(2):  # the second against the head this store's own write left (PostgreSQL's one round trip)
+            with pytest.raises(InvalidEvent) as refused:
+                store.append("S", batch)
+            assert (refused.value.field, refused.value.why) == (f"events[{at}].data.interrupt_id", why)
+            assert dump(store) == before
+        if at == 1:
+            store.append("S", [again])
+    store.append("S", [_raised("q2", "toolu_1")])  # the later call's own question
+    store.append("S", [_resolved("q2", "the 09:00"), {"type": "run.started", "data": {"run_id": "r1"}}, _result("toolu_1")])
+    store.append("S", [{"type": "interrupt.cancelled", "data": {"interrupt_id": "q1", "reason": "its call has its result"}}])
+    assert store.pending_interrupts("S") == () and store.pending_tool_uses("S") == ()
+    assert store.verify().events == 10
