@@ -3,29 +3,25 @@
 A tool raising an interrupt leaves its call waiting for the human's answer, which becomes
 the call's result when the run resumes. An interrupt therefore belongs to the call it was
 raised on, not to the id: an older release recorded a result for a call while its interrupt
-waited, and a later call may reuse that id. Once answered, the interrupt leaves its call
-waiting still: the run resuming the thread (`run_turn(..., None)`) records the answer as the
-call's result. `InterruptedCalls` follows all of it, from the stream's own events
-(`Store._interrupted_calls`) and then through a batch (`check_batch`), which refuses what
-would leave an answer read by nothing. Appends only: a log an older release wrote must still
-verify and restore.
+waited, and a later call may reuse that id. `InterruptedCalls` follows both, from the
+stream's own events (`Store._interrupted_calls`) and then through a batch (`check_batch`),
+which refuses what would leave an answer read by nothing. Appends only: a log an older
+release wrote must still verify and restore.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .content import tool_result_ids, tool_use_ids
 from .errors import InvalidEvent, named
-from .events import MessageAppended, RunFinished, RunStarted
-from .facts import Facts
+from .events import MessageAppended
 from .prepare import PreparedEvent
 
 RAISED = "interrupt.raised"
 RESOLVED = "interrupt.resolved"
 SETTLED = (RESOLVED, "interrupt.cancelled")
-_MESSAGE, _STARTED, _FINISHED = MessageAppended.type, RunStarted.type, RunFinished.type
 
 
 class InterruptedCalls:
@@ -34,19 +30,15 @@ class InterruptedCalls:
     `asked`: tool_use id -> the pending interrupt raised on that call. `stale`: pending
     interrupt id -> the tool_use id it was raised on, a call that no longer waits (its result
     was recorded, in a log an older release wrote, or it never waited), whatever later call
-    reuses the id. `answered`: tool_use id -> the resolved interrupt whose answer is to become
-    that call's result. `waiting` and `runs`: the calls waiting for their results and the runs
-    open, from the head on (`at_head`).
+    reuses the id. `waiting`: the calls waiting for their results, from the head on (`at_head`).
     """
 
-    __slots__ = ("answered", "asked", "runs", "stale", "waiting")
+    __slots__ = ("asked", "stale", "waiting")
 
     def __init__(self) -> None:
         self.asked: dict[str, str] = {}
         self.stale: dict[str, str] = {}
-        self.answered: dict[str, str] = {}
         self.waiting: set[str] = set()
-        self.runs: set[str] = set()
 
     def message(self, uses: list[str], results: list[str]) -> None:
         """A call answered, or made anew under an id an interrupt was raised on: that interrupt's
@@ -55,74 +47,60 @@ class InterruptedCalls:
             interrupt_id = self.asked.pop(call, None)
             if interrupt_id is not None:
                 self.stale[interrupt_id] = call
-            self.answered.pop(call, None)
         self.waiting.difference_update(results)
         self.waiting.update(uses)
 
     def raised(self, interrupt_id: str, call: str) -> None:
         self.asked[call] = interrupt_id
 
-    def settled(self, interrupt_id: str, resolved: bool) -> None:
-        """An interrupt answered (`resolved`) or cancelled: an answer on a waiting call is kept
-        for the call's result (a later question on the call, answered, stands for it instead)."""
+    def settled(self, interrupt_id: str) -> None:
         call = next((call for call, asked in self.asked.items() if asked == interrupt_id), None)
         if call is not None:
             del self.asked[call]
-            if resolved:
-                self.answered[call] = interrupt_id
         self.stale.pop(interrupt_id, None)
 
     def fold(self, type_: str, data: dict[str, Any]) -> None:
         """One stored event, as it was taken: nothing is refused here."""
         interrupt_id = data.get("interrupt_id")
-        if type_ == _MESSAGE:
+        if type_ == MessageAppended.type:
             content = data.get("content")
             if isinstance(content, list):
                 self.message(tool_use_ids(content), tool_result_ids(content))
         elif type_ == RAISED and isinstance(interrupt_id, str) and isinstance(data.get("tool_use_id"), str):
             self.raised(interrupt_id, data["tool_use_id"])
         elif type_ in SETTLED and isinstance(interrupt_id, str):
-            self.settled(interrupt_id, type_ == RESOLVED)
+            self.settled(interrupt_id)
 
-    def at_head(self, facts: Facts) -> InterruptedCalls:
-        """Kept to what `facts`, the head's, leave pending: the interrupts, and the answers of
-        calls still waiting; an interrupt asked about a call that does not wait there (raised
-        on one that never waited, in a log an older release wrote) is stale."""
-        held, self.waiting, self.runs = set(facts.interrupts), set(facts.tools), set(facts.runs)
+    def at_head(self, pending: Iterable[str], waiting: Iterable[str]) -> InterruptedCalls:
+        """Kept to the interrupts `pending` at the head, where `waiting` are the calls waiting
+        for their results; one asked about a call that does not wait there (raised on one that
+        never waited, in a log an older release wrote) is stale."""
+        held, self.waiting = set(pending), set(waiting)
         for call, interrupt_id in list(self.asked.items()):
             if call not in self.waiting:
                 del self.asked[call]
                 self.stale[interrupt_id] = call
         self.asked = {call: interrupt_id for call, interrupt_id in self.asked.items() if interrupt_id in held}
         self.stale = {interrupt_id: call for interrupt_id, call in self.stale.items() if interrupt_id in held}
-        self.answered = {call: interrupt_id for call, interrupt_id in self.answered.items() if call in self.waiting}
         return self
 
     @property
     def needs_messages(self) -> bool:
         """Whether a stored message can change what this holds: only once an interrupt was raised
         on a call, so a fold decodes no message before that."""
-        return bool(self.asked or self.answered)
+        return bool(self.asked)
 
 
-def binds_calls(batch: Sequence[PreparedEvent], facts: Facts) -> bool:
-    """Whether `batch`, appended where `facts` are pending, raises an interrupt on a tool call,
-    or, with interrupts pending, holds an answer (its call may have a result), or holds a tool
-    result with interrupts pending (its call may be one of theirs) or outside a run (its call's
-    interrupt may have been answered, the answer left for the run resuming): then `check_batch`
-    judges it. A run's results (every turn's), and text, cost nothing more."""
-    interrupts, running = facts.interrupts, bool(facts.runs)
+def binds_calls(batch: Sequence[PreparedEvent], interrupts: tuple[str, ...]) -> bool:
+    """Whether `batch` raises an interrupt on a tool call or, with `interrupts` pending before
+    it, holds a tool result (its call may be one of theirs) or an answer (its call may have a
+    result): then `check_batch` judges it."""
     for item in batch:
-        if item.plain:
-            continue  # text only (a batch of them is the commonest): none of these
-        type_ = item.type
-        if type_ == RAISED and item.data.get("tool_use_id") is not None:
+        if item.type == RAISED and item.data.get("tool_use_id") is not None:
             return True
-        if interrupts and type_ == RESOLVED:
+        if interrupts and item.type == RESOLVED:
             return True
-        if type_ == _FINISHED:
-            running = False  # perhaps another is open still: judged all the same
-        elif type_ == _MESSAGE and (interrupts or not running) and tool_result_ids(item.data["content"]):
+        if interrupts and item.type == MessageAppended.type and not item.plain and tool_result_ids(item.data["content"]):
             return True
     return False
 
@@ -132,14 +110,12 @@ def check_batch(calls: InterruptedCalls, batch: Sequence[PreparedEvent], answere
     stream's head leaves them), since its answer becomes the call's one result: a second
     interrupt on that call (one answer would be dropped unseen), a result for the call while
     the interrupt is pending (the thread stayed interrupted, and the answer later given was
-    dropped), a result for the call outside a run once the interrupt is answered (the run
-    resuming records the answer as the result; the result recorded before it left the answer
-    read by nothing), and an answer to an interrupt whose call no longer waits (`answered_at`
-    finds its result, in a log an older release wrote), even when a later call reuses its id:
-    a resumed run answers the waiting calls with their own interrupts' answers only, and read
+    dropped), and an answer to an interrupt whose call no longer waits (`answered_at` finds
+    its result, in a log an older release wrote), even when a later call reuses its id: a
+    resumed run answers the waiting calls with their own interrupts' answers only, and read
     that answer nowhere, or gave it to the wrong call; cancelling settles such an interrupt."""
     for i, item in enumerate(batch):
-        if item.type == _MESSAGE:
+        if item.type == MessageAppended.type:
             if item.plain:
                 continue
             content = item.data["content"]
@@ -150,17 +126,7 @@ def check_batch(calls: InterruptedCalls, batch: Sequence[PreparedEvent], answere
                                    f"tool_use {named(unsettled)} waits on interrupt {named(calls.asked[unsettled])}, whose "
                                    "answer becomes its result: resolve that interrupt (the run resuming records the result), "
                                    "or cancel it before recording this one")
-            answered = next((call for call in results if call in calls.answered), None) if not calls.runs else None
-            if answered is not None:
-                raise InvalidEvent(f"events[{i}].data.content",
-                                   f"interrupt {named(calls.answered[answered])} on tool_use {named(answered)} was answered, "
-                                   "and the answer becomes the call's result: the run resuming the thread records it "
-                                   "(recorded outside a run, this result would leave the answer read by nothing)")
             calls.message(tool_use_ids(content), results)
-        elif item.type == _STARTED:
-            calls.runs.add(item.data["run_id"])
-        elif item.type == _FINISHED:
-            calls.runs.discard(item.data["run_id"])
         elif item.type == RAISED:
             call = item.data.get("tool_use_id")
             if call in calls.asked:
@@ -174,7 +140,7 @@ def check_batch(calls: InterruptedCalls, batch: Sequence[PreparedEvent], answere
             call = calls.stale.get(interrupt_id)
             if item.type == RESOLVED and call is not None:
                 raise InvalidEvent(f"events[{i}].data.interrupt_id", _answers_no_call(interrupt_id, call, calls, answered_at))
-            calls.settled(interrupt_id, item.type == RESOLVED)
+            calls.settled(interrupt_id)
 
 
 def _answers_no_call(interrupt_id: str, call: str, calls: InterruptedCalls, answered_at: Callable[[str], int | None]) -> str:

@@ -701,8 +701,7 @@ class Store:
         interrupt id: the interrupt's answer becomes the call's result, so a result recorded
         for the call while the interrupt is pending is refused. With none pending this reads
         only the stream's row; else the stream's own events."""
-        row = self._stream(thread)
-        return self._interrupted_calls(row).asked if Facts.stored(row.facts, row.id).interrupts else {}
+        return self._interrupted_calls(self._stream(thread)).asked
 
     def _facts(self, thread: str) -> Facts:
         """The pending facts at the thread's head, kept on its row."""
@@ -865,29 +864,26 @@ class Store:
             if expect == "no_stream" or (isinstance(expect, int) and expect != row.head):
                 raise ConcurrencyError(thread, expect, row.head)
             head = Head.of(row)
-            if interrupted.binds_calls(batch, head.facts):
+            if interrupted.binds_calls(batch, head.facts.interrupts):
                 interrupted.check_batch(self._interrupted_calls(row), batch, functools.partial(self._answered_at, row))
             return self._write(thread, head, batch, position)
 
     def _interrupted_calls(self, row: StreamRow) -> interrupted.InterruptedCalls:
-        """The pending interrupts raised on tool calls at the stream's head, each with its call,
-        and the answers given to waiting calls that no result took yet.
+        """The pending interrupts raised on tool calls at the stream's head, each with its call.
 
-        These are the stream's own (a fork demotes the interrupts it inherits), and rare: with
-        no interrupt pending, and no answer in the stream for a call to wait on (counted on an
-        index), this reads nothing; else the stream's own events are scanned, the interrupts'
-        decoded, and the messages from the first one raised on a call on (a later message may
-        answer that call, or make a new one under its id)."""
+        Pending interrupts are the stream's own (a fork demotes those it inherits), and rare:
+        with none pending this reads nothing; else the stream's own events are scanned, the
+        interrupts' decoded, and the messages from the first one raised on a call on (a later
+        message may answer that call, or make a new one under its id)."""
         facts = Facts.stored(row.facts, row.id)
         calls = interrupted.InterruptedCalls()
-        base = row.parent_offset or 0
-        if facts.interrupts or facts.tools and self.backend.count_type(row.id, base, None, interrupted.RESOLVED):
+        if facts.interrupts:
             # Filtered as it is read: a message is kept only once `calls` has a call it may concern.
-            rows = (r for r in self.read_raw(row.id, base)
+            rows = (r for r in self.read_raw(row.id, row.parent_offset or 0)
                     if r[1] in _INTERRUPTS or r[1] == MessageAppended.type and calls.needs_messages)
             for _, type_, data in _decoded(rows, functools.partial(self.unreadable, row.id)):
                 calls.fold(type_, data)
-        return calls.at_head(facts)
+        return calls.at_head(facts.interrupts, facts.tools)
 
     def _answered_at(self, row: StreamRow, tool_use_id: str) -> int | None:
         """The offset of the last message in the thread's history holding a result for
@@ -938,7 +934,7 @@ class Store:
         head = self._known.get(thread)
         if head is None or expect == "no_stream" or (isinstance(expect, int) and expect != head.offset):
             return []
-        if interrupted.binds_calls(batch, head.facts):
+        if interrupted.binds_calls(batch, head.facts.interrupts):
             return []  # a result for a call an interrupt may wait on: judged against the interrupts, which only a read finds
         try:
             recorded = self._write(thread, head, batch, 0)

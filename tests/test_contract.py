@@ -326,7 +326,7 @@ def test_a_result_for_a_call_waiting_on_an_interrupt_is_refused_until_the_interr
     store.append(t, [_result("toolu_3")])  # no interrupt waits on it
     store.append(t, [settle, _result("toolu_1")])
     store.append(t, [{"type": "interrupt.resolved", "data": {"interrupt_id": "q2", "answer": "the 08:00"}}])
-    store.append(t, [{"type": "run.started", "data": {"run_id": "r1"}}, _result("toolu_2")])  # the run resuming records it
+    store.append(t, [_result("toolu_2")])
     assert store.pending_interrupts(t) == () and store.pending_tool_uses(t) == ()
 
 
@@ -365,42 +365,6 @@ def test_an_answer_to_an_interrupt_whose_call_has_its_result_is_refused_until_ca
 
 def _resolved(interrupt_id: str, answer: str = "Monday") -> dict[str, Any]:
     return {"type": "interrupt.resolved", "data": {"interrupt_id": interrupt_id, "answer": answer}}
-
-
-def test_a_result_for_a_call_whose_interrupt_was_answered_is_left_to_the_run_resuming(store: Store) -> None:
-    """The answer to an interrupt becomes its call's result when the run resumes (`run_turn`
-    reads it for the calls still waiting). A result recorded for the call after the answer and
-    before any run, in the answering write or a later one, was taken: the call had its result,
-    and the answer was read by nothing. Refused outside a run, naming the interrupt (also
-    against the head this store's own write left), the log left as it was; within a run, as
-    the resuming run records it, the result is taken."""
-    t = store.create_thread(title="book")
-    store.append_message(t, "user", "book a train")
-    store.append_message(t, "assistant", [{"type": "tool_use", "id": f"toolu_{n}", "name": "book", "input": {}}
-                                          for n in (1, 2)])
-    store.append(t, [_raised("q1", "toolu_1")])
-
-    def refused(batch: list[dict[str, Any]], at: int, call: str, interrupt_id: str) -> None:
-        before = dump(store)
-        for _ in range(2):  # the second against the head this store's own write left (PostgreSQL's one round trip)
-            with pytest.raises(InvalidEvent) as error:
-                store.append(t, batch)
-            assert error.value.field == f"events[{at}].data.content"
-            assert error.value.why == (f"interrupt '{interrupt_id}' on tool_use '{call}' was answered, and the answer "
-                                       "becomes the call's result: the run resuming the thread records it (recorded "
-                                       "outside a run, this result would leave the answer read by nothing)")
-            assert dump(store) == before
-
-    refused([_resolved("q1"), _result("toolu_1")], 1, "toolu_1", "q1")
-    refused([_raised("q2", "toolu_2"), _resolved("q2"), _result("toolu_2")], 2, "toolu_2", "q2")
-    store.append(t, [_resolved("q1")])
-    refused([_result("toolu_1")], 0, "toolu_1", "q1")
-    refused([_result("toolu_2"), _result("toolu_1")], 1, "toolu_1", "q1")
-    assert store.pending_tool_uses(t) == ("toolu_1", "toolu_2")
-    store.append(t, [_result("toolu_2")])  # no interrupt asked about it
-    store.append(t, [{"type": "run.started", "data": {"run_id": "r1"}}])
-    store.append(t, [_result("toolu_1")])  # the run resuming records the answer as the result
-    assert store.pending_tool_uses(t) == () and store.pending_interrupts(t) == ()
 
 
 def test_an_interrupt_takes_no_answer_for_a_later_call_reusing_its_calls_id(store: Store) -> None:

@@ -443,41 +443,6 @@ def test_an_interrupt_answered_later_resumes_the_turn(file_store: Store, api: Me
     assert_provenance(file_store, t, api)
 
 
-def test_an_answered_interrupt_gives_its_call_the_answer_however_the_result_was_tried_by_hand(
-        file_store: Store, api: MessagesAPI) -> None:
-    """After `resolve_interrupt`, a result recorded by hand for the interrupted call (in the same
-    write as the answer, or after it) was taken: the resumed turn found no call waiting and sent
-    the hand-made result, the human's answer read by nothing. The result is refused, the log left
-    as it was, and the resumed turn sends the answer as the call's result."""
-    t = thread(file_store)
-    api.reply_json(message([use("tu_1", "ask_human", question="Which day?")], "tool_use"))
-
-    def ask_human(question: str) -> str:
-        raise Interrupt(question)
-
-    asked = run_turn(file_store, t, "Plan it", client(api), tools={"ask_human": ask_human})
-    assert asked.status == "interrupted" and asked.interrupt_id is not None
-    by_hand = {"type": "message.appended", "data": {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "tu_1", "content": "Monday"}]}}
-    answer = {"type": "interrupt.resolved", "data": {"interrupt_id": asked.interrupt_id, "answer": "Tuesday"}}
-    refusal = (f"interrupt {asked.interrupt_id!r} on tool_use 'tu_1' was answered, and the answer becomes the call's "
-               "result: the run resuming the thread records it")
-    before = [e.to_json() for e in file_store.read_all()]
-    with pytest.raises(InvalidEvent, match=refusal):
-        file_store.append(t, [answer, by_hand])
-    assert [e.to_json() for e in file_store.read_all()] == before
-    resolve_interrupt(file_store, t, asked.interrupt_id, "Tuesday")
-    before = [e.to_json() for e in file_store.read_all()]
-    with pytest.raises(InvalidEvent, match=refusal):
-        file_store.append(t, [by_hand])
-    assert [e.to_json() for e in file_store.read_all()] == before
-    api.reply_json(message(text("Tuesday it is.")))
-    assert run_turn(file_store, t, None, client(api), tools={"ask_human": ask_human}).status == "ok"
-    sent = api.requests[-1].json["messages"][-1]["content"]
-    assert [(b["tool_use_id"], b["content"]) for b in sent] == [("tu_1", "Tuesday")]
-    assert thread_state(file_store, t).status == "idle" and file_store.verify().events == file_store.last_position()
-
-
 @pytest.mark.parametrize("raised", [Interrupt("Which day?", payload=object()), Interrupt("Which day?", payload=float("nan")),
                                     Interrupt(7), Interrupt("Which day\ud800?")], ids=["object", "nan", "int", "surrogate"])
 def test_an_interrupt_the_log_cannot_hold_answers_its_call_as_a_tool_error(file_store: Store, api: MessagesAPI,

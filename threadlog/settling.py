@@ -14,12 +14,10 @@ from eventstore import InvalidEvent, RecordedEvent, Store
 
 def resolve_interrupt(store: Store, thread: str, interrupt_id: str, answer: Any) -> RecordedEvent:
     """Record the human's answer to a pending interrupt; `run_turn(store, thread, None, ...)`
-    then resumes, giving the answer to the tool call that asked (until then a result for that
-    call is refused outside a run: it would leave the answer read by nothing). Refused
-    (`InvalidEvent`, nothing written) for an interrupt that is not pending, and for one whose
-    call already has its result (a log an earlier release wrote may hold such, a later call
-    reusing its id or not): no call would take the answer, and only `cancel_interrupt` settles
-    it."""
+    then resumes, giving the answer to the tool call that asked. Refused (`InvalidEvent`,
+    nothing written) for an interrupt that is not pending, and for one whose call already has
+    its result (a log an earlier release wrote may hold such): no call would take the answer,
+    and only `cancel_interrupt` settles it."""
     return store.append(thread, [{"type": "interrupt.resolved", "data": {"interrupt_id": interrupt_id, "answer": answer}}])[0]
 
 
