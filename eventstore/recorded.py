@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .backend import EventRow, StreamRow
-from .errors import StoreError, Unreadable
+from .errors import StoreError, Unreadable, named
 from .events import CATALOGUE, MAX_DEPTH, upcast
 
 
@@ -251,6 +251,32 @@ def acyclic(rows: list[StreamRow]) -> list[StreamRow]:
         raise StoreError(f"the stream row of {short(last.id)} was altered outside threadlog: its parent_id names {whose} "
                          "(a cycle of forks); `threadlog verify` names where")
     return rows
+
+
+def unbroken(chain: list[ThreadInfo], start: int = 0) -> list[ThreadInfo]:
+    """An ancestry (the thread first) read for the history from offset `start` on, refused when
+    that history reaches below the first own event of its last stream, a fork whose parent's
+    row is gone (only raw SQL deletes one): those events are in no thread the file holds. The
+    offsets the file holds (from that fork point on) are read as asked. It reads nothing: the
+    ancestry query stops at a missing parent as at the stream holding `start`."""
+    top = chain[-1]
+    if top.parent_id is None or top.base <= start:
+        return chain
+    # The chain is whole up to `top` (each stream on it begins past `start`).
+    raise Unreadable(parent_gone(chain))
+
+
+def parent_gone(chain: list[ThreadInfo]) -> str:
+    """What is missing from the thread of `chain`, an ancestry ending at a fork whose parent's
+    row is gone: which thread is gone, and how many of the thread's first events cannot be
+    read (those below the lowest fork point on the chain, every one the missing parent's)."""
+    top = chain[-1]
+    whose = "is forked from" if top is chain[0] else f"descends from {named(top.id)}, a fork of"
+    missing = min(info.base for info in chain)
+    first = "its first event" if missing == 1 else f"its first {missing} events"
+    return (f"thread {named(chain[0].id)} {whose} {named(top.parent_id)}, which is not in the file: {first} cannot be read "
+            "(that thread's row was deleted outside threadlog); `threadlog verify` names the first event left without "
+            "its thread")
 
 
 @dataclass(frozen=True, slots=True)

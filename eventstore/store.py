@@ -39,7 +39,7 @@ from .prepare import (META_KEYS, PreparedEvent, check_flag, check_items, check_t
 from .ranges import check_index, clip, is_index, segments
 from .skeleton import skeleton_of
 from .recorded import (Altered, RecordedEvent, ThreadInfo, acyclic, altered, altered_stream, decode, from_row, make_tuple,
-                       too_deep)
+                       too_deep, unbroken)
 from .restore import RestoreReport
 from .sqlite import SQLiteBackend
 
@@ -567,7 +567,7 @@ class Store:
     def title(self, thread: str) -> str | None:
         """The thread's current title: its latest `title.set`, else its `thread.created` title,
         looked up through an index in each segment of its history (a fork inherits its parent's)."""
-        for stream_id, lo, hi in reversed(segments(self.ancestry(thread))):
+        for stream_id, lo, hi in reversed(segments(self._reached(thread))):
             found, title = self._title_in(stream_id, lo, hi)
             if found:
                 return title
@@ -619,7 +619,9 @@ class Store:
                 parent = known.get(stream.parent_id)
                 if parent is None:
                     row = self.backend.stream(stream.parent_id)
-                    if row is None:  # the parent's row was deleted outside threadlog: the history ends here, as in `ancestry`
+                    # The parent's row was deleted outside threadlog: a listing's title and count end
+                    # here, as `title` and `count` do (a read of the history refuses it, `ancestry`).
+                    if row is None:
                         break
                     parent = known[stream.parent_id] = ThreadInfo.from_row(row)
                 stream = parent
@@ -646,7 +648,7 @@ class Store:
         """How many events of `type_` the thread's logical history holds from offset `start` on
         (an index count per stream; from its own first offset, only the thread's own stream)."""
         check_text("type_", type_, "an event type")
-        ranges = clip(segments(self.ancestry(thread, start)), start, None)
+        ranges = clip(segments(self._reached(thread, start)), start, None)
         return sum(self.backend.count_type(stream_id, lo, hi, type_) for stream_id, lo, hi in ranges)
 
     def forks_at(self, thread: str, start: int, stop: int, limit: int = 10) -> list[tuple[ThreadInfo, int]]:
@@ -673,7 +675,18 @@ class Store:
         """The thread, its parent, … up to its root; with `start`, only the streams holding its
         history from offset `start` on: up to the first whose own events begin at or below
         `start`. Reads from `start` read only those, so a thread's last events cost the same
-        however deep its chain of forks is."""
+        however deep its chain of forks is.
+
+        Every read of a thread's history starts here, and a history from `start` that reaches
+        a fork whose parent's row is gone (only raw SQL deletes one) is refused (`Unreadable`,
+        naming the fork and how many first events are missing): it was read from the fork
+        point on as if it were whole."""
+        return unbroken(self._reached(thread, start), start)
+
+    def _reached(self, thread: str, start: int = 0) -> list[ThreadInfo]:
+        """`ancestry` as far as the rows reach: up to a fork whose parent's row is gone, where a
+        listing's title and count of a thread end (`title` and `count` agree with `titles` and
+        `count_each`, which `ls` and `tree` read)."""
         check_index("start", start)
         check_thread("thread", thread)
         rows = acyclic(self.backend.ancestry(thread, start))

@@ -166,8 +166,9 @@ def _index_from(store: Store, after: int, extract: Extractor, most: int | None =
 def scope_of(store: Store, thread: str, ancestors: bool = True, stop: int | None = None) -> list[Scope]:
     """The ranges a search of `thread` reads: its logical history (every ancestor below each
     fork point), or only its own events with `ancestors=False`; below offset `stop` if given."""
-    ancestry = store.ancestry(thread)
-    ranges: list[Scope] = segments(ancestry) if ancestors else [(thread, ancestry[0].base, None)]
+    # Its own events alone are read from its row: those of a fork whose parent's row is gone are
+    # in the file, where its whole history is refused (`Store.ancestry`).
+    ranges: list[Scope] = segments(store.ancestry(thread)) if ancestors else [(thread, store.thread(thread).base, None)]
     return list(clip(ranges, 0, stop))
 
 

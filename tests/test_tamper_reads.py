@@ -391,7 +391,8 @@ def test_data_that_is_not_json_is_named_by_its_position_and_show_prints_nothing_
 def test_blame_of_a_fork_whose_parent_was_renamed_under_a_snapshot_is_refused(tmp_path: Path) -> None:
     """A fork's snapshot holds the parent's compaction; with the fork's parent_id renamed, the
     compaction's event no longer reads, and `threadlog blame` raised StopIteration out of a
-    generator: a RuntimeError traceback."""
+    generator: a RuntimeError traceback. Its parent is then a thread the file does not hold,
+    and the read of its history is refused as that of a fork whose parent's row is gone."""
     path = tmp_path / "a.db"
     with Store(path) as store:
         t = store.create_thread(title="trip")
@@ -411,6 +412,7 @@ def test_blame_of_a_fork_whose_parent_was_renamed_under_a_snapshot_is_refused(tm
         result = runner.invoke(cli, ["--db", str(path), *args])
         assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
         assert result.exit_code == 1, (args, result.output)
-        assert result.stderr == (f"error: thread '{f}' has no event at offset 3, which its state shows: the file was altered "
-                                 "outside threadlog; `threadlog verify` names where\n"), args
+        assert result.stderr == (f"error: thread '{f}' is forked from 'elsewhere', which is not in the file: its first 4 "
+                                 "events cannot be read (that thread's row was deleted outside threadlog); `threadlog verify` "
+                                 "names the first event left without its thread\n"), args
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before

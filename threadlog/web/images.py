@@ -26,7 +26,7 @@ from eventstore.content import image_media_types
 
 from .query import thread_param, whole_number
 from .render import link
-from .viewer import intact_ancestry, viewer
+from .viewer import viewer
 
 # The longest image address a page links to (browsers and servers take about 2,000 characters):
 # a longer one is shown cut short, not linked. A page put each whole in its link, and one
@@ -60,7 +60,7 @@ def image(request: Request) -> Response:
     if offset is None or not wanted:
         raise HTTPException(400, "pass ?id=THREAD&offset=N&sha256=DIGEST (the thread page's image links have them)")
     with viewer(request).open() as store:
-        intact_ancestry(store, thread)  # a thread whose first events are gone: refused as its pages are
+        store.ancestry(thread)  # a thread whose first events are gone: refused as its pages are
         event = store.event_at(thread, offset)
     for block in _images(event.data.get("content") if event.type == "message.appended" else None):
         data = _data(block)

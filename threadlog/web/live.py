@@ -46,7 +46,7 @@ from .cursor import Cursor, keyed
 from .items import Item, thread_items
 from .query import LARGEST, thread_param, whole_number
 from .render import link, visible
-from .viewer import UNREADABLE_STATUS, Viewer, intact_ancestry, viewer
+from .viewer import UNREADABLE_STATUS, Viewer, viewer
 
 INTERVAL = 0.25  # seconds between looks at the log
 RESTATUS = 20  # events before the first new one that are sent again (their status may have changed)
@@ -80,7 +80,7 @@ def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -
             return position, None
         # Read only when the update may concern the page (its chain of forks is walked): a
         # thread whose first events are gone is refused as its pages are.
-        chain = intact_ancestry(store, thread)
+        chain = store.ancestry(thread)
         head = chain[0].head
         # A redaction of an event this thread shows (its own or inherited): that row is sent again,
         # erased (its record is appended at the head, far from it; the page kept the old text).

@@ -30,7 +30,7 @@ from .graph import layout
 from .items import thread_items, view_start
 from .query import thread_param, whole_number
 from .render import link
-from .viewer import Viewer, intact_ancestry, viewer
+from .viewer import Viewer, viewer
 
 PAGE = 100  # events per thread page, messages per replay or blame page
 THREADS = 50  # threads per list page
@@ -130,7 +130,7 @@ def thread_page(request: Request) -> Response:
         if (moved := _canonical(store, request)) is not None:
             return moved
         after = store.last_position()  # first: an event committed while this page is read is sent live too
-        chain = intact_ancestry(store, thread)
+        chain = store.ancestry(thread)
         info = chain[0]
         if at is not None and at > info.head:
             raise HTTPException(400, f"at {at} is past the thread's {info.head} events: pass 0..{info.head}")
@@ -181,7 +181,7 @@ def replay_page(request: Request) -> Response:
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
-        head = intact_ancestry(store, thread)[0].head
+        head = store.ancestry(thread)[0].head
         if at is not None and at > head:
             raise HTTPException(400, f"at {at} is past the thread's {head} events: pass 0..{head}")
         at = head if at is None else at
@@ -210,7 +210,7 @@ def tree_page(request: Request) -> Response:
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
-        chain = intact_ancestry(store, thread)
+        chain = store.ancestry(thread)
         root = chain[0].root_id
         everything = store.subtree(root)
         # The first TREE_NODES threads in creation order (a parent before its forks), and the
@@ -235,7 +235,7 @@ def blame_page(request: Request) -> Response:
     with view.open() as store:
         if (moved := _canonical(store, request)) is not None:
             return moved
-        intact_ancestry(store, thread)  # a thread whose first events are gone: refused as on its other pages
+        store.ancestry(thread)  # a thread whose first events are gone: refused as on its other pages
         entries = list(itertools.islice(iter_blame(store, thread, start=start), PAGE + 1))
         badge = view.integrity.badge(store.last_position())
     more = start + PAGE if len(entries) > PAGE else None
@@ -251,10 +251,10 @@ def diff_page(request: Request) -> Response:
         if (moved := _canonical(store, request)) is not None:
             return moved
         # A thread whose first events are gone, either side: refused as on its other pages.
-        b = request.query_params.get("b") or intact_ancestry(store, a)[0].parent_id
+        b = request.query_params.get("b") or store.ancestry(a)[0].parent_id
         if not b:
             raise HTTPException(400, f"thread {a!r} is a root: pass ?b=THREAD_ID to compare it with")
-        intact_ancestry(store, b)
+        store.ancestry(b)
         result = diff(store, a, b, limit=PAGE + 1)  # one more than shown: whether there are more
         badge = view.integrity.badge(store.last_position())
     pages = [_side(view, side) for side in (result.a, result.b)]

@@ -11,8 +11,7 @@ from jinja2 import Environment
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from eventstore import Store, ThreadInfo
-from eventstore.errors import Unreadable, named
+from eventstore import Store
 from eventstore.urls import safe_url
 from projections import Message
 from projections.refusal import blank_text
@@ -69,24 +68,6 @@ class Viewer:
             html = self.env.get_template(template).render(request=request, path=safe_url(self.path),
                                                           rows_per_event=ROWS_PER_EVENT, **context)
         return HTMLResponse(visible(html), status_code=status)
-
-
-def intact_ancestry(store: Store, thread: str) -> list[ThreadInfo]:
-    """`store.ancestry(thread)`, refused (`UNREADABLE_STATUS`) when it ends at a fork whose
-    parent's row is gone (only raw SQL deletes one): the thread's first events are then in no
-    thread the file holds. Every page of such a thread asks here first, and says so alike; they
-    answered three ways (a history starting at the fork point as if whole, a 409 naming an
-    offset in no segment, a 404 naming the parent)."""
-    chain = store.ancestry(thread)
-    top = chain[-1]
-    if top.parent_id is None:
-        return chain
-    whose = "is forked from" if top is chain[0] else f"descends from {named(top.id)}, a fork of"
-    missing = min(info.parent_offset or 0 for info in chain)
-    first = "its first event" if missing == 1 else f"its first {missing} events"
-    raise Unreadable(f"thread {named(thread)} {whose} {named(top.parent_id)}, which is not in the file: {first} cannot be "
-                     "read (that thread's row was deleted outside threadlog); `threadlog verify` names the first event "
-                     "left without its thread")
 
 
 def viewer(request: Request) -> Viewer:

@@ -1,0 +1,113 @@
+"""A fork whose parent's stream row is gone (only raw SQL deletes one): its first events, and
+those of every fork below it, are in no thread of the file. Every read reaching them, in the
+library and on the command line, is refused with the words the viewer's pages say; a read of
+only the offsets the file holds answers, and a command printing such a part says afterwards
+what is missing and exits 1. No refusal changes the database.
+
+Such a thread was read from the fork point on as if it were whole (the command line exited 0),
+on both backends; only the viewer's pages and `verify` said anything of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from eventstore.errors import Unreadable
+from tests.backends import postgres_url
+from tests.test_bad_input import fingerprint
+from tests.test_postgres_tamper_reads import dump
+from threadlog import (Store, anthropic_request, blame, diff, display_rows, export_events, export_markdown, lineage,
+                       save_snapshot, search, thread_state, transcript)
+
+SAID = {"orphan": "thread 'orphan' is forked from 'orphanparent', which is not in the file",
+        "below": "thread 'below' descends from 'orphan', a fork of 'orphanparent', which is not in the file"}
+MISSING = (": its first 3 events cannot be read (that thread's row was deleted outside threadlog); `threadlog verify` "
+           "names the first event left without its thread")
+
+
+def _refusal(thread: str) -> str:
+    return SAID[thread] + MISSING
+
+
+def _orphaned(db: str) -> None:
+    """orphanparent (3 events), its fork `orphan` at 3 (2 events of its own), `orphan`'s fork
+    `below` at its head, and a sound thread; then orphanparent's row deleted."""
+    with Store(db) as store:
+        store.create_thread(thread_id="orphanparent", title="gone", model="claude-x")
+        store.append_message("orphanparent", "user", "hi")
+        store.append_message("orphanparent", "assistant", "hello")
+        store.fork("orphanparent", fork_id="orphan")
+        store.append_message("orphan", "user", "more")
+        store.fork("orphan", fork_id="below")
+        store.create_thread(thread_id="fine", title="fine")
+        store.append_message("fine", "user", "fine")
+    if db.startswith("postgresql"):
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("DELETE FROM streams WHERE id = 'orphanparent'")
+    else:
+        with contextlib.closing(sqlite3.connect(db)) as lite, lite:
+            lite.execute("DELETE FROM streams WHERE id = 'orphanparent'")
+
+
+def _held(db: str) -> Any:
+    """What the database holds: equal values mean nothing was written."""
+    if db.startswith("postgresql"):
+        with psycopg.connect(db, autocommit=True) as conn:
+            return dump(conn)
+    return fingerprint(Path(db))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    path = postgres_url() if request.param == "postgresql" else str(tmp_path / "orphan.db")
+    _orphaned(path)
+    yield path
+
+
+READS: dict[str, Callable[[Store, str], Any]] = {
+    "read": lambda store, t: list(store.read(t)),
+    "read from an offset it cannot reach": lambda store, t: list(store.read(t, 2)),
+    "read_data": lambda store, t: list(store.read_data(t)),
+    "read_raw": lambda store, t: list(store.read_raw(t)),
+    "event_at": lambda store, t: store.event_at(t, 0),
+    "ancestry": lambda store, t: store.ancestry(t),
+    "thread_state": thread_state,
+    "thread_state at 4": lambda store, t: thread_state(store, t, 4),
+    "display_rows": display_rows,
+    "transcript": transcript,
+    "anthropic_request": anthropic_request,
+    "blame": blame,
+    "lineage": lineage,
+    "diff with a sound thread": lambda store, t: diff(store, "fine", t),
+    "diff with itself": lambda store, t: diff(store, t, t),
+    "export_events": lambda store, t: list(export_events(store, t)),
+    "export_markdown": export_markdown,
+    "save_snapshot": save_snapshot,
+    "search of its history": lambda store, t: search(store, "hi", thread=t),
+}
+
+
+@pytest.mark.parametrize("thread", ["orphan", "below"])
+def test_every_library_read_of_the_missing_events_is_refused_with_the_viewer_s_words(db: str, thread: str) -> None:
+    before = _held(db)
+    with Store(db) as store:
+        for name, call in READS.items():
+            with pytest.raises(Unreadable) as caught:
+                call(store, thread)
+            assert str(caught.value) == _refusal(thread), name
+        # The offsets the file holds are read as asked: its own events, from the fork point on.
+        assert [(e.offset, e.stream_id) for e in store.read(thread, 3)][:2] == [(3, "orphan"), (4, "orphan")]
+        assert store.event_at(thread, 4).data["content"] == [{"type": "text", "text": "more"}]
+        assert store.thread(thread).head == (5 if thread == "orphan" else 6)
+        assert store.ancestry("fine")[0].head == 2 and len(list(store.read("fine"))) == 2
+    assert _held(db) == before
+    with Store(db) as store:  # a search of its own events alone reads what the file holds (and indexes it)
+        assert [(hit.thread, hit.offset) for hit in search(store, "more", thread=thread, ancestors=False)] == \
+            ([("orphan", 4)] if thread == "orphan" else [])
