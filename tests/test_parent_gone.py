@@ -11,13 +11,17 @@ on both backends; only the viewer's pages and `verify` said anything of it.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
 from eventstore.errors import Unreadable
 from tests.backends import postgres_url
@@ -25,6 +29,7 @@ from tests.test_bad_input import fingerprint
 from tests.test_postgres_tamper_reads import dump
 from threadlog import (Store, anthropic_request, blame, diff, display_rows, export_events, export_markdown, lineage,
                        save_snapshot, search, thread_state, transcript)
+from threadlog.cli import cli
 
 SAID = {"orphan": "thread 'orphan' is forked from 'orphanparent', which is not in the file",
         "below": "thread 'below' descends from 'orphan', a fork of 'orphanparent', which is not in the file"}
@@ -111,3 +116,54 @@ def test_every_library_read_of_the_missing_events_is_refused_with_the_viewer_s_w
     with Store(db) as store:  # a search of its own events alone reads what the file holds (and indexes it)
         assert [(hit.thread, hit.offset) for hit in search(store, "more", thread=thread, ancestors=False)] == \
             ([("orphan", 4)] if thread == "orphan" else [])
+
+
+def _threadlog(db: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "threadlog", "--db", db, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_the_command_line_refuses_in_its_own_process(db: str) -> None:
+    before = _held(db)
+    shown = _threadlog(db, "show", "below")
+    assert (shown.returncode, shown.stdout, shown.stderr) == (1, "", f"error: {_refusal('below')}\n"), shown
+    # A part the user asked for that the file holds is printed, then what is missing is said.
+    tail = _threadlog(db, "log", "orphan", "-n", "1", "--json")
+    assert tail.returncode == 1 and [json.loads(line)["offset"] for line in tail.stdout.splitlines()] == [4], tail
+    assert tail.stderr == f"error: {_refusal('orphan')}\n", tail.stderr
+    assert _held(db) == before
+
+
+COMMANDS = [["log", "{t}"], ["log", "{t}", "--json"], ["log", "{t}", "--stop", "4"], ["show", "{t}"], ["show", "{t}", "--json"],
+            ["show", "{t}", "--at", "4"], ["rows", "{t}"], ["rows", "{t}", "--json"], ["transcript", "{t}"],
+            ["transcript", "{t}", "--start", "3"], ["request", "{t}"], ["blame", "{t}"], ["tree", "{t}"], ["tree", "{t}", "--json"],
+            ["diff", "{t}", "fine"], ["diff", "fine", "{t}"], ["export", "{t}"], ["export", "{t}", "--format", "markdown"],
+            ["export", "{t}", "--format", "anthropic"], ["export", "{t}", "-o", "{dir}/out.jsonl"], ["snapshot", "{t}"]]
+
+
+@pytest.mark.parametrize("thread", ["orphan", "below"])
+@pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(c) for c in COMMANDS])
+def test_each_command_reading_the_thread_is_refused(tmp_path: Path, thread: str, args: list[str]) -> None:
+    db = str(tmp_path / "orphan.db")
+    _orphaned(db)
+    before = _held(db)
+    done = CliRunner().invoke(cli, ["--db", db, *(a.format(t=thread, dir=tmp_path) for a in args)])
+    assert (done.exit_code, done.stdout, done.stderr) == (1, "", f"error: {_refusal(thread)}\n"), done.output
+    assert not (tmp_path / "out.jsonl").exists()
+    assert _held(db) == before
+
+
+@pytest.mark.parametrize(("args", "printed"), [
+    (["log", "{t}", "--start", "4"], ["4"]),
+    (["log", "{t}", "-n", "2"], ["3", "4"]),
+], ids=["log --start", "log -n"])
+def test_a_part_the_file_holds_is_printed_then_the_rest_is_said_missing(tmp_path: Path, args: list[str],
+                                                                         printed: list[str]) -> None:
+    db = str(tmp_path / "orphan.db")
+    _orphaned(db)
+    before = _held(db)
+    done = CliRunner().invoke(cli, ["--db", db, *(a.format(t="orphan") for a in args)])
+    assert done.exit_code == 1 and [line.split()[0] for line in done.stdout.splitlines()] == printed, done.output
+    assert done.stderr == f"error: {_refusal('orphan')}\n"
+    assert _held(db) == before
+    whole = CliRunner().invoke(cli, ["--db", db, "log", "fine", "-n", "1"])  # a sound thread's part: nothing said
+    assert whole.exit_code == 0 and whole.stderr == "", whole.output

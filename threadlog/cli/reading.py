@@ -197,6 +197,11 @@ def log(store: Store, thread: str, start: int, stop: int | None, tail: int | Non
             click.echo(_json(event.to_json()))
     else:
         output.lines((event_line(event) for event in events), pager=not no_pager)
+    if start:
+        # A read from `start` checks only the streams holding those offsets: the events of a fork
+        # whose parent's row is gone are printed as asked, then what is missing before them is
+        # said (exit 1), as a read from its first offset refuses it.
+        store.ancestry(thread)
 
 
 @cli.command()
@@ -266,7 +271,7 @@ def _tree_holding(store: Store, thread: str) -> list[ThreadInfo]:
     """The tree `tree THREAD` prints: that of the root THREAD's row names, refused where the rows
     (altered outside threadlog) make it no tree holding THREAD: its top printed as a fork whose
     parent "is not in the file" (it was), or the root's tree printed without THREAD."""
-    root = store.thread(thread).root_id
+    root = store.ancestry(thread)[0].root_id  # a fork whose parent's row is gone: refused as its reads are
     try:
         threads = store.subtree(root)
     except ThreadNotFound:  # the row names a root that is not in the file
