@@ -167,3 +167,15 @@ def test_a_part_the_file_holds_is_printed_then_the_rest_is_said_missing(tmp_path
     assert _held(db) == before
     whole = CliRunner().invoke(cli, ["--db", db, "log", "fine", "-n", "1"])  # a sound thread's part: nothing said
     assert whole.exit_code == 0 and whole.stderr == "", whole.output
+
+
+def test_a_backup_of_the_whole_file_is_written_and_says_which_thread_it_cannot_restore(tmp_path: Path) -> None:
+    db = str(tmp_path / "orphan.db")
+    _orphaned(db)
+    before = _held(db)
+    done = CliRunner().invoke(cli, ["--db", db, "export", "--all", "-o", str(tmp_path / "all.jsonl")])
+    assert done.exit_code == 1 and done.stdout == f"{tmp_path / 'all.jsonl'}\n", done.output
+    lines = (tmp_path / "all.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1]) == {"end": {"streams": 3, "events": 8}}, lines[-1]
+    assert done.stderr == f"error: the export is written, but a restore refuses it: {_refusal('orphan')}\n", done.stderr
+    assert _held(db) == before

@@ -27,6 +27,7 @@ from typing import Any
 
 from eventstore import Store, StoreError, ThreadInfo
 from eventstore.integrity import counted
+from eventstore.recorded import parent_gone
 
 from projections import transcript
 
@@ -111,6 +112,18 @@ def export_all(store: Store, progress: Callable[[int, int], None] | None = None)
             events += 1
             yield {"event": event.to_json()}
         yield _end(streams, events)
+
+
+def check_restorable(store: Store) -> None:
+    """Refuse (once `export_all` is written: it holds every thread and event there is, which
+    is what a backup of a damaged file can keep) a file holding a fork whose parent's row is
+    gone (only raw SQL deletes one): a restore refuses the export, which said nothing of it.
+    Names the oldest such fork in the words its reads are refused with."""
+    strays = store.strays()
+    if strays.first_orphan is None:
+        return
+    others = "" if strays.orphans == 1 else f" ({strays.orphans} forks name a parent not in the file)"
+    raise StoreError(f"the export is written, but a restore refuses it: {parent_gone([strays.first_orphan])}{others}")
 
 
 def _end(streams: int, events: int) -> dict[str, Any]:

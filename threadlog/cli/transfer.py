@@ -23,7 +23,7 @@ from projections import anthropic_request
 from projections.atomic import write_atomically
 
 from .. import output
-from ..export import dump_lines, export_all, export_events, export_markdown
+from ..export import check_restorable, dump_lines, export_all, export_events, export_markdown
 from ..importers import ImportSummary, import_claude_code, import_event_files, import_pi, import_swe_agent, swe_agent
 from ..importers.follow import follow_claude_code, follow_files
 from ..importers.lines import LIVE_SECONDS, files_below
@@ -409,8 +409,10 @@ def export_command(store: Store, thread: str | None, format_: str, everything: b
                 # escaped, it made a backup that looked whole and that no restore takes.
                 chunk.encode("utf-8")
                 click.echo(safe_block(chunk) if format_ == "markdown" else safe_json(chunk), nl=False)
-        return
-    with bar or contextlib.nullcontext():
-        write_atomically(output, (chunk.encode("utf-8") for chunk in chunks), "the export", keep=store.files)
-    if special_file(output) is None:  # a path printed after `-o /dev/stdout` would end the export
-        click.echo(safe(output))
+    else:
+        with bar or contextlib.nullcontext():
+            write_atomically(output, (chunk.encode("utf-8") for chunk in chunks), "the export", keep=store.files)
+        if special_file(output) is None:  # a path printed after `-o /dev/stdout` would end the export
+            click.echo(safe(output))
+    if everything:
+        check_restorable(store)
