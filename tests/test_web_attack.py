@@ -855,13 +855,20 @@ def test_a_live_stream_from_past_the_head_is_a_400(client: TestClient) -> None:
     assert response.status_code == 400 and "from 99 is past the thread&#39;s 3 events" in response.text
 
 
+# The redacted text, and the part of it an update must not hold: letters no hex id, digest or
+# hash on a page can hold (a secret of digits, "4111", appeared in one update's hex ids in one
+# run of about a hundred, failing the test with nothing leaked).
+SECRET = "qwzx-4111"
+SECRET_TEXT = f"my card {SECRET}"
+
+
 def _redacted_while_open(served: tuple[str, Path], thread: str, more: int, start: int) -> tuple[Any, bytes]:
     """A thread whose first message is a secret and `more` after it; a page open on it from
     `start` (its live stream), then the secret redacted: (the secret's record, the update's line)."""
     base, path = served
     with Store(path) as store:
         t = store.create_thread(thread_id=thread)
-        secret = store.append_message(t, "user", "my card 4111")
+        secret = store.append_message(t, "user", SECRET_TEXT)
         for i in range(more):
             store.append_message(t, "assistant" if i % 2 == 0 else "user", f"m{i}")
         after = store.last_position()
@@ -881,7 +888,7 @@ def test_a_redaction_reaches_an_open_page_s_row(served: tuple[str, Path]) -> Non
     secret, line = _redacted_while_open(served, "erased-live", 30, 0)
     update = json.loads(line[5:])
     assert any(item["id"].startswith(f"r-{secret.event_id}") for item in update["items"]), [i["id"] for i in update["items"]]
-    assert "4111" not in line.decode()
+    assert SECRET not in line.decode()
 
 
 def test_markdown_a_page_renders_is_bounded_and_the_rest_shown_as_text(tmp_path: Path) -> None:
@@ -1127,7 +1134,7 @@ def test_a_redaction_after_a_batch_too_big_to_send_still_erases_the_open_page_s_
     base, path = served
     with Store(path) as store:
         store.create_thread(thread_id="erased-stale")
-        secret = store.append_message("erased-stale", "user", "my card 4111")
+        secret = store.append_message("erased-stale", "user", SECRET_TEXT)
         after = store.last_position()
     with urllib.request.urlopen(f"{base}/live?id=erased-stale&after={after}&from=0", timeout=20) as stream:
         assert stream.readline() == b": connected\n"
@@ -1147,7 +1154,7 @@ def test_a_redaction_after_a_batch_too_big_to_send_still_erases_the_open_page_s_
     update = json.loads(line[5:])
     erased = [item for item in update["items"] if item["id"].startswith(f"r-{secret.event_id}")]
     assert len(erased) == 1 and "[redacted]" in erased[0]["html"], [item["id"] for item in update["items"]]
-    assert "4111" not in line.decode()
+    assert SECRET not in line.decode()
 
 
 def test_an_update_too_big_to_send_still_carries_the_rows_it_erased(served: tuple[str, Path]) -> None:
@@ -1156,7 +1163,7 @@ def test_an_update_too_big_to_send_still_carries_the_rows_it_erased(served: tupl
     base, path = served
     with Store(path) as store:
         store.create_thread(thread_id="erased-batch")
-        secret = store.append_message("erased-batch", "user", "my card 4111")
+        secret = store.append_message("erased-batch", "user", SECRET_TEXT)
         after = store.last_position()
         store.append("erased-batch", [{"type": "message.appended", "data": {"role": "user", "content": f"imported {i}"}}
                                       for i in range(300)])
@@ -1168,7 +1175,7 @@ def test_an_update_too_big_to_send_still_carries_the_rows_it_erased(served: tupl
     update = json.loads(line[5:])
     assert update["reload"] == "/thread?id=erased-batch"
     assert [item["id"] for item in update["items"]] == [f"r-{secret.event_id}:0"]
-    assert "[redacted]" in update["items"][0]["html"] and "4111" not in line.decode()
+    assert "[redacted]" in update["items"][0]["html"] and SECRET not in line.decode()
 
 
 @pytest.mark.parametrize("settled", ["tool_result", "interrupt.resolved"])
