@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 from eventstore import DEFAULT_PLACEHOLDER, ConcurrencyError, InvalidEvent, RecordedEvent, ReportRefused, Store
 from eventstore.errors import named, shown
 from eventstore.content import tool_result_ids
+from eventstore.launches import launch, took_turn
 from projections import thread_state
 
 STATUSES = ("completed", "failed", "killed")
@@ -79,14 +80,9 @@ def report(store: Store, subagent: str, text: str | None = None, *, status: str 
     parent, launched_at = info.parent_id, info.parent_offset
     # fan_out wrote its fork event (naming the directive), then the placeholder results and the
     # directive. A sub-agent imported from another tool's session may hold its fork event alone.
-    forked, *after = store.read(subagent, launched_at, min(launched_at + 2, info.head))
+    forked, primed, launch_ids = launch(store, info)
     directive = str(forked.data.get("options", {}).get("directive", ""))  # a redacted event keeps none
-    primed = after[0] if after and after[0].meta.get("origin") == "primed" else None
     content = primed.data.get("content", []) if primed is not None else []
-    # The calls it was launched from: those its placeholders answered, or, for a sub-agent imported
-    # from another tool's session (forked at the parent's Task call), those its fork left out.
-    imported = forked.meta.get("origin") == "imported"
-    launch_ids = tool_result_ids(content) or (list(forked.data.get("dropped_tool_use_ids", [])) if imported else [])
     # A redacted placeholder is not known any more: the default stands in for it.
     placeholder = next((block["content"] for block in content if block.get("type") == "tool_result"
                         and primed is not None and not primed.redacted), DEFAULT_PLACEHOLDER)
@@ -149,8 +145,7 @@ def _deliver(store: Store, parent: str, launched_at: int, subagent: str, notific
         return _reported(delivered, parent, subagent, notification, meta, compare)
     head = store.head(parent)  # read first: the append expects it, so nothing moves the parent in between
     waiting = store.pending_tool_uses(parent)
-    if waiting and any(event.type == "message.appended" and event.data.get("role") == "assistant"
-                       for event in store.read(parent, launched_at, head)):
+    if waiting and any(took_turn(event) for event in store.read(parent, launched_at, head)):
         launch_ids = []  # the parent took another turn since: what it waits on now is that turn's, even a reused id
     other = [tool_use_id for tool_use_id in waiting if tool_use_id not in launch_ids]
     if other:
