@@ -286,6 +286,12 @@ class Backend(Protocol):
         will take; inside a write transaction."""
         ...
 
+    def lock_stream(self, stream_id: str) -> None:
+        """Hold `stream_id` against its other writers until this write transaction ends, as an
+        append to it does, without taking positions: a write that decides from what it reads
+        of the stream first (`fan_out`) reads it after this, and nothing changes it meanwhile."""
+        ...
+
     def ancestry(self, stream_id: str, start: int = 0) -> list[StreamRow]:
         """The stream's row, then its parent's, up to the root ([] if the stream is absent); with
         `start`, only up to the first stream whose own events begin at or below that offset (the

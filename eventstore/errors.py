@@ -84,16 +84,21 @@ FORK_REASONS = (
     "recursion",
     "no_directives",
     "no_pending_tool_use",
+    "already_launched",
 )
 
 
 class ForkRefused(StoreError):
-    """A fork or fan-out was refused; `reason` is one of `FORK_REASONS`."""
+    """A fork or fan-out was refused; `reason` is one of `FORK_REASONS`. `tool_use_ids` are the
+    tool calls it was refused over; `subagent_ids`, for `already_launched`, the sub-agents
+    launched for them before."""
 
-    def __init__(self, reason: str, message: str, tool_use_ids: list[str] | None = None) -> None:
+    def __init__(self, reason: str, message: str, tool_use_ids: list[str] | None = None,
+                 subagent_ids: list[str] | None = None) -> None:
         assert reason in FORK_REASONS, reason
         self.reason = reason
         self.tool_use_ids = list(tool_use_ids or [])
+        self.subagent_ids = list(subagent_ids or [])
         super().__init__(message)
 
 

@@ -22,6 +22,7 @@ from .events import ForkOptions, check_depth
 from .facts import Facts
 from .head import Head
 from .ids import CONTROL_CHARACTER, check_id, unprintable
+from .launches import launched
 from .prepare import PreparedEvent, check_flag, check_thread, check_thread_id, new_id, prepare
 from .ranges import MAX_INDEX, is_index, segments
 from .recorded import ThreadInfo, acyclic, from_row
@@ -149,6 +150,10 @@ _FAN_OUT_ATTEMPTS = 8
 def _fan_out_once(store: Store, thread: str, directives: Sequence[str], ids: list[str], placeholder: str,
                   boilerplate: str | None, todos: Any, metadata: Any, meta: dict[str, Any]) -> None:
     with store.backend.transaction(reserves_twice=len(directives) > 1):
+        # Held before the parent is read, so that what is read of it (its head, the sub-agents
+        # launched from it) stays so until this commits: another fan_out of it at the same time
+        # waits here, then finds this one's sub-agents.
+        store.backend.lock_stream(thread)
         rows = acyclic(store.backend.ancestry(thread))
         if not rows:
             raise ThreadNotFound(thread)
@@ -159,10 +164,14 @@ def _fan_out_once(store: Store, thread: str, directives: Sequence[str], ids: lis
         if nested:
             where = "a sub-agent fork" if nested == thread else f"inside sub-agent fork {nested!r}"
             raise ForkRefused("recursion", f"{thread!r} is {where}; sub-agents cannot fan out again")
-        waiting = Facts.stored(rows[0].facts, rows[0].id).tools  # the tool calls the parent's head waits on
+        pending = Facts.stored(rows[0].facts, rows[0].id)
+        waiting = pending.tools  # the tool calls the parent's head waits on
         if not waiting:
             raise ForkRefused("no_pending_tool_use", f"{thread!r} has no tool_use waiting for a result at its head; "
                               "fan_out launches sub-agents from an assistant tool call")
+        before = launched(store, thread, rows[0].head, waiting, pending.runs)
+        if before:
+            raise _already_launched(thread, waiting, before)
         for fork_id, directive in zip(ids, directives):
             options = _options(todos=todos, metadata=metadata, kind="subagent", directive=directive)
             content: list[dict[str, Any]] = [
@@ -174,6 +183,25 @@ def _fan_out_once(store: Store, thread: str, directives: Sequence[str], ids: lis
             primed = prepare({"type": "message.appended", "data": {"role": "user", "content": content},
                               "meta": {**meta, "origin": "primed"}}, "fan_out")
             _fork(store, thread, None, options, fork_id, meta, [primed], fan_out=True)
+
+
+# The sub-agents an `already_launched` refusal names; its `subagent_ids` holds them all.
+_NAMED = 10
+
+
+def _already_launched(thread: str, waiting: Sequence[str], before: list[tuple[ThreadInfo, list[str]]]) -> ForkRefused:
+    """The refusal of a fan_out whose calls already have sub-agents (`before`): it names them, so
+    a caller whose first fan_out committed but never returned their ids finds them."""
+    answered = {call for _, calls in before for call in calls}
+    calls = [call for call in waiting if call in answered]
+    ids = [info.id for info, _ in before]
+    names = ", ".join(map(named, ids[:_NAMED])) + (f", … ({len(ids)} in all)" if len(ids) > _NAMED else "")
+    points = ", ".join(map(str, sorted({info.parent_offset for info, _ in before if info.parent_offset is not None})))
+    return ForkRefused("already_launched", f"{thread!r} already launched sub-agents for its tool calls "
+                       f"{', '.join(map(named, calls))}: {names} (forked at {points}); launching more would answer those "
+                       "calls again. Run them and report their answers (report(store, kid); one that failed: "
+                       "report(store, kid, text, status='failed')), or record the calls' results; nothing was written",
+                       calls, ids)
 
 
 def check_fork_point(thread: str, at: Any, head: int, first_message: int | None, doing: str = "fork") -> None:

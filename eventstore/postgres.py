@@ -294,6 +294,8 @@ _PREPARED = {
     "threadlog_lock_again": f"SELECT pg_advisory_xact_lock(hashtextextended($1, 0)), "
                             f"{_reservation('$2').replace('pg_advisory_xact_lock_shared', 'pg_advisory_xact_lock')}",
     "threadlog_stream": f"SELECT {STREAM_COLUMNS} FROM streams WHERE id = $1",
+    # Lock the stream alone (`lock_stream`): (stream id).
+    "threadlog_lock_stream": "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
     "threadlog_insert_event": f"INSERT INTO events ({STORED_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 17))})",
     "threadlog_insert_stream": f"INSERT INTO streams ({STREAM_COLUMNS}) VALUES ({', '.join(f'${i}' for i in range(1, 13))})",
     "threadlog_update_head": "UPDATE streams SET head = $1, head_hash = $2, facts = $3, first_message_offset = $4, "
@@ -331,6 +333,7 @@ _COPY_CHUNK = 100
 # The append's statements by name, as `_send` queues them.
 _BEGIN, _COMMIT = b"threadlog_begin", b"threadlog_commit"
 _LOCK, _LOCK_AGAIN, _STREAM = b"threadlog_lock", b"threadlog_lock_again", b"threadlog_stream"
+_LOCK_STREAM = b"threadlog_lock_stream"
 _INSERT_EVENT, _INSERT_STREAM = b"threadlog_insert_event", b"threadlog_insert_stream"
 _UPDATE_HEAD, _APPEND_ONE = b"threadlog_update_head", b"threadlog_append_one"
 _APPEND_AT = b"threadlog_append_at"
@@ -1046,6 +1049,14 @@ class PostgresBackend:
         assert last is not None
         self._reserved += 1
         return int(last[-2]) - count + 1
+
+    @_absent(lambda: None)
+    @_queueing
+    def lock_stream(self, stream_id: str) -> None:
+        """`Backend.lock_stream`: the lock `stream_for_append` takes, queued, so the read after it
+        sends both in one round trip and runs once it is held (seeing every write committed
+        before it)."""
+        self._queued.append((_LOCK_STREAM, (stream_id,)))
 
     @_absent(lambda: (None, 0))
     @_queueing

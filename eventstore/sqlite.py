@@ -966,6 +966,10 @@ class SQLiteBackend:
         row = self._fetch(f"SELECT {STREAM_COLUMNS} FROM streams WHERE id = ?", (stream_id,), one=True)
         return _new(StreamRow, row) if row else None
 
+    def lock_stream(self, stream_id: str) -> None:
+        """`Backend.lock_stream`: the transaction (`BEGIN IMMEDIATE`) holds the whole file for
+        one writer already."""
+
     @_translated
     def stream_for_append(self, stream_id: str, count: int = 1) -> tuple[StreamRow | None, int]:
         """The stream's row (None if it does not exist) and the next position, in one query.

@@ -1335,7 +1335,10 @@ class Store:
         `<fork-boilerplate>`, a worker's rules), then its own directive, so the forks'
         requests are byte-identical up to the directive (prompt-cache hits). A sub-agent
         fork, or any fork below one whose history holds its events, cannot fan out again
-        (`recursion`).
+        (`recursion`). Calls that already have sub-agents are not launched again
+        (`already_launched`, naming them in `subagent_ids`: a caller killed before this
+        returned finds them so), except by the run that made the calls while it is open,
+        whose launching tools fan out one call at a time (`eventstore/launches.py`).
         """
         return forks.fan_out(self, thread, directives, placeholder, todos=todos, metadata=metadata, meta=meta,
                              boilerplate=boilerplate)

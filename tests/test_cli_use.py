@@ -1021,6 +1021,11 @@ def test_fan_out_interrupts_and_version(db: Path) -> None:
     ok(db, "append", t, "--role", "assistant", "--content", "-", input=blocks)
     kids = ok(db, "fan-out", t, "hotels", "weather").split()
     assert len(kids) == 2 and all(json.loads(ok(db, "show", k, "--json"))["kind"] == "subagent" for k in kids)
+    refused = fails(db, "fan-out", t, "trains")  # the call has its sub-agents: launched once
+    assert f"already launched sub-agents for its tool calls 'toolu_1': {kids[0]!r}, {kids[1]!r}" in refused
+    ok(db, "append", t, "--role", "user", "--content", "-",
+       input=json.dumps([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "started"}]))
+    ok(db, "append", t, "--role", "assistant", "--content", "-", input=blocks.replace("toolu_1", "toolu_2"))
     [ruled] = ok(db, "fan-out", t, "trains", "--boilerplate").split()
     primed = json.loads(ok(db, "log", ruled, "--json").splitlines()[-1])["data"]["content"]
     assert [b.get("text", "")[:18] for b in primed[1:]] == ["<fork-boilerplate>", "trains"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,7 +11,8 @@ from hypothesis import strategies as st
 
 from eventstore import DEFAULT_PLACEHOLDER, ForkRefused, InvalidEvent, Store, ThreadNotFound
 from eventstore.prepare import prepare
-from tests.backends import dump
+from tests.backends import dump, postgres_url
+from tests.procs import started_together
 from projections import anthropic_request, thread_state
 from threadlog.render import tree_lines
 
@@ -354,10 +356,16 @@ def test_fan_out_todos_and_metadata_are_one_choice_for_every_sibling(store: Stor
     once on the shared base, so every sibling of a fan-out gets the same; what differs per
     fork is its directive. The parent keeps its own."""
     store.append(convo, [{"type": "todos.set", "data": {"todos": [{"content": "book", "status": "pending"}]}}])
-    tool_call(store, convo, "toolu_1")
-    blank = store.fan_out(convo, ["one", "two"])
-    kept = store.fan_out(convo, ["three", "four"], todos="inherit", metadata={"keep": ["user"]})
-    seeded = store.fan_out(convo, ["five", "six"], todos=[{"content": "report"}], metadata={"tenant": "t1"})
+
+    def launched(call: str, directives: list[str], **options: object) -> list[str]:
+        tool_call(store, convo, call)  # a call of its own each: a call's sub-agents are launched once
+        kids = store.fan_out(convo, directives, **options)  # type: ignore[arg-type]
+        answer(store, convo, call)
+        return kids
+
+    blank = launched("toolu_1", ["one", "two"])
+    kept = launched("toolu_2", ["three", "four"], todos="inherit", metadata={"keep": ["user"]})
+    seeded = launched("toolu_3", ["five", "six"], todos=[{"content": "report"}], metadata={"tenant": "t1"})
     for kids, todos, metadata in ((blank, [], {}),
                                   (kept, [{"content": "book", "status": "pending"}], {"user": "ana"}),
                                   (seeded, [{"content": "report"}], {"tenant": "t1"})):
@@ -395,6 +403,94 @@ def test_fan_out_refusals(store: Store, mid_turn: str, convo: str) -> None:
         with pytest.raises(InvalidEvent, match=r"^boilerplate: must be non-empty text"):
             store.fan_out(mid_turn, ["ok"], boilerplate=blank)  # type: ignore[arg-type]
     assert dump(store) == before
+
+
+def test_a_second_fan_out_for_calls_already_launched_is_refused_naming_their_sub_agents(store: Store, convo: str) -> None:
+    """A fan-out run again for the same calls (a process killed after its commit, before it
+    said what it made) launched a second set of sub-agents, each answering the calls again.
+    It is refused, naming the calls and the sub-agents already launched for them."""
+    tool_call(store, convo, "toolu_1", "toolu_2")
+    kids = store.fan_out(convo, ["find a hotel", "check the weather"])
+    refused = refuse(store, "already_launched", store.fan_out, convo, ["find a hotel"])
+    assert (refused.subagent_ids, refused.tool_use_ids) == (kids, ["toolu_1", "toolu_2"])
+    assert str(refused).startswith(f"{convo!r} already launched sub-agents for its tool calls 'toolu_1', 'toolu_2': "
+                                   f"{kids[0]!r}, {kids[1]!r} (forked at 5)")
+    assert "report(store, kid)" in str(refused) and str(refused).endswith("nothing was written")
+    answer(store, convo, "toolu_1")  # one call answered by hand: the other still has its sub-agents
+    assert refuse(store, "already_launched", store.fan_out, convo, ["again"]).tool_use_ids == ["toolu_2"]
+    answer(store, convo, "toolu_2")
+    refuse(store, "no_pending_tool_use", store.fan_out, convo, ["again"])
+    # The next turn may reuse an id: its call is a new one, launched anew.
+    tool_call(store, convo, "toolu_1")
+    (again,) = store.fan_out(convo, ["find another hotel"])
+    assert refuse(store, "already_launched", store.fan_out, convo, ["x"]).subagent_ids == [again]
+
+
+def test_the_run_that_made_the_calls_launches_a_fan_out_per_call(store: Store, convo: str) -> None:
+    """In a live turn each launching call's function fans out while the turn's run is open, and
+    every sub-agent answers all the message's calls (the fork sub-agent design): the second
+    call's launch is not a repeat of the first. Once that run is over, a launch is one."""
+    store.append(convo, [{"type": "run.started", "data": {"run_id": "r1"}}])
+    tool_call(store, convo, "toolu_1", "toolu_2")
+    first = store.fan_out(convo, ["find a hotel"])
+    second = store.fan_out(convo, ["check the weather"])
+    store.append(convo, [{"type": "run.finished", "data": {"run_id": "r1", "status": "ok"}}])
+    assert refuse(store, "already_launched", store.fan_out, convo, ["x"]).subagent_ids == first + second
+    # A run started after the calls (a turn resumed) launches them only if none was launched before.
+    store.append(convo, [{"type": "run.started", "data": {"run_id": "r2"}}])
+    assert refuse(store, "already_launched", store.fan_out, convo, ["x"]).subagent_ids == first + second
+    other = store.create_thread()
+    store.append_message(other, "user", "go")
+    tool_call(store, other, "toolu_1", "toolu_2")
+    store.append(other, [{"type": "run.started", "data": {"run_id": "r3"}}])
+    assert len(store.fan_out(other, ["a"]) + store.fan_out(other, ["b"])) == 2
+
+
+def test_a_sub_agent_imported_at_a_call_still_waiting_is_that_calls_launch(store: Store) -> None:
+    """A session imported mid-turn (its run left open) holds a Task call waiting on the
+    sub-agent the import made at it: a fan-out for that call would launch it a second time."""
+    from threadlog import import_claude_code
+
+    session = Path(__file__).parent / "fixtures" / "claude-code" / "inline" / "sidechain.jsonl"
+    root = import_claude_code(store, [session]).thread_ids[0]
+    (agent,) = [info.id for info in store.subtree(root) if info.kind == "subagent"]
+    refused = refuse(store, "already_launched", store.fan_out, root, ["again"])
+    assert (refused.subagent_ids, refused.tool_use_ids) == ([agent], list(store.pending_tool_uses(root)))
+
+
+_FANNER = """
+import sys
+from eventstore import ForkRefused, Store
+store = Store(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    print(*store.fan_out(sys.argv[2], [sys.argv[3]]))
+except ForkRefused as refused:
+    print("refused", refused.reason, *refused.subagent_ids)
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_fan_outs_of_one_call_from_processes_at_once_launch_it_once(tmp_path: Path, backend: str) -> None:
+    """Three processes fan out for the same call at the same moment: one launches its
+    sub-agent, the others are refused naming it (each checked what was launched only once it
+    alone could write to the parent)."""
+    target = str(tmp_path / "f.db") if backend == "sqlite" else postgres_url()
+    for _ in range(3):
+        with Store(target) as s:
+            t = s.create_thread()
+            s.append_message(t, "user", "go")
+            tool_call(s, t, "toolu_1")
+        with started_together([["-c", _FANNER, target, t, directive] for directive in ("a", "b", "c")]) as procs:
+            said = [proc.communicate(timeout=120) for proc in procs]
+        assert all(proc.returncode == 0 for proc in procs), [err[-2000:] for _, err in said]
+        launched = [out.split() for out, _ in said if not out.startswith("refused")]
+        assert len(launched) == 1 and len(launched[0]) == 1, said
+        assert sorted(out.split() for out, _ in said if out.startswith("refused")) == [
+            ["refused", "already_launched", *launched[0]]] * 2
+        with Store(target) as s:
+            assert [info.id for info in s.subtree(t) if info.kind == "subagent"] == launched[0]
 
 
 def test_a_sub_agent_cannot_fan_out_again_once_compacted_nor_through_a_note_fork_of_it(store: Store, mid_turn: str) -> None:

@@ -710,6 +710,36 @@ def test_the_fork_boilerplate_comes_before_each_directive_and_siblings_share_it(
     assert "<summary>Research Nice, then rank it.</summary>" in notification and "fork-boilerplate" not in notification
 
 
+def test_each_launching_call_of_a_live_turn_fans_out_and_a_launch_after_the_turn_is_refused(
+        file_store: Store, api: MessagesAPI) -> None:
+    """The fork sub-agent design: a message with two Agent calls launches a fork from each, and
+    each fork answers both calls with the placeholder. The turn's function for the second call
+    fans out for calls the first one's sub-agent already answers: that is its own launch. After
+    the turn, fanning out for those calls again is a second launch, refused naming both."""
+    from threadlog import report
+
+    t = thread(file_store)
+    kids: list[str] = []
+
+    def agent(prompt: str) -> str:
+        kids.extend(file_store.fan_out(t, [prompt]))
+        return "Fork started — processing in background"
+
+    api.reply_json(message([use("tu_1", "Agent", prompt="Research Lyon."), use("tu_2", "Agent", prompt="Research Nice.")],
+                           stop_reason="tool_use"))
+    api.reply_json(message(text("Two sub-agents are on it.")))
+    assert run_turn(file_store, t, "Research two destinations.", client(api), tools={"Agent": agent}).status == "ok"
+    assert [thread_state(file_store, kid).directive for kid in kids] == ["Research Lyon.", "Research Nice."]
+    file_store.append_message(t, "user", "And Bordeaux?")
+    file_store.append_message(t, "assistant", [use("tu_3", "Agent", prompt="Research Bordeaux.")])
+    (third,) = file_store.fan_out(t, ["Research Bordeaux."])
+    with pytest.raises(ForkRefused) as refused:
+        file_store.fan_out(t, ["Research Bordeaux."])
+    assert (refused.value.reason, refused.value.subagent_ids) == ("already_launched", [third])
+    file_store.append_message(third, "assistant", "Bordeaux: fine.")
+    assert report(file_store, third).data["content"][0]["tool_use_id"] == "tu_3"
+
+
 def test_a_thinking_thread_and_its_sub_agents_send_its_thinking_on_the_wire(file_store: Store, api: MessagesAPI) -> None:
     thinking = {"type": "enabled", "budget_tokens": 2048}
     t = file_store.create_thread(title="trip", system="You plan trips.", model=MODEL, tools=TOOLS, thinking=thinking)

@@ -6,8 +6,10 @@ human show from the parent (`questions`, `threadlog interrupt list`)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from projections import anthropic_request, thread_state, validate_request
 from threadlog import Question, questions, report
 from threadlog.subagents import SUMMARY_CHARS
 from threadlog.cli import cli
-from tests.backends import dump, postgres_url
+from tests.backends import dump, file_dump, postgres_url
 from tests.procs import all_done, started_together
 
 
@@ -214,6 +216,56 @@ def test_cli_report(tmp_path: Path) -> None:
     assert again.returncode == 0 and again.stdout.strip() == f"offset {record['offset']} position {record['position']}"
     with Store(db) as s:
         assert s.counts().events == record["position"]
+
+
+def _full_pipe() -> tuple[int, int]:
+    """A pipe whose buffer is full: a process writing to it blocks until it is read."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    for size in (65536, 1):
+        try:
+            while True:
+                os.write(write_end, b"x" * size)
+        except BlockingIOError:
+            pass
+    os.set_blocking(write_end, True)
+    return read_end, write_end
+
+
+def test_cli_fan_out_killed_after_its_commit_then_run_again_names_what_it_launched(tmp_path: Path) -> None:
+    """`threadlog fan-out` killed once its sub-agents were committed, before it printed their ids
+    (here: blocked on a full stdout, then SIGKILLed), says nothing; run again, it launched a
+    second set for the same call. It is refused, naming the first set and what to do."""
+    db = tmp_path / "f.db"
+    with Store(db) as s:
+        parent = s.create_thread(model="m")
+        s.append_message(parent, "user", "go")
+        s.append_message(parent, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "Agent", "input": {}}])
+    command = [sys.executable, "-m", "threadlog", "--db", str(db), "fan-out", parent, "find a hotel"]
+    read_end, write_end = _full_pipe()
+    try:
+        killed = subprocess.Popen(command, stdout=write_end, stderr=subprocess.DEVNULL)
+        os.close(write_end)
+        deadline = time.monotonic() + 60
+        while True:
+            with Store(db) as s:
+                launched = [info.id for info in s.subtree(parent) if info.kind == "subagent"]
+            if launched or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert killed.poll() is None, "it waits to print the ids it committed"
+        killed.kill()
+        killed.wait(timeout=60)
+    finally:
+        os.close(read_end)
+    assert len(launched) == 1
+    before = file_dump(db)
+    again = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1 and again.stdout == ""
+    assert again.stderr.startswith(f"error: {parent!r} already launched sub-agents for its tool calls 'toolu_1': "
+                                   f"{launched[0]!r} (forked at 3)"), again.stderr
+    assert "`threadlog report KID`" in again.stderr and again.stderr.rstrip().endswith("nothing was written")
+    assert file_dump(db) == before
 
 
 def test_lookup_by_event_id(store: Store) -> None:

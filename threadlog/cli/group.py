@@ -226,6 +226,8 @@ _CLI_WORDS = {
     "fan_out()": "`threadlog fan-out`",
     "fan_out launches": "`threadlog fan-out` launches",
     "made by fan_out": "made by `threadlog fan-out`",
+    "report(store, kid)": "`threadlog report KID`",
+    "report(store, kid, text, status='failed')": "`threadlog report KID --text WHY --status failed`",
     "call purge()": "run `threadlog purge`",
     # Every command that needs a model takes --model; no event sets one on a thread made without.
     "pass model=... (or create the thread with one)": ("pass --model (or make a thread that names one: `threadlog fork "

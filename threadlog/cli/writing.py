@@ -247,7 +247,8 @@ def fan_out(store: Store, thread: str, directives: tuple[str, ...], placeholder:
     answers them with the same placeholder, then adds its own directive (after the same
     boilerplate, with --boilerplate). Run one with `threadlog ask KID` (no text: it answers
     its directive), deliver its answer to THREAD with `threadlog report KID`, and list its
-    questions with `threadlog interrupt list THREAD`.
+    questions with `threadlog interrupt list THREAD`. Refused when those tool calls already
+    have sub-agents (a fan-out killed before it printed their ids): the error names them.
     """
     extra = {} if placeholder is None else {"placeholder": placeholder}
     ids = store.fan_out(thread, list(directives), boilerplate=FORK_BOILERPLATE if boilerplate else None, **extra)
