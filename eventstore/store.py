@@ -149,6 +149,7 @@ class Strays(NamedTuple):
     orphans: int  # forks whose parent's row is gone: each is the top of a tree of its own
     first_orphan: ThreadInfo | None  # the oldest of them
     unplaced: int  # the threads on or below a cycle of parents: in no tree at all
+    first_cycle: str | None = None  # the least id on the first such cycle found
 
 
 class ClosingReader(Protocol):
@@ -540,7 +541,7 @@ class Store:
         them (none, in a file no one altered); each is followed up its chain of parents, and
         each cycle's threads are counted once. Call it inside `consistent()` to agree with
         other reads."""
-        orphans, first, unplaced = 0, None, 0
+        orphans, first, unplaced, first_cycle = 0, None, 0, None
         cycles: set[str] = set()  # each cycle by the least id on it
         for row in self.backend.streams(strays=True):
             chain = self.backend.ancestry(row.id)  # up to a root, a missing parent, or a parent met again
@@ -551,10 +552,11 @@ class Store:
                 if cycle not in cycles:
                     cycles.add(cycle)
                     unplaced += len(self.backend.subtree(cycle))
+                    first_cycle = first_cycle or cycle
             elif last.parent_id is not None and len(chain) == 1:  # its own parent's row is gone
                 orphans += 1
                 first = first or ThreadInfo.from_row(row)
-        return Strays(orphans, first, unplaced)
+        return Strays(orphans, first, unplaced, first_cycle)
 
     def trees(self) -> Iterator[list[ThreadInfo]]:
         """Every fork tree, oldest first, one at a time: each of `tops` with every fork below it,

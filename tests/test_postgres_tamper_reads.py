@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 from projections.search import update_index
 from tests.backends import postgres_url
+from tests.test_bad_input import fingerprint
 from tests.test_tamper_reads import LIBRARY, build, check_verify, commands, run_command, run_library
 from threadlog import IntegrityError, Store, StoreError
 from threadlog.cli import cli
@@ -201,6 +202,32 @@ def test_tree_all_json_says_how_many_threads_are_in_no_tree_and_fails(tmp_path: 
     assert len(ids) == 5 and ids[:3] == ["T", "F", "G"] and ids[-1] == sound, listed.stdout
     assert listed.stderr == ("error: the store holds 5 threads but 4 of them are in no tree: their rows were altered "
                              "outside threadlog (`threadlog verify` names where)\n"), listed.stderr
+
+
+# The same cycle: `export --all` wrote every stream and event and exited 0, and `import events`
+# then refused the backup ("fork 'T' needs its parent 'G' ... restored before it"). It is still
+# written whole (what a backup of a damaged file can keep), then said unrestorable (exit 1).
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
+def test_export_all_of_a_cycle_of_parents_is_written_then_said_unrestorable(tmp_path: Path, backend: str) -> None:
+    db = _built_and_altered(tmp_path, backend, "UPDATE streams SET parent_id = 'G' WHERE id = 'T'")
+    held = _held(db)
+    exported = _threadlog(db, "export", "--all", "-o", str(tmp_path / "all.jsonl"))
+    assert exported.returncode == 1 and exported.stdout == f"{tmp_path / 'all.jsonl'}\n", exported
+    assert exported.stderr == ("error: the export is written, but a restore refuses it: the parents of thread 'F' make a cycle "
+                               "of forks, which leaves 4 threads in no tree: their rows were altered outside threadlog; "
+                               "`threadlog verify` names where\n"), exported.stderr
+    assert json.loads((tmp_path / "all.jsonl").read_text().splitlines()[-1])["end"]["streams"] == 4
+    restored = _threadlog(str(tmp_path / "restored.db"), "import", "events", str(tmp_path / "all.jsonl"))
+    assert restored.returncode == 1 and "needs its parent 'G'" in restored.stderr, restored
+    assert _held(db) == held
+
+
+def _held(db: str) -> Any:
+    """What the database holds: equal values mean nothing was written."""
+    if db.startswith("postgresql"):
+        with psycopg.connect(db, autocommit=True) as conn:
+            return dump(conn)
+    return fingerprint(Path(db))
 
 
 # A parent's row deleted: F's. `title` and `count` of G (F's fork) read its history up to the

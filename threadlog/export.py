@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from eventstore import Store, StoreError, ThreadInfo
+from eventstore.errors import named
 from eventstore.integrity import counted
 from eventstore.recorded import parent_gone
 
@@ -117,13 +118,20 @@ def export_all(store: Store, progress: Callable[[int, int], None] | None = None)
 def check_restorable(store: Store) -> None:
     """Refuse (once `export_all` is written: it holds every thread and event there is, which
     is what a backup of a damaged file can keep) a file holding a fork whose parent's row is
-    gone (only raw SQL deletes one): a restore refuses the export, which said nothing of it.
-    Names the oldest such fork in the words its reads are refused with."""
+    gone, or threads whose parents make a cycle (only raw SQL writes either): a restore refuses
+    the export, which said nothing of it. Names the oldest such fork in the words its reads are
+    refused with, and a thread on the first cycle."""
     strays = store.strays()
-    if strays.first_orphan is None:
-        return
-    others = "" if strays.orphans == 1 else f" ({strays.orphans} forks name a parent not in the file)"
-    raise StoreError(f"the export is written, but a restore refuses it: {parent_gone([strays.first_orphan])}{others}")
+    why = []
+    if strays.first_orphan is not None:
+        others = "" if strays.orphans == 1 else f" ({strays.orphans} forks name a parent not in the file)"
+        why.append(f"{parent_gone([strays.first_orphan])}{others}")
+    if strays.first_cycle is not None:
+        threads = "1 thread" if strays.unplaced == 1 else f"{strays.unplaced:,} threads"
+        why.append(f"the parents of thread {named(strays.first_cycle)} make a cycle of forks, which leaves {threads} in no "
+                   "tree: their rows were altered outside threadlog; `threadlog verify` names where")
+    if why:
+        raise StoreError(f"the export is written, but a restore refuses it: {'; and '.join(why)}")
 
 
 def _end(streams: int, events: int) -> dict[str, Any]:
