@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from eventstore import InvalidEvent, RecordedEvent, Store, StoreError, ThreadInfo, ThreadNotFound
 from eventstore import textindex
 from eventstore.backend import DOC_PIECE_CHARS, QUERY_OPERATORS, SNIPPET_MARKS, HitRow, Scope, doc_pieces
-from eventstore.errors import altered_index, shown
+from eventstore.errors import Unreadable, altered_index, named, shown
 from eventstore.recorded import decode
 from eventstore.textindex import Doc, Extractor
 
@@ -240,7 +240,10 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
     for row in rows:
         try:
             event = next(iter(store.read(row.stream_id, row.offset, row.offset + 1)), None)
-        except (ThreadNotFound, InvalidEvent):  # no such thread, or an offset no event has (-1)
+        except ThreadNotFound:  # no such thread: the hit's event may be in the log all the same
+            _check_thread_gone(store, row)
+            event = None
+        except InvalidEvent:  # an offset no event has (-1)
             event = None
         docs = [] if event is None or event.position != row.position else documents(store, event, read_back=False)
         same = [docs[part] for part in parts_of(docs, row)]
@@ -256,6 +259,17 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
             row = row._replace(text=same[0].text)  # one piece of a long text: the hit's snippet is cut from the whole
         named.append(row)
     return named
+
+
+def _check_thread_gone(store: Store, row: HitRow) -> None:
+    """Refuse hit `row` when the log holds its event at its position in the thread it names,
+    whose row is gone (only raw SQL deletes one): the index is not altered, it indexed an event
+    left without its thread (a rebuild indexes it again), which no thread's history shows."""
+    stored = next(store.read_all_raw(row.position - 1, 1), None) if row.position.__class__ is int and row.position > 0 else None
+    if stored is not None and stored.position == row.position and stored.stream_id == row.stream_id:
+        raise Unreadable(f"a match is the event at position {row.position} of thread {named(row.stream_id)}, which is not in "
+                         "the file (that thread's row was deleted outside threadlog): no thread's history shows it; "
+                         "`threadlog verify` names the first event left without its thread")
 
 
 def _logged_tool(store: Store, event: RecordedEvent, row: HitRow) -> str | None:

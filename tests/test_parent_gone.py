@@ -179,3 +179,25 @@ def test_a_backup_of_the_whole_file_is_written_and_says_which_thread_it_cannot_r
     assert json.loads(lines[-1]) == {"end": {"streams": 3, "events": 8}}, lines[-1]
     assert done.stderr == f"error: the export is written, but a restore refuses it: {_refusal('orphan')}\n", done.stderr
     assert _held(db) == before
+
+
+ORPHANED_HIT = ("a match is the event at position {position} of thread 'orphanparent', which is not in the file (that "
+                "thread's row was deleted outside threadlog): no thread's history shows it; `threadlog verify` names the "
+                "first event left without its thread")
+
+
+def test_a_search_of_every_thread_matching_an_event_of_the_missing_parent_says_so(db: str) -> None:
+    """The index holds the missing parent's events, whose rows are still in the log. A search of
+    every thread matching one refused the search as an altered index, to be rebuilt; the rebuild
+    indexed the same events, and the search was refused again. It names the thread that is gone."""
+    with Store(db) as store:
+        assert [hit.thread for hit in search(store, "fine")] == ["fine", "fine"]  # the index caught up
+    before = _held(db)
+    with Store(db) as store:
+        with pytest.raises(Unreadable) as caught:
+            search(store, "hello")
+        assert str(caught.value) == ORPHANED_HIT.format(position=3)
+        assert [(hit.thread, hit.offset) for hit in search(store, "more")] == [("orphan", 4)]
+    searched = _threadlog(db, "search", "hello")
+    assert (searched.returncode, searched.stdout, searched.stderr) == (1, "", f"error: {ORPHANED_HIT.format(position=3)}\n")
+    assert _held(db) == before
