@@ -31,27 +31,38 @@ class InterruptedCalls:
     interrupt id -> the tool_use id it was raised on, a call that no longer waits (its result
     was recorded, in a log an older release wrote, or it never waited), whatever later call
     reuses the id. `waiting`: the calls waiting for their results, from the head on (`at_head`).
+    Of the stored events, `raised_at`: interrupt id -> the offset it was raised at, and
+    `result_at`: stale interrupt id -> the offset of its call's result, which a refusal names
+    (a later call reusing the id may have a result of its own, further on).
     """
 
-    __slots__ = ("asked", "stale", "waiting")
+    __slots__ = ("asked", "raised_at", "result_at", "stale", "waiting")
 
     def __init__(self) -> None:
         self.asked: dict[str, str] = {}
         self.stale: dict[str, str] = {}
         self.waiting: set[str] = set()
+        self.raised_at: dict[str, int] = {}
+        self.result_at: dict[str, int] = {}
 
-    def message(self, uses: list[str], results: list[str]) -> None:
-        """A call answered, or made anew under an id an interrupt was raised on: that interrupt's
-        call no longer waits, whatever it is still pending for."""
+    def message(self, uses: list[str], results: list[str], offset: int | None = None) -> None:
+        """A call answered (by the message at `offset`, when stored), or made anew under an id an
+        interrupt was raised on: that interrupt's call no longer waits, whatever it is still
+        pending for."""
         for call in (*results, *uses):
             interrupt_id = self.asked.pop(call, None)
             if interrupt_id is not None:
                 self.stale[interrupt_id] = call
+                if offset is not None and call in results:
+                    self.result_at[interrupt_id] = offset
         self.waiting.difference_update(results)
         self.waiting.update(uses)
 
-    def raised(self, interrupt_id: str, call: str) -> None:
+    def raised(self, interrupt_id: str, call: str, offset: int | None = None) -> None:
         self.asked[call] = interrupt_id
+        self.result_at.pop(interrupt_id, None)  # an id settled before may be raised again
+        if offset is not None:
+            self.raised_at[interrupt_id] = offset
 
     def settled(self, interrupt_id: str) -> None:
         call = next((call for call, asked in self.asked.items() if asked == interrupt_id), None)
@@ -59,15 +70,15 @@ class InterruptedCalls:
             del self.asked[call]
         self.stale.pop(interrupt_id, None)
 
-    def fold(self, type_: str, data: dict[str, Any]) -> None:
-        """One stored event, as it was taken: nothing is refused here."""
+    def fold(self, offset: int, type_: str, data: dict[str, Any]) -> None:
+        """One stored event, at `offset`, as it was taken: nothing is refused here."""
         interrupt_id = data.get("interrupt_id")
         if type_ == MessageAppended.type:
             content = data.get("content")
             if isinstance(content, list):
-                self.message(tool_use_ids(content), tool_result_ids(content))
+                self.message(tool_use_ids(content), tool_result_ids(content), offset)
         elif type_ == RAISED and isinstance(interrupt_id, str) and isinstance(data.get("tool_use_id"), str):
-            self.raised(interrupt_id, data["tool_use_id"])
+            self.raised(interrupt_id, data["tool_use_id"], offset)
         elif type_ in SETTLED and isinstance(interrupt_id, str):
             self.settled(interrupt_id)
 
@@ -105,7 +116,8 @@ def binds_calls(batch: Sequence[PreparedEvent], interrupts: tuple[str, ...]) -> 
     return False
 
 
-def check_batch(calls: InterruptedCalls, batch: Sequence[PreparedEvent], answered_at: Callable[[str], int | None]) -> None:
+def check_batch(calls: InterruptedCalls, batch: Sequence[PreparedEvent],
+                answered_at: Callable[[str, int | None], int | None]) -> None:
     """Refuse what would leave an interrupt on a tool call answering nothing (`calls`: as the
     stream's head leaves them), since its answer becomes the call's one result: a second
     interrupt on that call (one answer would be dropped unseen), a result for the call while
@@ -143,9 +155,14 @@ def check_batch(calls: InterruptedCalls, batch: Sequence[PreparedEvent], answere
             calls.settled(interrupt_id)
 
 
-def _answers_no_call(interrupt_id: str, call: str, calls: InterruptedCalls, answered_at: Callable[[str], int | None]) -> str:
-    """Why an answer to `interrupt_id`, raised on `call`, which no longer waits, is refused."""
-    offset = answered_at(call)
+def _answers_no_call(interrupt_id: str, call: str, calls: InterruptedCalls,
+                     answered_at: Callable[[str, int | None], int | None]) -> str:
+    """Why an answer to `interrupt_id`, raised on `call`, which no longer waits, is refused: with
+    where its call's result is, the one after the interrupt, else one before it (`answered_at`
+    below the offset the interrupt was raised at), from which on the id named other calls."""
+    offset = calls.result_at.get(interrupt_id)
+    if offset is None:
+        offset = answered_at(call, calls.raised_at.get(interrupt_id))
     if call in calls.waiting:  # under a later call reusing the id
         where = "was not waiting for its result then" if offset is None else f"has its result (at offset {offset})"
         return (f"interrupt {named(interrupt_id)} was raised on an earlier tool_use {named(call)}, which {where}; the call "

@@ -896,15 +896,16 @@ class Store:
             # Filtered as it is read: a message is kept only once `calls` has a call it may concern.
             rows = (r for r in self.read_raw(row.id, row.parent_offset or 0)
                     if r[1] in _INTERRUPTS or r[1] == MessageAppended.type and calls.needs_messages)
-            for _, type_, data in _decoded(rows, functools.partial(self.unreadable, row.id)):
-                calls.fold(type_, data)
+            for offset, type_, data in _decoded(rows, functools.partial(self.unreadable, row.id)):
+                calls.fold(offset, type_, data)
         return calls.at_head(facts.interrupts, facts.tools)
 
-    def _answered_at(self, row: StreamRow, tool_use_id: str) -> int | None:
-        """The offset of the last message in the thread's history holding a result for
-        `tool_use_id`, or None. Read only to word a refusal: every message is decoded."""
+    def _answered_at(self, row: StreamRow, tool_use_id: str, below: int | None) -> int | None:
+        """The offset of the last message in the thread's history (below offset `below`, if
+        given) holding a result for `tool_use_id`, or None. Read only to word a refusal: every
+        message is decoded."""
         found = None
-        messages = (r for r in self.read_raw(row.id) if r[1] == MessageAppended.type)
+        messages = (r for r in self.read_raw(row.id, 0, below) if r[1] == MessageAppended.type)
         for offset, _, data in _decoded(messages, functools.partial(self.unreadable, row.id)):
             content = data.get("content")
             if isinstance(content, list) and tool_use_id in tool_result_ids(content):

@@ -395,3 +395,32 @@ def test_an_interrupt_takes_no_answer_for_a_later_call_reusing_its_calls_id(stor
     store.append("S", [{"type": "interrupt.cancelled", "data": {"interrupt_id": "q1", "reason": "its call has its result"}}])
     assert store.pending_interrupts("S") == () and store.pending_tool_uses("S") == ()
     assert store.verify().events == 10
+
+
+def test_a_refused_answer_names_the_result_of_the_call_its_interrupt_was_raised_on(store: Store) -> None:
+    """Interrupt q1 waits on the call toolu_1 of offset 1, whose result (offset 3) an older
+    release recorded; later calls reused the id, one of them answered (offset 5). A refused
+    answer to q1 named offset 5, the result of another call, as where q1's call has its result.
+    It names offset 3, whether a later call waits under the id or none does; an interrupt
+    raised on a call whose result came before it still names that result."""
+    from tests.test_restore import old_export
+
+    call = {"type": "message.appended", "data": {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_1", "name": "book", "input": {}}]}}
+    old = [{"type": "thread.created", "data": {"title": "book"}}, call, _raised("q1", "toolu_1"), _result("toolu_1"),
+           call, _result("toolu_1"), _raised("q2", "toolu_1")]
+    store.restore(enumerate(old_export([(event["type"], event["data"]) for event in old]), 1))
+    before = dump(store)
+    for resolved, why in (("q1", "interrupt 'q1' was raised on tool_use 'toolu_1', which already has its result (at offset 3)"),
+                          ("q2", "interrupt 'q2' was raised on tool_use 'toolu_1', which already has its result (at offset 5)")):
+        with pytest.raises(InvalidEvent) as refused:
+            store.append("S", [_resolved(resolved)])
+        assert refused.value.why.startswith(why + ": an answer would be the result of no call"), refused.value.why
+    assert dump(store) == before
+    store.append("S", [call])  # a later call waits under the id
+    before = dump(store)
+    with pytest.raises(InvalidEvent) as refused:
+        store.append("S", [_resolved("q1")])
+    assert refused.value.why.startswith("interrupt 'q1' was raised on an earlier tool_use 'toolu_1', which has its result "
+                                        "(at offset 3); "), refused.value.why
+    assert dump(store) == before
