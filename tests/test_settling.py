@@ -43,7 +43,7 @@ def test_cancel_interrupt_withdraws_a_question_and_refuses_what_the_command_refu
     db = tmp_path / "t.db"
     t = asking(db)
     refusals: list[tuple[str, Any, str]] = [
-        ("q2", "moot", "events[0].data.interrupt_id: interrupt 'q2' is not pending in this thread (pending: 'q1')"),
+        ("q2", "moot", "interrupt_id: interrupt 'q2' is not pending in this thread (pending: 'q1')"),
         ("q1", " \n", "reason: is blank: say why the interrupt no longer needs an answer"),
         ("q1", None, "reason: must be text saying why the interrupt no longer needs an answer, not NoneType"),
     ]
@@ -136,7 +136,7 @@ def test_resolve_interrupt_refuses_an_answer_no_call_would_take_and_it_can_be_ca
     for interrupt_id, why in ANSWERS_NOTHING.items():
         with Store(db) as store, pytest.raises(InvalidEvent) as refused:
             resolve_interrupt(store, "S", interrupt_id, "Tuesday")
-        assert str(refused.value) == f"events[0].data.interrupt_id: {why}"
+        assert str(refused.value) == f"interrupt_id: {why}"
         assert file_dump(db) == before
     with Store(db) as store:
         for interrupt_id in ANSWERS_NOTHING:
@@ -168,3 +168,22 @@ def test_interrupt_list_names_both_commands_that_settle_what_it_lists(tmp_path: 
     assert code == 0
     assert "threadlog interrupt resolve ASKING_THREAD ID --answer A" in " ".join(out.split())
     assert "threadlog interrupt cancel ASKING_THREAD ID" in " ".join(out.split())
+
+
+def test_resolve_interrupt_refusals_name_its_parameters(tmp_path: Path) -> None:
+    """Its refusals named the place of each value in the event built from it
+    (`events[0].data.interrupt_id`, `events[0].data` for an answer that is not JSON), a batch the
+    caller never wrote: they name the parameter given, and the command's option or argument."""
+    db = tmp_path / "t.db"
+    t = asking(db)
+    before = file_dump(db)
+    for interrupt_id, answer, refusal in [("nope", "x", "interrupt_id: interrupt 'nope' is not pending in this thread"),
+                                          ("q1", {1, 2}, "answer: not storable as UTF-8 JSON"),
+                                          ("q1", float("nan"), "answer: not storable as UTF-8 JSON")]:
+        with Store(db) as store, pytest.raises(InvalidEvent) as refused:
+            resolve_interrupt(store, t, interrupt_id, answer)
+        assert str(refused.value).startswith(refusal), refused.value
+        assert file_dump(db) == before
+    code, _, err = invoke(db, "interrupt", "resolve", t, "nope", "--answer", "x")
+    assert code != 0 and "INTERRUPT_ID: interrupt 'nope' is not pending" in err, err
+    assert file_dump(db) == before

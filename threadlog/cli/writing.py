@@ -291,7 +291,9 @@ def interrupt(db: str | None) -> None:
     _pass_db(db)
 
 
-_INTERRUPT_ID = {"events[0].data.interrupt_id": "INTERRUPT_ID"}  # the argument every interrupt command takes
+# The argument every interrupt command takes, as `append` names it and as `resolve_interrupt` and
+# `cancel_interrupt` do (their parameter).
+_INTERRUPT_ID = {"events[0].data.interrupt_id": "INTERRUPT_ID", "interrupt_id": "INTERRUPT_ID"}
 
 
 @interrupt.command("raise")
@@ -320,7 +322,7 @@ def interrupt_raise(store: Store, thread: str, interrupt_id: str, question: str 
 @with_store("write")
 def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: Any, as_json: bool) -> None:
     """Record the human's answer to INTERRUPT_ID on THREAD (`threadlog ask` then resumes)."""
-    with _named_as_typed({**_INTERRUPT_ID, "events[0].data.answer": "--answer"}):
+    with _named_as_typed({**_INTERRUPT_ID, "answer": "--answer"}):
         event = resolve_interrupt(store, thread, interrupt_id, answer)
     _recorded(event, as_json)
 
@@ -334,7 +336,7 @@ def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: Any,
 @with_store("write")
 def interrupt_cancel(store: Store, thread: str, interrupt_id: str, reason: str, as_json: bool) -> None:
     """Record that INTERRUPT_ID on THREAD no longer needs an answer."""
-    with _named_as_typed({**_INTERRUPT_ID, "events[0].data.reason": "--reason", "reason": "--reason"}):
+    with _named_as_typed({**_INTERRUPT_ID, "reason": "--reason"}):
         event = cancel_interrupt(store, thread, interrupt_id, reason)
     _recorded(event, as_json)
 
