@@ -186,18 +186,20 @@ def _answer_named(store: Store, thread: str) -> Iterator[None]:
     try:
         yield
     except InvalidEvent as error:
-        state = thread_state(store, thread) if error.field == "thread" else None
-        interrupt_id = state.pending_interrupts[0]["interrupt_id"] if state and state.pending_interrupts else None
+        if error.field != "thread":
+            raise
+        pending = store.pending_interrupts(thread)  # the thread's row alone: the state was just folded to refuse the turn
+        interrupt_id = pending[0] if pending else None
         if interrupt_id is not None and error.why == unsettled(thread, interrupt_id):
             answer = command_line("threadlog interrupt resolve", [thread, interrupt_id], "--answer TEXT")
             cancel = command_line("threadlog interrupt cancel", [thread, interrupt_id])
             error.why = unsettled(thread, interrupt_id, f"`{answer}`", f"`{cancel}`")
             error.args = (f"{error.field}: {error.why}",)
             _shown_whole(answer, cancel)
-        elif state is not None and state.open_runs:  # the command that closes a run a killed process left open
+        elif open_runs := thread_state(store, thread).open_runs:  # the command that closes a run a killed process left open
             from ..live import closing_command  # loaded already: the turn was refused by it
 
-            _shown_whole(closing_command(thread, state.open_runs[-1]))
+            _shown_whole(closing_command(thread, open_runs[-1]))
         raise
 
 
