@@ -15,7 +15,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from eventstore import ForkRefused, InvalidEvent, Store
+from eventstore import ForkRefused, InvalidEvent, Store, StoreError
 from projections import anthropic_request, body_digest, check_request, diff, request_body, thread_state, usage, validate_request
 from threadlog.live import Interrupt, rerun, resolve_interrupt, run_turn
 
@@ -441,6 +441,60 @@ def test_an_interrupt_answered_later_resumes_the_turn(file_store: Store, api: Me
     assert answers == {"tu_1": "Lyon: sunny", "tu_2": "Tuesday", "tu_3": "Nice: sunny"}
     assert thread_state(file_store, t).status == "idle"
     assert_provenance(file_store, t, api)
+
+
+def test_an_interrupt_raised_while_another_writer_closes_the_run_is_still_recorded(file_store: Store, api: MessagesAPI) -> None:
+    """The run was closed from elsewhere (the command for a run whose process is gone) while a
+    tool was asking its question: the turn's close, the interrupt with it, was refused, and the
+    interrupt dropped; the call waited for a result with no question recorded that an answer
+    could settle, and the error said nothing of it. The interrupt needs no run: it is kept."""
+    t = thread(file_store)
+    api.reply_json(message([use("tu_1", city="Lyon"), use("tu_2", "ask_human", question="Which day?")], "tool_use"))
+
+    def ask_human(question: str) -> str:
+        run_id = next(e.data["run_id"] for e in file_store.read(t) if e.type == "run.started")
+        with Store(file_store.backend.path) as other:
+            other.append(t, [{"type": "run.finished", "data": {"run_id": run_id, "status": "cancelled"}}])
+        raise Interrupt(question)
+
+    tools = {"weather": lambda city: f"{city}: sunny", "ask_human": ask_human}
+    with pytest.raises(StoreError) as refused:
+        run_turn(file_store, t, "Plan it", client(api), tools=tools)
+    state = thread_state(file_store, t)
+    assert state.status == "interrupted" and [i["tool_use_id"] for i in state.pending_interrupts] == ["tu_2"]
+    interrupt_id = state.pending_interrupts[0]["interrupt_id"]
+    assert "was closed by another writer while this turn ran" in str(refused.value)
+    assert f"thread {t!r} waits on interrupt {interrupt_id!r}" in str(refused.value), refused.value
+    assert "nothing is left to close" not in str(refused.value)
+    resolve_interrupt(file_store, t, interrupt_id, "Tuesday")
+    api.reply_json(message(text("Tuesday in Lyon: sunny.")))
+    assert run_turn(file_store, t, None, client(api), tools=tools).status == "ok"
+    answers = {b["tool_use_id"]: b["content"] for b in api.requests[-1].json["messages"][-1]["content"]}
+    assert answers == {"tu_1": "Lyon: sunny", "tu_2": "Tuesday"}
+    file_store.verify()
+
+
+def test_an_interrupt_whose_call_another_writer_answered_and_closed_says_it_is_not_recorded(file_store: Store,
+                                                                                           api: MessagesAPI) -> None:
+    """The other writer closed the run and answered the call itself: the question has nothing
+    left to ask of, and the error says it was not recorded, and why, beside the run's close."""
+    t = thread(file_store)
+    api.reply_json(message([use("tu_2", "ask_human", question="Which day?")], "tool_use"))
+
+    def ask_human(question: str) -> str:
+        run_id = next(e.data["run_id"] for e in file_store.read(t) if e.type == "run.started")
+        with Store(file_store.backend.path) as other:
+            other.append(t, [{"type": "run.finished", "data": {"run_id": run_id, "status": "cancelled"}},
+                             {"type": "message.appended", "data": {"role": "user", "content": [
+                                 {"type": "tool_result", "tool_use_id": "tu_2", "content": "Monday"}]}}])
+        raise Interrupt(question)
+
+    with pytest.raises(StoreError) as refused:
+        run_turn(file_store, t, "Plan it", client(api), tools={"ask_human": ask_human})
+    assert "was closed by another writer while this turn ran" in str(refused.value)
+    assert "the tool's question is not recorded (" in str(refused.value) and "'tu_2'" in str(refused.value), refused.value
+    assert thread_state(file_store, t).status == "idle" and "interrupt.raised" not in types(file_store, t)
+    file_store.verify()
 
 
 @pytest.mark.parametrize("raised", [Interrupt("Which day?", payload=object()), Interrupt("Which day?", payload=float("nan")),

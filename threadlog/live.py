@@ -929,7 +929,9 @@ def _finish(store: Store, turn: Turn, status: str, error: str | None, *before: J
     """Close the turn's run. Another writer may have closed it while the turn ran (the command a
     refused turn names for a run whose process is gone, typed while it was not gone): then the
     log refuses this close as a run not pending, and what the turn wrote before is kept; that
-    is said, not that the run is left open (the command that closes it would be refused too)."""
+    is said, not that the run is left open (the command that closes it would be refused too).
+    What was to be written with the close (the interrupt a tool raised) needs no run: it is
+    written alone, so the call its question was asked for can still be answered."""
     try:
         store.append(turn.thread, [*before, _finished(turn.run_id, status, error)])
     except InvalidEvent:
@@ -937,8 +939,15 @@ def _finish(store: Store, turn: Turn, status: str, error: str | None, *before: J
             raise
         turn.closed = True
         shown_at = command_line("threadlog show", [turn.thread], "--last 2")
+        left = "nothing is left to close"
+        if before and turn.interrupt_id is not None:
+            try:
+                store.append(turn.thread, list(before))
+                left = f"the tool's question is recorded: {unsettled(turn.thread, turn.interrupt_id)}"
+            except InvalidEvent as refused:  # its call answered meanwhile, by the same other writer
+                left = f"the tool's question is not recorded ({refused})"
         raise StoreError(f"run {named(turn.run_id)} of thread {named(turn.thread)} was closed by another writer while this "
-                         f"turn ran; what the turn recorded before is kept (`{shown_at}`), and nothing is left to close") from None
+                         f"turn ran; what the turn recorded before is kept (`{shown_at}`), and {left}") from None
     turn.closed = True
 
 
