@@ -443,7 +443,8 @@ def test_an_interrupt_answered_later_resumes_the_turn(file_store: Store, api: Me
     assert_provenance(file_store, t, api)
 
 
-def test_an_interrupt_raised_while_another_writer_closes_the_run_is_still_recorded(file_store: Store, api: MessagesAPI) -> None:
+def test_an_interrupt_raised_while_another_writer_closes_the_run_is_still_recorded(file_store: Store, api: MessagesAPI,
+                                                                                 tmp_path: Path) -> None:
     """The run was closed from elsewhere (the command for a run whose process is gone) while a
     tool was asking its question: the turn's close, the interrupt with it, was refused, and the
     interrupt dropped; the call waited for a result with no question recorded that an answer
@@ -453,7 +454,7 @@ def test_an_interrupt_raised_while_another_writer_closes_the_run_is_still_record
 
     def ask_human(question: str) -> str:
         run_id = next(e.data["run_id"] for e in file_store.read(t) if e.type == "run.started")
-        with Store(file_store.backend.path) as other:
+        with Store(tmp_path / "t.db") as other:  # the file `file_store` holds
             other.append(t, [{"type": "run.finished", "data": {"run_id": run_id, "status": "cancelled"}}])
         raise Interrupt(question)
 
@@ -475,7 +476,8 @@ def test_an_interrupt_raised_while_another_writer_closes_the_run_is_still_record
 
 
 def test_an_interrupt_whose_call_another_writer_answered_and_closed_says_it_is_not_recorded(file_store: Store,
-                                                                                           api: MessagesAPI) -> None:
+                                                                                           api: MessagesAPI,
+                                                                                           tmp_path: Path) -> None:
     """The other writer closed the run and answered the call itself: the question has nothing
     left to ask of, and the error says it was not recorded, and why, beside the run's close."""
     t = thread(file_store)
@@ -483,7 +485,7 @@ def test_an_interrupt_whose_call_another_writer_answered_and_closed_says_it_is_n
 
     def ask_human(question: str) -> str:
         run_id = next(e.data["run_id"] for e in file_store.read(t) if e.type == "run.started")
-        with Store(file_store.backend.path) as other:
+        with Store(tmp_path / "t.db") as other:  # the file `file_store` holds
             other.append(t, [{"type": "run.finished", "data": {"run_id": run_id, "status": "cancelled"}},
                              {"type": "message.appended", "data": {"role": "user", "content": [
                                  {"type": "tool_result", "tool_use_id": "tu_2", "content": "Monday"}]}}])
