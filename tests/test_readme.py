@@ -21,6 +21,23 @@ def test_python_examples_run(code: str, tmp_path: Path, monkeypatch: pytest.Monk
     exec(compile(code, "README.md", "exec"), {})
 
 
+def _shell_block(heading: str) -> str:
+    """The first ```sh block after `heading`."""
+    return README.split(heading, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def _commands(block: str) -> list[str]:
+    """A shell block's commands as a reader runs them: comments and `[--optional]` parts left out."""
+    lines = []
+    for line in block.splitlines():
+        line = re.sub(r"\s+#.*$", "", line) if not line.lstrip().startswith("#") else ""
+        while re.search(r"\s*\[-[^\[\]]*\]", line):
+            line = re.sub(r"\s*\[-[^\[\]]*\]", "", line)
+        if line.strip():
+            lines.append(line)
+    return lines
+
+
 def test_documented_commands_exist() -> None:
     used = set(re.findall(r"^\s*(?:\w+=\$\()?threadlog ([\w-]+)", README, flags=re.M))
     assert used and used <= set(cli.commands), used - set(cli.commands)
@@ -69,14 +86,8 @@ def test_the_command_line_tour_runs_in_order_on_a_fresh_database(tmp_path: Path)
     import subprocess
     import sys
 
-    block = README.split("## Command line", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
-    lines = []
-    for line in block.splitlines():
-        line = re.sub(r"\s+#.*$", "", line) if not line.lstrip().startswith("#") else ""
-        while re.search(r"\s*\[-[^\[\]]*\]", line):
-            line = re.sub(r"\s*\[-[^\[\]]*\]", "", line)
-        if line.strip() and not re.match(r"threadlog (follow|serve)\b", line):
-            lines.append(line)
+    block = _shell_block("## Command line")
+    lines = [line for line in _commands(block) if not re.match(r"threadlog (follow|serve)\b", line)]
     script = "\n".join(["set -e", f'threadlog() {{ "{sys.executable}" -m threadlog "$@"; }}', *lines,
                         'echo "t=$t"', "threadlog ls", "echo ---", "threadlog ls --all"])
     root = Path(__file__).resolve().parent.parent
@@ -90,6 +101,55 @@ def test_the_command_line_tour_runs_in_order_on_a_fresh_database(tmp_path: Path)
     assert len(everything.splitlines()) == 1 + 1 + 5  # the header, t, its three forks and two sub-agents
     assert "# root threads (--all: forks and sub-agents\n" in block
     assert "(none: `no question waiting` on stderr, exit 0)" in block
+
+
+def test_the_reading_search_and_backup_commands_run_as_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command blocks under "## Projections" and "## Search and retrieval", and the export
+    and restore lines under "## Import and export", each as shown (its `[optional]` parts left
+    out), on a thread `$t` and a fork `$f` of it: none had been run, so an option renamed in the
+    code went on being printed here."""
+    import shlex
+
+    from click.testing import CliRunner
+
+    monkeypatch.chdir(tmp_path)
+    db = str(tmp_path / "threadlog.db")
+    with Store(db) as store:
+        t = store.create_thread(title="Trip")
+        store.append_message(t, "user", "Is there a ferry to Corsica from Nice?")
+        store.append_message(t, "assistant", "Yes, several a day in summer.")
+        f = store.fork(t)
+    backups = [line for line in _commands(_shell_block("## Import and export"))
+               if line.startswith(("threadlog export", "threadlog import events"))]
+    lines = [*_commands(_shell_block("## Projections")), *_commands(_shell_block("## Search and retrieval")), *backups]
+    assert len(backups) == 3 and any(line.startswith("threadlog search") for line in lines)
+    for line in lines:
+        words = shlex.split(line.replace("$t", t).replace("$f", f).replace("THREAD", t))
+        assert words[0] == "threadlog", line
+        done = CliRunner().invoke(cli, ["--db", db, *words[1:]])
+        assert done.exit_code == 0, (line, done.output)
+    with Store(tmp_path / "restored.db") as restored:
+        assert restored.verify().events == 4 and restored.head(f) == 4
+
+
+def test_every_option_a_readme_command_shows_is_one_it_takes() -> None:
+    """The blocks run above leave `[--optional]` parts out, and the others (imports, `ask`,
+    `serve`, PostgreSQL) are not run at all: each option any command line of the README shows,
+    its comment aside, is one that command (or `threadlog` itself) takes."""
+    import click
+
+    wrong = []
+    for block in re.findall(r"```(?:sh|bash)\n(.*?)```", README, flags=re.S):
+        for line in block.splitlines():
+            line = re.sub(r"\s+#.*$", "", line)
+            for call in re.split(r"(?<![\w.-])threadlog\b", line)[1:]:
+                words, command, known = call.split(), cli, {"--db", "--version", "--help", "-h"}
+                while words and isinstance(command, click.Group) and words[0] in command.commands:
+                    command = command.commands[words.pop(0)]
+                    known |= {name for param in command.params for name in param.opts + param.secondary_opts}
+                wrong += [(line, option) for option in re.findall(r"(?<![\w'\"-])--?[a-z][\w-]*", " ".join(words))
+                          if option not in known]
+    assert wrong == []
 
 
 def test_every_test_the_readme_names_is_there() -> None:
