@@ -152,6 +152,17 @@ def test_every_option_a_readme_command_shows_is_one_it_takes() -> None:
     assert wrong == []
 
 
+def test_the_readme_counts_the_targets_a_postgresql_and_a_scale_run_judge() -> None:
+    """The README said a PostgreSQL run's "six targets" pass; `bench/targets.py` has five that
+    such a run judges (and nine a scale run does)."""
+    from bench.targets import TARGETS
+
+    assert sum(target.id.startswith("pg_") for target in TARGETS) == 5
+    assert sum(target.id.startswith("scale_") for target in TARGETS) == 9
+    assert _said("with other work on the machine): all five targets pass") and not _said("six targets")
+    assert _said("all nine targets pass")
+
+
 def test_every_test_the_readme_names_is_there() -> None:
     """Each guarantee names the tests that show it: `tests/FILE.py::name`, or `::name` for one of
     the file named just before. One `::name` followed a file it is not in (it is in
