@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from threadlog import Store, StoreError, export_events, import_claude_code, thread_state
 from threadlog.export import dump_lines
@@ -889,3 +891,53 @@ def test_help_and_version_that_cannot_be_printed_say_so_in_one_line(tmp_path: Pa
         why = "No space left on device"
     assert done.returncode == 1 and done.stderr == f"error: printing the output failed: {why}\n", done.stderr
     assert not (tmp_path / "t.db").exists()
+
+
+# Ids a user may type that hold the library's words the CLI rewords into its own (`redact()`,
+# `thread: thread `), beside quotes of both kinds, backslashes, newlines and terminal escapes.
+HOSTILE_IDS = {
+    "library-call": "redact()",
+    "library-phrase": "fork() or fan_out()",
+    "parameter-twice": "thread: thread x",
+    "apostrophe": "it's redact()",
+    "both-quotes": "a'b\"c redact()",
+    "quote-then-words": "x' redact() '",
+    "backslash": "a\\redact()\\",
+    "newline": "one\nredact()",
+    "ansi": "\x1b[31mredact()\x1b[0m",
+    "value-in-a-phrase": "pass unanswered='drop' (or 'keep')",
+}
+
+
+def _not_found(db: Path, thread_id: str) -> tuple[int, str, str]:
+    return invoke("--db", str(db), "usage", "--", thread_id)
+
+
+@pytest.mark.parametrize("thread_id", HOSTILE_IDS.values(), ids=list(HOSTILE_IDS))
+def test_an_id_holding_library_words_is_named_as_typed(tmp_path: Path, thread_id: str) -> None:
+    """The CLI rewords the library's words in an error into its commands (`redact()` into
+    `threadlog redact`), and did so inside a quoted id too: `threadlog usage 'redact()'` said
+    "thread '`threadlog redact`' not found", naming a thread nobody typed."""
+    db = tmp_path / "t.db"
+    Store(db).close()
+    code, out, err = _not_found(db, thread_id)
+    assert (code, out) == (1, "")
+    assert err == f"error: thread {thread_id!r} not found (no thread id starts with it); `threadlog ls --all` lists them\n", err
+    assert "\x1b" not in err and err.count("\n") == 1
+
+
+_TYPED = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
+_WORDS = st.sampled_from(["redact()", "fan_out()", "thread: thread ", "model: thread ", "user_content: ", "max_tokens: ",
+                          "(expect='no_stream')", "pass unanswered='drop' (or 'keep')", "'", '"', "\\", "\n", "\x1b[0m"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(thread_id=st.lists(st.one_of(_TYPED, _WORDS), min_size=1, max_size=6).map("".join)
+       .filter(lambda typed: typed not in ("", "@last")))
+def test_any_id_not_found_is_named_exactly_as_typed(tmp_path: Path, thread_id: str) -> None:
+    db = tmp_path / "t.db"
+    if not db.exists():
+        Store(db).close()
+    code, out, err = _not_found(db, thread_id)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"error: thread {thread_id!r} not found (no thread id starts with it); "), (thread_id, err)

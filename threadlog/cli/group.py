@@ -13,7 +13,7 @@ import re
 import signal
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import click
@@ -245,11 +245,29 @@ _CLI_WORDS = {
 }
 
 
+# A quoted span as a message prints an id or a value: Python's repr of a string, `'…'`, or `"…"`
+# when it holds a `'`, its backslashes escaping what follows them. One opens after no letter
+# or digit (the `'` of "user's" or "ids'" is prose).
+_QUOTED = r"""(?<!\w)(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")"""
+
+
+def _kept_quoted(cli_word: str) -> Callable[[re.Match[str]], str]:
+    """What a match of `_REWORDED` becomes: a quoted span stays as it is, the library's words
+    become `cli_word`."""
+    return lambda match: match.group(1) or cli_word
+
+
+_REWORDED = [(re.compile(f"({_QUOTED})|{re.escape(library)}"), _kept_quoted(cli_word)) for library, cli_word in _CLI_WORDS.items()]
+
+
 def _cli_words(message: str) -> str:
+    """`message` in the CLI's words (`_CLI_WORDS`), in its prose only: a command to run
+    (`_shown_whole`) is typed as it is, and a quoted id or value is what the user gave (an id
+    `redact()` was named as '`threadlog redact`', a thread nobody typed)."""
     parts = _split_whole(message)
     for i in range(0, len(parts), 2):  # the commands between them are typed as they are
-        for library, cli_word in _CLI_WORDS.items():
-            parts[i] = parts[i].replace(library, cli_word)
+        for words, reworded in _REWORDED:
+            parts[i] = words.sub(reworded, parts[i])
     return "".join(parts)
 
 
