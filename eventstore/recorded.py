@@ -269,14 +269,17 @@ def unbroken(chain: list[ThreadInfo], start: int = 0) -> list[ThreadInfo]:
 def parent_gone(chain: list[ThreadInfo]) -> str:
     """What is missing from the thread of `chain`, an ancestry ending at a fork whose parent's
     row is gone: which thread is gone, and how many of the thread's first events cannot be
-    read (those below the lowest fork point on the chain, every one the missing parent's)."""
+    read (those below the lowest fork point on the chain, every one the missing parent's).
+    The rows alone cannot tell how: the parent's row deleted (its events are then left without
+    their thread), or the fork's parent_id altered to name a thread that never was (`verify`
+    then names the fork); either is said, and `verify` names which."""
     top = chain[-1]
     whose = "is forked from" if top is chain[0] else f"descends from {named(top.id)}, a fork of"
     missing = min(info.base for info in chain)
     first = "its first event" if missing == 1 else f"its first {missing} events"
     return (f"thread {named(chain[0].id)} {whose} {named(top.parent_id)}, which is not in the file: {first} cannot be read "
-            "(that thread's row was deleted outside threadlog); `threadlog verify` names the first event left without "
-            "its thread")
+            "(that thread's row was deleted, or the fork's parent_id altered, outside threadlog); `threadlog verify` names "
+            "where")
 
 
 @dataclass(frozen=True, slots=True)

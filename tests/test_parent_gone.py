@@ -33,8 +33,8 @@ from threadlog.cli import cli
 
 SAID = {"orphan": "thread 'orphan' is forked from 'orphanparent', which is not in the file",
         "below": "thread 'below' descends from 'orphan', a fork of 'orphanparent', which is not in the file"}
-MISSING = (": its first 3 events cannot be read (that thread's row was deleted outside threadlog); `threadlog verify` "
-           "names the first event left without its thread")
+MISSING = (": its first 3 events cannot be read (that thread's row was deleted, or the fork's parent_id altered, outside "
+           "threadlog); `threadlog verify` names where")
 
 
 def _refusal(thread: str) -> str:

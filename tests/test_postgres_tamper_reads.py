@@ -285,8 +285,8 @@ def test_tree_all_json_says_which_fork_lost_its_parent_and_fails(tmp_path: Path,
     ("UPDATE streams SET root_id = 'F' WHERE id = 'G'", "thread 'G' names 'F' as its root, which is a fork of 'T': their rows "
                                                         "were altered outside threadlog (`threadlog verify` names where)"),
     ("DELETE FROM streams WHERE id = 'F'", "thread 'G' is forked from 'F', which is not in the file: its first 11 events cannot "
-                                           "be read (that thread's row was deleted outside threadlog); `threadlog verify` "
-                                           "names the first event left without its thread"),
+                                           "be read (that thread's row was deleted, or the fork's parent_id altered, outside "
+                                           "threadlog); `threadlog verify` names where"),
 ], ids=["root-names-a-fork", "parent-deleted"])
 def test_tree_of_a_thread_no_tree_holds_is_refused(tmp_path: Path, backend: str, options: tuple[str, ...], sql: str,
                                                     says: str) -> None:

@@ -413,6 +413,6 @@ def test_blame_of_a_fork_whose_parent_was_renamed_under_a_snapshot_is_refused(tm
         assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
         assert result.exit_code == 1, (args, result.output)
         assert result.stderr == (f"error: thread '{f}' is forked from 'elsewhere', which is not in the file: its first 4 "
-                                 "events cannot be read (that thread's row was deleted outside threadlog); `threadlog verify` "
-                                 "names the first event left without its thread\n"), args
+                                 "events cannot be read (that thread's row was deleted, or the fork's parent_id altered, "
+                                 "outside threadlog); `threadlog verify` names where\n"), args
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
