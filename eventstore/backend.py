@@ -323,6 +323,10 @@ class Backend(Protocol):
         """Stream ids that start with `prefix`, in order, at most `limit` (through the id index)."""
         ...
 
+    def streams_held(self, stream_ids: Collection[str]) -> set[str]:
+        """Of `stream_ids`, those a stream row has, looked up together through the id index."""
+        ...
+
     def streams_with_prefix_after(self, prefix: str, after: int) -> list[StreamRow]:
         """Streams whose id starts with `prefix` and whose latest own event is past position
         `after` (created or appended to since), in id order."""

@@ -510,6 +510,17 @@ class Store:
         check_text("prefix", prefix, "the start of a thread id")
         return self.backend.streams_with_prefix(prefix, limit)
 
+    def orphaned(self, threads: Iterable[ThreadInfo]) -> set[str]:
+        """The ids of the `threads` that are forks whose parent is not in the file (only raw SQL
+        deletes a row, or alters a fork's parent_id): a parent among `threads` is known, the
+        others are looked up together, in one query at most, not one for each thread."""
+        infos = list(threads)
+        given = {info.id for info in infos}
+        parents = {info.id: info.parent_id for info in infos if info.parent_id is not None}
+        asked = set(parents.values()) - given
+        held = given | (self.backend.streams_held(asked) if asked else set())
+        return {fork for fork, parent in parents.items() if parent not in held}
+
     def threads_starting(self, prefix: str, after: int = 0) -> list[ThreadInfo]:
         """Threads (forks included) whose id starts with `prefix` and that gained an event past
         position `after` (`last_position()` read before an earlier call): what changed among

@@ -24,6 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from eventstore.errors import Unreadable
+from eventstore.sqlite import SQLiteBackend
 from tests.backends import postgres_url
 from tests.test_bad_input import fingerprint
 from tests.test_postgres_tamper_reads import dump
@@ -201,3 +202,46 @@ def test_a_search_of_every_thread_matching_an_event_of_the_missing_parent_says_s
     searched = _threadlog(db, "search", "hello")
     assert (searched.returncode, searched.stdout, searched.stderr) == (1, "", f"error: {ORPHANED_HIT.format(position=3)}\n")
     assert _held(db) == before
+
+
+def _ls(db: str, *args: str) -> dict[str, str]:
+    done = CliRunner().invoke(cli, ["--db", db, "ls", "--no-pager", *args])
+    assert done.exit_code == 0 and "error" not in done.stderr, done.output
+    return {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+
+
+def test_ls_says_which_listed_fork_has_its_parent_not_in_the_file(db: str) -> None:
+    """`ls --all` listed the fork whose parent's row is gone as any other, without a word, where
+    `tree --all` says its parent "is not in the file" and every read of its history is refused.
+    A fork whose parent is in the file, on another page or on none listed, is said nothing of."""
+    before = _held(db)
+    listed = _ls(db, "--all")
+    assert "orphanparent at 3, not in the file" in listed["orphan"], listed
+    assert all("not in the file" not in listed[thread] for thread in ("below", "fine")), listed
+    assert "orphanparent at 3, not in the file" in _ls(db, "--root", "orphan")["orphan"]
+    rows = json.loads(CliRunner().invoke(cli, ["--db", db, "ls", "--all", "--json"]).stdout)
+    positions = {row["id"]: row["last_position"] for row in rows}
+    alone = _ls(db, "--all", "-n", "1", "--before", str(positions["below"] + 1))  # its parent `orphan` is on the next page
+    assert list(alone) == ["below"] and "not in the file" not in alone["below"], alone
+    assert "not in the file" in _ls(db, "--all", "-n", "1", "--before", str(positions["orphan"] + 1))["orphan"]
+    assert _held(db) == before
+
+
+def test_forks_of_parents_on_no_page_are_looked_up_together(tmp_path: Path) -> None:
+    """The forks of a page whose parents are not on it are looked up in one query, not one
+    query each: a page of `ls --all` is a thousand rows."""
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        for i in range(40):
+            store.append_message(store.create_thread(thread_id=f"root{i}"), "user", "hi")
+        forks = [store.fork(f"root{i}", fork_id=f"fork{i}") for i in range(40)]
+    with contextlib.closing(sqlite3.connect(db)) as lite, lite:
+        lite.execute("DELETE FROM streams WHERE id IN ('root3', 'root30')")
+    backend = SQLiteBackend(db)
+    with Store(backend) as store:
+        page = [store.thread(fork) for fork in forks]
+        statements: list[str] = []
+        backend.conn.set_trace_callback(statements.append)
+        assert store.orphaned(page) == {"fork3", "fork30"}
+        backend.conn.set_trace_callback(None)
+    assert len([sql for sql in statements if "FROM streams" in sql]) == 1, statements

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 
 import json
 import re
@@ -151,16 +151,20 @@ def _short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def ls_lines(entries: Iterable[dict[str, Any]]) -> Iterator[str]:
+def ls_lines(entries: Iterable[dict[str, Any]], orphaned: Container[str] = ()) -> Iterator[str]:
     """`threadlog ls`: one aligned row per thread (entries as `ls --json` prints them). The
     widths are every row's, so every entry is read before the first line is given; what is
-    kept of each meanwhile is its cells, escaped, in one string."""
+    kept of each meanwhile is its cells, escaped, in one string. A fork in `orphaned` (its
+    parent's row is gone, or its parent_id names no thread: only raw SQL does either) says its
+    parent is not in the file, as `tree` does: listed as any fork, it read as whole."""
     header = ("id", "kind", "forked from", "msgs", "last activity", "title")
     # Measured as printed: escaped (a `\u202e` in an id is six characters on the screen).
     widths = [len(name) for name in header[:-1]]
     rows = []
     for e in entries:
         parent = f"{e['parent_id']} at {e['parent_offset']}" if e["parent_id"] else "-"
+        if e["id"] in orphaned:
+            parent += ", not in the file"
         cells = [safe(cell) for cell in (e["id"], e["kind"], parent, str(e["messages"]), activity_time(e["last_activity"]),
                                          _short(e["title"] or "", 50) or "-")]
         widths = [max(width, len(cell)) for width, cell in zip(widths, cells)]

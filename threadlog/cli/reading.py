@@ -54,6 +54,9 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: tup
     The order is the file's (the position of each thread's last event), not those times: an
     import writes sessions in the order of their files, each with its own times.
 
+    A fork whose parent is not in the file (its row deleted, or the fork's parent_id altered,
+    outside threadlog: reads of its history are refused) says so after its fork point.
+
     A page with more threads after it ends with where the next begins, on stderr (the rows on
     stdout stay the table): `--before POSITION`, the last row's last_position, or
     `--before POSITION:THREAD`, with its id, when the next thread was last active at that
@@ -72,7 +75,7 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: tup
         if first is None:  # as `search` says `no match`: on stderr, stdout left empty (it held the table's header alone)
             click.echo(_no_threads(before), err=True)
             return
-        lines = ls_lines(entries)
+        lines = ls_lines(entries, pages.orphaned)
         heading = next(lines)  # every row read for the widths: nothing is read once the pager shows them
     output.lines(itertools.chain((heading,), lines), pager=not no_pager)
     if pages.next_page is not None:
@@ -90,7 +93,8 @@ class _Pages:
     (`Store.threads(below=)`: threads tied with it at its position, which only raw SQL makes,
     are neither skipped nor listed twice), or for `--root` from its subtree, read once. Once
     read to the end, `next_page` is where the page after these `limit` threads begins
-    (`_next_page`), None when no thread is left after them."""
+    (`_next_page`), None when no thread is left after them. `orphaned` holds the listed forks
+    whose parent is not in the file, each page's added before its entries are given."""
 
     def __init__(self, store: Store, limit: int, before: tuple[int, str | None] | None, forks: bool,
                  root: str | None) -> None:
@@ -99,6 +103,7 @@ class _Pages:
         self.next_page: str | None = None
         self._subtree: list[ThreadInfo] | None = None
         self._listed = 0  # of the subtree's threads, how many earlier pages listed
+        self.orphaned: set[str] = set()
 
     def __iter__(self) -> _Pages:
         return self
@@ -121,6 +126,7 @@ class _Pages:
         self.ended, self.start = not more, (page[-1].last_position, page[-1].id)
         if more and self.left <= 0:
             self.next_page = _next_page(page[-1], infos[wanted])
+        self.orphaned |= self.store.orphaned(page)
         return listing(self.store, page)
 
 
