@@ -245,3 +245,18 @@ def test_forks_of_parents_on_no_page_are_looked_up_together(tmp_path: Path) -> N
         assert store.orphaned(page) == {"fork3", "fork30"}
         backend.conn.set_trace_callback(None)
     assert len([sql for sql in statements if "FROM streams" in sql]) == 1, statements
+
+
+@pytest.mark.parametrize(("args", "last_out"), [(["log", "orphan", "--start", "4"], "user: more"), (["export", "--all"], '"end"'),
+                                                (["usage", "fine"], "total")], ids=["log --start", "export --all", "usage"])
+def test_what_stderr_says_after_the_output_comes_after_it_in_one_stream(tmp_path: Path, args: list[str], last_out: str) -> None:
+    """`threadlog ... > out 2>&1`: the line on stderr follows every line of stdout, in a real
+    process whose stdout is no terminal (each print is flushed before stderr is written)."""
+    db = str(tmp_path / "orphan.db")
+    _orphaned(db)
+    with Store(db) as store:
+        store.append_message("fine", "assistant", "a", usage={"input_tokens": -5})
+    done = subprocess.run([sys.executable, "-m", "threadlog", "--db", db, *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=60)
+    lines = done.stdout.splitlines()
+    assert last_out in lines[-2] and lines[-1].startswith(("error: ", "not counted: ")), done.stdout
