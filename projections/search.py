@@ -268,8 +268,8 @@ def _check_thread_gone(store: Store, row: HitRow) -> None:
     stored = next(store.read_all_raw(row.position - 1, 1), None) if row.position.__class__ is int and row.position > 0 else None
     if stored is not None and stored.position == row.position and stored.stream_id == row.stream_id:
         raise Unreadable(f"a match is the event at position {row.position} of thread {named(row.stream_id)}, which is not in "
-                         "the file (that thread's row was deleted outside threadlog): no thread's history shows it; "
-                         "`threadlog verify` names the first event left without its thread")
+                         "the file (that thread's row was deleted, or the event's stream_id altered, outside threadlog): no thread's "
+                         "history shows it; `threadlog verify` names the first event left without its thread")
 
 
 def _logged_tool(store: Store, event: RecordedEvent, row: HitRow) -> str | None:

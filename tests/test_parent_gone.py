@@ -183,7 +183,7 @@ def test_a_backup_of_the_whole_file_is_written_and_says_which_thread_it_cannot_r
 
 
 ORPHANED_HIT = ("a match is the event at position {position} of thread 'orphanparent', which is not in the file (that "
-                "thread's row was deleted outside threadlog): no thread's history shows it; `threadlog verify` names the "
+                "thread's row was deleted, or the event's stream_id altered, outside threadlog): no thread's history shows it; `threadlog verify` names the "
                 "first event left without its thread")
 
 
