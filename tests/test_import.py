@@ -587,6 +587,39 @@ def test_a_source_edited_after_its_import_is_reported_changed_and_kept_as_stored
         assert "CHANGED TEXT" not in texts and was in texts
 
 
+def _rewritten_source(kind: str) -> tuple[bytes, bytes, int]:
+    """A session as imported, the same session with its second answer's line written again
+    under another id (the line after it naming that id), and that line."""
+    if kind == "claude-code":
+        lines = _chat_lines(3)
+        first = "".join(json.dumps(r) + "\n" for r in lines)
+        lines[3]["uuid"], lines[4]["parentUuid"] = "a1-again", "a1-again"
+        return first.encode(), "".join(json.dumps(r) + "\n" for r in lines).encode(), 4
+    header, entries = _pi_chat(3)
+    first = "".join(json.dumps(r) + "\n" for r in [header, *entries])
+    entries[3]["id"], entries[4]["parentId"] = "e3-again", "e3-again"
+    return first.encode(), "".join(json.dumps(r) + "\n" for r in [header, *entries]).encode(), 5
+
+
+@pytest.mark.parametrize("kind", ["claude-code", "pi"])
+def test_a_source_rewritten_after_its_import_is_refused_naming_the_line_it_parts_at(tmp_path: Path, kind: str) -> None:
+    """A session rewritten after its import (a line given another id) was refused naming the
+    thread and the file, not where in the file: in a session of thousands of lines nothing
+    said what had changed. The refusal names the first line where the file parts from what
+    is stored, and writes nothing."""
+    path, db = tmp_path / "aaaaaaaa-0000-4000-8000-000000000001.jsonl", tmp_path / "t.db"
+    first, rewritten, line = _rewritten_source(kind)
+    path.write_bytes(first)
+    assert _import_aged(kind, path, db).exit_code == 0
+    path.write_bytes(rewritten)
+    before = file_dump(db)
+    result = _import_aged(kind, path, db)
+    assert result.exit_code == 1, result.output
+    assert "holds events the source no longer has in that order" in result.stderr
+    assert f"{path}:{line}:" in result.stderr, result.stderr
+    assert file_dump(db) == before
+
+
 def test_export_events_carry_every_field_and_stream_row(mem: Store) -> None:
     summary = import_claude_code(mem, [SUBAGENT_SESSION])
     agent = next(i for i in mem.subtree(summary.thread_ids[0]) if i.kind == "subagent")

@@ -212,7 +212,7 @@ def test_a_rewritten_claude_code_session_is_still_refused_after_a_redaction(tmp_
         before = store.counts()
         with pytest.raises(ImportConflict, match="holds events the source no longer has in that order") as refused:
             import_claude_code(store, [session])
-        assert refused.value.__notes__ == [f"the session is {session}"]  # the thread's id alone named no file
+        assert str(refused.value).startswith(f"{session}:")  # the thread's id alone named no file, nor a line
         assert store.counts() == before
 
 
@@ -259,7 +259,7 @@ def test_a_rewritten_pi_session_is_still_refused_after_a_redaction(tmp_path: Pat
         before = store.counts()
         with pytest.raises(ImportConflict, match="holds events the source no longer has in that order") as refused:
             import_pi(store, [session])
-        assert refused.value.__notes__ == [f"the file is {session}"]
+        assert str(refused.value).startswith(f"{session}:")
         assert store.counts() == before
 
 

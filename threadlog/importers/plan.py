@@ -253,12 +253,12 @@ def _first_event_id(stream: PlannedStream) -> str:
     return str(stream.first["meta"]["event_id"])
 
 
-def _stored(store: Store, stream: PlannedStream) -> int | None:
+def _stored(store: Store, plan: Plan, stream: PlannedStream) -> int | None:
     """How many of the stream's planned events the store holds (None: not the stream itself).
     A source that is an older copy (the session as it was, a prefix of what is stored) holds
     nothing new: all of its events are stored."""
     own = _own_events(store, stream.id)
-    return None if own is None else _held(stream, list(own.digests), own.appended)
+    return None if own is None else _held(plan, stream, list(own.digests), own.appended)
 
 
 class _Own(NamedTuple):
@@ -295,7 +295,7 @@ def _records(store: Store, thread: str) -> frozenset[int]:
     return frozenset(offset for offset, type_, _, _ in store.read_raw(thread, start=info.base) if type_ == REDACTION)
 
 
-def _held(stream: PlannedStream, ids: list[str], appended: dict[str, tuple[int, str]] | None = None) -> int:
+def _held(plan: Plan, stream: PlannedStream, ids: list[str], appended: dict[str, tuple[int, str]] | None = None) -> int:
     """`_stored`, given the ids of the stream's own events as stored (its first one first) and,
     when known, which of them the caller appended (their offsets and types)."""
     if not ids or ids[0] != _first_event_id(stream):
@@ -311,7 +311,8 @@ def _held(stream: PlannedStream, ids: list[str], appended: dict[str, tuple[int, 
     if ids[1:stored + 1] != planned[:stored]:
         # A turn taken on the imported thread (`append`, `ask`) sits where the source's next line
         # would go: say so, since the file itself is sound and the fix is a fork, not the file.
-        first = next(stored_id for stored_id, planned_id in zip(ids[1:], planned) if stored_id != planned_id)
+        index, first = next((index, stored_id) for index, (stored_id, planned_id) in enumerate(zip(ids[1:], planned))
+                            if stored_id != planned_id)
         if appended and first in appended:
             offset, type_ = appended[first]
             raise ImportConflict(f"thread {stream.id!r} holds an event no import wrote at offset {offset} ({type_}: "
@@ -319,9 +320,14 @@ def _held(stream: PlannedStream, ids: list[str], appended: dict[str, tuple[int, 
                                  "they cannot follow it; to go on from an imported session, fork it "
                                  f"(`threadlog fork {stream.id}`), which a later import leaves as it is; to import "
                                  "what the source added since, import it into another database")
-        raise ImportConflict(f"thread {stream.id!r} holds events the source no longer has in that order "
-                             "(the file was rewritten, or a plain import took it while it was being written: "
-                             "follow a file still being written with --follow); import it into another database")
+        # Named by the first line the source now gives otherwise: in a session of thousands of
+        # lines, the thread's id and the file's name left the user to find what changed.
+        file, line = _source_line(plan, stream.events[index])
+        where = f"{file}:{line}: " if line else ""
+        raise ImportConflict(f"{where}thread {stream.id!r} holds events the source no longer has in that order "
+                             f"{'from this line on ' if line else ''}(the file was rewritten, or a plain import took it "
+                             "while it was being written: follow a file still being written with --follow); import it "
+                             "into another database")
     return stored
 
 
@@ -357,7 +363,7 @@ def _checked(store: Store, plan: Plan, pending: dict[str, list[str]], sources: d
         if ids is None:
             own = _own_events(store, stream.id)
             ids, appended = (list(own.digests), own.appended) if own else ([], None)
-        unwritten.append((stream, _held(stream, ids, appended) if ids else None))
+        unwritten.append((stream, _held(plan, stream, ids, appended) if ids else None))
         planned = [_first_event_id(stream), *(event.event_id for event in stream.events)]
         pending[stream.id] = planned if len(planned) > len(ids) else ids
         root = stream
@@ -502,7 +508,7 @@ def write_plan(store: Store, plan: Plan) -> int:
     wrote is skipped, as a later import would skip it.
     """
     owned = [_own_events(store, stream.id) for stream in plan.streams]
-    stored = [None if own is None else _held(stream, list(own.digests), own.appended)
+    stored = [None if own is None else _held(plan, stream, list(own.digests), own.appended)
               for stream, own in zip(plan.streams, owned)]
     _not_elsewhere(store, plan, zip(plan.streams, stored))
     # Events the store holds with other content (by id, their data digests compared): the source
@@ -524,7 +530,7 @@ def write_plan(store: Store, plan: Plan) -> int:
                     held = (held if held is not None else -1) + written
                 break
             except StoreError:
-                now = _stored(store, stream)
+                now = _stored(store, plan, stream)
                 if now is None or (held is not None and now <= held):
                     raise  # no other import of this source moved the stream: the refusal stands
                 held = now
