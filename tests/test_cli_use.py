@@ -438,6 +438,27 @@ def test_tree_shows_a_sub_agents_agent_and_call_escaped_and_cut_as_titles_are(db
     assert (shown[odd]["agent_id"], shown[odd]["tool_use_id"], shown[plain]["agent_id"]) == (None, None, None)
 
 
+def test_show_and_blame_cut_what_a_caller_wrote_to_one_short_line(db: Path) -> None:
+    """A megabyte metadata value, todo, interrupt question, model or actor was printed whole by
+    `show` and `blame`: one line of a megabyte, where the title beside it is cut. Each is cut
+    as the title is, a metadata key a line as settings are; `--json` keeps them whole."""
+    huge = "x" * (1 << 20)
+    with Store(db) as store:
+        t = store.create_thread(model="m" + huge, metadata={"note": huge, "user": "ana"})
+        store.append(t, [{"type": "message.appended", "data": {"role": "user", "content": "hi"}, "meta": {"actor": huge}},
+                         {"type": "todos.set", "data": {"todos": [{"content": huge}, {"content": "pack"}]}},
+                         {"type": "interrupt.raised", "data": {"interrupt_id": "i1", "question": huge}}])
+    shown = ok(db, "show", t)
+    assert max(map(len, shown.splitlines())) < 200, [line[:120] for line in shown.splitlines()]
+    assert 'metadata    note "xxx' in shown and '\n            user "ana"\n' in shown
+    assert "\ntodos       xxx" in shown and "\n            pack\n" in shown and "\ninterrupts  i1 (xxx" in shown
+    blamed = ok(db, "blame", t)
+    assert len(blamed) < 400 and "  xxx" in blamed
+    state = json.loads(ok(db, "show", t, "--json"))
+    assert (state["metadata"]["note"], state["todos"][0]["content"], state["model"]) == (huge, huge, "m" + huge)
+    assert json.loads(ok(db, "blame", t, "--json"))[0]["actor"] == huge
+
+
 def _tree_lines_by_id(db: Path, *args: str) -> dict[str, str]:
     """`tree`'s lines of forks, by the id each names."""
     return {line.split("⑃ ", 1)[1].split()[0]: line for line in ok(db, "tree", *args).splitlines() if "⑃" in line}

@@ -40,7 +40,7 @@ def test_show_text_json_and_replay(demo: tuple[Path, dict[str, object]]) -> None
     db, ids = demo
     fork = str(ids["fork"])
     code, out, _ = _run(db, "show", fork)
-    assert code == 0 and "status      idle" in out and '{"user": "ana"}' in out
+    assert code == 0 and "status      idle" in out and '\nmetadata    user "ana"\n' in out
     code, out, _ = _run(db, "show", str(ids["thread"]), "--at", "3", "--json")
     data = json.loads(out)
     with Store(db) as store:

@@ -306,23 +306,22 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     if state.directive:  # a sub-agent's task, what sets it apart from its siblings
         yield f"directive   {_short(state.directive, 100)}"
     yield f"title       {_short(state.title or '', 100) or '-'}"
-    yield f"model       {state.model or '-'}"
+    yield f"model       {_short(state.model or '', 100) or '-'}"
     system = state.system if isinstance(state.system, str) or state.system is None else _text_of(state.system)
     yield f"system      {_short(system or '', 100) or '-'}"
     if state.thinking:
         yield f"thinking    {json.dumps(state.thinking, sort_keys=True)}"
-    for index, (key, value) in enumerate(sorted(state.settings.items())):
-        # Cut as the other one-line fields are (a stop sequence of 10 MB was one line): --json has them whole.
-        yield ("settings    " if index == 0 else " " * 12) + _short(f"{key} {json.dumps(value, ensure_ascii=False)}", 100)
+    if state.settings:
+        yield from _keyed_lines("settings", state.settings)
     yield f"status      {state.status}   length {state.length}   head {(state.head_hash or '-')[:12]}"
     if state.last_run is not None:
         run = state.last_run
         error = f": {run['error']}" if run.get("error") else ""
         yield "last run    " + _short(f"{run.get('status')} at offset {run['offset']} (run_id {run.get('run_id')}){error}", 100)
     yield f"context     {state.context}   retrieval {state.retrieval}"
-    yield f"metadata    {json.dumps(state.metadata, ensure_ascii=False, sort_keys=True)}"
-    yield f"todos       {', '.join(t.get('content', '') for t in state.todos) or '-'}"
-    pending = ", ".join(f"{i['interrupt_id']} ({i.get('question') or '-'})" for i in state.pending_interrupts)
+    yield from _keyed_lines("metadata", state.metadata)
+    yield from _field_lines("todos", [_short(todo.get("content", ""), 100) for todo in state.todos])
+    pending = ", ".join(f"{i['interrupt_id']} ({_short(i.get('question') or '', 60) or '-'})" for i in state.pending_interrupts)
     yield f"interrupts  {pending or '-'}" + (f"   demoted: {', '.join(state.demoted_interrupts)}" if state.demoted_interrupts else "")
     if state.compaction:
         yield f"compaction  at {state.compaction['offset']}, summarises offsets below {state.compaction['through_offset']}"
@@ -334,10 +333,23 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
         yield f"  {message.offset:>6}  {label:<15} {_message_line(message.content, message.refusal)}"
 
 
+def _keyed_lines(label: str, values: dict[str, Any]) -> Iterator[str]:
+    """`show`'s lines for a map a caller writes (settings, metadata): a key and its value as
+    JSON a line, each cut as the title is (one value of 10 MB was one line): --json has them whole."""
+    return _field_lines(label, [_short(f"{key} {json.dumps(value, ensure_ascii=False)}", 100)
+                                for key, value in sorted(values.items())])
+
+
+def _field_lines(label: str, lines: list[str]) -> Iterator[str]:
+    """`lines` under `label` in `show`'s first column, the label on the first ("-" for none)."""
+    for index, line in enumerate(lines or ["-"]):
+        yield (f"{label:<12}" if index == 0 else " " * 12) + line
+
+
 def blame_line(entry: BlameEntry) -> str:
     where = "inherited" if entry.inherited else "own"
     return (f"{entry.index:>4}  {entry.role:<9} {entry.kind:<9} {entry.stream_id:<16} offset {entry.offset:<6} "
-            f"position {entry.position:<8} {entry.time}  {entry.actor or '-'}  {entry.origin}  {where}")
+            f"position {entry.position:<8} {entry.time}  {_short(entry.actor or '', 40) or '-'}  {entry.origin}  {where}")
 
 
 def diff_lines(result: Diff) -> Iterator[str]:
