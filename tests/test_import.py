@@ -195,8 +195,10 @@ def test_sub_agents_started_by_one_response_each_name_the_call_that_started_them
     for fork in forks:
         shown = CliRunner().invoke(cli, ["--db", str(db), "show", fork.id])
         assert shown.exit_code == 0, shown.output
-        [metadata] = [line for line in shown.output.splitlines() if line.startswith("metadata")]
-        assert json.loads(metadata.split(None, 1)[1])["parentToolUseID"] in agents.values()
+        # `show` gives metadata a key a line, under "metadata" in its first column
+        [named_call] = [line.removeprefix("metadata").split(None, 1)[1] for line in shown.output.splitlines()
+                        if line.removeprefix("metadata").lstrip().startswith("parentToolUseID ")]
+        assert json.loads(named_call) in agents.values()
 
 
 @pytest.mark.parametrize("given", ["file", "directory"])
