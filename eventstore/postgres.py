@@ -1413,22 +1413,10 @@ class PostgresBackend:
         the server recycles them: that is the server's retention, not threadlog's."""
         if self._in_transaction:
             return
-        self.conn.execute(b"VACUUM events, snapshots, search_docs")
-        unindexed = self.conn.execute(b"SELECT position FROM search_progress WHERE name = 'unindexed'").fetchone()
-        if unindexed is not None:  # (`unindex` notes it)
-            # A GIN index never removes a word from its tree once no row holds it (VACUUM only
-            # empties its list of rows), and a vacuumed page keeps a removed row's bytes in
-            # its free space: the erased text would stay in both files. VACUUM FULL writes the
-            # table and its indexes anew, from the live rows only; its cost is a rebuild of
-            # the index, paid only by a redaction of an indexed event (as FTS5's 'optimize'
-            # on SQLite). A transaction open elsewhere since before the redaction keeps the
-            # removed rows alive, and so in the new files too, until it ends: purge() again.
-            self.conn.execute(b"VACUUM FULL search_docs")
-            # (A redaction's note committed meanwhile names another position, and stays.)
-            self.conn.execute("DELETE FROM search_progress WHERE name = 'unindexed' AND position = %s", unindexed)
         # A transaction of this database older than the last redaction (a snapshot taken before it
         # committed, or an id taken before it) still sees the old row version, and VACUUM leaves
-        # it in the table's file: redact and purge said all was done. (The server's own test,
+        # it in the table's file: redact and purge said all was done. Asked before the vacuum: one
+        # that ends while it runs has already kept the old version through it. (The server's own test,
         # the horizon VACUUM uses, from the sessions' `backend_xmin` and `backend_xid`. An
         # autovacuum worker shows a `backend_xmin` too, which VACUUM's horizon leaves out: counted,
         # a redaction while one ran was reported as kept.)
@@ -1440,8 +1428,23 @@ class PostgresBackend:
             "AND ((a.backend_xmin IS NOT NULL AND age(a.backend_xmin) >= age(x.xid)) "
             "OR (a.backend_xid IS NOT NULL AND age(a.backend_xid) > age(x.xid)))"
         ).fetchone()
-        if held is not None and held[0]:
-            raise OldPagesKept(f"{self.path}: {held[0]} transaction(s) open elsewhere since before the last redaction still "
+        kept = held[0] if held is not None else 0
+        self.conn.execute(b"VACUUM events, snapshots, search_docs")
+        unindexed = self.conn.execute(b"SELECT position FROM search_progress WHERE name = 'unindexed'").fetchone()
+        if unindexed is not None:  # (`unindex` notes it)
+            # A GIN index never removes a word from its tree once no row holds it (VACUUM only
+            # empties its list of rows), and a vacuumed page keeps a removed row's bytes in
+            # its free space: the erased text would stay in both files. VACUUM FULL writes the
+            # table and its indexes anew, from the live rows only; its cost is a rebuild of
+            # the index, paid only by a redaction of an indexed event (as FTS5's 'optimize'
+            # on SQLite). A transaction open elsewhere since before the redaction keeps the
+            # removed rows alive, and so in the new files too, until it ends: purge() again.
+            self.conn.execute(b"VACUUM FULL search_docs")
+            if not kept:  # else the note stays: the purge() asked for below writes the index anew again
+                # (A redaction's note committed meanwhile names another position, and stays.)
+                self.conn.execute("DELETE FROM search_progress WHERE name = 'unindexed' AND position = %s", unindexed)
+        if kept:
+            raise OldPagesKept(f"{self.path}: {kept} transaction(s) open elsewhere since before the last redaction still "
                                "see the old row version of its event, so it stays in the table's file; the change is "
                                "committed; call purge() once they end")
 
