@@ -49,6 +49,8 @@ TARGETS = [
     Target("pg_fork", "PostgreSQL: fork of a large thread vs fork of 10 events (cost)", 1.5, False),
     Target("pg_tail", "PostgreSQL: a tailing reader during the 8-writer run, 1 + skipped + out of order (cost)", 1.0, False),
     Target("web_thread_page", "web viewer: first page of a 200,000-message thread, server time, vs 100 ms (cost)", 1.0, False),
+    Target("web_replay_page", "web viewer: replay of the last messages of a 200,000-message thread, server time, vs 500 ms (cost)",
+           1.0, False),
     Target("web_thread_list", "web viewer: thread list of 200,000 threads, server time, vs 100 ms (cost)", 1.0, False),
     Target("size_langgraph", "database size after 1,000 messages vs LangGraph SqliteSaver (times smaller)", 100.0, True),
     Target("size_langgraph_saver", "ThreadlogSaver database size after 1,000 messages vs SqliteSaver (times smaller)", 100.0, True),

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventstore import ForkRefused, InvalidEvent, Store
-from threadlog import thread_state
+from threadlog import blame, save_snapshot, thread_state
 from threadlog.cli import cli
 from tests.backends import dump
 from tests.backends import mem_on_every_backend  # noqa: F401 (`mem`: these projections on every backend)
@@ -326,3 +326,68 @@ def test_replay_equals_a_fresh_thread_of_the_first_k_events(events: list[dict[st
             if k > 1:
                 store.append(fresh, events[: k - 1])
             assert _comparable(thread_state(store, t, at=k)) == _comparable(thread_state(store, fresh))
+
+
+# One step of a thread's life for the paged view; each is valid whatever came before it (see _lived).
+_LIFE = st.lists(st.sampled_from(["say", "say", "call", "call", "answer", "compact", "fork", "note", "redact", "snapshot", "meta"]),
+                 min_size=1, max_size=30)
+
+
+def _lived(store: Store, steps: list[str]) -> list[str]:
+    """The threads `steps` make: messages, tool calls (some left waiting and dropped by a fork),
+    compactions, forks of the thread so far (full, or a note), redactions and snapshots; each
+    fork takes the steps after it."""
+    thread = store.create_thread(title="life")
+    threads, waiting = [thread], []
+    for i, step in enumerate(steps):
+        said = store.count(thread, "message.appended")
+        if step == "call":
+            waiting.append(f"toolu_{i}")
+            _tool_call(store, thread, waiting[-1]) if i % 2 else store.append_message(
+                thread, "assistant", [{"type": "tool_use", "id": waiting[-1], "name": "look", "input": {}}])
+        elif step == "answer" and waiting:
+            _answer(store, thread, waiting.pop(0))
+        elif step == "compact" and said:
+            through = store.head(thread) - i % 3
+            store.append(thread, [{"type": "compaction.recorded", "data": {"summary": f"s{i}", "through_offset": through}}])
+        elif step in ("fork", "note") and said:
+            thread = store.fork(thread, unanswered="drop", context="note" if step == "note" else "full")
+            threads.append(thread)
+            waiting = []
+        elif step == "redact" and said:
+            last = [event for event in store.read(thread) if event.type == "message.appended"][-1 - i % said]
+            if not last.data.get("redacted"):
+                store.redact(last.position, "test", "tester")
+        elif step == "snapshot":
+            save_snapshot(store, thread)
+        elif step == "meta":
+            store.append(thread, [{"type": "metadata.set", "data": {"patch": {"k": i}}}])
+        else:
+            store.append_message(thread, "user" if i % 2 else "assistant", f"text {i}")
+    return threads
+
+
+@settings(max_examples=60, deadline=None)
+@given(_LIFE, st.integers(0, 40))
+def test_a_slice_of_the_paged_view_is_the_whole_view_sliced(steps: list[str], cut: int) -> None:
+    # The replay page decoded the whole model view to show a page of it; it now reads a slice of
+    # `state.view`, which holds only the places of the messages (from the fold, or a snapshot's
+    # ranges), and must give each page exactly what the whole view holds there.
+    with Store(":memory:") as store:
+        for thread in _lived(store, steps):
+            head = store.head(thread)
+            for at in {head, min(cut, head)}:
+                state = thread_state(store, thread, at, use_snapshots=False)
+                whole, view = state.messages, thread_state(store, thread, at, paged=True).view
+                assert len(view) == len(whole) and list(view) == whole
+                # The places blame finds streaming the events, and each message's blocks as stored, less dropped calls.
+                assert [(m.kind, m.offset) for m in whole] == [(e.kind, e.offset) for e in blame(store, thread, at)]
+                events = {event.offset: event.data for event in store.read(thread, 0, at)}
+                dropped = set(state.dropped_tool_use_ids)
+                assert [m.content for m in whole if m.kind == "message"] == [
+                    [b for b in events[m.offset]["content"] if not (b.get("type") == "tool_use" and b.get("id") in dropped)]
+                    for m in whole if m.kind == "message"]
+                for lo in range(len(whole) + 1):
+                    for hi in {lo, lo + 1, lo + 3, len(whole), len(whole) + 2}:
+                        assert view[lo:hi] == whole[lo:hi], (thread, at, lo, hi)
+                assert [view[i] for i in range(-len(whole), len(whole))] == whole + whole

@@ -19,7 +19,7 @@ pytest.importorskip("starlette")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from threadlog import Store, display_rows  # noqa: E402
+from threadlog import Store, display_rows, import_claude_code, import_pi, import_swe_agent, save_snapshot, thread_state  # noqa: E402
 from threadlog.web import create_app  # noqa: E402
 from tests.webstore import HOSTILE_ID, LONG, build  # noqa: E402
 from tests.backends import file_dump  # noqa: E402
@@ -517,6 +517,54 @@ def test_the_replay_pages_back_to_the_first_message(client: TestClient) -> None:
     assert texts(past) == []  # past the end: an empty page, not an error, saying so (it said "messages 251–250")
     assert "past the last of 250 messages" in past and "251–250" not in past
     assert texts(follow(past, "earlier") or "") == list(range(150, 250))
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _replay_walks(path: Path) -> dict[tuple[str, int, str], list[str]]:
+    """Every replay page of every thread at `path`, as of its head and of half of it: (thread,
+    at, the link followed) -> the pages met from the latest page back, or from the first on,
+    each less its integrity badge (which says how far a check in the background has got)."""
+    with Store(path, read_only=True) as store:
+        heads = {info.id: info.head for info in store.all_threads()}
+    walks: dict[tuple[str, int, str], list[str]] = {}
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        for thread, head in heads.items():
+            for at in (head, head // 2):
+                for name, first in (("earlier", ""), ("later", "&first=0")):
+                    pages = walks.setdefault((thread, at, name), [])
+                    address: str | None = f"/replay?id={thread}&at={at}{first}"
+                    while address is not None:
+                        page = client.get(address)
+                        assert page.status_code == 200, (address, page.text[:300])
+                        pages.append(re.sub(r'<span id="integrity".*?</span>', "", page.text, flags=re.S))
+                        found = re.search(rf'<a class="{name}" href="([^"]+)"', page.text)
+                        address = html.unescape(found.group(1)) if found else None
+    return walks
+
+
+def test_the_replay_pages_of_imported_sessions_show_the_model_view_each_message_once(tmp_path: Path) -> None:
+    # The replay decoded the whole model view to show a page of it; a page now decodes only its
+    # own messages, placed from the fold, or from a snapshot's ranges and read from the store.
+    # Both give the same pages, which hold the whole view between them, each message once.
+    path = tmp_path / "sessions.db"
+    with Store(path) as store:
+        import_claude_code(store, [FIXTURES / "claude-code"], skip_bad=True)
+        import_pi(store, [FIXTURES / "pi" / "large-session-head.jsonl"])
+        import_swe_agent(store, [FIXTURES / "swe-agent"], skip_bad=True)
+        views = {(info.id, at): [m.offset for m in thread_state(store, info.id, at).messages]
+                 for info in store.all_threads() for at in (info.head, info.head // 2)}
+    plain = _replay_walks(path)
+    with Store(path) as store:
+        for info in store.all_threads():
+            if info.head > 2:
+                save_snapshot(store, info.id, info.head // 3)
+    assert len(views) > 60 and _replay_walks(path) == plain
+    for (thread, at, name), pages in plain.items():
+        shown = [[int(n) for n in re.findall(r'<span class="meta">offset (\d+)</span>', page)] for page in pages]
+        in_order = [offset for page in (shown if name == "later" else shown[::-1]) for offset in page]
+        assert in_order == views[thread, at], (thread, at, name)
 
 
 def test_the_replay_shows_a_tool_result_as_the_thread_page_does(tmp_path: Path) -> None:

@@ -73,8 +73,7 @@ def blocks(messages: Sequence[Message], low: Cursor, high: Cursor, backward: boo
     message's first `ROWS_PER_EVENT` blocks, then `REFUSAL` for an answer the model refused
     (as the thread page's refusal row, past the cap); a message without parts is one, its block None."""
     places = []
-    for index in range(low.entry, min(high.entry + 1, len(messages))):
-        message = messages[index]
+    for index, message in enumerate(messages[low.entry:high.entry + 1], low.entry):  # one slice: a lazy view reads it at once
         parts = list[Any]((message.content or [])[:ROWS_PER_EVENT]) + ([REFUSAL] if message.refusal is not None else [])
         for skip, block in enumerate(parts or [None]):
             if low <= Cursor(index, skip) < high:

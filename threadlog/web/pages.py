@@ -185,18 +185,19 @@ def replay_page(request: Request) -> Response:
         if at is not None and at > head:
             raise HTTPException(400, f"at {at} is past the thread's {head} events: pass 0..{head}")
         at = head if at is None else at
-        state = thread_state(store, thread, at)
-        messages = state.messages
+        # The model view's messages are decoded only for the page (those of a page are read as one).
+        state = thread_state(store, thread, at, paged=True)
+        messages = state.view
+        count = len(messages)
+        backward = first is None or until is not None
+        low = Cursor(max(0, count - PAGE)) if first is None else min(Cursor(first, skip), Cursor(count))
+        high = Cursor(count) if until is None or until >= count else max(Cursor(until, take), low)
+        if backward:
+            low = max(low, Cursor(high.entry - PAGE))
+        else:
+            high = min(high, Cursor(low.entry + PAGE))
+        page = fill_messages(messages, low, high, backward, view.blocks(thread))
         badge = view.integrity.badge(store.last_position())
-    count = len(messages)
-    backward = first is None or until is not None
-    low = Cursor(max(0, count - PAGE)) if first is None else min(Cursor(first, skip), Cursor(count))
-    high = Cursor(count) if until is None or until >= count else max(Cursor(until, take), low)
-    if backward:
-        low = max(low, Cursor(high.entry - PAGE))
-    else:
-        high = min(high, Cursor(low.entry + PAGE))
-    page = fill_messages(messages, low, high, backward, view.blocks(thread))
     pager = {"earlier": _earlier(page.low) if page.low > Cursor(0) else None,
              "later": page.high if page.high < Cursor(count) else None}
     return view.render(request, "replay.html", state=state, thread=thread, at=at, head=head, count=count,
