@@ -289,6 +289,29 @@ def test_search_blame_and_diff_pages(client: TestClient, built: tuple[Path, dict
     assert "Actually, what about a bus?" in both and "Two trains fit" in both and "Book the first one" in both
 
 
+def test_a_blame_page_past_the_last_entry_is_a_400_naming_how_many_there_are(tmp_path: Path) -> None:
+    # It was an empty page whose "Earlier" link led to another empty page (start 150 of 250
+    # entries, and so on down); a start below 0 or not a number is a 400 saying what to pass.
+    path = tmp_path / "blame.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="long")
+        store.append("long", [{"type": "message.appended", "data": {"role": "user", "content": f"m{i}"}} for i in range(250)])
+        store.append("long", [{"type": "compaction.recorded", "data": {"summary": "s", "through_offset": 51}}])
+        store.create_thread(thread_id="empty")
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        # The view: the summary, then the 200 messages from offset 51 on.
+        for start in (201, 202, 400, 10**18):
+            refused = c.get(f"/blame?id=long&start={start}")
+            assert refused.status_code == 400, (start, refused.text[:300])
+            assert f"start {start} is past the thread&#39;s 201 blame entries: pass 0..200" in refused.text
+        last = c.get("/blame?id=long&start=200")
+        assert last.status_code == 200 and last.text.count("<tr class=") == 1 and "/blame?id=long&amp;start=100" in last.text
+        assert c.get("/blame?id=long&start=-1").status_code == 400
+        assert c.get("/blame?id=empty&start=0").status_code == 200  # a thread with no message: its one empty page
+        empty = c.get("/blame?id=empty&start=1")
+        assert empty.status_code == 400 and "start 1 is past the thread&#39;s 0 blame entries: pass 0<" in empty.text
+
+
 def test_a_diff_of_unrelated_threads_says_they_share_nothing(tmp_path: Path) -> None:
     path = tmp_path / "two.db"
     with Store(path) as store:

@@ -238,6 +238,10 @@ def blame_page(request: Request) -> Response:
             return moved
         store.ancestry(thread)  # a thread whose first events are gone: refused as on its other pages
         entries = list(itertools.islice(iter_blame(store, thread, start=start), PAGE + 1))
+        if not entries and start:  # an empty page whose "Earlier" led to another: refused as a start below 0 is
+            count = len(thread_state(store, thread, paged=True).view)  # an entry for each message of the view
+            raise HTTPException(400, f"start {start} is past the thread's {count} blame entries: pass "
+                                     + (f"0..{count - 1}" if count else "0"))
         badge = view.integrity.badge(store.last_position())
     more = start + PAGE if len(entries) > PAGE else None
     return view.render(request, "blame.html", thread=thread, entries=entries[:PAGE], start=start, more=more,
