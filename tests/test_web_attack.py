@@ -861,6 +861,44 @@ def test_a_replay_page_reads_only_the_messages_it_shows(tmp_path: Path) -> None:
     assert first.status_code == 409 and f"the event at position {position} cannot be read" in first.text
 
 
+def test_a_database_that_cannot_be_opened_is_a_503_page_and_the_server_serves_it_again_once_it_can(tmp_path: Path) -> None:
+    # A file removed or replaced while the server runs was a 500 page ("Cannot show this"),
+    # which says the viewer broke, saying "create one with `threadlog init`".
+    folder = tmp_path / '<img src=x onerror="window.__pwned=1">&'
+    folder.mkdir()
+    path = folder / "t'<b>.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="t", title="t")
+        store.append_message("t", "user", "hello")
+    kept = path.read_bytes()
+    proc, base = _serve(path, "127.0.0.1")
+    try:
+        assert _asked_of(base, "/thread?id=t")[0] == 200
+
+        def refused(why: str) -> None:
+            for target in ("/", "/thread?id=t", "/replay?id=t", "/blame?id=t", "/tree?id=t", "/diff?a=t&b=t"):
+                status, kind, body = _asked_of(base, target)
+                assert status == 503 and kind.startswith("text/html"), (target, status, body[:300])
+                assert "<h1>Database unavailable</h1>" in body and "<img" not in body and "<b>" not in body, target
+                said = html.unescape(re.search(r'id="error-message">(.*?)</p>', body, re.S).group(1))
+                assert said.startswith("the database cannot be opened now: ") and why.format(path=path) in said, said
+                assert "The viewer is still running: reload this page once the database is back" in said
+            status, kind, body = _asked_of(base, "/live/rows?id=t&after=0")
+            assert status == 503 and why.format(path=path) in json.loads(body)["error"], body[:300]
+
+        for side in folder.iterdir():  # the file and what SQLite keeps beside it
+            side.unlink()
+        refused("no database at {path}")
+        path.write_bytes(b"not a database " * 100)
+        refused("{path} is not a SQLite database")
+        path.write_bytes(kept)
+        status, _, body = _asked_of(base, "/thread?id=t")
+        assert status == 200 and "hello" in body
+    finally:
+        err = _stopped(proc)
+    assert "Traceback" not in err and "ERROR" not in err, err
+
+
 @pytest.mark.parametrize("target", ["/live", "/live?id=", "/live?after=3", "/live/rows?after=3"])
 def test_a_live_stream_naming_no_thread_is_a_400_saying_what_to_pass(client: TestClient, target: str) -> None:
     """It was a 404 saying `thread '' not found`."""
@@ -1077,7 +1115,8 @@ def test_live_rows_of_a_file_that_cannot_be_opened_say_why_the_page_stops(tmp_pa
         else:
             path.write_bytes(b"not a database " * 200)
         response = c.get("/live/rows", params={"id": "T", "after": after})
-    assert response.status_code == 500 and response.headers["content-type"] == "application/json", response.text[:200]
+    # 503: the file cannot be opened now (it was a 500, which says the viewer broke).
+    assert response.status_code == 503 and response.headers["content-type"] == "application/json", response.text[:200]
     assert response.json()["error"] and "Traceback" not in response.json()["error"], response.text
 
 

@@ -30,7 +30,7 @@ from . import images, live, pages
 from .integrity import Integrity
 from .origin import SameOrigin
 from .render import environment
-from .viewer import UNREADABLE_STATUS, Viewer, viewer
+from .viewer import UNAVAILABLE_STATUS, UNREADABLE_STATUS, Unavailable, Viewer, viewer
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -121,6 +121,7 @@ def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
             ThreadNotFound: _error(404),
             InvalidEvent: _error(400),
             StoreError: _error(500),
+            Unavailable: _error(UNAVAILABLE_STATUS),
             HTTPException: _error(400),
             **dict.fromkeys(UNREADABLE, _error(UNREADABLE_STATUS)),
         },

@@ -46,7 +46,7 @@ from .cursor import Cursor, keyed
 from .items import Item, thread_items
 from .query import LARGEST, thread_param, whole_number
 from .render import link, visible
-from .viewer import UNREADABLE_STATUS, Viewer, viewer
+from .viewer import UNAVAILABLE_STATUS, UNREADABLE_STATUS, Unavailable, Viewer, viewer
 
 INTERVAL = 0.25  # seconds between looks at the log
 RESTATUS = 20  # events before the first new one that are sent again (their status may have changed)
@@ -295,7 +295,8 @@ async def rows(request: Request) -> Response:
         position, payload = await run_in_threadpool(_poll, view, thread, after, start, skip)
     except ThreadNotFound:  # a 404 page: the page stops on any refusal (4xx)
         raise
-    except (StoreError, *UNREADABLE) as error:  # 500: the file cannot be opened now, or was replaced
-        status = UNREADABLE_STATUS if isinstance(unreadable(error), Unreadable) else 500
+    except (StoreError, *UNREADABLE) as error:  # 503: the file cannot be opened now; 409: an event cannot be read
+        status = UNAVAILABLE_STATUS if isinstance(error, Unavailable) else \
+            UNREADABLE_STATUS if isinstance(unreadable(error), Unreadable) else 500
         return JSONResponse({"error": _why(error)}, status_code=status)
     return Response(payload or json.dumps({"position": position}), media_type="application/json")

@@ -11,7 +11,7 @@ from jinja2 import Environment
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from eventstore import Store
+from eventstore import Store, StoreError
 from eventstore.urls import safe_url
 from projections import Message
 from projections.refusal import blank_text
@@ -27,6 +27,20 @@ from .render import markdown_budget, visible
 # the viewer broke, and a RecursionError (an event nested deep enough to parse but not to
 # print) Starlette's bare "Internal Server Error".
 UNREADABLE_STATUS = 409
+# The database cannot be opened (removed, made unreadable or replaced while the server runs;
+# for a URL, its server down): the request was fine and the viewer did not fail, it cannot
+# reach the database now, and serves it again once it can. It was a 500, which says the
+# viewer broke.
+UNAVAILABLE_STATUS = 503
+
+
+class Unavailable(StoreError):
+    """The viewer's database cannot be opened now: what the store said of why, and that the
+    viewer keeps running."""
+
+    def __init__(self, error: StoreError) -> None:
+        super().__init__(f"the database cannot be opened now: {error}. The viewer is still running: reload this page "
+                         "once the database is back")
 
 
 @dataclass
@@ -40,7 +54,10 @@ class Viewer:
     stopping: threading.Event = field(default_factory=threading.Event)
 
     def open(self) -> Store:
-        return Store(self.path, read_only=True)
+        try:
+            return Store(self.path, read_only=True)
+        except StoreError as error:
+            raise Unavailable(error) from None
 
     def item(self, item: Item, thread: str) -> str:
         """One item of a thread page as its `<li>` (the page and the live updates show it so)."""
