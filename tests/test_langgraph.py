@@ -344,6 +344,48 @@ def test_deletions_after_a_copy_and_its_source_are_deleted_skip_what_is_erased(t
     assert b"shared secret" not in db.read_bytes()
 
 
+class Noted(MessagesState):
+    note: str
+
+
+FORKED_THEN_REMOVED = {
+    "delete_thread": lambda saver: saver.delete_thread("ana"),
+    "prune-delete": lambda saver: saver.prune(["ana"], strategy="delete"),
+    "delete_for_runs": lambda saver: saver.delete_for_runs([RUN]),
+}
+
+
+@pytest.mark.parametrize("remove", list(FORKED_THEN_REMOVED.values()), ids=list(FORKED_THEN_REMOVED))
+def test_a_thread_forked_from_the_cli_keeps_its_messages_when_the_langgraph_thread_is_removed(
+        tmp_path: Path, remove: Any) -> None:
+    """`threadlog fork` of a LangGraph thread makes a thread no LangGraph thread names. A
+    deletion asked every fork below the deleted events whether it had deleted them too, read
+    this one's fork options as a copy's, and stopped on an AttributeError, half done (the
+    deletion recorded, nothing erased). The fork's messages are its own history and stay; the
+    checkpoints, which only LangGraph reads, are erased."""
+    db = tmp_path / "forked.db"
+
+    def reply(state: Noted) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"echo: {state['messages'][-1].content}")], "note": "api key sk-live-0042"}
+
+    graph = StateGraph(Noted)
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply")
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        app: Any = graph.compile(checkpointer=saver)
+        app.invoke({"messages": [HumanMessage("Book me a train")]}, {"configurable": {"thread_id": "ana", "run_id": RUN}})
+        fork = cli(db, "fork", line_id("ana", "")).strip()
+        cli(db, "append", fork, "--role", "user", "--text", "What if I fly?")
+        remove(saver)
+        assert saver.get_tuple({"configurable": {"thread_id": "ana"}}) is None
+        assert list(saver.list(None)) == []
+        shown = transcript(store, fork)
+        assert "Book me a train" in shown and "echo: Book me a train" in shown and "What if I fly?" in shown
+        assert store.verify().redacted > 0
+    assert b"sk-live-0042" not in db.read_bytes()
+
+
 def extend(state: list[str], writes: list[list[str]]) -> list[str]:
     return [*state, *(item for write in writes for item in write)]
 

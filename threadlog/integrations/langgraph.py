@@ -141,8 +141,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         except ThreadNotFound:
             return None
         first = store.event_at(root, info.base).data  # thread.created, or thread.forked for a copy
-        created = (first.get("options", first).get("metadata") or {}).get("langgraph", {})
-        if "thread_id" not in created:
+        metadata = first.get("options", first).get("metadata")  # a fork made by other means holds its mode ("blank")
+        created = metadata.get("langgraph") if isinstance(metadata, dict) else None
+        if not isinstance(created, dict) or "thread_id" not in created:
             return _FOREIGN
         return (str(created["thread_id"]), str(created.get("checkpoint_ns", "")))
 
@@ -709,14 +710,17 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         reach: dict[str, dict[str, int]] = {}
         erase = [(*where, cid) for where, cid, message in left
                  if message is None or not any(self._shows(line, sid, where[1], where[2], reach) for sid in holders.get(message, ()))]
-        readers: dict[str, builtins.list[tuple[str, int]]] = {}
+        readers: dict[str, builtins.list[tuple[str | None, int]]] = {}
+        shown = {position for events in line.message_events.values() for position, *_ in events}
         store = self.store
         erased = False
         for position, physical, offset, cid in sorted(set(erase)):
             if physical not in readers:
                 readers[physical] = self._readers(physical)
             others = {key for key, below in readers[physical] if offset < below and key != line.key}
-            if all(cid in self._peek(key).deleted for key in others):
+            if None in others and position in shown:
+                continue  # a thread forked by other means (`threadlog fork`) shows it: its history too
+            if all(cid in self._peek(key).deleted for key in others if key is not None):
                 # The log's copy of old pages is truncated once, at the end: each truncation waits for readers.
                 store.redact(position, reason=f"LangGraph {reason}", actor=ACTOR, purge=False)
                 line.erased.add(position)
@@ -782,14 +786,18 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             return True
         return False
 
-    def _readers(self, stream: str) -> builtins.list[tuple[str, int]]:
+    def _readers(self, stream: str) -> builtins.list[tuple[str | None, int]]:
         """The lines that read a stream's events, each with the offset below which it reads
-        them: the stream's own line (all of them) and the lines of forks below it."""
+        them: the stream's own line (all of them) and the lines of forks below it. A fork no
+        LangGraph thread owns (made with `threadlog fork`, or `Store.fork`) is a reader named
+        None: it reads the messages as its own history, and no checkpoint."""
         store = self.store
-        out = [(stream.split(".")[0], 1 << 62)]
+        out: builtins.list[tuple[str | None, int]] = [(stream.split(".")[0], 1 << 62)]
         for info in store.subtree(stream)[1:]:
             child = next(c for c in store.ancestry(info.id) if c.parent_id == stream)
-            out.append((info.id.split(".")[0], child.parent_offset or 0))
+            root = info.id.split(".")[0]
+            owner = self._owners.get(root) or self._root_owner(store, root)
+            out.append((None if owner in (None, _FOREIGN) else root, child.parent_offset or 0))
         for root in store.ids_starting(PREFIX, limit=1_000_000):  # copies that name the stream (or a fork of it)
             if "." not in root and store.thread(root).parent_id is not None:  # a copy's root is a fork
                 other = self._peek(root)

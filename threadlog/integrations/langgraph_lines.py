@@ -219,7 +219,8 @@ class Line:
                 self.blanked.append(where)
             return False
         if event.type == "thread.forked" and event.stream_id == self.key:
-            copied = ((data.get("options") or {}).get("metadata") or {}).get("langgraph", {}).get("copied", {})
+            metadata = (data.get("options") or {}).get("metadata")  # a copy's; a fork made by other means holds its mode
+            copied = metadata.get("langgraph", {}).get("copied", {}) if isinstance(metadata, dict) else {}
             self.copied.update(copied)
         elif event.type == "message.appended":
             self.message_events.setdefault(stream.id, []).append((*where, data.get("message_id")))
