@@ -8,6 +8,7 @@ there is one, what the caller can do about it.
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Collection
 from typing import Any
 
 _SHOWN = reprlib.Repr()
@@ -228,6 +229,22 @@ def empty_file(path: str) -> SchemaError:
     database yet (a mistyped path, a file another tool just made), and only `init` makes it one."""
     return SchemaError(f"{path} is empty, not a threadlog database yet; create one with `threadlog init` "
                        "(or check --db / $THREADLOG_DB); nothing was written")
+
+
+# Tables that name the library whose SQLite file it is: the file a user switching to threadlog
+# from that library's own saver or session passes by habit.
+_OTHERS = ((frozenset({"agent_sessions", "agent_messages"}), "an OpenAI Agents SDK session database"),
+           (frozenset({"checkpoints", "writes"}), "a LangGraph SqliteSaver database"))
+
+
+def not_threadlog(path: str, tables: Collection[str]) -> SchemaError:
+    """The refusal to open a SQLite file another program made (nothing is written to it)."""
+    for names, what in _OTHERS:
+        if names <= set(tables):
+            return SchemaError(f"{path} is {what}, not a threadlog one: threadlog does not read its history; "
+                               "give threadlog a new path (--db on the command line)")
+    return SchemaError(f"{path} is a SQLite database but not a threadlog one "
+                       f"(it holds {', '.join(sorted(tables)[:5])}); pass another --db path")
 
 
 class SchemaTooOld(SchemaError):

@@ -40,7 +40,7 @@ from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, QUERY_OPERATORS, SNIPPET_
 from .checkpoints import BACKSTOP, Checkpointer
 from .claims import Claim, file_claim, unclaimed
 from .errors import (Locked, OldPagesKept, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
-                     shown, unsendable)
+                     not_threadlog, shown, unsendable)
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 from .recorded import altered_stream
 
@@ -796,10 +796,7 @@ class SQLiteBackend:
             "(SELECT json_group_array(name) FROM sqlite_master WHERE type = 'table')").fetchone()
         tables = json.loads(listed)
         if app_id == 0 and tables:
-            raise SchemaError(
-                f"{self.path} is a SQLite database but not a threadlog one "
-                f"(it holds {', '.join(sorted(tables)[:5])}); pass another --db path"
-            )
+            raise not_threadlog(self.path, tables)
         if app_id not in (0, APPLICATION_ID):
             raise SchemaError(f"{self.path} belongs to another application (application_id {app_id})")
         if version < 0:

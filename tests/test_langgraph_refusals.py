@@ -15,9 +15,10 @@ import pytest
 
 pytest.importorskip("langgraph")
 
+from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from langgraph.graph import START, StateGraph  # noqa: E402
 
-from threadlog import InvalidEvent, Store  # noqa: E402
+from threadlog import InvalidEvent, Store, StoreError  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
 
 HUGE = "x" * (33 << 20)
@@ -105,3 +106,17 @@ def test_a_checkpoint_resting_on_a_hand_redacted_event_says_so_instead_of_sendin
         app.invoke({"topic": "boats", "notes": []}, config)  # the thread starts again
         assert app.get_state(config).values == {"topic": "boats", "notes": ["again"]}
         store.verify()
+
+
+def test_a_sqlite_saver_file_is_refused_saying_whose_it_is_and_left_as_it_was(tmp_path: Path) -> None:
+    """`Store("checkpoints.sqlite")` on the file `SqliteSaver` wrote (the path kept when
+    switching savers) said "pass another --db path", naming neither LangGraph nor what
+    happens to the checkpoints in it."""
+    path = tmp_path / "checkpoints.sqlite"
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        _graph(saver, "kept").invoke({"topic": "t", "notes": []}, {"configurable": {"thread_id": "a"}})  # type: ignore[arg-type]
+    before = {f.name: f.read_bytes() for f in tmp_path.iterdir()}
+    with pytest.raises(StoreError, match=r"checkpoints\.sqlite is a LangGraph SqliteSaver database, not a threadlog one: "
+                                         r"threadlog does not read its history; give threadlog a new path"):
+        Store(path)
+    assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == before

@@ -16,6 +16,7 @@ import pytest
 
 agents = pytest.importorskip("agents")
 
+from agents import SQLiteSession  # noqa: E402
 from agents.extensions.memory import AdvancedSQLiteSession  # noqa: E402
 
 from threadlog import InvalidEvent, Store, StoreError  # noqa: E402
@@ -222,6 +223,22 @@ def test_a_name_utf8_cannot_encode_is_refused_before_anything_is_written(db: Pat
         with pytest.raises(ValueError, match="does not exist"):
             run(session.switch_to_branch("\udc80x"))
         store.verify()
+
+
+def test_the_sdk_sessions_own_file_is_refused_saying_whose_it_is_and_left_as_it_was(tmp_path: Path) -> None:
+    """Switching from `SQLiteSession("user-42", "conversations.db")` by changing the class
+    alone hands ThreadlogSession the SDK's file. It was refused as "a SQLite database but not
+    a threadlog one ...; pass another --db path": no word of whose file it is, or that its
+    history is not read, and an option a Python caller has not got."""
+    path = tmp_path / "conversations.db"
+    sdk = SQLiteSession("user-42", str(path))
+    run(sdk.add_items([user("hello")]))
+    sdk.close()
+    before = {f.name: f.read_bytes() for f in tmp_path.iterdir()}
+    with pytest.raises(StoreError, match=r"conversations\.db is an OpenAI Agents SDK session database, not a threadlog one: "
+                                         r"threadlog does not read its history; give threadlog a new path"):
+        ThreadlogSession("user-42", path)
+    assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == before
 
 
 # -- the SDK's edges ----------------------------------------------------------------------------------
