@@ -55,12 +55,13 @@ def test_fork_metadata_keep_takes_keys_as_typed_and_refuses_an_empty_one(run) ->
 
 
 def commands(group: click.Group = cli) -> list[str]:
-    return sorted(group.commands)
+    return sorted(group.list_commands(click.Context(group)))
 
 
 @pytest.mark.parametrize("name", commands())
 def test_every_command_has_help(name: str) -> None:
-    command = cli.commands[name]
+    command = cli.get_command(click.Context(cli), name)
+    assert command is not None
     assert command.help and len(command.help.strip()) > 20, f"{name} needs help text"
     result = CliRunner().invoke(cli, [name, "--help"])
     assert result.exit_code == 0 and "--db" in result.output

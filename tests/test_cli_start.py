@@ -6,6 +6,7 @@ ran, the same Ctrl-C printed `interrupted` and exited 130.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -190,3 +191,61 @@ def test_a_ctrl_c_as_the_finished_command_exits_prints_no_traceback() -> None:
     status, out, err = _run_taking_ctrl_c(code)
     assert (status, err) == (0, ""), err
     assert out.startswith("threadlog, version ")
+
+
+_MODULES_AFTER = """if True:
+    import atexit, sys
+    atexit.register(lambda: print(sorted(m for m in sys.modules if m.startswith(("threadlog.cli.", "threadlog.importers")))))
+    sys.argv = ["threadlog", *sys.argv[1:]]
+    from threadlog.__main__ import main
+    main()
+"""
+_COMMAND_MODULES = {"threadlog.cli.api", "threadlog.cli.audit", "threadlog.cli.reading", "threadlog.cli.search",
+                    "threadlog.cli.serve", "threadlog.cli.transfer", "threadlog.cli.writing"}
+
+
+@pytest.mark.parametrize(("args", "loaded"), [
+    (["ls"], {"threadlog.cli.reading"}),
+    (["append", "t", "--role", "user", "--text", "hi"], {"threadlog.cli.writing"}),
+    (["verify"], {"threadlog.cli.audit"}),
+    (["--help"], set()),
+], ids=["ls", "append", "verify", "help"])
+def test_a_command_loads_only_the_commands_of_its_own_module(tmp_path: Path, args: list[str], loaded: set[str]) -> None:
+    """Every process a script starts (one per thread, one per event) loaded every command's
+    module: `ls` imported the importers of four tools, the sub-agents and the demo, a tenth of
+    its start. `--help` lists the commands without loading any."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.create_thread(thread_id="t")
+    done = subprocess.run([sys.executable, "-c", _MODULES_AFTER, "--db", str(db), *args], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    modules = set(eval(done.stdout.splitlines()[-1]))  # the list printed last, as Python's repr
+    assert modules & _COMMAND_MODULES == loaded
+    assert not [m for m in modules if m.startswith("threadlog.importers")], modules
+
+
+_EVERY_COMMAND_LOADED = """if True:
+    import click
+    from threadlog.cli import cli
+    for name in cli.list_commands(click.Context(cli)):
+        assert cli.get_command(click.Context(cli), name) is not None, name
+    cli(["--help"], prog_name="threadlog")
+"""
+
+
+@pytest.mark.parametrize("columns", [50, 60, 80])
+def test_help_lists_every_command_with_the_summary_its_own_help_gives(columns: int) -> None:
+    """`threadlog --help` lists the commands without loading them: what it prints is what it
+    prints with every command loaded, each summary cut to the width as click cuts it."""
+    env = {**os.environ, "COLUMNS": str(columns)}
+    lazily, loaded = (subprocess.run([sys.executable, *start], capture_output=True, text=True, timeout=120, env=env)
+                      for start in (["-m", "threadlog", "--help"], ["-c", _EVERY_COMMAND_LOADED]))
+    assert lazily.returncode == loaded.returncode == 0, (lazily.stderr, loaded.stderr)
+    assert "  ls  " in lazily.stdout and lazily.stdout == loaded.stdout
+
+
+def test_command_names_complete_in_the_shell() -> None:
+    env = {**os.environ, "_THREADLOG_COMPLETE": "bash_complete", "COMP_WORDS": "threadlog tr", "COMP_CWORD": "1"}
+    done = subprocess.run([sys.executable, "-m", "threadlog"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["plain,transcript", "plain,tree"], done

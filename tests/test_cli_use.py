@@ -978,7 +978,9 @@ def test_follow_forks_takes_in_the_forks_made_before_it_started(db: Path) -> Non
 
 
 def _leaves(group: click.Group = cli, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
-    for name, command in sorted(group.commands.items()):
+    for name in group.list_commands(click.Context(group)):
+        command = group.get_command(click.Context(group), name)
+        assert command is not None
         if isinstance(command, click.Group):
             yield from _leaves(command, (*prefix, name))
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -33,7 +34,7 @@ def demo(tmp_path: Path) -> tuple[Path, dict[str, object]]:
 def test_every_projection_command_has_help(command: str) -> None:
     result = CliRunner().invoke(cli, [command, "--help"])
     assert result.exit_code == 0
-    assert len(cli.commands[command].help or "") > 20
+    assert len(getattr(cli.get_command(click.Context(cli), command), "help", None) or "") > 20
 
 
 def test_show_text_json_and_replay(demo: tuple[Path, dict[str, object]]) -> None:

@@ -6,13 +6,12 @@ write committed whose result could not be printed (stdout full, closed, or in an
 that cannot write it) exits 3.
 
 The group and its error policy are in `group`, the shared options in `options`, opening the
-store in `opening`; each family of commands is a module of its own, imported here so that
-its commands join the group.
+store in `opening`; each family of commands is a module of its own, imported when one of
+its commands is used (`group._COMMANDS`), so that a command loads only what it needs.
 """
 
 from __future__ import annotations
 
-from . import api, audit, reading, search, serve, transfer, writing  # noqa: F401  (each registers its commands)
 from .group import cli, main
 
 __all__ = ["cli", "main"]
