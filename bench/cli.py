@@ -1,10 +1,16 @@
-"""Cold CLI appends: `threadlog append --content FILE` against `threadlog append --text`.
+"""Cold CLI appends: `threadlog append --content FILE` against `threadlog append --text`; and
+a cold `threadlog ls` against a cold `python -c` reading the same rows with sqlite3.
 
 A shell loop or a hook appends one event per process, so what it pays is a cold start. Each
 sample is a fresh process appending to the same database; the content files hold a text
 block, a text and a tool_use block, and a tool_result block (every tool call with an id of
 its own, the call a result answers recorded just before, untimed). The baseline is a cold
 `--text` append, measured in the same rounds. Target: content at most 1.5x text.
+
+A script listing or printing threads (one process per thread) pays the command's start, not the
+read: the baseline of a cold `ls` is a cold interpreter that imports sqlite3 and runs a SELECT of
+the same threads. Target: `ls` at most 8x it (6.56x in a quick run once a command loaded only
+its own module, 10.1x before; the machine was busy for both).
 """
 
 from __future__ import annotations
@@ -36,10 +42,15 @@ CONTENTS: dict[str, list[dict[str, Any]]] = {
 }
 
 
-def _cold(args: list[str]) -> float:
+def _cold(args: list[str], command: tuple[str, ...] = ("-m", "threadlog.cli")) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "threadlog.cli", *args], check=True, capture_output=True)
+    subprocess.run([sys.executable, *command, *args], check=True, capture_output=True)
     return time.perf_counter() - start
+
+
+# What `ls` reads, as a script would read it with no library: the threads, most recent first.
+_SELECT = ("import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT id, kind, head, facts FROM streams "
+           "ORDER BY last_position DESC LIMIT 50').fetchall())")
 
 
 def run(mode: str, workdir: Path) -> list[Measure]:
@@ -66,7 +77,11 @@ def run(mode: str, workdir: Path) -> list[Measure]:
         "--text": lambda: _cold(["--db", str(db), "append", threads["--text"], "--role", "user", "--text", TEXT])}
     for name in CONTENTS:
         variants[name] = functools.partial(content, name, "user" if name == "tool_result" else "assistant")
+    variants["ls"] = lambda: _cold(["--db", str(db), "ls"])
+    variants["select"] = lambda: _cold([str(db)], ("-c", _SELECT))
     samples = interleave(variants, SIZES[mode])
     store.close()
-    return [compare(GROUP, f"cold CLI append --content ({name} blocks)", samples, name, "--text",
-                    label="cold CLI append --text", kind="cost", target="cli_content") for name in CONTENTS]
+    return [*(compare(GROUP, f"cold CLI append --content ({name} blocks)", samples, name, "--text",
+                      label="cold CLI append --text", kind="cost", target="cli_content") for name in CONTENTS),
+            compare(GROUP, "cold CLI ls", samples, "ls", "select", label="cold python -c sqlite3 SELECT", kind="cost",
+                    target="cli_ls")]

@@ -43,6 +43,7 @@ TARGETS = [
     Target("search_catch_up", "catching up 100,000 new events vs 20,000 events/s (cost)", 1.0, False),
     Target("fork_agents", "fork vs Agents SDK create_branch_from_turn at 1,000 messages (times faster)", 10.0, True),
     Target("cli_content", "cold CLI append --content (text, tool_use, tool_result) vs cold append --text (cost)", 1.5, False),
+    Target("cli_ls", "cold CLI ls vs a cold python -c running the same SELECT with sqlite3 (cost)", 8.0, False),
     Target("pg_append", "PostgreSQL: single append vs raw psycopg INSERT + COMMIT, same run (speed)", 0.6, True),
     Target("pg_batch", "PostgreSQL: batch of 1,000 vs raw psycopg COPY (speed)", 0.5, True),
     Target("pg_writers", "PostgreSQL: 8 writer processes on distinct threads vs 1, events/s (speed)", 2.0, True),
