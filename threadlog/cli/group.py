@@ -61,52 +61,43 @@ class _Subgroup(click.Group):
     command_class = _Command
 
 
-# Each command's module, and the first sentence of its help as `threadlog --help` lists it. A
-# command's module is imported when the command runs (or is completed, or its help asked for):
+# Each command's module, imported when the command runs (or is completed, or its help asked for):
 # `threadlog ls` loaded the importers, the sub-agents and the demo as well, a tenth of its start,
 # and a script runs one process per thread or per event. Each module registers its commands on
-# `cli` as it loads (`@cli.command`).
+# `cli` as it loads (`@cli.command`); `threadlog --help` loads them all, to list them.
 _COMMANDS = {
-    "append": ("writing", "Append a message to THREAD; prints its offset and position."),
-    "ask": ("api", "Send TEXT on THREAD to the Anthropic API and record the turn (ANTHROPIC_API_KEY; ANTHROPIC_BASE_URL and "
-                   "ANTHROPIC_CUSTOM_HEADERS as the anthropic SDK reads them)."),
-    "blame": ("reading", "Where each message of THREAD's model view came from: stream, offset, position, time, actor, origin."),
-    "checkpoint": ("audit", "Print one string covering every event in the log now; keep it elsewhere."),
-    "demo": ("writing", "Build a sample conversation (tool call, interrupt, fork, sub-agents) and explain it."),
-    "diff": ("reading", "Compare threads A and B: their common history, then each side's own messages."),
-    "emit": ("writing", "Append one event of any TYPE to THREAD; prints its offset and position."),
-    "export": ("transfer", "Write THREAD (with its ancestors' history) or, with --all, the whole log."),
-    "fan-out": ("writing", "Launch one sub-agent fork of THREAD per DIRECTIVE, in one transaction; prints their ids."),
-    "follow": ("reading", "Print events as they are committed, like tail -f (Ctrl-C stops, status 130; SIGTERM 143)."),
-    "fork": ("writing", "Fork THREAD in O(1); prints the fork's id, alone."),
-    "import": ("transfer", "Import histories: Claude Code and pi sessions, SWE-agent trajectories, or threadlog's own exports "
-                           "(events)."),
-    "index": ("search", "Bring the search index up to date (searches do this themselves), or rebuild it."),
-    "init": ("writing", "Create the database, or migrate it to this release's schema."),
-    "interrupt": ("writing", "Raise, resolve or cancel an interrupt: a question a run puts to a human."),
-    "log": ("reading", "THREAD's events (ancestors included): offset, stream, position, type, hash."),
-    "ls": ("reading", "Threads, most recently active first: id, kind, fork point, messages, last activity, title."),
-    "new": ("writing", "Start a thread; prints its id, alone."),
-    "purge": ("audit", "Finish a redaction a reader held up: leave no old page in the write-ahead log."),
-    "redact": ("audit", "Erase the payload of the event at POSITION, keeping the chain and recording who and why."),
-    "report": ("writing", "Deliver SUBAGENT's final answer to the thread that launched it (fan-out), as one "
-                          "<task-notification> user message; prints its offset and position."),
-    "request": ("api", "THREAD as the keyword arguments of client.messages.create, as JSON; --check says whether each "
-                       "recorded request still rebuilds byte for byte (exit 1 when one does not)."),
-    "rerun": ("api", "Fork THREAD at N and replay its later user messages with MODEL; prints the fork's id, alone (then: "
-                     "threadlog diff THREAD FORK)."),
-    "rows": ("reading", "The rows a chat UI shows for THREAD, each with a stable id to upsert."),
-    "search": ("search", "Full-text search, best first: SQLite FTS5 syntax (an invalid query is taken as plain words), or on "
-                         "PostgreSQL its web search syntax (`\"a phrase\"`, `or`, `-word`)."),
-    "serve": ("serve", "A local, read-only web viewer: threads, rows, replay, fork tree, blame, diff, live updates."),
-    "show": ("reading", "THREAD's state: model, system prompt, status, metadata, todos, interrupts and the model's view of its "
-                        "messages."),
-    "snapshot": ("reading", "Cache THREAD's state so later reads of it and its forks resume there (a cache, never truth)."),
-    "transcript": ("reading", "THREAD as bounded Markdown: ## user / ## assistant, one line per tool call, no tool output."),
-    "tree": ("reading", "The fork tree, with fork offsets and titles: the most recently active roots' trees, or the tree "
-                        "holding THREAD."),
-    "usage": ("api", "Tokens spent by THREAD and by each fork below it, and the input read from the prompt cache."),
-    "verify": ("audit", "Recompute every hash chain and stored column; exit 0 when all hold, 1 naming the first bad position."),
+    "append": "writing",
+    "ask": "api",
+    "blame": "reading",
+    "checkpoint": "audit",
+    "demo": "writing",
+    "diff": "reading",
+    "emit": "writing",
+    "export": "transfer",
+    "fan-out": "writing",
+    "follow": "reading",
+    "fork": "writing",
+    "import": "transfer",
+    "index": "search",
+    "init": "writing",
+    "interrupt": "writing",
+    "log": "reading",
+    "ls": "reading",
+    "new": "writing",
+    "purge": "audit",
+    "redact": "audit",
+    "report": "writing",
+    "request": "api",
+    "rerun": "api",
+    "rows": "reading",
+    "search": "search",
+    "serve": "serve",
+    "show": "reading",
+    "snapshot": "reading",
+    "transcript": "reading",
+    "tree": "reading",
+    "usage": "api",
+    "verify": "audit",
 }
 
 
@@ -125,17 +116,8 @@ class _Group(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in _COMMANDS:
-            importlib.import_module(f"{__package__}.{_COMMANDS[cmd_name][0]}")
+            importlib.import_module(f"{__package__}.{_COMMANDS[cmd_name]}")
         return self.commands.get(cmd_name)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # As click lists them, each command's summary cut to the width left, from `_COMMANDS`
-        # for a command not loaded: `threadlog --help` loads none of them.
-        limit = formatter.width - 6 - max(map(len, _COMMANDS))
-        rows = [(name, (self.commands.get(name) or click.Command(name, help=summary)).get_short_help_str(limit))
-                for name, (_, summary) in sorted(_COMMANDS.items())]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
