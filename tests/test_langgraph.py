@@ -506,3 +506,42 @@ def test_a_deletion_whose_first_restatement_serves_the_next_is_not_refused(tmp_p
         assert (len(values["a"]), len(values["b"])) == (18 << 20, 18 << 20)
         assert all(c.metadata.get("run_id") != first for c in saver.list(config))
         store.verify()
+
+
+def log_hints(db: Path, thread: str) -> list[tuple[str, str]]:
+    """`threadlog log THREAD` as (type, hint) pairs: what a line says after its hash."""
+    return [(parts[3], (parts + [""])[5]) for parts in (line.split(maxsplit=5) for line in cli(db, "log", thread).splitlines())]
+
+
+def test_log_lines_say_each_checkpoints_step_and_channels_and_each_tasks_writes(tmp_path: Path) -> None:
+    """`threadlog log` of a LangGraph thread showed nothing after a checkpoint's or a write's
+    hash, most of its lines: which step a checkpoint was, what each task wrote, what a deletion
+    removed could only be read in --json."""
+    db = tmp_path / "logged.db"
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        echo_graph(saver).invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "t"}})
+        saver.copy_thread("t", "kept")  # the copy's log still reads the checkpoints once the source is deleted
+        saver.delete_thread("t")
+    assert [hint for hint in log_hints(db, line_id("kept", "")) if hint[0].startswith("langgraph.")] == [
+        ("langgraph.checkpoint", "step -1, input: __start__"),
+        ("langgraph.writes", "task __start__: messages, branch:to:reply"),
+        ("langgraph.checkpoint", "next step, loop: branch:to:reply, messages"),
+        ("langgraph.writes", "task reply: messages"),
+        ("langgraph.checkpoint", "next step: messages")]
+    assert ("langgraph.deleted", "delete_thread: 3 checkpoints") in log_hints(db, line_id("t", ""))
+
+
+def test_log_lines_escape_what_a_graph_names_its_channels_and_nodes(tmp_path: Path) -> None:
+    """A channel and a node are named by the graph's code: their names are shown on one line,
+    escaped as every other log line's text, so that they cannot drive the terminal."""
+    channel, node = "note\x1b[2J\nline\u202eevil", "step\x1b]0;title\x07"
+    graph = StateGraph(TypedDict("Named", {channel: str}))
+    graph.add_node(node, lambda state: {channel: state[channel] + "!"})
+    graph.add_edge(START, node)
+    db = tmp_path / "named.db"
+    with Store(db) as store:
+        graph.compile(checkpointer=ThreadlogSaver(store)).invoke({channel: "hi"}, {"configurable": {"thread_id": "n"}})
+    shown = cli(db, "log", line_id("n", ""))
+    assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
+    assert r"task step\x1b]0;title\x07: note\x1b[2J line\u202eevil" in shown, shown

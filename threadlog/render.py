@@ -124,10 +124,45 @@ def _hint(event: RecordedEvent) -> str:
         todos = data["todos"]
         done = sum(1 for todo in todos if isinstance(todo, dict) and todo.get("status") == "completed")
         return f"todos: {len(todos)} ({done} completed)"
+    if event.type == "langgraph.checkpoint":
+        return _short(_checkpoint_hint(data))
+    if event.type == "langgraph.writes":
+        return _short(_writes_hint(data))
+    if event.type == "langgraph.deleted" and isinstance(data.get("checkpoint_ids"), list):
+        return f"{data.get('reason')}: {counted(len(data['checkpoint_ids']), 'checkpoint')}"
     for key in ("title", "run_id", "interrupt_id", "summary", "position"):
         if key in data:
             return _short(f"{key}={data[key]}")
     return ""
+
+
+def _checkpoint_hint(data: dict[str, Any]) -> str:
+    """A LangGraph checkpoint's step and source, then the channels whose new values it stores:
+    `step -1, input: __start__`. One that follows its stream's checkpoint before stores only
+    how its metadata differs from that one's a step on, so it reads `next step`, and names its
+    source only when the source changed."""
+    metadata = data.get("metadata")
+    if isinstance(metadata, dict):
+        step, source = f"step {_scalar(metadata.get('step'))}", metadata.get("source")
+    else:
+        delta = data.get("metadata_delta")
+        delta = delta if isinstance(delta, dict) else {}
+        step = f"step {_scalar(delta['step'])}" if "step" in delta else "next step"
+        source = delta.get("source")
+    if source is not None:
+        step += f", {source}" if isinstance(source, str) else f", {_scalar(source)}"
+    said = "restated " + step if data.get("restated") else step
+    values = data.get("values")
+    return f"{said}: {', '.join(values)}" if isinstance(values, dict) and values else said
+
+
+def _writes_hint(data: dict[str, Any]) -> str:
+    """A LangGraph task's writes: the task (a node run as a step's pull task by its name, any
+    other by its path, or its id) and the channels it writes, each once, in the order written."""
+    task = str(data.get("task_path") or data.get("task_id")).removeprefix("~__pregel_pull, ")
+    writes = data.get("writes")
+    channels = dict.fromkeys(str(w.get("channel")) for w in writes if isinstance(w, dict)) if isinstance(writes, list) else {}
+    return f"task {task}: {', '.join(channels)}" if channels else f"task {task}"
 
 
 def _scalar(value: Any) -> str:
