@@ -27,7 +27,7 @@ from agents.extensions.memory import AdvancedSQLiteSession  # noqa: E402
 from agents.memory import Session, SessionSettings  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 
-from threadlog import InvalidEvent, Store, lineage, search, transcript  # noqa: E402
+from threadlog import InvalidEvent, Store, display_rows, lineage, search, transcript  # noqa: E402
 from threadlog.integrations.openai_agents import ThreadlogSession, item_of  # noqa: E402
 from tests.procs import all_done, started_together  # noqa: E402
 
@@ -451,3 +451,78 @@ def test_items_read_back_exactly_whether_stored_as_text_or_whole(items: list[dic
         assert ["item" not in data for data in stored] == [
             set(item) == {"role", "content"} and item["role"] in ("user", "assistant") and item["content"].strip() != ""
             for item in items]
+
+
+# What a reader is shown of each kind of item: a call with its arguments, what it returned or its error.
+SHOWN_ITEMS = {
+    "mcp_call": ({"type": "mcp_call", "id": "m", "name": "t", "server_label": "s", "arguments": "{}", "output": "out"},
+                 "→ s.t({})\n← out"),
+    "mcp_call_error": ({"type": "mcp_call", "id": "m2", "name": "lookup", "server_label": "docs", "arguments": '{"q": "x"}',
+                        "output": None, "error": {"type": "mcp_protocol_error", "code": -32000, "message": "server gone"}},
+                       '→ docs.lookup({"q": "x"})\n← error: server gone'),
+    "mcp_list_tools": ({"type": "mcp_list_tools", "id": "l", "server_label": "docs",
+                        "tools": [{"name": "search", "input_schema": {}}, {"name": "fetch", "input_schema": {}}]},
+                       "[mcp_list_tools] docs: search, fetch"),
+    "mcp_approval_request": ({"type": "mcp_approval_request", "id": "ar", "server_label": "s", "name": "rm", "arguments": '{"f": 1}'},
+                             '[mcp_approval_request] → s.rm({"f": 1})'),
+    "mcp_approval_response": ({"type": "mcp_approval_response", "approval_request_id": "ar", "approve": False, "reason": "too risky"},
+                              "← not approved: too risky"),
+    "image_generation_call": ({"type": "image_generation_call", "id": "ig", "result": "iVBOR", "status": "completed",
+                               "revised_prompt": "a cat on a train", "output_format": "png", "size": "1024x1024"},
+                              "→ image_generation(a cat on a train)\n← [image png, 1024x1024]"),
+    "code_interpreter_call": ({"type": "code_interpreter_call", "id": "ci", "code": "print(6 * 7)", "container_id": "c",
+                               "outputs": [{"type": "logs", "logs": "42"}], "status": "completed"},
+                              "→ code_interpreter(print(6 * 7))\n← 42"),
+    "local_shell_call": ({"type": "local_shell_call", "id": "ls", "call_id": "c4", "status": "completed",
+                          "action": {"type": "exec", "command": ["ls", "my dir"], "env": {}}}, "→ local_shell(ls 'my dir')"),
+    "shell_call": ({"type": "shell_call", "call_id": "sc", "action": {"commands": ["make test"]}}, "→ shell(make test)"),
+    "shell_call_output": ({"type": "shell_call_output", "call_id": "sc",
+                           "output": [{"stdout": "ok\n", "stderr": "warned\n", "outcome": {"type": "exit", "exit_code": 2}}]},
+                          "← ok\nwarned\n[exit 2]"),
+    "apply_patch_call": ({"type": "apply_patch_call", "call_id": "ap", "status": "completed",
+                          "operation": {"type": "update_file", "path": "app.py", "diff": "-a\n+b"}},
+                         "→ apply_patch(update_file app.py)\n-a\n+b"),
+    "apply_patch_call_output": ({"type": "apply_patch_call_output", "call_id": "ap", "status": "failed", "output": "no app.py"},
+                                "← failed: no app.py"),
+    "web_search_call": ({"type": "web_search_call", "id": "ws", "status": "completed",
+                         "action": {"type": "search", "query": "trains to Lyon", "sources": [{"type": "url", "url": "https://sncf.example"}]}},
+                        "→ web_search(trains to Lyon)\n← https://sncf.example"),
+    "file_search_call": ({"type": "file_search_call", "id": "fs", "queries": ["refund"], "status": "completed",
+                          "results": [{"filename": "policy.md", "text": "Refunds within 30 days."}]},
+                         "→ file_search(refund)\n← policy.md: Refunds within 30 days."),
+    "computer_call": ({"type": "computer_call", "id": "cu", "call_id": "c3", "pending_safety_checks": [], "status": "completed",
+                       "action": {"type": "click", "x": 10, "y": 20, "button": "left"}}, "→ computer(click x=10 y=20 button=left)"),
+    "computer_call_output": ({"type": "computer_call_output", "call_id": "c3",
+                              "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AA"}}, "← [screenshot]"),
+    "item_reference": ({"type": "item_reference", "id": "msg_0"}, "[item_reference msg_0]"),
+}
+
+
+@pytest.mark.parametrize(("item", "shown"), list(SHOWN_ITEMS.values()), ids=list(SHOWN_ITEMS))
+def test_each_kind_of_item_shows_its_call_and_what_it_returned(db: Path, item: dict[str, Any], shown: str) -> None:
+    """An MCP call read `[mcp_call]` in the transcript, the rows and the viewer: which server and
+    tool, with which arguments, and what came back were in the log but shown nowhere; so for an
+    approval, a shell command and its exit status, a search's query and sources, a patch."""
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(session.add_items([item]))
+        assert run(session.get_items()) == [item]
+        thread = session.thread
+        assert thread is not None
+        assert [row.text for row in display_rows(store, thread)] == [shown]
+        assert "\n    ".join(shown.split("\n")) in transcript(store, thread)
+
+
+def test_the_viewer_shows_an_mcp_calls_server_tool_arguments_and_output(db: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from threadlog.web import create_app
+
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(session.add_items([SHOWN_ITEMS["mcp_call"][0], SHOWN_ITEMS["mcp_call_error"][0]]))
+        thread = session.thread
+    with TestClient(create_app(str(db)), base_url="http://127.0.0.1") as client:
+        page = client.get("/thread", params={"id": thread}).text
+    assert "<p>→ s.t({})<br>\n← out</p>" in page and "[mcp_call]" not in page, page
+    assert '<p>→ docs.lookup({"q": "x"})<br>\n← error: server gone</p>' in page

@@ -5,11 +5,11 @@
 
 Items are `message.appended` events: `item` holds the SDK's item verbatim (canonical JSON:
 the same value, keys sorted) and `content` one text block saying what it is (a message's
-text, `→ name(arguments)` for a tool call, `← output` for its result; its first 1,048,576
-characters, `TEXT_KEPT`, when the item and its text would not fit in one event together), so
-transcripts, search,
-display rows and the viewer read an agent run like any other thread, and `redact` erases an
-item with its text.
+text, `→ name(arguments)` for a tool call, `← output` for its result, as
+`openai_agents_items` writes each kind of item; its first 1,048,576 characters,
+`TEXT_KEPT`, when the item and its text would not fit in one event together), so
+transcripts, search, display rows and the viewer read an agent run like any other thread,
+and `redact` erases an item with its text.
 
 A session is a set of named branches (`main`, then those `create_branch_from_turn` makes,
 as `AdvancedSQLiteSession` has them); each branch lives in one thread at a time. Branching
@@ -57,6 +57,8 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 
 from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadNotFound
 from eventstore.prepare import MAX_EVENT_BYTES, check_encodable
+
+from .openai_agents_items import describe
 
 
 if TYPE_CHECKING:
@@ -562,57 +564,6 @@ def _plain_text(item: dict[str, Any]) -> bool:
     content = item.get("content")
     return (len(item) == 2 and type(item.get("role")) is str and item["role"] in ("user", "assistant")
             and type(content) is str and content.strip() != "" and type(item) is dict)
-
-
-def _str(value: Any) -> Any:
-    """A str subclass (a `class Role(str, Enum)` member) as the plain text JSON stores it; its
-    own `str()` is `Role.USER`. Anything else as it is."""
-    return str.__str__(value) if isinstance(value, str) else value
-
-
-def describe(item: dict[str, Any]) -> tuple[str, str]:
-    """(role, text) for the message that stands for an item in transcripts and search.
-
-    Messages keep their role (system and developer ones are written as user text, marked)
-    and their text; a tool call is `→ name(arguments)` from the assistant, its output
-    `← output` from the user side; reasoning is `[reasoning] ` and its summary (as its own
-    text it read as the answer); anything else is `[type]`.
-    """
-    kind, role = _str(item.get("type")), _str(item.get("role"))
-    if role is not None and kind in (None, "message"):
-        text = _content_text(item.get("content"))
-        if role in ("user", "assistant"):
-            return str(role), text or f"[{role} message]"
-        return "user", f"[{role}] {text}"
-    if kind in ("function_call", "custom_tool_call"):
-        return "assistant", f"→ {item.get('name')}({item.get('arguments', item.get('input', ''))})"
-    if kind == "reasoning":
-        summary = _content_text(item.get("summary")) or _content_text(item.get("content"))
-        return "assistant", f"[reasoning] {summary}" if summary else "[reasoning]"
-    name = str(kind or "item")
-    if name.endswith(("_output", "_response")):
-        output = item.get("output")
-        text = output if isinstance(output, str) else _content_text(output)
-        return "user", f"← {text}" if text else f"[{name}]"
-    return "assistant", f"[{name}]"
-
-
-def _content_text(content: Any) -> str:
-    """The text of a message's content: a string, or the text of its parts (other parts named)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(_part_text(part) for part in content if isinstance(part, dict))
-
-
-def _part_text(part: dict[str, Any]) -> str:
-    for key in ("text", "refusal"):
-        if isinstance(part.get(key), str):
-            return str(part[key])
-    if part.get("type") == "input_file" and part.get("filename"):
-        return f"[file {part['filename']}]"
-    return f"[{str(part.get('type', 'part')).removeprefix('input_')}]"
 
 
 def item_of(data: dict[str, Any]) -> dict[str, Any] | None:
