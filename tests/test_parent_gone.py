@@ -11,7 +11,9 @@ on both backends; only the viewer's pages and `verify` said anything of it.
 from __future__ import annotations
 
 import contextlib
+import html
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -22,6 +24,7 @@ from typing import Any
 import psycopg
 import pytest
 from click.testing import CliRunner
+from starlette.testclient import TestClient
 
 from eventstore.errors import Unreadable
 from eventstore.sqlite import SQLiteBackend
@@ -31,6 +34,7 @@ from tests.test_postgres_tamper_reads import dump
 from threadlog import (Store, anthropic_request, blame, diff, display_rows, export_events, export_markdown, lineage,
                        save_snapshot, search, thread_state, transcript)
 from threadlog.cli import cli
+from threadlog.web import create_app
 
 SAID = {"orphan": "thread 'orphan' is forked from 'orphanparent', which is not in the file",
         "below": "thread 'below' descends from 'orphan', a fork of 'orphanparent', which is not in the file"}
@@ -224,6 +228,22 @@ def test_ls_says_which_listed_fork_has_its_parent_not_in_the_file(db: str) -> No
     alone = _ls(db, "--all", "-n", "1", "--before", str(positions["below"] + 1))  # its parent `orphan` is on the next page
     assert list(alone) == ["below"] and "not in the file" not in alone["below"], alone
     assert "not in the file" in _ls(db, "--all", "-n", "1", "--before", str(positions["orphan"] + 1))["orphan"]
+    assert _held(db) == before
+
+
+def test_the_viewers_thread_list_says_which_fork_has_its_parent_not_in_the_file(db: str) -> None:
+    """The viewer's list of threads with forks showed the fork whose parent's row is gone as any
+    other, without a word, where `ls --all` says its parent is not in the file and the fork's own
+    page refuses to show it."""
+    before = _held(db)
+    with TestClient(create_app(db), base_url="http://127.0.0.1") as client:
+        page = client.get("/", params={"all": "1"})
+    assert page.status_code == 200
+    rows = {html.unescape(re.sub(r"<[^>]+>", "", cell)).split()[0]: " ".join(html.unescape(re.sub(r"<[^>]+>", "", row)).split())
+            for row in re.findall(r'<tr class="thread-row">(.*?)</tr>', page.text, re.S)
+            for cell in re.findall(r"<code[^>]*>(.*?)</code>", row)[:1]}
+    assert "fork ⑃ of orphanparent at 3, not in the file" in rows["orphan"], rows
+    assert "⑃ of orphan at 5" in rows["below"] and all("not in the file" not in rows[t] for t in ("below", "fine")), rows
     assert _held(db) == before
 
 

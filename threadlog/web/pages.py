@@ -89,7 +89,9 @@ def _page_start(request: Request) -> tuple[int | None, tuple[int, str] | None]:
 
 
 def threads_page(request: Request) -> Response:
-    """The `ls` list, newest activity first, paged by position; a search box when the index exists."""
+    """The `ls` list, newest activity first, paged by position; a search box when the index exists.
+    A fork whose parent is not in the file (its row deleted, or its parent_id altered, outside
+    threadlog: its thread page refuses) says so after its fork point, as `ls` does."""
     view = viewer(request)
     before, below = _page_start(request)
     forks = request.query_params.get("all") == "1"
@@ -98,6 +100,7 @@ def threads_page(request: Request) -> Response:
         # One more than shown: whether there are older ones.
         infos = store.threads(THREADS + 1, None if below else before, forks=forks, below=below)
         entries = listing(store, infos[:THREADS])
+        orphaned = store.orphaned(infos[:THREADS])  # as `ls` marks them: listed as any fork, one read as whole
         indexed, last = store.index_position(), store.last_position()
         searchable = indexed > 0
         hits, search_error = [], None
@@ -111,7 +114,7 @@ def threads_page(request: Request) -> Response:
     if len(infos) > THREADS:  # the older page starts below the last thread shown, or after it where the next ties with it
         shown_last, next_one = infos[THREADS - 1], infos[THREADS]
         more = (shown_last.last_position, shown_last.id if next_one.last_position == shown_last.last_position else None)
-    return view.render(request, "threads.html", entries=entries, forks=forks, before=before, more=more,
+    return view.render(request, "threads.html", entries=entries, orphaned=orphaned, forks=forks, before=before, more=more,
                        searchable=searchable, query=query, hits=hits[:HITS], more_hits=len(hits) > HITS,
                        search_error=search_error, badge=badge,
                        unindexed=last - indexed if searchable else 0, longest_query=MAX_QUERY_CHARS)
