@@ -1121,25 +1121,40 @@ def test_live_rows_of_a_file_that_cannot_be_opened_say_why_the_page_stops(tmp_pa
 
 
 @pytest.mark.parametrize("replacement", ["not-a-database", "gone"])
-def test_a_page_stream_over_a_file_that_cannot_be_opened_ends_saying_why(tmp_path: Path, replacement: str) -> None:
+def test_a_page_stream_over_a_file_that_cannot_be_opened_says_so_and_goes_on_once_it_is_back(tmp_path: Path,
+                                                                                            replacement: str) -> None:
     """A page's own stream (`/live`, where a browser has no shared workers) over a file since
     removed or made no database was the HTML error page: no stream, so the page opened it
-    again every 3 s, `reconnecting…`, for good. It is a stream of one `failed` event saying
-    why, which the page stops on; a thread the file does not hold stays a 404."""
+    again every 3 s, `reconnecting…`, for good. Then it was a stream of one `failed` event,
+    which the page stopped on for good, though the file may be back a moment later. It says
+    `unavailable`, why, once, looks on, and says `available` once the file is back, then sends
+    what was appended."""
     path = tmp_path / "opened.db"
     with Store(path) as store:
         store.create_thread(thread_id="T")
         store.append_message("T", "user", "hi")
+        after = store.last_position()
+    kept = path.read_bytes()
+    proc, base = _serve(path, "127.0.0.1")
     if replacement == "gone":
         path.unlink()
     else:
         path.write_bytes(b"not a database " * 200)
-    with TestClient(create_app(str(path)), base_url="http://127.0.0.1", raise_server_exceptions=False) as c:
-        response = c.get("/live", params={"id": "T"})
-    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream"), response.text[:200]
-    event, data = response.text.split("\n")[:2]
-    assert event == "event: failed" and data.startswith("data: "), response.text
-    assert json.loads(data[len("data: "):])["error"] and "Traceback" not in response.text
+    try:
+        with urllib.request.urlopen(f"{base}/live?id=T&after={after}", timeout=20) as stream:
+            lines = [stream.readline() for _ in range(5)]
+            assert lines[:3] == [b": connected\n", b"\n", b"event: unavailable\n"] and lines[4] == b"\n", lines
+            said = json.loads(lines[3].removeprefix(b"data: "))["error"]
+            assert said.startswith("the database cannot be opened now: ") and "Traceback" not in said, said
+            time.sleep(1)  # looked at again meanwhile: said once
+            path.write_bytes(kept)
+            with Store(path) as store:
+                store.append_message("T", "assistant", "appended once the file was back")
+            lines = [stream.readline() for _ in range(6)]
+    finally:
+        _stop(proc)
+    assert lines[:3] == [b"event: available\n", b"data: {}\n", b"\n"], lines
+    assert lines[4] == b"event: rows\n" and b"appended once the file was back" in lines[5], lines
 
 
 def _replaced_by_a_shorter_log(path: Path) -> int:

@@ -748,6 +748,70 @@ def test_a_page_whose_update_failed_once_says_live_again_once_it_has_it(served, 
     assert len(asked) == 2, asked
 
 
+@pytest.mark.parametrize("follower", list(FOLLOWERS))
+def test_a_page_goes_on_following_once_a_database_that_could_not_be_opened_is_back(tmp_path: Path, browser,
+                                                                                 follower: str) -> None:
+    """The database moved away for a while (a restore, a copy put back) is a 503, which passes:
+    the page said `live updates stopped: the database cannot be opened now` and followed nothing
+    more once the file was back, until reloaded. It says so while it lasts, and goes on after."""
+    folder, away = tmp_path / "served", tmp_path / "away"
+    folder.mkdir()
+    away.mkdir()
+    path = folder / "moving.db"
+    (thread,) = make_threads(path, "moving", 1)
+    proc, base = start_server(path)
+    context = browser.new_context()  # type: ignore[attr-defined]
+    context.add_init_script(FOLLOWERS[follower])
+    errors: list[str] = []
+    try:
+        (tab,) = open_tabs(context, base, [thread], errors)
+        for side in list(folder.iterdir()):  # the file and what SQLite keeps beside it
+            side.rename(away / side.name)
+        tab.locator("#live-state", has_text="database unavailable").wait_for(timeout=5_000)
+        tab.wait_for_timeout(2_000)  # looked at again, still missing: the page still waits, saying so
+        assert tab.inner_text("#live-state") == "· database unavailable, retrying…"
+        assert tab.get_attribute("#rows", "data-connected") is None
+        for side in list(away.iterdir()):
+            side.rename(folder / side.name)
+        with Store(path) as store:
+            store.append_message(thread, "assistant", "Appended once the database was back")
+        tab.get_by_text("Appended once the database was back").wait_for(timeout=10_000)
+        tab.wait_for_selector("#rows[data-connected='1']", timeout=5_000)
+        assert tab.inner_text("#live-state") == "· live"
+    finally:
+        context.close()
+        stop_server(proc)
+    assert errors == [], f"the page raised: {errors}"
+
+
+def test_an_update_answered_database_unavailable_is_asked_again_less_often_then_shown(served, page) -> None:
+    """A page's update answered 503 (the database cannot be opened now) stopped the page for
+    good, as a refusal does. It is asked again, each time after a longer wait, with a notice."""
+    base, path, _ = served
+    (thread,) = make_threads(path, "unavailable", 1)
+    asked: list[float] = []
+    said = '{"error": "the database cannot be opened now: no database at /srv/t.db"}'
+
+    def unavailable_thrice(route: Any) -> None:
+        asked.append(time.monotonic())
+        if len(asked) <= 3:
+            route.fulfill(status=503, content_type="application/json", body=said)
+        else:
+            route.continue_()
+
+    page.route("**/live/rows*", unavailable_thrice)
+    open_live(page, base, thread)
+    with Store(path) as store:
+        store.append_message(thread, "assistant", "Shown once the database opened")
+    page.locator("#live-state", has_text="database unavailable").wait_for(timeout=5_000)
+    assert page.inner_text("#live-state") == "· database unavailable, retrying…"
+    page.get_by_text("Shown once the database opened").wait_for(timeout=15_000)
+    page.wait_for_selector("#rows[data-connected='1']", timeout=2_000)
+    assert page.inner_text("#live-state") == "· live"
+    waits = [later - earlier for earlier, later in zip(asked, asked[1:])]
+    assert len(asked) == 4 and 0.8 < waits[0] < waits[1] < waits[2], waits
+
+
 def test_a_page_of_a_replaced_database_says_it_stopped(tmp_path: Path, browser) -> None:
     """A file replaced under the server by one with a shorter log (a restore, a copy): the page
     of the old file asked for nothing until the new log passed the position it had shown,

@@ -218,7 +218,12 @@ def _why(error: Exception) -> str:
 
 def _failed(error: Exception) -> str:
     """The event that ends a stream whose look at the log failed: the page stops on it, saying why."""
-    return f"event: failed\ndata: {json.dumps({'error': _why(error)})}\n\n"
+    return _said("failed", error)
+
+
+def _said(name: str, error: Exception | None = None) -> str:
+    """An event `name` carrying what `error` says (`{}` without one)."""
+    return f"event: {name}\ndata: {json.dumps({'error': _why(error)} if error is not None else {})}\n\n"
 
 
 def _asked(request: Request) -> tuple[str, int, int, int]:
@@ -232,20 +237,28 @@ def _asked(request: Request) -> tuple[str, int, int, int]:
 def _stream(request: Request, name: str, look: Callable[[int], tuple[int, str | None]], position: int) -> StreamingResponse:
     """Server-sent events `name`: `look(position)` every `INTERVAL`, on a worker thread, gives
     the position reached and what to send (None: nothing). Ends when the browser leaves or the
-    server stops; a look that fails ends it with a `failed` event saying why."""
+    server stops; a look that fails ends it with a `failed` event saying why. A file that
+    cannot be opened now (removed, or no database for a while: a 503 to a page) does not end
+    it: an `unavailable` event says why, the looks go on, and an `available` event says when
+    the file opens again; the page goes on from the update it last took."""
     view = viewer(request)
 
     async def stream() -> AsyncIterator[str]:
-        reached, quiet = position, 0
+        reached, quiet, down = position, 0, False
         yield ": connected\n\n"
         while not view.stopping.is_set() and not await request.is_disconnected():
             try:
                 reached, payload = await run_in_threadpool(look, reached)
+                sent = None if payload is None else f"id: {reached}\nevent: {name}\ndata: {payload}\n\n"
+                if down:  # opened again
+                    sent, down = _said("available") + (sent or ""), False
+            except Unavailable as error:
+                sent, down = (None if down else _said("unavailable", error)), True
             except (StoreError, *UNREADABLE) as error:
                 yield _failed(error)
                 return
-            if payload is not None:
-                yield f"id: {reached}\nevent: {name}\ndata: {payload}\n\n"
+            if sent is not None:
+                yield sent
                 quiet = 0
             else:
                 quiet += 1
@@ -270,9 +283,9 @@ async def events(request: Request) -> StreamingResponse:
         await run_in_threadpool(_exists, view, thread, start)  # ThreadNotFound: a 404 page, not an empty stream
     except ThreadNotFound:
         raise
-    except (StoreError, *UNREADABLE) as error:
-        # The file cannot be opened (removed, or no database now): a stream saying so, which the
-        # page stops on. An error page is no stream, and a page asked for it again every 3 s.
+    except Unavailable:
+        pass  # the file cannot be opened now (removed, or no database for a while): the stream says so, and looks on
+    except (StoreError, *UNREADABLE) as error:  # an event that cannot be read: a stream saying so, which the page stops on
         return StreamingResponse(iter([_failed(error)]), media_type="text/event-stream")
     return _stream(request, "rows", lambda position: _poll(view, thread, position, start, skip), after)
 
@@ -287,7 +300,8 @@ async def log(request: Request) -> StreamingResponse:
 async def rows(request: Request) -> Response:
     """`/live/rows`: a thread page's update since `after`, as `/live` would send it next, or only
     the position reached when there is none; `{"error": ...}` when the log cannot be read,
-    opened or not (the page stops on it, where an error page it cannot read is asked again)."""
+    opened or not (the page stops on it, where an error page it cannot read is asked again; a
+    503, a file it cannot open now, it says and asks again, less often the longer it lasts)."""
     view = viewer(request)
     thread, after, start, skip = _asked(request)
     try:

@@ -7,8 +7,10 @@
 // A page posts `{follow: true}` when shown and `{follow: false}` when hidden or left; the stream
 // is open while at least one page follows. The worker posts its whole state on every change:
 // `{connected, position}` (the log's last position, null until known), with `failed` when the
-// server could not read the log (the pages stop; the stream opens again for the next to follow). The browser keeps the worker while any page uses it, so
-// closing the page that started it changes nothing for the others.
+// server could not read the log (the pages stop; the stream opens again for the next to follow),
+// and `unavailable` (what the server said) while it cannot open the database: the stream stays
+// open and says when the file opens again, and the pages go on. The browser keeps the worker
+// while any page uses it, so closing the page that started it changes nothing for the others.
 "use strict";
 
 importScripts("/static/stream.js");  // lastingStream
@@ -25,7 +27,10 @@ const update = (change) => {
 
 function open() {
   source = lastingStream(() => "/live/log", (stream) => {
-    stream.addEventListener("open", () => update({connected: true}));
+    // A stream opened again starts over: it says `unavailable` again at once if the file still is.
+    stream.addEventListener("open", () => update({connected: true, unavailable: null}));
+    stream.addEventListener("unavailable", (message) => update({unavailable: JSON.parse(message.data).error}));
+    stream.addEventListener("available", () => update({unavailable: null}));
     stream.addEventListener("error", () => update({connected: false}));
     stream.addEventListener("moved", (message) => update({position: JSON.parse(message.data).position}));
     stream.addEventListener("failed", (message) => {  // the server could not read the log: say so, stop

@@ -10,9 +10,19 @@
 //   shared workers are missing, each page holds its own stream. A page the browser hides (a
 //   tab in the background) stops following, and catches up from its last update when shown.
 //   Either stream opens again after an answer that is not one (`stream.js`, loaded first).
+//   A database the server cannot open now (a 503: removed, or replaced by no database for a
+//   while) is no refusal: the page says so and asks again, less often the longer it lasts, and
+//   goes on once the file is back, where a refusal (a 4xx) stops it.
 // Items arrive as HTML the server rendered and sanitised; they are parsed in a <template>,
 // where nothing runs, and the page's Content-Security-Policy forbids inline script anyway.
 "use strict";
+
+// An update the server could not give: asked again after RETRY_FIRST ms, then twice as long
+// after each failure, up to RETRY_MOST. A 503 (UNAVAILABLE) with the server's reason is the
+// database it cannot open now, said as such.
+const RETRY_FIRST = 1000;
+const RETRY_MOST = 10000;
+const UNAVAILABLE = 503;
 
 function replaySlider() {
   const slider = document.getElementById("at-slider");
@@ -100,6 +110,10 @@ function liveRows() {
       say("· reconnecting…");
     }
   };
+  const unavailable = () => {  // the server cannot open the database now: said until an update comes
+    delete list.dataset.connected;
+    say("· database unavailable, retrying…");
+  };
   let follower = null;
   const fail = (error) => {  // the server could not read the log: say so, stop
     follower.stop();
@@ -123,6 +137,8 @@ function liveRows() {
           stream.addEventListener("open", () => connected(true));
           stream.addEventListener("error", () => connected(false));
           stream.addEventListener("failed", (message) => fail(JSON.parse(message.data).error));
+          stream.addEventListener("unavailable", unavailable);
+          stream.addEventListener("available", () => connected(true));
           stream.addEventListener("rows", (message) => {
             reached = message.lastEventId;
             take(JSON.parse(message.data));
@@ -145,6 +161,11 @@ function liveRows() {
     let linked = false;  // whether the worker's stream is connected, as it last told
     let fetching = false;
     let retry = null;
+    let waited = 0;  // how long the last retry waited (ms): doubled after each failure, 0 once an update came
+    const retryLater = () => {
+      waited = Math.min(waited * 2 || RETRY_FIRST, RETRY_MOST);
+      retry = setTimeout(catchUp, waited);
+    };
     const catchUp = async () => {
       if (fetching) return;
       fetching = true;
@@ -160,8 +181,13 @@ function liveRows() {
             return fail(refused.error || `the server refused this page's update (HTTP ${response.status}); reload the page`);
           }
           const update = await response.json();  // a server's error page is not JSON: tried again below
+          if (response.status === UNAVAILABLE && update.error) {  // the database cannot be opened now
+            unavailable();
+            return retryLater();
+          }
           if (update.error) return fail(update.error);
           if (!response.ok) throw new Error(`${response.status}`);
+          waited = 0;
           connected(linked);  // an update that failed said `reconnecting…`: this one came
           if (update.items) take(update);
           if (Number(update.position) <= Number(reached)) break;  // none readable past it yet: told again when there are
@@ -169,7 +195,7 @@ function liveRows() {
         }
       } catch (error) {
         connected(false);
-        retry = setTimeout(catchUp, 1000);
+        retryLater();
       } finally {
         fetching = false;
       }
@@ -177,8 +203,9 @@ function liveRows() {
     worker.port.addEventListener("message", (message) => {
       if (stopped || document.hidden) return;
       if (message.data.failed) return fail(message.data.failed);
-      linked = message.data.connected;
-      connected(linked);
+      linked = message.data.connected && !message.data.unavailable;
+      if (message.data.unavailable) unavailable();
+      else connected(linked);
       if (message.data.position !== null) {
         moved = message.data.position;
         catchUp();
