@@ -279,8 +279,24 @@ class _Fold:
         fold.interrupts = {i["interrupt_id"]: i for i in raw["interrupts"]}
         note = raw["note"]
         fold.note = Message(note["role"], note["content"], note["offset"], note["kind"]) if note else None
-        fold.base = raw["messages"]
+        fold.base = _ranges(raw["messages"], fold.length)
         return fold
+
+
+def _ranges(raw: Any, length: int) -> list[list[int]]:
+    """A snapshot's message ranges (`_Fold.dump`), as the view takes them: ascending
+    [lo, hi) pairs of offsets below the snapshot's length. The view lists every offset they
+    hold, so ranges altered outside threadlog were taken at their word: one of a trillion
+    offsets was a list of a trillion, and ranges out of order a refusal of an empty range
+    nobody asked for. `ValueError` or `TypeError` for any other: the snapshot is then not used."""
+    ranges: list[list[int]] = []
+    floor = 0
+    for lo, hi in raw:
+        if not (type(lo) is int and type(hi) is int and floor <= lo < hi <= length):
+            raise ValueError(f"the message range {[lo, hi]!r} is not one of offsets {floor}..{length - 1}")
+        ranges.append([lo, hi])
+        floor = hi
+    return ranges
 
 
 class ThreadState:

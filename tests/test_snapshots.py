@@ -210,6 +210,15 @@ ALTERED_STATES = {  # a snapshot's stored state, altered by raw SQL
     "an-empty-object": "'{}'",
     "another-length": "json_set(state, '$.length', 5)",
     "a-length-of-another-kind": "json_set(state, '$.length', 'x')",
+    # The message ranges the view lists the offsets of (a trillion of them, ranges out of order,
+    # text, a float, a range past the events it caches, or a negative one; `View`).
+    "a-range-of-a-trillion-offsets": "json_set(state, '$.messages', json('[[1, 1000000000000]]'))",
+    "ranges-out-of-order": "json_set(state, '$.messages', json('[[20, 31], [1, 10]]'))",
+    "ranges-of-text": "json_set(state, '$.messages', json('[[\"1\", \"31\"]]'))",
+    "a-range-of-a-float": "json_set(state, '$.messages', json('[[1.5, 31]]'))",
+    "a-range-past-the-events-cached": "json_set(state, '$.messages', json('[[1, 33]]'))",
+    "a-negative-range": "json_set(state, '$.messages', json('[[-2, 31]]'))",
+    "ranges-of-text-not-pairs": "json_set(state, '$.messages', 'xx')",
 }
 
 
