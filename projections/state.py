@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, overload
 
 from eventstore import InvalidEvent, StaleSnapshot, Store, StoreError, ThreadInfo, collector
-from eventstore.errors import shown
+from eventstore.errors import Unreadable, shown
 from eventstore.integrity import register_refold
 from eventstore.ranges import is_index
 from eventstore.recorded import Altered, decode
@@ -462,7 +462,7 @@ class View(Sequence[Message]):
                 yield offset, version, text
                 want = next(wanted, -1)
         if want != -1:  # a snapshot altered outside threadlog: a cache, but the view's places come from it
-            raise StoreError(f"a snapshot of thread {self._thread!r} shows a message at offset {want}, which its history "
+            raise Unreadable(f"a snapshot of thread {self._thread!r} shows a message at offset {want}, which its history "
                              "does not hold there: the file was altered outside threadlog; `threadlog verify` names where")
 
     def _messages(self, rows: Iterable[tuple[int, int, str]]) -> list[Message]:

@@ -33,6 +33,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from threadlog import Store, blame, diff, update_index  # noqa: E402
 from threadlog.web import create_app  # noqa: E402
+from tests.backends import file_dump  # noqa: E402
 from tests.procs import announced_url, ctrl_c, interruptible  # noqa: E402
 
 from test_bad_input import fingerprint  # noqa: E402
@@ -859,6 +860,31 @@ def test_a_replay_page_reads_only_the_messages_it_shows(tmp_path: Path) -> None:
     assert "messages 150–249 of 249" in latest.text, latest.text[:300]
     assert later.status_code == 200 and re.findall(r"<p>m(\d+)</p>", later.text) == [str(i) for i in range(101, 201)]
     assert first.status_code == 409 and f"the event at position {position} cannot be read" in first.text
+
+
+def test_a_snapshot_naming_a_message_where_the_log_holds_none_is_a_409_naming_verify(tmp_path: Path) -> None:
+    # The replay page takes the places of the messages folded before a snapshot from its ranges;
+    # a range altered to name an event that is no message (the thread's creation) was a 500,
+    # which says the viewer broke, where the file was altered, as a 409 says of an altered event.
+    from threadlog import save_snapshot
+
+    path = tmp_path / "snapshot.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="t", title="t")
+        store.append("t", [{"type": "message.appended", "data": {"role": "user", "content": f"m{i}"}} for i in range(5)])
+        save_snapshot(store, "t")
+        store.append("t", [{"type": "message.appended", "data": {"role": "user", "content": "after"}}])
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE snapshots SET state = json_set(state, '$.messages', json('[[0, 6]]'))")  # offset 0 is no message
+    conn.commit()
+    conn.close()
+    before = file_dump(path)
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1", raise_server_exceptions=False) as c:
+        replay, early = c.get("/replay?id=t"), c.get("/replay?id=t&at=1")
+    assert replay.status_code == 409, replay.text[:300]
+    assert "a snapshot of thread &#39;t&#39; shows a message at offset 0" in replay.text and "`threadlog verify`" in replay.text
+    assert early.status_code == 200  # as of its first event the thread has no snapshot to read
+    assert file_dump(path) == before
 
 
 def test_a_database_that_cannot_be_opened_is_a_503_page_and_the_server_serves_it_again_once_it_can(tmp_path: Path) -> None:
