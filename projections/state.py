@@ -339,7 +339,9 @@ class ThreadState:
         self._store, self._thread, self._fold = store, info.id, fold
         self._view: View | None = None
         self._messages: list[Message] | None = None
-        if fold.base and not paged:  # bodies from before a snapshot are still in the store: read them before it closes
+        # Bodies from before a snapshot are still in the store, and the messages holding the calls
+        # a fork dropped are found there: read the view before it closes.
+        if (fold.base or fold.dropped) and not paged:
             store.finish_before_close(self)
 
     @property
@@ -348,13 +350,17 @@ class ThreadState:
         compaction point on; read from the store when first asked."""
         if self._messages is None:
             with collector.paused():  # see fold_state
-                self._messages = self.view[:]
+                self._messages = self._paged()[:]
         return self._messages
 
     @property
-    def view(self) -> View:
+    def view(self) -> Sequence[Message]:
         """The model view as `messages` holds it, each message decoded only when a slice or an
-        index asks for it: for a reader of a part of it (a page), while the store is open."""
+        index asks for it: for a reader of a part of it (a page), while the store is open. Once
+        `messages` is read (as it is when the store closes, unless `paged`), it is that list."""
+        return self._paged() if self._messages is None else self._messages
+
+    def _paged(self) -> View:
         if self._view is None:
             self._view = View(self._store, self._thread, self._fold)
         return self._view

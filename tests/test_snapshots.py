@@ -160,6 +160,31 @@ def test_state_messages_work_after_the_store_is_closed(tmp_path: Path, snapshot:
     assert len(expected) > 20
 
 
+@pytest.mark.parametrize("made", ["snapshot", "dropped-call", "both"])
+def test_a_states_view_answers_after_the_store_is_closed_as_its_messages_do(tmp_path: Path, made: str) -> None:
+    """A fork that dropped a call finds that call's message in the store when its view is made:
+    its `messages` said the store is closed once it was, with or without a snapshot. And
+    `view`, the model view read in parts, said so where `messages` answered (the view is the
+    same messages)."""
+    with Store(tmp_path / "t.db") as store:
+        thread = _busy_thread(store)
+        if made != "snapshot":
+            store.append_message(thread, "assistant", [{"type": "text", "text": "Looking."},
+                                                       {"type": "tool_use", "id": "toolu_1", "name": "look", "input": {}}])
+            thread = store.fork(thread, unanswered="drop")
+        if made != "dropped-call":
+            save_snapshot(store, thread)
+        store.append_message(thread, "user", "one more")
+        expected = [m.to_json() for m in thread_state(store, thread, use_snapshots=False).messages]
+        state = thread_state(store, thread)
+        assert bool(state._fold.base) is (made != "dropped-call") and bool(state._fold.dropped) is (made != "snapshot")
+    assert [m.to_json() for m in state.messages] == expected
+    assert [m.to_json() for m in state.view[-3:]] == expected[-3:] and state.view[0].to_json() == expected[0]
+    assert len(state.view) == len(expected) > 20
+    if made != "snapshot":
+        assert expected[-2]["content"] == [{"type": "text", "text": "Looking."}]  # the dropped call is out of it
+
+
 class _Latest:
     """Keeps a thread's state as of the store's closing, to show once it is closed."""
 
