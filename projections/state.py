@@ -391,7 +391,7 @@ class ThreadState:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"<ThreadState {self.id} length={self.length} status={self.status} messages={len(self.messages)}>"
+        return f"<ThreadState {self.id} length={self.length} status={self.status} messages={len(self.view)}>"
 
 
 class View(Sequence[Message]):

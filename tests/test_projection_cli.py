@@ -157,3 +157,29 @@ def test_a_thread_with_no_message_to_send_is_refused_without_naming_an_at_never_
         result = CliRunner().invoke(cli, ["--db", str(db), *args])
         assert result.exit_code == 1, result.output
         assert result.stderr == f"error: messages: thread '{t}' has no message to send\n"
+
+
+def test_show_last_reads_only_the_messages_it_shows(tmp_path: Path) -> None:
+    """`show --last N` decoded every message of the model view to print N of them: on a long
+    thread that is the whole thread's time, and one message that cannot be read (altered
+    outside threadlog) refused the N after it, which the viewer's pages show. Without
+    `--last` the whole view is read, and the altered message refuses it, naming its position."""
+    import sqlite3
+
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.create_thread(thread_id="t", title="t")
+        store.append("t", [{"type": "message.appended", "data": {"role": "user", "content": f"m{i}"}} for i in range(6)])
+        position = store.event_at("t", 2).position
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE events SET data = '{\"role\":' WHERE stream_id = 't' AND \"offset\" = 2")
+    conn.commit()
+    conn.close()
+    before = file_dump(db)
+    code, out, err = _run(db, "show", "t", "--last", "2")
+    assert code == 0, err
+    assert "messages    6 in the model view, the last 2 shown" in out
+    assert [line.split()[-1] for line in out.splitlines() if line.startswith("       ")] == ["m4", "m5"], out
+    code, out, err = _run(db, "show", "t")
+    assert code == 1 and f"position {position}" in err, err
+    assert file_dump(db) == before

@@ -360,9 +360,10 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     yield f"interrupts  {pending or '-'}" + (f"   demoted: {', '.join(state.demoted_interrupts)}" if state.demoted_interrupts else "")
     if state.compaction:
         yield f"compaction  at {state.compaction['offset']}, summarises offsets below {state.compaction['through_offset']}"
-    shown = state.messages if last is None else state.messages[-last:]
-    more = f", the last {len(shown)} shown" if len(shown) < len(state.messages) else ""
-    yield f"messages    {len(state.messages)} in the model view{more}"
+    view = state.view  # with `last`, only those are decoded
+    shown = view[:] if last is None else view[-last:]
+    more = f", the last {len(shown)} shown" if len(shown) < len(view) else ""
+    yield f"messages    {len(view)} in the model view{more}"
     for message in shown:
         label = message.role if message.kind == "message" else f"{message.role}/{message.kind}"
         yield f"  {message.offset:>6}  {label:<15} {_message_line(message.content, message.refusal)}"

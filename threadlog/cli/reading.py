@@ -347,7 +347,7 @@ class _EveryThread:
 def show(store: Store, thread: str, at: int | None, last: int | None, as_json: bool, no_pager: bool) -> None:
     """THREAD's state: model, system prompt, status, metadata, todos, interrupts and the model's view of its messages."""
     _check_range(store, thread, "--at", at, low=1)
-    state = thread_state(store, thread, at)
+    state = thread_state(store, thread, at, paged=True)  # printed while the store is open: `--last` reads only those
     if as_json:
         _emit_json(state.to_json())
     else:
