@@ -259,11 +259,27 @@ def unbroken(chain: list[ThreadInfo], start: int = 0) -> list[ThreadInfo]:
     row is gone (only raw SQL deletes one): those events are in no thread the file holds. The
     offsets the file holds (from that fork point on) are read as asked. It reads nothing: the
     ancestry query stops at a missing parent as at the stream holding `start`."""
+    for at, (child, parent) in enumerate(zip(chain, chain[1:])):
+        if parent.head < child.base:  # each stream on the chain begins past `start`: the gap is read
+            raise Unreadable(_parent_short(chain[:at + 2]))
     top = chain[-1]
     if top.parent_id is None or top.base <= start:
         return chain
     # The chain is whole up to `top` (each stream on it begins past `start`).
     raise Unreadable(parent_gone(chain))
+
+
+def _parent_short(chain: list[ThreadInfo]) -> str:
+    """What is missing from the thread of `chain`, an ancestry whose last stream holds fewer
+    events than the fork point of the one before it (only raw SQL writes that: a fork's
+    parent_id or parent_offset altered, or its parent's row): the offsets between."""
+    fork, parent = chain[-2], chain[-1]
+    whose = "is forked from" if fork is chain[0] else f"descends from {named(fork.id)}, a fork of"
+    held = "1 event" if parent.head == 1 else f"{parent.head} events"
+    gap = (f"its event at offset {parent.head}" if fork.base - parent.head == 1
+           else f"its events at offsets {parent.head}..{fork.base - 1}")
+    return (f"thread {named(chain[0].id)} {whose} {named(parent.id)} at offset {fork.base}, which holds only {held}: {gap} "
+            "cannot be read (a stream row was altered outside threadlog); `threadlog verify` names where")
 
 
 def parent_gone(chain: list[ThreadInfo]) -> str:

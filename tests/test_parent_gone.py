@@ -26,7 +26,7 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from eventstore.errors import Unreadable
+from eventstore.errors import IntegrityError, Unreadable
 from eventstore.sqlite import SQLiteBackend
 from tests.backends import postgres_url
 from tests.test_bad_input import fingerprint
@@ -280,3 +280,36 @@ def test_what_stderr_says_after_the_output_comes_after_it_in_one_stream(tmp_path
                           stderr=subprocess.STDOUT, text=True, timeout=60)
     lines = done.stdout.splitlines()
     assert last_out in lines[-2] and lines[-1].startswith(("error: ", "not counted: ")), done.stdout
+
+
+def test_a_fork_whose_parent_id_names_a_shorter_thread_is_refused_naming_the_gap(tmp_path: Path) -> None:
+    """A fork's parent_id altered to name another thread, one holding fewer events than the fork
+    point: its history was read with those offsets skipped (offset 1 of 3 missing, `log` and
+    `show` exit 0, no word). Every read reaching the gap is refused, naming it; the fork's own
+    events, above it, are read as asked; the file is unchanged; `verify` names where."""
+    db = str(tmp_path / "short.db")
+    with Store(db) as store:
+        store.create_thread(thread_id="p", title="p")
+        store.append_message("p", "user", "hi")
+        store.fork("p", fork_id="f")
+        store.append_message("f", "user", "more")
+        store.create_thread(thread_id="short", title="short")
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE streams SET parent_id = 'short' WHERE id = 'f'")
+    conn.commit()
+    conn.close()
+    before = fingerprint(Path(db))
+    said = ("thread 'f' is forked from 'short' at offset 2, which holds only 1 event: its event at offset 1 cannot be "
+            "read")
+    with Store(db) as store:
+        for read in (lambda: list(store.read("f")), lambda: thread_state(store, "f"), lambda: transcript(store, "f")):
+            with pytest.raises(Unreadable) as refused:
+                read()
+            assert str(refused.value).startswith(said), refused.value
+        assert [e.offset for e in store.read("f", 2)] == [2, 3]  # its fork event and its message
+        with pytest.raises(IntegrityError):
+            store.verify()
+    for command in (["log", "f"], ["show", "f"]):
+        done = CliRunner().invoke(cli, ["--db", db, *command])
+        assert done.exit_code == 1 and said in done.stderr, (command, done.output)
+    assert fingerprint(Path(db)) == before
