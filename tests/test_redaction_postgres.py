@@ -5,9 +5,10 @@ recycle: the README says what to run.)"""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -62,6 +63,41 @@ def _files_holding(url: str, word: str) -> list[str]:
     return sorted(found)
 
 
+def _indexed_secret(store: Store) -> int:
+    """The position of a message holding SECRET, in a thread of its own, once the search index holds it."""
+    leak = store.append_message(store.create_thread(title="keys"), "user", f"the password is {SECRET} today")
+    assert [hit.position for hit in search(store, SECRET)] == [leak.position]
+    return leak.position
+
+
+@contextlib.contextmanager
+def _snapshot_held(url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A reader whose snapshot (REPEATABLE READ) is taken at once and held until it rolls back:
+    every row version a redaction removes after it stays alive meanwhile."""
+    with psycopg.connect(url) as reader:
+        reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        reader.execute("SELECT count(*) FROM events").fetchone()
+        yield reader
+
+
+def _once_search_docs_waits(url: str, then: Callable[[], Any]) -> threading.Thread:
+    """A thread running `then` once a session waits for a lock on this store's `search_docs`
+    (the index's rewrite, VACUUM FULL, behind a reader's lock on it)."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 30
+        with psycopg.connect(url, autocommit=True) as conn:
+            while not conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'search_docs'::regclass"
+                                   ).fetchone()[0]:  # type: ignore[index]
+                assert time.monotonic() < deadline, "the index's rewrite never waited for the reader's lock"
+                time.sleep(0.02)
+        then()
+
+    watching = threading.Thread(target=watch)
+    watching.start()
+    return watching
+
+
 def _purge_once_unheld(store: Store) -> None:
     """purge(), again while it says a transaction older than the redaction holds the old version
     (what its error asks): the suite's other tests share the database, and one of theirs open
@@ -99,10 +135,8 @@ def test_purge_after_a_redaction_elsewhere_rewrites_the_search_index(purger: str
     to write the index anew."""
     url = postgres_url()
     with Store(url) as store:
-        t = store.create_thread(title="keys")
-        leak = store.append_message(t, "user", f"the password is {SECRET} today")
-        assert [hit.position for hit in search(store, SECRET)] == [leak.position]
-        redacting = threading.Thread(target=lambda: store.redact(leak.position, reason="password", actor="ops", purge=False))
+        leak = _indexed_secret(store)
+        redacting = threading.Thread(target=lambda: store.redact(leak, reason="password", actor="ops", purge=False))
         redacting.start()
         redacting.join(30)
         assert store.verify().redacted == 1
@@ -127,9 +161,7 @@ def test_a_redaction_a_snapshot_open_elsewhere_holds_up_says_so_and_purge_finish
     with Store(PostgresBackend(url, partitions=partitions)) as store:
         t = store.create_thread(title="keys")
         leak = store.append_message(t, "user", f"the password is {SECRET} today")
-        with psycopg.connect(url) as reader:
-            reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            reader.execute("SELECT count(*) FROM events").fetchone()  # its snapshot, held open
+        with _snapshot_held(url) as reader:
             with pytest.raises(OldPagesKept, match="old row version"):
                 store.redact(leak.position, reason="password", actor="ops")
             with pytest.raises(OldPagesKept, match="old row version"):
@@ -137,9 +169,7 @@ def test_a_redaction_a_snapshot_open_elsewhere_holds_up_says_so_and_purge_finish
             reader.rollback()
         assert store.verify().redacted == 1
         store.purge()
-        with psycopg.connect(url) as later:  # a snapshot taken after the redaction holds nothing up
-            later.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            later.execute("SELECT count(*) FROM events").fetchone()
+        with _snapshot_held(url):  # a snapshot taken after the redaction holds nothing up
             store.purge()
     assert _rows_holding(url, SECRET) == []
     assert _files_holding(url, SECRET) == []
@@ -152,16 +182,11 @@ def test_a_snapshot_ending_while_purge_runs_is_still_said_to_have_kept_the_old_v
     text stayed in the table's file. Asked before the vacuum, it says so; a purge after is clean."""
     url = postgres_url()
     with Store(url) as store:
-        t = store.create_thread(title="keys")
-        leak = store.append_message(t, "user", f"the password is {SECRET} today")
-        assert [hit.position for hit in search(store, SECRET)] == [leak.position]
-        with psycopg.connect(url) as reader:
-            reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            reader.execute("SELECT count(*) FROM events").fetchone()  # its snapshot, from before the redaction
+        leak = _indexed_secret(store)
+        with _snapshot_held(url) as reader:  # from before the redaction
             reader.execute("LOCK TABLE search_docs IN ACCESS SHARE MODE")  # the index's rewrite waits for it
-            store.redact(leak.position, reason="password", actor="ops", purge=False)
-            ending = threading.Timer(1.5, reader.rollback)
-            ending.start()
+            store.redact(leak, reason="password", actor="ops", purge=False)
+            ending = _once_search_docs_waits(url, reader.rollback)  # past the events' vacuum, before purge() returns
             try:
                 with pytest.raises(OldPagesKept, match="old row version"):
                     store.purge()
@@ -179,14 +204,10 @@ def test_a_purge_after_a_redaction_a_snapshot_held_up_writes_the_search_index_an
     gone, and the erased word stayed in the index's files."""
     url = postgres_url()
     with Store(url) as store:
-        t = store.create_thread(title="keys")
-        leak = store.append_message(t, "user", f"the password is {SECRET} today")
-        assert [hit.position for hit in search(store, SECRET)] == [leak.position]
-        with psycopg.connect(url) as reader:
-            reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            reader.execute("SELECT count(*) FROM events").fetchone()  # its snapshot, held open
+        leak = _indexed_secret(store)
+        with _snapshot_held(url) as reader:
             with pytest.raises(OldPagesKept, match="old row version"):
-                store.redact(leak.position, reason="password", actor="ops")
+                store.redact(leak, reason="password", actor="ops")
             reader.rollback()
         store.purge()
     assert _rows_holding(url, SECRET) == []
