@@ -255,10 +255,12 @@ def acyclic(rows: list[StreamRow]) -> list[StreamRow]:
 
 def unbroken(chain: list[ThreadInfo], start: int = 0) -> list[ThreadInfo]:
     """An ancestry (the thread first) read for the history from offset `start` on, refused when
-    that history reaches below the first own event of its last stream, a fork whose parent's
-    row is gone (only raw SQL deletes one): those events are in no thread the file holds. The
-    offsets the file holds (from that fork point on) are read as asked. It reads nothing: the
-    ancestry query stops at a missing parent as at the stream holding `start`."""
+    that history reaches offsets no stream holds: below the first own event of its last
+    stream, a fork whose parent's row is gone (`parent_gone`), or between a parent's last
+    event and the fork point of its child on the chain, a parent holding fewer events than
+    that (`_parent_short`). Only raw SQL writes either: those events are in no thread the file
+    holds. The offsets the file holds are read as asked. It reads nothing: the ancestry query
+    stops at a missing parent as at the stream holding `start`."""
     for at, (child, parent) in enumerate(zip(chain, chain[1:])):
         if parent.head < child.base:  # each stream on the chain begins past `start`: the gap is read
             raise Unreadable(_parent_short(chain[:at + 2]))
@@ -274,12 +276,18 @@ def _parent_short(chain: list[ThreadInfo]) -> str:
     events than the fork point of the one before it (only raw SQL writes that: a fork's
     parent_id or parent_offset altered, or its parent's row): the offsets between."""
     fork, parent = chain[-2], chain[-1]
-    whose = "is forked from" if fork is chain[0] else f"descends from {named(fork.id)}, a fork of"
+    whose = _descent(chain, fork)
     held = "1 event" if parent.head == 1 else f"{parent.head} events"
     gap = (f"its event at offset {parent.head}" if fork.base - parent.head == 1
            else f"its events at offsets {parent.head}..{fork.base - 1}")
     return (f"thread {named(chain[0].id)} {whose} {named(parent.id)} at offset {fork.base}, which holds only {held}: {gap} "
             "cannot be read (a stream row was altered outside threadlog); `threadlog verify` names where")
+
+
+def _descent(chain: list[ThreadInfo], fork: ThreadInfo) -> str:
+    """How the thread of `chain` comes from the parent of `fork`, a stream on it, in a refusal's
+    words: forked from it, or descended from `fork`, a fork of it."""
+    return "is forked from" if fork is chain[0] else f"descends from {named(fork.id)}, a fork of"
 
 
 def parent_gone(chain: list[ThreadInfo]) -> str:
@@ -290,7 +298,7 @@ def parent_gone(chain: list[ThreadInfo]) -> str:
     their thread), or the fork's parent_id altered to name a thread that never was (`verify`
     then names the fork); either is said, and `verify` names which."""
     top = chain[-1]
-    whose = "is forked from" if top is chain[0] else f"descends from {named(top.id)}, a fork of"
+    whose = _descent(chain, top)
     missing = min(info.base for info in chain)
     first = "its first event" if missing == 1 else f"its first {missing} events"
     return (f"thread {named(chain[0].id)} {whose} {named(top.parent_id)}, which is not in the file: {first} cannot be read "
