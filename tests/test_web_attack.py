@@ -77,7 +77,7 @@ def test_a_number_out_of_range_is_a_400_saying_what_to_pass(client: TestClient, 
     assert "must be a whole number from" in response.text
 
 
-def test_the_largest_number_taken_still_answers(client: TestClient) -> None:
+def test_the_largest_number_taken_is_not_refused_as_out_of_range(client: TestClient) -> None:
     blame = client.get(f"/blame?id=t&start={2**62}")  # taken, and past the thread's entries as any start there is
     assert blame.status_code == 400 and "is past the thread&#39;s" in blame.text and "must be a whole number" not in blame.text
     assert client.get(f"/thread?id=t&start={2**62}").status_code == 200
@@ -1123,11 +1123,12 @@ def test_live_rows_over_an_event_of_the_wrong_shape_say_why_the_page_stops(tmp_p
 
 
 @pytest.mark.parametrize("replacement", ["not-a-database", "gone"])
-def test_live_rows_of_a_file_that_cannot_be_opened_say_why_the_page_stops(tmp_path: Path, replacement: str) -> None:
+def test_live_rows_of_a_file_that_cannot_be_opened_are_a_503_saying_why(tmp_path: Path, replacement: str) -> None:
     """A page's update over a file since replaced by one that is no database, or removed, was the
     HTML error page: the page read it as an answer that is not JSON (a proxy's 502) and asked
-    again every second, `reconnecting…`, for good. It is the JSON error the page stops on, as
-    a read that fails once the file is open; a thread the file does not hold stays a 404."""
+    again every second, `reconnecting…`, for good. It is a JSON error saying why, with a 503:
+    the page shows it and asks again (a 4xx or a JSON 500 it stops on); a thread the file does
+    not hold stays a 404."""
     path = tmp_path / "opened.db"
     with Store(path) as store:
         store.create_thread(thread_id="T")
@@ -1141,7 +1142,7 @@ def test_live_rows_of_a_file_that_cannot_be_opened_say_why_the_page_stops(tmp_pa
         else:
             path.write_bytes(b"not a database " * 200)
         response = c.get("/live/rows", params={"id": "T", "after": after})
-    # 503: the file cannot be opened now (it was a 500, which says the viewer broke).
+    # 503: the file cannot be opened now (it was a 500, which says the viewer broke, and stopped the page).
     assert response.status_code == 503 and response.headers["content-type"] == "application/json", response.text[:200]
     assert response.json()["error"] and "Traceback" not in response.json()["error"], response.text
 
