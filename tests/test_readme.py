@@ -67,7 +67,8 @@ def test_the_live_turn_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_show_folds_and_cuts_the_title_and_system_prompt_as_the_readme_says(tmp_path: Path) -> None:
     """README said `show`'s fields but its model view kept the text whole: its title, system
-    prompt (and last run) are each one line cut at 100 characters."""
+    prompt (and last run, model, each setting, metadata key and todo) are each one line cut at
+    100 characters."""
     from click.testing import CliRunner
 
     db = str(tmp_path / "t.db")
@@ -76,7 +77,8 @@ def test_show_folds_and_cuts_the_title_and_system_prompt_as_the_readme_says(tmp_
     shown = CliRunner().invoke(cli, ["--db", db, "show", thread]).stdout.splitlines()
     assert "system      You plan trips. Be brief. " + "x" * 73 + "…" in shown
     assert "title       A B" in shown
-    assert "`show`'s title, system prompt, settings and last run are folded so too, and cut at 100 characters" in " ".join(README.split())
+    assert _said("`show`'s title, model, system prompt and last run, and each setting, metadata key (`key \"value\"` as JSON) "
+                 "and todo, a line each, are folded so too, and cut at 100 characters")
 
 
 def test_the_command_line_tour_runs_in_order_on_a_fresh_database(tmp_path: Path) -> None:
