@@ -27,7 +27,14 @@ at or after its `through_offset`; the log keeps every message.
 
 With a snapshot, the state's scalar fields are ready at once and message bodies folded
 before the snapshot are read from the store on the first access to `state.messages` (or
-when the store closes, whichever comes first): a snapshot changes speed, never answers.
+when the store closes, whichever comes first): a snapshot changes speed, never answers. So
+are the messages of a fork that dropped a call, whose bodies alone tell which message held
+nothing else (and so leaves the view).
+
+`state.view` is the same model view, each message decoded only when a slice or an index asks
+for it (a replay page, `show --last`). `thread_state(..., paged=True)` is for a reader of such
+slices while the store is open: nothing is read when it closes, so a state that needs the
+store (a snapshot's, or a fork's that dropped a call) cannot give its messages after that.
 """
 
 from __future__ import annotations
@@ -302,12 +309,12 @@ def _ranges(raw: Any, length: int) -> list[list[int]]:
 class ThreadState:
     """A thread's state after its first `length` events (see the module doc for the rules).
 
-    `messages` is the model view (a list of `Message`); `status` is `running` while a run
-    is open, else `interrupted` while an interrupt is pending, else `idle`. `last_run` is how
-    the last run that finished ended (its `run_id`, `status`, `offset` and `error`, if any), or
-    None (a fork's own: none until a run of its own ends): a turn that failed or was
-    cancelled leaves the thread idle, and says so there. Two states are
-    equal when their JSON forms are.
+    `messages` is the model view (a list of `Message`), `view` the same decoded a slice at a
+    time; `status` is `running` while a run is open, else `interrupted` while an interrupt is
+    pending, else `idle`. `last_run` is how the last run that finished ended (its `run_id`,
+    `status`, `offset` and `error`, if any), or None (a fork's own: none until a run of its
+    own ends): a turn that failed or was cancelled leaves the thread idle, and says so there.
+    Two states are equal when their JSON forms are.
     """
 
     def __init__(self, store: Store, info: ThreadInfo, fold: _Fold, head_hash: str | None, paged: bool = False) -> None:
