@@ -187,8 +187,8 @@ def test_a_backup_of_the_whole_file_is_written_and_says_which_thread_it_cannot_r
 
 
 ORPHANED_HIT = ("a match is the event at position {position} of thread 'orphanparent', which is not in the file (that "
-                "thread's row was deleted, or the event's stream_id altered, outside threadlog): no thread's history shows it; `threadlog verify` names the "
-                "first event left without its thread")
+                "thread's row was deleted, or the event's stream_id altered, outside threadlog): no thread's history shows it; "
+                "`threadlog verify` names the first event left without its thread")
 
 
 def test_a_search_of_every_thread_matching_an_event_of_the_missing_parent_says_so(db: str) -> None:
