@@ -27,7 +27,6 @@ import time
 import urllib.parse
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import repeat
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 

@@ -27,7 +27,7 @@ from ..render import sub_agent_details
 from .budget import PAGE_BYTES, PAGE_ROWS, fill
 from .cursor import Cursor, MessagePage, fill_messages, items_back, items_from
 from .graph import layout
-from .items import thread_items, view_start
+from .items import view_start
 from .query import thread_param, whole_number
 from .render import link
 from .viewer import Viewer, viewer
