@@ -245,3 +245,14 @@ def test_command_names_complete_in_the_shell() -> None:
     env = {**os.environ, "_THREADLOG_COMPLETE": "bash_complete", "COMP_WORDS": "threadlog tr", "COMP_CWORD": "1"}
     done = subprocess.run([sys.executable, "-m", "threadlog"], env=env, capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["plain,transcript", "plain,tree"], done
+
+
+@pytest.mark.parametrize("typed", ["lss", "interupt", "sho"])
+def test_a_mistyped_command_is_answered_with_the_close_ones(typed: str) -> None:
+    """click suggests the close matches among the commands it holds, and a command is loaded only
+    when it runs: `threadlog lss` said "No such command 'lss'." and no more."""
+    done = subprocess.run([sys.executable, "-m", "threadlog", typed], capture_output=True, text=True, timeout=60)
+    meant = {"lss": "ls", "interupt": "interrupt", "sho": "show"}[typed]
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == f"Error: No such command '{typed}'. Did you mean '{meant}'?", done.stderr
+

@@ -119,6 +119,14 @@ class _Group(click.Group):
             importlib.import_module(f"{__package__}.{_COMMANDS[cmd_name]}")
         return self.commands.get(cmd_name)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        # A name no command has loads them all, as --help does: click suggests the close ones
+        # ("Did you mean 'ls'?") among the commands loaded, and `threadlog lss` had loaded none.
+        if click.utils.make_str(args[0]) not in _COMMANDS:
+            for name in self.list_commands(ctx):
+                self.get_command(ctx, name)
+        return super().resolve_command(ctx, args)
+
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
         # The group's own --help and --version print here, while the options are read, before
