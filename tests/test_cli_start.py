@@ -256,3 +256,38 @@ def test_a_mistyped_command_is_answered_with_the_close_ones(typed: str) -> None:
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == f"Error: No such command '{typed}'. Did you mean '{meant}'?", done.stderr
 
+
+# Started as `python -m` (what ends itself by SIGINT where a Ctrl-C stayed marked unhandled):
+# a SIGINT as the command being run loads its module, inside the first code `exec()` runs for
+# it, as dataclasses and named tuples build their methods (the importers', here).
+_CTRL_C_IN_EXEC = """import os, signal, sys
+
+def ctrl_c_in_exec(frame, event, arg):
+    if event == "call" and frame.f_code.co_filename == "<string>" and \\
+            frame.f_globals.get("__name__", "").startswith("threadlog.importers."):
+        sys.setprofile(None)
+        os.kill(os.getpid(), signal.SIGINT)
+
+sys.setprofile(ctrl_c_in_exec)
+sys.argv = ["threadlog", *sys.argv[1:]]
+from threadlog.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("args", [["import", "claude-code", "."], ["--help"]], ids=["import", "help"])
+def test_ctrl_c_while_a_command_s_module_loads_exits_130(tmp_path: Path, args: list[str]) -> None:
+    """A command's module is loaded once the command line is read (`threadlog --help` loads them
+    all): a Ctrl-C then ended `python -m threadlog` by SIGINT once it had printed `interrupted`,
+    CPython keeping a Ctrl-C raised inside `exec()` marked unhandled, and `--help` said
+    `Aborted!` and exited 1 (click's own)."""
+    (tmp_path / "ctrl_c_in_exec.py").write_text(_CTRL_C_IN_EXEC, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with interruptible([sys.executable, "-m", "ctrl_c_in_exec", "--db", str(tmp_path / "t.db"), *args], cwd=tmp_path,
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        try:
+            out, err = child.communicate(timeout=60)
+        finally:
+            child.kill()  # only if it did not stop
+    assert (child.returncode, out, err) == (130, "", "interrupted\n"), err
+    assert not (tmp_path / "t.db").exists()

@@ -116,7 +116,7 @@ class _Group(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in _COMMANDS:
-            importlib.import_module(f"{__package__}.{_COMMANDS[cmd_name]}")
+            _load(_COMMANDS[cmd_name])
         return self.commands.get(cmd_name)
 
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
@@ -133,6 +133,8 @@ class _Group(click.Group):
         # `invoke`: printing them to a full disk (or a closed stdout) raised a traceback.
         try:
             return super().make_context(info_name, args, parent, **extra)
+        except KeyboardInterrupt as error:  # as --help loads every command (click said `Aborted!`, status 1)
+            _interrupted(error)
         except BrokenPipeError:  # `threadlog --help | head -1`: click ends it quietly
             raise
         except OSError as error:
@@ -154,8 +156,7 @@ class _Group(click.Group):
             # nothing: exit 130 told a script to run `append` or `new` again, writing it twice.
             _unprinted(ctx, "Ctrl-C" if not isinstance(error, _Stopped) else signal.Signals(error.signum).name,
                        failed="what came after it was interrupted")
-            click.echo(safe("; ".join(["interrupted", *getattr(error, "__notes__", ())])), err=True)
-            sys.exit(_interrupted_status(error))
+            _interrupted(error)
         except OldPagesKept as error:  # committed: exit 1 said nothing was written, and a retry was refused as done
             _fail("committed: " + _cli_words("; ".join([str(error), *getattr(error, "__notes__", ())])), EXIT_UNPRINTED)
         except StoreError as error:
@@ -200,6 +201,25 @@ class _Stopped(KeyboardInterrupt):
 
 def _stop(signum: int, frame: Any) -> None:
     raise _Stopped(signum)
+
+
+def _load(module: str) -> None:
+    """Import the commands of `module`, a Ctrl-C meanwhile raised once it is loaded. Raised inside
+    it, the Ctrl-C could land in the `exec()` by which dataclasses and named tuples build their
+    methods, and CPython keeps a Ctrl-C raised there marked unhandled once it is caught:
+    `python -m threadlog` printed `interrupted`, then ended itself by SIGINT, not status 130.
+    (`threadlog.__main__` holds the same while the CLI itself loads.)"""
+    caught: list[int] = []
+    noted = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # not when Ctrl-C is ignored
+    with handled((signal.SIGINT,) if noted else (), lambda signum, frame: caught.append(signum)):
+        importlib.import_module(f"{__package__}.{module}")
+    if caught:
+        raise KeyboardInterrupt
+
+
+def _interrupted(error: KeyboardInterrupt) -> NoReturn:
+    click.echo(safe("; ".join(["interrupted", *getattr(error, "__notes__", ())])), err=True)
+    sys.exit(_interrupted_status(error))
 
 
 def _interrupted_status(error: KeyboardInterrupt) -> int:
