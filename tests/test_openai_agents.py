@@ -354,6 +354,31 @@ def test_a_bad_item_is_refused_and_nothing_is_written(db: Path) -> None:
         assert run(session.get_items()) == [{"role": "user", "content": "kept"}]
 
 
+def _nested(depth: int) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for _ in range(depth):
+        nested = {"a": nested}
+    return nested
+
+
+@pytest.mark.parametrize(("kind", "field"), [("function_call", "arguments"), ("mcp_call", "arguments"), ("mcp_call", "output"),
+                                             ("code_interpreter_call", "code"), ("web_search_call", "status"), ("custom", "type")])
+def test_an_item_nested_past_python_s_stack_is_refused_by_its_place_and_nothing_is_written(db: Path, kind: str,
+                                                                                           field: str) -> None:
+    """Its text, written from the item before the store read it, raised RecursionError (the SDK
+    takes loose dicts): an item nested 150 levels deep was refused naming it, one 3,000 deep
+    was not, and the caller could not tell which item."""
+    item = {"type": kind, "id": "x", "name": "t"} | {field: _nested(3000)}
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(session.add_items([{"role": "user", "content": "kept"}]))
+        events = store.counts().events
+        with pytest.raises(InvalidEvent, match=r"^items\[1\]\.data\.item: JSON nested more than 100 levels deep"):
+            run(session.add_items([{"role": "user", "content": "not kept"}, item]))
+        assert store.counts().events == events
+        assert run(session.get_items()) == [{"role": "user", "content": "kept"}]
+
+
 def test_a_tool_output_of_a_few_mib_is_searched_whole(db: Path) -> None:
     """Its text copy was cut at 1 MiB characters, so a word past that (a secret to find and
     redact) was not found, though the item and its whole text fit in one event."""

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
 from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadNotFound
+from eventstore.events import too_deep
 from eventstore.prepare import MAX_EVENT_BYTES, check_encodable
 
 from .openai_agents_items import describe
@@ -545,7 +546,10 @@ def message_event(item: Any, index: int = 0) -> dict[str, Any]:
         raise InvalidEvent(f"items[{index}]", f"must be a dict (an Agents SDK input item), not {type(item).__name__}")
     if _plain_text(item):
         return {"type": _MESSAGE, "data": {"role": item["role"], "content": item["content"]}}
-    role, text = describe(item)
+    try:
+        role, text = describe(item)
+    except RecursionError:  # the text is written before the store reads the item: refused as the store refuses it
+        raise too_deep({"item": item}, f"items[{index}].data") from None
     if len(text) > TEXT_KEPT and _json_bytes(item) + _json_bytes(text) > MAX_EVENT_BYTES:
         text = f"{text[:TEXT_KEPT]}\n[… {len(text) - TEXT_KEPT:,} more characters, kept in the item]"
     return {"type": _MESSAGE, "data": {"role": role, "content": text, "item": item}}
