@@ -1184,6 +1184,35 @@ def test_a_page_stream_over_a_file_that_cannot_be_opened_says_so_and_goes_on_onc
     assert lines[4] == b"event: rows\n" and b"appended once the file was back" in lines[5], lines
 
 
+def test_a_page_stream_over_a_file_back_without_its_thread_ends_saying_so(tmp_path: Path) -> None:
+    """A file that could not be opened for a while came back as another database, one without
+    the page's thread (and a longer log): the page's own stream said `available`, then nothing,
+    for good, while the page said `live`; its `/live/rows` is a 404 the page stops on. The
+    stream ends, saying the thread is not in the file."""
+    path, other = tmp_path / "opened.db", tmp_path / "other.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="T")
+        store.append_message("T", "user", "hi")
+        after = store.last_position()
+    with Store(other) as store:
+        for n in range(5):
+            store.create_thread(thread_id=f"other-{n}")
+            store.append_message(f"other-{n}", "user", "elsewhere")
+    proc, base = _serve(path, "127.0.0.1")
+    path.unlink()
+    try:
+        with urllib.request.urlopen(f"{base}/live?id=T&after={after}", timeout=20) as stream:
+            lines = [stream.readline() for _ in range(5)]
+            assert lines[2] == b"event: unavailable\n", lines
+            path.write_bytes(other.read_bytes())
+            with Store(path) as store:
+                store.append_message("other-0", "assistant", "appended once the file was back")
+            lines = [stream.readline() for _ in range(4)]
+    finally:
+        _stop(proc)
+    assert lines[:2] == [b"event: failed\n", b'data: {"error": "thread \'T\' not found"}\n'], lines
+
+
 def _replaced_by_a_shorter_log(path: Path) -> int:
     """A file of thread T and 20 events, replaced (as a restore or a copy does) by one whose T
     has one: the position the first file's log reached, which a page of it had shown."""

@@ -204,6 +204,17 @@ def _exists(view: Viewer, thread: str, start: int) -> None:
         raise HTTPException(400, f"from {start} is past the thread's {head} events: pass 0..{head}")
 
 
+def _still_held(view: Viewer, thread: str, start: int) -> None:
+    """`_exists` for a file opened again after it could not be, which may be another file now:
+    a thread it does not hold, or that holds fewer events than the page starts at, ends the
+    page's stream saying so (it said `live` and was sent nothing, for good), as `/live/rows`
+    stops a page with a refusal."""
+    try:
+        _exists(view, thread, start)
+    except HTTPException as error:
+        raise StoreError(str(error.detail)) from None
+
+
 def _moved(view: Viewer, position: int) -> tuple[int, str | None]:
     """(the log's last position, the JSON to send or None when it is still `position`)."""
     with view.open() as store:
@@ -234,13 +245,15 @@ def _asked(request: Request) -> tuple[str, int, int, int]:
     return thread, after, start, skip
 
 
-def _stream(request: Request, name: str, look: Callable[[int], tuple[int, str | None]], position: int) -> StreamingResponse:
+def _stream(request: Request, name: str, look: Callable[[int], tuple[int, str | None]], position: int,
+            reopened: Callable[[], None] | None = None) -> StreamingResponse:
     """Server-sent events `name`: `look(position)` every `INTERVAL`, on a worker thread, gives
     the position reached and what to send (None: nothing). Ends when the browser leaves or the
     server stops; a look that fails ends it with a `failed` event saying why. A file that
     cannot be opened now (removed, or no database for a while: a 503 to a page) does not end
     it: an `unavailable` event says why, the looks go on, and an `available` event says when
-    the file opens again; the page goes on from the update it last took."""
+    the file opens again; the page goes on from the update it last took. The file back may be
+    another one: `reopened()` checks it still holds what the stream is of before the look."""
     view = viewer(request)
 
     async def stream() -> AsyncIterator[str]:
@@ -248,6 +261,8 @@ def _stream(request: Request, name: str, look: Callable[[int], tuple[int, str | 
         yield ": connected\n\n"
         while not view.stopping.is_set() and not await request.is_disconnected():
             try:
+                if down and reopened is not None:
+                    await run_in_threadpool(reopened)
                 reached, payload = await run_in_threadpool(look, reached)
                 sent = None if payload is None else f"id: {reached}\nevent: {name}\ndata: {payload}\n\n"
                 if down:  # opened again
@@ -287,7 +302,8 @@ async def events(request: Request) -> StreamingResponse:
         pass  # the file cannot be opened now (removed, or no database for a while): the stream says so, and looks on
     except (StoreError, *UNREADABLE) as error:  # an event that cannot be read: a stream saying so, which the page stops on
         return StreamingResponse(iter([_failed(error)]), media_type="text/event-stream")
-    return _stream(request, "rows", lambda position: _poll(view, thread, position, start, skip), after)
+    return _stream(request, "rows", lambda position: _poll(view, thread, position, start, skip), after,
+                   functools.partial(_still_held, view, thread, start))
 
 
 async def log(request: Request) -> StreamingResponse:
