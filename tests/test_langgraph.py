@@ -545,3 +545,13 @@ def test_log_lines_escape_what_a_graph_names_its_channels_and_nodes(tmp_path: Pa
     shown = cli(db, "log", line_id("n", ""))
     assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
     assert r"task step\x1b]0;title\x07: note\x1b[2J line\u202eevil" in shown, shown
+
+
+def test_a_hand_written_write_naming_no_text_channel_reads_as_json_in_its_log_line(tmp_path: Path) -> None:
+    """`threadlog emit` takes any JSON for a write's channel; its log line showed Python's repr
+    of it (`{'x': 1}, None`), where every other line shows JSON."""
+    db = tmp_path / "emitted.db"
+    with Store(db) as store:
+        store.create_thread(thread_id="w")
+        store.append("w", [{"type": "langgraph.writes", "data": {"task_id": "x", "writes": [{"channel": {"x": 1}}, {"idx": 1}]}}])
+    assert ("langgraph.writes", "task x: {…}, null") in log_hints(db, "w")

@@ -161,7 +161,8 @@ def _writes_hint(data: dict[str, Any]) -> str:
     other by its path, or its id) and the channels it writes, each once, in the order written."""
     task = str(data.get("task_path") or data.get("task_id")).removeprefix("~__pregel_pull, ")
     writes = data.get("writes")
-    channels = dict.fromkeys(str(w.get("channel")) for w in writes if isinstance(w, dict)) if isinstance(writes, list) else {}
+    named = (w.get("channel") for w in writes if isinstance(w, dict)) if isinstance(writes, list) else ()
+    channels = dict.fromkeys(c if isinstance(c, str) else _scalar(c) for c in named)  # (only a hand-written one is no text)
     return f"task {task}: {', '.join(channels)}" if channels else f"task {task}"
 
 
