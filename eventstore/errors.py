@@ -188,7 +188,20 @@ class ReadersHeldOff(StoreError):
 class OldPagesKept(StoreError):
     """The write is committed, but another connection's read kept the write-ahead log from
     being truncated: old pages (a redacted payload's among them) stay in it until `purge()`
-    runs with no reader. Not a refusal: running the write again would find it done."""
+    runs with no reader. Not a refusal: running the write again would find it done.
+
+    One a purge raised (`pages_kept`) holds what keeps the old copies and until when, in the
+    backend's words, for `threadlog purge` to say: each backend keeps them somewhere else."""
+
+    held: str | None = None
+    until: str | None = None
+
+
+def pages_kept(path: str, held: str, until: str) -> OldPagesKept:
+    """What a purge raises when `held` keeps an erased payload's old copies until `until`."""
+    error = OldPagesKept(f"{path}: {held}; the change is committed; call purge() once {until}")
+    error.held, error.until = held, until
+    return error
 
 
 class StaleSnapshot(StoreError):

@@ -103,8 +103,8 @@ from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitR
                       doc_pieces,
                       NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, tools_query, query_words)
 from .claims import Claim
-from .errors import (Claimed, Deadlocked, Disconnected, KeyClash, Locked, NoStore, NotPermitted, OldPagesKept, SchemaError,
-                     SchemaTooOld, StoreError, altered_index, first_line, unsendable)
+from .errors import (Claimed, Deadlocked, Disconnected, KeyClash, Locked, NoStore, NotPermitted, SchemaError, SchemaTooOld,
+                     StoreError, altered_index, first_line, pages_kept, unsendable)
 from .urls import safe_url, without_passwords as _without_passwords
 from .pgreach import not_connected
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
@@ -1444,9 +1444,8 @@ class PostgresBackend:
                 # (A redaction's note committed meanwhile names another position, and stays.)
                 self.conn.execute("DELETE FROM search_progress WHERE name = 'unindexed' AND position = %s", unindexed)
         if kept:
-            raise OldPagesKept(f"{self.path}: {kept} transaction(s) open elsewhere since before the last redaction still "
-                               "see the old row version of its event, so it stays in the table's file; the change is "
-                               "committed; call purge() once they end")
+            raise pages_kept(self.path, f"{kept} transaction(s) open elsewhere since before the last redaction still see "
+                             "the old row version of its event, so it stays in the table's file", "they end")
 
     @_translated
     def counts(self) -> tuple[int, int]:

@@ -38,8 +38,8 @@ from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, QUERY_OPERATORS, SNIPPET_
                       hit_filters, prefix_query, tools_query, query_words)
 from .checkpoints import BACKSTOP, Checkpointer
 from .claims import Claim, file_claim, unclaimed
-from .errors import (Locked, OldPagesKept, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
-                     not_threadlog, shown, unsendable)
+from .errors import (Locked, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
+                     not_threadlog, pages_kept, shown, unsendable)
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 from .recorded import altered_stream
 
@@ -1319,10 +1319,8 @@ class SQLiteBackend:
         with self._checkpointer.running if self._checkpointer is not None else contextlib.nullcontext():
             busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if busy:
-            raise OldPagesKept(
-                f"{self.path}: another connection is reading (or writing), so the write-ahead log still holds old "
-                "pages; the change is committed; call purge() once the readers are done"
-            )
+            raise pages_kept(self.path, "another connection is reading (or writing), so the write-ahead log still "
+                             "holds old pages", "the readers are done")
 
     @_translated
     def settle_wal(self) -> None:

@@ -6,6 +6,9 @@ recycle: the README says what to run.)"""
 from __future__ import annotations
 
 import contextlib
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +20,7 @@ import pytest
 from projections.search import extractor
 from threadlog import OldPagesKept, Store, search
 from tests.backends import postgres_cluster, postgres_url
+from tests.test_postgres_tamper_reads import dump
 
 SECRET = "Zq7SecretWordKx"
 
@@ -210,6 +214,35 @@ def test_a_purge_after_a_redaction_a_snapshot_held_up_writes_the_search_index_an
                 store.redact(leak, reason="password", actor="ops")
             reader.rollback()
         store.purge()
+    assert _rows_holding(url, SECRET) == []
+    assert _files_holding(url, SECRET) == []
+
+
+def test_threadlog_purge_held_up_on_postgresql_says_what_holds_it_not_the_write_ahead_log() -> None:
+    """`threadlog purge` while a snapshot from before the redaction is open said SQLite's words,
+    that the write-ahead log still holds old pages (PostgreSQL's WAL is the server's, and purge
+    does not touch it): the user was not told that a transaction holds the old row version in
+    the table's file. It says so now, exits 1 and changes no row; once the snapshot ends, a
+    purge leaves no copy."""
+    url = postgres_url()
+    with Store(url) as store:
+        leak = _indexed_secret(store)
+        with _snapshot_held(url) as reader:
+            with pytest.raises(OldPagesKept):
+                store.redact(leak, reason="password", actor="ops")
+            with psycopg.connect(url, autocommit=True) as conn:
+                before = dump(conn)
+            done = subprocess.run([sys.executable, "-m", "threadlog", "--db", url, "purge"], capture_output=True, text=True,
+                                  timeout=60)
+            with psycopg.connect(url, autocommit=True) as conn:
+                assert dump(conn) == before
+            reader.rollback()
+    assert done.returncode == 1 and done.stdout == "", done
+    assert re.fullmatch(r"error: \d+ transaction\(s\) open elsewhere since before the last redaction still see the old "
+                        r"row version of its event, so it stays in the table's file; run `threadlog purge` again once "
+                        r"they end\n", done.stderr), done.stderr
+    with Store(url) as store:
+        _purge_once_unheld(store)
     assert _rows_holding(url, SECRET) == []
     assert _files_holding(url, SECRET) == []
 

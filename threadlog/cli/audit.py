@@ -194,9 +194,9 @@ def purge(store: Store, as_json: bool) -> None:
     readers are done (PostgreSQL: vacuums the rewritten tables)."""
     try:
         store.purge()
-    except OldPagesKept:  # its own job, not a write kept: nothing is committed by a purge
-        _fail("another connection is reading (or writing), so the write-ahead log still holds old pages; run "
-              "`threadlog purge` again once it is done")
+    except OldPagesKept as error:  # its own job, not a write kept: nothing is committed by a purge
+        # In the backend's words: SQLite's WAL, or PostgreSQL's transactions keeping a row version.
+        _fail(f"{error.held}; run `threadlog purge` again once {error.until}")
     _committed("purged the old copies of erased payloads")
     if as_json:
         _emit_json({"purged": True})
