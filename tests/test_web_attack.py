@@ -826,14 +826,19 @@ def _blamed(page: str) -> list[tuple[int, int, int]]:
         r'<td class="num">(\d+)</td><td>message</td>.*?<td class="num">(\d+)</td><td class="num">(\d+)</td>', page, re.S)]
 
 
+def _long_thread(store: Store) -> None:
+    """Thread `t`: 250 user messages, m0..m249 at offsets 1..250, more than two pages of each view."""
+    store.create_thread(thread_id="t", title="t")
+    store.append("t", [{"type": "message.appended", "data": {"role": "user", "content": f"m{i}"}} for i in range(250)])
+
+
 def test_a_blame_page_reads_only_the_messages_it_shows(tmp_path: Path) -> None:
     # A page from `start` decoded every message before it to count them (the last page of a
     # thread of 100,000 events took 4.9 s), so one that cannot be read stopped every later page
     # too, where the thread page's later pages are shown.
     path = tmp_path / "blame.db"
     with Store(path) as store:
-        store.create_thread(thread_id="t", title="t")
-        store.append("t", [{"type": "message.appended", "data": {"role": "user", "content": f"m{i}"}} for i in range(250)])
+        _long_thread(store)
         expected = [(entry.index, entry.offset, entry.position) for entry in blame(store, "t")]
     position = _tampered_at(path, "t", 5, "data = '{\"role\":'")
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1", raise_server_exceptions=False) as c:
@@ -849,8 +854,7 @@ def test_a_replay_page_reads_only_the_messages_it_shows(tmp_path: Path) -> None:
     # of the thread, where its blame and thread pages show the pages without it.
     path = tmp_path / "replay.db"
     with Store(path) as store:
-        store.create_thread(thread_id="t", title="t")
-        store.append("t", [{"type": "message.appended", "data": {"role": "user", "content": f"m{i}"}} for i in range(250)])
+        _long_thread(store)
         store.append("t", [{"type": "compaction.recorded", "data": {"summary": "so far", "through_offset": 3}}])
     position = _tampered_at(path, "t", 5, "data = '{\"role\":'")
     with TestClient(create_app(str(path)), base_url="http://127.0.0.1", raise_server_exceptions=False) as c:
