@@ -1,13 +1,14 @@
-"""Offsets and ranges: the logical history as segments, and the one check for range arguments."""
+"""Offsets and ranges: the logical history as segments, each read whole, and the one check for range arguments."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
-from .errors import InvalidEvent, shown
+from .errors import InvalidEvent, Unreadable, named, shown
 from .recorded import ThreadInfo
 
+Row = TypeVar("Row", bound=tuple[Any, ...])
 Segment = tuple[str, int, int | None]  # (stream, lo, hi): the stream's own offsets lo..hi-1
 
 # The largest offset, position or count an argument may name: SQLite stores 64-bit integers,
@@ -64,3 +65,27 @@ def clip(ranges: list[Segment], start: int, stop: int | None) -> Iterator[Segmen
             hi = stop if hi is None else min(hi, stop)
         if hi is None or lo < hi:
             yield stream_id, lo, hi
+
+
+def whole(rows: Iterator[Row], thread: str, stream_id: str, lo: int, end: int, at: int) -> Iterator[Row]:
+    """A segment's rows (the offset of each at index `at`), refused where one is missing: every
+    offset lo..end-1 must come, in order (later ones too, a newer append's). Only raw SQL
+    deletes an event or moves a fork point: read without this check, the history would come
+    back shorter, or with another thread's events in its place, and nothing would say so."""
+    expected = lo
+    for row in rows:
+        if row[at] != expected:
+            raise missing(thread, stream_id, expected, row[at])
+        expected += 1
+        yield row
+    if expected < end:
+        raise missing(thread, stream_id, expected, end)
+
+
+def missing(thread: str, stream_id: str, lo: int, hi: int) -> Unreadable:
+    """The refusal of a read of `thread` whose offsets lo..hi-1, stored in `stream_id`, are not in the file."""
+    one = hi - lo == 1
+    events = f"its event at offset {lo} is" if one else f"its events at offsets {lo}..{hi - 1} are"
+    where = "" if stream_id == thread else f" ({'it belongs' if one else 'they belong'} to {named(stream_id)}, a thread it is forked from)"
+    return Unreadable(f"thread {named(thread)} cannot be read whole: {events} missing from the file{where}; only an edit "
+                      "outside threadlog removes one (an event deleted, or a fork point moved), and `threadlog verify` names where")

@@ -36,7 +36,7 @@ from .verify import VerifyReport, verify, verify_since
 from .ids import check_id, event_ids
 from .prepare import (META_KEYS, PreparedEvent, check_flag, check_items, check_text, check_thread, check_thread_id, new_id, now,
                       prepare, prepare_text)
-from .ranges import check_index, clip, is_index, segments
+from .ranges import check_index, clip, is_index, missing, segments, whole
 from .skeleton import skeleton_of
 from .recorded import (Altered, RecordedEvent, ThreadInfo, acyclic, altered, altered_stream, decode, from_row, make_tuple,
                        too_deep, unbroken)
@@ -55,7 +55,7 @@ _PAUSE_FROM = 64
 
 Expect = str | int
 
-_Row = TypeVar("_Row")
+_Row = TypeVar("_Row", bound=tuple[Any, ...])
 _V = TypeVar("_V")  # what `Store._up_each` reads of one stream
 _R = TypeVar("_R")  # what it gives for a history
 
@@ -1082,9 +1082,12 @@ class Store:
         """The thread's logical history (ancestor segments first), offsets start..stop-1.
 
         One indexed range scan per ancestor segment; nothing is copied. The thread's
-        existence is checked when called, the rows are streamed as you iterate.
+        existence is checked when called, the rows are streamed as you iterate. An offset
+        the thread should hold and the file does not (only raw SQL deletes an event, or
+        moves a fork point) raises `Unreadable` where the reader reaches it, naming it: a
+        history is never read with a hole in it.
         """
-        return map(from_row, self._history(thread, start, stop, self.backend.range))
+        return map(from_row, self._history(thread, start, stop, self.backend.range, 2))
 
     def read_all(self, after: int = 0, limit: int | None = None, *, whole: bool = False) -> Iterator[RecordedEvent]:
         """Every event with position > `after`, in global (commit) order: a reader tailing the
@@ -1120,11 +1123,12 @@ class Store:
 
         For folds that need only some events' data: they `decode` those alone.
         """
-        return self._history(thread, start, stop, self.backend.range_data)
+        return self._history(thread, start, stop, self.backend.range_data, 0)
 
     def _history(self, thread: str, start: int, stop: int | None,
-                 fetch: Callable[[str, int, int | None], Iterator[_Row]]) -> Iterator[_Row]:
-        """The rows `fetch` gives for each segment of the logical history, start..stop-1.
+                 fetch: Callable[[str, int, int | None], Iterator[_Row]], at: int) -> Iterator[_Row]:
+        """The rows `fetch` gives for each segment of the logical history, start..stop-1, each
+        checked to hold every offset of its range (`whole`; `at` is where a row keeps its offset).
 
         The arguments and the thread are checked now; the rows are read as they are iterated.
         """
@@ -1132,9 +1136,12 @@ class Store:
         check_index("stop", stop, optional=True)
         if stop is not None and stop < start:
             raise InvalidEvent("stop", f"{stop} is below start {start}: the range start..stop-1 would be empty")
-        ranges = clip(segments(self.ancestry(thread, start)), start, stop)
-        # Each segment's query runs when the reader reaches it; `chain` adds no Python frame per row.
-        return itertools.chain.from_iterable(fetch(stream_id, lo, hi) for stream_id, lo, hi in ranges)
+        ancestry = self.ancestry(thread, start)
+        head = ancestry[0].head  # the thread's own segment, the last, ends there (or at `stop`, or later by a newer append)
+        ranges = clip(segments(ancestry), start, stop)
+        return itertools.chain.from_iterable(
+            whole(fetch(stream_id, lo, hi), thread, stream_id, lo, head if hi is None else min(hi, head), at)
+            for stream_id, lo, hi in ranges)
 
     def unreadable(self, thread: str, offset: int, error: BaseException | None = None) -> StoreError:
         """The error a reader raises when the event at `offset` of `thread` cannot be decoded:
@@ -1170,7 +1177,7 @@ class Store:
             if lo <= offset and (hi is None or offset < hi):
                 row = self.backend.event_at(stream_id, offset)
                 if row is None:
-                    raise Unreadable(f"event at offset {offset} of {stream_id!r} is missing; run verify")
+                    raise missing(ancestry[0].id, stream_id, offset, offset + 1)
                 return row
         raise Unreadable(f"offset {offset} is in no segment of {ancestry[0].id!r}; run verify")
 

@@ -416,3 +416,51 @@ def test_blame_of_a_fork_whose_parent_was_renamed_under_a_snapshot_is_refused(tm
                                  "events cannot be read (that thread's row was deleted, or the fork's parent_id altered, "
                                  "outside threadlog); `threadlog verify` names where\n"), args
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+HOLES = {
+    # (SQL, the thread read, the first offset missing, the thread whose it is when not the one read)
+    "inherited": ('DELETE FROM events WHERE stream_id = \'T\' AND "offset" = 3', "G", 3, "T"),
+    "own-tail": ('DELETE FROM events WHERE stream_id = \'G\' AND "offset" = 12', "G", 12, None),
+    "fork-point-lowered": ("UPDATE streams SET parent_offset = 9 WHERE id = 'G'", "G", 9, None),  # 9..10 are F's
+}
+
+
+@pytest.mark.parametrize("hole", list(HOLES))
+def test_a_history_with_a_hole_is_refused_by_every_reader_naming_the_offsets(template: Template, tmp_path: Path,
+                                                                            hole: str) -> None:
+    """An event deleted with raw SQL, or a fork point lowered below the fork's first own event:
+    `read`, every projection and `show`, `log`, `transcript` gave the history without those
+    offsets and said nothing (only `verify` found it). Now each names the missing offsets; what
+    lies before them still reads, and no reader changes the file."""
+    sql, thread, first, owner = HOLES[hole]
+    path = _copy(template, tmp_path)
+    conn = sqlite3.connect(path)
+    conn.execute(sql)
+    conn.commit()
+    conn.close()
+    before = _digest(path)
+    whose = f" [^;]*\\(it belongs to '{owner}', a thread it is forked from\\)" if owner else ""
+    said = re.compile(rf"thread '(?P<read>\w)' cannot be read whole: its events? at offsets? {first}\b{whose}.*"
+                      "`threadlog verify` names where")
+    with Store(path, read_only=True) as store:
+        for name, call in {
+            "read": lambda: list(store.read(thread)), "read_data": lambda: list(store.read_data(thread)),
+            "read_raw": lambda: list(store.read_raw(thread)), "thread_state": lambda: thread_state(store, thread).to_json(),
+            "transcript": lambda: transcript(store, thread), "request": lambda: anthropic_request(store, thread),
+            "rows": lambda: display_rows(store, thread), "export": lambda: list(export_events(store, thread)),
+        }.items():
+            with pytest.raises(StoreError) as refused:
+                call()
+            found = said.search(str(refused.value)) if name != "export" else re.search(
+                rf"thread '{owner or thread}' cannot be read whole: its events? at offsets? {first}\b", str(refused.value))
+            assert found and (name == "export" or found["read"] == thread), (name, str(refused.value))
+        assert [e.offset for e in store.read(thread, 0, first)] == list(range(first))
+        with pytest.raises(IntegrityError):
+            store.verify()
+    for args in (["show", thread], ["log", thread], ["transcript", thread], ["rows", thread]):
+        result = CliRunner().invoke(cli, ["--db", str(path), *args])
+        # `log` streams: the events before the hole, then the refusal as its last line
+        last = result.output.splitlines()[-1] if args[0] == "log" else result.output
+        assert result.exit_code == 1 and last.startswith("error: ") and said.search(last), (args, result.output)
+    assert _digest(path) == before
