@@ -285,6 +285,38 @@ def test_ask_answered_with_no_text_names_the_stop_reason_and_shows_no_escape_raw
     assert not {"\x1b", "\u202e", "\x07"} & set(done.stderr), done.stderr
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize(("reason", "hint"), [
+    ("max_tokens", "the answer's token limit was reached (--max-tokens sets it)"),
+    ("model_context_window_exceeded", "the thread's history and the answer filled the model's context window: redact its "
+                                      "largest events (threadlog redact) or fork it before them (threadlog fork --at), "
+                                      "and ask there"),
+    ("a_reason_to_come", "a stop reason this release does not know to end a whole answer"),
+], ids=["max-tokens", "context-window", "unknown"])
+def test_ask_answered_with_text_cut_short_says_why_and_exits_3(tmp_path: Path, api: MessagesAPI, stream: bool, reason: str,
+                                                               hint: str) -> None:
+    """An answer the API cut off (its token limit, the context window full) or that stopped for a
+    reason `ask` does not know printed its start and exited 0, stderr silent: a script took the
+    half answer for the whole. It prints what came, names the stop reason and what it means, exit 3;
+    the turn is recorded as it came and the next ask works."""
+    db = tmp_path / "t.db"
+    t = threadlog("new", "--model", "claude-test-1", db=db).stdout.strip()
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    cut = message([{"type": "text", "text": "The first three steps are"}], reason)
+    api.reply_sse(cut) if stream else api.reply_json(cut)
+    done = threadlog("ask", t, "List the steps.", *(["--stream"] if stream else []), db=db, env=env)
+    assert (done.returncode, done.stdout.strip()) == (3, "The first three steps are"), done.stderr
+    assert done.stderr == (f"error: the answer is cut short: the model stopped with stop_reason {reason!r} ({hint}); "
+                           f"the turn is recorded (`threadlog show {t} --last 2` shows it)\n")
+    api.reply_json(cut)
+    as_json = threadlog("ask", t, "Go on.", "--json", db=db, env=env)  # --json says why as well as stderr
+    assert as_json.returncode == 3 and json.loads(as_json.stdout)["stop_reason"] == reason
+    api.reply_json(message([{"type": "text", "text": "All five steps."}]))
+    again = threadlog("ask", t, "Whole, please.", db=db, env=env)
+    assert (again.returncode, again.stdout, again.stderr) == (0, "All five steps.\n", "")
+    assert threadlog("verify", db=db).returncode == 0
+
+
 def test_request_check_after_ask_on_a_retrieval_fork_proves_it(tmp_path: Path, api: MessagesAPI) -> None:
     """`request` opened the file read-only, and the search index, behind by the answer and the
     run's end written after it caught up, could not catch up: "open it writable once"."""

@@ -145,8 +145,9 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     ANTHROPIC_BASE_URL and ANTHROPIC_CUSTOM_HEADERS as the anthropic SDK reads them).
 
     Without TEXT, ask again: a failed turn keeps the question (exit 3), so a retry sends no
-    second copy. An answer with no text, or one the model refused part-way, is recorded, and
-    stderr names its stop reason: exit 3, so a script does not take the output for the answer. On a note
+    second copy. An answer with no text, or one cut short (refused part-way, cut off at the token
+    limit or the context window), is recorded, and stderr names its stop reason: exit 3, so a
+    script does not take the output for the answer. On a note
     fork the model is offered `read_transcript` and `grep_transcript`, which read the parent's
     history below the fork point, as its note tells it to."""
     from ..live import run_turn
@@ -174,8 +175,22 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     if turn.status == "error":  # committed (the question, the run): exit 3, not 1, or a script's retry asks twice
         again = command_line("threadlog ask", [thread])
         _fail(f"{turn.error or 'the turn failed'} (the question is kept: `{again}` with no TEXT asks again)", EXIT_UNPRINTED)
-    if turn.status == "ok" and (not turn.text.strip() or turn.stop_reason == "refusal"):  # read as the answer, whole, with exit 0
+    if turn.status == "ok" and (not turn.text.strip() or turn.stop_reason not in _WHOLE):  # read as the answer, whole, with exit 0
         _fail(_no_text(turn), EXIT_UNPRINTED)
+
+
+# The stop reasons of an answer the model ended whole (None: an answer that gave none, as it came).
+# Any other, printed with exit 0, was taken by a script for the whole answer: one cut off at the
+# token limit or by the context window, one refused part-way, one of a reason to come.
+_WHOLE = frozenset({"end_turn", "stop_sequence", None})
+
+# What a stop reason that cut the answer short means, and the way on.
+_CUT_SHORT = {
+    "max_tokens": "the answer's token limit was reached (--max-tokens sets it)",
+    "model_context_window_exceeded": "the thread's history and the answer filled the model's context window: redact its "
+                                     "largest events (threadlog redact) or fork it before them (threadlog fork --at), "
+                                     "and ask there",
+}
 
 
 @contextlib.contextmanager
@@ -204,14 +219,25 @@ def _answer_named(store: Store, thread: str) -> Iterator[None]:
 
 
 def _no_text(turn: Turn) -> str:
-    """Why `ask` printed no answer, or one the model refused part-way: the last answer's stop
-    reason, and the refusal's category and explanation when the API gave them (`stop_details`)."""
+    """Why `ask` printed no answer, or one cut short (refused part-way, cut off, stopped for a reason
+    it does not know): the last answer's stop reason and what it means (`_stop_said`)."""
     answer = turn.messages[-1].data if turn.messages else {}
-    said = stop_details_said(answer)
+    said = _stop_said(answer)
     why = f" ({said})" if said else ""
     what = "has no text" if not turn.text.strip() else "is cut short"
     return (f"the answer {what}: the model stopped with stop_reason {answer.get('stop_reason')!r}{why}; "
             f"the turn is recorded (`threadlog show {turn.thread} --last 2` shows it)")
+
+
+def _stop_said(answer: dict[str, Any]) -> str:
+    """What the answer's stop reason means, when `ask` names it: a refusal's category and
+    explanation, what cut the answer short, or that the reason is none this release knows."""
+    reason = answer.get("stop_reason")
+    if reason in _CUT_SHORT:
+        return _CUT_SHORT[reason]
+    if reason == "refusal" or reason in _WHOLE:
+        return stop_details_said(answer)
+    return "a stop reason this release does not know to end a whole answer"
 
 
 @cli.command()
