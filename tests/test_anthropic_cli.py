@@ -291,8 +291,9 @@ def test_ask_answered_with_no_text_names_the_stop_reason_and_shows_no_escape_raw
     ("model_context_window_exceeded", "the thread's history and the answer filled the model's context window: redact its "
                                       "largest events (threadlog redact) or fork it before them (threadlog fork --at), "
                                       "and ask there"),
+    ("tool_use", "the answer stopped to call a tool, and holds no tool call"),
     ("a_reason_to_come", "a stop reason this release does not know to end a whole answer"),
-], ids=["max-tokens", "context-window", "unknown"])
+], ids=["max-tokens", "context-window", "tool-use-without-a-call", "unknown"])
 def test_ask_answered_with_text_cut_short_says_why_and_exits_3(tmp_path: Path, api: MessagesAPI, stream: bool, reason: str,
                                                                hint: str) -> None:
     """An answer the API cut off (its token limit, the context window full) or that stopped for a

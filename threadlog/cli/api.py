@@ -186,6 +186,7 @@ _WHOLE = frozenset({"end_turn", "stop_sequence", None})
 
 # What a stop reason that cut the answer short means, and the way on.
 _CUT_SHORT = {
+    "tool_use": "the answer stopped to call a tool, and holds no tool call",
     "max_tokens": "the answer's token limit was reached (--max-tokens sets it)",
     "model_context_window_exceeded": "the thread's history and the answer filled the model's context window: redact its "
                                      "largest events (threadlog redact) or fork it before them (threadlog fork --at), "
