@@ -225,6 +225,8 @@ def test_ls_says_which_listed_fork_has_its_parent_not_in_the_file(db: str) -> No
     assert "orphanparent at 3, not in the file" in _ls(db, "--root", "orphan")["orphan"]
     rows = json.loads(CliRunner().invoke(cli, ["--db", db, "ls", "--all", "--json"]).stdout)
     positions = {row["id"]: row["last_position"] for row in rows}
+    assert {row["id"] for row in rows if row["parent_missing"]} == {"orphan"}, rows  # the JSON said nothing of it
+    assert all(row["parent_missing"] is False for row in rows if row["id"] != "orphan")
     alone = _ls(db, "--all", "-n", "1", "--before", str(positions["below"] + 1))  # its parent `orphan` is on the next page
     assert list(alone) == ["below"] and "not in the file" not in alone["below"], alone
     assert "not in the file" in _ls(db, "--all", "-n", "1", "--before", str(positions["orphan"] + 1))["orphan"]

@@ -55,7 +55,8 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: tup
     import writes sessions in the order of their files, each with its own times.
 
     A fork whose parent is not in the file (its row deleted, or the fork's parent_id altered,
-    outside threadlog: reads of its history are refused) says so after its fork point.
+    outside threadlog: reads of its history are refused) says so after its fork point (`--json`:
+    `parent_missing` is true, false on every other row).
 
     A page with more threads after it ends with where the next begins, on stderr (the rows on
     stdout stay the table): `--before POSITION`, the last row's last_position, or
@@ -70,7 +71,7 @@ def ls(store: Store, limit: int, everything: bool, root: str | None, before: tup
             _check_rootless(store)
         entries = (entry for page in itertools.chain(() if first is None else (first,), pages) for entry in page)
         if as_json:  # printed as read: a list of 202,000 threads' entries, and their JSON, held 906 MB
-            _emit_json_array(entries)
+            _emit_json_array({**entry, "parent_missing": entry["id"] in pages.orphaned} for entry in entries)
             return
         if first is None:  # as `search` says `no match`: on stderr, stdout left empty (it held the table's header alone)
             click.echo(_no_threads(before), err=True)
