@@ -315,3 +315,18 @@ def test_a_fork_whose_parent_id_names_a_shorter_thread_is_refused_naming_the_gap
         done = CliRunner().invoke(cli, ["--db", db, *command])
         assert done.exit_code == 1 and said in done.stderr, (command, done.output)
     assert fingerprint(Path(db)) == before
+
+
+def test_a_fork_whose_parent_id_was_emptied_names_the_empty_parent(tmp_path: Path) -> None:
+    """A parent_id altered to '' printed as a root's `-` in `ls` (`-, not in the file`) and as no
+    word in `tree` (`forked at 2 from , which is not in the file`)."""
+    db = str(tmp_path / "empty.db")
+    with Store(db) as store:
+        store.create_thread(thread_id="P")
+        store.append_message("P", "user", "hi")
+        store.fork("P", fork_id="F")
+    with contextlib.closing(sqlite3.connect(db)) as lite, lite:
+        lite.execute("UPDATE streams SET parent_id = '' WHERE id = 'F'")
+    assert "'' at 2, not in the file" in _ls(db, "--all")["F"]
+    tree = CliRunner().invoke(cli, ["--db", db, "tree", "--all"])
+    assert tree.exit_code == 1 and "⑃ F  fork, 3 events, forked at 2 from '', which is not in the file" in tree.stdout, tree.output

@@ -198,7 +198,7 @@ def ls_lines(entries: Iterable[dict[str, Any]], orphaned: Container[str] = ()) -
     widths = [len(name) for name in header[:-1]]
     rows = []
     for e in entries:
-        parent = f"{e['parent_id']} at {e['parent_offset']}" if e["parent_id"] else "-"
+        parent = "-" if e["parent_id"] is None else f"{_parent_named(e['parent_id'])} at {e['parent_offset']}"
         if e["id"] in orphaned:
             parent += ", not in the file"
         cells = [safe(cell) for cell in (e["id"], e["kind"], parent, str(e["messages"]), activity_time(e["last_activity"]),
@@ -215,6 +215,12 @@ def ls_lines(entries: Iterable[dict[str, Any]], orphaned: Container[str] = ()) -
     yield line(header)
     for row in rows:
         yield line(row.split("\0"))
+
+
+def _parent_named(parent_id: str) -> str:
+    """A fork's parent as `ls` and `tree` print it: its id, or '' for the empty id only raw SQL
+    gives a row (printed as nothing, it read as a root's `-`, or as no word at all)."""
+    return parent_id or "''"
 
 
 def activity_time(time: str) -> str:
@@ -256,7 +262,7 @@ def tree_lines(threads: Sequence[ThreadInfo], titles: dict[str, str | None] | No
         label = f"{info.id}  {info.kind}, {counted(info.head, 'event')}" + (f"  {title}" if title else "")
         agent = sub_agent_details((agents or {}).get(info.id))
         if root and info.parent_id is not None:  # its parent's row is gone (raw SQL): no tree holds it
-            yield f"⑃ {label}, forked at {info.parent_offset} from {info.parent_id}, which is not in the file{agent}"
+            yield f"⑃ {label}, forked at {info.parent_offset} from {_parent_named(info.parent_id)}, which is not in the file{agent}"
         elif root:
             yield label
         else:
