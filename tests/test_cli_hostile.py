@@ -810,6 +810,21 @@ def test_ids_that_differ_by_a_character_that_shows_as_nothing_are_told_apart(tmp
     assert code == 1 and "ab\\u200bc" in err and "\u200b" not in err, err
 
 
+def test_show_tells_a_metadata_key_that_reads_as_another_from_it(tmp_path: Path) -> None:
+    """A fork's metadata key written bare: an empty key showed `metadata    1`, a key `1` with no
+    value, and `a b 1` read as key `a` or `a b`. A key that is empty, holds a space or starts
+    with a quote is shown as JSON; a plain key stays as it is."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        thread = store.create_thread(title="t")
+        store.append_message(thread, "user", "hi")
+        fork = store.fork(thread, metadata={"": 1, "a b": 2, " c": 3, '"d"': 4, "user": "ana"})
+    code, shown, _ = invoke("--db", str(db), "show", fork)
+    assert code == 0, shown
+    lines = [line[12:] for line in shown.splitlines() if line.startswith(("metadata", " " * 12))][:5]
+    assert lines == ['"" 1', '" c" 3', '"\\"d\\"" 4', '"a b" 2', 'user "ana"'], lines
+
+
 def _with_closed(stream: str, db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`threadlog --db DB ARGS` started with its standard `stream` (0 stdin, 1 stdout) closed, as
     `threadlog ... >&-` (or `<&-`) starts it from a shell; Python then has no `sys.stdout` (or

@@ -379,8 +379,14 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
 def _keyed_lines(label: str, values: dict[str, Any]) -> Iterator[str]:
     """`show`'s lines for a map a caller writes (settings, metadata): a key and its value as
     JSON a line, each cut as the title is (one value of 10 MB was one line): --json has them whole."""
-    return _field_lines(label, [_short(f"{key} {json.dumps(value, ensure_ascii=False)}", 100)
+    return _field_lines(label, [_short(f"{_key(key)} {json.dumps(value, ensure_ascii=False)}", 100)
                                 for key, value in sorted(values.items())])
+
+
+def _key(key: str) -> str:
+    """A key as `show` writes it before its value: bare, unless it would read as another (empty,
+    holding a space, or starting with a quote), then as JSON: `"" 1`, `"a b" 2`."""
+    return json.dumps(key, ensure_ascii=False) if not key or key.startswith('"') or any(c.isspace() for c in key) else key
 
 
 def _field_lines(label: str, lines: list[str]) -> Iterator[str]:
