@@ -37,6 +37,22 @@ def test_every_projection_command_has_help(command: str) -> None:
     assert len(getattr(cli.get_command(click.Context(cli), command), "help", None) or "") > 20
 
 
+def test_show_says_which_of_a_forks_inherited_todos_are_done(tmp_path: Path) -> None:
+    """Sagents: a fork may keep its parent's todos (`inherit`). `show` printed each todo's text
+    alone, so a completed one read as one still to do; a todo with a status now shows it."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        thread = store.create_thread()
+        store.append_message(thread, "user", "plan the trip")
+        store.append(thread, [{"type": "todos.set", "data": {"todos": [
+            {"content": "book the train", "status": "completed"}, {"content": "find a hotel", "status": "in_progress"},
+            {"content": "pack", "status": "pending"}, {"content": "call ana"}]}}])
+        fork = store.fork(thread, todos="inherit")
+    code, out, _ = _run(db, "show", fork)
+    assert code == 0 and ("\ntodos       [completed] book the train\n            [in_progress] find a hotel\n"
+                          "            [pending] pack\n            call ana\n") in out, out
+
+
 def test_show_text_json_and_replay(demo: tuple[Path, dict[str, object]]) -> None:
     db, ids = demo
     fork = str(ids["fork"])

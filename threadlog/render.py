@@ -362,7 +362,7 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
         yield "last run    " + _short(f"{run.get('status')} at offset {run['offset']} (run_id {run.get('run_id')}){error}", 100)
     yield f"context     {state.context}   retrieval {state.retrieval}"
     yield from _keyed_lines("metadata", state.metadata)
-    yield from _field_lines("todos", [_short(todo.get("content", ""), 100) for todo in state.todos])
+    yield from _field_lines("todos", [_short(_todo(todo), 100) for todo in state.todos])
     pending = ", ".join(f"{i['interrupt_id']} ({_short(i.get('question') or '', 60) or '-'})" for i in state.pending_interrupts)
     yield f"interrupts  {pending or '-'}" + (f"   demoted: {', '.join(state.demoted_interrupts)}" if state.demoted_interrupts else "")
     if state.compaction:
@@ -374,6 +374,13 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     for message in shown:
         label = message.role if message.kind == "message" else f"{message.role}/{message.kind}"
         yield f"  {message.offset:>6}  {label:<15} {_message_line(message.content, message.refusal)}"
+
+
+def _todo(todo: dict[str, Any]) -> str:
+    """A todo as `show` writes it: its status first when it has one (`[completed] pack`), so a
+    done one does not read as one still to do."""
+    status = todo.get("status")
+    return f"[{status}] {todo.get('content', '')}" if status else str(todo.get("content", ""))
 
 
 def _keyed_lines(label: str, values: dict[str, Any]) -> Iterator[str]:
