@@ -608,6 +608,40 @@ def test_a_transcript_is_never_written_over_the_database(tmp_path: Path) -> None
     assert not Path(f"{path}-journal").exists()
 
 
+def test_a_note_forks_transcript_is_not_written_over_with_another_threads(tmp_path: Path) -> None:
+    """`fork --context note --transcript PATH` of thread B, with PATH the file a note fork of
+    thread A names, replaced A's transcript with B's: A's fork went on telling its model that
+    A's conversation was saved there, and the model read B's. It is refused, the file and the
+    database left as they were; a new fork of A itself (agentty's one file per parent) still
+    rewrites it."""
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+
+    db, path = tmp_path / "t.db", tmp_path / "trip.transcript.md"
+    with Store(db) as store:
+        lyon, paris = store.create_thread(title="Lyon"), store.create_thread(title="Paris")
+        store.append_message(lyon, "user", "A train to Lyon")
+        store.append_message(paris, "user", "A flight to Paris")
+
+    def fork(thread: str) -> tuple[int, str, str]:
+        result = CliRunner().invoke(cli, ["--db", str(db), "fork", thread, "--context", "note", "--transcript", str(path)])
+        return result.exit_code, result.stdout, result.stderr
+
+    assert fork(lyon)[0] == 0 and "Lyon" in path.read_text(encoding="utf-8")
+    before = path.read_bytes()
+    with Store(db) as store:
+        last = store.last_position()
+    code, out, err = fork(paris)
+    assert (code, out) == (1, "") and err.startswith("error: path: ") and "another thread" in err and lyon in err, err
+    assert len(err.splitlines()) == 1 and path.read_bytes() == before
+    with Store(db) as store:
+        assert store.last_position() == last and [info.id for info in store.subtree(paris)] == [paris]
+        store.append_message(lyon, "assistant", "The 08:04.")
+    code, out, err = fork(lyon)
+    assert code == 0 and "The 08:04." in path.read_text(encoding="utf-8"), err
+
+
 @pytest.mark.parametrize("position", ["3", 2.5, None, 0], ids=["text", "float", "none", "zero"])
 def test_transcripts_holding_something_that_is_no_position_is_refused_by_name(mem: Store, position: Any) -> None:
     """`position - 1` raised TypeError for text or None; 0 was refused as read_all's `after`."""

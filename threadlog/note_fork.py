@@ -5,7 +5,8 @@ the store writes no file. A model told to read the transcript there must find it
 writes the parent's transcript as of the fork point beside `path` (synced), makes the fork,
 then renames the file into place: a refused fork leaves `path` as it was, and a failed write
 forks nothing. `threadlog fork --context note --transcript PATH` is this call. A device or a
-pipe (`/dev/null`, `/dev/stdout`) is refused: the model could read nothing there later.
+pipe (`/dev/null`, `/dev/stdout`) is refused: the model could read nothing there later. So is
+a file holding another thread's transcript: a note fork of that thread may name it.
 
 A redaction does not reach such a file: `transcripts_holding` names the ones written from a
 history that held the erased event (`threadlog redact` lists them), to rewrite or delete.
@@ -49,10 +50,33 @@ def fork_with_transcript(store: Store, thread: str, path: str | os.PathLike[str]
     if made is not None and made.type == "thread.forked" and made.data.get("parent_id") == thread:
         stop = made.offset  # a retry: the transcript of the fork it made
     text = transcript(store, thread, stop=stop)
+    refuse_another_threads(path, text)
     with staged(path, [text.encode("utf-8")], "the transcript", keep=store.files):
         # At `stop`, not at the head as it is now: another writer may have appended to the
         # parent since the transcript was read, and the file would lack what the fork holds.
         return store.fork(thread, stop, context="note", transcript=named, **options)
+
+
+# A transcript's first line names its thread; an id is at most 200 characters, written escaped.
+_HEADER = "# Transcript of thread "
+_LONGEST_HEADER = 4096
+
+
+def refuse_another_threads(path: str | os.PathLike[str], text: str) -> None:
+    """Refuse to write `text`, a transcript, over the transcript of another thread at `path`: a
+    note fork of that thread names the file to its model, which would read this thread's
+    conversation as its own. One of the same thread (a later fork of it: agentty keeps one file
+    per parent) is written over."""
+    try:
+        with open(path, "rb") as file:
+            first = file.readline(_LONGEST_HEADER).decode("utf-8").rstrip("\n")
+    except (OSError, UnicodeDecodeError):  # nothing there, or no transcript (a write that fails says why)
+        return
+    if first.startswith(_HEADER) and first != text.split("\n", 1)[0]:
+        raise InvalidEvent("path", f"{shown(os.fspath(path))} holds the transcript of another thread "
+                                   f"({shown(first.removeprefix(_HEADER))}), which a note fork of it may name to its model; "
+                                   "written over, that model would read this thread's conversation as its own. Name "
+                                   "another file, or delete that one first (nothing was written)")
 
 
 def fork_options(store: Store, info: ThreadInfo) -> dict[str, Any]:
