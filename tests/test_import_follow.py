@@ -180,7 +180,7 @@ def test_a_refused_trajectory_is_reported_once_and_read_again_when_it_changes(tm
     store = Store(":memory:")
     follow_files(store, "swe-agent", [runs], interval=0.01, settle=3600, stop=stop,
                      on_refused=lambda path, error: refused.append((path, str(error))))
-    assert [(path, why.split(": ", 1)[0]) for path, why in refused] == [(bad, str(bad))], refused
+    assert [(path, why.split(": ", 1)[0]) for path, why in refused] == [(bad, f"{bad}:1")], refused  # named at its line
     expected = Store(":memory:")
     import_swe_agent(expected, [good, bad])
     assert _events(store) == _events(expected)

@@ -237,14 +237,14 @@ def test_an_observation_s_images_are_image_blocks_and_what_is_left_out_is_counte
 
 
 @pytest.mark.parametrize(("content", "says"), [
-    (b'{"history": [', "bad.traj: not JSON (Expecting value: line 1 column 14"),
-    (b"\xff{}", "bad.traj: not UTF-8 text"),
+    (b'{"history": [', "bad.traj:1: not JSON (Expecting value: line 1 column 14"),
+    (b"\xff{}", "bad.traj:1: not UTF-8 text"),
     (b"[1, 2]", "bad.traj: not a SWE-agent trajectory: a .traj file is a JSON object holding a `history` list"),
     (b'{"trajectory": []}', "not a SWE-agent trajectory"),
     (b'{"type": "session", "id": "s"}\n{"type": "message"}\n',  # a pi session: it was "not JSON (Extra data: line 2 ..."
      "bad.traj: a pi session's header, so not a SWE-agent trajectory (JSON text): for a pi session, run `threadlog import pi`; "
      "leave that file out"),
-    (b"[" * 100_000 + b"]" * 100_000, "bad.traj: JSON nested too deeply to read"),
+    (b"[" * 100_000 + b"]" * 100_000, "bad.traj:1: JSON nested too deeply to read"),
     (_trajectory(SYSTEM, TASK, {"role": "robot", "content": "hi"}).encode(), "bad.traj:15: history[2]: role must be one of "),
     (_trajectory(SYSTEM, {"role": "assistant", "content": "x", "tool_calls": [{"function": {"name": "bash"}}]}).encode(),
      "bad.traj:9: history[1]: tool_calls[0] needs a non-empty string id"),
@@ -282,13 +282,14 @@ def test_skip_bad_leaves_out_a_file_that_cannot_be_imported_and_imports_the_othe
     (runs / "robot.traj").write_text(_trajectory(SYSTEM, TASK, {"role": "robot", "content": "hi"}), encoding="utf-8")
     db = tmp_path / "t.db"
     refused = _import(db, str(runs))
-    assert refused.exit_code == 1 and "cut.traj: not JSON" in refused.stderr and "skip bad files (--skip-bad)" in refused.stderr
+    cut_line = whole[: len(whole) // 2].count("\n") + 1  # the line it was cut on
+    assert refused.exit_code == 1 and f"cut.traj:{cut_line}: not JSON" in refused.stderr and "skip bad files (--skip-bad)" in refused.stderr
     assert not db.exists()  # nothing written, not even the file
     result = _import(db, "--skip-bad", "--json", str(runs))
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert (summary["files"], summary["threads"], summary["skipped"]) == (1, 1, {"malformed": 2})
-    assert [(Path(b["file"]).name, b["line"]) for b in summary["bad"]] == [("cut.traj", 1), ("robot.traj", 15)]
+    assert [(Path(b["file"]).name, b["line"]) for b in summary["bad"]] == [("cut.traj", cut_line), ("robot.traj", 15)]
     assert "not JSON" in summary["bad"][0]["why"] and "history[2]: role must be one of" in summary["bad"][1]["why"]
     with Store(db) as store:
         assert [thread_state(store, t.id).title for t in store.all_threads()] == ["a"]
@@ -361,7 +362,7 @@ def test_a_trajectory_being_rewritten_waits_for_a_later_import_and_an_old_cut_on
         _age(Path(path), 3600)
     before = file_dump(db)
     refused = _import(db, str(runs))
-    assert refused.exit_code == 1 and "cut001.traj: not JSON" in refused.stderr and "cut000" not in refused.stderr
+    assert refused.exit_code == 1 and "cut001.traj:1: not JSON" in refused.stderr and "cut000" not in refused.stderr
     assert "skip bad files (--skip-bad)" in refused.stderr and file_dump(db) == before
     empty = [p for p in cut if not Path(p).stat().st_size]  # a cut of each text at 0 bytes
     skipped = json.loads(_import(db, "--json", "--skip-bad", str(runs)).stdout)
@@ -407,7 +408,8 @@ def test_a_cut_trajectory_dated_ahead_of_the_clock_is_refused_not_left_waiting_u
     _age(cut, -365 * 24 * 3600.0)
     db = tmp_path / "t.db"
     result = _import(db, "--json", str(cut))
-    assert result.exit_code == 1 and f"{cut}: not JSON (" in result.stderr, result.output
+    line = whole[: len(whole) // 2].count("\n") + 1  # the line it was cut on
+    assert result.exit_code == 1 and f"{cut}:{line}: not JSON (" in result.stderr, result.output
     assert "still being written" not in result.output and not db.exists()
     _age(cut, -60)  # a minute ahead (a clock a little off): still taken as one being written
     waiting = _import(db, "--json", str(cut))
@@ -426,7 +428,8 @@ def test_finished_refuses_a_cut_trajectory_just_copied_and_imports_a_whole_one(t
     assert waiting.exit_code == 0 and json.loads(waiting.stdout)["waiting_files"] == [str(cut)], waiting.output
     db.unlink()
     refused = _import(db, "--json", "--finished", str(cut))
-    assert refused.exit_code == 1 and f"{cut}: not JSON (" in refused.stderr, refused.output
+    line = whole[: len(whole) // 2].count("\n") + 1  # the line it was cut on
+    assert refused.exit_code == 1 and f"{cut}:{line}: not JSON (" in refused.stderr, refused.output
     assert "still being written" not in refused.output and not db.exists()
     copied = tmp_path / "copied.traj"
     shutil.copy(CTF, copied)
@@ -485,3 +488,47 @@ def test_import_swe_agent_takes_a_list_of_paths(tmp_path: Path) -> None:
     shutil.copy(SIMPLE, tmp_path / "a.traj")
     with Store(tmp_path / "t.db") as store, pytest.raises(InvalidEvent, match="must be a list of paths"):
         import_swe_agent(store, str(tmp_path / "a.traj"))  # type: ignore[arg-type]
+
+
+def _marred(how: str) -> tuple[bytes, int]:
+    """The real marshmallow trajectory with a fault in its last entry, and the line it is on:
+    a byte that is not UTF-8, a value nested 10,000 deep, or the file cut off there."""
+    text = MARSHMALLOW.read_text(encoding="utf-8")
+    at = text.rindex('"role": "assistant"')  # the last entry's
+    line = text.count("\n", 0, at) + 1
+    raw = text.encode("utf-8")
+    at = len(text[:at].encode("utf-8"))
+    if how == "not-utf8":
+        return raw[:at] + b'"\xff": 1, ' + raw[at:], line
+    if how == "deep":
+        return raw[:at] + b'"deep": ' + b"[" * 10_000 + b"]" * 10_000 + b", " + raw[at:], line
+    return raw[: at + len('"role": "assi')], line
+
+
+@pytest.mark.parametrize(("how", "says"), [
+    ("not-utf8", "not UTF-8 text (invalid start byte at byte "),
+    ("deep", "JSON nested too deeply to read (an event holds at most 100 levels)"),
+    ("cut", "not JSON (Unterminated string"),
+], ids=["not-utf8", "deep", "cut"])
+def test_a_fault_late_in_a_real_trajectory_is_refused_naming_its_file_and_line(tmp_path: Path, how: str, says: str) -> None:
+    """A trajectory is one JSON document over hundreds of lines: a byte that is not UTF-8 or a
+    value nested too deeply to read, near its end, was refused naming the file alone (the
+    first with a byte offset, the second with nothing), and --skip-bad named it at line 1, so
+    finding the fault meant searching the whole file. Each is named FILE:LINE, the line it is
+    on, with nothing written, and --skip-bad skips it at that line."""
+    db = tmp_path / "t.db"
+    assert _import(db, str(SIMPLE)).exit_code == 0
+    content, line = _marred(how)
+    bad = tmp_path / "bad.traj"
+    bad.write_bytes(content)
+    _age(bad, 3600)
+    before = file_dump(db)
+    result = _import(db, str(bad))
+    assert result.exit_code == 1 and result.stdout == "", result.output
+    [refusal] = result.stderr.splitlines()
+    assert refusal.startswith(f"error: {bad}:{line}: {says}") and "Traceback" not in result.output, refusal
+    assert file_dump(db) == before
+    skipped = _import(db, "--skip-bad", "--json", str(SIMPLE), str(bad))
+    assert skipped.exit_code == 0, skipped.output
+    [(file, at)] = [(b["file"], b["line"]) for b in json.loads(skipped.stdout)["bad"]]
+    assert (file, at) == (str(bad), line)

@@ -45,6 +45,7 @@ from typing import Any
 
 from eventstore import InvalidEvent, Store
 from eventstore.content import image_media_types
+from eventstore.events import MAX_DEPTH
 from eventstore.prepare import storable_json
 from eventstore.recorded import short
 
@@ -92,7 +93,9 @@ def _read(path: Path, seen: Seen) -> tuple[dict[str, Any], list[int]] | None:
     except UnicodeDecodeError as error:
         if mark + error.end == len(raw) and error.reason == "unexpected end of data" and seen.changed_within(path, LIVE_SECONDS):
             return None  # cut inside a character
-        raise InvalidEvent(str(path), f"not UTF-8 text ({error.reason} at byte {mark + error.start})") from None
+        at = mark + error.start
+        line = raw.count(b"\n", 0, at) + 1
+        raise InvalidEvent(f"{path}:{line}", f"not UTF-8 text ({error.reason} at byte {at})") from None
     except ValueError as error:
         if isinstance(error, json.JSONDecodeError) and _cut_short(text, error) and seen.changed_within(path, LIVE_SECONDS):
             return None
@@ -101,13 +104,36 @@ def _read(path: Path, seen: Seen) -> tuple[dict[str, Any], list[int]] | None:
                 _refuse_another_tools(path, json.loads(text.partition("\n")[0]))
         demo = " (a replay demo is YAML, and holds no trajectory: import the .traj it was made from)" \
             if path.suffix in (".yaml", ".yml") else ""
-        raise InvalidEvent(str(path), f"not JSON ({error}); a SWE-agent trajectory is one JSON object{demo}") from None
+        where = f"{path}:{error.lineno}" if isinstance(error, json.JSONDecodeError) else str(path)
+        raise InvalidEvent(where, f"not JSON ({error}); a SWE-agent trajectory is one JSON object{demo}") from None
     except RecursionError:
-        raise InvalidEvent(str(path), "JSON nested too deeply to read") from None
+        raise InvalidEvent(f"{path}:{_too_deep(text)}",
+                           f"JSON nested too deeply to read (an event holds at most {MAX_DEPTH} levels)") from None
     if not isinstance(trajectory, dict) or not isinstance(trajectory.get("history"), list):
         _refuse_another_tools(path, trajectory)
         raise InvalidEvent(str(path), "not a SWE-agent trajectory: a .traj file is a JSON object holding a `history` list")
     return trajectory, _history_lines(text)
+
+
+# What the nesting of JSON text turns on: a string (passed over whole), a bracket, a line's end.
+_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}\n]')
+
+
+def _too_deep(text: str) -> int:
+    """The line of `text` (JSON too deeply nested to read) on which its nesting first passes
+    `MAX_DEPTH` levels: where the value no event could hold is."""
+    depth, line = 0, 1
+    for match in _NESTING.finditer(text):
+        token = match.group()
+        if token == "\n":
+            line += 1
+        elif token in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return line
+        elif token in "]}":
+            depth -= 1
+    return 1  # not reached: Python reads JSON far deeper than an event may be
 
 
 def _refuse_another_tools(path: Path, record: Any) -> None:
