@@ -532,3 +532,32 @@ def test_a_fault_late_in_a_real_trajectory_is_refused_naming_its_file_and_line(t
     assert skipped.exit_code == 0, skipped.output
     [(file, at)] = [(b["file"], b["line"]) for b in json.loads(skipped.stdout)["bad"]]
     assert (file, at) == (str(bad), line)
+
+
+@pytest.mark.parametrize("kind", ["claude-code", "pi", "swe-agent"])
+def test_a_number_too_long_to_read_is_named_at_its_line_without_pythons_advice(tmp_path: Path, kind: str) -> None:
+    """A number of 5,000 digits late in a file was refused as "not JSON (Exceeds the limit
+    (4300 digits) for integer string conversion: ...; use sys.set_int_max_str_digits() to
+    increase the limit)": advice for a Python program, which no one importing can take, and
+    for a trajectory with no line. It is named at its line, saying what was too long."""
+    number = "1" + "0" * 5000
+    if kind == "swe-agent":
+        text = MARSHMALLOW.read_text(encoding="utf-8")
+        at = text.rindex('"role": "assistant"')
+        line = text.count("\n", 0, at) + 1
+        content = text[:at] + f'"n": {number}, ' + text[at:]
+        bad = tmp_path / "bad.traj"
+    else:
+        head = ('{"type": "session", "id": "s1", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/x"}\n' if kind == "pi"
+                else "")
+        line = 2 + bool(head)
+        content = head + '{"type": "summary", "summary": "a"}\n' + f'{{"type": "summary", "n": {number}}}\n'
+        bad = tmp_path / "5e55e55e-0000-4000-8000-000000000001.jsonl"
+    bad.write_text(content, encoding="utf-8")
+    _age(bad, 3600)
+    db = tmp_path / "t.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, str(bad)])
+    assert result.exit_code == 1 and result.stdout == "" and "Traceback" not in result.output, result.output
+    [refusal] = result.stderr.splitlines()
+    assert refusal.startswith(f"error: {bad}:{line}: not JSON (a number of 5001 digits"), refusal
+    assert "sys." not in refusal and not db.exists()

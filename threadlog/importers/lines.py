@@ -14,7 +14,9 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import shlex
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -371,6 +373,18 @@ class Seen:
         return raw
 
 
+_DIGITS = re.compile(r"value has (\d+) digits")  # in Python's refusal of a number too long to read
+
+
+def not_json(error: ValueError) -> str:
+    """What is wrong with text `json.loads` refused: a number too long for Python to read is
+    said so, not with the call that lifts Python's limit, which no one importing can make."""
+    found = None if isinstance(error, json.JSONDecodeError) else _DIGITS.search(str(error))
+    if found is None:
+        return f"not JSON ({error})"
+    return f"not JSON (a number of {found[1]} digits; a number may have at most {sys.get_int_max_str_digits()})"
+
+
 def read_lines(
     path: Path,
     on_bad: Callable[[BadLine], None],
@@ -415,7 +429,7 @@ def read_lines(
                 # to fix a line of a file that was never this format's.
                 on_bad(NoSession(name, number, elsewhere("swe-agent", kind)))
                 return [], end
-            on_bad(BadLine(name, number, f"not JSON ({error})"))
+            on_bad(BadLine(name, number, not_json(error)))
             continue
         except RecursionError:
             on_bad(BadLine(name, number, f"JSON nested too deeply to read (an event holds at most {MAX_DEPTH} levels)"))

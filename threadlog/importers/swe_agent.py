@@ -38,6 +38,7 @@ import codecs
 import contextlib
 import json
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,7 +50,7 @@ from eventstore.events import MAX_DEPTH
 from eventstore.prepare import storable_json
 from eventstore.recorded import short
 
-from .lines import LIVE_SECONDS, NoSession, Seen, WholeFile, nothing_in, source_files, text_name
+from .lines import LIVE_SECONDS, NoSession, Seen, WholeFile, not_json, nothing_in, source_files, text_name
 from .models import give_model
 from .origin import elsewhere, first_line_of
 from .plan import Plan, PlannedStream, import_sources, stable_id
@@ -104,8 +105,8 @@ def _read(path: Path, seen: Seen) -> tuple[dict[str, Any], list[int]] | None:
                 _refuse_another_tools(path, json.loads(text.partition("\n")[0]))
         demo = " (a replay demo is YAML, and holds no trajectory: import the .traj it was made from)" \
             if path.suffix in (".yaml", ".yml") else ""
-        where = f"{path}:{error.lineno}" if isinstance(error, json.JSONDecodeError) else str(path)
-        raise InvalidEvent(where, f"not JSON ({error}); a SWE-agent trajectory is one JSON object{demo}") from None
+        line = error.lineno if isinstance(error, json.JSONDecodeError) else _long_number(text)
+        raise InvalidEvent(f"{path}:{line}", f"{not_json(error)}; a SWE-agent trajectory is one JSON object{demo}") from None
     except RecursionError:
         raise InvalidEvent(f"{path}:{_too_deep(text)}",
                            f"JSON nested too deeply to read (an event holds at most {MAX_DEPTH} levels)") from None
@@ -134,6 +135,18 @@ def _too_deep(text: str) -> int:
         elif token in "]}":
             depth -= 1
     return 1  # not reached: Python reads JSON far deeper than an event may be
+
+
+def _long_number(text: str) -> int:
+    """The line of `text` (JSON refused for a number too long to read) holding that number."""
+    longer = re.compile(r'"(?:[^"\\]|\\.)*"|\n|\d{%d,}' % (sys.get_int_max_str_digits() + 1))
+    line = 1
+    for match in longer.finditer(text):
+        if match.group() == "\n":
+            line += 1
+        elif not match.group().startswith('"'):
+            return line
+    return 1
 
 
 def _refuse_another_tools(path: Path, record: Any) -> None:
