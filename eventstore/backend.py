@@ -182,7 +182,7 @@ def hit_filters(mark: str, scope: Sequence[Scope] | None, role: str | None, tool
     if scope is not None:
         if not scope:
             return None
-        where.append("(" + " OR ".join(f'(d.stream_id = {mark} AND d."offset" >= {mark} AND d."offset" < {mark})' for _ in scope) + ")")
+        where.append(_any_of([f'(d.stream_id = {mark} AND d."offset" >= {mark} AND d."offset" < {mark})'] * len(scope)))
         for stream_id, lo, hi in scope:
             params += (stream_id, lo, NO_BOUND if hi is None else hi)
     for column, value in (("role", role), ("tool", tool)):
@@ -190,6 +190,16 @@ def hit_filters(mark: str, scope: Sequence[Scope] | None, role: str | None, tool
             where.append(f"d.{column} = {mark}")
             params.append(value)
     return where, params
+
+
+def _any_of(conditions: list[str]) -> str:
+    """`conditions` joined by OR, nested in halves: SQLite refuses an expression tree more than
+    1,000 deep, and reads `a OR b OR c ...` as one level a term (a search scoped to a fork at
+    the end of a chain of 1,000 forks, a range each, was refused as an altered index)."""
+    if len(conditions) == 1:
+        return conditions[0]
+    half = len(conditions) // 2
+    return f"({_any_of(conditions[:half])} OR {_any_of(conditions[half:])})"
 
 
 def tools_query(mark: str, scope: Sequence[Scope] | None) -> tuple[str, list[Any]] | None:

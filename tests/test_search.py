@@ -120,6 +120,23 @@ def test_a_fork_sees_its_inherited_history_never_a_sibling_nor_the_parents_later
     assert all(h.title == "Trip" for h in everything)
 
 
+def test_a_fork_at_the_end_of_a_chain_of_a_thousand_forks_searches_its_history(store: Store) -> None:
+    """Each fork of a chain is one more range of the history a scoped search reads: on SQLite, a
+    fork 1,000 deep was refused as "the search index was altered outside threadlog (Expression
+    tree is too large)", and the rebuild it sent the user to changed nothing."""
+    root = store.create_thread(title="Trip")
+    store.append_message(root, "user", "a ferry at the root")
+    fork = root
+    for depth in range(1000):
+        fork = store.fork(fork)
+        if depth == 500:
+            store.append_message(fork, "assistant", "a ferry half way down")
+    store.append_message(fork, "user", "a ferry at the end")
+    hits = search(store, "ferry", thread=fork, limit=10)
+    assert sorted(hit.snippet for hit in hits) == ["a **ferry** at the end", "a **ferry** at the root", "a **ferry** half way down"]
+    assert [hit.snippet for hit in search(store, "ferry", thread=fork, ancestors=False)] == ["a **ferry** at the end"]
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["alpha", "beta"])), min_size=1, max_size=12))
 def test_scoped_search_equals_a_filter_of_the_threads_history(script: list[tuple[int, str]]) -> None:
