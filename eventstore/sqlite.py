@@ -1392,7 +1392,15 @@ class SQLiteBackend:
 
     @_index_call
     def index_last_docid(self) -> int:
-        return int(self.conn.execute("SELECT coalesce(max(docid), -1) FROM search_docs").fetchone()[0])
+        """The newest document's id (-1: none), once FTS5's index holds it too. Emptied by raw SQL
+        (FTS5's `delete-all`, or the documents deleted), every search silently found nothing,
+        or only what a catch-up indexed next; the newest documents of both agree otherwise, and
+        comparing them costs two lookups (a document removed below the newest is not seen)."""
+        fts, docs = self.conn.execute("SELECT (SELECT max(id) FROM search_fts_docsize), (SELECT max(docid) FROM search_docs)").fetchone()
+        if fts != docs:
+            raise altered_index(f"its newest document is {'none' if docs is None else docs}, and FTS5's index of them "
+                                f"ends at {'none' if fts is None else fts}")
+        return -1 if docs is None else int(docs)
 
     @_index_call
     def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:
@@ -1452,6 +1460,7 @@ class SQLiteBackend:
         FTS5 reads a query only up to its first U+0000, and dropped the words after one (a search
         for two words joined by one found every text holding the first): it separates words here,
         as it does in what is indexed."""
+        self.index_last_docid()  # FTS5's index and the documents agree
         if match == "query":
             try:
                 return self._search(query.replace("\x00", " "), scope, role, tool, limit)

@@ -564,6 +564,9 @@ INDEX_TAMPERS = {  # the search index's tables altered by raw SQL
     "fts-terms-dropped": "DROP TABLE search_fts_idx",
     "fts-dropped": "DROP TABLE search_fts",
     "docs-dropped": "DROP TABLE search_docs",
+    # emptied: every search silently found nothing (or, once a catch-up indexed the next event, only that)
+    "fts-emptied": "INSERT INTO search_fts (search_fts) VALUES ('delete-all')",
+    "docs-emptied": "DELETE FROM search_docs",
     "progress-dropped": "DROP TABLE search_progress",
 }
 
@@ -603,6 +606,25 @@ def test_an_altered_search_index_is_named_and_rebuilt(tmp_path: Path, tamper: st
     with Store(path) as store:
         hits = search(store, "bike")
         assert [(hit.thread, hit.offset) for hit in hits] == [("t", 6)]
+
+
+@pytest.mark.parametrize("tamper", [INDEX_TAMPERS["fts-emptied"], INDEX_TAMPERS["docs-emptied"]], ids=["fts", "docs"])
+def test_an_emptied_index_that_covers_the_log_is_named_not_searched(tmp_path: Path, tamper: str) -> None:
+    """With nothing appended since, no catch-up runs: a search of an index emptied by raw SQL
+    said `no match` for every query, as if no thread held the words."""
+    import sqlite3
+
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        store.append_message(store.create_thread(), "user", "a ferry to corsica")
+        assert search(store, "ferry")
+    with sqlite3.connect(path) as conn:
+        conn.execute(tamper)
+    conn.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with Store(path) as store, pytest.raises(StoreError, match="search index was altered outside threadlog .*index --rebuild"):
+        search(store, "ferry")
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
 
 DOC_FORGERIES = {
