@@ -907,3 +907,40 @@ def test_another_sites_page_is_refused_and_its_link_to_a_thread_goes_live(served
     finally:
         elsewhere.shutdown()
         elsewhere.server_close()
+
+
+# A letter under thousands of combining marks (Zalgo text), and ids and titles in scripts
+# written right to left: stored text a page shows among its own.
+ZALGO = "Z" + "\u0301" * 3000 + "\u0316" * 3000
+HEBREW, ARABIC = "שלום", "مرحبا"
+
+
+@pytest.fixture(scope="module")
+def scripts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of `threadlog serve` over threads holding `ZALGO` and right-to-left ids."""
+    path = tmp_path_factory.mktemp("scripts") / "scripts.db"
+    with Store(path) as store:
+        for thread, middle in (("zalgo", ZALGO), ("plain", "Z")):
+            store.create_thread(thread_id=thread)
+            for text in ("above", middle, "below"):
+                store.append_message(thread, "user", text)
+        root = store.create_thread(title="שלום עולם", thread_id=HEBREW)
+        store.append_message(root, "user", "first")
+        fork = store.fork(root, fork_id=ARABIC)
+        store.append_message(fork, "user", "in the fork")
+        store.append_message(store.fork(fork, fork_id="deeper"), "user", "deeper still")
+    proc, base = start_server(path)
+    yield base
+    stop_server(proc)
+
+
+def test_combining_marks_paint_inside_their_own_row(scripts: str, page) -> None:
+    """A letter under 6,000 combining marks drew a line down the whole page, across the header
+    and the rows above and below its own: the page around it looks as around a plain letter."""
+    looks = {}
+    for thread in ("zalgo", "plain"):
+        page.goto(url(scripts, "/thread", id=thread))
+        rows = page.locator("#rows > li.item")
+        looks[thread] = [page.locator("header.top").screenshot(), rows.nth(0).screenshot(), rows.nth(2).screenshot()]
+    assert looks["zalgo"] == looks["plain"]
+
