@@ -944,3 +944,33 @@ def test_combining_marks_paint_inside_their_own_row(scripts: str, page) -> None:
         looks[thread] = [page.locator("header.top").screenshot(), rows.nth(0).screenshot(), rows.nth(2).screenshot()]
     assert looks["zalgo"] == looks["plain"]
 
+
+def test_right_to_left_ids_and_titles_leave_the_text_around_them_in_order(scripts: str, page) -> None:
+    """An id or title in Hebrew or Arabic took the page's own words next to it into its
+    direction: the tree read `Root 3 · שלום threads` and a node `T · 2 · שלום עולם ev`, and a
+    thread's lineage showed its forks and their offsets out of order."""
+
+    def left(selector: str, text: str) -> float:
+        """Where `text` starts on the page, in the element `selector`."""
+        return float(page.evaluate("""([selector, text]) => {
+            const walker = document.createTreeWalker(document.querySelector(selector), NodeFilter.SHOW_TEXT);
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                const at = node.data.indexOf(text);
+                if (at < 0) continue;
+                const range = document.createRange();
+                range.setStart(node, at);
+                range.setEnd(node, at + text.length);
+                return range.getBoundingClientRect().left;
+            }
+            throw new Error(`no ${text} in ${selector}`);
+        }""", [selector, text]))
+
+    page.goto(url(scripts, "/tree", id="deeper"))
+    assert left("main p.meta", HEBREW) < left("main p.meta", "3 threads")
+    node = page.locator("svg a.node text").first
+    label = node.evaluate("(text, word) => text.getStartPositionOfChar(text.textContent.indexOf(word)).x", "עולם")
+    count = node.evaluate("text => text.getStartPositionOfChar(text.textContent.indexOf(' ev') - 1).x")
+    assert label < count
+    page.goto(url(scripts, "/thread", id="deeper"))
+    order = [left("nav.lineage", text) for text in (HEBREW, "@2", ARABIC, "@4", "deeper")]
+    assert order == sorted(order), order
