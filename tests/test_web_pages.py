@@ -69,6 +69,20 @@ def test_nothing_writes_and_only_get_is_served(built: tuple[Path, dict[str, str]
     assert file_dump(path) == before
 
 
+@pytest.mark.parametrize("target", ["/thread?id=trip", "/live/rows?id=trip", "/static/viewer.js", "/favicon.ico"])
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"])
+def test_a_method_the_viewer_does_not_serve_is_a_405_naming_those_it_does(client: TestClient, target: str,
+                                                                          method: str) -> None:
+    """A POST, PUT or DELETE to a page was a 405 saying only `Method Not Allowed`, with no
+    `Allow` header (which a 405 must send): now the page says the viewer is read-only and
+    which methods it serves, and the header names them."""
+    response = client.request(method, target)
+    assert response.status_code == 405
+    assert set(response.headers["allow"].replace(" ", "").split(",")) == {"GET", "HEAD"}
+    message = html.unescape(re.search(r'id="error-message">(.*?)</p>', response.text, re.S).group(1))  # type: ignore[union-attr]
+    assert message == f"{method} is not served here: the viewer is read-only, and answers GET and HEAD only"
+
+
 def test_another_host_name_is_refused(client: TestClient) -> None:
     """A page elsewhere that rebinds its name to 127.0.0.1 cannot read the store."""
     assert client.get("/", headers={"host": "evil.example"}).status_code == 400

@@ -75,13 +75,22 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+# The methods every route answers: the viewer only reads.
+SERVED = ("GET", "HEAD")
+
+
 def _error(status: int) -> Callable[[Request, Exception], Response]:
     def handle(request: Request, error: Exception) -> Response:
         if isinstance(error, HTTPException):
-            status_code, message = error.status_code, str(error.detail)
+            status_code, message, headers = error.status_code, str(error.detail), dict(error.headers or {})
         else:
-            status_code, message = status, str(unreadable(error))
-        return viewer(request).render(request, "error.html", status=status_code, message=message, status_code=status_code)
+            status_code, message, headers = status, str(unreadable(error)), {}
+        if status_code == 405:  # it said `Method Not Allowed`, without the Allow header a 405 must send
+            message = f"{request.method} is not served here: the viewer is read-only, and answers {' and '.join(SERVED)} only"
+            headers["allow"] = ", ".join(SERVED)
+        page = viewer(request).render(request, "error.html", status=status_code, message=message, status_code=status_code)
+        page.headers.update(headers)
+        return page
 
     return handle
 
