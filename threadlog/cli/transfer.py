@@ -53,6 +53,13 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
                      "a last response or a sub-agent's file the session does not show complete yet, or a "
                      "response waiting on a tool call)")
         lines.extend(f"  {file}" for file in summary.waiting_files)
+    if summary.cycles_cut:
+        file, line = summary.cycles_cut[0]
+        cut = len(summary.cycles_cut)
+        lines.append("parents in a cycle: " + (
+            "1 line's parent chain comes back to it, cut there and taken as the start of a thread, at " if cut == 1 else
+            f"{cut} lines' parent chains come back to them, each cut there and taken as the start of a thread, first at ")
+            + f"{file}:{line}")
     if summary.changed:
         file, line = summary.changed_lines[0]
         lines.append(f"changed since imported: {summary.changed} event(s) the source now gives otherwise, first at "

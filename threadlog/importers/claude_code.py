@@ -359,7 +359,7 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
     for entry in order:
         if entry.kind == "user" and entry.parent in boundary_by_uuid and entry.line.record.get("isCompactSummary"):
             boundaries[entry.uuid] = boundary_by_uuid[entry.parent]
-    parsed.units = _units(order, entries, boundaries)
+    parsed.units, cycles = _units(order, entries, boundaries)
     if (partial_tail or paused) and parsed.units:
         held = _unfinished(parsed.units, lines, paused_only=not partial_tail)
         if held:  # leave them for a later read; their event ids are the same then
@@ -371,7 +371,9 @@ def _from_lines(path: Path, key: str, lines: list[Line], summary: ImportSummary,
             kept = [e for e in order if e.unit is None or e.unit.key not in held]
             for entry in kept:
                 entry.unit = None
-            parsed.units = _units(kept, {e.uuid: e for e in kept}, boundaries)
+            parsed.units, cycles = _units(kept, {e.uuid: e for e in kept}, boundaries)
+    # Named at each import: the cut is the file's (of the lines imported now: a held one waits).
+    summary.cycles_cut.extend((str(path), entry.line.number) for entry in cycles)
     titles[:] = [t for t in titles if t.leaf in entries]
     return parsed
 
@@ -523,8 +525,10 @@ def _boundary_parent(boundary: dict[str, Any], seen: dict[str, _Entry]) -> str |
     return next((u for u in reversed(candidates) if u in seen), logical)
 
 
-def _units(order: list[_Entry], entries: dict[str, _Entry], boundaries: dict[str, dict[str, Any]]) -> list[_Unit]:
-    """Group conversation lines into units and link the units into a tree (see module doc)."""
+def _units(order: list[_Entry], entries: dict[str, _Entry],
+           boundaries: dict[str, dict[str, Any]]) -> tuple[list[_Unit], list[_Entry]]:
+    """Group conversation lines into units and link the units into a tree (see module doc);
+    with the lines where a cycle of parents was cut (`_parents_first`), in the file's order."""
     tool_owner: dict[str, _Unit] = {}
     units: dict[tuple[str, str], _Unit] = {}
     ordered: list[_Unit] = []
@@ -552,7 +556,8 @@ def _units(order: list[_Entry], entries: dict[str, _Entry], boundaries: dict[str
 
     previous: _Entry | None = None
     responses: dict[str, tuple[str, str]] = {}  # a response's message.id -> the key of its unit, when not ("a", id)
-    for entry in _parents_first(order, entries):
+    placed, cut = _parents_first(order, entries)
+    for entry in placed:
         if entry.kind == "link":
             continue
         record = entry.line.record
@@ -591,16 +596,17 @@ def _units(order: list[_Entry], entries: dict[str, _Entry], boundaries: dict[str
         previous = entry
     for unit in reversed(ordered):
         unit.latest = max([unit.entries[-1].line.number, *(c.latest for c in unit.children)])
-    return ordered
+    return ordered, cut
 
 
-def _parents_first(order: list[_Entry], entries: dict[str, _Entry]) -> list[_Entry]:
+def _parents_first(order: list[_Entry], entries: dict[str, _Entry]) -> tuple[list[_Entry], list[_Entry]]:
     """`order` (the file's) with every line after the line it names as its parent: a line
     written before its parent (lines swapped in an edited or merged file) began a root of its
     own, and the file's one conversation came in as two threads, the second starting mid-way.
-    A cycle of parents is cut where it is entered (`_units` takes that line as a root)."""
-    keys, _ = parents_first([entry.uuid for entry in order], {entry.uuid: entry.parent for entry in order})
-    return [entries[key] for key in keys]
+    A cycle of parents is cut where it is entered (`_units` takes that line as a root): those
+    lines come second, in the file's order."""
+    keys, cut = parents_first([entry.uuid for entry in order], {entry.uuid: entry.parent for entry in order})
+    return [entries[key] for key in keys], sorted((entries[key] for key in cut), key=lambda entry: entry.line.number)
 
 
 def _continues(unit: _Unit, parent: _Entry | None) -> bool:
@@ -1208,6 +1214,7 @@ def _plan_session(session: Session, summary: ImportSummary, skip_bad: bool, part
         outer.files += summary.files
         outer.skipped.update(summary.skipped)
         outer.bad.extend(summary.bad)
+        outer.cycles_cut.extend(summary.cycles_cut)
         if main_file is not None and not main_file.held:  # a held last response counted it
             outer.wait(str(main_file.path))
         return Plan(store=store)

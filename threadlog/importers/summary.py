@@ -32,6 +32,9 @@ class ImportSummary:
     edited file), and `changed_lines` names their source lines (file, line): they are kept
     as stored, since the log is never rewritten. `gone` counts events already stored that the
     source no longer gives at all (a file cut shorter, or an older copy): kept as stored too.
+    `cycles_cut` names each line (file, line) where a cycle of parents was cut (a line whose
+    chain of parents comes back to it: an edited or corrupted file), taken as the start of a
+    thread: the file's, so named at each import of it, whatever the store holds.
     """
 
     files: int = 0
@@ -53,6 +56,7 @@ class ImportSummary:
     changed: int = 0
     changed_lines: list[tuple[str, int]] = field(default_factory=list)
     gone: int = 0
+    cycles_cut: list[tuple[str, int]] = field(default_factory=list)
 
     def merge(self, other: ImportSummary) -> None:
         """Add `other`'s counts, skipped and bad lines and thread ids to this summary's."""
@@ -65,6 +69,7 @@ class ImportSummary:
         for file in other.waiting_files:
             self.wait(file)
         self.changed_lines.extend(other.changed_lines)
+        self.cycles_cut.extend(other.cycles_cut)
 
     def wait(self, file: str) -> None:
         """Count `file`, which does not show complete yet, as left for a later import: once, however
@@ -104,6 +109,7 @@ class ImportSummary:
             "changed": self.changed,
             "changed_lines": [{"file": f, "line": n} for f, n in self.changed_lines],
             "gone": self.gone,
+            "cycles_cut": [{"file": f, "line": n} for f, n in self.cycles_cut],
         }
 
 

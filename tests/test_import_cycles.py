@@ -1,0 +1,178 @@
+"""A cycle of parents in a session file (a line whose chain of parents comes back to it: only
+an edited or corrupted file holds one) is cut at the line first in the file, which starts a
+thread; the import names that line (the library's summary, the command's report and its
+`--json`), each time the file is imported, and imports nothing else for it. Real sessions
+(tests/fixtures, copies of the gathered files) edited so."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from threadlog import ImportSummary, Store, import_claude_code, import_pi
+from threadlog.cli import cli
+from tests.backends import file_dump
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CC = FIXTURES / "claude-code" / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
+PI = FIXTURES / "pi" / "large-session-head.jsonl"
+
+Records = list[dict[str, Any]]
+
+
+def _cc_records() -> Records:
+    return [json.loads(line) for line in CC.read_text(encoding="utf-8").splitlines()]
+
+
+def _pi_records() -> Records:
+    """The pi session as pi itself rewrites a version 1 file it opens: the current version, each
+    entry given an id and the entry before as its parent."""
+    header, *entries = [json.loads(line) for line in PI.read_text(encoding="utf-8").splitlines()]
+    out = [{**header, "version": 3}]
+    previous = None
+    for number, entry in enumerate(entries, 1):
+        out.append({"type": entry["type"], "id": f"e{number:03}", "parentId": previous, **entry})
+        previous = out[-1]["id"]
+    return out
+
+
+def _cc_loop(records: Records, line: int) -> None:
+    """Line `line` (1-based) names itself as its parent."""
+    records[line - 1]["parentUuid"] = records[line - 1]["uuid"]
+
+
+def _cc_pair(records: Records, first: int, second: int) -> None:
+    """Lines `first` and `second` name each other as parents."""
+    a, b = records[first - 1], records[second - 1]
+    a["parentUuid"], b["parentUuid"] = b["uuid"], a["uuid"]
+
+
+def _pi_pair(records: Records, first: int, second: int) -> None:
+    a, b = records[first - 1], records[second - 1]
+    a["parentId"], b["parentId"] = b["id"], a["id"]
+
+
+def _written(tmp_path: Path, name: str, records: Records) -> Path:
+    """`records` written as a session file an hour old (no tool is writing it)."""
+    folder = tmp_path / "sessions"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    return path
+
+
+def _both_cc(records: Records) -> None:
+    _cc_loop(records, 5)
+    _cc_pair(records, 9, 14)
+
+
+# (importer, its command, the session's records, the edit, the lines named, what the import holds:
+# threads, forks, prompts, assistant messages, events, as the import took them before it named any)
+CASES: dict[str, tuple[Callable[..., ImportSummary], str, Callable[[], Records], Callable[[Records], None], list[int],
+                       tuple[int, int, int, int, int]]] = {
+    # An assistant line of a response mid-way names itself: the response's later lines start a thread.
+    "claude-code self-loop": (import_claude_code, "claude-code", _cc_records, lambda r: _cc_loop(r, 5), [5], (2, 1, 7, 10, 41)),
+    # A response's line and a tool result's line name each other: cut at the first, which starts a thread.
+    "claude-code 2-cycle": (import_claude_code, "claude-code", _cc_records, lambda r: _cc_pair(r, 5, 9), [5], (2, 1, 7, 10, 41)),
+    "claude-code two cycles": (import_claude_code, "claude-code", _cc_records, _both_cc, [5, 9], (4, 1, 7, 10, 44)),
+    "pi 2-cycle": (import_pi, "pi", _pi_records, lambda r: _pi_pair(r, 6, 10), [6], (2, 1, 6, 34, 76)),
+}
+
+
+def _holds(summary: ImportSummary) -> tuple[int, int, int, int, int]:
+    return summary.threads, summary.forks, summary.prompts, summary.assistant_messages, summary.events
+
+
+def _session(tmp_path: Path, case: str) -> Path:
+    _, _, records, edit, _, _ = CASES[case]
+    edited = records()
+    edit(edited)
+    return _written(tmp_path, CC.name if CASES[case][1] == "claude-code" else "session.jsonl", edited)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_library_summary_names_each_line_where_a_cycle_was_cut(tmp_path: Path, case: str) -> None:
+    """`3 file(s): 4 thread(s)` from a file with a cycle, and nothing said why: the summary now
+    names each line cut, the file as the import was given it; the rest of the import is as it was."""
+    importer, _, _, _, lines, holds = CASES[case]
+    path = _session(tmp_path, case)
+    with Store(tmp_path / "t.db") as store:
+        summary = importer(store, [path])
+        assert summary.cycles_cut == [(str(path), line) for line in lines]
+        assert summary.to_json()["cycles_cut"] == [{"file": str(path), "line": line} for line in lines]
+        assert _holds(summary) == holds and summary.bad == [] and summary.changed == 0
+        again = importer(store, [path])  # the cut is the file's: said again, and nothing added
+        assert again.cycles_cut == summary.cycles_cut and again.added == 0 and _holds(again) == holds
+        store.verify()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_command_says_where_a_cycle_was_cut_each_time_and_adds_nothing_again(tmp_path: Path, case: str) -> None:
+    _, tool, _, _, lines, holds = CASES[case]
+    path = _session(tmp_path, case)
+    db = tmp_path / "t.db"
+    runner = CliRunner()
+    first = runner.invoke(cli, ["--db", str(db), "import", tool, str(path)])
+    assert first.exit_code == 0, first.output
+    if len(lines) == 1:
+        said = (f"parents in a cycle: 1 line's parent chain comes back to it, cut there and taken as the start of a "
+                f"thread, at {path}:{lines[0]}")
+    else:
+        said = (f"parents in a cycle: {len(lines)} lines' parent chains come back to them, each cut there and taken as "
+                f"the start of a thread, first at {path}:{lines[0]}")
+    assert said in first.stdout.splitlines(), first.stdout
+    assert f"1 file(s): {holds[0]} thread(s), {holds[1]} fork(s)" in first.stdout
+    before = file_dump(db)
+    again = runner.invoke(cli, ["--db", str(db), "import", tool, str(path), "--json"])
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.stdout)
+    assert report["cycles_cut"] == [{"file": str(path), "line": line} for line in lines]
+    assert (report["added"], report["threads"], report["events"]) == (0, holds[0], holds[4])
+    assert file_dump(db) == before
+    verified = runner.invoke(cli, ["--db", str(db), "verify"])
+    assert verified.exit_code == 0, verified.output
+
+
+@pytest.mark.parametrize("tool", ["claude-code", "pi"])
+def test_a_session_without_a_cycle_names_none(tmp_path: Path, tool: str) -> None:
+    path = _written(tmp_path, CC.name if tool == "claude-code" else "session.jsonl",
+                    _cc_records() if tool == "claude-code" else _pi_records())
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", tool, str(path)])
+    assert result.exit_code == 0 and "parents in a cycle" not in result.stdout, result.output
+    json_result = CliRunner().invoke(cli, ["--db", str(tmp_path / "u.db"), "import", tool, str(path), "--json"])
+    assert json.loads(json_result.stdout)["cycles_cut"] == []
+
+
+def test_a_pi_entry_naming_itself_follows_the_entry_before_with_nothing_cut(tmp_path: Path) -> None:
+    """pi takes an entry naming itself as its parent (as one naming an entry not in the file) to
+    follow the entry before it, as a version 1 file's: no cycle is left to cut, none is named,
+    and the import is the unedited file's."""
+    plain = import_pi(Store(":memory:"), [_written(tmp_path / "a", "session.jsonl", _pi_records())])
+    records = _pi_records()
+    records[5]["parentId"] = records[5]["id"]
+    looped = import_pi(Store(":memory:"), [_written(tmp_path / "b", "session.jsonl", records)])
+    assert looped.cycles_cut == []
+    assert {**looped.to_json(), "thread_ids": None} == {**plain.to_json(), "thread_ids": None}
+
+
+def test_a_cut_is_named_once_where_an_import_checks_every_file_before_it_writes(tmp_path: Path) -> None:
+    """An import of several files plans each twice (checked, then written): its cut is named once."""
+    cc = _session(tmp_path / "cc", "claude-code self-loop")
+    other = FIXTURES / "claude-code" / "-src-deep-manifest" / "a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"
+    (cc.parent / other.name).write_bytes(other.read_bytes())
+    pi = _session(tmp_path / "pi", "pi 2-cycle")
+    second = _pi_records()
+    second[0]["id"] = "another-session"
+    _written(tmp_path / "pi", "another.jsonl", second)
+    with Store(tmp_path / "t.db") as store:
+        assert import_claude_code(store, [cc.parent], live_within=None).cycles_cut == [(str(cc), 5)]
+        assert import_pi(store, [pi.parent], finished=True).cycles_cut == [(str(pi), 6)]
