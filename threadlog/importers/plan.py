@@ -471,7 +471,9 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
             part.gone = plan.gone
         except StoreError as error:  # named: an event the store refused ("not pending") said not which file gave it
             _name(error, noun, name(source))
-            note_written(error, summary, f"{number} {noun}(s)")
+            # Its writes before the refused one are committed (a full disk stops a file partway):
+            # the refusal's own "nothing was written" is of that write alone.
+            note_written(error, summary, f"{number} {noun}(s)", (name(source), plan.written), refused=True)
             summary.added += plan.written
             raise
         except KeyboardInterrupt as error:  # Ctrl-C: what the writes committed before it stays

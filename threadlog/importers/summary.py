@@ -123,14 +123,16 @@ def in_line_order(bad: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]
     return sorted(bad, key=lambda one: (files[one[0]], one[1]))
 
 
-def note_written(error: BaseException, before: ImportSummary, sources: str, partly: tuple[str, int] | None = None) -> None:
+def note_written(error: BaseException, before: ImportSummary, sources: str, partly: tuple[str, int] | None = None,
+                 refused: bool = False) -> None:
     """Tell, on `error` (a refused session or file, a Ctrl-C), what the `sources` before it
     ("3 session(s)") wrote, and `partly` (the source it stopped in, and the events its writes
     committed): each is written in its own transactions, so that stays, and a refusal naming
-    only the bad line, or `interrupted` alone, read as if nothing had been imported."""
+    only the bad line, or `interrupted` alone, read as if nothing had been imported. A write
+    the store `refused` says "nothing was written" of itself: those of `partly` came before it."""
     kept = [f"the {sources} before it were imported ({before.added} event(s) added)"] if before.added else []
     if partly is not None and partly[1]:
-        kept.append(f"{partly[1]} event(s) of {partly[0]} were written")
+        kept.append(f"{partly[1]} event(s) of {partly[0]} were written" + (" before it" if refused else ""))
     if kept:
         error.add_note(f"{' and '.join(kept)}; importing again adds only what is missing")
 

@@ -1,0 +1,59 @@
+"""A disk that fills partway through a command, met by the `threadlog` console script in a real
+process: a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes every write past it fail with
+EFBIG, as a full disk fails it with ENOSPC. The command says what it kept, and once the limit is
+lifted the file opens, verifies, and running the command again finishes it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from threadlog import Store
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+PI_SESSION = FIXTURES / "pi" / "large-session-head.jsonl"
+THREADLOG = str(Path(sys.executable).parent / "threadlog")
+
+
+def run_capped(args: list[str], limit: int | None) -> subprocess.CompletedProcess[str]:
+    """The console script, every file it writes capped at `limit` bytes (None: no cap)."""
+    argv = [THREADLOG, *args]
+    if limit is not None:
+        wrapper = ("import os, resource, signal, sys\n"
+                   "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+                   f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
+                   "os.execv(sys.argv[1], sys.argv[1:])")
+        argv = [sys.executable, "-c", wrapper, *argv]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+def events(db: Path) -> int:
+    with Store(db, read_only=True) as store:
+        return store.counts().events
+
+
+def test_an_import_the_disk_stops_partway_says_what_it_kept(tmp_path: Path) -> None:
+    """The session's thread was committed, then its messages' write failed: the error said
+    "nothing was written", though the thread stayed in the file for `ls` to show."""
+    db = tmp_path / "t.db"
+    Store(db).close()
+    # Room in the write-ahead log for the thread's first event, not for the batch of messages after it.
+    run = run_capped(["--db", str(db), "import", "pi", str(PI_SESSION)], 64 * 1024)
+    print(f"\n$ threadlog import pi <session> with files capped at 64 KiB -> exit {run.returncode}: {run.stderr.strip()}")
+    assert run.returncode == 1 and run.stdout == "" and "Traceback" not in run.stderr
+    assert len(run.stderr.splitlines()) == 1 and run.stderr.startswith("error: the disk refused an operation on"), run.stderr
+    kept = events(db)
+    assert kept > 0, "the cap let nothing through: the test needs the first write to fit"
+    said = re.search(r"(\d+) event\(s\) of (.+?) were written before it; importing again adds only what is missing$",
+                     run.stderr.strip())
+    assert said is not None, run.stderr
+    assert (int(said.group(1)), said.group(2)) == (kept, str(PI_SESSION))
+    again = run_capped(["--db", str(db), "import", "pi", "--json", str(PI_SESSION)], None)
+    assert again.returncode == 0, again.stderr
+    assert run_capped(["--db", str(db), "verify"], None).returncode == 0
+    whole = tmp_path / "whole.db"
+    assert run_capped(["--db", str(whole), "import", "pi", str(PI_SESSION)], None).returncode == 0
+    assert events(db) == events(whole)
