@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from . import forks, integrity, interrupted, restore, textindex
 from .backend import NO_BOUND, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
-from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, OldPagesKept, StaleSnapshot, StoreError,
+from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, Locked, OldPagesKept, StaleSnapshot, StoreError,
                      ThreadNotFound, Unreadable, named, shown)
 from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
 from .content import tool_result_ids
@@ -1485,10 +1485,12 @@ class Store:
                     raise OldPagesKept(f"position {position} is redacted (event.redacted at position {recorded.position}): "
                                        f"{error}") from None
                 # PostgreSQL's VACUUM waits for the readers' locks; its error alone said to retry
-                # the redaction, which the retry then refused as done.
+                # the redaction, which the retry then refused as done. A disk with no room for the
+                # checkpoint was told to wait for readers there were none of.
+                until = "the readers are done" if isinstance(error, Locked) else "that is put right (a full disk: once it has room)"
                 raise OldPagesKept(f"position {position} is redacted (event.redacted at position {recorded.position}; the "
                                    f"change is committed), but erasing the old copies did not finish ({error}); call purge() "
-                                   "once the readers are done (`threadlog purge`)") from None
+                                   f"once {until}") from None
         return recorded
 
     def restore(self, lines: Iterable[tuple[int, Any]]) -> RestoreReport:

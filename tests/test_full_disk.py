@@ -57,3 +57,32 @@ def test_an_import_the_disk_stops_partway_says_what_it_kept(tmp_path: Path) -> N
     whole = tmp_path / "whole.db"
     assert run_capped(["--db", str(whole), "import", "pi", str(PI_SESSION)], None).returncode == 0
     assert events(db) == events(whole)
+
+
+def test_a_redaction_whose_old_copies_the_disk_keeps_says_to_purge_once_there_is_room(tmp_path: Path) -> None:
+    """The redaction was committed, then copying the write-ahead log into the file failed for
+    want of room: the error told the user to run `threadlog purge` "once the readers are done"
+    (there were none) and named the command twice."""
+    db = tmp_path / "t.db"
+    secret = "sk-live-4242-do-not-keep"
+    with Store(db) as store:
+        thread = store.create_thread(title="leak")
+        for i in range(300):
+            store.append_message(thread, "user", f"note {i}: " + "padding " * 60)
+        leaked = store.append_message(thread, "user", f"my key is {secret}").position
+    assert db.stat().st_size > 128 * 1024
+    # Room in the write-ahead log for the redaction, none to copy it into the pages past 64 KiB.
+    run = run_capped(["--db", str(db), "redact", str(leaked), "--reason", "leaked key", "--actor", "ana"], 64 * 1024)
+    print(f"\n$ threadlog redact with files capped at 64 KiB -> exit {run.returncode}: {run.stderr.strip()}")
+    assert run.returncode == 3 and run.stdout == "" and "Traceback" not in run.stderr
+    assert len(run.stderr.splitlines()) == 1, run.stderr
+    assert run.stderr.startswith(f"error: committed: position {leaked} is redacted"), run.stderr
+    assert "the disk refused an operation on" in run.stderr and "readers" not in run.stderr, run.stderr
+    assert run.stderr.count("`threadlog purge`") == 1, run.stderr
+    purge = run_capped(["--db", str(db), "purge"], None)
+    assert purge.returncode == 0, purge.stderr
+    assert run_capped(["--db", str(db), "verify"], None).returncode == 0
+    for path in tmp_path.iterdir():
+        assert secret.encode() not in path.read_bytes(), path
+    with Store(db, read_only=True) as store:
+        assert store.counts().events == 303
