@@ -555,6 +555,9 @@ def _translated(method: Callable[Concatenate[SQLiteBackend, _P], _R]) -> Callabl
 
 
 _LAST_POSITION = 2**63 - 1  # SQLite's largest integer
+# What SQLite says dropping an FTS5 table whose own tables raw SQL dropped or garbled: the
+# table cannot be opened (`clear_index`).
+_UNOPENED_TABLE = (sqlite3.SQLITE_ERROR, sqlite3.SQLITE_CORRUPT)
 # Seconds the structure check's own connection waits to begin reading (`damaged(beside=True)`).
 _BESIDE_WAIT = 0.5
 # KiB of page cache for that connection. The check looks each row up in every index of its
@@ -1435,7 +1438,11 @@ class SQLiteBackend:
         self.conn.execute("SAVEPOINT clear_index")
         try:
             self.conn.execute("DROP TABLE IF EXISTS search_fts")
-        except sqlite3.Error:
+        except sqlite3.Error as error:
+            # A full disk or a failing one: SQLite may have rolled the whole transaction back
+            # already, and `ROLLBACK TO` then said "no such savepoint", in place of the disk.
+            if (getattr(error, "sqlite_errorcode", 0) or 0) & 0xFF not in _UNOPENED_TABLE or not self.conn.in_transaction:
+                raise
             # FTS5 cannot open the table to drop it (one of its own tables dropped or garbled), so
             # its row in the schema is removed instead: a virtual table has no pages of its own.
             self.conn.execute("ROLLBACK TO clear_index")

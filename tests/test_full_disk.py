@@ -86,3 +86,24 @@ def test_a_redaction_whose_old_copies_the_disk_keeps_says_to_purge_once_there_is
         assert secret.encode() not in path.read_bytes(), path
     with Store(db, read_only=True) as store:
         assert store.counts().events == 303
+
+
+def test_a_search_index_rebuild_the_disk_stops_says_so_and_keeps_the_old_index(tmp_path: Path) -> None:
+    """Dropping the old index failed for want of room, SQLite rolled the transaction back, and
+    the error the user saw was `database error on t.db: no such savepoint: clear_index`."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        thread = store.create_thread(title="ferries")
+        for i in range(300):
+            store.append_message(thread, "user", f"note {i} about ferries: " + "padding " * 60)
+    assert run_capped(["--db", str(db), "index"], None).returncode == 0
+    found = run_capped(["--db", str(db), "search", "ferries", "--json"], None)
+    assert found.returncode == 0, found.stderr
+    run = run_capped(["--db", str(db), "index", "--rebuild"], 40_000)
+    print(f"\n$ threadlog index --rebuild with files capped at 40,000 bytes -> exit {run.returncode}: {run.stderr.strip()}")
+    assert run.returncode == 1 and run.stdout == "" and "Traceback" not in run.stderr
+    assert len(run.stderr.splitlines()) == 1, run.stderr
+    assert run.stderr.startswith(f"error: the disk refused an operation on {db}"), run.stderr
+    assert run_capped(["--db", str(db), "verify"], None).returncode == 0
+    again = run_capped(["--db", str(db), "search", "ferries", "--json"], None)
+    assert (again.returncode, again.stdout) == (0, found.stdout), again.stderr
