@@ -107,3 +107,21 @@ def test_a_search_index_rebuild_the_disk_stops_says_so_and_keeps_the_old_index(t
     assert run_capped(["--db", str(db), "verify"], None).returncode == 0
     again = run_capped(["--db", str(db), "search", "ferries", "--json"], None)
     assert (again.returncode, again.stdout) == (0, found.stdout), again.stderr
+
+
+def test_a_demo_the_disk_stops_part_way_names_the_disk(tmp_path: Path) -> None:
+    """The demo's first writes were committed, a later one failed for want of room, and the
+    user read that "another `threadlog demo` is building it, or one was stopped part way"."""
+    db = tmp_path / "d.db"
+    Store(db).close()
+    run = run_capped(["--db", str(db), "demo"], db.stat().st_size + 16 * 1024)
+    print(f"\n$ threadlog demo with files capped -> exit {run.returncode}: {run.stderr.strip()}")
+    assert run.returncode == 1 and run.stdout == "" and "Traceback" not in run.stderr
+    assert len(run.stderr.splitlines()) == 1, run.stderr
+    assert run.stderr.startswith(f"error: the disk refused an operation on {db}"), run.stderr
+    assert "another `threadlog demo`" not in run.stderr
+    kept = events(db)
+    assert kept > 0, "the cap let nothing through: the test needs the first write to fit"
+    assert run.stderr.rstrip().endswith(f"{db} holds the part of the demo written before it, not whole: build the demo "
+                                        "on a new file (threadlog --db demo.db demo)"), run.stderr
+    assert run_capped(["--db", str(db), "verify"], None).returncode == 0

@@ -28,10 +28,16 @@ def build_demo(store: Store) -> tuple[dict[str, object], bool]:
     if store.ids_starting(DEMO_THREAD, 1) == [DEMO_THREAD]:
         return _built(store), False
     try:
-        ids = _build(store)
+        t = _start(store)
     except StoreError:
         if store.ids_starting(DEMO_THREAD, 1) == [DEMO_THREAD]:  # another `threadlog demo` started it meanwhile
             return _built(store), False
+        raise
+    try:
+        ids = _build(store, t)
+    except StoreError as error:  # this one started it (a full disk stops it part way): what it wrote stays
+        error.add_note(f"{store.path} holds the part of the demo written before it, not whole: build the demo on a new "
+                       "file (threadlog --db demo.db demo)")
         raise
     return ids, True
 
@@ -51,8 +57,9 @@ def _built(store: Store) -> dict[str, object]:
     return {"thread": DEMO_THREAD, "fork": forks[0], "subagents": subagents}
 
 
-def _build(store: Store) -> dict[str, object]:
-    t = store.create_thread(
+def _start(store: Store) -> str:
+    """The demo's thread, made: refused when another `threadlog demo` made it first."""
+    return store.create_thread(
         title="Trip to Lyon",
         system="You plan train trips.",
         model="claude-sonnet-4-5",
@@ -60,6 +67,9 @@ def _build(store: Store) -> dict[str, object]:
         metadata={"user": "ana", "locale": "fr"},
         thread_id=DEMO_THREAD,
     )
+
+
+def _build(store: Store, t: str) -> dict[str, object]:
     store.append_message(t, "user", "Find me a train from Paris to Lyon on Friday morning.")
     store.append(t, [{"type": "run.started", "data": {"run_id": "run-1"}}])
     store.append_message(
