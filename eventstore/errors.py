@@ -237,10 +237,14 @@ class NoStore(SchemaError):
                          "`threadlog init` (or check the URL)")
 
 
-def empty_file(path: str) -> SchemaError:
+class EmptyFile(SchemaError):
+    """A file with no tables, refused (`empty_file`)."""
+
+
+def empty_file(path: str) -> EmptyFile:
     """The refusal to read, or write into, a file with no tables: it is not a threadlog
     database yet (a mistyped path, a file another tool just made), and only `init` makes it one."""
-    return SchemaError(f"{path} is empty, not a threadlog database yet; create one with `threadlog init` "
+    return EmptyFile(f"{path} is empty, not a threadlog database yet; create one with `threadlog init` "
                        "(or check --db / $THREADLOG_DB); nothing was written")
 
 

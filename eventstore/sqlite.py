@@ -670,6 +670,28 @@ def _structure_check(conn: sqlite3.Connection) -> str | None:
     return None if found == "ok" else found
 
 
+def holds_no_table(path: str) -> bool:
+    """Whether the file at `path` is one SQLite made and wrote no table into, read without
+    SQLite (a disk that refused to make the database may refuse SQLite's own opening too):
+    empty, or its first page alone, a schema page of no row, with no write-ahead log beside it
+    that could hold more."""
+    try:
+        if os.path.exists(path + "-wal") and os.path.getsize(path + "-wal"):
+            return False
+        with open(path, "rb") as file:
+            page = file.read(65537)
+    except OSError:
+        return False
+    if not page:
+        return True
+    if len(page) < 108 or page[:16] != b"SQLite format 3\0":
+        return False
+    size = int.from_bytes(page[16:18], "big")
+    size = 65536 if size == 1 else size
+    # The schema's b-tree page header follows the file header: a leaf table page (13) of no cell.
+    return len(page) == size and page[100] == 13 and page[103:105] == b"\0\0"
+
+
 def _wal_holds_news(path: str) -> bool:
     """Whether the WAL beside `path` holds a committed page the main file does not: the last
     frame of each page, up to the last commit, compared with the file's page. A checkpointed

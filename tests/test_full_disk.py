@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from threadlog import Store
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -125,3 +127,18 @@ def test_a_demo_the_disk_stops_part_way_names_the_disk(tmp_path: Path) -> None:
     assert run.stderr.rstrip().endswith(f"{db} holds the part of the demo written before it, not whole: build the demo "
                                         "on a new file (threadlog --db demo.db demo)"), run.stderr
     assert run_capped(["--db", str(db), "verify"], None).returncode == 0
+
+
+@pytest.mark.parametrize("limit", [0, 4096, 32768])
+@pytest.mark.parametrize("command", [["init"], ["new"], ["demo"], ["import", "pi", str(PI_SESSION)]], ids=["init", "new", "demo", "import"])
+def test_a_new_database_the_disk_has_no_room_for_leaves_no_file_behind(tmp_path: Path, command: list[str], limit: int) -> None:
+    """The file SQLite had created (empty, and its -wal and -shm) stayed: every command then
+    said the database was empty, not a threadlog database yet."""
+    folder = tmp_path / "new"
+    folder.mkdir()
+    db = folder / "t.db"
+    run = run_capped(["--db", str(db), *command], limit)
+    assert run.returncode == 1 and run.stdout == "" and "Traceback" not in run.stderr
+    assert run.stderr.startswith(f"error: the disk refused an operation on {db}"), run.stderr
+    assert sorted(p.name for p in folder.iterdir()) == []
+    assert run_capped(["--db", str(db), *command], None).returncode == 0

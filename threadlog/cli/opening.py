@@ -14,7 +14,8 @@ from typing import Any
 import click
 
 from eventstore import Store, StoreError
-from eventstore.errors import NoStore, SchemaTooOld, empty_file
+from eventstore.errors import EmptyFile, NoStore, SchemaTooOld, empty_file
+from eventstore.sqlite import holds_no_table
 from eventstore.store import is_url, special_file
 
 from ..names import ThreadType, resolve
@@ -151,12 +152,17 @@ def _remove_if_empty(path: str) -> None:
     before refusing one) is kept."""
     if not os.path.isfile(path):
         return  # the command failed before creating it (opening it again would create it)
-    try:
-        with Store(path, timeout=0) as store:
-            if store.counts() != (0, 0):
-                return
-    except StoreError:
-        return  # not ours to judge: leave it
+    # Read-only, and not at all when it holds no table: opened writable, such a file was made a
+    # database first, which the full disk that refused the command refused again, and it stayed.
+    if not holds_no_table(path):
+        try:
+            with Store(path, timeout=0, read_only=True) as store:
+                if store.counts() != (0, 0):
+                    return
+        except EmptyFile:
+            pass  # no table: nothing written
+        except StoreError:
+            return  # not ours to judge: leave it
     for suffix in ("", "-wal", "-shm", "-journal"):
         try:
             os.remove(path + suffix)
