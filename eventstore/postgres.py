@@ -477,12 +477,17 @@ _MESSAGES = {
     "25006": "{path} is read-only here ({error}): it was opened read-only, or this server is a replica; "
              "open it writable (on the primary) to write",
     "42501": "the database user may not do this on {path} ({error}); grant it or connect as the owner",
+    # Threadlog sets no statement_timeout and cancels nothing: a statement_timeout set on the
+    # user or the database (or a cancel by hand) did, and cancels the same call again.
+    "57014": "the server cancelled a statement on {path} ({error}): a statement_timeout set for this database user or "
+             "database, or a cancel by hand, ends it; its transaction was rolled back; raise the timeout for threadlog's user "
+             "(ALTER ROLE ... SET statement_timeout = 0, or a longer one) and run it again",
 }
 # The refusals a caller may act on by their class (the others are `StoreError`).
 _KINDS: dict[str, type[StoreError]] = {"23505": KeyClash, "40P01": Deadlocked, "42501": NotPermitted, "08": Disconnected,
-                                       "57": Disconnected}
-# A lock not granted within lock_timeout, and a statement the timeout cancelled while it waited.
-_LOCK_TIMEOUTS = ("55P03", "57014")
+                                       "57014": StoreError, "57": Disconnected}
+# A lock not granted within lock_timeout (the store's `timeout`).
+_LOCK_TIMEOUTS = ("55P03",)
 _CLASSES = {
     "08": "lost the connection to {path} ({error}); nothing was acknowledged; retry (the store connects again)",
     "57": "the server for {path} shut down or restarted ({error}); nothing was acknowledged; retry (the store connects "
