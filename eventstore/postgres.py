@@ -88,6 +88,7 @@ import contextlib
 import functools
 import hashlib
 import itertools
+import logging
 import os
 import re
 import select
@@ -110,6 +111,13 @@ from .pgreach import not_connected
 from .packing import TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
 
 SCHEMA_VERSION = 2
+
+# The driver logs, as a warning, the error it ignored ending a COPY or a pipeline on a
+# connection already lost ("error ignored terminating <psycopg.Copy [BAD] ...>"): the error
+# that ended it is raised as the call's `StoreError`. Where nothing was set up to take log
+# records, Python printed that warning on stderr, before the CLI's one `error:` line. A
+# handler that drops them keeps it off; a program that configures logging still gets it.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 # Advisory lock keys (one 64-bit space per database): migrations; the order lock, held shared
 # by every position reservation until commit; the critical section of a reservation.

@@ -169,3 +169,40 @@ def test_a_closed_store_says_it_is_closed_whatever_the_call() -> None:
         with pytest.raises(StoreError, match="is closed; open it again to read or write") as refused:
             call()
         assert "retry" not in str(refused.value), name
+
+
+def _copying(name: str) -> bool:
+    """Whether the session named `name` is sending the search index its documents (a COPY)."""
+    with psycopg.connect(postgres_cluster().url(), autocommit=True) as admin:
+        return bool(admin.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND query LIKE 'COPY%%'",
+                                  (name,)).fetchall())
+
+
+def test_a_search_whose_connection_ends_while_it_indexes_prints_one_error_line_and_indexes_nothing() -> None:
+    """A connection ended while a search sent its catch-up's documents printed the driver's own
+    "error ignored terminating <psycopg.Copy [BAD] at 0x...>: the connection is lost" on stderr
+    before the `error:` line: the CLI says one `error:` line, and now only that."""
+    url = postgres_url()
+    with Store(url) as store:
+        thread = store.create_thread(title="Trip")
+        for batch in range(30):
+            store.append(thread, [{"type": "message.appended",
+                                   "data": {"role": "user", "content": f"message {batch}.{i} " + " ".join(f"word{j % 500}" for j in range(i, i + 300))}}
+                                  for i in range(100)])
+    before = PostgresBackend(url)
+    dumped = before.dump()
+    before.close()
+    victim = url + "&application_name=threadlog-lost-copy"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    search = subprocess.Popen([sys.executable, "-m", "threadlog", "search", "word", "--db", victim],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while not _copying("threadlog-lost-copy") and search.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert _end_sessions("threadlog-lost-copy") == 1
+    out, err = search.communicate(timeout=60)
+    assert search.returncode == 1 and out == "", (out, err)
+    assert err.startswith("error: ") and err.count("\n") == 1 and "lost the connection" in err, err
+    after = PostgresBackend(url)
+    assert after.dump() == dumped
+    after.close()
