@@ -206,3 +206,47 @@ def test_a_search_whose_connection_ends_while_it_indexes_prints_one_error_line_a
     after = PostgresBackend(url)
     assert after.dump() == dumped
     after.close()
+
+
+def _in_transaction(name: str) -> bool:
+    with psycopg.connect(postgres_cluster().url(), autocommit=True) as admin:
+        return bool(admin.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND xact_start IS NOT NULL",
+                                  (name,)).fetchall())
+
+
+def test_a_restore_the_server_restarts_under_says_so_writes_nothing_and_runs_again(tmp_path: Path) -> None:
+    """`pg_ctl restart` (a fast shutdown) while `threadlog import events` writes a backup: one
+    `error:` line saying the server restarted, nothing of the backup stored, and the same command
+    run again restores all of it."""
+    with Store(tmp_path / "a.db") as lite:
+        thread = lite.create_thread(title="Trip")
+        for batch in range(20):
+            lite.append(thread, [{"type": "message.appended", "data": {"role": "user", "content": f"message {batch}.{i}"}}
+                                 for i in range(100)])
+    backup = tmp_path / "backup.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "threadlog", "export", "--all", "--db", str(tmp_path / "a.db"), "-o",
+                    str(backup)], check=True, env=env)
+    url = postgres_url()
+    with Store(url) as store:
+        assert store.counts() == (0, 0)
+    cluster = postgres_cluster()
+    restore = [sys.executable, "-m", "threadlog", "import", "events", str(backup), "--db",
+               url + "&application_name=threadlog-restarted"]
+    running = subprocess.Popen(restore, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while not _in_transaction("threadlog-restarted") and running.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert running.poll() is None, running.communicate()
+    cluster._run("pg_ctl", "-D", str(cluster.data), "-m", "fast", "-w", "stop")
+    cluster.start()
+    out, err = running.communicate(timeout=60)
+    assert running.returncode == 1 and out == "", (out, err)
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "shut down or restarted" in err or "lost the connection" in err, err
+    with Store(url) as store:
+        assert store.counts() == (0, 0)
+    again = subprocess.run(restore, capture_output=True, text=True, env=env)
+    assert again.returncode == 0 and "2001 event(s) added" in again.stdout, again.stderr
+    with Store(url) as store:
+        assert store.verify().events == 2001
