@@ -105,10 +105,11 @@ def test_a_row_verify_cannot_read_makes_the_badge_fail_not_hang(tmp_path: Path, 
     assert "altered outside threadlog" in page.text
 
 
-def _serve(db: Path, host: str) -> tuple[subprocess.Popen[str], str]:
+def _serve(db: Path, host: str, *options: str) -> tuple[subprocess.Popen[str], str]:
     """`threadlog serve` on `host` in a child process, once it answers: (process, base URL)."""
     proc = subprocess.Popen([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(db),
-                             "--host", host, "--port", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             "--host", host, "--port", "0", *options], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
     try:
         base = announced_url(proc)
     except AssertionError:
@@ -176,6 +177,35 @@ def test_serve_on_a_port_in_use_says_so_and_announces_and_opens_nothing(db: Path
     assert done.returncode == 1, done.stderr
     assert done.stderr == f"error: cannot listen on 127.0.0.1 port {port}: in use by another program; pass another --port (or --host)\n"
     assert done.stdout == "" and not opened.exists()
+
+
+def test_serve_answers_a_name_given_with_allow_host_and_says_how_when_refused(db: Path) -> None:
+    """`serve --host 0.0.0.0` opened at the machine's LAN address answered `Invalid host header`
+    alone, and no option let it answer to that name."""
+    proc, base = _serve(db, "127.0.0.1", "--allow-host", "Viewer.Example", "--allow-host", "::1")
+    port = base.rsplit(":", 1)[1].rstrip("/")
+
+    def status(host: str) -> tuple[int, str]:
+        with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as conn:
+            conn.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+        head, _, body = answer.decode("utf-8", "replace").partition("\r\n\r\n")
+        return int(head.split()[1]), body
+
+    try:
+        assert status(f"viewer.example:{port}")[0] == 200
+        assert status(f"[::1]:{port}")[0] == 200
+        code, body = status(f"other.example:{port}")
+        assert code == 400 and "(127.0.0.1, [::1], localhost, viewer.example)" in body, body
+        assert "threadlog serve --allow-host NAME" in body
+    finally:
+        _stop(proc)
+    for bad in ("http://viewer.example", "viewer.example:8765", "a b", "", "*.example"):
+        done = subprocess.run([sys.executable, "-c", "from threadlog.cli import main; main()", "serve", "--db", str(db),
+                               "--port", "0", "--allow-host", bad], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "--allow-host" in done.stderr and "is not a host name or address" in done.stderr, bad
 
 
 def test_serve_with_an_empty_host_is_refused(db: Path) -> None:

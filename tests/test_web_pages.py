@@ -85,7 +85,13 @@ def test_a_method_the_viewer_does_not_serve_is_a_405_naming_those_it_does(client
 
 def test_another_host_name_is_refused(client: TestClient) -> None:
     """A page elsewhere that rebinds its name to 127.0.0.1 cannot read the store."""
-    assert client.get("/", headers={"host": "evil.example"}).status_code == 400
+    refused = client.get("/", headers={"host": "evil.example"})
+    assert refused.status_code == 400 and "<html" not in refused.text  # and nothing of the store
+    # It said `Invalid host header` alone: which names are answered, and how to add one.
+    assert refused.text == ("refused: the Host header 'evil.example' names no address this viewer answers to (127.0.0.1, "
+                            "localhost), so that a page elsewhere cannot reach it through a name of its own; open it at one "
+                            "of those, or start it with `threadlog serve --allow-host NAME`\n")
+    assert client.get("/static/style.css", headers={"host": "evil.example:80"}).status_code == 400
     assert client.get("/", headers={"host": "localhost:8765"}).status_code == 200
 
 

@@ -4,6 +4,7 @@ imported when it runs, so that the other commands start, and work, without them.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import sys
 
 import click
@@ -16,15 +17,39 @@ from .opening import _db_path, with_store
 from .printing import _emit_json
 
 
+def _host_names(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """Each --allow-host NAME as a Host header names it (lowercase, an IPv6 address in
+    brackets), checked before the database is opened: one with a scheme, port or path, or what
+    no Host header holds, is refused."""
+    names = []
+    for value in values:
+        name = value.strip().lower().removeprefix("[").removesuffix("]")
+        try:
+            names.append(f"[{name}]" if ipaddress.ip_address(name).version == 6 else name)
+            continue
+        except ValueError:
+            pass
+        if not name or not name.isprintable() or any(c in name for c in ":/ @*\\?#"):
+            raise click.BadParameter(f"{safe(value)} is not a host name or address (give it without a scheme, port or path, "
+                                     "as in --allow-host 192.168.1.20)", ctx, param)
+        names.append(name)
+    return tuple(names)
+
+
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (keep it local: the viewer has no login).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="Port to listen on (0: a free one, named in the address printed).")
+@click.option("--allow-host", "allowed", multiple=True, metavar="NAME", callback=_host_names,
+              help="Also answer requests addressed to NAME (a name or address of this machine, as the browser's "
+                   "address bar has it), e.g. its LAN address when --host is 0.0.0.0. Repeatable. Only 127.0.0.1, "
+                   "localhost and --host are answered otherwise: a page elsewhere cannot reach the viewer by a name "
+                   "of its own (DNS rebinding).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the viewer in the default web browser.")
 @click.option("--json", "as_json", is_flag=True,
               help='Also print the address served as JSON on stdout once listening: {"url", "db", "read_only"}.')
 @with_store()
-def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool) -> None:
+def serve(store: Store, host: str, port: int, allowed: tuple[str, ...], open_browser: bool, as_json: bool) -> None:
     """A local, read-only web viewer: threads, rows, replay, fork tree, blame, diff, live updates."""
     try:
         from ..web import create_app
@@ -48,7 +73,7 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
         raise StoreError(f"cannot listen on {name} port {port}: {reason}; pass another --port (or --host)") from None
     port = listening.getsockname()[1]
     url = f"http://{name}:{port}/"
-    hosts = sorted({"127.0.0.1", "localhost", name})
+    hosts = sorted({"127.0.0.1", "localhost", name, *allowed})
     if as_json:
         _emit_json({"url": url, "db": store.path, "read_only": True})
         sys.stdout.flush()
@@ -60,3 +85,4 @@ def serve(store: Store, host: str, port: int, open_browser: bool, as_json: bool)
         threading.Timer(0.5, webbrowser.open, [url]).start()
     with listening:
         run(create_app(target, hosts), listening)
+

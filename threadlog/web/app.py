@@ -16,7 +16,6 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
@@ -28,7 +27,7 @@ from eventstore.errors import UNREADABLE, unreadable
 
 from . import images, live, pages
 from .integrity import Integrity
-from .origin import SameOrigin
+from .origin import KnownHosts, SameOrigin
 from .render import environment
 from .viewer import UNAVAILABLE_STATUS, UNREADABLE_STATUS, Unavailable, Viewer, viewer
 
@@ -123,7 +122,7 @@ def create_app(path: str, hosts: list[str] | None = None) -> Starlette:
         ],
         middleware=[
             Middleware(SecurityHeaders),
-            Middleware(TrustedHostMiddleware, allowed_hosts=hosts or ["127.0.0.1", "localhost"]),
+            Middleware(KnownHosts, allowed_hosts=hosts or ["127.0.0.1", "localhost"]),
             Middleware(SameOrigin),  # after the Host check: it compares Origin with Host
         ],
         exception_handlers={

@@ -27,9 +27,12 @@ frame (`Sec-Fetch-Dest: iframe`) is refused: no page of the viewer may be framed
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from starlette.datastructures import Headers
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.responses import PlainTextResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # The values of Sec-Fetch-Site that say the request comes from the viewer's own page, or from
 # the user (the address bar, a bookmark).
@@ -75,3 +78,39 @@ class SameOrigin:
         # Not kept: the same address is served to the viewer's own page (a static file, which
         # the browser may otherwise keep).
         await PlainTextResponse(text, status_code=403, headers={"cache-control": "no-store"})(scope, receive, send)
+
+
+class KnownHosts:
+    """Starlette's Host check (`TrustedHostMiddleware`: a page elsewhere cannot reach the viewer
+    through DNS rebinding), with a refusal that says which names it answers to and how to add
+    one: it said `Invalid host header` alone, and `serve --host 0.0.0.0` opened at the machine's
+    own address read as broken."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str]) -> None:
+        self.app, self.hosts = app, list(allowed_hosts)
+        self.check = TrustedHostMiddleware(self._passed, allowed_hosts=self.hosts, www_redirect=False)
+
+    async def _passed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["threadlog.known_host"] = True
+        await self.app(scope, receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refused = False
+
+        async def answer(message: Message) -> None:
+            nonlocal refused
+            if scope.get("threadlog.known_host"):
+                await send(message)
+            elif not refused:  # the check's own refusal: this one goes in its place
+                refused = True
+                await self._refusal(scope)(scope, receive, send)
+
+        await self.check(scope, receive, answer)
+
+    def _refusal(self, scope: Scope) -> PlainTextResponse:
+        host = Headers(scope=scope).get("host")
+        named = "no Host header" if host is None else f"the Host header {host[:200]!r}"
+        text = (f"refused: {named} names no address this viewer answers to ({', '.join(self.hosts)}), so that a page "
+                "elsewhere cannot reach it through a name of its own; open it at one of those, or start it with "
+                "`threadlog serve --allow-host NAME`\n")
+        return PlainTextResponse(text, status_code=400, headers={"cache-control": "no-store"})
