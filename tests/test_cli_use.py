@@ -141,6 +141,18 @@ def test_thread_arguments_take_prefixes_and_at_last(db: Path) -> None:
     assert "@last" in fails(tmp_path_db(db), "show", "@last")
 
 
+def test_a_mistyped_at_name_or_an_empty_thread_says_what_was_meant(db: Path) -> None:
+    """`show @lst` said only that no thread id starts with it, and `show ""` (a shell variable
+    never set) said `thread '' not found`, as if a thread could have no id."""
+    with Store(db) as store:
+        store.create_thread(thread_id="abc123")
+    err = fails(db, "show", "@lst")
+    assert err == ("error: thread '@lst' not found (no thread id starts with @; `@last` names the most recently active "
+                   "thread); `threadlog ls --all` lists them\n"), err
+    err = fails(db, "fork", "")
+    assert err == ("error: the thread given is empty (a shell variable not set?); `threadlog ls --all` lists them\n"), err
+
+
 def tmp_path_db(db: Path) -> Path:
     empty = db.with_name("empty.db")
     ok(empty, "init")

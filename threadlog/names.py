@@ -11,7 +11,7 @@ import os
 import click
 from click.shell_completion import CompletionItem
 
-from eventstore import Store, StoreError, ThreadNotFound
+from eventstore import Store, StoreError
 from eventstore.errors import named
 
 LAST = "@last"
@@ -43,12 +43,13 @@ def resolve(store: Store, name: str) -> str:
         if not latest:
             raise Unresolved(f"{LAST}: {store.path} holds no thread yet", "start one with `threadlog new`")
         return latest[0].id
-    if not name:
-        raise ThreadNotFound(name)
+    if not name:  # `threadlog show "$t"` with t never set
+        raise Unresolved("the thread given is empty (a shell variable not set?)", "`threadlog ls --all` lists them")
     matches = store.ids_starting(name, _SHOWN + 1)
     if name in matches or not matches:
         if not matches:
-            raise Unresolved(f"thread {named(name)} not found (no thread id starts with it)", "`threadlog ls --all` lists them")
+            starts = f"@; `{LAST}` names the most recently active thread" if name.startswith("@") else "it"
+            raise Unresolved(f"thread {named(name)} not found (no thread id starts with {starts})", "`threadlog ls --all` lists them")
         return name
     if len(matches) == 1:
         return matches[0]
