@@ -257,6 +257,18 @@ def test_a_mistyped_command_is_answered_with_the_close_ones(typed: str) -> None:
     assert done.stderr.splitlines()[-1] == f"Error: No such command '{typed}'. Did you mean '{meant}'?", done.stderr
 
 
+@pytest.mark.parametrize(("typed", "command", "option"), [(["--json", "ls"], "ls", "--json"),
+                                                       (["-n", "5", "log", "abc"], "log", "-n"),
+                                                       (["--no-pager", "show", "abc"], "show", "--no-pager")])
+def test_a_command_s_option_before_the_command_says_where_it_goes(typed: list[str], command: str, option: str) -> None:
+    """Only --db, --version and --help go before the command: `threadlog --json ls` said
+    "No such option '--json'. Did you mean '--version'?", as if `ls` had no --json."""
+    done = subprocess.run([sys.executable, "-m", "threadlog", *typed], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (f"Error: {option} is an option of `threadlog {command}`: give it after the command "
+                                            f"(`threadlog {command} {option} …`); before it go only --db, --version and --help"), done.stderr
+
+
 # Started as `python -m` (what ends itself by SIGINT where a Ctrl-C stayed marked unhandled):
 # a SIGINT as the command being run loads its module, inside the first code `exec()` runs for
 # it, as dataclasses and named tuples build their methods (the importers', here).

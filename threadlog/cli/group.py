@@ -127,6 +127,19 @@ class _Group(click.Group):
                 self.get_command(ctx, name)
         return super().resolve_command(ctx, args)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            # `threadlog --json ls`: click offered "Did you mean '--version'?", as if ls had no --json.
+            name = next((arg for arg in args if arg in _COMMANDS), None)
+            command = self.get_command(ctx, name) if name else None
+            if command is None or not any(error.option_name in (*p.opts, *p.secondary_opts) for p in command.params):
+                raise
+            raise click.UsageError(f"{error.option_name} is an option of `threadlog {name}`: give it after the command "
+                                   f"(`threadlog {name} {error.option_name} …`); before it go only --db, --version and --help",
+                                   ctx) from None
+
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
         # The group's own --help and --version print here, while the options are read, before
