@@ -105,6 +105,18 @@ def test_domain_errors_exit_1_with_one_line(run) -> None:  # type: ignore[no-unt
     run("fork", t, "--at", "9", code=1)
 
 
+def test_a_position_redact_cannot_take_is_refused_naming_the_argument(run) -> None:  # type: ignore[no-untyped-def]
+    """`threadlog redact 999` said `error: position: no event at position 999`, the library's
+    parameter, where the command line names its argument POSITION (as INTERRUPT_ID)."""
+    t = run("new").strip()
+    position = run("append", t, "--role", "user", "--text", "key sk-1").split()[-1]
+    result = CliRunner().invoke(cli, ["redact", "999", "--reason", "key", "--actor", "ops", "--db", run.db])
+    assert (result.exit_code, result.stderr) == (1, "error: POSITION: no event at position 999\n"), result.stderr
+    run("redact", position, "--reason", "key", "--actor", "ops")
+    result = CliRunner().invoke(cli, ["redact", position, "--reason", "key", "--actor", "ops", "--db", run.db])
+    assert result.exit_code == 1 and result.stderr.startswith(f"error: POSITION: position {position} is already redacted"), result.stderr
+
+
 def test_an_interrupt_id_that_is_no_id_is_refused_naming_it(run) -> None:  # type: ignore[no-untyped-def]
     """`threadlog interrupt raise T ""` (or an id holding a terminal escape, or of megabytes)
     was stored, then printed by `interrupt list` and shown by `show`."""

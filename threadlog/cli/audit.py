@@ -143,7 +143,8 @@ def redact(store: Store, position: int, reason: str, actor: str, as_json: bool) 
     except (StoreError, RecursionError):  # unreadable (nested too deep to read, say): a reason to redact it
         erased = None
     try:
-        record = store.redact(position, reason=reason, actor=actor)
+        with _named_as_typed({"position": "POSITION"}):
+            record = store.redact(position, reason=reason, actor=actor)
     except OldPagesKept as error:  # committed (exit 3): the transcripts to rewrite are named all the same
         for note in transcripts_holding(store, position):
             error.add_note(f"note fork {note.fork}'s transcript {note.path} was written with the erased text: rewrite or "
