@@ -117,6 +117,22 @@ def test_a_position_redact_cannot_take_is_refused_naming_the_argument(run) -> No
     assert result.exit_code == 1 and result.stderr.startswith(f"error: POSITION: position {position} is already redacted"), result.stderr
 
 
+def test_resolving_an_interrupt_without_an_answer_is_refused_and_writes_nothing(run) -> None:  # type: ignore[no-untyped-def]
+    """`threadlog interrupt resolve T q1` (the --answer forgotten) recorded a null answer and
+    settled the question; the answer is what resolving records (`--answer null` says none)."""
+    t = run("new").strip()
+    run("interrupt", "raise", t, "q1", "--question", "Which train?")
+    before = run("log", t, "--json")
+    result = CliRunner().invoke(cli, ["interrupt", "resolve", t, "q1", "--db", run.db])
+    assert result.exit_code == 2 and result.stderr.endswith(
+        "Error: give the human's answer with --answer TEXT (--answer null records none); `threadlog interrupt cancel` "
+        "withdraws the question instead\n"), result.stderr
+    assert run("log", t, "--json") == before and run("interrupt", "list", t) == f"{t}  q1  Which train?\n"
+    run("interrupt", "resolve", t, "q1", "--answer", "null")
+    with Store(run.db) as store:
+        assert (list(store.read(t))[-1].type, run("interrupt", "list", t)) == ("interrupt.resolved", "")
+
+
 def test_an_interrupt_id_that_is_no_id_is_refused_naming_it(run) -> None:  # type: ignore[no-untyped-def]
     """`threadlog interrupt raise T ""` (or an id holding a terminal escape, or of megabytes)
     was stored, then printed by `interrupt list` and shown by `show`."""

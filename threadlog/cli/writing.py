@@ -313,11 +313,19 @@ def interrupt_raise(store: Store, thread: str, interrupt_id: str, question: str 
     _recorded(recorded, as_json)
 
 
+def _answer_given(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    # Not `required`: `--answer null` (no answer) is one, and click took its None for none given.
+    if ctx.get_parameter_source(str(param.name)) is click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("give the human's answer with --answer TEXT (--answer null records none); "
+                               "`threadlog interrupt cancel` withdraws the question instead", ctx)
+    return value
+
+
 @interrupt.command("resolve")
 @click.argument("thread", type=THREAD)
 @click.argument("interrupt_id")
-@click.option("--answer", type=JSONText(or_text=True), metavar="TEXT",
-              help="The human's answer (JSON if it parses as JSON, else text).")
+@click.option("--answer", type=JSONText(or_text=True), metavar="TEXT", callback=_answer_given,
+              help="The human's answer (JSON if it parses as JSON, else text; null: none).  [required]")
 @json_option
 @with_store("write")
 def interrupt_resolve(store: Store, thread: str, interrupt_id: str, answer: Any, as_json: bool) -> None:
