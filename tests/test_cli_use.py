@@ -153,6 +153,18 @@ def test_a_mistyped_at_name_or_an_empty_thread_says_what_was_meant(db: Path) -> 
     assert err == ("error: the thread given is empty (a shell variable not set?); `threadlog ls --all` lists them\n"), err
 
 
+@pytest.mark.parametrize(("typed", "says"), [(["ls", "{t}"], "`threadlog ls` takes a thread as --root {t}"),
+                                             (["follow", "{t}"], "`threadlog follow` takes a thread as --thread {t}"),
+                                             (["search", "ferry", "{t}"], "`threadlog search` takes a thread as --thread {t}")])
+def test_a_thread_typed_where_a_command_takes_it_as_an_option_says_which(db: Path, typed: list[str], says: str) -> None:
+    """`threadlog ls T` said only "Got unexpected extra argument (T)": `ls` takes a thread
+    as `--root T` (`follow` and `search` as `--thread T`)."""
+    t = ok(db, "new").strip()
+    code, out, err = invoke(db, *[word.format(t=t) for word in typed])
+    assert (code, out) == (2, ""), err
+    assert err.splitlines()[-1] == f"Error: Got unexpected extra argument ({t}); {says.format(t=t)}", err
+
+
 def tmp_path_db(db: Path) -> Path:
     empty = db.with_name("empty.db")
     ok(empty, "init")

@@ -23,6 +23,7 @@ from eventstore import InvalidEvent, OldPagesKept, StoreError
 from eventstore.errors import MISSHAPEN, misshapen, unreadable
 
 from .. import output
+from ..names import ThreadType
 from ..render import safe, safe_block
 from ..signals import handled
 from .options import DEFAULT_DB, FilePath, check_typed
@@ -44,6 +45,18 @@ class _Command(click.Command):
     `cannot be sent`, naming neither what was typed nor where.) Paths are no text: a Linux file
     name may be any bytes, and a path option keeps them. An option read as JSON or as a mapping
     checks what was typed as it reads it (`options.check_typed`): here its value is no longer text."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as error:
+            # `threadlog ls T`: a command taking its thread as an option said only that T was extra.
+            taking = [param for param in self.params if isinstance(param.type, ThreadType)]
+            if error.message.startswith("Got unexpected extra argument") and len(taking) == 1 and \
+                    isinstance(taking[0], click.Option):
+                extra = error.message.rsplit("(", 1)[-1].rstrip(")").split()[0]
+                error.message += f"; `threadlog {ctx.info_name}` takes a thread as {taking[0].opts[0]} {extra}"  # type: ignore[misc]  # a plain attribute click types Final
+            raise
 
     def invoke(self, ctx: click.Context) -> Any:
         for param in self.params:
