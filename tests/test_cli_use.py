@@ -1129,6 +1129,15 @@ def test_verify_json_reports_a_failure_on_stdout(db: Path) -> None:
     assert code == 1 and report["ok"] is False and report["position"] == 2 and "digest" in report["error"]
 
 
+def test_snapshot_says_how_many_events_it_holds_in_the_words_of_log(db: Path) -> None:
+    """`threadlog snapshot T` of a thread of two events said `snapshot of T at offset 2`, an
+    offset `threadlog log T` never shows (it holds offsets 0..1): the snapshot is the state
+    after the first 2 events, as `show --at 2` is."""
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "x")
+    assert ok(db, "snapshot", t) == f"snapshot of {t} after its first 2 events (offsets 0..1, as `show --at 2`)\n"
+
+
 def test_snapshot_drop_of_one_thread_keeps_the_others(db: Path) -> None:
     a, b = ok(db, "new").strip(), ok(db, "new").strip()
     for t in (a, b):

@@ -452,12 +452,13 @@ def snapshot(store: Store, thread: str | None, drop: bool, as_json: bool) -> Non
         return
     if thread is None:
         raise click.UsageError("give a THREAD, or --drop")
-    offset = save_snapshot(store, thread)
-    _committed(f"snapshot of {thread} at offset {offset}")
+    offset = save_snapshot(store, thread)  # the state after the first `offset` events
+    said = f"snapshot of {thread} after its first {offset} events (offsets 0..{offset - 1}, as `show --at {offset}`)"
+    _committed(said)
     if as_json:
         _emit_json({"thread": thread, "offset": offset})
     else:
-        output.lines([f"snapshot of {thread} at offset {offset}"])
+        output.lines([said])
 
 
 @cli.command()
