@@ -268,7 +268,7 @@ def fan_out(store: Store, thread: str, directives: tuple[str, ...], placeholder:
 @with_store("write")
 def report_(store: Store, subagent: str, text: str | None, status: str, as_json: bool) -> None:
     """Deliver SUBAGENT's final answer to the thread that launched it (fan-out), as one
-    <task-notification> user message; prints its offset and position.
+    <task-notification> user message; prints its offset in that thread and its position.
 
     The first report also answers the parent's tool calls the sub-agent was launched from,
     with the placeholder the sub-agent saw, and cancels an interrupt one of them waited on
