@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,10 @@ agents = pytest.importorskip("agents")
 
 from agents import SQLiteSession  # noqa: E402
 from agents.extensions.memory import AdvancedSQLiteSession  # noqa: E402
+from click.testing import CliRunner  # noqa: E402
 
 from threadlog import InvalidEvent, Store, StoreError  # noqa: E402
+from threadlog.cli import cli  # noqa: E402
 from threadlog.integrations.openai_agents import ThreadlogSession  # noqa: E402
 from tests.procs import started_together  # noqa: E402
 from tests.test_openai_agents import read_by_another_process  # noqa: E402
@@ -426,3 +430,47 @@ def test_an_item_added_on_another_thread_while_a_pop_runs_is_kept(db: Path) -> N
     view = [item["content"] for item in run(session.get_items())]  # type: ignore[typeddict-item]
     assert sorted(view + [popped[0]["content"]]) == ["one", "three", "two"]
     session.close()
+
+
+# -- marks written by hand ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("back_to", ["itself", "the thread before it", "no thread"])
+def test_a_hand_written_mark_sending_a_branch_round_in_a_circle_is_refused_by_name(db: Path, back_to: str) -> None:
+    """`threadlog emit` can end a session's thread with a mark naming where its branch goes on.
+    One naming the thread itself, or a thread the branch came through, sent every call of the
+    session round that circle for ever: a process reading the session never answered. One
+    naming a list instead of a thread failed with Python's `unhashable type: 'list'`."""
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(session.add_items([user("one"), user("two")]))
+        first = session.thread
+        assert first is not None
+        target: Any
+        if back_to == "itself":
+            ended, target = first, first
+        elif back_to == "no thread":
+            ended, target = first, [first]
+        else:
+            run(session.pop_item())  # `first` ends naming the fork the branch goes on in
+            ended, target = str(session.thread), first
+    mark = {"openai_agents": {"session_id": "ana", "branch": "main", "superseded_by": target, "at": None, "by": "hand"}}
+    emitted = CliRunner().invoke(cli, ["--db", str(db), "emit", ended, "metadata.set", "--data", json.dumps({"patch": mark})])
+    assert emitted.exit_code == 0, emitted.output
+
+    done = subprocess.run([sys.executable, WORKER, "items", str(db), "ana"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    where = "which names no thread" if back_to == "no thread" else "a thread it already came through; its threads go round in a circle"
+    why = f"session 'ana', branch 'main': thread {ended!r} ends saying the branch goes on in {target!r}, {where}"
+    assert why in done.stderr
+    with Store(db) as store:
+        events = store.counts().events
+        session = ThreadlogSession("ana", store)
+        calls: list[Any] = [session.get_items, lambda: session.add_items([user("three")]), session.pop_item,
+                            lambda: session.create_branch_from_turn(1, "b"), session.clear_session]
+        for call in calls:
+            with pytest.raises(StoreError) as refused:
+                run(call())
+            assert str(refused.value).startswith(why)
+        assert store.counts().events == events
+        store.verify()

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
-from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, ThreadNotFound
+from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, StoreError, ThreadNotFound
 from eventstore.events import too_deep
 from eventstore.prepare import MAX_EVENT_BYTES, check_encodable
 
@@ -408,7 +408,10 @@ class ThreadlogSession:
         return self._follow(first) if self._exists(first) else None
 
     def _follow(self, thread: str) -> _View | None:
-        """From `thread`, follow `superseded_by` to the thread that is current (None: ended)."""
+        """From `thread`, follow `superseded_by` to the thread that is current (None: ended).
+        A mark sending the branch back to a thread it came through (written by hand: a session
+        names a new thread) is a StoreError, not a walk round that circle for ever."""
+        passed = {thread}
         while True:
             head = self.store.head(thread)
             _, type_, data = next(self.store.read_data(thread, head - 1))
@@ -418,6 +421,13 @@ class ThreadlogSession:
             nxt = mark["superseded_by"]
             if nxt is None:
                 return None
+            if not isinstance(nxt, str) or nxt in passed:
+                where = ("a thread it already came through; its threads go round in a circle" if isinstance(nxt, str)
+                         else "which names no thread")
+                raise StoreError(f"session {self.session_id!r}, branch {mark.get('branch', self._branch)!r}: thread {thread!r} "
+                                 f"ends saying the branch goes on in {nxt!r}, {where} (a `metadata.set` of "
+                                 "`openai_agents.superseded_by` not written by a session)")
+            passed.add(nxt)
             self._continue(thread, nxt, mark.get("at"), str(mark.get("branch", self._branch)))
             thread = nxt
 
