@@ -474,3 +474,21 @@ def test_a_hand_written_mark_sending_a_branch_round_in_a_circle_is_refused_by_na
             assert str(refused.value).startswith(why)
         assert store.counts().events == events
         store.verify()
+
+
+def test_a_closed_session_refuses_an_empty_add_as_it_refuses_any_other(tmp_path: Path) -> None:
+    """`add_items([])` on a closed session answered as if it had written, where every other
+    call said the store is closed (and the SDK's own session refuses it too)."""
+    session = ThreadlogSession("ana", tmp_path / "threadlog.db")
+    run(session.add_items([user("one")]))
+    session.close()
+    for items in ([], [user("two")]):
+        with pytest.raises(StoreError, match=r"threadlog\.db is closed; open it again to read or write"):
+            run(session.add_items(items))
+    oracle = SQLiteSession("ana", tmp_path / "sdk.db")
+    oracle.close()
+    with pytest.raises(RuntimeError):
+        run(oracle.add_items([]))
+    again = ThreadlogSession("ana", tmp_path / "threadlog.db")
+    assert run(again.get_items()) == [user("one")]
+    again.close()

@@ -192,6 +192,7 @@ class ThreadlogSession:
         """Append the items to the current branch, atomically (all or none)."""
         items = list(items)  # any iterable, as the SDK's sessions take: it is read twice below
         if not items:
+            self.store.last_position()  # one short read: a closed store refuses this as any other call
             return
         events = [message_event(item, i) for i, item in enumerate(cast("list[Any]", items))]
         while True:
