@@ -222,3 +222,30 @@ def test_a_sync_graph_runs_on_a_postgresql_store() -> None:
         assert [m.content for m in out["messages"]] == ["one", "echo: one", "two", "echo: two"]
         assert len(list(graph.get_state_history(config))) == 6
         store.verify()
+
+
+class _Xor:
+    """A cipher for `EncryptedSerializer` (LangGraph's own takes pycryptodome's AES)."""
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        return "xor", bytes(b ^ 0x5A for b in plaintext)
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
+        return bytes(b ^ 0x5A for b in ciphertext)
+
+
+def test_an_encrypting_serializer_is_refused_when_made_instead_of_storing_the_run_in_clear(tmp_path: Path) -> None:
+    """`ThreadlogSaver(store, serde=EncryptedSerializer(...))`, as LangGraph's savers take it to
+    encrypt checkpoints at rest, was taken, and the run's messages were written in clear text
+    (as `message.appended` events and in the checkpoints): only values that are not JSON went
+    through the serializer."""
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    from threadlog import StoreError
+
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        before = store.counts()
+        with pytest.raises(StoreError, match=r"ThreadlogSaver does not encrypt.*EncryptedSerializer"):
+            ThreadlogSaver(store, serde=EncryptedSerializer(_Xor()))
+        assert store.counts() == before

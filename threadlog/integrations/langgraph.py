@@ -65,6 +65,7 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, Store, StoreError, ThreadNotFound
 from eventstore.prepare import new_id, prepare
@@ -88,6 +89,11 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         if not isinstance(store, Store):  # else the graph's first step fails inside LangGraph, on an attribute
             raise StoreError(f"ThreadlogSaver takes a threadlog Store, not {type(store).__name__}: "
                              "ThreadlogSaver(Store(path))")
+        if isinstance(serde, EncryptedSerializer):  # else the run is stored in clear text, which it was given to prevent
+            raise StoreError("ThreadlogSaver does not encrypt: it writes a run's messages and its JSON values as readable "
+                             "events (transcripts, search and the viewer read them), so with an EncryptedSerializer only "
+                             "the other values would be encrypted; keep the file on an encrypted disk, or use a saver "
+                             "that encrypts")
         super().__init__(serde=serde)
         self.store = store
         self._lock = threading.RLock()
