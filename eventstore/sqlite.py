@@ -155,6 +155,12 @@ def _type(column: str) -> str:
 EVENT_COLUMNS = _decoded_columns()
 _TITLE_TYPES = f"({TYPE_CODES['thread.created']}, {TYPE_CODES['title.set']})"
 _MESSAGE = TYPE_CODES["message.appended"]
+# A type stored as its name reads as the same type (`_type`; only raw SQL stores one of the
+# catalogue's so, but its hash holds: the name is what was hashed), so a query by type matches
+# both spellings. These follow the code each time, so SQLite still takes `events_other`.
+_TITLES_EITHER_WAY = f"IN {_TITLE_TYPES[:-1]}, 'thread.created', 'title.set')"
+_NOT_A_MESSAGE = f"type != {_MESSAGE} AND type != 'message.appended'"
+_REDACTION_EITHER_WAY = f"IN ({TYPE_CODES['event.redacted']}, 'event.redacted')"
 STREAM_COLUMNS = (
     "id, parent_id, parent_offset, root_id, depth, head, created_position, kind, "
     "head_hash, facts, first_message_offset, last_position"
@@ -1099,7 +1105,7 @@ class SQLiteBackend:
         # uses the partial index `events_other` only when the query's condition plainly implies it.
         row = self.conn.execute(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? '
-            f'AND type IN {_TITLE_TYPES} AND type != {_MESSAGE} ORDER BY "offset" DESC LIMIT 1',
+            f'AND type {_TITLES_EITHER_WAY} AND type != {_MESSAGE} ORDER BY "offset" DESC LIMIT 1',
             (stream_id, lo, NO_BOUND if hi is None else hi),
         ).fetchone()
         return _new(EventRow, row) if row else None
@@ -1108,7 +1114,7 @@ class SQLiteBackend:
     def count_type(self, stream_id: str, lo: int, hi: int | None, type_: str) -> int:
         """Through `events_other` only: messages are the stream's own events in the range (its
         offsets have no gaps: base..head-1) less the others."""
-        others = (f'SELECT count(*) FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? AND type != {_MESSAGE}')
+        others = f'SELECT count(*) FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? AND {_NOT_A_MESSAGE}'
         bounds = (stream_id, lo, NO_BOUND if hi is None else hi)
         if type_ != "message.appended":
             # IN: a type given a code after a file stored it as text is held both ways (packing.TYPE_CODES).
@@ -1299,7 +1305,7 @@ class SQLiteBackend:
             row = self.conn.execute(
                 "SELECT t.position, r.position FROM events r "
                 "JOIN events t ON t.position = json_extract(r.data, '$.position') WHERE r.position > ? "
-                f"AND r.type = {TYPE_CODES['event.redacted']} "
+                f"AND r.type {_REDACTION_EITHER_WAY} "
                 'AND t.stream_id = ? AND t."offset" >= ? AND t."offset" < ? LIMIT 1',
                 (after, *bounds),
             ).fetchone()

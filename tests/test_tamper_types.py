@@ -10,6 +10,7 @@ row) that holds it, named by position like any other.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -17,7 +18,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from eventstore.packing import TYPE_CODES
 from tests.test_verify_agreement import only
+from eventstore.errors import StaleSnapshot
 from threadlog import IntegrityError, Store
 from threadlog.cli import cli
 
@@ -175,3 +178,38 @@ def test_a_stream_row_whose_id_is_not_text_is_named_by_verify_and_the_cli(tmp_pa
     assert named in str(failed.value)
     result = CliRunner().invoke(cli, ["--db", str(path), "verify"])
     assert result.exit_code == 1 and named in result.output, result.output
+
+
+# A type stored as its name (text) where threadlog stores its code. On SQLite it reads as the
+# same type (tests/test_verify_plain.py reads a file so), and the name is what was hashed, so
+# every verify passes: every reader must then read it as that type too. The queries that find a
+# thread's title and count its messages looked for the code alone: `ls` showed an older title
+# (or none) and one message fewer, while every verify passed.
+@pytest.mark.parametrize("named", ["thread.created", "title.set", "message.appended", "event.redacted"])
+def test_a_type_stored_as_its_name_reads_as_its_code_does(tmp_path: Path, named: str) -> None:
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        store.create_thread(title="first title", thread_id="t")
+        store.append_message("t", "user", "first")
+        store.append("t", [{"type": "title.set", "data": {"title": "second title"}}])
+        store.append_message("t", "assistant", "second")
+        store.fork("t", fork_id="f")
+        store.create_thread(title="only title", thread_id="u")
+        secret = store.append_message("u", "user", "my PIN is 1234")
+        folded = store.last_position()
+        store.redact(secret.position, reason="a PIN", actor="ops")
+    commands = (["ls", "--all", "--json"], ["ls", "--all"], ["tree"], ["show", "t"], ["show", "f"], ["show", "u"])
+    before = [_cli(path, *command) for command in commands]
+    _alter(path, "UPDATE events SET type = ? WHERE type = ?", named, TYPE_CODES[named])
+    with Store(path) as store:
+        store.verify()  # the same hashes: the name is what each hashed
+        assert [_cli(path, *command) for command in commands] == before
+        # A state folded before the redaction may hold the erased payload: still refused.
+        with pytest.raises(StaleSnapshot):
+            store.save_snapshot("thread_state", 1, "u", 2, {"said": "my PIN is 1234"}, as_of=folded)
+
+
+def _cli(path: Path, *args: str) -> str:
+    result = CliRunner().invoke(cli, ["--db", str(path), *args])
+    assert result.exit_code == 0, result.output
+    return result.output
