@@ -59,6 +59,9 @@ TYPE_CODES: dict[str, int] = {
     "langgraph.deleted": 16,
 }
 TYPE_NAMES: dict[int, str] = {code: name for name, code in TYPE_CODES.items()}
+# The types a file may hold by name: written before they had a code. Every other type of the
+# catalogue has been stored as its code since types had codes.
+NAMED_BEFORE_CODED = frozenset({"langgraph.checkpoint", "langgraph.writes", "langgraph.deleted"})
 
 HASH_TAG = "tl2:"  # integrity.HASH_TAG (not imported: integrity imports the backend layer)
 
