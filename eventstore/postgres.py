@@ -1296,7 +1296,9 @@ class PostgresBackend:
 
     @_translated
     def events_by_id(self, event_ids: Sequence[str]) -> list[EventRow]:
-        ids = [stored_id(event_id) for event_id in event_ids]
+        # An id stored as its text's bytes where its packed bytes belong reads as the same id (see
+        # the SQLite backend's): looked for both ways.
+        ids = [spelled for event_id in event_ids for spelled in {stored_id(event_id), _bytes(event_id, 16)}]
         rows = self.conn.execute(f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = ANY(%s)", (ids,)).fetchall()
         return [_new(EventRow, r) for r in rows]
 

@@ -1188,7 +1188,10 @@ class SQLiteBackend:
     def events_by_id(self, event_ids: Sequence[str]) -> list[EventRow]:
         rows = []
         for start in range(0, len(event_ids), 500):  # ids are bound packed, so no json_each
-            chunk = [pack_id(event_id) for event_id in event_ids[start:start + 500]]
+            # An id stored as its text where its bytes belong reads as the same id (its hash
+            # holds: only raw SQL stores one so), so it is looked for both ways: a retry found
+            # none, and wrote its events again.
+            chunk = [spelled for event_id in event_ids[start:start + 500] for spelled in {pack_id(event_id), event_id}]
             query = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id IN ({','.join('?' * len(chunk))})"
             rows += self.conn.execute(query, chunk).fetchall()
         return [_new(EventRow, r) for r in rows]

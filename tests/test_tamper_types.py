@@ -15,10 +15,12 @@ import re
 import sqlite3
 from pathlib import Path
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
 from eventstore.packing import TYPE_CODES
+from tests.backends import postgres_url
 from tests.test_verify_agreement import only
 from eventstore.errors import StaleSnapshot
 from threadlog import IntegrityError, Store
@@ -213,3 +215,33 @@ def _cli(path: Path, *args: str) -> str:
     result = CliRunner().invoke(cli, ["--db", str(path), *args])
     assert result.exit_code == 0, result.output
     return result.output
+
+
+# An event id stored as its text where threadlog stores its 16 bytes (a 32-hex-digit id) reads
+# as the same id, and the hash holds, so every verify passes; but the idempotency lookup bound
+# the packed id alone: a retry of the append wrote the event a second time, two events under one
+# id, and verify passed that too. PostgreSQL stores the text as its UTF-8 bytes.
+ID_AS_TEXT = {
+    "sqlite": "UPDATE events SET event_id = lower(hex(event_id)) WHERE position = 2",
+    "postgresql": "UPDATE events SET event_id = convert_to(encode(event_id, 'hex'), 'UTF8') WHERE position = 2",
+}
+
+
+@pytest.mark.parametrize("backend", list(ID_AS_TEXT))
+def test_a_retry_finds_its_event_whose_id_is_stored_as_text(tmp_path: Path, backend: str) -> None:
+    db = postgres_url() if backend == "postgresql" else str(tmp_path / "t.db")
+    event = {"type": "message.appended", "data": {"role": "user", "content": [{"type": "text", "text": "pay 10 EUR"}]},
+             "meta": {"event_id": "0123456789abcdef0123456789abcdef"}}
+    with Store(db) as store:
+        store.create_thread(thread_id="t")
+        (first,) = store.append("t", [event])
+    if backend == "postgresql":
+        with psycopg.connect(db, autocommit=True) as conn:
+            assert conn.execute(ID_AS_TEXT[backend]).rowcount == 1
+    else:
+        _alter(Path(db), ID_AS_TEXT[backend])
+    with Store(db) as store:
+        store.verify()  # the same id: the text is what was hashed
+        assert store.append("t", [event]) == [first]
+        assert store.append("t", [event], expect=1) == [first]
+        assert [e.position for e in store.read("t")] == [1, 2]
