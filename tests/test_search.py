@@ -664,6 +664,30 @@ def test_a_document_its_event_does_not_hold_is_never_shown_nor_sent_to_the_model
         assert [hit.snippet for hit in search(store, "1111")] == ["pay account **1111** on the lyon train"]
 
 
+def test_a_document_listed_under_words_it_does_not_hold_is_a_hit_for_them_with_its_own_text(tmp_path: Path) -> None:
+    """As the README says: FTS5's own tables rewritten (through FTS5 itself) to list a document
+    under other words make its event a hit for them, shown with the text the log holds; a
+    search does not run the query again over each hit. `index --rebuild` puts it right."""
+    import sqlite3
+
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        t = store.create_thread(title="trip")
+        store.append_message(t, "assistant", "Hotel Part-Dieu, 92 EUR")
+        assert search(store, "marmalade") == []
+    conn = sqlite3.connect(path)
+    ((docid, text),) = conn.execute("SELECT docid, text FROM search_docs WHERE kind = 'text'")
+    conn.execute("INSERT INTO search_fts (search_fts, rowid, text) VALUES ('delete', ?, ?)", (docid, text))
+    conn.execute("INSERT INTO search_fts (rowid, text) VALUES (?, ?)", (docid, text + " marmalade"))
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        store.verify()  # the log is intact: only the cache was altered
+        assert [hit.snippet for hit in search(store, "marmalade")] == ["Hotel Part-Dieu, 92 EUR"]
+        rebuild_index(store)
+        assert search(store, "marmalade") == []
+
+
 def test_a_long_document_gets_a_bounded_snippet_around_its_first_match(store: Store) -> None:
     """The engines' snippets grow with the square of one document's matches (FTS5 took 76 s on
     a tool result of 100,000 matching lines, and a note fork's retrieval waited on it): past
