@@ -120,3 +120,33 @@ def test_a_sqlite_saver_file_is_refused_saying_whose_it_is_and_left_as_it_was(tm
                                          r"threadlog does not read its history; give threadlog a new path"):
         Store(path)
     assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == before
+
+
+def test_a_thread_whose_first_event_was_redacted_keeps_its_checkpoints(tmp_path: Path) -> None:
+    """`threadlog redact` of a LangGraph thread's `thread.created` (its title is the thread id,
+    which may name a person) erased the thread id its root stream is matched by: the saver took
+    the stream for another's, the graph's state read as empty, the next run started a new stream
+    beside it, and `delete_thread` left every old checkpoint in the file. The root whose id the
+    thread id hashes to is still that thread's."""
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+    from threadlog.integrations.langgraph import line_id
+
+    path = tmp_path / "red.db"
+    config: Any = {"configurable": {"thread_id": "ana@example.com"}}
+    with Store(path) as store:
+        _graph(ThreadlogSaver(store), "first").invoke({"topic": "trains", "notes": []}, config)
+        created = next(store.read(line_id("ana@example.com", "")))
+    assert created.type == "thread.created"
+    done = CliRunner().invoke(cli, ["--db", str(path), "redact", str(created.position), "--reason", "pii", "--actor", "ops"])
+    assert done.exit_code == 0, done.output
+    with Store(path) as store:
+        app = _graph(ThreadlogSaver(store), "second")
+        assert app.get_state(config).values == {"topic": "trains", "notes": ["first"]}
+        app.invoke({"topic": "trains", "notes": []}, config)
+        assert app.get_state(config).values["notes"] == ["first", "second"]
+        assert [info.id for info in store.threads(10, None)] == [line_id("ana@example.com", "")]
+        ThreadlogSaver(store).delete_thread("ana@example.com")
+        assert app.get_state(config).values == {}
+        store.verify()

@@ -80,6 +80,9 @@ ACTOR = "threadlog.integrations.langgraph"
 _PATIENCE = 30.0  # seconds a write refused by other processes' appends is tried again before the refusal is raised
 _ID_CANDIDATES = 800
 _FOREIGN = ("", "\x00")  # the owner of a stream this saver did not create: no thread and namespace
+# The owner of a root whose first event a redaction erased (`threadlog redact` of its
+# `thread.created`: the title is the thread id): the thread whose id the root's id is made from.
+_ERASED = ("", "\x01")
 
 
 class ThreadlogSaver(BaseCheckpointSaver[int]):
@@ -116,7 +119,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         """The root stream id of this thread and namespace: `line_id`, or, when another
         thread or namespace already holds that id (their hashes share its digits), the
         first of `ID~1`, `ID~2`, ... that is free or theirs. Which one a root belongs to is
-        read from its first event, once."""
+        read from its first event, once. A root whose first event was redacted names no thread:
+        it is the one whose id it is (`ID`, or the older layout's), not an `ID~N` (only the
+        thread that created it knew which of those it took)."""
         legacy = legacy_line_id(thread_id, ns)
         if legacy not in self._legacy_absent:  # a line an older release started keeps its id
             owner = self._owners.get(legacy) or self._root_owner(self.store, legacy)
@@ -124,7 +129,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 self._legacy_absent.add(legacy)  # this release never creates one
             else:
                 self._owners[legacy] = owner
-                if owner == (thread_id, ns):
+                if owner in ((thread_id, ns), _ERASED):
                     return legacy
         base = line_id(thread_id, ns)
         for n in range(_ID_CANDIDATES):
@@ -135,7 +140,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                 if owner is None:
                     return key  # free: whoever creates it first owns it (a lost race retries here)
                 self._owners[key] = owner
-            if owner == (thread_id, ns):
+            if owner == (thread_id, ns) or (owner == _ERASED and n == 0):
                 return key
         raise StoreError(f"LangGraph thread {thread_id!r}, namespace {ns!r}: no free stream id after {base!r}")
 
@@ -147,6 +152,8 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
         except ThreadNotFound:
             return None
         first = store.event_at(root, info.base).data  # thread.created, or thread.forked for a copy
+        if first.get("redacted") is True:
+            return _ERASED
         metadata = first.get("options", first).get("metadata")  # a fork made by other means holds its mode ("blank")
         created = metadata.get("langgraph") if isinstance(metadata, dict) else None
         if not isinstance(created, dict) or "thread_id" not in created:
@@ -354,7 +361,9 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             if "." in root:
                 continue
             owner = self._owners.get(root) or self._root_owner(store, root)
-            if owner is not None and owner != _FOREIGN:
+            if owner == _ERASED and thread_id is not None and root == line_id(thread_id, ""):
+                owner = (thread_id, "")  # (a namespace's root cannot be told from its id alone)
+            if owner is not None and owner not in (_FOREIGN, _ERASED):
                 self._owners[root] = owner
                 # The prefix is 10 hex digits of the thread id's hash: another thread's roots can share it.
                 if thread_id is None or owner[0] == thread_id:
