@@ -320,6 +320,35 @@ def test_a_redacted_tool_output_keeps_its_kind_and_turns_keep_their_numbers(db: 
         store.verify()
 
 
+def test_clear_session_empties_branches_whose_first_event_was_redacted(db: Path) -> None:
+    """Redacting the first event of a session's thread (its title is the session id, which may
+    name a person; a branch's names the branch) erased the mark `clear_session` finds the
+    branches by: the clear did nothing and said nothing, every item stayed, and
+    `list_branches` no longer listed `main`. A redacted branch name is not listed again."""
+    with Store(db) as store:
+        session = ThreadlogSession("ana@example.com", store)
+        run(session.add_items([user("one"), {"role": "assistant", "content": "two"}, user("three")]))
+        run(session.create_branch_from_turn(2, "ana-private"))
+        run(session.add_items([user("four")]))
+        branch = session.thread
+        run(session.switch_to_branch("main"))
+        main = session.thread
+        assert main is not None and branch is not None
+        for thread in (main, branch):
+            first = next(event for event in store.read(thread) if event.stream_id == thread)
+            store.redact(first.position, reason="pii", actor="ops")
+        assert run(session.get_items()) == [user("one"), {"role": "assistant", "content": "two"}, user("three")]
+        assert [listed["branch_id"] for listed in run(session.list_branches())] == ["main"]
+        run(session.clear_session())
+        assert run(session.get_items()) == []
+        with Store(db) as other:
+            assert run(ThreadlogSession("ana@example.com", other).get_items()) == []
+        with pytest.raises(ValueError, match="does not exist"):
+            run(session.switch_to_branch("ana-private"))
+        assert "ana-private" not in json.dumps([event.data for event in store.read_all()])
+        store.verify()
+
+
 def test_a_str_enum_role_is_stored_as_its_text() -> None:
     """`{"role": Role.USER}` was refused ("Input should be 'user' or 'assistant'": its str()
     is `Role.USER`), and a system role shown as `[Role.SYSTEM]`. The SDK's own session takes it."""

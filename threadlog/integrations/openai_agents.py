@@ -248,8 +248,8 @@ class ThreadlogSession:
         """Empty every branch of the session; `main` continues in a new empty thread, the
         others end (their names stay used). The current branch becomes `main`."""
         branches = self._branches()
-        for name, _ in sorted(branches, key=lambda pair: pair[0] == MAIN):  # main last
-            self._end(name, "clear_session")
+        for name, first in sorted(branches, key=lambda pair: pair[0] == MAIN):  # main last
+            self._end(name, "clear_session", first)
         self._branch, self._view = MAIN, None
 
     # -- branches (AdvancedSQLiteSession's calls) -------------------------------------------------
@@ -310,7 +310,7 @@ class ThreadlogSession:
             raise ValueError(f"Cannot delete current branch '{branch_id}'. Use force=True or switch branches first")
         if self._resolve(branch_id) is None:
             raise ValueError(f"Branch '{branch_id}' does not exist")
-        self._end(branch_id, "delete_branch")
+        self._end(branch_id, "delete_branch", self._first(branch_id))
         if branch_id == self._branch:
             self._branch, self._view = MAIN, None
 
@@ -320,7 +320,7 @@ class ThreadlogSession:
         created_at (the time of its first event), oldest first. Reads each branch's items."""
         out = []
         for name, first in self._branches():
-            view = self._resolve(name)
+            view = self._resolve(name) if name is not None else None
             if view is None:
                 continue
             items = [item for _, type_, data in self.store.read_data(view.thread)
@@ -378,10 +378,12 @@ class ThreadlogSession:
     def _metadata(self, branch: str) -> dict[str, Any]:
         return {KEY: {"session_id": self.session_id, "branch": branch}}
 
-    def _superseded(self, branch: str, nxt: str | None, at: int | None, by: str) -> dict[str, Any]:
+    def _superseded(self, branch: str | None, nxt: str | None, at: int | None, by: str) -> dict[str, Any]:
         """The event that ends a thread's time as its branch's: where the branch goes on
-        (`superseded_by`: None ends the branch) and from which offset (`at`: None starts empty)."""
-        mark = {**self._metadata(branch)[KEY], "superseded_by": nxt, "at": at, "by": by}
+        (`superseded_by`: None ends the branch) and from which offset (`at`: None starts empty).
+        A branch whose name a redaction erased (None) is not named again."""
+        named = self._metadata(branch)[KEY] if branch is not None else {"session_id": self.session_id}
+        mark = {**named, "superseded_by": nxt, "at": at, "by": by}
         return {"type": "metadata.set", "data": {"patch": {KEY: mark}}, "meta": {"actor": ACTOR}}
 
     def _current(self, create: bool) -> _View | None:
@@ -512,9 +514,11 @@ class ThreadlogSession:
         """The highest of `thread` and its ancestors that holds its first `at` events."""
         return self.store.ancestry(thread, at - 1)[-1].id
 
-    def _end(self, branch: str, by: str) -> None:
-        """Supersede a branch's thread: `main` goes on empty in a new thread, others end."""
-        while (view := self._resolve(branch)) is not None:
+    def _end(self, branch: str | None, by: str, first: str) -> None:
+        """Supersede a branch's thread (`first`, the branch's first thread, followed to where it
+        lives): `main` goes on empty in a new thread, others end. A branch whose name a
+        redaction erased (None) is not named again in its mark."""
+        while (view := self._follow(first) if self._exists(first) else None) is not None:
             if branch == MAIN and view.head == 1:
                 return  # an empty main (only its thread.created): nothing to clear
             nxt = self._new_thread_id() if branch == MAIN else None
@@ -522,18 +526,22 @@ class ThreadlogSession:
                 self.store.append(view.thread, [self._superseded(branch, nxt, None, by)], expect=view.head)
             except ConcurrencyError:
                 continue
-            if nxt is not None:
-                self._continue(view.thread, nxt, None, branch)
+            if nxt is not None:  # (main's)
+                self._continue(view.thread, nxt, None, MAIN)
             return
 
-    def _branches(self) -> list[tuple[str, str]]:
-        """(name, first thread) of every branch ever made in this session, ended ones too."""
-        out = []
+    def _branches(self) -> list[tuple[str | None, str]]:
+        """(name, first thread) of every branch ever made in this session, ended ones too. A
+        first thread whose first event was redacted (it held the session id, or the branch's
+        name) is `main` when its id is main's, else a branch whose name is gone (None)."""
+        out: list[tuple[str | None, str]] = []
         for first in self.store.ids_starting(self._base + "/", limit=1_000_000):
             _, type_, data = next(self.store.read_data(first, self.store.thread(first).base))
             mark = _mark(type_, data)
             if mark is not None:
                 out.append((str(mark["branch"]), first))
+            elif data.get("redacted") is True:
+                out.append((MAIN if first == self._first(MAIN) else None, first))
         return out
 
     def _free_name(self, name: str) -> str:
