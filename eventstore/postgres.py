@@ -1451,7 +1451,10 @@ class PostgresBackend:
             "OR (a.backend_xid IS NOT NULL AND age(a.backend_xid) > age(x.xid)))"
         ).fetchone()
         kept = held[0] if held is not None else 0
-        self.conn.execute(b"VACUUM events, snapshots, search_docs")
+        # ANALYZE too: the server's own (autovacuum's, once a table has grown) sampled the rows'
+        # values into `pg_statistic`, where any role that may read the table reads them (`pg_stats`),
+        # an erased text or word among them. This one samples only the rows as they are now.
+        self.conn.execute(b"VACUUM (ANALYZE) events, snapshots, search_docs")
         unindexed = self.conn.execute(b"SELECT position FROM search_progress WHERE name = 'unindexed'").fetchone()
         if unindexed is not None:  # (`unindex` notes it)
             # A GIN index never removes a word from its tree once no row holds it (VACUUM only

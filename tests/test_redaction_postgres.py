@@ -67,6 +67,13 @@ def _files_holding(url: str, word: str) -> list[str]:
     return sorted(found)
 
 
+def _statistics_holding(url: str, word: str) -> list[str]:
+    """The columns of the store's tables whose statistics (`pg_stats`) hold `word`."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT tablename, attname, s::text FROM pg_stats s WHERE schemaname = current_schema()").fetchall()
+    return sorted(f"{table}.{column}" for table, column, text in rows if word.lower() in text.lower())
+
+
 def _indexed_secret(store: Store) -> int:
     """The position of a message holding SECRET, in a thread of its own, once the search index holds it."""
     leak = store.append_message(store.create_thread(title="keys"), "user", f"the password is {SECRET} today")
@@ -330,3 +337,27 @@ def test_a_redaction_racing_appends_and_another_redaction_on_the_same_thread() -
         assert redactor.verify().redacted == 20
         redactor.purge()
         assert search(redactor, SECRET) == []
+
+
+@pytest.mark.parametrize("partitions", [0, 4], ids=["one-table", "partitioned"])
+def test_a_redacted_payload_leaves_the_planner_statistics(partitions: int) -> None:
+    """The server's ANALYZE (autovacuum runs it once a table has grown) samples the rows' values
+    into `pg_statistic`: a redacted message's text stayed there after redact and purge said no
+    copy was left, readable by any role that may read the table (`SELECT histogram_bounds FROM
+    pg_stats`), words of the search index among them (`most_common_elems`)."""
+    from eventstore.postgres import PostgresBackend
+
+    url = postgres_url()
+    with Store(PostgresBackend(url, partitions=partitions)) as store:
+        t = store.create_thread(title="keys")
+        leaks = [store.append_message(t, "user", f"the password is {SECRET}{i} today").position for i in range(30)]
+        assert len(search(store, SECRET + "0")) == 1
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        assert _statistics_holding(url, SECRET), "the test must start with the text in the statistics"
+        for position in leaks:
+            store.redact(position, reason="password", actor="ops", purge=False)
+        _purge_once_unheld(store)
+    assert _rows_holding(url, SECRET) == []
+    assert _statistics_holding(url, SECRET) == []
+
