@@ -117,6 +117,19 @@ def test_a_position_redact_cannot_take_is_refused_naming_the_argument(run) -> No
     assert result.exit_code == 1 and result.stderr.startswith(f"error: POSITION: position {position} is already redacted"), result.stderr
 
 
+@pytest.mark.parametrize("typed", ["3_0", "\u0663", "\uff13", " 3", "+3"])
+def test_redact_takes_a_position_in_the_digits_0_to_9_alone(run, typed: str) -> None:  # type: ignore[no-untyped-def]
+    """`redact 3_0` erased position 30 and `redact ٣` position 3 (Python's `int()` reads both),
+    which no one can take back: a position is refused unless written in the digits 0-9."""
+    t = run("new").strip()
+    for n in range(40):
+        run("append", t, "--role", "user", "--text", f"message {n}")
+    before = run("log", t, "--json")
+    result = CliRunner().invoke(cli, ["redact", typed, "--reason", "key", "--actor", "ops", "--db", run.db])
+    assert result.exit_code == 2 and "is not a number written in the digits 0-9" in result.stderr, result.stderr
+    assert run("log", t, "--json") == before
+
+
 def test_resolving_an_interrupt_without_an_answer_is_refused_and_writes_nothing(run) -> None:  # type: ignore[no-untyped-def]
     """`threadlog interrupt resolve T q1` (the --answer forgotten) recorded a null answer and
     settled the question; the answer is what resolving records (`--answer null` says none)."""

@@ -20,7 +20,7 @@ from ..note_fork import transcripts_holding
 from ..render import command_line, counted
 from .group import _cli_words, _committed, _fail, _named_as_typed, cli
 from .opening import with_store
-from .options import _stated, json_option
+from .options import Digits, _stated, json_option
 from .printing import _emit_json, _progress
 
 _LISTED = 20  # events still holding an erased text, named one a line; --json names every one
@@ -123,7 +123,7 @@ def checkpoint_command(store: Store, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("position", type=click.IntRange(min=1))
+@click.argument("position", type=Digits(min=1))
 @click.option("--reason", required=True, callback=_stated("say why the payload is erased"),
               help="Why the payload is erased (recorded in the log).")
 @click.option("--actor", required=True, callback=_stated("name who erases it"), help="Who erases it (recorded in the log).")

@@ -143,6 +143,16 @@ class Setting(click.ParamType[tuple[str, Any]]):
             self.fail(f"the value of {key} {error}{hint}", param, ctx)
 
 
+class Digits(click.IntRange):
+    """An `IntRange` written in the digits 0-9 alone: Python's `int()` also reads `3_0` as 30 and
+    `٣` as 3, and `redact 3_0` erased position 30, which no one can take back."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+            self.fail(f"{shown(value)} is not a number written in the digits 0-9", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 class PageStart(click.ParamType[tuple[int, str | None]]):
     """`--before POSITION` or `--before POSITION:THREAD`: where a page of a listing starts, as
     (position, thread id or None). A position alone starts below it; with the last listed
