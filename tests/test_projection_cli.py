@@ -112,7 +112,7 @@ def test_transcript_prints_or_writes_with_bounds(demo: tuple[Path, dict[str, obj
 def test_snapshot_command_and_errors(demo: tuple[Path, dict[str, object]]) -> None:
     db, ids = demo
     code, out, _ = _run(db, "snapshot", str(ids["thread"]))
-    assert code == 0 and "offset 13" in out  # the demo thread's head: 14 events
+    assert code == 0 and "after its first 13 events (offsets 0..12" in out  # the demo thread's 13 events, its head
     code, out, _ = _run(db, "snapshot", "--drop")
     assert code == 0 and "dropped 1" in out
     code, _, err = _run(db, "show", "nope")
