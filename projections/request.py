@@ -6,6 +6,8 @@ The log keeps what the model produced; the request is the API-valid view of it, 
 - empty or whitespace-only text blocks are dropped, and so is a thinking block without a
   signature (the API checks every one's), and a message left empty;
 - consecutive messages of one role are merged into one;
+- a request that ends on an answer (a paused turn going on) sends its last text without
+  trailing whitespace (the API refuses the model's last words ending in it);
 - a `tool_use` without a `tool_result` in the next message is left out, and so is a
   `tool_result` whose `tool_use` is not in the message before it (a redaction or a dropped
   call can leave either); `tool_result` blocks come first in their user message;
@@ -368,8 +370,22 @@ def _api_view(view: list[Message], origins: dict[int, int]) -> list[Json]:
     while True:
         paired, changed = _paired(messages)
         if not changed:
-            return _unique_ids(paired, origins)
+            return _unstripped_end(_unique_ids(paired, origins), origins)
         messages = _merged([(m["role"], m["content"]) for m in paired])
+
+
+def _unstripped_end(messages: list[Json], origins: dict[int, int]) -> list[Json]:
+    """A request ending on an answer (a paused turn going on) has the model carry on from it,
+    and the API refuses one whose last text ends in whitespace: that text is sent without it."""
+    if not messages or messages[-1]["role"] != "assistant":
+        return messages
+    content = messages[-1]["content"]
+    stored = content[-1]
+    if stored.get("type") != "text" or not isinstance(stored.get("text"), str) or stored["text"] == stored["text"].rstrip():
+        return messages
+    block = {**stored, "text": stored["text"].rstrip()}  # not blank: blank texts were left out
+    origins[id(block)] = origins.get(id(stored), id(stored))
+    return [*messages[:-1], {"role": "assistant", "content": [*content[:-1], block]}]
 
 
 def _cleaned(content: list[Json], origins: dict[int, int]) -> list[Json]:

@@ -1051,3 +1051,18 @@ def test_a_failed_tool_result_with_nothing_to_say_still_says_something(mem: Stor
     failed, quiet = plain(kwargs)[2]["content"]
     assert failed["is_error"] is True and failed["content"] == NO_OUTPUT
     assert quiet.get("content") in ("", "  ", [], None)   # a result that did not fail may be empty: as it was
+
+
+@pytest.mark.parametrize("last", ["Searching now.  \n", "Done.\t"])
+def test_a_request_ending_on_an_answer_sends_its_last_text_without_trailing_whitespace(mem: Store, last: str) -> None:
+    # A request that ends on the model's answer (a paused turn going on) has the model carry on
+    # from that answer, and the API refuses one whose last text ends in whitespace ("final
+    # assistant content cannot end with trailing whitespace"); earlier texts are sent as stored.
+    t = mem.create_thread(model=MODEL)
+    mem.append_message(t, "user", "look it up")
+    mem.append_message(t, "assistant", [text("First.  "), text(last)])
+    kwargs = anthropic_request(mem, t)
+    assert plain(kwargs)[-1] == {"role": "assistant", "content": [text("First.  "), text(last.rstrip())]}
+    assert plain(anthropic_request(mem, t, 2))[-1] == {"role": "user", "content": [text("look it up")]}
+    mem.append_message(t, "user", "and then?")
+    assert plain(anthropic_request(mem, t))[1] == {"role": "assistant", "content": [text("First.  "), text(last)]}
