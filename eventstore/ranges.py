@@ -75,6 +75,10 @@ def whole(rows: Iterator[Row], thread: str, stream_id: str, lo: int, end: int, a
     expected = lo
     for row in rows:
         if row[at] != expected:
+            if row[at].__class__ is not int:  # SQLite keeps a number of any kind: 2.5 sorts between 2 and 3
+                raise Unreadable(f"thread {named(thread)} cannot be read whole: the event after offset {expected - 1} of "
+                                 f"{named(stream_id)} is stored at offset {shown(row[at])}, not an offset (an integer); the "
+                                 "row was altered outside threadlog, and `threadlog verify` names where")
             raise missing(thread, stream_id, expected, row[at])
         expected += 1
         yield row

@@ -464,3 +464,20 @@ def test_a_history_with_a_hole_is_refused_by_every_reader_naming_the_offsets(tem
         last = result.output.splitlines()[-1] if args[0] == "log" else result.output
         assert result.exit_code == 1 and last.startswith("error: ") and said.search(last), (args, result.output)
     assert _digest(path) == before
+
+
+def test_an_offset_altered_to_a_fraction_is_named_as_no_offset(template: Template, tmp_path: Path) -> None:
+    """An offset of 2.5 sorts between 2 and 3, and the hole check read it as the end of a range of
+    missing offsets: `its events at offsets 3..1.5 are missing`."""
+    path = _copy(template, tmp_path)
+    conn = sqlite3.connect(path)
+    conn.execute('UPDATE events SET "offset" = 3.5 WHERE stream_id = \'T\' AND "offset" = 3')
+    conn.commit()
+    conn.close()
+    with Store(path, read_only=True) as store:
+        for read in (store.read, store.read_data, store.read_raw):
+            with pytest.raises(StoreError) as refused:
+                list(read("T"))
+            assert str(refused.value) == ("thread 'T' cannot be read whole: the event after offset 2 of 'T' is stored at offset "
+                                          "3.5, not an offset (an integer); the row was altered outside threadlog, and "
+                                          "`threadlog verify` names where")
