@@ -1258,3 +1258,56 @@ def test_a_search_hit_cuts_a_long_tool_name_with_a_mark(db: Path) -> None:
         store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": name, "input": {"q": "Lyon"}}])
     (hit,) = ok(db, "search", "Lyon").splitlines()
     assert f"assistant tool_use {name[:79]}…: " in hit and name not in hit
+
+
+def _restored_into_place(db: Path, change: Callable[[Store], None]) -> None:
+    """`db` exported, removed (with its -wal and -shm), restored from the export at the same
+    path, then `change`d: what `threadlog import events --db DB backup.jsonl` after `rm DB*` does."""
+    backup = db.with_name("backup.jsonl")
+    ok(db, "export", "--all", "-o", str(backup))
+    for path in db.parent.glob(db.name + "*"):
+        path.unlink()
+    ok(db, "import", "events", str(backup))
+    with Store(db) as store:
+        change(store)
+
+
+def test_follow_goes_on_in_a_file_restored_into_its_place(db: Path) -> None:
+    """A follower kept reading the file it opened: once a restore put a new file at its path,
+    it printed nothing more, whatever was appended, and said nothing. It now says the file was
+    replaced and follows the new one after the last position it read."""
+    t = ok(db, "new").strip()
+    proc = interruptible([THREADLOG, "follow", "--json", "--interval", "0.05", "--after", "1", "--db", str(db)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    got: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [got.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        ok(db, "append", t, "--role", "user", "--text", "before")
+        assert json.loads(got.get(timeout=60))["data"]["content"][0]["text"] == "before"
+        _restored_into_place(db, lambda store: store.append_message(t, "user", "after"))
+        assert json.loads(got.get(timeout=60))["data"]["content"][0]["text"] == "after"
+    finally:
+        _, err = ctrl_c(proc)
+    assert proc.returncode == 130 and f"{db} was replaced by another file; following it after position 2" in err, err
+
+
+def test_follow_stops_where_a_file_put_in_its_place_holds_another_history(db: Path) -> None:
+    """A file of another history put at the path (a restore of another backup) was followed as
+    if it went on from the old one: its events past the position read were printed as the next."""
+    t = ok(db, "new").strip()
+    ok(db, "append", t, "--role", "user", "--text", "before")
+    proc = subprocess.Popen([THREADLOG, "follow", "--json", "--interval", "0.05", "--db", str(db)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1)  # it has opened the file, and read to its end
+        for path in db.parent.glob(db.name + "*"):
+            path.unlink()
+        other = ok(db, "new").strip()
+        ok(db, "append", other, "--role", "user", "--text", "another history")
+        ok(db, "append", other, "--role", "user", "--text", "not printed")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 1 and out == "", (out, err)
+    assert f"{db} was replaced by a file that holds another event at position 2" in err, err

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -14,7 +15,7 @@ import click
 from eventstore import Store, StoreError, ThreadInfo, ThreadNotFound
 from eventstore.errors import Disconnected
 from eventstore.ranges import MAX_INDEX
-from eventstore.store import special_file
+from eventstore.store import is_url, special_file
 from projections import diff, display_rows, drop_snapshots, save_snapshot, thread_state, transcript, write_transcript
 from projections.lineage import iter_blame
 
@@ -477,11 +478,15 @@ def follow(store: Store, thread: str | None, forks: bool, after: int | None, int
     if thread is not None:  # with --forks, the forks there are already (later ones join as their thread.forked goes by)
         wanted = {info.id for info in store.subtree(thread)} if forks else {thread}
     reading = store
+    path = _db_path()
+    opened = None if is_url(path) else _identity(path)  # the file read, while its path names it
+    seen = _event_at(store, position)
+    waiting = False
     try:
         while True:
             try:
                 for event in reading.read_all(after=position):
-                    position = event.position
+                    position, seen = event.position, event.event_id
                     if wanted is not None and forks and event.type == "thread.forked" and event.data["parent_id"] in wanted:
                         wanted.add(event.stream_id)
                     if wanted is not None and event.stream_id not in wanted:
@@ -495,12 +500,60 @@ def follow(store: Store, thread: str | None, forks: bool, after: int | None, int
                 if reading is not store:
                     reading.close()
                 reading = _reconnected(_db_path(), lost, position, interval)
+            now = None if opened is None else _identity(path)
+            if now is not None and now != opened:
+                again = _replacement(path, position, seen, waiting)
+                waiting = again is None
+                if again is not None:
+                    if reading is not store:
+                        reading.close()
+                    reading, opened, waiting = again, now, False
             time.sleep(interval)
     except KeyboardInterrupt as error:  # its way out: no `interrupted` line, the status alone
         sys.exit(_interrupted_status(error))
     finally:
         if reading is not store:
             reading.close()
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The file `path` names (its device and inode), or None while it names none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _event_at(store: Store, position: int) -> str | None:
+    """The id of the event at `position` in `store`, None where it holds none."""
+    event = next(store.read_all(after=position - 1, limit=1), None) if position > 0 else None
+    return event.event_id if event is not None and event.position == position else None
+
+
+def _replacement(path: str, position: int, seen: str | None, waiting: bool) -> Store | None:
+    """The file now at `path` (a restore put it there, `follow` holding the one it replaced),
+    to follow on after `position` where it holds the event `seen` read there; None while it is
+    no database yet, or its log ends before `position` (a restore still writing: said once,
+    unless `waiting` already). One holding another event there is another history: refused."""
+    try:
+        again = Store(path, read_only=True)
+    except StoreError:
+        return None
+    last = again.last_position()
+    if last < position:
+        again.close()
+        if not waiting:
+            click.echo(f"note: {safe(path)} was replaced by another file, whose log ends at position {last}; following "
+                       f"it once it reaches position {position}, the last one read (Ctrl-C stops)", err=True)
+        return None
+    if _event_at(again, position) != seen:
+        again.close()
+        raise StoreError(f"{safe(path)} was replaced by a file that holds another event at position {position} than the "
+                         f"one read there: it is another history; follow it anew (threadlog follow --after {position} "
+                         "prints what it holds past that position)")
+    click.echo(f"note: {safe(path)} was replaced by another file; following it after position {position}", err=True)
+    return again
 
 
 def _reconnected(path: str, lost: Disconnected, position: int, interval: float) -> Store:
