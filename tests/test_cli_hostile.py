@@ -955,4 +955,6 @@ def test_any_id_not_found_is_named_exactly_as_typed(tmp_path: Path, thread_id: s
         Store(db).close()
     code, out, err = _not_found(db, thread_id)
     assert (code, out) == (1, "")
-    assert err.startswith(f"error: thread {thread_id!r} not found (no thread id starts with it); "), (thread_id, err)
+    # an id typed with @ first says which @ name there is (`@lst` for `@last`)
+    starts = "@; `@last` names the most recently active thread" if thread_id.startswith("@") else "it"
+    assert err.startswith(f"error: thread {thread_id!r} not found (no thread id starts with {starts}); "), (thread_id, err)
