@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TypeGuard, TypeVar
 
 from .errors import InvalidEvent, Unreadable, named, shown
-from .recorded import ThreadInfo
+from .recorded import ThreadInfo, its_offsets
 
 Row = TypeVar("Row", bound=tuple[Any, ...])
 Segment = tuple[str, int, int | None]  # (stream, lo, hi): the stream's own offsets lo..hi-1
@@ -89,7 +89,7 @@ def whole(rows: Iterator[Row], thread: str, stream_id: str, lo: int, end: int, a
 def missing(thread: str, stream_id: str, lo: int, hi: int) -> Unreadable:
     """The refusal of a read of `thread` whose offsets lo..hi-1, stored in `stream_id`, are not in the file."""
     one = hi - lo == 1
-    events = f"its event at offset {lo} is" if one else f"its events at offsets {lo}..{hi - 1} are"
     where = "" if stream_id == thread else f" ({'it belongs' if one else 'they belong'} to {named(stream_id)}, a thread it is forked from)"
-    return Unreadable(f"thread {named(thread)} cannot be read whole: {events} missing from the file{where}; only an edit "
-                      "outside threadlog removes one (an event deleted, or a fork point moved), and `threadlog verify` names where")
+    return Unreadable(f"thread {named(thread)} cannot be read whole: {its_offsets(lo, hi)} {'is' if one else 'are'} missing from "
+                      f"the file{where}; only an edit outside threadlog removes one (an event deleted, or a fork point "
+                      "moved), and `threadlog verify` names where")

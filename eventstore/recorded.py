@@ -278,10 +278,14 @@ def _parent_short(chain: list[ThreadInfo]) -> str:
     fork, parent = chain[-2], chain[-1]
     whose = _descent(chain, fork)
     held = "1 event" if parent.head == 1 else f"{parent.head} events"
-    gap = (f"its event at offset {parent.head}" if fork.base - parent.head == 1
-           else f"its events at offsets {parent.head}..{fork.base - 1}")
+    gap = its_offsets(parent.head, fork.base)
     return (f"thread {named(chain[0].id)} {whose} {named(parent.id)} at offset {fork.base}, which holds only {held}: {gap} "
             "cannot be read (a stream row was altered outside threadlog); `threadlog verify` names where")
+
+
+def its_offsets(lo: int, hi: int) -> str:
+    """The offsets lo..hi-1 of a thread, as a refusal names them missing."""
+    return f"its event at offset {lo}" if hi - lo == 1 else f"its events at offsets {lo}..{hi - 1}"
 
 
 def _descent(chain: list[ThreadInfo], fork: ThreadInfo) -> str:

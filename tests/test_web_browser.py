@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.request
 from typing import Any
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -723,22 +723,27 @@ def test_a_pages_stream_opens_again_after_an_answer_that_is_not_a_stream(tmp_pat
     assert errors == [], f"the page raised: {errors}"
 
 
+def _unavailable(times: int, asked: list[float], content_type: str, body: str) -> Callable[[Any], None]:
+    """A route answering its first `times` requests 503 with `body`, then passing them on; the
+    time of each request is added to `asked`."""
+    def route_(route: Any) -> None:
+        asked.append(time.monotonic())
+        if len(asked) <= times:
+            route.fulfill(status=503, content_type=content_type, body=body)
+        else:
+            route.continue_()
+
+    return route_
+
+
 def test_a_page_whose_update_failed_once_says_live_again_once_it_has_it(served, page) -> None:
     """An update that failed (a server error page) is asked for again a second later, and the
     page says `reconnecting…` meanwhile. Once it came, the page went on saying `reconnecting…`,
     and held no `data-connected`, until the log next moved: maybe hours on a quiet thread."""
     base, path, _ = served
     (thread,) = make_threads(path, "flaky", 1)
-    asked: list[str] = []
-
-    def fail_once(route: Any) -> None:
-        asked.append(route.request.url)
-        if len(asked) == 1:
-            route.fulfill(status=503, content_type="text/html", body="<!doctype html><p>busy</p>")
-        else:
-            route.continue_()
-
-    page.route("**/live/rows*", fail_once)
+    asked: list[float] = []
+    page.route("**/live/rows*", _unavailable(1, asked, "text/html", "<!doctype html><p>busy</p>"))
     open_live(page, base, thread)
     with Store(path) as store:
         store.append_message(thread, "assistant", "Shown once asked again")
@@ -791,15 +796,7 @@ def test_an_update_answered_database_unavailable_is_asked_again_less_often_then_
     (thread,) = make_threads(path, "unavailable", 1)
     asked: list[float] = []
     said = '{"error": "the database cannot be opened now: no database at /srv/t.db"}'
-
-    def unavailable_thrice(route: Any) -> None:
-        asked.append(time.monotonic())
-        if len(asked) <= 3:
-            route.fulfill(status=503, content_type="application/json", body=said)
-        else:
-            route.continue_()
-
-    page.route("**/live/rows*", unavailable_thrice)
+    page.route("**/live/rows*", _unavailable(3, asked, "application/json", said))
     open_live(page, base, thread)
     with Store(path) as store:
         store.append_message(thread, "assistant", "Shown once the database opened")
