@@ -1462,7 +1462,7 @@ class Store:
             if row.type == "event.redacted":
                 raise InvalidEvent("position", "an event.redacted event is structural and cannot be redacted")
             if row.redacted_by is not None:
-                raise InvalidEvent("position", f"position {position} is already redacted (by position {row.redacted_by}); "
+                raise InvalidEvent("position", f"{position} is already redacted (by position {row.redacted_by}); "
                                    "if that redaction was cut short, `purge` leaves no old page of the payload behind")
             data: dict[str, Any] = {"position": position, "reason": reason, "actor": actor}
             skeleton, deep = skeleton_of(row.type, row.data)

@@ -114,7 +114,7 @@ def test_a_position_redact_cannot_take_is_refused_naming_the_argument(run) -> No
     assert (result.exit_code, result.stderr) == (1, "error: POSITION: no event at position 999\n"), result.stderr
     run("redact", position, "--reason", "key", "--actor", "ops")
     result = CliRunner().invoke(cli, ["redact", position, "--reason", "key", "--actor", "ops", "--db", run.db])
-    assert result.exit_code == 1 and result.stderr.startswith(f"error: POSITION: position {position} is already redacted"), result.stderr
+    assert result.exit_code == 1 and result.stderr.startswith(f"error: POSITION: {position} is already redacted (by position "), result.stderr
 
 
 @pytest.mark.parametrize("typed", ["3_0", "\u0663", "\uff13", " 3", "+3"])

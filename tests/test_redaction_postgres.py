@@ -332,7 +332,7 @@ def test_a_redaction_racing_appends_and_another_redaction_on_the_same_thread() -
             outcomes.append((results["redact"], results["again"]))
         for first, second in outcomes:  # exactly one redaction of each event; the other is told why
             assert sorted([first, second])[1] == "ok", outcomes
-            assert sorted([first, second])[0].startswith("InvalidEvent: position: position "), outcomes
+            assert sorted([first, second])[0].startswith("InvalidEvent: position: "), outcomes
             assert "is already redacted" in sorted([first, second])[0]
         assert redactor.verify().redacted == 20
         redactor.purge()
