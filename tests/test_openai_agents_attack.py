@@ -521,3 +521,22 @@ def test_a_closed_session_refuses_an_empty_add_as_it_refuses_any_other(tmp_path:
     again = ThreadlogSession("ana", tmp_path / "threadlog.db")
     assert run(again.get_items()) == [user("one")]
     again.close()
+
+
+def test_a_session_id_or_branch_name_of_megabytes_is_refused_naming_it(db: Path) -> None:
+    """A 20 MB session id was taken, then the first `add_items` was refused as
+    `events[0].data: is 40000075 bytes of JSON`, an event the caller never wrote (the id is the
+    threads' title and their metadata)."""
+    with Store(db) as store:
+        with pytest.raises(InvalidEvent, match=r"^session_id: must be at most 1,000,000 characters, not 20,000,000$"):
+            ThreadlogSession("s" * 20_000_000, store)
+        session = ThreadlogSession("\x00" * 1_000_000, store)  # each escaped to six bytes of JSON
+        run(session.add_items([user("one")]))
+        events = store.counts().events
+        with pytest.raises(InvalidEvent, match=r"^branch_name: must be at most 1,000,000 characters, not 1,000,001$"):
+            run(session.create_branch_from_turn(1, "b" * 1_000_001))
+        assert store.counts().events == events and session.current_branch == "main"
+        run(session.create_branch_from_turn(1, "\x00" * 1_000_000))  # the longest name is taken
+        run(session.add_items([user("two")]))
+        assert run(session.get_items()) == [user("two")]
+        store.verify()

@@ -114,6 +114,19 @@ def _one_at_a_time(method: Callable[Concatenate[ThreadlogSession, _P], Coroutine
     return call
 
 
+
+# A session id is the title and metadata of its threads, a branch name the metadata of its fork:
+# one of tens of megabytes was refused at the first write as an event's data the caller never
+# wrote. Any text is a name up to this (twice over, escaped, well inside an event's 32 MiB).
+MAX_NAME_CHARS = 1_000_000
+
+
+def _check_name(field: str, name: str) -> None:
+    if len(name) > MAX_NAME_CHARS:
+        raise InvalidEvent(field, f"must be at most {MAX_NAME_CHARS:,} characters, not {len(name):,}")
+    check_encodable(field, name)
+
+
 class ThreadlogSession:
     """An Agents SDK session (`get_items`, `add_items`, `pop_item`, `clear_session`) with
     `AdvancedSQLiteSession`'s branches (`create_branch_from_turn`, `switch_to_branch`,
@@ -129,7 +142,7 @@ class ThreadlogSession:
                  session_settings: SessionSettings | dict[str, Any] | None = None) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise InvalidEvent("session_id", f"must be a non-empty string, not {session_id!r}")
-        check_encodable("session_id", session_id)
+        _check_name("session_id", session_id)
         self.session_id = session_id
         self.session_settings = coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         self._owned = not isinstance(store, Store)
@@ -264,7 +277,7 @@ class ThreadlogSession:
         if branch_name is not None and not branch_name.strip():
             raise ValueError("Branch name cannot be empty")
         if branch_name is not None:
-            check_encodable("branch_name", branch_name)
+            _check_name("branch_name", branch_name)
         view, offsets = self._turn_offsets()
         if isinstance(turn_number, bool) or not isinstance(turn_number, int) or not 1 <= turn_number <= len(offsets):
             raise ValueError(f"Turn {turn_number} does not contain a user message in branch '{self._branch}' "
