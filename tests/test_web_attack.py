@@ -1568,3 +1568,43 @@ def test_what_another_sites_page_asks_is_refused_before_any_read(served: tuple[s
     assert "default-src 'none'" in headers["content-security-policy"]
     text = body.decode()
     assert text.startswith("refused: its ") and "another site" in text and len(text) < 300, text
+
+
+def test_live_streams_past_the_limit_are_a_503_until_one_closes(tmp_path: Path) -> None:
+    """Any number of `/live` streams could be opened (each polls the log four times a second):
+    a local client opening thousands had the server read the file thousands of times a second.
+    Past `STREAMS` open at once, a stream is refused (503, saying why, Retry-After); once one
+    closes, another is taken."""
+    from threadlog.web.live import STREAMS
+    path = tmp_path / "streams.db"
+    with Store(path) as store:
+        store.create_thread(title="t", thread_id="t")
+        after = store.last_position()
+    proc, base = _serve(path, "127.0.0.1")
+    opened: list[Any] = []
+    try:
+        for i in range(STREAMS):
+            stream = urllib.request.urlopen(f"{base}/live{'?id=t&after=' + str(after) if i % 2 else '/log'}", timeout=20)
+            assert stream.readline() == b": connected\n"
+            opened.append(stream)
+        for target in (f"/live?id=t&after={after}", "/live/log"):
+            status, kind, body = _asked_of(base, target)
+            assert (status, kind.split(";")[0]) == (503, "text/html"), (status, kind)
+            assert f"{STREAMS} live streams are open already" in html.unescape(body), body
+        assert _asked_of(base, "/live/rows?id=t&after=0")[0] == 200  # what ends at once is still answered
+        opened.pop().close()
+        deadline = time.monotonic() + 10  # the server notices a client gone at its next look
+        while True:
+            try:
+                again = urllib.request.urlopen(f"{base}/live/log", timeout=20)
+                break
+            except urllib.error.HTTPError as error:
+                with error:
+                    assert error.code == 503 and error.headers["retry-after"] == "5" and time.monotonic() < deadline
+                time.sleep(0.1)
+        opened.append(again)
+        assert again.readline() == b": connected\n"
+    finally:
+        for stream in opened:
+            stream.close()
+        _stop(proc)

@@ -59,6 +59,10 @@ KEEPALIVE = 60  # quiet looks between comment lines that keep the connection ope
 # The most events one update renders. An import of 30,000 events into an open thread was sent
 # as one 20 MB update, 12 s after the append, with the server holding it all in memory.
 LIMIT = 200
+# The most streams open at once (`/live` and `/live/log` alike): each looks at the log four times
+# a second, and a local client opening thousands had the server read the file thousands of times
+# a second. A browser shares one stream among its pages; past this, a stream is a 503.
+STREAMS = 64
 
 
 def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -> tuple[int, str | None]:
@@ -255,8 +259,21 @@ def _stream(request: Request, name: str, look: Callable[[int], tuple[int, str | 
     the file opens again; the page goes on from the update it last took. The file back may be
     another one: `reopened()` checks it still holds what the stream is of before the look."""
     view = viewer(request)
+    if view.streams >= STREAMS:
+        raise HTTPException(503, f"{STREAMS} live streams are open already; close a page or another client's stream "
+                            "and try again", headers={"Retry-After": "5"})
 
     async def stream() -> AsyncIterator[str]:
+        # Counted while it runs (on the event loop's thread, as every change of it): a response
+        # whose client left before it started never runs, and is never counted.
+        view.streams += 1
+        try:
+            async for sent in looks():
+                yield sent
+        finally:
+            view.streams -= 1
+
+    async def looks() -> AsyncIterator[str]:
         reached, quiet, down = position, 0, False
         yield ": connected\n\n"
         while not view.stopping.is_set() and not await request.is_disconnected():

@@ -52,6 +52,7 @@ class Viewer:
     env: Environment
     integrity: Integrity
     stopping: threading.Event = field(default_factory=threading.Event)
+    streams: int = 0  # live streams open now (`live.STREAMS` at most)
 
     def open(self) -> Store:
         try:
