@@ -580,6 +580,22 @@ _FOLDS_INTO = {"text_delta": ("text",), "citations_delta": ("text",), "thinking_
 _COMPACTION = ("content", "encrypted_content")
 
 
+def _unfoldable(error: BaseException) -> str:
+    """What the SDK raised folding a stream's event into its message, with the event named: its
+    own words alone (`'NoneType' object has no attribute 'output_tokens'`) said nothing of what
+    the server sent."""
+    event, trace = None, error.__traceback__
+    while trace is not None:  # the innermost fold the error passed through
+        if trace.tb_frame.f_code.co_name == "accumulate_event":
+            event = trace.tb_frame.f_locals.get("event")
+        trace = trace.tb_next
+    kind = str(getattr(event, "type", ""))[:80]
+    if kind == "message_delta" and getattr(event, "usage", None) is None:
+        return "the API's stream sent a message_delta with no usage (the answer's output token count)"
+    what = f" (folding its {kind} event)" if kind else ""
+    return f"the API's stream could not be read{what}: {_describe(error)}"
+
+
 class _Read:
     """What reading a stream saw besides the SDK's message: each tool input's JSON as sent,
     and whether `message_stop` came (a stop reason alone does not make a message whole: the
@@ -624,7 +640,7 @@ class _Read:
                     return
                 if isinstance(error, _TRANSPORT):
                     raise
-                raise BadAnswer(f"the API's stream could not be read: {_describe(error)}") from None
+                raise BadAnswer(_unfoldable(error)) from None
             # The SDK folds what comes after the end into the message all the same: not an answer sent whole.
             if self.stopped:
                 raise BadAnswer(f"the API's stream went on after message_stop (a {event.type} event)")
@@ -640,6 +656,8 @@ class _Read:
                     yield piece
             elif event.type == "message_start":
                 self.started = True
+                if not isinstance(getattr(event.message, "usage", None), anthropic.BaseModel):  # the next delta failed on it
+                    raise BadAnswer("the API's stream sent a message_start whose message has no usage (the answer's token counts)")
             elif event.type == "message_stop":
                 self.stopped = True
             elif event.type == "message_delta":

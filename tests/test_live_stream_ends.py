@@ -1,0 +1,78 @@
+"""Live turns whose answer ends oddly: a stream without its token counts, an answer cut short
+that the turn's result must say is cut short, a tool call id used again, and what a server
+sends after a whole answer (an `error` event, a dropped connection).
+
+Each runs the real `anthropic` client against the local server (`messages_api`): the store
+stays honest (a failed run closed with its reason, `verify` passes) and the next turn works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from eventstore import Store
+from projections import anthropic_request, check_request, thread_state, validate_request
+from threadlog.cli import cli
+from threadlog.live import run_turn
+
+from messages_api import MessagesAPI, Reply, encode_sse, message, sse_events
+
+MODEL = "claude-test-1"
+TOOLS = [{"name": "weather", "description": "Weather in a city", "input_schema": {"type": "object"}}]
+Events = list[tuple[str, dict[str, Any]]]
+
+
+@pytest.fixture
+def api() -> Iterator[MessagesAPI]:
+    with MessagesAPI() as server:
+        yield server
+
+
+def use(id: str, name: str = "weather", **arguments: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": id, "name": name, "input": arguments}
+
+
+def then_goes_on(store: Store, t: str, api: MessagesAPI) -> None:
+    """The failed turn left the question, the thread idle and valid: asking again works."""
+    store.verify()
+    state = thread_state(store, t)
+    assert state.status == "idle" and not state.open_runs
+    assert [m.role for m in state.messages] == ["user"]
+    validate_request(anthropic_request(store, t))
+    api.reply_sse(message([{"type": "text", "text": "Fine now."}]))
+    assert run_turn(store, t, None, api.client(), stream=True).status == "ok"
+    store.verify()
+
+
+def _without_usage(where: str) -> Events:
+    events = sse_events(message([{"type": "text", "text": "Lyon by TGV."}]))
+    for name, data in events:
+        if name == "message_start" and where in ("start", "both"):
+            del data["message"]["usage"]
+        if name == "message_delta" and where in ("delta", "both"):
+            del data["usage"]
+    return events
+
+
+@pytest.mark.parametrize(("where", "named"), [
+    ("start", "message_start whose message has no usage"),
+    ("delta", "message_delta with no usage"),
+    ("both", "message_start whose message has no usage"),
+])
+def test_a_stream_without_its_usage_is_refused_naming_the_event(api: MessagesAPI, where: str, named: str) -> None:
+    """The SDK's own words were all the turn said (`AttributeError: 'NoneType' object has no
+    attribute 'output_tokens'`): the error names the event that came without its counts."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    api.replies.append(Reply(200, encode_sse(_without_usage(where)), "text/event-stream"))
+    turn = run_turn(store, t, "Hello", api.client(), stream=True)
+    assert turn.status == "error" and turn.error is not None, turn
+    assert named in turn.error and "NoneType" not in turn.error, turn.error
+    last = thread_state(store, t).last_run
+    assert last is not None and last["status"] == "error" and named in last["error"]
+    then_goes_on(store, t, api)
