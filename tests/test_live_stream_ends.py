@@ -76,3 +76,28 @@ def test_a_stream_without_its_usage_is_refused_naming_the_event(api: MessagesAPI
     last = thread_state(store, t).last_run
     assert last is not None and last["status"] == "error" and named in last["error"]
     then_goes_on(store, t, api)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize(("reason", "cut"), [("max_tokens", True), ("model_context_window_exceeded", True),
+                                             ("refusal", True), ("end_turn", False), ("stop_sequence", False)])
+def test_the_turn_says_when_its_answer_was_cut_short(api: MessagesAPI, stream: bool, reason: str, cut: bool) -> None:
+    """`run_turn` said `ok` and nothing more of a text answer cut at `max_tokens`, which a
+    caller took for the whole answer (`threadlog ask` exits 3 for it). The run ended as asked
+    (`run.finished` status `ok`), and the turn says the answer is cut short."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    reply = message([{"type": "text", "text": "The trains to Lyon leave at"}], reason)
+    api.reply_sse(reply) if stream else api.reply_json(reply)
+    turn = run_turn(store, t, "Hello", api.client(), stream=stream)
+    assert (turn.status, turn.stop_reason, turn.cut_short) == ("ok", reason, cut), turn
+    assert turn.to_json()["cut_short"] is cut
+    assert thread_state(store, t).last_run["status"] == "ok"  # type: ignore[index]
+
+
+def test_a_failed_turn_is_not_said_to_be_cut_short(api: MessagesAPI) -> None:
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    api.reply_error(529, "overloaded_error", "Overloaded")
+    turn = run_turn(store, t, "Hello", api.client())
+    assert (turn.status, turn.cut_short) == ("error", False)

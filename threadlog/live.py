@@ -91,10 +91,17 @@ class Interrupt(Exception):
         self.payload = payload
 
 
+# The stop reasons of an answer the model ended whole (None: an answer that gave none, as it came).
+# Any other cut it short: the token limit or the context window, a refusal part-way, a tool call
+# stopped for and not made, a reason to come.
+WHOLE_STOPS = frozenset({"end_turn", "stop_sequence", None})
+
+
 @dataclass
 class Turn:
     """What `run_turn` did: `status` is `ok`, `error` or `interrupted`; `messages` are the
-    assistant messages recorded, in order; `text` is the answer's text."""
+    assistant messages recorded, in order; `text` is the answer's text; `cut_short` says an
+    `ok` turn's answer did not end whole."""
 
     thread: str
     run_id: str
@@ -124,11 +131,18 @@ class Turn:
         reason = self.messages[-1].data.get("stop_reason") if self.messages else None
         return reason if isinstance(reason, str) else None
 
+    @property
+    def cut_short(self) -> bool:
+        """Whether the turn ended `ok` on an answer the model did not end whole: its stop reason
+        is none of `WHOLE_STOPS` (`max_tokens`, `model_context_window_exceeded`, `refusal`, …).
+        The run ended as asked (`run.finished` says `ok`); `text` is what came of the answer."""
+        return self.status == "ok" and bool(self.messages) and self.stop_reason not in WHOLE_STOPS
+
     def to_json(self) -> Json:
         """Its fields as a JSON-ready dict (as `--json` prints it)."""
         return {"thread": self.thread, "run_id": self.run_id, "status": self.status, "error": self.error,
                 "interrupt_id": self.interrupt_id, "text": self.text, "stop_reason": self.stop_reason,
-                "offsets": [m.offset for m in self.messages]}
+                "cut_short": self.cut_short, "offsets": [m.offset for m in self.messages]}
 
 
 def _id() -> str:

@@ -175,14 +175,9 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     if turn.status == "error":  # committed (the question, the run): exit 3, not 1, or a script's retry asks twice
         again = command_line("threadlog ask", [thread])
         _fail(f"{turn.error or 'the turn failed'} (the question is kept: `{again}` with no TEXT asks again)", EXIT_UNPRINTED)
-    if turn.status == "ok" and (not turn.text.strip() or turn.stop_reason not in _WHOLE):  # read as the answer, whole, with exit 0
+    # Read as the answer, whole, with exit 0, a script took it for the whole answer.
+    if turn.status == "ok" and (not turn.text.strip() or turn.cut_short):
         _fail(_no_text(turn), EXIT_UNPRINTED)
-
-
-# The stop reasons of an answer the model ended whole (None: an answer that gave none, as it came).
-# Any other, printed with exit 0, was taken by a script for the whole answer: one cut off at the
-# token limit or by the context window, one refused part-way, one of a reason to come.
-_WHOLE = frozenset({"end_turn", "stop_sequence", None})
 
 # What a stop reason that cut the answer short means, and the way on.
 _CUT_SHORT = {
@@ -233,10 +228,12 @@ def _no_text(turn: Turn) -> str:
 def _stop_said(answer: dict[str, Any]) -> str:
     """What the answer's stop reason means, when `ask` names it: a refusal's category and
     explanation, what cut the answer short, or that the reason is none this release knows."""
+    from ..live import WHOLE_STOPS  # loaded already: the turn ran
+
     reason = answer.get("stop_reason")
     if reason in _CUT_SHORT:
         return _CUT_SHORT[reason]
-    if reason == "refusal" or reason in _WHOLE:
+    if reason == "refusal" or reason in WHOLE_STOPS:
         return stop_details_said(answer)
     return "a stop reason this release does not know to end a whole answer"
 
