@@ -101,3 +101,49 @@ def test_a_failed_turn_is_not_said_to_be_cut_short(api: MessagesAPI) -> None:
     api.reply_error(529, "overloaded_error", "Overloaded")
     turn = run_turn(store, t, "Hello", api.client())
     assert (turn.status, turn.cut_short) == ("error", False)
+
+
+def _ids_unique_and_paired(kwargs: dict[str, Any]) -> None:
+    """The Messages API's rules for tool call ids in one request: each tool_use id once, and
+    each tool_result answering a call of the message before it."""
+    seen: set[str] = set()
+    messages = kwargs["messages"]
+    for index, msg in enumerate(messages):
+        blocks = [b for b in msg["content"] if isinstance(b, dict)] if isinstance(msg["content"], list) else []
+        for block in blocks:
+            if block.get("type") == "tool_use":
+                assert block["id"] not in seen, f"tool_use id {block['id']} sent twice"
+                seen.add(block["id"])
+            if block.get("type") == "tool_result":
+                before = messages[index - 1]["content"]
+                assert any(b.get("type") == "tool_use" and b["id"] == block["tool_use_id"] for b in before), block
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_tool_call_id_used_again_after_its_result_makes_requests_the_api_takes(api: MessagesAPI, stream: bool) -> None:
+    """The log takes an id again once its call is answered (another provider's ids repeat each
+    turn): the reused call runs, is recorded as the API sent it, and every request built after
+    it sends each id once, the later call and its result under one fresh id."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=TOOLS)
+    add = api.reply_sse if stream else api.reply_json
+    add(message([use("tu_1", city="Lyon")], "tool_use"))
+    add(message([use("tu_1", city="Paris")], "tool_use"))  # the same turn's next round, the same id
+    add(message([{"type": "text", "text": "Sunny in both."}]))
+    add(message([use("tu_1", city="Nice")], "tool_use"))  # the next turn, the same id again
+    add(message([{"type": "text", "text": "Sunny there too."}]))
+    ran: list[str] = []
+    tools = {"weather": lambda city: ran.append(city) or f"sunny in {city}"}
+    assert run_turn(store, t, "Lyon, then Paris?", api.client(), tools=tools, stream=stream).status == "ok"
+    assert run_turn(store, t, "And Nice?", api.client(), tools=tools, stream=stream).status == "ok"
+    assert ran == ["Lyon", "Paris", "Nice"]
+    for captured in api.requests:
+        _ids_unique_and_paired(captured.json)
+    _ids_unique_and_paired(anthropic_request(store, t))
+    validate_request(anthropic_request(store, t))
+    stored = [b["id"] for m in thread_state(store, t).messages for b in m.content if b.get("type") == "tool_use"]
+    assert stored == ["tu_1", "tu_1", "tu_1"]  # as the API sent them
+    for m in thread_state(store, t).messages:
+        if m.role == "assistant":
+            assert check_request(store, t, m.offset).ok
+    store.verify()
