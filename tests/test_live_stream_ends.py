@@ -56,6 +56,10 @@ def _without_usage(where: str) -> Events:
             del data["message"]["usage"]
         if name == "message_delta" and where in ("delta", "both"):
             del data["usage"]
+        if name == "message_start" and where == "start-text":
+            data["message"]["usage"] = "12 tokens"
+        if name == "message_delta" and where == "delta-text":
+            data["usage"] = "12 tokens"
     return events
 
 
@@ -63,6 +67,8 @@ def _without_usage(where: str) -> Events:
     ("start", "message_start whose message has no usage"),
     ("delta", "message_delta with no usage"),
     ("both", "message_start whose message has no usage"),
+    ("start-text", "message_start whose message has a usage that is no object (a str)"),
+    ("delta-text", "message_delta with a usage that is no object (a str)"),
 ])
 def test_a_stream_without_its_usage_is_refused_naming_the_event(api: MessagesAPI, where: str, named: str) -> None:
     """The SDK's own words were all the turn said (`AttributeError: 'NoneType' object has no
@@ -147,3 +153,64 @@ def test_a_tool_call_id_used_again_after_its_result_makes_requests_the_api_takes
         if m.role == "assistant":
             assert check_request(store, t, m.offset).ok
     store.verify()
+
+
+AFTER_STOP: dict[str, bytes] = {
+    "error-event": encode_sse([("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})]),
+    # Half an event, then the connection closes before the body's end.
+    "dropped": b"event: ping\n",
+}
+SAID = {"error-event": "Overloaded", "dropped": "incomplete chunked read"}
+
+
+def _whole_then(after: str, blocks: list[dict[str, Any]] | None = None, reason: str = "end_turn") -> Reply:
+    body = message(blocks or [{"type": "text", "text": "Lyon by TGV, at eight."}], reason)
+    whole = encode_sse(sse_events(body))
+    return Reply(200, whole + AFTER_STOP[after], "text/event-stream", drop_after=len(whole) + 5 if after == "dropped" else None)
+
+
+@pytest.mark.parametrize("after", list(AFTER_STOP))
+def test_a_failure_after_a_whole_answer_keeps_the_answer_and_records_the_failure(api: MessagesAPI, after: str) -> None:
+    """The answer came whole (`message_stop`), then the server sent an `error` event (or the
+    connection dropped): the run ended `error` and the answer was lost. It is kept, the run ends
+    `ok`, and the late failure is recorded with the run's end and given as the turn's `error`."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    api.replies.append(_whole_then(after))
+    turn = run_turn(store, t, "Hello", api.client(), stream=True)
+    assert (turn.status, turn.text, turn.cut_short) == ("ok", "Lyon by TGV, at eight.", False), turn
+    assert turn.error is not None and "after the whole answer" in turn.error and SAID[after] in turn.error, turn.error
+    state = thread_state(store, t)
+    assert [m.role for m in state.messages] == ["user", "assistant"]
+    assert state.last_run is not None and state.last_run["status"] == "ok" and state.last_run["error"] == turn.error
+    assert check_request(store, t, turn.messages[0].offset).ok
+    store.verify()
+    api.reply_sse(message([{"type": "text", "text": "Yes."}]))
+    assert run_turn(store, t, "Sure?", api.client(), stream=True).status == "ok"
+
+
+def test_an_error_after_a_whole_tool_call_runs_the_tool_and_goes_on(api: MessagesAPI) -> None:
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=TOOLS)
+    api.replies.append(_whole_then("error-event", [use("tu_1", city="Lyon")], "tool_use"))
+    api.reply_sse(message([{"type": "text", "text": "Sunny."}]))
+    turn = run_turn(store, t, "Weather?", api.client(), tools={"weather": lambda city: "sunny"}, stream=True)
+    assert (turn.status, turn.text) == ("ok", "Sunny."), turn
+    assert turn.error is not None and "Overloaded" in turn.error
+    assert [m.role for m in thread_state(store, t).messages] == ["user", "assistant", "user", "assistant"]
+    store.verify()
+
+
+def test_ask_keeps_a_whole_answer_and_says_the_error_sent_after_it(api: MessagesAPI, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(title="t", model=MODEL)
+    api.replies.append(_whole_then("error-event"))
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    result = CliRunner().invoke(cli, ["--db", str(db), "ask", t, "Hello", "--stream"], env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Lyon by TGV, at eight.\n"
+    assert "Overloaded" in result.stderr and "the answer is kept" in result.stderr, result.stderr
+    with Store(db) as store:
+        store.verify()
+        assert thread_state(store, t).last_run["error"] in result.stderr  # type: ignore[index]

@@ -8,7 +8,9 @@ the code execution container, every other top-level field the API returned, and 
 `meta.request` the request id and the SHA-256 of the exact body sent); the tools' results
 follow in one user message; `run.finished` closes the run. An API error, a timeout,
 a dropped connection or a tool that raises closes the run with status `error` and the error
-text; the thread is idle again and `run_turn` can be called again. Tool calls in an answer
+text; the thread is idle again and `run_turn` can be called again (one that fails once the whole
+answer came, up to its `message_stop`, keeps the answer: the run ends `ok`, that failure its
+`error`). Tool calls in an answer
 that did not stop for them (cut off at `max_tokens`, their input possibly incomplete) are not
 run: each gets an `is_error` result, and the run ends with status `error`.
 
@@ -101,7 +103,8 @@ WHOLE_STOPS = frozenset({"end_turn", "stop_sequence", None})
 class Turn:
     """What `run_turn` did: `status` is `ok`, `error` or `interrupted`; `messages` are the
     assistant messages recorded, in order; `text` is the answer's text; `cut_short` says an
-    `ok` turn's answer did not end whole."""
+    `ok` turn's answer did not end whole. `error` is the failure's text, or, for a turn that did
+    not fail, an error the API sent after a whole answer, which is kept (recorded with the run's end)."""
 
     thread: str
     run_id: str
@@ -388,13 +391,15 @@ def _run(
             raise
         turn.messages.append(recorded)
         head = recorded.offset + 1
+        if sent.after is not None:  # said with the run's end (the first, if rounds brought more), the turn going on
+            turn.error = turn.error or sent.after
         uses = [b for b in recorded.data["content"] if b.get("type") == "tool_use"]
         if uses and reply.stop_reason != "tool_use":
             return _not_run(store, turn, uses, reply.stop_reason, head)
         if not uses and reply.stop_reason == "pause_turn":
             continue  # a server tool's long turn, paused: sent back as it is, the model goes on (a round)
         if not uses:
-            _finish(store, turn, "ok", None)
+            _finish(store, turn, "ok", turn.error)
             return turn
         head, failure, interrupt = _answer_calls(store, thread, uses, tools, {}, head)
         if failure or interrupt:
@@ -432,12 +437,14 @@ class _Sent:
     max_tokens: int
     stream: bool
     options: Json = field(default_factory=dict)
+    after: str | None = None  # an error the API sent after the whole answer, which is kept
 
 
 def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Callable[[str], None] | None) -> tuple[Any, _Sent]:
     """One API call; returns the message and what was sent (digest of the exact body)."""
     reply: Any
     raw: Any = None
+    after: str | None = None
     if not stream:
         try:
             raw = client.messages.with_raw_response.create(**kwargs)
@@ -491,6 +498,9 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
                 raise BadAnswer("the API's stream ended (message_stop) with no message_delta, which sends the answer's "
                                 "stop reason and its output token count")
             request_id, body = events.request_id, _body(events.response.request, kwargs, True)
+            if read.after is not None:
+                after = (f"the API's stream failed after the whole answer (message {str(reply.id)[:100]}) had come, up to "
+                         f"its message_stop; the answer is kept: {read.after}")
     else:
         try:
             reply = raw.parse()
@@ -517,7 +527,7 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
                             "hold (recorded, it would read null)")
     if not stream and on_text is not None:
         on_text(_text(reply))
-    return reply, _Sent(request_id, body_digest(body), kwargs["model"], kwargs["max_tokens"], stream)
+    return reply, _Sent(request_id, body_digest(body), kwargs["model"], kwargs["max_tokens"], stream, after=after)
 
 
 def _refuse_error_body(response: Any) -> None:
@@ -594,6 +604,21 @@ _FOLDS_INTO = {"text_delta": ("text",), "citations_delta": ("text",), "thinking_
 _COMPACTION = ("content", "encrypted_content")
 
 
+def _wrong_usage(event: Any) -> str | None:
+    """What is wrong with the usage a stream's `message_start` (its message's) or `message_delta`
+    sent, none or no object, said; None for one the SDK can fold, or another event."""
+    kind = getattr(event, "type", None)
+    if kind not in ("message_start", "message_delta"):
+        return None
+    usage = getattr(getattr(event, "message", None) if kind == "message_start" else event, "usage", None)
+    if isinstance(usage, anthropic.BaseModel):
+        return None
+    wrong = "no usage" if usage is None else f"a usage that is no object (a {type(usage).__name__[:40]})"
+    if kind == "message_start":
+        return f"the API's stream sent a message_start whose message has {wrong} (the answer's token counts)"
+    return f"the API's stream sent a message_delta with {wrong} (the answer's output token count)"
+
+
 def _unfoldable(error: BaseException) -> str:
     """What the SDK raised folding a stream's event into its message, with the event named: its
     own words alone (`'NoneType' object has no attribute 'output_tokens'`) said nothing of what
@@ -603,9 +628,9 @@ def _unfoldable(error: BaseException) -> str:
         if trace.tb_frame.f_code.co_name == "accumulate_event":
             event = trace.tb_frame.f_locals.get("event")
         trace = trace.tb_next
+    if (wrong := _wrong_usage(event)) is not None:
+        return wrong
     kind = str(getattr(event, "type", ""))[:80]
-    if kind == "message_delta" and getattr(event, "usage", None) is None:
-        return "the API's stream sent a message_delta with no usage (the answer's output token count)"
     what = f" (folding its {kind} event)" if kind else ""
     return f"the API's stream could not be read{what}: {_describe(error)}"
 
@@ -619,6 +644,7 @@ class _Read:
         self.inputs: dict[int, str] = {}
         self.started = False  # `message_start` came: the answer is a stream of message events at all
         self.stopped = False
+        self.after: str | None = None  # the error the API (or the network) raised after `message_stop`
         self.delta = False  # a `message_delta` came: the stop reason and the final usage
         self.ended: set[int] = set()  # the blocks `content_block_stop` closed
         self.kinds: list[str] = []  # the type of each block started, by index, as the SDK appends them
@@ -637,8 +663,8 @@ class _Read:
 
     def texts(self, events: Any, watch: Stall) -> Iterator[str]:
         """The text deltas of a stream, read to its end; events the SDK cannot fold into a
-        message raise `BadAnswer`, the API's and the network's errors pass as they are. Each
-        wait for the next event is `watch`ed."""
+        message raise `BadAnswer`, the API's and the network's errors pass as they are, unless the
+        whole answer came before them (`after` keeps them then). Each wait for the next event is `watch`ed."""
         iterator = iter(events)
         while True:
             try:
@@ -648,7 +674,11 @@ class _Read:
             except Exception as error:
                 # The body's end ends the answer; so does the watch closing a stream the server kept open
                 # (pinging) after `message_stop`: the answer is whole by then.
-                if isinstance(error, StopIteration) or (self.stopped and watch.expired):
+                # So does the API's error, or a dropped connection, once `message_stop` came: the answer is kept, the error said.
+                late = self.stopped and isinstance(error, _TRANSPORT)
+                if isinstance(error, StopIteration) or (self.stopped and watch.expired) or late:
+                    if late:
+                        self.after = _describe(error)
                     if self.held:  # no second half came: the lone half, for the answer's check to refuse
                         yield self.held
                     return
@@ -670,8 +700,8 @@ class _Read:
                     yield piece
             elif event.type == "message_start":
                 self.started = True
-                if not isinstance(getattr(event.message, "usage", None), anthropic.BaseModel):  # the next delta failed on it
-                    raise BadAnswer("the API's stream sent a message_start whose message has no usage (the answer's token counts)")
+                if (wrong := _wrong_usage(event)) is not None:  # the next delta failed on it, in the SDK's words
+                    raise BadAnswer(wrong)
             elif event.type == "message_stop":
                 self.stopped = True
             elif event.type == "message_delta":
@@ -989,7 +1019,7 @@ def _stop(store: Store, turn: Turn, failure: str | None, interrupt: tuple[str, I
     if interrupt is not None:
         tool_use_id, raised = interrupt
         turn.interrupt_id = _id()
-        _finish(store, turn, "ok", None, _interrupt_raised(turn.interrupt_id, tool_use_id, raised))
+        _finish(store, turn, "ok", turn.error, _interrupt_raised(turn.interrupt_id, tool_use_id, raised))
         turn.status = "interrupted"
         return turn
     turn.status, turn.error = "error", failure

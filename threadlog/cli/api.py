@@ -24,7 +24,7 @@ from projections.usage import total as usage_total
 from .. import output
 from ..interrupt import waking
 from ..names import THREAD
-from ..render import check_line, command_line, safe_block, usage_left_out, usage_lines
+from ..render import check_line, command_line, safe, safe_block, usage_left_out, usage_lines
 from ..settling import unsettled
 from .group import EXIT_UNPRINTED, _committed, _fail, _named_as_typed, _shown_whole, cli
 from .opening import with_store
@@ -172,6 +172,8 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
         output.text(turn.text)
     elif echo is not None:
         click.echo()
+    if turn.status != "error" and turn.error:  # an error the API sent after the whole answer, which is kept
+        click.echo(safe(f"note: {turn.error}"), err=True)
     if turn.status == "error":  # committed (the question, the run): exit 3, not 1, or a script's retry asks twice
         again = command_line("threadlog ask", [thread])
         _fail(f"{turn.error or 'the turn failed'} (the question is kept: `{again}` with no TEXT asks again)", EXIT_UNPRINTED)
