@@ -1442,15 +1442,19 @@ class PostgresBackend:
         # the horizon VACUUM uses, from the sessions' `backend_xmin` and `backend_xid`. An
         # autovacuum worker shows a `backend_xmin` too, which VACUUM's horizon leaves out: counted,
         # a redaction while one ran was reported as kept.)
+        # A transaction prepared for two-phase commit holds it up too, and no session shows it.
         held = self.conn.execute(
             f"WITH r AS (SELECT txid FROM events WHERE type = {TYPE_CODES['event.redacted']} ORDER BY position DESC LIMIT 1), "
             "x AS (SELECT ((txid::text::bigint % 4294967296)::text)::xid AS xid FROM r) "
-            "SELECT count(*) FROM pg_stat_activity a, x WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() "
-            "AND a.backend_type <> 'autovacuum worker' "
+            "SELECT (SELECT count(*) FROM pg_stat_activity a, x WHERE a.datname = current_database() "
+            "AND a.pid <> pg_backend_pid() AND a.backend_type <> 'autovacuum worker' "
             "AND ((a.backend_xmin IS NOT NULL AND age(a.backend_xmin) >= age(x.xid)) "
-            "OR (a.backend_xid IS NOT NULL AND age(a.backend_xid) > age(x.xid)))"
+            "OR (a.backend_xid IS NOT NULL AND age(a.backend_xid) > age(x.xid)))), "
+            "(SELECT count(*) FROM pg_prepared_xacts p, x WHERE p.database = current_database() "
+            "AND age(p.transaction) > age(x.xid))"
         ).fetchone()
-        kept = held[0] if held is not None else 0
+        open_elsewhere, prepared = held if held is not None else (0, 0)
+        kept = open_elsewhere + prepared
         # ANALYZE too: the server's own (autovacuum's, once a table has grown) sampled the rows'
         # values into `pg_statistic`, where any role that may read the table reads them (`pg_stats`),
         # an erased text or word among them. This one samples only the rows as they are now.
@@ -1469,8 +1473,12 @@ class PostgresBackend:
                 # (A redaction's note committed meanwhile names another position, and stays.)
                 self.conn.execute("DELETE FROM search_progress WHERE name = 'unindexed' AND position = %s", unindexed)
         if kept:
-            raise pages_kept(self.path, f"{kept} transaction(s) open elsewhere since before the last redaction still see "
-                             "the old row version of its event, so it stays in the table's file", "they end")
+            holders = [f"{open_elsewhere} transaction(s) open elsewhere"] if open_elsewhere else []
+            if prepared:  # ended only by COMMIT PREPARED or ROLLBACK PREPARED, from any session
+                holders.append(f"{prepared} prepared transaction(s) (pg_prepared_xacts)")
+            raise pages_kept(self.path, f"{' and '.join(holders)} since before the last redaction still see "
+                             "the old row version of its event, so it stays in the table's file",
+                             "they end" if not prepared else "they end (a prepared one by COMMIT or ROLLBACK PREPARED)")
 
     @_translated
     def counts(self) -> tuple[int, int]:

@@ -58,6 +58,9 @@ class Cluster:
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write(f"\nlisten_addresses = ''\nunix_socket_directories = '{self.socket}'\nmax_connections = 60\n"
                        "shared_buffers = 64MB\n"
+                       # Two-phase commit allowed, as on servers a transaction manager uses: a
+                       # prepared transaction holds old row versions up as an open one does.
+                       "max_prepared_transactions = 4\n"
                        # After a crash, one syncfs() of the data directory instead of an fsync() of
                        # every file before recovery: seconds less per restart of the crash test.
                        "recovery_init_sync_method = syncfs\n")

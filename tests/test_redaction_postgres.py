@@ -186,6 +186,33 @@ def test_a_redaction_a_snapshot_open_elsewhere_holds_up_says_so_and_purge_finish
     assert _files_holding(url, SECRET) == []
 
 
+def test_a_prepared_transaction_from_before_the_redaction_is_said_to_keep_the_old_version() -> None:
+    """A transaction prepared for two-phase commit (`PREPARE TRANSACTION`) before the redaction
+    holds the old row version up as an open one does, but no session shows it: redact and purge
+    said all was done while the erased payload stayed in the table's file. Both name it now, and
+    purge, once it is rolled back, leaves no copy."""
+    url = postgres_url()
+    with Store(url) as store:
+        t = store.create_thread(title="keys")
+        leak = store.append_message(t, "user", f"the password is {SECRET} today")
+        with psycopg.connect(url, autocommit=True) as other:
+            other.execute("BEGIN")
+            other.execute("SELECT txid_current()")  # it holds an id, older than the redaction's
+            other.execute("PREPARE TRANSACTION 'threadlog-test-held'")
+        try:
+            with pytest.raises(OldPagesKept, match=r"1 prepared transaction\(s\) \(pg_prepared_xacts\) .*old row version"):
+                store.redact(leak.position, reason="password", actor="ops")
+            with pytest.raises(OldPagesKept, match="prepared transaction"):
+                store.purge()
+        finally:
+            with psycopg.connect(url, autocommit=True) as other:
+                other.execute("ROLLBACK PREPARED 'threadlog-test-held'")
+        store.purge()
+        assert store.verify().redacted == 1
+    assert _rows_holding(url, SECRET) == []
+    assert _files_holding(url, SECRET) == []
+
+
 def test_a_snapshot_ending_while_purge_runs_is_still_said_to_have_kept_the_old_version() -> None:
     """purge() vacuumed, then asked whether a transaction older than the redaction was open. One
     that ended in between (here: while the index's rewrite waited for its lock) had kept the old
