@@ -170,7 +170,8 @@ class _Restore:
         self.keep: bool | None = None  # decided at the first new event
         self.first = 0  # that event's position: a database whose log ends before it keeps positions
         self.reached = 0  # the database's last position then
-        self.last_position = 0
+        self.last_position = 0  # the last new event's
+        self.previous = 0  # the last event line's, new or present
         self.run: _Run | None = None
         self.touched: set[str] = set()  # streams this restore wrote events to
         self.held: set[str] = set()  # streams of the events the database held already
@@ -237,6 +238,13 @@ class _Restore:
                                "them (2026-01-31T12:00:00.123456Z)")
         if not 1 <= event["position"] <= MAX_INDEX:
             raise InvalidEvent(f"{where}.position", f"{event['position']} is not a position from 1 to {MAX_INDEX}")
+        # Every line, an event already stored too, and where positions are renumbered: a line
+        # repeated after its run was written was taken for an event present, and two threads'
+        # lines swapped were restored in the swapped order.
+        if event["position"] <= self.previous:
+            raise InvalidEvent(f"{where}.position", f"{event['position']} is not after the previous event line's "
+                               f"{self.previous}; an export lists events in commit order, each once: the export was altered")
+        self.previous = event["position"]
         stored = self.backend.events_by_id([event["event_id"]])
         if not stored and self.run is not None and event["event_id"] in self.run.ids:  # held, not yet written
             raise InvalidEvent(f"{where}.event_id", f"{event['event_id']!r} is the id of line {self.run.ids[event['event_id']]}'s "
@@ -271,9 +279,6 @@ class _Restore:
                                "restore keeps (so that appends after it are searchable too), where the export's first event "
                                "was kept below it: restore it into a database whose log ends after its first position, "
                                "where events are renumbered")
-        if self.keep and event["position"] <= self.last_position:
-            raise InvalidEvent(f"{where}.position", f"{event['position']} is not after the previous event's "
-                               f"{self.last_position}; an export lists events in commit order")
         if not self.keep and (event["redacted"] or event["type"] == "event.redacted"):
             if event["position"] > MAX_POSITION:
                 raise InvalidEvent(where, "holds a redaction, which names positions: " + _renumbered_past(event["position"]))

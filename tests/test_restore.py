@@ -669,6 +669,49 @@ def test_an_export_cut_short_or_with_a_wrong_end_line_is_refused(tmp_path: Path,
     assert sha(db) == before
 
 
+def _two_threads(tmp_path: Path) -> list[dict[str, Any]]:
+    """An export of two threads written in turn, with no redaction, so it restores anywhere."""
+    with Store(tmp_path / "a.db") as a:
+        x, y = a.create_thread(title="x"), a.create_thread(title="y")
+        a.append_message(x, "user", "first")
+        a.append_message(y, "user", "second")
+        return list(export_all(a))
+
+
+def _line_repeated(lines: list[dict[str, Any]]) -> int:
+    """The first event line again before the end line (its count raised to match); its number."""
+    lines.insert(len(lines) - 1, {"event": _event(lines, 0)})
+    lines[-1]["end"]["events"] += 1
+    return len(lines) - 1
+
+
+def _lines_swapped(lines: list[dict[str, Any]]) -> int:
+    """The last two event lines, of two threads, swapped; the number of the second of them."""
+    at = len(lines) - 3
+    lines[at], lines[at + 1] = lines[at + 1], lines[at]
+    return at + 2
+
+
+@pytest.mark.parametrize("onto", ["new", "busy", "source"])
+@pytest.mark.parametrize("change", [_line_repeated, _lines_swapped], ids=["line-repeated", "lines-swapped"])
+def test_event_lines_out_of_commit_order_are_refused_wherever_they_restore(tmp_path: Path, change: Any, onto: str) -> None:
+    """An export lists its events in commit order, each once. A line repeated after its run was
+    written was taken for an event already present ("1 already present" in a new database), and
+    two threads' lines swapped restored, where positions are renumbered, in the swapped order."""
+    lines = _two_threads(tmp_path)
+    at = change(lines)
+    bad = write(tmp_path / "bad.jsonl", lines)
+    db = tmp_path / ("a.db" if onto == "source" else "b.db")
+    with Store(db) as b:
+        if onto == "busy":
+            b.create_thread(title="already here")
+    before = sha(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "events", str(bad)])
+    assert result.exit_code == 1 and f"line {at}.event.position: " in result.stderr, result.output
+    assert "an export lists events in commit order, each once" in result.stderr, result.output
+    assert sha(db) == before
+
+
 def test_an_export_of_version_1_with_no_end_line_restores(tmp_path: Path) -> None:
     with Store(tmp_path / "a.db") as a:
         build(a)
