@@ -494,6 +494,9 @@ _MESSAGES = {
     "42501": "the database user may not do this on {path} ({error}); grant it or connect as the owner",
     # Threadlog sets no statement_timeout and cancels nothing: a statement_timeout set on the
     # user or the database (or a cancel by hand) did, and cancels the same call again.
+    # What the server says both when it shuts down and when pg_terminate_backend ends one session.
+    "57P01": "the server for {path} ended this connection ({error}): it shut down or restarted, or an administrator "
+             "ended this session (pg_terminate_backend); nothing was acknowledged; retry (the store connects again)",
     "57014": "the server cancelled a statement on {path} ({error}): a statement_timeout set for this database user or "
              "database, or a cancel by hand, ends it; its transaction was rolled back; raise the timeout for threadlog's user "
              "(ALTER ROLE ... SET statement_timeout = 0, or a longer one) and run it again",
@@ -820,7 +823,12 @@ class PostgresBackend:
         """Prepare `statements` on this connection, by name, at the protocol level (which takes
         BEGIN and COMMIT too, unlike the SQL command PREPARE)."""
         for name, text in statements.items():
-            prepared = self.conn.pgconn.prepare(name.encode(), text.encode())
+            pgconn = self.conn.pgconn
+            prepared = pgconn.prepare(name.encode(), text.encode())
+            if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK and pgconn.status == _LOST:
+                # A result of no SQLSTATE (a `DatabaseError`, "server closed the connection
+                # unexpectedly"): the loss it is, as `_send` says it.
+                raise psycopg.OperationalError(pgconn.get_error_message())
             if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
                 raise psycopg.errors.error_from_result(prepared, encoding=self.conn.info.encoding)
 

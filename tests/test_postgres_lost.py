@@ -250,3 +250,90 @@ def test_a_restore_the_server_restarts_under_says_so_writes_nothing_and_runs_aga
     assert again.returncode == 0 and "2001 event(s) added" in again.stdout, again.stderr
     with Store(url) as store:
         assert store.verify().events == 2001
+
+
+
+def _waiting_on_a_lock(name: str) -> bool:
+    with psycopg.connect(postgres_cluster().url(), autocommit=True) as admin:
+        return bool(admin.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
+                                  (name,)).fetchall())
+
+
+def test_a_session_ended_while_the_store_opens_is_a_lost_connection() -> None:
+    """A session ended while the store prepared its statements (held up by a lock on the events
+    table, as a migration or a `LOCK TABLE` by hand holds it) said "database error on ...:
+    server closed the connection unexpectedly", a `StoreError` a service retrying on
+    `Disconnected` did not retry, with no word of what to do."""
+    url = postgres_url()
+    with Store(url) as store:
+        store.create_thread(title="Trip", thread_id="T")
+    name = "threadlog-ended-opening"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with psycopg.connect(url) as holder:  # its transaction holds the lock until the session is ended
+        holder.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+        running = subprocess.Popen([sys.executable, "-m", "threadlog", "log", "T", "--db", f"{url}&application_name={name}"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 60
+        while not _waiting_on_a_lock(name) and running.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert running.poll() is None, running.communicate()
+        assert _end_sessions(name) == 1
+        stdout, stderr = running.communicate(timeout=60)
+        holder.rollback()
+    assert running.returncode == 1 and stdout == "", (stdout, stderr)
+    assert stderr.startswith("error: ") and stderr.count("\n") == 1, stderr
+    assert "lost the connection" in stderr and "retry (the store connects again)" in stderr, stderr
+
+
+@pytest.mark.parametrize("command", [["export", "T", "-o", "OUT"], ["export", "--all", "-o", "OUT"],
+                                     ["import", "events", "BACKUP"]], ids=["export", "export-all", "import-events"])
+def test_a_session_an_administrator_ends_is_named_so_and_leaves_all_as_it_was(tmp_path: Path, command: list[str]) -> None:
+    """`pg_terminate_backend` from another connection while an export read a long thread (or a
+    restore wrote a backup) said the server "shut down or restarted": one looking found it
+    running, its other sessions untouched. The server gives both the same SQLSTATE (57P01), so
+    the message names both; the output file is left as it was (no half-written export beside
+    it), and the database too."""
+    url = postgres_url()
+    with Store(url) as store:
+        store.create_thread(title="Trip", thread_id="T")
+        for batch in range(40):
+            store.append("T", [{"type": "message.appended", "data": {"role": "user", "content": f"message {batch}.{i} " + "word " * 100}}
+                               for i in range(500)])
+    with Store(tmp_path / "a.db") as lite:
+        lite.create_thread(title="Elsewhere", thread_id="E")
+        for batch in range(20):
+            lite.append("E", [{"type": "message.appended", "data": {"role": "user", "content": f"message {batch}.{i}"}}
+                              for i in range(100)])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    backup = tmp_path / "backup.jsonl"
+    subprocess.run([sys.executable, "-m", "threadlog", "export", "--all", "--db", str(tmp_path / "a.db"), "-o",
+                    str(backup)], check=True, env=env)
+    out = tmp_path / "out.jsonl"
+    out.write_text("as it was\n")
+    files = sorted(tmp_path.iterdir())
+    before = PostgresBackend(url)
+    dumped = before.dump()
+    before.close()
+    args = [str(out) if arg == "OUT" else str(backup) if arg == "BACKUP" else arg for arg in command]
+    name = "threadlog-ended-" + "-".join(command[:2]).lower()
+    running = subprocess.Popen([sys.executable, "-m", "threadlog", *args, "--db", f"{url}&application_name={name}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    def under_way() -> bool:  # an export writing its file beside the old one; a restore in its transaction
+        return sorted(tmp_path.iterdir()) != files if command[0] == "export" else _in_transaction(name)
+
+    deadline = time.monotonic() + 60
+    while not under_way() and running.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert running.poll() is None, running.communicate()
+    assert _end_sessions(name) == 1
+    stdout, stderr = running.communicate(timeout=60)
+    assert running.returncode == 1 and stdout == "", (stdout, stderr)
+    assert stderr.startswith("error: ") and stderr.count("\n") == 1, stderr
+    # The driver reads the server's reason unless the socket closed first (a restore sending its lines).
+    assert "shut down or restarted, or an administrator ended this session (pg_terminate_backend)" in stderr or \
+        "lost the connection" in stderr, stderr
+    assert out.read_text() == "as it was\n" and sorted(tmp_path.iterdir()) == files
+    after = PostgresBackend(url)
+    assert after.dump() == dumped
+    after.close()
