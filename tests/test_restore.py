@@ -712,6 +712,21 @@ def test_event_lines_out_of_commit_order_are_refused_wherever_they_restore(tmp_p
     assert sha(db) == before
 
 
+@pytest.mark.parametrize("case", [c for c in BACKENDS if c.id != "sqlite-memory"], ids=lambda c: c.id)
+@pytest.mark.parametrize("change", [_line_repeated, _lines_swapped], ids=["line-repeated", "lines-swapped"])
+def test_event_lines_out_of_commit_order_are_refused_on_every_backend(tmp_path: Path, case: BackendCase, change: Any) -> None:
+    lines = _two_threads(tmp_path)
+    at = change(lines)
+    bad = write(tmp_path / "bad.jsonl", lines)
+    backend = case.make(tmp_path)
+    with Store(backend) as b:
+        b.create_thread(title="already here")
+        before = case.dump(backend)
+        with pytest.raises(InvalidEvent, match=rf"line {at}.event.position: .*in commit order, each once"):
+            import_events(b, bad)
+        assert case.dump(backend) == before
+
+
 def test_an_export_of_version_1_with_no_end_line_restores(tmp_path: Path) -> None:
     with Store(tmp_path / "a.db") as a:
         build(a)
