@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,9 +18,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from threadlog import ImportSummary, Store, import_claude_code, import_pi
+from threadlog import ImportSummary, Store, StoreError, import_claude_code, import_pi
 from threadlog.cli import cli
 from tests.backends import file_dump
+from tests.procs import ctrl_c, interruptible
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CC = FIXTURES / "claude-code" / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
@@ -176,3 +179,63 @@ def test_a_cut_is_named_once_where_an_import_checks_every_file_before_it_writes(
     with Store(tmp_path / "t.db") as store:
         assert import_claude_code(store, [cc.parent], live_within=None).cycles_cut == [(str(cc), 5)]
         assert import_pi(store, [pi.parent], finished=True).cycles_cut == [(str(pi), 6)]
+
+
+def _cut_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith("parents in a cycle: ")]
+
+
+@pytest.mark.parametrize("case", ["claude-code self-loop", "pi 2-cycle"])
+def test_a_follower_says_where_a_cycle_was_cut_once_as_text_and_as_json(tmp_path: Path, case: str) -> None:
+    """`import --follow` printed `+N event(s)` and nothing of a cycle it cut, where its --json
+    named it (at each poll that re-read the growing file) and `import` prints a line: both say it,
+    once, at the poll that first cut it, as a follower names a line it skipped."""
+    _, tool, _, _, lines, _ = CASES[case]
+    said: dict[bool, str] = {}
+    for as_json in (False, True):
+        path = _session(tmp_path / str(as_json), case)
+        text = path.read_bytes()
+        kept = text.splitlines(keepends=True)
+        path.write_bytes(b"".join(kept[:-3]))  # the session grows by its last lines while followed
+        db = tmp_path / f"{as_json}.db"
+        proc = interruptible([sys.executable, "-m", "threadlog", "--db", str(db), "import", tool, "--follow", "--interval",
+                              "0.05", str(path.parent), *(["--json"] if as_json else [])],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _waited(lambda: _added(db) > 0)
+            time.sleep(0.3)
+            path.write_bytes(text)
+            expected = import_claude_code if tool == "claude-code" else import_pi
+            whole = expected(Store(":memory:"), [path], **({"live_within": None} if tool == "claude-code" else {}))
+            _waited(lambda: _added(db) == whole.events)
+            time.sleep(0.3)
+        finally:
+            out, err = ctrl_c(proc)
+        assert proc.returncode == 0 and "Traceback" not in err and "refused" not in err, err
+        said[as_json] = out
+        polls = [line for line in out.splitlines() if line.startswith("+")] if not as_json else out.splitlines()
+        assert len(polls) >= 2, out  # the session's first lines, then the rest
+    assert _cut_lines(said[False]) == [f"parents in a cycle: 1 line's parent chain comes back to it, cut there and taken "
+                                       f"as the start of a thread, at {tmp_path / 'False' / 'sessions' / _name(case)}:{lines[0]}"]
+    named = [cut for poll in said[True].splitlines() for cut in json.loads(poll)["cycles_cut"]]
+    assert named == [{"file": str(tmp_path / "True" / "sessions" / _name(case)), "line": lines[0]}]
+
+
+def _name(case: str) -> str:
+    return CC.name if CASES[case][1] == "claude-code" else "session.jsonl"
+
+
+def _added(db: Path) -> int:
+    """How many events the follower's database holds (0 while it has yet to make it)."""
+    try:
+        with Store(db, read_only=True) as store:
+            return sum(1 for _ in store.read_all())
+    except StoreError:
+        return 0
+
+
+def _waited(done: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "waited too long"
+        time.sleep(0.05)

@@ -53,13 +53,7 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
                      "a last response or a sub-agent's file the session does not show complete yet, or a "
                      "response waiting on a tool call)")
         lines.extend(f"  {file}" for file in summary.waiting_files)
-    if summary.cycles_cut:
-        file, line = summary.cycles_cut[0]
-        cut = len(summary.cycles_cut)
-        lines.append("parents in a cycle: " + (
-            "1 line's parent chain comes back to it, cut there and taken as the start of a thread, at " if cut == 1 else
-            f"{cut} lines' parent chains come back to them, each cut there and taken as the start of a thread, first at ")
-            + f"{file}:{line}")
+    lines.extend(_cycles_lines(summary))
     if summary.changed:
         file, line = summary.changed_lines[0]
         lines.append(f"changed since imported: {summary.changed} event(s) the source now gives otherwise, first at "
@@ -69,6 +63,18 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
         lines.append(f"shorter than imported: {summary.gone} stored event(s) the source no longer holds, kept as stored "
                      "(the log is never rewritten)")
     return lines
+
+
+def _cycles_lines(summary: ImportSummary) -> list[str]:
+    """Where `summary` cut a cycle of parents, as an import and a follower both say it."""
+    if not summary.cycles_cut:
+        return []
+    file, line = summary.cycles_cut[0]
+    cut = len(summary.cycles_cut)
+    return ["parents in a cycle: " + (
+        "1 line's parent chain comes back to it, cut there and taken as the start of a thread, at " if cut == 1 else
+        f"{cut} lines' parent chains come back to them, each cut there and taken as the start of a thread, first at ")
+        + f"{file}:{line}"]
 
 
 def _print_summary(summary: ImportSummary, as_json: bool) -> None:
@@ -185,8 +191,8 @@ _STOP_CHECK = 0.05
 def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None:
     """Run a follower (`follow_claude_code`, `follow_files`, given all but its callbacks) of
     `noun` (what the tool's files are called) until Ctrl-C, SIGTERM or SIGHUP, printing each
-    poll that added events or skipped a bad line (--skip-bad; each named once, as one import
-    names it), each refusal, and once, the database locked by another writer
+    poll that added events, skipped a bad line (--skip-bad) or cut a cycle of parents (each
+    named once, as one import names it, as text or --json alike), each refusal, and once, the database locked by another writer
     past --timeout, or a PostgreSQL server gone away: the follower goes on, and imports what
     waited once it is free, or back (it exited).
 
@@ -212,6 +218,8 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
         click.echo(f"+{summary.added} event(s) ({summary.files} file(s))")
         for file, line, why in summary.bad:  # each once, at the poll that first skipped it
             click.echo(f"skipped {file}:{line}: {why}")
+        for said in _cycles_lines(summary):  # each cut once, at the poll that first made it
+            click.echo(said)
 
     def asked(signum: int, frame: Any) -> None:
         if signals:  # asked again: stop now

@@ -142,8 +142,9 @@ def follow(
     returns true. A session is imported again when one of its files changes, once more when
     it has been quiet `settle` seconds, and once more when it has been quiet `live_within`
     seconds (the importer then takes it as it is: no longer one still being written).
-    `on_import` gets the summary of each poll that added events or skipped a bad line not
-    skipped before (with `skip_bad`: its `bad` holds only those).
+    `on_import` gets the summary of each poll that added events, skipped a bad line not
+    skipped before (with `skip_bad`: its `bad` holds only those) or cut a cycle of parents not
+    cut before (its `cycles_cut` holds only those: each named once, as a bad line is).
 
     A session refused for what it holds (a bad line, an event the store refuses, a file
     rewritten since it was imported, a file it may not read) raises, or with `on_refused`
@@ -188,6 +189,7 @@ def follow(
     locked = False  # said that the database is locked, and nothing imported since
     lost = False  # said that the server went away, and it has not answered since
     skipped: set[tuple[str, int, str]] = set()  # bad lines reported (each poll of a session skips them again)
+    cut: set[tuple[str, int]] = set()  # cycles of parents named (each poll of a session cuts them again)
 
     def refuse(session: S | None, error: StoreError) -> None:
         if on_refused is None:
@@ -275,6 +277,8 @@ def follow(
                     held_up.discard(key)
                 polled.bad = [bad for bad in polled.bad if bad not in skipped]
                 skipped.update(polled.bad)
+                polled.cycles_cut = [line for line in polled.cycles_cut if line not in cut]
+                cut.update(polled.cycles_cut)
                 _report(total, polled, on_import)
             pause(interval)
         return total
@@ -300,7 +304,7 @@ def _unreadable(error: OSError, files: Sequence[Path]) -> StoreError:
 
 
 def _report(total: ImportSummary, summary: ImportSummary, on_import: Callable[[ImportSummary], None] | None) -> None:
-    if summary.added or summary.bad:  # a poll that only skipped bad lines (--skip-bad) said nothing of them
+    if summary.added or summary.bad or summary.cycles_cut:  # a poll that only skipped bad lines said nothing of them
         total.merge(summary)
         if on_import is not None:
             on_import(summary)
