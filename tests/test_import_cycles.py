@@ -155,16 +155,43 @@ def test_a_session_without_a_cycle_names_none(tmp_path: Path, tool: str) -> None
     assert json.loads(json_result.stdout)["cycles_cut"] == []
 
 
-def test_a_pi_entry_naming_itself_follows_the_entry_before_with_nothing_cut(tmp_path: Path) -> None:
+def _pi_self(records: Records, line: int) -> None:
+    """Line `line` (1-based) names itself as its parent."""
+    records[line - 1]["parentId"] = records[line - 1]["id"]
+
+
+def test_a_pi_entry_naming_itself_follows_the_entry_before_and_is_named(tmp_path: Path) -> None:
     """pi takes an entry naming itself as its parent (as one naming an entry not in the file) to
-    follow the entry before it, as a version 1 file's: no cycle is left to cut, none is named,
-    and the import is the unedited file's."""
+    follow the entry before it, as a version 1 file's: no thread starts there, and the import is
+    the unedited file's. Nothing said so, and the file's cycle went unseen: the summary names
+    the line (`self_parents`), at each import of the file, and no cut (`cycles_cut`)."""
     plain = import_pi(Store(":memory:"), [_written(tmp_path / "a", "session.jsonl", _pi_records())])
     records = _pi_records()
-    records[5]["parentId"] = records[5]["id"]
-    looped = import_pi(Store(":memory:"), [_written(tmp_path / "b", "session.jsonl", records)])
-    assert looped.cycles_cut == []
-    assert {**looped.to_json(), "thread_ids": None} == {**plain.to_json(), "thread_ids": None}
+    _pi_self(records, 6)
+    path = _written(tmp_path / "b", "session.jsonl", records)
+    store = Store(":memory:")
+    looped = import_pi(store, [path])
+    assert looped.cycles_cut == [] and looped.self_parents == [(str(path), 6)]
+    assert looped.to_json()["self_parents"] == [{"file": str(path), "line": 6}]
+    assert {**looped.to_json(), "thread_ids": None, "self_parents": []} == {**plain.to_json(), "thread_ids": None}
+    again = import_pi(store, [path])
+    assert again.self_parents == looped.self_parents and again.added == 0
+
+
+def test_the_command_names_a_pi_entry_naming_itself_as_its_parent(tmp_path: Path) -> None:
+    records = _pi_records()
+    _pi_self(records, 6)
+    _pi_self(records, 12)
+    path = _written(tmp_path, "session.jsonl", records)
+    db = tmp_path / "t.db"
+    first = CliRunner().invoke(cli, ["--db", str(db), "import", "pi", str(path)])
+    assert first.exit_code == 0, first.output
+    assert (f"parents in a cycle: 2 entries name themselves as their parents, each taken as following the entry before it, "
+            f"first at {path}:6") in first.stdout.splitlines(), first.stdout
+    again = CliRunner().invoke(cli, ["--db", str(db), "import", "pi", str(path), "--json"])
+    report = json.loads(again.stdout)
+    assert report["self_parents"] == [{"file": str(path), "line": 6}, {"file": str(path), "line": 12}]
+    assert report["cycles_cut"] == [] and report["added"] == 0
 
 
 def test_a_cut_is_named_once_where_an_import_checks_every_file_before_it_writes(tmp_path: Path) -> None:
@@ -175,25 +202,49 @@ def test_a_cut_is_named_once_where_an_import_checks_every_file_before_it_writes(
     pi = _session(tmp_path / "pi", "pi 2-cycle")
     second = _pi_records()
     second[0]["id"] = "another-session"
-    _written(tmp_path / "pi", "another.jsonl", second)
+    _pi_self(second, 7)
+    another = _written(tmp_path / "pi", "another.jsonl", second)
     with Store(tmp_path / "t.db") as store:
         assert import_claude_code(store, [cc.parent], live_within=None).cycles_cut == [(str(cc), 5)]
-        assert import_pi(store, [pi.parent], finished=True).cycles_cut == [(str(pi), 6)]
+        both = import_pi(store, [pi.parent], finished=True)
+        assert (both.cycles_cut, both.self_parents) == ([(str(pi), 6)], [(str(another), 7)])
 
 
 def _cut_lines(stdout: str) -> list[str]:
     return [line for line in stdout.splitlines() if line.startswith("parents in a cycle: ")]
 
 
-@pytest.mark.parametrize("case", ["claude-code self-loop", "pi 2-cycle"])
+# A pi entry naming itself, followed: named as an import names it, once, in `self_parents`.
+CASES_FOLLOWED = [*CASES, "pi self-parent"]
+
+
+def _said(case: str, path: Path) -> tuple[str, str, list[int]]:
+    """What a report says of `case` in `path`: its text line, its `--json` list and its lines."""
+    if case == "pi self-parent":
+        return (f"parents in a cycle: 1 entry names itself as its parent, taken as following the entry before it, at {path}:6",
+                "self_parents", [6])
+    lines = CASES[case][4]
+    if len(lines) == 1:
+        return (f"parents in a cycle: 1 line's parent chain comes back to it, cut there and taken as the start of a thread, "
+                f"at {path}:{lines[0]}", "cycles_cut", lines)
+    return (f"parents in a cycle: {len(lines)} lines' parent chains come back to them, each cut there and taken as the start "
+            f"of a thread, first at {path}:{lines[0]}", "cycles_cut", lines)
+
+
+@pytest.mark.parametrize("case", CASES_FOLLOWED)
 def test_a_follower_says_where_a_cycle_was_cut_once_as_text_and_as_json(tmp_path: Path, case: str) -> None:
     """`import --follow` printed `+N event(s)` and nothing of a cycle it cut, where its --json
     named it (at each poll that re-read the growing file) and `import` prints a line: both say it,
     once, at the poll that first cut it, as a follower names a line it skipped."""
-    _, tool, _, _, lines, _ = CASES[case]
+    tool = "pi" if case == "pi self-parent" else CASES[case][1]
     said: dict[bool, str] = {}
     for as_json in (False, True):
-        path = _session(tmp_path / str(as_json), case)
+        if case == "pi self-parent":
+            records = _pi_records()
+            _pi_self(records, 6)
+            path = _written(tmp_path / str(as_json), "session.jsonl", records)
+        else:
+            path = _session(tmp_path / str(as_json), case)
         text = path.read_bytes()
         kept = text.splitlines(keepends=True)
         path.write_bytes(b"".join(kept[:-3]))  # the session grows by its last lines while followed
@@ -215,14 +266,15 @@ def test_a_follower_says_where_a_cycle_was_cut_once_as_text_and_as_json(tmp_path
         said[as_json] = out
         polls = [line for line in out.splitlines() if line.startswith("+")] if not as_json else out.splitlines()
         assert len(polls) >= 2, out  # the session's first lines, then the rest
-    assert _cut_lines(said[False]) == [f"parents in a cycle: 1 line's parent chain comes back to it, cut there and taken "
-                                       f"as the start of a thread, at {tmp_path / 'False' / 'sessions' / _name(case)}:{lines[0]}"]
-    named = [cut for poll in said[True].splitlines() for cut in json.loads(poll)["cycles_cut"]]
-    assert named == [{"file": str(tmp_path / "True" / "sessions" / _name(case)), "line": lines[0]}]
+    line, _, _ = _said(case, tmp_path / "False" / "sessions" / _name(case))
+    assert _cut_lines(said[False]) == [line]
+    _, key, lines = _said(case, tmp_path / "True" / "sessions" / _name(case))
+    named = [cut for poll in said[True].splitlines() for cut in json.loads(poll)[key]]
+    assert named == [{"file": str(tmp_path / "True" / "sessions" / _name(case)), "line": n} for n in lines]
 
 
 def _name(case: str) -> str:
-    return CC.name if CASES[case][1] == "claude-code" else "session.jsonl"
+    return CC.name if case.startswith("claude-code") else "session.jsonl"
 
 
 def _added(db: Path) -> int:

@@ -144,7 +144,8 @@ def follow(
     seconds (the importer then takes it as it is: no longer one still being written).
     `on_import` gets the summary of each poll that added events, skipped a bad line not
     skipped before (with `skip_bad`: its `bad` holds only those) or cut a cycle of parents not
-    cut before (its `cycles_cut` holds only those: each named once, as a bad line is).
+    cut before (its `cycles_cut` and `self_parents` hold only those: each named once, as a bad
+    line is).
 
     A session refused for what it holds (a bad line, an event the store refuses, a file
     rewritten since it was imported, a file it may not read) raises, or with `on_refused`
@@ -278,7 +279,8 @@ def follow(
                 polled.bad = [bad for bad in polled.bad if bad not in skipped]
                 skipped.update(polled.bad)
                 polled.cycles_cut = [line for line in polled.cycles_cut if line not in cut]
-                cut.update(polled.cycles_cut)
+                polled.self_parents = [line for line in polled.self_parents if line not in cut]
+                cut.update(polled.cycles_cut, polled.self_parents)
                 _report(total, polled, on_import)
             pause(interval)
         return total
@@ -304,7 +306,7 @@ def _unreadable(error: OSError, files: Sequence[Path]) -> StoreError:
 
 
 def _report(total: ImportSummary, summary: ImportSummary, on_import: Callable[[ImportSummary], None] | None) -> None:
-    if summary.added or summary.bad or summary.cycles_cut:  # a poll that only skipped bad lines said nothing of them
+    if summary.added or summary.bad or summary.cycles_cut or summary.self_parents:  # (one that only skipped said nothing)
         total.merge(summary)
         if on_import is not None:
             on_import(summary)

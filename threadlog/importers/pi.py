@@ -416,16 +416,18 @@ _CONTEXT = ("message", "branch_summary", "custom_message")  # the entry types th
 _FOLLOWS = object()
 
 
-def _parents_first(written: list[tuple[int, Line, str, Any]]) -> tuple[list[_Node], list[_Node]]:
+def _parents_first(written: list[tuple[int, Line, str, Any]]) -> tuple[list[_Node], list[_Node], list[_Node]]:
     """The entries as nodes, each after its parent. A parent not in the file (or the entry
     itself) is taken as the entry before, as a version 1 file's; a null one starts a root (a
     later root is pi's `resetLeaf`). An entry written before its parent was hung on the entry
     before it, leaving out of its branch what led to it; it is placed after its parent now.
     A cycle of parents is cut where it is entered: that entry starts a root. The nodes where a
-    cycle was cut come second, in the file's order."""
+    cycle was cut come second, in the file's order, and those naming themselves as their
+    parents third (a cycle of one, which only an edited file holds: said, as a cut is)."""
     ids = {node_id for _, _, node_id, _ in written}
     parents: dict[str, str | None] = {}
     previous: str | None = None
+    selves = [node_id for _, _, node_id, parent in written if parent == node_id]
     for _, _, node_id, parent in written:
         if parent is None:
             parents[node_id] = None
@@ -437,7 +439,8 @@ def _parents_first(written: list[tuple[int, Line, str, Any]]) -> tuple[list[_Nod
         parents[key] = None
     by_id = {entry[2]: entry for entry in written}
     nodes = {key: _Node(by_id[key][0], by_id[key][1], key, parents[key]) for key in keys}
-    return [nodes[key] for key in keys], sorted((nodes[key] for key in cut), key=lambda node: node.index)
+    return ([nodes[key] for key in keys], sorted((nodes[key] for key in cut), key=lambda node: node.index),
+            [nodes[key] for key in selves])
 
 
 def _own_thread_starts(order: list[_Node], roots: list[_Node]) -> list[_Node]:
@@ -582,9 +585,10 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     if waiting_results:
         written = written[:-waiting_results]
         summary.wait(str(path))
-    order, cut = _parents_first(written)
+    order, cut, selves = _parents_first(written)
     # Named at each import: the cut is the file's.
     summary.cycles_cut.extend((str(path), node.line.number) for node in cut)
+    summary.self_parents.extend((str(path), node.line.number) for node in selves)
     nodes: dict[str, _Node] = {}
     for node in order:
         nodes[node.id] = node

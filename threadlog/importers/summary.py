@@ -35,6 +35,9 @@ class ImportSummary:
     `cycles_cut` names each line (file, line) where a cycle of parents was cut (a line whose
     chain of parents comes back to it: an edited or corrupted file), taken as the start of a
     thread: the file's, so named at each import of it, whatever the store holds.
+    `self_parents` names each pi entry (file, line) naming itself as its parent (a cycle of
+    one), taken as following the entry before it, as one naming an entry the file does not
+    hold is: named at each import too.
     """
 
     files: int = 0
@@ -57,6 +60,7 @@ class ImportSummary:
     changed_lines: list[tuple[str, int]] = field(default_factory=list)
     gone: int = 0
     cycles_cut: list[tuple[str, int]] = field(default_factory=list)
+    self_parents: list[tuple[str, int]] = field(default_factory=list)
 
     def merge(self, other: ImportSummary) -> None:
         """Add `other`'s counts, skipped and bad lines and thread ids to this summary's."""
@@ -70,6 +74,7 @@ class ImportSummary:
             self.wait(file)
         self.changed_lines.extend(other.changed_lines)
         self.cycles_cut.extend(other.cycles_cut)
+        self.self_parents.extend(other.self_parents)
 
     def wait(self, file: str) -> None:
         """Count `file`, which does not show complete yet, as left for a later import: once, however
@@ -110,6 +115,7 @@ class ImportSummary:
             "changed_lines": [{"file": f, "line": n} for f, n in self.changed_lines],
             "gone": self.gone,
             "cycles_cut": [{"file": f, "line": n} for f, n in self.cycles_cut],
+            "self_parents": [{"file": f, "line": n} for f, n in self.self_parents],
         }
 
 
