@@ -291,3 +291,53 @@ def _waited(done: Callable[[], bool], timeout: float = 30.0) -> None:
     while not done():
         assert time.monotonic() < deadline, "waited too long"
         time.sleep(0.05)
+
+
+def _cc_parent(records: Records, line: int, parent: int) -> None:
+    """Line `line` (1-based) names line `parent` as its parent."""
+    records[line - 1]["parentUuid"] = records[parent - 1]["uuid"]
+
+
+# (the edit, the lines named). Lines 15 and 16 (a hook's progress line and its `system` summary)
+# link the answer on line 14 to the prompts on lines 18 and 38; lines 11 and 12 (two progress
+# lines) lead to no message.
+LINK_CYCLES: dict[str, tuple[Callable[[Records], None], list[int]]] = {
+    # Two link lines naming each other: both prompts below them start a thread.
+    "two link lines": (lambda r: _cc_pair(r, 15, 16), [18, 38]),
+    # A link line naming the prompt below it: the prompt's chain comes back to it, and it starts a thread.
+    "a prompt and its links": (lambda r: _cc_parent(r, 15, 18), [18]),
+}
+
+
+@pytest.mark.parametrize("case", list(LINK_CYCLES))
+def test_a_cycle_through_lines_without_conversation_is_named_at_the_messages_that_start_a_thread(
+        tmp_path: Path, case: str) -> None:
+    """A cycle of parents through `progress` and `system` lines was named at the link line first
+    in the file (`…:15`, a hook's progress line), which holds no message and starts nothing: the
+    user looking there found no thread. It is named at each message it made the start of a
+    thread, the lines to look at for the threads the import made."""
+    edit, lines = LINK_CYCLES[case]
+    records = _cc_records()
+    edit(records)
+    path = _written(tmp_path, CC.name, records)
+    with Store(tmp_path / "t.db") as store:
+        summary = import_claude_code(store, [path])
+        assert summary.cycles_cut == [(str(path), line) for line in lines]
+        first: dict[str, int] = {}
+        for event in store.read_all():
+            line = (event.meta.get("source") or {}).get("line")
+            if isinstance(line, int):
+                first.setdefault(event.stream_id, line)
+        assert set(lines) <= set(first.values())  # each a thread's (or a fork's) first line
+        store.verify()
+
+
+def test_a_cycle_of_link_lines_no_message_runs_into_is_named_nowhere(tmp_path: Path) -> None:
+    """Two progress lines naming each other, with no message after them: nothing is cut from the
+    conversation, and the import is the unedited file's."""
+    plain = import_claude_code(Store(":memory:"), [_written(tmp_path / "a", CC.name, _cc_records())])
+    records = _cc_records()
+    _cc_pair(records, 11, 12)
+    looped = import_claude_code(Store(":memory:"), [_written(tmp_path / "b", CC.name, records)])
+    assert looped.cycles_cut == []
+    assert {**looped.to_json(), "thread_ids": None} == {**plain.to_json(), "thread_ids": None}

@@ -596,7 +596,30 @@ def _units(order: list[_Entry], entries: dict[str, _Entry],
         previous = entry
     for unit in reversed(ordered):
         unit.latest = max([unit.entries[-1].line.number, *(c.latest for c in unit.children)])
-    return ordered, cut
+    return ordered, _cut_messages(cut, ordered, entries)
+
+
+def _cut_messages(cut: list[_Entry], units: list[_Unit], entries: dict[str, _Entry]) -> list[_Entry]:
+    """The lines to name for the cycles of parents `_parents_first` cut (`cut`), in the file's
+    order: a message cut is itself the start of a thread. A link line cut (a `progress` or
+    `system` line, on a cycle through lines without conversation) starts nothing: the messages
+    whose chain of parents runs into it each start a thread, and those are what a reader of the
+    file looks for; a cycle no message runs into changes nothing imported, and is not named."""
+    links = {entry.uuid for entry in cut if entry.kind == "link"}
+    named = {entry.uuid: entry for entry in cut if entry.kind != "link"}
+    for unit in units if links else ():
+        first = unit.entries[0]
+        if unit.parent is not None or first.parent not in entries:
+            continue
+        walked: set[str] = set()
+        uuid: str | None = first.parent
+        while uuid is not None and uuid in entries and uuid not in walked and entries[uuid].kind == "link":
+            if uuid in links:
+                named[first.uuid] = first
+                break
+            walked.add(uuid)
+            uuid = entries[uuid].parent
+    return sorted(named.values(), key=lambda entry: entry.line.number)
 
 
 def _parents_first(order: list[_Entry], entries: dict[str, _Entry]) -> tuple[list[_Entry], list[_Entry]]:
