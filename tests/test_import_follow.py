@@ -845,3 +845,50 @@ def test_a_pi_run_of_tool_results_read_before_its_last_was_written_waits_for_it(
         import_pi(store, [session])
         held = _events(store)
     assert held == _one_shot(import_pi, session)
+
+
+def test_a_follower_goes_on_while_another_process_redacts_and_forks_the_thread(tmp_path: Path) -> None:
+    """While pi appends to a session, another process redacts the thread's newest message and
+    forks the thread there, again and again. A redaction appends its `event.redacted` to the
+    thread between a poll's read and its write, and the follower exited 1 (`expected 27 but it
+    has head 28`), so the mirror stopped. The write is tried again at the next poll: the
+    follower goes on, each event of the session is stored once, in the thread, every redacted
+    one stays erased, and the forks hold only their own events."""
+    lines = PI_SESSION.read_bytes().splitlines(keepends=True)
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    live, db, out = sessions / PI_SESSION.name, tmp_path / "f.db", {}
+    live.write_bytes(b"".join(lines[:10]))
+    redacted: dict[int, str] = {}
+    with _follower("pi", db, sessions, out) as proc:
+        assert _caught_up(db, _one_shot(import_pi, live))
+        written = 10
+        while written < len(lines):
+            with live.open("ab") as writer:
+                writer.write(b"".join(lines[written:written + 2]))
+            written += 2
+            time.sleep(0.05)  # a poll under way
+            with Store(db) as store:
+                newest = [e for e in store.read_all() if e.type == "message.appended" and e.position not in redacted]
+                if newest:
+                    event = newest[-1]
+                    redacted[event.position] = event.event_id
+                    store.redact(event.position, "a key pasted", "ops")
+                    store.fork(event.stream_id, event.offset + 1, unanswered="drop")
+            assert proc.poll() is None, "the follower stopped"
+        final = _one_shot(import_pi, live)
+        time.sleep(1.0)
+    assert out["returncode"] == "0" and "error" not in out["stderr"] and "refused" not in out["stderr"], out["stderr"]
+    assert len(redacted) > 10
+    expected = {event[2]: event[0] for event in final}
+    with Store(db, read_only=True) as store:
+        held = list(store.read_all())
+        imported = [e for e in held if e.event_id in expected]
+        assert sorted(e.event_id for e in imported) == sorted(expected)  # each once
+        assert all(e.stream_id == expected[e.event_id] for e in imported)  # in the thread it belongs to
+        others = {e.type for e in held if e.event_id not in expected}
+        assert others == {"event.redacted", "thread.forked"}, others
+        for position, event_id in redacted.items():
+            erased = next(store.read_all(position - 1, 1))
+            assert erased.event_id == event_id and "[redacted]" in json.dumps(erased.data), erased.data  # not imported again
+        store.verify()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
-from eventstore import Claimed, InvalidEvent, Locked, Store, StoreError
+from eventstore import Claimed, ConcurrencyError, InvalidEvent, Locked, Store, StoreError
 from eventstore.claims import Claim
 from eventstore.errors import Disconnected
 
@@ -165,6 +165,10 @@ def follow(
     a service mirroring sessions stopped mirroring until someone restarted it. So too a
     PostgreSQL server that went away (a restart): `Disconnected`, or with `on_lost` passed to
     it once while it stays away; each poll tries again, and takes the claim again first.
+    Another process writing into a thread of a session between the poll's read and its write
+    (a `redact` appends its `event.redacted` there) makes the write `ConcurrencyError`: what it
+    wrote before stays, and the session is read again at the next poll, which goes on from the
+    new head. The follower exited on it, and the mirror stopped.
 
     Between polls the follower waits with `pause(interval)`: a caller stopping it from a
     signal handler passes one that returns as soon as `stop()` will be true. Returns the total.
@@ -263,6 +267,9 @@ def follow(
                         gone(error)
                         held_up.update(source.files(waiting)[0] for waiting in due[n:])
                         break
+                    except ConcurrencyError:  # another writer's event (a redaction) since it was read: read again
+                        held_up.add(key)
+                        continue
                     except FileNotFoundError:  # removed since it was found: gone, or back (rotated) at the next poll
                         seen.pop(key, None)
                     except (InvalidEvent, BadLine, ImportConflict, OSError) as error:  # the session's own: not a full disk
