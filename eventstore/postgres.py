@@ -525,10 +525,14 @@ def _closed(path: str) -> StoreError:
     return StoreError(f"the store for {path} is closed; open it again to read or write")
 
 
-def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "") -> StoreError:
+def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "", lost: bool = False) -> StoreError:
     """The `StoreError` for a driver error, chosen by its SQLSTATE, never by its text. `url` is
     given while connecting to it: its passwords are hidden (a connection's errors may quote
-    the URL). A connection that could not be made is `pgreach.not_connected`'s."""
+    the URL). A connection that could not be made is `pgreach.not_connected`'s. `lost` says
+    the connection is broken (its libpq status): a connection the server ended while a call
+    waited for its result (a batch waiting for a lock) comes back from libpq as a result with
+    no SQLSTATE, which psycopg raises as a plain `DatabaseError`, and it was said as a
+    `database error`, a plain `StoreError` no caller could tell from any other."""
     if isinstance(error, UnicodeEncodeError):
         return unsendable(error, path)
     text = first_line(error)
@@ -538,7 +542,7 @@ def translate(error: psycopg.Error | UnicodeEncodeError, path: str, url: str = "
     if state is None:
         if isinstance(error, psycopg.InterfaceError) and "closed" in text:
             return _closed(path)
-        if isinstance(error, psycopg.OperationalError):  # a connection made, since lost
+        if lost or isinstance(error, psycopg.OperationalError):  # a connection made, since lost
             return Disconnected(_CLASSES["08"].format(path=path, error=text))
         return StoreError(f"database error on {path}: {text}")
     if state in _LOCK_TIMEOUTS:
@@ -558,7 +562,7 @@ def _translated(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Calla
                 self._flush()  # a read sees the writes queued before it
             return method(self, *args, **kwargs)
         except _FAILED_CALLS as error:
-            raise translate(error, self.path) from None
+            raise self._failed(error) from None
 
     functools.update_wrapper(run, method)
     return run
@@ -612,7 +616,7 @@ def _queueing(method: Callable[Concatenate[PostgresBackend, _P], _R]) -> Callabl
         try:
             return method(self, *args, **kwargs)
         except _FAILED_CALLS as error:
-            raise translate(error, self.path) from None
+            raise self._failed(error) from None
 
     functools.update_wrapper(run, method)
     return run
@@ -781,11 +785,17 @@ class PostgresBackend:
             self._prepare(_PREPARED)
         except _FAILED_CALLS as error:
             self._conn.close()
-            raise translate(error, self.path) from None
+            raise self._failed(error) from None
         except StoreError:
             self._conn.close()
             raise
         self._reconnects = True
+
+    def _failed(self, error: psycopg.Error | UnicodeEncodeError) -> StoreError:
+        """`translate(error)`, `Disconnected` when the connection is lost now, whatever the
+        driver raised for it."""
+        conn = getattr(self, "_conn", None)  # (none yet while the first connection is made)
+        return translate(error, self.path, lost=conn is not None and conn.pgconn.status == _LOST)
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
@@ -903,7 +913,7 @@ class PostgresBackend:
             if self._begun:
                 self._rollback()
             if isinstance(error, _FAILED_CALLS):
-                raise translate(error, self.path) from None
+                raise self._failed(error) from None
             raise
         finally:
             self._in_transaction = self._reserves_twice = False
@@ -988,7 +998,7 @@ class PostgresBackend:
         try:
             self.conn.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         except _FAILED_CALLS as error:
-            raise translate(error, self.path) from None
+            raise self._failed(error) from None
         self._in_transaction = self._snapshot = True
         try:
             yield
@@ -1027,7 +1037,7 @@ class PostgresBackend:
                 raise Claimed(self.path, name, int(found.group(1)) if found else None)
         except _FAILED_CALLS as error:
             holder.close()
-            raise translate(error, self.path) from None
+            raise self._failed(error) from None
         except StoreError:
             holder.close()
             raise
@@ -1060,7 +1070,7 @@ class PostgresBackend:
                 if left is not None:
                     left -= len(rows)
         except _FAILED_CALLS as error:
-            raise translate(error, self.path) from None
+            raise self._failed(error) from None
 
     # -- streams ----------------------------------------------------------------------------
 
@@ -1118,7 +1128,7 @@ class PostgresBackend:
         except BaseException as error:
             self._rollback()  # a reservation stopped between its lock and unlock would keep the session lock
             if isinstance(error, _FAILED_CALLS):
-                raise translate(error, self.path) from None
+                raise self._failed(error) from None
             raise
         return int(appended.get_value(0, 0) or 0) if appended.ntuples else None
 
@@ -1155,7 +1165,7 @@ class PostgresBackend:
                 for row in cursor:
                     yield _new(StreamRow, row)
         except _FAILED_CALLS as error:
-            raise translate(error, self.path) from None
+            raise self._failed(error) from None
 
     @_translated
     def stream_starts(self) -> list[int]:

@@ -337,3 +337,44 @@ def test_a_session_an_administrator_ends_is_named_so_and_leaves_all_as_it_was(tm
     after = PostgresBackend(url)
     assert after.dump() == dumped
     after.close()
+def test_a_write_whose_connection_ends_while_it_waits_for_a_lock_is_disconnected_and_writes_nothing() -> None:
+    """A batch waiting for a lock (another session's on the events table) when the server ends
+    its connection (`pg_terminate_backend`): the driver reads the lost connection as a result
+    with no SQLSTATE, and the store said `database error on …: server closed the connection
+    unexpectedly`, a plain `StoreError`, so a follower stopped where a restart of the server
+    only makes it wait. It is `Disconnected`: none of the batch is written, and the same call,
+    run again, goes on over a new connection."""
+    import threading
+
+    url = postgres_url() + "&application_name=threadlog-locked-lost"
+    store = Store(url)
+    thread = store.create_thread(title="Trip")
+    store.append_message(thread, "user", "before")
+    before = [e.event_id for e in store.read_all()]
+    schema = url.split("search_path%3D", 1)[1].split("&", 1)[0]
+    failed: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            store.append(thread, [{"type": "message.appended", "data": {"role": "user", "content": f"batch {i}"}}
+                                  for i in range(3)])
+        except BaseException as error:  # noqa: BLE001 (what the call raised, looked at below)
+            failed.append(error)
+
+    with psycopg.connect(postgres_cluster().url()) as holder:
+        holder.execute(f"LOCK TABLE {schema}.events IN ACCESS EXCLUSIVE MODE")
+        writer = threading.Thread(target=append)
+        writer.start()
+        waiting = "FROM pg_stat_activity WHERE application_name = 'threadlog-locked-lost' AND wait_event_type = 'Lock'"
+        with psycopg.connect(postgres_cluster().url(), autocommit=True) as admin:
+            while admin.execute(f"SELECT count(*) {waiting}").fetchone() != (1,):
+                time.sleep(0.01)
+            assert admin.execute(f"SELECT pg_terminate_backend(pid) {waiting}").fetchall() == [(True,)]
+        writer.join(30)
+        holder.rollback()
+    assert len(failed) == 1 and isinstance(failed[0], Disconnected), failed
+    assert [e.event_id for e in store.read_all()] == before
+    store.append_message(thread, "user", "after")
+    assert [e.data["content"][0]["text"] for e in store.read(thread) if e.type == "message.appended"] == ["before", "after"]
+    store.verify()
+    store.close()
