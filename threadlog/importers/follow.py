@@ -277,6 +277,11 @@ def follow(
                         if refused.get(key) != (seen[key], str(refusal)):  # said once, not again when quiet
                             refused[key] = (seen[key], str(refusal))
                             refuse(session, refusal)
+                    except BaseException:  # it stops the follower (a full disk, a server's cancel, a second Ctrl-C):
+                        polled.merge(written)  # what the session's transactions committed before it is said, and counted
+                        written = ImportSummary()
+                        _report(total, polled, on_import)
+                        raise
                     else:
                         refused.pop(key, None)
                         locked = lost = False
