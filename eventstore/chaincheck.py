@@ -415,9 +415,10 @@ def erased_by(backend: Backend, position: int, data: dict[str, Any]) -> Problem 
     return None
 
 
-def check_start(backend: Backend, info: StreamRow) -> Problem | None:
+def check_start(backend: Backend, info: StreamRow, start: int) -> Problem | None:
     """A stream's row against its first event, for a check that began after it (`verify
-    --since`): where it forks from, its kind and where it was created. One event read."""
+    --since`) at offset `start`: where it forks from, its kind and where it was created (one
+    event read), and a root's first message when it came before `start` (the events up to it)."""
     base = info.parent_offset if info.parent_id is not None else 0
     if base.__class__ is not int:
         return info.created_position, not_an_offset(info)
@@ -436,7 +437,29 @@ def check_start(backend: Backend, info: StreamRow) -> Problem | None:
         bad = f"{info.id}: stored kind {info.kind!r} disagrees with the events ({kind!r})"
     if bad is None and info.created_position != first.position:
         bad = f"{info.id}: stored created_position {info.created_position!r} disagrees with the events ({first.position})"
+    if bad is None and info.parent_id is None:
+        bad = _first_message_before(backend, info, start)
     return (first.position, bad) if bad else None
+
+
+def _first_message_before(backend: Backend, info: StreamRow, start: int) -> str | None:
+    """A root's stored first message offset below `start`, where a check from `start` took it
+    as it stood: the event there must be a message, and none before it (forks may start only
+    after it). Reads the events up to it, a thread's first few. A stored offset at or past
+    `start` is the chain's to compare; none (no message before `start`) would cost every event
+    before it to prove, and is left to the full verify."""
+    stored = info.first_message_offset
+    if not isinstance(stored, int) or not 0 <= stored < start:
+        return None
+    for row in backend.range(info.id, 0, stored + 1):
+        if row.type == "message.appended":
+            if row.offset == stored:
+                return None
+            return (f"{info.id}: stored first_message_offset {stored} disagrees with the events "
+                    f"(the first message is at offset {row.offset})")
+    first = next((row.offset for row in backend.range(info.id, stored + 1, start) if row.type == "message.appended"), None)
+    where = f"the first is at {first}" if first is not None else f"none before offset {start}"
+    return f"{info.id}: stored first_message_offset {stored} disagrees with the events (no message at offset {stored}; {where})"
 
 
 def _check_first(info: StreamRow, type_: str, data: dict[str, Any]) -> str | None:

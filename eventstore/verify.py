@@ -234,7 +234,7 @@ def _verify_since(backend: Backend, checkpoint: str, progress: Callable[[int, in
         ancestry = ancestries[stream_id]
         problem = chain.finish(lineage(ancestry[1]) if len(ancestry) > 1 else None)
         if problem is None and chain.partial:  # where it forks from and its kind: from its first event
-            problem = check_start(backend, ancestry[0])
+            problem = check_start(backend, ancestry[0], chain.start)
         if problem is not None:
             problems.append(problem)
     if problems:

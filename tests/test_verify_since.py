@@ -216,6 +216,33 @@ def test_since_names_a_new_event_s_stream_whose_listing_key_disagrees(tmp_path: 
         store.verify(since=before)
 
 
+@pytest.mark.parametrize(("first_message", "named"), [
+    (0, "stored first_message_offset 0 disagrees with the events (no message at offset 0; the first is at 1)"),
+    (3, "stored first_message_offset 3 disagrees with the events (the first message is at offset 1)"),
+], ids=["lowered", "raised"])
+def test_since_checks_a_thread_s_first_message_offset_that_came_before_the_checkpoint(
+        tmp_path: Path, first_message: int, named: str) -> None:
+    """A fork must hold a message: the row's offset of its thread's first message says where
+    forks may start. Lowered below it, `fork --at 1` made a fork holding no message; raised, a
+    fork after the first message was refused. `since` took the stored offset as it was
+    whenever that message came before the checkpoint, and passed either edit."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t, _ = busy(store)
+        before = store.checkpoint()
+        store.append_message(t, "user", "after the checkpoint")
+    _alter(db, "UPDATE streams SET first_message_offset = ? WHERE id = ?", (first_message, t))
+    with Store(db) as store:
+        created = store.event_at(t, 0).position
+        for kwargs in ({}, {"since": before}, {"checkpoint": before}):
+            with pytest.raises(IntegrityError, match=re.escape(named[:named.index(" (")])) as caught:
+                store.verify(**kwargs)
+            assert caught.value.position == created
+        with pytest.raises(IntegrityError) as caught:
+            store.verify(since=before)
+        assert str(caught.value).endswith(named)
+
+
 @pytest.mark.parametrize(("change", "named"), [
     ("parent_id = :other, root_id = :other", "the streams table disagrees with its thread.forked event"),
     ("parent_offset = 2", "the stream's row names no first event of its own at offset 2"),
