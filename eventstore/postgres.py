@@ -102,7 +102,8 @@ from psycopg.copy import LibpqWriter
 
 from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitRow, Scope, SnapshotRow,
                       doc_pieces,
-                      NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, tools_query, query_words)
+                      NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query, hit_filters, prefix_query, tools_query,
+                      query_words, with_clause)
 from .claims import Claim
 from .errors import (Claimed, Deadlocked, Disconnected, KeyClash, Locked, NoStore, NotPermitted, SchemaError, SchemaTooOld,
                      StoreError, altered_index, first_line, pages_kept, unsendable)
@@ -407,6 +408,8 @@ def _tsv(how: _Folding) -> str:
     return f"tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', {_words('text', how)})) STORED"
 
 
+# The rows (stream_id, lo, hi) of a search's scope, bound as a JSON array (`hit_filters`).
+_SCOPE_ROWS = "SELECT value ->> 0, (value ->> 1)::bigint, (value ->> 2)::bigint FROM jsonb_array_elements(%s::jsonb)"
 _TSV_INDEX = "CREATE INDEX search_tsv ON search_docs USING gin (tsv)"
 
 
@@ -1606,15 +1609,16 @@ class PostgresBackend:
             joiner = " || " if match == "any" else " && "
             phrase = f"phraseto_tsquery('simple', substring({_words('%s', self._folding)} from '{_FIRST_PARTS}'))"
             tsquery, args = "(" + joiner.join([phrase] * len(words)) + ")", list(words)
-        filters = hit_filters("%s", scope, role, tool)
+        filters = hit_filters("%s", _SCOPE_ROWS, scope, role, tool)
         if filters is None:
             return []
-        where, params = ["d.tsv @@ q.q", *filters[0]], [*args, *filters[1]]
+        where, params = ["d.tsv @@ q.q", *filters.where], [*filters.with_params, *args, *filters.params]
         # One hit a document: a text indexed in `doc_pieces` matched once a piece, and a long
         # event filled the hits with copies of itself (its best piece is kept). The pieces name
         # no document of their own: those of an event alike in kind, role and tool are one hit.
+        tables = with_clause(filters, f"q AS (SELECT {tsquery} AS q)")
         rows = self.conn.execute(
-            f"WITH q AS (SELECT {tsquery} AS q), best AS (SELECT DISTINCT ON (d.position, d.kind, d.role, d.tool) d.docid, "
+            f"{tables}, best AS (SELECT DISTINCT ON (d.position, d.kind, d.role, d.tool) d.docid, "
             f"-ts_rank(d.tsv, q.q) AS score FROM q, search_docs d WHERE {' AND '.join(where)} "
             "ORDER BY d.position, d.kind, d.role, d.tool, score, d.docid) "
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
@@ -1627,7 +1631,7 @@ class PostgresBackend:
 
     @_index_call
     def index_tools(self, scope: Sequence[Scope] | None) -> list[str]:
-        query = tools_query("%s", scope)
+        query = tools_query("%s", _SCOPE_ROWS, scope)
         return [] if query is None else [row[0] for row in self.conn.execute(*query)]
 
     @_translated

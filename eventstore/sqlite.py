@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # imported where a schema is made or migrated: ~50-100 ms of 
 
 from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, QUERY_OPERATORS, SNIPPET_MARKS, DataRow, DocValues, EventRow,
                       EventValues, HitRow, Scope, SnapshotRow, NO_BOUND, StoredSnapshot, StreamRow, chain_order, forks_at_query,
-                      hit_filters, prefix_query, tools_query, query_words)
+                      hit_filters, prefix_query, tools_query, query_words, with_clause)
 from .checkpoints import BACKSTOP, Checkpointer
 from .claims import Claim, file_claim, unclaimed
 from .errors import (Locked, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
@@ -266,6 +266,10 @@ SEARCH_FTS_DDL = (
     "CREATE VIRTUAL TABLE search_fts USING fts5(text, content='search_docs', content_rowid='docid', "
     "tokenize='unicode61 remove_diacritics 2')"
 )
+
+
+# The rows (stream_id, lo, hi) of a search's scope, bound as a JSON array (`hit_filters`).
+_SCOPE_ROWS = "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)"
 
 
 # FTS5's own tables behind `search_fts` (external content: they hold no copy of the text).
@@ -1516,12 +1520,12 @@ class SQLiteBackend:
 
     def _search(self, fts_query: str, scope: Sequence[Scope] | None, role: str | None, tool: str | None,
                 limit: int) -> list[HitRow]:
-        filters = hit_filters("?", scope, role, tool)
+        filters = hit_filters("?", _SCOPE_ROWS, scope, role, tool)
         if filters is None:
             return []
-        where, args = ["search_fts MATCH ?", *filters[0]], [fts_query, *filters[1]]
+        where, args = ["search_fts MATCH ?", *filters.where], [*filters.with_params, fts_query, *filters.params]
         rows = self.conn.execute(
-            'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
+            f'{with_clause(filters)}SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
             f"coalesce(json_extract(e.meta, '$.occurred_at'), {_time('e.recorded_at')}), d.text, "
             f"CASE WHEN length(d.text) <= {ENGINE_SNIPPET_CHARS} THEN snippet(search_fts, 0, {_MARKS}, '…', 16) END, "
             "bm25(search_fts) "
@@ -1533,7 +1537,7 @@ class SQLiteBackend:
 
     @_index_call
     def index_tools(self, scope: Sequence[Scope] | None) -> list[str]:
-        query = tools_query("?", scope)
+        query = tools_query("?", _SCOPE_ROWS, scope)
         return [] if query is None else [row[0] for row in self.conn.execute(*query)]
 
     @_translated
