@@ -272,6 +272,25 @@ SEARCH_FTS_DDL = (
 _SCOPE_ROWS = "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)"
 
 
+def _fts_rows(totals: bytes) -> int:
+    """How many rows FTS5 indexes: the first varint of its record of totals (none: no row)."""
+    rows = 0
+    for i, byte in enumerate(totals[:9]):
+        if i == 8:
+            return rows << 8 | byte
+        rows = rows << 7 | byte & 0x7F
+        if byte < 0x80:
+            return rows
+    return rows
+
+
+def _count_documents(conn: sqlite3.Connection, added: int) -> None:
+    """Add `added` to the count of documents the index wrote; an index with none (an earlier
+    release's, or one just made) is counted whole, once."""
+    if not conn.execute("UPDATE search_progress SET position = position + ? WHERE name = 'documents'", (added,)).rowcount:
+        conn.execute("INSERT INTO search_progress VALUES ('documents', (SELECT count(*) FROM search_docs))")
+
+
 # FTS5's own tables behind `search_fts` (external content: they hold no copy of the text).
 _FTS_TABLES = ("search_fts_data", "search_fts_idx", "search_fts_docsize", "search_fts_config")
 
@@ -1430,14 +1449,30 @@ class SQLiteBackend:
 
     @_index_call
     def index_last_docid(self) -> int:
-        """The newest document's id (-1: none), once FTS5's index holds it too. Emptied by raw SQL
-        (FTS5's `delete-all`, or the documents deleted), every search silently found nothing,
-        or only what a catch-up indexed next; the newest documents of both agree otherwise, and
-        comparing them costs two lookups (a document removed below the newest is not seen)."""
-        fts, docs = self.conn.execute("SELECT (SELECT max(id) FROM search_fts_docsize), (SELECT max(docid) FROM search_docs)").fetchone()
+        """The newest document's id (-1: none), once the index agrees with itself. Emptied or cut by
+        raw SQL (FTS5's `delete-all` or `delete`, the documents deleted, both together, or a row
+        copied), a search silently found nothing, fewer hits than the log holds, or one twice; so
+        the newest documents of both tables must agree, and FTS5's count of what it indexes must
+        be the count of documents the index wrote (`documents` in `search_progress`), which FTS5
+        keeps in one record: four lookups, whatever the index holds. A document deleted while
+        FTS5 still lists it is seen by the search that matches it (`_search`). An index an
+        earlier release built has no count until its next catch-up writes one (`index_docs`)."""
+        if self.conn.in_transaction:  # FTS5 writes its count when it flushes what this transaction indexed
+            self.conn.execute("SAVEPOINT index_count")
+            self.conn.execute("RELEASE index_count")
+        fts, docs, counted, totals = self.conn.execute(
+            "SELECT (SELECT max(id) FROM search_fts_docsize), (SELECT max(docid) FROM search_docs), "
+            "(SELECT position FROM search_progress WHERE name = 'documents'), (SELECT block FROM search_fts_data WHERE id = 1)"
+        ).fetchone()
         if fts != docs:
             raise altered_index(f"its newest document is {'none' if docs is None else docs}, and FTS5's index of them "
                                 f"ends at {'none' if fts is None else fts}")
+        if counted is not None:
+            if counted.__class__ is not int or totals is not None and totals.__class__ is not bytes:
+                raise altered_index(f"its count of documents holds {counted!r}, and FTS5's record of its totals {totals!r}")
+            indexed = _fts_rows(totals or b"")
+            if indexed != counted:
+                raise altered_index(f"the documents it wrote number {counted:,}, and FTS5's index holds {indexed:,}")
         return -1 if docs is None else int(docs)
 
     @_index_call
@@ -1451,6 +1486,7 @@ class SQLiteBackend:
             self.conn.execute("INSERT INTO search_fts (rowid, text) SELECT docid, text FROM search_docs WHERE docid >= ?",
                               (docs[0][0],))
         self.conn.execute("UPDATE search_progress SET position = ? WHERE name = 'index'", (upto,))
+        _count_documents(self.conn, len(docs))
 
     @_index_call
     def unindex(self, position: int) -> int:
@@ -1463,6 +1499,7 @@ class SQLiteBackend:
         removed = self.conn.execute("DELETE FROM search_docs WHERE docid >= ? AND docid < ?", bounds).rowcount
         if removed:
             self.conn.execute("INSERT INTO search_fts (search_fts) VALUES ('optimize')")
+            self.conn.execute("UPDATE search_progress SET position = position - ? WHERE name = 'documents'", (removed,))
         return removed
 
     @_translated
@@ -1523,17 +1560,22 @@ class SQLiteBackend:
         filters = hit_filters("?", _SCOPE_ROWS, scope, role, tool)
         if filters is None:
             return []
-        where, args = ["search_fts MATCH ?", *filters.where], [*filters.with_params, fts_query, *filters.params]
+        # A document FTS5 lists and `search_docs` no longer holds (deleted by raw SQL) comes first,
+        # whatever its rank: joined to none, it was silently no hit.
+        kept = " AND ".join(filters.where) or "1"
         rows = self.conn.execute(
             f'{with_clause(filters)}SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
             f"coalesce(json_extract(e.meta, '$.occurred_at'), {_time('e.recorded_at')}), d.text, "
             f"CASE WHEN length(d.text) <= {ENGINE_SNIPPET_CHARS} THEN snippet(search_fts, 0, {_MARKS}, '…', 16) END, "
-            "bm25(search_fts) "
-            "FROM search_fts JOIN search_docs d ON d.docid = search_fts.rowid LEFT JOIN events e ON e.position = d.position "
-            f"WHERE {' AND '.join(where)} ORDER BY bm25(search_fts), d.docid LIMIT ?",
-            (*args, limit),
+            "bm25(search_fts), CASE WHEN d.docid IS NULL THEN search_fts.rowid END "
+            "FROM search_fts LEFT JOIN search_docs d ON d.docid = search_fts.rowid LEFT JOIN events e ON e.position = d.position "
+            f"WHERE search_fts MATCH ? AND (d.docid IS NULL OR {kept}) "
+            "ORDER BY d.docid IS NOT NULL, bm25(search_fts), d.docid LIMIT ?",
+            (*filters.with_params, fts_query, *filters.params, limit),
         ).fetchall()
-        return [_new(HitRow, r) for r in rows]
+        if rows and rows[0][-1] is not None:
+            raise altered_index(f"FTS5's index lists document {rows[0][-1]!r}, which is not among its documents")
+        return [_new(HitRow, r[:-1]) for r in rows]
 
     @_index_call
     def index_tools(self, scope: Sequence[Scope] | None) -> list[str]:

@@ -162,7 +162,7 @@ def test_an_index_whose_progress_was_moved_back_is_named_and_left_as_it_was(tmp_
             cursor = pg.execute(statement)
             return cursor.fetchall() if cursor.description else []
 
-    run("UPDATE search_progress SET position = 1")
+    run("UPDATE search_progress SET position = 1 WHERE name = 'index'")
     index = "SELECT d.docid, d.text, p.position FROM search_docs d, search_progress p ORDER BY d.docid"
     before = run(index)
     with Store(target) as store:
@@ -173,6 +173,108 @@ def test_an_index_whose_progress_was_moved_back_is_named_and_left_as_it_was(tmp_
         store.verify()  # the log is intact: only the cache was altered
         rebuild_index(store)
         assert [h.offset for h in search(store, "corsica")] == [1, 2]
+
+
+# Documents removed or copied by raw SQL (`{first}`: the docid of the first message's text), by
+# backend. A search gave fewer hits than the log holds (a document removed, the newest left in
+# place; on SQLite, both of its tables emptied together), and a copy gave its hit twice.
+DOC_TAMPERS = {
+    "sqlite": {
+        "both-emptied": ["INSERT INTO search_fts (search_fts) VALUES ('delete-all')", "DELETE FROM search_docs"],
+        "removed-below-the-newest": ["INSERT INTO search_fts (search_fts, rowid, text) SELECT 'delete', docid, text FROM "
+                                     "search_docs WHERE docid = {first}", "DELETE FROM search_docs WHERE docid = {first}"],
+        "document-removed": ["DELETE FROM search_docs WHERE docid = {first}"],
+        "fts-entry-removed": ["INSERT INTO search_fts (search_fts, rowid, text) SELECT 'delete', docid, text FROM "
+                              "search_docs WHERE docid = {first}"],
+        "copied": ["INSERT INTO search_docs SELECT docid + 1, position, stream_id, \"offset\", kind, role, tool, text "
+                   "FROM search_docs WHERE docid = {first}",
+                   "INSERT INTO search_fts (rowid, text) SELECT docid, text FROM search_docs WHERE docid = {first} + 1"],
+    },
+    "postgresql": {
+        "emptied": ["DELETE FROM search_docs"],
+        "removed-below-the-newest": ["DELETE FROM search_docs WHERE docid = {first}"],
+        "copied": ["INSERT INTO search_docs (docid, position, stream_id, \"offset\", kind, role, tool, text) SELECT docid + 1, "
+                   "position, stream_id, \"offset\", kind, role, tool, text FROM search_docs WHERE docid = {first}"],
+    },
+}
+
+
+@pytest.mark.parametrize("backend, tamper", [(backend, statements) for backend, tampers in DOC_TAMPERS.items()
+                                             for statements in tampers.values()],
+                         ids=[f"{backend}-{name}" for backend, tampers in DOC_TAMPERS.items() for name in tampers])
+def test_documents_removed_or_copied_are_named_never_fewer_hits_nor_one_twice(tmp_path: Path, backend: str,
+                                                                              tamper: list[str]) -> None:
+    """With nothing appended since, no catch-up runs: the search answered from what was left."""
+    import sqlite3
+
+    import psycopg
+
+    from eventstore.errors import StoreError
+
+    target = str(tmp_path / "t.db") if backend == "sqlite" else postgres_url()
+
+    def run(statement: str) -> list[tuple[Any, ...]]:
+        if backend == "sqlite":
+            with sqlite3.connect(target) as lite:
+                rows = lite.execute(statement).fetchall()
+            lite.close()
+            return rows
+        with psycopg.connect(target, autocommit=True) as pg:
+            cursor = pg.execute(statement.encode())
+            return cursor.fetchall() if cursor.description else []
+
+    with Store(target) as store:
+        t = store.create_thread(title="Trip", thread_id="t")
+        for text in ("a ferry to corsica", "the ferry leaves at eight", "a ferry back on sunday"):
+            store.append_message(t, "user", text)
+        assert sorted(h.offset for h in search(store, "ferry", limit=10)) == [1, 2, 3]
+    ((first,),) = run("SELECT min(docid) FROM search_docs WHERE kind = 'text'")
+    for statement in tamper:
+        run(statement.format(first=first))
+    index = "SELECT d.docid, d.text, p.name, p.position FROM search_docs d, search_progress p ORDER BY d.docid, p.name"
+    before = run(index)
+    with Store(target) as store:
+        with pytest.raises(StoreError, match="search index was altered outside threadlog .*threadlog index --rebuild"):
+            search(store, "ferry", limit=10)
+        assert run(index) == before  # nothing written
+        store.verify()  # the log is intact: only the cache was altered
+        rebuild_index(store)
+        assert sorted(h.offset for h in search(store, "ferry", limit=10)) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_an_index_an_earlier_release_built_is_searched_and_counted_on_its_next_catch_up(tmp_path: Path, backend: str) -> None:
+    """An index built before it kept a count of its documents has none to compare: searched as it
+    is, it is counted once by the next catch-up, and checked from then on."""
+    import sqlite3
+
+    import psycopg
+
+    from eventstore.errors import StoreError
+
+    target = str(tmp_path / "t.db") if backend == "sqlite" else postgres_url()
+
+    def run(statement: str) -> None:
+        if backend == "sqlite":
+            with sqlite3.connect(target) as lite:
+                lite.execute(statement)
+            lite.close()
+        else:
+            with psycopg.connect(target, autocommit=True) as pg:
+                pg.execute(statement.encode())
+
+    with Store(target) as store:
+        t = store.create_thread(title="Trip", thread_id="t")
+        store.append_message(t, "user", "a ferry to corsica")
+        assert [h.offset for h in search(store, "ferry")] == [1]
+    run("DELETE FROM search_progress WHERE name = 'documents'")
+    with Store(target) as store:
+        assert [h.offset for h in search(store, "ferry")] == [1]
+        store.append_message(t, "user", "a ferry back")
+        assert sorted(h.offset for h in search(store, "ferry")) == [1, 2]
+    run("DELETE FROM search_docs WHERE position = (SELECT min(position) FROM search_docs WHERE kind = 'text')")
+    with Store(target) as store, pytest.raises(StoreError, match="search index was altered outside threadlog"):
+        search(store, "ferry")
 
 
 # Raw SQL on PostgreSQL's index tables, and whether a search can tell (a column of words no longer
