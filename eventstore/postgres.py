@@ -787,8 +787,9 @@ class PostgresBackend:
             self._migrate(partitions)
             self._prepare(_PREPARED)
         except _FAILED_CALLS as error:
+            failed = self._failed(error)  # lost or not, asked of the connection before it is closed
             self._conn.close()
-            raise self._failed(error) from None
+            raise failed from None
         except StoreError:
             self._conn.close()
             raise
@@ -836,12 +837,7 @@ class PostgresBackend:
         """Prepare `statements` on this connection, by name, at the protocol level (which takes
         BEGIN and COMMIT too, unlike the SQL command PREPARE)."""
         for name, text in statements.items():
-            pgconn = self.conn.pgconn
-            prepared = pgconn.prepare(name.encode(), text.encode())
-            if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK and pgconn.status == _LOST:
-                # A result of no SQLSTATE (a `DatabaseError`, "server closed the connection
-                # unexpectedly"): the loss it is, as `_send` says it.
-                raise psycopg.OperationalError(pgconn.get_error_message())
+            prepared = self.conn.pgconn.prepare(name.encode(), text.encode())
             if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
                 raise psycopg.errors.error_from_result(prepared, encoding=self.conn.info.encoding)
 
