@@ -534,7 +534,14 @@ class Backend(Protocol):
         ...
 
     def index_last_docid(self) -> int:
-        """The highest docid the index holds (-1: none); through its primary key."""
+        """The highest docid the index holds (-1: none); through its primary key. Each search
+        asks it: an index found altered, by what costs little to check, is refused
+        (`altered_index`)."""
+        ...
+
+    def index_count(self) -> None:
+        """Refuse (`altered_index`) an index holding another number of documents than it wrote
+        (removed or copied by raw SQL), however much counting them costs."""
         ...
 
     def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:

@@ -1539,18 +1539,29 @@ class PostgresBackend:
 
     @_index_call
     def index_last_docid(self) -> int:
-        """The newest document's id (-1: none), once the index holds as many documents as it
-        wrote (`documents` in `search_progress`): documents deleted by raw SQL (the newest left
-        in place) were silently no hits, and a row copied was one hit hidden behind another. The
-        count reads every document's key (an index-only scan: 80 ms a million documents, under
-        a millisecond a thousand). An index an earlier release built has no count until its next
-        catch-up writes one (`index_docs`)."""
-        newest, held, counted = self.conn.execute(
-            b"SELECT max(docid), count(*), (SELECT position FROM search_progress WHERE name = 'documents') FROM search_docs"
-        ).fetchone() or (None, 0, None)
+        """The newest document's id (-1: none). An index holding none that wrote some (emptied by
+        raw SQL: a search found nothing) is refused here, a lookup of the key's ends; documents
+        removed below the newest, or copied, need a count of them (`index_count`)."""
+        newest, counted = self.conn.execute(
+            b"SELECT (SELECT max(docid) FROM search_docs), (SELECT position FROM search_progress WHERE name = 'documents')"
+        ).fetchone() or (None, None)
+        if newest is None and counted:
+            raise altered_index(f"the documents it wrote number {counted:,}, and it holds none")
+        return -1 if newest is None else int(newest)
+
+    @_index_call
+    def index_count(self) -> None:
+        """Refuse an index that holds another number of documents than it wrote (`documents` in
+        `search_progress`): documents deleted by raw SQL (the newest left in place) were silently
+        no hits, and a row copied was one hit hidden behind another. The count reads every
+        document's key (an index-only scan: about 80 ms a million documents), too much for each
+        search: `threadlog index` asks it. An index an earlier release built has no count until
+        its next catch-up writes one (`index_docs`)."""
+        held, counted = self.conn.execute(
+            b"SELECT (SELECT count(*) FROM search_docs), (SELECT position FROM search_progress WHERE name = 'documents')"
+        ).fetchone() or (0, None)
         if counted is not None and held != counted:
             raise altered_index(f"the documents it wrote number {counted:,}, and it holds {held:,}")
-        return -1 if newest is None else int(newest)
 
     @_index_call
     def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:
@@ -1610,7 +1621,7 @@ class PostgresBackend:
         fragment was no part of the text to point at: it drops markup tags, marks no cut, and
         begins at the match (of "message number 9998 about the fjord" it gave "**9998** about
         the fjord"), so a fragment read as the whole text."""
-        self.index_last_docid()  # it holds what it wrote
+        self.index_last_docid()  # not emptied
         query, role, tool = _indexable(query), _indexable(role), _indexable(tool)
         words = query_words(query)
         if match == "query":

@@ -1476,6 +1476,19 @@ class SQLiteBackend:
         return -1 if docs is None else int(docs)
 
     @_index_call
+    def index_count(self) -> None:
+        """Refuse an index that holds another number of documents than it wrote: in FTS5's
+        index (`index_last_docid`, which each search asks: FTS5 keeps its count in one record)
+        and in the table of documents (a row deleted there while FTS5 still lists it is seen
+        only by the search that matches it), counted here."""
+        self.index_last_docid()
+        held, counted = self.conn.execute(
+            "SELECT (SELECT count(*) FROM search_docs), (SELECT position FROM search_progress WHERE name = 'documents')"
+        ).fetchone()
+        if counted is not None and held != counted:
+            raise altered_index(f"the documents it wrote number {counted:,}, and its table of them holds {held:,}")
+
+    @_index_call
     def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:
         if docs:
             self.conn.executemany(
