@@ -21,7 +21,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from . import forks, integrity, interrupted, restore, textindex
+from . import cuts, forks, integrity, interrupted, restore, textindex
 from .backend import NO_BOUND, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
 from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, Locked, OldPagesKept, StaleSnapshot, StoreError,
                      ThreadNotFound, Unreadable, named, shown)
@@ -886,13 +886,22 @@ class Store:
                     raise ThreadNotFound(thread)
                 if batch[0].type != ThreadCreated.type:
                     raise InvalidEvent("events[0].type", "a new thread must start with thread.created")
-                return self._write(thread, Head.new_thread(), batch, position)
+                head = Head.new_thread()
+                if cuts.compacts(batch):
+                    cuts.check_cuts(batch, head.offset, head.facts, functools.partial(self._decoded_range, thread))
+                return self._write(thread, head, batch, position)
             if expect == "no_stream" or (isinstance(expect, int) and expect != row.head):
                 raise ConcurrencyError(thread, expect, row.head)
             head = Head.of(row)
             if interrupted.binds_calls(batch, head.facts.interrupts):
                 interrupted.check_batch(self._interrupted_calls(row), batch, functools.partial(self._answered_at, row))
+            if cuts.compacts(batch):
+                cuts.check_cuts(batch, head.offset, head.facts, functools.partial(self._decoded_range, thread))
             return self._write(thread, head, batch, position)
+
+    def _decoded_range(self, thread: str, start: int, stop: int) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """The events at offsets start..stop-1 of the thread's history, decoded: (offset, type, data)."""
+        return _decoded(self.read_raw(thread, start, stop), functools.partial(self.unreadable, thread))
 
     def _interrupted_calls(self, row: StreamRow) -> interrupted.InterruptedCalls:
         """The pending interrupts raised on tool calls at the stream's head, each with its call.
@@ -963,6 +972,8 @@ class Store:
             return []
         if interrupted.binds_calls(batch, head.facts.interrupts):
             return []  # a result for a call an interrupt may wait on: judged against the interrupts, which only a read finds
+        if cuts.compacts(batch):
+            return []  # a compaction's cut is judged against the messages around it, which only a read finds
         try:
             recorded = self._write(thread, head, batch, 0)
         except InvalidEvent:

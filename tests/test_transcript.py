@@ -64,11 +64,11 @@ def test_blank_text_makes_no_section_and_compactions_and_failures_are_marked(mem
     mem.append_message(t, "assistant", [{"type": "text", "text": " \n\t "}, {"type": "text", "text": ""}])
     mem.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "make"}}])
     mem.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "boom", "is_error": True}])
-    mem.append(t, [{"type": "compaction.recorded", "data": {"summary": "Ran make; it failed.", "through_offset": 4}}])
+    mem.append(t, [{"type": "compaction.recorded", "data": {"summary": "Ran make; it failed.", "through_offset": 5}}])
     mem.append_message(t, "assistant", "Fixed.")
     md = transcript(mem, t)
     sections = [line for line in md.splitlines() if line.startswith("## ")]
-    assert sections == ["## user", "## assistant", "## user", "## compaction (messages before offset 4 summarised)", "## assistant"]
+    assert sections == ["## user", "## assistant", "## user", "## compaction (messages before offset 5 summarised)", "## assistant"]
     assert "\ntool call `Bash` `{\"command\":\"make\"}`\n\n## user\n\nfailed tool call `Bash`\n" in md
     assert "summarised)\n\n    Ran make; it failed.\n\n## assistant" in md and "boom" not in md
     assert (_header_count(md), _header_shown(md)) == (5, 4)

@@ -1,0 +1,147 @@
+"""`compaction.recorded` end to end: where a compaction may cut a thread's history, and what
+the model is sent after one.
+
+A compaction's summary stands for the messages below its `through_offset`; the request sends
+a tool result only right after the message holding its call. A cut between an assistant
+message's tool calls and their results would send the results without their calls, which the
+request leaves out: an answer (a human's, to an interrupt) the model never reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from eventstore import InvalidEvent, Store
+from projections import anthropic_request, check_request, thread_state
+from threadlog.cli import cli
+from threadlog.live import Interrupt, resolve_interrupt, run_turn
+
+from messages_api import MessagesAPI, message
+from tests.backends import dump, file_dump
+
+MODEL = "claude-test-1"
+TOOLS = [
+    {"name": "weather", "description": "Weather in a city", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
+    {"name": "ask_human", "description": "Ask the user", "input_schema": {"type": "object", "properties": {"question": {"type": "string"}}}},
+]
+
+
+@pytest.fixture
+def api() -> Iterator[MessagesAPI]:
+    with MessagesAPI() as server:
+        yield server
+
+
+def text(value: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": value}]
+
+
+def use(id: str, name: str = "weather", **arguments: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": id, "name": name, "input": arguments}
+
+
+def compaction(summary: str, through: int) -> dict[str, Any]:
+    return {"type": "compaction.recorded", "data": {"summary": summary, "through_offset": through}}
+
+
+def called(store: Store) -> str:
+    """A thread whose offset 2 asks for the weather and offset 3 answers it."""
+    t = store.create_thread(system="You plan trips.", model=MODEL, tools=TOOLS)
+    store.append_message(t, "user", "Weather in Lyon?")  # 1
+    store.append_message(t, "assistant", [*text("Checking."), use("toolu_1", city="Lyon")])  # 2
+    store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}])  # 3
+    store.append_message(t, "assistant", "Sunny in Lyon.")  # 4
+    return t
+
+
+def test_a_compaction_between_a_call_and_its_result_is_refused_naming_both(store: Store) -> None:
+    t = called(store)
+    before = dump(store)
+    with pytest.raises(InvalidEvent) as refused:
+        store.append(t, [compaction("They asked about Lyon.", 3)])
+    assert refused.value.field == "events[0].data.through_offset"
+    said = str(refused.value)
+    assert "toolu_1" in said and "offset 2" in said and "offset 3" in said
+    assert "through 2" in said and "through 4" in said  # the two cuts that keep the pair together
+    assert dump(store) == before
+    for through in (2, 4, 5):  # before the call, after the result, the head: each is taken
+        store.append(t, [compaction("They asked about Lyon.", through)])
+        assert anthropic_request(store, t)["messages"]
+
+
+def test_a_compaction_over_calls_still_waiting_for_results_is_refused(store: Store) -> None:
+    """The calls' results come after the compaction, so the model would get them alone."""
+    t = called(store)
+    store.append_message(t, "user", "And in Nice?")  # 5
+    store.append_message(t, "assistant", [use("toolu_2", city="Nice")])  # 6
+    before = dump(store)
+    with pytest.raises(InvalidEvent, match="toolu_2") as refused:
+        store.append(t, [compaction("Lyon was sunny; Nice asked.", 7)])
+    assert "not all in yet" in str(refused.value) and "through 6" in str(refused.value)
+    assert dump(store) == before
+    # In the same batch as the results, after them: taken.
+    store.append(t, [{"type": "message.appended", "data": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_2", "content": "rain"}]}}, compaction("Lyon sunny, Nice rain.", 8)])
+    assert thread_state(store, t).messages[0].kind == "summary"
+
+
+def test_a_fork_that_dropped_the_calls_may_compact_through_them(mem: Store) -> None:
+    """A fork that dropped the waiting calls never gets their results: no pair to cut."""
+    t = called(mem)
+    mem.append_message(t, "user", "And in Nice?")
+    mem.append_message(t, "assistant", [use("toolu_2", city="Nice")])
+    f = mem.fork(t, unanswered="drop")
+    mem.append_message(f, "user", "Never mind Nice.")
+    mem.append(f, [compaction("Lyon was sunny.", 7)])
+    assert [m.kind for m in thread_state(mem, f).messages] == ["summary", "message"]
+
+
+def test_a_compaction_while_an_interrupt_waits_is_refused_and_the_answer_reaches_the_model(file_store: Store,
+                                                                                          api: MessagesAPI) -> None:
+    """Compacted while a turn waited on a human's answer, the resumed turn sent the summary
+    alone: the answer and the other call's result, after a cut between them and their calls,
+    were left out of the request."""
+    t = file_store.create_thread(system="You plan trips.", model=MODEL, tools=TOOLS)
+
+    def ask_human(question: str) -> str:
+        raise Interrupt(question)
+
+    tools = {"weather": lambda city: f"{city}: sunny", "ask_human": ask_human}
+    api.reply_json(message([use("tu_1", city="Lyon"), use("tu_2", "ask_human", question="Which day?")], "tool_use"))
+    turn = run_turn(file_store, t, "Plan it", api.client(0, 10.0), tools=tools)
+    assert turn.status == "interrupted" and turn.interrupt_id
+    before = file_dump(file_store.path)
+    with pytest.raises(InvalidEvent, match="tu_2"):
+        file_store.append(t, [compaction("Planning a trip; asked which day.", file_store.head(t))])
+    assert file_dump(file_store.path) == before
+    resolve_interrupt(file_store, t, turn.interrupt_id, "Tuesday")
+    with pytest.raises(InvalidEvent, match="tu_2"):  # answered, but its result is written when the turn goes on
+        file_store.append(t, [compaction("Planning a trip; asked which day.", file_store.head(t))])
+    api.reply_json(message(text("Tuesday in Lyon: sunny.")))
+    assert run_turn(file_store, t, None, api.client(0, 10.0), tools=tools).status == "ok"
+    answers = {b["tool_use_id"]: b["content"] for b in api.requests[-1].json["messages"][-1]["content"]}
+    assert answers == {"tu_1": "Lyon: sunny", "tu_2": "Tuesday"}
+    file_store.append(t, [compaction("Tuesday in Lyon: sunny.", file_store.head(t))])
+    api.reply_json(message(text("A hotel too.")))
+    assert run_turn(file_store, t, "And a hotel?", api.client(0, 10.0), tools=tools).status == "ok"
+    sent = api.requests[-1].json["messages"]
+    assert [b["text"] for b in sent[0]["content"]] == ["Tuesday in Lyon: sunny.", "And a hotel?"]
+    assert all(check_request(file_store, t, e.offset).ok for e in file_store.read(t)
+                        if e.type == "message.appended" and "request" in e.meta)
+
+
+def test_the_cli_refuses_a_cut_pair_and_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with Store(str(db)) as store:
+        t = called(store)
+    before = file_dump(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "emit", t, "compaction.recorded", "--data",
+                                       '{"summary": "Lyon.", "through_offset": 3}'])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: ") and "toolu_1" in result.stderr
+    assert file_dump(db) == before
