@@ -40,7 +40,7 @@ from .prepare import PreparedEvent, check_items, not_json, prepare
 from .ranges import MAX_INDEX, is_index
 from .recorded import ThreadInfo, acyclic, from_row, short
 from .refold import refold
-from .skeleton import may_hide_ids, skeleton_of
+from .skeleton import left_by_earlier, may_hide_ids, skeleton_of
 from .verify import verify
 
 if TYPE_CHECKING:
@@ -451,7 +451,10 @@ class _Restore:
                                f"and this database stores it at position {row.position}: a redaction names positions, so "
                                "it can only be carried over where they were kept")
         skeleton, _ = skeleton_of(row.type, row.data)
-        if _json(f"{where}.data", event["data"]) != skeleton:
+        held = _json(f"{where}.data", event["data"])
+        if held != skeleton and left_by_earlier(row.type, held):
+            skeleton = held  # as the redaction was made, by an earlier release
+        if held != skeleton:
             raise InvalidEvent(f"{where}.data", "is not what a redaction of the event this database stores leaves of it: "
                                "the export was altered")
         self.erasing[row.position] = (skeleton, row.stream_id)

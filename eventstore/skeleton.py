@@ -25,6 +25,13 @@ def skeleton_of(type_: str, text: str) -> tuple[str, bool]:
         return _unreadable(type_, role), True
 
 
+def left_by_earlier(type_: str, text: str) -> bool:
+    """Whether `text` (canonical JSON) is a skeleton an earlier release's redaction left of an
+    event of `type_` where this one keeps more: a compaction's kept no `through_offset`. A
+    backup holding one carries its redaction over as it was made."""
+    return type_ == "compaction.recorded" and text == integrity.canonical({"redacted": True})
+
+
 def may_hide_ids(type_: str, text: str) -> bool:
     """Whether a redacted row's skeleton (`text`, canonical JSON) is the one a payload too deep
     to read leaves: then the tool calls, runs or interrupts it opened may be gone with it, and
@@ -107,4 +114,7 @@ _STRUCTURAL = {
     "interrupt.raised": ("interrupt_id", "tool_use_id"),
     "interrupt.resolved": ("interrupt_id",),
     "interrupt.cancelled": ("interrupt_id",),  # its reason is free text
+    # Where the model's view restarts: the summary stands, `[redacted]`, for the messages below
+    # it still (a skeleton an earlier release wrote kept nothing, and reads as no compaction).
+    "compaction.recorded": ("through_offset",),
 }

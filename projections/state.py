@@ -57,6 +57,8 @@ from .dropped import Drop, fork_drops, locate, without_dropped
 from .refusal import refusal
 
 PROJECTION = "thread_state"
+# What a redacted compaction's summary reads as (a redacted message's text is the same).
+REDACTED = "[redacted]"
 # How a run ends when it shows as one in rows and transcripts (one that ended ok is the messages it holds).
 FAILED_RUN = ("error", "cancelled")
 # Bump whenever the fold's output or its serialized form changes: old snapshots are ignored.
@@ -189,8 +191,9 @@ class _Fold:
             if "title" in data:
                 self.title = data["title"]
         elif type_ == "compaction.recorded":
-            if "summary" in data:
-                self.compaction = {"offset": offset, "through_offset": data["through_offset"], "summary": data["summary"]}
+            if "through_offset" in data:  # a redacted one keeps it: its summary reads as a redacted message's text
+                self.compaction = {"offset": offset, "through_offset": data["through_offset"],
+                                   "summary": data.get("summary", REDACTED)}
         elif type_ == "thread.created":
             self.title = data.get("title")
             self.system = data.get("system")

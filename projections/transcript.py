@@ -57,7 +57,7 @@ from .atomic import write_atomically
 from .dropped import Drop, Located, fork_drops, locate
 from .injected import injected_blocks, injected_by
 from .refusal import refusal
-from .state import FAILED_RUN, fork_note
+from .state import FAILED_RUN, REDACTED, fork_note
 
 MAX_BYTES = 512 * 1024
 MAX_MESSAGE_BYTES = 16 * 1024
@@ -314,7 +314,7 @@ def transcript(
         offset, data = event.offset, event.data
         section: str | None
         if event.type == "compaction.recorded" and "through_offset" in data:
-            section = _compaction(data["through_offset"], str(data.get("summary", "")))
+            section = _compaction(data["through_offset"], str(data.get("summary", REDACTED)))
         elif event.type == "run.finished" and data.get("status") in FAILED_RUN:
             section = _run_ended(str(data["status"]), str(data.get("error") or ""))
         elif event.type == "message.appended":

@@ -17,8 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from eventstore import InvalidEvent, Store
-from projections import anthropic_request, check_request, thread_state
+from projections import anthropic_request, blame, check_request, display_rows, thread_state, transcript
+from threadlog import export_all, import_events
 from threadlog.cli import cli
+from threadlog.export import dump_lines
 from threadlog.live import Interrupt, resolve_interrupt, run_turn
 
 from messages_api import MessagesAPI, message
@@ -145,3 +147,51 @@ def test_the_cli_refuses_a_cut_pair_and_leaves_the_file_as_it_was(tmp_path: Path
     assert result.exit_code == 1
     assert result.stderr.startswith("error: ") and "toolu_1" in result.stderr
     assert file_dump(db) == before
+
+
+def test_a_redacted_summary_still_stands_for_the_messages_it_covered(tmp_path: Path) -> None:
+    """Redacting a summary that leaked a secret dropped the compaction from every projection:
+    the model was sent the whole history the summary stood for again, and the rows and the
+    transcript no longer showed that a compaction happened."""
+    with Store(tmp_path / "a.db") as store:
+        t = called(store)
+        leak = store.append(t, [compaction("Lyon is sunny; the key is sk-9", 5)])[0]
+        store.append_message(t, "user", "And Nice?")
+        store.redact(leak.position, reason="leak", actor="dpo")
+        view = thread_state(store, t).messages
+        assert [(m.kind, m.offset) for m in view] == [("summary", 5), ("message", 6)]
+        assert view[0].content == text("[redacted]")
+        assert [(b.kind, b.offset) for b in blame(store, t)] == [("summary", 5), ("message", 6)]
+        sent = anthropic_request(store, t, cache=False)["messages"]
+        assert sent == [{"role": "user", "content": [*text("[redacted]"), *text("And Nice?")]}]
+        assert [row.kind for row in display_rows(store, t)][-2:] == ["compaction", "text"]
+        md = transcript(store, t)
+        assert "## compaction (messages before offset 5 summarised)" in md and "sk-9" not in md
+        store.verify()
+        backup = tmp_path / "all.jsonl"
+        backup.write_text("".join(dump_lines(export_all(store))), encoding="utf-8")
+    with Store(tmp_path / "b.db") as target:
+        import_events(target, backup)
+        assert target.verify().redacted == 1
+        assert [(m.kind, m.offset) for m in thread_state(target, t).messages] == [("summary", 5), ("message", 6)]
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_a_backup_of_an_earlier_release_holding_a_redacted_compaction_restores(tmp_path: Path) -> None:
+    """A redaction by an earlier release kept nothing of a compaction; its backup, restored over
+    a copy of the database from before the redaction, carries that redaction over (the skeleton
+    is the one that release left) and the compaction then reads as none, as it did there."""
+    before = tmp_path / "before.db"
+    before.write_bytes((FIXTURES / "compaction-before.db").read_bytes())
+    backup = FIXTURES / "compaction-redacted.jsonl"
+    with Store(before) as store:
+        assert import_events(store, backup).erased == 1
+        assert store.verify().redacted == 1
+        (t,) = [info.id for info in store.threads(10)]
+        assert [m.kind for m in thread_state(store, t).messages] == ["message", "message", "message"]
+        assert "sk-9" not in transcript(store, t)
+    with Store(tmp_path / "empty.db") as store:
+        import_events(store, backup)
+        assert store.verify().redacted == 1
