@@ -33,8 +33,9 @@ from .state import FAILED_RUN
 @dataclass(slots=True)
 class Row:
     """One UI row. `kind` is one of text, tool_call, tool_result, thinking, interrupt, fork,
-    compaction, run (a run that ended `error` or `cancelled`: its status, and its error as
-    `text`; a model call cut off or failed before it gave anything shows only so), refusal
+    compaction, run (a run that ended `error` or `cancelled`, or `ok` with an error, a stream
+    that failed after its whole answer came: its status, and its error as `text`; a model call
+    cut off or failed before it gave anything shows only so), refusal
     (an answer the model refused: the category and explanation its `stop_details` give, as
     `text`, `category: explanation`; its text blocks that are blank make no row), or a
     content block type (image, document, server_tool_use, …) shown as a
@@ -146,7 +147,7 @@ class _Fold:
             self.rows[base["id"]] = Row(kind="interrupt", text=data.get("question"), interrupt_id=data["interrupt_id"],
                                         status="pending", **base)
             self.interrupts[data["interrupt_id"]] = base["id"]
-        elif event.type == "run.finished" and data.get("status") in FAILED_RUN:
+        elif event.type == "run.finished" and (data.get("status") in FAILED_RUN or data.get("error")):
             base = _base(event)
             self.rows[base["id"]] = Row(kind="run", text=data.get("error"), status=data["status"], **base)
         elif event.type == "compaction.recorded" and "through_offset" in data:

@@ -9,7 +9,8 @@ call is one line, `failed tool call NAME`; thinking is one line; an answer the m
 says so, `refused (stop_reason refusal)`, with the refusal's category and explanation. A
 compaction is its own section, `## compaction (messages before offset N summarised)`, with the summary the model
 reads from there on; so is a run that ended `error` or `cancelled`, `## run error`, with its
-error (a model call that failed before it gave anything shows only there). Bounds, all in UTF-8 bytes:
+error (a model call that failed before it gave anything shows only there), and one that ended
+`ok` with an error (a stream that failed after its whole answer came), `## run ok`. Bounds, all in UTF-8 bytes:
 
 - at most `max_bytes` in total, header and markers included: the most recent messages are
   kept and the oldest replaced by one marker saying how many were elided;
@@ -315,7 +316,7 @@ def transcript(
         section: str | None
         if event.type == "compaction.recorded" and "through_offset" in data:
             section = _compaction(data["through_offset"], str(data.get("summary", REDACTED)))
-        elif event.type == "run.finished" and data.get("status") in FAILED_RUN:
+        elif event.type == "run.finished" and (data.get("status") in FAILED_RUN or data.get("error")):
             section = _run_ended(str(data["status"]), str(data.get("error") or ""))
         elif event.type == "message.appended":
             content = data.get("content") or []
@@ -370,7 +371,7 @@ def _compaction(through: object, summary: str) -> str:
 
 
 def _run_ended(status: str, error: str) -> str:
-    """A run that ended `error` or `cancelled`: its status, then its error."""
+    """A run that ended `error` or `cancelled`, or `ok` with an error (the answer kept): its status, then its error."""
     return f"## run {status}\n\n" + (_text(error) + "\n\n" if error.strip() else "")
 
 

@@ -733,3 +733,36 @@ def test_the_tree_says_which_agent_call_and_directive_each_sub_agent_is(tmp_path
     assert tips[kids[0]].endswith(', call toolu_1, directive "Find a hotel"'), tips
     assert tips[kids[1]].endswith(', call toolu_1, directive "<script>alert(1)</script> trains"'), tips
     assert tips["trip"] == "trip (thread, 3 events)" and "<script>alert" not in page
+
+
+def test_a_run_that_kept_its_answer_but_ended_with_an_error_says_so(tmp_path: Path) -> None:
+    """A stream that fails after the whole answer came keeps the answer: its run ends `ok`,
+    that failure its `error` (`threadlog show` says so of the last run). The thread page, `rows`
+    and the transcript showed the answer and nothing of the failure, as a run that went well.
+    Each now shows the run's end, its status and its error, escaped as any stored string."""
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+
+    path = tmp_path / "t.db"
+    error = "the API's stream failed after the whole answer had come; the answer is kept: <b>reset</b>"
+    with Store(path) as store:
+        thread = store.create_thread(thread_id="t")
+        store.append(thread, [{"type": "run.started", "data": {"run_id": "r1"}}])
+        store.append_message(thread, "user", "go")
+        store.append(thread, [{"type": "message.appended", "data": {"role": "assistant", "stop_reason": "end_turn",
+                                                                    "content": [{"type": "text", "text": "the answer"}]}}])
+        store.append(thread, [{"type": "run.finished", "data": {"run_id": "r1", "status": "ok", "error": error}}])
+        store.append(thread, [{"type": "run.started", "data": {"run_id": "r2"}},
+                              {"type": "run.finished", "data": {"run_id": "r2", "status": "ok"}}])
+    runner = CliRunner()
+    rows = runner.invoke(cli, ["--db", str(path), "rows", "t"])
+    transcript = runner.invoke(cli, ["--db", str(path), "transcript", "t"])
+    assert rows.exit_code == 0 and transcript.exit_code == 0, (rows.output, transcript.output)
+    assert f"run ok: {error}" in rows.output and rows.output.count("run ok") == 1, rows.output
+    assert "## run ok" in transcript.output and "<b>reset</b>" in transcript.output, transcript.output
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as client:
+        page = client.get("/thread", params={"id": "t"}).text
+    card = page.split('<div class="card run">', 1)[1].split("</li>", 1)[0]
+    assert 'status-ok">ok</span>' in card and "the answer is kept: &lt;b&gt;reset&lt;/b&gt;" in card, card
+    assert page.count('<div class="card run">') == 1 and "<b>reset</b>" not in page
