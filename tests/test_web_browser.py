@@ -971,3 +971,44 @@ def test_right_to_left_ids_and_titles_leave_the_text_around_them_in_order(script
     page.goto(url(scripts, "/thread", id="deeper"))
     order = [left("nav.lineage", text) for text in (HEBREW, "@2", ARABIC, "@4", "deeper")]
     assert order == sorted(order), order
+
+
+@pytest.mark.parametrize("follower", list(FOLLOWERS))
+def test_a_page_whose_stream_is_refused_does_not_say_live_and_follows_once_a_stream_closes(tmp_path: Path, browser,
+                                                                                         follower: str) -> None:
+    """Past `STREAMS` live streams open at once, the server refuses one (a 503 with Retry-After).
+    A page opened then said `· live` all the while it followed nothing: an event appended
+    meanwhile did not appear, and nothing said so. It now says it is connecting until its
+    stream is taken, and once a stream elsewhere closes it follows, showing what came meanwhile."""
+    from threadlog.web.live import STREAMS
+    path = tmp_path / "full.db"
+    (thread,) = make_threads(path, "full", 1)
+    proc, base = start_server(path)
+    held: list[Any] = []
+    context = browser.new_context()  # type: ignore[attr-defined]
+    context.add_init_script(FOLLOWERS[follower])
+    errors: list[str] = []
+    try:
+        for _ in range(STREAMS):
+            stream = urllib.request.urlopen(f"{base}/live/log", timeout=20)
+            assert stream.readline() == b": connected\n"
+            held.append(stream)
+        tab = context.new_page()
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.goto(url(base, "/thread", id=thread))
+        with Store(path) as store:
+            store.append_message(thread, "assistant", "Appended while every stream was taken")
+        tab.wait_for_timeout(4_000)  # the browser asks again after 3 s, and is refused again
+        assert tab.get_attribute("#rows", "data-connected") is None
+        assert tab.inner_text("#live-state") == "· connecting…"
+        assert tab.get_by_text("Appended while every stream was taken").count() == 0
+        held.pop().close()
+        tab.wait_for_selector("#rows[data-connected='1']", timeout=15_000)
+        tab.get_by_text("Appended while every stream was taken").wait_for(timeout=5_000)
+        assert tab.inner_text("#live-state") == "· live"
+    finally:
+        context.close()
+        for stream in held:
+            stream.close()
+        stop_server(proc)
+    assert errors == [], f"the page raised: {errors}"

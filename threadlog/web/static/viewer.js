@@ -10,6 +10,8 @@
 //   shared workers are missing, each page holds its own stream. A page the browser hides (a
 //   tab in the background) stops following, and catches up from its last update when shown.
 //   Either stream opens again after an answer that is not one (`stream.js`, loaded first).
+//   A page says `· live` only once its stream is open: until then (a stream the server refuses,
+//   past the streams it serves at once, is asked for again) it says `· connecting…`.
 //   A database the server cannot open now (a 503: removed, or replaced by no database for a
 //   while) is no refusal: the page says so and asks again, less often the longer it lasts, and
 //   goes on once the file is back, where a refusal (a 4xx) stops it.
@@ -231,6 +233,7 @@ function liveRows() {
       follower.stop();
       say("· paused while hidden");
     } else {
+      if (!list.dataset.connected) say("· connecting…");  // `· live` once its stream is taken: the server may refuse it (past its limit of streams)
       follower.start();
     }
   };
