@@ -205,7 +205,10 @@ def hit_filters(mark: str, scope_rows: str, scope: Sequence[Scope] | None, role:
         if not scope:
             return None
         with_ = f"scope (stream_id, lo, hi) AS MATERIALIZED ({scope_rows})"
-        with_params = [json.dumps([[stream_id, lo, NO_BOUND if hi is None else hi] for stream_id, lo, hi in scope])]
+        # The ids as the text they are: a `\u` escape of one beyond ASCII is read in the database's
+        # encoding, which SQL_ASCII cannot convert to ("conversion between UTF8 and SQL_ASCII").
+        with_params = [json.dumps([[stream_id, lo, NO_BOUND if hi is None else hi] for stream_id, lo, hi in scope],
+                                  ensure_ascii=False)]
         where.append('d.stream_id IN (SELECT stream_id FROM scope) AND EXISTS (SELECT 1 FROM scope s WHERE '
                      's.stream_id = d.stream_id AND d."offset" >= s.lo AND d."offset" < s.hi)')
     for column, value in (("role", role), ("tool", tool)):

@@ -642,6 +642,36 @@ def test_a_database_in_an_encoding_icu_does_not_take_gets_a_store(encoding: str)
         cluster.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
+@pytest.mark.parametrize("encoding", ["SQL_ASCII", "EUC_JIS_2004", "LATIN1"])
+def test_a_thread_named_beyond_ascii_is_searched_within_its_history_in_any_encoding(encoding: str) -> None:
+    """A scope is bound as one JSON array: its thread ids written as `\\u` escapes, which a
+    database in SQL_ASCII cannot read ("conversion between UTF8 and SQL_ASCII is not
+    supported"), so a search within a thread named beyond ASCII, or of its fork, failed
+    as a database error there; the ids are sent as the text they are."""
+    from tests.backends import postgres_cluster
+
+    postgres_url()  # the cluster started (or the test skipped)
+    cluster = postgres_cluster()
+    name = f"threadlog_scope_{encoding.lower()}"
+    cluster.execute(f"DROP DATABASE IF EXISTS {name}")
+    cluster.execute(f"CREATE DATABASE {name} ENCODING '{encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    try:
+        with Store(cluster.url(name)) as store:
+            t = store.create_thread(title="Trip", thread_id="Café-trip")
+            store.append_message(t, "user", "the ferry timetable")
+            store.append_message(t, "assistant", [{"type": "tool_use", "id": "c1", "name": "Grep", "input": {"q": "boat"}}])
+            store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "c1", "content": "no ferry"}])
+            fork = store.fork(t, fork_id="Café-fork")
+            store.append_message(fork, "user", "the ferry again")
+            assert [h.offset for h in search(store, "ferry", thread=t)] == [1, 3]
+            assert sorted(h.offset for h in search(store, "ferry", thread=fork)) == [1, 3, 5]
+            assert [h.offset for h in search(store, "ferry", thread=fork, ancestors=False)] == [5]
+            assert [h.offset for h in search(store, "ferry", thread=fork, tool="Grep")] == [3]
+            assert tools_in_other_case(store, "grep", thread=fork) == ["Grep"]
+    finally:
+        cluster.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 @pytest.mark.parametrize("match", ["words", "any"])
 def test_a_word_of_thousands_of_parts_is_searched_on_both_backends(tmp_path: Path, match: str) -> None:
     """A message's text is a retrieval's plain-words query: one word of 20,000 parts (a CSV
