@@ -1608,3 +1608,55 @@ def test_live_streams_past_the_limit_are_a_503_until_one_closes(tmp_path: Path) 
         for stream in opened:
             stream.close()
         _stop(proc)
+
+
+def test_live_streams_opened_all_at_once_are_still_at_most_the_limit(tmp_path: Path) -> None:
+    """A stream was counted once its response began, after the check of the count: streams
+    asked for all at once each passed the check before any was counted, and 320 asked
+    together opened 97 (the limit is 64). Once they close, the limit's worth opens again."""
+    import asyncio
+    from urllib.parse import urlsplit
+
+    from threadlog.web.live import STREAMS
+    path = tmp_path / "streams.db"
+    with Store(path) as store:
+        store.create_thread(title="t", thread_id="t")
+        after = store.last_position()
+    proc, base = _serve(path, "127.0.0.1")
+    address = urlsplit(base)
+    assert address.hostname is not None and address.port is not None
+    host, port = address.hostname, address.port
+
+    async def burst(count: int) -> list[bytes]:
+        async def one(i: int) -> tuple[bytes, asyncio.StreamWriter]:
+            reader, writer = await asyncio.open_connection(host, port)
+            target = "/live/log" if i % 2 else f"/live?id=t&after={after}"
+            writer.write(f"GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+            await writer.drain()
+            return (await reader.readline()).split()[1], writer
+
+        answers = await asyncio.gather(*(one(i) for i in range(count)))
+        for _, writer in answers:
+            writer.close()
+        return [status for status, _ in answers]
+
+    try:
+        statuses = asyncio.run(burst(STREAMS * 5))
+        assert statuses.count(b"200") <= STREAMS and set(statuses) == {b"200", b"503"}, statuses.count(b"200")
+        opened: list[Any] = []
+        deadline = time.monotonic() + 10  # the server notices the clients gone at its next look
+        try:
+            while len(opened) < STREAMS:
+                try:
+                    opened.append(urllib.request.urlopen(f"{base}/live/log", timeout=20))
+                except urllib.error.HTTPError as error:
+                    with error:
+                        assert error.code == 503 and time.monotonic() < deadline, len(opened)
+                    time.sleep(0.1)
+            with pytest.raises(urllib.error.HTTPError, match="503"):
+                urllib.request.urlopen(f"{base}/live/log", timeout=20)
+        finally:
+            for stream in opened:
+                stream.close()
+    finally:
+        _stop(proc)

@@ -34,6 +34,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from eventstore import RecordedEvent, Store, StoreError, ThreadInfo, ThreadNotFound
 from eventstore.backend import EventRow
@@ -249,6 +250,25 @@ def _asked(request: Request) -> tuple[str, int, int, int]:
     return thread, after, start, skip
 
 
+class _Counted(StreamingResponse):
+    """A live stream, counted in `view.streams` from the check of the count until its response
+    ends, however it ends (the client gone before it began included). Counted only once its
+    response began, streams asked for all at once each passed the check before any was
+    counted: 320 asked together opened 97. The count changes on the event loop's thread alone,
+    with no wait between the check and the count, nor between this response made and called."""
+
+    def __init__(self, view: Viewer, content: AsyncIterator[str]) -> None:
+        super().__init__(content, media_type="text/event-stream")  # not kept by the browser: `app.NO_STORE`
+        self.view = view
+        view.streams += 1
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.view.streams -= 1
+
+
 def _stream(request: Request, name: str, look: Callable[[int], tuple[int, str | None]], position: int,
             reopened: Callable[[], None] | None = None) -> StreamingResponse:
     """Server-sent events `name`: `look(position)` every `INTERVAL`, on a worker thread, gives
@@ -262,16 +282,6 @@ def _stream(request: Request, name: str, look: Callable[[int], tuple[int, str | 
     if view.streams >= STREAMS:
         raise HTTPException(503, f"{STREAMS} live streams are open already; close a page or another client's stream "
                             "and try again", headers={"Retry-After": "5"})
-
-    async def stream() -> AsyncIterator[str]:
-        # Counted while it runs (on the event loop's thread, as every change of it): a response
-        # whose client left before it started never runs, and is never counted.
-        view.streams += 1
-        try:
-            async for sent in looks():
-                yield sent
-        finally:
-            view.streams -= 1
 
     async def looks() -> AsyncIterator[str]:
         reached, quiet, down = position, 0, False
@@ -299,7 +309,7 @@ def _stream(request: Request, name: str, look: Callable[[int], tuple[int, str | 
                     quiet = 0
             await asyncio.sleep(INTERVAL)
 
-    return StreamingResponse(stream(), media_type="text/event-stream")  # not kept by the browser: `app.NO_STORE`
+    return _Counted(view, looks())
 
 
 async def events(request: Request) -> StreamingResponse:
