@@ -341,3 +341,43 @@ def test_a_cycle_of_link_lines_no_message_runs_into_is_named_nowhere(tmp_path: P
     looped = import_claude_code(Store(":memory:"), [_written(tmp_path / "b", CC.name, records)])
     assert looped.cycles_cut == []
     assert {**looped.to_json(), "thread_ids": None} == {**plain.to_json(), "thread_ids": None}
+
+
+def test_a_follower_stopped_by_the_server_names_a_cut_it_said_before_no_second_time(tmp_path: Path) -> None:
+    """A follower's poll that a database error stops (the server cancels a write) says what the
+    poll's earlier sessions committed: it said again the cycle of parents an earlier poll had
+    named in one of them, re-read as its file grew, so the cut was printed twice."""
+    import psycopg
+
+    from tests.backends import postgres_url
+
+    db = postgres_url()
+    cycled = _session(tmp_path, "pi 2-cycle")
+    other = _pi_records()
+    other[0]["id"] = "another-session"
+    grows = _written(tmp_path, "zz-session.jsonl", other)
+    text = grows.read_bytes()
+    grows.write_bytes(b"".join(text.splitlines(keepends=True)[:-3]))  # it grows by its last lines while followed
+    first = import_pi(Store(":memory:"), [cycled, grows])
+    with Store(db):
+        pass
+    proc = interruptible([sys.executable, "-m", "threadlog", "--db", db, "import", "pi", "--follow", "--interval", "0.05",
+                          "--timeout", "60", str(cycled.parent)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with psycopg.connect(db, autocommit=True) as admin:
+            _waited(lambda: admin.execute("SELECT count(*) FROM events").fetchone() == (first.events,))
+            time.sleep(0.3)
+            with psycopg.connect(db) as holder:  # the next poll's write waits for this lock
+                holder.execute("LOCK TABLE events IN EXCLUSIVE MODE")
+                with cycled.open("ab") as half:
+                    half.write(b'{"type": ')  # a line pi is writing: re-read, nothing new to write
+                grows.write_bytes(text)
+                waiting: list[int] = []
+                _waited(lambda: bool(waiting.extend(pid for pid, in admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")) or waiting))
+                admin.execute("SELECT pg_cancel_backend(%s)", (waiting[0],))
+                proc.wait(timeout=30)
+    finally:
+        out, err = ctrl_c(proc)
+    assert proc.returncode == 1 and "cancelled" in err and "Traceback" not in err, err
+    assert len(_cut_lines(out)) == 1 and "+0 event(s)" not in out, out

@@ -280,7 +280,7 @@ def follow(
                     except BaseException:  # it stops the follower (a full disk, a server's cancel, a second Ctrl-C):
                         polled.merge(written)  # what the session's transactions committed before it is said, and counted
                         written = ImportSummary()
-                        _report(total, polled, on_import)
+                        _report(total, _new_to_say(polled, skipped, cut), on_import)
                         raise
                     else:
                         refused.pop(key, None)
@@ -288,12 +288,7 @@ def follow(
                     finally:  # what it added before an error too: committed as it went, and kept
                         polled.merge(written)
                     held_up.discard(key)
-                polled.bad = [bad for bad in polled.bad if bad not in skipped]
-                skipped.update(polled.bad)
-                polled.cycles_cut = [line for line in polled.cycles_cut if line not in cut]
-                polled.self_parents = [line for line in polled.self_parents if line not in cut]
-                cut.update(polled.cycles_cut, polled.self_parents)
-                _report(total, polled, on_import)
+                _report(total, _new_to_say(polled, skipped, cut), on_import)
             pause(interval)
         return total
 
@@ -315,6 +310,18 @@ def _unreadable(error: OSError, files: Sequence[Path]) -> StoreError:
     if error.filename is None or Path(error.filename) not in files:
         raise error
     return StoreError(f"cannot read {error.filename} ({error.strerror}); make it readable to mirror it")
+
+
+def _new_to_say(polled: ImportSummary, skipped: set[tuple[str, int, str]], cut: set[tuple[str, int]]) -> ImportSummary:
+    """`polled` keeping only the bad lines and the cuts of cycles not in `skipped` and `cut`
+    (each poll of a session skips and cuts them again), which then hold them: a poll that an
+    error stopped named again what an earlier poll had said of a session it re-read."""
+    polled.bad = [bad for bad in polled.bad if bad not in skipped]
+    skipped.update(polled.bad)
+    polled.cycles_cut = [line for line in polled.cycles_cut if line not in cut]
+    polled.self_parents = [line for line in polled.self_parents if line not in cut]
+    cut.update(polled.cycles_cut, polled.self_parents)
+    return polled
 
 
 def _report(total: ImportSummary, summary: ImportSummary, on_import: Callable[[ImportSummary], None] | None) -> None:
