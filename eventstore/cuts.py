@@ -38,17 +38,23 @@ def compacts(batch: Sequence[PreparedEvent]) -> bool:
     return any(item.type == COMPACTION for item in batch)
 
 
-def check_cuts(batch: Sequence[PreparedEvent], start: int, facts: Facts, stored: Stored) -> None:
+def _in_batch(index: int) -> str:
+    return f"events[{index}]"
+
+
+def check_cuts(batch: Sequence[PreparedEvent], start: int, facts: Facts, stored: Stored,
+               event: Callable[[int], str] = _in_batch) -> None:
     """Refuse (`InvalidEvent` naming the compaction's `through_offset`) a compaction of the
     batch whose cut falls between tool calls and their results. The batch is to be appended
     at offset `start`, onto a head whose pending facts are `facts`; `stored` reads the
-    history below `start`."""
+    history below `start`; `event(index)` names an event of the batch in the refusal. An
+    import's plan checks each compaction so as it plans it, before anything is written."""
     for index, item in enumerate(batch):
         offset = start + index
         if item.type == COMPACTION:
             through = item.data.get("through_offset")
             if type(through) is int and 0 < through <= offset:
-                _check_cut(f"events[{index}].data.through_offset", through, offset, facts, _Events(batch, start, stored))
+                _check_cut(f"{event(index)}.data.through_offset", through, offset, facts, _Events(batch, start, stored))
         try:
             facts = advance(facts, item.type, item.data)
         except InvalidEvent:

@@ -490,6 +490,27 @@ def test_a_pi_field_of_the_wrong_type_is_refused_not_turned_into_text(seeded: Pa
     import_refused(seeded, tmp_path, ["pi", str(path)], f"{path}:{len(entries) + 1}: {says}")
 
 
+def test_a_pi_compaction_that_keeps_tool_results_without_their_calls_is_refused_naming_its_line(seeded: Path,
+                                                                                                 tmp_path: Path) -> None:
+    """A compaction whose first kept entry is a tool result (pi never cuts there) cuts the call
+    from its result. The store refused it only when the compaction was written, after the
+    thread's first events were: the database was left changed, the message named an event of a
+    batch, not the line, and a second file named with it was written before it too."""
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(_pi_header() + jsonl(
+        _pi_entry("e1", None, role="user", content="read /etc"),
+        _pi_entry("e2", "e1", role="assistant", content=[_CALL], stopReason="toolUse"),
+        _pi_entry("e3", "e2", role="toolResult", toolCallId="call_1", content=[{"type": "text", "text": "ok"}]),
+        _pi_entry("e4", "e3", role="assistant", content=[{"type": "text", "text": "Read."}]),
+        {"type": "compaction", "id": "c1", "parentId": "e4", "timestamp": "2025-01-01T00:00:00Z", "summary": "They read /etc.",
+         "firstKeptEntryId": "e3", "tokensBefore": 100}))
+    says = f"{path}:6: event.data.through_offset: 3 falls between the tool calls at offset 2 ('call_1') and their results at offset 3"
+    import_refused(seeded, tmp_path, ["pi", str(path)], says)
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(_pi_header().replace(b"pi-session", b"pi-other") + jsonl(_pi_entry("e1", None, role="user", content="hi")))
+    import_refused(seeded, tmp_path, ["pi", str(other), str(path)], says)
+
+
 def _assistant_line(uuid: str, parent: str, content: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "sessionId": SESSION_ID, "timestamp": "2025-01-01T00:00:01Z",
             "message": {"id": "msg_1", "role": "assistant", "model": "m", "content": content}}

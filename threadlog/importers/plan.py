@@ -24,6 +24,7 @@ never written again: it is held, and the store refuses its id with other content
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from eventstore import InvalidEvent, Store, StoreError, ThreadNotFound
+from eventstore.cuts import COMPACTION, check_cuts
 from eventstore.facts import Facts, advance, after_fork
 from eventstore.prepare import PreparedEvent, prepare
 
@@ -100,7 +102,22 @@ class PlannedStream:
     def check(self, type_: str, data: dict[str, Any], meta: dict[str, Any]) -> tuple[PreparedEvent, Facts]:
         """The event `add` would add next, and the facts after it; `InvalidEvent` if the store would refuse it."""
         prepared = prepare({"type": type_, "data": data, "meta": meta}, "event")
-        return prepared, advance(self.facts, prepared.type, prepared.data, "event.data")
+        facts = advance(self.facts, prepared.type, prepared.data, "event.data")
+        if prepared.type == COMPACTION:  # refused by the store only once the events before it were written
+            check_cuts([prepared], self.next_offset, self.facts, self.between, lambda _: "event")
+        return prepared, facts
+
+    def between(self, lo: int, hi: int) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """The planned events at offsets lo..hi-1 of this stream's history, its ancestors' below
+        its fork point included, in order: (offset, type, data)."""
+        segments: list[list[tuple[int, str, dict[str, Any]]]] = []
+        stream: PlannedStream | None = self
+        while stream is not None and lo < hi:
+            first, last = bisect.bisect_left(stream.offsets, max(lo, stream.at)), bisect.bisect_left(stream.offsets, hi)
+            segments.append([(stream.offsets[i], stream.events[i].type, stream.events[i].data) for i in range(first, last)])
+            hi, stream = min(hi, stream.at), stream.parent
+        for segment in reversed(segments):
+            yield from segment
 
     def add(self, type_: str, data: dict[str, Any], meta: dict[str, Any], where: Callable[[str], StoreError]) -> None:
         """Validate one event and fold its facts; `where(why)` names the source line in errors
