@@ -85,46 +85,56 @@ class _Events:
 
 
 def _check_cut(field: str, through: int, offset: int, facts: Facts, events: _Events) -> None:
-    # The last assistant message below the cut, and the results the user messages after it
-    # (merged into one by a request) give below the cut.
+    # The assistant messages in a row that end last below the cut (a request merges them into
+    # one, whose calls the user messages after it answer), and the results the user messages
+    # after them (merged into one too) give below the cut.
     answered: set[str] = set()
-    asked: tuple[int, list[str]] | None = None
+    asked: dict[str, int] = {}  # call id -> the offset of the message holding it
+    inside = True  # no user message between the cut and the assistant messages: the cut splits them
+    seen = False  # an assistant message came (reading back): a user message before it ends the row
     for at, type_, data in events.backwards(through):
         if type_ != MESSAGE:
             continue
         if data.get("role") == "assistant":
-            asked = at, tool_use_ids(_content(data))
+            seen = True
+            asked.update((call, at) for call in tool_use_ids(_content(data)))
+        elif seen:
             break
-        answered.update(tool_result_ids(_content(data)))
-    if asked is None:
-        return
-    called_at, calls = asked
-    open_ = [call for call in calls if call not in answered]
+        else:
+            inside = False
+            answered.update(tool_result_ids(_content(data)))
+    open_ = [call for call in asked if call not in answered]
     if not open_:
         return
-    # The user messages from the cut on, up to the next answer: the results they give.
+    # The user messages from the cut on, up to the next answer: the results they give. An
+    # assistant message right at a cut that splits a row of them is of the same message.
     late: dict[str, int] = {}
     went_on = False
     for at, type_, data in events.between(through, offset):
         if type_ != MESSAGE:
             continue
         if data.get("role") == "assistant":
+            if inside:
+                continue
             went_on = True
             break
+        inside = False
         late.update((call, at) for call in tool_result_ids(_content(data)) if call in open_)
     cut = [call for call in open_ if call in late or (not went_on and call in facts.tools)]
     if not cut:
         return
     ids = ", ".join(named(call) for call in cut[:_SHOWN]) + (", …" if len(cut) > _SHOWN else "")
+    called_at = min(asked[call] for call in cut)
+    called = sorted(set(asked[call] for call in cut))
     if all(call in late for call in cut):
         where = f"their results at offset {', '.join(map(str, sorted(set(late[call] for call in cut))))}"
         instead = f"through {max(late[call] for call in cut) + 1} (after the results)"
     else:
         where = "their results, not all in yet"
         instead = "once the results are in, through an offset after them"
-    raise InvalidEvent(field, f"{through} falls between the tool calls at offset {called_at} ({ids}) and {where}: the "
-                              "model would get the results without their calls, which a request leaves out; compact "
-                              f"through {called_at} (before the calls) or {instead}")
+    raise InvalidEvent(field, f"{through} falls between the tool calls at offset {', '.join(map(str, called))} ({ids}) and "
+                              f"{where}: the model would get the results without their calls, which a request leaves out; "
+                              f"compact through {called_at} (before the calls) or {instead}")
 
 
 def _content(data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -195,3 +195,41 @@ def test_a_backup_of_an_earlier_release_holding_a_redacted_compaction_restores(t
     with Store(tmp_path / "empty.db") as store:
         import_events(store, backup)
         assert store.verify().redacted == 1
+
+
+def test_a_cut_between_two_assistant_messages_whose_calls_one_message_answers_is_refused(store: Store) -> None:
+    """Two assistant messages in a row are one message to the API, and the results after them
+    answer the calls of both. A cut between the two was taken: the first's calls were
+    summarised, and their results, sent without them, were left out of the request."""
+    t = store.create_thread(system="You plan trips.", model=MODEL, tools=TOOLS)
+    store.append_message(t, "user", "Weather in Lyon and Nice?")  # 1
+    store.append_message(t, "assistant", [use("toolu_1", city="Lyon")])  # 2
+    store.append_message(t, "assistant", [use("toolu_2", city="Nice")])  # 3
+    store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"},
+                                     {"type": "tool_result", "tool_use_id": "toolu_2", "content": "rain"}])  # 4
+    store.append_message(t, "assistant", "Sunny in Lyon, rain in Nice.")  # 5
+    sent = anthropic_request(store, t)["messages"]
+    assert [b["tool_use_id"] for b in sent[2]["content"]] == ["toolu_1", "toolu_2"]  # both answered, as one message
+    before = dump(store)
+    for through in (3, 4):
+        with pytest.raises(InvalidEvent, match="toolu_1") as refused:
+            store.append(t, [compaction("Lyon and Nice asked.", through)])
+        assert "through 2" in str(refused.value) and "through 5" in str(refused.value)
+        assert dump(store) == before
+    for through in (2, 5):
+        store.append(t, [compaction("Lyon and Nice asked.", through)])
+        results = [b for m in anthropic_request(store, t)["messages"] for b in m["content"] if b.get("type") == "tool_result"]
+        assert len(results) == (2 if through == 2 else 0)
+
+
+def test_a_cut_after_an_answer_with_no_call_reads_no_further_back(store: Store) -> None:
+    """The calls that matter are those of the last assistant messages below the cut: an older
+    call still waiting (never answered, the conversation went on) does not refuse it."""
+    t = store.create_thread(system="You plan trips.", model=MODEL, tools=TOOLS)
+    store.append_message(t, "user", "Weather in Lyon?")  # 1
+    store.append_message(t, "assistant", [use("toolu_1", city="Lyon")])  # 2: never answered
+    store.append_message(t, "user", "Never mind.")  # 3
+    store.append_message(t, "assistant", "Fine.")  # 4
+    store.append_message(t, "user", "Thanks.")  # 5
+    store.append(t, [compaction("Nothing asked.", 6)])
+    assert thread_state(store, t).messages[0].kind == "summary"
