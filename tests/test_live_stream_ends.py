@@ -214,3 +214,24 @@ def test_ask_keeps_a_whole_answer_and_says_the_error_sent_after_it(api: Messages
     with Store(db) as store:
         store.verify()
         assert thread_state(store, t).last_run["error"] in result.stderr  # type: ignore[index]
+
+
+def test_rerun_says_a_replayed_turn_s_error_sent_after_its_whole_answer(api: MessagesAPI, tmp_path: Path) -> None:
+    """A replayed turn whose stream failed after the whole answer came kept the answer, and
+    `rerun` printed the fork and exited 0 without a word of the failure (`ask` says it, `note:`)."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(title="t", model=MODEL)
+        for question in ("How to Lyon?", "When?"):
+            api.reply_sse(message([{"type": "text", "text": "By train."}]))
+            assert run_turn(store, t, question, api.client(), stream=True).status == "ok"
+    api.replies.append(_whole_then("error-event"))
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    result = CliRunner().invoke(cli, ["--db", str(db), "rerun", t, "--at", "5", "--model", "claude-other", "--stream"],
+                                env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    fork = result.stdout.strip()
+    with Store(db) as store:
+        store.verify()
+        said = thread_state(store, fork).last_run["error"]  # type: ignore[index]
+    assert result.stderr == f"note: {said}\n" and "the answer is kept" in said, result.stderr

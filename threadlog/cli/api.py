@@ -266,6 +266,9 @@ def rerun(store: Store, thread: str, at: int, model: str, stream: bool, api_time
         click.echo(fork_id)
     info = store.thread(fork_id)
     runs = [e.data for e in store.read(fork_id, start=info.base) if e.type == "run.finished"]
+    for run in runs:  # an error the API sent after a whole answer, which is kept: said as `ask` says it
+        if run.get("status") == "ok" and run.get("error"):
+            click.echo(safe(f"note: {run['error']}"), err=True)
     if runs and runs[-1].get("status") != "ok":  # a replayed turn failed: the replay stopped there (it said 0 and nothing)
         _fail(f"the replay stopped: a turn ended {runs[-1].get('status')}: {runs[-1].get('error') or 'no reason given'}; "
               f"fork {fork_id} keeps what was replayed", EXIT_UNPRINTED)  # committed: a retry would fork again
