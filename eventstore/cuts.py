@@ -43,18 +43,20 @@ def _in_batch(index: int) -> str:
 
 
 def check_cuts(batch: Sequence[PreparedEvent], start: int, facts: Facts, stored: Stored,
-               event: Callable[[int], str] = _in_batch) -> None:
+               event: Callable[[int], str] = _in_batch, advice: str | None = None) -> None:
     """Refuse (`InvalidEvent` naming the compaction's `through_offset`) a compaction of the
     batch whose cut falls between tool calls and their results. The batch is to be appended
     at offset `start`, onto a head whose pending facts are `facts`; `stored` reads the
-    history below `start`; `event(index)` names an event of the batch in the refusal. An
-    import's plan checks each compaction so as it plans it, before anything is written."""
+    history below `start`; `event(index)` names an event of the batch in the refusal, which
+    ends with `advice` when given (the offsets to compact through otherwise). An import's plan
+    checks each compaction so as it plans it, before anything is written."""
     for index, item in enumerate(batch):
         offset = start + index
         if item.type == COMPACTION:
             through = item.data.get("through_offset")
             if type(through) is int and 0 < through <= offset:
-                _check_cut(f"{event(index)}.data.through_offset", through, offset, facts, _Events(batch, start, stored))
+                _check_cut(f"{event(index)}.data.through_offset", through, offset, facts, _Events(batch, start, stored),
+                           advice)
         try:
             facts = advance(facts, item.type, item.data)
         except InvalidEvent:
@@ -84,7 +86,7 @@ class _Events:
             hi, step = lo, step * 8
 
 
-def _check_cut(field: str, through: int, offset: int, facts: Facts, events: _Events) -> None:
+def _check_cut(field: str, through: int, offset: int, facts: Facts, events: _Events, advice: str | None) -> None:
     # The assistant messages in a row that end last below the cut (a request merges them into
     # one, whose calls the user messages after it answer), and the results the user messages
     # after them (merged into one too) give below the cut.
@@ -132,9 +134,11 @@ def _check_cut(field: str, through: int, offset: int, facts: Facts, events: _Eve
     else:
         where = "their results, not all in yet"
         instead = "once the results are in, through an offset after them"
+    if advice is None:
+        advice = f"; compact through {called_at} (before the calls) or {instead}"
     raise InvalidEvent(field, f"{through} falls between the tool calls at offset {', '.join(map(str, called))} ({ids}) and "
-                              f"{where}: the model would get the results without their calls, which a request leaves out; "
-                              f"compact through {called_at} (before the calls) or {instead}")
+                              f"{where}: the model would get the results without their calls, which a request leaves out"
+                              f"{advice}")
 
 
 def _content(data: dict[str, Any]) -> list[dict[str, Any]]:

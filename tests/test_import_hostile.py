@@ -511,6 +511,28 @@ def test_a_pi_compaction_that_keeps_tool_results_without_their_calls_is_refused_
     import_refused(seeded, tmp_path, ["pi", str(other), str(path)], says)
 
 
+def test_a_refused_compaction_line_gives_advice_a_session_file_can_follow(seeded: Path, tmp_path: Path) -> None:
+    """The refusal of an imported compaction ended with the advice `threadlog emit` gets
+    ("compact through 2 (before the calls) or through 4 (after the results)"): offsets of a
+    thread not yet written, which no line of the session names. It says where in the session
+    the compaction keeps its messages from, and leaves the way on to the line."""
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(_pi_header() + jsonl(
+        _pi_entry("e1", None, role="user", content="read /etc"),
+        _pi_entry("e2", "e1", role="assistant", content=[_CALL], stopReason="toolUse"),
+        _pi_entry("e3", "e2", role="toolResult", toolCallId="call_1", content=[{"type": "text", "text": "ok"}]),
+        _pi_entry("e4", "e3", role="assistant", content=[{"type": "text", "text": "Read."}]),
+        {"type": "compaction", "id": "c1", "parentId": "e4", "timestamp": "2025-01-01T00:00:00Z", "summary": "They read /etc.",
+         "firstKeptEntryId": "e3", "tokensBefore": 100}))
+    db = fresh(seeded, tmp_path)
+    before = file_dump(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", "pi", str(path)])
+    assert result.exit_code == 1 and file_dump(db) == before, result.output
+    assert "compact through" not in result.stderr, result.stderr
+    assert result.stderr.rstrip().endswith("which a request leaves out: the compaction keeps the session's messages from "
+                                           "a point between tool calls and their results; fix or delete that line"), result.stderr
+
+
 def _assistant_line(uuid: str, parent: str, content: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "sessionId": SESSION_ID, "timestamp": "2025-01-01T00:00:01Z",
             "message": {"id": "msg_1", "role": "assistant", "model": "m", "content": content}}

@@ -68,6 +68,11 @@ class ImportConflict(StoreError):
     """The database holds a stream under the same id whose events the file no longer has."""
 
 
+# What a refused compaction says of the session: the offsets `threadlog emit` is told to compact
+# through are of a thread not written yet, which no line of the file names.
+_CUT_IN_SESSION = ": the compaction keeps the session's messages from a point between tool calls and their results"
+
+
 @dataclass
 class PlannedStream:
     id: str
@@ -104,7 +109,7 @@ class PlannedStream:
         prepared = prepare({"type": type_, "data": data, "meta": meta}, "event")
         facts = advance(self.facts, prepared.type, prepared.data, "event.data")
         if prepared.type == COMPACTION:  # refused by the store only once the events before it were written
-            check_cuts([prepared], self.next_offset, self.facts, self.between, lambda _: "event")
+            check_cuts([prepared], self.next_offset, self.facts, self.between, lambda _: "event", _CUT_IN_SESSION)
         return prepared, facts
 
     def between(self, lo: int, hi: int) -> Iterator[tuple[int, str, dict[str, Any]]]:
