@@ -409,8 +409,8 @@ def cli(db: str | None) -> None:
     committed that could not finish (its result not printed, stdout full, closed or not UTF-8,
     or a Ctrl-C once it was written; a redaction whose old pages a reader kept in the
     write-ahead log; an `ask` or `rerun` whose turn failed once its question or fork was
-    recorded: the write is kept, do not run the command again), 130 Ctrl-C (143 SIGTERM,
-    129 SIGHUP).
+    recorded; an `ask` whose answer holds no text or was cut short: the write is kept, do not
+    run the command again), 130 Ctrl-C (143 SIGTERM, 129 SIGHUP).
     """
 
 
