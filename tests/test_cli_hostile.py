@@ -958,3 +958,22 @@ def test_any_id_not_found_is_named_exactly_as_typed(tmp_path: Path, thread_id: s
     # an id typed with @ first says which @ name there is (`@lst` for `@last`)
     starts = "@; `@last` names the most recently active thread" if thread_id.startswith("@") else "it"
     assert err.startswith(f"error: thread {thread_id!r} not found (no thread id starts with {starts}); "), (thread_id, err)
+
+
+def test_report_s_line_of_an_interrupt_it_cancelled_escapes_the_thread_it_names(tmp_path: Path) -> None:
+    """`threadlog report` said which interrupt of the parent its answer cancelled with the
+    parent's id as stored: an id holding U+202E (ids may, being printable) reversed the rest of
+    the line on a terminal."""
+    db = tmp_path / "t.db"
+    parent = "trip\u202eevil"
+    with Store(db) as store:
+        store.create_thread(title="t", thread_id=parent)
+        store.append_message(parent, "user", "Plan Lyon")
+        store.append_message(parent, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "Agent", "input": {"prompt": "go"}}])
+        store.append(parent, [{"type": "interrupt.raised", "data": {"interrupt_id": "q1", "tool_use_id": "toolu_1"}}])
+        (kid,) = store.fan_out(parent, ["Find a hotel."])
+        store.append_message(kid, "assistant", "Hotel Carlton.")
+    result = CliRunner().invoke(cli, ["--db", str(db), "report", kid])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("cancelled interrupt 'q1' of thread trip\\u202eevil: "), result.stderr
+    assert "\u202e" not in result.stderr and result.stderr.count("\n") == 1, result.stderr

@@ -18,7 +18,7 @@ from .. import output
 from ..demo import build_demo, demo_lines
 from ..names import THREAD
 from ..note_fork import fork_with_transcript
-from ..render import command_line, counted
+from ..render import command_line, counted, safe
 from ..settling import cancel_interrupt, resolve_interrupt
 from ..subagents import STATUSES, questions, report, settled
 from .group import _committed, _named_as_typed, cli
@@ -280,8 +280,8 @@ def report_(store: Store, subagent: str, text: str | None, status: str, as_json:
     delivered = report(store, subagent, text, status=status)
     _recorded(delivered, as_json)
     for cancelled in settled(store, delivered) if delivered.position > last else ():  # not again for a report delivered before
-        click.echo(f"cancelled interrupt {named(cancelled.data['interrupt_id'])} of thread {delivered.stream_id}: "
-                   f"{cancelled.data['reason']}", err=True)
+        click.echo(safe(f"cancelled interrupt {named(cancelled.data['interrupt_id'])} of thread {delivered.stream_id}: "
+                        f"{cancelled.data['reason']}"), err=True)
 
 
 @cli.group()
