@@ -381,3 +381,30 @@ def test_a_follower_stopped_by_the_server_names_a_cut_it_said_before_no_second_t
         out, err = ctrl_c(proc)
     assert proc.returncode == 1 and "cancelled" in err and "Traceback" not in err, err
     assert len(_cut_lines(out)) == 1 and "+0 event(s)" not in out, out
+
+
+def test_a_follower_s_lines_escape_the_file_name_they_quote(tmp_path: Path) -> None:
+    """A follower printed the file of a cycle it cut and of a line it skipped as the name is: a
+    name holding ESC, BEL or a line break (any byte but `/` and NUL may be in one) drove the
+    terminal (a title set, the screen cleared) and made two lines of one. Each is one line,
+    escaped, as `import` prints them."""
+    records = _pi_records()
+    _pi_self(records, 6)
+    name = "s\x1b]0;owned\x07\x1b[2J\u202e\nfake: line.jsonl"
+    path = _written(tmp_path, name, records)
+    with path.open("a", encoding="utf-8") as bad:
+        bad.write("{not json\n")
+    db = tmp_path / "t.db"
+    proc = interruptible([sys.executable, "-m", "threadlog", "--db", str(db), "import", "pi", "--follow", "--skip-bad",
+                          "--interval", "0.05", str(path.parent)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _waited(lambda: _added(db) > 0)
+        time.sleep(0.3)
+    finally:
+        out, err = ctrl_c(proc)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    shown = str(path.parent) + "/s\\x1b]0;owned\\x07\\x1b[2J\\u202e\\nfake: line.jsonl"
+    assert f"skipped {shown}:81: not JSON" in out, out
+    assert _cut_lines(out) == [f"parents in a cycle: 1 entry names itself as its parent, taken as following the entry "
+                               f"before it, at {shown}:6"], out
+    assert not any(c in out for c in "\x1b\x07\u202e") and "\nfake: line" not in out, out

@@ -223,11 +223,10 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
         if as_json:
             click.echo(json.dumps(summary.to_json()))
             return
-        click.echo(f"+{summary.added} event(s) ({summary.files} file(s))")
-        for file, line, why in summary.bad:  # each once, at the poll that first skipped it
-            click.echo(f"skipped {file}:{line}: {why}")
-        for said in _cycles_lines(summary):  # each cut once, at the poll that first made it
-            click.echo(said)
+        # Each bad line once, at the poll that first skipped it; each cut once, at the poll that first made it.
+        # Escaped, as `import` prints them: a file's name may hold any byte but `/` and NUL.
+        output.lines([f"+{summary.added} event(s) ({summary.files} file(s))",
+                      *(f"skipped {file}:{line}: {why}" for file, line, why in summary.bad), *_cycles_lines(summary)])
 
     def asked(signum: int, frame: Any) -> None:
         if signals:  # asked again: stop now
