@@ -235,3 +235,43 @@ def test_rerun_says_a_replayed_turn_s_error_sent_after_its_whole_answer(api: Mes
         store.verify()
         said = thread_state(store, fork).last_run["error"]  # type: ignore[index]
     assert result.stderr == f"note: {said}\n" and "the answer is kept" in said, result.stderr
+
+
+HOSTILE = ("\x1b[2J\x1b]8;;https://example.invalid\x07here\x1b]8;;\x07\u202eevil\u200b\r\nerror: forged\x00"
+           + "A" * 1_000_000 + " the end")
+
+
+def _whole_then_hostile() -> Reply:
+    whole = encode_sse(sse_events(message([{"type": "text", "text": "Lyon by TGV, at eight."}])))
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": HOSTILE}}
+    return Reply(200, whole + encode_sse([("error", error)]), "text/event-stream")
+
+
+def _one_short_line(stderr: str) -> str:
+    assert stderr.count("\n") == 1 and stderr.startswith("note: the API's stream failed after the whole answer"), stderr[:300]
+    assert len(stderr) < 2000, f"{len(stderr):,} characters: {stderr[:300]}…{stderr[-300:]}"
+    assert not any(c in stderr for c in "\x1b\x07\x00\r\u202e\u200b"), stderr[:300]
+    assert "\\x1b[2J" in stderr and "characters left out" in stderr, stderr[:300]
+    return stderr
+
+
+@pytest.mark.parametrize("command", ["ask", "rerun"])
+def test_the_note_of_an_error_sent_after_a_whole_answer_is_one_escaped_line_of_a_sane_length(
+        api: MessagesAPI, tmp_path: Path, command: str) -> None:
+    """The server's text after a whole answer was printed whole on `note:`: its controls
+    escaped, but a message of a megabyte made a line of a megabyte (`ask`; `rerun`, reading the
+    run's stored end, 20,000 characters). It is cut in its middle, as an `error:` line is."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(title="t", model=MODEL)
+        for question in ("How to Lyon?", "When?") if command == "rerun" else ():
+            api.reply_sse(message([{"type": "text", "text": "By train."}]))
+            assert run_turn(store, t, question, api.client(), stream=True).status == "ok"
+    api.replies.append(_whole_then_hostile())
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    args = [t, "Hello"] if command == "ask" else [t, "--at", "5", "--model", "claude-other"]
+    result = CliRunner().invoke(cli, ["--db", str(db), command, *args, "--stream"], env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output[:500]
+    _one_short_line(result.stderr)
+    with Store(db) as store:
+        store.verify()

@@ -24,9 +24,9 @@ from projections.usage import total as usage_total
 from .. import output
 from ..interrupt import waking
 from ..names import THREAD
-from ..render import check_line, command_line, safe, safe_block, usage_left_out, usage_lines
+from ..render import check_line, command_line, safe_block, usage_left_out, usage_lines
 from ..settling import unsettled
-from .group import EXIT_UNPRINTED, _committed, _fail, _named_as_typed, _shown_whole, cli
+from .group import EXIT_UNPRINTED, _committed, _fail, _named_as_typed, _note, _shown_whole, cli
 from .opening import with_store
 from .options import F, Seconds, _check_range, _model_name, json_option
 from .printing import _emit_json, _json
@@ -173,7 +173,7 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     elif echo is not None:
         click.echo()
     if turn.status != "error" and turn.error:  # an error the API sent after the whole answer, which is kept
-        click.echo(safe(f"note: {turn.error}"), err=True)
+        _note(turn.error)
     if turn.status == "error":  # committed (the question, the run): exit 3, not 1, or a script's retry asks twice
         again = command_line("threadlog ask", [thread])
         _fail(f"{turn.error or 'the turn failed'} (the question is kept: `{again}` with no TEXT asks again)", EXIT_UNPRINTED)
@@ -268,7 +268,7 @@ def rerun(store: Store, thread: str, at: int, model: str, stream: bool, api_time
     runs = [e.data for e in store.read(fork_id, start=info.base) if e.type == "run.finished"]
     for run in runs:  # an error the API sent after a whole answer, which is kept: said as `ask` says it
         if run.get("status") == "ok" and run.get("error"):
-            click.echo(safe(f"note: {run['error']}"), err=True)
+            _note(str(run['error']))
     if runs and runs[-1].get("status") != "ok":  # a replayed turn failed: the replay stopped there (it said 0 and nothing)
         _fail(f"the replay stopped: a turn ended {runs[-1].get('status')}: {runs[-1].get('error') or 'no reason given'}; "
               f"fork {fork_id} keeps what was replayed", EXIT_UNPRINTED)  # committed: a retry would fork again

@@ -266,6 +266,12 @@ def _fail(message: str, status: int = 1) -> NoReturn:
     sys.exit(status)
 
 
+def _note(message: str) -> None:
+    """Say `message` on stderr as one `note:` line, escaped and cut as an `error:` line is: what
+    it quotes (an error a server sent) may be a megabyte, and hold line breaks and escapes."""
+    click.echo(f"note: {_bounded(safe(message))}", err=True)
+
+
 def _shown_whole(*commands: str) -> None:
     """Note commands an error about to be raised names for the user to run: printed, they are
     neither cut (`_bounded`) nor reworded (`_cli_words`), which changed what they would do (an
