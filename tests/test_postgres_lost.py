@@ -378,3 +378,32 @@ def test_a_write_whose_connection_ends_while_it_waits_for_a_lock_is_disconnected
     assert [e.data["content"][0]["text"] for e in store.read(thread) if e.type == "message.appended"] == ["before", "after"]
     store.verify()
     store.close()
+
+
+def test_follow_s_note_of_an_ended_session_is_escaped() -> None:
+    """`threadlog follow` said a session the server ended (pg_terminate_backend) on `note:` lines
+    as the error read, its database named by the URL as given: a URL holding ESC, BEL or a line
+    break (from a variable someone else set) drove the terminal and split the note. It is
+    escaped, as every line the CLI prints is."""
+    url = postgres_url() + "&application_name=owned\x1b]0;title\x07\x1b[2J\u202e\nerror:forged"
+    with Store(url) as store:
+        thread = store.create_thread(title="Trip")
+        store.append_message(thread, "user", "before the end")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    follower = interruptible([sys.executable, "-m", "threadlog", "follow", "--db", url, "--interval", "0.05", "--after", "0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert follower.stdout is not None
+        assert "before the end" in follower.stdout.readline() + follower.stdout.readline()
+        with psycopg.connect(postgres_url(), autocommit=True) as admin:
+            ended = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                  "WHERE application_name LIKE 'owned%' AND pid <> pg_backend_pid()").fetchall()
+            assert ended, "no session of the follower"
+            with Store(url) as store:
+                after = store.append_message(thread, "user", "after the end")
+        line = follower.stdout.readline()
+        assert "after the end" in line and f" {after.position} " in line
+    finally:
+        out, err = ctrl_c(follower)
+    assert "note: " in err and "Traceback" not in err, err
+    assert not any(c in err for c in "\x1b\x07\u202e") and "\nerror:forged" not in err, err

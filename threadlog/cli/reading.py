@@ -561,7 +561,7 @@ def _reconnected(path: str, lost: Disconnected, position: int, interval: float) 
     again every second or `interval`, whichever is longer, until the server answers, as `tail -F`
     follows a file that comes back. A refusal other than no answer (the store dropped, the
     role's grants revoked) ends `follow` with its message."""
-    click.echo(f"note: {_cli_words(str(lost))}\nnote: following on after position {position} once the server answers "
+    click.echo(f"note: {safe(_cli_words(str(lost)))}\nnote: following on after position {position} once the server answers "
                "again (Ctrl-C stops)", err=True)
     while True:
         time.sleep(max(interval, 1.0))
