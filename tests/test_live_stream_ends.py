@@ -237,7 +237,7 @@ def test_rerun_says_a_replayed_turn_s_error_sent_after_its_whole_answer(api: Mes
     assert result.stderr == f"note: {said}\n" and "the answer is kept" in said, result.stderr
 
 
-HOSTILE = ("\x1b[2J\x1b]8;;https://example.invalid\x07here\x1b]8;;\x07\u202eevil\u200b\r\nerror: forged\x00"
+HOSTILE = ("\x1b[2J\x1b]8;;https://example.invalid\x07here\x1b]8;;\x07\u202eevil\u200b\r\nerror: forged\x00\ud800"
            + "A" * 1_000_000 + " the end")
 
 
@@ -250,7 +250,7 @@ def _whole_then_hostile() -> Reply:
 def _one_short_line(stderr: str) -> str:
     assert stderr.count("\n") == 1 and stderr.startswith("note: the API's stream failed after the whole answer"), stderr[:300]
     assert len(stderr) < 2000, f"{len(stderr):,} characters: {stderr[:300]}…{stderr[-300:]}"
-    assert not any(c in stderr for c in "\x1b\x07\x00\r\u202e\u200b"), stderr[:300]
+    assert not any(c in stderr for c in "\x1b\x07\x00\r\u202e\u200b\ud800"), stderr[:300]
     assert "\\x1b[2J" in stderr and "characters left out" in stderr, stderr[:300]
     return stderr
 
