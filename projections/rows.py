@@ -6,8 +6,9 @@ interrupt `E:0` took the row id of message `E`'s first block and hid it), so re-
 after more events keeps every old row's id; a row whose
 status changes later (a tool call answered, an interrupt resolved or demoted by a fork)
 keeps its id and changes in place. An answer the model refused (`stop_reason: refusal`)
-ends with a `refusal` row, `E:N` for a message of N blocks: no block's id, nor another
-event's (an event id ending in `:<number>` has a suffix of its own added). Rows of a
+ends with a `refusal` row, one it did not end whole (`max_tokens`, …) with a `cut_short`
+row, `E:N` for a message of N blocks: no block's id, nor another event's (an event id ending
+in `:<number>` has a suffix of its own added). Rows of a
 `context="note"` fork start over at the fork card: the fork's screen shows the ⑃ card and
 what happened after it, not the parent.
 
@@ -26,7 +27,7 @@ from eventstore import InvalidEvent, RecordedEvent, Store
 from eventstore.errors import shown
 
 from .injected import injected_blocks, injected_by
-from .refusal import blank_text, refusal
+from .stops import blank_text, cut_short, refusal
 from .state import FAILED_RUN
 
 
@@ -37,7 +38,9 @@ class Row:
     that failed after its whole answer came: its status, and its error as `text`; a model call
     cut off or failed before it gave anything shows only so), refusal
     (an answer the model refused: the category and explanation its `stop_details` give, as
-    `text`, `category: explanation`; its text blocks that are blank make no row), or a
+    `text`, `category: explanation`; its text blocks that are blank make no row), cut_short
+    (an answer the model did not end whole: what cut it short and its stop reason, as `text`,
+    `cut off at the token limit (max_tokens)`, its blank text making no row either), or a
     content block type (image, document, server_tool_use, …) shown as a
     placeholder that says which one it is where the block does (`[document] <title>`, a server
     tool call's name, input and id).
@@ -85,7 +88,7 @@ def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, s
     role = event.data.get("role")
     injected = injected_by(event.meta) if event.meta else None
     blocks_injected = injected_blocks(event.meta) if event.meta else {}
-    said = refusal(event.data)
+    said, cut = refusal(event.data), cut_short(event.data)
     content = event.data.get("content") or []
     for i, block in enumerate(content):
         kind = block.get("type")
@@ -93,8 +96,8 @@ def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, s
         who = injected or blocks_injected.get(i)
         if who is not None:
             base["injected_by"] = who
-        if said is not None and blank_text(block):
-            continue  # a refusal's answer often holds one empty text block, an empty bubble: its refusal row says why
+        if (said is not None or cut is not None) and blank_text(block):
+            continue  # such an answer often holds one empty text block, an empty bubble: its last row says why
         if kind == "text":
             rows[base["id"]] = Row(kind="text", role=role, text=block.get("text", ""), **base)
         elif kind == "tool_use":
@@ -114,6 +117,9 @@ def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, s
     if said is not None:  # after the blocks, under the id a block N would have: no block's or event's row has it
         base = _base(event, f":{len(content)}")
         rows[base["id"]] = Row(kind="refusal", role=role, text=said or None, **base)
+    elif cut is not None:  # the same place: a message has one stop reason
+        base = _base(event, f":{len(content)}")
+        rows[base["id"]] = Row(kind="cut_short", role=role, text=cut, **base)
 
 
 def _other(block: dict[str, Any], kind: str, role: Any, base: dict[str, Any]) -> Row:

@@ -54,7 +54,7 @@ from eventstore.recorded import Altered, decode
 
 from . import snapshots
 from .dropped import Drop, fork_drops, locate, without_dropped
-from .refusal import refusal
+from .stops import cut_short, refusal
 
 PROJECTION = "thread_state"
 # What a redacted compaction's summary reads as (a redacted message's text is the same).
@@ -71,13 +71,16 @@ class Message(NamedTuple):
     """One message of the model view: `kind` is `message`, `summary` or `fork_note`;
     `offset` is the logical offset of the event it came from. `refusal` is for a reader, not
     the model (`to_param` leaves it out): for an answer the model refused, what it said of
-    why (`projections.refusal`, "" when nothing); None for any other message."""
+    why (`projections.stops`, "" when nothing); None for any other message. `cut_short` is for a
+    reader too: for an answer the model did not end whole, what cut it short and its stop reason
+    (`cut off at the token limit (max_tokens)`); None for any other message."""
 
     role: str
     content: list[dict[str, Any]]
     offset: int
     kind: str = "message"
     refusal: str | None = None
+    cut_short: str | None = None
 
     def to_param(self) -> dict[str, Any]:
         """The message as the Anthropic Messages API takes it."""
@@ -85,9 +88,13 @@ class Message(NamedTuple):
 
     def to_json(self) -> dict[str, Any]:
         """Its fields as a JSON-ready dict (as `--json` prints it); `refusal` only for an answer
-        the model refused."""
+        the model refused, `cut_short` only for one it did not end whole."""
         fields = {"role": self.role, "content": self.content, "offset": self.offset, "kind": self.kind}
-        return fields if self.refusal is None else {**fields, "refusal": self.refusal}
+        if self.refusal is not None:
+            fields["refusal"] = self.refusal
+        if self.cut_short is not None:
+            fields["cut_short"] = self.cut_short
+        return fields
 
 
 def fork_note(parent_id: str, parent_offset: int, transcript: str | None) -> str:
@@ -493,7 +500,7 @@ class View(Sequence[Message]):
                 content = data.get("content") or []
                 if dropped and offset in dropped:
                     content = without_dropped(content, dropped[offset])
-                out.append(Message(data.get("role", "user"), content, offset, refusal=refusal(data)))
+                out.append(Message(data.get("role", "user"), content, offset, refusal=refusal(data), cut_short=cut_short(data)))
         except (RecursionError, Altered) as error:  # named by its position, as the readers name it
             raise self._store.unreadable(self._thread, offset, error) from None
         return out

@@ -6,7 +6,9 @@ TOOL:` before a block it wrote into a message the user typed, such as an IDE's c
 each tool call collapsed to one line (its name and a short argument summary); tool output is
 not written (a message holding only tool results is counted but makes no section, nor does one whose text is only whitespace), but a failed
 call is one line, `failed tool call NAME`; thinking is one line; an answer the model refused
-says so, `refused (stop_reason refusal)`, with the refusal's category and explanation. A
+says so, `refused (stop_reason refusal)`, with the refusal's category and explanation; one
+it did not end whole says what cut it short, `cut off at the token limit (stop_reason
+max_tokens)`, or that this release does not know its stop reason (named as a code span). A
 compaction is its own section, `## compaction (messages before offset N summarised)`, with the summary the model
 reads from there on; so is a run that ended `error` or `cancelled`, `## run error`, with its
 error (a model call that failed before it gave anything shows only there), and one that ended
@@ -57,7 +59,7 @@ from eventstore.ranges import check_index, segments
 from .atomic import write_atomically
 from .dropped import Drop, Located, fork_drops, locate
 from .injected import injected_blocks, injected_by
-from .refusal import refusal
+from .stops import cut_by, cut_reason, refusal
 from .state import FAILED_RUN, REDACTED, fork_note
 
 MAX_BYTES = 512 * 1024
@@ -207,7 +209,9 @@ def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[
 
     `stopped` is the message's event data: an answer the model refused (`stop_reason:
     refusal`) says so on a line of its own, with the refusal's category and explanation
-    (`stop_details`) as text; it often holds no text at all, and had no section.
+    (`stop_details`) as text; it often holds no text at all, and had no section. One the model
+    did not end whole (`projections.stops.cut_short`) says what cut it short and its stop
+    reason on a line of its own, `cut off at the token limit (stop_reason max_tokens)`.
 
     `injected` names the tool that wrote a user message's text (`injected_by`): its heading
     says so, `## user (injected by claude-code)`, so it is not read as typed by the user.
@@ -242,6 +246,9 @@ def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[
     said = refusal(stopped) if stopped is not None else None
     if said is not None:
         parts += ["refused (stop_reason refusal)", *([_text(said)] if said else [])]
+    cut = cut_reason(stopped) if stopped is not None else None
+    if cut is not None:
+        parts.append(f"{cut_by(cut)} (stop_reason {_inline(cut)})")
     if not parts:
         return None
     heading = role if role in ("user", "assistant") else _inline(role)

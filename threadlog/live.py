@@ -48,7 +48,7 @@ from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, RecordedEven
 from eventstore.errors import named, shown
 from eventstore.prepare import prepare
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
-from projections.refusal import blank_text
+from projections.stops import WHOLE_STOPS, blank_text
 from projections.request import check_max_tokens, sent_tool_choice
 
 from . import retry_wait
@@ -93,10 +93,6 @@ class Interrupt(Exception):
         self.payload = payload
 
 
-# The stop reasons of an answer the model ended whole (None: an answer that gave none, as it came).
-# Any other cut it short: the token limit or the context window, a refusal part-way, a tool call
-# stopped for and not made, a reason to come.
-WHOLE_STOPS = frozenset({"end_turn", "stop_sequence", None})
 
 
 @dataclass
@@ -137,7 +133,8 @@ class Turn:
     @property
     def cut_short(self) -> bool:
         """Whether the turn ended `ok` on an answer the model did not end whole: its stop reason
-        is none of `WHOLE_STOPS` (`max_tokens`, `model_context_window_exceeded`, `refusal`, …).
+        is none of `projections.stops.WHOLE_STOPS` (`max_tokens`, `model_context_window_exceeded`,
+        `refusal`, a tool call stopped for and not made, a reason to come, …).
         The run ended as asked (`run.finished` says `ok`); `text` is what came of the answer."""
         return self.status == "ok" and bool(self.messages) and self.stop_reason not in WHOLE_STOPS
 

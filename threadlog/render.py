@@ -12,7 +12,7 @@ from typing import Any
 
 from eventstore import RecordedEvent, ThreadInfo
 from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadState, Usage
-from projections.refusal import refusal
+from projections.stops import cut_short, refusal
 from projections.search import plain
 
 from .listing import SubAgent
@@ -306,6 +306,8 @@ def row_line(row: Row) -> str:
         body = f"run {row.status}" + (f": {row.text}" if row.text else "")
     elif row.kind == "refusal":
         body = f"{row.role}: {_refusal(row.text or '')}"
+    elif row.kind == "cut_short":
+        body = f"{row.role}: ({row.text})"
     elif row.kind == "interrupt":
         said = row.answer if row.status == "resolved" else row.reason
         body = f"? {row.text or row.interrupt_id} [{row.status}]"
@@ -329,20 +331,24 @@ def _refusal(said: str) -> str:
     return f"(refused: {said})" if said else "(refused)"
 
 
-def _message_line(content: list[dict[str, Any]], refused: str | None, width: int = 70) -> str:
+def _message_line(content: list[dict[str, Any]], refused: str | None, cut: str | None = None, width: int = 70) -> str:
     """A message on one line of `width` characters (`show`, `diff`): its text, then, for an
-    answer the model refused (`refused`: `Message.refusal`), the refusal, in up to half the
-    line; the text is cut to make room, as one cut at the width read as a whole answer."""
+    answer the model refused (`refused`: `Message.refusal`), the refusal, or for one it did not
+    end whole (`cut`: `Message.cut_short`), why it stopped, in up to half the line (why it
+    stopped: all but 20 characters, so the words and the stop reason show); the text is cut to
+    make room, as one cut at the width read as a whole answer."""
     text = _text_of(content)
-    if refused is None:
+    said = _refusal(refused) if refused is not None else f"({cut})" if cut is not None else None
+    if said is None:
         return _short(text, width)
-    tail = _short(_refusal(refused), width if not text.strip() else width // 2)
+    tail = _short(said, width if not text.strip() else width // 2 if refused is not None else width - 21)
     return " ".join(part for part in (_short(text, width - len(tail) - 1), tail) if part)
 
 
 def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     """`threadlog show`: the state's fields, then its model view one message a line (only the
-    `last` N messages when given); an answer the model refused says so after its text, if any."""
+    `last` N messages when given); an answer the model refused, or did not end whole, says so
+    after its text, if any."""
     origin = f"fork of {state.parent_id} at {state.parent_offset} ({state.kind})" if state.parent_id else "root thread"
     yield f"thread      {state.id}  {origin}"
     if state.directive:  # a sub-agent's task, what sets it apart from its siblings
@@ -373,7 +379,7 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     yield f"messages    {len(view)} in the model view{more}"
     for message in shown:
         label = message.role if message.kind == "message" else f"{message.role}/{message.kind}"
-        yield f"  {message.offset:>6}  {label:<15} {_message_line(message.content, message.refusal)}"
+        yield f"  {message.offset:>6}  {label:<15} {_message_line(message.content, message.refusal, message.cut_short)}"
 
 
 def _todo(todo: dict[str, Any]) -> str:
@@ -416,7 +422,8 @@ def diff_lines(result: Diff) -> Iterator[str]:
     for side, label in ((result.a, "a"), (result.b, "b")):
         yield f"{label}: {side.thread}, {len(side.messages)} message(s) of its own"
         for message in side.messages:
-            yield f"  {message['offset']:>6}  {message['role']:<9} {_message_line(message['content'] or [], refusal(message))}"
+            line = _message_line(message["content"] or [], refusal(message), cut_short(message))
+            yield f"  {message['offset']:>6}  {message['role']:<9} {line}"
 
 
 def check_line(check: RequestCheck) -> str:

@@ -18,7 +18,7 @@ import click
 from eventstore import InvalidEvent, Store
 from projections import anthropic_request, check_request, thread_state, usage
 from projections.request import check_request_point, checkable_offsets
-from projections.refusal import stop_details_said
+from projections.stops import WHOLE_STOPS, stop_details_said
 from projections.usage import total as usage_total
 
 from .. import output
@@ -230,8 +230,6 @@ def _no_text(turn: Turn) -> str:
 def _stop_said(answer: dict[str, Any]) -> str:
     """What the answer's stop reason means, when `ask` names it: a refusal's category and
     explanation, what cut the answer short, or that the reason is none this release knows."""
-    from ..live import WHOLE_STOPS  # loaded already: the turn ran
-
     reason = answer.get("stop_reason")
     if reason in _CUT_SHORT:
         return _CUT_SHORT[reason]

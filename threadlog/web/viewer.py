@@ -14,7 +14,7 @@ from starlette.responses import HTMLResponse
 from eventstore import Store, StoreError
 from eventstore.urls import safe_url
 from projections import Message
-from projections.refusal import blank_text
+from projections.stops import blank_text
 
 from .cursor import REFUSAL
 from .integrity import Integrity

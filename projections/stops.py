@@ -1,0 +1,79 @@
+"""How an answer stopped (its `stop_reason`): whole, continued by the next message, refused,
+or cut short, and what rows, transcripts, `show` and the viewer's pages say of it.
+
+An answer the model refused (`stop_reason: refusal`) ends with `stop_details`, its `category`
+and `explanation`; it often holds one empty text block. One the model did not end whole (the
+token limit, the context window, a stop reason this release does not know) reads as a whole
+answer unless it says so. Each such answer is marked after its blocks, instead of showing that
+empty text: a refusal with the words the API gave, a cut-short answer with why it stopped
+(`cut_short`). `WHOLE_STOPS` is the one list of the reasons that end an answer whole: a live
+turn (`Turn.cut_short`, `threadlog ask`'s exit 3) reads it too.
+
+pi's importer keeps pi's own words (`stopReason`) as they came: `stop` ends an answer whole,
+`toolUse` is continued, `length`, `aborted` and `error` cut it short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# The stop reasons of an answer the model ended whole (None: an answer that gave none, as an
+# import or an earlier release recorded it; `stop`: pi's end of a turn).
+WHOLE_STOPS = frozenset({"end_turn", "stop_sequence", None, "stop"})
+# Those of an answer the next message goes on from: a tool call's results, a server tool's
+# paused turn (`toolUse`: pi's tool call). Neither ends the answer, nor cuts it short.
+CONTINUED_STOPS = frozenset({"tool_use", "pause_turn", "toolUse"})
+REFUSED = "refusal"
+# What cut an answer short, in a reader's words; the stop reason follows them in parentheses.
+_CUT_BY = {
+    "max_tokens": "cut off at the token limit",
+    "model_context_window_exceeded": "cut off by the context window",
+    "length": "cut off at the token limit",  # pi's max_tokens
+    "aborted": "cut off when it was aborted",
+    "error": "cut off by an error",
+}
+_UNKNOWN = "may be cut short: a stop reason this release does not know"
+
+
+def stop_details_said(data: Mapping[str, Any]) -> str:
+    """The category and explanation an answer's `stop_details` give (a refusal's), joined by
+    `: `; empty when it gives neither."""
+    details = data.get("stop_details")
+    return ": ".join(str(details[key]) for key in ("category", "explanation") if isinstance(details, dict) and details.get(key))
+
+
+def refusal(data: Mapping[str, Any]) -> str | None:
+    """What a message (its event's data) said when the model refused it, `category:
+    explanation` ("" when it said nothing); None for a message not refused."""
+    return stop_details_said(data) if data.get("stop_reason") == REFUSED else None
+
+
+def cut_reason(data: Mapping[str, Any]) -> str | None:
+    """The stop reason of a message (its event's data) the model did not end whole, neither
+    refused nor continued by the next message: `max_tokens`, `model_context_window_exceeded`,
+    or one this release does not know. None for any other message."""
+    reason = data.get("stop_reason")
+    if reason in WHOLE_STOPS or reason in CONTINUED_STOPS or reason == REFUSED:
+        return None
+    return reason if isinstance(reason, str) else str(reason)
+
+
+def cut_by(reason: str) -> str:
+    """What cut an answer short, as the marker words it before its stop reason ("cut off at
+    the token limit"), or that this release does not know the reason."""
+    return _CUT_BY.get(reason, _UNKNOWN)
+
+
+def cut_short(data: Mapping[str, Any]) -> str | None:
+    """What a message the model did not end whole says after its blocks: what cut it short and
+    its stop reason, `cut off at the token limit (max_tokens)`; None for any other message. The
+    stop reason is the stored text: a page or a terminal escapes it, a one-line view cuts it."""
+    reason = cut_reason(data)
+    return None if reason is None else f"{cut_by(reason)} ({reason})"
+
+
+def blank_text(block: Mapping[str, Any]) -> bool:
+    """Whether `block` is text with nothing to show: a refused or cut-short answer's often is,
+    and shows as its marker instead of an empty bubble."""
+    return block.get("type") == "text" and not str(block.get("text", "")).strip()

@@ -1,0 +1,133 @@
+"""An answer the model did not end whole (`stop_reason` `max_tokens`,
+`model_context_window_exceeded`, one this release does not know) says so wherever it shows:
+`rows`, the transcript, `show`, `diff`, and the viewer's thread, replay and diff pages. Each read
+as a whole answer; only `ask` (exit 3) and `Turn.cut_short` said it was cut short."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from eventstore import Store
+from projections import transcript
+from threadlog.cli import cli
+
+MODEL = "claude-test-1"
+# A stop reason as a hostile file could word it: markup, a terminal escape, a bidi override, a line break.
+HOSTILE = "<b>odd</b>\u202e \x1b[31mred\nnext"
+HOSTILE_SAID = "may be cut short: a stop reason this release does not know (<b>odd</b>\u202e \x1b[31mred\nnext)"
+
+
+def _threadlog(db: str, *args: str) -> Any:
+    return CliRunner().invoke(cli, ["--db", db, *args], catch_exceptions=False)
+
+
+def _answers(tmp_path: Path) -> tuple[str, str, list[Any]]:
+    """A file whose thread holds answers that stopped every way: cut short (the token limit,
+    the context window, pi's `length`, an unknown reason), whole, and continued (a tool call,
+    a paused turn, pi's own words for them)."""
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        t = store.create_thread(model=MODEL, thread_id="t")
+        store.append_message(t, "user", "Hi")
+        store.append_message(t, "assistant", [{"type": "text", "text": "The first step is"}], stop_reason="max_tokens")
+        store.append_message(t, "user", "And?")
+        store.append_message(t, "assistant", [{"type": "text", "text": ""}], stop_reason="model_context_window_exceeded")
+        store.append_message(t, "user", "Once more")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Whole."}], stop_reason="end_turn")
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "look", "input": {}}],
+                             stop_reason="tool_use")
+        store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "seen"}])
+        store.append_message(t, "assistant", [{"type": "text", "text": "Searching"}], stop_reason="pause_turn")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Found"}], stop_reason="stop")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Calling"}], stop_reason="toolUse")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Long"}], stop_reason="length")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Odd"}], stop_reason=HOSTILE)
+        store.append_message(t, "assistant", [{"type": "text", "text": "Fine"}])
+        events = list(store.read(t))
+    return db, t, events
+
+
+def test_rows_end_a_cut_short_answer_with_a_cut_short_row(tmp_path: Path) -> None:
+    """`rows` showed an answer cut off at the token limit as a whole one, and one cut off by the
+    context window with nothing but its empty text. Each ends with a `cut_short` row now, under
+    the id a block after its last would have; whole and continued answers make none."""
+    db, t, events = _answers(tmp_path)
+    rows = json.loads(_threadlog(db, "rows", t, "--json").stdout)
+    marked = [(r["id"], r["offset"], r["text"]) for r in rows if r["kind"] == "cut_short"]
+    assert marked == [(f"{events[2].event_id}:1", 2, "cut off at the token limit (max_tokens)"),
+                      (f"{events[4].event_id}:1", 4, "cut off by the context window (model_context_window_exceeded)"),
+                      (f"{events[12].event_id}:1", 12, "cut off at the token limit (length)"),
+                      (f"{events[13].event_id}:1", 13, HOSTILE_SAID)]
+    assert [r for r in rows if r["offset"] == 4] == [
+        {"id": f"{events[4].event_id}:1", "kind": "cut_short", "stream_id": t, "offset": 4, "time": events[4].recorded_at,
+         "role": "assistant", "text": "cut off by the context window (model_context_window_exceeded)"}]  # no empty bubble
+    assert len({r["id"] for r in rows}) == len(rows)
+    assert [r["text"] for r in rows if r["offset"] == 2] == ["The first step is", "cut off at the token limit (max_tokens)"]
+    lines = _threadlog(db, "rows", t).stdout.splitlines()
+    assert "     2  cut_short   assistant: (cut off at the token limit (max_tokens))" in lines
+    assert "     4  cut_short   assistant: (cut off by the context window (model_context_window_exceeded))" in lines
+    assert ("    13  cut_short   assistant: (may be cut short: a stop reason this release does not know (<b>odd</b>\\u202e "
+            "\\x1b[31mred next))") in lines, lines
+    printed = _threadlog(db, "rows", t, "--json").stdout
+    assert "\u202e" not in printed and "\x1b" not in printed
+
+
+def test_a_cut_short_row_keeps_its_own_id_beside_events_whose_ids_end_in_a_number(tmp_path: Path) -> None:
+    """The row is `E:N`, N the answer's number of blocks: a message whose own id is `E:N`
+    makes rows `E:N:i`, so none takes it."""
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        t = store.create_thread(thread_id="t")
+        store.append(t, [{"type": "message.appended", "meta": {"event_id": "m"}, "data": {
+            "role": "assistant", "content": [{"type": "text", "text": "a"}], "stop_reason": "max_tokens"}},
+            {"type": "message.appended", "meta": {"event_id": "m:1"}, "data": {"role": "user", "content": [{"type": "text", "text": "b"}]}}])
+    rows = json.loads(_threadlog(db, "rows", t, "--json").stdout)
+    assert [(r["id"], r["kind"]) for r in rows] == [("m:0", "text"), ("m:1", "cut_short"), ("m:1:0", "text")]
+
+
+def test_the_transcript_says_an_answer_was_cut_short_and_why(tmp_path: Path) -> None:
+    """The transcript wrote the cut answer's text as if whole, and gave the one cut off by the
+    context window (its text empty) no section. Each says why it stopped on a line of its own;
+    a stop reason this release does not know is named, escaped to one line as a code span."""
+    db, t, _ = _answers(tmp_path)
+    with Store(db) as store:
+        text = transcript(store, t)
+    assert "## assistant\n\n    The first step is\n\ncut off at the token limit (stop_reason `max_tokens`)\n\n" in text
+    assert "## assistant\n\ncut off by the context window (stop_reason `model_context_window_exceeded`)\n\n" in text
+    assert ("## assistant\n\n    Odd\n\nmay be cut short: a stop reason this release does not know "
+            "(stop_reason `<b>odd</b>\u202e \\u001b[31mred\\nnext`)\n\n") in text, text
+    assert "    Found\n\n## " in text and "    Searching\n\n## " in text and "    Whole.\n\n## " in text
+    assert text.count("stop_reason") == 4
+    assert _threadlog(db, "transcript", t).stdout.count("stop_reason") == 4
+
+
+def test_show_and_diff_end_a_cut_short_answer_s_line_with_why(tmp_path: Path) -> None:
+    """`show` and `diff` printed the cut answer's text alone, and the one cut off by the
+    context window as an empty line. Their lines end with why it stopped, the text cut to make
+    room; `show --json` carries it as `cut_short`."""
+    db, t, _ = _answers(tmp_path)
+    long = "Sure, here is how the first part of the procedure goes, step by step:"
+    with Store(db) as store:
+        store.append_message(t, "assistant", [{"type": "text", "text": long}], stop_reason="max_tokens")
+        other = store.create_thread(thread_id="other")
+    shown = _threadlog(db, "show", t).stdout
+    assert "     2  assistant       The first step is (cut off at the token limit (max_tokens))\n" in shown, shown
+    assert "     4  assistant       (cut off by the context window (model_context_window_exceeded))\n" in shown
+    assert "    10  assistant       Found\n" in shown and "     9  assistant       Searching\n" in shown
+    assert "    13  assistant       Odd (may be cut short: a stop reason this release do…\n" in shown
+    assert "\x1b" not in shown and "\u202e" not in shown
+    cut = long[:27] + "… (cut off at the token limit (max_tokens))"
+    assert f"    15  assistant       {cut}\n" in shown, shown
+    compared = _threadlog(db, "diff", t, other).stdout
+    assert f"      15  assistant {cut}\n" in compared and "       4  assistant (cut off by the context window" in compared
+    messages = json.loads(_threadlog(db, "show", t, "--json").stdout)["messages"]
+    said = {m["offset"]: m["cut_short"] for m in messages if "cut_short" in m}
+    assert said == {2: "cut off at the token limit (max_tokens)",
+                    4: "cut off by the context window (model_context_window_exceeded)",
+                    12: "cut off at the token limit (length)", 13: HOSTILE_SAID,
+                    15: "cut off at the token limit (max_tokens)"}
