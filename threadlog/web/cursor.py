@@ -24,10 +24,11 @@ from projections import Message
 from .budget import PAGE_BYTES, PAGE_ROWS, fill
 from .items import ROWS_PER_EVENT, Item, thread_items
 
-Part = tuple[Message, Any]  # a message and one of its blocks (None: it has none; REFUSAL: its refusal card)
-# The part after a refused answer's blocks that says it was refused: not a block, which a
-# stored message could forge.
+Part = tuple[Message, Any]  # a message and one of its blocks (None: it has none; REFUSAL, CUT_SHORT: its card)
+# The part after a refused answer's blocks that says it was refused, and after a cut-short
+# one's that says why it stopped: not blocks, which a stored message could forge.
 REFUSAL = object()
+CUT_SHORT = object()
 
 
 class Cursor(NamedTuple):
@@ -70,11 +71,13 @@ def items_back(store: Store, thread: str, low: Cursor, high: Cursor, at: int | N
 
 def blocks(messages: Sequence[Message], low: Cursor, high: Cursor, backward: bool = False) -> Iterator[tuple[Cursor, Part]]:
     """The (message, block) parts from `low` to `high` (of a replay or a diff side), each
-    message's first `ROWS_PER_EVENT` blocks, then `REFUSAL` for an answer the model refused
-    (as the thread page's refusal row, past the cap); a message without parts is one, its block None."""
+    message's first `ROWS_PER_EVENT` blocks, then `REFUSAL` for an answer the model refused, or
+    `CUT_SHORT` for one it did not end whole (as the thread page's refusal or cut-short row, past
+    the cap); a message without parts is one, its block None."""
     places = []
     for index, message in enumerate(messages[low.entry:high.entry + 1], low.entry):  # one slice: a lazy view reads it at once
-        parts = list[Any]((message.content or [])[:ROWS_PER_EVENT]) + ([REFUSAL] if message.refusal is not None else [])
+        ends = [REFUSAL] if message.refusal is not None else [CUT_SHORT] if message.cut_short is not None else []
+        parts = list[Any]((message.content or [])[:ROWS_PER_EVENT]) + ends
         for skip, block in enumerate(parts or [None]):
             if low <= Cursor(index, skip) < high:
                 places.append((Cursor(index, skip), (message, block)))
@@ -85,7 +88,8 @@ def blocks(messages: Sequence[Message], low: Cursor, high: Cursor, backward: boo
 class Shown:
     """A message as a page shows it: `blocks` from its block `skip` on (those before are on
     the page before), `more`, its blocks past `ROWS_PER_EVENT` when the page shows its last,
-    and `refusal`, the card of a refused answer when the page reaches it."""
+    `refusal`, the card of a refused answer, and `cut_short`, that of one the model did not end
+    whole, when the page reaches it."""
 
     index: int
     message: Message
@@ -93,6 +97,7 @@ class Shown:
     blocks: list[Markup] = field(default_factory=list)
     more: int = 0
     refusal: Markup | None = None
+    cut_short: Markup | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +126,8 @@ def fill_messages(messages: Sequence[Message], low: Cursor, high: Cursor, backwa
             shown.append(Shown(cursor.entry, message, cursor.skip))
         if block is REFUSAL:
             shown[-1].refusal = html
+        elif block is CUT_SHORT:
+            shown[-1].cut_short = html
         elif block is not None:
             shown[-1].blocks.append(html)
     for entry in shown:

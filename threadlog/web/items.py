@@ -23,6 +23,7 @@ from projections import Row, display_rows
 # 1.1 MB page of fork cards, 250 forks an offset.
 CARD_FORKS = 20
 ROWS_PER_EVENT = 200  # rows a page shows of one event (a message's blocks)
+_ENDS = ("refusal", "cut_short")  # the row after an answer's blocks that says how it ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,12 +110,12 @@ def view_start(store: Store, chain: list[ThreadInfo], low: int, end: int) -> int
 
 def _capped(items: list[Item]) -> list[Item]:
     """At most `ROWS_PER_EVENT` rows of one event, then one `more_rows` item counting the rest: a
-    page is `PAGE` events, and one message of 50,000 blocks made a 28 MB page. A refusal row is
-    not one of them: it is what the answer ended with, and follows the count."""
+    page is `PAGE` events, and one message of 50,000 blocks made a 28 MB page. A refusal or
+    cut-short row is not one of them: it is what the answer ended with, and follows the count."""
     out: list[Item] = []
     count: dict[int, int] = {}
     for item in items:
-        if item.kind == "refusal":
+        if item.kind in _ENDS:
             out.append(item)
             continue
         seen = count[item.offset] = count.get(item.offset, 0) + 1

@@ -16,7 +16,7 @@ from eventstore.urls import safe_url
 from projections import Message
 from projections.stops import blank_text
 
-from .cursor import REFUSAL
+from .cursor import CUT_SHORT, REFUSAL
 from .integrity import Integrity
 from .items import ROWS_PER_EVENT, Item
 from .render import markdown_budget, visible
@@ -66,15 +66,18 @@ class Viewer:
 
     def blocks(self, thread: str) -> Callable[[tuple[Message, Any]], str]:
         """What renders one part of a message of `thread` (a replay's, a diff side's) as its HTML:
-        a block, or a refused answer's card (whose blank text shows nothing, as on the thread page)."""
+        a block, or the card of an answer refused or cut short (whose blank text shows nothing, as
+        on the thread page)."""
         macros = self.env.get_template("_block.html").make_module({"rows_per_event": ROWS_PER_EVENT})
-        block, refused = getattr(macros, "block"), getattr(macros, "refusal")
+        block, refused, cut = getattr(macros, "block"), getattr(macros, "refusal"), getattr(macros, "cut_short")
 
         def render(part: tuple[Message, Any]) -> str:
             message, content = part
             if content is REFUSAL:
                 return str(refused(message.refusal))
-            if content is None or (message.refusal is not None and blank_text(content)):
+            if content is CUT_SHORT:
+                return str(cut(message.cut_short))
+            if content is None or ((message.refusal is not None or message.cut_short is not None) and blank_text(content)):
                 return ""
             return str(block(content, thread, message.offset))
 
