@@ -192,6 +192,24 @@ def test_a_tool_call_answered_after_long_progress_turns_ok_on_the_open_page(serv
     assert kinds == ["kind-tool_call", "kind-text", "kind-tool_result"]
 
 
+def test_an_answer_cut_short_comes_to_the_open_page_with_its_card(served, page) -> None:
+    """An answer cut off at the token limit came to the open page as a whole one: it comes
+    with the card that says so, after its text, as the reloaded page shows it."""
+    base, path, _ = served
+    with Store(path) as store:
+        store.create_thread(thread_id="cut")
+        store.append_message("cut", "user", "Hi")
+    open_live(page, base, "cut")
+    with Store(path) as store:
+        store.append_message("cut", "assistant", [{"type": "text", "text": "The first step is"}], stop_reason="max_tokens")
+    page.locator("#rows li.kind-cut_short .card.cut-short").wait_for(timeout=2_000)
+    assert page.inner_text("#rows li.kind-cut_short .card.cut-short") == "Answer cut off at the token limit (max_tokens)"
+    kinds = page.eval_on_selector_all("#rows > li.item", "items => items.map(item => item.className.split(' ')[1])")
+    assert kinds == ["kind-text", "kind-text", "kind-cut_short"]
+    page.reload()
+    assert page.inner_text("#rows li.kind-cut_short .card.cut-short") == "Answer cut off at the token limit (max_tokens)"
+
+
 def test_hostile_strings_run_nothing_and_show_as_text(served, page, shots: Path) -> None:
     base, _, ids = served
     page.goto(base + "/?all=1")
