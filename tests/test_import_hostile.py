@@ -19,11 +19,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from threadlog import InvalidEvent, Store, export_all, import_claude_code, import_event_files, import_pi, import_swe_agent
+from projections import validate_request
+from threadlog import InvalidEvent, Store, StoreError, anthropic_request, export_all, import_claude_code, import_event_files, import_pi, import_swe_agent
 from threadlog.cli import cli
 from threadlog.export import dump_lines
 from threadlog.importers.follow import follow_claude_code
 from tests.backends import file_dump
+from tests.procs import ctrl_c, interruptible
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SESSION = FIXTURES / "claude-code" / "-experiments-ideas" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
@@ -511,26 +513,159 @@ def test_a_pi_compaction_that_keeps_tool_results_without_their_calls_is_refused_
     import_refused(seeded, tmp_path, ["pi", str(other), str(path)], says)
 
 
-def test_a_refused_compaction_line_gives_advice_a_session_file_can_follow(seeded: Path, tmp_path: Path) -> None:
-    """The refusal of an imported compaction ended with the advice `threadlog emit` gets
-    ("compact through 2 (before the calls) or through 4 (after the results)"): offsets of a
-    thread not yet written, which no line of the session names. It says where in the session
-    the compaction keeps its messages from, and leaves the way on to the line."""
-    path = tmp_path / "session.jsonl"
+def _pi_cut_between_call_and_result(directory: Path) -> Path:
+    """A pi session whose compaction (line 6) keeps its messages from the tool result at line 4,
+    leaving the call it answers (line 3) below the cut; a turn follows it."""
+    path = directory / "session.jsonl"
     path.write_bytes(_pi_header() + jsonl(
         _pi_entry("e1", None, role="user", content="read /etc"),
         _pi_entry("e2", "e1", role="assistant", content=[_CALL], stopReason="toolUse"),
         _pi_entry("e3", "e2", role="toolResult", toolCallId="call_1", content=[{"type": "text", "text": "ok"}]),
         _pi_entry("e4", "e3", role="assistant", content=[{"type": "text", "text": "Read."}]),
         {"type": "compaction", "id": "c1", "parentId": "e4", "timestamp": "2025-01-01T00:00:00Z", "summary": "They read /etc.",
-         "firstKeptEntryId": "e3", "tokensBefore": 100}))
+         "firstKeptEntryId": "e3", "tokensBefore": 100},
+        _pi_entry("e5", "c1", role="user", content="and /var?"),
+        _pi_entry("e6", "e5", role="assistant", content=[{"type": "text", "text": "Read /var."}], stopReason="stop")))
+    return path
+
+
+def _claude_code_cut_between_call_and_result(directory: Path) -> Path:
+    """A Claude Code session whose compact boundary (line 5) keeps a preserved segment that starts
+    at the tool result of line 3, leaving the call it answers (line 2) below the cut; its summary
+    (line 6), the line the compaction is made from, and a turn follow."""
+    def answer(uuid: str, parent: str, content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
+        line = _assistant_line(uuid, parent, content)
+        line["message"].update(id=f"msg_{uuid}", stop_reason=stop, usage={"input_tokens": 1, "output_tokens": 1})
+        return line
+
+    boundary = {"type": "system", "subtype": "compact_boundary", "uuid": "cb", "parentUuid": None, "logicalParentUuid": "a2",
+                "sessionId": SESSION_ID, "timestamp": "2025-01-01T00:00:02Z", "content": "Conversation compacted",
+                "compactMetadata": {"trigger": "auto", "preTokens": 1000,
+                                    "preservedSegment": {"headUuid": "r1", "anchorUuid": "cs", "tailUuid": "a2"}}}
+    path = directory / f"{SESSION_ID}.jsonl"
+    path.write_bytes(jsonl(
+        user_line("u1", "list the files"),
+        answer("a1", "u1", [_USE], "tool_use"),
+        {**user_line("r1", "", "a1"), "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a b", "is_error": False}]}},
+        answer("a2", "r1", [{"type": "text", "text": "Two files."}], "end_turn"),
+        boundary,
+        user_line("cs", "This session is being continued. Summary: they listed the files.", "cb", isCompactSummary=True),
+        user_line("p1", "and now?", "cs"),
+        answer("p2", "p1", [{"type": "text", "text": "Done."}], "end_turn")))
+    return path
+
+
+_CUT_BETWEEN = {"pi": _pi_cut_between_call_and_result, "claude-code": _claude_code_cut_between_call_and_result}
+
+
+@pytest.mark.parametrize("kind", list(_CUT_BETWEEN))
+def test_a_refused_compaction_line_gives_advice_a_session_file_can_follow(seeded: Path, tmp_path: Path, kind: str) -> None:
+    """The refusal of an imported compaction ended with the advice `threadlog emit` gets
+    ("compact through 2 (before the calls) or through 4 (after the results)"): offsets of a
+    thread not yet written, which no line of the session names. It says where in the session
+    the compaction keeps its messages from, and leaves the way on to the line: fixed, deleted,
+    or skipped with --skip-bad."""
+    path = _CUT_BETWEEN[kind](tmp_path)
     db = fresh(seeded, tmp_path)
     before = file_dump(db)
-    result = CliRunner().invoke(cli, ["--db", str(db), "import", "pi", str(path)])
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, str(path)])
     assert result.exit_code == 1 and file_dump(db) == before, result.output
     assert "compact through" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"error: {path}:6: event.data.through_offset: "), result.stderr
     assert result.stderr.rstrip().endswith("which a request leaves out: the compaction keeps the session's messages from "
-                                           "a point between tool calls and their results; fix or delete that line"), result.stderr
+                                           "a point between tool calls and their results; fix or delete that line, "
+                                           "or skip bad lines (--skip-bad)"), result.stderr
+
+
+def _messages(kwargs: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """A request's messages: each role with its blocks' text, call id or answered call id."""
+    return [(m["role"], [str(b.get("text") or b.get("id") or b.get("tool_use_id")) for b in m["content"]]) for m in kwargs["messages"]]
+
+
+@pytest.mark.parametrize(("kind", "sent"), [
+    ("pi", [("user", ["read /etc"]), ("assistant", ["call_1"]), ("user", ["call_1"]), ("assistant", ["Read."]),
+            ("user", ["and /var?"]), ("assistant", ["Read /var."])]),
+    ("claude-code", [("user", ["list the files"]), ("assistant", ["toolu_1"]), ("user", ["toolu_1"]), ("assistant", ["Two files."]),
+                     ("user", ["and now?"]), ("assistant", ["Done."])]),
+])
+def test_skip_bad_leaves_out_a_compaction_cut_between_tool_calls_and_results(tmp_path: Path, kind: str,
+                                                                            sent: list[tuple[str, list[str]]]) -> None:
+    """`import pi --skip-bad` refused the whole session at a compaction line whose cut falls
+    between tool calls and their results, as if --skip-bad were not given. The compaction is left
+    out, so the model sees every message (nothing lost); its line is named once, and the rest of
+    the session imported. Importing again adds nothing and names the line again."""
+    path = _CUT_BETWEEN[kind](tmp_path)
+    db = tmp_path / "t.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, str(path), "--skip-bad"])
+    assert result.exit_code == 0, result.output
+    skipped = [line for line in result.stdout.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == 1 and skipped[0].startswith(f"skipped {path}:6: event.data.through_offset: "), result.stdout
+    assert "falls between the tool calls" in skipped[0] and "0 compaction(s)" in result.stdout, result.stdout
+    again = CliRunner().invoke(cli, ["--db", str(db), "import", kind, str(path), "--skip-bad", "--json"])
+    assert again.exit_code == 0, again.output
+    summary = json.loads(again.stdout)
+    assert [(bad["file"], bad["line"]) for bad in summary["bad"]] == [(str(path), 6)] and summary["added"] == 0, summary
+    with Store(db) as store:
+        (thread,) = store.threads()
+        assert "compaction.recorded" not in {event.type for event in store.read(thread.id)}
+        kwargs = anthropic_request(store, thread.id, model="claude-test-1", max_tokens=10)
+        store.verify()
+    validate_request(kwargs)
+    assert _messages(kwargs) == sent
+
+
+def _event_ids(db: Path) -> list[str]:
+    """The ids of the events `db` holds (none while no import has made it a database)."""
+    try:
+        with Store(db, read_only=True) as store:
+            return sorted(event.event_id for event in store.read_all())
+    except StoreError:
+        return []
+
+
+def _until_held(db: Path, expected: list[str]) -> list[str]:
+    """The ids `db` holds once it holds `expected`, or after 30 seconds."""
+    deadline = time.monotonic() + 30
+    while _event_ids(db) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _event_ids(db)
+
+
+@pytest.mark.parametrize("kind", list(_CUT_BETWEEN))
+def test_a_follower_names_a_compaction_cut_between_tool_calls_and_results_once(tmp_path: Path, kind: str) -> None:
+    """`import --follow --skip-bad` on a session that grows a compaction line whose cut falls
+    between tool calls and their results: the follower leaves it out as one import with
+    --skip-bad does, names it once however many polls read it again, and goes on."""
+    made = _CUT_BETWEEN[kind](tmp_path)
+    lines = made.read_bytes().splitlines(keepends=True)
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    live = sessions / made.name
+    live.write_bytes(b"".join(lines[:5 if kind == "pi" else 4]))  # up to the answer before the compaction
+    db = tmp_path / "f.db"
+    proc = interruptible([sys.executable, "-m", "threadlog", "--db", str(db), "import", kind, "--follow", "--interval", "0.05",
+                          "--skip-bad", str(sessions)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = _until_held(db, _imported(kind, live))
+        assert first, "the follower imported nothing of the session's first turn"
+        live.write_bytes(b"".join(lines))
+        expected = _imported(kind, live)
+        assert _until_held(db, expected) == expected
+        time.sleep(0.5)  # polls that read the compaction line again
+    finally:
+        out, err = ctrl_c(proc)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    skipped = [line for line in out.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == 1 and skipped[0].startswith(f"skipped {live}:6: event.data.through_offset: "), out
+
+
+def _imported(kind: str, path: Path) -> list[str]:
+    """The ids of the events one import of `path` with --skip-bad holds."""
+    db = path.parent.parent / f"once-{path.stat().st_size}.db"
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, str(path), "--skip-bad"])
+    assert result.exit_code == 0, result.output
+    return _event_ids(db)
 
 
 def _assistant_line(uuid: str, parent: str, content: list[dict[str, Any]]) -> dict[str, Any]:

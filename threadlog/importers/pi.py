@@ -15,7 +15,9 @@ the API's `redacted_thinking` as pi keeps it, its data in `thinkingSignature`: t
 of an answer Anthropic's API gave (another provider's signature, such as an OpenAI reasoning
 item, is left out: its thinking is unsigned, its redacted thinking skipped).
 A branch that answers tool calls waiting at its point forks with `unanswered="keep"`. A `compaction` entry becomes `compaction.recorded`
-whose `through_offset` is where its first kept entry landed. What pi's `buildSessionContext`
+whose `through_offset` is where its first kept entry landed (a first kept entry between tool
+calls and their results is refused at the compaction's line, or with `skip_bad` the compaction
+left out and named, so the model sees every message). What pi's `buildSessionContext`
 sends the model besides messages becomes a user message marked `injected`, as pi's
 `convertToLlm` turns it into one: a user `!` command (`bashExecution`; not a `!!` one,
 `excludeFromContext`, which pi keeps out), a `branch_summary` (the summary of a branch left
@@ -188,6 +190,7 @@ class _Writer:
     session: str
     summary: ImportSummary
     own_thread: Callable[[_Node], PlannedStream]  # a thread of its own for a branch that shares no message
+    on_bad: Callable[[BadLine], None]  # a compaction it cannot import: raised, or skipped and reported (`on_bad_line`)
     stored_in: dict[str, str] = field(default_factory=dict)  # entry id -> the entry naming the stored event holding it
     placed: dict[str, tuple[PlannedStream, int]] = field(default_factory=dict)  # entry id -> where its event landed
     # A tool result inside a run stored as one event, not its last: the offset of that event,
@@ -195,10 +198,10 @@ class _Writer:
     inside: dict[str, tuple[int, list[_Node], int]] = field(default_factory=dict)
     renamed: dict[str, str] = field(default_factory=dict)  # entry id -> the id an import of the file pi migrated gave it
 
-    def where(self, node: _Node) -> Callable[[str], BadLine]:
+    def where(self, node: _Node, skippable: bool = False) -> Callable[[str], BadLine]:
         """Names the line of an event the store would refuse: raised, never skipped (pi's plan
-        has no way past it), so its message does not offer --skip-bad."""
-        return lambda why: BadLine(str(self.path), node.line.number, why, skippable=False)
+        has no way past it, but for a compaction's), so its message does not offer --skip-bad."""
+        return lambda why: BadLine(str(self.path), node.line.number, why, skippable=skippable)
 
     def meta(self, node: _Node, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         record = node.line.record
@@ -268,9 +271,13 @@ class _Writer:
                 kept = str(record.get("firstKeptEntryId", record.get("firstKeptEntryIndex")))
                 landed = self.placed.get(self.renamed.get(kept, kept))
                 through = landed[1] - 1 if landed and landed[0] is stream else stream.offset
-                stream.add("compaction.recorded", {"summary": record["summary"], "through_offset": min(through, stream.offset)},
-                           self.meta(node, {"tokensBefore": record.get("tokensBefore")}), self.where(node))
-                self.summary.compactions += 1
+                try:
+                    stream.add("compaction.recorded", {"summary": record["summary"], "through_offset": min(through, stream.offset)},
+                               self.meta(node, {"tokensBefore": record.get("tokensBefore")}), self.where(node, skippable=True))
+                except BadLine as error:  # a cut between tool calls and their results: with --skip-bad, the
+                    self.on_bad(error)  # compaction is left out, and the model sees every message
+                else:
+                    self.summary.compactions += 1
             elif type_ in ("model_change", "thinking_level_change"):
                 patch = {k: record[k] for k in ("provider", "modelId", "thinkingLevel") if k in record}
                 stream.add("metadata.set", {"patch": patch}, self.meta(node), self.where(node))
@@ -635,7 +642,7 @@ def _plan_file(path: Path, summary: ImportSummary, skip_bad: bool, seen: Seen | 
     # a new root) shares nothing a fork could inherit: it becomes a thread of its own.
     writer = _Writer(plan, path, file, session, summary,
                      lambda start: thread(stable_id(TOOL, session, start.id), f"pi:{session}:{start.id}:created", start.line),
-                     stored_in=stored_in, renamed=renamed)
+                     on_bad, stored_in=stored_in, renamed=renamed)
     # The session's thread follows its first root, which a growing file never changes.
     if roots:
         writer.branch(stream, roots[0])
