@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+import threadlog.importers.plan as plan_module
+from eventstore import cuts
 from projections import validate_request
 from threadlog import InvalidEvent, Store, StoreError, anthropic_request, export_all, import_claude_code, import_event_files, import_pi, import_swe_agent
 from threadlog.cli import cli
@@ -613,6 +615,37 @@ def test_skip_bad_leaves_out_a_compaction_cut_between_tool_calls_and_results(tmp
         store.verify()
     validate_request(kwargs)
     assert _messages(kwargs) == sent
+
+
+@pytest.mark.parametrize("kind", list(_CUT_BETWEEN))
+def test_a_session_an_earlier_release_stored_with_such_a_compaction_goes_on(tmp_path: Path, kind: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A release before cuts were checked stored a compaction between tool calls and their
+    results; the store never checks a stored event again, but the session, grown since, was
+    refused at that line, which the database already holds (with --skip-bad: `holds events the
+    source no longer has`), so a follower stopped at it. It goes on: what the session added is
+    imported, the compaction kept as stored."""
+    path = _CUT_BETWEEN[kind](tmp_path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:6]))  # up to the compaction's line
+    db = tmp_path / "t.db"
+    with monkeypatch.context() as earlier:  # as such a release wrote it
+        earlier.setattr(plan_module, "check_cuts", lambda *args, **kwargs: None)
+        earlier.setattr(cuts, "compacts", lambda batch: False)
+        result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, str(path)])
+        assert result.exit_code == 0 and "1 compaction(s)" in result.stdout, result.output
+    with Store(db) as store:
+        held = [event.event_id for event in store.read_all()]
+    path.write_bytes(b"".join(lines))
+    for options, adds in (([], True), (["--skip-bad"], False)):
+        result = CliRunner().invoke(cli, ["--db", str(db), "import", kind, str(path), "--json", *options])
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.stdout)
+        assert (summary["compactions"], summary["bad"], summary["added"] > 0) == (1, [], adds), summary
+    with Store(db) as store:
+        now = [event.event_id for event in store.read_all()]
+        store.verify()
+    assert now[:len(held)] == held and len(now) > len(held)
 
 
 def _event_ids(db: Path) -> list[str]:

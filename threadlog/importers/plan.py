@@ -87,6 +87,7 @@ class PlannedStream:
     records: frozenset[int] = frozenset()  # the offsets of the stored stream's redaction records (`Plan.attach`)
     offsets: list[int] = field(default_factory=list)  # the offset each planned event gets, past the records
     ids: set[str] = field(default_factory=set)  # the event ids its plan gives, shared by the plan's streams (`Plan.attach`)
+    store: Store | None = None  # its plan's (`Plan.attach`): what an earlier import stored is not checked again
 
     def __post_init__(self) -> None:
         self.history.append(self.facts)
@@ -108,7 +109,9 @@ class PlannedStream:
         """The event `add` would add next, and the facts after it; `InvalidEvent` if the store would refuse it."""
         prepared = prepare({"type": type_, "data": data, "meta": meta}, "event")
         facts = advance(self.facts, prepared.type, prepared.data, "event.data")
-        if prepared.type == COMPACTION:  # refused by the store only once the events before it were written
+        # Refused by the store only once the events before it were written; one an earlier release
+        # stored (before cuts were checked) is never written again, and the store keeps it.
+        if prepared.type == COMPACTION and (self.store is None or self.store.event(prepared.event_id) is None):
             check_cuts([prepared], self.next_offset, self.facts, self.between, lambda _: "event", _CUT_IN_SESSION)
         return prepared, facts
 
@@ -231,7 +234,7 @@ class Plan:
         store would refuse it only after writing what came before it)."""
         if self.store is not None:
             stream.records = _records(self.store, stream.id)
-        stream.ids = self.ids
+        stream.ids, stream.store = self.ids, self.store
         _add_id(self.ids, _first_event_id(stream), where)
         self.streams.append(stream)
         return stream
