@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from eventstore import Store
+from messages_api import MessagesAPI
 from tests.backends import BACKENDS, BackendCase, _Server, open_store
 
 CI = os.environ.get("CI") == "true"  # .ci/run: every optional part is installed, so none may be skipped
@@ -74,3 +75,11 @@ def file_store(tmp_path: Path) -> Iterator[Store]:
     s = Store(tmp_path / "t.db")
     yield s
     s.close()
+
+
+@pytest.fixture
+def api() -> Iterator[MessagesAPI]:
+    """A Messages API of the test's own on 127.0.0.1 (`messages_api`), which the real
+    `anthropic` client talks HTTP to."""
+    with MessagesAPI() as server:
+        yield server

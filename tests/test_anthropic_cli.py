@@ -15,7 +15,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,12 +26,6 @@ from projections import thread_state, validate_request
 from threadlog.cli import cli
 
 from messages_api import MessagesAPI, Reply, message
-
-
-@pytest.fixture
-def api() -> Iterator[MessagesAPI]:
-    with MessagesAPI() as server:
-        yield server
 
 
 class Ran(NamedTuple):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +25,6 @@ TOOLS = [
     {"name": "weather", "description": "Weather in a city", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
     {"name": "ask_human", "description": "Ask the user", "input_schema": {"type": "object", "properties": {"question": {"type": "string"}}}},
 ]
-
-
-@pytest.fixture
-def api() -> Iterator[MessagesAPI]:
-    with MessagesAPI() as server:
-        yield server
 
 
 def client(api: MessagesAPI, retries: int = 0, timeout: float = 10.0) -> anthropic.Anthropic:

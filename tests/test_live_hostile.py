@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +27,6 @@ from procs import ctrl_c, interruptible
 
 MODEL = "claude-test-1"
 TOOLS = [{"name": "weather", "description": "Weather in a city", "input_schema": {"type": "object"}}]
-
-
-@pytest.fixture
-def api() -> Iterator[MessagesAPI]:
-    with MessagesAPI() as server:
-        yield server
 
 
 def use(id: str, name: str = "weather", **arguments: Any) -> dict[str, Any]:

@@ -11,7 +11,6 @@ back what the API needs, and the transcript and `show` render the answer.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +32,6 @@ TOOLS = [{"name": "get_weather", "description": "The weather in a place", "input
 # Each stream the SDK makes a whole message of, by its file.
 WHOLE = ["basic_response.txt", "tool_use_response.txt", "compaction_response.txt", "fallback_response.txt",
          "fallback_credit_response.txt", "refusal_response.txt"]
-
-
-@pytest.fixture
-def api() -> Iterator[MessagesAPI]:
-    with MessagesAPI() as server:
-        yield server
 
 
 def served(name: str) -> bytes:

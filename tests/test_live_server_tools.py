@@ -7,7 +7,6 @@ The API runs these tools itself and answers with their calls and results in one 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,12 +19,6 @@ from messages_api import MessagesAPI, message
 
 MODEL = "claude-test-1"
 WEB_SEARCH = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 1}]
-
-
-@pytest.fixture
-def api() -> Iterator[MessagesAPI]:
-    with MessagesAPI() as server:
-        yield server
 
 
 def answer(api: MessagesAPI, body: dict[str, Any], stream: bool) -> None:

@@ -8,7 +8,6 @@ stays honest (a failed run closed with its reason, `verify` passes) and the next
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,6 @@ from messages_api import MessagesAPI, Reply, encode_sse, message, sse_events
 MODEL = "claude-test-1"
 TOOLS = [{"name": "weather", "description": "Weather in a city", "input_schema": {"type": "object"}}]
 Events = list[tuple[str, dict[str, Any]]]
-
-
-@pytest.fixture
-def api() -> Iterator[MessagesAPI]:
-    with MessagesAPI() as server:
-        yield server
 
 
 def use(id: str, name: str = "weather", **arguments: Any) -> dict[str, Any]:

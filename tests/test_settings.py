@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
@@ -31,12 +29,6 @@ MODEL = "claude-test-1"
 TOOLS = [{"name": "weather", "description": "Weather in a city", "input_schema": {"type": "object"}}]
 SETTINGS = {"stop_sequences": ["END", "\n\nHuman:"], "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
             "metadata": {"user_id": "u-42"}, "service_tier": "standard_only", "output_config": {"effort": "low"}}
-
-
-@pytest.fixture
-def api() -> Iterator[MessagesAPI]:
-    with MessagesAPI() as server:
-        yield server
 
 
 def text(value: str) -> list[dict[str, Any]]:

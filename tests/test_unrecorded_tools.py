@@ -9,7 +9,6 @@ fork of one) define a placeholder per tool the history called and `tool_choice: 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,6 @@ PI = FIXTURES / "pi" / "large-session-head.jsonl"
 SWE_AGENT = sorted((FIXTURES / "swe-agent").glob("*.traj"))
 MODEL = "claude-test-1"
 NONE = {"type": "none"}
-
-
-@pytest.fixture
-def api() -> Iterator[MessagesAPI]:
-    with MessagesAPI() as server:
-        yield server
 
 
 def _imported(store: Store) -> list[str]:

@@ -66,23 +66,14 @@ def _summary_lines(summary: ImportSummary) -> list[str]:
 
 
 def _cycles_lines(summary: ImportSummary) -> list[str]:
-    """Where `summary` cut a cycle of parents, as an import and a follower both say it."""
-    said = []
-    if summary.cycles_cut:
-        file, line = summary.cycles_cut[0]
-        cut = len(summary.cycles_cut)
-        said.append("parents in a cycle: " + (
-            "1 line's parent chain comes back to it, cut there and taken as the start of a thread, at " if cut == 1 else
-            f"{cut} lines' parent chains come back to them, each cut there and taken as the start of a thread, first at ")
-            + f"{file}:{line}")
-    if summary.self_parents:
-        file, line = summary.self_parents[0]
-        selves = len(summary.self_parents)
-        said.append("parents in a cycle: " + (
-            "1 entry names itself as its parent, taken as following the entry before it, at " if selves == 1 else
-            f"{selves} entries name themselves as their parents, each taken as following the entry before it, first at ")
-            + f"{file}:{line}")
-    return said
+    """Where `summary` cut a cycle of parents, as an import and a follower both say it: the
+    count of each kind and the first place."""
+    kinds = ((summary.cycles_cut, "1 line's parent chain comes back to it, cut there and taken as the start of a thread, at ",
+              "{} lines' parent chains come back to them, each cut there and taken as the start of a thread, first at "),
+             (summary.self_parents, "1 entry names itself as its parent, taken as following the entry before it, at ",
+              "{} entries name themselves as their parents, each taken as following the entry before it, first at "))
+    return [f"parents in a cycle: {one if len(places) == 1 else many.format(len(places))}{places[0][0]}:{places[0][1]}"
+            for places, one, many in kinds if places]
 
 
 def _print_summary(summary: ImportSummary, as_json: bool) -> None:
