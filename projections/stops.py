@@ -11,6 +11,9 @@ turn (`Turn.cut_short`, `threadlog ask`'s exit 3) reads it too.
 
 pi's importer keeps pi's own words (`stopReason`) as they came: `stop` ends an answer whole,
 `toolUse` is continued, `length`, `aborted` and `error` cut it short.
+
+Only an assistant's message is an answer: a user's message carrying a stop reason (written by
+hand, or by a tool that copies every field) is neither refused nor cut short.
 """
 
 from __future__ import annotations
@@ -45,16 +48,16 @@ def stop_details_said(data: Mapping[str, Any]) -> str:
 
 def refusal(data: Mapping[str, Any]) -> str | None:
     """What a message (its event's data) said when the model refused it, `category:
-    explanation` ("" when it said nothing); None for a message not refused."""
-    return stop_details_said(data) if data.get("stop_reason") == REFUSED else None
+    explanation` ("" when it said nothing); None for a message not refused (a user's is not)."""
+    return stop_details_said(data) if _answer(data) and data.get("stop_reason") == REFUSED else None
 
 
 def cut_reason(data: Mapping[str, Any]) -> str | None:
     """The stop reason of a message (its event's data) the model did not end whole, neither
     refused nor continued by the next message: `max_tokens`, `model_context_window_exceeded`,
-    or one this release does not know. None for any other message."""
+    or one this release does not know. None for any other message (a user's too)."""
     reason = data.get("stop_reason")
-    if reason in WHOLE_STOPS or reason in CONTINUED_STOPS or reason == REFUSED:
+    if not _answer(data) or reason in WHOLE_STOPS or reason in CONTINUED_STOPS or reason == REFUSED:
         return None
     return reason if isinstance(reason, str) else str(reason)
 
@@ -71,6 +74,11 @@ def cut_short(data: Mapping[str, Any]) -> str | None:
     stop reason is the stored text: a page or a terminal escapes it, a one-line view cuts it."""
     reason = cut_reason(data)
     return None if reason is None else f"{cut_by(reason)} ({reason})"
+
+
+def _answer(data: Mapping[str, Any]) -> bool:
+    """Whether a message (its event's data) is the model's: only an answer has a stop reason."""
+    return data.get("role") == "assistant"
 
 
 def blank_text(block: Mapping[str, Any]) -> bool:

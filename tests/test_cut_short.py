@@ -131,3 +131,24 @@ def test_show_and_diff_end_a_cut_short_answer_s_line_with_why(tmp_path: Path) ->
                     4: "cut off by the context window (model_context_window_exceeded)",
                     12: "cut off at the token limit (length)", 13: HOSTILE_SAID,
                     15: "cut off at the token limit (max_tokens)"}
+
+
+def test_a_user_message_carrying_a_stop_reason_is_not_marked_cut_short_or_refused(tmp_path: Path) -> None:
+    """A stop reason says how the model ended its answer: a user's message holding one (written
+    by hand, or by a tool that copies every field) read as an answer cut off at the token
+    limit, or refused, in rows, the transcript, show and the viewer, as if the model wrote it."""
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        t = store.create_thread(thread_id="t")
+        store.append_message(t, "user", "Hi", stop_reason="max_tokens")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Hello"}], stop_reason="max_tokens")
+        store.append_message(t, "user", [{"type": "text", "text": ""}], stop_reason="refusal",
+                             stop_details={"type": "refusal", "category": "cyber", "explanation": "no"})
+        text = transcript(store, t)
+    rows = json.loads(_threadlog(db, "rows", t, "--json").stdout)
+    assert [(r["offset"], r["kind"]) for r in rows if r["kind"] in ("cut_short", "refusal")] == [(2, "cut_short")]
+    assert text.count("stop_reason") == 1 and "## user\n\n    Hi\n\n## assistant" in text
+    shown = _threadlog(db, "show", t).stdout
+    assert "     1  user            Hi\n" in shown and "Hello (cut off at the token limit (max_tokens))" in shown
+    messages = json.loads(_threadlog(db, "show", t, "--json").stdout)["messages"]
+    assert [m["offset"] for m in messages if "cut_short" in m or "refusal" in m] == [2]
