@@ -1009,6 +1009,29 @@ def test_a_redaction_reaches_an_open_page_s_row(served: tuple[str, Path]) -> Non
     assert SECRET not in line.decode()
 
 
+def test_a_redaction_s_update_names_the_event_whose_rows_the_page_drops(tmp_path: Path) -> None:
+    """A redacted message keeps one `[redacted]` block: the update re-sent that row alone, and
+    the open page kept the text of its other blocks and the card of an answer cut short, with
+    its stop reason. The update names the erased event's offset (`erased`): the page drops the
+    rows of it that the update does not hold."""
+    path = tmp_path / "erased.db"
+    with Store(path) as store:
+        t = store.create_thread(thread_id="t")
+        store.append_message(t, "user", "go")
+        secret = store.append_message(t, "assistant", [{"type": "text", "text": "one"}, {"type": "text", "text": SECRET_TEXT}],
+                                      stop_reason=f"odd {SECRET}")
+        after = store.last_position()
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        shown = re.findall(r'id="(r-[^"]+)"', c.get("/thread", params={"id": "t"}).text)
+        assert shown[1:] == [f"r-{secret.event_id}:{i}" for i in range(3)]  # two blocks, the cut-short card
+        with Store(path) as store:
+            store.redact(secret.position, reason="pci", actor="ops")
+        update = c.get("/live/rows", params={"id": "t", "after": after, "from": 0})
+    assert update.status_code == 200 and SECRET not in update.text
+    assert update.json()["erased"] == [secret.offset]
+    assert [i["id"] for i in update.json()["items"] if i["id"].startswith("r-")] == ["r-" + shown[0][2:], f"r-{secret.event_id}:0"]
+
+
 def test_markdown_a_page_renders_is_bounded_and_the_rest_shown_as_text(tmp_path: Path) -> None:
     """Markdown made of its own markup (`![![…`) costs markdown-it ~13 µs a character: a page of
     100 such 64 kB messages took 86 s. One string is rendered up to 16 kB, a page up to 128 kB

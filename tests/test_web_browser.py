@@ -420,6 +420,34 @@ def test_a_redaction_erases_the_row_of_a_page_that_offers_the_latest(served, pag
     assert page.locator("#live-reload").count() == 1
 
 
+@pytest.mark.parametrize("stale", [False, True])
+def test_a_redaction_takes_every_row_of_its_message_off_an_open_page(served, page, stale: bool) -> None:
+    """A redacted message keeps one `[redacted]` text block: the update replaced the row of its
+    first block, and the page kept its other blocks' text and the card of an answer cut short,
+    with its stop reason, that a reload no longer shows."""
+    base, path, _ = served
+    thread = f"erased-blocks-{int(stale)}"
+    with Store(path) as store:
+        store.create_thread(thread_id=thread)
+        store.append_message(thread, "user", "go")
+        secret = store.append_message(thread, "assistant", [{"type": "text", "text": "part one"}, {"type": "text", "text": "card 4111"}],
+                                      stop_reason="odd-reason-4111")
+        store.fork(thread, at=2, fork_id=f"{thread}-fork")  # its card, at the same offset, stays
+    open_live(page, base, thread)
+    assert page.locator("#rows .card.cut-short").count() == 1 and "card 4111" in page.inner_text("#rows")
+    if stale:  # a page that offers the latest page: it only replaces the rows it holds
+        with Store(path) as store:
+            store.append(thread, [{"type": "message.appended", "data": {"role": "user", "content": f"more {i}"}} for i in range(300)])
+        page.locator("#live-reload").wait_for(timeout=5_000)
+    with Store(path) as store:
+        store.redact(secret.position, reason="pci", actor="ops")
+    page.locator("#rows li.redacted").wait_for(timeout=5_000)
+    page.wait_for_function("() => !document.getElementById('rows').innerText.includes('4111')", timeout=5_000)
+    assert page.locator("#rows .card.cut-short").count() == 0
+    assert page.locator("#rows li.redacted").count() == 1 and page.locator("#rows .fork-here").count() == 1
+    assert "go" in page.inner_text("#rows")
+
+
 # What a browser does to a page when its tab goes to the background or comes back: a headless
 # browser keeps every page visible, so the test says which is hidden, as a browser would.
 SHOW = """hidden => {

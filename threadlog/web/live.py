@@ -94,7 +94,7 @@ def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -
             return position, None
         low = min(max(start, min(offsets) - RESTATUS), head) if offsets else head
         if head - low > LIMIT:  # a batch too big to send as rows: the page offers its latest page instead
-            return position, _reload(view, store, thread, head, position, _rows(store, thread, erased, start, skip))
+            return position, _reload(view, store, thread, head, position, erased, start, skip)
         settled = _settled(own)
         reach = max(start, low - REACH) if settled else low
         # The items of the page's first event before `skip` are on the page before it, not this one.
@@ -107,8 +107,8 @@ def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -
         # An update within a page's budget, or none: the page offers its latest page instead.
         filled = fill(((item.id, item) for item in items), functools.partial(view.item, thread=thread))
         if filled.rest is not None:
-            return position, _reload(view, store, thread, head, position, _rows(store, thread, erased, start, skip))
-    return position, json.dumps({"head": head, "position": position, "items": _sent(filled)})
+            return position, _reload(view, store, thread, head, position, erased, start, skip)
+    return position, json.dumps({"head": head, "position": position, "items": _sent(filled), **_erasing(erased)})
 
 
 def _forked_from(store: Store, thread: str, new: list[EventRow]) -> list[int]:
@@ -174,11 +174,23 @@ def _sent(filled: Filled[str, Item]) -> list[dict[str, str]]:
     return [{"id": visible(item.id), "html": str(html)} for _, item, html in filled.shown]
 
 
-def _reload(view: Viewer, store: Store, thread: str, head: int, position: int, erased: list[Item]) -> str:
+def _reload(view: Viewer, store: Store, thread: str, head: int, position: int, erased: list[int], start: int, skip: int) -> str:
     """An update carrying the link to the thread's latest page instead of its new rows, and the
-    rows the page shows that were erased (within a page's budget): the page replaces those."""
-    filled = fill(((item.id, item) for item in erased), functools.partial(view.item, thread=thread))
-    return json.dumps({"head": head, "position": position, "items": _sent(filled), "reload": link("/thread", id=thread)})
+    rows the page shows of the events at the `erased` offsets (within a page's budget): the page
+    replaces those."""
+    rows = _rows(store, thread, erased, start, skip)
+    filled = fill(((item.id, item) for item in rows), functools.partial(view.item, thread=thread))
+    return json.dumps({"head": head, "position": position, "items": _sent(filled), "reload": link("/thread", id=thread),
+                       **_erasing(erased)})
+
+
+def _erasing(erased: list[int]) -> dict[str, list[int]]:
+    """The update's `erased`: the offsets of the events a redaction erased since the page's last
+    update. A redacted message keeps one `[redacted]` text block: the page replaced the row of
+    its first block and kept its other blocks' rows (their text) and the card of an answer cut
+    short or refused (its stop reason, its refusal's words). The page drops its rows of those
+    events that the update does not send again."""
+    return {"erased": erased} if erased else {}
 
 
 def _settled(events: list[RecordedEvent]) -> set[tuple[str, str]]:

@@ -3,7 +3,8 @@
 // - live: an open thread page shows events as they are committed (server-sent events), or,
 //   after a batch too big to add, or once it took a page's worth of rows (`data-rows`, or
 //   `data-room` characters of HTML) while open, a link to the latest page; it then adds no
-//   rows but still replaces those it holds, so a redaction erases its text there too. A browser
+//   rows but still replaces those it holds, so a redaction erases its text there too (and drops
+//   the rows of an erased message its update no longer holds, `erased`). A browser
 //   gives a server six connections at most, and a stream per page held them all with six pages
 //   open: a seventh did not even load. The pages of a browser share one stream that says when
 //   the log moved (`follow.js`, a SharedWorker), and each fetches its own update then; where
@@ -83,7 +84,19 @@ function liveRows() {
       state.replaceChildren("· ", more);
     }
   };
+  // The rows of an event a redaction erased (`update.erased`, offsets) that the update does not
+  // send again: a redacted message keeps one block, and the page kept its other blocks' text and
+  // the card of an answer cut short or refused, which a page loaded now does not show.
+  const dropErased = (update) => {
+    if (!Array.isArray(update.erased)) return;
+    const erased = new Set(update.erased.map(String));
+    const sent = new Set(update.items.map((entry) => entry.id));
+    list.querySelectorAll(":scope > li.item").forEach((el) => {
+      if (erased.has(el.dataset.offset) && /^(r|more)-/.test(el.id) && !sent.has(el.id)) el.remove();
+    });
+  };
   const take = (update) => {
+    dropErased(update);
     const fresh = update.items.filter((entry) => !document.getElementById(entry.id));
     added += fresh.length;
     taken += fresh.reduce((sum, entry) => sum + entry.html.length, 0);
