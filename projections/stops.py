@@ -25,8 +25,11 @@ from typing import Any
 # import or an earlier release recorded it; `stop`: pi's end of a turn).
 WHOLE_STOPS = frozenset({"end_turn", "stop_sequence", None, "stop"})
 # Those of an answer the next message goes on from: a tool call's results, a server tool's
-# paused turn (`toolUse`: pi's tool call). Neither ends the answer, nor cuts it short.
+# paused turn (`toolUse`: pi's tool call). Neither ends the answer, nor cuts it short; but one
+# that stopped for a tool call (`CALLS`) and holds none is cut short: nothing goes on from it
+# (`threadlog ask` exits 3 on it).
 CONTINUED_STOPS = frozenset({"tool_use", "pause_turn", "toolUse"})
+CALLS = frozenset({"tool_use", "toolUse"})
 REFUSED = "refusal"
 # What cut an answer short, in a reader's words; the stop reason follows them in parentheses.
 _CUT_BY = {
@@ -35,6 +38,8 @@ _CUT_BY = {
     "length": "cut off at the token limit",  # pi's max_tokens
     "aborted": "cut off when it was aborted",
     "error": "cut off by an error",
+    "tool_use": "cut off before the tool call it stopped for",
+    "toolUse": "cut off before the tool call it stopped for",
 }
 _UNKNOWN = "may be cut short: a stop reason this release does not know"
 
@@ -55,8 +60,11 @@ def refusal(data: Mapping[str, Any]) -> str | None:
 def cut_reason(data: Mapping[str, Any]) -> str | None:
     """The stop reason of a message (its event's data) the model did not end whole, neither
     refused nor continued by the next message: `max_tokens`, `model_context_window_exceeded`,
-    or one this release does not know. None for any other message (a user's too)."""
+    `tool_use` on an answer that holds no tool call, or one this release does not know. None
+    for any other message (a user's too)."""
     reason = data.get("stop_reason")
+    if _answer(data) and reason in CALLS and not _holds_call(data):
+        return str(reason)
     if not _answer(data) or reason in WHOLE_STOPS or reason in CONTINUED_STOPS or reason == REFUSED:
         return None
     return reason if isinstance(reason, str) else str(reason)
@@ -79,6 +87,12 @@ def cut_short(data: Mapping[str, Any]) -> str | None:
 def _answer(data: Mapping[str, Any]) -> bool:
     """Whether a message (its event's data) is the model's: only an answer has a stop reason."""
     return data.get("role") == "assistant"
+
+
+def _holds_call(data: Mapping[str, Any]) -> bool:
+    """Whether a message (its event's data) holds a tool call."""
+    content = data.get("content")
+    return isinstance(content, list) and any(isinstance(block, dict) and block.get("type") == "tool_use" for block in content)
 
 
 def blank_text(block: Mapping[str, Any]) -> bool:

@@ -44,7 +44,8 @@ def _answers(tmp_path: Path) -> tuple[str, str, list[Any]]:
         store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "seen"}])
         store.append_message(t, "assistant", [{"type": "text", "text": "Searching"}], stop_reason="pause_turn")
         store.append_message(t, "assistant", [{"type": "text", "text": "Found"}], stop_reason="stop")
-        store.append_message(t, "assistant", [{"type": "text", "text": "Calling"}], stop_reason="toolUse")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Calling"},
+                                              {"type": "tool_use", "id": "toolu_2", "name": "look", "input": {}}], stop_reason="toolUse")
         store.append_message(t, "assistant", [{"type": "text", "text": "Long"}], stop_reason="length")
         store.append_message(t, "assistant", [{"type": "text", "text": "Odd"}], stop_reason=HOSTILE)
         store.append_message(t, "assistant", [{"type": "text", "text": "Fine"}])
@@ -152,3 +153,22 @@ def test_a_user_message_carrying_a_stop_reason_is_not_marked_cut_short_or_refuse
     assert "     1  user            Hi\n" in shown and "Hello (cut off at the token limit (max_tokens))" in shown
     messages = json.loads(_threadlog(db, "show", t, "--json").stdout)["messages"]
     assert [m["offset"] for m in messages if "cut_short" in m or "refusal" in m] == [2]
+
+
+def test_an_answer_that_stopped_for_a_tool_call_it_does_not_hold_is_cut_short(tmp_path: Path) -> None:
+    """`ask` exits 3 on an answer whose stop reason is `tool_use` and that holds no tool call
+    (nothing goes on from it), but rows, the transcript and show read it as a whole answer."""
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        t = store.create_thread(thread_id="t")
+        store.append_message(t, "user", "Look it up")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Let me search"}], stop_reason="tool_use")
+        store.append_message(t, "user", "And?")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Reading"}], stop_reason="toolUse")
+        text = transcript(store, t)
+    said = {2: "cut off before the tool call it stopped for (tool_use)", 4: "cut off before the tool call it stopped for (toolUse)"}
+    rows = json.loads(_threadlog(db, "rows", t, "--json").stdout)
+    assert {r["offset"]: r["text"] for r in rows if r["kind"] == "cut_short"} == said
+    assert "    Let me search\n\ncut off before the tool call it stopped for (stop_reason `tool_use`)\n\n" in text, text
+    messages = json.loads(_threadlog(db, "show", t, "--json").stdout)["messages"]
+    assert {m["offset"]: m["cut_short"] for m in messages if "cut_short" in m} == said
