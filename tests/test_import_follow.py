@@ -929,3 +929,36 @@ def test_a_follower_whose_statements_the_server_cancels_says_so_and_counts_what_
     finally:
         out["stdout"], out["stderr"] = ctrl_c(proc)
     assert proc.returncode == 0 and _reported(out["stdout"]) + kept == len(expected), out
+
+
+class _CtrlCAfterSecondWrite(Store):
+    """A store whose second write (`append_prepared`) is committed, and a Ctrl-C comes as it
+    returns: the session's thread is made, its first events stored, and the follower stops."""
+
+    def __init__(self, db: Path) -> None:
+        super().__init__(db)
+        self.writes = 0
+
+    def append_prepared(self, *args: Any, **kwargs: Any) -> Any:
+        self.writes += 1
+        written = super().append_prepared(*args, **kwargs)
+        if self.writes == 2:
+            raise KeyboardInterrupt
+        return written
+
+
+def test_a_follower_stopped_by_a_second_ctrl_c_counts_what_it_wrote(tmp_path: Path) -> None:
+    """A second Ctrl-C (or SIGTERM) stops a follower at once, partway through a session: what
+    that session's writes had committed was left out of the poll's `+N event(s)` and of
+    `stopped: N event(s) imported in all`, which said fewer events than the database held."""
+    sessions, db = tmp_path / "sessions", tmp_path / "f.db"
+    sessions.mkdir()
+    shutil.copy(PI_SESSION, sessions / PI_SESSION.name)
+    polls: list[int] = []
+    store = _CtrlCAfterSecondWrite(db)
+    with pytest.raises(KeyboardInterrupt):
+        follow_files(store, "pi", [sessions], interval=0.05, on_import=lambda summary: polls.append(summary.added))
+    store.close()
+    held = len(_held(db))
+    assert store.writes == 2 and held > 1
+    assert sum(polls) == held, (polls, held)

@@ -25,6 +25,7 @@ never written again: it is held, and the store refuses its id with other content
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -503,6 +504,7 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
             raise
         except KeyboardInterrupt as error:  # Ctrl-C: what the writes committed before it stays
             note_written(error, summary, f"{number} {noun}(s)", (name(source), plan.written))
+            summary.added += plan.written  # and is counted (a follower's total fell short of what it wrote)
             raise
         summary.merge(part)
         done += read
@@ -556,6 +558,13 @@ def write_plan(store: Store, plan: Plan) -> int:
                     plan.written += written
                     held = (held if held is not None else -1) + written
                 break
+            except KeyboardInterrupt:
+                # A Ctrl-C as a write commits (its wait for the disk) surfaces once the commit has
+                # returned: what that write stored is counted too, as the store holds it.
+                with contextlib.suppress(StoreError):
+                    now = _stored(store, plan, stream)
+                    plan.written += (-1 if now is None else now) - (-1 if held is None else held)
+                raise
             except StoreError:
                 now = _stored(store, plan, stream)
                 if now is None or (held is not None and now <= held):
