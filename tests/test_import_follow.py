@@ -962,3 +962,33 @@ def test_a_follower_stopped_by_a_second_ctrl_c_counts_what_it_wrote(tmp_path: Pa
     held = len(_held(db))
     assert store.writes == 2 and held > 1
     assert sum(polls) == held, (polls, held)
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 0), (signal.SIGTERM, 128 + signal.SIGTERM)],
+                         ids=["sigint", "sigterm"])
+def test_a_signal_as_a_stopped_follower_exits_changes_nothing_it_said(tmp_path: Path, signum: int, status: int) -> None:
+    """A second Ctrl-C, or a service manager's second SIGTERM, as a stopped follower closed its
+    database, after it had said `stopped: N event(s) imported in all`, exited 3 with `error:
+    committed: the sessions imported so far …; only what came after it was interrupted`: a stop
+    that went as asked read as a failure, said twice. It exits as the first signal asked, with
+    nothing more said."""
+    sessions, db = tmp_path / "sessions", tmp_path / "f.db"
+    sessions.mkdir()
+    shutil.copy(PI_SESSION, sessions / PI_SESSION.name)
+    expected = _one_shot(import_pi, sessions)
+    proc = interruptible(_follow_command("pi", db, sessions), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline() == f"+{len(expected)} event(s) (1 file(s))\n"
+        proc.send_signal(signum)
+        said = proc.stderr.readline()
+        proc.send_signal(signum)  # as the follower closes its database
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert said == f"stopped: {len(expected)} event(s) imported in all\n"
+    assert (proc.returncode, err) == (status, ""), err
+    assert _held(db) == expected
+    _verified(db)

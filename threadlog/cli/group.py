@@ -35,6 +35,7 @@ from .options import DEFAULT_DB, FilePath, check_typed
 EXIT_UNPRINTED = 3
 _COMMITTED = "threadlog.committed"
 _WHOLE = "threadlog.whole"  # the commands an error names, printed whole (`_shown_whole`)
+_ENDED = "threadlog.ended"  # the status of a command that has stopped and said so (`_ended`)
 
 
 class _Command(click.Command):
@@ -178,6 +179,8 @@ class _Group(click.Group):
             error.message = safe_block(error.message)  # type: ignore[misc]  # a plain attribute click types Final
             raise
         except KeyboardInterrupt as error:
+            if _ENDED in ctx.meta:  # stopped and said so: a signal as it closes has nothing left to stop
+                sys.exit(ctx.meta[_ENDED])
             # Once its write is committed (printing the result, closing the store), a Ctrl-C stops
             # nothing: exit 130 told a script to run `append` or `new` again, writing it twice.
             _unprinted(ctx, "Ctrl-C" if not isinstance(error, _Stopped) else signal.Signals(error.signum).name,
@@ -299,6 +302,14 @@ def _committed(what: str, see: str | None = None) -> None:
     again repeats harmlessly): if printing then fails, the error says the write is kept, and
     the exit status is 3, not 1 (`_unprinted`)."""
     click.get_current_context().meta[_COMMITTED] = (what, see)
+
+
+def _ended(status: int) -> None:
+    """Note that the command has stopped, said how, and exits with `status`: a signal from
+    then on (a second Ctrl-C, a service manager's second SIGTERM as it closes the database)
+    ends it with `status` and nothing more said. A follower stopped by a signal, and saying
+    `stopped: N event(s) imported in all`, exited 3 with an error calling its stop a failure."""
+    click.get_current_context().meta[_ENDED] = status
 
 
 def _unprinted(ctx: click.Context, reason: str, filename: str | None = None, failed: str | None = None) -> None:

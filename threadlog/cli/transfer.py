@@ -30,7 +30,7 @@ from ..importers.lines import LIVE_SECONDS, files_below
 from ..names import THREAD
 from ..render import safe, safe_block, safe_json
 from ..signals import handled
-from .group import _cli_words, _committed, _Stopped, cli
+from .group import _cli_words, _committed, _ended, _Stopped, cli
 from .opening import _pass_db, with_store
 from .options import F, FilePath, Seconds, _model_name, db_option, json_option
 from .printing import _emit_json, _progress
@@ -220,7 +220,7 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
                       *(f"skipped {file}:{line}: {why}" for file, line, why in summary.bad), *_cycles_lines(summary)])
 
     def asked(signum: int, frame: Any) -> None:
-        if signals:  # asked again: stop now
+        if signals and not stopped:  # asked again while it runs: stop now
             raise KeyboardInterrupt if signum == signal.SIGINT else _Stopped(signum)
         signals.append(signum)
 
@@ -229,21 +229,26 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
         while not signals and (left := end - time.monotonic()) > 0:
             time.sleep(min(left, _STOP_CHECK))
 
-    try:
-        with handled((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), asked):
+    stopped = False  # and says so: a signal from then on stops nothing more
+    with handled((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), asked):
+        try:
             run(on_import=report, on_refused=functools.partial(_refused_while_following, noun),
                 on_locked=functools.partial(_locked_while_following, noun), stop=lambda: bool(signals), pause=pause,
                 on_lost=functools.partial(_lost_while_following, noun))
-    except KeyboardInterrupt:
-        pass  # the second signal (the first is in `signals`)
-    except Claimed:  # another follower of the format runs: refused before anything was read
-        raise
-    except StoreError as error:  # the database itself (a full disk): what was imported before stays
-        error.add_note(f"{added} event(s) were imported before it, and are kept")
-        raise
-    click.echo(f"stopped: {added} event(s) imported in all", err=True)
-    if signals and signals[0] != signal.SIGINT:
-        sys.exit(128 + signals[0])
+        except KeyboardInterrupt:
+            pass  # the second signal (the first is in `signals`)
+        except Claimed:  # another follower of the format runs: refused before anything was read
+            raise
+        except StoreError as error:  # the database itself (a full disk): what was imported before stays
+            error.add_note(f"{added} event(s) were imported before it, and are kept")
+            raise
+        finally:
+            stopped = True
+        status = 128 + signals[0] if signals and signals[0] != signal.SIGINT else 0
+        _ended(status)  # a signal as it closes the database, once the handlers are put back, too
+        click.echo(f"stopped: {added} event(s) imported in all", err=True)
+    if status:
+        sys.exit(status)
 
 
 @import_group.command("claude-code")
