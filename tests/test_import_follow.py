@@ -992,3 +992,26 @@ def test_a_signal_as_a_stopped_follower_exits_changes_nothing_it_said(tmp_path: 
     assert (proc.returncode, err) == (status, ""), err
     assert _held(db) == expected
     _verified(db)
+
+
+def test_a_follower_stopped_at_once_between_sessions_counts_the_poll_so_far(tmp_path: Path) -> None:
+    """A second Ctrl-C that stopped a follower between two sessions of a poll (here as it said
+    the second one's refusal) left the whole poll uncounted: nothing of the sessions it had
+    imported was printed as `+N event(s)`, and `stopped: 0 event(s) imported in all` was said of
+    a database holding them."""
+    sessions, db = tmp_path / "sessions", tmp_path / "f.db"
+    sessions.mkdir()
+    shutil.copy(PI_SESSION, sessions / "a.jsonl")
+    (sessions / "b.jsonl").write_bytes(PI_SESSION.read_bytes().replace(b"\n", b"\n{\n", 1))  # a bad second line
+    polls: list[int] = []
+
+    def refused(path: Path | None, error: StoreError) -> None:
+        assert path == sessions / "b.jsonl", error
+        raise KeyboardInterrupt  # as the refusal is said
+
+    with Store(db) as store, pytest.raises(KeyboardInterrupt):
+        follow_files(store, "pi", [sessions], interval=0.05, on_import=lambda summary: polls.append(summary.added),
+                     on_refused=refused)
+    held = len(_held(db))
+    assert held > 0
+    assert sum(polls) == held, (polls, held)

@@ -249,46 +249,46 @@ def follow(
             unusable = {str(problem) for problem in found}
             if due:
                 polled = ImportSummary()
-                for n, session in enumerate(due):
-                    files = source.files(session)
-                    key = files[0]
-                    written = ImportSummary()
-                    try:
-                        source.load(store, [session], written)
-                    except Locked as error:  # another writer's: each session after it would wait as long again
-                        if on_locked is None:
-                            raise
-                        held_up.update(source.files(waiting)[0] for waiting in due[n:])
-                        if not locked:
-                            on_locked(error)
-                        locked = True
-                        break
-                    except Disconnected as error:  # the server went away: what is left waits for it
-                        gone(error)
-                        held_up.update(source.files(waiting)[0] for waiting in due[n:])
-                        break
-                    except ConcurrencyError:  # another writer's event (a redaction) since it was read: read again
-                        held_up.add(key)
-                        continue
-                    except FileNotFoundError:  # removed since it was found: gone, or back (rotated) at the next poll
-                        seen.pop(key, None)
-                    except (InvalidEvent, BadLine, ImportConflict, OSError) as error:  # the session's own: not a full disk
-                        refusal = _unreadable(error, files) if isinstance(error, OSError) else error
-                        if refused.get(key) != (seen[key], str(refusal)):  # said once, not again when quiet
-                            refused[key] = (seen[key], str(refusal))
-                            refuse(session, refusal)
-                    except BaseException:  # it stops the follower (a full disk, a server's cancel, a second Ctrl-C):
-                        polled.merge(written)  # what the session's transactions committed before it is said, and counted
+                try:
+                    for n, session in enumerate(due):
+                        files = source.files(session)
+                        key = files[0]
                         written = ImportSummary()
-                        _report(total, _new_to_say(polled, skipped, cut), on_import)
-                        raise
-                    else:
-                        refused.pop(key, None)
-                        locked = lost = False
-                    finally:  # what it added before an error too: committed as it went, and kept
-                        polled.merge(written)
-                    held_up.discard(key)
-                _report(total, _new_to_say(polled, skipped, cut), on_import)
+                        try:
+                            source.load(store, [session], written)
+                        except Locked as error:  # another writer's: each session after it would wait as long again
+                            if on_locked is None:
+                                raise
+                            held_up.update(source.files(waiting)[0] for waiting in due[n:])
+                            if not locked:
+                                on_locked(error)
+                            locked = True
+                            break
+                        except Disconnected as error:  # the server went away: what is left waits for it
+                            gone(error)
+                            held_up.update(source.files(waiting)[0] for waiting in due[n:])
+                            break
+                        except ConcurrencyError:  # another writer's event (a redaction) since it was read: read again
+                            held_up.add(key)
+                            continue
+                        except FileNotFoundError:  # removed since it was found: gone, or back (rotated) at the next poll
+                            seen.pop(key, None)
+                        except (InvalidEvent, BadLine, ImportConflict, OSError) as error:  # the session's own: not a full disk
+                            refusal = _unreadable(error, files) if isinstance(error, OSError) else error
+                            if refused.get(key) != (seen[key], str(refusal)):  # said once, not again when quiet
+                                refused[key] = (seen[key], str(refusal))
+                                refuse(session, refusal)
+                        else:
+                            refused.pop(key, None)
+                            locked = lost = False
+                        finally:  # what it added before an error too: committed as it went, and kept
+                            polled.merge(written)
+                        held_up.discard(key)
+                finally:
+                    # Said and counted however the poll ends: an error that stops the follower (a full
+                    # disk, a server's cancel, a second Ctrl-C, between two sessions too) left what the
+                    # poll's sessions had committed before it unsaid, and out of the total.
+                    _report(total, _new_to_say(polled, skipped, cut), on_import)
             pause(interval)
         return total
 
