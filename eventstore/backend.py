@@ -542,7 +542,7 @@ class Backend(Protocol):
         (`altered_index`)."""
         ...
 
-    def index_count(self) -> None:
+    def check_index_count(self) -> None:
         """Refuse (`altered_index`) an index holding another number of documents than it wrote
         (removed or copied by raw SQL), however much counting them costs."""
         ...

@@ -1541,7 +1541,7 @@ class PostgresBackend:
     def index_last_docid(self) -> int:
         """The newest document's id (-1: none). An index holding none that wrote some (emptied by
         raw SQL: a search found nothing) is refused here, a lookup of the key's ends; documents
-        removed below the newest, or copied, need a count of them (`index_count`)."""
+        removed below the newest, or copied, need a count of them (`check_index_count`)."""
         newest, counted = self.conn.execute(
             b"SELECT (SELECT max(docid) FROM search_docs), (SELECT position FROM search_progress WHERE name = 'documents')"
         ).fetchone() or (None, None)
@@ -1550,7 +1550,7 @@ class PostgresBackend:
         return -1 if newest is None else int(newest)
 
     @_index_call
-    def index_count(self) -> None:
+    def check_index_count(self) -> None:
         """Refuse an index that holds another number of documents than it wrote (`documents` in
         `search_progress`): documents deleted by raw SQL (the newest left in place) were silently
         no hits, and a row copied was one hit hidden behind another. The count reads every
@@ -1574,8 +1574,9 @@ class PostgresBackend:
                     copy.write_row((*doc[:6], _indexable(doc[6]), _indexable(doc[7])))
                     written += 1
         self.conn.execute("UPDATE search_progress SET position = %s WHERE name = 'index'", (upto,))
-        # The count `index_last_docid` checks; an index with none (an earlier release's, or one
-        # just made) is counted whole, once.
+        # The count `check_index_count` compares (`position` of its `documents` row holds a
+        # count, not a position); an index with none (an earlier release's, or one just made)
+        # is counted whole, once.
         if not self.conn.execute("UPDATE search_progress SET position = position + %s WHERE name = 'documents'", (written,)).rowcount:
             self.conn.execute(b"INSERT INTO search_progress SELECT 'documents', count(*) FROM search_docs")
 

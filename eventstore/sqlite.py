@@ -338,8 +338,9 @@ def _migrate_3(db: sqlite_utils.Database) -> None:
     """Version 3: the full-text search index (FTS5), kept apart from the log and off its
     append path: `search_docs` holds the text each event contributes (one row per part: a
     message's text, each tool call, each tool result, a summary, a title), `search_fts`
-    indexes it as external content, and `search_progress` the last position covered.
-    Everything in these tables is derived from `events`; `rebuild_index` recreates it.
+    indexes it as external content, and `search_progress` the last position covered (a later
+    release adds a `documents` row there, whose `position` holds the count of documents the
+    index wrote). Everything in these tables is derived from `events`; `rebuild_index` recreates it.
     """
     db.table("search_docs").create(
         {"docid": int, "position": int, "stream_id": str, "offset": int, "kind": str, "role": str, "tool": str,
@@ -1476,7 +1477,7 @@ class SQLiteBackend:
         return -1 if docs is None else int(docs)
 
     @_index_call
-    def index_count(self) -> None:
+    def check_index_count(self) -> None:
         """Refuse an index that holds another number of documents than it wrote: in FTS5's
         index (`index_last_docid`, which each search asks: FTS5 keeps its count in one record)
         and in the table of documents (a row deleted there while FTS5 still lists it is seen

@@ -1298,7 +1298,7 @@ class Store:
         SQLite (FTS5 keeps the count: a few lookups); on PostgreSQL counting them costs about
         80 ms a million documents, so a search checks only that the index is not emptied, and
         `threadlog index` asks this."""
-        self.backend.index_count()
+        self.backend.check_index_count()
 
     # -- fork (eventstore/forks.py) ---------------------------------------------------------
 

@@ -28,7 +28,7 @@ from eventstore.errors import shown
 
 from .injected import injected_blocks, injected_by
 from .stops import blank_text, cut_short, refusal
-from .state import FAILED_RUN
+from .state import shown_as_run
 
 
 @dataclass(slots=True)
@@ -153,7 +153,7 @@ class _Fold:
             self.rows[base["id"]] = Row(kind="interrupt", text=data.get("question"), interrupt_id=data["interrupt_id"],
                                         status="pending", **base)
             self.interrupts[data["interrupt_id"]] = base["id"]
-        elif event.type == "run.finished" and (data.get("status") in FAILED_RUN or data.get("error")):
+        elif event.type == "run.finished" and shown_as_run(data):
             base = _base(event)
             self.rows[base["id"]] = Row(kind="run", text=data.get("error"), status=data["status"], **base)
         elif event.type == "compaction.recorded" and "through_offset" in data:

@@ -232,8 +232,9 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
     as an altered index, as `verify` refuses a snapshot that differs from its events. So is a
     call's label that is not the tool the log gives. Costs one read of each hit's event. A
     result's label is not checked: its call may be any distance back (a catch-up reads back to
-    it once; each search would again). (A document removed or copied the backend names: the index's
-    count of its documents differs.)
+    it once; each search would again). (A document removed or copied is refused where the
+    index's count of its documents is checked: each search on SQLite, `threadlog index` on
+    PostgreSQL.)
     A hit on one of a long text's pieces is given the whole text, as SQLite gives it: a snippet
     cut from the piece began at it with no "…", as if it were the whole text.
     """

@@ -43,7 +43,7 @@ import bisect
 import functools
 import itertools
 import shlex
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, overload
 
 from eventstore import InvalidEvent, StaleSnapshot, Store, StoreError, ThreadInfo, collector
@@ -59,12 +59,17 @@ from .stops import cut_short, refusal
 PROJECTION = "thread_state"
 # What a redacted compaction's summary reads as (a redacted message's text is the same).
 REDACTED = "[redacted]"
-# How a run ends when it shows as one in rows and transcripts (one that ended ok is the messages it holds).
-FAILED_RUN = ("error", "cancelled")
 # Bump whenever the fold's output or its serialized form changes: old snapshots are ignored.
 VERSION = 5  # 2: a dropped tool call is kept with its fork's offset (dropped.py);
 # 3: saved with the fold's key order (a version 2 state had its keys sorted); 4: the last run's end;
 # 5: a fork starts with no last run (it had its parent's)
+
+
+def shown_as_run(data: Mapping[str, Any]) -> bool:
+    """Whether a run's end (`run.finished` data) shows as a run of its own in rows and
+    transcripts: one that failed or was cancelled, or ended `ok` with an error (a stream that
+    failed after its whole answer came). Any other run is the messages it holds."""
+    return data.get("status") in ("error", "cancelled") or bool(data.get("error"))
 
 
 class Message(NamedTuple):

@@ -60,7 +60,7 @@ from .atomic import write_atomically
 from .dropped import Drop, Located, fork_drops, locate
 from .injected import injected_blocks, injected_by
 from .stops import cut_by, cut_reason, refusal
-from .state import FAILED_RUN, REDACTED, fork_note
+from .state import REDACTED, fork_note, shown_as_run
 
 MAX_BYTES = 512 * 1024
 MAX_MESSAGE_BYTES = 16 * 1024
@@ -323,7 +323,7 @@ def transcript(
         section: str | None
         if event.type == "compaction.recorded" and "through_offset" in data:
             section = _compaction(data["through_offset"], str(data.get("summary", REDACTED)))
-        elif event.type == "run.finished" and (data.get("status") in FAILED_RUN or data.get("error")):
+        elif event.type == "run.finished" and shown_as_run(data):
             section = _run_ended(str(data["status"]), str(data.get("error") or ""))
         elif event.type == "message.appended":
             content = data.get("content") or []

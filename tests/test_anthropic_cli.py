@@ -285,7 +285,7 @@ def test_ask_answered_with_no_text_names_the_stop_reason_and_shows_no_escape_raw
                                       "largest events (threadlog redact) or fork it before them (threadlog fork --at), "
                                       "and ask there"),
     ("tool_use", "the answer stopped to call a tool, and holds no tool call"),
-    ("a_reason_to_come", "a stop reason this release does not know to end a whole answer"),
+    ("a_reason_to_come", "may be cut short: a stop reason this release does not know"),
 ], ids=["max-tokens", "context-window", "tool-use-without-a-call", "unknown"])
 def test_ask_answered_with_text_cut_short_says_why_and_exits_3(tmp_path: Path, api: MessagesAPI, stream: bool, reason: str,
                                                                hint: str) -> None:

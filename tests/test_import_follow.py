@@ -1015,3 +1015,38 @@ def test_a_follower_stopped_at_once_between_sessions_counts_the_poll_so_far(tmp_
     held = len(_held(db))
     assert held > 0
     assert sum(polls) == held, (polls, held)
+
+
+class _AlwaysMoved(Store):
+    """A store whose every write finds the thread moved since it was read (ConcurrencyError),
+    however fresh the read: no race a poll's fresh read settles."""
+
+    def append_prepared(self, thread: str, *args: Any, **kwargs: Any) -> Any:
+        from eventstore import ConcurrencyError
+
+        raise ConcurrencyError(thread, 27, 28)
+
+
+def test_a_session_whose_writes_always_find_its_thread_moved_is_refused_once_not_retried_unsaid(tmp_path: Path) -> None:
+    """A write finding its thread moved since the poll read it (another process's redaction in
+    between) is read again at the next poll; one that finds it so again after that fresh read
+    was read again at every poll for good, saying nothing, and the session was never mirrored.
+    The second is said as a refusal, once, and the follower goes on."""
+    sessions, db = tmp_path / "sessions", tmp_path / "f.db"
+    sessions.mkdir()
+    shutil.copy(PI_SESSION, sessions / PI_SESSION.name)
+    refusals: list[StoreError] = []
+    polls = 0
+
+    def stop() -> bool:
+        return polls >= 6
+
+    def pause(_: float) -> None:
+        nonlocal polls
+        polls += 1
+
+    with _AlwaysMoved(db) as store:
+        follow_files(store, "pi", [sessions], interval=0, on_refused=lambda _, error: refusals.append(error), stop=stop,
+                     pause=pause)
+    assert [type(error).__name__ for error in refusals] == ["ConcurrencyError"], refusals
+    assert "expected 27 but it has head 28" in str(refusals[0])

@@ -79,7 +79,8 @@ def test_a_stream_without_its_usage_is_refused_naming_the_event(api: MessagesAPI
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 @pytest.mark.parametrize(("reason", "cut"), [("max_tokens", True), ("model_context_window_exceeded", True),
-                                             ("refusal", True), ("end_turn", False), ("stop_sequence", False)])
+                                             ("refusal", False), ("end_turn", False), ("stop_sequence", False),
+                                             ("a_reason_to_come", True)])
 def test_the_turn_says_when_its_answer_was_cut_short(api: MessagesAPI, stream: bool, reason: str, cut: bool) -> None:
     """`run_turn` said `ok` and nothing more of a text answer cut at `max_tokens`, which a
     caller took for the whole answer (`threadlog ask` exits 3 for it). The run ended as asked

@@ -48,7 +48,7 @@ from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, RecordedEven
 from eventstore.errors import named, shown
 from eventstore.prepare import prepare
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
-from projections.stops import WHOLE_STOPS, blank_text
+from projections.stops import blank_text, cut_reason
 from projections.request import check_max_tokens, sent_tool_choice
 
 from . import retry_wait
@@ -93,8 +93,6 @@ class Interrupt(Exception):
         self.payload = payload
 
 
-
-
 @dataclass
 class Turn:
     """What `run_turn` did: `status` is `ok`, `error` or `interrupted`; `messages` are the
@@ -132,11 +130,13 @@ class Turn:
 
     @property
     def cut_short(self) -> bool:
-        """Whether the turn ended `ok` on an answer the model did not end whole: its stop reason
-        is none of `projections.stops.WHOLE_STOPS` (`max_tokens`, `model_context_window_exceeded`,
-        `refusal`, a tool call stopped for and not made, a reason to come, …).
-        The run ended as asked (`run.finished` says `ok`); `text` is what came of the answer."""
-        return self.status == "ok" and bool(self.messages) and self.stop_reason not in WHOLE_STOPS
+        """Whether the turn ended `ok` on an answer the model did not end whole, as rows and
+        `show` mark it (`projections.stops.cut_reason`): cut off (`max_tokens`,
+        `model_context_window_exceeded`), stopped for a tool call it does not hold, or stopped
+        for a reason this release does not know. A refused answer is not: its `stop_reason` is
+        `refusal`, marked apart. The run ended as asked (`run.finished` says `ok`); `text` is
+        what came of the answer."""
+        return self.status == "ok" and bool(self.messages) and cut_reason(self.messages[-1].data) is not None
 
     def to_json(self) -> Json:
         """Its fields as a JSON-ready dict (as `--json` prints it)."""
@@ -622,6 +622,8 @@ def _unfoldable(error: BaseException) -> str:
     the server sent."""
     event, trace = None, error.__traceback__
     while trace is not None:  # the innermost fold the error passed through
+        # The SDK's fold of an event (`accumulate_event`, as anthropic 2.16 and 2.17 name it):
+        # renamed in a later release, the error says the SDK's words without the event.
         if trace.tb_frame.f_code.co_name == "accumulate_event":
             event = trace.tb_frame.f_locals.get("event")
         trace = trace.tb_next

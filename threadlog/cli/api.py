@@ -18,7 +18,7 @@ import click
 from eventstore import InvalidEvent, Store
 from projections import anthropic_request, check_request, thread_state, usage
 from projections.request import check_request_point, checkable_offsets
-from projections.stops import WHOLE_STOPS, stop_details_said
+from projections.stops import REFUSED, cut_by, cut_reason, stop_details_said
 from projections.usage import total as usage_total
 
 from .. import output
@@ -177,9 +177,10 @@ def ask(store: Store, thread: str, text: str | None, model: str | None, stream: 
     if turn.status == "error":  # committed (the question, the run): exit 3, not 1, or a script's retry asks twice
         again = command_line("threadlog ask", [thread])
         _fail(f"{turn.error or 'the turn failed'} (the question is kept: `{again}` with no TEXT asks again)", EXIT_UNPRINTED)
-    # Read as the answer, whole, with exit 0, a script took it for the whole answer.
-    if turn.status == "ok" and (not turn.text.strip() or turn.cut_short):
+    # Exit 0 here made a script take a partial answer, or none, for the whole one.
+    if turn.status == "ok" and (not turn.text.strip() or turn.cut_short or turn.stop_reason == REFUSED):
         _fail(_no_text(turn), EXIT_UNPRINTED)
+
 
 # What a stop reason that cut the answer short means, and the way on.
 _CUT_SHORT = {
@@ -233,9 +234,9 @@ def _stop_said(answer: dict[str, Any]) -> str:
     reason = answer.get("stop_reason")
     if reason in _CUT_SHORT:
         return _CUT_SHORT[reason]
-    if reason == "refusal" or reason in WHOLE_STOPS:
+    if reason == REFUSED or cut_reason(answer) is None:
         return stop_details_said(answer)
-    return "a stop reason this release does not know to end a whole answer"
+    return cut_by(str(reason))  # as rows and `show` say it
 
 
 @cli.command()

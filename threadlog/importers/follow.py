@@ -168,7 +168,8 @@ def follow(
     Another process writing into a thread of a session between the poll's read and its write
     (a `redact` appends its `event.redacted` there) makes the write `ConcurrencyError`: what it
     wrote before stays, and the session is read again at the next poll, which goes on from the
-    new head. The follower exited on it, and the mirror stopped.
+    new head (the follower exited on it, and the mirror stopped); a write that finds it so
+    again after that fresh read is no race, and is refused as the session's own refusals are.
 
     Between polls the follower waits with `pause(interval)`: a caller stopping it from a
     signal handler passes one that returns as soon as `stop()` will be true. Returns the total.
@@ -195,6 +196,12 @@ def follow(
     lost = False  # said that the server went away, and it has not answered since
     skipped: set[tuple[str, int, str]] = set()  # bad lines reported (each poll of a session skips them again)
     cut: set[tuple[str, int]] = set()  # cycles of parents named (each poll of a session cuts them again)
+    raced: set[Path] = set()  # sessions whose last write found their thread moved since it was read
+
+    def refuse_once(session: S, key: Path, refusal: StoreError) -> None:
+        if refused.get(key) != (seen[key], str(refusal)):  # said once, not again when quiet
+            refused[key] = (seen[key], str(refusal))
+            refuse(session, refusal)
 
     def refuse(session: S | None, error: StoreError) -> None:
         if on_refused is None:
@@ -268,18 +275,19 @@ def follow(
                             gone(error)
                             held_up.update(source.files(waiting)[0] for waiting in due[n:])
                             break
-                        except ConcurrencyError:  # another writer's event (a redaction) since it was read: read again
-                            held_up.add(key)
-                            continue
+                        except ConcurrencyError as error:  # another writer's event (a redaction) since it was read
+                            if key not in raced:  # read again at the next poll, which goes on from the new head
+                                raced.add(key)
+                                held_up.add(key)
+                                continue
+                            refuse_once(session, key, error)  # again after a fresh read: no race, and said
                         except FileNotFoundError:  # removed since it was found: gone, or back (rotated) at the next poll
                             seen.pop(key, None)
                         except (InvalidEvent, BadLine, ImportConflict, OSError) as error:  # the session's own: not a full disk
-                            refusal = _unreadable(error, files) if isinstance(error, OSError) else error
-                            if refused.get(key) != (seen[key], str(refusal)):  # said once, not again when quiet
-                                refused[key] = (seen[key], str(refusal))
-                                refuse(session, refusal)
+                            refuse_once(session, key, _unreadable(error, files) if isinstance(error, OSError) else error)
                         else:
                             refused.pop(key, None)
+                            raced.discard(key)
                             locked = lost = False
                         finally:  # what it added before an error too: committed as it went, and kept
                             polled.merge(written)

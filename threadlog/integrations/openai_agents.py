@@ -114,7 +114,6 @@ def _one_at_a_time(method: Callable[Concatenate[ThreadlogSession, _P], Coroutine
     return call
 
 
-
 # A session id is the title and metadata of its threads, a branch name the metadata of its fork:
 # one of tens of megabytes was refused at the first write as an event's data the caller never
 # wrote. Any text is a name up to this (twice over, escaped, well inside an event's 32 MiB).
