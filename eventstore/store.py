@@ -887,17 +887,22 @@ class Store:
                 if batch[0].type != ThreadCreated.type:
                     raise InvalidEvent("events[0].type", "a new thread must start with thread.created")
                 head = Head.new_thread()
-                if cuts.compacts(batch):
-                    cuts.check_cuts(batch, head.offset, head.facts, functools.partial(self._decoded_range, thread))
+                self._check_cuts(thread, head, batch)
                 return self._write(thread, head, batch, position)
             if expect == "no_stream" or (isinstance(expect, int) and expect != row.head):
                 raise ConcurrencyError(thread, expect, row.head)
             head = Head.of(row)
             if interrupted.binds_calls(batch, head.facts.interrupts):
                 interrupted.check_batch(self._interrupted_calls(row), batch, functools.partial(self._answered_at, row))
-            if cuts.compacts(batch):
-                cuts.check_cuts(batch, head.offset, head.facts, functools.partial(self._decoded_range, thread))
+            self._check_cuts(thread, head, batch)
             return self._write(thread, head, batch, position)
+
+    def _check_cuts(self, thread: str, head: Head, batch: Sequence[PreparedEvent]) -> None:
+        """Refuse a compaction of `batch` whose cut falls between tool calls and their results
+        (`cuts.check_cuts`), reading the thread's stored history around it; a batch holding
+        none costs one pass over its types."""
+        if cuts.compacts(batch):
+            cuts.check_cuts(batch, head.offset, head.facts, functools.partial(self._decoded_range, thread))
 
     def _decoded_range(self, thread: str, start: int, stop: int) -> Iterator[tuple[int, str, dict[str, Any]]]:
         """The events at offsets start..stop-1 of the thread's history, decoded: (offset, type, data)."""

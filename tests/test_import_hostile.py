@@ -500,14 +500,7 @@ def test_a_pi_compaction_that_keeps_tool_results_without_their_calls_is_refused_
     from its result. The store refused it only when the compaction was written, after the
     thread's first events were: the database was left changed, the message named an event of a
     batch, not the line, and a second file named with it was written before it too."""
-    path = tmp_path / "session.jsonl"
-    path.write_bytes(_pi_header() + jsonl(
-        _pi_entry("e1", None, role="user", content="read /etc"),
-        _pi_entry("e2", "e1", role="assistant", content=[_CALL], stopReason="toolUse"),
-        _pi_entry("e3", "e2", role="toolResult", toolCallId="call_1", content=[{"type": "text", "text": "ok"}]),
-        _pi_entry("e4", "e3", role="assistant", content=[{"type": "text", "text": "Read."}]),
-        {"type": "compaction", "id": "c1", "parentId": "e4", "timestamp": "2025-01-01T00:00:00Z", "summary": "They read /etc.",
-         "firstKeptEntryId": "e3", "tokensBefore": 100}))
+    path = _pi_cut_between_call_and_result(tmp_path)
     says = f"{path}:6: event.data.through_offset: 3 falls between the tool calls at offset 2 ('call_1') and their results at offset 3"
     import_refused(seeded, tmp_path, ["pi", str(path)], says)
     other = tmp_path / "other.jsonl"
