@@ -16,8 +16,9 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .backend import Backend, EventRow, StreamRow
-from .errors import InvalidEvent, StoreError
-from .events import MAX_DEPTH
+from .cuts import past_its_offset
+from .errors import InvalidEvent, StoreError, named
+from .events import CATALOGUE, MAX_DEPTH, parse
 from .facts import NONE, Facts, advance, after_fork
 from .integrity import GENESIS, HASH_TAG, canonical, chain_hash_in, digest, legacy_chain_hash
 from .ranges import MAX_INDEX, is_index
@@ -175,6 +176,9 @@ class Chain:
             return position, f"{stream_id} offset {offset}: data is not readable JSON"
         if not isinstance(parsed, dict):
             return position, f"{stream_id} offset {offset}: data is not a JSON object"
+        unwritten = _unwritten(type_, version, parsed, offset, redacted_by is None)
+        if unwritten:
+            return position, f"{stream_id} offset {offset}: {unwritten}"
         if type_ == "event.redacted":
             not_erased = erased_by(backend, position, parsed)
             if not_erased is not None:
@@ -259,6 +263,31 @@ class Chain:
         if info.first_message_offset != first_message:
             return f"stored first_message_offset {info.first_message_offset!r} disagrees with the events ({first_message!r})"
         return None
+
+
+def _unwritten(type_: str, version: int, data: dict[str, Any], offset: int, whole: bool) -> str | None:
+    """Why neither an append nor a restore would store this event as it is, or None: a type
+    this release does not know, a schema version other than the one it writes, or (`whole`:
+    a payload no redaction erased) data of another shape than its type's, as a restore checks
+    it (a message's is checked apart, by the facts its blocks give, at no cost to the plain
+    ones). Re-chaining hides an edit from the hashes, not from this: the readers refuse such an
+    event naming `verify`, and a restore refuses the backup `export` writes of it."""
+    model = CATALOGUE.get(type_)
+    if model is None:
+        return f"unknown event type {named(type_)}: this release writes none (the row was altered, or a newer release wrote it)"
+    if version != model.schema_version:
+        return (f"schema_version {version!r} of {type_} is not {model.schema_version}, the one this release writes "
+                "(the row was altered, or a newer release wrote it)")
+    if not whole or type_ == "message.appended":
+        return None
+    try:
+        validated = parse({"type": type_, "data": data}, "data", restoring=True)[1]
+    except InvalidEvent as error:  # its field is `data.data.…`: the event's own `data.…` is meant
+        return f"not a {type_} an append stores ({error.field.partition('.')[2]}: {error.why})"
+    if canonical(validated) != canonical(data):
+        return f"data is not a {type_} as an append stores it (a field holds a value of another kind)"
+    past = past_its_offset(type_, data, offset)
+    return f"data.through_offset: {past}" if past else None
 
 
 def no_tool_blocks(data: str) -> bool:

@@ -38,6 +38,14 @@ def compacts(batch: Sequence[PreparedEvent]) -> bool:
     return any(item.type == COMPACTION for item in batch)
 
 
+def past_its_offset(type_: str, data: dict[str, Any], offset: int) -> str | None:
+    """Why the event at `offset` (of `type_`, `data`) is a compaction summarising messages
+    that come after it (its `through_offset` past its own offset), or None."""
+    if type_ == COMPACTION and data.get("through_offset", 0) > offset:
+        return f"{data['through_offset']} is past the compaction's own offset {offset}"
+    return None
+
+
 def _in_batch(index: int) -> str:
     return f"events[{index}]"
 

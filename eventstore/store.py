@@ -112,9 +112,9 @@ class _Chain:
                 if after is not facts:  # `advance` returns the same object when nothing changes
                     facts, facts_json = after, after.dump()
                 # A restored redacted compaction keeps no through_offset (its skeleton is the data).
-                if type_ == "compaction.recorded" and data.get("through_offset", 0) > offset:
-                    raise InvalidEvent(f"events[{offset - start}].data.through_offset",
-                                       f"{data['through_offset']} is past the compaction's own offset {offset}")
+                past = cuts.past_its_offset(type_, data, offset)
+                if past:
+                    raise InvalidEvent(f"events[{offset - start}].data.through_offset", past)
             if first_message is None and type_ == "message.appended":
                 first_message = offset
             if stamps is not None:
