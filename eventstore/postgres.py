@@ -478,6 +478,17 @@ def _schema_2(how: _Folding) -> list[str]:
             "UPDATE threadlog_schema SET version = 2"]
 
 
+# Where the document that search document `d` is a piece of begins: the nearest of its event's
+# parts at or below it that follows a gap (or is the event's first). `_tsvector_sized` leaves a
+# gap before a document alike in kind, role and tool to one before it in its event, so two such
+# documents (two results of one tool in a message) are two hits, and a long text's pieces, with
+# none between them, one. An index an earlier release built has no gaps: its documents alike in
+# an event are one hit, as they were, until `threadlog index --rebuild`.
+_EVENT_BASE = f"{{0}}.docid / {DOC_PARTS} * {DOC_PARTS}"  # the first docid of `{0}`'s event (no `%`: a placeholder's mark)
+_STARTS_DOCUMENT = f"({{0}}.docid = {_EVENT_BASE} OR NOT EXISTS (SELECT 1 FROM search_docs p WHERE p.docid = {{0}}.docid - 1))"
+_DOCUMENT = (f"(CASE WHEN {_STARTS_DOCUMENT.format('d')} THEN d.docid ELSE (SELECT max(s.docid) FROM search_docs s "
+             f"WHERE s.docid >= {_EVENT_BASE.format('d')} AND s.docid < d.docid AND {_STARTS_DOCUMENT.format('s')}) END)")
+
 _TABLES = ("threadlog_schema", "streams", "events", "snapshots", "search_docs", "search_progress")
 
 _P = ParamSpec("_P")
@@ -662,11 +673,18 @@ _Text = TypeVar("_Text", str, str | None)
 
 def _tsvector_sized(docs: Sequence[DocValues]) -> Iterator[DocValues]:
     """The documents, a text longer than a tsvector holds cut into `doc_pieces`; each event's
-    parts numbered anew from its first docid (the parts past `DOC_PARTS` left out)."""
+    parts numbered anew from its first docid (the parts past `DOC_PARTS` left out). A document
+    of the same kind, role and tool as one before it in its event starts one number past the
+    last part: a search tells documents apart from pieces by that gap (`_DOCUMENT`)."""
     position, part = -1, 0
+    labels: set[tuple[str, str | None, str | None]] = set()
     for doc in docs:
         if doc[1] != position:
             position, part = doc[1], 0
+            labels.clear()
+        if (label := (doc[4], doc[5], doc[6])) in labels:
+            part += 1
+        labels.add(label)
         for text in doc_pieces(doc[7]):
             if part < DOC_PARTS:
                 yield (position * DOC_PARTS + part, *doc[1:7], text)
@@ -1641,12 +1659,13 @@ class PostgresBackend:
         where, params = ["d.tsv @@ q.q", *filters.where], [*filters.with_params, *args, *filters.params]
         # One hit a document: a text indexed in `doc_pieces` matched once a piece, and a long
         # event filled the hits with copies of itself (its best piece is kept). The pieces name
-        # no document of their own: those of an event alike in kind, role and tool are one hit.
+        # no document of their own: those of an event alike in kind, role and tool are one
+        # document up to the next gap in its parts (`_DOCUMENT`), where another begins.
         tables = with_clause(filters, f"q AS (SELECT {tsquery} AS q)")
         rows = self.conn.execute(
-            f"{tables}, best AS (SELECT DISTINCT ON (d.position, d.kind, d.role, d.tool) d.docid, "
+            f"{tables}, best AS (SELECT DISTINCT ON (d.position, d.kind, d.role, d.tool, {_DOCUMENT}) d.docid, "
             f"-ts_rank(d.tsv, q.q) AS score FROM q, search_docs d WHERE {' AND '.join(where)} "
-            "ORDER BY d.position, d.kind, d.role, d.tool, score, d.docid) "
+            f"ORDER BY d.position, d.kind, d.role, d.tool, {_DOCUMENT}, score, d.docid) "
             'SELECT d.position, d.stream_id, d."offset", d.kind, d.role, d.tool, '
             f"coalesce({_jsonb('e.meta')}->>'occurred_at', {_time('e.')}), d.text, NULL, b.score "
             "FROM best b JOIN search_docs d ON d.docid = b.docid LEFT JOIN events e ON e.position = d.position "

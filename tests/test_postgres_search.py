@@ -385,6 +385,28 @@ def test_a_long_event_matching_in_every_piece_is_one_hit(tmp_path: Path, backend
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_each_tool_result_of_a_message_is_a_hit_of_its_own(tmp_path: Path, backend: str) -> None:
+    """A hit is a document: a message's text, each call, each result. PostgreSQL gave one hit
+    for all the results of one tool in a message (two `ls` outputs alike, or two unlike, were
+    one), SQLite one each; a long text's pieces stay one hit beside them."""
+    with Store(tmp_path / "a.db" if backend == "sqlite" else postgres_url()) as store:
+        t = store.create_thread(title="twice")
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": f"c{n}", "name": "Bash", "input": {"cmd": "ls"}}
+                                              for n in range(4)])
+        store.append_message(t, "user", [
+            {"type": "tool_result", "tool_use_id": "c0", "content": "ferry.txt"},
+            {"type": "tool_result", "tool_use_id": "c1", "content": "ferry.txt"},
+            {"type": "tool_result", "tool_use_id": "c2", "content": "ferry " * 60_000},
+            {"type": "tool_result", "tool_use_id": "c3", "content": "a ferry timetable"}])
+        hits = search(store, "ferry", limit=10)
+        assert sorted((h.offset, h.kind, h.tool) for h in hits) == [(2, "tool_result", "Bash")] * 4
+        assert len(search(store, "ferry", limit=3)) == 3
+        assert len(search(store, "ferry", tool="Bash", limit=10)) == 4
+        assert sorted(h.snippet for h in hits if "timetable" in h.snippet or "txt" in h.snippet) == \
+            ["**ferry**.txt", "**ferry**.txt", "a **ferry** timetable"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_long_text_without_spaces_is_cut_between_words_not_inside_one(tmp_path: Path, backend: str) -> None:
     """PostgreSQL indexes a text over 100,000 characters in pieces, cut at a space, tab or
     newline, else at the 100,000th character: minified JSON, a comma-separated dump, had the word
