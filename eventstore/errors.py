@@ -288,6 +288,13 @@ def altered_index(why: str) -> StoreError:
                       "`threadlog index --rebuild`")
 
 
+def documents_miscounted(counted: int, held: int, where: str = "it") -> StoreError:
+    """An index that wrote `counted` documents and holds `held` (in `where`): in the same words
+    on each backend, whichever call counted them (a search, or `threadlog index`)."""
+    return altered_index(f"the documents it wrote number {counted:,}, and {'it' if not held else where} holds "
+                         f"{f'{held:,}' if held else 'none'}")
+
+
 # What a fold meets in a stored event whose data does not have its type's shape (`{"options": 5}`
 # in a thread.forked): appends validate every event, so only raw SQL stores one.
 MISSHAPEN = (AttributeError, KeyError, TypeError, IndexError, ValueError)

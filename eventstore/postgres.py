@@ -106,7 +106,7 @@ from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitR
                       query_words, with_clause)
 from .claims import Claim
 from .errors import (Claimed, Deadlocked, Disconnected, KeyClash, Locked, NoStore, NotPermitted, SchemaError, SchemaTooOld,
-                     StoreError, altered_index, first_line, pages_kept, unsendable)
+                     StoreError, altered_index, documents_miscounted, first_line, pages_kept, unsendable)
 from .urls import safe_url, without_passwords as _without_passwords
 from .pgreach import not_connected
 from .packing import NAMED_BEFORE_CODED, TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
@@ -1564,7 +1564,7 @@ class PostgresBackend:
             b"SELECT (SELECT max(docid) FROM search_docs), (SELECT position FROM search_progress WHERE name = 'documents')"
         ).fetchone() or (None, None)
         if newest is None and counted:
-            raise altered_index(f"the documents it wrote number {counted:,}, and it holds none")
+            raise documents_miscounted(counted, 0)
         return -1 if newest is None else int(newest)
 
     @_index_call
@@ -1579,7 +1579,7 @@ class PostgresBackend:
             b"SELECT (SELECT count(*) FROM search_docs), (SELECT position FROM search_progress WHERE name = 'documents')"
         ).fetchone() or (0, None)
         if counted is not None and held != counted:
-            raise altered_index(f"the documents it wrote number {counted:,}, and it holds {held:,}")
+            raise documents_miscounted(counted, held)
 
     @_index_call
     def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:

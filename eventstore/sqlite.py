@@ -38,8 +38,8 @@ from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, QUERY_OPERATORS, SNIPPET_
                       hit_filters, prefix_query, tools_query, query_words, with_clause)
 from .checkpoints import BACKSTOP, Checkpointer
 from .claims import Claim, file_claim, unclaimed
-from .errors import (Locked, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, empty_file,
-                     not_threadlog, pages_kept, shown, unsendable)
+from .errors import (Locked, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, documents_miscounted,
+                     empty_file, not_threadlog, pages_kept, shown, unsendable)
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 from .recorded import altered_stream
 
@@ -1473,7 +1473,7 @@ class SQLiteBackend:
                 raise altered_index(f"its count of documents holds {counted!r}, and FTS5's record of its totals {totals!r}")
             indexed = _fts_rows(totals or b"")
             if indexed != counted:
-                raise altered_index(f"the documents it wrote number {counted:,}, and FTS5's index holds {indexed:,}")
+                raise documents_miscounted(counted, indexed, "FTS5's index")
         return -1 if docs is None else int(docs)
 
     @_index_call
@@ -1487,7 +1487,7 @@ class SQLiteBackend:
             "SELECT (SELECT count(*) FROM search_docs), (SELECT position FROM search_progress WHERE name = 'documents')"
         ).fetchone()
         if counted is not None and held != counted:
-            raise altered_index(f"the documents it wrote number {counted:,}, and its table of them holds {held:,}")
+            raise documents_miscounted(counted, held, "its table of them")
 
     @_index_call
     def index_docs(self, docs: Sequence[DocValues], upto: int) -> None:

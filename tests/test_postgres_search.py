@@ -261,6 +261,39 @@ def test_documents_removed_or_copied_are_named_never_fewer_hits_nor_one_twice(tm
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_an_emptied_index_is_named_in_the_same_words_by_search_and_index(tmp_path: Path, backend: str) -> None:
+    """On PostgreSQL a search said an emptied index `holds none` and `threadlog index` that it
+    `holds 0`, and SQLite said its engine's index `holds 0`: one sentence on both, file unchanged."""
+    import sqlite3
+
+    import psycopg
+
+    target = str(tmp_path / "t.db") if backend == "sqlite" else postgres_url()
+    with Store(target) as store:
+        t = store.create_thread(title="Trip", thread_id="t")
+        for text in ("a ferry to corsica", "the ferry leaves at eight"):
+            store.append_message(t, "user", text)
+        search(store, "ferry")
+    if backend == "sqlite":
+        with sqlite3.connect(target) as lite:
+            lite.execute("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
+            lite.execute("DELETE FROM search_docs")
+        lite.close()
+    else:
+        with psycopg.connect(target, autocommit=True) as pg:
+            pg.execute(b"DELETE FROM search_docs")
+    said = "error: the search index was altered outside threadlog (the documents it wrote number 3, and it holds none); " \
+           "rebuild it from the log with `threadlog index --rebuild`\n"
+    with Store(target) as store:
+        before = (list(export_all(store)), store.index_position())
+    for command in (["search", "ferry"], ["index"]):
+        cli = CliRunner().invoke(main_cli, [*command, "--db", target])
+        assert (cli.exit_code, cli.stderr) == (1, said), command
+    with Store(target) as store:
+        assert (list(export_all(store)), store.index_position()) == before
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_an_index_an_earlier_release_built_is_searched_and_counted_on_its_next_catch_up(tmp_path: Path, backend: str) -> None:
     """An index built before it kept a count of its documents has none to compare: searched as it
     is, it is counted once by the next catch-up, and checked from then on."""
