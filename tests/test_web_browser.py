@@ -144,6 +144,21 @@ def open_live(page: Any, base: str, thread: str) -> None:
     page.wait_for_selector("#rows[data-connected='1']", timeout=10_000)
 
 
+def test_a_page_without_javascript_does_not_say_it_is_live(served, browser) -> None:
+    """The server's HTML said `· live`, so a browser running no script showed a page as live
+    that would never update; the script says it (`· connecting…`, then `· live`) as it follows."""
+    base, path, _ = served
+    (thread,) = make_threads(path, "no-script", 1)
+    context = browser.new_context(java_script_enabled=False)  # type: ignore[attr-defined]
+    try:
+        tab = context.new_page()
+        tab.goto(url(base, "/thread", id=thread))
+        assert tab.inner_text("#rows") and "opening message of no-script 0" in tab.inner_text("body")
+        assert "live" not in tab.inner_text("p.range")
+    finally:
+        context.close()
+
+
 def test_an_appended_event_appears_on_the_open_page_within_two_seconds(served, page) -> None:
     base, path, _ = served
     open_live(page, base, "trip")

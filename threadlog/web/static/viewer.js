@@ -11,6 +11,7 @@
 //   shared workers are missing, each page holds its own stream. A page the browser hides (a
 //   tab in the background) stops following, and catches up from its last update when shown.
 //   Either stream opens again after an answer that is not one (`stream.js`, loaded first).
+//   The server's page says nothing of it (a browser running no script shows no page as live).
 //   A page says `· live` only once its stream is open: until then (a stream the server refuses,
 //   past the streams it serves at once, is asked for again) it says `· connecting…`.
 //   A database the server cannot open now (a 503: removed, or replaced by no database for a
