@@ -8,7 +8,9 @@ status changes later (a tool call answered, an interrupt resolved or demoted by 
 keeps its id and changes in place. An answer the model refused (`stop_reason: refusal`)
 ends with a `refusal` row, one it did not end whole (`max_tokens`, …) with a `cut_short`
 row, `E:N` for a message of N blocks: no block's id, nor another event's (an event id ending
-in `:<number>` has a suffix of its own added). Rows of a
+in `:<number>` has a suffix of its own added). A paused answer (`pause_turn`) that no message
+follows as of `at` has that row too (`projections.stops`); the message that goes on from it
+takes the row away again, the one row that goes rather than changes. Rows of a
 `context="note"` fork start over at the fork card: the fork's screen shows the ⑃ card and
 what happened after it, not the parent.
 
@@ -84,11 +86,13 @@ def _base(event: RecordedEvent, suffix: str | None = None) -> dict[str, Any]:
     return {"id": event.event_id + suffix, "stream_id": event.stream_id, "offset": event.offset, "time": event.time}
 
 
-def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, str]) -> None:
+def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, str]) -> str | None:
+    """Add the rows of a message, read as the last one so far; the id of its `cut_short` row
+    when that holds only while no message follows it (a paused answer's), else None."""
     role = event.data.get("role")
     injected = injected_by(event.meta) if event.meta else None
     blocks_injected = injected_blocks(event.meta) if event.meta else {}
-    said, cut = refusal(event.data), cut_short(event.data)
+    said, cut = refusal(event.data), cut_short(event.data, last=True)
     content = event.data.get("content") or []
     for i, block in enumerate(content):
         kind = block.get("type")
@@ -120,6 +124,9 @@ def _message_rows(event: RecordedEvent, rows: dict[str, Row], calls: dict[str, s
     elif cut is not None:  # the same place: a message has one stop reason
         base = _base(event, f":{len(content)}")
         rows[base["id"]] = Row(kind="cut_short", role=role, text=cut, **base)
+        if cut_short(event.data) is None:  # cut short only as the last message: a paused answer
+            return str(base["id"])
+    return None
 
 
 def _other(block: dict[str, Any], kind: str, role: Any, base: dict[str, Any]) -> Row:
@@ -141,13 +148,15 @@ class _Fold:
         self.rows: dict[str, Row] = {}
         self.calls: dict[str, str] = {}  # tool_use id -> row id
         self.interrupts: dict[str, str] = {}  # interrupt id -> row id
+        self.paused: str | None = None  # the row of a paused answer no message follows yet
 
     def add(self, event: RecordedEvent) -> None:
         """The rows `event` makes, and the statuses it changes."""
         data = event.data
         if event.type == "message.appended":
+            self._followed()
             if event.origin != "primed":
-                _message_rows(event, self.rows, self.calls)
+                self.paused = _message_rows(event, self.rows, self.calls)
         elif event.type == "interrupt.raised" and "interrupt_id" in data:
             base = _base(event)
             self.rows[base["id"]] = Row(kind="interrupt", text=data.get("question"), interrupt_id=data["interrupt_id"],
@@ -162,7 +171,7 @@ class _Fold:
             self.rows[base["id"]] = Row(kind="compaction", text=text, **base)
         elif event.type == "thread.forked":
             if data.get("options", {}).get("context") == "note":
-                self.rows, self.calls, self.interrupts = {}, {}, {}
+                self.rows, self.calls, self.interrupts, self.paused = {}, {}, {}, None
             self._forked(data)
             text = f"⑃ Forked from {data['parent_id']} at {data['parent_offset']}"
             base = _base(event)
@@ -175,6 +184,7 @@ class _Fold:
         with the id of one on it names a new call (an id may be used again once answered):
         results after it are not the page's."""
         if event.type == "message.appended":
+            self._followed()
             if event.origin != "primed":
                 for block in event.data.get("content") or []:
                     if block.get("type") == "tool_use":
@@ -188,9 +198,17 @@ class _Fold:
         else:
             self._resolved(event.type, event.data)
 
+    def _followed(self) -> None:
+        """A message follows: a paused answer's row (`paused`) goes, the model went on from it
+        (a primed message follows it too, as the model view reads it)."""
+        if self.paused is not None:
+            self.rows.pop(self.paused, None)
+            self.paused = None
+
     def unsettled(self) -> bool:
-        """Whether a later event could still change a row's status."""
-        return bool(self.interrupts) or any(self.rows[row].status == "pending" for row in self.calls.values() if row in self.rows)
+        """Whether a later event could still change a row's status, or take a paused answer's row away."""
+        return self.paused is not None or bool(self.interrupts) or any(self.rows[row].status == "pending"
+                                                                       for row in self.calls.values() if row in self.rows)
 
     def _resolved(self, type_: str, data: dict[str, Any]) -> None:
         if type_ in ("interrupt.resolved", "interrupt.cancelled"):
@@ -215,7 +233,7 @@ def display_rows(store: Store, thread: str, at: int | None = None, *, start: int
 
     `start`/`stop` give one page: the rows of the events at offsets start..stop-1, with the
     statuses they have as of `at`. Events past the page are read only while a row of the
-    page can still change (a tool call or an interrupt waiting), so the page of a long
+    page can still change (a tool call or an interrupt waiting, a paused answer's row), so the page of a long
     thread costs about its own events. Gotcha: a page that ends before a `context="note"`
     fork's card keeps its rows, though the whole view starts over at that card.
     """

@@ -78,7 +78,8 @@ class Message(NamedTuple):
     the model (`to_param` leaves it out): for an answer the model refused, what it said of
     why (`projections.stops`, "" when nothing); None for any other message. `cut_short` is for a
     reader too: for an answer the model did not end whole, what cut it short and its stop reason
-    (`cut off at the token limit (max_tokens)`); None for any other message."""
+    (`cut off at the token limit (max_tokens)`; a paused answer only as the view's last message);
+    None for any other message."""
 
     role: str
     content: list[dict[str, Any]]
@@ -447,6 +448,8 @@ class View(Sequence[Message]):
             kept = [row for row in kept if row[0] not in gone]
         self._stored: list[int] = stored
         self._kept: list[tuple[int, int, str]] = kept
+        # The view's last message, the one a paused answer (`pause_turn`) is marked cut short on.
+        self._last = kept[-1][0] if kept else stored[-1] if stored else None
 
     def __len__(self) -> int:
         return len(self._head) + len(self._stored) + len(self._kept)
@@ -505,7 +508,8 @@ class View(Sequence[Message]):
                 content = data.get("content") or []
                 if dropped and offset in dropped:
                     content = without_dropped(content, dropped[offset])
-                out.append(Message(data.get("role", "user"), content, offset, refusal=refusal(data), cut_short=cut_short(data)))
+                out.append(Message(data.get("role", "user"), content, offset, refusal=refusal(data),
+                                   cut_short=cut_short(data, last=offset == self._last)))
         except (RecursionError, Altered) as error:  # named by its position, as the readers name it
             raise self._store.unreadable(self._thread, offset, error) from None
         return out

@@ -12,6 +12,15 @@ turn (`Turn.cut_short`, `threadlog ask`'s exit 3) reads it too.
 pi's importer keeps pi's own words (`stopReason`) as they came: `stop` ends an answer whole,
 `toolUse` is continued, `length`, `aborted` and `error` cut it short.
 
+A paused answer (`pause_turn`: a server tool's long turn, which the model goes on from when the
+conversation is sent back) is continued by the message after it. One that no message follows
+was never resumed, and is marked so (`paused by the server and not resumed`): that depends on
+where the reading ends, so a caller says whether the message is the last one it reads
+(`last`). The rule is the simplest honest one: the last message as of the point read. A
+replay, a transcript or a page of rows as of an offset where the paused answer is the last
+message marks it, as a fork made there starts from it unresumed; read to the head, the answer
+that a later message went on from is not marked.
+
 Only an assistant's message is an answer: a user's message carrying a stop reason (written by
 hand, or by a tool that copies every field) is neither refused nor cut short.
 """
@@ -30,6 +39,8 @@ WHOLE_STOPS = frozenset({"end_turn", "stop_sequence", None, "stop"})
 # (`threadlog ask` exits 3 on it).
 CONTINUED_STOPS = frozenset({"tool_use", "pause_turn", "toolUse"})
 CALLS = frozenset({"tool_use", "toolUse"})
+# A server tool's paused turn: continued by the message after it, cut short when none follows.
+PAUSED = "pause_turn"
 REFUSED = "refusal"
 # What cut an answer short, in a reader's words; the stop reason follows them in parentheses.
 _CUT_BY = {
@@ -40,6 +51,7 @@ _CUT_BY = {
     "error": "cut off by an error",
     "tool_use": "cut off before the tool call it stopped for",
     "toolUse": "cut off before the tool call it stopped for",
+    PAUSED: "paused by the server and not resumed",
 }
 _UNKNOWN = "may be cut short: a stop reason this release does not know"
 
@@ -57,13 +69,14 @@ def refusal(data: Mapping[str, Any]) -> str | None:
     return stop_details_said(data) if _answer(data) and data.get("stop_reason") == REFUSED else None
 
 
-def cut_reason(data: Mapping[str, Any]) -> str | None:
+def cut_reason(data: Mapping[str, Any], last: bool = False) -> str | None:
     """The stop reason of a message (its event's data) the model did not end whole, neither
     refused nor continued by the next message: `max_tokens`, `model_context_window_exceeded`,
-    `tool_use` on an answer that holds no tool call, or one this release does not know. None
-    for any other message (a user's too)."""
+    `tool_use` on an answer that holds no tool call, `pause_turn` on the `last` message read
+    (none follows it), or one this release does not know. None for any other message (a
+    user's too)."""
     reason = data.get("stop_reason")
-    if _answer(data) and reason in CALLS and not _holds_call(data):
+    if _answer(data) and ((reason in CALLS and not _holds_call(data)) or (reason == PAUSED and last)):
         return str(reason)
     if not _answer(data) or reason in WHOLE_STOPS or reason in CONTINUED_STOPS or reason == REFUSED:
         return None
@@ -76,11 +89,12 @@ def cut_by(reason: str) -> str:
     return _CUT_BY.get(reason, _UNKNOWN)
 
 
-def cut_short(data: Mapping[str, Any]) -> str | None:
+def cut_short(data: Mapping[str, Any], last: bool = False) -> str | None:
     """What a message the model did not end whole says after its blocks: what cut it short and
-    its stop reason, `cut off at the token limit (max_tokens)`; None for any other message. The
-    stop reason is the stored text: a page or a terminal escapes it, a one-line view cuts it."""
-    reason = cut_reason(data)
+    its stop reason, `cut off at the token limit (max_tokens)`; None for any other message.
+    `last`: no message follows it where the reading ends (`cut_reason`). The stop reason is the
+    stored text: a page or a terminal escapes it."""
+    reason = cut_reason(data, last)
     return None if reason is None else f"{cut_by(reason)} ({reason})"
 
 

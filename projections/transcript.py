@@ -203,7 +203,8 @@ def _summary(value: Any) -> str:
 
 def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[str] = frozenset(),
                    injected: str | None = None, tool_names: Mapping[str, str] | None = None,
-                   stopped: Mapping[str, Any] | None = None, injected_blocks: Mapping[int, str] | None = None) -> str | None:
+                   stopped: Mapping[str, Any] | None = None, injected_blocks: Mapping[int, str] | None = None,
+                   last: bool = False) -> str | None:
     """A message's section, or None when nothing of it is written (only tool results that
     succeeded, text that is only whitespace).
 
@@ -211,7 +212,8 @@ def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[
     refusal`) says so on a line of its own, with the refusal's category and explanation
     (`stop_details`) as text; it often holds no text at all, and had no section. One the model
     did not end whole (`projections.stops.cut_short`) says what cut it short and its stop
-    reason on a line of its own, `cut off at the token limit (stop_reason max_tokens)`.
+    reason on a line of its own, `cut off at the token limit (stop_reason max_tokens)`; `last`:
+    no message follows it where the transcript ends (a paused answer is cut short only then).
 
     `injected` names the tool that wrote a user message's text (`injected_by`): its heading
     says so, `## user (injected by claude-code)`, so it is not read as typed by the user.
@@ -246,7 +248,7 @@ def render_message(role: str, content: list[dict[str, Any]], dropped: frozenset[
     said = refusal(stopped) if stopped is not None else None
     if said is not None:
         parts += ["refused (stop_reason refusal)", *([_text(said)] if said else [])]
-    cut = cut_reason(stopped) if stopped is not None else None
+    cut = cut_reason(stopped, last) if stopped is not None else None
     if cut is not None:
         parts.append(f"{cut_by(cut)} (stop_reason {_inline(cut)})")
     if not parts:
@@ -313,6 +315,7 @@ def transcript(
     size = total = shown = 0
     cut = False  # whether a section was elided (not merely never written)
     first: int | None = None
+    paused: tuple[int, int, bytes, bool] | None = None  # a paused answer no message follows yet (see `_ended`)
     names: dict[str, str] = {}  # the newest tool calls' names, for `failed tool call NAME`
     if note is not None and lo == scope_start and lo < stop:
         raw = clip_middle(f"## user\n\n{_text(note)}\n\n".encode(), cap, _INDENT_BYTES)
@@ -329,10 +332,14 @@ def transcript(
             content = data.get("content") or []
             _remember_names(names, content)
             try:
-                section = render_message(data.get("role", "user"), content, dropped.get(offset, frozenset()),
-                                         injected_by(event.meta), names, data, injected_blocks(event.meta))
+                parts = (data.get("role", "user"), content, dropped.get(offset, frozenset()), injected_by(event.meta), names, data,
+                         injected_blocks(event.meta))
+                section = render_message(*parts)
+                # Whether it is the last message is known once the read ends: a paused answer's section as the last waits aside.
+                ending = render_message(*parts, last=True) if cut_reason(data, True) != cut_reason(data) else None
             except RecursionError as error:  # stored by an older release or by hand: appends refuse it
                 raise store.unreadable(thread, offset, error) from None
+            paused = None if ending is None else (total, offset, clip_middle(ending.encode("utf-8"), cap, _INDENT_BYTES), section is None)
             total += 1
             first = offset if first is None else first
         else:
@@ -343,9 +350,10 @@ def transcript(
         raw = clip_middle(section.encode("utf-8"), cap, _INDENT_BYTES)
         window.append((total - is_message, offset, raw, is_message))
         size, shown = size + len(raw), shown + is_message
-        while size > max_bytes or (last is not None and shown > last):
-            _, _, dropped_raw, was_message = window.popleft()
-            size, shown, cut = size - len(dropped_raw), shown - was_message, True
+        size, shown, cut = _trim(window, size, shown, cut, max_bytes, last)
+    if paused is not None:  # no message follows the paused answer: it ends as the last one, marked
+        size, shown = _ended(window, paused, size, shown, cut)
+        size, shown, cut = _trim(window, size, shown, cut, max_bytes, last)
     window = deque((before, offset, _without_controls(raw, cap), is_message) for before, offset, raw, is_message in window)
     size = sum(len(raw) for _, _, raw, _ in window)
     head_hash = info.head_hash if stop == info.head else store.event_at(thread, stop - 1).hash if stop else "-"
@@ -359,6 +367,35 @@ def transcript(
         _, _, dropped_raw, was_message = window.popleft()
         size, shown, cut = size - len(dropped_raw), shown - was_message, True
     return _clip_bytes(prefix + b"".join(raw for _, _, raw, _ in window), max_bytes).decode("utf-8")
+
+
+def _trim(window: deque[tuple[int, int, bytes, bool]], size: int, shown: int, cut: bool, max_bytes: int,
+          last: int | None) -> tuple[int, int, bool]:
+    """Drop the oldest sections of `window` until it holds `max_bytes` and `last` messages at
+    most: (its size, the messages it shows, whether a section was elided)."""
+    while size > max_bytes or (last is not None and shown > last):
+        _, _, dropped_raw, was_message = window.popleft()
+        size, shown, cut = size - len(dropped_raw), shown - was_message, True
+    return size, shown, cut
+
+
+def _ended(window: deque[tuple[int, int, bytes, bool]], paused: tuple[int, int, bytes, bool], size: int, shown: int,
+           cut: bool) -> tuple[int, int]:
+    """Put the section of the paused answer (`paused`: messages before it, its offset, its section
+    as the last message, whether it had none before) in place of the one it had in `window`, or
+    where it goes when it had none (a blank answer) and was not elided: (the size, the messages
+    shown)."""
+    before, offset, raw, unwritten = paused
+    place = next((i for i, entry in enumerate(window) if entry[1] >= offset), len(window))
+    if place < len(window) and window[place][1] == offset and window[place][3]:
+        size -= len(window[place][2])
+        del window[place]
+    elif not unwritten or (cut and place == 0):  # elided with what came before it
+        return size, shown
+    else:
+        shown += 1
+    window.insert(place, (before, offset, raw, True))
+    return size + len(raw), shown
 
 
 def _remember_names(names: dict[str, str], content: list[dict[str, Any]]) -> None:

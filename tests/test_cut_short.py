@@ -172,3 +172,93 @@ def test_an_answer_that_stopped_for_a_tool_call_it_does_not_hold_is_cut_short(tm
     assert "    Let me search\n\ncut off before the tool call it stopped for (stop_reason `tool_use`)\n\n" in text, text
     messages = json.loads(_threadlog(db, "show", t, "--json").stdout)["messages"]
     assert {m["offset"]: m["cut_short"] for m in messages if "cut_short" in m} == said
+
+
+PAUSED = "paused by the server and not resumed (pause_turn)"
+
+
+def _paused(tmp_path: Path) -> tuple[str, str, list[Any]]:
+    """A thread that ends on a paused answer (`pause_turn`, a server tool's long turn): nothing
+    sent it back, so nothing goes on from it. An earlier paused answer was resumed."""
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        t = store.create_thread(model=MODEL, thread_id="t")
+        store.append_message(t, "user", "Search trains")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Searching"}], stop_reason="pause_turn")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Found"}], stop_reason="end_turn")
+        store.append_message(t, "user", "And buses?")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Looking"}], stop_reason="pause_turn")
+        store.append(t, [{"type": "metadata.set", "data": {"patch": {"k": 1}}}])
+        events = list(store.read(t))
+    return db, t, events
+
+
+def test_a_paused_answer_nothing_resumed_is_marked_where_a_cut_short_one_is(tmp_path: Path) -> None:
+    """A thread left on a paused answer (`pause_turn`) read as whole, or as going on, in rows,
+    the transcript, show and the viewer, though nothing followed it. The answer no message
+    follows, as of the point read, is marked `paused by the server and not resumed`; the one
+    the model went on from is not."""
+    from projections import display_rows, thread_state
+
+    db, t, events = _paused(tmp_path)
+    rows = json.loads(_threadlog(db, "rows", t, "--json").stdout)
+    assert [(r["id"], r["text"]) for r in rows if r["kind"] == "cut_short"] == [(f"{events[5].event_id}:1", PAUSED)]
+    assert f"     5  cut_short   assistant: ({PAUSED})" in _threadlog(db, "rows", t).stdout.splitlines()
+    with Store(db) as store:
+        text = transcript(store, t)
+        bounded = transcript(store, t, last=1, max_bytes=2048)
+        # A page of rows that ends on it, and one past it: the page reads on to see nothing follows.
+        page = display_rows(store, t, start=4, stop=6)
+        assert [r.text for r in page if r.kind == "cut_short"] == [PAUSED]
+        assert [r.kind for r in display_rows(store, t, start=0, stop=3)] == ["text", "text"]
+    marker = "paused by the server and not resumed (stop_reason `pause_turn`)"
+    assert f"    Looking\n\n{marker}\n\n" in text and "    Searching\n\n## " in text and text.count(marker) == 1, text
+    assert f"    Looking\n\n{marker}\n\n" in bounded, bounded
+    shown = _threadlog(db, "show", t).stdout
+    assert "     2  assistant       Searching\n" in shown and "     5  assistant       Looking (paused by the server" in shown, shown
+    assert "     5  assistant       Looking (paused by the server" in _threadlog(db, "show", t, "--last", "1").stdout
+    messages = json.loads(_threadlog(db, "show", t, "--json").stdout)["messages"]
+    assert {m["offset"]: m["cut_short"] for m in messages if "cut_short" in m} == {5: PAUSED}
+    with Store(db) as store:
+        # As of offset 3 the first paused answer is the last message: nothing had resumed it yet.
+        early = thread_state(store, t, at=3)
+        assert [m.cut_short for m in early.messages] == [None, PAUSED]
+        assert [m.cut_short for m in thread_state(store, t, at=3, paged=True).view[-1:]] == [PAUSED]
+        assert f"    Searching\n\n{marker}\n\n" in transcript(store, t, stop=3)
+        assert [r.text for r in display_rows(store, t, at=3) if r.kind == "cut_short"] == [PAUSED]
+        # Resumed now: the mark is gone from every reading.
+        store.append_message(t, "assistant", [{"type": "text", "text": "Buses too"}], stop_reason="end_turn")
+        assert [r for r in display_rows(store, t, start=4, stop=6) if r.kind == "cut_short"] == []
+        assert all(m.cut_short is None for m in thread_state(store, t).messages)
+        assert "paused" not in transcript(store, t)
+    assert "paused" not in _threadlog(db, "show", t).stdout and "paused" not in _threadlog(db, "rows", t).stdout
+
+
+def test_a_side_of_a_diff_ending_on_a_paused_answer_says_so(tmp_path: Path) -> None:
+    """`diff` showed a fork left on a paused answer as if whole: its last message is marked."""
+    db, t, _ = _paused(tmp_path)
+    with Store(db) as store:
+        fork = store.fork(t, at=3)
+        store.append_message(fork, "user", "Trams?")
+        store.append_message(fork, "assistant", [{"type": "text", "text": "Trams"}], stop_reason="pause_turn")
+    compared = _threadlog(db, "diff", t, fork).stdout
+    assert "       5  assistant Looking (paused by the server" in compared and "       5  assistant Trams (paused by the server" in compared
+    assert compared.count("paused") == 2, compared
+
+
+def test_the_viewer_marks_a_paused_answer_nothing_resumed(tmp_path: Path) -> None:
+    """The thread, replay and diff pages end the paused answer nothing followed with its card."""
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from threadlog.web import create_app
+
+    db, t, _ = _paused(tmp_path)
+    with Store(db) as store:
+        store.create_thread(thread_id="other")
+    card = f'<div class="card cut-short">Answer <span class="why">{PAUSED}</span></div>'
+    with TestClient(create_app(db), base_url="http://127.0.0.1") as browser:
+        for url in (f"/thread?id={t}", f"/replay?id={t}", f"/diff?a={t}&b=other", f"/replay?id={t}&at=3"):
+            page = browser.get(url).text
+            assert page.count(card) == 1, url
+        assert browser.get(f"/replay?id={t}&at=4").text.count(card) == 0

@@ -515,6 +515,22 @@ def test_a_paused_turn_whose_going_on_failed_goes_on_when_asked_again(api: Messa
     store.verify()
 
 
+def test_a_turn_that_ends_on_a_paused_answer_is_not_whole_anywhere(api: MessagesAPI) -> None:
+    """A turn whose rounds ran out on a paused answer ends `error` (the thread goes on when asked
+    again); the answer it ends on reads as paused and not resumed in rows and the model view, as
+    `Turn.cut_short` reads the turn's last answer by the same rule (False: the turn was not `ok`)."""
+    from projections import display_rows
+
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=[{"type": "web_search_20250305", "name": "web_search"}])
+    api.reply_json(message([{"type": "text", "text": "Searching."}], "pause_turn"))
+    turn = run_turn(store, t, "Search trains", api.client(), max_rounds=1)
+    assert turn.status == "error" and not turn.cut_short and turn.stop_reason == "pause_turn"
+    said = "paused by the server and not resumed (pause_turn)"
+    assert [row.text for row in display_rows(store, t) if row.kind == "cut_short"] == [said]
+    assert thread_state(store, t).messages[-1].cut_short == said
+
+
 def test_a_request_over_the_apis_size_says_how_the_thread_goes_on(api: MessagesAPI) -> None:
     """A tool result just under an event's 32 MiB is stored whole, and every later request of the
     thread is past the API's size: the API's 413 was recorded alone, and asking again met it again."""

@@ -135,8 +135,10 @@ class Turn:
         `model_context_window_exceeded`), stopped for a tool call it does not hold, or stopped
         for a reason this release does not know. A refused answer is not: its `stop_reason` is
         `refusal`, marked apart. The run ended as asked (`run.finished` says `ok`); `text` is
-        what came of the answer."""
-        return self.status == "ok" and bool(self.messages) and cut_reason(self.messages[-1].data) is not None
+        what came of the answer. A paused answer (`pause_turn`) is sent back and gone on from
+        within the turn: a turn that ends on one (its rounds spent, or the request to go on
+        failed) ends `error`, and rows and `show` mark the answer paused and not resumed."""
+        return self.status == "ok" and bool(self.messages) and cut_reason(self.messages[-1].data, last=True) is not None
 
     def to_json(self) -> Json:
         """Its fields as a JSON-ready dict (as `--json` prints it)."""

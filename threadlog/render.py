@@ -421,8 +421,8 @@ def diff_lines(result: Diff) -> Iterator[str]:
         yield f"common history: offsets 0..{result.fork_offset - 1} (last shared event in {result.common_ancestor})"
     for side, label in ((result.a, "a"), (result.b, "b")):
         yield f"{label}: {side.thread}, {len(side.messages)} message(s) of its own"
-        for message in side.messages:
-            line = _message_line(message["content"] or [], refusal(message), cut_short(message))
+        for index, message in enumerate(side.messages, 1):  # a side's messages run to its head: the last is its last
+            line = _message_line(message["content"] or [], refusal(message), cut_short(message, last=index == len(side.messages)))
             yield f"  {message['offset']:>6}  {message['role']:<9} {line}"
 
 

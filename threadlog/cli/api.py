@@ -234,7 +234,7 @@ def _stop_said(answer: dict[str, Any]) -> str:
     reason = answer.get("stop_reason")
     if reason in _CUT_SHORT:
         return _CUT_SHORT[reason]
-    if reason == REFUSED or cut_reason(answer) is None:
+    if reason == REFUSED or cut_reason(answer, last=True) is None:  # the turn's last answer
         return stop_details_said(answer)
     return cut_by(str(reason))  # as rows and `show` say it
 
