@@ -431,6 +431,7 @@ class View(Sequence[Message]):
 
     def __init__(self, store: Store, thread: str, fold: _Fold) -> None:
         self._store, self._thread = store, thread
+        self._last: int | None = None  # set below, once the messages that leave the view are known
         through = fold.compaction["through_offset"] if fold.compaction else 0
         self._head: list[Message] = [fold.note] if fold.note else []
         if fold.compaction:
