@@ -262,3 +262,26 @@ def test_the_viewer_marks_a_paused_answer_nothing_resumed(tmp_path: Path) -> Non
             page = browser.get(url).text
             assert page.count(card) == 1, url
         assert browser.get(f"/replay?id={t}&at=4").text.count(card) == 0
+
+
+def test_an_open_page_is_told_to_drop_the_mark_of_a_paused_answer_the_model_went_on_from(tmp_path: Path) -> None:
+    """The open thread page replaces the rows an update sends and keeps the others: the paused
+    answer's card stayed on it once the model went on from that answer, where a page loaded then
+    shows none. The update names the rows the new events took away (`resumed`)."""
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from threadlog.web import create_app
+
+    db, t, events = _paused(tmp_path)
+    with Store(db) as store:
+        position = store.last_position()
+    with TestClient(create_app(db), base_url="http://127.0.0.1") as browser:
+        assert f'id="r-{events[5].event_id}:1"' in browser.get(f"/thread?id={t}").text
+        with Store(db) as store:
+            store.append_message(t, "assistant", [{"type": "text", "text": "Buses too"}], stop_reason="end_turn")
+        update = browser.get("/live/rows", params={"id": t, "after": position, "from": 0}).json()
+        quiet = browser.get("/live/rows", params={"id": t, "after": 0, "from": 0}).json()
+    assert update["resumed"] == [f"r-{events[5].event_id}:1"], update
+    assert f"r-{events[5].event_id}:1" not in [item["id"] for item in update["items"]]
+    assert "resumed" not in quiet  # a page that never had it: nothing was taken away since it last looked

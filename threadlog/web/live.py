@@ -40,7 +40,7 @@ from eventstore import RecordedEvent, Store, StoreError, ThreadInfo, ThreadNotFo
 from eventstore.backend import EventRow
 from eventstore.errors import UNREADABLE, Unreadable, unreadable
 from eventstore.recorded import from_row
-from projections import Row
+from projections import Row, display_rows
 
 from .budget import Filled, fill
 from .cursor import Cursor, keyed
@@ -108,7 +108,9 @@ def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -
         filled = fill(((item.id, item) for item in items), functools.partial(view.item, thread=thread))
         if filled.rest is not None:
             return position, _reload(view, store, thread, head, position, erased, start, skip)
-    return position, json.dumps({"head": head, "position": position, "items": _sent(filled), **_erasing(erased)})
+        resumed = _resumed(store, thread, own, low, start, {item.id for item in found})
+    return position, json.dumps({"head": head, "position": position, "items": _sent(filled), **_erasing(erased),
+                                 **({"resumed": resumed} if resumed else {})})
 
 
 def _forked_from(store: Store, thread: str, new: list[EventRow]) -> list[int]:
@@ -182,6 +184,18 @@ def _reload(view: Viewer, store: Store, thread: str, head: int, position: int, e
     filled = fill(((item.id, item) for item in rows), functools.partial(view.item, thread=thread))
     return json.dumps({"head": head, "position": position, "items": _sent(filled), "reload": link("/thread", id=thread),
                        **_erasing(erased)})
+
+
+def _resumed(store: Store, thread: str, own: list[RecordedEvent], low: int, start: int, now: set[str]) -> list[str]:
+    """The update's `resumed`: the ids of the rows that marked a paused answer (`pause_turn`)
+    no message followed, which the first new message took away (the model went on from it).
+    The page drops them: it keeps the rows an update does not send. One paused answer further
+    back than the events the update sends again (`RESTATUS`) is left to a reload."""
+    first = next((event.offset for event in own if event.type == "message.appended"), None)
+    if first is None or first < start:
+        return []
+    before = display_rows(store, thread, first, start=min(low, first), stop=first)
+    return [visible(f"r-{row.id}") for row in before if row.kind == "cut_short" and f"r-{row.id}" not in now]
 
 
 def _erasing(erased: list[int]) -> dict[str, list[int]]:

@@ -96,8 +96,15 @@ function liveRows() {
       if (erased.has(el.dataset.offset) && /^(r|more)-/.test(el.id) && !sent.has(el.id)) el.remove();
     });
   };
+  // The card of a paused answer the model went on from (`update.resumed`, row ids): the new
+  // message took it away, and a page loaded now does not show it.
+  const dropResumed = (update) => {
+    if (!Array.isArray(update.resumed)) return;
+    update.resumed.forEach((id) => { const el = document.getElementById(String(id)); if (el) el.remove(); });
+  };
   const take = (update) => {
     dropErased(update);
+    dropResumed(update);
     const fresh = update.items.filter((entry) => !document.getElementById(entry.id));
     added += fresh.length;
     taken += fresh.reduce((sum, entry) => sum + entry.html.length, 0);
