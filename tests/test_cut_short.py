@@ -120,7 +120,7 @@ def test_show_and_diff_end_a_cut_short_answer_s_line_with_why(tmp_path: Path) ->
     assert "     2  assistant       The first step is (cut off at the token limit (max_tokens))\n" in shown, shown
     assert "     4  assistant       (cut off by the context window (model_context_window_exceeded))\n" in shown
     assert "    10  assistant       Found\n" in shown and "     9  assistant       Searching\n" in shown
-    assert "    13  assistant       Odd (may be cut short: a stop reason this release do…\n" in shown
+    assert "    13  assistant       Odd\n                          (may be cut short: a stop reason this release does not know\n" in shown
     assert "\x1b" not in shown and "\u202e" not in shown
     cut = long[:27] + "… (cut off at the token limit (max_tokens))"
     assert f"    15  assistant       {cut}\n" in shown, shown
@@ -215,8 +215,8 @@ def test_a_paused_answer_nothing_resumed_is_marked_where_a_cut_short_one_is(tmp_
     assert f"    Looking\n\n{marker}\n\n" in text and "    Searching\n\n## " in text and text.count(marker) == 1, text
     assert f"    Looking\n\n{marker}\n\n" in bounded, bounded
     shown = _threadlog(db, "show", t).stdout
-    assert "     2  assistant       Searching\n" in shown and "     5  assistant       Looking (paused by the server" in shown, shown
-    assert "     5  assistant       Looking (paused by the server" in _threadlog(db, "show", t, "--last", "1").stdout
+    assert "     2  assistant       Searching\n" in shown and f"     5  assistant       Looking ({PAUSED})\n" in shown, shown
+    assert f"     5  assistant       Looking ({PAUSED})\n" in _threadlog(db, "show", t, "--last", "1").stdout
     messages = json.loads(_threadlog(db, "show", t, "--json").stdout)["messages"]
     assert {m["offset"]: m["cut_short"] for m in messages if "cut_short" in m} == {5: PAUSED}
     with Store(db) as store:
@@ -242,7 +242,7 @@ def test_a_side_of_a_diff_ending_on_a_paused_answer_says_so(tmp_path: Path) -> N
         store.append_message(fork, "user", "Trams?")
         store.append_message(fork, "assistant", [{"type": "text", "text": "Trams"}], stop_reason="pause_turn")
     compared = _threadlog(db, "diff", t, fork).stdout
-    assert "       5  assistant Looking (paused by the server" in compared and "       5  assistant Trams (paused by the server" in compared
+    assert f"       5  assistant Looking ({PAUSED})\n" in compared and f"       5  assistant Trams ({PAUSED})\n" in compared
     assert compared.count("paused") == 2, compared
 
 
@@ -285,3 +285,37 @@ def test_an_open_page_is_told_to_drop_the_mark_of_a_paused_answer_the_model_went
     assert update["resumed"] == [f"r-{events[5].event_id}:1"], update
     assert f"r-{events[5].event_id}:1" not in [item["id"] for item in update["items"]]
     assert "resumed" not in quiet  # a page that never had it: nothing was taken away since it last looked
+
+
+def test_show_and_diff_give_a_long_mark_whole_on_lines_of_its_own(tmp_path: Path) -> None:
+    """`show` and `diff` cut a refusal's words, and a stop reason this release does not know, to
+    their line (`… a stop reason this release do…`), where rows and `--json` give them whole. A
+    mark too long for its share of the line is given whole below the message's text, wrapped at
+    the line's width, escaped as before (no terminal escape, no line break of its own)."""
+    db, t, _ = _answers(tmp_path)
+    explanation = "This request asks for help with something the usage policy does not allow, in several ways at once"
+    with Store(db) as store:
+        store.append_message(t, "assistant", [{"type": "text", "text": ""}], stop_reason="refusal",
+                             stop_details={"type": "refusal", "category": "cyber", "explanation": explanation})
+        other = store.create_thread(thread_id="other")
+    shown = _threadlog(db, "show", t).stdout
+    compared = _threadlog(db, "diff", t, other).stdout
+    for out, indent in ((shown, 26), (compared, 20)):
+        lines = out.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.strip().startswith("13  assistant"))
+        assert lines[start].endswith("assistant Odd") or lines[start].endswith("assistant       Odd"), lines[start]
+        mark = []
+        for line in lines[start + 1:]:
+            if not line.startswith(" " * indent) or line[indent] == " ":
+                break
+            mark.append(line[indent:])
+        assert " ".join(mark) == ("(may be cut short: a stop reason this release does not know (<b>odd</b>\\u202e "
+                                  "\\x1b[31mred next))"), out
+        assert all(len(part) <= 70 for part in mark)
+        start = next(i for i, line in enumerate(lines) if line.strip().startswith("15  assistant"))
+        refused = [lines[start].split("assistant", 1)[1].strip()]
+        refused += [line[indent:] for line in lines[start + 1:start + 4] if line.startswith(" " * indent) and line[indent] != " "]
+        assert " ".join(refused) == f"(refused: cyber: {explanation})", out
+        assert "\x1b" not in out and "\u202e" not in out and "…" not in "".join(refused + mark)
+    # A mark that fits its share stays on the message's line, as it was.
+    assert "     2  assistant       The first step is (cut off at the token limit (max_tokens))\n" in shown

@@ -331,18 +331,42 @@ def _refusal(said: str) -> str:
     return f"(refused: {said})" if said else "(refused)"
 
 
-def _message_line(content: list[dict[str, Any]], refused: str | None, cut: str | None = None, width: int = 70) -> str:
-    """A message on one line of `width` characters (`show`, `diff`): its text, then, for an
+def _message_lines(content: list[dict[str, Any]], refused: str | None, cut: str | None = None, width: int = 70) -> list[str]:
+    """A message in lines of `width` characters (`show`, `diff`): its text on one, then, for an
     answer the model refused (`refused`: `Message.refusal`), the refusal, or for one it did not
-    end whole (`cut`: `Message.cut_short`), why it stopped, in up to half the line (why it
-    stopped: all but 20 characters, so the words and the stop reason show); the text is cut to
-    make room, as one cut at the width read as a whole answer."""
+    end whole (`cut`: `Message.cut_short`), why it stopped. That mark is never cut: one that
+    fits beside the text, or in its share of the line (half of it for a refusal, all but 20
+    characters for why it stopped), ends the line, the text cut to make room (one cut at the width read as a whole
+    answer); a longer one follows whole on lines of its own, wrapped at the width. Each line is
+    one line: a run of whitespace, a line break too, is one space."""
     text = _text_of(content)
     said = _refusal(refused) if refused is not None else f"({cut})" if cut is not None else None
     if said is None:
-        return _short(text, width)
-    tail = _short(said, width if not text.strip() else width // 2 if refused is not None else width - 21)
-    return " ".join(part for part in (_short(text, width - len(tail) - 1), tail) if part)
+        return [_short(text, width)]
+    said, text = " ".join(said.split()), " ".join(text.split())
+    if len(text) + len(said) < width or len(said) <= (width if not text else width // 2 if refused is not None else width - 21):
+        return [" ".join(part for part in (_short(text, width - len(said) - 1), said) if part)]
+    return [line for line in (_short(text, width),) if line] + _wrapped(said, width)
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """`text` (one line) in lines of `width` characters at most, broken at spaces (a word longer
+    than the width is broken where it reaches it)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split(" "):
+        while len(word) > width:
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(word[:width])
+            word = word[width:]
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + ([line] if line else [])
 
 
 def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
@@ -379,7 +403,9 @@ def state_lines(state: ThreadState, last: int | None = None) -> Iterator[str]:
     yield f"messages    {len(view)} in the model view{more}"
     for message in shown:
         label = message.role if message.kind == "message" else f"{message.role}/{message.kind}"
-        yield f"  {message.offset:>6}  {label:<15} {_message_line(message.content, message.refusal, message.cut_short)}"
+        first, *below = _message_lines(message.content, message.refusal, message.cut_short)
+        yield f"  {message.offset:>6}  {label:<15} {first}"
+        yield from (" " * 26 + line for line in below)
 
 
 def _todo(todo: dict[str, Any]) -> str:
@@ -422,8 +448,10 @@ def diff_lines(result: Diff) -> Iterator[str]:
     for side, label in ((result.a, "a"), (result.b, "b")):
         yield f"{label}: {side.thread}, {len(side.messages)} message(s) of its own"
         for index, message in enumerate(side.messages, 1):  # a side's messages run to its head: the last is its last
-            line = _message_line(message["content"] or [], refusal(message), cut_short(message, last=index == len(side.messages)))
-            yield f"  {message['offset']:>6}  {message['role']:<9} {line}"
+            first, *more = _message_lines(message["content"] or [], refusal(message),
+                                          cut_short(message, last=index == len(side.messages)))
+            yield f"  {message['offset']:>6}  {message['role']:<9} {first}"
+            yield from (" " * 20 + line for line in more)
 
 
 def check_line(check: RequestCheck) -> str:
