@@ -10,7 +10,12 @@ empty text: a refusal with the words the API gave, a cut-short answer with why i
 turn (`Turn.cut_short`, `threadlog ask`'s exit 3) reads it too.
 
 pi's importer keeps pi's own words (`stopReason`) as they came: `stop` ends an answer whole,
-`toolUse` is continued, `length`, `aborted` and `error` cut it short.
+`toolUse` is continued, `length`, `aborted` and `error` cut it short. So does the LangGraph
+adapter with its provider's (LangChain's `response_metadata`): OpenAI's `finish_reason` `stop`
+ends an answer whole, `tool_calls` and `function_call` are continued (as `tool_use`: one that
+holds no call is cut short), `length` cuts it short, and so does `content_filter`. That one is
+not marked refused: the provider's filter stopped the output part-way, with no `stop_details`
+to say why, and the text before it is kept; the reader needs to know the answer is not whole.
 
 A paused answer (`pause_turn`: a server tool's long turn, which the model goes on from when the
 conversation is sent back) is continued by the message after it. One that no message follows
@@ -34,11 +39,11 @@ from typing import Any
 # import or an earlier release recorded it; `stop`: pi's end of a turn).
 WHOLE_STOPS = frozenset({"end_turn", "stop_sequence", None, "stop"})
 # Those of an answer the next message goes on from: a tool call's results, a server tool's
-# paused turn (`toolUse`: pi's tool call). Neither ends the answer, nor cuts it short; but one
+# paused turn (`toolUse`: pi's tool call; `tool_calls`, `function_call`: OpenAI's). Neither ends the answer, nor cuts it short; but one
 # that stopped for a tool call (`CALLS`) and holds none is cut short: nothing goes on from it
 # (`threadlog ask` exits 3 on it).
-CONTINUED_STOPS = frozenset({"tool_use", "pause_turn", "toolUse"})
-CALLS = frozenset({"tool_use", "toolUse"})
+CONTINUED_STOPS = frozenset({"tool_use", "pause_turn", "toolUse", "tool_calls", "function_call"})
+CALLS = frozenset({"tool_use", "toolUse", "tool_calls", "function_call"})
 # A server tool's paused turn: continued by the message after it, cut short when none follows.
 PAUSED = "pause_turn"
 REFUSED = "refusal"
@@ -46,11 +51,14 @@ REFUSED = "refusal"
 _CUT_BY = {
     "max_tokens": "cut off at the token limit",
     "model_context_window_exceeded": "cut off by the context window",
-    "length": "cut off at the token limit",  # pi's max_tokens
+    "length": "cut off at the token limit",  # pi's and OpenAI's max_tokens
+    "content_filter": "cut off by a content filter",  # OpenAI's
     "aborted": "cut off when it was aborted",
     "error": "cut off by an error",
     "tool_use": "cut off before the tool call it stopped for",
     "toolUse": "cut off before the tool call it stopped for",
+    "tool_calls": "cut off before the tool call it stopped for",
+    "function_call": "cut off before the tool call it stopped for",
     PAUSED: "paused by the server and not resumed",
 }
 _UNKNOWN = "may be cut short: a stop reason this release does not know"

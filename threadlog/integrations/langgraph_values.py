@@ -64,7 +64,14 @@ def replaced(previous: list[BaseMessage], value: list[BaseMessage]) -> set[str]:
     emitted again with its `response_metadata` or `usage_metadata`): the view would not."""
     now = {m.id: m for m in value if m.id}
     return {m.id for m in previous if m.id and m.id in now and not (now[m.id] is m or now[m.id] == m)
-            and anthropic_message(now[m.id]) != anthropic_message(m)}
+            and _as_shown(now[m.id]) != _as_shown(m)}
+
+
+def _as_shown(message: BaseMessage) -> Json | None:
+    """`anthropic_message` less its stop reason: metadata (`response_metadata`), which an answer
+    emitted again may change without being edited; the event keeps the one first recorded."""
+    data = anthropic_message(message)
+    return None if data is None else {key: value for key, value in data.items() if key != "stop_reason"}
 
 
 def _plain(value: Any, depth: int = 0) -> bool:
@@ -286,5 +293,24 @@ def anthropic_message(message: BaseMessage) -> Json | None:
     data: Json = {"role": role, "content": blocks}
     if message.id:
         data["message_id"] = message.id
+    stopped = stop_reason(message) if isinstance(message, AIMessage) else None
+    if stopped is not None:
+        data["stop_reason"] = stopped
     return data
+
+
+# How long a provider's stop reason may be to be kept: a word, not a document.
+_STOP_REASON_CHARS = 200
+
+
+def stop_reason(message: AIMessage) -> str | None:
+    """The stop reason an answer's provider gave, in its own words (`projections.stops` says
+    what each means): `response_metadata`'s `stop_reason` (Anthropic's) or `finish_reason`
+    (OpenAI's); None when it gives no text of a word's length."""
+    metadata = message.response_metadata if isinstance(message.response_metadata, dict) else {}
+    for key in ("stop_reason", "finish_reason"):
+        reason = metadata.get(key)
+        if isinstance(reason, str) and 0 < len(reason) <= _STOP_REASON_CHARS:
+            return str.__str__(reason)
+    return None
 

@@ -1,0 +1,53 @@
+"""An answer a LangGraph graph recorded keeps the stop reason its provider gave, in the
+provider's own words (LangChain's `response_metadata`: OpenAI's `finish_reason`, Anthropic's
+`stop_reason`), so one cut off at the token limit (`length`) reads as cut short, not whole."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from threadlog import Store
+from threadlog.cli import cli
+
+pytest.importorskip("langgraph")
+
+from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
+from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
+
+from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
+
+
+def _answering(saver: ThreadlogSaver, answers: list[AIMessage]) -> Any:
+    replies = iter(answers)
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", lambda state: {"messages": [next(replies)]})
+    graph.add_edge(START, "model")
+    return graph.compile(checkpointer=saver)
+
+
+def test_a_langgraph_answer_keeps_its_provider_s_stop_reason(tmp_path: Path) -> None:
+    """`finish_reason: length` read as a whole answer: every stop reason was left behind."""
+    db = tmp_path / "t.db"
+    answers = [AIMessage("The first step is", id="a1", response_metadata={"finish_reason": "length", "model_name": "gpt"}),
+               AIMessage("Filtered", id="a2", response_metadata={"finish_reason": "content_filter"}),
+               AIMessage("Done.", id="a3", response_metadata={"stop_reason": "end_turn"}),
+               AIMessage("Calling", id="a4", response_metadata={"finish_reason": "tool_calls"}),
+               AIMessage("Whole", id="a5", response_metadata={"finish_reason": "stop"})]
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        app = _answering(saver, answers)
+        config: Any = {"configurable": {"thread_id": "ana"}}
+        for i in range(len(answers)):
+            app.invoke({"messages": [HumanMessage(f"Q{i}", id=f"h{i}")]}, config)
+        thread = saver.threadlog_thread(config)
+        said = [e.data.get("stop_reason") for e in store.read(thread) if e.type == "message.appended" and e.data["role"] == "assistant"]
+    assert said == ["length", "content_filter", "end_turn", "tool_calls", "stop"]
+    rows = json.loads(CliRunner().invoke(cli, ["--db", str(db), "rows", thread, "--json"]).stdout)
+    assert [r["text"] for r in rows if r["kind"] == "cut_short"] == [
+        "cut off at the token limit (length)", "cut off by a content filter (content_filter)",
+        "cut off before the tool call it stopped for (tool_calls)"]
