@@ -15,7 +15,8 @@ The log keeps what the model produced; the request is the API-valid view of it, 
 - a tool call id the API would refuse (it takes `^[a-zA-Z0-9_-]+$`: another provider's
   `functions.bash:0`, an empty id) is sent as `api_tool_id` makes it, in the call and in its
   result alike, so the pair still matches; so is an id a call before it used (the log takes an
-  id again once its result is in, and the API refuses repeated ids);
+  id again once its result is in, and the API refuses repeated ids), a server tool's call
+  (`server_tool_use`) too, with the blocks of its message that name it (its result);
 - a tool result's own blocks lose their blank texts, and their stored `cache_control` when
   with the request's own breakpoints they would be more than the API allows; a failed one
   (`is_error`) left with nothing to say says `NO_OUTPUT` (the API refuses it empty);
@@ -465,36 +466,57 @@ def _unique_ids(messages: list[Json], origins: dict[int, int]) -> list[Json]:
     """`messages` with a tool call id that a call before it already used (the log takes an id
     again once its result is in; another provider's ids, `functions.bash:0`, repeat every turn)
     sent as `api_tool_id` of `<id>#<n>`, in the call and in the result that answers it, in the
-    next message: the API refuses a request whose tool_use ids repeat."""
+    next message: the API refuses a request whose tool_use ids repeat. A server tool's call
+    (`server_tool_use`: the log keeps what the API sent, and a server repeating an id is not
+    refused) is renamed so too, with the blocks after it in its message that name it: its
+    result (`web_search_tool_result`, ...) and a call made from its code (`caller.tool_id`)."""
     seen: set[str] = set()
     uses: dict[str, int] = {}  # an id -> the last n its renaming took (starting there keeps this linear)
     for index, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        renamed: dict[str, str] = {}
-        for block in message["content"]:
-            if block.get("type") == "tool_use":
+        renamed: dict[str, str] = {}  # a client tool call's id -> the id sent, in this message and its results in the next
+        served: dict[str, str] = {}  # a server tool call's id -> the id sent, for the blocks after it in this message
+        content = []
+        for stored in message["content"]:
+            block, kind = stored, stored.get("type")
+            if kind in _CALLS and isinstance(block.get("id"), str):
                 tool_id = block["id"]
                 if tool_id in seen:
                     n = uses.get(tool_id, 1) + 1
                     while (fresh := api_tool_id(f"{tool_id}#{n}")) in seen:
                         n += 1
                     uses[tool_id] = n
-                    renamed[tool_id] = fresh
+                    (renamed if kind == "tool_use" else served)[tool_id] = fresh
+                    block = {**block, "id": fresh}
                     tool_id = fresh
                 seen.add(tool_id)
-        if renamed:
-            for at, (kind, key) in ((index, ("tool_use", "id")), (index + 1, ("tool_result", "tool_use_id"))):
-                # The next message answers every call of this one (they are paired).
-                content = []
-                for block in messages[at]["content"]:
-                    if block.get("type") == kind and block[key] in renamed:
-                        stored = block
-                        block = {**block, key: renamed[block[key]]}
-                        origins[id(block)] = origins.get(id(stored), id(stored))
-                    content.append(block)
-                messages[at] = {"role": messages[at]["role"], "content": content}
+            answered = block.get("tool_use_id")
+            if served and kind != "tool_result" and isinstance(answered, str) and answered in served:
+                block = {**block, "tool_use_id": served[answered]}
+            caller = block.get("caller")
+            if served and isinstance(caller, dict) and isinstance(caller.get("tool_id"), str) and caller["tool_id"] in served:
+                block = {**block, "caller": {**caller, "tool_id": served[caller["tool_id"]]}}
+            if block is not stored:
+                origins[id(block)] = origins.get(id(stored), id(stored))
+            content.append(block)
+        if renamed or served:
+            messages[index] = {"role": "assistant", "content": content}
+        if renamed and index + 1 < len(messages):  # the next message answers every call of this one (they are paired)
+            answers = []
+            for stored in messages[index + 1]["content"]:
+                block = stored
+                if block.get("type") == "tool_result" and block["tool_use_id"] in renamed:
+                    block = {**block, "tool_use_id": renamed[block["tool_use_id"]]}
+                    origins[id(block)] = origins.get(id(stored), id(stored))
+                answers.append(block)
+            messages[index + 1] = {"role": messages[index + 1]["role"], "content": answers}
     return messages
+
+
+# The blocks that make a tool call, with an id no other call of a request may have: the
+# client's, and a server tool's (which the API runs and answers in the same message).
+_CALLS = frozenset(("tool_use", "server_tool_use"))
 
 
 # The key holding a tool call's id in the blocks that carry one, and the ids the API takes.

@@ -13,6 +13,7 @@ import pytest
 
 from eventstore import Store
 from projections import check_request
+from projections.request import checkable_offsets
 from threadlog.live import run_turn
 
 from messages_api import MessagesAPI, message
@@ -87,4 +88,28 @@ def test_tool_results_for_calls_made_from_code_name_its_container(file_store: St
     answer(api, message([{"type": "text", "text": "Yes."}]), stream)
     assert run_turn(file_store, t, "Sure?", api.client(), stream=stream).status == "ok"
     assert "container" not in api.requests[-1].json
+    file_store.verify()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_server_tool_id_the_server_sends_again_is_sent_back_once(file_store: Store, api: MessagesAPI, stream: bool) -> None:
+    # A server repeating a search's id in a later answer: both answers are kept as they came, and
+    # the next request (which held the id twice, refused by the API) sends the second renamed.
+    def search(query: str) -> list[dict[str, Any]]:
+        return [{"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {"query": query}},
+                {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": []},
+                {"type": "text", "text": f"Nothing on {query}."}]
+
+    t = file_store.create_thread(title="t", model=MODEL, tools=WEB_SEARCH)
+    for query in ("lyon", "paris"):
+        answer(api, message(search(query)), stream)
+        assert run_turn(file_store, t, f"{query}?", api.client(), stream=stream).status == "ok"
+    answer(api, message([{"type": "text", "text": "Done."}]), stream)
+    assert run_turn(file_store, t, "Done?", api.client(), stream=stream).status == "ok"
+    sent = [b for m in api.requests[-1].json["messages"] if m["role"] == "assistant" for b in m["content"]]
+    calls = [b["id"] for b in sent if b["type"] == "server_tool_use"]
+    assert calls[0] == "srvtoolu_01" and len(set(calls)) == 2
+    assert [b["tool_use_id"] for b in sent if b["type"] == "web_search_tool_result"] == calls
+    for offset in checkable_offsets(file_store, t):
+        assert check_request(file_store, t, offset).ok
     file_store.verify()

@@ -350,6 +350,40 @@ def test_a_sub_agents_shared_breakpoint_is_found_when_its_call_id_is_sent_mapped
         assert marked[0] == (2, 0, "tool_result") and sent[2]["content"][0]["tool_use_id"] == api_tool_id("functions.Agent:0")
 
 
+def searched(tool_id: str, query: str) -> list[dict[str, Any]]:
+    """A web search the API ran, as its answer holds it: the call, then its result."""
+    return [{"type": "server_tool_use", "id": tool_id, "name": "web_search", "input": {"query": query}},
+            {"type": "web_search_tool_result", "tool_use_id": tool_id,
+             "content": [{"type": "web_search_result", "url": f"https://example.com/{query}", "title": query,
+                          "encrypted_content": "e", "page_age": None}]}]
+
+
+def test_a_server_tool_id_used_again_is_sent_once_per_call_with_its_result(mem: Store) -> None:
+    """A server tool call's id that an earlier one used (a server repeating itself, in another
+    answer or in the same one) was sent twice in one request, which the API refuses; it is sent
+    renamed as a repeated tool_use id is, each result, and a call made from its code, following."""
+    t = mem.create_thread(model=MODEL, tools=[{"type": "web_search_20250305", "name": "web_search"}])
+    mem.append_message(t, "user", "Lyon?")
+    mem.append_message(t, "assistant", [*searched("srvtoolu_1", "lyon"), text("Sunny.")])
+    mem.append_message(t, "user", "Paris and Nice?")
+    running = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "code_execution", "input": {"code": "x"}}
+    from_code = {**use("toolu_9"), "caller": {"type": "code_execution_20260120", "tool_id": "srvtoolu_1"}}
+    mem.append_message(t, "assistant", [*searched("srvtoolu_1", "paris"), *searched("srvtoolu_1", "nice"), running, from_code])
+    mem.append_message(t, "user", [result("toolu_9")])
+    kwargs = anthropic_request(mem, t)
+    first, second = (m["content"] for m in kwargs["messages"] if m["role"] == "assistant")
+    calls = [b["id"] for b in [*first, *second] if b["type"] == "server_tool_use"]
+    assert calls[0] == "srvtoolu_1" and len(set(calls)) == 4
+    assert all(re.fullmatch("srvtoolu_[a-zA-Z0-9_]+", i) for i in calls)  # what the API takes for a server tool's id
+    answered = [b["tool_use_id"] for b in [*first, *second] if b["type"] == "web_search_tool_result"]
+    assert answered == calls[:3]  # each result follows its own call
+    assert [b["content"][0]["title"] for b in [*first, *second] if b["type"] == "web_search_tool_result"] == ["lyon", "paris", "nice"]
+    assert second[-1]["caller"]["tool_id"] == calls[3] and second[-1]["id"] == "toolu_9"
+    assert [b["id"] for b in thread_state(mem, t).messages[3].content if "id" in b][:3] == ["srvtoolu_1"] * 3  # the log keeps what came
+    validate_request(kwargs)
+    assert anthropic_request(mem, t) == kwargs
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=50), min_size=1, max_size=5, unique=True))
 def test_any_tool_ids_pair_up_in_the_request(ids: list[str]) -> None:
