@@ -64,7 +64,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from eventstore import InvalidEvent, RecordedEvent, Store, collector
-from eventstore.errors import shown
+from eventstore.errors import named, shown
 from eventstore.prepare import check_flag
 from eventstore.content import drain  # the one walker of lazily validated lists
 
@@ -727,7 +727,8 @@ def _params_adapter(beta: bool) -> TypeAdapter[Any]:
 def validate_request(kwargs: Json, beta: bool = False) -> None:
     """Raise `InvalidEvent` unless `kwargs` validates against the SDK's `MessageCreateParams`
     (`beta=True`: the beta one, for `client.beta.messages.create`, which knows beta-only
-    blocks such as `compaction`).
+    blocks such as `compaction`) and pairs its tool calls as the API requires, which the
+    schema does not say (`check_tool_pairs`).
 
     The SDK's TypedDicts declare lists as `Iterable`, which pydantic checks lazily; the
     content validator's drain consumes every such iterator, so nested blocks are checked too.
@@ -740,6 +741,42 @@ def validate_request(kwargs: Json, beta: bool = False) -> None:
         loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"] if not str(p).endswith("Param"))
         raise InvalidEvent(f"request{loc}", first["msg"]) from None
     drain(validated, "request")
+    check_tool_pairs(kwargs.get("messages"))
+
+
+def check_tool_pairs(messages: Any) -> None:
+    """Raise `InvalidEvent`, naming the message and the block by index, for what the API refuses
+    in a request's `messages` that the SDK's schema takes: a tool call id (`tool_use`,
+    `server_tool_use`) used twice, a `tool_result` answering no `tool_use` of the message
+    before it, and a `tool_use` no `tool_result` of the message after it answers (one in the
+    last message is answered by the next request). Messages or content not given as lists (the
+    schema's iterables, text) hold nothing to check."""
+    if not isinstance(messages, (list, tuple)):
+        return
+    contents = [m.get("content") if isinstance(m, dict) else None for m in messages]
+    blocks = [[b for b in c if isinstance(b, dict)] if isinstance(c, (list, tuple)) else [] for c in contents]
+    calls: dict[str, str] = {}  # a tool call id -> where its call is
+    for index, content in enumerate(blocks):
+        for number, block in enumerate(content):
+            kind, where = block.get("type"), f"messages[{index}].content[{number}]"
+            if kind in _CALLS and isinstance(block.get("id"), str):
+                if block["id"] in calls:
+                    raise InvalidEvent(f"request.{where}.id", f"tool call id {named(block['id'])} is used again "
+                                                              f"({calls[block['id']]} has it)")
+                calls[block["id"]] = where
+            elif kind == "tool_result":
+                asked = _uses(blocks[index - 1]) if index else set()
+                if block.get("tool_use_id") not in asked:
+                    before = f"messages[{index - 1}]" if index else "it is the first message"
+                    raise InvalidEvent(f"request.{where}.tool_use_id", f"{named(block.get('tool_use_id'))} answers no "
+                                                                       f"tool_use of the message before it ({before})")
+        if index + 1 < len(blocks):
+            answered = {b.get("tool_use_id") for b in blocks[index + 1] if b.get("type") == "tool_result"}
+            for number, block in enumerate(content):
+                if block.get("type") == "tool_use" and block.get("id") not in answered:
+                    raise InvalidEvent(f"request.messages[{index}].content[{number}].id",
+                                       f"tool call {named(block.get('id'))} has no tool_result in the message after "
+                                       f"it (messages[{index + 1}])")
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,6 +67,47 @@ def test_validation_is_the_sdks_and_checks_nested_blocks() -> None:
         validate_request(nested)
 
 
+def asking(*messages: tuple[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    return {"max_tokens": 5, "model": MODEL, "messages": [{"role": role, "content": content} for role, content in messages]}
+
+
+SEARCH = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}}
+REFUSED_PAIRS: list[tuple[str, dict[str, Any], str]] = [
+    ("tool-id-twice", asking(("user", [text("go")]), ("assistant", [use("a")]), ("user", [result("a")]), ("assistant", [use("a")]),
+                             ("user", [result("a")])),
+     "request.messages[3].content[0].id: tool call id 'a' is used again (messages[1].content[0] has it)"),
+    ("server-tool-id-twice", asking(("user", [text("go")]), ("assistant", [text("x"), SEARCH, SEARCH])),
+     "request.messages[1].content[2].id: tool call id 'srvtoolu_1' is used again (messages[1].content[1] has it)"),
+    ("server-and-client-id-alike", asking(("user", [text("go")]), ("assistant", [SEARCH, use("srvtoolu_1")]),
+                                          ("user", [result("srvtoolu_1")])),
+     "request.messages[1].content[1].id: tool call id 'srvtoolu_1' is used again (messages[1].content[0] has it)"),
+    ("result-of-no-call", asking(("user", [text("go")]), ("assistant", [use("a")]), ("user", [result("a"), result("b")])),
+     "request.messages[2].content[1].tool_use_id: 'b' answers no tool_use of the message before it (messages[1])"),
+    ("result-of-an-older-call", asking(("user", [text("go")]), ("assistant", [use("a")]), ("user", [result("a")]),
+                                       ("assistant", [text("ok")]), ("user", [result("a")])),
+     "request.messages[4].content[0].tool_use_id: 'a' answers no tool_use of the message before it (messages[3])"),
+    ("result-first", asking(("user", [result("a")])),
+     "request.messages[0].content[0].tool_use_id: 'a' answers no tool_use of the message before it (it is the first message)"),
+    ("call-unanswered", asking(("user", [text("go")]), ("assistant", [use("a"), use("b")]), ("user", [result("b")])),
+     "request.messages[1].content[0].id: tool call 'a' has no tool_result in the message after it (messages[2])"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "says"), [c[1:] for c in REFUSED_PAIRS], ids=[c[0] for c in REFUSED_PAIRS])
+def test_validation_refuses_repeated_tool_ids_and_results_of_no_call(kwargs: dict[str, Any], says: str) -> None:
+    """The SDK's schema takes a request whose tool call ids repeat, or whose tool_result answers
+    no call of the message before; the API refuses both: so does `validate_request`, naming where."""
+    with pytest.raises(InvalidEvent) as caught:
+        validate_request(kwargs)
+    assert str(caught.value) == says
+
+
+def test_validation_takes_paired_calls_and_ids_used_once() -> None:
+    validate_request(asking(("user", [text("go")]), ("assistant", [SEARCH, use("a"), use("b")]), ("user", [result("b"), result("a")]),
+                            ("assistant", [use("c")])))  # the last call is answered by the next request
+    validate_request(asking(("user", "go"), ("assistant", "plain text")))  # content as text holds no block
+
+
 GOOD = {"max_tokens": 5, "model": MODEL, "messages": [{"role": "user", "content": [text("hi")]}]}
 DEEP: dict[str, Any] = {}
 for _ in range(1200):
