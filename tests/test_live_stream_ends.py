@@ -269,3 +269,38 @@ def test_the_note_of_an_error_sent_after_a_whole_answer_is_one_escaped_line_of_a
     _one_short_line(result.stderr)
     with Store(db) as store:
         store.verify()
+
+
+def test_an_answer_without_an_id_is_kept_without_one_and_nothing_says_none(api: MessagesAPI, tmp_path: Path) -> None:
+    """A `message_start` whose message has no id (a proxy's stream): the answer is kept without a
+    `message_id`, and the note of an error sent after it said "whole answer (message None)"."""
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(title="t", model=MODEL)
+    body = message([{"type": "text", "text": "Lyon by TGV, at eight."}])
+    del body["id"]
+    whole = encode_sse(sse_events(body))
+    api.replies.append(Reply(200, whole + AFTER_STOP["error-event"], "text/event-stream"))
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": api.url}
+    result = CliRunner().invoke(cli, ["--db", str(db), "ask", t, "Hello", "--stream"], env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Lyon by TGV, at eight.\n"
+    assert "Overloaded" in result.stderr and "None" not in result.stderr, result.stderr
+    assert "the whole answer (which came without a message id) had come" in result.stderr, result.stderr
+    for command in (["show", t], ["rows", t], ["log", t], ["transcript", t], ["blame", t], ["request", t, "--check"]):
+        shown = CliRunner().invoke(cli, ["--db", str(db), *command], catch_exceptions=False)
+        assert shown.exit_code == 0 and "None" not in shown.output, (command, shown.output)
+    with Store(db) as store:
+        [answer] = [m for m in thread_state(store, t).messages if m.role == "assistant"]
+        assert "message_id" not in store.event_at(t, answer.offset).data
+        assert check_request(store, t, answer.offset).ok
+        store.verify()
+
+
+def test_an_answer_whose_id_is_no_text_is_refused_naming_it(api: MessagesAPI) -> None:
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL)
+    api.reply_json({**message([{"type": "text", "text": "Hi."}]), "id": 12})
+    turn = run_turn(store, t, "Hello", api.client())
+    assert turn.status == "error" and turn.error == "BadAnswer: the API's answer has id 12, which is no message id (text)"
+    then_goes_on(store, t, api)

@@ -386,7 +386,7 @@ def _run(
         except InvalidEvent as error:  # the API's blocks break a rule of the log: say which
             return _stop(store, turn, f"the API's answer could not be stored: {error}", None)
         except StoreError as error:  # the file stayed locked, say: the answer is shown with the error, not lost unseen
-            error.add_note(f"the API's answer (message {reply.id}) was not stored; its text: {_text(reply)}")
+            error.add_note(f"the API's answer {_which(reply)} was not stored; its text: {_text(reply)}")
             raise
         turn.messages.append(recorded)
         head = recorded.offset + 1
@@ -498,7 +498,7 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
                                 "stop reason and its output token count")
             request_id, body = events.request_id, _body(events.response.request, kwargs, True)
             if read.after is not None:
-                after = (f"the API's stream failed after the whole answer (message {str(reply.id)[:100]}) had come, up to "
+                after = (f"the API's stream failed after the whole answer {_which(reply)} had come, up to "
                          f"its message_stop; the answer is kept: {read.after}")
     else:
         try:
@@ -509,10 +509,12 @@ def _call(client: anthropic.Anthropic, kwargs: Json, stream: bool, on_text: Call
         if isinstance(reply, anthropic.types.Message) and getattr(reply, "type", None) == "error":  # typed "message", read as sent
             _refuse_error(reply.model_extra or {})
     if not isinstance(reply, anthropic.types.Message) or not isinstance(reply.content, list):
-        shown = type(reply.content if isinstance(reply, anthropic.types.Message) else reply).__name__
-        raise BadAnswer(f"the API answered with a {shown} where a message with a list of content blocks belongs")
+        what = type(reply.content if isinstance(reply, anthropic.types.Message) else reply).__name__
+        raise BadAnswer(f"the API answered with a {what} where a message with a list of content blocks belongs")
     if reply.role != "assistant":  # the SDK builds its models unchecked: a server could say anything here
         raise BadAnswer(f"the API's answer has role {str(reply.role)[:40]!r}; an answer is the assistant's")
+    if getattr(reply, "id", None) is not None and not isinstance(reply.id, str):  # none is kept as none: `_which`
+        raise BadAnswer(f"the API's answer has id {shown(reply.id)[:100]}, which is no message id (text)")
     for index, block in enumerate(reply.content):
         # A thinking block goes back to the API with its signature, which the API checks: a
         # stream that never sent it left "" (and the next request of the turn refused).
@@ -575,6 +577,13 @@ def _body(request: Any, kwargs: Json, stream: bool) -> bytes:
         return bytes(request.content)
     except httpx2.RequestNotRead:
         return request_body(kwargs, stream)
+
+
+def _which(reply: Any) -> str:
+    """The answer as a message names it, in parentheses: by its id, or as one that came without
+    (a proxy's stream may send none; the answer is recorded without a `message_id`)."""
+    message_id = getattr(reply, "id", None)
+    return f"(message {message_id[:100]})" if isinstance(message_id, str) and message_id else "(which came without a message id)"
 
 
 def _text(reply: anthropic.types.Message) -> str:
