@@ -236,19 +236,54 @@ def _called_where(store: Store, thread: str, at: int, ids: Sequence[str]) -> str
     return ", ".join(f"{id_} (offset {offsets[id_]})" if id_ in offsets else id_ for id_ in ids)
 
 
-def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any],
-          then: list[PreparedEvent], fan_out: bool = False, allow_busy: bool = False) -> str:
-    """Check and write one fork (inside the caller's transaction); `then` follows its event."""
+def _fork_point(store: Store, thread: str, at: Any) -> tuple[list[StreamRow], list[ThreadInfo], int]:
+    """The rows and threads of `thread`'s ancestry a fork at `at` reads, and `at` (its head when
+    None), refused (`check_fork_point`) when no fork can start there."""
     # The streams holding the event before the fork point (only the thread's own row when
     # `at` is none or not an offset: its head's hash and facts are on the row).
     rows = acyclic(store.backend.ancestry(thread, at - 1 if is_index(at, 1) else MAX_INDEX))
     if not rows:
         raise ThreadNotFound(thread)
     ancestry = [ThreadInfo.from_row(row) for row in rows]
-    parent, first_message = ancestry[0], rows[0].first_message_offset
     if at is None:
-        at = parent.head
-    check_fork_point(thread, at, parent.head, first_message)
+        at = ancestry[0].head
+    check_fork_point(thread, at, ancestry[0].head, rows[0].first_message_offset)
+    return rows, ancestry, at
+
+
+def check_drop(store: Store, thread: str, at: Any) -> int:
+    """`Store.check_drop`: refuse a fork of `thread` at `at` (its head when None) whose dropped
+    calls are all its messages; returns the point."""
+    rows, ancestry, point = _fork_point(store, thread, at)
+    _, facts = chained_to(store, rows, ancestry, point)
+    dropped = list(facts.tools)
+    if dropped and _only_calls(store, thread, rows[0].first_message_offset, point, set(dropped)):
+        raise ForkRefused("empty", f"cannot fork {thread!r} at {point}: its only messages are tool calls waiting for results "
+                          f"({_called_where(store, thread, point, dropped)}), which unanswered='drop' leaves out, and a "
+                          "fork holds a message: answer them first and fork after, keep them waiting in the fork "
+                          "(unanswered='keep'), or start a new thread", dropped)
+    return point
+
+
+def _only_calls(store: Store, thread: str, first_message: int | None, at: int, ids: set[str]) -> bool:
+    """Whether every message of `thread` below `at` holds nothing but tool calls with these ids,
+    the calls a fork drops: its view would hold no message. Read from the first message to the
+    first other one, which is reached after the messages that made those calls at most."""
+    for _, type_, data in store.read_data(thread, first_message or 0, at):
+        if type_ != "message.appended":
+            continue
+        content = data.get("content")
+        if not (isinstance(content, list) and content and all(
+                isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") in ids for block in content)):
+            return False
+    return True
+
+
+def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any],
+          then: list[PreparedEvent], fan_out: bool = False, allow_busy: bool = False) -> str:
+    """Check and write one fork (inside the caller's transaction); `then` follows its event."""
+    rows, ancestry, at = _fork_point(store, thread, at)
+    parent, first_message = ancestry[0], rows[0].first_message_offset
     prev_hash, facts = chained_to(store, rows, ancestry, at)
     if facts.runs and not (fan_out or allow_busy):
         raise ForkRefused("busy", f"cannot fork {thread!r} at {at}: run {named(facts.runs[-1])} is in progress there; "

@@ -1360,6 +1360,14 @@ class Store:
         row = self._stream(thread)
         forks.check_fork_point(thread, at, row.head, row.first_message_offset, doing)
 
+    def check_drop(self, thread: str, at: Any = None) -> int:
+        """Refuse (`ForkRefused`, `empty`, with `tool_use_ids`) a fork of `thread` at `at` (default:
+        its head) with `unanswered="drop"` whose only messages are the calls it drops: the fork
+        would hold no message, as one before the first message would (refused so too); returns
+        the point, for the fork. `fork` itself makes such a fork (an import's branch, which its
+        own events go on): a caller forking for a person who goes on from there checks first."""
+        return forks.check_drop(self, thread, at)
+
     def fan_out(
         self,
         thread: str,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from eventstore import DEFAULT_PLACEHOLDER, ForkRefused, InvalidEvent, Store, ThreadNotFound
 from eventstore.prepare import prepare
-from tests.backends import dump, postgres_url
+from tests.backends import dump, file_dump, postgres_url
 from tests.procs import started_together
 from projections import anthropic_request, thread_state
 from threadlog.render import tree_lines
@@ -186,6 +186,53 @@ def test_unanswered_tool_calls_refused_with_ids_or_dropped(store: Store, convo: 
     answer(store, convo, "toolu_a", "toolu_b")
     assert store.fork(convo)  # answered: a safe point again
     assert store.fork(convo, at=4)  # before the call
+
+
+def test_dropping_the_only_messages_calls_is_refused_as_a_fork_of_nothing(store: Store) -> None:
+    """A thread whose only messages are tool calls waiting for results (a session cut off after
+    its first call): `threadlog fork --unanswered drop` made a fork with no message, whose
+    request then said so. `check_drop` refuses it as a fork before the first message is, naming
+    the calls and what to do; a message other than those calls before the point is enough.
+    (`fork` itself still makes it: an import's branch goes on in it with its own events.)"""
+    t = store.create_thread(model="m")
+    tool_call(store, t, "toolu_a")
+    tool_call(store, t, "toolu_b")
+    error = refuse(store, "empty", store.check_drop, t)
+    assert error.tool_use_ids == ["toolu_a", "toolu_b"]
+    assert str(error) == (f"cannot fork {t!r} at 3: its only messages are tool calls waiting for results (toolu_a (offset 1), "
+                          "toolu_b (offset 2)), which unanswered='drop' leaves out, and a fork holds a message: answer them "
+                          "first and fork after, keep them waiting in the fork (unanswered='keep'), or start a new thread")
+    refuse(store, "empty", store.check_drop, t, 2)
+    refuse(store, "offset_out_of_range", store.check_drop, t, 9)  # as fork refuses it
+    store.append_message(t, "user", "never mind")
+    assert store.check_drop(t) == 4
+    f = store.fork(t, 4, unanswered="drop")  # the question stays in the fork's view
+    assert [m.role for m in thread_state(store, f).messages] == ["user"]
+    u = store.create_thread(model="m")
+    store.append_message(u, "assistant", [{"type": "text", "text": "Let me look."},
+                                          {"type": "tool_use", "id": "toolu_c", "name": "search", "input": {}}])
+    g = store.fork(u, store.check_drop(u), unanswered="drop")  # the text stays
+    assert [m.content for m in thread_state(store, g).messages] == [[{"type": "text", "text": "Let me look."}]]
+    store.verify()
+
+
+def test_the_cli_refuses_a_fork_that_would_drop_its_only_message(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(model="m")
+        tool_call(store, t, "toolu_a")
+    before = file_dump(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "fork", t, "--unanswered", "drop"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (f"error: cannot fork {t!r} at 2: its only messages are tool calls waiting for results (toolu_a "
+                             "(offset 1)), which --unanswered drop leaves out, and a fork holds a message: answer them first "
+                             "and fork after, keep them waiting in the fork (--unanswered keep), or start a new thread "
+                             "(`threadlog new`)\n")
+    assert file_dump(db) == before
 
 
 def test_a_refusal_for_unanswered_calls_says_where_each_was_made(store: Store, convo: str) -> None:

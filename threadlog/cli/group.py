@@ -342,6 +342,8 @@ def _bounded(message: str) -> str:
 # Library wording -> the CLI's: what a CLI user would type instead.
 _CLI_WORDS = {
     "pass unanswered='drop' (or 'keep')": "pass --unanswered drop (or keep)",
+    "which unanswered='drop' leaves out": "which --unanswered drop leaves out",
+    "(unanswered='keep'), or start a new thread": "(--unanswered keep), or start a new thread (`threadlog new`)",
     "fork() or fan_out()": "`threadlog fork` or `threadlog fan-out`",
     "redact()": "`threadlog redact`",
     "(expect='no_stream')": "(`threadlog new`)",

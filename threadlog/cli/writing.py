@@ -219,6 +219,8 @@ def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, c
         raise click.BadParameter("names the file the fork note points the model at: not stdout (-)", param_hint="--transcript")
     options = {"todos": todos, "metadata": metadata, "retrieval": retrieval, "unanswered": unanswered, "config": config or None,
                "title": title}
+    if unanswered == "drop" and context == "full":  # a fork whose only messages it drops holds none: refused
+        at = store.check_drop(thread, at)
     if transcript_path and context == "note":  # the note names PATH: it is there when the fork is
         fork_id = fork_with_transcript(store, thread, transcript_path, at, **options)
     else:
