@@ -299,6 +299,11 @@ def _out_of_order() -> dict[str, list[tuple[str, dict[str, Any]]]]:
     again = ("message_start", {**events[0][1], "message": {**events[0][1]["message"], "id": "msg_other", "model": "other"}})
     return {
         "no-message-start": events[1:],
+        # Passed over by the SDK (it folds nothing before message_start): the stop reason and the
+        # token count it sent were lost, and the answer was recorded `ok` without them.
+        "message-delta-before-message-start": [events[-2], *events[:-2], events[-1]],
+        "a-stop-reason-before-message-start": [("message_delta", {**events[-2][1], "delta": {"stop_reason": "max_tokens"}}),
+                                               *events],
         "delta-before-its-block-starts": [events[0], events[2], *events[1:]],
         "delta-of-a-block-never-started": [events[0], delta, *events[1:]],
         "stop-of-a-block-never-started": [*events[:-2], ("content_block_stop", {"type": "content_block_stop", "index": 7}), *events[-2:]],

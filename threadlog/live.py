@@ -608,6 +608,9 @@ def _paired(text: str) -> str:
 _FOLDS_INTO = {"text_delta": ("text",), "citations_delta": ("text",), "thinking_delta": ("thinking",),
                "signature_delta": ("thinking",), "input_json_delta": ("tool_use", "server_tool_use"),
                "compaction_delta": ("compaction",)}
+# The stream's events the SDK folds into its message once `message_start` came (it passes over
+# any before: `_Read.check_order` refuses them).
+_FOLDED = frozenset(("message_delta", "message_stop", "content_block_start", "content_block_delta", "content_block_stop"))
 # The fields of a `compaction_delta`, which replace its block's.
 _COMPACTION = ("content", "encrypted_content")
 
@@ -731,10 +734,14 @@ class _Read:
 
     def check_order(self, event: Any) -> None:
         """`BadAnswer` for an event the SDK folds into a message other than the one the stream
-        sent: a second `message_start` (passed over), a block started at another index than the
-        next (each later delta then lands in another block), a delta of a kind the SDK does not
-        know or one for a block of another kind (passed over: its block would be recorded
+        sent: an event before `message_start` (passed over: a `message_delta` there lost the stop
+        reason it sent), a second `message_start` (passed over), a block started at another index
+        than the next (each later delta then lands in another block), a delta of a kind the SDK
+        does not know or one for a block of another kind (passed over: its block would be recorded
         without what it sent, a tool call run with arguments the model never gave)."""
+        if event.type in _FOLDED and not self.started:
+            raise BadAnswer(f"the API's stream sent a {str(event.type)[:80]} event before its message_start: its events "
+                            "are no one message")
         if event.type == "message_start":
             if self.started:
                 raise BadAnswer("the API's stream sent a second message_start: its events are no one message")
