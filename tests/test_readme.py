@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -37,6 +39,18 @@ def _commands(block: str) -> list[str]:
         if line.strip():
             lines.append(line)
     return lines
+
+
+def _run_the_tour(tmp_path: Path, *after: str) -> subprocess.CompletedProcess[str]:
+    """The tour under "## Command line" through a real subprocess in `tmp_path`, as a reader
+    runs it (`follow` and `serve`, which run until stopped, passed over), then `after`."""
+    lines = [line for line in _commands(_shell_block("## Command line")) if not re.match(r"threadlog (follow|serve)\b", line)]
+    script = "\n".join(["set -e", f'threadlog() {{ "{sys.executable}" -m threadlog "$@"; }}', *lines, *after])
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "THREADLOG_DB": str(tmp_path / "threadlog.db"), "PYTHONPATH": str(root)})
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    return done
 
 
 def test_documented_commands_exist() -> None:
@@ -86,17 +100,8 @@ def test_the_command_line_tour_runs_in_order_on_a_fresh_database(tmp_path: Path)
     `follow` and `serve`, which run until stopped, passed over), on a new database. Its `ls`
     said "threads" where the command lists root threads unless given --all, so a reader who had
     just made five forks saw one line; and an empty `interrupt list` says so on stderr."""
-    import subprocess
-    import sys
-
     block = _shell_block("## Command line")
-    lines = [line for line in _commands(block) if not re.match(r"threadlog (follow|serve)\b", line)]
-    script = "\n".join(["set -e", f'threadlog() {{ "{sys.executable}" -m threadlog "$@"; }}', *lines,
-                        'echo "t=$t"', "threadlog ls", "echo ---", "threadlog ls --all"])
-    root = Path(__file__).resolve().parent.parent
-    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "THREADLOG_DB": str(tmp_path / "threadlog.db"), "PYTHONPATH": str(root)})
-    assert done.returncode == 0, (done.stdout, done.stderr)
+    done = _run_the_tour(tmp_path, 'echo "t=$t"', "threadlog ls", "echo ---", "threadlog ls --all")
     assert (tmp_path / "trip.transcript.md").exists()
     t = done.stdout.split("t=", 1)[1].splitlines()[0]
     roots, everything = done.stdout.split("t=", 1)[1].split("---\n")
@@ -104,6 +109,17 @@ def test_the_command_line_tour_runs_in_order_on_a_fresh_database(tmp_path: Path)
     assert len(everything.splitlines()) == 1 + 1 + 5  # the header, t, its three forks and two sub-agents
     assert "# root threads (--all: forks and sub-agents\n" in block
     assert "(none: `no question waiting` on stderr, exit 0)" in block
+
+
+def test_the_projections_example_runs_where_the_command_line_tour_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader who ran the command-line tour and then the Projections example in the same
+    directory saw the example refused: the tour's note fork writes `trip.transcript.md`, and
+    the example's note fork of another thread named that same file, which a fork refuses to
+    write over (another thread's note fork may point its model at it)."""
+    _run_the_tour(tmp_path)
+    example = next(code for code in EXAMPLES if "fork_with_transcript(store" in code)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "README.md", "exec"), {})  # noqa: S102
 
 
 def test_the_reading_search_and_backup_commands_run_as_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
