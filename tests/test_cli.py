@@ -620,3 +620,13 @@ def test_the_cli_starts_without_the_modules_only_some_commands_need() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_interrupt_group_names_every_command_it_holds() -> None:
+    """`threadlog --help` said `interrupt` raises, resolves or cancels one, so a reader looking
+    for the questions waiting on a thread did not find `interrupt list` there."""
+    from click.testing import CliRunner
+
+    listed = CliRunner().invoke(cli, ["--help"]).stdout
+    line = next(row for row in listed.splitlines() if row.strip().startswith("interrupt "))
+    assert all(name in line for name in ("Raise", "resolve", "cancel", "list")), line

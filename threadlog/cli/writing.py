@@ -289,7 +289,7 @@ def report_(store: Store, subagent: str, text: str | None, status: str, as_json:
 @cli.group()
 @db_option
 def interrupt(db: str | None) -> None:
-    """Raise, resolve or cancel an interrupt: a question a run puts to a human."""
+    """Raise, resolve, cancel or list interrupts: the questions a run puts to a human."""
     _pass_db(db)
 
 
