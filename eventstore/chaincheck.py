@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from .backend import Backend, EventRow, StreamRow
 from .cuts import past_its_offset
 from .errors import InvalidEvent, StoreError, named
-from .events import CATALOGUE, MAX_DEPTH, parse
+from .events import CATALOGUE, MAX_DEPTH, validate_data
 from .facts import NONE, Facts, advance, after_fork
 from .integrity import GENESIS, HASH_TAG, canonical, chain_hash_in, digest, legacy_chain_hash
 from .ranges import MAX_INDEX, is_index
@@ -176,7 +176,7 @@ class Chain:
             return position, f"{stream_id} offset {offset}: data is not readable JSON"
         if not isinstance(parsed, dict):
             return position, f"{stream_id} offset {offset}: data is not a JSON object"
-        unwritten = _unwritten(type_, version, parsed, offset, redacted_by is None)
+        unwritten = _unwritten(type_, version, parsed, data, offset, redacted_by is None)
         if unwritten:
             return position, f"{stream_id} offset {offset}: {unwritten}"
         if type_ == "event.redacted":
@@ -265,7 +265,7 @@ class Chain:
         return None
 
 
-def _unwritten(type_: str, version: int, data: dict[str, Any], offset: int, whole: bool) -> str | None:
+def _unwritten(type_: str, version: int, data: dict[str, Any], text: str, offset: int, whole: bool) -> str | None:
     """Why neither an append nor a restore would store this event as it is, or None: a type
     this release does not know, a schema version other than the one it writes, or (`whole`:
     a payload no redaction erased) data of another shape than its type's, as a restore checks
@@ -281,10 +281,10 @@ def _unwritten(type_: str, version: int, data: dict[str, Any], offset: int, whol
     if not whole or type_ == "message.appended":
         return None
     try:
-        validated = parse({"type": type_, "data": data}, "data", restoring=True)[1]
-    except InvalidEvent as error:  # its field is `data.data.…`: the event's own `data.…` is meant
-        return f"not a {type_} an append stores ({error.field.partition('.')[2]}: {error.why})"
-    if canonical(validated) != canonical(data):
+        validated = canonical(validate_data(model, data, restoring=True))
+    except InvalidEvent as error:
+        return f"not a {type_} an append stores ({error.field}: {error.why})"
+    if validated != text and validated != canonical(data):  # the stored text is canonical but for an early release's
         return f"data is not a {type_} as an append stores it (a field holds a value of another kind)"
     past = past_its_offset(type_, data, offset)
     return f"data.through_offset: {past}" if past else None

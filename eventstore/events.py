@@ -655,16 +655,23 @@ def parse(event: Any, field: str = "event", restoring: bool = False) -> tuple[st
         raise InvalidEvent(f"{field}.data", f"must be an object, not {type(data).__name__}")
     if not isinstance(meta_in, Meta):  # small: checked here; data's depth is checked once serialized
         check_depth(meta_in, f"{field}.meta")
-    try:
-        validated = model.model_validate(data, context={"restoring": restoring})
-    except ValidationError as error:
-        raise first_error(error, f"{field}.data") from None
-    except RecursionError:  # content validation walks the blocks recursively
-        raise too_deep(data, f"{field}.data") from None
-    except InvalidEvent as error:  # raised by a field validator (content blocks)
-        raise InvalidEvent(f"{field}.data.{error.field}", error.why) from None
+    validated = validate_data(model, data, f"{field}.data", restoring)
     try:
         meta = meta_in if isinstance(meta_in, Meta) else Meta.model_validate(meta_in, context={"restoring": restoring})
     except ValidationError as error:
         raise first_error(error, f"{field}.meta") from None
-    return type_, validated.model_dump(exclude_none=True), meta.model_dump(exclude_none=True)
+    return type_, validated, meta.model_dump(exclude_none=True)
+
+
+def validate_data(model: type[EventData], data: Json, field: str = "data", restoring: bool = False) -> Json:
+    """An event's data validated by its type's model (`CATALOGUE`), JSON-ready, unset optional
+    fields left out; a refusal (`InvalidEvent`) names the field below `field`. `parse` without
+    the envelope and meta: `verify` checks each stored event's data with it."""
+    try:
+        return model.model_validate(data, context={"restoring": restoring}).model_dump(exclude_none=True)
+    except ValidationError as error:
+        raise first_error(error, field) from None
+    except RecursionError:  # content validation walks the blocks recursively
+        raise too_deep(data, field) from None
+    except InvalidEvent as error:  # raised by a field validator (content blocks)
+        raise InvalidEvent(f"{field}.{error.field}", error.why) from None
