@@ -15,7 +15,11 @@ adapter with its provider's (LangChain's `response_metadata`): OpenAI's `finish_
 ends an answer whole, `tool_calls` and `function_call` are continued (as `tool_use`: one that
 holds no call is cut short), `length` cuts it short, and so does `content_filter`. That one is
 not marked refused: the provider's filter stopped the output part-way, with no `stop_details`
-to say why, and the text before it is kept; the reader needs to know the answer is not whole.
+to say why, and the text before it is kept; the reader needs to know the answer is not whole. The OpenAI Agents SDK session keeps an
+assistant message item's `status` (the Responses API's): `completed` ends it whole,
+`incomplete` (the model stopped before it finished: its output token limit, a filter) and
+`in_progress` (an item stored while still being written) cut it short. A source's stop reason
+is kept only as text of a word's length (`source_stop_reason`).
 
 A paused answer (`pause_turn`: a server tool's long turn, which the model goes on from when the
 conversation is sent back) is continued by the message after it. One that no message follows
@@ -36,8 +40,9 @@ from collections.abc import Mapping
 from typing import Any
 
 # The stop reasons of an answer the model ended whole (None: an answer that gave none, as an
-# import or an earlier release recorded it; `stop`: pi's end of a turn).
-WHOLE_STOPS = frozenset({"end_turn", "stop_sequence", None, "stop"})
+# import or an earlier release recorded it; `stop`: pi's and OpenAI's end of a turn;
+# `completed`: an Agents SDK message item's status).
+WHOLE_STOPS = frozenset({"end_turn", "stop_sequence", None, "stop", "completed"})
 # Those of an answer the next message goes on from: a tool call's results, a server tool's
 # paused turn (`toolUse`: pi's tool call; `tool_calls`, `function_call`: OpenAI's). Neither ends the answer, nor cuts it short; but one
 # that stopped for a tool call (`CALLS`) and holds none is cut short: nothing goes on from it
@@ -59,9 +64,23 @@ _CUT_BY = {
     "toolUse": "cut off before the tool call it stopped for",
     "tool_calls": "cut off before the tool call it stopped for",
     "function_call": "cut off before the tool call it stopped for",
+    "incomplete": "cut off before it was finished",  # an Agents SDK message item's status
+    "in_progress": "cut off while it was still being written",  # the same
     PAUSED: "paused by the server and not resumed",
 }
 _UNKNOWN = "may be cut short: a stop reason this release does not know"
+# How long a source's stop reason may be to be kept (an adapter's, from its provider's
+# metadata or its item's status): a word, not a document.
+STOP_REASON_CHARS = 200
+
+
+def source_stop_reason(value: Any) -> str | None:
+    """A stop reason a source gave (a provider's `finish_reason`, an item's `status`) as an
+    answer keeps it, in the source's own words: text of up to `STOP_REASON_CHARS` characters
+    (a str subclass as plain text); None for anything else (nothing is kept)."""
+    if isinstance(value, str) and 0 < len(value) <= STOP_REASON_CHARS:
+        return str.__str__(value)
+    return None
 
 
 def stop_details_said(data: Mapping[str, Any]) -> str:

@@ -552,3 +552,42 @@ def test_the_viewer_shows_an_mcp_calls_server_tool_arguments_and_output(db: Path
         page = client.get("/thread", params={"id": thread}).text
     assert "<p>→ s.t({})<br>\n← out</p>" in page and "[mcp_call]" not in page, page
     assert '<p>→ docs.lookup({"q": "x"})<br>\n← error: server gone</p>' in page
+
+
+def _answer(text: str, status: Any, item_id: str) -> Any:
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+    return ResponseOutputMessage(id=item_id, type="message", role="assistant", status=status,
+                                 content=[ResponseOutputText(text=text, type="output_text", annotations=[], logprobs=[])])
+
+
+def test_an_answer_the_model_did_not_finish_is_marked_cut_short_and_comes_back_as_added(db: Path) -> None:
+    """An assistant message the model did not finish (its item's `status: incomplete`, as the
+    Responses API gives an answer stopped at `max_output_tokens`) read as a whole answer: the
+    session kept no stop reason. It keeps the item's status in the item's own words; the item
+    comes back exactly as the SDK gave it."""
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+
+    model = ScriptedModel([[_answer("The first step is", "incomplete", "m1")], [_answer("Done.", "completed", "m2")]])
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(chat(session, model, "Plan a trip", "Thanks"))
+        odd = [{"type": "message", "role": "user", "status": "incomplete", "content": [{"type": "input_text", "text": "mine"}]},
+               {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "status": "incomplete"},
+               {"type": "message", "role": "assistant", "status": "x" * 201, "content": "long"},
+               {"type": "message", "role": "assistant", "status": 7, "content": "seven"},
+               {"type": "message", "role": "assistant", "status": "in_progress", "content": "still"}]
+        run(session.add_items(odd))
+        items = run(session.get_items())
+        assert [item.get("status") for item in items] == [None, "incomplete", None, "completed", *[item["status"] for item in odd]]
+        assert items[1] == _answer("The first step is", "incomplete", "m1").model_dump(exclude_unset=True)
+        assert items[4:] == odd
+        assert session.thread is not None
+        said = [e.data.get("stop_reason") for e in store.read(session.thread) if e.type == "message.appended"]
+        assert said == [None, "incomplete", None, "completed", None, None, None, None, "in_progress"]
+        thread = session.thread
+    rows = json.loads(CliRunner().invoke(cli, ["--db", str(db), "rows", thread, "--json"]).stdout)
+    assert [r["text"] for r in rows if r["kind"] == "cut_short"] == [
+        "cut off before it was finished (incomplete)", "cut off while it was still being written (in_progress)"]

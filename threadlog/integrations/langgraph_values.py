@@ -34,6 +34,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from eventstore.events import MAX_DEPTH
+from projections.stops import source_stop_reason
 
 Json = dict[str, Any]
 
@@ -299,18 +300,13 @@ def anthropic_message(message: BaseMessage) -> Json | None:
     return data
 
 
-# How long a provider's stop reason may be to be kept: a word, not a document.
-_STOP_REASON_CHARS = 200
-
-
 def stop_reason(message: AIMessage) -> str | None:
     """The stop reason an answer's provider gave, in its own words (`projections.stops` says
     what each means): `response_metadata`'s `stop_reason` (Anthropic's) or `finish_reason`
-    (OpenAI's); None when it gives no text of a word's length."""
+    (OpenAI's); None when it gives no text of a word's length (`source_stop_reason`)."""
     metadata = message.response_metadata if isinstance(message.response_metadata, dict) else {}
     for key in ("stop_reason", "finish_reason"):
-        reason = metadata.get(key)
-        if isinstance(reason, str) and 0 < len(reason) <= _STOP_REASON_CHARS:
-            return str.__str__(reason)
+        reason = source_stop_reason(metadata.get(key))
+        if reason is not None:
+            return reason
     return None
-

@@ -9,7 +9,8 @@ text, `→ name(arguments)` for a tool call, `← output` for its result, as
 `openai_agents_items` writes each kind of item; its first 1,048,576 characters,
 `TEXT_KEPT`, when the item and its text would not fit in one event together), so
 transcripts, search, display rows and the viewer read an agent run like any other thread,
-and `redact` erases an item with its text.
+and `redact` erases an item with its text. An assistant message keeps its item's `status` as
+its `stop_reason` (`incomplete`: the model did not finish it, marked cut short).
 
 A session is a set of named branches (`main`, then those `create_branch_from_turn` makes,
 as `AdvancedSQLiteSession` has them); each branch lives in one thread at a time. Branching
@@ -58,6 +59,7 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, StoreError, ThreadNotFound
 from eventstore.events import too_deep
 from eventstore.prepare import MAX_EVENT_BYTES, check_encodable
+from projections.stops import source_stop_reason
 
 from .openai_agents_items import describe
 
@@ -583,7 +585,19 @@ def message_event(item: Any, index: int = 0) -> dict[str, Any]:
         raise too_deep({"item": item}, f"items[{index}].data") from None
     if len(text) > TEXT_KEPT and _json_bytes(item) + _json_bytes(text) > MAX_EVENT_BYTES:
         text = f"{text[:TEXT_KEPT]}\n[… {len(text) - TEXT_KEPT:,} more characters, kept in the item]"
-    return {"type": _MESSAGE, "data": {"role": role, "content": text, "item": item}}
+    stopped = _stop_reason(item)
+    return {"type": _MESSAGE, "data": {"role": role, "content": text, "item": item,
+                                       **({"stop_reason": stopped} if stopped is not None else {})}}
+
+
+def _stop_reason(item: dict[str, Any]) -> str | None:
+    """The stop reason an assistant message item says, in its own words: its `status`
+    (`completed`; `incomplete` when the model did not finish it, which `projections.stops`
+    marks cut short). The SDK's items give no other (no `finish_reason`). Only an answer has
+    one: a user's message, a tool call or reasoning with a status has none."""
+    if item.get("type") not in (None, "message") or item.get("role") != "assistant":
+        return None
+    return source_stop_reason(item.get("status"))
 
 
 def _json_bytes(value: Any) -> int:
