@@ -536,6 +536,29 @@ def test_a_turn_that_ends_on_a_paused_answer_is_not_whole_anywhere(api: Messages
     assert thread_state(store, t).messages[-1].cut_short == said
 
 
+def test_a_turn_whose_rounds_ran_out_on_answers_the_server_paused_says_so(api: MessagesAPI) -> None:
+    """The server paused the answer round after round (`pause_turn`) and the turn's rounds ran
+    out: it ended saying the model was still calling tools, which it never did. It says the
+    server kept pausing, how many times in a row, and that the thread goes on from the answer."""
+    store = Store(":memory:")
+    t = store.create_thread(title="t", model=MODEL, tools=[*TOOLS, {"type": "web_search_20250305", "name": "web_search"}])
+    api.reply_json(message([{"type": "text", "text": "Searching."}], "pause_turn"))
+    turn = run_turn(store, t, "Search trains", api.client(), max_rounds=1)
+    assert turn.error == ("the server paused the answer (stop_reason pause_turn) and the turn's 1 round ran out on it: "
+                          "it is kept, paused and not resumed; continuing the thread goes on from it")
+    api.reply_json(message([use("w1", city="Lyon")], "tool_use"))
+    for _ in range(2):
+        api.reply_json(message([{"type": "text", "text": "Still searching."}], "pause_turn"))
+    turn = run_turn(store, t, None, api.client(), tools={"weather": lambda city: "rain"}, max_rounds=3)
+    assert turn.status == "error" and turn.error == (
+        "the server paused the answer (stop_reason pause_turn) 2 times in a row and the turn's 3 rounds ran out on it: "
+        "it is kept, paused and not resumed; continuing the thread goes on from it")
+    assert len(api.requests) == 4
+    api.reply_json(message([use("w2", city="Paris")], "tool_use"))
+    turn = run_turn(store, t, None, api.client(), tools={"weather": lambda city: "sun"}, max_rounds=1)
+    assert turn.error == "the model was still calling tools after 1 rounds"  # the calls ran; the model was not asked again
+
+
 def test_a_request_over_the_apis_size_says_how_the_thread_goes_on(api: MessagesAPI) -> None:
     """A tool result just under an event's 32 MiB is stored whole, and every later request of the
     thread is past the API's size: the API's 413 was recorded alone, and asking again met it again."""

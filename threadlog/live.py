@@ -48,7 +48,7 @@ from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, RecordedEven
 from eventstore.errors import named, shown
 from eventstore.prepare import prepare
 from projections import Message, ThreadState, anthropic_request, body_digest, request_body, thread_state
-from projections.stops import blank_text, cut_reason
+from projections.stops import PAUSED, blank_text, cut_reason
 from projections.request import check_max_tokens, sent_tool_choice
 
 from . import retry_wait
@@ -403,7 +403,24 @@ def _run(
         head, failure, interrupt = _answer_calls(store, thread, uses, tools, {}, head)
         if failure or interrupt:
             return _stop(store, turn, failure, interrupt)
-    return _stop(store, turn, f"the model was still calling tools after {max_rounds} rounds", None)
+    return _stop(store, turn, _rounds_spent(turn, max_rounds), None)
+
+
+def _rounds_spent(turn: Turn, max_rounds: int) -> str:
+    """Why a turn's rounds ran out: the model still calling tools, or the server pausing its
+    answer (`pause_turn`) round after round (it called no tool: saying so sent the reader
+    looking for one). The paused answer is kept; continuing the thread goes on from it."""
+    paused = 0
+    for message in reversed(turn.messages):
+        if message.data.get("stop_reason") != PAUSED:
+            break
+        paused += 1
+    if not paused:
+        return f"the model was still calling tools after {max_rounds} rounds"
+    times = "" if paused == 1 else f" {paused} times in a row"
+    rounds = "1 round" if max_rounds == 1 else f"{max_rounds} rounds"
+    return (f"the server paused the answer (stop_reason {PAUSED}){times} and the turn's {rounds} ran out on it: "
+            "it is kept, paused and not resumed; continuing the thread goes on from it")
 
 
 def _not_run(store: Store, turn: Turn, uses: list[Json], stop_reason: Any, head: int) -> Turn:
