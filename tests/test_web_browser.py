@@ -225,6 +225,33 @@ def test_an_answer_cut_short_comes_to_the_open_page_with_its_card(served, page) 
     assert page.inner_text("#rows li.kind-cut_short .card.cut-short") == "Answer cut off at the token limit (max_tokens)"
 
 
+@pytest.mark.parametrize("progress", [0, 30], ids=["next", "after-long-progress"])
+def test_a_paused_answers_card_leaves_the_open_page_once_the_model_goes_on(served, page, progress: int) -> None:
+    """The card of a paused answer (`pause_turn`) nothing followed stays on the open page while
+    the thread ends on it; the message that goes on from it takes it away, as a page loaded then
+    shows none. With more events between them than an update sends again (progress recorded
+    while the turn waited), the card stayed until the page was reloaded."""
+    base, path, _ = served
+    thread = f"paused-{progress}"
+    with Store(path) as store:
+        store.create_thread(thread_id=thread)
+        store.append_message(thread, "user", "Search trains")
+        store.append_message(thread, "assistant", [{"type": "text", "text": "Searching."}], stop_reason="pause_turn")
+        if progress:
+            store.append(thread, [{"type": "metadata.set", "data": {"patch": {"progress": i}}} for i in range(progress)])
+    open_live(page, base, thread)
+    card = page.locator("#rows li.kind-cut_short .card.cut-short")
+    assert card.inner_text() == "Answer paused by the server and not resumed (pause_turn)"
+    with Store(path) as store:
+        store.append_message(thread, "assistant", [{"type": "text", "text": "Found the 08:04."}], stop_reason="end_turn")
+    page.get_by_text("Found the 08:04.").wait_for(timeout=2_000)
+    page.locator("#rows li.kind-cut_short").wait_for(state="detached", timeout=2_000)
+    texts = page.eval_on_selector_all("#rows > li.kind-text", "items => items.map(item => item.innerText)")
+    assert [said in text for said, text in zip(["Search trains", "Searching.", "Found the 08:04."], texts, strict=True)] == [True] * 3
+    page.reload()
+    assert card.count() == 0
+
+
 def test_hostile_strings_run_nothing_and_show_as_text(served, page, shots: Path) -> None:
     base, _, ids = served
     page.goto(base + "/?all=1")

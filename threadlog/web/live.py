@@ -108,7 +108,7 @@ def _poll(view: Viewer, thread: str, position: int, start: int, skip: int = 0) -
         filled = fill(((item.id, item) for item in items), functools.partial(view.item, thread=thread))
         if filled.rest is not None:
             return position, _reload(view, store, thread, head, position, erased, start, skip)
-        resumed = _resumed(store, thread, own, low, start, {item.id for item in found})
+        resumed = _resumed(store, thread, own, start, {item.id for item in found})
     return position, json.dumps({"head": head, "position": position, "items": _sent(filled), **_erasing(erased),
                                  **({"resumed": resumed} if resumed else {})})
 
@@ -186,16 +186,33 @@ def _reload(view: Viewer, store: Store, thread: str, head: int, position: int, e
                        **_erasing(erased)})
 
 
-def _resumed(store: Store, thread: str, own: list[RecordedEvent], low: int, start: int, now: set[str]) -> list[str]:
+def _resumed(store: Store, thread: str, own: list[RecordedEvent], start: int, now: set[str]) -> list[str]:
     """The update's `resumed`: the ids of the rows that marked a paused answer (`pause_turn`)
     no message followed, which the first new message took away (the model went on from it).
-    The page drops them: it keeps the rows an update does not send. One paused answer further
-    back than the events the update sends again (`RESTATUS`) is left to a reload."""
+    The page drops them: it keeps the rows an update does not send. Only the last message
+    before the new one can hold such a row; it is found however far back it is (progress
+    recorded while the turn waited), on the page (from `start`)."""
     first = next((event.offset for event in own if event.type == "message.appended"), None)
-    if first is None or first < start:
+    if first is None or first <= start:
         return []
-    before = display_rows(store, thread, first, start=min(low, first), stop=first)
+    last = _last_message(store, thread, start, first)
+    if last is None:
+        return []
+    before = display_rows(store, thread, last + 1, start=last, stop=last + 1)  # as of that message, the last then
     return [visible(f"r-{row.id}") for row in before if row.kind == "cut_short" and f"r-{row.id}" not in now]
+
+
+def _last_message(store: Store, thread: str, start: int, stop: int) -> int | None:
+    """The offset of the last message of `thread` in start..stop-1, or None: read backwards in
+    growing spans, as stored (only their types are looked at)."""
+    span = RESTATUS + 1
+    while stop > start:
+        low = max(start, stop - span)
+        offsets = [offset for offset, type_, *_ in store.read_raw(thread, low, stop) if type_ == "message.appended"]
+        if offsets:
+            return int(offsets[-1])
+        stop, span = low, span * 2
+    return None
 
 
 def _erasing(erased: list[int]) -> dict[str, list[int]]:
