@@ -556,7 +556,7 @@ def test_a_turn_whose_rounds_ran_out_on_answers_the_server_paused_says_so(api: M
     assert len(api.requests) == 4
     api.reply_json(message([use("w2", city="Paris")], "tool_use"))
     turn = run_turn(store, t, None, api.client(), tools={"weather": lambda city: "sun"}, max_rounds=1)
-    assert turn.error == "the model was still calling tools after 1 rounds"  # the calls ran; the model was not asked again
+    assert turn.error == "the model was still calling tools after 1 round"  # the calls ran; the model was not asked again
 
 
 def test_a_request_over_the_apis_size_says_how_the_thread_goes_on(api: MessagesAPI) -> None:

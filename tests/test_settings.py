@@ -246,7 +246,7 @@ def test_a_forced_tool_choice_turn_ends_at_max_rounds_with_its_tools_run(file_st
     api.reply_json(message([{"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Lyon"}}], "tool_use"))
     ran: list[str] = []
     turn = run_turn(file_store, t, "Weather in Lyon?", api.client(0, 10.0), tools={"weather": lambda city: ran.append(city) or "rain"}, max_rounds=1)
-    assert (turn.status, turn.error, ran) == ("error", "the model was still calling tools after 1 rounds", ["Lyon"])
+    assert (turn.status, turn.error, ran) == ("error", "the model was still calling tools after 1 round", ["Lyon"])
     assert len(api.requests) == 1 and api.requests[0].json["tool_choice"] == {"type": "tool", "name": "weather"}
     assert list(file_store.read(t))[-2].data["content"][0]["tool_use_id"] == "toolu_1"  # its result, then the run's end
 

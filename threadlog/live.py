@@ -415,10 +415,10 @@ def _rounds_spent(turn: Turn, max_rounds: int) -> str:
         if message.data.get("stop_reason") != PAUSED:
             break
         paused += 1
-    if not paused:
-        return f"the model was still calling tools after {max_rounds} rounds"
-    times = "" if paused == 1 else f" {paused} times in a row"
     rounds = "1 round" if max_rounds == 1 else f"{max_rounds} rounds"
+    if not paused:
+        return f"the model was still calling tools after {rounds}"
+    times = "" if paused == 1 else f" {paused} times in a row"
     return (f"the server paused the answer (stop_reason {PAUSED}){times} and the turn's {rounds} ran out on it: "
             "it is kept, paused and not resumed; continuing the thread goes on from it")
 
