@@ -765,7 +765,7 @@ def check_tool_pairs(messages: Any) -> None:
                                                               f"({calls[block['id']]} has it)")
                 calls[block["id"]] = where
             elif kind == "tool_result":
-                asked = _uses(blocks[index - 1]) if index else set()
+                asked = {b.get("id") for b in blocks[index - 1] if b.get("type") == "tool_use"} if index else set()
                 if block.get("tool_use_id") not in asked:
                     before = f"messages[{index - 1}]" if index else "it is the first message"
                     raise InvalidEvent(f"request.{where}.tool_use_id", f"{named(block.get('tool_use_id'))} answers no "

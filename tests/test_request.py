@@ -102,6 +102,16 @@ def test_validation_refuses_repeated_tool_ids_and_results_of_no_call(kwargs: dic
     assert str(caught.value) == says
 
 
+def test_the_pairing_check_names_a_result_whose_call_has_no_id() -> None:
+    """`check_tool_pairs` is called on messages the schema has not checked: a call without an
+    id answered by a result is named, not a KeyError."""
+    from projections.request import check_tool_pairs
+
+    with pytest.raises(InvalidEvent, match=r"messages\[2\]\.content\[1\]\.tool_use_id: 'a' answers no tool_use"):
+        check_tool_pairs([{"role": "user", "content": "go"}, {"role": "assistant", "content": [{"type": "tool_use", "name": "x"}]},
+                          {"role": "user", "content": [{"type": "tool_result"}, {"type": "tool_result", "tool_use_id": "a"}]}])
+
+
 def test_validation_takes_paired_calls_and_ids_used_once() -> None:
     validate_request(asking(("user", [text("go")]), ("assistant", [SEARCH, use("a"), use("b")]), ("user", [result("b"), result("a")]),
                             ("assistant", [use("c")])))  # the last call is answered by the next request
