@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 
 from .backend import Backend, EventRow, StreamRow
 from .cuts import past_its_offset
-from .errors import InvalidEvent, StoreError, named
-from .events import CATALOGUE, MAX_DEPTH, validate_data
+from .errors import InvalidEvent, StoreError, named, shown
+from .events import CATALOGUE, MAX_DEPTH, UPCASTERS, upcast, validate_data
 from .facts import NONE, Facts, advance, after_fork
 from .integrity import GENESIS, HASH_TAG, canonical, chain_hash_in, digest, legacy_chain_hash
 from .ranges import MAX_INDEX, is_index
@@ -267,27 +267,50 @@ class Chain:
 
 def _unwritten(type_: str, version: int, data: dict[str, Any], text: str, offset: int, whole: bool) -> str | None:
     """Why neither an append nor a restore would store this event as it is, or None: a type
-    this release does not know, a schema version other than the one it writes, or (`whole`:
-    a payload no redaction erased) data of another shape than its type's, as a restore checks
-    it (a message's is checked apart, by the facts its blocks give, at no cost to the plain
-    ones). Re-chaining hides an edit from the hashes, not from this: the readers refuse such an
-    event naming `verify`, and a restore refuses the backup `export` writes of it."""
+    this release does not know, a schema version it neither writes nor upcasts from (an older
+    release's, `UPCASTERS`), or (`whole`: a payload no redaction erased) data of another shape
+    than its type's, as a restore checks it (a message's is checked apart, by the facts its
+    blocks give, at no cost to the plain ones). Re-chaining hides an edit from the hashes, not
+    from this: the readers refuse such an event naming `verify`, and a restore refuses the
+    backup `export` writes of it."""
     model = CATALOGUE.get(type_)
     if model is None:
         return f"unknown event type {named(type_)}: this release writes none (the row was altered, or a newer release wrote it)"
-    if version != model.schema_version:
-        return (f"schema_version {version!r} of {type_} is not {model.schema_version}, the one this release writes "
-                "(the row was altered, or a newer release wrote it)")
+    current = model.schema_version
+    if not 1 <= version <= current or any((type_, older) not in UPCASTERS for older in range(version, current)):
+        return (f"schema_version {version!r} of {type_} is not one this release reads ({current}, the one it writes, or an "
+                "older one it upcasts): the row was altered, or a newer release wrote it")
     if not whole or type_ == "message.appended":
         return None
+    if version < current:  # read as the current shape, as every reader reads it
+        data = upcast(type_, version, data)
     try:
-        validated = canonical(validate_data(model, data, restoring=True))
+        validated = validate_data(model, data, restoring=True)
     except InvalidEvent as error:
         return f"not a {type_} an append stores ({error.field}: {error.why})"
-    if validated != text and validated != canonical(data):  # the stored text is canonical but for an early release's
-        return f"data is not a {type_} as an append stores it (a field holds a value of another kind)"
+    written = canonical(validated)
+    if written != text and written != canonical(data):  # the stored text is canonical, but for an early release's
+        return f"not a {type_} as an append stores it ({_difference(data, validated, 'data')})"
     past = past_its_offset(type_, data, offset)
     return f"data.through_offset: {past}" if past else None
+
+
+def _difference(stored: Any, written: Any, field: str) -> str:
+    """Where a stored value first differs from what an append writes of it (`written`, its
+    validated form), and how: the path and the two values, cut short."""
+    if isinstance(stored, dict) and isinstance(written, dict):
+        for key in sorted({*stored, *written}):
+            if key not in written:
+                return f"{field}.{key}: {shown(stored[key])} where an append writes no such field"
+            if key not in stored:
+                return f"{field}.{key}: missing, where an append writes {shown(written[key])}"
+            if canonical(stored[key]) != canonical(written[key]):
+                return _difference(stored[key], written[key], f"{field}.{key}")
+    if isinstance(stored, list) and isinstance(written, list) and len(stored) == len(written):
+        for index, (item, kept) in enumerate(zip(stored, written)):
+            if canonical(item) != canonical(kept):
+                return _difference(item, kept, f"{field}[{index}]")
+    return f"{field}: {shown(stored)} where an append writes {shown(written)}"
 
 
 def no_tool_blocks(data: str) -> bool:

@@ -29,7 +29,10 @@ COMPACTION = {"summary": "what came before", "through_offset": 3}
 
 # (type, schema version, data) the thread's last event is rewritten to, and what verify says.
 FORGED = {
-    "through-offset-as-text": ("compaction.recorded", 1, {**COMPACTION, "through_offset": "3"}, "compaction.recorded"),
+    "through-offset-as-text": ("compaction.recorded", 1, {**COMPACTION, "through_offset": "3"},
+                               "data.through_offset: '3' where an append writes 3"),
+    "a-null-field": ("compaction.recorded", 1, {**COMPACTION, "model": None},
+                     "data.model: None where an append writes no such field"),
     "through-offset-past-its-own-offset": ("compaction.recorded", 1, {**COMPACTION, "through_offset": 100},
                                            "past the compaction's own offset 5"),
     "summary-missing": ("compaction.recorded", 1, {"through_offset": 3}, "summary"),
@@ -102,3 +105,19 @@ def test_what_verify_passes_restores_from_its_backup(tmp_path: Path) -> None:
     assert runner.invoke(cli, ["--db", str(db), "export", "T", "-o", str(tmp_path / "t.jsonl")]).exit_code == 0
     restored = runner.invoke(cli, ["--db", str(tmp_path / "r.db"), "import", "events", str(tmp_path / "t.jsonl")])
     assert restored.exit_code == 1 and "line 8.event.data" in restored.stderr
+
+
+def test_an_older_schema_version_a_release_upcasts_verifies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database an older release wrote stores its events at their older versions, which the
+    readers upcast (`UPCASTERS`): after a model's version goes up, such a file still verifies,
+    its data checked in the shape the readers see; a version no upcaster reaches does not."""
+    from eventstore.events import UPCASTERS, CompactionRecorded
+
+    db = tmp_path / "t.db"
+    build(db)  # its compaction stored at version 1
+    monkeypatch.setattr(CompactionRecorded, "schema_version", 2)
+    with Store(db) as store, pytest.raises(IntegrityError, match="schema_version 1 of compaction.recorded is not one this release reads"):
+        store.verify()
+    monkeypatch.setitem(UPCASTERS, ("compaction.recorded", 1), lambda data: {**data, "summary": data["summary"].upper()})
+    with Store(db) as store:
+        assert store.verify().events == 6
