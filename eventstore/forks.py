@@ -53,11 +53,12 @@ after this block is your directive.
 
 def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any, context: str, retrieval: str,
          unanswered: str, transcript: str | None, fork_id: str | None, kind: str, busy: str, meta: dict[str, Any],
-         config: dict[str, Any] | None = None, title: str | None = None, retry: bool = True) -> str:
+         config: dict[str, Any] | None = None, title: str | None = None, retry: bool = True, empty: str = "allow") -> str:
     """`Store.fork`: one fork of `thread` at `at` (default: its head), in one transaction."""
     check_thread("thread", thread)
-    if busy not in ("refuse", "allow"):
-        raise InvalidEvent("busy", f"must be 'refuse' or 'allow', not {shown(busy)}")
+    for name, value in (("busy", busy), ("empty", empty)):
+        if value not in ("refuse", "allow"):
+            raise InvalidEvent(name, f"must be 'refuse' or 'allow', not {shown(value)}")
     check_flag("retry", retry)
     options = _options(todos=todos, metadata=metadata, context=context, retrieval=retrieval, unanswered=unanswered,
                        transcript=transcript, kind=kind, config=config)
@@ -76,7 +77,8 @@ def fork(store: Store, thread: str, at: int | None, *, todos: Any, metadata: Any
                             raise InvalidEvent("meta.event_id", f"fork {retried!r} was already made with event id "
                                                f"{meta['event_id']!r}, and this fork takes no retry (retry=False)")
                         return retried
-                return _fork(store, thread, at, options, chosen or new_id(), meta, titled, allow_busy=busy == "allow")
+                return _fork(store, thread, at, options, chosen or new_id(), meta, titled, allow_busy=busy == "allow",
+                             allow_empty=empty == "allow")
         except KeyClash:
             # Another process stored this fork's event id or fork id meanwhile (PostgreSQL, where
             # writers meet only at the parent's lock): once more, it is read and answered by name.
@@ -251,20 +253,6 @@ def _fork_point(store: Store, thread: str, at: Any) -> tuple[list[StreamRow], li
     return rows, ancestry, at
 
 
-def check_drop(store: Store, thread: str, at: Any) -> int:
-    """`Store.check_drop`: refuse a fork of `thread` at `at` (its head when None) whose dropped
-    calls are all its messages; returns the point."""
-    rows, ancestry, point = _fork_point(store, thread, at)
-    _, facts = chained_to(store, rows, ancestry, point)
-    dropped = list(facts.tools)
-    if dropped and _only_calls(store, thread, rows[0].first_message_offset, point, set(dropped)):
-        raise ForkRefused("empty", f"cannot fork {thread!r} at {point}: its only messages are tool calls waiting for results "
-                          f"({_called_where(store, thread, point, dropped)}), which unanswered='drop' leaves out, and a "
-                          "fork holds a message: answer them first and fork after, keep them waiting in the fork "
-                          "(unanswered='keep'), or start a new thread", dropped)
-    return point
-
-
 def _only_calls(store: Store, thread: str, first_message: int | None, at: int, ids: set[str]) -> bool:
     """Whether every message of `thread` below `at` holds nothing but tool calls with these ids,
     the calls a fork drops: its view would hold no message. Read from the first message to the
@@ -280,8 +268,9 @@ def _only_calls(store: Store, thread: str, first_message: int | None, at: int, i
 
 
 def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any],
-          then: list[PreparedEvent], fan_out: bool = False, allow_busy: bool = False) -> str:
-    """Check and write one fork (inside the caller's transaction); `then` follows its event."""
+          then: list[PreparedEvent], fan_out: bool = False, allow_busy: bool = False, allow_empty: bool = True) -> str:
+    """Check and write one fork (inside the caller's transaction); `then` follows its event.
+    `allow_empty=False` refuses (`empty`) a fork whose dropped calls are all its messages."""
     rows, ancestry, at = _fork_point(store, thread, at)
     parent, first_message = ancestry[0], rows[0].first_message_offset
     prev_hash, facts = chained_to(store, rows, ancestry, at)
@@ -298,6 +287,11 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
                 list(facts.tools),
             )
         dropped = list(facts.tools)
+        if not allow_empty and _only_calls(store, thread, first_message, at, set(dropped)):
+            raise ForkRefused("empty", f"cannot fork {thread!r} at {at}: its only messages are tool calls waiting for results "
+                              f"({_called_where(store, thread, at, dropped)}), which unanswered='drop' leaves out, and a "
+                              "fork holds a message: answer them first and fork after, keep them waiting in the fork "
+                              "(unanswered='keep'), or start a new thread", dropped)
     if store.backend.stream(fork_id) is not None:
         raise InvalidEvent("fork_id", f"thread {fork_id!r} already exists")
     data: dict[str, Any] = {"parent_id": thread, "parent_offset": at, "options": options.model_dump(exclude_none=True)}

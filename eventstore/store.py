@@ -1324,6 +1324,7 @@ class Store:
         config: dict[str, Any] | None = None,
         title: str | None = None,
         retry: bool = True,
+        empty: str = "allow",
         **meta: Any,
     ) -> str:
         """Fork `thread` at `at` (default: its head): one `streams` row, one event, O(1).
@@ -1337,7 +1338,10 @@ class Store:
         fork's metadata); any other dict is the fork's metadata. Pending interrupts are demoted.
         `kind="subagent"` marks a sub-agent's fork; `busy="allow"` forks where a run is in
         progress (the fork starts idle): for histories imported as they happened, where a
-        sub-agent or a retried answer branched mid-turn.
+        sub-agent or a retried answer branched mid-turn. `empty="refuse"` refuses (`empty`, with
+        `tool_use_ids`) a fork whose only messages are the calls `unanswered="drop"` leaves out:
+        it would hold no message (a caller forking for a person who goes on from there); by
+        default it is made, for an import's branch, whose own events go on in it.
 
         The fork inherits the parent's system prompt, model, tools, thinking and settings (a
         sub-agent keeps its parent's request prefix) unless `config` re-frames it: a dict of any
@@ -1351,7 +1355,7 @@ class Store:
         """
         return forks.fork(self, thread, at, todos=todos, metadata=metadata, context=context, retrieval=retrieval,
                           unanswered=unanswered, transcript=transcript, fork_id=fork_id, kind=kind, busy=busy, meta=meta,
-                          config=config, title=title, retry=retry)
+                          config=config, title=title, retry=retry, empty=empty)
 
     def check_fork_point(self, thread: str, at: Any, *, doing: str = "fork") -> None:
         """Refuse (`ForkRefused`) an `at` no fork of `thread` can start at, as `fork` refuses it,
@@ -1359,14 +1363,6 @@ class Store:
         start (`rerun`, which forks then asks the API; `doing` names it in the message)."""
         row = self._stream(thread)
         forks.check_fork_point(thread, at, row.head, row.first_message_offset, doing)
-
-    def check_drop(self, thread: str, at: Any = None) -> int:
-        """Refuse (`ForkRefused`, `empty`, with `tool_use_ids`) a fork of `thread` at `at` (default:
-        its head) with `unanswered="drop"` whose only messages are the calls it drops: the fork
-        would hold no message, as one before the first message would (refused so too); returns
-        the point, for the fork. `fork` itself makes such a fork (an import's branch, which its
-        own events go on): a caller forking for a person who goes on from there checks first."""
-        return forks.check_drop(self, thread, at)
 
     def fan_out(
         self,

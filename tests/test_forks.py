@@ -191,27 +191,29 @@ def test_unanswered_tool_calls_refused_with_ids_or_dropped(store: Store, convo: 
 def test_dropping_the_only_messages_calls_is_refused_as_a_fork_of_nothing(store: Store) -> None:
     """A thread whose only messages are tool calls waiting for results (a session cut off after
     its first call): `threadlog fork --unanswered drop` made a fork with no message, whose
-    request then said so. `check_drop` refuses it as a fork before the first message is, naming
-    the calls and what to do; a message other than those calls before the point is enough.
-    (`fork` itself still makes it: an import's branch goes on in it with its own events.)"""
+    request then said so. `empty="refuse"` refuses it as a fork before the first message is,
+    naming the calls and what to do; a message other than those calls before the point is
+    enough. (By default `fork` still makes it: an import's branch goes on in it with its own
+    events.)"""
     t = store.create_thread(model="m")
     tool_call(store, t, "toolu_a")
     tool_call(store, t, "toolu_b")
-    error = refuse(store, "empty", store.check_drop, t)
+    error = refuse(store, "empty", store.fork, t, unanswered="drop", empty="refuse")
     assert error.tool_use_ids == ["toolu_a", "toolu_b"]
     assert str(error) == (f"cannot fork {t!r} at 3: its only messages are tool calls waiting for results (toolu_a (offset 1), "
                           "toolu_b (offset 2)), which unanswered='drop' leaves out, and a fork holds a message: answer them "
                           "first and fork after, keep them waiting in the fork (unanswered='keep'), or start a new thread")
-    refuse(store, "empty", store.check_drop, t, 2)
-    refuse(store, "offset_out_of_range", store.check_drop, t, 9)  # as fork refuses it
+    refuse(store, "empty", store.fork, t, 2, unanswered="drop", empty="refuse")
+    with pytest.raises(InvalidEvent, match="empty: must be 'refuse' or 'allow', not 'no'"):
+        store.fork(t, unanswered="drop", empty="no")
+    assert store.fork(t, unanswered="drop")  # made by default, for a caller whose events go on in it
     store.append_message(t, "user", "never mind")
-    assert store.check_drop(t) == 4
-    f = store.fork(t, 4, unanswered="drop")  # the question stays in the fork's view
+    f = store.fork(t, 4, unanswered="drop", empty="refuse")  # the question stays in the fork's view
     assert [m.role for m in thread_state(store, f).messages] == ["user"]
     u = store.create_thread(model="m")
     store.append_message(u, "assistant", [{"type": "text", "text": "Let me look."},
                                           {"type": "tool_use", "id": "toolu_c", "name": "search", "input": {}}])
-    g = store.fork(u, store.check_drop(u), unanswered="drop")  # the text stays
+    g = store.fork(u, unanswered="drop", empty="refuse")  # the text stays
     assert [m.content for m in thread_state(store, g).messages] == [[{"type": "text", "text": "Let me look."}]]
     store.verify()
 

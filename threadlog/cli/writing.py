@@ -219,12 +219,10 @@ def fork(store: Store, thread: str, at: int | None, todos: str, metadata: Any, c
         raise click.BadParameter("names the file the fork note points the model at: not stdout (-)", param_hint="--transcript")
     options = {"todos": todos, "metadata": metadata, "retrieval": retrieval, "unanswered": unanswered, "config": config or None,
                "title": title}
-    if unanswered == "drop" and context == "full":  # a fork whose only messages it drops holds none: refused
-        at = store.check_drop(thread, at)
     if transcript_path and context == "note":  # the note names PATH: it is there when the fork is
         fork_id = fork_with_transcript(store, thread, transcript_path, at, **options)
     else:
-        fork_id = store.fork(thread, at, context=context, transcript=transcript_path, **options)
+        fork_id = store.fork(thread, at, context=context, transcript=transcript_path, empty="refuse", **options)
     _committed(f"created fork {fork_id} of thread {thread}", command_line("threadlog tree", [fork_id]))
     if as_json:
         _emit_json(store.thread(fork_id).to_json())
