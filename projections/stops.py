@@ -69,18 +69,23 @@ _CUT_BY = {
     PAUSED: "paused by the server and not resumed",
 }
 _UNKNOWN = "may be cut short: a stop reason this release does not know"
-# How long a source's stop reason may be to be kept (an adapter's, from its provider's
-# metadata or its item's status): a word, not a document.
-STOP_REASON_CHARS = 200
+# Every stop reason this release knows the meaning of: a source's is kept only if it is one.
+_KNOWN = frozenset({*WHOLE_STOPS, *CONTINUED_STOPS, *_CUT_BY, REFUSED}) - {None}
 
 
 def source_stop_reason(value: Any) -> str | None:
     """A stop reason a source gave (a provider's `finish_reason`, an item's `status`) as an
-    answer keeps it, in the source's own words: text of up to `STOP_REASON_CHARS` characters
-    (a str subclass as plain text); None for anything else (nothing is kept)."""
-    if isinstance(value, str) and 0 < len(value) <= STOP_REASON_CHARS:
+    answer keeps it: one this release knows, in the source's own words or, where only its
+    lowercase is known, that (Gemini's `MAX_TOKENS`, `max_tokens`); None for anything else
+    (nothing is kept). A provider's words this release does not know (Gemini's `STOP`, Cohere's
+    `COMPLETE`, `SAFETY`) would mark each of its whole answers as maybe cut short: an adapter
+    speaks for many providers, where a live turn's answer comes from the API itself."""
+    if not isinstance(value, str):
+        return None
+    if value in _KNOWN:
         return str.__str__(value)
-    return None
+    lower = value.lower()
+    return lower if lower in _KNOWN else None
 
 
 def stop_details_said(data: Mapping[str, Any]) -> str:

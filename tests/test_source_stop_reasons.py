@@ -37,7 +37,12 @@ def test_a_langgraph_answer_keeps_its_provider_s_stop_reason(tmp_path: Path) -> 
                AIMessage("Filtered", id="a2", response_metadata={"finish_reason": "content_filter"}),
                AIMessage("Done.", id="a3", response_metadata={"stop_reason": "end_turn"}),
                AIMessage("Calling", id="a4", response_metadata={"finish_reason": "tool_calls"}),
-               AIMessage("Whole", id="a5", response_metadata={"finish_reason": "stop"})]
+               AIMessage("Whole", id="a5", response_metadata={"finish_reason": "stop"}),
+               # Gemini's and Cohere's words: whole answers left unmarked, a known one in its lowercase
+               AIMessage("Gemini", id="a6", response_metadata={"finish_reason": "STOP"}),
+               AIMessage("Cohere", id="a7", response_metadata={"finish_reason": "COMPLETE"}),
+               AIMessage("Gemini cut", id="a8", response_metadata={"finish_reason": "MAX_TOKENS"}),
+               AIMessage("Unheard of", id="a9", response_metadata={"finish_reason": "x" * 20})]
     with Store(db) as store:
         saver = ThreadlogSaver(store)
         app = _answering(saver, answers)
@@ -46,8 +51,8 @@ def test_a_langgraph_answer_keeps_its_provider_s_stop_reason(tmp_path: Path) -> 
             app.invoke({"messages": [HumanMessage(f"Q{i}", id=f"h{i}")]}, config)
         thread = saver.threadlog_thread(config)
         said = [e.data.get("stop_reason") for e in store.read(thread) if e.type == "message.appended" and e.data["role"] == "assistant"]
-    assert said == ["length", "content_filter", "end_turn", "tool_calls", "stop"]
+    assert said == ["length", "content_filter", "end_turn", "tool_calls", "stop", "stop", None, "max_tokens", None]
     rows = json.loads(CliRunner().invoke(cli, ["--db", str(db), "rows", thread, "--json"]).stdout)
     assert [r["text"] for r in rows if r["kind"] == "cut_short"] == [
         "cut off at the token limit (length)", "cut off by a content filter (content_filter)",
-        "cut off before the tool call it stopped for (tool_calls)"]
+        "cut off before the tool call it stopped for (tool_calls)", "cut off at the token limit (max_tokens)"]

@@ -303,7 +303,7 @@ def anthropic_message(message: BaseMessage) -> Json | None:
 def stop_reason(message: AIMessage) -> str | None:
     """The stop reason an answer's provider gave, in its own words (`projections.stops` says
     what each means): `response_metadata`'s `stop_reason` (Anthropic's) or `finish_reason`
-    (OpenAI's); None when it gives no text of a word's length (`source_stop_reason`)."""
+    (OpenAI's); None when it gives none this release knows (`source_stop_reason`)."""
     metadata = message.response_metadata if isinstance(message.response_metadata, dict) else {}
     for key in ("stop_reason", "finish_reason"):
         reason = source_stop_reason(metadata.get(key))
