@@ -19,6 +19,7 @@ from eventstore.recorded import Altered, decode
 
 from .dropped import Located, locate, without_dropped
 from .state import fold_state
+from .stops import cut_short
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +173,12 @@ class DiffSide:
     # {offset, stream_id, role, content} of messages past the fork point, and the `stop_reason` and
     # `stop_details` of an answer that has them (a refused answer's say why it was refused)
     messages: list[dict[str, Any]]
+
+    def cut_short(self, index: int) -> str | None:
+        """What `messages[index]` says after its blocks when it was cut short
+        (`projections.stops.cut_short`): a side's messages run to its head, so a paused answer
+        is marked only as its last."""
+        return cut_short(self.messages[index], last=index == len(self.messages) - 1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from eventstore import RecordedEvent, ThreadInfo
 from projections import BlameEntry, Diff, RequestCheck, Row, SearchHit, ThreadState, Usage
-from projections.stops import cut_short, refusal
+from projections.stops import refusal
 from projections.search import plain
 
 from .listing import SubAgent
@@ -447,9 +447,8 @@ def diff_lines(result: Diff) -> Iterator[str]:
         yield f"common history: offsets 0..{result.fork_offset - 1} (last shared event in {result.common_ancestor})"
     for side, label in ((result.a, "a"), (result.b, "b")):
         yield f"{label}: {side.thread}, {len(side.messages)} message(s) of its own"
-        for index, message in enumerate(side.messages, 1):  # a side's messages run to its head: the last is its last
-            first, *more = _message_lines(message["content"] or [], refusal(message),
-                                          cut_short(message, last=index == len(side.messages)))
+        for index, message in enumerate(side.messages):
+            first, *more = _message_lines(message["content"] or [], refusal(message), side.cut_short(index))
             yield f"  {message['offset']:>6}  {message['role']:<9} {first}"
             yield from (" " * 20 + line for line in more)
 

@@ -129,6 +129,11 @@ def _capped(items: list[Item]) -> list[Item]:
     return out
 
 
+def row_item_id(row: Row) -> str:
+    """The id of the item a display row is on a page (a block's and an event's rows apart)."""
+    return f"r-{row.id}"
+
+
 def _item(row: Row, event: RecordedEvent | None, redactions: dict[int, Redaction]) -> Item:
     block = None
     if event is not None and ":" in row.id and event.type == "message.appended":
@@ -136,7 +141,7 @@ def _item(row: Row, event: RecordedEvent | None, redactions: dict[int, Redaction
         index = int(row.id.rsplit(":", 1)[1])
         block = content[index] if index < len(content) else None
     provenance = _provenance(event, redactions.get(event.position)) if event is not None else None
-    return Item(f"r-{row.id}", row.kind, row.offset, row=row, provenance=provenance, block=block,
+    return Item(row_item_id(row), row.kind, row.offset, row=row, provenance=provenance, block=block,
                 data=event.data if event is not None and row.kind in ("compaction", "fork") else {})
 
 

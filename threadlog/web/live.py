@@ -44,7 +44,7 @@ from projections import Row, display_rows
 
 from .budget import Filled, fill
 from .cursor import Cursor, keyed
-from .items import Item, thread_items
+from .items import Item, row_item_id, thread_items
 from .query import LARGEST, thread_param, whole_number
 from .render import link, visible
 from .viewer import UNAVAILABLE_STATUS, UNREADABLE_STATUS, Unavailable, Viewer, viewer
@@ -199,7 +199,7 @@ def _resumed(store: Store, thread: str, own: list[RecordedEvent], start: int, no
     if last is None:
         return []
     before = display_rows(store, thread, last + 1, start=last, stop=last + 1)  # as of that message, the last then
-    return [visible(f"r-{row.id}") for row in before if row.kind == "cut_short" and f"r-{row.id}" not in now]
+    return [visible(row_item_id(row)) for row in before if row.kind == "cut_short" and row_item_id(row) not in now]
 
 
 def _last_message(store: Store, thread: str, start: int, stop: int) -> int | None:

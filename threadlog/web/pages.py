@@ -19,7 +19,7 @@ from eventstore.ids import check_id
 from eventstore.textindex import MAX_QUERY_CHARS
 from projections import Message, diff, search, thread_state
 from projections.lineage import DiffSide, iter_blame
-from projections.stops import cut_short, refusal
+from projections.stops import refusal
 
 from ..listing import listing, sub_agents
 from ..names import AmbiguousName, Unresolved, resolve
@@ -273,9 +273,8 @@ def diff_page(request: Request) -> Response:
 def _side(view: Viewer, side: DiffSide) -> tuple[MessagePage, int | None]:
     """A diff side's first `PAGE` messages within half a page's budget, and the offset the
     thread page goes on from when that is not all of them."""
-    # The side's last message read is its head's (one past the page when there are more): a paused answer is marked there.
-    messages = [Message(str(m["role"]), m["content"] or [], m["offset"], refusal=refusal(m),
-                        cut_short=cut_short(m, last=index == len(side.messages))) for index, m in enumerate(side.messages, 1)]
+    messages = [Message(str(m["role"]), m["content"] or [], m["offset"], refusal=refusal(m), cut_short=side.cut_short(index))
+                for index, m in enumerate(side.messages)]
     page = fill_messages(messages, Cursor(0), Cursor(min(len(messages), PAGE)), False, view.blocks(side.thread),
                          PAGE_BYTES // 2, PAGE_ROWS // 2)
     more = page.high < Cursor(len(messages))
