@@ -37,6 +37,10 @@ from .summary import ImportSummary
 
 S = TypeVar("S")
 
+# How many polls in a row a session's write may find its thread moved by another writer (each
+# after a fresh read) before that is taken for no race but a refusal of the session's own.
+RACES = 5
+
 
 @dataclass(frozen=True)
 class Format(Generic[S]):
@@ -168,8 +172,11 @@ def follow(
     Another process writing into a thread of a session between the poll's read and its write
     (a `redact` appends its `event.redacted` there) makes the write `ConcurrencyError`: what it
     wrote before stays, and the session is read again at the next poll, which goes on from the
-    new head (the follower exited on it, and the mirror stopped); a write that finds it so
-    again after that fresh read is no race, and is refused as the session's own refusals are.
+    new head (the follower exited on it, and the mirror stopped). Another writer busy in that
+    thread may do it again at the next poll: a session's writes find it so up to `RACES` times
+    in a row, each after a fresh read, before it is taken for no race and refused as the
+    session's own refusals are (refused after the first, a session finished meanwhile was not
+    read again, and the mirror lacked its end).
 
     Between polls the follower waits with `pause(interval)`: a caller stopping it from a
     signal handler passes one that returns as soon as `stop()` will be true. Returns the total.
@@ -196,7 +203,7 @@ def follow(
     lost = False  # said that the server went away, and it has not answered since
     skipped: set[tuple[str, int, str]] = set()  # bad lines reported (each poll of a session skips them again)
     cut: set[tuple[str, int]] = set()  # cycles of parents named (each poll of a session cuts them again)
-    raced: set[Path] = set()  # sessions whose last write found their thread moved since it was read
+    raced: dict[Path, int] = {}  # sessions whose last writes in a row found their thread moved since it was read: how many
 
     def refuse_once(session: S, key: Path, refusal: StoreError) -> None:
         if refused.get(key) != (seen[key], str(refusal)):  # said once, not again when quiet
@@ -276,18 +283,18 @@ def follow(
                             held_up.update(source.files(waiting)[0] for waiting in due[n:])
                             break
                         except ConcurrencyError as error:  # another writer's event (a redaction) since it was read
-                            if key not in raced:  # read again at the next poll, which goes on from the new head
-                                raced.add(key)
+                            raced[key] = raced.get(key, 0) + 1
+                            if raced[key] <= RACES:  # read again at the next poll, which goes on from the new head
                                 held_up.add(key)
                                 continue
-                            refuse_once(session, key, error)  # again after a fresh read: no race, and said
+                            refuse_once(session, key, error)  # after as many fresh reads: no race, and said
                         except FileNotFoundError:  # removed since it was found: gone, or back (rotated) at the next poll
                             seen.pop(key, None)
                         except (InvalidEvent, BadLine, ImportConflict, OSError) as error:  # the session's own: not a full disk
                             refuse_once(session, key, _unreadable(error, files) if isinstance(error, OSError) else error)
                         else:
                             refused.pop(key, None)
-                            raced.discard(key)
+                            raced.pop(key, None)
                             locked = lost = False
                         finally:  # what it added before an error too: committed as it went, and kept
                             polled.merge(written)
