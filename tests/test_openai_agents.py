@@ -591,3 +591,52 @@ def test_an_answer_the_model_did_not_finish_is_marked_cut_short_and_comes_back_a
     rows = json.loads(CliRunner().invoke(cli, ["--db", str(db), "rows", thread, "--json"]).stdout)
     assert [r["text"] for r in rows if r["kind"] == "cut_short"] == [
         "cut off before it was finished (incomplete)", "cut off while it was still being written (in_progress)"]
+
+
+def _refusal(words: str, item_id: str, text: str | None = None) -> Any:
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal, ResponseOutputText
+
+    said = [ResponseOutputText(text=text, type="output_text", annotations=[], logprobs=[])] if text is not None else []
+    return ResponseOutputMessage(id=item_id, type="message", role="assistant", status="completed",
+                                 content=[*said, ResponseOutputRefusal(refusal=words, type="refusal")])
+
+
+def test_an_answer_the_model_refused_is_marked_refused_with_its_words_and_comes_back_as_added(db: Path) -> None:
+    """An assistant message whose content is a `refusal` part (the Responses API's
+    `ResponseOutputRefusal`) read as the model's plain text: not marked refused, as an
+    Anthropic refusal is everywhere. It is a refusal with the part's words, shown once (no
+    text row repeating them); text the answer gave before it stays its text; the item comes
+    back exactly as the SDK gave it."""
+    from click.testing import CliRunner
+    from starlette.testclient import TestClient
+
+    from threadlog.cli import cli
+    from threadlog.web import create_app
+
+    no, part = "I can't help with picking locks.", "Here is a list of locksmiths."
+    refused, partly = _refusal(no, "m1"), _refusal("The rest I can't give.", "m2", text=part)
+    with Store(db) as store:
+        session = ThreadlogSession("ana", store)
+        run(session.add_items([{"role": "user", "content": "How do I pick a lock?"},
+                               refused.model_dump(exclude_unset=True), partly.model_dump(exclude_unset=True)]))
+        items = run(session.get_items())
+        assert items[1:] == [refused.model_dump(exclude_unset=True), partly.model_dump(exclude_unset=True)]
+        assert session.thread is not None
+        thread = session.thread
+        answers = [e.data for e in store.read(thread) if e.type == "message.appended"][1:]
+        assert [(a.get("stop_reason"), a.get("stop_details")) for a in answers] == [
+            ("refusal", {"type": "refusal", "explanation": no}),
+            ("refusal", {"type": "refusal", "explanation": "The rest I can't give."})]
+        assert [a["content"] for a in answers] == [[{"type": "text", "text": ""}], [{"type": "text", "text": part}]]
+        markdown = transcript(store, thread)
+    assert f"refused (stop_reason refusal)\n\n    {no}" in markdown and markdown.count(no) == 1, markdown
+    runner = CliRunner()
+    rows = json.loads(runner.invoke(cli, ["--db", str(db), "rows", thread, "--json"]).stdout)
+    assert [(r["kind"], r.get("text")) for r in rows if r.get("role") == "assistant"] == [
+        ("refusal", no), ("text", part), ("refusal", "The rest I can't give.")]
+    shown = runner.invoke(cli, ["--db", str(db), "show", thread]).stdout
+    assert f"(refused: {no})" in shown and shown.count(no) == 1, shown
+    with TestClient(create_app(str(db)), base_url="http://127.0.0.1") as client:
+        page = client.get("/thread", params={"id": thread}).text
+    assert '<div class="card refusal">Refused: <span class="why">I can&#39;t help with picking locks.</span></div>' in page
+    assert page.count("I can&#39;t help with picking locks.") == 1, page

@@ -10,7 +10,9 @@ text, `→ name(arguments)` for a tool call, `← output` for its result, as
 `TEXT_KEPT`, when the item and its text would not fit in one event together), so
 transcripts, search, display rows and the viewer read an agent run like any other thread,
 and `redact` erases an item with its text. An assistant message keeps its item's `status` as
-its `stop_reason` (`incomplete`: the model did not finish it, marked cut short).
+its `stop_reason` (`incomplete`: the model did not finish it, marked cut short); one holding
+a `refusal` part is refused (`stop_reason: refusal`, the part's words its `stop_details`
+explanation, left out of its text).
 
 A session is a set of named branches (`main`, then those `create_branch_from_turn` makes,
 as `AdvancedSQLiteSession` has them); each branch lives in one thread at a time. Branching
@@ -59,9 +61,9 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, StaleSnapshot, Store, StoreError, ThreadNotFound
 from eventstore.events import too_deep
 from eventstore.prepare import MAX_EVENT_BYTES, check_encodable
-from projections.stops import source_stop_reason
+from projections.stops import REFUSED, source_stop_reason
 
-from .openai_agents_items import describe
+from .openai_agents_items import describe, refused
 
 
 if TYPE_CHECKING:
@@ -583,21 +585,32 @@ def message_event(item: Any, index: int = 0) -> dict[str, Any]:
         role, text = describe(item)
     except RecursionError:  # the text is written before the store reads the item: refused as the store refuses it
         raise too_deep({"item": item}, f"items[{index}].data") from None
+    return {"type": _MESSAGE, "data": {"role": role, "content": _kept(text, item), "item": item, **_stopped(item)}}
+
+
+def _kept(text: str, item: dict[str, Any]) -> str:
+    """A copy of the item's text (or of its refusal's words) as the event keeps it beside the
+    item: whole, or its first `TEXT_KEPT` characters when both would not fit in one event."""
     if len(text) > TEXT_KEPT and _json_bytes(item) + _json_bytes(text) > MAX_EVENT_BYTES:
-        text = f"{text[:TEXT_KEPT]}\n[… {len(text) - TEXT_KEPT:,} more characters, kept in the item]"
-    stopped = _stop_reason(item)
-    return {"type": _MESSAGE, "data": {"role": role, "content": text, "item": item,
-                                       **({"stop_reason": stopped} if stopped is not None else {})}}
+        return f"{text[:TEXT_KEPT]}\n[… {len(text) - TEXT_KEPT:,} more characters, kept in the item]"
+    return text
 
 
-def _stop_reason(item: dict[str, Any]) -> str | None:
-    """The stop reason an assistant message item says, in its own words: its `status`
-    (`completed`; `incomplete` when the model did not finish it, which `projections.stops`
-    marks cut short). The SDK's items give no other (no `finish_reason`). Only an answer has
-    one: a user's message, a tool call or reasoning with a status has none."""
+def _stopped(item: dict[str, Any]) -> dict[str, Any]:
+    """How an assistant message item says it stopped, as an answer's event keeps it: refused
+    when it holds a `refusal` part (`stop_reason: refusal`, the part's words as its
+    `stop_details` explanation, as an Anthropic refusal gives them; whatever its `status`),
+    else its `status` in its own words (`completed`; `incomplete` when the model did not
+    finish it, which `projections.stops` marks cut short). The SDK's items give no other (no
+    `finish_reason`). Only an answer has one: a user's message, a tool call or reasoning with
+    a status has none."""
     if item.get("type") not in (None, "message") or item.get("role") != "assistant":
-        return None
-    return source_stop_reason(item.get("status"))
+        return {}
+    words = refused(item)
+    if words is not None:
+        return {"stop_reason": REFUSED, "stop_details": {"type": REFUSED, **({"explanation": _kept(words, item)} if words else {})}}
+    status = source_stop_reason(item.get("status"))
+    return {"stop_reason": status} if status is not None else {}
 
 
 def _json_bytes(value: Any) -> int:

@@ -9,6 +9,10 @@ call and what it returned (or its error): its text is the call's line, then the 
 Whatever else an item says that a reader can use is written after its kind in brackets
 (`[mcp_list_tools] docs: search, fetch`); an item of a kind not known here, or one that holds
 nothing readable (an encrypted compaction), is its kind alone: `[compaction]`.
+
+An answer's `refusal` parts (the Responses API's `ResponseOutputRefusal`) are not its text:
+their words are what the model said when it refused (`refused`), which the event keeps as an
+Anthropic refusal's `stop_details` explanation, shown once, as the refusal's mark.
 """
 
 from __future__ import annotations
@@ -26,13 +30,18 @@ def describe(item: dict[str, Any]) -> Said:
 
     Messages keep their role (system and developer ones are written as user text, marked)
     and their text; reasoning is `[reasoning] ` and its summary (as its own text it read as
-    the answer); calls and outputs as the module says.
+    the answer); calls and outputs as the module says. An answer's refusal parts are left
+    out (`refused`): one that holds nothing else has no text.
     """
     kind, role = _str(item.get("type")), _str(item.get("role"))
     if role is not None and kind in (None, "message"):
-        text = _content_text(item.get("content"))
+        words = refused(item)
+        content = item.get("content")
+        if words is not None and isinstance(content, list):
+            content = [part for part in content if not _refusal_part(part)]
+        text = _content_text(content)
         if role in ("user", "assistant"):
-            return str(role), text or f"[{role} message]"
+            return str(role), text or ("" if words is not None else f"[{role} message]")
         return "user", f"[{role}] {text}"
     if kind == "reasoning":
         summary = _content_text(item.get("summary")) or _content_text(item.get("content"))
@@ -46,6 +55,21 @@ def describe(item: dict[str, Any]) -> Said:
         text = output if isinstance(output, str) else _content_text(output)
         return "user", f"← {text}" if text else f"[{name}]"
     return "assistant", f"[{name}]"
+
+
+def refused(item: dict[str, Any]) -> str | None:
+    """The words of an answer's `refusal` parts (a message item of the assistant's), one a
+    line: what the model said when it refused; None for any other item (a user's message
+    holding such a part is not an answer)."""
+    content = item.get("content")
+    if item.get("type") not in (None, "message") or item.get("role") != "assistant" or not isinstance(content, list):
+        return None
+    parts = [part for part in content if _refusal_part(part)]
+    return "\n".join(_str(part["refusal"]) for part in parts if isinstance(part.get("refusal"), str)) if parts else None
+
+
+def _refusal_part(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "refusal"
 
 
 def _str(value: Any) -> Any:
