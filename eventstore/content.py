@@ -349,6 +349,25 @@ def normalize_content(content: Any, field: str = "content", strict: bool = True)
     return content
 
 
+# The thinking blocks: a request leaves out an answer holding nothing else (the API refuses one).
+THINKING_BLOCKS = frozenset(("thinking", "redacted_thinking"))
+
+
+def unsent(block: dict[str, Any]) -> bool:
+    """Whether a model request leaves `block` out wherever it stands: a blank text (empty, all
+    whitespace, or no text), or a thinking block without a signature (the API checks every
+    one's; pi keeps another provider's thinking so)."""
+    kind = block.get("type")
+    if kind == "thinking":
+        signature = block.get("signature")
+        return not signature or not isinstance(signature, str)
+    if kind != "text":
+        return False
+    text = block.get("text")
+    # Only a text that starts with whitespace can be all whitespace: strip() copies the text.
+    return not text or not isinstance(text, str) or (text[0].isspace() and not text.strip())
+
+
 def tool_use_ids(content: list[dict[str, Any]]) -> list[str]:
     """The ids of the client-side `tool_use` blocks in a message, in order."""
     return [block["id"] for block in content if block.get("type") == "tool_use"]

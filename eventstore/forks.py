@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .content import tool_use_ids
+from .content import THINKING_BLOCKS, tool_use_ids, unsent
 from .errors import Deadlocked, ForkRefused, InvalidEvent, KeyClash, ThreadNotFound, named, shown
 from .events import ForkOptions, check_depth
 from .facts import Facts
@@ -253,24 +253,34 @@ def _fork_point(store: Store, thread: str, at: Any) -> tuple[list[StreamRow], li
     return rows, ancestry, at
 
 
-def _only_calls(store: Store, thread: str, first_message: int | None, at: int, ids: set[str]) -> bool:
-    """Whether every message of `thread` below `at` holds nothing but tool calls with these ids,
-    the calls a fork drops: its view would hold no message. Read from the first message to the
-    first other one, which is reached after the messages that made those calls at most."""
+def _left_empty(store: Store, thread: str, first_message: int | None, at: int, ids: set[str]) -> bool | None:
+    """Whether a fork of `thread` at `at` dropping the tool calls with these ids has no message
+    to send: None when a message below `at` keeps a block a request sends; else whether a
+    message held more than those calls (thinking, blank text). A message counts as none when,
+    the dropped calls gone, it holds only blocks a model request leaves out of it
+    (`projections.request`): those it leaves out anywhere (`unsent`), and thinking in an answer
+    holding nothing else. Read from the first message to the first other one, which is reached
+    after the messages that made those calls at most."""
+    more = False
     for _, type_, data in store.read_data(thread, first_message or 0, at):
         if type_ != "message.appended":
             continue
         content = data.get("content")
-        if not (isinstance(content, list) and content and all(
-                isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") in ids for block in content)):
-            return False
-    return True
+        if not (isinstance(content, list) and content and all(isinstance(block, dict) for block in content)):
+            return None
+        kept = [block for block in content if not (block.get("type") == "tool_use" and block.get("id") in ids)]
+        sent = [block for block in kept if not unsent(block)]
+        if sent and not (data.get("role") == "assistant" and all(block.get("type") in THINKING_BLOCKS for block in sent)):
+            return None
+        more = more or bool(kept)
+    return more
 
 
 def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str, meta: dict[str, Any],
           then: list[PreparedEvent], fan_out: bool = False, allow_busy: bool = False, allow_empty: bool = True) -> str:
     """Check and write one fork (inside the caller's transaction); `then` follows its event.
-    `allow_empty=False` refuses (`empty`) a fork whose dropped calls are all its messages."""
+    `allow_empty=False` refuses (`empty`) a fork whose dropped calls are all its messages send
+    (`_left_empty`)."""
     rows, ancestry, at = _fork_point(store, thread, at)
     parent, first_message = ancestry[0], rows[0].first_message_offset
     prev_hash, facts = chained_to(store, rows, ancestry, at)
@@ -287,10 +297,13 @@ def _fork(store: Store, thread: str, at: Any, options: ForkOptions, fork_id: str
                 list(facts.tools),
             )
         dropped = list(facts.tools)
-        if not allow_empty and _only_calls(store, thread, first_message, at, set(dropped)):
+        more = None if allow_empty else _left_empty(store, thread, first_message, at, set(dropped))
+        if more is not None:
+            beside = (", and blocks a request leaves out of a message that holds nothing else (thinking, blank text)"
+                      if more else "")
             raise ForkRefused("empty", f"cannot fork {thread!r} at {at}: its only messages are tool calls waiting for results "
-                              f"({_called_where(store, thread, at, dropped)}), which unanswered='drop' leaves out, and a "
-                              "fork holds a message: answer them first and fork after, keep them waiting in the fork "
+                              f"({_called_where(store, thread, at, dropped)}), which unanswered='drop' leaves out{beside}, "
+                              "and a fork holds a message: answer them first and fork after, keep them waiting in the fork "
                               "(unanswered='keep'), or start a new thread", dropped)
     if store.backend.stream(fork_id) is not None:
         raise InvalidEvent("fork_id", f"thread {fork_id!r} already exists")

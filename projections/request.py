@@ -66,7 +66,7 @@ from pydantic import TypeAdapter, ValidationError
 from eventstore import InvalidEvent, RecordedEvent, Store, collector
 from eventstore.errors import named, shown
 from eventstore.prepare import check_flag
-from eventstore.content import drain  # the one walker of lazily validated lists
+from eventstore.content import THINKING_BLOCKS, drain, unsent  # drain: the one walker of lazily validated lists
 
 from .retrieval import check_mode, inherited, with_retrieval
 from .state import Message, thread_state
@@ -78,7 +78,7 @@ DIGEST_PREFIX = "sha256:"
 NO_OUTPUT = "(no output)"
 
 # The thinking blocks; they cannot carry cache_control, so a breakpoint moves to the block before them.
-_THINKING_BLOCKS = _UNCACHEABLE = frozenset(("thinking", "redacted_thinking"))
+_THINKING_BLOCKS = _UNCACHEABLE = THINKING_BLOCKS
 
 Json = dict[str, Any]
 
@@ -398,7 +398,7 @@ def _cleaned(content: list[Json], origins: dict[int, int]) -> list[Json]:
         if _to_clean(block):
             out = []
             for stored in content:
-                if not _blank(stored):
+                if not unsent(stored):
                     block = _api_block(stored)
                     if block is not stored:
                         origins[id(block)] = id(stored)
@@ -409,7 +409,7 @@ def _cleaned(content: list[Json], origins: dict[int, int]) -> list[Json]:
 
 def _to_clean(block: Json) -> bool:
     kind = block.get("type")
-    if "cache_control" in block or (kind in ("text", "thinking") and _blank(block)) or (kind in _TOOL_ID and _foreign(block, kind)):
+    if "cache_control" in block or (kind in ("text", "thinking") and unsent(block)) or (kind in _TOOL_ID and _foreign(block, kind)):
         return True
     return _blank_inside(block) or _silent_failure(block)
 
@@ -422,13 +422,13 @@ def _silent_failure(block: Json) -> bool:
     inner = block.get("content")
     if isinstance(inner, str):
         return not inner.strip()
-    return inner is None or (isinstance(inner, list) and all(isinstance(b, dict) and _blank(b) for b in inner))
+    return inner is None or (isinstance(inner, list) and all(isinstance(b, dict) and unsent(b) for b in inner))
 
 
 def _blank_inside(block: Json) -> bool:
     """Whether a tool result's own blocks hold a blank text."""
     inner = block.get("content") if block.get("type") == "tool_result" else None
-    return isinstance(inner, list) and any(isinstance(b, dict) and _blank(b) for b in inner)
+    return isinstance(inner, list) and any(isinstance(b, dict) and unsent(b) for b in inner)
 
 
 def _api_block(block: Json) -> Json:
@@ -437,7 +437,7 @@ def _api_block(block: Json) -> Json:
     if _silent_failure(block):
         return {**block, "content": NO_OUTPUT}
     if _blank_inside(block):
-        kept = [b for b in block["content"] if not (isinstance(b, dict) and _blank(b))]
+        kept = [b for b in block["content"] if not (isinstance(b, dict) and unsent(b))]
         block = {k: v for k, v in block.items() if k != "content"} | ({"content": kept} if kept else {})
     return block
 
@@ -547,18 +547,6 @@ def _api_ids(block: Json) -> Json:
     return {**block, key: api_tool_id(block[key])}
 
 
-def _blank(block: Json) -> bool:
-    kind = block.get("type")
-    if kind == "thinking":  # unsigned (pi keeps another provider's thinking so): the API refuses it
-        signature = block.get("signature")
-        return not signature or not isinstance(signature, str)
-    if kind != "text":
-        return False
-    text = block.get("text")
-    # Only a text that starts with whitespace can be all whitespace: strip() copies the text.
-    return not text or not isinstance(text, str) or (text[0].isspace() and not text.strip())
-
-
 def _uncached(block: Json) -> Json:
     if "cache_control" not in block:
         return block
@@ -629,7 +617,7 @@ def _system(system: Any) -> list[Json] | None:
     if not system:
         return None
     blocks = [{"type": "text", "text": system}] if isinstance(system, str) else [_uncached(b) for b in system]
-    blocks = [b for b in blocks if not _blank(b)]
+    blocks = [b for b in blocks if not unsent(b)]
     return blocks or None
 
 

@@ -237,6 +237,73 @@ def test_the_cli_refuses_a_fork_that_would_drop_its_only_message(tmp_path: Path)
     assert file_dump(db) == before
 
 
+THOUGHT = {"type": "thinking", "thinking": "Which file?", "signature": "c2ln"}
+CALL = {"type": "tool_use", "id": "toolu_a", "name": "search", "input": {}}
+LEFT_OUT = {  # messages beside which the waiting call toolu_a is all: is a fork that drops it left with a message to send?
+    "thinking": ([("assistant", [THOUGHT, CALL])], True),
+    "redacted thinking": ([("assistant", [{"type": "redacted_thinking", "data": "ZW5j"}, CALL])], True),
+    "unsigned thinking": ([("assistant", [{"type": "thinking", "thinking": "hm", "signature": ""}, CALL])], True),
+    "blank text": ([("assistant", [THOUGHT, {"type": "text", "text": " \n"}, CALL])], True),
+    "a blank user message": ([("user", [{"type": "text", "text": ""}]), ("assistant", [THOUGHT, CALL])], True),
+    "text": ([("assistant", [THOUGHT, {"type": "text", "text": "Let me look."}, CALL])], False),
+    "thinking of the user's": ([("user", [THOUGHT]), ("assistant", [CALL])], False),
+    "a question": ([("user", [{"type": "text", "text": "Where?"}]), ("assistant", [THOUGHT, CALL])], False),
+}
+
+
+@pytest.mark.parametrize("name", list(LEFT_OUT), ids=list(LEFT_OUT))
+def test_a_fork_left_holding_only_what_a_request_leaves_out_is_refused_as_a_fork_of_nothing(store: Store, name: str) -> None:
+    """An answer of thinking and a tool call waiting for its result: `fork --unanswered drop`
+    made a fork whose view held only the thinking, which the request leaves out of an answer
+    holding nothing else ("no message to send"). `empty="refuse"` refuses it as it does a fork of
+    calls alone, by the request's own rule: a message left holding only blocks the request leaves
+    out (thinking alone in an answer, blank text, thinking without a signature) counts as none.
+    Refused exactly when the fork's request would have no message, and nothing is written."""
+    messages, empty = LEFT_OUT[name]
+    t = store.create_thread(model="m")
+    for role, content in messages:
+        store.append_message(t, role, content)
+    made = store.fork(t, unanswered="drop")  # by default made all the same: its request says whether it has a message
+    try:
+        sent = bool(anthropic_request(store, made)["messages"])
+    except InvalidEvent as error:
+        assert "has no message to send" in str(error)
+        sent = False
+    assert sent is not empty
+    before = dump(store)
+    if not empty:
+        assert store.fork(t, unanswered="drop", empty="refuse")
+        return
+    error = refuse(store, "empty", store.fork, t, unanswered="drop", empty="refuse")
+    assert error.tool_use_ids == ["toolu_a"]
+    assert dump(store) == before
+    at = len(messages) + 1
+    assert str(error) == (f"cannot fork {t!r} at {at}: its only messages are tool calls waiting for results (toolu_a (offset "
+                          f"{at - 1})), which unanswered='drop' leaves out, and blocks a request leaves out of a message "
+                          "that holds nothing else (thinking, blank text), and a fork holds a message: answer them first "
+                          "and fork after, keep them waiting in the fork (unanswered='keep'), or start a new thread")
+
+
+def test_the_cli_refuses_a_fork_that_would_keep_only_an_answers_thinking(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(model="m")
+        store.append_message(t, "assistant", [THOUGHT, CALL])
+    before = file_dump(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "fork", t, "--unanswered", "drop"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (f"error: cannot fork {t!r} at 2: its only messages are tool calls waiting for results (toolu_a "
+                             "(offset 1)), which --unanswered drop leaves out, and blocks a request leaves out of a message "
+                             "that holds nothing else (thinking, blank text), and a fork holds a message: answer them first "
+                             "and fork after, keep them waiting in the fork (--unanswered keep), or start a new thread "
+                             "(`threadlog new`)\n")
+    assert file_dump(db) == before
+
+
 def test_a_refusal_for_unanswered_calls_says_where_each_was_made(store: Store, convo: str) -> None:
     """A call an earlier turn abandoned (an imported session's aborted call) stays pending while
     the conversation goes on; a fork at the head much later is refused for it, and an id alone
