@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from eventstore import RecordedEvent, Store, StoreError, ThreadInfo, segments
@@ -173,12 +173,14 @@ class DiffSide:
     # {offset, stream_id, role, content} of messages past the fork point, and the `stop_reason` and
     # `stop_details` of an answer that has them (a refused answer's say why it was refused)
     messages: list[dict[str, Any]]
+    # Whether messages follow those it holds (a `limit` left them out): not in `Diff.to_json`.
+    more: bool = field(default=False, compare=False)
 
     def cut_short(self, index: int) -> str | None:
         """What `messages[index]` says after its blocks when it was cut short
-        (`projections.stops.cut_short`): a side's messages run to its head, so a paused answer
-        is marked only as its last."""
-        return cut_short(self.messages[index], last=index == len(self.messages) - 1)
+        (`projections.stops.cut_short`): a paused answer only as its thread's last message,
+        never as the last one a `limit` kept."""
+        return cut_short(self.messages[index], last=not self.more and index == len(self.messages) - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +195,10 @@ class Diff:
 
     def to_json(self) -> dict[str, Any]:
         """Its fields as a JSON-ready dict (as `--json` prints it)."""
-        return asdict(self)
+        fields = asdict(self)
+        for side in ("a", "b"):
+            del fields[side]["more"]
+        return fields
 
 
 def common_prefix(a: list[ThreadInfo], b: list[ThreadInfo]) -> tuple[str | None, int]:
@@ -224,7 +229,8 @@ def _side(store: Store, thread: str, head: int, start: int, limit: int | None) -
         for e in store.read(thread, start)
         if e.type == "message.appended"
     )
-    return DiffSide(thread, head, list(itertools.islice(messages, limit)))
+    kept = list(itertools.islice(messages, None if limit is None else limit + 1))  # one more: whether any follow
+    return DiffSide(thread, head, kept[:limit], limit is not None and len(kept) > limit)
 
 
 def diff(store: Store, a: str, b: str, limit: int | None = None) -> Diff:
