@@ -78,7 +78,7 @@ class Message(NamedTuple):
     the model (`to_param` leaves it out): for an answer the model refused, what it said of
     why (`projections.stops`, "" when nothing); None for any other message. `cut_short` is for a
     reader too: for an answer the model did not end whole, what cut it short and its stop reason
-    (`cut off at the token limit (max_tokens)`; a paused answer only as the view's last message);
+    (`cut off at the token limit (max_tokens)`; a paused answer only as the last message read);
     None for any other message."""
 
     role: str
@@ -431,7 +431,6 @@ class View(Sequence[Message]):
 
     def __init__(self, store: Store, thread: str, fold: _Fold) -> None:
         self._store, self._thread = store, thread
-        self._last: int | None = None  # set below, once the messages that leave the view are known
         through = fold.compaction["through_offset"] if fold.compaction else 0
         self._head: list[Message] = [fold.note] if fold.note else []
         if fold.compaction:
@@ -440,6 +439,10 @@ class View(Sequence[Message]):
         # A snapshot's ranges hold the offsets of messages alone (`_Fold.dump`).
         stored = [offset for lo, hi in fold.base for offset in range(max(lo, through), hi)]
         kept = fold.msgs[bisect.bisect_left(fold.msgs, (through,)):]
+        # The last message read, the one a paused answer (`pause_turn`) is marked cut short on: the
+        # history's, though a fork dropped the calls it held and it leaves the view (rows and
+        # transcripts read it as the message that went on from the paused answer).
+        self._last = kept[-1][0] if kept else stored[-1] if stored else None
         self._dropped = locate(store, thread, fold.dropped) if fold.dropped else {}
         if self._dropped:  # a message that held a dropped call and nothing else is out of the view
             located = self._read([offset for offset in stored if offset in self._dropped])
@@ -449,8 +452,6 @@ class View(Sequence[Message]):
             kept = [row for row in kept if row[0] not in gone]
         self._stored: list[int] = stored
         self._kept: list[tuple[int, int, str]] = kept
-        # The view's last message, the one a paused answer (`pause_turn`) is marked cut short on.
-        self._last = kept[-1][0] if kept else stored[-1] if stored else None
 
     def __len__(self) -> int:
         return len(self._head) + len(self._stored) + len(self._kept)

@@ -319,3 +319,45 @@ def test_show_and_diff_give_a_long_mark_whole_on_lines_of_its_own(tmp_path: Path
         assert "\x1b" not in out and "\u202e" not in out and "…" not in "".join(refused + mark)
     # A mark that fits its share stays on the message's line, as it was.
     assert "     2  assistant       The first step is (cut off at the token limit (max_tokens))\n" in shown
+
+
+def test_a_paused_answer_before_a_call_a_fork_dropped_is_not_marked_in_the_model_view(tmp_path: Path) -> None:
+    """A fork that dropped the call the model made after a paused answer (`pause_turn`) showed
+    that answer as `paused by the server and not resumed` in `show` and the replay page, where
+    rows and the transcript, reading the same history, did not: the message holding the call
+    follows it, though the model view leaves it out. The paused answer is marked as the last
+    message of the history read, in every reader."""
+    from projections import display_rows, thread_state
+
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        t = store.create_thread(model=MODEL, thread_id="t")
+        store.append_message(t, "user", "Search trains")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Searching"}], stop_reason="pause_turn")
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "look", "input": {}}],
+                             stop_reason="tool_use")
+        fork = store.fork(t, unanswered="drop", fork_id="f")
+        assert [m.offset for m in thread_state(store, fork).messages] == [1, 2]  # the call's message left the view
+        assert [m.cut_short for m in thread_state(store, fork).messages] == [None, None]
+        assert [m.cut_short for m in thread_state(store, fork, paged=True).view[-1:]] == [None]
+        assert [r for r in display_rows(store, fork) if r.kind == "cut_short"] == []
+        assert "paused" not in transcript(store, fork)
+    assert "paused" not in _threadlog(db, "show", fork).stdout
+    assert "paused" not in _threadlog(db, "show", fork, "--json").stdout
+
+
+def test_a_diff_side_cut_by_its_limit_does_not_mark_its_last_message_paused(tmp_path: Path) -> None:
+    """`diff(..., limit=N)` marked the Nth message of a side `paused by the server and not
+    resumed` when it was a paused answer, though the message the model went on with follows it:
+    the limit cut the side, not its thread. Only a side's thread's last message is marked."""
+    from projections import diff
+
+    db, t, _ = _paused(tmp_path)  # offset 2 paused and resumed at 3; offset 5 paused, the thread's last message
+    with Store(db) as store:
+        store.create_thread(thread_id="other")
+        for limit in (1, 2, 3, 4):
+            side = diff(store, t, "other", limit=limit).a
+            assert [side.cut_short(i) for i in range(len(side.messages))] == [None] * limit, limit
+        side = diff(store, t, "other", limit=5).a
+        assert [side.cut_short(i) for i in range(len(side.messages))] == [None] * 4 + [PAUSED]
+        assert diff(store, t, "other", limit=5).to_json() == diff(store, t, "other").to_json()
