@@ -59,7 +59,7 @@ from eventstore.ranges import check_index, segments
 from .atomic import write_atomically
 from .dropped import Drop, Located, fork_drops, locate
 from .injected import injected_blocks, injected_by
-from .stops import cut_by, cut_reason, refusal
+from .stops import PAUSED, cut_by, cut_reason, refusal
 from .state import REDACTED, fork_note, shown_as_run
 
 MAX_BYTES = 512 * 1024
@@ -332,11 +332,12 @@ def transcript(
             content = data.get("content") or []
             _remember_names(names, content)
             try:
-                parts = (data.get("role", "user"), content, dropped.get(offset, frozenset()), injected_by(event.meta), names, data,
-                         injected_blocks(event.meta))
-                section = render_message(*parts)
+                role, gone, by, blocks = data.get("role", "user"), dropped.get(offset, frozenset()), injected_by(event.meta), \
+                    injected_blocks(event.meta)
+                section = render_message(role, content, gone, by, names, data, blocks)
                 # Whether it is the last message is known once the read ends: a paused answer's section as the last waits aside.
-                ending = render_message(*parts, last=True) if cut_reason(data, True) != cut_reason(data) else None
+                ending = render_message(role, content, gone, by, names, data, blocks, last=True) if data.get(
+                    "stop_reason") == PAUSED and cut_reason(data, True) != cut_reason(data) else None
             except RecursionError as error:  # stored by an older release or by hand: appends refuse it
                 raise store.unreadable(thread, offset, error) from None
             paused = None if ending is None else (total, offset, clip_middle(ending.encode("utf-8"), cap, _INDENT_BYTES), section is None)
@@ -350,7 +351,8 @@ def transcript(
         raw = clip_middle(section.encode("utf-8"), cap, _INDENT_BYTES)
         window.append((total - is_message, offset, raw, is_message))
         size, shown = size + len(raw), shown + is_message
-        size, shown, cut = _trim(window, size, shown, cut, max_bytes, last)
+        if size > max_bytes or (last is not None and shown > last):
+            size, shown, cut = _trim(window, size, shown, cut, max_bytes, last)
     if paused is not None:  # no message follows the paused answer: it ends as the last one, marked
         size, shown = _ended(window, paused, size, shown, cut)
         size, shown, cut = _trim(window, size, shown, cut, max_bytes, last)
