@@ -218,25 +218,6 @@ def test_dropping_the_only_messages_calls_is_refused_as_a_fork_of_nothing(store:
     store.verify()
 
 
-def test_the_cli_refuses_a_fork_that_would_drop_its_only_message(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from threadlog.cli import cli
-
-    db = tmp_path / "t.db"
-    with Store(db) as store:
-        t = store.create_thread(model="m")
-        tool_call(store, t, "toolu_a")
-    before = file_dump(db)
-    result = CliRunner().invoke(cli, ["--db", str(db), "fork", t, "--unanswered", "drop"])
-    assert result.exit_code == 1 and result.stdout == ""
-    assert result.stderr == (f"error: cannot fork {t!r} at 2: its only messages are tool calls waiting for results (toolu_a "
-                             "(offset 1)), which --unanswered drop leaves out, and a fork holds a message: answer them first "
-                             "and fork after, keep them waiting in the fork (--unanswered keep), or start a new thread "
-                             "(`threadlog new`)\n")
-    assert file_dump(db) == before
-
-
 THOUGHT = {"type": "thinking", "thinking": "Which file?", "signature": "c2ln"}
 CALL = {"type": "tool_use", "id": "toolu_a", "name": "search", "input": {}}
 LEFT_OUT = {  # messages beside which the waiting call toolu_a is all: is a fork that drops it left with a message to send?
@@ -249,6 +230,34 @@ LEFT_OUT = {  # messages beside which the waiting call toolu_a is all: is a fork
     "thinking of the user's": ([("user", [THOUGHT]), ("assistant", [CALL])], False),
     "a question": ([("user", [{"type": "text", "text": "Where?"}]), ("assistant", [THOUGHT, CALL])], False),
 }
+
+
+@pytest.mark.parametrize(("content", "also"), [
+    ("calls", ""),
+    ("thinking", "and blocks a request leaves out of a message that holds nothing else (thinking, blank text), "),
+], ids=["only-calls", "thinking-and-a-call"])
+def test_the_cli_refuses_a_fork_that_would_hold_no_message(tmp_path: Path, content: str, also: str) -> None:
+    """`threadlog fork --unanswered drop` of a thread whose only message is a call waiting for
+    its result, alone or after the answer's thinking: refused naming the call, the file as it was."""
+    from click.testing import CliRunner
+
+    from threadlog.cli import cli
+
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        t = store.create_thread(model="m")
+        if content == "calls":
+            tool_call(store, t, "toolu_a")
+        else:
+            store.append_message(t, "assistant", [THOUGHT, CALL])
+    before = file_dump(db)
+    result = CliRunner().invoke(cli, ["--db", str(db), "fork", t, "--unanswered", "drop"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (f"error: cannot fork {t!r} at 2: its only messages are tool calls waiting for results (toolu_a "
+                             f"(offset 1)), which --unanswered drop leaves out, {also}and a fork holds a message: answer them "
+                             "first and fork after, keep them waiting in the fork (--unanswered keep), or start a new thread "
+                             "(`threadlog new`)\n")
+    assert file_dump(db) == before
 
 
 @pytest.mark.parametrize("name", list(LEFT_OUT), ids=list(LEFT_OUT))
@@ -282,26 +291,6 @@ def test_a_fork_left_holding_only_what_a_request_leaves_out_is_refused_as_a_fork
                           f"{at - 1})), which unanswered='drop' leaves out, and blocks a request leaves out of a message "
                           "that holds nothing else (thinking, blank text), and a fork holds a message: answer them first "
                           "and fork after, keep them waiting in the fork (unanswered='keep'), or start a new thread")
-
-
-def test_the_cli_refuses_a_fork_that_would_keep_only_an_answers_thinking(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from threadlog.cli import cli
-
-    db = tmp_path / "t.db"
-    with Store(db) as store:
-        t = store.create_thread(model="m")
-        store.append_message(t, "assistant", [THOUGHT, CALL])
-    before = file_dump(db)
-    result = CliRunner().invoke(cli, ["--db", str(db), "fork", t, "--unanswered", "drop"])
-    assert result.exit_code == 1 and result.stdout == ""
-    assert result.stderr == (f"error: cannot fork {t!r} at 2: its only messages are tool calls waiting for results (toolu_a "
-                             "(offset 1)), which --unanswered drop leaves out, and blocks a request leaves out of a message "
-                             "that holds nothing else (thinking, blank text), and a fork holds a message: answer them first "
-                             "and fork after, keep them waiting in the fork (--unanswered keep), or start a new thread "
-                             "(`threadlog new`)\n")
-    assert file_dump(db) == before
 
 
 def test_a_refusal_for_unanswered_calls_says_where_each_was_made(store: Store, convo: str) -> None:
