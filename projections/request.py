@@ -744,6 +744,7 @@ def check_tool_pairs(messages: Any) -> None:
     contents = [m.get("content") if isinstance(m, dict) else None for m in messages]
     blocks = [[b for b in c if isinstance(b, dict)] if isinstance(c, (list, tuple)) else [] for c in contents]
     calls: dict[str, str] = {}  # a tool call id -> where its call is
+    asked: set[Any] = set()  # the ids of the tool_use blocks of the message before
     for index, content in enumerate(blocks):
         for number, block in enumerate(content):
             kind, where = block.get("type"), f"messages[{index}].content[{number}]"
@@ -753,18 +754,28 @@ def check_tool_pairs(messages: Any) -> None:
                                                               f"({calls[block['id']]} has it)")
                 calls[block["id"]] = where
             elif kind == "tool_result":
-                asked = {b.get("id") for b in blocks[index - 1] if b.get("type") == "tool_use"} if index else set()
-                if block.get("tool_use_id") not in asked:
+                if _pair_key(block.get("tool_use_id")) not in asked:
                     before = f"messages[{index - 1}]" if index else "it is the first message"
                     raise InvalidEvent(f"request.{where}.tool_use_id", f"{named(block.get('tool_use_id'))} answers no "
                                                                        f"tool_use of the message before it ({before})")
         if index + 1 < len(blocks):
-            answered = {b.get("tool_use_id") for b in blocks[index + 1] if b.get("type") == "tool_result"}
+            answered = {_pair_key(b.get("tool_use_id")) for b in blocks[index + 1] if b.get("type") == "tool_result"}
             for number, block in enumerate(content):
-                if block.get("type") == "tool_use" and block.get("id") not in answered:
+                if block.get("type") == "tool_use" and _pair_key(block.get("id")) not in answered:
                     raise InvalidEvent(f"request.messages[{index}].content[{number}].id",
                                        f"tool call {named(block.get('id'))} has no tool_result in the message after "
                                        f"it (messages[{index + 1}])")
+        asked = {_pair_key(b.get("id")) for b in content if b.get("type") == "tool_use"}
+
+
+def _pair_key(tool_id: Any) -> Any:
+    """A tool call's id (or a result's `tool_use_id`) as the pairing check matches it: itself,
+    or, when it is a list or an object (unhashable), a value that matches no other."""
+    try:
+        hash(tool_id)
+    except TypeError:
+        return object()
+    return tool_id
 
 
 @dataclass(frozen=True, slots=True)
