@@ -176,6 +176,9 @@ class Chain:
             return position, f"{stream_id} offset {offset}: data is not readable JSON"
         if not isinstance(parsed, dict):
             return position, f"{stream_id} offset {offset}: data is not a JSON object"
+        if ("\\ud" in data or "\\uD" in data) and not _utf8(parsed):  # only an escape spells one in UTF-8 text
+            return position, (f"{stream_id} offset {offset}: data holds a lone surrogate (a \\ud800-\\udfff escape no "
+                              "other pairs with), which is not UTF-8 text and no append stores: the row was altered")
         unwritten = _unwritten(type_, version, parsed, data, offset, redacted_by is None)
         if unwritten:
             return position, f"{stream_id} offset {offset}: {unwritten}"
@@ -263,6 +266,16 @@ class Chain:
         if info.first_message_offset != first_message:
             return f"stored first_message_offset {info.first_message_offset!r} disagrees with the events ({first_message!r})"
         return None
+
+
+def _utf8(value: Any) -> bool:
+    """Whether a parsed value's text (keys too) is all UTF-8: JSON reads an escaped lone
+    surrogate (`"\\ud800"`) into a str no append can store."""
+    try:
+        canonical(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _unwritten(type_: str, version: int, data: dict[str, Any], text: str, offset: int, whole: bool) -> str | None:

@@ -46,14 +46,14 @@ FORGED = {
 }
 
 
-def forge_last(db: Path, type_: str, version: int, data: dict[str, Any]) -> int:
-    """Rewrite thread T's last event (offset 5) as `type_`/`version`/`data`, its hash and the
-    head hash recomputed as anyone can; its position."""
+def forge_last(db: Path, type_: str, version: int, data: dict[str, Any], text: str | None = None) -> int:
+    """Rewrite thread T's last event (offset 5) as `type_`/`version`/`data` (or the JSON `text`
+    as given), its hash and the head hash recomputed as anyone can; its position."""
     conn = sqlite3.connect(db)
     (position, event_id, recorded_at, meta), = stored.events(
         conn, ["position", "event_id", "recorded_at", "meta"], "WHERE stream_id = 'T' AND \"offset\" = 5")
     (prev,), = stored.events(conn, ["hash"], "WHERE stream_id = 'T' AND \"offset\" = 4")
-    text = canonical(data)
+    text = canonical(data) if text is None else text
     hash_ = chain_hash(prev, "T", 5, event_id, type_, version, recorded_at, meta, digest(text))
     conn.execute("UPDATE events SET type = ?, schema_version = ?, data = ?, data_digest = NULL, hash = ? WHERE position = ?",
                  (packing.pack_type(type_), version, text, hash_, position))
@@ -121,3 +121,22 @@ def test_an_older_schema_version_a_release_upcasts_verifies(tmp_path: Path, monk
     monkeypatch.setitem(UPCASTERS, ("compaction.recorded", 1), lambda data: {**data, "summary": data["summary"].upper()})
     with Store(db) as store:
         assert store.verify().events == 6
+
+
+@pytest.mark.parametrize(("type_", "text"), [
+    ("title.set", '{"title":"\\ud800"}'),
+    ("compaction.recorded", '{"summary":"what came \\udc80before","through_offset":3}'),
+    ("message.appended", '{"content":[{"text":"a\\uDBFFb","type":"text"}],"role":"assistant"}'),
+])
+def test_a_lone_surrogate_written_as_an_escape_fails_verify(tmp_path: Path, type_: str, text: str) -> None:
+    """A lone surrogate can be stored as a JSON escape (`\\ud800`) in a file written by hand;
+    no append stores one (it is not UTF-8). `verify` passed it, and `export` then refused the
+    thread saying that if verify passes this is a bug."""
+    db = tmp_path / "t.db"
+    build(db)
+    position = forge_last(db, type_, 1, {}, text)
+    with Store(db) as store, pytest.raises(IntegrityError, match="T offset 5: data holds a lone surrogate") as caught:
+        store.verify()
+    assert caught.value.position == position and "\n" not in str(caught.value)
+    result = CliRunner().invoke(cli, ["--db", str(db), "verify"])
+    assert result.exit_code == 1 and f"position {position}" in result.stderr
