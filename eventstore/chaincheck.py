@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from .backend import Backend, EventRow, StreamRow
 from .cuts import past_its_offset
-from .errors import InvalidEvent, StoreError, named, shown
+from .errors import InvalidEvent, StoreError, named, path_key, shown
 from .events import CATALOGUE, MAX_DEPTH, UPCASTERS, upcast, validate_data
 from .facts import NONE, Facts, advance, after_fork
 from .integrity import GENESIS, HASH_TAG, canonical, chain_hash_in, digest, legacy_chain_hash
@@ -314,11 +314,11 @@ def _difference(stored: Any, written: Any, field: str) -> str:
     if isinstance(stored, dict) and isinstance(written, dict):
         for key in sorted({*stored, *written}):
             if key not in written:
-                return f"{field}.{key}: {shown(stored[key])} where an append writes no such field"
+                return f"{field}.{path_key(key)}: {shown(stored[key])} where an append writes no such field"
             if key not in stored:
-                return f"{field}.{key}: missing, where an append writes {shown(written[key])}"
+                return f"{field}.{path_key(key)}: missing, where an append writes {shown(written[key])}"
             if canonical(stored[key]) != canonical(written[key]):
-                return _difference(stored[key], written[key], f"{field}.{key}")
+                return _difference(stored[key], written[key], f"{field}.{path_key(key)}")
     if isinstance(stored, list) and isinstance(written, list) and len(stored) == len(written):
         for index, (item, kept) in enumerate(zip(stored, written)):
             if canonical(item) != canonical(kept):

@@ -30,7 +30,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator
 from typing_extensions import is_typeddict
 
-from .errors import InvalidEvent, key_not_text
+from .errors import InvalidEvent, key_not_text, path_key
 
 
 def block_type_name(typed_dict: Any) -> str | None:
@@ -205,7 +205,7 @@ def first_error(error: ValidationError, field: str) -> InvalidEvent:
     keyed = first["type"] == "invalid_key" or (parts[-1:] == ["[key]"] and first["type"] == "string_type")
     if keyed:
         del parts[-1 if first["type"] == "invalid_key" else -2:]
-    loc = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts)
+    loc = "".join(f"[{part}]" if isinstance(part, int) else f".{path_key(str(part))}" for part in parts)
     return key_not_text(f"{field}{loc}", first["input"]) if keyed else InvalidEvent(f"{field}{loc}", first["msg"])
 
 

@@ -31,6 +31,13 @@ def named(value: Any) -> str:
     return repr(value) if isinstance(value, str) and len(value) <= 200 else shown(value)
 
 
+def path_key(key: str) -> str:
+    """An object's key as a field's path names it (`data.<key>`): itself when it is up to 200
+    printable characters, else its repr cut short. A key is any text, and a path once held a
+    1.5 MB one of newlines and terminal escapes whole."""
+    return key if len(key) <= 200 and key.isprintable() else shown(key)
+
+
 def key_not_text(field: str, key: Any) -> InvalidEvent:
     """The refusal of an object (at `field`) holding a key that is not text (canonical JSON
     sorts keys, and Python's own words for 2 beside "a" were "'<' not supported between

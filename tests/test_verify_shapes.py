@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from eventstore import packing
 from eventstore.integrity import canonical, chain_hash, digest
 from tests import stored
-from threadlog import IntegrityError, Store
+from threadlog import IntegrityError, InvalidEvent, Store
 from threadlog.cli import cli
 
 COMPACTION = {"summary": "what came before", "through_offset": 3}
@@ -140,3 +140,20 @@ def test_a_lone_surrogate_written_as_an_escape_fails_verify(tmp_path: Path, type
     assert caught.value.position == position and "\n" not in str(caught.value)
     result = CliRunner().invoke(cli, ["--db", str(db), "verify"])
     assert result.exit_code == 1 and f"position {position}" in result.stderr
+
+
+def test_a_key_of_a_megabyte_of_lines_is_named_on_one_short_line(tmp_path: Path) -> None:
+    """A re-chained event holding a field no append writes, named by a 1.5 MB key of newlines
+    and terminal escapes: verify's message held the key whole (1.5 MB, 300,001 lines), and so
+    did an append's refusal of it; each names it cut short, on one line."""
+    key = "evil\n\x1b[31m" * 150_000
+    db = tmp_path / "t.db"
+    build(db)
+    with Store(db) as store, pytest.raises(InvalidEvent) as refused:
+        store.append("T", [{"type": "compaction.recorded", "data": {**COMPACTION, key: 1}}])
+    position = forge_last(db, "compaction.recorded", 1, {**COMPACTION, key: 1})
+    with Store(db) as store, pytest.raises(IntegrityError, match="T offset 5") as caught:
+        store.verify()
+    assert caught.value.position == position
+    for message in (str(refused.value), str(caught.value)):
+        assert "data.'evil\\n\\x1b[31m" in message and len(message) < 400 and "\n" not in message and "\x1b" not in message, message
