@@ -82,9 +82,10 @@ def source_stop_reason(value: Any) -> str | None:
     speaks for many providers, where a live turn's answer comes from the API itself."""
     if not isinstance(value, str):
         return None
-    if value in _KNOWN:
-        return str.__str__(value)
-    lower = value.lower()
+    text = str.__str__(value)  # a str subclass's text, read without its own __eq__, __hash__ or lower
+    if text in _KNOWN:
+        return text
+    lower = text.lower()
     return lower if lower in _KNOWN else None
 
 

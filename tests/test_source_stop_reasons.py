@@ -56,3 +56,45 @@ def test_a_langgraph_answer_keeps_its_provider_s_stop_reason(tmp_path: Path) -> 
     assert [r["text"] for r in rows if r["kind"] == "cut_short"] == [
         "cut off at the token limit (length)", "cut off by a content filter (content_filter)",
         "cut off before the tool call it stopped for (tool_calls)", "cut off at the token limit (max_tokens)"]
+
+
+class _Spoken(str):
+    """A finish_reason of a provider's own str type: one that claims to equal every word (and
+    hashes as `stop`), and one whose lowercase is no text."""
+
+
+class _EqualToAll(_Spoken):
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return hash("stop")
+
+
+class _LowerNoText(_Spoken):
+    def lower(self) -> Any:  # type: ignore[override]
+        return ["stop"]
+
+
+def test_a_stop_reason_of_a_str_subclass_is_read_by_its_text(tmp_path: Path) -> None:
+    """A `finish_reason` given as a str subclass was looked up by its own `__eq__` and `lower`:
+    one equal to everything kept its text (a screen-clearing escape) as a known stop reason,
+    and one whose `lower()` gave a list failed the graph's step with TypeError."""
+    from projections.stops import source_stop_reason
+
+    assert source_stop_reason(_EqualToAll("junk\x1b[2J")) is None
+    assert source_stop_reason(_LowerNoText("LENGTH")) == "length"
+    kept = source_stop_reason(_EqualToAll("length"))
+    assert kept == "length" and type(kept) is str
+    db = tmp_path / "t.db"
+    answers = [AIMessage("Odd", id="a1", response_metadata={"finish_reason": _LowerNoText("LENGTH")}),
+               AIMessage("Odder", id="a2", response_metadata={"finish_reason": _EqualToAll("junk\x1b[2J")})]
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        app = _answering(saver, answers)
+        config: Any = {"configurable": {"thread_id": "odd"}}
+        for i in range(len(answers)):
+            app.invoke({"messages": [HumanMessage(f"Q{i}", id=f"h{i}")]}, config)
+        thread = saver.threadlog_thread(config)
+        said = [e.data.get("stop_reason") for e in store.read(thread) if e.type == "message.appended" and e.data["role"] == "assistant"]
+    assert said == ["length", None]
