@@ -153,6 +153,26 @@ def test_a_note_fork_pages_from_its_fork_card(tmp_path: Path, note_above: bool) 
     assert '<span id="range-start">240</span>' in first and "<p>message 0</p>" not in first
 
 
+
+def test_a_fork_of_a_note_fork_made_before_its_card_pages_its_own_rows(tmp_path: Path) -> None:
+    """A fork of a note fork made at the note fork's own fork point holds the messages before the
+    card, not the card: its page started over at that card all the same, and showed the fork's
+    own ⑃ card alone, where its rows (and `show`) hold every message, a cut-short mark too."""
+    path = tmp_path / "below.db"
+    with Store(path) as store:
+        store.create_thread(thread_id="t")
+        store.append_message("t", "user", "message 1")
+        store.append_message("t", "assistant", "message 2", stop_reason="max_tokens")
+        note = store.fork("t", at=3, context="note", fork_id="note")
+        store.append_message(note, "user", "message 1000")
+        below = store.fork(note, at=3, fork_id="below")
+        whole = [row.text for row in display_rows(store, below) if row.text and row.text.startswith("message ")]
+    with TestClient(create_app(str(path)), base_url="http://127.0.0.1") as c:
+        page = c.get("/thread", params={"id": below}).text
+    assert whole == ["message 1", "message 2"]
+    assert re.findall(r"<p>(message \d+)</p>", page) == whole and "cut off at the token limit" in page
+
+
 def test_live_rows_are_a_page_s_update_or_only_where_the_log_is(tmp_path: Path) -> None:
     """The pages of a browser share one stream that says the log moved (`/live/log`); each then
     fetches its own update: the rows new since `after`, rendered as on the page, or, when none

@@ -101,6 +101,9 @@ def view_start(store: Store, chain: list[ThreadInfo], low: int, end: int) -> int
             return None
         if info.parent_offset >= end:  # forked past what the page shows as of `end`
             continue
+        # Its parent's card is in the view only if made before this fork's point: a fork of a
+        # note fork made at the note fork's own point holds the messages before the card, not it.
+        end = info.parent_offset
         forked = next(store.read_all(after=info.created_position - 1, limit=1), None)
         if (forked is not None and forked.stream_id == info.id and forked.type == "thread.forked"
                 and forked.data.get("options", {}).get("context") == "note"):
