@@ -1296,18 +1296,23 @@ def test_follow_stops_where_a_file_put_in_its_place_holds_another_history(db: Pa
     if it went on from the old one: its events past the position read were printed as the next."""
     t = ok(db, "new").strip()
     ok(db, "append", t, "--role", "user", "--text", "before")
-    proc = subprocess.Popen([THREADLOG, "follow", "--json", "--interval", "0.05", "--db", str(db)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([THREADLOG, "follow", "--json", "--interval", "0.05", "--after", "2", "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1)  # it has opened the file, and read to its end
+        # It has opened the file and read to its end once it prints the event after position 2
+        # (a second's sleep was not always enough on a busy machine: it then opened the other
+        # file first, and followed it as its own).
+        ok(db, "append", t, "--role", "user", "--text", "followed")
+        assert proc.stdout is not None and select.select([proc.stdout], [], [], 60)[0], "the follower printed nothing"
+        assert json.loads(proc.stdout.readline())["position"] == 3
         for path in db.parent.glob(db.name + "*"):
             path.unlink()
         other = ok(db, "new").strip()
-        ok(db, "append", other, "--role", "user", "--text", "another history")
-        ok(db, "append", other, "--role", "user", "--text", "not printed")
+        for text in ("another history", "and more", "not printed"):
+            ok(db, "append", other, "--role", "user", "--text", text)
         out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
         proc.wait()
     assert proc.returncode == 1 and out == "", (out, err)
-    assert f"{db} was replaced by a file that holds another event at position 2" in err, err
+    assert f"{db} was replaced by a file that holds another event at position 3" in err, err
