@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
@@ -217,6 +218,18 @@ class _Group(click.Group):
             _fail("out of memory: the input is larger than this machine can hold; nothing more was written")
         except MISSHAPEN as error:  # a stored event of the wrong shape (raw SQL wrote it): one line, as every refusal
             _fail(str(misshapen(error)))
+        finally:
+            if _ENDED in ctx.meta:  # stopped and said so: a signal while the process exits ends it so too
+                _exit_on_signals(ctx.meta[_ENDED])
+
+
+def _exit_on_signals(status: int) -> None:
+    """A signal from now on exits with `status` at once, nothing more said. The handlers the
+    command ran under are put back as it returns (SIG_DFL): a service manager's second SIGTERM
+    in the interpreter's last milliseconds killed a stopped follower (-15, not 143)."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, lambda *_: os._exit(status))
 
 
 class _Stopped(KeyboardInterrupt):
