@@ -22,6 +22,20 @@ from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver  # noqa: E402
 
 
+def _stop_reasons_kept(db: Path, thread_id: str, answers: list[AIMessage]) -> tuple[str, list[Any]]:
+    """Run a graph answering each of `answers` in turn on `thread_id`: the thread and the stop
+    reason each answer's event keeps."""
+    with Store(db) as store:
+        saver = ThreadlogSaver(store)
+        app = _answering(saver, answers)
+        config: Any = {"configurable": {"thread_id": thread_id}}
+        for i in range(len(answers)):
+            app.invoke({"messages": [HumanMessage(f"Q{i}", id=f"h{i}")]}, config)
+        thread = saver.threadlog_thread(config)
+        return thread, [e.data.get("stop_reason") for e in store.read(thread)
+                        if e.type == "message.appended" and e.data["role"] == "assistant"]
+
+
 def _answering(saver: ThreadlogSaver, answers: list[AIMessage]) -> Any:
     replies = iter(answers)
     graph = StateGraph(MessagesState)
@@ -43,14 +57,7 @@ def test_a_langgraph_answer_keeps_its_provider_s_stop_reason(tmp_path: Path) -> 
                AIMessage("Cohere", id="a7", response_metadata={"finish_reason": "COMPLETE"}),
                AIMessage("Gemini cut", id="a8", response_metadata={"finish_reason": "MAX_TOKENS"}),
                AIMessage("Unheard of", id="a9", response_metadata={"finish_reason": "x" * 20})]
-    with Store(db) as store:
-        saver = ThreadlogSaver(store)
-        app = _answering(saver, answers)
-        config: Any = {"configurable": {"thread_id": "ana"}}
-        for i in range(len(answers)):
-            app.invoke({"messages": [HumanMessage(f"Q{i}", id=f"h{i}")]}, config)
-        thread = saver.threadlog_thread(config)
-        said = [e.data.get("stop_reason") for e in store.read(thread) if e.type == "message.appended" and e.data["role"] == "assistant"]
+    thread, said = _stop_reasons_kept(db, "ana", answers)
     assert said == ["length", "content_filter", "end_turn", "tool_calls", "stop", "stop", None, "max_tokens", None]
     rows = json.loads(CliRunner().invoke(cli, ["--db", str(db), "rows", thread, "--json"]).stdout)
     assert [r["text"] for r in rows if r["kind"] == "cut_short"] == [
@@ -89,12 +96,5 @@ def test_a_stop_reason_of_a_str_subclass_is_read_by_its_text(tmp_path: Path) -> 
     db = tmp_path / "t.db"
     answers = [AIMessage("Odd", id="a1", response_metadata={"finish_reason": _LowerNoText("LENGTH")}),
                AIMessage("Odder", id="a2", response_metadata={"finish_reason": _EqualToAll("junk\x1b[2J")})]
-    with Store(db) as store:
-        saver = ThreadlogSaver(store)
-        app = _answering(saver, answers)
-        config: Any = {"configurable": {"thread_id": "odd"}}
-        for i in range(len(answers)):
-            app.invoke({"messages": [HumanMessage(f"Q{i}", id=f"h{i}")]}, config)
-        thread = saver.threadlog_thread(config)
-        said = [e.data.get("stop_reason") for e in store.read(thread) if e.type == "message.appended" and e.data["role"] == "assistant"]
+    thread, said = _stop_reasons_kept(db, "odd", answers)
     assert said == ["length", None]
