@@ -90,12 +90,8 @@ def test_follow_goes_on_after_the_server_restarts_printing_each_event_once() -> 
     with Store(url) as store:
         thread = store.create_thread(title="Trip")
         before = store.append_message(thread, "user", "before the restart")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    follower = interruptible([sys.executable, "-m", "threadlog", "follow", "--db", url, "--interval", "0.05", "--after", "0"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    follower = _following(url, "before the restart")
     try:
-        assert follower.stdout is not None
-        assert "before the restart" in follower.stdout.readline() + follower.stdout.readline()
         cluster.kill()
         time.sleep(1.5)  # the follower finds the server gone, and waits
         cluster.start()
@@ -110,6 +106,21 @@ def test_follow_goes_on_after_the_server_restarts_printing_each_event_once() -> 
     assert "before the restart" not in out and "after the restart" not in out  # each printed once
     assert err.count(f"note: following on after position {before.position} once the server answers again") == 1, err
     assert "Traceback" not in err and "error:" not in err, err
+
+
+def _following(url: str, text: str) -> subprocess.Popen[str]:
+    """`threadlog follow` of `url` from its start, once it has printed the message holding `text`
+    (its thread's second event)."""
+    follower = interruptible([sys.executable, "-m", "threadlog", "follow", "--db", url, "--interval", "0.05", "--after", "0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert follower.stdout is not None
+        assert text in follower.stdout.readline() + follower.stdout.readline()
+    except BaseException:
+        follower.kill()
+        follower.communicate()
+        raise
+    return follower
 
 
 def _transaction_calls(store: Store) -> dict[str, Callable[[], object]]:
@@ -389,12 +400,8 @@ def test_follow_s_note_of_an_ended_session_is_escaped() -> None:
     with Store(url) as store:
         thread = store.create_thread(title="Trip")
         store.append_message(thread, "user", "before the end")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    follower = interruptible([sys.executable, "-m", "threadlog", "follow", "--db", url, "--interval", "0.05", "--after", "0"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    follower = _following(url, "before the end")
     try:
-        assert follower.stdout is not None
-        assert "before the end" in follower.stdout.readline() + follower.stdout.readline()
         with psycopg.connect(postgres_url(), autocommit=True) as admin:
             ended = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                   "WHERE application_name LIKE 'owned%' AND pid <> pg_backend_pid()").fetchall()

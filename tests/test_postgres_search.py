@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -680,21 +682,27 @@ def test_a_database_in_an_encoding_icu_does_not_take_gets_a_store(encoding: str)
     EUC_JIS_2004. `threadlog init` there failed with 'collation "und-x-icu" for
     encoding "SQL_ASCII" does not exist (SQLSTATE 42704)', and no store could be made.
     (MULE_INTERNAL is refused by the server itself: it converts none of it to UTF8.)"""
+    with _database_in(encoding, "threadlog") as url, Store(url) as store:
+        t = store.create_thread(title="split")
+        store.append_message(t, "user", "Read src/notes.md first")
+        store.append_message(t, "user", "Then the ferry timetable")
+        assert [h.offset for h in search(store, "notes")] == [1]
+        assert [h.offset for h in search(store, "FERRY")] == [2]
+        store.verify()
+
+
+@contextlib.contextmanager
+def _database_in(encoding: str, prefix: str) -> Iterator[str]:
+    """The URL of a new database of the test cluster in `encoding` (C collation), dropped after."""
     from tests.backends import postgres_cluster
 
     postgres_url()  # the cluster started (or the test skipped)
     cluster = postgres_cluster()
-    name = f"threadlog_{encoding.lower()}"
+    name = f"{prefix}_{encoding.lower()}"
     cluster.execute(f"DROP DATABASE IF EXISTS {name}")
     cluster.execute(f"CREATE DATABASE {name} ENCODING '{encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
     try:
-        with Store(cluster.url(name)) as store:
-            t = store.create_thread(title="split")
-            store.append_message(t, "user", "Read src/notes.md first")
-            store.append_message(t, "user", "Then the ferry timetable")
-            assert [h.offset for h in search(store, "notes")] == [1]
-            assert [h.offset for h in search(store, "FERRY")] == [2]
-            store.verify()
+        yield cluster.url(name)
     finally:
         cluster.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
@@ -705,28 +713,18 @@ def test_a_thread_named_beyond_ascii_is_searched_within_its_history_in_any_encod
     database in SQL_ASCII cannot read ("conversion between UTF8 and SQL_ASCII is not
     supported"), so a search within a thread named beyond ASCII, or of its fork, failed
     as a database error there; the ids are sent as the text they are."""
-    from tests.backends import postgres_cluster
-
-    postgres_url()  # the cluster started (or the test skipped)
-    cluster = postgres_cluster()
-    name = f"threadlog_scope_{encoding.lower()}"
-    cluster.execute(f"DROP DATABASE IF EXISTS {name}")
-    cluster.execute(f"CREATE DATABASE {name} ENCODING '{encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
-    try:
-        with Store(cluster.url(name)) as store:
-            t = store.create_thread(title="Trip", thread_id="Café-trip")
-            store.append_message(t, "user", "the ferry timetable")
-            store.append_message(t, "assistant", [{"type": "tool_use", "id": "c1", "name": "Grep", "input": {"q": "boat"}}])
-            store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "c1", "content": "no ferry"}])
-            fork = store.fork(t, fork_id="Café-fork")
-            store.append_message(fork, "user", "the ferry again")
-            assert [h.offset for h in search(store, "ferry", thread=t)] == [1, 3]
-            assert sorted(h.offset for h in search(store, "ferry", thread=fork)) == [1, 3, 5]
-            assert [h.offset for h in search(store, "ferry", thread=fork, ancestors=False)] == [5]
-            assert [h.offset for h in search(store, "ferry", thread=fork, tool="Grep")] == [3]
-            assert tools_in_other_case(store, "grep", thread=fork) == ["Grep"]
-    finally:
-        cluster.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with _database_in(encoding, "threadlog_scope") as url, Store(url) as store:
+        t = store.create_thread(title="Trip", thread_id="Café-trip")
+        store.append_message(t, "user", "the ferry timetable")
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": "c1", "name": "Grep", "input": {"q": "boat"}}])
+        store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "c1", "content": "no ferry"}])
+        fork = store.fork(t, fork_id="Café-fork")
+        store.append_message(fork, "user", "the ferry again")
+        assert [h.offset for h in search(store, "ferry", thread=t)] == [1, 3]
+        assert sorted(h.offset for h in search(store, "ferry", thread=fork)) == [1, 3, 5]
+        assert [h.offset for h in search(store, "ferry", thread=fork, ancestors=False)] == [5]
+        assert [h.offset for h in search(store, "ferry", thread=fork, tool="Grep")] == [3]
+        assert tools_in_other_case(store, "grep", thread=fork) == ["Grep"]
 
 
 @pytest.mark.parametrize("match", ["words", "any"])
