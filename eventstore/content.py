@@ -21,7 +21,6 @@ TypedDict validation drops keys the SDK does not know yet (for example `caller`)
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import typing
 from collections.abc import Iterator
 from typing import Any
@@ -57,6 +56,8 @@ def generated_validator(kind: str) -> SchemaValidator | None:
 
 @functools.cache
 def _generated_schemas() -> dict[str, Any]:
+    import importlib.metadata  # here, not at the top: it costs a CLI's cold start ~15 ms
+
     try:  # read from the installed metadata: importing `anthropic` is what this avoids
         from . import content_schemas
 

@@ -52,12 +52,12 @@ MAX_DEPTH = 100
 
 
 class _Model(BaseModel):
-    # Built at import (tens of ms of a process start), not on first use (`defer_build`): pydantic
-    # releases older than its rebuild lock (pydantic/pydantic#13438), which `pydantic>=2`
-    # admits, rebuilt a deferred model unlocked, and threads validating one first at once (a
-    # web viewer, a LangGraph run, a follower beside the app) could meet a half-built
-    # validator and refuse a valid event (pydantic/pydantic#13419).
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built on first use, not at import: a command that validates no event (`threadlog ls`, a
+    # reader) starts ~30 ms sooner. Safe with threads since pydantic 2.14, the first release
+    # whose `model_rebuild` holds a lock (pydantic/pydantic#13438), hence the pin; before it,
+    # threads validating one type first at once could meet a half-built validator and refuse
+    # a valid event (pydantic/pydantic#13419).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class EventData(_Model):

@@ -22,7 +22,6 @@ The SDK is the source of truth: the keys come from its types, not from a copy he
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import typing
 from typing import Any
 
@@ -92,6 +91,8 @@ def _check_key(key: Any, field: str) -> str:
     where = _check_sent(key, field)
     declared, beta = _declared()
     if key not in declared:
+        import importlib.metadata  # only on this refusal: a cold start would pay for it
+
         sdk = f"anthropic {importlib.metadata.version('anthropic')}"
         if key in beta:
             raise InvalidEvent(where, f"is a parameter of the beta Messages API only ({sdk}'s client.beta.messages.create); "
