@@ -174,7 +174,17 @@ class Line:
 
     def refresh(self, store: Store) -> None:
         """Read what the log gained since the last call (one query when nothing did): only the
-        streams appended to since (a line with many branches costs a step no more than one)."""
+        streams appended to since (a line with many branches costs a step no more than one).
+
+        The queries read the log as of one moment (`Store.consistent`). Read one after the
+        other, another process's deletion could come between them: its erasures were read
+        (in place, in events below the heads asked for) without the `langgraph.deleted` and
+        the restatements it appended first (above them), and a remaining checkpoint rested
+        on a parent the index no longer held."""
+        with store.consistent():
+            self._refresh(store)
+
+    def _refresh(self, store: Store) -> None:
         last = store.last_position()
         if self.mark == last:
             return
@@ -201,7 +211,7 @@ class Line:
         self.mark = last
         if redacted:  # a payload was erased since the index was built: build it again
             self.__dict__.update(Line(self.key, self.thread_id, self.ns).__dict__)
-            self.refresh(store)
+            self._refresh(store)
 
     def _take(self, stream: Stream, event: RecordedEvent) -> bool:
         """Index one event read through `stream`; True for an `event.redacted` (rebuild)."""
