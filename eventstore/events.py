@@ -11,10 +11,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from .content import first_error, normalize_content, validate_system, validate_thinking, validate_tools
-from .errors import InvalidEvent, key_not_text
+from .errors import InvalidEvent, key_not_text, shown
 from .ids import check_id
 from .settings import check_restored_settings, check_settings
 
@@ -94,6 +95,27 @@ class Source(_Model):
     )
 
 
+def _whole(what: str) -> Callable[[Any, ValidationInfo], Any]:
+    """The check of an integer field naming `what` it holds (an offset, a position): an int and
+    nothing else. pydantic's lax mode stored `true`, `"1"` and 1.0 as 1, so one restored from
+    an export keeps the lax check it was written under (an earlier release stored the int)."""
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if (isinstance(value, bool) or not isinstance(value, int)) and not _restoring(info):
+            raise PydanticCustomError("int_type", "must be {what} (an integer), not {kind} {value}",
+                                      {"what": what, "kind": type(value).__name__, "value": shown(value)})
+        return value
+    return check
+
+
+# An offset in a thread's history (a compaction's cut, a fork point) and a global position.
+Offset = Annotated[int, BeforeValidator(_whole("an offset"))]
+Position = Annotated[int, BeforeValidator(_whole("a position"))]
+# A retrieval passage: the offset of the message it is in, and its part (the bound before the
+# check, so the JSON Schema states it as `minimum`).
+Passage = tuple[Annotated[int, Field(ge=0), BeforeValidator(_whole("an offset"))],
+                Annotated[int, Field(ge=0), BeforeValidator(_whole("a part number"))]]
+
+
 class SentRequest(_Model):
     """The Messages API request a live turn sent for the assistant message it is attached to.
 
@@ -114,7 +136,7 @@ class SentRequest(_Model):
         default=None, description="tool definitions sent after the thread's own (e.g. the transcript tools)"
     )
     passages: dict[Annotated[Text, Field(pattern=r"^[0-9]{1,15}$")],
-                   Annotated[list[tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]], Field(max_length=64)]] | None = Field(
+                   Annotated[list[Passage], Field(max_length=64)]] | None = Field(
         default=None, description="a note fork's retrieval passages the request searched for: by the offset of the user "
                                   "message whose block they are, the (offset, part) of each (projections/retrieval.py)"
     )
@@ -173,6 +195,7 @@ def _new_id(value: str, info: ValidationInfo) -> str:
 
 
 NewId = Annotated[Text, AfterValidator(_new_id)]
+
 
 
 def _tools(value: list[Json], info: ValidationInfo) -> list[Json]:
@@ -372,7 +395,7 @@ class ForkOptions(_Model):
 class ThreadForked(EventData):
     type: ClassVar[str] = "thread.forked"
     parent_id: Text
-    parent_offset: int = Field(ge=1)
+    parent_offset: Offset = Field(ge=1)
     options: ForkOptions
     dropped_tool_use_ids: list[Text] | None = None
     demoted_interrupt_ids: list[Text] | None = None
@@ -384,7 +407,7 @@ class CompactionRecorded(EventData):
 
     type: ClassVar[str] = "compaction.recorded"
     summary: Text
-    through_offset: int = Field(ge=0)
+    through_offset: Offset = Field(ge=0)
     model: Text | None = None
     prompt_digest: Text | None = None
     input_tokens: int | None = None
@@ -414,7 +437,7 @@ class TitleSet(EventData):
 
 class EventRedacted(EventData):
     type: ClassVar[str] = "event.redacted"
-    position: int = Field(ge=1)
+    position: Position = Field(ge=1)
     reason: Text = Field(min_length=1)
     actor: Text = Field(min_length=1)
     skeleton_digest: Text | None = Field(
@@ -483,7 +506,7 @@ class LangGraphDeleted(EventData):
     type: ClassVar[str] = "langgraph.deleted"
     checkpoint_ids: list[Text]
     reason: Literal["delete_thread", "delete_for_runs", "prune"]
-    at: dict[Text, tuple[Text, int]] | None = Field(
+    at: dict[Text, tuple[Text, Offset]] | None = Field(
         default=None, description="checkpoint id -> the stream and offset of its event, where a checkpoint put on it branches "
         "(its event is erased: no reader can find it there)"
     )

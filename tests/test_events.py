@@ -42,6 +42,18 @@ BAD = [
     ({"type": "metadata.set", "data": {"patch": {"x": float("nan")}}}, "events[0].data", "JSON"),
     ({"type": "title.set", "data": {"title": "\ud800"}}, "events[0].data", "UTF-8"),
     ({"type": "compaction.recorded", "data": {"summary": "s", "through_offset": 99}}, "events[0].data.through_offset", "past"),
+    # An offset is an int: pydantic's lax mode stored true, "1" or 1.0 as 1.
+    ({"type": "compaction.recorded", "data": {"summary": "s", "through_offset": True}}, "events[0].data.through_offset",
+     "must be an offset (an integer), not bool True"),
+    ({"type": "compaction.recorded", "data": {"summary": "s", "through_offset": "1"}}, "events[0].data.through_offset",
+     "must be an offset (an integer), not str '1'"),
+    ({"type": "compaction.recorded", "data": {"summary": "s", "through_offset": 1.0}}, "events[0].data.through_offset",
+     "not float"),
+    ({"type": "langgraph.deleted", "data": {"checkpoint_ids": ["c"], "reason": "prune", "at": {"c": ["s", "2"]}}},
+     "events[0].data.at.c[1]", "must be an offset (an integer), not str"),
+    ({"type": "message.appended", "data": {"role": "user", "content": "x"}, "meta": {"request": {
+        "digest": "sha256:" + "0" * 64, "model": "m", "max_tokens": 1, "passages": {"1": [[True, 0]]}}}},
+     "events[0].meta.request.passages", "not bool True"),
     # An interrupt id is printed (`threadlog interrupt list`) and shown: an id, as every other.
     ({"type": "interrupt.raised", "data": {"interrupt_id": ""}}, "events[0].data.interrupt_id", "1 to 200 characters"),
     ({"type": "interrupt.raised", "data": {"interrupt_id": "ask\x1b]0;pwned\x07"}}, "events[0].data.interrupt_id", "control character"),

@@ -562,6 +562,31 @@ def test_an_export_holding_a_block_value_no_longer_accepted_restores(tmp_path: P
         assert list(b.read(t))[-1].data["content"] == lax
 
 
+def test_an_export_of_offsets_an_earlier_release_took_laxly_restores(tmp_path: Path) -> None:
+    """An offset is an int since this release (`"through_offset": true` is refused, where it was
+    stored as 1); a compaction and a fork an earlier release stored so restore from their export."""
+    from eventstore.prepare import prepare
+
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        a.append_message(t, "user", "hi")
+        a.append_message(t, "assistant", "hello")
+        for lax in (True, "2"):
+            with pytest.raises(InvalidEvent, match="through_offset: must be an offset"):
+                a.append(t, [{"type": "compaction.recorded", "data": {"summary": "s", "through_offset": lax}}])
+            # As an earlier release checked it: the lax check `restoring` keeps.
+            a.append_prepared(t, [prepare({"type": "compaction.recorded", "data": {"summary": "s", "through_offset": lax}}, 0,
+                                          restoring=True)])
+        assert [e.data["through_offset"] for e in a.read(t) if e.type == "compaction.recorded"] == [1, 2]
+        fork = a.fork(t, 2)
+        backup = write(tmp_path / "all.jsonl", export_all(a))
+        original = events_of(a)
+    with Store(tmp_path / "b.db") as b:
+        assert import_events(b, backup).added == len(original)
+        assert events_of(b) == original and b.verify().events == len(original)
+        assert [e.data["parent_offset"] for e in b.read(fork) if e.type == "thread.forked"] == [2]
+
+
 def test_an_export_holding_an_interrupt_id_no_longer_accepted_restores_and_can_be_answered(tmp_path: Path) -> None:
     """Interrupt ids are checked as ids since this release (1 to 200 printable characters); an
     interrupt an earlier release raised with another id still restores from its export, and
