@@ -11,7 +11,9 @@ release wrote may hold one), naming the two cuts that keep the pair together.
 
 Only the last message below the cut and the first at or after it are read (the facts say
 which calls still wait, as for a fork): a call a fork dropped gets no result, so a cut
-through it is taken.
+through it is taken. Only what the model view holds is judged: a `context="note"` fork's
+view (and its own forks') starts from its note, so the parent's messages below it, a call
+and its result among them, are no pair a cut there could split.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .prepare import PreparedEvent
 
 COMPACTION = "compaction.recorded"
 MESSAGE = "message.appended"
+FORKED = "thread.forked"
 
 # Reads the stored events at offsets lo..hi-1 of the thread's history: (offset, type, data).
 Stored = Callable[[int, int], Iterable[tuple[int, str, dict[str, Any]]]]
@@ -46,25 +49,33 @@ def past_its_offset(type_: str, data: dict[str, Any], offset: int) -> str | None
     return None
 
 
+def is_note(type_: str, data: dict[str, Any]) -> bool:
+    """Whether the event is a `context="note"` fork's `thread.forked`: the model view of the fork,
+    and of the forks made from it, starts from the note it stands for."""
+    options = data.get("options") if type_ == FORKED else None
+    return isinstance(options, dict) and options.get("context") == "note"
+
+
 def _in_batch(index: int) -> str:
     return f"events[{index}]"
 
 
 def check_cuts(batch: Sequence[PreparedEvent], start: int, facts: Facts, stored: Stored,
-               event: Callable[[int], str] = _in_batch, advice: str | None = None) -> None:
+               event: Callable[[int], str] = _in_batch, advice: str | None = None, *, view: int = 0) -> None:
     """Refuse (`InvalidEvent` naming the compaction's `through_offset`) a compaction of the
     batch whose cut falls between tool calls and their results. The batch is to be appended
     at offset `start`, onto a head whose pending facts are `facts`; `stored` reads the
     history below `start`; `event(index)` names an event of the batch in the refusal, which
-    ends with `advice` when given (the offsets to compact through otherwise). An import's plan
-    checks each compaction so as it plans it, before anything is written."""
+    ends with `advice` when given (the offsets to compact through otherwise); `view` is the
+    offset of the note a note fork's view starts from (0: the view holds the whole history).
+    An import's plan checks each compaction so as it plans it, before anything is written."""
     for index, item in enumerate(batch):
         offset = start + index
         if item.type == COMPACTION:
             through = item.data.get("through_offset")
             if type(through) is int and 0 < through <= offset:
                 _check_cut(f"{event(index)}.data.through_offset", through, offset, facts, _Events(batch, start, stored),
-                           advice)
+                           advice, view)
         try:
             facts = advance(facts, item.type, item.data)
         except InvalidEvent:
@@ -94,15 +105,20 @@ class _Events:
             hi, step = lo, step * 8
 
 
-def _check_cut(field: str, through: int, offset: int, facts: Facts, events: _Events, advice: str | None) -> None:
+def _check_cut(field: str, through: int, offset: int, facts: Facts, events: _Events, advice: str | None,
+               view: int) -> None:
+    if through <= view:
+        return  # at or below a note fork's note: the view holds no message below the cut
     # The assistant messages in a row that end last below the cut (a request merges them into
     # one, whose calls the user messages after it answer), and the results the user messages
-    # after them (merged into one too) give below the cut.
+    # after them (merged into one too) give below the cut; none below the note the view starts from.
     answered: set[str] = set()
     asked: dict[str, int] = {}  # call id -> the offset of the message holding it
     inside = True  # no user message between the cut and the assistant messages: the cut splits them
     seen = False  # an assistant message came (reading back): a user message before it ends the row
     for at, type_, data in events.backwards(through):
+        if at <= view:
+            break
         if type_ != MESSAGE:
             continue
         if data.get("role") == "assistant":

@@ -887,22 +887,32 @@ class Store:
                 if batch[0].type != ThreadCreated.type:
                     raise InvalidEvent("events[0].type", "a new thread must start with thread.created")
                 head = Head.new_thread()
-                self._check_cuts(thread, head, batch)
+                self._check_cuts(thread, head, batch, forked=False)
                 return self._write(thread, head, batch, position)
             if expect == "no_stream" or (isinstance(expect, int) and expect != row.head):
                 raise ConcurrencyError(thread, expect, row.head)
             head = Head.of(row)
             if interrupted.binds_calls(batch, head.facts.interrupts):
                 interrupted.check_batch(self._interrupted_calls(row), batch, functools.partial(self._answered_at, row))
-            self._check_cuts(thread, head, batch)
+            self._check_cuts(thread, head, batch, forked=row.parent_offset is not None)
             return self._write(thread, head, batch, position)
 
-    def _check_cuts(self, thread: str, head: Head, batch: Sequence[PreparedEvent]) -> None:
+    def _check_cuts(self, thread: str, head: Head, batch: Sequence[PreparedEvent], forked: bool) -> None:
         """Refuse a compaction of `batch` whose cut falls between tool calls and their results
         (`cuts.check_cuts`), reading the thread's stored history around it; a batch holding
         none costs one pass over its types."""
         if cuts.compacts(batch):
-            cuts.check_cuts(batch, head.offset, head.facts, functools.partial(self._decoded_range, thread))
+            cuts.check_cuts(batch, head.offset, head.facts, functools.partial(self._decoded_range, thread),
+                            view=self._view_start(thread) if forked else 0)
+
+    def _view_start(self, thread: str) -> int:
+        """The offset of the note the fork `thread`'s model view starts from: its own or its
+        nearest ancestor's `context="note"` `thread.forked` (0 when none is). One event read
+        per fork in its history, whose first own event is its `thread.forked`."""
+        for stream_id, lo, _ in reversed(segments(self.ancestry(thread))):
+            if lo and any(cuts.is_note(type_, data) for _, type_, data in self._decoded_range(stream_id, lo, lo + 1)):
+                return lo
+        return 0
 
     def _decoded_range(self, thread: str, start: int, stop: int) -> Iterator[tuple[int, str, dict[str, Any]]]:
         """The events at offsets start..stop-1 of the thread's history, decoded: (offset, type, data)."""

@@ -96,6 +96,33 @@ def test_a_fork_that_dropped_the_calls_may_compact_through_them(mem: Store) -> N
     assert [m.kind for m in thread_state(mem, f).messages] == ["summary", "message"]
 
 
+def test_a_note_fork_may_compact_through_a_pair_its_view_does_not_hold(store: Store) -> None:
+    """A note fork's view starts from its note: the parent's call and result are not in it, so a
+    cut between them splits nothing the model is sent (it was refused). A full fork, whose view
+    holds them, is still refused, and so is a cut through a pair of the note fork's own."""
+    t = called(store)
+    note = store.fork(t, context="note")  # its note at offset 5
+    store.append_message(note, "user", "And Paris?")  # 6
+    store.append(note, [compaction("They asked about Lyon.", 3)])
+    assert [m.kind for m in thread_state(store, note).messages] == ["fork_note", "summary", "message"]
+    assert [m["role"] for m in anthropic_request(store, note)["messages"]] == ["user"]
+    deeper = store.fork(note)  # a full fork of it: its view starts from the same note
+    store.append(deeper, [compaction("They asked about Lyon and Paris.", 3)])
+    assert [m.kind for m in thread_state(store, deeper).messages] == ["fork_note", "summary", "message"]
+
+    store.append_message(note, "assistant", [use("toolu_9", city="Paris")])  # 8
+    store.append_message(note, "user", [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "sunny"}])  # 9
+    full = store.fork(t)
+    before = dump(store)
+    with pytest.raises(InvalidEvent, match="toolu_9") as refused:
+        store.append(note, [compaction("Paris asked.", 9)])
+    assert refused.value.field == "events[0].data.through_offset"
+    with pytest.raises(InvalidEvent, match="toolu_1") as refused:
+        store.append(full, [compaction("They asked about Lyon.", 3)])
+    assert refused.value.field == "events[0].data.through_offset"
+    assert dump(store) == before
+
+
 def test_a_compaction_while_an_interrupt_waits_is_refused_and_the_answer_reaches_the_model(file_store: Store,
                                                                                           api: MessagesAPI) -> None:
     """Compacted while a turn waited on a human's answer, the resumed turn sent the summary
