@@ -9,8 +9,9 @@ keeps its id and changes in place. An answer the model refused (`stop_reason: re
 ends with a `refusal` row, one it did not end whole (`max_tokens`, …) with a `cut_short`
 row, `E:N` for a message of N blocks: no block's id, nor another event's (an event id ending
 in `:<number>` has a suffix of its own added). A paused answer (`pause_turn`) that no message
-follows as of `at` has that row too (`projections.stops`); the message that goes on from it
-takes the row away again, the one row that goes rather than changes. Rows of a
+follows as of `at` has that row too (`projections.stops`; a message of calls a fork dropped
+follows nothing); the message that goes on from it takes the row away again, the one row that
+goes rather than changes. Rows of a
 `context="note"` fork start over at the fork card: the fork's screen shows the ⑃ card and
 what happened after it, not the parent.
 
@@ -148,15 +149,18 @@ class _Fold:
         self.rows: dict[str, Row] = {}
         self.calls: dict[str, str] = {}  # tool_use id -> row id
         self.interrupts: dict[str, str] = {}  # interrupt id -> row id
-        self.paused: str | None = None  # the row of a paused answer no message follows yet
+        # The messages since the last one that is more than tool calls (it first): the row of its
+        # mark if it is a paused answer (`_message_rows`), and the calls of one holding nothing
+        # else (None for any other). A fork that drops all of a message's calls leaves it out of
+        # the view, so the last message of the view, whose paused answer keeps its row, is known
+        # once the read ends (`ended`).
+        self.tail: list[tuple[str | None, frozenset[str] | None]] = []
 
     def add(self, event: RecordedEvent) -> None:
         """The rows `event` makes, and the statuses it changes."""
         data = event.data
         if event.type == "message.appended":
-            self._followed()
-            if event.origin != "primed":
-                self.paused = _message_rows(event, self.rows, self.calls)
+            self._followed(data, _message_rows(event, self.rows, self.calls) if event.origin != "primed" else None)
         elif event.type == "interrupt.raised" and "interrupt_id" in data:
             base = _base(event)
             self.rows[base["id"]] = Row(kind="interrupt", text=data.get("question"), interrupt_id=data["interrupt_id"],
@@ -171,7 +175,7 @@ class _Fold:
             self.rows[base["id"]] = Row(kind="compaction", text=text, **base)
         elif event.type == "thread.forked":
             if data.get("options", {}).get("context") == "note":
-                self.rows, self.calls, self.interrupts, self.paused = {}, {}, {}, None
+                self.rows, self.calls, self.interrupts, self.tail = {}, {}, {}, []
             self._forked(data)
             text = f"⑃ Forked from {data['parent_id']} at {data['parent_offset']}"
             base = _base(event)
@@ -184,7 +188,7 @@ class _Fold:
         with the id of one on it names a new call (an id may be used again once answered):
         results after it are not the page's."""
         if event.type == "message.appended":
-            self._followed()
+            self._followed(event.data, None)
             if event.origin != "primed":
                 for block in event.data.get("content") or []:
                     if block.get("type") == "tool_use":
@@ -198,17 +202,36 @@ class _Fold:
         else:
             self._resolved(event.type, event.data)
 
-    def _followed(self) -> None:
-        """A message follows: a paused answer's row (`paused`) goes, the model went on from it
-        (a primed message follows it too, as the model view reads it)."""
-        if self.paused is not None:
-            self.rows.pop(self.paused, None)
-            self.paused = None
+    def _followed(self, data: dict[str, Any], paused: str | None) -> None:
+        """A message (its event's data; `paused`: the row of its mark if it is a paused answer)
+        follows: the paused answers' rows before it go, the model went on from them (a primed
+        message follows them too, as the model view reads it); but for one holding nothing but
+        tool calls, which a fork may yet drop (`tail`)."""
+        content = data.get("content") or []
+        calls = frozenset(block.get("id") for block in content if block.get("type") == "tool_use")
+        if content and len(calls) == len(content) and all(isinstance(call, str) for call in calls):
+            self.tail.append((paused, calls))
+        else:
+            self._took([row for row, _ in self.tail])
+            self.tail = [(paused, None)]
+        if all(row is None for row, _ in self.tail):
+            self.tail = []  # no paused answer's row a later message or drop could concern
+
+    def _took(self, rows: list[str | None]) -> None:
+        """The rows of paused answers a message went on from go."""
+        for row in rows:
+            if row is not None:
+                self.rows.pop(row, None)
+
+    def ended(self) -> None:
+        """The read ended: the paused answers before the last message of the view were gone on from."""
+        self._took([row for row, _ in self.tail[:-1]])
+        self.tail = self.tail[-1:]
 
     def unsettled(self) -> bool:
         """Whether a later event could still change a row's status, or take a paused answer's row away."""
-        return self.paused is not None or bool(self.interrupts) or any(self.rows[row].status == "pending"
-                                                                       for row in self.calls.values() if row in self.rows)
+        return any(row is not None for row, _ in self.tail) or bool(self.interrupts) or any(
+            self.rows[row].status == "pending" for row in self.calls.values() if row in self.rows)
 
     def _resolved(self, type_: str, data: dict[str, Any]) -> None:
         if type_ in ("interrupt.resolved", "interrupt.cancelled"):
@@ -224,8 +247,13 @@ class _Fold:
             row = self.rows.get(self.interrupts.pop(interrupt_id))
             if row is not None:
                 row.status, row.reason = "cancelled", "fork"  # the reason the event catalogue gives a demotion
-        for tool_use_id in data.get("dropped_tool_use_ids") or []:
+        dropped = data.get("dropped_tool_use_ids") or []
+        for tool_use_id in dropped:
             self.rows.pop(self.calls.pop(tool_use_id, ""), None)
+        if dropped:  # a message of dropped calls alone leaves the view: not its last, nor gone on from
+            gone = [(row, calls) for row, calls in self.tail if calls is not None and calls <= set(dropped)]
+            self._took([row for row, _ in gone])
+            self.tail = [entry for entry in self.tail if entry not in gone]
 
 
 def display_rows(store: Store, thread: str, at: int | None = None, *, start: int = 0, stop: int | None = None) -> list[Row]:
@@ -254,4 +282,5 @@ def display_rows(store: Store, thread: str, at: int | None = None, *, start: int
             fold.settle(event)
             if not fold.unsettled():
                 break
+    fold.ended()
     return list(fold.rows.values())

@@ -439,10 +439,7 @@ class View(Sequence[Message]):
         # A snapshot's ranges hold the offsets of messages alone (`_Fold.dump`).
         stored = [offset for lo, hi in fold.base for offset in range(max(lo, through), hi)]
         kept = fold.msgs[bisect.bisect_left(fold.msgs, (through,)):]
-        # The last message read, the one a paused answer (`pause_turn`) is marked cut short on: the
-        # history's, though a fork dropped the calls it held and it leaves the view (rows and
-        # transcripts read it as the message that went on from the paused answer).
-        self._last = kept[-1][0] if kept else stored[-1] if stored else None
+        self._last: int | None = None  # none yet: `_messages` below, finding the gone, marks no paused answer
         self._dropped = locate(store, thread, fold.dropped) if fold.dropped else {}
         if self._dropped:  # a message that held a dropped call and nothing else is out of the view
             located = self._read([offset for offset in stored if offset in self._dropped])
@@ -452,6 +449,10 @@ class View(Sequence[Message]):
             kept = [row for row in kept if row[0] not in gone]
         self._stored: list[int] = stored
         self._kept: list[tuple[int, int, str]] = kept
+        # The last message of the view, the one a paused answer (`pause_turn`) is marked cut short
+        # on: a message a fork's drop left out does not go on from it (rows and transcripts leave
+        # it out too), and the fork's request ends on the paused answer.
+        self._last = kept[-1][0] if kept else stored[-1] if stored else None
 
     def __len__(self) -> int:
         return len(self._head) + len(self._stored) + len(self._kept)

@@ -25,10 +25,13 @@ A paused answer (`pause_turn`: a server tool's long turn, which the model goes o
 conversation is sent back) is continued by the message after it. One that no message follows
 was never resumed, and is marked so (`paused by the server and not resumed`): that depends on
 where the reading ends, so a caller says whether the message is the last one it reads
-(`last`). The rule is the simplest honest one: the last message as of the point read. A
-replay, a transcript or a page of rows as of an offset where the paused answer is the last
-message marks it, as a fork made there starts from it unresumed; read to the head, the answer
-that a later message went on from is not marked.
+(`last`). The rule is the simplest honest one: the last message of the view as of the point
+read. A replay, a transcript or a page of rows as of an offset where the paused answer is the
+last message marks it, as a fork made there starts from it unresumed; read to the head, the
+answer that a later message went on from is not marked. A message holding nothing but tool
+calls a fork dropped is out of the fork's view (rows, transcripts and the model view leave it
+out, and the fork's request ends on the paused answer): it goes on from nothing, and the fork
+marks the paused answer before it, as a fork made before it does.
 
 Only an assistant's message is an answer: a user's message carrying a stop reason (written by
 hand, or by a tool that copies every field) is neither refused nor cut short.

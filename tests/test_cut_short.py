@@ -321,29 +321,82 @@ def test_show_and_diff_give_a_long_mark_whole_on_lines_of_its_own(tmp_path: Path
     assert "     2  assistant       The first step is (cut off at the token limit (max_tokens))\n" in shown
 
 
-def test_a_paused_answer_before_a_call_a_fork_dropped_is_not_marked_in_the_model_view(tmp_path: Path) -> None:
-    """A fork that dropped the call the model made after a paused answer (`pause_turn`) showed
-    that answer as `paused by the server and not resumed` in `show` and the replay page, where
-    rows and the transcript, reading the same history, did not: the message holding the call
-    follows it, though the model view leaves it out. The paused answer is marked as the last
-    message of the history read, in every reader."""
-    from projections import display_rows, thread_state
+def test_a_paused_answer_before_a_call_a_fork_dropped_is_marked_as_the_forks_last_message(tmp_path: Path) -> None:
+    """A fork that dropped the call the model made after a paused answer (`pause_turn`) ends on
+    that answer: rows, the transcript and the model view leave the call's message out, and the
+    fork's request ends on the answer, byte for byte as a fork made before the call. Yet only
+    that fork marked it `paused by the server and not resumed`. Now both do, in every reader; a
+    message that holds more than the dropped call still goes on from it, and so does the fork's
+    own next message."""
+    from projections import anthropic_request, display_rows, thread_state
 
     db = str(tmp_path / "t.db")
     with Store(db) as store:
         t = store.create_thread(model=MODEL, thread_id="t")
         store.append_message(t, "user", "Search trains")
-        store.append_message(t, "assistant", [{"type": "text", "text": "Searching"}], stop_reason="pause_turn")
+        store.append_message(t, "assistant", [{"type": "text", "text": "Searching"}], stop_reason="pause_turn")  # 2
         store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "look", "input": {}}],
-                             stop_reason="tool_use")
+                             stop_reason="tool_use")  # 3
         fork = store.fork(t, unanswered="drop", fork_id="f")
-        assert [m.offset for m in thread_state(store, fork).messages] == [1, 2]  # the call's message left the view
-        assert [m.cut_short for m in thread_state(store, fork).messages] == [None, None]
-        assert [m.cut_short for m in thread_state(store, fork, paged=True).view[-1:]] == [None]
-        assert [r for r in display_rows(store, fork) if r.kind == "cut_short"] == []
-        assert "paused" not in transcript(store, fork)
-    assert "paused" not in _threadlog(db, "show", fork).stdout
-    assert "paused" not in _threadlog(db, "show", fork, "--json").stdout
+        before = store.fork(t, 3, fork_id="before")  # made at the paused answer: nothing went on from it there
+        for thread in (fork, before):
+            assert [m.offset for m in thread_state(store, thread).messages] == [1, 2]
+            assert [m.cut_short for m in thread_state(store, thread).messages] == [None, PAUSED], thread
+            assert [m.cut_short for m in thread_state(store, thread, paged=True).view[-1:]] == [PAUSED], thread
+            assert [(r.offset, r.text) for r in display_rows(store, thread) if r.kind == "cut_short"] == [(2, PAUSED)], thread
+            assert [(r.offset, r.text) for r in display_rows(store, thread, start=1, stop=3) if r.kind == "cut_short"] == \
+                [(2, PAUSED)], thread
+            assert "    Searching\n\npaused by the server and not resumed (stop_reason `pause_turn`)\n\n" in transcript(store, thread)
+            assert "paused" not in transcript(store, thread, stop=1)
+        assert anthropic_request(store, fork)["messages"] == anthropic_request(store, before)["messages"]
+        assert anthropic_request(store, fork)["messages"][-1]["content"][0]["text"] == "Searching"  # the model goes on from it
+        # Not in the parent, where the call's message follows it in every reader.
+        assert all(m.cut_short is None for m in thread_state(store, t).messages)
+        assert [r for r in display_rows(store, t) if r.kind == "cut_short"] == [] and "paused" not in transcript(store, t)
+        # A message holding more than the dropped call stays in the fork's view, and goes on from it.
+        store.append_message(t, "user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "none"}])
+        store.append_message(t, "assistant", [{"type": "text", "text": "Another look"}], stop_reason="pause_turn")  # 5
+        store.append_message(t, "assistant", [{"type": "text", "text": "Calling"},
+                                              {"type": "tool_use", "id": "toolu_2", "name": "look", "input": {}}])  # 6
+        kept = store.fork(t, unanswered="drop", fork_id="kept")
+        assert all(m.cut_short is None for m in thread_state(store, kept).messages)
+        assert [r for r in display_rows(store, kept) if r.kind == "cut_short"] == [] and "paused" not in transcript(store, kept)
+        # The fork's own next message goes on from the paused answer: its mark goes.
+        store.append_message(fork, "assistant", [{"type": "text", "text": "Buses"}], stop_reason="end_turn")
+        assert all(m.cut_short is None for m in thread_state(store, fork).messages)
+        assert [r for r in display_rows(store, fork) if r.kind == "cut_short"] == [] and "paused" not in transcript(store, fork)
+        assert [(r.offset, r.text) for r in display_rows(store, fork, at=5) if r.kind == "cut_short"] == [(2, PAUSED)]
+    assert f"     2  assistant       Searching ({PAUSED})\n" in _threadlog(db, "show", "before").stdout
+    assert f"     2  assistant       Searching ({PAUSED})\n" in _threadlog(db, "show", fork, "--at", "5").stdout
+    assert {m["offset"]: m["cut_short"] for m in json.loads(_threadlog(db, "show", fork, "--at", "5", "--json").stdout)["messages"]
+            if "cut_short" in m} == {2: PAUSED}
+
+
+def test_an_open_page_of_a_fork_ending_on_a_paused_answer_is_told_to_drop_its_mark(tmp_path: Path) -> None:
+    """The fork's view ends on the paused answer before the call it dropped, so its open page
+    shows the answer's card; the fork's next message goes on from it, and the update names that
+    card's row (`resumed`), past the message the drop left out."""
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from threadlog.web import create_app
+
+    db = str(tmp_path / "t.db")
+    with Store(db) as store:
+        t = store.create_thread(model=MODEL, thread_id="t")
+        store.append_message(t, "user", "Search trains")
+        paused = store.append_message(t, "assistant", [{"type": "text", "text": "Searching"}], stop_reason="pause_turn")
+        store.append_message(t, "assistant", [{"type": "tool_use", "id": "toolu_1", "name": "look", "input": {}}])
+        fork = store.fork(t, unanswered="drop", fork_id="f")
+        position = store.last_position()
+    row = f"r-{paused.event_id}:1"
+    with TestClient(create_app(db), base_url="http://127.0.0.1") as browser:
+        assert f'id="{row}"' in browser.get(f"/thread?id={fork}").text
+        with Store(db) as store:
+            store.append_message(fork, "assistant", [{"type": "text", "text": "Buses"}], stop_reason="end_turn")
+        update = browser.get("/live/rows", params={"id": fork, "after": position, "from": 0}).json()
+        assert update["resumed"] == [row], update
+        assert f'id="{row}"' not in browser.get(f"/thread?id={fork}").text
 
 
 def test_a_diff_side_cut_by_its_limit_does_not_mark_its_last_message_paused(tmp_path: Path) -> None:

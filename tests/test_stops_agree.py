@@ -1,8 +1,9 @@
 """Every reader marks the same answers as refused or cut short, in the same words, as
 `projections.stops` says of them, the paused answer (`pause_turn`) only when it is the last
-message as of the point read: display rows, the model view, transcripts (bounded too), `show`,
-`diff` and the viewer's thread, replay and diff pages, over random threads with forks, note
-forks, compactions, redactions and snapshots, at random replay points."""
+message of the view as of the point read (a message of calls a fork dropped is out of it): display
+rows, the model view, transcripts (bounded too), `show`, `diff` and the viewer's thread, replay
+and diff pages, over random threads with forks (dropping calls or not), note forks, compactions,
+redactions and snapshots, at random replay points."""
 
 from __future__ import annotations
 
@@ -39,11 +40,21 @@ def _mark(data: dict[str, Any], last: bool) -> Mark | None:
     return None if cut is None else ("cut", cut)
 
 
-def _expected(events: list[RecordedEvent]) -> dict[int, Mark | None]:
-    """Each message's mark by offset, the last message as of the point read being the last."""
+def _expected(events: list[RecordedEvent], view: bool = True) -> dict[int, Mark | None]:
+    """Each message's mark by offset, the last message of the view as of the point read being
+    the last: a message of calls a fork dropped and nothing else is out of it (call ids are
+    never used twice here). `view=False`: the last message read (a diff side shows every message)."""
+    dropped = {call for e in events if e.type == "thread.forked" for call in e.data.get("dropped_tool_use_ids") or []}
     messages = [e for e in events if e.type == "message.appended"]
-    last = messages[-1].offset if messages else None
+    shown = [e for e in messages if not (view and _gone(e.data, dropped))]
+    last = shown[-1].offset if shown else None
     return {e.offset: _mark(e.data, e.offset == last) for e in messages}
+
+
+def _gone(data: dict[str, Any], dropped: set[str]) -> bool:
+    """Whether a message holds nothing but tool calls a fork dropped: the model view leaves it out."""
+    content = data.get("content") or []
+    return bool(content) and all(b.get("type") == "tool_use" and b.get("id") in dropped for b in content)
 
 
 def _note_start(events: list[RecordedEvent]) -> int:
@@ -62,7 +73,7 @@ class _Builder:
         self.forks: list[str] = []
 
     def step(self) -> None:
-        kind = self.draw(st.sampled_from(["message"] * 6 + ["other", "fork", "compact", "redact", "snapshot"]))
+        kind = self.draw(st.sampled_from(["message"] * 6 + ["paused", "other", "fork", "compact", "redact", "snapshot"]))
         thread = self.draw(st.sampled_from(self.threads))
         try:
             getattr(self, "_" + kind)(thread)
@@ -95,6 +106,18 @@ class _Builder:
                                       **({"explanation": "not allowed here"} if draw(st.booleans()) else {})}
         origin = {"origin": "primed"} if role == "user" and draw(st.integers(0, 9)) == 0 else {}
         store.append_message(thread, role, content, **fields, **origin)
+
+    def _paused(self, thread: str) -> None:
+        """A paused answer, then the model's tool calls alone, and maybe a fork: one made after
+        them drops the calls (they wait for results), and its view ends on the paused answer."""
+        offset = self.store.head(thread)
+        self.store.append_message(thread, "assistant", [{"type": "text", "text": f"w{offset}x"}], stop_reason="pause_turn")
+        self.calls += 1
+        stop = self.draw(st.sampled_from([{}, {"stop_reason": "tool_use"}, {"stop_reason": "pause_turn"}]))
+        self.store.append_message(thread, "assistant", [{"type": "tool_use", "id": f"toolu_{self.calls}", "name": f"t{offset + 1}x",
+                                                         "input": {}}], **stop)
+        if self.draw(st.booleans()):
+            self._fork(thread)
 
     def _waiting(self, thread: str) -> list[str]:
         """The tool calls of `thread` waiting for their results."""
@@ -285,8 +308,8 @@ def _agree(db: str, store: Store, builder: _Builder, draw: Any, browser: Any) ->
         text = runner.invoke(cli, ["--db", db, "diff", fork, parent]).stdout
         page = browser.get("/diff", params={"a": fork, "b": parent}).text.split('<section class="side">')[1:]
         for label, side, part, shown in (("a", compared.a, limited.a, page[0]), ("b", compared.b, limited.b, page[1])):
-            # A side's messages run to its head: the paused answer is marked only as its thread's last message.
-            expected = _expected(list(store.read(side.thread)))
+            # A side's messages run to its head, each shown: the paused answer is marked only as its thread's last message.
+            expected = _expected(list(store.read(side.thread)), view=False)
             want = _marked(expected, [m["offset"] for m in side.messages])
             assert _side_marks(side) == want, side.thread
             assert _side_marks(part) == _marked(expected, [m["offset"] for m in part.messages]), ("limit", side.thread)

@@ -190,16 +190,30 @@ def _resumed(store: Store, thread: str, own: list[RecordedEvent], start: int, no
     """The update's `resumed`: the ids of the rows that marked a paused answer (`pause_turn`)
     no message followed, which the first new message took away (the model went on from it).
     The page drops them: it keeps the rows an update does not send. Only the last message
-    before the new one can hold such a row; it is found however far back it is (progress
-    recorded while the turn waited), on the page (from `start`)."""
+    of the view before the new one can hold such a row; it is found however far back it is
+    (progress recorded while the turn waited), on the page (from `start`)."""
     first = next((event.offset for event in own if event.type == "message.appended"), None)
     if first is None or first <= start:
         return []
-    last = _last_message(store, thread, start, first)
+    last = _last_in_view(store, thread, start, first)
     if last is None:
         return []
     before = display_rows(store, thread, last + 1, start=last, stop=last + 1)  # as of that message, the last then
     return [visible(row_item_id(row)) for row in before if row.kind == "cut_short" and row_item_id(row) not in now]
+
+
+def _last_in_view(store: Store, thread: str, start: int, stop: int) -> int | None:
+    """The offset of the last message in start..stop-1 the view holds (`_last_message`), past
+    those a fork after them left out: every block a tool call it dropped (`display_rows`)."""
+    end = stop
+    while (last := _last_message(store, thread, start, stop)) is not None:
+        events = list(store.read(thread, last, end))
+        dropped = {call for event in events if event.type == "thread.forked" for call in event.data.get("dropped_tool_use_ids") or []}
+        content = events[0].data.get("content") or []
+        if not (dropped and content and all(block.get("type") == "tool_use" and block.get("id") in dropped for block in content)):
+            return last
+        stop = last
+    return None
 
 
 def _last_message(store: Store, thread: str, start: int, stop: int) -> int | None:
