@@ -197,7 +197,6 @@ def _new_id(value: str, info: ValidationInfo) -> str:
 NewId = Annotated[Text, AfterValidator(_new_id)]
 
 
-
 def _tools(value: list[Json], info: ValidationInfo) -> list[Json]:
     """A thread's tool definitions, each one the SDK knows (`validate_tools`). One restored
     from an export keeps what an earlier release let it hold."""
