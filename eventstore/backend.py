@@ -301,6 +301,12 @@ class Backend(Protocol):
         """One consistent view for several reads; writers are not blocked meanwhile."""
         ...
 
+    def wait_for_writes(self) -> None:
+        """Return once every write transaction that took a position before this call has ended
+        (committed or rolled back), outside any transaction: a read after it sees every event
+        below a position already seen committed."""
+        ...
+
     def claim(self, name: str) -> Claim:
         """Take the claim `name` (checked: `claims.check_name`) on this database now, without
         waiting, or raise `Claimed`, naming the holder's process id when known, if another

@@ -1023,6 +1023,17 @@ class PostgresBackend:
             self._in_transaction = self._snapshot = False
             self._libpq_rollback(b"ROLLBACK")
 
+    @_translated
+    def wait_for_writes(self) -> None:
+        """`Backend.wait_for_writes`: the order lock taken exclusively and let go at once, by one
+        statement (its own transaction). Every transaction that reserved positions holds it
+        shared until it ends (module doc), so this waits for those that reserved before it; a
+        position is taken before its transaction commits, so one below a position seen
+        committed may still be in flight. Waits up to the store's `timeout` (`Locked`)."""
+        if self._in_transaction:
+            raise StoreError("wait_for_writes: a transaction is open on this store; it would hold the order lock to its end")
+        self.conn.execute(f"SELECT pg_advisory_xact_lock({_ORDER})".encode())
+
     def claim(self, name: str) -> Claim:
         """`Backend.claim`: a session advisory lock (`pg_try_advisory_lock`) on a connection
         opened for it and kept open while the claim is held; closing it (the claim released,

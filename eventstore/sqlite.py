@@ -934,6 +934,10 @@ class SQLiteBackend:
         committed = self._checkpointer.committed if self._checkpointer is not None else None
         return _Transaction(self.conn, self._writes, self.path, self._wait, committed)
 
+    def wait_for_writes(self) -> None:
+        """Nothing to wait for: one writer at a time holds the file, and its positions are seen
+        once it commits, with every position below them."""
+
     @contextlib.contextmanager
     def read_transaction(self) -> Iterator[None]:
         """A consistent view for several reads; in WAL mode writers are not blocked meanwhile.

@@ -379,6 +379,15 @@ class Store:
         `Store` meanwhile, not this one."""
         return self.backend.read_transaction()
 
+    def wait_for_writes(self) -> None:
+        """Return once every write that took a position before this call has committed or
+        rolled back (other connections' included; `Locked` after `timeout`). On PostgreSQL a
+        write takes its positions when it starts and commits later, so a read can see an event
+        of one thread while a lower position, in another thread, is still to commit; what must
+        see everything below a position it wrote (a deletion, before it erases what rests on
+        what it deleted) reads after this. On SQLite there is nothing to wait for."""
+        self.backend.wait_for_writes()
+
     def claim(self, name: str) -> Claim:
         """Take the claim `name` on this database, or raise `Claimed` (with the holder's process
         id when known) if another holds it: one process at a time does what the name stands
