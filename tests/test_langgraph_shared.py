@@ -378,6 +378,107 @@ def test_a_thread_pruned_while_a_saver_reads_it_reads_as_before_or_after(tmp_pat
         watching.verify()
 
 
+class _HeldOpen(Store):
+    """A store whose next write, once it has taken its positions (and, on PostgreSQL, its
+    stream's lock), lets another process run before it goes on to commit."""
+
+    meanwhile: Callable[[], None] | None = None
+
+    def _write(self, thread: str, head: Any, batch: Any, position: int | None = None, *args: Any, **kwargs: Any) -> Any:
+        meanwhile = self.meanwhile if position else None  # 0: positions the server takes as it writes
+        if meanwhile is not None:
+            self.meanwhile = None
+            meanwhile()
+        return super()._write(thread, head, batch, position, *args, **kwargs)
+
+
+def put_versions(saver: ThreadlogSaver, first: str | None, values: dict[str, Any], versions: dict[str, str], new: list[str]) -> str:
+    """`put` on thread "t", each channel at its own version (those not `new` kept from the parent)."""
+    checkpoint: Any = {**empty_checkpoint(), "channel_values": values, "channel_versions": versions}
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": "", **({"checkpoint_id": first} if first else {})}}
+    done = saver.put(config, checkpoint, {"source": "loop", "step": len(values)}, {channel: versions[channel] for channel in new})
+    return str(done["configurable"]["checkpoint_id"])
+
+
+def test_a_put_whose_position_comes_before_a_deletion_but_commits_after_its_read_stays_readable() -> None:
+    """On PostgreSQL a write takes its position when it starts and commits later. A put on a
+    branch took one below a `delete_thread`'s `langgraph.deleted` (the root's append does not
+    wait for a branch's writer) and committed only after the deleter had read the line again,
+    which another write committing meanwhile, below both, had moved it to: the deleter did not
+    see the checkpoint, and its writer, finding it before the deletion in the log, left it to
+    the deleter. Its parents were erased under it, and the put's checkpoint was lost:
+    `get_tuple` gave None and `list` nothing. The deleter now waits for the writes that took a
+    position before its own, reads them, and writes the checkpoint again whole, as it does one
+    that committed first."""
+    import psycopg
+
+    from tests.backends import postgres_url
+
+    url = postgres_url()
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with Store(url) as store:
+        saver = ThreadlogSaver(store)
+        first = put_versions(saver, first=None, values={"a": 1}, versions={"a": "1"}, new=["a"])
+        put_versions(saver, first, {"a": 1, "b": 2}, {"a": "1", "b": "2"}, ["b"])
+        branched = put_versions(saver, first, {"a": 1, "b": 3}, {"a": "1", "b": "3"}, ["b"])  # on the first: a branch
+        store.create_thread(title="another thread", thread_id="other")
+    with (_HeldOpen(url) as writing, _HeldOpen(url) as deleting, _HeldOpen(url) as other,
+          psycopg.connect(url, autocommit=True) as admin):
+        assert any(t.id.startswith(line_id("t", "") + ".") for t in writing.threads(limit=None))
+        failed: list[BaseException] = []
+        reserved, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            reserved.set()
+            release.wait(60)
+
+        other.meanwhile = hold  # a write to another thread, below the put, open until the deletion's append
+        elsewhere = threading.Thread(target=lambda: other.append_message("other", "user", "meanwhile"))
+        elsewhere.start()
+        assert reserved.wait(30)
+
+        def append_deletion() -> None:  # the write below the put commits before the deletion does
+            release.set()
+            elsewhere.join(30)
+
+        def delete() -> None:
+            try:
+                deleting.meanwhile = append_deletion
+                ThreadlogSaver(deleting).delete_thread("t")
+            except BaseException as error:  # raised again by the test's own thread
+                failed.append(error)
+
+        deletion = threading.Thread(target=delete)
+
+        def meanwhile() -> None:  # the deletion runs until it waits for a lock this put holds
+            deletion.start()
+            deadline = time.monotonic() + 30
+            while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                "AND datname = current_database()").fetchone() == (0,):
+                assert deletion.is_alive() and time.monotonic() < deadline, failed
+                time.sleep(0.01)
+
+        writing.meanwhile = meanwhile
+        done = put_versions(ThreadlogSaver(writing), branched, {"a": 1, "b": 3, "c": 4}, {"a": "1", "b": "3", "c": "4"}, ["c"])
+        deletion.join(timeout=60)
+        assert not failed and not deletion.is_alive() and not elsewhere.is_alive()
+        assert writing.meanwhile is None and deleting.meanwhile is None  # each write did wait as told
+        deleted = [e for e in writing.read(line_id("t", "")) if e.type == "langgraph.deleted"]
+        checkpoint = next(e for t in writing.threads(limit=None) for e in writing.read(t.id)
+                          if e.type == "langgraph.checkpoint" and e.data.get("checkpoint_id") == done)
+        assert len(deleted) == 1 and checkpoint.position < deleted[0].position  # the order this is about
+        with Store(url) as reading:
+            for saver in (ThreadlogSaver(reading), ThreadlogSaver(writing), ThreadlogSaver(deleting)):
+                got = saver.get_tuple(config)
+                assert got is not None and got.checkpoint["id"] == done
+                assert got.checkpoint["channel_values"] == {"a": 1, "b": 3, "c": 4}
+                assert [c.checkpoint["id"] for c in saver.list(config)] == [done]
+            kept = [e.redacted for t in reading.threads(limit=None) for e in reading.read(t.id)
+                    if e.type == "langgraph.checkpoint" and e.data.get("checkpoint_id") != done]
+            assert kept and all(kept)  # the deletion did erase what it deleted
+            reading.verify()
+
+
 def test_a_deletion_a_reader_held_up_is_finished_by_the_next_call(tmp_path: Path) -> None:
     """Each erasure checkpoints the write-ahead log, which waits for readers: with a read open
     in another connection, `delete_thread` raised after erasing one event, and the next call

@@ -67,7 +67,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
-from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, Store, StoreError, ThreadNotFound
+from eventstore import ConcurrencyError, ForkRefused, InvalidEvent, Locked, Store, StoreError, ThreadNotFound
 from eventstore.prepare import new_id, prepare
 
 from .langgraph_lines import (PREFIX, Broken, Line, Record, compact, diff, input_ref, legacy_line_id, line_id, next_step, patch,
@@ -704,14 +704,27 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
                                                                                      "reason": reason, "at": at}}])
 
         self._retried(line, hide)
+        if doomed:
+            # On PostgreSQL a write takes its position when it starts: a checkpoint below the
+            # `langgraph.deleted` may still be committing. Its writer counts it as before the
+            # deletion and leaves it to this one, which must read it before erasing anything.
+            try:
+                self.store.wait_for_writes()
+            except Locked as error:
+                raise StoreError(f"{reason} of LangGraph thread {line.thread_id!r}: its checkpoints are deleted (no longer read "
+                                 f"or listed), but their payloads are not erased yet: a write begun before the deletion did not "
+                                 f"end in time ({error}); the thread's next delete_thread, delete_for_runs or prune erases "
+                                 "them") from None
+            line.mark = -1  # its own append read even while the log's visible end lags behind it (the module doc of postgres.py)
         line.refresh(self.store)
         # Every deleted checkpoint's events not erased yet: this deletion's (`doomed`, deleted now),
         # and what an earlier one left (a reader held it up, or it was cut short).
         left = [(where, cid, message) for cid in line.deleted for where, message in line.events_of(cid) if not self._erased(line, where)]
         if not left:
             return
-        if doomed:
-            self._restate_resting_on(line, doomed, reason)
+        # What rests on them is written again whole first: on this deletion's, and on what an
+        # earlier one cut short left (it may not have read a checkpoint committing below it).
+        self._restate_resting_on(line, doomed | {cid for _, cid, _ in left}, reason)
         holders: dict[str, set[str]] = {}  # a message's id -> the streams of the remaining checkpoints holding it
         for cid in line.live():
             record = line.records[cid]
