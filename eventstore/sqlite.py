@@ -782,6 +782,40 @@ def _connect(path: str, timeout: float, read_only: bool) -> sqlite3.Connection:
     return sqlite3.connect(uri, timeout=timeout, isolation_level=None, uri=True, check_same_thread=False)
 
 
+def _close_log(path: str) -> None:
+    """Close the write-ahead log a read-only connection left open, as the last connection closes it.
+
+    In WAL mode SQLite makes `-wal` and `-shm` as a connection first reads, and the last one
+    to close removes them once it has copied the log into the file; a read-only connection may
+    not copy, so it removed neither: `ls`, `show` and `verify` each left both behind, empty.
+    So a read-only store's close opens the file writable and closes it, reading nothing: SQLite
+    then closes the log as its last connection (never while another process holds the file
+    open, whose lock its close does not get), and a writer's clean close does no more. Only
+    an empty log: one holding commits (a writer's, left by a crash) is the next writer's to
+    copy, and a read never writes the file. Not where this user may not write the file or
+    its directory: there SQLite could not remove them either.
+    """
+    try:
+        if os.path.getsize(path + "-wal") != 0:
+            return
+    except OSError:
+        return  # none: nothing was left
+    if not (os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)):
+        return
+    uri = f"file:{urllib.parse.quote(os.fsencode(os.path.abspath(path)))}?mode=rw"
+    try:
+        conn = sqlite3.connect(uri, timeout=0, isolation_level=None, uri=True)
+    except sqlite3.Error:
+        return
+    try:
+        conn.execute("PRAGMA query_only=ON")
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # opens the log, which only a connection that read closes
+    except sqlite3.Error:
+        pass  # busy, or not a database now: what it left stays, as SQLite leaves it
+    finally:
+        conn.close()
+
+
 class SQLiteBackend:
     """One connection to one threadlog file (or `:memory:`). Not shared between threads: a
     `Store` opens one for each thread that uses it, and may close them from any.
@@ -976,6 +1010,8 @@ class SQLiteBackend:
         if self._checkpointer is not None:
             self._checkpointer.stop()
         self.conn.close()
+        if self.read_only:
+            _close_log(self.path)
 
     def _rows(self, cursor: Iterator[Any], kind: type[_R]) -> Iterator[_R]:
         """The cursor's rows as `kind`, translating errors met while iterating (a damaged

@@ -1,0 +1,131 @@
+"""The files beside a database: a command that was refused or only read leaves none.
+
+In WAL mode SQLite makes `DB-wal` and `DB-shm` as a connection first reads, and removes them
+as the last connection closes, when it can copy the log into the file: a read-only connection
+cannot, so `ls`, `show`, `verify` … left both, empty, after they exited. Each test runs real
+processes on real files, and checks the database's bytes too: reading never writes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eventstore import Store
+
+SIDE = ("-wal", "-shm")
+
+
+def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "threadlog", "--db", str(db), *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def _side_files(db: Path) -> list[str]:
+    return sorted(p.name for p in db.parent.iterdir() if p.name != db.name)
+
+
+def _digest(db: Path) -> str:
+    return hashlib.sha256(db.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> tuple[Path, str]:
+    """A database holding one thread of two messages, closed: no file beside it."""
+    path = tmp_path / "t.db"
+    with Store(str(path)) as store:
+        thread = store.create_thread(title="walk")
+        store.append_message(thread, "user", "a question")
+        store.append_message(thread, "assistant", "an answer")
+    assert _side_files(path) == []
+    return path, thread
+
+
+@pytest.mark.parametrize("args", [
+    ("ls",), ("ls", "--all"), ("show", "{t}"), ("log", "{t}"), ("rows", "{t}"), ("export", "{t}"), ("verify",),
+    ("checkpoint",),
+], ids=lambda args: args[0] + ("-all" if "--all" in args else ""))
+def test_a_read_command_leaves_no_file_beside_the_database(db: tuple[Path, str], args: tuple[str, ...]) -> None:
+    path, thread = db
+    before = _digest(path)
+    done = _cli(path, *(arg.format(t=thread) for arg in args))
+    assert done.returncode == 0, done.stderr
+    assert _side_files(path) == []
+    assert _digest(path) == before
+
+
+@pytest.mark.parametrize("args", [
+    ("append", "nosuch", "--role", "user", "--text", "hi"),
+    ("append", "{t}", "--role", "user", "--text", "hi", "--expect", "99"),
+    ("show", "nosuch"),
+    ("export", "nosuch"),
+], ids=["append-missing-thread", "append-wrong-head", "show-missing-thread", "export-missing-thread"])
+def test_a_refused_command_leaves_no_file_beside_the_database(db: tuple[Path, str], args: tuple[str, ...]) -> None:
+    path, thread = db
+    before = _digest(path)
+    done = _cli(path, *(arg.format(t=thread) for arg in args))
+    assert done.returncode == 1 and done.stderr.startswith("error: "), (done.returncode, done.stderr)
+    assert _side_files(path) == []
+    assert _digest(path) == before
+
+
+_LIBRARY = """
+import sys
+from eventstore import Store
+store = Store(sys.argv[1], read_only=sys.argv[2] == "ro")
+print(store.counts().events, len(list(store.read_all())))
+store.close()
+"""
+
+
+@pytest.mark.parametrize("mode", ["ro", "rw"])
+def test_a_store_opened_read_and_closed_leaves_no_file_beside_the_database(db: tuple[Path, str], mode: str) -> None:
+    path, _ = db
+    before = _digest(path)
+    done = subprocess.run([sys.executable, "-c", _LIBRARY, str(path), mode], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "3"]
+    assert _side_files(path) == []
+    assert _digest(path) == before
+
+
+_HOLDER = """
+import sys
+from eventstore import Store
+store = Store(sys.argv[1], read_only=sys.argv[2] == "ro")
+if sys.argv[2] == "writer":
+    store.append_message(sys.argv[3], "user", "written while the others read")
+print(store.counts().events, flush=True)
+sys.stdin.readline()
+print(store.counts().events, flush=True)
+store.close()
+"""
+
+
+@pytest.mark.parametrize("holder", ["ro", "writer"])
+def test_the_files_stay_while_another_process_holds_the_database_open(db: tuple[Path, str], holder: str) -> None:
+    """Another process's open connection needs them (a writer's log holds its commits): only
+    a clean close, the last one, removes them; the commands here close theirs and leave them."""
+    path, thread = db
+    with subprocess.Popen([sys.executable, "-c", _HOLDER, str(path), holder, thread], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None and child.stdin is not None
+        events = child.stdout.readline().strip()
+        assert events == ("4" if holder == "writer" else "3"), child.stderr.read() if child.stderr else ""
+        for args in (("ls",), ("show", thread), ("append", "nosuch", "--role", "user", "--text", "hi")):
+            _cli(path, *args)
+            assert _side_files(path) == sorted(path.name + suffix for suffix in SIDE), args
+        assert "written while the others read" in _cli(path, "log", thread).stdout or holder != "writer"
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == events
+        assert child.wait(timeout=60) == 0
+    # The holder's close was the last: it removed them (a read-only one as a writer's does).
+    assert _side_files(path) == []
+    assert _cli(path, "verify").returncode == 0
+    assert _side_files(path) == []
