@@ -793,16 +793,18 @@ def _close_log(path: str) -> None:
     open, whose lock its close does not get), and a writer's clean close does no more. Only
     an empty log: one holding commits (a writer's, left by a crash) is the next writer's to
     copy, and a read never writes the file. Not where this user may not write the file or
-    its directory: there SQLite could not remove them either.
+    its directory: there SQLite could not remove them either. SQLite follows a symlink and
+    keeps the log beside the file it names: that file's are the ones looked at.
     """
+    path = os.path.realpath(path)
     try:
         if os.path.getsize(path + "-wal") != 0:
             return
     except OSError:
         return  # none: nothing was left
-    if not (os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)):
+    if not (os.access(path, os.W_OK) and os.access(os.path.dirname(path), os.W_OK)):
         return
-    uri = f"file:{urllib.parse.quote(os.fsencode(os.path.abspath(path)))}?mode=rw"
+    uri = f"file:{urllib.parse.quote(os.fsencode(path))}?mode=rw"
     try:
         conn = sqlite3.connect(uri, timeout=0, isolation_level=None, uri=True)
     except sqlite3.Error:

@@ -129,3 +129,17 @@ def test_the_files_stay_while_another_process_holds_the_database_open(db: tuple[
     assert _side_files(path) == []
     assert _cli(path, "verify").returncode == 0
     assert _side_files(path) == []
+
+
+def test_a_read_through_a_symlink_leaves_no_file_beside_the_file_it_names(db: tuple[Path, str]) -> None:
+    """SQLite keeps the log beside the file a symlink names: those were left."""
+    path, thread = db
+    shelf = path.parent / "shelf"
+    shelf.mkdir()
+    real = shelf / path.name
+    path.rename(real)
+    path.symlink_to(real)
+    done = _cli(path, "show", thread)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in path.parent.iterdir()) == ["shelf", path.name]
+    assert sorted(p.name for p in shelf.iterdir()) == [path.name]
