@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .content import tool_result_ids, tool_use_ids
-from .errors import InvalidEvent, named
+from .errors import InvalidEvent, named, shown
 from .facts import Facts, advance
 from .prepare import PreparedEvent
 
@@ -43,9 +43,13 @@ def compacts(batch: Sequence[PreparedEvent]) -> bool:
 
 def past_its_offset(type_: str, data: dict[str, Any], offset: int) -> str | None:
     """Why the event at `offset` (of `type_`, `data`) is a compaction summarising messages
-    that come after it (its `through_offset` past its own offset), or None."""
-    if type_ == COMPACTION and data.get("through_offset", 0) > offset:
-        return f"{data['through_offset']} is past the compaction's own offset {offset}"
+    that come after it (its `through_offset` past its own offset), or holds no offset there (a
+    redacted one's skeleton, restored as the export gives it, is not validated), or None."""
+    through = data.get("through_offset", 0) if type_ == COMPACTION else 0
+    if isinstance(through, bool) or not isinstance(through, int):
+        return f"must be an offset (an integer), not {type(through).__name__} {shown(through)}"
+    if through > offset:
+        return f"{through} is past the compaction's own offset {offset}"
     return None
 
 

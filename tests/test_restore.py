@@ -587,6 +587,33 @@ def test_an_export_of_offsets_an_earlier_release_took_laxly_restores(tmp_path: P
         assert [e.data["parent_offset"] for e in b.read(fork) if e.type == "thread.forked"] == [2]
 
 
+@pytest.mark.parametrize("edited", ['"2"', "null", '"x"', "[2]"])
+def test_an_export_whose_redacted_compaction_keeps_no_integer_offset_is_refused_naming_its_line(tmp_path: Path,
+                                                                                                 edited: str) -> None:
+    """A redacted compaction's skeleton keeps its through_offset; one edited in the export to
+    text or null raised TypeError ('>' not supported between str and int), which the command
+    reported as a stored row altered outside threadlog. It is refused naming the export's line
+    and the field, and nothing is written."""
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        a.append_message(t, "user", "hi")
+        a.append_message(t, "assistant", "hello")
+        [compacted] = a.append(t, [{"type": "compaction.recorded", "data": {"summary": "secret", "through_offset": 2}}])
+        a.redact(compacted.position, "private", "tester", purge=False)
+        backup = write(tmp_path / "all.jsonl", export_all(a))
+    kept = '{"redacted":true,"through_offset":2}'
+    assert kept in backup.read_text()
+    (tmp_path / "edited.jsonl").write_text(backup.read_text().replace(kept, '{"redacted":true,"through_offset":%s}' % edited))
+    with Store(tmp_path / "b.db") as b:
+        with pytest.raises(InvalidEvent, match=r"line 6\.event\.data\.through_offset: must be an offset \(an integer\), not "):
+            import_events(b, tmp_path / "edited.jsonl")
+        assert events_of(b) == []
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "c.db"), "import", "events", str(tmp_path / "edited.jsonl")])
+    assert result.exit_code == 1
+    assert "line 6.event.data.through_offset: must be an offset" in result.output
+    assert "altered outside threadlog" not in result.output
+
+
 def test_an_export_holding_an_interrupt_id_no_longer_accepted_restores_and_can_be_answered(tmp_path: Path) -> None:
     """Interrupt ids are checked as ids since this release (1 to 200 printable characters); an
     interrupt an earlier release raised with another id still restores from its export, and
