@@ -111,7 +111,8 @@ class _Chain:
                     doubted[offset - start], after = error, facts
                 if after is not facts:  # `advance` returns the same object when nothing changes
                     facts, facts_json = after, after.dump()
-                # A restored redacted compaction keeps no through_offset (its skeleton is the data).
+                # A restored redacted compaction keeps the through_offset its export gives, unvalidated
+                # (its skeleton is the data): checked here, as every compaction's is.
                 past = cuts.past_its_offset(type_, data, offset)
                 if past:
                     raise InvalidEvent(f"events[{offset - start}].data.through_offset", past)
