@@ -48,7 +48,7 @@ def _compiled() -> None:
     start is timed as an installed release starts (pip compiles a package as it installs it),
     not with a compile of each source edited since it last ran, or of every source where
     PYTHONDONTWRITEBYTECODE is set (the imports then write none, and each sample compiled
-    them all: a cold `ls` read 10.3x-11.8x so, 5.5x-6.6x compiled, the same code)."""
+    them all: the same code's cold `ls` read 10.3x-11.8x uncompiled, 5.5x-6.6x compiled)."""
     import eventstore
     import projections
     import threadlog
