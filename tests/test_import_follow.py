@@ -1094,3 +1094,48 @@ def test_a_session_whose_writes_always_find_its_thread_moved_is_refused_once_not
                      pause=pause)
     assert [type(error).__name__ for error in refusals] == ["ConcurrencyError"], refusals
     assert "expected 27 but it has head 28" in str(refusals[0])
+
+
+# A follower (`import pi --follow`) whose summaries' merges (each session's counts into the poll's,
+# the poll's into the total) send it a SIGTERM: the first merge the first one, merge number
+# `sys.argv[2]` the second one, as it begins or as it ends (`sys.argv[3]`).
+_SIGNALLED_IN_A_MERGE = """
+import signal, sys
+from threadlog.cli import cli
+from threadlog.importers.summary import ImportSummary
+
+merge, calls, second, where = ImportSummary.merge, [], int(sys.argv[2]), sys.argv[3]
+
+def signalled(self, other):
+    calls.append(1)
+    if len(calls) == 1:
+        signal.raise_signal(signal.SIGTERM)
+    if len(calls) == second and where == "begins":
+        signal.raise_signal(signal.SIGTERM)
+    merge(self, other)
+    if len(calls) == second and where == "ends":
+        signal.raise_signal(signal.SIGTERM)
+
+ImportSummary.merge = signalled
+cli(["--db", sys.argv[1], "import", "pi", "--follow", "--interval", "0.05", sys.argv[4]], prog_name="threadlog")
+"""
+
+
+@pytest.mark.parametrize("where", ["begins", "ends"])
+@pytest.mark.parametrize("second", [1, 2, 3])
+def test_a_second_signal_inside_a_merge_leaves_the_total_what_the_database_holds(tmp_path: Path, second: int,
+                                                                                 where: str) -> None:
+    """A second SIGTERM (or Ctrl-C) that landed in the merge of a poll's counts (microseconds)
+    stopped the follower with `stopped: N event(s) imported in all` a session short of what it
+    had written. Here it is sent in each merge of the poll, as the merge begins and as it ends:
+    the total said is what the database holds, however it lands."""
+    sessions, db = tmp_path / "sessions", tmp_path / "f.db"
+    sessions.mkdir()
+    shutil.copy(PI_SESSION, sessions / PI_SESSION.name)
+    run = subprocess.run([sys.executable, "-c", _SIGNALLED_IN_A_MERGE, str(db), str(second), where, str(sessions)],
+                         capture_output=True, text=True, timeout=60)
+    held = _held(db)
+    assert held == _one_shot(import_pi, sessions / PI_SESSION.name)
+    assert run.returncode == 128 + signal.SIGTERM and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.splitlines()[-1] == f"stopped: {len(held)} event(s) imported in all", run.stderr
+

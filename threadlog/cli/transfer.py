@@ -198,16 +198,15 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
     A signal stops it once the poll under way is written, so a session is not left part
     imported (within `_STOP_CHECK` seconds when it waits, whatever --interval is; when the
     signal comes while it waits for another writer's lock, as that wait ends); a second one
-    stops it at once, what is being written rolled back. It then says how many events it
+    stops it at once, what is being written rolled back (a third and more add nothing: that
+    stop is under way, counting what was written). It then says how many events it
     imported in all (Ctrl-C said only `stopped`) and exits as a shell reports the signal that
     stopped it, but 0 for Ctrl-C, its usual way out (and SIGTERM exited 0 too, a service
     manager unable to tell a stop it asked for from one that went wrong)."""
-    added = 0
+    total = ImportSummary()  # counted by the follower as each poll ends, however it ends
     signals: list[int] = []
 
     def report(summary: ImportSummary) -> None:
-        nonlocal added
-        added += summary.added
         if summary.added:
             _committed(f"the {noun} imported so far (the last import added "
                        f"{summary.added} event(s) from {summary.files} file(s))", "threadlog ls")
@@ -220,9 +219,9 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
                       *(f"skipped {file}:{line}: {why}" for file, line, why in summary.bad), *_cycles_lines(summary)])
 
     def asked(signum: int, frame: Any) -> None:
-        if signals and not stopped:  # asked again while it runs: stop now
-            raise KeyboardInterrupt if signum == signal.SIGINT else _Stopped(signum)
         signals.append(signum)
+        if len(signals) == 2 and not stopped:  # asked again while it runs: stop now (once)
+            raise KeyboardInterrupt if signum == signal.SIGINT else _Stopped(signum)
 
     def pause(seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -234,19 +233,19 @@ def _follow(run: Callable[..., ImportSummary], as_json: bool, noun: str) -> None
         try:
             run(on_import=report, on_refused=functools.partial(_refused_while_following, noun),
                 on_locked=functools.partial(_locked_while_following, noun), stop=lambda: bool(signals), pause=pause,
-                on_lost=functools.partial(_lost_while_following, noun))
+                on_lost=functools.partial(_lost_while_following, noun), total=total)
         except KeyboardInterrupt:
             pass  # the second signal (the first is in `signals`)
         except Claimed:  # another follower of the format runs: refused before anything was read
             raise
         except StoreError as error:  # the database itself (a full disk): what was imported before stays
-            error.add_note(f"{added} event(s) were imported before it, and are kept")
+            error.add_note(f"{total.added} event(s) were imported before it, and are kept")
             raise
         finally:
             stopped = True
         status = 128 + signals[0] if signals and signals[0] != signal.SIGINT else 0
         _ended(status)  # a signal as it closes the database, once the handlers are put back, too
-        click.echo(f"stopped: {added} event(s) imported in all", err=True)
+        click.echo(f"stopped: {total.added} event(s) imported in all", err=True)
     if status:
         sys.exit(status)
 

@@ -31,6 +31,7 @@ from eventstore.errors import Disconnected
 
 from . import pi, swe_agent
 from .claude_code import ASKS, Session, discover, import_sessions
+from ..signals import deferred
 from .lines import LIVE_SECONDS, BadLine, existing_paths, source_files
 from .plan import ImportConflict
 from .summary import ImportSummary
@@ -73,6 +74,7 @@ def follow_claude_code(
     stop: Callable[[], bool] = lambda: False,
     pause: Callable[[float], None] = time.sleep,
     on_lost: Callable[[Disconnected], None] | None = None,
+    total: ImportSummary | None = None,
 ) -> ImportSummary:
     """Mirror the Claude Code sessions under `paths` into `store` until `stop()` returns true
     (`follow`).
@@ -87,7 +89,8 @@ def follow_claude_code(
                          lambda into, sessions, summary: import_sessions(into, sessions, skip_bad=skip_bad, live_within=live_within,
                                                                          summary=summary))
     return follow(store, claude_code, paths, interval=interval, settle=settle, live_within=live_within,
-                  on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause, on_lost=on_lost)
+                  on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause, on_lost=on_lost,
+                  total=total)
 
 
 # What each format of one file a session is needs: its file name pattern, what to name instead
@@ -112,6 +115,7 @@ def follow_files(
     stop: Callable[[], bool] = lambda: False,
     pause: Callable[[float], None] = time.sleep,
     on_lost: Callable[[Disconnected], None] | None = None,
+    total: ImportSummary | None = None,
 ) -> ImportSummary:
     """Mirror the pi session files or the SWE-agent trajectories (`kind`) under `paths` into
     `store` until `stop()` returns true (`follow`). What a file changed in the last
@@ -124,7 +128,8 @@ def follow_files(
     files = Format(kind, asks, lambda sources, unusable: source_files(sources, pattern, asks, unusable, noun), lambda path: [path],
                    lambda into, found, summary: load(into, found, skip_bad=skip_bad, summary=summary))
     return follow(store, files, paths, interval=interval, settle=settle, live_within=LIVE_SECONDS,
-                  on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause, on_lost=on_lost)
+                  on_import=on_import, on_refused=on_refused, on_locked=on_locked, stop=stop, pause=pause, on_lost=on_lost,
+                  total=total)
 
 
 def follow(
@@ -141,6 +146,7 @@ def follow(
     pause: Callable[[float], None] = time.sleep,
     on_locked: Callable[[Locked], None] | None = None,
     on_lost: Callable[[Disconnected], None] | None = None,
+    total: ImportSummary | None = None,
 ) -> ImportSummary:
     """Mirror the sessions of format `source` under `paths` into `store` until `stop()`
     returns true. A session is imported again when one of its files changes, once more when
@@ -179,7 +185,11 @@ def follow(
     read again, and the mirror lacked its end).
 
     Between polls the follower waits with `pause(interval)`: a caller stopping it from a
-    signal handler passes one that returns as soon as `stop()` will be true. Returns the total.
+    signal handler passes one that returns as soon as `stop()` will be true. Returns the total:
+    each poll's counts are added to `total` (a new one when None) as the poll ends, however it
+    ends, so when the follower raises (a second Ctrl-C, the database locked without
+    `on_locked`, the server gone without `on_lost`, a full disk) `total` holds what it wrote
+    before: a caller given nothing back had no count of it.
 
     It holds the store's claim `follow-<format>` while it runs (`Store.claim`): a second
     follower of the format into the database is refused with `Claimed` before it reads
@@ -191,7 +201,7 @@ def follow(
     # One path as a string was read a character at a time ("/" searched everything), and one that
     # names nothing was waited for without a word; a path that goes away later is skipped until it is back.
     sources = existing_paths(paths, source.asks)
-    total = ImportSummary()
+    total = ImportSummary() if total is None else total
     seen: dict[Path, tuple[tuple[int, int], ...]] = {}
     quiet_since: dict[Path, float] = {}
     settled: set[Path] = set()
@@ -262,48 +272,61 @@ def follow(
                     refuse(None, problem)
             unusable = {str(problem) for problem in found}
             if due:
-                polled = ImportSummary()
+                polled = ImportSummary()  # what the poll's sessions add, counted as each write commits
+                said: list[ImportSummary | None] = []  # once counted into `total`: what is to be said of it
+
+                def count() -> None:
+                    if not said:
+                        said.append(_count(total, _new_to_say(polled, skipped, cut)))
+
                 try:
-                    for n, session in enumerate(due):
-                        files = source.files(session)
-                        key = files[0]
-                        written = ImportSummary()
-                        try:
-                            source.load(store, [session], written)
-                        except Locked as error:  # another writer's: each session after it would wait as long again
-                            if on_locked is None:
-                                raise
-                            held_up.update(source.files(waiting)[0] for waiting in due[n:])
-                            if not locked:
-                                on_locked(error)
-                            locked = True
-                            break
-                        except Disconnected as error:  # the server went away: what is left waits for it
-                            gone(error)
-                            held_up.update(source.files(waiting)[0] for waiting in due[n:])
-                            break
-                        except ConcurrencyError as error:  # another writer's event (a redaction) since it was read
-                            raced[key] = raced.get(key, 0) + 1
-                            if raced[key] <= RACES:  # read again at the next poll, which goes on from the new head
-                                held_up.add(key)
-                                continue
-                            refuse_once(session, key, error)  # after as many fresh reads: no race, and said
-                        except FileNotFoundError:  # removed since it was found: gone, or back (rotated) at the next poll
-                            seen.pop(key, None)
-                        except (InvalidEvent, BadLine, ImportConflict, OSError) as error:  # the session's own: not a full disk
-                            refuse_once(session, key, _unreadable(error, files) if isinstance(error, OSError) else error)
-                        else:
-                            refused.pop(key, None)
-                            raced.pop(key, None)
-                            locked = lost = False
-                        finally:  # what it added before an error too: committed as it went, and kept
-                            polled.merge(written)
-                        held_up.discard(key)
+                    try:
+                        for n, session in enumerate(due):
+                            files = source.files(session)
+                            key = files[0]
+                            try:
+                                source.load(store, [session], polled)
+                            except Locked as error:  # another writer's: each session after it would wait as long again
+                                if on_locked is None:
+                                    raise
+                                held_up.update(source.files(waiting)[0] for waiting in due[n:])
+                                if not locked:
+                                    on_locked(error)
+                                locked = True
+                                break
+                            except Disconnected as error:  # the server went away: what is left waits for it
+                                gone(error)
+                                held_up.update(source.files(waiting)[0] for waiting in due[n:])
+                                break
+                            except ConcurrencyError as error:  # another writer's event (a redaction) since it was read
+                                raced[key] = raced.get(key, 0) + 1
+                                if raced[key] <= RACES:  # read again at the next poll, which goes on from the new head
+                                    held_up.add(key)
+                                    continue
+                                refuse_once(session, key, error)  # after as many fresh reads: no race, and said
+                            except FileNotFoundError:  # removed since it was found: gone, or back (rotated) at the next poll
+                                seen.pop(key, None)
+                            except (InvalidEvent, BadLine, ImportConflict, OSError) as error:  # the session's own: not a full disk
+                                refuse_once(session, key, _unreadable(error, files) if isinstance(error, OSError) else error)
+                            else:
+                                refused.pop(key, None)
+                                raced.pop(key, None)
+                                locked = lost = False
+                            held_up.discard(key)
+                        with deferred():
+                            count()
+                    finally:
+                        # Counted however the poll ends: an error that stops the follower (a full disk, a
+                        # server's cancel, a second Ctrl-C, between two sessions too) left what the poll's
+                        # sessions had committed before it out of the total. A signal handler that raises
+                        # (the CLI's second signal) does not cut the count in two: the count waits for it,
+                        # and where it lands before the count began, the count is made after it.
+                        with deferred():
+                            count()
                 finally:
-                    # Said and counted however the poll ends: an error that stops the follower (a full
-                    # disk, a server's cancel, a second Ctrl-C, between two sessions too) left what the
-                    # poll's sessions had committed before it unsaid, and out of the total.
-                    _report(total, _new_to_say(polled, skipped, cut), on_import)
+                    count()
+                    if on_import is not None and said[0] is not None:
+                        on_import(said[0])
             pause(interval)
         return total
 
@@ -339,10 +362,12 @@ def _new_to_say(polled: ImportSummary, skipped: set[tuple[str, int, str]], cut: 
     return polled
 
 
-def _report(total: ImportSummary, summary: ImportSummary, on_import: Callable[[ImportSummary], None] | None) -> None:
-    if summary.added or summary.bad or summary.cycles_cut or summary.self_parents:  # (one that only skipped said nothing)
+def _count(total: ImportSummary, summary: ImportSummary) -> ImportSummary | None:
+    """Add a poll's `summary` to `total`; returns it when it is to be said (it added events,
+    skipped a bad line or cut a cycle of parents), else None (one that only skipped says nothing)."""
+    worth = summary.added or summary.bad or summary.cycles_cut or summary.self_parents
+    if worth:
         total.merge(summary)
-        if on_import is not None:
-            on_import(summary)
     total.waiting = summary.waiting  # what the latest poll left (each poll reads it again: not a sum)
     total.waiting_files = list(summary.waiting_files)
+    return summary if worth else None

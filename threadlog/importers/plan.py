@@ -37,6 +37,7 @@ from eventstore.cuts import COMPACTION, check_cuts
 from eventstore.facts import Facts, advance, after_fork
 from eventstore.prepare import PreparedEvent, prepare
 
+from ..signals import deferred
 from .lines import Seen, real_path
 from .summary import ImportSummary, note_written
 
@@ -489,24 +490,38 @@ def import_sources(store: Store, sources: Sequence[S], plan_one: Callable[[S, Im
     for number, (source, read) in enumerate(zip(sources, sizes)):
         part = ImportSummary()
         plan = Plan()  # written nothing yet, should planning fail
+        counted = False
+
+        def count_written() -> None:  # what its writes committed before an error stays, and is counted
+            nonlocal counted
+            if not counted:
+                summary.added += plan.written
+                counted = True
+
         try:
-            plan = plan_one(source, part, {}, seen)
-            part.events = sum(len(s.events) + 1 for s in plan.streams)
-            part.added = write_plan(store, plan)
-            part.changed, part.changed_lines = len(plan.changed), plan.changed
-            part.gone = plan.gone
-        except StoreError as error:  # named: an event the store refused ("not pending") said not which file gave it
-            _name(error, noun, name(source))
-            # Its writes before the refused one are committed (a full disk stops a file partway):
-            # the refusal's own "nothing was written" is of that write alone.
-            note_written(error, summary, f"{number} {noun}(s)", (name(source), plan.written), refused=True)
-            summary.added += plan.written
-            raise
-        except KeyboardInterrupt as error:  # Ctrl-C: what the writes committed before it stays
-            note_written(error, summary, f"{number} {noun}(s)", (name(source), plan.written))
-            summary.added += plan.written  # and is counted (a follower's total fell short of what it wrote)
-            raise
-        summary.merge(part)
+            try:
+                plan = plan_one(source, part, {}, seen)
+                part.events = sum(len(s.events) + 1 for s in plan.streams)
+                part.added = write_plan(store, plan)
+                part.changed, part.changed_lines = len(plan.changed), plan.changed
+                part.gone = plan.gone
+                with deferred():  # a signal handler raising mid-merge left the source counted in part
+                    summary.merge(part)
+                    counted = True
+            except StoreError as error:  # named: an event the store refused ("not pending") said not which file gave it
+                _name(error, noun, name(source))
+                # Its writes before the refused one are committed (a full disk stops a file partway):
+                # the refusal's own "nothing was written" is of that write alone.
+                note_written(error, summary, f"{number} {noun}(s)", (name(source), plan.written), refused=True)
+                raise
+            except KeyboardInterrupt as error:  # Ctrl-C: what the writes committed before it stays
+                note_written(error, summary, f"{number} {noun}(s)", (name(source), plan.written))
+                raise
+            finally:
+                with deferred():  # (a follower's total fell short of what it wrote)
+                    count_written()
+        finally:  # a signal that landed as the count above began: counted after it
+            count_written()
         done += read
         if progress is not None:
             progress(done, total)
@@ -555,8 +570,9 @@ def write_plan(store: Store, plan: Plan) -> int:
         while True:
             try:
                 for written in _write_stream(store, stream, held):
-                    plan.written += written
-                    held = (held if held is not None else -1) + written
+                    with deferred():  # both or neither, as the count below after a Ctrl-C reads them
+                        plan.written += written
+                        held = (held if held is not None else -1) + written
                 break
             except KeyboardInterrupt:
                 # A Ctrl-C as a write commits (its wait for the disk) surfaces once the commit has
