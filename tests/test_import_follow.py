@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from threadlog import Store, StoreError, follow_files, import_pi, import_swe_agent
+from threadlog import ImportSummary, Store, StoreError, follow_files, import_pi, import_swe_agent
 from threadlog.cli import cli
 from threadlog.importers.follow import RACES
 from tests.backends import file_dump, postgres_url
@@ -1139,3 +1139,22 @@ def test_a_second_signal_inside_a_merge_leaves_the_total_what_the_database_holds
     assert run.returncode == 128 + signal.SIGTERM and "Traceback" not in run.stderr, run.stderr
     assert run.stderr.splitlines()[-1] == f"stopped: {len(held)} event(s) imported in all", run.stderr
 
+
+def test_a_follower_without_callbacks_counts_what_it_wrote_before_it_raised(tmp_path: Path) -> None:
+    """A follower given no `on_locked` raises `Locked` once the write lock is lost; what the
+    session's earlier writes had committed stayed in the database, but the total went down with
+    the follower, and its caller had no count of it. The caller's `total` holds it."""
+    from eventstore import Locked
+
+    sessions, db = tmp_path / "sessions", tmp_path / "f.db"
+    sessions.mkdir()
+    shutil.copy(PI_SESSION, sessions / PI_SESSION.name)
+    total = ImportSummary()
+    with ExitStack() as holds:
+        store = _LockedAfterFirstWrite(db, holds)
+        with pytest.raises(Locked):
+            follow_files(store, "pi", [sessions], interval=0.05, total=total)
+        store.close()
+    held = len(_held(db))
+    assert store.writes == 2 and held > 0
+    assert total.added == held, (total.added, held)
