@@ -275,6 +275,16 @@ class SchemaTooOld(SchemaError):
     """A read-only opening met a file an older release wrote; a writable opening migrates it."""
 
 
+def transaction_open(reading: bool) -> StoreError:
+    """A write refused because this store's connection has a transaction open: a read view
+    (`with store.consistent():`), or another write. Nothing of it was written."""
+    if reading:
+        return StoreError("a read transaction (`with store.consistent():`) is open on this store, and a write cannot run "
+                          "inside it: nothing was written; write after the `with` block ends, or through another Store")
+    return StoreError("a write transaction is already open on this store, and a write cannot run inside it: nothing was "
+                      "written; write after it ends, or through another Store")
+
+
 def unsendable(error: UnicodeEncodeError, path: str) -> StoreError:
     """Text that is not UTF-8 (a lone surrogate: how Python reads bytes of a command line that
     are not UTF-8) given to a call: no database can be sent it, so nothing was read or written."""

@@ -106,7 +106,8 @@ from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitR
                       query_words, with_clause)
 from .claims import Claim
 from .errors import (Claimed, Deadlocked, Disconnected, KeyClash, Locked, NoStore, NotPermitted, SchemaError, SchemaTooOld,
-                     StoreError, altered_index, documents_miscounted, first_line, pages_kept, unsendable)
+                     StoreError, altered_index, documents_miscounted, first_line, pages_kept, transaction_open,
+                     unsendable)
 from .urls import safe_url, without_passwords as _without_passwords
 from .pgreach import not_connected
 from .packing import NAMED_BEFORE_CODED, TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
@@ -917,7 +918,7 @@ class PostgresBackend:
         take it exclusively, deadlocked, and the server cancelled one (`fan_out` ran it again,
         up to 8 times: four processes fanning out at once on a slow machine ran out of them)."""
         if self._in_transaction:
-            raise StoreError("a write transaction is already open on this store")
+            raise transaction_open(self._snapshot)
         self._mend()
         self._in_transaction, self._reserved, self._begun = True, 0, False
         self._reserves_twice = reserves_twice
@@ -1149,7 +1150,7 @@ class PostgresBackend:
         its own transaction, one round trip. When the head had moved it wrote nothing, and took
         no position unless the head moved while it waited for the stream's lock."""
         if self._in_transaction:
-            raise StoreError("a write transaction is already open on this store")
+            raise transaction_open(self._snapshot)
         try:
             (appended,) = self._send((_APPEND_AT, (*_stored("", row)[2:], new_head, new_hash, facts, first_message, head,
                                                    head_hash)))

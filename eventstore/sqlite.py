@@ -39,7 +39,7 @@ from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, QUERY_OPERATORS, SNIPPET_
 from .checkpoints import BACKSTOP, Checkpointer
 from .claims import Claim, file_claim, unclaimed
 from .errors import (Locked, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, documents_miscounted,
-                     empty_file, not_threadlog, pages_kept, shown, unsendable)
+                     empty_file, not_threadlog, pages_kept, shown, transaction_open, unsendable)
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 from .recorded import altered_stream
 
@@ -632,6 +632,8 @@ class _Transaction:
         try:
             self.cursor.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
+            if self.conn.in_transaction:  # (a read view is refused before: `SQLiteBackend.transaction`)
+                raise transaction_open(reading=False) from None
             if self.wait is None or (getattr(error, "sqlite_errorcode", 0) & 0xFF) != sqlite3.SQLITE_BUSY:
                 raise translate(error, self.path) from None
             self._wait_longer()
@@ -845,6 +847,7 @@ class SQLiteBackend:
                              "pass a file path, or ':memory:' for a database in memory")
         self.synchronous = synchronous
         self.read_only = read_only
+        self._reading = False  # inside `read_transaction`, which opened the transaction: a write is refused
         self.timeout, self.on_wait = timeout, on_wait  # (what another thread's connection opens with)
         self.on_migrate = on_migrate
         first = min(1.0, timeout)
@@ -967,6 +970,8 @@ class SQLiteBackend:
     def transaction(self, reserves_twice: bool = False) -> _Transaction:
         """`BEGIN IMMEDIATE` … `COMMIT`; any error rolls back and leaves the file as it was.
         One writer at a time holds the file: `reserves_twice` changes nothing here."""
+        if self._reading:
+            raise transaction_open(reading=True)
         committed = self._checkpointer.committed if self._checkpointer is not None else None
         return _Transaction(self.conn, self._writes, self.path, self._wait, committed)
 
@@ -989,9 +994,11 @@ class SQLiteBackend:
         if inside:
             yield
             return
+        self._reading = True
         try:
             yield
         finally:
+            self._reading = False
             with contextlib.suppress(sqlite3.Error):  # a closed connection has nothing to roll back
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")

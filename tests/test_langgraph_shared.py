@@ -523,3 +523,32 @@ def test_a_copy_onto_a_deleted_thread_is_refused_saying_so(tmp_path: Path) -> No
         saver.copy_thread("b", "c")
         got = saver.get_tuple({"configurable": {"thread_id": "c"}})
         assert got is not None and got.checkpoint["channel_values"] == {"x": "b"}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_deletion_inside_a_read_view_is_refused_saying_a_read_is_open(tmp_path: Path, backend: str) -> None:
+    """Inside `store.consistent()` (a read transaction) a deletion was refused on PostgreSQL
+    with "a write transaction is already open on this store", and on SQLite with "database
+    error ...: cannot start a transaction within a transaction": neither said what was open,
+    nor what to do. It now names the read view and how to write, and writes nothing."""
+    from tests.backends import postgres_url
+
+    target = tmp_path / "t.db" if backend == "sqlite" else postgres_url()
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with Store(target) as store:
+        saver = ThreadlogSaver(store)
+        first = put(saver, "t", None, {"a": 1}, ["a"], 1)
+        put(saver, "t", first, {"a": 1, "b": 2}, ["b"], 2)
+        before = (store.counts(), store.last_position())
+        for call in (lambda: saver.delete_thread("t"), lambda: saver.prune(["t"]), lambda: saver.prune(["t"], strategy="delete")):
+            with store.consistent():
+                with pytest.raises(StoreError, match=r"^a read transaction \(`with store.consistent\(\):`\) is open on this "
+                                                     r"store, and a write cannot run inside it: nothing was written; write "
+                                                     r"after the `with` block ends, or through another Store$"):
+                    call()
+            assert (store.counts(), store.last_position()) == before
+        assert [c.checkpoint["id"] for c in saver.list(config)][-1] == first
+        saver.delete_thread("t")
+        assert saver.get_tuple(config) is None
+        store.verify()
+
