@@ -763,6 +763,7 @@ class PostgresBackend:
         url = scheme.lower() + separator + rest  # libpq reads the scheme in small letters only
         self.path = safe_url(url)
         self.read_only = read_only
+        self.timeout = timeout  # (what `Store.timeout` reports)
         self._in_transaction = False
         self._snapshot = False  # inside `read_transaction`: one snapshot for every read
         self._reserved = 0  # reservations made in the current write transaction

@@ -334,6 +334,12 @@ class Store:
         return bool(getattr(self._connections.own.backend, "read_only", False))
 
     @property
+    def timeout(self) -> float:
+        """How many seconds a write waits for a lock another connection holds (`Store(..., timeout=)`)
+        before it is refused (`Locked`)."""
+        return float(getattr(self._connections.own.backend, "timeout", 30.0))
+
+    @property
     def files(self) -> list[str]:
         """The files the database lives in, which nothing else may write: a SQLite file with
         its `-wal`, `-shm` and `-journal` (whether they exist now or not); none for a server

@@ -552,3 +552,48 @@ def test_a_deletion_inside_a_read_view_is_refused_saying_a_read_is_open(tmp_path
         assert saver.get_tuple(config) is None
         store.verify()
 
+
+def test_a_deletion_whose_wait_for_earlier_writes_times_out_says_what_to_do_in_one_message() -> None:
+    """On PostgreSQL a deletion waits for the writes that took a position before its own
+    before it erases anything. When one outlasted the store's timeout, the refusal nested the
+    lock's own message ("the database ... stayed locked by another writer (...); retry")
+    inside its sentence about the next deletion erasing the rest. It now says, once, what
+    happened, why (with the timeout) and what to do; doing it erases the payloads."""
+    from tests.backends import postgres_url
+
+    url = postgres_url()
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with Store(url) as store:
+        saver = ThreadlogSaver(store)
+        first = put_versions(saver, first=None, values={"a": 1}, versions={"a": "1"}, new=["a"])
+        put_versions(saver, first, {"a": 1, "b": 2}, {"a": "1", "b": "2"}, ["b"])
+        store.create_thread(title="another thread", thread_id="other")
+    with _HeldOpen(url) as other, Store(url, timeout=1) as deleting:
+        reserved, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            reserved.set()
+            release.wait(60)
+
+        other.meanwhile = hold  # a write to another thread that took its position, open until released
+        elsewhere = threading.Thread(target=lambda: other.append_message("other", "user", "meanwhile"))
+        elsewhere.start()
+        try:
+            assert reserved.wait(30)
+            with pytest.raises(StoreError) as refused:
+                ThreadlogSaver(deleting).delete_thread("t")
+        finally:
+            release.set()
+            elsewhere.join(30)
+        assert str(refused.value) == (
+            "delete_thread of LangGraph thread 't': its checkpoints are deleted (no longer read or listed), but their "
+            "payloads are not erased yet: a write to this database begun before the deletion did not end within the "
+            "store's timeout (1 s). Once it has ended, run delete_thread, delete_for_runs or prune on this thread "
+            "again: any of them erases them")
+        saver = ThreadlogSaver(deleting)
+        assert saver.get_tuple(config) is None
+        saver.delete_thread("t")
+        kept = [e.redacted for t in deleting.threads(limit=None) for e in deleting.read(t.id) if e.type == "langgraph.checkpoint"]
+        assert len(kept) == 2 and all(kept)
+        deleting.verify()
+

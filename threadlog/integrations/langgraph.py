@@ -710,10 +710,11 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             # deletion and leaves it to this one, which must read it before erasing anything.
             try:
                 self.store.wait_for_writes()
-            except Locked as error:
+            except Locked:
                 raise StoreError(f"{reason} of LangGraph thread {line.thread_id!r}: its checkpoints are deleted (no longer read "
-                                 f"or listed), but their payloads are not erased yet: a write begun before the deletion did not "
-                                 f"end in time ({error}); the thread's next delete_thread, delete_for_runs or prune erases "
+                                 "or listed), but their payloads are not erased yet: a write to this database begun before "
+                                 f"the deletion did not end within the store's timeout ({self.store.timeout:g} s). Once it has "
+                                 "ended, run delete_thread, delete_for_runs or prune on this thread again: any of them erases "
                                  "them") from None
             line.mark = -1  # its own append read even while the log's visible end lags behind it (the module doc of postgres.py)
         line.refresh(self.store)
