@@ -22,7 +22,7 @@ from langchain_core.messages import HumanMessage  # noqa: E402
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint  # noqa: E402
 
 from eventstore import ThreadInfo  # noqa: E402
-from threadlog import Store, StoreError  # noqa: E402
+from threadlog import InvalidEvent, Store, StoreError  # noqa: E402
 from threadlog.integrations.langgraph import ThreadlogSaver, line_id  # noqa: E402
 from tests.procs import all_done, started_together  # noqa: E402
 from tests.test_langgraph import echo_graph  # noqa: E402
@@ -597,3 +597,51 @@ def test_a_deletion_whose_wait_for_earlier_writes_times_out_says_what_to_do_in_o
         assert len(kept) == 2 and all(kept)
         deleting.verify()
 
+
+class _DeletedAfter(Store):
+    """A store that, before it appends a `langgraph.deleted`, lets `before_deletion` run (once)."""
+
+    before_deletion: Callable[[], None] | None = None
+
+    def append(self, thread: str, events: Any, *args: Any, **kwargs: Any) -> Any:
+        hook = self.before_deletion
+        if hook is not None and any(e.get("type") == "langgraph.deleted" for e in events):
+            self.before_deletion = None
+            hook()
+        return super().append(thread, events, *args, **kwargs)
+
+
+def test_a_restatement_refused_after_the_deletion_is_recorded_does_not_say_nothing_was_removed(tmp_path: Path) -> None:
+    """A checkpoint another process put on a branch just before a prune recorded its deletion
+    rests on a checkpoint the prune deleted; the prune writes it again whole before erasing
+    anything, and two 18 MiB channels make that event too large. The refusal said "no
+    checkpoint was removed", though the prune's deletion was recorded (the deleted checkpoint
+    no longer reads), as it is for the leftovers of an earlier deletion. It now says that
+    they stay deleted and that nothing was erased."""
+    big = 18 << 20
+    db = tmp_path / "t.db"
+    with _DeletedAfter(db) as deleting, Store(db) as writing:
+        saver = ThreadlogSaver(deleting)
+        first = put_versions(saver, first=None, values={"a": "x" * big}, versions={"a": "1"}, new=["a"])
+        put_versions(saver, first, {"a": "x" * big, "b": "small"}, {"a": "1", "b": "2"}, ["b"])
+        branched: list[str] = []
+        deleting.before_deletion = lambda: branched.append(
+            put_versions(ThreadlogSaver(writing), first, {"a": "x" * big, "b": "y" * big}, {"a": "1", "b": "3"}, ["b"]))
+        with pytest.raises(InvalidEvent) as refused:
+            saver.prune(["t"])
+        assert branched
+        text = str(refused.value)
+        assert "no checkpoint was removed" not in text
+        assert (f"prune of LangGraph thread 't': checkpoint {branched[0]!r} rests on deleted checkpoints whose payloads are "
+                "still to be erased, so it must be written again whole first, and that event is refused") in text
+        assert ("the deleted checkpoints stay deleted (no longer read or listed) and nothing was erased (one written again "
+                "whole before it stays, and reads as it did). delete_thread removes the whole thread without writing "
+                "anything again") in text
+        reading = ThreadlogSaver(writing)
+        assert reading.get_tuple({"configurable": {"thread_id": "t", "checkpoint_id": first}}) is None  # deleted
+        got = reading.get_tuple({"configurable": {"thread_id": "t", "checkpoint_id": branched[0]}})
+        assert got is not None and len(got.checkpoint["channel_values"]["b"]) == big
+        assert not any(e.redacted for t in writing.threads(limit=None) for e in writing.read(t.id))  # nothing erased
+        saver.delete_thread("t")
+        assert list(saver.list({"configurable": {"thread_id": "t"}})) == []
+        deleting.verify()

@@ -725,7 +725,7 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             return
         # What rests on them is written again whole first: on this deletion's, and on what an
         # earlier one cut short left (it may not have read a checkpoint committing below it).
-        self._restate_resting_on(line, doomed | {cid for _, cid, _ in left}, reason)
+        self._restate_resting_on(line, doomed | {cid for _, cid, _ in left}, reason, recorded=True)
         holders: dict[str, set[str]] = {}  # a message's id -> the streams of the remaining checkpoints holding it
         for cid in line.live():
             record = line.records[cid]
@@ -783,10 +783,11 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             return True
         return False
 
-    def _restate_resting_on(self, line: Line, doomed: set[str], reason: str) -> None:
+    def _restate_resting_on(self, line: Line, doomed: set[str], reason: str, recorded: bool = False) -> None:
         """Write again, whole, every remaining checkpoint whose values rest on a doomed one's
         events or writes (oldest first: a restatement serves those after it). One that cannot
-        be written whole refuses the call by name, before the deletion is recorded."""
+        be written whole refuses the call by name, before anything is erased: before this call's
+        deletion is recorded, or (`recorded`) after it, or an earlier one, was."""
         avoid = {pos for cid in doomed for pos, _, _ in (*line.positions.get(cid, ()), *line.write_events.get(cid, ()))}
         for cid in sorted(set(line.records) - line.deleted - doomed):  # stranded ones too: they are why this runs again
             record = line.records[cid]
@@ -796,11 +797,16 @@ class ThreadlogSaver(BaseCheckpointSaver[int]):
             try:
                 self._retried(line, lambda: self._append(line, own, [self._restated(line, record)]))
             except InvalidEvent as error:  # its values add up to more than an event holds (each was stored in its own)
+                if recorded:  # a checkpoint committed below this deletion, or resting on what an earlier one left
+                    rests = "rests on deleted checkpoints whose payloads are still to be erased"
+                    left = "the deleted checkpoints stay deleted (no longer read or listed) and nothing was erased"
+                else:
+                    rests, left = "rests on checkpoints this removes", "no checkpoint was removed"
                 raise InvalidEvent(f"{reason} of LangGraph thread {line.thread_id!r}",
-                                   f"checkpoint {cid!r} rests on checkpoints this removes, so it must be written again "
-                                   f"whole first, and that event is refused ({error.why}); no checkpoint was removed (one "
-                                   "written again whole before it stays, and reads as it did). delete_thread removes the "
-                                   "whole thread without writing anything again") from None
+                                   f"checkpoint {cid!r} {rests}, so it must be written again whole first, and that event "
+                                   f"is refused ({error.why}); {left} (one written again whole before it stays, and "
+                                   "reads as it did). delete_thread removes the whole thread without writing anything "
+                                   "again") from None
             line.refresh(self.store)
 
     def _rests_on(self, line: Line, record: Record, avoid: set[int]) -> bool:
