@@ -25,6 +25,7 @@ import re
 import sqlite3
 import time
 import urllib.parse
+import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import repeat
 from pathlib import Path
@@ -820,6 +821,14 @@ def _close_log(path: str) -> None:
         conn.close()
 
 
+def _close_read_only(conn: sqlite3.Connection, path: str) -> None:
+    """Close a read-only connection, then the log it leaves (`_close_log`): by `close()`, or
+    when its backend is collected. Raises nothing: the collector's caller is any code at all."""
+    with contextlib.suppress(sqlite3.Error):
+        conn.close()
+    _close_log(path)
+
+
 class SQLiteBackend:
     """One connection to one threadlog file (or `:memory:`). Not shared between threads: a
     `Store` opens one for each thread that uses it, and may close them from any.
@@ -848,6 +857,7 @@ class SQLiteBackend:
         self.synchronous = synchronous
         self.read_only = read_only
         self._reading = False  # inside `read_transaction`, which opened the transaction: a write is refused
+        self._closer: weakref.finalize[Any, Any] | None = None  # a read-only connection's close, once
         self.timeout, self.on_wait = timeout, on_wait  # (what another thread's connection opens with)
         self.on_migrate = on_migrate
         first = min(1.0, timeout)
@@ -878,6 +888,16 @@ class SQLiteBackend:
         except StoreError:
             self.conn.close()
             raise
+        if read_only:
+            # A read-only store dropped without `close()` (or its thread's connection, gone with
+            # the thread: `eventstore/connections.py`) left `-wal` and `-shm` behind: the driver
+            # closed the collected connection, and only `close()` closed the log. Collected, it
+            # closes as `close()` does. Safe then: nothing holds the backend, so no call is using
+            # its connection (each of its lazy reads holds it), and `_close_log` runs on a
+            # connection of its own. Not at the interpreter's exit, where a daemon thread may
+            # still be in a call on it (as `connections.py` leaves other threads' there).
+            self._closer = weakref.finalize(self, _close_read_only, self.conn, self.path)
+            self._closer.atexit = False
 
     # -- schema -------------------------------------------------------------------------
 
@@ -1018,9 +1038,10 @@ class SQLiteBackend:
     def close(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.stop()
-        self.conn.close()
-        if self.read_only:
-            _close_log(self.path)
+        if self._closer is not None:
+            self._closer()  # (a second call does nothing)
+        else:
+            self.conn.close()
 
     def _rows(self, cursor: Iterator[Any], kind: type[_R]) -> Iterator[_R]:
         """The cursor's rows as `kind`, translating errors met while iterating (a damaged

@@ -143,3 +143,34 @@ def test_a_read_through_a_symlink_leaves_no_file_beside_the_file_it_names(db: tu
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in path.parent.iterdir()) == ["shelf", path.name]
     assert sorted(p.name for p in shelf.iterdir()) == [path.name]
+
+
+_DROPPED = """
+import gc, os, sys, threading
+from eventstore import Store
+store = Store(sys.argv[1], read_only=True)
+if sys.argv[2] == "thread":  # read on a thread of its own, which has its own connection and ends
+    worker = threading.Thread(target=lambda: print(store.counts().events, len(list(store.read_all()))))
+    worker.start()
+    worker.join()
+else:
+    print(store.counts().events, len(list(store.read_all())))
+del store
+gc.collect()
+print(sorted(name for name in os.listdir(os.path.dirname(sys.argv[1])) if name != os.path.basename(sys.argv[1])))
+"""
+
+
+@pytest.mark.parametrize("read", ["here", "thread"])
+def test_a_read_only_store_dropped_without_close_leaves_no_file_beside_the_database(db: tuple[Path, str], read: str) -> None:
+    """A read-only store collected without `close()` (dropped, or its thread's connection gone
+    with the thread) closed its connection as the driver does, which left `-wal` and `-shm`,
+    empty: only `close()` closed the log. Collected, it now closes as `close()` does, at the
+    collection (the files are gone before the process ends), and says nothing on stderr."""
+    path, _ = db
+    before = _digest(path)
+    done = subprocess.run([sys.executable, "-c", _DROPPED, str(path), read], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.splitlines() == ["3 3", "[]"]
+    assert _side_files(path) == []
+    assert _digest(path) == before
