@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .backend import Backend, EventRow, StreamRow
-from .cuts import past_its_offset
+from .cuts import through_offset_problem
 from .errors import InvalidEvent, StoreError, named, path_key, shown
 from .events import CATALOGUE, MAX_DEPTH, UPCASTERS, upcast, validate_data
 from .facts import NONE, Facts, advance, after_fork
@@ -304,8 +304,8 @@ def _unwritten(type_: str, version: int, data: dict[str, Any], text: str, offset
     written = canonical(validated)
     if written != text and written != canonical(data):  # the stored text is canonical, but for an early release's
         return f"not a {type_} as an append stores it ({_difference(data, validated, 'data')})"
-    past = past_its_offset(type_, data, offset)
-    return f"data.through_offset: {past}" if past else None
+    problem = through_offset_problem(type_, data, offset)
+    return f"data.through_offset: {problem}" if problem else None
 
 
 def _difference(stored: Any, written: Any, field: str) -> str:

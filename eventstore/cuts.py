@@ -41,10 +41,11 @@ def compacts(batch: Sequence[PreparedEvent]) -> bool:
     return any(item.type == COMPACTION for item in batch)
 
 
-def past_its_offset(type_: str, data: dict[str, Any], offset: int) -> str | None:
-    """Why the event at `offset` (of `type_`, `data`) is a compaction summarising messages
-    that come after it (its `through_offset` past its own offset), or holds no offset there (a
-    redacted one's skeleton, restored as the export gives it, is not validated), or None."""
+def through_offset_problem(type_: str, data: dict[str, Any], offset: int) -> str | None:
+    """What is wrong with the `through_offset` of the event at `offset` (of `type_`, `data`), a
+    compaction, or None: it is no offset (a redacted one's skeleton, restored as the export gives
+    it, is not validated), or it is past the compaction's own offset (summarising messages that
+    come after it). None for any other event."""
     through = data.get("through_offset", 0) if type_ == COMPACTION else 0
     if isinstance(through, bool) or not isinstance(through, int):
         return f"must be an offset (an integer), not {type(through).__name__} {shown(through)}"

@@ -113,9 +113,9 @@ class _Chain:
                     facts, facts_json = after, after.dump()
                 # A restored redacted compaction keeps the through_offset its export gives, unvalidated
                 # (its skeleton is the data): checked here, as every compaction's is.
-                past = cuts.past_its_offset(type_, data, offset)
-                if past:
-                    raise InvalidEvent(f"events[{offset - start}].data.through_offset", past)
+                problem = cuts.through_offset_problem(type_, data, offset)
+                if problem:
+                    raise InvalidEvent(f"events[{offset - start}].data.through_offset", problem)
             if first_message is None and type_ == "message.appended":
                 first_message = offset
             if stamps is not None:
