@@ -916,7 +916,8 @@ class Store:
     def _check_cuts(self, thread: str, head: Head, batch: Sequence[PreparedEvent], forked: bool) -> None:
         """Refuse a compaction of `batch` whose cut falls between tool calls and their results
         (`cuts.check_cuts`), reading the thread's stored history around it; a batch holding
-        none costs one pass over its types."""
+        none costs one pass over its types. Only a fork (`forked`) has its ancestry read for a
+        note its view starts from (`_view_start`): a new thread has no row to read it from yet."""
         if cuts.compacts(batch):
             cuts.check_cuts(batch, head.offset, head.facts, functools.partial(self._decoded_range, thread),
                             view=self._view_start(thread) if forked else 0)
