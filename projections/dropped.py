@@ -5,12 +5,14 @@ A fork at offset f records the ids of the calls still waiting for results there
 below f: an id may be used again once its result is back (eventstore/facts.py), and an
 earlier call with the same id was answered, so it stays in the view with its result. They
 are found by reading back from f, a few events first: the dropped call is nearly always in
-the message just before the fork point, and the thread is never read whole for it.
+the message just before the fork point, and the thread is never read whole for it. A
+message that holds nothing but dropped calls is out of the view (`dropped_whole`): every
+projection and the web viewer's live updates leave it out by that one rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -52,6 +54,28 @@ def locate(store: Store, thread: str, drops: Iterable[Drop]) -> Located:
 def without_dropped(content: list[dict[str, Any]], ids: frozenset[str]) -> list[dict[str, Any]]:
     """`content` less its tool_use blocks with these ids."""
     return [b for b in content if not (b.get("type") == "tool_use" and b.get("id") in ids)]
+
+
+def calls_only(content: list[dict[str, Any]]) -> frozenset[str] | None:
+    """The ids of the tool calls `content` holds when it holds nothing else, or None: a message
+    a fork that drops every one of them leaves out of the view (`dropped_whole`). A dropped id
+    is text (`dropped_tool_use_ids`), so a call whose id is not is none a fork drops: None."""
+    ids = []
+    for block in content:
+        id_ = block.get("id")
+        if block.get("type") != "tool_use" or not isinstance(id_, str):
+            return None
+        ids.append(id_)
+    return frozenset(ids) if ids else None
+
+
+def dropped_whole(content: list[dict[str, Any]], ids: Collection[str]) -> bool:
+    """Whether a fork that dropped the calls `ids` leaves the message holding `content` out of
+    the view: it holds tool calls alone (`calls_only`), every one of them dropped."""
+    if not ids:
+        return False  # read for every message of a view: most have no dropped call
+    calls = calls_only(content)
+    return calls is not None and calls.issubset(ids)
 
 
 def _tool_use_ids(data: dict[str, Any]) -> set[Any]:

@@ -17,7 +17,7 @@ from eventstore import RecordedEvent, Store, StoreError, ThreadInfo, segments
 from eventstore.ranges import check_index
 from eventstore.recorded import Altered, decode
 
-from .dropped import Located, locate, without_dropped
+from .dropped import Located, dropped_whole, locate
 from .state import fold_state
 from .stops import cut_short
 
@@ -109,7 +109,7 @@ def iter_blame(store: Store, thread: str, at: int | None = None, start: int = 0)
     for event in store.read(thread, lo, at):
         if event.type != "message.appended":
             continue
-        if _dropped_whole(event.data, dropped.get(event.offset)):
+        if event.offset in dropped and dropped_whole(event.data.get("content") or [], dropped[event.offset]):
             continue  # a fork dropped every block of it: not in the view
         yield _blame_entry(index, "message", event.data.get("role", "user"), event, thread)
         index += 1
@@ -129,17 +129,10 @@ def _counted(store: Store, thread: str, lo: int, at: int, dropped: Located, inde
                 data = decode(type_, version, text)
             except (RecursionError, Altered) as error:  # named by its position, as the readers name it
                 raise store.unreadable(thread, offset, error) from None
-            if _dropped_whole(data, dropped[offset]):
+            if dropped_whole(data.get("content") or [], dropped[offset]):
                 continue
         index += 1
     return at, index
-
-
-def _dropped_whole(data: dict[str, Any], ids: frozenset[str] | None) -> bool:
-    """Whether a fork dropped every block of the message holding `data` (the tool call ids `ids`
-    of it dropped, `dropped.locate`)."""
-    content = data.get("content") or []
-    return ids is not None and bool(content) and not without_dropped(content, ids)
 
 
 def blame(store: Store, thread: str, at: int | None = None) -> list[BlameEntry]:

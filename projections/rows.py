@@ -29,6 +29,7 @@ from typing import Any
 from eventstore import InvalidEvent, RecordedEvent, Store
 from eventstore.errors import shown
 
+from .dropped import calls_only
 from .injected import injected_blocks, injected_by
 from .stops import blank_text, cut_short, refusal
 from .state import shown_as_run
@@ -151,9 +152,9 @@ class _Fold:
         self.interrupts: dict[str, str] = {}  # interrupt id -> row id
         # The messages since the last one that is more than tool calls (it first): the row of its
         # mark if it is a paused answer (`_message_rows`), and the calls of one holding nothing
-        # else (None for any other). A fork that drops all of a message's calls leaves it out of
-        # the view, so the last message of the view, whose paused answer keeps its row, is known
-        # once the read ends (`ended`).
+        # else (`calls_only`; None for any other). A fork that drops all of a message's calls
+        # leaves it out of the view, so the last message of the view, whose paused answer keeps
+        # its row, is known once the read ends (`ended`).
         self.tail: list[tuple[str | None, frozenset[str] | None]] = []
 
     def add(self, event: RecordedEvent) -> None:
@@ -207,9 +208,8 @@ class _Fold:
         follows: the paused answers' rows before it go, the model went on from them (a primed
         message follows them too, as the model view reads it); but for one holding nothing but
         tool calls, which a fork may yet drop (`tail`)."""
-        content = data.get("content") or []
-        calls = frozenset(block.get("id") for block in content if block.get("type") == "tool_use")
-        if content and len(calls) == len(content) and all(isinstance(call, str) for call in calls):
+        calls = calls_only(data.get("content") or [])
+        if calls is not None:
             self.tail.append((paused, calls))
         else:
             self._took([row for row, _ in self.tail])
@@ -250,8 +250,8 @@ class _Fold:
         dropped = data.get("dropped_tool_use_ids") or []
         for tool_use_id in dropped:
             self.rows.pop(self.calls.pop(tool_use_id, ""), None)
-        if dropped:  # a message of dropped calls alone leaves the view: not its last, nor gone on from
-            gone = [(row, calls) for row, calls in self.tail if calls is not None and calls <= set(dropped)]
+        if dropped:  # a message of dropped calls alone leaves the view (`dropped_whole`): not its last, nor gone on from
+            gone = [(row, calls) for row, calls in self.tail if calls is not None and calls.issubset(dropped)]
             self._took([row for row, _ in gone])
             self.tail = [entry for entry in self.tail if entry not in gone]
 

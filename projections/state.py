@@ -53,7 +53,7 @@ from eventstore.ranges import is_index
 from eventstore.recorded import Altered, decode
 
 from . import snapshots
-from .dropped import Drop, fork_drops, locate, without_dropped
+from .dropped import Drop, dropped_whole, fork_drops, locate, without_dropped
 from .stops import cut_short, refusal
 
 PROJECTION = "thread_state"
@@ -439,12 +439,11 @@ class View(Sequence[Message]):
         # A snapshot's ranges hold the offsets of messages alone (`_Fold.dump`).
         stored = [offset for lo, hi in fold.base for offset in range(max(lo, through), hi)]
         kept = fold.msgs[bisect.bisect_left(fold.msgs, (through,)):]
-        self._last: int | None = None  # none yet: `_messages` below, finding the gone, marks no paused answer
         self._dropped = locate(store, thread, fold.dropped) if fold.dropped else {}
         if self._dropped:  # a message that held a dropped call and nothing else is out of the view
             located = self._read([offset for offset in stored if offset in self._dropped])
             located_kept = [row for row in kept if row[0] in self._dropped]
-            gone = {message.offset for message in self._messages(itertools.chain(located, located_kept)) if not message.content}
+            gone = self._gone(itertools.chain(located, located_kept))
             stored = [offset for offset in stored if offset not in gone]
             kept = [row for row in kept if row[0] not in gone]
         self._stored: list[int] = stored
@@ -452,7 +451,7 @@ class View(Sequence[Message]):
         # The last message of the view, the one a paused answer (`pause_turn`) is marked cut short
         # on: a message a fork's drop left out does not go on from it (rows and transcripts leave
         # it out too), and the fork's request ends on the paused answer.
-        self._last = kept[-1][0] if kept else stored[-1] if stored else None
+        self._last: int | None = kept[-1][0] if kept else stored[-1] if stored else None
 
     def __len__(self) -> int:
         return len(self._head) + len(self._stored) + len(self._kept)
@@ -498,6 +497,19 @@ class View(Sequence[Message]):
         if want != -1:  # a snapshot altered outside threadlog: a cache, but the view's places come from it
             raise Unreadable(f"a snapshot of thread {self._thread!r} shows a message at offset {want}, which its history "
                              "does not hold there: the file was altered outside threadlog; `threadlog verify` names where")
+
+    def _gone(self, rows: Iterable[tuple[int, int, str]]) -> set[int]:
+        """The offsets of the messages of stored rows (offset, schema version, data JSON) that
+        held dropped calls alone (`dropped_whole`): out of the view."""
+        gone = set()
+        offset = -1
+        try:
+            for offset, version, text in rows:
+                if dropped_whole(decode("message.appended", version, text).get("content") or [], self._dropped[offset]):
+                    gone.add(offset)
+        except (RecursionError, Altered) as error:  # named by its position, as the readers name it
+            raise self._store.unreadable(self._thread, offset, error) from None
+        return gone
 
     def _messages(self, rows: Iterable[tuple[int, int, str]]) -> list[Message]:
         """The messages of stored rows (offset, schema version, data JSON), less the tool calls

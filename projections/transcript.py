@@ -57,7 +57,7 @@ from eventstore import Store
 from eventstore.ranges import check_index, segments
 
 from .atomic import write_atomically
-from .dropped import Drop, Located, fork_drops, locate, without_dropped
+from .dropped import Drop, Located, dropped_whole, fork_drops, locate
 from .injected import injected_blocks, injected_by
 from .stops import PAUSED, cut_by, cut_reason, refusal
 from .state import REDACTED, fork_note, shown_as_run
@@ -340,7 +340,7 @@ def transcript(
                     "stop_reason") == PAUSED and cut_reason(data, True) != cut_reason(data) else None
             except RecursionError as error:  # stored by an older release or by hand: appends refuse it
                 raise store.unreadable(thread, offset, error) from None
-            if not (gone and content and not without_dropped(content, gone)):  # one of dropped calls alone is out of the view:
+            if not dropped_whole(content, gone):  # one of dropped calls alone is out of the view:
                 # not its last message, nor one that goes on from a paused answer
                 paused = None if ending is None else (total, offset, clip_middle(ending.encode("utf-8"), cap, _INDENT_BYTES),
                                                       section is None)

@@ -41,6 +41,7 @@ from eventstore.backend import EventRow
 from eventstore.errors import UNREADABLE, Unreadable, unreadable
 from eventstore.recorded import from_row
 from projections import Row, display_rows
+from projections.dropped import dropped_whole
 
 from .budget import Filled, fill
 from .cursor import Cursor, keyed
@@ -209,8 +210,7 @@ def _last_in_view(store: Store, thread: str, start: int, stop: int) -> int | Non
     while (last := _last_message(store, thread, start, stop)) is not None:
         events = list(store.read(thread, last, end))
         dropped = {call for event in events if event.type == "thread.forked" for call in event.data.get("dropped_tool_use_ids") or []}
-        content = events[0].data.get("content") or []
-        if not (dropped and content and all(block.get("type") == "tool_use" and block.get("id") in dropped for block in content)):
+        if not dropped_whole(events[0].data.get("content") or [], dropped):
             return last
         stop = last
     return None
