@@ -56,9 +56,10 @@ def through_offset_problem(type_: str, data: dict[str, Any], offset: int) -> str
 
 def is_note(type_: str, data: dict[str, Any]) -> bool:
     """Whether the event is a `context="note"` fork's `thread.forked`: the model view of the fork,
-    and of the forks made from it, starts from the note it stands for."""
-    options = data.get("options") if type_ == FORKED else None
-    return isinstance(options, dict) and options.get("context") == "note"
+    and of the forks made from it, starts from the note it stands for. Options that are no
+    object (only raw SQL stores them) raise AttributeError, one of `errors.MISSHAPEN`, as the
+    readers meet them."""
+    return type_ == FORKED and data.get("options", {}).get("context") == "note"
 
 
 def _in_batch(index: int) -> str:

@@ -23,8 +23,8 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from . import cuts, forks, integrity, interrupted, restore, textindex
 from .backend import NO_BOUND, Backend, DataRow, EventRow, EventValues, SnapshotRow, StreamRow
-from .errors import (ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, Locked, OldPagesKept, StaleSnapshot, StoreError,
-                     ThreadNotFound, Unreadable, named, shown)
+from .errors import (MISSHAPEN, ConcurrencyError, IntegrityError, InvalidEvent, KeyClash, Locked, OldPagesKept, StaleSnapshot,
+                     StoreError, ThreadNotFound, Unreadable, named, shown)
 from .events import EventRedacted, MessageAppended, ThreadCreated, unwritable_key
 from .content import tool_result_ids
 from .facts import Facts, advance, after_fork, check_interrupted_call
@@ -927,7 +927,7 @@ class Store:
         nearest ancestor's `context="note"` `thread.forked` (0 when none is). One event read
         per fork in its history, whose first own event is its `thread.forked`."""
         for stream_id, lo, _ in reversed(segments(self.ancestry(thread))):
-            if lo and any(cuts.is_note(type_, data) for _, type_, data in self._decoded_range(stream_id, lo, lo + 1)):
+            if lo and any(_starts_view(type_, data) for _, type_, data in self._decoded_range(stream_id, lo, lo + 1)):
                 return lo
         return 0
 
@@ -1572,6 +1572,15 @@ class Store:
         Raises `StoreError` when another connection's open read keeps the WAL in use.
         """
         self.backend.truncate_wal()
+
+
+def _starts_view(type_: str, data: dict[str, Any]) -> bool:
+    """`cuts.is_note` for an append: a fork event whose options are of the wrong shape (raw SQL
+    wrote them) is taken for a full fork's, so a cut is checked against the whole history."""
+    try:
+        return cuts.is_note(type_, data)
+    except MISSHAPEN:
+        return False
 
 
 def _decoded(rows: Iterator[DataRow], unreadable: Callable[[int, BaseException], StoreError]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from eventstore import InvalidEvent, RecordedEvent, Store
+from eventstore.cuts import is_note
 from eventstore.errors import shown
 
 from .dropped import calls_only
@@ -175,7 +176,7 @@ class _Fold:
             base = _base(event)
             self.rows[base["id"]] = Row(kind="compaction", text=text, **base)
         elif event.type == "thread.forked":
-            if data.get("options", {}).get("context") == "note":
+            if is_note(event.type, data):
                 self.rows, self.calls, self.interrupts, self.tail = {}, {}, {}, []
             self._forked(data)
             text = f"⑃ Forked from {data['parent_id']} at {data['parent_offset']}"

@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-from eventstore import InvalidEvent, Store, ThreadInfo
+from eventstore import InvalidEvent, RecordedEvent, Store, ThreadInfo
+from eventstore.cuts import is_note
 from eventstore.errors import shown
 from eventstore.ids import check_id
 from eventstore.ranges import check_index, is_index
@@ -82,15 +83,19 @@ def refuse_another_threads(path: str | os.PathLike[str], text: str) -> None:
 def fork_options(store: Store, info: ThreadInfo) -> dict[str, Any]:
     """The options `info`'s own fork event records (`context`, `transcript`, ...): none for a
     root thread, or for a fork whose event was redacted."""
-    if info.parent_offset is None:
-        return {}
-    forked = store.event_at(info.id, info.parent_offset)
-    return dict(forked.data.get("options") or {}) if forked.type == "thread.forked" else {}
+    forked = _fork_event(store, info)
+    return dict(forked.data.get("options") or {}) if forked is not None and forked.type == "thread.forked" else {}
 
 
 def is_note_fork(store: Store, thread: str) -> bool:
     """Whether `thread` is a note fork (`context="note"`), read from its own fork event."""
-    return fork_options(store, store.thread(thread)).get("context") == "note"
+    forked = _fork_event(store, store.thread(thread))
+    return forked is not None and is_note(forked.type, forked.data)
+
+
+def _fork_event(store: Store, info: ThreadInfo) -> RecordedEvent | None:
+    """The event at `info`'s fork point, its own first: none for a root thread."""
+    return None if info.parent_offset is None else store.event_at(info.id, info.parent_offset)
 
 
 class NoteTranscript(NamedTuple):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eventstore import RecordedEvent, Store, ThreadInfo
+from eventstore.cuts import is_note
 
 from projections import Row, display_rows
 
@@ -105,8 +106,7 @@ def view_start(store: Store, chain: list[ThreadInfo], low: int, end: int) -> int
         # note fork made at the note fork's own point holds the messages before the card, not it.
         end = info.parent_offset
         forked = next(store.read_all(after=info.created_position - 1, limit=1), None)
-        if (forked is not None and forked.stream_id == info.id and forked.type == "thread.forked"
-                and forked.data.get("options", {}).get("context") == "note"):
+        if forked is not None and forked.stream_id == info.id and is_note(forked.type, forked.data):
             return info.parent_offset
     return None
 
