@@ -611,6 +611,15 @@ def _next_position(last: int | None, count: int) -> int:
     return (last or 0) + 1
 
 
+def _in_transaction(conn: sqlite3.Connection) -> bool:
+    """Whether `conn` holds an open transaction; False for a closed one, whose error
+    `translate` names (asked of a closed connection, `in_transaction` raises)."""
+    try:
+        return conn.in_transaction
+    except sqlite3.Error:
+        return False
+
+
 class _Transaction:
     """The context manager behind `SQLiteBackend.transaction` (a class: it is on every append's path).
 
@@ -633,7 +642,7 @@ class _Transaction:
         try:
             self.cursor.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
-            if self.conn.in_transaction:  # (a read view is refused before: `SQLiteBackend.transaction`)
+            if _in_transaction(self.conn):  # (a read view is refused before: `SQLiteBackend.transaction`)
                 raise transaction_open(reading=False) from None
             if self.wait is None or (getattr(error, "sqlite_errorcode", 0) & 0xFF) != sqlite3.SQLITE_BUSY:
                 raise translate(error, self.path) from None
