@@ -598,15 +598,16 @@ def test_a_deletion_whose_wait_for_earlier_writes_times_out_says_what_to_do_in_o
         deleting.verify()
 
 
-class _DeletedAfter(Store):
-    """A store that, before it appends a `langgraph.deleted`, lets `before_deletion` run (once)."""
+class _BeforeAppend(Store):
+    """A store that, before it appends an event of type `before_type`, lets `before` run (once)."""
 
-    before_deletion: Callable[[], None] | None = None
+    before: Callable[[], None] | None = None
+    before_type = "langgraph.deleted"
 
     def append(self, thread: str, events: Any, *args: Any, **kwargs: Any) -> Any:
-        hook = self.before_deletion
-        if hook is not None and any(e.get("type") == "langgraph.deleted" for e in events):
-            self.before_deletion = None
+        hook = self.before
+        if hook is not None and any(e.get("type") == self.before_type for e in events):
+            self.before = None
             hook()
         return super().append(thread, events, *args, **kwargs)
 
@@ -620,12 +621,12 @@ def test_a_restatement_refused_after_the_deletion_is_recorded_does_not_say_nothi
     they stay deleted and that nothing was erased."""
     big = 18 << 20
     db = tmp_path / "t.db"
-    with _DeletedAfter(db) as deleting, Store(db) as writing:
+    with _BeforeAppend(db) as deleting, Store(db) as writing:
         saver = ThreadlogSaver(deleting)
         first = put_versions(saver, first=None, values={"a": "x" * big}, versions={"a": "1"}, new=["a"])
         put_versions(saver, first, {"a": "x" * big, "b": "small"}, {"a": "1", "b": "2"}, ["b"])
         branched: list[str] = []
-        deleting.before_deletion = lambda: branched.append(
+        deleting.before = lambda: branched.append(
             put_versions(ThreadlogSaver(writing), first, {"a": "x" * big, "b": "y" * big}, {"a": "1", "b": "3"}, ["b"]))
         with pytest.raises(InvalidEvent) as refused:
             saver.prune(["t"])
@@ -645,3 +646,28 @@ def test_a_restatement_refused_after_the_deletion_is_recorded_does_not_say_nothi
         saver.delete_thread("t")
         assert list(saver.list({"configurable": {"thread_id": "t"}})) == []
         deleting.verify()
+
+
+def test_a_redaction_read_while_a_put_tries_again_is_not_served_from_the_index(tmp_path: Path) -> None:
+    """A put refused because another process wrote to its stream first reads the line again,
+    from its start. What that process wrote was a redaction by hand (`threadlog redact`) of a
+    checkpoint's pending writes: the saver read its `event.redacted` while reading from the
+    start, did not rebuild its index for it, and never would (it had read it), so it kept
+    serving the erased write, value included. It now answers as a saver new to the thread does."""
+    db = tmp_path / "t.db"
+    with _BeforeAppend(db) as putting, Store(db) as redacting:
+        saver = ThreadlogSaver(putting)
+        first = put(saver, "t", None, {"a": 1}, ["a"], 1)
+        second = put(saver, "t", first, {"a": 1, "b": 2}, ["b"], 2)
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": second}}
+        saver.put_writes(config, [("x", "secret-write")], task_id="task")
+        got = saver.get_tuple(config)
+        assert got is not None and [w[2] for w in got.pending_writes or ()] == ["secret-write"]
+        position = next(e.position for e in redacting.read(line_id("t", "")) if e.type == "langgraph.writes")
+        putting.before_type = "langgraph.checkpoint"
+        putting.before = lambda: redacting.redact(position, reason="by hand", actor="test")
+        put(saver, "t", second, {"a": 1, "b": 2, "c": 3}, ["c"], 3)
+        assert putting.before is None and redacting.event_at(line_id("t", ""), 3).redacted
+        for reading in (ThreadlogSaver(redacting), saver):
+            got = reading.get_tuple(config)
+            assert got is not None and got.pending_writes == []

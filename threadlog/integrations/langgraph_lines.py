@@ -108,12 +108,12 @@ class Line:
     copied: dict[str, int] = field(default_factory=dict)  # another line's stream -> the offset this copy reads below
     seen: set[int] = field(default_factory=set)
     last_in: dict[str, str | None] = field(default_factory=dict)  # physical stream -> its last checkpoint event's id
-    mark: int = -1
+    mark: int = -1  # the log's last position read; -1: read every stream (again) on the next refresh
     memo: dict[tuple[int, str], Any] = field(default_factory=dict)
     stranded_memo: dict[str, bool] = field(default_factory=dict)
     deleted_at: dict[str, int] = field(default_factory=dict)  # a deleted checkpoint's id -> the deletion's position
     deleted_where: dict[str, tuple[str, int]] = field(default_factory=dict)  # -> (stream, offset) of its event, if recorded
-    erased: set[int] = field(default_factory=set)  # positions known to be redacted that are still indexed
+    erased: set[int] = field(default_factory=set)  # positions known to be redacted (erased here, or read so)
     blanked: list[tuple[int, str, int]] = field(default_factory=list)  # redacted checkpoint and writes events read
 
     def events_of(self, cid: str) -> Iterator[tuple[tuple[int, str, int], str | None]]:
@@ -221,8 +221,13 @@ class Line:
         data = event.data
         where = (event.position, event.stream_id, event.offset)
         if event.type == "event.redacted":
-            return self.mark >= 0
+            # Rebuild for an event this index read with its payload and did not erase itself (its
+            # own erasures are in `erased`), however the log was read (a read from the start, as
+            # after a refused append, too): otherwise it kept serving what the log erased.
+            target = data.get("position")
+            return target in self.seen and target not in self.erased
         if event.redacted:
+            self.erased.add(event.position)
             if event.type == "langgraph.checkpoint":
                 self.last_in[event.stream_id] = None  # erased: nothing after it may follow it
             if event.type in ("langgraph.checkpoint", "langgraph.writes"):
