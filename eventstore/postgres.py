@@ -92,6 +92,7 @@ import logging
 import os
 import re
 import select
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast, NamedTuple
 
@@ -126,6 +127,12 @@ logging.getLogger("psycopg").addHandler(logging.NullHandler())
 _MIGRATE = 0x544C4F47_0001
 _ORDER = 0x544C4F47_0002
 _RESERVE = 0x544C4F47_0003
+# The transactions (their virtual ids: a connection's next transaction has another) holding the
+# order lock now, as `pg_locks` shows a bigint advisory key: its high and low 32 bits, subid 1.
+_ORDER_HOLDERS = (f"SELECT virtualtransaction FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                  f"AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                  f"AND classid = {_ORDER >> 32} AND objid = {_ORDER & 0xFFFFFFFF} AND objsubid = 1 "
+                  "AND pid <> pg_backend_pid()").encode()
 # The search index's writers (a catch-up, a rebuild, a redaction's unindex) hold this one until
 # commit: a catch-up reads events and writes their documents later in its transaction, so a
 # redaction committed in between would find no document to remove and the catch-up would then
@@ -1027,14 +1034,27 @@ class PostgresBackend:
 
     @_translated
     def wait_for_writes(self) -> None:
-        """`Backend.wait_for_writes`: the order lock taken exclusively and let go at once, by one
-        statement (its own transaction). Every transaction that reserved positions holds it
-        shared until it ends (module doc), so this waits for those that reserved before it; a
-        position is taken before its transaction commits, so one below a position seen
-        committed may still be in flight. Waits up to the store's `timeout` (`Locked`)."""
+        """`Backend.wait_for_writes`: every transaction that reserved positions holds the order
+        lock shared until it ends (module doc), so this reads which transactions hold it now
+        (`pg_locks`, which any role may read) and polls until none of those still does. A
+        transaction that reserves after this began is not waited for, and no lock is asked
+        for: a request for it exclusively would queue every writer's shared one behind it, and
+        one long write (a restore, a fan_out, a transaction opened by hand) would stop every
+        append until it ended. A position is taken before its transaction commits, so one
+        below a position seen committed may still be in flight. Waits up to the store's
+        `timeout` (`Locked`)."""
         if self._in_transaction:
             raise StoreError("wait_for_writes: a transaction is open on this store; it would hold the order lock to its end")
-        self.conn.execute(f"SELECT pg_advisory_xact_lock({_ORDER})".encode())
+        holders = {row[0] for row in self.conn.execute(_ORDER_HOLDERS)}
+        deadline, pause = time.monotonic() + self.timeout, 0.001
+        while holders:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Locked(self.path, f"{len(holders)} write{'s' if len(holders) > 1 else ''} begun before this wait "
+                                        f"did not end within {self.timeout:g} s")
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+            holders &= {row[0] for row in self.conn.execute(_ORDER_HOLDERS)}
 
     def claim(self, name: str) -> Claim:
         """`Backend.claim`: a session advisory lock (`pg_try_advisory_lock`) on a connection

@@ -450,11 +450,11 @@ def test_a_put_whose_position_comes_before_a_deletion_but_commits_after_its_read
 
         deletion = threading.Thread(target=delete)
 
-        def meanwhile() -> None:  # the deletion runs until it waits for a lock this put holds
+        def meanwhile() -> None:  # the deletion runs until it waits for the writes holding positions, this put among them
             deletion.start()
             deadline = time.monotonic() + 30
-            while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                                "AND datname = current_database()").fetchone() == (0,):
+            while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%FROM pg_locks WHERE%' "
+                                "AND datname = current_database() AND pid <> pg_backend_pid()").fetchone() == (0,):
                 assert deletion.is_alive() and time.monotonic() < deadline, failed
                 time.sleep(0.01)
 

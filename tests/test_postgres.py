@@ -783,3 +783,61 @@ def test_a_read_view_left_open_when_its_store_is_closed_ends_without_an_error(tm
     assert next(lines) and next(lines)  # the header and a stream line: inside its read view now
     store.close()
     lines.close()  # raised StoreError on PostgreSQL
+
+
+def test_a_wait_for_earlier_writes_holds_up_no_other_writer_and_waits_only_for_those_open_when_it_began() -> None:
+    """`wait_for_writes` (a LangGraph deletion's, before it erases) asked for the order lock
+    exclusively, and PostgreSQL queues every later shared request behind a waiting exclusive
+    one: with one long write open (a restore, a fan_out, a transaction opened by hand), every
+    other writer's append stood still until that write ended or the wait timed out. It now
+    waits, without a lock, for the writes that held positions when it began, and no others;
+    a role that is not a superuser may."""
+    import psycopg
+    import urllib.parse
+
+    from eventstore.postgres import _RESERVE_SQL
+
+    url = postgres_url()
+    schema = urllib.parse.unquote(url.rpartition("search_path%3D")[2])
+    with Store(url) as store:
+        thread = store.create_thread(title="writes")
+    cluster = postgres_cluster()
+    cluster.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'threadlog_writer') "
+                    "THEN CREATE ROLE threadlog_writer LOGIN; END IF; END $$")
+    cluster.execute(f"GRANT USAGE ON SCHEMA {schema} TO threadlog_writer")
+    cluster.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO threadlog_writer")
+    cluster.execute(f"GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {schema} TO threadlog_writer")
+    writer_url = url.replace("postgres@", "threadlog_writer@", 1)
+    with (psycopg.connect(url) as early, psycopg.connect(url) as late, Store(writer_url) as waiting,
+          Store(url, timeout=5) as third):
+        early.execute(_RESERVE_SQL.encode(), (1, 1))  # a write that took its position and stays open
+        waited = threading.Event()
+        failed: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                waiting.wait_for_writes()
+            except BaseException as error:  # raised again by the test's own thread
+                failed.append(error)
+            waited.set()
+
+        appended = threading.Event()
+        waiter = threading.Thread(target=wait)
+        appender = threading.Thread(target=lambda: (third.append_message(thread, "user", "meanwhile"), appended.set()))
+        waiter.start()
+        try:
+            assert not waited.wait(0.5)  # held up by the open write
+            appender.start()
+            assert appended.wait(4), "another writer's append stood still behind the wait"
+            assert not waited.is_set()  # the wait goes on meanwhile
+            late.execute(_RESERVE_SQL.encode(), (1, 1))  # a write that took its position after the wait began
+        finally:
+            early.rollback()
+            waited.wait(10)
+            if appender.ident is not None:  # started
+                appender.join(10)
+        assert waited.is_set() and not failed, failed  # the early write ended: the late one, still open, is not waited for
+        late.rollback()
+        waiter.join(10)
+    with Store(url) as store:
+        assert [e.type for e in store.read(thread)][-1] == "message.appended"
