@@ -303,8 +303,9 @@ class Backend(Protocol):
 
     def wait_for_writes(self) -> None:
         """Return once every write transaction that took a position before this call has ended
-        (committed or rolled back), outside any transaction: a read after it sees every event
-        below a position already seen committed."""
+        (committed or rolled back): a read after it sees every event below a position already
+        seen committed. Inside a transaction on this connection (a read view or a write) it
+        raises `StoreError` (`errors.waiting_inside`), waiting for nothing."""
         ...
 
     def claim(self, name: str) -> Claim:

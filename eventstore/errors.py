@@ -285,6 +285,17 @@ def transaction_open(reading: bool) -> StoreError:
                       "written; write after it ends, or through another Store")
 
 
+def waiting_inside(reading: bool) -> StoreError:
+    """`wait_for_writes` refused because this store's connection has a transaction open: a read
+    view (`with store.consistent():`), or a write. Nothing was waited for."""
+    if reading:
+        return StoreError("wait_for_writes: a read transaction (`with store.consistent():`) is open on this store, and a read "
+                          "inside it would not see the writes waited for; nothing was waited for: call it after the `with` "
+                          "block ends")
+    return StoreError("wait_for_writes: a write transaction is open on this store, and the writes the wait is for may be "
+                      "waiting for it; nothing was waited for: call it after the transaction ends")
+
+
 def unsendable(error: UnicodeEncodeError, path: str) -> StoreError:
     """Text that is not UTF-8 (a lone surrogate: how Python reads bytes of a command line that
     are not UTF-8) given to a call: no database can be sent it, so nothing was read or written."""

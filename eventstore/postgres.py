@@ -108,7 +108,7 @@ from .backend import (DOC_PARTS, DataRow, DocValues, EventRow, EventValues, HitR
 from .claims import Claim
 from .errors import (Claimed, Deadlocked, Disconnected, KeyClash, Locked, NoStore, NotPermitted, SchemaError, SchemaTooOld,
                      StoreError, altered_index, documents_miscounted, first_line, pages_kept, transaction_open,
-                     unsendable)
+                     unsendable, waiting_inside)
 from .urls import safe_url, without_passwords as _without_passwords
 from .pgreach import not_connected
 from .packing import NAMED_BEFORE_CODED, TYPE_CODES, pack_digest, pack_hash, pack_id, pack_ids_and_hashes, pack_time
@@ -1044,7 +1044,7 @@ class PostgresBackend:
         below a position seen committed may still be in flight. Waits up to the store's
         `timeout` (`Locked`)."""
         if self._in_transaction:
-            raise StoreError("wait_for_writes: a transaction is open on this store; it would hold the order lock to its end")
+            raise waiting_inside(self._snapshot)
         holders = {row[0] for row in self.conn.execute(_ORDER_HOLDERS)}
         deadline, pause = time.monotonic() + self.timeout, 0.001
         while holders:

@@ -40,7 +40,8 @@ from .backend import (DOC_PARTS, ENGINE_SNIPPET_CHARS, QUERY_OPERATORS, SNIPPET_
 from .checkpoints import BACKSTOP, Checkpointer
 from .claims import Claim, file_claim, unclaimed
 from .errors import (Locked, ReadersHeldOff, SchemaError, SchemaTooOld, StoreError, UnreadableRow, altered_index, documents_miscounted,
-                     empty_file, not_threadlog, pages_kept, shown, transaction_open, unsendable)
+                     empty_file, not_threadlog, pages_kept, shown, transaction_open, unsendable,
+                     waiting_inside)
 from .packing import TYPE_CODES, pack_appended, pack_id, pack_row, pack_type
 from .recorded import altered_stream
 
@@ -1006,7 +1007,10 @@ class SQLiteBackend:
 
     def wait_for_writes(self) -> None:
         """Nothing to wait for: one writer at a time holds the file, and its positions are seen
-        once it commits, with every position below them."""
+        once it commits, with every position below them. Refused inside a transaction, as on
+        PostgreSQL (`errors.waiting_inside`)."""
+        if self.conn.in_transaction:
+            raise waiting_inside(self._reading)
 
     @contextlib.contextmanager
     def read_transaction(self) -> Iterator[None]:

@@ -392,7 +392,10 @@ class Store:
         write takes its positions when it starts and commits later, so a read can see an event
         of one thread while a lower position, in another thread, is still to commit; what must
         see everything below a position it wrote (a deletion, before it erases what rests on
-        what it deleted) reads after this. On SQLite there is nothing to wait for."""
+        what it deleted) reads after this. On SQLite there is nothing to wait for. Refused
+        (`StoreError`, nothing waited for) inside a transaction on this store, a read view
+        (`with store.consistent():`) included, whose reads would not see what it waited for:
+        call it after the transaction ends."""
         self.backend.wait_for_writes()
 
     def claim(self, name: str) -> Claim:

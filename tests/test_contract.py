@@ -6,12 +6,14 @@ thread, increasing global positions: what every backend must guarantee.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from eventstore import ConcurrencyError, InvalidEvent, Store, ThreadNotFound
-from tests.backends import dump
+from eventstore import ConcurrencyError, InvalidEvent, Store, StoreError, ThreadNotFound
+from tests.backends import BACKENDS, BackendCase, dump
 
 
 def msg(text: str, **meta: str) -> dict[str, object]:
@@ -424,3 +426,42 @@ def test_a_refused_answer_names_the_result_of_the_call_its_interrupt_was_raised_
     assert refused.value.why.startswith("interrupt 'q1' was raised on an earlier tool_use 'toolu_1', which has its result "
                                         "(at offset 3); "), refused.value.why
     assert dump(store) == before
+
+
+
+class _WaitsInsideItsWrite(Store):
+    """A store whose writes each call `wait_for_writes` from inside their own transaction,
+    keeping what it raised."""
+
+    refused: list[BaseException]
+
+    def _write(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            self.wait_for_writes()
+        except BaseException as error:  # kept for the test to read
+            self.refused.append(error)
+        return super()._write(*args, **kwargs)
+
+
+@pytest.mark.parametrize("case", BACKENDS, ids=[case.id for case in BACKENDS])
+def test_wait_for_writes_inside_a_transaction_is_refused_saying_which_and_what_to_do(case: BackendCase, tmp_path: Path) -> None:
+    """Inside `consistent()` SQLite's wait returned at once, and PostgreSQL's was refused saying
+    it "would hold the order lock to its end": one backend was silent, neither said what was
+    open nor what to do. Both now name the transaction and say to wait after it ends."""
+    store = _WaitsInsideItsWrite(case.make(tmp_path))
+    store.refused = []
+    try:
+        thread = store.create_thread(title="waits")
+        assert [str(error) for error in store.refused] == [
+            "wait_for_writes: a write transaction is open on this store, and the writes the wait is for may be waiting "
+            "for it; nothing was waited for: call it after the transaction ends"]
+        assert [e.type for e in store.read(thread)] == ["thread.created"]  # the write goes on: the refusal was caught
+        with store.consistent():
+            with pytest.raises(StoreError, match="^" + re.escape(
+                    "wait_for_writes: a read transaction (`with store.consistent():`) is open on this store, and a read "
+                    "inside it would not see the writes waited for; nothing was waited for: call it after the `with` block "
+                    "ends") + "$"):
+                store.wait_for_writes()
+        store.wait_for_writes()
+    finally:
+        store.close()
