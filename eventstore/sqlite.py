@@ -805,7 +805,11 @@ def _close_log(path: str) -> None:
     then closes the log as its last connection (never while another process holds the file
     open, whose lock its close does not get), and a writer's clean close does no more. Only
     an empty log: one holding commits (a writer's, left by a crash) is the next writer's to
-    copy, and a read never writes the file. Not where this user may not write the file or
+    copy. The log is looked at before the file is opened and again once this connection has
+    it open; what a writer killed between those looks committed is left in it (a connection
+    opened read-only, closing last, copies nothing). One killed in the instant between the
+    second look and the close has its commits copied into the file by that close, as the next
+    writer would: nothing is lost either way. Not where this user may not write the file or
     its directory: there SQLite could not remove them either. SQLite follows a symlink and
     keeps the log beside the file it names: that file's are the ones looked at.
     """
@@ -817,18 +821,24 @@ def _close_log(path: str) -> None:
         return  # none: nothing was left
     if not (os.access(path, os.W_OK) and os.access(os.path.dirname(path), os.W_OK)):
         return
-    uri = f"file:{urllib.parse.quote(os.fsencode(path))}?mode=rw"
+    quoted = urllib.parse.quote(os.fsencode(path))
     try:
-        conn = sqlite3.connect(uri, timeout=0, isolation_level=None, uri=True)
+        conn = sqlite3.connect(f"file:{quoted}?mode=rw", timeout=0, isolation_level=None, uri=True)
     except sqlite3.Error:
         return
+    keeper: sqlite3.Connection | None = None
     try:
         conn.execute("PRAGMA query_only=ON")
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # opens the log, which only a connection that read closes
-    except sqlite3.Error:
+        if os.path.getsize(path + "-wal") != 0:  # a writer committed since the first look: its commits stay in the log
+            keeper = sqlite3.connect(f"file:{quoted}?mode=ro", timeout=0, isolation_level=None, uri=True)
+            keeper.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # open on the log: this close is not the last
+    except (sqlite3.Error, OSError):
         pass  # busy, or not a database now: what it left stays, as SQLite leaves it
     finally:
         conn.close()
+        if keeper is not None:
+            keeper.close()
 
 
 def _close_read_only(conn: sqlite3.Connection, path: str) -> None:

@@ -174,3 +174,44 @@ def test_a_read_only_store_dropped_without_close_leaves_no_file_beside_the_datab
     assert done.stdout.splitlines() == ["3 3", "[]"]
     assert _side_files(path) == []
     assert _digest(path) == before
+
+
+_KILLED = """
+import os, sys
+from eventstore import Store
+store = Store(sys.argv[1])
+store.append_message(sys.argv[2], "user", "committed by a writer killed before its close")
+os._exit(0)
+"""
+
+
+def test_a_writer_killed_while_a_read_only_store_closes_leaves_its_commits_to_the_next_writer(
+        db: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only store's close looks at the log, and only when it is empty opens the file
+    writable to close it. A writer that committed and was killed just after that look left its
+    commits in the log, and that close, the last, copied them into the file: the read wrote
+    the database. It now looks again once it has the log open, and leaves what it finds there
+    as SQLite leaves it, for the next writer."""
+    path, thread = db
+    seen: list[str] = []
+    getsize = os.path.getsize
+
+    def then_a_writer_commits_and_dies(name: str) -> int:
+        size = getsize(name)
+        if str(name).endswith("-wal") and not seen:
+            done = subprocess.run([sys.executable, "-c", _KILLED, str(path), thread], capture_output=True, text=True,
+                                  timeout=120)
+            assert done.returncode == 0, done.stderr
+            seen.append(_digest(path))
+        return size
+
+    store = Store(str(path), read_only=True)
+    assert store.counts().events == 3
+    monkeypatch.setattr(os.path, "getsize", then_a_writer_commits_and_dies)
+    store.close()
+    monkeypatch.undo()
+    assert seen and _digest(path) == seen[0]  # the close wrote nothing into the file
+    assert os.path.getsize(f"{path}-wal") > 0
+    with Store(str(path)) as writer:  # the next writer copies the commits in
+        assert list(writer.read(thread))[-1].data["content"][0]["text"] == "committed by a writer killed before its close"
+    assert _side_files(path) == []
