@@ -83,6 +83,14 @@ def postgres_cluster() -> "Cluster":  # noqa: F821
     return _Server.cluster  # type: ignore[return-value]
 
 
+def login_role(name: str) -> "Cluster":  # noqa: F821
+    """The session's cluster, with a role `name` that may log in and nothing more (made once)."""
+    cluster = postgres_cluster()
+    cluster.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{name}') "
+                    f"THEN CREATE ROLE {name} LOGIN; END IF; END $$")
+    return cluster
+
+
 def _postgres(tmp: Path, partitions: int = 0) -> Backend:
     from eventstore.postgres import PostgresBackend
 

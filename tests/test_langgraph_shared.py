@@ -392,6 +392,17 @@ class _HeldOpen(Store):
         return super()._write(thread, head, batch, position, *args, **kwargs)
 
 
+def _a_then_b(store: Store) -> tuple[ThreadlogSaver, str]:
+    """LangGraph thread `t`: a checkpoint of `a`, then one adding `b` on it; and a threadlog
+    thread `other` beside it, for a write that holds a position below the thread's. Returns the
+    saver and the first checkpoint's id."""
+    saver = ThreadlogSaver(store)
+    first = put_versions(saver, first=None, values={"a": 1}, versions={"a": "1"}, new=["a"])
+    put_versions(saver, first, {"a": 1, "b": 2}, {"a": "1", "b": "2"}, ["b"])
+    store.create_thread(title="another thread", thread_id="other")
+    return saver, first
+
+
 def put_versions(saver: ThreadlogSaver, first: str | None, values: dict[str, Any], versions: dict[str, str], new: list[str]) -> str:
     """`put` on thread "t", each channel at its own version (those not `new` kept from the parent)."""
     checkpoint: Any = {**empty_checkpoint(), "channel_values": values, "channel_versions": versions}
@@ -417,11 +428,8 @@ def test_a_put_whose_position_comes_before_a_deletion_but_commits_after_its_read
     url = postgres_url()
     config: Any = {"configurable": {"thread_id": "t"}}
     with Store(url) as store:
-        saver = ThreadlogSaver(store)
-        first = put_versions(saver, first=None, values={"a": 1}, versions={"a": "1"}, new=["a"])
-        put_versions(saver, first, {"a": 1, "b": 2}, {"a": "1", "b": "2"}, ["b"])
+        saver, first = _a_then_b(store)
         branched = put_versions(saver, first, {"a": 1, "b": 3}, {"a": "1", "b": "3"}, ["b"])  # on the first: a branch
-        store.create_thread(title="another thread", thread_id="other")
     with (_HeldOpen(url) as writing, _HeldOpen(url) as deleting, _HeldOpen(url) as other,
           psycopg.connect(url, autocommit=True) as admin):
         assert any(t.id.startswith(line_id("t", "") + ".") for t in writing.threads(limit=None))
@@ -564,10 +572,7 @@ def test_a_deletion_whose_wait_for_earlier_writes_times_out_says_what_to_do_in_o
     url = postgres_url()
     config: Any = {"configurable": {"thread_id": "t"}}
     with Store(url) as store:
-        saver = ThreadlogSaver(store)
-        first = put_versions(saver, first=None, values={"a": 1}, versions={"a": "1"}, new=["a"])
-        put_versions(saver, first, {"a": 1, "b": 2}, {"a": "1", "b": "2"}, ["b"])
-        store.create_thread(title="another thread", thread_id="other")
+        _a_then_b(store)
     with _HeldOpen(url) as other, Store(url, timeout=1) as deleting:
         reserved, release = threading.Event(), threading.Event()
 

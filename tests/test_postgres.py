@@ -20,7 +20,7 @@ import pytest
 from eventstore.integrity import canonical
 from threadlog import Store, StoreError, export_all, export_events, import_events, thread_state
 from threadlog.export import dump_lines
-from tests.backends import postgres_cluster, postgres_url
+from tests.backends import login_role, postgres_cluster, postgres_url
 
 try:
     from .procs import Worker
@@ -801,9 +801,7 @@ def test_a_wait_for_earlier_writes_holds_up_no_other_writer_and_waits_only_for_t
     schema = urllib.parse.unquote(url.rpartition("search_path%3D")[2])
     with Store(url) as store:
         thread = store.create_thread(title="writes")
-    cluster = postgres_cluster()
-    cluster.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'threadlog_writer') "
-                    "THEN CREATE ROLE threadlog_writer LOGIN; END IF; END $$")
+    cluster = login_role("threadlog_writer")
     cluster.execute(f"GRANT USAGE ON SCHEMA {schema} TO threadlog_writer")
     cluster.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO threadlog_writer")
     cluster.execute(f"GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {schema} TO threadlog_writer")

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from eventstore import Store, StoreError
 from eventstore.postgres import PostgresBackend
 from projections.search import update_index
-from tests.backends import postgres_cluster, postgres_url
+from tests.backends import login_role, postgres_cluster, postgres_url
 from threadlog.cli import cli
 
 
@@ -51,9 +51,7 @@ def test_a_schema_the_user_may_not_use_is_named_not_taken_for_an_empty_one() -> 
     schema = urllib.parse.unquote(url.rpartition("search_path%3D")[2])
     with Store(url) as store:
         thread = store.create_thread(title="Trip")
-    cluster = postgres_cluster()
-    cluster.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'threadlog_nousage') "
-                    "THEN CREATE ROLE threadlog_nousage LOGIN; END IF; END $$")
+    cluster = login_role("threadlog_nousage")
     other = _in_schema(url, schema, user="threadlog_nousage")
     for command in (["ls"], ["init"]):
         result = CliRunner().invoke(cli, ["--db", other, *command])
@@ -77,9 +75,7 @@ def test_a_role_that_may_only_read_searches_what_the_index_covers_as_a_read_only
         store.append_message(thread, "user", "read me")
         update_index(store)
         store.append_message(thread, "user", "searched later")
-    cluster = postgres_cluster()
-    cluster.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'threadlog_reader') "
-                    "THEN CREATE ROLE threadlog_reader LOGIN; END IF; END $$")
+    cluster = login_role("threadlog_reader")
     cluster.execute(f"GRANT USAGE ON SCHEMA {schema} TO threadlog_reader")
     cluster.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO threadlog_reader")
     reader = _in_schema(url, schema, user="threadlog_reader")
