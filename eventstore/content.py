@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import typing
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -348,6 +348,11 @@ def normalize_content(content: Any, field: str = "content", strict: bool = True)
     for index, block in enumerate(content):
         validate_block(block, f"{field}[{index}]", strict)
     return content
+
+
+def without_dropped(content: list[dict[str, Any]], ids: Collection[str]) -> list[dict[str, Any]]:
+    """`content` less its tool_use blocks with these ids (the calls a fork dropped)."""
+    return [b for b in content if not (b.get("type") == "tool_use" and b.get("id") in ids)]
 
 
 # The thinking blocks: a request leaves out an answer holding nothing else (the API refuses one).

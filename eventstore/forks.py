@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .content import THINKING_BLOCKS, tool_use_ids, unsent
+from .content import THINKING_BLOCKS, tool_use_ids, unsent, without_dropped
 from .errors import Deadlocked, ForkRefused, InvalidEvent, KeyClash, ThreadNotFound, named, shown
 from .events import ForkOptions, check_depth
 from .facts import Facts
@@ -268,7 +268,7 @@ def _left_empty(store: Store, thread: str, first_message: int | None, at: int, i
         content = data.get("content")
         if not (isinstance(content, list) and content and all(isinstance(block, dict) for block in content)):
             return None
-        kept = [block for block in content if not (block.get("type") == "tool_use" and block.get("id") in ids)]
+        kept = without_dropped(content, ids)
         sent = [block for block in kept if not unsent(block)]
         if sent and not (data.get("role") == "assistant" and all(block.get("type") in THINKING_BLOCKS for block in sent)):
             return None

@@ -801,8 +801,8 @@ def _close_log(path: str) -> None:
     In WAL mode SQLite makes `-wal` and `-shm` as a connection first reads, and the last one
     to close removes them once it has copied the log into the file; a read-only connection may
     not copy, so it removed neither: `ls`, `show` and `verify` each left both behind, empty.
-    So a read-only store's close opens the file writable and closes it, reading nothing: SQLite
-    then closes the log as its last connection (never while another process holds the file
+    So a read-only store's close opens the file writable, reads the schema, and closes it:
+    SQLite then closes the log as its last connection (never while another process holds the file
     open, whose lock its close does not get), and a writer's clean close does no more. Only
     an empty log: one holding commits (a writer's, left by a crash) is the next writer's to
     copy. The log is looked at before the file is opened and again once this connection has

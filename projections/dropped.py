@@ -51,11 +51,6 @@ def locate(store: Store, thread: str, drops: Iterable[Drop]) -> Located:
     return {offset: frozenset(ids) for offset, ids in found.items()}
 
 
-def without_dropped(content: list[dict[str, Any]], ids: frozenset[str]) -> list[dict[str, Any]]:
-    """`content` less its tool_use blocks with these ids."""
-    return [b for b in content if not (b.get("type") == "tool_use" and b.get("id") in ids)]
-
-
 def calls_only(content: list[dict[str, Any]]) -> frozenset[str] | None:
     """The ids of the tool calls `content` holds when it holds nothing else, or None: a message
     a fork that drops every one of them leaves out of the view (`dropped_whole`). A dropped id

@@ -47,13 +47,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, overload
 
 from eventstore import InvalidEvent, StaleSnapshot, Store, StoreError, ThreadInfo, collector
+from eventstore.content import without_dropped
 from eventstore.errors import Unreadable, shown
 from eventstore.integrity import register_refold
 from eventstore.ranges import is_index
 from eventstore.recorded import Altered, decode
 
 from . import snapshots
-from .dropped import Drop, dropped_whole, fork_drops, locate, without_dropped
+from .dropped import Drop, dropped_whole, fork_drops, locate
 from .stops import cut_short, refusal
 
 PROJECTION = "thread_state"
