@@ -257,6 +257,25 @@ def test_a_mistyped_command_is_answered_with_the_close_ones(typed: str) -> None:
     assert done.stderr.splitlines()[-1] == f"Error: No such command '{typed}'. Did you mean '{meant}'?", done.stderr
 
 
+@pytest.mark.parametrize(("group", "commands"), [("import", "claude-code, events, pi, swe-agent"),
+                                                 ("interrupt", "cancel, list, raise, resolve")])
+def test_an_argument_given_before_the_subcommand_is_answered_with_the_subcommands(tmp_path: Path, group: str,
+                                                                                  commands: str) -> None:
+    """`threadlog import session.jsonl` (the format left out) said only "No such command
+    'session.jsonl'.", as if the file were a mistyped command; no database is made."""
+    session = tmp_path / "session.jsonl"
+    session.write_text('{"type": "session"}\n')
+    done = subprocess.run([sys.executable, "-m", "threadlog", group, str(session)], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (f"Error: No such command '{session}'. `threadlog {group}` takes one of its "
+                                            f"commands first ({commands}), then their arguments: `threadlog {group} "
+                                            f"COMMAND {session} …`"), done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["session.jsonl"]
+    near = subprocess.run([sys.executable, "-m", "threadlog", "import", "claude"], capture_output=True, text=True, timeout=60)
+    assert near.stderr.splitlines()[-1] == "Error: No such command 'claude'. Did you mean 'claude-code'?", near.stderr
+
+
 @pytest.mark.parametrize(("typed", "command", "option"), [(["--json", "ls"], "ls", "--json"),
                                                        (["-n", "5", "log", "abc"], "log", "-n"),
                                                        (["--no-pager", "show", "abc"], "show", "--no-pager")])

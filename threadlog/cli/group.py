@@ -75,6 +75,19 @@ class _Subgroup(click.Group):
 
     command_class = _Command
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        # `threadlog import session.jsonl`, `threadlog interrupt T`: click said only "No such
+        # command 'session.jsonl'.", as if the file or thread were a mistyped command.
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as error:
+            if not error.message.startswith("No such command") or getattr(error, "possibilities", None):
+                raise  # a near name: click's "Did you mean 'claude-code'?" says it
+            typed = click.utils.make_str(args[0])
+            raise click.UsageError(f"No such command {typed!r}. `threadlog {ctx.info_name}` takes one of its commands first "
+                                   f"({', '.join(sorted(self.commands))}), then their arguments: `threadlog {ctx.info_name} "
+                                   f"COMMAND {typed} …`", ctx) from None
+
 
 # Each command's module, imported when the command runs (or is completed, or its help asked for):
 # `threadlog ls` loaded the importers, the sub-agents and the demo as well, a tenth of its start,
