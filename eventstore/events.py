@@ -107,6 +107,23 @@ def _whole(what: str) -> Callable[[Any, ValidationInfo], Any]:
     return check
 
 
+# The largest offset, position or count an argument may name: SQLite stores 64-bit integers,
+# and a larger Python int would fail deep in the driver (OverflowError) instead of here.
+MAX_INDEX = 2**62
+
+
+def _in_range(value: int, info: ValidationInfo) -> int:
+    """An offset no check beside it bounds (a deleted checkpoint's, which may name another
+    stream's): 0..MAX_INDEX, as an argument's. One restored from an export keeps what an
+    earlier release let it hold (-1 or 10**30 was stored)."""
+    if not _restoring(info) and value < 0:
+        raise PydanticCustomError("greater_than_equal", "must be an offset >= 0, not {value}", {"value": shown(value)})
+    if not _restoring(info) and value > MAX_INDEX:
+        raise PydanticCustomError("less_than_equal", "{value} is too large: an offset is at most {most}",
+                                  {"value": shown(value), "most": MAX_INDEX})
+    return value
+
+
 # An offset in a thread's history (a compaction's cut, a fork point) and a global position.
 Offset = Annotated[int, BeforeValidator(_whole("an offset"))]
 Position = Annotated[int, BeforeValidator(_whole("a position"))]
@@ -505,7 +522,7 @@ class LangGraphDeleted(EventData):
     type: ClassVar[str] = "langgraph.deleted"
     checkpoint_ids: list[Text]
     reason: Literal["delete_thread", "delete_for_runs", "prune"]
-    at: dict[Text, tuple[Text, Offset]] | None = Field(
+    at: dict[Text, tuple[Text, Annotated[Offset, AfterValidator(_in_range)]]] | None = Field(
         default=None, description="checkpoint id -> the stream and offset of its event, where a checkpoint put on it branches "
         "(its event is erased: no reader can find it there)"
     )

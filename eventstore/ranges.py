@@ -6,14 +6,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TypeGuard, TypeVar
 
 from .errors import InvalidEvent, Unreadable, named, shown
+from .events import MAX_INDEX as MAX_INDEX
 from .recorded import ThreadInfo, its_offsets
 
 Row = TypeVar("Row", bound=tuple[Any, ...])
 Segment = tuple[str, int, int | None]  # (stream, lo, hi): the stream's own offsets lo..hi-1
-
-# The largest offset, position or count an argument may name: SQLite stores 64-bit integers,
-# and a larger Python int would fail deep in the driver (OverflowError) instead of here.
-MAX_INDEX = 2**62
 
 
 def is_index(value: Any, lo: int = 0, hi: int | None = None) -> TypeGuard[int]:

@@ -51,6 +51,11 @@ BAD = [
      "not float"),
     ({"type": "langgraph.deleted", "data": {"checkpoint_ids": ["c"], "reason": "prune", "at": {"c": ["s", "2"]}}},
      "events[0].data.at.c[1]", "must be an offset (an integer), not str"),
+    # A deleted checkpoint's offset is bounded as every offset: none below 0, none past 2^62.
+    ({"type": "langgraph.deleted", "data": {"checkpoint_ids": ["c"], "reason": "prune", "at": {"c": ["s", -1]}}},
+     "events[0].data.at.c[1]", "must be an offset >= 0, not -1"),
+    ({"type": "langgraph.deleted", "data": {"checkpoint_ids": ["c"], "reason": "prune", "at": {"c": ["s", 10**30]}}},
+     "events[0].data.at.c[1]", "is too large: an offset is at most 4611686018427387904"),
     ({"type": "message.appended", "data": {"role": "user", "content": "x"}, "meta": {"request": {
         "digest": "sha256:" + "0" * 64, "model": "m", "max_tokens": 1, "passages": {"1": [[True, 0]]}}}},
      "events[0].meta.request.passages", "not bool True"),

@@ -587,6 +587,26 @@ def test_an_export_of_offsets_an_earlier_release_took_laxly_restores(tmp_path: P
         assert [e.data["parent_offset"] for e in b.read(fork) if e.type == "thread.forked"] == [2]
 
 
+@pytest.mark.parametrize("at", [-1, 10**30, True])
+def test_an_export_of_a_langgraph_deletion_an_earlier_release_took_laxly_restores(tmp_path: Path, at: Any) -> None:
+    """A deleted checkpoint's offset is bounded since this release (-1 or 10**30 is refused,
+    where it was stored); a deletion an earlier release stored so restores from its export
+    and verifies."""
+    from eventstore.prepare import prepare
+
+    deleted = {"type": "langgraph.deleted", "data": {"checkpoint_ids": ["c"], "reason": "prune", "at": {"c": ["s", at]}}}
+    with Store(tmp_path / "a.db") as a:
+        t = a.create_thread()
+        with pytest.raises(InvalidEvent, match=r"events\[0\]\.data\.at\.c\[1\]: "):
+            a.append(t, [deleted])
+        a.append_prepared(t, [prepare(deleted, 0, restoring=True)])  # as an earlier release checked it
+        backup = write(tmp_path / "all.jsonl", export_all(a))
+        original = events_of(a)
+    with Store(tmp_path / "b.db") as b:
+        assert import_events(b, backup).added == len(original)
+        assert events_of(b) == original and b.verify().events == len(original)
+
+
 @pytest.mark.parametrize("edited", ['"2"', "null", '"x"', "[2]"])
 def test_an_export_whose_redacted_compaction_keeps_no_integer_offset_is_refused_naming_its_line(tmp_path: Path,
                                                                                                  edited: str) -> None:
