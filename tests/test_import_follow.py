@@ -1158,3 +1158,17 @@ def test_a_follower_without_callbacks_counts_what_it_wrote_before_it_raised(tmp_
     held = len(_held(db))
     assert store.writes == 2 and held > 0
     assert total.added == held, (total.added, held)
+
+
+@pytest.mark.parametrize("total", [5, True, "0", {}])
+def test_a_total_that_is_no_summary_is_refused_before_anything_is_written(tmp_path: Path, total: Any) -> None:
+    """`total=` of another kind was taken: the follower imported the session, then raised
+    AttributeError ('int' object has no attribute 'merge') with the session written. It is
+    refused naming the parameter, and the database is left as it was."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    shutil.copy(PI_SESSION, sessions / PI_SESSION.name)
+    with Store(tmp_path / "f.db") as store:
+        with pytest.raises(StoreError, match=r"total: must be an ImportSummary \(or None\), not "):
+            follow_files(store, "pi", [sessions], interval=0.05, total=total, stop=lambda: False)
+        assert list(store.read_all()) == []

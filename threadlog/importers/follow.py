@@ -201,6 +201,8 @@ def follow(
     # One path as a string was read a character at a time ("/" searched everything), and one that
     # names nothing was waited for without a word; a path that goes away later is skipped until it is back.
     sources = existing_paths(paths, source.asks)
+    if total is not None and not isinstance(total, ImportSummary):  # (another kind raised once a poll had written)
+        raise InvalidEvent("total", f"must be an ImportSummary (or None), not {type(total).__name__}")
     total = ImportSummary() if total is None else total
     seen: dict[Path, tuple[tuple[int, int], ...]] = {}
     quiet_since: dict[Path, float] = {}
