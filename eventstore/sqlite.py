@@ -1018,8 +1018,12 @@ class SQLiteBackend:
     def wait_for_writes(self) -> None:
         """Nothing to wait for: one writer at a time holds the file, and its positions are seen
         once it commits, with every position below them. Refused inside a transaction, as on
-        PostgreSQL (`errors.waiting_inside`)."""
-        if self.conn.in_transaction:
+        PostgreSQL (`errors.waiting_inside`); on a closed store, said so (`translate`)."""
+        try:
+            inside = self.conn.in_transaction
+        except sqlite3.Error as error:
+            raise translate(error, self.path) from None
+        if inside:
             raise waiting_inside(self._reading)
 
     @contextlib.contextmanager

@@ -465,3 +465,13 @@ def test_wait_for_writes_inside_a_transaction_is_refused_saying_which_and_what_t
         store.wait_for_writes()
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("case", BACKENDS, ids=[case.id for case in BACKENDS])
+def test_wait_for_writes_on_a_closed_store_says_it_is_closed(case: BackendCase, tmp_path: Path) -> None:
+    """On SQLite `wait_for_writes` after `close()` raised the driver's ProgrammingError ('Cannot
+    operate on a closed database'), where every other call says the store is closed."""
+    store = case.make(tmp_path)
+    store.close()
+    with pytest.raises(StoreError, match=r"is closed; open it again to read or write$"):
+        store.wait_for_writes()
