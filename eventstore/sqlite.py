@@ -841,9 +841,15 @@ def _close_log(path: str) -> None:
             keeper.close()
 
 
-def _close_read_only(conn: sqlite3.Connection, path: str) -> None:
+def _close_read_only(conn: sqlite3.Connection, path: str, unfinished: weakref.WeakSet[sqlite3.Cursor]) -> None:
     """Close a read-only connection, then the log it leaves (`_close_log`): by `close()`, or
-    when its backend is collected. Raises nothing: the collector's caller is any code at all."""
+    when its backend is collected. The lazy reads left `unfinished` are ended first: a cursor
+    still on a row kept the connection open past its close (the driver's), which held the log
+    open, so `_close_log` was not the last and both files stayed. Raises nothing: the
+    collector's caller is any code at all."""
+    for cursor in list(unfinished):
+        with contextlib.suppress(sqlite3.Error):  # (one another thread is reading now stays open, as before)
+            cursor.close()
     with contextlib.suppress(sqlite3.Error):
         conn.close()
     _close_log(path)
@@ -878,6 +884,7 @@ class SQLiteBackend:
         self.read_only = read_only
         self._reading = False  # inside `read_transaction`, which opened the transaction: a write is refused
         self._closer: weakref.finalize[Any, Any] | None = None  # a read-only connection's close, once
+        self._unfinished: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()  # a read-only one's lazy reads
         self.timeout, self.on_wait = timeout, on_wait  # (what another thread's connection opens with)
         self.on_migrate = on_migrate
         first = min(1.0, timeout)
@@ -916,7 +923,7 @@ class SQLiteBackend:
             # its connection (each of its lazy reads holds it), and `_close_log` runs on a
             # connection of its own. Not at the interpreter's exit, where a daemon thread may
             # still be in a call on it (as `connections.py` leaves other threads' there).
-            self._closer = weakref.finalize(self, _close_read_only, self.conn, self.path)
+            self._closer = weakref.finalize(self, _close_read_only, self.conn, self.path, self._unfinished)
             self._closer.atexit = False
 
     # -- schema -------------------------------------------------------------------------
@@ -1070,6 +1077,14 @@ class SQLiteBackend:
         else:
             self.conn.close()
 
+    def _lazy(self, query: str, params: Sequence[Any]) -> sqlite3.Cursor:
+        """`conn.execute` for a read whose rows are read as they are asked for: a read-only
+        store's close ends it, read to its end or not (`_close_read_only`)."""
+        cursor = self.conn.execute(query, params)
+        if self._closer is not None:
+            self._unfinished.add(cursor)
+        return cursor
+
     def _rows(self, cursor: Iterator[Any], kind: type[_R]) -> Iterator[_R]:
         """The cursor's rows as `kind`, translating errors met while iterating (a damaged
         page is found when it is read). Closing this generator early leaves the cursor to
@@ -1154,7 +1169,7 @@ class SQLiteBackend:
         query = f"SELECT {STREAM_COLUMNS} FROM streams{where} ORDER BY {order}"
         done = 0
         try:
-            for row in self.conn.execute(query, params):
+            for row in self._lazy(query, params):
                 yield _new(StreamRow, row)
                 done += 1
             return
@@ -1326,7 +1341,7 @@ class SQLiteBackend:
 
     @_translated
     def fork_points(self, created_after: int, upto: int) -> Iterator[tuple[str, int, int, str | bytes, str | None]]:
-        cursor = self.conn.execute(
+        cursor = self._lazy(
             # The streams first, each fork's event looked up by (stream, offset): left to itself
             # the planner walked the events by position (70 s against 2 s, 135,000 forks).
             'SELECT s.parent_id, e."offset", e.position, e.hash, e.pending FROM streams s '
@@ -1342,7 +1357,7 @@ class SQLiteBackend:
     @_translated
     def range(self, stream_id: str, lo: int, hi: int | None) -> Iterator[EventRow]:
         """A stream's own events with lo <= offset < hi, in offset order: one index range scan."""
-        cursor = self.conn.execute(
+        cursor = self._lazy(
             f'SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = ? AND "offset" >= ? AND "offset" < ? '
             'ORDER BY "offset"',
             (stream_id, lo, NO_BOUND if hi is None else hi),
@@ -1352,7 +1367,7 @@ class SQLiteBackend:
     @_translated
     def range_data(self, stream_id: str, lo: int, hi: int | None) -> Iterator[DataRow]:
         """Like `range`, but only (offset, type, schema_version, data): what a fold needs."""
-        cursor = self.conn.execute(
+        cursor = self._lazy(
             f'SELECT "offset", {_type("type")}, schema_version, data FROM events WHERE stream_id = ? AND "offset" >= ? '
             'AND "offset" < ? ORDER BY "offset"',
             (stream_id, lo, NO_BOUND if hi is None else hi),
@@ -1367,7 +1382,7 @@ class SQLiteBackend:
         left = -1 if limit is None else limit
         while left != 0:
             try:
-                for row in self.conn.execute(query, (after, left)):
+                for row in self._lazy(query, (after, left)):
                     after, left = row[0], left - 1 if left > 0 else left
                     yield _new(EventRow, row)
                 return
@@ -1393,7 +1408,7 @@ class SQLiteBackend:
         upto = _LAST_POSITION if upto is None else upto
         while True:
             try:
-                for row in self.conn.execute(query, (after, upto)):
+                for row in self._lazy(query, (after, upto)):
                     after = row[0]
                     yield row
                 return
@@ -1461,7 +1476,7 @@ class SQLiteBackend:
     @_translated
     def hashes(self, upto: int, after: int = 0) -> Iterator[tuple[int, str]]:
         """(position, hash) of every event with `after` < position <= `upto`, in position order."""
-        cursor = self.conn.execute(
+        cursor = self._lazy(
             "SELECT position, CASE WHEN typeof(hash) = 'blob' THEN 'tl2:' || lower(hex(hash)) ELSE hash END FROM events "
             "WHERE position > ? AND position <= ? ORDER BY position", (after, upto))
         return self._rows(cursor, tuple)
