@@ -27,7 +27,8 @@ from typing import Generic, Literal, TypeVar
 
 from eventstore import Claimed, ConcurrencyError, InvalidEvent, Locked, Store, StoreError
 from eventstore.claims import Claim
-from eventstore.errors import Disconnected
+from eventstore.errors import Disconnected, shown
+from eventstore.store import MAX_TIMEOUT
 
 from . import pi, swe_agent
 from .claude_code import ASKS, Session, discover, import_sessions
@@ -203,6 +204,11 @@ def follow(
     sources = existing_paths(paths, source.asks)
     if total is not None and not isinstance(total, ImportSummary):  # (another kind raised once a poll had written)
         raise InvalidEvent("total", f"must be an ImportSummary (or None), not {type(total).__name__}")
+    for name, seconds in (("interval", interval), ("settle", settle), ("live_within", live_within)):
+        # -1, "1" and 10**30 raised from `time.sleep` once the first poll had written; NaN polled
+        # without a pause. The longest is the longest wait for a lock, as for --interval.
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds <= MAX_TIMEOUT:
+            raise InvalidEvent(name, f"must be a number of seconds from 0 to {MAX_TIMEOUT}, not {shown(seconds)}")
     total = ImportSummary() if total is None else total
     seen: dict[Path, tuple[tuple[int, int], ...]] = {}
     quiet_since: dict[Path, float] = {}
