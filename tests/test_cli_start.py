@@ -261,19 +261,43 @@ def test_a_mistyped_command_is_answered_with_the_close_ones(typed: str) -> None:
                                                  ("interrupt", "cancel, list, raise, resolve")])
 def test_an_argument_given_before_the_subcommand_is_answered_with_the_subcommands(tmp_path: Path, group: str,
                                                                                   commands: str) -> None:
-    """`threadlog import session.jsonl` (the format left out) said only "No such command
-    'session.jsonl'.", as if the file were a mistyped command; no database is made."""
-    session = tmp_path / "session.jsonl"
-    session.write_text('{"type": "session"}\n')
-    done = subprocess.run([sys.executable, "-m", "threadlog", group, str(session)], capture_output=True, text=True,
+    """`threadlog import notes.txt` (the format left out) said only "No such command
+    'notes.txt'.", as if the file were a mistyped command; no database is made."""
+    given = tmp_path / "my notes.txt"
+    given.write_text("hello\n")
+    done = subprocess.run([sys.executable, "-m", "threadlog", group, str(given)], capture_output=True, text=True,
                           timeout=60, cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.splitlines()[-1] == (f"Error: No such command '{session}'. `threadlog {group}` takes one of its "
+    assert done.stderr.splitlines()[-1] == (f"Error: No such command '{given}'. `threadlog {group}` takes one of its "
                                             f"commands first ({commands}), then their arguments: `threadlog {group} "
-                                            f"COMMAND {session} …`"), done.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["session.jsonl"]
+                                            f"COMMAND '{given}' …`"), done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my notes.txt"]
     near = subprocess.run([sys.executable, "-m", "threadlog", "import", "claude"], capture_output=True, text=True, timeout=60)
     assert near.stderr.splitlines()[-1] == "Error: No such command 'claude'. Did you mean 'claude-code'?", near.stderr
+
+
+@pytest.mark.parametrize(("opening", "command", "what"), [
+    ('{"type":"session","id":"s1","timestamp":"2025-01-01T00:00:00Z","cwd":"/w"}\n', "pi", "a pi session's header"),
+    ('{"type":"user","sessionId":"s","uuid":"u1","message":{"role":"user","content":"hi"}}\n', "claude-code",
+     "a Claude Code session's line"),
+    ('{\n  "trajectory": [],\n  "history": []\n}\n', "swe-agent", "a SWE-agent trajectory"),
+    ('{"format":"threadlog-events","version":2}\n', "events", "a threadlog export's header"),
+])
+def test_a_file_given_without_its_format_is_answered_with_the_command_that_imports_it(tmp_path: Path, opening: str,
+                                                                                      command: str, what: str) -> None:
+    """`threadlog import ~/.claude/projects/p/s.jsonl`: the importers tell each other's files
+    apart, so the command line names the one this file wants, quoted for the shell."""
+    from click.testing import CliRunner  # here: this file tests what the package loads
+
+    from threadlog.cli import cli
+
+    given = tmp_path / "a session.jsonl"
+    given.write_text(opening)
+    done = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", str(given)])
+    assert done.exit_code == 2
+    assert done.output.splitlines()[-1] == (f"Error: No such command '{given}'. The file opens with {what}: import it "
+                                            f"with `threadlog import {command} '{given}'`"), done.output
+    assert not (tmp_path / "t.db").exists()
 
 
 @pytest.mark.parametrize(("typed", "command", "option"), [(["--json", "ls"], "ls", "--json"),

@@ -11,6 +11,7 @@ import contextlib
 import importlib
 import os
 import re
+import shlex
 import signal
 import sys
 import threading
@@ -75,6 +76,10 @@ class _Subgroup(click.Group):
 
     command_class = _Command
 
+    def hint(self, typed: str) -> str | None:
+        """What to say of `typed`, given where a command goes, beyond the list of commands."""
+        return None
+
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
         # `threadlog import session.jsonl`, `threadlog interrupt T`: click said only "No such
         # command 'session.jsonl'.", as if the file or thread were a mistyped command.
@@ -84,9 +89,10 @@ class _Subgroup(click.Group):
             if not error.message.startswith("No such command") or getattr(error, "possibilities", None):
                 raise  # a near name: click's "Did you mean 'claude-code'?" says it
             typed = click.utils.make_str(args[0])
-            raise click.UsageError(f"No such command {typed!r}. `threadlog {ctx.info_name}` takes one of its commands first "
-                                   f"({', '.join(sorted(self.commands))}), then their arguments: `threadlog {ctx.info_name} "
-                                   f"COMMAND {typed} …`", ctx) from None
+            said = self.hint(typed) or (f"`threadlog {ctx.info_name}` takes one of its commands first "
+                                        f"({', '.join(sorted(self.commands))}), then their arguments: "
+                                        f"`threadlog {ctx.info_name} COMMAND {shlex.quote(typed)} …`")
+            raise click.UsageError(f"No such command {typed!r}. {said}", ctx) from None
 
 
 # Each command's module, imported when the command runs (or is completed, or its help asked for):

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -27,10 +28,11 @@ from ..export import check_restorable, dump_lines, export_all, export_events, ex
 from ..importers import ImportSummary, import_claude_code, import_event_files, import_pi, import_swe_agent, swe_agent
 from ..importers.follow import follow_claude_code, follow_files
 from ..importers.lines import LIVE_SECONDS, files_below
+from ..importers.origin import WHAT, command_for
 from ..names import THREAD
 from ..render import safe, safe_block, safe_json
 from ..signals import handled
-from .group import _cli_words, _committed, _ended, _Stopped, cli
+from .group import _cli_words, _committed, _ended, _Stopped, _Subgroup, cli
 from .opening import _pass_db, with_store
 from .options import F, FilePath, Seconds, _model_name, db_option, json_option
 from .printing import _emit_json, _progress
@@ -93,7 +95,15 @@ def _print_summary(summary: ImportSummary, as_json: bool) -> None:
                          "each named in the summary)")
 
 
-@cli.group("import")
+class _ImportGroup(_Subgroup):
+    def hint(self, typed: str) -> str | None:
+        """A file named without its format (`threadlog import session.jsonl`): the command for it."""
+        command = command_for(typed)
+        return None if command is None else (f"The file opens with {WHAT[command]}: import it with "
+                                             f"`threadlog import {command} {shlex.quote(typed)}`")
+
+
+@cli.group("import", cls=_ImportGroup)
 @db_option
 def import_group(db: str | None) -> None:
     """Import histories: Claude Code and pi sessions, SWE-agent trajectories, or threadlog's own exports (events)."""

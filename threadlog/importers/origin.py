@@ -4,6 +4,9 @@ first line was refused as no line of that format, or it was taken as a session o
 
 from __future__ import annotations
 
+import codecs
+import json
+import os
 import re
 from typing import Any
 
@@ -15,7 +18,8 @@ _TRAJECTORY_KEYS = ("history", "trajectory", "environment", "info", "replay_conf
 _FIRST_KEY = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"([A-Za-z_]+)"\s*:')
 
 # Each tool's file as a refusal names it, and the command that imports it.
-WHAT = {"pi": "a pi session's header", "claude-code": "a Claude Code session's line", "swe-agent": "a SWE-agent trajectory"}
+WHAT = {"pi": "a pi session's header", "claude-code": "a Claude Code session's line", "swe-agent": "a SWE-agent trajectory",
+        "events": "a threadlog export's header"}
 RUN = {"pi": "for a pi session, run `threadlog import pi`",
        "claude-code": "for a Claude Code session, run `threadlog import claude-code`",
        "swe-agent": "for a SWE-agent trajectory, run `threadlog import swe-agent`"}
@@ -45,3 +49,24 @@ def opening_of(head: bytes) -> str | None:
     JSON by itself: a SWE-agent trajectory, one JSON object written over many lines."""
     key = _FIRST_KEY.match(head)
     return "swe-agent" if key is not None and key.group(1).decode() in _TRAJECTORY_KEYS else None
+
+
+def command_for(path: str) -> str | None:
+    """The import command (a key of `WHAT`) for the regular file at `path`, told from how it
+    opens; None for one it cannot read or tell (or no regular file: a pipe would be waited on).
+    For a file named without its format (`threadlog import session.jsonl`)."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(2**20)  # a Claude Code line holds a whole prompt
+            head = first + handle.read(1024)
+    except OSError:
+        return None
+    try:
+        record = json.loads(first.removeprefix(codecs.BOM_UTF8))
+    except (ValueError, RecursionError):
+        return opening_of(head)
+    if isinstance(record, dict) and record.get("format") == "threadlog-events":
+        return "events"
+    return first_line_of(record)
