@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from threadlog import (ForkRefused, InvalidEvent, Store, anthropic_request, export_all, import_events, thread_state,
-                       transcript)
+from threadlog import (ConcurrencyError, ForkRefused, InvalidEvent, Store, StoreError, anthropic_request, export_all,
+                       export_events, import_events, save_snapshot, thread_state, transcript)
 from threadlog.export import dump_lines
 from tests.backends import file_dump
 
@@ -51,7 +51,7 @@ HOSTILE = st.sampled_from([
 ANY_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
 TEXT = st.one_of(HOSTILE, ANY_TEXT, st.sampled_from(["Find me a train to Lyon", "The 08:00 TGV.", "ok"]))
 RESULT = TEXT.filter(lambda s: bool(s.strip()))  # a tool's output: the request says `(no output)` for none
-THREADS = 6  # threads and forks a run makes at most: the steps left go to their messages
+ROOTS, THREADS = 2, 7  # the threads, and threads and forks, a run makes at most: the steps left go to their histories
 PICK = st.integers(min_value=0, max_value=1 << 16)
 
 
@@ -68,6 +68,7 @@ class Ev:
     through: int = 0
     dropped: tuple[str, ...] = ()
     redacted: bool = False
+    target: int = 0  # a redaction's: the position it erased
 
 
 @dataclass
@@ -142,7 +143,9 @@ class StoreMachine(RuleBasedStateMachine):
         self.streams: dict[str, Stream] = {}
         self.order: list[str] = []  # thread ids, as created
         self.calls = 0
+        self.ids = 0
         self.events = 0
+        self.opened = 0  # the events written when the store was last opened
         self.redactions = 0
         self.checkpoint: tuple[str, int, int] | None = None  # (checkpoint, events, redacted) when taken
 
@@ -169,8 +172,8 @@ class StoreMachine(RuleBasedStateMachine):
                 done |= set(ev.dropped)
         return [c for c in calls if c not in done]
 
-    def view(self, thread: str) -> list[tuple[str, list[Block], str]]:
-        history = self.history(thread)
+    def view(self, thread: str, at: int | None = None) -> list[tuple[str, list[Block], str]]:
+        history = self.history(thread)[:at]
         dropped: set[str] = set()
         compaction: Ev | None = None
         for ev in history:
@@ -220,14 +223,14 @@ class StoreMachine(RuleBasedStateMachine):
         before = file_dump(self.path)
         try:
             attempt()
-        except (ForkRefused, InvalidEvent) as refused:
+        except (ForkRefused, InvalidEvent, ConcurrencyError) as refused:
             assert file_dump(self.path) == before
             return refused
         raise AssertionError("not refused")
 
     # -- rules --------------------------------------------------------------------------------
 
-    @precondition(lambda self: len(self.order) < THREADS)
+    @precondition(lambda self: sum(s.parent is None for s in self.streams.values()) < ROOTS)
     @rule(title=TEXT)
     def create_thread(self, title: str) -> None:
         t = self.store.create_thread(title=title, model=MODEL)
@@ -237,12 +240,23 @@ class StoreMachine(RuleBasedStateMachine):
         self.record(t, Ev("created", 0, first.position))
 
     @precondition(lambda self: any(self.idle(t) for t in self.order))
-    @rule(pick=PICK, role=st.sampled_from(["user", "assistant"]), text=TEXT)
-    def append_text(self, pick: int, role: str, text: str) -> None:
+    @rule(pick=PICK, role=st.sampled_from(["user", "assistant"]), text=TEXT, expect=st.sampled_from(["any", "head", "stale"]),
+          retried=st.booleans())
+    def append_text(self, pick: int, role: str, text: str, expect: str, retried: bool) -> None:
         idle = self.threads_where(self.idle)
         t = idle[pick % len(idle)]
-        recorded = self.store.append_message(t, role, text)
-        assert (recorded.stream_id, recorded.offset) == (t, self.head(t))
+        head = self.head(t)
+        if expect == "stale":  # another writer got there first: refused, and nothing written
+            refused = self.unchanged(lambda: self.store.append_message(t, role, text, expect=head - 1))
+            assert isinstance(refused, ConcurrencyError)
+            return
+        self.ids += 1
+        fields = {"event_id": f"ev-{self.ids}"} if retried else {}
+        recorded = self.store.append_message(t, role, text, expect=head if expect == "head" else "any", **fields)
+        assert (recorded.stream_id, recorded.offset) == (t, head)
+        if retried:  # a retry of the same event returns the original, and adds nothing
+            again = self.store.append_message(t, role, text, **fields)
+            assert again.to_json() == recorded.to_json()
         self.record(t, Ev("message", recorded.offset, recorded.position, role, text_of(text)))
 
     @precondition(lambda self: any(self.idle(t) for t in self.order))
@@ -327,7 +341,7 @@ class StoreMachine(RuleBasedStateMachine):
         assert (recorded.type, recorded.stream_id, recorded.offset) == ("event.redacted", owner, self.head(owner))
         ev.redacted = True
         self.redactions += 1
-        self.record(owner, Ev("redaction", recorded.offset, recorded.position))
+        self.record(owner, Ev("redaction", recorded.offset, recorded.position, target=ev.position))
 
     @precondition(lambda self: any(self.idle(t) for t in self.order))
     @rule(pick=PICK, cut_pick=PICK, summary=TEXT)
@@ -351,6 +365,74 @@ class StoreMachine(RuleBasedStateMachine):
         refused = self.unchanged(lambda: self.store.append(t, [{"type": "compaction.recorded", "data": data}]))
         assert "through_offset" in str(refused)
 
+    @precondition(lambda self: bool(self.order))
+    @rule(pick=PICK, at_pick=PICK)
+    def replay(self, pick: int, at_pick: int) -> None:
+        """`at=k` reads the thread as of its first k events, as a fork at k starts from."""
+        t = self.order[pick % len(self.order)]
+        at = at_pick % (self.head(t) + 1)
+        view = self.view(t, at)
+        assert [(m.role, m.content, m.kind) for m in thread_state(self.store, t, at=at).messages] == view
+        if at and request_messages(view):
+            assert anthropic_request(self.store, t, at=at, cache=False)["messages"] == request_messages(view)
+
+    @precondition(lambda self: bool(self.order))
+    @rule(pick=PICK, at_pick=PICK)
+    def save_a_snapshot(self, pick: int, at_pick: int) -> None:
+        """A snapshot is a cache: the invariants after it read through it, and must not differ."""
+        t = self.order[pick % len(self.order)]
+        at = 1 + at_pick % self.head(t)
+        assert save_snapshot(self.store, t, at) == at
+
+    def exported(self, thread: str) -> list[Ev]:
+        """The events a thread's export holds (`threadlog/export.py`): its own, and of each
+        ancestor those below its child's fork point, and at least its first."""
+        out: list[Ev] = []
+        child: Stream | None = None
+        stream: Stream | None = self.streams[thread]
+        while stream is not None:
+            hi = None if child is None else max(child.base, stream.base + 1)
+            out += [ev for ev in stream.own if hi is None or ev.offset < hi]
+            child, stream = stream, None if stream.parent is None else self.streams[stream.parent]
+        return out
+
+    @precondition(lambda self: bool(self.order))
+    @rule(pick=PICK)
+    def export_one_thread(self, pick: int) -> None:
+        """A thread's export restores into a fresh file as the thread reads here, unless a
+        redaction in the history it shares is recorded past the fork point, which the export
+        refuses, writing nothing."""
+        t = self.order[pick % len(self.order)]
+        held = self.exported(t)
+        unrecorded = {ev.position for ev in held if ev.redacted} - {ev.target for ev in held if ev.kind == "redaction"}
+        if unrecorded:
+            with pytest.raises(StoreError, match=f"cannot be exported alone: position {min(unrecorded)},"):
+                list(export_events(self.store, t))
+            return
+        backup = self.dir / "thread.jsonl"
+        backup.write_text("".join(dump_lines(export_events(self.store, t))), encoding="utf-8")
+        restored = Store(self.dir / f"thread-{self.ids}.db")
+        self.ids += 1
+        try:
+            import_events(restored, backup)
+            report = restored.verify()
+            assert report.events == len(held)
+            assert [e.to_json() for e in restored.read(t)] == [e.to_json() for e in self.store.read(t)]
+            assert thread_state(restored, t).messages == thread_state(self.store, t).messages
+            if request_messages(self.view(t)):
+                assert anthropic_request(restored, t) == anthropic_request(self.store, t)
+        finally:
+            restored.close()
+
+    @precondition(lambda self: self.opened < self.events)
+    @rule()
+    def reopen(self) -> None:
+        """What was written is in the file: a store opened on it again reads the same."""
+        self.store.close()
+        self.store = Store(self.path)
+        self.opened = self.events
+
+    @precondition(lambda self: self.checkpoint is None or self.checkpoint[1] < self.events)
     @rule()
     def take_checkpoint(self) -> None:
         self.checkpoint = (self.store.checkpoint(), self.events, self.redactions)
