@@ -1483,7 +1483,8 @@ class Store:
 
         What stays is a skeleton with only the ids that keep the history well-formed: a
         message keeps its role, its `tool_use` blocks' `id` and `name` (input emptied) and its
-        `tool_result` blocks' `tool_use_id` (content replaced), and of the agent framework's
+        `tool_result` blocks' `tool_use_id` (content replaced; a failed one keeps `is_error`, so
+        the model still reads the call as failed), and of the agent framework's
         item it stands for (`item`) the item's type, role, call id and name, so a model request
         built from the history stays valid; its text becomes `[redacted]`. Runs and interrupts keep
         their ids. A fork's `thread.forked` keeps its parent, offset, kind and context and
