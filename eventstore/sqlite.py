@@ -274,16 +274,36 @@ SEARCH_FTS_DDL = (
 _SCOPE_ROWS = "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)"
 
 
+def _varint(record: bytes, at: int = 0) -> tuple[int, int]:
+    """The SQLite varint that begins at `at` in one of FTS5's records, and where the next one
+    begins (a record cut short gives what it holds)."""
+    value = 0
+    for i, byte in enumerate(record[at:at + 9]):
+        if i == 8:
+            return value << 8 | byte, at + 9
+        value = value << 7 | byte & 0x7F
+        if byte < 0x80:
+            return value, at + i + 1
+    return value, len(record)
+
+
 def _fts_rows(totals: bytes) -> int:
     """How many rows FTS5 indexes: the first varint of its record of totals (none: no row)."""
-    rows = 0
-    for i, byte in enumerate(totals[:9]):
-        if i == 8:
-            return rows << 8 | byte
-        rows = rows << 7 | byte & 0x7F
-        if byte < 0x80:
-            return rows
-    return rows
+    return _varint(totals)[0]
+
+
+# FTS5's record of its structure: a 4-byte cookie, a marker of its second layout (SQLite 3.44
+# on), then the number of levels of its segments.
+_FTS_STRUCTURE_V2 = b"\xff\x00\x00\x01"
+# SQLite from 3.41 keeps at most 64 levels; an index with more was merged by an earlier one.
+_FTS_MOST_LEVELS = 64
+
+
+def _fts_levels(conn: sqlite3.Connection) -> int:
+    """How many levels FTS5's index of the documents holds (0: no record of its structure)."""
+    row = conn.execute("SELECT block FROM search_fts_data WHERE id = 10").fetchone()
+    record = row[0] if row is not None and isinstance(row[0], bytes) else b""
+    return _varint(record, 8 if record[4:8] == _FTS_STRUCTURE_V2 else 4)[0]
 
 
 def _count_documents(conn: sqlite3.Connection, added: int) -> None:
@@ -1624,7 +1644,13 @@ class SQLiteBackend:
         )
         removed = self.conn.execute("DELETE FROM search_docs WHERE docid >= ? AND docid < ?", bounds).rowcount
         if removed:
-            self.conn.execute("INSERT INTO search_fts (search_fts) VALUES ('optimize')")
+            # SQLite before 3.41 puts each 'optimize' on a level above the last: about a thousand
+            # redactions on, FTS5 read its index as malformed and refused every search and
+            # redaction. Past the levels a later SQLite keeps, the index is made again from its
+            # documents instead (a 'rebuild', about twice an 'optimize', which leaves no deleted
+            # entry either), and starts again from one level.
+            command = "rebuild" if _fts_levels(self.conn) > _FTS_MOST_LEVELS else "optimize"
+            self.conn.execute(f"INSERT INTO search_fts (search_fts) VALUES ('{command}')")
             self.conn.execute("UPDATE search_progress SET position = position - ? WHERE name = 'documents'", (removed,))
         return removed
 

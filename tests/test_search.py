@@ -316,6 +316,24 @@ def test_a_rebuild_after_a_redaction_gives_the_same_results(mem: Store) -> None:
     assert [h.to_json() for h in search(mem, "lisbon OR plans")] == before
     assert len(before) == 5  # four messages and the title
 
+def test_a_thousand_redactions_of_indexed_events_leave_the_index_whole(tmp_path: Path) -> None:
+    """Each redaction of an indexed event merges the index into one segment: SQLite before
+    3.41 stacks each such merge on a level of its own, and past about a thousand of them FTS5
+    reads its own index as "malformed", which refused every later search and redaction."""
+    with Store(tmp_path / "t.db") as store:
+        t = store.create_thread()
+        leaked = []
+        for i in range(1100):
+            leaked.append(store.append_message(t, "user", f"token {i} is secret").position)
+            store.append_message(t, "assistant", f"noted {i}")
+        assert len(search(store, "secret", limit=2000)) == 1100
+        for position in leaked:
+            store.redact(position, reason="leaked", actor="ops", purge=False)
+        store.purge()
+        assert search(store, "secret") == []
+        assert [hit.position for hit in search(store, "noted 1099")] == [leaked[-1] + 1]
+        store.verify()
+
 
 # -- retrieval for note forks -------------------------------------------------------------------
 
