@@ -239,15 +239,25 @@ def checked(store: Store, rows: list[HitRow]) -> list[HitRow]:
     cut from the piece began at it with no "…", as if it were the whole text.
     """
     named = []
+    # Hits among the blocks of one message: it is read, and its documents made, once.
+    read: dict[tuple[Any, Any], RecordedEvent | None] = {}  # (stream, offset) -> its event
+    made: dict[int, list[Doc]] = {}  # position -> its event's documents
     for row in rows:
-        try:
-            event = next(iter(store.read(row.stream_id, row.offset, row.offset + 1)), None)
-        except ThreadNotFound:  # no such thread: the hit's event may be in the log all the same
-            _check_thread_gone(store, row)
-            event = None
-        except InvalidEvent:  # an offset no event has (-1)
-            event = None
-        docs = [] if event is None or event.position != row.position else documents(store, event, read_back=False)
+        if (row.stream_id, row.offset) not in read:
+            try:
+                read[row.stream_id, row.offset] = next(iter(store.read(row.stream_id, row.offset, row.offset + 1)), None)
+            except ThreadNotFound:  # no such thread: the hit's event may be in the log all the same
+                _check_thread_gone(store, row)
+                read[row.stream_id, row.offset] = None
+            except InvalidEvent:  # an offset no event has (-1)
+                read[row.stream_id, row.offset] = None
+        event = read[row.stream_id, row.offset]
+        if event is None or event.position != row.position:
+            docs = []
+        elif event.position in made:
+            docs = made[event.position]
+        else:
+            docs = made[event.position] = documents(store, event, read_back=False)
         same = [docs[part] for part in parts_of(docs, row)]
         if not same:
             raise altered_index(f"the document of position {row.position} is not text its event holds")
