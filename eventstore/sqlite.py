@@ -826,8 +826,9 @@ def _close_log(path: str) -> None:
     open, whose lock its close does not get), and a writer's clean close does no more. Only
     an empty log: one holding commits (a writer's, left by a crash or by a close while another
     process read) is the next writer's to copy. The log is looked at before the file is opened
-    and again once this connection has it open; what a writer killed between those looks committed is left in it (a connection
-    opened read-only, closing last, copies nothing). One killed in the instant between the
+    and again once this connection has it open; what a writer killed between those looks
+    committed is left in it (a connection opened read-only, closing last, copies nothing). One
+    killed in the instant between the
     second look and the close has its commits copied into the file by that close, as the next
     writer would: nothing is lost either way. Not where this user may not write the file or
     its directory: there SQLite could not remove them either. SQLite follows a symlink and
