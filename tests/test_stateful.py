@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,8 @@ PICK = st.integers(min_value=0, max_value=1 << 16)
 
 @dataclass
 class Ev:
-    """One event of the model: `kind` is created, message, compaction, forked or redaction."""
+    """One event of the model: `kind` is created, message, compaction, forked or redaction (a
+    subclass's model adds its own kinds, which these views pass over)."""
 
     kind: str
     offset: int
@@ -69,6 +71,8 @@ class Ev:
     dropped: tuple[str, ...] = ()
     redacted: bool = False
     target: int = 0  # a redaction's: the position it erased
+    note: bool = False  # a fork's: `context="note"`, whose model view starts from its note
+    path: str | None = None  # a note fork's: the transcript it names
 
 
 @dataclass
@@ -90,6 +94,23 @@ def skeleton(content: list[Block]) -> list[Block]:
 
 def text_of(text: str) -> list[Block]:
     return [{"type": "text", "text": text}]
+
+
+def note_text(parent: str, at: int, path: str | None) -> str:
+    """The one message a note fork shows its model: the agentty fork note, naming the parent's
+    transcript file, or (none given, or its path redacted) the command that prints it."""
+    where = (f"Its full transcript is saved at:\n{path}\nRead it with the `read` tool (or grep it)" if path else
+             f"Its full transcript is not saved to a file; print it with:\nthreadlog transcript {parent} --stop {at}\n"
+             "Run that (or grep its output)")
+    return (f"This conversation is a fork of an earlier one (thread {parent}, forked at offset {at}). {where} "
+            "ONLY if you need earlier context — don't read it pre-emptively.")
+
+
+def window(history: list[Ev]) -> tuple[Ev | None, list[Ev]]:
+    """The last note fork's event in `history` and the events after it: a note fork's model
+    view, pending calls and compaction cuts start there (the whole history without one)."""
+    last = max((i for i, ev in enumerate(history) if ev.kind == "forked" and ev.note), default=None)
+    return (None, history) if last is None else (history[last], history[last + 1:])
 
 
 def request_messages(view: list[tuple[str, list[Block], str]]) -> list[dict[str, Any]]:
@@ -116,7 +137,32 @@ def request_messages(view: list[tuple[str, list[Block], str]]) -> list[dict[str,
         texts = [b for b in final[-1][1] if b["type"] == "text"]
         if texts:
             texts[-1]["text"] = texts[-1]["text"].rstrip()
+    _renumber(final)
     return [{"role": role, "content": blocks} for role, blocks in final]
+
+
+def _renumber(messages: list[tuple[str, list[Block]]]) -> None:
+    """A call id a request repeats (a later turn may call under an answered call's id) is sent
+    from its second use on as the Messages API takes it, in its call and in its result: the
+    first of `{id}#2`, `{id}#3`, ... no other call has, its `#` and a SHA-256 digest making it
+    an id of letters, digits, `_` and `-` (`projections/request.py`)."""
+    seen: set[str] = set()
+    for i, (role, blocks) in enumerate(messages):
+        if role != "assistant":
+            continue
+        renamed: dict[str, str] = {}
+        for block in blocks:
+            if block["type"] == "tool_use":
+                stored, n = block["id"], 1
+                while block["id"] in seen:
+                    n += 1
+                    block["id"] = f"{stored}_{n}_{sha256(f'{stored}#{n}'.encode()).hexdigest()[:16]}"
+                if block["id"] != stored:
+                    renamed[stored] = block["id"]
+                seen.add(block["id"])
+        for block in messages[i + 1][1] if renamed and i + 1 < len(messages) else []:
+            if block["type"] == "tool_result" and block["tool_use_id"] in renamed:
+                block["tool_use_id"] = renamed[block["tool_use_id"]]
 
 
 def _merge(messages: list[tuple[str, list[Block]]]) -> list[tuple[str, list[Block]]]:
@@ -160,28 +206,39 @@ class StoreMachine(RuleBasedStateMachine):
         return len(self.history(thread))
 
     def pending(self, history: list[Ev]) -> list[str]:
-        """The calls still waiting for results in `history`, less those a fork dropped."""
+        """The calls still waiting for results in `history`, less those a fork dropped (an id
+        waits again when a later message calls it again)."""
         calls: list[str] = []
-        done: set[str] = set()
+        for ev in window(history)[1]:
+            if ev.kind == "message":
+                content = skeleton(ev.content) if ev.redacted else ev.content
+                done = {b["tool_use_id"] for b in content if b["type"] == "tool_result"}
+                calls = [c for c in calls if c not in done] + [b["id"] for b in content if b["type"] == "tool_use"]
+            elif ev.kind == "forked":
+                calls = [c for c in calls if c not in ev.dropped]
+        return calls
+
+    def view(self, thread: str, at: int | None = None) -> list[tuple[str, list[Block], str]]:
+        note, history = window(self.history(thread)[:at])
+        made: dict[str, int] = {}  # a waiting call's id -> the offset of the message that made it
+        drops: set[tuple[str, int]] = set()  # the calls forks dropped, each where it was made
+        compaction: Ev | None = None
         for ev in history:
             if ev.kind == "message":
                 content = skeleton(ev.content) if ev.redacted else ev.content
-                calls += [b["id"] for b in content if b["type"] == "tool_use"]
-                done |= {b["tool_use_id"] for b in content if b["type"] == "tool_result"}
+                for b in content:
+                    if b["type"] == "tool_result":
+                        made.pop(b["tool_use_id"], None)
+                made.update((b["id"], ev.offset) for b in content if b["type"] == "tool_use")
             elif ev.kind == "forked":
-                done |= set(ev.dropped)
-        return [c for c in calls if c not in done]
-
-    def view(self, thread: str, at: int | None = None) -> list[tuple[str, list[Block], str]]:
-        history = self.history(thread)[:at]
-        dropped: set[str] = set()
-        compaction: Ev | None = None
-        for ev in history:
-            if ev.kind == "forked":
-                dropped |= set(ev.dropped)
+                drops |= {(c, made.pop(c)) for c in ev.dropped}
             elif ev.kind == "compaction":
                 compaction = ev
         out: list[tuple[str, list[Block], str]] = []
+        if note is not None:
+            parent = self.streams[self.owner(note)].parent
+            assert parent is not None
+            out.append(("user", text_of(note_text(parent, note.offset, None if note.redacted else note.path)), "fork_note"))
         if compaction is not None:
             out.append(("user", text_of(REDACTED if compaction.redacted else compaction.summary), "summary"))
         for ev in history:
@@ -189,6 +246,7 @@ class StoreMachine(RuleBasedStateMachine):
                 continue
             content = skeleton(ev.content) if ev.redacted else ev.content
             calls = [b["id"] for b in content if b["type"] == "tool_use"]
+            dropped = {c for c, where in drops if where == ev.offset}
             if calls and len(calls) == len(content) and set(calls) <= dropped:
                 continue  # a message of dropped calls alone leaves the view
             out.append((ev.role, [b for b in content if not (b["type"] == "tool_use" and b["id"] in dropped)], "message"))
@@ -200,12 +258,15 @@ class StoreMachine(RuleBasedStateMachine):
         history = self.history(thread)
         asked: dict[str, int] = {}
         pairs: list[tuple[int, int]] = []
-        for ev in history:
+        for ev in window(history)[1]:
             if ev.kind == "message":
                 content = skeleton(ev.content) if ev.redacted else ev.content
                 asked.update((b["id"], ev.offset) for b in content if b["type"] == "tool_use")
                 pairs += [(asked[b["tool_use_id"]], ev.offset) for b in content if b["type"] == "tool_result"]
         return [t for t in range(len(history) + 1) if not any(a < t <= b for a, b in pairs)]
+
+    def owner(self, ev: Ev) -> str:
+        return next(s.id for s in self.streams.values() if any(own is ev for own in s.own))
 
     def record(self, thread: str, ev: Ev) -> None:
         assert ev.offset == self.head(thread), (ev, self.head(thread))
