@@ -180,7 +180,8 @@ class AgentMachine(StoreMachine):
     @precondition(lambda self: bool(self.order))
     @rule(pick=PICK, status=st.sampled_from(["ok", "error", "cancelled"]), stray=SELDOM)
     def finish_run(self, pick: int, status: str, stray: bool) -> None:
-        t = self.order[pick % len(self.order)]
+        running = self.threads_where(lambda t: bool(self.open_runs(self.history(t)))) or self.order
+        t = running[pick % len(running)]
         runs = self.open_runs(self.history(t))
         if stray or not runs:  # a run not open here: refused, naming it
             data = {"run_id": "never-started", "status": status}
@@ -215,7 +216,8 @@ class AgentMachine(StoreMachine):
     @precondition(lambda self: bool(self.order))
     @rule(pick=PICK, resolve=st.booleans(), answer=TEXT, stray=SELDOM)
     def settle_interrupt(self, pick: int, resolve: bool, answer: str, stray: bool) -> None:
-        t = self.order[pick % len(self.order)]
+        asking = self.threads_where(lambda t: bool(self.open_interrupts(self.history(t)))) or self.order
+        t = asking[pick % len(asking)]
         raised = self.open_interrupts(self.history(t))
         if stray or not raised:  # no such interrupt pending here (one a fork demoted among them)
             name = self.fresh("q")
@@ -326,12 +328,14 @@ class AgentMachine(StoreMachine):
         assert len(kids) == len(directives)
         said = DEFAULT_PLACEHOLDER if placeholder is None else placeholder
         head = len(history)
+        demoted = [r.name for r in self.open_interrupts(history)]  # the parent's questions are not its sub-agents'
         for kid, directive in zip(kids, directives):
             self.streams[kid] = Stream(kid, t, head)
             self.order.append(kid)
             events = list(self.store.read(kid, head))
             assert [e.type for e in events] == ["thread.forked", "message.appended"]
             assert events[0].data["options"]["kind"] == "subagent" and events[0].data["options"]["directive"] == directive
+            assert events[0].data.get("demoted_interrupt_ids", []) == demoted
             content: list[Block] = [{"type": "tool_result", "tool_use_id": c, "content": said} for c in waiting]
             content += [*(text_of(BOILERPLATE) if boilerplate else []), *text_of(directive)]
             assert events[1].data["content"] == content and events[1].meta["origin"] == "primed"
@@ -474,6 +478,6 @@ class AgentMachine(StoreMachine):
             assert [tuple(q) for q in questions(self.store, t)] == expected, t
 
 
-AgentMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=25, deadline=None, derandomize=True,
+AgentMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=40, deadline=None, derandomize=True,
                                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 test_agents_keep_the_store_s_promises_over_any_sequence = AgentMachine.TestCase
