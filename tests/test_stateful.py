@@ -86,7 +86,8 @@ class Stream:
 def skeleton(content: list[Block]) -> list[Block]:
     """A redacted message's content, as `Store.redact` documents it: results first (a failed
     one still failed), then the text `[redacted]`, then the calls with their inputs emptied."""
-    results = [{"type": "tool_result", "tool_use_id": b["tool_use_id"], "content": REDACTED, **({"is_error": True} if b.get("is_error") else {})}
+    results = [{"type": "tool_result", "tool_use_id": b["tool_use_id"], "content": REDACTED,
+                **({"is_error": True} if b.get("is_error") else {})}
                for b in content if b["type"] == "tool_result"]
     calls = [{"type": "tool_use", "id": b["id"], "name": b["name"], "input": {}} for b in content if b["type"] == "tool_use"]
     return [*results, {"type": "text", "text": REDACTED}, *calls]
