@@ -44,8 +44,12 @@ from .structure import Structure
 # The work of each part, counted in events. Measured on a log of 2.7M events and 202,000
 # streams (200,000 of them one-event forks): ~11 µs an event, ~65 µs more for each stream
 # started (its row read, its first event checked, its row compared, a fork's point read), and
-# ~0.6 s for the child to start (its imports) before it checks anything.
-_STREAM_COST = 6.0
+# ~0.6 s for the child to start (its imports) before it checks anything. A stream's start has
+# cost 8 events since its first event's shape is checked too (`chaincheck._unwritten`, ~9 µs a
+# fork's): on the scale file (2.2M events, 200,000 one-event forks after 2M messages) the later
+# part then ends within 0.05 s of the first (10.0-10.1 s in all), where at 6 it ended 1.1-1.4 s
+# after it (10.3-10.6 s).
+_STREAM_COST = 8.0
 _CHILD_START = 60_000
 SPLIT_FROM = 300_000  # events: below this a verify takes a few seconds, and the child's start (~0.6 s) weighs
 
