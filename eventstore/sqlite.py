@@ -828,11 +828,11 @@ def _close_log(path: str) -> None:
     process read) is the next writer's to copy. The log is looked at before the file is opened
     and again once this connection has it open; what a writer killed between those looks
     committed is left in it (a connection opened read-only, closing last, copies nothing). One
-    killed in the instant between the
-    second look and the close has its commits copied into the file by that close, as the next
-    writer would: nothing is lost either way. Not where this user may not write the file or
-    its directory: there SQLite could not remove them either. SQLite follows a symlink and
-    keeps the log beside the file it names: that file's are the ones looked at.
+    killed in the instant between the second look and the close has its commits copied into
+    the file by that close, as the next writer would: nothing is lost either way. Not where
+    this user may not write the file or its directory: there SQLite could not remove them
+    either. SQLite follows a symlink and keeps the log beside the file it names: that file's
+    are the ones looked at.
     """
     path = os.path.realpath(path)
     try:
@@ -862,15 +862,21 @@ def _close_log(path: str) -> None:
             keeper.close()
 
 
-def _close_read_only(conn: sqlite3.Connection, path: str, unfinished: weakref.WeakSet[sqlite3.Cursor]) -> None:
-    """Close a read-only connection, then the log it leaves (`_close_log`): by `close()`, or
-    when its backend is collected. The lazy reads left `unfinished` are ended first: a cursor
-    still on a row kept the connection open past its close (the driver's), which held the log
-    open, so `_close_log` was not the last and both files stayed. Raises nothing: the
-    collector's caller is any code at all."""
+def _end_reads(unfinished: weakref.WeakSet[sqlite3.Cursor]) -> None:
+    """End the lazy reads a connection left `unfinished`, before it closes: a cursor still on a
+    row kept the connection open past its close (the driver's), and with it the log, so both
+    side files stayed (a read-only store's for good, a writer's until the read was collected).
+    A backend is one thread's (`connections.py`), so none is being read from meanwhile."""
     for cursor in list(unfinished):
-        with contextlib.suppress(sqlite3.Error):  # (one another thread is reading now stays open, as before)
+        with contextlib.suppress(sqlite3.Error):
             cursor.close()
+
+
+def _close_read_only(conn: sqlite3.Connection, path: str, unfinished: weakref.WeakSet[sqlite3.Cursor]) -> None:
+    """Close a read-only connection, its lazy reads first (`_end_reads`), then the log it
+    leaves (`_close_log`): by `close()`, or when its backend is collected. Raises nothing: the
+    collector's caller is any code at all."""
+    _end_reads(unfinished)
     with contextlib.suppress(sqlite3.Error):
         conn.close()
     _close_log(path)
@@ -905,7 +911,7 @@ class SQLiteBackend:
         self.read_only = read_only
         self._reading = False  # inside `read_transaction`, which opened the transaction: a write is refused
         self._closer: weakref.finalize[Any, Any] | None = None  # a read-only connection's close, once
-        self._unfinished: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()  # a read-only one's lazy reads
+        self._unfinished: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()  # its lazy reads (`_lazy`)
         self.timeout, self.on_wait = timeout, on_wait  # (what another thread's connection opens with)
         self.on_migrate = on_migrate
         first = min(1.0, timeout)
@@ -1096,14 +1102,14 @@ class SQLiteBackend:
         if self._closer is not None:
             self._closer()  # (a second call does nothing)
         else:
+            _end_reads(self._unfinished)
             self.conn.close()
 
     def _lazy(self, query: str, params: Sequence[Any]) -> sqlite3.Cursor:
-        """`conn.execute` for a read whose rows are read as they are asked for: a read-only
-        store's close ends it, read to its end or not (`_close_read_only`)."""
+        """`conn.execute` for a read whose rows are read as they are asked for: the store's
+        close ends it, read to its end or not (`_end_reads`)."""
         cursor = self.conn.execute(query, params)
-        if self._closer is not None:
-            self._unfinished.add(cursor)
+        self._unfinished.add(cursor)
         return cursor
 
     def _rows(self, cursor: Iterator[Any], kind: type[_R]) -> Iterator[_R]:

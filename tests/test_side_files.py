@@ -220,7 +220,7 @@ def test_a_writer_killed_while_a_read_only_store_closes_leaves_its_commits_to_th
 _CLOSED_MID_READ = """
 import os, sys
 from eventstore import Store
-store = Store(sys.argv[1], read_only=True)
+store = Store(sys.argv[1], read_only=sys.argv[3] == "read-only")
 reads = [store.read(sys.argv[2]), store.read_all(), store.read(sys.argv[2])]
 next(reads[0]), next(reads[1])  # the third is never begun
 store.close()
@@ -228,15 +228,17 @@ print(sorted(name for name in os.listdir(os.path.dirname(sys.argv[1])) if name !
 """
 
 
-def test_a_read_only_store_closed_while_reads_are_unfinished_leaves_no_file_beside_the_database(
-        db: tuple[Path, str]) -> None:
-    """A read-only store closed with a read begun and not read to its end left `-wal` and
-    `-shm` behind for good: the unfinished read kept its connection open past `close()`, so the
-    close of the log was not the last. Its close now ends the reads it left unfinished first."""
+@pytest.mark.parametrize("mode", ["read-only", "writable"])
+def test_a_store_closed_while_reads_are_unfinished_leaves_no_file_beside_the_database(db: tuple[Path, str],
+                                                                                       mode: str) -> None:
+    """A store closed with a read begun and not read to its end left `-wal` and `-shm` behind
+    (a read-only one for good, a writable one until the read was collected): the unfinished
+    read kept its connection open past `close()`, so the close of the log was not the last.
+    Its close now ends the reads it left unfinished first."""
     path, thread = db
     before = _digest(path)
-    done = subprocess.run([sys.executable, "-c", _CLOSED_MID_READ, str(path), thread], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", _CLOSED_MID_READ, str(path), thread, mode], capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert done.stdout.splitlines() == ["[]"]
     assert _side_files(path) == []
