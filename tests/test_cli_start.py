@@ -270,7 +270,7 @@ def test_an_argument_given_before_the_subcommand_is_answered_with_the_subcommand
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == (f"Error: No such command '{given}'. `threadlog {group}` takes one of its "
                                             f"commands first ({commands}), then their arguments: `threadlog {group} "
-                                            f"COMMAND '{given}' …`"), done.stderr
+                                            f"COMMAND '{given}'`"), done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my notes.txt"]
     near = subprocess.run([sys.executable, "-m", "threadlog", "import", "claude"], capture_output=True, text=True, timeout=60)
     assert near.stderr.splitlines()[-1] == "Error: No such command 'claude'. Did you mean 'claude-code'?", near.stderr
@@ -293,11 +293,20 @@ def test_a_file_given_without_its_format_is_answered_with_the_command_that_impor
 
     given = tmp_path / "a session.jsonl"
     given.write_text(opening)
-    done = CliRunner().invoke(cli, ["--db", str(tmp_path / "t.db"), "import", str(given)])
+    done = CliRunner().invoke(cli, ["import", str(given)])
     assert done.exit_code == 2
     assert done.output.splitlines()[-1] == (f"Error: No such command '{given}'. The file opens with {what}: import it "
                                             f"with `threadlog import {command} '{given}'`"), done.output
-    assert not (tmp_path / "t.db").exists()
+    # What else was typed comes with it: the database named (before the group or in it), the
+    # other files and options, each word quoted for a shell (a newline or an escape as $'…').
+    other = tmp_path / "x\n\x1b[31m.jsonl"
+    for typed in (["--db", "my db.db", "import"], ["import", "--db", "my db.db"]):
+        done = CliRunner().invoke(cli, [*typed, str(given), str(other), "--skip-bad"])
+        assert done.exit_code == 2
+        assert done.output.splitlines()[-1].endswith(
+            f"import it with `threadlog --db 'my db.db' import {command} '{given}' $'{tmp_path}/x\\u000a\\u001b[31m.jsonl' "
+            "--skip-bad`"), done.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a session.jsonl"]
 
 
 @pytest.mark.parametrize(("typed", "command", "option"), [(["--json", "ls"], "ls", "--json"),
@@ -346,3 +355,17 @@ def test_ctrl_c_while_a_command_s_module_loads_exits_130(tmp_path: Path, args: l
             child.kill()  # only if it did not stop
     assert (child.returncode, out, err) == (130, "", "interrupted\n"), err
     assert not (tmp_path / "t.db").exists()
+
+
+def test_a_file_named_like_a_command_is_answered_with_its_format_not_the_near_name(tmp_path: Path) -> None:
+    """`threadlog import events.jsonl` (a pi session) was answered "Did you mean 'events'?",
+    click's near name, which would restore it as a threadlog export."""
+    from click.testing import CliRunner  # here: this file tests what the package loads
+
+    from threadlog.cli import cli
+
+    given = tmp_path / "events.jsonl"
+    given.write_text('{"type":"session","id":"s1","timestamp":"2025-01-01T00:00:00Z","cwd":"/w"}\n')
+    done = CliRunner().invoke(cli, ["import", str(given)])
+    assert done.exit_code == 2
+    assert done.output.splitlines()[-1].endswith(f"import it with `threadlog import pi {given}`"), done.output

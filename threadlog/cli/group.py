@@ -11,7 +11,6 @@ import contextlib
 import importlib
 import os
 import re
-import shlex
 import signal
 import sys
 import threading
@@ -26,7 +25,7 @@ from eventstore.errors import MISSHAPEN, misshapen, unreadable
 
 from .. import output
 from ..names import ThreadType
-from ..render import safe, safe_block
+from ..render import safe, safe_block, shell_word
 from ..signals import handled
 from .options import DEFAULT_DB, FilePath, check_typed
 
@@ -76,23 +75,31 @@ class _Subgroup(click.Group):
 
     command_class = _Command
 
-    def hint(self, typed: str) -> str | None:
-        """What to say of `typed`, given where a command goes, beyond the list of commands."""
+    def hint(self, ctx: click.Context, args: list[str]) -> str | None:
+        """What to say of a command line whose first argument (`args[0]`) names none of this
+        group's commands, beyond the list of them; None: nothing more."""
         return None
+
+    def retyped(self, ctx: click.Context, command: str, args: list[str]) -> str:
+        """The command line typed (its --db kept, every word quoted for a shell), with `command`
+        before `args`, where this group's command goes."""
+        db = ctx.params.get("db") or ctx.find_root().params.get("db")  # the group's wins, as `_pass_db` has it
+        given = ["--db", shell_word(os.fsdecode(db))] if db else []
+        return " ".join(["threadlog", *given, ctx.info_name or "", command, *map(shell_word, args)])
 
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
         # `threadlog import session.jsonl`, `threadlog interrupt T`: click said only "No such
         # command 'session.jsonl'.", as if the file or thread were a mistyped command.
         try:
             return super().resolve_command(ctx, args)
-        except click.UsageError as error:
-            if not error.message.startswith("No such command") or getattr(error, "possibilities", None):
+        except click.exceptions.NoSuchCommand as error:
+            said = self.hint(ctx, args)
+            if said is None and error.possibilities:
                 raise  # a near name: click's "Did you mean 'claude-code'?" says it
-            typed = click.utils.make_str(args[0])
-            said = self.hint(typed) or (f"`threadlog {ctx.info_name}` takes one of its commands first "
-                                        f"({', '.join(sorted(self.commands))}), then their arguments: "
-                                        f"`threadlog {ctx.info_name} COMMAND {shlex.quote(typed)} …`")
-            raise click.UsageError(f"No such command {typed!r}. {said}", ctx) from None
+            said = said or (f"`threadlog {ctx.info_name}` takes one of its commands first "
+                            f"({', '.join(sorted(self.commands))}), then their arguments: "
+                            f"`{self.retyped(ctx, 'COMMAND', args)}`")
+            raise click.UsageError(f"No such command {click.utils.make_str(args[0])!r}. {said}", ctx) from None
 
 
 # Each command's module, imported when the command runs (or is completed, or its help asked for):

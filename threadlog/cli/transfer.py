@@ -7,7 +7,6 @@ import contextlib
 import functools
 import json
 import os
-import shlex
 import signal
 import sys
 import time
@@ -96,11 +95,13 @@ def _print_summary(summary: ImportSummary, as_json: bool) -> None:
 
 
 class _ImportGroup(_Subgroup):
-    def hint(self, typed: str) -> str | None:
-        """A file named without its format (`threadlog import session.jsonl`): the command for it."""
-        command = command_for(typed)
+    """`threadlog import`: a file named where the format goes is answered with the command that
+    imports it, as the importers tell each other's files apart (`importers.origin`)."""
+
+    def hint(self, ctx: click.Context, args: list[str]) -> str | None:
+        command = command_for(click.utils.make_str(args[0]))
         return None if command is None else (f"The file opens with {WHAT[command]}: import it with "
-                                             f"`threadlog import {command} {shlex.quote(typed)}`")
+                                             f"`{self.retyped(ctx, command, args)}`")
 
 
 @cli.group("import", cls=_ImportGroup)

@@ -8,6 +8,7 @@ import codecs
 import json
 import os
 import re
+import stat
 from typing import Any
 
 # Keys a Claude Code line carries (one of them) and no pi entry does (pi's are `id` and `parentId`).
@@ -53,16 +54,23 @@ def opening_of(head: bytes) -> str | None:
 
 def command_for(path: str) -> str | None:
     """The import command (a key of `WHAT`) for the regular file at `path`, told from how it
-    opens; None for one it cannot read or tell (or no regular file: a pipe would be waited on).
-    For a file named without its format (`threadlog import session.jsonl`)."""
-    if not os.path.isfile(path):
+    opens; None for one it cannot read or tell. For a file named without its format
+    (`threadlog import session.jsonl`). Opened without waiting and read only when regular: a
+    pipe (or a device) would be waited on."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError):  # (a NUL in the name)
         return None
     try:
-        with open(path, "rb") as handle:
-            first = handle.readline(2**20)  # a Claude Code line holds a whole prompt
-            head = first + handle.read(1024)
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return None
+        with os.fdopen(handle, "rb", closefd=False) as file:
+            first = file.readline(2**20)  # a Claude Code line holds a whole prompt
+            head = first + file.read(1024)
     except OSError:
         return None
+    finally:
+        os.close(handle)
     try:
         record = json.loads(first.removeprefix(codecs.BOM_UTF8))
     except (ValueError, RecursionError):
