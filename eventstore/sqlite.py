@@ -292,10 +292,12 @@ def _fts_rows(totals: bytes) -> int:
     return _varint(totals)[0]
 
 
-# FTS5's record of its structure: a 4-byte cookie, a marker of its second layout (SQLite 3.44
-# on), then the number of levels of its segments.
+# FTS5's record of its structure: a 4-byte cookie, the marker of its second layout (which a
+# later SQLite writes for options this index does not use; read all the same), then the number
+# of levels of its segments.
 _FTS_STRUCTURE_V2 = b"\xff\x00\x00\x01"
-# SQLite from 3.41 keeps at most 64 levels; an index with more was merged by an earlier one.
+# SQLite from 3.41 keeps at most 64 levels (its 'optimize' merges onto the 64th at most); an
+# index with more was merged by an earlier one.
 _FTS_MOST_LEVELS = 64
 
 
@@ -1655,7 +1657,9 @@ class SQLiteBackend:
             # redactions on, FTS5 read its index as malformed and refused every search and
             # redaction. Past the levels a later SQLite keeps, the index is made again from its
             # documents instead (a 'rebuild', about twice an 'optimize', which leaves no deleted
-            # entry either), and starts again from one level.
+            # entry either), on a few levels again. (So on such a SQLite a rebuild here also
+            # mends an index raw SQL emptied, which a later one's next search refuses: the
+            # index is a cache of `search_docs`, and every hit is checked against the log.)
             command = "rebuild" if _fts_levels(self.conn) > _FTS_MOST_LEVELS else "optimize"
             self.conn.execute(f"INSERT INTO search_fts (search_fts) VALUES ('{command}')")
             self.conn.execute("UPDATE search_progress SET position = position - ? WHERE name = 'documents'", (removed,))
