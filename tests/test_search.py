@@ -316,6 +316,7 @@ def test_a_rebuild_after_a_redaction_gives_the_same_results(mem: Store) -> None:
     assert [h.to_json() for h in search(mem, "lisbon OR plans")] == before
     assert len(before) == 5  # four messages and the title
 
+
 def test_a_thousand_redactions_of_indexed_events_leave_the_index_whole(tmp_path: Path) -> None:
     """Each redaction of an indexed event merges the index into one segment: SQLite before
     3.41 stacks each such merge on a level of its own, and past about a thousand of them FTS5
@@ -333,7 +334,6 @@ def test_a_thousand_redactions_of_indexed_events_leave_the_index_whole(tmp_path:
         assert search(store, "secret") == []
         assert [hit.position for hit in search(store, "noted 1099")] == [leaked[-1] + 1]
         store.verify()
-
 
 
 def test_hits_in_one_event_read_that_event_once(tmp_path: Path) -> None:
