@@ -1160,32 +1160,27 @@ def test_a_follower_without_callbacks_counts_what_it_wrote_before_it_raised(tmp_
     assert total.added == held, (total.added, held)
 
 
-@pytest.mark.parametrize("total", [5, True, "0", {}])
-def test_a_total_that_is_no_summary_is_refused_before_anything_is_written(tmp_path: Path, total: Any) -> None:
+_SUMMARY = r"total: must be an ImportSummary \(or None\), not "
+_SECONDS = r"must be a number of seconds from 0 to \d+, not "
+
+
+@pytest.mark.parametrize(("given", "refusal"), [
+    *[({"total": total}, _SUMMARY) for total in (5, True, "0", {})],
+    *[({name: value}, f"{name}: {_SECONDS}") for name, value in (
+        ("interval", -1), ("interval", float("nan")), ("interval", 10**30), ("interval", "1"), ("interval", True),
+        ("settle", float("inf")), ("settle", -0.5))],
+])
+def test_a_parameter_of_another_kind_is_refused_before_anything_is_written(tmp_path: Path, given: dict[str, Any],
+                                                                           refusal: str) -> None:
     """`total=` of another kind was taken: the follower imported the session, then raised
-    AttributeError ('int' object has no attribute 'merge') with the session written. It is
-    refused naming the parameter, and the database is left as it was."""
-    sessions = tmp_path / "sessions"
-    sessions.mkdir()
-    shutil.copy(PI_SESSION, sessions / PI_SESSION.name)
-    with Store(tmp_path / "f.db") as store:
-        with pytest.raises(StoreError, match=r"total: must be an ImportSummary \(or None\), not "):
-            follow_files(store, "pi", [sessions], interval=0.05, total=total, stop=lambda: False)
-        assert list(store.read_all()) == []
-
-
-@pytest.mark.parametrize(("name", "value"), [("interval", -1), ("interval", float("nan")), ("interval", 10**30),
-                                             ("interval", "1"), ("interval", True), ("settle", float("inf")),
-                                             ("settle", -0.5)])
-def test_a_wait_that_is_no_number_of_seconds_is_refused_before_anything_is_written(tmp_path: Path, name: str,
-                                                                                   value: Any) -> None:
-    """`interval=-1` raised ValueError from `time.sleep` once the first poll had written,
+    AttributeError ('int' object has no attribute 'merge') with the session written.
+    `interval=-1` raised ValueError from `time.sleep` once the first poll had written,
     `interval=10**30` OverflowError, `"1"` TypeError; NaN polled with no pause at all. Each is
     refused naming the parameter, and the database is left as it was."""
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     shutil.copy(PI_SESSION, sessions / PI_SESSION.name)
     with Store(tmp_path / "f.db") as store:
-        with pytest.raises(StoreError, match=rf"{name}: must be a number of seconds from 0 to \d+, not "):
-            follow_files(store, "pi", [sessions], **{name: value}, stop=lambda: False)
+        with pytest.raises(StoreError, match=refusal):
+            follow_files(store, "pi", [sessions], **{"interval": 0.05, **given}, stop=lambda: False)
         assert list(store.read_all()) == []

@@ -479,10 +479,7 @@ class StoreMachine(RuleBasedStateMachine):
             import_events(restored, backup)
             report = restored.verify()
             assert report.events == len(held)
-            assert [e.to_json() for e in restored.read(t)] == [e.to_json() for e in self.store.read(t)]
-            assert thread_state(restored, t).messages == thread_state(self.store, t).messages
-            if request_messages(self.view(t)):
-                assert anthropic_request(restored, t) == anthropic_request(self.store, t)
+            self.same_thread(restored, t)
         finally:
             restored.close()
 
@@ -537,6 +534,13 @@ class StoreMachine(RuleBasedStateMachine):
         listed = [info.id for info in self.store.threads(limit=None)]
         assert sorted(listed) == sorted(self.order)
 
+    def same_thread(self, restored: Store, t: str) -> None:
+        """A restored thread reads as the one it came from: its events, its state, its request."""
+        assert [e.to_json() for e in restored.read(t)] == [e.to_json() for e in self.store.read(t)]
+        assert thread_state(restored, t).messages == thread_state(self.store, t).messages
+        if request_messages(self.view(t)):
+            assert anthropic_request(restored, t) == anthropic_request(self.store, t)
+
     def teardown(self) -> None:
         try:
             if self.order:
@@ -555,10 +559,7 @@ class StoreMachine(RuleBasedStateMachine):
             assert (report.streams, report.events, report.redacted) == (len(self.order), self.events, self.redactions)
             assert sorted(info.id for info in restored.threads(limit=None)) == sorted(self.order)
             for t in self.order:
-                assert [e.to_json() for e in restored.read(t)] == [e.to_json() for e in self.store.read(t)]
-                assert thread_state(restored, t).messages == thread_state(self.store, t).messages
-                if request_messages(self.view(t)):
-                    assert anthropic_request(restored, t) == anthropic_request(self.store, t)
+                self.same_thread(restored, t)
         finally:
             restored.close()
 
