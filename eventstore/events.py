@@ -116,12 +116,12 @@ def _in_range(value: int, info: ValidationInfo) -> int:
     """An offset no check beside it bounds (a deleted checkpoint's, which may name another
     stream's): 0..MAX_INDEX, as an argument's. One restored from an export keeps what an
     earlier release let it hold (-1 or 10**30 was stored)."""
-    if not _restoring(info) and value < 0:
+    if _restoring(info) or 0 <= value <= MAX_INDEX:
+        return value
+    if value < 0:
         raise PydanticCustomError("greater_than_equal", "must be an offset >= 0, not {value}", {"value": shown(value)})
-    if not _restoring(info) and value > MAX_INDEX:
-        raise PydanticCustomError("less_than_equal", "{value} is too large: an offset is at most {most}",
-                                  {"value": shown(value), "most": MAX_INDEX})
-    return value
+    raise PydanticCustomError("less_than_equal", "{value} is too large: an offset is at most {most}",
+                              {"value": shown(value), "most": MAX_INDEX})
 
 
 # An offset in a thread's history (a compaction's cut, a fork point) and a global position.

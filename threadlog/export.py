@@ -28,11 +28,12 @@ from typing import Any
 from eventstore import Store, StoreError, ThreadInfo
 from eventstore.errors import named
 from eventstore.integrity import counted
+from eventstore import restore
 from eventstore.recorded import parent_gone
 
 from projections import transcript
 
-FORMAT = {"format": "threadlog-events", "version": 2}
+FORMAT = {"format": restore.FORMAT, "version": restore.VERSION}  # the header a restore reads, its newest version
 
 
 def _stream(info: ThreadInfo) -> dict[str, Any]:

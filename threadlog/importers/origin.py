@@ -11,6 +11,8 @@ import re
 import stat
 from typing import Any
 
+from eventstore.restore import FORMAT as EXPORT_FORMAT
+
 # Keys a Claude Code line carries (one of them) and no pi entry does (pi's are `id` and `parentId`).
 _CLAUDE_CODE_KEYS = ("sessionId", "uuid", "leafUuid", "messageId")
 # The keys of a SWE-agent trajectory's object, one of which it opens with (`json.dump` with an
@@ -75,6 +77,6 @@ def command_for(path: str) -> str | None:
         record = json.loads(first.removeprefix(codecs.BOM_UTF8))
     except (ValueError, RecursionError):
         return opening_of(head)
-    if isinstance(record, dict) and record.get("format") == "threadlog-events":
+    if isinstance(record, dict) and record.get("format") == EXPORT_FORMAT:
         return "events"
     return first_line_of(record)
